@@ -1,0 +1,97 @@
+// The typed, validated configuration of one run (house style 1.7 step 2).
+//
+// Every host key is declared exactly once, in the key schema (config/schema.h), with its type,
+// default and help; configs/reference.toml lists them all and a test keeps the two in step.
+// load_run_config() parses the file, applies environment mirrors and --set overrides, validates,
+// fills defaults and returns this immutable value. Component tables ([model], [loss],
+// [data.train], [[metrics]], ...) are kept as TOML and validated later against the schema the
+// plugin declares (plugin tables are only known once plugins are loaded).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <toml++/toml.h>
+
+namespace tp {
+
+/// One component table: `component = "<id>"` plus the component's own keys.
+struct ComponentConfig {
+  std::string component; ///< reverse-DNS component id
+  std::string key_path;  ///< where it came from: "model", "data.train", "metrics[1]"
+  toml::table options;   ///< the table without `component`; validated against the plugin schema
+};
+
+struct RunSection {
+  std::string name;       ///< run name, shown in logs
+  std::string output_dir; ///< run directory; created if missing
+  int64_t seed;           ///< seeds model init, shuffling and augmentation
+  std::string device;     ///< "auto" | "cpu" | "cuda" | "cuda:N"
+  int64_t threads;        ///< intra-op threads; 0 = physical cores minus loader threads (min 1)
+};
+
+struct TrainSection {
+  int64_t epochs;
+  int64_t batch_size;      ///< per process
+  int64_t log_every_steps; ///< loss is read (a device sync) only on these steps
+  bool drop_last;          ///< drop the short last training batch
+};
+
+struct EvalSection {
+  int64_t batch_size; ///< 0 = train.batch_size
+  int64_t every_epochs;
+};
+
+struct OptimSection {
+  std::string name; ///< "sgd" | "adamw"
+  double lr;
+  double weight_decay; ///< never applied to tensors with dim < 2 (biases, norms)
+  double momentum;     ///< sgd
+  bool nesterov;       ///< sgd
+  std::vector<double> betas; ///< adamw, two values
+  double eps;          ///< adamw
+};
+
+struct DataSection {
+  int64_t num_workers;  ///< loader threads
+  int64_t prefetch;     ///< batches queued ahead
+  bool shuffle;         ///< training order shuffled per epoch (seeded)
+  bool val_from_train;  ///< without [data.val], build "val" from the [data.train] component
+  ComponentConfig train;
+  std::optional<ComponentConfig> val;
+};
+
+struct CheckpointSection {
+  bool save_last;
+  bool save_best;
+  std::string monitor; ///< "val/loss", "val/accuracy", ...
+  std::string mode;    ///< "min" | "max"
+};
+
+struct ProgressSection {
+  std::string mode;     ///< "auto" | "bar" | "lines" | "off"
+  double every_seconds; ///< throttle of "lines" mode
+};
+
+/// The whole run. Immutable once loaded.
+struct RunConfig {
+  RunSection run;
+  TrainSection train;
+  EvalSection eval;
+  OptimSection optim;
+  DataSection data;
+  CheckpointSection checkpoint;
+  ProgressSection progress;
+  std::vector<std::string> plugin_dirs; ///< [plugins] dirs
+  ComponentConfig model;
+  ComponentConfig loss;
+  std::vector<ComponentConfig> metrics;
+  std::vector<ComponentConfig> callbacks;
+
+  toml::table resolved; ///< the full table after overrides and defaults (written to config.toml)
+  std::string source;   ///< the config file path ("" when built from text)
+};
+
+}  // namespace tp

@@ -1,0 +1,75 @@
+// Errors inside the framework and host (house style 1.6). Internal code throws; host/main.cpp
+// catches at the top and maps each type to a distinct exit code.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace tp {
+
+/// Process exit codes of `host`.
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitRuntime = 1,      ///< a runtime failure (I/O, NaN loss policy "stop", a plugin call failing)
+  kExitConfig = 2,       ///< usage or configuration error
+  kExitPlugin = 3,       ///< a plugin could not be loaded (ABI, fingerprint, init, schema)
+  kExitInterrupted = 130 ///< SIGINT/SIGTERM: saved and stopped (143 for SIGTERM)
+};
+
+/// Base of every torchhost error. The message is one paragraph: what, where, what to do.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& message) : std::runtime_error(message) {}
+  /// The exit code `host` uses for this error.
+  virtual int exit_code() const noexcept { return kExitRuntime; }
+};
+
+/// A configuration or usage problem. `key_path` is the dotted key ("train.batch_size"), or empty.
+class ConfigError : public Error {
+ public:
+  ConfigError(std::string key_path, const std::string& message)
+      : Error(message), key_path_(std::move(key_path)) {}
+  const std::string& key_path() const noexcept { return key_path_; }
+  int exit_code() const noexcept override { return kExitConfig; }
+
+ private:
+  std::string key_path_;
+};
+
+/// A plugin failed to load, negotiate or validate (exit 3).
+class PluginLoadError : public Error {
+ public:
+  using Error::Error;
+  int exit_code() const noexcept override { return kExitPlugin; }
+};
+
+/// A plugin call returned an error status at run time (exit 1). Carries who and what.
+class PluginError : public Error {
+ public:
+  PluginError(std::string component_id, std::string function, const std::string& message)
+      : Error(message), component_id_(std::move(component_id)), function_(std::move(function)) {}
+  const std::string& component_id() const noexcept { return component_id_; }
+  const std::string& function() const noexcept { return function_; }
+
+ private:
+  std::string component_id_;
+  std::string function_;
+};
+
+}  // namespace tp
+
+/// Throws tp::Error with the streamed message when `cond` is false.
+#define TP_CHECK(cond, ...)                                              \
+  do {                                                                   \
+    if (!(cond)) throw ::tp::Error(::tp::detail::concat(__VA_ARGS__));   \
+  } while (0)
+
+#include <sstream>
+namespace tp::detail {
+template <typename... Args>
+std::string concat(const Args&... args) {
+  std::ostringstream out;
+  (out << ... << args);
+  return out.str();
+}
+}  // namespace tp::detail

@@ -1,0 +1,58 @@
+# torchhost_add_plugin(<name> TIER S|T SOURCES <src>... [LINK <lib>...] [OUTPUT_DIRECTORY <dir>])
+#
+# Builds a plugin library `<name>.so` (no "lib" prefix: the file name is the plugin name) as a
+# MODULE with hidden visibility, a version script that exports only `tp_entry`, and -z defs so an
+# unresolved symbol fails the link instead of the run. Tier T plugins link LibTorch and get the
+# build-fingerprint define; Tier S plugins must not link LibTorch, which is checked when the
+# directory is done configuring.
+set(_TORCHHOST_PLUGIN_MAP "${CMAKE_CURRENT_LIST_DIR}/torchhost_plugin.map")
+
+function(_torchhost_check_tier_s target)
+  get_target_property(_libs ${target} LINK_LIBRARIES)
+  foreach(_lib IN LISTS _libs)
+    if(_lib MATCHES "^(torch|torch_cpu|torch_cuda|c10|c10_cuda)$" OR _lib MATCHES "libtorch|libc10")
+      message(FATAL_ERROR "torchhost plugin '${target}' is Tier S but links LibTorch (${_lib}). "
+                          "Tier S plugins stay LibTorch-free so they survive LibTorch upgrades; "
+                          "declare it TIER T or drop the link.")
+    endif()
+  endforeach()
+endfunction()
+
+function(torchhost_add_plugin name)
+  cmake_parse_arguments(ARG "" "TIER;OUTPUT_DIRECTORY" "SOURCES;LINK" ${ARGN})
+  if(NOT ARG_TIER MATCHES "^(S|T)$")
+    message(FATAL_ERROR "torchhost_add_plugin(${name}): TIER must be S or T")
+  endif()
+  if(NOT ARG_SOURCES)
+    message(FATAL_ERROR "torchhost_add_plugin(${name}): SOURCES is empty")
+  endif()
+  add_library(${name} MODULE ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE torchhost::plugin_api_cpp ${ARG_LINK})
+  target_compile_features(${name} PRIVATE cxx_std_17)
+  set_target_properties(${name} PROPERTIES
+    PREFIX ""
+    C_VISIBILITY_PRESET hidden
+    CXX_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON
+    LINK_DEPENDS "${_TORCHHOST_PLUGIN_MAP}")
+  target_link_options(${name} PRIVATE "LINKER:--version-script=${_TORCHHOST_PLUGIN_MAP}" "LINKER:-z,defs")
+  if(ARG_OUTPUT_DIRECTORY)
+    set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${ARG_OUTPUT_DIRECTORY}")
+  elseif(DEFINED TORCHHOST_PLUGIN_OUTPUT_DIRECTORY)
+    set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${TORCHHOST_PLUGIN_OUTPUT_DIRECTORY}")
+  endif()
+  if(ARG_TIER STREQUAL "T")
+    if(NOT TARGET torch)
+      find_package(Torch REQUIRED CONFIG)
+    endif()
+    if(TARGET torch_cuda OR TORCH_CUDA_LIBRARIES)
+      set(_device_build 2)
+    else()
+      set(_device_build 1)
+    endif()
+    target_link_libraries(${name} PRIVATE ${TORCH_LIBRARIES})
+    target_compile_definitions(${name} PRIVATE TP_PLUGIN_TIER_T=1 TP_TORCH_DEVICE_BUILD=${_device_build})
+  else()
+    cmake_language(EVAL CODE "cmake_language(DEFER CALL _torchhost_check_tier_s [[${name}]])")
+  endif()
+endfunction()

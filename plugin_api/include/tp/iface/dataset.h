@@ -1,0 +1,73 @@
+/* torchhost plugin ABI, Tier S: datasets ("tp.dataset/1").
+ *
+ * A dataset is an indexable collection of samples. Each sample is a set of named fields ("image",
+ * "label", ...), each a CPU tensor handed over as a DLPack `DLManagedTensor` with its deleter, so
+ * a dataset plugin needs no LibTorch and can be written in plain C. The host's loader calls
+ * get_sample from worker threads, turns fields into tensors without copying (at::fromDLPack),
+ * stacks them into batches, and calls each deleter once the batch no longer needs the buffer.
+ *
+ * Lifecycle: create(split) -> [set_epoch(e) -> get_sample(i)...]... -> destroy. The host creates
+ * one instance per split ("train", "val").
+ *
+ * Randomness (augmentation) comes only from `tp_worker_ctx_t.seed`, which the host derives from
+ * (run seed, rank, worker, epoch); a dataset that follows this is reproducible (PLG-8). */
+#ifndef TP_IFACE_DATASET_H
+#define TP_IFACE_DATASET_H
+
+#include <stdint.h>
+
+#include <dlpack/dlpack.h>
+
+#include "tp/config.h"
+#include "tp/host.h"
+#include "tp/macros.h"
+#include "tp/status.h"
+
+TP_EXTERN_C_BEGIN
+
+#define TP_IFACE_DATASET_V1 "tp.dataset/1"
+
+/** One named field of a sample. */
+typedef struct tp_field_t {
+  const char *name;        /* static storage in the plugin ("image") */
+  DLManagedTensor *tensor; /* new reference, kDLCPU, compact or strided; the host calls
+                              tensor->deleter(tensor) exactly once, from any thread */
+} tp_field_t;
+
+/** Where and when get_sample runs. Borrowed for the duration of the call. */
+typedef struct tp_worker_ctx_t {
+  uint32_t struct_size;
+  uint32_t worker;      /* 0..num_workers-1 */
+  uint32_t num_workers;
+  int32_t rank;         /* global rank of this process */
+  uint64_t epoch;       /* 0-based */
+  /* Seed for this sample's randomness, derived by the host from (run seed, rank, worker, epoch,
+   * index) so results do not depend on which worker thread serves the index. */
+  uint64_t seed;
+} tp_worker_ctx_t;
+
+typedef struct tp_dataset_v1_t {
+  uint32_t struct_size; /* = sizeof(tp_dataset_v1_t) */
+
+  /** [main] Creates the dataset for `split` ("train" or "val"). `host` is borrowed until
+   *  deinit(); `cfg` only during the call. *out_self is released with destroy(). */
+  tp_status (*create)(const tp_host_t *host, const tp_config_t *cfg, const char *split,
+                      void **out_self);
+  /** [main] Accepts NULL. Every DLPack tensor from this instance may still be alive; their
+   *  deleters must not depend on `self`. */
+  void (*destroy)(void *self);
+  /** [any] Number of samples. Constant for the life of the instance. */
+  tp_status (*size)(const void *self, uint64_t *out_count);
+  /** [worker] Writes up to `capacity` fields to out_fields and their number to *out_count.
+   *  Concurrent across workers unless the descriptor sets TP_DESCRIPTOR_SERIAL. On error, no
+   *  field is handed over (the plugin frees what it made). `index` < size(). Every sample of a
+   *  dataset has the same field names, dtypes and shapes. */
+  tp_status (*get_sample)(const void *self, uint64_t index, const tp_worker_ctx_t *ctx,
+                          tp_field_t *out_fields, uint32_t capacity, uint32_t *out_count);
+  /** [main] Optional (may be NULL). Called before each epoch, while no get_sample runs. */
+  tp_status (*set_epoch)(void *self, uint64_t epoch);
+} tp_dataset_v1_t;
+
+TP_EXTERN_C_END
+
+#endif /* TP_IFACE_DATASET_H */

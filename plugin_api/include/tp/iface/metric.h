@@ -1,0 +1,51 @@
+/* torchhost plugin ABI, Tier T: metrics ("tp.metric/1").
+ *
+ * A metric accumulates state tensors on the device where the predictions live (no `.item()` per
+ * batch, lessons-from-peers 6) and computes its values from the accumulated state, never as a mean
+ * of per-batch values. Every state tensor must combine across ranks by elementwise SUM (counts,
+ * sums, confusion matrices): the host all-reduces them before compute(), which makes a 2-rank
+ * evaluation equal the 1-rank evaluation exactly.
+ *
+ * Lifecycle: create -> to_device -> (reset, update..., [all-reduce], compute)... -> destroy. */
+#ifndef TP_IFACE_METRIC_H
+#define TP_IFACE_METRIC_H
+
+#include <stdint.h>
+
+#include "tp/config.h"
+#include "tp/host.h"
+#include "tp/iface/callback.h"
+#include "tp/iface/tensor.h"
+#include "tp/macros.h"
+#include "tp/status.h"
+
+TP_EXTERN_C_BEGIN
+
+#define TP_IFACE_METRIC_V1 "tp.metric/1"
+
+typedef struct tp_metric_v1_t {
+  uint32_t struct_size; /* = sizeof(tp_metric_v1_t) */
+  /** [main] `host` borrowed until deinit(); `cfg` only during the call. */
+  tp_status (*create)(const tp_host_t *host, const tp_config_t *cfg, void **out_self);
+  /** [main] Accepts NULL. */
+  void (*destroy)(void *self);
+  /** [main] Moves the state to the device (TP_DEVICE_*, index). Resets nothing. */
+  tp_status (*to_device)(void *self, int32_t device_type, int32_t device_index);
+  /** [main] Zeroes the state. */
+  tp_status (*reset)(void *self);
+  /** [main] Adds one batch. Outputs and targets borrowed for the call, on the metric's device.
+   *  Runs under no-grad; never synchronizes the device. */
+  tp_status (*update)(void *self, const tp_named_tensor_t *outputs, uint32_t output_count,
+                      const tp_named_tensor_t *targets, uint32_t target_count);
+  /** [main] Visits every state tensor (is_buffer = true); handles are borrowed and alias the
+   *  state, so the host sums them across ranks in place. Same order every time. */
+  tp_status (*visit_state)(void *self, tp_state_visitor visit, void *user);
+  /** [main] Writes up to `capacity` values (names in static storage, e.g. "accuracy") and their
+   *  number. May synchronize the device (called once per evaluation). */
+  tp_status (*compute)(void *self, tp_scalar_t *out_values, uint32_t capacity,
+                       uint32_t *out_count);
+} tp_metric_v1_t;
+
+TP_EXTERN_C_END
+
+#endif /* TP_IFACE_METRIC_H */

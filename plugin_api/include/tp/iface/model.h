@@ -1,0 +1,59 @@
+/* torchhost plugin ABI, Tier T: models ("tp.model/1").
+ *
+ * A model maps named inputs to named outputs. The host passes every field of the batch as an
+ * input (the model reads the ones it needs by name, usually configurable), and passes every
+ * output on to the loss and the metrics, which again pick by name. So one-input/one-output,
+ * one-input/many-output and many-input/many-output models use the same interface.
+ *
+ * The host owns training: it collects the parameters and buffers through visit_state (for the
+ * optimizer, DDP and checkpoints), sets grad mode and autocast before forward, and runs backward.
+ * A checkpoint therefore never depends on how the plugin stores its state.
+ *
+ * Lifecycle: create -> to_device -> visit_state -> (set_training, forward)... -> destroy. */
+#ifndef TP_IFACE_MODEL_H
+#define TP_IFACE_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tp/config.h"
+#include "tp/host.h"
+#include "tp/iface/tensor.h"
+#include "tp/macros.h"
+#include "tp/status.h"
+
+TP_EXTERN_C_BEGIN
+
+#define TP_IFACE_MODEL_V1 "tp.model/1"
+
+typedef struct tp_model_v1_t {
+  uint32_t struct_size; /* = sizeof(tp_model_v1_t) */
+
+  /** [main] Builds the model on the CPU in fp32 with its own initialisation; the host seeds the
+   *  global generator before the call, so initialisation is reproducible. `host` borrowed until
+   *  deinit(); `cfg` only during the call. *out_self is released with destroy(). */
+  tp_status (*create)(const tp_host_t *host, const tp_config_t *cfg, void **out_self);
+  /** [main] Accepts NULL. */
+  void (*destroy)(void *self);
+  /** [main & !training step] Moves parameters and buffers to the device (TP_DEVICE_*, index)
+   *  and floating-point ones to `dtype` (TP_DTYPE_FLOAT32 normally). Handles obtained from
+   *  visit_state before the call are invalid afterwards: visit again. */
+  tp_status (*to_device)(void *self, int32_t device_type, int32_t device_index, int32_t dtype);
+  /** [main] Switches train/eval behaviour (dropout, batch-norm statistics). */
+  tp_status (*set_training)(void *self, bool training);
+  /** [main] Visits every parameter (is_buffer = false) and persistent buffer (is_buffer =
+   *  true) with a stable, unique, dotted name ("features.0.weight"), in the same order every
+   *  time. The handles are borrowed and alias the model's storage (in-place updates by the host
+   *  update the model) until destroy() or to_device(). */
+  tp_status (*visit_state)(void *self, tp_state_visitor visit, void *user);
+  /** [main] Runs the model. `inputs` (borrowed, for the call) are all the batch's fields, on
+   *  the model's device, batch dimension first. Writes up to `capacity` outputs (names in
+   *  static storage, tensors new references released by the host) and their number. Grad mode
+   *  and autocast are already set by the host; never synchronize the device here (ABI-12). */
+  tp_status (*forward)(void *self, const tp_named_tensor_t *inputs, uint32_t input_count,
+                       tp_named_tensor_t *out_outputs, uint32_t capacity, uint32_t *out_count);
+} tp_model_v1_t;
+
+TP_EXTERN_C_END
+
+#endif /* TP_IFACE_MODEL_H */

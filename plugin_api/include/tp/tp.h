@@ -1,0 +1,15 @@
+/* torchhost plugin ABI: umbrella include of the stable (Tier S) headers.
+ * Tier T plugins additionally include tp/iface/model.h, loss.h or metric.h. */
+#ifndef TP_TP_H
+#define TP_TP_H
+
+#include "tp/config.h"
+#include "tp/entry.h"
+#include "tp/host.h"
+#include "tp/macros.h"
+#include "tp/status.h"
+#include "tp/version.h"
+#include "tp/iface/callback.h"
+#include "tp/iface/dataset.h"
+
+#endif /* TP_TP_H */

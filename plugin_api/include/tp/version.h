@@ -1,0 +1,40 @@
+/* torchhost plugin ABI: version numbers and the compatibility rule.
+ *
+ * The ABI version is separate from the product version. MAJOR changes when a released struct or
+ * interface changes incompatibly (never expected: new behaviour gets a new interface id such as
+ * "tp.model/2"). MINOR grows when members are appended to released structs; such members carry a
+ * `@since 1.N` note. A host loads a plugin when the majors are equal and the plugin's minor is not
+ * newer than the host's (the plugin may rely on members the host does not know otherwise). */
+#ifndef TP_VERSION_H
+#define TP_VERSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tp/macros.h"
+
+#define TP_ABI_MAJOR 1
+#define TP_ABI_MINOR 0
+#define TP_ABI_PATCH 0
+
+TP_EXTERN_C_BEGIN
+
+/** A three-part version. Passed by value; plain data. */
+typedef struct tp_version_t {
+  uint32_t major;
+  uint32_t minor;
+  uint32_t patch; /* informational only; never part of compatibility */
+} tp_version_t;
+
+/** The ABI this header describes; plugins put it in `tp_entry.abi`. */
+#define TP_ABI_VERSION_INIT {TP_ABI_MAJOR, TP_ABI_MINOR, TP_ABI_PATCH}
+
+/** True when a host implementing `host` can load a plugin compiled against `plugin`.
+ *  Rule: equal major, plugin minor <= host minor; patch ignored. [any] */
+static inline bool tp_abi_is_compatible(tp_version_t host, tp_version_t plugin) {
+  return host.major == plugin.major && plugin.minor <= host.minor;
+}
+
+TP_EXTERN_C_END
+
+#endif /* TP_VERSION_H */
