@@ -22,6 +22,7 @@ struct ComponentConfig {
   std::string component; ///< reverse-DNS component id
   std::string key_path;  ///< where it came from: "model", "data.train", "metrics[1]"
   toml::table options;   ///< the table without `component`; validated against the plugin schema
+  bool operator==(const ComponentConfig&) const = default; ///< field-wise
 };
 
 struct RunSection {
@@ -30,6 +31,7 @@ struct RunSection {
   int64_t seed;           ///< seeds model init, shuffling and augmentation
   std::string device;     ///< "auto" | "cpu" | "cuda" | "cuda:N"
   int64_t threads;        ///< intra-op threads; 0 = physical cores minus loader threads (min 1)
+  bool operator==(const RunSection&) const = default; ///< field-wise
 };
 
 struct TrainSection {
@@ -37,11 +39,13 @@ struct TrainSection {
   int64_t batch_size;      ///< per process
   int64_t log_every_steps; ///< loss is read (a device sync) only on these steps
   bool drop_last;          ///< drop the short last training batch
+  bool operator==(const TrainSection&) const = default; ///< field-wise
 };
 
 struct EvalSection {
   int64_t batch_size; ///< 0 = train.batch_size
   int64_t every_epochs;
+  bool operator==(const EvalSection&) const = default; ///< field-wise
 };
 
 struct OptimSection {
@@ -52,6 +56,7 @@ struct OptimSection {
   bool nesterov;       ///< sgd
   std::vector<double> betas; ///< adamw, two values
   double eps;          ///< adamw
+  bool operator==(const OptimSection&) const = default; ///< field-wise
 };
 
 struct DataSection {
@@ -61,6 +66,7 @@ struct DataSection {
   bool val_from_train;  ///< without [data.val], build "val" from the [data.train] component
   ComponentConfig train;
   std::optional<ComponentConfig> val;
+  bool operator==(const DataSection&) const = default; ///< field-wise
 };
 
 struct CheckpointSection {
@@ -68,11 +74,13 @@ struct CheckpointSection {
   bool save_best;
   std::string monitor; ///< "val/loss", "val/accuracy", ...
   std::string mode;    ///< "min" | "max"
+  bool operator==(const CheckpointSection&) const = default; ///< field-wise
 };
 
 struct ProgressSection {
   std::string mode;     ///< "auto" | "bar" | "lines" | "off"
   double every_seconds; ///< throttle of "lines" mode
+  bool operator==(const ProgressSection&) const = default; ///< field-wise
 };
 
 /// The whole run. Immutable once loaded.
@@ -92,6 +100,9 @@ struct RunConfig {
 
   toml::table resolved; ///< the full table after overrides and defaults (written to config.toml)
   std::string source;   ///< the config file path ("" when built from text)
+
+  /// Field-wise equality, `source` included (compare the members to ignore it).
+  bool operator==(const RunConfig&) const = default;
 };
 
 }  // namespace tp

@@ -1,0 +1,40 @@
+// Progress on stdout, rank 0 only (lessons-from-peers 11): one live bar redrawn in place when
+// stdout is a terminal; plain lines every `every_seconds` otherwise (CI, SLURM logs).
+//   epoch 3/10 [=========>          ] 120/188 loss 0.1234 lr 1.00e-03 | 45.2 it/s ETA 0:02
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tp {
+
+class Progress {
+ public:
+  /// `mode` is "auto" | "bar" | "lines" | "off"; `enabled` false on ranks other than 0.
+  Progress(const std::string& mode, double every_seconds, bool enabled);
+  /// Starts an epoch of `steps` optimizer steps (epoch is 0-based; shown 1-based).
+  void start_epoch(int64_t epoch, int64_t epochs, int64_t steps);
+  /// After step `done` (1-based) of the epoch. `loss` is NaN when it was not read this step
+  /// (reading it syncs the device); the last known value is shown then.
+  void update(int64_t done, double loss, double lr);
+  /// Ends the epoch's bar with its summary values ("val/accuracy" ...).
+  void end_epoch(const std::vector<std::pair<std::string, double>>& summary);
+  /// A free-form line that does not break the bar (printed above it).
+  void note(const std::string& line);
+
+ private:
+  std::string render(int64_t done) const;
+  void emit(const std::string& text, bool final_line);
+
+  enum class Mode { Bar, Lines, Off } mode_;
+  double every_seconds_;
+  int64_t epoch_ = 0, epochs_ = 0, steps_ = 0, done_ = 0;
+  double loss_, lr_ = 0;
+  std::chrono::steady_clock::time_point epoch_start_, last_emit_;
+  bool bar_open_ = false;
+};
+
+}  // namespace tp

@@ -1,0 +1,72 @@
+// Checkpoints: what a run saves and how it is written.
+//
+// Format: one pickle (torch::pickle_save) of a dict, so Python reads it with
+// `torch.load(path)` and C++ with torch::pickle_load:
+//   format: "torchhost-checkpoint/1"
+//   model: {name: tensor}            parameters and buffers as the model plugin visits them
+//   optimizer: uint8 tensor          torch::optim archive bytes (param groups in build order)
+//   optimizer_groups: [[names]]      which parameters each group holds
+//   epoch, step: int                 epochs completed / optimizer steps taken
+//   monitor: str, best: float        the monitored value and the best seen so far
+//   config: str                      the resolved run config (TOML text)
+//   plugins: [str]                   "component-id@version" of every component used
+// Writes are atomic: a temporary file in the same directory, fsync, rename, fsync of the
+// directory. A crash at any moment leaves the previous file intact and loadable.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tp/framework/plugin/plugin_instance.h"
+#include "tp/framework/util/atomic_file.h"
+
+namespace torch::optim {
+class Optimizer;
+}
+
+namespace tp {
+
+inline constexpr const char* kCheckpointFormat = "torchhost-checkpoint/1";
+
+/// What save_checkpoint() writes; borrowed views of the trainer's state.
+struct CheckpointContents {
+  const std::vector<StateTensor>* model_state = nullptr;
+  const torch::optim::Optimizer* optimizer = nullptr; ///< may be null (eval-only exports)
+  std::vector<std::vector<std::string>> optimizer_groups;
+  int64_t epoch = 0;
+  int64_t step = 0;
+  std::string monitor;
+  double best = 0.0;
+  std::string config_toml;
+  std::vector<std::string> plugins;
+};
+
+/// Writes `contents` to `path` atomically. Throws tp::Error naming the path and the OS error
+/// (disk full, permission) and removes the temporary file; the previous `path` is untouched.
+void save_checkpoint(const std::filesystem::path& path, const CheckpointContents& contents);
+
+/// A checkpoint read back.
+struct LoadedCheckpoint {
+  std::vector<std::pair<std::string, at::Tensor>> model;
+  std::vector<char> optimizer_archive;
+  int64_t epoch = 0;
+  int64_t step = 0;
+  std::string monitor;
+  double best = 0.0;
+  std::string config_toml;
+  std::vector<std::string> plugins;
+};
+
+/// Reads `path`. Throws tp::Error naming the file when it is missing, truncated, not a torchhost
+/// checkpoint or of an unknown format version.
+LoadedCheckpoint load_checkpoint(const std::filesystem::path& path);
+
+/// Copies `checkpoint.model` into `model_state` in place (names must match one to one, shapes
+/// equal). Throws tp::Error listing missing, unexpected and mis-shaped entries.
+void restore_model_state(const LoadedCheckpoint& checkpoint, const std::vector<StateTensor>& model_state);
+
+}  // namespace tp

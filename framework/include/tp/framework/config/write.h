@@ -1,0 +1,17 @@
+// Writing a resolved configuration back out as TOML (config.toml in the run directory, the config
+// text stored in checkpoints).
+#pragma once
+
+#include <string>
+
+#include <toml++/toml.h>
+
+namespace tp {
+
+/// `table` as TOML text (TOML++ toml_formatter), ending with a newline. Loading the text again
+/// yields the same RunConfig: floats keep a decimal point or exponent, so their type survives.
+/// Example:
+///   std::ofstream(run_dir / "config.toml") << to_toml_text(cfg.resolved);
+std::string to_toml_text(const toml::table& table);
+
+}  // namespace tp

@@ -1,0 +1,38 @@
+// What the data loader reads from: an indexable source of samples made of named CPU tensors.
+// DatasetProxy (a dataset plugin behind the C ABI) is the production implementation; tests use
+// in-memory sources.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "tp/iface/dataset.h"
+
+namespace tp {
+
+/// One sample or one batch: named tensors in a fixed order (the order of the first sample).
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+/// An indexable collection of samples. Implementations say which calls may run concurrently.
+class SampleSource {
+ public:
+  virtual ~SampleSource() = default;
+  /// Number of samples; constant. [main]
+  virtual uint64_t size() const = 0;
+  /// The sample at `index` (< size()). Tensors are CPU and may borrow the source's memory until
+  /// destroyed. [worker]: concurrent calls allowed unless serial() is true. Throws tp::Error
+  /// (or a subclass) naming the source and index on failure.
+  virtual NamedTensors get(uint64_t index, const tp_worker_ctx_t& ctx) const = 0;
+  /// True when get() must not run concurrently (the loader then serialises the calls).
+  virtual bool serial() const = 0;
+  /// Called before each epoch while no get() runs. [main]
+  virtual void set_epoch(uint64_t epoch) = 0;
+  /// Human-readable name for messages ("org.torchhost.shapes (train)").
+  virtual std::string name() const = 0;
+};
+
+}  // namespace tp

@@ -1,0 +1,125 @@
+// Which sample indices this rank reads in an epoch: a seeded, epoch-dependent permutation that is
+// identical on every rank, sharded by stride (indices[rank::world_size]) as PyTorch's
+// DistributedSampler does. Pure functions of (seed, epoch, rank, world_size, dataset size): no
+// communication, no global RNG state, reproducible across platforms and standard libraries.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace tp {
+
+/// What happens to the tail when the dataset size is not a multiple of world_size.
+enum class SamplerTail {
+  /// Repeat indices from the start of the permutation until every rank has ceil(n / world) samples
+  /// (PyTorch's default, `drop_last=False`). Some samples are seen twice per epoch: fine for
+  /// training, wrong for evaluation metrics (lessons-from-peers #2).
+  kPad,
+  /// Drop the last n % world indices of the permutation so every rank has floor(n / world)
+  /// samples (PyTorch `drop_last=True`). Which indices are dropped changes with the epoch when
+  /// shuffling.
+  kDrop,
+  /// Exact evaluation: rank r gets permutation[r::world] of the unpadded permutation. Shards are
+  /// disjoint, their union is the dataset, and their sizes differ by at most one (ranks
+  /// r < n % world hold one more). Ranks may therefore run a different number of batches.
+  kExact,
+};
+
+/// Options of DistributedSampler (fluent setters, validated by the constructor).
+///
+/// Example:
+///   auto opts = tp::SamplerOptions(50000).rank(1).world_size(4).seed(42).tail(tp::SamplerTail::kDrop);
+struct SamplerOptions {
+  /// `dataset_size` is the number of samples of the whole dataset (all ranks).
+  explicit SamplerOptions(uint64_t dataset_size) : dataset_size_(dataset_size) {}
+
+  // TORCH_ARG-style: `name(v)` sets and returns *this, `name()` reads.
+#define TP_SAMPLER_ARG(T, name)                 \
+  SamplerOptions& name(T value) noexcept {      \
+    name##_ = value;                            \
+    return *this;                               \
+  }                                             \
+  T name() const noexcept { return name##_; }   \
+  T name##_
+
+  /// Number of samples in the whole dataset.
+  TP_SAMPLER_ARG(uint64_t, dataset_size) = 0;
+  /// This process's rank, 0 <= rank < world_size.
+  TP_SAMPLER_ARG(int64_t, rank) = 0;
+  /// Number of ranks, >= 1.
+  TP_SAMPLER_ARG(int64_t, world_size) = 1;
+  /// Permute with epoch_permutation(seed, epoch); false = identity order 0..n-1.
+  TP_SAMPLER_ARG(bool, shuffle) = true;
+  /// Run seed; must be equal on all ranks.
+  TP_SAMPLER_ARG(uint64_t, seed) = 0;
+  /// Tail policy; see SamplerTail.
+  TP_SAMPLER_ARG(SamplerTail, tail) = SamplerTail::kPad;
+#undef TP_SAMPLER_ARG
+};
+
+/// Shards a dataset across ranks for one epoch at a time.
+///
+/// Order: the epoch permutation P (or 0..n-1 without shuffle) is padded or truncated to `total`
+/// entries according to the tail policy, and rank r reads P[r], P[r + world], P[r + 2 world], ...
+///
+/// Example (n = 10, world = 3, shuffle off):
+///   kPad:   rank 0 {0,3,6,9}  rank 1 {1,4,7,0}  rank 2 {2,5,8,1}   (4 each, 0 and 1 twice)
+///   kDrop:  rank 0 {0,3,6}    rank 1 {1,4,7}    rank 2 {2,5,8}     (3 each, 9 dropped)
+///   kExact: rank 0 {0,3,6,9}  rank 1 {1,4,7}    rank 2 {2,5,8}     (4 + 3 + 3 = 10)
+class DistributedSampler {
+ public:
+  /// Throws tp::Error when world_size < 1 or rank is outside [0, world_size).
+  explicit DistributedSampler(SamplerOptions options);
+
+  /// Selects the epoch whose permutation indices() returns. Call with the same value on all ranks.
+  void set_epoch(uint64_t epoch) noexcept { epoch_ = epoch; }
+  /// The epoch last set (0 initially).
+  uint64_t epoch() const noexcept { return epoch_; }
+
+  /// This rank's dataset indices for the current epoch, in reading order. Same result for the
+  /// same (options, epoch) on any machine. O(dataset_size) time and memory per call.
+  std::vector<uint64_t> indices() const;
+
+  /// Number of indices this rank reads per epoch (indices().size(), without building it).
+  /// kExact: ceil((n - rank) / world); kPad: ceil(n / world); kDrop: floor(n / world).
+  uint64_t size() const noexcept;
+
+  /// The options it was built with.
+  const SamplerOptions& options() const noexcept { return options_; }
+
+ private:
+  SamplerOptions options_;
+  uint64_t epoch_ = 0;
+};
+
+/// The shuffled order of 0..n-1 for (seed, epoch), identical on every platform:
+/// a std::mt19937_64 (fully specified by the C++ standard) seeded with
+/// mix_seed(mix_seed(seed) ^ epoch), then Fisher–Yates from the back (i = n-1 .. 1, swap i with j
+/// uniform in [0, i]), where j is drawn by rejection sampling on the raw 64-bit output, not by
+/// std::uniform_int_distribution, whose algorithm is implementation-defined.
+/// Not the same order as PyTorch's torch.randperm.
+std::vector<uint64_t> epoch_permutation(uint64_t n, uint64_t seed, uint64_t epoch);
+
+/// SplitMix64's output function of x (Steele, Lea & Flood 2014): a bijective 64-bit mixer.
+/// z = x + 0x9E3779B97F4A7C15; z = (z ^ z>>30) * 0xBF58476D1CE4E5B9;
+/// z = (z ^ z>>27) * 0x94D049BB133111EB; return z ^ z>>31.
+constexpr uint64_t mix_seed(uint64_t x) noexcept {
+  uint64_t z = x + 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+/// The seed a sample sees in tp_worker_ctx_t::seed:
+/// mix_seed(mix_seed(mix_seed(mix_seed(run_seed) ^ rank) ^ epoch) ^ index).
+/// It depends on the dataset index, never on the worker that loads it, so results are the same
+/// for any num_workers. `rank` is cast to uint64_t.
+constexpr uint64_t sample_seed(uint64_t run_seed, int64_t rank, uint64_t epoch,
+                               uint64_t index) noexcept {
+  uint64_t h = mix_seed(run_seed);
+  h = mix_seed(h ^ static_cast<uint64_t>(rank));
+  h = mix_seed(h ^ epoch);
+  return mix_seed(h ^ index);
+}
+
+}  // namespace tp

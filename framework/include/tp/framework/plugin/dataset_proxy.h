@@ -1,0 +1,34 @@
+// Host-side handle of a dataset component ("tp.dataset/1"), as a SampleSource for the loader.
+// Fields arrive as DLPack tensors and become at::Tensor without a copy; each tensor's deleter
+// (plugin code) keeps the plugin library loaded until it has run.
+#pragma once
+
+#include <mutex>
+
+#include "tp/framework/config/run_config.h"
+#include "tp/framework/data/sample_source.h"
+#include "tp/framework/plugin/plugin_instance.h"
+#include "tp/iface/dataset.h"
+
+namespace tp {
+
+class DatasetProxy : public PluginInstance, public SampleSource {
+ public:
+  /// Creates the dataset for `split` ("train" or "val").
+  DatasetProxy(ComponentEntry entry, const ComponentConfig& config, std::string split);
+  ~DatasetProxy() override;
+
+  uint64_t size() const override { return size_; }
+  NamedTensors get(uint64_t index, const tp_worker_ctx_t& ctx) const override;
+  bool serial() const override { return (info_->flags & TP_DESCRIPTOR_SERIAL) != 0; }
+  void set_epoch(uint64_t epoch) override;
+  std::string name() const override { return id() + " (" + split_ + ")"; }
+
+ private:
+  tp_dataset_v1_t table_{};
+  void* self_ = nullptr;
+  std::string split_;
+  uint64_t size_ = 0;
+};
+
+}  // namespace tp

@@ -1,0 +1,46 @@
+// The tp_host_t the host lends to every plugin: per-thread error messages, logging, services
+// ("tp.dist/1") and tensor-handle release (plugin_api/include/tp/host.h).
+#pragma once
+
+#include <string>
+
+#include "tp/host.h"
+
+namespace tp {
+
+class Logger;
+
+/// Where this process sits in a distributed run (defaults: a single process).
+struct ProcessPlace {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+};
+
+/// Owns the tp_host_t table. Must outlive every plugin library (the registry holds it).
+class HostServices {
+ public:
+  HostServices(Logger& logger, ProcessPlace place);
+  HostServices(const HostServices&) = delete;
+  HostServices& operator=(const HostServices&) = delete;
+
+  /// The table handed to plugins; valid as long as this object.
+  const tp_host_t* table() const { return &host_; }
+  /// The calling thread's last message recorded through fail(), and clears it. A plugin call that
+  /// returned an error without calling fail() yields "" (the caller reports the bare code).
+  static std::string take_last_error();
+  /// Records a message as fail() does; used by host-side adapters (the config view).
+  static void set_last_error(std::string message);
+  Logger& logger() const { return logger_; }
+
+ private:
+  tp_host_t host_{};
+  tp_dist_v1_t dist_{};
+  Logger& logger_;
+};
+
+/// Readable name of a tp_status code ("TP_ERR_IO").
+const char* status_name(tp_status status);
+
+}  // namespace tp

@@ -1,0 +1,42 @@
+// Base of the host-side proxies (ModelProxy, LossProxy, ...): one live component instance, the
+// library that must outlive it, and the status check every call goes through (TP_CALL).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+
+#include "tp/framework/plugin/registry.h"
+#include "tp/status.h"
+
+namespace tp {
+
+/// A parameter, buffer or metric state tensor of a plugin object. `tensor` aliases the plugin's own
+/// tensor: in-place updates (optimizer steps, checkpoint loads, all-reduces) change the plugin.
+struct StateTensor {
+  std::string name;
+  at::Tensor tensor;
+  bool is_buffer = false;
+};
+
+class PluginInstance {
+ public:
+  PluginInstance(const PluginInstance&) = delete;
+  PluginInstance& operator=(const PluginInstance&) = delete;
+  /// The component id ("org.torchhost.small_cnn").
+  const std::string& id() const { return info_->id; }
+  const ComponentInfo& info() const { return *info_; }
+
+ protected:
+  explicit PluginInstance(ComponentEntry entry) : library_(std::move(entry.library)), info_(entry.info) {}
+  ~PluginInstance() = default;
+
+  /// Throws PluginError naming the component, `function` and the plugin's message when
+  /// `status` is not TP_OK. `context` (e.g. "sample 17") is added to the message.
+  void check(tp_status status, const char* function, const std::string& context = "") const;
+  std::shared_ptr<PluginLibrary> library_;
+  const ComponentInfo* info_;
+};
+
+}  // namespace tp

@@ -1,0 +1,75 @@
+// The plugin registry: finds plugin libraries on the search path, loads them, and maps component
+// ids to their library and descriptor (house style 1.7 step 4).
+//
+// Search path, highest precedence first: --plugin-dir (repeatable), [plugins] dirs in the config,
+// TORCHHOST_PLUGIN_PATH (colon-separated), the built-in directory next to the executable. Every
+// `*.so` in those directories is loaded. A component id found in two files of the same directory
+// level is an error naming both files; a higher-precedence directory shadows a lower one (a user's
+// rebuilt plugin replaces the built-in), which is logged.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tp/framework/plugin/plugin_library.h"
+
+namespace tp {
+
+class HostServices;
+
+/// One directory of the search path and where it came from (for messages).
+struct PluginDir {
+  std::filesystem::path path;
+  std::string origin; ///< "--plugin-dir", "plugins.dirs", "TORCHHOST_PLUGIN_PATH", "built-in"
+};
+
+/// Builds the ordered search path. `env_path` is TORCHHOST_PLUGIN_PATH's value (may be empty).
+std::vector<PluginDir> plugin_search_path(const std::vector<std::string>& cli_dirs,
+                                          const std::vector<std::string>& config_dirs,
+                                          const std::string& env_path,
+                                          const std::filesystem::path& builtin_dir);
+
+/// The directory of built-in plugins for an executable at `exe` (<exe dir>/../plugins).
+std::filesystem::path builtin_plugin_dir();
+
+/// A loaded component: its descriptor and the library that must outlive its instances.
+struct ComponentEntry {
+  const ComponentInfo* info = nullptr;
+  std::shared_ptr<PluginLibrary> library;
+};
+
+class Registry {
+ public:
+  explicit Registry(const HostServices& host) : host_(host) {}
+
+  /// Loads every plugin on `dirs` (see the file comment). Throws PluginLoadError for the first
+  /// library that cannot be loaded and for duplicate ids; a missing directory that the user named
+  /// explicitly is an error too (built-in or env directories may be absent).
+  void load_search_path(const std::vector<PluginDir>& dirs);
+  /// Loads one library file (`host plugins check FILE`).
+  std::shared_ptr<PluginLibrary> load_file(const std::filesystem::path& file);
+
+  /// The component `id` of kind `kind`. Throws ConfigError naming `key_path` with the closest known
+  /// id of that kind when it is unknown, or when it exists but is of another kind.
+  ComponentEntry find(const std::string& id, int32_t kind, const std::string& key_path) const;
+  /// Every loaded component, sorted by id.
+  std::vector<ComponentEntry> all() const;
+  /// Every loaded library, in load order.
+  const std::vector<std::shared_ptr<PluginLibrary>>& libraries() const { return libraries_; }
+
+ private:
+  void add_components(const std::shared_ptr<PluginLibrary>& library, std::size_t level);
+
+  const HostServices& host_;
+  std::vector<std::shared_ptr<PluginLibrary>> libraries_;
+  struct Slot {
+    ComponentEntry entry;
+    std::size_t level; ///< search-path index it came from; lower wins
+  };
+  std::map<std::string, Slot> components_;
+};
+
+}  // namespace tp

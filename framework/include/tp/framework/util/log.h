@@ -1,0 +1,42 @@
+// The run's log: timestamped lines to stderr and, on rank 0, to <run dir>/train.log.
+// Only rank 0 writes INFO and below; every rank writes errors, prefixed with its rank, so a
+// failure on rank 3 is never silent (house style 1.6).
+#pragma once
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+namespace tp {
+
+enum class LogLevel { Debug = 0, Info = 1, Warning = 2, Error = 3 };
+
+/// Thread-safe line logger. One per process; passed by reference (no global logger).
+class Logger {
+ public:
+  /// `rank` decides who prints INFO (rank 0 only); `verbose` enables DEBUG.
+  explicit Logger(int rank = 0, bool verbose = false);
+  Logger(const Logger&) = delete;
+  Logger& operator=(const Logger&) = delete;
+
+  /// Also append every line rank 0 prints to `file` (created with its directories).
+  void open_file(const std::filesystem::path& file);
+  /// Writes one line. `source` is a short tag ("host", a plugin id) shown in brackets.
+  void write(LogLevel level, std::string_view source, std::string_view message);
+  void info(std::string_view message) { write(LogLevel::Info, "host", message); }
+  void warn(std::string_view message) { write(LogLevel::Warning, "host", message); }
+  void error(std::string_view message) { write(LogLevel::Error, "host", message); }
+  /// Only to the file (for the resolved config echo and other bulky records).
+  void file_only(std::string_view message);
+  int rank() const { return rank_; }
+
+ private:
+  int rank_;
+  bool verbose_;
+  std::mutex mutex_;
+  std::ofstream file_;
+};
+
+}  // namespace tp

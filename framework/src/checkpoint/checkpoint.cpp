@@ -1,0 +1,118 @@
+#include "tp/framework/checkpoint/checkpoint.h"
+
+#include <ATen/core/Dict.h>
+#include <ATen/core/List.h>
+#include <ATen/core/ivalue.h>
+#include <torch/optim/optimizer.h>
+#include <torch/serialize.h>
+#include <torch/serialize/output-archive.h>
+
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <sstream>
+
+#include "tp/framework/error.h"
+
+namespace tp {
+namespace {
+
+at::Tensor bytes_to_tensor(const std::string& bytes) {
+  auto tensor = at::empty({static_cast<int64_t>(bytes.size())}, at::TensorOptions().dtype(at::kByte));
+  std::memcpy(tensor.data_ptr(), bytes.data(), bytes.size());
+  return tensor;
+}
+
+c10::List<std::string> to_list(const std::vector<std::string>& items) {
+  c10::List<std::string> list;
+  for (const auto& item : items) list.push_back(item);
+  return list;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::filesystem::path& path, const CheckpointContents& c) {
+  c10::impl::GenericDict root(c10::StringType::get(), c10::AnyType::get());
+  root.insert("format", std::string(kCheckpointFormat));
+  c10::Dict<std::string, at::Tensor> model;
+  // CPU copies keep the file loadable on machines without the training device.
+  for (const auto& entry : *c.model_state) model.insert(entry.name, entry.tensor.detach().to(at::kCPU).contiguous());
+  root.insert("model", model);
+  if (c.optimizer != nullptr) {
+    torch::serialize::OutputArchive archive;
+    c.optimizer->save(archive);
+    std::ostringstream bytes;
+    archive.save_to(bytes);
+    root.insert("optimizer", bytes_to_tensor(bytes.str()));
+    c10::List<c10::List<std::string>> groups;
+    for (const auto& names : c.optimizer_groups) groups.push_back(to_list(names));
+    root.insert("optimizer_groups", groups);
+  }
+  root.insert("epoch", c.epoch);
+  root.insert("step", c.step);
+  root.insert("monitor", c.monitor);
+  root.insert("best", c.best);
+  root.insert("config", c.config_toml);
+  root.insert("plugins", to_list(c.plugins));
+  const std::vector<char> bytes = torch::pickle_save(c10::IValue(root));
+  write_file_atomically(path, bytes.data(), bytes.size());
+}
+
+LoadedCheckpoint load_checkpoint(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("checkpoint " + path.string() + " cannot be opened (missing or unreadable).");
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  LoadedCheckpoint out;
+  try {
+    const c10::IValue value = torch::pickle_load(bytes);
+    if (!value.isGenericDict()) throw Error("not a dict");
+    const auto root = value.toGenericDict();
+    if (!root.contains("format") || root.at("format").toStringRef() != kCheckpointFormat)
+      throw Error("its format is not " + std::string(kCheckpointFormat));
+    for (const auto& item : root.at("model").toGenericDict())
+      out.model.emplace_back(item.key().toStringRef(), item.value().toTensor());
+    if (root.contains("optimizer")) {
+      const at::Tensor t = root.at("optimizer").toTensor().contiguous();
+      const auto* data = static_cast<const char*>(t.data_ptr());
+      out.optimizer_archive.assign(data, data + t.numel());
+    }
+    out.epoch = root.at("epoch").toInt();
+    out.step = root.at("step").toInt();
+    out.monitor = root.at("monitor").toStringRef();
+    out.best = root.at("best").toDouble();
+    out.config_toml = root.at("config").toStringRef();
+    for (const auto& p : root.at("plugins").toListRef()) out.plugins.push_back(p.toStringRef());
+  } catch (const std::exception& e) {
+    throw Error("checkpoint " + path.string() + " is damaged or not a torchhost checkpoint (" +
+                std::string(e.what()).substr(0, 200) + "). Use another checkpoint, e.g. checkpoints/best.pt.");
+  }
+  return out;
+}
+
+void restore_model_state(const LoadedCheckpoint& checkpoint, const std::vector<StateTensor>& model_state) {
+  std::map<std::string, const at::Tensor*> saved;
+  for (const auto& [name, tensor] : checkpoint.model) saved.emplace(name, &tensor);
+  std::string problems;
+  std::vector<std::pair<const at::Tensor*, const at::Tensor*>> copies; // (destination, source)
+  for (const auto& entry : model_state) {
+    auto it = saved.find(entry.name);
+    if (it == saved.end()) {
+      problems += " missing '" + entry.name + "';";
+      continue;
+    }
+    if (it->second->sizes() != entry.tensor.sizes()) {
+      problems += " '" + entry.name + "' has shape " + c10::str(it->second->sizes()) + " in the checkpoint but " +
+                  c10::str(entry.tensor.sizes()) + " in the model;";
+    }
+    copies.emplace_back(&entry.tensor, it->second);
+    saved.erase(it);
+  }
+  for (const auto& [name, tensor] : saved) problems += " unexpected '" + name + "';";
+  if (!problems.empty())
+    throw Error("the checkpoint does not match the model:" + problems +
+                " Was it written by a run with another model or model options?");
+  at::NoGradGuard no_grad;
+  for (const auto& [destination, source] : copies) destination->copy_(*source);
+}
+
+}  // namespace tp

@@ -1,0 +1,241 @@
+#include "tp/framework/config/host_table.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <sstream>
+
+#include "tp/framework/config/closest_key.h"
+#include "tp/framework/config/schema.h"
+#include "tp/framework/config/value.h"
+#include "tp/framework/error.h"
+
+namespace tp {
+namespace {
+
+constexpr char kSeeReference[] = " See configs/reference.toml for every key.";
+
+std::string_view head_of(std::string_view path) { return path.substr(0, path.find('.')); }
+
+std::string_view leaf_of(std::string_view path) {
+  const std::size_t dot = path.rfind('.');
+  return dot == std::string_view::npos ? path : path.substr(dot + 1);
+}
+
+void add_unique(std::vector<std::string>& names, std::string_view name) {
+  if (std::find(names.begin(), names.end(), name) == names.end()) names.emplace_back(name);
+}
+
+/// Valid keys directly under `table` ("" = the top level): host-key leaves and component slots.
+std::vector<std::string> children_of(std::string_view table) {
+  std::vector<std::string> names;
+  for (const KeySpec& spec : host_key_schema()) {
+    if (table.empty()) add_unique(names, head_of(spec.path));
+    else if (head_of(spec.path) == table) add_unique(names, leaf_of(spec.path));
+  }
+  for (const ComponentSlot& slot : component_slots()) {
+    if (table.empty()) add_unique(names, head_of(slot.path));
+    else if (slot.path.starts_with(std::string(table) + ".")) add_unique(names, leaf_of(slot.path));
+  }
+  return names;
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+[[noreturn]] void fail(std::string key_path, const std::string& message) {
+  throw ConfigError(std::move(key_path), message);
+}
+
+[[noreturn]] void unknown_key(std::string_view path, const toml::node& node,
+                              std::string_view file) {
+  const std::string suggestion = suggest_host_path(path);
+  const std::string_view table = path.find('.') == std::string_view::npos ? "" : head_of(path);
+  std::string message = node_origin(node, file) + ": unknown key '" + std::string(path) + "'";
+  if (!suggestion.empty()) message += "; did you mean '" + suggestion + "'?";
+  else message += ".";
+  const std::vector<std::string> valid = children_of(table);
+  if (!valid.empty()) {
+    message += table.empty() ? " The top level accepts: "
+                             : " [" + std::string(table) + "] accepts: ";
+    message += join(valid) + ".";
+  }
+  fail(std::string(path), message + kSeeReference);
+}
+
+void check_host_key(const KeySpec& spec, const toml::node& node, std::string_view file) {
+  if (!matches_type(node, spec.type)) {
+    fail(spec.path, node_origin(node, file) + ": " + spec.path + ": expected " +
+                        std::string(value_type_phrase(spec.type)) + ", got " + describe_node(node) +
+                        ". Set it to " + std::string(value_type_phrase(spec.type)) + ", e.g. " +
+                        std::string(leaf_of(spec.path)) + " = " + spec.default_literal +
+                        " (the default; " + spec.help + ").");
+  }
+  if (node.is_string() && !choice_allows(spec, node.as_string()->get())) {
+    fail(spec.path, node_origin(node, file) + ": " + spec.path + ": " + describe_node(node) +
+                        " is not allowed; expected " + choices_phrase(spec) + " (" + spec.help +
+                        ").");
+  }
+}
+
+void check_component(const ComponentSlot& slot, const std::string& key_path, const toml::node& node,
+                     std::string_view file) {
+  const std::string example = "component = \"" + std::string(slot.example_id) + "\"";
+  const toml::table* table = node.as_table();
+  if (table == nullptr) {
+    fail(key_path, node_origin(node, file) + ": " + key_path + ": expected a table naming its " +
+                       "component, got " + describe_node(node) + ". Write it as a [" + key_path +
+                       "] table with " + example + "." + std::string(kSeeReference));
+  }
+  const toml::node* id = table->get(kComponentKey);
+  const std::string id_path = key_path + "." + std::string(kComponentKey);
+  if (id == nullptr) {
+    fail(id_path, node_origin(node, file) + ": " + key_path + ": missing required key '" +
+                      id_path + "' naming the component id. Add " + example + " to [" +
+                      key_path + "].");
+  }
+  if (!id->is_string() || id->as_string()->get().empty()) {
+    fail(id_path, node_origin(*id, file) + ": " + id_path + ": expected a non-empty string " +
+                      "naming the component id, got " + describe_node(*id) + ". Write e.g. " +
+                      example + ".");
+  }
+}
+
+void check_slot(const ComponentSlot& slot, const toml::node& node, std::string_view file) {
+  const std::string path(slot.path);
+  if (!slot.array) return check_component(slot, path, node, file);
+  const toml::array* array = node.as_array();
+  if (array == nullptr) {
+    fail(path, node_origin(node, file) + ": " + path + ": expected an array of tables ([[" + path +
+                   "]] blocks, each with component = \"<id>\"), got " + describe_node(node) + ".");
+  }
+  for (std::size_t i = 0; i < array->size(); ++i) {
+    check_component(slot, path + "[" + std::to_string(i) + "]", *array->get(i), file);
+  }
+}
+
+/// Checks one semantic limit of a numeric host key; absent keys get their (valid) default.
+void check_range(const toml::table& root, std::string_view path, double low, bool low_inclusive,
+                 std::optional<double> high, std::string_view file) {
+  const toml::node* node = root.at_path(path).node();
+  if (node == nullptr) return;
+  const double value = node->value<double>().value_or(0.0);
+  const bool ok = (low_inclusive ? value >= low : value > low) && (!high || value < *high);
+  if (ok && std::isfinite(value)) return;
+  const KeySpec& spec = *find_host_key(path);
+  std::ostringstream limit;
+  limit << (low_inclusive ? ">= " : "> ") << low;
+  if (high) limit << " and < " << *high;
+  fail(spec.path, node_origin(*node, file) + ": " + spec.path + ": must be " + limit.str() +
+                      ", got " + describe_node(*node) + " (" + spec.help + ").");
+}
+
+void check_semantics(const toml::table& root, std::string_view file) {
+  check_range(root, "run.threads", 0, true, {}, file);
+  check_range(root, "train.epochs", 1, true, {}, file);
+  check_range(root, "train.batch_size", 1, true, {}, file);
+  check_range(root, "train.log_every_steps", 1, true, {}, file);
+  check_range(root, "eval.batch_size", 0, true, {}, file);
+  check_range(root, "eval.every_epochs", 1, true, {}, file);
+  check_range(root, "optim.lr", 0, false, {}, file);
+  check_range(root, "optim.weight_decay", 0, true, {}, file);
+  check_range(root, "optim.momentum", 0, true, 1.0, file);
+  check_range(root, "optim.eps", 0, false, {}, file);
+  check_range(root, "data.num_workers", 0, true, {}, file);
+  check_range(root, "data.prefetch", 1, true, {}, file);
+  check_range(root, "progress.every_seconds", 0, false, {}, file);
+  if (const toml::array* betas = root.at_path("optim.betas").as_array()) {
+    const bool two = betas->size() == 2;
+    const bool in_range = std::all_of(betas->begin(), betas->end(), [](const toml::node& beta) {
+      const double value = beta.value<double>().value_or(-1.0);
+      return value >= 0.0 && value < 1.0;
+    });
+    if (!two || !in_range) {
+      fail("optim.betas", node_origin(*betas, file) + ": optim.betas: expected two values in " +
+                              "[0, 1), e.g. betas = [0.9, 0.999]; got " +
+                              std::to_string(betas->size()) + " value(s)" +
+                              (two ? " out of range" : "") + ".");
+    }
+  }
+}
+
+}  // namespace
+
+std::string suggest_host_path(std::string_view path) {
+  const bool nested = path.find('.') != std::string_view::npos;
+  const std::string_view table = nested ? path.substr(0, path.rfind('.')) : "";
+  const std::string leaf(leaf_of(path));
+  // 1. Within the same table: "train.batch_sz" -> "train.batch_size".
+  const std::string local = closest_key(leaf, children_of(table));
+  if (!local.empty()) return table.empty() ? local : std::string(table) + "." + local;
+  // 2. Among all paths: "trian.epochs" -> "train.epochs".
+  std::vector<std::string> all;
+  for (const KeySpec& spec : host_key_schema()) all.push_back(spec.path);
+  for (const ComponentSlot& slot : component_slots()) all.emplace_back(slot.path);
+  const std::string global = closest_key(path, all);
+  if (!global.empty()) return global;
+  // 3. The right name in the wrong table: "batch_size" -> "train.batch_size".
+  for (const std::string& candidate : all) {
+    if (leaf_of(candidate) == leaf) return candidate;
+  }
+  return "";
+}
+
+void validate_host_table(const toml::table& root, std::string_view source_file) {
+  for (const auto& [key, node] : root) {
+    const std::string name(key.str());
+    if (const ComponentSlot* slot = find_component_slot(name)) {
+      check_slot(*slot, node, source_file);
+      continue;
+    }
+    const std::vector<std::string> children = children_of(name);
+    if (children.empty()) unknown_key(name, node, source_file);
+    const toml::table* section = node.as_table();
+    if (section == nullptr) {
+      fail(name, node_origin(node, source_file) + ": " + name + ": expected a table ([" + name +
+                     "] with keys " + join(children) + "), got " + describe_node(node) + ".");
+    }
+    for (const auto& [child_key, child] : *section) {
+      const std::string path = name + "." + std::string(child_key.str());
+      if (const ComponentSlot* slot = find_component_slot(path)) {
+        check_slot(*slot, child, source_file);
+      } else if (const KeySpec* spec = find_host_key(path)) {
+        check_host_key(*spec, child, source_file);
+      } else {
+        unknown_key(path, child, source_file);
+      }
+    }
+  }
+  const std::string file = source_file.empty() ? "config" : std::string(source_file);
+  for (const ComponentSlot& slot : component_slots()) {
+    if (!slot.required || root.at_path(slot.path)) continue;
+    const std::string path(slot.path);
+    fail(path, file + ": missing required table [" + path + "]. Add it with component = \"" +
+                   std::string(slot.example_id) + "\" (or another component id) and that " +
+                   "component's options." + std::string(kSeeReference));
+  }
+  check_semantics(root, source_file);
+}
+
+void complete_host_table(toml::table& root) {
+  for (const KeySpec& spec : host_key_schema()) {
+    const std::string section(head_of(spec.path));
+    const std::string leaf(leaf_of(spec.path));
+    toml::table* table = root.get_as<toml::table>(section);
+    if (table == nullptr) {
+      table = root.insert_or_assign(section, toml::table{}).first->second.as_table();
+    }
+    if (!table->contains(leaf)) {
+      std::string error;
+      if (!parse_value_into(*table, leaf, spec.default_literal, "default", &error)) {
+        throw Error("host key " + spec.path + " has an invalid default: " + error);
+      }
+    }
+    coerce_to_type(*table, leaf, spec.type);
+  }
+}
+
+}  // namespace tp

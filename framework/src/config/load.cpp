@@ -1,0 +1,164 @@
+#include "tp/framework/config/load.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <iterator>
+#include <system_error>
+
+#include "tp/framework/config/host_table.h"
+#include "tp/framework/config/overrides.h"
+#include "tp/framework/config/schema.h"
+#include "tp/framework/error.h"
+
+namespace tp {
+namespace {
+
+// Only called after validate_host_table() and complete_host_table(), so every host key exists with
+// its declared type; value_or() never supplies its fallback.
+std::string get_string(const toml::table& root, std::string_view path) {
+  return root.at_path(path).value<std::string>().value_or("");
+}
+int64_t get_int(const toml::table& root, std::string_view path) {
+  return root.at_path(path).value<int64_t>().value_or(0);
+}
+double get_float(const toml::table& root, std::string_view path) {
+  return root.at_path(path).value<double>().value_or(0.0);
+}
+bool get_bool(const toml::table& root, std::string_view path) {
+  return root.at_path(path).value<bool>().value_or(false);
+}
+template <typename T>
+std::vector<T> get_array(const toml::table& root, std::string_view path) {
+  std::vector<T> values;
+  if (const toml::array* array = root.at_path(path).as_array()) {
+    for (const toml::node& element : *array) values.push_back(element.value<T>().value_or(T{}));
+  }
+  return values;
+}
+
+/// Moves `table` out of the run table (keeping its nodes' source positions for
+/// validate_component) and splits off the `component` id.
+ComponentConfig take_component(toml::table& table, std::string key_path) {
+  ComponentConfig component;
+  component.component = table[kComponentKey].value<std::string>().value_or("");
+  component.key_path = std::move(key_path);
+  component.options = std::move(table);
+  component.options.erase(kComponentKey);
+  return component;
+}
+
+std::vector<ComponentConfig> take_components(toml::table& root, const std::string& name) {
+  std::vector<ComponentConfig> components;
+  if (toml::array* array = root.get_as<toml::array>(name)) {
+    for (std::size_t i = 0; i < array->size(); ++i) {
+      components.push_back(take_component(*array->get_as<toml::table>(i),
+                                          name + "[" + std::to_string(i) + "]"));
+    }
+  }
+  return components;
+}
+
+RunConfig build_run_config(toml::table root, std::string_view source_name,
+                           const std::vector<std::string>& overrides,
+                           const std::map<std::string, std::string>& env) {
+  // 1. Merge: file < environment < --set.
+  apply_environment(root, env);
+  apply_overrides(root, overrides);
+  // 2. Check host keys and component table shapes, then add defaults.
+  validate_host_table(root, source_name);
+  complete_host_table(root);
+
+  // 3. Typed view. `resolved` is copied before the component tables are moved out of `root`.
+  RunConfig cfg{};
+  cfg.resolved = root;
+  cfg.run = {get_string(root, "run.name"), get_string(root, "run.output_dir"),
+             get_int(root, "run.seed"), get_string(root, "run.device"),
+             get_int(root, "run.threads")};
+  cfg.train = {get_int(root, "train.epochs"), get_int(root, "train.batch_size"),
+               get_int(root, "train.log_every_steps"), get_bool(root, "train.drop_last")};
+  cfg.eval = {get_int(root, "eval.batch_size"), get_int(root, "eval.every_epochs")};
+  cfg.optim = {get_string(root, "optim.name"),     get_float(root, "optim.lr"),
+               get_float(root, "optim.weight_decay"), get_float(root, "optim.momentum"),
+               get_bool(root, "optim.nesterov"),   get_array<double>(root, "optim.betas"),
+               get_float(root, "optim.eps")};
+  cfg.data.num_workers = get_int(root, "data.num_workers");
+  cfg.data.prefetch = get_int(root, "data.prefetch");
+  cfg.data.shuffle = get_bool(root, "data.shuffle");
+  cfg.data.val_from_train = get_bool(root, "data.val_from_train");
+  cfg.checkpoint = {get_bool(root, "checkpoint.save_last"), get_bool(root, "checkpoint.save_best"),
+                    get_string(root, "checkpoint.monitor"), get_string(root, "checkpoint.mode")};
+  cfg.progress = {get_string(root, "progress.mode"), get_float(root, "progress.every_seconds")};
+  cfg.plugin_dirs = get_array<std::string>(root, "plugins.dirs");
+
+  // 4. Component tables.
+  toml::table& data = *root.get_as<toml::table>("data");
+  cfg.data.train = take_component(*data.get_as<toml::table>("train"), "data.train");
+  if (toml::table* val = data.get_as<toml::table>("val")) {
+    cfg.data.val = take_component(*val, "data.val");
+  }
+  cfg.model = take_component(*root.get_as<toml::table>("model"), "model");
+  cfg.loss = take_component(*root.get_as<toml::table>("loss"), "loss");
+  cfg.metrics = take_components(root, "metrics");
+  cfg.callbacks = take_components(root, "callbacks");
+  return cfg;
+}
+
+}  // namespace
+
+RunConfig load_run_config_from_string(std::string_view toml_text, std::string_view source_name,
+                                      const std::vector<std::string>& overrides,
+                                      const std::map<std::string, std::string>& env) {
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, source_name);
+  } catch (const toml::parse_error& e) {
+    const toml::source_position& at = e.source().begin;
+    const std::string name = source_name.empty() ? "config" : std::string(source_name);
+    throw ConfigError("", name + ":" + std::to_string(at.line) + ":" + std::to_string(at.column) +
+                              ": TOML syntax error: " + std::string(e.description()) +
+                              ". Fix the file at that position (strings need quotes, tables "
+                              "are written [name], arrays [a, b]).");
+  }
+  return build_run_config(std::move(root), source_name, overrides, env);
+}
+
+RunConfig load_run_config(const std::filesystem::path& file,
+                          const std::vector<std::string>& overrides,
+                          const std::map<std::string, std::string>& env) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(file, error)) {
+    const std::string where =
+        file.is_relative()
+            ? " (relative to the working directory " +
+                  std::filesystem::current_path(error).string() + ")"
+            : "";
+    throw ConfigError("", "config file '" + file.string() + "' " +
+                              (std::filesystem::exists(file, error) ? "is not a regular file"
+                                                                    : "does not exist") +
+                              where + ". Pass an existing TOML file with --config; "
+                              "configs/reference.toml lists every key.");
+  }
+  std::ifstream in(file, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.is_open() || in.bad()) {
+    throw ConfigError("", "config file '" + file.string() + "' could not be read. Check its "
+                                                           "permissions.");
+  }
+  RunConfig cfg = load_run_config_from_string(text, file.string(), overrides, env);
+  cfg.source = file.string();
+  return cfg;
+}
+
+std::map<std::string, std::string> process_environment() {
+  std::map<std::string, std::string> env;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    const std::string_view text(*entry);
+    const std::size_t equals = text.find('=');
+    if (equals == std::string_view::npos) continue;
+    env.emplace(std::string(text.substr(0, equals)), std::string(text.substr(equals + 1)));
+  }
+  return env;
+}
+
+}  // namespace tp

@@ -1,0 +1,203 @@
+#include "tp/framework/config/overrides.h"
+
+#include <cctype>
+#include <cstdio>
+#include <optional>
+
+#include "tp/framework/config/host_table.h"
+#include "tp/framework/config/schema.h"
+#include "tp/framework/config/value.h"
+#include "tp/framework/error.h"
+
+namespace tp {
+namespace {
+
+struct Segment {
+  std::string name;
+  std::optional<std::size_t> index; ///< "metrics[2]" -> 2
+};
+
+std::string_view trim(std::string_view text) {
+  const auto space = [](char ch) { return std::isspace(static_cast<unsigned char>(ch)) != 0; };
+  while (!text.empty() && space(text.front())) text.remove_prefix(1);
+  while (!text.empty() && space(text.back())) text.remove_suffix(1);
+  return text;
+}
+
+/// `text` as a TOML basic string literal.
+std::string quote(std::string_view text) {
+  std::string out = "\"";
+  for (char ch : text) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(ch));
+      out += escaped;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+/// Sets table[key] from `text`: a TOML value when it parses as one, else the text as a string.
+/// Either way the node's source path is `origin`, which error messages then show.
+void set_value(toml::table& table, std::string_view key, std::string_view text,
+               const std::string& origin) {
+  if (!parse_value_into(table, key, text, origin)) {
+    parse_value_into(table, key, quote(text), origin);
+  }
+}
+
+[[noreturn]] void bad_override(const std::string& key_path, const std::string& origin,
+                               const std::string& problem) {
+  throw ConfigError(key_path, origin + ": " + problem);
+}
+
+/// table[key] as a table, created when absent.
+toml::table& ensure_table(toml::table& parent, const std::string& key, const std::string& path,
+                          const std::string& origin) {
+  if (!parent.contains(key)) parent.insert_or_assign(key, toml::table{});
+  toml::table* table = parent.get_as<toml::table>(key);
+  if (table == nullptr) {
+    bad_override(path, origin, "cannot set a key inside '" + path + "', which is " +
+                                   describe_node(*parent.get(key)) + ", not a table.");
+  }
+  return *table;
+}
+
+std::vector<Segment> split_path(const std::string& path, const std::string& origin) {
+  std::vector<Segment> segments;
+  std::string_view rest = path;
+  while (true) {
+    const std::size_t dot = rest.find('.');
+    std::string_view part = rest.substr(0, dot);
+    Segment segment;
+    const std::size_t open = part.find('[');
+    if (open != std::string_view::npos) {
+      const std::string_view digits = part.substr(open + 1, part.size() - open - 2);
+      if (!part.ends_with(']') || digits.empty() ||
+          digits.find_first_not_of("0123456789") != std::string_view::npos) {
+        bad_override(path, origin, "malformed key '" + path + "'; index arrays of tables as " +
+                                       "metrics[0].key.");
+      }
+      segment.index = std::stoul(std::string(digits));
+      part = part.substr(0, open);
+    }
+    if (part.empty()) {
+      bad_override(path, origin, "malformed key '" + path + "'; write --set table.key=value.");
+    }
+    segment.name = std::string(part);
+    segments.push_back(std::move(segment));
+    if (dot == std::string_view::npos) break;
+    rest = rest.substr(dot + 1);
+  }
+  return segments;
+}
+
+/// The component table that `segments` (minus its last element, the key) addresses, or nullptr
+/// when they do not start with a component slot.
+toml::table* component_target(toml::table& root, const std::vector<Segment>& segments,
+                              const std::string& path, const std::string& origin) {
+  const ComponentSlot* slot = nullptr;
+  std::size_t used = 0;
+  if (segments.size() >= 2 && !segments[0].index) {
+    slot = find_component_slot(segments[0].name + "." + segments[1].name);
+    used = 2;
+  }
+  if (slot == nullptr) {
+    slot = find_component_slot(segments[0].name);
+    used = 1;
+  }
+  if (slot == nullptr) return nullptr;
+  const std::string slot_path(slot->path);
+  const Segment& last = segments[used - 1];
+  if (slot->array != last.index.has_value()) {
+    bad_override(path, origin, slot->array
+        ? "'" + slot_path + "' is an array of tables; address one entry as " + slot_path +
+              "[0].key=value."
+        : "'" + slot_path + "' is a single table; write " + slot_path + ".key=value.");
+  }
+  if (segments.size() != used + 1 || segments.back().index) {
+    bad_override(path, origin, "'" + path + "' must name one key of the [" + slot_path +
+                                   "] component table, e.g. " + slot_path +
+                                   (slot->array ? "[0]" : "") + ".component=" +
+                                   std::string(slot->example_id) + "; component keys are flat.");
+  }
+  toml::table* parent = &root;
+  if (used == 2) parent = &ensure_table(root, segments[0].name, segments[0].name, origin);
+  if (!slot->array) return &ensure_table(*parent, last.name, slot_path, origin);
+
+  if (!parent->contains(last.name)) parent->insert_or_assign(last.name, toml::array{});
+  toml::array* array = parent->get_as<toml::array>(last.name);
+  if (array == nullptr) {
+    bad_override(path, origin, "'" + slot_path + "' is not an array of tables in the config.");
+  }
+  const std::size_t index = *last.index;
+  if (index > array->size()) {
+    bad_override(path, origin, "index " + std::to_string(index) + " is past the end of " +
+                                   slot_path + " (" + std::to_string(array->size()) +
+                                   " entries); use " + std::to_string(array->size()) +
+                                   " to append one.");
+  }
+  if (index == array->size()) array->push_back(toml::table{});
+  toml::table* entry = array->get_as<toml::table>(index);
+  if (entry == nullptr) {
+    bad_override(path, origin, slot_path + "[" + std::to_string(index) + "] is not a table.");
+  }
+  return entry;
+}
+
+}  // namespace
+
+Override parse_override(std::string_view text) {
+  const std::size_t equals = text.find('=');
+  const std::string key(trim(text.substr(0, equals)));
+  if (equals == std::string_view::npos || key.empty()) {
+    throw ConfigError(key, std::string(kSetOriginPrefix) + std::string(text) +
+                               ": expected key.path=value, e.g. --set optim.lr=3e-4.");
+  }
+  return {key, std::string(trim(text.substr(equals + 1)))};
+}
+
+void apply_environment(toml::table& root, const std::map<std::string, std::string>& env) {
+  for (const KeySpec& spec : host_key_schema()) {
+    const std::string variable = env_mirror_name(spec.path);
+    const auto found = env.find(variable);
+    if (found == env.end()) continue;
+    const std::string origin = std::string(kEnvOriginPrefix) + variable + "=" + found->second;
+    const std::size_t dot = spec.path.find('.');
+    toml::table& section = ensure_table(root, spec.path.substr(0, dot), spec.path, origin);
+    set_value(section, spec.path.substr(dot + 1), trim(found->second), origin);
+  }
+}
+
+void apply_overrides(toml::table& root, const std::vector<std::string>& overrides) {
+  for (const std::string& text : overrides) {
+    const Override parsed = parse_override(text);
+    const std::string& path = parsed.key_path;
+    const std::string origin = std::string(kSetOriginPrefix) + text;
+    if (const KeySpec* spec = find_host_key(path)) {
+      const std::size_t dot = spec->path.find('.');
+      toml::table& section = ensure_table(root, spec->path.substr(0, dot), path, origin);
+      set_value(section, spec->path.substr(dot + 1), parsed.value_text, origin);
+      continue;
+    }
+    const std::vector<Segment> segments = split_path(path, origin);
+    if (toml::table* target = component_target(root, segments, path, origin)) {
+      set_value(*target, segments.back().name, parsed.value_text, origin);
+      continue;
+    }
+    const std::string suggestion = suggest_host_path(path);
+    bad_override(path, origin,
+                 "unknown key '" + path + "'" +
+                     (suggestion.empty() ? "." : "; did you mean '" + suggestion + "'?") +
+                     " --set takes a host key (see configs/reference.toml) or a key of a "
+                     "component table (model.<key>, loss.<key>, data.train.<key>, "
+                     "metrics[0].<key>).");
+  }
+}
+
+}  // namespace tp

@@ -1,0 +1,32 @@
+#include "tp/framework/config/write.h"
+
+#include <sstream>
+
+namespace tp {
+namespace {
+
+std::string format(const toml::table& table, toml::format_flags flags) {
+  std::ostringstream out;
+  out << toml::toml_formatter{table, flags} << '\n';
+  return out.str();
+}
+
+}  // namespace
+
+std::string to_toml_text(const toml::table& table) {
+  // Sub-tables stay flush left, as people write them.
+  const toml::format_flags flags =
+      toml::toml_formatter::default_flags & ~toml::format_flags::indent_sub_tables;
+  // Full precision prints 0.9 as 0.90000000000000002. Short floats read better, but six digits
+  // lose some values, so the short text is used only when it parses back to the same table
+  // (costs one extra parse of a small document).
+  std::string text = format(table, flags | toml::format_flags::relaxed_float_precision);
+  try {
+    if (toml::parse(std::string_view(text)) == table) return text;
+  } catch (const toml::parse_error&) {
+    // Fall through to the exact form.
+  }
+  return format(table, flags);
+}
+
+}  // namespace tp

@@ -1,0 +1,283 @@
+#include "tp/framework/data/data_loader.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <map>
+#include <span>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <ATen/Context.h>
+
+#include "tp/framework/data/collate.h"
+
+namespace tp {
+
+// Everything the workers of one epoch share. Created by start_epoch(), destroyed by
+// stop_epoch() after the workers are joined, so a worker never outlives its epoch.
+struct DataLoader::Epoch {
+  uint64_t epoch = 0;
+  std::vector<uint64_t> indices;  // this rank's shard, in sampler order
+  int64_t end_batch = 0;          // batches_per_epoch()
+  int64_t window = 1;             // prefetch + num_workers: batches claimed and not yet returned
+
+  std::mutex mu;
+  std::condition_variable work_cv;   // workers: the window moved, or stop
+  std::condition_variable ready_cv;  // next(): a batch finished, or an error
+  int64_t next_claim = 0;            // guarded by mu
+  int64_t next_return = 0;           // guarded by mu
+  std::map<int64_t, NamedTensors> ready;  // reorder buffer, guarded by mu; <= window entries
+  std::exception_ptr error;               // guarded by mu; first failure wins
+  std::atomic<bool> stop{false};          // written under mu, polled between samples without it
+  std::vector<std::thread> workers;
+};
+
+SampleError::SampleError(const std::string& source_name, uint64_t index,
+                         const std::string& message, int exit_code)
+    : Error(message), source_name_(source_name), index_(index), exit_code_(exit_code) {}
+
+namespace {
+
+SamplerOptions sampler_options(const SampleSource* source, const LoaderOptions& o) {
+  TP_CHECK(source != nullptr, "DataLoader: source is null");
+  TP_CHECK(o.batch_size() >= 1, "DataLoader: batch_size must be >= 1, got ", o.batch_size());
+  TP_CHECK(o.num_workers() >= 0 && o.num_workers() <= 1024,
+           "DataLoader: num_workers must be in [0, 1024], got ", o.num_workers());
+  TP_CHECK(o.prefetch() >= 0, "DataLoader: prefetch must be >= 0, got ", o.prefetch());
+  TP_CHECK(o.start_batch() >= 0, "DataLoader: start_batch must be >= 0, got ", o.start_batch());
+  TP_CHECK(!(o.mode() == LoaderMode::kEvalExact && o.drop_last()),
+           "DataLoader (", source->name(), "): drop_last contradicts eval_exact mode, which reads "
+           "every sample exactly once; set drop_last = false for evaluation");
+  // Pinned allocation fails deep inside a worker otherwise; say it here, once.
+  TP_CHECK(!o.pin_memory() || at::hasCUDA(), "DataLoader (", source->name(),
+           "): pin_memory = true needs a CUDA build of LibTorch and a visible GPU; set it to "
+           "false when training on CPU");
+  SamplerTail tail = SamplerTail::kPad;
+  if (o.mode() == LoaderMode::kEvalExact) {
+    tail = SamplerTail::kExact;
+  } else if (o.drop_last()) {
+    tail = SamplerTail::kDrop;
+  }
+  return SamplerOptions(source->size())
+      .rank(o.rank())
+      .world_size(o.world_size())
+      .shuffle(o.shuffle())
+      .seed(o.seed())
+      .tail(tail);
+}
+
+std::string describe_exception(const std::exception_ptr& e, int* exit_code) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const Error& err) {
+    *exit_code = err.exit_code();
+    return err.what();
+  } catch (const c10::Error& err) {
+    return err.what_without_backtrace();  // the C++ backtrace of a worker thread says nothing
+  } catch (const std::exception& err) {
+    return err.what();
+  } catch (...) {
+    return "unknown exception (not derived from std::exception)";
+  }
+}
+
+}  // namespace
+
+DataLoader::DataLoader(std::shared_ptr<SampleSource> source, LoaderOptions options)
+    : source_(std::move(source)),
+      options_(options),
+      sampler_(sampler_options(source_.get(), options_)) {
+  TP_CHECK(options_.start_batch() <= batches_per_epoch(), "DataLoader (", source_->name(),
+           "): start_batch ", options_.start_batch(), " is past the end of the epoch (",
+           batches_per_epoch(), " batches)");
+}
+
+DataLoader::~DataLoader() { stop_epoch(); }
+
+int64_t DataLoader::batches_per_epoch() const noexcept {
+  const auto n = static_cast<int64_t>(sampler_.size());
+  const int64_t b = options_.batch_size();
+  return options_.drop_last() ? n / b : (n + b - 1) / b;
+}
+
+void DataLoader::start_epoch(uint64_t epoch) {
+  start_epoch(epoch, started_ ? 0 : options_.start_batch());
+}
+
+void DataLoader::start_epoch(uint64_t epoch, int64_t start_batch) {
+  stop_epoch();
+  started_ = true;
+  TP_CHECK(start_batch >= 0 && start_batch <= batches_per_epoch(), "DataLoader (",
+           source_->name(), "): start_batch ", start_batch, " is outside [0, ",
+           batches_per_epoch(), "]");
+  // No worker runs here: stop_epoch() joined them, as set_epoch's contract requires.
+  source_->set_epoch(epoch);
+  sampler_.set_epoch(epoch);
+
+  auto ep = std::make_unique<Epoch>();
+  ep->epoch = epoch;
+  ep->indices = sampler_.indices();
+  ep->end_batch = batches_per_epoch();
+  ep->window = options_.prefetch() + options_.num_workers();
+  // Skipped batches are never claimed, so their samples are never fetched.
+  ep->next_claim = ep->next_return = start_batch;
+  next_batch_ = start_batch;
+  last_wait_seconds_ = 0.0;
+  epoch_ = std::move(ep);
+
+  const auto workers = static_cast<uint32_t>(options_.num_workers());
+  try {
+    for (uint32_t w = 0; w < workers; ++w) {
+      epoch_->workers.emplace_back([this, ep = epoch_.get(), w] { worker_main(*ep, w); });
+    }
+  } catch (...) {
+    stop_epoch();  // thread creation failed: join the ones that started
+    throw;
+  }
+}
+
+void DataLoader::stop_epoch() noexcept {
+  if (!epoch_) return;
+  {
+    std::lock_guard<std::mutex> lock(epoch_->mu);
+    epoch_->stop = true;
+  }
+  epoch_->work_cv.notify_all();
+  // Waits for in-flight get() calls; a worker checks `stop` between samples, so this takes at
+  // most one sample's load time.
+  for (auto& t : epoch_->workers) {
+    if (t.joinable()) t.join();
+  }
+  // Destroying the epoch drops the reorder buffer: every sample and batch is released here.
+  epoch_.reset();
+}
+
+std::optional<NamedTensors> DataLoader::load_batch(const Epoch& ep, int64_t batch,
+                                                   uint32_t worker, uint32_t num_workers) {
+  const auto b = static_cast<std::size_t>(options_.batch_size());
+  const std::size_t begin = static_cast<std::size_t>(batch) * b;
+  const std::size_t end = std::min(begin + b, ep.indices.size());
+  const std::span<const uint64_t> indices(ep.indices.data() + begin, end - begin);
+
+  tp_worker_ctx_t ctx{};
+  ctx.struct_size = sizeof(tp_worker_ctx_t);
+  ctx.worker = worker;
+  ctx.num_workers = num_workers;
+  ctx.rank = static_cast<int32_t>(options_.rank());
+  ctx.epoch = ep.epoch;
+
+  std::vector<NamedTensors> samples;
+  samples.reserve(indices.size());
+  const bool serial = source_->serial();
+  for (const uint64_t index : indices) {
+    if (ep.stop.load(std::memory_order_relaxed)) return std::nullopt;  // epoch abandoned
+    ctx.seed = sample_seed(options_.seed(), options_.rank(), ep.epoch, index);
+    try {
+      std::unique_lock<std::mutex> lock(serial_mu_, std::defer_lock);
+      if (serial) lock.lock();
+      samples.push_back(source_->get(index, ctx));
+    } catch (...) {
+      int code = kExitRuntime;
+      const std::string original = describe_exception(std::current_exception(), &code);
+      throw SampleError(source_->name(), index,
+                        detail::concat("data loader: source '", source_->name(),
+                                       "' failed on sample ", index, " (epoch ", ep.epoch,
+                                       ", rank ", options_.rank(), "): ", original),
+                        code);
+    }
+  }
+  try {
+    return collate(std::move(samples), CollateOptions{indices, options_.pin_memory()});
+  } catch (const std::exception& e) {
+    throw Error(detail::concat("data loader: source '", source_->name(), "', epoch ", ep.epoch,
+                               ", batch ", batch, ": ", e.what()));
+  }
+}
+
+void DataLoader::worker_main(Epoch& ep, uint32_t worker) {
+  const auto num_workers = static_cast<uint32_t>(options_.num_workers());
+  for (;;) {
+    int64_t batch = 0;
+    {
+      std::unique_lock<std::mutex> lock(ep.mu);
+      // Claims are in batch order and bounded by the window, so the batch next() waits for is
+      // always claimed or claimable: no deadlock however slow a single sample is.
+      ep.work_cv.wait(lock, [&] {
+        return ep.stop || ep.next_claim >= ep.end_batch ||
+               ep.next_claim < ep.next_return + ep.window;
+      });
+      if (ep.stop || ep.next_claim >= ep.end_batch) return;
+      batch = ep.next_claim++;
+    }
+    std::optional<NamedTensors> result;
+    try {
+      result = load_batch(ep, batch, worker, num_workers);
+    } catch (...) {
+      {
+        std::lock_guard<std::mutex> lock(ep.mu);
+        if (!ep.error) ep.error = std::current_exception();
+        ep.stop = true;
+      }
+      ep.work_cv.notify_all();
+      ep.ready_cv.notify_all();
+      return;
+    }
+    if (!result) return;  // abandoned mid-batch; the samples were released by unwinding
+    {
+      std::lock_guard<std::mutex> lock(ep.mu);
+      if (ep.stop) return;  // abandoned: `result` is released on return, outside the lock
+      ep.ready.emplace(batch, std::move(*result));
+    }
+    ep.ready_cv.notify_one();
+  }
+}
+
+std::optional<NamedTensors> DataLoader::next() {
+  TP_CHECK(epoch_ != nullptr, "DataLoader (", source_->name(),
+           "): next() called before start_epoch()");
+  Epoch& ep = *epoch_;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto finish_wait = [&] {
+    last_wait_seconds_ =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+
+  if (options_.num_workers() == 0) {
+    if (ep.error) std::rethrow_exception(ep.error);
+    if (ep.next_return >= ep.end_batch) {
+      last_wait_seconds_ = 0.0;
+      return std::nullopt;
+    }
+    std::optional<NamedTensors> batch;
+    try {
+      batch = load_batch(ep, ep.next_return, 0, 1);
+    } catch (...) {
+      ep.error = std::current_exception();  // sticky, as with workers
+      finish_wait();
+      throw;
+    }
+    next_batch_ = ++ep.next_return;
+    finish_wait();
+    return batch;
+  }
+
+  std::unique_lock<std::mutex> lock(ep.mu);
+  if (!ep.error && ep.next_return >= ep.end_batch) {
+    last_wait_seconds_ = 0.0;
+    return std::nullopt;
+  }
+  ep.ready_cv.wait(lock, [&] { return ep.error || ep.ready.count(ep.next_return) != 0; });
+  finish_wait();
+  if (ep.error) std::rethrow_exception(ep.error);
+  auto node = ep.ready.extract(ep.next_return);
+  next_batch_ = ++ep.next_return;
+  lock.unlock();
+  ep.work_cv.notify_one();  // the window moved by one batch: exactly one more can be claimed
+  return std::move(node.mapped());
+}
+
+}  // namespace tp

@@ -1,0 +1,58 @@
+#include "tp/framework/engine/run_components.h"
+
+#include <ATen/Context.h>
+
+#include "tp/framework/config/validate.h"
+#include "tp/framework/error.h"
+
+namespace tp {
+namespace {
+
+struct Slot {
+  ComponentConfig* config;
+  int32_t kind;
+};
+
+std::vector<Slot> slots_of(RunConfig& c) {
+  std::vector<Slot> slots{{&c.model, TP_KIND_MODEL}, {&c.loss, TP_KIND_LOSS}, {&c.data.train, TP_KIND_DATASET}};
+  if (c.data.val) slots.push_back({&*c.data.val, TP_KIND_DATASET});
+  for (auto& m : c.metrics) slots.push_back({&m, TP_KIND_METRIC});
+  for (auto& cb : c.callbacks) slots.push_back({&cb, TP_KIND_CALLBACK});
+  return slots;
+}
+
+}  // namespace
+
+void resolve_components(RunConfig& config, const Registry& registry) {
+  for (const Slot& slot : slots_of(config)) {
+    const ComponentEntry entry = registry.find(slot.config->component, slot.kind, slot.config->key_path);
+    validate_component(*slot.config, entry.info->schema, config.source);
+    store_resolved(config, *slot.config);
+  }
+}
+
+RunComponents create_components(const RunConfig& config, const Registry& registry, bool with_datasets) {
+  RunComponents parts;
+  auto entry = [&](const ComponentConfig& c, int32_t kind) {
+    ComponentEntry e = registry.find(c.component, kind, c.key_path);
+    parts.plugin_versions.push_back(e.info->id + "@" + e.info->version);
+    return e;
+  };
+  if (with_datasets) {
+    parts.train_data = std::make_shared<DatasetProxy>(entry(config.data.train, TP_KIND_DATASET), config.data.train, "train");
+    if (config.data.val)
+      parts.val_data = std::make_shared<DatasetProxy>(entry(*config.data.val, TP_KIND_DATASET), *config.data.val, "val");
+    else if (config.data.val_from_train)
+      parts.val_data = std::make_shared<DatasetProxy>(entry(config.data.train, TP_KIND_DATASET), config.data.train, "val");
+  }
+  at::manual_seed(static_cast<uint64_t>(config.run.seed));
+  parts.model = std::make_unique<ModelProxy>(entry(config.model, TP_KIND_MODEL), config.model);
+  parts.loss = std::make_unique<LossProxy>(entry(config.loss, TP_KIND_LOSS), config.loss);
+  for (const auto& m : config.metrics)
+    parts.metrics.push_back(std::make_unique<MetricProxy>(entry(m, TP_KIND_METRIC), m));
+  for (const auto& cb : config.callbacks)
+    parts.callbacks.push_back(std::make_unique<CallbackProxy>(entry(cb, TP_KIND_CALLBACK), cb));
+  return parts;
+}
+
+}  // namespace tp

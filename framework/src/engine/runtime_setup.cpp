@@ -1,0 +1,51 @@
+#include "tp/framework/engine/runtime_setup.h"
+
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <malloc.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "tp/framework/error.h"
+
+namespace tp {
+
+c10::Device resolve_device(const std::string& spec) {
+  const bool cuda_available = at::hasCUDA() && at::getNumGPUs() > 0;
+  if (spec == "auto") return cuda_available ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  if (spec == "cpu") return c10::Device(c10::kCPU);
+  if (spec.rfind("cuda", 0) == 0) {
+    if (!cuda_available)
+      throw ConfigError("run.device", "run.device = \"" + spec + "\" but this host sees no CUDA device (LibTorch " +
+                                          (at::hasCUDA() ? "has CUDA support but finds no GPU" : "is a CPU-only build") +
+                                          "). Use run.device = \"cpu\" or \"auto\".");
+    int index = 0;
+    if (spec.size() > 5) index = std::stoi(spec.substr(5));
+    if (index >= static_cast<int>(at::getNumGPUs()))
+      throw ConfigError("run.device", "run.device = \"" + spec + "\" but only " + std::to_string(at::getNumGPUs()) +
+                                          " GPU(s) are visible.");
+    return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+  }
+  throw ConfigError("run.device", "run.device = \"" + spec + "\" is not one of auto, cpu, cuda, cuda:N.");
+}
+
+std::string CpuSettings::describe() const {
+  return "cpu settings: " + std::to_string(cores) + " cores, intra-op threads " + std::to_string(intra_op_threads) +
+         ", loader threads " + std::to_string(loader_threads) + ", malloc thresholds " +
+         (malloc_tuned ? "raised (M_MMAP_THRESHOLD 256 MiB, M_TRIM_THRESHOLD 1 GiB)" : "unchanged");
+}
+
+CpuSettings apply_cpu_settings(int requested_threads, int loader_threads) {
+  CpuSettings s;
+  s.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  s.loader_threads = loader_threads;
+  // Keep freed tensors in the heap instead of returning them to the OS after every step.
+  s.malloc_tuned = mallopt(M_MMAP_THRESHOLD, 256 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1;
+  s.intra_op_threads = requested_threads > 0 ? requested_threads : std::max(1, s.cores - loader_threads);
+  at::set_num_threads(s.intra_op_threads);
+  return s;
+}
+
+}  // namespace tp

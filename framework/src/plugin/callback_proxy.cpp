@@ -1,0 +1,22 @@
+#include "tp/framework/plugin/callback_proxy.h"
+
+#include "config_adapter.h"
+#include "sized_copy.h"
+
+namespace tp {
+
+CallbackProxy::CallbackProxy(ComponentEntry entry, const ComponentConfig& config)
+    : PluginInstance(std::move(entry)), table_(detail::sized_copy<tp_callback_v1_t>(info_->interface_table)) {
+  auto view = detail::make_config_view(config);
+  check(table_.create(library_->host(), view->view(), &self_), "create");
+}
+
+CallbackProxy::~CallbackProxy() { table_.destroy(self_); }
+
+uint32_t CallbackProxy::on_event(const tp_event_t& event) {
+  uint32_t requests = TP_REQUEST_NONE;
+  check(table_.on_event(self_, &event, &requests), "on_event");
+  return requests;
+}
+
+}  // namespace tp

@@ -1,0 +1,82 @@
+#include "tp/framework/plugin/host_services.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <cstring>
+
+#include "tp/framework/util/log.h"
+#include "tp/status.h"
+
+namespace tp {
+namespace {
+
+// The ABI says fail() stores the message per thread (ABI-7): plugins call it from loader
+// workers and the main thread at once. One string per thread, reused, so no allocation churn.
+thread_local std::string t_last_error;
+
+tp_status host_fail(const tp_host_t*, tp_status code, const char* message) {
+  t_last_error = message != nullptr ? message : "";
+  return code;
+}
+
+void host_log(const tp_host_t* host, int32_t severity, const char* message) {
+  const auto* self = static_cast<const HostServices*>(host->host_data);
+  LogLevel level = LogLevel::Info;
+  if (severity <= TP_LOG_DEBUG) level = LogLevel::Debug;
+  else if (severity == TP_LOG_WARNING) level = LogLevel::Warning;
+  else if (severity >= TP_LOG_ERROR) level = LogLevel::Error;
+  self->logger().write(level, "plugin", message != nullptr ? message : "");
+}
+
+void host_tensor_release(const tp_host_t*, tp_tensor handle) {
+  // Handles are heap at::Tensor objects; host and plugin share libstdc++ and LibTorch (the
+  // fingerprint check guarantees it), so deleting here is the matching release.
+  delete reinterpret_cast<at::Tensor*>(handle);
+}
+
+}  // namespace
+
+HostServices::HostServices(Logger& logger, ProcessPlace place) : logger_(logger) {
+  dist_.struct_size = sizeof(tp_dist_v1_t);
+  dist_.rank = place.rank;
+  dist_.world_size = place.world_size;
+  dist_.local_rank = place.local_rank;
+  dist_.local_world_size = place.local_world_size;
+
+  host_.struct_size = sizeof(tp_host_t);
+  host_.abi = TP_ABI_VERSION_INIT;
+  host_.host_data = this;
+  host_.fail = &host_fail;
+  host_.log = &host_log;
+  host_.get_service = [](const tp_host_t* host, const char* id) -> const void* {
+    const auto* self = static_cast<const HostServices*>(host->host_data);
+    if (id != nullptr && std::strcmp(id, TP_SERVICE_DIST_V1) == 0) return &self->dist_;
+    return nullptr;
+  };
+  host_.tensor_release = &host_tensor_release;
+}
+
+std::string HostServices::take_last_error() {
+  std::string message;
+  message.swap(t_last_error);
+  return message;
+}
+
+void HostServices::set_last_error(std::string message) { t_last_error = std::move(message); }
+
+const char* status_name(tp_status status) {
+  switch (status) {
+    case TP_OK: return "TP_OK";
+    case TP_ERR_INVALID_ARGUMENT: return "TP_ERR_INVALID_ARGUMENT";
+    case TP_ERR_CONFIG: return "TP_ERR_CONFIG";
+    case TP_ERR_UNSUPPORTED: return "TP_ERR_UNSUPPORTED";
+    case TP_ERR_IO: return "TP_ERR_IO";
+    case TP_ERR_OUT_OF_MEMORY: return "TP_ERR_OUT_OF_MEMORY";
+    case TP_ERR_DEVICE: return "TP_ERR_DEVICE";
+    case TP_ERR_INTERNAL: return "TP_ERR_INTERNAL";
+    case TP_ERR_OUT_OF_RANGE: return "TP_ERR_OUT_OF_RANGE";
+    default: return "unknown status";
+  }
+}
+
+}  // namespace tp

@@ -1,0 +1,38 @@
+#include "tp/framework/plugin/loss_proxy.h"
+
+#include "config_adapter.h"
+#include "sized_copy.h"
+#include "tensor_handles.h"
+
+namespace tp {
+
+LossProxy::LossProxy(ComponentEntry entry, const ComponentConfig& config)
+    : PluginInstance(std::move(entry)), table_(detail::sized_copy<tp_loss_v1_t>(info_->interface_table)) {
+  auto view = detail::make_config_view(config);
+  check(table_.create(library_->host(), view->view(), &self_), "create");
+}
+
+LossProxy::~LossProxy() { table_.destroy(self_); }
+
+LossTerms LossProxy::forward(const NamedTensors& outputs, const NamedTensors& targets) {
+  const auto output_views = detail::borrow_all(outputs);
+  const auto target_views = detail::borrow_all(targets);
+  tp_tensor sum = nullptr;
+  tp_tensor count = nullptr;
+  const tp_status status =
+      table_.forward(self_, output_views.data(), static_cast<uint32_t>(output_views.size()), target_views.data(),
+                     static_cast<uint32_t>(target_views.size()), &sum, &count);
+  if (status != TP_OK) {
+    if (sum != nullptr) detail::adopt(sum);
+    if (count != nullptr) detail::adopt(count);
+  }
+  check(status, "forward");
+  if (sum == nullptr || count == nullptr) {
+    if (sum != nullptr) detail::adopt(sum);
+    if (count != nullptr) detail::adopt(count);
+    check(TP_ERR_INTERNAL, "forward", "a call that returned TP_OK without both the loss sum and the item count");
+  }
+  return {detail::adopt(sum), detail::adopt(count)};
+}
+
+}  // namespace tp

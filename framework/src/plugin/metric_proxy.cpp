@@ -1,0 +1,53 @@
+#include "tp/framework/plugin/metric_proxy.h"
+
+#include <array>
+
+#include "config_adapter.h"
+#include "sized_copy.h"
+#include "state_visit.h"
+#include "tensor_handles.h"
+
+namespace tp {
+namespace {
+constexpr uint32_t kMaxValues = 64;
+}  // namespace
+
+MetricProxy::MetricProxy(ComponentEntry entry, const ComponentConfig& config)
+    : PluginInstance(std::move(entry)), table_(detail::sized_copy<tp_metric_v1_t>(info_->interface_table)) {
+  auto view = detail::make_config_view(config);
+  check(table_.create(library_->host(), view->view(), &self_), "create");
+}
+
+MetricProxy::~MetricProxy() { table_.destroy(self_); }
+
+void MetricProxy::to_device(const c10::Device& device) {
+  check(table_.to_device(self_, detail::to_tp_device(device), device.has_index() ? device.index() : 0), "to_device");
+}
+
+void MetricProxy::reset() { check(table_.reset(self_), "reset"); }
+
+void MetricProxy::update(const NamedTensors& outputs, const NamedTensors& targets) {
+  const auto output_views = detail::borrow_all(outputs);
+  const auto target_views = detail::borrow_all(targets);
+  check(table_.update(self_, output_views.data(), static_cast<uint32_t>(output_views.size()), target_views.data(),
+                      static_cast<uint32_t>(target_views.size())),
+        "update");
+}
+
+std::vector<StateTensor> MetricProxy::state() const {
+  std::vector<StateTensor> out;
+  check(table_.visit_state(self_, &detail::collect_state_entry, &out), "visit_state");
+  return out;
+}
+
+std::vector<std::pair<std::string, double>> MetricProxy::compute() {
+  std::array<tp_scalar_t, kMaxValues> values{};
+  uint32_t count = 0;
+  check(table_.compute(self_, values.data(), kMaxValues, &count), "compute");
+  std::vector<std::pair<std::string, double>> out;
+  for (uint32_t i = 0; i < count && i < kMaxValues; ++i)
+    out.emplace_back(values[i].name != nullptr ? values[i].name : "", values[i].value);
+  return out;
+}
+
+}  // namespace tp

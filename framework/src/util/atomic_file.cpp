@@ -1,0 +1,59 @@
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "tp/framework/util/atomic_file.h"
+#include "tp/framework/error.h"
+
+namespace tp {
+namespace {
+
+[[noreturn]] void fail(const std::filesystem::path& path, const std::string& what, int error, const std::string& tmp) {
+  if (!tmp.empty()) ::unlink(tmp.c_str());
+  std::string hint = error == ENOSPC ? " The disk is full: free space or point run.output_dir elsewhere."
+                                     : error == EACCES ? " Check the directory's permissions." : "";
+  throw Error("cannot write " + path.string() + ": " + what + " failed: " + std::strerror(error) + "." + hint +
+              " The previous version of the file, if any, is unchanged.");
+}
+
+}  // namespace
+
+void write_file_atomically(const std::filesystem::path& path, const char* bytes, std::size_t size) {
+  const std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  // Same directory as the target, so rename() is atomic (never crosses a file system).
+  const std::string tmp = (dir / ("." + path.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(path, "open(" + tmp + ")", errno, "");
+  std::size_t written = 0;
+  while (written < size) {
+    const ssize_t n = ::write(fd, bytes + written, size - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int error = n < 0 ? errno : ENOSPC;
+      ::close(fd);
+      fail(path, "write", error, tmp);
+    }
+    written += static_cast<std::size_t>(n);
+  }
+  // fsync before rename: otherwise a power cut can leave a renamed but empty file.
+  if (::fsync(fd) != 0) {
+    const int error = errno;
+    ::close(fd);
+    fail(path, "fsync", error, tmp);
+  }
+  if (::close(fd) != 0) fail(path, "close", errno, tmp);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) fail(path, "rename", errno, tmp);
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd); // makes the rename itself durable
+    ::close(dir_fd);
+  }
+}
+
+}  // namespace tp

@@ -1,0 +1,78 @@
+#include "cli.h"
+
+#include <boost/program_options.hpp>
+
+#include <sstream>
+
+#include "tp/framework/error.h"
+
+namespace tp::cli {
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: host [train] --config FILE [--set KEY=VALUE]... [--plugin-dir DIR]... [--output-dir DIR]\n"
+    "       host eval --config FILE [--checkpoint best|last|PATH] [--set KEY=VALUE]...\n"
+    "       host plugins list [--verbose] [--config FILE] [--plugin-dir DIR]...\n"
+    "       host plugins check FILE.so\n";
+
+po::options_description describe(Options& o) {
+  po::options_description d("options");
+  d.add_options()
+      ("help,h", po::bool_switch(&o.help), "show this help")
+      ("config,c", po::value(&o.config), "the run's TOML file")
+      ("set,s", po::value(&o.sets)->composing(), "override a key: --set optim.lr=3e-4 (TOML value syntax)")
+      ("plugin-dir,p", po::value(&o.plugin_dirs)->composing(), "extra plugin directory (highest precedence)")
+      ("output-dir,o", po::value(&o.output_dir), "run directory (overrides run.output_dir)")
+      ("checkpoint", po::value(&o.checkpoint), "eval: best, last or a checkpoint path")
+      ("verbose,v", po::bool_switch(&o.verbose), "more detail (debug log, plugin schemas)");
+  return d;
+}
+
+}  // namespace
+
+Options parse(int argc, char** argv) {
+  Options o;
+  po::options_description options = describe(o);
+  po::options_description hidden;
+  std::vector<std::string> words;
+  hidden.add_options()("words", po::value(&words));
+  po::options_description all;
+  all.add(options).add(hidden);
+  po::positional_options_description positional;
+  positional.add("words", -1);
+  try {
+    po::variables_map vm;
+    po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw ConfigError("", std::string("command line: ") + e.what() + ".\n" + kUsage);
+  }
+  std::ostringstream help;
+  help << kUsage << "\n" << options;
+  o.help_text = help.str();
+  if (o.help) return o;
+  if (!words.empty()) {
+    o.command = words[0];
+    words.erase(words.begin());
+  }
+  if (o.command == "plugins") {
+    if (words.empty()) throw ConfigError("", "host plugins: say `list` or `check FILE.so`.\n" + std::string(kUsage));
+    o.action = words[0];
+    if (o.action == "check") {
+      if (words.size() != 2) throw ConfigError("", "host plugins check takes exactly one FILE.so.\n" + std::string(kUsage));
+      o.file = words[1];
+    } else if (o.action != "list" || words.size() != 1) {
+      throw ConfigError("", "host plugins: unknown action '" + o.action + "'.\n" + std::string(kUsage));
+    }
+    return o;
+  }
+  if (o.command != "train" && o.command != "eval")
+    throw ConfigError("", "unknown command '" + o.command + "' (train, eval, plugins).\n" + std::string(kUsage));
+  if (!words.empty()) throw ConfigError("", "unexpected argument '" + words[0] + "'.\n" + std::string(kUsage));
+  if (o.config.empty()) throw ConfigError("", "host " + o.command + " needs --config FILE.\n" + std::string(kUsage));
+  return o;
+}
+
+}  // namespace tp::cli

@@ -1,0 +1,32 @@
+// The `host` command line: subcommands and their options (Boost.Program_options).
+//   host [train] --config run.toml [--set key=value]... [--plugin-dir DIR]... [--output-dir DIR]
+//   host eval --config run.toml [--checkpoint best|last|PATH] [...]
+//   host plugins list [--verbose] [--config run.toml] [--plugin-dir DIR]...
+//   host plugins check FILE.so
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tp::cli {
+
+/// Everything the command line said.
+struct Options {
+  std::string command = "train";   ///< "train" | "eval" | "plugins"
+  std::string action;              ///< plugins: "list" | "check"
+  std::string config;              ///< --config
+  std::vector<std::string> sets;   ///< --set key.path=value (in order)
+  std::vector<std::string> plugin_dirs;
+  std::string output_dir;          ///< --output-dir (overrides run.output_dir)
+  std::string checkpoint = "best"; ///< eval: best | last | PATH
+  std::string file;                ///< plugins check FILE
+  bool verbose = false;
+  bool help = false;
+  std::string help_text;           ///< filled when help is true
+};
+
+/// Parses argv. Throws tp::ConfigError (exit 2) with the usage line for bad input.
+Options parse(int argc, char** argv);
+
+}  // namespace tp::cli

@@ -1,0 +1,45 @@
+#include <cstdio>
+
+#include "commands.h"
+#include "session.h"
+#include "tp/framework/checkpoint/checkpoint.h"
+#include "tp/framework/engine/runtime_setup.h"
+#include "tp/framework/engine/trainer.h"
+#include "tp/framework/error.h"
+#include "tp/framework/util/atomic_file.h"
+
+namespace tp::cli {
+
+int run_eval(const Options& options) {
+  auto session = open_session(options);
+  const RunConfig& config = session->config;
+  std::filesystem::path path = options.checkpoint;
+  if (options.checkpoint == "best" || options.checkpoint == "last")
+    path = session->run_dir / "checkpoints" / (options.checkpoint + ".pt");
+  const LoadedCheckpoint checkpoint = load_checkpoint(path);
+
+  apply_cpu_settings(static_cast<int>(config.run.threads), static_cast<int>(config.data.num_workers));
+  const c10::Device device = resolve_device(config.run.device);
+  RunComponents parts = create_components(config, session->registry);
+  if (!parts.val_data)
+    throw ConfigError("data.val", "host eval needs a validation split: add [data.val] or set data.val_from_train = true.");
+  Trainer trainer(config, parts, device, session->logger, session->run_dir);
+  restore_model_state(checkpoint, parts.model->state());
+  const Scalars metrics = trainer.evaluate();
+
+  std::string json = "{\"checkpoint\":\"" + path.string() + "\",\"epoch\":" + std::to_string(checkpoint.epoch) +
+                     ",\"step\":" + std::to_string(checkpoint.step);
+  std::printf("evaluation of %s (epoch %lld, step %lld)\n", path.c_str(), static_cast<long long>(checkpoint.epoch),
+              static_cast<long long>(checkpoint.step));
+  for (const auto& [name, value] : metrics) {
+    std::printf("  %-20s %.6f\n", name.c_str(), value);
+    json += ",\"" + name + "\":" + std::to_string(value);
+  }
+  json += "}\n";
+  const auto out = session->run_dir / ("eval_" + path.stem().string() + ".json");
+  write_file_atomically(out, json);
+  std::printf("written to %s\n", out.c_str());
+  return 0;
+}
+
+}  // namespace tp::cli

@@ -1,0 +1,15 @@
+// The subcommands. Each returns the process exit code and throws tp::Error for failures.
+#pragma once
+
+#include "cli.h"
+
+namespace tp::cli {
+
+/// `host train`: trains, writes the run directory, prints where the outputs are.
+int run_train(const Options& options);
+/// `host eval`: evaluates a checkpoint on the validation split; prints and writes metrics.
+int run_eval(const Options& options);
+/// `host plugins list|check`.
+int run_plugins(const Options& options);
+
+}  // namespace tp::cli

@@ -1,0 +1,34 @@
+// `host`: parse the command line, run the subcommand, map failures to exit codes
+// (0 ok, 1 runtime, 2 usage/config, 3 plugin load/ABI).
+#include <cstdio>
+#include <exception>
+
+#include "cli.h"
+#include "commands.h"
+#include "tp/framework/error.h"
+
+int main(int argc, char** argv) {
+  using namespace tp;
+  try {
+    const cli::Options options = cli::parse(argc, argv);
+    if (options.help) {
+      std::printf("%s", options.help_text.c_str());
+      return kExitOk;
+    }
+    if (options.command == "plugins") return cli::run_plugins(options);
+    if (options.command == "eval") return cli::run_eval(options);
+    return cli::run_train(options);
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "host: configuration error: %s\n", e.what());
+    return e.exit_code();
+  } catch (const PluginLoadError& e) {
+    std::fprintf(stderr, "host: plugin error: %s\n", e.what());
+    return e.exit_code();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "host: error: %s\n", e.what());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "host: unexpected error: %s\n", e.what());
+    return kExitRuntime;
+  }
+}
