@@ -14,8 +14,8 @@ namespace tp {
 /// Origin prefixes of values that did not come from the config file. A node parsed from an
 /// override carries its origin ("--set train.batch_size=64") as its source path, so error
 /// messages name the override instead of a line in the file.
-inline constexpr std::string_view kSetOriginPrefix = "--set ";
-inline constexpr std::string_view kEnvOriginPrefix = "environment variable ";
+inline constexpr std::string_view kSetOriginPrefix = "--set ";               ///< + the argument
+inline constexpr std::string_view kEnvOriginPrefix = "environment variable "; ///< + NAME=value
 
 /// Parses `literal` as exactly one TOML value ("64", "3e-4", "\"cpu\"", "[0.9, 0.95]", "true")
 /// and stores it as `dst[key]`, replacing any value there. The new node's source path is

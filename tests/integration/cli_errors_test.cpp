@@ -1,0 +1,102 @@
+// The host as a user meets it: exit codes and one-paragraph errors for bad input, and
+// `host plugins list|check` over the built-in plugins.
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "host_runner.h"
+
+#include <doctest/doctest.h>
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+std::string write_config(const std::string& name, const std::string& text) {
+  const auto dir = tp::test::fresh_dir(name);
+  const auto file = dir / "run.toml";
+  std::ofstream(file) << text;
+  return file.string();
+}
+
+const char* kGoodTables = R"(
+[data.train]
+component = "org.torchhost.shapes"
+[model]
+component = "org.torchhost.small_cnn"
+[loss]
+component = "org.torchhost.cross_entropy"
+)";
+
+}  // namespace
+
+TEST_CASE("a typo in a host key exits 2 with the closest valid key") {
+  const auto file = write_config("typo", std::string("[train]\nbatch_sise = 8\n") + kGoodTables);
+  const auto run = tp::test::run_host("--config '" + file + "'");
+  INFO(run.output);
+  CHECK(run.exit_code == 2);
+  CHECK(contains(run.output, "batch_sise"));
+  CHECK(contains(run.output, "train.batch_size"));
+  CHECK(contains(run.output, "run.toml:2"));
+}
+
+TEST_CASE("a wrong type in a plugin table exits 2 naming the component, key and line") {
+  const auto file = write_config("plugin_type", std::string(kGoodTables) + "width = \"wide\"\n");
+  const auto run = tp::test::run_host("--config '" + file + "'");
+  INFO(run.output);
+  CHECK(run.exit_code == 2);
+  CHECK(contains(run.output, "width"));
+  CHECK(contains(run.output, "org.torchhost.cross_entropy"));
+}
+
+TEST_CASE("an unknown component id exits 2 with a did-you-mean") {
+  const auto run = tp::test::run_host("--config configs/quickstart.toml --set model.component=\"org.torchhost.smal_cnn\"");
+  INFO(run.output);
+  CHECK(run.exit_code == 2);
+  CHECK(contains(run.output, "org.torchhost.small_cnn"));
+}
+
+TEST_CASE("a --set with the wrong type exits 2 naming the override") {
+  const auto run = tp::test::run_host("--config configs/quickstart.toml --set train.epochs=many");
+  INFO(run.output);
+  CHECK(run.exit_code == 2);
+  CHECK(contains(run.output, "train.epochs"));
+}
+
+TEST_CASE("a missing config file and a missing plugin dir fail with distinct codes") {
+  const auto missing = tp::test::run_host("--config no/such/file.toml");
+  CHECK(missing.exit_code == 2);
+  CHECK(contains(missing.output, "no/such/file.toml"));
+  const auto bad_dir = tp::test::run_host("--config configs/quickstart.toml --plugin-dir /no/such/plugins");
+  CHECK(bad_dir.exit_code == 3);
+  CHECK(contains(bad_dir.output, "/no/such/plugins"));
+  const auto usage = tp::test::run_host("frobnicate");
+  CHECK(usage.exit_code == 2);
+  CHECK(contains(usage.output, "usage:"));
+}
+
+TEST_CASE("plugins list shows every built-in component with its schema") {
+  const auto run = tp::test::run_host("plugins list --verbose");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  for (const char* id : {"org.torchhost.shapes", "org.torchhost.mlp", "org.torchhost.small_cnn",
+                         "org.torchhost.multi_head_cnn", "org.torchhost.two_stream", "org.torchhost.cross_entropy",
+                         "org.torchhost.mse", "org.torchhost.smooth_l1", "org.torchhost.weighted_sum",
+                         "org.torchhost.accuracy", "org.torchhost.f1", "org.torchhost.iou", "org.torchhost.mae"})
+    CHECK_MESSAGE(contains(run.output, id), id);
+  CHECK(contains(run.output, "image_size")); // a schema key of shapes, shown by --verbose
+}
+
+TEST_CASE("plugins check passes on every built-in plugin library") {
+  const auto dir = std::filesystem::path(TP_TEST_PLUGIN_DIR);
+  int checked = 0;
+  for (const auto& item : std::filesystem::directory_iterator(dir)) {
+    if (item.path().extension() != ".so") continue;
+    const auto run = tp::test::run_host("plugins check '" + item.path().string() + "'");
+    INFO(run.output);
+    CHECK_MESSAGE(run.exit_code == 0, item.path().string());
+    CHECK(!contains(run.output, "[FAIL]"));
+    ++checked;
+  }
+  CHECK(checked >= 4);
+}

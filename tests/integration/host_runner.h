@@ -1,0 +1,49 @@
+// Runs the built `host` executable as a user would and captures what it prints.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace tp::test {
+
+struct HostRun {
+  int exit_code = -1;
+  std::string output; ///< stdout and stderr together
+};
+
+/// Runs `build/bin/host <args>` from the source directory (so configs/ paths work).
+inline HostRun run_host(const std::string& args) {
+  const std::string command = std::string("cd '") + TP_TEST_SOURCE_DIR + "' && '" + TP_TEST_BUILD_DIR +
+                              "/bin/host' " + args + " 2>&1";
+  HostRun run;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return run;
+  std::array<char, 4096> buffer{};
+  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) run.output += buffer.data();
+  const int status = ::pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return run;
+}
+
+/// A fresh, empty directory under the build tree, named after the test.
+inline std::filesystem::path fresh_dir(const std::string& name) {
+  const auto dir = std::filesystem::path(TP_TEST_BUILD_DIR) / "test-runs" / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+inline std::string read_text(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace tp::test

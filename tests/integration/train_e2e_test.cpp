@@ -1,0 +1,98 @@
+// End to end: the quickstart config trains through the real host and plugins; the history says
+// the loss fell and accuracy passed a threshold; checkpoints load; `host eval` agrees.
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tp/framework/checkpoint/checkpoint.h"
+#include "tp/framework/config/load.h"
+
+#include "host_runner.h"
+
+#include <doctest/doctest.h>
+
+namespace {
+
+using Record = std::map<std::string, double>;
+
+// history.jsonl holds flat objects of numbers plus "kind"; a tiny reader is enough here.
+std::vector<Record> epoch_records(const std::filesystem::path& file) {
+  std::vector<Record> records;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("\"kind\":\"epoch\"") == std::string::npos) continue;
+    Record r;
+    std::size_t pos = 0;
+    while ((pos = line.find("\"", pos)) != std::string::npos) {
+      const std::size_t end = line.find("\"", pos + 1);
+      const std::string key = line.substr(pos + 1, end - pos - 1);
+      if (line[end + 1] != ':') break;
+      const std::size_t value_end = line.find_first_of(",}", end + 2);
+      const std::string value = line.substr(end + 2, value_end - end - 2);
+      if (!value.empty() && value[0] != '"' && value != "null") r[key] = std::stod(value);
+      pos = value_end;
+    }
+    records.push_back(r);
+  }
+  return records;
+}
+
+}  // namespace
+
+TEST_CASE("quickstart config trains small_cnn on shapes: loss falls, accuracy passes 90%") {
+  const auto dir = tp::test::fresh_dir("e2e_quickstart");
+  const auto run = tp::test::run_host("--config configs/quickstart.toml --output-dir '" + dir.string() +
+                                      "' --set train.epochs=3 --set data.train.size=3000 --set progress.mode=\"lines\"");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.output.find("Outputs in") != std::string::npos);
+
+  const auto epochs = epoch_records(dir / "history.jsonl");
+  REQUIRE(epochs.size() == 3);
+  CHECK(epochs.back().at("train/loss") < 0.5 * epochs.front().at("train/loss"));
+  CHECK(epochs.back().at("val/accuracy") >= 0.90);
+  CHECK(epochs.back().at("val/f1") >= 0.85);
+  CHECK(epochs.back().at("step") == doctest::Approx(3 * (3000 / 64))); // drop_last: 46 steps/epoch
+
+  for (const char* file : {"config.toml", "train.log", "history.csv", "checkpoints/last.pt", "checkpoints/best.pt"})
+    CHECK_MESSAGE(std::filesystem::exists(dir / file), file);
+
+  // The resolved config reloads to the same run (round trip of what the run really used).
+  const tp::RunConfig again = tp::load_run_config(dir / "config.toml", {}, {});
+  CHECK(again.train.epochs == 3);
+  CHECK(again.data.train.options["size"].value<int64_t>() == 3000);
+
+  // The checkpoint names the epoch and holds every model tensor.
+  const tp::LoadedCheckpoint last = tp::load_checkpoint(dir / "checkpoints/last.pt");
+  CHECK(last.epoch == 3);
+  CHECK(last.step == 3 * (3000 / 64));
+  CHECK(last.model.size() > 4);
+  CHECK(last.plugins.size() >= 4);
+
+  // `host eval` on best.pt reproduces the best epoch's validation accuracy.
+  const auto eval = tp::test::run_host("eval --config configs/quickstart.toml --output-dir '" + dir.string() +
+                                       "' --set data.train.size=3000 --checkpoint best");
+  INFO(eval.output);
+  REQUIRE(eval.exit_code == 0);
+  double best_accuracy = 0;
+  for (const auto& e : epochs) best_accuracy = std::max(best_accuracy, e.at("val/accuracy"));
+  const std::string json = tp::test::read_text(dir / "eval_best.json");
+  const auto at = json.find("\"val/accuracy\":");
+  REQUIRE(at != std::string::npos);
+  CHECK(std::stod(json.substr(at + 15)) == doctest::Approx(best_accuracy).epsilon(1e-6));
+}
+
+TEST_CASE("the plain-C dataset plugin trains a linear model through the host") {
+  const auto dir = tp::test::fresh_dir("e2e_c_plugin");
+  const std::string fixture = std::string(TP_TEST_BUILD_DIR) + "/plugins";
+  const auto run = tp::test::run_host(
+      "--config tests/integration/c_regression.toml --output-dir '" + dir.string() + "' --set progress.mode=\"off\"");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const auto epochs = epoch_records(dir / "history.jsonl");
+  REQUIRE(!epochs.empty());
+  CHECK(epochs.back().at("val/loss") < 1e-3); // y = w.x + b is exactly learnable by a linear model
+  CHECK(epochs.back().at("val/loss") < 0.01 * epochs.front().at("train/loss"));
+}

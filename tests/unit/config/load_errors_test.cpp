@@ -1,0 +1,168 @@
+// load_run_config errors: each names the file, line:column, the key path, what was expected and
+// what to do.
+#include <string>
+
+#include "tp/framework/config/load.h"
+
+#include "unit/config/config_test_util.h"
+
+namespace {
+
+using tp::test::expect_config_error;
+using tp::test::kRequiredComponents;
+using tp::test::load_text;
+
+/// The error of loading `text` (components appended).
+tp::ConfigError error_of(const std::string& text) {
+  return expect_config_error([&] { load_text(text + kRequiredComponents); });
+}
+
+TEST_CASE("unknown host key: position and did-you-mean within its table") {
+  const tp::ConfigError e = error_of("[train]\nepochs = 3\nbatch_sz = 8\n");
+  CHECK(e.key_path() == "train.batch_sz");
+  const std::string message = e.what();
+  TP_CHECK_CONTAINS(message, "run.toml:3:12");
+  TP_CHECK_CONTAINS(message, "unknown key 'train.batch_sz'");
+  TP_CHECK_CONTAINS(message, "did you mean 'train.batch_size'?");
+  TP_CHECK_CONTAINS(message, "[train] accepts: epochs, batch_size, log_every_steps, drop_last");
+}
+
+TEST_CASE("unknown table and misplaced key get suggestions over all paths") {
+  const tp::ConfigError table = error_of("\n[trian]\nepochs = 3\n");
+  CHECK(table.key_path() == "trian");
+  TP_CHECK_CONTAINS(std::string(table.what()), "run.toml:2:1");
+  TP_CHECK_CONTAINS(std::string(table.what()), "did you mean 'train'?");
+
+  const tp::ConfigError misplaced = error_of("batch_size = 3\n");
+  CHECK(misplaced.key_path() == "batch_size");
+  TP_CHECK_CONTAINS(std::string(misplaced.what()), "did you mean 'train.batch_size'?");
+
+  const tp::ConfigError in_data = error_of("[data]\nnum_worker = 3\n");
+  CHECK(in_data.key_path() == "data.num_worker");
+  TP_CHECK_CONTAINS(std::string(in_data.what()), "did you mean 'data.num_workers'?");
+}
+
+TEST_CASE("wrong type: expected vs got, with position") {
+  const tp::ConfigError quoted = error_of("[train]\nbatch_size = \"64\"\n");
+  CHECK(quoted.key_path() == "train.batch_size");
+  TP_CHECK_CONTAINS(std::string(quoted.what()), "run.toml:2:14");
+  TP_CHECK_CONTAINS(std::string(quoted.what()), "expected an integer, got a string (\"64\")");
+  TP_CHECK_CONTAINS(std::string(quoted.what()), "batch_size = 32");
+
+  const tp::ConfigError float_for_int = error_of("[train]\nepochs = 3.0\n");
+  CHECK(float_for_int.key_path() == "train.epochs");
+  TP_CHECK_CONTAINS(std::string(float_for_int.what()), "expected an integer, got a float");
+
+  const tp::ConfigError int_for_bool = error_of("[data]\n\nshuffle = 1\n");
+  CHECK(int_for_bool.key_path() == "data.shuffle");
+  TP_CHECK_CONTAINS(std::string(int_for_bool.what()), "run.toml:3:11");
+  TP_CHECK_CONTAINS(std::string(int_for_bool.what()), "expected a boolean, got an integer (1)");
+
+  const tp::ConfigError array = error_of("[optim]\nbetas = [0.9, \"x\"]\n");
+  CHECK(array.key_path() == "optim.betas");
+  TP_CHECK_CONTAINS(std::string(array.what()),
+                    "expected an array of floats, got an array of mixed types");
+
+  const tp::ConfigError section = error_of("train = 5\n");
+  CHECK(section.key_path() == "train");
+  TP_CHECK_CONTAINS(std::string(section.what()), "expected a table");
+}
+
+TEST_CASE("a string outside the choices lists them") {
+  const tp::ConfigError optim = error_of("[optim]\nname = \"adam\"\n");
+  CHECK(optim.key_path() == "optim.name");
+  TP_CHECK_CONTAINS(std::string(optim.what()), "run.toml:2:8");
+  TP_CHECK_CONTAINS(std::string(optim.what()), "expected sgd or adamw");
+
+  for (const char* bad : {"gpu", "cuda:", "cuda:x", "cuda:1a", "CPU"}) {
+    CAPTURE(bad);
+    const tp::ConfigError device =
+        error_of(std::string("[run]\ndevice = \"") + bad + "\"\n");
+    CHECK(device.key_path() == "run.device");
+    TP_CHECK_CONTAINS(std::string(device.what()), "expected auto, cpu, cuda or cuda:N");
+  }
+  for (const char* good : {"auto", "cpu", "cuda", "cuda:0", "cuda:12"}) {
+    CAPTURE(good);
+    CHECK(load_text(std::string("[run]\ndevice = \"") + good + "\"\n" + kRequiredComponents)
+              .run.device == good);
+  }
+  const tp::ConfigError mode = error_of("[checkpoint]\nmode = \"best\"\n");
+  TP_CHECK_CONTAINS(std::string(mode.what()), "expected min or max");
+  const tp::ConfigError progress = error_of("[progress]\nmode = \"tqdm\"\n");
+  TP_CHECK_CONTAINS(std::string(progress.what()), "expected auto, bar, lines or off");
+}
+
+TEST_CASE("missing required tables and component ids are named") {
+  const tp::ConfigError model = expect_config_error([] {
+    load_text("[loss]\ncomponent = \"l\"\n[data.train]\ncomponent = \"d\"\n");
+  });
+  CHECK(model.key_path() == "model");
+  TP_CHECK_CONTAINS(std::string(model.what()), "run.toml: missing required table [model]");
+  TP_CHECK_CONTAINS(std::string(model.what()), "component = \"org.torchhost.small_cnn\"");
+
+  const tp::ConfigError train = expect_config_error(
+      [] { load_text("[model]\ncomponent = \"m\"\n[loss]\ncomponent = \"l\"\n"); });
+  CHECK(train.key_path() == "data.train");
+
+  const tp::ConfigError id = expect_config_error([] {
+    load_text("[model]\nwidth = 3\n[loss]\ncomponent = \"l\"\n[data.train]\ncomponent = \"d\"\n");
+  });
+  CHECK(id.key_path() == "model.component");
+  TP_CHECK_CONTAINS(std::string(id.what()), "missing required key 'model.component'");
+
+  const tp::ConfigError metric =
+      error_of("[[metrics]]\ncomponent = \"a\"\n[[metrics]]\ntop_k = 1\n");
+  CHECK(metric.key_path() == "metrics[1].component");
+
+  const tp::ConfigError empty_id = error_of("[[callbacks]]\ncomponent = \"\"\n");
+  CHECK(empty_id.key_path() == "callbacks[0].component");
+  TP_CHECK_CONTAINS(std::string(empty_id.what()), "run.toml:2:13");
+
+  const tp::ConfigError not_array = error_of("[metrics]\ncomponent = \"a\"\n");
+  CHECK(not_array.key_path() == "metrics");
+  TP_CHECK_CONTAINS(std::string(not_array.what()), "expected an array of tables");
+}
+
+TEST_CASE("TOML syntax error: file:line:column and TOML++'s description") {
+  const tp::ConfigError e = expect_config_error([] { load_text("[train]\nepochs = = 3\n"); });
+  CHECK(e.key_path().empty());
+  TP_CHECK_CONTAINS(std::string(e.what()), "run.toml:2:");
+  TP_CHECK_CONTAINS(std::string(e.what()), "TOML syntax error: ");
+}
+
+TEST_CASE("missing file names the path") {
+  const tp::ConfigError e = expect_config_error(
+      [] { tp::load_run_config("/nonexistent/tp/run.toml", {}, {}); });
+  CHECK(e.key_path().empty());
+  TP_CHECK_CONTAINS(std::string(e.what()), "'/nonexistent/tp/run.toml' does not exist");
+}
+
+TEST_CASE("semantic limits") {
+  struct Case {
+    const char* text;
+    const char* key;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {"[train]\nepochs = 0\n", "train.epochs", "run.toml:2:10: train.epochs: must be >= 1"},
+      {"[train]\nbatch_size = -4\n", "train.batch_size", "must be >= 1, got an integer (-4)"},
+      {"[optim]\nlr = 0.0\n", "optim.lr", "run.toml:2:6: optim.lr: must be > 0"},
+      {"[optim]\nlr = -1\n", "optim.lr", "must be > 0"},
+      {"[optim]\nlr = nan\n", "optim.lr", "must be > 0"},
+      {"[optim]\nbetas = [0.9]\n", "optim.betas", "expected two values in [0, 1)"},
+      {"[optim]\nbetas = [0.9, 1.0]\n", "optim.betas", "out of range"},
+      {"[optim]\nbetas = [-0.1, 0.9]\n", "optim.betas", "out of range"},
+      {"[data]\nnum_workers = -1\n", "data.num_workers", "must be >= 0"},
+      {"[data]\nprefetch = 0\n", "data.prefetch", "must be >= 1"},
+      {"[optim]\nmomentum = 1.0\n", "optim.momentum", "must be >= 0 and < 1"},
+      {"[progress]\nevery_seconds = 0\n", "progress.every_seconds", "must be > 0"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.text);
+    const tp::ConfigError e = error_of(c.text);
+    CHECK(e.key_path() == c.key);
+    TP_CHECK_CONTAINS(std::string(e.what()), c.expect);
+  }
+}
+
+}  // namespace
