@@ -41,12 +41,16 @@ TEST_CASE("a typo in a host key exits 2 with the closest valid key") {
 }
 
 TEST_CASE("a wrong type in a plugin table exits 2 naming the component, key and line") {
-  const auto file = write_config("plugin_type", std::string(kGoodTables) + "width = \"wide\"\n");
+  const auto file = write_config("plugin_type",
+                                 "[data.train]\ncomponent = \"org.torchhost.shapes\"\n"
+                                 "[loss]\ncomponent = \"org.torchhost.cross_entropy\"\n"
+                                 "[model]\ncomponent = \"org.torchhost.small_cnn\"\nwidth = \"wide\"\n");
   const auto run = tp::test::run_host("--config '" + file + "'");
   INFO(run.output);
   CHECK(run.exit_code == 2);
   CHECK(contains(run.output, "width"));
-  CHECK(contains(run.output, "org.torchhost.cross_entropy"));
+  CHECK(contains(run.output, "org.torchhost.small_cnn"));
+  CHECK(contains(run.output, "run.toml:6"));
 }
 
 TEST_CASE("an unknown component id exits 2 with a did-you-mean") {

@@ -50,8 +50,8 @@ std::vector<KeySpec> make_host_schema() {
       {"data.val_from_train", VT::Bool, "true",
        "without [data.val], build the \"val\" split from the [data.train] component", {}},
 
-      {"checkpoint.save_last", VT::Bool, "true", "write last.ckpt after every epoch", {}},
-      {"checkpoint.save_best", VT::Bool, "true", "write best.ckpt when `monitor` improves", {}},
+      {"checkpoint.save_last", VT::Bool, "true", "write checkpoints/last.pt after every epoch", {}},
+      {"checkpoint.save_best", VT::Bool, "true", "write checkpoints/best.pt when `monitor` improves", {}},
       {"checkpoint.monitor", VT::String, R"("val/loss")",
        "metric that decides the best checkpoint (\"val/loss\", \"val/accuracy\", ...)", {}},
       {"checkpoint.mode", VT::String, R"("min")", "whether lower or higher `monitor` is better",
