@@ -213,6 +213,8 @@ void DataLoader::worker_main(Epoch& ep, uint32_t worker) {
       if (ep.stop || ep.next_claim >= ep.end_batch) return;
       batch = ep.next_claim++;
     }
+    // The last batch is claimed: let idle workers see it and exit now rather than at join.
+    if (batch + 1 == ep.end_batch) ep.work_cv.notify_all();
     std::optional<NamedTensors> result;
     try {
       result = load_batch(ep, batch, worker, num_workers);

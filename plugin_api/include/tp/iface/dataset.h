@@ -10,7 +10,7 @@
  * one instance per split ("train", "val").
  *
  * Randomness (augmentation) comes only from `tp_worker_ctx_t.seed`, which the host derives from
- * (run seed, rank, worker, epoch); a dataset that follows this is reproducible (PLG-8). */
+ * (run seed, rank, epoch, sample index); a dataset that follows this is reproducible (PLG-8). */
 #ifndef TP_IFACE_DATASET_H
 #define TP_IFACE_DATASET_H
 
@@ -41,8 +41,8 @@ typedef struct tp_worker_ctx_t {
   uint32_t num_workers;
   int32_t rank;         /* global rank of this process */
   uint64_t epoch;       /* 0-based */
-  /* Seed for this sample's randomness, derived by the host from (run seed, rank, worker, epoch,
-   * index) so results do not depend on which worker thread serves the index. */
+  /* Seed for this sample's randomness, derived by the host from (run seed, rank, epoch, index).
+   * It does not depend on the worker, so results are identical for any num_workers. */
   uint64_t seed;
 } tp_worker_ctx_t;
 
