@@ -5,7 +5,8 @@
 # unresolved symbol fails the link instead of the run. Tier T plugins link LibTorch and get the
 # build-fingerprint define; Tier S plugins must not link LibTorch, which is checked when the
 # directory is done configuring.
-set(_TORCHHOST_PLUGIN_MAP "${CMAKE_CURRENT_LIST_DIR}/torchhost_plugin.map")
+# Cached so the path is visible from every directory of the project, whichever one included this.
+set(_TORCHHOST_PLUGIN_MAP "${CMAKE_CURRENT_LIST_DIR}/torchhost_plugin.map" CACHE INTERNAL "torchhost plugin version script")
 
 function(_torchhost_check_tier_s target)
   get_target_property(_libs ${target} LINK_LIBRARIES)
