@@ -19,7 +19,12 @@ DatasetProxy::DatasetProxy(ComponentEntry entry, const ComponentConfig& config, 
       split_(std::move(split)) {
   auto view = detail::make_config_view(config);
   check(table_.create(library_->host(), view->view(), split_.c_str(), &self_), "create", "split '" + split_ + "'");
-  check(table_.size(self_, &size_), "size");
+  try {
+    check(table_.size(self_, &size_), "size");
+  } catch (...) {
+    table_.destroy(self_); // the destructor does not run for a throwing constructor
+    throw;
+  }
 }
 
 DatasetProxy::~DatasetProxy() { table_.destroy(self_); }

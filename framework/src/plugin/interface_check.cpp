@@ -45,25 +45,25 @@ void check_interface_table(const ComponentInfo& info, const std::string& file) {
     }
     case TP_KIND_CALLBACK: {
       const auto t = detail::sized_copy<tp_callback_v1_t>(info.interface_table);
-      check(info, file, sizeof(tp_callback_v1_t),
+      check(info, file, offsetof(tp_callback_v1_t, on_event) + sizeof(void*),
             {{"create", t.create}, {"destroy", t.destroy}, {"on_event", t.on_event}});
       break;
     }
     case TP_KIND_MODEL: {
       const auto t = detail::sized_copy<tp_model_v1_t>(info.interface_table);
-      check(info, file, sizeof(tp_model_v1_t),
+      check(info, file, offsetof(tp_model_v1_t, forward) + sizeof(void*),
             {{"create", t.create}, {"destroy", t.destroy}, {"to_device", t.to_device},
              {"set_training", t.set_training}, {"visit_state", t.visit_state}, {"forward", t.forward}});
       break;
     }
     case TP_KIND_LOSS: {
       const auto t = detail::sized_copy<tp_loss_v1_t>(info.interface_table);
-      check(info, file, sizeof(tp_loss_v1_t), {{"create", t.create}, {"destroy", t.destroy}, {"forward", t.forward}});
+      check(info, file, offsetof(tp_loss_v1_t, forward) + sizeof(void*), {{"create", t.create}, {"destroy", t.destroy}, {"forward", t.forward}});
       break;
     }
     case TP_KIND_METRIC: {
       const auto t = detail::sized_copy<tp_metric_v1_t>(info.interface_table);
-      check(info, file, sizeof(tp_metric_v1_t),
+      check(info, file, offsetof(tp_metric_v1_t, compute) + sizeof(void*),
             {{"create", t.create}, {"destroy", t.destroy}, {"to_device", t.to_device}, {"reset", t.reset},
              {"update", t.update}, {"visit_state", t.visit_state}, {"compute", t.compute}});
       break;

@@ -25,7 +25,9 @@ std::string version_text(tp_version_t v) {
 }
 
 bool is_reverse_dns(const std::string& id) {
-  if (id.empty() || id.find('.') == std::string::npos || id.front() == '.' || id.back() == '.') return false;
+  if (id.empty() || id.find('.') == std::string::npos || id.front() == '.' || id.back() == '.' ||
+      id.find("..") != std::string::npos)
+    return false;
   for (char c : id) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                     c == '.' || c == '_' || c == '-';
@@ -96,13 +98,16 @@ std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::filesystem::path& 
                           "tp_entry` (C) and build with torchhost_add_plugin.");
   std::shared_ptr<PluginLibrary> lib(new PluginLibrary(path, std::move(impl)));
   const auto& raw = lib->impl_->library.get<const tp_plugin_entry_t>(TP_ENTRY_SYMBOL);
+  // `abi` sits at offset 4 in every version of the entry table: negotiate before judging the size,
+  // so a plugin for another major is reported as such, not as corrupt.
+  lib->entry_.abi = raw.abi;
+  lib->negotiate();
   if (raw.struct_size < offsetof(tp_plugin_entry_t, get_interface) + sizeof(raw.get_interface))
     throw PluginLoadError(file + ": tp_entry.struct_size is " + std::to_string(raw.struct_size) +
                           ", smaller than any ABI 1 entry table (" + std::to_string(sizeof(tp_plugin_entry_t)) +
                           "); the plugin is corrupt or not built with the torchhost headers.");
   lib->entry_ = detail::sized_copy<tp_plugin_entry_t>(&raw);
   lib->host_ = host.table();
-  lib->negotiate();
   lib->check_fingerprint();
   const tp_plugin_entry_t& e = lib->entry_;
   if (e.init == nullptr || e.descriptor_count == nullptr || e.descriptor_at == nullptr || e.get_interface == nullptr)
@@ -112,8 +117,11 @@ std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::filesystem::path& 
   HostServices::take_last_error();
   const tp_status status = e.init(host.table());
   if (status != TP_OK)
+  {
+    std::string message = HostServices::take_last_error();
     throw PluginLoadError("plugin " + file + ": init() failed with " + status_name(status) + ": " +
-                          HostServices::take_last_error());
+                          (message.empty() ? "(the plugin gave no message)" : message));
+  }
   lib->initialised_ = true;
   lib->read_descriptors();
   return lib;
@@ -182,9 +190,20 @@ void PluginLibrary::read_descriptors() {
     info.version = d.version != nullptr ? d.version : "";
     info.description = d.description != nullptr ? d.description : "";
     if (info.version.empty()) throw PluginLoadError(where + ": version is empty.");
-    info.schema = plugin_schema(d.keys, d.key_count, info.id);
+    try {
+      info.schema = plugin_schema(d.keys, d.key_count, info.id);
+    } catch (const PluginLoadError& e) {
+      throw PluginLoadError(file + ": " + e.what());
+    }
+    // Step by the plugin's own struct_size: a plugin built against a longer or shorter
+    // tp_example_input_t lays its array out with that stride, not with ours.
+    const uint32_t stride = d.examples != nullptr && d.example_count > 0 ? d.examples[0].struct_size : 0;
+    if (d.example_count > 0 && d.examples != nullptr && stride < offsetof(tp_example_input_t, class_count) + sizeof(int64_t))
+      throw PluginLoadError(where + ": example inputs have struct_size " + std::to_string(stride) +
+                            ", smaller than an ABI 1 tp_example_input_t.");
     for (uint32_t k = 0; k < d.example_count && d.examples != nullptr; ++k) {
-      const tp_example_input_t example = detail::sized_copy<tp_example_input_t>(&d.examples[k]);
+      const auto* raw_example = reinterpret_cast<const char*>(d.examples) + std::size_t(k) * stride;
+      const tp_example_input_t example = detail::sized_copy<tp_example_input_t>(raw_example);
       if (example.name == nullptr || example.ndim < 0 || example.ndim > 8)
         throw PluginLoadError(where + ": example input " + std::to_string(k) + " has no name or ndim outside 0..8.");
       info.examples.push_back(example);

@@ -34,6 +34,10 @@ std::filesystem::path builtin_plugin_dir() {
 }
 
 void Registry::load_search_path(const std::vector<PluginDir>& dirs) {
+  // A directory may appear twice (e.g. --plugin-dir build/plugins, which is also the built-in
+  // directory). dlopen would hand back the same library, so init() and deinit() would pair up
+  // wrongly; each real directory is scanned once, at its highest precedence.
+  std::vector<std::filesystem::path> scanned;
   for (std::size_t level = 0; level < dirs.size(); ++level) {
     const PluginDir& dir = dirs[level];
     if (!std::filesystem::is_directory(dir.path)) {
@@ -42,6 +46,9 @@ void Registry::load_search_path(const std::vector<PluginDir>& dirs) {
                               ") does not exist or is not a directory.");
       continue;
     }
+    const auto canonical = std::filesystem::canonical(dir.path);
+    if (std::find(scanned.begin(), scanned.end(), canonical) != scanned.end()) continue;
+    scanned.push_back(canonical);
     // Sorted so that load order, and therefore any error, is the same on every machine.
     std::vector<std::filesystem::path> files;
     for (const auto& item : std::filesystem::directory_iterator(dir.path))
@@ -56,6 +63,8 @@ void Registry::load_search_path(const std::vector<PluginDir>& dirs) {
 }
 
 std::shared_ptr<PluginLibrary> Registry::load_file(const std::filesystem::path& file) {
+  for (const auto& loaded : libraries_)
+    if (std::filesystem::equivalent(loaded->path(), file)) return loaded;
   auto library = PluginLibrary::load(file, host_);
   add_components(library, 0);
   libraries_.push_back(library);

@@ -1,0 +1,231 @@
+// LrScheduler's shared machinery (group access, state), the factory, the step-count helper and
+// the multiplicative schedules (constant, step, multistep, exponential).
+#include "tp/framework/optim/lr_scheduler.h"
+
+#include <torch/optim/optimizer.h>
+
+#include <cmath>
+#include <map>
+
+#include "tp/framework/error.h"
+
+namespace tp {
+namespace {
+
+// state() layout: the header, then one lr per group, then the kind's extras.
+constexpr double kStateFormat = 1;
+constexpr size_t kHeaderSize = 5;  // format, kind, groups, total_steps, steps
+
+std::string schedule_key(const char* key) { return std::string("schedule.") + key; }
+
+// ~~~~ constant ~~~~
+
+// Leaves the lr alone; exists so every run has a schedule and a checkpointed step count.
+class ConstantSchedule : public LrScheduler {
+ public:
+  explicit ConstantSchedule(torch::optim::Optimizer& opt) : LrScheduler(opt, "constant", detail::kKindConstant, 0) {
+    start();
+  }
+
+ protected:
+  Values values_at(int64_t) override { return {lrs(), {}}; }
+};
+
+// ~~~~ step, multistep, exponential ~~~~
+// These are recursive in PyTorch: each step multiplies the group's *current* lr, so another
+// writer's change to the lr carries forward, and the rounding is that of repeated
+// multiplication rather than of base × gamma^k. We read the optimizer's lr for the same result.
+
+class StepSchedule : public LrScheduler {
+ public:
+  StepSchedule(torch::optim::Optimizer& opt, int64_t step_size, double gamma)
+      : LrScheduler(opt, "step", detail::kKindStep, 0), step_size_(step_size), gamma_(gamma) {
+    start();
+  }
+
+ protected:
+  Values values_at(int64_t step) override {
+    auto current = lrs();
+    // StepLR: no decay at step 0, then at every multiple of step_size.
+    if (step == 0 || step % step_size_ != 0) return {current, {}};
+    for (double& lr : current) lr *= gamma_;
+    return {current, {}};
+  }
+
+ private:
+  int64_t step_size_;
+  double gamma_;
+};
+
+class MultiStepSchedule : public LrScheduler {
+ public:
+  MultiStepSchedule(torch::optim::Optimizer& opt, const std::vector<int64_t>& milestones, double gamma)
+      : LrScheduler(opt, "multistep", detail::kKindMultiStep, 0), gamma_(gamma) {
+    // MultiStepLR keeps a Counter: order does not matter and duplicates multiply.
+    for (int64_t m : milestones) ++milestones_[m];
+    start();
+  }
+
+ protected:
+  Values values_at(int64_t step) override {
+    auto current = lrs();
+    auto hit = milestones_.find(step);
+    // No step-0 exemption in MultiStepLR: a milestone 0 decays at construction.
+    if (hit == milestones_.end()) return {current, {}};
+    // gamma ** n in Python is C pow(); pow(g, 1) == g exactly, as for a single milestone.
+    const double decay = std::pow(gamma_, static_cast<double>(hit->second));
+    for (double& lr : current) lr *= decay;
+    return {current, {}};
+  }
+
+ private:
+  std::map<int64_t, int64_t> milestones_;
+  double gamma_;
+};
+
+class ExponentialSchedule : public LrScheduler {
+ public:
+  ExponentialSchedule(torch::optim::Optimizer& opt, double gamma)
+      : LrScheduler(opt, "exponential", detail::kKindExponential, 0), gamma_(gamma) {
+    start();
+  }
+
+ protected:
+  Values values_at(int64_t step) override {
+    auto current = lrs();
+    if (step == 0) return {current, {}};  // ExponentialLR's initial step keeps the lr
+    for (double& lr : current) lr *= gamma_;
+    return {current, {}};
+  }
+
+ private:
+  double gamma_;
+};
+
+}  // namespace
+
+// ~~~~ LrScheduler ~~~~
+
+LrScheduler::LrScheduler(torch::optim::Optimizer& optimizer, std::string name, int kind, int64_t total_steps)
+    : optimizer_(optimizer), total_steps_(total_steps), name_(std::move(name)), kind_(kind) {
+  TP_CHECK(!optimizer.param_groups().empty(), "schedule '", name_, "': the optimizer has no parameter groups.");
+  base_lrs_ = lrs();
+}
+
+void LrScheduler::start() { apply(values_at(0)); }
+
+void LrScheduler::step() {
+  // Compute before counting, so a refused step (one_cycle overrun) leaves everything as it was.
+  Values next = values_at(steps_ + 1);
+  ++steps_;
+  apply(next);
+}
+
+double LrScheduler::lr() const { return optimizer_.param_groups().front().options().get_lr(); }
+
+std::vector<double> LrScheduler::lrs() const {
+  std::vector<double> out;
+  out.reserve(optimizer_.param_groups().size());
+  for (const auto& group : optimizer_.param_groups()) out.push_back(group.options().get_lr());
+  return out;
+}
+
+size_t LrScheduler::group_count() const {
+  const size_t now = optimizer_.param_groups().size();
+  TP_CHECK(now == base_lrs_.size(), "schedule '", name_, "' was built for ", base_lrs_.size(),
+           " parameter groups but the optimizer now has ", now,
+           "; build the schedule after the last add_param_group().");
+  return now;
+}
+
+void LrScheduler::apply(const Values& values) {
+  const size_t groups = group_count();
+  for (size_t i = 0; i < groups; ++i) optimizer_.param_groups()[i].options().set_lr(values.lrs.at(i));
+  if (!values.momenta.empty()) apply_momenta(values.momenta);
+}
+
+std::vector<double> LrScheduler::state() const {
+  std::vector<double> out{kStateFormat, static_cast<double>(kind_), static_cast<double>(group_count()),
+                          static_cast<double>(total_steps_), static_cast<double>(steps_)};
+  for (double lr : lrs()) out.push_back(lr);
+  save_extra(out);
+  return out;
+}
+
+void LrScheduler::load_state(const std::vector<double>& state) {
+  const size_t groups = group_count();
+  TP_CHECK(state.size() >= kHeaderSize && state[0] == kStateFormat, "schedule '", name_,
+           "': the saved scheduler state is not in format ", kStateFormat, " (", state.size(), " values).");
+  TP_CHECK(state[1] == kind_, "schedule '", name_, "': the checkpoint holds the state of another schedule kind (",
+           state[1], ", this is ", kind_, "); resume with the [schedule] the checkpoint was made with.");
+  TP_CHECK(state[2] == static_cast<double>(groups), "schedule '", name_, "': the checkpoint has ", state[2],
+           " parameter groups, the optimizer ", groups, ".");
+  TP_CHECK(state[3] == static_cast<double>(total_steps_), "schedule '", name_, "': the checkpoint's schedule spans ",
+           state[3], " optimizer steps but this run computes ", total_steps_,
+           " (epochs, batches per epoch or grad_accum_steps changed); the schedule would not continue the same "
+           "curve.");
+  TP_CHECK(state.size() == kHeaderSize + groups + extra_size(), "schedule '", name_, "': the saved state has ",
+           state.size(), " values, expected ", kHeaderSize + groups + extra_size(), ".");
+  const double steps = state[4];
+  TP_CHECK(steps >= 0 && steps == std::floor(steps), "schedule '", name_, "': invalid saved step count ", steps, ".");
+  steps_ = static_cast<int64_t>(steps);
+  Values saved;
+  saved.lrs.assign(state.begin() + kHeaderSize, state.begin() + static_cast<std::ptrdiff_t>(kHeaderSize + groups));
+  // The saved lrs, not a recomputation: the recursive schedules depend on their history.
+  apply(saved);
+  load_extra(state.data() + kHeaderSize + groups, extra_size());
+}
+
+// ~~~~ factory ~~~~
+
+std::vector<double> detail::per_group(const std::vector<double>& values, size_t groups, const char* key) {
+  if (values.size() == 1) return std::vector<double>(groups, values.front());
+  if (values.size() != groups)
+    throw ConfigError(schedule_key(key), schedule_key(key) + ": expected one value or one per parameter group (" +
+                                             std::to_string(groups) + "), got " + std::to_string(values.size()) +
+                                             ".");
+  return values;
+}
+
+std::unique_ptr<LrScheduler> make_scheduler(const SchedulerOptions& o, torch::optim::Optimizer& optimizer,
+                                            int64_t total_steps) {
+  const auto fail = [](const char* key, const std::string& message) {
+    throw ConfigError(schedule_key(key), schedule_key(key) + ": " + message);
+  };
+  if (o.name == "constant") return std::make_unique<ConstantSchedule>(optimizer);
+  if (o.name == "step") {
+    if (o.step_size < 1) fail("step_size", "the step schedule needs step_size >= 1 (optimizer steps), got " +
+                                               std::to_string(o.step_size) + ".");
+    return std::make_unique<StepSchedule>(optimizer, o.step_size, o.gamma.value_or(0.1));
+  }
+  if (o.name == "multistep") return std::make_unique<MultiStepSchedule>(optimizer, o.milestones, o.gamma.value_or(0.1));
+  if (o.name == "exponential") {
+    // No default: ExponentialLR requires gamma, and 0.1 per optimizer step would zero the lr fast.
+    if (!o.gamma) fail("gamma", "the exponential schedule needs gamma (the per-step decay factor, e.g. 0.999).");
+    return std::make_unique<ExponentialSchedule>(optimizer, *o.gamma);
+  }
+  if (o.name == "linear" || o.name == "cosine") return detail::make_warmup_decay(o, optimizer, total_steps);
+  if (o.name == "one_cycle") return detail::make_one_cycle(o, optimizer, total_steps);
+  if (o.name == "reduce_on_plateau") return detail::make_plateau(o, optimizer);
+  fail("name", "\"" + o.name +
+                   "\" is not a known schedule (constant, step, multistep, exponential, linear, cosine, one_cycle, "
+                   "reduce_on_plateau).");
+  return nullptr;  // unreachable
+}
+
+int64_t total_optimizer_steps(int64_t epochs, int64_t batches_per_epoch_per_rank, int64_t grad_accum_steps) {
+  TP_CHECK(epochs >= 0, "total_optimizer_steps: epochs must be >= 0, got ", epochs, ".");
+  TP_CHECK(batches_per_epoch_per_rank >= 0, "total_optimizer_steps: batches per epoch must be >= 0, got ",
+           batches_per_epoch_per_rank, ".");
+  TP_CHECK(grad_accum_steps >= 1, "total_optimizer_steps: grad_accum_steps must be >= 1, got ", grad_accum_steps,
+           ".");
+  // Ceiling: the short last window still ends in an optimizer step.
+  const int64_t per_epoch = batches_per_epoch_per_rank / grad_accum_steps +
+                            (batches_per_epoch_per_rank % grad_accum_steps != 0 ? 1 : 0);
+  int64_t total = 0;
+  TP_CHECK(!__builtin_mul_overflow(epochs, per_epoch, &total), "total_optimizer_steps: ", epochs, " epochs × ",
+           per_epoch, " steps overflows int64.");
+  return total;
+}
+
+}  // namespace tp

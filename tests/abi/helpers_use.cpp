@@ -1,0 +1,60 @@
+// Expands every macro and instantiates every template of the C++ helpers, so their bodies are
+// checked under the strict flags too (a header that is only included proves little about
+// templates and macros).
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "tp/cpp/config.h"
+#include "tp/cpp/dlpack.h"
+#include "tp/cpp/guard.h"
+#include "tp/cpp/plugin.h"
+#include "tp/tp.h"
+
+namespace {
+
+tp_status use_create(const tp_host_t* host, const tp_config_t* cfg, const char*, void** out_self) {
+  TP_GUARD(host, {
+    const tp::cpp::ConfigReader reader(cfg);
+    (void)reader.get_bool("b");
+    (void)reader.get_int("i");
+    (void)reader.get_float("f");
+    (void)reader.get_string("s");
+    (void)reader.get_int_array("ia");
+    (void)reader.get_float_array("fa");
+    (void)reader.get_string_array("sa");
+    *out_self = nullptr;
+    return TP_OK;
+  });
+}
+void use_destroy(void*) {}
+tp_status use_size(const void*, uint64_t* out_count) {
+  TP_GUARD(tp::cpp::plugin_host(), {
+    *out_count = 1;
+    return TP_OK;
+  });
+}
+tp_status use_get_sample(const void*, uint64_t index, const tp_worker_ctx_t*, tp_field_t* out_fields,
+                         uint32_t capacity, uint32_t* out_count) {
+  TP_GUARD(tp::cpp::plugin_host(), {
+    if (capacity < 6) throw tp::cpp::Failure(TP_ERR_INVALID_ARGUMENT, "capacity");
+    out_fields[0] = tp::cpp::make_field("f32", std::vector<float>{1.0f, 2.0f}, {2});
+    out_fields[1] = tp::cpp::make_field("f64", std::vector<double>{1.0}, {});
+    out_fields[2] = tp::cpp::make_field("i64", std::vector<int64_t>{static_cast<int64_t>(index)}, {1});
+    out_fields[3] = tp::cpp::make_field("i32", std::vector<int32_t>{1, 2, 3, 4}, {2, 2});
+    out_fields[4] = tp::cpp::make_field("u8", std::vector<uint8_t>{1}, {1, 1});
+    out_fields[5] = tp::cpp::make_field("i8", std::vector<int8_t>{1}, {1});
+    *out_count = 6;
+    tp::cpp::release_fields(out_fields, *out_count);
+    return TP_OK;
+  });
+}
+
+const tp_dataset_v1_t kTable = {sizeof(tp_dataset_v1_t), &use_create, &use_destroy, &use_size, &use_get_sample, nullptr};
+const tp_descriptor_t kDescriptor = {sizeof(tp_descriptor_t), "org.test.use", TP_KIND_DATASET, TP_TIER_S, "1.0.0", "",
+                                     nullptr, 0, nullptr, 0, 0};
+const tp::cpp::Component kComponents[] = {{&kDescriptor, TP_IFACE_DATASET_V1, &kTable}};
+
+}  // namespace
+
+TP_DEFINE_PLUGIN("use", TP_STABLE_BUILD_INFO_INIT, kComponents)

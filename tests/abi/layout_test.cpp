@@ -1,0 +1,104 @@
+// The released ABI 1.0 layout, checked by the C++ compiler (c_layout_check.c checks it in C), and
+// ABI-3's promise that every extensible struct starts with its uint32_t struct_size.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <sstream>
+#include <string>
+#include <type_traits>
+
+#include "tp/iface/loss.h"
+#include "tp/iface/metric.h"
+#include "tp/iface/model.h"
+#include "tp/tp.h"
+
+#include "abi_v1_layout.h"
+
+#include <doctest/doctest.h>
+
+#if defined(__x86_64__)
+#define TP_CXX_CHECK_SIZE(T, size, align) \
+  static_assert(sizeof(T) == (size) && alignof(T) == (align), "sizeof/alignof of " #T " changed; ABI 1 broken");
+#define TP_CXX_CHECK_OFFSET(T, member, offset) \
+  static_assert(offsetof(T, member) == (offset), "offset of " #T "." #member " changed; ABI 1 broken");
+TP_ABI_V1_SIZES(TP_CXX_CHECK_SIZE)
+TP_ABI_V1_OFFSETS(TP_CXX_CHECK_OFFSET)
+#endif
+
+#define TP_CXX_CHECK_CONSTANT(name, value) static_assert((name) == (value), #name " renumbered; ABI 1 broken");
+TP_ABI_V1_CONSTANTS(TP_CXX_CHECK_CONSTANT)
+
+namespace {
+
+// Plain data on both sides: the host copies these with memcpy (sized_copy) and plugins define them
+// with aggregate initialisers.
+#define TP_CXX_CHECK_PLAIN(T, size, align) \
+  static_assert(std::is_standard_layout_v<T> && std::is_trivially_copyable_v<T>, #T " is not plain C data");
+TP_ABI_V1_SIZES(TP_CXX_CHECK_PLAIN)
+
+/// ABI-3 for one struct: struct_size is a uint32_t at offset 0, so a reader that knows nothing of
+/// the struct's version can read it, and a producer that sets it to sizeof is read back exactly.
+template <typename T>
+void check_struct_size_first(const char* name) {
+  CAPTURE(name);
+  static_assert(std::is_same_v<decltype(T::struct_size), uint32_t>);
+  CHECK(offsetof(T, struct_size) == 0);
+  T value{};
+  value.struct_size = sizeof(T);
+  uint32_t first = 0;
+  std::memcpy(&first, &value, sizeof first);
+  CHECK(first == sizeof(T));
+}
+
+TEST_CASE("struct_size is the first member of every extensible ABI struct (ABI-3)") {
+#define TP_CHECK_FIRST(T) check_struct_size_first<T>(#T)
+  TP_CHECK_FIRST(tp_host_t);
+  TP_CHECK_FIRST(tp_dist_v1_t);
+  TP_CHECK_FIRST(tp_config_key_t);
+  TP_CHECK_FIRST(tp_config_t);
+  TP_CHECK_FIRST(tp_build_info_t);
+  TP_CHECK_FIRST(tp_example_input_t);
+  TP_CHECK_FIRST(tp_descriptor_t);
+  TP_CHECK_FIRST(tp_plugin_entry_t);
+  TP_CHECK_FIRST(tp_worker_ctx_t);
+  TP_CHECK_FIRST(tp_dataset_v1_t);
+  TP_CHECK_FIRST(tp_event_t);
+  TP_CHECK_FIRST(tp_callback_v1_t);
+  TP_CHECK_FIRST(tp_model_v1_t);
+  TP_CHECK_FIRST(tp_loss_v1_t);
+  TP_CHECK_FIRST(tp_metric_v1_t);
+#undef TP_CHECK_FIRST
+  // Without struct_size, and therefore frozen for all of ABI 1: tp_version_t (passed by value)
+  // and the array elements tp_field_t, tp_scalar_t and tp_named_tensor_t, which the caller
+  // allocates at its own sizeof. Their sizes are pinned above.
+}
+
+TEST_CASE("the layout table pins every struct the ABI headers define") {
+  // A struct added to a header without a row in abi_v1_layout.h would ship unpinned.
+  // TP_ABI_HEADER_STRUCTS lists every `typedef struct tp_..._t {` in tp/*.h and tp/iface/*.h,
+  // collected by CMake at configure time.
+  std::set<std::string> pinned;
+#define TP_ADD_ROW(T, size, align) pinned.insert(#T);
+  TP_ABI_V1_SIZES(TP_ADD_ROW)
+#undef TP_ADD_ROW
+  std::set<std::string> declared;
+  std::istringstream names(TP_ABI_HEADER_STRUCTS);
+  for (std::string name; names >> name;) declared.insert(name);
+  REQUIRE_FALSE(declared.empty());
+  for (const std::string& name : declared) CHECK_MESSAGE(pinned.count(name) == 1, name << " has no row in abi_v1_layout.h");
+  for (const std::string& name : pinned) CHECK_MESSAGE(declared.count(name) == 1, name << " is pinned but not declared");
+}
+
+TEST_CASE("interface and service ids are the released strings") {
+  // Lookups are by string (ABI-5); a renamed id is a missing interface for every old plugin.
+  CHECK(std::strcmp(TP_IFACE_DATASET_V1, "tp.dataset/1") == 0);
+  CHECK(std::strcmp(TP_IFACE_CALLBACK_V1, "tp.callback/1") == 0);
+  CHECK(std::strcmp(TP_IFACE_MODEL_V1, "tp.model/1") == 0);
+  CHECK(std::strcmp(TP_IFACE_LOSS_V1, "tp.loss/1") == 0);
+  CHECK(std::strcmp(TP_IFACE_METRIC_V1, "tp.metric/1") == 0);
+  CHECK(std::strcmp(TP_SERVICE_DIST_V1, "tp.dist/1") == 0);
+  CHECK(std::strcmp(TP_ENTRY_SYMBOL, "tp_entry") == 0);
+}
+
+}  // namespace

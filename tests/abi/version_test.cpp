@@ -1,0 +1,51 @@
+// The negotiation rule of ABI-2, tp_abi_is_compatible, as compiled by C++ and by C (plugins in
+// either language call the same static inline function from version.h).
+#include "tp/version.h"
+
+#include "c_side.h"
+
+#include <doctest/doctest.h>
+
+namespace {
+
+/// The rule, checked in both languages at once.
+bool compatible(tp_version_t host, tp_version_t plugin) {
+  const bool cxx = tp_abi_is_compatible(host, plugin);
+  CHECK_MESSAGE(cxx == tp_test_c_abi_is_compatible(host, plugin), "C and C++ disagree");
+  return cxx;
+}
+
+TEST_CASE("tp_abi_is_compatible: equal major, plugin minor not newer, patch ignored (ABI-2)") {
+  const tp_version_t host{1, 3, 0};
+  SUBCASE("equal") { CHECK(compatible(host, {1, 3, 0})); }
+  SUBCASE("older plugin minor") {
+    CHECK(compatible(host, {1, 2, 0}));
+    CHECK(compatible(host, {1, 0, 0}));
+  }
+  SUBCASE("newer plugin minor") {
+    CHECK_FALSE(compatible(host, {1, 4, 0}));
+    CHECK_FALSE(compatible(host, {1, 99, 0}));
+  }
+  SUBCASE("other major") {
+    CHECK_FALSE(compatible(host, {2, 3, 0}));
+    CHECK_FALSE(compatible(host, {0, 3, 0}));
+    CHECK_FALSE(compatible({2, 0, 0}, {1, 0, 0})); // a newer major host does not load old plugins
+  }
+  SUBCASE("patch is informational") {
+    CHECK(compatible(host, {1, 3, 7}));
+    CHECK(compatible({1, 3, 9}, {1, 3, 0}));
+  }
+}
+
+TEST_CASE("this ABI is compatible with itself, and C and C++ agree on its version") {
+  const tp_version_t cxx = TP_ABI_VERSION_INIT;
+  const tp_version_t c = tp_test_c_abi_version();
+  CHECK(cxx.major == c.major);
+  CHECK(cxx.minor == c.minor);
+  CHECK(cxx.patch == c.patch);
+  CHECK(cxx.major == TP_ABI_MAJOR);
+  CHECK(cxx.minor == TP_ABI_MINOR);
+  CHECK(compatible(cxx, cxx));
+}
+
+}  // namespace

@@ -1,0 +1,100 @@
+// One refusal per broken rule. Each fixture is correct except for one defect
+// (tests/fixtures/bad_plugins/fixture_plugin.h), so each message must name the file and that
+// defect: a user with twenty plugins on the search path needs to know which one to fix, and how.
+#include "loader_test_util.h"
+
+namespace {
+
+using namespace tp;
+using namespace tp::test;
+
+/// Checks that `message` names the fixture file and each of `reasons`.
+void check_names(const std::string& message, const std::filesystem::path& file,
+                 std::initializer_list<const char*> reasons) {
+  CHECK_MESSAGE(contains(message, file.string()), "the message names the file: " << message);
+  for (const char* reason : reasons) CHECK_MESSAGE(contains(message, reason), "'" << reason << "' in: " << message);
+}
+
+TEST_CASE("a plugin built for another ABI major is refused before it runs (ABI-2)") {
+  check_names(library_refusal("abi_major"), fixture("abi_major"), {"ABI 2.0", "major", "1.0"});
+}
+
+TEST_CASE("a plugin built for a newer ABI minor is refused (ABI-2)") {
+  check_names(library_refusal("abi_minor"), fixture("abi_minor"), {"ABI 1.99", "newer"});
+}
+
+TEST_CASE("a library without tp_entry is not a plugin") {
+  check_names(library_refusal("no_entry"), fixture("no_entry"), {"tp_entry", "not a torchhost plugin"});
+}
+
+TEST_CASE("a tp_entry whose struct_size is too small is refused (ABI-3)") {
+  check_names(library_refusal("small_struct"), fixture("small_struct"), {"struct_size", "32"});
+}
+
+TEST_CASE("a failing init() is refused with the plugin's own message (ABI-7)") {
+  check_names(library_refusal("init_fails"), fixture("init_fails"),
+              {"init()", "TP_ERR_IO", "license file missing"});
+}
+
+TEST_CASE("a schema whose default does not parse as its type is refused at load time (PLG-6)") {
+  check_names(library_refusal("bad_schema"), fixture("bad_schema"), {"org.test.bad_schema", "max_steps", "abc"});
+}
+
+TEST_CASE("a component id that is not reverse-DNS is refused") {
+  check_names(library_refusal("bad_id"), fixture("bad_id"), {"NoDots", "reverse-DNS"});
+}
+
+TEST_CASE("a dataset declaring Tier T is refused") {
+  check_names(library_refusal("tier_mismatch"), fixture("tier_mismatch"),
+              {"org.test.tier_mismatch", "dataset", "tier S"});
+}
+
+TEST_CASE("a NULL required function is refused at registration, not at first call") {
+  check_names(library_refusal("missing_fn"), fixture("missing_fn"), {"org.test.missing_fn", "get_sample", "NULL"});
+}
+
+TEST_CASE("a Tier T build fingerprint that differs from the host's is refused") {
+  const std::string message = library_refusal("fingerprint");
+  check_names(message, fixture("fingerprint"), {"LibTorch 1.0.0", "Tier T"});
+  // The user must see both sides to know what to rebuild against.
+  CHECK_MESSAGE(contains(message, BuildFingerprint::host().describe()), message);
+}
+
+TEST_CASE("a plugin whose tp_entry.name differs from its file name is refused by the registry") {
+  const std::filesystem::path file = fixture("name_mismatch");
+  TestHost host;
+  Registry registry(host.services);
+  const std::string message = load_error([&] { registry.load_search_path({{file.parent_path(), "--plugin-dir"}}); });
+  check_names(message, file, {"some_other_name", "name_mismatch.so"});
+  CHECK(registry.all().empty());
+}
+
+TEST_CASE("one component id in two files of one directory is an error naming both files") {
+  TestHost host;
+  Registry registry(host.services);
+  const std::string message =
+      load_error([&] { registry.load_search_path({{fixture_dir("duplicate"), "plugins.dirs"}}); });
+  check_names(message, fixture("duplicate_a", "duplicate"), {"org.test.dup", "twice"});
+  check_names(message, fixture("duplicate_b", "duplicate"), {});
+}
+
+TEST_CASE("a refused library leaves the registry as it was") {
+  TestHost host;
+  Registry registry(host.services);
+  registry.load_search_path({{fixture_dir("good_callback"), "--plugin-dir"}});
+  load_error([&] { registry.load_search_path({{fixture_dir("abi_major"), "--plugin-dir"}}); });
+  REQUIRE(registry.all().size() == 1);
+  CHECK(registry.all()[0].info->id == "org.test.good_callback");
+}
+
+TEST_CASE("no fixture is built into the strict plugin directory") {
+  // The host refuses a whole run for one bad library, so a fixture in build/plugins would break
+  // every test that loads the built-in plugins.
+  const std::filesystem::path plugins(TP_TEST_PLUGIN_DIR);
+  for (const char* name : {"abi_major", "abi_minor", "no_entry", "small_struct", "init_fails", "bad_schema", "bad_id",
+                           "tier_mismatch", "missing_fn", "fingerprint", "name_mismatch", "duplicate_a",
+                           "duplicate_b", "throws", "good_callback"})
+    CHECK_MESSAGE(!std::filesystem::exists(plugins / (std::string(name) + ".so")), name << " leaked into " << plugins);
+}
+
+}  // namespace
