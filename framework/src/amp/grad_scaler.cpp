@@ -51,7 +51,7 @@ at::Tensor GradScaler::scale(const at::Tensor& loss) {
     scale_ = at::full({}, options_.init_scale(), at::TensorOptions().dtype(at::kFloat).device(loss.device()));
     growth_tracker_ = at::full({}, init_growth_tracker_, at::TensorOptions().dtype(at::kInt).device(loss.device()));
   }
-  return loss * on_device(scale_, loss.device());
+  return loss.mul(on_device(scale_, loss.device()));
 }
 
 void GradScaler::check_initialized(const char* function) const {
@@ -139,7 +139,7 @@ bool GradScaler::step(torch::optim::Optimizer& optimizer) {
            "gradient. Was backward() run on the scaled loss?");
   at::Tensor found_inf = state.found_inf_per_device.front().second;
   for (std::size_t i = 1; i < state.found_inf_per_device.size(); ++i) {
-    found_inf = found_inf + on_device(state.found_inf_per_device[i].second, found_inf.device());
+    found_inf = found_inf.add(on_device(state.found_inf_per_device[i].second, found_inf.device()));
   }
   // CPU-GPU sync point: the one host read of the step. Deciding on the host whether to call
   // optimizer.step() needs it (the C++ optimizers have no found_inf-aware fused kernels).
@@ -156,7 +156,7 @@ void GradScaler::update() {
   for (const auto& [optimizer, state] : per_optimizer_) {
     for (const auto& [device, flag] : state.found_inf_per_device) {
       const at::Tensor local = on_device(flag, scale_.device());
-      found_inf = found_inf.defined() ? found_inf + local : local;
+      found_inf = found_inf.defined() ? found_inf.add(local) : local;
     }
   }
   TP_CHECK(found_inf.defined(),
