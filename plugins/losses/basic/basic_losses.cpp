@@ -1,0 +1,222 @@
+// basic_losses: the loss terms, the three single-term components, the tp_loss_v1_t glue and
+// tp_entry. weighted_sum.cpp holds the fourth component.
+#include <ATen/core/Reduction.h>
+#include <ATen/ops/cross_entropy_loss.h>
+#include <ATen/ops/mse_loss.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/smooth_l1_loss.h>
+
+#include "loss_terms.h"
+#include "tp/cpp/guard.h"
+#include "tp/cpp/plugin.h"
+
+namespace tp::losses {
+
+using tp::cpp::Failure;
+
+namespace {
+
+std::string shape_text(at::IntArrayRef sizes) {
+  std::string out = "[";
+  for (size_t i = 0; i < sizes.size(); ++i) out += (i ? ", " : "") + std::to_string(sizes[i]);
+  return out + "]";
+}
+
+void require_shape(bool ok, const std::string& output_name, const at::Tensor& output,
+                   const std::string& target_name, const at::Tensor& target, const char* expected) {
+  if (!ok)
+    throw Failure(TP_ERR_INVALID_ARGUMENT, "output '" + output_name + "' " + shape_text(output.sizes()) +
+                                               " and target '" + target_name + "' " +
+                                               shape_text(target.sizes()) + ": expected " + expected);
+}
+
+/// Class-index targets as int64 (at::cross_entropy needs Long); probability targets unchanged.
+at::Tensor ce_target(const at::Tensor& output, const at::Tensor& target, const std::string& output_name,
+                     const std::string& target_name) {
+  require_shape(output.dim() >= 2, output_name, output, target_name, target, "logits [B, C, ...]");
+  if (target.is_floating_point()) {
+    require_shape(target.sizes() == output.sizes(), output_name, output, target_name, target,
+                  "probability targets of the logits' shape");
+    return target;
+  }
+  std::vector<int64_t> expected = output.sizes().vec();
+  expected.erase(expected.begin() + 1);
+  require_shape(target.sizes() == at::IntArrayRef(expected), output_name, output, target_name, target,
+                "class indices shaped like the logits without the class dimension");
+  return target.scalar_type() == at::kLong ? target : target.to(at::kLong);
+}
+
+}  // namespace
+
+Term term_from_name(const std::string& name, const char* component) {
+  if (name == "cross_entropy") return Term::kCrossEntropy;
+  if (name == "mse") return Term::kMse;
+  if (name == "smooth_l1") return Term::kSmoothL1;
+  throw Failure(TP_ERR_CONFIG, std::string(component) + ": unknown loss '" + name +
+                                   "' (known: cross_entropy, mse, smooth_l1)");
+}
+
+at::Tensor count_tensor(int64_t count, const at::Device& device) {
+  // A fill kernel on the device, not a host-to-device copy that could wait.
+  return at::scalar_tensor(count, at::TensorOptions().dtype(at::kLong).device(device));
+}
+
+at::Tensor per_sample_sum(Term term, const at::Tensor& output, const at::Tensor& target,
+                          const TermOptions& options, const std::string& output_name,
+                          const std::string& target_name) {
+  at::Tensor per;  // per-position loss, batch dimension first
+  if (term == Term::kCrossEntropy) {
+    per = at::cross_entropy_loss(output, ce_target(output, target, output_name, target_name), {},
+                                 at::Reduction::None, -100, options.label_smoothing);
+  } else {
+    require_shape(output.dim() >= 1 && target.sizes() == output.sizes(), output_name, output,
+                  target_name, target, "equal shapes [B, ...]");
+    // int targets against float outputs, or fp32 targets against bf16 outputs: compute in the
+    // wider type rather than losing precision in the target.
+    const at::ScalarType dtype = c10::promoteTypes(output.scalar_type(), target.scalar_type());
+    const at::Tensor o = output.to(dtype);
+    const at::Tensor t = target.to(dtype);
+    per = term == Term::kMse ? at::mse_loss(o, t, at::Reduction::None)
+                             : at::smooth_l1_loss(o, t, at::Reduction::None, options.beta);
+  }
+  if (per.dim() <= 1 || per.numel() == 0) return per.sum();
+  return per.reshape({per.size(0), -1}).mean(1).sum();
+}
+
+namespace {
+
+constexpr const char* kCrossEntropyId = "org.torchhost.cross_entropy";
+constexpr const char* kMseId = "org.torchhost.mse";
+constexpr const char* kSmoothL1Id = "org.torchhost.smooth_l1";
+
+/// cross_entropy, mse or smooth_l1 over one (output, target) pair.
+class SingleTerm : public Loss {
+ public:
+  SingleTerm(Term term, std::string output, std::string target, TermOptions options)
+      : term_(term), output_(std::move(output)), target_(std::move(target)), options_(options) {}
+
+  std::pair<at::Tensor, at::Tensor> forward(const tp_named_tensor_t* outputs, uint32_t output_count,
+                                            const tp_named_tensor_t* targets,
+                                            uint32_t target_count) override {
+    const at::Tensor& out = tp::cpp::find(outputs, output_count, output_, "output");
+    const at::Tensor& tgt = tp::cpp::find(targets, target_count, target_, "target");
+    if (term_ != Term::kCrossEntropy)
+      return {per_sample_sum(term_, out, tgt, options_, output_, target_), count_tensor(out.size(0), out.device())};
+    // Items are the labelled positions: one per sample for [B, C] logits, one per pixel for
+    // [B, C, H, W]; labels equal to -100 are ignored and not counted.
+    const at::Tensor t = ce_target(out, tgt, output_, target_);
+    at::Tensor sum = at::cross_entropy_loss(out, t, {}, at::Reduction::Sum, -100, options_.label_smoothing);
+    at::Tensor count = t.is_floating_point() ? count_tensor(t.numel() / t.size(1), out.device())
+                                             : t.ne(-100).sum();  // on the device, no sync
+    return {std::move(sum), std::move(count)};
+  }
+
+ private:
+  Term term_;
+  std::string output_;
+  std::string target_;
+  TermOptions options_;
+};
+
+std::unique_ptr<Loss> make_cross_entropy(const tp::cpp::ConfigReader& cfg) {
+  TermOptions options;
+  options.label_smoothing = cfg.get_float("label_smoothing");
+  if (!(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0))
+    throw Failure(TP_ERR_CONFIG, std::string(kCrossEntropyId) + ": label_smoothing must be in [0, 1], got " +
+                                     std::to_string(options.label_smoothing));
+  return std::make_unique<SingleTerm>(Term::kCrossEntropy, cfg.get_string("output"), cfg.get_string("target"), options);
+}
+
+std::unique_ptr<Loss> make_mse(const tp::cpp::ConfigReader& cfg) {
+  return std::make_unique<SingleTerm>(Term::kMse, cfg.get_string("output"), cfg.get_string("target"), TermOptions{});
+}
+
+std::unique_ptr<Loss> make_smooth_l1(const tp::cpp::ConfigReader& cfg) {
+  TermOptions options;
+  options.beta = cfg.get_float("beta");
+  if (!(options.beta > 0.0))
+    throw Failure(TP_ERR_CONFIG, std::string(kSmoothL1Id) + ": beta must be positive, got " + std::to_string(options.beta));
+  return std::make_unique<SingleTerm>(Term::kSmoothL1, cfg.get_string("output"), cfg.get_string("target"), options);
+}
+
+/* tp_loss_v1_t glue */
+
+template <LossFactory kMake>
+tp_status create(const tp_host_t* host, const tp_config_t* cfg, void** out_self) {
+  TP_GUARD(tp::cpp::plugin_host(), {
+    if (out_self == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, "create: out_self is NULL");
+    *out_self = nullptr;
+    *out_self = kMake(tp::cpp::ConfigReader(cfg)).release();
+    return TP_OK;
+  });
+}
+
+void destroy(void* self) { delete static_cast<Loss*>(self); }
+
+tp_status forward(void* self, const tp_named_tensor_t* outputs, uint32_t output_count,
+                  const tp_named_tensor_t* targets, uint32_t target_count, tp_tensor* out_loss_sum,
+                  tp_tensor* out_item_count) {
+  TP_GUARD(tp::cpp::plugin_host(), {
+    if (self == nullptr || out_loss_sum == nullptr || out_item_count == nullptr)
+      throw Failure(TP_ERR_INVALID_ARGUMENT, "loss forward: self or an out-parameter is NULL");
+    *out_loss_sum = nullptr;
+    *out_item_count = nullptr;
+    auto [sum, count] = static_cast<Loss*>(self)->forward(outputs, output_count, targets, target_count);
+    *out_loss_sum = tp::cpp::new_handle(std::move(sum));
+    *out_item_count = tp::cpp::new_handle(std::move(count));
+    return TP_OK;
+  });
+}
+
+template <LossFactory kMake>
+constexpr tp_loss_v1_t loss_table() {
+  return {sizeof(tp_loss_v1_t), &create<kMake>, &destroy, &forward};
+}
+
+const tp_loss_v1_t kCrossEntropyTable = loss_table<&make_cross_entropy>();
+const tp_loss_v1_t kMseTable = loss_table<&make_mse>();
+const tp_loss_v1_t kSmoothL1Table = loss_table<&make_smooth_l1>();
+const tp_loss_v1_t kWeightedSumTable = loss_table<&make_weighted_sum>();
+
+constexpr uint32_t kKeySize = sizeof(tp_config_key_t);
+const tp_config_key_t kCrossEntropyKeys[] = {
+    {kKeySize, "output", TP_CFG_STRING, "\"logits\"", "model output holding logits [B, C, ...]"},
+    {kKeySize, "target", TP_CFG_STRING, "\"label\"", "batch field with class indices (or probabilities)"},
+    {kKeySize, "label_smoothing", TP_CFG_FLOAT, "0.0", "label smoothing in [0, 1]"},
+};
+const tp_config_key_t kMseKeys[] = {
+    {kKeySize, "output", TP_CFG_STRING, "\"bbox\"", "model output [B, ...]"},
+    {kKeySize, "target", TP_CFG_STRING, "\"bbox\"", "batch field of the same shape"},
+};
+const tp_config_key_t kSmoothL1Keys[] = {
+    {kKeySize, "output", TP_CFG_STRING, "\"bbox\"", "model output [B, ...]"},
+    {kKeySize, "target", TP_CFG_STRING, "\"bbox\"", "batch field of the same shape"},
+    {kKeySize, "beta", TP_CFG_FLOAT, "1.0", "where the loss turns from quadratic to linear (> 0)"},
+};
+const tp_example_input_t kLabelExample[] = {{sizeof(tp_example_input_t), "label", TP_DTYPE_INT64, 0, {}, 3}};
+const tp_example_input_t kBoxExample[] = {{sizeof(tp_example_input_t), "bbox", TP_DTYPE_FLOAT32, 1, {4}, 0}};
+
+const tp_descriptor_t kCrossEntropyDescriptor = {
+    sizeof(tp_descriptor_t), kCrossEntropyId, TP_KIND_LOSS, TP_TIER_T, "1.0.0",
+    "cross entropy; sum over labelled samples (or pixels), count of them",
+    kCrossEntropyKeys, 3, kLabelExample, 1, 0};
+const tp_descriptor_t kMseDescriptor = {
+    sizeof(tp_descriptor_t), kMseId, TP_KIND_LOSS, TP_TIER_T, "1.0.0",
+    "mean squared error per sample, summed over the batch; count = batch size",
+    kMseKeys, 2, kBoxExample, 1, 0};
+const tp_descriptor_t kSmoothL1Descriptor = {
+    sizeof(tp_descriptor_t), kSmoothL1Id, TP_KIND_LOSS, TP_TIER_T, "1.0.0",
+    "smooth L1 (Huber / beta) per sample, summed over the batch; count = batch size",
+    kSmoothL1Keys, 3, kBoxExample, 1, 0};
+
+const tp::cpp::Component kComponents[] = {
+    {&kCrossEntropyDescriptor, TP_IFACE_LOSS_V1, &kCrossEntropyTable},
+    {&kMseDescriptor, TP_IFACE_LOSS_V1, &kMseTable},
+    {&kSmoothL1Descriptor, TP_IFACE_LOSS_V1, &kSmoothL1Table},
+    {&kWeightedSumDescriptor, TP_IFACE_LOSS_V1, &kWeightedSumTable},
+};
+
+}  // namespace
+}  // namespace tp::losses
+
+TP_DEFINE_PLUGIN("basic_losses", TP_TORCH_BUILD_INFO_INIT, tp::losses::kComponents)

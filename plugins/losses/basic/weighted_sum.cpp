@@ -1,0 +1,102 @@
+// org.torchhost.weighted_sum: a weighted sum of loss terms over several (output, target) pairs,
+// e.g. classification plus box regression for a multi-head model.
+#include "loss_terms.h"
+
+#include <vector>
+
+namespace tp::losses {
+namespace {
+
+constexpr const char* kId = "org.torchhost.weighted_sum";
+
+struct WeightedTerm {
+  Term term;
+  std::string output;
+  std::string target;
+  double weight;
+};
+
+/// Σ_k w_k · (sum over samples of term k). Every term is a per-sample loss over the same batch,
+/// so the count is the batch size and the host's division gives Σ_k w_k · mean_k.
+class WeightedSum : public Loss {
+ public:
+  WeightedSum(std::vector<WeightedTerm> terms, TermOptions options)
+      : terms_(std::move(terms)), options_(options) {}
+
+  std::pair<at::Tensor, at::Tensor> forward(const tp_named_tensor_t* outputs, uint32_t output_count,
+                                            const tp_named_tensor_t* targets,
+                                            uint32_t target_count) override {
+    at::Tensor total;
+    int64_t batch = -1;
+    at::Device device(at::kCPU);
+    for (const WeightedTerm& t : terms_) {
+      const at::Tensor& out = tp::cpp::find(outputs, output_count, t.output, "output");
+      const at::Tensor& tgt = tp::cpp::find(targets, target_count, t.target, "target");
+      if (out.dim() == 0)
+        throw tp::cpp::Failure(TP_ERR_INVALID_ARGUMENT, std::string(kId) + ": output '" + t.output + "' has no batch dimension");
+      if (batch < 0) {
+        batch = out.size(0);
+        device = out.device();
+      } else if (out.size(0) != batch) {
+        throw tp::cpp::Failure(TP_ERR_INVALID_ARGUMENT, std::string(kId) + ": output '" + t.output + "' has batch size " +
+                                                           std::to_string(out.size(0)) + ", the first output " +
+                                                           std::to_string(batch));
+      }
+      at::Tensor term = per_sample_sum(t.term, out, tgt, options_, t.output, t.target).mul(t.weight);
+      total = total.defined() ? total.add(term) : term;
+    }
+    return {std::move(total), count_tensor(batch, device)};
+  }
+
+ private:
+  std::vector<WeightedTerm> terms_;
+  TermOptions options_;
+};
+
+constexpr uint32_t kKeySize = sizeof(tp_config_key_t);
+const tp_config_key_t kKeys[] = {
+    {kKeySize, "losses", TP_CFG_STRING_ARRAY, "[\"cross_entropy\", \"smooth_l1\"]",
+     "terms: cross_entropy, mse or smooth_l1"},
+    {kKeySize, "outputs", TP_CFG_STRING_ARRAY, "[\"logits\", \"bbox\"]", "model output of each term"},
+    {kKeySize, "targets", TP_CFG_STRING_ARRAY, "[\"label\", \"bbox\"]", "batch field of each term"},
+    {kKeySize, "weights", TP_CFG_FLOAT_ARRAY, "[1.0, 1.0]", "weight of each term"},
+    {kKeySize, "label_smoothing", TP_CFG_FLOAT, "0.0", "label smoothing of the cross_entropy terms"},
+    {kKeySize, "beta", TP_CFG_FLOAT, "1.0", "beta of the smooth_l1 terms (> 0)"},
+};
+const tp_example_input_t kExamples[] = {
+    {sizeof(tp_example_input_t), "label", TP_DTYPE_INT64, 0, {}, 3},
+    {sizeof(tp_example_input_t), "bbox", TP_DTYPE_FLOAT32, 1, {4}, 0},
+};
+
+}  // namespace
+
+std::unique_ptr<Loss> make_weighted_sum(const tp::cpp::ConfigReader& cfg) {
+  const std::vector<std::string> losses = cfg.get_string_array("losses");
+  const std::vector<std::string> outputs = cfg.get_string_array("outputs");
+  const std::vector<std::string> targets = cfg.get_string_array("targets");
+  const std::vector<double> weights = cfg.get_float_array("weights");
+  if (losses.empty() || outputs.size() != losses.size() || targets.size() != losses.size() ||
+      weights.size() != losses.size())
+    throw tp::cpp::Failure(TP_ERR_CONFIG,
+                           std::string(kId) + ": losses, outputs, targets and weights must be non-empty and of equal "
+                                              "length, got " + std::to_string(losses.size()) + ", " +
+                               std::to_string(outputs.size()) + ", " + std::to_string(targets.size()) + ", " +
+                               std::to_string(weights.size()));
+  TermOptions options;
+  options.label_smoothing = cfg.get_float("label_smoothing");
+  options.beta = cfg.get_float("beta");
+  if (!(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0) || !(options.beta > 0.0))
+    throw tp::cpp::Failure(TP_ERR_CONFIG, std::string(kId) + ": label_smoothing must be in [0, 1] and beta positive");
+  std::vector<WeightedTerm> terms;
+  for (size_t i = 0; i < losses.size(); ++i)
+    terms.push_back({term_from_name(losses[i], kId), outputs[i], targets[i], weights[i]});
+  return std::make_unique<WeightedSum>(std::move(terms), options);
+}
+
+const tp_descriptor_t kWeightedSumDescriptor = {
+    sizeof(tp_descriptor_t), kId, TP_KIND_LOSS, TP_TIER_T, "1.0.0",
+    "weighted sum of per-sample loss terms over several outputs; count = batch size",
+    kKeys, static_cast<uint32_t>(std::size(kKeys)),
+    kExamples, static_cast<uint32_t>(std::size(kExamples)), 0};
+
+}  // namespace tp::losses

@@ -1,0 +1,78 @@
+// org.torchhost.mlp: a multilayer perceptron over one flattened input field.
+#include <torch/nn/functional/dropout.h>
+#include <torch/nn/modules/linear.h>
+
+#include "vision_net.h"
+
+namespace tp::vision {
+namespace {
+
+constexpr const char* kId = "org.torchhost.mlp";
+
+/// flatten -> [Linear -> ReLU -> Dropout] per hidden size -> Linear(num_classes).
+class Mlp : public VisionNet {
+ public:
+  Mlp(std::string input, int64_t in_features, const std::vector<int64_t>& hidden,
+      int64_t num_classes, double dropout)
+      : input_(std::move(input)), in_features_(in_features), dropout_(dropout) {
+    int64_t width = in_features;
+    for (size_t i = 0; i < hidden.size(); ++i) {
+      layers_.push_back(register_module("fc" + std::to_string(i + 1), torch::nn::Linear(width, hidden[i])));
+      width = hidden[i];
+    }
+    head_ = register_module("head", torch::nn::Linear(width, num_classes));
+  }
+
+  std::vector<NamedOutput> forward_named(const tp_named_tensor_t* inputs, uint32_t count) override {
+    at::Tensor h = flat_input(inputs, count, input_, in_features_);
+    for (auto& layer : layers_) {
+      h = layer->forward(h).relu_();
+      // Functional dropout: no module, so no state entry; train/eval comes from is_training().
+      if (dropout_ > 0.0) h = torch::nn::functional::dropout(
+          h, torch::nn::functional::DropoutFuncOptions().p(dropout_).training(is_training()));
+    }
+    return {{"logits", head_->forward(h)}};
+  }
+
+ private:
+  std::string input_;
+  int64_t in_features_;
+  double dropout_;
+  std::vector<torch::nn::Linear> layers_;
+  torch::nn::Linear head_{nullptr};
+};
+
+const tp_config_key_t kKeys[] = {
+    {sizeof(tp_config_key_t), "input", TP_CFG_STRING, "\"image\"", "batch field to flatten and classify"},
+    {sizeof(tp_config_key_t), "hidden", TP_CFG_INT_ARRAY, "[256, 128]", "hidden layer widths, input side first"},
+    {sizeof(tp_config_key_t), "in_features", TP_CFG_INT, "3072", "elements per sample of the input (3*32*32)"},
+    {sizeof(tp_config_key_t), "num_classes", TP_CFG_INT, "3", "number of logits"},
+    {sizeof(tp_config_key_t), "dropout", TP_CFG_FLOAT, "0.0", "dropout probability after each hidden layer"},
+};
+
+const tp_example_input_t kExamples[] = {
+    {sizeof(tp_example_input_t), "image", TP_DTYPE_FLOAT32, 3, {3, 32, 32}, 0},
+    {sizeof(tp_example_input_t), "label", TP_DTYPE_INT64, 0, {}, 3},
+};
+
+}  // namespace
+
+std::shared_ptr<VisionNet> make_mlp(const tp::cpp::ConfigReader& cfg) {
+  const int64_t in_features = cfg.get_int("in_features");
+  const int64_t num_classes = cfg.get_int("num_classes");
+  const std::vector<int64_t> hidden = cfg.get_int_array("hidden");
+  const double dropout = cfg.get_float("dropout");
+  require_config(in_features > 0, kId, "in_features", "must be positive", std::to_string(in_features));
+  require_config(num_classes > 0, kId, "num_classes", "must be positive", std::to_string(num_classes));
+  for (int64_t h : hidden) require_config(h > 0, kId, "hidden", "entries must be positive", std::to_string(h));
+  require_config(dropout >= 0.0 && dropout < 1.0, kId, "dropout", "must be in [0, 1)", std::to_string(dropout));
+  return std::make_shared<Mlp>(cfg.get_string("input"), in_features, hidden, num_classes, dropout);
+}
+
+const tp_descriptor_t kMlpDescriptor = {
+    sizeof(tp_descriptor_t), kId, TP_KIND_MODEL, TP_TIER_T, "1.0.0",
+    "multilayer perceptron over one flattened input; outputs logits",
+    kKeys, static_cast<uint32_t>(std::size(kKeys)),
+    kExamples, static_cast<uint32_t>(std::size(kExamples)), 0};
+
+}  // namespace tp::vision

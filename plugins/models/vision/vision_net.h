@@ -1,0 +1,107 @@
+// vision_models: the pieces shared by the four model components of this library.
+//
+// Every model is a VisionNet (a torch::nn::Module that reads its inputs by name and returns named
+// outputs). vision_plugin.cpp turns any VisionNet factory into a complete tp_model_v1_t table, so a
+// model file only builds modules and declares its descriptor.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/conv.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tp/cpp/config.h"
+#include "tp/cpp/tensor.h"
+#include "tp/entry.h"
+#include "tp/iface/model.h"
+
+namespace tp::vision {
+
+/// One model output. `name` points to static storage (it crosses the C ABI unchanged).
+struct NamedOutput {
+  const char* name;
+  at::Tensor tensor;
+};
+
+/// Base of every model in this library.
+class VisionNet : public torch::nn::Module {
+ public:
+  /// Runs the model on the batch fields `inputs` (borrowed for the call). Throws
+  /// tp::cpp::Failure(TP_ERR_INVALID_ARGUMENT) naming a missing or misshapen input.
+  virtual std::vector<NamedOutput> forward_named(const tp_named_tensor_t* inputs,
+                                                 uint32_t count) = 0;
+
+  /// The floating dtype of the parameters (fp32 after create; changed by to_device). Floating
+  /// inputs of another dtype are cast to it, so a float32 batch drives a float64 model.
+  at::ScalarType dtype() const { return dtype_; }
+  /// Recorded by the to_device glue after it converted the parameters.
+  void set_dtype(at::ScalarType dtype) { dtype_ = dtype; }
+
+ protected:
+  /// `inputs[name]` checked to be a floating [B, channels, size, size] image and cast to dtype().
+  /// Throws tp::cpp::Failure(TP_ERR_INVALID_ARGUMENT) with the expected and actual shape.
+  at::Tensor image_input(const tp_named_tensor_t* inputs, uint32_t count, const std::string& name,
+                         int64_t channels, int64_t size) const;
+  /// `inputs[name]` checked to be floating with `features` elements per sample, cast to dtype()
+  /// and flattened to [B, features].
+  at::Tensor flat_input(const tp_named_tensor_t* inputs, uint32_t count, const std::string& name,
+                        int64_t features) const;
+
+ private:
+  at::ScalarType dtype_ = at::kFloat;
+};
+
+/// Builds a model from its validated config; throws tp::cpp::Failure(TP_ERR_CONFIG) for values
+/// outside their range.
+using NetFactory = std::shared_ptr<VisionNet> (*)(const tp::cpp::ConfigReader& cfg);
+
+/// The CNN trunk the three convolutional models share: three blocks of
+/// conv3x3 (no bias) - BatchNorm - ReLU - maxpool 2x2, with width, 2*width, 2*width channels.
+/// Maps [B, in_channels, S, S] to [B, 2*width, S/8, S/8].
+/// Parameters: 9*width*(in_channels + 6*width) conv weights + 10*width BN affine values,
+/// plus 2 running-stat vectors and one num_batches_tracked buffer per block.
+class ConvTrunk : public torch::nn::Module {
+ public:
+  /// `in_channels` and `width` must be positive (checked by the caller's config validation).
+  ConvTrunk(int64_t in_channels, int64_t width);
+  /// [B, in_channels, S, S] -> [B, out_channels(), S/8, S/8]; S must be a multiple of 8.
+  at::Tensor forward(const at::Tensor& x);
+  /// Channels of the feature map (2 * width).
+  int64_t out_channels() const { return out_channels_; }
+
+ private:
+  std::vector<torch::nn::Conv2d> convs_;
+  std::vector<torch::nn::BatchNorm2d> norms_;
+  int64_t out_channels_;
+};
+
+/// Config values the three CNNs validate the same way: in_channels, num_classes, width > 0 and
+/// image_size a positive multiple of 8. `component` prefixes the error message.
+struct CnnConfig {
+  int64_t in_channels;
+  int64_t num_classes;
+  int64_t width;
+  int64_t image_size;
+};
+/// Reads and checks the shared CNN keys; throws tp::cpp::Failure(TP_ERR_CONFIG).
+CnnConfig read_cnn_config(const tp::cpp::ConfigReader& cfg, const char* component);
+
+/// Throws tp::cpp::Failure(TP_ERR_CONFIG, "<component>: <key> <what>, got <value>") unless `ok`.
+void require_config(bool ok, const char* component, const char* key, const char* what,
+                    const std::string& got);
+
+/* Components of this library: factory (in <model>.cpp) and descriptor (static storage). */
+std::shared_ptr<VisionNet> make_mlp(const tp::cpp::ConfigReader& cfg);
+std::shared_ptr<VisionNet> make_small_cnn(const tp::cpp::ConfigReader& cfg);
+std::shared_ptr<VisionNet> make_multi_head_cnn(const tp::cpp::ConfigReader& cfg);
+std::shared_ptr<VisionNet> make_two_stream(const tp::cpp::ConfigReader& cfg);
+extern const tp_descriptor_t kMlpDescriptor;
+extern const tp_descriptor_t kSmallCnnDescriptor;
+extern const tp_descriptor_t kMultiHeadCnnDescriptor;
+extern const tp_descriptor_t kTwoStreamDescriptor;
+
+}  // namespace tp::vision
