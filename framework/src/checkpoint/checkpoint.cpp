@@ -6,6 +6,9 @@
 #include <torch/optim/optimizer.h>
 #include <torch/serialize.h>
 #include <torch/serialize/output-archive.h>
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 
 #include <fstream>
 #include <iterator>
@@ -27,6 +30,26 @@ c10::List<std::string> to_list(const std::vector<std::string>& items) {
   c10::List<std::string> list;
   for (const auto& item : items) list.push_back(item);
   return list;
+}
+
+// torch::pickle_save with untagged containers: tagged ones pickle a call to
+// torch.jit._pickle.restore_type_tag, which Python's torch.load refuses under weights_only=True
+// (the default since PyTorch 2.6). Plain dicts, lists, strings, numbers and tensors load there.
+std::vector<char> pickle_for_python(const c10::IValue& value) {
+  std::vector<char> pickle;
+  torch::jit::Pickler pickler([&](const char* bytes, size_t n) { pickle.insert(pickle.end(), bytes, bytes + n); },
+                              nullptr, nullptr, nullptr, nullptr, /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(value);
+  pickler.stop();
+  std::vector<char> container;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, size_t n) {
+    container.insert(container.end(), static_cast<const char*>(bytes), static_cast<const char*>(bytes) + n);
+    return n;
+  });
+  torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(), writer);
+  writer.writeEndOfFile();
+  return container;
 }
 
 }  // namespace
@@ -54,7 +77,7 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointContents
   root.insert("best", c.best);
   root.insert("config", c.config_toml);
   root.insert("plugins", to_list(c.plugins));
-  const std::vector<char> bytes = torch::pickle_save(c10::IValue(root));
+  const std::vector<char> bytes = pickle_for_python(c10::IValue(root));
   write_file_atomically(path, bytes.data(), bytes.size());
 }
 

@@ -2,6 +2,8 @@
 
 #include <ATen/Context.h>
 
+#include <algorithm>
+
 #include "tp/framework/config/validate.h"
 #include "tp/framework/error.h"
 
@@ -35,7 +37,9 @@ RunComponents create_components(const RunConfig& config, const Registry& registr
   RunComponents parts;
   auto entry = [&](const ComponentConfig& c, int32_t kind) {
     ComponentEntry e = registry.find(c.component, kind, c.key_path);
-    parts.plugin_versions.push_back(e.info->id + "@" + e.info->version);
+    const std::string version = e.info->id + "@" + e.info->version;
+    if (std::find(parts.plugin_versions.begin(), parts.plugin_versions.end(), version) == parts.plugin_versions.end())
+      parts.plugin_versions.push_back(version);
     return e;
   };
   if (with_datasets) {

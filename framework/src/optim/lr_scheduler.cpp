@@ -178,24 +178,24 @@ void LrScheduler::load_state(const std::vector<double>& state) {
 
 // ~~~~ factory ~~~~
 
+void detail::config_fail(const char* key, const std::string& message) {
+  throw ConfigError(schedule_key(key), schedule_key(key) + ": " + message);
+}
+
 std::vector<double> detail::per_group(const std::vector<double>& values, size_t groups, const char* key) {
   if (values.size() == 1) return std::vector<double>(groups, values.front());
   if (values.size() != groups)
-    throw ConfigError(schedule_key(key), schedule_key(key) + ": expected one value or one per parameter group (" +
-                                             std::to_string(groups) + "), got " + std::to_string(values.size()) +
-                                             ".");
+    config_fail(key, concat("expected one value or one per parameter group (", groups, "), got ", values.size(), "."));
   return values;
 }
 
 std::unique_ptr<LrScheduler> make_scheduler(const SchedulerOptions& o, torch::optim::Optimizer& optimizer,
                                             int64_t total_steps) {
-  const auto fail = [](const char* key, const std::string& message) {
-    throw ConfigError(schedule_key(key), schedule_key(key) + ": " + message);
-  };
+  const auto fail = detail::config_fail;
   if (o.name == "constant") return std::make_unique<ConstantSchedule>(optimizer);
   if (o.name == "step") {
-    if (o.step_size < 1) fail("step_size", "the step schedule needs step_size >= 1 (optimizer steps), got " +
-                                               std::to_string(o.step_size) + ".");
+    if (o.step_size < 1)
+      fail("step_size", detail::concat("the step schedule needs step_size >= 1 (optimizer steps), got ", o.step_size, "."));
     return std::make_unique<StepSchedule>(optimizer, o.step_size, o.gamma.value_or(0.1));
   }
   if (o.name == "multistep") return std::make_unique<MultiStepSchedule>(optimizer, o.milestones, o.gamma.value_or(0.1));

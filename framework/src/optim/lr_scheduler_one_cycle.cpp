@@ -58,9 +58,9 @@ class OneCycleSchedule : public LrScheduler {
       // Like OneCycleLR.__init__, start each group at max_momentum (step 0 recomputes it).
       for (size_t g = 0; g < groups; ++g)
         if (!set_momentum(optimizer_.param_groups()[g].options(), max_momenta_[g]))
-          throw ConfigError("schedule.cycle_momentum",
-                            "schedule.cycle_momentum: the optimizer has neither momentum nor beta1 to cycle "
-                            "(SGD, RMSprop, Adam, AdamW have); set cycle_momentum = false.");
+          detail::config_fail("cycle_momentum",
+                              "the optimizer has neither momentum nor beta1 to cycle (SGD, RMSprop, Adam, AdamW have); "
+                              "set cycle_momentum = false.");
     }
     const auto t = static_cast<double>(total_steps);
     // The phase table of OneCycleLR.__init__, including its float end steps.
@@ -77,10 +77,8 @@ class OneCycleSchedule : public LrScheduler {
     double start_step = 0;
     for (size_t i = 0; i < phases_.size(); ++i) {
       if (phases_[i].end_step == start_step)
-        throw ConfigError("schedule.pct_start",
-                          "schedule.pct_start: " + std::to_string(o.pct_start) + " with " + std::to_string(total_steps) +
-                              " total steps gives OneCycle phase " + std::to_string(i + 1) +
-                              " zero length (PyTorch divides by zero there); change pct_start.");
+        detail::config_fail("pct_start", detail::concat(o.pct_start, " with ", total_steps, " total steps gives OneCycle phase ",
+                                                        i + 1, " zero length (PyTorch divides by zero there); change pct_start."));
       start_step = phases_[i].end_step;
     }
     start();
@@ -154,22 +152,21 @@ class OneCycleSchedule : public LrScheduler {
 
 std::unique_ptr<LrScheduler> detail::make_one_cycle(const SchedulerOptions& o, torch::optim::Optimizer& opt,
                                                     int64_t total_steps) {
-  const auto fail = [](const char* key, const std::string& message) {
-    throw ConfigError(std::string("schedule.") + key, std::string("schedule.") + key + ": " + message);
-  };
+  using detail::concat;
+  const auto fail = detail::config_fail;
   if (total_steps < 1)
-    fail("name", "one_cycle needs the run's total optimizer steps (> 0), got " + std::to_string(total_steps) +
-                     "; check epochs and batches per epoch.");
+    fail("name", concat("one_cycle needs the run's total optimizer steps (> 0), got ", total_steps,
+                        "; check epochs and batches per epoch."));
   if (o.max_lr.empty()) fail("max_lr", "one_cycle needs max_lr (the peak lr, one value or one per parameter group).");
   for (double m : o.max_lr)
-    if (!(m > 0.0)) fail("max_lr", "must be > 0, got " + std::to_string(m) + ".");
+    if (!(m > 0.0)) fail("max_lr", concat("must be > 0, got ", m, "."));
   if (!(o.pct_start >= 0.0 && o.pct_start <= 1.0))
-    fail("pct_start", "must be in [0, 1], got " + std::to_string(o.pct_start) + ".");
+    fail("pct_start", concat("must be in [0, 1], got ", o.pct_start, "."));
   if (o.anneal_strategy != "cos" && o.anneal_strategy != "linear")
     fail("anneal_strategy", "\"" + o.anneal_strategy + "\" is not one of cos, linear.");
-  if (!(o.div_factor > 0.0)) fail("div_factor", "must be > 0, got " + std::to_string(o.div_factor) + ".");
+  if (!(o.div_factor > 0.0)) fail("div_factor", concat("must be > 0, got ", o.div_factor, "."));
   if (!(o.final_div_factor > 0.0))
-    fail("final_div_factor", "must be > 0, got " + std::to_string(o.final_div_factor) + ".");
+    fail("final_div_factor", concat("must be > 0, got ", o.final_div_factor, "."));
   return std::make_unique<OneCycleSchedule>(opt, o, total_steps);
 }
 

@@ -106,20 +106,19 @@ class PlateauSchedule : public LrScheduler {
 }  // namespace
 
 std::unique_ptr<LrScheduler> detail::make_plateau(const SchedulerOptions& o, torch::optim::Optimizer& opt) {
-  const auto fail = [](const char* key, const std::string& message) {
-    throw ConfigError(std::string("schedule.") + key, std::string("schedule.") + key + ": " + message);
-  };
+  using detail::concat;
+  const auto fail = detail::config_fail;
   if (o.mode != "min" && o.mode != "max") fail("mode", "\"" + o.mode + "\" is not one of min, max.");
   if (o.threshold_mode != "rel" && o.threshold_mode != "abs")
     fail("threshold_mode", "\"" + o.threshold_mode + "\" is not one of rel, abs.");
   // PyTorch: "Factor should be < 1.0."; a factor <= 0 would zero the lr, and NaN must not pass.
-  if (!(o.factor < 1.0 && o.factor > 0.0)) fail("factor", "must be in (0, 1), got " + std::to_string(o.factor) + ".");
-  if (o.patience < 0) fail("patience", "must be >= 0, got " + std::to_string(o.patience) + ".");
-  if (o.cooldown < 0) fail("cooldown", "must be >= 0, got " + std::to_string(o.cooldown) + ".");
-  if (!(o.threshold >= 0.0)) fail("threshold", "must be >= 0, got " + std::to_string(o.threshold) + ".");
-  if (!(o.eps >= 0.0)) fail("eps", "must be >= 0, got " + std::to_string(o.eps) + ".");
+  if (!(o.factor < 1.0 && o.factor > 0.0)) fail("factor", concat("must be in (0, 1), got ", o.factor, "."));
+  if (o.patience < 0) fail("patience", concat("must be >= 0, got ", o.patience, "."));
+  if (o.cooldown < 0) fail("cooldown", concat("must be >= 0, got ", o.cooldown, "."));
+  if (!(o.threshold >= 0.0)) fail("threshold", concat("must be >= 0, got ", o.threshold, "."));
+  if (!(o.eps >= 0.0)) fail("eps", concat("must be >= 0, got ", o.eps, "."));
   for (double m : o.min_lr)
-    if (!(m >= 0.0)) fail("min_lr", "must be >= 0, got " + std::to_string(m) + ".");
+    if (!(m >= 0.0)) fail("min_lr", concat("must be >= 0, got ", m, "."));
   return std::make_unique<PlateauSchedule>(opt, o);
 }
 

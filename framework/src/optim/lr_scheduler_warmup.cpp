@@ -64,19 +64,17 @@ class WarmupDecaySchedule : public LrScheduler {
 
 std::unique_ptr<LrScheduler> detail::make_warmup_decay(const SchedulerOptions& o, torch::optim::Optimizer& opt,
                                                        int64_t total_steps) {
-  const auto fail = [](const char* key, const std::string& message) {
-    throw ConfigError(std::string("schedule.") + key, std::string("schedule.") + key + ": " + message);
-  };
+  using detail::concat;
+  const auto fail = detail::config_fail;
   if (total_steps < 1)
-    fail("name", "the " + o.name + " schedule needs the run's total optimizer steps (> 0), got " +
-                     std::to_string(total_steps) + "; check epochs and batches per epoch.");
+    fail("name", concat("the ", o.name, " schedule needs the run's total optimizer steps (> 0), got ", total_steps,
+                        "; check epochs and batches per epoch."));
   if (o.warmup_steps < 0 || o.warmup_steps > total_steps)
-    fail("warmup_steps", "must be in [0, total optimizer steps = " + std::to_string(total_steps) + "], got " +
-                             std::to_string(o.warmup_steps) + ".");
+    fail("warmup_steps", concat("must be in [0, total optimizer steps = ", total_steps, "], got ", o.warmup_steps, "."));
   if (!(o.warmup_start_factor >= 0.0 && o.warmup_start_factor <= 1.0))
-    fail("warmup_start_factor", "must be in [0, 1], got " + std::to_string(o.warmup_start_factor) + ".");
+    fail("warmup_start_factor", concat("must be in [0, 1], got ", o.warmup_start_factor, "."));
   for (double m : o.min_lr)
-    if (!(m >= 0.0)) fail("min_lr", "must be >= 0, got " + std::to_string(m) + ".");
+    if (!(m >= 0.0)) fail("min_lr", concat("must be >= 0, got ", m, "."));
   return std::make_unique<WarmupDecaySchedule>(opt, o, total_steps, o.name == "cosine");
 }
 

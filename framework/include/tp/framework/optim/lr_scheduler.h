@@ -21,6 +21,7 @@
 //   sched->step_metric(val_loss);   // after an evaluation; only reduce_on_plateau uses it
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -107,7 +108,7 @@ class LrScheduler {
   /// one_cycle schedule is stepped past its total.
   virtual void step();
   /// Reports an evaluation result; reduce_on_plateau may lower the lr, others ignore it.
-  virtual void step_metric(double value) {}
+  virtual void step_metric(double /*value*/) {}
 
   /// The lr of parameter group 0, as set in the optimizer.
   double lr() const;
@@ -143,15 +144,15 @@ class LrScheduler {
   /// PyTorch class is recursive. Must not change anything: `step()` may still abort.
   virtual Values values_at(int64_t step) = 0;
   /// Kind-specific counters appended to / read back from `state()`.
-  virtual void save_extra(std::vector<double>& out) const {}
-  virtual void load_extra(const double* extra, size_t count) {}
+  virtual void save_extra(std::vector<double>& /*out*/) const {}
+  virtual void load_extra(const double* /*extra*/, size_t /*count*/) {}
   /// Number of doubles `load_extra` expects.
   virtual size_t extra_size() const { return 0; }
 
   /// Writes lrs (and momenta, when non-empty, through `apply_momenta`) to the optimizer's groups.
   void apply(const Values& values);
   /// Writes one momentum per group; only schedules that cycle momentum return momenta.
-  virtual void apply_momenta(const std::vector<double>& momenta) {}
+  virtual void apply_momenta(const std::vector<double>& /*momenta*/) {}
   /// Number of parameter groups; throws if the optimizer's count changed.
   size_t group_count() const;
 
@@ -200,6 +201,8 @@ std::unique_ptr<LrScheduler> make_one_cycle(const SchedulerOptions& o, torch::op
 std::unique_ptr<LrScheduler> make_warmup_decay(const SchedulerOptions& o, torch::optim::Optimizer& opt,
                                                int64_t total_steps);
 std::unique_ptr<LrScheduler> make_plateau(const SchedulerOptions& o, torch::optim::Optimizer& opt);
+/// Throws ConfigError for key path `schedule.<key>`, message "schedule.<key>: <message>".
+[[noreturn]] void config_fail(const char* key, const std::string& message);
 /// Expands a "one value or per group" list to one value per group; ConfigError at `key`.
 std::vector<double> per_group(const std::vector<double>& values, size_t groups, const char* key);
 }  // namespace detail
