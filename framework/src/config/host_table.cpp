@@ -147,6 +147,13 @@ void check_semantics(const toml::table& root, std::string_view file) {
   check_range(root, "data.num_workers", 0, true, {}, file);
   check_range(root, "data.prefetch", 1, true, {}, file);
   check_range(root, "progress.every_seconds", 0, false, {}, file);
+  check_range(root, "train.grad_accum_steps", 1, true, {}, file);
+  check_range(root, "train.max_grad_norm", 0, true, {}, file);
+  check_range(root, "train.clip_value", 0, true, {}, file);
+  check_range(root, "amp.init_scale", 0, false, {}, file);
+  check_range(root, "amp.growth_factor", 1, false, {}, file);
+  check_range(root, "amp.backoff_factor", 0, false, 1.0, file);
+  check_range(root, "amp.growth_interval", 1, true, {}, file);
   if (const toml::array* betas = root.at_path("optim.betas").as_array()) {
     const bool two = betas->size() == 2;
     const bool in_range = std::all_of(betas->begin(), betas->end(), [](const toml::node& beta) {

@@ -76,7 +76,24 @@ RunConfig build_run_config(toml::table root, std::string_view source_name,
              get_int(root, "run.seed"), get_string(root, "run.device"),
              get_int(root, "run.threads")};
   cfg.train = {get_int(root, "train.epochs"), get_int(root, "train.batch_size"),
-               get_int(root, "train.log_every_steps"), get_bool(root, "train.drop_last")};
+               get_int(root, "train.log_every_steps"), get_bool(root, "train.drop_last"),
+               get_int(root, "train.grad_accum_steps"), get_float(root, "train.max_grad_norm"),
+               get_float(root, "train.grad_norm_type"), get_float(root, "train.clip_value")};
+  cfg.amp = {get_string(root, "amp.precision"), get_float(root, "amp.init_scale"),
+             get_float(root, "amp.growth_factor"), get_float(root, "amp.backoff_factor"),
+             get_int(root, "amp.growth_interval")};
+  cfg.schedule = {get_string(root, "schedule.name"), get_int(root, "schedule.warmup_steps"),
+                  get_float(root, "schedule.warmup_start_factor"), get_float(root, "schedule.min_lr"),
+                  get_float(root, "schedule.max_lr"), get_float(root, "schedule.pct_start"),
+                  get_string(root, "schedule.anneal_strategy"), get_bool(root, "schedule.three_phase"),
+                  get_float(root, "schedule.div_factor"), get_float(root, "schedule.final_div_factor"),
+                  get_bool(root, "schedule.cycle_momentum"), get_float(root, "schedule.base_momentum"),
+                  get_float(root, "schedule.max_momentum"), get_int(root, "schedule.step_size"),
+                  get_float(root, "schedule.gamma"), get_array<int64_t>(root, "schedule.milestones"),
+                  get_string(root, "schedule.mode"), get_float(root, "schedule.factor"),
+                  get_int(root, "schedule.patience"), get_float(root, "schedule.threshold"),
+                  get_string(root, "schedule.threshold_mode"), get_int(root, "schedule.cooldown"),
+                  get_float(root, "schedule.eps"), get_string(root, "schedule.monitor")};
   cfg.eval = {get_int(root, "eval.batch_size"), get_int(root, "eval.every_epochs")};
   cfg.optim = {get_string(root, "optim.name"),     get_float(root, "optim.lr"),
                get_float(root, "optim.weight_decay"), get_float(root, "optim.momentum"),

@@ -39,7 +39,49 @@ struct TrainSection {
   int64_t batch_size;      ///< per process
   int64_t log_every_steps; ///< loss is read (a device sync) only on these steps
   bool drop_last;          ///< drop the short last training batch
+  int64_t grad_accum_steps; ///< micro-batches per optimizer step (>= 1)
+  double max_grad_norm;     ///< clip the global gradient norm to this; 0 = off
+  double grad_norm_type;    ///< the norm of max_grad_norm (2 = Euclidean; inf allowed)
+  double clip_value;        ///< clamp every gradient element to [-v, v]; 0 = off
   bool operator==(const TrainSection&) const = default; ///< field-wise
+};
+
+struct AmpSection {
+  std::string precision; ///< "fp32" | "fp16" | "bf16"
+  double init_scale;     ///< fp16 grad scaler: initial scale
+  double growth_factor;
+  double backoff_factor;
+  int64_t growth_interval;
+  bool operator==(const AmpSection&) const = default; ///< field-wise
+};
+
+/// [schedule]: learning-rate schedule, time counted in optimizer steps (docs/schedules.md).
+struct ScheduleSection {
+  std::string name; ///< constant | step | multistep | exponential | linear | cosine | one_cycle | reduce_on_plateau
+  int64_t warmup_steps;
+  double warmup_start_factor;
+  double min_lr;
+  double max_lr; ///< one_cycle peak; 0 = optim.lr
+  double pct_start;
+  std::string anneal_strategy;
+  bool three_phase;
+  double div_factor;
+  double final_div_factor;
+  bool cycle_momentum;
+  double base_momentum;
+  double max_momentum;
+  int64_t step_size;
+  double gamma;
+  std::vector<int64_t> milestones;
+  std::string mode;
+  double factor;
+  int64_t patience;
+  double threshold;
+  std::string threshold_mode;
+  int64_t cooldown;
+  double eps;
+  std::string monitor; ///< reduce_on_plateau watches this value after each evaluation
+  bool operator==(const ScheduleSection&) const = default; ///< field-wise
 };
 
 struct EvalSection {
@@ -92,6 +134,8 @@ struct RunConfig {
   DataSection data;
   CheckpointSection checkpoint;
   ProgressSection progress;
+  AmpSection amp;
+  ScheduleSection schedule;
   std::vector<std::string> plugin_dirs; ///< [plugins] dirs
   ComponentConfig model;
   ComponentConfig loss;
