@@ -71,6 +71,11 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointContents
     for (const auto& names : c.optimizer_groups) groups.push_back(to_list(names));
     root.insert("optimizer_groups", groups);
   }
+  root.insert("scheduler", at::tensor(c.scheduler_state, at::TensorOptions().dtype(at::kDouble)));
+  c10::impl::GenericDict scaler(c10::StringType::get(), c10::AnyType::get());
+  scaler.insert("scale", c.scaler_scale);
+  scaler.insert("growth_tracker", c.scaler_growth_tracker);
+  root.insert("scaler", scaler);
   root.insert("epoch", c.epoch);
   root.insert("step", c.step);
   root.insert("monitor", c.monitor);
@@ -98,6 +103,15 @@ LoadedCheckpoint load_checkpoint(const std::filesystem::path& path) {
       const at::Tensor t = root.at("optimizer").toTensor().contiguous();
       const auto* data = static_cast<const char*>(t.data_ptr());
       out.optimizer_archive.assign(data, data + t.numel());
+    }
+    if (root.contains("scheduler")) {
+      const at::Tensor t = root.at("scheduler").toTensor().contiguous().to(at::kDouble);
+      out.scheduler_state.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+    }
+    if (root.contains("scaler")) {
+      const auto scaler = root.at("scaler").toGenericDict();
+      out.scaler_scale = scaler.at("scale").toDouble();
+      out.scaler_growth_tracker = scaler.at("growth_tracker").toInt();
     }
     out.epoch = root.at("epoch").toInt();
     out.step = root.at("step").toInt();

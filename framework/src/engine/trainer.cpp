@@ -47,13 +47,22 @@ Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device devi
       run_dir_(std::move(run_dir)),
       rank_(rank),
       world_size_(world_size),
+      precision_(parse_precision(config.amp.precision)),
+      scaler_(GradScalerOptions()
+                  .init_scale(config.amp.init_scale)
+                  .growth_factor(config.amp.growth_factor)
+                  .backoff_factor(config.amp.backoff_factor)
+                  .growth_interval(config.amp.growth_interval)
+                  .enabled(needs_grad_scaler(precision_))),
       history_(run_dir_, rank == 0),
       progress_(config.progress.mode, config.progress.every_seconds, rank == 0),
       best_(config.checkpoint.mode == "max" ? -std::numeric_limits<double>::infinity()
                                             : std::numeric_limits<double>::infinity()) {
+  check_precision_supported(precision_, device_);
   init_model();
   train_loader_ = std::make_unique<DataLoader>(
       parts_.train_data, loader_options(config_, config_.train.batch_size, LoaderMode::kTrain, rank_, world_size_, device_));
+  init_schedule();
   if (parts_.val_data) {
     const int64_t eval_batch = config_.eval.batch_size > 0 ? config_.eval.batch_size : config_.train.batch_size;
     val_loader_ = std::make_unique<DataLoader>(
@@ -62,6 +71,41 @@ Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device devi
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::init_schedule() {
+  const ScheduleSection& s = config_.schedule;
+  SchedulerOptions o;
+  o.name = s.name;
+  o.warmup_steps = s.warmup_steps;
+  o.warmup_start_factor = s.warmup_start_factor;
+  o.min_lr = {s.min_lr};
+  o.max_lr = {s.max_lr > 0 ? s.max_lr : config_.optim.lr};
+  o.pct_start = s.pct_start;
+  o.anneal_strategy = s.anneal_strategy;
+  o.three_phase = s.three_phase;
+  o.div_factor = s.div_factor;
+  o.final_div_factor = s.final_div_factor;
+  o.cycle_momentum = s.cycle_momentum;
+  o.base_momentum = {s.base_momentum};
+  o.max_momentum = {s.max_momentum};
+  o.step_size = s.step_size;
+  o.gamma = s.gamma;
+  o.milestones = s.milestones;
+  o.mode = s.mode;
+  o.factor = s.factor;
+  o.patience = s.patience;
+  o.threshold = s.threshold;
+  o.threshold_mode = s.threshold_mode;
+  o.cooldown = s.cooldown;
+  o.eps = s.eps;
+  // Time is optimizer steps: a window of grad_accum_steps micro-batches is one step, and the
+  // epoch's short last window counts too (lessons-from-peers 5).
+  const int64_t total = total_optimizer_steps(config_.train.epochs, train_loader_->batches_per_epoch(),
+                                              config_.train.grad_accum_steps);
+  scheduler_ = make_scheduler(o, *optim_.optimizer, total);
+  log_.info("schedule " + s.name + " over " + std::to_string(total) + " optimizer steps; precision " +
+            std::string(to_string(precision_)));
+}
 
 void Trainer::init_model() {
   parts_.model->to_device(device_, c10::kFloat);
@@ -79,6 +123,8 @@ void Trainer::init_model() {
   const auto zeros = [&] { return at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device_)); };
   window_loss_sum_ = zeros();
   window_count_ = zeros();
+  window_estimate_ = zeros();
+  window_items_ = zeros();
   epoch_loss_sum_ = zeros();
   epoch_count_ = zeros();
 }
@@ -95,6 +141,8 @@ FitSummary Trainer::fit() {
     if (val_loader_ && ((epoch_ + 1) % config_.eval.every_epochs == 0 || last)) {
       eval = evaluate();
       summary.last_eval = eval;
+      for (const auto& [name, value] : eval)
+        if (name == config_.schedule.monitor) scheduler_->step_metric(value);
       dispatch(TP_EVENT_EVAL_END, eval);
     }
     end_epoch(epoch_, eval);
@@ -106,78 +154,6 @@ FitSummary Trainer::fit() {
   summary.stopped_early = stop_requested_;
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;
-}
-
-void Trainer::train_epoch(int64_t epoch) {
-  parts_.model->set_training(true);
-  train_loader_->start_epoch(static_cast<uint64_t>(epoch));
-  progress_.start_epoch(epoch, config_.train.epochs, train_loader_->batches_per_epoch());
-  dispatch(TP_EVENT_EPOCH_BEGIN, {});
-  int64_t done = 0;
-  while (auto batch = train_loader_->next()) {
-    train_step(*batch);
-    ++done;
-    double loss = std::numeric_limits<double>::quiet_NaN();
-    const bool log_step = step_ % config_.train.log_every_steps == 0;
-    if (log_step) {
-      loss = read_window_loss();
-      const double lr = current_lr(*optim_.optimizer);
-      history_.add({"step", {{"step", double(step_)}, {"epoch", double(epoch)}, {"lr", lr}, {"train/loss", loss}}});
-      const uint32_t requests = dispatch(TP_EVENT_STEP_END, {{"train/loss", loss}, {"lr", lr}});
-      if (requests & TP_REQUEST_STOP) stop_requested_ = true;
-      if (requests & TP_REQUEST_SAVE) save_checkpoints(epoch - 1, {});
-    }
-    progress_.update(done, loss, current_lr(*optim_.optimizer));
-    if (stop_requested_) break;
-  }
-}
-
-void Trainer::train_step(NamedTensors& cpu_batch) {
-  // 1. Fetch: the loader already collated this batch on a worker; copy it to the device
-  //    (non_blocking from pinned memory on CUDA, a no-op on CPU).
-  const NamedTensors batch = to_device(std::move(cpu_batch));
-
-  // 2. Forward: model on every field, then the loss, which returns (sum of item losses, items).
-  const NamedTensors outputs = parts_.model->forward(batch);
-  const LossTerms terms = parts_.loss->forward(outputs, batch);
-  const at::Tensor count = terms.count.to(terms.sum.scalar_type());
-  const at::Tensor loss = terms.sum / count;
-
-  // 3. Backward.
-  loss.backward();
-
-  // 4. Update: one optimizer step; gradients set to none (frees them, skips a memset).
-  optim_.optimizer->step();
-  optim_.optimizer->zero_grad(/*set_to_none=*/true);
-  ++step_;
-
-  // 5. Report: accumulate on the device; the value is read only on log steps (a device sync).
-  //    On CPU reading is free, so a non-finite loss is caught at the step that produced it.
-  const at::Tensor sum = terms.sum.detach().to(at::kDouble);
-  const at::Tensor items = terms.count.detach().to(at::kDouble);
-  window_loss_sum_.add_(sum);
-  window_count_.add_(items);
-  epoch_loss_sum_.add_(sum);
-  epoch_count_.add_(items);
-  if (device_.is_cpu() && !std::isfinite(loss.item<double>()))
-    throw Error("the training loss became " + std::to_string(loss.item<double>()) + " at step " +
-                std::to_string(step_) + " (epoch " + std::to_string(epoch_ + 1) + ", batch " +
-                std::to_string(train_loader_->next_batch_index()) + ", lr " +
-                std::to_string(current_lr(*optim_.optimizer)) +
-                "). Lower optim.lr, check the data for NaN/Inf, or clip gradients.");
-}
-
-double Trainer::read_window_loss() {
-  // Sync point on CUDA: waits for every queued kernel of the window.
-  const double sum = window_loss_sum_.item<double>();
-  const double count = window_count_.item<double>();
-  window_loss_sum_.zero_();
-  window_count_.zero_();
-  if (!std::isfinite(sum))
-    throw Error("the training loss became non-finite between steps " +
-                std::to_string(step_ - config_.train.log_every_steps + 1) + " and " + std::to_string(step_) +
-                ". Lower optim.lr, check the data for NaN/Inf, or clip gradients.");
-  return count > 0 ? sum / count : std::numeric_limits<double>::quiet_NaN();
 }
 
 Scalars Trainer::evaluate() {
@@ -232,6 +208,9 @@ void Trainer::save_checkpoints(int64_t epoch, const Scalars& eval) {
   contents.model_state = &model_state_;
   contents.optimizer = optim_.optimizer.get();
   contents.optimizer_groups = optim_.group_names;
+  contents.scheduler_state = scheduler_->state();
+  contents.scaler_scale = scaler_.get_scale();
+  contents.scaler_growth_tracker = scaler_.get_growth_tracker();
   contents.epoch = epoch + 1;
   contents.step = step_;
   contents.monitor = config_.checkpoint.monitor;

@@ -6,6 +6,8 @@
 //   model: {name: tensor}            parameters and buffers as the model plugin visits them
 //   optimizer: uint8 tensor          torch::optim archive bytes (param groups in build order)
 //   optimizer_groups: [[names]]      which parameters each group holds
+//   scheduler: float64 tensor        LrScheduler::state() (exact continuation)
+//   scaler: {scale, growth_tracker}  fp16 grad scaler state (PyTorch GradScaler field names)
 //   epoch, step: int                 epochs completed / optimizer steps taken
 //   monitor: str, best: float        the monitored value and the best seen so far
 //   config: str                      the resolved run config (TOML text)
@@ -37,6 +39,9 @@ struct CheckpointContents {
   const std::vector<StateTensor>* model_state = nullptr;
   const torch::optim::Optimizer* optimizer = nullptr; ///< may be null (eval-only exports)
   std::vector<std::vector<std::string>> optimizer_groups;
+  std::vector<double> scheduler_state;
+  double scaler_scale = 0.0;
+  int64_t scaler_growth_tracker = 0;
   int64_t epoch = 0;
   int64_t step = 0;
   std::string monitor;
@@ -53,6 +58,9 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointContents
 struct LoadedCheckpoint {
   std::vector<std::pair<std::string, at::Tensor>> model;
   std::vector<char> optimizer_archive;
+  std::vector<double> scheduler_state;
+  double scaler_scale = 0.0;
+  int64_t scaler_growth_tracker = 0;
   int64_t epoch = 0;
   int64_t step = 0;
   std::string monitor;

@@ -16,11 +16,14 @@
 #include <utility>
 #include <vector>
 
+#include "tp/framework/amp/grad_scaler.h"
+#include "tp/framework/amp/precision.h"
 #include "tp/framework/callbacks/history.h"
 #include "tp/framework/callbacks/progress.h"
 #include "tp/framework/config/run_config.h"
 #include "tp/framework/data/data_loader.h"
 #include "tp/framework/engine/run_components.h"
+#include "tp/framework/optim/lr_scheduler.h"
 #include "tp/framework/optim/optimizer_factory.h"
 #include "tp/framework/util/log.h"
 
@@ -57,9 +60,17 @@ class Trainer {
  private:
   /* Initializers */
   void init_model();
+  void init_schedule();
   /* Stateful training helpers */
+  /// Where a micro-batch sits in its gradient-accumulation window.
+  struct Window {
+    int64_t length; ///< micro-batches in this window (the epoch's last one may be short)
+    bool first;
+    bool last;
+  };
   void train_epoch(int64_t epoch);
-  void train_step(NamedTensors& batch);
+  void train_step(NamedTensors& batch, const Window& window);
+  void optimizer_step();
   void end_epoch(int64_t epoch, const Scalars& eval);
   void save_checkpoints(int64_t epoch, const Scalars& eval);
   uint32_t dispatch(int32_t kind, const Scalars& scalars, const std::string& message = "");
@@ -76,6 +87,9 @@ class Trainer {
 
   std::vector<StateTensor> model_state_;
   BuiltOptimizer optim_;
+  Precision precision_;
+  GradScaler scaler_;
+  std::unique_ptr<LrScheduler> scheduler_;
   std::unique_ptr<DataLoader> train_loader_, val_loader_;
   History history_;
   Progress progress_;
@@ -84,6 +98,7 @@ class Trainer {
   int64_t epoch_ = 0;      ///< current epoch (0-based)
   at::Tensor window_loss_sum_, window_count_; ///< since the last log step, on device (no sync)
   at::Tensor epoch_loss_sum_, epoch_count_;
+  at::Tensor window_estimate_, window_items_; ///< loss normaliser of the current accumulation window
   double best_;
   bool stop_requested_ = false;
 };

@@ -1,0 +1,127 @@
+// The hot path: one training epoch, one micro-batch, one optimizer step. Kept apart from the
+// rest of the trainer so the step reads top to bottom in numbered phases (house style 1.7).
+#include <ATen/ATen.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/optimizer.h>
+
+#include <cmath>
+#include <limits>
+
+#include "tp/framework/amp/autocast_guard.h"
+#include "tp/framework/engine/trainer.h"
+#include "tp/framework/error.h"
+
+namespace tp {
+
+void Trainer::train_epoch(int64_t epoch) {
+  parts_.model->set_training(true);
+  train_loader_->start_epoch(static_cast<uint64_t>(epoch));
+  const int64_t batches = train_loader_->batches_per_epoch();
+  const int64_t accum = config_.train.grad_accum_steps;
+  progress_.start_epoch(epoch, config_.train.epochs, batches);
+  dispatch(TP_EVENT_EPOCH_BEGIN, {});
+  int64_t done = 0;
+  while (auto batch = train_loader_->next()) {
+    const int64_t window_start = (done / accum) * accum;
+    const Window window{std::min(accum, batches - window_start), done == window_start,
+                        done + 1 == std::min(window_start + accum, batches)};
+    train_step(*batch, window);
+    ++done;
+    double loss = std::numeric_limits<double>::quiet_NaN();
+    if (window.last && step_ % config_.train.log_every_steps == 0) {
+      loss = read_window_loss();
+      const double lr = current_lr(*optim_.optimizer);
+      history_.add({"step", {{"step", double(step_)}, {"epoch", double(epoch)}, {"lr", lr}, {"train/loss", loss}}});
+      const uint32_t requests = dispatch(TP_EVENT_STEP_END, {{"train/loss", loss}, {"lr", lr}});
+      if (requests & TP_REQUEST_STOP) stop_requested_ = true;
+      if (requests & TP_REQUEST_SAVE) save_checkpoints(epoch - 1, {});
+    }
+    progress_.update(done, loss, current_lr(*optim_.optimizer));
+    if (stop_requested_ && window.last) break;
+  }
+}
+
+void Trainer::train_step(NamedTensors& cpu_batch, const Window& window) {
+  // 1. Fetch: the loader already collated this batch on a worker; copy it to the device
+  //    (non_blocking from pinned memory on CUDA, a no-op on CPU).
+  const NamedTensors batch = to_device(std::move(cpu_batch));
+
+  // 2. Forward under autocast (a no-op for fp32): model on every field, then the loss, which
+  //    returns (sum of item losses, number of items).
+  NamedTensors outputs;
+  LossTerms terms;
+  {
+    AutocastGuard autocast(device_.type(), precision_);
+    outputs = parts_.model->forward(batch);
+    terms = parts_.loss->forward(outputs, batch);
+  }
+  const at::Tensor items = terms.count.detach().to(at::kDouble);
+  // The window's loss is (sum over all its items) / (its item count), which is only known at
+  // the window's end. Divide by an estimate now (this micro-batch's count x window length) and
+  // correct the gradients by estimate / actual once the window is complete (step 4): exact for
+  // uneven micro-batches and the short last window, and no extra device sync.
+  if (window.first) {
+    window_estimate_.copy_(items * static_cast<double>(window.length));
+    window_items_.zero_();
+  }
+  window_items_.add_(items);
+  const at::Tensor loss = terms.sum.to(at::kFloat) / window_estimate_.to(at::kFloat);
+
+  // 3. Backward through the (fp16: scaled) loss; gradients accumulate over the window.
+  scaler_.scale(loss).backward();
+
+  // Report: accumulate on the device; the value is read only on log steps (a device sync).
+  //    On CPU reading is free, so a non-finite loss is caught at the step that produced it.
+  const at::Tensor sum = terms.sum.detach().to(at::kDouble);
+  window_loss_sum_.add_(sum);
+  window_count_.add_(items);
+  epoch_loss_sum_.add_(sum);
+  epoch_count_.add_(items);
+  if (device_.is_cpu() && precision_ == Precision::Fp32 && !std::isfinite(sum.item<double>()))
+    throw Error("the training loss became non-finite at step " + std::to_string(step_ + 1) + " (epoch " +
+                std::to_string(epoch_ + 1) + ", batch " + std::to_string(train_loader_->next_batch_index()) +
+                ", lr " + std::to_string(current_lr(*optim_.optimizer)) +
+                "). Lower optim.lr, check the data for NaN/Inf, or clip gradients (train.max_grad_norm).");
+
+  // 4. Update, once per window.
+  if (window.last) optimizer_step();
+}
+
+void Trainer::optimizer_step() {
+  std::vector<at::Tensor> grads;
+  for (const auto& group : optim_.optimizer->param_groups())
+    for (const auto& p : group.params())
+      if (p.grad().defined()) grads.push_back(p.grad());
+  // 4a. Exact window normalisation (see step 2); the ratio is 1 when micro-batches are even.
+  if (config_.train.grad_accum_steps > 1 && !grads.empty())
+    at::_foreach_mul_(grads, (window_estimate_ / window_items_).to(grads.front().scalar_type()));
+  // 4b. Clip once, after unscaling, right before the step (lessons-from-peers 3).
+  if (config_.train.max_grad_norm > 0 || config_.train.clip_value > 0) {
+    scaler_.unscale(*optim_.optimizer);
+    if (config_.train.max_grad_norm > 0)
+      torch::nn::utils::clip_grad_norm_(grads, config_.train.max_grad_norm, config_.train.grad_norm_type);
+    if (config_.train.clip_value > 0) torch::nn::utils::clip_grad_value_(grads, config_.train.clip_value);
+  }
+  // 4c. Step (the fp16 scaler skips it on inf/NaN gradients and backs off), then the schedule
+  //     advances one optimizer step, and gradients are set to none (frees them, skips a memset).
+  scaler_.step(*optim_.optimizer);
+  scaler_.update();
+  scheduler_->step();
+  optim_.optimizer->zero_grad(/*set_to_none=*/true);
+  ++step_;
+}
+
+double Trainer::read_window_loss() {
+  // Sync point on CUDA: waits for every queued kernel of the logging window.
+  const double sum = window_loss_sum_.item<double>();
+  const double count = window_count_.item<double>();
+  window_loss_sum_.zero_();
+  window_count_.zero_();
+  if (!std::isfinite(sum) && precision_ == Precision::Fp32)
+    throw Error("the training loss became non-finite between steps " +
+                std::to_string(std::max<int64_t>(1, step_ - config_.train.log_every_steps + 1)) + " and " +
+                std::to_string(step_) + ". Lower optim.lr, check the data for NaN/Inf, or clip gradients.");
+  return count > 0 ? sum / count : std::numeric_limits<double>::quiet_NaN();
+}
+
+}  // namespace tp
