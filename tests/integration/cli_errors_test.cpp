@@ -50,7 +50,7 @@ TEST_CASE("a wrong type in a plugin table exits 2 naming the component, key and 
   CHECK(run.exit_code == 2);
   CHECK(contains(run.output, "width"));
   CHECK(contains(run.output, "org.torchhost.small_cnn"));
-  CHECK(contains(run.output, "run.toml:6"));
+  CHECK(contains(run.output, "run.toml:7"));
 }
 
 TEST_CASE("an unknown component id exits 2 with a did-you-mean") {
