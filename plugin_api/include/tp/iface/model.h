@@ -47,8 +47,9 @@ typedef struct tp_model_v1_t {
    *  update the model) until destroy() or to_device(). */
   tp_status (*visit_state)(void *self, tp_state_visitor visit, void *user);
   /** [main] Runs the model. `inputs` (borrowed, for the call) are all the batch's fields, on
-   *  the model's device, batch dimension first. Writes up to `capacity` outputs (names in
-   *  static storage, tensors new references released by the host) and their number. Grad mode
+   *  the model's device, batch dimension first. Writes up to `capacity` outputs (names
+   *  valid until destroy(), tensors new references released by the host; more outputs than
+   *  `capacity` is an error, TP_ERR_INVALID_ARGUMENT) and their number. Grad mode
    *  and autocast are already set by the host; never synchronize the device here (ABI-12). */
   tp_status (*forward)(void *self, const tp_named_tensor_t *inputs, uint32_t input_count,
                        tp_named_tensor_t *out_outputs, uint32_t capacity, uint32_t *out_count);
