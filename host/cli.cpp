@@ -13,6 +13,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: host [train] --config FILE [--set KEY=VALUE]... [--plugin-dir DIR]... [--output-dir DIR]\n"
+    "                    [--resume auto|PATH]\n"
     "       host eval --config FILE [--checkpoint best|last|PATH] [--set KEY=VALUE]...\n"
     "       host plugins list [--verbose] [--config FILE] [--plugin-dir DIR]...\n"
     "       host plugins check FILE.so\n";
@@ -26,6 +27,7 @@ po::options_description describe(Options& o) {
       ("plugin-dir,p", po::value(&o.plugin_dirs)->composing(), "extra plugin directory (highest precedence)")
       ("output-dir,o", po::value(&o.output_dir), "run directory (overrides run.output_dir)")
       ("checkpoint", po::value(&o.checkpoint), "eval: best, last or a checkpoint path")
+      ("resume", po::value(&o.resume), "train: continue from `auto` (the run's last.pt, if any) or a checkpoint path")
       ("verbose,v", po::bool_switch(&o.verbose), "more detail (debug log, plugin schemas)");
   return d;
 }

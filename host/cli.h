@@ -1,5 +1,6 @@
 // The `host` command line: subcommands and their options (Boost.Program_options).
 //   host [train] --config run.toml [--set key=value]... [--plugin-dir DIR]... [--output-dir DIR]
+//                [--resume auto|PATH]
 //   host eval --config run.toml [--checkpoint best|last|PATH] [...]
 //   host plugins list [--verbose] [--config run.toml] [--plugin-dir DIR]...
 //   host plugins check FILE.so
@@ -20,6 +21,7 @@ struct Options {
   std::vector<std::string> plugin_dirs;
   std::string output_dir;          ///< --output-dir (overrides run.output_dir)
   std::string checkpoint = "best"; ///< eval: best | last | PATH
+  std::string resume;              ///< train: "" (fresh) | auto | PATH
   std::string file;                ///< plugins check FILE
   bool verbose = false;
   bool help = false;

@@ -1,13 +1,39 @@
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
+#include <sstream>
 
 #include "commands.h"
 #include "session.h"
 #include "tp/framework/config/write.h"
+#include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/engine/runtime_setup.h"
+#include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/engine/trainer.h"
 #include "tp/framework/util/atomic_file.h"
 
 namespace tp::cli {
+namespace {
+
+// Lines of the checkpoint's resolved config that the current config lacks, and the reverse.
+void warn_config_changes(Logger& log, const std::string& before, const std::string& now) {
+  auto lines = [](const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) out.push_back(line);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  const auto a = lines(before), b = lines(now);
+  std::vector<std::string> removed, added;
+  std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(removed));
+  std::set_difference(b.begin(), b.end(), a.begin(), a.end(), std::back_inserter(added));
+  for (const auto& line : removed) log.warn("resume: the checkpoint's config had `" + line + "`");
+  for (const auto& line : added) log.warn("resume: the config now has `" + line + "`");
+}
+
+}  // namespace
 
 int run_train(const Options& options) {
   auto session = open_session(options);
@@ -25,6 +51,20 @@ int run_train(const Options& options) {
 
   RunComponents parts = create_components(config, session->registry);
   Trainer trainer(config, parts, device, log, session->run_dir);
+  std::filesystem::path resume_path = options.resume;
+  if (options.resume == "auto") {
+    resume_path = session->run_dir / "checkpoints" / "last.pt";
+    if (!std::filesystem::exists(resume_path)) {
+      log.info("--resume auto: no checkpoint in " + resume_path.parent_path().string() + "; starting fresh");
+      resume_path.clear();
+    }
+  }
+  if (!resume_path.empty()) {
+    const LoadedCheckpoint checkpoint = load_checkpoint(resume_path);
+    warn_config_changes(log, checkpoint.config_toml, config_text);
+    trainer.resume_from(checkpoint);
+  }
+  install_stop_signal_handlers();
   const FitSummary summary = trainer.fit();
 
   std::string result;

@@ -17,10 +17,9 @@ struct HostRun {
   std::string output; ///< stdout and stderr together
 };
 
-/// Runs `build/bin/host <args>` from the source directory (so configs/ paths work).
-inline HostRun run_host(const std::string& args) {
-  const std::string command = std::string("cd '") + TP_TEST_SOURCE_DIR + "' && '" + TP_TEST_BUILD_DIR +
-                              "/bin/host' " + args + " 2>&1";
+/// Runs a shell script from the source directory (so configs/ paths work), output captured.
+inline HostRun run_shell(const std::string& script) {
+  const std::string command = std::string("cd '") + TP_TEST_SOURCE_DIR + "' && { " + script + " ; } 2>&1";
   HostRun run;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return run;
@@ -29,6 +28,11 @@ inline HostRun run_host(const std::string& args) {
   const int status = ::pclose(pipe);
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return run;
+}
+
+/// Runs `build/bin/host <args>` from the source directory.
+inline HostRun run_host(const std::string& args) {
+  return run_shell(std::string("'") + TP_TEST_BUILD_DIR + "/bin/host' " + args);
 }
 
 /// A fresh, empty directory under the build tree, named after the test.

@@ -77,6 +77,11 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointContents
   scaler.insert("growth_tracker", c.scaler_growth_tracker);
   root.insert("scaler", scaler);
   root.insert("epoch", c.epoch);
+  root.insert("batch", c.batch);
+  if (c.rng_cpu.defined()) root.insert("rng_cpu", c.rng_cpu);
+  c10::impl::GenericList running_loss(c10::FloatType::get());
+  for (double value : c.running_loss) running_loss.push_back(value);
+  root.insert("running_loss", running_loss);
   root.insert("step", c.step);
   root.insert("monitor", c.monitor);
   root.insert("best", c.best);
@@ -114,6 +119,10 @@ LoadedCheckpoint load_checkpoint(const std::filesystem::path& path) {
       out.scaler_growth_tracker = scaler.at("growth_tracker").toInt();
     }
     out.epoch = root.at("epoch").toInt();
+    if (root.contains("batch")) out.batch = root.at("batch").toInt();
+    if (root.contains("rng_cpu")) out.rng_cpu = root.at("rng_cpu").toTensor();
+    if (root.contains("running_loss"))
+      for (const auto& value : root.at("running_loss").toListRef()) out.running_loss.push_back(value.toDouble());
     out.step = root.at("step").toInt();
     out.monitor = root.at("monitor").toStringRef();
     out.best = root.at("best").toDouble();

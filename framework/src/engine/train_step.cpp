@@ -6,8 +6,10 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "tp/framework/amp/autocast_guard.h"
+#include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/engine/trainer.h"
 #include "tp/framework/error.h"
 
@@ -15,12 +17,13 @@ namespace tp {
 
 void Trainer::train_epoch(int64_t epoch) {
   parts_.model->set_training(true);
-  train_loader_->start_epoch(static_cast<uint64_t>(epoch));
+  // A resumed run starts inside its first epoch; checkpoints are written at window boundaries.
+  int64_t done = std::exchange(start_batch_, 0);
+  train_loader_->start_epoch(static_cast<uint64_t>(epoch), done);
   const int64_t batches = train_loader_->batches_per_epoch();
   const int64_t accum = config_.train.grad_accum_steps;
   progress_.start_epoch(epoch, config_.train.epochs, batches);
   dispatch(TP_EVENT_EPOCH_BEGIN, {});
-  int64_t done = 0;
   while (auto batch = train_loader_->next()) {
     const int64_t window_start = (done / accum) * accum;
     const Window window{std::min(accum, batches - window_start), done == window_start,
@@ -34,9 +37,17 @@ void Trainer::train_epoch(int64_t epoch) {
       history_.add({"step", {{"step", double(step_)}, {"epoch", double(epoch)}, {"lr", lr}, {"train/loss", loss}}});
       const uint32_t requests = dispatch(TP_EVENT_STEP_END, {{"train/loss", loss}, {"lr", lr}});
       if (requests & TP_REQUEST_STOP) stop_requested_ = true;
-      if (requests & TP_REQUEST_SAVE) save_checkpoints(epoch - 1, {});
+      if (requests & TP_REQUEST_SAVE) save_position();
     }
     progress_.update(done, loss, current_lr(*optim_.optimizer));
+    if (const int signal_number = pending_stop_signal(); signal_number != 0 && window.last) {
+      // Finish the step, save exactly here, and leave: --resume continues from this batch.
+      save_position();
+      throw Interrupted(signal_number, "stopped by signal " + std::to_string(signal_number) + " at step " +
+                                           std::to_string(step_) + "; saved " +
+                                           (run_dir_ / "checkpoints" / "last.pt").string() +
+                                           ". Continue with --resume auto.");
+    }
     if (stop_requested_ && window.last) break;
   }
 }

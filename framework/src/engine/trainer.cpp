@@ -1,12 +1,15 @@
 #include "tp/framework/engine/trainer.h"
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/serialize/input-archive.h>
 #include <c10/core/GradMode.h>
 #include <torch/optim/optimizer.h>
 
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <sstream>
 
 #include "tp/framework/checkpoint/checkpoint.h"
@@ -134,7 +137,7 @@ FitSummary Trainer::fit() {
   FitSummary summary;
   summary.monitor = config_.checkpoint.monitor;
   dispatch(TP_EVENT_FIT_BEGIN, {});
-  for (epoch_ = 0; epoch_ < config_.train.epochs && !stop_requested_; ++epoch_) {
+  for (epoch_ = start_epoch_; epoch_ < config_.train.epochs && !stop_requested_; ++epoch_) {
     train_epoch(epoch_);
     Scalars eval;
     const bool last = epoch_ + 1 == config_.train.epochs || stop_requested_;
@@ -202,8 +205,7 @@ void Trainer::end_epoch(int64_t epoch, const Scalars& eval) {
   save_checkpoints(epoch, eval);
 }
 
-void Trainer::save_checkpoints(int64_t epoch, const Scalars& eval) {
-  if (rank_ != 0) return;
+CheckpointContents Trainer::checkpoint_contents(int64_t resume_epoch, int64_t resume_batch) const {
   CheckpointContents contents;
   contents.model_state = &model_state_;
   contents.optimizer = optim_.optimizer.get();
@@ -211,18 +213,34 @@ void Trainer::save_checkpoints(int64_t epoch, const Scalars& eval) {
   contents.scheduler_state = scheduler_->state();
   contents.scaler_scale = scaler_.get_scale();
   contents.scaler_growth_tracker = scaler_.get_growth_tracker();
-  contents.epoch = epoch + 1;
+  contents.epoch = resume_epoch;
+  contents.batch = resume_batch;
   contents.step = step_;
+  {
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    contents.rng_cpu = generator.get_state();
+  }
+  // Sync point on CUDA; checkpoints are rare. At an epoch's end the accumulators are already
+  // reset, so the same four values serve both kinds of checkpoint.
+  contents.running_loss = {epoch_loss_sum_.item<double>(), epoch_count_.item<double>(),
+                           window_loss_sum_.item<double>(), window_count_.item<double>()};
   contents.monitor = config_.checkpoint.monitor;
+  contents.best = best_;
   contents.config_toml = to_toml_text(config_.resolved);
   contents.plugins = parts_.plugin_versions;
+  return contents;
+}
+
+void Trainer::save_checkpoints(int64_t epoch, const Scalars& eval) {
+  if (rank_ != 0) return;
   bool improved = false;
   for (const auto& [name, value] : eval)
     if (name == config_.checkpoint.monitor && std::isfinite(value) && better(value, best_, config_.checkpoint.mode)) {
       best_ = value;
       improved = true;
     }
-  contents.best = best_;
+  const CheckpointContents contents = checkpoint_contents(epoch + 1, 0);
   const auto dir = run_dir_ / "checkpoints";
   if (config_.checkpoint.save_last) {
     save_checkpoint(dir / "last.pt", contents);
@@ -232,6 +250,48 @@ void Trainer::save_checkpoints(int64_t epoch, const Scalars& eval) {
     save_checkpoint(dir / "best.pt", contents);
     dispatch(TP_EVENT_CHECKPOINT_SAVE, {{config_.checkpoint.monitor, best_}}, (dir / "best.pt").string());
   }
+}
+
+void Trainer::save_position() {
+  if (rank_ != 0) return;
+  const auto path = run_dir_ / "checkpoints" / "last.pt";
+  save_checkpoint(path, checkpoint_contents(epoch_, train_loader_->next_batch_index()));
+  dispatch(TP_EVENT_CHECKPOINT_SAVE, {}, path.string());
+}
+
+void Trainer::resume_from(const LoadedCheckpoint& c) {
+  restore_model_state(c, model_state_);
+  if (!c.optimizer_archive.empty()) {
+    torch::serialize::InputArchive archive;
+    std::istringstream bytes(std::string(c.optimizer_archive.begin(), c.optimizer_archive.end()));
+    archive.load_from(bytes);
+    optim_.optimizer->load(archive);
+  }
+  if (!c.scheduler_state.empty()) scheduler_->load_state(c.scheduler_state);
+  if (scaler_.is_enabled() && c.scaler_scale > 0) {
+    GradScalerState state = scaler_.state();
+    state.scale = c.scaler_scale;
+    state.growth_tracker = c.scaler_growth_tracker;
+    scaler_.load_state(state);
+  }
+  if (c.rng_cpu.defined()) {
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(generator.mutex()); // the generator is shared process-wide
+    generator.set_state(c.rng_cpu);
+  }
+  step_ = c.step;
+  start_epoch_ = c.epoch;
+  start_batch_ = c.batch;
+  if (c.running_loss.size() == 4) {
+    epoch_loss_sum_.fill_(c.running_loss[0]);
+    epoch_count_.fill_(c.running_loss[1]);
+    window_loss_sum_.fill_(c.running_loss[2]);
+    window_count_.fill_(c.running_loss[3]);
+  }
+  if (c.monitor == config_.checkpoint.monitor) best_ = c.best;
+  history_.resume(c.step);
+  log_.info("resumed at epoch " + std::to_string(c.epoch + 1) + ", batch " + std::to_string(c.batch) + ", step " +
+            std::to_string(c.step));
 }
 
 uint32_t Trainer::dispatch(int32_t kind, const Scalars& scalars, const std::string& message) {

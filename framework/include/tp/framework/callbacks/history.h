@@ -25,6 +25,9 @@ class History {
   History(std::filesystem::path run_dir, bool enabled);
   /// Appends a record to both files.
   void add(HistoryRecord record);
+  /// Resuming: reloads history.jsonl, drops the records written after optimizer step `step`
+  /// (the interrupted run's tail, which the resumed run will write again), rewrites both files.
+  void resume(int64_t step);
   /// Rewrites history.csv from all records (columns: kind, then every name in first-seen order).
   void flush_csv() const;
   const std::vector<HistoryRecord>& records() const { return records_; }

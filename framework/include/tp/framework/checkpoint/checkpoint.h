@@ -8,7 +8,11 @@
 //   optimizer_groups: [[names]]      which parameters each group holds
 //   scheduler: float64 tensor        LrScheduler::state() (exact continuation)
 //   scaler: {scale, growth_tracker}  fp16 grad scaler state (PyTorch GradScaler field names)
-//   epoch, step: int                 epochs completed / optimizer steps taken
+//   epoch, batch: int                where training resumes: epoch (0-based) and batch within it
+//   step: int                        optimizer steps taken
+//   rng_cpu: uint8 tensor            the CPU generator's state (dropout, init)
+//   running_loss: [epoch sum, epoch count, window sum, window count]
+//                                    the training-loss accumulators of a partly done epoch
 //   monitor: str, best: float        the monitored value and the best seen so far
 //   config: str                      the resolved run config (TOML text)
 //   plugins: [str]                   "component-id@version" of every component used
@@ -43,7 +47,11 @@ struct CheckpointContents {
   double scaler_scale = 0.0;
   int64_t scaler_growth_tracker = 0;
   int64_t epoch = 0;
+  int64_t batch = 0;
   int64_t step = 0;
+  at::Tensor rng_cpu;
+  /// Training-loss accumulators: epoch sum, epoch count, logging-window sum, window count.
+  std::vector<double> running_loss;
   std::string monitor;
   double best = 0.0;
   std::string config_toml;
@@ -62,7 +70,11 @@ struct LoadedCheckpoint {
   double scaler_scale = 0.0;
   int64_t scaler_growth_tracker = 0;
   int64_t epoch = 0;
+  int64_t batch = 0;
   int64_t step = 0;
+  at::Tensor rng_cpu;
+  /// Training-loss accumulators: epoch sum, epoch count, logging-window sum, window count.
+  std::vector<double> running_loss;
   std::string monitor;
   double best = 0.0;
   std::string config_toml;

@@ -20,6 +20,7 @@
 #include "tp/framework/amp/precision.h"
 #include "tp/framework/callbacks/history.h"
 #include "tp/framework/callbacks/progress.h"
+#include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/config/run_config.h"
 #include "tp/framework/data/data_loader.h"
 #include "tp/framework/engine/run_components.h"
@@ -56,6 +57,10 @@ class Trainer {
   FitSummary fit();
   /// Evaluates the current model on the validation split: "val/loss" and "val/<metric>".
   Scalars evaluate();
+  /// Continues from `checkpoint` (call before fit()): model, optimizer, schedule, grad scaler,
+  /// CPU RNG, step/epoch counters, the position inside the epoch, best value and history.
+  /// Resuming is exact: the rest of the run is the same as if it had never stopped.
+  void resume_from(const LoadedCheckpoint& checkpoint);
 
  private:
   /* Initializers */
@@ -73,6 +78,9 @@ class Trainer {
   void optimizer_step();
   void end_epoch(int64_t epoch, const Scalars& eval);
   void save_checkpoints(int64_t epoch, const Scalars& eval);
+  /// Writes last.pt at the current position (mid-epoch), e.g. on SIGTERM or a callback request.
+  void save_position();
+  CheckpointContents checkpoint_contents(int64_t resume_epoch, int64_t resume_batch) const;
   uint32_t dispatch(int32_t kind, const Scalars& scalars, const std::string& message = "");
   /* Stateless training helpers */
   NamedTensors to_device(NamedTensors batch) const;
@@ -95,6 +103,7 @@ class Trainer {
   Progress progress_;
 
   int64_t step_ = 0;       ///< optimizer steps taken
+  int64_t start_epoch_ = 0, start_batch_ = 0; ///< where fit() begins (resume)
   int64_t epoch_ = 0;      ///< current epoch (0-based)
   at::Tensor window_loss_sum_, window_count_; ///< since the last log step, on device (no sync)
   at::Tensor epoch_loss_sum_, epoch_count_;

@@ -1,0 +1,25 @@
+// SIGINT/SIGTERM handling: the first signal asks the trainer to finish the current optimizer
+// step, save a checkpoint at that exact position and exit with 128 + signal (130 / 143); a second
+// signal kills the process the default way (the user insists).
+#pragma once
+
+#include "tp/framework/error.h"
+
+namespace tp {
+
+/// Installs the handlers (idempotent). Call once from the host's main thread.
+void install_stop_signal_handlers();
+/// The first stop signal received (SIGINT or SIGTERM), or 0. Async-signal-safe to set, cheap to read.
+int pending_stop_signal();
+
+/// Thrown after the interrupted run saved its checkpoint; exits with 128 + signal.
+class Interrupted : public Error {
+ public:
+  explicit Interrupted(int signal_number, const std::string& message) : Error(message), signal_(signal_number) {}
+  int exit_code() const noexcept override { return 128 + signal_; }
+
+ private:
+  int signal_;
+};
+
+}  // namespace tp

@@ -1,0 +1,80 @@
+// Exact resume: a run stopped by SIGTERM in the middle of an epoch saves its position, exits
+// with 143, and `--resume auto` finishes with weights bitwise equal to an uninterrupted run
+// (dropout makes the CPU RNG state part of what must be restored).
+#include <ATen/ATen.h>
+
+#include <string>
+
+#include "tp/framework/checkpoint/checkpoint.h"
+
+#include "host_runner.h"
+
+#include <doctest/doctest.h>
+
+namespace {
+
+const std::string kArgs =
+    "--config tests/integration/accumulation.toml --set progress.mode=\"off\" --set run.threads=1 "
+    "--set train.batch_size=16 --set train.log_every_steps=5 --set model.dropout=0.2 --set data.num_workers=2 "
+    "--set optim.lr=0.01 ";
+
+}  // namespace
+
+TEST_CASE("SIGTERM mid-epoch saves the position; --resume auto continues bitwise-exactly") {
+  const auto straight_dir = tp::test::fresh_dir("resume_straight");
+  const auto straight = tp::test::run_host(kArgs + "--output-dir '" + straight_dir.string() + "'");
+  INFO(straight.output);
+  REQUIRE(straight.exit_code == 0);
+
+  // Start a second run, wait until it has logged a few steps, then send SIGTERM.
+  const auto dir = tp::test::fresh_dir("resume_interrupted");
+  const std::string history = (dir / "history.jsonl").string();
+  const std::string script = std::string("'") + TP_TEST_BUILD_DIR + "/bin/host' " + kArgs + "--output-dir '" +
+                             dir.string() + "' & pid=$!; for i in $(seq 1 600); do "
+                             "[ \"$(wc -l < '" + history + "' 2>/dev/null || echo 0)\" -ge 6 ] && break; sleep 0.05; done; "
+                             "kill -TERM $pid; wait $pid; echo \"exit=$?\"";
+  const auto interrupted = tp::test::run_shell(script);
+  INFO(interrupted.output);
+  CHECK(interrupted.output.find("exit=143") != std::string::npos);
+  CHECK(interrupted.output.find("--resume auto") != std::string::npos);
+  const tp::LoadedCheckpoint saved = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
+  CHECK(saved.step >= 30);
+  CHECK(saved.step < 2 * 128);
+
+  const auto resumed = tp::test::run_host(kArgs + "--output-dir '" + dir.string() + "' --resume auto");
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(resumed.output.find("resumed at epoch") != std::string::npos);
+
+  const auto a = tp::load_checkpoint(straight_dir / "checkpoints" / "last.pt");
+  const auto b = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
+  CHECK(a.step == b.step);
+  REQUIRE(a.model.size() == b.model.size());
+  for (std::size_t i = 0; i < a.model.size(); ++i) {
+    INFO(a.model[i].first);
+    CHECK(at::equal(a.model[i].second, b.model[i].second));
+  }
+  // The history has each epoch once, as if the run had never stopped.
+  const std::string text = tp::test::read_text(dir / "history.jsonl");
+  std::size_t epochs = 0;
+  for (std::size_t at = 0; (at = text.find("\"kind\":\"epoch\"", at)) != std::string::npos; ++at) ++epochs;
+  CHECK(epochs == 2);
+  CHECK(text == tp::test::read_text(straight_dir / "history.jsonl"));
+}
+
+TEST_CASE("--resume auto without a checkpoint starts fresh; a damaged checkpoint is refused clearly") {
+  const auto dir = tp::test::fresh_dir("resume_fresh");
+  const auto fresh = tp::test::run_host(kArgs + "--set train.epochs=1 --output-dir '" + dir.string() + "' --resume auto");
+  INFO(fresh.output);
+  CHECK(fresh.exit_code == 0);
+  CHECK(fresh.output.find("starting fresh") != std::string::npos);
+
+  const auto bad = dir / "truncated.pt";
+  const std::string bytes = tp::test::read_text(dir / "checkpoints" / "last.pt");
+  std::ofstream(bad, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  const auto refused = tp::test::run_host(kArgs + "--output-dir '" + dir.string() + "' --resume '" + bad.string() + "'");
+  INFO(refused.output);
+  CHECK(refused.exit_code == 1);
+  CHECK(refused.output.find("truncated.pt") != std::string::npos);
+  CHECK(refused.output.find("damaged") != std::string::npos);
+}
