@@ -38,11 +38,9 @@ namespace tp {
 
 inline constexpr const char* kCheckpointFormat = "torchhost-checkpoint/1";
 
-/// What save_checkpoint() writes; borrowed views of the trainer's state.
-struct CheckpointContents {
-  const std::vector<StateTensor>* model_state = nullptr;
-  const torch::optim::Optimizer* optimizer = nullptr; ///< may be null (eval-only exports)
-  std::vector<std::vector<std::string>> optimizer_groups;
+/// Everything a checkpoint holds besides the model and optimizer tensors; written and read back
+/// unchanged (see the format above).
+struct CheckpointState {
   std::vector<double> scheduler_state;
   double scaler_scale = 0.0;
   int64_t scaler_growth_tracker = 0;
@@ -58,27 +56,21 @@ struct CheckpointContents {
   std::vector<std::string> plugins;
 };
 
+/// What save_checkpoint() writes: the state plus borrowed views of the trainer's tensors.
+struct CheckpointContents : CheckpointState {
+  const std::vector<StateTensor>* model_state = nullptr;
+  const torch::optim::Optimizer* optimizer = nullptr; ///< may be null (eval-only exports)
+  std::vector<std::vector<std::string>> optimizer_groups;
+};
+
 /// Writes `contents` to `path` atomically. Throws tp::Error naming the path and the OS error
 /// (disk full, permission) and removes the temporary file; the previous `path` is untouched.
 void save_checkpoint(const std::filesystem::path& path, const CheckpointContents& contents);
 
 /// A checkpoint read back.
-struct LoadedCheckpoint {
+struct LoadedCheckpoint : CheckpointState {
   std::vector<std::pair<std::string, at::Tensor>> model;
   std::vector<char> optimizer_archive;
-  std::vector<double> scheduler_state;
-  double scaler_scale = 0.0;
-  int64_t scaler_growth_tracker = 0;
-  int64_t epoch = 0;
-  int64_t batch = 0;
-  int64_t step = 0;
-  at::Tensor rng_cpu;
-  /// Training-loss accumulators: epoch sum, epoch count, logging-window sum, window count.
-  std::vector<double> running_loss;
-  std::string monitor;
-  double best = 0.0;
-  std::string config_toml;
-  std::vector<std::string> plugins;
 };
 
 /// Reads `path`. Throws tp::Error naming the file when it is missing, truncated, not a torchhost
