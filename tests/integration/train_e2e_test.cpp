@@ -96,3 +96,18 @@ TEST_CASE("the plain-C dataset plugin trains a linear model through the host") {
   CHECK(epochs.back().at("val/loss") < 1e-3); // y = w.x + b is exactly learnable by a linear model
   CHECK(epochs.back().at("val/loss") < 0.01 * epochs.front().at("train/loss"));
 }
+
+TEST_CASE("one-input/two-output and two-input/two-output configs train both heads") {
+  for (const std::string name : {"multi_output", "multi_input"}) {
+    const auto dir = tp::test::fresh_dir("e2e_" + name);
+    const auto run = tp::test::run_host("--config configs/" + name + ".toml --output-dir '" + dir.string() +
+                                        "' --set train.epochs=3 --set data.train.size=3000 --set progress.mode=\"off\"");
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    const auto epochs = epoch_records(dir / "history.jsonl");
+    REQUIRE(epochs.size() == 3);
+    CHECK(epochs.back().at("val/accuracy") >= 0.95); // the class head
+    CHECK(epochs.back().at("val/mae") < 0.06);        // the box head: corners within 6% of the image
+    CHECK(epochs.back().at("val/mae") < 0.5 * epochs.front().at("val/mae"));
+  }
+}
