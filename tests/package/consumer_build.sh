@@ -7,10 +7,10 @@ build=$1
 source=$2
 work="$build/test-runs/package"
 rm -rf "$work"
-cmake --install "$build" --prefix "$work/sdk" >/dev/null
+cmake --install "$build" --prefix "$work/sdk"
 cp -r "$source/plugins/template/tier_s_callback" "$work/consumer"
-cmake -S "$work/consumer" -B "$work/consumer-build" -G Ninja -DCMAKE_PREFIX_PATH="$work/sdk" >/dev/null
-cmake --build "$work/consumer-build" >/dev/null
+cmake -S "$work/consumer" -B "$work/consumer-build" -G Ninja -DCMAKE_PREFIX_PATH="$work/sdk"
+cmake --build "$work/consumer-build"
 plugin="$work/consumer-build/template_callback.so"
 test -f "$plugin" || { echo "expected $plugin"; exit 1; }
 # Exactly one exported symbol: tp_entry (ABI-1, enforced by the version script).
