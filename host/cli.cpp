@@ -15,6 +15,7 @@ constexpr const char* kUsage =
     "usage: host [train] --config FILE [--set KEY=VALUE]... [--plugin-dir DIR]... [--output-dir DIR]\n"
     "                    [--resume auto|PATH]\n"
     "       host eval --config FILE [--checkpoint best|last|PATH] [--set KEY=VALUE]...\n"
+    "       host export --checkpoint PATH --format safetensors --output FILE\n"
     "       host plugins list [--verbose] [--config FILE] [--plugin-dir DIR]...\n"
     "       host plugins check FILE.so\n";
 
@@ -26,7 +27,9 @@ po::options_description describe(Options& o) {
       ("set,s", po::value(&o.sets)->composing(), "override a key: --set optim.lr=3e-4 (TOML value syntax)")
       ("plugin-dir,p", po::value(&o.plugin_dirs)->composing(), "extra plugin directory (highest precedence)")
       ("output-dir,o", po::value(&o.output_dir), "run directory (overrides run.output_dir)")
-      ("checkpoint", po::value(&o.checkpoint), "eval: best, last or a checkpoint path")
+      ("checkpoint", po::value(&o.checkpoint), "eval: best, last or a checkpoint path; export: the checkpoint")
+      ("format", po::value(&o.format), "export: output format (safetensors)")
+      ("output", po::value(&o.output), "export: output file")
       ("resume", po::value(&o.resume), "train: continue from `auto` (the run's last.pt, if any) or a checkpoint path")
       ("verbose,v", po::bool_switch(&o.verbose), "more detail (debug log, plugin schemas)");
   return d;
@@ -70,8 +73,13 @@ Options parse(int argc, char** argv) {
     }
     return o;
   }
+  if (o.command == "export") {
+    if (!words.empty() || o.output.empty() || o.checkpoint == "best")
+      throw ConfigError("", "host export needs --checkpoint PATH and --output FILE.\n" + std::string(kUsage));
+    return o;
+  }
   if (o.command != "train" && o.command != "eval")
-    throw ConfigError("", "unknown command '" + o.command + "' (train, eval, plugins).\n" + std::string(kUsage));
+    throw ConfigError("", "unknown command '" + o.command + "' (train, eval, export, plugins).\n" + std::string(kUsage));
   if (!words.empty()) throw ConfigError("", "unexpected argument '" + words[0] + "'.\n" + std::string(kUsage));
   if (o.config.empty()) throw ConfigError("", "host " + o.command + " needs --config FILE.\n" + std::string(kUsage));
   return o;

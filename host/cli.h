@@ -2,6 +2,7 @@
 //   host [train] --config run.toml [--set key=value]... [--plugin-dir DIR]... [--output-dir DIR]
 //                [--resume auto|PATH]
 //   host eval --config run.toml [--checkpoint best|last|PATH] [...]
+//   host export --checkpoint PATH --format safetensors --output FILE
 //   host plugins list [--verbose] [--config run.toml] [--plugin-dir DIR]...
 //   host plugins check FILE.so
 #pragma once
@@ -14,7 +15,7 @@ namespace tp::cli {
 
 /// Everything the command line said.
 struct Options {
-  std::string command = "train";   ///< "train" | "eval" | "plugins"
+  std::string command = "train";   ///< "train" | "eval" | "export" | "plugins"
   std::string action;              ///< plugins: "list" | "check"
   std::string config;              ///< --config
   std::vector<std::string> sets;   ///< --set key.path=value (in order)
@@ -22,6 +23,8 @@ struct Options {
   std::string output_dir;          ///< --output-dir (overrides run.output_dir)
   std::string checkpoint = "best"; ///< eval: best | last | PATH
   std::string resume;              ///< train: "" (fresh) | auto | PATH
+  std::string format = "safetensors"; ///< export: output format
+  std::string output;              ///< export: output file
   std::string file;                ///< plugins check FILE
   bool verbose = false;
   bool help = false;

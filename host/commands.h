@@ -9,6 +9,8 @@ namespace tp::cli {
 int run_train(const Options& options);
 /// `host eval`: evaluates a checkpoint on the validation split; prints and writes metrics.
 int run_eval(const Options& options);
+/// `host export`: a checkpoint's model weights as safetensors.
+int run_export(const Options& options);
 /// `host plugins list|check`.
 int run_plugins(const Options& options);
 

@@ -111,3 +111,32 @@ TEST_CASE("one-input/two-output and two-input/two-output configs train both head
     CHECK(epochs.back().at("train/loss") < epochs.front().at("train/loss"));
   }
 }
+
+TEST_CASE("checkpoints load in Python with torch.load(weights_only=True); export gives the same state_dict") {
+  const auto dir = tp::test::fresh_dir("e2e_export");
+  const auto run = tp::test::run_host("--config configs/quickstart.toml --output-dir '" + dir.string() +
+                                      "' --set train.epochs=1 --set data.train.size=640 --set progress.mode=\"off\"");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const auto checkpoint = dir / "checkpoints" / "last.pt";
+  const auto exported = dir / "model.safetensors";
+  const auto export_run = tp::test::run_host("export --checkpoint '" + checkpoint.string() +
+                                             "' --format safetensors --output '" + exported.string() + "'");
+  INFO(export_run.output);
+  REQUIRE(export_run.exit_code == 0);
+  // Python is the oracle: the safetensors file holds exactly the checkpoint's model tensors.
+  const std::string script =
+      "import torch\nfrom safetensors.torch import load_file\n"
+      "c = torch.load('" + checkpoint.string() + "', weights_only=True)\n"
+      "w = load_file('" + exported.string() + "')\n"
+      "assert c['format'] == 'torchhost-checkpoint/1' and c['epoch'] == 1 and c['batch'] == 0\n"
+      "assert list(w) == list(c['model']) or set(w) == set(c['model'])\n"
+      "assert all(torch.equal(w[k], c['model'][k]) for k in w)\n"
+      "print('python-ok', len(w), c['step'])\n";
+  const auto script_file = dir / "check.py";
+  std::ofstream(script_file) << script;
+  const auto python = tp::test::run_shell(std::string("'") + TP_TEST_PYTHON + "' '" + script_file.string() + "'");
+  INFO(python.output);
+  CHECK(python.exit_code == 0);
+  CHECK(python.output.find("python-ok 20 10") != std::string::npos);
+}

@@ -79,9 +79,9 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointContents
   root.insert("epoch", c.epoch);
   root.insert("batch", c.batch);
   if (c.rng_cpu.defined()) root.insert("rng_cpu", c.rng_cpu);
-  c10::impl::GenericList running_loss(c10::FloatType::get());
-  for (double value : c.running_loss) running_loss.push_back(value);
-  root.insert("running_loss", running_loss);
+  // Lists of numbers pickle as torch.jit._pickle.build_doublelist, which weights_only loading
+  // refuses: numeric vectors travel as float64 tensors.
+  root.insert("running_loss", at::tensor(c.running_loss, at::TensorOptions().dtype(at::kDouble)));
   root.insert("step", c.step);
   root.insert("monitor", c.monitor);
   root.insert("best", c.best);
@@ -121,8 +121,10 @@ LoadedCheckpoint load_checkpoint(const std::filesystem::path& path) {
     out.epoch = root.at("epoch").toInt();
     if (root.contains("batch")) out.batch = root.at("batch").toInt();
     if (root.contains("rng_cpu")) out.rng_cpu = root.at("rng_cpu").toTensor();
-    if (root.contains("running_loss"))
-      for (const auto& value : root.at("running_loss").toListRef()) out.running_loss.push_back(value.toDouble());
+    if (root.contains("running_loss")) {
+      const at::Tensor t = root.at("running_loss").toTensor().contiguous().to(at::kDouble);
+      out.running_loss.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+    }
     out.step = root.at("step").toInt();
     out.monitor = root.at("monitor").toStringRef();
     out.best = root.at("best").toDouble();

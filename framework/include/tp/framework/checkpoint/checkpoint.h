@@ -11,7 +11,7 @@
 //   epoch, batch: int                where training resumes: epoch (0-based) and batch within it
 //   step: int                        optimizer steps taken
 //   rng_cpu: uint8 tensor            the CPU generator's state (dropout, init)
-//   running_loss: [epoch sum, epoch count, window sum, window count]
+//   running_loss: float64 tensor     [epoch sum, epoch count, window sum, window count]
 //                                    the training-loss accumulators of a partly done epoch
 //   monitor: str, best: float        the monitored value and the best seen so far
 //   config: str                      the resolved run config (TOML text)

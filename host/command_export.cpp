@@ -1,0 +1,26 @@
+#include <cstdio>
+
+#include "commands.h"
+#include "tp/framework/checkpoint/checkpoint.h"
+#include "tp/framework/checkpoint/safetensors.h"
+#include "tp/framework/error.h"
+
+namespace tp::cli {
+
+int run_export(const Options& options) {
+  if (options.format != "safetensors")
+    throw ConfigError("--format", "host export: --format must be safetensors (got '" + options.format + "').");
+  const LoadedCheckpoint checkpoint = load_checkpoint(options.checkpoint);
+  std::map<std::string, std::string> metadata{{"format", "pt"},
+                                              {"torchhost.epoch", std::to_string(checkpoint.epoch)},
+                                              {"torchhost.step", std::to_string(checkpoint.step)}};
+  std::string plugins;
+  for (const auto& p : checkpoint.plugins) plugins += (plugins.empty() ? "" : ",") + p;
+  metadata["torchhost.plugins"] = plugins;
+  write_safetensors(options.output, checkpoint.model, metadata);
+  std::printf("exported %zu tensors from %s to %s\n", checkpoint.model.size(), options.checkpoint.c_str(),
+              options.output.c_str());
+  return 0;
+}
+
+}  // namespace tp::cli
