@@ -20,6 +20,7 @@ int run_eval(const Options& options) {
 
   apply_cpu_settings(static_cast<int>(config.run.threads), static_cast<int>(config.data.num_workers));
   const c10::Device device = resolve_device(config.run.device);
+  session->logger.info(apply_determinism(config.run.deterministic, device));
   RunComponents parts = create_components(config, session->registry);
   if (!parts.val_data)
     throw ConfigError("data.val", "host eval needs a validation split: add [data.val] or set data.val_from_train = true.");

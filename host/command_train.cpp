@@ -48,6 +48,7 @@ int run_train(const Options& options) {
   const CpuSettings cpu = apply_cpu_settings(static_cast<int>(config.run.threads), static_cast<int>(config.data.num_workers));
   log.info(cpu.describe());
   const c10::Device device = resolve_device(config.run.device);
+  session->logger.info(apply_determinism(config.run.deterministic, device));
 
   RunComponents parts = create_components(config, session->registry);
   Trainer trainer(config, parts, device, log, session->run_dir);
@@ -70,7 +71,9 @@ int run_train(const Options& options) {
   std::string result;
   for (const auto& [name, value] : summary.last_eval) result += " " + name + "=" + std::to_string(value);
   log.info("finished " + std::to_string(summary.epochs) + " epochs (" + std::to_string(summary.steps) + " steps) in " +
-           std::to_string(summary.seconds) + " s;" + result + (summary.stopped_early ? " (stopped early)" : ""));
+           std::to_string(summary.seconds) + " s;" + result + (summary.stopped_early ? " (stopped early)" : "") +
+           (summary.skipped_steps > 0 ? "; " + std::to_string(summary.skipped_steps) +
+                                            " steps skipped for a non-finite loss" : ""));
   const auto dir = session->run_dir.string();
   std::printf(
       "\nOutputs in %s/\n  config.toml            resolved configuration\n  train.log              log\n"

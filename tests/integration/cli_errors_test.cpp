@@ -104,3 +104,20 @@ TEST_CASE("plugins check passes on every built-in plugin library") {
   }
   CHECK(checked >= 4);
 }
+
+TEST_CASE("a non-finite loss stops with the step named, or is skipped with nan_policy = skip") {
+  const std::string args = "--config tests/integration/c_regression.toml --set progress.mode=\"off\" "
+                           "--set train.epochs=2 --set optim.name=\"sgd\" --set optim.lr=1e30 ";
+  const auto stop = tp::test::run_host(args + "--output-dir '" + tp::test::fresh_dir("nan_stop").string() + "'");
+  INFO(stop.output);
+  CHECK(stop.exit_code == 1);
+  CHECK(contains(stop.output, "non-finite"));
+  CHECK(contains(stop.output, "at step "));
+  CHECK(contains(stop.output, "nan_policy"));
+  const auto skip = tp::test::run_host(args + "--set train.nan_policy=\"skip\" --output-dir '" +
+                                       tp::test::fresh_dir("nan_skip").string() + "'");
+  INFO(skip.output);
+  CHECK(skip.exit_code == 0);
+  CHECK(contains(skip.output, "skipping this optimizer step"));
+  CHECK(contains(skip.output, "steps skipped for a non-finite loss"));
+}

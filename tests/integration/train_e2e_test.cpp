@@ -1,5 +1,7 @@
 // End to end: the quickstart config trains through the real host and plugins; the history says
 // the loss fell and accuracy passed a threshold; checkpoints load; `host eval` agrees.
+#include <ATen/ATen.h>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -139,4 +141,23 @@ TEST_CASE("checkpoints load in Python with torch.load(weights_only=True); export
   INFO(python.output);
   CHECK(python.exit_code == 0);
   CHECK(python.output.find("python-ok 20 10") != std::string::npos);
+}
+
+TEST_CASE("two runs with the same seed and run.deterministic give identical checkpoints") {
+  std::vector<tp::LoadedCheckpoint> runs;
+  for (const char* name : {"determinism_a", "determinism_b"}) {
+    const auto dir = tp::test::fresh_dir(name);
+    const auto run = tp::test::run_host("--config configs/quickstart.toml --output-dir '" + dir.string() +
+                                        "' --set train.epochs=1 --set data.train.size=640 --set data.num_workers=2 "
+                                        "--set run.deterministic=true --set progress.mode=\"off\"");
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    CHECK(tp::test::read_text(dir / "train.log").find("deterministic algorithms: on") != std::string::npos);
+    runs.push_back(tp::load_checkpoint(dir / "checkpoints" / "last.pt"));
+  }
+  REQUIRE(runs[0].model.size() == runs[1].model.size());
+  for (std::size_t i = 0; i < runs[0].model.size(); ++i) {
+    INFO(runs[0].model[i].first);
+    CHECK(at::equal(runs[0].model[i].second, runs[1].model[i].second));
+  }
 }

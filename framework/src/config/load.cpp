@@ -74,11 +74,12 @@ RunConfig build_run_config(toml::table root, std::string_view source_name,
   cfg.resolved = root;
   cfg.run = {get_string(root, "run.name"), get_string(root, "run.output_dir"),
              get_int(root, "run.seed"), get_string(root, "run.device"),
-             get_int(root, "run.threads")};
+             get_bool(root, "run.deterministic"), get_int(root, "run.threads")};
   cfg.train = {get_int(root, "train.epochs"), get_int(root, "train.batch_size"),
                get_int(root, "train.log_every_steps"), get_bool(root, "train.drop_last"),
                get_int(root, "train.grad_accum_steps"), get_float(root, "train.max_grad_norm"),
-               get_float(root, "train.grad_norm_type"), get_float(root, "train.clip_value")};
+               get_float(root, "train.grad_norm_type"), get_float(root, "train.clip_value"),
+               get_string(root, "train.nan_policy")};
   cfg.amp = {get_string(root, "amp.precision"), get_float(root, "amp.init_scale"),
              get_float(root, "amp.growth_factor"), get_float(root, "amp.backoff_factor"),
              get_int(root, "amp.growth_interval")};

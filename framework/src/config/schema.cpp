@@ -23,6 +23,8 @@ std::vector<KeySpec> make_host_schema() {
       {"run.seed", VT::Int, "42", "seeds model init, shuffling and augmentation", {}},
       {"run.device", VT::String, R"("auto")", "auto = cuda when available, else cpu",
        {"auto", "cpu", "cuda", "cuda:N"}},
+      {"run.deterministic", VT::Bool, "false",
+       "deterministic algorithms only (errors on ops without one); cuDNN benchmark off", {}},
       {"run.threads", VT::Int, "0",
        "intra-op threads; 0 = physical cores minus loader threads (min 1)", {}},
 
@@ -37,6 +39,8 @@ std::vector<KeySpec> make_host_schema() {
        "clip the global gradient norm to this, once per optimizer step after unscaling; 0 = off", {}},
       {"train.grad_norm_type", VT::Float, "2.0", "norm used by max_grad_norm (2 = Euclidean, inf = max)", {}},
       {"train.clip_value", VT::Float, "0.0", "clamp every gradient element to [-v, v]; 0 = off", {}},
+      {"train.nan_policy", VT::String, R"("stop")",
+       "non-finite training loss: stop (error naming step, batch, lr) or skip the optimizer step", {"stop", "skip"}},
 
       {"eval.batch_size", VT::Int, "0", "evaluation batch size; 0 = train.batch_size", {}},
       {"eval.every_epochs", VT::Int, "1", "evaluate every N epochs (>= 1)", {}},

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 
 #include "tp/framework/error.h"
@@ -29,6 +30,15 @@ c10::Device resolve_device(const std::string& spec) {
     return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
   }
   throw ConfigError("run.device", "run.device = \"" + spec + "\" is not one of auto, cpu, cuda, cuda:N.");
+}
+
+std::string apply_determinism(bool deterministic, const c10::Device& device) {
+  if (!deterministic) return "deterministic algorithms: off (run.deterministic = false)";
+  if (device.is_cuda()) ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+  at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+  at::globalContext().setDeterministicCuDNN(true);
+  at::globalContext().setBenchmarkCuDNN(false);
+  return "deterministic algorithms: on (cuDNN deterministic, benchmark off)";
 }
 
 std::string CpuSettings::describe() const {

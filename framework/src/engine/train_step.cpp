@@ -78,27 +78,47 @@ void Trainer::train_step(NamedTensors& cpu_batch, const Window& window) {
   window_items_.add_(items);
   const at::Tensor loss = terms.sum.to(at::kFloat) / window_estimate_.to(at::kFloat);
 
+  // Non-finite loss (fp16 leaves this to the grad scaler). Reading the value is free on the CPU;
+  // on CUDA it is a sync point, paid every step only with nan_policy = "skip".
+  const at::Tensor sum = terms.sum.detach().to(at::kDouble);
+  const bool check = precision_ != Precision::Fp16 && (device_.is_cpu() || config_.train.nan_policy == "skip");
+  if (check && !std::isfinite(sum.item<double>())) {
+    const std::string where = "at step " + std::to_string(step_ + 1) + " (epoch " + std::to_string(epoch_ + 1) +
+                              ", batch " + std::to_string(train_loader_->next_batch_index()) + ", lr " +
+                              std::to_string(current_lr(*optim_.optimizer)) + ")";
+    if (config_.train.nan_policy == "stop")
+      throw Error("the training loss became non-finite " + where +
+                  ". Lower optim.lr, check the data for NaN/Inf, clip gradients (train.max_grad_norm), or set "
+                  "train.nan_policy = \"skip\" to skip such steps.");
+    if (!window_poisoned_) log_.warn("non-finite training loss " + where + ": skipping this optimizer step");
+    window_poisoned_ = true;
+  }
+
   // 3. Backward through the (fp16: scaled) loss; gradients accumulate over the window.
-  scaler_.scale(loss).backward();
+  if (!window_poisoned_) scaler_.scale(loss).backward();
 
   // Report: accumulate on the device; the value is read only on log steps (a device sync).
-  //    On CPU reading is free, so a non-finite loss is caught at the step that produced it.
-  const at::Tensor sum = terms.sum.detach().to(at::kDouble);
-  window_loss_sum_.add_(sum);
-  window_count_.add_(items);
-  epoch_loss_sum_.add_(sum);
-  epoch_count_.add_(items);
-  if (device_.is_cpu() && precision_ == Precision::Fp32 && !std::isfinite(sum.item<double>()))
-    throw Error("the training loss became non-finite at step " + std::to_string(step_ + 1) + " (epoch " +
-                std::to_string(epoch_ + 1) + ", batch " + std::to_string(train_loader_->next_batch_index()) +
-                ", lr " + std::to_string(current_lr(*optim_.optimizer)) +
-                "). Lower optim.lr, check the data for NaN/Inf, or clip gradients (train.max_grad_norm).");
+  if (!window_poisoned_) {
+    window_loss_sum_.add_(sum);
+    window_count_.add_(items);
+    epoch_loss_sum_.add_(sum);
+    epoch_count_.add_(items);
+  }
 
   // 4. Update, once per window.
   if (window.last) optimizer_step();
 }
 
 void Trainer::optimizer_step() {
+  if (std::exchange(window_poisoned_, false)) {
+    // nan_policy = "skip": no update, but time advances like a step the fp16 scaler skips, so
+    // the schedule and the step count stay aligned with the data.
+    optim_.optimizer->zero_grad(/*set_to_none=*/true);
+    scheduler_->step();
+    ++step_;
+    ++skipped_steps_;
+    return;
+  }
   std::vector<at::Tensor> grads;
   for (const auto& group : optim_.optimizer->param_groups())
     for (const auto& p : group.params())

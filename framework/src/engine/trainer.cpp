@@ -155,6 +155,7 @@ FitSummary Trainer::fit() {
   summary.steps = step_;
   summary.best = best_;
   summary.stopped_early = stop_requested_;
+  summary.skipped_steps = skipped_steps_;
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;
 }

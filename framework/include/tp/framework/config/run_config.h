@@ -30,6 +30,7 @@ struct RunSection {
   std::string output_dir; ///< run directory; created if missing
   int64_t seed;           ///< seeds model init, shuffling and augmentation
   std::string device;     ///< "auto" | "cpu" | "cuda" | "cuda:N"
+  bool deterministic;     ///< deterministic algorithms only; cuDNN benchmark off
   int64_t threads;        ///< intra-op threads; 0 = physical cores minus loader threads (min 1)
   bool operator==(const RunSection&) const = default; ///< field-wise
 };
@@ -43,6 +44,7 @@ struct TrainSection {
   double max_grad_norm;     ///< clip the global gradient norm to this; 0 = off
   double grad_norm_type;    ///< the norm of max_grad_norm (2 = Euclidean; inf allowed)
   double clip_value;        ///< clamp every gradient element to [-v, v]; 0 = off
+  std::string nan_policy;   ///< "stop" | "skip": what a non-finite training loss does
   bool operator==(const TrainSection&) const = default; ///< field-wise
 };
 

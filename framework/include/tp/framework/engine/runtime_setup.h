@@ -13,6 +13,11 @@ namespace tp {
 /// Throws ConfigError (key run.device) when CUDA is asked for but unavailable or N is out of range.
 c10::Device resolve_device(const std::string& spec);
 
+/// run.deterministic: deterministic algorithms only (an op without one raises), cuDNN
+/// deterministic with benchmarking off, and CUBLAS_WORKSPACE_CONFIG=:4096:8 on CUDA (unless the
+/// user set it). Returns a line for the log. Without it nothing is changed.
+std::string apply_determinism(bool deterministic, const c10::Device& device);
+
 /// What apply_cpu_settings did, for the log.
 struct CpuSettings {
   int intra_op_threads = 1;

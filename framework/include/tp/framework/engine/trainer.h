@@ -42,6 +42,7 @@ struct FitSummary {
   double best = 0.0;           ///< best monitored value
   double seconds = 0.0;        ///< wall time of fit()
   bool stopped_early = false;  ///< a callback requested stop
+  int64_t skipped_steps = 0;   ///< optimizer steps skipped for a non-finite loss (nan_policy = "skip")
 };
 
 class Trainer {
@@ -110,6 +111,8 @@ class Trainer {
   at::Tensor window_estimate_, window_items_; ///< loss normaliser of the current accumulation window
   double best_;
   bool stop_requested_ = false;
+  bool window_poisoned_ = false; ///< nan_policy = "skip": this window saw a non-finite loss
+  int64_t skipped_steps_ = 0;
 };
 
 }  // namespace tp
