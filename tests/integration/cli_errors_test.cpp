@@ -106,7 +106,8 @@ TEST_CASE("plugins check passes on every built-in plugin library") {
 }
 
 TEST_CASE("a non-finite loss stops with the step named, or is skipped with nan_policy = skip") {
-  const std::string args = "--config tests/integration/c_regression.toml --set progress.mode=\"off\" "
+  const std::string args = "--config tests/integration/c_regression.toml --plugin-dir '" +
+                           std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' --set progress.mode=\"off\" "
                            "--set train.epochs=2 --set optim.name=\"sgd\" --set optim.lr=1e30 ";
   const auto stop = tp::test::run_host(args + "--output-dir '" + tp::test::fresh_dir("nan_stop").string() + "'");
   INFO(stop.output);

@@ -88,9 +88,9 @@ TEST_CASE("quickstart config trains small_cnn on shapes: loss falls, accuracy pa
 
 TEST_CASE("the plain-C dataset plugin trains a linear model through the host") {
   const auto dir = tp::test::fresh_dir("e2e_c_plugin");
-  const std::string fixture = std::string(TP_TEST_BUILD_DIR) + "/plugins";
-  const auto run = tp::test::run_host(
-      "--config tests/integration/c_regression.toml --output-dir '" + dir.string() + "' --set progress.mode=\"off\"");
+  const auto run = tp::test::run_host("--config tests/integration/c_regression.toml --plugin-dir '" +
+                                      std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' --output-dir '" + dir.string() +
+                                      "' --set progress.mode=\"off\"");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   const auto epochs = epoch_records(dir / "history.jsonl");

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <mutex>
 #include <span>
+#include <filesystem>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -161,7 +162,9 @@ inline tp_worker_ctx_t worker_ctx(uint64_t seed, uint32_t worker = 0) {
 class PluginLibrary {
  public:
   explicit PluginLibrary(const std::string& name) {
-    const std::string path = std::string(TP_TEST_PLUGIN_DIR) + "/" + name + ".so";
+    // Built-ins live in the plugin dir; test fixtures (c_dataset) in the fixtures' plugin dir.
+    std::string path = std::string(TP_TEST_PLUGIN_DIR) + "/" + name + ".so";
+    if (!std::filesystem::exists(path)) path = std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "/" + name + ".so";
     handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     REQUIRE_MESSAGE(handle_ != nullptr, "dlopen " << path << ": " << dlerror());
     entry_ = static_cast<const tp_plugin_entry_t*>(dlsym(handle_, TP_ENTRY_SYMBOL));
