@@ -33,6 +33,7 @@ std::vector<std::string> children_of(std::string_view table) {
     if (table.empty()) add_unique(names, head_of(spec.path));
     else if (head_of(spec.path) == table) add_unique(names, leaf_of(spec.path));
   }
+  if (table == head_of(kParamGroupsPath)) add_unique(names, leaf_of(kParamGroupsPath));
   for (const ComponentSlot& slot : component_slots()) {
     if (table.empty()) add_unique(names, head_of(slot.path));
     else if (slot.path.starts_with(std::string(table) + ".")) add_unique(names, leaf_of(slot.path));
@@ -104,8 +105,53 @@ void check_component(const ComponentSlot& slot, const std::string& key_path, con
   }
 }
 
+void check_model_host_keys(const toml::node& node, std::string_view file) {
+  const toml::node* flag = node.as_table() ? node.as_table()->get(kActivationCheckpointingKey) : nullptr;
+  if (flag == nullptr || flag->is_boolean()) return;
+  const std::string path = "model." + std::string(kActivationCheckpointingKey);
+  fail(path, node_origin(*flag, file) + ": " + path + ": expected a boolean, got " + describe_node(*flag) +
+                 ". Write activation_checkpointing = true to recompute the model's declared blocks in "
+                 "backward (less memory, about one more forward pass of time).");
+}
+
+/// [[optim.param_groups]]: each a table with a string `pattern` and optional `lr` > 0 and
+/// `weight_decay` >= 0; nothing else.
+void check_param_groups(const toml::node& node, std::string_view file) {
+  const std::string path(kParamGroupsPath);
+  const std::string example = "[[optim.param_groups]] with pattern = \"head.*\", lr = 1e-3, weight_decay = 0.0";
+  const toml::array* groups = node.as_array();
+  if (groups == nullptr) {
+    fail(path, node_origin(node, file) + ": " + path + ": expected an array of tables (" + example + "), got " +
+                   describe_node(node) + ".");
+  }
+  for (std::size_t i = 0; i < groups->size(); ++i) {
+    const std::string at = path + "[" + std::to_string(i) + "]";
+    const toml::table* group = groups->get(i)->as_table();
+    if (group == nullptr)
+      fail(at, node_origin(*groups->get(i), file) + ": " + at + ": expected a table (" + example + ").");
+    const toml::node* pattern = group->get("pattern");
+    if (pattern == nullptr || !pattern->is_string() || pattern->as_string()->get().empty())
+      fail(at + ".pattern", node_origin(*groups->get(i), file) + ": " + at +
+                                ": needs a non-empty string `pattern` matched against parameter names "
+                                "(a shell glob; `host plugins check` lists the names). Write " + example + ".");
+    for (const auto& [key, value] : *group) {
+      const std::string name(key.str());
+      if (name == "pattern") continue;
+      if (name != "lr" && name != "weight_decay")
+        fail(at + "." + name, node_origin(value, file) + ": " + at + ": unknown key '" + name +
+                                  "'; a parameter group accepts pattern, lr and weight_decay.");
+      const std::optional<double> number = value.is_number() ? value.value<double>() : std::nullopt;
+      const bool ok = number && std::isfinite(*number) && (name == "lr" ? *number > 0 : *number >= 0);
+      if (!ok)
+        fail(at + "." + name, node_origin(value, file) + ": " + at + "." + name + ": expected a number " +
+                                  (name == "lr" ? "> 0" : ">= 0") + ", got " + describe_node(value) + ".");
+    }
+  }
+}
+
 void check_slot(const ComponentSlot& slot, const toml::node& node, std::string_view file) {
   const std::string path(slot.path);
+  if (path == "model") check_model_host_keys(node, file);
   if (!slot.array) return check_component(slot, path, node, file);
   const toml::array* array = node.as_array();
   if (array == nullptr) {
@@ -139,7 +185,14 @@ void check_semantics(const toml::table& root, std::string_view file) {
   check_range(root, "train.batch_size", 1, true, {}, file);
   check_range(root, "train.log_every_steps", 1, true, {}, file);
   check_range(root, "eval.batch_size", 0, true, {}, file);
-  check_range(root, "eval.every_epochs", 1, true, {}, file);
+  check_range(root, "eval.every", 1, true, {}, file);
+  check_range(root, "checkpoint.every", 1, true, {}, file);
+  check_range(root, "checkpoint.keep_last", 0, true, {}, file);
+  check_range(root, "checkpoint.save_top_k", 0, true, {}, file);
+  check_range(root, "train.overfit_batches", 0, true, {}, file);
+  check_range(root, "early_stopping.patience", 0, true, {}, file);
+  check_range(root, "early_stopping.min_delta", 0, true, {}, file);
+  check_range(root, "optim.alpha", 0, true, 1.0, file);
   check_range(root, "optim.lr", 0, false, {}, file);
   check_range(root, "optim.weight_decay", 0, true, {}, file);
   check_range(root, "optim.momentum", 0, true, 1.0, file);
@@ -209,6 +262,8 @@ void validate_host_table(const toml::table& root, std::string_view source_file) 
       const std::string path = name + "." + std::string(child_key.str());
       if (const ComponentSlot* slot = find_component_slot(path)) {
         check_slot(*slot, child, source_file);
+      } else if (path == kParamGroupsPath) {
+        check_param_groups(child, source_file);
       } else if (const KeySpec* spec = find_host_key(path)) {
         check_host_key(*spec, child, source_file);
       } else {

@@ -37,6 +37,18 @@ std::vector<T> get_array(const toml::table& root, std::string_view path) {
   return values;
 }
 
+std::vector<ParamGroupRule> param_group_rules(const toml::table& root) {
+  std::vector<ParamGroupRule> rules;
+  if (const toml::array* groups = root.at_path("optim.param_groups").as_array()) {
+    for (const toml::node& node : *groups) {
+      const toml::table& group = *node.as_table(); // shape checked by validate_host_table
+      rules.push_back({group["pattern"].value<std::string>().value_or(""), group["lr"].value<double>(),
+                       group["weight_decay"].value<double>()});
+    }
+  }
+  return rules;
+}
+
 /// Moves `table` out of the run table (keeping its nodes' source positions for
 /// validate_component) and splits off the `component` id.
 ComponentConfig take_component(toml::table& table, std::string key_path) {
@@ -74,12 +86,15 @@ RunConfig build_run_config(toml::table root, std::string_view source_name,
   cfg.resolved = root;
   cfg.run = {get_string(root, "run.name"), get_string(root, "run.output_dir"),
              get_int(root, "run.seed"), get_string(root, "run.device"),
-             get_bool(root, "run.deterministic"), get_int(root, "run.threads")};
+             get_bool(root, "run.deterministic"), get_int(root, "run.threads"),
+             get_bool(root, "run.channels_last"), get_bool(root, "run.cudnn_benchmark"),
+             get_bool(root, "run.tf32")};
   cfg.train = {get_int(root, "train.epochs"), get_int(root, "train.batch_size"),
                get_int(root, "train.log_every_steps"), get_bool(root, "train.drop_last"),
                get_int(root, "train.grad_accum_steps"), get_float(root, "train.max_grad_norm"),
                get_float(root, "train.grad_norm_type"), get_float(root, "train.clip_value"),
-               get_string(root, "train.nan_policy")};
+               get_string(root, "train.nan_policy"), get_int(root, "train.overfit_batches"),
+               get_bool(root, "train.fast_dev_run")};
   cfg.amp = {get_string(root, "amp.precision"), get_float(root, "amp.init_scale"),
              get_float(root, "amp.growth_factor"), get_float(root, "amp.backoff_factor"),
              get_int(root, "amp.growth_interval")};
@@ -95,17 +110,25 @@ RunConfig build_run_config(toml::table root, std::string_view source_name,
                   get_int(root, "schedule.patience"), get_float(root, "schedule.threshold"),
                   get_string(root, "schedule.threshold_mode"), get_int(root, "schedule.cooldown"),
                   get_float(root, "schedule.eps"), get_string(root, "schedule.monitor")};
-  cfg.eval = {get_int(root, "eval.batch_size"), get_int(root, "eval.every_epochs")};
+  cfg.eval = {get_int(root, "eval.batch_size"), get_string(root, "eval.strategy"), get_int(root, "eval.every")};
   cfg.optim = {get_string(root, "optim.name"),     get_float(root, "optim.lr"),
                get_float(root, "optim.weight_decay"), get_float(root, "optim.momentum"),
                get_bool(root, "optim.nesterov"),   get_array<double>(root, "optim.betas"),
-               get_float(root, "optim.eps")};
+               get_float(root, "optim.eps"),       get_bool(root, "optim.amsgrad"),
+               get_float(root, "optim.alpha"),     get_bool(root, "optim.centered"),
+               get_string(root, "optim.implementation"), param_group_rules(root)};
   cfg.data.num_workers = get_int(root, "data.num_workers");
   cfg.data.prefetch = get_int(root, "data.prefetch");
   cfg.data.shuffle = get_bool(root, "data.shuffle");
   cfg.data.val_from_train = get_bool(root, "data.val_from_train");
-  cfg.checkpoint = {get_bool(root, "checkpoint.save_last"), get_bool(root, "checkpoint.save_best"),
-                    get_string(root, "checkpoint.monitor"), get_string(root, "checkpoint.mode")};
+  cfg.checkpoint = {get_string(root, "checkpoint.strategy"),   get_int(root, "checkpoint.every"),
+                    get_bool(root, "checkpoint.save_last"),     get_int(root, "checkpoint.keep_last"),
+                    get_int(root, "checkpoint.save_top_k"),     get_bool(root, "checkpoint.load_best_at_end"),
+                    get_string(root, "checkpoint.monitor"),     get_string(root, "checkpoint.mode")};
+  cfg.early_stopping = {get_int(root, "early_stopping.patience"), get_string(root, "early_stopping.monitor"),
+                        get_string(root, "early_stopping.mode"), get_float(root, "early_stopping.min_delta"),
+                        get_bool(root, "early_stopping.check_finite")};
+  cfg.plots = {get_bool(root, "plots.enabled")};
   cfg.progress = {get_string(root, "progress.mode"), get_float(root, "progress.every_seconds")};
   cfg.plugin_dirs = get_array<std::string>(root, "plugins.dirs");
 
@@ -116,6 +139,10 @@ RunConfig build_run_config(toml::table root, std::string_view source_name,
     cfg.data.val = take_component(*val, "data.val");
   }
   cfg.model = take_component(*root.get_as<toml::table>("model"), "model");
+  // A host key inside the component table (validated by validate_host_table): the host drives
+  // the recomputation, the plugin only declares its blocks.
+  cfg.activation_checkpointing = cfg.model.options[kActivationCheckpointingKey].value<bool>().value_or(false);
+  cfg.model.options.erase(kActivationCheckpointingKey);
   cfg.loss = take_component(*root.get_as<toml::table>("loss"), "loss");
   cfg.metrics = take_components(root, "metrics");
   cfg.callbacks = take_components(root, "callbacks");

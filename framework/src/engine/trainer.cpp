@@ -141,7 +141,7 @@ FitSummary Trainer::fit() {
     train_epoch(epoch_);
     Scalars eval;
     const bool last = epoch_ + 1 == config_.train.epochs || stop_requested_;
-    if (val_loader_ && ((epoch_ + 1) % config_.eval.every_epochs == 0 || last)) {
+    if (val_loader_ && ((epoch_ + 1) % config_.eval.every == 0 || last)) {
       eval = evaluate();
       summary.last_eval = eval;
       for (const auto& [name, value] : eval)
@@ -247,7 +247,7 @@ void Trainer::save_checkpoints(int64_t epoch, const Scalars& eval) {
     save_checkpoint(dir / "last.pt", contents);
     dispatch(TP_EVENT_CHECKPOINT_SAVE, {}, (dir / "last.pt").string());
   }
-  if (improved && config_.checkpoint.save_best) {
+  if (improved && config_.checkpoint.save_top_k > 0) {
     save_checkpoint(dir / "best.pt", contents);
     dispatch(TP_EVENT_CHECKPOINT_SAVE, {{config_.checkpoint.monitor, best_}}, (dir / "best.pt").string());
   }

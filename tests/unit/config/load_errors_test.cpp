@@ -69,10 +69,10 @@ TEST_CASE("wrong type: expected vs got, with position") {
 }
 
 TEST_CASE("a string outside the choices lists them") {
-  const tp::ConfigError optim = error_of("[optim]\nname = \"adam\"\n");
+  const tp::ConfigError optim = error_of("[optim]\nname = \"adagrad\"\n");
   CHECK(optim.key_path() == "optim.name");
   TP_CHECK_CONTAINS(std::string(optim.what()), "run.toml:2:8");
-  TP_CHECK_CONTAINS(std::string(optim.what()), "expected sgd or adamw");
+  TP_CHECK_CONTAINS(std::string(optim.what()), "expected sgd, adam, adamw or rmsprop");
 
   for (const char* bad : {"gpu", "cuda:", "cuda:x", "cuda:1a", "CPU"}) {
     CAPTURE(bad);
@@ -166,3 +166,36 @@ TEST_CASE("semantic limits") {
 }
 
 }  // namespace
+
+TEST_CASE("[[optim.param_groups]] and model.activation_checkpointing are host keys") {
+  const tp::RunConfig cfg = load_text(kRequiredComponents +
+                                      "[[optim.param_groups]]\npattern = \"head.*\"\nlr = 0.5\n"
+                                      "[[optim.param_groups]]\npattern = \"*.bias\"\nweight_decay = 0\n");
+  REQUIRE(cfg.optim.param_groups.size() == 2);
+  CHECK(cfg.optim.param_groups[0].pattern == "head.*");
+  CHECK(cfg.optim.param_groups[0].lr == 0.5);
+  CHECK_FALSE(cfg.optim.param_groups[0].weight_decay.has_value());
+  CHECK(cfg.optim.param_groups[1].weight_decay == 0.0);
+
+  const tp::ConfigError missing =
+      error_of("[[optim.param_groups]]\nlr = 0.5\n");
+  CHECK(missing.key_path() == "optim.param_groups[0].pattern");
+  const tp::ConfigError unknown =
+      error_of("[[optim.param_groups]]\npattern = \"a\"\nmomentum = 0.5\n");
+  TP_CHECK_CONTAINS(std::string(unknown.what()), "accepts pattern, lr and weight_decay");
+  const tp::ConfigError negative =
+      error_of("[[optim.param_groups]]\npattern = \"a\"\nlr = -1\n");
+  CHECK(negative.key_path() == "optim.param_groups[0].lr");
+
+  const tp::RunConfig checkpointed = load_text(
+      "[model]\ncomponent = \"m\"\nactivation_checkpointing = true\nwidth = 3\n"
+      "[loss]\ncomponent = \"l\"\n[data.train]\ncomponent = \"d\"\n");
+  CHECK(checkpointed.activation_checkpointing);
+  CHECK_FALSE(checkpointed.model.options.contains("activation_checkpointing"));
+  CHECK(checkpointed.model.options.contains("width"));
+  const tp::ConfigError wrong = expect_config_error([] {
+    load_text("[model]\ncomponent = \"m\"\nactivation_checkpointing = 1\n[loss]\ncomponent = \"l\"\n"
+              "[data.train]\ncomponent = \"d\"\n");
+  });
+  CHECK(wrong.key_path() == "model.activation_checkpointing");
+}

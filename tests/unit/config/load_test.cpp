@@ -27,7 +27,8 @@ TEST_CASE("defaults fill every host key") {
   CHECK(cfg.train.log_every_steps == 50);
   CHECK(cfg.train.drop_last);
   CHECK(cfg.eval.batch_size == 0);
-  CHECK(cfg.eval.every_epochs == 1);
+  CHECK(cfg.eval.every == 1);
+  CHECK(cfg.eval.strategy == "epoch");
   CHECK(cfg.optim.name == "adamw");
   CHECK(cfg.optim.lr == doctest::Approx(1e-3));
   CHECK(cfg.optim.weight_decay == doctest::Approx(0.01));
@@ -40,7 +41,7 @@ TEST_CASE("defaults fill every host key") {
   CHECK(cfg.data.shuffle);
   CHECK(cfg.data.val_from_train);
   CHECK(cfg.checkpoint.save_last);
-  CHECK(cfg.checkpoint.save_best);
+  CHECK(cfg.checkpoint.save_top_k == 1);
   CHECK(cfg.checkpoint.monitor == "val/loss");
   CHECK(cfg.checkpoint.mode == "min");
   CHECK(cfg.progress.mode == "auto");

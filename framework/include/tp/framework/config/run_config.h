@@ -32,6 +32,9 @@ struct RunSection {
   std::string device;     ///< "auto" | "cpu" | "cuda" | "cuda:N"
   bool deterministic;     ///< deterministic algorithms only; cuDNN benchmark off
   int64_t threads;        ///< intra-op threads; 0 = physical cores minus loader threads (min 1)
+  bool channels_last;     ///< model and 4-D inputs in channels-last memory format
+  bool cudnn_benchmark;   ///< cuDNN autotuning per shape (never with deterministic)
+  bool tf32;              ///< TF32 tensor cores for fp32 matmul/convolution on CUDA
   bool operator==(const RunSection&) const = default; ///< field-wise
 };
 
@@ -45,6 +48,8 @@ struct TrainSection {
   double grad_norm_type;    ///< the norm of max_grad_norm (2 = Euclidean; inf allowed)
   double clip_value;        ///< clamp every gradient element to [-v, v]; 0 = off
   std::string nan_policy;   ///< "stop" | "skip": what a non-finite training loss does
+  int64_t overfit_batches;  ///< > 0: train and validate on the first N training batches, unshuffled
+  bool fast_dev_run;        ///< one training step and one evaluation batch; nothing written
   bool operator==(const TrainSection&) const = default; ///< field-wise
 };
 
@@ -87,19 +92,34 @@ struct ScheduleSection {
 };
 
 struct EvalSection {
-  int64_t batch_size; ///< 0 = train.batch_size
-  int64_t every_epochs;
+  int64_t batch_size;   ///< 0 = train.batch_size
+  std::string strategy; ///< "epoch" | "steps" | "no"
+  int64_t every;        ///< interval in units of `strategy`
   bool operator==(const EvalSection&) const = default; ///< field-wise
 };
 
+/// One [[optim.param_groups]] rule: parameters whose name matches `pattern` (a shell glob, `*`
+/// also crosses dots) get these overrides. The first matching rule wins.
+struct ParamGroupRule {
+  std::string pattern;
+  std::optional<double> lr;           ///< absent = optim.lr
+  std::optional<double> weight_decay; ///< absent = the default rule (optim.weight_decay on dim >= 2, else 0)
+  bool operator==(const ParamGroupRule&) const = default; ///< field-wise
+};
+
 struct OptimSection {
-  std::string name; ///< "sgd" | "adamw"
+  std::string name; ///< "sgd" | "adam" | "adamw" | "rmsprop"
   double lr;
   double weight_decay; ///< never applied to tensors with dim < 2 (biases, norms)
   double momentum;     ///< sgd
   bool nesterov;       ///< sgd
-  std::vector<double> betas; ///< adamw, two values
-  double eps;          ///< adamw
+  std::vector<double> betas; ///< adam, adamw: two values
+  double eps;          ///< adam, adamw, rmsprop
+  bool amsgrad;        ///< adam, adamw
+  double alpha;        ///< rmsprop
+  bool centered;       ///< rmsprop
+  std::string implementation; ///< "auto" | "fused" | "for_loop"
+  std::vector<ParamGroupRule> param_groups; ///< [[optim.param_groups]], in file order
   bool operator==(const OptimSection&) const = default; ///< field-wise
 };
 
@@ -114,11 +134,30 @@ struct DataSection {
 };
 
 struct CheckpointSection {
-  bool save_last;
-  bool save_best;
-  std::string monitor; ///< "val/loss", "val/accuracy", ...
-  std::string mode;    ///< "min" | "max"
+  std::string strategy; ///< "epoch" | "steps" | "no"
+  int64_t every;        ///< interval in units of `strategy`
+  bool save_last;       ///< last.pt, the resume point
+  int64_t keep_last;    ///< numbered checkpoints kept (step-NNNNNNNN.pt)
+  int64_t save_top_k;   ///< best checkpoints kept (best.pt, best-2.pt, ...)
+  bool load_best_at_end;
+  std::string monitor;  ///< "val/loss", "val/accuracy", ...
+  std::string mode;     ///< "min" | "max"
   bool operator==(const CheckpointSection&) const = default; ///< field-wise
+};
+
+/// [early_stopping]: stop when `monitor` has not improved for `patience` evaluations.
+struct EarlyStoppingSection {
+  int64_t patience; ///< 0 = off
+  std::string monitor;
+  std::string mode; ///< "min" | "max"
+  double min_delta;
+  bool check_finite;
+  bool operator==(const EarlyStoppingSection&) const = default; ///< field-wise
+};
+
+struct PlotsSection {
+  bool enabled; ///< redraw plots/*.png after every evaluation
+  bool operator==(const PlotsSection&) const = default; ///< field-wise
 };
 
 struct ProgressSection {
@@ -138,8 +177,11 @@ struct RunConfig {
   ProgressSection progress;
   AmpSection amp;
   ScheduleSection schedule;
+  EarlyStoppingSection early_stopping;
+  PlotsSection plots;
   std::vector<std::string> plugin_dirs; ///< [plugins] dirs
   ComponentConfig model;
+  bool activation_checkpointing = false; ///< [model] activation_checkpointing: recompute declared blocks in backward
   ComponentConfig loss;
   std::vector<ComponentConfig> metrics;
   std::vector<ComponentConfig> callbacks;

@@ -42,6 +42,13 @@ struct ComponentSlot {
 /// The reserved key of every component table; its string value is the component id.
 inline constexpr std::string_view kComponentKey = "component";
 
+/// The host key allowed inside the [model] component table: `activation_checkpointing = true`
+/// makes the host recompute the blocks the model declares (a model plugin cannot declare it).
+inline constexpr std::string_view kActivationCheckpointingKey = "activation_checkpointing";
+
+/// The array of tables [[optim.param_groups]]: `pattern` (required), `lr`, `weight_decay`.
+inline constexpr std::string_view kParamGroupsPath = "optim.param_groups";
+
 /// Every host key, in the order of configs/reference.toml. Static storage; never empty.
 const std::vector<KeySpec>& host_key_schema();
 

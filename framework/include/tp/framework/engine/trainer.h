@@ -54,7 +54,7 @@ class Trainer {
   Trainer(const Trainer&) = delete; // Disabling meaningless Trainer copy.
   Trainer& operator=(const Trainer&) = delete;
 
-  /// Trains for train.epochs epochs (evaluating every eval.every_epochs) and returns the summary.
+  /// Trains for train.epochs epochs (evaluating every eval.every) and returns the summary.
   FitSummary fit();
   /// Evaluates the current model on the validation split: "val/loss" and "val/<metric>".
   Scalars evaluate();
