@@ -17,7 +17,8 @@ constexpr const char* kUsage =
     "       host eval --config FILE [--checkpoint best|last|PATH] [--set KEY=VALUE]...\n"
     "       host export --checkpoint PATH --format safetensors --output FILE\n"
     "       host plugins list [--verbose] [--config FILE] [--plugin-dir DIR]...\n"
-    "       host plugins check FILE.so\n";
+    "       host plugins check FILE.so\n"
+    "       host plot RUN_DIR\n";
 
 po::options_description describe(Options& o) {
   po::options_description d("options");
@@ -73,13 +74,20 @@ Options parse(int argc, char** argv) {
     }
     return o;
   }
+  if (o.command == "plot") {
+    if (words.size() != 1)
+      throw ConfigError("", "host plot takes exactly one RUN_DIR (the directory a training run wrote).\n" +
+                                std::string(kUsage));
+    o.run_dir = words[0];
+    return o;
+  }
   if (o.command == "export") {
     if (!words.empty() || o.output.empty() || o.checkpoint == "best")
       throw ConfigError("", "host export needs --checkpoint PATH and --output FILE.\n" + std::string(kUsage));
     return o;
   }
   if (o.command != "train" && o.command != "eval")
-    throw ConfigError("", "unknown command '" + o.command + "' (train, eval, export, plugins).\n" + std::string(kUsage));
+    throw ConfigError("", "unknown command '" + o.command + "' (train, eval, export, plugins, plot).\n" + std::string(kUsage));
   if (!words.empty()) throw ConfigError("", "unexpected argument '" + words[0] + "'.\n" + std::string(kUsage));
   if (o.config.empty()) throw ConfigError("", "host " + o.command + " needs --config FILE.\n" + std::string(kUsage));
   return o;

@@ -5,6 +5,7 @@
 //   host export --checkpoint PATH --format safetensors --output FILE
 //   host plugins list [--verbose] [--config run.toml] [--plugin-dir DIR]...
 //   host plugins check FILE.so
+//   host plot RUN_DIR
 #pragma once
 
 #include <optional>
@@ -15,7 +16,7 @@ namespace tp::cli {
 
 /// Everything the command line said.
 struct Options {
-  std::string command = "train";   ///< "train" | "eval" | "export" | "plugins"
+  std::string command = "train";   ///< "train" | "eval" | "export" | "plugins" | "plot"
   std::string action;              ///< plugins: "list" | "check"
   std::string config;              ///< --config
   std::vector<std::string> sets;   ///< --set key.path=value (in order)
@@ -26,6 +27,7 @@ struct Options {
   std::string format = "safetensors"; ///< export: output format
   std::string output;              ///< export: output file
   std::string file;                ///< plugins check FILE
+  std::string run_dir;             ///< plot RUN_DIR
   bool verbose = false;
   bool help = false;
   std::string help_text;           ///< filled when help is true

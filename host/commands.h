@@ -13,5 +13,7 @@ int run_eval(const Options& options);
 int run_export(const Options& options);
 /// `host plugins list|check`.
 int run_plugins(const Options& options);
+/// `host plot RUN_DIR`: redraws RUN_DIR/plots/*.png from RUN_DIR/history.jsonl, prints each path.
+int run_plot(const Options& options);
 
 }  // namespace tp::cli

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
     if (options.command == "plugins") return cli::run_plugins(options);
     if (options.command == "eval") return cli::run_eval(options);
     if (options.command == "export") return cli::run_export(options);
+    if (options.command == "plot") return cli::run_plot(options);
     return cli::run_train(options);
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "host: configuration error: %s\n", e.what());

@@ -82,6 +82,7 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointContents
   // Lists of numbers pickle as torch.jit._pickle.build_doublelist, which weights_only loading
   // refuses: numeric vectors travel as float64 tensors.
   root.insert("running_loss", at::tensor(c.running_loss, at::TensorOptions().dtype(at::kDouble)));
+  root.insert("early_stopping", at::tensor(c.early_stopping, at::TensorOptions().dtype(at::kDouble)));
   root.insert("step", c.step);
   root.insert("monitor", c.monitor);
   root.insert("best", c.best);
@@ -126,6 +127,10 @@ LoadedCheckpoint load_checkpoint(const std::filesystem::path& path) {
       out.running_loss.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
     }
     out.step = root.at("step").toInt();
+    if (root.contains("early_stopping")) {
+      const at::Tensor t = root.at("early_stopping").toTensor().contiguous().to(at::kDouble);
+      out.early_stopping.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+    }
     out.monitor = root.at("monitor").toStringRef();
     out.best = root.at("best").toDouble();
     out.config_toml = root.at("config").toStringRef();

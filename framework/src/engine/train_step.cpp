@@ -20,26 +20,28 @@ void Trainer::train_epoch(int64_t epoch) {
   // A resumed run starts inside its first epoch; checkpoints are written at window boundaries.
   int64_t done = std::exchange(start_batch_, 0);
   train_loader_->start_epoch(static_cast<uint64_t>(epoch), done);
-  const int64_t batches = train_loader_->batches_per_epoch();
+  const int64_t batches = train_batches_;
   const int64_t accum = config_.train.grad_accum_steps;
-  progress_.start_epoch(epoch, config_.train.epochs, batches);
+  progress_.start_epoch(epoch, epochs_, batches);
   dispatch(TP_EVENT_EPOCH_BEGIN, {});
-  while (auto batch = train_loader_->next()) {
+  epoch_start_ = window_start_ = std::chrono::steady_clock::now();
+  epoch_wait_s_ = window_wait_s_ = 0.0;
+  epoch_samples_ = window_samples_ = window_steps_ = 0;
+  while (done < batches) {
+    auto batch = train_loader_->next();
+    if (!batch) break;
+    const double wait = train_loader_->last_wait_seconds();
+    const int64_t samples = batch->empty() ? 0 : batch->front().second.size(0);
+    window_wait_s_ += wait;
+    epoch_wait_s_ += wait;
+    window_samples_ += samples;
+    epoch_samples_ += samples;
     const int64_t window_start = (done / accum) * accum;
     const Window window{std::min(accum, batches - window_start), done == window_start,
                         done + 1 == std::min(window_start + accum, batches)};
     train_step(*batch, window);
     ++done;
-    double loss = std::numeric_limits<double>::quiet_NaN();
-    if (window.last && step_ % config_.train.log_every_steps == 0) {
-      loss = read_window_loss();
-      const double lr = current_lr(*optim_.optimizer);
-      history_.add({"step", {{"step", double(step_)}, {"epoch", double(epoch)}, {"lr", lr}, {"train/loss", loss}}});
-      const uint32_t requests = dispatch(TP_EVENT_STEP_END, {{"train/loss", loss}, {"lr", lr}});
-      if (requests & TP_REQUEST_STOP) stop_requested_ = true;
-      if (requests & TP_REQUEST_SAVE) save_position();
-    }
-    progress_.update(done, loss, current_lr(*optim_.optimizer));
+    if (window.last) after_optimizer_step(epoch, done);
     if (const int signal_number = pending_stop_signal(); signal_number != 0 && window.last) {
       // Finish the step, save exactly here, and leave: --resume continues from this batch.
       save_position();
@@ -50,6 +52,49 @@ void Trainer::train_epoch(int64_t epoch) {
     }
     if (stop_requested_ && window.last) break;
   }
+}
+
+void Trainer::after_optimizer_step(int64_t epoch, int64_t done) {
+  ++window_steps_;
+  double loss = std::numeric_limits<double>::quiet_NaN();
+  const double lr = current_lr(*optim_.optimizer);
+  if (step_ % config_.train.log_every_steps == 0) {
+    // Throughput meter: wall time includes the device work only because reading the loss below
+    // synchronises, so per-step times are exact over a logging window, not per step.
+    loss = read_window_loss();
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start_).count();
+    const double steps = static_cast<double>(std::max<int64_t>(1, window_steps_));
+    HistoryRecord record{"step",
+                         {{"step", double(step_)},
+                          {"epoch", double(epoch)},
+                          {"lr", lr},
+                          {"train/loss", loss},
+                          {"time/step_s", wall / steps},
+                          {"time/data_wait_s", window_wait_s_ / steps},
+                          {"throughput/samples_per_s", wall > 0 ? double(window_samples_) / wall : 0.0}}};
+    // LR monitor: every parameter group's lr when they differ ([[optim.param_groups]]).
+    const auto& groups = optim_.optimizer->param_groups();
+    bool differ = false;
+    for (const auto& group : groups) differ |= group.options().get_lr() != lr;
+    for (std::size_t i = 0; differ && i < groups.size(); ++i)
+      record.values.emplace_back("lr/group" + std::to_string(i), groups[i].options().get_lr());
+    history_.add(std::move(record));
+    window_start_ = std::chrono::steady_clock::now();
+    window_wait_s_ = 0.0;
+    window_samples_ = window_steps_ = 0;
+    const uint32_t requests = dispatch(TP_EVENT_STEP_END, {{"train/loss", loss}, {"lr", lr}});
+    if (requests & TP_REQUEST_STOP) stop_requested_ = true;
+    if (requests & TP_REQUEST_SAVE) save_position();
+  }
+  progress_.update(done, loss, lr);
+  // Step strategies: evaluate, then save (so the save can be the best one).
+  if (val_loader_ && due(config_.eval.strategy, config_.eval.every, false, epoch)) {
+    run_evaluation();
+    draw_plots();
+  }
+  const bool periodic = due(config_.checkpoint.strategy, config_.checkpoint.every, false, epoch);
+  if (periodic || last_eval_step_ == step_) save(periodic, epoch, train_loader_->next_batch_index());
 }
 
 void Trainer::train_step(NamedTensors& cpu_batch, const Window& window) {

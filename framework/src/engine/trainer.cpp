@@ -2,9 +2,11 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 #include <torch/serialize/input-archive.h>
 #include <c10/core/GradMode.h>
 #include <torch/optim/optimizer.h>
+#include <torch/version.h>
 
 #include <chrono>
 #include <cmath>
@@ -15,6 +17,7 @@
 #include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/error.h"
 #include "tp/framework/config/write.h"
+#include "tp/framework/report/plots.h"
 #include "tp/framework/util/atomic_file.h"
 
 namespace tp {
@@ -50,6 +53,8 @@ Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device devi
       run_dir_(std::move(run_dir)),
       rank_(rank),
       world_size_(world_size),
+      writes_(rank == 0 && !config.train.fast_dev_run),
+      epochs_(config.train.fast_dev_run ? 1 : config.train.epochs),
       precision_(parse_precision(config.amp.precision)),
       scaler_(GradScalerOptions()
                   .init_scale(config.amp.init_scale)
@@ -57,20 +62,44 @@ Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device devi
                   .backoff_factor(config.amp.backoff_factor)
                   .growth_interval(config.amp.growth_interval)
                   .enabled(needs_grad_scaler(precision_))),
-      history_(run_dir_, rank == 0),
+      history_(run_dir_, writes_),
       progress_(config.progress.mode, config.progress.every_seconds, rank == 0),
-      best_(config.checkpoint.mode == "max" ? -std::numeric_limits<double>::infinity()
-                                            : std::numeric_limits<double>::infinity()) {
+      checkpoints_(run_dir_ / "checkpoints", config.checkpoint, writes_),
+      early_stopping_(config.early_stopping) {
   check_precision_supported(precision_, device_);
+  apply_switches();
   init_model();
-  train_loader_ = std::make_unique<DataLoader>(
-      parts_.train_data, loader_options(config_, config_.train.batch_size, LoaderMode::kTrain, rank_, world_size_, device_));
+  const TrainSection& t = config_.train;
+  const bool overfit = t.overfit_batches > 0;
+  LoaderOptions train_options = loader_options(config_, t.batch_size, LoaderMode::kTrain, rank_, world_size_, device_);
+  if (overfit) train_options.shuffle(false); // the same N batches every epoch
+  train_loader_ = std::make_unique<DataLoader>(parts_.train_data, train_options);
+  train_batches_ = train_loader_->batches_per_epoch();
+  if (overfit) {
+    if (t.overfit_batches > train_batches_)
+      throw ConfigError("train.overfit_batches", "train.overfit_batches = " + std::to_string(t.overfit_batches) +
+                                                     " but the training split has only " + std::to_string(train_batches_) +
+                                                     " batches of " + std::to_string(t.batch_size) + ". Lower it.");
+    train_batches_ = t.overfit_batches;
+    eval_batches_ = t.overfit_batches;
+  }
+  if (t.fast_dev_run) {
+    train_batches_ = std::min(train_batches_, t.grad_accum_steps); // one optimizer step
+    eval_batches_ = 1;
+  }
   init_schedule();
-  if (parts_.val_data) {
-    const int64_t eval_batch = config_.eval.batch_size > 0 ? config_.eval.batch_size : config_.train.batch_size;
+  if (overfit) {
+    // Validate on exactly the samples trained on: the training split, unshuffled, same batches.
+    val_loader_ = std::make_unique<DataLoader>(
+        parts_.train_data, loader_options(config_, t.batch_size, LoaderMode::kEvalExact, rank_, world_size_, device_));
+    log_.info("overfit_batches: training and validating on the first " + std::to_string(t.overfit_batches) +
+              " training batches; the loss should approach zero");
+  } else if (parts_.val_data && config_.eval.strategy != "no") {
+    const int64_t eval_batch = config_.eval.batch_size > 0 ? config_.eval.batch_size : t.batch_size;
     val_loader_ = std::make_unique<DataLoader>(
         parts_.val_data, loader_options(config_, eval_batch, LoaderMode::kEvalExact, rank_, world_size_, device_));
   }
+  if (t.fast_dev_run) log_.info("fast_dev_run: one optimizer step and one evaluation batch; nothing is written");
 }
 
 Trainer::~Trainer() = default;
@@ -103,8 +132,7 @@ void Trainer::init_schedule() {
   o.eps = s.eps;
   // Time is optimizer steps: a window of grad_accum_steps micro-batches is one step, and the
   // epoch's short last window counts too (lessons-from-peers 5).
-  const int64_t total = total_optimizer_steps(config_.train.epochs, train_loader_->batches_per_epoch(),
-                                              config_.train.grad_accum_steps);
+  const int64_t total = total_optimizer_steps(epochs_, train_batches_, config_.train.grad_accum_steps);
   scheduler_ = make_scheduler(o, *optim_.optimizer, total);
   log_.info("schedule " + s.name + " over " + std::to_string(total) + " optimizer steps; precision " +
             std::string(to_string(precision_)));
@@ -114,6 +142,14 @@ void Trainer::init_model() {
   parts_.model->to_device(device_, c10::kFloat);
   for (auto& metric : parts_.metrics) metric->to_device(device_);
   model_state_ = parts_.model->state(); // after to_device: handles from before are invalid
+  if (config_.run.channels_last) {
+    // What Python's module.to(memory_format=torch.channels_last) does: swap each 4-D tensor's
+    // storage in place (set_data), so the plugin's own handles see the new layout.
+    c10::NoGradGuard no_grad;
+    for (auto& s : model_state_)
+      if (s.tensor.dim() == 4) s.tensor.set_data(s.tensor.contiguous(at::MemoryFormat::ChannelsLast));
+  }
+
   optim_ = make_optimizer(config_.optim, model_state_);
   int64_t parameters = 0, trainable = 0;
   for (const auto& s : model_state_)
@@ -137,24 +173,23 @@ FitSummary Trainer::fit() {
   FitSummary summary;
   summary.monitor = config_.checkpoint.monitor;
   dispatch(TP_EVENT_FIT_BEGIN, {});
-  for (epoch_ = start_epoch_; epoch_ < config_.train.epochs && !stop_requested_; ++epoch_) {
+  for (epoch_ = start_epoch_; epoch_ < epochs_ && !stop_requested_; ++epoch_) {
     train_epoch(epoch_);
-    Scalars eval;
-    const bool last = epoch_ + 1 == config_.train.epochs || stop_requested_;
-    if (val_loader_ && ((epoch_ + 1) % config_.eval.every == 0 || last)) {
-      eval = evaluate();
-      summary.last_eval = eval;
-      for (const auto& [name, value] : eval)
-        if (name == config_.schedule.monitor) scheduler_->step_metric(value);
-      dispatch(TP_EVENT_EVAL_END, eval);
-    }
-    end_epoch(epoch_, eval);
+    end_epoch(epoch_);
   }
-  dispatch(TP_EVENT_FIT_END, summary.last_eval);
+  // The run ends evaluated and saved at its final step, whatever the strategies' intervals.
+  if (val_loader_ && config_.eval.strategy == "steps" && last_eval_step_ != step_) run_evaluation();
+  if (config_.checkpoint.strategy != "no" && last_save_step_ != step_) save(true, epoch_, 0);
+  if (config_.checkpoint.load_best_at_end && !config_.train.fast_dev_run) load_best();
+  summary.loaded_best = config_.checkpoint.load_best_at_end && checkpoints_.best().has_value();
+  dispatch(TP_EVENT_FIT_END, last_eval_);
+  draw_plots();
   summary.epochs = epoch_;
   summary.steps = step_;
-  summary.best = best_;
+  summary.last_eval = last_eval_;
+  summary.best = checkpoints_.best().value_or(std::numeric_limits<double>::quiet_NaN());
   summary.stopped_early = stop_requested_;
+  summary.stop_reason = stop_reason_;
   summary.skipped_steps = skipped_steps_;
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;
@@ -169,6 +204,7 @@ Scalars Trainer::evaluate() {
     // Inference mode: no autograd bookkeeping at all (cheaper than no_grad).
     c10::InferenceMode inference;
     val_loader_->start_epoch(0);
+    int64_t batches = 0;
     while (auto cpu_batch = val_loader_->next()) {
       const NamedTensors batch = to_device(std::move(*cpu_batch));
       const NamedTensors outputs = parts_.model->forward(batch);
@@ -176,6 +212,7 @@ Scalars Trainer::evaluate() {
       loss_sum.add_(terms.sum.to(at::kDouble));
       count.add_(terms.count.to(at::kDouble));
       for (auto& metric : parts_.metrics) metric->update(outputs, batch);
+      if (++batches == eval_batches_) break; // overfit_batches / fast_dev_run
     }
   }
   Scalars result;
@@ -186,24 +223,120 @@ Scalars Trainer::evaluate() {
   return result;
 }
 
-void Trainer::end_epoch(int64_t epoch, const Scalars& eval) {
+Scalars Trainer::run_evaluation() {
+  Scalars eval = evaluate();
+  last_eval_ = eval;
+  last_eval_step_ = step_;
+  monitor_value_.reset();
+  for (const auto& [name, value] : eval) {
+    if (name == config_.schedule.monitor) scheduler_->step_metric(value);
+    if (name == config_.checkpoint.monitor) monitor_value_ = value;
+  }
+  if (!monitor_value_ && config_.checkpoint.save_top_k > 0 && !config_.train.fast_dev_run) {
+    std::string names;
+    for (const auto& [name, value] : eval) names += (names.empty() ? "" : ", ") + name;
+    throw ConfigError("checkpoint.monitor", "checkpoint.monitor = \"" + config_.checkpoint.monitor +
+                                                "\" is not among the evaluated values (" + names +
+                                                "). Set it to one of them, or checkpoint.save_top_k = 0.");
+  }
+  const uint32_t requests = dispatch(TP_EVENT_EVAL_END, eval);
+  if (requests & TP_REQUEST_STOP) stop_requested_ = true;
+  if (auto reason = early_stopping_.update(eval)) {
+    // Decided from the evaluation, which every rank computes from the same reduced values.
+    stop_requested_ = true;
+    stop_reason_ = "early stopping: " + *reason;
+    log_.info(stop_reason_);
+  }
+  if (config_.eval.strategy == "steps") {
+    HistoryRecord record{"eval", {{"step", double(step_)}, {"epoch", double(epoch_)}}};
+    record.values.insert(record.values.end(), eval.begin(), eval.end());
+    history_.add(record);
+  }
+  return eval;
+}
+
+bool Trainer::due(const std::string& strategy, int64_t every, bool at_epoch_end, int64_t epoch) const {
+  if (strategy == "steps") return !at_epoch_end && step_ % every == 0;
+  if (strategy != "epoch" || !at_epoch_end) return false;
+  return (epoch + 1) % every == 0 || epoch + 1 == epochs_ || stop_requested_;
+}
+
+void Trainer::end_epoch(int64_t epoch) {
   const double train_loss = (epoch_loss_sum_ / epoch_count_).item<double>();
   epoch_loss_sum_.zero_();
   epoch_count_.zero_();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start_).count();
+  Scalars eval;
+  if (val_loader_ && due(config_.eval.strategy, config_.eval.every, true, epoch)) eval = run_evaluation();
   const double lr = current_lr(*optim_.optimizer);
-  HistoryRecord record{"epoch", {{"epoch", double(epoch + 1)}, {"step", double(step_)}, {"lr", lr}, {"train/loss", train_loss}}};
+  HistoryRecord record{"epoch",
+                       {{"epoch", double(epoch + 1)},
+                        {"step", double(step_)},
+                        {"lr", lr},
+                        {"train/loss", train_loss},
+                        {"time/epoch_s", seconds},
+                        {"time/data_wait_fraction", seconds > 0 ? epoch_wait_s_ / seconds : 0.0},
+                        {"throughput/samples_per_s", seconds > 0 ? double(epoch_samples_) / seconds : 0.0}}};
   for (const auto& value : eval) record.values.push_back(value);
   history_.add(record);
   history_.flush_csv();
   Scalars summary{{"train/loss", train_loss}};
   summary.insert(summary.end(), eval.begin(), eval.end());
   progress_.end_epoch(summary);
-  std::string line = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(config_.train.epochs);
+  std::string line = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs_);
   for (const auto& [name, value] : summary) line += " " + name + "=" + format_number(value);
+  line += " time=" + format_number(seconds) + "s data_wait=" +
+          std::to_string(static_cast<int>(seconds > 0 ? 100.0 * epoch_wait_s_ / seconds : 0.0)) + "%";
   log_.file_only(line);
   const uint32_t requests = dispatch(TP_EVENT_EPOCH_END, summary);
   if (requests & TP_REQUEST_STOP) stop_requested_ = true;
-  save_checkpoints(epoch, eval);
+  const bool periodic = due(config_.checkpoint.strategy, config_.checkpoint.every, true, epoch);
+  if (periodic || last_eval_step_ == step_) save(periodic, epoch + 1, 0);
+  if (!eval.empty()) draw_plots();
+}
+
+void Trainer::save(bool periodic, int64_t resume_epoch, int64_t resume_batch) {
+  if (config_.train.fast_dev_run || config_.checkpoint.strategy == "no") return;
+  // Best: only an evaluation taken at this very step describes these weights.
+  const std::optional<double> monitor = last_eval_step_ == step_ ? monitor_value_ : std::nullopt;
+  if (!periodic && !(monitor && checkpoints_.qualifies(*monitor))) return;
+  last_save_step_ = periodic ? step_ : last_save_step_;
+  std::vector<std::filesystem::path> written;
+  if (writes_) {
+    written = checkpoints_.save(checkpoint_contents(resume_epoch, resume_batch), step_, periodic, monitor);
+  } else {
+    checkpoints_.save(CheckpointContents{}, step_, periodic, monitor); // same ranking, no files
+  }
+  for (const auto& path : written) {
+    Scalars value;
+    if (monitor && path.filename().string().starts_with("best")) value.emplace_back(config_.checkpoint.monitor, *monitor);
+    dispatch(TP_EVENT_CHECKPOINT_SAVE, value, path.string());
+  }
+}
+
+void Trainer::load_best() {
+  const auto path = run_dir_ / "checkpoints" / "best.pt";
+  if (!checkpoints_.best() || !std::filesystem::exists(path)) {
+    log_.warn("checkpoint.load_best_at_end: no best checkpoint was saved (is checkpoint.save_top_k 0, or was the "
+              "run never evaluated?); keeping the final weights");
+    return;
+  }
+  const LoadedCheckpoint best = load_checkpoint(path);
+  restore_model_state(best, model_state_);
+  log_.info("load_best_at_end: loaded " + path.string() + " (" + config_.checkpoint.monitor + " = " +
+            format_number(best.best) + ", step " + std::to_string(best.step) + ")");
+  if (val_loader_) last_eval_ = evaluate();
+}
+
+void Trainer::draw_plots() {
+  if (!writes_ || !config_.plots.enabled) return;
+  // About 0.1-0.3 s on this thread for a 10k-step history (docs/plots.md); a plotting failure
+  // (a missing cairo driver) must never stop training.
+  try {
+    draw_run_plots(run_dir_);
+  } catch (const std::exception& e) {
+    log_.warn(std::string("plots were not drawn: ") + e.what());
+  }
 }
 
 CheckpointContents Trainer::checkpoint_contents(int64_t resume_epoch, int64_t resume_batch) const {
@@ -227,30 +360,14 @@ CheckpointContents Trainer::checkpoint_contents(int64_t resume_epoch, int64_t re
   contents.running_loss = {epoch_loss_sum_.item<double>(), epoch_count_.item<double>(),
                            window_loss_sum_.item<double>(), window_count_.item<double>()};
   contents.monitor = config_.checkpoint.monitor;
-  contents.best = best_;
+  contents.best = checkpoints_.best().value_or(std::numeric_limits<double>::quiet_NaN());
+  if (last_eval_step_ == step_ && monitor_value_ && checkpoints_.qualifies(*monitor_value_) &&
+      (!checkpoints_.best() || better(*monitor_value_, *checkpoints_.best(), config_.checkpoint.mode)))
+    contents.best = *monitor_value_; // this save makes it the best
+  contents.early_stopping = early_stopping_.state();
   contents.config_toml = to_toml_text(config_.resolved);
   contents.plugins = parts_.plugin_versions;
   return contents;
-}
-
-void Trainer::save_checkpoints(int64_t epoch, const Scalars& eval) {
-  if (rank_ != 0) return;
-  bool improved = false;
-  for (const auto& [name, value] : eval)
-    if (name == config_.checkpoint.monitor && std::isfinite(value) && better(value, best_, config_.checkpoint.mode)) {
-      best_ = value;
-      improved = true;
-    }
-  const CheckpointContents contents = checkpoint_contents(epoch + 1, 0);
-  const auto dir = run_dir_ / "checkpoints";
-  if (config_.checkpoint.save_last) {
-    save_checkpoint(dir / "last.pt", contents);
-    dispatch(TP_EVENT_CHECKPOINT_SAVE, {}, (dir / "last.pt").string());
-  }
-  if (improved && config_.checkpoint.save_top_k > 0) {
-    save_checkpoint(dir / "best.pt", contents);
-    dispatch(TP_EVENT_CHECKPOINT_SAVE, {{config_.checkpoint.monitor, best_}}, (dir / "best.pt").string());
-  }
 }
 
 void Trainer::save_position() {
@@ -289,7 +406,8 @@ void Trainer::resume_from(const LoadedCheckpoint& c) {
     window_loss_sum_.fill_(c.running_loss[2]);
     window_count_.fill_(c.running_loss[3]);
   }
-  if (c.monitor == config_.checkpoint.monitor) best_ = c.best;
+  checkpoints_.restore();
+  early_stopping_.load_state(c.early_stopping);
   history_.resume(c.step);
   log_.info("resumed at epoch " + std::to_string(c.epoch + 1) + ", batch " + std::to_string(c.batch) + ", step " +
             std::to_string(c.step));
@@ -314,9 +432,41 @@ uint32_t Trainer::dispatch(int32_t kind, const Scalars& scalars, const std::stri
 }
 
 NamedTensors Trainer::to_device(NamedTensors batch) const {
-  if (device_.is_cpu()) return batch;
-  for (auto& [name, tensor] : batch) tensor = tensor.to(device_, /*non_blocking=*/true);
+  for (auto& [name, tensor] : batch) {
+    // Pinned host memory (the loader pins on CUDA) makes this copy asynchronous.
+    if (!device_.is_cpu()) tensor = tensor.to(device_, /*non_blocking=*/true);
+    if (config_.run.channels_last && tensor.dim() == 4 && tensor.is_floating_point())
+      tensor = tensor.contiguous(at::MemoryFormat::ChannelsLast);
+  }
   return batch;
+}
+
+void Trainer::apply_switches() {
+  // Every switch is set explicitly, on or off, so nothing depends on what ran before in this
+  // process; the effective values are recorded next to config.toml.
+  auto& context = at::globalContext();
+  const bool benchmark = config_.run.cudnn_benchmark && !config_.run.deterministic;
+  if (config_.run.cudnn_benchmark && config_.run.deterministic)
+    log_.warn("run.cudnn_benchmark is ignored because run.deterministic = true (autotuning picks "
+              "algorithms by timing, which is not reproducible)");
+  context.setBenchmarkCuDNN(benchmark);
+  context.setAllowTF32CuBLAS(config_.run.tf32);
+  context.setAllowTF32CuDNN(config_.run.tf32);
+  if (!writes_) return;
+  std::ostringstream text;
+  text << "# Effective runtime settings of this run (written by the host; informational).\n"
+       << "device = \"" << device_.str() << "\"\n"
+       << "precision = \"" << to_string(precision_) << "\"\n"
+       << "world_size = " << world_size_ << "\n"
+       << "intra_op_threads = " << at::get_num_threads() << "\n"
+       << "deterministic = " << (context.deterministicAlgorithms() ? "true" : "false") << "\n"
+       << "channels_last = " << (config_.run.channels_last ? "true" : "false") << "\n"
+       << "cudnn_benchmark = " << (benchmark ? "true" : "false") << "\n"
+       << "tf32 = " << (config_.run.tf32 ? "true" : "false") << "\n"
+       << "non_blocking_copies = " << (device_.is_cuda() ? "true" : "false") << "\n"
+       << "activation_checkpointing = " << (config_.activation_checkpointing ? "true" : "false") << "\n"
+       << "libtorch = \"" << TORCH_VERSION << "\"\n";
+  write_file_atomically(run_dir_ / "runtime.toml", text.str());
 }
 
 }  // namespace tp

@@ -4,6 +4,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "tp/framework/util/atomic_file.h"
@@ -20,7 +22,32 @@ namespace {
               " The previous version of the file, if any, is unchanged.");
 }
 
+void sync_directory(const std::filesystem::path& dir) {
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd); // makes the rename itself durable
+    ::close(dir_fd);
+  }
+}
+
 }  // namespace
+
+void link_file_atomically(const std::filesystem::path& existing, const std::filesystem::path& target) {
+  const std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
+  const std::string tmp = (dir / ("." + target.filename().string() + ".link-" + std::to_string(::getpid()))).string();
+  ::unlink(tmp.c_str()); // a leftover of a crashed run with the same pid
+  if (::link(existing.c_str(), tmp.c_str()) == 0) {
+    if (::rename(tmp.c_str(), target.c_str()) != 0) fail(target, "rename", errno, tmp);
+    sync_directory(dir);
+    return;
+  }
+  if (errno != EXDEV && errno != EPERM && errno != EMLINK && errno != ENOTSUP)
+    fail(target, "link(" + existing.string() + ")", errno, "");
+  std::ifstream in(existing, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof()) fail(target, "read(" + existing.string() + ")", EIO, "");
+  write_file_atomically(target, bytes.data(), bytes.size());
+}
 
 void write_file_atomically(const std::filesystem::path& path, const char* bytes, std::size_t size) {
   const std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
@@ -49,11 +76,7 @@ void write_file_atomically(const std::filesystem::path& path, const char* bytes,
   }
   if (::close(fd) != 0) fail(path, "close", errno, tmp);
   if (::rename(tmp.c_str(), path.c_str()) != 0) fail(path, "rename", errno, tmp);
-  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    ::fsync(dir_fd); // makes the rename itself durable
-    ::close(dir_fd);
-  }
+  sync_directory(dir);
 }
 
 }  // namespace tp

@@ -13,6 +13,7 @@
 //   rng_cpu: uint8 tensor            the CPU generator's state (dropout, init)
 //   running_loss: float64 tensor     [epoch sum, epoch count, window sum, window count]
 //                                    the training-loss accumulators of a partly done epoch
+//   early_stopping: float64 tensor   [best, evaluations without improvement] (empty when off)
 //   monitor: str, best: float        the monitored value and the best seen so far
 //   config: str                      the resolved run config (TOML text)
 //   plugins: [str]                   "component-id@version" of every component used
@@ -50,6 +51,8 @@ struct CheckpointState {
   at::Tensor rng_cpu;
   /// Training-loss accumulators: epoch sum, epoch count, logging-window sum, window count.
   std::vector<double> running_loss;
+  /// EarlyStopping::state(): best value and evaluations without improvement; empty when off.
+  std::vector<double> early_stopping;
   std::string monitor;
   double best = 0.0;
   std::string config_toml;

@@ -9,6 +9,7 @@
 
 #include <c10/core/Device.h>
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -18,9 +19,11 @@
 
 #include "tp/framework/amp/grad_scaler.h"
 #include "tp/framework/amp/precision.h"
+#include "tp/framework/callbacks/early_stopping.h"
 #include "tp/framework/callbacks/history.h"
 #include "tp/framework/callbacks/progress.h"
 #include "tp/framework/checkpoint/checkpoint.h"
+#include "tp/framework/checkpoint/checkpoint_manager.h"
 #include "tp/framework/config/run_config.h"
 #include "tp/framework/data/data_loader.h"
 #include "tp/framework/engine/run_components.h"
@@ -39,9 +42,11 @@ struct FitSummary {
   int64_t steps = 0;
   Scalars last_eval;           ///< the final evaluation
   std::string monitor;         ///< checkpoint.monitor
-  double best = 0.0;           ///< best monitored value
+  double best = 0.0;           ///< best monitored value (NaN when nothing was evaluated)
   double seconds = 0.0;        ///< wall time of fit()
-  bool stopped_early = false;  ///< a callback requested stop
+  bool stopped_early = false;  ///< early stopping or a callback ended training before train.epochs
+  std::string stop_reason;     ///< why, when stopped_early
+  bool loaded_best = false;    ///< checkpoint.load_best_at_end: last_eval is the best checkpoint's
   int64_t skipped_steps = 0;   ///< optimizer steps skipped for a non-finite loss (nan_policy = "skip")
 };
 
@@ -54,7 +59,10 @@ class Trainer {
   Trainer(const Trainer&) = delete; // Disabling meaningless Trainer copy.
   Trainer& operator=(const Trainer&) = delete;
 
-  /// Trains for train.epochs epochs (evaluating every eval.every) and returns the summary.
+  /// Trains for train.epochs epochs, evaluating and saving on the eval/checkpoint strategies,
+  /// and returns the summary. train.fast_dev_run: one optimizer step, one evaluation batch, no
+  /// files. train.overfit_batches = N: every epoch trains on the first N batches (unshuffled) and
+  /// evaluates on the same samples.
   FitSummary fit();
   /// Evaluates the current model on the validation split: "val/loss" and "val/<metric>".
   Scalars evaluate();
@@ -77,14 +85,27 @@ class Trainer {
   void train_epoch(int64_t epoch);
   void train_step(NamedTensors& batch, const Window& window);
   void optimizer_step();
-  void end_epoch(int64_t epoch, const Scalars& eval);
-  void save_checkpoints(int64_t epoch, const Scalars& eval);
+  /// After each optimizer step: the step record, step-strategy evaluation and saves.
+  void after_optimizer_step(int64_t epoch, int64_t done);
+  void end_epoch(int64_t epoch);
+  /// Evaluates and reacts: plateau schedule, callbacks, early stopping, history, plots.
+  Scalars run_evaluation();
+  /// Saves through the checkpoint manager: `periodic` (last/step-N) and/or best by the last
+  /// evaluation when it was taken at this step. (resume_epoch, resume_batch) = where to continue.
+  void save(bool periodic, int64_t resume_epoch, int64_t resume_batch);
+  /// checkpoint.load_best_at_end: loads best.pt's weights and evaluates them.
+  void load_best();
+  /// Redraws plots/*.png (plots.enabled, rank 0); a failure is logged, never fatal.
+  void draw_plots();
+  bool due(const std::string& strategy, int64_t every, bool at_epoch_end, int64_t epoch) const;
   /// Writes last.pt at the current position (mid-epoch), e.g. on SIGTERM or a callback request.
   void save_position();
   CheckpointContents checkpoint_contents(int64_t resume_epoch, int64_t resume_batch) const;
   uint32_t dispatch(int32_t kind, const Scalars& scalars, const std::string& message = "");
   /* Stateless training helpers */
   NamedTensors to_device(NamedTensors batch) const;
+  /// Applies run.channels_last / cudnn_benchmark / tf32 and writes <run dir>/runtime.toml.
+  void apply_switches();
   double read_window_loss();
 
   const RunConfig& config_;
@@ -93,6 +114,10 @@ class Trainer {
   Logger& log_;
   std::filesystem::path run_dir_;
   int rank_, world_size_;
+  bool writes_;                 ///< rank 0 and not fast_dev_run: history, checkpoints, plots
+  int64_t epochs_;              ///< train.epochs (1 for fast_dev_run)
+  int64_t train_batches_ = 0;   ///< micro-batches per epoch (overfit/fast_dev_run limit applied)
+  int64_t eval_batches_ = 0;    ///< evaluation batch limit; 0 = the whole split
 
   std::vector<StateTensor> model_state_;
   BuiltOptimizer optim_;
@@ -102,6 +127,8 @@ class Trainer {
   std::unique_ptr<DataLoader> train_loader_, val_loader_;
   History history_;
   Progress progress_;
+  CheckpointManager checkpoints_;
+  EarlyStopping early_stopping_;
 
   int64_t step_ = 0;       ///< optimizer steps taken
   int64_t start_epoch_ = 0, start_batch_ = 0; ///< where fit() begins (resume)
@@ -109,8 +136,15 @@ class Trainer {
   at::Tensor window_loss_sum_, window_count_; ///< since the last log step, on device (no sync)
   at::Tensor epoch_loss_sum_, epoch_count_;
   at::Tensor window_estimate_, window_items_; ///< loss normaliser of the current accumulation window
-  double best_;
+  Scalars last_eval_;
+  int64_t last_eval_step_ = -1, last_save_step_ = -1;
+  std::optional<double> monitor_value_; ///< checkpoint.monitor in the evaluation at last_eval_step_
   bool stop_requested_ = false;
+  std::string stop_reason_;
+  /// Throughput meter since the last log step: data-wait seconds, samples, wall-clock start.
+  double window_wait_s_ = 0.0, epoch_wait_s_ = 0.0;
+  int64_t window_samples_ = 0, epoch_samples_ = 0, window_steps_ = 0;
+  std::chrono::steady_clock::time_point window_start_, epoch_start_;
   bool window_poisoned_ = false; ///< nan_policy = "skip": this window saw a non-finite loss
   int64_t skipped_steps_ = 0;
 };

@@ -17,4 +17,11 @@ inline void write_file_atomically(const std::filesystem::path& path, std::string
   write_file_atomically(path, text.data(), text.size());
 }
 
+/// Makes `target` name the same content as the finished file `existing`, atomically: a hard link
+/// under a temporary name, renamed over `target`, then an fsync of the directory (so one
+/// checkpoint written once can be last.pt, step-N.pt and best.pt without writing it three times).
+/// Falls back to a full copy (write_file_atomically) where the file system refuses hard links.
+/// Throws tp::Error like write_file_atomically; the previous `target` is untouched on failure.
+void link_file_atomically(const std::filesystem::path& existing, const std::filesystem::path& target);
+
 }  // namespace tp

@@ -1,0 +1,74 @@
+// Which checkpoint files a run keeps (ModelCheckpoint): last.pt (the resume point), the K most
+// recent numbered ones and the K best by the monitored value. Each save serialises the state once
+// and gives that one file every name it needs by hard links, so keeping last, step-N and best
+// costs one write, not three.
+//
+// Files in <run dir>/checkpoints/:
+//   last.pt                    the latest save (checkpoint.save_last)
+//   step-00000120.pt           numbered saves, the newest checkpoint.keep_last kept
+//   best.pt                    the best by checkpoint.monitor (checkpoint.save_top_k >= 1)
+//   best-step-00000080.pt      the save_top_k best, best.pt among them
+//   best.tsv                   the best ranking (value, step, file), rewritten atomically; read
+//                              back on resume so the ranking continues
+// Only the writer (rank 0) touches files; the others keep the same ranking in memory so every
+// rank takes the same decisions.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tp/framework/checkpoint/checkpoint.h"
+#include "tp/framework/config/run_config.h"
+
+namespace tp {
+
+class CheckpointManager {
+ public:
+  /// `dir` is <run dir>/checkpoints (created on the first save); `writer` = rank 0.
+  CheckpointManager(std::filesystem::path dir, CheckpointSection options, bool writer);
+
+  /// Resuming: reloads the best ranking from best.tsv, dropping entries whose file is gone.
+  void restore();
+
+  /// True when `value` would enter the best-k: finite, save_top_k > 0, and better than the
+  /// k-th best (or fewer than k kept).
+  bool qualifies(double value) const;
+
+  /// The best monitored value saved so far.
+  std::optional<double> best() const;
+
+  /// Saves `contents` (taken at optimizer step `step`) under the names this save earns:
+  /// last.pt and step-N.pt when `periodic`, best files when `monitor_value` qualifies. Evicts
+  /// numbered and best files beyond their limits. Returns the names written (empty on non-writers
+  /// or when nothing is due). Throws tp::Error (disk full, permission) with every previous file
+  /// intact.
+  std::vector<std::filesystem::path> save(const CheckpointContents& contents, int64_t step, bool periodic,
+                                          std::optional<double> monitor_value);
+
+  /// The newest checkpoint in `dir` to resume from: last.pt, else the highest step-N.pt, else
+  /// nothing.
+  static std::optional<std::filesystem::path> latest(const std::filesystem::path& dir);
+
+ private:
+  struct Ranked {
+    double value;
+    int64_t step;
+    std::string file;
+  };
+  bool better(double a, double b) const;
+  void evict_numbered();
+  void write_ranking() const;
+
+  std::filesystem::path dir_;
+  CheckpointSection options_;
+  bool writer_;
+  std::vector<Ranked> ranking_; ///< best first, at most save_top_k
+};
+
+/// "step-00000120.pt": numbered checkpoint names sort by step.
+std::string numbered_checkpoint_name(const std::string& prefix, int64_t step);
+
+}  // namespace tp

@@ -1,0 +1,164 @@
+// The pipeline features around the training step, run through the real host: evaluation and
+// save strategies, best-k and keep-last-k checkpoints, early stopping, load_best_at_end, the
+// sanity runs (fast_dev_run, overfit_batches), the throughput meter and the recorded switches.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tp/framework/checkpoint/checkpoint.h"
+
+#include "history_reader.h"
+#include "host_runner.h"
+
+#include <doctest/doctest.h>
+
+namespace fs = std::filesystem;
+using tp::test::read_history;
+using tp::test::rows_of;
+
+namespace {
+
+tp::test::HostRun train(const fs::path& dir, const std::string& sets) {
+  return tp::test::run_host("--config tests/integration/features.toml --output-dir '" + dir.string() +
+                            "' --set progress.mode=\"off\" " + sets);
+}
+
+std::set<std::string> files_in(const fs::path& dir) {
+  std::set<std::string> names;
+  if (!fs::exists(dir)) return names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.insert(entry.path().filename().string());
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("step strategies: evaluation and saves every N steps, keep-last-k and best-k files") {
+  const auto dir = tp::test::fresh_dir("features_steps");
+  // 512 / 32 = 16 steps per epoch, 4 epochs = 64 steps; evaluate and save every 10 steps.
+  const auto run = train(dir, "--set eval.strategy=\"steps\" --set eval.every=10 --set checkpoint.strategy=\"steps\" "
+                              "--set checkpoint.every=10 --set checkpoint.keep_last=2 --set checkpoint.save_top_k=3 "
+                              "--set checkpoint.monitor=\"val/accuracy\" --set checkpoint.mode=\"max\"");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const auto history = read_history(dir);
+  const auto evals = rows_of(history, "eval");
+  std::vector<double> steps;
+  for (const auto& row : evals) steps.push_back(row.values.at("step"));
+  // Every 10 steps, plus the final step (64) so the run ends evaluated.
+  CHECK(steps == std::vector<double>{10, 20, 30, 40, 50, 60, 64});
+  CHECK(rows_of(history, "epoch").size() == 4);
+  for (const auto& row : rows_of(history, "epoch")) CHECK_FALSE(row.has("val/loss")); // no epoch evaluations
+
+  const auto names = files_in(dir / "checkpoints");
+  INFO(std::string(names.empty() ? "" : *names.begin()));
+  CHECK(names.count("last.pt") == 1);
+  CHECK(names.count("step-00000064.pt") == 1); // the final save
+  CHECK(names.count("step-00000060.pt") == 1);
+  CHECK(names.count("step-00000050.pt") == 0); // keep_last = 2
+  // best-k: the three highest accuracies among the evaluations (ties keep the earliest).
+  std::vector<std::pair<double, double>> ranked; // (-accuracy, step)
+  for (const auto& row : evals) ranked.emplace_back(-row.values.at("val/accuracy"), row.values.at("step"));
+  std::stable_sort(ranked.begin(), ranked.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  int best_files = 0;
+  for (const auto& name : names) best_files += name.starts_with("best-step-") ? 1 : 0;
+  CHECK(best_files == 3);
+  for (int i = 0; i < 3; ++i) {
+    char name[64];
+    std::snprintf(name, sizeof name, "best-step-%08d.pt", static_cast<int>(ranked[i].second));
+    CHECK_MESSAGE(names.count(name) == 1, "missing " << name);
+  }
+  const tp::LoadedCheckpoint best = tp::load_checkpoint(dir / "checkpoints" / "best.pt");
+  CHECK(best.step == static_cast<int64_t>(ranked[0].second));
+  CHECK(best.best == doctest::Approx(-ranked[0].first));
+  // A mid-epoch save resumes mid-epoch: step 10 is batch 10 of epoch 0... the kept step-60 is batch 12 of epoch 3.
+  const tp::LoadedCheckpoint sixty = tp::load_checkpoint(dir / "checkpoints" / "step-00000060.pt");
+  CHECK(sixty.epoch == 3);
+  CHECK(sixty.batch == 12);
+  // The throughput meter is in every step record.
+  for (const auto& row : rows_of(history, "step")) {
+    CHECK(row.has("time/step_s"));
+    CHECK(row.has("time/data_wait_s"));
+    CHECK(row.values.at("throughput/samples_per_s") > 0);
+    CHECK(row.values.at("time/data_wait_s") <= row.values.at("time/step_s"));
+  }
+}
+
+TEST_CASE("early stopping stops after `patience` evaluations without improvement, on every rank's decision") {
+  const auto dir = tp::test::fresh_dir("features_early_stop");
+  // val/loss falls every epoch here, so watching it with mode = "max" never improves after the
+  // first evaluation: patience 2 stops after evaluation 3 of 6.
+  const auto run = train(dir, "--set train.epochs=6 --set early_stopping.patience=2 "
+                              "--set early_stopping.mode=\"max\"");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(rows_of(read_history(dir), "epoch").size() == 3);
+  CHECK(run.output.find("early stopping: val/loss has not improved") != std::string::npos);
+  CHECK(run.output.find("(stopped early)") != std::string::npos);
+  // The epoch-end save of the stopping epoch happened: last.pt resumes after epoch 3.
+  CHECK(tp::load_checkpoint(dir / "checkpoints" / "last.pt").epoch == 3);
+}
+
+TEST_CASE("load_best_at_end restores the best checkpoint's weights and reports its evaluation") {
+  const auto dir = tp::test::fresh_dir("features_load_best");
+  // "Best" = highest val/loss = the first evaluation, so the final weights are not the best ones.
+  const auto run = train(dir, "--set checkpoint.mode=\"max\" --set checkpoint.load_best_at_end=true");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const auto epochs = rows_of(read_history(dir), "epoch");
+  REQUIRE(epochs.size() == 4);
+  const double first = epochs.front().values.at("val/loss");
+  CHECK(first > epochs.back().values.at("val/loss"));
+  CHECK(run.output.find("load_best_at_end: loaded") != std::string::npos);
+  // The final report is the best checkpoint's evaluation, bit for bit the first one's.
+  char expected[64];
+  std::snprintf(expected, sizeof expected, "val/loss=%f", first);
+  CHECK_MESSAGE(run.output.find(expected) != std::string::npos, "expected " << expected);
+}
+
+TEST_CASE("fast_dev_run: one step, one evaluation batch, nothing written") {
+  const auto dir = tp::test::fresh_dir("features_fast_dev_run");
+  const auto run = train(dir, "--set train.fast_dev_run=true --set train.grad_accum_steps=2");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.output.find("(1 steps)") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "checkpoints"));
+  CHECK_FALSE(fs::exists(dir / "history.jsonl"));
+  CHECK(run.output.find("val/loss=") != std::string::npos);
+}
+
+TEST_CASE("overfit_batches: the loss on the fixed batches approaches zero") {
+  const auto dir = tp::test::fresh_dir("features_overfit");
+  const auto run = train(dir, "--set train.overfit_batches=2 --set train.epochs=60 --set optim.lr=1e-2 "
+                              "--set train.log_every_steps=1 --set eval.every=10 --set checkpoint.strategy=\"no\"");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const auto history = read_history(dir);
+  const auto steps = rows_of(history, "step");
+  REQUIRE(steps.size() == 120); // 2 batches x 60 epochs
+  const double first = steps.front().values.at("train/loss");
+  const double last = steps.back().values.at("train/loss");
+  CHECK(last < 0.02 * first);
+  const auto epochs = rows_of(history, "epoch");
+  CHECK(epochs.back().values.at("val/loss") < 0.05);    // validated on the same 64 samples
+  CHECK(epochs.back().values.at("val/accuracy") == 1.0);
+  CHECK_FALSE(fs::exists(dir / "checkpoints"));         // checkpoint.strategy = "no"
+}
+
+TEST_CASE("speed switches are explicit and recorded in runtime.toml; channels_last trains") {
+  const auto dir = tp::test::fresh_dir("features_switches");
+  const auto run = tp::test::run_host("--config configs/quickstart.toml --output-dir '" + dir.string() +
+                                      "' --set progress.mode=\"off\" --set train.epochs=1 --set run.channels_last=true "
+                                      "--set data.train.size=256 --set data.train.val_size=128 --set run.device=\"cpu\"");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const std::string runtime = tp::test::read_text(dir / "runtime.toml");
+  CHECK(runtime.find("channels_last = true") != std::string::npos);
+  CHECK(runtime.find("cudnn_benchmark = false") != std::string::npos);
+  CHECK(runtime.find("tf32 = false") != std::string::npos);
+  const auto epochs = rows_of(read_history(dir), "epoch");
+  REQUIRE(epochs.size() == 1);
+  CHECK(std::isfinite(epochs.back().values.at("val/loss")));
+}
