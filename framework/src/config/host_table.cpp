@@ -235,7 +235,7 @@ std::string suggest_host_path(std::string_view path) {
   std::vector<std::string> all;
   for (const KeySpec& spec : host_key_schema()) all.push_back(spec.path);
   for (const ComponentSlot& slot : component_slots()) all.emplace_back(slot.path);
-  const std::string global = closest_key(path, all);
+  std::string global = closest_key(path, all);
   if (!global.empty()) return global;
   // 3. The right name in the wrong table: "batch_size" -> "train.batch_size".
   for (const std::string& candidate : all) {

@@ -30,6 +30,7 @@ void validate_component(ComponentConfig& component, const std::vector<KeySpec>& 
                         std::string_view source_file) {
   const std::string label = label_of(component);
   std::vector<std::string> names;
+  names.reserve(schema.size());
   for (const KeySpec& spec : schema) names.push_back(spec.path);
 
   // 1. Every key the user wrote is declared, with the declared type and an allowed choice.
