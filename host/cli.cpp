@@ -18,7 +18,9 @@ constexpr const char* kUsage =
     "       host export --checkpoint PATH --format safetensors --output FILE\n"
     "       host plugins list [--verbose] [--config FILE] [--plugin-dir DIR]...\n"
     "       host plugins check FILE.so\n"
-    "       host plot RUN_DIR\n";
+    "       host plot RUN_DIR\n"
+    "       host --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P] train|eval ...\n"
+    "            data-parallel: N ranks on this node (docs/distributed.md); torchrun --no-python host ... also works\n";
 
 po::options_description describe(Options& o) {
   po::options_description d("options");
@@ -27,6 +29,8 @@ po::options_description describe(Options& o) {
       ("config,c", po::value(&o.config), "the run's TOML file")
       ("set,s", po::value(&o.sets)->composing(), "override a key: --set optim.lr=3e-4 (TOML value syntax)")
       ("plugin-dir,p", po::value(&o.plugin_dirs)->composing(), "extra plugin directory (highest precedence)")
+      ("allow-insecure-plugin-dir", po::bool_switch(&o.allow_insecure_plugin_dir),
+       "load plugins from files or directories others can write (refused by default: a plugin is code)")
       ("output-dir,o", po::value(&o.output_dir), "run directory (overrides run.output_dir)")
       ("checkpoint", po::value(&o.checkpoint), "eval: best, last or a checkpoint path; export: the checkpoint")
       ("format", po::value(&o.format), "export: output format (safetensors)")

@@ -6,6 +6,8 @@
 //   host plugins list [--verbose] [--config run.toml] [--plugin-dir DIR]...
 //   host plugins check FILE.so
 //   host plot RUN_DIR
+//   host --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P] <command> ...
+//        (the launcher, launcher.h; it runs each rank as `host <command> ...`)
 #pragma once
 
 #include <optional>
@@ -29,6 +31,7 @@ struct Options {
   std::string file;                ///< plugins check FILE
   std::string run_dir;             ///< plot RUN_DIR
   bool verbose = false;
+  bool allow_insecure_plugin_dir = false; ///< --allow-insecure-plugin-dir
   bool help = false;
   std::string help_text;           ///< filled when help is true
 };

@@ -19,12 +19,12 @@ int run_eval(const Options& options) {
   const LoadedCheckpoint checkpoint = load_checkpoint(path);
 
   apply_cpu_settings(static_cast<int>(config.run.threads), static_cast<int>(config.data.num_workers));
-  const c10::Device device = resolve_device(config.run.device);
+  const c10::Device device = session->device(); // cuda:LOCAL_RANK under data-parallel evaluation
   session->logger.info(apply_determinism(config.run.deterministic, device));
   RunComponents parts = create_components(config, session->registry);
   if (!parts.val_data)
     throw ConfigError("data.val", "host eval needs a validation split: add [data.val] or set data.val_from_train = true.");
-  Trainer trainer(config, parts, device, session->logger, session->run_dir);
+  Trainer trainer(config, parts, device, session->logger, session->run_dir, session->dist.get());
   restore_model_state(checkpoint, parts.model->state());
   const Scalars metrics = trainer.evaluate();
 

@@ -38,6 +38,7 @@ int run_plugins(const Options& options) {
     Logger logger;
     HostServices host(logger, ProcessPlace{});
     Registry registry(host);
+    registry.allow_insecure_plugin_dirs(options.allow_insecure_plugin_dir);
     auto library = registry.load_file(options.file);
     std::printf("%s: plugin '%s', ABI %u.%u, %zu component(s)\n", options.file.c_str(), library->name().c_str(),
                 library->abi().major, library->abi().minor, library->components().size());

@@ -7,6 +7,8 @@
 #include "session.h"
 #include "tp/framework/config/write.h"
 #include "tp/framework/checkpoint/checkpoint.h"
+#include "tp/framework/checkpoint/checkpoint_manager.h"
+#include "tp/framework/checkpoint/initial_weights.h"
 #include "tp/framework/engine/runtime_setup.h"
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/engine/trainer.h"
@@ -41,25 +43,34 @@ int run_train(const Options& options) {
   Logger& log = session->logger;
   log.open_file(session->run_dir / "train.log");
   const std::string config_text = to_toml_text(config.resolved);
-  write_file_atomically(session->run_dir / "config.toml", config_text);
+  const bool rank0 = session->place.rank == 0; // only rank 0 writes files and the summary
+  if (rank0) write_file_atomically(session->run_dir / "config.toml", config_text);
   log.info("run '" + config.run.name + "' from " + config.source + " -> " + session->run_dir.string());
   log.file_only("resolved config:\n" + config_text);
 
   const CpuSettings cpu = apply_cpu_settings(static_cast<int>(config.run.threads), static_cast<int>(config.data.num_workers));
   log.info(cpu.describe());
-  const c10::Device device = resolve_device(config.run.device);
+  const c10::Device device = session->device(); // cuda:LOCAL_RANK under data-parallel training
   session->logger.info(apply_determinism(config.run.deterministic, device));
 
   RunComponents parts = create_components(config, session->registry);
-  Trainer trainer(config, parts, device, log, session->run_dir);
   std::filesystem::path resume_path = options.resume;
   if (options.resume == "auto") {
-    resume_path = session->run_dir / "checkpoints" / "last.pt";
-    if (!std::filesystem::exists(resume_path)) {
-      log.info("--resume auto: no checkpoint in " + resume_path.parent_path().string() + "; starting fresh");
-      resume_path.clear();
+    // The newest save: last.pt, else the highest step-N.pt (checkpoint.save_last = false).
+    const auto dir = session->run_dir / "checkpoints";
+    resume_path = CheckpointManager::latest(dir).value_or(std::filesystem::path());
+    if (resume_path.empty()) log.info("--resume auto: no checkpoint in " + dir.string() + "; starting fresh");
+  }
+  // Before the Trainer: it moves the model to the device and builds the optimizer over it.
+  if (!config.train.init_weights.empty()) {
+    if (resume_path.empty()) {
+      load_initial_weights(config.train.init_weights, parts.model->state());
+      log.info("initial weights from " + config.train.init_weights);
+    } else {
+      log.info("train.init_weights ignored: resuming from " + resume_path.string());
     }
   }
+  Trainer trainer(config, parts, device, log, session->run_dir, session->dist.get());
   if (!resume_path.empty()) {
     const LoadedCheckpoint checkpoint = load_checkpoint(resume_path);
     warn_config_changes(log, checkpoint.config_toml, config_text);
@@ -74,12 +85,16 @@ int run_train(const Options& options) {
            std::to_string(summary.seconds) + " s;" + result + (summary.stopped_early ? " (stopped early)" : "") +
            (summary.skipped_steps > 0 ? "; " + std::to_string(summary.skipped_steps) +
                                             " steps skipped for a non-finite loss" : ""));
+  if (summary.stopped_early && !summary.stop_reason.empty()) log.info(summary.stop_reason);
+  if (!rank0 || config.train.fast_dev_run) return 0;
   const auto dir = session->run_dir.string();
   std::printf(
-      "\nOutputs in %s/\n  config.toml            resolved configuration\n  train.log              log\n"
-      "  history.csv, .jsonl    per-epoch and per-step history\n"
-      "  checkpoints/last.pt    last epoch; checkpoints/best.pt: best %s\n",
-      dir.c_str(), config.checkpoint.monitor.c_str());
+      "\nOutputs in %s/\n  config.toml, runtime.toml  resolved configuration, effective runtime settings\n"
+      "  train.log                 log\n"
+      "  history.csv, .jsonl       per-step, per-evaluation and per-epoch history\n"
+      "  plots/*.png               loss, metrics, lr, step time (`host plot %s` redraws)\n"
+      "  checkpoints/              last.pt (resume point), best.pt (best %s), best.tsv\n",
+      dir.c_str(), dir.c_str(), config.checkpoint.monitor.c_str());
   return 0;
 }
 

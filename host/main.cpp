@@ -1,15 +1,18 @@
 // `host`: parse the command line, run the subcommand, map failures to exit codes
-// (0 ok, 1 runtime, 2 usage/config, 3 plugin load/ABI).
+// (0 ok, 1 runtime, 2 usage/config, 3 plugin load/ABI). With --nproc-per-node this process is
+// the launcher: it starts the ranks (each a `host` without the launcher flags) and waits.
 #include <cstdio>
 #include <exception>
 
 #include "cli.h"
 #include "commands.h"
+#include "launcher.h"
 #include "tp/framework/error.h"
 
 int main(int argc, char** argv) {
   using namespace tp;
   try {
+    if (const auto launch = cli::parse_launch(argc, argv)) return cli::run_launcher(*launch);
     const cli::Options options = cli::parse(argc, argv);
     if (options.help) {
       std::printf("%s", options.help_text.c_str());

@@ -1,10 +1,12 @@
-/* The released layout of plugin ABI 1.0 on x86-64 (System V, LP64), as one table that both the C
- * and the C++ compiler check (c_layout_check.c, layout_test.cpp).
+/* The released layout of plugin ABI 1 on x86-64 (System V, LP64), as one table that both the C
+ * and the C++ compiler check (c_layout_check.c, layout_test.cpp). Sizes are those of the current
+ * minor (TP_ABI_MINOR); TP_ABI_V1_GROWN lists the sizes older minors wrote.
  *
  * These numbers ARE the ABI: plugins compiled against 1.0 hard-code them. Changing any of them,
  * by inserting, removing, reordering or retyping a member, breaks every ABI 1 plugin in the field.
- * Grow a struct only at its end (ABI-4); then add the member's offset here and update its size,
- * never edit an existing row. A failing assertion here means the change must not ship as ABI 1. */
+ * Grow a struct only at its end (ABI-4); then add the member's offset here (marked with the minor
+ * that added it), update its size, and add a TP_ABI_V1_GROWN row with the size it had before;
+ * never edit an existing offset. A failing assertion here means the change must not ship as ABI 1. */
 #ifndef TP_TESTS_ABI_V1_LAYOUT_H
 #define TP_TESTS_ABI_V1_LAYOUT_H
 
@@ -26,7 +28,7 @@
   X(tp_event_t, 56, 8)             \
   X(tp_callback_v1_t, 32, 8)       \
   X(tp_named_tensor_t, 16, 8)      \
-  X(tp_model_v1_t, 56, 8)          \
+  X(tp_model_v1_t, 64, 8)          \
   X(tp_loss_v1_t, 32, 8)           \
   X(tp_metric_v1_t, 64, 8)
 
@@ -129,6 +131,7 @@
   X(tp_model_v1_t, set_training, 32)              \
   X(tp_model_v1_t, visit_state, 40)               \
   X(tp_model_v1_t, forward, 48)                   \
+  X(tp_model_v1_t, set_activation_checkpointing, 56) /* @since 1.1 */ \
   X(tp_loss_v1_t, struct_size, 0)                 \
   X(tp_loss_v1_t, create, 8)                      \
   X(tp_loss_v1_t, destroy, 16)                    \
@@ -141,6 +144,13 @@
   X(tp_metric_v1_t, update, 40)                   \
   X(tp_metric_v1_t, visit_state, 48)              \
   X(tp_metric_v1_t, compute, 56)
+
+/* X(type, minor, sizeof in that minor, first member appended after it): structs that grew, with
+ * the struct_size a producer built against that older minor writes. Hosts must keep accepting
+ * that size (a 1.0 plugin keeps loading), and the member appended next must start exactly there,
+ * so that it reads as absent from such a producer. */
+#define TP_ABI_V1_GROWN(X) \
+  X(tp_model_v1_t, 0, 56, set_activation_checkpointing)
 
 /* X(constant, value): the released values of the ABI's integer constants. Plugins compile them in,
  * so renumbering one is as breaking as moving a member. */

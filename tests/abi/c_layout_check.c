@@ -1,4 +1,4 @@
-/* The C11 compiler's check of the released ABI 1.0 layout (abi_v1_layout.h). Plugins are written
+/* The C11 compiler's check of the released ABI 1 layout (abi_v1_layout.h). Plugins are written
  * in C as well as C++, so a header detail that lays a struct out differently in C (bool, enum or
  * padding rules) would break C plugins while every C++ test passed; layout_test.cpp checks the
  * same table in C++. */
@@ -21,6 +21,9 @@
   _Static_assert(offsetof(T, member) == (offset), "C: offset of " #T "." #member " changed; ABI 1 broken");
 TP_ABI_V1_SIZES(TP_C_CHECK_SIZE)
 TP_ABI_V1_OFFSETS(TP_C_CHECK_OFFSET)
+#define TP_C_CHECK_GROWN(T, minor, size, first_new) \
+  _Static_assert(offsetof(T, first_new) == (size) && sizeof(T) > (size), "C: " #T " did not grow at its end");
+TP_ABI_V1_GROWN(TP_C_CHECK_GROWN)
 #endif
 
 #define TP_C_CHECK_CONSTANT(name, value) _Static_assert((name) == (value), "C: " #name " renumbered; ABI 1 broken");

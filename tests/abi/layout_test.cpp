@@ -1,5 +1,6 @@
-// The released ABI 1.0 layout, checked by the C++ compiler (c_layout_check.c checks it in C), and
+// The released ABI 1 layout, checked by the C++ compiler (c_layout_check.c checks it in C), and
 // ABI-3's promise that every extensible struct starts with its uint32_t struct_size.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -24,7 +25,15 @@
   static_assert(offsetof(T, member) == (offset), "offset of " #T "." #member " changed; ABI 1 broken");
 TP_ABI_V1_SIZES(TP_CXX_CHECK_SIZE)
 TP_ABI_V1_OFFSETS(TP_CXX_CHECK_OFFSET)
+// A struct that grew: the first appended member starts where the older minor's struct ended, so
+// a producer of that minor (struct_size = the old size) leaves it out entirely.
+#define TP_CXX_CHECK_GROWN(T, minor, size, first_new) \
+  static_assert(offsetof(T, first_new) == (size) && sizeof(T) > (size), #T " did not grow at its end");
+TP_ABI_V1_GROWN(TP_CXX_CHECK_GROWN)
 #endif
+#define TP_CXX_CHECK_GROWN_MINOR(T, minor, size, first_new) \
+  static_assert((minor) < TP_ABI_MINOR, #T ": a grown struct needs a newer TP_ABI_MINOR");
+TP_ABI_V1_GROWN(TP_CXX_CHECK_GROWN_MINOR)
 
 #define TP_CXX_CHECK_CONSTANT(name, value) static_assert((name) == (value), #name " renumbered; ABI 1 broken");
 TP_ABI_V1_CONSTANTS(TP_CXX_CHECK_CONSTANT)
@@ -72,6 +81,32 @@ TEST_CASE("struct_size is the first member of every extensible ABI struct (ABI-3
   // Without struct_size, and therefore frozen for all of ABI 1: tp_version_t (passed by value)
   // and the array elements tp_field_t, tp_scalar_t and tp_named_tensor_t, which the caller
   // allocates at its own sizeof. Their sizes are pinned above.
+}
+
+TEST_CASE("a table written by an older minor reads its appended members as absent (ABI-3, ABI-4)") {
+  // What a host does with a 1.0 plugin's model table: copy min(struct_size, sizeof) into a zeroed
+  // table. The 1.0 plugin's memory after its table is someone else's; here it is a non-NULL
+  // pointer that must not leak into the copy.
+  struct {
+    tp_model_v1_t table;
+    unsigned char after[8];
+  } producer{};
+  std::memset(static_cast<void*>(&producer), 0xAB, sizeof producer);
+  producer.table.struct_size = static_cast<uint32_t>(offsetof(tp_model_v1_t, set_activation_checkpointing));
+  tp_model_v1_t reader{};
+  std::memcpy(&reader, &producer.table, std::min<std::size_t>(producer.table.struct_size, sizeof reader));
+  CHECK(reader.struct_size == offsetof(tp_model_v1_t, set_activation_checkpointing));
+  CHECK((reader.forward != nullptr)); // doctest cannot print function pointers
+  CHECK((reader.set_activation_checkpointing == nullptr));
+}
+
+TEST_CASE("a C++ table initialised positionally leaves members appended later NULL, without a warning") {
+  // The 1.0 form of every C++ plugin's table (plugins/template/tier_t_model). The default member
+  // initializer in model.h keeps this free of -Wmissing-field-initializers under -Werror (this
+  // file is compiled with -Wall -Wextra).
+  constexpr tp_model_v1_t table = {sizeof(tp_model_v1_t), nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+  static_assert(table.set_activation_checkpointing == nullptr);
+  CHECK(table.struct_size == sizeof(tp_model_v1_t));
 }
 
 TEST_CASE("the layout table pins every struct the ABI headers define") {

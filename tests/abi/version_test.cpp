@@ -37,6 +37,18 @@ TEST_CASE("tp_abi_is_compatible: equal major, plugin minor not newer, patch igno
   }
 }
 
+TEST_CASE("ABI 1.1: this host loads plugins built for 1.0 and 1.1; a 1.0 host refuses 1.1 plugins") {
+  // 1.1 appended tp_model_v1_t.set_activation_checkpointing (abi_v1_layout.h, TP_ABI_V1_GROWN).
+  // When the next minor ships, add its row here rather than editing this one.
+  const tp_version_t host = TP_ABI_VERSION_INIT;
+  CHECK(host.major == 1);
+  CHECK(host.minor >= 1);
+  CHECK(compatible(host, {1, 0, 0}));
+  CHECK(compatible(host, {1, 1, 0}));
+  CHECK_FALSE(compatible({1, 0, 0}, {1, 1, 0}));
+  CHECK_FALSE(compatible(host, {1, host.minor + 1, 0}));
+}
+
 TEST_CASE("this ABI is compatible with itself, and C and C++ agree on its version") {
   const tp_version_t cxx = TP_ABI_VERSION_INIT;
   const tp_version_t c = tp_test_c_abi_version();

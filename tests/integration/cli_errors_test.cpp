@@ -122,3 +122,27 @@ TEST_CASE("a non-finite loss stops with the step named, or is skipped with nan_p
   CHECK(contains(skip.output, "skipping this optimizer step"));
   CHECK(contains(skip.output, "steps skipped for a non-finite loss"));
 }
+
+TEST_CASE("a plugin directory others can write is refused unless --allow-insecure-plugin-dir") {
+  const auto dir = tp::test::fresh_dir("insecure_plugin_dir");
+  std::filesystem::copy_file(std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "/c_dataset.so", dir / "c_dataset.so");
+  std::filesystem::permissions(dir, std::filesystem::perms::others_write, std::filesystem::perm_options::add);
+  const std::string args = "--config tests/integration/c_regression.toml --set progress.mode=\"off\" "
+                           "--set train.epochs=1 --output-dir '" + (dir / "run").string() + "' --plugin-dir '" +
+                           dir.string() + "'";
+  const auto refused = tp::test::run_host(args);
+  CHECK(refused.exit_code == 3);
+  CHECK(refused.output.find("refusing to load plugins from " + dir.string()) != std::string::npos);
+  CHECK(refused.output.find("writable by every user") != std::string::npos);
+  CHECK(refused.output.find("--allow-insecure-plugin-dir") != std::string::npos);
+  const auto allowed = tp::test::run_host(args + " --allow-insecure-plugin-dir");
+  INFO(allowed.output);
+  CHECK(allowed.exit_code == 0);
+  // A group-writable plugin file in a safe directory is refused as well.
+  std::filesystem::permissions(dir, std::filesystem::perms::others_write, std::filesystem::perm_options::remove);
+  std::filesystem::permissions(dir / "c_dataset.so", std::filesystem::perms::group_write,
+                               std::filesystem::perm_options::add);
+  const auto file_refused = tp::test::run_host(args);
+  CHECK(file_refused.exit_code == 3);
+  CHECK(file_refused.output.find("c_dataset.so: it is writable by its group") != std::string::npos);
+}

@@ -94,7 +94,7 @@ RunConfig build_run_config(toml::table root, std::string_view source_name,
                get_int(root, "train.grad_accum_steps"), get_float(root, "train.max_grad_norm"),
                get_float(root, "train.grad_norm_type"), get_float(root, "train.clip_value"),
                get_string(root, "train.nan_policy"), get_int(root, "train.overfit_batches"),
-               get_bool(root, "train.fast_dev_run")};
+               get_bool(root, "train.fast_dev_run"), get_string(root, "train.init_weights")};
   cfg.amp = {get_string(root, "amp.precision"), get_float(root, "amp.init_scale"),
              get_float(root, "amp.growth_factor"), get_float(root, "amp.backoff_factor"),
              get_int(root, "amp.growth_interval")};
@@ -131,6 +131,8 @@ RunConfig build_run_config(toml::table root, std::string_view source_name,
   cfg.plots = {get_bool(root, "plots.enabled")};
   cfg.progress = {get_string(root, "progress.mode"), get_float(root, "progress.every_seconds")};
   cfg.plugin_dirs = get_array<std::string>(root, "plugins.dirs");
+  cfg.dist = {get_string(root, "dist.backend"), get_float(root, "dist.timeout_s"), get_float(root, "dist.bucket_mb"),
+              get_bool(root, "dist.find_unused_parameters"), get_bool(root, "dist.broadcast_buffers")};
 
   // 4. Component tables.
   toml::table& data = *root.get_as<toml::table>("data");

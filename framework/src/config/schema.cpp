@@ -50,6 +50,10 @@ std::vector<KeySpec> make_host_schema() {
        "sanity check: train and validate on the first N training batches, unshuffled; 0 = off", {}},
       {"train.fast_dev_run", VT::Bool, "false",
        "sanity check: one training step and one evaluation batch, no checkpoints or history", {}},
+      {"train.init_weights", VT::String, R"("")",
+       "start from these weights: a host checkpoint (its model entry), a torch.save(model.state_dict()) file or a "
+       ".safetensors file; names and shapes must match the model exactly; \"\" = the model's own init; ignored "
+       "by --resume", {}},
 
       {"eval.batch_size", VT::Int, "0", "evaluation batch size; 0 = train.batch_size", {}},
       {"eval.strategy", VT::String, R"("epoch")", "when to evaluate: every `every` epochs, every `every` optimizer steps, or never",
@@ -59,8 +63,9 @@ std::vector<KeySpec> make_host_schema() {
       {"optim.name", VT::String, R"("adamw")", "optimizer", {"sgd", "adam", "adamw", "rmsprop"}},
       {"optim.lr", VT::Float, "1e-3", "learning rate (> 0)", {}},
       {"optim.weight_decay", VT::Float, "0.01",
-       "decoupled weight decay (>= 0); never applied to biases and norms", {}},
-      {"optim.momentum", VT::Float, "0.9", "sgd momentum, in [0, 1)", {}},
+       "weight decay (>= 0): decoupled for adamw, added to the gradient (L2) for sgd, adam, rmsprop; only on "
+       "tensors with dim >= 2 unless a param group sets it", {}},
+      {"optim.momentum", VT::Float, "0.9", "sgd and rmsprop momentum, in [0, 1)", {}},
       {"optim.nesterov", VT::Bool, "false", "sgd Nesterov momentum", {}},
       {"optim.betas", VT::FloatArray, "[0.9, 0.999]", "adam, adamw betas, two values in [0, 1)", {}},
       {"optim.eps", VT::Float, "1e-8", "adam, adamw, rmsprop epsilon (> 0)", {}},
@@ -139,6 +144,16 @@ std::vector<KeySpec> make_host_schema() {
 
       {"plots.enabled", VT::Bool, "true",
        "draw plots/*.png (loss, each metric, lr; per step and per epoch) after every evaluation", {}},
+
+      {"dist.backend", VT::String, R"("auto")", "collective backend: auto = nccl on CUDA, gloo on CPU",
+       {"auto", "gloo", "nccl"}},
+      {"dist.timeout_s", VT::Float, "300.0",
+       "rendezvous and collective timeout in seconds (> 0); a lost rank fails the others after this", {}},
+      {"dist.bucket_mb", VT::Float, "25.0", "gradient all-reduce bucket size in MiB (> 0)", {}},
+      {"dist.find_unused_parameters", VT::Bool, "false",
+       "allow parameters without a gradient in a step (walks the autograd graph every step)", {}},
+      {"dist.broadcast_buffers", VT::Bool, "true",
+       "copy rank 0's buffers (BatchNorm statistics) to every rank before each training forward", {}},
 
       {"plugins.dirs", VT::StringArray, "[]",
        "extra plugin directories, searched before the built-in one", {}},

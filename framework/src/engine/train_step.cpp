@@ -9,6 +9,8 @@
 #include <utility>
 
 #include "tp/framework/amp/autocast_guard.h"
+#include "tp/framework/dist/dist_context.h"
+#include "tp/framework/dist/grad_sync.h"
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/engine/trainer.h"
 #include "tp/framework/error.h"
@@ -39,10 +41,12 @@ void Trainer::train_epoch(int64_t epoch) {
     const int64_t window_start = (done / accum) * accum;
     const Window window{std::min(accum, batches - window_start), done == window_start,
                         done + 1 == std::min(window_start + accum, batches)};
+    if (window.first) dispatch(TP_EVENT_STEP_BEGIN, {});
     train_step(*batch, window);
     ++done;
     if (window.last) after_optimizer_step(epoch, done);
-    if (const int signal_number = pending_stop_signal(); signal_number != 0 && window.last) {
+    // Data-parallel: the signal some rank saw, agreed at this window's end, so all stop together.
+    if (const int signal_number = dist_ ? agreed_signal_ : pending_stop_signal(); signal_number != 0 && window.last) {
       // Finish the step, save exactly here, and leave: --resume continues from this batch.
       save_position();
       throw Interrupted(signal_number, "stopped by signal " + std::to_string(signal_number) + " at step " +
@@ -83,7 +87,7 @@ void Trainer::after_optimizer_step(int64_t epoch, int64_t done) {
     window_start_ = std::chrono::steady_clock::now();
     window_wait_s_ = 0.0;
     window_samples_ = window_steps_ = 0;
-    const uint32_t requests = dispatch(TP_EVENT_STEP_END, {{"train/loss", loss}, {"lr", lr}});
+    const uint32_t requests = agree(dispatch(TP_EVENT_STEP_END, {{"train/loss", loss}, {"lr", lr}}));
     if (requests & TP_REQUEST_STOP) stop_requested_ = true;
     if (requests & TP_REQUEST_SAVE) save_position();
   }
@@ -104,6 +108,9 @@ void Trainer::train_step(NamedTensors& cpu_batch, const Window& window) {
 
   // 2. Forward under autocast (a no-op for fp32): model on every field, then the loss, which
   //    returns (sum of item losses, number of items).
+  //    Data-parallel: the reducer is told whether this backward communicates (window.last).
+  if (grad_sync_) grad_sync_->before_forward(window.last);
+  if (grad_sync_ && window.first) sync_buffers();
   NamedTensors outputs;
   LossTerms terms;
   {
@@ -116,8 +123,11 @@ void Trainer::train_step(NamedTensors& cpu_batch, const Window& window) {
   // the window's end. Divide by an estimate now (this micro-batch's count x window length) and
   // correct the gradients by estimate / actual once the window is complete (step 4): exact for
   // uneven micro-batches and the short last window, and no extra device sync.
+  // Data-parallel: the estimate must be the same on every rank (gradients are summed before the
+  // correction), so it is the nominal batch size x window length, known everywhere.
   if (window.first) {
-    window_estimate_.copy_(items * static_cast<double>(window.length));
+    if (dist_) window_estimate_.fill_(static_cast<double>(config_.train.batch_size * window.length));
+    else window_estimate_.copy_(items * static_cast<double>(window.length));
     window_items_.zero_();
   }
   window_items_.add_(items);
@@ -131,7 +141,9 @@ void Trainer::train_step(NamedTensors& cpu_batch, const Window& window) {
     const std::string where = "at step " + std::to_string(step_ + 1) + " (epoch " + std::to_string(epoch_ + 1) +
                               ", batch " + std::to_string(train_loader_->next_batch_index()) + ", lr " +
                               std::to_string(current_lr(*optim_.optimizer)) + ")";
-    if (config_.train.nan_policy == "stop")
+    // Data-parallel: backward must still run (it is a collective); the ranks decide together at
+    // the window's end (agree_on_window) and stop or skip as one.
+    if (config_.train.nan_policy == "stop" && !dist_)
       throw Error("the training loss became non-finite " + where +
                   ". Lower optim.lr, check the data for NaN/Inf, clip gradients (train.max_grad_norm), or set "
                   "train.nan_policy = \"skip\" to skip such steps.");
@@ -140,7 +152,20 @@ void Trainer::train_step(NamedTensors& cpu_batch, const Window& window) {
   }
 
   // 3. Backward through the (fp16: scaled) loss; gradients accumulate over the window.
-  if (!window_poisoned_) scaler_.scale(loss).backward();
+  //    Data-parallel, last micro-batch: buckets are all-reduced as they fill, overlapping the
+  //    rest of backward; earlier micro-batches accumulate locally with no communication.
+  if (grad_sync_) grad_sync_->before_backward(loss, window.last);
+  if (grad_sync_ && window.last) {
+    try {
+      scaler_.scale(loss).backward();
+    } catch (const std::exception& e) {
+      // The reducer waits for its bucket all-reduces at the end of backward; a lost rank
+      // surfaces here as a transport error. fail() names the ranks that no longer answer.
+      dist_->fail("all-reduce of gradient buckets during backward", e);
+    }
+  } else if (!window_poisoned_ || grad_sync_) {
+    scaler_.scale(loss).backward();
+  }
 
   // Report: accumulate on the device; the value is read only on log steps (a device sync).
   if (!window_poisoned_) {
@@ -155,6 +180,8 @@ void Trainer::train_step(NamedTensors& cpu_batch, const Window& window) {
 }
 
 void Trainer::optimizer_step() {
+  // Data-parallel: global item count, and whether any rank saw a non-finite loss or a signal.
+  const at::Tensor correction = agree_on_window();
   if (std::exchange(window_poisoned_, false)) {
     // nan_policy = "skip": no update, but time advances like a step the fp16 scaler skips, so
     // the schedule and the step count stay aligned with the data.
@@ -164,19 +191,26 @@ void Trainer::optimizer_step() {
     ++skipped_steps_;
     return;
   }
-  std::vector<at::Tensor> grads;
+  // torch::nn::utils::clip_grad_* take the parameters (they clip each one's .grad()), the
+  // foreach correction below takes the gradients themselves.
+  std::vector<at::Tensor> params, grads;
   for (const auto& group : optim_.optimizer->param_groups())
     for (const auto& p : group.params())
-      if (p.grad().defined()) grads.push_back(p.grad());
+      if (p.grad().defined()) {
+        params.push_back(p);
+        grads.push_back(p.grad());
+      }
   // 4a. Exact window normalisation (see step 2); the ratio is 1 when micro-batches are even.
-  if (config_.train.grad_accum_steps > 1 && !grads.empty())
+  if (correction.defined() && !grads.empty())
+    at::_foreach_mul_(grads, correction.to(grads.front().scalar_type()));
+  else if (config_.train.grad_accum_steps > 1 && !grads.empty())
     at::_foreach_mul_(grads, (window_estimate_ / window_items_).to(grads.front().scalar_type()));
   // 4b. Clip once, after unscaling, right before the step (lessons-from-peers 3).
   if (config_.train.max_grad_norm > 0 || config_.train.clip_value > 0) {
     scaler_.unscale(*optim_.optimizer);
     if (config_.train.max_grad_norm > 0)
-      torch::nn::utils::clip_grad_norm_(grads, config_.train.max_grad_norm, config_.train.grad_norm_type);
-    if (config_.train.clip_value > 0) torch::nn::utils::clip_grad_value_(grads, config_.train.clip_value);
+      torch::nn::utils::clip_grad_norm_(params, config_.train.max_grad_norm, config_.train.grad_norm_type);
+    if (config_.train.clip_value > 0) torch::nn::utils::clip_grad_value_(params, config_.train.clip_value);
   }
   // 4c. Step (the fp16 scaler skips it on inf/NaN gradients and backs off), then the schedule
   //     advances one optimizer step, and gradients are set to none (frees them, skips a memset).
@@ -188,9 +222,9 @@ void Trainer::optimizer_step() {
 }
 
 double Trainer::read_window_loss() {
-  // Sync point on CUDA: waits for every queued kernel of the logging window.
-  const double sum = window_loss_sum_.item<double>();
-  const double count = window_count_.item<double>();
+  // Sync point on CUDA: waits for every queued kernel of the logging window. Data-parallel: the
+  // loss over all ranks' items (a small all-reduce on log steps only).
+  const auto [sum, count] = global_sums(window_loss_sum_, window_count_);
   window_loss_sum_.zero_();
   window_count_.zero_();
   if (!std::isfinite(sum) && precision_ == Precision::Fp32)

@@ -15,6 +15,8 @@
 #include <sstream>
 
 #include "tp/framework/checkpoint/checkpoint.h"
+#include "tp/framework/dist/dist_context.h"
+#include "tp/framework/dist/grad_sync.h"
 #include "tp/framework/error.h"
 #include "tp/framework/config/write.h"
 #include "tp/framework/report/plots.h"
@@ -45,15 +47,16 @@ bool better(double candidate, double best, const std::string& mode) {
 }  // namespace
 
 Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device device, Logger& logger,
-                 std::filesystem::path run_dir, int rank, int world_size)
+                 std::filesystem::path run_dir, DistContext* dist)
     : config_(config),
       parts_(parts),
       device_(device),
       log_(logger),
       run_dir_(std::move(run_dir)),
-      rank_(rank),
-      world_size_(world_size),
-      writes_(rank == 0 && !config.train.fast_dev_run),
+      dist_(dist),
+      rank_(dist != nullptr ? dist->rank() : 0),
+      world_size_(dist != nullptr ? dist->world_size() : 1),
+      writes_(rank_ == 0 && !config.train.fast_dev_run),
       epochs_(config.train.fast_dev_run ? 1 : config.train.epochs),
       precision_(parse_precision(config.amp.precision)),
       scaler_(GradScalerOptions()
@@ -63,12 +66,13 @@ Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device devi
                   .growth_interval(config.amp.growth_interval)
                   .enabled(needs_grad_scaler(precision_))),
       history_(run_dir_, writes_),
-      progress_(config.progress.mode, config.progress.every_seconds, rank == 0),
+      progress_(config.progress.mode, config.progress.every_seconds, rank_ == 0),
       checkpoints_(run_dir_ / "checkpoints", config.checkpoint, writes_),
       early_stopping_(config.early_stopping) {
   check_precision_supported(precision_, device_);
   apply_switches();
   init_model();
+  init_dist();
   const TrainSection& t = config_.train;
   const bool overfit = t.overfit_batches > 0;
   LoaderOptions train_options = loader_options(config_, t.batch_size, LoaderMode::kTrain, rank_, world_size_, device_);
@@ -111,7 +115,12 @@ void Trainer::init_schedule() {
   o.warmup_steps = s.warmup_steps;
   o.warmup_start_factor = s.warmup_start_factor;
   o.min_lr = {s.min_lr};
-  o.max_lr = {s.max_lr > 0 ? s.max_lr : config_.optim.lr};
+  // one_cycle peaks each parameter group in proportion to its own lr ([[optim.param_groups]]),
+  // as passing a per-group max_lr list to torch.optim.lr_scheduler.OneCycleLR does.
+  const double peak = s.max_lr > 0 ? s.max_lr : config_.optim.lr;
+  o.max_lr.clear();
+  for (const auto& group : optim_.optimizer->param_groups())
+    o.max_lr.push_back(peak * group.options().get_lr() / config_.optim.lr);
   o.pct_start = s.pct_start;
   o.anneal_strategy = s.anneal_strategy;
   o.three_phase = s.three_phase;
@@ -149,6 +158,10 @@ void Trainer::init_model() {
     for (auto& s : model_state_)
       if (s.tensor.dim() == 4) s.tensor.set_data(s.tensor.contiguous(at::MemoryFormat::ChannelsLast));
   }
+  if (config_.activation_checkpointing) {
+    parts_.model->set_activation_checkpointing(true);
+    log_.info("activation checkpointing: on (the model's declared blocks are recomputed in backward)");
+  }
 
   optim_ = make_optimizer(config_.optim, model_state_);
   int64_t parameters = 0, trainable = 0;
@@ -172,10 +185,22 @@ FitSummary Trainer::fit() {
   const auto start = std::chrono::steady_clock::now();
   FitSummary summary;
   summary.monitor = config_.checkpoint.monitor;
+  check_same_position();
   dispatch(TP_EVENT_FIT_BEGIN, {});
-  for (epoch_ = start_epoch_; epoch_ < epochs_ && !stop_requested_; ++epoch_) {
-    train_epoch(epoch_);
-    end_epoch(epoch_);
+  try {
+    for (epoch_ = start_epoch_; epoch_ < epochs_ && !stop_requested_; ++epoch_) {
+      train_epoch(epoch_);
+      end_epoch(epoch_);
+    }
+  } catch (const std::exception& e) {
+    // Callbacks see the failure (to flush their own logs) before it propagates; a callback that
+    // fails here must not hide the original error.
+    try {
+      dispatch(TP_EVENT_EXCEPTION, {}, e.what());
+    } catch (const std::exception& ignored) {
+      log_.warn(std::string("a callback failed while handling an exception: ") + ignored.what());
+    }
+    throw;
   }
   // The run ends evaluated and saved at its final step, whatever the strategies' intervals.
   if (val_loader_ && config_.eval.strategy == "steps" && last_eval_step_ != step_) run_evaluation();
@@ -192,6 +217,7 @@ FitSummary Trainer::fit() {
   summary.stop_reason = stop_reason_;
   summary.skipped_steps = skipped_steps_;
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (dist_) dist_->barrier("end of training"); // rank 0 has finished writing when any rank returns
   return summary;
 }
 
@@ -215,6 +241,7 @@ Scalars Trainer::evaluate() {
       if (++batches == eval_batches_) break; // overfit_batches / fast_dev_run
     }
   }
+  reduce_eval(loss_sum, count); // data-parallel: every sample counted once over all ranks
   Scalars result;
   result.emplace_back("val/loss", (loss_sum / count).item<double>()); // sync, once per evaluation
   for (auto& metric : parts_.metrics)
@@ -239,7 +266,7 @@ Scalars Trainer::run_evaluation() {
                                                 "\" is not among the evaluated values (" + names +
                                                 "). Set it to one of them, or checkpoint.save_top_k = 0.");
   }
-  const uint32_t requests = dispatch(TP_EVENT_EVAL_END, eval);
+  const uint32_t requests = agree(dispatch(TP_EVENT_EVAL_END, eval));
   if (requests & TP_REQUEST_STOP) stop_requested_ = true;
   if (auto reason = early_stopping_.update(eval)) {
     // Decided from the evaluation, which every rank computes from the same reduced values.
@@ -262,7 +289,8 @@ bool Trainer::due(const std::string& strategy, int64_t every, bool at_epoch_end,
 }
 
 void Trainer::end_epoch(int64_t epoch) {
-  const double train_loss = (epoch_loss_sum_ / epoch_count_).item<double>();
+  const auto [epoch_sum, epoch_count] = global_sums(epoch_loss_sum_, epoch_count_);
+  const double train_loss = epoch_sum / epoch_count;
   epoch_loss_sum_.zero_();
   epoch_count_.zero_();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start_).count();
@@ -288,7 +316,7 @@ void Trainer::end_epoch(int64_t epoch) {
   line += " time=" + format_number(seconds) + "s data_wait=" +
           std::to_string(static_cast<int>(seconds > 0 ? 100.0 * epoch_wait_s_ / seconds : 0.0)) + "%";
   log_.file_only(line);
-  const uint32_t requests = dispatch(TP_EVENT_EPOCH_END, summary);
+  const uint32_t requests = agree(dispatch(TP_EVENT_EPOCH_END, summary));
   if (requests & TP_REQUEST_STOP) stop_requested_ = true;
   const bool periodic = due(config_.checkpoint.strategy, config_.checkpoint.every, true, epoch);
   if (periodic || last_eval_step_ == step_) save(periodic, epoch + 1, 0);
@@ -301,6 +329,7 @@ void Trainer::save(bool periodic, int64_t resume_epoch, int64_t resume_batch) {
   const std::optional<double> monitor = last_eval_step_ == step_ ? monitor_value_ : std::nullopt;
   if (!periodic && !(monitor && checkpoints_.qualifies(*monitor))) return;
   last_save_step_ = periodic ? step_ : last_save_step_;
+  gather_running_loss();
   std::vector<std::filesystem::path> written;
   if (writes_) {
     written = checkpoints_.save(checkpoint_contents(resume_epoch, resume_batch), step_, periodic, monitor);
@@ -316,15 +345,21 @@ void Trainer::save(bool periodic, int64_t resume_epoch, int64_t resume_batch) {
 
 void Trainer::load_best() {
   const auto path = run_dir_ / "checkpoints" / "best.pt";
-  if (!checkpoints_.best() || !std::filesystem::exists(path)) {
+  // Data-parallel: only rank 0 needs the file (the run directory may be local to its node);
+  // the others take its weights by broadcast.
+  if (!checkpoints_.best() || (rank_ == 0 && !std::filesystem::exists(path))) {
     log_.warn("checkpoint.load_best_at_end: no best checkpoint was saved (is checkpoint.save_top_k 0, or was the "
               "run never evaluated?); keeping the final weights");
     return;
   }
-  const LoadedCheckpoint best = load_checkpoint(path);
-  restore_model_state(best, model_state_);
-  log_.info("load_best_at_end: loaded " + path.string() + " (" + config_.checkpoint.monitor + " = " +
-            format_number(best.best) + ", step " + std::to_string(best.step) + ")");
+  if (rank_ == 0) {
+    const LoadedCheckpoint best = load_checkpoint(path);
+    restore_model_state(best, model_state_);
+    dispatch(TP_EVENT_CHECKPOINT_LOAD, {{config_.checkpoint.monitor, best.best}}, path.string());
+    log_.info("load_best_at_end: loaded " + path.string() + " (" + config_.checkpoint.monitor + " = " +
+              format_number(best.best) + ", step " + std::to_string(best.step) + ")");
+  }
+  broadcast_model();
   if (val_loader_) last_eval_ = evaluate();
 }
 
@@ -371,6 +406,7 @@ CheckpointContents Trainer::checkpoint_contents(int64_t resume_epoch, int64_t re
 }
 
 void Trainer::save_position() {
+  gather_running_loss(); // all ranks: a collective under data-parallel training
   if (rank_ != 0) return;
   const auto path = run_dir_ / "checkpoints" / "last.pt";
   save_checkpoint(path, checkpoint_contents(epoch_, train_loader_->next_batch_index()));
@@ -406,9 +442,15 @@ void Trainer::resume_from(const LoadedCheckpoint& c) {
     window_loss_sum_.fill_(c.running_loss[2]);
     window_count_.fill_(c.running_loss[3]);
   }
+  if (rank_ != 0) {
+    // The checkpoint holds the global sums (gather_running_loss); rank 0 carries them on.
+    for (auto* t : {&epoch_loss_sum_, &epoch_count_, &window_loss_sum_, &window_count_}) t->zero_();
+  }
+  broadcast_model(); // a resumed data-parallel run loads, then takes rank 0's weights
   checkpoints_.restore();
   early_stopping_.load_state(c.early_stopping);
   history_.resume(c.step);
+  dispatch(TP_EVENT_CHECKPOINT_LOAD, {{"step", double(c.step)}});
   log_.info("resumed at epoch " + std::to_string(c.epoch + 1) + ", batch " + std::to_string(c.batch) + ", step " +
             std::to_string(c.step));
 }

@@ -1,69 +1,178 @@
 #include "tp/framework/optim/optimizer_factory.h"
 
+#include <fnmatch.h>
+#include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
+#include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
+#include <algorithm>
+#include <string_view>
+
+#include "fused_optimizers.h"
 #include "tp/framework/error.h"
 
 namespace tp {
 namespace {
 
-struct Groups {
-  std::vector<at::Tensor> decay, no_decay;
-  std::vector<std::string> decay_names, no_decay_names;
+// ~~~~ parameter groups ~~~~
+
+/// One torch parameter group: its lr, weight decay and parameters (with their names).
+struct GroupPlan {
+  double lr = 0;
+  double weight_decay = 0;
+  std::vector<at::Tensor> params;
+  std::vector<std::string> names;
 };
 
-Groups split_groups(const std::vector<StateTensor>& state) {
-  Groups g;
-  for (const auto& entry : state) {
-    if (entry.is_buffer || !entry.tensor.requires_grad()) continue;
-    if (entry.tensor.dim() >= 2) {
-      g.decay.push_back(entry.tensor);
-      g.decay_names.push_back(entry.name);
-    } else {
-      g.no_decay.push_back(entry.tensor);
-      g.no_decay_names.push_back(entry.name);
-    }
-  }
-  return g;
+std::string rule_path(size_t i) { return "optim.param_groups[" + std::to_string(i) + "].pattern"; }
+
+// Python's fnmatch.fnmatchcase: `*` matches any run of characters, dots included, and a
+// backslash is an ordinary character (FNM_NOESCAPE).
+bool glob_match(const std::string& pattern, const std::string& name) {
+  return ::fnmatch(pattern.c_str(), name.c_str(), FNM_NOESCAPE) == 0;
 }
 
-template <typename Options>
-std::vector<torch::optim::OptimizerParamGroup> make_groups(Groups& g, const Options& base, double weight_decay,
-                                                           std::vector<std::vector<std::string>>& names) {
+std::string some_names(const std::vector<std::string>& names) {
+  constexpr size_t kShown = 6;
+  std::string out;
+  for (size_t i = 0; i < std::min(names.size(), kShown); ++i) out += (i ? ", '" : "'") + names[i] + "'";
+  if (names.size() > kShown) out += ", ... (" + std::to_string(names.size()) + " in all)";
+  return out;
+}
+
+[[noreturn]] void dead_rule(const OptimSection& o, size_t i, const std::vector<std::string>& trainable,
+                            const std::vector<int>& winner) {
+  const std::string& pattern = o.param_groups[i].pattern;
+  for (size_t k = 0; k < trainable.size(); ++k)
+    if (glob_match(pattern, trainable[k]))
+      throw ConfigError(rule_path(i), rule_path(i) + " = \"" + pattern + "\" matches parameters, but each of them is "
+                                          "claimed by an earlier rule (the first matching rule wins): '" + trainable[k] +
+                                          "' by " + rule_path(static_cast<size_t>(winner[k])) +
+                                          ". Reorder the [[optim.param_groups]] blocks or remove this one.");
+  throw ConfigError(rule_path(i), rule_path(i) + " = \"" + pattern +
+                                      "\" matches no trainable parameter. The names are the model's, e.g. " +
+                                      some_names(trainable) +
+                                      "; `host plugins check` lists them. A pattern is a shell glob over the whole "
+                                      "name (`*` also crosses dots), e.g. \"head.*\" or \"*.bias\".");
+}
+
+// Slots: 2 per rule, the default rule (-1) first; slot 2(r+1) decays, 2(r+1)+1 does not. A rule
+// that sets weight_decay applies it to all its parameters, so it uses its decay slot only.
+std::vector<GroupPlan> plan_groups(const OptimSection& o, const std::vector<StateTensor>& model_state) {
+  const size_t rules = o.param_groups.size();
+  std::vector<GroupPlan> slots(2 * (rules + 1));
+  std::vector<std::string> trainable;
+  std::vector<int> winner;  // per trainable parameter: its rule, -1 = default
+  std::vector<bool> used(rules, false);
+  for (const auto& entry : model_state) {
+    if (entry.is_buffer || !entry.tensor.requires_grad()) continue;
+    int rule = -1;
+    for (size_t i = 0; i < rules && rule < 0; ++i)
+      if (glob_match(o.param_groups[i].pattern, entry.name)) rule = static_cast<int>(i);
+    const ParamGroupRule* r = rule >= 0 ? &o.param_groups[static_cast<size_t>(rule)] : nullptr;
+    const bool decay = entry.tensor.dim() >= 2 || (r != nullptr && r->weight_decay.has_value());
+    GroupPlan& g = slots[2 * static_cast<size_t>(rule + 1) + (decay ? 0 : 1)];
+    if (g.params.empty()) {
+      g.lr = r != nullptr && r->lr ? *r->lr : o.lr;
+      g.weight_decay = r != nullptr && r->weight_decay ? *r->weight_decay : (decay ? o.weight_decay : 0.0);
+    }
+    g.params.push_back(entry.tensor);
+    g.names.push_back(entry.name);
+    trainable.push_back(entry.name);
+    winner.push_back(rule);
+    if (rule >= 0) used[static_cast<size_t>(rule)] = true;
+  }
+  if (trainable.empty())
+    throw Error("the model has no trainable parameters (every parameter has requires_grad = false).");
+  for (size_t i = 0; i < rules; ++i)
+    if (!used[i]) dead_rule(o, i, trainable, winner);
+  std::erase_if(slots, [](const GroupPlan& g) { return g.params.empty(); });
+  return slots;
+}
+
+// ~~~~ implementation choice ~~~~
+
+bool use_fused(const OptimSection& o, const std::vector<GroupPlan>& plans) {
+  if (o.implementation == "for_loop") return false;
+  if (o.implementation != "auto" && o.implementation != "fused")
+    throw ConfigError("optim.implementation", "optim.implementation = \"" + o.implementation +
+                                                  "\" is not one of auto, fused, for_loop.");
+  const bool explicit_fused = o.implementation == "fused";
+  if (o.name == "rmsprop") {
+    if (explicit_fused)
+      throw ConfigError("optim.implementation",
+                        "optim.implementation = \"fused\": LibTorch has no fused RMSprop kernel (it has fused sgd, "
+                        "adam and adamw). Use \"auto\" or \"for_loop\" with rmsprop.");
+    return false;
+  }
+  for (const GroupPlan& g : plans)
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      const std::string reason = detail::fused_unsupported_reason(g.params[i]);
+      if (reason.empty()) continue;
+      if (!explicit_fused) return false;
+      throw ConfigError("optim.implementation", "optim.implementation = \"fused\": parameter '" + g.names[i] + "' " +
+                                                    reason + ". Use \"auto\" (fused only where a kernel applies) or "
+                                                    "\"for_loop\".");
+    }
+  return true;
+}
+
+// ~~~~ construction ~~~~
+
+template <typename Loop, typename Fused, typename Options>
+std::unique_ptr<torch::optim::Optimizer> build(const std::vector<GroupPlan>& plans, const Options& base, bool fused) {
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  if (!g.decay.empty()) {
-    auto options = std::make_unique<Options>(base);
-    options->weight_decay(weight_decay);
-    groups.emplace_back(g.decay, std::move(options));
-    names.push_back(g.decay_names);
+  for (const GroupPlan& g : plans) groups.emplace_back(g.params);
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  if (fused) {
+    optimizer = std::make_unique<Fused>(groups, base);
+  } else {
+    optimizer = std::make_unique<Loop>(groups, base);
   }
-  if (!g.no_decay.empty()) {
+  // Group options are set after construction: add_param_group() merges a group's own options
+  // with the defaults by comparing each field with the options' constructor default, so a group
+  // value that happens to equal that default (AdamW's weight_decay 0.01) would silently become
+  // the optimizer-wide value.
+  for (size_t i = 0; i < plans.size(); ++i) {
     auto options = std::make_unique<Options>(base);
-    options->weight_decay(0.0);
-    groups.emplace_back(g.no_decay, std::move(options));
-    names.push_back(g.no_decay_names);
+    options->lr(plans[i].lr);
+    options->weight_decay(plans[i].weight_decay);
+    optimizer->param_groups()[i].set_options(std::move(options));
   }
-  return groups;
+  return optimizer;
 }
 
 }  // namespace
 
 BuiltOptimizer make_optimizer(const OptimSection& o, const std::vector<StateTensor>& model_state) {
-  Groups g = split_groups(model_state);
-  if (g.decay.empty() && g.no_decay.empty())
-    throw Error("the model has no trainable parameters (every parameter has requires_grad = false).");
+  constexpr std::string_view kNames[] = {"sgd", "adam", "adamw", "rmsprop"};
+  if (std::find(std::begin(kNames), std::end(kNames), o.name) == std::end(kNames))
+    throw ConfigError("optim.name",
+                      "optim.name = \"" + o.name + "\" is not a known optimizer (sgd, adam, adamw, rmsprop).");
+  if (o.name == "sgd" && o.nesterov && o.momentum <= 0)
+    throw ConfigError("optim.nesterov", "optim.nesterov = true needs optim.momentum > 0 (Nesterov momentum is a "
+                                        "look-ahead on the momentum buffer); set a momentum or nesterov = false.");
+  const std::vector<GroupPlan> plans = plan_groups(o, model_state);
   BuiltOptimizer built;
+  built.fused = use_fused(o, plans);
+  for (const GroupPlan& g : plans) built.group_names.push_back(g.names);
+  namespace optim = torch::optim;
   if (o.name == "sgd") {
-    auto base = torch::optim::SGDOptions(o.lr).momentum(o.momentum).nesterov(o.nesterov);
-    auto groups = make_groups(g, base, o.weight_decay, built.group_names);
-    built.optimizer = std::make_unique<torch::optim::SGD>(std::move(groups), base);
+    const auto base = optim::SGDOptions(o.lr).momentum(o.momentum).nesterov(o.nesterov).weight_decay(o.weight_decay);
+    built.optimizer = build<optim::SGD, detail::FusedSGD>(plans, base, built.fused);
+  } else if (o.name == "adam") {
+    const auto base = optim::AdamOptions(o.lr).betas({o.betas.at(0), o.betas.at(1)}).eps(o.eps)
+                          .weight_decay(o.weight_decay).amsgrad(o.amsgrad);
+    built.optimizer = build<optim::Adam, detail::FusedAdam>(plans, base, built.fused);
   } else if (o.name == "adamw") {
-    auto base = torch::optim::AdamWOptions(o.lr).betas({o.betas.at(0), o.betas.at(1)}).eps(o.eps);
-    auto groups = make_groups(g, base, o.weight_decay, built.group_names);
-    built.optimizer = std::make_unique<torch::optim::AdamW>(std::move(groups), base);
+    const auto base = optim::AdamWOptions(o.lr).betas({o.betas.at(0), o.betas.at(1)}).eps(o.eps)
+                          .weight_decay(o.weight_decay).amsgrad(o.amsgrad);
+    built.optimizer = build<optim::AdamW, detail::FusedAdamW>(plans, base, built.fused);
   } else {
-    throw ConfigError("optim.name", "optim.name = \"" + o.name + "\" is not a known optimizer (sgd, adamw).");
+    const auto base = optim::RMSpropOptions(o.lr).alpha(o.alpha).eps(o.eps).weight_decay(o.weight_decay)
+                          .momentum(o.momentum).centered(o.centered);
+    built.optimizer = build<optim::RMSprop, optim::RMSprop>(plans, base, /*fused=*/false);  // no fused kernel
   }
   return built;
 }

@@ -18,7 +18,10 @@ namespace {
 
 using Required = std::initializer_list<std::pair<const char*, bool>>;
 
-// `min_size` is the size of the ABI 1.0 table up to its last required member.
+// `min_size` is the size of the ABI 1.0 table up to its last required member. Tables of any later
+// minor are larger and pass; members appended after 1.0 are optional (ABI-4), so they are not in
+// `required`, and proxies read them through sized_copy, which leaves those a 1.0 plugin lacks
+// NULL (tp_model_v1_t: 56 bytes in 1.0, 64 since 1.1 with set_activation_checkpointing).
 void check(const ComponentInfo& info, const std::string& file, std::size_t min_size, Required required) {
   const std::string where = file + ": component '" + info.id + "' (" + kind_name(info.kind) + ")";
   const uint32_t size = *static_cast<const uint32_t*>(info.interface_table);
@@ -51,6 +54,8 @@ void check_interface_table(const ComponentInfo& info, const std::string& file) {
     }
     case TP_KIND_MODEL: {
       const auto t = detail::sized_copy<tp_model_v1_t>(info.interface_table);
+      // set_activation_checkpointing (@since 1.1) is optional: ModelProxy reports its absence
+      // only when the config asks for checkpointing.
       check(info, file, offsetof(tp_model_v1_t, forward) + sizeof(void*),
             {{"create", t.create}, {"destroy", t.destroy}, {"to_device", t.to_device},
              {"set_training", t.set_training}, {"visit_state", t.visit_state}, {"forward", t.forward}});

@@ -1,6 +1,11 @@
 #include "tp/framework/plugin/model_proxy.h"
 
 #include <array>
+#include <cstddef>
+#include <string>
+
+#include "tp/framework/error.h"
+#include "tp/framework/plugin/host_services.h"
 
 #include "config_adapter.h"
 #include "sized_copy.h"
@@ -14,7 +19,9 @@ constexpr uint32_t kMaxOutputs = 64;
 }  // namespace
 
 ModelProxy::ModelProxy(ComponentEntry entry, const ComponentConfig& config)
-    : PluginInstance(std::move(entry)), table_(detail::sized_copy<tp_model_v1_t>(info_->interface_table)) {
+    : PluginInstance(std::move(entry)),
+      table_(detail::sized_copy<tp_model_v1_t>(info_->interface_table)),
+      table_size_(detail::struct_size_of(info_->interface_table)) {
   auto view = detail::make_config_view(config);
   check(table_.create(library_->host(), view->view(), &self_), "create");
 }
@@ -46,6 +53,38 @@ NamedTensors ModelProxy::forward(const NamedTensors& inputs) {
   for (uint32_t i = 0; i < count && i < kMaxOutputs; ++i)
     result.emplace_back(outputs[i].name != nullptr ? outputs[i].name : "", detail::adopt(outputs[i].tensor));
   return result;
+}
+
+bool ModelProxy::supports_activation_checkpointing() const {
+  return table_.set_activation_checkpointing != nullptr;
+}
+
+void ModelProxy::set_activation_checkpointing(bool enabled) {
+  const std::string key = "model.activation_checkpointing";
+  const std::string who = "the model component '" + id() + "' (" + library_->path().filename().string() +
+                          ", plugin ABI " + std::to_string(library_->abi().major) + "." +
+                          std::to_string(library_->abi().minor) + ")";
+  if (!supports_activation_checkpointing()) {
+    if (!enabled) return; // off is what a model without the entry always is
+    const bool predates = !detail::has_member(table_size_, offsetof(tp_model_v1_t, set_activation_checkpointing),
+                                              sizeof(table_.set_activation_checkpointing));
+    throw ConfigError(key, key + ": " + who + " does not support activation checkpointing: " +
+                               (predates ? "its tp.model/1 table predates plugin ABI 1.1, which added "
+                                           "set_activation_checkpointing"
+                                         : "its tp.model/1 table leaves set_activation_checkpointing NULL") +
+                               ". Remove `activation_checkpointing = true` from [model] (or set it to false), or "
+                               "use a model that declares checkpointable blocks; the plugin's author can add them "
+                               "with tp/cpp/checkpoint.h (plugin_api/README.md, \"Activation checkpointing\").");
+  }
+  const tp_status status = table_.set_activation_checkpointing(self_, enabled);
+  if (status == TP_ERR_UNSUPPORTED && enabled) {
+    std::string message = HostServices::take_last_error();
+    if (message.empty()) message = "(the plugin gave no message)";
+    throw ConfigError(key, key + ": " + who + " refused activation checkpointing: " + message +
+                               ". Remove `activation_checkpointing = true` from [model] (or set it to false), or "
+                               "change the model's options so that it has blocks to checkpoint.");
+  }
+  check(status, "set_activation_checkpointing");
 }
 
 }  // namespace tp

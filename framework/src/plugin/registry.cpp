@@ -8,6 +8,7 @@
 #include "tp/framework/config/closest_key.h"
 #include "tp/framework/error.h"
 #include "tp/framework/plugin/host_services.h"
+#include "tp/framework/plugin/plugin_security.h"
 #include "tp/framework/util/log.h"
 
 namespace tp {
@@ -49,12 +50,14 @@ void Registry::load_search_path(const std::vector<PluginDir>& dirs) {
     const auto canonical = std::filesystem::canonical(dir.path);
     if (std::find(scanned.begin(), scanned.end(), canonical) != scanned.end()) continue;
     scanned.push_back(canonical);
+    require_secure_plugin_path(canonical, allow_insecure_);
     // Sorted so that load order, and therefore any error, is the same on every machine.
     std::vector<std::filesystem::path> files;
     for (const auto& item : std::filesystem::directory_iterator(dir.path))
       if (item.is_regular_file() && item.path().extension() == ".so") files.push_back(item.path());
     std::sort(files.begin(), files.end());
     for (const auto& file : files) {
+      require_secure_plugin_path(file, allow_insecure_);
       auto library = PluginLibrary::load(file, host_);
       add_components(library, level);
       libraries_.push_back(std::move(library));
@@ -65,6 +68,7 @@ void Registry::load_search_path(const std::vector<PluginDir>& dirs) {
 std::shared_ptr<PluginLibrary> Registry::load_file(const std::filesystem::path& file) {
   for (const auto& loaded : libraries_)
     if (std::filesystem::equivalent(loaded->path(), file)) return loaded;
+  require_secure_plugin_path(file, allow_insecure_);
   auto library = PluginLibrary::load(file, host_);
   add_components(library, 0);
   libraries_.push_back(library);

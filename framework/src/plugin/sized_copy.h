@@ -4,15 +4,31 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
 namespace tp::detail {
 
+/// The producer's struct_size: how much of the struct it knew when it was built.
+inline uint32_t struct_size_of(const void* source) {
+  uint32_t size = 0;
+  std::memcpy(&size, source, sizeof size);
+  return size;
+}
+
+/// True when a producer that wrote `struct_size` bytes included the member at [offset, offset +
+/// member_size) (ABI-3). A member it did not include reads as zero in sized_copy(); this tells
+/// "built before the member existed" from "left it NULL" for messages.
+inline bool has_member(uint32_t struct_size, std::size_t offset, std::size_t member_size) {
+  return offset + member_size <= struct_size;
+}
+
+/// A zeroed T with the first min(struct_size, sizeof(T)) bytes of `source` copied in.
 template <typename T>
 T sized_copy(const void* source) {
   T copy{};
-  const uint32_t size = *static_cast<const uint32_t*>(source);
+  const uint32_t size = struct_size_of(source);
   std::memcpy(static_cast<void*>(&copy), source, std::min<std::size_t>(size, sizeof(T)));
   return copy;
 }

@@ -4,7 +4,12 @@
  * interface changes incompatibly (never expected: new behaviour gets a new interface id such as
  * "tp.model/2"). MINOR grows when members are appended to released structs; such members carry a
  * `@since 1.N` note. A host loads a plugin when the majors are equal and the plugin's minor is not
- * newer than the host's (the plugin may rely on members the host does not know otherwise). */
+ * newer than the host's (the plugin may rely on members the host does not know otherwise).
+ *
+ * History (every minor is a superset of the one before; a host reads each struct only up to its
+ * producer's struct_size, so plugins built for an older minor keep loading):
+ *   1.0  the first release.
+ *   1.1  tp_model_v1_t.set_activation_checkpointing (optional; NULL = not supported). */
 #ifndef TP_VERSION_H
 #define TP_VERSION_H
 
@@ -14,7 +19,7 @@
 #include "tp/macros.h"
 
 #define TP_ABI_MAJOR 1
-#define TP_ABI_MINOR 0
+#define TP_ABI_MINOR 1
 #define TP_ABI_PATCH 0
 
 TP_EXTERN_C_BEGIN

@@ -23,18 +23,33 @@ class Mlp : public VisionNet {
     head_ = register_module("head", torch::nn::Linear(width, num_classes));
   }
 
+  /// Each hidden layer (Linear, ReLU, dropout) is a checkpoint unit; without hidden layers there
+  /// is nothing to checkpoint.
+  void set_activation_checkpointing(bool enabled) override {
+    if (enabled && layers_.empty())
+      throw tp::cpp::Failure(TP_ERR_UNSUPPORTED, std::string(kId) + ": hidden = [] has no hidden layers to "
+                                                 "checkpoint (the model is one Linear layer)");
+    VisionNet::set_activation_checkpointing(enabled);
+  }
+
   std::vector<NamedOutput> forward_named(const tp_named_tensor_t* inputs, uint32_t count) override {
     at::Tensor h = flat_input(inputs, count, input_, in_features_);
-    for (auto& layer : layers_) {
-      h = layer->forward(h).relu_();
-      // Functional dropout: no module, so no state entry; train/eval comes from is_training().
-      if (dropout_ > 0.0) h = torch::nn::functional::dropout(
-          h, torch::nn::functional::DropoutFuncOptions().p(dropout_).training(is_training()));
-    }
+    for (auto& layer : layers_)  // the lambda is kept until backward: capture by value
+      h = checkpoint_block(*layer, [this, l = layer.ptr()](const at::Tensor& x) { return hidden_block(*l, x); }, h);
     return {{"logits", head_->forward(h)}};
   }
 
  private:
+  /// Linear -> ReLU -> dropout. The dropout mask comes from the global generator, which a
+  /// checkpointed recompute rewinds, so it draws the same mask again.
+  at::Tensor hidden_block(torch::nn::LinearImpl& layer, const at::Tensor& x) const {
+    at::Tensor h = layer.forward(x).relu_();
+    // Functional dropout: no module, so no state entry; train/eval comes from is_training().
+    if (dropout_ > 0.0)
+      h = torch::nn::functional::dropout(h, torch::nn::functional::DropoutFuncOptions().p(dropout_).training(is_training()));
+    return h;
+  }
+
   std::string input_;
   int64_t in_features_;
   double dropout_;

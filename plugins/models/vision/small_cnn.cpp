@@ -22,6 +22,12 @@ class SmallCnn : public VisionNet {
     head_ = register_module("head", torch::nn::Linear(trunk_->out_channels(), c.num_classes));
   }
 
+  /// The trunk's three blocks are the checkpoint units.
+  void set_activation_checkpointing(bool enabled) override {
+    VisionNet::set_activation_checkpointing(enabled);
+    trunk_->set_activation_checkpointing(enabled);
+  }
+
   std::vector<NamedOutput> forward_named(const tp_named_tensor_t* inputs, uint32_t count) override {
     const at::Tensor x = image_input(inputs, count, input_, c_.in_channels, c_.image_size);
     const at::Tensor features = trunk_->forward(x).amax({2, 3});  // global max pool

@@ -22,6 +22,13 @@ class TwoStream : public VisionNet {
     box_head_ = register_module("box_head", torch::nn::Linear(channels * cells, 4));
   }
 
+  /// Both trunks' blocks are the checkpoint units.
+  void set_activation_checkpointing(bool enabled) override {
+    VisionNet::set_activation_checkpointing(enabled);
+    trunk_a_->set_activation_checkpointing(enabled);
+    trunk_b_->set_activation_checkpointing(enabled);
+  }
+
   std::vector<NamedOutput> forward_named(const tp_named_tensor_t* inputs, uint32_t count) override {
     const at::Tensor a = image_input(inputs, count, inputs_[0], c_.in_channels, c_.image_size);
     const at::Tensor b = image_input(inputs, count, inputs_[1], c_.in_channels, c_.image_size);

@@ -1,8 +1,13 @@
-// vision_models: the pieces shared by the four model components of this library.
+// vision_models: the pieces shared by the five model components of this library.
 //
 // Every model is a VisionNet (a torch::nn::Module that reads its inputs by name and returns named
 // outputs). vision_plugin.cpp turns any VisionNet factory into a complete tp_model_v1_t table, so a
 // model file only builds modules and declares its descriptor.
+//
+// Activation checkpointing (tp.model/1 @since 1.1): VisionNet is a tp::cpp::Checkpointable. A
+// model declares its checkpointable blocks by running them through checkpoint_block(), and
+// overrides set_activation_checkpointing() once to pass the switch to sub-modules that do the
+// same (the ConvTrunk).
 #pragma once
 
 #include <torch/nn/module.h>
@@ -14,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "tp/cpp/checkpoint.h"
 #include "tp/cpp/config.h"
 #include "tp/cpp/tensor.h"
 #include "tp/entry.h"
@@ -27,8 +33,9 @@ struct NamedOutput {
   at::Tensor tensor;
 };
 
-/// Base of every model in this library.
-class VisionNet : public torch::nn::Module {
+/// Base of every model in this library. Activation checkpointing is off until the host's
+/// set_activation_checkpointing; a model whose blocks run through checkpoint_block() honours it.
+class VisionNet : public torch::nn::Module, public tp::cpp::Checkpointable {
  public:
   /// Runs the model on the batch fields `inputs` (borrowed for the call). Throws
   /// tp::cpp::Failure(TP_ERR_INVALID_ARGUMENT) naming a missing or misshapen input.
@@ -64,7 +71,9 @@ using NetFactory = std::shared_ptr<VisionNet> (*)(const tp::cpp::ConfigReader& c
 /// Maps [B, in_channels, S, S] to [B, 2*width, S/8, S/8].
 /// Parameters: 9*width*(in_channels + 6*width) conv weights + 10*width BN affine values,
 /// plus 2 running-stat vectors and one num_batches_tracked buffer per block.
-class ConvTrunk : public torch::nn::Module {
+/// Each block is a checkpoint unit (set_activation_checkpointing(true)): only the blocks' inputs
+/// are kept in training, and the block runs again in backward.
+class ConvTrunk : public torch::nn::Module, public tp::cpp::Checkpointable {
  public:
   /// `in_channels` and `width` must be positive (checked by the caller's config validation).
   ConvTrunk(int64_t in_channels, int64_t width);
@@ -74,13 +83,15 @@ class ConvTrunk : public torch::nn::Module {
   int64_t out_channels() const { return out_channels_; }
 
  private:
+  /// Block `i`: conv - BN - ReLU - maxpool. Reads `x` only (no in-place on it).
+  at::Tensor block(size_t i, const at::Tensor& x);
   std::vector<torch::nn::Conv2d> convs_;
   std::vector<torch::nn::BatchNorm2d> norms_;
   int64_t out_channels_;
 };
 
-/// Config values the three CNNs validate the same way: in_channels, num_classes, width > 0 and
-/// image_size a positive multiple of 8. `component` prefixes the error message.
+/// Config values the three trunk CNNs validate the same way: in_channels, num_classes, width > 0
+/// and image_size a positive multiple of 8. `component` prefixes the error message.
 struct CnnConfig {
   int64_t in_channels;
   int64_t num_classes;
@@ -99,9 +110,11 @@ std::shared_ptr<VisionNet> make_mlp(const tp::cpp::ConfigReader& cfg);
 std::shared_ptr<VisionNet> make_small_cnn(const tp::cpp::ConfigReader& cfg);
 std::shared_ptr<VisionNet> make_multi_head_cnn(const tp::cpp::ConfigReader& cfg);
 std::shared_ptr<VisionNet> make_two_stream(const tp::cpp::ConfigReader& cfg);
+std::shared_ptr<VisionNet> make_deep_cnn(const tp::cpp::ConfigReader& cfg);
 extern const tp_descriptor_t kMlpDescriptor;
 extern const tp_descriptor_t kSmallCnnDescriptor;
 extern const tp_descriptor_t kMultiHeadCnnDescriptor;
 extern const tp_descriptor_t kTwoStreamDescriptor;
+extern const tp_descriptor_t kDeepCnnDescriptor;
 
 }  // namespace tp::vision

@@ -140,16 +140,21 @@ tp_status forward(void* self, const tp_named_tensor_t* inputs, uint32_t input_co
   });
 }
 
+/// The model behind an instance, for tp::cpp::set_activation_checkpointing_entry.
+VisionNet& as_net(void* self) { return *as_model(self).net; }
+
 template <NetFactory kMake>
 constexpr tp_model_v1_t model_table() {
   return {sizeof(tp_model_v1_t), &create<kMake>, &destroy, &to_device,
-          &set_training,         &visit_state,   &forward};
+          &set_training,         &visit_state,   &forward,
+          &tp::cpp::set_activation_checkpointing_entry<&as_net>};
 }
 
 const tp_model_v1_t kMlpTable = model_table<&make_mlp>();
 const tp_model_v1_t kSmallCnnTable = model_table<&make_small_cnn>();
 const tp_model_v1_t kMultiHeadCnnTable = model_table<&make_multi_head_cnn>();
 const tp_model_v1_t kTwoStreamTable = model_table<&make_two_stream>();
+const tp_model_v1_t kDeepCnnTable = model_table<&make_deep_cnn>();
 
 }  // namespace
 
@@ -194,9 +199,17 @@ ConvTrunk::ConvTrunk(int64_t in_channels, int64_t width) : out_channels_(2 * wid
 
 at::Tensor ConvTrunk::forward(const at::Tensor& x) {
   at::Tensor h = x;
-  for (size_t i = 0; i < convs_.size(); ++i)
-    h = at::max_pool2d(norms_[i]->forward(convs_[i]->forward(h)).relu_(), {2, 2});
+  for (size_t i = 0; i < convs_.size(); ++i) {
+    // One checkpoint unit per block: with checkpointing only `h` is kept per block, not the conv,
+    // BN and ReLU outputs and the pooling indices. The lambda is kept until backward, so it
+    // captures by value.
+    h = checkpoint_block({*convs_[i], *norms_[i]}, [this, i](const at::Tensor& in) { return block(i, in); }, h);
+  }
   return h;
+}
+
+at::Tensor ConvTrunk::block(size_t i, const at::Tensor& x) {
+  return at::max_pool2d(norms_[i]->forward(convs_[i]->forward(x)).relu_(), {2, 2});
 }
 
 void require_config(bool ok, const char* component, const char* key, const char* what,
@@ -224,6 +237,7 @@ const tp::cpp::Component kComponents[] = {
     {&tp::vision::kSmallCnnDescriptor, TP_IFACE_MODEL_V1, &tp::vision::kSmallCnnTable},
     {&tp::vision::kMultiHeadCnnDescriptor, TP_IFACE_MODEL_V1, &tp::vision::kMultiHeadCnnTable},
     {&tp::vision::kTwoStreamDescriptor, TP_IFACE_MODEL_V1, &tp::vision::kTwoStreamTable},
+    {&tp::vision::kDeepCnnDescriptor, TP_IFACE_MODEL_V1, &tp::vision::kDeepCnnTable},
 };
 }  // namespace
 

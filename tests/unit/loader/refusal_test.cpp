@@ -2,6 +2,7 @@
 // (tests/fixtures/bad_plugins/fixture_plugin.h), so each message must name the file and that
 // defect: a user with twenty plugins on the search path needs to know which one to fix, and how.
 #include "loader_test_util.h"
+#include "tp/version.h"
 
 namespace {
 
@@ -10,13 +11,14 @@ using namespace tp::test;
 
 /// Checks that `message` names the fixture file and each of `reasons`.
 void check_names(const std::string& message, const std::filesystem::path& file,
-                 std::initializer_list<const char*> reasons) {
+                 std::initializer_list<std::string> reasons) {
   CHECK_MESSAGE(contains(message, file.string()), "the message names the file: " << message);
-  for (const char* reason : reasons) CHECK_MESSAGE(contains(message, reason), "'" << reason << "' in: " << message);
+  for (const std::string& reason : reasons) CHECK_MESSAGE(contains(message, reason), "'" << reason << "' in: " << message);
 }
 
 TEST_CASE("a plugin built for another ABI major is refused before it runs (ABI-2)") {
-  check_names(library_refusal("abi_major"), fixture("abi_major"), {"ABI 2.0", "major", "1.0"});
+  const std::string this_host = "implements ABI " + std::to_string(TP_ABI_MAJOR) + "." + std::to_string(TP_ABI_MINOR);
+  check_names(library_refusal("abi_major"), fixture("abi_major"), {"ABI 2.0", "major", this_host});
 }
 
 TEST_CASE("a plugin built for a newer ABI minor is refused (ABI-2)") {

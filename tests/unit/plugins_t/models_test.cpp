@@ -10,6 +10,7 @@ constexpr const char* kMlp = "org.torchhost.mlp";
 constexpr const char* kSmallCnn = "org.torchhost.small_cnn";
 constexpr const char* kMultiHead = "org.torchhost.multi_head_cnn";
 constexpr const char* kTwoStream = "org.torchhost.two_stream";
+constexpr const char* kDeepCnn = "org.torchhost.deep_cnn";
 
 /// A model instance created with the descriptor's defaults plus `overrides`; destroyed at scope end.
 struct Model {
@@ -49,10 +50,10 @@ int64_t parameter_count(const std::vector<StateEntry>& state) {
   return n;
 }
 
-TEST_CASE("vision_models declares four models with examples") {
+TEST_CASE("vision_models declares five models with examples") {
   LoadedPlugin& p = plugin("vision_models");
-  REQUIRE(p.entry->descriptor_count() == 4);
-  for (const char* id : {kMlp, kSmallCnn, kMultiHead, kTwoStream}) {
+  REQUIRE(p.entry->descriptor_count() == 5);
+  for (const char* id : {kMlp, kSmallCnn, kMultiHead, kTwoStream, kDeepCnn}) {
     const tp_descriptor_t& d = p.descriptor(id);
     CHECK(d.kind == TP_KIND_MODEL);
     CHECK(d.tier == TP_TIER_T);

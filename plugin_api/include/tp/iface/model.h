@@ -9,7 +9,20 @@
  * optimizer, DDP and checkpoints), sets grad mode and autocast before forward, and runs backward.
  * A checkpoint therefore never depends on how the plugin stores its state.
  *
- * Lifecycle: create -> to_device -> visit_state -> (set_training, forward)... -> destroy. */
+ * Lifecycle: create -> to_device -> visit_state -> [set_activation_checkpointing] ->
+ * (set_training, forward)... -> destroy.
+ *
+ * Activation checkpointing (@since 1.1): a model may declare blocks whose forward it can run again
+ * in backward. When the user sets `[model] activation_checkpointing = true`, the host calls
+ * set_activation_checkpointing(self, true); in training-mode forward those blocks then keep only
+ * their inputs and recompute their activations during backward (less activation memory, about
+ * one more forward pass of time). tp/cpp/checkpoint.h implements such blocks for C++ plugins.
+ *
+ * Rationale (C++ default member initializer on set_activation_checkpointing): Tier T plugins are
+ * C++ and usually initialise this table positionally, as the template does. Without the default,
+ * such a 1.0 source rebuilt against 1.1 headers trips -Wmissing-field-initializers (an error under
+ * -Werror) although leaving the member NULL is exactly right. C sees a plain member; the layout
+ * is the same in both languages (tests/abi pins it). */
 #ifndef TP_IFACE_MODEL_H
 #define TP_IFACE_MODEL_H
 
@@ -53,6 +66,23 @@ typedef struct tp_model_v1_t {
    *  and autocast are already set by the host; never synchronize the device here (ABI-12). */
   tp_status (*forward)(void *self, const tp_named_tensor_t *inputs, uint32_t input_count,
                        tp_named_tensor_t *out_outputs, uint32_t capacity, uint32_t *out_count);
+
+  /** [main & !training step] Optional: NULL means the model cannot checkpoint activations, and
+   *  the host refuses `activation_checkpointing = true` with a configuration error naming this
+   *  component. Switches activation checkpointing of the model's declared blocks on or off
+   *  (off after create). The host calls it before training starts, after to_device; accept
+   *  repeated calls. It must not change the state visit_state hands out (names, tensors).
+   *  It affects only forward calls made in training mode with grad mode on: the model's outputs
+   *  and the gradients backward produces must equal those without checkpointing (up to float
+   *  rounding); only memory use and time change. Return TP_ERR_UNSUPPORTED (with a message
+   *  through host->fail) when this instance has nothing to checkpoint, e.g. a configuration
+   *  without such blocks; switching off never fails.
+   *  @since 1.1 */
+  tp_status (*set_activation_checkpointing)(void *self, bool enabled)
+#if defined(__cplusplus) && __cplusplus >= 201402L
+      = nullptr /* see "Rationale" at the top of this file */
+#endif
+      ;
 } tp_model_v1_t;
 
 TP_EXTERN_C_END

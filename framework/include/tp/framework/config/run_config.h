@@ -50,6 +50,7 @@ struct TrainSection {
   std::string nan_policy;   ///< "stop" | "skip": what a non-finite training loss does
   int64_t overfit_batches;  ///< > 0: train and validate on the first N training batches, unshuffled
   bool fast_dev_run;        ///< one training step and one evaluation batch; nothing written
+  std::string init_weights; ///< initial weights file ("" = the model's own init); see checkpoint/initial_weights.h
   bool operator==(const TrainSection&) const = default; ///< field-wise
 };
 
@@ -110,8 +111,8 @@ struct ParamGroupRule {
 struct OptimSection {
   std::string name; ///< "sgd" | "adam" | "adamw" | "rmsprop"
   double lr;
-  double weight_decay; ///< never applied to tensors with dim < 2 (biases, norms)
-  double momentum;     ///< sgd
+  double weight_decay; ///< never applied to tensors with dim < 2 (biases, norms) unless a param group sets it
+  double momentum;     ///< sgd, rmsprop
   bool nesterov;       ///< sgd
   std::vector<double> betas; ///< adam, adamw: two values
   double eps;          ///< adam, adamw, rmsprop
@@ -166,6 +167,17 @@ struct ProgressSection {
   bool operator==(const ProgressSection&) const = default; ///< field-wise
 };
 
+/// [dist]: data-parallel training over c10d (docs/distributed.md). Read only when the process
+/// was launched with WORLD_SIZE > 1 (torchrun, SLURM or `host --nproc-per-node`).
+struct DistSection {
+  std::string backend;         ///< "auto" (nccl on CUDA, gloo on CPU) | "gloo" | "nccl"
+  double timeout_s;            ///< collective and rendezvous timeout (> 0)
+  double bucket_mb;            ///< gradient all-reduce bucket size in MiB (> 0)
+  bool find_unused_parameters; ///< tolerate parameters that get no gradient in a step (a graph walk per step)
+  bool broadcast_buffers;      ///< copy rank 0's buffers (BatchNorm statistics) to all ranks before each forward
+  bool operator==(const DistSection&) const = default; ///< field-wise
+};
+
 /// The whole run. Immutable once loaded.
 struct RunConfig {
   RunSection run;
@@ -188,6 +200,7 @@ struct RunConfig {
 
   toml::table resolved; ///< the full table after overrides and defaults (written to config.toml)
   std::string source;   ///< the config file path ("" when built from text)
+  DistSection dist;     ///< [dist]
 
   /// Field-wise equality, `source` included (compare the members to ignore it).
   bool operator==(const RunConfig&) const = default;

@@ -5,6 +5,8 @@
 // Example:
 //   Trainer trainer(config, components, device, logger, run_dir);
 //   FitSummary summary = trainer.fit();
+// Data-parallel (docs/distributed.md): pass the joined DistContext; every rank runs the same
+// calls, gradients and evaluations are reduced, and only rank 0 writes.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -33,6 +35,9 @@
 
 namespace tp {
 
+class DistContext;
+class GradSync;
+
 /// Named scalar values ("val/loss", "val/accuracy").
 using Scalars = std::vector<std::pair<std::string, double>>;
 
@@ -52,9 +57,12 @@ struct FitSummary {
 
 class Trainer {
  public:
-  /// `parts` must outlive the trainer. Only rank 0 writes files (history, checkpoints).
+  /// `parts` must outlive the trainer. `dist` (null = a single process, no collectives) must
+  /// outlive it too; with it, the constructor broadcasts rank 0's parameters and buffers, and
+  /// every public call is collective: all ranks must make it. Only rank 0 writes files
+  /// (history, checkpoints, plots) and prints progress.
   Trainer(const RunConfig& config, RunComponents& parts, c10::Device device, Logger& logger,
-          std::filesystem::path run_dir, int rank = 0, int world_size = 1);
+          std::filesystem::path run_dir, DistContext* dist = nullptr);
   ~Trainer();
   Trainer(const Trainer&) = delete; // Disabling meaningless Trainer copy.
   Trainer& operator=(const Trainer&) = delete;
@@ -68,8 +76,12 @@ class Trainer {
   Scalars evaluate();
   /// Continues from `checkpoint` (call before fit()): model, optimizer, schedule, grad scaler,
   /// CPU RNG, step/epoch counters, the position inside the epoch, best value and history.
-  /// Resuming is exact: the rest of the run is the same as if it had never stopped.
+  /// Resuming is exact: the rest of the run is the same as if it had never stopped. Data-parallel:
+  /// every rank loads the same checkpoint, then rank 0's weights are broadcast.
   void resume_from(const LoadedCheckpoint& checkpoint);
+  /// Data-parallel: copies rank 0's parameters and buffers to every rank (after loading weights
+  /// outside the trainer, e.g. `host eval`). No-op for a single process.
+  void broadcast_model();
 
  private:
   /* Initializers */
@@ -107,13 +119,35 @@ class Trainer {
   /// Applies run.channels_last / cudnn_benchmark / tf32 and writes <run dir>/runtime.toml.
   void apply_switches();
   double read_window_loss();
+  /* Data-parallel helpers (trainer_dist.cpp); each is a no-op, or the identity, without dist_ */
+  void init_dist();
+  /// ORs callback requests over ranks, so a stop or save one rank asks for happens on all.
+  uint32_t agree(uint32_t requests);
+  /// At a window's end: global item count and whether any rank saw a non-finite loss or a stop
+  /// signal (one small all-reduce). Returns the gradient correction factor estimate / actual.
+  at::Tensor agree_on_window();
+  /// (sum, count) read to the host; data-parallel: summed over ranks (a collective).
+  std::pair<double, double> global_sums(const at::Tensor& sum, const at::Tensor& count);
+  /// Sums the running-loss accumulators into rank 0's (others zero), so a checkpoint holds the
+  /// global values and later sums stay right.
+  void gather_running_loss();
+  /// Sums each metric's state tensors over ranks, in place (before compute()).
+  void reduce_eval(at::Tensor& loss_sum, at::Tensor& count);
+  /// dist.broadcast_buffers: rank 0's buffers (BatchNorm statistics) to all ranks, before a
+  /// window's first forward, as Python's DDP does. Nothing for a model without buffers.
+  void sync_buffers();
+  /// Throws unless every rank resumes at rank 0's (step, epoch, batch).
+  void check_same_position();
 
   const RunConfig& config_;
   RunComponents& parts_;
   c10::Device device_;
   Logger& log_;
   std::filesystem::path run_dir_;
+  DistContext* dist_;           ///< null: a single process
   int rank_, world_size_;
+  std::unique_ptr<GradSync> grad_sync_; ///< data-parallel only
+  int agreed_signal_ = 0;       ///< data-parallel: a stop signal some rank saw (0 = none)
   bool writes_;                 ///< rank 0 and not fast_dev_run: history, checkpoints, plots
   int64_t epochs_;              ///< train.epochs (1 for fast_dev_run)
   int64_t train_batches_ = 0;   ///< micro-batches per epoch (overfit/fast_dev_run limit applied)

@@ -1,6 +1,18 @@
-// Builds the optimizer from [optim] over the model's parameters, with the default parameter
-// groups: weight decay on tensors with dim >= 2 (weights), none on dim < 2 (biases, norm scales),
-// frozen parameters (requires_grad = false) left out (nanoGPT's rule).
+// Builds the optimizer from [optim] over the model's parameters (docs/optimizers.md).
+//
+// Optimizers: sgd (momentum, nesterov), adam, adamw (amsgrad), rmsprop (alpha, centered,
+// momentum), each the torch::optim class, so updates match Python's torch.optim step for step.
+// `optim.implementation` picks how sgd/adam/adamw update: "fused" runs LibTorch's fused kernels
+// (at::_fused_sgd_/_fused_adam_/_fused_adamw_, one call per group), "for_loop" the per-parameter
+// loop, "auto" fused where a kernel exists for the optimizer, device and dtype. Both keep the
+// same per-parameter state objects, so `save()`/`load()` archives are interchangeable.
+//
+// Parameter groups: frozen parameters (requires_grad = false) and buffers are left out. The
+// default rule puts weight decay on tensors with dim >= 2 (weights) and none on dim < 2 (biases,
+// norm scales), nanoGPT's rule. `[[optim.param_groups]]` rules (a shell glob on the parameter
+// name, `*` crossing dots, first match wins) override lr and/or weight_decay. There is one torch
+// group per (rule, decay/no-decay) pair that holds parameters: the default rule's groups first,
+// then each rule's in file order; a rule that sets weight_decay has a single group.
 #pragma once
 
 #include <memory>
@@ -21,13 +33,24 @@ namespace tp {
 struct BuiltOptimizer {
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::vector<std::vector<std::string>> group_names;
+  /// True when step() runs LibTorch's fused kernels (implementation "fused", or "auto" where
+  /// one exists); false for the per-parameter loop.
+  bool fused = false;
 };
 
-/// Throws ConfigError (optim.name) for an unknown optimizer and tp::Error when no parameter is
-/// trainable.
+/// Builds the optimizer `options.name` over the trainable parameters of `model_state` (which
+/// must already be on the training device: "auto" decides by device and dtype). Logs nothing.
+/// Throws ConfigError with the key path for an unknown optimizer (optim.name), nesterov without
+/// momentum (optim.nesterov), "fused" where no fused kernel applies (optim.implementation), and
+/// a param-group rule that matches no trainable parameter (optim.param_groups[i].pattern);
+/// tp::Error when no parameter is trainable.
+/// Example:
+///   BuiltOptimizer built = make_optimizer(config.optim, model->state());
+///   built.optimizer->step();
 BuiltOptimizer make_optimizer(const OptimSection& options, const std::vector<StateTensor>& model_state);
 
-/// The learning rate of the first parameter group.
+/// The learning rate of the first parameter group: the default rule's group when any parameter
+/// falls under it, else the first rule's.
 double current_lr(const torch::optim::Optimizer& optimizer);
 
 }  // namespace tp

@@ -45,8 +45,13 @@ class Registry {
  public:
   explicit Registry(const HostServices& host) : host_(host) {}
 
+  /// --allow-insecure-plugin-dir: load from group/world-writable or foreign-owned plugin files
+  /// and directories (see plugin_security.h). Off by default.
+  void allow_insecure_plugin_dirs(bool allow) { allow_insecure_ = allow; }
+
   /// Loads every plugin on `dirs` (see the file comment). Throws PluginLoadError for the first
-  /// library that cannot be loaded and for duplicate ids; a missing directory that the user named
+  /// library that cannot be loaded, for an insecure directory or file (plugin_security.h) and
+  /// for duplicate ids; a missing directory that the user named
   /// explicitly is an error too (built-in or env directories may be absent).
   void load_search_path(const std::vector<PluginDir>& dirs);
   /// Loads one library file (`host plugins check FILE`).
@@ -64,6 +69,7 @@ class Registry {
   void add_components(const std::shared_ptr<PluginLibrary>& library, std::size_t level);
 
   const HostServices& host_;
+  bool allow_insecure_ = false;
   std::vector<std::shared_ptr<PluginLibrary>> libraries_;
   struct Slot {
     ComponentEntry entry;

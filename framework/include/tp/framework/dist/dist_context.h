@@ -1,0 +1,78 @@
+// A joined data-parallel job: the rendezvous store, the c10d process group (Gloo on CPU, NCCL on
+// CUDA) and this process's device. Created once per process by the session when the launcher
+// said WORLD_SIZE > 1, passed by pointer to whoever needs collectives (no global state), and
+// never created for a single process. c10d headers stay in the .cpp: this header is cheap.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tp/framework/config/run_config.h"
+#include "tp/framework/dist/rendezvous.h"
+
+namespace c10d {
+class ProcessGroup;
+class Store;
+}  // namespace c10d
+
+namespace tp {
+
+class DistContext {
+ public:
+  /// Joins the job described by `place` (place.distributed() must be true): rank 0 hosts a
+  /// c10d::TCPStore on MASTER_ADDR:MASTER_PORT (or connects to torchrun's agent store), every
+  /// rank connects, then the process group is built over it. `run_device` is run.device; under
+  /// DDP "auto"/"cuda" mean cuda:LOCAL_RANK. Blocks until all ranks arrive or dist.timeout_s
+  /// passes. Throws ConfigError (exit 2) for a bad [dist] table or device, tp::Error for a
+  /// rendezvous that fails (port taken, a rank never arrives).
+  ///
+  /// Example:
+  ///   auto dist = DistContext::join(read_rendezvous(env), config.dist, config.run.device);
+  ///   Trainer trainer(config, parts, dist->device(), log, run_dir, dist.get());
+  static std::unique_ptr<DistContext> join(const Rendezvous& place, const DistSection& options,
+                                           const std::string& run_device);
+  ~DistContext();
+  DistContext(const DistContext&) = delete;
+  DistContext& operator=(const DistContext&) = delete;
+
+  int rank() const noexcept { return place_.rank; }
+  int world_size() const noexcept { return place_.world_size; }
+  const Rendezvous& place() const noexcept { return place_; }
+  /// cpu, or cuda:LOCAL_RANK.
+  c10::Device device() const noexcept { return device_; }
+  /// "gloo" or "nccl".
+  const std::string& backend() const noexcept { return backend_; }
+  const DistSection& options() const noexcept { return options_; }
+  /// The c10d group, for the gradient reducer.
+  const c10::intrusive_ptr<c10d::ProcessGroup>& group() const noexcept { return group_; }
+
+  /// Sums each tensor over all ranks, in place, and waits. All tensors on device(); one
+  /// collective per tensor (use a small stacked tensor for several scalars). Throws tp::Error
+  /// naming the operation and, where it can be found out, the rank that was lost.
+  void all_reduce_sum(std::vector<at::Tensor>& tensors, const char* what);
+  /// Copies rank `root`'s values into every rank's tensors (coalesced into flat buffers).
+  void broadcast(const std::vector<at::Tensor>& tensors, const char* what, int root = 0);
+  /// Waits until every rank has arrived.
+  void barrier(const char* what);
+  /// Rethrows `error` (from a collective) as a tp::Error that says which collective failed and
+  /// which ranks no longer answer (asked through the store, a few seconds at most).
+  [[noreturn]] void fail(const char* what, const std::exception& error);
+
+ private:
+  DistContext(Rendezvous place, DistSection options, c10::Device device);
+
+  Rendezvous place_;
+  DistSection options_;
+  c10::Device device_;
+  std::string backend_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+};
+
+}  // namespace tp

@@ -1,0 +1,40 @@
+// Where this process sits in a data-parallel job, read from the environment the launcher set:
+// torchrun's contract (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT),
+// which `host --nproc-per-node` also sets, or SLURM's (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID)
+// when the torchrun variables are absent. Torch-free: pure parsing, no sockets, so the session can
+// read it before anything else (the logger needs the rank).
+#pragma once
+
+#include <map>
+#include <string>
+
+namespace tp {
+
+/// One process's place in the job. world_size == 1 means "not distributed": no process group
+/// is created and training runs exactly as a plain single process.
+struct Rendezvous {
+  int rank = 0;             ///< global rank, 0 <= rank < world_size
+  int world_size = 1;       ///< number of processes in the job
+  int local_rank = 0;       ///< rank on this node; picks the GPU (cuda:local_rank)
+  int local_world_size = 1; ///< processes on this node
+  std::string master_addr;  ///< host of the rendezvous store (rank 0's node)
+  int master_port = 0;      ///< its TCP port
+  /// torchrun's agent already serves the store on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE):
+  /// rank 0 must connect as a client instead of binding the port (platform notes).
+  bool agent_store = false;
+  std::string source = "none"; ///< "torchrun" (the variables above), "slurm" or "none"
+
+  bool distributed() const noexcept { return world_size > 1; }
+};
+
+/// Reads the rendezvous variables from `env` (tp::process_environment()). Without RANK,
+/// WORLD_SIZE and a multi-task SLURM step, returns the single-process default.
+/// Throws ConfigError (exit 2) naming the variable when one is missing, not an integer, out of
+/// range or contradicts another (RANK >= WORLD_SIZE, LOCAL_RANK >= LOCAL_WORLD_SIZE, ...).
+///
+/// Example:
+///   const Rendezvous place = read_rendezvous(process_environment());
+///   if (place.distributed()) ... join the process group ...
+Rendezvous read_rendezvous(const std::map<std::string, std::string>& env);
+
+}  // namespace tp

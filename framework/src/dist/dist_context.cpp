@@ -1,0 +1,204 @@
+#include "tp/framework/dist/dist_context.h"
+
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/comm.hpp>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <cstdlib>
+#include <thread>
+
+#include "tp/framework/engine/runtime_setup.h"
+#include "tp/framework/error.h"
+
+namespace tp {
+namespace {
+
+using Millis = std::chrono::milliseconds;
+
+Millis timeout_of(const DistSection& options) {
+  return Millis(static_cast<int64_t>(options.timeout_s * 1000.0));
+}
+
+void check_options(const DistSection& o) {
+  if (!(o.timeout_s > 0))
+    throw ConfigError("dist.timeout_s", "dist.timeout_s = " + std::to_string(o.timeout_s) +
+                                            " must be > 0 (seconds a collective may wait for a lost rank).");
+  if (!(o.bucket_mb > 0))
+    throw ConfigError("dist.bucket_mb", "dist.bucket_mb = " + std::to_string(o.bucket_mb) +
+                                            " must be > 0 (MiB of gradients per all-reduce; 25 is PyTorch's default).");
+}
+
+c10::Device pick_device(const Rendezvous& place, const std::string& spec) {
+  const bool explicit_index = spec.rfind("cuda:", 0) == 0;
+  if (explicit_index && place.local_world_size > 1)
+    throw ConfigError("run.device", "run.device = \"" + spec + "\" puts all " + std::to_string(place.local_world_size) +
+                                        " ranks of this node on one GPU. Under data-parallel training set run.device = "
+                                        "\"cuda\" or \"auto\": rank k of a node uses cuda:LOCAL_RANK.");
+  const c10::Device base = resolve_device(spec); // "auto" | "cpu" | "cuda" | "cuda:N"
+  if (base.is_cpu() || explicit_index) return base;
+  return resolve_device("cuda:" + std::to_string(place.local_rank)); // checks the index exists
+}
+
+std::string pick_backend(const DistSection& o, const c10::Device& device) {
+  std::string backend = o.backend == "auto" ? (device.is_cuda() ? "nccl" : "gloo") : o.backend;
+  if (backend == "nccl" && !device.is_cuda())
+    throw ConfigError("dist.backend", "dist.backend = \"nccl\" needs CUDA tensors, but this run uses " + device.str() +
+                                          ". Use \"gloo\" (or \"auto\") on CPU.");
+#ifndef USE_C10D_NCCL
+  if (backend == "nccl")
+    throw ConfigError("dist.backend", "dist.backend = \"nccl\": this LibTorch was built without NCCL. Use \"gloo\".");
+#endif
+  return backend;
+}
+
+// The TCP device Gloo talks through. Loopback rendezvous means a single-machine job: bind to
+// loopback, which always exists (a sandbox hostname need not resolve). GLOO_SOCKET_IFNAME wins,
+// as in PyTorch.
+std::shared_ptr<::gloo::transport::Device> gloo_device(const Rendezvous& place) {
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname != nullptr && *ifname != '\0')
+    return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
+  if (place.master_addr == "localhost" || place.master_addr.rfind("127.", 0) == 0)
+    return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+}  // namespace
+
+DistContext::DistContext(Rendezvous place, DistSection options, c10::Device device)
+    : place_(std::move(place)), options_(std::move(options)), device_(device) {}
+
+DistContext::~DistContext() = default;
+
+std::unique_ptr<DistContext> DistContext::join(const Rendezvous& place, const DistSection& options,
+                                               const std::string& run_device) {
+  TP_CHECK(place.distributed(), "DistContext::join needs WORLD_SIZE > 1");
+  check_options(options);
+  const c10::Device device = pick_device(place, run_device);
+  std::unique_ptr<DistContext> dist(new DistContext(place, options, device));
+  dist->backend_ = pick_backend(options, device);
+  if (device.is_cuda()) c10::impl::getDeviceGuardImpl(c10::kCUDA)->setDevice(device); // NCCL picks the current GPU
+
+  // 1. Rendezvous: rank 0 serves the key-value store unless torchrun's agent already does.
+  const Millis timeout = timeout_of(options);
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<uint16_t>(place.master_port);
+  store_options.isServer = place.rank == 0 && !place.agent_store;
+  store_options.numWorkers = place.world_size;
+  store_options.waitWorkers = !place.agent_store;
+  store_options.timeout = timeout;
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    store = c10::make_intrusive<c10d::TCPStore>(place.master_addr, store_options);
+  } catch (const std::exception& e) {
+    throw Error("rank " + std::to_string(place.rank) + " could not " +
+                (store_options.isServer ? "host" : "reach") + " the rendezvous store at " + place.master_addr + ":" +
+                std::to_string(place.master_port) + " within dist.timeout_s = " + std::to_string(options.timeout_s) +
+                " s: " + e.what() +
+                ". Check that MASTER_ADDR/MASTER_PORT are rank 0's reachable address and a free port "
+                "(the built-in launcher picks one when --master-port is not given), and that all " +
+                std::to_string(place.world_size) + " ranks were started.");
+  }
+  // Keys of this job under their own prefix: torchrun's agent store also holds the agent's keys,
+  // and a restarted torchrun generation must not read the previous one's.
+  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  dist->store_ = c10::make_intrusive<c10d::PrefixStore>(
+      std::string("torchhost/") + (restart != nullptr ? restart : "0") + "/", store);
+
+  // 2. The process group: one backend per device type, as Python's init_process_group builds it.
+  auto group = c10::make_intrusive<c10d::ProcessGroup>(dist->store_, place.rank, place.world_size);
+  group->setGroupName("torchhost");
+  try {
+    auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout); // devices: shared_ptr, no Gloo header needed
+    gloo_options->devices.push_back(gloo_device(place));
+    auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(
+        c10::make_intrusive<c10d::PrefixStore>("gloo/", dist->store_), place.rank, place.world_size, gloo_options);
+    group->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, gloo);
+    group->setDefaultBackend(c10d::ProcessGroup::BackendType::GLOO);
+    if (device.is_cuda() && dist->backend_ == "gloo")
+      group->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::GLOO, gloo);
+#ifdef USE_C10D_NCCL
+    if (dist->backend_ == "nccl") {
+      auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+      nccl_options->timeout = timeout;
+      auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+          c10::make_intrusive<c10d::PrefixStore>("nccl/", dist->store_), place.rank, place.world_size, nccl_options);
+      group->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::NCCL, nccl);
+      group->setDefaultBackend(c10d::ProcessGroup::BackendType::NCCL);
+    }
+#endif
+  } catch (const std::exception& e) {
+    throw Error("rank " + std::to_string(place.rank) + " could not build the " + dist->backend_ +
+                " process group: " + e.what() +
+                ". All ranks must reach each other; on several machines set GLOO_SOCKET_IFNAME "
+                "(or NCCL_SOCKET_IFNAME) to the interface they share.");
+  }
+  dist->group_ = group;
+  return dist;
+}
+
+void DistContext::all_reduce_sum(std::vector<at::Tensor>& tensors, const char* what) {
+  try {
+    for (auto& tensor : tensors) {
+      std::vector<at::Tensor> one{tensor};
+      group_->allreduce(one)->wait();
+    }
+  } catch (const std::exception& e) {
+    fail(what, e);
+  }
+}
+
+void DistContext::broadcast(const std::vector<at::Tensor>& tensors, const char* what, int root) {
+  if (tensors.empty()) return;
+  try {
+    // Flat buffers of up to 256 MiB: one collective for a small model instead of one per tensor.
+    c10d::broadcast_coalesced(group_, tensors, size_t{256} << 20, root);
+  } catch (const std::exception& e) {
+    fail(what, e);
+  }
+}
+
+void DistContext::barrier(const char* what) {
+  try {
+    group_->barrier()->wait();
+  } catch (const std::exception& e) {
+    fail(what, e);
+  }
+}
+
+void DistContext::fail(const char* what, const std::exception& error) {
+  // Which ranks still answer: each survivor leaves a key in the store and looks for the others'
+  // after a short wait. A rank that was killed leaves none. If rank 0 hosted the store and died,
+  // the store itself is gone, which names rank 0.
+  std::string lost;
+  try {
+    store_->set("alive/" + std::to_string(rank()), std::vector<uint8_t>{1});
+    const auto deadline = std::chrono::steady_clock::now() + std::min(timeout_of(options_), Millis(3000));
+    std::vector<int> missing;
+    do {
+      std::this_thread::sleep_for(Millis(200));
+      missing.clear();
+      for (int r = 0; r < world_size(); ++r)
+        if (!store_->check({"alive/" + std::to_string(r)})) missing.push_back(r);
+    } while (!missing.empty() && std::chrono::steady_clock::now() < deadline);
+    for (int r : missing) lost += (lost.empty() ? "" : ", ") + std::to_string(r);
+    lost = lost.empty() ? "every rank still answers the store (a rank may be stalled, or the network failed)"
+                        : "lost rank(s): " + lost + " (they no longer answer)";
+  } catch (const std::exception&) {
+    lost = place_.agent_store ? "the rendezvous store (torchrun's agent) is unreachable"
+                              : "lost rank 0: the rendezvous store it hosted is gone";
+  }
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&error);
+  const std::string said = c10_error != nullptr ? c10_error->what_without_backtrace() : error.what();
+  throw Error("rank " + std::to_string(rank()) + " of " + std::to_string(world_size()) + ": the " + backend_ +
+              " collective `" + what + "` failed; " + lost + ". c10d said: " + said +
+              " Look at the lost rank's own output for its error; continue with --resume auto once it is fixed "
+              "(collectives wait at most dist.timeout_s = " + std::to_string(options_.timeout_s) + " s).");
+}
+
+}  // namespace tp

@@ -1,0 +1,2 @@
+// Declaration shim for ProcessGroupGloo.hpp (see ../README.md).
+#pragma once

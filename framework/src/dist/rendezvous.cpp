@@ -1,0 +1,110 @@
+#include "tp/framework/dist/rendezvous.h"
+
+#include <algorithm>
+#include <charconv>
+#include <optional>
+
+#include "tp/framework/error.h"
+
+namespace tp {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+const std::string kHint =
+    " Launch with `host --nproc-per-node N train ...`, `torchrun --nproc-per-node=N --no-python host ...` "
+    "or srun, which set these variables consistently, or unset them all for a single process "
+    "(docs/distributed.md).";
+
+std::optional<std::string> get(const Env& env, const std::string& name) {
+  const auto it = env.find(name);
+  if (it == env.end() || it->second.empty()) return std::nullopt;
+  return it->second;
+}
+
+int as_int(const std::string& name, const std::string& text) {
+  int value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size())
+    throw ConfigError("", "environment variable " + name + "=\"" + text + "\" is not an integer." + kHint);
+  return value;
+}
+
+std::optional<int> get_int(const Env& env, const std::string& name) {
+  const auto text = get(env, name);
+  if (!text) return std::nullopt;
+  return as_int(name, *text);
+}
+
+int require_int(const Env& env, const std::string& name, const std::string& because) {
+  const auto value = get_int(env, name);
+  if (!value) throw ConfigError("", "environment variable " + name + " is not set, but " + because + "." + kHint);
+  return *value;
+}
+
+// SLURM_NTASKS_PER_NODE may read "2" or, for uneven layouts, "2(x3),1"; only the plain form is
+// usable, the rest falls back to "one task per node" (it only matters for the thread split).
+int slurm_tasks_per_node(const Env& env) {
+  const auto text = get(env, "SLURM_NTASKS_PER_NODE");
+  if (!text || text->find_first_not_of("0123456789") != std::string::npos) return 1;
+  return as_int("SLURM_NTASKS_PER_NODE", *text);
+}
+
+void check(const Rendezvous& r) {
+  const std::string where = " (from " + r.source + " variables)";
+  if (r.world_size < 1)
+    throw ConfigError("", "WORLD_SIZE=" + std::to_string(r.world_size) + " must be >= 1" + where + "." + kHint);
+  if (r.rank < 0 || r.rank >= r.world_size)
+    throw ConfigError("", "RANK=" + std::to_string(r.rank) + " is outside [0, WORLD_SIZE=" +
+                              std::to_string(r.world_size) + ")" + where + "." + kHint);
+  if (r.local_world_size < 1 || r.local_world_size > r.world_size)
+    throw ConfigError("", "LOCAL_WORLD_SIZE=" + std::to_string(r.local_world_size) + " must be in [1, WORLD_SIZE=" +
+                              std::to_string(r.world_size) + "]" + where + "." + kHint);
+  if (r.local_rank < 0 || r.local_rank >= r.local_world_size)
+    throw ConfigError("", "LOCAL_RANK=" + std::to_string(r.local_rank) + " is outside [0, LOCAL_WORLD_SIZE=" +
+                              std::to_string(r.local_world_size) + ")" + where + "." + kHint);
+  if (r.world_size > 1 && r.master_addr.empty())
+    throw ConfigError("", "MASTER_ADDR is not set, but WORLD_SIZE=" + std::to_string(r.world_size) +
+                              " needs the address of rank 0's node" + where + "." + kHint);
+  if (r.world_size > 1 && (r.master_port < 1 || r.master_port > 65535))
+    throw ConfigError("", "MASTER_PORT=" + std::to_string(r.master_port) + " is not a TCP port (1-65535)" + where +
+                              "." + kHint);
+}
+
+}  // namespace
+
+Rendezvous read_rendezvous(const Env& env) {
+  Rendezvous r;
+  const bool torchrun = get(env, "RANK") || get(env, "WORLD_SIZE");
+  const auto slurm_tasks = get_int(env, "SLURM_NTASKS");
+  if (torchrun) {
+    r.source = "torchrun";
+    r.world_size = require_int(env, "WORLD_SIZE", "RANK is");
+    r.rank = require_int(env, "RANK", "WORLD_SIZE is");
+    // Single-node launchers that set only RANK/WORLD_SIZE: every rank is local.
+    r.local_world_size = get_int(env, "LOCAL_WORLD_SIZE").value_or(r.world_size);
+    r.local_rank = get_int(env, "LOCAL_RANK").value_or(r.rank % r.local_world_size);
+    if (r.world_size > 1) {
+      r.master_addr = get(env, "MASTER_ADDR").value_or("");
+      r.master_port = require_int(env, "MASTER_PORT", "WORLD_SIZE > 1 needs the rendezvous port");
+    }
+    r.agent_store = get(env, "TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
+  } else if (slurm_tasks && *slurm_tasks > 1) {
+    r.source = "slurm";
+    r.world_size = *slurm_tasks;
+    r.rank = require_int(env, "SLURM_PROCID", "SLURM_NTASKS > 1 is");
+    r.local_rank = get_int(env, "SLURM_LOCALID").value_or(0);
+    r.local_world_size = std::max(slurm_tasks_per_node(env), r.local_rank + 1);
+    // Rank 0 runs on the node srun was launched from in a batch job; MASTER_ADDR overrides.
+    r.master_addr = get(env, "MASTER_ADDR").value_or(get(env, "SLURM_LAUNCH_NODE_IPADDR").value_or(""));
+    // A port derived from the job id keeps two jobs on one node apart; MASTER_PORT overrides.
+    const auto job = get_int(env, "SLURM_JOB_ID").value_or(0);
+    r.master_port = get_int(env, "MASTER_PORT").value_or(20000 + job % 20000);
+  } else {
+    return r;
+  }
+  check(r);
+  return r;
+}
+
+}  // namespace tp

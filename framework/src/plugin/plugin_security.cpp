@@ -1,0 +1,34 @@
+#include "tp/framework/plugin/plugin_security.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "tp/framework/error.h"
+
+namespace tp {
+
+std::optional<std::string> insecure_plugin_path_reason(const std::filesystem::path& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return std::string("cannot be inspected: ") + std::strerror(errno);
+  const uid_t me = ::geteuid();
+  if (info.st_uid != me && info.st_uid != 0)
+    return "is owned by user id " + std::to_string(info.st_uid) + ", not by you (" + std::to_string(me) + ") or root";
+  if ((info.st_mode & S_IWOTH) != 0) return "is writable by every user";
+  if ((info.st_mode & S_IWGRP) != 0) return "is writable by its group (gid " + std::to_string(info.st_gid) + ")";
+  return std::nullopt;
+}
+
+void require_secure_plugin_path(const std::filesystem::path& path, bool allow_insecure) {
+  if (allow_insecure) return;
+  const std::optional<std::string> reason = insecure_plugin_path_reason(path);
+  if (!reason) return;
+  throw PluginLoadError("refusing to load plugins from " + path.string() + ": it " + *reason +
+                        ", so someone else could have replaced the code the host would run. Fix it with "
+                        "`chmod go-w " + path.string() + "` (and chown it to yourself), or pass "
+                        "--allow-insecure-plugin-dir if you trust everyone who can write there.");
+}
+
+}  // namespace tp

@@ -1,0 +1,61 @@
+// Faults: a rank killed with SIGKILL mid-epoch makes the other fail (non-zero, well within
+// dist.timeout_s) naming the lost rank; `--resume auto` then continues from the last checkpoint.
+// Misconfigured launches are configuration errors (exit 2).
+#include <chrono>
+#include <string>
+
+#include "integration/host_runner.h"
+
+#include <doctest/doctest.h>
+
+TEST_CASE("a rank killed with SIGKILL fails the other, naming it; --resume auto continues") {
+  const auto dir = tp::test::fresh_dir("ddp_fault");
+  const std::string host = std::string("'") + TP_TEST_BUILD_DIR + "/bin/host'";
+  // Long enough to be killed mid-epoch (20000 samples, 625 steps per epoch and rank); a
+  // checkpoint every 20 steps gives --resume something to continue from.
+  const std::string args = " --config tests/dist/ddp.toml --output-dir '" + dir.string() +
+                           "' --set train.batch_size=16 --set train.epochs=1 --set data.train.size=20000"
+                           " --set checkpoint.strategy=\\\"steps\\\" --set checkpoint.every=20"
+                           " --set eval.strategy=\\\"no\\\" --set checkpoint.save_top_k=0 --set dist.timeout_s=30";
+  // Plain environment variables (no launcher, which would stop the survivor itself).
+  const std::string script =
+      "export MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + $$ % 20000)) WORLD_SIZE=2; "
+      "RANK=0 LOCAL_RANK=0 " + host + args + " > '" + (dir / "rank0.log").string() + "' 2>&1 & P0=$!; "
+      "RANK=1 LOCAL_RANK=1 " + host + args + " > '" + (dir / "rank1.log").string() + "' 2>&1 & P1=$!; "
+      "for i in $(seq 600); do [ -e '" + (dir / "checkpoints" / "last.pt").string() + "' ] && break; sleep 0.1; done; "
+      "kill -9 $P1; START=$(date +%s); wait $P0; CODE=$?; echo \"rank0 exit $CODE after $(( $(date +%s) - START )) s\"; "
+      "cat '" + (dir / "rank0.log").string() + "'";
+  const auto run = tp::test::run_shell(script);
+  INFO(run.output);
+  CHECK(run.output.find("rank0 exit 0 ") == std::string::npos);
+  CHECK(run.output.find("rank0 exit ") != std::string::npos);
+  CHECK(run.output.find("lost rank(s): 1") != std::string::npos);
+  // Within the 30 s collective timeout (Gloo sees the closed connection at once).
+  const auto at = run.output.find(" after ");
+  REQUIRE(at != std::string::npos);
+  CHECK(std::stoi(run.output.substr(at + 7)) < 30);
+
+  const auto resumed = tp::test::run_host("--nproc-per-node 2" + args + " --resume auto");
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK(resumed.output.find("resumed at epoch 1") != std::string::npos);
+}
+
+TEST_CASE("a launcher failure names the rank and stops the others") {
+  // Rank 1 gets a config error (exit 2) through a bad per-rank override of its environment.
+  const auto dir = tp::test::fresh_dir("ddp_launch_fail");
+  const auto run = tp::test::run_host("--nproc-per-node 2 --config tests/dist/ddp.toml --output-dir '" +
+                                      dir.string() + "' --set dist.timeout_s=-1");
+  INFO(run.output);
+  CHECK(run.exit_code == 2);
+  CHECK(run.output.find("dist.timeout_s") != std::string::npos);
+  CHECK(run.output.find("host: training failed: rank ") != std::string::npos);
+}
+
+TEST_CASE("contradictory launcher variables are configuration errors") {
+  const auto run = tp::test::run_shell("RANK=2 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29999 '" +
+                                       std::string(TP_TEST_BUILD_DIR) + "/bin/host' --config tests/dist/ddp.toml");
+  INFO(run.output);
+  CHECK(run.exit_code == 2);
+  CHECK(run.output.find("RANK=2 is outside [0, WORLD_SIZE=2)") != std::string::npos);
+}

@@ -1,0 +1,124 @@
+// train.init_weights: load_initial_weights() reads Python's torch.save(model.state_dict()) (an
+// OrderedDict with _metadata, which torch::pickle_load alone refuses), a dict holding it under
+// "model", a .safetensors file and a host checkpoint, all to the same values; and refuses, with
+// a ConfigError naming the key, the file and the names, anything that does not match exactly.
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
+#include "integration/host_runner.h"
+#include "tp/framework/checkpoint/checkpoint.h"
+#include "tp/framework/checkpoint/initial_weights.h"
+#include "tp/framework/error.h"
+
+#include <doctest/doctest.h>
+
+namespace {
+
+struct Entry {
+  std::string name;
+  std::vector<int64_t> shape;
+  bool is_buffer;
+};
+
+// Net of initial_weights_files.py, in state_dict order.
+const std::vector<Entry> kNet = {{"fc.weight", {4, 3}, false},     {"fc.bias", {4}, false},
+                                 {"bn.weight", {4}, false},        {"bn.bias", {4}, false},
+                                 {"bn.running_mean", {4}, true},   {"bn.running_var", {4}, true},
+                                 {"bn.num_batches_tracked", {}, true}};
+
+std::vector<tp::StateTensor> zero_model() {
+  std::vector<tp::StateTensor> state;
+  for (const Entry& e : kNet) {
+    const bool counter = e.name == "bn.num_batches_tracked";
+    at::Tensor t = at::zeros(e.shape, counter ? at::kLong : at::kFloat);
+    if (!e.is_buffer) t.requires_grad_();
+    state.push_back({e.name, t, e.is_buffer});
+  }
+  return state;
+}
+
+void check_values(const std::vector<tp::StateTensor>& state) {
+  for (size_t i = 0; i < state.size(); ++i) {
+    INFO(state[i].name);
+    const at::Tensor& t = state[i].tensor;
+    if (state[i].name == "bn.num_batches_tracked") {
+      CHECK(t.item<int64_t>() == 7);
+      continue;
+    }
+    const at::Tensor expected = at::arange(t.numel(), at::kFloat).reshape(t.sizes()) * 0.25 + static_cast<double>(i);
+    CHECK(at::equal(t.detach(), expected));
+  }
+}
+
+std::filesystem::path files() {
+  static const std::filesystem::path dir = [] {
+    const auto d = tp::test::fresh_dir("initial_weights");
+    const auto run = tp::test::run_shell(std::string("'") + TP_TEST_PYTHON +
+                                         "' tests/integration_oracle/initial_weights_files.py '" + d.string() + "'");
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    return d;
+  }();
+  return dir;
+}
+
+std::string error_of(const std::filesystem::path& file, const std::vector<tp::StateTensor>& state) {
+  try {
+    tp::load_initial_weights(file, state);
+  } catch (const tp::ConfigError& e) {
+    CHECK(e.key_path() == "train.init_weights");
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("initial weights from torch.save(state_dict), a nested dict, safetensors and a host checkpoint") {
+  for (const char* name : {"state_dict.pt", "nested.pt", "weights.safetensors"}) {
+    INFO(name);
+    const auto state = zero_model();
+    tp::load_initial_weights(files() / name, state);
+    check_values(state);
+    CHECK(state[0].tensor.requires_grad());  // still the model's leaf, filled in place
+  }
+  // A host checkpoint written from those values reads back through its "model" entry.
+  const auto source = zero_model();
+  tp::load_initial_weights(files() / "state_dict.pt", source);
+  tp::CheckpointContents contents;
+  contents.model_state = &source;
+  contents.config_toml = "";
+  tp::save_checkpoint(files() / "host.pt", contents);
+  const auto state = zero_model();
+  tp::load_initial_weights(files() / "host.pt", state);
+  check_values(state);
+}
+
+TEST_CASE("a single-entry torch.save dict loads") {
+  std::vector<tp::StateTensor> state{{"fc.weight", at::zeros({4, 3}), false}};
+  tp::load_initial_weights(files() / "single.pt", state);
+  CHECK(at::equal(state[0].tensor, at::arange(12, at::kFloat).reshape({4, 3}) * 0.25));
+}
+
+TEST_CASE("names and shapes must match exactly, and nothing is copied otherwise") {
+  auto state = zero_model();
+  state.erase(state.begin() + 1);                                    // fc.bias: unexpected in the file
+  state.push_back({"head.weight", at::zeros({2, 4}), false});        // missing from the file
+  state[0].tensor = at::zeros({3, 3});                               // fc.weight: another shape
+  const std::string message = error_of(files() / "state_dict.pt", state);
+  CHECK(message.find("state_dict.pt") != std::string::npos);
+  CHECK(message.find("missing 'head.weight'") != std::string::npos);
+  CHECK(message.find("unexpected 'fc.bias'") != std::string::npos);
+  CHECK(message.find("'fc.weight' [4, 3] in the file, [3, 3] in the model") != std::string::npos);
+  CHECK(at::equal(state[1].tensor, at::zeros({4})));  // bn.weight untouched
+}
+
+TEST_CASE("unreadable files are ConfigErrors naming the file") {
+  const auto state = zero_model();
+  CHECK(error_of(files() / "no_such_file.pt", state).find("cannot be opened") != std::string::npos);
+  const std::string garbage = error_of(files() / "garbage.pt", state);
+  CHECK(garbage.find("garbage.pt") != std::string::npos);
+  CHECK(garbage.find("cannot read initial weights") != std::string::npos);
+}

@@ -1,0 +1,100 @@
+// The trajectory oracle: the real `host train` against a plain PyTorch loop
+// (trajectory_oracle.py, run with TP_TEST_PYTHON), from the same initial weights.
+//
+// Python builds the MLP, seeds it and saves its state_dict; every host run starts from it through
+// train.init_weights. The data is the plain-C regression fixture in file order, which Python
+// reimplements bit for bit. For SGD (momentum, weight decay) and AdamW, with max_grad_norm
+// clipping on (the Python side counts the steps it clipped), the runs are
+//   a      batch 32 x grad_accum 1, implementation "for_loop"
+//   b      batch 8 x grad_accum 4: the same 32 samples per optimizer step
+//   fused  as a, implementation "fused"
+// and Python trains with torch.optim (loop, and fused=True for the fused run) + clip_grad_norm_
+// on the mean loss over each 32 items. The per-step training loss of history.jsonl and the final
+// weights of checkpoints/last.pt must agree within 1e-5 relative.
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "integration/host_runner.h"
+
+#include <doctest/doctest.h>
+
+namespace {
+
+constexpr double kTolerance = 1e-5;
+constexpr int kSteps = 3 * 256 / 32;  // epochs x size / 32, as in trajectory.toml
+
+const char* const kScript = "tests/integration_oracle/trajectory_oracle.py";
+
+// Settings of each optimizer; trajectory_oracle.py's OPTIMIZERS repeats them.
+const std::map<std::string, std::string> kOptimizers = {
+    {"sgd", "--set optim.name=sgd --set optim.lr=0.05 --set optim.momentum=0.9 --set optim.weight_decay=0.01"},
+    {"adamw", "--set optim.name=adamw --set optim.lr=0.01 --set 'optim.betas=[0.9, 0.999]' --set optim.eps=1e-8 "
+              "--set optim.weight_decay=0.1"},
+};
+
+const std::map<std::string, std::string> kRuns = {
+    {"a", "--set train.batch_size=32 --set train.grad_accum_steps=1"},
+    {"b", "--set train.batch_size=8 --set train.grad_accum_steps=4"},
+    {"fused", "--set train.batch_size=32 --set train.grad_accum_steps=1 --set optim.implementation=fused"},
+};
+
+std::string python(const std::string& mode, const std::filesystem::path& dir) {
+  REQUIRE_MESSAGE(std::filesystem::exists(TP_TEST_PYTHON), "the oracle needs the project venv: " << TP_TEST_PYTHON);
+  const auto run = tp::test::run_shell(std::string("'") + TP_TEST_PYTHON + "' " + kScript + " " + mode + " '" +
+                                       dir.string() + "'");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  return run.output;
+}
+
+}  // namespace
+
+TEST_CASE("host train follows a plain PyTorch loop step for step (SGD, AdamW; accumulation; fused)") {
+  const auto dir = tp::test::fresh_dir("trajectory_oracle");
+  python("init", dir);
+  for (const auto& [optimizer, optimizer_sets] : kOptimizers) {
+    for (const auto& [run, run_sets] : kRuns) {
+      const auto out = dir / (optimizer + "_" + run);
+      const auto host = tp::test::run_host("--config tests/integration_oracle/trajectory.toml --plugin-dir '" +
+                                           std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' --output-dir '" +
+                                           out.string() + "' --set 'train.init_weights=\"" + (dir / "init.pt").string() +
+                                           "\"' " + optimizer_sets + " " + run_sets);
+      INFO(optimizer, " ", run, ":\n", host.output);
+      REQUIRE(host.exit_code == 0);
+      CHECK(host.output.find("initial weights from") != std::string::npos);
+    }
+  }
+
+  std::istringstream lines(python("compare", dir));
+  int diffs = 0;
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream in(line);
+    std::string tag;
+    in >> tag;
+    INFO(line);
+    if (tag == "diff") {
+      std::string run, reference, what;
+      double value = 0;
+      in >> run >> reference >> what >> value;
+      MESSAGE("trajectory oracle: " << run << " vs " << reference << " " << what << " max relative difference "
+                                    << value);
+      CHECK(value <= kTolerance);
+      ++diffs;
+    } else if (tag == "steps") {
+      std::string run;
+      int steps = 0;
+      in >> run >> steps;
+      CHECK(steps == kSteps);
+    } else if (tag == "clipped") {
+      std::string optimizer;
+      int clipped = 0, total = 0;
+      in >> optimizer >> clipped >> total;
+      MESSAGE("trajectory oracle: " << optimizer << " clipped " << clipped << " of " << total << " steps");
+      CHECK(clipped * 2 >= total);  // clipping is really exercised
+    } else if (!line.empty()) {
+      MESSAGE("python: " << line);
+    }
+  }
+  CHECK(diffs == 2 * 5 * 2);  // optimizers x comparisons x (loss, weights)
+}

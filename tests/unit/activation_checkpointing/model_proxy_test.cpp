@@ -1,0 +1,108 @@
+// ModelProxy::set_activation_checkpointing against real libraries: an ABI 1.0 model keeps
+// loading and gets a configuration error naming it only when checkpointing is asked for; so does
+// a 1.1 model with a NULL entry or one that refuses; vision_models' deep_cnn accepts.
+#include "tp/framework/error.h"
+#include "tp/framework/plugin/host_services.h"
+#include "tp/framework/plugin/model_proxy.h"
+#include "tp/framework/plugin/plugin_library.h"
+#include "tp/framework/plugin/registry.h"
+#include "tp/framework/util/log.h"
+
+#include <filesystem>
+#include <string>
+
+#undef CHECK  // c10's logging CHECK; doctest's takes its place
+#include <doctest/doctest.h>
+
+namespace {
+
+using namespace tp;
+
+struct TestHost {
+  Logger logger;
+  HostServices services{logger, ProcessPlace{}};
+};
+
+TestHost& host() {
+  static TestHost h;  // outlives every library loaded with it
+  return h;
+}
+
+std::shared_ptr<PluginLibrary> load(const std::filesystem::path& file) {
+  REQUIRE_MESSAGE(std::filesystem::is_regular_file(file), "not built: " << file);
+  static std::map<std::string, std::shared_ptr<PluginLibrary>> loaded;
+  auto& slot = loaded[file.string()];
+  if (!slot) slot = PluginLibrary::load(file, host().services);
+  return slot;
+}
+
+std::filesystem::path fixture(const std::string& name) {
+  return std::filesystem::path(TP_CKPT_FIXTURE_DIR) / name / (name + ".so");
+}
+
+/// A ModelProxy for component `id` of `library`, with `options` (all keys the schema declares).
+std::unique_ptr<ModelProxy> make_model(const std::shared_ptr<PluginLibrary>& library, const std::string& id,
+                                       toml::table options = {}) {
+  for (const ComponentInfo& info : library->components())
+    if (info.id == id) return std::make_unique<ModelProxy>(ComponentEntry{&info, library}, ComponentConfig{id, "model", options});
+  FAIL("no component " << id);
+  return nullptr;
+}
+
+/// The ConfigError `fn` throws (checked), as its message.
+template <typename Fn>
+std::string config_error(Fn&& fn) {
+  try {
+    fn();
+  } catch (const ConfigError& e) {
+    CHECK(e.key_path() == "model.activation_checkpointing");
+    CHECK(e.exit_code() == kExitConfig);
+    return e.what();
+  }
+  FAIL_CHECK("expected a tp::ConfigError");
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST_CASE("an ABI 1.0 model loads and runs; asking it for checkpointing is a config error naming it") {
+  auto library = load(fixture("ckpt_abi10_model"));
+  CHECK(library->abi().minor == 0);
+  auto model = make_model(library, "org.test.abi10_model");
+  CHECK_FALSE(model->supports_activation_checkpointing());  // the pointer past struct_size is never read
+  CHECK_NOTHROW(model->set_activation_checkpointing(false));
+  const std::string message = config_error([&] { model->set_activation_checkpointing(true); });
+  for (const char* part : {"model.activation_checkpointing", "org.test.abi10_model", "ckpt_abi10_model.so",
+                           "plugin ABI 1.0", "predates plugin ABI 1.1", "activation_checkpointing = true"})
+    CHECK_MESSAGE(contains(message, part), "'" << part << "' in: " << message);
+  CHECK_FALSE(contains(message, "beyond the table's struct_size"));
+}
+
+TEST_CASE("a 1.1 model whose entry is NULL: the same config error, saying so") {
+  auto model = make_model(load(fixture("ckpt_null_model")), "org.test.null_model");
+  CHECK_FALSE(model->supports_activation_checkpointing());
+  const std::string message = config_error([&] { model->set_activation_checkpointing(true); });
+  CHECK(contains(message, "org.test.null_model"));
+  CHECK(contains(message, "leaves set_activation_checkpointing NULL"));
+}
+
+TEST_CASE("vision_models: deep_cnn accepts; an mlp without hidden layers refuses with its reason") {
+  auto library = load(std::filesystem::path(TP_TEST_PLUGIN_DIR) / "vision_models.so");
+  toml::table deep{{"input", "image"}, {"in_channels", 3}, {"num_classes", 3}, {"width", 4},
+                   {"depth", 2},       {"image_size", 32}, {"residual", true}};
+  auto model = make_model(library, "org.torchhost.deep_cnn", deep);
+  CHECK(model->supports_activation_checkpointing());
+  model->to_device(c10::Device(c10::kCPU));
+  CHECK_NOTHROW(model->set_activation_checkpointing(true));
+  CHECK_NOTHROW(model->set_activation_checkpointing(false));
+
+  toml::table linear{{"input", "image"}, {"hidden", toml::array{}}, {"in_features", 3072}, {"num_classes", 3},
+                     {"dropout", 0.0}};
+  auto mlp = make_model(library, "org.torchhost.mlp", linear);
+  const std::string message = config_error([&] { mlp->set_activation_checkpointing(true); });
+  CHECK(contains(message, "org.torchhost.mlp"));
+  CHECK(contains(message, "refused"));
+  CHECK(contains(message, "hidden = []"));
+}
+
+}  // namespace

@@ -1,0 +1,117 @@
+// Helpers of the optimizer tests: [optim] sections with the schema defaults, a small named model
+// state, deterministic tensors, raw float32 files for the Python oracle, and running it.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tp/framework/config/run_config.h"
+#include "tp/framework/plugin/plugin_instance.h"
+
+namespace tp::test {
+
+/// [optim] with the schema's defaults (configs/reference.toml) and the given optimizer.
+inline OptimSection optim_section(const std::string& name, const std::string& implementation = "auto") {
+  OptimSection o;
+  o.name = name;
+  o.lr = 1e-3;
+  o.weight_decay = 0.01;
+  o.momentum = 0.9;
+  o.nesterov = false;
+  o.betas = {0.9, 0.999};
+  o.eps = 1e-8;
+  o.amsgrad = false;
+  o.alpha = 0.99;
+  o.centered = false;
+  o.implementation = implementation;
+  return o;
+}
+
+/// Deterministic floats in [-amplitude, amplitude) from an LCG (no library RNG involved).
+inline at::Tensor lcg_tensor(uint64_t& state, const std::vector<int64_t>& shape, double amplitude) {
+  at::Tensor t = at::empty(shape, at::kFloat);
+  float* data = t.data_ptr<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    const double unit = static_cast<double>(state >> 40) / static_cast<double>(1 << 24);
+    data[i] = static_cast<float>((2.0 * unit - 1.0) * amplitude);
+  }
+  return t;
+}
+
+/// Parameter names and shapes of the small model the optimizer tests use.
+struct ParamSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+inline const std::vector<ParamSpec>& model_spec() {
+  static const std::vector<ParamSpec> spec = {
+      {"fc.weight", {6, 5}}, {"fc.bias", {6}}, {"norm.weight", {6}}, {"head.weight", {3, 6}}, {"head.bias", {3}}};
+  return spec;
+}
+
+/// Leaf tensors requiring grad, named per model_spec(), as ModelProxy::state() lists them.
+inline std::vector<StateTensor> model_state(const std::vector<at::Tensor>& values) {
+  std::vector<StateTensor> state;
+  for (size_t i = 0; i < values.size(); ++i)
+    state.push_back({model_spec()[i].name, values[i].clone().requires_grad_(), false});
+  return state;
+}
+
+inline void write_raw(const std::filesystem::path& file, const at::Tensor& t) {
+  const at::Tensor c = t.detach().contiguous().to(at::kFloat);
+  std::ofstream(file, std::ios::binary)
+      .write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.numel() * sizeof(float)));
+}
+
+inline at::Tensor read_raw(const std::filesystem::path& file, const std::vector<int64_t>& shape) {
+  at::Tensor t = at::empty(shape, at::kFloat);
+  std::ifstream in(file, std::ios::binary);
+  REQUIRE_MESSAGE(in.good(), "the oracle did not write " << file);
+  in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(t.numel() * sizeof(float)));
+  REQUIRE(in.gcount() == static_cast<std::streamsize>(t.numel() * sizeof(float)));
+  return t;
+}
+
+/// A fresh directory under the build tree for one test's exchange files.
+inline std::filesystem::path exchange_dir(const std::string& name) {
+  const auto dir = std::filesystem::path(TP_TEST_BUILD_DIR) / "test-runs" / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+/// Runs `script` (a path under the source tree) with TP_TEST_PYTHON and `args`; returns its
+/// output and fails the test on a non-zero exit.
+inline std::string run_python(const std::string& script, const std::string& args) {
+  REQUIRE_MESSAGE(std::filesystem::exists(TP_TEST_PYTHON),
+                  "the oracle needs the project venv (scripts/setup): " << TP_TEST_PYTHON);
+  const std::string command =
+      std::string("'") + TP_TEST_PYTHON + "' '" + TP_TEST_SOURCE_DIR + "/" + script + "' " + args + " 2>&1";
+  std::string output;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) output.append(buf, n);
+  const int status = ::pclose(pipe);
+  REQUIRE_MESSAGE(status == 0, "python oracle failed:\n" << output);
+  return output;
+}
+
+/// max |a - b| / max |b| over the tensor: relative to the tensor's scale, so elements that
+/// happen to be near zero do not dominate.
+inline double relative_difference(const at::Tensor& a, const at::Tensor& b) {
+  return ((a - b).abs().max() / b.abs().max().clamp_min(1e-12)).item<double>();
+}
+
+}  // namespace tp::test
