@@ -79,6 +79,7 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointContents
   root.insert("epoch", c.epoch);
   root.insert("batch", c.batch);
   if (c.rng_cpu.defined()) root.insert("rng_cpu", c.rng_cpu);
+  if (c.rng_cuda.defined()) root.insert("rng_cuda", c.rng_cuda);
   // Lists of numbers pickle as torch.jit._pickle.build_doublelist, which weights_only loading
   // refuses: numeric vectors travel as float64 tensors.
   root.insert("running_loss", at::tensor(c.running_loss, at::TensorOptions().dtype(at::kDouble)));
@@ -122,6 +123,7 @@ LoadedCheckpoint load_checkpoint(const std::filesystem::path& path) {
     out.epoch = root.at("epoch").toInt();
     if (root.contains("batch")) out.batch = root.at("batch").toInt();
     if (root.contains("rng_cpu")) out.rng_cpu = root.at("rng_cpu").toTensor();
+    if (root.contains("rng_cuda")) out.rng_cuda = root.at("rng_cuda").toTensor();
     if (root.contains("running_loss")) {
       const at::Tensor t = root.at("running_loss").toTensor().contiguous().to(at::kDouble);
       out.running_loss.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());

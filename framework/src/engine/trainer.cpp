@@ -390,6 +390,12 @@ CheckpointContents Trainer::checkpoint_contents(int64_t resume_epoch, int64_t re
     std::lock_guard<std::mutex> lock(generator.mutex());
     contents.rng_cpu = generator.get_state();
   }
+  if (device_.is_cuda()) {
+    // Dropout on the GPU draws from the device's generator: part of an exact resume too.
+    at::Generator generator = at::globalContext().defaultGenerator(device_);
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    contents.rng_cuda = generator.get_state();
+  }
   // Sync point on CUDA; checkpoints are rare. At an epoch's end the accumulators are already
   // reset, so the same four values serve both kinds of checkpoint.
   contents.running_loss = {epoch_loss_sum_.item<double>(), epoch_count_.item<double>(),
@@ -432,6 +438,11 @@ void Trainer::resume_from(const LoadedCheckpoint& c) {
     at::Generator generator = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(generator.mutex()); // the generator is shared process-wide
     generator.set_state(c.rng_cpu);
+  }
+  if (c.rng_cuda.defined() && device_.is_cuda()) {
+    at::Generator generator = at::globalContext().defaultGenerator(device_);
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(c.rng_cuda);
   }
   step_ = c.step;
   start_epoch_ = c.epoch;

@@ -11,6 +11,7 @@
 //   epoch, batch: int                where training resumes: epoch (0-based) and batch within it
 //   step: int                        optimizer steps taken
 //   rng_cpu: uint8 tensor            the CPU generator's state (dropout, init)
+//   rng_cuda: uint8 tensor           the training device's generator state (CUDA runs only)
 //   running_loss: float64 tensor     [epoch sum, epoch count, window sum, window count]
 //                                    the training-loss accumulators of a partly done epoch
 //   early_stopping: float64 tensor   [best, evaluations without improvement] (empty when off)
@@ -49,6 +50,7 @@ struct CheckpointState {
   int64_t batch = 0;
   int64_t step = 0;
   at::Tensor rng_cpu;
+  at::Tensor rng_cuda; ///< undefined unless the run trained on CUDA
   /// Training-loss accumulators: epoch sum, epoch count, logging-window sum, window count.
   std::vector<double> running_loss;
   /// EarlyStopping::state(): best value and evaluations without improvement; empty when off.
