@@ -59,3 +59,17 @@ TEST_CASE("contradictory launcher variables are configuration errors") {
   CHECK(run.exit_code == 2);
   CHECK(run.output.find("RANK=2 is outside [0, WORLD_SIZE=2)") != std::string::npos);
 }
+
+TEST_CASE("resuming with another number of ranks is refused clearly") {
+  const auto dir = tp::test::fresh_dir("ddp_world_size_resume");
+  const std::string args = " --config tests/dist/ddp.toml --output-dir '" + dir.string() +
+                           "' --set train.epochs=1 --set eval.strategy=\\\"no\\\" --set checkpoint.save_top_k=0";
+  const auto single = tp::test::run_host(args);
+  INFO(single.output);
+  REQUIRE(single.exit_code == 0);
+  const auto refused = tp::test::run_host("--nproc-per-node 2" + args + " --resume auto");
+  INFO(refused.output);
+  CHECK(refused.exit_code != 0);
+  CHECK(refused.output.find("written by a run of 1 rank(s) and this run has 2") != std::string::npos);
+  CHECK(refused.output.find("train.init_weights") != std::string::npos);
+}

@@ -85,6 +85,7 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointContents
   root.insert("running_loss", at::tensor(c.running_loss, at::TensorOptions().dtype(at::kDouble)));
   root.insert("early_stopping", at::tensor(c.early_stopping, at::TensorOptions().dtype(at::kDouble)));
   root.insert("step", c.step);
+  root.insert("world_size", c.world_size);
   root.insert("monitor", c.monitor);
   root.insert("best", c.best);
   root.insert("config", c.config_toml);
@@ -129,6 +130,7 @@ LoadedCheckpoint load_checkpoint(const std::filesystem::path& path) {
       out.running_loss.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
     }
     out.step = root.at("step").toInt();
+    if (root.contains("world_size")) out.world_size = root.at("world_size").toInt();
     if (root.contains("early_stopping")) {
       const at::Tensor t = root.at("early_stopping").toTensor().contiguous().to(at::kDouble);
       out.early_stopping.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());

@@ -385,6 +385,7 @@ CheckpointContents Trainer::checkpoint_contents(int64_t resume_epoch, int64_t re
   contents.epoch = resume_epoch;
   contents.batch = resume_batch;
   contents.step = step_;
+  contents.world_size = world_size_;
   {
     at::Generator generator = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(generator.mutex());
@@ -420,6 +421,14 @@ void Trainer::save_position() {
 }
 
 void Trainer::resume_from(const LoadedCheckpoint& c) {
+  // The saved (epoch, batch) position counts batches of a per-rank shard: with another number of
+  // ranks it points elsewhere in the data, so an exact continuation is impossible.
+  if (c.world_size != world_size_)
+    throw ConfigError("--resume", "the checkpoint was written by a run of " + std::to_string(c.world_size) +
+                                      " rank(s) and this run has " + std::to_string(world_size_) +
+                                      "; its position in the epoch would not match the data. Resume with " +
+                                      std::to_string(c.world_size) + " rank(s) (--nproc-per-node), or start a new "
+                                      "run from its weights with train.init_weights = \"<checkpoint>\".");
   restore_model_state(c, model_state_);
   if (!c.optimizer_archive.empty()) {
     torch::serialize::InputArchive archive;

@@ -10,6 +10,7 @@
 //   scaler: {scale, growth_tracker}  fp16 grad scaler state (PyTorch GradScaler field names)
 //   epoch, batch: int                where training resumes: epoch (0-based) and batch within it
 //   step: int                        optimizer steps taken
+//   world_size: int                  ranks of the run that wrote it (its sampler positions)
 //   rng_cpu: uint8 tensor            the CPU generator's state (dropout, init)
 //   rng_cuda: uint8 tensor           the training device's generator state (CUDA runs only)
 //   running_loss: float64 tensor     [epoch sum, epoch count, window sum, window count]
@@ -49,6 +50,7 @@ struct CheckpointState {
   int64_t epoch = 0;
   int64_t batch = 0;
   int64_t step = 0;
+  int64_t world_size = 1; ///< ranks that wrote it: epoch/batch positions are per-rank shards
   at::Tensor rng_cpu;
   at::Tensor rng_cuda; ///< undefined unless the run trained on CUDA
   /// Training-loss accumulators: epoch sum, epoch count, logging-window sum, window count.
