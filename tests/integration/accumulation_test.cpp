@@ -7,11 +7,14 @@
 
 #include "tp/framework/checkpoint/checkpoint.h"
 
+#include "checkpoint_compare.h"
 #include "host_runner.h"
 
 #include <doctest/doctest.h>
 
 namespace {
+
+using tp::test::max_relative_difference;
 
 tp::LoadedCheckpoint train(const std::string& name, const std::string& sets) {
   const auto dir = tp::test::fresh_dir(name);
@@ -20,18 +23,6 @@ tp::LoadedCheckpoint train(const std::string& name, const std::string& sets) {
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   return tp::load_checkpoint(dir / "checkpoints" / "last.pt");
-}
-
-double max_relative_difference(const tp::LoadedCheckpoint& a, const tp::LoadedCheckpoint& b) {
-  REQUIRE(a.model.size() == b.model.size());
-  double worst = 0;
-  for (std::size_t i = 0; i < a.model.size(); ++i) {
-    REQUIRE(a.model[i].first == b.model[i].first);
-    const at::Tensor& x = a.model[i].second;
-    const at::Tensor& y = b.model[i].second;
-    worst = std::max(worst, ((x - y).abs().max() / (x.abs().max() + 1e-12)).item<double>());
-  }
-  return worst;
 }
 
 }  // namespace

@@ -42,6 +42,11 @@ std::optional<double> CheckpointManager::best() const {
   return ranking_.front().value;
 }
 
+std::optional<double> CheckpointManager::best_including(double value) const {
+  if (qualifies(value) && (ranking_.empty() || better(value, ranking_.front().value))) return value;
+  return best();
+}
+
 void CheckpointManager::restore() {
   ranking_.clear();
   std::ifstream in(dir_ / kRanking);

@@ -1,9 +1,7 @@
 #include "tp/framework/engine/trainer.h"
 
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
-#include <torch/serialize/input-archive.h>
 #include <c10/core/GradMode.h>
 #include <torch/optim/optimizer.h>
 #include <torch/version.h>
@@ -11,7 +9,6 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
-#include <mutex>
 #include <sstream>
 
 #include "tp/framework/checkpoint/checkpoint.h"
@@ -38,10 +35,6 @@ LoaderOptions loader_options(const RunConfig& c, int64_t batch_size, LoaderMode 
       .world_size(world)
       .mode(mode)
       .pin_memory(device.is_cuda());
-}
-
-bool better(double candidate, double best, const std::string& mode) {
-  return mode == "max" ? candidate > best : candidate < best;
 }
 
 }  // namespace
@@ -323,46 +316,6 @@ void Trainer::end_epoch(int64_t epoch) {
   if (!eval.empty()) draw_plots();
 }
 
-void Trainer::save(bool periodic, int64_t resume_epoch, int64_t resume_batch) {
-  if (config_.train.fast_dev_run || config_.checkpoint.strategy == "no") return;
-  // Best: only an evaluation taken at this very step describes these weights.
-  const std::optional<double> monitor = last_eval_step_ == step_ ? monitor_value_ : std::nullopt;
-  if (!periodic && !(monitor && checkpoints_.qualifies(*monitor))) return;
-  last_save_step_ = periodic ? step_ : last_save_step_;
-  gather_running_loss();
-  std::vector<std::filesystem::path> written;
-  if (writes_) {
-    written = checkpoints_.save(checkpoint_contents(resume_epoch, resume_batch), step_, periodic, monitor);
-  } else {
-    checkpoints_.save(CheckpointContents{}, step_, periodic, monitor); // same ranking, no files
-  }
-  for (const auto& path : written) {
-    Scalars value;
-    if (monitor && path.filename().string().starts_with("best")) value.emplace_back(config_.checkpoint.monitor, *monitor);
-    dispatch(TP_EVENT_CHECKPOINT_SAVE, value, path.string());
-  }
-}
-
-void Trainer::load_best() {
-  const auto path = run_dir_ / "checkpoints" / "best.pt";
-  // Data-parallel: only rank 0 needs the file (the run directory may be local to its node);
-  // the others take its weights by broadcast.
-  if (!checkpoints_.best() || (rank_ == 0 && !std::filesystem::exists(path))) {
-    log_.warn("checkpoint.load_best_at_end: no best checkpoint was saved (is checkpoint.save_top_k 0, or was the "
-              "run never evaluated?); keeping the final weights");
-    return;
-  }
-  if (rank_ == 0) {
-    const LoadedCheckpoint best = load_checkpoint(path);
-    restore_model_state(best, model_state_);
-    dispatch(TP_EVENT_CHECKPOINT_LOAD, {{config_.checkpoint.monitor, best.best}}, path.string());
-    log_.info("load_best_at_end: loaded " + path.string() + " (" + config_.checkpoint.monitor + " = " +
-              format_number(best.best) + ", step " + std::to_string(best.step) + ")");
-  }
-  broadcast_model();
-  if (val_loader_) last_eval_ = evaluate();
-}
-
 void Trainer::draw_plots() {
   if (!writes_ || !config_.plots.enabled) return;
   // About 0.1-0.3 s on this thread for a 10k-step history (docs/plots.md); a plotting failure
@@ -372,107 +325,6 @@ void Trainer::draw_plots() {
   } catch (const std::exception& e) {
     log_.warn(std::string("plots were not drawn: ") + e.what());
   }
-}
-
-CheckpointContents Trainer::checkpoint_contents(int64_t resume_epoch, int64_t resume_batch) const {
-  CheckpointContents contents;
-  contents.model_state = &model_state_;
-  contents.optimizer = optim_.optimizer.get();
-  contents.optimizer_groups = optim_.group_names;
-  contents.scheduler_state = scheduler_->state();
-  contents.scaler_scale = scaler_.get_scale();
-  contents.scaler_growth_tracker = scaler_.get_growth_tracker();
-  contents.epoch = resume_epoch;
-  contents.batch = resume_batch;
-  contents.step = step_;
-  contents.world_size = world_size_;
-  {
-    at::Generator generator = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    contents.rng_cpu = generator.get_state();
-  }
-  if (device_.is_cuda()) {
-    // Dropout on the GPU draws from the device's generator: part of an exact resume too.
-    at::Generator generator = at::globalContext().defaultGenerator(device_);
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    contents.rng_cuda = generator.get_state();
-  }
-  // Sync point on CUDA; checkpoints are rare. At an epoch's end the accumulators are already
-  // reset, so the same four values serve both kinds of checkpoint.
-  contents.running_loss = {epoch_loss_sum_.item<double>(), epoch_count_.item<double>(),
-                           window_loss_sum_.item<double>(), window_count_.item<double>()};
-  contents.monitor = config_.checkpoint.monitor;
-  contents.best = checkpoints_.best().value_or(std::numeric_limits<double>::quiet_NaN());
-  if (last_eval_step_ == step_ && monitor_value_ && checkpoints_.qualifies(*monitor_value_) &&
-      (!checkpoints_.best() || better(*monitor_value_, *checkpoints_.best(), config_.checkpoint.mode)))
-    contents.best = *monitor_value_; // this save makes it the best
-  contents.early_stopping = early_stopping_.state();
-  contents.config_toml = to_toml_text(config_.resolved);
-  contents.plugins = parts_.plugin_versions;
-  return contents;
-}
-
-void Trainer::save_position() {
-  gather_running_loss(); // all ranks: a collective under data-parallel training
-  if (rank_ != 0) return;
-  const auto path = run_dir_ / "checkpoints" / "last.pt";
-  save_checkpoint(path, checkpoint_contents(epoch_, train_loader_->next_batch_index()));
-  dispatch(TP_EVENT_CHECKPOINT_SAVE, {}, path.string());
-}
-
-void Trainer::resume_from(const LoadedCheckpoint& c) {
-  // The saved (epoch, batch) position counts batches of a per-rank shard: with another number of
-  // ranks it points elsewhere in the data, so an exact continuation is impossible.
-  if (c.world_size != world_size_)
-    throw ConfigError("--resume", "the checkpoint was written by a run of " + std::to_string(c.world_size) +
-                                      " rank(s) and this run has " + std::to_string(world_size_) +
-                                      "; its position in the epoch would not match the data. Resume with " +
-                                      std::to_string(c.world_size) + " rank(s) (--nproc-per-node), or start a new "
-                                      "run from its weights with train.init_weights = \"<checkpoint>\".");
-  restore_model_state(c, model_state_);
-  if (!c.optimizer_archive.empty()) {
-    torch::serialize::InputArchive archive;
-    std::istringstream bytes(std::string(c.optimizer_archive.begin(), c.optimizer_archive.end()));
-    archive.load_from(bytes);
-    optim_.optimizer->load(archive);
-  }
-  if (!c.scheduler_state.empty()) scheduler_->load_state(c.scheduler_state);
-  if (scaler_.is_enabled() && c.scaler_scale > 0) {
-    GradScalerState state = scaler_.state();
-    state.scale = c.scaler_scale;
-    state.growth_tracker = c.scaler_growth_tracker;
-    scaler_.load_state(state);
-  }
-  if (c.rng_cpu.defined()) {
-    at::Generator generator = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(generator.mutex()); // the generator is shared process-wide
-    generator.set_state(c.rng_cpu);
-  }
-  if (c.rng_cuda.defined() && device_.is_cuda()) {
-    at::Generator generator = at::globalContext().defaultGenerator(device_);
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    generator.set_state(c.rng_cuda);
-  }
-  step_ = c.step;
-  start_epoch_ = c.epoch;
-  start_batch_ = c.batch;
-  if (c.running_loss.size() == 4) {
-    epoch_loss_sum_.fill_(c.running_loss[0]);
-    epoch_count_.fill_(c.running_loss[1]);
-    window_loss_sum_.fill_(c.running_loss[2]);
-    window_count_.fill_(c.running_loss[3]);
-  }
-  if (rank_ != 0) {
-    // The checkpoint holds the global sums (gather_running_loss); rank 0 carries them on.
-    for (auto* t : {&epoch_loss_sum_, &epoch_count_, &window_loss_sum_, &window_count_}) t->zero_();
-  }
-  broadcast_model(); // a resumed data-parallel run loads, then takes rank 0's weights
-  checkpoints_.restore();
-  early_stopping_.load_state(c.early_stopping);
-  history_.resume(c.step);
-  dispatch(TP_EVENT_CHECKPOINT_LOAD, {{"step", double(c.step)}});
-  log_.info("resumed at epoch " + std::to_string(c.epoch + 1) + ", batch " + std::to_string(c.batch) + ", step " +
-            std::to_string(c.step));
 }
 
 uint32_t Trainer::dispatch(int32_t kind, const Scalars& scalars, const std::string& message) {

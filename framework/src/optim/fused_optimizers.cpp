@@ -92,15 +92,18 @@ void fused_adam_group(torch::optim::OptimizerParamGroup& group,
   }
 }
 
+/// The torch::optim contract: a closure, when given, re-evaluates the loss with grad enabled.
+torch::Tensor evaluate_closure(const torch::optim::Optimizer::LossClosure& closure) {
+  if (closure == nullptr) return {};
+  at::AutoGradMode enable_grad(true);
+  return closure();
+}
+
 }  // namespace
 
 torch::Tensor FusedSGD::step(LossClosure closure) {
+  const torch::Tensor loss = evaluate_closure(closure);
   torch::NoGradGuard no_grad;
-  torch::Tensor loss;
-  if (closure != nullptr) {
-    at::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
   for (auto& group : param_groups_) {
     const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
     const bool momentum = o.momentum() != 0;
@@ -134,12 +137,8 @@ torch::Tensor FusedSGD::step(LossClosure closure) {
 }
 
 torch::Tensor FusedAdam::step(LossClosure closure) {
+  const torch::Tensor loss = evaluate_closure(closure);
   torch::NoGradGuard no_grad;
-  torch::Tensor loss;
-  if (closure != nullptr) {
-    at::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
   for (auto& group : param_groups_) {
     fused_adam_group<torch::optim::AdamParamState, torch::optim::AdamOptions>(
         group, state_, "Adam", [](auto&&... args) { at::_fused_adam_(std::forward<decltype(args)>(args)...); });
@@ -148,12 +147,8 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
 }
 
 torch::Tensor FusedAdamW::step(LossClosure closure) {
+  const torch::Tensor loss = evaluate_closure(closure);
   torch::NoGradGuard no_grad;
-  torch::Tensor loss;
-  if (closure != nullptr) {
-    at::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
   for (auto& group : param_groups_) {
     fused_adam_group<torch::optim::AdamWParamState, torch::optim::AdamWOptions>(
         group, state_, "AdamW", [](auto&&... args) { at::_fused_adamw_(std::forward<decltype(args)>(args)...); });

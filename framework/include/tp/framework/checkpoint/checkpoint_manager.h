@@ -39,6 +39,9 @@ class CheckpointManager {
 
   /// The best monitored value saved so far.
   std::optional<double> best() const;
+  /// The best value once a save offering `value` is done: `value` when it qualifies and beats
+  /// best(), else best().
+  std::optional<double> best_including(double value) const;
 
   /// Saves `contents` (taken at optimizer step `step`) under the names this save earns:
   /// last.pt and step-N.pt when `periodic`, best files when `monitor_value` qualifies. Evicts
