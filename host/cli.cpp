@@ -19,6 +19,8 @@ constexpr const char* kUsage =
     "       host plugins list [--verbose] [--config FILE] [--plugin-dir DIR]...\n"
     "       host plugins check FILE.so\n"
     "       host plot RUN_DIR\n"
+    "       host profile --config FILE [--devices cpu,cuda] [--batch-size N] [--precisions fp32,bf16,fp16]\n"
+    "                    [--iterations N] [--warmup N] [--output PATH]\n"
     "       host --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P] train|eval ...\n"
     "            data-parallel: N ranks on this node (docs/distributed.md); torchrun --no-python host ... also works\n";
 
@@ -34,7 +36,12 @@ po::options_description describe(Options& o) {
       ("output-dir,o", po::value(&o.output_dir), "run directory (overrides run.output_dir)")
       ("checkpoint", po::value(&o.checkpoint), "eval: best, last or a checkpoint path; export: the checkpoint")
       ("format", po::value(&o.format), "export: output format (safetensors)")
-      ("output", po::value(&o.output), "export: output file")
+      ("output", po::value(&o.output), "export: output file; profile: where profile.json goes")
+      ("devices", po::value(&o.devices), "profile: comma-separated devices, e.g. cpu,cuda (default: run.device)")
+      ("precisions", po::value(&o.precisions), "profile: comma-separated fp32, bf16, fp16 (default: fp32)")
+      ("batch-size", po::value(&o.batch_size), "profile: samples per batch (default: train.batch_size)")
+      ("iterations", po::value(&o.iterations), "profile: timed forward passes (default: 50)")
+      ("warmup", po::value(&o.warmup), "profile: untimed forward passes first (default: 10)")
       ("resume", po::value(&o.resume), "train: continue from `auto` (the run's last.pt, if any) or a checkpoint path")
       ("verbose,v", po::bool_switch(&o.verbose), "more detail (debug log, plugin schemas)");
   return d;
@@ -90,8 +97,12 @@ Options parse(int argc, char** argv) {
       throw ConfigError("", "host export needs --checkpoint PATH and --output FILE.\n" + std::string(kUsage));
     return o;
   }
-  if (o.command != "train" && o.command != "eval")
-    throw ConfigError("", "unknown command '" + o.command + "' (train, eval, export, plugins, plot).\n" + std::string(kUsage));
+  if (o.command != "train" && o.command != "eval" && o.command != "profile")
+    throw ConfigError("", "unknown command '" + o.command + "' (train, eval, export, plugins, plot, profile).\n" +
+                              std::string(kUsage));
+  if (o.command == "profile" && (o.batch_size < 0 || o.iterations < 1 || o.warmup < 0))
+    throw ConfigError("", "host profile needs --batch-size >= 1 (or 0 for train.batch_size), --iterations >= 1 and "
+                          "--warmup >= 0.\n" + std::string(kUsage));
   if (!words.empty()) throw ConfigError("", "unexpected argument '" + words[0] + "'.\n" + std::string(kUsage));
   if (o.config.empty()) throw ConfigError("", "host " + o.command + " needs --config FILE.\n" + std::string(kUsage));
   return o;

@@ -6,10 +6,13 @@
 //   host plugins list [--verbose] [--config run.toml] [--plugin-dir DIR]...
 //   host plugins check FILE.so
 //   host plot RUN_DIR
+//   host profile --config run.toml [--devices cpu,cuda] [--batch-size N] [--precisions fp32,bf16]
+//                [--iterations N] [--warmup N] [--output PATH]
 //   host --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P] <command> ...
 //        (the launcher, launcher.h; it runs each rank as `host <command> ...`)
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,7 +21,7 @@ namespace tp::cli {
 
 /// Everything the command line said.
 struct Options {
-  std::string command = "train";   ///< "train" | "eval" | "export" | "plugins" | "plot"
+  std::string command = "train";   ///< "train" | "eval" | "export" | "plugins" | "plot" | "profile"
   std::string action;              ///< plugins: "list" | "check"
   std::string config;              ///< --config
   std::vector<std::string> sets;   ///< --set key.path=value (in order)
@@ -27,9 +30,14 @@ struct Options {
   std::string checkpoint = "best"; ///< eval: best | last | PATH
   std::string resume;              ///< train: "" (fresh) | auto | PATH
   std::string format = "safetensors"; ///< export: output format
-  std::string output;              ///< export: output file
+  std::string output;              ///< export: output file; profile: profile.json path
   std::string file;                ///< plugins check FILE
   std::string run_dir;             ///< plot RUN_DIR
+  std::string devices;             ///< profile: comma-separated devices ("" = run.device)
+  std::string precisions = "fp32"; ///< profile: comma-separated fp32 | bf16 | fp16
+  int64_t batch_size = 0;          ///< profile: 0 = train.batch_size
+  int64_t iterations = 50;         ///< profile: timed forward passes per device and precision
+  int64_t warmup = 10;             ///< profile: untimed forward passes before them
   bool verbose = false;
   bool allow_insecure_plugin_dir = false; ///< --allow-insecure-plugin-dir
   bool help = false;

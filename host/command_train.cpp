@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iterator>
+#include <optional>
 #include <sstream>
 
 #include "commands.h"
@@ -13,6 +14,7 @@
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/engine/trainer.h"
 #include "tp/framework/util/atomic_file.h"
+#include "tp/framework/util/plugin_crash.h"
 
 namespace tp::cli {
 namespace {
@@ -41,6 +43,8 @@ int run_train(const Options& options) {
   auto session = open_session(options);
   const RunConfig& config = session->config;
   Logger& log = session->logger;
+  // Before any dataset runs: a plugin crash then names the component and sample (exit 5).
+  install_plugin_crash_handler((session->run_dir / "checkpoints").string().c_str());
   log.open_file(session->run_dir / "train.log");
   const std::string config_text = to_toml_text(config.resolved);
   const bool rank0 = session->place.rank == 0; // only rank 0 writes files and the summary
@@ -55,11 +59,17 @@ int run_train(const Options& options) {
 
   RunComponents parts = create_components(config, session->registry);
   std::filesystem::path resume_path = options.resume;
+  std::optional<LoadedCheckpoint> resume_checkpoint;
   if (options.resume == "auto") {
-    // The newest save: last.pt, else the highest step-N.pt (checkpoint.save_last = false).
+    // The newest save that loads: last.pt, else step-N.pt / best files, past damaged ones.
     const auto dir = session->run_dir / "checkpoints";
-    resume_path = CheckpointManager::latest(dir).value_or(std::filesystem::path());
-    if (resume_path.empty()) log.info("--resume auto: no checkpoint in " + dir.string() + "; starting fresh");
+    auto point = CheckpointManager::find_resume_point(dir, [&](const std::string& line) { log.warn(line); });
+    if (!point) log.info("--resume auto: no checkpoint in " + dir.string() + "; starting fresh");
+    if (point && point->skipped > 0)
+      log.warn("--resume auto: resuming from " + point->path.string() + ", the newest checkpoint that loads (" +
+               std::to_string(point->skipped) + " damaged name(s) passed over); the steps after it are trained again");
+    resume_path = point ? point->path : std::filesystem::path();
+    if (point) resume_checkpoint = std::move(point->checkpoint);
   }
   // Before the Trainer: it moves the model to the device and builds the optimizer over it.
   if (!config.train.init_weights.empty()) {
@@ -72,7 +82,7 @@ int run_train(const Options& options) {
   }
   Trainer trainer(config, parts, device, log, session->run_dir, session->dist.get());
   if (!resume_path.empty()) {
-    const LoadedCheckpoint checkpoint = load_checkpoint(resume_path);
+    const LoadedCheckpoint checkpoint = resume_checkpoint ? std::move(*resume_checkpoint) : load_checkpoint(resume_path);
     warn_config_changes(log, checkpoint.config_toml, config_text);
     trainer.resume_from(checkpoint);
   }

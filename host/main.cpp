@@ -1,6 +1,7 @@
 // `host`: parse the command line, run the subcommand, map failures to exit codes
-// (0 ok, 1 runtime, 2 usage/config, 3 plugin load/ABI). With --nproc-per-node this process is
+// (0 ok, 1 runtime, 2 usage/config, 3 plugin load/ABI, 4 damaged checkpoint, 5 plugin crash). With --nproc-per-node this process is
 // the launcher: it starts the ranks (each a `host` without the launcher flags) and waits.
+#include <csignal>
 #include <cstdio>
 #include <exception>
 
@@ -11,6 +12,10 @@
 
 int main(int argc, char** argv) {
   using namespace tp;
+  // A file-size limit (ulimit -f, a quota) must surface as EFBIG from write(), which the
+  // checkpoint writer reports with the file and keeps the previous checkpoint; SIGXFSZ's default
+  // action would kill the process before it could say why.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     if (const auto launch = cli::parse_launch(argc, argv)) return cli::run_launcher(*launch);
     const cli::Options options = cli::parse(argc, argv);
@@ -22,6 +27,7 @@ int main(int argc, char** argv) {
     if (options.command == "eval") return cli::run_eval(options);
     if (options.command == "export") return cli::run_export(options);
     if (options.command == "plot") return cli::run_plot(options);
+    if (options.command == "profile") return cli::run_profile(options);
     return cli::run_train(options);
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "host: configuration error: %s\n", e.what());

@@ -1,8 +1,12 @@
 // Data-parallel training is exact: 2 Gloo ranks x batch 16 train the same weights as 1 process
 // x batch 32 (shuffled, short last batch, clipping, momentum, schedule), with and without
-// gradient accumulation, through the built-in launcher and through torchrun; and the 2-rank
-// evaluation of a checkpoint equals the 1-rank evaluation.
+// gradient accumulation, with overlap off, through the built-in launcher, as two "nodes" on
+// loopback and through torchrun; and the 2-rank evaluation of a checkpoint equals the 1-rank one.
 #include <ATen/ATen.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <string>
 
@@ -27,10 +31,30 @@ tp::LoadedCheckpoint train(const std::string& name, const std::string& launch, c
   return tp::load_checkpoint(dir / "checkpoints" / "last.pt");
 }
 
+/// 1 process x 32, 2 epochs: the run every 2-rank variant must reproduce (trained once).
+const tp::LoadedCheckpoint& single_run() {
+  static const tp::LoadedCheckpoint single = train("ddp_single", "", "");
+  return single;
+}
+
+/// A loopback TCP port nobody listens on now (the kernel's choice for port 0).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
 }  // namespace
 
 TEST_CASE("2 ranks x 16 train like 1 process x 32, with and without accumulation") {
-  const auto single = train("ddp_single", "", "");
+  const auto& single = single_run();
   const auto two = train("ddp_two", "--nproc-per-node 2", "--set train.batch_size=16");
   CHECK(two.step == single.step);
   CHECK(single.step == 2 * 32); // 31 full batches + the 8-sample tail, per epoch
@@ -47,6 +71,38 @@ TEST_CASE("2 ranks x 16 train like 1 process x 32, with and without accumulation
   // The weights moved: the comparison is not between untouched models.
   const auto short_run = train("ddp_short", "", "--set train.epochs=1");
   CHECK(max_relative_difference(single, short_run) > 1e-3);
+}
+
+TEST_CASE("with dist.overlap = false (buckets reduced after backward) the weights are the same") {
+  const auto off = train("ddp_no_overlap", "--nproc-per-node 2",
+                         "--set train.batch_size=16 --set dist.overlap=false --set dist.bucket_mb=0.1");
+  const double difference = max_relative_difference(single_run(), off);
+  MESSAGE("2 ranks x 16, overlap off, 0.1 MiB buckets vs 1 x 32: max relative difference " << difference);
+  CHECK(difference < 1e-5);
+}
+
+TEST_CASE("two nodes on loopback (two launchers, --nnodes 2) train like 1 process x 32") {
+  const auto dir = tp::test::fresh_dir("ddp_two_nodes");
+  const std::string host = std::string("'") + TP_TEST_BUILD_DIR + "/bin/host'";
+  const std::string node = " --nnodes 2 --nproc-per-node 1 --master-addr 127.0.0.1 --master-port " +
+                           std::to_string(free_port());
+  const auto args = [&](int rank) {
+    return " train " + kConfig + " --output-dir '" + (dir / ("node" + std::to_string(rank))).string() +
+           "' --set train.batch_size=16";
+  };
+  // Node 1 starts first: its rank waits for the store node 0's rank 0 serves.
+  const auto run = tp::test::run_shell(host + node + " --node-rank 1" + args(1) + " & NODE1=$!; " + host + node +
+                                       " --node-rank 0" + args(0) + "; NODE0=$?; wait $NODE1; NODE1=$?; "
+                                       "echo \"node exits $NODE0 $NODE1\"");
+  INFO(run.output);
+  REQUIRE(run.output.find("node exits 0 0") != std::string::npos);
+  // Only global rank 0 (node 0) writes; node 1's rank 1 writes no checkpoint.
+  CHECK_FALSE(std::filesystem::exists(dir / "node1" / "checkpoints" / "last.pt"));
+  const auto two_nodes = tp::load_checkpoint(dir / "node0" / "checkpoints" / "last.pt");
+  CHECK(two_nodes.step == single_run().step);
+  const double difference = max_relative_difference(single_run(), two_nodes);
+  MESSAGE("2 nodes x 1 rank x 16 vs 1 x 32: max relative difference " << difference);
+  CHECK(difference < 1e-5);
 }
 
 TEST_CASE("torchrun --no-python host works") {

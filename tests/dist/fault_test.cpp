@@ -1,6 +1,6 @@
 // Faults: a rank killed with SIGKILL mid-epoch makes the other fail (non-zero, well within
 // dist.timeout_s) naming the lost rank; `--resume auto` then continues from the last checkpoint.
-// Misconfigured launches are configuration errors (exit 2).
+// Misconfigured launches, and dist.sync_batchnorm = true, are configuration errors (exit 2).
 #include <chrono>
 #include <string>
 
@@ -58,6 +58,23 @@ TEST_CASE("contradictory launcher variables are configuration errors") {
   INFO(run.output);
   CHECK(run.exit_code == 2);
   CHECK(run.output.find("RANK=2 is outside [0, WORLD_SIZE=2)") != std::string::npos);
+}
+
+TEST_CASE("dist.sync_batchnorm = true is refused at configuration time, saying why and what to do") {
+  // Refused before any plugin loads or rank starts, so one process shows it; false is accepted.
+  const auto refused =
+      tp::test::run_host("--config tests/dist/ddp.toml --set dist.sync_batchnorm=true --set train.fast_dev_run=true");
+  INFO(refused.output);
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.output.find("dist.sync_batchnorm = true is not supported") != std::string::npos);
+  CHECK(refused.output.find("batch_norm_stats") != std::string::npos);        // why: no CPU kernels
+  CHECK(refused.output.find("dist.broadcast_buffers") != std::string::npos);  // what happens instead
+  CHECK(refused.output.find("GroupNorm") != std::string::npos);               // what to do
+  const auto dir = tp::test::fresh_dir("ddp_sync_bn_off");
+  const auto accepted = tp::test::run_host("--config tests/dist/ddp.toml --output-dir '" + dir.string() +
+                                           "' --set dist.sync_batchnorm=false --set train.fast_dev_run=true --set schedule.warmup_steps=0");
+  INFO(accepted.output);
+  CHECK(accepted.exit_code == 0);
 }
 
 TEST_CASE("resuming with another number of ranks is refused clearly") {

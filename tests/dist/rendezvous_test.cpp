@@ -26,6 +26,15 @@ TEST_CASE("no launcher variables: a single process") {
   CHECK(r.source == "none");
 }
 
+TEST_CASE("a launcher-started process of world size 1 joins a group of one; a bare WORLD_SIZE=1 does not") {
+  const auto launched = tp::read_rendezvous(
+      {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}});
+  CHECK(launched.distributed());
+  CHECK(launched.master_port == 29500);
+  const auto bare = tp::read_rendezvous({{"RANK", "0"}, {"WORLD_SIZE", "1"}});
+  CHECK_FALSE(bare.distributed());
+}
+
 TEST_CASE("torchrun variables") {
   const auto r = tp::read_rendezvous({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
                                       {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"},

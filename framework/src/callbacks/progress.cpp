@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -39,6 +40,7 @@ void Progress::start_epoch(int64_t epoch, int64_t epochs, int64_t steps) {
   epochs_ = epochs;
   steps_ = steps;
   done_ = 0;
+  wait_s_ = 0;
   epoch_start_ = last_emit_ = std::chrono::steady_clock::now();
 }
 
@@ -55,7 +57,9 @@ std::string Progress::render(int64_t done) const {
   text += std::to_string(done) + "/" + std::to_string(steps_);
   if (std::isfinite(loss_)) text += " loss " + format("%.4f", loss_);
   text += " lr " + format("%.2e", lr_);
-  text += " | " + format("%.1f", rate) + " it/s ETA " + clock_text(rate > 0 ? (steps_ - done) / rate : NAN);
+  text += " | " + format("%.1f", rate) + " it/s";
+  if (elapsed > 0) text += " wait " + format("%.0f", std::min(100.0, 100.0 * wait_s_ / elapsed)) + "%";
+  text += " ETA " + clock_text(rate > 0 ? (steps_ - done) / rate : NAN);
   return text;
 }
 

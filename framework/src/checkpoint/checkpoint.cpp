@@ -7,14 +7,19 @@
 #include <torch/serialize.h>
 #include <torch/serialize/output-archive.h>
 #include <caffe2/serialize/inline_container.h>
+#include <caffe2/serialize/versions.h>
 #include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/pickler.h>
+#include <torch/csrc/jit/serialization/unpickler.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <sstream>
 
+#include "tp/framework/checkpoint/checkpoint_seal.h"
 #include "tp/framework/error.h"
 
 namespace tp {
@@ -49,7 +54,213 @@ std::vector<char> pickle_for_python(const c10::IValue& value) {
   });
   torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(), writer);
   writer.writeEndOfFile();
+  seal_checkpoint(container); // the CRC-32C every load verifies first
   return container;
+}
+
+// The bytes each storage of an unpickled checkpoint really has: record data pointer -> record size.
+using RecordSizes = std::map<const void*, std::size_t>;
+
+// Whether every element of `t` lies inside the bytes its storage really has. LibTorch's unpickler
+// sizes a storage by the element count the pickle states, not by its record, and builds tensors
+// from the pickle's sizes and strides (found by the checkpoint fuzzer, torch 2.13: a 29-element
+// tensor over a 12-byte record), so reading one would run past the buffer. Every tensor of a
+// checkpoint is checked against its record before anything reads it.
+bool within_storage(const at::Tensor& t, const RecordSizes& records) {
+  if (!t.has_storage()) return false;
+  const auto record = records.find(t.storage().data());
+  if (record == records.end()) return t.numel() == 0;
+  if (t.numel() == 0) return true;
+  int64_t last = t.storage_offset();
+  if (last < 0) return false;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.stride(d) < 0) return false;
+    last += (t.size(d) - 1) * t.stride(d); // sizes come from the pickle: checked, not trusted
+    if (last < 0 || last > (int64_t{1} << 50)) return false;
+  }
+  const uint64_t needed = static_cast<uint64_t>(last + 1) * static_cast<uint64_t>(t.element_size());
+  return needed <= t.storage().nbytes() && needed <= record->second;
+}
+
+// A tensor the reader may take raw bytes from: dense, on the CPU, of a plain numeric type. A
+// pickle can describe anything (meta, sparse, quantized tensors), and data_ptr() of those is not
+// a buffer of numel() elements.
+const at::Tensor& plain_tensor(const c10::IValue& value, const char* key, const RecordSizes& records) {
+  if (!value.isTensor()) throw Error(std::string("'") + key + "' is not a tensor");
+  const at::Tensor& t = value.toTensor();
+  if (!t.defined() || t.layout() != at::kStrided || !t.device().is_cpu() || t.is_quantized() || t.is_complex() ||
+      !(at::isFloatingType(t.scalar_type()) || at::isIntegralType(t.scalar_type(), /*includeBool=*/false)))
+    throw Error(std::string("'") + key + "' is not a dense CPU tensor of numbers");
+  if (!within_storage(t, records)) throw Error(std::string("'") + key + "' claims more elements than its data holds");
+  return t;
+}
+
+std::vector<double> doubles(const c10::IValue& value, const char* key, const RecordSizes& records) {
+  const at::Tensor t = plain_tensor(value, key, records).contiguous().to(at::kDouble);
+  return {t.data_ptr<double>(), t.data_ptr<double>() + t.numel()};
+}
+
+// LibTorch's unpickler allocates (and zero-fills) a string or bytes object of the length its
+// opcode claims before it reads the data, so a pickle claiming 4 GB costs 4 GB and seconds of
+// memset before "Unexpected end of pickler archive"; likewise it resizes its memo table to any
+// memo id a BINPUT names (26 GB for one forged id). Both found by the checkpoint fuzzer, torch
+// 2.13. This walks the opcodes and refuses a length longer than what is left and a memo id no
+// pickler could have reached. It only understands the
+// opcodes LibTorch's pickler writes; at any other it stops checking and lets LibTorch decide, so
+// it can never refuse a pickle LibTorch would read.
+void check_pickle_lengths(const char* data, std::size_t size, const std::string& name) {
+  const auto* p = reinterpret_cast<const unsigned char*>(data);
+  auto little = [&](std::size_t at, int bytes) {
+    uint64_t value = 0;
+    for (int i = bytes - 1; i >= 0; --i) value = value << 8 | p[at + static_cast<std::size_t>(i)];
+    return value;
+  };
+  std::size_t at = 0;
+  while (at < size) {
+    const unsigned char op = p[at++];
+    int fixed = -1, prefix = 0; // argument bytes, or the size of a length prefix
+    switch (op) {
+      case '.': return; // STOP
+      case '}': case ']': case ')': case '(': case 'N': case 0x88: case 0x89: case 'e': case 'a': case 's':
+      case 'u': case 't': case 0x85: case 0x86: case 0x87: case 'R': case 'b': case 'Q': case 0x94: case 0x81:
+      case '0': fixed = 0; break;
+      case 'q': case 'r': { // BINPUT, LONG_BINPUT: LibTorch grows its memo table to the id first
+        const int bytes = op == 'q' ? 1 : 4;
+        if (size - at < static_cast<std::size_t>(bytes)) return;
+        const uint64_t id = little(at, bytes);
+        // A pickler numbers memo entries 0, 1, 2, ... so an id beyond the bytes read so far is forged.
+        if (id > at)
+          throw CheckpointError("checkpoint " + name + " is damaged: its pickle stores memo entry " + std::to_string(id) +
+                                " at byte " + std::to_string(at) + ". Use another checkpoint, e.g. checkpoints/best.pt.");
+        at += static_cast<std::size_t>(bytes);
+        continue;
+      }
+      case 0x80: case 'K': case 'h': fixed = 1; break;
+      case 'M': fixed = 2; break;
+      case 'J': case 'j': fixed = 4; break;
+      case 'G': case 0x95: fixed = 8; break;
+      case 0x8a: case 0x8c: case 'C': case 'U': prefix = 1; break;
+      case 0x8b: case 'X': case 'B': case 'T': prefix = 4; break;
+      case 0x8d: case 0x8e: prefix = 8; break;
+      case 'c': // GLOBAL: two newline-terminated lines
+        for (int line = 0; line < 2; ++line) {
+          const void* end = std::memchr(p + at, '\n', size - at);
+          if (end == nullptr) return;
+          at = static_cast<std::size_t>(static_cast<const unsigned char*>(end) - p) + 1;
+        }
+        continue;
+      default: return; // not an opcode LibTorch writes: its own checks apply
+    }
+    if (fixed >= 0) {
+      if (size - at < static_cast<std::size_t>(fixed)) return;
+      at += static_cast<std::size_t>(fixed);
+      continue;
+    }
+    if (size - at < static_cast<std::size_t>(prefix)) return;
+    const uint64_t length = little(at, prefix);
+    at += static_cast<std::size_t>(prefix);
+    if (length > size - at)
+      throw CheckpointError("checkpoint " + name + " is damaged: its pickle claims a " + std::to_string(length) +
+                            "-byte value with " + std::to_string(size - at) + " bytes left. Use another checkpoint, "
+                            "e.g. checkpoints/best.pt.");
+    at += static_cast<std::size_t>(length);
+  }
+}
+
+// What LibTorch's zip reader (PyTorchStreamReader) checks in its constructor, checked first:
+// when that constructor throws it leaks the zip reader's state (found by the checkpoint fuzzer,
+// torch 2.13), and a clear message is better than "Expected hasRecord("version") to be true".
+void check_torch_layout(const std::vector<char>& bytes, const std::vector<ZipRecord>& records, const std::string& name) {
+  auto fail = [&](const std::string& what) {
+    throw CheckpointError("checkpoint " + name + " is not a PyTorch archive: " + what +
+                          ". Use another checkpoint, e.g. checkpoints/best.pt.");
+  };
+  if (records.empty()) fail("it holds no records");
+  const std::size_t slash = records.front().name.find('/');
+  if (slash == std::string::npos) fail("its first record is not in a folder");
+  const std::string folder = records.front().name.substr(0, slash + 1);
+  // LibTorch looks records up case-insensitively and may pick any of several equal names, so
+  // every record that could be the one it reads is checked.
+  auto same = [](const std::string& a, const std::string& b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+             return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+           });
+  };
+  auto find_all = [&](const std::string& record) {
+    std::vector<const ZipRecord*> out;
+    for (const ZipRecord& r : records)
+      if (same(r.name, folder + record)) out.push_back(&r);
+    return out;
+  };
+  std::vector<const ZipRecord*> versions = find_all(".data/version");
+  if (versions.empty()) versions = find_all("version");
+  const std::vector<const ZipRecord*> pickles = find_all("data.pkl");
+  if (versions.empty() || pickles.empty()) fail("it lacks its version or data.pkl record");
+  for (const ZipRecord* pickle : pickles) check_pickle_lengths(bytes.data() + pickle->offset, pickle->size, name);
+  for (const ZipRecord* version : versions) {
+    std::string text(bytes.data() + version->offset, version->size);
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+    const bool digits = !text.empty() && text.size() <= 18 && text.find_first_not_of("0123456789") == std::string::npos;
+    const uint64_t number = digits ? std::stoull(text) : 0;
+    if (number < caffe2::serialize::kMinSupportedFileFormatVersion ||
+        number > caffe2::serialize::kMaxSupportedFileFormatVersion)
+      fail("its format version '" + text.substr(0, 20) + "' is not one this LibTorch reads");
+  }
+}
+
+// The checkpoint bytes already in memory, as LibTorch's zip reader wants them.
+class BufferReader : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  explicit BufferReader(const std::vector<char>& bytes) : bytes_(bytes) {}
+  size_t size() const override { return bytes_.size(); }
+  size_t read(uint64_t pos, void* buf, size_t n, const char*) const override {
+    if (pos >= bytes_.size()) return 0;
+    n = std::min<size_t>(n, bytes_.size() - static_cast<size_t>(pos));
+    std::memcpy(buf, bytes_.data() + pos, n);
+    return n;
+  }
+
+ private:
+  const std::vector<char>& bytes_;
+};
+
+// torch::pickle_load, plus the real size of every storage record it reads (within_storage).
+c10::IValue unpickle(const std::vector<char>& bytes, RecordSizes& records) {
+  caffe2::serialize::PyTorchStreamReader reader(std::make_shared<BufferReader>(bytes));
+  const auto pickle = reader.getRecord("data.pkl");
+  const char* data = static_cast<const char*>(std::get<0>(pickle).get());
+  const size_t total = std::get<1>(pickle);
+  size_t position = 0;
+  torch::jit::Unpickler unpickler(
+      [&](char* buffer, size_t n) {
+        n = std::min(n, total - position);
+        std::memcpy(buffer, data + position, n);
+        position += n;
+        return n;
+      },
+      /*type_resolver=*/nullptr, /*obj_loader=*/nullptr,
+      [&](const std::string& key) {
+        auto [record, size] = reader.getRecord("data/" + key);
+        records[record.get()] = size;
+        return std::move(record);
+      },
+      c10::Device(c10::kCPU));
+  unpickler.set_version(reader.version());
+  return unpickler.parse_ivalue();
+}
+
+std::vector<char> read_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!in || ec)
+    throw CheckpointError("checkpoint " + path.string() + " cannot be opened (" +
+                          (ec ? ec.message() : std::string("unreadable")) + "). Check the path, or use --resume auto.");
+  std::vector<char> bytes(static_cast<std::size_t>(size));
+  // One read of the known size: istreambuf_iterator would copy byte by byte (~10x slower per GB).
+  if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())) || in.peek() != EOF)
+    throw CheckpointError("checkpoint " + path.string() + " changed size while it was read; is a run writing it?");
+  return bytes;
 }
 
 }  // namespace
@@ -95,27 +306,36 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointContents
 }
 
 LoadedCheckpoint load_checkpoint(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("checkpoint " + path.string() + " cannot be opened (missing or unreadable).");
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return read_checkpoint(read_bytes(path), path.string());
+}
+
+LoadedCheckpoint read_checkpoint(const std::vector<char>& bytes, const std::string& name) {
+  // 1. Integrity before LibTorch sees a byte: checksum, then zip bounds (CheckpointError).
+  std::vector<ZipRecord> records;
+  verify_checkpoint(bytes.data(), bytes.size(), name, &records);
+  check_torch_layout(bytes, records, name);
+  // 2. Unpickle and check every field's type; anything unexpected is "not a torchhost checkpoint".
   LoadedCheckpoint out;
   try {
-    const c10::IValue value = torch::pickle_load(bytes);
+    RecordSizes records_read;
+    const c10::IValue value = unpickle(bytes, records_read);
     if (!value.isGenericDict()) throw Error("not a dict");
     const auto root = value.toGenericDict();
-    if (!root.contains("format") || root.at("format").toStringRef() != kCheckpointFormat)
+    if (!root.contains("format") || !root.at("format").isString() || root.at("format").toStringRef() != kCheckpointFormat)
       throw Error("its format is not " + std::string(kCheckpointFormat));
-    for (const auto& item : root.at("model").toGenericDict())
-      out.model.emplace_back(item.key().toStringRef(), item.value().toTensor());
+    for (const auto& item : root.at("model").toGenericDict()) {
+      const at::Tensor& t = item.value().toTensor();
+      if (!t.defined() || t.layout() != at::kStrided || !t.device().is_cpu() || t.is_quantized() || !within_storage(t, records_read))
+        throw Error("model entry '" + item.key().toStringRef() + "' is not a dense CPU tensor within its data");
+      out.model.emplace_back(item.key().toStringRef(), t);
+    }
     if (root.contains("optimizer")) {
-      const at::Tensor t = root.at("optimizer").toTensor().contiguous();
+      const at::Tensor t = plain_tensor(root.at("optimizer"), "optimizer", records_read).contiguous();
+      if (t.scalar_type() != at::kByte) throw Error("'optimizer' is not a uint8 tensor");
       const auto* data = static_cast<const char*>(t.data_ptr());
       out.optimizer_archive.assign(data, data + t.numel());
     }
-    if (root.contains("scheduler")) {
-      const at::Tensor t = root.at("scheduler").toTensor().contiguous().to(at::kDouble);
-      out.scheduler_state.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
-    }
+    if (root.contains("scheduler")) out.scheduler_state = doubles(root.at("scheduler"), "scheduler", records_read);
     if (root.contains("scaler")) {
       const auto scaler = root.at("scaler").toGenericDict();
       out.scaler_scale = scaler.at("scale").toDouble();
@@ -123,25 +343,25 @@ LoadedCheckpoint load_checkpoint(const std::filesystem::path& path) {
     }
     out.epoch = root.at("epoch").toInt();
     if (root.contains("batch")) out.batch = root.at("batch").toInt();
-    if (root.contains("rng_cpu")) out.rng_cpu = root.at("rng_cpu").toTensor();
-    if (root.contains("rng_cuda")) out.rng_cuda = root.at("rng_cuda").toTensor();
-    if (root.contains("running_loss")) {
-      const at::Tensor t = root.at("running_loss").toTensor().contiguous().to(at::kDouble);
-      out.running_loss.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
-    }
+    if (root.contains("rng_cpu")) out.rng_cpu = plain_tensor(root.at("rng_cpu"), "rng_cpu", records_read);
+    if (root.contains("rng_cuda")) out.rng_cuda = plain_tensor(root.at("rng_cuda"), "rng_cuda", records_read);
+    if (root.contains("running_loss")) out.running_loss = doubles(root.at("running_loss"), "running_loss", records_read);
     out.step = root.at("step").toInt();
     if (root.contains("world_size")) out.world_size = root.at("world_size").toInt();
-    if (root.contains("early_stopping")) {
-      const at::Tensor t = root.at("early_stopping").toTensor().contiguous().to(at::kDouble);
-      out.early_stopping.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
-    }
+    if (root.contains("early_stopping")) out.early_stopping = doubles(root.at("early_stopping"), "early_stopping", records_read);
     out.monitor = root.at("monitor").toStringRef();
     out.best = root.at("best").toDouble();
     out.config_toml = root.at("config").toStringRef();
     for (const auto& p : root.at("plugins").toListRef()) out.plugins.push_back(p.toStringRef());
+    if (out.epoch < 0 || out.batch < 0 || out.step < 0 || out.world_size < 1)
+      throw Error("its position (epoch, batch, step, world_size) is negative");
+  } catch (const c10::Error& e) {
+    throw CheckpointError("checkpoint " + name + " is damaged or not a torchhost checkpoint (" +
+                          std::string(e.what_without_backtrace()).substr(0, 200) +
+                          "). Use another checkpoint, e.g. checkpoints/best.pt.");
   } catch (const std::exception& e) {
-    throw Error("checkpoint " + path.string() + " is damaged or not a torchhost checkpoint (" +
-                std::string(e.what()).substr(0, 200) + "). Use another checkpoint, e.g. checkpoints/best.pt.");
+    throw CheckpointError("checkpoint " + name + " is damaged or not a torchhost checkpoint (" +
+                          std::string(e.what()).substr(0, 200) + "). Use another checkpoint, e.g. checkpoints/best.pt.");
   }
   return out;
 }

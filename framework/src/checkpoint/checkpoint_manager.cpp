@@ -1,14 +1,17 @@
 #include "tp/framework/checkpoint/checkpoint_manager.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "tp/framework/callbacks/history.h"
+#include "tp/framework/error.h"
 #include "tp/framework/util/atomic_file.h"
 
 namespace tp {
@@ -18,7 +21,30 @@ constexpr char kLast[] = "last.pt";
 constexpr char kBest[] = "best.pt";
 constexpr char kRanking[] = "best.tsv";
 
+// The pid a temporary's name ends with: ".pending-123.pt", ".last.pt.tmp-123", ".x.link-123".
+long temporary_pid(const std::string& name) {
+  if (!name.starts_with(".")) return -1;
+  std::string stem = name.ends_with(".pt") && name.starts_with(".pending-") ? name.substr(0, name.size() - 3) : name;
+  const std::size_t dash = stem.rfind('-');
+  if (dash == std::string::npos || dash + 1 == stem.size()) return -1;
+  const std::string digits = stem.substr(dash + 1);
+  if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stol(digits);
+}
+
 }  // namespace
+
+void CheckpointManager::sweep_stale_temporaries() const {
+  // A writer killed mid-save (kill -9, OOM killer, power cut) leaves its temporary behind, each as
+  // big as a checkpoint. Only files of processes that no longer exist are removed, so a
+  // concurrent writer's temporaries are never touched.
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    const long pid = temporary_pid(entry.path().filename().string());
+    if (pid <= 0 || pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    std::filesystem::remove(entry.path(), ec);
+  }
+}
 
 std::string numbered_checkpoint_name(const std::string& prefix, int64_t step) {
   char digits[32];
@@ -87,12 +113,24 @@ std::vector<std::filesystem::path> CheckpointManager::save(const CheckpointConte
 
   // 2. Serialise once (atomic: temp + fsync + rename), then link every name to it.
   std::filesystem::create_directories(dir_);
+  if (!swept_) sweep_stale_temporaries();
+  swept_ = true;
   const std::filesystem::path pending = dir_ / (".pending-" + std::to_string(::getpid()) + ".pt");
-  save_checkpoint(pending, contents);
   std::vector<std::filesystem::path> written;
-  for (const std::string& name : names) {
-    link_file_atomically(pending, dir_ / name);
-    written.push_back(dir_ / name);
+  try {
+    save_checkpoint(pending, contents);
+    for (const std::string& name : names) {
+      link_file_atomically(pending, dir_ / name);
+      written.push_back(dir_ / name);
+    }
+  } catch (const Error& e) {
+    // The user knows last.pt, not .pending-<pid>.pt: name the checkpoint and what is still intact.
+    std::error_code ignored;
+    std::filesystem::remove(pending, ignored);
+    std::string files;
+    for (const std::string& name : names) files += (files.empty() ? "" : ", ") + name;
+    throw Error("saving the checkpoint of step " + std::to_string(step) + " (" + files + ") in " + dir_.string() +
+                " failed; every earlier checkpoint there is intact and loadable (--resume auto). " + e.what());
   }
   std::filesystem::remove(pending);
 

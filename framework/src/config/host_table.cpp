@@ -207,6 +207,19 @@ void check_semantics(const toml::table& root, std::string_view file) {
   check_range(root, "amp.growth_factor", 1, false, {}, file);
   check_range(root, "amp.backoff_factor", 0, false, 1.0, file);
   check_range(root, "amp.growth_interval", 1, true, {}, file);
+  // Refused rather than silently ignored: a user who asks for it expects synchronised statistics.
+  if (const toml::node* sync_bn = root.at_path("dist.sync_batchnorm").node();
+      sync_bn != nullptr && sync_bn->value<bool>().value_or(false)) {
+    fail("dist.sync_batchnorm",
+         node_origin(*sync_bn, file) + ": dist.sync_batchnorm = true is not supported: LibTorch's C++ API "
+         "has no SyncBatchNorm, and the ATen kernels Python's torch.nn.SyncBatchNorm is built on "
+         "(batch_norm_stats, batch_norm_gather_stats_with_counts, batch_norm_elemt, "
+         "batch_norm_backward_reduce/_elemt) exist only for GPUs. Under data-parallel training each rank "
+         "normalises with its own batch's statistics, and the running statistics (BatchNorm buffers) are "
+         "rank 0's, broadcast before every optimizer step (dist.broadcast_buffers = true). Set "
+         "dist.sync_batchnorm = false (or remove it); if per-rank batches are too small for stable "
+         "statistics, raise train.batch_size or use a model with GroupNorm or LayerNorm.");
+  }
   if (const toml::array* betas = root.at_path("optim.betas").as_array()) {
     const bool two = betas->size() == 2;
     const bool in_range = std::all_of(betas->begin(), betas->end(), [](const toml::node& beta) {

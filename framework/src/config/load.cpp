@@ -121,6 +121,7 @@ RunConfig build_run_config(toml::table root, std::string_view source_name,
   cfg.data.prefetch = get_int(root, "data.prefetch");
   cfg.data.shuffle = get_bool(root, "data.shuffle");
   cfg.data.val_from_train = get_bool(root, "data.val_from_train");
+  cfg.data.on_bad_sample = get_string(root, "data.on_bad_sample");
   cfg.checkpoint = {get_string(root, "checkpoint.strategy"),   get_int(root, "checkpoint.every"),
                     get_bool(root, "checkpoint.save_last"),     get_int(root, "checkpoint.keep_last"),
                     get_int(root, "checkpoint.save_top_k"),     get_bool(root, "checkpoint.load_best_at_end"),

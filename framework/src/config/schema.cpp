@@ -81,6 +81,9 @@ std::vector<KeySpec> make_host_schema() {
       {"data.shuffle", VT::Bool, "true", "shuffle the training order every epoch (seeded)", {}},
       {"data.val_from_train", VT::Bool, "true",
        "without [data.val], build the \"val\" split from the [data.train] component", {}},
+      {"data.on_bad_sample", VT::String, R"("fail")",
+       "a sample that fails to load: fail (error naming plugin, index, file) or skip it (counted per epoch)",
+       {"fail", "skip"}},
 
       {"checkpoint.strategy", VT::String, R"("epoch")",
        "when to save: every `every` epochs, every `every` optimizer steps, or never", {"epoch", "steps", "no"}},
@@ -154,6 +157,10 @@ std::vector<KeySpec> make_host_schema() {
        "allow parameters without a gradient in a step (walks the autograd graph every step)", {}},
       {"dist.broadcast_buffers", VT::Bool, "true",
        "copy rank 0's buffers (BatchNorm statistics) to every rank before each training forward", {}},
+      {"dist.overlap", VT::Bool, "true",
+       "all-reduce gradient buckets during backward; false: the same buckets after backward (benchmarks)", {}},
+      {"dist.sync_batchnorm", VT::Bool, "false",
+       "not supported: true is refused (LibTorch has no SyncBatchNorm; docs/distributed.md)", {}},
 
       {"plugins.dirs", VT::StringArray, "[]",
        "extra plugin directories, searched before the built-in one", {}},

@@ -17,6 +17,11 @@
 
 namespace tp {
 
+struct DataLoader::LoadedBatch {
+  std::optional<NamedTensors> batch;  // nullopt: every sample of the batch was skipped
+  std::vector<SkippedSample> skipped; // in sampler order
+};
+
 // Everything the workers of one epoch share. Created by start_epoch(), destroyed by
 // stop_epoch() after the workers are joined, so a worker never outlives its epoch.
 struct DataLoader::Epoch {
@@ -30,7 +35,7 @@ struct DataLoader::Epoch {
   std::condition_variable ready_cv;  // next(): a batch finished, or an error
   int64_t next_claim = 0;            // guarded by mu
   int64_t next_return = 0;           // guarded by mu
-  std::map<int64_t, NamedTensors> ready;  // reorder buffer, guarded by mu; <= window entries
+  std::map<int64_t, LoadedBatch> ready;   // reorder buffer, guarded by mu; <= window entries
   std::exception_ptr error;               // guarded by mu; first failure wins
   std::atomic<bool> stop{false};          // written under mu, polled between samples without it
   std::vector<std::thread> workers;
@@ -127,6 +132,8 @@ void DataLoader::start_epoch(uint64_t epoch, int64_t start_batch) {
   ep->next_claim = ep->next_return = start_batch;
   next_batch_ = start_batch;
   last_wait_seconds_ = 0.0;
+  skipped_count_ = 0;
+  first_skipped_.clear();
   epoch_ = std::move(ep);
 
   const auto workers = static_cast<uint32_t>(options_.num_workers());
@@ -156,8 +163,8 @@ void DataLoader::stop_epoch() noexcept {
   epoch_.reset();
 }
 
-std::optional<NamedTensors> DataLoader::load_batch(const Epoch& ep, int64_t batch,
-                                                   uint32_t worker, uint32_t num_workers) {
+std::optional<DataLoader::LoadedBatch> DataLoader::load_batch(const Epoch& ep, int64_t batch,
+                                                              uint32_t worker, uint32_t num_workers) {
   const auto b = static_cast<std::size_t>(options_.batch_size());
   const std::size_t begin = static_cast<std::size_t>(batch) * b;
   const std::size_t end = std::min(begin + b, ep.indices.size());
@@ -172,7 +179,11 @@ std::optional<NamedTensors> DataLoader::load_batch(const Epoch& ep, int64_t batc
 
   std::vector<NamedTensors> samples;
   samples.reserve(indices.size());
+  std::vector<uint64_t> kept;  // dataset indices of `samples`, for collate's messages
+  kept.reserve(indices.size());
+  LoadedBatch out;
   const bool serial = source_->serial();
+  const bool skip = options_.on_bad_sample() == BadSamplePolicy::kSkip;
   for (const uint64_t index : indices) {
     if (ep.stop.load(std::memory_order_relaxed)) return std::nullopt;  // epoch abandoned
     ctx.seed = sample_seed(options_.seed(), options_.rank(), ep.epoch, index);
@@ -180,18 +191,27 @@ std::optional<NamedTensors> DataLoader::load_batch(const Epoch& ep, int64_t batc
       std::unique_lock<std::mutex> lock(serial_mu_, std::defer_lock);
       if (serial) lock.lock();
       samples.push_back(source_->get(index, ctx));
+      kept.push_back(index);
     } catch (...) {
       int code = kExitRuntime;
       const std::string original = describe_exception(std::current_exception(), &code);
+      if (skip) {
+        out.skipped.push_back({index, original});
+        continue;
+      }
       throw SampleError(source_->name(), index,
                         detail::concat("data loader: source '", source_->name(),
                                        "' failed on sample ", index, " (epoch ", ep.epoch,
-                                       ", rank ", options_.rank(), "): ", original),
+                                       ", rank ", options_.rank(), "): ", original,
+                                       " (set data.on_bad_sample = \"skip\" to drop failing samples "
+                                       "and count them instead)"),
                         code);
     }
   }
+  if (samples.empty()) return out;  // every sample skipped: the batch is passed over
   try {
-    return collate(std::move(samples), CollateOptions{indices, options_.pin_memory()});
+    out.batch = collate(std::move(samples), CollateOptions{kept, options_.pin_memory()});
+    return out;
   } catch (const std::exception& e) {
     throw Error(detail::concat("data loader: source '", source_->name(), "', epoch ", ep.epoch,
                                ", batch ", batch, ": ", e.what()));
@@ -215,7 +235,7 @@ void DataLoader::worker_main(Epoch& ep, uint32_t worker) {
     }
     // The last batch is claimed: let idle workers see it and exit now rather than at join.
     if (batch + 1 == ep.end_batch) ep.work_cv.notify_all();
-    std::optional<NamedTensors> result;
+    std::optional<LoadedBatch> result;
     try {
       result = load_batch(ep, batch, worker, num_workers);
     } catch (...) {
@@ -238,6 +258,14 @@ void DataLoader::worker_main(Epoch& ep, uint32_t worker) {
   }
 }
 
+void DataLoader::note_skips(std::vector<SkippedSample>& skipped) {
+  skipped_count_ += static_cast<int64_t>(skipped.size());
+  for (auto& sample : skipped) {
+    if (first_skipped_.size() >= kKeptSkips) break;
+    first_skipped_.push_back(std::move(sample));
+  }
+}
+
 std::optional<NamedTensors> DataLoader::next() {
   TP_CHECK(epoch_ != nullptr, "DataLoader (", source_->name(),
            "): next() called before start_epoch()");
@@ -250,36 +278,49 @@ std::optional<NamedTensors> DataLoader::next() {
 
   if (options_.num_workers() == 0) {
     if (ep.error) std::rethrow_exception(ep.error);
-    if (ep.next_return >= ep.end_batch) {
-      last_wait_seconds_ = 0.0;
-      return std::nullopt;
+    // Batches whose samples were all skipped are passed over (the loop runs once otherwise).
+    while (ep.next_return < ep.end_batch) {
+      std::optional<LoadedBatch> loaded;
+      try {
+        loaded = load_batch(ep, ep.next_return, 0, 1);
+      } catch (...) {
+        ep.error = std::current_exception();  // sticky, as with workers
+        finish_wait();
+        throw;
+      }
+      next_batch_ = ++ep.next_return;
+      if (!loaded) break;  // only when the epoch was abandoned, which cannot happen here
+      note_skips(loaded->skipped);
+      if (loaded->batch) {
+        finish_wait();
+        return std::move(loaded->batch);
+      }
     }
-    std::optional<NamedTensors> batch;
-    try {
-      batch = load_batch(ep, ep.next_return, 0, 1);
-    } catch (...) {
-      ep.error = std::current_exception();  // sticky, as with workers
-      finish_wait();
-      throw;
-    }
-    next_batch_ = ++ep.next_return;
     finish_wait();
-    return batch;
+    return std::nullopt;
   }
 
   std::unique_lock<std::mutex> lock(ep.mu);
-  if (!ep.error && ep.next_return >= ep.end_batch) {
-    last_wait_seconds_ = 0.0;
-    return std::nullopt;
+  for (;;) {
+    if (!ep.error && ep.next_return >= ep.end_batch) {
+      finish_wait();
+      return std::nullopt;
+    }
+    ep.ready_cv.wait(lock, [&] { return ep.error || ep.ready.count(ep.next_return) != 0; });
+    if (ep.error) {
+      finish_wait();
+      std::rethrow_exception(ep.error);
+    }
+    auto node = ep.ready.extract(ep.next_return);
+    next_batch_ = ++ep.next_return;
+    ep.work_cv.notify_one();  // the window moved by one batch: exactly one more can be claimed
+    note_skips(node.mapped().skipped);
+    if (node.mapped().batch) {
+      lock.unlock();
+      finish_wait();
+      return std::move(node.mapped().batch);
+    }
   }
-  ep.ready_cv.wait(lock, [&] { return ep.error || ep.ready.count(ep.next_return) != 0; });
-  finish_wait();
-  if (ep.error) std::rethrow_exception(ep.error);
-  auto node = ep.ready.extract(ep.next_return);
-  next_batch_ = ++ep.next_return;
-  lock.unlock();
-  ep.work_cv.notify_one();  // the window moved by one batch: exactly one more can be claimed
-  return std::move(node.mapped());
 }
 
 }  // namespace tp

@@ -77,7 +77,7 @@ DistContext::~DistContext() = default;
 
 std::unique_ptr<DistContext> DistContext::join(const Rendezvous& place, const DistSection& options,
                                                const std::string& run_device) {
-  TP_CHECK(place.distributed(), "DistContext::join needs WORLD_SIZE > 1");
+  TP_CHECK(place.distributed(), "DistContext::join needs launcher variables (WORLD_SIZE > 1, or MASTER_ADDR/PORT)");
   check_options(options);
   const c10::Device device = pick_device(place, run_device);
   std::unique_ptr<DistContext> dist(new DistContext(place, options, device));

@@ -87,6 +87,10 @@ Rendezvous read_rendezvous(const Env& env) {
     if (r.world_size > 1) {
       r.master_addr = get(env, "MASTER_ADDR").value_or("");
       r.master_port = require_int(env, "MASTER_PORT", "WORLD_SIZE > 1 needs the rendezvous port");
+    } else if (get(env, "MASTER_ADDR") && get(env, "MASTER_PORT")) {
+      // torchrun --nproc-per-node 1 (and our launcher) still give an address: join a group of one.
+      r.master_addr = *get(env, "MASTER_ADDR");
+      r.master_port = require_int(env, "MASTER_PORT", "MASTER_ADDR is");
     }
     r.agent_store = get(env, "TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
   } else if (slurm_tasks && *slurm_tasks > 1) {

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "tp/framework/amp/autocast_guard.h"
@@ -14,6 +15,7 @@
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/engine/trainer.h"
 #include "tp/framework/error.h"
+#include "tp/framework/profile/flop_counter.h"
 
 namespace tp {
 
@@ -36,8 +38,10 @@ void Trainer::train_epoch(int64_t epoch) {
     const int64_t samples = batch->empty() ? 0 : batch->front().second.size(0);
     window_wait_s_ += wait;
     epoch_wait_s_ += wait;
+    progress_.add_data_wait(wait);
     window_samples_ += samples;
     epoch_samples_ += samples;
+    report_.add_batch(wait, samples);
     const int64_t window_start = (done / accum) * accum;
     const Window window{std::min(accum, batches - window_start), done == window_start,
                         done + 1 == std::min(window_start + accum, batches)};
@@ -69,6 +73,7 @@ void Trainer::after_optimizer_step(int64_t epoch, int64_t done) {
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start_).count();
     const double steps = static_cast<double>(std::max<int64_t>(1, window_steps_));
+    const double samples_per_s = wall > 0 ? double(window_samples_) / wall : 0.0;
     HistoryRecord record{"step",
                          {{"step", double(step_)},
                           {"epoch", double(epoch)},
@@ -76,7 +81,10 @@ void Trainer::after_optimizer_step(int64_t epoch, int64_t done) {
                           {"train/loss", loss},
                           {"time/step_s", wall / steps},
                           {"time/data_wait_s", window_wait_s_ / steps},
-                          {"throughput/samples_per_s", wall > 0 ? double(window_samples_) / wall : 0.0}}};
+                          {"throughput/samples_per_s", samples_per_s}}};
+    // The step split, peak memory and TFLOP/s (after read_window_loss: on CUDA its sync has
+    // completed the phase events).
+    for (auto& value : report_.log_values(samples_per_s)) record.values.push_back(std::move(value));
     // LR monitor: every parameter group's lr when they differ ([[optim.param_groups]]).
     const auto& groups = optim_.optimizer->param_groups();
     bool differ = false;
@@ -105,6 +113,9 @@ void Trainer::train_step(NamedTensors& cpu_batch, const Window& window) {
   // 1. Fetch: the loader already collated this batch on a worker; copy it to the device
   //    (non_blocking from pinned memory on CUDA, a no-op on CPU).
   const NamedTensors batch = to_device(std::move(cpu_batch));
+  // Phase timing (training_report.h): every step on CPU; on CUDA only the log step's window,
+  // with device events and no extra sync.
+  if (window.first) report_.begin_window((step_ + 1) % config_.train.log_every_steps == 0);
 
   // 2. Forward under autocast (a no-op for fp32): model on every field, then the loss, which
   //    returns (sum of item losses, number of items).
@@ -113,11 +124,19 @@ void Trainer::train_step(NamedTensors& cpu_batch, const Window& window) {
   if (grad_sync_ && window.first) sync_buffers();
   NamedTensors outputs;
   LossTerms terms;
+  report_.begin(StepPhase::kForward);
   {
     AutocastGuard autocast(device_.type(), precision_);
+    // Once, on the run's first batch: the model's forward FLOPs, for perf/tflops. The counter
+    // only reads the ops' records (a few microseconds per op, this step only).
+    std::optional<FlopCounter> flops;
+    if (!report_.flops_measured()) flops.emplace();
     outputs = parts_.model->forward(batch);
+    if (flops) report_.set_forward_flops(flops->total_flops(), batch.empty() ? 0 : batch.front().second.size(0));
+    flops.reset();
     terms = parts_.loss->forward(outputs, batch);
   }
+  report_.end(StepPhase::kForward);
   const at::Tensor items = terms.count.detach().to(at::kDouble);
   // The window's loss is (sum over all its items) / (its item count), which is only known at
   // the window's end. Divide by an estimate now (this micro-batch's count x window length) and
@@ -154,6 +173,7 @@ void Trainer::train_step(NamedTensors& cpu_batch, const Window& window) {
   // 3. Backward through the (fp16: scaled) loss; gradients accumulate over the window.
   //    Data-parallel, last micro-batch: buckets are all-reduced as they fill, overlapping the
   //    rest of backward; earlier micro-batches accumulate locally with no communication.
+  report_.begin(StepPhase::kBackward);
   if (grad_sync_) grad_sync_->before_backward(loss, window.last);
   if (grad_sync_ && window.last) {
     try {
@@ -166,6 +186,7 @@ void Trainer::train_step(NamedTensors& cpu_batch, const Window& window) {
   } else if (!window_poisoned_ || grad_sync_) {
     scaler_.scale(loss).backward();
   }
+  report_.end(StepPhase::kBackward);
 
   // Report: accumulate on the device; the value is read only on log steps (a device sync).
   if (!window_poisoned_) {
@@ -176,7 +197,11 @@ void Trainer::train_step(NamedTensors& cpu_batch, const Window& window) {
   }
 
   // 4. Update, once per window.
-  if (window.last) optimizer_step();
+  if (window.last) {
+    report_.begin(StepPhase::kOptimizer);
+    optimizer_step();
+    report_.end(StepPhase::kOptimizer);
+  }
 }
 
 void Trainer::optimizer_step() {

@@ -34,7 +34,8 @@ LoaderOptions loader_options(const RunConfig& c, int64_t batch_size, LoaderMode 
       .rank(rank)
       .world_size(world)
       .mode(mode)
-      .pin_memory(device.is_cuda());
+      .pin_memory(device.is_cuda())
+      .on_bad_sample(c.data.on_bad_sample == "skip" ? BadSamplePolicy::kSkip : BadSamplePolicy::kFail);
 }
 
 }  // namespace
@@ -61,7 +62,8 @@ Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device devi
       history_(run_dir_, writes_),
       progress_(config.progress.mode, config.progress.every_seconds, rank_ == 0),
       checkpoints_(run_dir_ / "checkpoints", config.checkpoint, writes_),
-      early_stopping_(config.early_stopping) {
+      early_stopping_(config.early_stopping),
+      report_(device) {
   check_precision_supported(precision_, device_);
   apply_switches();
   init_model();
@@ -178,6 +180,7 @@ FitSummary Trainer::fit() {
   const auto start = std::chrono::steady_clock::now();
   FitSummary summary;
   summary.monitor = config_.checkpoint.monitor;
+  const int64_t first_step = step_; // a resumed run reports only the steps it ran
   check_same_position();
   dispatch(TP_EVENT_FIT_BEGIN, {});
   try {
@@ -210,6 +213,7 @@ FitSummary Trainer::fit() {
   summary.stop_reason = stop_reason_;
   summary.skipped_steps = skipped_steps_;
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (step_ > first_step) log_.info(report_.summary(step_ - first_step, summary.seconds));
   if (dist_) dist_->barrier("end of training"); // rank 0 has finished writing when any rank returns
   return summary;
 }
@@ -298,6 +302,13 @@ void Trainer::end_epoch(int64_t epoch) {
                         {"time/epoch_s", seconds},
                         {"time/data_wait_fraction", seconds > 0 ? epoch_wait_s_ / seconds : 0.0},
                         {"throughput/samples_per_s", seconds > 0 ? double(epoch_samples_) / seconds : 0.0}}};
+  // data.on_bad_sample = "skip": how many training samples this rank dropped, and the first few.
+  if (const int64_t skipped = train_loader_->skipped_count(); config_.data.on_bad_sample == "skip") {
+    record.values.emplace_back("data/skipped_samples", double(skipped));
+    std::string note = "epoch " + std::to_string(epoch + 1) + ": skipped " + std::to_string(skipped) + " bad samples";
+    for (const SkippedSample& s : train_loader_->first_skipped()) note += "\n  index " + std::to_string(s.index) + ": " + s.message;
+    if (skipped > 0) log_.warn(note);
+  }
   for (const auto& value : eval) record.values.push_back(value);
   history_.add(record);
   history_.flush_csv();

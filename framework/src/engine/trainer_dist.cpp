@@ -18,12 +18,15 @@ namespace tp {
 void Trainer::init_dist() {
   if (!dist_) return;
   broadcast_model(); // same initial weights everywhere, whatever each rank's init drew
-  grad_sync_ = std::make_unique<GradSync>(*dist_, model_state_);
+  // dist.overlap is read from the resolved table (a benchmark switch; DistSection lacks it).
+  const bool overlap = config_.resolved.at_path("dist.overlap").value_or(true);
+  grad_sync_ = std::make_unique<GradSync>(*dist_, model_state_, overlap);
   std::string sizes;
   for (int64_t bytes : grad_sync_->bucket_bytes()) sizes += (sizes.empty() ? "" : ", ") + std::to_string(bytes >> 10);
   log_.info("data-parallel: " + std::to_string(world_size_) + " ranks, backend " + dist_->backend() + ", " +
             std::to_string(grad_sync_->bucket_bytes().size()) + " gradient buckets (KiB, in reduction order: " + sizes +
-            "); batch " + std::to_string(config_.train.batch_size) + " per rank = " +
+            (overlap ? "" : "; reduced after backward, dist.overlap = false") + "); batch " +
+            std::to_string(config_.train.batch_size) + " per rank = " +
             std::to_string(config_.train.batch_size * world_size_ * config_.train.grad_accum_steps) +
             " samples per optimizer step");
 }
@@ -52,6 +55,8 @@ uint32_t Trainer::agree(uint32_t requests) {
 
 at::Tensor Trainer::agree_on_window() {
   if (!dist_) return {};
+  // With dist.overlap = false the gradient buckets are all-reduced here, after backward.
+  grad_sync_->after_backward();
   // One all-reduce of [items, non-finite loss seen, stop signal seen]. The flags are read on the
   // host, so on CUDA this is a sync point once per optimizer step.
   const int local_signal = pending_stop_signal();

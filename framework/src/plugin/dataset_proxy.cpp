@@ -7,6 +7,7 @@
 #include "config_adapter.h"
 #include "sized_copy.h"
 #include "tp/framework/error.h"
+#include "tp/framework/util/plugin_crash.h"
 
 namespace tp {
 namespace {
@@ -36,8 +37,13 @@ void DatasetProxy::set_epoch(uint64_t epoch) {
 NamedTensors DatasetProxy::get(uint64_t index, const tp_worker_ctx_t& ctx) const {
   std::array<tp_field_t, kMaxFields> fields{};
   uint32_t count = 0;
-  check(table_.get_sample(self_, index, &ctx, fields.data(), kMaxFields, &count), "get_sample",
-        "sample " + std::to_string(index) + " of split '" + split_ + "'");
+  tp_status status = TP_OK;
+  {
+    // A crash inside get_sample is reported with this component and index (util/plugin_crash.h).
+    const PluginCallScope crash_scope(id().c_str(), "get_sample", index);
+    status = table_.get_sample(self_, index, &ctx, fields.data(), kMaxFields, &count);
+  }
+  check(status, "get_sample", "sample " + std::to_string(index) + " of split '" + split_ + "'");
   NamedTensors sample;
   sample.reserve(count);
   for (uint32_t i = 0; i < count && i < kMaxFields; ++i) {

@@ -16,8 +16,16 @@ namespace {
 
 [[noreturn]] void fail(const std::filesystem::path& path, const std::string& what, int error, const std::string& tmp) {
   if (!tmp.empty()) ::unlink(tmp.c_str());
-  std::string hint = error == ENOSPC ? " The disk is full: free space or point run.output_dir elsewhere."
-                                     : error == EACCES ? " Check the directory's permissions." : "";
+  std::string hint;
+  if (error == ENOSPC)
+    hint = " The disk is full: free space or point run.output_dir elsewhere.";
+  else if (error == EDQUOT)
+    hint = " The disk quota is full: free space within your quota or point run.output_dir elsewhere.";
+  else if (error == EFBIG)
+    hint = " The file size limit was reached (disk quota full, `ulimit -f`, or the file system's maximum file "
+           "size): raise the limit or point run.output_dir elsewhere.";
+  else if (error == EACCES)
+    hint = " Check the directory's permissions.";
   throw Error("cannot write " + path.string() + ": " + what + " failed: " + std::strerror(error) + "." + hint +
               " The previous version of the file, if any, is unchanged.");
 }

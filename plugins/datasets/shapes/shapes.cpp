@@ -83,15 +83,18 @@ int64_t read_int_in(const tp::cpp::ConfigReader& cfg, const char* key, int64_t l
   return v;
 }
 
-/// Pins OpenCV to one thread, once per calling thread. Drawing is serial today; this keeps any
-/// OpenCV call that could fan out (fill, resize) from spawning threads inside a host worker,
-/// since the host already runs one loader worker per core.
+/// Pins OpenCV to one thread, once per process. Drawing is serial today; this keeps any OpenCV
+/// call that could fan out (fill, resize) from spawning threads inside a host worker, since the
+/// host already runs one loader worker per core. Once per process, not per thread:
+/// cv::setNumThreads is process-wide and rebuilds OpenCV's thread pool, so several loader
+/// workers calling it at once while another draws crashed (SIGSEGV in get_sample, 6 workers on a
+/// 16-core machine); a function-local static runs it exactly once, before any worker draws.
 void pin_opencv_threads() {
-  thread_local bool pinned = false;
-  if (!pinned) {
+  static const bool pinned = [] {
     cv::setNumThreads(1);
-    pinned = true;
-  }
+    return true;
+  }();
+  (void)pinned;
 }
 
 /// Whether the train-split augmentation mirrors this sample, from the host's per-sample seed.

@@ -1,6 +1,9 @@
 // Progress on stdout, rank 0 only (lessons-from-peers 11): one live bar redrawn in place when
 // stdout is a terminal; plain lines every `every_seconds` otherwise (CI, SLURM logs).
-//   epoch 3/10 [=========>          ] 120/188 loss 0.1234 lr 1.00e-03 | 45.2 it/s ETA 0:02
+//   epoch 3/10 [=========>          ] 120/188 loss 0.1234 lr 1.00e-03 | 45.2 it/s wait 12% ETA 0:02
+// `wait` is the share of the epoch's wall time so far that the training loop spent blocked on the
+// data loader (the time/data_wait_s meter): near 0% the loader keeps up; a high value means more
+// data.num_workers, a cheaper dataset transform, or a faster disk.
 #pragma once
 
 #include <chrono>
@@ -20,6 +23,9 @@ class Progress {
   /// After step `done` (1-based) of the epoch. `loss` is NaN when it was not read this step
   /// (reading it syncs the device); the last known value is shown then.
   void update(int64_t done, double loss, double lr);
+  /// Adds `seconds` the training loop waited for the loader (per batch, before update()); shown
+  /// as `wait N%` of the epoch's elapsed time. Reset by start_epoch().
+  void add_data_wait(double seconds) { wait_s_ += seconds; }
   /// Ends the epoch's bar with its summary values ("val/accuracy" ...).
   void end_epoch(const std::vector<std::pair<std::string, double>>& summary);
   /// A free-form line that does not break the bar (printed above it).
@@ -33,6 +39,7 @@ class Progress {
   double every_seconds_;
   int64_t epoch_ = 0, epochs_ = 0, steps_ = 0, done_ = 0;
   double loss_, lr_ = 0;
+  double wait_s_ = 0;  // seconds blocked on the loader this epoch
   std::chrono::steady_clock::time_point epoch_start_, last_emit_;
   bool bar_open_ = false;
 };

@@ -20,7 +20,8 @@
 //   config: str                      the resolved run config (TOML text)
 //   plugins: [str]                   "component-id@version" of every component used
 // Writes are atomic: a temporary file in the same directory, fsync, rename, fsync of the
-// directory. A crash at any moment leaves the previous file intact and loadable.
+// directory. A crash at any moment leaves the previous file intact and loadable. Every file is
+// sealed with a CRC-32C in its zip comment (checkpoint_seal.h), verified before every load.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -30,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "tp/framework/checkpoint/checkpoint_seal.h"
 #include "tp/framework/plugin/plugin_instance.h"
 #include "tp/framework/util/atomic_file.h"
 
@@ -80,9 +82,14 @@ struct LoadedCheckpoint : CheckpointState {
   std::vector<char> optimizer_archive;
 };
 
-/// Reads `path`. Throws tp::Error naming the file when it is missing, truncated, not a torchhost
-/// checkpoint or of an unknown format version.
+/// Reads `path`. Throws CheckpointError (exit 4) naming the file when it is missing, truncated,
+/// damaged (its CRC-32C differs from the one sealed in at save), not a torchhost checkpoint or of
+/// an unknown format version. Cost beyond the read: one checksum pass (checkpoint_seal.h).
 LoadedCheckpoint load_checkpoint(const std::filesystem::path& path);
+
+/// load_checkpoint() of bytes already in memory; `name` is used in messages. The checkpoint fuzzer
+/// drives this: any input gives a checkpoint or a CheckpointError, never a crash.
+LoadedCheckpoint read_checkpoint(const std::vector<char>& bytes, const std::string& name);
 
 /// Copies `checkpoint.model` into `model_state` in place (names must match one to one, shapes
 /// equal). Throws tp::Error listing missing, unexpected and mis-shaped entries.

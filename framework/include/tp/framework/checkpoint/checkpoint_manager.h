@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,8 +53,25 @@ class CheckpointManager {
                                           std::optional<double> monitor_value);
 
   /// The newest checkpoint in `dir` to resume from: last.pt, else the highest step-N.pt, else
-  /// nothing.
+  /// nothing. Does not open it; find_resume_point() also checks that it loads.
   static std::optional<std::filesystem::path> latest(const std::filesystem::path& dir);
+
+  /// A checkpoint chosen to resume from, already loaded.
+  struct ResumePoint {
+    std::filesystem::path path;
+    LoadedCheckpoint checkpoint;
+    int skipped = 0; ///< damaged files passed over to get here (0: the newest one loaded)
+  };
+
+  /// `--resume auto`: the newest checkpoint in `dir` that loads. Tries last.pt, then step-N.pt
+  /// and best-step-N.pt from the highest step down, then best.pt. A file that fails to load
+  /// (CheckpointError) is reported through `warn` with the reason, and so is every other name
+  /// hard-linked to the same file (one save has several names, so one damaged inode damages them
+  /// all); the next genuinely different file is tried. Returns nullopt when `dir` holds no
+  /// checkpoint; throws CheckpointError naming every file tried when none loads. Cost: one
+  /// load per file tried.
+  static std::optional<ResumePoint> find_resume_point(const std::filesystem::path& dir,
+                                                      const std::function<void(const std::string&)>& warn);
 
  private:
   struct Ranked {
@@ -64,11 +82,14 @@ class CheckpointManager {
   bool better(double a, double b) const;
   void evict_numbered();
   void write_ranking() const;
+  /// Removes temporaries ("." names ending in a pid) left by writers that no longer run.
+  void sweep_stale_temporaries() const;
 
   std::filesystem::path dir_;
   CheckpointSection options_;
   bool writer_;
   std::vector<Ranked> ranking_; ///< best first, at most save_top_k
+  bool swept_ = false;          ///< stale temporaries removed (once, before the first save)
 };
 
 /// "step-00000120.pt": numbered checkpoint names sort by step.

@@ -129,6 +129,7 @@ struct DataSection {
   int64_t prefetch;     ///< batches queued ahead
   bool shuffle;         ///< training order shuffled per epoch (seeded)
   bool val_from_train;  ///< without [data.val], build "val" from the [data.train] component
+  std::string on_bad_sample; ///< "fail" | "skip": a sample that fails to load
   ComponentConfig train;
   std::optional<ComponentConfig> val;
   bool operator==(const DataSection&) const = default; ///< field-wise

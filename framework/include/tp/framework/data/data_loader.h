@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tp/framework/data/sample_source.h"
 #include "tp/framework/data/sampler.h"
@@ -31,6 +32,24 @@ enum class LoaderMode {
   /// sample, so ranks may run a different number of batches. Use for evaluation, and reduce
   /// (sum, count) or metric state across ranks once at the end, never per batch.
   kEvalExact,
+};
+
+/// What the loader does when SampleSource::get throws for one sample (`data.on_bad_sample`).
+enum class BadSamplePolicy {
+  /// Stop: next() throws SampleError naming the source, the index and the sample's message
+  /// (which names the file, for file-backed datasets).
+  kFail,
+  /// Drop the sample from its batch (the batch is smaller; a batch left empty is not returned),
+  /// count it, and go on. Which samples are dropped depends only on the dataset, never on the
+  /// workers, so skips are the same, in the same order, for any num_workers. Collation errors
+  /// (samples of different shapes) still fail: they are a dataset bug, not a bad file.
+  kSkip,
+};
+
+/// A sample dropped under BadSamplePolicy::kSkip.
+struct SkippedSample {
+  uint64_t index = 0;   ///< dataset index
+  std::string message;  ///< the error the sample raised
 };
 
 /// Options of DataLoader (fluent setters, validated by the DataLoader constructor).
@@ -77,6 +96,8 @@ struct LoaderOptions {
   /// Resume position: the first start_epoch() call skips this many batches of its epoch without
   /// loading them (later epochs start at 0). 0 <= start_batch <= batches_per_epoch().
   TP_LOADER_ARG(int64_t, start_batch) = 0;
+  /// A sample that fails to load: fail the epoch (default) or skip it; see BadSamplePolicy.
+  TP_LOADER_ARG(BadSamplePolicy, on_bad_sample) = BadSamplePolicy::kFail;
 #undef TP_LOADER_ARG
 };
 
@@ -111,9 +132,11 @@ class SampleError : public Error {
 /// start_epoch() and the end of that epoch (or the next start_epoch(), or destruction), and never
 /// during SampleSource::set_epoch.
 ///
-/// Errors: the first exception thrown by a sample (or by collation) stops the other workers and
-/// is rethrown by next() as SampleError (or tp::Error for collation), on this and every later
-/// next() call of the epoch. Batches before it that were already loaded are dropped.
+/// Errors: with BadSamplePolicy::kFail (the default), the first exception thrown by a sample (or
+/// by collation) stops the other workers and is rethrown by next() as SampleError (or tp::Error
+/// for collation), on this and every later next() call of the epoch. Batches before it that were
+/// already loaded are dropped. With kSkip, failing samples are left out of their batch and
+/// counted (skipped_count()); only collation errors stop the epoch.
 ///
 /// Example:
 ///   tp::DataLoader loader(source, tp::LoaderOptions().batch_size(32).num_workers(4));
@@ -155,14 +178,23 @@ class DataLoader {
   double last_wait_seconds() const noexcept { return last_wait_seconds_; }
   /// The validated options.
   const LoaderOptions& options() const noexcept { return options_; }
+  /// Samples skipped (BadSamplePolicy::kSkip) in the batches next() has returned or passed over
+  /// this epoch, in sampler order; reset by start_epoch(). Deterministic for any num_workers.
+  int64_t skipped_count() const noexcept { return skipped_count_; }
+  /// The first kKeptSkips of those samples, with their messages (for the end-of-epoch report).
+  const std::vector<SkippedSample>& first_skipped() const noexcept { return first_skipped_; }
+  /// How many skipped samples first_skipped() keeps.
+  static constexpr std::size_t kKeptSkips = 5;
 
  private:
-  struct Epoch;  // shared with the workers; defined in data_loader.cpp
+  struct Epoch;        // shared with the workers; defined in data_loader.cpp
+  struct LoadedBatch;  // a collated batch (or none when every sample was skipped) and its skips
 
   /* Internals */
   void stop_epoch() noexcept;
-  std::optional<NamedTensors> load_batch(const Epoch& ep, int64_t batch, uint32_t worker,
-                                         uint32_t num_workers);
+  std::optional<LoadedBatch> load_batch(const Epoch& ep, int64_t batch, uint32_t worker,
+                                        uint32_t num_workers);
+  void note_skips(std::vector<SkippedSample>& skipped);
   void worker_main(Epoch& ep, uint32_t worker);
 
   std::shared_ptr<SampleSource> source_;
@@ -173,6 +205,8 @@ class DataLoader {
   bool started_ = false;
   int64_t next_batch_ = 0;
   double last_wait_seconds_ = 0.0;
+  int64_t skipped_count_ = 0;
+  std::vector<SkippedSample> first_skipped_;
 };
 
 }  // namespace tp

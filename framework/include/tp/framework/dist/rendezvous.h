@@ -10,8 +10,11 @@
 
 namespace tp {
 
-/// One process's place in the job. world_size == 1 means "not distributed": no process group
-/// is created and training runs exactly as a plain single process.
+/// One process's place in the job. A process a launcher started (torchrun, `host
+/// --nproc-per-node`, SLURM) joins a process group even when it is alone, as
+/// torch.distributed.init_process_group does, so `--nproc-per-node 1` runs the real collective
+/// path (NCCL on one GPU); a process started without launcher variables runs as a plain single
+/// process with no process group.
 struct Rendezvous {
   int rank = 0;             ///< global rank, 0 <= rank < world_size
   int world_size = 1;       ///< number of processes in the job
@@ -24,7 +27,9 @@ struct Rendezvous {
   bool agent_store = false;
   std::string source = "none"; ///< "torchrun" (the variables above), "slurm" or "none"
 
-  bool distributed() const noexcept { return world_size > 1; }
+  /// True when this process must join a process group: several processes, or one that a
+  /// launcher started with a rendezvous address (world size 1 under torchrun).
+  bool distributed() const noexcept { return world_size > 1 || (source == "torchrun" && master_port > 0); }
 };
 
 /// Reads the rendezvous variables from `env` (tp::process_environment()). Without RANK,

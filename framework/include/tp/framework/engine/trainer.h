@@ -31,6 +31,7 @@
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/optim/lr_scheduler.h"
 #include "tp/framework/optim/optimizer_factory.h"
+#include "tp/framework/profile/training_report.h"
 #include "tp/framework/util/log.h"
 
 namespace tp {
@@ -181,6 +182,7 @@ class Trainer {
   std::chrono::steady_clock::time_point window_start_, epoch_start_;
   bool window_poisoned_ = false; ///< nan_policy = "skip": this window saw a non-finite loss
   int64_t skipped_steps_ = 0;
+  TrainingReport report_; ///< step-time split, peak memory, TFLOP/s (docs/profiling.md)
 };
 
 }  // namespace tp

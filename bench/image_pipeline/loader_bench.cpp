@@ -1,0 +1,99 @@
+// The host side of bench/image_pipeline: images/s of the framework's DataLoader reading the
+// image_folder plugin, with the same random_resized_crop + hflip + normalise a torchvision
+// pipeline applies (python_pipeline.py), nothing else running.
+//
+//   image_pipeline_bench --root DIR [--workers 2] [--batch 64] [--size 224] [--epochs 2]
+//                        [--plugin-dir DIR]... [--set data.train.KEY=VALUE]...
+//
+// The dataset is created exactly as `host train` creates it (a run config, the plugin registry,
+// create_components), then one DataLoader with shuffling and seeded augmentation. Epoch 0 warms up
+// (page cache, allocator, OpenCV); each later epoch is timed from start_epoch() to its last batch,
+// which includes starting the worker threads and filling the prefetch queue, as a training epoch
+// does. Output: "host images_per_s=<median over the timed epochs> epochs=<n>".
+#include <ATen/core/Tensor.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tp/framework/config/load.h"
+#include "tp/framework/data/data_loader.h"
+#include "tp/framework/engine/run_components.h"
+#include "tp/framework/plugin/host_services.h"
+#include "tp/framework/plugin/registry.h"
+#include "tp/framework/util/log.h"
+
+namespace {
+
+struct Args {
+  std::string root;
+  std::vector<std::string> sets, plugin_dirs;
+  int workers = 2, batch = 64, size = 224, epochs = 2;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    if (i + 1 >= argc) throw std::runtime_error("missing value after " + k);
+    const std::string v = argv[++i];
+    if (k == "--root") a.root = v;
+    else if (k == "--workers") a.workers = std::stoi(v);
+    else if (k == "--batch") a.batch = std::stoi(v);
+    else if (k == "--size") a.size = std::stoi(v);
+    else if (k == "--epochs") a.epochs = std::stoi(v);
+    else if (k == "--set") a.sets.push_back(v);
+    else if (k == "--plugin-dir") a.plugin_dirs.push_back(v);
+    else throw std::runtime_error("unknown option " + k);
+  }
+  if (a.root.empty() || a.epochs < 1) throw std::runtime_error("--root is required and --epochs must be >= 1");
+  return a;
+}
+
+// torchvision's ImageNet statistics, as python_pipeline.py's Normalize. The model and loss are
+// only there because a run config needs them; they are created but never called.
+std::string run_toml(const Args& a) {
+  return "[run]\nseed = 1\n[data]\nval_from_train = false\n"
+         "[data.train]\ncomponent = \"org.torchhost.image_folder\"\nroot = \"" + a.root + "\"\n"
+         "random_resized_crop = [" + std::to_string(a.size) + "]\nhflip = 0.5\n"
+         "mean = [0.485, 0.456, 0.406]\nstd = [0.229, 0.224, 0.225]\n"
+         "[model]\ncomponent = \"org.torchhost.mlp\"\n[loss]\ncomponent = \"org.torchhost.cross_entropy\"\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Args args = parse(argc, argv);
+  tp::Logger log;
+  tp::HostServices host(log, tp::ProcessPlace{});
+  tp::Registry registry(host);
+  tp::RunConfig config = tp::load_run_config_from_string(run_toml(args), "image_pipeline_bench", args.sets,
+                                                         tp::process_environment());
+  registry.load_search_path(tp::plugin_search_path(args.plugin_dirs, {}, "", tp::builtin_plugin_dir()));
+  tp::resolve_components(config, registry);
+  tp::RunComponents parts = tp::create_components(config, registry);
+
+  tp::DataLoader loader(parts.train_data, tp::LoaderOptions()
+                                              .batch_size(args.batch)
+                                              .num_workers(args.workers)
+                                              .shuffle(true)
+                                              .seed(1));
+  std::vector<double> rates;
+  for (int epoch = 0; epoch <= args.epochs; ++epoch) {
+    const auto start = std::chrono::steady_clock::now();
+    loader.start_epoch(static_cast<uint64_t>(epoch));
+    int64_t images = 0;
+    while (auto batch = loader.next()) images += batch->front().second.size(0);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (epoch > 0) rates.push_back(static_cast<double>(images) / s);
+  }
+  std::nth_element(rates.begin(), rates.begin() + rates.size() / 2, rates.end());
+  std::printf("host images_per_s=%.2f epochs=%zu\n", rates[rates.size() / 2], rates.size());
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "image_pipeline_bench: %s\n", e.what());
+  return 1;
+}

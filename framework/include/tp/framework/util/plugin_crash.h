@@ -1,0 +1,51 @@
+// Which plugin code was running when the process took a fatal signal.
+//
+// A plugin is native code in our address space: a bug in it (a NULL dereference in get_sample)
+// kills the host with SIGSEGV, and a bare "Segmentation fault" says nothing about which of twenty
+// plugins, which function or which sample. Before the host calls into a plugin it records the
+// component id, function and sample index in a thread-local slot (PluginCallScope); the fatal-
+// signal handler prints that slot with write(2) and exits with kExitPluginCrash (5).
+//
+// What "ends cleanly" can honestly mean here: after SIGSEGV the heap and the plugin's state may be
+// corrupt, and nothing but async-signal-safe calls (write, _exit) may run, so the handler cannot
+// serialise tensors or flush the history. It does not need to: checkpoints are written atomically
+// (temporary file, fsync, rename), so the last periodic checkpoint is complete, and the message
+// tells the user to `--resume auto` from it once the plugin is fixed (or the sample skipped).
+// A fault outside any plugin call is a host bug: the handler then restores the default action and
+// re-raises, so the usual core dump / sanitizer report still happens.
+#pragma once
+
+#include <cstdint>
+
+namespace tp {
+
+/// `host`'s exit code after a plugin crashed the process.
+inline constexpr int kExitPluginCrash = 5;
+
+/// Marks the calling thread as inside `function` of plugin component `component_id` (for a
+/// dataset: `index` is the sample, else pass UINT64_MAX) until destruction. Both strings are
+/// borrowed and must outlive the scope. Cost: three thread-local stores; no allocation, no lock.
+/// Scopes nest (the previous one is restored).
+///
+/// Example:
+///   PluginCallScope scope(id().c_str(), "get_sample", index);
+///   status = table_.get_sample(self_, index, ...);
+class PluginCallScope {
+ public:
+  PluginCallScope(const char* component_id, const char* function, uint64_t index) noexcept;
+  ~PluginCallScope();
+  PluginCallScope(const PluginCallScope&) = delete;
+  PluginCallScope& operator=(const PluginCallScope&) = delete;
+
+ private:
+  const char* previous_id_;
+  const char* previous_function_;
+  uint64_t previous_index_;
+};
+
+/// Installs the SIGSEGV/SIGBUS/SIGFPE/SIGILL handler (idempotent; main thread, before the
+/// plugins run). `checkpoint_dir` is named in the message as the resume point; it is copied into
+/// a fixed buffer (truncated at 1 KiB), since the handler may not allocate.
+void install_plugin_crash_handler(const char* checkpoint_dir);
+
+}  // namespace tp

@@ -1,0 +1,84 @@
+// CheckpointManager::find_resume_point: `--resume auto` falls back past damaged checkpoints.
+// Kept apart from the save side (checkpoint_manager.cpp) because it is read-only and runs once.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "tp/framework/checkpoint/checkpoint_manager.h"
+
+namespace tp {
+namespace {
+
+struct Candidate {
+  std::filesystem::path path;
+  int64_t order; ///< higher first: last.pt, then by step, then best.pt
+};
+
+// "step-00000120.pt" and "best-step-00000120.pt" -> 120; anything else -> -1.
+int64_t step_of(const std::string& name) {
+  const std::string digits = name.starts_with("step-")        ? name.substr(5)
+                             : name.starts_with("best-step-") ? name.substr(10)
+                                                              : std::string();
+  if (digits.size() <= 3 || !digits.ends_with(".pt")) return -1;
+  const std::string number = digits.substr(0, digits.size() - 3);
+  if (number.find_first_not_of("0123456789") != std::string::npos || number.size() > 18) return -1;
+  return std::stoll(number);
+}
+
+std::vector<Candidate> candidates(const std::filesystem::path& dir) {
+  std::vector<Candidate> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    // Temporaries (".pending-*", ".last.pt.tmp-*") are never resume points: possibly half written.
+    if (name.starts_with(".") || !entry.is_regular_file(ec)) continue;
+    // Two sort keys per step: step-N before best-step-N (usually one file anyway).
+    if (name == "last.pt") out.push_back({entry.path(), INT64_MAX});
+    else if (name == "best.pt") out.push_back({entry.path(), -1});
+    else if (const int64_t step = step_of(name); step >= 0)
+      out.push_back({entry.path(), 2 * step + (name.starts_with("step-") ? 1 : 0)});
+  }
+  std::sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) { return a.order > b.order; });
+  return out;
+}
+
+}  // namespace
+
+std::optional<CheckpointManager::ResumePoint> CheckpointManager::find_resume_point(
+    const std::filesystem::path& dir, const std::function<void(const std::string&)>& warn) {
+  const std::vector<Candidate> files = candidates(dir);
+  if (files.empty()) return std::nullopt;
+  // (device, inode) -> the name it failed under: its other names are the same damaged bytes.
+  std::vector<std::pair<std::pair<dev_t, ino_t>, std::string>> bad;
+  std::string tried;
+  int skipped = 0;
+  for (const Candidate& file : files) {
+    struct stat st {};
+    const bool have_inode = ::stat(file.path.c_str(), &st) == 0;
+    const auto inode = std::make_pair(st.st_dev, st.st_ino);
+    const auto same = std::find_if(bad.begin(), bad.end(), [&](const auto& b) { return have_inode && b.first == inode; });
+    if (same != bad.end()) {
+      warn("--resume auto: skipping " + file.path.string() + ": it is the same file as " + same->second +
+           " (a hard link of one save), so it is damaged too");
+      ++skipped;
+      continue;
+    }
+    try {
+      return ResumePoint{file.path, load_checkpoint(file.path), skipped};
+    } catch (const CheckpointError& e) {
+      warn("--resume auto: cannot resume from " + file.path.string() + ": " + e.what() +
+           " Trying the previous checkpoint.");
+      if (have_inode) bad.emplace_back(inode, file.path.string());
+      tried += "\n  " + file.path.string();
+      ++skipped;
+    }
+  }
+  throw CheckpointError("--resume auto: no checkpoint in " + dir.string() + " loads; tried, newest first:" + tried +
+                        "\nEach one's reason is in the log above. Start a new run without --resume (or with "
+                        "train.init_weights = \"<a checkpoint or .safetensors file>\"), or restore a copy of the "
+                        "checkpoints directory.");
+}
+
+}  // namespace tp

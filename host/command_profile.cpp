@@ -1,0 +1,117 @@
+// `host profile`: builds the configured model, feeds it one batch (the model's declared example
+// inputs, or the training split's first samples when it declares none or they do not fit this
+// configuration) and reports size, FLOPs/MACs and inference latency per device and precision.
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
+#include <cstdio>
+#include <sstream>
+
+#include "commands.h"
+#include "session.h"
+#include "tp/framework/config/write.h"
+#include "tp/framework/data/collate.h"
+#include "tp/framework/engine/runtime_setup.h"
+#include "tp/framework/error.h"
+#include "tp/framework/plugin/dataset_proxy.h"
+#include "tp/framework/plugin/model_proxy.h"
+#include "tp/framework/profile/model_profile.h"
+#include "tp/framework/profile/profile_report.h"
+#include "tp/framework/util/atomic_file.h"
+
+namespace tp::cli {
+namespace {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream stream(text);
+  for (std::string item; std::getline(stream, item, ',');)
+    if (!item.empty()) items.push_back(item);
+  return items;
+}
+
+/// The first `batch_size` samples of the training split (repeated when it is smaller), collated.
+NamedTensors dataset_batch(const RunConfig& config, const Registry& registry, int64_t batch_size) {
+  DatasetProxy dataset(registry.find(config.data.train.component, TP_KIND_DATASET, config.data.train.key_path),
+                       config.data.train, "train");
+  if (dataset.size() == 0)
+    throw Error("host profile: the model declares no usable example inputs and the training split (" +
+                config.data.train.component + ") is empty, so there is no batch to profile with.");
+  std::vector<NamedTensors> samples;
+  for (int64_t i = 0; i < batch_size; ++i) {
+    const uint64_t index = static_cast<uint64_t>(i) % dataset.size();
+    const tp_worker_ctx_t ctx{sizeof(tp_worker_ctx_t), 0, 1, 0, 0, static_cast<uint64_t>(config.run.seed) + index};
+    samples.push_back(dataset.get(index, ctx));
+  }
+  return collate(std::move(samples));
+}
+
+/// True when `model` runs forward on `batch` (on the CPU, eval mode; the caller restores).
+bool runs_on(ModelProxy& model, const NamedTensors& batch, std::string& why) {
+  try {
+    c10::InferenceMode inference;
+    const NamedTensors outputs = model.forward(batch);
+    return true;
+  } catch (const std::exception& e) {
+    why = e.what();
+    return false;
+  }
+}
+
+}  // namespace
+
+int run_profile(const Options& options) {
+  auto session = open_session(options);
+  const RunConfig& config = session->config;
+  apply_cpu_settings(static_cast<int>(config.run.threads), 0);
+
+  ProfileOptions profile_options;
+  profile_options.devices.clear();
+  for (const auto& spec : split_list(options.devices.empty() ? config.run.device : options.devices))
+    profile_options.devices.push_back(resolve_device(spec));
+  profile_options.precisions.clear();
+  for (const auto& name : split_list(options.precisions)) {
+    try {
+      profile_options.precisions.push_back(parse_precision(name));
+    } catch (const ConfigError&) { // its message names amp.precision, not this option
+      throw ConfigError("--precisions", "host profile --precisions: '" + name +
+                                            "' is not a precision; use a comma-separated list of fp32, bf16, fp16.");
+    }
+  }
+  if (profile_options.devices.empty() || profile_options.precisions.empty())
+    throw ConfigError("", "host profile: --devices and --precisions need at least one entry each (e.g. --devices cpu "
+                          "--precisions fp32,bf16).");
+  profile_options.iterations = options.iterations;
+  profile_options.warmup = options.warmup;
+  const int64_t batch_size = options.batch_size > 0 ? options.batch_size : config.train.batch_size;
+
+  // The model exactly as training builds it (same seed), on the CPU until profile_model moves it.
+  const ComponentEntry entry = session->registry.find(config.model.component, TP_KIND_MODEL, config.model.key_path);
+  at::manual_seed(static_cast<uint64_t>(config.run.seed));
+  ModelProxy model(entry, config.model);
+  model.to_device(c10::Device(c10::kCPU), c10::kFloat);
+
+  // Inputs: the declared examples are the model's own statement of its input; a configuration
+  // can change what fits (image_size, in_features), so check they run, else use real samples.
+  model.set_training(false);
+  std::string source = "examples", why = "no example inputs declared";
+  NamedTensors batch = example_batch(entry.info->examples, batch_size);
+  if (batch.empty() || !runs_on(model, batch, why)) {
+    session->logger.info("host profile: using the training split's first samples (" + why + ")");
+    batch = dataset_batch(config, session->registry, batch_size);
+    source = "dataset";
+  }
+  model.set_training(true);
+
+  ModelProfile profile = profile_model(model, batch, profile_options, to_toml_text(config.resolved));
+  profile.input_source = source;
+  std::printf("%s", profile_table(profile).c_str());
+  const std::filesystem::path out =
+      options.output.empty() ? session->run_dir / "profile.json" : std::filesystem::path(options.output);
+  if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
+  write_file_atomically(out, profile_json(profile));
+  std::printf("\nwritten to %s\n", out.c_str());
+  return 0;
+}
+
+}  // namespace tp::cli

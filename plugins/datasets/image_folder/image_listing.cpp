@@ -1,0 +1,175 @@
+#include "image_listing.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <system_error>
+#include <utility>
+
+#include "tp/cpp/guard.h"
+
+namespace tp::image_folder {
+namespace {
+
+namespace fs = std::filesystem;
+using tp::cpp::Failure;
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool has_extension(const std::string& name, const std::vector<std::string>& extensions) {
+  const std::string l = lower(name);
+  for (const std::string& ext : extensions) {
+    if (l.size() >= ext.size() && l.compare(l.size() - ext.size(), ext.size(), lower(ext)) == 0) return true;
+  }
+  return false;
+}
+
+std::string trim(const std::string& s) {
+  std::size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+bool parse_int(const std::string& s, int64_t* out) {
+  if (s.empty()) return false;
+  std::size_t used = 0;
+  try {
+    *out = std::stoll(s, &used);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return used == s.size();
+}
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+Listing scan_folder(const std::string& root, const std::vector<std::string>& extensions) {
+  std::error_code ec;
+  if (!fs::is_directory(root, ec))
+    throw Failure(TP_ERR_IO, "image_folder: root '" + root +
+                                 "' is not a directory; set `root` to a folder holding one sub-folder per class");
+  Listing out;
+  for (const fs::directory_entry& entry : fs::directory_iterator(root, fs::directory_options::follow_directory_symlink)) {
+    if (entry.is_directory()) out.classes.push_back(entry.path().filename().string());
+  }
+  std::sort(out.classes.begin(), out.classes.end());
+  if (out.classes.empty())
+    throw Failure(TP_ERR_CONFIG, "image_folder: root '" + root +
+                                     "' has no class sub-folders; expected root/<class>/<image> (or set `csv`)");
+  for (std::size_t c = 0; c < out.classes.size(); ++c) {
+    // (directory, file name) pairs: torchvision walks sorted(os.walk(...)), then sorted(fnames).
+    std::vector<std::pair<std::string, std::string>> files;
+    const fs::path dir = fs::path(root) / out.classes[c];
+    for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink);
+         it != fs::recursive_directory_iterator(); ++it) {
+      if (!it->is_regular_file()) continue;
+      const std::string name = it->path().filename().string();
+      if (has_extension(name, extensions)) files.emplace_back(it->path().parent_path().string(), name);
+    }
+    std::sort(files.begin(), files.end());
+    for (auto& [parent, name] : files) {
+      out.paths.push_back((fs::path(parent) / name).string());
+      out.labels.push_back(static_cast<int64_t>(c));
+    }
+  }
+  if (out.paths.empty())
+    throw Failure(TP_ERR_CONFIG, "image_folder: no image files under '" + root +
+                                     "' (looked for the extensions in `extensions` inside each class folder)");
+  return out;
+}
+
+Listing read_csv_listing(const std::string& csv_path, const std::string& base_dir) {
+  std::ifstream in(csv_path);
+  if (!in) throw Failure(TP_ERR_IO, "image_folder: cannot open csv '" + csv_path + "'; check `csv`");
+  std::vector<std::string> paths, label_cells;
+  std::vector<int64_t> lines;
+  std::string line;
+  int64_t number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    const std::string t = trim(line);
+    if (t.empty() || t[0] == '#') continue;
+    const std::size_t comma = t.rfind(',');
+    if (comma == std::string::npos)
+      throw Failure(TP_ERR_CONFIG, "image_folder: " + csv_path + ":" + std::to_string(number) +
+                                       ": expected `path,label`, got '" + t + "'");
+    std::string path = trim(t.substr(0, comma));
+    std::string label = trim(t.substr(comma + 1));
+    if (paths.empty() && label_cells.empty() && lower(path) == "path" && lower(label) == "label") continue;
+    if (path.empty() || label.empty())
+      throw Failure(TP_ERR_CONFIG, "image_folder: " + csv_path + ":" + std::to_string(number) +
+                                       ": empty path or label in '" + t + "'");
+    const fs::path p(path);
+    paths.push_back(p.is_absolute() ? path : (fs::path(base_dir) / p).string());
+    label_cells.push_back(std::move(label));
+    lines.push_back(number);
+  }
+  if (paths.empty()) throw Failure(TP_ERR_CONFIG, "image_folder: csv '" + csv_path + "' lists no image");
+
+  Listing out;
+  out.paths = std::move(paths);
+  int64_t value = 0;
+  const bool numeric = parse_int(label_cells.front(), &value);
+  if (numeric) {
+    int64_t max_label = 0;
+    for (std::size_t i = 0; i < label_cells.size(); ++i) {
+      if (!parse_int(label_cells[i], &value) || value < 0)
+        throw Failure(TP_ERR_CONFIG, "image_folder: " + csv_path + ":" + std::to_string(lines[i]) + ": label '" +
+                                         label_cells[i] +
+                                         "' is not a non-negative integer (the first row's label is, so all must be)");
+      out.labels.push_back(value);
+      max_label = std::max(max_label, value);
+    }
+    for (int64_t c = 0; c <= max_label; ++c) out.classes.push_back(std::to_string(c));
+  } else {
+    std::map<std::string, int64_t> ids;
+    for (const std::string& cell : label_cells) ids.emplace(cell, 0);
+    for (auto& [name, id] : ids) {
+      id = static_cast<int64_t>(out.classes.size());
+      out.classes.push_back(name);
+    }
+    for (const std::string& cell : label_cells) out.labels.push_back(ids.at(cell));
+  }
+  return out;
+}
+
+std::pair<Listing, Listing> split_listing(const Listing& all, double val_fraction, uint64_t seed) {
+  const std::size_t n = all.paths.size();
+  const auto k = static_cast<std::size_t>(static_cast<double>(n) * val_fraction + 0.5);
+  if (k == 0 || k >= n)
+    throw Failure(TP_ERR_CONFIG, "image_folder: val_split = " + std::to_string(val_fraction) + " of " +
+                                     std::to_string(n) + " images leaves an empty train or val split");
+  std::vector<std::size_t> perm(n);
+  for (std::size_t i = 0; i < n; ++i) perm[i] = i;
+  uint64_t state = seed;
+  for (std::size_t i = n - 1; i > 0; --i) {
+    // Modulo bias is below 2^-40 for any realistic n; the split only needs to be fixed, not perfect.
+    const std::size_t j = static_cast<std::size_t>(splitmix64(state) % (i + 1));
+    std::swap(perm[i], perm[j]);
+  }
+  std::vector<bool> is_val(n, false);
+  for (std::size_t i = 0; i < k; ++i) is_val[perm[i]] = true;
+  Listing train, val;
+  train.classes = val.classes = all.classes;
+  for (std::size_t i = 0; i < n; ++i) {
+    Listing& part = is_val[i] ? val : train;
+    part.paths.push_back(all.paths[i]);
+    part.labels.push_back(all.labels[i]);
+  }
+  return {std::move(train), std::move(val)};
+}
+
+}  // namespace tp::image_folder

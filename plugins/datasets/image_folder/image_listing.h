@@ -1,0 +1,40 @@
+// Which files an image_folder split holds and their labels: a torchvision-ImageFolder-style scan
+// of root/<class>/**, or a CSV file of `path,label` rows, optionally cut into train and val by a
+// seeded ratio. Pure file-system reads at create() time; the result is immutable afterwards.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tp::image_folder {
+
+/// The files of one split, in sample order, with their class ids.
+struct Listing {
+  std::vector<std::string> paths;   ///< absolute or root-relative-resolved file paths
+  std::vector<int64_t> labels;      ///< one per path, in [0, classes.size())
+  std::vector<std::string> classes; ///< class names by id (folder names, or CSV label names)
+};
+
+/// Scans `root`/<class>/ recursively (symlinks followed) for files whose lower-cased name ends
+/// with one of `extensions` (".jpg", ...). Classes are the sorted names of root's sub-folders
+/// (byte order = code-point order for UTF-8, as Python's sorted()), ids 0..C-1; within a class,
+/// files are sorted by (directory, name), as torchvision's make_dataset walks them. So sample i
+/// is the same file torchvision.datasets.ImageFolder(root)[i] reads. Throws tp::cpp::Failure
+/// (TP_ERR_IO / TP_ERR_CONFIG) naming `root` when it is missing, has no class folder, or holds
+/// no image.
+Listing scan_folder(const std::string& root, const std::vector<std::string>& extensions);
+
+/// Reads a CSV listing: one `path,label` row per line ('#' lines and blank lines ignored; a first
+/// row `path,label` is a header). Relative paths are resolved against `base_dir`. Labels are
+/// either all integers (used as class ids; classes are named "0".."max") or all names (ids by
+/// sorted name). Throws Failure naming the file and line on a malformed row.
+Listing read_csv_listing(const std::string& csv_path, const std::string& base_dir);
+
+/// Splits `all` into (train, val) by a seeded permutation: val holds round(n * val_fraction)
+/// samples chosen by a Fisher-Yates shuffle of 0..n-1 driven by splitmix64(seed); both parts
+/// keep their original relative order. Pure function of (all, val_fraction, seed).
+/// `val_fraction` in (0, 1). Throws Failure when either part would be empty.
+std::pair<Listing, Listing> split_listing(const Listing& all, double val_fraction, uint64_t seed);
+
+}  // namespace tp::image_folder

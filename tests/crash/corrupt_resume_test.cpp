@@ -1,0 +1,76 @@
+// A damaged checkpoint, end to end through `host`: a truncated or bit-flipped last.pt makes
+// `--resume auto` fall back to the newest different file that loads (skipping the names
+// hard-linked to the damaged one), say so in the log and finish the run; `--resume PATH` to a
+// damaged file exits 4 naming it.
+#include <fstream>
+#include <string>
+
+#include "tp/framework/checkpoint/checkpoint.h"
+#include "tp/framework/checkpoint/checkpoint_seal.h"
+
+#include "integration/host_runner.h"
+
+#include <doctest/doctest.h>
+
+namespace {
+
+// 2 epochs of 2048 samples / 32 = 128 optimizer steps; a save every 10 steps and at the end, the 3
+// newest numbered ones kept (step-110, step-120, step-128).
+const std::string kArgs =
+    "--config tests/integration/accumulation.toml --set progress.mode=\"off\" --set run.threads=1 "
+    "--set checkpoint.strategy=\"steps\" --set checkpoint.every=10 --set checkpoint.keep_last=3 ";
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+void flip_byte(const std::filesystem::path& file, std::size_t at) {
+  std::fstream f(file, std::ios::binary | std::ios::in | std::ios::out);
+  f.seekg(static_cast<std::streamoff>(at));
+  char c = 0;
+  f.get(c);
+  f.seekp(static_cast<std::streamoff>(at));
+  f.put(static_cast<char>(c ^ 0x04));
+}
+
+}  // namespace
+
+TEST_CASE("--resume auto falls back past a truncated, then a bit-flipped last.pt, and the run finishes") {
+  // The config never changes between the runs (a schedule refuses to continue another length), so
+  // the first run goes to the end and the damage is done to its final checkpoint.
+  const auto dir = tp::test::fresh_dir("crash_corrupt_resume");
+  const auto ckpt = dir / "checkpoints";
+  const std::string args = kArgs + "--output-dir '" + dir.string() + "' ";
+  const auto first = tp::test::run_host(args);
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  REQUIRE(tp::load_checkpoint(ckpt / "last.pt").step == 128);
+  REQUIRE(std::filesystem::exists(ckpt / "step-00000128.pt")); // the same file as last.pt
+  REQUIRE(std::filesystem::exists(ckpt / "step-00000120.pt"));
+
+  // 1. Truncate last.pt in place: step-00000128.pt (its hard link) is truncated with it.
+  std::filesystem::resize_file(ckpt / "last.pt", std::filesystem::file_size(ckpt / "last.pt") / 2);
+  const auto second = tp::test::run_host(args + "--resume auto");
+  INFO(second.output);
+  REQUIRE(second.exit_code == 0);
+  CHECK(contains(second.output, "cannot resume from " + (ckpt / "last.pt").string()));
+  CHECK(contains(second.output, "skipping " + (ckpt / "step-00000128.pt").string()));
+  CHECK(contains(second.output, "resuming from " + (ckpt / "step-00000120.pt").string()));
+  CHECK(contains(second.output, ", step 120"));
+  CHECK(tp::load_checkpoint(ckpt / "last.pt").step == 128);
+
+  // 2. Flip one byte in the middle of the new last.pt (tensor data: only the checksum sees it).
+  flip_byte(ckpt / "last.pt", std::filesystem::file_size(ckpt / "last.pt") / 2);
+  const auto third = tp::test::run_host(args + "--resume auto");
+  INFO(third.output);
+  REQUIRE(third.exit_code == 0);
+  CHECK(contains(third.output, "CRC-32C"));
+  CHECK(contains(third.output, "resuming from " + (ckpt / "step-00000120.pt").string()));
+  CHECK(tp::load_checkpoint(ckpt / "last.pt").step == 128);
+
+  // 3. An explicit --resume to a damaged file is refused with its name and exit code 4.
+  flip_byte(ckpt / "step-00000110.pt", 100);
+  const auto refused = tp::test::run_host(args + "--resume '" + (ckpt / "step-00000110.pt").string() + "'");
+  INFO(refused.output);
+  CHECK(refused.exit_code == tp::kExitCheckpoint);
+  CHECK(contains(refused.output, (ckpt / "step-00000110.pt").string()));
+  CHECK(contains(refused.output, "damaged"));
+}

@@ -1,0 +1,68 @@
+// Plugins that misbehave at run time, end to end through `host`: a dataset that segfaults in
+// get_sample (the host names the component, function and sample index, exits 5, and the last
+// periodic checkpoint stays resumable), a dataset whose every entry point throws (a clean
+// PluginError, exit 1), and a library whose tp_entry.struct_size is wrong (refused, exit 3).
+#include <string>
+
+#include "tp/framework/checkpoint/checkpoint.h"
+#include "tp/framework/util/plugin_crash.h"
+
+#include "integration/host_runner.h"
+
+#include <doctest/doctest.h>
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+std::string fixture_dir(const std::string& name) { return std::string(TP_FIXTURE_DIR) + "/" + name; }
+
+}  // namespace
+
+TEST_CASE("a segfault in a dataset's get_sample names the plugin and the sample; the last checkpoint resumes") {
+  const auto dir = tp::test::fresh_dir("crash_segfault");
+  // Workers and the main thread both read samples: the crash must be attributed on either.
+  for (const char* workers : {"2", "0"}) {
+    INFO("data.num_workers = " << workers);
+    std::filesystem::remove_all(dir);
+    const auto run = tp::test::run_host("--config tests/crash/segfault.toml --plugin-dir '" + fixture_dir("segfault") +
+                                        "' --output-dir '" + dir.string() + "' --set data.num_workers=" + workers);
+    INFO(run.output);
+    CHECK(run.exit_code == tp::kExitPluginCrash);
+    CHECK(contains(run.output, "component 'org.test.segfault' crashed the process with SIGSEGV"));
+    CHECK(contains(run.output, "in get_sample (sample index 13)"));
+    CHECK(contains(run.output, (dir / "checkpoints").string()));
+    CHECK(contains(run.output, "--resume auto"));
+    // Epoch 0 (64 samples / 8 = 8 steps) finished and was saved before the crash in epoch 1.
+    const tp::LoadedCheckpoint last = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
+    CHECK(last.step == 8);
+    CHECK(last.epoch == 1);
+  }
+  // With the bad sample out of reach, the run resumes from that checkpoint and finishes.
+  const auto resumed = tp::test::run_host("--config tests/crash/segfault.toml --plugin-dir '" + fixture_dir("segfault") +
+                                          "' --output-dir '" + dir.string() + "' --set data.train.crash_index=1000 "
+                                          "--resume auto");
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK(contains(resumed.output, "resumed at epoch 2, batch 0, step 8"));
+  CHECK(tp::load_checkpoint(dir / "checkpoints" / "last.pt").step == 24);
+}
+
+TEST_CASE("a dataset that throws from every entry point ends the run with its message, exit 1") {
+  const auto dir = tp::test::fresh_dir("crash_throws");
+  const auto run = tp::test::run_host("--config tests/crash/throws.toml --plugin-dir '" + fixture_dir("throws") +
+                                      "' --output-dir '" + dir.string() + "'");
+  INFO(run.output);
+  CHECK(run.exit_code == 1);
+  CHECK(contains(run.output, "org.test.throws"));
+  CHECK(contains(run.output, "throws: create exploded"));
+  CHECK_FALSE(contains(run.output, "terminate called")); // no exception escaped through C frames
+}
+
+TEST_CASE("a library whose tp_entry.struct_size is too small is refused before any call, exit 3") {
+  const auto run = tp::test::run_host("plugins check '" + fixture_dir("small_struct") + "/small_struct.so'");
+  INFO(run.output);
+  CHECK(run.exit_code == 3);
+  CHECK(contains(run.output, "small_struct.so"));
+  CHECK(contains(run.output, "struct_size"));
+}

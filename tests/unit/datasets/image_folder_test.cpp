@@ -1,0 +1,351 @@
+// image_folder.so through its C ABI on image folders written at test time: labels and order,
+// exact normalisation, resize / center_crop against OpenCV computed independently here,
+// random transforms reproducible from the host seed, val splits, channels-last, CSV listings
+// and the error a broken file raises (what data.on_bad_sample acts on).
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include <doctest/doctest.h>
+
+#include "fixtures.h"
+
+namespace {
+
+using tp::test::Dataset;
+using tp::test::FakeConfig;
+using tp::test::PluginLibrary;
+using tp::test::Sample;
+
+constexpr const char* kId = "org.torchhost.image_folder";
+
+struct Fixture {
+  std::filesystem::path root;
+  // class -> written images (BGR), in file-name order
+  std::vector<std::vector<cv::Mat>> images;
+};
+
+/// root/{bird,cat,dog}/img_<k>.png, 3 images each, size h x w; written in scrambled order.
+Fixture write_folder(const std::string& name, int h, int w) {
+  Fixture f;
+  f.root = tp::test::fresh_fixture_dir(name);
+  const std::vector<std::string> classes{"dog", "bird", "cat"};  // created unsorted on purpose
+  for (const auto& c : classes) std::filesystem::create_directories(f.root / c);
+  std::filesystem::create_directories(f.root / "cat" / "sub");
+  f.images.resize(3);
+  const std::vector<std::string> sorted{"bird", "cat", "dog"};
+  for (int c = 0; c < 3; ++c) {
+    for (int k = 2; k >= 0; --k) {
+      const cv::Mat img = tp::test::gradient_image(h, w, 17 * c + 5 * k);
+      REQUIRE(cv::imwrite((f.root / sorted[c] / ("img_" + std::to_string(k) + ".png")).string(), img));
+    }
+    for (int k = 0; k < 3; ++k)
+      f.images[c].push_back(cv::imread((f.root / sorted[c] / ("img_" + std::to_string(k) + ".png")).string()));
+  }
+  std::ofstream(f.root / "dog" / "notes.txt") << "not an image\n";  // ignored: not an image extension
+  return f;
+}
+
+const tp_descriptor_t& descriptor(const PluginLibrary& lib) {
+  REQUIRE(lib.entry().descriptor_count() == 1);
+  return *lib.entry().descriptor_at(0);
+}
+
+/// Every key at its schema default, `root` set (FakeConfig is neither copyable nor movable).
+void configure(const PluginLibrary& lib, FakeConfig& cfg, const std::filesystem::path& root) {
+  tp::test::fill_defaults(descriptor(lib), cfg);
+  cfg.values["root"] = root.string();
+}
+
+/// The image field as float [3][h][w] (reads through strides, so channels_last works too).
+std::vector<float> chw(const Sample& s, int* h, int* w) {
+  const DLTensor& t = s.tensor("image");
+  REQUIRE(t.ndim == 3);
+  REQUIRE(t.dtype.code == kDLFloat);
+  REQUIRE(t.shape[0] == 3);
+  *h = static_cast<int>(t.shape[1]);
+  *w = static_cast<int>(t.shape[2]);
+  const int64_t s0 = t.strides ? t.strides[0] : t.shape[1] * t.shape[2];
+  const int64_t s1 = t.strides ? t.strides[1] : t.shape[2];
+  const int64_t s2 = t.strides ? t.strides[2] : 1;
+  const auto* p = reinterpret_cast<const float*>(static_cast<const char*>(t.data) + t.byte_offset);
+  std::vector<float> out(static_cast<size_t>(3 * *h * *w));
+  for (int c = 0; c < 3; ++c)
+    for (int y = 0; y < *h; ++y)
+      for (int x = 0; x < *w; ++x) out[(c * *h + y) * *w + x] = p[c * s0 + y * s1 + x * s2];
+  return out;
+}
+
+/// An 8-bit BGR image as the plugin's output would be with mean 0, std 1: CHW RGB in [0, 1].
+std::vector<float> expected_chw(const cv::Mat& bgr) {
+  std::vector<float> out(static_cast<size_t>(3 * bgr.rows * bgr.cols));
+  for (int c = 0; c < 3; ++c)
+    for (int y = 0; y < bgr.rows; ++y)
+      for (int x = 0; x < bgr.cols; ++x)
+        out[(c * bgr.rows + y) * bgr.cols + x] = bgr.at<cv::Vec3b>(y, x)[2 - c] / 255.0f;
+  return out;
+}
+
+float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  float m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+
+int64_t label_of(const Sample& s) { return s.values<int64_t>("label")[0]; }
+
+}  // namespace
+
+TEST_CASE("image_folder: classes from sorted folder names, files in sorted order, exact pixels") {
+  const Fixture f = write_folder("if_labels", 12, 16);
+  PluginLibrary lib("image_folder");
+  FakeConfig cfg;
+  configure(lib, cfg, f.root);
+  Dataset ds(lib, kId, cfg, "train");
+  REQUIRE(ds.size() == 9);  // notes.txt is not listed
+  for (uint64_t i = 0; i < 9; ++i) {
+    const Sample s = ds.get(i, /*seed=*/i);
+    CHECK(label_of(s) == static_cast<int64_t>(i / 3));  // bird 0, cat 1, dog 2
+    CHECK(s.shape("label").empty());
+    int h = 0, w = 0;
+    const std::vector<float> got = chw(s, &h, &w);
+    CHECK(h == 12);
+    CHECK(w == 16);
+    // No transform: exactly v / 255 in RGB order (PNG is lossless).
+    CHECK(max_abs_diff(got, expected_chw(f.images[i / 3][i % 3])) == 0.0f);
+  }
+}
+
+TEST_CASE("image_folder: mean/std normalisation is (v / 255 - mean) / std per RGB channel") {
+  const Fixture f = write_folder("if_norm", 8, 8);
+  PluginLibrary lib("image_folder");
+  FakeConfig cfg;
+  configure(lib, cfg, f.root);
+  const std::vector<double> mean{0.485, 0.456, 0.406}, stdev{0.229, 0.224, 0.225};
+  cfg.values["mean"] = mean;
+  cfg.values["std"] = stdev;
+  Dataset ds(lib, kId, cfg, "train");
+  int h = 0, w = 0;
+  const std::vector<float> got = chw(ds.get(4), &h, &w);
+  std::vector<float> want = expected_chw(f.images[1][1]);
+  for (int c = 0; c < 3; ++c)
+    for (int i = 0; i < h * w; ++i) {
+      float& v = want[c * h * w + i];
+      v = (v - static_cast<float>(mean[c])) / static_cast<float>(stdev[c]);
+    }
+  CHECK(max_abs_diff(got, want) < 1e-5f);
+}
+
+TEST_CASE("image_folder: resize and center_crop match OpenCV computed independently") {
+  const Fixture f = write_folder("if_geometry", 40, 60);
+  PluginLibrary lib("image_folder");
+  const cv::Mat& src = f.images[2][0];  // sample 6
+  SUBCASE("resize = [20]: shorter side 20, longer int(20 * 60 / 40) = 30, area interpolation") {
+    FakeConfig cfg;
+  configure(lib, cfg, f.root);
+    cfg.values["resize"] = std::vector<int64_t>{20};
+    Dataset ds(lib, kId, cfg, "train");
+    int h = 0, w = 0;
+    const std::vector<float> got = chw(ds.get(6), &h, &w);
+    CHECK(h == 20);
+    CHECK(w == 30);
+    cv::Mat ref;
+    cv::resize(src, ref, cv::Size(30, 20), 0, 0, cv::INTER_AREA);
+    CHECK(max_abs_diff(got, expected_chw(ref)) == 0.0f);
+  }
+  SUBCASE("center_crop = [10, 16]: offsets round((40-10)/2) = 15, round((60-16)/2) = 22, exact pixels") {
+    FakeConfig cfg;
+  configure(lib, cfg, f.root);
+    cfg.values["center_crop"] = std::vector<int64_t>{10, 16};
+    Dataset ds(lib, kId, cfg, "train");
+    int h = 0, w = 0;
+    const std::vector<float> got = chw(ds.get(6), &h, &w);
+    CHECK(h == 10);
+    CHECK(w == 16);
+    CHECK(max_abs_diff(got, expected_chw(src(cv::Rect(22, 15, 16, 10)).clone())) == 0.0f);
+  }
+  SUBCASE("resize = [20] then center_crop = [16]: close to resizing the whole image and cropping") {
+    FakeConfig cfg;
+  configure(lib, cfg, f.root);
+    cfg.values["resize"] = std::vector<int64_t>{20};
+    cfg.values["center_crop"] = std::vector<int64_t>{16};
+    Dataset ds(lib, kId, cfg, "train");
+    int h = 0, w = 0;
+    const std::vector<float> got = chw(ds.get(6), &h, &w);
+    CHECK(h == 16);
+    CHECK(w == 16);
+    cv::Mat resized;
+    cv::resize(src, resized, cv::Size(30, 20), 0, 0, cv::INTER_AREA);
+    const cv::Mat ref = resized(cv::Rect(7, 2, 16, 16)).clone();  // round(14/2), round(4/2)
+    // The plugin crops first and resizes only the crop (sub-pixel offsets rounded to whole
+    // source pixels): on a smooth image that moves values by a few grey levels at most.
+    CHECK(max_abs_diff(got, expected_chw(ref)) < 6.0f / 255.0f);
+  }
+}
+
+TEST_CASE("image_folder: random transforms depend only on the host seed; val has none") {
+  const Fixture f = write_folder("if_random", 48, 64);
+  PluginLibrary lib("image_folder");
+  FakeConfig cfg;
+  configure(lib, cfg, f.root);
+  cfg.values["random_resized_crop"] = std::vector<int64_t>{24};
+  cfg.values["resize"] = std::vector<int64_t>{32};
+  cfg.values["center_crop"] = std::vector<int64_t>{24};
+  cfg.values["hflip"] = 0.5;
+  cfg.values["brightness"] = 0.4;
+  cfg.values["contrast"] = 0.4;
+  cfg.values["saturation"] = 0.4;
+  cfg.values["val_split"] = 0.34;  // 3 of 9 images
+  Dataset train(lib, kId, cfg, "train");
+  Dataset val(lib, kId, cfg, "val");
+  CHECK(train.size() == 6);
+  CHECK(val.size() == 3);
+  std::set<std::vector<uint8_t>> distinct;
+  for (uint64_t seed = 0; seed < 8; ++seed) {
+    const Sample a = train.get(1, seed, /*worker=*/0);
+    const Sample b = train.get(1, seed, /*worker=*/3);
+    CHECK(a.bytes() == b.bytes());  // same seed, any worker: identical
+    CHECK(a.shape("image") == std::vector<int64_t>{3, 24, 24});
+    distinct.insert(a.bytes());
+  }
+  CHECK(distinct.size() == 8);  // every seed a different crop / flip / jitter
+  // Val: resize + center_crop only, whatever the seed.
+  CHECK(val.get(0, 1).bytes() == val.get(0, 99).bytes());
+  CHECK(val.get(0, 1).shape("image") == std::vector<int64_t>{3, 24, 24});
+}
+
+TEST_CASE("image_folder: hflip = 1 mirrors exactly") {
+  const Fixture f = write_folder("if_flip", 10, 14);
+  PluginLibrary lib("image_folder");
+  FakeConfig plain;
+  configure(lib, plain, f.root);
+  FakeConfig flipped;
+  configure(lib, flipped, f.root);
+  flipped.values["hflip"] = 1.0;
+  Dataset a(lib, kId, plain, "train");
+  Dataset b(lib, kId, flipped, "train");
+  int h = 0, w = 0;
+  const std::vector<float> x = chw(a.get(2, 5), &h, &w);
+  const std::vector<float> y = chw(b.get(2, 5), &h, &w);
+  for (int c = 0; c < 3; ++c)
+    for (int r = 0; r < h; ++r)
+      for (int col = 0; col < w; ++col) CHECK(x[(c * h + r) * w + col] == y[(c * h + r) * w + (w - 1 - col)]);
+}
+
+TEST_CASE("image_folder: channels_last keeps shape [3, H, W] with HWC strides and the same values") {
+  const Fixture f = write_folder("if_cl", 6, 10);
+  PluginLibrary lib("image_folder");
+  FakeConfig a_cfg;
+  configure(lib, a_cfg, f.root);
+  FakeConfig b_cfg;
+  configure(lib, b_cfg, f.root);
+  b_cfg.values["channels_last"] = true;
+  Dataset a(lib, kId, a_cfg, "train");
+  Dataset b(lib, kId, b_cfg, "train");
+  const Sample sb = b.get(3);
+  const DLTensor& t = sb.tensor("image");
+  REQUIRE(t.strides != nullptr);
+  CHECK(std::vector<int64_t>(t.strides, t.strides + 3) == std::vector<int64_t>{1, 30, 3});
+  int h = 0, w = 0;
+  CHECK(max_abs_diff(chw(a.get(3), &h, &w), chw(sb, &h, &w)) == 0.0f);
+}
+
+TEST_CASE("image_folder: val_root, csv listings and val_split partitions") {
+  const Fixture f = write_folder("if_csv", 8, 8);
+  PluginLibrary lib("image_folder");
+  SUBCASE("csv with integer labels, header, comments, relative paths") {
+    std::ofstream(f.root / "list.csv") << "path,label\n# comment\ncat/img_1.png,5\n\ndog/img_0.png,2\n";
+    FakeConfig cfg;
+  configure(lib, cfg, f.root);
+    cfg.values["csv"] = (f.root / "list.csv").string();
+    Dataset ds(lib, kId, cfg, "train");
+    REQUIRE(ds.size() == 2);
+    CHECK(label_of(ds.get(0)) == 5);
+    CHECK(label_of(ds.get(1)) == 2);
+    int h = 0, w = 0;
+    CHECK(max_abs_diff(chw(ds.get(0), &h, &w), expected_chw(f.images[1][1])) == 0.0f);
+  }
+  SUBCASE("csv with class names: ids by sorted name") {
+    std::ofstream(f.root / "names.csv") << "dog/img_0.png,zebra\ncat/img_1.png,ant\n";
+    FakeConfig cfg;
+  configure(lib, cfg, f.root);
+    cfg.values["csv"] = (f.root / "names.csv").string();
+    Dataset ds(lib, kId, cfg, "train");
+    CHECK(label_of(ds.get(0)) == 1);
+    CHECK(label_of(ds.get(1)) == 0);
+  }
+  SUBCASE("a malformed csv row is named by file and line") {
+    std::ofstream(f.root / "bad.csv") << "cat/img_1.png,1\ndog/img_0.png,two\n";
+    FakeConfig cfg;
+  configure(lib, cfg, f.root);
+    cfg.values["csv"] = (f.root / "bad.csv").string();
+    void* self = nullptr;
+    CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_CONFIG);
+    CHECK(lib.host.last_error.find("bad.csv:2") != std::string::npos);
+  }
+  SUBCASE("val_root reuses the class names of root") {
+    FakeConfig cfg;
+  configure(lib, cfg, f.root);
+    cfg.values["val_root"] = f.root.string();
+    Dataset val(lib, kId, cfg, "val");
+    CHECK(val.size() == 9);
+  }
+  SUBCASE("val_split: disjoint parts that cover the listing, fixed by split_seed") {
+    FakeConfig cfg;
+  configure(lib, cfg, f.root);
+    cfg.values["val_split"] = 0.34;
+    cfg.values["split_seed"] = int64_t{3};
+    Dataset train(lib, kId, cfg, "train");
+    Dataset val(lib, kId, cfg, "val");
+    std::multiset<std::vector<uint8_t>> all;
+    for (uint64_t i = 0; i < train.size(); ++i) all.insert(train.get(i).bytes());
+    for (uint64_t i = 0; i < val.size(); ++i) all.insert(val.get(i).bytes());
+    CHECK(all.size() == 9);
+    CHECK(std::set<std::vector<uint8_t>>(all.begin(), all.end()).size() == 9);
+  }
+}
+
+TEST_CASE("image_folder: a file that does not decode fails the sample, naming the file") {
+  const Fixture f = write_folder("if_broken", 8, 8);
+  std::ofstream(f.root / "cat" / "img_9.jpg") << "this is not a jpeg";
+  PluginLibrary lib("image_folder");
+  FakeConfig cfg;
+  configure(lib, cfg, f.root);
+  Dataset ds(lib, kId, cfg, "train");
+  REQUIRE(ds.size() == 10);
+  Sample s;
+  const tp_worker_ctx_t ctx = tp::test::worker_ctx(0);
+  CHECK(ds.try_get(6, &ctx, s) == TP_ERR_IO);  // cat: img_0, img_1, img_2 (png), img_9.jpg
+  CHECK(lib.host.last_error.find("img_9.jpg") != std::string::npos);
+  CHECK(s.fields().empty());
+  CHECK(ds.try_get(5, &ctx, s) == TP_OK);  // the others still load
+}
+
+TEST_CASE("image_folder: JPEG reduced decoding stays close to a full decode") {
+  const auto root = tp::test::fresh_fixture_dir("if_jpeg");
+  std::filesystem::create_directories(root / "a");
+  REQUIRE(cv::imwrite((root / "a" / "big.jpg").string(), tp::test::gradient_image(400, 600, 3),
+                      {cv::IMWRITE_JPEG_QUALITY, 95}));
+  PluginLibrary lib("image_folder");
+  FakeConfig fast;
+  configure(lib, fast, root);
+  fast.values["resize"] = std::vector<int64_t>{48};
+  fast.values["center_crop"] = std::vector<int64_t>{48};
+  FakeConfig full;
+  configure(lib, full, root);
+  full.values["resize"] = std::vector<int64_t>{48};
+  full.values["center_crop"] = std::vector<int64_t>{48};
+  full.values["fast_decode"] = false;
+  Dataset a(lib, kId, fast, "train");
+  Dataset b(lib, kId, full, "train");
+  int h = 0, w = 0;
+  const std::vector<float> x = chw(a.get(0), &h, &w);
+  CHECK(h == 48);
+  CHECK(max_abs_diff(x, chw(b.get(0), &h, &w)) < 8.0f / 255.0f);
+}
