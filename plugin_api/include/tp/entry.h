@@ -97,9 +97,9 @@ typedef struct tp_plugin_entry_t {
    *  an error through host->fail(); on error the host calls nothing else. */
   tp_status (*init)(const tp_host_t *host);
   /** [main] Last call. Every object this library created has been destroyed. May be NULL. */
-  void (*deinit)(void);
+  void (*deinit)(void);  // NOLINT(modernize-redundant-void-arg): C11 needs (void) for "no arguments"
   /** [any] Number of components in this library. */
-  uint32_t (*descriptor_count)(void);
+  uint32_t (*descriptor_count)(void);  // NOLINT(modernize-redundant-void-arg): as above
   /** [any] Borrowed descriptor, valid until deinit(); NULL when index >= descriptor_count(). */
   const tp_descriptor_t *(*descriptor_at)(uint32_t index);
   /** [any] Static interface table for (component id, interface id such as "tp.model/1"), or
