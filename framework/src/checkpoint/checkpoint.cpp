@@ -234,7 +234,7 @@ c10::IValue unpickle(const std::vector<char>& bytes, RecordSizes& records) {
   torch::jit::Unpickler unpickler(
       [&](char* buffer, size_t n) {
         n = std::min(n, total - position);
-        std::memcpy(buffer, data + position, n);
+        if (n > 0) std::memcpy(buffer, data + position, n);  // an empty data.pkl has data == nullptr
         position += n;
         return n;
       },
