@@ -12,9 +12,15 @@ endfunction()
 # checking (tests/sanitize/lsan.supp names the ones that are theirs by design). UB aborts at the
 # first report (-fno-sanitize-recover) so ctest fails instead of printing and passing.
 # Cost: about 2x slower code and 2-3x the memory; a separate build directory (build-sanitize).
+# The preset compiles at -O1 -g1 (line tables are all ASan's reports need): measured on a LibTorch
+# test TU, 21 s against 37 s at the default -O2 -g, i.e. no dearer than the normal build.
 option(TP_SANITIZE "Build with -fsanitize=address,undefined (ASan + LSan + UBSan)" OFF)
 if(TP_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
   add_link_options(-fsanitize=address,undefined)
   add_compile_definitions(TP_SANITIZE=1)
+  # GCC's flow-based -Wstringop-overflow sees the paths ASan's instrumentation adds at -O1 and
+  # reports impossible sizes (a resize by size() - 25 "of 18446744073709551590 bytes"); it stays a
+  # warning here and an error in the default build, which is the warnings gate.
+  add_compile_options($<$<COMPILE_LANG_AND_ID:CXX,GNU>:-Wno-error=stringop-overflow>)
 endif()

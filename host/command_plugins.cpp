@@ -7,8 +7,9 @@
 namespace tp::cli {
 namespace {
 
-const char* type_name(ValueType type) {
-  switch (type) {
+const char* type_name(const KeySpec& key) {
+  if (key.is_path) return "path";
+  switch (key.type) {
     case ValueType::Bool: return "bool";
     case ValueType::Int: return "int";
     case ValueType::Float: return "float";
@@ -27,7 +28,7 @@ void print_component(const ComponentInfo& info, const PluginLibrary& library, bo
   std::printf("      from %s (plugin '%s', ABI %u.%u)\n", library.path().c_str(), library.name().c_str(),
               library.abi().major, library.abi().minor);
   for (const KeySpec& key : info.schema)
-    std::printf("      %-22s %-9s = %-14s %s\n", key.path.c_str(), type_name(key.type),
+    std::printf("      %-22s %-9s = %-14s %s\n", key.path.c_str(), type_name(key),
                 key.default_literal.empty() ? "(required)" : key.default_literal.c_str(), key.help.c_str());
 }
 

@@ -29,10 +29,10 @@ def run(cmd):
     return out.stdout
 
 
-def host_run(build, root, plugin_dirs, tmp):
+def host_run(build, root, plugin_dirs, tmp, channels_last):
     run_dir = Path(tempfile.mkdtemp(dir=tmp))
     run([build / "bin/host", "--config", HERE / "e2e.toml", "--output-dir", run_dir, *plugin_dirs,
-         "--set", f'data.train.root="{root}"'])
+         "--set", f'data.train.root="{root}"', "--set", f"run.channels_last={str(channels_last).lower()}"])
     rows = [json.loads(line) for line in open(run_dir / "history.jsonl")]
     steps = [r for r in rows if "time/step_s" in r][1:]
     step_s = statistics.median(r["time/step_s"] for r in steps)
@@ -51,26 +51,37 @@ def main() -> None:
     run([sys.executable, IMAGES, root, "--count", 960])
     plugin_dirs = [x for d in a.plugin_dir for x in ("--plugin-dir", d)]
     tmp = tempfile.mkdtemp(prefix="train_speed_e2e_")
-    host, python, wait = [], [], []
+    # Two settings per side: the defaults, and channels-last (the host's run.channels_last; for
+    # Python, the model and each batch in torch.channels_last), the usual CPU speed-up for CNNs.
+    sides = [("host", False), ("python", False), ("host", True), ("python", True)]
+    rates = {side: [] for side in sides}
+    wait = []
     torch_version = ""
     for rep in range(a.reps):
-        for side in (["host", "python"] if rep % 2 == 0 else ["python", "host"]):
-            if side == "host":
-                rate, w = host_run(build, root, plugin_dirs, tmp)
-                host.append(rate)
+        order = sides if rep % 2 == 0 else sides[::-1]
+        for side in order:
+            name, channels_last = side
+            if name == "host":
+                rate, w = host_run(build, root, plugin_dirs, tmp, channels_last)
+                rates[side].append(rate)
                 wait.append(w)
             else:
-                text = run([sys.executable, HERE / "python_e2e.py", root])
-                python.append(float(re.search(r"steps_per_s=([0-9.]+)", text).group(1)))
+                text = run([sys.executable, HERE / "python_e2e.py", root, *(["--channels-last"] if channels_last else [])])
+                rates[side].append(float(re.search(r"steps_per_s=([0-9.]+)", text).group(1)))
                 torch_version = re.search(r"torch=(\S+)", text).group(1)
-        print(f"  rep {rep + 1}: host={host[-1]:.3f} python={python[-1]:.3f} steps/s", flush=True)
-    h, py = statistics.median(host), statistics.median(python)
+        print("  rep " + str(rep + 1) + ": " + "  ".join(
+            f"{n}{' channels-last' if c else ''}={rates[(n, c)][-1]:.3f}" for n, c in sides) + " steps/s", flush=True)
+    med = {side: statistics.median(v) for side, v in rates.items()}
     print()
     print(f"train_speed (c) end to end: steps/s, median of {a.reps} alternating repetitions")
     print("  small_cnn, batch 32 of RandomResizedCrop(64) + hflip + normalise from 960 JPEGs 256x256; "
           "2 loader workers, 2 intra-op threads, SGD momentum 0.9, fp32, CPU")
-    print(f"{'host':>8} {'torchvision':>12} {'host/python':>12} {'host data wait':>15}")
-    print(f"{h:8.3f} {py:12.3f} {h / py:12.2f} {statistics.median(wait):15.1%}")
+    print(f"{'memory format':>15} {'host':>8} {'torchvision':>12} {'host/python':>12}")
+    for channels_last in (False, True):
+        h, py = med[("host", channels_last)], med[("python", channels_last)]
+        print(f"{'channels-last' if channels_last else 'default':>15} {h:8.3f} {py:12.3f} {h / py:12.2f}")
+    print(f"host channels-last / python default: {med[('host', True)] / med[('python', False)]:.2f}; "
+          f"host data wait (median): {statistics.median(wait):.1%}")
     print(f"Goal host/python >= 1.3. Python side: torch {torch_version} (LibTorch 2.14.1, .venv-bench); "
           "the host links 2.13.0.")
 

@@ -167,7 +167,7 @@
   X(TP_BUILD_NOT_TORCH, 0) X(TP_BUILD_CPU, 1) X(TP_BUILD_CUDA, 2)                                 \
   X(TP_DESCRIPTOR_SERIAL, 1)                                                                      \
   X(TP_CFG_BOOL, 1) X(TP_CFG_INT, 2) X(TP_CFG_FLOAT, 3) X(TP_CFG_STRING, 4)                       \
-  X(TP_CFG_INT_ARRAY, 5) X(TP_CFG_FLOAT_ARRAY, 6) X(TP_CFG_STRING_ARRAY, 7)                       \
+  X(TP_CFG_INT_ARRAY, 5) X(TP_CFG_FLOAT_ARRAY, 6) X(TP_CFG_STRING_ARRAY, 7) X(TP_CFG_PATH, 8)     \
   X(TP_EVENT_FIT_BEGIN, 1) X(TP_EVENT_FIT_END, 2) X(TP_EVENT_EPOCH_BEGIN, 3)                      \
   X(TP_EVENT_EPOCH_END, 4) X(TP_EVENT_STEP_BEGIN, 5) X(TP_EVENT_STEP_END, 6)                      \
   X(TP_EVENT_EVAL_END, 7) X(TP_EVENT_CHECKPOINT_SAVE, 8) X(TP_EVENT_CHECKPOINT_LOAD, 9)           \

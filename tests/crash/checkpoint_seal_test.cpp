@@ -96,13 +96,13 @@ TEST_CASE("an unsealed (pre-seal) checkpoint still loads; a damaged one is still
   save_at(dir / "a.pt", 3);
   std::vector<char> bytes = read_all(dir / "a.pt");
   // Undo the seal: drop the 25-byte comment and zero the comment length, as before sealing.
-  bytes.resize(bytes.size() - 25);
+  bytes.erase(bytes.end() - 25, bytes.end());
   bytes[bytes.size() - 2] = 0;
   bytes[bytes.size() - 1] = 0;
   write_all(dir / "legacy.pt", bytes);
   CHECK(verify_checkpoint(bytes.data(), bytes.size(), "legacy.pt") == SealState::kLegacy);
   CHECK(load_checkpoint(dir / "legacy.pt").step == 3);
-  bytes.resize(bytes.size() - 100);
+  bytes.erase(bytes.end() - 100, bytes.end());
   write_all(dir / "legacy.pt", bytes);
   CHECK(contains(checkpoint_error([&] { load_checkpoint(dir / "legacy.pt"); }), "zip end record"));
 }

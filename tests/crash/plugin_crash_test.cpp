@@ -1,7 +1,10 @@
 // Plugins that misbehave at run time, end to end through `host`: a dataset that segfaults in
 // get_sample (the host names the component, function and sample index, exits 5, and the last
-// periodic checkpoint stays resumable), a dataset whose every entry point throws (a clean
+// periodic checkpoint stays resumable), a callback that segfaults in on_event (named the same way;
+// model, loss and metric calls are marked alike), a dataset whose every entry point throws (a clean
 // PluginError, exit 1), and a library whose tp_entry.struct_size is wrong (refused, exit 3).
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "tp/framework/checkpoint/checkpoint.h"
@@ -46,6 +49,24 @@ TEST_CASE("a segfault in a dataset's get_sample names the plugin and the sample;
   CHECK(resumed.exit_code == 0);
   CHECK(contains(resumed.output, "resumed at epoch 2, batch 0, step 8"));
   CHECK(tp::load_checkpoint(dir / "checkpoints" / "last.pt").step == 24);
+}
+
+TEST_CASE("a segfault in a callback's on_event names the plugin and the function; the last checkpoint stays") {
+  const auto dir = tp::test::fresh_dir("crash_callback");
+  std::ifstream base(std::string(TP_TEST_SOURCE_DIR) + "/tests/crash/segfault.toml");
+  const std::string config((std::istreambuf_iterator<char>(base)), std::istreambuf_iterator<char>());
+  const auto config_file = dir.parent_path() / "crash_callback.toml";
+  std::ofstream(config_file) << config << "\n[[callbacks]]\ncomponent = \"org.test.segfault_callback\"\n";
+  const auto run = tp::test::run_host("--config '" + config_file.string() + "' --plugin-dir '" + fixture_dir("segfault") +
+                                      "' --output-dir '" + dir.string() +
+                                      "' --set data.train.crash_index=1000 --set train.log_every_steps=1");
+  INFO(run.output);
+  CHECK(run.exit_code == tp::kExitPluginCrash);
+  CHECK(contains(run.output, "component 'org.test.segfault_callback' crashed the process with SIGSEGV"));
+  CHECK(contains(run.output, ") in on_event. This is a bug in the plugin (or in LibTorch code it called)"));
+  CHECK_FALSE(contains(run.output, "sample index"));
+  // Epoch 0 ended at step 8 and was saved; the callback crashes at the end of step 12.
+  CHECK(tp::load_checkpoint(dir / "checkpoints" / "last.pt").step == 8);
 }
 
 TEST_CASE("a dataset that throws from every entry point ends the run with its message, exit 1") {

@@ -4,11 +4,13 @@
 // a ConfigError naming the key, the file and the names, anything that does not match exactly.
 #include <ATen/ATen.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "integration/host_runner.h"
 #include "tp/framework/checkpoint/checkpoint.h"
+#include "tp/framework/checkpoint/checkpoint_seal.h"
 #include "tp/framework/checkpoint/initial_weights.h"
 #include "tp/framework/error.h"
 
@@ -113,6 +115,31 @@ TEST_CASE("names and shapes must match exactly, and nothing is copied otherwise"
   CHECK(message.find("unexpected 'fc.bias'") != std::string::npos);
   CHECK(message.find("'fc.weight' [4, 3] in the file, [3, 3] in the model") != std::string::npos);
   CHECK(at::equal(state[1].tensor, at::zeros({4})));  // bn.weight untouched
+}
+
+TEST_CASE("a damaged host checkpoint is refused by its seal before LibTorch reads it (exit 4)") {
+  const auto source = zero_model();
+  tp::load_initial_weights(files() / "state_dict.pt", source);
+  tp::CheckpointContents contents;
+  contents.model_state = &source;
+  contents.config_toml = "";
+  const auto damaged = files() / "damaged.pt";
+  tp::save_checkpoint(damaged, contents);
+  std::fstream file(damaged, std::ios::in | std::ios::out | std::ios::binary);
+  file.seekg(static_cast<std::streamoff>(std::filesystem::file_size(damaged) / 2));
+  const char byte = static_cast<char>(file.peek());
+  file.seekp(static_cast<std::streamoff>(std::filesystem::file_size(damaged) / 2));
+  file.put(static_cast<char>(byte ^ 0x10));
+  file.close();
+  const auto state = zero_model();
+  try {
+    tp::load_initial_weights(damaged, state);
+    FAIL("a damaged checkpoint loaded");
+  } catch (const tp::CheckpointError& e) {
+    CHECK(e.exit_code() == tp::kExitCheckpoint);
+    CHECK(std::string(e.what()).find("damaged.pt") != std::string::npos);
+  }
+  CHECK(at::equal(state[0].tensor, at::zeros({4, 3})));  // nothing copied
 }
 
 TEST_CASE("unreadable files are ConfigErrors naming the file") {

@@ -123,7 +123,11 @@ void check_pickle_lengths(const char* data, std::size_t size, const std::string&
       case '.': return; // STOP
       case '}': case ']': case ')': case '(': case 'N': case 0x88: case 0x89: case 'e': case 'a': case 's':
       case 'u': case 't': case 0x85: case 0x86: case 0x87: case 'R': case 'b': case 'Q': case 0x94: case 0x81:
-      case '0': fixed = 0; break;
+      // Every other argument-free opcode of protocols 2-4, whether LibTorch reads it or not: the
+      // check must walk past anything LibTorch walks past (LIST 'l' and DICT 'd' were missing, so
+      // the check stopped at them and left what followed unchecked).
+      case '0': case '1': case '2': case 'l': case 'd': case 0x8f: case 0x90: case 0x91: case 0x92: case 0x93:
+        fixed = 0; break;
       case 'q': case 'r': { // BINPUT, LONG_BINPUT: LibTorch grows its memo table to the id first
         const int bytes = op == 'q' ? 1 : 4;
         if (size - at < static_cast<std::size_t>(bytes)) return;
@@ -143,9 +147,17 @@ void check_pickle_lengths(const char* data, std::size_t size, const std::string&
       case 0x8b: case 'X': case 'B': case 'T': prefix = 4; break;
       case 0x8d: case 0x8e: prefix = 8; break;
       case 'c': // GLOBAL: two newline-terminated lines
+        // Refused, not left to LibTorch: its readString searches its whole 256-byte buffer for the
+        // newline, including stale bytes past the end of the pickle, finds one there and wraps its
+        // remaining-bytes count below zero; every later length then "fits" (an 8 EB string
+        // allocation in the CI fuzz run, stop 9; tests/fuzz/corpus/checkpoint/
+        // regression_oom_unterminated_global.bin).
         for (int line = 0; line < 2; ++line) {
           const void* end = std::memchr(p + at, '\n', size - at);
-          if (end == nullptr) return;
+          if (end == nullptr)
+            throw CheckpointError("checkpoint " + name + " is damaged: its pickle names a global at byte " +
+                                  std::to_string(at) + " that never ends. Use another checkpoint, e.g. "
+                                  "checkpoints/best.pt.");
           at = static_cast<std::size_t>(static_cast<const unsigned char*>(end) - p) + 1;
         }
         continue;

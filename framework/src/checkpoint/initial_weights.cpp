@@ -17,6 +17,7 @@
 #include <string_view>
 #include <utility>
 
+#include "tp/framework/checkpoint/checkpoint_seal.h"
 #include "tp/framework/error.h"
 
 namespace tp {
@@ -341,13 +342,17 @@ Named read_weights(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) fail(file, "the file cannot be opened (missing or unreadable). Give a host checkpoint, a "
                       "torch.save(model.state_dict()) file or a .safetensors file, or \"\" for the model's own init.");
-  char magic[4] = {};
-  in.read(magic, sizeof magic);
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   try {
-    if (in.gcount() == 4 && std::memcmp(magic, "PK\x03\x04", 4) == 0) return read_torch_zip(file);
-    in.clear();
-    in.seekg(0);
-    return read_safetensors(std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
+    if (bytes.size() >= 4 && std::memcmp(bytes.data(), "PK\x03\x04", 4) == 0) {
+      // The checks --resume makes, before LibTorch reads a byte: a host checkpoint's seal (a damaged
+      // one is refused by name, exit 4) and, for any zip, that every record lies inside the file.
+      verify_checkpoint(bytes.data(), bytes.size(), file.string());
+      return read_torch_zip(file);
+    }
+    return read_safetensors(bytes);
+  } catch (const CheckpointError&) {
+    throw;
   } catch (const std::exception& e) {
     std::string why = e.what();
     if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) why = c10->what_without_backtrace();

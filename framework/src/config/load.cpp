@@ -9,6 +9,7 @@
 #include "tp/framework/config/host_table.h"
 #include "tp/framework/config/overrides.h"
 #include "tp/framework/config/schema.h"
+#include "tp/framework/config/value.h"
 #include "tp/framework/error.h"
 
 namespace tp {
@@ -80,6 +81,9 @@ RunConfig build_run_config(toml::table root, std::string_view source_name,
   // 2. Check host keys and component table shapes, then add defaults.
   validate_host_table(root, source_name);
   complete_host_table(root);
+  // A weights file named in a config file is found beside it, as plugin dirs and TP_CFG_PATH keys are.
+  if (toml::table* train = root.get_as<toml::table>("train"); train != nullptr && train->contains("init_weights"))
+    train->insert_or_assign("init_weights", resolve_config_path(*train->get("init_weights"), source_name));
 
   // 3. Typed view. `resolved` is copied before the component tables are moved out of `root`.
   RunConfig cfg{};
@@ -133,7 +137,8 @@ RunConfig build_run_config(toml::table root, std::string_view source_name,
   cfg.progress = {get_string(root, "progress.mode"), get_float(root, "progress.every_seconds")};
   cfg.plugin_dirs = get_array<std::string>(root, "plugins.dirs");
   cfg.dist = {get_string(root, "dist.backend"), get_float(root, "dist.timeout_s"), get_float(root, "dist.bucket_mb"),
-              get_bool(root, "dist.find_unused_parameters"), get_bool(root, "dist.broadcast_buffers")};
+              get_bool(root, "dist.find_unused_parameters"), get_bool(root, "dist.broadcast_buffers"),
+              get_bool(root, "dist.overlap")};
 
   // 4. Component tables.
   toml::table& data = *root.get_as<toml::table>("data");

@@ -240,7 +240,8 @@ bool value_type_from_abi(int32_t tp_cfg_type, ValueType* out_type) {
     case TP_CFG_BOOL: *out_type = VT::Bool; return true;
     case TP_CFG_INT: *out_type = VT::Int; return true;
     case TP_CFG_FLOAT: *out_type = VT::Float; return true;
-    case TP_CFG_STRING: *out_type = VT::String; return true;
+    case TP_CFG_STRING:
+    case TP_CFG_PATH: *out_type = VT::String; return true;  // a path is a string the host resolves
     case TP_CFG_INT_ARRAY: *out_type = VT::IntArray; return true;
     case TP_CFG_FLOAT_ARRAY: *out_type = VT::FloatArray; return true;
     case TP_CFG_STRING_ARRAY: *out_type = VT::StringArray; return true;
@@ -293,6 +294,7 @@ std::vector<KeySpec> plugin_schema(const tp_config_key_t* keys, uint32_t count,
       plugin_key_error(id, name, "with unknown type " + std::to_string(key.type) +
                                      " (expected one of the TP_CFG_* constants)");
     }
+    spec.is_path = key.type == TP_CFG_PATH;
     if (stride >= offsetof(tp_config_key_t, help) + sizeof(const char*) && key.help != nullptr) {
       spec.help = key.help;
     }

@@ -34,6 +34,7 @@ void validate_component(ComponentConfig& component, const std::vector<KeySpec>& 
   for (const KeySpec& spec : schema) names.push_back(spec.path);
 
   // 1. Every key the user wrote is declared, with the declared type and an allowed choice.
+  std::vector<std::pair<std::string, std::string>> resolved_paths;
   for (const auto& [key, node] : component.options) {
     const std::string name(key.str());
     if (name == kComponentKey) continue;
@@ -62,7 +63,9 @@ void validate_component(ComponentConfig& component, const std::vector<KeySpec>& 
                                   ", which is not allowed; expected " + choices_phrase(*spec) +
                                   ".");
     }
+    if (spec->is_path) resolved_paths.emplace_back(name, resolve_config_path(node, source_file));
   }
+  for (auto& [name, value] : resolved_paths) component.options.insert_or_assign(name, std::move(value));
 
   // 2. Required keys are present; defaults fill the rest; values take their canonical type.
   for (const KeySpec& spec : schema) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <sstream>
 
 namespace tp {
@@ -141,6 +142,18 @@ std::string node_origin(const toml::node& node, std::string_view fallback_file) 
   if (source.begin.line == 0) return file;
   return file + ":" + std::to_string(source.begin.line) + ":" +
          std::to_string(source.begin.column);
+}
+
+std::string resolve_config_path(const toml::node& node, std::string_view source_file) {
+  std::string value = node.value_or(std::string());
+  if (value.empty() || std::filesystem::path(value).is_absolute()) return value;
+  const toml::source_region& source = node.source();
+  const std::string origin = source.path ? *source.path : std::string();
+  if (starts_with(origin, kSetOriginPrefix) || starts_with(origin, kEnvOriginPrefix) || origin == "default")
+    return value;
+  const std::string file = origin.empty() ? std::string(source_file) : origin;
+  if (file.empty()) return value;
+  return std::filesystem::absolute(std::filesystem::path(file).parent_path() / value).lexically_normal().string();
 }
 
 bool choice_allows(const KeySpec& spec, std::string_view value) {

@@ -18,8 +18,7 @@ namespace tp {
 void Trainer::init_dist() {
   if (!dist_) return;
   broadcast_model(); // same initial weights everywhere, whatever each rank's init drew
-  // dist.overlap is read from the resolved table (a benchmark switch; DistSection lacks it).
-  const bool overlap = config_.resolved.at_path("dist.overlap").value_or(true);
+  const bool overlap = config_.dist.overlap;
   grad_sync_ = std::make_unique<GradSync>(*dist_, model_state_, overlap);
   std::string sizes;
   for (int64_t bytes : grad_sync_->bucket_bytes()) sizes += (sizes.empty() ? "" : ", ") + std::to_string(bytes >> 10);

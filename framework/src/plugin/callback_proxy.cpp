@@ -1,5 +1,7 @@
 #include "tp/framework/plugin/callback_proxy.h"
 
+#include "tp/framework/util/plugin_crash.h"
+
 #include "config_adapter.h"
 #include "sized_copy.h"
 
@@ -15,7 +17,12 @@ CallbackProxy::~CallbackProxy() { table_.destroy(self_); }
 
 uint32_t CallbackProxy::on_event(const tp_event_t& event) {
   uint32_t requests = TP_REQUEST_NONE;
-  check(table_.on_event(self_, &event, &requests), "on_event");
+  tp_status status = TP_OK;
+  {
+    const PluginCallScope crash_scope(id().c_str(), "on_event", UINT64_MAX);  // util/plugin_crash.h
+    status = table_.on_event(self_, &event, &requests);
+  }
+  check(status, "on_event");
   return requests;
 }
 

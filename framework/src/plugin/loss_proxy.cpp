@@ -1,5 +1,7 @@
 #include "tp/framework/plugin/loss_proxy.h"
 
+#include "tp/framework/util/plugin_crash.h"
+
 #include "config_adapter.h"
 #include "sized_copy.h"
 #include "tensor_handles.h"
@@ -19,9 +21,12 @@ LossTerms LossProxy::forward(const NamedTensors& outputs, const NamedTensors& ta
   const auto target_views = detail::borrow_all(targets);
   tp_tensor sum = nullptr;
   tp_tensor count = nullptr;
-  const tp_status status =
-      table_.forward(self_, output_views.data(), static_cast<uint32_t>(output_views.size()), target_views.data(),
-                     static_cast<uint32_t>(target_views.size()), &sum, &count);
+  tp_status status = TP_OK;
+  {
+    const PluginCallScope crash_scope(id().c_str(), "forward", UINT64_MAX);  // util/plugin_crash.h
+    status = table_.forward(self_, output_views.data(), static_cast<uint32_t>(output_views.size()), target_views.data(),
+                            static_cast<uint32_t>(target_views.size()), &sum, &count);
+  }
   if (status != TP_OK) {
     if (sum != nullptr) detail::adopt(sum);
     if (count != nullptr) detail::adopt(count);

@@ -1,5 +1,7 @@
 #include "tp/framework/plugin/metric_proxy.h"
 
+#include "tp/framework/util/plugin_crash.h"
+
 #include <array>
 
 #include "config_adapter.h"
@@ -29,9 +31,13 @@ void MetricProxy::reset() { check(table_.reset(self_), "reset"); }
 void MetricProxy::update(const NamedTensors& outputs, const NamedTensors& targets) {
   const auto output_views = detail::borrow_all(outputs);
   const auto target_views = detail::borrow_all(targets);
-  check(table_.update(self_, output_views.data(), static_cast<uint32_t>(output_views.size()), target_views.data(),
-                      static_cast<uint32_t>(target_views.size())),
-        "update");
+  tp_status status = TP_OK;
+  {
+    const PluginCallScope crash_scope(id().c_str(), "update", UINT64_MAX);  // util/plugin_crash.h
+    status = table_.update(self_, output_views.data(), static_cast<uint32_t>(output_views.size()), target_views.data(),
+                           static_cast<uint32_t>(target_views.size()));
+  }
+  check(status, "update");
 }
 
 std::vector<StateTensor> MetricProxy::state() const {
@@ -43,7 +49,12 @@ std::vector<StateTensor> MetricProxy::state() const {
 std::vector<std::pair<std::string, double>> MetricProxy::compute() {
   std::array<tp_scalar_t, kMaxValues> values{};
   uint32_t count = 0;
-  check(table_.compute(self_, values.data(), kMaxValues, &count), "compute");
+  tp_status status = TP_OK;
+  {
+    const PluginCallScope crash_scope(id().c_str(), "compute", UINT64_MAX);
+    status = table_.compute(self_, values.data(), kMaxValues, &count);
+  }
+  check(status, "compute");
   std::vector<std::pair<std::string, double>> out;
   for (uint32_t i = 0; i < count && i < kMaxValues; ++i)
     out.emplace_back(values[i].name != nullptr ? values[i].name : "", values[i].value);

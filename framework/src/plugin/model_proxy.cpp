@@ -6,6 +6,7 @@
 
 #include "tp/framework/error.h"
 #include "tp/framework/plugin/host_services.h"
+#include "tp/framework/util/plugin_crash.h"
 
 #include "config_adapter.h"
 #include "sized_copy.h"
@@ -46,8 +47,13 @@ NamedTensors ModelProxy::forward(const NamedTensors& inputs) {
   const auto views = detail::borrow_all(inputs);
   std::array<tp_named_tensor_t, kMaxOutputs> outputs{};
   uint32_t count = 0;
-  check(table_.forward(self_, views.data(), static_cast<uint32_t>(views.size()), outputs.data(), kMaxOutputs, &count),
-        "forward");
+  tp_status status = TP_OK;
+  {
+    // A crash inside the plugin's forward names it (util/plugin_crash.h); three thread-local stores.
+    const PluginCallScope crash_scope(id().c_str(), "forward", UINT64_MAX);
+    status = table_.forward(self_, views.data(), static_cast<uint32_t>(views.size()), outputs.data(), kMaxOutputs, &count);
+  }
+  check(status, "forward");
   NamedTensors result;
   result.reserve(count);
   for (uint32_t i = 0; i < count && i < kMaxOutputs; ++i)

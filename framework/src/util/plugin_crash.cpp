@@ -82,9 +82,12 @@ extern "C" void on_fatal_signal(int signal_number, siginfo_t* info, void*) {
     put_number(call.index);
     put(")");
   }
-  put(". This is a bug in the plugin: reproduce it with `host plugins check <its .so>` or by reading that "
-      "sample alone, and report it to the plugin's author. Nothing was saved after the crash (the process state "
-      "cannot be trusted), but checkpoints are written atomically: the last one in ");
+  put(call.index != UINT64_MAX ? ". This is a bug in the plugin: reproduce it with `host plugins check <its .so>` or "
+                                 "by reading that sample alone, and report it to the plugin's author."
+                               : ". This is a bug in the plugin (or in LibTorch code it called): reproduce it with "
+                                 "`host plugins check <its .so>`, and report it to the plugin's author.");
+  put(" Nothing was saved after the crash (the process state cannot be trusted), but checkpoints are written "
+      "atomically: the last one in ");
   put(handler_text().checkpoint_dir[0] != '\0' ? handler_text().checkpoint_dir : "the run's checkpoints/ directory");
   put(" is complete, and `host train --config ... --resume auto` continues from it once the plugin is fixed.\n");
   ::_exit(kExitPluginCrash);

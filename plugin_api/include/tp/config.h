@@ -30,7 +30,13 @@ enum {
   TP_CFG_STRING = 4,       /* UTF-8 */
   TP_CFG_INT_ARRAY = 5,
   TP_CFG_FLOAT_ARRAY = 6,
-  TP_CFG_STRING_ARRAY = 7
+  TP_CFG_STRING_ARRAY = 7,
+  /* @since 1.2. A string naming a file or directory. Read it with get_string. The host resolves
+   * a relative value written in a config file against that file's directory (as it does for
+   * plugins.dirs), so `root = "data/train"` beside run.toml works from any working directory; a
+   * value from --set or the environment stays relative to the working directory, like any shell
+   * argument. An absolute value, an empty string and a default stay as they are. */
+  TP_CFG_PATH = 8
 };
 
 /** One key of a component's TOML table. Static storage in the plugin. */

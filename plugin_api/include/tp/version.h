@@ -9,7 +9,9 @@
  * History (every minor is a superset of the one before; a host reads each struct only up to its
  * producer's struct_size, so plugins built for an older minor keep loading):
  *   1.0  the first release.
- *   1.1  tp_model_v1_t.set_activation_checkpointing (optional; NULL = not supported). */
+ *   1.1  tp_model_v1_t.set_activation_checkpointing (optional; NULL = not supported).
+ *   1.2  config key type TP_CFG_PATH (config.h): a string the host resolves against the
+ *        directory of the config file that set it. */
 #ifndef TP_VERSION_H
 #define TP_VERSION_H
 
@@ -19,7 +21,7 @@
 #include "tp/macros.h"
 
 #define TP_ABI_MAJOR 1
-#define TP_ABI_MINOR 1
+#define TP_ABI_MINOR 2
 #define TP_ABI_PATCH 0
 
 TP_EXTERN_C_BEGIN

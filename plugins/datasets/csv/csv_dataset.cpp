@@ -23,8 +23,8 @@ using tp::cpp::Failure;
 /* Schema */
 
 const tp_config_key_t kKeys[] = {
-    {sizeof(tp_config_key_t), "path", TP_CFG_STRING, nullptr, "CSV file of the train split"},
-    {sizeof(tp_config_key_t), "val_path", TP_CFG_STRING, "\"\"",
+    {sizeof(tp_config_key_t), "path", TP_CFG_PATH, nullptr, "CSV file of the train split"},
+    {sizeof(tp_config_key_t), "val_path", TP_CFG_PATH, "\"\"",
      "CSV file of the val split (same columns); empty: see val_split"},
     {sizeof(tp_config_key_t), "val_split", TP_CFG_FLOAT, "0.0",
      "without val_path: fraction of the rows held out as val, chosen by split_seed"},

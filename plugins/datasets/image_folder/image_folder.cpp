@@ -29,13 +29,13 @@ namespace ifo = tp::image_folder;
 /* Schema */
 
 const tp_config_key_t kKeys[] = {
-    {sizeof(tp_config_key_t), "root", TP_CFG_STRING, nullptr,
+    {sizeof(tp_config_key_t), "root", TP_CFG_PATH, nullptr,
      "train images: root/<class>/<file>; with `csv`, the directory relative paths start from"},
-    {sizeof(tp_config_key_t), "csv", TP_CFG_STRING, "\"\"",
+    {sizeof(tp_config_key_t), "csv", TP_CFG_PATH, "\"\"",
      "optional file of `path,label` rows listing the train images instead of class folders"},
-    {sizeof(tp_config_key_t), "val_root", TP_CFG_STRING, "\"\"",
+    {sizeof(tp_config_key_t), "val_root", TP_CFG_PATH, "\"\"",
      "val images in class folders (same class names); empty: see val_csv, val_split"},
-    {sizeof(tp_config_key_t), "val_csv", TP_CFG_STRING, "\"\"", "val images as a `path,label` file"},
+    {sizeof(tp_config_key_t), "val_csv", TP_CFG_PATH, "\"\"", "val images as a `path,label` file"},
     {sizeof(tp_config_key_t), "val_split", TP_CFG_FLOAT, "0.0",
      "without val_root/val_csv: fraction of the train listing held out as val (seeded by split_seed)"},
     {sizeof(tp_config_key_t), "split_seed", TP_CFG_INT, "0", "seed of the val_split choice"},

@@ -24,7 +24,7 @@ namespace idx = tp::mnist_idx;
 /* Schema */
 
 const tp_config_key_t kKeys[] = {
-    {sizeof(tp_config_key_t), "root", TP_CFG_STRING, nullptr, "directory holding the IDX files"},
+    {sizeof(tp_config_key_t), "root", TP_CFG_PATH, nullptr, "directory holding the IDX files"},
     {sizeof(tp_config_key_t), "train_images", TP_CFG_STRING, "\"train-images-idx3-ubyte\"",
      "train images, relative to root; `<name>.gz` is used when only it exists"},
     {sizeof(tp_config_key_t), "train_labels", TP_CFG_STRING, "\"train-labels-idx1-ubyte\"", "train labels"},

@@ -1,6 +1,6 @@
 // resnet: the tp_model_v1_t table of org.torchhost.resnet, its descriptor and tp_entry.
-// The glue follows plugins/models/vision/vision_plugin.cpp (state handed out as aliases of the
-// module's tensors; to_device tensor by tensor so num_batches_tracked stays int64).
+// The state plumbing (aliases of the module's tensors, to_device keeping num_batches_tracked
+// int64) is tp/cpp/model_state.h, shared with the other model plugins.
 #include <iterator>
 #include <memory>
 #include <string>
@@ -10,6 +10,7 @@
 #include "resnet_net.h"
 #include "tp/cpp/config.h"
 #include "tp/cpp/guard.h"
+#include "tp/cpp/model_state.h"
 #include "tp/cpp/plugin.h"
 #include "tp/cpp/tensor.h"
 #include "tp/iface/model.h"
@@ -22,27 +23,12 @@ using tp::cpp::plugin_host;
 
 constexpr const char* kId = "org.torchhost.resnet";
 
-/// One parameter or buffer as visit_state hands it out; the borrowed handle points at `tensor`,
-/// so the vector is rebuilt only by create and to_device (which invalidates handles anyway).
-struct StateEntry {
-  std::string name;
-  at::Tensor tensor;
-  bool is_buffer;
-};
-
 struct Instance {
   std::shared_ptr<ResNet> net;
   std::string input;
   int64_t in_channels;
   at::ScalarType dtype = at::kFloat;
-  std::vector<StateEntry> state;
-
-  void collect_state() {
-    state.clear();
-    for (const auto& item : net->named_parameters(/*recurse=*/true)) state.push_back({item.key(), item.value(), false});
-    for (const auto& item : net->named_buffers(/*recurse=*/true))
-      if (item.value().defined()) state.push_back({item.key(), item.value(), true});
-  }
+  std::vector<tp::cpp::StateEntry> state;  ///< lent by visit_state; rebuilt by create and to_device
 };
 
 Instance& as_instance(void* self) {
@@ -81,7 +67,7 @@ tp_status create(const tp_host_t* host, const tp_config_t* raw, void** out_self)
     instance->net = std::make_shared<ResNet>(o);
     instance->input = cfg.get_string("input");
     instance->in_channels = o.in_channels;
-    instance->collect_state();
+    instance->state = tp::cpp::collect_state(*instance->net);
     *out_self = instance.release();
     return TP_OK;
   });
@@ -89,33 +75,13 @@ tp_status create(const tp_host_t* host, const tp_config_t* raw, void** out_self)
 
 void destroy(void* self) { delete static_cast<Instance*>(self); }
 
-at::ScalarType float_dtype(int32_t dtype) {
-  switch (dtype) {
-    case TP_DTYPE_FLOAT32: return at::kFloat;
-    case TP_DTYPE_FLOAT64: return at::kDouble;
-    case TP_DTYPE_FLOAT16: return at::kHalf;
-    case TP_DTYPE_BFLOAT16: return at::kBFloat16;
-    default:
-      throw Failure(TP_ERR_INVALID_ARGUMENT, "to_device: dtype must be a floating TP_DTYPE_*, got " + std::to_string(dtype));
-  }
-}
-
 tp_status to_device(void* self, int32_t device_type, int32_t device_index, int32_t dtype) {
   TP_GUARD(plugin_host(), {
     Instance& m = as_instance(self);
-    at::Device device(at::kCPU);
-    if (device_type == TP_DEVICE_CUDA) device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device_index));
-    else if (device_type != TP_DEVICE_CPU)
-      throw Failure(TP_ERR_INVALID_ARGUMENT, "to_device: unknown device type " + std::to_string(device_type));
-    const at::ScalarType target = float_dtype(dtype);
-    // Module::to(device, dtype) would turn num_batches_tracked (int64) into a float too; set_data
-    // keeps each TensorImpl, so the modules' own members follow.
-    auto move = [&](at::Tensor& t) { t.set_data(t.is_floating_point() ? t.to(device, target) : t.to(device)); };
-    for (auto& item : m.net->named_parameters(true)) move(item.value());
-    for (auto& item : m.net->named_buffers(true))
-      if (item.value().defined()) move(item.value());
+    const at::ScalarType target = tp::cpp::float_dtype(dtype);
+    tp::cpp::move_state(m.state, tp::cpp::device_of(device_type, device_index), target);
     m.dtype = target;
-    m.collect_state();
+    m.state = tp::cpp::collect_state(*m.net);
     return TP_OK;
   });
 }
@@ -129,12 +95,7 @@ tp_status set_training(void* self, bool training) {
 
 tp_status visit_state(void* self, tp_state_visitor visit, void* user) {
   TP_GUARD(plugin_host(), {
-    if (visit == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, "visit_state: visitor is NULL");
-    for (const StateEntry& e : as_instance(self).state) {
-      const tp_status status = visit(user, e.name.c_str(), tp::cpp::borrow_handle(e.tensor), e.is_buffer);
-      if (status != TP_OK) return status;  // the visitor recorded its own message
-    }
-    return TP_OK;
+    return tp::cpp::visit_state_entries(as_instance(self).state, visit, user);
   });
 }
 

@@ -1,5 +1,6 @@
 // torchscript: the tp_model_v1_t table of org.torchhost.torchscript, its descriptor and tp_entry.
-// The glue follows plugins/models/vision/vision_plugin.cpp; activation checkpointing is not
+// The state plumbing is tp/cpp/model_state.h, shared with the other model plugins; activation
+// checkpointing is not
 // offered (the entry is NULL, so the host refuses `activation_checkpointing = true` with a
 // configuration error): a scripted module's blocks are not visible from here.
 #include <iterator>
@@ -11,6 +12,7 @@
 #include "scripted_model.h"
 #include "tp/cpp/config.h"
 #include "tp/cpp/guard.h"
+#include "tp/cpp/model_state.h"
 #include "tp/cpp/plugin.h"
 #include "tp/cpp/tensor.h"
 #include "tp/iface/model.h"
@@ -23,23 +25,9 @@ using tp::cpp::plugin_host;
 
 constexpr const char* kId = "org.torchhost.torchscript";
 
-/// One parameter or buffer as visit_state hands it out; the borrowed handle points at `tensor`.
-struct StateEntry {
-  std::string name;
-  at::Tensor tensor;
-  bool is_buffer;
-};
-
 struct Instance {
   std::unique_ptr<ScriptedModel> model;
-  std::vector<StateEntry> state;
-
-  void collect_state() {
-    state.clear();
-    for (const auto& p : model->module().named_parameters(/*recurse=*/true)) state.push_back({p.name, p.value, false});
-    for (const auto& b : model->module().named_buffers(/*recurse=*/true))
-      if (b.value.defined()) state.push_back({b.name, b.value, true});
-  }
+  std::vector<tp::cpp::StateEntry> state;  ///< lent by visit_state; rebuilt by create and to_device
 };
 
 Instance& as_instance(void* self) {
@@ -58,15 +46,16 @@ tp_status create(const tp_host_t* host, const tp_config_t* raw, void** out_self)
     if (o.path_as_given.empty())
       throw Failure(TP_ERR_CONFIG, std::string(kId) + ": path is empty. Set [model] path to the file written by "
                                                       "torch.jit.script(model).save(\"m.pt\").");
-    // The plugin sees only the key's value, not the config file it came from, so a relative
-    // path is opened from the working directory, like train.init_weights.
+    // `path` is a TP_CFG_PATH key: the host has already made a value written in a config file
+    // absolute (beside that file); a relative one left here came from --set and is opened from
+    // the working directory, as the shell user meant.
     o.path = o.path_as_given;
     o.inputs = cfg.get_string_array("inputs");
     o.outputs = cfg.get_string_array("outputs");
     auto instance = std::make_unique<Instance>();
     instance->model = std::make_unique<ScriptedModel>(std::move(o));
     instance->model->train(true);
-    instance->collect_state();
+    instance->state = tp::cpp::collect_state(instance->model->module());
     *out_self = instance.release();
     return TP_OK;
   });
@@ -74,26 +63,11 @@ tp_status create(const tp_host_t* host, const tp_config_t* raw, void** out_self)
 
 void destroy(void* self) { delete static_cast<Instance*>(self); }
 
-at::ScalarType float_dtype(int32_t dtype) {
-  switch (dtype) {
-    case TP_DTYPE_FLOAT32: return at::kFloat;
-    case TP_DTYPE_FLOAT64: return at::kDouble;
-    case TP_DTYPE_FLOAT16: return at::kHalf;
-    case TP_DTYPE_BFLOAT16: return at::kBFloat16;
-    default:
-      throw Failure(TP_ERR_INVALID_ARGUMENT, "to_device: dtype must be a floating TP_DTYPE_*, got " + std::to_string(dtype));
-  }
-}
-
 tp_status to_device(void* self, int32_t device_type, int32_t device_index, int32_t dtype) {
   TP_GUARD(plugin_host(), {
     Instance& m = as_instance(self);
-    at::Device device(at::kCPU);
-    if (device_type == TP_DEVICE_CUDA) device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device_index));
-    else if (device_type != TP_DEVICE_CPU)
-      throw Failure(TP_ERR_INVALID_ARGUMENT, "to_device: unknown device type " + std::to_string(device_type));
-    m.model->to(device, float_dtype(dtype));
-    m.collect_state();
+    m.model->to(tp::cpp::device_of(device_type, device_index), tp::cpp::float_dtype(dtype));
+    m.state = tp::cpp::collect_state(m.model->module());
     return TP_OK;
   });
 }
@@ -107,12 +81,7 @@ tp_status set_training(void* self, bool training) {
 
 tp_status visit_state(void* self, tp_state_visitor visit, void* user) {
   TP_GUARD(plugin_host(), {
-    if (visit == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, "visit_state: visitor is NULL");
-    for (const StateEntry& e : as_instance(self).state) {
-      const tp_status status = visit(user, e.name.c_str(), tp::cpp::borrow_handle(e.tensor), e.is_buffer);
-      if (status != TP_OK) return status;  // the visitor recorded its own message
-    }
-    return TP_OK;
+    return tp::cpp::visit_state_entries(as_instance(self).state, visit, user);
   });
 }
 
@@ -137,8 +106,8 @@ const tp_model_v1_t kTable = {sizeof(tp_model_v1_t), &create, &destroy, &to_devi
                               &forward, nullptr};
 
 const tp_config_key_t kKeys[] = {
-    {sizeof(tp_config_key_t), "path", TP_CFG_STRING, nullptr,
-     "TorchScript file from torch.jit.script(model).save(path); relative to the working directory"},
+    {sizeof(tp_config_key_t), "path", TP_CFG_PATH, nullptr,
+     "TorchScript file from torch.jit.script(model).save(path); a relative path is taken from the config file's directory"},
     {sizeof(tp_config_key_t), "inputs", TP_CFG_STRING_ARRAY, "[\"image\"]",
      "batch fields passed positionally to forward, in order"},
     {sizeof(tp_config_key_t), "outputs", TP_CFG_STRING_ARRAY, "[\"logits\"]",

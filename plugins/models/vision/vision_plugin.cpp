@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "tp/cpp/guard.h"
+#include "tp/cpp/model_state.h"
 #include "tp/cpp/plugin.h"
 #include "vision_net.h"
 
@@ -21,49 +22,14 @@ std::string shape_text(at::IntArrayRef sizes) {
   return out + "]";
 }
 
-/// One parameter or buffer as visit_state hands it out. `tensor` shares its TensorImpl with the
-/// module's own tensor, and the borrowed handle points at this member, so the vector must not
-/// reallocate while handles are out (it is rebuilt only by to_device, which invalidates them).
-struct StateEntry {
-  std::string name;
-  at::Tensor tensor;
-  bool is_buffer;
-};
-
 struct ModelInstance {
   std::shared_ptr<VisionNet> net;
-  std::vector<StateEntry> state;
-
-  void collect_state() {
-    state.clear();
-    for (const auto& item : net->named_parameters(/*recurse=*/true))
-      state.push_back({item.key(), item.value(), false});
-    for (const auto& item : net->named_buffers(/*recurse=*/true))
-      if (item.value().defined()) state.push_back({item.key(), item.value(), true});
-  }
+  std::vector<tp::cpp::StateEntry> state;  ///< lent by visit_state; rebuilt by create and to_device
 };
 
 ModelInstance& as_model(void* self) {
   if (self == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, "model instance is NULL");
   return *static_cast<ModelInstance*>(self);
-}
-
-at::ScalarType float_dtype(int32_t dtype) {
-  switch (dtype) {
-    case TP_DTYPE_FLOAT32: return at::kFloat;
-    case TP_DTYPE_FLOAT64: return at::kDouble;
-    case TP_DTYPE_FLOAT16: return at::kHalf;
-    case TP_DTYPE_BFLOAT16: return at::kBFloat16;
-    default:
-      throw Failure(TP_ERR_INVALID_ARGUMENT,
-                    "to_device: dtype must be a floating TP_DTYPE_*, got " + std::to_string(dtype));
-  }
-}
-
-at::Device device_of(int32_t type, int32_t index) {
-  if (type == TP_DEVICE_CPU) return at::Device(at::kCPU);
-  if (type == TP_DEVICE_CUDA) return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
-  throw Failure(TP_ERR_INVALID_ARGUMENT, "to_device: unknown device type " + std::to_string(type));
 }
 
 template <NetFactory kMake>
@@ -73,7 +39,7 @@ tp_status create(const tp_host_t* host, const tp_config_t* cfg, void** out_self)
     *out_self = nullptr;
     auto instance = std::make_unique<ModelInstance>();
     instance->net = kMake(tp::cpp::ConfigReader(cfg));
-    instance->collect_state();
+    instance->state = tp::cpp::collect_state(*instance->net);
     *out_self = instance.release();
     return TP_OK;
   });
@@ -84,19 +50,10 @@ void destroy(void* self) { delete static_cast<ModelInstance*>(self); }
 tp_status to_device(void* self, int32_t device_type, int32_t device_index, int32_t dtype) {
   TP_GUARD(plugin_host(), {
     ModelInstance& m = as_model(self);
-    const at::Device device = device_of(device_type, device_index);
-    const at::ScalarType target = float_dtype(dtype);
-    // Module::to(device, dtype) would also turn BatchNorm's int64 num_batches_tracked into a
-    // float, so convert tensor by tensor. set_data keeps each TensorImpl, so the modules' own
-    // members (BatchNorm's running_mean, ...) follow.
-    auto move = [&](at::Tensor& t) {
-      t.set_data(t.is_floating_point() ? t.to(device, target) : t.to(device));
-    };
-    for (auto& item : m.net->named_parameters(true)) move(item.value());
-    for (auto& item : m.net->named_buffers(true))
-      if (item.value().defined()) move(item.value());
+    const at::ScalarType target = tp::cpp::float_dtype(dtype);
+    tp::cpp::move_state(m.state, tp::cpp::device_of(device_type, device_index), target);
     m.net->set_dtype(target);
-    m.collect_state();
+    m.state = tp::cpp::collect_state(*m.net);
     return TP_OK;
   });
 }
@@ -110,12 +67,7 @@ tp_status set_training(void* self, bool training) {
 
 tp_status visit_state(void* self, tp_state_visitor visit, void* user) {
   TP_GUARD(plugin_host(), {
-    if (visit == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, "visit_state: visitor is NULL");
-    for (const StateEntry& e : as_model(self).state) {
-      const tp_status status = visit(user, e.name.c_str(), tp::cpp::borrow_handle(e.tensor), e.is_buffer);
-      if (status != TP_OK) return status;  // the visitor recorded its own message
-    }
-    return TP_OK;
+    return tp::cpp::visit_state_entries(as_model(self).state, visit, user);
   });
 }
 

@@ -19,6 +19,7 @@
 
 #include "tp/cpp/config.h"
 #include "tp/cpp/guard.h"
+#include "tp/cpp/model_state.h"
 #include "tp/cpp/plugin.h"
 #include "tp/cpp/tensor.h"
 #include "tp/iface/model.h"
@@ -60,11 +61,10 @@ struct LinearModel {
   std::string input;
   std::string output;    // outputs point at this string: valid until destroy()
   torch::nn::Linear linear{nullptr};
-  // visit_state lends handles to these elements, so they must not move until the next
-  // collect_state(). named_parameters() returns copies that would die with the call; these
-  // copies share each parameter's TensorImpl, so the host's in-place updates reach the module.
-  std::vector<std::pair<std::string, at::Tensor>> parameters;
-  std::vector<std::pair<std::string, at::Tensor>> buffers;
+  // visit_state lends handles to these entries, so the vector must not change until the next
+  // collection. Each entry shares its parameter's TensorImpl, so the host's in-place updates
+  // reach the module (tp/cpp/model_state.h).
+  std::vector<tp::cpp::StateEntry> state;
 };
 
 LinearModel& as_model(void* self) {
@@ -74,13 +74,6 @@ LinearModel& as_model(void* self) {
 
 const tp_host_t* host_of(void* self) {
   return self != nullptr ? static_cast<LinearModel*>(self)->host : tp::cpp::plugin_host();
-}
-
-void collect_state(LinearModel& m) {
-  m.parameters.clear();
-  m.buffers.clear();
-  for (const auto& p : m.linear->named_parameters()) m.parameters.emplace_back(p.key(), p.value());
-  for (const auto& b : m.linear->named_buffers()) m.buffers.emplace_back(b.key(), b.value());
 }
 
 /* 4. Interface functions, each behind TP_GUARD (PLG-7). */
@@ -100,7 +93,7 @@ tp_status linear_create(const tp_host_t* host, const tp_config_t* cfg, void** ou
     model->input = config.get_string("input");
     model->output = config.get_string("output");
     model->linear = torch::nn::Linear(torch::nn::LinearOptions(in_features, out_features));
-    collect_state(*model);
+    model->state = tp::cpp::collect_state(*model->linear);
     *out_self = model.release();
     return TP_OK;
   });
@@ -114,22 +107,10 @@ void linear_destroy(void* self) { delete static_cast<LinearModel*>(self); }
 tp_status linear_to_device(void* self, int32_t device_type, int32_t device_index, int32_t dtype) {
   TP_GUARD(host_of(self), {
     LinearModel& m = as_model(self);
-    if (device_type != TP_DEVICE_CPU && device_type != TP_DEVICE_CUDA)
-      throw Failure(TP_ERR_UNSUPPORTED, "linear: unknown device type " + std::to_string(device_type));
-    const auto index = static_cast<c10::DeviceIndex>(device_index);
-    const torch::Device device =
-        device_type == TP_DEVICE_CUDA ? torch::Device(torch::kCUDA, index) : torch::Device(torch::kCPU);
-    torch::Dtype scalar_type = torch::kFloat32;
-    switch (dtype) {
-      case TP_DTYPE_FLOAT32: scalar_type = torch::kFloat32; break;
-      case TP_DTYPE_FLOAT64: scalar_type = torch::kFloat64; break;
-      case TP_DTYPE_FLOAT16: scalar_type = torch::kFloat16; break;
-      case TP_DTYPE_BFLOAT16: scalar_type = torch::kBFloat16; break;
-      default:
-        throw Failure(TP_ERR_UNSUPPORTED, "linear: unsupported parameter dtype " + std::to_string(dtype));
-    }
-    m.linear->to(device, scalar_type);
-    collect_state(m);
+    // move_state keeps integer buffers integer (Module::to would not); Linear has none, but a
+    // copied model with BatchNorm does.
+    tp::cpp::move_state(m.state, tp::cpp::device_of(device_type, device_index), tp::cpp::float_dtype(dtype));
+    m.state = tp::cpp::collect_state(*m.linear);
     return TP_OK;
   });
 }
@@ -145,17 +126,7 @@ tp_status linear_set_training(void* self, bool training) {
 /// [main] Every parameter, then every buffer, with stable names and order. Handles are borrowed.
 tp_status linear_visit_state(void* self, tp_state_visitor visit, void* user) {
   TP_GUARD(host_of(self), {
-    LinearModel& m = as_model(self);
-    if (visit == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, "linear: visitor is NULL");
-    for (const auto& [name, tensor] : m.parameters) {
-      const tp_status s = visit(user, name.c_str(), tp::cpp::borrow_handle(tensor), /*is_buffer=*/false);
-      if (s != TP_OK) return s; // the visitor's own status: it recorded its message
-    }
-    for (const auto& [name, tensor] : m.buffers) {
-      const tp_status s = visit(user, name.c_str(), tp::cpp::borrow_handle(tensor), /*is_buffer=*/true);
-      if (s != TP_OK) return s;
-    }
-    return TP_OK;
+    return tp::cpp::visit_state_entries(as_model(self).state, visit, user);
   });
 }
 

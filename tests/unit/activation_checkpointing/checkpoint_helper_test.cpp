@@ -9,8 +9,8 @@
 #include <torch/nn/functional/dropout.h>
 
 #include "tp/cpp/checkpoint.h"
+#include "unit/plugins_t/autograd_graph.h"
 
-#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -22,29 +22,7 @@ namespace {
 
 using tp::cpp::CheckpointBlock;
 using tp::cpp::checkpointed;
-
-/// Names of every autograd node reachable from `t`.
-std::set<std::string> graph_nodes(const at::Tensor& t) {
-  std::set<std::string> names;
-  std::vector<torch::autograd::Node*> todo;
-  std::set<torch::autograd::Node*> seen;
-  if (t.grad_fn()) todo.push_back(t.grad_fn().get());
-  while (!todo.empty()) {
-    torch::autograd::Node* n = todo.back();
-    todo.pop_back();
-    if (!seen.insert(n).second) continue;
-    names.insert(n->name());
-    for (const auto& e : n->next_edges())
-      if (e.function) todo.push_back(e.function.get());
-  }
-  return names;
-}
-
-bool has_checkpoint_node(const at::Tensor& t) {
-  for (const std::string& n : graph_nodes(t))
-    if (n.find("CheckpointFunction") != std::string::npos) return true;
-  return false;
-}
+using tp::test::has_checkpoint_node;
 
 /// Two inputs, two parameters, dropout: returns (a, b) where both depend on both inputs.
 struct TwoInputBlock : torch::nn::Module {

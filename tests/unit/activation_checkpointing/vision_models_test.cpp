@@ -1,11 +1,8 @@
 // vision_models through the C ABI with activation checkpointing: every model exposes the 1.1
 // entry; a training step with it on gives the outputs, gradients and BatchNorm statistics of a
 // step with it off (deep_cnn above all, the model the memory benchmark uses); eval is untouched.
-#include <torch/csrc/autograd/function.h>  // before the harness: it brings doctest
-
+#include "unit/plugins_t/autograd_graph.h"  // before the harness: it brings doctest
 #include "unit/plugins_t/plugin_harness.h"
-
-#include <set>
 
 namespace {
 
@@ -42,22 +39,6 @@ struct Model {
   }
   std::vector<StateEntry> state() { return visit_all(t->visit_state, self); }
 };
-
-/// Names of every autograd node reachable from `t`.
-bool has_checkpoint_node(const at::Tensor& t) {
-  std::vector<torch::autograd::Node*> todo;
-  std::set<torch::autograd::Node*> seen;
-  if (t.grad_fn()) todo.push_back(t.grad_fn().get());
-  while (!todo.empty()) {
-    torch::autograd::Node* n = todo.back();
-    todo.pop_back();
-    if (!seen.insert(n).second) continue;
-    if (n->name().find("CheckpointFunction") != std::string::npos) return true;
-    for (const auto& e : n->next_edges())
-      if (e.function) todo.push_back(e.function.get());
-  }
-  return false;
-}
 
 /// One training step of `id` (forward, a loss over every output, backward) with checkpointing
 /// `on` or off. Returns every output, then every parameter's gradient, then every buffer.

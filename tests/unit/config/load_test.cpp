@@ -168,4 +168,21 @@ TEST_CASE("load_run_config reads a file and names it in positions") {
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("train.init_weights written in a config file is found beside that file; --set is the shell's") {
+  const std::string text = "[train]\ninit_weights = \"weights/w.pt\"\n" + kRequiredComponents;
+  const tp::RunConfig from_file = tp::load_run_config_from_string(text, "exp/a/run.toml", {}, {});
+  CHECK(from_file.train.init_weights == std::filesystem::absolute("exp/a/weights/w.pt").string());
+  CHECK(from_file.resolved.at_path("train.init_weights").value_or(std::string()) == from_file.train.init_weights);
+  const tp::RunConfig from_set =
+      tp::load_run_config_from_string(text, "exp/a/run.toml", {"train.init_weights=\"w.pt\""}, {});
+  CHECK(from_set.train.init_weights == "w.pt");
+  CHECK(tp::load_run_config_from_string(kRequiredComponents, "exp/a/run.toml", {}, {}).train.init_weights.empty());
+}
+
+TEST_CASE("dist.overlap reaches DistSection; on by default") {
+  CHECK(load_text(kRequiredComponents).dist.overlap);
+  CHECK_FALSE(load_text("[dist]\noverlap = false\n" + kRequiredComponents).dist.overlap);
+  CHECK_FALSE(load_text(kRequiredComponents, {"dist.overlap=false"}).dist.overlap);
+}
+
 }  // namespace

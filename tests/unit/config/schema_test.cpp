@@ -60,7 +60,8 @@ TEST_CASE("plugin_schema converts a declared schema") {
       key("width", TP_CFG_INT, "32", "channels"),     key("scale", TP_CFG_FLOAT, "1"),
       key("act", TP_CFG_STRING, "\"relu\""),          key("classes", TP_CFG_INT, nullptr),
       key("sizes", TP_CFG_INT_ARRAY, "[1, 2]"),        key("betas", TP_CFG_FLOAT_ARRAY, "[]"),
-      key("names", TP_CFG_STRING_ARRAY, "[\"a\"]"),  key("flag", TP_CFG_BOOL, "false", nullptr)};
+      key("names", TP_CFG_STRING_ARRAY, "[\"a\"]"),  key("flag", TP_CFG_BOOL, "false", nullptr),
+      key("root", TP_CFG_PATH, "\"\"")};
   const std::vector<tp::KeySpec> schema =
       tp::plugin_schema(keys.data(), static_cast<uint32_t>(keys.size()), "org.test.model");
   REQUIRE(schema.size() == keys.size());
@@ -76,6 +77,9 @@ TEST_CASE("plugin_schema converts a declared schema") {
   CHECK(schema[6].type == tp::ValueType::StringArray);
   CHECK(schema[7].type == tp::ValueType::Bool);
   CHECK(schema[7].help.empty());
+  CHECK(schema[8].type == tp::ValueType::String);  // a path is a string the host resolves
+  CHECK(schema[8].is_path);
+  CHECK_FALSE(schema[2].is_path);
   CHECK(tp::plugin_schema(nullptr, 0, "org.test.model").empty());
 }
 

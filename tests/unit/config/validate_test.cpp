@@ -1,4 +1,6 @@
 // validate_component and store_resolved: plugin tables checked against their declared schema.
+#include <filesystem>
+
 #include "tp/framework/config/load.h"
 #include "tp/framework/config/validate.h"
 
@@ -118,3 +120,25 @@ TEST_CASE("store_resolved writes validated options back into the resolved table"
 }
 
 }  // namespace
+
+TEST_CASE("validate_component: a TP_CFG_PATH value written in a file is relative to that file") {
+  const std::vector<tp::KeySpec> schema = {{"root", tp::ValueType::String, "\"\"", "", {}, true},
+                                           {"label", tp::ValueType::String, "\"\"", "", {}, false}};
+  auto validated = [&](const std::string& body, const std::vector<std::string>& sets = {}) {
+    tp::RunConfig cfg = tp::load_run_config_from_string(
+        "[model]\ncomponent = \"m\"\n" + body + "[loss]\ncomponent = \"l\"\n[data.train]\ncomponent = \"d\"\n",
+        "experiments/a/run.toml", sets, {});
+    tp::validate_component(cfg.model, schema, cfg.source);
+    return cfg.model.options;
+  };
+  const std::filesystem::path beside = std::filesystem::absolute("experiments/a");
+  CHECK(validated("root = \"data/train\"\n")["root"].value<std::string>() == (beside / "data/train").string());
+  CHECK(validated("root = \"../shared/x\"\n")["root"].value<std::string>() ==
+        std::filesystem::absolute("experiments/shared/x").string());
+  // Absolute values, the empty default and plain strings are left alone.
+  CHECK(validated("root = \"/data/x\"\n")["root"].value<std::string>() == "/data/x");
+  CHECK(validated("")["root"].value<std::string>() == "");
+  CHECK(validated("label = \"data/train\"\n")["label"].value<std::string>() == "data/train");
+  // A --set value is a shell argument: relative to the working directory, as the user typed it.
+  CHECK(validated("root = \"data/train\"\n", {"model.root=\"data/val\""})["root"].value<std::string>() == "data/val");
+}

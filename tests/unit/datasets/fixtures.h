@@ -54,7 +54,8 @@ inline void fill_defaults(const tp_descriptor_t& d, FakeConfig& cfg) {
       case TP_CFG_BOOL: cfg.values[k.name] = text == "true"; break;
       case TP_CFG_INT: cfg.values[k.name] = int64_t{std::stoll(text)}; break;
       case TP_CFG_FLOAT: cfg.values[k.name] = std::stod(text); break;
-      case TP_CFG_STRING: cfg.values[k.name] = unquote(text); break;
+      case TP_CFG_STRING:
+      case TP_CFG_PATH: cfg.values[k.name] = unquote(text); break;
       case TP_CFG_INT_ARRAY: {
         std::vector<int64_t> v;
         for (auto& s : items(text)) v.push_back(std::stoll(s));

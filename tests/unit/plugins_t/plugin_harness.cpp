@@ -37,7 +37,8 @@ void fill_defaults(FakeConfig& cfg, const tp_descriptor_t& d) {
       case TP_CFG_BOOL: cfg.values[k.name] = v == "true"; break;
       case TP_CFG_INT: cfg.values[k.name] = int64_t{std::stoll(v)}; break;
       case TP_CFG_FLOAT: cfg.values[k.name] = std::stod(v); break;
-      case TP_CFG_STRING: cfg.values[k.name] = unquote(v); break;
+      case TP_CFG_STRING:
+      case TP_CFG_PATH: cfg.values[k.name] = unquote(v); break;
       case TP_CFG_INT_ARRAY: {
         std::vector<int64_t> out;
         for (const auto& p : split_array(v)) out.push_back(std::stoll(p));

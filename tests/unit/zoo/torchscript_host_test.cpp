@@ -1,6 +1,6 @@
 // The acceptance test of org.torchhost.torchscript: Python scripts an MLP (with BatchNorm, so the
 // host's train/eval switch matters) and saves m.pt; `host train` trains it on the plain-C
-// regression fixture (torchscript_train.toml); `host export` writes the trained weights as
+// regression fixture (torchscript_train.toml, copied beside m.pt so `path` is relative to it); `host export` writes the trained weights as
 // safetensors; Python loads m.pt again, loads those weights by the scripted module's own names
 // (load_state_dict, strict) and evaluates on the same "val" split the host evaluated on.
 //
@@ -14,6 +14,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
@@ -41,9 +43,16 @@ TEST_CASE("a scripted MLP trained by the host: losses fall, Python reproduces th
   const auto dir = fresh_dir("zoo_torchscript_host");
   python("script '" + dir.string() + "'");
   const auto run_dir = dir / "run";
-  const HostRun train = run_host("--config tests/unit/zoo/torchscript_train.toml --plugin-dir '" +
-                                 std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' --output-dir '" + run_dir.string() +
-                                 "' --set 'model.path=\"" + (dir / "mlp.pt").string() + "\"'");
+  // The config sits beside mlp.pt and names it relatively; run_host() starts the host in the source
+  // tree, so the file is found only if `path` is taken from the config's directory (TP_CFG_PATH).
+  std::ifstream source(std::string(TP_TEST_SOURCE_DIR) + "/tests/unit/zoo/torchscript_train.toml");
+  std::string config((std::istreambuf_iterator<char>(source)), std::istreambuf_iterator<char>());
+  const std::string placeholder = "path = \"set by the test\"";
+  REQUIRE(config.find(placeholder) != std::string::npos);
+  config.replace(config.find(placeholder), placeholder.size(), "path = \"mlp.pt\"");
+  std::ofstream(dir / "run.toml") << config;
+  const HostRun train = run_host("--config '" + (dir / "run.toml").string() + "' --plugin-dir '" +
+                                 std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' --output-dir '" + run_dir.string() + "'");
   INFO(train.output);
   REQUIRE(train.exit_code == 0);
 

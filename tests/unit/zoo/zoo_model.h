@@ -4,14 +4,12 @@
 // Include this first: LibTorch must come before doctest (plugin_harness.h says why).
 #pragma once
 
-#include <torch/csrc/autograd/function.h>
-
+#include "unit/plugins_t/autograd_graph.h"
 #include "unit/plugins_t/plugin_harness.h"
 
 #include <algorithm>
 #include <filesystem>
 #include <map>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -74,22 +72,6 @@ struct ZooModel {
     throw;  // unreachable: FAIL throws
   }
 };
-
-/// Whether the autograd graph behind `t` holds a tp::cpp checkpoint node.
-inline bool has_checkpoint_node(const at::Tensor& t) {
-  std::vector<torch::autograd::Node*> todo;
-  std::set<torch::autograd::Node*> seen;
-  if (t.grad_fn()) todo.push_back(t.grad_fn().get());
-  while (!todo.empty()) {
-    torch::autograd::Node* n = todo.back();
-    todo.pop_back();
-    if (!seen.insert(n).second) continue;
-    if (n->name().find("CheckpointFunction") != std::string::npos) return true;
-    for (const auto& e : n->next_edges())
-      if (e.function) todo.push_back(e.function.get());
-  }
-  return false;
-}
 
 /// Runs `TP_TEST_PYTHON <script> <args>` from the source directory; REQUIREs exit 0 and returns
 /// its output.

@@ -176,6 +176,7 @@ struct DistSection {
   double bucket_mb;            ///< gradient all-reduce bucket size in MiB (> 0)
   bool find_unused_parameters; ///< tolerate parameters that get no gradient in a step (a graph walk per step)
   bool broadcast_buffers;      ///< copy rank 0's buffers (BatchNorm statistics) to all ranks before each forward
+  bool overlap = true;         ///< all-reduce buckets from autograd hooks during backward (false: after it)
   bool operator==(const DistSection&) const = default; ///< field-wise
 };
 

@@ -29,6 +29,9 @@ struct KeySpec {
   /// Allowed string values; empty = any. A choice ending in ":N" ("cuda:N") stands for that
   /// prefix followed by a non-negative integer ("cuda:0", "cuda:3").
   std::vector<std::string> choices;
+  /// A String naming a file or directory (TP_CFG_PATH): validate_component() resolves a relative
+  /// value written in a config file against that file's directory.
+  bool is_path = false;
 };
 
 /// A place in the run file that holds component tables.

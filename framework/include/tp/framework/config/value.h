@@ -24,6 +24,14 @@ inline constexpr std::string_view kEnvOriginPrefix = "environment variable "; //
 bool parse_value_into(toml::table& dst, std::string_view key, std::string_view literal,
                       std::string_view origin, std::string* error = nullptr);
 
+/// The value of string `node`, which names a file or directory (TP_CFG_PATH, train.init_weights),
+/// as the run should open it. A relative path the user wrote in a config file is taken relative to
+/// that file's directory and made absolute, so the resolved config written into the run directory
+/// still names the same file from anywhere. Values from `--set` or the environment (their origin
+/// says so) and defaults stay as written: relative to the working directory, like shell arguments.
+/// `source_file` is the file of a node that carries no path of its own.
+std::string resolve_config_path(const toml::node& node, std::string_view source_file);
+
 /// True when `node` has `type`. An integer matches Float, integers inside an array match
 /// FloatArray, and an empty array matches every array type. Nothing else converts.
 bool matches_type(const toml::node& node, ValueType type);
