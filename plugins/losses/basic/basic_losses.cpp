@@ -1,5 +1,6 @@
 // basic_losses: the loss terms, the three single-term components, the tp_loss_v1_t glue and
 // tp_entry. weighted_sum.cpp holds the fourth component.
+#include <c10/util/StringUtil.h>
 #include <ATen/core/Reduction.h>
 #include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/mse_loss.h>
@@ -16,18 +17,12 @@ using tp::cpp::Failure;
 
 namespace {
 
-std::string shape_text(at::IntArrayRef sizes) {
-  std::string out = "[";
-  for (size_t i = 0; i < sizes.size(); ++i) out += (i ? ", " : "") + std::to_string(sizes[i]);
-  return out + "]";
-}
-
 void require_shape(bool ok, const std::string& output_name, const at::Tensor& output,
                    const std::string& target_name, const at::Tensor& target, const char* expected) {
   if (!ok)
-    throw Failure(TP_ERR_INVALID_ARGUMENT, "output '" + output_name + "' " + shape_text(output.sizes()) +
+    throw Failure(TP_ERR_INVALID_ARGUMENT, "output '" + output_name + "' " + c10::str(output.sizes()) +
                                                " and target '" + target_name + "' " +
-                                               shape_text(target.sizes()) + ": expected " + expected);
+                                               c10::str(target.sizes()) + ": expected " + expected);
 }
 
 /// Class-index targets as int64 (at::cross_entropy needs Long); probability targets unchanged.

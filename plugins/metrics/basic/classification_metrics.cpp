@@ -1,5 +1,6 @@
 // org.torchhost.accuracy and org.torchhost.f1: classification metrics over logits [B, C] and
 // class-index targets [B].
+#include <c10/util/StringUtil.h>
 #include <ATen/ops/zeros.h>
 
 #include <cmath>
@@ -30,7 +31,7 @@ std::pair<at::Tensor, at::Tensor> logits_and_labels(const char* component, const
                     !labels.is_floating_point(),
                 component,
                 "expected logits '" + output + "' [B, C] and integer labels '" + target + "' [B], got " +
-                    shape_text(logits.sizes()) + " and " + shape_text(labels.sizes()));
+                    c10::str(logits.sizes()) + " and " + c10::str(labels.sizes()));
   return {logits, labels.to(at::kLong)};
 }
 

@@ -1,4 +1,5 @@
 // org.torchhost.iou and org.torchhost.mae: metrics over dense outputs (masks, regressions).
+#include <c10/util/StringUtil.h>
 #include <ATen/ops/zeros.h>
 
 #include <limits>
@@ -35,8 +36,8 @@ class Iou : public Metric {
     require_input(logits.dim() >= 1 && mask.dim() >= 1 && logits.size(0) == mask.size(0) &&
                       logits.numel() == mask.numel(),
                   kIouId,
-                  "mask logits '" + output_ + "' " + shape_text(logits.sizes()) + " and mask '" + target_ + "' " +
-                      shape_text(mask.sizes()) + " must hold the same pixels");
+                  "mask logits '" + output_ + "' " + c10::str(logits.sizes()) + " and mask '" + target_ + "' " +
+                      c10::str(mask.sizes()) + " must hold the same pixels");
     const at::Tensor predicted = logits.sigmoid().gt(threshold_).reshape({-1});
     const at::Tensor truth = (mask.is_floating_point() ? mask.gt(0.5) : mask.ne(0)).reshape({-1});
     const at::Tensor intersection = predicted.logical_and(truth).sum();
@@ -77,8 +78,8 @@ class Mae : public Metric {
     const at::Tensor& output = tp::cpp::find(outputs, output_count, output_, "output");
     const at::Tensor& target = tp::cpp::find(targets, target_count, target_, "target");
     require_input(output.sizes() == target.sizes(), kMaeId,
-                  "output '" + output_ + "' " + shape_text(output.sizes()) + " and target '" + target_ + "' " +
-                      shape_text(target.sizes()) + " must have the same shape");
+                  "output '" + output_ + "' " + c10::str(output.sizes()) + " and target '" + target_ + "' " +
+                      c10::str(target.sizes()) + " must have the same shape");
     // Accumulate in float64 so a long evaluation does not lose small errors to fp32 rounding.
     abs_error_sum_.add_(output.to(at::kDouble).sub(target.to(at::kDouble)).abs().sum());
     count_.add_(output.numel());

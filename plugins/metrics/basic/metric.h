@@ -42,8 +42,6 @@ class Metric {
 /// tp::cpp::Failure(TP_ERR_CONFIG) for values outside their range.
 using MetricFactory = std::unique_ptr<Metric> (*)(const tp::cpp::ConfigReader& cfg);
 
-/// "[4, 3]" for error messages.
-std::string shape_text(at::IntArrayRef sizes);
 /// Throws tp::cpp::Failure(TP_ERR_INVALID_ARGUMENT, "<component>: <message>") unless `ok`.
 void require_input(bool ok, const char* component, const std::string& message);
 /// `value` as a double from a 0-dim or one-element state tensor (copies to the CPU: syncs).

@@ -1,15 +1,11 @@
 // basic_metrics: the tp_metric_v1_t glue every metric shares, and tp_entry.
+#include <c10/util/StringUtil.h>
+
 #include "metric.h"
 #include "tp/cpp/guard.h"
 #include "tp/cpp/plugin.h"
 
 namespace tp::metrics {
-
-std::string shape_text(at::IntArrayRef sizes) {
-  std::string out = "[";
-  for (size_t i = 0; i < sizes.size(); ++i) out += (i ? ", " : "") + std::to_string(sizes[i]);
-  return out + "]";
-}
 
 void require_input(bool ok, const char* component, const std::string& message) {
   if (!ok) throw tp::cpp::Failure(TP_ERR_INVALID_ARGUMENT, std::string(component) + ": " + message);

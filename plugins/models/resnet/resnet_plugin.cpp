@@ -1,6 +1,8 @@
 // resnet: the tp_model_v1_t table of org.torchhost.resnet, its descriptor and tp_entry.
 // The state plumbing (aliases of the module's tensors, to_device keeping num_batches_tracked
 // int64) is tp/cpp/model_state.h, shared with the other model plugins.
+#include <c10/util/StringUtil.h>
+
 #include <iterator>
 #include <memory>
 #include <string>
@@ -37,12 +39,6 @@ Instance& as_instance(void* self) {
 }
 
 ResNet& as_net(void* self) { return *as_instance(self).net; }
-
-std::string shape_text(at::IntArrayRef sizes) {
-  std::string out = "[";
-  for (size_t i = 0; i < sizes.size(); ++i) out += (i ? ", " : "") + std::to_string(sizes[i]);
-  return out + "]";
-}
 
 void require(bool ok, const char* key, const char* what, const std::string& got) {
   if (!ok) throw Failure(TP_ERR_CONFIG, std::string(kId) + ": " + key + " " + what + ", got " + got);
@@ -113,7 +109,7 @@ tp_status forward(void* self, const tp_named_tensor_t* inputs, uint32_t input_co
       throw Failure(TP_ERR_INVALID_ARGUMENT,
                     std::string(kId) + ": input '" + m.input + "': expected a floating [B, " +
                         std::to_string(m.in_channels) + ", H, W] image (in_channels = " + std::to_string(m.in_channels) +
-                        "), got " + std::string(c10::toString(x.scalar_type())) + " " + shape_text(x.sizes()));
+                        "), got " + std::string(c10::toString(x.scalar_type())) + " " + c10::str(x.sizes()));
     at::Tensor logits = m.net->forward(x.scalar_type() == m.dtype ? x : x.to(m.dtype));
     out_outputs[0] = {"logits", tp::cpp::new_handle(std::move(logits))};
     *out_count = 1;

@@ -1,4 +1,5 @@
 // vision_models: the tp_model_v1_t glue every model shares, the shared CNN trunk, and tp_entry.
+#include <c10/util/StringUtil.h>
 #include <ATen/ops/max_pool2d.h>
 
 #include <string>
@@ -14,13 +15,6 @@ namespace {
 
 using tp::cpp::Failure;
 using tp::cpp::plugin_host;
-
-/// "[4, 3, 32, 32]" for error messages.
-std::string shape_text(at::IntArrayRef sizes) {
-  std::string out = "[";
-  for (size_t i = 0; i < sizes.size(); ++i) out += (i ? ", " : "") + std::to_string(sizes[i]);
-  return out + "]";
-}
 
 struct ModelInstance {
   std::shared_ptr<VisionNet> net;
@@ -121,7 +115,7 @@ at::Tensor VisionNet::image_input(const tp_named_tensor_t* inputs, uint32_t coun
     throw Failure(TP_ERR_INVALID_ARGUMENT,
                   "input '" + name + "': expected a floating [B, " + std::to_string(channels) + ", " +
                       std::to_string(size) + ", " + std::to_string(size) + "] image, got " +
-                      std::string(c10::toString(x.scalar_type())) + " " + shape_text(x.sizes()));
+                      std::string(c10::toString(x.scalar_type())) + " " + c10::str(x.sizes()));
   return x.scalar_type() == dtype_ ? x : x.to(dtype_);
 }
 
@@ -132,7 +126,7 @@ at::Tensor VisionNet::flat_input(const tp_named_tensor_t* inputs, uint32_t count
     throw Failure(TP_ERR_INVALID_ARGUMENT,
                   "input '" + name + "': expected floating [B, ...] with " + std::to_string(features) +
                       " features per sample, got " + std::string(c10::toString(x.scalar_type())) +
-                      " " + shape_text(x.sizes()));
+                      " " + c10::str(x.sizes()));
   const at::Tensor flat = x.reshape({x.size(0), features});
   return flat.scalar_type() == dtype_ ? flat : flat.to(dtype_);
 }
