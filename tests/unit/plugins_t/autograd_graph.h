@@ -16,16 +16,16 @@ namespace tp::test {
 /// tensor without history.
 inline std::set<std::string> graph_node_names(const at::Tensor& t) {
   std::set<std::string> names;
-  std::vector<torch::autograd::Node*> todo;
+  std::vector<torch::autograd::Node*> pending;
   std::set<torch::autograd::Node*> seen;
-  if (t.grad_fn()) todo.push_back(t.grad_fn().get());
-  while (!todo.empty()) {
-    torch::autograd::Node* node = todo.back();
-    todo.pop_back();
+  if (t.grad_fn()) pending.push_back(t.grad_fn().get());
+  while (!pending.empty()) {
+    torch::autograd::Node* node = pending.back();
+    pending.pop_back();
     if (!seen.insert(node).second) continue;
     names.insert(node->name());
     for (const auto& edge : node->next_edges())
-      if (edge.function) todo.push_back(edge.function.get());
+      if (edge.function) pending.push_back(edge.function.get());
   }
   return names;
 }

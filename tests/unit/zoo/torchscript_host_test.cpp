@@ -14,8 +14,6 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
@@ -43,14 +41,10 @@ TEST_CASE("a scripted MLP trained by the host: losses fall, Python reproduces th
   const auto dir = fresh_dir("zoo_torchscript_host");
   python("script '" + dir.string() + "'");
   const auto run_dir = dir / "run";
-  // The config sits beside mlp.pt and names it relatively; run_host() starts the host in the source
-  // tree, so the file is found only if `path` is taken from the config's directory (TP_CFG_PATH).
-  std::ifstream source(std::string(TP_TEST_SOURCE_DIR) + "/tests/unit/zoo/torchscript_train.toml");
-  std::string config((std::istreambuf_iterator<char>(source)), std::istreambuf_iterator<char>());
-  const std::string placeholder = "path = \"set by the test\"";
-  REQUIRE(config.find(placeholder) != std::string::npos);
-  config.replace(config.find(placeholder), placeholder.size(), "path = \"mlp.pt\"");
-  std::ofstream(dir / "run.toml") << config;
+  // The config sits beside mlp.pt and names it relatively (path = "mlp.pt"); run_host() starts the
+  // host in the source tree, so the file is found only if `path` is taken from the config's
+  // directory (TP_CFG_PATH).
+  std::filesystem::copy_file(std::string(TP_TEST_SOURCE_DIR) + "/tests/unit/zoo/torchscript_train.toml", dir / "run.toml");
   const HostRun train = run_host("--config '" + (dir / "run.toml").string() + "' --plugin-dir '" +
                                  std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' --output-dir '" + run_dir.string() + "'");
   INFO(train.output);
