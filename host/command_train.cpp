@@ -14,7 +14,7 @@
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/engine/trainer.h"
 #include "tp/framework/util/atomic_file.h"
-#include "tp/framework/util/plugin_crash.h"
+#include "tp/framework/plugin/plugin_crash.h"
 
 namespace tp::cli {
 namespace {

@@ -5,7 +5,7 @@ State names and shapes equal the plugins' (the benchmark compares parameter coun
               maxpool2 blocks (width, 2w, 2w), global max pool, linear.
   resnet()  = org.torchhost.resnet (plugins/models/resnet), which mirrors torchvision's ResNet
               18/34/50 (Bottleneck v1.5): the plain torch.nn copy of torchvision's code that
-              zoo_tests already checks the plugin against (tests/unit/zoo/resnet_reference.py),
+              zoo_tests already checks the plugin against (tests/plugins/models/resnet_reference.py),
               so this needs no torchvision (it does not import with the project's torch 2.13,
               nor on the GPU machine).
 """

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "tp/framework/checkpoint/checkpoint.h"
-#include "tp/framework/util/plugin_crash.h"
+#include "tp/framework/plugin/plugin_crash.h"
 
 #include "integration/host_runner.h"
 

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "tp/framework/callbacks/history.h"
+#include "tp/framework/monitor/history.h"
 #include "tp/framework/error.h"
 #include "tp/framework/util/atomic_file.h"
 

@@ -1,6 +1,6 @@
 #include "tp/framework/plugin/callback_proxy.h"
 
-#include "tp/framework/util/plugin_crash.h"
+#include "tp/framework/plugin/plugin_crash.h"
 
 #include "config_adapter.h"
 #include "sized_copy.h"
@@ -19,7 +19,7 @@ uint32_t CallbackProxy::on_event(const tp_event_t& event) {
   uint32_t requests = TP_REQUEST_NONE;
   tp_status status = TP_OK;
   {
-    const PluginCallScope crash_scope(id().c_str(), "on_event", UINT64_MAX);  // util/plugin_crash.h
+    const PluginCallScope crash_scope(id().c_str(), "on_event", UINT64_MAX);  // plugin/plugin_crash.h
     status = table_.on_event(self_, &event, &requests);
   }
   check(status, "on_event");

@@ -7,7 +7,7 @@
 #include "config_adapter.h"
 #include "sized_copy.h"
 #include "tp/framework/error.h"
-#include "tp/framework/util/plugin_crash.h"
+#include "tp/framework/plugin/plugin_crash.h"
 
 namespace tp {
 namespace {
@@ -39,7 +39,7 @@ NamedTensors DatasetProxy::get(uint64_t index, const tp_worker_ctx_t& ctx) const
   uint32_t count = 0;
   tp_status status = TP_OK;
   {
-    // A crash inside get_sample is reported with this component and index (util/plugin_crash.h).
+    // A crash inside get_sample is reported with this component and index (plugin/plugin_crash.h).
     const PluginCallScope crash_scope(id().c_str(), "get_sample", index);
     status = table_.get_sample(self_, index, &ctx, fields.data(), kMaxFields, &count);
   }

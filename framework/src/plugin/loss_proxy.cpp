@@ -1,6 +1,6 @@
 #include "tp/framework/plugin/loss_proxy.h"
 
-#include "tp/framework/util/plugin_crash.h"
+#include "tp/framework/plugin/plugin_crash.h"
 
 #include "config_adapter.h"
 #include "sized_copy.h"
@@ -23,7 +23,7 @@ LossTerms LossProxy::forward(const NamedTensors& outputs, const NamedTensors& ta
   tp_tensor count = nullptr;
   tp_status status = TP_OK;
   {
-    const PluginCallScope crash_scope(id().c_str(), "forward", UINT64_MAX);  // util/plugin_crash.h
+    const PluginCallScope crash_scope(id().c_str(), "forward", UINT64_MAX);  // plugin/plugin_crash.h
     status = table_.forward(self_, output_views.data(), static_cast<uint32_t>(output_views.size()), target_views.data(),
                             static_cast<uint32_t>(target_views.size()), &sum, &count);
   }

@@ -1,6 +1,6 @@
 #include "tp/framework/plugin/metric_proxy.h"
 
-#include "tp/framework/util/plugin_crash.h"
+#include "tp/framework/plugin/plugin_crash.h"
 
 #include <array>
 
@@ -33,7 +33,7 @@ void MetricProxy::update(const NamedTensors& outputs, const NamedTensors& target
   const auto target_views = detail::borrow_all(targets);
   tp_status status = TP_OK;
   {
-    const PluginCallScope crash_scope(id().c_str(), "update", UINT64_MAX);  // util/plugin_crash.h
+    const PluginCallScope crash_scope(id().c_str(), "update", UINT64_MAX);  // plugin/plugin_crash.h
     status = table_.update(self_, output_views.data(), static_cast<uint32_t>(output_views.size()), target_views.data(),
                            static_cast<uint32_t>(target_views.size()));
   }

@@ -6,7 +6,7 @@
 
 #include "tp/framework/error.h"
 #include "tp/framework/plugin/host_services.h"
-#include "tp/framework/util/plugin_crash.h"
+#include "tp/framework/plugin/plugin_crash.h"
 
 #include "config_adapter.h"
 #include "sized_copy.h"
@@ -49,7 +49,7 @@ NamedTensors ModelProxy::forward(const NamedTensors& inputs) {
   uint32_t count = 0;
   tp_status status = TP_OK;
   {
-    // A crash inside the plugin's forward names it (util/plugin_crash.h); three thread-local stores.
+    // A crash inside the plugin's forward names it (plugin/plugin_crash.h); three thread-local stores.
     const PluginCallScope crash_scope(id().c_str(), "forward", UINT64_MAX);
     status = table_.forward(self_, views.data(), static_cast<uint32_t>(views.size()), outputs.data(), kMaxOutputs, &count);
   }

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <string_view>
 
-#include "tp/framework/callbacks/history.h"
+#include "tp/framework/monitor/history.h"
 
 namespace tp {
 namespace {

@@ -1,5 +1,5 @@
 // Reads history.jsonl back for the plots. The reader accepts exactly what tp::History writes
-// (framework/src/callbacks/history.cpp): one flat JSON object per line, a string "kind" and
+// (framework/src/monitor/history.cpp): one flat JSON object per line, a string "kind" and
 // number-or-null values, so a damaged or foreign file is reported instead of half-plotted.
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tp/framework/callbacks/history.h"
+#include "tp/framework/monitor/history.h"
 
 namespace tp::detail {
 

@@ -1,6 +1,6 @@
 // org.torchhost.resnet: the module (architecture and initialisation), following
 // torchvision/models/resnet.py line by line so that names, shapes and parameter counts agree
-// (tests/unit/zoo checks them against a plain torch.nn replica).
+// (tests/plugins/models checks them against a plain torch.nn replica).
 #include "resnet_net.h"
 
 #include <ATen/ops/adaptive_avg_pool2d.h>

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "integration/host_runner.h"
-#include "tp/framework/callbacks/history.h"
+#include "tp/framework/monitor/history.h"
 #include "tp/framework/error.h"
 #include "tp/framework/report/plots.h"
 

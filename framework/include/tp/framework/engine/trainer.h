@@ -21,9 +21,9 @@
 
 #include "tp/framework/amp/grad_scaler.h"
 #include "tp/framework/amp/precision.h"
-#include "tp/framework/callbacks/early_stopping.h"
-#include "tp/framework/callbacks/history.h"
-#include "tp/framework/callbacks/progress.h"
+#include "tp/framework/monitor/early_stopping.h"
+#include "tp/framework/monitor/history.h"
+#include "tp/framework/monitor/progress.h"
 #include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/checkpoint/checkpoint_manager.h"
 #include "tp/framework/config/run_config.h"

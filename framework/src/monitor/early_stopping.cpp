@@ -1,0 +1,54 @@
+#include "tp/framework/monitor/early_stopping.h"
+
+#include <cmath>
+#include <limits>
+
+#include "tp/framework/monitor/history.h"
+#include "tp/framework/error.h"
+
+namespace tp {
+
+EarlyStopping::EarlyStopping(EarlyStoppingSection options)
+    : options_(std::move(options)),
+      best_(options_.mode == "max" ? -std::numeric_limits<double>::infinity()
+                                   : std::numeric_limits<double>::infinity()) {}
+
+std::optional<std::string> EarlyStopping::update(const std::vector<std::pair<std::string, double>>& evaluation) {
+  if (!enabled()) return std::nullopt;
+  const double* value = nullptr;
+  std::string names;
+  for (const auto& [name, v] : evaluation) {
+    if (name == options_.monitor) value = &v;
+    names += (names.empty() ? "" : ", ") + name;
+  }
+  if (value == nullptr)
+    throw ConfigError("early_stopping.monitor", "early_stopping.monitor = \"" + options_.monitor +
+                                                    "\" is not among the evaluated values (" + names +
+                                                    "). Set it to one of them.");
+  if (options_.check_finite && !std::isfinite(*value))
+    return options_.monitor + " became " + std::to_string(*value) + " (early_stopping.check_finite)";
+  // Lightning's rule: an improvement must beat the best by more than min_delta.
+  const bool improved = options_.mode == "max" ? *value > best_ + options_.min_delta
+                                               : *value < best_ - options_.min_delta;
+  if (improved) {
+    best_ = *value;
+    wait_ = 0;
+    return std::nullopt;
+  }
+  if (++wait_ < options_.patience) return std::nullopt;
+  return options_.monitor + " has not improved on " + format_number(best_) + " for " + std::to_string(wait_) +
+         " evaluations (early_stopping.patience = " + std::to_string(options_.patience) + ")";
+}
+
+std::vector<double> EarlyStopping::state() const {
+  if (!enabled()) return {};
+  return {best_, static_cast<double>(wait_)};
+}
+
+void EarlyStopping::load_state(const std::vector<double>& state) {
+  if (!enabled() || state.size() != 2) return;
+  best_ = state[0];
+  wait_ = static_cast<int64_t>(state[1]);
+}
+
+}  // namespace tp

@@ -1,0 +1,130 @@
+#include "tp/framework/plugin/plugin_crash.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <iterator>
+
+namespace tp {
+namespace {
+
+// The slot the handler reads. Plain thread-local pointers with constant initialisation: in the
+// executable they are reached without a call to __tls_get_addr, so reading them in a signal
+// handler is safe, and setting them costs three stores per plugin call.
+struct CallSlot {
+  const char* id;
+  const char* function;
+  uint64_t index;
+};
+constinit thread_local CallSlot t_call{nullptr, nullptr, UINT64_MAX};
+
+// The handler may use only static storage: the checkpoint directory is copied here once, at
+// install time, from the main thread, before any plugin runs.
+constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+struct HandlerText {
+  char checkpoint_dir[1024];
+  struct sigaction previous[4]; ///< what was installed before (default, or a sanitizer's), per kSignals
+};
+HandlerText& handler_text() {
+  static HandlerText text{};
+  return text;
+}
+
+void put(const char* text) {
+  if (text == nullptr) return;
+  std::size_t left = std::strlen(text);
+  while (left > 0) {
+    const ssize_t n = ::write(STDERR_FILENO, text, left);
+    if (n <= 0) return;
+    text += n;
+    left -= static_cast<std::size_t>(n);
+  }
+}
+
+void put_number(uint64_t value) {
+  char digits[24];
+  char* p = digits + sizeof digits;
+  *--p = '\0';
+  do *--p = static_cast<char>('0' + value % 10); while ((value /= 10) != 0);
+  put(p);
+}
+
+const char* signal_name(int signal_number) {
+  switch (signal_number) {
+    case SIGSEGV: return "SIGSEGV (invalid memory access)";
+    case SIGBUS: return "SIGBUS (bad memory access)";
+    case SIGFPE: return "SIGFPE (arithmetic fault, e.g. integer division by zero)";
+    case SIGILL: return "SIGILL (illegal instruction)";
+    default: return "a fatal signal";
+  }
+}
+
+extern "C" void on_fatal_signal(int signal_number, siginfo_t* info, void*) {
+  const CallSlot call = t_call;
+  if (call.id == nullptr) {
+    // Not in plugin code: a host bug. Hand it to whatever handled it before (the default action's
+    // core dump, or ASan's report): returning re-executes the faulting instruction under it.
+    for (std::size_t i = 0; i < std::size(kSignals); ++i)
+      if (kSignals[i] == signal_number) ::sigaction(signal_number, &handler_text().previous[i], nullptr);
+    if (info == nullptr || info->si_code <= 0) ::raise(signal_number); // sent, not a fault: resend
+    return;
+  }
+  put("\nhost: plugin crash: component '");
+  put(call.id);
+  put("' crashed the process with ");
+  put(signal_name(signal_number));
+  put(" in ");
+  put(call.function);
+  if (call.index != UINT64_MAX) {
+    put(" (sample index ");
+    put_number(call.index);
+    put(")");
+  }
+  put(call.index != UINT64_MAX ? ". This is a bug in the plugin: reproduce it with `host plugins check <its .so>` or "
+                                 "by reading that sample alone, and report it to the plugin's author."
+                               : ". This is a bug in the plugin (or in LibTorch code it called): reproduce it with "
+                                 "`host plugins check <its .so>`, and report it to the plugin's author.");
+  put(" Nothing was saved after the crash (the process state cannot be trusted), but checkpoints are written "
+      "atomically: the last one in ");
+  put(handler_text().checkpoint_dir[0] != '\0' ? handler_text().checkpoint_dir : "the run's checkpoints/ directory");
+  put(" is complete, and `host train --config ... --resume auto` continues from it once the plugin is fixed.\n");
+  ::_exit(kExitPluginCrash);
+}
+
+}  // namespace
+
+PluginCallScope::PluginCallScope(const char* component_id, const char* function, uint64_t index) noexcept
+    : previous_id_(t_call.id), previous_function_(t_call.function), previous_index_(t_call.index) {
+  t_call.function = function;
+  t_call.index = index;
+  // The id last: a signal between the stores sees either the old call or the complete new one.
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t_call.id = component_id;
+}
+
+PluginCallScope::~PluginCallScope() {
+  t_call.id = previous_id_;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t_call.function = previous_function_;
+  t_call.index = previous_index_;
+}
+
+void install_plugin_crash_handler(const char* checkpoint_dir) {
+  HandlerText& text = handler_text();
+  std::strncpy(text.checkpoint_dir, checkpoint_dir != nullptr ? checkpoint_dir : "", sizeof text.checkpoint_dir - 1);
+  struct sigaction action {};
+  action.sa_sigaction = &on_fatal_signal;
+  action.sa_flags = SA_SIGINFO | SA_NODEFER;
+  sigemptyset(&action.sa_mask);
+  for (std::size_t i = 0; i < std::size(kSignals); ++i) {
+    struct sigaction current {};
+    ::sigaction(kSignals[i], nullptr, &current);
+    if (current.sa_sigaction == &on_fatal_signal) continue; // already installed
+    text.previous[i] = current;
+    ::sigaction(kSignals[i], &action, nullptr);
+  }
+}
+
+}  // namespace tp

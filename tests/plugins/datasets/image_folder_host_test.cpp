@@ -1,0 +1,83 @@
+// End to end: `host` trains org.torchhost.small_cnn for one epoch on an image folder written
+// here (two classes, 32x32 PNGs, one of them broken), through the image_folder plugin, with
+// data.on_bad_sample both ways.
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include <doctest/doctest.h>
+
+#include "integration/host_runner.h"
+
+namespace {
+
+/// <dir>/<split>/{dark,light}/NN.png: `count` images per class (40x48, resized to 32 by the
+/// plugin); train also holds light/broken.png, which is not an image.
+std::filesystem::path write_split(const std::filesystem::path& dir, const std::string& split, int count) {
+  const auto root = dir / split;
+  for (int c = 0; c < 2; ++c) {
+    const auto dir = root / (c == 0 ? "dark" : "light");
+    std::filesystem::create_directories(dir);
+    for (int i = 0; i < count; ++i) {
+      cv::Mat img(40, 48, CV_8UC3, cv::Scalar::all(c == 0 ? 40 + i : 180 + i));
+      cv::circle(img, cv::Point(10 + i, 20), 6, cv::Scalar(i * 9, 255 - i * 9, 128), -1);
+      char name[16];
+      std::snprintf(name, sizeof name, "%02d.png", i);
+      REQUIRE(cv::imwrite((dir / name).string(), img));
+    }
+  }
+  if (split == "train") std::ofstream(root / "light" / "broken.png") << "truncated";
+  return root;
+}
+
+std::string config(const std::filesystem::path& root, const std::filesystem::path& val_root,
+                   const std::string& policy) {
+  return "[run]\nname = \"if\"\nseed = 1\ndevice = \"cpu\"\n"
+         "[train]\nepochs = 1\nbatch_size = 8\nlog_every_steps = 2\n"
+         "[data]\nnum_workers = 2\nprefetch = 2\non_bad_sample = \"" + policy + "\"\n"
+         "[data.train]\ncomponent = \"org.torchhost.image_folder\"\nroot = \"" + root.string() + "\"\n"
+         "val_root = \"" + val_root.string() + "\"\n"
+         "resize = [32, 32]\nhflip = 0.5\nmean = [0.5, 0.5, 0.5]\nstd = [0.25, 0.25, 0.25]\n"
+         "[model]\ncomponent = \"org.torchhost.small_cnn\"\nnum_classes = 2\nimage_size = 32\n"
+         "[loss]\ncomponent = \"org.torchhost.cross_entropy\"\n"
+         "[[metrics]]\ncomponent = \"org.torchhost.accuracy\"\n";
+}
+
+/// The history.jsonl the run wrote somewhere under `out`.
+std::string history_under(const std::filesystem::path& out) {
+  for (const auto& e : std::filesystem::recursive_directory_iterator(out))
+    if (e.path().filename() == "history.jsonl") return tp::test::read_text(e.path());
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("host trains small_cnn on an image folder; a broken file fails the run or is skipped and counted") {
+  const auto dir = tp::test::fresh_dir("image_folder_host");
+  const auto train = write_split(dir, "train", 24);
+  const auto val = write_split(dir, "val", 8);
+  for (const std::string policy : {"skip", "fail"}) {
+    CAPTURE(policy);
+    const auto cfg = dir / ("run_" + policy + ".toml");
+    std::ofstream(cfg) << config(train, val, policy);
+    const auto out = dir / ("out_" + policy);
+    const auto run = tp::test::run_host("train --config '" + cfg.string() + "' --output-dir '" + out.string() + "'");
+    CAPTURE(run.output);
+    if (policy == "skip") {
+      CHECK(run.exit_code == 0);
+      CHECK(run.output.find("val/accuracy") != std::string::npos);
+      CHECK(run.output.find("skipped 1 bad samples") != std::string::npos);
+      CHECK(run.output.find("broken.png") != std::string::npos);
+      CHECK(history_under(out).find("\"data/skipped_samples\":1") != std::string::npos);
+    } else {
+      CHECK(run.exit_code == 1);
+      CHECK(run.output.find("broken.png") != std::string::npos);
+      CHECK(run.output.find("org.torchhost.image_folder") != std::string::npos);
+      CHECK(run.output.find("on_bad_sample") != std::string::npos);
+    }
+  }
+}

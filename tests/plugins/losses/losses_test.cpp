@@ -1,0 +1,135 @@
+// basic_losses through the C ABI: each loss returns the sum of per-sample losses and the count,
+// so sum / count equals LibTorch's mean reduction.
+#include "support/plugin_harness.h"
+
+namespace {
+
+using namespace tp::test;
+
+/// A loss instance with the descriptor's defaults plus `overrides`; destroyed at scope end.
+struct Loss {
+  LoadedPlugin& p = plugin("basic_losses");
+  const tp_loss_v1_t* t = nullptr;
+  void* self = nullptr;
+
+  explicit Loss(const char* id, std::map<std::string, FakeConfig::Value> overrides = {}) {
+    t = &p.table<tp_loss_v1_t>(id, TP_IFACE_LOSS_V1);
+    FakeConfig cfg;
+    fill_defaults(cfg, p.descriptor(id));
+    for (auto& [k, v] : overrides) cfg.values[k] = v;
+    REQUIRE_MESSAGE(t->create(&p.host.host, &cfg.view, &self) == TP_OK, p.host.last_error);
+  }
+  ~Loss() { t->destroy(self); }
+
+  /// {sum, count}; both checked to be 0-dim.
+  std::pair<at::Tensor, at::Tensor> forward(Fields& outputs, Fields& targets) {
+    tp_tensor sum = nullptr, count = nullptr;
+    REQUIRE_MESSAGE(t->forward(self, outputs.view(), outputs.size(), targets.view(), targets.size(), &sum, &count) == TP_OK,
+                    p.host.last_error);
+    std::pair<at::Tensor, at::Tensor> r{adopt(p, sum), adopt(p, count)};
+    CHECK(r.first.dim() == 0);
+    CHECK(r.second.dim() == 0);
+    return r;
+  }
+};
+
+double value(const at::Tensor& t) { return t.item<double>(); }
+
+TEST_CASE("cross_entropy: sum = mean reference * B, count = B") {
+  at::manual_seed(0);
+  const at::Tensor logits = at::randn({4, 3}).requires_grad_();
+  const at::Tensor labels = at::tensor({0, 2, 1, 2}, at::kLong);
+  Fields out{{"logits", logits}};
+  Fields tgt{{"label", labels}};
+  auto [sum, count] = Loss("org.torchhost.cross_entropy").forward(out, tgt);
+  CHECK(value(sum) == doctest::Approx(value(at::cross_entropy_loss(logits, labels)) * 4).epsilon(1e-6));
+  CHECK(count.item<int64_t>() == 4);
+  CHECK(sum.requires_grad());  // differentiable back to the model's outputs
+
+  auto [smoothed, n] = Loss("org.torchhost.cross_entropy", {{"label_smoothing", 0.1}}).forward(out, tgt);
+  const at::Tensor reference = at::cross_entropy_loss(logits, labels, {}, at::Reduction::Mean, -100, 0.1);
+  CHECK(value(smoothed) == doctest::Approx(value(reference) * 4).epsilon(1e-6));
+
+  // A label of -100 is ignored: neither summed nor counted.
+  Fields partial{{"label", at::tensor({0, -100, 1, 2}, at::kLong)}};
+  auto [sum3, count3] = Loss("org.torchhost.cross_entropy").forward(out, partial);
+  CHECK(count3.item<int64_t>() == 3);
+  CHECK(value(sum3) == doctest::Approx(value(at::cross_entropy_loss(logits, partial.items[0].second)) * 3).epsilon(1e-6));
+}
+
+TEST_CASE("mse and smooth_l1: per-sample mean, summed over the batch") {
+  // By hand: sample 0 has errors (0, 0) -> mean 0; sample 1 errors (2, 2) -> mean 4. Sum 4.
+  Fields out{{"bbox", at::tensor({0.0f, 0.0f, 2.0f, 2.0f}).reshape({2, 2})}};
+  Fields tgt{{"bbox", at::zeros({2, 2})}};
+  auto [sum, count] = Loss("org.torchhost.mse").forward(out, tgt);
+  CHECK(value(sum) == doctest::Approx(4.0));
+  CHECK(count.item<int64_t>() == 2);
+
+  at::manual_seed(1);
+  const at::Tensor pred = at::rand({4, 4});
+  const at::Tensor truth = at::rand({4, 4});
+  Fields o{{"bbox", pred}};
+  Fields t{{"bbox", truth}};
+  CHECK(value(Loss("org.torchhost.mse").forward(o, t).first) ==
+        doctest::Approx(value(at::mse_loss(pred, truth)) * 4).epsilon(1e-6));
+  auto [sl1, n] = Loss("org.torchhost.smooth_l1", {{"beta", 0.05}}).forward(o, t);
+  CHECK(value(sl1) == doctest::Approx(value(at::smooth_l1_loss(pred, truth, at::Reduction::Mean, 0.05)) * 4).epsilon(1e-6));
+  CHECK(n.item<int64_t>() == 4);
+}
+
+TEST_CASE("weighted_sum combines its terms") {
+  at::manual_seed(2);
+  const at::Tensor logits = at::randn({4, 3});
+  const at::Tensor labels = at::tensor({1, 0, 2, 2}, at::kLong);
+  const at::Tensor box = at::rand({4, 4});
+  const at::Tensor box_truth = at::rand({4, 4});
+  Fields out{{"logits", logits}, {"bbox", box}};
+  Fields tgt{{"label", labels}, {"bbox", box_truth}};
+  auto [sum, count] = Loss("org.torchhost.weighted_sum", {{"weights", std::vector<double>{0.5, 2.0}}}).forward(out, tgt);
+  const double expected = 0.5 * value(at::cross_entropy_loss(logits, labels)) * 4 +
+                          2.0 * value(at::smooth_l1_loss(box, box_truth)) * 4;
+  CHECK(value(sum) == doctest::Approx(expected).epsilon(1e-6));
+  CHECK(count.item<int64_t>() == 4);
+
+  auto [mse_only, n] = Loss("org.torchhost.weighted_sum", {{"losses", std::vector<std::string>{"mse"}},
+                                                          {"outputs", std::vector<std::string>{"bbox"}},
+                                                          {"targets", std::vector<std::string>{"bbox"}},
+                                                          {"weights", std::vector<double>{3.0}}})
+                               .forward(out, tgt);
+  CHECK(value(mse_only) == doctest::Approx(3.0 * value(at::mse_loss(box, box_truth)) * 4).epsilon(1e-6));
+}
+
+TEST_CASE("loss configuration and input errors") {
+  LoadedPlugin& p = plugin("basic_losses");
+  const tp_loss_v1_t& t = p.table<tp_loss_v1_t>("org.torchhost.weighted_sum", TP_IFACE_LOSS_V1);
+  FakeConfig cfg;
+  fill_defaults(cfg, p.descriptor("org.torchhost.weighted_sum"));
+  cfg.values["weights"] = std::vector<double>{1.0};
+  void* self = nullptr;
+  CHECK(t.create(&p.host.host, &cfg.view, &self) == TP_ERR_CONFIG);
+  CHECK(p.host.last_error.find("equal length") != std::string::npos);
+  cfg.values["weights"] = std::vector<double>{1.0, 1.0};
+  cfg.values["losses"] = std::vector<std::string>{"cross_entropy", "hinge"};
+  CHECK(t.create(&p.host.host, &cfg.view, &self) == TP_ERR_CONFIG);
+  CHECK(p.host.last_error.find("'hinge'") != std::string::npos);
+  CHECK(self == nullptr);
+  t.destroy(nullptr);
+
+  Loss ce("org.torchhost.cross_entropy");
+  Fields out{{"logits", at::randn({4, 3})}};
+  Fields no_label{{"labels", at::zeros({4}, at::kLong)}};
+  tp_tensor sum = nullptr, count = nullptr;
+  CHECK(ce.t->forward(ce.self, out.view(), out.size(), no_label.view(), no_label.size(), &sum, &count) ==
+        TP_ERR_INVALID_ARGUMENT);
+  CHECK(p.host.last_error.find("no target named 'label'") != std::string::npos);
+  CHECK(sum == nullptr);
+
+  Loss mse("org.torchhost.mse");
+  Fields box{{"bbox", at::zeros({4, 4})}};
+  Fields short_box{{"bbox", at::zeros({4, 2})}};
+  CHECK(mse.t->forward(mse.self, box.view(), box.size(), short_box.view(), short_box.size(), &sum, &count) ==
+        TP_ERR_INVALID_ARGUMENT);
+  CHECK(p.host.last_error.find("[4, 2]") != std::string::npos);  // no silent broadcasting
+}
+
+}  // namespace

@@ -1,0 +1,92 @@
+// Test support for the model zoo tests: one model instance of a zoo plugin driven through its C
+// ABI (tp::test::plugin loads build/plugins/<library>.so), and the project venv's Python.
+//
+// Include this first: LibTorch must come before doctest (plugin_harness.h says why).
+#pragma once
+
+#include "support/autograd_graph.h"
+#include "support/plugin_harness.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "integration/host_runner.h"
+
+namespace tp::test {
+
+/// A model created from `config` (the caller gives every key; see with_defaults), after
+/// at::manual_seed(seed). Creation failures are REQUIREd unless `expect_ok` is false, in which
+/// case `status` holds the code and `error()` the message.
+struct ZooModel {
+  LoadedPlugin& p;
+  const tp_model_v1_t* t = nullptr;
+  void* self = nullptr;
+  tp_status status = TP_OK;
+
+  ZooModel(const char* library, const char* id, const std::map<std::string, FakeConfig::Value>& config,
+           uint64_t seed = 1, bool expect_ok = true)
+      : p(plugin(library)) {
+    t = &p.table<tp_model_v1_t>(id, TP_IFACE_MODEL_V1);
+    FakeConfig cfg;
+    cfg.values = config;
+    at::manual_seed(seed);
+    status = t->create(&p.host.host, &cfg.view, &self);
+    if (expect_ok) REQUIRE_MESSAGE(status == TP_OK, p.host.last_error);
+  }
+  ~ZooModel() { t->destroy(self); }
+  ZooModel(const ZooModel&) = delete;
+  ZooModel& operator=(const ZooModel&) = delete;
+
+  const std::string& error() const { return p.host.last_error; }
+
+  /// Every output by name; REQUIREs success.
+  std::map<std::string, at::Tensor> forward(Fields& inputs) {
+    std::map<std::string, at::Tensor> result;
+    REQUIRE_MESSAGE(try_forward(inputs, result) == TP_OK, p.host.last_error);
+    return result;
+  }
+  /// forward's status; outputs into `result`.
+  tp_status try_forward(Fields& inputs, std::map<std::string, at::Tensor>& result) {
+    tp_named_tensor_t out[8];
+    uint32_t n = 0;
+    const tp_status s = t->forward(self, inputs.view(), inputs.size(), out, 8, &n);
+    for (uint32_t i = 0; i < n; ++i) result[out[i].name] = adopt(p, out[i].tensor);
+    return s;
+  }
+  void train(bool on) { REQUIRE_MESSAGE(t->set_training(self, on) == TP_OK, p.host.last_error); }
+  std::vector<StateEntry> state() { return visit_all(t->visit_state, self); }
+  /// Parameters (not buffers) summed.
+  int64_t parameter_count() {
+    int64_t n = 0;
+    for (const auto& e : state())
+      if (!e.is_buffer) n += tensor_of(e.handle).numel();
+    return n;
+  }
+  at::Tensor named(const std::string& name) {
+    for (const auto& e : state())
+      if (e.name == name) return tensor_of(e.handle);
+    FAIL("no state entry " << name);
+    throw;  // unreachable: FAIL throws
+  }
+};
+
+/// Runs `TP_TEST_PYTHON <script> <args>` from the source directory; REQUIREs exit 0 and returns
+/// its output.
+inline std::string run_python(const std::string& script, const std::string& args) {
+  REQUIRE_MESSAGE(std::filesystem::exists(TP_TEST_PYTHON), "the oracle needs the project venv: " << TP_TEST_PYTHON);
+  const HostRun run = run_shell(std::string("'") + TP_TEST_PYTHON + "' " + script + " " + args);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  return run.output;
+}
+
+/// max |a - b| / max(max |b|, 1e-12): the relative size of the largest difference.
+inline double relative_difference(const at::Tensor& a, const at::Tensor& b) {
+  const double scale = std::max(b.abs().max().item<double>(), 1e-12);
+  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>() / scale;
+}
+
+}  // namespace tp::test
