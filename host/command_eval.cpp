@@ -40,7 +40,7 @@ int run_eval(const Options& options) {
   const auto out = session->run_dir / ("eval_" + path.stem().string() + ".json");
   write_file_atomically(out, json);
   std::printf("written to %s\n", out.c_str());
-  return 0;
+  return kExitOk;
 }
 
 }  // namespace tp::cli

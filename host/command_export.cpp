@@ -20,7 +20,7 @@ int run_export(const Options& options) {
   write_safetensors(options.output, checkpoint.model, metadata);
   std::printf("exported %zu tensors from %s to %s\n", checkpoint.model.size(), options.checkpoint.c_str(),
               options.output.c_str());
-  return 0;
+  return kExitOk;
 }
 
 }  // namespace tp::cli

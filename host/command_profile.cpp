@@ -111,7 +111,7 @@ int run_profile(const Options& options) {
   if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
   write_file_atomically(out, profile_json(profile));
   std::printf("\nwritten to %s\n", out.c_str());
-  return 0;
+  return kExitOk;
 }
 
 }  // namespace tp::cli

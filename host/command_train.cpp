@@ -96,7 +96,7 @@ int run_train(const Options& options) {
            (summary.skipped_steps > 0 ? "; " + std::to_string(summary.skipped_steps) +
                                             " steps skipped for a non-finite loss" : ""));
   if (summary.stopped_early && !summary.stop_reason.empty()) log.info(summary.stop_reason);
-  if (!rank0 || config.train.fast_dev_run) return 0;
+  if (!rank0 || config.train.fast_dev_run) return kExitOk;
   const auto dir = session->run_dir.string();
   std::printf(
       "\nOutputs in %s/\n  config.toml, runtime.toml  resolved configuration, effective runtime settings\n"
@@ -105,7 +105,7 @@ int run_train(const Options& options) {
       "  plots/*.png               loss, metrics, lr, step time (`host plot %s` redraws)\n"
       "  checkpoints/              last.pt (resume point), best.pt (best %s), best.tsv\n",
       dir.c_str(), dir.c_str(), config.checkpoint.monitor.c_str());
-  return 0;
+  return kExitOk;
 }
 
 }  // namespace tp::cli

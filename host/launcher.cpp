@@ -92,8 +92,8 @@ std::string describe(int status) {
 
 int exit_code_of(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 1;
+  if (WIFSIGNALED(status)) return exit_code_for_signal(WTERMSIG(status));
+  return kExitRuntime;
 }
 
 pid_t spawn(const LaunchOptions& o, int local_rank, int port, const std::string& addr, Rank& r) {
@@ -133,13 +133,13 @@ pid_t spawn(const LaunchOptions& o, int local_rank, int port, const std::string&
     // Own process group: a terminal's Ctrl-C reaches the launcher once, which forwards it once.
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGTERM); // the launcher killed -9 must not leave ranks behind
-    if (::getppid() != parent) ::_exit(1);
+    if (::getppid() != parent) ::_exit(kExitRuntime);
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
     ::dup2(out[1], STDOUT_FILENO);
     ::dup2(err[1], STDERR_FILENO);
     ::execve("/proc/self/exe", argv.data(), envp.data());
-    ::_exit(127);
+    ::_exit(kExitLaunchFailed);
   }
   ::close(out[1]);
   ::close(err[1]);
@@ -267,7 +267,7 @@ int run_launcher(const LaunchOptions& o) {
     for (auto& r : ranks) all_done &= r.done, pipes_open |= r.out >= 0 || r.err >= 0;
     if (all_done && !pipes_open) break;
   }
-  if (failed < 0) return 0;
+  if (failed < 0) return kExitOk;
   if (forwarded == 0)
     std::fprintf(stderr, "host: training failed: rank %d %s (its own output above says why)\n", failed,
                  describe(failed_status).c_str());

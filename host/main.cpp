@@ -1,6 +1,6 @@
-// `host`: parse the command line, run the subcommand, map failures to exit codes
-// (0 ok, 1 runtime, 2 usage/config, 3 plugin load/ABI, 4 damaged checkpoint, 5 plugin crash). With --nproc-per-node this process is
-// the launcher: it starts the ranks (each a `host` without the launcher flags) and waits.
+// `host`: parse the command line, run the subcommand, map failures to exit codes (tp::ExitCode in
+// tp/framework/error.h, the one table). With --nproc-per-node this process is the launcher: it
+// starts the ranks (each a `host` without the launcher flags) and waits.
 #include <csignal>
 #include <cstdio>
 #include <exception>

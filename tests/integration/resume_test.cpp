@@ -95,7 +95,7 @@ TEST_CASE("--resume auto without a checkpoint starts fresh; a damaged checkpoint
   std::ofstream(bad, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
   const auto refused = tp::test::run_host(kArgs + "--output-dir '" + dir.string() + "' --resume '" + bad.string() + "'");
   INFO(refused.output);
-  CHECK(refused.exit_code == 4); // tp::kExitCheckpoint
+  CHECK(refused.exit_code == tp::kExitCheckpoint);
   CHECK(refused.output.find("truncated.pt") != std::string::npos);
   CHECK(refused.output.find("damaged") != std::string::npos);
 }

@@ -7,14 +7,23 @@
 
 namespace tp {
 
-/// Process exit codes of `host`.
+/// Process exit codes of `host`: the only definition. README.md ("Exit codes") and
+/// docs/architecture.md list the same table; scripts and schedulers branch on these values, so
+/// a value never changes meaning.
 enum ExitCode : int {
-  kExitOk = 0,
-  kExitRuntime = 1,      ///< a runtime failure (I/O, NaN loss policy "stop", a plugin call failing)
-  kExitConfig = 2,       ///< usage or configuration error
-  kExitPlugin = 3,       ///< a plugin could not be loaded (ABI, fingerprint, init, schema)
-  kExitInterrupted = 130 ///< SIGINT/SIGTERM: saved and stopped (143 for SIGTERM)
+  kExitOk = 0,             ///< success (also `--help`)
+  kExitRuntime = 1,        ///< a runtime failure: I/O, a full disk, a plugin call failing, a non-finite loss
+  kExitConfig = 2,         ///< a usage or configuration error (ConfigError; the message names the key)
+  kExitPlugin = 3,         ///< a plugin could not be loaded: ABI, fingerprint, init, schema (PluginLoadError)
+  kExitCheckpoint = 4,     ///< a checkpoint is missing, unreadable, truncated or damaged (CheckpointError)
+  kExitPluginCrash = 5,    ///< a plugin crashed the process: a fatal signal inside a plugin call (plugin_crash.h)
+  kExitLaunchFailed = 127, ///< the launcher could not start a rank (exec failed; the shell's convention)
+  kExitSignalBase = 128    ///< stopped by signal N: 128 + N (130 SIGINT / 143 SIGTERM after saving)
 };
+
+/// The exit code for "stopped by signal `signal_number`": kExitSignalBase + signal_number, as a
+/// shell reports a process killed by that signal (130 for SIGINT, 143 for SIGTERM).
+constexpr int exit_code_for_signal(int signal_number) { return kExitSignalBase + signal_number; }
 
 /// Base of every torchhost error. The message is one paragraph: what, where, what to do.
 class Error : public std::runtime_error {

@@ -24,10 +24,6 @@
 
 namespace tp {
 
-/// `host`'s exit code for a checkpoint that cannot be used (beside tp::ExitCode in error.h, kept
-/// here so that adding it did not rebuild every file including error.h).
-inline constexpr int kExitCheckpoint = 4;
-
 /// A checkpoint that cannot be used: missing, unreadable, truncated, damaged (checksum mismatch)
 /// or not a torchhost checkpoint. The message names the file. `host` exits with 4.
 class CheckpointError : public Error {

@@ -12,11 +12,11 @@ void install_stop_signal_handlers();
 /// The first stop signal received (SIGINT or SIGTERM), or 0. Async-signal-safe to set, cheap to read.
 int pending_stop_signal();
 
-/// Thrown after the interrupted run saved its checkpoint; exits with 128 + signal.
+/// Thrown after the interrupted run saved its checkpoint; exits with exit_code_for_signal(signal).
 class Interrupted : public Error {
  public:
   explicit Interrupted(int signal_number, const std::string& message) : Error(message), signal_(signal_number) {}
-  int exit_code() const noexcept override { return 128 + signal_; }
+  int exit_code() const noexcept override { return exit_code_for_signal(signal_); }
 
  private:
   int signal_;

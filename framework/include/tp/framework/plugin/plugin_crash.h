@@ -17,10 +17,9 @@
 
 #include <cstdint>
 
-namespace tp {
+#include "tp/framework/error.h"  // kExitPluginCrash
 
-/// `host`'s exit code after a plugin crashed the process.
-inline constexpr int kExitPluginCrash = 5;
+namespace tp {
 
 /// Marks the calling thread as inside `function` of plugin component `component_id` (for a
 /// dataset: `index` is the sample, else pass UINT64_MAX) until destruction. Both strings are
