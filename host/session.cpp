@@ -38,7 +38,7 @@ std::unique_ptr<Session> open_session(const Options& options) {
   if (!options.config.empty() && session->place.distributed()) {
     RunConfig& config = session->config;
     // run.threads = 0 shares this node's cores among its ranks; N ranks each taking all cores
-    // oversubscribe them (platform notes: 5x slower).
+    // oversubscribe them (ARCH-17: measured 5x slower).
     if (config.run.threads == 0) {
       const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
       const int share = cores / std::max(1, session->place.local_world_size) - static_cast<int>(config.data.num_workers);

@@ -4,7 +4,7 @@
  *
  * These numbers ARE the ABI: plugins compiled against 1.0 hard-code them. Changing any of them,
  * by inserting, removing, reordering or retyping a member, breaks every ABI 1 plugin in the field.
- * Grow a struct only at its end (ABI-4); then add the member's offset here (marked with the minor
+ * Grow a struct only at its end (ARCH-5); then add the member's offset here (marked with the minor
  * that added it), update its size, and add a TP_ABI_V1_GROWN row with the size it had before;
  * never edit an existing offset. A failing assertion here means the change must not ship as ABI 1. */
 #ifndef TP_TESTS_ABI_V1_LAYOUT_H

@@ -1,5 +1,5 @@
 // The released ABI 1 layout, checked by the C++ compiler (c_layout_check.c checks it in C), and
-// ABI-3's promise that every extensible struct starts with its uint32_t struct_size.
+// PLG-2's promise that every extensible struct starts with its uint32_t struct_size.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -46,7 +46,7 @@ namespace {
   static_assert(std::is_standard_layout_v<T> && std::is_trivially_copyable_v<T>, #T " is not plain C data");
 TP_ABI_V1_SIZES(TP_CXX_CHECK_PLAIN)
 
-/// ABI-3 for one struct: struct_size is a uint32_t at offset 0, so a reader that knows nothing of
+/// PLG-2 for one struct: struct_size is a uint32_t at offset 0, so a reader that knows nothing of
 /// the struct's version can read it, and a producer that sets it to sizeof is read back exactly.
 template <typename T>
 void check_struct_size_first(const char* name) {
@@ -60,7 +60,7 @@ void check_struct_size_first(const char* name) {
   CHECK(first == sizeof(T));
 }
 
-TEST_CASE("struct_size is the first member of every extensible ABI struct (ABI-3)") {
+TEST_CASE("struct_size is the first member of every extensible ABI struct (PLG-2)") {
 #define TP_CHECK_FIRST(T) check_struct_size_first<T>(#T)
   TP_CHECK_FIRST(tp_host_t);
   TP_CHECK_FIRST(tp_dist_v1_t);
@@ -83,7 +83,7 @@ TEST_CASE("struct_size is the first member of every extensible ABI struct (ABI-3
   // allocates at its own sizeof. Their sizes are pinned above.
 }
 
-TEST_CASE("a table written by an older minor reads its appended members as absent (ABI-3, ABI-4)") {
+TEST_CASE("a table written by an older minor reads its appended members as absent (PLG-2, ARCH-5)") {
   // What a host does with a 1.0 plugin's model table: copy min(struct_size, sizeof) into a zeroed
   // table. The 1.0 plugin's memory after its table is someone else's; here it is a non-NULL
   // pointer that must not leak into the copy.
@@ -126,7 +126,7 @@ TEST_CASE("the layout table pins every struct the ABI headers define") {
 }
 
 TEST_CASE("interface and service ids are the released strings") {
-  // Lookups are by string (ABI-5); a renamed id is a missing interface for every old plugin.
+  // Lookups are by string (ARCH-5); a renamed id is a missing interface for every old plugin.
   CHECK(std::strcmp(TP_IFACE_DATASET_V1, "tp.dataset/1") == 0);
   CHECK(std::strcmp(TP_IFACE_CALLBACK_V1, "tp.callback/1") == 0);
   CHECK(std::strcmp(TP_IFACE_MODEL_V1, "tp.model/1") == 0);

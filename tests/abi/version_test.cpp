@@ -1,4 +1,4 @@
-// The negotiation rule of ABI-2, tp_abi_is_compatible, as compiled by C++ and by C (plugins in
+// The negotiation rule of PLG-3, tp_abi_is_compatible, as compiled by C++ and by C (plugins in
 // either language call the same static inline function from version.h).
 #include "tp/version.h"
 
@@ -15,7 +15,7 @@ bool compatible(tp_version_t host, tp_version_t plugin) {
   return cxx;
 }
 
-TEST_CASE("tp_abi_is_compatible: equal major, plugin minor not newer, patch ignored (ABI-2)") {
+TEST_CASE("tp_abi_is_compatible: equal major, plugin minor not newer, patch ignored (PLG-3)") {
   const tp_version_t host{1, 3, 0};
   SUBCASE("equal") { CHECK(compatible(host, {1, 3, 0})); }
   SUBCASE("older plugin minor") {

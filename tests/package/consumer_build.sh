@@ -13,7 +13,7 @@ cmake -S "$work/consumer" -B "$work/consumer-build" -G Ninja -DCMAKE_PREFIX_PATH
 cmake --build "$work/consumer-build"
 plugin="$work/consumer-build/template_callback.so"
 test -f "$plugin" || { echo "expected $plugin"; exit 1; }
-# Exactly one exported symbol: tp_entry (ABI-1, enforced by the version script).
+# Exactly one exported symbol: tp_entry (PLG-1, enforced by the version script).
 exports=$(nm -D --defined-only "$plugin" | awk '{print $3}' | grep -v '^$' | sort -u)
 [ "$exports" = "tp_entry" ] || { echo "unexpected exports: $exports"; exit 1; }
 "$build/bin/host" plugins check "$plugin"

@@ -7,7 +7,7 @@ namespace {
 
 const ConfigView& self_of(const void* self) { return *static_cast<const ConfigView*>(self); }
 
-// ABI-6: nothing may unwind into the plugin. Building a message can throw (std::bad_alloc), and so
+// ARCH-3: nothing may unwind into the plugin. Building a message can throw (std::bad_alloc), and so
 // can the failure sink; either becomes TP_ERR_INTERNAL.
 template <typename Body>
 tp_status guarded(Body&& body) noexcept {

@@ -259,7 +259,7 @@ std::vector<KeySpec> plugin_schema(const tp_config_key_t* keys, uint32_t count,
                           " config keys but a NULL key array. The plugin must fix its "
                           "descriptor (rule PLG-6); until then it cannot be loaded.");
   }
-  // ABI-3: entries are read with the producer's stride into a zeroed copy, so a plugin built
+  // PLG-2: entries are read with the producer's stride into a zeroed copy, so a plugin built
   // against a longer tp_config_key_t still works; fields past `default_value` are optional.
   const std::size_t stride = keys[0].struct_size;
   const std::size_t minimum = offsetof(tp_config_key_t, default_value) + sizeof(const char*);

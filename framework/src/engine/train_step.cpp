@@ -1,5 +1,5 @@
 // The hot path: one training epoch, one micro-batch, one optimizer step. Kept apart from the
-// rest of the trainer so the step reads top to bottom in numbered phases (house style 1.7).
+// rest of the trainer so the step reads top to bottom in numbered phases (ARCH-15).
 #include <ATen/ATen.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/optimizer.h>
@@ -230,7 +230,7 @@ void Trainer::optimizer_step() {
     at::_foreach_mul_(grads, correction.to(grads.front().scalar_type()));
   else if (config_.train.grad_accum_steps > 1 && !grads.empty())
     at::_foreach_mul_(grads, (window_estimate_ / window_items_).to(grads.front().scalar_type()));
-  // 4b. Clip once, after unscaling, right before the step (lessons-from-peers 3).
+  // 4b. Clip once, after unscaling, right before the step (ARCH-9).
   if (config_.train.max_grad_norm > 0 || config_.train.clip_value > 0) {
     scaler_.unscale(*optim_.optimizer);
     if (config_.train.max_grad_norm > 0)

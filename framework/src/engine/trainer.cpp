@@ -135,7 +135,7 @@ void Trainer::init_schedule() {
   o.cooldown = s.cooldown;
   o.eps = s.eps;
   // Time is optimizer steps: a window of grad_accum_steps micro-batches is one step, and the
-  // epoch's short last window counts too (lessons-from-peers 5).
+  // epoch's short last window counts too (ARCH-10).
   const int64_t total = total_optimizer_steps(epochs_, train_batches_, config_.train.grad_accum_steps);
   scheduler_ = make_scheduler(o, *optim_.optimizer, total);
   log_.info("schedule " + s.name + " over " + std::to_string(total) + " optimizer steps; precision " +

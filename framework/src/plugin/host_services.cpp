@@ -10,7 +10,7 @@
 namespace tp {
 namespace {
 
-// The ABI says fail() stores the message per thread (ABI-7): plugins call it from loader
+// The ABI says fail() stores the message per thread (PLG-7): plugins call it from loader
 // workers and the main thread at once. One string per thread, reused, so no allocation churn.
 thread_local std::string t_last_error;
 

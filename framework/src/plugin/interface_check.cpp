@@ -19,7 +19,7 @@ namespace {
 using Required = std::initializer_list<std::pair<const char*, bool>>;
 
 // `min_size` is the size of the ABI 1.0 table up to its last required member. Tables of any later
-// minor are larger and pass; members appended after 1.0 are optional (ABI-4), so they are not in
+// minor are larger and pass; members appended after 1.0 are optional (ARCH-5), so they are not in
 // `required`, and proxies read them through sized_copy, which leaves those a 1.0 plugin lacks
 // NULL (tp_model_v1_t: 56 bytes in 1.0, 64 since 1.1 with set_activation_checkpointing).
 void check(const ComponentInfo& info, const std::string& file, std::size_t min_size, Required required) {

@@ -1,4 +1,4 @@
-// Registration-time checks of a component's interface table (house style 1.6: required callbacks
+// Registration-time checks of a component's interface table (ARCH-4: required functions
 // are checked once, when the plugin loads, not on every call).
 #pragma once
 

@@ -120,7 +120,7 @@ std::vector<CheckLine> check_library(const std::shared_ptr<PluginLibrary>& libra
         }
         default: break;
       }
-      destroy_of(info)(nullptr); // ABI-8: every destroy accepts NULL
+      destroy_of(info)(nullptr); // PLG-12: every destroy accepts NULL
       lines.push_back({info.id, true, what + "; destroy(NULL) safe"});
     } catch (const std::exception& e) {
       lines.push_back({info.id, false, e.what()});

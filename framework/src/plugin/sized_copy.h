@@ -1,4 +1,4 @@
-// ABI-3: a struct that crosses the boundary starts with uint32_t struct_size, and the reader copies
+// PLG-2: a struct that crosses the boundary starts with uint32_t struct_size, and the reader copies
 // min(struct_size, sizeof) bytes into a zeroed local, so members the producer did not know about
 // read as zero/NULL and members the reader does not know about are ignored.
 #pragma once
@@ -18,7 +18,7 @@ inline uint32_t struct_size_of(const void* source) {
 }
 
 /// True when a producer that wrote `struct_size` bytes included the member at [offset, offset +
-/// member_size) (ABI-3). A member it did not include reads as zero in sized_copy(); this tells
+/// member_size) (PLG-2). A member it did not include reads as zero in sized_copy(); this tells
 /// "built before the member existed" from "left it NULL" for messages.
 inline bool has_member(uint32_t struct_size, std::size_t offset, std::size_t member_size) {
   return offset + member_size <= struct_size;

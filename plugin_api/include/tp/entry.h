@@ -1,15 +1,15 @@
 /* torchhost plugin ABI: the one symbol a plugin library exports, and its descriptors.
  *
- * A plugin library (`<name>.so`) exports exactly one data symbol, `tp_entry` (ABI-1); a version
+ * A plugin library (`<name>.so`) exports exactly one data symbol, `tp_entry` (PLG-1); a version
  * script hides everything else. Lifecycle, in the order the host drives it:
  *   1. dlopen with RTLD_NOW | RTLD_LOCAL; resolve `tp_entry`.
- *   2. Negotiate: refuse unless tp_abi_is_compatible(host ABI, tp_entry.abi) (ABI-2).
+ *   2. Negotiate: refuse unless tp_abi_is_compatible(host ABI, tp_entry.abi) (PLG-3).
  *   3. Tier T components: compare `tp_entry.build` with the host's LibTorch fingerprint.
  *   4. init(host). On failure nothing else is called and the library is unloaded.
  *   5. Enumerate descriptors; look up interface tables by (component id, interface id).
  *   6. Create / use / destroy components (see tp/iface/).
  *   7. deinit(), once every object the library created is destroyed and every DLPack deleter
- *      it handed out has run (ABI-13); then dlclose.
+ *      it handed out has run (PLG-13); then dlclose.
  *
  * Rationale: a data symbol (not a function) lets the host read the ABI version before running any
  * plugin code, so a plugin built for another ABI is refused without executing it. */

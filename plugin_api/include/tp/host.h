@@ -3,7 +3,7 @@
  * The host passes a `const tp_host_t *` to `tp_entry.init()` and to every `create()`. It stays
  * valid until `deinit()` returns. Plugins keep the pointer; they never copy the struct.
  *
- * Error protocol (ABI-7): a failing plugin function calls `host->fail(host, code, message)` and
+ * Error protocol (PLG-7): a failing plugin function calls `host->fail(host, code, message)` and
  * returns the code it got back. The host copies the message into storage owned by the calling
  * thread, so the plugin may pass a stack buffer. Plugins never return allocated strings. */
 #ifndef TP_HOST_H
@@ -25,7 +25,7 @@ typedef struct tp_tensor_opaque *tp_tensor;
 #define TP_SERVICE_DIST_V1 "tp.dist/1"
 
 /** "tp.dist/1": the process's place in a distributed run. Read-only; plugins never create
- *  process groups (ABI-12). Values are fixed for the life of the process. */
+ *  process groups (ARCH-6). Values are fixed for the life of the process. */
 typedef struct tp_dist_v1_t {
   uint32_t struct_size;
   int32_t rank;             /* global rank, 0 when not distributed */

@@ -2,7 +2,7 @@
 //
 // Why: Debian's OpenCV parallelises with TBB, LibTorch with OpenMP. The host already runs one
 // loader worker per sample batch; if cv::resize also fanned out to every core inside each worker,
-// two thread pools would fight over the same cores (platform notes). cv::setNumThreads is
+// two thread pools would fight over the same cores (ARCH-17). cv::setNumThreads is
 // process-wide with the TBB backend (not per thread), so it is set to 1 when the first instance
 // is created and the previous value is restored when the last one is destroyed. Cost: a single
 // large resize no longer uses several cores, which only matters with data.num_workers = 0.

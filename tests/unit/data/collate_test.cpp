@@ -1,5 +1,5 @@
 // collate(): stacking, field checks with useful messages, release of sample buffers.
-// LibTorch headers come before doctest (platform notes: glog's CHECK).
+// LibTorch headers come before doctest (a glog CHECK would replace doctest's).
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/equal.h>

@@ -49,7 +49,7 @@ TEST_CASE("`host plugins check` reports the good callback healthy") {
   CHECK_MESSAGE(contains(lines[0].what, "destroy(NULL) safe"), lines[0].what);
 }
 
-TEST_CASE("exceptions inside TP_GUARD come back as statuses with the exception text (ABI-6, ABI-7)") {
+TEST_CASE("exceptions inside TP_GUARD come back as statuses with the exception text (PLG-7)") {
   TestHost host;
   const auto library = PluginLibrary::load(fixture("throws"), host.services);
   REQUIRE(library->components().size() == 1);
@@ -86,7 +86,7 @@ TEST_CASE("exceptions inside TP_GUARD come back as statuses with the exception t
   CHECK(worker_error == "throws: get_sample exploded");
   CHECK(HostServices::take_last_error().empty());
 
-  table.destroy(nullptr); // ABI-8: accepts NULL
+  table.destroy(nullptr); // PLG-12: accepts NULL
 }
 
 TEST_CASE("the host turns a thrown-and-guarded create into a PluginError naming the component") {

@@ -16,12 +16,12 @@ void check_names(const std::string& message, const std::filesystem::path& file,
   for (const std::string& reason : reasons) CHECK_MESSAGE(contains(message, reason), "'" << reason << "' in: " << message);
 }
 
-TEST_CASE("a plugin built for another ABI major is refused before it runs (ABI-2)") {
+TEST_CASE("a plugin built for another ABI major is refused before it runs (PLG-3)") {
   const std::string this_host = "implements ABI " + std::to_string(TP_ABI_MAJOR) + "." + std::to_string(TP_ABI_MINOR);
   check_names(library_refusal("abi_major"), fixture("abi_major"), {"ABI 2.0", "major", this_host});
 }
 
-TEST_CASE("a plugin built for a newer ABI minor is refused (ABI-2)") {
+TEST_CASE("a plugin built for a newer ABI minor is refused (PLG-3)") {
   check_names(library_refusal("abi_minor"), fixture("abi_minor"), {"ABI 1.99", "newer"});
 }
 
@@ -29,11 +29,11 @@ TEST_CASE("a library without tp_entry is not a plugin") {
   check_names(library_refusal("no_entry"), fixture("no_entry"), {"tp_entry", "not a torchhost plugin"});
 }
 
-TEST_CASE("a tp_entry whose struct_size is too small is refused (ABI-3)") {
+TEST_CASE("a tp_entry whose struct_size is too small is refused (PLG-2)") {
   check_names(library_refusal("small_struct"), fixture("small_struct"), {"struct_size", "32"});
 }
 
-TEST_CASE("a failing init() is refused with the plugin's own message (ABI-7)") {
+TEST_CASE("a failing init() is refused with the plugin's own message (PLG-7)") {
   check_names(library_refusal("init_fails"), fixture("init_fails"),
               {"init()", "TP_ERR_IO", "license file missing"});
 }

@@ -1,5 +1,5 @@
-// The plugin search path: its order (house style 1.7 step 4), which missing directories are
-// errors, and shadowing between levels.
+// The plugin search path: its order (docs/architecture.md, run step 4), which missing
+// directories are errors, and shadowing between levels.
 #include <unistd.h>
 
 #include "loader_test_util.h"

@@ -1,4 +1,4 @@
-// Errors inside the framework and host (house style 1.6). Internal code throws; host/main.cpp
+// Errors inside the framework and host (ARCH-2). Internal code throws; host/main.cpp
 // catches at the top and maps each type to a distinct exit code.
 #pragma once
 

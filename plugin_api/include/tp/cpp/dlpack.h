@@ -1,6 +1,6 @@
 // torchhost C++ helpers for Tier S plugin authors: owning DLPack tensors from std::vector.
 //
-// A dataset hands each field over as a DLManagedTensor whose deleter frees the buffer (ABI-9).
+// A dataset hands each field over as a DLManagedTensor whose deleter frees the buffer (PLG-9).
 // make_field() moves a std::vector into such a tensor: no copy, and the deleter (code in this
 // library) deletes it, so the host never frees plugin memory. Example:
 //   std::vector<float> pixels(3 * 32 * 32);

@@ -1,7 +1,7 @@
 // torchhost C++ helpers for plugin authors: TP_GUARD, which keeps exceptions off the C ABI.
 //
 // Every exported function of a C++ plugin wraps its body in TP_GUARD(host, { ... }). An exception
-// becomes a status code plus a message recorded through host->fail() (ABI-6, ABI-7):
+// becomes a status code plus a message recorded through host->fail() (PLG-7):
 // c10::Error -> TP_ERR_INTERNAL with what_without_backtrace() (Tier T only), std::bad_alloc ->
 // TP_ERR_OUT_OF_MEMORY, tp::cpp::Failure -> its own code, std::exception -> TP_ERR_INTERNAL,
 // anything else -> TP_ERR_INTERNAL with "unknown exception".

@@ -63,7 +63,7 @@ typedef struct tp_model_v1_t {
    *  the model's device, batch dimension first. Writes up to `capacity` outputs (names
    *  valid until destroy(), tensors new references released by the host; more outputs than
    *  `capacity` is an error, TP_ERR_INVALID_ARGUMENT) and their number. Grad mode
-   *  and autocast are already set by the host; never synchronize the device here (ABI-12). */
+   *  and autocast are already set by the host; never synchronize the device here (PLG-11). */
   tp_status (*forward)(void *self, const tp_named_tensor_t *inputs, uint32_t input_count,
                        tp_named_tensor_t *out_outputs, uint32_t capacity, uint32_t *out_count);
 

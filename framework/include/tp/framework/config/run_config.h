@@ -1,4 +1,4 @@
-// The typed, validated configuration of one run (house style 1.7 step 2).
+// The typed, validated configuration of one run (docs/architecture.md, run step 2).
 //
 // Every host key is declared exactly once, in the key schema (config/schema.h), with its type,
 // default and help; configs/reference.toml lists them all and a test keeps the two in step.

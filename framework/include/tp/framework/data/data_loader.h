@@ -6,7 +6,7 @@
 // thread. LibTorch's intra-op thread count is process-wide, so workers cannot lower it for
 // themselves; they do only per-sample work plus one stack per field (memory-bound; on LibTorch
 // 2.13 CPU, at::stack of 64 x [3,64,64] on 4 workers with 2 intra-op threads started no OpenMP
-// threads), and the trainer sets the intra-op count (platform notes: keep loader, OpenMP and
+// threads), and the trainer sets the intra-op count (ARCH-17: keep loader, OpenMP and
 // BLAS threads from oversubscribing the cores). A dataset using OpenCV sets cv threads itself.
 #pragma once
 

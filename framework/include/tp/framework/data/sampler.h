@@ -13,7 +13,7 @@ namespace tp {
 enum class SamplerTail {
   /// Repeat indices from the start of the permutation until every rank has ceil(n / world) samples
   /// (PyTorch's default, `drop_last=False`). Some samples are seen twice per epoch: fine for
-  /// training, wrong for evaluation metrics (lessons-from-peers #2).
+  /// training, wrong for evaluation metrics (ARCH-8).
   kPad,
   /// Drop the last n % world indices of the permutation so every rank has floor(n / world)
   /// samples (PyTorch `drop_last=True`). Which indices are dropped changes with the epoch when

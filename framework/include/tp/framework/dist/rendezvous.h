@@ -23,7 +23,7 @@ struct Rendezvous {
   std::string master_addr;  ///< host of the rendezvous store (rank 0's node)
   int master_port = 0;      ///< its TCP port
   /// torchrun's agent already serves the store on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE):
-  /// rank 0 must connect as a client instead of binding the port (platform notes).
+  /// rank 0 must connect as a client instead of binding the port ("address already in use").
   bool agent_store = false;
   std::string source = "none"; ///< "torchrun" (the variables above), "slurm" or "none"
 

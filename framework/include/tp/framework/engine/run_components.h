@@ -1,5 +1,5 @@
 // The plugin components of one run, created from the config in dependency order
-// (house style 1.7 step 5) and destroyed in reverse.
+// (docs/architecture.md, run step 5) and destroyed in reverse.
 #pragma once
 
 #include <memory>

@@ -1,4 +1,4 @@
-// Process-level settings the host owns (platform notes, "CPU speed"): the device, glibc malloc
+// Process-level settings the host owns (ARCH-17): the device, glibc malloc
 // thresholds and LibTorch's intra-op thread count. Applied once at start-up, explicitly, and
 // reported in train.log — never as hidden global side effects of a library call.
 #pragma once

@@ -1,6 +1,6 @@
-// The training loop (house style 1.7 steps 6-9): fit() runs epochs of optimizer steps, evaluates,
-// reports to history/progress/callbacks and writes checkpoints. Its header is its table of
-// contents (flashlight's Trainer.h).
+// The training loop (docs/architecture.md, run steps 6-9): fit() runs epochs of optimizer
+// steps, evaluates, reports to history/progress/callbacks and writes checkpoints. Its header
+// is its table of contents (flashlight's Trainer.h).
 //
 // Example:
 //   Trainer trainer(config, components, device, logger, run_dir);

@@ -1,4 +1,4 @@
-// Progress on stdout, rank 0 only (lessons-from-peers 11): one live bar redrawn in place when
+// Progress on stdout, rank 0 only (ARCH-14): one live bar redrawn in place when
 // stdout is a terminal; plain lines every `every_seconds` otherwise (CI, SLURM logs).
 //   epoch 3/10 [=========>          ] 120/188 loss 0.1234 lr 1.00e-03 | 45.2 it/s wait 12% ETA 0:02
 // `wait` is the share of the epoch's wall time so far that the training loop spent blocked on the

@@ -4,7 +4,7 @@
 // with gradient accumulation one step covers `grad_accum_steps` batches, and under DDP every
 // rank takes the same steps. `total_optimizer_steps()` turns epochs into that count, and a
 // OneCycle schedule that is stepped more often than that fails loudly instead of drifting
-// (lessons-from-peers item 5).
+// (ARCH-10).
 //
 // Each schedule reproduces its `torch.optim.lr_scheduler` counterpart value for value,
 // including the boundary quirks (docs/schedules.md lists them); the unit tests run PyTorch

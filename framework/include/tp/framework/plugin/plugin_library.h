@@ -3,7 +3,7 @@
 //
 // Lifetime: every object a library creates (component instances, tensors whose DLPack deleter is
 // plugin code) holds a std::shared_ptr<PluginLibrary>, so deinit() and dlclose run only after the
-// last of them is gone (ABI-13; platform notes: using plugin code after unload segfaults).
+// last of them is gone (PLG-13: using plugin code after unload segfaults).
 #pragma once
 
 #include <filesystem>

@@ -25,7 +25,7 @@
 
 namespace tp {
 
-/// The timed phases of one training step (house style 1.7: 2 Forward, 3 Backward, 4 Update).
+/// The timed phases of one training step (docs/architecture.md, "The training step").
 enum class StepPhase { kForward = 0, kBackward = 1, kOptimizer = 2 };
 
 class TrainingReport {

@@ -1,6 +1,6 @@
 // The run's log: timestamped lines to stderr and, on rank 0, to <run dir>/train.log.
 // Only rank 0 writes INFO and below; every rank writes errors, prefixed with its rank, so a
-// failure on rank 3 is never silent (house style 1.6).
+// failure on rank 3 is never silent (ARCH-2).
 #pragma once
 
 #include <filesystem>
