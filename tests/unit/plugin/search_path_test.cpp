@@ -1,4 +1,4 @@
-// The plugin search path: its order (docs/architecture.md, run step 4), which missing
+// The plugin search path: its order (docs/architecture.md, run step 3), which missing
 // directories are errors, and shadowing between levels.
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
 // The plugin registry: finds plugin libraries on the search path, loads them, and maps component
-// ids to their library and descriptor (docs/architecture.md, run step 4).
+// ids to their library and descriptor (docs/architecture.md, run step 3).
 //
 // Search path, highest precedence first: --plugin-dir (repeatable), [plugins] dirs in the config,
 // TORCHHOST_PLUGIN_PATH (colon-separated), the built-in directory next to the executable. Every
