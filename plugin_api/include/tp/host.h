@@ -25,7 +25,7 @@ typedef struct tp_tensor_opaque *tp_tensor;
 #define TP_SERVICE_DIST_V1 "tp.dist/1"
 
 /** "tp.dist/1": the process's place in a distributed run. Read-only; plugins never create
- *  process groups (ARCH-6). Values are fixed for the life of the process. */
+ *  process groups: the host owns them. Values are fixed for the life of the process. */
 typedef struct tp_dist_v1_t {
   uint32_t struct_size;
   int32_t rank;             /* global rank, 0 when not distributed */

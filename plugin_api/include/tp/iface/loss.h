@@ -2,7 +2,7 @@
  *
  * A loss returns the SUM of its per-item losses and the number of items it summed over. The host
  * adds sums and counts over the whole gradient-accumulation window (and across ranks) and divides
- * once, so the loss of a window is exact whatever the micro-batch sizes (ARCH-7).
+ * once, so the loss of a window is exact whatever the micro-batch sizes.
  * What an item is belongs to the loss: a sample for classification, a token for language models,
  * a valid pixel for masked losses. */
 #ifndef TP_IFACE_LOSS_H

@@ -1,7 +1,7 @@
 /* torchhost plugin ABI, Tier T: metrics ("tp.metric/1").
  *
  * A metric accumulates state tensors on the device where the predictions live (no `.item()` per
- * batch, ARCH-11) and computes its values from the accumulated state, never as a mean
+ * batch, PLG-11) and computes its values from the accumulated state, never as a mean
  * of per-batch values. Every state tensor must combine across ranks by elementwise SUM (counts,
  * sums, confusion matrices): the host all-reduces them before compute(), which makes a 2-rank
  * evaluation equal the 1-rank evaluation exactly.
