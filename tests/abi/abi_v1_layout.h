@@ -177,4 +177,33 @@
   X(TP_DTYPE_INT64, 5) X(TP_DTYPE_INT32, 6) X(TP_DTYPE_UINT8, 7) X(TP_DTYPE_BOOL, 8)              \
   X(TP_DEVICE_CPU, 1) X(TP_DEVICE_CUDA, 2)
 
+/* The DLPack types datasets hand over (tp/dlpack.h, pinned; tp_field_t carries a DLManagedTensor*).
+ * Checked like our own structs, and by dlpack_order_*.cpp in translation units where LibTorch's
+ * <ATen/dlpack.h> came first: whichever copy defines them, these are the bytes the ABI means. */
+#define TP_ABI_V1_DLPACK_SIZES(X) \
+  X(DLDevice, 8, 4)               \
+  X(DLDataType, 4, 2)             \
+  X(DLTensor, 48, 8)              \
+  X(DLManagedTensor, 64, 8)
+
+#define TP_ABI_V1_DLPACK_OFFSETS(X)    \
+  X(DLDevice, device_type, 0)          \
+  X(DLDevice, device_id, 4)            \
+  X(DLDataType, code, 0)               \
+  X(DLDataType, bits, 1)               \
+  X(DLDataType, lanes, 2)              \
+  X(DLTensor, data, 0)                 \
+  X(DLTensor, device, 8)               \
+  X(DLTensor, ndim, 16)                \
+  X(DLTensor, dtype, 20)               \
+  X(DLTensor, shape, 24)               \
+  X(DLTensor, strides, 32)             \
+  X(DLTensor, byte_offset, 40)         \
+  X(DLManagedTensor, dl_tensor, 0)     \
+  X(DLManagedTensor, manager_ctx, 48)  \
+  X(DLManagedTensor, deleter, 56)
+
+#define TP_ABI_V1_DLPACK_CONSTANTS(X)                                                  \
+  X(kDLCPU, 1) X(kDLInt, 0) X(kDLUInt, 1) X(kDLFloat, 2) X(kDLOpaqueHandle, 3) X(kDLBfloat, 4)
+
 #endif /* TP_TESTS_ABI_V1_LAYOUT_H */

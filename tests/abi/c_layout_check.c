@@ -21,6 +21,8 @@
   _Static_assert(offsetof(T, member) == (offset), "C: offset of " #T "." #member " changed; ABI 1 broken");
 TP_ABI_V1_SIZES(TP_C_CHECK_SIZE)
 TP_ABI_V1_OFFSETS(TP_C_CHECK_OFFSET)
+TP_ABI_V1_DLPACK_SIZES(TP_C_CHECK_SIZE)
+TP_ABI_V1_DLPACK_OFFSETS(TP_C_CHECK_OFFSET)
 #define TP_C_CHECK_GROWN(T, minor, size, first_new) \
   _Static_assert(offsetof(T, first_new) == (size) && sizeof(T) > (size), "C: " #T " did not grow at its end");
 TP_ABI_V1_GROWN(TP_C_CHECK_GROWN)
@@ -28,6 +30,7 @@ TP_ABI_V1_GROWN(TP_C_CHECK_GROWN)
 
 #define TP_C_CHECK_CONSTANT(name, value) _Static_assert((name) == (value), "C: " #name " renumbered; ABI 1 broken");
 TP_ABI_V1_CONSTANTS(TP_C_CHECK_CONSTANT)
+TP_ABI_V1_DLPACK_CONSTANTS(TP_C_CHECK_CONSTANT)
 
 bool tp_test_c_abi_is_compatible(tp_version_t host, tp_version_t plugin) {
   return tp_abi_is_compatible(host, plugin);

@@ -1,21 +1,20 @@
 #include "tp/framework/config/config_view.h"
 
 #include "tp/framework/config/value.h"
+#include "tp/framework/util/abi_guard.h"
+
+#include <utility>
 
 namespace tp {
 namespace {
 
 const ConfigView& self_of(const void* self) { return *static_cast<const ConfigView*>(self); }
 
-// ARCH-3: nothing may unwind into the plugin. Building a message can throw (std::bad_alloc), and so
-// can the failure sink; either becomes TP_ERR_INTERNAL.
+// Nothing may unwind into the plugin (util/abi_guard.h). Building a message can throw
+// (std::bad_alloc), and so can the failure sink; either becomes a status.
 template <typename Body>
 tp_status guarded(Body&& body) noexcept {
-  try {
-    return body();
-  } catch (...) {
-    return TP_ERR_INTERNAL;
-  }
+  return detail::guard_status(std::forward<Body>(body), [](const char*) {});
 }
 
 }  // namespace
@@ -80,7 +79,7 @@ tp_status ConfigView::wrong_type(const char* key, const toml::node& node, const 
                                   expected + "; use the getter of the type the schema declares");
 }
 
-tp_status ConfigView::get_bool(const void* self, const char* key, bool* out_value) {
+tp_status ConfigView::get_bool(const void* self, const char* key, bool* out_value) noexcept {
   return guarded([&]() -> tp_status {
     if (self == nullptr) return TP_ERR_INVALID_ARGUMENT;
     const ConfigView& view = self_of(self);
@@ -93,7 +92,7 @@ tp_status ConfigView::get_bool(const void* self, const char* key, bool* out_valu
   });
 }
 
-tp_status ConfigView::get_int(const void* self, const char* key, int64_t* out_value) {
+tp_status ConfigView::get_int(const void* self, const char* key, int64_t* out_value) noexcept {
   return guarded([&]() -> tp_status {
     if (self == nullptr) return TP_ERR_INVALID_ARGUMENT;
     const ConfigView& view = self_of(self);
@@ -106,7 +105,7 @@ tp_status ConfigView::get_int(const void* self, const char* key, int64_t* out_va
   });
 }
 
-tp_status ConfigView::get_float(const void* self, const char* key, double* out_value) {
+tp_status ConfigView::get_float(const void* self, const char* key, double* out_value) noexcept {
   return guarded([&]() -> tp_status {
     if (self == nullptr) return TP_ERR_INVALID_ARGUMENT;
     const ConfigView& view = self_of(self);
@@ -119,7 +118,7 @@ tp_status ConfigView::get_float(const void* self, const char* key, double* out_v
   });
 }
 
-tp_status ConfigView::get_string(const void* self, const char* key, const char** out_value) {
+tp_status ConfigView::get_string(const void* self, const char* key, const char** out_value) noexcept {
   return guarded([&]() -> tp_status {
     if (self == nullptr) return TP_ERR_INVALID_ARGUMENT;
     const ConfigView& view = self_of(self);
@@ -132,7 +131,7 @@ tp_status ConfigView::get_string(const void* self, const char* key, const char**
   });
 }
 
-tp_status ConfigView::get_array_size(const void* self, const char* key, uint32_t* out_count) {
+tp_status ConfigView::get_array_size(const void* self, const char* key, uint32_t* out_count) noexcept {
   return guarded([&]() -> tp_status {
     if (self == nullptr) return TP_ERR_INVALID_ARGUMENT;
     const ConfigView& view = self_of(self);
@@ -146,7 +145,7 @@ tp_status ConfigView::get_array_size(const void* self, const char* key, uint32_t
 }
 
 tp_status ConfigView::get_int_at(const void* self, const char* key, uint32_t index,
-                                 int64_t* out_value) {
+                                 int64_t* out_value) noexcept {
   return guarded([&]() -> tp_status {
     if (self == nullptr) return TP_ERR_INVALID_ARGUMENT;
     const ConfigView& view = self_of(self);
@@ -160,7 +159,7 @@ tp_status ConfigView::get_int_at(const void* self, const char* key, uint32_t ind
 }
 
 tp_status ConfigView::get_float_at(const void* self, const char* key, uint32_t index,
-                                   double* out_value) {
+                                   double* out_value) noexcept {
   return guarded([&]() -> tp_status {
     if (self == nullptr) return TP_ERR_INVALID_ARGUMENT;
     const ConfigView& view = self_of(self);
@@ -174,7 +173,7 @@ tp_status ConfigView::get_float_at(const void* self, const char* key, uint32_t i
 }
 
 tp_status ConfigView::get_string_at(const void* self, const char* key, uint32_t index,
-                                    const char** out_value) {
+                                    const char** out_value) noexcept {
   return guarded([&]() -> tp_status {
     if (self == nullptr) return TP_ERR_INVALID_ARGUMENT;
     const ConfigView& view = self_of(self);

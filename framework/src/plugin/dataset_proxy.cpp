@@ -1,8 +1,10 @@
 #include "tp/framework/plugin/dataset_proxy.h"
 
 #include <ATen/DLConvertor.h>
+#include <c10/util/Exception.h>
 
 #include <array>
+#include <utility>
 
 #include "config_adapter.h"
 #include "sized_copy.h"
@@ -34,8 +36,33 @@ void DatasetProxy::set_epoch(uint64_t epoch) {
   if (table_.set_epoch != nullptr) check(table_.set_epoch(self_, epoch), "set_epoch");
 }
 
+namespace {
+
+// Owns the DLPack fields a get_sample call wrote until each becomes a tensor: whatever leaves
+// get() early (a failed call, a field without a name, a dtype at::fromDLPack refuses) runs the
+// deleters of the fields not yet converted, so a bad sample leaks nothing (PLG-9).
+class FieldsInFlight {
+ public:
+  explicit FieldsInFlight(std::array<tp_field_t, kMaxFields>& fields) : fields_(fields) {}
+  FieldsInFlight(const FieldsInFlight&) = delete;
+  FieldsInFlight& operator=(const FieldsInFlight&) = delete;
+  ~FieldsInFlight() {
+    for (tp_field_t& field : fields_) release(std::exchange(field.tensor, nullptr));
+  }
+  /// Field `i`'s tensor, now the caller's to release.
+  DLManagedTensor* take(uint32_t i) { return std::exchange(fields_[i].tensor, nullptr); }
+  static void release(DLManagedTensor* managed) noexcept {
+    if (managed != nullptr && managed->deleter != nullptr) managed->deleter(managed);
+  }
+
+ private:
+  std::array<tp_field_t, kMaxFields>& fields_;
+};
+
+}  // namespace
+
 NamedTensors DatasetProxy::get(uint64_t index, const tp_worker_ctx_t& ctx) const {
-  std::array<tp_field_t, kMaxFields> fields{};
+  std::array<tp_field_t, kMaxFields> fields{};  // zeroed: a slot left NULL holds nothing
   uint32_t count = 0;
   tp_status status = TP_OK;
   {
@@ -43,23 +70,34 @@ NamedTensors DatasetProxy::get(uint64_t index, const tp_worker_ctx_t& ctx) const
     const PluginCallScope crash_scope(id().c_str(), "get_sample", index);
     status = table_.get_sample(self_, index, &ctx, fields.data(), kMaxFields, &count);
   }
+  FieldsInFlight in_flight(fields);  // every field the plugin wrote is ours, whatever the status
   check(status, "get_sample", "sample " + std::to_string(index) + " of split '" + split_ + "'");
+  if (count > kMaxFields)
+    throw PluginError(id(), "get_sample", "plugin component '" + id() + "' reported " + std::to_string(count) +
+                                              " fields of sample " + std::to_string(index) + " for a capacity of " +
+                                              std::to_string(kMaxFields) + ".");
   NamedTensors sample;
   sample.reserve(count);
-  for (uint32_t i = 0; i < count && i < kMaxFields; ++i) {
-    DLManagedTensor* managed = fields[i].tensor;
-    if (managed == nullptr || fields[i].name == nullptr) {
-      for (uint32_t j = i + 1; j < count; ++j)
-        if (fields[j].tensor != nullptr && fields[j].tensor->deleter != nullptr) fields[j].tensor->deleter(fields[j].tensor);
+  for (uint32_t i = 0; i < count; ++i) {
+    if (fields[i].tensor == nullptr || fields[i].name == nullptr)
       throw PluginError(id(), "get_sample", "plugin component '" + id() + "' returned field " + std::to_string(i) +
                                                 " of sample " + std::to_string(index) + " without a name or tensor.");
-    }
+    const char* name = fields[i].name;
+    DLManagedTensor* managed = in_flight.take(i);
     // The deleter is plugin code: capturing the library keeps it loaded until the last view of
     // this buffer is gone (usually right after collation copies it into the batch).
     auto library = library_;
-    sample.emplace_back(fields[i].name, at::fromDLPack(managed, [managed, library](void*) {
-                          if (managed->deleter != nullptr) managed->deleter(managed);
-                        }));
+    at::Tensor tensor;
+    try {
+      tensor = at::fromDLPack(managed, [managed, library](void*) { FieldsInFlight::release(managed); });
+    } catch (const c10::Error& e) {
+      // at::fromDLPack refused the field (dtype, device) before taking its deleter.
+      FieldsInFlight::release(managed);
+      throw PluginError(id(), "get_sample", "plugin component '" + id() + "' returned field '" + name + "' of sample " +
+                                                std::to_string(index) + " that LibTorch cannot take: " +
+                                                e.what_without_backtrace());
+    }
+    sample.emplace_back(name, std::move(tensor));
   }
   return sample;
 }

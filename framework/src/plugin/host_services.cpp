@@ -4,33 +4,54 @@
 
 #include <cstring>
 
+#include "tp/framework/util/abi_guard.h"
 #include "tp/framework/util/log.h"
 #include "tp/status.h"
 
 namespace tp {
 namespace {
 
-// The ABI says fail() stores the message per thread (PLG-7): plugins call it from loader
-// workers and the main thread at once. One string per thread, reused, so no allocation churn.
+// fail() stores the message per thread (PLG-7): plugins call it from loader workers and the
+// main thread at once. One string per thread, reused, so no allocation churn.
 thread_local std::string t_last_error;
 
-tp_status host_fail(const tp_host_t*, tp_status code, const char* message) {
-  t_last_error = message != nullptr ? message : "";
+// Every entry below runs in a plugin frame: noexcept, with its body in one guard (util/abi_guard.h).
+
+tp_status host_fail(const tp_host_t*, tp_status code, const char* message) noexcept {
+  // Copying the message can only fail for memory; the plugin then still gets its code back and
+  // the host reports the bare code.
+  const tp_status status = detail::guard_status(
+      [&] {
+        t_last_error = message != nullptr ? message : "";
+        return TP_OK;
+      },
+      [](const char*) {});
+  if (status != TP_OK) t_last_error.clear();
   return code;
 }
 
-void host_log(const tp_host_t* host, int32_t severity, const char* message) {
-  const auto* self = static_cast<const HostServices*>(host->host_data);
-  LogLevel level = LogLevel::Info;
-  if (severity <= TP_LOG_DEBUG) level = LogLevel::Debug;
-  else if (severity == TP_LOG_WARNING) level = LogLevel::Warning;
-  else if (severity >= TP_LOG_ERROR) level = LogLevel::Error;
-  self->logger().write(level, "plugin", message != nullptr ? message : "");
+void host_log(const tp_host_t* host, int32_t severity, const char* message) noexcept {
+  if (host == nullptr || host->host_data == nullptr) return;
+  detail::guard_void("host->log", [&] {
+    const auto* self = static_cast<const HostServices*>(host->host_data);
+    LogLevel level = LogLevel::Info;
+    if (severity <= TP_LOG_DEBUG) level = LogLevel::Debug;
+    else if (severity == TP_LOG_WARNING) level = LogLevel::Warning;
+    else if (severity >= TP_LOG_ERROR) level = LogLevel::Error;
+    self->logger().write(level, "plugin", message != nullptr ? message : "");
+  });
 }
 
-void host_tensor_release(const tp_host_t*, tp_tensor handle) {
+const void* host_get_service(const tp_host_t* host, const char* id) noexcept {
+  if (host == nullptr || host->host_data == nullptr || id == nullptr) return nullptr;
+  const auto* self = static_cast<const HostServices*>(host->host_data);
+  return std::strcmp(id, TP_SERVICE_DIST_V1) == 0 ? self->dist_service() : nullptr;
+}
+
+void host_tensor_release(const tp_host_t*, tp_tensor handle) noexcept {
   // Handles are heap at::Tensor objects; host and plugin share libstdc++ and LibTorch (the
-  // fingerprint check guarantees it), so deleting here is the matching release.
+  // fingerprint check guarantees it), so deleting here is the matching release. Releasing the
+  // last reference runs TensorImpl's destructor, which does not throw.
   delete reinterpret_cast<at::Tensor*>(handle);
 }
 
@@ -48,11 +69,7 @@ HostServices::HostServices(Logger& logger, ProcessPlace place) : logger_(logger)
   host_.host_data = this;
   host_.fail = &host_fail;
   host_.log = &host_log;
-  host_.get_service = [](const tp_host_t* host, const char* id) -> const void* {
-    const auto* self = static_cast<const HostServices*>(host->host_data);
-    if (id != nullptr && std::strcmp(id, TP_SERVICE_DIST_V1) == 0) return &self->dist_;
-    return nullptr;
-  };
+  host_.get_service = &host_get_service;
   host_.tensor_release = &host_tensor_release;
 }
 
@@ -62,7 +79,7 @@ std::string HostServices::take_last_error() {
   return message;
 }
 
-void HostServices::set_last_error(std::string message) { t_last_error = std::move(message); }
+void HostServices::set_last_error(std::string message) noexcept { t_last_error = std::move(message); }
 
 const char* status_name(tp_status status) {
   switch (status) {

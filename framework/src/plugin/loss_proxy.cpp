@@ -2,6 +2,8 @@
 
 #include "tp/framework/plugin/plugin_crash.h"
 
+#include <utility>
+
 #include "config_adapter.h"
 #include "sized_copy.h"
 #include "tensor_handles.h"
@@ -27,17 +29,13 @@ LossTerms LossProxy::forward(const NamedTensors& outputs, const NamedTensors& ta
     status = table_.forward(self_, output_views.data(), static_cast<uint32_t>(output_views.size()), target_views.data(),
                             static_cast<uint32_t>(target_views.size()), &sum, &count);
   }
-  if (status != TP_OK) {
-    if (sum != nullptr) detail::adopt(sum);
-    if (count != nullptr) detail::adopt(count);
-  }
+  // Both handles are ours from here, whatever the status (PLG-9, "outputs of a failed call").
+  at::Tensor owned_sum = sum != nullptr ? detail::adopt(sum) : at::Tensor();
+  at::Tensor owned_count = count != nullptr ? detail::adopt(count) : at::Tensor();
   check(status, "forward");
-  if (sum == nullptr || count == nullptr) {
-    if (sum != nullptr) detail::adopt(sum);
-    if (count != nullptr) detail::adopt(count);
+  if (!owned_sum.defined() || !owned_count.defined())
     check(TP_ERR_INTERNAL, "forward", "a call that returned TP_OK without both the loss sum and the item count");
-  }
-  return {detail::adopt(sum), detail::adopt(count)};
+  return {std::move(owned_sum), std::move(owned_count)};
 }
 
 }  // namespace tp

@@ -3,6 +3,7 @@
 #include <array>
 #include <cstddef>
 #include <string>
+#include <utility>
 
 #include "tp/framework/error.h"
 #include "tp/framework/plugin/host_services.h"
@@ -45,7 +46,7 @@ std::vector<StateTensor> ModelProxy::state() const {
 
 NamedTensors ModelProxy::forward(const NamedTensors& inputs) {
   const auto views = detail::borrow_all(inputs);
-  std::array<tp_named_tensor_t, kMaxOutputs> outputs{};
+  std::array<tp_named_tensor_t, kMaxOutputs> outputs{};  // zeroed: a slot left NULL holds nothing
   uint32_t count = 0;
   tp_status status = TP_OK;
   {
@@ -53,11 +54,23 @@ NamedTensors ModelProxy::forward(const NamedTensors& inputs) {
     const PluginCallScope crash_scope(id().c_str(), "forward", UINT64_MAX);
     status = table_.forward(self_, views.data(), static_cast<uint32_t>(views.size()), outputs.data(), kMaxOutputs, &count);
   }
+  // Every handle the plugin wrote is ours from here, whatever the status (PLG-9, "outputs of a
+  // failed call"): adopt them all first, so no exit below leaks one.
+  std::array<at::Tensor, kMaxOutputs> adopted;
+  for (uint32_t i = 0; i < kMaxOutputs; ++i)
+    if (outputs[i].tensor != nullptr) adopted[i] = detail::adopt(std::exchange(outputs[i].tensor, nullptr));
   check(status, "forward");
+  if (count > kMaxOutputs)
+    check(TP_ERR_INTERNAL, "forward",
+          "a call that reported " + std::to_string(count) + " outputs for a capacity of " + std::to_string(kMaxOutputs));
   NamedTensors result;
   result.reserve(count);
-  for (uint32_t i = 0; i < count && i < kMaxOutputs; ++i)
-    result.emplace_back(outputs[i].name != nullptr ? outputs[i].name : "", detail::adopt(outputs[i].tensor));
+  for (uint32_t i = 0; i < count; ++i) {
+    if (!adopted[i].defined())
+      check(TP_ERR_INTERNAL, "forward", "a call that returned TP_OK with output " + std::to_string(i) + " of " +
+                                             std::to_string(count) + " NULL");
+    result.emplace_back(outputs[i].name != nullptr ? outputs[i].name : "", std::move(adopted[i]));
+  }
   return result;
 }
 

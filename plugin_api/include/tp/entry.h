@@ -11,8 +11,11 @@
  *   7. deinit(), once every object the library created is destroyed and every DLPack deleter
  *      it handed out has run (PLG-13); then dlclose.
  *
- * Rationale: a data symbol (not a function) lets the host read the ABI version before running any
- * plugin code, so a plugin built for another ABI is refused without executing it. */
+ * Rationale: a data symbol (not a function) lets the host read the ABI version before it calls
+ * any plugin function, so a plugin built for another ABI is refused before init() or any entry
+ * of its tables runs. dlopen itself does run the library's static initialisers (C++ globals,
+ * __attribute__((constructor))) before the host can read anything: keep them free of work that
+ * needs the host or a particular ABI, since they run even for a library that is then refused. */
 #ifndef TP_ENTRY_H
 #define TP_ENTRY_H
 

@@ -44,8 +44,10 @@ typedef struct tp_host_t {
    *  `message` may be NULL (the host then reports the code alone). */
   tp_status (*fail)(const struct tp_host_t *host, tp_status code, const char *message);
 
-  /** [any] Writes a UTF-8 line to the run's log on rank 0 (other ranks drop INFO and below).
-   *  `severity` is TP_LOG_DEBUG..TP_LOG_ERROR. */
+  /** [any] Writes a UTF-8 line to the run's log. `severity` is TP_LOG_DEBUG..TP_LOG_ERROR.
+   *  Rank 0 writes every severity (TP_LOG_DEBUG only with `host --verbose`); every other rank
+   *  writes only TP_LOG_ERROR, prefixed with its rank, and drops TP_LOG_WARNING and below (so a
+   *  warning every rank would raise is printed once). `message` may be NULL. */
   void (*log)(const struct tp_host_t *host, int32_t severity, const char *message);
 
   /** [any] Returns a borrowed, static service table for `service_id` (TP_SERVICE_*), valid

@@ -23,7 +23,8 @@ namespace tp::cpp {
 namespace detail {
 template <typename T>
 constexpr DLDataType dl_dtype() {
-  // DLPack 0.6 (Debian's header) has no bool code: masks travel as uint8_t.
+  // Masks travel as uint8_t: kDLBool exists only since DLPack 0.8, and a host built against an
+  // older LibTorch (whose bundled <ATen/dlpack.h> then defines the types) would refuse it.
   static_assert(!std::is_same_v<T, bool>, "use uint8_t for boolean fields");
   if constexpr (std::is_floating_point_v<T>) return {kDLFloat, static_cast<uint8_t>(sizeof(T) * 8), 1};
   else if constexpr (std::is_signed_v<T>) return {kDLInt, static_cast<uint8_t>(sizeof(T) * 8), 1};

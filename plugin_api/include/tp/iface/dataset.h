@@ -16,7 +16,7 @@
 
 #include <stdint.h>
 
-#include <dlpack/dlpack.h>
+#include "tp/dlpack.h" /* pinned DLPack; include order against <ATen/dlpack.h> is irrelevant */
 
 #include "tp/config.h"
 #include "tp/host.h"
@@ -60,8 +60,12 @@ typedef struct tp_dataset_v1_t {
   tp_status (*size)(const void *self, uint64_t *out_count);
   /** [worker] Writes up to `capacity` fields to out_fields and their number to *out_count.
    *  Concurrent across workers unless the descriptor sets TP_DESCRIPTOR_SERIAL. On error, no
-   *  field is handed over (the plugin frees what it made). `index` < size(). Every sample of a
-   *  dataset has the same field names, dtypes and shapes. */
+   *  field is handed over: the plugin frees what it made, and the host never reads out_fields
+   *  after a failed call (PLG-9, "outputs of a failed call"; the stable tier keeps the rule it
+   *  was released with). On success, the first *out_count fields are handed over; if the host
+   *  cannot use one (no name, a dtype LibTorch refuses), it still calls the deleter of every one
+   *  of them. `index` < size(). Every sample of a dataset has the same field names, dtypes and
+   *  shapes. */
   tp_status (*get_sample)(const void *self, uint64_t index, const tp_worker_ctx_t *ctx,
                           tp_field_t *out_fields, uint32_t capacity, uint32_t *out_count);
   /** [main] Optional (may be NULL). Called before each epoch, while no get_sample runs. */

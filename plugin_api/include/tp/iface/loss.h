@@ -31,7 +31,9 @@ typedef struct tp_loss_v1_t {
    *  floating tensor holding the sum of per-item losses (differentiable, on the outputs'
    *  device), and *out_item_count, a 0-dim tensor (any numeric dtype, no grad) holding the
    *  number of items summed. A count is a tensor so that masked losses can count valid items
-   *  on the device without a CPU-GPU sync. */
+   *  on the device without a CPU-GPU sync. The host passes both NULL. On error, a handle left in
+   *  either is still a new reference that the host releases (PLG-9, "outputs of a failed
+   *  call"); a plugin that released one itself sets it back to NULL. */
   tp_status (*forward)(void *self, const tp_named_tensor_t *outputs, uint32_t output_count,
                        const tp_named_tensor_t *targets, uint32_t target_count,
                        tp_tensor *out_loss_sum, tp_tensor *out_item_count);

@@ -37,8 +37,10 @@ typedef struct tp_metric_v1_t {
    *  Runs under no-grad; never synchronizes the device. */
   tp_status (*update)(void *self, const tp_named_tensor_t *outputs, uint32_t output_count,
                       const tp_named_tensor_t *targets, uint32_t target_count);
-  /** [main] Visits every state tensor (is_buffer = true); handles are borrowed and alias the
-   *  state, so the host sums them across ranks in place. Same order every time. */
+  /** [main] Visits every state tensor (is_buffer = true). Each handle is borrowed for the visitor
+   *  call only (tp_state_visitor); the tensor it points at is the metric's own state, kept until
+   *  destroy() or to_device(), so the host sums copies of it (sharing storage) across ranks in
+   *  place. Same order every time. */
   tp_status (*visit_state)(void *self, tp_state_visitor visit, void *user);
   /** [main] Writes up to `capacity` values (names in static storage, e.g. "accuracy") and their
    *  number. May synchronize the device (called once per evaluation). */

@@ -56,13 +56,18 @@ typedef struct tp_model_v1_t {
   tp_status (*set_training)(void *self, bool training);
   /** [main] Visits every parameter (is_buffer = false) and persistent buffer (is_buffer =
    *  true) with a stable, unique, dotted name ("features.0.weight"), in the same order every
-   *  time. The handles are borrowed and alias the model's storage (in-place updates by the host
-   *  update the model) until destroy() or to_device(). */
+   *  time. Each handle is borrowed for the visitor call only (tp_state_visitor); the tensor it
+   *  points at is the model's own, and must stay the model's parameter or buffer, updated in
+   *  place, until destroy() or to_device(): the host keeps copies of those tensors, which share
+   *  their storage, and trains through them. */
   tp_status (*visit_state)(void *self, tp_state_visitor visit, void *user);
   /** [main] Runs the model. `inputs` (borrowed, for the call) are all the batch's fields, on
    *  the model's device, batch dimension first. Writes up to `capacity` outputs (names
    *  valid until destroy(), tensors new references released by the host; more outputs than
-   *  `capacity` is an error, TP_ERR_INVALID_ARGUMENT) and their number. Grad mode
+   *  `capacity` is an error, TP_ERR_INVALID_ARGUMENT) and their number. The host passes every
+   *  slot NULL. On error, every handle left in a slot is still a new reference that the host
+   *  releases (PLG-9, "outputs of a failed call"): a plugin may fail after writing some outputs,
+   *  and one that released an output itself sets its slot back to NULL. Grad mode
    *  and autocast are already set by the host; never synchronize the device here (PLG-11). */
   tp_status (*forward)(void *self, const tp_named_tensor_t *inputs, uint32_t input_count,
                        tp_named_tensor_t *out_outputs, uint32_t capacity, uint32_t *out_count);

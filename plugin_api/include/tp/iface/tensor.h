@@ -39,9 +39,12 @@ typedef struct tp_named_tensor_t {
   tp_tensor tensor;
 } tp_named_tensor_t;
 
-/** Visitor for parameters, buffers and metric state. `name` and `tensor` are borrowed for the
- *  duration of the call. Return TP_OK to continue; anything else stops the visit and is
- *  returned by visit_state. */
+/** Visitor for parameters, buffers and metric state. `name` and the handle `tensor` are borrowed
+ *  for the duration of the call only: the visitor must not keep the handle. What the handle
+ *  points at is the component's own tensor, so a visitor that keeps a copy of it (the host copies
+ *  the at::Tensor, which shares its storage) sees and makes in-place updates for as long as the
+ *  component keeps that tensor: until destroy() or, for models, to_device(). Return TP_OK to
+ *  continue; anything else stops the visit and is returned by visit_state. */
 typedef tp_status (*tp_state_visitor)(void *user, const char *name, tp_tensor tensor,
                                       bool is_buffer);
 

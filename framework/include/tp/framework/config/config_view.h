@@ -43,17 +43,17 @@ class ConfigView {
 
  private:
   /* Getter implementations (tp_config_t function pointers); `self` is the ConfigView. */
-  static tp_status get_bool(const void* self, const char* key, bool* out_value);
-  static tp_status get_int(const void* self, const char* key, int64_t* out_value);
-  static tp_status get_float(const void* self, const char* key, double* out_value);
-  static tp_status get_string(const void* self, const char* key, const char** out_value);
-  static tp_status get_array_size(const void* self, const char* key, uint32_t* out_count);
+  static tp_status get_bool(const void* self, const char* key, bool* out_value) noexcept;
+  static tp_status get_int(const void* self, const char* key, int64_t* out_value) noexcept;
+  static tp_status get_float(const void* self, const char* key, double* out_value) noexcept;
+  static tp_status get_string(const void* self, const char* key, const char** out_value) noexcept;
+  static tp_status get_array_size(const void* self, const char* key, uint32_t* out_count) noexcept;
   static tp_status get_int_at(const void* self, const char* key, uint32_t index,
-                              int64_t* out_value);
+                              int64_t* out_value) noexcept;
   static tp_status get_float_at(const void* self, const char* key, uint32_t index,
-                                double* out_value);
+                                double* out_value) noexcept;
   static tp_status get_string_at(const void* self, const char* key, uint32_t index,
-                                 const char** out_value);
+                                 const char** out_value) noexcept;
 
   /// The node at `key`, or nullptr after reporting a missing key or a NULL argument in `*status`.
   const toml::node* lookup(const char* key, const void* out, const char* getter,

@@ -30,9 +30,12 @@ class HostServices {
   /// The calling thread's last message recorded through fail(), and clears it. A plugin call that
   /// returned an error without calling fail() yields "" (the caller reports the bare code).
   static std::string take_last_error();
-  /// Records a message as fail() does; used by host-side adapters (the config view).
-  static void set_last_error(std::string message);
+  /// Records a message as fail() does; used by host-side adapters (the config view, the state
+  /// visitor). Moving the string in allocates nothing, so it cannot throw.
+  static void set_last_error(std::string message) noexcept;
   Logger& logger() const { return logger_; }
+  /// The "tp.dist/1" table get_service() returns.
+  const tp_dist_v1_t* dist_service() const { return &dist_; }
 
  private:
   tp_host_t host_{};

@@ -1,0 +1,155 @@
+// PLG-9, "outputs of a failed call", from the host's side: whatever a plugin hands over before a
+// call fails, or in a call whose result the host refuses, is released exactly once. Counted
+// directly (tensor use counts, DLPack deleter calls), so the default build proves it; the
+// sanitize preset's LSan run proves no handle leaks either.
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "tp/framework/error.h"
+#include "tp/framework/plugin/dataset_proxy.h"
+#include "tp/framework/plugin/host_services.h"
+#include "tp/framework/plugin/loss_proxy.h"
+#include "tp/framework/plugin/model_proxy.h"
+#include "tp/framework/plugin/plugin_library.h"
+#include "tp/framework/plugin/registry.h"
+#include "tp/framework/util/log.h"
+
+#undef CHECK  // c10's logging CHECK; doctest's takes its place
+#include <doctest/doctest.h>
+
+namespace {
+
+using namespace tp;
+
+struct TestHost {
+  Logger logger;
+  HostServices services{logger, ProcessPlace{}};
+};
+
+TestHost& host() {
+  static TestHost h;  // outlives every library loaded with it
+  return h;
+}
+
+std::shared_ptr<PluginLibrary> load(const std::string& name) {
+  const auto file = std::filesystem::path(TP_BOUNDARY_FIXTURE_DIR) / (name + ".so");
+  REQUIRE_MESSAGE(std::filesystem::is_regular_file(file), "not built: " << file);
+  static std::map<std::string, std::shared_ptr<PluginLibrary>> loaded;
+  auto& slot = loaded[name];
+  if (!slot) slot = PluginLibrary::load(file, host().services);
+  return slot;
+}
+
+ComponentEntry component(const std::shared_ptr<PluginLibrary>& library, const std::string& id) {
+  for (const ComponentInfo& info : library->components())
+    if (info.id == id) return ComponentEntry{&info, library};
+  FAIL("no component " << id);
+  return {};
+}
+
+template <typename Proxy>
+std::unique_ptr<Proxy> make(const std::string& id, const std::string& mode) {
+  return std::make_unique<Proxy>(component(load("half_fail_t"), id), ComponentConfig{id, "model", toml::table{{"mode", mode}}});
+}
+
+/// The message of the PluginError `call` throws (checked).
+template <typename Call>
+std::string plugin_error(Call&& call) {
+  try {
+    call();
+  } catch (const PluginError& e) {
+    return e.what();
+  }
+  FAIL_CHECK("expected a tp::PluginError");
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST_CASE("a model forward that fails after writing an output: the host releases the output") {
+  auto model = make<ModelProxy>("org.test.half_fail_model", "fail_after_first");
+  const at::Tensor input = at::ones({2, 3});
+  const std::string message = plugin_error([&] { model->forward({{"x", input}}); });
+  CHECK(contains(message, "failing after output 0"));
+  CHECK(input.use_count() == 1);  // the plugin's new reference to it is gone
+}
+
+TEST_CASE("a model forward that returns TP_OK with a NULL output is refused, the others released") {
+  auto model = make<ModelProxy>("org.test.half_fail_model", "null_output");
+  const at::Tensor input = at::ones({2});
+  const std::string message = plugin_error([&] { model->forward({{"x", input}}); });
+  CHECK(contains(message, "output 1 of 2 NULL"));
+  CHECK(input.use_count() == 1);
+}
+
+TEST_CASE("a model forward that succeeds hands its outputs over, once") {
+  auto model = make<ModelProxy>("org.test.half_fail_model", "ok");
+  const at::Tensor input = at::ones({2});
+  {
+    const NamedTensors outputs = model->forward({{"x", input}});
+    REQUIRE(outputs.size() == 1);
+    CHECK(outputs[0].first == "out");
+    CHECK(outputs[0].second.is_same(input));
+    CHECK(input.use_count() == 2);
+  }
+  CHECK(input.use_count() == 1);
+}
+
+TEST_CASE("a loss forward that fails after writing the sum: the host releases the sum") {
+  auto loss = make<LossProxy>("org.test.half_fail_loss", "fail_after_sum");
+  const at::Tensor output = at::ones({});
+  const std::string message = plugin_error([&] { loss->forward({{"out", output}}, {}); });
+  CHECK(contains(message, "failing after the sum"));
+  CHECK(output.use_count() == 1);
+}
+
+/// A DatasetProxy over half_fail_s.so whose deleters count into `deleted`.
+std::unique_ptr<DatasetProxy> dataset(const std::string& mode, int64_t& deleted) {
+  const std::string id = "org.test.half_fail_dataset";
+  toml::table options{{"mode", mode}, {"deleted_at", static_cast<int64_t>(reinterpret_cast<intptr_t>(&deleted))}};
+  return std::make_unique<DatasetProxy>(component(load("half_fail_s"), id), ComponentConfig{id, "data.train", options},
+                                        "train");
+}
+
+tp_worker_ctx_t worker_context() {
+  tp_worker_ctx_t ctx{};
+  ctx.struct_size = sizeof(tp_worker_ctx_t);
+  ctx.num_workers = 1;
+  return ctx;
+}
+
+TEST_CASE("a sample whose field LibTorch refuses: every field's deleter runs, the error names the field") {
+  int64_t deleted = 0;
+  auto data = dataset("bad_dtype", deleted);
+  const std::string message = plugin_error([&] { data->get(2, worker_context()); });
+  CHECK(contains(message, "field 'b' of sample 2"));
+  CHECK(contains(message, "cannot take"));
+  CHECK(deleted == 3);  // the converted field, the refused one and the one after it
+}
+
+TEST_CASE("a sample with an unnamed field: every field's deleter runs") {
+  int64_t deleted = 0;
+  auto data = dataset("no_name", deleted);
+  const std::string message = plugin_error([&] { data->get(1, worker_context()); });
+  CHECK(contains(message, "field 1 of sample 1 without a name or tensor"));
+  CHECK(deleted == 3);
+}
+
+TEST_CASE("a good sample's fields are released once, when the tensors go") {
+  int64_t deleted = 0;
+  auto data = dataset("ok", deleted);
+  {
+    const NamedTensors sample = data->get(3, worker_context());
+    REQUIRE(sample.size() == 3);
+    CHECK(sample[2].second.item<int32_t>() == 3);
+    CHECK(deleted == 0);
+  }
+  CHECK(deleted == 3);
+}
+
+}  // namespace
