@@ -1,3 +1,5 @@
+// The host key table: one row per key (docs/config_keys.md). The binding machinery is in
+// key_binding.h; what derives from the rows is listed in host_keys.h.
 #include "tp/framework/config/host_keys.h"
 
 #include <vector>
@@ -21,7 +23,7 @@ using VT = ValueType;
 #define TP_HOST_KEY(section, member, ...) \
   key<&RunConfig::section, &decltype(RunConfig::section)::member>(#section "." #member, __VA_ARGS__)
 // A Float key that fills a "one value or per group" list (SchedulerOptions::min_lr) with its value.
-#define TP_PER_GROUP_KEY(section, member, ...)                                 \
+#define TP_PER_GROUP_KEY(section, member, ...)                                      \
   typed_key<VT::Float, &RunConfig::section, &decltype(RunConfig::section)::member>( \
       #section "." #member, __VA_ARGS__)
 

@@ -171,7 +171,8 @@ void check_limit(const toml::table& root, const HostKey& key, std::string_view f
   const toml::node* node = root.at_path(spec.path).node();
   if (node == nullptr) return;
   const double value = node->value<double>().value_or(0.0);
-  const bool ok = (limit.low_inclusive ? value >= limit.low : value > limit.low) && (!limit.below || value < *limit.below);
+  const bool ok =
+      (limit.low_inclusive ? value >= limit.low : value > limit.low) && (!limit.below || value < *limit.below);
   if (ok && std::isfinite(value)) return;
   std::ostringstream text;
   text << (limit.low_inclusive ? ">= " : "> ") << limit.low;
