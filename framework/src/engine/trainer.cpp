@@ -108,7 +108,8 @@ void Trainer::init_schedule() {
   // peaks each parameter group in proportion to its own lr ([[optim.param_groups]]), as passing a
   // per-group max_lr list to torch.optim.lr_scheduler.OneCycleLR does; the key's 0 means optim.lr.
   SchedulerOptions o = config_.schedule;
-  const double peak = o.max_lr.empty() || o.max_lr.front() <= 0 ? config_.optim.lr : o.max_lr.front();
+  const double key_max_lr = o.max_lr.empty() ? 0.0 : o.max_lr.front();
+  const double peak = key_max_lr > 0 ? key_max_lr : config_.optim.lr;
   o.max_lr.clear();
   for (const auto& group : optim_.optimizer->param_groups())
     o.max_lr.push_back(peak * group.options().get_lr() / config_.optim.lr);

@@ -5,9 +5,9 @@
 // lists them all and a test keeps the two in step (docs/config_keys.md: how to add a key).
 // load_run_config() parses the file, applies environment mirrors and --set overrides, validates,
 // fills defaults and returns this immutable value. The sections have no initializers: loading
-// writes every member from the table, so a default lives in one place. Component tables ([model], [loss],
-// [data.train], [[metrics]], ...) are kept as TOML and validated later against the schema the
-// plugin declares (plugin tables are only known once plugins are loaded).
+// writes every member from the table, so a default lives in one place. Component tables
+// ([model], [loss], [data.train], [[metrics]], ...) are kept as TOML and validated later against
+// the schema the plugin declares (plugin tables are only known once plugins are loaded).
 #pragma once
 
 #include <cstdint>
