@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "tp/framework/config/closest_key.h"
+#include "tp/framework/config/host_keys.h"
 #include "tp/framework/config/schema.h"
 #include "tp/framework/config/value.h"
 #include "tp/framework/error.h"
@@ -163,50 +164,27 @@ void check_slot(const ComponentSlot& slot, const toml::node& node, std::string_v
   }
 }
 
-/// Checks one semantic limit of a numeric host key; absent keys get their (valid) default.
-void check_range(const toml::table& root, std::string_view path, double low, bool low_inclusive,
-                 std::optional<double> high, std::string_view file) {
-  const toml::node* node = root.at_path(path).node();
+/// Checks the limit of a numeric host key; absent keys get their (valid) default.
+void check_limit(const toml::table& root, const HostKey& key, std::string_view file) {
+  const KeyLimit& limit = *key.limit;
+  const KeySpec& spec = key.spec;
+  const toml::node* node = root.at_path(spec.path).node();
   if (node == nullptr) return;
   const double value = node->value<double>().value_or(0.0);
-  const bool ok = (low_inclusive ? value >= low : value > low) && (!high || value < *high);
+  const bool ok =
+      (limit.low_inclusive ? value >= limit.low : value > limit.low) && (!limit.below || value < *limit.below);
   if (ok && std::isfinite(value)) return;
-  const KeySpec& spec = *find_host_key(path);
-  std::ostringstream limit;
-  limit << (low_inclusive ? ">= " : "> ") << low;
-  if (high) limit << " and < " << *high;
-  fail(spec.path, node_origin(*node, file) + ": " + spec.path + ": must be " + limit.str() +
+  std::ostringstream text;
+  text << (limit.low_inclusive ? ">= " : "> ") << limit.low;
+  if (limit.below) text << " and < " << *limit.below;
+  fail(spec.path, node_origin(*node, file) + ": " + spec.path + ": must be " + text.str() +
                       ", got " + describe_node(*node) + " (" + spec.help + ").");
 }
 
 void check_semantics(const toml::table& root, std::string_view file) {
-  check_range(root, "run.threads", 0, true, {}, file);
-  check_range(root, "train.epochs", 1, true, {}, file);
-  check_range(root, "train.batch_size", 1, true, {}, file);
-  check_range(root, "train.log_every_steps", 1, true, {}, file);
-  check_range(root, "eval.batch_size", 0, true, {}, file);
-  check_range(root, "eval.every", 1, true, {}, file);
-  check_range(root, "checkpoint.every", 1, true, {}, file);
-  check_range(root, "checkpoint.keep_last", 0, true, {}, file);
-  check_range(root, "checkpoint.save_top_k", 0, true, {}, file);
-  check_range(root, "train.overfit_batches", 0, true, {}, file);
-  check_range(root, "early_stopping.patience", 0, true, {}, file);
-  check_range(root, "early_stopping.min_delta", 0, true, {}, file);
-  check_range(root, "optim.alpha", 0, true, 1.0, file);
-  check_range(root, "optim.lr", 0, false, {}, file);
-  check_range(root, "optim.weight_decay", 0, true, {}, file);
-  check_range(root, "optim.momentum", 0, true, 1.0, file);
-  check_range(root, "optim.eps", 0, false, {}, file);
-  check_range(root, "data.num_workers", 0, true, {}, file);
-  check_range(root, "data.prefetch", 1, true, {}, file);
-  check_range(root, "progress.every_seconds", 0, false, {}, file);
-  check_range(root, "train.grad_accum_steps", 1, true, {}, file);
-  check_range(root, "train.max_grad_norm", 0, true, {}, file);
-  check_range(root, "train.clip_value", 0, true, {}, file);
-  check_range(root, "amp.init_scale", 0, false, {}, file);
-  check_range(root, "amp.growth_factor", 1, false, {}, file);
-  check_range(root, "amp.backoff_factor", 0, false, 1.0, file);
-  check_range(root, "amp.growth_interval", 1, true, {}, file);
+  for (const HostKey& key : host_keys()) {
+    if (key.limit) check_limit(root, key, file);
+  }
   // Refused rather than silently ignored: a user who asks for it expects synchronised statistics.
   if (const toml::node* sync_bn = root.at_path("dist.sync_batchnorm").node();
       sync_bn != nullptr && sync_bn->value<bool>().value_or(false)) {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <set>
 
+#include "tp/framework/config/host_keys.h"
 #include "tp/framework/config/value.h"
 #include "tp/framework/error.h"
 
@@ -13,159 +14,6 @@ namespace tp {
 namespace {
 
 using VT = ValueType;
-
-std::vector<KeySpec> make_host_schema() {
-  // One row per key. configs/reference.toml repeats these defaults; config_tests compares them.
-  return {
-      {"run.name", VT::String, R"("run")", "run name, shown in logs", {}},
-      {"run.output_dir", VT::String, R"("runs/run")",
-       "run directory (checkpoints, config.toml, logs); created if missing", {}},
-      {"run.seed", VT::Int, "42", "seeds model init, shuffling and augmentation", {}},
-      {"run.device", VT::String, R"("auto")", "auto = cuda when available, else cpu",
-       {"auto", "cpu", "cuda", "cuda:N"}},
-      {"run.deterministic", VT::Bool, "false",
-       "deterministic algorithms only (errors on ops without one); cuDNN benchmark off", {}},
-      {"run.threads", VT::Int, "0",
-       "intra-op threads; 0 = physical cores minus loader threads (min 1)", {}},
-      {"run.channels_last", VT::Bool, "false",
-       "channels-last memory format for the model and 4-D inputs (faster convolutions on CUDA and oneDNN)", {}},
-      {"run.cudnn_benchmark", VT::Bool, "false",
-       "let cuDNN time convolution algorithms for each new shape (faster for fixed shapes; off when deterministic)", {}},
-      {"run.tf32", VT::Bool, "false", "allow TF32 tensor cores for fp32 matmul and convolutions (CUDA, Ampere+)", {}},
-
-      {"train.epochs", VT::Int, "10", "number of passes over the training set (>= 1)", {}},
-      {"train.batch_size", VT::Int, "32", "samples per step, per process (>= 1)", {}},
-      {"train.log_every_steps", VT::Int, "50",
-       "read the loss (a device sync) and log every N steps (>= 1)", {}},
-      {"train.drop_last", VT::Bool, "true", "drop the short last training batch", {}},
-      {"train.grad_accum_steps", VT::Int, "1",
-       "micro-batches per optimizer step; the loss is normalised over the whole window (>= 1)", {}},
-      {"train.max_grad_norm", VT::Float, "0.0",
-       "clip the global gradient norm to this, once per optimizer step after unscaling; 0 = off", {}},
-      {"train.grad_norm_type", VT::Float, "2.0", "norm used by max_grad_norm (2 = Euclidean, inf = max)", {}},
-      {"train.clip_value", VT::Float, "0.0", "clamp every gradient element to [-v, v]; 0 = off", {}},
-      {"train.nan_policy", VT::String, R"("stop")",
-       "non-finite training loss: stop (error naming step, batch, lr) or skip the optimizer step", {"stop", "skip"}},
-      {"train.overfit_batches", VT::Int, "0",
-       "sanity check: train and validate on the first N training batches, unshuffled; 0 = off", {}},
-      {"train.fast_dev_run", VT::Bool, "false",
-       "sanity check: one training step and one evaluation batch, no checkpoints or history", {}},
-      {"train.init_weights", VT::String, R"("")",
-       "start from these weights: a host checkpoint (its model entry), a torch.save(model.state_dict()) file or a "
-       ".safetensors file; names and shapes must match the model exactly; \"\" = the model's own init; ignored "
-       "by --resume", {}},
-
-      {"eval.batch_size", VT::Int, "0", "evaluation batch size; 0 = train.batch_size", {}},
-      {"eval.strategy", VT::String, R"("epoch")", "when to evaluate: every `every` epochs, every `every` optimizer steps, or never",
-       {"epoch", "steps", "no"}},
-      {"eval.every", VT::Int, "1", "evaluation interval in units of `strategy` (>= 1)", {}},
-
-      {"optim.name", VT::String, R"("adamw")", "optimizer", {"sgd", "adam", "adamw", "rmsprop"}},
-      {"optim.lr", VT::Float, "1e-3", "learning rate (> 0)", {}},
-      {"optim.weight_decay", VT::Float, "0.01",
-       "weight decay (>= 0): decoupled for adamw, added to the gradient (L2) for sgd, adam, rmsprop; only on "
-       "tensors with dim >= 2 unless a param group sets it", {}},
-      {"optim.momentum", VT::Float, "0.9", "sgd and rmsprop momentum, in [0, 1)", {}},
-      {"optim.nesterov", VT::Bool, "false", "sgd Nesterov momentum", {}},
-      {"optim.betas", VT::FloatArray, "[0.9, 0.999]", "adam, adamw betas, two values in [0, 1)", {}},
-      {"optim.eps", VT::Float, "1e-8", "adam, adamw, rmsprop epsilon (> 0)", {}},
-      {"optim.amsgrad", VT::Bool, "false", "adam, adamw: AMSGrad variant", {}},
-      {"optim.alpha", VT::Float, "0.99", "rmsprop smoothing constant, in [0, 1)", {}},
-      {"optim.centered", VT::Bool, "false", "rmsprop: normalise by the centred second moment", {}},
-      {"optim.implementation", VT::String, R"("auto")",
-       "auto = fused kernel where LibTorch has one (sgd, adam, adamw), else the per-parameter loop",
-       {"auto", "fused", "for_loop"}},
-
-      {"data.num_workers", VT::Int, "2", "loader threads (>= 0; 0 = load on the main thread)", {}},
-      {"data.prefetch", VT::Int, "4", "batches queued ahead (>= 1)", {}},
-      {"data.shuffle", VT::Bool, "true", "shuffle the training order every epoch (seeded)", {}},
-      {"data.val_from_train", VT::Bool, "true",
-       "without [data.val], build the \"val\" split from the [data.train] component", {}},
-      {"data.on_bad_sample", VT::String, R"("fail")",
-       "a sample that fails to load: fail (error naming plugin, index, file) or skip it (counted per epoch)",
-       {"fail", "skip"}},
-
-      {"checkpoint.strategy", VT::String, R"("epoch")",
-       "when to save: every `every` epochs, every `every` optimizer steps, or never", {"epoch", "steps", "no"}},
-      {"checkpoint.every", VT::Int, "1", "save interval in units of `strategy` (>= 1)", {}},
-      {"checkpoint.save_last", VT::Bool, "true", "keep checkpoints/last.pt current at every save (the resume point)", {}},
-      {"checkpoint.keep_last", VT::Int, "0",
-       "also keep the K most recent numbered checkpoints (step-NNNNNNNN.pt); 0 = none", {}},
-      {"checkpoint.save_top_k", VT::Int, "1",
-       "keep the K best checkpoints by `monitor` (best.pt is the best, best-2.pt ...); 0 = none", {}},
-      {"checkpoint.load_best_at_end", VT::Bool, "false",
-       "after training, load the best checkpoint's weights (final evaluation and export use them)", {}},
-      {"checkpoint.monitor", VT::String, R"("val/loss")",
-       "metric that decides the best checkpoint (\"val/loss\", \"val/accuracy\", ...)", {}},
-      {"checkpoint.mode", VT::String, R"("min")", "whether lower or higher `monitor` is better",
-       {"min", "max"}},
-
-      {"early_stopping.patience", VT::Int, "0",
-       "stop after this many evaluations without improvement of `monitor`; 0 = off", {}},
-      {"early_stopping.monitor", VT::String, R"("val/loss")", "the evaluated value early stopping watches", {}},
-      {"early_stopping.mode", VT::String, R"("min")", "whether lower or higher `monitor` is better", {"min", "max"}},
-      {"early_stopping.min_delta", VT::Float, "0.0", "smallest change of `monitor` that counts as an improvement (>= 0)", {}},
-      {"early_stopping.check_finite", VT::Bool, "true", "stop at once when `monitor` becomes NaN or infinite", {}},
-
-      {"amp.precision", VT::String, R"("fp32")",
-       "fp32 | fp16 (autocast + dynamic grad scaler) | bf16 (autocast)", {"fp32", "fp16", "bf16"}},
-      {"amp.init_scale", VT::Float, "65536.0", "fp16 grad scaler: initial scale", {}},
-      {"amp.growth_factor", VT::Float, "2.0", "fp16 grad scaler: scale growth after growth_interval clean steps", {}},
-      {"amp.backoff_factor", VT::Float, "0.5", "fp16 grad scaler: scale backoff on inf/NaN gradients", {}},
-      {"amp.growth_interval", VT::Int, "2000", "fp16 grad scaler: clean steps before the scale grows", {}},
-
-      {"schedule.name", VT::String, R"("constant")", "learning-rate schedule (time in optimizer steps)",
-       {"constant", "step", "multistep", "exponential", "linear", "cosine", "one_cycle", "reduce_on_plateau"}},
-      {"schedule.warmup_steps", VT::Int, "0", "linear, cosine: steps of linear warmup", {}},
-      {"schedule.warmup_start_factor", VT::Float, "0.0", "linear, cosine: warmup starts at this x lr", {}},
-      {"schedule.min_lr", VT::Float, "0.0", "linear, cosine: final lr; reduce_on_plateau: lower bound", {}},
-      {"schedule.max_lr", VT::Float, "0.0", "one_cycle: peak lr; 0 = optim.lr", {}},
-      {"schedule.pct_start", VT::Float, "0.3", "one_cycle: fraction of steps raising the lr", {}},
-      {"schedule.anneal_strategy", VT::String, R"("cos")", "one_cycle: annealing shape", {"cos", "linear"}},
-      {"schedule.three_phase", VT::Bool, "false", "one_cycle: symmetric rise and fall, then annihilation", {}},
-      {"schedule.div_factor", VT::Float, "25.0", "one_cycle: initial lr = max_lr / div_factor", {}},
-      {"schedule.final_div_factor", VT::Float, "1e4", "one_cycle: final lr = initial lr / final_div_factor", {}},
-      {"schedule.cycle_momentum", VT::Bool, "true", "one_cycle: cycle SGD momentum / Adam(W) beta1", {}},
-      {"schedule.base_momentum", VT::Float, "0.85", "one_cycle: momentum at the lr peak", {}},
-      {"schedule.max_momentum", VT::Float, "0.95", "one_cycle: momentum at start and end", {}},
-      {"schedule.step_size", VT::Int, "0", "step: decay every step_size optimizer steps (required by step)", {}},
-      {"schedule.gamma", VT::Float, "0.1", "step, multistep, exponential: decay factor", {}},
-      {"schedule.milestones", VT::IntArray, "[]", "multistep: optimizer steps at which to decay", {}},
-      {"schedule.mode", VT::String, R"("min")", "reduce_on_plateau: whether lower or higher is better", {"min", "max"}},
-      {"schedule.factor", VT::Float, "0.1", "reduce_on_plateau: new lr = lr x factor", {}},
-      {"schedule.patience", VT::Int, "10", "reduce_on_plateau: evaluations without improvement tolerated", {}},
-      {"schedule.threshold", VT::Float, "1e-4", "reduce_on_plateau: smallest change that counts", {}},
-      {"schedule.threshold_mode", VT::String, R"("rel")", "reduce_on_plateau: threshold relative or absolute",
-       {"rel", "abs"}},
-      {"schedule.cooldown", VT::Int, "0", "reduce_on_plateau: evaluations to wait after a reduction", {}},
-      {"schedule.eps", VT::Float, "1e-8", "reduce_on_plateau: reductions smaller than this are skipped", {}},
-      {"schedule.monitor", VT::String, R"("val/loss")", "reduce_on_plateau: the evaluated value it watches", {}},
-
-      {"progress.mode", VT::String, R"("auto")",
-       "auto = bar on a terminal, lines otherwise", {"auto", "bar", "lines", "off"}},
-      {"progress.every_seconds", VT::Float, "10.0", "interval of \"lines\" mode (> 0)", {}},
-
-      {"plots.enabled", VT::Bool, "true",
-       "draw plots/*.png (loss, each metric, lr; per step and per epoch) after every evaluation", {}},
-
-      {"dist.backend", VT::String, R"("auto")", "collective backend: auto = nccl on CUDA, gloo on CPU",
-       {"auto", "gloo", "nccl"}},
-      {"dist.timeout_s", VT::Float, "300.0",
-       "rendezvous and collective timeout in seconds (> 0); a lost rank fails the others after this", {}},
-      {"dist.bucket_mb", VT::Float, "25.0", "gradient all-reduce bucket size in MiB (> 0)", {}},
-      {"dist.find_unused_parameters", VT::Bool, "false",
-       "allow parameters without a gradient in a step (walks the autograd graph every step)", {}},
-      {"dist.broadcast_buffers", VT::Bool, "true",
-       "copy rank 0's buffers (BatchNorm statistics) to every rank before each training forward", {}},
-      {"dist.overlap", VT::Bool, "true",
-       "all-reduce gradient buckets during backward; false: the same buckets after backward (benchmarks)", {}},
-      {"dist.sync_batchnorm", VT::Bool, "false",
-       "not supported: true is refused (LibTorch has no SyncBatchNorm; docs/distributed.md)", {}},
-
-      {"plugins.dirs", VT::StringArray, "[]",
-       "extra plugin directories, searched before the built-in one", {}},
-  };
-}
 
 bool is_bare_key(std::string_view name) {
   return !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
@@ -184,7 +32,11 @@ bool is_bare_key(std::string_view name) {
 }  // namespace
 
 const std::vector<KeySpec>& host_key_schema() {
-  static const std::vector<KeySpec> schema = make_host_schema();
+  static const std::vector<KeySpec> schema = [] {
+    std::vector<KeySpec> specs;
+    for (const HostKey& key : host_keys()) specs.push_back(key.spec);
+    return specs;
+  }();
   return schema;
 }
 

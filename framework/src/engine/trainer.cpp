@@ -104,41 +104,20 @@ Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device devi
 Trainer::~Trainer() = default;
 
 void Trainer::init_schedule() {
-  const ScheduleSection& s = config_.schedule;
-  SchedulerOptions o;
-  o.name = s.name;
-  o.warmup_steps = s.warmup_steps;
-  o.warmup_start_factor = s.warmup_start_factor;
-  o.min_lr = {s.min_lr};
-  // one_cycle peaks each parameter group in proportion to its own lr ([[optim.param_groups]]),
-  // as passing a per-group max_lr list to torch.optim.lr_scheduler.OneCycleLR does.
-  const double peak = s.max_lr > 0 ? s.max_lr : config_.optim.lr;
+  // [schedule] is already the scheduler's options; only max_lr needs the optimizer. one_cycle
+  // peaks each parameter group in proportion to its own lr ([[optim.param_groups]]), as passing a
+  // per-group max_lr list to torch.optim.lr_scheduler.OneCycleLR does; the key's 0 means optim.lr.
+  SchedulerOptions o = config_.schedule;
+  const double key_max_lr = o.max_lr.empty() ? 0.0 : o.max_lr.front();
+  const double peak = key_max_lr > 0 ? key_max_lr : config_.optim.lr;
   o.max_lr.clear();
   for (const auto& group : optim_.optimizer->param_groups())
     o.max_lr.push_back(peak * group.options().get_lr() / config_.optim.lr);
-  o.pct_start = s.pct_start;
-  o.anneal_strategy = s.anneal_strategy;
-  o.three_phase = s.three_phase;
-  o.div_factor = s.div_factor;
-  o.final_div_factor = s.final_div_factor;
-  o.cycle_momentum = s.cycle_momentum;
-  o.base_momentum = {s.base_momentum};
-  o.max_momentum = {s.max_momentum};
-  o.step_size = s.step_size;
-  o.gamma = s.gamma;
-  o.milestones = s.milestones;
-  o.mode = s.mode;
-  o.factor = s.factor;
-  o.patience = s.patience;
-  o.threshold = s.threshold;
-  o.threshold_mode = s.threshold_mode;
-  o.cooldown = s.cooldown;
-  o.eps = s.eps;
   // Time is optimizer steps: a window of grad_accum_steps micro-batches is one step, and the
   // epoch's short last window counts too (ARCH-10).
   const int64_t total = total_optimizer_steps(epochs_, train_batches_, config_.train.grad_accum_steps);
   scheduler_ = make_scheduler(o, *optim_.optimizer, total);
-  log_.info("schedule " + s.name + " over " + std::to_string(total) + " optimizer steps; precision " +
+  log_.info("schedule " + o.name + " over " + std::to_string(total) + " optimizer steps; precision " +
             std::string(to_string(precision_)));
 }
 

@@ -13,8 +13,9 @@ namespace tp {
 /// Checks `root` (file, environment and --set already merged): every key is a host key, a
 /// component slot or a section; every host key has its declared type and an allowed choice; every
 /// component table is a table with a non-empty string `component`; the required slots ([model],
-/// [loss], [data.train]) exist; and the semantic limits hold (epochs >= 1, batch_size >= 1,
-/// lr > 0, two betas in [0, 1), num_workers >= 0, prefetch >= 1, ...).
+/// [loss], [data.train]) exist; and the semantic limits hold: each key's limit from the host key
+/// table (epochs >= 1, lr > 0, momentum in [0, 1), ...) and the checks across a key's values
+/// (two betas in [0, 1); dist.sync_batchnorm = true refused).
 /// Throws tp::ConfigError at the first problem, with the key path and a one-paragraph message that
 /// names `source_file` (line:column where the node has a position), what was expected and what to
 /// do, including a "did you mean" suggestion for unknown keys.

@@ -1,11 +1,13 @@
 // The typed, validated configuration of one run (docs/architecture.md, run step 2).
 //
-// Every host key is declared exactly once, in the key schema (config/schema.h), with its type,
-// default and help; configs/reference.toml lists them all and a test keeps the two in step.
+// Every host key is declared exactly once, as one row of the key table (config/host_keys.h) that
+// names the member below it fills, with its type, default, help and limits; configs/reference.toml
+// lists them all and a test keeps the two in step (docs/config_keys.md: how to add a key).
 // load_run_config() parses the file, applies environment mirrors and --set overrides, validates,
-// fills defaults and returns this immutable value. Component tables ([model], [loss],
-// [data.train], [[metrics]], ...) are kept as TOML and validated later against the schema the
-// plugin declares (plugin tables are only known once plugins are loaded).
+// fills defaults and returns this immutable value. The sections have no initializers: loading
+// writes every member from the table, so a default lives in one place. Component tables
+// ([model], [loss], [data.train], [[metrics]], ...) are kept as TOML and validated later against
+// the schema the plugin declares (plugin tables are only known once plugins are loaded).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +16,8 @@
 #include <vector>
 
 #include <toml++/toml.h>
+
+#include "tp/framework/optim/scheduler_options.h"
 
 namespace tp {
 
@@ -61,35 +65,6 @@ struct AmpSection {
   double backoff_factor;
   int64_t growth_interval;
   bool operator==(const AmpSection&) const = default; ///< field-wise
-};
-
-/// [schedule]: learning-rate schedule, time counted in optimizer steps (docs/schedules.md).
-struct ScheduleSection {
-  std::string name; ///< constant | step | multistep | exponential | linear | cosine | one_cycle | reduce_on_plateau
-  int64_t warmup_steps;
-  double warmup_start_factor;
-  double min_lr;
-  double max_lr; ///< one_cycle peak; 0 = optim.lr
-  double pct_start;
-  std::string anneal_strategy;
-  bool three_phase;
-  double div_factor;
-  double final_div_factor;
-  bool cycle_momentum;
-  double base_momentum;
-  double max_momentum;
-  int64_t step_size;
-  double gamma;
-  std::vector<int64_t> milestones;
-  std::string mode;
-  double factor;
-  int64_t patience;
-  double threshold;
-  std::string threshold_mode;
-  int64_t cooldown;
-  double eps;
-  std::string monitor; ///< reduce_on_plateau watches this value after each evaluation
-  bool operator==(const ScheduleSection&) const = default; ///< field-wise
 };
 
 struct EvalSection {
@@ -176,7 +151,7 @@ struct DistSection {
   double bucket_mb;            ///< gradient all-reduce bucket size in MiB (> 0)
   bool find_unused_parameters; ///< tolerate parameters that get no gradient in a step (a graph walk per step)
   bool broadcast_buffers;      ///< copy rank 0's buffers (BatchNorm statistics) to all ranks before each forward
-  bool overlap = true;         ///< all-reduce buckets from autograd hooks during backward (false: after it)
+  bool overlap;                ///< all-reduce buckets from autograd hooks during backward (false: after it)
   bool operator==(const DistSection&) const = default; ///< field-wise
 };
 
@@ -190,7 +165,7 @@ struct RunConfig {
   CheckpointSection checkpoint;
   ProgressSection progress;
   AmpSection amp;
-  ScheduleSection schedule;
+  SchedulerOptions schedule; ///< [schedule], read straight into the scheduler's options
   EarlyStoppingSection early_stopping;
   PlotsSection plots;
   std::vector<std::string> plugin_dirs; ///< [plugins] dirs

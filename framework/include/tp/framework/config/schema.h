@@ -1,8 +1,10 @@
 // The key schema: every configuration key the host understands, declared exactly once.
 //
 // A KeySpec names a key by its dotted path, its value type, its default (a TOML value literal)
-// and a one-line help text. host_key_schema() lists every host key; configs/reference.toml shows
-// the same keys with the same defaults, and a unit test keeps the two in step. Component tables
+// and a one-line help text. host_key_schema() lists every host key, taken from the host key table
+// (config/host_keys.h, where each key is declared once beside the RunConfig member it fills);
+// configs/reference.toml shows the same keys with the same defaults, and a unit test keeps the two
+// in step. Component tables
 // ([model], [loss], [data.train], [[metrics]], ...) are not host keys: each names its component in
 // the reserved key `component`, and the rest of the table is checked against the schema the plugin
 // declares, converted here by plugin_schema().
@@ -52,7 +54,8 @@ inline constexpr std::string_view kActivationCheckpointingKey = "activation_chec
 /// The array of tables [[optim.param_groups]]: `pattern` (required), `lr`, `weight_decay`.
 inline constexpr std::string_view kParamGroupsPath = "optim.param_groups";
 
-/// Every host key, in the order of configs/reference.toml. Static storage; never empty.
+/// Every host key, in the order of configs/reference.toml: the `spec` of each host_keys() row.
+/// Static storage; never empty.
 const std::vector<KeySpec>& host_key_schema();
 
 /// The host key with this dotted path, or nullptr.

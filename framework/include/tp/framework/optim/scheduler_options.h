@@ -1,0 +1,86 @@
+// The options of a learning-rate schedule, as a plain struct without LibTorch, so that the
+// config layer (tp_config, built without LibTorch for the fuzzers) can fill it from [schedule]
+// and the schedules (optim/lr_scheduler.h) can read it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tp {
+
+/// Options of every schedule, one field per `[schedule]` key (docs/schedules.md), named as the
+/// key. The config layer reads `[schedule]` straight into this struct (RunConfig::schedule), so a
+/// new schedule option is one field here plus one row in config/host_keys.cpp. A list field ("one
+/// value or per group") holds either one value for all parameter groups or exactly one value per
+/// group; the [schedule] keys give one value.
+///
+/// The initializers are the defaults for direct use of make_scheduler() and equal PyTorch's. They
+/// equal the [schedule] key defaults except where PyTorch has none: `max_lr` (the key's 0 means
+/// optim.lr, resolved per group by the trainer) and `gamma` (the key defaults to 0.1);
+/// host_keys_test checks that.
+struct SchedulerOptions {
+  /// constant | step | multistep | exponential | linear | cosine | one_cycle | reduce_on_plateau.
+  std::string name = "constant";
+
+  /* Warmup schedules (linear, cosine) */
+  /// Steps of linear warmup from `warmup_start_factor` × base lr up to the base lr.
+  int64_t warmup_steps = 0;
+  /// Warmup starts at this fraction of the base lr, in [0, 1]. 0 (Hugging Face) wastes step 0.
+  double warmup_start_factor = 0.0;
+  /// linear, cosine: the lr reached at the last step; reduce_on_plateau: the lower bound.
+  /// Absolute, one value or per group.
+  std::vector<double> min_lr{0.0};
+
+  /* one_cycle */
+  /// Peak lr, one value or per group. Required for one_cycle; the optimizer's lr is ignored.
+  std::vector<double> max_lr;
+  /// Fraction of the steps spent raising the lr.
+  double pct_start = 0.3;
+  /// cos | linear.
+  std::string anneal_strategy = "cos";
+  /// Fall back to initial_lr symmetrically, then anneal to min in a third phase.
+  bool three_phase = false;
+  /// initial_lr = max_lr / div_factor.
+  double div_factor = 25.0;
+  /// final lr = initial_lr / final_div_factor.
+  double final_div_factor = 1e4;
+  /// Cycle SGD/RMSprop `momentum` or Adam/AdamW `beta1` inversely to the lr.
+  bool cycle_momentum = true;
+  /// Momentum at the lr peak, one value or per group.
+  std::vector<double> base_momentum{0.85};
+  /// Momentum at the start and end, one value or per group.
+  std::vector<double> max_momentum{0.95};
+
+  /* step, multistep, exponential */
+  /// step: decay every `step_size` steps. Required (PyTorch has no default).
+  int64_t step_size = 0;
+  /// Decay factor. step/multistep default to 0.1; exponential requires it (no PyTorch default).
+  std::optional<double> gamma;
+  /// multistep: steps at which to decay; a step listed n times decays by gamma^n.
+  std::vector<int64_t> milestones;
+
+  /* reduce_on_plateau */
+  /// min | max: whether a lower or a higher metric is better.
+  std::string mode = "min";
+  /// new lr = lr × factor; must be < 1.
+  double factor = 0.1;
+  /// Evaluations without improvement tolerated before reducing.
+  int64_t patience = 10;
+  /// Minimum change that counts as an improvement.
+  double threshold = 1e-4;
+  /// rel | abs: whether `threshold` is relative to the best value or absolute.
+  std::string threshold_mode = "rel";
+  /// Evaluations to wait after a reduction before counting bad evaluations again.
+  int64_t cooldown = 0;
+  /// Reductions smaller than this are skipped.
+  double eps = 1e-8;
+  /// The evaluated value ("val/loss") the trainer passes to step_metric() after each evaluation;
+  /// the schedule itself never reads it.
+  std::string monitor = "val/loss";
+
+  bool operator==(const SchedulerOptions&) const = default; ///< field-wise
+};
+
+}  // namespace tp

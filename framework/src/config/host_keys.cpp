@@ -1,0 +1,252 @@
+// The host key table: one row per key (docs/config_keys.md). The binding machinery is in
+// key_binding.h; what derives from the rows is listed in host_keys.h.
+#include "tp/framework/config/host_keys.h"
+
+#include <vector>
+
+#include "config/key_binding.h"
+
+namespace tp {
+namespace {
+
+using detail::above;
+using detail::above_and_below;
+using detail::at_least;
+using detail::at_least_and_below;
+using detail::key;
+using detail::refused_key;
+using detail::typed_key;
+using VT = ValueType;
+
+// The key [section] member fills RunConfig::section.member: one name for both, so a row cannot
+// fill another key's member.
+#define TP_HOST_KEY(section, member, ...) \
+  key<&RunConfig::section, &decltype(RunConfig::section)::member>(#section "." #member, __VA_ARGS__)
+// A Float key that fills a "one value or per group" list (SchedulerOptions::min_lr) with its value.
+#define TP_PER_GROUP_KEY(section, member, ...)                                      \
+  typed_key<VT::Float, &RunConfig::section, &decltype(RunConfig::section)::member>( \
+      #section "." #member, __VA_ARGS__)
+
+std::vector<HostKey> make_host_keys() {
+  // One row per key, in the order of configs/reference.toml, which repeats the defaults (a test
+  // compares them). Rows: member, default (a TOML literal), help, then {.choices, .limit, .is_path}.
+  return {
+      TP_HOST_KEY(run, name, R"("run")", "run name, shown in logs"),
+      TP_HOST_KEY(run, output_dir, R"("runs/run")",
+          "run directory (checkpoints, config.toml, logs); created if missing"),
+      TP_HOST_KEY(run, seed, "42", "seeds model init, shuffling and augmentation"),
+      TP_HOST_KEY(run, device, R"("auto")",
+          "auto = cuda when available, else cpu",
+          {.choices = {"auto", "cpu", "cuda", "cuda:N"}}),
+      TP_HOST_KEY(run, deterministic, "false",
+          "deterministic algorithms only (errors on ops without one); cuDNN benchmark off"),
+      TP_HOST_KEY(run, threads, "0",
+          "intra-op threads; 0 = physical cores minus loader threads (min 1)",
+          {.limit = at_least(0)}),
+      TP_HOST_KEY(run, channels_last, "false",
+          "channels-last memory format for the model and 4-D inputs (faster convolutions on CUDA and oneDNN)"),
+      TP_HOST_KEY(run, cudnn_benchmark, "false",
+          "let cuDNN time convolution algorithms for each new shape (faster for fixed shapes; off when deterministic)"),
+      TP_HOST_KEY(run, tf32, "false",
+          "allow TF32 tensor cores for fp32 matmul and convolutions (CUDA, Ampere+)"),
+
+      TP_HOST_KEY(train, epochs, "10", "number of passes over the training set (>= 1)", {.limit = at_least(1)}),
+      TP_HOST_KEY(train, batch_size, "32", "samples per step, per process (>= 1)", {.limit = at_least(1)}),
+      TP_HOST_KEY(train, log_every_steps, "50",
+          "read the loss (a device sync) and log every N steps (>= 1)",
+          {.limit = at_least(1)}),
+      TP_HOST_KEY(train, drop_last, "true", "drop the short last training batch"),
+      TP_HOST_KEY(train, grad_accum_steps, "1",
+          "micro-batches per optimizer step; the loss is normalised over the whole window (>= 1)",
+          {.limit = at_least(1)}),
+      TP_HOST_KEY(train, max_grad_norm, "0.0",
+          "clip the global gradient norm to this, once per optimizer step after unscaling; 0 = off",
+          {.limit = at_least(0)}),
+      TP_HOST_KEY(train, grad_norm_type, "2.0", "norm used by max_grad_norm (2 = Euclidean, inf = max)"),
+      TP_HOST_KEY(train, clip_value, "0.0",
+          "clamp every gradient element to [-v, v]; 0 = off",
+          {.limit = at_least(0)}),
+      TP_HOST_KEY(train, nan_policy, R"("stop")",
+          "non-finite training loss: stop (error naming step, batch, lr) or skip the optimizer step",
+          {.choices = {"stop", "skip"}}),
+      TP_HOST_KEY(train, overfit_batches, "0",
+          "sanity check: train and validate on the first N training batches, unshuffled; 0 = off",
+          {.limit = at_least(0)}),
+      TP_HOST_KEY(train, fast_dev_run, "false",
+          "sanity check: one training step and one evaluation batch, no checkpoints or history"),
+      TP_HOST_KEY(train, init_weights, R"("")",
+          "start from these weights: a host checkpoint (its model entry), a torch.save(model.state_dict()) file or a "
+          ".safetensors file; names and shapes must match the model exactly; \"\" = the model's own init; ignored "
+          "by --resume",
+          {.is_path = true}),
+
+      TP_HOST_KEY(eval, batch_size, "0", "evaluation batch size; 0 = train.batch_size", {.limit = at_least(0)}),
+      TP_HOST_KEY(eval, strategy, R"("epoch")",
+          "when to evaluate: every `every` epochs, every `every` optimizer steps, or never",
+          {.choices = {"epoch", "steps", "no"}}),
+      TP_HOST_KEY(eval, every, "1",
+          "evaluation interval in units of `strategy` (>= 1)",
+          {.limit = at_least(1)}),
+
+      TP_HOST_KEY(optim, name, R"("adamw")", "optimizer", {.choices = {"sgd", "adam", "adamw", "rmsprop"}}),
+      TP_HOST_KEY(optim, lr, "1e-3", "learning rate (> 0)", {.limit = above(0)}),
+      TP_HOST_KEY(optim, weight_decay, "0.01",
+          "weight decay (>= 0): decoupled for adamw, added to the gradient (L2) for sgd, adam, rmsprop; only on "
+          "tensors with dim >= 2 unless a param group sets it",
+          {.limit = at_least(0)}),
+      TP_HOST_KEY(optim, momentum, "0.9",
+          "sgd and rmsprop momentum, in [0, 1)",
+          {.limit = at_least_and_below(0, 1)}),
+      TP_HOST_KEY(optim, nesterov, "false", "sgd Nesterov momentum"),
+      TP_HOST_KEY(optim, betas, "[0.9, 0.999]", "adam, adamw betas, two values in [0, 1)"),
+      TP_HOST_KEY(optim, eps, "1e-8", "adam, adamw, rmsprop epsilon (> 0)", {.limit = above(0)}),
+      TP_HOST_KEY(optim, amsgrad, "false", "adam, adamw: AMSGrad variant"),
+      TP_HOST_KEY(optim, alpha, "0.99",
+          "rmsprop smoothing constant, in [0, 1)",
+          {.limit = at_least_and_below(0, 1)}),
+      TP_HOST_KEY(optim, centered, "false", "rmsprop: normalise by the centred second moment"),
+      TP_HOST_KEY(optim, implementation, R"("auto")",
+          "auto = fused kernel where LibTorch has one (sgd, adam, adamw), else the per-parameter loop",
+          {.choices = {"auto", "fused", "for_loop"}}),
+
+      TP_HOST_KEY(data, num_workers, "2",
+          "loader threads (>= 0; 0 = load on the main thread)",
+          {.limit = at_least(0)}),
+      TP_HOST_KEY(data, prefetch, "4", "batches queued ahead (>= 1)", {.limit = at_least(1)}),
+      TP_HOST_KEY(data, shuffle, "true", "shuffle the training order every epoch (seeded)"),
+      TP_HOST_KEY(data, val_from_train, "true",
+          "without [data.val], build the \"val\" split from the [data.train] component"),
+      TP_HOST_KEY(data, on_bad_sample, R"("fail")",
+          "a sample that fails to load: fail (error naming plugin, index, file) or skip it (counted per epoch)",
+          {.choices = {"fail", "skip"}}),
+
+      TP_HOST_KEY(checkpoint, strategy, R"("epoch")",
+          "when to save: every `every` epochs, every `every` optimizer steps, or never",
+          {.choices = {"epoch", "steps", "no"}}),
+      TP_HOST_KEY(checkpoint, every, "1",
+          "save interval in units of `strategy` (>= 1)",
+          {.limit = at_least(1)}),
+      TP_HOST_KEY(checkpoint, save_last, "true",
+          "keep checkpoints/last.pt current at every save (the resume point)"),
+      TP_HOST_KEY(checkpoint, keep_last, "0",
+          "also keep the K most recent numbered checkpoints (step-NNNNNNNN.pt); 0 = none",
+          {.limit = at_least(0)}),
+      TP_HOST_KEY(checkpoint, save_top_k, "1",
+          "keep the K best checkpoints by `monitor` (best.pt is the best, best-2.pt ...); 0 = none",
+          {.limit = at_least(0)}),
+      TP_HOST_KEY(checkpoint, load_best_at_end, "false",
+          "after training, load the best checkpoint's weights (final evaluation and export use them)"),
+      TP_HOST_KEY(checkpoint, monitor, R"("val/loss")",
+          "metric that decides the best checkpoint (\"val/loss\", \"val/accuracy\", ...)"),
+      TP_HOST_KEY(checkpoint, mode, R"("min")",
+          "whether lower or higher `monitor` is better",
+          {.choices = {"min", "max"}}),
+
+      TP_HOST_KEY(early_stopping, patience, "0",
+          "stop after this many evaluations without improvement of `monitor`; 0 = off",
+          {.limit = at_least(0)}),
+      TP_HOST_KEY(early_stopping, monitor, R"("val/loss")", "the evaluated value early stopping watches"),
+      TP_HOST_KEY(early_stopping, mode, R"("min")",
+          "whether lower or higher `monitor` is better",
+          {.choices = {"min", "max"}}),
+      TP_HOST_KEY(early_stopping, min_delta, "0.0",
+          "smallest change of `monitor` that counts as an improvement (>= 0)",
+          {.limit = at_least(0)}),
+      TP_HOST_KEY(early_stopping, check_finite, "true", "stop at once when `monitor` becomes NaN or infinite"),
+
+      TP_HOST_KEY(amp, precision, R"("fp32")",
+          "fp32 | fp16 (autocast + dynamic grad scaler) | bf16 (autocast)",
+          {.choices = {"fp32", "fp16", "bf16"}}),
+      TP_HOST_KEY(amp, init_scale, "65536.0", "fp16 grad scaler: initial scale", {.limit = above(0)}),
+      TP_HOST_KEY(amp, growth_factor, "2.0",
+          "fp16 grad scaler: scale growth after growth_interval clean steps",
+          {.limit = above(1)}),
+      TP_HOST_KEY(amp, backoff_factor, "0.5",
+          "fp16 grad scaler: scale backoff on inf/NaN gradients",
+          {.limit = above_and_below(0, 1)}),
+      TP_HOST_KEY(amp, growth_interval, "2000",
+          "fp16 grad scaler: clean steps before the scale grows",
+          {.limit = at_least(1)}),
+
+      TP_HOST_KEY(schedule, name, R"("constant")",
+          "learning-rate schedule (time in optimizer steps)",
+          {.choices = {"constant", "step", "multistep", "exponential", "linear", "cosine", "one_cycle",
+                       "reduce_on_plateau"}}),
+      TP_HOST_KEY(schedule, warmup_steps, "0", "linear, cosine: steps of linear warmup"),
+      TP_HOST_KEY(schedule, warmup_start_factor, "0.0", "linear, cosine: warmup starts at this x lr"),
+      TP_PER_GROUP_KEY(schedule, min_lr, "0.0", "linear, cosine: final lr; reduce_on_plateau: lower bound"),
+      TP_PER_GROUP_KEY(schedule, max_lr, "0.0", "one_cycle: peak lr; 0 = optim.lr"),
+      TP_HOST_KEY(schedule, pct_start, "0.3", "one_cycle: fraction of steps raising the lr"),
+      TP_HOST_KEY(schedule, anneal_strategy, R"("cos")",
+          "one_cycle: annealing shape",
+          {.choices = {"cos", "linear"}}),
+      TP_HOST_KEY(schedule, three_phase, "false", "one_cycle: symmetric rise and fall, then annihilation"),
+      TP_HOST_KEY(schedule, div_factor, "25.0", "one_cycle: initial lr = max_lr / div_factor"),
+      TP_HOST_KEY(schedule, final_div_factor, "1e4", "one_cycle: final lr = initial lr / final_div_factor"),
+      TP_HOST_KEY(schedule, cycle_momentum, "true", "one_cycle: cycle SGD momentum / Adam(W) beta1"),
+      TP_PER_GROUP_KEY(schedule, base_momentum, "0.85", "one_cycle: momentum at the lr peak"),
+      TP_PER_GROUP_KEY(schedule, max_momentum, "0.95", "one_cycle: momentum at start and end"),
+      TP_HOST_KEY(schedule, step_size, "0", "step: decay every step_size optimizer steps (required by step)"),
+      TP_HOST_KEY(schedule, gamma, "0.1", "step, multistep, exponential: decay factor"),
+      TP_HOST_KEY(schedule, milestones, "[]", "multistep: optimizer steps at which to decay"),
+      TP_HOST_KEY(schedule, mode, R"("min")",
+          "reduce_on_plateau: whether lower or higher is better",
+          {.choices = {"min", "max"}}),
+      TP_HOST_KEY(schedule, factor, "0.1", "reduce_on_plateau: new lr = lr x factor"),
+      TP_HOST_KEY(schedule, patience, "10", "reduce_on_plateau: evaluations without improvement tolerated"),
+      TP_HOST_KEY(schedule, threshold, "1e-4", "reduce_on_plateau: smallest change that counts"),
+      TP_HOST_KEY(schedule, threshold_mode, R"("rel")",
+          "reduce_on_plateau: threshold relative or absolute",
+          {.choices = {"rel", "abs"}}),
+      TP_HOST_KEY(schedule, cooldown, "0", "reduce_on_plateau: evaluations to wait after a reduction"),
+      TP_HOST_KEY(schedule, eps, "1e-8", "reduce_on_plateau: reductions smaller than this are skipped"),
+      TP_HOST_KEY(schedule, monitor, R"("val/loss")", "reduce_on_plateau: the evaluated value it watches"),
+
+      TP_HOST_KEY(progress, mode, R"("auto")",
+          "auto = bar on a terminal, lines otherwise",
+          {.choices = {"auto", "bar", "lines", "off"}}),
+      TP_HOST_KEY(progress, every_seconds, "10.0", "interval of \"lines\" mode (> 0)", {.limit = above(0)}),
+
+      TP_HOST_KEY(plots, enabled, "true",
+          "draw plots/*.png (loss, each metric, lr; per step and per epoch) after every evaluation"),
+
+      TP_HOST_KEY(dist, backend, R"("auto")",
+          "collective backend: auto = nccl on CUDA, gloo on CPU",
+          {.choices = {"auto", "gloo", "nccl"}}),
+      TP_HOST_KEY(dist, timeout_s, "300.0",
+          "rendezvous and collective timeout in seconds (> 0); a lost rank fails the others after this"),
+      TP_HOST_KEY(dist, bucket_mb, "25.0", "gradient all-reduce bucket size in MiB (> 0)"),
+      TP_HOST_KEY(dist, find_unused_parameters, "false",
+          "allow parameters without a gradient in a step (walks the autograd graph every step)"),
+      TP_HOST_KEY(dist, broadcast_buffers, "true",
+          "copy rank 0's buffers (BatchNorm statistics) to every rank before each training forward"),
+      TP_HOST_KEY(dist, overlap, "true",
+          "all-reduce gradient buckets during backward; false: the same buckets after backward (benchmarks)"),
+      // Refused when true (validate_host_table says why); false is accepted for portable configs.
+      refused_key("dist.sync_batchnorm", "false",
+          "not supported: true is refused (LibTorch has no SyncBatchNorm; docs/distributed.md)"),
+
+      // [plugins] dirs is RunConfig::plugin_dirs, a member of its own rather than a section.
+      key<&RunConfig::plugin_dirs>("plugins.dirs", "[]",
+          "extra plugin directories, searched before the built-in one"),
+  };
+}
+
+#undef TP_PER_GROUP_KEY
+#undef TP_HOST_KEY
+
+}  // namespace
+
+const std::vector<HostKey>& host_keys() {
+  static const std::vector<HostKey> keys = make_host_keys();
+  return keys;
+}
+
+void read_host_keys(const toml::table& resolved, RunConfig& cfg) {
+  for (const HostKey& key : host_keys()) {
+    const toml::node* value = resolved.at_path(key.spec.path).node();
+    if (key.read != nullptr && value != nullptr) key.read(*value, cfg);
+  }
+}
+
+}  // namespace tp
