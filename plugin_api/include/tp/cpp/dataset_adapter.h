@@ -135,12 +135,6 @@ class Sample {
 
 namespace detail {
 
-/// "shapes" for "org.torchhost.shapes": the prefix of the adapter's messages.
-inline const char* short_name(const tp_descriptor_t& descriptor) noexcept {
-  const char* dot = std::strrchr(descriptor.id, '.');
-  return dot != nullptr ? dot + 1 : descriptor.id;
-}
-
 template <typename D, typename = void>
 struct HasSetEpoch : std::false_type {};
 template <typename D>
@@ -164,13 +158,13 @@ struct DatasetAdapter {
   }
   static Instance& instance(const void* self) {
     if (self == nullptr)
-      throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(short_name(kDescriptor)) + ": dataset instance is NULL");
+      throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(component_name(kDescriptor)) + ": dataset instance is NULL");
     return *static_cast<Instance*>(const_cast<void*>(self));
   }
 
   static tp_status create(const tp_host_t* host, const tp_config_t* cfg, const char* split, void** out_self) {
     TP_GUARD(host != nullptr ? host : plugin_host(), {
-      const char* name = short_name(kDescriptor);
+      const char* name = component_name(kDescriptor);
       if (out_self == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(name) + ": out_self is NULL");
       *out_self = nullptr;
       const std::string requested = split != nullptr ? split : "(null)";
@@ -191,7 +185,7 @@ struct DatasetAdapter {
   static tp_status size(const void* self, uint64_t* out_count) {
     TP_GUARD(host_of(self), {
       if (out_count == nullptr)
-        throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(short_name(kDescriptor)) + ": out_count is NULL");
+        throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(component_name(kDescriptor)) + ": out_count is NULL");
       *out_count = static_cast<uint64_t>(static_cast<const D&>(instance(self).dataset).size());
       return TP_OK;
     });
@@ -200,7 +194,7 @@ struct DatasetAdapter {
   static tp_status get_sample(const void* self, uint64_t index, const tp_worker_ctx_t* ctx, tp_field_t* out_fields,
                               uint32_t capacity, uint32_t* out_count) {
     TP_GUARD(host_of(self), {
-      const char* name = short_name(kDescriptor);
+      const char* name = component_name(kDescriptor);
       const D& dataset = instance(self).dataset;
       if (out_fields == nullptr || out_count == nullptr)
         throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(name) + ": out_fields or out_count is NULL");
