@@ -5,7 +5,9 @@
 #include <utility>
 #include <vector>
 
+#include "tp/cpp/callback_adapter.h"
 #include "tp/cpp/config.h"
+#include "tp/cpp/dataset_adapter.h"
 #include "tp/cpp/dlpack.h"
 #include "tp/cpp/guard.h"
 #include "tp/cpp/plugin.h"
@@ -53,7 +55,38 @@ tp_status use_get_sample(const void*, uint64_t index, const tp_worker_ctx_t*, tp
 const tp_dataset_v1_t kTable = {sizeof(tp_dataset_v1_t), &use_create, &use_destroy, &use_size, &use_get_sample, nullptr};
 const tp_descriptor_t kDescriptor = {sizeof(tp_descriptor_t), "org.test.use", TP_KIND_DATASET, TP_TIER_S, "1.0.0", "",
                                      nullptr, 0, nullptr, 0, 0};
-const tp::cpp::Component kComponents[] = {{&kDescriptor, TP_IFACE_DATASET_V1, &kTable}};
+// The adapters, instantiated with every optional member.
+class UseDataset {
+ public:
+  explicit UseDataset(const tp::cpp::DatasetArgs& args)
+      : size_(static_cast<uint64_t>(args.config.get_int_in("i", 1, 10))), scale_(args.config.get_float_in("f", 0.0, 1.0)) {
+    args.log(TP_LOG_INFO, args.split_name);
+  }
+  uint64_t size() const { return size_; }
+  void get_sample(uint64_t index, const tp::cpp::WorkerContext& ctx, tp::cpp::Sample& out) const {
+    const uint64_t seed = ctx.has_seed() ? ctx.seed("noise") : 0;
+    out.add("x", std::vector<double>{scale_ * static_cast<double>(index + seed)}, {1});
+  }
+  void set_epoch(uint64_t epoch) { size_ = epoch + 1; }
+
+ private:
+  uint64_t size_;
+  double scale_;
+};
+class UseCallback {
+ public:
+  explicit UseCallback(const tp::cpp::CallbackArgs& args) { args.log(TP_LOG_INFO, args.component); }
+  uint32_t on_event(const tp_event_t& event) { return event.kind == TP_EVENT_EPOCH_END ? uint32_t{TP_REQUEST_STOP} : 0u; }
+};
+const tp_config_key_t kKeys[] = {{sizeof(tp_config_key_t), "i", TP_CFG_INT, "1", "i"}};
+const tp_descriptor_t kAdaptedDataset = tp::cpp::dataset_descriptor("org.test.adapted", "1.0.0", "", kKeys);
+const tp_descriptor_t kAdaptedCallback = tp::cpp::callback_descriptor("org.test.adapted_callback", "1.0.0", "", kKeys);
+
+const tp::cpp::Component kComponents[] = {
+    {&kDescriptor, TP_IFACE_DATASET_V1, &kTable},
+    tp::cpp::dataset_component<UseDataset, kAdaptedDataset>(),
+    tp::cpp::callback_component<UseCallback, kAdaptedCallback>(),
+};
 
 }  // namespace
 

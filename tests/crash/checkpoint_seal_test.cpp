@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tp/framework/checkpoint/checkpoint.h"
@@ -105,6 +106,30 @@ TEST_CASE("an unsealed (pre-seal) checkpoint still loads; a damaged one is still
   bytes.erase(bytes.end() - 100, bytes.end());
   write_all(dir / "legacy.pt", bytes);
   CHECK(contains(checkpoint_error([&] { load_checkpoint(dir / "legacy.pt"); }), "zip end record"));
+}
+
+TEST_CASE("forged pickle lengths, memo ids and globals are refused by name before LibTorch reads them") {
+  // Past fuzz findings (tests/fuzz/corpus/checkpoint, fed unsealed: first byte 0): each would
+  // make LibTorch's unpickler allocate gigabytes; the opcode walk (pickle_walk.h) refuses it.
+  const std::pair<const char*, const char*> cases[] = {
+      {"regression_oom_huge_memo_id.bin", "its pickle stores memo entry "},
+      {"regression_oom_unterminated_global.bin", "that never ends"},
+      {"regression_timeout_huge_pickle_string.bin", "-byte value with "},
+  };
+  for (const auto& [file, phrase] : cases) {
+    INFO(file);
+    std::vector<char> bytes = read_all(std::filesystem::path(TP_TEST_SOURCE_DIR) / "tests/fuzz/corpus/checkpoint" / file);
+    REQUIRE(bytes.size() > 1);
+    bytes.erase(bytes.begin());
+    try {
+      (void)read_checkpoint(bytes, "forged.pt");
+      FAIL("a forged checkpoint loaded");
+    } catch (const CheckpointError& e) {
+      const std::string message = e.what();
+      CHECK(message.find("checkpoint forged.pt is damaged: ") == 0);
+      CHECK(message.find(phrase) != std::string::npos);
+    }
+  }
 }
 
 TEST_CASE("the resume point skips a damaged last.pt and every name hard-linked to it") {

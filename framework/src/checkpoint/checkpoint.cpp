@@ -18,7 +18,9 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string_view>
 
+#include "pickle_walk.h"
 #include "tp/framework/checkpoint/checkpoint_seal.h"
 #include "tp/framework/error.h"
 
@@ -104,78 +106,33 @@ std::vector<double> doubles(const c10::IValue& value, const char* key, const Rec
 // opcode claims before it reads the data, so a pickle claiming 4 GB costs 4 GB and seconds of
 // memset before "Unexpected end of pickler archive"; likewise it resizes its memo table to any
 // memo id a BINPUT names (26 GB for one forged id). Both found by the checkpoint fuzzer, torch
-// 2.13. This walks the opcodes and refuses a length longer than what is left and a memo id no
-// pickler could have reached. It only understands the
-// opcodes LibTorch's pickler writes; at any other it stops checking and lets LibTorch decide, so
-// it can never refuse a pickle LibTorch would read.
+// 2.13. This walks the opcodes (pickle_walk.h) and refuses a length longer than what is left and
+// a memo id no pickler could have reached. At an opcode LibTorch's pickler never writes, or a
+// cut-off argument, it stops checking and lets LibTorch decide, so it can never refuse a pickle
+// LibTorch would read.
 void check_pickle_lengths(const char* data, std::size_t size, const std::string& name) {
-  const auto* p = reinterpret_cast<const unsigned char*>(data);
-  auto little = [&](std::size_t at, int bytes) {
-    uint64_t value = 0;
-    for (int i = bytes - 1; i >= 0; --i) value = value << 8 | p[at + static_cast<std::size_t>(i)];
-    return value;
-  };
-  std::size_t at = 0;
-  while (at < size) {
-    const unsigned char op = p[at++];
-    int fixed = -1, prefix = 0; // argument bytes, or the size of a length prefix
-    switch (op) {
-      case '.': return; // STOP
-      case '}': case ']': case ')': case '(': case 'N': case 0x88: case 0x89: case 'e': case 'a': case 's':
-      case 'u': case 't': case 0x85: case 0x86: case 0x87: case 'R': case 'b': case 'Q': case 0x94: case 0x81:
-      // Every other argument-free opcode of protocols 2-4, whether LibTorch reads it or not: the
-      // check must walk past anything LibTorch walks past (LIST 'l' and DICT 'd' were missing, so
-      // the check stopped at them and left what followed unchecked).
-      case '0': case '1': case '2': case 'l': case 'd': case 0x8f: case 0x90: case 0x91: case 0x92: case 0x93:
-        fixed = 0; break;
-      case 'q': case 'r': { // BINPUT, LONG_BINPUT: LibTorch grows its memo table to the id first
-        const int bytes = op == 'q' ? 1 : 4;
-        if (size - at < static_cast<std::size_t>(bytes)) return;
-        const uint64_t id = little(at, bytes);
-        // A pickler numbers memo entries 0, 1, 2, ... so an id beyond the bytes read so far is forged.
-        if (id > at)
-          throw CheckpointError("checkpoint " + name + " is damaged: its pickle stores memo entry " + std::to_string(id) +
-                                " at byte " + std::to_string(at) + ". Use another checkpoint, e.g. checkpoints/best.pt.");
-        at += static_cast<std::size_t>(bytes);
-        continue;
-      }
-      case 0x80: case 'K': case 'h': fixed = 1; break;
-      case 'M': fixed = 2; break;
-      case 'J': case 'j': fixed = 4; break;
-      case 'G': case 0x95: fixed = 8; break;
-      case 0x8a: case 0x8c: case 'C': case 'U': prefix = 1; break;
-      case 0x8b: case 'X': case 'B': case 'T': prefix = 4; break;
-      case 0x8d: case 0x8e: prefix = 8; break;
-      case 'c': // GLOBAL: two newline-terminated lines
-        // Refused, not left to LibTorch: its readString searches its whole 256-byte buffer for the
-        // newline, including stale bytes past the end of the pickle, finds one there and wraps its
-        // remaining-bytes count below zero; every later length then "fits" (an 8 EB string
-        // allocation in the CI fuzz run, stop 9; tests/fuzz/corpus/checkpoint/
-        // regression_oom_unterminated_global.bin).
-        for (int line = 0; line < 2; ++line) {
-          const void* end = std::memchr(p + at, '\n', size - at);
-          if (end == nullptr)
-            throw CheckpointError("checkpoint " + name + " is damaged: its pickle names a global at byte " +
-                                  std::to_string(at) + " that never ends. Use another checkpoint, e.g. "
-                                  "checkpoints/best.pt.");
-          at = static_cast<std::size_t>(static_cast<const unsigned char*>(end) - p) + 1;
-        }
-        continue;
-      default: return; // not an opcode LibTorch writes: its own checks apply
-    }
-    if (fixed >= 0) {
-      if (size - at < static_cast<std::size_t>(fixed)) return;
-      at += static_cast<std::size_t>(fixed);
-      continue;
-    }
-    if (size - at < static_cast<std::size_t>(prefix)) return;
-    const uint64_t length = little(at, prefix);
-    at += static_cast<std::size_t>(prefix);
-    if (length > size - at)
-      throw CheckpointError("checkpoint " + name + " is damaged: its pickle claims a " + std::to_string(length) +
-                            "-byte value with " + std::to_string(size - at) + " bytes left. Use another checkpoint, "
-                            "e.g. checkpoints/best.pt.");
-    at += static_cast<std::size_t>(length);
+  const PickleWalkEnd end = walk_pickle(std::string_view(data, size), PickleOpcodes::kAny,
+                                        [](const PickleOp& op) { return op.code != '.'; });  // STOP
+  const std::string advice = ". Use another checkpoint, e.g. checkpoints/best.pt.";
+  switch (end.kind) {
+    case PickleWalkEnd::kForgedMemo:
+      throw CheckpointError("checkpoint " + name + " is damaged: its pickle stores memo entry " +
+                            std::to_string(end.value) + " at byte " + std::to_string(end.at) + advice);
+    case PickleWalkEnd::kLengthPastEnd:
+      throw CheckpointError("checkpoint " + name + " is damaged: its pickle claims a " + std::to_string(end.value) +
+                            "-byte value with " + std::to_string(end.left) + " bytes left" + advice);
+    case PickleWalkEnd::kUnterminatedGlobal:
+      // Refused, not left to LibTorch: its readString searches its whole 256-byte buffer for the
+      // newline, including stale bytes past the end of the pickle, finds one there and wraps its
+      // remaining-bytes count below zero; every later length then "fits" (an 8 EB string
+      // allocation in the CI fuzz run, stop 9; tests/fuzz/corpus/checkpoint/
+      // regression_oom_unterminated_global.bin).
+      throw CheckpointError("checkpoint " + name + " is damaged: its pickle names a global at byte " +
+                            std::to_string(end.at) + " that never ends" + advice);
+    case PickleWalkEnd::kDone:
+    case PickleWalkEnd::kUnknownOpcode:
+    case PickleWalkEnd::kTruncated:
+      return;  // LibTorch's own checks apply
   }
 }
 

@@ -2,8 +2,12 @@
 
 #include <ATen/ATen.h>
 
+#include <cctype>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <string_view>
 
 #include "tp/framework/error.h"
 #include "tp/framework/util/atomic_file.h"
@@ -11,20 +15,25 @@
 namespace tp {
 namespace {
 
+// The dtypes both directions support, with the format's code for each.
+struct DtypeCode {
+  at::ScalarType type;
+  const char* code;
+};
+constexpr DtypeCode kDtypeCodes[] = {
+    {at::kDouble, "F64"}, {at::kFloat, "F32"}, {at::kHalf, "F16"}, {at::kBFloat16, "BF16"}, {at::kLong, "I64"},
+    {at::kInt, "I32"},    {at::kShort, "I16"}, {at::kChar, "I8"},  {at::kByte, "U8"},       {at::kBool, "BOOL"}};
+
 const char* dtype_code(at::ScalarType type) {
-  switch (type) {
-    case at::kFloat: return "F32";
-    case at::kDouble: return "F64";
-    case at::kHalf: return "F16";
-    case at::kBFloat16: return "BF16";
-    case at::kLong: return "I64";
-    case at::kInt: return "I32";
-    case at::kShort: return "I16";
-    case at::kChar: return "I8";
-    case at::kByte: return "U8";
-    case at::kBool: return "BOOL";
-    default: throw Error(std::string("safetensors has no dtype code for ") + c10::toString(type));
-  }
+  for (const DtypeCode& d : kDtypeCodes)
+    if (d.type == type) return d.code;
+  throw Error(std::string("safetensors has no dtype code for ") + c10::toString(type));
+}
+
+at::ScalarType dtype_of(const std::string& code) {
+  for (const DtypeCode& d : kDtypeCodes)
+    if (code == d.code) return d.type;
+  throw Error("unsupported safetensors dtype \"" + code + "\"");
 }
 
 // Names and metadata are ours or plugin-chosen parameter names: escape what JSON requires.
@@ -42,6 +51,109 @@ std::string json_string(const std::string& text) {
   }
   return out + "\"";
 }
+
+// The header is JSON: {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]},
+// "__metadata__": {...}}. This reads exactly that shape; anything else is skipped or refused.
+
+class HeaderReader {
+ public:
+  explicit HeaderReader(const std::string& text) : s_(text) {}
+
+  /// name -> (dtype, shape, offsets) for every tensor entry.
+  struct Entry {
+    std::string dtype;
+    std::vector<int64_t> shape, offsets;
+  };
+  std::vector<std::pair<std::string, Entry>> entries() {
+    std::vector<std::pair<std::string, Entry>> out;
+    expect('{');
+    for (bool more = !peek('}'); more; more = next_member('}')) {
+      std::string name = string();
+      expect(':');
+      if (name == "__metadata__") {
+        skip_value();
+        continue;
+      }
+      Entry e;
+      expect('{');
+      for (bool field = !peek('}'); field; field = next_member('}')) {
+        const std::string key = string();
+        expect(':');
+        if (key == "dtype") e.dtype = string();
+        else if (key == "shape") e.shape = ints();
+        else if (key == "data_offsets") e.offsets = ints();
+        else skip_value();
+      }
+      out.emplace_back(std::move(name), std::move(e));
+    }
+    return out;
+  }
+
+ private:
+  void space() { while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_; }
+  bool peek(char c) {
+    space();
+    if (i_ < s_.size() && s_[i_] == c) return ++i_, true;
+    return false;
+  }
+  void expect(char c) {
+    if (!peek(c)) throw Error(std::string("malformed header: expected '") + c + "' at byte " + std::to_string(i_));
+  }
+  bool next_member(char close) {
+    if (peek(',')) return true;
+    expect(close);
+    return false;
+  }
+  std::string string() {
+    expect('"');
+    std::string out;
+    while (i_ < s_.size() && s_[i_] != '"') {
+      char c = s_[i_++];
+      if (c == '\\' && i_ < s_.size()) {
+        c = s_[i_++];
+        // Tensor names are plain ASCII in practice; \uXXXX outside ASCII is kept as its escape.
+        if (c == 'u' && i_ + 4 <= s_.size()) {
+          const long code = std::strtol(s_.substr(i_, 4).c_str(), nullptr, 16);
+          out += code < 0x80 ? std::string(1, static_cast<char>(code)) : "\\u" + s_.substr(i_, 4);
+          i_ += 4;
+          continue;
+        }
+        c = c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c == 'b' ? '\b' : c == 'f' ? '\f' : c;
+      }
+      out += c;
+    }
+    expect('"');
+    return out;
+  }
+  std::vector<int64_t> ints() {
+    std::vector<int64_t> out;
+    expect('[');
+    for (bool more = !peek(']'); more; more = next_member(']')) {
+      space();
+      char* end = nullptr;
+      out.push_back(std::strtoll(s_.c_str() + i_, &end, 10));
+      if (end == s_.c_str() + i_) throw Error("malformed header: expected an integer at byte " + std::to_string(i_));
+      i_ = static_cast<size_t>(end - s_.c_str());
+    }
+    return out;
+  }
+  void skip_value() {
+    space();
+    if (i_ < s_.size() && s_[i_] == '"') return void(string());
+    if (peek('{')) {
+      for (bool more = !peek('}'); more; more = next_member('}')) string(), expect(':'), skip_value();
+      return;
+    }
+    if (peek('[')) {
+      for (bool more = !peek(']'); more; more = next_member(']')) skip_value();
+      return;
+    }
+    while (i_ < s_.size() && std::string_view(",}] \n\r\t").find(s_[i_]) == std::string_view::npos) ++i_;
+  }
+
+  const std::string& s_;
+  size_t i_ = 0;
+};
 
 }  // namespace
 
@@ -78,6 +190,31 @@ void write_safetensors(const std::filesystem::path& path,
   for (const auto& t : contiguous)
     file.append(static_cast<const char*>(t.data_ptr()), static_cast<std::size_t>(t.numel() * t.element_size()));
   write_file_atomically(path, file);
+}
+
+std::vector<std::pair<std::string, at::Tensor>> read_safetensors(const std::vector<char>& bytes) {
+  if (bytes.size() < 8) throw Error("shorter than the 8-byte header length");
+  uint64_t header_size = 0;
+  for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | static_cast<unsigned char>(bytes[i]);
+  if (header_size > bytes.size() - 8) throw Error("its header length exceeds the file");
+  const std::string header(bytes.data() + 8, header_size);
+  const char* data = bytes.data() + 8 + header_size;
+  const uint64_t data_size = bytes.size() - 8 - header_size;
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (auto& [name, e] : HeaderReader(header).entries()) {
+    const at::ScalarType dtype = dtype_of(e.dtype);
+    int64_t numel = 1;
+    for (int64_t d : e.shape) numel *= d;
+    const auto expected = static_cast<uint64_t>(numel) * c10::elementSize(dtype);
+    if (e.offsets.size() != 2 || e.offsets[0] < 0 || e.offsets[1] < e.offsets[0] ||
+        static_cast<uint64_t>(e.offsets[1]) > data_size ||
+        static_cast<uint64_t>(e.offsets[1] - e.offsets[0]) != expected)
+      throw Error("tensor '" + name + "' has data_offsets that do not fit its shape and the file");
+    at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(dtype));
+    std::memcpy(t.data_ptr(), data + e.offsets[0], expected);  // little-endian, as the format is
+    out.emplace_back(std::move(name), std::move(t));
+  }
+  return out;
 }
 
 }  // namespace tp

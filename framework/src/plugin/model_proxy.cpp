@@ -93,7 +93,7 @@ void ModelProxy::set_activation_checkpointing(bool enabled) {
                                          : "its tp.model/1 table leaves set_activation_checkpointing NULL") +
                                ". Remove `activation_checkpointing = true` from [model] (or set it to false), or "
                                "use a model that declares checkpointable blocks; the plugin's author can add them "
-                               "with tp/cpp/checkpoint.h (plugin_api/README.md, \"Activation checkpointing\").");
+                               "with tp/cpp/activation_checkpoint.h (plugin_api/README.md, \"Activation checkpointing\").");
   }
   const tp_status status = table_.set_activation_checkpointing(self_, enabled);
   if (status == TP_ERR_UNSUPPORTED && enabled) {

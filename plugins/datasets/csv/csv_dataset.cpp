@@ -1,19 +1,15 @@
 // The `csv` plugin: component org.torchhost.csv, a Tier S dataset of numeric table rows
-// (see README.md). This file is the C ABI glue; csv_table.cpp parses the file.
+// (see README.md). This file holds the schema and the dataset class (tp/cpp/dataset_adapter.h
+// makes the C ABI shell); csv_table.cpp parses the file.
 #include <cmath>
 #include <cstddef>
-#include <cstring>
-#include <iterator>
-#include <memory>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "csv_table.h"
-#include "tp/cpp/config.h"
-#include "tp/cpp/dlpack.h"
-#include "tp/cpp/guard.h"
-#include "tp/cpp/plugin.h"
+#include "tp/cpp/dataset_adapter.h"
 #include "tp/tp.h"
 
 namespace {
@@ -39,41 +35,11 @@ const tp_config_key_t kKeys[] = {
      "classification: one integer target -> `target` int64 []; regression: `target` float32 [k]"},
 };
 
-const tp_descriptor_t kDescriptor = {
-    sizeof(tp_descriptor_t),
-    "org.torchhost.csv",
-    TP_KIND_DATASET,
-    TP_TIER_S,
-    "1.0.0",
-    "numeric CSV rows: features float32 [n], target int64 [] or float32 [k]",
-    kKeys,
-    static_cast<uint32_t>(std::size(kKeys)),
-    nullptr,
-    0,
-    0,  // get_sample only reads: no TP_DESCRIPTOR_SERIAL
-};
+// get_sample only reads: no TP_DESCRIPTOR_SERIAL.
+const tp_descriptor_t kDescriptor = tp::cpp::dataset_descriptor(
+    "org.torchhost.csv", "1.0.0", "numeric CSV rows: features float32 [n], target int64 [] or float32 [k]", kKeys);
 
 /* Instance */
-
-constexpr const char* kFeatures = "features";
-constexpr const char* kTarget = "target";
-
-/// One split: the rows it holds (indices into the table). Immutable after create().
-struct CsvDataset {
-  const tp_host_t* host = nullptr;
-  tp::csv::Table table;
-  std::vector<uint64_t> rows;
-  bool classification = true;
-};
-
-const CsvDataset& as_dataset(const void* self) {
-  if (self == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, "csv: dataset instance is NULL");
-  return *static_cast<const CsvDataset*>(self);
-}
-
-const tp_host_t* host_of(const void* self) {
-  return self != nullptr ? static_cast<const CsvDataset*>(self)->host : tp::cpp::plugin_host();
-}
 
 uint64_t splitmix64(uint64_t& state) {
   uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
@@ -115,17 +81,11 @@ void check_classification(const tp::csv::Table& t, const std::string& path) {
   }
 }
 
-/* tp.dataset/1 */
-
-tp_status csv_create(const tp_host_t* host, const tp_config_t* raw_cfg, const char* split, void** out_self) {
-  TP_GUARD(host, {
-    if (out_self == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, "csv: out_self is NULL");
-    *out_self = nullptr;
-    const std::string name = split != nullptr ? split : "(null)";
-    if (name != "train" && name != "val")
-      throw Failure(TP_ERR_INVALID_ARGUMENT, "csv: unknown split '" + name + "' (expected \"train\" or \"val\")");
-    const bool train = name == "train";
-    const tp::cpp::ConfigReader cfg(raw_cfg);
+/// One split: the rows it holds (indices into the table). Immutable after construction.
+class CsvDataset {
+ public:
+  explicit CsvDataset(const tp::cpp::DatasetArgs& args) {
+    const tp::cpp::ConfigReader& cfg = args.config;
     tp::csv::TableOptions options;
     options.header = cfg.get_bool("header");
     const std::string delimiter = cfg.get_string("delimiter");
@@ -142,78 +102,38 @@ tp_status csv_create(const tp_host_t* host, const tp_config_t* raw_cfg, const ch
     if (!(val_split >= 0.0 && val_split < 1.0)) throw Failure(TP_ERR_CONFIG, "csv: val_split must be in [0, 1)");
     if (!val_path.empty() && val_split > 0.0)
       throw Failure(TP_ERR_CONFIG, "csv: set either val_path or val_split, not both");
-    if (!train && val_path.empty() && val_split == 0.0)
+    if (!args.train() && val_path.empty() && val_split == 0.0)
       throw Failure(TP_ERR_CONFIG, "csv: the val split needs `val_path` or `val_split` > 0 (or set eval.strategy = \"no\")");
 
-    auto ds = std::make_unique<CsvDataset>();
-    ds->host = host;
-    ds->classification = task == "classification";
-    const std::string file = !train && !val_path.empty() ? val_path : path;
-    ds->table = tp::csv::read_table(file, options);
-    if (ds->classification) check_classification(ds->table, file);
+    classification_ = task == "classification";
+    const std::string file = !args.train() && !val_path.empty() ? val_path : path;
+    table_ = tp::csv::read_table(file, options);
+    if (classification_) check_classification(table_, file);
     if (val_split > 0.0) {
-      ds->rows = split_rows(ds->table.rows, val_split, static_cast<uint64_t>(cfg.get_int("split_seed")), train);
+      rows_ = split_rows(table_.rows, val_split, static_cast<uint64_t>(cfg.get_int("split_seed")), args.train());
     } else {
-      for (uint64_t r = 0; r < ds->table.rows; ++r) ds->rows.push_back(r);
+      for (uint64_t r = 0; r < table_.rows; ++r) rows_.push_back(r);
     }
-    *out_self = ds.release();
-    return TP_OK;
-  });
-}
+  }
 
-void csv_destroy(void* self) { delete static_cast<CsvDataset*>(self); }
+  uint64_t size() const { return rows_.size(); }
 
-tp_status csv_size(const void* self, uint64_t* out_count) {
-  TP_GUARD(host_of(self), {
-    if (out_count == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, "csv: out_count is NULL");
-    *out_count = as_dataset(self).rows.size();
-    return TP_OK;
-  });
-}
+  void get_sample(uint64_t index, const tp::cpp::WorkerContext&, tp::cpp::Sample& out) const {
+    const uint64_t row = rows_[index];
+    const std::size_t nf = table_.feature_names.size(), nt = table_.target_names.size();
+    const float* f = table_.features.data() + row * nf;
+    out.add("features", std::vector<float>(f, f + nf), {static_cast<int64_t>(nf)});
+    const double* y = table_.targets.data() + row * nt;
+    if (classification_) out.add("target", std::vector<int64_t>{static_cast<int64_t>(y[0])}, {});
+    else out.add("target", std::vector<float>(y, y + nt), {static_cast<int64_t>(nt)});
+  }
 
-tp_status csv_get_sample(const void* self, uint64_t index, const tp_worker_ctx_t* ctx, tp_field_t* out_fields,
-                         uint32_t capacity, uint32_t* out_count) {
-  TP_GUARD(host_of(self), {
-    const CsvDataset& ds = as_dataset(self);
-    if (out_fields == nullptr || out_count == nullptr)
-      throw Failure(TP_ERR_INVALID_ARGUMENT, "csv: out_fields or out_count is NULL");
-    *out_count = 0;
-    if (index >= ds.rows.size())
-      throw Failure(TP_ERR_OUT_OF_RANGE, "csv: index " + std::to_string(index) + " is out of range (size " +
-                                             std::to_string(ds.rows.size()) + ")");
-    if (capacity < 2) throw Failure(TP_ERR_INVALID_ARGUMENT, "csv: capacity " + std::to_string(capacity) + " < 2");
-    const tp::csv::Table& t = ds.table;
-    const uint64_t row = ds.rows[index];
-    const std::size_t nf = t.feature_names.size(), nt = t.target_names.size();
-    tp_field_t made[2] = {};
-    uint32_t n = 0;
-    try {
-      const float* f = t.features.data() + row * nf;
-      made[n++] = tp::cpp::make_field(kFeatures, std::vector<float>(f, f + nf), {static_cast<int64_t>(nf)});
-      const double* y = t.targets.data() + row * nt;
-      if (ds.classification) {
-        made[n++] = tp::cpp::make_field(kTarget, std::vector<int64_t>{static_cast<int64_t>(y[0])}, {});
-      } else {
-        made[n++] = tp::cpp::make_field(kTarget, std::vector<float>(y, y + nt), {static_cast<int64_t>(nt)});
-      }
-    } catch (...) {
-      tp::cpp::release_fields(made, n);
-      throw;
-    }
-    std::memcpy(out_fields, made, sizeof(made));
-    *out_count = 2;
-    return TP_OK;
-  });
-}
-
-const tp_dataset_v1_t kDatasetTable = {
-    sizeof(tp_dataset_v1_t), &csv_create, &csv_destroy, &csv_size, &csv_get_sample, /*set_epoch=*/nullptr,
-};
-
-const tp::cpp::Component kComponents[] = {
-    {&kDescriptor, TP_IFACE_DATASET_V1, &kDatasetTable},
+ private:
+  tp::csv::Table table_;
+  std::vector<uint64_t> rows_;
+  bool classification_ = true;
 };
 
 }  // namespace
 
-TP_DEFINE_PLUGIN("csv", TP_STABLE_BUILD_INFO_INIT, kComponents)
+TP_DEFINE_DATASET_PLUGIN("csv", CsvDataset, kDescriptor)

@@ -1,12 +1,9 @@
 // The `image_folder` plugin: component org.torchhost.image_folder, a Tier S dataset of image
 // files (root/<class>/*.jpg or a `path,label` CSV) decoded and transformed with OpenCV. This file
-// is the C ABI glue: schema, descriptor, the "tp.dataset/1" table and the DLPack field;
-// image_listing.cpp finds the files, image_pipeline.cpp makes the pixels.
+// is its schema, descriptor, DLPack image field and dataset class (tp/cpp/dataset_adapter.h makes the
+// C ABI shell); image_listing.cpp finds the files, image_pipeline.cpp makes the pixels.
 #include <array>
-#include <cstddef>
-#include <cstring>
-#include <filesystem>
-#include <iterator>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -15,10 +12,7 @@
 #include "image_listing.h"
 #include "image_pipeline.h"
 #include "opencv_threads.h"
-#include "tp/cpp/config.h"
-#include "tp/cpp/dlpack.h"
-#include "tp/cpp/guard.h"
-#include "tp/cpp/plugin.h"
+#include "tp/cpp/dataset_adapter.h"
 #include "tp/tp.h"
 
 namespace {
@@ -61,42 +55,12 @@ const tp_config_key_t kKeys[] = {
      "decode JPEGs at 1/2, 1/4, 1/8 scale when the crop is at least that much larger than the output"},
 };
 
-const tp_descriptor_t kDescriptor = {
-    sizeof(tp_descriptor_t),
-    "org.torchhost.image_folder",
-    TP_KIND_DATASET,
-    TP_TIER_S,
-    "1.0.0",
-    "image files in class folders or a CSV, decoded and augmented with OpenCV: image, label",
-    kKeys,
-    static_cast<uint32_t>(std::size(kKeys)),
-    nullptr,
-    0,
-    0,  // get_sample is thread-safe: no TP_DESCRIPTOR_SERIAL
-};
+// get_sample is thread-safe: no TP_DESCRIPTOR_SERIAL.
+const tp_descriptor_t kDescriptor = tp::cpp::dataset_descriptor(
+    "org.torchhost.image_folder", "1.0.0",
+    "image files in class folders or a CSV, decoded and augmented with OpenCV: image, label", kKeys);
 
-/* Instance */
-
-constexpr const char* kImage = "image";
-constexpr const char* kLabel = "label";
-
-/// One split. Immutable after create(), so get_sample needs no locking.
-struct ImageFolderDataset {
-  const tp_host_t* host = nullptr;
-  std::string split;
-  ifo::Listing listing;
-  ifo::TransformOptions transform;
-  ifo::OpenCvThreadsPin pin;  // OpenCV single-threaded while this instance lives
-};
-
-const ImageFolderDataset& as_dataset(const void* self) {
-  if (self == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, "image_folder: dataset instance is NULL");
-  return *static_cast<const ImageFolderDataset*>(self);
-}
-
-const tp_host_t* host_of(const void* self) {
-  return self != nullptr ? static_cast<const ImageFolderDataset*>(self)->host : tp::cpp::plugin_host();
-}
+/* Config */
 
 ifo::Size2 read_size(const tp::cpp::ConfigReader& cfg, const char* key, bool allow_short, int* out_short) {
   const std::vector<int64_t> v = cfg.get_int_array(key);
@@ -135,14 +99,6 @@ std::array<float, 3> read_rgb(const tp::cpp::ConfigReader& cfg, const char* key,
   return {static_cast<float>(v[0]), static_cast<float>(v[1]), static_cast<float>(v[2])};
 }
 
-double read_unit(const tp::cpp::ConfigReader& cfg, const char* key, double hi) {
-  const double v = cfg.get_float(key);
-  if (!(v >= 0.0 && v <= hi))
-    throw Failure(TP_ERR_CONFIG, std::string("image_folder: ") + key + " = " + std::to_string(v) + " is outside [0, " +
-                                     std::to_string(hi) + "]");
-  return v;
-}
-
 ifo::TransformOptions read_transform(const tp::cpp::ConfigReader& cfg, bool train) {
   ifo::TransformOptions t;
   t.resize = read_size(cfg, "resize", true, &t.resize_short);
@@ -151,10 +107,10 @@ ifo::TransformOptions read_transform(const tp::cpp::ConfigReader& cfg, bool trai
   t.scale = read_range(cfg, "scale");
   if (t.scale[1] > 1.0) throw Failure(TP_ERR_CONFIG, "image_folder: scale must lie in (0, 1]");
   t.ratio = read_range(cfg, "ratio");
-  t.hflip = read_unit(cfg, "hflip", 1.0);
-  t.brightness = read_unit(cfg, "brightness", 1e6);
-  t.contrast = read_unit(cfg, "contrast", 1e6);
-  t.saturation = read_unit(cfg, "saturation", 1e6);
+  t.hflip = cfg.get_float_in("hflip", 0.0, 1.0);
+  t.brightness = cfg.get_float_in("brightness", 0.0, 1e6);
+  t.contrast = cfg.get_float_in("contrast", 0.0, 1e6);
+  t.saturation = cfg.get_float_in("saturation", 0.0, 1e6);
   t.mean = read_rgb(cfg, "mean", false);
   t.std = read_rgb(cfg, "std", true);
   t.channels_last = cfg.get_bool("channels_last");
@@ -178,7 +134,7 @@ ifo::Listing listing_for(const tp::cpp::ConfigReader& cfg, bool train) {
   const std::string csv = cfg.get_string("csv");
   const std::string val_root = cfg.get_string("val_root");
   const std::string val_csv = cfg.get_string("val_csv");
-  const double val_split = read_unit(cfg, "val_split", 1.0);
+  const double val_split = cfg.get_float_in("val_split", 0.0, 1.0);
   const std::vector<std::string> extensions = cfg.get_string_array("extensions");
   const bool separate_val = !val_root.empty() || !val_csv.empty();
   if (separate_val && val_split > 0.0)
@@ -239,91 +195,38 @@ tp_field_t make_image_field(ifo::Image&& image, bool channels_last) {
   t.byte_offset = 0;
   owned->managed.manager_ctx = owned.get();
   owned->managed.deleter = &delete_image;
-  return tp_field_t{kImage, &owned.release()->managed};
+  return tp_field_t{"image", &owned.release()->managed};
 }
 
-/* tp.dataset/1 */
+/* Instance */
 
-tp_status image_folder_create(const tp_host_t* host, const tp_config_t* raw_cfg, const char* split,
-                              void** out_self) {
-  TP_GUARD(host, {
-    if (out_self == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, "image_folder: out_self is NULL");
-    *out_self = nullptr;
-    const std::string name = split != nullptr ? split : "(null)";
-    if (name != "train" && name != "val")
-      throw Failure(TP_ERR_INVALID_ARGUMENT, "image_folder: unknown split '" + name + "' (expected \"train\" or \"val\")");
-    const bool train = name == "train";
-    const tp::cpp::ConfigReader cfg(raw_cfg);
-    auto ds = std::make_unique<ImageFolderDataset>();
-    ds->host = host;
-    ds->split = name;
-    ds->transform = read_transform(cfg, train);
-    ds->listing = listing_for(cfg, train);
-    if (host != nullptr && host->log != nullptr) {
-      const std::string line = "image_folder (" + name + "): " + std::to_string(ds->listing.paths.size()) +
-                               " images, " + std::to_string(ds->listing.classes.size()) + " classes";
-      host->log(host, TP_LOG_INFO, line.c_str());
-    }
-    *out_self = ds.release();
-    return TP_OK;
-  });
-}
+/// One split. Immutable after construction, so get_sample needs no locking; handed-out tensors
+/// own their pixels, so nothing outlives it (PLG-13).
+class ImageFolderDataset {
+ public:
+  explicit ImageFolderDataset(const tp::cpp::DatasetArgs& args)
+      : transform_(read_transform(args.config, args.train())), listing_(listing_for(args.config, args.train())) {
+    args.log(TP_LOG_INFO, std::string("image_folder (") + args.split_name + "): " +
+                              std::to_string(listing_.paths.size()) + " images, " +
+                              std::to_string(listing_.classes.size()) + " classes");
+  }
 
-void image_folder_destroy(void* self) {
-  // Handed-out tensors own their pixels, so nothing outlives `self` (PLG-13).
-  delete static_cast<ImageFolderDataset*>(self);
-}
+  uint64_t size() const { return listing_.paths.size(); }
 
-tp_status image_folder_size(const void* self, uint64_t* out_count) {
-  TP_GUARD(host_of(self), {
-    if (out_count == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, "image_folder: out_count is NULL");
-    *out_count = as_dataset(self).listing.paths.size();
-    return TP_OK;
-  });
-}
+  void get_sample(uint64_t index, const tp::cpp::WorkerContext& ctx, tp::cpp::Sample& out) const {
+    // The per-sample seed drives the train augmentation (PLG-8); val has none to draw.
+    const uint64_t seed = transform_.random ? ctx.seed("train augmentation") : ctx.has_seed() ? ctx.raw()->seed : 0;
+    ifo::Image image = ifo::load_image(listing_.paths[index], transform_, seed);
+    out.add(make_image_field(std::move(image), transform_.channels_last));
+    out.add("label", std::vector<int64_t>{listing_.labels[index]}, {});
+  }
 
-tp_status image_folder_get_sample(const void* self, uint64_t index, const tp_worker_ctx_t* ctx,
-                                  tp_field_t* out_fields, uint32_t capacity, uint32_t* out_count) {
-  TP_GUARD(host_of(self), {
-    const ImageFolderDataset& ds = as_dataset(self);
-    if (out_fields == nullptr || out_count == nullptr)
-      throw Failure(TP_ERR_INVALID_ARGUMENT, "image_folder: out_fields or out_count is NULL");
-    *out_count = 0;
-    if (index >= ds.listing.paths.size())
-      throw Failure(TP_ERR_OUT_OF_RANGE, "image_folder: index " + std::to_string(index) + " is out of range for " +
-                                             ds.split + " (size " + std::to_string(ds.listing.paths.size()) + ")");
-    if (capacity < 2) throw Failure(TP_ERR_INVALID_ARGUMENT, "image_folder: capacity " + std::to_string(capacity) + " < 2");
-    // PLG-2: read `seed` only when the host's struct is large enough to hold it.
-    uint64_t seed = 0;
-    if (ctx != nullptr && ctx->struct_size >= offsetof(tp_worker_ctx_t, seed) + sizeof(uint64_t)) seed = ctx->seed;
-    else if (ds.transform.random)
-      throw Failure(TP_ERR_INVALID_ARGUMENT, "image_folder: train augmentation needs a tp_worker_ctx_t with a seed");
-
-    ifo::Image image = ifo::load_image(ds.listing.paths[index], ds.transform, seed);
-    tp_field_t made[2] = {};
-    uint32_t n = 0;
-    try {
-      made[n++] = make_image_field(std::move(image), ds.transform.channels_last);
-      made[n++] = tp::cpp::make_field(kLabel, std::vector<int64_t>{ds.listing.labels[index]}, {});
-    } catch (...) {
-      tp::cpp::release_fields(made, n);
-      throw;
-    }
-    std::memcpy(out_fields, made, sizeof(made));
-    *out_count = 2;
-    return TP_OK;
-  });
-}
-
-const tp_dataset_v1_t kDatasetTable = {
-    sizeof(tp_dataset_v1_t), &image_folder_create,     &image_folder_destroy, &image_folder_size,
-    &image_folder_get_sample, /*set_epoch=*/nullptr,
-};
-
-const tp::cpp::Component kComponents[] = {
-    {&kDescriptor, TP_IFACE_DATASET_V1, &kDatasetTable},
+ private:
+  ifo::TransformOptions transform_;
+  ifo::Listing listing_;
+  ifo::OpenCvThreadsPin pin_;  // OpenCV single-threaded while this instance lives
 };
 
 }  // namespace
 
-TP_DEFINE_PLUGIN("image_folder", TP_STABLE_BUILD_INFO_INIT, kComponents)
+TP_DEFINE_DATASET_PLUGIN("image_folder", ImageFolderDataset, kDescriptor)

@@ -1,24 +1,19 @@
 // The `shapes` plugin: component org.torchhost.shapes, a Tier S dataset of procedurally drawn
-// circles, squares and triangles (see README.md). This file is the C ABI glue: schema,
-// descriptor and the "tp.dataset/1" table; shapes_render.cpp draws the pixels.
-#include <cstddef>
-#include <cstring>
-#include <iterator>
-#include <memory>
-#include <string>
+// circles, squares and triangles (see README.md). This file holds the schema, the
+// descriptor and the dataset class that tp/cpp/dataset_adapter.h turns into the "tp.dataset/1"
+// table; shapes_render.cpp draws the pixels.
+#include <cstdint>
+#include <utility>
+#include <vector>
 
 #include <opencv2/core.hpp>
 
 #include "shapes_render.h"
-#include "tp/cpp/config.h"
-#include "tp/cpp/dlpack.h"
-#include "tp/cpp/guard.h"
-#include "tp/cpp/plugin.h"
+#include "tp/cpp/dataset_adapter.h"
 #include "tp/tp.h"
 
 namespace {
 
-using tp::cpp::Failure;
 namespace shapes = tp::shapes;
 
 /* Schema */
@@ -36,52 +31,11 @@ const tp_config_key_t kKeys[] = {
      "random horizontal flip of train samples, drawn from the host's per-sample seed"},
 };
 
-const tp_descriptor_t kDescriptor = {
-    sizeof(tp_descriptor_t),
-    "org.torchhost.shapes",
-    TP_KIND_DATASET,
-    TP_TIER_S,
-    "1.0.0",
-    "procedural circles/squares/triangles: image, label, bbox, mask, image2",
-    kKeys,
-    static_cast<uint32_t>(std::size(kKeys)),
-    nullptr,
-    0,
-    0, // get_sample is thread-safe: no TP_DESCRIPTOR_SERIAL
-};
+// get_sample is thread-safe: no TP_DESCRIPTOR_SERIAL.
+const tp_descriptor_t kDescriptor = tp::cpp::dataset_descriptor(
+    "org.torchhost.shapes", "1.0.0", "procedural circles/squares/triangles: image, label, bbox, mask, image2", kKeys);
 
 /* Instance */
-
-// Field order of every sample; names have static storage, as tp_field_t requires.
-constexpr const char* kFieldNames[] = {"image", "label", "bbox", "mask", "image2"};
-constexpr uint32_t kFieldCount = static_cast<uint32_t>(std::size(kFieldNames));
-
-/// One split of the dataset. Immutable after create(), so get_sample needs no locking.
-struct ShapesDataset {
-  const tp_host_t* host;
-  uint32_t split;      // shapes::SplitId
-  uint64_t count;
-  int64_t seed;
-  bool augment;        // only ever true for the train split
-  shapes::RenderOptions options;
-};
-
-const ShapesDataset& as_dataset(const void* self) {
-  if (self == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, "shapes: dataset instance is NULL");
-  return *static_cast<const ShapesDataset*>(self);
-}
-
-const tp_host_t* host_of(const void* self) {
-  return self != nullptr ? static_cast<const ShapesDataset*>(self)->host : tp::cpp::plugin_host();
-}
-
-int64_t read_int_in(const tp::cpp::ConfigReader& cfg, const char* key, int64_t lo, int64_t hi) {
-  const int64_t v = cfg.get_int(key);
-  if (v < lo || v > hi)
-    throw Failure(TP_ERR_CONFIG, std::string("shapes: ") + key + " = " + std::to_string(v) +
-                                     " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  return v;
-}
 
 /// Pins OpenCV to one thread, once per process. Drawing is serial today; this keeps any OpenCV
 /// call that could fan out (fill, resize) from spawning threads inside a host worker, since the
@@ -97,116 +51,46 @@ void pin_opencv_threads() {
   (void)pinned;
 }
 
-/// Whether the train-split augmentation mirrors this sample, from the host's per-sample seed.
-bool flip_for(const ShapesDataset& ds, const tp_worker_ctx_t* ctx) {
-  if (!ds.augment) return false;
-  // PLG-2: read `seed` only when the host's struct is large enough to hold it.
-  if (ctx == nullptr || ctx->struct_size < offsetof(tp_worker_ctx_t, seed) + sizeof(uint64_t))
-    throw Failure(TP_ERR_INVALID_ARGUMENT, "shapes: augment needs a tp_worker_ctx_t with a seed");
-  return (shapes::mix64(ctx->seed) & 1u) != 0;
-}
+/// One split of the dataset. Immutable after construction, so get_sample needs no locking;
+/// handed-out fields own their buffers (make_field), so nothing outlives it (PLG-13).
+class ShapesDataset {
+ public:
+  explicit ShapesDataset(const tp::cpp::DatasetArgs& args)
+      : split_(args.train() ? shapes::kSplitTrain : shapes::kSplitVal) {
+    const tp::cpp::ConfigReader& cfg = args.config;
+    const int64_t train_count = cfg.get_int_in("size", 1, int64_t{1} << 40);
+    const int64_t val_count = cfg.get_int_in("val_size", 1, int64_t{1} << 40);
+    options_.noise = static_cast<float>(cfg.get_float_in("noise", 0.0, 1.0));
+    count_ = static_cast<uint64_t>(args.train() ? train_count : val_count);
+    seed_ = cfg.get_int("seed");
+    augment_ = args.train() && cfg.get_bool("augment");
+    options_.image_size = static_cast<int>(cfg.get_int_in("image_size", 16, 1024));
+  }
 
-/* tp.dataset/1 */
+  uint64_t size() const { return count_; }
 
-tp_status shapes_create(const tp_host_t* host, const tp_config_t* raw_cfg, const char* split,
-                        void** out_self) {
-  TP_GUARD(host, {
-    if (out_self == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, "shapes: out_self is NULL");
-    *out_self = nullptr;
-    const std::string name = split != nullptr ? split : "(null)";
-    uint32_t split_id = 0;
-    if (name == "train") split_id = shapes::kSplitTrain;
-    else if (name == "val") split_id = shapes::kSplitVal;
-    else
-      throw Failure(TP_ERR_INVALID_ARGUMENT,
-                    "shapes: unknown split '" + name + "' (expected \"train\" or \"val\")");
-
-    const tp::cpp::ConfigReader cfg(raw_cfg);
-    const int64_t train_count = read_int_in(cfg, "size", 1, int64_t{1} << 40);
-    const int64_t val_count = read_int_in(cfg, "val_size", 1, int64_t{1} << 40);
-    const double noise = cfg.get_float("noise");
-    if (!(noise >= 0.0 && noise <= 1.0))
-      throw Failure(TP_ERR_CONFIG, "shapes: noise = " + std::to_string(noise) + " is outside [0, 1]");
-
-    // Owned until the last read succeeded: any of them may throw.
-    auto ds = std::make_unique<ShapesDataset>();
-    ds->host = host;
-    ds->split = split_id;
-    ds->count = static_cast<uint64_t>(split_id == shapes::kSplitTrain ? train_count : val_count);
-    ds->seed = cfg.get_int("seed");
-    ds->augment = split_id == shapes::kSplitTrain && cfg.get_bool("augment");
-    ds->options.image_size = static_cast<int>(read_int_in(cfg, "image_size", 16, 1024));
-    ds->options.noise = static_cast<float>(noise);
-    *out_self = ds.release();
-    return TP_OK;
-  });
-}
-
-void shapes_destroy(void* self) {
-  // Handed-out tensors own their buffers (make_field), so nothing here outlives `self` (PLG-13).
-  delete static_cast<ShapesDataset*>(self);
-}
-
-tp_status shapes_size(const void* self, uint64_t* out_count) {
-  TP_GUARD(host_of(self), {
-    if (out_count == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, "shapes: out_count is NULL");
-    *out_count = as_dataset(self).count;
-    return TP_OK;
-  });
-}
-
-tp_status shapes_get_sample(const void* self, uint64_t index, const tp_worker_ctx_t* ctx,
-                            tp_field_t* out_fields, uint32_t capacity, uint32_t* out_count) {
-  TP_GUARD(host_of(self), {
-    const ShapesDataset& ds = as_dataset(self);
-    if (out_fields == nullptr || out_count == nullptr)
-      throw Failure(TP_ERR_INVALID_ARGUMENT, "shapes: out_fields or out_count is NULL");
-    *out_count = 0;
-    if (index >= ds.count)
-      throw Failure(TP_ERR_OUT_OF_RANGE, "shapes: index " + std::to_string(index) + " is out of range for " +
-                                             (ds.split == shapes::kSplitTrain ? "train" : "val") +
-                                             " (size " + std::to_string(ds.count) + ")");
-    if (capacity < kFieldCount)
-      throw Failure(TP_ERR_INVALID_ARGUMENT, "shapes: capacity " + std::to_string(capacity) + " < " +
-                                                 std::to_string(kFieldCount) + " fields");
-    const bool flip = flip_for(ds, ctx);
+  void get_sample(uint64_t index, const tp::cpp::WorkerContext& ctx, tp::cpp::Sample& out) const {
+    // The train-split augmentation mirrors a sample by the host's per-sample seed (PLG-8).
+    const bool flip = augment_ && (shapes::mix64(ctx.seed("augment")) & 1u) != 0;
     pin_opencv_threads();
-
-    const int s = ds.options.image_size;
-    shapes::Sample sample = shapes::render_sample(shapes::sample_key(ds.seed, ds.split, index), ds.options);
+    const int s = options_.image_size;
+    shapes::Sample sample = shapes::render_sample(shapes::sample_key(seed_, split_, index), options_);
     if (flip) shapes::flip_horizontal(sample, s);
+    out.add("image", std::move(sample.image), {3, s, s});
+    out.add("label", std::vector<int64_t>{sample.label}, {});
+    out.add("bbox", std::vector<float>(sample.bbox.begin(), sample.bbox.end()), {4});
+    out.add("mask", std::move(sample.mask), {1, s, s});
+    out.add("image2", std::move(sample.image2), {3, s, s});
+  }
 
-    // Built into a local array first: if an allocation throws, the fields made so far are
-    // released here and the host receives none (dataset.h: on error no field is handed over).
-    tp_field_t made[kFieldCount] = {};
-    uint32_t n = 0;
-    const auto add = [&](tp_field_t field) { made[n++] = field; };
-    try {
-      add(tp::cpp::make_field(kFieldNames[0], std::move(sample.image), {3, s, s}));
-      add(tp::cpp::make_field(kFieldNames[1], std::vector<int64_t>{sample.label}, {}));
-      std::vector<float> bbox(sample.bbox.begin(), sample.bbox.end());
-      add(tp::cpp::make_field(kFieldNames[2], std::move(bbox), {4}));
-      add(tp::cpp::make_field(kFieldNames[3], std::move(sample.mask), {1, s, s}));
-      add(tp::cpp::make_field(kFieldNames[4], std::move(sample.image2), {3, s, s}));
-    } catch (...) {
-      tp::cpp::release_fields(made, n);
-      throw;
-    }
-    std::memcpy(out_fields, made, sizeof(made));
-    *out_count = kFieldCount;
-    return TP_OK;
-  });
-}
-
-const tp_dataset_v1_t kDatasetTable = {
-    sizeof(tp_dataset_v1_t), &shapes_create,     &shapes_destroy, &shapes_size,
-    &shapes_get_sample,      /*set_epoch=*/nullptr,
-};
-
-const tp::cpp::Component kComponents[] = {
-    {&kDescriptor, TP_IFACE_DATASET_V1, &kDatasetTable},
+ private:
+  uint32_t split_;  // shapes::SplitId
+  uint64_t count_ = 0;
+  int64_t seed_ = 0;
+  bool augment_ = false;  // only ever true for the train split
+  shapes::RenderOptions options_;
 };
 
 }  // namespace
 
-TP_DEFINE_PLUGIN("shapes", TP_STABLE_BUILD_INFO_INIT, kComponents)
+TP_DEFINE_DATASET_PLUGIN("shapes", ShapesDataset, kDescriptor)

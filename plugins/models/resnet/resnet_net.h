@@ -21,7 +21,7 @@
 #include <memory>
 #include <vector>
 
-#include "tp/cpp/checkpoint.h"
+#include "tp/cpp/activation_checkpoint.h"
 
 namespace tp::resnet {
 

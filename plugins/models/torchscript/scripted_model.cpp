@@ -152,16 +152,16 @@ ScriptedModel::ScriptedModel(ScriptedModelOptions options) : options_(std::move(
 
 const char* ScriptedModel::intern(const std::string& name) { return names_.insert(name).first->c_str(); }
 
-std::vector<NamedOutput> ScriptedModel::forward(const tp_named_tensor_t* fields, uint32_t count) {
+tp::cpp::Outputs ScriptedModel::forward(const tp::cpp::Inputs& fields) {
   std::vector<c10::IValue> arguments;
   arguments.reserve(options_.inputs.size());
   for (const std::string& name : options_.inputs) {
-    const at::Tensor& x = tp::cpp::find(fields, count, name, "input");
+    const at::Tensor& x = fields.get(name);
     arguments.emplace_back(x.is_floating_point() && x.scalar_type() != dtype_ ? x.to(dtype_) : x);
   }
   const c10::IValue result = module_.forward(std::move(arguments));
 
-  std::vector<NamedOutput> out;
+  tp::cpp::Outputs out;
   switch (kind_) {
     case OutputKind::kTensor:
       out.push_back({output_names_[0], result.toTensor()});
@@ -187,16 +187,6 @@ std::vector<NamedOutput> ScriptedModel::forward(const tp_named_tensor_t* fields,
       break;
   }
   return out;
-}
-
-void ScriptedModel::to(at::Device device, at::ScalarType dtype) {
-  // set_data keeps each TensorImpl, so the module's attribute slots see the moved tensors;
-  // integer buffers (num_batches_tracked) keep their dtype.
-  auto move = [&](at::Tensor t) { t.set_data(t.is_floating_point() ? t.to(device, dtype) : t.to(device)); };
-  for (const auto& p : module_.named_parameters(/*recurse=*/true)) move(p.value);
-  for (const auto& b : module_.named_buffers(/*recurse=*/true))
-    if (b.value.defined()) move(b.value);
-  dtype_ = dtype;
 }
 
 }  // namespace tp::torchscript

@@ -15,15 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "tp/iface/tensor.h"
+#include "tp/cpp/model_adapter.h"
 
 namespace tp::torchscript {
-
-/// One model output; `name` points into storage that lives as long as the ScriptedModel.
-struct NamedOutput {
-  const char* name;
-  at::Tensor tensor;
-};
 
 /// What the config chooses (after path resolution).
 struct ScriptedModelOptions {
@@ -44,17 +38,18 @@ class ScriptedModel {
   /// or `outputs` not matching it).
   explicit ScriptedModel(ScriptedModelOptions options);
 
-  /// Runs forward on the fields named by `inputs` (floating ones cast to dtype()). Throws
-  /// tp::cpp::Failure(TP_ERR_INVALID_ARGUMENT) for a missing field or a result that does not
-  /// match the declared outputs (a list of another length).
-  std::vector<NamedOutput> forward(const tp_named_tensor_t* fields, uint32_t count);
+  /// Runs forward on the fields named by `inputs` (floating ones cast to dtype()). Output names
+  /// live as long as this object. Throws tp::cpp::Failure(TP_ERR_INVALID_ARGUMENT) for a missing
+  /// field or a result that does not match the declared outputs (a list of another length).
+  tp::cpp::Outputs forward(const tp::cpp::Inputs& fields);
 
   /// Switches training mode of the module and every submodule (dropout, batch norm).
   void train(bool on) { module_.train(on); }
-  /// Moves every parameter and buffer (floating ones converted to `dtype`); TensorImpls are kept.
-  void to(at::Device device, at::ScalarType dtype);
-
-  torch::jit::Module& module() { return module_; }
+  /// The module whose parameters and buffers the host trains (tp/cpp/model_adapter.h moves them
+  /// in to_device, TensorImpls kept, integer buffers kept integer).
+  torch::jit::Module& state_root() { return module_; }
+  /// The floating dtype of the parameters after to_device; floating inputs are cast to it.
+  void set_dtype(at::ScalarType dtype) { dtype_ = dtype; }
   at::ScalarType dtype() const { return dtype_; }
 
  private:

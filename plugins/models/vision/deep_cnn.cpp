@@ -54,8 +54,8 @@ class DeepCnn : public VisionNet {
     head_ = register_module("head", torch::nn::Linear(width, num_classes));
   }
 
-  std::vector<NamedOutput> forward_named(const tp_named_tensor_t* inputs, uint32_t count) override {
-    at::Tensor h = image_input(inputs, count, input_, in_channels_, image_size_);
+  tp::cpp::Outputs forward(const tp::cpp::Inputs& inputs) override {
+    at::Tensor h = image_input(inputs, input_, in_channels_, image_size_);
     h = run_block(stem_, h);
     for (const ConvBnBlock& block : typed_blocks_) h = run_block(block, h);
     return {{"logits", head_->forward(h.amax({2, 3}))}};  // global max pool, as small_cnn
@@ -108,11 +108,10 @@ std::shared_ptr<VisionNet> make_deep_cnn(const tp::cpp::ConfigReader& cfg) {
                                    cfg.get_bool("residual"));
 }
 
-const tp_descriptor_t kDeepCnnDescriptor = {
-    sizeof(tp_descriptor_t), kId, TP_KIND_MODEL, TP_TIER_T, "1.0.0",
+const tp_descriptor_t kDeepCnnDescriptor = tp::cpp::model_descriptor(
+    kId, "1.0.0",
     "stem and `depth` conv-BN-ReLU blocks at constant width (optionally residual), global max pool, "
     "linear; outputs logits; every block checkpointable",
-    kKeys, static_cast<uint32_t>(std::size(kKeys)),
-    kExamples, static_cast<uint32_t>(std::size(kExamples)), 0};
+    kKeys, kExamples);
 
 }  // namespace tp::vision

@@ -32,8 +32,8 @@ class Mlp : public VisionNet {
     VisionNet::set_activation_checkpointing(enabled);
   }
 
-  std::vector<NamedOutput> forward_named(const tp_named_tensor_t* inputs, uint32_t count) override {
-    at::Tensor h = flat_input(inputs, count, input_, in_features_);
+  tp::cpp::Outputs forward(const tp::cpp::Inputs& inputs) override {
+    at::Tensor h = flat_input(inputs, input_, in_features_);
     for (auto& layer : layers_)  // the lambda is kept until backward: capture by value
       h = checkpoint_block(*layer, [this, l = layer.ptr()](const at::Tensor& x) { return hidden_block(*l, x); }, h);
     return {{"logits", head_->forward(h)}};
@@ -84,10 +84,9 @@ std::shared_ptr<VisionNet> make_mlp(const tp::cpp::ConfigReader& cfg) {
   return std::make_shared<Mlp>(cfg.get_string("input"), in_features, hidden, num_classes, dropout);
 }
 
-const tp_descriptor_t kMlpDescriptor = {
-    sizeof(tp_descriptor_t), kId, TP_KIND_MODEL, TP_TIER_T, "1.0.0",
+const tp_descriptor_t kMlpDescriptor = tp::cpp::model_descriptor(
+    kId, "1.0.0",
     "multilayer perceptron over one flattened input; outputs logits",
-    kKeys, static_cast<uint32_t>(std::size(kKeys)),
-    kExamples, static_cast<uint32_t>(std::size(kExamples)), 0};
+    kKeys, kExamples);
 
 }  // namespace tp::vision

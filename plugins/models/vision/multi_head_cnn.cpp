@@ -26,8 +26,8 @@ class MultiHeadCnn : public VisionNet {
     trunk_->set_activation_checkpointing(enabled);
   }
 
-  std::vector<NamedOutput> forward_named(const tp_named_tensor_t* inputs, uint32_t count) override {
-    const at::Tensor x = image_input(inputs, count, input_, c_.in_channels, c_.image_size);
+  tp::cpp::Outputs forward(const tp::cpp::Inputs& inputs) override {
+    const at::Tensor x = image_input(inputs, input_, c_.in_channels, c_.image_size);
     const at::Tensor map = trunk_->forward(x);
     at::Tensor logits = cls_head_->forward(map.amax({2, 3}));  // global max pool, as small_cnn
     at::Tensor bbox = at::sigmoid(box_head_->forward(map.flatten(1)));
@@ -62,10 +62,9 @@ std::shared_ptr<VisionNet> make_multi_head_cnn(const tp::cpp::ConfigReader& cfg)
   return std::make_shared<MultiHeadCnn>(cfg.get_string("input"), read_cnn_config(cfg, kId));
 }
 
-const tp_descriptor_t kMultiHeadCnnDescriptor = {
-    sizeof(tp_descriptor_t), kId, TP_KIND_MODEL, TP_TIER_T, "1.0.0",
+const tp_descriptor_t kMultiHeadCnnDescriptor = tp::cpp::model_descriptor(
+    kId, "1.0.0",
     "shared CNN trunk with a class head (logits) and a box head (bbox, sigmoid x0 y0 x1 y1)",
-    kKeys, static_cast<uint32_t>(std::size(kKeys)),
-    kExamples, static_cast<uint32_t>(std::size(kExamples)), 0};
+    kKeys, kExamples);
 
 }  // namespace tp::vision

@@ -28,8 +28,8 @@ class SmallCnn : public VisionNet {
     trunk_->set_activation_checkpointing(enabled);
   }
 
-  std::vector<NamedOutput> forward_named(const tp_named_tensor_t* inputs, uint32_t count) override {
-    const at::Tensor x = image_input(inputs, count, input_, c_.in_channels, c_.image_size);
+  tp::cpp::Outputs forward(const tp::cpp::Inputs& inputs) override {
+    const at::Tensor x = image_input(inputs, input_, c_.in_channels, c_.image_size);
     const at::Tensor features = trunk_->forward(x).amax({2, 3});  // global max pool
     return {{"logits", head_->forward(features)}};
   }
@@ -60,10 +60,9 @@ std::shared_ptr<VisionNet> make_small_cnn(const tp::cpp::ConfigReader& cfg) {
   return std::make_shared<SmallCnn>(cfg.get_string("input"), read_cnn_config(cfg, kId));
 }
 
-const tp_descriptor_t kSmallCnnDescriptor = {
-    sizeof(tp_descriptor_t), kId, TP_KIND_MODEL, TP_TIER_T, "1.0.0",
+const tp_descriptor_t kSmallCnnDescriptor = tp::cpp::model_descriptor(
+    kId, "1.0.0",
     "three conv-BN-ReLU-pool blocks, global max pool, linear; outputs logits",
-    kKeys, static_cast<uint32_t>(std::size(kKeys)),
-    kExamples, static_cast<uint32_t>(std::size(kExamples)), 0};
+    kKeys, kExamples);
 
 }  // namespace tp::vision

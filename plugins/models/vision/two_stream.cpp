@@ -29,9 +29,9 @@ class TwoStream : public VisionNet {
     trunk_b_->set_activation_checkpointing(enabled);
   }
 
-  std::vector<NamedOutput> forward_named(const tp_named_tensor_t* inputs, uint32_t count) override {
-    const at::Tensor a = image_input(inputs, count, inputs_[0], c_.in_channels, c_.image_size);
-    const at::Tensor b = image_input(inputs, count, inputs_[1], c_.in_channels, c_.image_size);
+  tp::cpp::Outputs forward(const tp::cpp::Inputs& inputs) override {
+    const at::Tensor a = image_input(inputs, inputs_[0], c_.in_channels, c_.image_size);
+    const at::Tensor b = image_input(inputs, inputs_[1], c_.in_channels, c_.image_size);
     if (a.size(0) != b.size(0))
       throw tp::cpp::Failure(TP_ERR_INVALID_ARGUMENT,
                              "inputs '" + inputs_[0] + "' and '" + inputs_[1] + "' have batch sizes " +
@@ -76,10 +76,9 @@ std::shared_ptr<VisionNet> make_two_stream(const tp::cpp::ConfigReader& cfg) {
   return std::make_shared<TwoStream>(std::move(inputs), read_cnn_config(cfg, kId));
 }
 
-const tp_descriptor_t kTwoStreamDescriptor = {
-    sizeof(tp_descriptor_t), kId, TP_KIND_MODEL, TP_TIER_T, "1.0.0",
+const tp_descriptor_t kTwoStreamDescriptor = tp::cpp::model_descriptor(
+    kId, "1.0.0",
     "two images, one CNN trunk each, fused; outputs logits and bbox (sigmoid x0 y0 x1 y1)",
-    kKeys, static_cast<uint32_t>(std::size(kKeys)),
-    kExamples, static_cast<uint32_t>(std::size(kExamples)), 0};
+    kKeys, kExamples);
 
 }  // namespace tp::vision

@@ -1,8 +1,8 @@
 // vision_models: the pieces shared by the five model components of this library.
 //
 // Every model is a VisionNet (a torch::nn::Module that reads its inputs by name and returns named
-// outputs). vision_plugin.cpp turns any VisionNet factory into a complete tp_model_v1_t table, so a
-// model file only builds modules and declares its descriptor.
+// outputs). tp/cpp/model_adapter.h turns any VisionNet factory into a complete tp_model_v1_t table
+// (vision_plugin.cpp lists them), so a model file only builds modules and declares its descriptor.
 //
 // Activation checkpointing (tp.model/1 @since 1.1): VisionNet is a tp::cpp::Checkpointable. A
 // model declares its checkpointable blocks by running them through checkpoint_block(), and
@@ -19,52 +19,40 @@
 #include <string>
 #include <vector>
 
-#include "tp/cpp/checkpoint.h"
+#include "tp/cpp/activation_checkpoint.h"
 #include "tp/cpp/config.h"
-#include "tp/cpp/tensor.h"
+#include "tp/cpp/model_adapter.h"
 #include "tp/entry.h"
 #include "tp/iface/model.h"
 
 namespace tp::vision {
 
-/// One model output. `name` points to static storage (it crosses the C ABI unchanged).
-struct NamedOutput {
-  const char* name;
-  at::Tensor tensor;
-};
-
 /// Base of every model in this library. Activation checkpointing is off until the host's
 /// set_activation_checkpointing; a model whose blocks run through checkpoint_block() honours it.
 class VisionNet : public torch::nn::Module, public tp::cpp::Checkpointable {
  public:
-  /// Runs the model on the batch fields `inputs` (borrowed for the call). Throws
-  /// tp::cpp::Failure(TP_ERR_INVALID_ARGUMENT) naming a missing or misshapen input.
-  virtual std::vector<NamedOutput> forward_named(const tp_named_tensor_t* inputs,
-                                                 uint32_t count) = 0;
+  /// Runs the model on the batch fields `inputs` (borrowed for the call); output names are
+  /// static. Throws tp::cpp::Failure(TP_ERR_INVALID_ARGUMENT) naming a missing or misshapen input.
+  virtual tp::cpp::Outputs forward(const tp::cpp::Inputs& inputs) = 0;
 
   /// The floating dtype of the parameters (fp32 after create; changed by to_device). Floating
   /// inputs of another dtype are cast to it, so a float32 batch drives a float64 model.
   at::ScalarType dtype() const { return dtype_; }
-  /// Recorded by the to_device glue after it converted the parameters.
+  /// Recorded by the model adapter's to_device after it converted the parameters.
   void set_dtype(at::ScalarType dtype) { dtype_ = dtype; }
 
  protected:
   /// `inputs[name]` checked to be a floating [B, channels, size, size] image and cast to dtype().
   /// Throws tp::cpp::Failure(TP_ERR_INVALID_ARGUMENT) with the expected and actual shape.
-  at::Tensor image_input(const tp_named_tensor_t* inputs, uint32_t count, const std::string& name,
-                         int64_t channels, int64_t size) const;
+  at::Tensor image_input(const tp::cpp::Inputs& inputs, const std::string& name, int64_t channels,
+                         int64_t size) const;
   /// `inputs[name]` checked to be floating with `features` elements per sample, cast to dtype()
   /// and flattened to [B, features].
-  at::Tensor flat_input(const tp_named_tensor_t* inputs, uint32_t count, const std::string& name,
-                        int64_t features) const;
+  at::Tensor flat_input(const tp::cpp::Inputs& inputs, const std::string& name, int64_t features) const;
 
  private:
   at::ScalarType dtype_ = at::kFloat;
 };
-
-/// Builds a model from its validated config; throws tp::cpp::Failure(TP_ERR_CONFIG) for values
-/// outside their range.
-using NetFactory = std::shared_ptr<VisionNet> (*)(const tp::cpp::ConfigReader& cfg);
 
 /// The CNN trunk the three convolutional models share: three blocks of
 /// conv3x3 (no bias) - BatchNorm - ReLU - maxpool 2x2, with width, 2*width, 2*width channels.
@@ -105,7 +93,9 @@ CnnConfig read_cnn_config(const tp::cpp::ConfigReader& cfg, const char* componen
 void require_config(bool ok, const char* component, const char* key, const char* what,
                     const std::string& got);
 
-/* Components of this library: factory (in <model>.cpp) and descriptor (static storage). */
+/* Components of this library: factory (in <model>.cpp) and descriptor (static storage). A factory
+   builds the model from its validated config; it throws tp::cpp::Failure(TP_ERR_CONFIG) for
+   values outside their range. */
 std::shared_ptr<VisionNet> make_mlp(const tp::cpp::ConfigReader& cfg);
 std::shared_ptr<VisionNet> make_small_cnn(const tp::cpp::ConfigReader& cfg);
 std::shared_ptr<VisionNet> make_multi_head_cnn(const tp::cpp::ConfigReader& cfg);

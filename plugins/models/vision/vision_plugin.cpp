@@ -1,114 +1,23 @@
-// vision_models: the tp_model_v1_t glue every model shares, the shared CNN trunk, and tp_entry.
+// vision_models: the input checks every model shares, the shared CNN trunk, and tp_entry.
 #include <c10/util/StringUtil.h>
 #include <ATen/ops/max_pool2d.h>
 
 #include <string>
-#include <utility>
 
 #include "tp/cpp/guard.h"
-#include "tp/cpp/model_state.h"
+#include "tp/cpp/model_adapter.h"
 #include "tp/cpp/plugin.h"
 #include "vision_net.h"
 
 namespace tp::vision {
-namespace {
 
 using tp::cpp::Failure;
-using tp::cpp::plugin_host;
-
-struct ModelInstance {
-  std::shared_ptr<VisionNet> net;
-  std::vector<tp::cpp::StateEntry> state;  ///< lent by visit_state; rebuilt by create and to_device
-};
-
-ModelInstance& as_model(void* self) {
-  if (self == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, "model instance is NULL");
-  return *static_cast<ModelInstance*>(self);
-}
-
-template <NetFactory kMake>
-tp_status create(const tp_host_t* host, const tp_config_t* cfg, void** out_self) {
-  TP_GUARD(plugin_host(), {
-    if (out_self == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, "create: out_self is NULL");
-    *out_self = nullptr;
-    auto instance = std::make_unique<ModelInstance>();
-    instance->net = kMake(tp::cpp::ConfigReader(cfg));
-    instance->state = tp::cpp::collect_state(*instance->net);
-    *out_self = instance.release();
-    return TP_OK;
-  });
-}
-
-void destroy(void* self) { delete static_cast<ModelInstance*>(self); }
-
-tp_status to_device(void* self, int32_t device_type, int32_t device_index, int32_t dtype) {
-  TP_GUARD(plugin_host(), {
-    ModelInstance& m = as_model(self);
-    const at::ScalarType target = tp::cpp::float_dtype(dtype);
-    tp::cpp::move_state(m.state, tp::cpp::device_of(device_type, device_index), target);
-    m.net->set_dtype(target);
-    m.state = tp::cpp::collect_state(*m.net);
-    return TP_OK;
-  });
-}
-
-tp_status set_training(void* self, bool training) {
-  TP_GUARD(plugin_host(), {
-    as_model(self).net->train(training);
-    return TP_OK;
-  });
-}
-
-tp_status visit_state(void* self, tp_state_visitor visit, void* user) {
-  TP_GUARD(plugin_host(), {
-    return tp::cpp::visit_state_entries(as_model(self).state, visit, user);
-  });
-}
-
-tp_status forward(void* self, const tp_named_tensor_t* inputs, uint32_t input_count,
-                  tp_named_tensor_t* out_outputs, uint32_t capacity, uint32_t* out_count) {
-  TP_GUARD(plugin_host(), {
-    if (out_count == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, "forward: out_count is NULL");
-    *out_count = 0;
-    if (inputs == nullptr && input_count > 0)
-      throw Failure(TP_ERR_INVALID_ARGUMENT, "forward: inputs is NULL");
-    std::vector<NamedOutput> outputs = as_model(self).net->forward_named(inputs, input_count);
-    // Dropping outputs silently would surface later as a confusing "no output named ..." in the
-    // loss, so a too-small array is an error.
-    if (outputs.size() > capacity || out_outputs == nullptr)
-      throw Failure(TP_ERR_INVALID_ARGUMENT,
-                    "forward: the model has " + std::to_string(outputs.size()) +
-                        " outputs but capacity is " + std::to_string(capacity));
-    for (size_t i = 0; i < outputs.size(); ++i)
-      out_outputs[i] = {outputs[i].name, tp::cpp::new_handle(std::move(outputs[i].tensor))};
-    *out_count = static_cast<uint32_t>(outputs.size());
-    return TP_OK;
-  });
-}
-
-/// The model behind an instance, for tp::cpp::set_activation_checkpointing_entry.
-VisionNet& as_net(void* self) { return *as_model(self).net; }
-
-template <NetFactory kMake>
-constexpr tp_model_v1_t model_table() {
-  return {sizeof(tp_model_v1_t), &create<kMake>, &destroy, &to_device,
-          &set_training,         &visit_state,   &forward,
-          &tp::cpp::set_activation_checkpointing_entry<&as_net>};
-}
-
-const tp_model_v1_t kMlpTable = model_table<&make_mlp>();
-const tp_model_v1_t kSmallCnnTable = model_table<&make_small_cnn>();
-const tp_model_v1_t kMultiHeadCnnTable = model_table<&make_multi_head_cnn>();
-const tp_model_v1_t kTwoStreamTable = model_table<&make_two_stream>();
-const tp_model_v1_t kDeepCnnTable = model_table<&make_deep_cnn>();
-
-}  // namespace
 
 /* Shared pieces declared in vision_net.h */
 
-at::Tensor VisionNet::image_input(const tp_named_tensor_t* inputs, uint32_t count,
-                                  const std::string& name, int64_t channels, int64_t size) const {
-  const at::Tensor& x = tp::cpp::find(inputs, count, name, "input");
+at::Tensor VisionNet::image_input(const tp::cpp::Inputs& inputs, const std::string& name, int64_t channels,
+                                  int64_t size) const {
+  const at::Tensor& x = inputs.get(name);
   const bool ok = x.dim() == 4 && x.size(1) == channels && x.size(2) == size && x.size(3) == size &&
                   x.is_floating_point();
   if (!ok)
@@ -119,9 +28,8 @@ at::Tensor VisionNet::image_input(const tp_named_tensor_t* inputs, uint32_t coun
   return x.scalar_type() == dtype_ ? x : x.to(dtype_);
 }
 
-at::Tensor VisionNet::flat_input(const tp_named_tensor_t* inputs, uint32_t count,
-                                 const std::string& name, int64_t features) const {
-  const at::Tensor& x = tp::cpp::find(inputs, count, name, "input");
+at::Tensor VisionNet::flat_input(const tp::cpp::Inputs& inputs, const std::string& name, int64_t features) const {
+  const at::Tensor& x = inputs.get(name);
   if (x.dim() < 1 || !x.is_floating_point() || x.numel() != x.size(0) * features)
     throw Failure(TP_ERR_INVALID_ARGUMENT,
                   "input '" + name + "': expected floating [B, ...] with " + std::to_string(features) +
@@ -178,12 +86,15 @@ CnnConfig read_cnn_config(const tp::cpp::ConfigReader& cfg, const char* componen
 }  // namespace tp::vision
 
 namespace {
+// Each component is a VisionNet factory; tp/cpp/model_adapter.h makes its tp.model/1 table.
+using tp::cpp::model_component;
+using tp::vision::VisionNet;
 const tp::cpp::Component kComponents[] = {
-    {&tp::vision::kMlpDescriptor, TP_IFACE_MODEL_V1, &tp::vision::kMlpTable},
-    {&tp::vision::kSmallCnnDescriptor, TP_IFACE_MODEL_V1, &tp::vision::kSmallCnnTable},
-    {&tp::vision::kMultiHeadCnnDescriptor, TP_IFACE_MODEL_V1, &tp::vision::kMultiHeadCnnTable},
-    {&tp::vision::kTwoStreamDescriptor, TP_IFACE_MODEL_V1, &tp::vision::kTwoStreamTable},
-    {&tp::vision::kDeepCnnDescriptor, TP_IFACE_MODEL_V1, &tp::vision::kDeepCnnTable},
+    model_component<VisionNet, tp::vision::kMlpDescriptor, &tp::vision::make_mlp>(),
+    model_component<VisionNet, tp::vision::kSmallCnnDescriptor, &tp::vision::make_small_cnn>(),
+    model_component<VisionNet, tp::vision::kMultiHeadCnnDescriptor, &tp::vision::make_multi_head_cnn>(),
+    model_component<VisionNet, tp::vision::kTwoStreamDescriptor, &tp::vision::make_two_stream>(),
+    model_component<VisionNet, tp::vision::kDeepCnnDescriptor, &tp::vision::make_deep_cnn>(),
 };
 }  // namespace
 

@@ -1,4 +1,4 @@
-// tp/cpp/checkpoint.h on its own (no plugin): gradients with checkpointing equal gradients
+// tp/cpp/activation_checkpoint.h on its own (no plugin): gradients with checkpointing equal gradients
 // without, for several inputs and outputs, dropout, parameters, BatchNorm and autocast; the block
 // runs again in backward only when it should; misuse fails clearly.
 #include <ATen/ATen.h>
@@ -8,7 +8,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/functional/dropout.h>
 
-#include "tp/cpp/checkpoint.h"
+#include "tp/cpp/activation_checkpoint.h"
 #include "support/autograd_graph.h"
 
 #include <string>

@@ -2,14 +2,17 @@
 //
 // The host has already validated the table against the component's schema and filled in defaults,
 // so these getters fail only when a key was never declared: they throw tp::cpp::Failure with
-// TP_ERR_CONFIG, which TP_GUARD turns into a status. Example:
-//   tp::cpp::ConfigReader cfg(raw_cfg);
+// TP_ERR_CONFIG, which TP_GUARD turns into a status. The *_in getters also check a range the
+// schema cannot express. Example:
+//   tp::cpp::ConfigReader cfg(raw_cfg, "shapes");
 //   int64_t classes = cfg.get_int("num_classes");
+//   int64_t side = cfg.get_int_in("image_size", 16, 1024);  // "shapes: image_size = 8 is outside [16, 1024]"
 //   std::vector<std::string> kinds = cfg.get_string_array("kinds");
 #ifndef TP_CPP_CONFIG_H
 #define TP_CPP_CONFIG_H
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -21,8 +24,9 @@ namespace tp::cpp {
 /// Borrowing wrapper over tp_config_t; valid only while the view is (during create()).
 class ConfigReader {
  public:
-  explicit ConfigReader(const tp_config_t* cfg) : cfg_(cfg) {
-    if (cfg_ == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, "config view is NULL");
+  /// `component` (static storage, e.g. "shapes"), when given, prefixes the messages it throws.
+  explicit ConfigReader(const tp_config_t* cfg, const char* component = nullptr) : cfg_(cfg), component_(component) {
+    if (cfg_ == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, prefix() + "config view is NULL");
   }
 
   bool get_bool(const char* key) const {
@@ -44,6 +48,18 @@ class ConfigReader {
     const char* v = nullptr;
     check(cfg_->get_string(cfg_->self, key, &v), key);
     return v != nullptr ? std::string(v) : std::string();
+  }
+  /// get_int(key), refused with TP_ERR_CONFIG unless lo <= value <= hi.
+  int64_t get_int_in(const char* key, int64_t lo, int64_t hi) const {
+    const int64_t v = get_int(key);
+    if (v < lo || v > hi) out_of_range(key, std::to_string(v), std::to_string(lo), std::to_string(hi));
+    return v;
+  }
+  /// get_float(key), refused with TP_ERR_CONFIG unless lo <= value <= hi (NaN is refused).
+  double get_float_in(const char* key, double lo, double hi) const {
+    const double v = get_float(key);
+    if (!(v >= lo && v <= hi)) out_of_range(key, number(v), number(lo), number(hi));
+    return v;
   }
   std::vector<int64_t> get_int_array(const char* key) const {
     std::vector<int64_t> out(size_of(key));
@@ -72,12 +88,23 @@ class ConfigReader {
     check(cfg_->get_array_size(cfg_->self, key, &n), key);
     return n;
   }
+  [[noreturn]] void out_of_range(const char* key, const std::string& v, const std::string& lo,
+                                 const std::string& hi) const {
+    throw Failure(TP_ERR_CONFIG, prefix() + key + " = " + v + " is outside [" + lo + ", " + hi + "]");
+  }
+  std::string prefix() const { return component_ != nullptr ? std::string(component_) + ": " : std::string(); }
+  static std::string number(double v) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", v);
+    return text;
+  }
   static void check(tp_status status, const char* key) {
     // The host already recorded the detailed message; this one names the key for plugin logs.
     if (status != TP_OK) throw Failure(status, std::string("cannot read config key '") + key + "'");
   }
 
   const tp_config_t* cfg_;
+  const char* component_;
 };
 
 }  // namespace tp::cpp

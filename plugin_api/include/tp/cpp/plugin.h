@@ -27,6 +27,13 @@ struct Component {
   const void* table;        // static interface table
 };
 
+/// The last segment of a component id ("shapes" for "org.torchhost.shapes"): the prefix of the
+/// messages the adapters (tp/cpp/*_adapter.h) write. Points into `descriptor.id`.
+inline const char* component_name(const tp_descriptor_t& descriptor) noexcept {
+  const char* dot = std::strrchr(descriptor.id, '.');
+  return dot != nullptr ? dot + 1 : descriptor.id;
+}
+
 /// The host pointer of this library. Libraries are built with hidden visibility, so each
 /// library has its own slot.
 inline const tp_host_t*& plugin_host() {

@@ -16,7 +16,7 @@
  * in backward. When the user sets `[model] activation_checkpointing = true`, the host calls
  * set_activation_checkpointing(self, true); in training-mode forward those blocks then keep only
  * their inputs and recompute their activations during backward (less activation memory, about
- * one more forward pass of time). tp/cpp/checkpoint.h implements such blocks for C++ plugins.
+ * one more forward pass of time). tp/cpp/activation_checkpoint.h implements such blocks for C++ plugins.
  *
  * Rationale (C++ default member initializer on set_activation_checkpointing): Tier T plugins are
  * C++ and usually initialise this table positionally, as the template does. Without the default,

@@ -1,0 +1,259 @@
+// torchhost C++ helpers for Tier S plugin authors: a dataset as a C++ class, and the C shell
+// ("tp.dataset/1": create/destroy/size/get_sample/set_epoch) generated from it.
+//
+// A dataset class needs three members; the adapter does the rest: it validates the split and
+// every pointer, checks the index, wraps each call in TP_GUARD (PLG-7), hands fields over only
+// when get_sample succeeds (PLG-9) and accepts destroy(NULL) (PLG-12). No LibTorch (PLG-14).
+//
+//   class Squares {
+//    public:
+//     explicit Squares(const tp::cpp::DatasetArgs& args)          // [main] throw Failure to refuse
+//         : count_(args.config.get_int_in("size", 1, 1 << 20)) {}
+//     uint64_t size() const { return count_; }                      // [any] constant
+//     void get_sample(uint64_t index, const tp::cpp::WorkerContext&, tp::cpp::Sample& out) const {
+//       out.add("x", std::vector<float>{float(index)}, {1});       // [worker] concurrent: const
+//       out.add("y", std::vector<float>{float(index * index)}, {1});
+//     }
+//     // optional: void set_epoch(uint64_t epoch);                  // [main] no get_sample running
+//    private:
+//     uint64_t count_;
+//   };
+//   const tp_config_key_t kKeys[] = {{sizeof(tp_config_key_t), "size", TP_CFG_INT, "100", "samples"}};
+//   const tp_descriptor_t kDescriptor = tp::cpp::dataset_descriptor("org.example.squares", "1.0.0", "x -> x^2", kKeys);
+//   TP_DEFINE_DATASET_PLUGIN("squares", Squares, kDescriptor)
+//
+// A library with several components lists tp::cpp::dataset_component<Class, kDescriptor>() entries
+// in its tp::cpp::Component array and calls TP_DEFINE_PLUGIN itself. Messages the adapter writes
+// start with the last segment of the component id ("squares: index 7 is out of range ...").
+#ifndef TP_CPP_DATASET_ADAPTER_H
+#define TP_CPP_DATASET_ADAPTER_H
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tp/cpp/config.h"
+#include "tp/cpp/dlpack.h"
+#include "tp/cpp/guard.h"
+#include "tp/cpp/plugin.h"
+#include "tp/iface/dataset.h"
+
+namespace tp::cpp {
+
+/// The split create() builds; the adapter refuses any other name (TP_ERR_INVALID_ARGUMENT).
+enum class Split { kTrain, kVal };
+
+/// What a dataset's constructor receives. Everything is borrowed for the constructor only,
+/// except `host` (valid until deinit): copy what you need.
+struct DatasetArgs {
+  const ConfigReader& config;  ///< the validated table; range errors name the component
+  Split split;
+  const char* split_name;      ///< "train" or "val"
+  const tp_host_t* host;       ///< for log(); never NULL when the host calls create
+  const char* component;       ///< message prefix: the last segment of the component id
+
+  bool train() const noexcept { return split == Split::kTrain; }
+  /// Writes `line` to the host log at `level` (TP_LOG_*); does nothing without a host.
+  void log(int32_t level, const std::string& line) const {
+    if (host != nullptr && host->log != nullptr) host->log(host, level, line.c_str());
+  }
+};
+
+/// The loader's context of one get_sample call (tp_worker_ctx_t, borrowed for the call).
+class WorkerContext {
+ public:
+  WorkerContext(const tp_worker_ctx_t* ctx, const char* component) noexcept : ctx_(ctx), component_(component) {}
+  /// Whether the host passed a context large enough to hold `seed` (PLG-2: read a member only
+  /// when the producer's struct_size covers it).
+  bool has_seed() const noexcept {
+    return ctx_ != nullptr && ctx_->struct_size >= offsetof(tp_worker_ctx_t, seed) + sizeof(uint64_t);
+  }
+  /// The host's per-sample seed, the only source of a sample's randomness (PLG-8). Throws
+  /// Failure(TP_ERR_INVALID_ARGUMENT) naming `purpose` when there is none.
+  uint64_t seed(const char* purpose) const {
+    if (!has_seed())
+      throw Failure(TP_ERR_INVALID_ARGUMENT,
+                    std::string(component_) + ": " + purpose + " needs a tp_worker_ctx_t with a seed");
+    return ctx_->seed;
+  }
+  /// The raw context (worker, rank, epoch); may be NULL.
+  const tp_worker_ctx_t* raw() const noexcept { return ctx_; }
+
+ private:
+  const tp_worker_ctx_t* ctx_;
+  const char* component_;
+};
+
+/// The fields of one sample while get_sample builds it. It owns every field added; the adapter
+/// takes them over only when get_sample returns normally, so a throw anywhere releases them
+/// (tp_dataset_v1_t: on error no field is handed over). Every sample of a dataset has the same
+/// field names, dtypes and shapes.
+class Sample {
+ public:
+  Sample() = default;
+  Sample(const Sample&) = delete;
+  Sample& operator=(const Sample&) = delete;
+  ~Sample() { release_fields(fields_.data(), static_cast<uint32_t>(fields_.size())); }
+
+  /// Adds the field `name` (static storage) owning `data` (moved in) with `shape` (make_field).
+  template <typename T>
+  Sample& add(const char* name, std::vector<T> data, std::vector<int64_t> shape) {
+    return add(make_field(name, std::move(data), std::move(shape)));
+  }
+  /// Adds a field made elsewhere (custom strides, a C library's buffer); this sample owns it
+  /// from now on, also when adding fails.
+  Sample& add(tp_field_t field) {
+    try {
+      fields_.push_back(field);
+    } catch (...) {
+      release_fields(&field, 1);
+      throw;
+    }
+    return *this;
+  }
+  uint32_t count() const noexcept { return static_cast<uint32_t>(fields_.size()); }
+
+  /// [adapter] Moves every field to `out` (room for `capacity`); throws, keeping them, when
+  /// they do not fit.
+  void hand_over(tp_field_t* out, uint32_t capacity, uint32_t* out_count, const char* component) {
+    if (fields_.size() > capacity)
+      throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(component) + ": capacity " + std::to_string(capacity) +
+                                                 " < " + std::to_string(fields_.size()) + " fields");
+    if (!fields_.empty()) std::memcpy(out, fields_.data(), fields_.size() * sizeof(tp_field_t));
+    *out_count = count();
+    fields_.clear();
+  }
+
+ private:
+  std::vector<tp_field_t> fields_;
+};
+
+namespace detail {
+
+template <typename D, typename = void>
+struct HasSetEpoch : std::false_type {};
+template <typename D>
+struct HasSetEpoch<D, std::void_t<decltype(std::declval<D&>().set_epoch(uint64_t{0}))>> : std::true_type {};
+
+/// One instance: the dataset and the host that created it (for TP_GUARD's messages).
+template <typename D>
+struct DatasetInstance {
+  template <typename... Args>
+  DatasetInstance(const tp_host_t* h, Args&&... args) : host(h), dataset(std::forward<Args>(args)...) {}
+  const tp_host_t* host;
+  D dataset;
+};
+
+template <typename D, const tp_descriptor_t& kDescriptor>
+struct DatasetAdapter {
+  using Instance = DatasetInstance<D>;
+
+  static const tp_host_t* host_of(const void* self) noexcept {
+    return self != nullptr ? static_cast<const Instance*>(self)->host : plugin_host();
+  }
+  static Instance& instance(const void* self) {
+    if (self == nullptr)
+      throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(component_name(kDescriptor)) + ": dataset instance is NULL");
+    return *static_cast<Instance*>(const_cast<void*>(self));
+  }
+
+  static tp_status create(const tp_host_t* host, const tp_config_t* cfg, const char* split, void** out_self) {
+    TP_GUARD(host != nullptr ? host : plugin_host(), {
+      const char* name = component_name(kDescriptor);
+      if (out_self == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(name) + ": out_self is NULL");
+      *out_self = nullptr;
+      const std::string requested = split != nullptr ? split : "(null)";
+      if (requested != "train" && requested != "val")
+        throw Failure(TP_ERR_INVALID_ARGUMENT,
+                      std::string(name) + ": unknown split '" + requested + "' (expected \"train\" or \"val\")");
+      const Split which = requested == "train" ? Split::kTrain : Split::kVal;
+      const ConfigReader config(cfg, name);
+      const DatasetArgs args{config, which, which == Split::kTrain ? "train" : "val", host, name};
+      *out_self = new Instance(host, args);
+      return TP_OK;
+    });
+  }
+
+  // Fields already handed out own their buffers (make_field), so they outlive `self` (PLG-13).
+  static void destroy(void* self) { delete static_cast<Instance*>(self); }
+
+  static tp_status size(const void* self, uint64_t* out_count) {
+    TP_GUARD(host_of(self), {
+      if (out_count == nullptr)
+        throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(component_name(kDescriptor)) + ": out_count is NULL");
+      *out_count = static_cast<uint64_t>(static_cast<const D&>(instance(self).dataset).size());
+      return TP_OK;
+    });
+  }
+
+  static tp_status get_sample(const void* self, uint64_t index, const tp_worker_ctx_t* ctx, tp_field_t* out_fields,
+                              uint32_t capacity, uint32_t* out_count) {
+    TP_GUARD(host_of(self), {
+      const char* name = component_name(kDescriptor);
+      const D& dataset = instance(self).dataset;
+      if (out_fields == nullptr || out_count == nullptr)
+        throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(name) + ": out_fields or out_count is NULL");
+      *out_count = 0;
+      const uint64_t count = static_cast<uint64_t>(dataset.size());
+      if (index >= count)
+        throw Failure(TP_ERR_OUT_OF_RANGE, std::string(name) + ": index " + std::to_string(index) +
+                                               " is out of range (size " + std::to_string(count) + ")");
+      Sample sample;
+      dataset.get_sample(index, WorkerContext(ctx, name), sample);
+      sample.hand_over(out_fields, capacity, out_count, name);
+      return TP_OK;
+    });
+  }
+
+  static tp_status set_epoch(void* self, uint64_t epoch) {
+    TP_GUARD(host_of(self), {
+      instance(self).dataset.set_epoch(epoch);
+      return TP_OK;
+    });
+  }
+
+  static constexpr tp_dataset_v1_t table() {
+    tp_dataset_v1_t t{sizeof(tp_dataset_v1_t), &create, &destroy, &size, &get_sample, nullptr};
+    if constexpr (HasSetEpoch<D>::value) t.set_epoch = &set_epoch;
+    return t;
+  }
+};
+
+template <typename D, const tp_descriptor_t& kDescriptor>
+inline constexpr tp_dataset_v1_t kDatasetTable = DatasetAdapter<D, kDescriptor>::table();
+
+}  // namespace detail
+
+/// The descriptor of a dataset component: kind dataset, Tier S, the schema `keys` (PLG-6), and
+/// `flags` (TP_DESCRIPTOR_SERIAL when get_sample is not thread-safe). All strings static.
+template <std::size_t N>
+constexpr tp_descriptor_t dataset_descriptor(const char* id, const char* version, const char* description,
+                                             const tp_config_key_t (&keys)[N], uint32_t flags = 0) {
+  return {sizeof(tp_descriptor_t), id, TP_KIND_DATASET, TP_TIER_S, version, description, keys,
+          static_cast<uint32_t>(N), nullptr, 0, flags};
+}
+
+/// The component entry (descriptor, "tp.dataset/1", generated table) of dataset class `D`.
+/// `kDescriptor` must have static storage (a namespace-scope constant).
+template <typename D, const tp_descriptor_t& kDescriptor>
+constexpr Component dataset_component() {
+  return {&kDescriptor, TP_IFACE_DATASET_V1, &detail::kDatasetTable<D, kDescriptor>};
+}
+
+}  // namespace tp::cpp
+
+/// Defines `tp_entry` of a Tier S library NAME (its .so base name) whose one component is the
+/// dataset class CLASS described by DESCRIPTOR (a namespace-scope tp_descriptor_t).
+#define TP_DEFINE_DATASET_PLUGIN(NAME, CLASS, DESCRIPTOR)                                        \
+  namespace {                                                                                    \
+  const ::tp::cpp::Component tp_detail_dataset_components[] = {                                  \
+      ::tp::cpp::dataset_component<CLASS, DESCRIPTOR>()};                                        \
+  }                                                                                              \
+  TP_DEFINE_PLUGIN(NAME, TP_STABLE_BUILD_INFO_INIT, tp_detail_dataset_components)
+
+#endif  // TP_CPP_DATASET_ADAPTER_H

@@ -1,0 +1,252 @@
+// torchhost C++ helpers for Tier T plugin authors: a model as a C++ class, and the C shell
+// ("tp.model/1": create/destroy/to_device/set_training/visit_state/forward and, when the class
+// has it, set_activation_checkpointing) generated from it.
+//
+// The adapter keeps the state the host borrows (tp/cpp/model_state.h: collected after create and
+// after every to_device, integer buffers kept integer), wraps every call in TP_GUARD (PLG-7),
+// hands outputs over only when forward succeeds (PLG-9: on error no output is handed over) and
+// accepts destroy(NULL) (PLG-12).
+//
+//   class Linear : public torch::nn::Module {
+//    public:
+//     explicit Linear(const tp::cpp::ConfigReader& cfg)                 // [main] CPU, fp32
+//         : input_(cfg.get_string("input")),
+//           fc_(register_module("fc", torch::nn::Linear(cfg.get_int_in("in_features", 1, 1 << 20), 1))) {}
+//     tp::cpp::Outputs forward(const tp::cpp::Inputs& in) {                // [main] no device sync
+//       return {{"y", fc_->forward(in.get(input_))}};
+//     }
+//    private:
+//     std::string input_;
+//     torch::nn::Linear fc_;
+//   };
+//   const tp_descriptor_t kDescriptor = tp::cpp::model_descriptor("org.example.linear", "1.0.0", "y = Wx + b", kKeys);
+//   TP_DEFINE_MODEL_PLUGIN("linear", Linear, kDescriptor)
+//
+// What the class provides (M below):
+//   M(const ConfigReader&)                  or a factory: model_component<M, kDescriptor, &make>()
+//                                           with `std::shared_ptr<M> make(const ConfigReader&)`
+//   Outputs forward(const Inputs&)          output names valid until destroy (static storage or
+//                                           the model's own strings)
+//   void train(bool)                        torch::nn::Module has it
+//   state_root()                            optional: the module whose parameters and buffers the
+//                                           host trains (a torch::nn::Module or torch::jit::Module);
+//                                           without it, the model itself (a torch::nn::Module)
+//   void set_dtype(at::ScalarType)          optional: told the floating dtype after to_device
+//   void set_activation_checkpointing(bool) optional (tp::cpp::Checkpointable): without it the
+//                                           table's entry is NULL and the host refuses the switch
+#ifndef TP_CPP_MODEL_ADAPTER_H
+#define TP_CPP_MODEL_ADAPTER_H
+
+#include <ATen/core/Tensor.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tp/cpp/config.h"
+#include "tp/cpp/guard.h"
+#include "tp/cpp/model_state.h"
+#include "tp/cpp/plugin.h"
+#include "tp/cpp/tensor.h"
+#include "tp/iface/model.h"
+
+namespace tp::cpp {
+
+/// The batch fields forward receives: every field of the batch, on the model's device, batch
+/// dimension first. Borrowed for the call.
+class Inputs {
+ public:
+  Inputs(const tp_named_tensor_t* fields, uint32_t count) noexcept : fields_(fields), count_(count) {}
+  /// The field `name`; throws Failure(TP_ERR_INVALID_ARGUMENT) listing the fields present.
+  const at::Tensor& get(const std::string& name) const { return find(fields_, count_, name, "input"); }
+  const tp_named_tensor_t* data() const noexcept { return fields_; }
+  uint32_t size() const noexcept { return count_; }
+
+ private:
+  const tp_named_tensor_t* fields_;
+  uint32_t count_;
+};
+
+/// One output of forward. `name` must stay valid until destroy (static storage or a string the
+/// model owns): it crosses the ABI unchanged.
+struct Output {
+  const char* name;
+  at::Tensor tensor;
+};
+using Outputs = std::vector<Output>;
+
+namespace detail {
+
+template <typename M, typename = void>
+struct HasStateRoot : std::false_type {};
+template <typename M>
+struct HasStateRoot<M, std::void_t<decltype(std::declval<M&>().state_root())>> : std::true_type {};
+template <typename M, typename = void>
+struct HasSetDtype : std::false_type {};
+template <typename M>
+struct HasSetDtype<M, std::void_t<decltype(std::declval<M&>().set_dtype(at::kFloat))>> : std::true_type {};
+template <typename M, typename = void>
+struct HasCheckpointing : std::false_type {};
+template <typename M>
+struct HasCheckpointing<M, std::void_t<decltype(std::declval<M&>().set_activation_checkpointing(true))>>
+    : std::true_type {};
+
+/// One instance: the model and the state entries lent by visit_state (rebuilt by create and
+/// to_device, unchanged in between, so lent handles stay valid).
+template <typename M>
+struct ModelInstance {
+  const tp_host_t* host;
+  std::shared_ptr<M> model;
+  std::vector<StateEntry> state;
+
+  void collect() {
+    if constexpr (HasStateRoot<M>::value) state = collect_state(model->state_root());
+    else state = collect_state(*model);
+  }
+};
+
+template <typename M, const tp_descriptor_t& kDescriptor, auto kFactory>
+struct ModelAdapter {
+  using Instance = ModelInstance<M>;
+
+  static const tp_host_t* host_of(const void* self) noexcept {
+    return self != nullptr ? static_cast<const Instance*>(self)->host : plugin_host();
+  }
+  static Instance& instance(void* self) {
+    if (self == nullptr)
+      throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(component_name(kDescriptor)) + ": model instance is NULL");
+    return *static_cast<Instance*>(self);
+  }
+
+  static tp_status create(const tp_host_t* host, const tp_config_t* cfg, void** out_self) {
+    TP_GUARD(host != nullptr ? host : plugin_host(), {
+      const char* name = component_name(kDescriptor);
+      if (out_self == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(name) + ": out_self is NULL");
+      *out_self = nullptr;
+      const ConfigReader config(cfg, name);
+      auto instance = std::make_unique<Instance>();
+      instance->host = host;
+      if constexpr (std::is_same_v<decltype(kFactory), std::nullptr_t>) instance->model = std::make_shared<M>(config);
+      else instance->model = kFactory(config);
+      if (instance->model == nullptr) throw Failure(TP_ERR_INTERNAL, std::string(name) + ": the factory returned no model");
+      instance->collect();
+      *out_self = instance.release();
+      return TP_OK;
+    });
+  }
+
+  static void destroy(void* self) { delete static_cast<Instance*>(self); }
+
+  static tp_status to_device(void* self, int32_t device_type, int32_t device_index, int32_t dtype) {
+    TP_GUARD(host_of(self), {
+      Instance& m = instance(self);
+      const at::ScalarType target = float_dtype(dtype);
+      move_state(m.state, device_of(device_type, device_index), target);
+      if constexpr (HasSetDtype<M>::value) m.model->set_dtype(target);
+      m.collect();
+      return TP_OK;
+    });
+  }
+
+  static tp_status set_training(void* self, bool training) {
+    TP_GUARD(host_of(self), {
+      instance(self).model->train(training);
+      return TP_OK;
+    });
+  }
+
+  static tp_status visit_state(void* self, tp_state_visitor visit, void* user) {
+    TP_GUARD(host_of(self), { return visit_state_entries(instance(self).state, visit, user); });
+  }
+
+  static tp_status forward(void* self, const tp_named_tensor_t* inputs, uint32_t input_count,
+                           tp_named_tensor_t* out_outputs, uint32_t capacity, uint32_t* out_count) {
+    TP_GUARD(host_of(self), {
+      const char* name = component_name(kDescriptor);
+      if (out_count == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(name) + ": forward: out_count is NULL");
+      *out_count = 0;
+      if (inputs == nullptr && input_count > 0)
+        throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(name) + ": forward: inputs is NULL");
+      Outputs outputs = instance(self).model->forward(Inputs(inputs, input_count));
+      // Dropping outputs silently would surface later as a confusing "no output named ..." in
+      // the loss, so a too-small array is an error.
+      if (outputs.size() > capacity || (out_outputs == nullptr && !outputs.empty()))
+        throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(name) + ": forward: the model has " +
+                                                   std::to_string(outputs.size()) + " outputs but capacity is " +
+                                                   std::to_string(capacity));
+      // Every handle is made before any is handed over: if one allocation fails, the ones made
+      // are freed here and the host receives none.
+      std::vector<std::unique_ptr<at::Tensor>> handles;
+      handles.reserve(outputs.size());
+      for (Output& output : outputs) {
+        if (output.name == nullptr)
+          throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(name) + ": forward: an output has no name");
+        handles.push_back(std::make_unique<at::Tensor>(std::move(output.tensor)));
+      }
+      for (std::size_t i = 0; i < outputs.size(); ++i)
+        out_outputs[i] = {outputs[i].name, reinterpret_cast<tp_tensor>(handles[i].release())};
+      *out_count = static_cast<uint32_t>(outputs.size());
+      return TP_OK;
+    });
+  }
+
+  static tp_status set_activation_checkpointing(void* self, bool enabled) {
+    TP_GUARD(host_of(self), {
+      instance(self).model->set_activation_checkpointing(enabled);
+      return TP_OK;
+    });
+  }
+
+  static constexpr tp_model_v1_t table() {
+    tp_model_v1_t t{sizeof(tp_model_v1_t), &create, &destroy, &to_device, &set_training, &visit_state, &forward,
+                    nullptr};
+    if constexpr (HasCheckpointing<M>::value) t.set_activation_checkpointing = &set_activation_checkpointing;
+    return t;
+  }
+};
+
+template <typename M, const tp_descriptor_t& kDescriptor, auto kFactory>
+inline constexpr tp_model_v1_t kModelTable = ModelAdapter<M, kDescriptor, kFactory>::table();
+
+}  // namespace detail
+
+/// The descriptor of a model component: kind model, Tier T, the schema `keys` (PLG-6) and the
+/// example inputs `host plugins check` and profiling feed it with the default config. Static strings.
+template <std::size_t N, std::size_t E>
+constexpr tp_descriptor_t model_descriptor(const char* id, const char* version, const char* description,
+                                           const tp_config_key_t (&keys)[N], const tp_example_input_t (&examples)[E]) {
+  return {sizeof(tp_descriptor_t), id, TP_KIND_MODEL, TP_TIER_T, version, description, keys,
+          static_cast<uint32_t>(N), examples, static_cast<uint32_t>(E), 0};
+}
+/// The same without example inputs (their shapes depend on the config).
+template <std::size_t N>
+constexpr tp_descriptor_t model_descriptor(const char* id, const char* version, const char* description,
+                                           const tp_config_key_t (&keys)[N]) {
+  return {sizeof(tp_descriptor_t), id, TP_KIND_MODEL, TP_TIER_T, version, description, keys,
+          static_cast<uint32_t>(N), nullptr, 0, 0};
+}
+
+/// The component entry (descriptor, "tp.model/1", generated table) of model class `M`, built by
+/// `M(const ConfigReader&)` or, when given, by `kFactory` (`std::shared_ptr<M> (*)(const
+/// ConfigReader&)`, M may then be an abstract base). `kDescriptor` has static storage.
+template <typename M, const tp_descriptor_t& kDescriptor, auto kFactory = nullptr>
+constexpr Component model_component() {
+  return {&kDescriptor, TP_IFACE_MODEL_V1, &detail::kModelTable<M, kDescriptor, kFactory>};
+}
+
+}  // namespace tp::cpp
+
+/// Defines `tp_entry` of a Tier T library NAME (its .so base name) whose one component is the
+/// model class CLASS described by DESCRIPTOR (a namespace-scope tp_descriptor_t).
+#define TP_DEFINE_MODEL_PLUGIN(NAME, CLASS, DESCRIPTOR)                                          \
+  namespace {                                                                                    \
+  const ::tp::cpp::Component tp_detail_model_components[] = {                                    \
+      ::tp::cpp::model_component<CLASS, DESCRIPTOR>()};                                          \
+  }                                                                                              \
+  TP_DEFINE_PLUGIN(NAME, TP_TORCH_BUILD_INFO_INIT, tp_detail_model_components)
+
+#endif  // TP_CPP_MODEL_ADAPTER_H

@@ -1,0 +1,268 @@
+// tp/cpp/model_adapter.h on its own: the tp.model/1 tables it generates from C++ classes, called
+// directly (no library) with a FakeHost. A throwing class yields a status and the host's message,
+// never an exception; a failing forward hands over no output and leaks none (the model keeps a
+// reference to what it made, so a leaked handle shows as a second reference); destroy(NULL) is a
+// no-op; the state lent by visit_state aliases the module and follows to_device.
+#include "tp/cpp/model_adapter.h"  // before the harness: c10's CHECK is replaced by doctest's there
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "support/plugin_harness.h"
+
+namespace {
+
+using tp::test::FakeConfig;
+using tp::test::FakeHost;
+
+/// y = x * w, with a parameter `w` [2] and an int64 buffer `calls`. `mode` (config) picks a way
+/// to fail; every tensor forward makes is kept in made_, so a test can count its references.
+class Scale : public torch::nn::Module {
+ public:
+  explicit Scale(const tp::cpp::ConfigReader& cfg) : mode_(cfg.get_int("mode")) {
+    if (mode_ == 1) throw tp::cpp::Failure(TP_ERR_CONFIG, "scale: mode 1 refuses the config");
+    TORCH_CHECK(mode_ != 2, "scale: a c10::Error from the constructor");
+    w_ = register_parameter("w", at::ones({2}));
+    calls_ = register_buffer("calls", at::zeros({}, at::kLong));
+  }
+
+  tp::cpp::Outputs forward(const tp::cpp::Inputs& inputs) {
+    const at::Tensor& x = inputs.get("x");
+    made_ = {x * w_, x + w_};
+    switch (mode_) {
+      case 3: return {{"y", made_[0]}, {"z", made_[1]}};      // more than a capacity of 1
+      case 4: return {{"y", made_[0]}, {nullptr, made_[1]}};  // an output without a name
+      case 5: throw std::runtime_error("scale: failed after computing y");
+      default: return {{"y", made_[0]}};
+    }
+  }
+
+  void set_dtype(at::ScalarType dtype) { dtype_ = dtype; }
+
+  at::ScalarType dtype_ = at::kFloat;
+  std::vector<at::Tensor> made_;
+
+ private:
+  int64_t mode_;
+  at::Tensor w_, calls_;
+};
+
+/// Scale with the activation-checkpointing switch, which refuses to turn on.
+class Switchable : public Scale {
+ public:
+  using Scale::Scale;
+  void set_activation_checkpointing(bool enabled) {
+    if (enabled) throw tp::cpp::Failure(TP_ERR_UNSUPPORTED, "switchable: nothing to checkpoint");
+  }
+};
+
+/// Not a module: the host trains the Linear it holds (state_root), under the Linear's own names.
+class Holder {
+ public:
+  explicit Holder(const tp::cpp::ConfigReader&) : linear_(torch::nn::LinearOptions(3, 1)) {}
+  tp::cpp::Outputs forward(const tp::cpp::Inputs& inputs) { return {{"y", linear_->forward(inputs.get("x"))}}; }
+  torch::nn::Module& state_root() { return *linear_; }
+  void train(bool on) { linear_->train(on); }
+
+ private:
+  torch::nn::Linear linear_;
+};
+
+/// A factory standing in for the constructor (vision_models builds its components this way).
+std::shared_ptr<Switchable> make_switchable(const tp::cpp::ConfigReader& cfg) { return std::make_shared<Switchable>(cfg); }
+
+const tp_config_key_t kKeys[] = {{sizeof(tp_config_key_t), "mode", TP_CFG_INT, "0", "how it fails (0: never)"}};
+const tp_example_input_t kExamples[] = {{sizeof(tp_example_input_t), "x", TP_DTYPE_FLOAT32, 1, {2}, 0}};
+const tp_descriptor_t kScaleDescriptor =
+    tp::cpp::model_descriptor("org.torchhost.test.scale", "1.0.0", "y = x * w", kKeys, kExamples);
+const tp_descriptor_t kHolderDescriptor =
+    tp::cpp::model_descriptor("org.torchhost.test.holder", "1.0.0", "a held Linear", kKeys);
+
+const tp::cpp::Component kScale = tp::cpp::model_component<Scale, kScaleDescriptor>();
+const tp::cpp::Component kSwitchable = tp::cpp::model_component<Switchable, kScaleDescriptor, &make_switchable>();
+const tp::cpp::Component kHolder = tp::cpp::model_component<Holder, kHolderDescriptor>();
+
+const tp_model_v1_t& table_of(const tp::cpp::Component& c) { return *static_cast<const tp_model_v1_t*>(c.table); }
+
+/// An instance made through a table; destroyed at scope exit.
+struct Instance {
+  FakeHost host;
+  FakeConfig cfg;
+  const tp_model_v1_t& t;
+  void* self = nullptr;
+
+  explicit Instance(const tp::cpp::Component& c, int64_t mode = 0) : t(table_of(c)) { cfg.values = {{"mode", mode}}; }
+  ~Instance() { t.destroy(self); }
+  tp_status create() { return t.create(&host.host, &cfg.view, &self); }
+  Scale& scale() { return *static_cast<tp::cpp::detail::ModelInstance<Scale>*>(self)->model; }
+  /// (name, is_buffer, tensor) of every visited entry.
+  std::vector<std::tuple<std::string, bool, at::Tensor>> visit() {
+    std::vector<std::tuple<std::string, bool, at::Tensor>> seen;
+    const auto visitor = [](void* user, const char* name, tp_tensor h, bool is_buffer) -> tp_status {
+      static_cast<decltype(seen)*>(user)->emplace_back(name, is_buffer, tp::test::tensor_of(h));
+      return TP_OK;
+    };
+    REQUIRE(t.visit_state(self, visitor, &seen) == TP_OK);
+    return seen;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("model adapter: descriptor and table") {
+  CHECK(kScaleDescriptor.struct_size == sizeof(tp_descriptor_t));
+  CHECK(kScaleDescriptor.kind == TP_KIND_MODEL);
+  CHECK(kScaleDescriptor.tier == TP_TIER_T);
+  CHECK(kScaleDescriptor.example_count == 1);
+  CHECK(kHolderDescriptor.examples == nullptr);
+  const tp_model_v1_t& t = table_of(kScale);
+  CHECK(t.struct_size == sizeof(tp_model_v1_t));
+  CHECK(std::string(kScale.interface_id) == TP_IFACE_MODEL_V1);
+  // The 1.1 entry exists only for a class that has the switch.
+  CHECK((t.set_activation_checkpointing == nullptr));
+  CHECK((table_of(kSwitchable).set_activation_checkpointing != nullptr));
+}
+
+TEST_CASE("model adapter: a throwing constructor is a status with the message") {
+  SUBCASE("tp::cpp::Failure") {
+    Instance m(kScale, 1);
+    int sentinel = 0;
+    m.self = &sentinel;
+    CHECK(m.create() == TP_ERR_CONFIG);
+    CHECK(m.self == nullptr);
+    m.self = nullptr;
+    CHECK(m.host.last_error == "scale: mode 1 refuses the config");
+  }
+  SUBCASE("c10::Error, without its backtrace") {
+    Instance m(kScale, 2);
+    CHECK(m.create() == TP_ERR_INTERNAL);
+    CHECK(m.host.last_error.find("scale: a c10::Error from the constructor") != std::string::npos);
+    CHECK(m.host.last_error.find("Exception raised from") == std::string::npos);
+  }
+  SUBCASE("NULL config") {
+    Instance m(kScale);
+    CHECK(m.t.create(&m.host.host, nullptr, &m.self) == TP_ERR_INVALID_ARGUMENT);
+    CHECK(m.host.last_error == "scale: config view is NULL");
+  }
+}
+
+TEST_CASE("model adapter: a failing forward hands over no output and leaks none") {
+  const at::Tensor x = at::tensor({1.0f, 2.0f});
+  const tp_named_tensor_t inputs[] = {{"x", tp::test::handle_of(x)}};
+  tp_named_tensor_t out[2] = {{"untouched", nullptr}, {"untouched", nullptr}};
+  uint32_t count = 99;
+
+  SUBCASE("more outputs than capacity") {
+    Instance m(kScale, 3);
+    REQUIRE(m.create() == TP_OK);
+    CHECK(m.t.forward(m.self, inputs, 1, out, 1, &count) == TP_ERR_INVALID_ARGUMENT);
+    CHECK(m.host.last_error == "scale: forward: the model has 2 outputs but capacity is 1");
+    CHECK(count == 0);
+    CHECK(out[0].tensor == nullptr);
+    REQUIRE(m.scale().made_.size() == 2);
+    CHECK(m.scale().made_[0].use_count() == 1);
+    CHECK(m.scale().made_[1].use_count() == 1);
+  }
+  SUBCASE("an output without a name: the one already wrapped is freed") {
+    Instance m(kScale, 4);
+    REQUIRE(m.create() == TP_OK);
+    CHECK(m.t.forward(m.self, inputs, 1, out, 2, &count) == TP_ERR_INVALID_ARGUMENT);
+    CHECK(m.host.last_error == "scale: forward: an output has no name");
+    CHECK(count == 0);
+    CHECK(out[0].tensor == nullptr);
+    CHECK(m.scale().made_[0].use_count() == 1);
+  }
+  SUBCASE("the class throws") {
+    Instance m(kScale, 5);
+    REQUIRE(m.create() == TP_OK);
+    CHECK(m.t.forward(m.self, inputs, 1, out, 2, &count) == TP_ERR_INTERNAL);
+    CHECK(m.host.last_error == "scale: failed after computing y");
+    CHECK(count == 0);
+    CHECK(out[0].tensor == nullptr);
+  }
+  SUBCASE("a missing input names the ones present") {
+    Instance m(kScale);
+    REQUIRE(m.create() == TP_OK);
+    const tp_named_tensor_t other[] = {{"a", tp::test::handle_of(x)}};
+    CHECK(m.t.forward(m.self, other, 1, out, 2, &count) == TP_ERR_INVALID_ARGUMENT);
+    CHECK(m.host.last_error == "no input named 'x' (present: a)");
+    CHECK(count == 0);
+  }
+  SUBCASE("success: one new reference, released by the receiver") {
+    Instance m(kScale);
+    REQUIRE(m.create() == TP_OK);
+    REQUIRE(m.t.forward(m.self, inputs, 1, out, 2, &count) == TP_OK);
+    REQUIRE(count == 1);
+    CHECK(std::string(out[0].name) == "y");
+    CHECK(m.scale().made_[0].use_count() == 2);  // the model's copy and the handle
+    CHECK(at::equal(tp::test::tensor_of(out[0].tensor), at::tensor({1.0f, 2.0f})));
+    delete reinterpret_cast<at::Tensor*>(out[0].tensor);
+    CHECK(m.scale().made_[0].use_count() == 1);
+  }
+}
+
+TEST_CASE("model adapter: state aliases the module, follows to_device, keeps integer buffers") {
+  Instance m(kScale);
+  REQUIRE(m.create() == TP_OK);
+  auto state = m.visit();
+  REQUIRE(state.size() == 2);
+  CHECK(std::get<0>(state[0]) == "w");
+  CHECK_FALSE(std::get<1>(state[0]));
+  CHECK(std::get<0>(state[1]) == "calls");
+  CHECK(std::get<1>(state[1]));
+  {
+    at::NoGradGuard no_grad;
+    std::get<2>(state[0]).mul_(3);  // the host's in-place update reaches the module
+  }
+  const at::Tensor x = at::tensor({1.0f, 1.0f});
+  const tp_named_tensor_t inputs[] = {{"x", tp::test::handle_of(x)}};
+  tp_named_tensor_t out[1] = {};
+  uint32_t count = 0;
+  REQUIRE(m.t.forward(m.self, inputs, 1, out, 1, &count) == TP_OK);
+  CHECK(at::equal(tp::test::tensor_of(out[0].tensor), at::tensor({3.0f, 3.0f})));
+  delete reinterpret_cast<at::Tensor*>(out[0].tensor);
+
+  REQUIRE(m.t.to_device(m.self, TP_DEVICE_CPU, 0, TP_DTYPE_FLOAT64) == TP_OK);
+  CHECK((m.scale().dtype_ == at::kDouble));
+  state = m.visit();
+  CHECK((std::get<2>(state[0]).scalar_type() == at::kDouble));
+  CHECK((std::get<2>(state[1]).scalar_type() == at::kLong));  // not turned into a float
+  CHECK(m.t.to_device(m.self, TP_DEVICE_CPU, 0, TP_DTYPE_INT64) == TP_ERR_INVALID_ARGUMENT);
+  CHECK(m.host.last_error.find("floating") != std::string::npos);
+
+  CHECK(m.t.set_training(m.self, false) == TP_OK);
+  CHECK_FALSE(m.scale().is_training());
+  CHECK(m.t.visit_state(m.self, nullptr, nullptr) == TP_ERR_INVALID_ARGUMENT);
+}
+
+TEST_CASE("model adapter: state_root, a factory, the checkpointing switch, NULL instances") {
+  {
+    Instance m(kHolder);
+    REQUIRE(m.create() == TP_OK);
+    const auto state = m.visit();
+    REQUIRE(state.size() == 2);
+    CHECK(std::get<0>(state[0]) == "weight");
+    CHECK(std::get<0>(state[1]) == "bias");
+  }
+  {
+    Instance m(kSwitchable);
+    REQUIRE(m.create() == TP_OK);
+    CHECK(m.t.set_activation_checkpointing(m.self, false) == TP_OK);
+    CHECK(m.t.set_activation_checkpointing(m.self, true) == TP_ERR_UNSUPPORTED);
+    CHECK(m.host.last_error == "switchable: nothing to checkpoint");
+    CHECK(m.t.set_activation_checkpointing(nullptr, true) == TP_ERR_INVALID_ARGUMENT);
+  }
+  const tp_model_v1_t& t = table_of(kScale);
+  t.destroy(nullptr);
+  CHECK(t.set_training(nullptr, true) == TP_ERR_INVALID_ARGUMENT);
+  CHECK(t.to_device(nullptr, TP_DEVICE_CPU, 0, TP_DTYPE_FLOAT32) == TP_ERR_INVALID_ARGUMENT);
+  uint32_t count = 7;
+  CHECK(t.forward(nullptr, nullptr, 0, nullptr, 0, &count) == TP_ERR_INVALID_ARGUMENT);
+  CHECK(count == 0);
+}
