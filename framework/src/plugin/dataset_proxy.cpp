@@ -48,11 +48,15 @@ NamedTensors DatasetProxy::get(uint64_t index, const tp_worker_ctx_t& ctx) const
   sample.reserve(count);
   for (uint32_t i = 0; i < count && i < kMaxFields; ++i) {
     DLManagedTensor* managed = fields[i].tensor;
-    if (managed == nullptr || fields[i].name == nullptr) {
+    // A field without a deleter could never be freed: refused, not leaked once per sample (PLG-9).
+    if (managed == nullptr || fields[i].name == nullptr || managed->deleter == nullptr) {
       for (uint32_t j = i + 1; j < count; ++j)
         if (fields[j].tensor != nullptr && fields[j].tensor->deleter != nullptr) fields[j].tensor->deleter(fields[j].tensor);
       throw PluginError(id(), "get_sample", "plugin component '" + id() + "' returned field " + std::to_string(i) +
-                                                " of sample " + std::to_string(index) + " without a name or tensor.");
+                                                " of sample " + std::to_string(index) +
+                                                (managed != nullptr && fields[i].name != nullptr
+                                                     ? " ('" + std::string(fields[i].name) + "') with a NULL DLPack deleter (PLG-9)."
+                                                     : " without a name or tensor."));
     }
     // The deleter is plugin code: capturing the library keeps it loaded until the last view of
     // this buffer is gone (usually right after collation copies it into the batch).
