@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "tp/framework/error.h"
 #include "tp/framework/util/plugin_crash.h"
