@@ -14,10 +14,11 @@ namespace {
 constexpr const char* kUsage =
     "usage: host [train] --config FILE [--set KEY=VALUE]... [--plugin-dir DIR]... [--output-dir DIR]\n"
     "                    [--resume auto|PATH]\n"
-    "       host eval --config FILE [--checkpoint best|last|PATH] [--set KEY=VALUE]...\n"
+    "       host eval --config FILE [--checkpoint best|last|PATH] [--set KEY=VALUE]... [--plugin-dir DIR]...\n"
+    "                 [--output-dir DIR]\n"
     "       host export --checkpoint PATH --format safetensors --output FILE\n"
     "       host plugins list [--verbose] [--config FILE] [--plugin-dir DIR]...\n"
-    "       host plugins check FILE.so\n"
+    "       host plugins check FILE.so [--config FILE] [--set KEY=VALUE]... [--index N]... [--epoch E]\n"
     "       host plot RUN_DIR\n"
     "       host profile --config FILE [--devices cpu,cuda] [--batch-size N] [--precisions fp32,bf16,fp16]\n"
     "                    [--iterations N] [--warmup N] [--output PATH]\n"
@@ -28,8 +29,11 @@ po::options_description describe(Options& o) {
   po::options_description d("options");
   d.add_options()
       ("help,h", po::bool_switch(&o.help), "show this help")
-      ("config,c", po::value(&o.config), "the run's TOML file")
-      ("set,s", po::value(&o.sets)->composing(), "override a key: --set optim.lr=3e-4 (TOML value syntax)")
+      ("config,c", po::value(&o.config),
+       "the run's TOML file; plugins check: the options of the components it names")
+      ("set,s", po::value(&o.sets)->composing(),
+       "override a key: --set optim.lr=3e-4 (TOML value syntax); plugins check without --config: a component "
+       "option, --set size=8")
       ("plugin-dir,p", po::value(&o.plugin_dirs)->composing(), "extra plugin directory (highest precedence)")
       ("allow-insecure-plugin-dir", po::bool_switch(&o.allow_insecure_plugin_dir),
        "load plugins from files or directories others can write (refused by default: a plugin is code)")
@@ -42,6 +46,9 @@ po::options_description describe(Options& o) {
       ("batch-size", po::value(&o.batch_size), "profile: samples per batch (default: train.batch_size)")
       ("iterations", po::value(&o.iterations), "profile: timed forward passes (default: 50)")
       ("warmup", po::value(&o.warmup), "profile: untimed forward passes first (default: 10)")
+      ("index", po::value(&o.indices)->composing(),
+       "plugins check: also read this sample index of each dataset split (besides first, last and random ones)")
+      ("epoch", po::value(&o.epoch), "plugins check: the epoch datasets read their samples in (default: 0)")
       ("resume", po::value(&o.resume), "train: continue from `auto` (the run's last.pt, if any) or a checkpoint path")
       ("verbose,v", po::bool_switch(&o.verbose), "more detail (debug log, plugin schemas)");
   return d;

@@ -1,10 +1,10 @@
 // The `host` command line: subcommands and their options (Boost.Program_options).
 //   host [train] --config run.toml [--set key=value]... [--plugin-dir DIR]... [--output-dir DIR]
 //                [--resume auto|PATH]
-//   host eval --config run.toml [--checkpoint best|last|PATH] [...]
+//   host eval --config run.toml [--checkpoint best|last|PATH] [--set ...] [--plugin-dir DIR]... [--output-dir DIR]
 //   host export --checkpoint PATH --format safetensors --output FILE
 //   host plugins list [--verbose] [--config run.toml] [--plugin-dir DIR]...
-//   host plugins check FILE.so
+//   host plugins check FILE.so [--config run.toml] [--set key=value]... [--index N]... [--epoch E]
 //   host plot RUN_DIR
 //   host profile --config run.toml [--devices cpu,cuda] [--batch-size N] [--precisions fp32,bf16]
 //                [--iterations N] [--warmup N] [--output PATH]
@@ -32,6 +32,8 @@ struct Options {
   std::string format = "safetensors"; ///< export: output format
   std::string output;              ///< export: output file; profile: profile.json path
   std::string file;                ///< plugins check FILE
+  std::vector<uint64_t> indices;   ///< plugins check: --index, extra sample indices to read
+  uint64_t epoch = 0;              ///< plugins check: --epoch, the epoch samples are read in
   std::string run_dir;             ///< plot RUN_DIR
   std::string devices;             ///< profile: comma-separated devices ("" = run.device)
   std::string precisions = "fp32"; ///< profile: comma-separated fp32 | bf16 | fp16

@@ -1,8 +1,14 @@
+#include <algorithm>
 #include <cstdio>
 
 #include "commands.h"
 #include "session.h"
+#include "tp/framework/config/load.h"
+#include "tp/framework/config/overrides.h"
+#include "tp/framework/config/value.h"
+#include "tp/framework/error.h"
 #include "tp/framework/plugin/plugin_check.h"
+#include "tp/framework/util/plugin_crash.h"
 
 namespace tp::cli {
 namespace {
@@ -32,24 +38,80 @@ void print_component(const ComponentInfo& info, const PluginLibrary& library, bo
                 key.default_literal.empty() ? "(required)" : key.default_literal.c_str(), key.help.c_str());
 }
 
+// `--config FILE`: each component takes the options of the first table of the run that names
+// it (data.train, data.val, model, loss, metrics, callbacks); a dataset's "val" split those of
+// data.val when that names it. --set then works on the file, as for `host train`.
+void configs_from_run(const Options& options, CheckOptions& check) {
+  const RunConfig run = load_run_config(options.config, options.sets, process_environment());
+  std::vector<const ComponentConfig*> tables{&run.data.train};
+  if (run.data.val) tables.push_back(&*run.data.val);
+  tables.push_back(&run.model);
+  tables.push_back(&run.loss);
+  for (const auto* list : {&run.metrics, &run.callbacks})
+    for (const ComponentConfig& table : *list) tables.push_back(&table);
+  for (const ComponentConfig* table : tables) check.configs.emplace(table->component, *table);
+  if (run.data.val) check.val_configs.emplace(run.data.val->component, *run.data.val);
+  check.seed = static_cast<uint64_t>(run.run.seed);
+}
+
+// No --config: `--set KEY=VALUE` is an option of every component of the library that declares
+// KEY (`--set size=8`); a key none declares is a usage error.
+void configs_from_sets(const Options& options, const PluginLibrary& library, CheckOptions& check) {
+  for (const std::string& text : options.sets) {
+    const Override set = parse_override(text);
+    const std::string origin = std::string(kSetOriginPrefix) + text;
+    bool used = false;
+    for (const ComponentInfo& info : library.components()) {
+      const bool declared = std::any_of(info.schema.begin(), info.schema.end(),
+                                        [&](const KeySpec& key) { return key.path == set.key_path; });
+      if (!declared) continue;
+      auto& options_of = check.configs.try_emplace(info.id, ComponentConfig{info.id, "check", {}}).first->second.options;
+      // As for a run's --set: text that is not one TOML value is taken as a string.
+      if (!parse_value_into(options_of, set.key_path, set.value_text, origin))
+        options_of.insert_or_assign(set.key_path, set.value_text);
+      used = true;
+    }
+    if (!used)
+      throw ConfigError(set.key_path, origin + ": no component of " + options.file + " declares the key '" +
+                                          set.key_path + "' (`host plugins list --verbose` shows each schema; "
+                                          "with --config FILE, --set takes a run's key path such as data.train.size).");
+  }
+}
+
+int check_plugin_file(const Options& options) {
+  Logger logger;
+  HostServices host(logger, ProcessPlace{});
+  Registry registry(host);
+  registry.allow_insecure_plugin_dirs(options.allow_insecure_plugin_dir);
+  auto library = registry.load_file(options.file);
+  CheckOptions check;
+  check.indices = options.indices;
+  check.epoch = options.epoch;
+  if (!options.config.empty()) configs_from_run(options, check);
+  else configs_from_sets(options, *library, check);
+  // A crash in plugin code names the component, the call, the split and the sample, exit 5.
+  install_plugin_crash_handler(nullptr);
+  std::printf("%s: plugin '%s', ABI %u.%u, %zu component(s)\n", options.file.c_str(), library->name().c_str(),
+              library->abi().major, library->abi().minor, library->components().size());
+  std::fflush(stdout);
+  check.report = [](const CheckLine& line) {
+    std::printf("  [%s] %s: %s\n", line.ok ? "ok" : line.skipped ? "skip" : "FAIL", line.component.c_str(), line.what.c_str());
+    std::fflush(stdout); // before the next component runs: it may crash the process
+  };
+  int failed = 0, skipped = 0;
+  for (const CheckLine& line : check_library(library, check)) {
+    failed += !line.ok && !line.skipped ? 1 : 0;
+    skipped += line.skipped ? 1 : 0;
+  }
+  const std::size_t checked = library->components().size() - static_cast<std::size_t>(skipped);
+  std::printf("%zu checked, %d failed, %d not created for want of options\n", checked, failed, skipped);
+  return failed > 0 ? kExitRuntime : kExitOk;
+}
+
 }  // namespace
 
 int run_plugins(const Options& options) {
-  if (options.action == "check") {
-    Logger logger;
-    HostServices host(logger, ProcessPlace{});
-    Registry registry(host);
-    registry.allow_insecure_plugin_dirs(options.allow_insecure_plugin_dir);
-    auto library = registry.load_file(options.file);
-    std::printf("%s: plugin '%s', ABI %u.%u, %zu component(s)\n", options.file.c_str(), library->name().c_str(),
-                library->abi().major, library->abi().minor, library->components().size());
-    bool all_ok = true;
-    for (const CheckLine& line : check_library(library)) {
-      std::printf("  [%s] %s: %s\n", line.ok ? "ok" : "FAIL", line.component.c_str(), line.what.c_str());
-      all_ok = all_ok && line.ok;
-    }
-    return all_ok ? 0 : 1;
-  }
+  if (options.action == "check") return check_plugin_file(options);
   auto session = open_session(options);
   std::printf("plugin search path (highest precedence first):\n");
   const char* env_path = std::getenv("TORCHHOST_PLUGIN_PATH");

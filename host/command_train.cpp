@@ -44,7 +44,8 @@ int run_train(const Options& options) {
   const RunConfig& config = session->config;
   Logger& log = session->logger;
   // Before any dataset runs: a plugin crash then names the component and sample (exit 5).
-  install_plugin_crash_handler((session->run_dir / "checkpoints").string().c_str());
+  install_plugin_crash_handler((session->run_dir / "checkpoints").string().c_str(),
+                               (session->run_dir / "config.toml").string().c_str());
   log.open_file(session->run_dir / "train.log");
   const std::string config_text = to_toml_text(config.resolved);
   const bool rank0 = session->place.rank == 0; // only rank 0 writes files and the summary

@@ -15,6 +15,36 @@ Session::Session(const Rendezvous& where)
       logger(where.rank),
       host(logger, ProcessPlace{where.rank, where.world_size, where.local_rank, where.local_world_size}) {}
 
+namespace {
+
+// The run directory's config.toml is read back by `host eval --config RUN/config.toml` and by
+// the crash message's `host plugins check --config RUN/config.toml`, from any working directory.
+// So the resolved table records what this process used, not what the file said: the run
+// directory (--output-dir wins) and the plugin directories (--plugin-dir first, then the file's,
+// in search order), all absolute. TORCHHOST_PLUGIN_PATH and the built-in directory are left out:
+// they belong to the environment that reads the file again.
+void record_paths_used(RunConfig& config, const std::filesystem::path& run_dir, const std::vector<std::string>& cli_dirs,
+                       const std::vector<std::string>& config_dirs) {
+  auto absolute = [](const std::filesystem::path& path) { return std::filesystem::absolute(path).lexically_normal(); };
+  config.run.output_dir = absolute(run_dir).string();
+  toml::array dirs;
+  std::vector<std::filesystem::path> seen;
+  for (const auto* list : {&cli_dirs, &config_dirs})
+    for (const std::string& dir : *list) {
+      const std::filesystem::path path = absolute(dir);
+      if (std::find(seen.begin(), seen.end(), path) != seen.end()) continue;
+      seen.push_back(path);
+      dirs.push_back(path.string());
+    }
+  toml::table& resolved = config.resolved;
+  if (!resolved.contains("run")) resolved.insert_or_assign("run", toml::table{});
+  resolved.get_as<toml::table>("run")->insert_or_assign("output_dir", config.run.output_dir);
+  if (!resolved.contains("plugins")) resolved.insert_or_assign("plugins", toml::table{});
+  resolved.get_as<toml::table>("plugins")->insert_or_assign("dirs", std::move(dirs));
+}
+
+}  // namespace
+
 c10::Device Session::device() const { return dist ? dist->device() : resolve_device(config.run.device); }
 
 std::unique_ptr<Session> open_session(const Options& options) {
@@ -29,6 +59,7 @@ std::unique_ptr<Session> open_session(const Options& options) {
       if (std::filesystem::path(dir).is_relative())
         dir = (std::filesystem::path(options.config).parent_path() / dir).lexically_normal().string();
     session->run_dir = options.output_dir.empty() ? session->config.run.output_dir : options.output_dir;
+    record_paths_used(session->config, session->run_dir, options.plugin_dirs, config_dirs);
   }
   const char* env_path = std::getenv("TORCHHOST_PLUGIN_PATH");
   session->registry.allow_insecure_plugin_dirs(options.allow_insecure_plugin_dir);

@@ -4,7 +4,9 @@
 # MODULE with hidden visibility, a version script that exports only `tp_entry`, and -z defs so an
 # unresolved symbol fails the link instead of the run. Tier T plugins link LibTorch and get the
 # build-fingerprint define; Tier S plugins must not link LibTorch, which is checked when the
-# directory is done configuring.
+# directory is done configuring. Out of tree, find_package(torchhost) has already made Release the
+# build type when none was set (torchhostConfig.cmake).
+
 # Cached so the path is visible from every directory of the project, whichever one included this.
 set(_TORCHHOST_PLUGIN_MAP "${CMAKE_CURRENT_LIST_DIR}/torchhost_plugin.map" CACHE INTERNAL "torchhost plugin version script")
 
@@ -28,8 +30,15 @@ function(torchhost_add_plugin name)
     message(FATAL_ERROR "torchhost_add_plugin(${name}): SOURCES is empty")
   endif()
   add_library(${name} MODULE ${ARG_SOURCES})
-  target_link_libraries(${name} PRIVATE torchhost::plugin_api_cpp ${ARG_LINK})
-  target_compile_features(${name} PRIVATE cxx_std_17)
+  # A C-only project (project(x LANGUAGES C)) gets the C11 headers alone: it has no C++ compiler
+  # to give cxx_std_17 to.
+  get_property(_languages GLOBAL PROPERTY ENABLED_LANGUAGES)
+  if("CXX" IN_LIST _languages)
+    target_link_libraries(${name} PRIVATE torchhost::plugin_api_cpp ${ARG_LINK})
+    target_compile_features(${name} PRIVATE cxx_std_17)
+  else()
+    target_link_libraries(${name} PRIVATE torchhost::plugin_api ${ARG_LINK})
+  endif()
   set_target_properties(${name} PROPERTIES
     PREFIX ""
     C_VISIBILITY_PRESET hidden

@@ -1,19 +1,46 @@
 #!/usr/bin/env bash
-# Package test (fmt's find-package-test): install the plugin SDK, build the Tier S template as an
-# external project with find_package(torchhost CONFIG) + torchhost_add_plugin, and have the host
-# accept the result. Args: <build dir> <source dir>.
+# Package test (fmt's find-package-test): install the plugin SDK and use it as a third-party plugin
+# author would, from the installed files alone: the rules, templates and C example are there; the
+# Tier S template (C++) and the C11 example dataset (a C-only project) build as external projects
+# with find_package(torchhost CONFIG) + torchhost_add_plugin, optimised although no build type is
+# given; the host accepts both. Args: <build dir>.
 set -euo pipefail
 build=$1
-source=$2
 work="$build/test-runs/package"
 rm -rf "$work"
 cmake --install "$build" --prefix "$work/sdk"
-cp -r "$source/plugins/template/tier_s_callback" "$work/consumer"
-cmake -S "$work/consumer" -B "$work/consumer-build" -G Ninja -DCMAKE_PREFIX_PATH="$work/sdk"
-cmake --build "$work/consumer-build"
-plugin="$work/consumer-build/template_callback.so"
-test -f "$plugin" || { echo "expected $plugin"; exit 1; }
-# Exactly one exported symbol: tp_entry (PLG-1, enforced by the version script).
-exports=$(nm -D --defined-only "$plugin" | awk '{print $3}' | grep -v '^$' | sort -u)
-[ "$exports" = "tp_entry" ] || { echo "unexpected exports: $exports"; exit 1; }
-"$build/bin/host" plugins check "$plugin"
+
+# What both READMEs point at is installed under share/torchhost.
+share="$work/sdk/share/torchhost"
+for file in README.md templates/tier_s_callback/CMakeLists.txt templates/tier_s_callback/README.md \
+            templates/tier_t_model/CMakeLists.txt templates/tier_t_model/template_model.cpp \
+            examples/c_dataset/CMakeLists.txt examples/c_dataset/c_dataset.c; do
+  test -f "$share/$file" || { echo "not installed: $share/$file"; exit 1; }
+done
+grep -q "PLG-4" "$share/README.md" || { echo "$share/README.md lacks the PLG rules"; exit 1; }
+
+# build_consumer <source dir> <name>: configure (no CMAKE_BUILD_TYPE) and build it; check that it
+# was built as Release with optimisation and exports exactly one symbol, tp_entry (PLG-1).
+build_consumer() {
+  local src=$1 name=$2
+  cmake -S "$src" -B "$src-build" -G Ninja -DCMAKE_PREFIX_PATH="$work/sdk"
+  grep -q '^CMAKE_BUILD_TYPE:STRING=Release$' "$src-build/CMakeCache.txt" ||
+    { echo "$name: the build type did not default to Release"; exit 1; }
+  cmake --build "$src-build" --verbose | tee "$src-build/build.out"
+  grep -q -- ' -O3 ' "$src-build/build.out" || { echo "$name: compiled without -O3"; exit 1; }
+  local plugin="$src-build/$name.so"
+  test -f "$plugin" || { echo "expected $plugin"; exit 1; }
+  local exports
+  exports=$(nm -D --defined-only "$plugin" | awk '{print $3}' | grep -v '^$' | sort -u)
+  [ "$exports" = "tp_entry" ] || { echo "$name: unexpected exports: $exports"; exit 1; }
+  "$build/bin/host" plugins check "$plugin"
+}
+
+cp -r "$share/templates/tier_s_callback" "$work/consumer"
+build_consumer "$work/consumer" template_callback
+
+# The C example: C11 only (the project enables no C++ compiler), with TP_STABLE_BUILD_INFO_INIT.
+cp -r "$share/examples/c_dataset" "$work/c_consumer"
+grep -q 'TP_STABLE_BUILD_INFO_INIT' "$work/c_consumer/c_dataset.c" || { echo "c_dataset.c: no TP_STABLE_BUILD_INFO_INIT"; exit 1; }
+grep -q 'project(c_dataset LANGUAGES C)' "$work/c_consumer/CMakeLists.txt" || { echo "the C example is not a C-only project"; exit 1; }
+build_consumer "$work/c_consumer" c_dataset

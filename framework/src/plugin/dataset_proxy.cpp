@@ -79,9 +79,13 @@ NamedTensors DatasetProxy::get(uint64_t index, const tp_worker_ctx_t& ctx) const
   NamedTensors sample;
   sample.reserve(count);
   for (uint32_t i = 0; i < count; ++i) {
-    if (fields[i].tensor == nullptr || fields[i].name == nullptr)
+    // A field without a deleter could never be freed: refused, not leaked once per sample (PLG-9).
+    if (fields[i].tensor == nullptr || fields[i].name == nullptr || fields[i].tensor->deleter == nullptr)
       throw PluginError(id(), "get_sample", "plugin component '" + id() + "' returned field " + std::to_string(i) +
-                                                " of sample " + std::to_string(index) + " without a name or tensor.");
+                                                " of sample " + std::to_string(index) +
+                                                (fields[i].tensor != nullptr && fields[i].name != nullptr
+                                                     ? " ('" + std::string(fields[i].name) + "') with a NULL DLPack deleter (PLG-9)."
+                                                     : " without a name or tensor."));
     const char* name = fields[i].name;
     DLManagedTensor* managed = in_flight.take(i);
     // The deleter is plugin code: capturing the library keeps it loaded until the last view of

@@ -5,10 +5,11 @@
 #include "tp/framework/config/validate.h"
 #include "tp/framework/error.h"
 #include "tp/framework/plugin/callback_proxy.h"
-#include "tp/framework/plugin/dataset_proxy.h"
 #include "tp/framework/plugin/loss_proxy.h"
 #include "tp/framework/plugin/metric_proxy.h"
 #include "tp/framework/plugin/model_proxy.h"
+#include "tp/framework/util/plugin_crash.h"
+#include "plugin_check_dataset.h"
 #include "sized_copy.h"
 #include "tensor_handles.h"
 
@@ -30,20 +31,6 @@ NamedTensors example_batch(const ComponentInfo& info, int64_t batch) {
     out.emplace_back(ex.name, t);
   }
   return out;
-}
-
-std::string check_dataset(ComponentEntry entry, const ComponentConfig& config) {
-  DatasetProxy dataset(entry, config, "train");
-  if (dataset.size() == 0) return "created; size() is 0";
-  tp_worker_ctx_t ctx{sizeof(tp_worker_ctx_t), 0, 1, 0, 0, 12345};
-  const NamedTensors a = dataset.get(0, ctx), b = dataset.get(0, ctx);
-  std::string fields;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    fields += (i ? ", " : "") + a[i].first + " " + shape_text(a[i].second);
-    if (i >= b.size() || b[i].first != a[i].first || !at::equal(a[i].second, b[i].second))
-      throw Error("sample 0 differs between two calls with the same worker seed (field '" + a[i].first + "')");
-  }
-  return "size " + std::to_string(dataset.size()) + "; sample 0: " + fields + "; deterministic";
 }
 
 std::string check_model(ComponentEntry entry, const ComponentConfig& config) {
@@ -83,47 +70,79 @@ DestroyFn destroy_of(const ComponentInfo& info) {
   }
 }
 
+// The options `component` is created with: the caller's, or none (its defaults).
+ComponentConfig config_of(const std::map<std::string, ComponentConfig>& configs, const std::string& id) {
+  const auto found = configs.find(id);
+  return found != configs.end() ? found->second : ComponentConfig{id, "check", {}};
+}
+
+// Required keys (no default) that `config` leaves without a value.
+std::string missing_keys(const ComponentConfig& config, const ComponentInfo& info) {
+  std::string missing;
+  for (const KeySpec& key : info.schema)
+    if (key.default_literal.empty() && !config.options.contains(key.path)) missing += (missing.empty() ? "" : ", ") + key.path;
+  return missing;
+}
+
+// Creates, uses and destroys one component; throws for a plugin fault.
+std::string check_component(const ComponentEntry& entry, ComponentConfig config, const CheckOptions& options) {
+  const ComponentInfo& info = *entry.info;
+  if (info.kind == TP_KIND_DATASET) {
+    ComponentConfig val = options.val_configs.contains(info.id) ? options.val_configs.at(info.id) : config;
+    validate_component(val, info.schema, "");
+    return detail::check_dataset(entry, config, val, options);
+  }
+  // The proxies' calls that run plugin code without a crash marker of their own (create,
+  // to_device, visit_state, reset, destroy) are attributed to this one; forward, update and
+  // on_event name themselves.
+  const PluginCallScope scope(info.id.c_str(), "create, setup or destroy", UINT64_MAX);
+  switch (info.kind) {
+    case TP_KIND_MODEL: return check_model(entry, config);
+    case TP_KIND_LOSS: LossProxy(entry, config); return "created and destroyed";
+    case TP_KIND_METRIC: {
+      MetricProxy metric(entry, config);
+      metric.to_device(c10::Device(c10::kCPU));
+      metric.reset();
+      return std::to_string(metric.state().size()) + " state tensors";
+    }
+    case TP_KIND_CALLBACK: {
+      CallbackProxy callback(entry, config);
+      tp_event_t event{};
+      event.struct_size = sizeof event;
+      event.kind = TP_EVENT_FIT_BEGIN;
+      callback.on_event(event);
+      return "accepted a fit-begin event";
+    }
+    default: return "not exercised (unknown kind)";
+  }
+}
+
 }  // namespace
 
-std::vector<CheckLine> check_library(const std::shared_ptr<PluginLibrary>& library) {
+std::vector<CheckLine> check_library(const std::shared_ptr<PluginLibrary>& library, const CheckOptions& options) {
   std::vector<CheckLine> lines;
+  auto add = [&](CheckLine line) {
+    if (options.report) options.report(line);
+    lines.push_back(std::move(line));
+  };
   for (const ComponentInfo& info : library->components()) {
     const ComponentEntry entry{&info, library};
-    ComponentConfig config{info.id, "check", {}};
-    try {
-      validate_component(config, info.schema, "");
-    } catch (const std::exception& e) {
-      lines.push_back({info.id, true, std::string("not created: it needs options: ") + e.what()});
+    ComponentConfig config = config_of(options.configs, info.id);
+    if (const std::string missing = missing_keys(config, info); !missing.empty()) {
+      add({info.id, false, "not created: no value for required key(s) " + missing +
+                               "; give them with --set KEY=VALUE or a run's table with --config FILE", true});
       continue;
     }
+    validate_component(config, info.schema, ""); // a bad value the caller gave: ConfigError
     try {
-      std::string what;
-      switch (info.kind) {
-        case TP_KIND_DATASET: what = check_dataset(entry, config); break;
-        case TP_KIND_MODEL: what = check_model(entry, config); break;
-        case TP_KIND_LOSS: LossProxy(entry, config); what = "created and destroyed"; break;
-        case TP_KIND_METRIC: {
-          MetricProxy metric(entry, config);
-          metric.to_device(c10::Device(c10::kCPU));
-          metric.reset();
-          what = std::to_string(metric.state().size()) + " state tensors";
-          break;
-        }
-        case TP_KIND_CALLBACK: {
-          CallbackProxy callback(entry, config);
-          tp_event_t event{};
-          event.struct_size = sizeof event;
-          event.kind = TP_EVENT_FIT_BEGIN;
-          callback.on_event(event);
-          what = "accepted a fit-begin event";
-          break;
-        }
-        default: break;
+      std::string what = check_component(entry, std::move(config), options);
+      {
+        const PluginCallScope scope(info.id.c_str(), "destroy(NULL)", UINT64_MAX);
+        destroy_of(info)(nullptr); // PLG-12: every destroy accepts NULL
       }
-      destroy_of(info)(nullptr); // PLG-12: every destroy accepts NULL
-      lines.push_back({info.id, true, what + "; destroy(NULL) safe"});
+      add({info.id, true, what + "; destroy(NULL) safe"});
     } catch (const std::exception& e) {
-      lines.push_back({info.id, false, e.what()});
+      add({info.id, false, e.what()});
     }
   }
   return lines;

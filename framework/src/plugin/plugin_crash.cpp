@@ -24,7 +24,8 @@ constinit thread_local CallSlot t_call{nullptr, nullptr, UINT64_MAX};
 // install time, from the main thread, before any plugin runs.
 constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
 struct HandlerText {
-  char checkpoint_dir[1024];
+  char checkpoint_dir[1024]; ///< empty: not a run (`host plugins check`)
+  char config_file[1024];    ///< the run's config.toml, for the reproduce command
   struct sigaction previous[4]; ///< what was installed before (default, or a sanitizer's), per kSignals
 };
 HandlerText& handler_text() {
@@ -82,13 +83,24 @@ extern "C" void on_fatal_signal(int signal_number, siginfo_t* info, void*) {
     put_number(call.index);
     put(")");
   }
-  put(call.index != UINT64_MAX ? ". This is a bug in the plugin: reproduce it with `host plugins check <its .so>` or "
-                                 "by reading that sample alone, and report it to the plugin's author."
-                               : ". This is a bug in the plugin (or in LibTorch code it called): reproduce it with "
-                                 "`host plugins check <its .so>`, and report it to the plugin's author.");
-  put(" Nothing was saved after the crash (the process state cannot be trusted), but checkpoints are written "
-      "atomically: the last one in ");
-  put(handler_text().checkpoint_dir[0] != '\0' ? handler_text().checkpoint_dir : "the run's checkpoints/ directory");
+  const HandlerText& text = handler_text();
+  if (text.checkpoint_dir[0] == '\0') { // `host plugins check`: no run, nothing to resume
+    put(". This is a bug in the plugin (or in LibTorch code it called): report it to the plugin's author.\n");
+    ::_exit(kExitPluginCrash);
+  }
+  put(call.index != UINT64_MAX ? ". This is a bug in the plugin" : ". This is a bug in the plugin (or in LibTorch code it called)");
+  put(": reproduce it with `host plugins check <its .so> --config ");
+  put(text.config_file);
+  if (call.index != UINT64_MAX) {
+    put(" --index ");
+    put_number(call.index);
+    put("` (add `--epoch E` when it fails only from epoch E on)");
+  } else {
+    put("`");
+  }
+  put(", and report it to the plugin's author. Nothing was saved after the crash (the process state cannot be "
+      "trusted), but checkpoints are written atomically: the last one in ");
+  put(text.checkpoint_dir);
   put(" is complete, and `host train --config ... --resume auto` continues from it once the plugin is fixed.\n");
   ::_exit(kExitPluginCrash);
 }
@@ -111,9 +123,10 @@ PluginCallScope::~PluginCallScope() {
   t_call.index = previous_index_;
 }
 
-void install_plugin_crash_handler(const char* checkpoint_dir) {
+void install_plugin_crash_handler(const char* checkpoint_dir, const char* config_file) {
   HandlerText& text = handler_text();
   std::strncpy(text.checkpoint_dir, checkpoint_dir != nullptr ? checkpoint_dir : "", sizeof text.checkpoint_dir - 1);
+  std::strncpy(text.config_file, config_file != nullptr ? config_file : "RUN/config.toml", sizeof text.config_file - 1);
   struct sigaction action {};
   action.sa_sigaction = &on_fatal_signal;
   action.sa_flags = SA_SIGINFO | SA_NODEFER;

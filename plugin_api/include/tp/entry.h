@@ -19,6 +19,7 @@
 #ifndef TP_ENTRY_H
 #define TP_ENTRY_H
 
+#include <stddef.h> /* NULL, for TP_STABLE_BUILD_INFO_INIT */
 #include <stdint.h>
 
 #include "tp/config.h"
@@ -56,6 +57,15 @@ typedef struct tp_build_info_t {
   int32_t cxx11_abi;         /* _GLIBCXX_USE_CXX11_ABI (0 or 1), or -1 when not applicable */
   int32_t device_build;      /* TP_BUILD_* of the LibTorch it was built with */
 } tp_build_info_t;
+
+/* The build info of a Tier S library (no LibTorch), for C and C++ alike (PLG-4):
+ *   static const tp_build_info_t k_build = TP_STABLE_BUILD_INFO_INIT;
+ * Tier T libraries use TP_TORCH_BUILD_INFO_INIT (tp/cpp/tensor.h), which needs LibTorch. */
+#ifdef __cplusplus
+#define TP_STABLE_BUILD_INFO_INIT {sizeof(tp_build_info_t), nullptr, -1, TP_BUILD_NOT_TORCH}
+#else
+#define TP_STABLE_BUILD_INFO_INIT {sizeof(tp_build_info_t), NULL, -1, TP_BUILD_NOT_TORCH}
+#endif
 
 /** One per-sample input a model can be exercised with (`host plugins check`, profiling).
  *  Static storage. */

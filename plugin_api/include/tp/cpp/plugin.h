@@ -7,7 +7,7 @@
 //   };
 //   TP_DEFINE_PLUGIN("models", TP_TORCH_BUILD_INFO_INIT, kComponents)
 //
-// Tier S libraries pass TP_STABLE_BUILD_INFO_INIT. Inside the library, tp::cpp::plugin_host()
+// Tier S libraries pass TP_STABLE_BUILD_INFO_INIT (tp/entry.h). Inside the library, tp::cpp::plugin_host()
 // returns the host pointer given to init() (NULL before init and after deinit).
 #ifndef TP_CPP_PLUGIN_H
 #define TP_CPP_PLUGIN_H
@@ -66,9 +66,6 @@ struct EntryFunctions {
 }  // namespace detail
 
 }  // namespace tp::cpp
-
-/// Build fingerprint of a Tier S library (no LibTorch).
-#define TP_STABLE_BUILD_INFO_INIT {sizeof(tp_build_info_t), nullptr, -1, TP_BUILD_NOT_TORCH}
 
 /// Defines the exported `tp_entry` for a library named NAME (its .so base name) whose components
 /// are the static array COMPONENTS (of tp::cpp::Component).

@@ -31,10 +31,15 @@ TP_EXTERN_C_BEGIN
 typedef struct tp_field_t {
   const char *name;        /* static storage in the plugin ("image") */
   DLManagedTensor *tensor; /* new reference, kDLCPU, compact or strided; the host calls
-                              tensor->deleter(tensor) exactly once, from any thread */
+                              tensor->deleter(tensor) exactly once, from any thread, so
+                              `deleter` is never NULL (it frees the struct too; PLG-9). A scalar
+                              field (a class label) has ndim 0, and its shape and strides may then
+                              be NULL; with ndim > 0, shape is required and strides NULL means
+                              compact. */
 } tp_field_t;
 
-/** Where and when get_sample runs. Borrowed for the duration of the call. */
+/** Where and when get_sample runs. Borrowed for the duration of the call; never NULL (the loader
+ *  and `host plugins check` always pass one). */
 typedef struct tp_worker_ctx_t {
   uint32_t struct_size;
   uint32_t worker;      /* 0..num_workers-1 */
@@ -42,7 +47,12 @@ typedef struct tp_worker_ctx_t {
   int32_t rank;         /* global rank of this process */
   uint64_t epoch;       /* 0-based */
   /* Seed for this sample's randomness, derived by the host from (run seed, rank, epoch, index).
-   * It does not depend on the worker, so results are identical for any num_workers. */
+   * It does not depend on the worker, so results are identical for any num_workers. How it fits
+   * PLG-8: what sample `index` *is* (which file, which label, which generated shape) is a pure
+   * function of the config, the split and the index, and never reads this seed; only random
+   * augmentation (a flip, a crop) draws from it, so it differs per epoch and rank yet repeats
+   * exactly for the same (run seed, rank, epoch, index). A dataset without augmentation ignores
+   * it. */
   uint64_t seed;
 } tp_worker_ctx_t;
 
@@ -50,7 +60,11 @@ typedef struct tp_dataset_v1_t {
   uint32_t struct_size; /* = sizeof(tp_dataset_v1_t) */
 
   /** [main] Creates the dataset for `split` ("train" or "val"). `host` is borrowed until
-   *  deinit(); `cfg` only during the call. *out_self is released with destroy(). */
+   *  deinit(); `cfg` only during the call. *out_self is released with destroy().
+   *  Which table `cfg` is: the run's [data.train] for "train"; for "val", [data.val] when the run
+   *  has one, else (data.val_from_train = true) [data.train] again. So a split's size and source
+   *  reach create only through your own keys: a dataset that serves both splits from one table
+   *  declares a key per split (e.g. `size` and `val_size`) and picks by `split`. */
   tp_status (*create)(const tp_host_t *host, const tp_config_t *cfg, const char *split,
                       void **out_self);
   /** [main] Accepts NULL. Every DLPack tensor from this instance may still be alive; their
@@ -63,9 +77,12 @@ typedef struct tp_dataset_v1_t {
    *  field is handed over: the plugin frees what it made, and the host never reads out_fields
    *  after a failed call (PLG-9, "outputs of a failed call"; the stable tier keeps the rule it
    *  was released with). On success, the first *out_count fields are handed over; if the host
-   *  cannot use one (no name, a dtype LibTorch refuses), it still calls the deleter of every one
-   *  of them. `index` < size(). Every sample of a dataset has the same field names, dtypes and
-   *  shapes. */
+   *  cannot use one (no name, a NULL deleter, a dtype LibTorch refuses), it still calls the
+   *  deleter of every one that has one. The loader asks only for `index` < size(); an index past
+   *  the end returns TP_ERR_OUT_OF_RANGE (`host plugins check` asks). `ctx` is never NULL. Every
+   *  sample of a split has the same field names, dtypes and shapes (the loader stacks them into
+   *  batches). The sample is f(config, split, index), plus ctx->seed for augmentation only
+   *  (PLG-8, see tp_worker_ctx_t.seed). */
   tp_status (*get_sample)(const void *self, uint64_t index, const tp_worker_ctx_t *ctx,
                           tp_field_t *out_fields, uint32_t capacity, uint32_t *out_count);
   /** [main] Optional (may be NULL). Called before each epoch, while no get_sample runs. */

@@ -1,10 +1,15 @@
 // `host plugins check FILE.so`: exercises every component of a loaded library the way a run
-// would, with default options, so a plugin author finds contract violations before a user does.
+// would, so a plugin author finds contract violations before a user does. Datasets are read on
+// both splits at their first, last and some random indices (and any the caller names), twice
+// each, and must give the same fields every time; models run forward and backward.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "tp/framework/config/run_config.h"
 #include "tp/framework/plugin/plugin_library.h"
 
 namespace tp {
@@ -14,13 +19,34 @@ struct CheckLine {
   std::string component;
   bool ok;
   std::string what;
+  bool skipped = false; ///< not created: a required key has no value (ok is false too)
 };
 
-/// Checks each component of `library`: schema defaults validate; create/destroy with defaults
-/// (skipped, not failed, when a key is required); destroy(NULL) is safe; datasets return a
-/// sample twice identically; models run forward + backward on a dummy batch built from their
-/// declared examples and give every trainable parameter a gradient; metrics expose state;
-/// callbacks accept an event. Never throws for plugin faults: they become failed lines.
-std::vector<CheckLine> check_library(const std::shared_ptr<PluginLibrary>& library);
+/// What the components are created with and which samples are read.
+struct CheckOptions {
+  /// Options by component id, as a run's table gives them (`host plugins check --config`); a
+  /// dataset's entry is its "train" split. A component without one is created with its defaults.
+  std::map<std::string, ComponentConfig> configs;
+  /// A dataset's "val" split options; without one, the "val" split gets `configs`' entry (as
+  /// data.val_from_train does in a run).
+  std::map<std::string, ComponentConfig> val_configs;
+  std::vector<uint64_t> indices; ///< sample indices read besides the first, last and random ones
+  uint64_t epoch = 0;            ///< the epoch samples are read in (set_epoch and ctx.epoch)
+  uint64_t seed = 0;             ///< run.seed, from which each sample's ctx.seed derives
+  /// Called with each line as soon as it is known, before the next component runs: a crash in a
+  /// later component ends the process, and the lines before it must already be out.
+  std::function<void(const CheckLine&)> report;
+};
+
+/// Checks each component of `library`: the options validate against its schema (a component
+/// whose required key has no value is skipped, not failed); create/use/destroy work; destroy(NULL)
+/// is safe (PLG-12). Datasets: create("train") and create("val"); each sample read twice equals
+/// itself; every sample has the same field names, dtypes and shapes; every field has a DLPack
+/// deleter (PLG-9); an index past the end is refused. Models: forward + backward on a dummy batch
+/// from their declared examples gives every trainable parameter a gradient. Metrics expose state;
+/// callbacks accept an event. A plugin fault becomes a failed line naming the call, split and
+/// sample index; a crash is reported by the crash handler when installed (util/plugin_crash.h).
+/// Throws ConfigError for options that do not validate (the caller's, not the plugin's, fault).
+std::vector<CheckLine> check_library(const std::shared_ptr<PluginLibrary>& library, const CheckOptions& options = {});
 
 }  // namespace tp

@@ -43,8 +43,10 @@ class PluginCallScope {
 };
 
 /// Installs the SIGSEGV/SIGBUS/SIGFPE/SIGILL handler (idempotent; main thread, before the
-/// plugins run). `checkpoint_dir` is named in the message as the resume point; it is copied into
-/// a fixed buffer (truncated at 1 KiB), since the handler may not allocate.
-void install_plugin_crash_handler(const char* checkpoint_dir);
+/// plugins run). In a run, `checkpoint_dir` is named in the message as the resume point and
+/// `config_file` (the run's self-contained config.toml) in the `host plugins check` command that
+/// reproduces the crash; `host plugins check` itself passes nullptr for both. Both are copied
+/// into fixed buffers (truncated at 1 KiB), since the handler may not allocate.
+void install_plugin_crash_handler(const char* checkpoint_dir, const char* config_file = nullptr);
 
 }  // namespace tp

@@ -1,0 +1,253 @@
+#include "plugin_check_dataset.h"
+
+#include <ATen/DLConvertor.h>
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <array>
+
+#include "config_adapter.h"
+#include "sized_copy.h"
+#include "tp/framework/data/sampler.h"
+#include "tp/framework/error.h"
+#include "tp/framework/plugin/host_services.h"
+#include "tp/framework/util/plugin_crash.h"
+#include "tp/iface/dataset.h"
+
+namespace tp::detail {
+namespace {
+
+constexpr uint32_t kMaxFields = 64; // as DatasetProxy offers
+constexpr uint64_t kRandomIndices = 6;
+
+std::string plugin_message() {
+  std::string message = HostServices::take_last_error();
+  return message.empty() ? "(the plugin gave no message)" : message;
+}
+
+std::string dtype_text(const DLDataType& t) {
+  std::string name;
+  switch (t.code) {
+    case kDLInt: name = "int"; break;
+    case kDLUInt: name = "uint"; break;
+    case kDLFloat: name = "float"; break;
+    case kDLBfloat: name = "bfloat"; break;
+    default: name = "code" + std::to_string(t.code) + "_"; break;
+  }
+  name += std::to_string(t.bits);
+  if (t.lanes != 1) name += "x" + std::to_string(t.lanes);
+  return name;
+}
+
+/// What the loader stacks: a field's name, element type and per-sample shape.
+struct FieldShape {
+  std::string name;
+  DLDataType dtype{};
+  std::vector<int64_t> shape;
+
+  bool operator==(const FieldShape& o) const {
+    return name == o.name && dtype.code == o.dtype.code && dtype.bits == o.dtype.bits && dtype.lanes == o.dtype.lanes &&
+           shape == o.shape;
+  }
+  std::string text() const { return name + " " + dtype_text(dtype) + c10::str(c10::IntArrayRef(shape)); }
+};
+
+std::string fields_text(const std::vector<FieldShape>& fields) {
+  std::string text;
+  for (const FieldShape& f : fields) text += (text.empty() ? "" : ", ") + f.text();
+  return text.empty() ? "no fields" : text;
+}
+
+/// The fields a get_sample handed over; each deleter runs once, when this dies, unless the field
+/// was adopted by a tensor first. A field without a deleter cannot be freed: it leaks (PLG-9).
+struct HandedOver {
+  std::array<tp_field_t, kMaxFields> fields{};
+  uint32_t count = 0;
+  HandedOver() = default;
+  HandedOver(const HandedOver&) = delete;
+  HandedOver& operator=(const HandedOver&) = delete;
+  ~HandedOver() {
+    for (uint32_t i = 0; i < std::min(count, kMaxFields); ++i)
+      if (fields[i].tensor != nullptr && fields[i].tensor->deleter != nullptr) fields[i].tensor->deleter(fields[i].tensor);
+  }
+};
+
+/// One sample as the checker compares it: its fields' shapes and their values.
+struct Sample {
+  std::vector<FieldShape> shapes;
+  std::vector<at::Tensor> values;
+};
+
+/// One split of the dataset, created and destroyed through the raw table.
+class SplitUnderCheck {
+ public:
+  SplitUnderCheck(const ComponentEntry& entry, const ComponentConfig& config, std::string split, const CheckOptions& options)
+      : info_(*entry.info),
+        table_(sized_copy<tp_dataset_v1_t>(info_.interface_table)),
+        split_(std::move(split)),
+        options_(options) {
+    const std::string call = "create on split '" + split_ + "'";
+    const auto view = make_config_view(config);
+    tp_status status = TP_OK;
+    {
+      const PluginCallScope scope(info_.id.c_str(), call.c_str(), UINT64_MAX);
+      status = table_.create(entry.library->host(), view->view(), split_.c_str(), &self_);
+    }
+    if (status != TP_OK) throw Error(call + " failed with " + status_name(status) + ": " + plugin_message());
+    if (self_ == nullptr) throw Error(call + " returned TP_OK but no instance");
+    try {
+      guarded("size", [&] { return table_.size(self_, &size_); });
+      if (table_.set_epoch != nullptr) guarded("set_epoch", [&] { return table_.set_epoch(self_, options_.epoch); });
+    } catch (...) {
+      destroy(); // the destructor does not run for a throwing constructor
+      throw;
+    }
+  }
+  ~SplitUnderCheck() { destroy(); }
+  SplitUnderCheck(const SplitUnderCheck&) = delete;
+  SplitUnderCheck& operator=(const SplitUnderCheck&) = delete;
+
+  uint64_t size() const { return size_; }
+
+  /// Reads sample `index`; throws naming the call, split and index for any broken field rule.
+  Sample read(uint64_t index) const {
+    const std::string call = "get_sample on split '" + split_ + "'";
+    const std::string where = "get_sample at index " + std::to_string(index) + " of split '" + split_ + "'";
+    HandedOver out;
+    const tp_worker_ctx_t ctx = context(index);
+    tp_status status = TP_OK;
+    {
+      const PluginCallScope scope(info_.id.c_str(), call.c_str(), index);
+      status = table_.get_sample(self_, index, &ctx, out.fields.data(), kMaxFields, &out.count);
+    }
+    if (status != TP_OK) {
+      out.count = 0; // on error nothing was handed over
+      throw Error(where + " failed with " + status_name(status) + ": " + plugin_message());
+    }
+    if (out.count > kMaxFields)
+      throw Error(where + " reported " + std::to_string(out.count) + " fields; the capacity was " + std::to_string(kMaxFields));
+    Sample sample;
+    for (uint32_t i = 0; i < out.count; ++i) {
+      tp_field_t& field = out.fields[i];
+      const std::string which = where + ": field " + std::to_string(i) +
+                                (field.name != nullptr ? " ('" + std::string(field.name) + "')" : "");
+      if (field.name == nullptr || field.tensor == nullptr) throw Error(which + " has no name or no tensor");
+      if (field.tensor->deleter == nullptr)
+        throw Error(which + " has a NULL DLPack deleter: the host frees every field through its deleter, so this "
+                            "one leaks in every step (PLG-9)");
+      const DLTensor& t = field.tensor->dl_tensor;
+      if (t.device.device_type != kDLCPU) throw Error(which + " is not a CPU tensor (kDLCPU)");
+      if (t.ndim < 0 || (t.ndim > 0 && t.shape == nullptr)) throw Error(which + " has ndim " + std::to_string(t.ndim) + " and no shape");
+      FieldShape shape{field.name, t.dtype, std::vector<int64_t>(t.shape, t.shape + t.ndim)};
+      try {
+        sample.values.push_back(at::fromDLPack(field.tensor)); // adopts it: the tensor runs the deleter
+        field.tensor = nullptr;
+      } catch (const std::exception& e) {
+        throw Error(which + " (" + shape.text() + ") is not a tensor the host can read: " + e.what());
+      }
+      sample.shapes.push_back(std::move(shape));
+    }
+    return sample;
+  }
+
+  /// Asks for the sample just past the end, which must fail (the loader never asks, but an
+  /// index off by one in an author's own sampler or a resized split would read garbage).
+  void expect_past_end_refused() const {
+    const std::string call = "get_sample on split '" + split_ + "'";
+    HandedOver out;
+    const tp_worker_ctx_t ctx = context(size_);
+    tp_status status = TP_OK;
+    {
+      const PluginCallScope scope(info_.id.c_str(), call.c_str(), size_);
+      status = table_.get_sample(self_, size_, &ctx, out.fields.data(), kMaxFields, &out.count);
+    }
+    (void)HostServices::take_last_error();
+    if (status == TP_OK)
+      throw Error("get_sample at index " + std::to_string(size_) + " of split '" + split_ + "' (size() is " +
+                  std::to_string(size_) + ") returned TP_OK: an index past the end must fail with TP_ERR_OUT_OF_RANGE");
+    out.count = 0;
+  }
+
+ private:
+  void destroy() {
+    const std::string call = "destroy on split '" + split_ + "'";
+    const PluginCallScope scope(info_.id.c_str(), call.c_str(), UINT64_MAX);
+    table_.destroy(self_);
+  }
+
+  template <typename Call>
+  void guarded(const char* function, Call call) {
+    const std::string name = std::string(function) + " on split '" + split_ + "'";
+    tp_status status = TP_OK;
+    {
+      const PluginCallScope scope(info_.id.c_str(), name.c_str(), UINT64_MAX);
+      status = call();
+    }
+    if (status != TP_OK) throw Error(name + " failed with " + status_name(status) + ": " + plugin_message());
+  }
+
+  tp_worker_ctx_t context(uint64_t index) const {
+    // The seed a training run with run.seed = options_.seed gives this sample on rank 0.
+    return tp_worker_ctx_t{sizeof(tp_worker_ctx_t), 0, 1, 0, options_.epoch, sample_seed(options_.seed, 0, options_.epoch, index)};
+  }
+
+  const ComponentInfo& info_;
+  tp_dataset_v1_t table_{};
+  std::string split_;
+  const CheckOptions& options_;
+  void* self_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+/// First, last, a few spread by a fixed hash (the same on every check, so a failure reproduces),
+/// and the caller's; the caller's past the end are named in `skipped`.
+std::vector<uint64_t> indices_to_read(uint64_t size, const CheckOptions& options, std::string& skipped) {
+  std::vector<uint64_t> indices{0, size - 1};
+  for (uint64_t k = 0; k < kRandomIndices; ++k) indices.push_back(mix_seed(0x5EEDull + k) % size);
+  for (uint64_t index : options.indices) {
+    if (index < size) indices.push_back(index);
+    else skipped += (skipped.empty() ? "" : ", ") + std::to_string(index);
+  }
+  std::sort(indices.begin(), indices.end());
+  indices.erase(std::unique(indices.begin(), indices.end()), indices.end());
+  return indices;
+}
+
+std::string check_split(const ComponentEntry& entry, const ComponentConfig& config, const std::string& split,
+                        const CheckOptions& options) {
+  SplitUnderCheck data(entry, config, split, options);
+  if (data.size() == 0) return split + ": size() is 0, nothing read";
+  std::vector<FieldShape> fields; // index 0's (the first read), which every other sample must match
+  std::string skipped;
+  const std::vector<uint64_t> indices = indices_to_read(data.size(), options, skipped);
+  for (uint64_t index : indices) {
+    const Sample a = data.read(index);
+    const Sample b = data.read(index);
+    const std::string where = "get_sample at index " + std::to_string(index) + " of split '" + split + "'";
+    if (index == indices.front()) {
+      fields = a.shapes;
+    } else if (a.shapes != fields) {
+      throw Error(where + " gave " + fields_text(a.shapes) + ", but index " + std::to_string(indices.front()) + " gave " +
+                  fields_text(fields) + ": every sample has the same field names, dtypes and shapes (the loader "
+                  "stacks them into batches)");
+    }
+    for (std::size_t i = 0; i < a.values.size(); ++i)
+      if (b.shapes != a.shapes || !at::equal(a.values[i], b.values[i]))
+        throw Error(where + " differs between two calls with the same worker seed (field '" + a.shapes[i].name +
+                    "'): a sample is a function of the config, the index and ctx->seed (PLG-8)");
+  }
+  data.expect_past_end_refused();
+  return split + ": " + std::to_string(data.size()) + " samples, " + std::to_string(indices.size()) +
+         " read twice alike" + (skipped.empty() ? "" : " (--index " + skipped + " past the end, not read)") +
+         ", fields " + fields_text(fields) + ", index " + std::to_string(data.size()) + " refused";
+}
+
+}  // namespace
+
+std::string check_dataset(const ComponentEntry& entry, const ComponentConfig& train, const ComponentConfig& val,
+                          const CheckOptions& options) {
+  const std::string train_text = check_split(entry, train, "train", options);
+  return train_text + "; " + check_split(entry, val, "val", options);
+}
+
+}  // namespace tp::detail
