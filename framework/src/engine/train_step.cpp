@@ -27,7 +27,7 @@ void Trainer::train_epoch(int64_t epoch) {
   const int64_t batches = train_batches_;
   const int64_t accum = config_.train.grad_accum_steps;
   progress_.start_epoch(epoch, epochs_, batches);
-  dispatch(TP_EVENT_EPOCH_BEGIN, {});
+  defer(dispatch(TP_EVENT_EPOCH_BEGIN, {}));
   epoch_start_ = window_start_ = std::chrono::steady_clock::now();
   epoch_wait_s_ = window_wait_s_ = 0.0;
   epoch_samples_ = window_samples_ = window_steps_ = 0;
@@ -45,14 +45,14 @@ void Trainer::train_epoch(int64_t epoch) {
     const int64_t window_start = (done / accum) * accum;
     const Window window{std::min(accum, batches - window_start), done == window_start,
                         done + 1 == std::min(window_start + accum, batches)};
-    if (window.first) dispatch(TP_EVENT_STEP_BEGIN, {});
+    if (window.first) defer(dispatch(TP_EVENT_STEP_BEGIN, {}));
     train_step(*batch, window);
     ++done;
     if (window.last) after_optimizer_step(epoch, done);
     // Data-parallel: the signal some rank saw, agreed at this window's end, so all stop together.
     if (const int signal_number = dist_ ? agreed_signal_ : pending_stop_signal(); signal_number != 0 && window.last) {
       // Finish the step, save exactly here, and leave: --resume continues from this batch.
-      save_position();
+      save_position(epoch, train_loader_->next_batch_index());
       throw Interrupted(signal_number, "stopped by signal " + std::to_string(signal_number) + " at step " +
                                            std::to_string(step_) + "; saved " +
                                            (run_dir_ / "checkpoints" / "last.pt").string() +
@@ -64,6 +64,11 @@ void Trainer::train_epoch(int64_t epoch) {
 
 void Trainer::after_optimizer_step(int64_t epoch, int64_t done) {
   ++window_steps_;
+  // Requests deferred from FIT_BEGIN, EPOCH_BEGIN, STEP_BEGIN and CHECKPOINT_* events, agreed
+  // over ranks in this window's all-reduce (agree_on_window).
+  const uint32_t deferred = std::exchange(window_requests_, TP_REQUEST_NONE);
+  if (deferred & TP_REQUEST_STOP) request_stop();
+  if (deferred & TP_REQUEST_SAVE) save_position(epoch, train_loader_->next_batch_index());
   double loss = std::numeric_limits<double>::quiet_NaN();
   const double lr = current_lr(*optim_.optimizer);
   if (step_ % config_.train.log_every_steps == 0) {
@@ -96,8 +101,8 @@ void Trainer::after_optimizer_step(int64_t epoch, int64_t done) {
     window_wait_s_ = 0.0;
     window_samples_ = window_steps_ = 0;
     const uint32_t requests = agree(dispatch(TP_EVENT_STEP_END, {{"train/loss", loss}, {"lr", lr}}));
-    if (requests & TP_REQUEST_STOP) stop_requested_ = true;
-    if (requests & TP_REQUEST_SAVE) save_position();
+    if (requests & TP_REQUEST_STOP) request_stop();
+    if (requests & TP_REQUEST_SAVE) save_position(epoch, train_loader_->next_batch_index());
   }
   progress_.update(done, loss, lr);
   // Step strategies: evaluate, then save (so the save can be the best one).
@@ -107,21 +112,50 @@ void Trainer::after_optimizer_step(int64_t epoch, int64_t done) {
   }
   const bool periodic = due(config_.checkpoint.strategy, config_.checkpoint.every, false, epoch);
   if (periodic || last_eval_step_ == step_) save(periodic, epoch, train_loader_->next_batch_index());
+  if (std::exchange(save_requested_, false)) save_position(epoch, train_loader_->next_batch_index());
 }
 
 void Trainer::train_step(NamedTensors& cpu_batch, const Window& window) {
-  // 1. Fetch: the loader already collated this batch on a worker; copy it to the device
-  //    (non_blocking from pinned memory on CUDA, a no-op on CPU).
-  const NamedTensors batch = to_device(std::move(cpu_batch));
   // Phase timing (training_report.h): every step on CPU; on CUDA only the log step's window,
   // with device events and no extra sync.
   if (window.first) report_.begin_window((step_ + 1) % config_.train.log_every_steps == 0);
+  // Data-parallel: the reducer is told whether this backward communicates (window.last). Every
+  // micro-batch, empty or not, so every rank makes the reducer's collectives in the same order.
+  if (grad_sync_) grad_sync_->before_forward(window.last);
+  if (grad_sync_ && window.first) sync_buffers();
+  if (window.first) {
+    window_items_.zero_();
+    window_batches_ = 0;
+  }
+  if (!cpu_batch.empty()) {
+    forward_backward(cpu_batch, window);
+  } else if (grad_sync_ && window.last) {
+    // Every sample of this micro-batch was skipped (data.on_bad_sample = "skip"), but the
+    // window's last backward is a collective: join it with a zero loss that reaches every
+    // trainable parameter, contributing zero gradient and zero items.
+    at::Tensor zero = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device_));
+    for (const auto& s : model_state_)
+      if (!s.is_buffer && s.tensor.requires_grad()) zero = zero + s.tensor.sum().to(at::kFloat) * 0.0;
+    report_.begin(StepPhase::kBackward);
+    backward(zero, window);
+    report_.end(StepPhase::kBackward);
+  }
+
+  // 4. Update, once per window.
+  if (window.last) {
+    report_.begin(StepPhase::kOptimizer);
+    optimizer_step();
+    report_.end(StepPhase::kOptimizer);
+  }
+}
+
+void Trainer::forward_backward(NamedTensors& cpu_batch, const Window& window) {
+  // 1. Fetch: the loader already collated this batch on a worker; copy it to the device
+  //    (non_blocking from pinned memory on CUDA, a no-op on CPU).
+  const NamedTensors batch = to_device(std::move(cpu_batch));
 
   // 2. Forward under autocast (a no-op for fp32): model on every field, then the loss, which
   //    returns (sum of item losses, number of items).
-  //    Data-parallel: the reducer is told whether this backward communicates (window.last).
-  if (grad_sync_) grad_sync_->before_forward(window.last);
-  if (grad_sync_ && window.first) sync_buffers();
   NamedTensors outputs;
   LossTerms terms;
   report_.begin(StepPhase::kForward);
@@ -139,24 +173,22 @@ void Trainer::train_step(NamedTensors& cpu_batch, const Window& window) {
   report_.end(StepPhase::kForward);
   const at::Tensor items = terms.count.detach().to(at::kDouble);
   // The window's loss is (sum over all its items) / (its item count), which is only known at
-  // the window's end. Divide by an estimate now (this micro-batch's count x window length) and
-  // correct the gradients by estimate / actual once the window is complete (step 4): exact for
-  // uneven micro-batches and the short last window, and no extra device sync.
-  // Data-parallel: the estimate must be the same on every rank (gradients are summed before the
-  // correction), so it is the nominal batch size x window length, known everywhere.
-  if (window.first) {
+  // the window's end. Divide by an estimate now (the window's first non-empty micro-batch's
+  // count x window length) and correct the gradients by estimate / actual once the window is
+  // complete (step 4): exact for uneven micro-batches and the short last window, and no extra
+  // device sync. Data-parallel: the estimate must be the same on every rank (gradients are
+  // summed before the correction), so it is the nominal batch size x window length.
+  if (window_batches_++ == 0) {
     if (dist_) window_estimate_.fill_(static_cast<double>(config_.train.batch_size * window.length));
     else window_estimate_.copy_(items * static_cast<double>(window.length));
-    window_items_.zero_();
   }
   window_items_.add_(items);
   const at::Tensor loss = terms.sum.to(at::kFloat) / window_estimate_.to(at::kFloat);
 
-  // Non-finite loss (fp16 leaves this to the grad scaler). Reading the value is free on the CPU;
-  // on CUDA it is a sync point, paid every step only with nan_policy = "skip".
+  // Non-finite loss: checked here where that is free or needed (nan_policy.h), else at the
+  // host's next read of the loss (read_window_loss, end_epoch).
   const at::Tensor sum = terms.sum.detach().to(at::kDouble);
-  const bool check = precision_ != Precision::Fp16 && (device_.is_cpu() || config_.train.nan_policy == "skip");
-  if (check && !std::isfinite(sum.item<double>())) {
+  if (nan_checks_.per_step && !std::isfinite(sum.item<double>())) {
     const std::string where = "at step " + std::to_string(step_ + 1) + " (epoch " + std::to_string(epoch_ + 1) +
                               ", batch " + std::to_string(train_loader_->next_batch_index()) + ", lr " +
                               std::to_string(current_lr(*optim_.optimizer)) + ")";
@@ -171,9 +203,22 @@ void Trainer::train_step(NamedTensors& cpu_batch, const Window& window) {
   }
 
   // 3. Backward through the (fp16: scaled) loss; gradients accumulate over the window.
-  //    Data-parallel, last micro-batch: buckets are all-reduced as they fill, overlapping the
-  //    rest of backward; earlier micro-batches accumulate locally with no communication.
   report_.begin(StepPhase::kBackward);
+  backward(loss, window);
+  report_.end(StepPhase::kBackward);
+
+  // Report: accumulate on the device; the value is read only on log steps (a device sync).
+  if (!window_poisoned_) {
+    window_loss_sum_.add_(sum);
+    window_count_.add_(items);
+    epoch_loss_sum_.add_(sum);
+    epoch_count_.add_(items);
+  }
+}
+
+void Trainer::backward(const at::Tensor& loss, const Window& window) {
+  // Data-parallel, last micro-batch: buckets are all-reduced as they fill, overlapping the rest
+  // of backward; earlier micro-batches accumulate locally with no communication.
   if (grad_sync_) grad_sync_->before_backward(loss, window.last);
   if (grad_sync_ && window.last) {
     try {
@@ -186,34 +231,20 @@ void Trainer::train_step(NamedTensors& cpu_batch, const Window& window) {
   } else if (!window_poisoned_ || grad_sync_) {
     scaler_.scale(loss).backward();
   }
-  report_.end(StepPhase::kBackward);
-
-  // Report: accumulate on the device; the value is read only on log steps (a device sync).
-  if (!window_poisoned_) {
-    window_loss_sum_.add_(sum);
-    window_count_.add_(items);
-    epoch_loss_sum_.add_(sum);
-    epoch_count_.add_(items);
-  }
-
-  // 4. Update, once per window.
-  if (window.last) {
-    report_.begin(StepPhase::kOptimizer);
-    optimizer_step();
-    report_.end(StepPhase::kOptimizer);
-  }
 }
 
 void Trainer::optimizer_step() {
   // Data-parallel: global item count, and whether any rank saw a non-finite loss or a signal.
   const at::Tensor correction = agree_on_window();
-  if (std::exchange(window_poisoned_, false)) {
-    // nan_policy = "skip": no update, but time advances like a step the fp16 scaler skips, so
-    // the schedule and the step count stay aligned with the data.
+  const bool poisoned = std::exchange(window_poisoned_, false);
+  if (poisoned || window_empty_) {
+    // nan_policy = "skip", or a window with no item on any rank (every sample skipped): no
+    // update, but time advances like a step the fp16 scaler skips, so the schedule and the
+    // step count stay aligned with the data.
     optim_.optimizer->zero_grad(/*set_to_none=*/true);
     scheduler_->step();
     ++step_;
-    ++skipped_steps_;
+    if (poisoned) ++skipped_steps_;
     return;
   }
   // torch::nn::utils::clip_grad_* take the parameters (they clip each one's .grad()), the
@@ -252,7 +283,7 @@ double Trainer::read_window_loss() {
   const auto [sum, count] = global_sums(window_loss_sum_, window_count_);
   window_loss_sum_.zero_();
   window_count_.zero_();
-  if (!std::isfinite(sum) && precision_ == Precision::Fp32)
+  if (!std::isfinite(sum) && nan_checks_.at_read)
     throw Error("the training loss became non-finite between steps " +
                 std::to_string(std::max<int64_t>(1, step_ - config_.train.log_every_steps + 1)) + " and " +
                 std::to_string(step_) + ". Lower optim.lr, check the data for NaN/Inf, or clip gradients.");

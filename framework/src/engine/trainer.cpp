@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <utility>
 
 #include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/dist/dist_context.h"
@@ -63,6 +64,7 @@ Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device devi
       progress_(config.progress.mode, config.progress.every_seconds, rank_ == 0),
       checkpoints_(run_dir_ / "checkpoints", config.checkpoint, writes_),
       early_stopping_(config.early_stopping),
+      nan_checks_(nan_checks(precision_, device.type(), config.train.nan_policy)),
       report_(device) {
   check_precision_supported(precision_, device_);
   apply_switches();
@@ -182,7 +184,7 @@ FitSummary Trainer::fit() {
   summary.monitor = config_.checkpoint.monitor;
   const int64_t first_step = step_; // a resumed run reports only the steps it ran
   check_same_position();
-  dispatch(TP_EVENT_FIT_BEGIN, {});
+  defer(dispatch(TP_EVENT_FIT_BEGIN, {}));
   try {
     for (epoch_ = start_epoch_; epoch_ < epochs_ && !stop_requested_; ++epoch_) {
       train_epoch(epoch_);
@@ -201,6 +203,7 @@ FitSummary Trainer::fit() {
   // The run ends evaluated and saved at its final step, whatever the strategies' intervals.
   if (val_loader_ && config_.eval.strategy == "steps" && last_eval_step_ != step_) run_evaluation();
   if (config_.checkpoint.strategy != "no" && last_save_step_ != step_) save(true, epoch_, 0);
+  if (std::exchange(save_requested_, false) && last_save_step_ != step_) save_position(epoch_, 0);
   if (config_.checkpoint.load_best_at_end && !config_.train.fast_dev_run) load_best();
   summary.loaded_best = config_.checkpoint.load_best_at_end && checkpoints_.best().has_value();
   dispatch(TP_EVENT_FIT_END, last_eval_);
@@ -229,6 +232,10 @@ Scalars Trainer::evaluate() {
     val_loader_->start_epoch(0);
     int64_t batches = 0;
     while (auto cpu_batch = val_loader_->next()) {
+      if (cpu_batch->empty()) { // every sample skipped: nothing to evaluate, but it is a batch
+        if (++batches == eval_batches_) break;
+        continue;
+      }
       const NamedTensors batch = to_device(std::move(*cpu_batch));
       const NamedTensors outputs = parts_.model->forward(batch);
       const LossTerms terms = parts_.loss->forward(outputs, batch);
@@ -264,7 +271,8 @@ Scalars Trainer::run_evaluation() {
                                                 "). Set it to one of them, or checkpoint.save_top_k = 0.");
   }
   const uint32_t requests = agree(dispatch(TP_EVENT_EVAL_END, eval));
-  if (requests & TP_REQUEST_STOP) stop_requested_ = true;
+  if (requests & TP_REQUEST_STOP) request_stop();
+  if (requests & TP_REQUEST_SAVE) save_requested_ = true; // the caller saves at its position
   if (auto reason = early_stopping_.update(eval)) {
     // Decided from the evaluation, which every rank computes from the same reduced values.
     stop_requested_ = true;
@@ -287,6 +295,9 @@ bool Trainer::due(const std::string& strategy, int64_t every, bool at_epoch_end,
 
 void Trainer::end_epoch(int64_t epoch) {
   const auto [epoch_sum, epoch_count] = global_sums(epoch_loss_sum_, epoch_count_);
+  if (!std::isfinite(epoch_sum) && nan_checks_.at_read)
+    throw Error("the training loss became non-finite in epoch " + std::to_string(epoch + 1) +
+                ". Lower optim.lr, check the data for NaN/Inf, or clip gradients (train.max_grad_norm).");
   const double train_loss = epoch_sum / epoch_count;
   epoch_loss_sum_.zero_();
   epoch_count_.zero_();
@@ -321,9 +332,11 @@ void Trainer::end_epoch(int64_t epoch) {
           std::to_string(static_cast<int>(seconds > 0 ? 100.0 * epoch_wait_s_ / seconds : 0.0)) + "%";
   log_.file_only(line);
   const uint32_t requests = agree(dispatch(TP_EVENT_EPOCH_END, summary));
-  if (requests & TP_REQUEST_STOP) stop_requested_ = true;
+  if (requests & TP_REQUEST_STOP) request_stop();
+  if (requests & TP_REQUEST_SAVE) save_requested_ = true;
   const bool periodic = due(config_.checkpoint.strategy, config_.checkpoint.every, true, epoch);
   if (periodic || last_eval_step_ == step_) save(periodic, epoch + 1, 0);
+  if (std::exchange(save_requested_, false)) save_position(epoch + 1, 0);
   if (!eval.empty()) draw_plots();
 }
 
@@ -337,6 +350,13 @@ void Trainer::draw_plots() {
     log_.warn(std::string("plots were not drawn: ") + e.what());
   }
 }
+
+void Trainer::request_stop() {
+  stop_requested_ = true;
+  if (stop_reason_.empty()) stop_reason_ = "a callback requested a stop";
+}
+
+void Trainer::defer(uint32_t requests) { pending_requests_ |= requests; }
 
 uint32_t Trainer::dispatch(int32_t kind, const Scalars& scalars, const std::string& message) {
   if (parts_.callbacks.empty()) return TP_REQUEST_NONE;

@@ -33,7 +33,7 @@ void Trainer::save(bool periodic, int64_t resume_epoch, int64_t resume_batch) {
   for (const auto& path : written) {
     Scalars value;
     if (monitor && path.filename().string().starts_with("best")) value.emplace_back(config_.checkpoint.monitor, *monitor);
-    dispatch(TP_EVENT_CHECKPOINT_SAVE, value, path.string());
+    defer(dispatch(TP_EVENT_CHECKPOINT_SAVE, value, path.string()) & TP_REQUEST_STOP);
   }
 }
 
@@ -49,7 +49,7 @@ void Trainer::load_best() {
   if (rank_ == 0) {
     const LoadedCheckpoint best = load_checkpoint(path);
     restore_model_state(best, model_state_);
-    dispatch(TP_EVENT_CHECKPOINT_LOAD, {{config_.checkpoint.monitor, best.best}}, path.string());
+    defer(dispatch(TP_EVENT_CHECKPOINT_LOAD, {{config_.checkpoint.monitor, best.best}}, path.string()) & TP_REQUEST_STOP);
     log_.info("load_best_at_end: loaded " + path.string() + " (" + config_.checkpoint.monitor + " = " +
               format_number(best.best) + ", step " + std::to_string(best.step) + ")");
   }
@@ -96,12 +96,12 @@ CheckpointContents Trainer::checkpoint_contents(int64_t resume_epoch, int64_t re
   return contents;
 }
 
-void Trainer::save_position() {
+void Trainer::save_position(int64_t resume_epoch, int64_t resume_batch) {
   gather_running_loss(); // all ranks: a collective under data-parallel training
   if (rank_ != 0) return;
   const auto path = run_dir_ / "checkpoints" / "last.pt";
-  save_checkpoint(path, checkpoint_contents(epoch_, train_loader_->next_batch_index()));
-  dispatch(TP_EVENT_CHECKPOINT_SAVE, {}, path.string());
+  save_checkpoint(path, checkpoint_contents(resume_epoch, resume_batch));
+  defer(dispatch(TP_EVENT_CHECKPOINT_SAVE, {}, path.string()) & TP_REQUEST_STOP);
 }
 
 void Trainer::resume_from(const LoadedCheckpoint& c) {
@@ -154,7 +154,7 @@ void Trainer::resume_from(const LoadedCheckpoint& c) {
   checkpoints_.restore();
   early_stopping_.load_state(c.early_stopping);
   history_.resume(c.step);
-  dispatch(TP_EVENT_CHECKPOINT_LOAD, {{"step", double(c.step)}});
+  defer(dispatch(TP_EVENT_CHECKPOINT_LOAD, {{"step", double(c.step)}}) & TP_REQUEST_STOP);
   log_.info("resumed at epoch " + std::to_string(c.epoch + 1) + ", batch " + std::to_string(c.batch) + ", step " +
             std::to_string(c.step));
 }

@@ -6,6 +6,7 @@
 #include <c10/core/GradMode.h>
 
 #include <csignal>
+#include <utility>
 
 #include "tp/framework/dist/dist_context.h"
 #include "tp/framework/dist/grad_sync.h"
@@ -53,24 +54,35 @@ uint32_t Trainer::agree(uint32_t requests) {
 }
 
 at::Tensor Trainer::agree_on_window() {
-  if (!dist_) return {};
+  const uint32_t deferred = std::exchange(pending_requests_, TP_REQUEST_NONE);
+  if (!dist_) {
+    window_requests_ = deferred;
+    window_empty_ = window_batches_ == 0;
+    return {};
+  }
   // With dist.overlap = false the gradient buckets are all-reduced here, after backward.
   grad_sync_->after_backward();
-  // One all-reduce of [items, non-finite loss seen, stop signal seen]. The flags are read on the
-  // host, so on CUDA this is a sync point once per optimizer step.
+  // One all-reduce of [items, non-finite loss seen, stop signal seen, deferred stop, deferred
+  // save]. The values are read on the host, so on CUDA this is a sync point once per optimizer
+  // step; the deferred callback requests ride along instead of costing an all-reduce of their own.
   const int local_signal = pending_stop_signal();
-  at::Tensor values = at::stack({window_items_, at::full({}, window_poisoned_ ? 1.0 : 0.0, window_items_.options()),
-                                 at::full({}, local_signal != 0 ? 1.0 : 0.0, window_items_.options())});
+  const auto flag = [&](bool on) { return at::full({}, on ? 1.0 : 0.0, window_items_.options()); };
+  at::Tensor values = at::stack({window_items_, flag(window_poisoned_), flag(local_signal != 0),
+                                 flag((deferred & TP_REQUEST_STOP) != 0), flag((deferred & TP_REQUEST_SAVE) != 0)});
   std::vector<at::Tensor> one{values};
   dist_->all_reduce_sum(one, "agree on the window's item count and stop flags");
   const at::Tensor host = values.cpu();
   const bool poisoned = host[1].item<double>() > 0;
   if (host[2].item<double>() > 0) agreed_signal_ = local_signal != 0 ? local_signal : SIGTERM;
+  window_requests_ = (host[3].item<double>() > 0 ? TP_REQUEST_STOP : 0u) | (host[4].item<double>() > 0 ? TP_REQUEST_SAVE : 0u);
   if (poisoned && config_.train.nan_policy == "stop")
     throw Error("the training loss became non-finite on at least one rank at step " + std::to_string(step_ + 1) +
                 " (epoch " + std::to_string(epoch_ + 1) + "); every rank stops. Lower optim.lr, check the data for "
                 "NaN/Inf, clip gradients (train.max_grad_norm), or set train.nan_policy = \"skip\".");
   window_poisoned_ = poisoned;
+  // No item on any rank (every sample of the window skipped): the gradients are the zeros the
+  // empty micro-batches contributed, and the step is taken as skipped (optimizer_step).
+  window_empty_ = host[0].item<double>() == 0.0;
   // Gradients arrive averaged over ranks, each divided by the shared estimate: multiplying by
   // estimate x world / global items makes them the gradient of (global loss sum / global items).
   return window_estimate_ * static_cast<double>(world_size_) / values[0];

@@ -28,6 +28,7 @@
 #include "tp/framework/checkpoint/checkpoint_manager.h"
 #include "tp/framework/config/run_config.h"
 #include "tp/framework/data/data_loader.h"
+#include "tp/framework/engine/nan_policy.h"
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/optim/lr_scheduler.h"
 #include "tp/framework/optim/optimizer_factory.h"
@@ -96,7 +97,12 @@ class Trainer {
     bool last;
   };
   void train_epoch(int64_t epoch);
+  /// One micro-batch; an empty `batch` (every sample skipped) runs no forward, but on the
+  /// window's last micro-batch under data-parallel training it still joins the gradient
+  /// all-reduce with a zero loss.
   void train_step(NamedTensors& batch, const Window& window);
+  void forward_backward(NamedTensors& batch, const Window& window);
+  void backward(const at::Tensor& loss, const Window& window);
   void optimizer_step();
   /// After each optimizer step: the step record, step-strategy evaluation and saves.
   void after_optimizer_step(int64_t epoch, int64_t done);
@@ -111,8 +117,12 @@ class Trainer {
   /// Redraws plots/*.png (plots.enabled, rank 0); a failure is logged, never fatal.
   void draw_plots();
   bool due(const std::string& strategy, int64_t every, bool at_epoch_end, int64_t epoch) const;
-  /// Writes last.pt at the current position (mid-epoch), e.g. on SIGTERM or a callback request.
-  void save_position();
+  /// Writes last.pt at (resume_epoch, resume_batch), e.g. on SIGTERM or a callback request.
+  void save_position(int64_t resume_epoch, int64_t resume_batch);
+  /// A callback asked to stop: the loop ends at the next window boundary.
+  void request_stop();
+  /// Requests of an event that are honoured at the next window boundary (callback.h's table).
+  void defer(uint32_t requests);
   CheckpointContents checkpoint_contents(int64_t resume_epoch, int64_t resume_batch) const;
   uint32_t dispatch(int32_t kind, const Scalars& scalars, const std::string& message = "");
   /* Stateless training helpers */
@@ -181,6 +191,12 @@ class Trainer {
   int64_t window_samples_ = 0, epoch_samples_ = 0, window_steps_ = 0;
   std::chrono::steady_clock::time_point window_start_, epoch_start_;
   bool window_poisoned_ = false; ///< nan_policy = "skip": this window saw a non-finite loss
+  int64_t window_batches_ = 0;   ///< non-empty micro-batches in this window so far
+  bool window_empty_ = false;    ///< the window had no item (on any rank): no update
+  NanChecks nan_checks_;         ///< where a non-finite loss is looked for
+  uint32_t pending_requests_ = 0; ///< deferred callback requests, agreed at the window's end
+  uint32_t window_requests_ = 0;  ///< those requests once agreed, honoured after the step
+  bool save_requested_ = false;   ///< an EVAL_END/EPOCH_END save request, honoured by the caller
   int64_t skipped_steps_ = 0;
   TrainingReport report_; ///< step-time split, peak memory, TFLOP/s (docs/profiling.md)
 };
