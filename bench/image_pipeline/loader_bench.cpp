@@ -86,7 +86,8 @@ int main(int argc, char** argv) try {
     const auto start = std::chrono::steady_clock::now();
     loader.start_epoch(static_cast<uint64_t>(epoch));
     int64_t images = 0;
-    while (auto batch = loader.next()) images += batch->front().second.size(0);
+    // An empty batch (every sample skipped) counts no images.
+    while (auto batch = loader.next()) images += batch->empty() ? 0 : batch->front().second.size(0);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (epoch > 0) rates.push_back(static_cast<double>(images) / s);
   }

@@ -100,3 +100,19 @@ TEST_CASE("NCCL with one rank trains to the weights of the single-process run") 
   // floating-point work could differ; it does not.
   CHECK(tp::test::max_relative_difference(a, b) <= 1e-6);
 }
+
+TEST_CASE("a non-finite loss stops bf16 and fp32 runs on CUDA (nan_policy = stop)") {
+  REQUIRE_MESSAGE(at::hasCUDA(), "gpu_tests need a CUDA build of LibTorch and a visible GPU");
+  // No per-step read on CUDA: the loss is caught at the logging read, here every 2 steps.
+  for (const std::string precision : {"fp32", "bf16"}) {
+    CAPTURE(precision);
+    const auto run = tp::test::run_host(
+        "--config tests/integration/c_regression.toml --plugin-dir '" + std::string(TP_TEST_FIXTURE_PLUGIN_DIR) +
+        "' --set run.device=\"cuda\" --set progress.mode=\"off\" --set train.epochs=2 --set optim.name=\"sgd\" "
+        "--set optim.lr=1e30 --set train.log_every_steps=2 --set amp.precision=\"" + precision +
+        "\" --output-dir '" + tp::test::fresh_dir("gpu_nan_" + precision).string() + "'");
+    INFO(run.output);
+    CHECK(run.exit_code == 1);
+    CHECK(run.output.find("non-finite") != std::string::npos);
+  }
+}

@@ -18,7 +18,7 @@
 namespace tp {
 
 struct DataLoader::LoadedBatch {
-  std::optional<NamedTensors> batch;  // nullopt: every sample of the batch was skipped
+  NamedTensors batch;                 // empty: every sample of the batch was skipped
   std::vector<SkippedSample> skipped; // in sampler order
 };
 
@@ -208,7 +208,10 @@ std::optional<DataLoader::LoadedBatch> DataLoader::load_batch(const Epoch& ep, i
                         code);
     }
   }
-  if (samples.empty()) return out;  // every sample skipped: the batch is passed over
+  // Every sample skipped: an empty batch, not a missing one, so the consumer still sees
+  // batches_per_epoch() batches and its accumulation windows (and, data-parallel, every rank's
+  // step count) stay aligned with the epoch.
+  if (samples.empty()) return out;
   try {
     out.batch = collate(std::move(samples), CollateOptions{kept, options_.pin_memory()});
     return out;
@@ -278,9 +281,8 @@ std::optional<NamedTensors> DataLoader::next() {
 
   if (options_.num_workers() == 0) {
     if (ep.error) std::rethrow_exception(ep.error);
-    // Batches whose samples were all skipped are passed over (the loop runs once otherwise).
-    while (ep.next_return < ep.end_batch) {
-      std::optional<LoadedBatch> loaded;
+    std::optional<LoadedBatch> loaded;
+    if (ep.next_return < ep.end_batch) {
       try {
         loaded = load_batch(ep, ep.next_return, 0, 1);
       } catch (...) {
@@ -289,38 +291,31 @@ std::optional<NamedTensors> DataLoader::next() {
         throw;
       }
       next_batch_ = ++ep.next_return;
-      if (!loaded) break;  // only when the epoch was abandoned, which cannot happen here
-      note_skips(loaded->skipped);
-      if (loaded->batch) {
-        finish_wait();
-        return std::move(loaded->batch);
-      }
     }
     finish_wait();
-    return std::nullopt;
+    // nullopt from load_batch only when the epoch was abandoned, which cannot happen here.
+    if (!loaded) return std::nullopt;
+    note_skips(loaded->skipped);
+    return std::move(loaded->batch);
   }
 
   std::unique_lock<std::mutex> lock(ep.mu);
-  for (;;) {
-    if (!ep.error && ep.next_return >= ep.end_batch) {
-      finish_wait();
-      return std::nullopt;
-    }
-    ep.ready_cv.wait(lock, [&] { return ep.error || ep.ready.count(ep.next_return) != 0; });
-    if (ep.error) {
-      finish_wait();
-      std::rethrow_exception(ep.error);
-    }
-    auto node = ep.ready.extract(ep.next_return);
-    next_batch_ = ++ep.next_return;
-    ep.work_cv.notify_one();  // the window moved by one batch: exactly one more can be claimed
-    note_skips(node.mapped().skipped);
-    if (node.mapped().batch) {
-      lock.unlock();
-      finish_wait();
-      return std::move(node.mapped().batch);
-    }
+  if (!ep.error && ep.next_return >= ep.end_batch) {
+    finish_wait();
+    return std::nullopt;
   }
+  ep.ready_cv.wait(lock, [&] { return ep.error || ep.ready.count(ep.next_return) != 0; });
+  if (ep.error) {
+    finish_wait();
+    std::rethrow_exception(ep.error);
+  }
+  auto node = ep.ready.extract(ep.next_return);
+  next_batch_ = ++ep.next_return;
+  ep.work_cv.notify_one();  // the window moved by one batch: exactly one more can be claimed
+  lock.unlock();
+  note_skips(node.mapped().skipped);
+  finish_wait();
+  return std::move(node.mapped().batch);
 }
 
 }  // namespace tp

@@ -20,10 +20,10 @@ namespace tp {
 void Trainer::save(bool periodic, int64_t resume_epoch, int64_t resume_batch) {
   if (config_.train.fast_dev_run || config_.checkpoint.strategy == "no") return;
   // Best: only an evaluation taken at this very step describes these weights.
-  const std::optional<double> monitor = last_eval_step_ == step_ ? monitor_value_ : std::nullopt;
+  const std::optional<double> monitor = evaluator_->monitor_at(step_);
   if (!periodic && !(monitor && checkpoints_.qualifies(*monitor))) return;
   last_save_step_ = periodic ? step_ : last_save_step_;
-  gather_running_loss();
+  meters_.gather_running_loss(); // all ranks: a collective under data-parallel training
   std::vector<std::filesystem::path> written;
   if (writes_) {
     written = checkpoints_.save(checkpoint_contents(resume_epoch, resume_batch), step_, periodic, monitor);
@@ -33,7 +33,7 @@ void Trainer::save(bool periodic, int64_t resume_epoch, int64_t resume_batch) {
   for (const auto& path : written) {
     Scalars value;
     if (monitor && path.filename().string().starts_with("best")) value.emplace_back(config_.checkpoint.monitor, *monitor);
-    dispatch(TP_EVENT_CHECKPOINT_SAVE, value, path.string());
+    events_.defer(dispatch(TP_EVENT_CHECKPOINT_SAVE, value, path.string()) & TP_REQUEST_STOP);
   }
 }
 
@@ -49,12 +49,13 @@ void Trainer::load_best() {
   if (rank_ == 0) {
     const LoadedCheckpoint best = load_checkpoint(path);
     restore_model_state(best, model_state_);
-    dispatch(TP_EVENT_CHECKPOINT_LOAD, {{config_.checkpoint.monitor, best.best}}, path.string());
+    events_.defer(dispatch(TP_EVENT_CHECKPOINT_LOAD, {{config_.checkpoint.monitor, best.best}}, path.string()) &
+                  TP_REQUEST_STOP);
     log_.info("load_best_at_end: loaded " + path.string() + " (" + config_.checkpoint.monitor + " = " +
               format_number(best.best) + ", step " + std::to_string(best.step) + ")");
   }
   broadcast_model();
-  if (val_loader_) last_eval_ = evaluate();
+  if (evaluator_->enabled()) evaluator_->set_last(evaluate());
 }
 
 CheckpointContents Trainer::checkpoint_contents(int64_t resume_epoch, int64_t resume_batch) const {
@@ -63,8 +64,8 @@ CheckpointContents Trainer::checkpoint_contents(int64_t resume_epoch, int64_t re
   contents.optimizer = optim_.optimizer.get();
   contents.optimizer_groups = optim_.group_names;
   contents.scheduler_state = scheduler_->state();
-  contents.scaler_scale = scaler_.get_scale();
-  contents.scaler_growth_tracker = scaler_.get_growth_tracker();
+  contents.scaler_scale = steps_.scaler().get_scale();
+  contents.scaler_growth_tracker = steps_.scaler().get_growth_tracker();
   contents.epoch = resume_epoch;
   contents.batch = resume_batch;
   contents.step = step_;
@@ -80,28 +81,24 @@ CheckpointContents Trainer::checkpoint_contents(int64_t resume_epoch, int64_t re
     std::lock_guard<std::mutex> lock(generator.mutex());
     contents.rng_cuda = generator.get_state();
   }
-  // Sync point on CUDA; checkpoints are rare. At an epoch's end the accumulators are already
-  // reset, so the same four values serve both kinds of checkpoint.
-  contents.running_loss = {epoch_loss_sum_.item<double>(), epoch_count_.item<double>(),
-                           window_loss_sum_.item<double>(), window_count_.item<double>()};
+  contents.running_loss = meters_.running_loss(); // sync point on CUDA; checkpoints are rare
   contents.monitor = config_.checkpoint.monitor;
   // An evaluation at this very step may make this save the best.
-  const std::optional<double> best = last_eval_step_ == step_ && monitor_value_
-                                         ? checkpoints_.best_including(*monitor_value_)
-                                         : checkpoints_.best();
+  const std::optional<double> monitor = evaluator_->monitor_at(step_);
+  const std::optional<double> best = monitor ? checkpoints_.best_including(*monitor) : checkpoints_.best();
   contents.best = best.value_or(std::numeric_limits<double>::quiet_NaN());
-  contents.early_stopping = early_stopping_.state();
+  contents.early_stopping = evaluator_->early_stopping_state();
   contents.config_toml = to_toml_text(config_.resolved);
   contents.plugins = parts_.plugin_versions;
   return contents;
 }
 
-void Trainer::save_position() {
-  gather_running_loss(); // all ranks: a collective under data-parallel training
+void Trainer::save_position(int64_t resume_epoch, int64_t resume_batch) {
+  meters_.gather_running_loss(); // all ranks: a collective under data-parallel training
   if (rank_ != 0) return;
   const auto path = run_dir_ / "checkpoints" / "last.pt";
-  save_checkpoint(path, checkpoint_contents(epoch_, train_loader_->next_batch_index()));
-  dispatch(TP_EVENT_CHECKPOINT_SAVE, {}, path.string());
+  save_checkpoint(path, checkpoint_contents(resume_epoch, resume_batch));
+  events_.defer(dispatch(TP_EVENT_CHECKPOINT_SAVE, {}, path.string()) & TP_REQUEST_STOP);
 }
 
 void Trainer::resume_from(const LoadedCheckpoint& c) {
@@ -121,11 +118,11 @@ void Trainer::resume_from(const LoadedCheckpoint& c) {
     optim_.optimizer->load(archive);
   }
   if (!c.scheduler_state.empty()) scheduler_->load_state(c.scheduler_state);
-  if (scaler_.is_enabled() && c.scaler_scale > 0) {
-    GradScalerState state = scaler_.state();
+  if (GradScaler& scaler = steps_.scaler(); scaler.is_enabled() && c.scaler_scale > 0) {
+    GradScalerState state = scaler.state();
     state.scale = c.scaler_scale;
     state.growth_tracker = c.scaler_growth_tracker;
-    scaler_.load_state(state);
+    scaler.load_state(state);
   }
   if (c.rng_cpu.defined()) {
     at::Generator generator = at::detail::getDefaultCPUGenerator();
@@ -140,21 +137,13 @@ void Trainer::resume_from(const LoadedCheckpoint& c) {
   step_ = c.step;
   start_epoch_ = c.epoch;
   start_batch_ = c.batch;
-  if (c.running_loss.size() == 4) {
-    epoch_loss_sum_.fill_(c.running_loss[0]);
-    epoch_count_.fill_(c.running_loss[1]);
-    window_loss_sum_.fill_(c.running_loss[2]);
-    window_count_.fill_(c.running_loss[3]);
-  }
-  if (rank_ != 0) {
-    // The checkpoint holds the global sums (gather_running_loss); rank 0 carries them on.
-    for (auto* t : {&epoch_loss_sum_, &epoch_count_, &window_loss_sum_, &window_count_}) t->zero_();
-  }
+  // The checkpoint holds the global sums (gather_running_loss); rank 0 carries them on.
+  meters_.load_running_loss(c.running_loss, rank_ == 0);
   broadcast_model(); // a resumed data-parallel run loads, then takes rank 0's weights
   checkpoints_.restore();
-  early_stopping_.load_state(c.early_stopping);
+  evaluator_->load_early_stopping_state(c.early_stopping);
   history_.resume(c.step);
-  dispatch(TP_EVENT_CHECKPOINT_LOAD, {{"step", double(c.step)}});
+  events_.defer(dispatch(TP_EVENT_CHECKPOINT_LOAD, {{"step", double(c.step)}}) & TP_REQUEST_STOP);
   log_.info("resumed at epoch " + std::to_string(c.epoch + 1) + ", batch " + std::to_string(c.batch) + ", step " +
             std::to_string(c.step));
 }

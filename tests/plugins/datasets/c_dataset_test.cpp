@@ -40,9 +40,12 @@ TEST_CASE("c_dataset: entry and descriptor of a plain C plugin") {
   CHECK(std::string(d.id) == kId);
   CHECK(d.kind == TP_KIND_DATASET);
   CHECK(d.tier == TP_TIER_S);
-  REQUIRE(d.key_count == 1);
+  REQUIRE(d.key_count == 3);
   CHECK(std::string(d.keys[0].name) == "size");
   CHECK(std::string(d.keys[0].default_value) == "256");
+  CHECK(std::string(d.keys[1].name) == "fail_first");
+  CHECK(std::string(d.keys[2].name) == "fail_count");
+  CHECK(std::string(d.keys[2].default_value) == "0"); // no sample fails unless asked
   CHECK(e.descriptor_at(1) == nullptr);
   CHECK(e.get_interface(kId, "tp.callback/1") == nullptr);
 }

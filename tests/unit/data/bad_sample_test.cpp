@@ -1,6 +1,6 @@
 // data.on_bad_sample: a source that fails on chosen indices, read with both policies and several
 // worker counts. "fail" names the source, the index and the file; "skip" drops exactly the
-// failing samples (an all-bad batch is passed over), counts them, and is identical for any
+// failing samples (an all-bad batch comes back empty, so the epoch keeps its batch count), counts them, and is identical for any
 // num_workers and across epochs.
 #include <ATen/ops/scalar_tensor.h>
 
@@ -46,6 +46,10 @@ EpochResult read_epoch(tp::DataLoader& loader, uint64_t epoch) {
   EpochResult r;
   loader.start_epoch(epoch);
   while (auto batch = loader.next()) {
+    if (batch->empty()) {  // every sample of the batch was skipped
+      r.batches.emplace_back();
+      continue;
+    }
     const at::Tensor x = batch->front().second.contiguous();
     r.batches.emplace_back(x.data_ptr<int64_t>(), x.data_ptr<int64_t>() + x.numel());
   }
@@ -78,21 +82,26 @@ TEST_CASE("on_bad_sample = fail: the error names the source, the index and the f
   }
 }
 
-TEST_CASE("on_bad_sample = skip drops exactly the bad samples and passes over an all-bad batch") {
-  // Batches of 4, unshuffled: {0..3} {4..7} {8..11} {12..15} {16..19}; 8..11 is all bad.
+TEST_CASE("on_bad_sample = skip drops exactly the bad samples and returns an all-bad batch empty") {
+  // Batches of 4, unshuffled: {0..3} {4..7} {8..11} {12..15} {16..19}; 8..11 is all bad. The
+  // empty batch keeps the epoch at batches_per_epoch() batches, which accumulation windows and
+  // data-parallel ranks count on (a passed-over batch ended epochs inside a window).
   const std::set<uint64_t> bad{2, 8, 9, 10, 11, 17};
-  auto source = std::make_shared<FailingSource>(20, bad);
-  tp::DataLoader loader(source, tp::LoaderOptions()
-                                    .batch_size(4)
-                                    .num_workers(2)
-                                    .shuffle(false)
-                                    .on_bad_sample(tp::BadSamplePolicy::kSkip));
-  const EpochResult r = read_epoch(loader, 0);
-  const std::vector<std::vector<int64_t>> expected{{0, 1, 3}, {4, 5, 6, 7}, {12, 13, 14, 15}, {16, 18, 19}};
-  CHECK(r.batches == expected);
-  CHECK(r.skipped == 6);
-  CHECK(r.first_skipped == std::vector<uint64_t>{2, 8, 9, 10, 11});  // sampler order, first kKeptSkips
-  CHECK(loader.first_skipped().front().message.find("/data/img_2.png") != std::string::npos);
+  for (int64_t workers : {0, 2}) {
+    auto source = std::make_shared<FailingSource>(20, bad);
+    tp::DataLoader loader(source, tp::LoaderOptions()
+                                      .batch_size(4)
+                                      .num_workers(workers)
+                                      .shuffle(false)
+                                      .on_bad_sample(tp::BadSamplePolicy::kSkip));
+    const EpochResult r = read_epoch(loader, 0);
+    const std::vector<std::vector<int64_t>> expected{{0, 1, 3}, {4, 5, 6, 7}, {}, {12, 13, 14, 15}, {16, 18, 19}};
+    CHECK(r.batches == expected);
+    CHECK(static_cast<int64_t>(r.batches.size()) == loader.batches_per_epoch());
+    CHECK(r.skipped == 6);
+    CHECK(r.first_skipped == std::vector<uint64_t>{2, 8, 9, 10, 11});  // sampler order, first kKeptSkips
+    CHECK(loader.first_skipped().front().message.find("/data/img_2.png") != std::string::npos);
+  }
 }
 
 TEST_CASE("on_bad_sample = skip is deterministic for any num_workers, shuffled, and per epoch") {

@@ -5,7 +5,25 @@
  * distributed training every rank receives the same events, and the host combines the requests
  * of all ranks (a stop requested on any rank stops every rank), so a callback cannot hang a run.
  *
- * Lifecycle: create -> on_event()... -> destroy. */
+ * Lifecycle: create -> on_event()... -> destroy.
+ *
+ * Which events honour which requests ("window boundary": the end of an optimizer step, where the
+ * host already makes one small all-reduce per step and carries deferred requests in it, so no
+ * event costs an extra collective per step):
+ *
+ *   event              TP_REQUEST_STOP                      TP_REQUEST_SAVE (last.pt at the position)
+ *   FIT_BEGIN          after the first optimizer step       after the first optimizer step
+ *   EPOCH_BEGIN        after the epoch's first step         after the epoch's first step
+ *   STEP_BEGIN         after this optimizer step            after this optimizer step
+ *   STEP_END           now (no further step)                now
+ *   EVAL_END           after this evaluation                after this evaluation
+ *   EPOCH_END          after this epoch                     after this epoch
+ *   CHECKPOINT_SAVE,   after the next optimizer step        ignored (a save answering a save
+ *   CHECKPOINT_LOAD                                         would repeat forever)
+ *   FIT_END, EXCEPTION ignored (the run is over)            ignored
+ *
+ * A deferred request with no optimizer step left to run is dropped. CHECKPOINT_SAVE is seen on
+ * rank 0 only (the writer); its stop request still stops every rank. */
 #ifndef TP_IFACE_CALLBACK_H
 #define TP_IFACE_CALLBACK_H
 
@@ -26,8 +44,9 @@ enum {
   TP_EVENT_FIT_END = 2,
   TP_EVENT_EPOCH_BEGIN = 3,
   TP_EVENT_EPOCH_END = 4,     /* scalars: train and val figures of the epoch */
-  TP_EVENT_STEP_BEGIN = 5,
-  TP_EVENT_STEP_END = 6,      /* scalars only on logging steps (reading the loss syncs) */
+  TP_EVENT_STEP_BEGIN = 5,    /* at the start of each optimizer step (accumulation window) */
+  TP_EVENT_STEP_END = 6,      /* only on logging steps (train.log_every_steps), where the host
+                                 reads the loss anyway: scalars "train/loss" and "lr" */
   TP_EVENT_EVAL_END = 7,      /* scalars: "val/loss", "val/<metric>" */
   TP_EVENT_CHECKPOINT_SAVE = 8,
   TP_EVENT_CHECKPOINT_LOAD = 9,
@@ -37,8 +56,8 @@ enum {
 /* Requests a callback can return (bit set in *out_requests). */
 enum {
   TP_REQUEST_NONE = 0,
-  TP_REQUEST_STOP = 1u << 0, /* finish the current step, save, stop */
-  TP_REQUEST_SAVE = 1u << 1  /* save a checkpoint after this event */
+  TP_REQUEST_STOP = 1u << 0, /* finish the current step, stop (the run's final save follows) */
+  TP_REQUEST_SAVE = 1u << 1  /* write checkpoints/last.pt; when: the table above */
 };
 
 /** A named scalar. Both fields borrowed for the duration of the call. */

@@ -39,7 +39,8 @@ enum class BadSamplePolicy {
   /// Stop: next() throws SampleError naming the source, the index and the sample's message
   /// (which names the file, for file-backed datasets).
   kFail,
-  /// Drop the sample from its batch (the batch is smaller; a batch left empty is not returned),
+  /// Drop the sample from its batch (the batch is smaller; a batch left with no sample is
+  /// returned as an empty NamedTensors, so an epoch always has batches_per_epoch() batches),
   /// count it, and go on. Which samples are dropped depends only on the dataset, never on the
   /// workers, so skips are the same, in the same order, for any num_workers. Collation errors
   /// (samples of different shapes) still fail: they are a dataset bug, not a bad file.
@@ -162,7 +163,9 @@ class DataLoader {
   void start_epoch(uint64_t epoch, int64_t start_batch);
 
   /// The next batch of the epoch in sampler order (collated; see collate()), or std::nullopt at
-  /// the end of the epoch. Blocks while the batch is loading. Throws tp::Error before the first
+  /// the end of the epoch. An empty NamedTensors (no fields) is a batch whose samples were all
+  /// skipped (BadSamplePolicy::kSkip); consumers pass it over, but it counts as a batch, so
+  /// every epoch yields exactly batches_per_epoch() batches on every rank. Blocks while the batch is loading. Throws tp::Error before the first
   /// start_epoch(), and SampleError / tp::Error when loading failed (see Errors above).
   std::optional<NamedTensors> next();
 
@@ -178,7 +181,7 @@ class DataLoader {
   double last_wait_seconds() const noexcept { return last_wait_seconds_; }
   /// The validated options.
   const LoaderOptions& options() const noexcept { return options_; }
-  /// Samples skipped (BadSamplePolicy::kSkip) in the batches next() has returned or passed over
+  /// Samples skipped (BadSamplePolicy::kSkip) in the batches next() has returned
   /// this epoch, in sampler order; reset by start_epoch(). Deterministic for any num_workers.
   int64_t skipped_count() const noexcept { return skipped_count_; }
   /// The first kKeptSkips of those samples, with their messages (for the end-of-epoch report).
@@ -188,7 +191,7 @@ class DataLoader {
 
  private:
   struct Epoch;        // shared with the workers; defined in data_loader.cpp
-  struct LoadedBatch;  // a collated batch (or none when every sample was skipped) and its skips
+  struct LoadedBatch;  // a collated batch (empty when every sample was skipped) and its skips
 
   /* Internals */
   void stop_epoch() noexcept;

@@ -1,0 +1,72 @@
+// Evaluation on the validation split and its reactions: the plateau schedule, the monitored
+// value the checkpoints rank by, and early stopping. It keeps the last result and the step it
+// was taken at, so a save can tell whether an evaluation describes the weights it writes.
+// A feature that evaluates other weights (an EMA copy) lands here.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tp/framework/monitor/early_stopping.h"
+#include "tp/framework/config/run_config.h"
+#include "tp/framework/data/data_loader.h"
+#include "tp/framework/engine/batch_placement.h"
+#include "tp/framework/engine/run_components.h"
+#include "tp/framework/engine/scalars.h"
+#include "tp/framework/optim/lr_scheduler.h"
+
+namespace tp {
+
+class DistContext;
+
+class Evaluator {
+ public:
+  /// `loader` null: the run has no evaluation (enabled() is false). `batches` > 0 limits each
+  /// evaluation to that many batches (overfit_batches, fast_dev_run). Every reference must
+  /// outlive the evaluator; `dist` null = a single process.
+  Evaluator(const RunConfig& config, RunComponents& parts, const BatchPlacement& placement,
+            std::unique_ptr<DataLoader> loader, int64_t batches, DistContext* dist);
+
+  bool enabled() const noexcept { return loader_ != nullptr; }
+  /// [all ranks] Evaluates the current model on the validation split: "val/loss" then
+  /// "val/<metric>" in config order. Data-parallel: sums over the disjoint shards, so every rank
+  /// returns the single-process values. Leaves the model in training mode.
+  Scalars evaluate();
+  /// [all ranks] evaluate(), then its reactions at optimizer step `step`: remembers the result,
+  /// steps a plateau `scheduler` on schedule.monitor, and takes checkpoint.monitor's value.
+  /// Throws ConfigError when checkpoint.monitor is not evaluated but save_top_k needs it.
+  Scalars run(int64_t step, LrScheduler& scheduler);
+  /// Early stopping's verdict on `eval`: the reason to stop, or nothing.
+  std::optional<std::string> early_stop(const Scalars& eval) { return early_stopping_.update(eval); }
+
+  /// The last evaluation (empty before the first).
+  const Scalars& last() const noexcept { return last_; }
+  /// Replaces the last evaluation (load_best_at_end evaluates the best weights).
+  void set_last(Scalars eval) { last_ = std::move(eval); }
+  /// Whether the last evaluation was taken at optimizer step `step`.
+  bool evaluated_at(int64_t step) const noexcept { return last_step_ == step; }
+  /// checkpoint.monitor's value when the last evaluation was taken at `step` (it describes the
+  /// weights of that step), else nothing.
+  std::optional<double> monitor_at(int64_t step) const { return last_step_ == step ? monitor_ : std::nullopt; }
+
+  /// Early stopping's state for a checkpoint, and its restore.
+  std::vector<double> early_stopping_state() const { return early_stopping_.state(); }
+  void load_early_stopping_state(const std::vector<double>& state) { early_stopping_.load_state(state); }
+
+ private:
+  const RunConfig& config_;
+  RunComponents& parts_;
+  const BatchPlacement& placement_;
+  std::unique_ptr<DataLoader> loader_;
+  int64_t batches_;
+  DistContext* dist_;
+  EarlyStopping early_stopping_;
+  Scalars last_;
+  int64_t last_step_ = -1;
+  std::optional<double> monitor_; ///< checkpoint.monitor in the evaluation at last_step_
+};
+
+}  // namespace tp

@@ -1,0 +1,82 @@
+#include "tp/framework/engine/evaluator.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
+#include <utility>
+
+#include "tp/framework/dist/dist_context.h"
+#include "tp/framework/error.h"
+
+namespace tp {
+
+Evaluator::Evaluator(const RunConfig& config, RunComponents& parts, const BatchPlacement& placement,
+                     std::unique_ptr<DataLoader> loader, int64_t batches, DistContext* dist)
+    : config_(config),
+      parts_(parts),
+      placement_(placement),
+      loader_(std::move(loader)),
+      batches_(batches),
+      dist_(dist),
+      early_stopping_(config.early_stopping) {}
+
+Scalars Evaluator::evaluate() {
+  parts_.model->set_training(false);
+  for (auto& metric : parts_.metrics) metric->reset();
+  auto options = at::TensorOptions().dtype(at::kDouble).device(placement_.device());
+  at::Tensor loss_sum = at::zeros({}, options), count = at::zeros({}, options);
+  {
+    // Inference mode: no autograd bookkeeping at all (cheaper than no_grad).
+    c10::InferenceMode inference;
+    loader_->start_epoch(0);
+    int64_t batches = 0;
+    while (auto cpu_batch = loader_->next()) {
+      if (cpu_batch->empty()) { // every sample skipped: nothing to evaluate, but it is a batch
+        if (++batches == batches_) break;
+        continue;
+      }
+      const NamedTensors batch = placement_.to_device(std::move(*cpu_batch));
+      const NamedTensors outputs = parts_.model->forward(batch);
+      const LossTerms terms = parts_.loss->forward(outputs, batch);
+      loss_sum.add_(terms.sum.to(at::kDouble));
+      count.add_(terms.count.to(at::kDouble));
+      for (auto& metric : parts_.metrics) metric->update(outputs, batch);
+      if (++batches == batches_) break; // overfit_batches / fast_dev_run
+    }
+  }
+  if (dist_) {
+    // Exact evaluation: the shards are disjoint and cover the split once, so sums of the loss,
+    // the item count and every metric's state are the single-process values.
+    std::vector<at::Tensor> tensors{loss_sum, count};
+    for (auto& metric : parts_.metrics)
+      for (const auto& s : metric->state()) tensors.push_back(s.tensor);
+    dist_->all_reduce_sum(tensors, "sum evaluation loss and metric state over ranks");
+  }
+  Scalars result;
+  result.emplace_back("val/loss", (loss_sum / count).item<double>()); // sync, once per evaluation
+  for (auto& metric : parts_.metrics)
+    for (const auto& [name, value] : metric->compute()) result.emplace_back("val/" + name, value);
+  parts_.model->set_training(true);
+  return result;
+}
+
+Scalars Evaluator::run(int64_t step, LrScheduler& scheduler) {
+  Scalars eval = evaluate();
+  last_ = eval;
+  last_step_ = step;
+  monitor_.reset();
+  for (const auto& [name, value] : eval) {
+    if (name == config_.schedule.monitor) scheduler.step_metric(value);
+    if (name == config_.checkpoint.monitor) monitor_ = value;
+  }
+  if (!monitor_ && config_.checkpoint.save_top_k > 0 && !config_.train.fast_dev_run) {
+    std::string names;
+    for (const auto& [name, value] : eval) names += (names.empty() ? "" : ", ") + name;
+    throw ConfigError("checkpoint.monitor", "checkpoint.monitor = \"" + config_.checkpoint.monitor +
+                                                "\" is not among the evaluated values (" + names +
+                                                "). Set it to one of them, or checkpoint.save_top_k = 0.");
+  }
+  return eval;
+}
+
+}  // namespace tp

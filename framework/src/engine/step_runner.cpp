@@ -1,0 +1,277 @@
+// The hot path: one micro-batch in numbered phases (ARCH-15), and the update that ends
+// its accumulation window.
+#include "tp/framework/engine/step_runner.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/optimizer.h>
+
+#include <cmath>
+#include <csignal>
+#include <optional>
+#include <utility>
+
+#include "tp/framework/amp/autocast_guard.h"
+#include "tp/framework/dist/dist_context.h"
+#include "tp/framework/dist/grad_sync.h"
+#include "tp/framework/engine/stop_signal.h"
+#include "tp/framework/error.h"
+#include "tp/framework/profile/flop_counter.h"
+
+namespace tp {
+
+StepRunner::StepRunner(const RunConfig& config, RunComponents& parts, const std::vector<StateTensor>& model_state,
+                       BuiltOptimizer& optim, const BatchPlacement& placement, TrainMeters& meters, Logger& log,
+                       DistContext* dist)
+    : config_(config),
+      parts_(parts),
+      model_state_(model_state),
+      optim_(optim),
+      placement_(placement),
+      meters_(meters),
+      log_(log),
+      dist_(dist),
+      precision_(parse_precision(config.amp.precision)),
+      scaler_(GradScalerOptions()
+                  .init_scale(config.amp.init_scale)
+                  .growth_factor(config.amp.growth_factor)
+                  .backoff_factor(config.amp.backoff_factor)
+                  .growth_interval(config.amp.growth_interval)
+                  .enabled(needs_grad_scaler(precision_))),
+      nan_checks_(nan_checks(precision_, placement.device().type(), config.train.nan_policy)) {
+  const auto zero = [&] { return at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(placement.device())); };
+  window_estimate_ = zero();
+  window_items_ = zero();
+}
+
+StepRunner::~StepRunner() = default;
+
+void StepRunner::start_data_parallel() {
+  const bool overlap = config_.dist.overlap;
+  grad_sync_ = std::make_unique<GradSync>(*dist_, model_state_, overlap);
+  std::string sizes;
+  for (int64_t bytes : grad_sync_->bucket_bytes()) sizes += (sizes.empty() ? "" : ", ") + std::to_string(bytes >> 10);
+  const int64_t world = dist_->world_size();
+  log_.info("data-parallel: " + std::to_string(world) + " ranks, backend " + dist_->backend() + ", " +
+            std::to_string(grad_sync_->bucket_bytes().size()) + " gradient buckets (KiB, in reduction order: " + sizes +
+            (overlap ? "" : "; reduced after backward, dist.overlap = false") + "); batch " +
+            std::to_string(config_.train.batch_size) + " per rank = " +
+            std::to_string(config_.train.batch_size * world * config_.train.grad_accum_steps) +
+            " samples per optimizer step");
+}
+
+WindowAgreement StepRunner::train_step(NamedTensors& cpu_batch, const AccumulationWindow& window,
+                                       const StepPosition& at, uint32_t deferred) {
+  TrainingReport& report = meters_.report();
+  begin_micro_batch(window, at.step);
+  if (!cpu_batch.empty()) {
+    // 1. Fetch: the loader already collated this batch on a worker; place it on the device
+    //    (non_blocking from pinned memory on CUDA, a no-op on CPU).
+    const NamedTensors batch = placement_.to_device(std::move(cpu_batch));
+    // 2. Forward under autocast, then the window-normalised loss and the non-finite check.
+    const LossTerms terms = forward(batch);
+    const at::Tensor loss = normalised_loss(terms, window);
+    const at::Tensor sum = terms.sum.detach().to(at::kDouble);
+    check_finite(sum, at);
+    // 3. Backward through the (fp16: scaled) loss; gradients accumulate over the window.
+    report.begin(StepPhase::kBackward);
+    backward(loss, window);
+    report.end(StepPhase::kBackward);
+    // Report: accumulate on the device; the value is read only on log steps (a device sync).
+    if (!window_poisoned_) meters_.add_loss(sum, terms.count.detach().to(at::kDouble));
+  } else if (grad_sync_ && window.last) {
+    // Every sample skipped (data.on_bad_sample = "skip"), but this backward is a collective.
+    join_all_reduce(window);
+  }
+  if (!window.last) return {};
+  // 4. Update, once per window: agree with the other ranks, then step unless nothing to apply.
+  report.begin(StepPhase::kOptimizer);
+  const WindowAgreement agreed = agree_on_window(deferred, at);
+  const bool poisoned = std::exchange(window_poisoned_, false);
+  if (poisoned || window_empty_) {
+    // nan_policy = "skip", or no item in the window on any rank: no update, but time advances
+    // like a step the fp16 scaler skips, so the schedule and the step count stay aligned.
+    optim_.optimizer->zero_grad(/*set_to_none=*/true);
+    if (poisoned) ++skipped_steps_;
+  } else {
+    update();
+  }
+  report.end(StepPhase::kOptimizer);
+  return agreed;
+}
+
+void StepRunner::begin_micro_batch(const AccumulationWindow& window, int64_t step) {
+  // Phase timing (training_report.h): every step on CPU; on CUDA only the log step's window,
+  // with device events and no extra sync.
+  if (window.first) meters_.report().begin_window((step + 1) % config_.train.log_every_steps == 0);
+  // Data-parallel: the reducer is told whether this backward communicates (window.last). Every
+  // micro-batch, empty or not, so every rank makes the reducer's collectives in the same order.
+  if (grad_sync_) grad_sync_->before_forward(window.last);
+  if (!window.first) return;
+  if (grad_sync_) sync_buffers();
+  window_items_.zero_();
+  window_batches_ = 0;
+}
+
+LossTerms StepRunner::forward(const NamedTensors& batch) {
+  TrainingReport& report = meters_.report();
+  report.begin(StepPhase::kForward);
+  AutocastGuard autocast(placement_.device().type(), precision_);
+  // Once, on the run's first batch: the model's forward FLOPs, for perf/tflops. The counter only
+  // reads the ops' records (a few microseconds per op, this step only).
+  std::optional<FlopCounter> flops;
+  if (!report.flops_measured()) flops.emplace();
+  const NamedTensors outputs = parts_.model->forward(batch);
+  if (flops) report.set_forward_flops(flops->total_flops(), batch.empty() ? 0 : batch.front().second.size(0));
+  flops.reset();
+  LossTerms terms = parts_.loss->forward(outputs, batch);
+  report.end(StepPhase::kForward);
+  return terms;
+}
+
+at::Tensor StepRunner::normalised_loss(const LossTerms& terms, const AccumulationWindow& window) {
+  const at::Tensor items = terms.count.detach().to(at::kDouble);
+  // The window's loss is (sum over all its items) / (its item count), which is only known at
+  // the window's end. Divide by an estimate now (the window's first non-empty micro-batch's
+  // count x window length) and correct the gradients by estimate / actual once the window is
+  // complete (update): exact for uneven micro-batches and the short last window, and no extra
+  // device sync. Data-parallel: the estimate must be the same on every rank (gradients are
+  // summed before the correction), so it is the nominal batch size x window length.
+  if (window_batches_++ == 0) {
+    if (dist_) window_estimate_.fill_(static_cast<double>(config_.train.batch_size * window.length));
+    else window_estimate_.copy_(items * static_cast<double>(window.length));
+  }
+  window_items_.add_(items);
+  return terms.sum.to(at::kFloat) / window_estimate_.to(at::kFloat);
+}
+
+void StepRunner::check_finite(const at::Tensor& sum, const StepPosition& at) {
+  // Where that is free or needed (nan_policy.h); otherwise at the host's next read of the loss.
+  if (!nan_checks_.per_step || std::isfinite(sum.item<double>())) return;
+  const std::string where = "at step " + std::to_string(at.step + 1) + " (epoch " + std::to_string(at.epoch + 1) +
+                            ", batch " + std::to_string(at.batch) + ", lr " +
+                            std::to_string(current_lr(*optim_.optimizer)) + ")";
+  // Data-parallel: backward must still run (it is a collective); the ranks decide together at
+  // the window's end (agree_on_window) and stop or skip as one.
+  if (config_.train.nan_policy == "stop" && !dist_)
+    throw Error("the training loss became non-finite " + where +
+                ". Lower optim.lr, check the data for NaN/Inf, clip gradients (train.max_grad_norm), or set "
+                "train.nan_policy = \"skip\" to skip such steps.");
+  if (!window_poisoned_) log_.warn("non-finite training loss " + where + ": skipping this optimizer step");
+  window_poisoned_ = true;
+}
+
+void StepRunner::backward(const at::Tensor& loss, const AccumulationWindow& window) {
+  // Data-parallel, last micro-batch: buckets are all-reduced as they fill, overlapping the rest
+  // of backward; earlier micro-batches accumulate locally with no communication.
+  if (grad_sync_) grad_sync_->before_backward(loss, window.last);
+  if (grad_sync_ && window.last) {
+    try {
+      scaler_.scale(loss).backward();
+    } catch (const std::exception& e) {
+      // The reducer waits for its bucket all-reduces at the end of backward; a lost rank
+      // surfaces here as a transport error. fail() names the ranks that no longer answer.
+      dist_->fail("all-reduce of gradient buckets during backward", e);
+    }
+  } else if (!window_poisoned_ || grad_sync_) {
+    scaler_.scale(loss).backward();
+  }
+}
+
+void StepRunner::join_all_reduce(const AccumulationWindow& window) {
+  // A zero loss that reaches every trainable parameter: this rank contributes zero gradient and
+  // zero items to the window's all-reduce, which the other ranks are waiting in.
+  at::Tensor zero = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(placement_.device()));
+  for (const auto& s : model_state_)
+    if (!s.is_buffer && s.tensor.requires_grad()) zero = zero + s.tensor.sum().to(at::kFloat) * 0.0;
+  meters_.report().begin(StepPhase::kBackward);
+  backward(zero, window);
+  meters_.report().end(StepPhase::kBackward);
+}
+
+WindowAgreement StepRunner::agree_on_window(uint32_t deferred, const StepPosition& at) {
+  correction_ = at::Tensor();
+  if (!dist_) {
+    window_empty_ = window_batches_ == 0;
+    return {deferred, 0};
+  }
+  // With dist.overlap = false the gradient buckets are all-reduced here, after backward.
+  grad_sync_->after_backward();
+  // One all-reduce of [items, non-finite loss seen, stop signal seen, deferred stop, deferred
+  // save]. The values are read on the host, so on CUDA this is a sync point once per optimizer
+  // step; the deferred callback requests ride along instead of costing an all-reduce of their own.
+  const int local_signal = pending_stop_signal();
+  const auto flag = [&](bool on) { return at::full({}, on ? 1.0 : 0.0, window_items_.options()); };
+  at::Tensor values = at::stack({window_items_, flag(window_poisoned_), flag(local_signal != 0),
+                                 flag((deferred & TP_REQUEST_STOP) != 0), flag((deferred & TP_REQUEST_SAVE) != 0)});
+  std::vector<at::Tensor> one{values};
+  dist_->all_reduce_sum(one, "agree on the window's item count and stop flags");
+  const at::Tensor host = values.cpu();
+  WindowAgreement agreed;
+  if (host[2].item<double>() > 0) agreed.signal = local_signal != 0 ? local_signal : SIGTERM;
+  if (host[3].item<double>() > 0) agreed.requests |= TP_REQUEST_STOP;
+  if (host[4].item<double>() > 0) agreed.requests |= TP_REQUEST_SAVE;
+  const bool poisoned = host[1].item<double>() > 0;
+  if (poisoned && config_.train.nan_policy == "stop")
+    throw Error("the training loss became non-finite on at least one rank at step " + std::to_string(at.step + 1) +
+                " (epoch " + std::to_string(at.epoch + 1) + "); every rank stops. Lower optim.lr, check the data for "
+                "NaN/Inf, clip gradients (train.max_grad_norm), or set train.nan_policy = \"skip\".");
+  window_poisoned_ = poisoned;
+  // No item on any rank (every sample of the window skipped): the gradients are the zeros the
+  // empty micro-batches contributed, and the window takes no update.
+  window_empty_ = host[0].item<double>() == 0.0;
+  // Gradients arrive averaged over ranks, each divided by the shared estimate: multiplying by
+  // estimate x world / global items makes them the gradient of (global loss sum / global items).
+  correction_ = window_estimate_ * static_cast<double>(dist_->world_size()) / values[0];
+  return agreed;
+}
+
+void StepRunner::update() {
+  // torch::nn::utils::clip_grad_* take the parameters (they clip each one's .grad()), the
+  // foreach correction below takes the gradients themselves.
+  std::vector<at::Tensor> params, grads;
+  for (const auto& group : optim_.optimizer->param_groups())
+    for (const auto& p : group.params())
+      if (p.grad().defined()) {
+        params.push_back(p);
+        grads.push_back(p.grad());
+      }
+  // 4a. Exact window normalisation (see normalised_loss); the ratio is 1 when micro-batches are even.
+  if (correction_.defined() && !grads.empty())
+    at::_foreach_mul_(grads, correction_.to(grads.front().scalar_type()));
+  else if (config_.train.grad_accum_steps > 1 && !grads.empty())
+    at::_foreach_mul_(grads, (window_estimate_ / window_items_).to(grads.front().scalar_type()));
+  // 4b. Clip once, after unscaling, right before the step (ARCH-9).
+  const TrainSection& t = config_.train;
+  if (t.max_grad_norm > 0 || t.clip_value > 0) {
+    scaler_.unscale(*optim_.optimizer);
+    if (t.max_grad_norm > 0) torch::nn::utils::clip_grad_norm_(params, t.max_grad_norm, t.grad_norm_type);
+    if (t.clip_value > 0) torch::nn::utils::clip_grad_value_(params, t.clip_value);
+  }
+  // 4c. Step (the fp16 scaler skips it on inf/NaN gradients and backs off), then set gradients
+  //     to none (frees them, skips a memset); the caller advances the schedule.
+  scaler_.step(*optim_.optimizer);
+  scaler_.update();
+  optim_.optimizer->zero_grad(/*set_to_none=*/true);
+}
+
+void StepRunner::check_read_loss(double sum, const std::string& span) const {
+  if (read_check_fails(sum))
+    throw Error("the training loss became non-finite " + span +
+                ". Lower optim.lr, check the data for NaN/Inf, or clip gradients (train.max_grad_norm).");
+}
+
+bool StepRunner::read_check_fails(double sum) const { return nan_checks_.at_read && !std::isfinite(sum); }
+
+void StepRunner::sync_buffers() {
+  if (!config_.dist.broadcast_buffers) return;
+  std::vector<at::Tensor> buffers;
+  for (const auto& s : model_state_)
+    if (s.is_buffer) buffers.push_back(s.tensor.detach());
+  if (buffers.empty()) return;
+  c10::NoGradGuard no_grad;
+  dist_->broadcast(buffers, "broadcast rank 0's buffers");
+}
+
+}  // namespace tp

@@ -1,0 +1,108 @@
+// Every row of callback.h's table of which events honour which requests: a fixture callback
+// (tests/fixtures/request_callback) returns one request from one event at one step, and the run
+// shows where it was honoured: the final step of a stopped run, the step of the last.pt a save
+// request wrote (checkpoint.strategy = "no", so no other save writes it).
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tp/framework/checkpoint/checkpoint.h"
+
+#include "host_runner.h"
+
+#include <doctest/doctest.h>
+
+namespace {
+
+// 64 samples in batches of 8: 8 optimizer steps per epoch, 3 epochs.
+constexpr int kStepsPerEpoch = 8;
+
+struct Case {
+  int event;          ///< TP_EVENT_*
+  int requests;       ///< TP_REQUEST_* mask
+  int at_step;        ///< event->step the callback answers at
+  const char* sets;   ///< extra --set options
+};
+
+/// Runs the C regression fixture with the request callback answering as `c` says, in `dir`.
+void run_in(const std::filesystem::path& dir, const Case& c, const std::string& more) {
+  const auto config = dir / ("run-" + std::to_string(c.event) + ".toml");
+  std::ofstream(config) << tp::test::read_text(std::filesystem::path(TP_TEST_SOURCE_DIR) /
+                                               "tests/integration/c_regression.toml")
+                        << "\n[[callbacks]]\ncomponent = \"org.torchhost.test.request_callback\"\nevent = " << c.event
+                        << "\nrequests = " << c.requests << "\nat_step = " << c.at_step << "\n";
+  const auto run = tp::test::run_host(
+      "--config '" + config.string() + "' --plugin-dir '" + std::string(TP_TEST_FIXTURE_PLUGIN_DIR) +
+      "' --output-dir '" + dir.string() + "' --set progress.mode=\"off\" --set train.epochs=3 "
+      "--set data.train.size=64 --set train.batch_size=8 --set train.log_every_steps=1 " + c.sets + " " + more);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+}
+
+/// A fresh run directory trained as `c` says.
+std::filesystem::path train(const std::string& name, const Case& c, const std::string& more = "") {
+  const auto dir = tp::test::fresh_dir(name);
+  run_in(dir, c, more);
+  return dir;
+}
+
+int64_t last_step(const std::filesystem::path& dir) {
+  const auto path = dir / "checkpoints" / "last.pt";
+  REQUIRE(std::filesystem::exists(path));
+  return tp::load_checkpoint(path).step;
+}
+
+const char* const kStopSets = "--set eval.strategy=\"no\" --set checkpoint.strategy=\"epoch\" --set checkpoint.save_top_k=0";
+const char* const kSaveSets = "--set eval.strategy=\"no\" --set checkpoint.strategy=\"no\" --set checkpoint.save_top_k=0";
+const char* const kEvalSaveSets = "--set eval.strategy=\"epoch\" --set checkpoint.strategy=\"no\" --set checkpoint.save_top_k=0";
+
+}  // namespace
+
+TEST_CASE("stop requests: immediate from *_END events, at the next window boundary from the others") {
+  struct Row {
+    const char* name;
+    Case c;
+    int64_t stopped_at;
+  };
+  const Row rows[] = {
+      {"fit_begin", {1, 1, 0, kStopSets}, 1},                                       // after the first step
+      {"epoch_begin", {3, 1, kStepsPerEpoch, kStopSets}, kStepsPerEpoch + 1},       // first step of epoch 2
+      {"step_begin", {5, 1, 3, kStopSets}, 4},                                      // the step it began
+      {"step_end", {6, 1, 3, kStopSets}, 3},                                        // that step
+      {"epoch_end", {4, 1, kStepsPerEpoch, kStopSets}, kStepsPerEpoch},             // that epoch
+      {"eval_end", {7, 1, kStepsPerEpoch, "--set eval.strategy=\"epoch\" --set checkpoint.save_top_k=0"},
+       kStepsPerEpoch},
+      {"checkpoint_save", {8, 1, kStepsPerEpoch, kStopSets}, kStepsPerEpoch + 1},   // the epoch-1 save
+  };
+  for (const Row& row : rows) {
+    INFO(row.name);
+    CHECK(last_step(train(std::string("request_stop_") + row.name, row.c)) == row.stopped_at);
+  }
+  // CHECKPOINT_LOAD: a run resumed from the end of epoch 1 stops after one more step.
+  const auto dir = train("request_stop_checkpoint_load", {2, 0, -1, kStopSets}, "--set train.epochs=1");
+  CHECK(last_step(dir) == kStepsPerEpoch);
+  run_in(dir, {9, 1, -1, kStopSets}, "--resume auto");
+  CHECK(last_step(dir) == kStepsPerEpoch + 1);
+}
+
+TEST_CASE("save requests write last.pt where they are honoured; FIT_END's is ignored") {
+  struct Row {
+    const char* name;
+    Case c;
+    int64_t saved_at;
+  };
+  const Row rows[] = {
+      {"fit_begin", {1, 2, 0, kSaveSets}, 1},
+      {"epoch_begin", {3, 2, kStepsPerEpoch, kSaveSets}, kStepsPerEpoch + 1},
+      {"step_begin", {5, 2, 3, kSaveSets}, 4},
+      {"step_end", {6, 2, 3, kSaveSets}, 3},
+      {"epoch_end", {4, 2, 2 * kStepsPerEpoch, kSaveSets}, 2 * kStepsPerEpoch},
+      {"eval_end", {7, 2, kStepsPerEpoch, kEvalSaveSets}, kStepsPerEpoch},
+  };
+  for (const Row& row : rows) {
+    INFO(row.name);
+    CHECK(last_step(train(std::string("request_save_") + row.name, row.c)) == row.saved_at);
+  }
+  const auto ignored = train("request_save_fit_end", {2, 2, -1, kSaveSets});
+  CHECK_FALSE(std::filesystem::exists(ignored / "checkpoints" / "last.pt"));
+}
