@@ -8,7 +8,7 @@
 #include "tp/framework/config/value.h"
 #include "tp/framework/error.h"
 #include "tp/framework/plugin/plugin_check.h"
-#include "tp/framework/util/plugin_crash.h"
+#include "tp/framework/plugin/plugin_crash.h"
 
 namespace tp::cli {
 namespace {

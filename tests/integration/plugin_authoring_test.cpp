@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "tp/framework/error.h"
-#include "tp/framework/util/plugin_crash.h"
+#include "tp/framework/plugin/plugin_crash.h"
 
 #include "host_runner.h"
 

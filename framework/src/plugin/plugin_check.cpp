@@ -8,7 +8,7 @@
 #include "tp/framework/plugin/loss_proxy.h"
 #include "tp/framework/plugin/metric_proxy.h"
 #include "tp/framework/plugin/model_proxy.h"
-#include "tp/framework/util/plugin_crash.h"
+#include "tp/framework/plugin/plugin_crash.h"
 #include "plugin_check_dataset.h"
 #include "sized_copy.h"
 #include "tensor_handles.h"

@@ -45,7 +45,7 @@ struct CheckOptions {
 /// deleter (PLG-9); an index past the end is refused. Models: forward + backward on a dummy batch
 /// from their declared examples gives every trainable parameter a gradient. Metrics expose state;
 /// callbacks accept an event. A plugin fault becomes a failed line naming the call, split and
-/// sample index; a crash is reported by the crash handler when installed (util/plugin_crash.h).
+/// sample index; a crash is reported by the crash handler when installed (plugin/plugin_crash.h).
 /// Throws ConfigError for options that do not validate (the caller's, not the plugin's, fault).
 std::vector<CheckLine> check_library(const std::shared_ptr<PluginLibrary>& library, const CheckOptions& options = {});
 
