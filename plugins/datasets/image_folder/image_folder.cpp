@@ -47,6 +47,18 @@ const tp_config_key_t kKeys[] = {
     {sizeof(tp_config_key_t), "brightness", TP_CFG_FLOAT, "0.0", "train only: colour jitter, factor in [1-b, 1+b]"},
     {sizeof(tp_config_key_t), "contrast", TP_CFG_FLOAT, "0.0", "train only: colour jitter, factor in [1-c, 1+c]"},
     {sizeof(tp_config_key_t), "saturation", TP_CFG_FLOAT, "0.0", "train only: colour jitter, factor in [1-s, 1+s]"},
+    {sizeof(tp_config_key_t), "rand_augment", TP_CFG_INT_ARRAY, "[]",
+     "train only: [N, M] torchvision RandAugment after the flip: N ops (0..14) at magnitude bin M (0..30 of 31); []: off"},
+    {sizeof(tp_config_key_t), "trivial_augment", TP_CFG_BOOL, "false",
+     "train only: torchvision TrivialAugmentWide (one op, random bin of 31) after the flip; not with rand_augment"},
+    {sizeof(tp_config_key_t), "random_erasing", TP_CFG_FLOAT, "0.0",
+     "train only: probability of torchvision RandomErasing on the normalised image (0 = off)"},
+    {sizeof(tp_config_key_t), "erasing_scale", TP_CFG_FLOAT_ARRAY, "[0.02, 0.33]",
+     "random_erasing: [lo, hi] erased fraction of the image area, 0 <= lo <= hi <= 1"},
+    {sizeof(tp_config_key_t), "erasing_ratio", TP_CFG_FLOAT_ARRAY, "[0.3, 3.3]",
+     "random_erasing: [lo, hi] aspect (h/w) range of the box, drawn log-uniformly, 0 < lo <= hi"},
+    {sizeof(tp_config_key_t), "erasing_value", TP_CFG_STRING, "\"zero\"",
+     "random_erasing: \"zero\" (0 after normalisation) or \"random\" (standard normal per value)"},
     {sizeof(tp_config_key_t), "mean", TP_CFG_FLOAT_ARRAY, "[0.0, 0.0, 0.0]", "RGB mean subtracted after scaling to [0, 1]"},
     {sizeof(tp_config_key_t), "std", TP_CFG_FLOAT_ARRAY, "[1.0, 1.0, 1.0]", "RGB std divided by after the mean"},
     {sizeof(tp_config_key_t), "channels_last", TP_CFG_BOOL, "false",
@@ -99,6 +111,46 @@ std::array<float, 3> read_rgb(const tp::cpp::ConfigReader& cfg, const char* key,
   return {static_cast<float>(v[0]), static_cast<float>(v[1]), static_cast<float>(v[2])};
 }
 
+ifo::AugmentOptions read_augment(const tp::cpp::ConfigReader& cfg) {
+  ifo::AugmentOptions a;
+  const std::vector<int64_t> ra = cfg.get_int_array("rand_augment");
+  const bool trivial = cfg.get_bool("trivial_augment");
+  if (!ra.empty()) {
+    if (ra.size() != 2)
+      throw Failure(TP_ERR_CONFIG, "image_folder: rand_augment must be [] or [N, M], got " + std::to_string(ra.size()) +
+                                       " values");
+    if (ra[0] < 0 || ra[0] > ifo::kAugOpCount)
+      throw Failure(TP_ERR_CONFIG, "image_folder: rand_augment N (number of ops) must be in [0, 14], got " +
+                                       std::to_string(ra[0]));
+    if (ra[1] < 0 || ra[1] >= ifo::kMagnitudeBins)
+      throw Failure(TP_ERR_CONFIG, "image_folder: rand_augment M (magnitude bin) must be in [0, 30], got " +
+                                       std::to_string(ra[1]));
+    if (trivial)
+      throw Failure(TP_ERR_CONFIG, "image_folder: set either rand_augment or trivial_augment, not both");
+    a.kind = ifo::AugmentOptions::Kind::kRandAugment;
+    a.num_ops = static_cast<int>(ra[0]);
+    a.magnitude = static_cast<int>(ra[1]);
+  } else if (trivial) {
+    a.kind = ifo::AugmentOptions::Kind::kTrivialAugmentWide;
+  }
+  return a;
+}
+
+ifo::ErasingOptions read_erasing(const tp::cpp::ConfigReader& cfg) {
+  ifo::ErasingOptions e;
+  e.p = cfg.get_float_in("random_erasing", 0.0, 1.0);
+  const std::vector<double> scale = cfg.get_float_array("erasing_scale");
+  if (scale.size() != 2 || !(scale[0] >= 0.0) || !(scale[0] <= scale[1]) || !(scale[1] <= 1.0))
+    throw Failure(TP_ERR_CONFIG, "image_folder: erasing_scale must be [lo, hi] with 0 <= lo <= hi <= 1");
+  e.scale = {scale[0], scale[1]};
+  e.ratio = read_range(cfg, "erasing_ratio");
+  const std::string value = cfg.get_string("erasing_value");
+  if (value != "zero" && value != "random")
+    throw Failure(TP_ERR_CONFIG, "image_folder: erasing_value must be \"zero\" or \"random\", got \"" + value + "\"");
+  e.random_value = value == "random";
+  return e;
+}
+
 ifo::TransformOptions read_transform(const tp::cpp::ConfigReader& cfg, bool train) {
   ifo::TransformOptions t;
   t.resize = read_size(cfg, "resize", true, &t.resize_short);
@@ -111,6 +163,8 @@ ifo::TransformOptions read_transform(const tp::cpp::ConfigReader& cfg, bool trai
   t.brightness = cfg.get_float_in("brightness", 0.0, 1e6);
   t.contrast = cfg.get_float_in("contrast", 0.0, 1e6);
   t.saturation = cfg.get_float_in("saturation", 0.0, 1e6);
+  t.augment = read_augment(cfg);
+  t.erasing = read_erasing(cfg);
   t.mean = read_rgb(cfg, "mean", false);
   t.std = read_rgb(cfg, "std", true);
   t.channels_last = cfg.get_bool("channels_last");

@@ -11,35 +11,13 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "rng.h"
 #include "tp/cpp/guard.h"
 
 namespace tp::image_folder {
 namespace {
 
 using tp::cpp::Failure;
-
-/// A small deterministic generator (splitmix64). Each random decision has its own stream, derived
-/// from the sample seed and a fixed tag, so adding a transform never shifts another one's draws.
-class Rng {
- public:
-  Rng(uint64_t seed, uint64_t tag) : state_(seed ^ (tag * 0xD1B54A32D192ED03ULL)) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-  /// Uniform in [0, 1) with 53 random bits.
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-  double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
-  /// Uniform integer in [0, n), n >= 1.
-  int below(int n) { return static_cast<int>(next() % static_cast<uint64_t>(n)); }
-
- private:
-  uint64_t state_;
-};
-
-enum : uint64_t { kTagCrop = 1, kTagFlip = 2, kTagBrightness = 3, kTagContrast = 4, kTagSaturation = 5 };
 
 /// A crop rectangle in original-image pixel units (may be fractional) and the output size.
 struct Plan {
@@ -299,8 +277,19 @@ Image load_image(const std::string& path, const TransformOptions& o, uint64_t se
     const bool shrink = roi.cols >= plan.out.w && roi.rows >= plan.out.h;
     cv::resize(roi, sized, cv::Size(plan.out.w, plan.out.h), 0, 0, shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
   }
-  // 5. Flip, jitter, normalise: one pass into the output buffer.
-  const bool flip = o.random && o.hflip > 0.0 && Rng(seed, kTagFlip).uniform() < o.hflip;
+  // 5. RandAugment / TrivialAugment on 8-bit pixels, after the flip as in a torchvision recipe;
+  //    the flip is then done here (one extra copy) rather than in the write pass.
+  bool flip = o.random && o.hflip > 0.0 && Rng(seed, kTagFlip).uniform() < o.hflip;
+  if (o.random) {
+    const std::vector<AugStep> steps = plan_augment(o.augment, sized.rows, sized.cols, seed);
+    if (!steps.empty()) {
+      cv::Mat img = sized;
+      if (flip) cv::flip(sized, img, 1);
+      sized = apply_augment(img, steps);
+      flip = false;
+    }
+  }
+  // 6. Flip, jitter, normalise: one pass into the output buffer.
   Image out;
   out.h = plan.out.h;
   out.w = plan.out.w;
@@ -313,6 +302,8 @@ Image load_image(const std::string& path, const TransformOptions& o, uint64_t se
   } else {
     write_plain(sized, flip, o, out.pixels.data());
   }
+  // 7. Random erasing on the normalised floats, as torchvision places it after Normalize.
+  if (o.random) random_erase(out.pixels.data(), out.h, out.w, o.channels_last, o.erasing, seed);
   return out;
 }
 

@@ -1,6 +1,7 @@
 // Decode + transform of one image_folder sample: file bytes -> 8-bit BGR (OpenCV) -> one crop and
-// one resize on 8-bit pixels -> a single pass that flips, colour-jitters, normalises and writes
-// float32 RGB straight into the output buffer. Pure function of (file bytes, options, seed), so
+// one resize on 8-bit pixels -> (with RandAugment / TrivialAugment: flip, then the ops on 8-bit
+// pixels) -> a single pass that flips, colour-jitters, normalises and writes float32 RGB straight
+// into the output buffer -> random erasing on that buffer. Pure function of (file bytes, options, seed), so
 // any worker thread produces the same values for the same sample.
 #pragma once
 
@@ -8,6 +9,9 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "augment_policy.h"
+#include "random_erasing.h"
 
 namespace tp::image_folder {
 
@@ -30,6 +34,8 @@ struct TransformOptions {
   double brightness = 0.0;    ///< train only: factor uniform in [max(0, 1 - b), 1 + b]
   double contrast = 0.0;      ///< train only: as brightness, blend with the mean grey level
   double saturation = 0.0;    ///< train only: as brightness, blend with the per-pixel grey
+  AugmentOptions augment;     ///< train only: RandAugment / TrivialAugmentWide after the flip
+  ErasingOptions erasing;     ///< train only: RandomErasing after normalisation
   std::array<float, 3> mean{0.f, 0.f, 0.f};  ///< RGB, applied after scaling pixels to [0, 1]
   std::array<float, 3> std{1.f, 1.f, 1.f};
   bool channels_last = false; ///< memory HWC (logical shape stays [3, H, W])
