@@ -44,6 +44,7 @@ GEOMETRY_PIXEL_FRACTION = 0.002
 OPS = ["Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness", "Color", "Contrast",
        "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize"]
 BINS = [0, 1, 5, 9, 14, 15, 20, 25, 30]
+LARGE_BINS = [9, 20, 30]
 SPACES = {"rand": T.RandAugment._AUGMENTATION_SPACE, "wide": T.TrivialAugmentWide._AUGMENTATION_SPACE}
 failures = []
 
@@ -55,15 +56,18 @@ def check(ok, what):
 
 
 def make_images(d):
-    """Three RGB test images: smooth + noise (non-square, odd sizes), a low-contrast one (so
-    AutoContrast and Equalize have work to do) and a square one (Rotate's rot90 fast paths)."""
+    """Four RGB test images: smooth + noise (non-square, odd sizes), a low-contrast one (so
+    AutoContrast and Equalize have work to do), a square one (Rotate's rot90 fast paths) and a
+    160x224 one (a training-sized crop: longer geometry rows, Contrast's mean over 35840 pixels)."""
     rs = np.random.RandomState(15)
     yy, xx = np.mgrid[0:37, 0:53]
     base = np.stack([xx * 4.5, yy * 6.5, (xx + yy) * 2.8], -1) + rs.randint(-30, 30, (37, 53, 3))
     low = 60 + (rs.rand(29, 41, 3) * 90) ** 1.2 / 2
     square = rs.randint(0, 256, (32, 32, 3))
+    yy, xx = np.mgrid[0:160, 0:224]
+    large = np.stack([xx * 1.1, yy * 1.5, 255 - xx * 0.6], -1) + rs.randint(-40, 40, (160, 224, 3))
     paths = []
-    for name, a in (("smooth", base), ("low", low), ("square", square)):
+    for name, a in (("smooth", base), ("low", low), ("square", square), ("large", large)):
         p = os.path.join(d, name + ".png")
         Image.fromarray(np.clip(a, 0, 255).astype(np.uint8)).save(p)
         paths.append(p)
@@ -88,7 +92,8 @@ def compare_ops(driver, paths, d, worst):
         for policy, space in SPACES.items():
             for op in OPS:
                 signed = space[op][1]
-                for b in BINS if space[op][0](31, h, w) is not None else [0]:
+                bins = BINS if h * w < 10000 else LARGE_BINS  # the 160x224 image: fewer bins, same ops
+                for b in bins if space[op][0](31, h, w) is not None else [0]:
                     for sign in (1, -1) if signed else (1,):
                         out = os.path.join(d, f"{policy}_{op}_{b}_{sign}.png")
                         requests.append((policy, op, b, sign, out))
@@ -183,7 +188,7 @@ def compare_pipeline(driver, paths, d, worst):
     uint8 image, then ToDtype(scale) + Normalize(0.5, 0.25), then the printed erase box."""
     configs = [["rand", "2", "9"], ["rand", "3", "30"], ["wide"]]
     n = 0
-    for path in paths[:2]:
+    for path in paths[:2]:  # the small ones: 72 samples stay quick
         img = load(path)
         for cfg in configs:
             for seed in range(12):
@@ -232,7 +237,8 @@ def main():
         compare_erasing(driver)
         compare_pipeline(driver, paths, d, worst)
     print("per op: max difference in grey levels, largest fraction of differing pixels")
-    print(f"  {worst.pop('cases')[0]} op applications (3 images x 2 tables x 14 ops x bins {BINS} x signs)")
+    print(f"  {worst.pop('cases')[0]} op applications (3 small images x bins {BINS}, 160x224 x bins {LARGE_BINS}; "
+          f"2 tables x 14 ops x signs)")
     for op, (m, frac) in worst.items():
         print(f"  {op:13s} max {m:8.4g}  differing {frac:.4%}")
     if failures:
