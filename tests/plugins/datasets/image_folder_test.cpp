@@ -491,3 +491,28 @@ TEST_CASE("image_folder: augmentation keys are validated, naming the key") {
   SUBCASE("erasing_ratio unordered") { check_config_error(lib, *with("erasing_ratio", std::vector<double>{3.3, 0.3}), "erasing_ratio"); }
   SUBCASE("erasing_value unknown") { check_config_error(lib, *with("erasing_value", std::string("blue")), "erasing_value"); }
 }
+
+TEST_CASE("image_folder: channels_last stores the same erased values (random) in HWC memory") {
+  const Fixture f = write_folder("if_erase_cl", 24, 24);
+  PluginLibrary lib("image_folder");
+  FakeConfig a_cfg;
+  configure(lib, a_cfg, f.root);
+  a_cfg.values["rand_augment"] = std::vector<int64_t>{2, 9};
+  a_cfg.values["random_erasing"] = 1.0;
+  a_cfg.values["erasing_value"] = std::string("random");
+  FakeConfig b_cfg;
+  configure(lib, b_cfg, f.root);
+  b_cfg.values["rand_augment"] = std::vector<int64_t>{2, 9};
+  b_cfg.values["random_erasing"] = 1.0;
+  b_cfg.values["erasing_value"] = std::string("random");
+  b_cfg.values["channels_last"] = true;
+  Dataset a(lib, kId, a_cfg, "train");
+  Dataset b(lib, kId, b_cfg, "train");
+  for (uint64_t seed = 0; seed < 4; ++seed) {
+    int h = 0, w = 0;
+    const std::vector<float> x = chw(a.get(5, seed), &h, &w);
+    CHECK(max_abs_diff(x, chw(b.get(5, seed), &h, &w)) == 0.0f);
+    // Some values lie outside [0, 1]: the normal draws of the erased box.
+    CHECK(std::any_of(x.begin(), x.end(), [](float v) { return v < 0.f || v > 1.f; }));
+  }
+}
