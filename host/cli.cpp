@@ -14,9 +14,9 @@ namespace {
 constexpr const char* kUsage =
     "usage: host [train] --config FILE [--set KEY=VALUE]... [--plugin-dir DIR]... [--output-dir DIR]\n"
     "                    [--resume auto|PATH]\n"
-    "       host eval --config FILE [--checkpoint best|last|PATH] [--set KEY=VALUE]... [--plugin-dir DIR]...\n"
-    "                 [--output-dir DIR]\n"
-    "       host export --checkpoint PATH --format safetensors --output FILE\n"
+    "       host eval --config FILE [--checkpoint best|last|PATH] [--weights live|ema] [--set KEY=VALUE]...\n"
+    "                 [--plugin-dir DIR]... [--output-dir DIR]\n"
+    "       host export --checkpoint PATH [--weights live|ema] --format safetensors --output FILE\n"
     "       host plugins list [--verbose] [--config FILE] [--plugin-dir DIR]...\n"
     "       host plugins check FILE.so [--config FILE] [--set KEY=VALUE]... [--index N]... [--epoch E]\n"
     "       host plot RUN_DIR\n"
@@ -39,6 +39,8 @@ po::options_description describe(Options& o) {
        "load plugins from files or directories others can write (refused by default: a plugin is code)")
       ("output-dir,o", po::value(&o.output_dir), "run directory (overrides run.output_dir)")
       ("checkpoint", po::value(&o.checkpoint), "eval: best, last or a checkpoint path; export: the checkpoint")
+      ("weights", po::value(&o.weights),
+       "eval, export: live (the trained weights, default) or ema (the checkpoint's averaged weights, [ema])")
       ("format", po::value(&o.format), "export: output format (safetensors)")
       ("output", po::value(&o.output), "export: output file; profile: where profile.json goes")
       ("devices", po::value(&o.devices), "profile: comma-separated devices, e.g. cpu,cuda (default: run.device)")

@@ -1,8 +1,9 @@
 // The `host` command line: subcommands and their options (Boost.Program_options).
 //   host [train] --config run.toml [--set key=value]... [--plugin-dir DIR]... [--output-dir DIR]
 //                [--resume auto|PATH]
-//   host eval --config run.toml [--checkpoint best|last|PATH] [--set ...] [--plugin-dir DIR]... [--output-dir DIR]
-//   host export --checkpoint PATH --format safetensors --output FILE
+//   host eval --config run.toml [--checkpoint best|last|PATH] [--weights live|ema] [--set ...] [--plugin-dir DIR]...
+//             [--output-dir DIR]
+//   host export --checkpoint PATH [--weights live|ema] --format safetensors --output FILE
 //   host plugins list [--verbose] [--config run.toml] [--plugin-dir DIR]...
 //   host plugins check FILE.so [--config run.toml] [--set key=value]... [--index N]... [--epoch E]
 //   host plot RUN_DIR
@@ -30,6 +31,7 @@ struct Options {
   std::string checkpoint = "best"; ///< eval: best | last | PATH
   std::string resume;              ///< train: "" (fresh) | auto | PATH
   std::string format = "safetensors"; ///< export: output format
+  std::string weights = "live";       ///< eval, export: live | ema (the checkpoint's averaged weights)
   std::string output;              ///< export: output file; profile: profile.json path
   std::string file;                ///< plugins check FILE
   std::vector<uint64_t> indices;   ///< plugins check: --index, extra sample indices to read

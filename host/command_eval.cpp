@@ -25,19 +25,21 @@ int run_eval(const Options& options) {
   if (!parts.val_data)
     throw ConfigError("data.val", "host eval needs a validation split: add [data.val] or set data.val_from_train = true.");
   Trainer trainer(config, parts, device, session->logger, session->run_dir, session->dist.get());
-  restore_model_state(checkpoint, parts.model->state());
+  restore_weights(checkpoint.weights(options.weights, "--weights"), parts.model->state());
   const Scalars metrics = trainer.evaluate();
 
   std::string json = "{\"checkpoint\":\"" + path.string() + "\",\"epoch\":" + std::to_string(checkpoint.epoch) +
-                     ",\"step\":" + std::to_string(checkpoint.step);
-  std::printf("evaluation of %s (epoch %lld, step %lld)\n", path.c_str(), static_cast<long long>(checkpoint.epoch),
-              static_cast<long long>(checkpoint.step));
+                     ",\"step\":" + std::to_string(checkpoint.step) +
+                     ",\"weights\":\"" + options.weights + "\"";
+  std::printf("evaluation of %s%s (epoch %lld, step %lld)\n", options.weights == "live" ? "" : "the ema weights of ",
+              path.c_str(), static_cast<long long>(checkpoint.epoch), static_cast<long long>(checkpoint.step));
   for (const auto& [name, value] : metrics) {
     std::printf("  %-20s %.6f\n", name.c_str(), value);
     json += ",\"" + name + "\":" + std::to_string(value);
   }
   json += "}\n";
-  const auto out = session->run_dir / ("eval_" + path.stem().string() + ".json");
+  const std::string suffix = options.weights == "live" ? "" : "_" + options.weights;
+  const auto out = session->run_dir / ("eval_" + path.stem().string() + suffix + ".json");
   write_file_atomically(out, json);
   std::printf("written to %s\n", out.c_str());
   return kExitOk;

@@ -17,9 +17,11 @@ int run_export(const Options& options) {
   std::string plugins;
   for (const auto& p : checkpoint.plugins) plugins += (plugins.empty() ? "" : ",") + p;
   metadata["torchhost.plugins"] = plugins;
-  write_safetensors(options.output, checkpoint.model, metadata);
-  std::printf("exported %zu tensors from %s to %s\n", checkpoint.model.size(), options.checkpoint.c_str(),
-              options.output.c_str());
+  metadata["torchhost.weights"] = options.weights;
+  const NamedWeights& weights = checkpoint.weights(options.weights, "--weights");
+  write_safetensors(options.output, weights, metadata);
+  std::printf("exported %zu tensors (%s weights) from %s to %s\n", weights.size(), options.weights.c_str(),
+              options.checkpoint.c_str(), options.output.c_str());
   return kExitOk;
 }
 

@@ -98,13 +98,15 @@ def train(name, init, x, y, fused):
 
 
 def host_run(directory):
-    losses = []
+    losses, norms, clipped = [], [], []
     for line in (directory / "history.jsonl").read_text().splitlines():
         record = json.loads(line)
         if record["kind"] == "step":
             losses.append(record["train/loss"])
+            norms.append(record["train/grad_norm"])
+            clipped.append(record["train/clipped_fraction"])
     model = torch.load(directory / "checkpoints" / "last.pt", weights_only=True)["model"]
-    return losses, model
+    return losses, model, norms, clipped
 
 
 def loss_diff(a, b):
@@ -135,8 +137,13 @@ def main(mode, directory):
             reference["python_fused" if fused else "python"] = (losses, weights)
         print("clipped", name, sum(n > MAX_NORM for n in norms), len(norms))
         runs = {run: host_run(directory / f"{name}_{run}") for run in ("a", "b", "fused")}
-        for run, (losses, _) in runs.items():
+        for run, (losses, _, host_norms, host_clipped) in runs.items():
             print("steps", f"{name}_{run}", len(losses))
+            # train/grad_norm (before clipping) and train/clipped_fraction of every logged step.
+            print("diff", f"{name}_{run}", "python", "grad_norm", repr(loss_diff(host_norms, norms)))
+            expected = [1.0 if n > MAX_NORM else 0.0 for n in norms]
+            worst = max(abs(p - q) for p, q in zip(host_clipped, expected)) if len(host_clipped) == len(expected) else 1.0
+            print("diff", f"{name}_{run}", "python", "clipped_fraction", repr(worst))
         pairs = [("a", "python"), ("b", "python"), ("b", "a"), ("fused", "a"), ("fused", "python_fused")]
         for run, ref in pairs:
             theirs = runs[ref] if ref in runs else reference[ref]

@@ -97,6 +97,18 @@ const at::Tensor& plain_tensor(const c10::IValue& value, const char* key, const 
   return t;
 }
 
+/// A {name: tensor} entry ("model", "ema", "swa"): dense CPU tensors within their records.
+NamedWeights weight_entries(const c10::IValue& value, const char* key, const RecordSizes& records) {
+  NamedWeights out;
+  for (const auto& item : value.toGenericDict()) {
+    const at::Tensor& t = item.value().toTensor();
+    if (!t.defined() || t.layout() != at::kStrided || !t.device().is_cpu() || t.is_quantized() || !within_storage(t, records))
+      throw Error(std::string(key) + " entry '" + item.key().toStringRef() + "' is not a dense CPU tensor within its data");
+    out.emplace_back(item.key().toStringRef(), t);
+  }
+  return out;
+}
+
 std::vector<double> doubles(const c10::IValue& value, const char* key, const RecordSizes& records) {
   const at::Tensor t = plain_tensor(value, key, records).contiguous().to(at::kDouble);
   return {t.data_ptr<double>(), t.data_ptr<double>() + t.numel()};
@@ -241,6 +253,14 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointContents
   // CPU copies keep the file loadable on machines without the training device.
   for (const auto& entry : *c.model_state) model.insert(entry.name, entry.tensor.detach().to(at::kCPU).contiguous());
   root.insert("model", model);
+  for (const auto& average : c.averages) {
+    c10::Dict<std::string, at::Tensor> weights;
+    for (const auto& entry : *average.state) weights.insert(entry.name, entry.tensor.detach().to(at::kCPU).contiguous());
+    root.insert(average.name, weights);
+    root.insert(average.name + "_updates", average.updates);
+  }
+  if (!c.swa_schedule.empty())
+    root.insert("swa_schedule", at::tensor(c.swa_schedule, at::TensorOptions().dtype(at::kDouble)));
   if (c.optimizer != nullptr) {
     torch::serialize::OutputArchive archive;
     c.optimizer->save(archive);
@@ -268,6 +288,7 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointContents
   root.insert("world_size", c.world_size);
   root.insert("monitor", c.monitor);
   root.insert("best", c.best);
+  root.insert("train_seconds", c.train_seconds);
   root.insert("config", c.config_toml);
   root.insert("plugins", to_list(c.plugins));
   const std::vector<char> bytes = pickle_for_python(c10::IValue(root));
@@ -292,12 +313,16 @@ LoadedCheckpoint read_checkpoint(const std::vector<char>& bytes, const std::stri
     const auto root = value.toGenericDict();
     if (!root.contains("format") || !root.at("format").isString() || root.at("format").toStringRef() != kCheckpointFormat)
       throw Error("its format is not " + std::string(kCheckpointFormat));
-    for (const auto& item : root.at("model").toGenericDict()) {
-      const at::Tensor& t = item.value().toTensor();
-      if (!t.defined() || t.layout() != at::kStrided || !t.device().is_cpu() || t.is_quantized() || !within_storage(t, records_read))
-        throw Error("model entry '" + item.key().toStringRef() + "' is not a dense CPU tensor within its data");
-      out.model.emplace_back(item.key().toStringRef(), t);
+    out.model = weight_entries(root.at("model"), "model", records_read);
+    for (const char* name : {"ema", "swa"}) {
+      if (!root.contains(name)) continue;
+      SavedAverage average{name, weight_entries(root.at(name), name, records_read), 0};
+      const std::string updates = std::string(name) + "_updates";
+      if (root.contains(updates)) average.updates = root.at(updates).toInt();
+      if (average.updates < 0) throw Error("'" + updates + "' is negative");
+      out.averages.push_back(std::move(average));
     }
+    if (root.contains("swa_schedule")) out.swa_schedule = doubles(root.at("swa_schedule"), "swa_schedule", records_read);
     if (root.contains("optimizer")) {
       const at::Tensor t = plain_tensor(root.at("optimizer"), "optimizer", records_read).contiguous();
       if (t.scalar_type() != at::kByte) throw Error("'optimizer' is not a uint8 tensor");
@@ -320,6 +345,7 @@ LoadedCheckpoint read_checkpoint(const std::vector<char>& bytes, const std::stri
     if (root.contains("early_stopping")) out.early_stopping = doubles(root.at("early_stopping"), "early_stopping", records_read);
     out.monitor = root.at("monitor").toStringRef();
     out.best = root.at("best").toDouble();
+    if (root.contains("train_seconds")) out.train_seconds = root.at("train_seconds").toDouble();
     out.config_toml = root.at("config").toStringRef();
     for (const auto& p : root.at("plugins").toListRef()) out.plugins.push_back(p.toStringRef());
     if (out.epoch < 0 || out.batch < 0 || out.step < 0 || out.world_size < 1)
@@ -335,9 +361,28 @@ LoadedCheckpoint read_checkpoint(const std::vector<char>& bytes, const std::stri
   return out;
 }
 
+const SavedAverage* LoadedCheckpoint::average(const std::string& name) const {
+  for (const auto& a : averages)
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
+const NamedWeights& LoadedCheckpoint::weights(const std::string& which, const std::string& option) const {
+  if (which == "live") return model;
+  if (const SavedAverage* a = average(which)) return a->weights;
+  std::string held = "live";
+  for (const auto& a : averages) held += ", " + a.name;
+  throw ConfigError(option, option + " " + which + ": the checkpoint holds no '" + which + "' weights (it holds: " +
+                                held + "). Was the run trained with [" + which + "] enabled = true?");
+}
+
 void restore_model_state(const LoadedCheckpoint& checkpoint, const std::vector<StateTensor>& model_state) {
+  restore_weights(checkpoint.model, model_state);
+}
+
+void restore_weights(const NamedWeights& weights, const std::vector<StateTensor>& model_state) {
   std::map<std::string, const at::Tensor*> saved;
-  for (const auto& [name, tensor] : checkpoint.model) saved.emplace(name, &tensor);
+  for (const auto& [name, tensor] : weights) saved.emplace(name, &tensor);
   std::string problems;
   std::vector<std::pair<const at::Tensor*, const at::Tensor*>> copies; // (destination, source)
   for (const auto& entry : model_state) {

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "tp/framework/dist/dist_context.h"
@@ -20,7 +21,12 @@ Evaluator::Evaluator(const RunConfig& config, RunComponents& parts, const BatchP
       dist_(dist),
       early_stopping_(config.early_stopping) {}
 
-Scalars Evaluator::evaluate() {
+void Evaluator::add_average(const WeightAverage& average, const std::vector<StateTensor>& model_state) {
+  averages_.push_back(&average);
+  model_state_ = &model_state;
+}
+
+Scalars Evaluator::evaluate(const std::string& prefix) {
   parts_.model->set_training(false);
   for (auto& metric : parts_.metrics) metric->reset();
   auto options = at::TensorOptions().dtype(at::kDouble).device(placement_.device());
@@ -53,15 +59,21 @@ Scalars Evaluator::evaluate() {
     dist_->all_reduce_sum(tensors, "sum evaluation loss and metric state over ranks");
   }
   Scalars result;
-  result.emplace_back("val/loss", (loss_sum / count).item<double>()); // sync, once per evaluation
+  result.emplace_back(prefix + "/loss", (loss_sum / count).item<double>()); // sync, once per evaluation
   for (auto& metric : parts_.metrics)
-    for (const auto& [name, value] : metric->compute()) result.emplace_back("val/" + name, value);
+    for (const auto& [name, value] : metric->compute()) result.emplace_back(prefix + "/" + name, value);
   parts_.model->set_training(true);
   return result;
 }
 
 Scalars Evaluator::run(int64_t step, LrScheduler& scheduler) {
   Scalars eval = evaluate();
+  for (const WeightAverage* average : averages_) {
+    if (average->updates() == 0 && average->name() == "swa") continue; // SWA has not started yet
+    const SwappedInAverage swapped(*average, *model_state_);
+    const Scalars averaged = evaluate("val_" + average->name());
+    eval.insert(eval.end(), averaged.begin(), averaged.end());
+  }
   last_ = eval;
   last_step_ = step;
   monitor_.reset();
@@ -69,7 +81,10 @@ Scalars Evaluator::run(int64_t step, LrScheduler& scheduler) {
     if (name == config_.schedule.monitor) scheduler.step_metric(value);
     if (name == config_.checkpoint.monitor) monitor_ = value;
   }
-  if (!monitor_ && config_.checkpoint.save_top_k > 0 && !config_.train.fast_dev_run) {
+  const bool average_not_started = std::any_of(averages_.begin(), averages_.end(), [&](const WeightAverage* a) {
+    return a->updates() == 0 && config_.checkpoint.monitor.starts_with("val_" + a->name() + "/");
+  });
+  if (!monitor_ && !average_not_started && config_.checkpoint.save_top_k > 0 && !config_.train.fast_dev_run) {
     std::string names;
     for (const auto& [name, value] : eval) names += (names.empty() ? "" : ", ") + name;
     throw ConfigError("checkpoint.monitor", "checkpoint.monitor = \"" + config_.checkpoint.monitor +

@@ -104,7 +104,10 @@ WindowAgreement StepRunner::train_step(NamedTensors& cpu_batch, const Accumulati
 void StepRunner::begin_micro_batch(const AccumulationWindow& window, int64_t step) {
   // Phase timing (training_report.h): every step on CPU; on CUDA only the log step's window,
   // with device events and no extra sync.
-  if (window.first) meters_.report().begin_window((step + 1) % config_.train.log_every_steps == 0);
+  if (window.first) {
+    log_window_ = (step + 1) % config_.train.log_every_steps == 0;
+    meters_.report().begin_window(log_window_);
+  }
   // Data-parallel: the reducer is told whether this backward communicates (window.last). Every
   // micro-batch, empty or not, so every rank makes the reducer's collectives in the same order.
   if (grad_sync_) grad_sync_->before_forward(window.last);
@@ -199,12 +202,13 @@ WindowAgreement StepRunner::agree_on_window(uint32_t deferred, const StepPositio
   // With dist.overlap = false the gradient buckets are all-reduced here, after backward.
   grad_sync_->after_backward();
   // One all-reduce of [items, non-finite loss seen, stop signal seen, deferred stop, deferred
-  // save]. The values are read on the host, so on CUDA this is a sync point once per optimizer
+  // save, time budget used up]. The values are read on the host, so on CUDA this is a sync point once per optimizer
   // step; the deferred callback requests ride along instead of costing an all-reduce of their own.
   const int local_signal = pending_stop_signal();
   const auto flag = [&](bool on) { return at::full({}, on ? 1.0 : 0.0, window_items_.options()); };
   at::Tensor values = at::stack({window_items_, flag(window_poisoned_), flag(local_signal != 0),
-                                 flag((deferred & TP_REQUEST_STOP) != 0), flag((deferred & TP_REQUEST_SAVE) != 0)});
+                                 flag((deferred & TP_REQUEST_STOP) != 0), flag((deferred & TP_REQUEST_SAVE) != 0),
+                                 flag((deferred & kRequestBudgetStop) != 0)});
   std::vector<at::Tensor> one{values};
   dist_->all_reduce_sum(one, "agree on the window's item count and stop flags");
   const at::Tensor host = values.cpu();
@@ -212,6 +216,7 @@ WindowAgreement StepRunner::agree_on_window(uint32_t deferred, const StepPositio
   if (host[2].item<double>() > 0) agreed.signal = local_signal != 0 ? local_signal : SIGTERM;
   if (host[3].item<double>() > 0) agreed.requests |= TP_REQUEST_STOP;
   if (host[4].item<double>() > 0) agreed.requests |= TP_REQUEST_SAVE;
+  if (host[5].item<double>() > 0) agreed.requests |= kRequestBudgetStop;
   const bool poisoned = host[1].item<double>() > 0;
   if (poisoned && config_.train.nan_policy == "stop")
     throw Error("the training loss became non-finite on at least one rank at step " + std::to_string(at.step + 1) +
@@ -242,18 +247,49 @@ void StepRunner::update() {
     at::_foreach_mul_(grads, correction_.to(grads.front().scalar_type()));
   else if (config_.train.grad_accum_steps > 1 && !grads.empty())
     at::_foreach_mul_(grads, (window_estimate_ / window_items_).to(grads.front().scalar_type()));
-  // 4b. Clip once, after unscaling, right before the step (ARCH-9).
+  // 4b. Clip once, after unscaling, right before the step (ARCH-9); the norm is also measured on
+  //     a logging step's window for train/grad_norm.
   const TrainSection& t = config_.train;
-  if (t.max_grad_norm > 0 || t.clip_value > 0) {
+  if (t.max_grad_norm > 0 || t.clip_value > 0 || log_window_) {
     scaler_.unscale(*optim_.optimizer);
-    if (t.max_grad_norm > 0) torch::nn::utils::clip_grad_norm_(params, t.max_grad_norm, t.grad_norm_type);
+    if ((t.max_grad_norm > 0 || log_window_) && !grads.empty()) clip_by_norm(grads);
     if (t.clip_value > 0) torch::nn::utils::clip_grad_value_(params, t.clip_value);
   }
   // 4c. Step (the fp16 scaler skips it on inf/NaN gradients and backs off), then set gradients
   //     to none (frees them, skips a memset); the caller advances the schedule.
-  scaler_.step(*optim_.optimizer);
+  if (!scaler_.step(*optim_.optimizer)) ++scaler_skipped_;
   scaler_.update();
   optim_.optimizer->zero_grad(/*set_to_none=*/true);
+}
+
+void StepRunner::clip_by_norm(const std::vector<at::Tensor>& grads) {
+  // torch.nn.utils.clip_grad_norm_ (foreach): the norm of the per-tensor norms, then one
+  // clamped coefficient for every gradient. Unlike LibTorch's clip_grad_norm_ it returns no
+  // double, so CUDA runs do not wait for the device here every step.
+  const double norm_type = config_.train.grad_norm_type;
+  std::vector<at::Tensor> norms = at::_foreach_norm(grads, norm_type);
+  for (auto& n : norms) n = n.to(grads.front().device(), at::kFloat);
+  grad_norm_ = at::linalg_vector_norm(at::stack(norms), norm_type);
+  const double max_norm = config_.train.max_grad_norm;
+  if (max_norm <= 0) return;
+  const at::Tensor coefficient = (max_norm / (grad_norm_ + 1e-6)).clamp_max(1.0);
+  at::_foreach_mul_(grads, coefficient);
+  const at::Tensor clipped = (grad_norm_ > max_norm).to(at::kDouble);
+  clipped_steps_ = clipped_steps_.defined() ? clipped_steps_ + clipped : clipped;
+  ++clip_checked_steps_;
+}
+
+StepRunner::UpdateStats StepRunner::read_update_stats() {
+  UpdateStats stats;
+  if (grad_norm_.defined()) stats.grad_norm = grad_norm_.item<double>(); // sync, at log steps only
+  if (clipped_steps_.defined() && clip_checked_steps_ > 0)
+    stats.clipped_fraction = clipped_steps_.item<double>() / static_cast<double>(clip_checked_steps_);
+  if (scaler_.is_enabled()) stats.scale = scaler_.get_scale();
+  stats.scaler_skipped = scaler_skipped_;
+  grad_norm_ = at::Tensor();
+  clipped_steps_ = at::Tensor();
+  clip_checked_steps_ = 0;
+  return stats;
 }
 
 void StepRunner::check_read_loss(double sum, const std::string& span) const {

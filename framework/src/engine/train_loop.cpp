@@ -22,6 +22,7 @@ void Trainer::train_epoch(int64_t epoch) {
   train_loader_->start_epoch(static_cast<uint64_t>(epoch), done);
   const int64_t batches = train_batches_;
   const int64_t accum = config_.train.grad_accum_steps;
+  begin_swa_epoch(epoch);
   progress_.start_epoch(epoch, epochs_, batches);
   events_.defer(dispatch(TP_EVENT_EPOCH_BEGIN, {}));
   meters_.start_epoch();
@@ -38,13 +39,27 @@ void Trainer::train_epoch(int64_t epoch) {
                                     done + 1 == std::min(window_start + accum, batches)};
     if (window.first) events_.defer(dispatch(TP_EVENT_STEP_BEGIN, {}));
     const StepPosition at{step_, epoch, train_loader_->next_batch_index()};
-    const WindowAgreement agreed = steps_.train_step(*batch, window, at, window.last ? events_.take_deferred() : 0u);
+    // train.max_time rides in the window's agreement as a stop request, so all ranks stop together.
+    const bool time_up = window.last && budget_.time_up();
+    const uint32_t requests = window.last ? events_.take_deferred() | (time_up ? kRequestBudgetStop : 0u) : 0u;
+    const WindowAgreement agreed = steps_.train_step(*batch, window, at, requests);
     ++done;
     if (!window.last) continue;
     // The window's update is done (or skipped): time advances one optimizer step either way.
-    scheduler_->step();
+    // The history records the lr this step trained with (Lightning's LearningRateMonitor).
+    const double lr = current_lr(*optim_.optimizer);
+    if (!swa_schedule_) scheduler_->step(); // SWALR steps per epoch (end_swa_epoch)
     ++step_;
-    after_optimizer_step(epoch, done, agreed.requests);
+    if (ema_ && step_ % config_.ema.every_steps == 0) ema_->update(model_state_);
+    if (agreed.requests & kRequestBudgetStop) {
+      // At the epoch's last step the epoch is complete: the run resumes with the next one.
+      const int64_t next = train_loader_->next_batch_index();
+      budget_stop_ = next < batches ? std::pair<int64_t, int64_t>{epoch, next} : std::pair<int64_t, int64_t>{epoch + 1, 0};
+      stop_requested_ = true;
+      stop_reason_ = "train.max_time (" + config_.train.max_time + ") is used up at step " + std::to_string(step_) +
+                     "; saved where it stopped. To continue, raise train.max_time and run again with --resume auto.";
+    }
+    after_optimizer_step(epoch, done, agreed.requests & ~kRequestBudgetStop, lr);
     // Data-parallel: the signal some rank saw, agreed at this window's end, so all stop together.
     if (const int signal_number = dist_ ? agreed.signal : pending_stop_signal(); signal_number != 0) {
       // Finish the step, save exactly here, and leave: --resume continues from this batch.
@@ -54,17 +69,16 @@ void Trainer::train_epoch(int64_t epoch) {
                                            (run_dir_ / "checkpoints" / "last.pt").string() +
                                            ". Continue with --resume auto.");
     }
-    if (stop_requested_) break;
+    if (stop_requested_ || budget_.steps_done(step_)) break;
   }
 }
 
-void Trainer::after_optimizer_step(int64_t epoch, int64_t done, uint32_t deferred) {
+void Trainer::after_optimizer_step(int64_t epoch, int64_t done, uint32_t deferred, double lr) {
   meters_.count_step();
   // Requests deferred from FIT_BEGIN, EPOCH_BEGIN, STEP_BEGIN and CHECKPOINT_* events, agreed
   // over ranks in the window's all-reduce.
   if (deferred & TP_REQUEST_STOP) request_stop();
   if (deferred & TP_REQUEST_SAVE) save_position(epoch, train_loader_->next_batch_index());
-  const double lr = current_lr(*optim_.optimizer);
   const double loss = step_ % config_.train.log_every_steps == 0 ? log_step(epoch, lr)
                                                                  : std::numeric_limits<double>::quiet_NaN();
   progress_.update(done, loss, lr);
@@ -89,6 +103,13 @@ double Trainer::log_step(int64_t epoch, double lr) {
   const double loss = count > 0 ? sum / count : std::numeric_limits<double>::quiet_NaN();
   HistoryRecord record{"step", {{"step", double(step_)}, {"epoch", double(epoch)}, {"lr", lr}, {"train/loss", loss}}};
   for (auto& value : meters_.read_window_throughput()) record.values.push_back(std::move(value));
+  const StepRunner::UpdateStats update = steps_.read_update_stats();
+  if (!std::isnan(update.grad_norm)) record.values.emplace_back("train/grad_norm", update.grad_norm);
+  if (config_.train.max_grad_norm > 0) record.values.emplace_back("train/clipped_fraction", update.clipped_fraction);
+  if (steps_.scaler().is_enabled()) {
+    record.values.emplace_back("amp/scale", update.scale);
+    record.values.emplace_back("amp/skipped_steps", static_cast<double>(update.scaler_skipped));
+  }
   // LR monitor: every parameter group's lr when they differ ([[optim.param_groups]]).
   const auto& groups = optim_.optimizer->param_groups();
   bool differ = false;
@@ -103,6 +124,9 @@ double Trainer::log_step(int64_t epoch, double lr) {
 }
 
 void Trainer::end_epoch(int64_t epoch) {
+  // train.max_time cut this epoch short: it ends after the resume (fit() saves where it stopped).
+  if (budget_stop_ && budget_stop_->first == epoch) return;
+  end_swa_epoch();
   const auto [epoch_sum, epoch_count] = meters_.read_epoch_loss();
   steps_.check_read_loss(epoch_sum, "in epoch " + std::to_string(epoch + 1));
   const double train_loss = epoch_sum / epoch_count;
@@ -140,14 +164,16 @@ void Trainer::end_epoch(int64_t epoch) {
   const uint32_t requests = events_.agree(dispatch(TP_EVENT_EPOCH_END, summary));
   if (requests & TP_REQUEST_STOP) request_stop();
   if (requests & TP_REQUEST_SAVE) save_requested_ = true;
+  // An epoch cut short by train.max_time resumes where it stopped, not at the next epoch.
+  const auto [resume_epoch, resume_batch] = budget_stop_.value_or(std::pair<int64_t, int64_t>{epoch + 1, 0});
   const bool periodic = due(config_.checkpoint.strategy, config_.checkpoint.every, true, epoch);
-  if (periodic || evaluator_->evaluated_at(step_)) save(periodic, epoch + 1, 0);
-  if (std::exchange(save_requested_, false)) save_position(epoch + 1, 0);
+  if (periodic || evaluator_->evaluated_at(step_)) save(periodic, resume_epoch, resume_batch);
+  if (std::exchange(save_requested_, false)) save_position(resume_epoch, resume_batch);
   if (!eval.empty()) draw_plots();
 }
 
 Scalars Trainer::run_evaluation() {
-  Scalars eval = evaluator_->run(step_, *scheduler_);
+  Scalars eval = evaluator_->run(step_, active_schedule());
   const uint32_t requests = events_.agree(dispatch(TP_EVENT_EVAL_END, eval));
   if (requests & TP_REQUEST_STOP) request_stop();
   if (requests & TP_REQUEST_SAVE) save_requested_ = true; // the caller saves at its position

@@ -4,11 +4,13 @@
 #include <c10/core/GradMode.h>
 #include <torch/optim/optimizer.h>
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <utility>
 
 #include "tp/framework/dist/dist_context.h"
+#include "tp/framework/engine/run_budget.h"
 #include "tp/framework/engine/run_switches.h"
 #include "tp/framework/error.h"
 #include "tp/framework/report/plots.h"
@@ -47,6 +49,7 @@ Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device devi
       writes_(rank_ == 0 && !config.train.fast_dev_run),
       epochs_(config.train.fast_dev_run ? 1 : config.train.epochs),
       precision_(parse_precision(config.amp.precision)),
+      budget_(config.train.fast_dev_run ? 0 : config.train.max_steps, parse_duration(config.train.max_time, "train.max_time")),
       placement_(device, config.run.channels_last),
       meters_(device, dist),
       steps_(config, parts, model_state_, optim_, placement_, meters_, logger, dist),
@@ -79,6 +82,8 @@ Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device devi
     train_batches_ = std::min(train_batches_, t.grad_accum_steps); // one optimizer step
     eval_batches = 1;
   }
+  // train.max_steps overrides train.epochs: as many epochs as its steps need, the last one cut short.
+  epochs_ = budget_.epochs(epochs_, total_optimizer_steps(1, train_batches_, t.grad_accum_steps));
   init_schedule();
   std::unique_ptr<DataLoader> val_loader;
   if (overfit) {
@@ -93,6 +98,7 @@ Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device devi
         parts_.val_data, loader_options(config_, eval_batch, LoaderMode::kEvalExact, rank_, world_size_, device_));
   }
   evaluator_ = std::make_unique<Evaluator>(config_, parts_, placement_, std::move(val_loader), eval_batches, dist_);
+  init_averages();
   if (t.fast_dev_run) log_.info("fast_dev_run: one optimizer step and one evaluation batch; nothing is written");
 }
 
@@ -110,10 +116,38 @@ void Trainer::init_schedule() {
     o.max_lr.push_back(peak * group.options().get_lr() / config_.optim.lr);
   // Time is optimizer steps: a window of grad_accum_steps micro-batches is one step, and the
   // epoch's short last window counts too (ARCH-10).
-  const int64_t total = total_optimizer_steps(epochs_, train_batches_, config_.train.grad_accum_steps);
+  const int64_t total = budget_.total_steps(total_optimizer_steps(epochs_, train_batches_, config_.train.grad_accum_steps));
   scheduler_ = make_scheduler(o, *optim_.optimizer, total);
   log_.info("schedule " + o.name + " over " + std::to_string(total) + " optimizer steps; precision " +
             std::string(to_string(precision_)));
+}
+
+void Trainer::init_averages() {
+  if (const SwaSection& w = config_.swa; w.enabled) {
+    if (std::any_of(w.lr.begin(), w.lr.end(), [](double lr) { return !(lr > 0.0); }))
+      throw ConfigError("swa.lr", "swa.enabled = true needs swa.lr > 0: the lr the SWA epochs anneal to (SWALR's "
+                                  "swa_lr), e.g. swa.lr = 0.05.");
+    if (w.start_epoch > epochs_)
+      throw ConfigError("swa.start_epoch", "swa.start_epoch = " + std::to_string(w.start_epoch) +
+                                               " is after the last epoch (train.epochs = " + std::to_string(epochs_) +
+                                               "): nothing would be averaged. Lower it.");
+    // Buffers follow the live model (PyTorch's use_buffers=False); update_bn recomputes them at the end.
+    const AverageRule rule{AverageRule::Kind::kEqual, 0.0, false, false};
+    swa_ = std::make_unique<WeightAverage>("swa", rule, model_state_, device_);
+    evaluator_->add_average(*swa_, model_state_);
+    log_.info("swa: averaging from epoch " + std::to_string(w.start_epoch) + ", lr annealed to " +
+              format_number(w.lr.front()) + " over " + std::to_string(w.anneal_epochs) + " epoch(s) (" +
+              w.anneal_strategy + "); " + std::to_string(swa_->bytes() >> 20) + " MiB; evaluated as val_swa/*");
+  }
+  if (!config_.ema.enabled) return;
+  const EmaSection& e = config_.ema;
+  const AverageRule rule{AverageRule::Kind::kExponential, e.decay, e.warmup, e.buffers == "average"};
+  const c10::Device where = e.on_cpu ? c10::Device(c10::kCPU) : device_;
+  ema_ = std::make_unique<WeightAverage>("ema", rule, model_state_, where);
+  evaluator_->add_average(*ema_, model_state_);
+  log_.info("ema: decay " + format_number(e.decay) + (e.warmup ? " with warmup" : "") + ", every " +
+            std::to_string(e.every_steps) + " step(s), buffers " + e.buffers + "d; " +
+            std::to_string(ema_->bytes() >> 20) + " MiB on " + where.str() + "; evaluated as val_ema/*");
 }
 
 void Trainer::init_model() {
@@ -149,6 +183,7 @@ FitSummary Trainer::fit() {
   summary.monitor = config_.checkpoint.monitor;
   const int64_t first_step = step_; // a resumed run reports only the steps it ran
   check_same_position();
+  budget_.start(resumed_seconds_);
   events_.defer(dispatch(TP_EVENT_FIT_BEGIN, {}));
   try {
     for (epoch_ = start_epoch_; epoch_ < epochs_ && !stop_requested_; ++epoch_) {
@@ -165,10 +200,16 @@ FitSummary Trainer::fit() {
     }
     throw;
   }
-  // The run ends evaluated and saved at its final step, whatever the strategies' intervals.
-  if (evaluator_->enabled() && config_.eval.strategy == "steps" && !evaluator_->evaluated_at(step_)) run_evaluation();
-  if (config_.checkpoint.strategy != "no" && last_save_step_ != step_) save(true, epoch_, 0);
-  if (std::exchange(save_requested_, false) && last_save_step_ != step_) save_position(epoch_, 0);
+  // The run ends evaluated and saved at its final step, whatever the strategies' intervals. A run
+  // that train.max_time stopped is not finished: it saves where it stopped, inside its epoch.
+  const auto [resume_epoch, resume_batch] = budget_stop_.value_or(std::pair<int64_t, int64_t>{epoch_, 0});
+  const bool swa_final = !budget_stop_ && finish_swa();
+  const bool steps_eval_due = !budget_stop_ && config_.eval.strategy == "steps" && !evaluator_->evaluated_at(step_);
+  if (evaluator_->enabled() && (swa_final || steps_eval_due))
+    run_evaluation();
+  if (config_.checkpoint.strategy != "no" && (swa_final || last_save_step_ != step_))
+    save(true, resume_epoch, resume_batch);
+  if (std::exchange(save_requested_, false) && last_save_step_ != step_) save_position(resume_epoch, resume_batch);
   if (config_.checkpoint.load_best_at_end && !config_.train.fast_dev_run) load_best();
   summary.loaded_best = config_.checkpoint.load_best_at_end && checkpoints_.best().has_value();
   dispatch(TP_EVENT_FIT_END, evaluator_->last());

@@ -46,12 +46,19 @@ void Trainer::load_best() {
               "run never evaluated?); keeping the final weights");
     return;
   }
+  // A monitor on averaged weights (val_ema/..., val_swa/...) makes the best weights the
+  // average's: they become the model's (the final evaluation is theirs, as val/*).
+  std::string which = "live";
+  for (const WeightAverage* average : {ema_.get(), swa_.get()})
+    if (average && config_.checkpoint.monitor.starts_with("val_" + average->name() + "/")) which = average->name();
+  const bool best_is_average = which != "live";
   if (rank_ == 0) {
     const LoadedCheckpoint best = load_checkpoint(path);
-    restore_model_state(best, model_state_);
+    restore_weights(best.weights(which, "checkpoint.monitor"), model_state_);
     events_.defer(dispatch(TP_EVENT_CHECKPOINT_LOAD, {{config_.checkpoint.monitor, best.best}}, path.string()) &
                   TP_REQUEST_STOP);
-    log_.info("load_best_at_end: loaded " + path.string() + " (" + config_.checkpoint.monitor + " = " +
+    log_.info("load_best_at_end: loaded " + std::string(best_is_average ? "the " + which + " weights of " : "") +
+              path.string() + " (" + config_.checkpoint.monitor + " = " +
               format_number(best.best) + ", step " + std::to_string(best.step) + ")");
   }
   broadcast_model();
@@ -90,6 +97,10 @@ CheckpointContents Trainer::checkpoint_contents(int64_t resume_epoch, int64_t re
   contents.early_stopping = evaluator_->early_stopping_state();
   contents.config_toml = to_toml_text(config_.resolved);
   contents.plugins = parts_.plugin_versions;
+  for (const WeightAverage* average : {ema_.get(), swa_.get()})
+    if (average) contents.averages.push_back({average->name(), &average->state(), average->updates()});
+  if (swa_schedule_) contents.swa_schedule = swa_schedule_->state();
+  contents.train_seconds = budget_.elapsed();
   return contents;
 }
 
@@ -111,6 +122,15 @@ void Trainer::resume_from(const LoadedCheckpoint& c) {
                                       std::to_string(c.world_size) + " rank(s) (--nproc-per-node), or start a new "
                                       "run from its weights with train.init_weights = \"<checkpoint>\".");
   restore_model_state(c, model_state_);
+  for (WeightAverage* average : {ema_.get(), swa_.get()}) {
+    if (!average) continue;
+    // A checkpoint without the average (written before it was enabled) starts it afresh from
+    // the resumed weights, as a new AveragedModel would.
+    const SavedAverage* saved = c.average(average->name());
+    average->load(saved ? saved->weights : c.model, saved ? saved->updates : 0);
+    if (!saved)
+      log_.warn(average->name() + ": the checkpoint holds no averaged weights; the average starts from the resumed weights");
+  }
   if (!c.optimizer_archive.empty()) {
     torch::serialize::InputArchive archive;
     std::istringstream bytes(std::string(c.optimizer_archive.begin(), c.optimizer_archive.end()));
@@ -118,6 +138,12 @@ void Trainer::resume_from(const LoadedCheckpoint& c) {
     optim_.optimizer->load(archive);
   }
   if (!c.scheduler_state.empty()) scheduler_->load_state(c.scheduler_state);
+  if (swa_ && !c.swa_schedule.empty()) {
+    // Inside the averaging epochs: SWALR continues where it was (its state re-applies its lrs).
+    swa_schedule_ = make_swa_scheduler(*optim_.optimizer, config_.swa.lr, config_.swa.anneal_epochs,
+                                       config_.swa.anneal_strategy == "cos");
+    swa_schedule_->load_state(c.swa_schedule);
+  }
   if (GradScaler& scaler = steps_.scaler(); scaler.is_enabled() && c.scaler_scale > 0) {
     GradScalerState state = scaler.state();
     state.scale = c.scaler_scale;
@@ -135,6 +161,7 @@ void Trainer::resume_from(const LoadedCheckpoint& c) {
     generator.set_state(c.rng_cuda);
   }
   step_ = c.step;
+  resumed_seconds_ = c.train_seconds;
   start_epoch_ = c.epoch;
   start_batch_ = c.batch;
   // The checkpoint holds the global sums (gather_running_loss); rank 0 carries them on.

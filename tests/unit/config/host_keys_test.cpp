@@ -90,6 +90,8 @@ TEST_CASE("every host key fills a member of its own, and every member of a secti
         field_count<tp::EarlyStoppingSection>());
   CHECK(keys_inside("plots", &tp::RunConfig::plots) == field_count<tp::PlotsSection>());
   CHECK(keys_inside("dist", &tp::RunConfig::dist) == field_count<tp::DistSection>());
+  CHECK(keys_inside("ema", &tp::RunConfig::ema) == field_count<tp::EmaSection>());
+  CHECK(keys_inside("swa", &tp::RunConfig::swa) == field_count<tp::SwaSection>());
   CHECK(keys_inside("plugins", &tp::RunConfig::plugin_dirs) == 1);
 }
 
@@ -135,6 +137,8 @@ TEST_CASE("a value set on a host key reaches its own section and no other") {
       {"plots", [](const auto& a, const auto& b) { return a.plots == b.plots; }},
       {"plugins", [](const auto& a, const auto& b) { return a.plugin_dirs == b.plugin_dirs; }},
       {"dist", [](const auto& a, const auto& b) { return a.dist == b.dist; }},
+      {"ema", [](const auto& a, const auto& b) { return a.ema == b.ema; }},
+      {"swa", [](const auto& a, const auto& b) { return a.swa == b.swa; }},
   };
   const tp::RunConfig defaults = load_text(kRequiredComponents);
   for (const tp::HostKey& key : tp::host_keys()) {

@@ -19,6 +19,10 @@
 //   monitor: str, best: float        the monitored value and the best seen so far
 //   config: str                      the resolved run config (TOML text)
 //   plugins: [str]                   "component-id@version" of every component used
+//   ema, swa: {name: tensor}         the averaged weights ([ema], [swa]; docs/weight_averaging.md)
+//   ema_updates, swa_updates: int    updates folded into each average (AveragedModel.n_averaged)
+//   swa_schedule: float64 tensor     SWALR's LrScheduler::state() (absent before SWA starts)
+//   train_seconds: float             training time so far, resumes included (train.max_time)
 // Writes are atomic: a temporary file in the same directory, fsync, rename, fsync of the
 // directory. A crash at any moment leaves the previous file intact and loadable. Every file is
 // sealed with a CRC-32C in its zip comment (checkpoint_seal.h), verified before every load.
@@ -43,6 +47,16 @@ namespace tp {
 
 inline constexpr const char* kCheckpointFormat = "torchhost-checkpoint/1";
 
+/// Tensors by name, as a checkpoint stores them.
+using NamedWeights = std::vector<std::pair<std::string, at::Tensor>>;
+
+/// An averaged copy of the weights (WeightAverage) as a checkpoint holds it.
+struct SavedAverage {
+  std::string name;     ///< "ema" | "swa": the checkpoint key
+  NamedWeights weights; ///< CPU tensors, named as the model's state
+  int64_t updates = 0;  ///< updates folded in
+};
+
 /// Everything a checkpoint holds besides the model and optimizer tensors; written and read back
 /// unchanged (see the format above).
 struct CheckpointState {
@@ -63,6 +77,8 @@ struct CheckpointState {
   double best = 0.0;
   std::string config_toml;
   std::vector<std::string> plugins;
+  std::vector<double> swa_schedule; ///< SWALR's LrScheduler::state(); empty before SWA starts
+  double train_seconds = 0.0;       ///< training time so far, resumes included (train.max_time)
 };
 
 /// What save_checkpoint() writes: the state plus borrowed views of the trainer's tensors.
@@ -70,6 +86,13 @@ struct CheckpointContents : CheckpointState {
   const std::vector<StateTensor>* model_state = nullptr;
   const torch::optim::Optimizer* optimizer = nullptr; ///< may be null (eval-only exports)
   std::vector<std::vector<std::string>> optimizer_groups;
+  /// Averaged weights ([ema], [swa]): name, borrowed tensors, updates folded in.
+  struct Average {
+    std::string name;
+    const std::vector<StateTensor>* state = nullptr;
+    int64_t updates = 0;
+  };
+  std::vector<Average> averages;
 };
 
 /// Writes `contents` to `path` atomically. Throws tp::Error naming the path and the OS error
@@ -78,8 +101,15 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointContents
 
 /// A checkpoint read back.
 struct LoadedCheckpoint : CheckpointState {
-  std::vector<std::pair<std::string, at::Tensor>> model;
+  NamedWeights model;
   std::vector<char> optimizer_archive;
+  std::vector<SavedAverage> averages; ///< in the order saved; empty without [ema]/[swa]
+
+  /// The average called `name`, or null when the checkpoint has none.
+  const SavedAverage* average(const std::string& name) const;
+  /// The weights `which` selects: "live" (the model entry) or an average's name ("ema", "swa").
+  /// Throws ConfigError(`option`) naming the averages the file does hold when it has no such entry.
+  const NamedWeights& weights(const std::string& which, const std::string& option) const;
 };
 
 /// Reads `path`. Throws CheckpointError (exit 4) naming the file when it is missing, truncated,
@@ -94,5 +124,9 @@ LoadedCheckpoint read_checkpoint(const std::vector<char>& bytes, const std::stri
 /// Copies `checkpoint.model` into `model_state` in place (names must match one to one, shapes
 /// equal). Throws tp::Error listing missing, unexpected and mis-shaped entries.
 void restore_model_state(const LoadedCheckpoint& checkpoint, const std::vector<StateTensor>& model_state);
+
+/// Copies `saved` into `model_state` in place, as restore_model_state does; copies nothing when
+/// names or shapes do not match.
+void restore_weights(const NamedWeights& saved, const std::vector<StateTensor>& model_state);
 
 }  // namespace tp

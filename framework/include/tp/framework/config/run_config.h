@@ -52,6 +52,8 @@ struct TrainSection {
   double grad_norm_type;    ///< the norm of max_grad_norm (2 = Euclidean; inf allowed)
   double clip_value;        ///< clamp every gradient element to [-v, v]; 0 = off
   std::string nan_policy;   ///< "stop" | "skip": what a non-finite training loss does
+  int64_t max_steps;        ///< > 0: the run's optimizer steps (epochs follow from it)
+  std::string max_time;     ///< training-time budget "[D:]HH:MM:SS"; "" = none
   int64_t overfit_batches;  ///< > 0: train and validate on the first N training batches, unshuffled
   bool fast_dev_run;        ///< one training step and one evaluation batch; nothing written
   std::string init_weights; ///< initial weights file ("" = the model's own init); see checkpoint/initial_weights.h
@@ -143,6 +145,29 @@ struct ProgressSection {
   bool operator==(const ProgressSection&) const = default; ///< field-wise
 };
 
+/// [ema]: an exponential moving average of the weights (docs/weight_averaging.md), PyTorch's
+/// AveragedModel + get_ema_multi_avg_fn: the first update copies, then avg = lerp(avg, w, 1 - decay).
+struct EmaSection {
+  bool enabled;         ///< keep and evaluate the average
+  double decay;         ///< in (0, 1)
+  bool warmup;          ///< decay_n = min(decay, 1 - (1 + n)^(-2/3)), n = updates averaged so far (timm ModelEmaV3)
+  int64_t every_steps;  ///< update after every N-th optimizer step (>= 1)
+  bool on_cpu;          ///< keep the average in host memory (saves device memory, one copy per update)
+  std::string buffers;  ///< "average" (use_buffers=True) | "copy" (use_buffers=False): floating-point buffers
+  bool operator==(const EmaSection&) const = default; ///< field-wise
+};
+
+/// [swa]: stochastic weight averaging (AveragedModel + get_swa_multi_avg_fn, SWALR, update_bn).
+struct SwaSection {
+  bool enabled;
+  int64_t start_epoch;         ///< 1-based: the first epoch averaged (its end) and run at the SWA lr schedule
+  std::vector<double> lr;      ///< SWALR swa_lr: one value or one per parameter group
+  int64_t anneal_epochs;       ///< SWALR anneal_epochs (>= 0)
+  std::string anneal_strategy; ///< "cos" | "linear"
+  bool update_bn;              ///< recompute BatchNorm statistics over the training set at the end
+  bool operator==(const SwaSection&) const = default; ///< field-wise
+};
+
 /// [dist]: data-parallel training over c10d (docs/distributed.md). Read only when the process
 /// was launched with WORLD_SIZE > 1 (torchrun, SLURM or `host --nproc-per-node`).
 struct DistSection {
@@ -178,6 +203,8 @@ struct RunConfig {
   toml::table resolved; ///< the full table after overrides and defaults (written to config.toml)
   std::string source;   ///< the config file path ("" when built from text)
   DistSection dist;     ///< [dist]
+  EmaSection ema;       ///< [ema]
+  SwaSection swa;       ///< [swa]
 
   /// Field-wise equality, `source` included (compare the members to ignore it).
   bool operator==(const RunConfig&) const = default;

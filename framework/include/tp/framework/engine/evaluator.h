@@ -16,6 +16,7 @@
 #include "tp/framework/engine/batch_placement.h"
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/engine/scalars.h"
+#include "tp/framework/engine/weight_average.h"
 #include "tp/framework/optim/lr_scheduler.h"
 
 namespace tp {
@@ -31,13 +32,18 @@ class Evaluator {
             std::unique_ptr<DataLoader> loader, int64_t batches, DistContext* dist);
 
   bool enabled() const noexcept { return loader_ != nullptr; }
-  /// [all ranks] Evaluates the current model on the validation split: "val/loss" then
-  /// "val/<metric>" in config order. Data-parallel: sums over the disjoint shards, so every rank
-  /// returns the single-process values. Leaves the model in training mode.
-  Scalars evaluate();
-  /// [all ranks] evaluate(), then its reactions at optimizer step `step`: remembers the result,
-  /// steps a plateau `scheduler` on schedule.monitor, and takes checkpoint.monitor's value.
-  /// Throws ConfigError when checkpoint.monitor is not evaluated but save_top_k needs it.
+  /// [all ranks] Evaluates the current model on the validation split: "<prefix>/loss" then
+  /// "<prefix>/<metric>" in config order. Data-parallel: sums over the disjoint shards, so every
+  /// rank returns the single-process values. Leaves the model in training mode.
+  Scalars evaluate(const std::string& prefix = "val");
+  /// Also evaluates `average` (swapped into `model_state`) after the live weights in every run(),
+  /// as "val_<name>/*"; an average with no update yet is left out. Both must outlive the evaluator.
+  void add_average(const WeightAverage& average, const std::vector<StateTensor>& model_state);
+  /// [all ranks] evaluate() of the live weights and of each average, then the reactions at
+  /// optimizer step `step`: remembers the result, steps a plateau `scheduler` on
+  /// schedule.monitor, and takes checkpoint.monitor's value. Throws ConfigError when
+  /// checkpoint.monitor is not evaluated but save_top_k needs it (an average's value before its
+  /// first update is just absent).
   Scalars run(int64_t step, LrScheduler& scheduler);
   /// Early stopping's verdict on `eval`: the reason to stop, or nothing.
   std::optional<std::string> early_stop(const Scalars& eval) { return early_stopping_.update(eval); }
@@ -67,6 +73,8 @@ class Evaluator {
   Scalars last_;
   int64_t last_step_ = -1;
   std::optional<double> monitor_; ///< checkpoint.monitor in the evaluation at last_step_
+  std::vector<const WeightAverage*> averages_;
+  const std::vector<StateTensor>* model_state_ = nullptr; ///< where averages are swapped in
 };
 
 }  // namespace tp

@@ -9,6 +9,7 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,9 +43,13 @@ struct StepPosition {
   int64_t batch;
 };
 
+/// A request of the host's own beside the callbacks' TP_REQUEST_* bits: train.max_time is used up
+/// on some rank. It is agreed over ranks with them (ORed in the window's all-reduce).
+inline constexpr uint32_t kRequestBudgetStop = 1u << 16;
+
 /// What the ranks agreed at a window's end (the identity for a single process).
 struct WindowAgreement {
-  uint32_t requests = 0; ///< deferred callback requests (TP_REQUEST_*), ORed over ranks
+  uint32_t requests = 0; ///< deferred requests (TP_REQUEST_*, kRequestBudgetStop), ORed over ranks
   int signal = 0;        ///< data-parallel: a stop signal some rank saw (0 = none)
 };
 
@@ -84,6 +89,18 @@ class StepRunner {
   /// Optimizer steps skipped for a non-finite loss (nan_policy = "skip").
   int64_t skipped_steps() const noexcept { return skipped_steps_; }
 
+  /// What a logging step records about the updates since the previous one (history keys in
+  /// brackets). Reading it is a host sync; it restarts the window.
+  struct UpdateStats {
+    double grad_norm = std::numeric_limits<double>::quiet_NaN(); ///< [train/grad_norm] the logged step's global
+                                                                    ///< gradient norm before clipping (NaN: none measured)
+    double clipped_fraction = 0;  ///< [train/clipped_fraction] steps whose norm exceeded train.max_grad_norm
+    double scale = 0;             ///< [amp/scale] the fp16 grad scaler's scale (fp16 only)
+    int64_t scaler_skipped = 0;   ///< [amp/skipped_steps] steps the fp16 scaler skipped, whole run
+  };
+  /// [all ranks] The stats of the logging window (the same on every rank: gradients are all-reduced).
+  UpdateStats read_update_stats();
+
  private:
   /* Phases of train_step */
   void begin_micro_batch(const AccumulationWindow& window, int64_t step);
@@ -94,6 +111,9 @@ class StepRunner {
   void join_all_reduce(const AccumulationWindow& window);
   WindowAgreement agree_on_window(uint32_t deferred, const StepPosition& at);
   void update();
+  /// 4b. The global gradient norm of `grads` (torch.nn.utils.clip_grad_norm_'s, foreach), clipped
+  /// to train.max_grad_norm when that is set. No host sync: the norm stays on the device.
+  void clip_by_norm(const std::vector<at::Tensor>& grads);
   /// dist.broadcast_buffers: rank 0's buffers (BatchNorm statistics) to all ranks, before a
   /// window's first forward, as Python's DDP does. Nothing for a model without buffers.
   void sync_buffers();
@@ -116,6 +136,12 @@ class StepRunner {
   bool window_poisoned_ = false; ///< this window saw a non-finite loss
   bool window_empty_ = false;    ///< no item in the window on any rank: no update
   int64_t skipped_steps_ = 0;
+  /* Update statistics of the logging window (read_update_stats) */
+  bool log_window_ = false;      ///< this window's step is a logging step: measure its gradient norm
+  at::Tensor grad_norm_;         ///< the last measured norm, on the device
+  at::Tensor clipped_steps_;     ///< steps of the logging window whose norm exceeded max_grad_norm
+  int64_t clip_checked_steps_ = 0;
+  int64_t scaler_skipped_ = 0;
 };
 
 }  // namespace tp

@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tp/framework/amp/precision.h"
@@ -35,10 +36,12 @@
 #include "tp/framework/engine/batch_placement.h"
 #include "tp/framework/engine/event_dispatcher.h"
 #include "tp/framework/engine/evaluator.h"
+#include "tp/framework/engine/run_budget.h"
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/engine/scalars.h"
 #include "tp/framework/engine/step_runner.h"
 #include "tp/framework/engine/train_meters.h"
+#include "tp/framework/engine/weight_average.h"
 #include "tp/framework/optim/lr_scheduler.h"
 #include "tp/framework/optim/optimizer_factory.h"
 #include "tp/framework/util/log.h"
@@ -96,11 +99,23 @@ class Trainer {
   void init_schedule();
   /// Data-parallel: same initial weights everywhere, then the gradient all-reduce.
   void init_dist();
+  /// [ema], [swa]: the averaged copies of the weights, evaluated after the live ones.
+  void init_averages();
+  /* Stochastic weight averaging (trainer_swa.cpp) */
+  /// At an epoch's start: from swa.start_epoch on, SWALR replaces the schedule.
+  void begin_swa_epoch(int64_t epoch);
+  /// At an averaged epoch's end: folds the weights into the SWA average and steps SWALR.
+  void end_swa_epoch();
+  /// After the last epoch: the model takes the SWA weights and, with swa.update_bn, BatchNorm
+  /// statistics recomputed for them; then it is evaluated and saved. Returns whether it did.
+  bool finish_swa();
+  /// The schedule that owns the lr now: SWALR during SWA epochs, else [schedule].
+  LrScheduler& active_schedule() { return swa_schedule_ ? *swa_schedule_ : *scheduler_; }
   /* The loop (train_loop.cpp) */
   void train_epoch(int64_t epoch);
   /// After each optimizer step: the `deferred` callback requests (agreed), the log step,
-  /// step-strategy evaluation and saves.
-  void after_optimizer_step(int64_t epoch, int64_t done, uint32_t deferred);
+  /// step-strategy evaluation and saves. `lr` is the lr the step trained with.
+  void after_optimizer_step(int64_t epoch, int64_t done, uint32_t deferred, double lr);
   /// A logging step: reads the loss (a sync), writes the step record, dispatches STEP_END.
   double log_step(int64_t epoch, double lr);
   void end_epoch(int64_t epoch);
@@ -138,6 +153,7 @@ class Trainer {
   int64_t epochs_;              ///< train.epochs (1 for fast_dev_run)
   int64_t train_batches_ = 0;   ///< micro-batches per epoch (overfit/fast_dev_run limit applied)
   Precision precision_;         ///< amp.precision
+  RunBudget budget_;            ///< train.max_steps, train.max_time
   /* Model, optimizer and schedule */
   std::vector<StateTensor> model_state_;
   BuiltOptimizer optim_;
@@ -149,6 +165,9 @@ class Trainer {
   EventDispatcher events_;
   std::unique_ptr<DataLoader> train_loader_;
   std::unique_ptr<Evaluator> evaluator_;
+  std::unique_ptr<WeightAverage> ema_; ///< [ema]; null when off
+  std::unique_ptr<WeightAverage> swa_; ///< [swa]; null when off
+  std::unique_ptr<LrScheduler> swa_schedule_; ///< SWALR, from swa.start_epoch on
   History history_;
   Progress progress_;
   CheckpointManager checkpoints_;
@@ -160,6 +179,9 @@ class Trainer {
   bool stop_requested_ = false;
   std::string stop_reason_;
   bool save_requested_ = false; ///< an EVAL_END/EPOCH_END save request, honoured by its caller
+  double resumed_seconds_ = 0;  ///< training time before this process (the checkpoint's)
+  /// train.max_time ran out: where the run resumes (epoch, batch), inside the epoch it stopped in.
+  std::optional<std::pair<int64_t, int64_t>> budget_stop_;
 };
 
 }  // namespace tp

@@ -114,6 +114,15 @@ std::unique_ptr<LrScheduler> make_scheduler(const SchedulerOptions& options,
                                             torch::optim::Optimizer& optimizer,
                                             int64_t total_steps);
 
+/// SWALR (torch.optim.swa_utils.SWALR) over every group of `optimizer`, built when stochastic
+/// weight averaging starts ([swa], docs/weight_averaging.md): from each group's lr at that moment
+/// it anneals to `swa_lrs` (one value or one per group) over `anneal_epochs` calls of step(), by
+/// cosine (`cosine`) or linearly, then holds it. Time is epochs: the trainer steps it once after
+/// each averaged epoch. Like PyTorch's it is recursive in the groups' current lrs. Throws
+/// ConfigError at `swa.lr` for a non-positive or mis-sized swa_lrs.
+std::unique_ptr<LrScheduler> make_swa_scheduler(torch::optim::Optimizer& optimizer, const std::vector<double>& swa_lrs,
+                                                int64_t anneal_epochs, bool cosine);
+
 /// Optimizer steps in a run: epochs × ceil(batches_per_epoch_per_rank / grad_accum_steps).
 /// The short last accumulation window of an epoch counts as a step (the trainer steps the
 /// optimizer at epoch end), and batches are per rank (a DistributedSampler shard), because
@@ -134,6 +143,7 @@ enum SchedulerKind : int {
   kKindCosine = 6,
   kKindOneCycle = 7,
   kKindPlateau = 8,
+  kKindSwa = 9,
 };
 // One constructor per family file; make_scheduler dispatches to them after the shared checks.
 std::unique_ptr<LrScheduler> make_one_cycle(const SchedulerOptions& o, torch::optim::Optimizer& opt,

@@ -1,0 +1,44 @@
+// Run budgets: train.max_steps (optimizer steps; the schedule and the epoch count follow from it)
+// and train.max_time (training time, counted across resumes; the run stops collectively at the
+// next step boundary, saves and exits 0). docs/engine.md, "Budgets".
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace tp {
+
+/// Seconds in a "[D:]HH:MM:SS" duration ("01:30:00", "2:00:00:00"); "" = 0 (no budget). Throws
+/// ConfigError at `key` for anything else (fields out of range, missing, not digits).
+double parse_duration(const std::string& text, const std::string& key);
+
+class RunBudget {
+ public:
+  /// `max_steps` 0 and `max_seconds` 0: no budget.
+  RunBudget(int64_t max_steps, double max_seconds) : max_steps_(max_steps), max_seconds_(max_seconds) {}
+
+  /// Epochs of `steps_per_epoch` optimizer steps that max_steps needs (`epochs` without it).
+  int64_t epochs(int64_t epochs, int64_t steps_per_epoch) const;
+  /// Optimizer steps of the whole run: min(max_steps, epochs x steps per epoch) with max_steps.
+  int64_t total_steps(int64_t run_steps) const { return max_steps_ > 0 && max_steps_ < run_steps ? max_steps_ : run_steps; }
+  /// Whether `step` optimizer steps complete the run (max_steps).
+  bool steps_done(int64_t step) const { return max_steps_ > 0 && step >= max_steps_; }
+
+  /// Starts the clock; `already` seconds were trained before (a resumed run's checkpoint).
+  void start(double already);
+  /// Training seconds so far, resumed time included (what checkpoints record).
+  double elapsed() const;
+  /// Whether max_time is set and used up. Local to this process: the trainer agrees on it over
+  /// ranks before acting (it rides in the window's stop request).
+  bool time_up() const { return max_seconds_ > 0 && elapsed() >= max_seconds_; }
+  double max_seconds() const noexcept { return max_seconds_; }
+
+ private:
+  int64_t max_steps_;
+  double max_seconds_;
+  double already_ = 0.0;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace tp

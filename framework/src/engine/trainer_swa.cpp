@@ -1,0 +1,53 @@
+// Stochastic weight averaging in the loop ([swa], docs/weight_averaging.md), PyTorch's recipe:
+//   for epoch: train(); if epoch >= swa_start: swa_model.update_parameters(model); swa_scheduler.step()
+//   update_bn(train_loader, swa_model); evaluate and save swa_model
+// SWALR takes over the lr from the schedule at the first averaged epoch's start; the schedule
+// stops advancing (its state is kept and checkpointed as it was).
+#include <ATen/ATen.h>
+
+#include "tp/framework/engine/batchnorm_refresh.h"
+#include "tp/framework/engine/trainer.h"
+#include "tp/framework/error.h"
+
+namespace tp {
+
+void Trainer::begin_swa_epoch(int64_t epoch) {
+  if (!swa_ || swa_schedule_ || epoch + 1 < config_.swa.start_epoch) return;
+  swa_schedule_ = make_swa_scheduler(*optim_.optimizer, config_.swa.lr, config_.swa.anneal_epochs,
+                                     config_.swa.anneal_strategy == "cos");
+  log_.info("swa: epoch " + std::to_string(epoch + 1) + " starts stochastic weight averaging; lr " +
+            format_number(current_lr(*optim_.optimizer)) + " annealing to " + format_number(config_.swa.lr.front()));
+}
+
+void Trainer::end_swa_epoch() {
+  if (!swa_schedule_) return;
+  swa_->update(model_state_);
+  swa_schedule_->step();
+}
+
+bool Trainer::finish_swa() {
+  if (!swa_ || swa_->updates() == 0) return false;
+  restore_weights([&] {
+    NamedWeights averaged;
+    for (const auto& s : swa_->state()) averaged.emplace_back(s.name, s.tensor);
+    return averaged;
+  }(), model_state_);
+  if (config_.swa.update_bn) {
+    const int64_t layers = refresh_batchnorm_statistics(parts_, model_state_, *train_loader_,
+                                                        static_cast<uint64_t>(epochs_), train_batches_, placement_, dist_);
+    log_.info("swa: the model now holds the average of " + std::to_string(swa_->updates()) + " epochs' weights; " +
+              (layers > 0 ? "BatchNorm statistics of " + std::to_string(layers) + " layer(s) recomputed over the training split"
+                          : std::string("no BatchNorm statistics to recompute")));
+    // The average's buffers become the recomputed ones: val_swa/* then equals val/*.
+    swa_->load([&] {
+      NamedWeights current;
+      for (const auto& s : model_state_) current.emplace_back(s.name, s.tensor.detach());
+      return current;
+    }(), swa_->updates());
+  } else {
+    log_.info("swa: the model now holds the average of " + std::to_string(swa_->updates()) + " epochs' weights");
+  }
+  return true;
+}
+
+}  // namespace tp
