@@ -11,7 +11,8 @@
  * Randomness (PLG-8): a transform draws only from the `seed` of each call, never from a global
  * generator, the time or its own state, so a resumed run and any num_workers see the same blend.
  * The host derives the seed from the run seed, the rank, the epoch and the micro-batch's index in
- * the epoch, and from the transform's position in the list (docs/batch_transforms.md).
+ * the epoch, and from the transform's position in the list (batch_transform_seed in the framework's
+ * engine/batch_transforms.h; plugin_api/README.md, "Batch transforms").
  *
  * Rationale (Tier T, not Tier S): the blend is device work on the placed batch. A Tier S (DLPack,
  * CPU) transform would run on the host's training thread between loader and device, or force the
