@@ -39,7 +39,7 @@ void print_component(const ComponentInfo& info, const PluginLibrary& library, bo
 }
 
 // `--config FILE`: each component takes the options of the first table of the run that names
-// it (data.train, data.val, model, loss, metrics, callbacks); a dataset's "val" split those of
+// it (data.train, data.val, model, loss, data.batch_transforms, metrics, callbacks); a dataset's "val" split those of
 // data.val when that names it. --set then works on the file, as for `host train`.
 void configs_from_run(const Options& options, CheckOptions& check) {
   const RunConfig run = load_run_config(options.config, options.sets, process_environment());
@@ -47,7 +47,7 @@ void configs_from_run(const Options& options, CheckOptions& check) {
   if (run.data.val) tables.push_back(&*run.data.val);
   tables.push_back(&run.model);
   tables.push_back(&run.loss);
-  for (const auto* list : {&run.metrics, &run.callbacks})
+  for (const auto* list : {&run.data.batch_transforms, &run.metrics, &run.callbacks})
     for (const ComponentConfig& table : *list) tables.push_back(&table);
   for (const ComponentConfig* table : tables) check.configs.emplace(table->component, *table);
   if (run.data.val) check.val_configs.emplace(run.data.val->component, *run.data.val);

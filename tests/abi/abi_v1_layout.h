@@ -30,7 +30,8 @@
   X(tp_named_tensor_t, 16, 8)      \
   X(tp_model_v1_t, 64, 8)          \
   X(tp_loss_v1_t, 32, 8)           \
-  X(tp_metric_v1_t, 64, 8)
+  X(tp_metric_v1_t, 64, 8)          \
+  X(tp_batch_transform_v1_t, 32, 8) /* @since 1.3 */
 
 /* X(type, member, offsetof) for every member of every struct above. */
 #define TP_ABI_V1_OFFSETS(X)                      \
@@ -143,7 +144,11 @@
   X(tp_metric_v1_t, reset, 32)                    \
   X(tp_metric_v1_t, update, 40)                   \
   X(tp_metric_v1_t, visit_state, 48)              \
-  X(tp_metric_v1_t, compute, 56)
+  X(tp_metric_v1_t, compute, 56)                  \
+  X(tp_batch_transform_v1_t, struct_size, 0)      /* @since 1.3 */ \
+  X(tp_batch_transform_v1_t, create, 8)           /* @since 1.3 */ \
+  X(tp_batch_transform_v1_t, destroy, 16)         /* @since 1.3 */ \
+  X(tp_batch_transform_v1_t, apply, 24)           /* @since 1.3 */
 
 /* X(type, minor, sizeof in that minor, first member appended after it): structs that grew, with
  * the struct_size a producer built against that older minor writes. Hosts must keep accepting
@@ -162,7 +167,7 @@
   X(TP_LOG_DEBUG, 0) X(TP_LOG_INFO, 1) X(TP_LOG_WARNING, 2) X(TP_LOG_ERROR, 3)                    \
   X(TP_LOG_PLUGIN_MISBEHAVING, 4)                                                                 \
   X(TP_KIND_DATASET, 1) X(TP_KIND_CALLBACK, 2) X(TP_KIND_MODEL, 3) X(TP_KIND_LOSS, 4)             \
-  X(TP_KIND_METRIC, 5)                                                                            \
+  X(TP_KIND_METRIC, 5) X(TP_KIND_BATCH_TRANSFORM, 6)                                              \
   X(TP_TIER_S, 1) X(TP_TIER_T, 2)                                                                 \
   X(TP_BUILD_NOT_TORCH, 0) X(TP_BUILD_CPU, 1) X(TP_BUILD_CUDA, 2)                                 \
   X(TP_DESCRIPTOR_SERIAL, 1)                                                                      \

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tp/iface/batch_transform.h"
 #include "tp/iface/loss.h"
 #include "tp/iface/metric.h"
 #include "tp/iface/model.h"

@@ -9,6 +9,7 @@
 #include <string>
 #include <type_traits>
 
+#include "tp/iface/batch_transform.h"
 #include "tp/iface/loss.h"
 #include "tp/iface/metric.h"
 #include "tp/iface/model.h"
@@ -77,6 +78,7 @@ TEST_CASE("struct_size is the first member of every extensible ABI struct (PLG-2
   TP_CHECK_FIRST(tp_model_v1_t);
   TP_CHECK_FIRST(tp_loss_v1_t);
   TP_CHECK_FIRST(tp_metric_v1_t);
+  TP_CHECK_FIRST(tp_batch_transform_v1_t);
 #undef TP_CHECK_FIRST
   // Without struct_size, and therefore frozen for all of ABI 1: tp_version_t (passed by value)
   // and the array elements tp_field_t, tp_scalar_t and tp_named_tensor_t, which the caller
@@ -132,6 +134,7 @@ TEST_CASE("interface and service ids are the released strings") {
   CHECK(std::strcmp(TP_IFACE_MODEL_V1, "tp.model/1") == 0);
   CHECK(std::strcmp(TP_IFACE_LOSS_V1, "tp.loss/1") == 0);
   CHECK(std::strcmp(TP_IFACE_METRIC_V1, "tp.metric/1") == 0);
+  CHECK(std::strcmp(TP_IFACE_BATCH_TRANSFORM_V1, "tp.batch_transform/1") == 0);
   CHECK(std::strcmp(TP_SERVICE_DIST_V1, "tp.dist/1") == 0);
   CHECK(std::strcmp(TP_ENTRY_SYMBOL, "tp_entry") == 0);
 }

@@ -49,6 +49,15 @@ TEST_CASE("ABI 1.1: this host loads plugins built for 1.0 and 1.1; a 1.0 host re
   CHECK_FALSE(compatible(host, {1, host.minor + 1, 0}));
 }
 
+TEST_CASE("ABI 1.3: this host loads plugins built for 1.0 to 1.3; a 1.2 host refuses 1.3 plugins") {
+  // 1.3 added the kind TP_KIND_BATCH_TRANSFORM and "tp.batch_transform/1" (iface/batch_transform.h).
+  const tp_version_t host = TP_ABI_VERSION_INIT;
+  CHECK(host.minor >= 3);
+  CHECK(compatible(host, {1, 2, 0}));
+  CHECK(compatible(host, {1, 3, 0}));
+  CHECK_FALSE(compatible({1, 2, 0}, {1, 3, 0}));
+}
+
 TEST_CASE("this ABI is compatible with itself, and C and C++ agree on its version") {
   const tp_version_t cxx = TP_ABI_VERSION_INIT;
   const tp_version_t c = tp_test_c_abi_version();

@@ -39,12 +39,14 @@ ComponentConfig take_component(toml::table& table, std::string key_path) {
   return component;
 }
 
-std::vector<ComponentConfig> take_components(toml::table& root, const std::string& name) {
+/// The array of tables `name` of `parent`; `prefix` ("data.") makes the key paths full.
+std::vector<ComponentConfig> take_components(toml::table& parent, const std::string& name,
+                                             const std::string& prefix = "") {
   std::vector<ComponentConfig> components;
-  if (toml::array* array = root.get_as<toml::array>(name)) {
+  if (toml::array* array = parent.get_as<toml::array>(name)) {
     for (std::size_t i = 0; i < array->size(); ++i) {
       components.push_back(take_component(*array->get_as<toml::table>(i),
-                                          name + "[" + std::to_string(i) + "]"));
+                                          prefix + name + "[" + std::to_string(i) + "]"));
     }
   }
   return components;
@@ -82,6 +84,7 @@ RunConfig build_run_config(toml::table root, std::string_view source_name,
   if (toml::table* val = data.get_as<toml::table>("val")) {
     cfg.data.val = take_component(*val, "data.val");
   }
+  cfg.data.batch_transforms = take_components(data, "batch_transforms", "data.");
   cfg.model = take_component(*root.get_as<toml::table>("model"), "model");
   // A host key inside the component table (validated by validate_host_table): the host drives
   // the recomputation, the plugin only declares its blocks.

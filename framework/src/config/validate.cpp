@@ -110,14 +110,24 @@ void store_resolved(RunConfig& cfg, const ComponentConfig& component) {
     parent->insert_or_assign(path.substr(dot == std::string::npos ? 0 : dot + 1), std::move(table));
     return;
   }
-  const std::string name = path.substr(0, open);
-  const ComponentSlot* slot = find_component_slot(name);
+  const std::string slot_path = path.substr(0, open);
+  const ComponentSlot* slot = find_component_slot(slot_path);
   const std::size_t index = std::stoul(path.substr(open + 1));
   if (slot == nullptr || !slot->array) {
     throw Error("store_resolved: '" + path + "' is not a component table path");
   }
-  if (!cfg.resolved.contains(name)) cfg.resolved.insert_or_assign(name, toml::array{});
-  toml::array* array = cfg.resolved.get_as<toml::array>(name);
+  // "metrics" sits at the top level, "data.batch_transforms" in [data].
+  toml::table* parent = &cfg.resolved;
+  std::string name = slot_path;
+  if (const std::size_t dot = slot_path.find('.'); dot != std::string::npos) {
+    const std::string section = slot_path.substr(0, dot);
+    if (!parent->contains(section)) parent->insert_or_assign(section, toml::table{});
+    parent = parent->get_as<toml::table>(section);
+    if (parent == nullptr) throw Error("store_resolved: [" + section + "] is not a table");
+    name = slot_path.substr(dot + 1);
+  }
+  if (!parent->contains(name)) parent->insert_or_assign(name, toml::array{});
+  toml::array* array = parent->get_as<toml::array>(name);
   if (array == nullptr || index > array->size()) {
     throw Error("store_resolved: '" + path + "' is past the end of the resolved " + name);
   }

@@ -18,6 +18,7 @@ struct Slot {
 std::vector<Slot> slots_of(RunConfig& c) {
   std::vector<Slot> slots{{&c.model, TP_KIND_MODEL}, {&c.loss, TP_KIND_LOSS}, {&c.data.train, TP_KIND_DATASET}};
   if (c.data.val) slots.push_back({&*c.data.val, TP_KIND_DATASET});
+  for (auto& t : c.data.batch_transforms) slots.push_back({&t, TP_KIND_BATCH_TRANSFORM});
   for (auto& m : c.metrics) slots.push_back({&m, TP_KIND_METRIC});
   for (auto& cb : c.callbacks) slots.push_back({&cb, TP_KIND_CALLBACK});
   return slots;
@@ -52,6 +53,8 @@ RunComponents create_components(const RunConfig& config, const Registry& registr
   at::manual_seed(static_cast<uint64_t>(config.run.seed));
   parts.model = std::make_unique<ModelProxy>(entry(config.model, TP_KIND_MODEL), config.model);
   parts.loss = std::make_unique<LossProxy>(entry(config.loss, TP_KIND_LOSS), config.loss);
+  for (const auto& t : config.data.batch_transforms)
+    parts.batch_transforms.push_back(std::make_unique<BatchTransformProxy>(entry(t, TP_KIND_BATCH_TRANSFORM), t));
   for (const auto& m : config.metrics)
     parts.metrics.push_back(std::make_unique<MetricProxy>(entry(m, TP_KIND_METRIC), m));
   for (const auto& cb : config.callbacks)

@@ -15,6 +15,7 @@
 #include "tp/framework/amp/autocast_guard.h"
 #include "tp/framework/dist/dist_context.h"
 #include "tp/framework/dist/grad_sync.h"
+#include "tp/framework/engine/batch_transforms.h"
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/error.h"
 #include "tp/framework/profile/flop_counter.h"
@@ -67,8 +68,13 @@ WindowAgreement StepRunner::train_step(NamedTensors& cpu_batch, const Accumulati
   begin_micro_batch(window, at.step);
   if (!cpu_batch.empty()) {
     // 1. Fetch: the loader already collated this batch on a worker; place it on the device
-    //    (non_blocking from pinned memory on CUDA, a no-op on CPU).
-    const NamedTensors batch = placement_.to_device(std::move(cpu_batch));
+    //    (non_blocking from pinned memory on CUDA, a no-op on CPU), then run the training batch
+    //    transforms in order (mixup, cutmix: device work, seeded by the batch's position; at.batch
+    //    is the index of the batch after this one).
+    const NamedTensors batch = apply_batch_transforms(
+        parts_.batch_transforms, placement_.to_device(std::move(cpu_batch)),
+        {static_cast<uint64_t>(config_.run.seed), dist_ ? dist_->rank() : 0, static_cast<uint64_t>(at.epoch),
+         static_cast<uint64_t>(at.batch - 1)});
     // 2. Forward under autocast, then the window-normalised loss and the non-finite check.
     const LossTerms terms = forward(batch);
     const at::Tensor loss = normalised_loss(terms, window);

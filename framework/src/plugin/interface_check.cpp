@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "tp/framework/error.h"
+#include "tp/iface/batch_transform.h"
 #include "tp/iface/callback.h"
 #include "tp/iface/dataset.h"
 #include "tp/iface/loss.h"
@@ -71,6 +72,12 @@ void check_interface_table(const ComponentInfo& info, const std::string& file) {
       check(info, file, offsetof(tp_metric_v1_t, compute) + sizeof(void*),
             {{"create", t.create}, {"destroy", t.destroy}, {"to_device", t.to_device}, {"reset", t.reset},
              {"update", t.update}, {"visit_state", t.visit_state}, {"compute", t.compute}});
+      break;
+    }
+    case TP_KIND_BATCH_TRANSFORM: {
+      const auto t = detail::sized_copy<tp_batch_transform_v1_t>(info.interface_table);
+      check(info, file, offsetof(tp_batch_transform_v1_t, apply) + sizeof(void*),
+            {{"create", t.create}, {"destroy", t.destroy}, {"apply", t.apply}});
       break;
     }
     default:

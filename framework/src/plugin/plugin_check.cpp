@@ -4,6 +4,7 @@
 
 #include "tp/framework/config/validate.h"
 #include "tp/framework/error.h"
+#include "tp/framework/plugin/batch_transform_proxy.h"
 #include "tp/framework/plugin/callback_proxy.h"
 #include "tp/framework/plugin/loss_proxy.h"
 #include "tp/framework/plugin/metric_proxy.h"
@@ -58,6 +59,23 @@ std::string check_model(ComponentEntry entry, const ComponentConfig& config) {
   return std::to_string(parameters) + " parameters; outputs " + names + "; every parameter has a gradient";
 }
 
+// Applies the transform twice with one seed to the examples batch: the same fields must come out
+// (PLG-8: the seed is its only randomness).
+std::string check_batch_transform(ComponentEntry entry, const ComponentConfig& config) {
+  BatchTransformProxy transform(entry, config);
+  if (entry.info->examples.empty()) return "created; no example inputs declared, apply not run";
+  const NamedTensors batch = example_batch(*entry.info, 4);
+  const NamedTensors first = transform.apply(42, batch);
+  const NamedTensors again = transform.apply(42, batch);
+  std::string names;
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    names += (names.empty() ? "" : ", ") + first[i].first + " " + shape_text(first[i].second);
+    if (i >= again.size() || again[i].first != first[i].first || !at::equal(again[i].second, first[i].second))
+      throw Error("apply with the same seed gave a different '" + first[i].first + "' (PLG-8)");
+  }
+  return "fields after apply: " + names + "; equal for equal seeds";
+}
+
 using DestroyFn = void (*)(void*);
 
 DestroyFn destroy_of(const ComponentInfo& info) {
@@ -66,6 +84,7 @@ DestroyFn destroy_of(const ComponentInfo& info) {
     case TP_KIND_MODEL: return detail::sized_copy<tp_model_v1_t>(info.interface_table).destroy;
     case TP_KIND_LOSS: return detail::sized_copy<tp_loss_v1_t>(info.interface_table).destroy;
     case TP_KIND_METRIC: return detail::sized_copy<tp_metric_v1_t>(info.interface_table).destroy;
+    case TP_KIND_BATCH_TRANSFORM: return detail::sized_copy<tp_batch_transform_v1_t>(info.interface_table).destroy;
     default: return detail::sized_copy<tp_callback_v1_t>(info.interface_table).destroy;
   }
 }
@@ -99,6 +118,7 @@ std::string check_component(const ComponentEntry& entry, ComponentConfig config,
   switch (info.kind) {
     case TP_KIND_MODEL: return check_model(entry, config);
     case TP_KIND_LOSS: LossProxy(entry, config); return "created and destroyed";
+    case TP_KIND_BATCH_TRANSFORM: return check_batch_transform(entry, config);
     case TP_KIND_METRIC: {
       MetricProxy metric(entry, config);
       metric.to_device(c10::Device(c10::kCPU));

@@ -55,6 +55,7 @@ const char* interface_id_for_kind(int32_t kind) {
     case TP_KIND_MODEL: return "tp.model/1";
     case TP_KIND_LOSS: return "tp.loss/1";
     case TP_KIND_METRIC: return "tp.metric/1";
+    case TP_KIND_BATCH_TRANSFORM: return "tp.batch_transform/1";
     default: return nullptr;
   }
 }
@@ -66,6 +67,7 @@ const char* kind_name(int32_t kind) {
     case TP_KIND_MODEL: return "model";
     case TP_KIND_LOSS: return "loss";
     case TP_KIND_METRIC: return "metric";
+    case TP_KIND_BATCH_TRANSFORM: return "batch_transform";
     default: return "unknown";
   }
 }

@@ -36,7 +36,8 @@ enum {
   TP_KIND_CALLBACK = 2, /* Tier S, "tp.callback/1" */
   TP_KIND_MODEL = 3,    /* Tier T, "tp.model/1" */
   TP_KIND_LOSS = 4,     /* Tier T, "tp.loss/1" */
-  TP_KIND_METRIC = 5    /* Tier T, "tp.metric/1" */
+  TP_KIND_METRIC = 5,   /* Tier T, "tp.metric/1" */
+  TP_KIND_BATCH_TRANSFORM = 6 /* Tier T, "tp.batch_transform/1"; @since 1.3 */
 };
 
 /* ABI tiers (tp_descriptor_t.tier). */

@@ -1,5 +1,5 @@
 /* torchhost plugin ABI: umbrella include of the stable (Tier S) headers.
- * Tier T plugins additionally include tp/iface/model.h, loss.h or metric.h. */
+ * Tier T plugins additionally include tp/iface/model.h, loss.h, metric.h or batch_transform.h. */
 #ifndef TP_TP_H
 #define TP_TP_H
 

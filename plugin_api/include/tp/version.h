@@ -11,7 +11,9 @@
  *   1.0  the first release.
  *   1.1  tp_model_v1_t.set_activation_checkpointing (optional; NULL = not supported).
  *   1.2  config key type TP_CFG_PATH (config.h): a string the host resolves against the
- *        directory of the config file that set it. */
+ *        directory of the config file that set it.
+ *   1.3  component kind TP_KIND_BATCH_TRANSFORM and its interface "tp.batch_transform/1"
+ *        (iface/batch_transform.h): training-batch transforms such as Mixup and CutMix. */
 #ifndef TP_VERSION_H
 #define TP_VERSION_H
 
@@ -21,7 +23,7 @@
 #include "tp/macros.h"
 
 #define TP_ABI_MAJOR 1
-#define TP_ABI_MINOR 2
+#define TP_ABI_MINOR 3
 #define TP_ABI_PATCH 0
 
 TP_EXTERN_C_BEGIN

@@ -1,5 +1,5 @@
 // org.torchhost.accuracy and org.torchhost.f1: classification metrics over logits [B, C] and
-// class-index targets [B].
+// class-index targets [B] (or probability targets [B, C], read as their argmax).
 #include <c10/util/StringUtil.h>
 #include <ATen/ops/zeros.h>
 
@@ -20,19 +20,23 @@ constexpr const char* kTopKNames[] = {"accuracy",       "top2_accuracy", "top3_a
 constexpr int64_t kMaxTopK = static_cast<int64_t>(std::size(kTopKNames));
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-/// Finds logits [B, C] and integer targets [B] and checks that they fit together.
+/// Finds logits [B, C] and targets, integer classes [B] or probabilities [B, C] (mixup, cutmix:
+/// their argmax is the label), and checks that they fit together.
 std::pair<at::Tensor, at::Tensor> logits_and_labels(const char* component, const tp_named_tensor_t* outputs,
                                                     uint32_t output_count, const std::string& output,
                                                     const tp_named_tensor_t* targets, uint32_t target_count,
                                                     const std::string& target) {
   const at::Tensor& logits = tp::cpp::find(outputs, output_count, output, "output");
   const at::Tensor& labels = tp::cpp::find(targets, target_count, target, "target");
-  require_input(logits.dim() == 2 && labels.dim() == 1 && labels.size(0) == logits.size(0) &&
-                    !labels.is_floating_point(),
+  const bool probabilities = labels.is_floating_point();
+  require_input(logits.dim() == 2 &&
+                    (probabilities ? labels.sizes() == logits.sizes()
+                                   : labels.dim() == 1 && labels.size(0) == logits.size(0)),
                 component,
-                "expected logits '" + output + "' [B, C] and integer labels '" + target + "' [B], got " +
-                    c10::str(logits.sizes()) + " and " + c10::str(labels.sizes()));
-  return {logits, labels.to(at::kLong)};
+                "expected logits '" + output + "' [B, C] and labels '" + target +
+                    "' as integer classes [B] or probabilities [B, C], got " + c10::str(logits.sizes()) + " and " +
+                    c10::str(labels.sizes()));
+  return {logits, probabilities ? labels.argmax(1) : labels.to(at::kLong)};
 }
 
 /// Fraction of samples whose label is among the top_k logits. State: correct, total (int64).
@@ -126,7 +130,7 @@ class F1 : public Metric {
 constexpr uint32_t kKeySize = sizeof(tp_config_key_t);
 const tp_config_key_t kAccuracyKeys[] = {
     {kKeySize, "output", TP_CFG_STRING, "\"logits\"", "model output holding logits [B, C]"},
-    {kKeySize, "target", TP_CFG_STRING, "\"label\"", "batch field with class indices [B]"},
+    {kKeySize, "target", TP_CFG_STRING, "\"label\"", "batch field with class indices [B] or probabilities [B, C]"},
     {kKeySize, "top_k", TP_CFG_INT, "1", "a hit is the label among the k largest logits (1..10)"},
 };
 const tp_config_key_t kF1Keys[] = {

@@ -57,6 +57,37 @@ TEST_CASE("cross_entropy: sum = mean reference * B, count = B") {
   CHECK(value(sum3) == doctest::Approx(value(at::cross_entropy_loss(logits, partial.items[0].second)) * 3).epsilon(1e-6));
 }
 
+TEST_CASE("cross_entropy: probability targets (mixup, cutmix) with label smoothing equal PyTorch") {
+  // Expected sums: torch 2.13 (.venv), F.cross_entropy(x, t, reduction="sum", label_smoothing=ls),
+  // for these x and t; the index column uses t.argmax(1).
+  const at::Tensor x = at::tensor({1.0f, -0.5f, 2.0f, 0.3f, 0.2f, -1.0f, -2.0f, 0.5f, 0.7f, 0.0f, 1.5f, -0.3f}).reshape({4, 3});
+  const at::Tensor t = at::tensor({0.7f, 0.3f, 0.0f, 0.0f, 0.25f, 0.75f, 1.0f, 0.0f, 0.0f, 0.2f, 0.2f, 0.6f}).reshape({4, 3});
+  const struct { double smoothing, probabilities, indices; } kPyTorch[] = {
+      {0.0, 8.642253875732422, 8.912254333496094},
+      {0.1, 8.359253883361816, 8.602253913879395},
+      {0.3, 7.793253421783447, 7.9822540283203125},
+  };
+  Fields out{{"logits", x}};
+  Fields soft{{"label", t}};
+  Fields hard{{"label", t.argmax(1)}};
+  for (const auto& row : kPyTorch) {
+    Loss loss("org.torchhost.cross_entropy", {{"label_smoothing", row.smoothing}});
+    auto [sum, count] = loss.forward(out, soft);
+    CHECK(value(sum) == doctest::Approx(row.probabilities).epsilon(1e-6));
+    CHECK(count.item<int64_t>() == 4);  // items = samples, as for index targets
+    // PyTorch's definition, written out: smoothed targets (1 - ls) t + ls / C against log_softmax.
+    const at::Tensor smoothed = t * (1.0 - row.smoothing) + row.smoothing / 3.0;
+    CHECK(value(sum) == doctest::Approx(value(-(smoothed * x.log_softmax(1)).sum())).epsilon(1e-6));
+    auto [hard_sum, hard_count] = loss.forward(out, hard);
+    CHECK(value(hard_sum) == doctest::Approx(row.indices).epsilon(1e-6));
+    CHECK(hard_count.item<int64_t>() == 4);
+  }
+  // A one-hot probability target is the index target.
+  Loss plain("org.torchhost.cross_entropy");
+  Fields one_hot{{"label", at::one_hot(t.argmax(1), 3).to(at::kFloat)}};
+  CHECK(value(plain.forward(out, one_hot).first) == doctest::Approx(8.912254333496094).epsilon(1e-6));
+}
+
 TEST_CASE("mse and smooth_l1: per-sample mean, summed over the batch") {
   // By hand: sample 0 has errors (0, 0) -> mean 0; sample 1 errors (2, 2) -> mean 4. Sum 4.
   Fields out{{"bbox", at::tensor({0.0f, 0.0f, 2.0f, 2.0f}).reshape({2, 2})}};

@@ -76,6 +76,29 @@ TEST_CASE("accuracy and top-k accuracy") {
   CHECK(top2.compute().at("top2_accuracy") == doctest::Approx(5.0 / 6.0));
 }
 
+TEST_CASE("accuracy and f1 with probability targets (mixup, cutmix) read their argmax") {
+  // Soft labels whose argmax is kLabels: the same counts as the integer labels.
+  const at::Tensor soft = at::one_hot(kLabels, kLogits.size(1)).to(at::kFloat) * 0.6 +
+                          at::full(kLogits.sizes(), 0.4 / static_cast<double>(kLogits.size(1)));
+  REQUIRE(at::equal(soft.argmax(1), kLabels));
+  Fields out{{"logits", kLogits}};
+  Fields hard{{"label", kLabels}};
+  Fields tgt{{"label", soft}};
+  Metric accuracy("org.torchhost.accuracy");
+  accuracy.update(out, tgt);
+  CHECK(accuracy.compute().at("accuracy") == doctest::Approx(0.5));
+  Metric f1_soft("org.torchhost.f1", {{"num_classes", kLogits.size(1)}});
+  Metric f1_hard("org.torchhost.f1", {{"num_classes", kLogits.size(1)}});
+  f1_soft.update(out, tgt);
+  f1_hard.update(out, hard);
+  CHECK(f1_soft.compute().at("f1") == f1_hard.compute().at("f1"));
+  // A probability target of another width is refused, naming both fields.
+  Metric wide("org.torchhost.accuracy");
+  Fields bad{{"label", at::zeros({kLogits.size(0), kLogits.size(1) + 1})}};
+  CHECK(wide.t->update(wide.self, out.view(), out.size(), bad.view(), bad.size()) == TP_ERR_INVALID_ARGUMENT);
+  CHECK(wide.p.host.last_error.find("probabilities [B, C]") != std::string::npos);
+}
+
 TEST_CASE("state is additive, aliased by visit_state, and zeroed by reset") {
   Metric whole("org.torchhost.accuracy");
   Fields out{{"logits", kLogits}};

@@ -109,6 +109,7 @@ struct DataSection {
   std::string on_bad_sample; ///< "fail" | "skip": a sample that fails to load
   ComponentConfig train;
   std::optional<ComponentConfig> val;
+  std::vector<ComponentConfig> batch_transforms; ///< [[data.batch_transforms]]: training batches, in order
   bool operator==(const DataSection&) const = default; ///< field-wise
 };
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tp/framework/config/run_config.h"
+#include "tp/framework/plugin/batch_transform_proxy.h"
 #include "tp/framework/plugin/callback_proxy.h"
 #include "tp/framework/plugin/dataset_proxy.h"
 #include "tp/framework/plugin/loss_proxy.h"
@@ -23,6 +24,7 @@ struct RunComponents {
   std::shared_ptr<DatasetProxy> val_data; ///< null when the run has no validation split
   std::unique_ptr<ModelProxy> model;
   std::unique_ptr<LossProxy> loss;
+  std::vector<std::unique_ptr<BatchTransformProxy>> batch_transforms; ///< training batches only, in order
   std::vector<std::unique_ptr<MetricProxy>> metrics;
   std::vector<std::unique_ptr<CallbackProxy>> callbacks;
   std::vector<std::string> plugin_versions; ///< "id@version" of each component used
