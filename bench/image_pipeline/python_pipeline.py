@@ -25,12 +25,18 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--size", type=int, default=224)
     p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--augment", action="store_true",
+                   help="add RandAugment(2, 9) after the flip and RandomErasing(0.25) after Normalize (the recipe)")
     a = p.parse_args()
+    augment = [transforms.RandAugment(num_ops=2, magnitude=9)] if a.augment else []
+    erase = [transforms.RandomErasing(p=0.25)] if a.augment else []
     tf = transforms.Compose([
         transforms.RandomResizedCrop(a.size),
         transforms.RandomHorizontalFlip(),
+        *augment,
         transforms.ToTensor(),
         transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+        *erase,
     ])
     data = datasets.ImageFolder(a.root, transform=tf)
     loader = torch.utils.data.DataLoader(data, batch_size=a.batch, shuffle=True, num_workers=a.workers,

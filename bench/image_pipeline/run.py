@@ -45,9 +45,14 @@ def main() -> None:
 
     rows = []
     versions = ""
-    for workers in map(int, a.workers.split(",")):
-        host = [build / "bin/image_pipeline_bench", "--root", root, "--workers", workers, *common, *plugin_dirs]
-        python = [sys.executable, HERE / "python_pipeline.py", root, "--workers", workers, *common]
+    # The recipe row: RandAugment(2, 9) on 8-bit pixels after the flip, RandomErasing(0.25) after
+    # normalisation, on both sides.
+    augment_host = ["--set", "data.train.rand_augment=[2, 9]", "--set", "data.train.random_erasing=0.25"]
+    variants = [("plain", [], []), ("augmented", augment_host, ["--augment"])]
+    for (variant, host_extra, python_extra), workers in [(v, w) for v in variants for w in map(int, a.workers.split(","))]:
+        host = [build / "bin/image_pipeline_bench", "--root", root, "--workers", workers, *common, *plugin_dirs,
+                *host_extra]
+        python = [sys.executable, HERE / "python_pipeline.py", root, "--workers", workers, *common, *python_extra]
         got = {"host": [], "python": []}
         for rep in range(a.reps):
             order = [("host", host), ("python", python)]
@@ -56,18 +61,20 @@ def main() -> None:
                 got[name].append(float(re.search(r"images_per_s=([0-9.]+)", text).group(1)))
                 if name == "python":
                     versions = re.search(r"torch=.*", text).group(0)
-            print(f"  workers {workers} rep {rep + 1}: host={got['host'][-1]:.1f} python={got['python'][-1]:.1f}",
-                  flush=True)
-        rows.append((workers, statistics.median(got["host"]), statistics.median(got["python"])))
+            print(f"  {variant} workers {workers} rep {rep + 1}: host={got['host'][-1]:.1f} "
+                  f"python={got['python'][-1]:.1f}", flush=True)
+        rows.append((variant, workers, statistics.median(got["host"]), statistics.median(got["python"])))
 
     print()
     print(f"image_pipeline: images/s, median of {a.reps} alternating repetitions x {a.epochs} timed epochs")
     print(f"  2000 JPEGs 256x256 (q90, ~20 KB), 10 classes; RandomResizedCrop({a.size}) + hflip 0.5 + normalise; "
           f"batch {a.batch}, shuffled")
     print()
-    print(f"{'workers':>7} {'host':>9} {'torchvision':>12} {'host/python':>12}")
-    for workers, h, py in rows:
-        print(f"{workers:7d} {h:9.1f} {py:12.1f} {h / py:12.2f}")
+    print(f"  augmented: + RandAugment(2, 9) after the flip, RandomErasing(0.25) after normalise")
+    print()
+    print(f"{'transforms':>10} {'workers':>7} {'host':>9} {'torchvision':>12} {'host/python':>12}")
+    for variant, workers, h, py in rows:
+        print(f"{variant:>10} {workers:7d} {h:9.1f} {py:12.1f} {h / py:12.2f}")
     print()
     print("host: framework DataLoader (worker threads, collate in the workers) + image_folder (OpenCV decode/augment).")
     print("torchvision: ImageFolder (PIL) + DataLoader (worker processes, persistent_workers=True). Goal host/python >= 1.5.")

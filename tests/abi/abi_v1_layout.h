@@ -29,7 +29,7 @@
   X(tp_callback_v1_t, 32, 8)       \
   X(tp_named_tensor_t, 16, 8)      \
   X(tp_model_v1_t, 64, 8)          \
-  X(tp_loss_v1_t, 32, 8)           \
+  X(tp_loss_v1_t, 40, 8)           \
   X(tp_metric_v1_t, 64, 8)          \
   X(tp_batch_transform_v1_t, 32, 8) /* @since 1.3 */
 
@@ -137,6 +137,7 @@
   X(tp_loss_v1_t, create, 8)                      \
   X(tp_loss_v1_t, destroy, 16)                    \
   X(tp_loss_v1_t, forward, 24)                    \
+  X(tp_loss_v1_t, terms, 32)                      /* @since 1.3 */ \
   X(tp_metric_v1_t, struct_size, 0)               \
   X(tp_metric_v1_t, create, 8)                    \
   X(tp_metric_v1_t, destroy, 16)                  \

@@ -124,7 +124,7 @@ def main(mode, directory):
     for name in OPTIMIZERS:
         losses, weights = train(name, init, x, y, rank, world)
         if rank == 0:
-            host_losses, host_weights = host_run(directory / name)
+            host_losses, host_weights, _, _ = host_run(directory / name)
             print("steps", name, len(host_losses), len(losses))
             print("diff", name, "loss", repr(loss_diff(host_losses, losses)))
             print("diff", name, "weights", repr(weight_diff(host_weights, weights)))

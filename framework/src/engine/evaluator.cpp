@@ -4,7 +4,9 @@
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "tp/framework/dist/dist_context.h"
 #include "tp/framework/error.h"
@@ -31,6 +33,8 @@ Scalars Evaluator::evaluate(const std::string& prefix) {
   for (auto& metric : parts_.metrics) metric->reset();
   auto options = at::TensorOptions().dtype(at::kDouble).device(placement_.device());
   at::Tensor loss_sum = at::zeros({}, options), count = at::zeros({}, options);
+  std::vector<std::string> term_names; // the loss's named terms (LossTerms::terms), summed like the loss
+  at::Tensor term_sums;
   {
     // Inference mode: no autograd bookkeeping at all (cheaper than no_grad).
     c10::InferenceMode inference;
@@ -46,6 +50,15 @@ Scalars Evaluator::evaluate(const std::string& prefix) {
       const LossTerms terms = parts_.loss->forward(outputs, batch);
       loss_sum.add_(terms.sum.to(at::kDouble));
       count.add_(terms.count.to(at::kDouble));
+      if (!terms.terms.empty()) {
+        std::vector<at::Tensor> values;
+        for (const auto& [name, value] : terms.terms) values.push_back(value.to(at::kDouble));
+        if (!term_sums.defined()) {
+          for (const auto& [name, value] : terms.terms) term_names.push_back(name);
+          term_sums = at::zeros({static_cast<int64_t>(values.size())}, options);
+        }
+        term_sums.add_(at::stack(values));
+      }
       for (auto& metric : parts_.metrics) metric->update(outputs, batch);
       if (++batches == batches_) break; // overfit_batches / fast_dev_run
     }
@@ -54,12 +67,18 @@ Scalars Evaluator::evaluate(const std::string& prefix) {
     // Exact evaluation: the shards are disjoint and cover the split once, so sums of the loss,
     // the item count and every metric's state are the single-process values.
     std::vector<at::Tensor> tensors{loss_sum, count};
+    if (term_sums.defined()) tensors.push_back(term_sums);
     for (auto& metric : parts_.metrics)
       for (const auto& s : metric->state()) tensors.push_back(s.tensor);
     dist_->all_reduce_sum(tensors, "sum evaluation loss and metric state over ranks");
   }
   Scalars result;
   result.emplace_back(prefix + "/loss", (loss_sum / count).item<double>()); // sync, once per evaluation
+  if (term_sums.defined()) {
+    const at::Tensor means = (term_sums / count).cpu();
+    for (std::size_t i = 0; i < term_names.size(); ++i)
+      result.emplace_back(prefix + "/loss/" + term_names[i], means[static_cast<int64_t>(i)].item<double>());
+  }
   for (auto& metric : parts_.metrics)
     for (const auto& [name, value] : metric->compute()) result.emplace_back(prefix + "/" + name, value);
   parts_.model->set_training(true);

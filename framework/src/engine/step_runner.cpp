@@ -85,7 +85,7 @@ WindowAgreement StepRunner::train_step(NamedTensors& cpu_batch, const Accumulati
     backward(loss, window);
     report.end(StepPhase::kBackward);
     // Report: accumulate on the device; the value is read only on log steps (a device sync).
-    if (!window_poisoned_) meters_.add_loss(sum, terms.count.detach().to(at::kDouble));
+    if (!window_poisoned_) meters_.add_loss(sum, terms.count.detach().to(at::kDouble), terms.terms);
   } else if (grad_sync_ && window.last) {
     // Every sample skipped (data.on_bad_sample = "skip"), but this backward is a collective.
     join_all_reduce(window);

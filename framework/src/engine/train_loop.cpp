@@ -102,6 +102,7 @@ double Trainer::log_step(int64_t epoch, double lr) {
                                   " and " + std::to_string(step_));
   const double loss = count > 0 ? sum / count : std::numeric_limits<double>::quiet_NaN();
   HistoryRecord record{"step", {{"step", double(step_)}, {"epoch", double(epoch)}, {"lr", lr}, {"train/loss", loss}}};
+  for (const auto& term : meters_.last_terms()) record.values.push_back(term); // train/loss/<term>
   for (auto& value : meters_.read_window_throughput()) record.values.push_back(std::move(value));
   const StepRunner::UpdateStats update = steps_.read_update_stats();
   if (!std::isnan(update.grad_norm)) record.values.emplace_back("train/grad_norm", update.grad_norm);
@@ -130,6 +131,7 @@ void Trainer::end_epoch(int64_t epoch) {
   const auto [epoch_sum, epoch_count] = meters_.read_epoch_loss();
   steps_.check_read_loss(epoch_sum, "in epoch " + std::to_string(epoch + 1));
   const double train_loss = epoch_sum / epoch_count;
+  const Scalars train_terms = meters_.last_terms(); // train/loss/<term> of the epoch
   const TrainMeters::EpochClock clock = meters_.epoch_clock();
   const double seconds = clock.seconds;
   Scalars eval;
@@ -143,6 +145,7 @@ void Trainer::end_epoch(int64_t epoch) {
                         {"time/epoch_s", seconds},
                         {"time/data_wait_fraction", seconds > 0 ? clock.wait_s / seconds : 0.0},
                         {"throughput/samples_per_s", seconds > 0 ? double(clock.samples) / seconds : 0.0}}};
+  record.values.insert(record.values.end(), train_terms.begin(), train_terms.end());
   // data.on_bad_sample = "skip": how many training samples this rank dropped, and the first few.
   if (const int64_t skipped = train_loader_->skipped_count(); config_.data.on_bad_sample == "skip") {
     record.values.emplace_back("data/skipped_samples", double(skipped));

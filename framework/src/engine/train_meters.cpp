@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "tp/framework/dist/dist_context.h"
+#include "tp/framework/error.h"
 
 namespace tp {
 
@@ -16,24 +17,52 @@ TrainMeters::TrainMeters(c10::Device device, DistContext* dist) : dist_(dist), r
   epoch_count_ = zero();
 }
 
-void TrainMeters::add_loss(const at::Tensor& sum, const at::Tensor& items) {
+void TrainMeters::add_loss(const at::Tensor& sum, const at::Tensor& items,
+                           const std::vector<std::pair<std::string, at::Tensor>>& terms) {
   window_loss_sum_.add_(sum);
   window_count_.add_(items);
   epoch_loss_sum_.add_(sum);
   epoch_count_.add_(items);
+  if (terms.empty()) return;
+  if (term_names_.empty()) {
+    for (const auto& [name, value] : terms) term_names_.push_back(name);
+    const auto k = static_cast<int64_t>(terms.size());
+    window_terms_ = at::zeros({k}, window_loss_sum_.options());
+    epoch_terms_ = at::zeros({k}, window_loss_sum_.options());
+    // A resumed run: the checkpoint's running term sums (the epoch's, then the window's).
+    if (pending_terms_.size() == static_cast<std::size_t>(2 * k)) {
+      const at::Tensor saved = at::tensor(pending_terms_, at::TensorOptions().dtype(at::kDouble));
+      epoch_terms_.copy_(saved.slice(0, 0, k));
+      window_terms_.copy_(saved.slice(0, k, 2 * k));
+    }
+    pending_terms_.clear();
+  }
+  TP_CHECK(terms.size() == term_names_.size(), "the loss returned ", terms.size(), " named terms, earlier ",
+           term_names_.size(), ": a loss's terms must be the same on every call");
+  std::vector<at::Tensor> values;
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    TP_CHECK(terms[i].first == term_names_[i], "the loss's term ", i, " is '", terms[i].first, "', earlier '",
+             term_names_[i], "': a loss's terms must be the same on every call");
+    values.push_back(terms[i].second.detach().to(at::kDouble));
+  }
+  const at::Tensor stacked = at::stack(values);
+  window_terms_.add_(stacked);
+  epoch_terms_.add_(stacked);
 }
 
 std::pair<double, double> TrainMeters::read_window_loss() {
-  const auto sums = global_sums(window_loss_sum_, window_count_);
+  const auto sums = global_sums(window_loss_sum_, window_count_, window_terms_);
   window_loss_sum_.zero_();
   window_count_.zero_();
+  if (window_terms_.defined()) window_terms_.zero_();
   return sums;
 }
 
 std::pair<double, double> TrainMeters::read_epoch_loss() {
-  const auto sums = global_sums(epoch_loss_sum_, epoch_count_);
+  const auto sums = global_sums(epoch_loss_sum_, epoch_count_, epoch_terms_);
   epoch_loss_sum_.zero_();
   epoch_count_.zero_();
+  if (epoch_terms_.defined()) epoch_terms_.zero_();
   return sums;
 }
 
@@ -78,16 +107,24 @@ TrainMeters::EpochClock TrainMeters::epoch_clock() const {
 std::vector<double> TrainMeters::running_loss() const {
   // At an epoch's end the epoch accumulators are already reset, so the same four values serve
   // both kinds of checkpoint.
-  return {epoch_loss_sum_.item<double>(), epoch_count_.item<double>(), window_loss_sum_.item<double>(),
-          window_count_.item<double>()};
+  std::vector<double> out{epoch_loss_sum_.item<double>(), epoch_count_.item<double>(),
+                          window_loss_sum_.item<double>(), window_count_.item<double>()};
+  if (epoch_terms_.defined()) {
+    // Named terms follow: the epoch's term sums, then the window's.
+    const at::Tensor terms = at::cat({epoch_terms_, window_terms_}).cpu().contiguous();
+    out.insert(out.end(), terms.data_ptr<double>(), terms.data_ptr<double>() + terms.numel());
+  }
+  return out;
 }
 
 void TrainMeters::load_running_loss(const std::vector<double>& values, bool holder) {
-  if (values.size() == 4) {
+  if (values.size() >= 4) {
     epoch_loss_sum_.fill_(values[0]);
     epoch_count_.fill_(values[1]);
     window_loss_sum_.fill_(values[2]);
     window_count_.fill_(values[3]);
+    // The term names are known only at the first forward: add_loss applies these then.
+    if (holder) pending_terms_.assign(values.begin() + 4, values.end());
   }
   if (!holder)
     for (auto* t : {&epoch_loss_sum_, &epoch_count_, &window_loss_sum_, &window_count_}) t->zero_();
@@ -95,7 +132,12 @@ void TrainMeters::load_running_loss(const std::vector<double>& values, bool hold
 
 void TrainMeters::gather_running_loss() {
   if (!dist_) return;
-  std::vector<at::Tensor> one{at::stack({epoch_loss_sum_, epoch_count_, window_loss_sum_, window_count_})};
+  std::vector<at::Tensor> parts{at::stack({epoch_loss_sum_, epoch_count_, window_loss_sum_, window_count_})};
+  if (epoch_terms_.defined()) {
+    parts.push_back(epoch_terms_);
+    parts.push_back(window_terms_);
+  }
+  std::vector<at::Tensor> one{at::cat(parts)};
   dist_->all_reduce_sum(one, "gather the running loss for a checkpoint");
   const at::Tensor totals = one[0];
   int i = 0;
@@ -104,14 +146,29 @@ void TrainMeters::gather_running_loss() {
     else t->zero_();
     ++i;
   }
+  if (!epoch_terms_.defined()) return;
+  const int64_t k = epoch_terms_.numel();
+  if (dist_->rank() == 0) {
+    epoch_terms_.copy_(totals.slice(0, 4, 4 + k));
+    window_terms_.copy_(totals.slice(0, 4 + k, 4 + 2 * k));
+  } else {
+    epoch_terms_.zero_();
+    window_terms_.zero_();
+  }
 }
 
-std::pair<double, double> TrainMeters::global_sums(const at::Tensor& sum, const at::Tensor& count) {
-  if (!dist_) return {sum.item<double>(), count.item<double>()};
-  std::vector<at::Tensor> one{at::stack({sum, count})};
-  dist_->all_reduce_sum(one, "sum the training loss over ranks");
-  const at::Tensor host = one[0].cpu();
-  return {host[0].item<double>(), host[1].item<double>()};
+std::pair<double, double> TrainMeters::global_sums(const at::Tensor& sum, const at::Tensor& count,
+                                                   const at::Tensor& terms) {
+  std::vector<at::Tensor> parts{at::stack({sum, count})};
+  if (terms.defined()) parts.push_back(terms);
+  std::vector<at::Tensor> one{parts.size() == 1 ? parts[0] : at::cat(parts)};
+  if (dist_) dist_->all_reduce_sum(one, "sum the training loss over ranks");
+  const at::Tensor host = one[0].cpu(); // the sync point of a loss read
+  const double total = host[0].item<double>(), items = host[1].item<double>();
+  last_terms_.clear();
+  for (std::size_t i = 0; i < term_names_.size() && terms.defined(); ++i)
+    last_terms_.emplace_back("train/loss/" + term_names_[i], host[2 + static_cast<int64_t>(i)].item<double>() / items);
+  return {total, items};
 }
 
 }  // namespace tp

@@ -2,7 +2,9 @@
 
 #include "tp/framework/plugin/plugin_crash.h"
 
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "config_adapter.h"
 #include "sized_copy.h"
@@ -35,7 +37,32 @@ LossTerms LossProxy::forward(const NamedTensors& outputs, const NamedTensors& ta
   check(status, "forward");
   if (!owned_sum.defined() || !owned_count.defined())
     check(TP_ERR_INTERNAL, "forward", "a call that returned TP_OK without both the loss sum and the item count");
-  return {std::move(owned_sum), std::move(owned_count)};
+  return {std::move(owned_sum), std::move(owned_count), terms()};
+}
+
+std::vector<std::pair<std::string, at::Tensor>> LossProxy::terms() {
+  // Optional, appended in ABI 1.3: sized_copy left it NULL for an older table.
+  if (table_.terms == nullptr) return {};
+  constexpr uint32_t kCapacity = 32;
+  tp_named_tensor_t slots[kCapacity] = {};
+  uint32_t count = 0;
+  tp_status status = TP_OK;
+  {
+    const PluginCallScope crash_scope(id().c_str(), "terms", UINT64_MAX);
+    status = table_.terms(self_, slots, kCapacity, &count);
+  }
+  // Every handle left in a slot is ours, whatever the status (PLG-9).
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& slot : slots)
+    if (slot.tensor != nullptr) out.emplace_back(slot.name != nullptr ? slot.name : "", detail::adopt(slot.tensor));
+  check(status, "terms");
+  if (count > kCapacity || out.size() != count)
+    check(TP_ERR_INTERNAL, "terms", "a call that reported " + std::to_string(count) + " terms but filled " +
+                                        std::to_string(out.size()) + " of " + std::to_string(kCapacity) + " slots");
+  for (const auto& [name, tensor] : out)
+    if (name.empty() || tensor.dim() != 0)
+      check(TP_ERR_INTERNAL, "terms", "a term must have a name and be a 0-dim tensor (got '" + name + "')");
+  return out;
 }
 
 }  // namespace tp

@@ -163,9 +163,26 @@ tp_status forward(void* self, const tp_named_tensor_t* outputs, uint32_t output_
   });
 }
 
+tp_status terms(void* self, tp_named_tensor_t* out_terms, uint32_t capacity, uint32_t* out_count) {
+  TP_GUARD(tp::cpp::plugin_host(), {
+    if (self == nullptr || out_count == nullptr || (capacity > 0 && out_terms == nullptr))
+      throw Failure(TP_ERR_INVALID_ARGUMENT, "loss terms: self or an out-parameter is NULL");
+    *out_count = 0;
+    const auto named = static_cast<Loss*>(self)->terms();
+    if (named.size() > capacity)
+      throw Failure(TP_ERR_INVALID_ARGUMENT, "loss terms: " + std::to_string(named.size()) + " terms, capacity " +
+                                                 std::to_string(capacity));
+    for (const auto& [name, sum] : named) {
+      out_terms[*out_count].name = name->c_str();
+      out_terms[(*out_count)++].tensor = tp::cpp::new_handle(sum);
+    }
+    return TP_OK;
+  });
+}
+
 template <LossFactory kMake>
 constexpr tp_loss_v1_t loss_table() {
-  return {sizeof(tp_loss_v1_t), &create<kMake>, &destroy, &forward};
+  return {sizeof(tp_loss_v1_t), &create<kMake>, &destroy, &forward, &terms};
 }
 
 const tp_loss_v1_t kCrossEntropyTable = loss_table<&make_cross_entropy>();

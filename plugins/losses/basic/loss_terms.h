@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tp/cpp/config.h"
 #include "tp/cpp/tensor.h"
@@ -47,6 +49,9 @@ class Loss {
   virtual std::pair<at::Tensor, at::Tensor> forward(const tp_named_tensor_t* outputs, uint32_t output_count,
                                                     const tp_named_tensor_t* targets,
                                                     uint32_t target_count) = 0;
+  /// The named terms of the last forward(): (name, detached 0-dim sum) adding up to its loss sum;
+  /// names valid until destruction. Empty for a single-term loss (its total is its only term).
+  virtual std::vector<std::pair<const std::string*, at::Tensor>> terms() const { return {}; }
 };
 
 /// Builds a loss from its validated config; throws tp::cpp::Failure(TP_ERR_CONFIG).

@@ -20,13 +20,28 @@ struct WeightedTerm {
 /// so the count is the batch size and the host's division gives Σ_k w_k · mean_k.
 class WeightedSum : public Loss {
  public:
-  WeightedSum(std::vector<WeightedTerm> terms, TermOptions options)
-      : terms_(std::move(terms)), options_(options) {}
+  WeightedSum(std::vector<WeightedTerm> terms, TermOptions options) : terms_(std::move(terms)), options_(options) {
+    // Term names for the history (train/loss/<name>): the output each term reads, numbered when
+    // two terms read the same output.
+    for (std::size_t k = 0; k < terms_.size(); ++k) {
+      std::string name = terms_[k].output;
+      for (std::size_t j = 0; j < terms_.size(); ++j)
+        if (j != k && terms_[j].output == name) name += "_" + std::to_string(k);
+      names_.push_back(std::move(name));
+    }
+  }
+
+  std::vector<std::pair<const std::string*, at::Tensor>> terms() const override {
+    std::vector<std::pair<const std::string*, at::Tensor>> out;
+    for (std::size_t k = 0; k < last_.size(); ++k) out.emplace_back(&names_[k], last_[k]);
+    return out;
+  }
 
   std::pair<at::Tensor, at::Tensor> forward(const tp_named_tensor_t* outputs, uint32_t output_count,
                                             const tp_named_tensor_t* targets,
                                             uint32_t target_count) override {
     at::Tensor total;
+    last_.clear();
     int64_t batch = -1;
     at::Device device(at::kCPU);
     for (const WeightedTerm& t : terms_) {
@@ -43,6 +58,7 @@ class WeightedSum : public Loss {
                                                            std::to_string(batch));
       }
       at::Tensor term = per_sample_sum(t.term, out, tgt, options_, t.output, t.target).mul(t.weight);
+      last_.push_back(term.detach());
       total = total.defined() ? total.add(term) : term;
     }
     return {std::move(total), count_tensor(batch, device)};
@@ -51,6 +67,8 @@ class WeightedSum : public Loss {
  private:
   std::vector<WeightedTerm> terms_;
   TermOptions options_;
+  std::vector<std::string> names_;  ///< one per term, valid until destruction (the ABI's term names)
+  std::vector<at::Tensor> last_;    ///< the last forward's weighted term sums, detached
 };
 
 constexpr uint32_t kKeySize = sizeof(tp_config_key_t);

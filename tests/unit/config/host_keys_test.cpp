@@ -76,12 +76,13 @@ TEST_CASE("every host key fills a member of its own, and every member of a secti
     }
     CHECK_MESSAGE(members.insert(key.member(cfg)).second, "two keys fill the same member");
   }
-  // Members that no host key fills: [[optim.param_groups]] and the component tables of [data].
+  // Members that no host key fills: [[optim.param_groups]] and the component tables of [data]
+  // (train, val, [[data.batch_transforms]]).
   CHECK(keys_inside("run", &tp::RunConfig::run) == field_count<tp::RunSection>());
   CHECK(keys_inside("train", &tp::RunConfig::train) == field_count<tp::TrainSection>());
   CHECK(keys_inside("eval", &tp::RunConfig::eval) == field_count<tp::EvalSection>());
   CHECK(keys_inside("optim", &tp::RunConfig::optim) + 1 == field_count<tp::OptimSection>());
-  CHECK(keys_inside("data", &tp::RunConfig::data) + 2 == field_count<tp::DataSection>());
+  CHECK(keys_inside("data", &tp::RunConfig::data) + 3 == field_count<tp::DataSection>()); // train, val, batch_transforms
   CHECK(keys_inside("checkpoint", &tp::RunConfig::checkpoint) == field_count<tp::CheckpointSection>());
   CHECK(keys_inside("progress", &tp::RunConfig::progress) == field_count<tp::ProgressSection>());
   CHECK(keys_inside("amp", &tp::RunConfig::amp) == field_count<tp::AmpSection>());

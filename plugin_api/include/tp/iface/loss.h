@@ -37,6 +37,18 @@ typedef struct tp_loss_v1_t {
   tp_status (*forward)(void *self, const tp_named_tensor_t *outputs, uint32_t output_count,
                        const tp_named_tensor_t *targets, uint32_t target_count,
                        tp_tensor *out_loss_sum, tp_tensor *out_item_count);
+  /** [main] Optional (NULL, or absent from an older table: the loss has no named terms). The
+   *  named terms of the forward() call just made, for the history: `train/loss/<name>` and
+   *  `val/loss/<name>`, normalised exactly like the total (the host sums each term over the
+   *  accumulation window and the ranks and divides by the same item count). Writes up to
+   *  `capacity` entries into `out_terms` and their number into *out_count: each name is valid
+   *  until destroy() and the same on every call; each tensor is a new reference (released by the
+   *  host) to a 0-dim floating tensor on the outputs' device holding the term's SUM over the
+   *  forward's items, without autograd history, such that the terms add up to the loss sum. The
+   *  host calls it right after every successful forward() and passes every slot NULL; on error
+   *  PLG-9's "outputs of a failed call" applies. Never synchronize the device here.
+   *  @since 1.3 */
+  tp_status (*terms)(void *self, tp_named_tensor_t *out_terms, uint32_t capacity, uint32_t *out_count);
 } tp_loss_v1_t;
 
 TP_EXTERN_C_END

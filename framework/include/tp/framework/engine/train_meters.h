@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -24,13 +25,19 @@ class TrainMeters {
   TrainMeters(c10::Device device, DistContext* dist);
 
   /* Loss: device accumulators of (sum of item losses, item count) */
-  /// [main] Adds one micro-batch's loss sum and item count (double scalars on the device).
-  void add_loss(const at::Tensor& sum, const at::Tensor& items);
+  /// [main] Adds one micro-batch's loss sum and item count (double scalars on the device), and the
+  /// sums of the loss's named terms (LossTerms::terms; the same names on every call).
+  void add_loss(const at::Tensor& sum, const at::Tensor& items,
+                const std::vector<std::pair<std::string, at::Tensor>>& terms = {});
   /// [all ranks] The logging window's (loss sum, item count) over all ranks, then resets it.
   /// Sync point on CUDA; data-parallel, one small all-reduce.
   std::pair<double, double> read_window_loss();
   /// [all ranks] Same for the epoch's accumulators.
   std::pair<double, double> read_epoch_loss();
+  /// The named terms as the last read_*_loss() found them: "train/loss/<name>" = term sum over
+  /// all ranks / the same item count (the terms ride in the same all-reduce). Empty when the loss
+  /// has no terms.
+  const Scalars& last_terms() const noexcept { return last_terms_; }
 
   /* Throughput: wall clocks, data wait and samples, per logging window and per epoch */
   /// [main] Restarts the epoch's and the window's clocks and counts.
@@ -52,7 +59,8 @@ class TrainMeters {
   EpochClock epoch_clock() const;
 
   /* Checkpoints: the running sums travel with the position */
-  /// [main] {epoch sum, epoch count, window sum, window count}. Sync point on CUDA.
+  /// [main] {epoch sum, epoch count, window sum, window count}, then with named terms the epoch's
+  /// term sums and the window's. Sync point on CUDA.
   std::vector<double> running_loss() const;
   /// [main] Restores running_loss(); `holder` false (ranks other than 0) keeps zeros, since the
   /// checkpoint holds the global sums and rank 0 carries them on.
@@ -66,11 +74,16 @@ class TrainMeters {
   const TrainingReport& report() const noexcept { return report_; }
 
  private:
-  std::pair<double, double> global_sums(const at::Tensor& sum, const at::Tensor& count);
+  /// (sum, count) over all ranks; fills last_terms_ from `terms` (may be undefined).
+  std::pair<double, double> global_sums(const at::Tensor& sum, const at::Tensor& count, const at::Tensor& terms);
 
   DistContext* dist_;
   at::Tensor window_loss_sum_, window_count_; ///< since the last log step, on device (no sync)
   at::Tensor epoch_loss_sum_, epoch_count_;
+  std::vector<std::string> term_names_;      ///< the loss's named terms (from the first add_loss)
+  at::Tensor window_terms_, epoch_terms_;    ///< float64 [terms] on device; undefined without terms
+  std::vector<double> pending_terms_;        ///< term sums from a checkpoint, applied at the first add_loss
+  Scalars last_terms_;
   double window_wait_s_ = 0.0, epoch_wait_s_ = 0.0;
   int64_t window_samples_ = 0, epoch_samples_ = 0, window_steps_ = 0;
   std::chrono::steady_clock::time_point window_start_, epoch_start_;

@@ -1,6 +1,10 @@
 // Host-side handle of a loss component ("tp.loss/1").
 #pragma once
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "tp/framework/config/run_config.h"
 #include "tp/framework/data/sample_source.h"
 #include "tp/framework/plugin/plugin_instance.h"
@@ -8,10 +12,13 @@
 
 namespace tp {
 
-/// The sum of per-item losses (differentiable) and the number of items (0-dim, no grad).
+/// The sum of per-item losses (differentiable) and the number of items (0-dim, no grad), and the
+/// loss's named terms (tp_loss_v1_t::terms, ABI 1.3; empty for most losses): detached 0-dim sums
+/// over the same items that add up to `sum`.
 struct LossTerms {
   at::Tensor sum;
   at::Tensor count;
+  std::vector<std::pair<std::string, at::Tensor>> terms;
 };
 
 class LossProxy : public PluginInstance {
@@ -22,6 +29,9 @@ class LossProxy : public PluginInstance {
   LossTerms forward(const NamedTensors& outputs, const NamedTensors& targets);
 
  private:
+  /// The named terms of the forward just made (empty when the loss has none).
+  std::vector<std::pair<std::string, at::Tensor>> terms();
+
   tp_loss_v1_t table_{};
   void* self_ = nullptr;
 };
