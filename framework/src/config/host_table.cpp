@@ -115,8 +115,8 @@ void check_model_host_keys(const toml::node& node, std::string_view file) {
                  "backward (less memory, about one more forward pass of time).");
 }
 
-/// [[optim.param_groups]]: each a table with a string `pattern` and optional `lr` > 0 and
-/// `weight_decay` >= 0; nothing else.
+/// [[optim.param_groups]]: each a table with a string `pattern` and optional `lr` > 0,
+/// `weight_decay` >= 0, `freeze` (bool) and `unfreeze_at_epoch` (integer >= 1, with freeze); nothing else.
 void check_param_groups(const toml::node& node, std::string_view file) {
   const std::string path(kParamGroupsPath);
   const std::string example = "[[optim.param_groups]] with pattern = \"head.*\", lr = 1e-3, weight_decay = 0.0";
@@ -138,9 +138,24 @@ void check_param_groups(const toml::node& node, std::string_view file) {
     for (const auto& [key, value] : *group) {
       const std::string name(key.str());
       if (name == "pattern") continue;
+      if (name == "freeze") {
+        if (!value.is_boolean())
+          fail(at + ".freeze", node_origin(value, file) + ": " + at + ".freeze: expected true or false, got " +
+                                   describe_node(value) + ".");
+        continue;
+      }
+      if (name == "unfreeze_at_epoch") {
+        const bool frozen = group->get("freeze") != nullptr && group->get("freeze")->value<bool>().value_or(false);
+        if (!value.is_integer() || value.value<int64_t>().value_or(0) < 1 || !frozen)
+          fail(at + ".unfreeze_at_epoch", node_origin(value, file) + ": " + at +
+                                              ".unfreeze_at_epoch: expected an epoch number >= 1 (1-based) in a group "
+                                              "with freeze = true, got " + describe_node(value) + ".");
+        continue;
+      }
       if (name != "lr" && name != "weight_decay")
         fail(at + "." + name, node_origin(value, file) + ": " + at + ": unknown key '" + name +
-                                  "'; a parameter group accepts pattern, lr and weight_decay.");
+                                  "'; a parameter group accepts pattern, lr, weight_decay, freeze and "
+                                  "unfreeze_at_epoch.");
       const std::optional<double> number = value.is_number() ? value.value<double>() : std::nullopt;
       const bool ok = number && std::isfinite(*number) && (name == "lr" ? *number > 0 : *number >= 0);
       if (!ok)

@@ -17,6 +17,12 @@ namespace tp {
 
 void Trainer::train_epoch(int64_t epoch) {
   parts_.model->set_training(true);
+  // Frozen parameter groups join at their unfreeze_at_epoch; data-parallel, the gradient
+  // all-reduce is rebuilt over the new trainable set (a collective shape check on every rank).
+  if (set_frozen(optim_, epoch)) {
+    log_.info("epoch " + std::to_string(epoch + 1) + ": frozen parameter groups start training");
+    if (dist_) steps_.start_data_parallel();
+  }
   // A resumed run starts inside its first epoch; checkpoints are written at window boundaries.
   int64_t done = std::exchange(start_batch_, 0);
   train_loader_->start_epoch(static_cast<uint64_t>(epoch), done);

@@ -167,6 +167,9 @@ void Trainer::init_model() {
   }
 
   optim_ = make_optimizer(config_.optim, model_state_);
+  // [[optim.param_groups]] freeze = true: in the optimizer, but without gradients until their
+  // unfreeze epoch (train_epoch re-applies this for every epoch, a resumed one included).
+  set_frozen(optim_, 0);
   int64_t parameters = 0, trainable = 0;
   for (const auto& s : model_state_)
     if (!s.is_buffer) {

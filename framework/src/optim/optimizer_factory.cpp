@@ -155,6 +155,15 @@ BuiltOptimizer make_optimizer(const OptimSection& o, const std::vector<StateTens
                                         "look-ahead on the momentum buffer); set a momentum or nesterov = false.");
   const std::vector<GroupPlan> plans = plan_groups(o, model_state);
   BuiltOptimizer built;
+  for (const auto& entry : model_state) {
+    if (entry.is_buffer || !entry.tensor.requires_grad()) continue;
+    // The first matching rule wins, as in plan_groups.
+    for (const ParamGroupRule& rule : o.param_groups)
+      if (glob_match(rule.pattern, entry.name)) {
+        if (rule.freeze) built.frozen.emplace_back(entry.tensor, rule.unfreeze_at_epoch);
+        break;
+      }
+  }
   built.fused = use_fused(o, plans);
   for (const GroupPlan& g : plans) built.group_names.push_back(g.names);
   namespace optim = torch::optim;
@@ -175,6 +184,17 @@ BuiltOptimizer make_optimizer(const OptimSection& o, const std::vector<StateTens
     built.optimizer = build<optim::RMSprop, optim::RMSprop>(plans, base, /*fused=*/false);  // no fused kernel
   }
   return built;
+}
+
+bool set_frozen(const BuiltOptimizer& built, int64_t epoch) {
+  bool changed = false;
+  for (const auto& [param, unfreeze_at] : built.frozen) {
+    const bool frozen = unfreeze_at == 0 || epoch + 1 < unfreeze_at;
+    if (param.requires_grad() == !frozen) continue;
+    param.requires_grad_(!frozen);
+    changed = true;
+  }
+  return changed;
 }
 
 double current_lr(const torch::optim::Optimizer& optimizer) {

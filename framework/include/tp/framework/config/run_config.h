@@ -82,6 +82,8 @@ struct ParamGroupRule {
   std::string pattern;
   std::optional<double> lr;           ///< absent = optim.lr
   std::optional<double> weight_decay; ///< absent = the default rule (optim.weight_decay on dim >= 2, else 0)
+  bool freeze = false;                ///< no gradient, no update, no weight decay (until unfreeze_at_epoch)
+  int64_t unfreeze_at_epoch = 0;      ///< 1-based epoch from which frozen parameters train; 0 = never
   bool operator==(const ParamGroupRule&) const = default; ///< field-wise
 };
 

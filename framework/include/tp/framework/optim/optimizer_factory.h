@@ -17,6 +17,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tp/framework/config/run_config.h"
@@ -36,7 +37,15 @@ struct BuiltOptimizer {
   /// True when step() runs LibTorch's fused kernels (implementation "fused", or "auto" where
   /// one exists); false for the per-parameter loop.
   bool fused = false;
+  /// Parameters of `freeze = true` rules (in the optimizer, which skips them while they get no
+  /// gradient) with their rule's unfreeze_at_epoch (0 = never). set_frozen() applies them.
+  std::vector<std::pair<at::Tensor, int64_t>> frozen;
 };
+
+/// Freezes (requires_grad false) or unfreezes `built.frozen`'s parameters for 0-based `epoch`:
+/// frozen while unfreeze_at_epoch is 0 or epoch + 1 < unfreeze_at_epoch. Returns whether any
+/// parameter changed (data-parallel training then rebuilds its gradient all-reduce).
+bool set_frozen(const BuiltOptimizer& built, int64_t epoch);
 
 /// Builds the optimizer `options.name` over the trainable parameters of `model_state` (which
 /// must already be on the training device: "auto" decides by device and dtype). Logs nothing.
