@@ -5,6 +5,8 @@
 // stops advancing (its state is kept and checkpointed as it was).
 #include <ATen/ATen.h>
 
+#include <string>
+
 #include "tp/framework/engine/batchnorm_refresh.h"
 #include "tp/framework/engine/trainer.h"
 #include "tp/framework/error.h"
@@ -27,26 +29,19 @@ void Trainer::end_swa_epoch() {
 
 bool Trainer::finish_swa() {
   if (!swa_ || swa_->updates() == 0) return false;
-  restore_weights([&] {
-    NamedWeights averaged;
-    for (const auto& s : swa_->state()) averaged.emplace_back(s.name, s.tensor);
-    return averaged;
-  }(), model_state_);
+  restore_weights(named_weights(swa_->state()), model_state_);
+  std::string statistics;
   if (config_.swa.update_bn) {
     const int64_t layers = refresh_batchnorm_statistics(parts_, model_state_, *train_loader_,
                                                         static_cast<uint64_t>(epochs_), train_batches_, placement_, dist_);
-    log_.info("swa: the model now holds the average of " + std::to_string(swa_->updates()) + " epochs' weights; " +
-              (layers > 0 ? "BatchNorm statistics of " + std::to_string(layers) + " layer(s) recomputed over the training split"
-                          : std::string("no BatchNorm statistics to recompute")));
+    statistics = layers > 0 ? "; BatchNorm statistics of " + std::to_string(layers) +
+                                  " layer(s) recomputed over the training split"
+                            : "; no BatchNorm statistics to recompute";
     // The average's buffers become the recomputed ones: val_swa/* then equals val/*.
-    swa_->load([&] {
-      NamedWeights current;
-      for (const auto& s : model_state_) current.emplace_back(s.name, s.tensor.detach());
-      return current;
-    }(), swa_->updates());
-  } else {
-    log_.info("swa: the model now holds the average of " + std::to_string(swa_->updates()) + " epochs' weights");
+    swa_->load(named_weights(model_state_), swa_->updates());
   }
+  log_.info("swa: the model now holds the average of " + std::to_string(swa_->updates()) + " epochs' weights" +
+            statistics);
   return true;
 }
 

@@ -61,6 +61,13 @@ void WeightAverage::load(const NamedWeights& saved, int64_t updates) {
   updates_ = updates;
 }
 
+NamedWeights named_weights(const std::vector<StateTensor>& state) {
+  NamedWeights out;
+  out.reserve(state.size());
+  for (const auto& s : state) out.emplace_back(s.name, s.tensor.detach());
+  return out;
+}
+
 SwappedInAverage::SwappedInAverage(const WeightAverage& average, const std::vector<StateTensor>& model_state)
     : model_state_(model_state) {
   c10::NoGradGuard no_grad;

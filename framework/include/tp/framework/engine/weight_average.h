@@ -71,6 +71,10 @@ class WeightAverage {
   int64_t updates_ = 0;
 };
 
+/// `state` as name -> tensor (detached views, no copy), the form restore_weights() and
+/// WeightAverage::load() take.
+NamedWeights named_weights(const std::vector<StateTensor>& state);
+
 /// While alive, the model's tensors hold `average`'s values; the destructor copies the live
 /// weights back (bitwise). Cost: two copies of the weights and a temporary copy of them.
 class SwappedInAverage {
