@@ -28,7 +28,8 @@
   X(tp_event_t, 56, 8)             \
   X(tp_callback_v1_t, 32, 8)       \
   X(tp_named_tensor_t, 16, 8)      \
-  X(tp_model_v1_t, 64, 8)          \
+  X(tp_model_v1_t, 80, 8)           \
+  X(tp_layer_depth_t, 16, 8)       /* @since 1.4 */ \
   X(tp_loss_v1_t, 40, 8)           \
   X(tp_metric_v1_t, 64, 8)          \
   X(tp_batch_transform_v1_t, 32, 8) /* @since 1.3 */
@@ -133,6 +134,10 @@
   X(tp_model_v1_t, visit_state, 40)               \
   X(tp_model_v1_t, forward, 48)                   \
   X(tp_model_v1_t, set_activation_checkpointing, 56) /* @since 1.1 */ \
+  X(tp_model_v1_t, layer_depths, 64)              /* @since 1.4 */ \
+  X(tp_model_v1_t, set_batchnorm_frozen, 72)      /* @since 1.4 */ \
+  X(tp_layer_depth_t, prefix, 0)                  /* @since 1.4 */ \
+  X(tp_layer_depth_t, depth, 8)                   /* @since 1.4 */ \
   X(tp_loss_v1_t, struct_size, 0)                 \
   X(tp_loss_v1_t, create, 8)                      \
   X(tp_loss_v1_t, destroy, 16)                    \
@@ -155,8 +160,10 @@
  * the struct_size a producer built against that older minor writes. Hosts must keep accepting
  * that size (a 1.0 plugin keeps loading), and the member appended next must start exactly there,
  * so that it reads as absent from such a producer. */
-#define TP_ABI_V1_GROWN(X) \
-  X(tp_model_v1_t, 0, 56, set_activation_checkpointing)
+#define TP_ABI_V1_GROWN(X)                                \
+  X(tp_model_v1_t, 0, 56, set_activation_checkpointing)   \
+  X(tp_loss_v1_t, 2, 32, terms)                           \
+  X(tp_model_v1_t, 3, 64, layer_depths)
 
 /* X(constant, value): the released values of the ABI's integer constants. Plugins compile them in,
  * so renumbering one is as breaking as moving a member. */

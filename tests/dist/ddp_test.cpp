@@ -3,10 +3,6 @@
 // gradient accumulation, with overlap off, through the built-in launcher, as two "nodes" on
 // loopback and through torchrun; and the 2-rank evaluation of a checkpoint equals the 1-rank one.
 #include <ATen/ATen.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <string>
 
@@ -15,6 +11,7 @@
 #include "integration/checkpoint_compare.h"
 #include "integration/history_reader.h"
 #include "integration/host_runner.h"
+#include "free_port.h"
 
 #include <doctest/doctest.h>
 
@@ -36,20 +33,6 @@ tp::LoadedCheckpoint train(const std::string& name, const std::string& launch, c
 const tp::LoadedCheckpoint& single_run() {
   static const tp::LoadedCheckpoint single = train("ddp_single", "", "");
   return single;
-}
-
-/// A loopback TCP port nobody listens on now (the kernel's choice for port 0).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-  ::close(fd);
-  return ntohs(address.sin_port);
 }
 
 }  // namespace
@@ -86,7 +69,7 @@ TEST_CASE("two nodes on loopback (two launchers, --nnodes 2) train like 1 proces
   const auto dir = tp::test::fresh_dir("ddp_two_nodes");
   const std::string host = std::string("'") + TP_TEST_BUILD_DIR + "/bin/host'";
   const std::string node = " --nnodes 2 --nproc-per-node 1 --master-addr 127.0.0.1 --master-port " +
-                           std::to_string(free_port());
+                           std::to_string(tp::test::free_port());
   const auto args = [&](int rank) {
     return " train " + kConfig + " --output-dir '" + (dir / ("node" + std::to_string(rank))).string() +
            "' --set train.batch_size=16";

@@ -1,13 +1,17 @@
 // [[optim.param_groups]] freeze = true, unfreeze_at_epoch = K (docs/optimizers.md): frozen
 // parameters get no gradient, no update and no weight decay until epoch K, then train; a run
-// resumed across the unfreeze ends bitwise equal to the straight run.
+// resumed across the unfreeze ends bitwise equal to the straight run. The other fine-tuning
+// controls end to end: model.freeze_bn_stats and optim.layer_decay (its values against timm:
+// tests/plugins/models/layer_decay_oracle.py).
 #include <ATen/ATen.h>
 
 #include <fstream>
+#include <set>
 #include <string>
 
 #include "tp/framework/checkpoint/checkpoint.h"
 
+#include "integration/history_reader.h"
 #include "integration/host_runner.h"
 
 #include <doctest/doctest.h>
@@ -27,6 +31,16 @@ bool same_parameters(const tp::LoadedCheckpoint& a, const tp::LoadedCheckpoint& 
     same = same && at::equal(a.model[i].second, b.model[i].second);
   }
   return same;
+}
+
+/// freeze.toml without its [[optim.param_groups]] rule (`--set` cannot remove a table array),
+/// written into `dir`; returns the arguments that run it.
+std::string without_rules(const std::filesystem::path& dir) {
+  std::string text = tp::test::read_text(std::filesystem::path(TP_TEST_SOURCE_DIR) / "tests/integration_oracle/freeze.toml");
+  const auto start = text.find("[[optim.param_groups]]");
+  text.erase(start, text.find("[data]") - start);
+  std::ofstream(dir / "no_rules.toml") << text;
+  return "--config '" + (dir / "no_rules.toml").string() + "' ";
 }
 
 }  // namespace
@@ -68,4 +82,50 @@ TEST_CASE("unfreeze_at_epoch without freeze is a configuration error naming the 
   INFO(run.output);
   CHECK(run.exit_code == 2);
   CHECK(run.output.find("optim.param_groups[0].unfreeze_at_epoch") != std::string::npos);
+}
+
+TEST_CASE("model.freeze_bn_stats: the trunk trains while its BatchNorm statistics stay as initialised") {
+  const auto dir = tp::test::fresh_dir("freeze_bn_stats");
+  const std::string args = without_rules(dir);
+  const auto run = tp::test::run_host(args + "--output-dir '" + dir.string() +
+                                      "' --set train.epochs=1 --set model.freeze_bn_stats=true");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(tp::test::read_text(dir / "train.log").find("freeze_bn_stats: the model's BatchNorm layers") != std::string::npos);
+  const auto last = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
+  int statistics = 0;
+  for (const auto& [name, tensor] : last.model) {
+    CAPTURE(name);
+    if (name.ends_with("running_mean")) CHECK(at::equal(tensor, at::zeros_like(tensor)));
+    if (name.ends_with("running_var")) CHECK(at::equal(tensor, at::ones_like(tensor)));
+    if (name.ends_with("num_batches_tracked")) CHECK(tensor.item<int64_t>() == 0);
+    statistics += name.ends_with("running_mean") || name.ends_with("running_var");
+    if (name == "trunk.bn1.weight") CHECK_FALSE(at::equal(tensor, at::ones_like(tensor))); // its affine part trains
+  }
+  CHECK(statistics == 6);
+
+  // With swa.update_bn, which would recompute them, it is refused by name.
+  const auto both = tp::test::run_host(args + "--output-dir '" + (dir / "both").string() +
+                                       "' --set model.freeze_bn_stats=true --set swa.enabled=true");
+  INFO(both.output);
+  CHECK(both.exit_code == 2);
+  CHECK(both.output.find("model.freeze_bn_stats") != std::string::npos);
+  CHECK(both.output.find("swa.update_bn") != std::string::npos);
+}
+
+TEST_CASE("optim.layer_decay: the history's per-group lrs are optim.lr x 0.5^(3 - depth) for small_cnn's declared depths") {
+  // small_cnn declares trunk blocks 1-3 at depths 0-2; the head is depth 3 (full lr). freeze.toml's
+  // frozen trunk rule keeps its own groups, split by depth the same way.
+  const auto dir = tp::test::fresh_dir("layer_decay_run");
+  const auto run = tp::test::run_host(kArgs + "--output-dir '" + dir.string() +
+                                      "' --set train.epochs=1 --set optim.layer_decay=0.5");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(tp::test::read_text(dir / "train.log").find("optim.layer_decay = 0.5: ") != std::string::npos);
+  const auto steps = tp::test::rows_of(tp::test::read_history(dir), "step");
+  REQUIRE_FALSE(steps.empty());
+  std::set<double> scales;
+  for (const auto& [key, value] : steps.front().values)
+    if (key.starts_with("lr/group")) scales.insert(value / steps.front().values.at("lr"));
+  CHECK(scales == std::set<double>{0.125, 0.25, 0.5, 1.0});
 }

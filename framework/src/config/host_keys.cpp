@@ -114,6 +114,10 @@ std::vector<HostKey> make_host_keys() {
       TP_HOST_KEY(optim, implementation, R"("auto")",
           "auto = fused kernel where LibTorch has one (sgd, adam, adamw), else the per-parameter loop",
           {.choices = {"auto", "fused", "for_loop"}}),
+      TP_HOST_KEY(optim, layer_decay, "1.0",
+          "layer-wise lr decay in (0, 1]: lr x layer_decay^(deepest - depth), depths declared by the model (timm's "
+          "--layer-decay); 1.0 = off",
+          {.limit = above(0)}),
 
       TP_HOST_KEY(data, num_workers, "2",
           "loader threads (>= 0; 0 = load on the main thread)",
@@ -226,6 +230,10 @@ std::vector<HostKey> make_host_keys() {
           "allow parameters without a gradient in a step (walks the autograd graph every step)"),
       TP_HOST_KEY(dist, broadcast_buffers, "true",
           "copy rank 0's buffers (BatchNorm statistics) to every rank before each training forward"),
+      TP_HOST_KEY(dist, bn_stats, R"("broadcast")",
+          "BatchNorm running statistics before every evaluation and save: broadcast = rank 0's, reduce = the mean "
+          "over ranks (timm's distribute_bn)",
+          {.choices = {"broadcast", "reduce"}}),
       TP_HOST_KEY(dist, overlap, "true",
           "all-reduce gradient buckets during backward; false: the same buckets after backward (benchmarks)"),
       // Refused when true (validate_host_table says why); false is accepted for portable configs.

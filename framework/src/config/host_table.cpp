@@ -107,12 +107,17 @@ void check_component(const ComponentSlot& slot, const std::string& key_path, con
 }
 
 void check_model_host_keys(const toml::node& node, std::string_view file) {
-  const toml::node* flag = node.as_table() ? node.as_table()->get(kActivationCheckpointingKey) : nullptr;
-  if (flag == nullptr || flag->is_boolean()) return;
-  const std::string path = "model." + std::string(kActivationCheckpointingKey);
-  fail(path, node_origin(*flag, file) + ": " + path + ": expected a boolean, got " + describe_node(*flag) +
-                 ". Write activation_checkpointing = true to recompute the model's declared blocks in "
-                 "backward (less memory, about one more forward pass of time).");
+  const std::pair<std::string_view, const char*> keys[] = {
+      {kActivationCheckpointingKey, "Write activation_checkpointing = true to recompute the model's declared blocks "
+                                    "in backward (less memory, about one more forward pass of time)."},
+      {kFreezeBnStatsKey, "Write freeze_bn_stats = true to keep the model's BatchNorm layers in eval mode while it "
+                          "trains (their running statistics stay as loaded)."}};
+  for (const auto& [key, hint] : keys) {
+    const toml::node* flag = node.as_table() ? node.as_table()->get(key) : nullptr;
+    if (flag == nullptr || flag->is_boolean()) continue;
+    const std::string path = "model." + std::string(key);
+    fail(path, node_origin(*flag, file) + ": " + path + ": expected a boolean, got " + describe_node(*flag) + ". " + hint);
+  }
 }
 
 /// [[optim.param_groups]]: each a table with a string `pattern` and optional `lr` > 0,

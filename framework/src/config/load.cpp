@@ -91,6 +91,8 @@ RunConfig build_run_config(toml::table root, std::string_view source_name,
   // the recomputation, the plugin only declares its blocks.
   cfg.activation_checkpointing = cfg.model.options[kActivationCheckpointingKey].value<bool>().value_or(false);
   cfg.model.options.erase(kActivationCheckpointingKey);
+  cfg.freeze_bn_stats = cfg.model.options[kFreezeBnStatsKey].value<bool>().value_or(false);
+  cfg.model.options.erase(kFreezeBnStatsKey);
   cfg.loss = take_component(*root.get_as<toml::table>("loss"), "loss");
   cfg.metrics = take_components(root, "metrics");
   cfg.callbacks = take_components(root, "callbacks");

@@ -34,6 +34,7 @@ void apply_run_switches(const RunConfig& config, c10::Device device, Precision p
        << "tf32 = " << (config.run.tf32 ? "true" : "false") << "\n"
        << "non_blocking_copies = " << (device.is_cuda() ? "true" : "false") << "\n"
        << "activation_checkpointing = " << (config.activation_checkpointing ? "true" : "false") << "\n"
+       << "freeze_bn_stats = " << (config.freeze_bn_stats ? "true" : "false") << "\n"
        << "libtorch = \"" << TORCH_VERSION << "\"\n";
   write_file_atomically(runtime_toml, text.str());
 }

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "tp/framework/amp/autocast_guard.h"
+#include "tp/framework/dist/batchnorm_sync.h"
 #include "tp/framework/dist/dist_context.h"
 #include "tp/framework/dist/grad_sync.h"
 #include "tp/framework/engine/batch_transforms.h"
@@ -308,9 +309,12 @@ bool StepRunner::read_check_fails(double sum) const { return nan_checks_.at_read
 
 void StepRunner::sync_buffers() {
   if (!config_.dist.broadcast_buffers) return;
+  // dist.bn_stats = "reduce": each rank keeps its own running statistics between evaluations
+  // and saves, where the trainer averages them (batchnorm_sync.h); other buffers are rank 0's.
+  const bool keep_statistics = config_.dist.bn_stats == "reduce";
   std::vector<at::Tensor> buffers;
   for (const auto& s : model_state_)
-    if (s.is_buffer) buffers.push_back(s.tensor.detach());
+    if (s.is_buffer && !(keep_statistics && is_batchnorm_statistic(s.name))) buffers.push_back(s.tensor.detach());
   if (buffers.empty()) return;
   c10::NoGradGuard no_grad;
   dist_->broadcast(buffers, "broadcast rank 0's buffers");

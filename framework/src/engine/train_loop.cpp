@@ -182,6 +182,7 @@ void Trainer::end_epoch(int64_t epoch) {
 }
 
 Scalars Trainer::run_evaluation() {
+  sync_batchnorm_stats(); // each rank evaluates its shard: with the same statistics
   Scalars eval = evaluator_->run(step_, active_schedule());
   const uint32_t requests = events_.agree(dispatch(TP_EVENT_EVAL_END, eval));
   if (requests & TP_REQUEST_STOP) request_stop();

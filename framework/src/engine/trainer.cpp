@@ -34,6 +34,21 @@ LoaderOptions loader_options(const RunConfig& c, int64_t batch_size, LoaderMode 
       .on_bad_sample(c.data.on_bad_sample == "skip" ? BadSamplePolicy::kSkip : BadSamplePolicy::kFail);
 }
 
+/// optim.layer_decay's effect in one line: the number of groups and the lr range, each end with a
+/// parameter it applies to (train.log, so a user sees which layers learn slowest).
+std::string describe_layer_decay(const BuiltOptimizer& built, double decay) {
+  const auto& groups = built.optimizer->param_groups();
+  size_t low = 0, high = 0;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    if (groups[i].options().get_lr() < groups[low].options().get_lr()) low = i;
+    if (groups[i].options().get_lr() > groups[high].options().get_lr()) high = i;
+  }
+  return "optim.layer_decay = " + format_number(decay) + ": " + std::to_string(groups.size()) +
+         " parameter groups, lr from " + format_number(groups[low].options().get_lr()) + " ('" +
+         built.group_names[low].front() + "') to " + format_number(groups[high].options().get_lr()) + " ('" +
+         built.group_names[high].front() + "')";
+}
+
 }  // namespace
 
 Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device device, Logger& logger,
@@ -166,7 +181,21 @@ void Trainer::init_model() {
     log_.info("activation checkpointing: on (the model's declared blocks are recomputed in backward)");
   }
 
-  optim_ = make_optimizer(config_.optim, model_state_);
+  if (config_.freeze_bn_stats) {
+    // Refused together: update_bn would recompute the statistics this keeps as loaded.
+    if (config_.swa.enabled && config_.swa.update_bn)
+      throw ConfigError("model.freeze_bn_stats",
+                        "model.freeze_bn_stats = true keeps the BatchNorm statistics as loaded, and swa.update_bn = "
+                        "true recomputes them for the averaged weights at the end: choose one (set swa.update_bn = "
+                        "false to keep the frozen statistics, or drop freeze_bn_stats).");
+    parts_.model->set_batchnorm_frozen(true);
+    log_.info("freeze_bn_stats: the model's BatchNorm layers normalise with their running statistics and keep them");
+  }
+
+  LayerDepths depths;
+  if (config_.optim.layer_decay < 1) depths = parts_.model->layer_depths();
+  optim_ = make_optimizer(config_.optim, model_state_, &depths);
+  if (!depths.empty()) log_.info(describe_layer_decay(optim_, config_.optim.layer_decay));
   // [[optim.param_groups]] freeze = true: in the optimizer, but without gradients until their
   // unfreeze epoch (train_epoch re-applies this for every epoch, a resumed one included).
   set_frozen(optim_, 0);

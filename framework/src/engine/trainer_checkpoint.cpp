@@ -22,6 +22,7 @@ void Trainer::save(bool periodic, int64_t resume_epoch, int64_t resume_batch) {
   // Best: only an evaluation taken at this very step describes these weights.
   const std::optional<double> monitor = evaluator_->monitor_at(step_);
   if (!periodic && !(monitor && checkpoints_.qualifies(*monitor))) return;
+  sync_batchnorm_stats(); // all ranks: the statistics rank 0 writes are the agreed ones
   last_save_step_ = periodic ? step_ : last_save_step_;
   meters_.gather_running_loss(); // all ranks: a collective under data-parallel training
   std::vector<std::filesystem::path> written;
@@ -105,6 +106,7 @@ CheckpointContents Trainer::checkpoint_contents(int64_t resume_epoch, int64_t re
 }
 
 void Trainer::save_position(int64_t resume_epoch, int64_t resume_batch) {
+  sync_batchnorm_stats();
   meters_.gather_running_loss(); // all ranks: a collective under data-parallel training
   if (rank_ != 0) return;
   const auto path = run_dir_ / "checkpoints" / "last.pt";

@@ -2,10 +2,12 @@
 // and the same resume position. Each is a no-op without dist_, so a single process creates no
 // process group and does no extra work; with it, each is collective. The per-step agreement
 // lives with the step (StepRunner), request agreement with the callbacks (EventDispatcher),
-// loss sums with the meters and evaluation sums with the Evaluator.
+// loss sums with the meters and evaluation sums with the Evaluator. BatchNorm statistics agree
+// before every evaluation and save (sync_batchnorm_stats, dist.bn_stats).
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include "tp/framework/dist/batchnorm_sync.h"
 #include "tp/framework/dist/dist_context.h"
 #include "tp/framework/engine/trainer.h"
 #include "tp/framework/error.h"
@@ -24,6 +26,15 @@ void Trainer::broadcast_model() {
   for (const auto& s : model_state_) tensors.push_back(s.tensor.detach());
   c10::NoGradGuard no_grad;
   dist_->broadcast(tensors, "broadcast rank 0's parameters and buffers");
+}
+
+void Trainer::sync_batchnorm_stats() {
+  if (!dist_) return;
+  std::vector<const std::vector<StateTensor>*> states = {&model_state_};
+  for (const WeightAverage* average : {ema_.get(), swa_.get()})
+    if (average) states.push_back(&average->state());
+  sync_batchnorm_statistics(*dist_, states,
+                            config_.dist.bn_stats == "reduce" ? BatchNormSync::kReduce : BatchNormSync::kBroadcast);
 }
 
 void Trainer::check_same_position() {

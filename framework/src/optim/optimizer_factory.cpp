@@ -7,6 +7,7 @@
 #include <torch/optim/sgd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string_view>
 
 #include "fused_optimizers.h"
@@ -57,24 +58,64 @@ std::string some_names(const std::vector<std::string>& names) {
                                       "name (`*` also crosses dots), e.g. \"head.*\" or \"*.bias\".");
 }
 
+// ~~~~ layer-wise lr decay ~~~~
+
+/// Whether `prefix` claims `name`: equal, or a whole leading run of its dotted components.
+bool claims(const std::string& prefix, const std::string& name) {
+  return name.starts_with(prefix) && (name.size() == prefix.size() || name[prefix.size()] == '.');
+}
+
+/// Each parameter's depth (in model_state order, buffers left out) under the model's ordering:
+/// the longest claiming prefix's; unclaimed parameters are the head, one past the deepest
+/// claimed depth. Without an ordering every depth is 0.
+std::vector<uint32_t> parameter_depths(const std::vector<StateTensor>& model_state, const LayerDepths* depths) {
+  std::vector<uint32_t> out;
+  std::vector<bool> claimed;
+  uint32_t deepest_claimed = 0;
+  const LayerDepths none;
+  for (const auto& entry : model_state) {
+    if (entry.is_buffer) continue;
+    const std::pair<std::string, uint32_t>* best = nullptr;
+    for (const auto& layer : depths != nullptr ? *depths : none)
+      if (claims(layer.first, entry.name) && (best == nullptr || layer.first.size() > best->first.size())) best = &layer;
+    out.push_back(best != nullptr ? best->second : 0);
+    claimed.push_back(best != nullptr);
+    if (best != nullptr) deepest_claimed = std::max(deepest_claimed, best->second);
+  }
+  for (size_t i = 0; depths != nullptr && i < out.size(); ++i)
+    if (!claimed[i]) out[i] = deepest_claimed + 1;
+  return out;
+}
+
+// ~~~~ groups ~~~~
+
 // Slots: 2 per rule, the default rule (-1) first; slot 2(r+1) decays, 2(r+1)+1 does not. A rule
-// that sets weight_decay applies it to all its parameters, so it uses its decay slot only.
-std::vector<GroupPlan> plan_groups(const OptimSection& o, const std::vector<StateTensor>& model_state) {
+// that sets weight_decay applies it to all its parameters, so it uses its decay slot only. With
+// layer decay each slot splits by depth, the deepest (full lr) first.
+std::vector<GroupPlan> plan_groups(const OptimSection& o, const std::vector<StateTensor>& model_state,
+                                   const LayerDepths* depths) {
   const size_t rules = o.param_groups.size();
-  std::vector<GroupPlan> slots(2 * (rules + 1));
+  const std::vector<uint32_t> depth_of = parameter_depths(model_state, depths);
+  const uint32_t deepest = depth_of.empty() ? 0 : *std::max_element(depth_of.begin(), depth_of.end());
+  const size_t levels = size_t{deepest} + 1;
+  std::vector<GroupPlan> slots(2 * (rules + 1) * levels);
+  size_t parameter = 0; // index into depth_of
   std::vector<std::string> trainable;
   std::vector<int> winner;  // per trainable parameter: its rule, -1 = default
   std::vector<bool> used(rules, false);
   for (const auto& entry : model_state) {
-    if (entry.is_buffer || !entry.tensor.requires_grad()) continue;
+    if (entry.is_buffer) continue;
+    const uint32_t depth = depth_of[parameter++];
+    if (!entry.tensor.requires_grad()) continue;
     int rule = -1;
     for (size_t i = 0; i < rules && rule < 0; ++i)
       if (glob_match(o.param_groups[i].pattern, entry.name)) rule = static_cast<int>(i);
     const ParamGroupRule* r = rule >= 0 ? &o.param_groups[static_cast<size_t>(rule)] : nullptr;
     const bool decay = entry.tensor.dim() >= 2 || (r != nullptr && r->weight_decay.has_value());
-    GroupPlan& g = slots[2 * static_cast<size_t>(rule + 1) + (decay ? 0 : 1)];
+    GroupPlan& g = slots[(2 * static_cast<size_t>(rule + 1) + (decay ? 0 : 1)) * levels + (deepest - depth)];
     if (g.params.empty()) {
-      g.lr = r != nullptr && r->lr ? *r->lr : o.lr;
+      // timm's param_groups_layer_decay: scale = layer_decay^(deepest - depth), the head at 1.
+      g.lr = (r != nullptr && r->lr ? *r->lr : o.lr) * std::pow(o.layer_decay, static_cast<double>(deepest - depth));
       g.weight_decay = r != nullptr && r->weight_decay ? *r->weight_decay : (decay ? o.weight_decay : 0.0);
     }
     g.params.push_back(entry.tensor);
@@ -145,7 +186,8 @@ std::unique_ptr<torch::optim::Optimizer> build(const std::vector<GroupPlan>& pla
 
 }  // namespace
 
-BuiltOptimizer make_optimizer(const OptimSection& o, const std::vector<StateTensor>& model_state) {
+BuiltOptimizer make_optimizer(const OptimSection& o, const std::vector<StateTensor>& model_state,
+                              const LayerDepths* depths) {
   constexpr std::string_view kNames[] = {"sgd", "adam", "adamw", "rmsprop"};
   if (std::find(std::begin(kNames), std::end(kNames), o.name) == std::end(kNames))
     throw ConfigError("optim.name",
@@ -153,7 +195,12 @@ BuiltOptimizer make_optimizer(const OptimSection& o, const std::vector<StateTens
   if (o.name == "sgd" && o.nesterov && o.momentum <= 0)
     throw ConfigError("optim.nesterov", "optim.nesterov = true needs optim.momentum > 0 (Nesterov momentum is a "
                                         "look-ahead on the momentum buffer); set a momentum or nesterov = false.");
-  const std::vector<GroupPlan> plans = plan_groups(o, model_state);
+  if (o.layer_decay <= 0 || o.layer_decay > 1)
+    throw ConfigError("optim.layer_decay", "optim.layer_decay = " + std::to_string(o.layer_decay) +
+                                               " is outside (0, 1]: each layer's lr is lr x layer_decay^(deepest - "
+                                               "depth), so above 1 the input layers would learn fastest. Typical "
+                                               "fine-tuning values are 0.65 to 0.9; 1.0 turns it off.");
+  const std::vector<GroupPlan> plans = plan_groups(o, model_state, o.layer_decay < 1 ? depths : nullptr);
   BuiltOptimizer built;
   for (const auto& entry : model_state) {
     if (entry.is_buffer || !entry.tensor.requires_grad()) continue;

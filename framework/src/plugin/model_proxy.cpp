@@ -1,6 +1,7 @@
 #include "tp/framework/plugin/model_proxy.h"
 
 #include <array>
+#include <set>
 #include <cstddef>
 #include <string>
 #include <utility>
@@ -78,32 +79,81 @@ bool ModelProxy::supports_activation_checkpointing() const {
   return table_.set_activation_checkpointing != nullptr;
 }
 
+std::string ModelProxy::who() const {
+  return "the model component '" + id() + "' (" + library_->path().filename().string() + ", plugin ABI " +
+         std::to_string(library_->abi().major) + "." + std::to_string(library_->abi().minor) + ")";
+}
+
+void ModelProxy::throw_missing_entry(const std::string& key, const std::string& feature, const char* member,
+                                     std::size_t offset, const char* minor, const std::string& what_to_do) const {
+  const bool predates = !detail::has_member(table_size_, offset, sizeof(void*));
+  throw ConfigError(key, key + ": " + who() + " does not support " + feature + ": " +
+                             (predates ? std::string("its tp.model/1 table predates plugin ABI ") + minor +
+                                             ", which added " + member
+                                       : std::string("its tp.model/1 table leaves ") + member + " NULL") +
+                             ". " + what_to_do);
+}
+
+void ModelProxy::throw_refused(const std::string& key, const std::string& feature,
+                               const std::string& what_to_do) const {
+  std::string message = HostServices::take_last_error();
+  if (message.empty()) message = "(the plugin gave no message)";
+  throw ConfigError(key, key + ": " + who() + " refused " + feature + ": " + message + ". " + what_to_do);
+}
+
 void ModelProxy::set_activation_checkpointing(bool enabled) {
   const std::string key = "model.activation_checkpointing";
-  const std::string who = "the model component '" + id() + "' (" + library_->path().filename().string() +
-                          ", plugin ABI " + std::to_string(library_->abi().major) + "." +
-                          std::to_string(library_->abi().minor) + ")";
+  const std::string remove = "Remove `activation_checkpointing = true` from [model] (or set it to false), or ";
   if (!supports_activation_checkpointing()) {
     if (!enabled) return; // off is what a model without the entry always is
-    const bool predates = !detail::has_member(table_size_, offsetof(tp_model_v1_t, set_activation_checkpointing),
-                                              sizeof(table_.set_activation_checkpointing));
-    throw ConfigError(key, key + ": " + who + " does not support activation checkpointing: " +
-                               (predates ? "its tp.model/1 table predates plugin ABI 1.1, which added "
-                                           "set_activation_checkpointing"
-                                         : "its tp.model/1 table leaves set_activation_checkpointing NULL") +
-                               ". Remove `activation_checkpointing = true` from [model] (or set it to false), or "
-                               "use a model that declares checkpointable blocks; the plugin's author can add them "
-                               "with tp/cpp/activation_checkpoint.h (plugin_api/README.md, \"Activation checkpointing\").");
+    throw_missing_entry(key, "activation checkpointing", "set_activation_checkpointing", offsetof(tp_model_v1_t, set_activation_checkpointing),
+                        "1.1",
+                        remove + "use a model that declares checkpointable blocks; the plugin's author can add them "
+                                 "with tp/cpp/activation_checkpoint.h (plugin_api/README.md, \"Activation "
+                                 "checkpointing\").");
   }
   const tp_status status = table_.set_activation_checkpointing(self_, enabled);
-  if (status == TP_ERR_UNSUPPORTED && enabled) {
-    std::string message = HostServices::take_last_error();
-    if (message.empty()) message = "(the plugin gave no message)";
-    throw ConfigError(key, key + ": " + who + " refused activation checkpointing: " + message +
-                               ". Remove `activation_checkpointing = true` from [model] (or set it to false), or "
-                               "change the model's options so that it has blocks to checkpoint.");
-  }
+  if (status == TP_ERR_UNSUPPORTED && enabled)
+    throw_refused(key, "activation checkpointing", remove + "change the model's options so that it has blocks to checkpoint.");
   check(status, "set_activation_checkpointing");
+}
+
+std::vector<std::pair<std::string, uint32_t>> ModelProxy::layer_depths() const {
+  const std::string key = "optim.layer_decay";
+  const std::string what_to_do =
+      "Remove optim.layer_decay (or set it to 1.0), or use a model that declares its layer depths (the built-in "
+      "resnet and vision models do; plugin_api/README.md, \"Fine-tuning controls\").";
+  if (table_.layer_depths == nullptr)
+    throw_missing_entry(key, "layer-wise lr decay", "layer_depths", offsetof(tp_model_v1_t, layer_depths), "1.4", what_to_do);
+  const tp_layer_depth_t* entries = nullptr;
+  uint32_t count = 0;
+  const tp_status status = table_.layer_depths(self_, &entries, &count);
+  if (status == TP_ERR_UNSUPPORTED) throw_refused(key, "to declare layer depths", what_to_do);
+  check(status, "layer_depths");
+  if (count > 0 && entries == nullptr) check(TP_ERR_INTERNAL, "layer_depths", "a call that returned TP_OK with no entries");
+  std::vector<std::pair<std::string, uint32_t>> out;
+  std::set<std::string> seen;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (entries[i].prefix == nullptr || entries[i].prefix[0] == '\0')
+      check(TP_ERR_INTERNAL, "layer_depths", "entry " + std::to_string(i) + " with a NULL or empty prefix");
+    if (!seen.insert(entries[i].prefix).second)
+      check(TP_ERR_INTERNAL, "layer_depths", "the prefix '" + std::string(entries[i].prefix) + "' twice");
+    out.emplace_back(entries[i].prefix, entries[i].depth);
+  }
+  return out;
+}
+
+void ModelProxy::set_batchnorm_frozen(bool frozen) {
+  const std::string key = "model.freeze_bn_stats";
+  const std::string what_to_do = "Remove `freeze_bn_stats = true` from [model] (or set it to false).";
+  if (table_.set_batchnorm_frozen == nullptr) {
+    if (!frozen) return;
+    throw_missing_entry(key, "freezing BatchNorm statistics", "set_batchnorm_frozen", offsetof(tp_model_v1_t, set_batchnorm_frozen), "1.4",
+                        what_to_do + " Models built with tp/cpp/model_adapter.h of ABI 1.4 support it.");
+  }
+  const tp_status status = table_.set_batchnorm_frozen(self_, frozen);
+  if (status == TP_ERR_UNSUPPORTED && frozen) throw_refused(key, "to freeze BatchNorm statistics", what_to_do);
+  check(status, "set_batchnorm_frozen");
 }
 
 }  // namespace tp

@@ -13,7 +13,9 @@
  *   1.2  config key type TP_CFG_PATH (config.h): a string the host resolves against the
  *        directory of the config file that set it.
  *   1.3  component kind TP_KIND_BATCH_TRANSFORM and its interface "tp.batch_transform/1"
- *        (iface/batch_transform.h): training-batch transforms such as Mixup and CutMix. */
+ *        (iface/batch_transform.h): training-batch transforms such as Mixup and CutMix.
+ *   1.4  tp_model_v1_t.layer_depths and .set_batchnorm_frozen (optional; NULL = not supported)
+ *        with tp_layer_depth_t: fine-tuning controls (optim.layer_decay, model.freeze_bn_stats). */
 #ifndef TP_VERSION_H
 #define TP_VERSION_H
 
@@ -23,7 +25,7 @@
 #include "tp/macros.h"
 
 #define TP_ABI_MAJOR 1
-#define TP_ABI_MINOR 3
+#define TP_ABI_MINOR 4
 #define TP_ABI_PATCH 0
 
 TP_EXTERN_C_BEGIN

@@ -131,7 +131,14 @@ void ResNet::make_layer(int index, int64_t planes, int64_t blocks, int64_t strid
     }
     layer->push_back(block);  // named "<b>": state "layer<index>.<b>.conv1.weight"
     blocks_.push_back(block);
+    block_names_.push_back("layer" + std::to_string(index) + "." + std::to_string(b));
   }
+}
+
+std::vector<tp::cpp::LayerDepth> ResNet::layer_depths() const {
+  std::vector<tp::cpp::LayerDepth> depths = {{"conv1", 0}, {"bn1", 0}};
+  for (size_t i = 0; i < block_names_.size(); ++i) depths.push_back({block_names_[i], static_cast<uint32_t>(i + 1)});
+  return depths;
 }
 
 at::Tensor ResNet::stem(const at::Tensor& x) {

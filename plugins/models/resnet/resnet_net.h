@@ -8,6 +8,8 @@
 // Activation checkpointing: the stem (conv1-bn1-ReLU-maxpool) and every residual block are
 // checkpoint units; with the switch on, training keeps only their inputs (one tensor per block)
 // and recomputes the rest in backward.
+//
+// Layer depths (optim.layer_decay): the stem at 0, each residual block one deeper, fc the head.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -19,9 +21,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tp/cpp/activation_checkpoint.h"
+#include "tp/cpp/model_adapter.h"
 
 namespace tp::resnet {
 
@@ -53,6 +57,9 @@ class ResNet : public torch::nn::Module, public tp::cpp::Checkpointable {
   explicit ResNet(const ResNetOptions& options);
   /// [B, in_channels, H, W] -> logits [B, num_classes]; any H, W >= 1 (adaptive average pool).
   at::Tensor forward(const at::Tensor& x);
+  /// optim.layer_decay's ordering, timm's ResNet group_matcher: the stem (conv1, bn1) at depth 0,
+  /// then every residual block ("layer1.0", "layer1.1", ...) one deeper; fc is the head.
+  std::vector<tp::cpp::LayerDepth> layer_depths() const;
 
  private:
   /// Appends layer`index` (1..4) of `blocks` blocks with `planes` planes; the first has `stride`.
@@ -65,6 +72,7 @@ class ResNet : public torch::nn::Module, public tp::cpp::Checkpointable {
   torch::nn::Conv2d conv1_{nullptr};
   torch::nn::BatchNorm2d bn1_{nullptr};
   std::vector<std::shared_ptr<ResidualBlock>> blocks_;  // every block of layer1..layer4, in order
+  std::vector<std::string> block_names_;               // their prefixes, "layer1.0", ...
   torch::nn::Linear fc_{nullptr};
 };
 

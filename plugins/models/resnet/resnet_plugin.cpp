@@ -58,6 +58,7 @@ class ResNetModel {
   void train(bool on) { net_->train(on); }
   void set_dtype(at::ScalarType dtype) { dtype_ = dtype; }
   void set_activation_checkpointing(bool enabled) { net_->set_activation_checkpointing(enabled); }
+  std::vector<tp::cpp::LayerDepth> layer_depths() const { return net_->layer_depths(); }
 
  private:
   ResNetOptions options_;

@@ -54,6 +54,13 @@ class DeepCnn : public VisionNet {
     head_ = register_module("head", torch::nn::Linear(width, num_classes));
   }
 
+  std::vector<tp::cpp::LayerDepth> layer_depths() const override {
+    std::vector<tp::cpp::LayerDepth> depths = {{"stem", 0}};
+    for (size_t i = 0; i < typed_blocks_.size(); ++i)
+      depths.push_back({"blocks." + std::to_string(i), static_cast<uint32_t>(i + 1)});
+    return depths;
+  }
+
   tp::cpp::Outputs forward(const tp::cpp::Inputs& inputs) override {
     at::Tensor h = image_input(inputs, input_, in_channels_, image_size_);
     h = run_block(stem_, h);

@@ -32,6 +32,13 @@ class Mlp : public VisionNet {
     VisionNet::set_activation_checkpointing(enabled);
   }
 
+  /// The hidden layers fc1, fc2, ... at depths 0, 1, ...; none with hidden = [] (one Linear).
+  std::vector<tp::cpp::LayerDepth> layer_depths() const override {
+    std::vector<tp::cpp::LayerDepth> depths;
+    for (size_t i = 0; i < layers_.size(); ++i) depths.push_back({"fc" + std::to_string(i + 1), static_cast<uint32_t>(i)});
+    return depths;
+  }
+
   tp::cpp::Outputs forward(const tp::cpp::Inputs& inputs) override {
     at::Tensor h = flat_input(inputs, input_, in_features_);
     for (auto& layer : layers_)  // the lambda is kept until backward: capture by value

@@ -26,6 +26,13 @@ class MultiHeadCnn : public VisionNet {
     trunk_->set_activation_checkpointing(enabled);
   }
 
+  /// The trunk's blocks; both heads are unclaimed (full lr).
+  std::vector<tp::cpp::LayerDepth> layer_depths() const override {
+    std::vector<tp::cpp::LayerDepth> depths;
+    trunk_->append_layer_depths("trunk", 0, depths);
+    return depths;
+  }
+
   tp::cpp::Outputs forward(const tp::cpp::Inputs& inputs) override {
     const at::Tensor x = image_input(inputs, input_, c_.in_channels, c_.image_size);
     const at::Tensor map = trunk_->forward(x);

@@ -28,6 +28,12 @@ class SmallCnn : public VisionNet {
     trunk_->set_activation_checkpointing(enabled);
   }
 
+  std::vector<tp::cpp::LayerDepth> layer_depths() const override {
+    std::vector<tp::cpp::LayerDepth> depths;
+    trunk_->append_layer_depths("trunk", 0, depths);
+    return depths;
+  }
+
   tp::cpp::Outputs forward(const tp::cpp::Inputs& inputs) override {
     const at::Tensor x = image_input(inputs, input_, c_.in_channels, c_.image_size);
     const at::Tensor features = trunk_->forward(x).amax({2, 3});  // global max pool

@@ -29,6 +29,14 @@ class TwoStream : public VisionNet {
     trunk_b_->set_activation_checkpointing(enabled);
   }
 
+  /// The two trunks side by side (block i of each at depth i-1); the heads are unclaimed.
+  std::vector<tp::cpp::LayerDepth> layer_depths() const override {
+    std::vector<tp::cpp::LayerDepth> depths;
+    trunk_a_->append_layer_depths("trunk_a", 0, depths);
+    trunk_b_->append_layer_depths("trunk_b", 0, depths);
+    return depths;
+  }
+
   tp::cpp::Outputs forward(const tp::cpp::Inputs& inputs) override {
     const at::Tensor a = image_input(inputs, inputs_[0], c_.in_channels, c_.image_size);
     const at::Tensor b = image_input(inputs, inputs_[1], c_.in_channels, c_.image_size);

@@ -8,6 +8,10 @@
 // model declares its checkpointable blocks by running them through checkpoint_block(), and
 // overrides set_activation_checkpointing() once to pass the switch to sub-modules that do the
 // same (the ConvTrunk).
+//
+// Layer depths (tp.model/1 @since 1.4, optim.layer_decay): each model lists its layers from the
+// input on (the trunk's blocks, the MLP's hidden layers); the heads are unclaimed, so they keep
+// the full lr.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -34,6 +38,9 @@ class VisionNet : public torch::nn::Module, public tp::cpp::Checkpointable {
   /// Runs the model on the batch fields `inputs` (borrowed for the call); output names are
   /// static. Throws tp::cpp::Failure(TP_ERR_INVALID_ARGUMENT) naming a missing or misshapen input.
   virtual tp::cpp::Outputs forward(const tp::cpp::Inputs& inputs) = 0;
+  /// optim.layer_decay's ordering (tp.model/1 @since 1.4): every layer nearer the input at a
+  /// smaller depth; the heads are left unclaimed (one past the deepest, full lr).
+  virtual std::vector<tp::cpp::LayerDepth> layer_depths() const = 0;
 
   /// The floating dtype of the parameters (fp32 after create; changed by to_device). Floating
   /// inputs of another dtype are cast to it, so a float32 batch drives a float64 model.
@@ -69,6 +76,9 @@ class ConvTrunk : public torch::nn::Module, public tp::cpp::Checkpointable {
   at::Tensor forward(const at::Tensor& x);
   /// Channels of the feature map (2 * width).
   int64_t out_channels() const { return out_channels_; }
+  /// Appends block i's conv and BatchNorm (under "<prefix>.conv<i>", "<prefix>.bn<i>") at depth
+  /// `first` + i - 1; returns the depth after the last block.
+  uint32_t append_layer_depths(const std::string& prefix, uint32_t first, std::vector<tp::cpp::LayerDepth>& out) const;
 
  private:
   /// Block `i`: conv - BN - ReLU - maxpool. Reads `x` only (no in-place on it).

@@ -51,6 +51,16 @@ ConvTrunk::ConvTrunk(int64_t in_channels, int64_t width) : out_channels_(2 * wid
   }
 }
 
+uint32_t ConvTrunk::append_layer_depths(const std::string& prefix, uint32_t first,
+                                        std::vector<tp::cpp::LayerDepth>& out) const {
+  for (size_t i = 0; i < convs_.size(); ++i) {
+    const auto depth = static_cast<uint32_t>(first + i);
+    out.push_back({prefix + ".conv" + std::to_string(i + 1), depth});
+    out.push_back({prefix + ".bn" + std::to_string(i + 1), depth});
+  }
+  return first + static_cast<uint32_t>(convs_.size());
+}
+
 at::Tensor ConvTrunk::forward(const at::Tensor& x) {
   at::Tensor h = x;
   for (size_t i = 0; i < convs_.size(); ++i) {

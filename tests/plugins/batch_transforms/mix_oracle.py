@@ -6,7 +6,7 @@ the box). Here torchvision 0.29's transforms.v2.MixUp / CutMix apply those same 
 through their own `transform(inpt, params)` (the code their forward runs after make_params), and
 every output must be bitwise equal: images and labels, Mixup and CutMix, and the batches
 mixup_cutmix leaves unmixed (images unchanged, labels one-hot).
-Needs .venv-bench (torchvision does not import with the project venv's torch); run_oracle.sh
+Needs .venv-bench (torchvision does not import with the project venv's torch); run_bench_oracle.sh
 exits 77 (SKIP) without it. Usage: mix_oracle.py <mix_oracle_driver> <mix.so>
 """
 import os

@@ -6,6 +6,7 @@
 #include "tp/cpp/model_adapter.h"  // before the harness: c10's CHECK is replaced by doctest's there
 
 #include <torch/nn/module.h>
+#include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/linear.h>
 
 #include <stdexcept>
@@ -62,6 +63,21 @@ class Switchable : public Scale {
   }
 };
 
+/// Linear(2, 3) - BatchNorm1d(3), declaring both at depth 0 and 1 (ABI 1.4's layer_depths).
+class Normed : public torch::nn::Module {
+ public:
+  explicit Normed(const tp::cpp::ConfigReader&) {
+    linear_ = register_module("lin", torch::nn::Linear(2, 3));
+    norm_ = register_module("bn", torch::nn::BatchNorm1d(3));
+  }
+  tp::cpp::Outputs forward(const tp::cpp::Inputs& inputs) { return {{"y", norm_->forward(linear_->forward(inputs.get("x")))}}; }
+  std::vector<tp::cpp::LayerDepth> layer_depths() const { return {{"lin", 0}, {"bn", 1}}; }
+  torch::nn::BatchNorm1d norm_{nullptr};
+
+ private:
+  torch::nn::Linear linear_{nullptr};
+};
+
 /// Not a module: the host trains the Linear it holds (state_root), under the Linear's own names.
 class Holder {
  public:
@@ -87,6 +103,7 @@ const tp_descriptor_t kHolderDescriptor =
 const tp::cpp::Component kScale = tp::cpp::model_component<Scale, kScaleDescriptor>();
 const tp::cpp::Component kSwitchable = tp::cpp::model_component<Switchable, kScaleDescriptor, &make_switchable>();
 const tp::cpp::Component kHolder = tp::cpp::model_component<Holder, kHolderDescriptor>();
+const tp::cpp::Component kNormed = tp::cpp::model_component<Normed, kHolderDescriptor>();
 
 const tp_model_v1_t& table_of(const tp::cpp::Component& c) { return *static_cast<const tp_model_v1_t*>(c.table); }
 
@@ -127,6 +144,42 @@ TEST_CASE("model adapter: descriptor and table") {
   // The 1.1 entry exists only for a class that has the switch.
   CHECK((t.set_activation_checkpointing == nullptr));
   CHECK((table_of(kSwitchable).set_activation_checkpointing != nullptr));
+  // 1.4: layer_depths only for a class that declares them; set_batchnorm_frozen for every class.
+  CHECK((t.layer_depths == nullptr));
+  CHECK((table_of(kNormed).layer_depths != nullptr));
+  CHECK((t.set_batchnorm_frozen != nullptr));
+}
+
+TEST_CASE("model adapter: layer_depths hands out the class's ordering, valid until destroy") {
+  Instance m(kNormed);
+  REQUIRE(m.create() == TP_OK);
+  const tp_layer_depth_t* entries = nullptr;
+  uint32_t count = 0;
+  REQUIRE(m.t.layer_depths(m.self, &entries, &count) == TP_OK);
+  REQUIRE(count == 2);
+  CHECK(std::string(entries[0].prefix) == "lin");
+  CHECK(entries[0].depth == 0);
+  CHECK(std::string(entries[1].prefix) == "bn");
+  CHECK(entries[1].depth == 1);
+  CHECK(m.t.layer_depths(m.self, nullptr, &count) == TP_ERR_INVALID_ARGUMENT);
+}
+
+TEST_CASE("model adapter: set_batchnorm_frozen keeps BatchNorm in eval mode across set_training(true)") {
+  Instance m(kNormed);
+  REQUIRE(m.create() == TP_OK);
+  Normed& net = *static_cast<tp::cpp::detail::ModelInstance<Normed>*>(m.self)->model;
+  REQUIRE(m.t.set_batchnorm_frozen(m.self, true) == TP_OK);
+  REQUIRE(m.t.set_training(m.self, true) == TP_OK);
+  CHECK(net.is_training());            // the model trains...
+  CHECK_FALSE(net.norm_->is_training()); // ...its BatchNorm does not
+  REQUIRE(m.t.set_batchnorm_frozen(m.self, false) == TP_OK);
+  CHECK(net.norm_->is_training()); // follows the model again at once
+  // A model without BatchNorm refuses, saying so; switching off is always fine.
+  Instance plain(kScale);
+  REQUIRE(plain.create() == TP_OK);
+  CHECK(plain.t.set_batchnorm_frozen(plain.self, true) == TP_ERR_UNSUPPORTED);
+  CHECK(plain.host.last_error.find("has no BatchNorm layer") != std::string::npos);
+  CHECK(plain.t.set_batchnorm_frozen(plain.self, false) == TP_OK);
 }
 
 TEST_CASE("model adapter: a throwing constructor is a status with the message") {

@@ -1,6 +1,7 @@
-// ModelProxy::set_activation_checkpointing against real libraries: an ABI 1.0 model keeps
-// loading and gets a configuration error naming it only when checkpointing is asked for; so does
-// a 1.1 model with a NULL entry or one that refuses; vision_models' deep_cnn accepts.
+// ModelProxy's optional entries against real libraries: an ABI 1.0 model keeps loading and gets a
+// configuration error naming it only when activation checkpointing, layer depths
+// (optim.layer_decay) or frozen BatchNorm statistics (model.freeze_bn_stats) are asked for; so
+// does a model with NULL entries or one that refuses; vision_models' models accept and declare.
 #include "tp/framework/error.h"
 #include "tp/framework/plugin/host_services.h"
 #include "tp/framework/plugin/model_proxy.h"
@@ -49,13 +50,13 @@ std::unique_ptr<ModelProxy> make_model(const std::shared_ptr<PluginLibrary>& lib
   return nullptr;
 }
 
-/// The ConfigError `fn` throws (checked), as its message.
+/// The ConfigError `fn` throws (checked: about `key`, exit 2), as its message.
 template <typename Fn>
-std::string config_error(Fn&& fn) {
+std::string config_error(Fn&& fn, const std::string& key = "model.activation_checkpointing") {
   try {
     fn();
   } catch (const ConfigError& e) {
-    CHECK(e.key_path() == "model.activation_checkpointing");
+    CHECK(e.key_path() == key);
     CHECK(e.exit_code() == kExitConfig);
     return e.what();
   }
@@ -103,6 +104,47 @@ TEST_CASE("vision_models: deep_cnn accepts; an mlp without hidden layers refuses
   CHECK(contains(message, "org.torchhost.mlp"));
   CHECK(contains(message, "refused"));
   CHECK(contains(message, "hidden = []"));
+}
+
+TEST_CASE("ABI 1.4 entries: an ABI 1.0 model and NULL entries are configuration errors naming the key") {
+  auto old = make_model(load(fixture("ckpt_abi10_model")), "org.test.abi10_model");
+  std::string message = config_error([&] { old->layer_depths(); }, "optim.layer_decay");
+  for (const char* part : {"optim.layer_decay", "org.test.abi10_model", "predates plugin ABI 1.4", "layer_depths"})
+    CHECK_MESSAGE(contains(message, part), "'" << part << "' in: " << message);
+  message = config_error([&] { old->set_batchnorm_frozen(true); }, "model.freeze_bn_stats");
+  CHECK(contains(message, "predates plugin ABI 1.4"));
+  CHECK(contains(message, "freeze_bn_stats = true"));
+  CHECK_NOTHROW(old->set_batchnorm_frozen(false));
+  CHECK_FALSE(contains(message, "beyond the table's struct_size"));
+
+  auto null_entries = make_model(load(fixture("ckpt_null_model")), "org.test.null_model");
+  message = config_error([&] { null_entries->layer_depths(); }, "optim.layer_decay");
+  CHECK(contains(message, "leaves layer_depths NULL"));
+  message = config_error([&] { null_entries->set_batchnorm_frozen(true); }, "model.freeze_bn_stats");
+  CHECK(contains(message, "leaves set_batchnorm_frozen NULL"));
+}
+
+TEST_CASE("vision_models declare their depths; an mlp without hidden layers or BatchNorm refuses, saying why") {
+  auto library = load(std::filesystem::path(TP_TEST_PLUGIN_DIR) / "vision_models.so");
+  toml::table cnn{{"input", "image"}, {"in_channels", 3}, {"num_classes", 3}, {"width", 4}, {"image_size", 32}};
+  auto small = make_model(library, "org.torchhost.small_cnn", cnn);
+  const std::vector<std::pair<std::string, uint32_t>> expected = {
+      {"trunk.conv1", 0}, {"trunk.bn1", 0}, {"trunk.conv2", 1}, {"trunk.bn2", 1}, {"trunk.conv3", 2}, {"trunk.bn3", 2}};
+  CHECK(small->layer_depths() == expected);
+  CHECK_NOTHROW(small->set_batchnorm_frozen(true));
+  toml::table deep{{"input", "image"}, {"in_channels", 3}, {"num_classes", 3}, {"width", 4},
+                   {"depth", 2},       {"image_size", 32}, {"residual", true}};
+  const std::vector<std::pair<std::string, uint32_t>> deep_expected = {{"stem", 0}, {"blocks.0", 1}, {"blocks.1", 2}};
+  CHECK(make_model(library, "org.torchhost.deep_cnn", deep)->layer_depths() == deep_expected);
+
+  toml::table linear{{"input", "image"}, {"hidden", toml::array{}}, {"in_features", 3072}, {"num_classes", 3},
+                     {"dropout", 0.0}};
+  auto mlp = make_model(library, "org.torchhost.mlp", linear);
+  std::string message = config_error([&] { mlp->layer_depths(); }, "optim.layer_decay");
+  CHECK(contains(message, "refused to declare layer depths"));
+  CHECK(contains(message, "declares no layer depths"));
+  message = config_error([&] { mlp->set_batchnorm_frozen(true); }, "model.freeze_bn_stats");
+  CHECK(contains(message, "has no BatchNorm layer"));
 }
 
 }  // namespace

@@ -88,6 +88,24 @@ TEST_CASE("torchscript: an MLP with BatchNorm has its scripted names and the eag
   CHECK(at::allclose(m.forward(in).at("pred").detach(), before + 1.0));
 }
 
+TEST_CASE("torchscript: freeze_bn_stats keeps the scripted BatchNorm1d in eval mode while the model trains") {
+  ZooModel m(kLibrary, kId, ts_config("mlp.pt", {"x"}, {"pred"}));
+  CHECK((m.t->layer_depths == nullptr)); // a scripted module declares no depths: layer_decay is refused
+  REQUIRE_MESSAGE(m.t->set_batchnorm_frozen(m.self, true) == TP_OK, m.error());
+  const at::Tensor mean_before = m.named("bn.running_mean").clone();
+  Fields in = {{"x", io().at("x")}, {"y", at::zeros({8, 1})}};
+  m.train(true);
+  // The eval-mode output (running statistics), and the statistics do not move.
+  CHECK(relative_difference(m.forward(in).at("pred").detach(), io().at("mlp.eval")) <= 1e-6);
+  CHECK(at::equal(m.named("bn.running_mean"), mean_before));
+  CHECK(m.named("bn.num_batches_tracked").item<int64_t>() == 0);
+  // Switched off, the next set_training(true) trains the BatchNorm again: Python's train-mode output.
+  REQUIRE(m.t->set_batchnorm_frozen(m.self, false) == TP_OK);
+  m.train(true);
+  CHECK(relative_difference(m.forward(in).at("pred").detach(), io().at("mlp.train")) <= 1e-6);
+  CHECK(m.named("bn.num_batches_tracked").item<int64_t>() == 1);
+}
+
 TEST_CASE("torchscript: to_device converts floating state, keeps integer buffers, casts inputs") {
   ZooModel m(kLibrary, kId, ts_config("mlp.pt", {"x"}, {"pred"}));
   REQUIRE_MESSAGE(m.t->to_device(m.self, TP_DEVICE_CPU, 0, TP_DTYPE_FLOAT64) == TP_OK, m.error());

@@ -34,6 +34,7 @@ inline OptimSection optim_section(const std::string& name, const std::string& im
   o.alpha = 0.99;
   o.centered = false;
   o.implementation = implementation;
+  o.layer_decay = 1.0;
   return o;
 }
 

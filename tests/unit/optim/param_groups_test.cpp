@@ -169,3 +169,44 @@ TEST_CASE("a schedule scales every group from its own lr") {
   CHECK(lrs[2] == doctest::Approx(0.1 * factor).epsilon(1e-12));
   CHECK(lrs[3] == doctest::Approx(0.1 * factor).epsilon(1e-12));
 }
+
+TEST_CASE("layer_decay: lr x decay^(deepest - depth) by the longest claiming prefix; unclaimed parameters are the head") {
+  // fc at depth 0, norm at depth 1 ("norm" also claims "norm.weight"; "fc.w" claims nothing: whole
+  // dotted components only), head unclaimed: depth 2, the deepest, full lr.
+  auto o = tp::test::optim_section("adamw");
+  o.lr = 0.1;
+  o.weight_decay = 0.05;
+  o.layer_decay = 0.5;
+  const tp::LayerDepths depths = {{"fc", 0}, {"norm", 1}, {"fc.w", 1}, {"frozen", 0}};
+  const tp::BuiltOptimizer built = tp::make_optimizer(o, sample_state(), &depths);
+  // The deepest first within the decay slot, then within the no-decay slot.
+  REQUIRE(built.group_names.size() == 5);
+  CHECK(built.group_names[0] == Names{"head.weight"});
+  CHECK(built.group_names[1] == Names{"fc.weight"});
+  CHECK(built.group_names[2] == Names{"head.bias"});
+  CHECK(built.group_names[3] == Names{"norm.weight"});
+  CHECK(built.group_names[4] == Names{"fc.bias"});
+  const auto& groups = built.optimizer->param_groups();
+  const double want[] = {0.1, 0.025, 0.1, 0.05, 0.025};
+  for (std::size_t i = 0; i < 5; ++i) {
+    CAPTURE(i);
+    CHECK(groups[i].options().get_lr() == want[i]);
+    CHECK(weight_decay(groups[i]) == (i < 2 ? 0.05 : 0.0));
+  }
+  CHECK(tp::current_lr(*built.optimizer) == 0.1); // the history's lr stays the schedule's own
+
+  // With a [[optim.param_groups]] lr, the scale multiplies the rule's lr.
+  o.param_groups = {{"head.*", 1.0, std::nullopt}};
+  const tp::BuiltOptimizer ruled = tp::make_optimizer(o, sample_state(), &depths);
+  for (std::size_t i = 0; i < ruled.group_names.size(); ++i)
+    if (ruled.group_names[i].front().starts_with("head.")) CHECK(ruled.optimizer->param_groups()[i].options().get_lr() == 1.0);
+
+  // 1.0 turns it off (the default groups, depths ignored); above 1 and at most 0 are refused.
+  o.param_groups.clear();
+  o.layer_decay = 1.0;
+  CHECK(tp::make_optimizer(o, sample_state(), &depths).group_names.size() == 2);
+  std::string message;
+  o.layer_decay = 1.5;
+  CHECK(config_error_key(o, sample_state(), &message) == "optim.layer_decay");
+  CHECK(message.find("outside (0, 1]") != std::string::npos);
+}

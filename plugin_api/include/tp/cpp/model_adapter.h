@@ -1,6 +1,6 @@
 // torchhost C++ helpers for Tier T plugin authors: a model as a C++ class, and the C shell
-// ("tp.model/1": create/destroy/to_device/set_training/visit_state/forward and, when the class
-// has it, set_activation_checkpointing) generated from it.
+// ("tp.model/1": create/destroy/to_device/set_training/visit_state/forward/set_batchnorm_frozen
+// and, when the class has them, set_activation_checkpointing and layer_depths) generated from it.
 //
 // The adapter keeps the state the host borrows (tp/cpp/model_state.h: collected after create and
 // after every to_device, integer buffers kept integer), wraps every call in TP_GUARD (PLG-7),
@@ -34,10 +34,19 @@
 //   void set_dtype(at::ScalarType)          optional: told the floating dtype after to_device
 //   void set_activation_checkpointing(bool) optional (tp::cpp::Checkpointable): without it the
 //                                           table's entry is NULL and the host refuses the switch
+//   std::vector<LayerDepth> layer_depths()  optional (ABI 1.4): the depth ordering of the
+//                                           parameters for optim.layer_decay; without it the
+//                                           entry is NULL and the host refuses layer_decay
+//
+// set_batchnorm_frozen (ABI 1.4, `[model] freeze_bn_stats`) needs nothing from the class: the
+// adapter finds the BatchNorm layers of the state root (torch::nn::BatchNorm1d/2d/3d, or the
+// scripted torch.nn.BatchNorm1d/2d/3d of a TorchScript module) and keeps them in eval mode after
+// every set_training(true).
 #ifndef TP_CPP_MODEL_ADAPTER_H
 #define TP_CPP_MODEL_ADAPTER_H
 
 #include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -71,6 +80,14 @@ class Inputs {
   uint32_t count_;
 };
 
+/// One entry of a model's depth ordering (tp_layer_depth_t, ABI 1.4): the parameters under the
+/// dotted `prefix` sit at `depth` (0 = nearest the input). Parameters no prefix claims are the
+/// head, one past the deepest depth. Example, ResNet: {"conv1", 0}, {"bn1", 0}, {"layer1.0", 1}, ...
+struct LayerDepth {
+  std::string prefix;
+  uint32_t depth;
+};
+
 /// One output of forward. `name` must stay valid until destroy (static storage or a string the
 /// model owns): it crosses the ABI unchanged.
 struct Output {
@@ -95,6 +112,50 @@ template <typename M>
 struct HasCheckpointing<M, std::void_t<decltype(std::declval<M&>().set_activation_checkpointing(true))>>
     : std::true_type {};
 
+template <typename M, typename = void>
+struct HasLayerDepths : std::false_type {};
+template <typename M>
+struct HasLayerDepths<M, std::void_t<decltype(std::vector<LayerDepth>(std::declval<M&>().layer_depths()))>>
+    : std::true_type {};
+
+/// Whether a module class or scripted type name is a batch-normalisation layer: LibTorch's
+/// "torch::nn::BatchNorm2dImpl", a scripted module's "BatchNorm2d".
+inline bool is_batchnorm_name(const std::string& name) {
+  for (const char* suffix : {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "BatchNorm1dImpl", "BatchNorm2dImpl",
+                             "BatchNorm3dImpl"}) {
+    const std::string tail(suffix);
+    if (name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0 &&
+        (name.size() == tail.size() || name[name.size() - tail.size() - 1] == ':' ||
+         name[name.size() - tail.size() - 1] == '.'))
+      return true;
+  }
+  return false;
+}
+
+/// Puts every batch-normalisation layer under `root` (a torch::nn::Module or torch::jit::Module)
+/// in eval mode; returns how many there are. Generic, so a library without TorchScript never
+/// instantiates the jit branch.
+template <typename Root>
+std::size_t set_batchnorm_eval(Root& root) {
+  std::size_t found = 0;
+  if constexpr (std::is_base_of_v<torch::nn::Module, Root>) {
+    for (const auto& module : root.modules(/*include_self=*/true))
+      if (is_batchnorm_name(module->name())) {
+        module->eval();
+        ++found;
+      }
+  } else {
+    for (auto module : root.modules()) {
+      const auto type_name = module.type()->name();
+      if (type_name && is_batchnorm_name(type_name->name())) {
+        module.eval();
+        ++found;
+      }
+    }
+  }
+  return found;
+}
+
 /// One instance: the model and the state entries lent by visit_state (rebuilt by create and
 /// to_device, unchanged in between, so lent handles stay valid).
 template <typename M>
@@ -102,11 +163,16 @@ struct ModelInstance {
   const tp_host_t* host;
   std::shared_ptr<M> model;
   std::vector<StateEntry> state;
+  bool training = true;          ///< the last set_training
+  bool batchnorm_frozen = false; ///< set_batchnorm_frozen: BatchNorm layers stay in eval mode
+  std::vector<LayerDepth> depths;           ///< layer_depths' strings, alive until destroy
+  std::vector<tp_layer_depth_t> depth_view; ///< what layer_depths hands out
 
-  void collect() {
-    if constexpr (HasStateRoot<M>::value) state = collect_state(model->state_root());
-    else state = collect_state(*model);
+  auto& root() {
+    if constexpr (HasStateRoot<M>::value) return model->state_root();
+    else return *model;
   }
+  void collect() { state = collect_state(root()); }
 };
 
 template <typename M, const tp_descriptor_t& kDescriptor, auto kFactory>
@@ -154,7 +220,10 @@ struct ModelAdapter {
 
   static tp_status set_training(void* self, bool training) {
     TP_GUARD(host_of(self), {
-      instance(self).model->train(training);
+      Instance& m = instance(self);
+      m.model->train(training);
+      m.training = training;
+      if (training && m.batchnorm_frozen) set_batchnorm_eval(m.root());
       return TP_OK;
     });
   }
@@ -201,10 +270,42 @@ struct ModelAdapter {
     });
   }
 
+  static tp_status layer_depths(void* self, const tp_layer_depth_t** out_entries, uint32_t* out_count) {
+    TP_GUARD(host_of(self), {
+      const char* name = component_name(kDescriptor);
+      if (out_entries == nullptr || out_count == nullptr)
+        throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(name) + ": layer_depths: an output pointer is NULL");
+      Instance& m = instance(self);
+      m.depths = m.model->layer_depths();
+      if (m.depths.empty())
+        throw Failure(TP_ERR_UNSUPPORTED, std::string(name) + ": this configuration declares no layer depths");
+      m.depth_view.clear();
+      for (const LayerDepth& entry : m.depths) m.depth_view.push_back({entry.prefix.c_str(), entry.depth});
+      *out_entries = m.depth_view.data();
+      *out_count = static_cast<uint32_t>(m.depth_view.size());
+      return TP_OK;
+    });
+  }
+
+  static tp_status set_batchnorm_frozen(void* self, bool frozen) {
+    TP_GUARD(host_of(self), {
+      Instance& m = instance(self);
+      if (frozen && set_batchnorm_eval(m.root()) == 0)
+        throw Failure(TP_ERR_UNSUPPORTED, std::string(component_name(kDescriptor)) +
+                                              ": the model has no BatchNorm layer (torch::nn::BatchNorm1d/2d/3d or "
+                                              "a scripted torch.nn.BatchNorm1d/2d/3d), so there are no statistics "
+                                              "to freeze");
+      m.batchnorm_frozen = frozen;
+      if (!frozen) m.model->train(m.training); // the BatchNorm layers follow the model again
+      return TP_OK;
+    });
+  }
+
   static constexpr tp_model_v1_t table() {
     tp_model_v1_t t{sizeof(tp_model_v1_t), &create, &destroy, &to_device, &set_training, &visit_state, &forward,
-                    nullptr};
+                    nullptr, nullptr, &set_batchnorm_frozen};
     if constexpr (HasCheckpointing<M>::value) t.set_activation_checkpointing = &set_activation_checkpointing;
+    if constexpr (HasLayerDepths<M>::value) t.layer_depths = &layer_depths;
     return t;
   }
 };

@@ -9,7 +9,8 @@
  * optimizer, DDP and checkpoints), sets grad mode and autocast before forward, and runs backward.
  * A checkpoint therefore never depends on how the plugin stores its state.
  *
- * Lifecycle: create -> to_device -> visit_state -> [set_activation_checkpointing] ->
+ * Lifecycle: create -> to_device -> visit_state -> [set_activation_checkpointing,
+ * layer_depths, set_batchnorm_frozen] ->
  * (set_training, forward)... -> destroy.
  *
  * Activation checkpointing (@since 1.1): a model may declare blocks whose forward it can run again
@@ -18,7 +19,15 @@
  * their inputs and recompute their activations during backward (less activation memory, about
  * one more forward pass of time). tp/cpp/activation_checkpoint.h implements such blocks for C++ plugins.
  *
- * Rationale (C++ default member initializer on set_activation_checkpointing): Tier T plugins are
+ * Fine-tuning controls (@since 1.4), both optional:
+ *  - layer_depths: the model's depth ordering of its parameters (which layer is nearer the input),
+ *    for `optim.layer_decay` (timm's layer-wise lr decay: lr x decay^(deepest - depth)).
+ *  - set_batchnorm_frozen: keep the batch-normalisation layers in eval mode while the rest trains,
+ *    for `[model] freeze_bn_stats = true`.
+ * tp/cpp/model_adapter.h implements set_batchnorm_frozen for every torch::nn / TorchScript model
+ * and layer_depths for a class that declares one.
+ *
+ * Rationale (C++ default member initializers on the optional members): Tier T plugins are
  * C++ and usually initialise this table positionally, as the template does. Without the default,
  * such a 1.0 source rebuilt against 1.1 headers trips -Wmissing-field-initializers (an error under
  * -Werror) although leaving the member NULL is exactly right. C sees a plain member; the layout
@@ -38,6 +47,13 @@
 TP_EXTERN_C_BEGIN
 
 #define TP_IFACE_MODEL_V1 "tp.model/1"
+
+/** One entry of a model's depth ordering (tp_model_v1_t.layer_depths). Plain data.
+ *  @since 1.4 */
+typedef struct tp_layer_depth_t {
+  const char *prefix; /* dotted parameter-name prefix, e.g. "layer1.0" or "conv1" */
+  uint32_t depth;     /* 0 = nearest the input; entries may share a depth (parallel branches) */
+} tp_layer_depth_t;
 
 typedef struct tp_model_v1_t {
   uint32_t struct_size; /* = sizeof(tp_model_v1_t) */
@@ -86,6 +102,34 @@ typedef struct tp_model_v1_t {
   tp_status (*set_activation_checkpointing)(void *self, bool enabled)
 #if defined(__cplusplus) && __cplusplus >= 201402L
       = nullptr /* see "Rationale" at the top of this file */
+#endif
+      ;
+
+  /** [main] Optional: NULL means the model declares no depth ordering, and the host refuses
+   *  `optim.layer_decay` with a configuration error naming this component. Writes the model's
+   *  depth ordering: `*out_entries` (borrowed, valid until destroy()) holds `*out_count` entries.
+   *  A parameter takes the depth of the longest prefix that claims it (whole dotted components:
+   *  "layer1.0" claims "layer1.0.conv1.weight", not "layer1.01.weight"); parameters no prefix
+   *  claims are the head, one past the deepest declared depth. Prefixes are unique, non-empty;
+   *  one that claims no parameter (a pooling layer) is ignored (PLG-16). Return TP_ERR_UNSUPPORTED
+   *  (with a message through host->fail) when this instance has no ordering to declare.
+   *  @since 1.4 */
+  tp_status (*layer_depths)(void *self, const tp_layer_depth_t **out_entries, uint32_t *out_count)
+#if defined(__cplusplus) && __cplusplus >= 201402L
+      = nullptr
+#endif
+      ;
+  /** [main & !training step] Optional: NULL means the host refuses `[model] freeze_bn_stats =
+   *  true` naming this component. With `frozen` true, the model's batch-normalisation layers stay
+   *  in eval mode whatever set_training says afterwards: they normalise with their running
+   *  statistics and never update them, while the rest of the model (their affine parameters
+   *  included) trains; false restores normal behaviour. The host calls it after to_device, before
+   *  training; accept repeated calls. Return TP_ERR_UNSUPPORTED (with a message) when `frozen` is
+   *  true and the model has no batch-normalisation layer; switching off never fails (PLG-16).
+   *  @since 1.4 */
+  tp_status (*set_batchnorm_frozen)(void *self, bool frozen)
+#if defined(__cplusplus) && __cplusplus >= 201402L
+      = nullptr
 #endif
       ;
 } tp_model_v1_t;

@@ -99,6 +99,7 @@ struct OptimSection {
   double alpha;        ///< rmsprop
   bool centered;       ///< rmsprop
   std::string implementation; ///< "auto" | "fused" | "for_loop"
+  double layer_decay;  ///< lr x layer_decay^(deepest - depth) by the model's declared depths; 1 = off
   std::vector<ParamGroupRule> param_groups; ///< [[optim.param_groups]], in file order
   bool operator==(const OptimSection&) const = default; ///< field-wise
 };
@@ -179,6 +180,7 @@ struct DistSection {
   double bucket_mb;            ///< gradient all-reduce bucket size in MiB (> 0)
   bool find_unused_parameters; ///< tolerate parameters that get no gradient in a step (a graph walk per step)
   bool broadcast_buffers;      ///< copy rank 0's buffers (BatchNorm statistics) to all ranks before each forward
+  std::string bn_stats;        ///< "broadcast" | "reduce": BatchNorm statistics before each evaluation and save
   bool overlap;                ///< all-reduce buckets from autograd hooks during backward (false: after it)
   bool operator==(const DistSection&) const = default; ///< field-wise
 };
@@ -199,6 +201,7 @@ struct RunConfig {
   std::vector<std::string> plugin_dirs; ///< [plugins] dirs
   ComponentConfig model;
   bool activation_checkpointing = false; ///< [model] activation_checkpointing: recompute declared blocks in backward
+  bool freeze_bn_stats = false;          ///< [model] freeze_bn_stats: BatchNorm layers stay in eval mode while training
   ComponentConfig loss;
   std::vector<ComponentConfig> metrics;
   std::vector<ComponentConfig> callbacks;

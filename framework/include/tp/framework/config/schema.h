@@ -47,9 +47,12 @@ struct ComponentSlot {
 /// The reserved key of every component table; its string value is the component id.
 inline constexpr std::string_view kComponentKey = "component";
 
-/// The host key allowed inside the [model] component table: `activation_checkpointing = true`
-/// makes the host recompute the blocks the model declares (a model plugin cannot declare it).
+/// The host keys allowed inside the [model] component table, booleans the host applies through
+/// the model's table: `activation_checkpointing = true` recomputes the blocks the model declares,
+/// `freeze_bn_stats = true` keeps its BatchNorm layers in eval mode while it trains (a model
+/// plugin cannot declare keys of these names).
 inline constexpr std::string_view kActivationCheckpointingKey = "activation_checkpointing";
+inline constexpr std::string_view kFreezeBnStatsKey = "freeze_bn_stats";
 
 /// The array of tables [[optim.param_groups]]: `pattern` (required), `lr`, `weight_decay`.
 inline constexpr std::string_view kParamGroupsPath = "optim.param_groups";

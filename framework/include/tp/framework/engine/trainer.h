@@ -140,6 +140,9 @@ class Trainer {
   CheckpointContents checkpoint_contents(int64_t resume_epoch, int64_t resume_batch) const;
   /// Throws unless every rank resumes at rank 0's (step, epoch, batch).
   void check_same_position();
+  /// Data-parallel, before every evaluation and save: the BatchNorm running statistics of the
+  /// model and of the averages become rank 0's or the mean over ranks (dist.bn_stats).
+  void sync_batchnorm_stats();
 
   /* Run constants */
   const RunConfig& config_;

@@ -13,6 +13,12 @@
 // name, `*` crossing dots, first match wins) override lr and/or weight_decay. There is one torch
 // group per (rule, decay/no-decay) pair that holds parameters: the default rule's groups first,
 // then each rule's in file order; a rule that sets weight_decay has a single group.
+//
+// Layer-wise lr decay (`optim.layer_decay` < 1, timm's param_groups_layer_decay): each parameter
+// has a depth from the model's declared ordering (ModelProxy::layer_depths: the longest dotted
+// prefix that claims it; unclaimed parameters are the head, one past the deepest claimed depth),
+// and its group's lr is multiplied by layer_decay^(deepest - depth). Every group above splits by
+// depth, the deepest (unscaled) first, so the first group's lr is the schedule's own.
 #pragma once
 
 #include <memory>
@@ -28,6 +34,9 @@ class Optimizer;
 }
 
 namespace tp {
+
+/// A model's depth ordering: (dotted parameter-name prefix, depth), 0 = nearest the input.
+using LayerDepths = std::vector<std::pair<std::string, uint32_t>>;
 
 /// The optimizer and, for each of its parameter groups in order, the parameter names in it
 /// (checkpoints use the names to stay readable).
@@ -51,12 +60,15 @@ bool set_frozen(const BuiltOptimizer& built, int64_t epoch);
 /// must already be on the training device: "auto" decides by device and dtype). Logs nothing.
 /// Throws ConfigError with the key path for an unknown optimizer (optim.name), nesterov without
 /// momentum (optim.nesterov), "fused" where no fused kernel applies (optim.implementation), and
-/// a param-group rule that matches no trainable parameter (optim.param_groups[i].pattern);
-/// tp::Error when no parameter is trainable.
+/// a param-group rule that matches no trainable parameter (optim.param_groups[i].pattern),
+/// layer_decay outside (0, 1] (optim.layer_decay); tp::Error when no parameter is trainable.
+/// `depths` (may be null: every parameter at one depth) applies when options.layer_decay < 1.
 /// Example:
-///   BuiltOptimizer built = make_optimizer(config.optim, model->state());
+///   const LayerDepths depths = model->layer_depths();
+///   BuiltOptimizer built = make_optimizer(config.optim, model->state(), &depths);
 ///   built.optimizer->step();
-BuiltOptimizer make_optimizer(const OptimSection& options, const std::vector<StateTensor>& model_state);
+BuiltOptimizer make_optimizer(const OptimSection& options, const std::vector<StateTensor>& model_state,
+                              const LayerDepths* depths = nullptr);
 
 /// The learning rate of the first parameter group: the default rule's group when any parameter
 /// falls under it, else the first rule's.

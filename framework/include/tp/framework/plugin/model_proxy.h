@@ -4,6 +4,11 @@
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "tp/framework/config/run_config.h"
 #include "tp/framework/data/sample_source.h"
 #include "tp/framework/plugin/plugin_instance.h"
@@ -44,10 +49,35 @@ class ModelProxy : public PluginInstance {
   ///   if (config.activation_checkpointing) model.set_activation_checkpointing(true);
   void set_activation_checkpointing(bool enabled);
 
+  /// The model's depth ordering (tp_model_v1_t.layer_depths, ABI 1.4) for optim.layer_decay:
+  /// prefixes and depths, copied. Throws tp::ConfigError with key path "optim.layer_decay",
+  /// naming the component, when the plugin has no entry (built for ABI < 1.4, or NULL) or the
+  /// instance returned TP_ERR_UNSUPPORTED; PluginError for a NULL or empty prefix, a prefix
+  /// given twice, or any other failure.
+  std::vector<std::pair<std::string, uint32_t>> layer_depths() const;
+  /// `[model] freeze_bn_stats`: keeps the model's BatchNorm layers in eval mode while it trains
+  /// (tp_model_v1_t.set_batchnorm_frozen, ABI 1.4). Call after to_device. Throws tp::ConfigError
+  /// with key path "model.freeze_bn_stats", naming the component, when `frozen` is true and the
+  /// plugin has no entry or the instance has no BatchNorm layer; switching off a model without
+  /// the entry does nothing.
+  void set_batchnorm_frozen(bool frozen);
+
  private:
   tp_model_v1_t table_{};
   uint32_t table_size_ = 0; ///< the plugin's struct_size: which ABI minor's table it wrote
   void* self_ = nullptr;
+
+  /// "the model component 'id' (file.so, plugin ABI M.N)", for configuration errors.
+  std::string who() const;
+  /// The ConfigError for `key` when the optional entry `member` (at `offset`, added in ABI
+  /// `minor`) is absent: "does not support <feature>", whether the table predates that minor or
+  /// leaves it NULL, and `what_to_do`.
+  [[noreturn]] void throw_missing_entry(const std::string& key, const std::string& feature, const char* member,
+                                        std::size_t offset, const char* minor, const std::string& what_to_do) const;
+  /// The ConfigError for `key` when the instance answered TP_ERR_UNSUPPORTED: "refused <feature>:
+  /// <its message>", then `what_to_do`.
+  [[noreturn]] void throw_refused(const std::string& key, const std::string& feature,
+                                  const std::string& what_to_do) const;
 };
 
 }  // namespace tp

@@ -1,0 +1,36 @@
+// dist.bn_stats (docs/distributed.md, "BatchNorm statistics"): under data-parallel training each
+// rank's BatchNorm layers update their running statistics from its own batches, so after the last
+// forward before an evaluation or a save the ranks hold different statistics, and a sharded
+// evaluation would mix them. Before every evaluation and save the trainer makes them equal here:
+// "broadcast" takes rank 0's, "reduce" their mean over the ranks (timm's distribute_bn).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tp/framework/plugin/plugin_instance.h"
+
+namespace tp {
+
+class DistContext;
+
+/// Whether the state entry `name` is a BatchNorm running statistic: PyTorch's buffer names
+/// "<layer>.running_mean" and "<layer>.running_var" (num_batches_tracked agrees over ranks).
+bool is_batchnorm_statistic(const std::string& name);
+
+/// How sync_batchnorm_statistics makes the ranks agree.
+enum class BatchNormSync {
+  kBroadcast, ///< rank 0's statistics (what dist.broadcast_buffers does before each step)
+  kReduce,    ///< the mean over ranks: all-reduce SUM, then divide by the world size
+};
+
+/// [all ranks, collective] Makes the BatchNorm running statistics among the buffers of every
+/// state in `states` (the model's, the EMA's, ...) equal on all ranks, in place: rank 0's, or the
+/// mean over ranks computed in each tensor's own dtype, as timm's distribute_bn(reduce=True):
+/// `all_reduce(buf, SUM); buf /= world_size`. One collective per dtype over a flat copy, whatever
+/// the number of layers. Returns the number of tensors synchronised (0: no collective ran).
+int64_t sync_batchnorm_statistics(DistContext& dist, const std::vector<const std::vector<StateTensor>*>& states,
+                                  BatchNormSync how);
+
+}  // namespace tp
