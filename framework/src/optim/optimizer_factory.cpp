@@ -164,6 +164,7 @@ bool use_fused(const OptimSection& o, const std::vector<GroupPlan>& plans) {
 template <typename Loop, typename Fused, typename Options>
 std::unique_ptr<torch::optim::Optimizer> build(const std::vector<GroupPlan>& plans, const Options& base, bool fused) {
   std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.reserve(plans.size());
   for (const GroupPlan& g : plans) groups.emplace_back(g.params);
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   if (fused) {
