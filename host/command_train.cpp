@@ -75,8 +75,19 @@ int run_train(const Options& options) {
   // Before the Trainer: it moves the model to the device and builds the optimizer over it.
   if (!config.train.init_weights.empty()) {
     if (resume_path.empty()) {
-      load_initial_weights(config.train.init_weights, parts.model->state());
-      log.info("initial weights from " + config.train.init_weights);
+      const InitialWeightsReport report =
+          load_initial_weights(config.train.init_weights, parts.model->state(), config.train.init_weights_ignore);
+      std::string line = "initial weights from " + config.train.init_weights + ": " + std::to_string(report.loaded) +
+                         " tensors loaded";
+      // train.init_weights_ignore: say what kept its own init, so a mistyped glob shows at once.
+      if (!report.kept_model.empty()) {
+        line += "; the model's own init kept for " + std::to_string(report.kept_model.size()) + " (";
+        for (size_t i = 0; i < report.kept_model.size(); ++i) line += (i ? ", " : "") + report.kept_model[i];
+        line += ")";
+      }
+      if (!report.ignored_file.empty())
+        line += "; " + std::to_string(report.ignored_file.size()) + " entries of the file left out";
+      log.info(line);
     } else {
       log.info("train.init_weights ignored: resuming from " + resume_path.string());
     }

@@ -149,3 +149,51 @@ TEST_CASE("unreadable files are ConfigErrors naming the file") {
   CHECK(garbage.find("garbage.pt") != std::string::npos);
   CHECK(garbage.find("cannot read initial weights") != std::string::npos);
 }
+
+TEST_CASE("train.init_weights_ignore: a new head of another size keeps its own init; the rest stays strict") {
+  // The fine-tuning case: the file's "fc" is [4, 3]; this model's head has 5 outputs.
+  auto state = zero_model();
+  state[0].tensor = at::full({5, 3}, 9.0f);
+  state[1].tensor = at::full({5}, 9.0f);
+  const tp::InitialWeightsReport report = tp::load_initial_weights(files() / "state_dict.pt", state, {"fc.*"});
+  CHECK(report.loaded == 5);
+  CHECK(report.kept_model == std::vector<std::string>{"fc.weight", "fc.bias"});
+  CHECK(report.ignored_file == std::vector<std::string>{"fc.weight", "fc.bias"});
+  CHECK(at::equal(state[0].tensor, at::full({5, 3}, 9.0f))); // its own init
+  for (std::size_t i = 2; i < state.size(); ++i) {
+    INFO(state[i].name);
+    const at::Tensor& t = state[i].tensor;
+    if (state[i].name == "bn.num_batches_tracked") CHECK(t.item<int64_t>() == 7);
+    else CHECK(at::equal(t.detach(), at::arange(t.numel(), at::kFloat).reshape(t.sizes()) * 0.25 + static_cast<double>(i)));
+  }
+
+  // Still strict outside the globs: a missing buffer is refused, and the message no longer
+  // suggests the key it already uses.
+  auto partial = zero_model();
+  partial.push_back({"extra.weight", at::zeros({2}), false});
+  std::string message;
+  try {
+    tp::load_initial_weights(files() / "state_dict.pt", partial, {"fc.*"});
+  } catch (const tp::ConfigError& e) {
+    message = e.what();
+  }
+  CHECK(message.find("missing 'extra.weight'") != std::string::npos);
+
+  // A glob that matches nothing is a typo, named by its index.
+  try {
+    tp::load_initial_weights(files() / "state_dict.pt", zero_model(), {"fc.*", "classifier.*"});
+    FAIL("an unused glob was accepted");
+  } catch (const tp::ConfigError& e) {
+    CHECK(e.key_path() == "train.init_weights_ignore[1]");
+    CHECK(std::string(e.what()).find("\"classifier.*\" matches no name") != std::string::npos);
+  }
+}
+
+TEST_CASE("without train.init_weights_ignore a head of another size is refused, naming the key that helps") {
+  auto state = zero_model();
+  state[0].tensor = at::zeros({5, 3});
+  state[1].tensor = at::zeros({5});
+  const std::string message = error_of(files() / "state_dict.pt", state);
+  CHECK(message.find("'fc.weight' [4, 3] in the file, [5, 3] in the model") != std::string::npos);
+  CHECK(message.find("train.init_weights_ignore") != std::string::npos);
+}

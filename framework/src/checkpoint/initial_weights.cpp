@@ -1,5 +1,7 @@
 #include "tp/framework/checkpoint/initial_weights.h"
 
+#include <fnmatch.h>
+
 #include <ATen/ATen.h>
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/unpickler.h>
@@ -211,13 +213,30 @@ std::string first_few(const std::vector<std::string>& items) {
 
 }  // namespace
 
-void load_initial_weights(const std::filesystem::path& file, const std::vector<StateTensor>& model_state) {
+InitialWeightsReport load_initial_weights(const std::filesystem::path& file, const std::vector<StateTensor>& model_state,
+                                          const std::vector<std::string>& ignore) {
   const Named saved = read_weights(file);
+  // Python's fnmatch.fnmatchcase, as [[optim.param_groups]] patterns: `*` crosses dots.
+  std::vector<bool> used(ignore.size(), false);
+  const auto ignored = [&](const std::string& name) {
+    bool any = false;
+    for (size_t i = 0; i < ignore.size(); ++i)
+      if (::fnmatch(ignore[i].c_str(), name.c_str(), FNM_NOESCAPE) == 0) any = used[i] = true;
+    return any;
+  };
+  InitialWeightsReport report;
   std::map<std::string, const at::Tensor*> by_name;
-  for (const auto& [name, tensor] : saved) by_name.emplace(name, &tensor);
+  for (const auto& [name, tensor] : saved) {
+    if (ignored(name)) report.ignored_file.push_back(name);
+    else by_name.emplace(name, &tensor);
+  }
   std::vector<std::string> missing, mis_shaped;
   std::vector<std::pair<const at::Tensor*, const at::Tensor*>> copies;  // (model tensor, file tensor)
   for (const auto& entry : model_state) {
+    if (ignored(entry.name)) {
+      report.kept_model.push_back(entry.name);
+      continue;
+    }
     const auto it = by_name.find(entry.name);
     if (it == by_name.end()) {
       missing.push_back("'" + entry.name + "'");
@@ -229,6 +248,13 @@ void load_initial_weights(const std::filesystem::path& file, const std::vector<S
     copies.emplace_back(&entry.tensor, it->second);
     by_name.erase(it);
   }
+  for (size_t i = 0; i < ignore.size(); ++i)
+    if (!used[i]) {
+      const std::string key = "train.init_weights_ignore[" + std::to_string(i) + "]";
+      throw ConfigError(key, key + " = \"" + ignore[i] + "\" matches no name in the model or in " + file.string() +
+                                 ". A pattern is a shell glob over the whole name (`*` also crosses dots), e.g. "
+                                 "\"fc.*\" or \"classifier.*\"; `host plugins check` lists the model's names.");
+    }
   std::vector<std::string> unexpected;
   for (const auto& [name, tensor] : saved)
     if (by_name.count(name) != 0) unexpected.push_back("'" + name + "'");
@@ -238,10 +264,15 @@ void load_initial_weights(const std::filesystem::path& file, const std::vector<S
     if (!unexpected.empty()) what += " unexpected " + first_few(unexpected) + ";";
     if (!mis_shaped.empty()) what += " other shapes: " + first_few(mis_shaped) + ";";
     fail(file, what + " the model's names are listed by `host plugins check`. Save the state_dict of a module "
-                      "built with the same structure and options as [model].");
+                      "built with the same structure and options as [model]" +
+                      (ignore.empty() ? std::string(", or leave a new head out with train.init_weights_ignore = "
+                                                    "[\"<head>.*\"] when only its class count differs.")
+                                      : std::string(".")));
   }
   at::NoGradGuard no_grad;
   for (const auto& [destination, source] : copies) destination->copy_(*source);
+  report.loaded = static_cast<int64_t>(copies.size());
+  return report;
 }
 
 }  // namespace tp

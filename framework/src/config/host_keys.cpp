@@ -85,6 +85,9 @@ std::vector<HostKey> make_host_keys() {
           ".safetensors file; names and shapes must match the model exactly; \"\" = the model's own init; ignored "
           "by --resume",
           {.is_path = true}),
+      TP_HOST_KEY(train, init_weights_ignore, "[]",
+          "shell globs (`*` crosses dots) of names train.init_weights leaves out on both sides, e.g. [\"fc.*\"] for a "
+          "head with another class count: those keep the model's own init; the rest stays strict"),
 
       TP_HOST_KEY(eval, batch_size, "0", "evaluation batch size; 0 = train.batch_size", {.limit = at_least(0)}),
       TP_HOST_KEY(eval, strategy, R"("epoch")",

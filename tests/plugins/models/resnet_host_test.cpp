@@ -2,7 +2,8 @@
 // the way torchvision weights are saved (torch.save(model.state_dict()), an OrderedDict with
 // _metadata) through train.init_weights, strict by name and shape; one optimizer step and one
 // evaluation batch (train.fast_dev_run) on small images. The same file refused for a model of
-// another shape names the mismatching tensor.
+// another shape names the mismatching tensor; with train.init_weights_ignore = ["fc.*"] a head of
+// another class count keeps its own init.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -39,4 +40,12 @@ TEST_CASE("resnet18 starts from a torchvision-style state_dict through train.ini
   INFO(gray.output);
   CHECK(gray.exit_code == 2);
   CHECK(gray.output.find("'conv1.weight' [64, 3, 7, 7] in the file, [64, 1, 7, 7] in the model") != std::string::npos);
+
+  // Fine-tuning to 5 classes: the 3-class fc stays out (train.init_weights_ignore), the rest loads.
+  const HostRun five = run_host("--config configs/resnet18.toml --output-dir '" + (dir / "five").string() + "'" + init +
+                                kSmall + " --set model.num_classes=5 --set 'train.init_weights_ignore=[\"fc.*\"]'");
+  INFO(five.output);
+  CHECK(five.exit_code == 0);
+  CHECK(five.output.find("120 tensors loaded; the model's own init kept for 2 (fc.weight, fc.bias); 2 entries of the "
+                         "file left out") != std::string::npos);
 }

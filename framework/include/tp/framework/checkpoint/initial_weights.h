@@ -7,23 +7,37 @@
 //   - a .safetensors file (`safetensors.torch.save_file(model.state_dict(), path)`, or `host export`).
 // Matching is strict, like `load_state_dict(strict=True)`: every parameter and buffer of the model
 // must be in the file under its name with its shape, and the file must hold nothing else. Values
-// are converted to the model tensor's dtype and device.
+// are converted to the model tensor's dtype and device. `train.init_weights_ignore` names what to
+// leave out on both sides (fine-tuning: a new classifier head with another class count keeps the
+// model's own init), and only that.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include "tp/framework/plugin/plugin_instance.h"
 
 namespace tp {
 
+/// What load_initial_weights did: the model tensors it filled and the names it left out.
+struct InitialWeightsReport {
+  int64_t loaded = 0;                      ///< model tensors copied from the file
+  std::vector<std::string> kept_model;     ///< model names `ignore` left with their own init
+  std::vector<std::string> ignored_file;   ///< file names `ignore` left unread
+};
+
 /// Reads `file` and copies each named tensor into the model tensor of the same name in
 /// `model_state` (parameters and buffers, as ModelProxy::state() lists them), under no-grad.
-/// Nothing is copied unless every name and shape matches. Throws ConfigError (train.init_weights)
-/// naming the file for an unreadable or unrecognised file, and for missing, unexpected or
-/// mis-shaped names (the first few of each). [main]
+/// Names matching any of the `ignore` globs (fnmatch, `*` crosses dots) are left out on both
+/// sides. Nothing is copied unless every other name and shape matches. Throws ConfigError
+/// (train.init_weights) naming the file for an unreadable or unrecognised file, and for missing,
+/// unexpected or mis-shaped names (the first few of each); ConfigError
+/// (train.init_weights_ignore[i]) for a glob that matches no name in the model or the file. [main]
 /// Example:
-///   load_initial_weights("init.pt", parts.model->state());
-void load_initial_weights(const std::filesystem::path& file, const std::vector<StateTensor>& model_state);
+///   const InitialWeightsReport report = load_initial_weights("init.pt", parts.model->state(), {"fc.*"});
+InitialWeightsReport load_initial_weights(const std::filesystem::path& file, const std::vector<StateTensor>& model_state,
+                                          const std::vector<std::string>& ignore = {});
 
 }  // namespace tp

@@ -57,6 +57,7 @@ struct TrainSection {
   int64_t overfit_batches;  ///< > 0: train and validate on the first N training batches, unshuffled
   bool fast_dev_run;        ///< one training step and one evaluation batch; nothing written
   std::string init_weights; ///< initial weights file ("" = the model's own init); see checkpoint/initial_weights.h
+  std::vector<std::string> init_weights_ignore; ///< globs of names init_weights leaves out (a new head)
   bool operator==(const TrainSection&) const = default; ///< field-wise
 };
 

@@ -1,0 +1,105 @@
+// efficientnet: the layers EfficientNet and MobileNetV3 share, each a torch::nn::Module whose
+// children carry torchvision's names, so the state names are torchvision's state_dict keys:
+//   ConvNormActivation  torchvision.ops.Conv2dNormActivation: "0" conv (no bias), "1" BatchNorm
+//   SqueezeExcitation   torchvision.ops.SqueezeExcitation: "fc1", "fc2" (1x1 convs with bias)
+//   InvertedResidual    MBConv (EfficientNet) and InvertedResidual (MobileNetV3): "block.<i>"
+// Activations have no state, so they are functions here (torchvision's modules at those indices
+// own no parameters and do not appear in state_dict).
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/conv.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace tp::efficientnet {
+
+/// torchvision.models._utils._make_divisible(v, divisor) with min_value = divisor: `v` rounded
+/// to the nearest multiple of `divisor`, never below `divisor` nor more than 10% below `v`.
+int64_t make_divisible(double v, int64_t divisor = 8);
+
+/// The activations the two families use; kNone ends a projection.
+enum class Activation { kNone, kReLU, kSiLU, kHardswish, kSigmoid, kHardsigmoid };
+/// `x` through `a` (out of place: block inputs stay untouched, as checkpointing requires).
+at::Tensor activate(Activation a, const at::Tensor& x);
+
+/// BatchNorm2d's two hyperparameters, which differ between the families and variants.
+struct NormOptions {
+  double eps = 1e-5;
+  double momentum = 0.1;
+};
+
+/// torchvision's StochasticDepth(p, mode="row"): in training each sample's `x` is zeroed with
+/// probability `p` and the rest scaled by 1 / (1 - p); identity when not training or p == 0.
+/// Draws one Bernoulli per sample from LibTorch's default generator, like torchvision.
+at::Tensor stochastic_depth(const at::Tensor& x, double p, bool training);
+
+/// A layer of an inverted residual's "block" list.
+class BlockLayer : public torch::nn::Module {
+ public:
+  virtual at::Tensor forward(const at::Tensor& x) = 0;
+};
+
+/// Conv2d(in, out, kernel, stride, padding (kernel - 1) / 2, groups, bias=False) - BatchNorm2d -
+/// activation: torchvision's Conv2dNormActivation as every block of both families uses it.
+class ConvNormActivation : public BlockLayer {
+ public:
+  ConvNormActivation(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t groups,
+                     const NormOptions& norm, Activation activation);
+  at::Tensor forward(const at::Tensor& x) override;
+
+ private:
+  torch::nn::Conv2d conv_{nullptr};
+  torch::nn::BatchNorm2d norm_{nullptr};
+  Activation activation_;
+};
+
+/// x * scale(fc2(activation(fc1(avg_pool(x))))): torchvision's SqueezeExcitation, with SiLU and
+/// Sigmoid in EfficientNet, ReLU and Hardsigmoid in MobileNetV3.
+class SqueezeExcitation : public BlockLayer {
+ public:
+  SqueezeExcitation(int64_t channels, int64_t squeeze, Activation activation, Activation scale);
+  at::Tensor forward(const at::Tensor& x) override;
+
+ private:
+  torch::nn::Conv2d fc1_{nullptr}, fc2_{nullptr};
+  Activation activation_, scale_;
+};
+
+/// One inverted residual block, as torchvision builds MBConv and InvertedResidual.
+struct InvertedResidualSpec {
+  int64_t in = 0;
+  int64_t expanded = 0;  ///< no expansion conv when equal to `in`
+  int64_t out = 0;
+  int64_t kernel = 3;
+  int64_t stride = 1;
+  int64_t squeeze = 0;   ///< squeeze-excitation channels; 0: no squeeze-excitation
+  Activation activation = Activation::kSiLU;
+  Activation se_activation = Activation::kSiLU;
+  Activation se_scale = Activation::kSigmoid;
+  double stochastic_depth_prob = 0.0;  ///< of the residual branch (EfficientNet only)
+};
+
+/// [expand 1x1 - act] - depthwise kxk/stride - act - [squeeze-excitation] - project 1x1, plus
+/// the input when stride 1 and in == out (the residual branch then goes through stochastic
+/// depth first). forward reads `x` only: a checkpoint unit.
+class InvertedResidual : public torch::nn::Module {
+ public:
+  InvertedResidual(const InvertedResidualSpec& spec, const NormOptions& norm);
+  at::Tensor forward(const at::Tensor& x);
+
+ private:
+  std::vector<std::shared_ptr<BlockLayer>> layers_;
+  bool residual_;
+  double stochastic_depth_prob_;
+};
+
+/// torchvision's classification heads initialise their own Linear layers; convolutions and norms
+/// of both families start alike: kaiming_normal_(mode="fan_out") (gain sqrt(2)), bias 0,
+/// BatchNorm weight 1 and bias 0. Applies that to every Conv2d and BatchNorm2d under `root`.
+void init_convs_and_norms(torch::nn::Module& root);
+
+}  // namespace tp::efficientnet
