@@ -13,8 +13,7 @@
 #include <ATen/ops/zeros.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/conv.h>
-#include <torch/nn/modules/flatten.h>
-#include <torch/nn/modules/functional.h>
+#include <torch/nn/modules/container/functional.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 

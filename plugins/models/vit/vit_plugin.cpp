@@ -1,0 +1,111 @@
+// vit: the component class of org.torchhost.vit, its descriptor and tp_entry. The C shell (state
+// lent to the host, to_device, output ownership) is tp/cpp/model_adapter.h, shared with the other
+// model plugins.
+#include <c10/util/StringUtil.h>
+
+#include <memory>
+#include <string>
+
+#include "tp/cpp/config.h"
+#include "tp/cpp/guard.h"
+#include "tp/cpp/model_adapter.h"
+#include "tp/iface/model.h"
+#include "vit_net.h"
+
+namespace tp::vit {
+namespace {
+
+using tp::cpp::Failure;
+
+constexpr const char* kId = "org.torchhost.vit";
+
+void require(bool ok, const char* key, const std::string& what, const std::string& got) {
+  if (!ok) throw Failure(TP_ERR_CONFIG, std::string(kId) + ": " + key + " " + what + ", got " + got);
+}
+
+ViTOptions read_options(const tp::cpp::ConfigReader& cfg) {
+  ViTOptions o;
+  o.variant = cfg.get_string("variant");
+  o.image_size = cfg.get_int("image_size");
+  o.num_classes = cfg.get_int("num_classes");
+  o.in_channels = cfg.get_int("in_channels");
+  require(is_variant(o.variant), "variant", "must be \"b_16\", \"b_32\" or \"l_16\" (torchvision's vit_<variant>)",
+          "\"" + o.variant + "\"");
+  const int64_t patch = variant_setting(o.variant).patch_size;
+  require(o.image_size > 0 && o.image_size % patch == 0, "image_size",
+          "must be a positive multiple of the patch size " + std::to_string(patch) + " (variant \"" + o.variant + "\")",
+          std::to_string(o.image_size));
+  require(o.num_classes > 0, "num_classes", "must be positive", std::to_string(o.num_classes));
+  require(o.in_channels > 0, "in_channels", "must be positive", std::to_string(o.in_channels));
+  o.dropout = cfg.get_float_in("dropout", 0.0, 1.0);
+  o.attention_dropout = cfg.get_float_in("attention_dropout", 0.0, 1.0);
+  o.drop_path = cfg.get_float_in("drop_path", 0.0, 1.0);
+  return o;
+}
+
+/// The component: a ViT reading its image from the batch field `input`. The host trains the
+/// ViT's own parameters (state_root), under torchvision's names.
+class ViTModel {
+ public:
+  explicit ViTModel(const tp::cpp::ConfigReader& cfg)
+      : options_(read_options(cfg)), net_(std::make_shared<VisionTransformer>(options_)),
+        input_(cfg.get_string("input")) {}
+
+  tp::cpp::Outputs forward(const tp::cpp::Inputs& inputs) {
+    const at::Tensor& x = inputs.get(input_);
+    const int64_t s = options_.image_size;
+    // torchvision asserts the size too: the position embeddings are sized for image_size.
+    if (x.dim() != 4 || x.size(1) != options_.in_channels || x.size(2) != s || x.size(3) != s || !x.is_floating_point())
+      throw Failure(TP_ERR_INVALID_ARGUMENT,
+                    std::string(kId) + ": input '" + input_ + "': expected a floating [B, " +
+                        std::to_string(options_.in_channels) + ", " + std::to_string(s) + ", " + std::to_string(s) +
+                        "] image (in_channels = " + std::to_string(options_.in_channels) + ", image_size = " +
+                        std::to_string(s) + "), got " + std::string(c10::toString(x.scalar_type())) + " " +
+                        c10::str(x.sizes()));
+    return {{"logits", net_->forward(x.scalar_type() == dtype_ ? x : x.to(dtype_))}};
+  }
+
+  VisionTransformer& state_root() { return *net_; }
+  void train(bool on) { net_->train(on); }
+  void set_dtype(at::ScalarType dtype) { dtype_ = dtype; }
+  void set_activation_checkpointing(bool enabled) { net_->set_activation_checkpointing(enabled); }
+  std::vector<tp::cpp::LayerDepth> layer_depths() const { return net_->layer_depths(); }
+
+ private:
+  ViTOptions options_;
+  std::shared_ptr<VisionTransformer> net_;
+  std::string input_;
+  at::ScalarType dtype_ = at::kFloat;
+};
+
+const tp_config_key_t kKeys[] = {
+    {sizeof(tp_config_key_t), "variant", TP_CFG_STRING, "\"b_16\"",
+     "\"b_16\", \"b_32\" or \"l_16\" (torchvision's vit_b_16/b_32/l_16)"},
+    {sizeof(tp_config_key_t), "image_size", TP_CFG_INT, "224",
+     "input height and width, a multiple of the patch size; sizes the position embeddings"},
+    {sizeof(tp_config_key_t), "num_classes", TP_CFG_INT, "1000", "number of logits (heads.head outputs)"},
+    {sizeof(tp_config_key_t), "in_channels", TP_CFG_INT, "3", "image channels (conv_proj input)"},
+    {sizeof(tp_config_key_t), "dropout", TP_CFG_FLOAT, "0.0", "dropout after the embedding, the attention and the MLP"},
+    {sizeof(tp_config_key_t), "attention_dropout", TP_CFG_FLOAT, "0.0", "dropout of the attention weights"},
+    {sizeof(tp_config_key_t), "drop_path", TP_CFG_FLOAT, "0.0",
+     "timm's stochastic depth on the residual branches (last layer's rate, linear from 0); not in torchvision"},
+    {sizeof(tp_config_key_t), "input", TP_CFG_STRING, "\"image\"", "batch field holding the [C, H, W] image"},
+};
+
+// Static, so they describe the defaults (in_channels 3, image_size 224, num_classes 1000);
+// `host plugins check` and profiling use them with the default config.
+const tp_example_input_t kExamples[] = {
+    {sizeof(tp_example_input_t), "image", TP_DTYPE_FLOAT32, 3, {3, 224, 224}, 0},
+    {sizeof(tp_example_input_t), "label", TP_DTYPE_INT64, 0, {}, 1000},
+};
+
+const tp_descriptor_t kDescriptor = tp::cpp::model_descriptor(
+    kId, "1.0.0",
+    "torchvision ViT-B/16, B/32, L/16 (same state names, loads torchvision weights); outputs logits; "
+    "every encoder layer checkpointable",
+    kKeys, kExamples);
+
+}  // namespace
+}  // namespace tp::vit
+
+TP_DEFINE_MODEL_PLUGIN("vit", tp::vit::ViTModel, tp::vit::kDescriptor)
