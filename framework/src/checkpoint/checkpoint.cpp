@@ -291,6 +291,7 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointContents
   root.insert("train_seconds", c.train_seconds);
   root.insert("config", c.config_toml);
   root.insert("plugins", to_list(c.plugins));
+  root.insert("provenance", c.provenance_toml);
   const std::vector<char> bytes = pickle_for_python(c10::IValue(root));
   write_file_atomically(path, bytes.data(), bytes.size());
 }
@@ -348,6 +349,7 @@ LoadedCheckpoint read_checkpoint(const std::vector<char>& bytes, const std::stri
     if (root.contains("train_seconds")) out.train_seconds = root.at("train_seconds").toDouble();
     out.config_toml = root.at("config").toStringRef();
     for (const auto& p : root.at("plugins").toListRef()) out.plugins.push_back(p.toStringRef());
+    if (root.contains("provenance")) out.provenance_toml = root.at("provenance").toStringRef();
     if (out.epoch < 0 || out.batch < 0 || out.step < 0 || out.world_size < 1)
       throw Error("its position (epoch, batch, step, world_size) is negative");
   } catch (const c10::Error& e) {

@@ -41,6 +41,10 @@ RunComponents create_components(const RunConfig& config, const Registry& registr
     const std::string version = e.info->id + "@" + e.info->version;
     if (std::find(parts.plugin_versions.begin(), parts.plugin_versions.end(), version) == parts.plugin_versions.end())
       parts.plugin_versions.push_back(version);
+    auto used = std::find_if(parts.libraries.begin(), parts.libraries.end(),
+                             [&](const auto& library) { return library.first == e.library; });
+    if (used == parts.libraries.end()) used = parts.libraries.insert(used, {e.library, {}});
+    if (std::find(used->second.begin(), used->second.end(), version) == used->second.end()) used->second.push_back(version);
     return e;
   };
   if (with_datasets) {

@@ -12,7 +12,7 @@
 namespace tp {
 
 void apply_run_switches(const RunConfig& config, c10::Device device, Precision precision, int world_size,
-                        Logger& log, const std::filesystem::path& runtime_toml) {
+                        Logger& log, const std::filesystem::path& runtime_toml, const std::string& provenance) {
   auto& context = at::globalContext();
   const bool benchmark = config.run.cudnn_benchmark && !config.run.deterministic;
   if (config.run.cudnn_benchmark && config.run.deterministic)
@@ -36,6 +36,7 @@ void apply_run_switches(const RunConfig& config, c10::Device device, Precision p
        << "activation_checkpointing = " << (config.activation_checkpointing ? "true" : "false") << "\n"
        << "freeze_bn_stats = " << (config.freeze_bn_stats ? "true" : "false") << "\n"
        << "libtorch = \"" << TORCH_VERSION << "\"\n";
+  if (!provenance.empty()) text << "\n" << provenance;
   write_file_atomically(runtime_toml, text.str());
 }
 

@@ -71,11 +71,12 @@ Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device devi
       events_(parts.callbacks, dist, device),
       history_(run_dir_, writes_),
       progress_(config.progress.mode, config.progress.every_seconds, rank_ == 0),
-      checkpoints_(run_dir_ / "checkpoints", config.checkpoint, writes_) {
+      checkpoints_(run_dir_ / "checkpoints", config.checkpoint, writes_),
+      provenance_(collect_provenance(parts)) {
   check_precision_supported(precision_, device_);
   // Every switch is set explicitly, on or off; the effective values are recorded next to config.toml.
   apply_run_switches(config_, device_, precision_, world_size_, log_,
-                     writes_ ? run_dir_ / "runtime.toml" : std::filesystem::path());
+                     writes_ ? run_dir_ / "runtime.toml" : std::filesystem::path(), provenance_toml(provenance_));
   init_model();
   init_dist();
   const TrainSection& t = config_.train;

@@ -102,6 +102,7 @@ CheckpointContents Trainer::checkpoint_contents(int64_t resume_epoch, int64_t re
     if (average) contents.averages.push_back({average->name(), &average->state(), average->updates()});
   if (swa_schedule_) contents.swa_schedule = swa_schedule_->state();
   contents.train_seconds = budget_.elapsed();
+  contents.provenance_toml = provenance_toml(provenance_);
   return contents;
 }
 
@@ -123,6 +124,10 @@ void Trainer::resume_from(const LoadedCheckpoint& c) {
                                       "; its position in the epoch would not match the data. Resume with " +
                                       std::to_string(c.world_size) + " rank(s) (--nproc-per-node), or start a new "
                                       "run from its weights with train.init_weights = \"<checkpoint>\".");
+  // A rebuilt plugin may compute something else: continuing is allowed, but not silently.
+  for (const std::string& change : changed_plugins(c.provenance_toml, provenance_))
+    log_.warn("--resume: the plugin " + change + ". The run continues with the new binary; if its behaviour "
+              "changed, the rest of the run differs from the one the checkpoint's run would have trained.");
   restore_model_state(c, model_state_);
   for (WeightAverage* average : {ema_.get(), swa_.get()}) {
     if (!average) continue;

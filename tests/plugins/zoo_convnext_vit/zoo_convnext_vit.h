@@ -128,7 +128,7 @@ inline std::vector<at::Tensor> train_step(ZooModel& m, const at::Tensor& x, cons
 
 /// The layer_depths table entries as (prefix, depth); REQUIREs success.
 inline std::vector<std::pair<std::string, uint32_t>> layer_depths(ZooModel& m) {
-  REQUIRE(m.t->layer_depths != nullptr);
+  REQUIRE(static_cast<bool>(m.t->layer_depths));
   const tp_layer_depth_t* entries = nullptr;
   uint32_t count = 0;
   REQUIRE_MESSAGE(m.t->layer_depths(m.self, &entries, &count) == TP_OK, m.error());

@@ -178,7 +178,7 @@ TEST_CASE("efficientnet: forward shapes, in_channels, input dtype and a wrong im
                                                                  : mobilenet_v3_config("small", 5, 0.2, 1);
     ZooModel m(kEfficientNetLibrary, id, config);
     m.train(false);
-    Fields in = {{"image", at::randn({2, 1, 48, 40})}};
+    Fields in = {{"image", at::randn({2, 1, 40, 32})}};
     CHECK(m.forward(in).at("logits").sizes() == at::IntArrayRef({2, 5}));
     REQUIRE(m.t->to_device(m.self, TP_DEVICE_CPU, 0, TP_DTYPE_FLOAT64) == TP_OK);
     CHECK((m.forward(in).at("logits").scalar_type() == at::kDouble));  // float32 batch cast to the model

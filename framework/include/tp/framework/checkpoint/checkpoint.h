@@ -23,6 +23,8 @@
 //   ema_updates, swa_updates: int    updates folded into each average (AveragedModel.n_averaged)
 //   swa_schedule: float64 tensor     SWALR's LrScheduler::state() (absent before SWA starts)
 //   train_seconds: float             training time so far, resumes included (train.max_time)
+//   provenance: str                  what made the run (engine/provenance.h: host build, LibTorch,
+//                                    plugin files and their SHA-256, command line, host, env); TOML
 // Writes are atomic: a temporary file in the same directory, fsync, rename, fsync of the
 // directory. A crash at any moment leaves the previous file intact and loadable. Every file is
 // sealed with a CRC-32C in its zip comment (checkpoint_seal.h), verified before every load.
@@ -79,6 +81,7 @@ struct CheckpointState {
   std::vector<std::string> plugins;
   std::vector<double> swa_schedule; ///< SWALR's LrScheduler::state(); empty before SWA starts
   double train_seconds = 0.0;       ///< training time so far, resumes included (train.max_time)
+  std::string provenance_toml;      ///< engine/provenance.h's [provenance] table; "" in older files
 };
 
 /// What save_checkpoint() writes: the state plus borrowed views of the trainer's tensors.

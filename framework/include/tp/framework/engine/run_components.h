@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tp/framework/config/run_config.h"
@@ -28,6 +29,9 @@ struct RunComponents {
   std::vector<std::unique_ptr<MetricProxy>> metrics;
   std::vector<std::unique_ptr<CallbackProxy>> callbacks;
   std::vector<std::string> plugin_versions; ///< "id@version" of each component used
+  /// Each plugin library the run used, once, with the "id@version" of its components used
+  /// (in first-use order): provenance (engine/provenance.h) hashes these files.
+  std::vector<std::pair<std::shared_ptr<PluginLibrary>, std::vector<std::string>>> libraries;
 };
 
 /// Looks up every component table of `config` in `registry`, validates each table against the

@@ -5,6 +5,7 @@
 #include <c10/core/Device.h>
 
 #include <filesystem>
+#include <string>
 
 #include "tp/framework/amp/precision.h"
 #include "tp/framework/config/run_config.h"
@@ -14,8 +15,9 @@ namespace tp {
 
 /// [main] Sets cuDNN autotuning (off under run.deterministic, with a warning) and TF32 on the
 /// global context. With a non-empty `runtime_toml` also writes the effective settings there
-/// (device, precision, world size, threads, switches, LibTorch version; informational).
+/// (device, precision, world size, threads, switches, LibTorch version; informational), followed
+/// by `provenance` (TOML text, engine/provenance.h).
 void apply_run_switches(const RunConfig& config, c10::Device device, Precision precision, int world_size,
-                        Logger& log, const std::filesystem::path& runtime_toml);
+                        Logger& log, const std::filesystem::path& runtime_toml, const std::string& provenance = "");
 
 }  // namespace tp

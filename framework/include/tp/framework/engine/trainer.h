@@ -36,6 +36,7 @@
 #include "tp/framework/engine/batch_placement.h"
 #include "tp/framework/engine/event_dispatcher.h"
 #include "tp/framework/engine/evaluator.h"
+#include "tp/framework/engine/provenance.h"
 #include "tp/framework/engine/run_budget.h"
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/engine/scalars.h"
@@ -174,6 +175,7 @@ class Trainer {
   History history_;
   Progress progress_;
   CheckpointManager checkpoints_;
+  Provenance provenance_; ///< what made this run: runtime.toml, every checkpoint, --resume's check
   /* Position and decisions */
   int64_t step_ = 0;       ///< optimizer steps taken
   int64_t start_epoch_ = 0, start_batch_ = 0; ///< where fit() begins (resume)

@@ -1,0 +1,55 @@
+// Provenance (docs/hardening.md, "Provenance"): what made a run, recorded in runtime.toml and in
+// every checkpoint as a [provenance] TOML table, so a result can be traced to the exact host
+// build, LibTorch, plugin binaries, command line, machine and environment; and --resume can warn
+// when a plugin binary changed since the checkpoint was written.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tp/framework/engine/run_components.h"
+
+namespace tp {
+
+/// One plugin library a run used.
+struct PluginProvenance {
+  std::string library;                 ///< file name, e.g. "resnet.so"
+  std::string path;                    ///< the path it was loaded from
+  std::string sha256;                  ///< of the file's bytes
+  std::vector<std::string> components; ///< "id@version" of the components used from it
+};
+
+/// What made a run.
+struct Provenance {
+  std::string host_version; ///< `git describe --always --dirty --tags` at build time
+  std::string compiler;     ///< e.g. "GNU 12.2.0"
+  std::string build_type;   ///< CMAKE_BUILD_TYPE
+  std::string libtorch;     ///< TORCH_VERSION
+  std::string cuda;         ///< CUDA runtime version, "" for a CPU build or without a GPU
+  std::string cudnn;        ///< cuDNN version, "" when not available
+  std::string nccl;         ///< the NCCL headers' version the host was built with, "" without NCCL
+  std::vector<PluginProvenance> plugins;
+  std::string command_line; ///< /proc/self/cmdline, arguments shell-quoted
+  std::string hostname;
+  std::string started;      ///< UTC, ISO 8601, when collected
+  /// Environment variables that change behaviour: OMP_NUM_THREADS, MKL_NUM_THREADS,
+  /// CUDA_VISIBLE_DEVICES and every TP_*, MALLOC_*, NCCL_*, TORCH_*, GLOO_* variable, sorted.
+  std::vector<std::pair<std::string, std::string>> environment;
+};
+
+/// [main] Collects the provenance of a run whose components are `parts` (their libraries are
+/// hashed: about 0.1 s per 50 MB). Throws tp::Error when a plugin file cannot be read.
+Provenance collect_provenance(const RunComponents& parts);
+
+/// `provenance` as TOML text: a [provenance] table with [provenance.environment] and one
+/// [[provenance.plugins]] per library. Parses back with toml++.
+std::string provenance_toml(const Provenance& provenance);
+
+/// The plugins of `now` whose file hash differs from the one `recorded_toml` (a checkpoint's
+/// provenance_toml text; "" = a checkpoint from before provenance) holds for the same library
+/// file name, one line each: "resnet.so (org.torchhost.resnet@1.0.0): SHA-256 1a2b3c4d... when
+/// the checkpoint was written, 5e6f7a8b... now". Libraries new or gone are not listed.
+std::vector<std::string> changed_plugins(const std::string& recorded_toml, const Provenance& now);
+
+}  // namespace tp

@@ -1,0 +1,164 @@
+#include "tp/framework/engine/provenance.h"
+
+#include <ATen/Context.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <torch/version.h>
+#include <toml++/toml.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#ifdef USE_C10D_NCCL
+#include <nccl.h>
+#endif
+
+#include "tp/framework/util/sha256.h"
+#include "tp_build_version.h" // generated: TP_HOST_VERSION (cmake/TorchhostBuildVersion.cmake)
+
+extern char** environ;
+
+namespace tp {
+namespace {
+
+/// "12.4" from 12040 (CUDA's and cuDNN's major * 1000 + minor * 10 encoding).
+std::string cuda_style_version(long code) {
+  if (code <= 0) return "";
+  return std::to_string(code / 1000) + "." + std::to_string((code % 1000) / 10);
+}
+
+std::string cudnn_version(long code) {
+  if (code <= 0) return "";
+  // cuDNN 9: major * 10000 + minor * 100 + patch; cuDNN 8: major * 1000 + minor * 100 + patch.
+  const long major = code >= 90000 ? code / 10000 : code / 1000;
+  const long minor = code >= 90000 ? (code % 10000) / 100 : (code % 1000) / 100;
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(code % 100);
+}
+
+/// The arguments of this process, each shell-quoted where it needs it.
+std::string command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  const std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string out;
+  std::string argument;
+  auto flush = [&] {
+    const bool plain = !argument.empty() && argument.find_first_not_of(
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == std::string::npos;
+    std::string quoted = "'";
+    for (char c : argument) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    out += (out.empty() ? "" : " ") + (plain ? argument : quoted + "'");
+    argument.clear();
+  };
+  for (char c : raw) {
+    if (c == '\0') flush();
+    else argument += c;
+  }
+  if (!argument.empty()) flush();
+  return out;
+}
+
+std::string now_utc() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  std::array<char, 32> text{};
+  std::strftime(text.data(), text.size(), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text.data();
+}
+
+bool behaviour_variable(const std::string& name) {
+  for (const char* exact : {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES"})
+    if (name == exact) return true;
+  for (const char* prefix : {"TP_", "MALLOC_", "NCCL_", "TORCH_", "GLOO_"})
+    if (name.starts_with(prefix)) return true;
+  return false;
+}
+
+}  // namespace
+
+Provenance collect_provenance(const RunComponents& parts) {
+  Provenance p;
+  p.host_version = TP_HOST_VERSION;
+  p.compiler = TP_COMPILER;
+  p.build_type = TP_BUILD_TYPE;
+  p.libtorch = TORCH_VERSION;
+  if (at::hasCUDA()) {
+    p.cuda = cuda_style_version(at::detail::getCUDAHooks().versionCUDART());
+    if (at::detail::getCUDAHooks().hasCuDNN()) p.cudnn = cudnn_version(at::detail::getCUDAHooks().versionCuDNN());
+  }
+#ifdef USE_C10D_NCCL
+  p.nccl = std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." + std::to_string(NCCL_PATCH);
+#endif
+  for (const auto& [library, components] : parts.libraries)
+    p.plugins.push_back({library->path().filename().string(), library->path().string(), sha256_file(library->path()),
+                         components});
+  p.command_line = command_line();
+  std::array<char, 256> host{};
+  if (::gethostname(host.data(), host.size() - 1) == 0) p.hostname = host.data();
+  p.started = now_utc();
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    const std::string text = *entry;
+    const auto equals = text.find('=');
+    if (equals != std::string::npos && behaviour_variable(text.substr(0, equals)))
+      p.environment.emplace_back(text.substr(0, equals), text.substr(equals + 1));
+  }
+  std::sort(p.environment.begin(), p.environment.end());
+  return p;
+}
+
+std::string provenance_toml(const Provenance& p) {
+  toml::table provenance{{"host_version", p.host_version}, {"compiler", p.compiler}, {"build_type", p.build_type},
+                         {"libtorch", p.libtorch},         {"cuda", p.cuda},         {"cudnn", p.cudnn},
+                         {"nccl", p.nccl},                 {"command_line", p.command_line},
+                         {"hostname", p.hostname},         {"started", p.started}};
+  toml::table environment;
+  for (const auto& [name, value] : p.environment) environment.insert(name, value);
+  provenance.insert("environment", std::move(environment));
+  toml::array plugins;
+  for (const PluginProvenance& plugin : p.plugins) {
+    toml::array components;
+    for (const auto& c : plugin.components) components.push_back(c);
+    plugins.push_back(toml::table{{"library", plugin.library},
+                                  {"path", plugin.path},
+                                  {"sha256", plugin.sha256},
+                                  {"components", std::move(components)}});
+  }
+  provenance.insert("plugins", std::move(plugins));
+  std::ostringstream out;
+  out << toml::table{{"provenance", std::move(provenance)}} << "\n";
+  return out.str();
+}
+
+std::vector<std::string> changed_plugins(const std::string& recorded_toml, const Provenance& now) {
+  std::vector<std::string> changed;
+  if (recorded_toml.empty()) return changed;
+  toml::table recorded;
+  try {
+    recorded = toml::parse(recorded_toml);
+  } catch (const toml::parse_error&) {
+    return changed; // unreadable provenance is no reason to refuse a resume
+  }
+  const toml::array* plugins = recorded.at_path("provenance.plugins").as_array();
+  if (plugins == nullptr) return changed;
+  for (const PluginProvenance& plugin : now.plugins)
+    for (const toml::node& node : *plugins) {
+      const toml::table* then = node.as_table();
+      if (then == nullptr || then->get_as<std::string>("library") == nullptr ||
+          then->get_as<std::string>("library")->get() != plugin.library)
+        continue;
+      const std::string old_hash = then->get_as<std::string>("sha256") ? then->get_as<std::string>("sha256")->get() : "";
+      if (old_hash == plugin.sha256) continue;
+      std::string components;
+      for (const auto& c : plugin.components) components += (components.empty() ? "" : ", ") + c;
+      changed.push_back(plugin.library + " (" + components + "): SHA-256 " + old_hash.substr(0, 12) +
+                        "... when the checkpoint was written, " + plugin.sha256.substr(0, 12) + "... now");
+    }
+  return changed;
+}
+
+}  // namespace tp

@@ -1,0 +1,90 @@
+// Provenance (docs/hardening.md, "Provenance"): runtime.toml and every checkpoint record what
+// made the run (host build, LibTorch, each plugin file with its SHA-256, command line, host,
+// behaviour-changing environment), the hashes agree with Python's hashlib, and --resume warns,
+// naming the plugin, when a plugin file changed since the checkpoint was written.
+#include <toml++/toml.h>
+#include <torch/version.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "tp/framework/checkpoint/checkpoint.h"
+
+#include "integration/host_runner.h"
+
+#include <doctest/doctest.h>
+
+namespace {
+
+const std::string kRun = "--config configs/quickstart.toml --set train.epochs=1 --set data.train.size=320 "
+                         "--set data.num_workers=0 --set 'progress.mode=\"off\"' ";
+
+/// Python's hashlib.sha256 of `file`, the oracle of the host's OpenSSL digest.
+std::string python_sha256(const std::string& file) {
+  const auto run = tp::test::run_shell(std::string("'") + TP_TEST_PYTHON +
+                                       "' -c 'import hashlib,sys; print(hashlib.sha256(open(sys.argv[1],\"rb\").read()).hexdigest())' '" +
+                                       file + "'");
+  REQUIRE(run.exit_code == 0);
+  return run.output.substr(0, 64);
+}
+
+}  // namespace
+
+TEST_CASE("runtime.toml and the checkpoints record the run's provenance; plugin hashes match hashlib's") {
+  const auto dir = tp::test::fresh_dir("provenance");
+  const std::string host = std::string("'") + TP_TEST_BUILD_DIR + "/bin/host' ";
+  const auto run = tp::test::run_shell("TP_PROVENANCE_PROBE=42 UNRELATED_VARIABLE=1 " + host + "--output-dir '" +
+                                       dir.string() + "' " + kRun);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const toml::table runtime = toml::parse_file((dir / "runtime.toml").string());
+  const toml::table* p = runtime.at_path("provenance").as_table();
+  REQUIRE(p != nullptr);
+  CHECK(p->at_path("libtorch").value_or(std::string()) == TORCH_VERSION);
+  CHECK_FALSE(p->at_path("host_version").value_or(std::string()).empty());
+  CHECK_FALSE(p->at_path("compiler").value_or(std::string()).empty());
+  CHECK(p->at_path("command_line").value_or(std::string()).find("--output-dir " + dir.string()) != std::string::npos);
+  CHECK(p->at_path("environment.TP_PROVENANCE_PROBE").value_or(std::string()) == "42");
+  CHECK(p->at_path("environment.UNRELATED_VARIABLE").node() == nullptr); // only behaviour-changing ones
+  const toml::array* plugins = p->at_path("plugins").as_array();
+  REQUIRE(plugins != nullptr);
+  std::set<std::string> libraries;
+  for (const toml::node& node : *plugins) {
+    const toml::table& plugin = *node.as_table();
+    const std::string path = plugin.at_path("path").value_or(std::string());
+    CAPTURE(path);
+    libraries.insert(plugin.at_path("library").value_or(std::string()));
+    CHECK(plugin.at_path("sha256").value_or(std::string()) == python_sha256(path));
+    CHECK(plugin.at_path("components").as_array()->size() >= 1);
+  }
+  // quickstart's dataset, model, loss and metrics come from four libraries.
+  CHECK(libraries == std::set<std::string>{"shapes.so", "vision_models.so", "basic_losses.so", "basic_metrics.so"});
+  // Every checkpoint carries the same table.
+  const tp::LoadedCheckpoint last = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
+  const toml::table saved = toml::parse(last.provenance_toml);
+  CHECK(saved.at_path("provenance.plugins").as_array()->size() == plugins->size());
+  CHECK(saved.at_path("provenance.plugins[0].sha256").value_or(std::string()) ==
+        p->at_path("plugins[0].sha256").value_or(std::string()));
+}
+
+TEST_CASE("--resume warns, naming the plugin, when its file changed since the checkpoint") {
+  const auto dir = tp::test::fresh_dir("provenance_resume");
+  const auto first = tp::test::run_host("--output-dir '" + dir.string() + "' " + kRun);
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  // The same shapes.so with one byte appended (the loader ignores it): another SHA-256, same code.
+  // A --plugin-dir is searched before the built-in directory, so this copy shadows the original.
+  const auto plugins = dir / "changed_plugins";
+  std::filesystem::create_directories(plugins);
+  std::filesystem::copy_file(std::filesystem::path(TP_TEST_BUILD_DIR) / "plugins" / "shapes.so", plugins / "shapes.so");
+  std::ofstream(plugins / "shapes.so", std::ios::app | std::ios::binary) << '\n';
+  const auto resumed = tp::test::run_host("--plugin-dir '" + plugins.string() + "' --output-dir '" + dir.string() +
+                                          "' " + kRun + "--set train.epochs=2 --resume auto");
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK(resumed.output.find("--resume: the plugin shapes.so (org.torchhost.shapes@1.0.0): SHA-256 ") != std::string::npos);
+  CHECK(resumed.output.find("vision_models.so (") == std::string::npos); // unchanged plugins are not named
+}
