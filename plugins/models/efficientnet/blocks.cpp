@@ -55,7 +55,8 @@ ConvNormActivation::ConvNormActivation(int64_t in, int64_t out, int64_t kernel, 
                                                       .padding((kernel - 1) / 2)
                                                       .groups(groups)
                                                       .bias(false)));
-  norm_ = register_module("1", torch::nn::BatchNorm2d(torch::nn::BatchNorm2dOptions(out).eps(norm.eps).momentum(norm.momentum)));
+  norm_ = register_module(
+      "1", torch::nn::BatchNorm2d(torch::nn::BatchNorm2dOptions(out).eps(norm.eps).momentum(norm.momentum)));
 }
 
 at::Tensor ConvNormActivation::forward(const at::Tensor& x) {

@@ -5,8 +5,8 @@
 #include "efficientnet_net.h"
 
 #include <ATen/ops/adaptive_avg_pool2d.h>
-#include <torch/nn/init.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace tp::efficientnet {
@@ -43,15 +43,18 @@ const EfficientNetVariant* find_efficientnet_variant(const std::string& name) {
 std::vector<std::vector<InvertedResidualSpec>> efficientnet_stages(const EfficientNetVariant& variant,
                                                                    double stochastic_depth_prob) {
   // MBConvConfig.adjust_depth: int(math.ceil(num_layers * depth_mult)).
+  const auto depth_of = [&variant](const StageRow& row) {
+    return static_cast<int64_t>(std::ceil(static_cast<double>(row.layers) * variant.depth_mult));
+  };
   int64_t total = 0;
-  for (const auto& row : kStages) total += static_cast<int64_t>(std::ceil(static_cast<double>(row.layers) * variant.depth_mult));
+  for (const auto& row : kStages) total += depth_of(row);
 
   std::vector<std::vector<InvertedResidualSpec>> stages;
   int64_t block_id = 0;
   for (const auto& row : kStages) {
     const int64_t in = make_divisible(static_cast<double>(row.in) * variant.width_mult);
     const int64_t out = make_divisible(static_cast<double>(row.out) * variant.width_mult);
-    const auto layers = static_cast<int64_t>(std::ceil(static_cast<double>(row.layers) * variant.depth_mult));
+    const int64_t layers = depth_of(row);
     std::vector<InvertedResidualSpec> stage;
     for (int64_t b = 0; b < layers; ++b) {
       InvertedResidualSpec s;
@@ -85,7 +88,8 @@ EfficientNet::EfficientNet(const EfficientNetOptions& options) {
     const std::string stage_name = std::to_string(i + 1);
     auto stage = features->register_module(stage_name, std::make_shared<torch::nn::Module>());
     for (size_t b = 0; b < stages[i].size(); ++b) {
-      blocks_.push_back(stage->register_module(std::to_string(b), std::make_shared<InvertedResidual>(stages[i][b], variant.norm)));
+      auto block = std::make_shared<InvertedResidual>(stages[i][b], variant.norm);
+      blocks_.push_back(stage->register_module(std::to_string(b), block));
       block_names_.push_back("features." + stage_name + "." + std::to_string(b));
     }
   }

@@ -82,7 +82,8 @@ const tp_config_key_t kEfficientNetKeys[] = {
 };
 
 const tp_config_key_t kMobileNetV3Keys[] = {
-    {sizeof(tp_config_key_t), "variant", TP_CFG_STRING, "\"large\"", "\"small\" or \"large\" (torchvision's mobilenet_v3_*)"},
+    {sizeof(tp_config_key_t), "variant", TP_CFG_STRING, "\"large\"",
+     "\"small\" or \"large\" (torchvision's mobilenet_v3_*)"},
     {sizeof(tp_config_key_t), "num_classes", TP_CFG_INT, "1000", "number of logits (classifier outputs)"},
     {sizeof(tp_config_key_t), "in_channels", TP_CFG_INT, "3", "image channels (stem conv input)"},
     {sizeof(tp_config_key_t), "input", TP_CFG_STRING, "\"image\"", "batch field holding the [C, H, W] image"},

@@ -90,7 +90,8 @@ MobileNetV3::MobileNetV3(const MobileNetV3Options& options) {
 
 std::vector<tp::cpp::LayerDepth> MobileNetV3::layer_depths() const {
   std::vector<tp::cpp::LayerDepth> depths;
-  for (size_t i = 0; i <= blocks_.size() + 1; ++i) depths.push_back({"features." + std::to_string(i), static_cast<uint32_t>(i)});
+  for (size_t i = 0; i <= blocks_.size() + 1; ++i)
+    depths.push_back({"features." + std::to_string(i), static_cast<uint32_t>(i)});
   return depths;
 }
 

@@ -25,8 +25,9 @@ TEST_CASE("efficientnet: stochastic_depth is torchvision's row mode") {
 }
 
 TEST_CASE("efficientnet: stochastic depth drops residual branches per sample in training, never in eval") {
-  // Eight copies of one image: without stochastic depth every row of the logits is the same;
-  // with it each row has its own dropped branches, so rows differ. Dropout 0 isolates it.
+  // Eight copies of one image, BatchNorm frozen (eval statistics, so rows do not mix) while
+  // stochastic depth trains: without it every row of the logits is the same; with it each row
+  // has its own dropped branches, so rows differ. Dropout 0 isolates it.
   at::manual_seed(7);
   const at::Tensor image = at::randn({1, 3, 32, 32}).expand({8, 3, 32, 32}).contiguous();
   std::map<double, at::Tensor> train, eval;
@@ -35,6 +36,7 @@ TEST_CASE("efficientnet: stochastic depth drops residual branches per sample in 
     Fields in = {{"image", image}};
     m.train(false);
     eval[p] = m.forward(in).at("logits").detach();
+    REQUIRE(m.t->set_batchnorm_frozen(m.self, true) == TP_OK);
     m.train(true);
     at::manual_seed(11);
     train[p] = m.forward(in).at("logits").detach();
@@ -43,7 +45,7 @@ TEST_CASE("efficientnet: stochastic depth drops residual branches per sample in 
     return relative_difference(logits, logits.select(0, 0).unsqueeze(0).expand_as(logits));
   };
   CHECK(row_spread(train[0.0]) < 1e-5);
-  CHECK(row_spread(train[0.5]) > 1e-2);
+  CHECK(row_spread(train[0.5]) > 1e-4);  // measured 1.4e-3; equal rows stay below 1e-5
   // Some rows differ from others: a per-row ("row") draw, not one for the whole batch.
   int64_t distinct = 0;
   for (int64_t i = 1; i < 8; ++i) distinct += relative_difference(train[0.5][i], train[0.5][0]) > 1e-5 ? 1 : 0;
@@ -73,7 +75,8 @@ TEST_CASE("efficientnet: the classifier dropout defaults to torchvision's per va
       m.forward(in).at("logits").square().sum().backward();
       const at::Tensor zero_columns = (m.named("classifier.1.weight").grad().abs().sum(0) == 0);
       const double dropped = zero_columns.to(at::kDouble).mean().item<double>();
-      MESSAGE(std::string(variant) << " dropout " << dropout << ": " << dropped << " of " << zero_columns.numel() << " features dropped");
+      MESSAGE(std::string(variant) << " dropout " << dropout << ": " << dropped << " of " << zero_columns.numel()
+                                   << " features dropped");
       if (dropout == 0.0) CHECK(dropped == 0.0);
       // Within 4 standard deviations of the default, less than half the 0.1 between defaults.
       else CHECK(std::abs(dropped - p) <= 4 * std::sqrt(p * (1 - p) / static_cast<double>(zero_columns.numel())));
