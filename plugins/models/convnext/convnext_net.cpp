@@ -4,16 +4,14 @@
 #include "convnext_net.h"
 
 #include <ATen/ops/adaptive_avg_pool2d.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/empty_like.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/layer_norm.h>
 #include <ATen/ops/ones.h>
-#include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/container/functional.h>
+#include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
@@ -23,19 +21,6 @@ namespace tp::convnext {
 namespace {
 
 constexpr double kLayerNormEps = 1e-6;
-
-/// torch.nn.init.trunc_normal_(t, mean=0, std, a=-2, b=2) as torch 2.13/2.14 implement it when
-/// the cut keeps more than 30% of the mass (always here: std = 0.02): normal draws, the ones
-/// outside [-2, 2] redrawn until none is. LibTorch's torch::nn::init has no trunc_normal_.
-void trunc_normal_(at::Tensor t, double std) {
-  constexpr double kBound = 2.0;
-  t.normal_(0.0, std);
-  for (;;) {
-    const at::Tensor outside = (t < -kBound).logical_or_(t > kBound);
-    if (!outside.any().item<bool>()) return;
-    t.copy_(at::where(outside, at::empty_like(t).normal_(0.0, std), t));
-  }
-}
 
 /// torchvision's Permute([0, 2, 3, 1]) and Permute([0, 3, 1, 2]) modules.
 torch::nn::Functional permute(std::vector<int64_t> dims) {
@@ -58,16 +43,6 @@ double default_stochastic_depth_prob(const std::string& variant) {
   if (variant == "tiny") return 0.1;
   if (variant == "small") return 0.4;
   return 0.5;  // base
-}
-
-at::Tensor stochastic_depth(const at::Tensor& x, double p, bool training) {
-  if (!training || p == 0.0) return x;
-  const double survival = 1.0 - p;
-  std::vector<int64_t> size(static_cast<size_t>(x.dim()), 1);
-  size[0] = x.size(0);
-  at::Tensor noise = at::empty(size, x.options()).bernoulli_(survival);
-  if (survival > 0.0) noise.div_(survival);
-  return x * noise;
 }
 
 LayerNorm2dImpl::LayerNorm2dImpl(int64_t channels)
@@ -141,10 +116,10 @@ ConvNeXt::ConvNeXt(const ConvNeXtOptions& options) {
   torch::NoGradGuard no_grad;
   for (const auto& module : modules(/*include_self=*/false)) {
     if (auto* c = module->as<torch::nn::Conv2dImpl>()) {
-      trunc_normal_(c->weight, 0.02);
+      tp::cpp::trunc_normal_(c->weight, 0.02);
       c->bias.zero_();
     } else if (auto* l = module->as<torch::nn::LinearImpl>()) {
-      trunc_normal_(l->weight, 0.02);
+      tp::cpp::trunc_normal_(l->weight, 0.02);
       l->bias.zero_();
     }
   }

@@ -18,7 +18,6 @@
 #pragma once
 
 #include <torch/nn/module.h>
-#include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/pimpl.h>
 
@@ -29,6 +28,7 @@
 
 #include "tp/cpp/activation_checkpoint.h"
 #include "tp/cpp/model_adapter.h"
+#include "tp/cpp/model_layers.h"
 
 namespace tp::convnext {
 
@@ -57,11 +57,8 @@ std::vector<StageSetting> stage_settings(const std::string& variant);
 /// base 0.5.
 double default_stochastic_depth_prob(const std::string& variant);
 
-/// torchvision.ops.stochastic_depth(x, p, mode="row", training): in training, each sample (row
-/// of dimension 0) is zeroed with probability `p` and the survivors are scaled by 1 / (1 - p);
-/// otherwise, or with p = 0, `x` itself. Draws from LibTorch's default generator, in the same
-/// way as torchvision (one bernoulli_ on an [N, 1, ...] tensor), so a seed gives the same rows.
-at::Tensor stochastic_depth(const at::Tensor& x, double p, bool training);
+/// torchvision.ops.stochastic_depth(x, p, mode="row", training) (tp/cpp/model_layers.h).
+using tp::cpp::stochastic_depth;
 
 /// torchvision's LayerNorm2d: LayerNorm over the channels of an NCHW tensor (permuted to NHWC
 /// and back), eps 1e-6, weight 1 and bias 0 initially.

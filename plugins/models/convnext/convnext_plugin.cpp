@@ -35,11 +35,11 @@ ConvNeXtOptions read_options(const tp::cpp::ConfigReader& cfg) {
   require(o.num_classes > 0, "num_classes", "must be positive", std::to_string(o.num_classes));
   require(o.in_channels > 0, "in_channels", "must be positive", std::to_string(o.in_channels));
   require(std::isfinite(o.layer_scale) && o.layer_scale > 0.0, "layer_scale", "must be positive",
-          std::to_string(o.layer_scale));
+          c10::str(o.layer_scale));
   // -1, the schema's default, stands for the variant's own default (one schema serves all three).
   const double p = cfg.get_float("stochastic_depth_prob");
   require(p == -1.0 || (p >= 0.0 && p <= 1.0), "stochastic_depth_prob",
-          "must be in [0, 1] (or -1: the variant's torchvision default)", std::to_string(p));
+          "must be in [0, 1] (or -1: the variant's torchvision default)", c10::str(p));
   o.stochastic_depth_prob = p == -1.0 ? default_stochastic_depth_prob(o.variant) : p;
   return o;
 }

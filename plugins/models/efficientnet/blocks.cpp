@@ -3,7 +3,6 @@
 #include "blocks.h"
 
 #include <ATen/ops/adaptive_avg_pool2d.h>
-#include <ATen/ops/empty.h>
 #include <ATen/ops/hardsigmoid.h>
 #include <ATen/ops/hardswish.h>
 #include <ATen/ops/relu.h>
@@ -33,18 +32,6 @@ at::Tensor activate(Activation a, const at::Tensor& x) {
     case Activation::kHardsigmoid: return at::hardsigmoid(x);
   }
   return x;
-}
-
-at::Tensor stochastic_depth(const at::Tensor& x, double p, bool training) {
-  if (!training || p == 0.0) return x;
-  // The same draws as torchvision: one empty [N, 1, 1, 1] tensor filled by bernoulli_, so a run
-  // seeded alike drops the same rows.
-  const double survival = 1.0 - p;
-  std::vector<int64_t> size(static_cast<size_t>(x.dim()), 1);
-  size[0] = x.size(0);
-  at::Tensor noise = at::empty(size, x.options()).bernoulli_(survival);
-  if (survival > 0.0) noise.div_(survival);
-  return x * noise;
 }
 
 ConvNormActivation::ConvNormActivation(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t groups,

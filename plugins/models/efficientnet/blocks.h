@@ -15,6 +15,8 @@
 #include <memory>
 #include <vector>
 
+#include "tp/cpp/model_layers.h"
+
 namespace tp::efficientnet {
 
 /// torchvision.models._utils._make_divisible(v, divisor) with min_value = divisor: `v` rounded
@@ -32,10 +34,8 @@ struct NormOptions {
   double momentum = 0.1;
 };
 
-/// torchvision's StochasticDepth(p, mode="row"): in training each sample's `x` is zeroed with
-/// probability `p` and the rest scaled by 1 / (1 - p); identity when not training or p == 0.
-/// Draws one Bernoulli per sample from LibTorch's default generator, like torchvision.
-at::Tensor stochastic_depth(const at::Tensor& x, double p, bool training);
+/// torchvision's StochasticDepth(p, mode="row") (tp/cpp/model_layers.h).
+using tp::cpp::stochastic_depth;
 
 /// A layer of an inverted residual's "block" list.
 class BlockLayer : public torch::nn::Module {

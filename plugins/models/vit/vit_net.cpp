@@ -7,11 +7,9 @@
 #include <ATen/ops/cat.h>
 #include <ATen/ops/dropout.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/empty_like.h>
 #include <ATen/ops/linear.h>
 #include <ATen/ops/linspace.h>
 #include <ATen/ops/scaled_dot_product_attention.h>
-#include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 #include <torch/nn/init.h>
 #include <torch/nn/modules/activation.h>
@@ -27,32 +25,6 @@ constexpr double kLayerNormEps = 1e-6;
 
 torch::nn::LayerNorm layer_norm(int64_t dim) {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(kLayerNormEps));
-}
-
-/// torch.nn.init.trunc_normal_(t, mean=0, std, a=-2, b=2) as torch 2.13/2.14 implement it when
-/// the cut keeps more than 30% of the mass (always here: std = sqrt(1 / fan_in) <= 1): normal
-/// draws, the ones outside [-2, 2] redrawn until none is. LibTorch's torch::nn::init has no
-/// trunc_normal_.
-void trunc_normal_(at::Tensor t, double std) {
-  constexpr double kBound = 2.0;
-  t.normal_(0.0, std);
-  for (;;) {
-    const at::Tensor outside = (t < -kBound).logical_or_(t > kBound);
-    if (!outside.any().item<bool>()) return;
-    t.copy_(at::where(outside, at::empty_like(t).normal_(0.0, std), t));
-  }
-}
-
-/// timm's drop_path(x, p, training) (scale_by_keep): in training, each sample is zeroed with
-/// probability `p` and the survivors scaled by 1 / (1 - p); otherwise, or with p = 0, `x`.
-at::Tensor drop_path(const at::Tensor& x, double p, bool training) {
-  if (!training || p == 0.0) return x;
-  const double keep = 1.0 - p;
-  std::vector<int64_t> size(static_cast<size_t>(x.dim()), 1);
-  size[0] = x.size(0);
-  at::Tensor mask = at::empty(size, x.options()).bernoulli_(keep);
-  if (keep > 0.0) mask.div_(keep);
-  return x * mask;
 }
 
 }  // namespace
@@ -87,7 +59,11 @@ at::Tensor SelfAttentionImpl::forward(const at::Tensor& x) {
                              .permute({2, 0, 3, 1, 4});
   const at::Tensor out =
       at::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], /*attn_mask=*/{}, is_training() ? dropout_ : 0.0);
-  return out_proj_->forward(out.transpose(1, 2).reshape({batch, length, dim}));
+  // [B, heads, L, D / heads] -> [L * B, D] -> out_proj -> [B, L, D] over [L, B, D] memory, as
+  // nn.MultiheadAttention lays its output out (one copy either way): a dropout after the
+  // attention then draws its mask over the elements in torchvision's order.
+  const at::Tensor merged = out.permute({2, 0, 1, 3}).reshape({length * batch, dim});
+  return out_proj_->forward(merged).view({length, batch, dim}).transpose(0, 1);
 }
 
 EncoderBlock::EncoderBlock(const VariantSetting& v, double dropout, double attention_dropout, double drop_path)
@@ -109,8 +85,9 @@ EncoderBlock::EncoderBlock(const VariantSetting& v, double dropout, double atten
 
 at::Tensor EncoderBlock::forward(const at::Tensor& input) {
   at::Tensor attended = at::dropout(self_attention_->forward(ln_1_->forward(input)), dropout_, is_training());
-  const at::Tensor x = input + drop_path(attended, drop_path_, is_training());
-  return x + drop_path(mlp_->forward(ln_2_->forward(x)), drop_path_, is_training());
+  // Operand order as torchvision's `x + input`, so the sum takes the same memory layout.
+  const at::Tensor x = tp::cpp::stochastic_depth(attended, drop_path_, is_training()) + input;
+  return x + tp::cpp::stochastic_depth(mlp_->forward(ln_2_->forward(x)), drop_path_, is_training());
 }
 
 VisionTransformer::VisionTransformer(const ViTOptions& options)
@@ -141,7 +118,7 @@ VisionTransformer::VisionTransformer(const ViTOptions& options)
   head_ = heads->register_module("head", torch::nn::Linear(v.hidden_dim, options.num_classes));
 
   torch::NoGradGuard no_grad;
-  trunc_normal_(conv_proj_->weight, std::sqrt(1.0 / static_cast<double>(options.in_channels * v.patch_size * v.patch_size)));
+  tp::cpp::trunc_normal_(conv_proj_->weight, std::sqrt(1.0 / static_cast<double>(options.in_channels * v.patch_size * v.patch_size)));
   conv_proj_->bias.zero_();
   head_->weight.zero_();
   head_->bias.zero_();
@@ -164,12 +141,6 @@ std::vector<tp::cpp::LayerDepth> VisionTransformer::layer_depths() const {
   for (size_t i = 0; i < layers_.size(); ++i)
     depths.push_back({"encoder.layers.encoder_layer_" + std::to_string(i), static_cast<uint32_t>(i + 1)});
   return depths;
-}
-
-std::vector<double> VisionTransformer::drop_path_rates() const {
-  std::vector<double> out;
-  for (const auto& layer : layers_) out.push_back(layer->drop_path_rate());
-  return out;
 }
 
 }  // namespace tp::vit

@@ -36,6 +36,7 @@
 
 #include "tp/cpp/activation_checkpoint.h"
 #include "tp/cpp/model_adapter.h"
+#include "tp/cpp/model_layers.h"
 
 namespace tp::vit {
 
@@ -88,7 +89,6 @@ class EncoderBlock : public torch::nn::Module {
   EncoderBlock(const VariantSetting& v, double dropout, double attention_dropout, double drop_path);
   /// [B, L, D] -> [B, L, D].
   at::Tensor forward(const at::Tensor& input);
-  double drop_path_rate() const noexcept { return drop_path_; }
 
  private:
   double dropout_;
@@ -114,8 +114,6 @@ class VisionTransformer : public torch::nn::Module, public tp::cpp::Checkpointab
   at::Tensor forward(const at::Tensor& x);
   /// optim.layer_decay's ordering (timm/BEiT): the embeddings at 0, encoder layer i at i + 1.
   std::vector<tp::cpp::LayerDepth> layer_depths() const;
-  /// Every encoder layer's drop-path rate, in order (timm: linspace(0, drop_path, layers)).
-  std::vector<double> drop_path_rates() const;
 
  private:
   int64_t hidden_dim_;

@@ -23,6 +23,13 @@ void require(bool ok, const char* key, const std::string& what, const std::strin
   if (!ok) throw Failure(TP_ERR_CONFIG, std::string(kId) + ": " + key + " " + what + ", got " + got);
 }
 
+/// A rate in [0, 1].
+double probability(const tp::cpp::ConfigReader& cfg, const char* key) {
+  const double p = cfg.get_float(key);
+  require(p >= 0.0 && p <= 1.0, key, "must be in [0, 1]", c10::str(p));
+  return p;
+}
+
 ViTOptions read_options(const tp::cpp::ConfigReader& cfg) {
   ViTOptions o;
   o.variant = cfg.get_string("variant");
@@ -37,9 +44,9 @@ ViTOptions read_options(const tp::cpp::ConfigReader& cfg) {
           std::to_string(o.image_size));
   require(o.num_classes > 0, "num_classes", "must be positive", std::to_string(o.num_classes));
   require(o.in_channels > 0, "in_channels", "must be positive", std::to_string(o.in_channels));
-  o.dropout = cfg.get_float_in("dropout", 0.0, 1.0);
-  o.attention_dropout = cfg.get_float_in("attention_dropout", 0.0, 1.0);
-  o.drop_path = cfg.get_float_in("drop_path", 0.0, 1.0);
+  o.dropout = probability(cfg, "dropout");
+  o.attention_dropout = probability(cfg, "attention_dropout");
+  o.drop_path = probability(cfg, "drop_path");
   return o;
 }
 

@@ -77,6 +77,26 @@ TEST_CASE("convnext: stochastic depth drops whole rows in training and is the id
   CHECK_FALSE(at::allclose(differ[0], differ[1]));
 }
 
+TEST_CASE("convnext: stochastic_depth_prob -1 (the schema's default) is the variant's torchvision rate") {
+  // Same construction seed, same seed before a training-mode forward: the logits agree exactly
+  // only when every block's rate does (a different rate rescales the rows it keeps).
+  at::manual_seed(6);
+  Fields in = {{"image", at::randn({4, 3, 32, 32})}};
+  auto logits = [&](const std::string& variant, double rate) {
+    ZooModel m(kConvNeXt, kConvNeXtId, convnext_config(variant, 10, rate), 7);
+    at::NoGradGuard no_grad;
+    for (const auto& e : m.state())  // layer_scale 1e-6 would hide the blocks
+      if (e.name.find("layer_scale") != std::string::npos) tensor_of(e.handle).fill_(0.5);
+    m.train(true);
+    at::manual_seed(9);
+    return m.forward(in).at("logits");
+  };
+  CHECK(at::equal(logits("tiny", -1.0), logits("tiny", 0.1)));
+  CHECK_FALSE(at::equal(logits("tiny", -1.0), logits("tiny", 0.4)));
+  CHECK(at::equal(logits("small", -1.0), logits("small", 0.4)));
+  CHECK(at::equal(logits("base", -1.0), logits("base", 0.5)));
+}
+
 TEST_CASE("convnext: activation checkpointing gives bit-identical outputs and gradients") {
   // Stochastic depth 0.5, so the recompute must replay the forward's draws.
   at::manual_seed(8);
@@ -134,7 +154,7 @@ TEST_CASE("convnext: forward shapes, input checks and configuration errors") {
   const std::pair<Config, const char*> bad[] = {
       {convnext_config("large"), "org.torchhost.convnext: variant must be \"tiny\", \"small\" or \"base\""},
       {convnext_config("tiny", 0), "org.torchhost.convnext: num_classes must be positive"},
-      {convnext_config("tiny", 10, 1.5), "org.torchhost.convnext: stochastic_depth_prob must be in [0, 1]"},
+      {convnext_config("tiny", 10, 1.5), "org.torchhost.convnext: stochastic_depth_prob must be in [0, 1] (or -1: the variant's torchvision default), got 1.5"},
       {convnext_config("tiny", 10, -1.0, 0), "org.torchhost.convnext: in_channels must be positive"},
   };
   for (const auto& [config, message] : bad) {
@@ -146,7 +166,7 @@ TEST_CASE("convnext: forward shapes, input checks and configuration errors") {
   zero_scale["layer_scale"] = 0.0;
   ZooModel b(kConvNeXt, kConvNeXtId, zero_scale, 1, /*expect_ok=*/false);
   CHECK(b.status == TP_ERR_CONFIG);
-  CHECK(b.error().find("layer_scale must be positive") != std::string::npos);
+  CHECK(b.error().find("org.torchhost.convnext: layer_scale must be positive, got 0") != std::string::npos);
 }
 
 }  // namespace

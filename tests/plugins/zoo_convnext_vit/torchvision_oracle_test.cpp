@@ -37,7 +37,8 @@ struct Case {
 };
 
 void check_case(const Case& c) {
-  CAPTURE(c.name);
+  const std::string name = c.name;
+  CAPTURE(name);
   const std::filesystem::path dir = fixture_dir();
   ZooModel m(c.library, c.id, c.config, c.seed);
 
@@ -54,7 +55,7 @@ void check_case(const Case& c) {
       ++different;
       worst = std::max(worst, (ours - init.at(e.name)).abs().max().item<double>());
     }
-    MESSAGE(c.name << ": initial tensors differing from torchvision's " << different << " (max |diff| " << worst << ")");
+    MESSAGE(name << ": initial tensors differing from torchvision's " << different << " (max |diff| " << worst << ")");
     CHECK(different == 0);
   }
 
@@ -81,7 +82,7 @@ void check_case(const Case& c) {
     CHECK(d <= kTolerance);
     if (d > grad_diff) grad_diff = d, worst_grad = e.name;
   }
-  MESSAGE(c.name << ": relative difference to torchvision: eval logits " << eval_diff << ", train logits "
+  MESSAGE(name << ": relative difference to torchvision: eval logits " << eval_diff << ", train logits "
                  << train_diff << ", gradients max " << grad_diff << " (" << worst_grad << ")");
   CHECK(eval_diff <= kTolerance);
   CHECK(train_diff <= kTolerance);
@@ -93,7 +94,7 @@ void check_case(const Case& c) {
   at::manual_seed(kRandomSeed);
   at::NoGradGuard no_grad;
   const double random_diff = relative_difference(noisy.forward(in).at("logits"), io.at("random_train"));
-  MESSAGE(c.name << ": training-mode logits with randomness on, same seed: relative difference " << random_diff);
+  MESSAGE(name << ": training-mode logits with randomness on, same seed: relative difference " << random_diff);
   CHECK(random_diff <= kTolerance);
 }
 

@@ -89,9 +89,9 @@ TEST_CASE("vit: forward shapes, input checks and configuration errors") {
       {vit_config("b_32", 48), "org.torchhost.vit: image_size must be a positive multiple of the patch size 32"},
       {vit_config("b_16", 0), "org.torchhost.vit: image_size must be a positive multiple"},
       {vit_config("b_16", 224, 0), "org.torchhost.vit: num_classes must be positive"},
-      {vit_config("b_16", 224, 10, 1.5), "org.torchhost.vit: dropout = 1.5 is outside [0, 1]"},
-      {vit_config("b_16", 224, 10, 0.0, -0.1), "org.torchhost.vit: attention_dropout = -0.1 is outside [0, 1]"},
-      {vit_config("b_16", 224, 10, 0.0, 0.0, 2.0), "org.torchhost.vit: drop_path = 2 is outside [0, 1]"},
+      {vit_config("b_16", 224, 10, 1.5), "org.torchhost.vit: dropout must be in [0, 1], got 1.5"},
+      {vit_config("b_16", 224, 10, 0.0, -0.1), "org.torchhost.vit: attention_dropout must be in [0, 1], got -0.1"},
+      {vit_config("b_16", 224, 10, 0.0, 0.0, 2.0), "org.torchhost.vit: drop_path must be in [0, 1], got 2"},
   };
   for (const auto& [config, message] : bad) {
     ZooModel b(kViT, kViTId, config, 1, /*expect_ok=*/false);
