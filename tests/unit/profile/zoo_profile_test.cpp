@@ -39,7 +39,8 @@ void check(const Case& c) {
   REQUIRE(batch.front().second.sizes() == at::IntArrayRef({1, 3, 224, 224}));
   const auto [flops, ops] = count_forward_flops(*model, batch);
   const double gmacs = static_cast<double>(flops) / 2e9;
-  MESSAGE(std::string(c.id) + " " + c.variant << ": " << gmacs << " GMACs (FlopCounterMode " << c.oracle_flops / 2e9
+  const std::string what = std::string(c.id) + " " + c.variant;
+  MESSAGE(what << ": " << gmacs << " GMACs (FlopCounterMode " << c.oracle_flops / 2e9
                 << ", published " << c.published_gmacs << ")");
   CHECK(flops == c.oracle_flops);
   CHECK(std::fabs(gmacs - c.published_gmacs) <= 0.005 + 1e-9);
