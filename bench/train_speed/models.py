@@ -15,7 +15,7 @@ import sys
 from torch import nn
 import torch.nn.functional as F
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests" / "unit" / "zoo"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests" / "plugins" / "models"))
 from resnet_reference import ResNet  # noqa: E402
 
 
