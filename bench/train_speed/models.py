@@ -48,7 +48,14 @@ def resnet(depth: int, num_classes: int, in_channels: int = 3) -> nn.Module:
 
 
 def build(name: str, num_classes: int, in_channels: int = 3) -> nn.Module:
-    """"small_cnn", "resnet18", "resnet34" or "resnet50"."""
+    """"small_cnn", "resnet18", "resnet34", "resnet50", or torchvision's "efficientnet_b0" and
+    "vit_b_16" (at 64x64: the benchmark's image size), which need torchvision (.venv-bench)."""
     if name == "small_cnn":
         return SmallCnn(num_classes, in_channels)
+    if name == "efficientnet_b0":
+        import torchvision
+        return torchvision.models.efficientnet_b0(num_classes=num_classes)
+    if name == "vit_b_16":
+        import torchvision
+        return torchvision.models.vit_b_16(num_classes=num_classes, image_size=64)
     return resnet(int(name.removeprefix("resnet")), num_classes, in_channels)

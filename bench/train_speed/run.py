@@ -3,6 +3,8 @@ Python eager loop (b), on the same in-memory tensors, from one invocation (bench
 
     .venv/bin/python bench/train_speed/run.py BUILD_DIR [--reps 3] [--models small_cnn,resnet18]
                                               [--precisions fp32,bf16]
+    .venv-bench/bin/python bench/train_speed/run.py BUILD_DIR --models efficientnet_b0,vit_b_16
+        (torchvision's own models on the Python side; torch 2.14.1 there, the host's LibTorch 2.13.0)
 
 Every repetition runs each variant once, in a rotating order, so a burst of load from other work
 on the machine lands on different variants; the table shows each variant's median over the
@@ -32,6 +34,12 @@ MODELS = {
                       sets=['model.component="org.torchhost.small_cnn"', "model.image_size=64"]),
     "resnet18": dict(batch=8, size=64, steps=9, window=3,
                      sets=['model.component="org.torchhost.resnet"', "model.depth=18"]),
+    # The zoo's torchvision families: the Python side is torchvision's own model, so run.py must run
+    # under .venv-bench's Python (torch 2.14.1 there, LibTorch 2.13.0 in the host: stated in the output).
+    "efficientnet_b0": dict(batch=8, size=64, steps=9, window=3,
+                            sets=['model.component="org.torchhost.efficientnet"', 'model.variant="b0"']),
+    "vit_b_16": dict(batch=4, size=64, steps=9, window=3,
+                     sets=['model.component="org.torchhost.vit"', 'model.variant="b_16"', "model.image_size=64"]),
 }
 
 
@@ -52,7 +60,8 @@ def host_run(build, sets, tmp):
     wait_s = statistics.median(r["time/data_wait_s"] for r in steps)
     log = (run_dir / "train.log").read_text()
     params = int(re.search(r"model \S+: (\d+) parameters", log).group(1))
-    return 1 / step_s, wait_s / step_s, params
+    libtorch = re.search(r'^libtorch = "([^"]+)"', (run_dir / "runtime.toml").read_text(), re.M).group(1)
+    return 1 / step_s, wait_s / step_s, params, libtorch
 
 
 def parse_rate(text, tag):
@@ -103,6 +112,7 @@ def main() -> None:
                     if n == "host":
                         extra.setdefault("wait", []).append(r[1])
                         extra["host_params"] = r[2]
+                        extra["libtorch"] = r[3]
                     if n == "python":
                         extra["py_params"] = int(re.search(r"params=(\d+)", r[1]).group(1))
                         extra["torch"] = re.search(r"torch=(\S+)", r[1]).group(1)
@@ -137,7 +147,8 @@ def main() -> None:
     print("  CPU, glibc malloc defaults); goal >= 1.05. py matched: the same loop with SGD(fused=True), the kernel")
     print("  the host uses, and the host's malloc thresholds (MALLOC_*_ env): what is left is the language.")
     print("data wait: share of the host's step spent waiting for the batch (stacked on the training thread).")
-    print(f"Python side: torch {results[0][4]['torch']} (the LibTorch the host links).")
+    print(f"Python side: torch {results[0][4]['torch']}; the host links LibTorch {results[0][4]['libtorch']}"
+          " (efficientnet_b0 and vit_b_16 need torchvision, so run.py runs under .venv-bench's Python).")
 
 
 if __name__ == "__main__":
