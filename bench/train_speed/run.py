@@ -36,9 +36,9 @@ MODELS = {
                      sets=['model.component="org.torchhost.resnet"', "model.depth=18"]),
     # The zoo's torchvision families: the Python side is torchvision's own model, so run.py must run
     # under .venv-bench's Python (torch 2.14.1 there, LibTorch 2.13.0 in the host: stated in the output).
-    "efficientnet_b0": dict(batch=8, size=64, steps=9, window=3,
+    "efficientnet_b0": dict(batch=8, size=64, steps=25, window=5,
                             sets=['model.component="org.torchhost.efficientnet"', 'model.variant="b0"']),
-    "vit_b_16": dict(batch=4, size=64, steps=9, window=3,
+    "vit_b_16": dict(batch=4, size=64, steps=25, window=5,
                      sets=['model.component="org.torchhost.vit"', 'model.variant="b_16"', "model.image_size=64"]),
 }
 
