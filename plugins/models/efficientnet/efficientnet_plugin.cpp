@@ -1,5 +1,7 @@
 // efficientnet: the two components (org.torchhost.efficientnet, org.torchhost.mobilenet_v3), their
 // config schemas and validation, descriptors and tp_entry.
+#include <c10/util/StringUtil.h>
+
 #include <memory>
 #include <string>
 
@@ -32,7 +34,7 @@ void require(bool ok, const char* id, const char* key, const char* what, const s
 /// depth would then skip its rescale), so it is refused.
 double read_probability(const ConfigReader& cfg, const char* id, const char* key) {
   const double p = cfg.get_float(key);
-  require(p >= 0.0 && p < 1.0, id, key, "must be in [0, 1)", std::to_string(p));
+  require(p >= 0.0 && p < 1.0, id, key, "must be in [0, 1)", c10::str(p));
   return p;
 }
 

@@ -161,7 +161,7 @@ TEST_CASE("efficientnet: config values are validated") {
       {kEfficientNetId, efficientnet_config("b0", 10, 0.2, -0.1), "stochastic_depth_prob must be in [0, 1)"},
       {kMobileNetV3Id, mobilenet_v3_config("medium"), "org.torchhost.mobilenet_v3: variant must be \"small\" or \"large\""},
       {kMobileNetV3Id, mobilenet_v3_config("small", -3), "num_classes must be positive, got -3"},
-      {kMobileNetV3Id, mobilenet_v3_config("large", 10, 1.5), "dropout must be in [0, 1)"},
+      {kMobileNetV3Id, mobilenet_v3_config("large", 10, 1.5), "dropout must be in [0, 1), got 1.5"},
   };
   for (const Bad& c : cases) {
     CAPTURE(std::string(c.message));
