@@ -10,6 +10,7 @@
 #include "convnext_net.h"
 #include "tp/cpp/config.h"
 #include "tp/cpp/guard.h"
+#include "tp/cpp/image_classifier.h"
 #include "tp/cpp/model_adapter.h"
 #include "tp/iface/model.h"
 
@@ -44,37 +45,15 @@ ConvNeXtOptions read_options(const tp::cpp::ConfigReader& cfg) {
   return o;
 }
 
-/// The component: a ConvNeXt reading its image from the batch field `input`. The host trains the
-/// ConvNeXt's own parameters (state_root), under torchvision's names.
-class ConvNeXtModel {
- public:
-  explicit ConvNeXtModel(const tp::cpp::ConfigReader& cfg)
-      : options_(read_options(cfg)), net_(std::make_shared<ConvNeXt>(options_)), input_(cfg.get_string("input")) {}
+/// The component: a ConvNeXt reading its image from the batch field `input`
+/// (tp/cpp/image_classifier.h); H, W >= 32 (the stem and three downsamplings divide by 32).
+using ConvNeXtModel = tp::cpp::ImageClassifier<ConvNeXt>;
 
-  tp::cpp::Outputs forward(const tp::cpp::Inputs& inputs) {
-    const at::Tensor& x = inputs.get(input_);
-    if (x.dim() != 4 || x.size(1) != options_.in_channels || !x.is_floating_point() || x.size(2) < 32 ||
-        x.size(3) < 32)
-      throw Failure(TP_ERR_INVALID_ARGUMENT,
-                    std::string(kId) + ": input '" + input_ + "': expected a floating [B, " +
-                        std::to_string(options_.in_channels) + ", H, W] image with H, W >= 32 (in_channels = " +
-                        std::to_string(options_.in_channels) + "), got " + std::string(c10::toString(x.scalar_type())) +
-                        " " + c10::str(x.sizes()));
-    return {{"logits", net_->forward(x.scalar_type() == dtype_ ? x : x.to(dtype_))}};
-  }
-
-  ConvNeXt& state_root() { return *net_; }
-  void train(bool on) { net_->train(on); }
-  void set_dtype(at::ScalarType dtype) { dtype_ = dtype; }
-  void set_activation_checkpointing(bool enabled) { net_->set_activation_checkpointing(enabled); }
-  std::vector<tp::cpp::LayerDepth> layer_depths() const { return net_->layer_depths(); }
-
- private:
-  ConvNeXtOptions options_;
-  std::shared_ptr<ConvNeXt> net_;
-  std::string input_;
-  at::ScalarType dtype_ = at::kFloat;
-};
+std::shared_ptr<ConvNeXtModel> make_convnext(const tp::cpp::ConfigReader& cfg) {
+  const ConvNeXtOptions o = read_options(cfg);
+  return std::make_shared<ConvNeXtModel>(kId, std::make_shared<ConvNeXt>(o), o.in_channels, cfg.get_string("input"),
+                                         tp::cpp::ImageSizeRule{32, 0});
+}
 
 const tp_config_key_t kKeys[] = {
     {sizeof(tp_config_key_t), "variant", TP_CFG_STRING, "\"tiny\"",
@@ -100,7 +79,9 @@ const tp_descriptor_t kDescriptor = tp::cpp::model_descriptor(
     "every CNBlock checkpointable",
     kKeys, kExamples);
 
+const tp::cpp::Component kComponents[] = {tp::cpp::model_component<ConvNeXtModel, kDescriptor, &make_convnext>()};
+
 }  // namespace
 }  // namespace tp::convnext
 
-TP_DEFINE_MODEL_PLUGIN("convnext", tp::convnext::ConvNeXtModel, tp::convnext::kDescriptor)
+TP_DEFINE_PLUGIN("convnext", TP_TORCH_BUILD_INFO_INIT, tp::convnext::kComponents)

@@ -5,11 +5,11 @@
 #include <memory>
 #include <string>
 
-#include "classifier_model.h"
 #include "efficientnet_net.h"
 #include "mobilenet_v3_net.h"
 #include "tp/cpp/config.h"
 #include "tp/cpp/guard.h"
+#include "tp/cpp/image_classifier.h"
 #include "tp/cpp/model_adapter.h"
 #include "tp/iface/model.h"
 
@@ -45,8 +45,8 @@ void read_common(const ConfigReader& cfg, const char* id, int64_t& num_classes, 
   require(in_channels > 0, id, "in_channels", "must be positive", std::to_string(in_channels));
 }
 
-using EfficientNetModel = ClassifierModel<EfficientNet>;
-using MobileNetV3Model = ClassifierModel<MobileNetV3>;
+using EfficientNetModel = tp::cpp::ImageClassifier<EfficientNet>;
+using MobileNetV3Model = tp::cpp::ImageClassifier<MobileNetV3>;
 
 std::shared_ptr<EfficientNetModel> make_efficientnet(const ConfigReader& cfg) {
   EfficientNetOptions o;

@@ -9,6 +9,7 @@
 #include "resnet_net.h"
 #include "tp/cpp/config.h"
 #include "tp/cpp/guard.h"
+#include "tp/cpp/image_classifier.h"
 #include "tp/cpp/model_adapter.h"
 #include "tp/iface/model.h"
 
@@ -36,36 +37,14 @@ ResNetOptions read_options(const tp::cpp::ConfigReader& cfg) {
   return o;
 }
 
-/// The component: a ResNet reading its image from the batch field `input`. The host trains the
-/// ResNet's own parameters and buffers (state_root), under torchvision's names.
-class ResNetModel {
- public:
-  explicit ResNetModel(const tp::cpp::ConfigReader& cfg)
-      : options_(read_options(cfg)), net_(std::make_shared<ResNet>(options_)), input_(cfg.get_string("input")) {}
+/// The component: a ResNet reading its image from the batch field `input` (tp/cpp/image_classifier.h).
+/// The host trains the ResNet's own parameters and buffers, under torchvision's names.
+using ResNetModel = tp::cpp::ImageClassifier<ResNet>;
 
-  tp::cpp::Outputs forward(const tp::cpp::Inputs& inputs) {
-    const at::Tensor& x = inputs.get(input_);
-    if (x.dim() != 4 || x.size(1) != options_.in_channels || !x.is_floating_point())
-      throw Failure(TP_ERR_INVALID_ARGUMENT,
-                    std::string(kId) + ": input '" + input_ + "': expected a floating [B, " +
-                        std::to_string(options_.in_channels) + ", H, W] image (in_channels = " +
-                        std::to_string(options_.in_channels) + "), got " + std::string(c10::toString(x.scalar_type())) +
-                        " " + c10::str(x.sizes()));
-    return {{"logits", net_->forward(x.scalar_type() == dtype_ ? x : x.to(dtype_))}};
-  }
-
-  ResNet& state_root() { return *net_; }
-  void train(bool on) { net_->train(on); }
-  void set_dtype(at::ScalarType dtype) { dtype_ = dtype; }
-  void set_activation_checkpointing(bool enabled) { net_->set_activation_checkpointing(enabled); }
-  std::vector<tp::cpp::LayerDepth> layer_depths() const { return net_->layer_depths(); }
-
- private:
-  ResNetOptions options_;
-  std::shared_ptr<ResNet> net_;
-  std::string input_;
-  at::ScalarType dtype_ = at::kFloat;
-};
+std::shared_ptr<ResNetModel> make_resnet(const tp::cpp::ConfigReader& cfg) {
+  const ResNetOptions o = read_options(cfg);
+  return std::make_shared<ResNetModel>(kId, std::make_shared<ResNet>(o), o.in_channels, cfg.get_string("input"));
+}
 
 const tp_config_key_t kKeys[] = {
     {sizeof(tp_config_key_t), "depth", TP_CFG_INT, "18", "18, 34 (BasicBlock) or 50 (Bottleneck v1.5)"},
@@ -89,7 +68,9 @@ const tp_descriptor_t kDescriptor = tp::cpp::model_descriptor(
     "stem and every residual block checkpointable",
     kKeys, kExamples);
 
+const tp::cpp::Component kComponents[] = {tp::cpp::model_component<ResNetModel, kDescriptor, &make_resnet>()};
+
 }  // namespace
 }  // namespace tp::resnet
 
-TP_DEFINE_MODEL_PLUGIN("resnet", tp::resnet::ResNetModel, tp::resnet::kDescriptor)
+TP_DEFINE_PLUGIN("resnet", TP_TORCH_BUILD_INFO_INIT, tp::resnet::kComponents)

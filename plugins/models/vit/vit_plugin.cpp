@@ -8,6 +8,7 @@
 
 #include "tp/cpp/config.h"
 #include "tp/cpp/guard.h"
+#include "tp/cpp/image_classifier.h"
 #include "tp/cpp/model_adapter.h"
 #include "tp/iface/model.h"
 #include "vit_net.h"
@@ -50,40 +51,15 @@ ViTOptions read_options(const tp::cpp::ConfigReader& cfg) {
   return o;
 }
 
-/// The component: a ViT reading its image from the batch field `input`. The host trains the
-/// ViT's own parameters (state_root), under torchvision's names.
-class ViTModel {
- public:
-  explicit ViTModel(const tp::cpp::ConfigReader& cfg)
-      : options_(read_options(cfg)), net_(std::make_shared<VisionTransformer>(options_)),
-        input_(cfg.get_string("input")) {}
+/// The component: a ViT reading its image from the batch field `input` (tp/cpp/image_classifier.h),
+/// exactly image_size square, as torchvision asserts: the position embeddings are sized for it.
+using ViTModel = tp::cpp::ImageClassifier<VisionTransformer>;
 
-  tp::cpp::Outputs forward(const tp::cpp::Inputs& inputs) {
-    const at::Tensor& x = inputs.get(input_);
-    const int64_t s = options_.image_size;
-    // torchvision asserts the size too: the position embeddings are sized for image_size.
-    if (x.dim() != 4 || x.size(1) != options_.in_channels || x.size(2) != s || x.size(3) != s || !x.is_floating_point())
-      throw Failure(TP_ERR_INVALID_ARGUMENT,
-                    std::string(kId) + ": input '" + input_ + "': expected a floating [B, " +
-                        std::to_string(options_.in_channels) + ", " + std::to_string(s) + ", " + std::to_string(s) +
-                        "] image (in_channels = " + std::to_string(options_.in_channels) + ", image_size = " +
-                        std::to_string(s) + "), got " + std::string(c10::toString(x.scalar_type())) + " " +
-                        c10::str(x.sizes()));
-    return {{"logits", net_->forward(x.scalar_type() == dtype_ ? x : x.to(dtype_))}};
-  }
-
-  VisionTransformer& state_root() { return *net_; }
-  void train(bool on) { net_->train(on); }
-  void set_dtype(at::ScalarType dtype) { dtype_ = dtype; }
-  void set_activation_checkpointing(bool enabled) { net_->set_activation_checkpointing(enabled); }
-  std::vector<tp::cpp::LayerDepth> layer_depths() const { return net_->layer_depths(); }
-
- private:
-  ViTOptions options_;
-  std::shared_ptr<VisionTransformer> net_;
-  std::string input_;
-  at::ScalarType dtype_ = at::kFloat;
-};
+std::shared_ptr<ViTModel> make_vit(const tp::cpp::ConfigReader& cfg) {
+  const ViTOptions o = read_options(cfg);
+  return std::make_shared<ViTModel>(kId, std::make_shared<VisionTransformer>(o), o.in_channels, cfg.get_string("input"),
+                                    tp::cpp::ImageSizeRule{1, o.image_size});
+}
 
 const tp_config_key_t kKeys[] = {
     {sizeof(tp_config_key_t), "variant", TP_CFG_STRING, "\"b_16\"",
@@ -112,7 +88,9 @@ const tp_descriptor_t kDescriptor = tp::cpp::model_descriptor(
     "every encoder layer checkpointable",
     kKeys, kExamples);
 
+const tp::cpp::Component kComponents[] = {tp::cpp::model_component<ViTModel, kDescriptor, &make_vit>()};
+
 }  // namespace
 }  // namespace tp::vit
 
-TP_DEFINE_MODEL_PLUGIN("vit", tp::vit::ViTModel, tp::vit::kDescriptor)
+TP_DEFINE_PLUGIN("vit", TP_TORCH_BUILD_INFO_INIT, tp::vit::kComponents)
