@@ -7,11 +7,8 @@
 // Inputs are small (64x64 or 32x32, batch 2): ResNet-50 at 224 is slow on two CPU cores.
 #include "plugins/models/zoo_model.h"
 
-#include <torch/csrc/jit/serialization/pickle.h>
-
 #include <cmath>
 #include <fstream>
-#include <iterator>
 #include <sstream>
 
 namespace {
@@ -33,41 +30,6 @@ std::string shape_key(at::IntArrayRef sizes) {
   std::string out;
   for (size_t i = 0; i < sizes.size(); ++i) out += (i ? "," : "") + std::to_string(sizes[i]);
   return out.empty() ? "-" : out;
-}
-
-/// A plain dict of tensors that Python wrote with torch.save.
-std::map<std::string, at::Tensor> load_python_dict(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  REQUIRE_MESSAGE(in.good(), file.string());
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::map<std::string, at::Tensor> out;
-  for (const auto& item : torch::jit::pickle_load(bytes).toGenericDict())
-    out[item.key().toStringRef()] = item.value().toTensor();
-  return out;
-}
-
-/// Outputs, then every parameter's gradient, then every buffer after one training step (forward,
-/// cross-entropy, backward) with activation checkpointing on or off.
-std::vector<at::Tensor> train_step(const Config& config, bool checkpointing, int64_t size) {
-  ZooModel m(kLibrary, kId, config);
-  if (checkpointing) REQUIRE_MESSAGE(m.t->set_activation_checkpointing(m.self, true) == TP_OK, m.error());
-  m.train(true);
-  at::manual_seed(42);
-  Fields in = {{"image", at::randn({2, 3, size, size})}, {"label", at::randint(0, 10, {2}, at::kLong)}};
-  const at::Tensor logits = m.forward(in).at("logits");
-  CHECK(has_checkpoint_node(logits) == checkpointing);
-  at::cross_entropy_loss(logits, in.items[1].second).backward();
-  std::vector<at::Tensor> out = {logits.detach()};
-  for (const auto& e : m.state()) {
-    const at::Tensor& t = tensor_of(e.handle);
-    if (e.is_buffer) {
-      out.push_back(t.clone());
-    } else {
-      REQUIRE_MESSAGE(t.grad().defined(), e.name);
-      out.push_back(t.grad().clone());
-    }
-  }
-  return out;
 }
 
 TEST_CASE("resnet: parameter counts are torchvision's") {
@@ -122,17 +84,7 @@ TEST_CASE("resnet: a torchvision-style state_dict loads by name and gives the re
     const std::string stem = "resnet" + std::to_string(depth);
     ZooModel m(kLibrary, kId, resnet_config(depth, 10));
     // Strict by name and shape, like train.init_weights (zoo_host_tests runs that path itself).
-    const auto weights = load_python_dict(dir / (stem + "_weights.pt"));
-    CHECK(weights.size() == m.state().size());
-    {
-      at::NoGradGuard no_grad;
-      for (const auto& e : m.state()) {
-        CAPTURE(e.name);
-        REQUIRE(weights.count(e.name) == 1);
-        REQUIRE(weights.at(e.name).sizes() == tensor_of(e.handle).sizes());
-        tensor_of(e.handle).copy_(weights.at(e.name));
-      }
-    }
+    load_weights(m, load_python_dict(dir / (stem + "_weights.pt")));
     const auto io = load_python_dict(dir / (stem + "_io.pt"));
     Fields in = {{"image", io.at("x")}};
 
@@ -230,8 +182,8 @@ TEST_CASE("resnet: activation checkpointing gives bit-identical outputs, gradien
   const std::pair<int64_t, int64_t> cases[] = {{18, 32}, {50, 32}};
   for (const auto& [depth, size] : cases) {
     CAPTURE(depth);
-    const auto off = train_step(resnet_config(depth, 10), false, size);
-    const auto on = train_step(resnet_config(depth, 10), true, size);
+    const auto off = checkpointing_step(kLibrary, kId, resnet_config(depth, 10), false, size);
+    const auto on = checkpointing_step(kLibrary, kId, resnet_config(depth, 10), true, size);
     REQUIRE(on.size() == off.size());
     size_t different = 0;
     for (size_t i = 0; i < on.size(); ++i) different += at::equal(on[i], off[i]) ? 0 : 1;

@@ -7,8 +7,13 @@
 #include "support/autograd_graph.h"
 #include "support/plugin_harness.h"
 
+#include <ATen/core/grad_mode.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -81,6 +86,61 @@ inline std::string run_python(const std::string& script, const std::string& args
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   return run.output;
+}
+
+/// A plain dict of tensors that Python wrote with torch.save (torch::pickle_load reads that, not
+/// an OrderedDict); REQUIREs the file.
+inline std::map<std::string, at::Tensor> load_python_dict(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  REQUIRE_MESSAGE(in.good(), file.string());
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::map<std::string, at::Tensor> out;
+  for (const auto& item : torch::jit::pickle_load(bytes).toGenericDict())
+    out[item.key().toStringRef()] = item.value().toTensor();
+  return out;
+}
+
+/// Copies `weights` (a Python state_dict) into the model's state through the handles
+/// visit_state lends, strictly by name and shape, as train.init_weights does.
+inline void load_weights(ZooModel& m, const std::map<std::string, at::Tensor>& weights) {
+  const auto state = m.state();
+  REQUIRE(weights.size() == state.size());
+  at::NoGradGuard no_grad;
+  for (const auto& e : state) {
+    CAPTURE(e.name);
+    REQUIRE(weights.count(e.name) == 1);
+    REQUIRE(weights.at(e.name).sizes() == tensor_of(e.handle).sizes());
+    tensor_of(e.handle).copy_(weights.at(e.name));
+  }
+}
+
+/// One training step of a fresh `library`/`id` model with activation checkpointing on or off:
+/// forward on a [2, 3, size, size] batch after at::manual_seed(42), cross-entropy over 10
+/// classes, backward. Returns the logits, then every parameter's gradient and every buffer in
+/// state order, for comparing the two settings bit for bit; CHECKs that checkpointing shows in
+/// the graph exactly when on.
+inline std::vector<at::Tensor> checkpointing_step(const char* library, const char* id,
+                                                  const std::map<std::string, FakeConfig::Value>& config,
+                                                  bool checkpointing, int64_t size) {
+  ZooModel m(library, id, config);
+  if (checkpointing) REQUIRE_MESSAGE(m.t->set_activation_checkpointing(m.self, true) == TP_OK, m.error());
+  m.train(true);
+  at::manual_seed(42);
+  Fields in = {{"image", at::randn({2, 3, size, size})}, {"label", at::randint(0, 10, {2}, at::kLong)}};
+  const at::Tensor logits = m.forward(in).at("logits");
+  CHECK(has_checkpoint_node(logits) == checkpointing);
+  at::cross_entropy_loss(logits, in.items[1].second).backward();
+  std::vector<at::Tensor> out = {logits.detach()};
+  for (const auto& e : m.state()) {
+    const at::Tensor& t = tensor_of(e.handle);
+    if (e.is_buffer) {
+      out.push_back(t.clone());
+    } else {
+      REQUIRE_MESSAGE(t.grad().defined(), e.name);
+      out.push_back(t.grad().clone());
+    }
+  }
+  return out;
 }
 
 /// max |a - b| / max(max |b|, 1e-12): the relative size of the largest difference.

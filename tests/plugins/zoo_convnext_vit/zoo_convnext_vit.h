@@ -7,11 +7,8 @@
 
 #include "plugins/models/zoo_model.h"
 
-#include <torch/csrc/jit/serialization/pickle.h>
-
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
@@ -82,31 +79,6 @@ inline std::vector<std::pair<std::string, TableModel>> read_table() {
     }
   }
   return models;
-}
-
-/// A plain dict of tensors that Python wrote with torch.save.
-inline std::map<std::string, at::Tensor> load_python_dict(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  REQUIRE_MESSAGE(in.good(), file.string());
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::map<std::string, at::Tensor> out;
-  for (const auto& item : torch::jit::pickle_load(bytes).toGenericDict())
-    out[item.key().toStringRef()] = item.value().toTensor();
-  return out;
-}
-
-/// Copies `weights` into the model's state by name, strictly (same names, same shapes), as
-/// train.init_weights does.
-inline void load_weights(ZooModel& m, const std::map<std::string, at::Tensor>& weights) {
-  const auto state = m.state();
-  REQUIRE(weights.size() == state.size());
-  at::NoGradGuard no_grad;
-  for (const auto& e : state) {
-    CAPTURE(e.name);
-    REQUIRE(weights.count(e.name) == 1);
-    REQUIRE(weights.at(e.name).sizes() == tensor_of(e.handle).sizes());
-    tensor_of(e.handle).copy_(weights.at(e.name));
-  }
 }
 
 /// One training-mode step through the C ABI: the logits, then every parameter's gradient of

@@ -39,18 +39,6 @@ ZooConfig oracle_config(const OracleCase& c, double dropout, double stochastic_d
                                                  : mobilenet_v3_config(c.variant, 10, dropout);
 }
 
-/// Copies torchvision's state_dict into the model, strictly by name and shape (as
-/// train.init_weights does).
-void load_weights(ZooModel& m, const std::map<std::string, at::Tensor>& weights) {
-  CHECK(weights.size() == m.state().size());
-  at::NoGradGuard no_grad;
-  for (const auto& e : m.state()) {
-    CAPTURE(e.name);
-    REQUIRE(weights.count(e.name) == 1);
-    REQUIRE(weights.at(e.name).sizes() == tensor_of(e.handle).sizes());
-    tensor_of(e.handle).copy_(weights.at(e.name));
-  }
-}
 
 TEST_CASE("efficientnet: torchvision oracle: logits, gradients and statistics" * doctest::skip()) {
   const auto dir = fixture_dir();

@@ -6,12 +6,8 @@
 
 #include "plugins/models/zoo_model.h"
 
-#include <torch/csrc/jit/serialization/pickle.h>
-
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -42,42 +38,6 @@ inline ZooConfig mobilenet_v3_config(const std::string& variant, int64_t classes
 /// The component id of a table or fixture family name ("efficientnet", "mobilenet_v3").
 inline const char* component_id(const std::string& family) {
   return family == "efficientnet" ? kEfficientNetId : kMobileNetV3Id;
-}
-
-/// A plain dict of tensors that Python wrote with torch.save.
-inline std::map<std::string, at::Tensor> load_python_dict(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  REQUIRE_MESSAGE(in.good(), file.string());
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::map<std::string, at::Tensor> out;
-  for (const auto& item : torch::jit::pickle_load(bytes).toGenericDict())
-    out[item.key().toStringRef()] = item.value().toTensor();
-  return out;
-}
-
-/// Outputs, then every parameter's gradient, then every buffer after one training step (forward
-/// after at::manual_seed(42), cross-entropy, backward) on a [2, 3, size, size] batch, with
-/// activation checkpointing on or off.
-inline std::vector<at::Tensor> train_step(const char* id, const ZooConfig& config, bool checkpointing, int64_t size) {
-  ZooModel m(kEfficientNetLibrary, id, config);
-  if (checkpointing) REQUIRE_MESSAGE(m.t->set_activation_checkpointing(m.self, true) == TP_OK, m.error());
-  m.train(true);
-  at::manual_seed(42);
-  Fields in = {{"image", at::randn({2, 3, size, size})}, {"label", at::randint(0, 10, {2}, at::kLong)}};
-  const at::Tensor logits = m.forward(in).at("logits");
-  CHECK(has_checkpoint_node(logits) == checkpointing);
-  at::cross_entropy_loss(logits, in.items[1].second).backward();
-  std::vector<at::Tensor> out = {logits.detach()};
-  for (const auto& e : m.state()) {
-    const at::Tensor& t = tensor_of(e.handle);
-    if (e.is_buffer) {
-      out.push_back(t.clone());
-    } else {
-      REQUIRE_MESSAGE(t.grad().defined(), e.name);
-      out.push_back(t.grad().clone());
-    }
-  }
-  return out;
 }
 
 }  // namespace tp::test
