@@ -26,23 +26,21 @@ constexpr const char* kMobileNetV3Id = "org.torchhost.mobilenet_v3";
 /// static default, the variants several).
 constexpr double kVariantDropout = -1.0;
 
-void require(bool ok, const char* id, const char* key, const char* what, const std::string& got) {
-  if (!ok) throw Failure(TP_ERR_CONFIG, std::string(id) + ": " + key + " " + what + ", got " + got);
-}
+using tp::cpp::require_config;
 
 /// A probability that must lie in [0, 1): 1 would drop everything (and torchvision's stochastic
 /// depth would then skip its rescale), so it is refused.
 double read_probability(const ConfigReader& cfg, const char* id, const char* key) {
   const double p = cfg.get_float(key);
-  require(p >= 0.0 && p < 1.0, id, key, "must be in [0, 1)", c10::str(p));
+  require_config(p >= 0.0 && p < 1.0, id, key, "must be in [0, 1)", c10::str(p));
   return p;
 }
 
 void read_common(const ConfigReader& cfg, const char* id, int64_t& num_classes, int64_t& in_channels) {
   num_classes = cfg.get_int("num_classes");
   in_channels = cfg.get_int("in_channels");
-  require(num_classes > 0, id, "num_classes", "must be positive", std::to_string(num_classes));
-  require(in_channels > 0, id, "in_channels", "must be positive", std::to_string(in_channels));
+  require_config(num_classes > 0, id, "num_classes", "must be positive", std::to_string(num_classes));
+  require_config(in_channels > 0, id, "in_channels", "must be positive", std::to_string(in_channels));
 }
 
 using EfficientNetModel = tp::cpp::ImageClassifier<EfficientNet>;
@@ -52,7 +50,7 @@ std::shared_ptr<EfficientNetModel> make_efficientnet(const ConfigReader& cfg) {
   EfficientNetOptions o;
   o.variant = cfg.get_string("variant");
   const EfficientNetVariant* variant = find_efficientnet_variant(o.variant);
-  require(variant != nullptr, kEfficientNetId, "variant", "must be one of b0 .. b7", "\"" + o.variant + "\"");
+  require_config(variant != nullptr, kEfficientNetId, "variant", "must be one of b0 .. b7", "\"" + o.variant + "\"");
   read_common(cfg, kEfficientNetId, o.num_classes, o.in_channels);
   o.dropout = cfg.get_float("dropout") == kVariantDropout ? variant->dropout
                                                           : read_probability(cfg, kEfficientNetId, "dropout");
@@ -64,7 +62,7 @@ std::shared_ptr<EfficientNetModel> make_efficientnet(const ConfigReader& cfg) {
 std::shared_ptr<MobileNetV3Model> make_mobilenet_v3(const ConfigReader& cfg) {
   MobileNetV3Options o;
   o.variant = cfg.get_string("variant");
-  require(o.variant == "small" || o.variant == "large", kMobileNetV3Id, "variant", "must be \"small\" or \"large\"",
+  require_config(o.variant == "small" || o.variant == "large", kMobileNetV3Id, "variant", "must be \"small\" or \"large\"",
           "\"" + o.variant + "\"");
   read_common(cfg, kMobileNetV3Id, o.num_classes, o.in_channels);
   o.dropout = read_probability(cfg, kMobileNetV3Id, "dropout");

@@ -16,12 +16,11 @@
 namespace tp::resnet {
 namespace {
 
-using tp::cpp::Failure;
-
 constexpr const char* kId = "org.torchhost.resnet";
 
-void require(bool ok, const char* key, const char* what, const std::string& got) {
-  if (!ok) throw Failure(TP_ERR_CONFIG, std::string(kId) + ": " + key + " " + what + ", got " + got);
+/// tp::cpp::require_config for this component.
+void require(bool ok, const char* key, const std::string& what, const std::string& got) {
+  tp::cpp::require_config(ok, kId, key, what, got);
 }
 
 ResNetOptions read_options(const tp::cpp::ConfigReader& cfg) {

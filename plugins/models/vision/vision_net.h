@@ -99,9 +99,8 @@ struct CnnConfig {
 /// Reads and checks the shared CNN keys; throws tp::cpp::Failure(TP_ERR_CONFIG).
 CnnConfig read_cnn_config(const tp::cpp::ConfigReader& cfg, const char* component);
 
-/// Throws tp::cpp::Failure(TP_ERR_CONFIG, "<component>: <key> <what>, got <value>") unless `ok`.
-void require_config(bool ok, const char* component, const char* key, const char* what,
-                    const std::string& got);
+/// tp/cpp/config.h's check: Failure(TP_ERR_CONFIG, "<component>: <key> <what>, got <value>").
+using tp::cpp::require_config;
 
 /* Components of this library: factory (in <model>.cpp) and descriptor (static storage). A factory
    builds the model from its validated config; it throws tp::cpp::Failure(TP_ERR_CONFIG) for

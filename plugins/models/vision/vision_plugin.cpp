@@ -76,12 +76,6 @@ at::Tensor ConvTrunk::block(size_t i, const at::Tensor& x) {
   return at::max_pool2d(norms_[i]->forward(convs_[i]->forward(x)).relu_(), {2, 2});
 }
 
-void require_config(bool ok, const char* component, const char* key, const char* what,
-                    const std::string& got) {
-  if (!ok)
-    throw Failure(TP_ERR_CONFIG, std::string(component) + ": " + key + " " + what + ", got " + got);
-}
-
 CnnConfig read_cnn_config(const tp::cpp::ConfigReader& cfg, const char* component) {
   CnnConfig c{cfg.get_int("in_channels"), cfg.get_int("num_classes"), cfg.get_int("width"),
               cfg.get_int("image_size")};

@@ -16,12 +16,11 @@
 namespace tp::vit {
 namespace {
 
-using tp::cpp::Failure;
-
 constexpr const char* kId = "org.torchhost.vit";
 
+/// tp::cpp::require_config for this component.
 void require(bool ok, const char* key, const std::string& what, const std::string& got) {
-  if (!ok) throw Failure(TP_ERR_CONFIG, std::string(kId) + ": " + key + " " + what + ", got " + got);
+  tp::cpp::require_config(ok, kId, key, what, got);
 }
 
 /// A rate in [0, 1].

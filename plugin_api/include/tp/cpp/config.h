@@ -107,6 +107,14 @@ class ConfigReader {
   const char* component_;
 };
 
+/// Throws Failure(TP_ERR_CONFIG, "<component>: <key> <what>, got <got>") unless `ok`: the form of
+/// a refused option value (the component id first, then the key), e.g.
+///   require_config(depth > 0, "org.example.net", "depth", "must be positive", std::to_string(depth));
+inline void require_config(bool ok, const char* component, const char* key, const std::string& what,
+                           const std::string& got) {
+  if (!ok) throw Failure(TP_ERR_CONFIG, std::string(component) + ": " + key + " " + what + ", got " + got);
+}
+
 }  // namespace tp::cpp
 
 #endif  // TP_CPP_CONFIG_H
