@@ -1,18 +1,28 @@
 // The `host` command line: subcommands and their options (Boost.Program_options).
 //   host [train] --config run.toml [--set key=value]... [--plugin-dir DIR]... [--output-dir DIR]
 //                [--resume auto|PATH]
-//   host eval --config run.toml [--checkpoint best|last|PATH] [--weights live|ema] [--set ...] [--plugin-dir DIR]...
-//             [--output-dir DIR]
+//   host eval --config run.toml [--checkpoint best|last|PATH] [--weights live|ema] [--split val|test] [--set ...]
+//             [--plugin-dir DIR]... [--output-dir DIR]
+//   host predict --config run.toml [--checkpoint best|last|PATH] [--weights live|ema] [--split val|test|train]
+//                [--output FILE] [--format csv|jsonl|npy] [--outputs NAME,...] [--tta hflip] [--set ...]
+//   host sweep --config run.toml --grid KEY=V1,V2,... [--grid ...]... [--set ...] [--output-dir DIR]
+//              [--metric NAME]
+//   host compare RUN_DIR... [--metric NAME] [--output-dir DIR]
 //   host export --checkpoint PATH [--weights live|ema] --format safetensors --output FILE
 //   host plugins list [--verbose] [--config run.toml] [--plugin-dir DIR]...
 //   host plugins check FILE.so [--config run.toml] [--set key=value]... [--index N]... [--epoch E]
 //   host plot RUN_DIR
+//   host verify --config run.toml [--checks data,loss,...] [--steps N] [--set ...] [--plugin-dir DIR]...
+//   host tune lr --config run.toml [--min-lr 1e-7] [--max-lr 10] [--steps 100] [--set ...] [--output-dir DIR]
+//   host tune batch-size --config run.toml [--headroom 0.1] [--max N] [--keep-global-batch]
+//                        [--memory-limit SIZE] [--set ...] [--output-dir DIR]
 //   host profile --config run.toml [--devices cpu,cuda] [--batch-size N] [--precisions fp32,bf16]
 //                [--iterations N] [--warmup N] [--output PATH]
 //   host --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P] <command> ...
 //        (the launcher, launcher.h; it runs each rank as `host <command> ...`)
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -20,19 +30,31 @@
 
 namespace tp::cli {
 
+/// The checks of `host verify`, in the order it runs them: in-process first (seconds), then the
+/// training checks, child processes (docs/verify.md).
+inline constexpr std::array<const char*, 8> kVerifyChecks = {
+    "data", "loss", "metric", "gradients", "accumulation", "resume", "distributed", "overfit"};
+
 /// Everything the command line said.
 struct Options {
-  std::string command = "train";   ///< "train" | "eval" | "export" | "plugins" | "plot" | "profile"
-  std::string action;              ///< plugins: "list" | "check"
+  std::string command = "train";   ///< "train" | "eval" | "predict" | "export" | "plugins" | "plot" | "profile" |
+                                   ///< "sweep" | "compare" | "verify" | "tune"
+  std::string action;              ///< plugins: "list" | "check"; tune: "lr" | "batch-size"
   std::string config;              ///< --config
   std::vector<std::string> sets;   ///< --set key.path=value (in order)
   std::vector<std::string> plugin_dirs;
   std::string output_dir;          ///< --output-dir (overrides run.output_dir)
-  std::string checkpoint = "best"; ///< eval: best | last | PATH
+  std::string checkpoint = "best"; ///< eval, predict: best | last | PATH
   std::string resume;              ///< train: "" (fresh) | auto | PATH
-  std::string format = "safetensors"; ///< export: output format
-  std::string weights = "live";       ///< eval, export: live | ema (the checkpoint's averaged weights)
-  std::string output;              ///< export: output file; profile: profile.json path
+  std::string format;              ///< export: safetensors (default); predict: csv (default) | jsonl | npy
+  std::string weights = "live";       ///< eval, export, predict: live | ema (the checkpoint's averaged weights)
+  std::string output;              ///< export: output file; profile: profile.json path; predict: predictions file
+  std::string split;               ///< eval: val | test (default val); predict: val | test | train (default val)
+  std::string outputs;             ///< predict: comma-separated model output names ("" = every output)
+  std::string tta;                 ///< predict: "" | "hflip" (average with the horizontally flipped input)
+  std::vector<std::string> grid;   ///< sweep: --grid KEY=V1,V2,... (in order; the product is run)
+  std::string metric;              ///< sweep, compare: the metric to rank by ("" = the run's checkpoint.monitor)
+  std::vector<std::string> run_dirs; ///< compare RUN_DIR...
   std::string file;                ///< plugins check FILE
   std::vector<uint64_t> indices;   ///< plugins check: --index, extra sample indices to read
   uint64_t epoch = 0;              ///< plugins check: --epoch, the epoch samples are read in
@@ -42,6 +64,15 @@ struct Options {
   int64_t batch_size = 0;          ///< profile: 0 = train.batch_size
   int64_t iterations = 50;         ///< profile: timed forward passes per device and precision
   int64_t warmup = 10;             ///< profile: untimed forward passes before them
+  std::string checks;              ///< verify: --checks as given ("" = all)
+  std::vector<std::string> verify_checks; ///< verify: the checks to run, validated, in kVerifyChecks order
+  int64_t steps = 4;               ///< verify: optimizer steps of each training check (--steps)
+  double min_lr = 1e-7;            ///< tune lr: --min-lr, the sweep's first lr (its --steps default to 100)
+  double max_lr = 10.0;            ///< tune lr: --max-lr, the sweep's last lr
+  double headroom = 0.1;           ///< tune batch-size: --headroom, the share of the memory limit kept free
+  int64_t max_batch = 0;           ///< tune batch-size: --max, the largest micro-batch tried (0 = no cap)
+  bool keep_global_batch = false;  ///< tune batch-size: --keep-global-batch
+  std::string memory_limit;        ///< tune batch-size: --memory-limit SIZE ("" = the device's memory; CPU needs it)
   bool verbose = false;
   bool allow_insecure_plugin_dir = false; ///< --allow-insecure-plugin-dir
   bool help = false;

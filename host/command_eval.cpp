@@ -21,24 +21,39 @@ int run_eval(const Options& options) {
   apply_cpu_settings(static_cast<int>(config.run.threads), static_cast<int>(config.data.num_workers));
   const c10::Device device = session->device(); // cuda:LOCAL_RANK under data-parallel evaluation
   session->logger.info(apply_determinism(config.run.deterministic, device));
-  RunComponents parts = create_components(config, session->registry);
-  if (!parts.val_data)
+  const bool test = options.split == "test";
+  const DatasetSplits splits{.train = true, .val = !test, .test = test};
+  for (const std::string& line :
+       prepare_datasets(config, session->registry, splits, session->place.local_rank, session->dist.get()))
+    session->logger.info(line);
+  RunComponents parts = create_components(config, session->registry, splits);
+  if (test) {
+    if (!parts.test_data)
+      throw ConfigError("data.test", "host eval --split test needs a test split: add [data.test] (the held-out "
+                                     "dataset) or set data.test_from_train = true for a dataset that serves one.");
+    parts.val_data = parts.test_data; // the Trainer evaluates whatever split val_data holds
+  } else if (!parts.val_data) {
     throw ConfigError("data.val", "host eval needs a validation split: add [data.val] or set data.val_from_train = true.");
+  }
+  // eval.strategy = "no" stops evaluation during training; asked for explicitly, it still runs.
+  if (config.eval.strategy == "no") session->config.eval.strategy = "epoch";
   Trainer trainer(config, parts, device, session->logger, session->run_dir, session->dist.get());
   restore_weights(checkpoint.weights(options.weights, "--weights"), parts.model->state());
-  const Scalars metrics = trainer.evaluate();
+  const Scalars metrics = trainer.evaluate(options.split);
 
   std::string json = "{\"checkpoint\":\"" + path.string() + "\",\"epoch\":" + std::to_string(checkpoint.epoch) +
                      ",\"step\":" + std::to_string(checkpoint.step) +
-                     ",\"weights\":\"" + options.weights + "\"";
-  std::printf("evaluation of %s%s (epoch %lld, step %lld)\n", options.weights == "live" ? "" : "the ema weights of ",
-              path.c_str(), static_cast<long long>(checkpoint.epoch), static_cast<long long>(checkpoint.step));
+                     ",\"weights\":\"" + options.weights + "\",\"split\":\"" + options.split + "\"";
+  std::printf("evaluation of %s%s (epoch %lld, step %lld) on the %s split\n",
+              options.weights == "live" ? "" : "the ema weights of ", path.c_str(),
+              static_cast<long long>(checkpoint.epoch), static_cast<long long>(checkpoint.step), options.split.c_str());
   for (const auto& [name, value] : metrics) {
     std::printf("  %-20s %.6f\n", name.c_str(), value);
     json += ",\"" + name + "\":" + std::to_string(value);
   }
   json += "}\n";
-  const std::string suffix = options.weights == "live" ? "" : "_" + options.weights;
+  // eval_best.json (val, live weights) as before; eval_best_ema.json, eval_best_test.json, ...
+  const std::string suffix = (options.weights == "live" ? "" : "_" + options.weights) + (test ? "_test" : "");
   const auto out = session->run_dir / ("eval_" + path.stem().string() + suffix + ".json");
   write_file_atomically(out, json);
   std::printf("written to %s\n", out.c_str());

@@ -8,7 +8,7 @@
 namespace tp::cli {
 
 int run_export(const Options& options) {
-  if (options.format != "safetensors")
+  if (!options.format.empty() && options.format != "safetensors")
     throw ConfigError("--format", "host export: --format must be safetensors (got '" + options.format + "').");
   const LoadedCheckpoint checkpoint = load_checkpoint(options.checkpoint);
   std::map<std::string, std::string> metadata{{"format", "pt"},

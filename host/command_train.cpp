@@ -58,6 +58,9 @@ int run_train(const Options& options) {
   const c10::Device device = session->device(); // cuda:LOCAL_RANK under data-parallel training
   session->logger.info(apply_determinism(config.run.deterministic, device));
 
+  for (const std::string& line : prepare_datasets(config, session->registry, {}, session->place.local_rank,
+                                                   session->dist.get()))
+    log.info(line);
   RunComponents parts = create_components(config, session->registry);
   std::filesystem::path resume_path = options.resume;
   std::optional<LoadedCheckpoint> resume_checkpoint;

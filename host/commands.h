@@ -2,6 +2,7 @@
 #pragma once
 
 #include "cli.h"
+#include "launcher.h"
 
 namespace tp::cli {
 
@@ -9,6 +10,23 @@ namespace tp::cli {
 int run_train(const Options& options);
 /// `host eval`: evaluates a checkpoint on the validation split; prints and writes metrics.
 int run_eval(const Options& options);
+/// `host predict`: one row per sample of a split, in dataset order, with the chosen model outputs
+/// (docs/predict.md); exact under data-parallel runs, streamed to disk.
+int run_predict(const Options& options);
+/// `host sweep`: trains the product of --grid values one run after another (resumable) and writes
+/// the comparison (docs/experiments.md). With `launch` (`host --nproc-per-node N sweep ...`) each
+/// cell trains under the launcher, data-parallel; several nodes are refused.
+int run_sweep(const Options& options, const LaunchOptions* launch = nullptr);
+/// `host compare RUN_DIR...`: a table of the runs' differing config values, metrics, time and
+/// memory, as comparison.csv / comparison.md and overlay plots (docs/experiments.md).
+int run_compare(const Options& options);
+/// `host verify`: the run's configuration and plugins through short checks (data, loss and
+/// metric contracts, gradients, accumulation, resume, distributed, overfit); prints a table and
+/// returns kExitVerifyFailed when a check fails (docs/verify.md).
+int run_verify(const Options& options);
+/// `host tune lr|batch-size`: the learning-rate range test, or the largest micro-batch that fits
+/// the device; each trains throwaway child runs under <run dir>/tune/ (docs/tune.md).
+int run_tune(const Options& options);
 /// `host export`: a checkpoint's model weights as safetensors.
 int run_export(const Options& options);
 /// `host plugins list|check`.

@@ -4,6 +4,8 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <optional>
+#include <vector>
 
 #include "cli.h"
 #include "commands.h"
@@ -17,7 +19,19 @@ int main(int argc, char** argv) {
   // action would kill the process before it could say why.
   std::signal(SIGXFSZ, SIG_IGN);
   try {
-    if (const auto launch = cli::parse_launch(argc, argv)) return cli::run_launcher(*launch);
+    if (const auto launch = cli::parse_launch(argc, argv)) {
+      // `host --nproc-per-node N sweep ...` is one sweep whose cells each run under the launcher.
+      std::vector<char*> rank_argv;
+      for (const auto& arg : launch->args) rank_argv.push_back(const_cast<char*>(arg.c_str()));
+      std::optional<cli::Options> rank;
+      try {
+        rank = cli::parse(static_cast<int>(rank_argv.size()), rank_argv.data());
+      } catch (const ConfigError&) {
+        // Not a sweep we can read: each rank reports the command line's problem, as before.
+      }
+      if (rank && rank->command == "sweep" && !rank->help) return cli::run_sweep(*rank, &*launch);
+      return cli::run_launcher(*launch);
+    }
     const cli::Options options = cli::parse(argc, argv);
     if (options.help) {
       std::printf("%s", options.help_text.c_str());
@@ -25,9 +39,14 @@ int main(int argc, char** argv) {
     }
     if (options.command == "plugins") return cli::run_plugins(options);
     if (options.command == "eval") return cli::run_eval(options);
+    if (options.command == "predict") return cli::run_predict(options);
+    if (options.command == "sweep") return cli::run_sweep(options);
+    if (options.command == "compare") return cli::run_compare(options);
     if (options.command == "export") return cli::run_export(options);
     if (options.command == "plot") return cli::run_plot(options);
     if (options.command == "profile") return cli::run_profile(options);
+    if (options.command == "verify") return cli::run_verify(options);
+    if (options.command == "tune") return cli::run_tune(options);
     return cli::run_train(options);
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "host: configuration error: %s\n", e.what());

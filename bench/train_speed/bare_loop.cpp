@@ -97,7 +97,7 @@ int main(int argc, char** argv) try {
   // the log line, so the thread count is the host's.
   tp::apply_cpu_settings(static_cast<int>(config.run.threads), static_cast<int>(config.data.num_workers));
 
-  tp::RunComponents parts = tp::create_components(config, registry, /*with_datasets=*/false);
+  tp::RunComponents parts = tp::create_components(config, registry, tp::DatasetSplits{.train = false, .val = false});
   parts.model->to_device(c10::Device(c10::kCPU), c10::kFloat);
   parts.model->set_training(true);
   tp::BuiltOptimizer optim = tp::make_optimizer(config.optim, parts.model->state());

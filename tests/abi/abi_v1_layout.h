@@ -23,7 +23,7 @@
   X(tp_plugin_entry_t, 72, 8)      \
   X(tp_field_t, 16, 8)             \
   X(tp_worker_ctx_t, 32, 8)        \
-  X(tp_dataset_v1_t, 48, 8)        \
+  X(tp_dataset_v1_t, 56, 8)        /* 1.5: +prepare */ \
   X(tp_scalar_t, 16, 8)            \
   X(tp_event_t, 56, 8)             \
   X(tp_callback_v1_t, 32, 8)       \
@@ -110,6 +110,7 @@
   X(tp_dataset_v1_t, size, 24)                    \
   X(tp_dataset_v1_t, get_sample, 32)              \
   X(tp_dataset_v1_t, set_epoch, 40)               \
+  X(tp_dataset_v1_t, prepare, 48)                 /* @since 1.5 */ \
   X(tp_scalar_t, name, 0)                         \
   X(tp_scalar_t, value, 8)                        \
   X(tp_event_t, struct_size, 0)                   \
@@ -163,7 +164,8 @@
 #define TP_ABI_V1_GROWN(X)                                \
   X(tp_model_v1_t, 0, 56, set_activation_checkpointing)   \
   X(tp_loss_v1_t, 2, 32, terms)                           \
-  X(tp_model_v1_t, 3, 64, layer_depths)
+  X(tp_model_v1_t, 3, 64, layer_depths)                   \
+  X(tp_dataset_v1_t, 4, 48, prepare)
 
 /* X(constant, value): the released values of the ABI's integer constants. Plugins compile them in,
  * so renumbering one is as breaking as moving a member. */

@@ -289,6 +289,7 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointContents
   root.insert("monitor", c.monitor);
   root.insert("best", c.best);
   root.insert("train_seconds", c.train_seconds);
+  root.insert("micro_batch_splits", c.micro_batch_splits);
   root.insert("config", c.config_toml);
   root.insert("plugins", to_list(c.plugins));
   root.insert("provenance", c.provenance_toml);
@@ -347,11 +348,12 @@ LoadedCheckpoint read_checkpoint(const std::vector<char>& bytes, const std::stri
     out.monitor = root.at("monitor").toStringRef();
     out.best = root.at("best").toDouble();
     if (root.contains("train_seconds")) out.train_seconds = root.at("train_seconds").toDouble();
+    if (root.contains("micro_batch_splits")) out.micro_batch_splits = root.at("micro_batch_splits").toInt();
     out.config_toml = root.at("config").toStringRef();
     for (const auto& p : root.at("plugins").toListRef()) out.plugins.push_back(p.toStringRef());
     if (root.contains("provenance")) out.provenance_toml = root.at("provenance").toStringRef();
-    if (out.epoch < 0 || out.batch < 0 || out.step < 0 || out.world_size < 1)
-      throw Error("its position (epoch, batch, step, world_size) is negative");
+    if (out.epoch < 0 || out.batch < 0 || out.step < 0 || out.world_size < 1 || out.micro_batch_splits < 1)
+      throw Error("its position (epoch, batch, step, world_size, micro_batch_splits) is out of range");
   } catch (const c10::Error& e) {
     throw CheckpointError("checkpoint " + name + " is damaged or not a torchhost checkpoint (" +
                           std::string(e.what_without_backtrace()).substr(0, 200) +

@@ -69,6 +69,10 @@ std::vector<HostKey> make_host_keys() {
       TP_HOST_KEY(train, nan_policy, R"("stop")",
           "non-finite training loss: stop (error naming step, batch, lr) or skip the optimizer step",
           {.choices = {"stop", "skip"}}),
+      TP_HOST_KEY(train, on_oom, R"("fail")",
+          "out of memory in a step: fail (report naming the batch size and peak memory) or split the micro-batch in "
+          "halves from then on, the global batch unchanged",
+          {.choices = {"fail", "split"}}),
       TP_HOST_KEY(train, max_steps, "0",
           "stop after this many optimizer steps; overrides epochs (the schedule counts it); 0 = off",
           {.limit = at_least(0)}),
@@ -129,6 +133,9 @@ std::vector<HostKey> make_host_keys() {
       TP_HOST_KEY(data, shuffle, "true", "shuffle the training order every epoch (seeded)"),
       TP_HOST_KEY(data, val_from_train, "true",
           "without [data.val], build the \"val\" split from the [data.train] component"),
+      TP_HOST_KEY(data, test_from_train, "true",
+          "without [data.test], `host eval/predict --split test` build the \"test\" split from the [data.train] "
+          "component (a dataset that serves one, ABI 1.5)"),
       TP_HOST_KEY(data, on_bad_sample, R"("fail")",
           "a sample that fails to load: fail (error naming plugin, index, file) or skip it (counted per epoch)",
           {.choices = {"fail", "skip"}}),
@@ -184,11 +191,12 @@ std::vector<HostKey> make_host_keys() {
       TP_HOST_KEY(schedule, name, R"("constant")",
           "learning-rate schedule (time in optimizer steps)",
           {.choices = {"constant", "step", "multistep", "exponential", "linear", "cosine", "one_cycle",
-                       "reduce_on_plateau"}}),
+                       "reduce_on_plateau", "range_test"}}),
       TP_HOST_KEY(schedule, warmup_steps, "0", "linear, cosine: steps of linear warmup"),
       TP_HOST_KEY(schedule, warmup_start_factor, "0.0", "linear, cosine: warmup starts at this x lr"),
-      TP_PER_GROUP_KEY(schedule, min_lr, "0.0", "linear, cosine: final lr; reduce_on_plateau: lower bound"),
-      TP_PER_GROUP_KEY(schedule, max_lr, "0.0", "one_cycle: peak lr; 0 = optim.lr"),
+      TP_PER_GROUP_KEY(schedule, min_lr, "0.0",
+          "linear, cosine: final lr; reduce_on_plateau: lower bound; range_test: first lr"),
+      TP_PER_GROUP_KEY(schedule, max_lr, "0.0", "one_cycle: peak lr; range_test: last lr; 0 = optim.lr"),
       TP_HOST_KEY(schedule, pct_start, "0.3", "one_cycle: fraction of steps raising the lr"),
       TP_HOST_KEY(schedule, anneal_strategy, R"("cos")",
           "one_cycle: annealing shape",
@@ -222,6 +230,11 @@ std::vector<HostKey> make_host_keys() {
 
       TP_HOST_KEY(plots, enabled, "true",
           "draw plots/*.png (loss, each metric, lr; per step and per epoch) after every evaluation"),
+
+      TP_HOST_KEY(logging, tensorboard, "false",
+          "write TensorBoard events to <run dir>/tensorboard (every history value, the config, hparams)"),
+      TP_HOST_KEY(logging, tensorboard_images, "false",
+          "with logging.tensorboard: add the plots/*.png as images after each redraw"),
 
       TP_HOST_KEY(dist, backend, R"("auto")",
           "collective backend: auto = nccl on CUDA, gloo on CPU",

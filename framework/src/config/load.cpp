@@ -85,6 +85,7 @@ RunConfig build_run_config(toml::table root, std::string_view source_name,
   if (toml::table* val = data.get_as<toml::table>("val")) {
     cfg.data.val = take_component(*val, "data.val");
   }
+  if (toml::table* test = data.get_as<toml::table>("test")) cfg.data.test = take_component(*test, "data.test");
   cfg.data.batch_transforms = take_components(data, "batch_transforms", "data.");
   cfg.model = take_component(*root.get_as<toml::table>("model"), "model");
   // A host key inside the component table (validated by validate_host_table): the host drives

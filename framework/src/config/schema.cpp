@@ -53,6 +53,7 @@ const std::vector<ComponentSlot>& component_slots() {
       {"loss", true, false, "org.torchhost.cross_entropy"},
       {"data.train", true, false, "org.torchhost.shapes"},
       {"data.val", false, false, "org.torchhost.shapes"},
+      {"data.test", false, false, "org.torchhost.shapes"},
       {"data.batch_transforms", false, true, "org.torchhost.mixup_cutmix"},
       {"metrics", false, true, "org.torchhost.accuracy"},
       {"callbacks", false, true, "org.example.csv_logger"},

@@ -99,4 +99,16 @@ NamedTensors collate(std::vector<NamedTensors>&& samples, const CollateOptions& 
   return batch;
 }
 
+NamedTensors batch_rows(const NamedTensors& batch, int64_t start, int64_t count) {
+  NamedTensors rows;
+  rows.reserve(batch.size());
+  for (const auto& [name, tensor] : batch) {
+    if (tensor.dim() == 0 || tensor.size(0) < start + count)
+      throw Error("batch field '" + name + "' has shape " + c10::str(tensor.sizes()) + ", not [B, ...] with B >= " +
+                  std::to_string(start + count) + ": every field of a batch needs the samples along dim 0.");
+    rows.emplace_back(name, tensor.narrow(0, start, count));
+  }
+  return rows;
+}
+
 }  // namespace tp

@@ -1,5 +1,6 @@
 #include "tp/framework/dist/dist_context.h"
 
+#include <ATen/ATen.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -169,6 +170,36 @@ void DistContext::barrier(const char* what) {
   } catch (const std::exception& e) {
     fail(what, e);
   }
+}
+
+std::vector<at::Tensor> DistContext::all_gather(const at::Tensor& tensor, const char* what) {
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int r = 0; r < world_size(); ++r) outputs[0].push_back(at::empty_like(tensor));
+  std::vector<at::Tensor> inputs{tensor};
+  try {
+    group_->allgather(outputs, inputs)->wait();
+  } catch (const std::exception& e) {
+    fail(what, e);
+  }
+  return outputs[0];
+}
+
+std::string DistContext::first_failure(const std::string& own_failure, const char* what) {
+  const std::string key = "failure/" + std::to_string(failure_rounds_++) + "/";
+  if (!own_failure.empty())
+    store_->set(key + std::to_string(rank()), std::vector<uint8_t>(own_failure.begin(), own_failure.end()));
+  at::Tensor failed = at::zeros({world_size()}, at::TensorOptions().dtype(at::kInt).device(device_));
+  if (!own_failure.empty()) failed[rank()].fill_(1);
+  std::vector<at::Tensor> tensors{failed};
+  all_reduce_sum(tensors, what);
+  const at::Tensor flags = failed.cpu();
+  for (int r = 0; r < world_size(); ++r) {
+    if (flags[r].item<int>() == 0) continue;
+    if (r == rank()) return "rank " + std::to_string(r) + ": " + own_failure;
+    const std::vector<uint8_t> bytes = store_->get(key + std::to_string(r));
+    return "rank " + std::to_string(r) + ": " + std::string(bytes.begin(), bytes.end());
+  }
+  return "";
 }
 
 void DistContext::fail(const char* what, const std::exception& error) {

@@ -1,6 +1,9 @@
 #include "tp/framework/engine/batch_placement.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include "tp/framework/plugin/model_proxy.h"
 
 namespace tp {
 
@@ -11,6 +14,18 @@ NamedTensors BatchPlacement::to_device(NamedTensors batch) const {
       tensor = tensor.contiguous(at::MemoryFormat::ChannelsLast);
   }
   return batch;
+}
+
+std::vector<StateTensor> BatchPlacement::place_model(ModelProxy& model) const {
+  model.to_device(device_, c10::kFloat);
+  std::vector<StateTensor> state = model.state(); // after to_device: handles from before are invalid
+  if (channels_last_) {
+    // Swap each 4-D tensor's storage in place (set_data), so the plugin's own handles see the new layout.
+    c10::NoGradGuard no_grad;
+    for (auto& s : state)
+      if (s.tensor.dim() == 4) s.tensor.set_data(s.tensor.contiguous(at::MemoryFormat::ChannelsLast));
+  }
+  return state;
 }
 
 }  // namespace tp

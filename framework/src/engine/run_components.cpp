@@ -18,6 +18,7 @@ struct Slot {
 std::vector<Slot> slots_of(RunConfig& c) {
   std::vector<Slot> slots{{&c.model, TP_KIND_MODEL}, {&c.loss, TP_KIND_LOSS}, {&c.data.train, TP_KIND_DATASET}};
   if (c.data.val) slots.push_back({&*c.data.val, TP_KIND_DATASET});
+  if (c.data.test) slots.push_back({&*c.data.test, TP_KIND_DATASET});
   for (auto& t : c.data.batch_transforms) slots.push_back({&t, TP_KIND_BATCH_TRANSFORM});
   for (auto& m : c.metrics) slots.push_back({&m, TP_KIND_METRIC});
   for (auto& cb : c.callbacks) slots.push_back({&cb, TP_KIND_CALLBACK});
@@ -34,7 +35,15 @@ void resolve_components(RunConfig& config, const Registry& registry) {
   }
 }
 
-RunComponents create_components(const RunConfig& config, const Registry& registry, bool with_datasets) {
+const ComponentConfig* dataset_table(const RunConfig& config, const std::string& split) {
+  const DataSection& d = config.data;
+  if (split == "train") return &d.train;
+  if (split == "val") return d.val ? &*d.val : d.val_from_train ? &d.train : nullptr;
+  if (split == "test") return d.test ? &*d.test : d.test_from_train ? &d.train : nullptr;
+  return nullptr;
+}
+
+RunComponents create_components(const RunConfig& config, const Registry& registry, DatasetSplits splits) {
   RunComponents parts;
   auto entry = [&](const ComponentConfig& c, int32_t kind) {
     ComponentEntry e = registry.find(c.component, kind, c.key_path);
@@ -47,13 +56,14 @@ RunComponents create_components(const RunConfig& config, const Registry& registr
     if (std::find(used->second.begin(), used->second.end(), version) == used->second.end()) used->second.push_back(version);
     return e;
   };
-  if (with_datasets) {
-    parts.train_data = std::make_shared<DatasetProxy>(entry(config.data.train, TP_KIND_DATASET), config.data.train, "train");
-    if (config.data.val)
-      parts.val_data = std::make_shared<DatasetProxy>(entry(*config.data.val, TP_KIND_DATASET), *config.data.val, "val");
-    else if (config.data.val_from_train)
-      parts.val_data = std::make_shared<DatasetProxy>(entry(config.data.train, TP_KIND_DATASET), config.data.train, "val");
-  }
+  auto dataset = [&](const std::string& split) -> std::shared_ptr<DatasetProxy> {
+    const ComponentConfig* table = dataset_table(config, split);
+    if (table == nullptr) return nullptr;
+    return std::make_shared<DatasetProxy>(entry(*table, TP_KIND_DATASET), *table, split);
+  };
+  if (splits.train) parts.train_data = dataset("train");
+  if (splits.val) parts.val_data = dataset("val");
+  if (splits.test) parts.test_data = dataset("test");
   at::manual_seed(static_cast<uint64_t>(config.run.seed));
   parts.model = std::make_unique<ModelProxy>(entry(config.model, TP_KIND_MODEL), config.model);
   parts.loss = std::make_unique<LossProxy>(entry(config.loss, TP_KIND_LOSS), config.loss);

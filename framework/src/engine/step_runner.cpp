@@ -16,12 +16,32 @@
 #include "tp/framework/dist/batchnorm_sync.h"
 #include "tp/framework/dist/dist_context.h"
 #include "tp/framework/dist/grad_sync.h"
+#include "tp/framework/data/collate.h"
 #include "tp/framework/engine/batch_transforms.h"
+#include "tp/framework/engine/out_of_memory.h"
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/error.h"
 #include "tp/framework/profile/flop_counter.h"
+#include "tp/framework/profile/memory.h"
 
 namespace tp {
+namespace {
+
+// Times a phase of the step and ends it also when the phase throws, so an out-of-memory retry
+// leaves no started phase behind (on CUDA an unrecorded end event).
+class PhaseTiming {
+ public:
+  PhaseTiming(TrainingReport& report, StepPhase phase) : report_(report), phase_(phase) { report_.begin(phase_); }
+  ~PhaseTiming() { report_.end(phase_); }
+  PhaseTiming(const PhaseTiming&) = delete;
+  PhaseTiming& operator=(const PhaseTiming&) = delete;
+
+ private:
+  TrainingReport& report_;
+  StepPhase phase_;
+};
+
+}  // namespace
 
 StepRunner::StepRunner(const RunConfig& config, RunComponents& parts, const std::vector<StateTensor>& model_state,
                        BuiltOptimizer& optim, const BatchPlacement& placement, TrainMeters& meters, Logger& log,
@@ -76,17 +96,9 @@ WindowAgreement StepRunner::train_step(NamedTensors& cpu_batch, const Accumulati
         parts_.batch_transforms, placement_.to_device(std::move(cpu_batch)),
         {static_cast<uint64_t>(config_.run.seed), dist_ ? dist_->rank() : 0, static_cast<uint64_t>(at.epoch),
          static_cast<uint64_t>(at.batch - 1)});
-    // 2. Forward under autocast, then the window-normalised loss and the non-finite check.
-    const LossTerms terms = forward(batch);
-    const at::Tensor loss = normalised_loss(terms, window);
-    const at::Tensor sum = terms.sum.detach().to(at::kDouble);
-    check_finite(sum, at);
-    // 3. Backward through the (fp16: scaled) loss; gradients accumulate over the window.
-    report.begin(StepPhase::kBackward);
-    backward(loss, window);
-    report.end(StepPhase::kBackward);
-    // Report: accumulate on the device; the value is read only on log steps (a device sync).
-    if (!window_poisoned_) meters_.add_loss(sum, terms.count.detach().to(at::kDouble), terms.terms);
+    // 2-3. Forward and backward, piece by piece: one piece, the whole batch, unless
+    //      train.on_oom = "split" cut micro-batches after an out-of-memory error.
+    train_pieces(batch, window, at);
   } else if (grad_sync_ && window.last) {
     // Every sample skipped (data.on_bad_sample = "skip"), but this backward is a collective.
     join_all_reduce(window);
@@ -102,7 +114,18 @@ WindowAgreement StepRunner::train_step(NamedTensors& cpu_batch, const Accumulati
     optim_.optimizer->zero_grad(/*set_to_none=*/true);
     if (poisoned) ++skipped_steps_;
   } else {
-    update();
+    try {
+      update();
+    } catch (...) {
+      // Optimizer state is allocated at the first step: smaller micro-batches would not shrink it.
+      if (!is_out_of_memory(std::current_exception())) throw;
+      const OutOfMemorySite site{"optimizer step", 0, at.step + 1, at.epoch + 1, config_.train.batch_size,
+                                 config_.train.grad_accum_steps, splits_};
+      throw Error(out_of_memory_report(site, placement_.device(),
+                                       config_.train.on_oom == "split" ? "smaller micro-batches do not shrink the "
+                                                                         "gradients and the optimizer's state" : "",
+                                       std::current_exception()));
+    }
   }
   report.end(StepPhase::kOptimizer);
   return agreed;
@@ -122,11 +145,89 @@ void StepRunner::begin_micro_batch(const AccumulationWindow& window, int64_t ste
   if (grad_sync_) sync_buffers();
   window_items_.zero_();
   window_batches_ = 0;
+  window_backwards_ = 0;
+  split_this_window_ = false;
+}
+
+void StepRunner::train_pieces(const NamedTensors& batch, const AccumulationWindow& window, const StepPosition& at) {
+  const int64_t rows = batch.front().second.size(0);
+  int64_t done = 0;
+  while (done < rows) {
+    // After a split the rest of the batch is cut with the new piece size (ceil: rows / splits_).
+    const int64_t count = std::min(rows - done, (rows + splits_ - 1) / splits_);
+    const bool sync = window.last && done + count == rows; // only the micro-batch's last backward all-reduces
+    try {
+      train_piece(count == rows ? batch : batch_rows(batch, done, count), window, sync, at);
+    } catch (...) {
+      recover_from_out_of_memory(std::current_exception(), count, sync, at);
+      continue; // the same rows again, in smaller pieces
+    }
+    done += count;
+  }
+}
+
+void StepRunner::train_piece(const NamedTensors& piece, const AccumulationWindow& window, bool sync,
+                             const StepPosition& at) {
+  // 2. Forward under autocast, then the window-normalised loss and the non-finite check.
+  piece_phase_ = "forward";
+  const LossTerms terms = forward(piece);
+  const at::Tensor loss = normalised_loss(terms, window);
+  const at::Tensor sum = terms.sum.detach().to(at::kDouble);
+  check_finite(sum, at);
+  // 3. Backward through the (fp16: scaled) loss; gradients accumulate over the window.
+  piece_phase_ = "backward";
+  {
+    PhaseTiming timing(meters_.report(), StepPhase::kBackward);
+    backward(loss, sync);
+  }
+  // Counted once the piece is in the gradients (a piece retried after running out of memory is not).
+  const at::Tensor items = terms.count.detach().to(at::kDouble);
+  window_items_.add_(items);
+  ++window_backwards_;
+  // Report: accumulate on the device; the value is read only on log steps (a device sync).
+  if (!window_poisoned_) meters_.add_loss(sum, items, terms.terms);
+}
+
+void StepRunner::recover_from_out_of_memory(const std::exception_ptr& error, int64_t samples, bool sync,
+                                            const StepPosition& at) {
+  if (!is_out_of_memory(error)) std::rethrow_exception(error);
+  const bool in_backward = std::string(piece_phase_) == "backward";
+  // A backward that failed half-way has added part of its gradient: undoable only while the
+  // window's gradients hold nothing else (they are none at a window's start), and never where the
+  // other ranks are already all-reducing buckets of it.
+  std::string why_not;
+  if (samples <= 1) why_not = "a single sample does not fit";
+  else if (in_backward && window_backwards_ > 0)
+    why_not = "it came in a backward after earlier pieces of this accumulation window had added to the gradients, "
+              "which cannot be taken back";
+  else if (in_backward && sync && grad_sync_ && grad_sync_->overlap())
+    why_not = "it came in the backward that all-reduces gradient buckets with the other ranks as they fill";
+  const OutOfMemorySite site{piece_phase_, samples, at.step + 1, at.epoch + 1, config_.train.batch_size,
+                             config_.train.grad_accum_steps, splits_};
+  if (config_.train.on_oom != "split" || !why_not.empty())
+    throw Error(out_of_memory_report(site, placement_.device(), config_.train.on_oom == "split" ? why_not : "", error));
+  // The failed piece's tensors were freed as the error unwound; the gradients it wrote partly go
+  // too, and the allocator's cache returns to the device so the halves start unfragmented.
+  if (in_backward) optim_.optimizer->zero_grad(/*set_to_none=*/true);
+  release_cached_memory(placement_.device());
+  splits_ *= 2;
+  split_this_window_ = true;
+  const int64_t piece = (config_.train.batch_size + splits_ - 1) / splits_;
+  log_.warn("out of memory in the " + std::string(piece_phase_) + " of " + std::to_string(samples) + " samples at step " +
+            std::to_string(at.step + 1) + " (epoch " + std::to_string(at.epoch + 1) + (dist_ ? ", rank " + std::to_string(dist_->rank()) : "") +
+            "); train.on_oom = \"split\": micro-batches are cut in " + std::to_string(splits_) + " pieces of at most " +
+            std::to_string(piece) + " samples from here on, and each optimizer step still averages the same " +
+            std::to_string(config_.train.batch_size * config_.train.grad_accum_steps) + " samples per rank");
+}
+
+void StepRunner::set_micro_batch_splits(int64_t splits) {
+  TP_CHECK(splits >= 1, "micro-batch splits must be >= 1, got ", splits);
+  splits_ = splits;
 }
 
 LossTerms StepRunner::forward(const NamedTensors& batch) {
   TrainingReport& report = meters_.report();
-  report.begin(StepPhase::kForward);
+  PhaseTiming timing(report, StepPhase::kForward);
   AutocastGuard autocast(placement_.device().type(), precision_);
   // Once, on the run's first batch: the model's forward FLOPs, for perf/tflops. The counter only
   // reads the ops' records (a few microseconds per op, this step only).
@@ -135,9 +236,7 @@ LossTerms StepRunner::forward(const NamedTensors& batch) {
   const NamedTensors outputs = parts_.model->forward(batch);
   if (flops) report.set_forward_flops(flops->total_flops(), batch.empty() ? 0 : batch.front().second.size(0));
   flops.reset();
-  LossTerms terms = parts_.loss->forward(outputs, batch);
-  report.end(StepPhase::kForward);
-  return terms;
+  return parts_.loss->forward(outputs, batch);
 }
 
 at::Tensor StepRunner::normalised_loss(const LossTerms& terms, const AccumulationWindow& window) {
@@ -147,12 +246,12 @@ at::Tensor StepRunner::normalised_loss(const LossTerms& terms, const Accumulatio
   // count x window length) and correct the gradients by estimate / actual once the window is
   // complete (update): exact for uneven micro-batches and the short last window, and no extra
   // device sync. Data-parallel: the estimate must be the same on every rank (gradients are
-  // summed before the correction), so it is the nominal batch size x window length.
+  // summed before the correction), so it is the nominal batch size x window length. A micro-batch
+  // cut in pieces (train.on_oom) counts as that many micro-batches.
   if (window_batches_++ == 0) {
     if (dist_) window_estimate_.fill_(static_cast<double>(config_.train.batch_size * window.length));
-    else window_estimate_.copy_(items * static_cast<double>(window.length));
+    else window_estimate_.copy_(items * static_cast<double>(window.length * splits_));
   }
-  window_items_.add_(items);
   return terms.sum.to(at::kFloat) / window_estimate_.to(at::kFloat);
 }
 
@@ -172,11 +271,11 @@ void StepRunner::check_finite(const at::Tensor& sum, const StepPosition& at) {
   window_poisoned_ = true;
 }
 
-void StepRunner::backward(const at::Tensor& loss, const AccumulationWindow& window) {
-  // Data-parallel, last micro-batch: buckets are all-reduced as they fill, overlapping the rest
-  // of backward; earlier micro-batches accumulate locally with no communication.
-  if (grad_sync_) grad_sync_->before_backward(loss, window.last);
-  if (grad_sync_ && window.last) {
+void StepRunner::backward(const at::Tensor& loss, bool sync) {
+  // Data-parallel, the window's last backward (`sync`): buckets are all-reduced as they fill,
+  // overlapping the rest of backward; earlier ones accumulate locally with no communication.
+  if (grad_sync_) grad_sync_->before_backward(loss, sync);
+  if (grad_sync_ && sync) {
     try {
       scaler_.scale(loss).backward();
     } catch (const std::exception& e) {
@@ -195,9 +294,8 @@ void StepRunner::join_all_reduce(const AccumulationWindow& window) {
   at::Tensor zero = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(placement_.device()));
   for (const auto& s : model_state_)
     if (!s.is_buffer && s.tensor.requires_grad()) zero = zero + s.tensor.sum().to(at::kFloat) * 0.0;
-  meters_.report().begin(StepPhase::kBackward);
-  backward(zero, window);
-  meters_.report().end(StepPhase::kBackward);
+  PhaseTiming timing(meters_.report(), StepPhase::kBackward);
+  backward(zero, window.last);
 }
 
 WindowAgreement StepRunner::agree_on_window(uint32_t deferred, const StepPosition& at) {
@@ -215,7 +313,7 @@ WindowAgreement StepRunner::agree_on_window(uint32_t deferred, const StepPositio
   const auto flag = [&](bool on) { return at::full({}, on ? 1.0 : 0.0, window_items_.options()); };
   at::Tensor values = at::stack({window_items_, flag(window_poisoned_), flag(local_signal != 0),
                                  flag((deferred & TP_REQUEST_STOP) != 0), flag((deferred & TP_REQUEST_SAVE) != 0),
-                                 flag((deferred & kRequestBudgetStop) != 0)});
+                                 flag((deferred & kRequestBudgetStop) != 0), flag(split_this_window_)});
   std::vector<at::Tensor> one{values};
   dist_->all_reduce_sum(one, "agree on the window's item count and stop flags");
   const at::Tensor host = values.cpu();
@@ -230,6 +328,7 @@ WindowAgreement StepRunner::agree_on_window(uint32_t deferred, const StepPositio
                 " (epoch " + std::to_string(at.epoch + 1) + "); every rank stops. Lower optim.lr, check the data for "
                 "NaN/Inf, clip gradients (train.max_grad_norm), or set train.nan_policy = \"skip\".");
   window_poisoned_ = poisoned;
+  if (host[6].item<double>() > 0) agree_on_splits();
   // No item on any rank (every sample of the window skipped): the gradients are the zeros the
   // empty micro-batches contributed, and the window takes no update.
   window_empty_ = host[0].item<double>() == 0.0;
@@ -237,6 +336,23 @@ WindowAgreement StepRunner::agree_on_window(uint32_t deferred, const StepPositio
   // estimate x world / global items makes them the gradient of (global loss sum / global items).
   correction_ = window_estimate_ * static_cast<double>(dist_->world_size()) / values[0];
   return agreed;
+}
+
+void StepRunner::agree_on_splits() {
+  // Rare (after an out-of-memory split on some rank), so a collective of its own: every rank
+  // takes the largest split, so all ranks cut alike and the checkpoint records what fits everywhere.
+  const at::Tensor mine = at::full({1}, static_cast<double>(splits_), window_items_.options());
+  int64_t largest = splits_;
+  std::string ranks;
+  const std::vector<at::Tensor> all = dist_->all_gather(mine, "agree on the micro-batch split after out of memory");
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    const auto splits = static_cast<int64_t>(all[r].cpu().item<double>());
+    largest = std::max(largest, splits);
+    ranks += (ranks.empty() ? "" : ", ") + std::to_string(r) + ": " + std::to_string(splits);
+  }
+  log_.info("micro-batch pieces per rank after out of memory (" + ranks + "): every rank cuts in " +
+              std::to_string(largest) + " from the next step");
+  splits_ = largest;
 }
 
 void StepRunner::update() {
@@ -252,7 +368,7 @@ void StepRunner::update() {
   // 4a. Exact window normalisation (see normalised_loss); the ratio is 1 when micro-batches are even.
   if (correction_.defined() && !grads.empty())
     at::_foreach_mul_(grads, correction_.to(grads.front().scalar_type()));
-  else if (config_.train.grad_accum_steps > 1 && !grads.empty())
+  else if (config_.train.grad_accum_steps * splits_ > 1 && !grads.empty())
     at::_foreach_mul_(grads, (window_estimate_ / window_items_).to(grads.front().scalar_type()));
   // 4b. Clip once, after unscaling, right before the step (ARCH-9); the norm is also measured on
   //     a logging step's window for train/grad_norm.

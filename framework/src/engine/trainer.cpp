@@ -14,6 +14,7 @@
 #include "tp/framework/engine/run_switches.h"
 #include "tp/framework/error.h"
 #include "tp/framework/report/plots.h"
+#include "tp/framework/util/atomic_file.h"
 
 namespace tp {
 namespace {
@@ -70,10 +71,15 @@ Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device devi
       steps_(config, parts, model_state_, optim_, placement_, meters_, logger, dist),
       events_(parts.callbacks, dist, device),
       history_(run_dir_, writes_),
+      tensorboard_(run_dir_, writes_ && config.logging.tensorboard, config.logging.tensorboard_images, logger),
       progress_(config.progress.mode, config.progress.every_seconds, rank_ == 0),
       checkpoints_(run_dir_ / "checkpoints", config.checkpoint, writes_),
       provenance_(collect_provenance(parts)) {
   check_precision_supported(precision_, device_);
+  history_.listen([this](const HistoryRecord& record) { tensorboard_.add(record); });
+  if (writes_ && config.logging.tensorboard_images && !(config.logging.tensorboard && config.plots.enabled))
+    log_.warn("logging.tensorboard_images = true adds nothing: the images are plots/*.png, so it needs "
+              "logging.tensorboard = true and plots.enabled = true.");
   // Every switch is set explicitly, on or off; the effective values are recorded next to config.toml.
   apply_run_switches(config_, device_, precision_, world_size_, log_,
                      writes_ ? run_dir_ / "runtime.toml" : std::filesystem::path(), provenance_toml(provenance_));
@@ -130,6 +136,18 @@ void Trainer::init_schedule() {
   o.max_lr.clear();
   for (const auto& group : optim_.optimizer->param_groups())
     o.max_lr.push_back(peak * group.options().get_lr() / config_.optim.lr);
+  if (o.name == "range_test") {
+    // The sweep's bounds are optim.lr's; each group sweeps in proportion to its own lr, exactly
+    // the given bounds for a group at optim.lr (a scale of 1.0), as `host tune lr` computes them.
+    const double first = o.min_lr.empty() ? 0.0 : o.min_lr.front();
+    o.min_lr.clear();
+    o.max_lr.clear();
+    for (const auto& group : optim_.optimizer->param_groups()) {
+      const double scale = group.options().get_lr() / config_.optim.lr;
+      o.min_lr.push_back(first * scale);
+      o.max_lr.push_back(peak * scale);
+    }
+  }
   // Time is optimizer steps: a window of grad_accum_steps micro-batches is one step, and the
   // epoch's short last window counts too (ARCH-10).
   const int64_t total = budget_.total_steps(total_optimizer_steps(epochs_, train_batches_, config_.train.grad_accum_steps));
@@ -167,16 +185,8 @@ void Trainer::init_averages() {
 }
 
 void Trainer::init_model() {
-  parts_.model->to_device(device_, c10::kFloat);
+  model_state_ = placement_.place_model(*parts_.model);
   for (auto& metric : parts_.metrics) metric->to_device(device_);
-  model_state_ = parts_.model->state(); // after to_device: handles from before are invalid
-  if (config_.run.channels_last) {
-    // What Python's module.to(memory_format=torch.channels_last) does: swap each 4-D tensor's
-    // storage in place (set_data), so the plugin's own handles see the new layout.
-    c10::NoGradGuard no_grad;
-    for (auto& s : model_state_)
-      if (s.tensor.dim() == 4) s.tensor.set_data(s.tensor.contiguous(at::MemoryFormat::ChannelsLast));
-  }
   if (config_.activation_checkpointing) {
     parts_.model->set_activation_checkpointing(true);
     log_.info("activation checkpointing: on (the model's declared blocks are recomputed in backward)");
@@ -216,6 +226,7 @@ FitSummary Trainer::fit() {
   summary.monitor = config_.checkpoint.monitor;
   const int64_t first_step = step_; // a resumed run reports only the steps it ran
   check_same_position();
+  tensorboard_.start(config_.resolved); // after resume_from, which chose the file to continue
   budget_.start(resumed_seconds_);
   events_.defer(dispatch(TP_EVENT_FIT_BEGIN, {}));
   try {
@@ -247,6 +258,7 @@ FitSummary Trainer::fit() {
   summary.loaded_best = config_.checkpoint.load_best_at_end && checkpoints_.best().has_value();
   dispatch(TP_EVENT_FIT_END, evaluator_->last());
   draw_plots();
+  tensorboard_.finish(step_, evaluator_->last());
   summary.epochs = epoch_;
   summary.steps = step_;
   summary.last_eval = evaluator_->last();
@@ -256,18 +268,28 @@ FitSummary Trainer::fit() {
   summary.skipped_steps = steps_.skipped_steps();
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (step_ > first_step) log_.info(meters_.report().summary(step_ - first_step, summary.seconds));
+  // The same report as numbers for `host compare`; written last, after the final save.
+  if (writes_)
+    write_file_atomically(run_dir_ / "report.toml",
+                          meters_.report().to_toml({summary.epochs, summary.steps, budget_.elapsed()},
+                                                   step_ - first_step, summary.seconds));
   if (dist_) dist_->barrier("end of training"); // rank 0 has finished writing when any rank returns
   return summary;
 }
 
-Scalars Trainer::evaluate() { return evaluator_->evaluate(); }
+Scalars Trainer::evaluate(const std::string& prefix) {
+  if (!evaluator_->enabled())
+    throw ConfigError("eval.strategy", "there is nothing to evaluate: the run has no " + prefix +
+                                           " split, or eval.strategy = \"no\" left its loader out.");
+  return evaluator_->evaluate(prefix);
+}
 
 void Trainer::draw_plots() {
   if (!writes_ || !config_.plots.enabled) return;
   // About 0.1-0.3 s on this thread for a 10k-step history (docs/plots.md); a plotting failure
   // (a missing cairo driver) must never stop training.
   try {
-    draw_run_plots(run_dir_);
+    tensorboard_.add_images(draw_run_plots(run_dir_), step_);
   } catch (const std::exception& e) {
     log_.warn(std::string("plots were not drawn: ") + e.what());
   }

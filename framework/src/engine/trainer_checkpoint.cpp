@@ -102,6 +102,7 @@ CheckpointContents Trainer::checkpoint_contents(int64_t resume_epoch, int64_t re
     if (average) contents.averages.push_back({average->name(), &average->state(), average->updates()});
   if (swa_schedule_) contents.swa_schedule = swa_schedule_->state();
   contents.train_seconds = budget_.elapsed();
+  contents.micro_batch_splits = steps_.micro_batch_splits();
   contents.provenance_toml = provenance_toml(provenance_);
   return contents;
 }
@@ -169,6 +170,10 @@ void Trainer::resume_from(const LoadedCheckpoint& c) {
   }
   step_ = c.step;
   resumed_seconds_ = c.train_seconds;
+  steps_.set_micro_batch_splits(c.micro_batch_splits);
+  if (c.micro_batch_splits > 1)
+    log_.info("resuming with micro-batches cut in " + std::to_string(c.micro_batch_splits) +
+              " pieces, as train.on_oom = \"split\" left them after running out of memory");
   start_epoch_ = c.epoch;
   start_batch_ = c.batch;
   // The checkpoint holds the global sums (gather_running_loss); rank 0 carries them on.
@@ -177,6 +182,7 @@ void Trainer::resume_from(const LoadedCheckpoint& c) {
   checkpoints_.restore();
   evaluator_->load_early_stopping_state(c.early_stopping);
   history_.resume(c.step);
+  tensorboard_.resume(c.step, history_.records()); // drops events after c.step, as the history did
   events_.defer(dispatch(TP_EVENT_CHECKPOINT_LOAD, {{"step", double(c.step)}}) & TP_REQUEST_STOP);
   log_.info("resumed at epoch " + std::to_string(c.epoch + 1) + ", batch " + std::to_string(c.batch) + ", step " +
             std::to_string(c.step));

@@ -33,6 +33,7 @@ void History::add(HistoryRecord record) {
     line += ",\"" + name + "\":" + (number.empty() ? "null" : number);
   }
   jsonl_ << line << "}\n" << std::flush;
+  if (listener_) listener_(record);
   records_.push_back(std::move(record));
 }
 

@@ -35,7 +35,13 @@ Progress::Progress(const std::string& mode, double every_seconds, bool enabled)
   else mode_ = ::isatty(STDOUT_FILENO) ? Mode::Bar : Mode::Lines;
 }
 
+void Progress::start_task(std::string label, int64_t steps) {
+  start_epoch(0, 1, steps);
+  task_ = std::move(label);
+}
+
 void Progress::start_epoch(int64_t epoch, int64_t epochs, int64_t steps) {
+  task_.clear();
   epoch_ = epoch;
   epochs_ = epochs;
   steps_ = steps;
@@ -47,7 +53,8 @@ void Progress::start_epoch(int64_t epoch, int64_t epochs, int64_t steps) {
 std::string Progress::render(int64_t done) const {
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start_).count();
   const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0.0;
-  std::string text = "epoch " + std::to_string(epoch_ + 1) + "/" + std::to_string(epochs_) + " ";
+  std::string text = task_.empty() ? "epoch " + std::to_string(epoch_ + 1) + "/" + std::to_string(epochs_) + " "
+                                   : task_ + " ";
   if (mode_ == Mode::Bar) {
     constexpr int kWidth = 24;
     const int filled = steps_ > 0 ? static_cast<int>(kWidth * done / steps_) : 0;
@@ -56,7 +63,7 @@ std::string Progress::render(int64_t done) const {
   }
   text += std::to_string(done) + "/" + std::to_string(steps_);
   if (std::isfinite(loss_)) text += " loss " + format("%.4f", loss_);
-  text += " lr " + format("%.2e", lr_);
+  if (task_.empty()) text += " lr " + format("%.2e", lr_);
   text += " | " + format("%.1f", rate) + " it/s";
   if (elapsed > 0) text += " wait " + format("%.0f", std::min(100.0, 100.0 * wait_s_ / elapsed)) + "%";
   text += " ETA " + clock_text(rate > 0 ? (steps_ - done) / rate : NAN);

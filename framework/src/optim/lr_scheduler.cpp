@@ -207,9 +207,10 @@ std::unique_ptr<LrScheduler> make_scheduler(const SchedulerOptions& o, torch::op
   if (o.name == "linear" || o.name == "cosine") return detail::make_warmup_decay(o, optimizer, total_steps);
   if (o.name == "one_cycle") return detail::make_one_cycle(o, optimizer, total_steps);
   if (o.name == "reduce_on_plateau") return detail::make_plateau(o, optimizer);
+  if (o.name == "range_test") return detail::make_range_test(o, optimizer, total_steps);
   fail("name", "\"" + o.name +
                    "\" is not a known schedule (constant, step, multistep, exponential, linear, cosine, one_cycle, "
-                   "reduce_on_plateau).");
+                   "reduce_on_plateau, range_test).");
   return nullptr;  // unreachable
 }
 

@@ -20,6 +20,13 @@ DatasetProxy::DatasetProxy(ComponentEntry entry, const ComponentConfig& config, 
     : PluginInstance(std::move(entry)),
       table_(detail::sized_copy<tp_dataset_v1_t>(info_->interface_table)),
       split_(std::move(split)) {
+  const tp_version_t abi = library_->abi();
+  if (split_ == "test" && abi.major == 1 && abi.minor < 5)
+    throw PluginError(id(), "create",
+                      "plugin component '" + id() + "' (" + library_->path().filename().string() +
+                          ") was built for plugin ABI 1." + std::to_string(abi.minor) +
+                          ", which has no test split (ABI 1.5 added it): rebuild the plugin against this host's "
+                          "plugin_api, or evaluate the table as [data.val] instead.");
   auto view = detail::make_config_view(config);
   check(table_.create(library_->host(), view->view(), split_.c_str(), &self_), "create", "split '" + split_ + "'");
   try {
@@ -31,6 +38,15 @@ DatasetProxy::DatasetProxy(ComponentEntry entry, const ComponentConfig& config, 
 }
 
 DatasetProxy::~DatasetProxy() { table_.destroy(self_); }
+
+bool DatasetProxy::prepare(const ComponentEntry& entry, const ComponentConfig& config, const std::string& split) {
+  const auto table = detail::sized_copy<tp_dataset_v1_t>(entry.info->interface_table); // NULL past an old struct_size
+  if (table.prepare == nullptr) return false;
+  auto view = detail::make_config_view(config);
+  check_plugin_call(*entry.info, *entry.library, table.prepare(entry.library->host(), view->view(), split.c_str()),
+                    "prepare", "split '" + split + "'");
+  return true;
+}
 
 void DatasetProxy::set_epoch(uint64_t epoch) {
   if (table_.set_epoch != nullptr) check(table_.set_epoch(self_, epoch), "set_epoch");

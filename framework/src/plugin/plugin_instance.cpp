@@ -5,14 +5,20 @@
 
 namespace tp {
 
-void PluginInstance::check(tp_status status, const char* function, const std::string& context) const {
+void check_plugin_call(const ComponentInfo& info, const PluginLibrary& library, tp_status status, const char* function,
+                       const std::string& context) {
   if (status == TP_OK) return;
   std::string message = HostServices::take_last_error();
   if (message.empty()) message = "(the plugin gave no message)";
-  throw PluginError(info_->id, function,
-                    "plugin component '" + info_->id + "' (" + library_->path().filename().string() + ") failed in " +
+  throw PluginError(info.id, function,
+                    "plugin component '" + info.id + "' (" + library.path().filename().string() + ") failed in " +
                         function + (context.empty() ? "" : " for " + context) + " with " + status_name(status) +
-                        ": " + message);
+                        ": " + message,
+                    status);
+}
+
+void PluginInstance::check(tp_status status, const char* function, const std::string& context) const {
+  check_plugin_call(*info_, *library_, status, function, context);
 }
 
 }  // namespace tp

@@ -2,9 +2,11 @@
 
 #include <c10/core/impl/VirtualGuardImpl.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "device_index.h"
+#include "tp/framework/monitor/history.h"
 #include "tp/framework/profile/memory.h"
 
 namespace tp {
@@ -103,6 +105,39 @@ std::string TrainingReport::summary(int64_t steps, double seconds) const {
                   flops_per_sample_ * samples_per_s * kTrainFlopsFactor / 1e12, flops_per_sample_ / 1e9);
     out += line;
   }
+  return out;
+}
+
+std::string TrainingReport::to_toml(const RunTotals& totals, int64_t steps, double seconds) const {
+  // The shortest text that reads back as the same double; TOML's nan for a value that is not one.
+  const auto number = [](double value) -> std::string { return std::isfinite(value) ? format_number(value) : "nan"; };
+  std::string out =
+      "# The training report of this run (written at the end of training; docs/experiments.md).\n"
+      "# The totals cover the whole run; the split and throughput cover the steps of the last process\n"
+      "# (measured_steps), which after a resume are only the steps it ran.\n";
+  out += "epochs = " + std::to_string(totals.epochs) + "\n";
+  out += "steps = " + std::to_string(totals.steps) + "\n";
+  out += "train_seconds = " + number(totals.train_seconds) + "\n";
+  out += "device = \"" + device_.str() + "\"\n";
+  out += "measured_steps = " + std::to_string(steps) + "\n";
+  out += "measured_seconds = " + number(seconds) + "\n";
+  if (steps > 0) {
+    const double n = static_cast<double>(steps);
+    const double measured = static_cast<double>(std::max<int64_t>(1, run_measured_steps_));
+    out += "ms_per_step = " + number(1e3 * seconds / n) + "\n";
+    out += "data_wait_ms = " + number(1e3 * run_wait_s_ / n) + "\n";
+    out += "forward_ms = " + number(1e3 * run_s_[0] / measured) + "\n";
+    out += "backward_ms = " + number(1e3 * run_s_[1] / measured) + "\n";
+    out += "optimizer_ms = " + number(1e3 * run_s_[2] / measured) + "\n";
+    if (seconds > 0) out += "samples_per_s = " + number(static_cast<double>(run_samples_) / seconds) + "\n";
+    if (has_flops() && seconds > 0)
+      out += "tflops = " +
+             number(flops_per_sample_ * static_cast<double>(run_samples_) / seconds * kTrainFlopsFactor / 1e12) +
+             "\n";
+  }
+  out += "peak_host_mb = " + number(peak_memory_mb(c10::Device(c10::DeviceType::CPU))) + "\n";
+  if (!device_.is_cpu()) out += "peak_device_mb = " + number(peak_memory_mb(device_)) + "\n";
+  if (!device_.is_cpu()) out += "device_total_mb = " + number(device_total_memory_mb(device_)) + "\n";
   return out;
 }
 

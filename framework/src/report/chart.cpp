@@ -82,11 +82,16 @@ std::string plain_text(const std::string& text) {
 struct AxisTicks {
   Ticks x;
   Ticks y;
+  bool x_log = false; ///< x holds log10 values: a tick at k is labelled 10^k
 };
 
 // PLplot's custom label hook (box option "o"), so tick labels are layout's plain numbers.
 void tick_label(PLINT axis, PLFLT value, char* label, PLINT length, PLPointer data) {
   const auto* ticks = static_cast<const AxisTicks*>(data);
+  if (axis == PL_X_AXIS && ticks->x_log) {  // "1e-05", "0.001", "1", "10": the lr as one types it
+    std::snprintf(label, static_cast<std::size_t>(length), "%g", std::pow(10.0, std::round(value)));
+    return;
+  }
   const std::string text = tick_text(axis == PL_X_AXIS ? ticks->x : ticks->y, value);
   std::snprintf(label, static_cast<std::size_t>(length), "%s", text.c_str());
 }
@@ -171,10 +176,15 @@ std::string ChartRenderer::render_png(const Chart& chart) {
   // Absurd values (a diverged loss at 1e300) would overflow the axis arithmetic: they stay out
   // of the ranges, and are drawn clamped just beyond the edge, where PLplot clips them.
   auto plottable = [](double v) { return std::isfinite(v) && std::abs(v) < kLargest; };
+  // A log axis is drawn in log10 units; PLplot's "l" box option only places the minor ticks.
+  std::vector<Series> given = chart.series;
+  if (chart.x_log)
+    for (Series& s : given)
+      for (double& x : s.x) x = x > 0 ? std::log10(x) : std::nan("");
   // The x axis spans every record of the chart's values, null ones included, so charts of one
   // run line up; the y axis spans the values.
   Range x_range, y_range;
-  for (const Series& s : chart.series)
+  for (const Series& s : given)
     for (std::size_t i = 0; i < s.x.size(); ++i) {
       if (!plottable(s.x[i])) continue;
       x_range.add(s.x[i]);
@@ -188,16 +198,19 @@ std::string ChartRenderer::render_png(const Chart& chart) {
       if (std::isfinite(v)) v = std::clamp(v, range.lo - span, range.hi + span);
   };
   std::vector<Series> series;
-  for (Series s : chart.series) {
+  for (Series s : given) {
     clamp_into(s.x, x_range);
     clamp_into(s.y, y_range);
     series.push_back(decimate(s, x_range, width_px_));
   }
 
   const PLINT legend_corner = position_of(place_legend(series, x_range, y_range));
-  AxisTicks ticks{choose_ticks(x_range.lo, x_range.hi, 8, 1e9), choose_ticks(y_range.lo, y_range.hi, 6, 1e6)};
-  ticks.x.step = std::max(ticks.x.step, 1.0);  // the x axis counts optimizer steps: no step 1.5
-  ticks.x.decimals = ticks.x.scientific ? ticks.x.decimals : 0;
+  AxisTicks ticks{choose_ticks(x_range.lo, x_range.hi, 8, 1e9), choose_ticks(y_range.lo, y_range.hi, 6, 1e6),
+                  chart.x_log};
+  if (chart.x_counts || chart.x_log) {
+    ticks.x.step = std::max(ticks.x.step, 1.0);  // the x axis counts optimizer steps: no step 1.5
+    ticks.x.decimals = ticks.x.scientific ? ticks.x.decimals : 0;
+  }
   // The y title goes just left of the widest tick label, measured in character heights (a digit
   // or sign of the cairo font is at most 0.9 of one wide), and the left margin makes room for both.
   std::size_t widest = 0;
@@ -233,9 +246,9 @@ std::string ChartRenderer::render_png(const Chart& chart) {
       pls.slabelfunc(&tick_label, &ticks);
       pls.col0(kGrid);
       pls.width(1.0);
-      pls.box("g", ticks.x.step, 0, "g", ticks.y.step, 0);
+      pls.box(chart.x_log ? "gl" : "g", ticks.x.step, 0, "g", ticks.y.step, 0);
       pls.col0(kInk);
-      pls.box("bcnsto", ticks.x.step, 0, "bcnstvo", ticks.y.step, 0);
+      pls.box(chart.x_log ? "bcnstlo" : "bcnsto", ticks.x.step, 0, "bcnstvo", ticks.y.step, 0);
       pls.schr(0, kTextScale * 1.15);
       pls.mtex("t", 1.4, 0.5, 0.5, plain_text(chart.title).c_str());
       pls.schr(0, kTextScale);

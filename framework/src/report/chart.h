@@ -35,6 +35,10 @@ struct Chart {
   std::string x_label;
   std::string y_label;
   std::vector<Series> series;
+  bool x_counts = true; ///< x is a count (optimizer steps): ticks only at whole numbers; false for seconds
+  /// x is drawn on a log10 axis (learning rates): ticks at whole decades, labelled 1e-05 ... 10,
+  /// with the 2..9 minor ticks between; x values must be > 0 (others are gaps).
+  bool x_log = false;
 };
 
 /// Exclusive use of PLplot for drawing a batch of charts.

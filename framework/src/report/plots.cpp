@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "chart.h"
+#include "file_stem.h"
 #include "history_reader.h"
 #include "tp/framework/error.h"
 #include "tp/framework/util/atomic_file.h"
@@ -16,6 +17,7 @@ namespace {
 
 using detail::Chart;
 using detail::Colour;
+using detail::file_stem;
 using detail::Series;
 
 constexpr const char* kStepAxis = "optimizer step";
@@ -81,17 +83,6 @@ void add_series(Chart& chart, const Columns& columns, const std::string& name, b
 
 bool is_time(std::string_view name) { return name.substr(0, 5) == "time/"; }
 bool is_validation(std::string_view name) { return name.substr(0, 4) == "val/"; }
-
-// "val/accuracy" -> "val_accuracy": safe as a file name on every file system we meet.
-std::string file_stem(std::string_view name) {
-  std::string stem;
-  for (const char c : name) {
-    const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                      c == '-' || c == '.';
-    stem += keep ? c : '_';
-  }
-  return stem.empty() || stem.front() == '.' ? "metric" + stem : stem;
-}
 
 struct NamedChart {
   std::string stem;

@@ -15,7 +15,9 @@
  *   1.3  component kind TP_KIND_BATCH_TRANSFORM and its interface "tp.batch_transform/1"
  *        (iface/batch_transform.h): training-batch transforms such as Mixup and CutMix.
  *   1.4  tp_model_v1_t.layer_depths and .set_batchnorm_frozen (optional; NULL = not supported)
- *        with tp_layer_depth_t: fine-tuning controls (optim.layer_decay, model.freeze_bn_stats). */
+ *        with tp_layer_depth_t: fine-tuning controls (optim.layer_decay, model.freeze_bn_stats).
+ *   1.5  the dataset split "test" (tp_dataset_v1_t.create) and tp_dataset_v1_t.prepare (optional;
+ *        NULL = nothing to prepare): once-per-node data preparation before any rank reads. */
 #ifndef TP_VERSION_H
 #define TP_VERSION_H
 
@@ -25,7 +27,7 @@
 #include "tp/macros.h"
 
 #define TP_ABI_MAJOR 1
-#define TP_ABI_MINOR 4
+#define TP_ABI_MINOR 5
 #define TP_ABI_PATCH 0
 
 TP_EXTERN_C_BEGIN

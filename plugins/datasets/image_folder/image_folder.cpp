@@ -11,6 +11,7 @@
 
 #include "image_listing.h"
 #include "image_pipeline.h"
+#include "listing_cache.h"
 #include "opencv_threads.h"
 #include "tp/cpp/dataset_adapter.h"
 #include "tp/tp.h"
@@ -33,6 +34,14 @@ const tp_config_key_t kKeys[] = {
     {sizeof(tp_config_key_t), "val_split", TP_CFG_FLOAT, "0.0",
      "without val_root/val_csv: fraction of the train listing held out as val (seeded by split_seed)"},
     {sizeof(tp_config_key_t), "split_seed", TP_CFG_INT, "0", "seed of the val_split choice"},
+    {sizeof(tp_config_key_t), "test_root", TP_CFG_PATH, "\"\"",
+     "test split (host eval/predict --split test): class folders like root's; \"\" = `root` of this table"},
+    {sizeof(tp_config_key_t), "test_csv", TP_CFG_PATH, "\"\"", "test images as a `path,label` file"},
+    {sizeof(tp_config_key_t), "cache", TP_CFG_BOOL, "false",
+     "scan each class-folder tree once per node (prepare, on local rank 0) and reuse its listing while no "
+     "folder changes"},
+    {sizeof(tp_config_key_t), "cache_dir", TP_CFG_PATH, "\"\"",
+     "where the listing caches go; \"\" = $XDG_CACHE_HOME/torchhost or ~/.cache/torchhost"},
     {sizeof(tp_config_key_t), "extensions", TP_CFG_STRING_ARRAY,
      "[\".jpg\", \".jpeg\", \".png\", \".bmp\", \".webp\"]", "file endings scanned in class folders (any case)"},
     {sizeof(tp_config_key_t), "resize", TP_CFG_INT_ARRAY, "[]",
@@ -179,23 +188,68 @@ ifo::TransformOptions read_transform(const tp::cpp::ConfigReader& cfg, bool trai
   return t;
 }
 
-ifo::Listing read_listing(const std::string& root, const std::string& csv, const std::vector<std::string>& extensions) {
-  return csv.empty() ? ifo::scan_folder(root, extensions) : ifo::read_csv_listing(csv, root);
+/// How a folder scan uses the listing cache (`cache = true`): prepare refreshes it, create reads it.
+enum class CacheUse { kOff, kRead, kRefresh };
+
+struct ListingReader {
+  std::vector<std::string> extensions;
+  CacheUse cache = CacheUse::kOff;
+  std::string cache_dir;
+
+  ifo::Listing operator()(const std::string& root, const std::string& csv) const {
+    if (!csv.empty()) return ifo::read_csv_listing(csv, root);
+    if (cache == CacheUse::kOff) return ifo::scan_folder(root, extensions);
+    const std::string path = ifo::listing_cache_path(cache_dir, root, extensions);
+    if (auto cached = ifo::read_listing_cache(path, root, extensions)) return std::move(*cached);
+    std::vector<std::string> walked;
+    ifo::Listing listing = ifo::scan_folder(root, extensions, &walked);
+    if (cache == CacheUse::kRefresh) ifo::write_listing_cache(path, root, extensions, listing, walked);
+    return listing;
+  }
+};
+
+/// A held-out split (val or test) read from its own folder or listing. Without a listing its class
+/// ids come from folder names, so its folders must name the training root's classes.
+ifo::Listing held_out_listing(const ListingReader& read_listing, const std::string& root, const std::string& csv,
+                              const std::string& split_root, const std::string& split_csv, const char* root_key) {
+  ifo::Listing held_out = read_listing(split_root.empty() ? root : split_root, split_csv);
+  if (split_csv.empty() && csv.empty() && !root.empty()) {
+    ifo::Listing train_listing = read_listing(root, csv);
+    if (train_listing.classes != held_out.classes)
+      throw Failure(TP_ERR_CONFIG, std::string("image_folder: ") + root_key + " '" + split_root + "' has " +
+                                       std::to_string(held_out.classes.size()) + " class folders that differ from root's " +
+                                       std::to_string(train_listing.classes.size()) +
+                                       "; both need the same class sub-folders so labels agree");
+  }
+  return held_out;
 }
 
-ifo::Listing listing_for(const tp::cpp::ConfigReader& cfg, bool train) {
+ifo::Listing listing_for(const tp::cpp::ConfigReader& cfg, tp::cpp::Split split, CacheUse cache) {
+  const ListingReader read_listing{cfg.get_string_array("extensions"), cfg.get_bool("cache") ? cache : CacheUse::kOff,
+                                   cfg.get_string("cache_dir")};
   const std::string root = cfg.get_string("root");
+  if (split == tp::cpp::Split::kTest) {
+    // Like val_root/val_csv, the test split reads only test_root/test_csv: from the training
+    // table (data.test_from_train) `root` is the training folder, and serving it as the test set
+    // would score the model on the images it trained on.
+    const std::string test_root = cfg.get_string("test_root");
+    const std::string test_csv = cfg.get_string("test_csv");
+    if (test_root.empty() && test_csv.empty())
+      throw Failure(TP_ERR_CONFIG, "image_folder: the test split needs `test_root` (class folders) or `test_csv`; "
+                                   "without them it would read the training images of `root`");
+    return held_out_listing(read_listing, root, cfg.get_string("csv"), test_root, test_csv, "test_root");
+  }
+  const bool train = split == tp::cpp::Split::kTrain;
   const std::string csv = cfg.get_string("csv");
   const std::string val_root = cfg.get_string("val_root");
   const std::string val_csv = cfg.get_string("val_csv");
   const double val_split = cfg.get_float_in("val_split", 0.0, 1.0);
-  const std::vector<std::string> extensions = cfg.get_string_array("extensions");
   const bool separate_val = !val_root.empty() || !val_csv.empty();
   if (separate_val && val_split > 0.0)
     throw Failure(TP_ERR_CONFIG, "image_folder: set either val_root/val_csv or val_split, not both");
   if (root.empty()) throw Failure(TP_ERR_CONFIG, "image_folder: `root` is empty; set it to the image directory");
   if (val_split > 0.0) {
-    auto parts = ifo::split_listing(read_listing(root, csv, extensions), val_split,
+    auto parts = ifo::split_listing(read_listing(root, csv), val_split,
                                     static_cast<uint64_t>(cfg.get_int("split_seed")));
     return train ? std::move(parts.first) : std::move(parts.second);
   }
@@ -204,19 +258,9 @@ ifo::Listing listing_for(const tp::cpp::ConfigReader& cfg, bool train) {
       throw Failure(TP_ERR_CONFIG,
                     "image_folder: the val split needs `val_root`, `val_csv` or `val_split` > 0 (or set "
                     "eval.strategy = \"no\")");
-    return read_listing(root, csv, extensions);
+    return read_listing(root, csv);
   }
-  ifo::Listing val = read_listing(val_root.empty() ? root : val_root, val_csv, extensions);
-  if (val_csv.empty() && csv.empty()) {
-    // Class ids come from folder names; the val folders must name the same classes.
-    ifo::Listing train_listing = read_listing(root, csv, extensions);
-    if (train_listing.classes != val.classes)
-      throw Failure(TP_ERR_CONFIG, "image_folder: val_root '" + val_root + "' has " + std::to_string(val.classes.size()) +
-                                       " class folders that differ from root's " +
-                                       std::to_string(train_listing.classes.size()) +
-                                       "; both need the same class sub-folders so labels agree");
-  }
-  return val;
+  return held_out_listing(read_listing, root, csv, val_root, val_csv, "val_root");
 }
 
 /// A DLPack [3, h, w] float tensor owning `pixels`; HWC memory (strides {1, 3w, 3}) when
@@ -258,8 +302,21 @@ tp_field_t make_image_field(ifo::Image&& image, bool channels_last) {
 /// own their pixels, so nothing outlives it (PLG-13).
 class ImageFolderDataset {
  public:
+  /// The test split reads like val (no augmentation), from test_root/test_csv or its own table.
+  static constexpr bool kHasTestSplit = true;
+
+  /// Once per node before any rank creates the split (ABI 1.5): with `cache = true`, scans the
+  /// folders and writes their listing cache, which create then reads.
+  static void prepare(const tp::cpp::DatasetArgs& args) {
+    if (!args.config.get_bool("cache")) return;
+    const ifo::Listing listing = listing_for(args.config, args.split, CacheUse::kRefresh);
+    args.log(TP_LOG_INFO, std::string("image_folder (") + args.split_name + "): listing of " +
+                              std::to_string(listing.paths.size()) + " images cached");
+  }
+
   explicit ImageFolderDataset(const tp::cpp::DatasetArgs& args)
-      : transform_(read_transform(args.config, args.train())), listing_(listing_for(args.config, args.train())) {
+      : transform_(read_transform(args.config, args.train())),
+        listing_(listing_for(args.config, args.split, CacheUse::kRead)) {
     args.log(TP_LOG_INFO, std::string("image_folder (") + args.split_name + "): " +
                               std::to_string(listing_.paths.size()) + " images, " +
                               std::to_string(listing_.classes.size()) + " classes");

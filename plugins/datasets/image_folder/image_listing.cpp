@@ -56,7 +56,8 @@ uint64_t splitmix64(uint64_t& state) {
 
 }  // namespace
 
-Listing scan_folder(const std::string& root, const std::vector<std::string>& extensions) {
+Listing scan_folder(const std::string& root, const std::vector<std::string>& extensions,
+                    std::vector<std::string>* walked) {
   std::error_code ec;
   if (!fs::is_directory(root, ec))
     throw Failure(TP_ERR_IO, "image_folder: root '" + root +
@@ -66,6 +67,7 @@ Listing scan_folder(const std::string& root, const std::vector<std::string>& ext
     if (entry.is_directory()) out.classes.push_back(entry.path().filename().string());
   }
   std::sort(out.classes.begin(), out.classes.end());
+  if (walked != nullptr) walked->push_back(root);
   if (out.classes.empty())
     throw Failure(TP_ERR_CONFIG, "image_folder: root '" + root +
                                      "' has no class sub-folders; expected root/<class>/<image> (or set `csv`)");
@@ -73,8 +75,10 @@ Listing scan_folder(const std::string& root, const std::vector<std::string>& ext
     // (directory, file name) pairs: torchvision walks sorted(os.walk(...)), then sorted(fnames).
     std::vector<std::pair<std::string, std::string>> files;
     const fs::path dir = fs::path(root) / out.classes[c];
+    if (walked != nullptr) walked->push_back(dir.string());
     for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink);
          it != fs::recursive_directory_iterator(); ++it) {
+      if (walked != nullptr && it->is_directory()) walked->push_back(it->path().string());
       if (!it->is_regular_file()) continue;
       const std::string name = it->path().filename().string();
       if (has_extension(name, extensions)) files.emplace_back(it->path().parent_path().string(), name);

@@ -22,8 +22,10 @@ struct Listing {
 /// files are sorted by (directory, name), as torchvision's make_dataset walks them. So sample i
 /// is the same file torchvision.datasets.ImageFolder(root)[i] reads. Throws tp::cpp::Failure
 /// (TP_ERR_IO / TP_ERR_CONFIG) naming `root` when it is missing, has no class folder, or holds
-/// no image.
-Listing scan_folder(const std::string& root, const std::vector<std::string>& extensions);
+/// no image. `walked`, when given, receives every directory the scan read (root, the class folders
+/// and their sub-folders): what listing_cache.h re-stats to tell whether a cached listing is stale.
+Listing scan_folder(const std::string& root, const std::vector<std::string>& extensions,
+                    std::vector<std::string>* walked = nullptr);
 
 /// Reads a CSV listing: one `path,label` row per line ('#' lines and blank lines ignored; a first
 /// row `path,label` is a header). Relative paths are resolved against `base_dir`. Labels are

@@ -21,6 +21,8 @@ namespace shapes = tp::shapes;
 const tp_config_key_t kKeys[] = {
     {sizeof(tp_config_key_t), "size", TP_CFG_INT, "6000", "number of samples in the train split"},
     {sizeof(tp_config_key_t), "val_size", TP_CFG_INT, "1000", "number of samples in the val split"},
+    {sizeof(tp_config_key_t), "test_size", TP_CFG_INT, "1000",
+     "number of samples in the test split (`host eval/predict --split test`): images neither split holds"},
     {sizeof(tp_config_key_t), "image_size", TP_CFG_INT, "32",
      "side S of the square images, in pixels (16..1024)"},
     {sizeof(tp_config_key_t), "seed", TP_CFG_INT, "0",
@@ -55,13 +57,15 @@ void pin_opencv_threads() {
 /// handed-out fields own their buffers (make_field), so nothing outlives it (PLG-13).
 class ShapesDataset {
  public:
+  /// Serves "test" too (ABI 1.5): its own content keys, so no image repeats between splits.
+  static constexpr bool kHasTestSplit = true;
+
   explicit ShapesDataset(const tp::cpp::DatasetArgs& args)
-      : split_(args.train() ? shapes::kSplitTrain : shapes::kSplitVal) {
+      : split_(args.train() ? shapes::kSplitTrain : args.test() ? shapes::kSplitTest : shapes::kSplitVal) {
     const tp::cpp::ConfigReader& cfg = args.config;
-    const int64_t train_count = cfg.get_int_in("size", 1, int64_t{1} << 40);
-    const int64_t val_count = cfg.get_int_in("val_size", 1, int64_t{1} << 40);
+    const char* size_key = args.train() ? "size" : args.test() ? "test_size" : "val_size";
     options_.noise = static_cast<float>(cfg.get_float_in("noise", 0.0, 1.0));
-    count_ = static_cast<uint64_t>(args.train() ? train_count : val_count);
+    count_ = static_cast<uint64_t>(cfg.get_int_in(size_key, 1, int64_t{1} << 40));
     seed_ = cfg.get_int("seed");
     augment_ = args.train() && cfg.get_bool("augment");
     options_.image_size = static_cast<int>(cfg.get_int_in("image_size", 16, 1024));

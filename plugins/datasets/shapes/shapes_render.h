@@ -20,8 +20,8 @@ inline constexpr int64_t kClassCount = 3;
 inline constexpr float kPixelMean = 0.4f;
 inline constexpr float kPixelStd = 0.3f;
 
-/// Split ids that enter the content key, so "train" and "val" draw different images.
-enum SplitId : uint32_t { kSplitTrain = 0, kSplitVal = 1 };
+/// Split ids that enter the content key, so "train", "val" and "test" draw different images.
+enum SplitId : uint32_t { kSplitTrain = 0, kSplitVal = 1, kSplitTest = 2 };
 
 /// How samples are rendered; fixed for a dataset instance.
 struct RenderOptions {

@@ -170,9 +170,14 @@ TEST_CASE("dataset adapter: a throwing constructor is a status with the message,
   }
   SUBCASE("an unknown split") {
     FlakyInstance f;
-    CHECK(f.create("test") == TP_ERR_INVALID_ARGUMENT);
-    CHECK(f.host.last_error == "flaky: unknown split 'test' (expected \"train\" or \"val\")");
+    CHECK(f.create("validation") == TP_ERR_INVALID_ARGUMENT);
+    CHECK(f.host.last_error == "flaky: unknown split 'validation' (expected \"train\", \"val\" or \"test\")");
     CHECK(f.create(nullptr) == TP_ERR_INVALID_ARGUMENT);
+  }
+  SUBCASE("a dataset that does not declare kHasTestSplit refuses the test split") {
+    FlakyInstance f;
+    CHECK(f.create("test") == TP_ERR_UNSUPPORTED);
+    CHECK(f.host.last_error.find("flaky: this dataset has no test split") == 0);
   }
   SUBCASE("NULL config and NULL out_self") {
     FlakyInstance f;

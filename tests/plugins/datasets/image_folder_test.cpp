@@ -4,7 +4,10 @@
 // and the error a broken file raises (what data.on_bad_sample acts on).
 #include <cmath>
 #include <algorithm>
+#include <chrono>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -263,4 +266,86 @@ TEST_CASE("image_folder: JPEG reduced decoding stays close to a full decode") {
   const std::vector<float> x = chw(a.get(0), &h, &w);
   CHECK(h == 48);
   CHECK(max_abs_diff(x, chw(b.get(0), &h, &w)) < 8.0f / 255.0f);
+}
+
+TEST_CASE("image_folder: the test split reads test_root like val, never the training root") {
+  const Fixture f = write_folder("if_test_split", 8, 8);
+  PluginLibrary lib("image_folder");
+  void* self = nullptr;
+  SUBCASE("without test_root/test_csv the test split is refused: root holds the training images") {
+    FakeConfig cfg;
+    configure(lib, cfg, f.root);
+    CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "test", &self) == TP_ERR_CONFIG);
+    CHECK(lib.host.last_error.find("test_root") != std::string::npos);
+    CHECK(lib.host.last_error.find("training images") != std::string::npos);
+  }
+  SUBCASE("test_root whose class folders differ from root's is refused") {
+    const Fixture other = write_folder("if_test_split_other", 8, 8);
+    std::filesystem::create_directories(other.root / "eel"); // a fourth class: labels would not agree
+    REQUIRE(cv::imwrite((other.root / "eel" / "img_0.png").string(), tp::test::gradient_image(8, 8, 1)));
+    FakeConfig cfg;
+    configure(lib, cfg, f.root);
+    cfg.values["test_root"] = other.root.string();
+    CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "test", &self) == TP_ERR_CONFIG);
+    CHECK(lib.host.last_error.find("test_root") != std::string::npos);
+  }
+  SUBCASE("test_root is read without augmentation") {
+    FakeConfig cfg;
+    configure(lib, cfg, f.root);
+    cfg.values["test_root"] = f.root.string();
+    cfg.values["hflip"] = 1.0; // train-only: the test split must not mirror
+    Dataset test(lib, kId, cfg, "test");
+    REQUIRE(test.size() == 9);
+    int h = 0, w = 0;
+    CHECK(label_of(test.get(4)) == 1);
+    CHECK(max_abs_diff(chw(test.get(4), &h, &w), expected_chw(f.images[1][1])) == 0.0f);
+  }
+}
+
+TEST_CASE("image_folder: cache = true, prepare writes the listing once; create reads it until a folder changes") {
+  const Fixture f = write_folder("if_cache", 8, 8);
+  const auto cache_dir = f.root.parent_path() / "if_cache_index";
+  std::filesystem::remove_all(cache_dir);
+  PluginLibrary lib("image_folder");
+  FakeConfig cfg;
+  configure(lib, cfg, f.root);
+  cfg.values["cache"] = true;
+  cfg.values["cache_dir"] = cache_dir.string();
+  const tp_dataset_v1_t& table = lib.dataset_table(kId);
+  REQUIRE((table.prepare != nullptr));
+
+  // create without prepare scans and writes nothing: only prepare (one rank per node) writes.
+  { Dataset before(lib, kId, cfg, "train"); CHECK(before.size() == 9); }
+  CHECK_FALSE(std::filesystem::exists(cache_dir));
+  REQUIRE(table.prepare(&lib.host.host, &cfg.view, "train") == TP_OK);
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(cache_dir)) files.push_back(entry.path());
+  REQUIRE(files.size() == 1); // no temporary file left beside it
+  CHECK(files[0].extension() == ".index");
+
+  // Proof that create reads the cache: point its row of cat/img_1.png at dog/img_0.png.
+  std::ostringstream read;
+  read << std::ifstream(files[0]).rdbuf();
+  std::string text = read.str();
+  const std::string from = (f.root / "cat" / "img_1.png").string(), to = (f.root / "dog" / "img_0.png").string();
+  REQUIRE(text.find(from) != std::string::npos);
+  text.replace(text.find(from), from.size(), to);
+  std::ofstream(files[0], std::ios::trunc) << text;
+  int h = 0, w = 0;
+  {
+    Dataset cached(lib, kId, cfg, "train");
+    REQUIRE(cached.size() == 9);
+    CHECK(max_abs_diff(chw(cached.get(4), &h, &w), expected_chw(f.images[2][0])) == 0.0f);
+  }
+  // A new file changes its folder's time: the cache is stale, create scans again (10 images).
+  REQUIRE(cv::imwrite((f.root / "cat" / "img_9.png").string(), tp::test::gradient_image(8, 8, 99)));
+  std::filesystem::last_write_time(f.root / "cat",
+                                   std::filesystem::last_write_time(f.root / "cat") + std::chrono::seconds(2));
+  {
+    Dataset rescanned(lib, kId, cfg, "train");
+    CHECK(rescanned.size() == 10);
+    CHECK(max_abs_diff(chw(rescanned.get(4), &h, &w), expected_chw(f.images[1][1])) == 0.0f);
+  }
+  // The test split serves from the same cache machinery; a split name it does not know is refused.
+  CHECK(table.prepare(&lib.host.host, &cfg.view, "validation") == TP_ERR_INVALID_ARGUMENT);
 }

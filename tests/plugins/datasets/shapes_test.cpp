@@ -67,7 +67,7 @@ TEST_CASE("shapes: entry, build info and descriptor") {
     CHECK(std::strlen(k.help) > 0);
     CHECK(names.insert(k.name).second);
   }
-  CHECK(names == std::set<std::string>{"size", "val_size", "image_size", "seed", "noise", "augment"});
+  CHECK(names == std::set<std::string>{"size", "val_size", "test_size", "image_size", "seed", "noise", "augment"});
   FakeConfig cfg;
   configure(lib, cfg); // every default parses as its type
   CHECK(std::get<int64_t>(cfg.values["size"]) == 6000);
@@ -101,14 +101,16 @@ TEST_CASE("shapes: sizes per split, and argument errors go through host->fail") 
   configure(lib, cfg);
   cfg.values["size"] = int64_t{120};
   cfg.values["val_size"] = int64_t{30};
+  cfg.values["test_size"] = int64_t{17};
   CHECK(Dataset(lib, kId, cfg, "train").size() == 120);
   CHECK(Dataset(lib, kId, cfg, "val").size() == 30);
+  CHECK(Dataset(lib, kId, cfg, "test").size() == 17);
 
   const tp_dataset_v1_t& t = lib.dataset_table(kId);
   void* self = reinterpret_cast<void*>(0x1);
-  CHECK(t.create(&lib.host.host, &cfg.view, "test", &self) == TP_ERR_INVALID_ARGUMENT);
+  CHECK(t.create(&lib.host.host, &cfg.view, "validation", &self) == TP_ERR_INVALID_ARGUMENT);
   CHECK(self == nullptr);
-  CHECK(lib.host.last_error.find("'test'") != std::string::npos);
+  CHECK(lib.host.last_error.find("'validation'") != std::string::npos);
   CHECK(t.create(&lib.host.host, &cfg.view, nullptr, &self) == TP_ERR_INVALID_ARGUMENT);
 
   SUBCASE("config values out of range are TP_ERR_CONFIG naming the key") {

@@ -77,12 +77,12 @@ TEST_CASE("every host key fills a member of its own, and every member of a secti
     CHECK_MESSAGE(members.insert(key.member(cfg)).second, "two keys fill the same member");
   }
   // Members that no host key fills: [[optim.param_groups]] and the component tables of [data]
-  // (train, val, [[data.batch_transforms]]).
+  // (train, val, test, [[data.batch_transforms]]).
   CHECK(keys_inside("run", &tp::RunConfig::run) == field_count<tp::RunSection>());
   CHECK(keys_inside("train", &tp::RunConfig::train) == field_count<tp::TrainSection>());
   CHECK(keys_inside("eval", &tp::RunConfig::eval) == field_count<tp::EvalSection>());
   CHECK(keys_inside("optim", &tp::RunConfig::optim) + 1 == field_count<tp::OptimSection>());
-  CHECK(keys_inside("data", &tp::RunConfig::data) + 3 == field_count<tp::DataSection>()); // train, val, batch_transforms
+  CHECK(keys_inside("data", &tp::RunConfig::data) + 4 == field_count<tp::DataSection>()); // train, val, test, batch_transforms
   CHECK(keys_inside("checkpoint", &tp::RunConfig::checkpoint) == field_count<tp::CheckpointSection>());
   CHECK(keys_inside("progress", &tp::RunConfig::progress) == field_count<tp::ProgressSection>());
   CHECK(keys_inside("amp", &tp::RunConfig::amp) == field_count<tp::AmpSection>());
@@ -90,6 +90,7 @@ TEST_CASE("every host key fills a member of its own, and every member of a secti
   CHECK(keys_inside("early_stopping", &tp::RunConfig::early_stopping) ==
         field_count<tp::EarlyStoppingSection>());
   CHECK(keys_inside("plots", &tp::RunConfig::plots) == field_count<tp::PlotsSection>());
+  CHECK(keys_inside("logging", &tp::RunConfig::logging) == field_count<tp::LoggingSection>());
   CHECK(keys_inside("dist", &tp::RunConfig::dist) == field_count<tp::DistSection>());
   CHECK(keys_inside("ema", &tp::RunConfig::ema) == field_count<tp::EmaSection>());
   CHECK(keys_inside("swa", &tp::RunConfig::swa) == field_count<tp::SwaSection>());
@@ -136,6 +137,7 @@ TEST_CASE("a value set on a host key reaches its own section and no other") {
       {"schedule", [](const auto& a, const auto& b) { return a.schedule == b.schedule; }},
       {"early_stopping", [](const auto& a, const auto& b) { return a.early_stopping == b.early_stopping; }},
       {"plots", [](const auto& a, const auto& b) { return a.plots == b.plots; }},
+      {"logging", [](const auto& a, const auto& b) { return a.logging == b.logging; }},
       {"plugins", [](const auto& a, const auto& b) { return a.plugin_dirs == b.plugin_dirs; }},
       {"dist", [](const auto& a, const auto& b) { return a.dist == b.dist; }},
       {"ema", [](const auto& a, const auto& b) { return a.ema == b.ema; }},

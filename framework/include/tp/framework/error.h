@@ -17,6 +17,7 @@ enum ExitCode : int {
   kExitPlugin = 3,         ///< a plugin could not be loaded: ABI, fingerprint, init, schema (PluginLoadError)
   kExitCheckpoint = 4,     ///< a checkpoint is missing, unreadable, truncated or damaged (CheckpointError)
   kExitPluginCrash = 5,    ///< a plugin crashed the process: a fatal signal inside a plugin call (plugin_crash.h)
+  kExitVerifyFailed = 6,   ///< `host verify`: a check failed (its table row names it; docs/verify.md)
   kExitLaunchFailed = 127, ///< the launcher could not start a rank (exec failed; the shell's convention)
   kExitSignalBase = 128    ///< stopped by signal N: 128 + N (130 SIGINT / 143 SIGTERM after saving)
 };
@@ -55,14 +56,20 @@ class PluginLoadError : public Error {
 /// A plugin call returned an error status at run time (exit 1). Carries who and what.
 class PluginError : public Error {
  public:
-  PluginError(std::string component_id, std::string function, const std::string& message)
-      : Error(message), component_id_(std::move(component_id)), function_(std::move(function)) {}
+  /// `status` is the tp_status the plugin returned (plugin_api/include/tp/status.h; 7 =
+  /// TP_ERR_INTERNAL where the host has no status to give).
+  PluginError(std::string component_id, std::string function, const std::string& message, int status = 7)
+      : Error(message), component_id_(std::move(component_id)), function_(std::move(function)), status_(status) {}
   const std::string& component_id() const noexcept { return component_id_; }
   const std::string& function() const noexcept { return function_; }
+  /// The tp_status of the failed call: TP_ERR_OUT_OF_MEMORY (5) tells train.on_oom a plugin's
+  /// forward ran out of memory.
+  int status() const noexcept { return status_; }
 
  private:
   std::string component_id_;
   std::string function_;
+  int status_;
 };
 
 }  // namespace tp

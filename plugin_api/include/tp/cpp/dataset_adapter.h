@@ -15,6 +15,8 @@
 //       out.add("y", std::vector<float>{float(index * index)}, {1});
 //     }
 //     // optional: void set_epoch(uint64_t epoch);                  // [main] no get_sample running
+//     // optional: static constexpr bool kHasTestSplit = true;      // also serve split "test" (ABI 1.5)
+//     // optional: static void prepare(const tp::cpp::DatasetArgs&); // once per node first (ABI 1.5)
 //    private:
 //     uint64_t count_;
 //   };
@@ -45,19 +47,22 @@
 
 namespace tp::cpp {
 
-/// The split create() builds; the adapter refuses any other name (TP_ERR_INVALID_ARGUMENT).
-enum class Split { kTrain, kVal };
+/// The split create() builds; the adapter refuses any other name (TP_ERR_INVALID_ARGUMENT), and
+/// "test" unless the class declares `static constexpr bool kHasTestSplit = true` (a dataset that
+/// treats every split but train as val would otherwise serve its val samples as the test split).
+enum class Split { kTrain, kVal, kTest };
 
 /// What a dataset's constructor receives. Everything is borrowed for the constructor only,
 /// except `host` (valid until deinit): copy what you need.
 struct DatasetArgs {
   const ConfigReader& config;  ///< the validated table; range errors name the component
   Split split;
-  const char* split_name;      ///< "train" or "val"
+  const char* split_name;      ///< "train", "val" or "test"
   const tp_host_t* host;       ///< for log(); never NULL when the host calls create
   const char* component;       ///< message prefix: the last segment of the component id
 
   bool train() const noexcept { return split == Split::kTrain; }
+  bool test() const noexcept { return split == Split::kTest; }
   /// Writes `line` to the host log at `level` (TP_LOG_*); does nothing without a host.
   void log(int32_t level, const std::string& line) const {
     if (host != nullptr && host->log != nullptr) host->log(host, level, line.c_str());
@@ -140,6 +145,16 @@ struct HasSetEpoch : std::false_type {};
 template <typename D>
 struct HasSetEpoch<D, std::void_t<decltype(std::declval<D&>().set_epoch(uint64_t{0}))>> : std::true_type {};
 
+template <typename D, typename = void>
+struct HasPrepare : std::false_type {};
+template <typename D>
+struct HasPrepare<D, std::void_t<decltype(D::prepare(std::declval<const DatasetArgs&>()))>> : std::true_type {};
+
+template <typename D, typename = void>
+struct HasTestSplit : std::false_type {};
+template <typename D>
+struct HasTestSplit<D, std::void_t<decltype(D::kHasTestSplit)>> : std::bool_constant<D::kHasTestSplit> {};
+
 /// One instance: the dataset and the host that created it (for TP_GUARD's messages).
 template <typename D>
 struct DatasetInstance {
@@ -162,19 +177,42 @@ struct DatasetAdapter {
     return *static_cast<Instance*>(const_cast<void*>(self));
   }
 
+  /// `split` as a Split; throws Failure naming the dataset for a name it does not serve.
+  static Split parse_split(const char* split) {
+    const char* name = component_name(kDescriptor);
+    const std::string requested = split != nullptr ? split : "(null)";
+    if (requested == "train") return Split::kTrain;
+    if (requested == "val") return Split::kVal;
+    if (requested == "test" && HasTestSplit<D>::value) return Split::kTest;
+    if (requested == "test")
+      throw Failure(TP_ERR_UNSUPPORTED, std::string(name) +
+                                            ": this dataset has no test split (it serves \"train\" and \"val\"); "
+                                            "evaluate another table as [data.test] with a dataset that has one");
+    throw Failure(TP_ERR_INVALID_ARGUMENT,
+                  std::string(name) + ": unknown split '" + requested + "' (expected \"train\", \"val\" or \"test\")");
+  }
+  static const char* split_name(Split split) noexcept {
+    return split == Split::kTrain ? "train" : split == Split::kVal ? "val" : "test";
+  }
+
   static tp_status create(const tp_host_t* host, const tp_config_t* cfg, const char* split, void** out_self) {
     TP_GUARD(host != nullptr ? host : plugin_host(), {
       const char* name = component_name(kDescriptor);
       if (out_self == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(name) + ": out_self is NULL");
       *out_self = nullptr;
-      const std::string requested = split != nullptr ? split : "(null)";
-      if (requested != "train" && requested != "val")
-        throw Failure(TP_ERR_INVALID_ARGUMENT,
-                      std::string(name) + ": unknown split '" + requested + "' (expected \"train\" or \"val\")");
-      const Split which = requested == "train" ? Split::kTrain : Split::kVal;
+      const Split which = parse_split(split);
       const ConfigReader config(cfg, name);
-      const DatasetArgs args{config, which, which == Split::kTrain ? "train" : "val", host, name};
+      const DatasetArgs args{config, which, split_name(which), host, name};
       *out_self = new Instance(host, args);
+      return TP_OK;
+    });
+  }
+
+  static tp_status prepare(const tp_host_t* host, const tp_config_t* cfg, const char* split) {
+    TP_GUARD(host != nullptr ? host : plugin_host(), {
+      const Split which = parse_split(split);
+      const ConfigReader config(cfg, component_name(kDescriptor));
+      D::prepare(DatasetArgs{config, which, split_name(which), host, component_name(kDescriptor)});
       return TP_OK;
     });
   }
@@ -218,8 +256,9 @@ struct DatasetAdapter {
   }
 
   static constexpr tp_dataset_v1_t table() {
-    tp_dataset_v1_t t{sizeof(tp_dataset_v1_t), &create, &destroy, &size, &get_sample, nullptr};
+    tp_dataset_v1_t t{sizeof(tp_dataset_v1_t), &create, &destroy, &size, &get_sample, nullptr, nullptr};
     if constexpr (HasSetEpoch<D>::value) t.set_epoch = &set_epoch;
+    if constexpr (HasPrepare<D>::value) t.prepare = &prepare;
     return t;
   }
 };

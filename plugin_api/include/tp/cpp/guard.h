@@ -2,8 +2,9 @@
 //
 // Every exported function of a C++ plugin wraps its body in TP_GUARD(host, { ... }). An exception
 // becomes a status code plus a message recorded through host->fail() (PLG-7):
-// c10::Error -> TP_ERR_INTERNAL with what_without_backtrace() (Tier T only), std::bad_alloc ->
-// TP_ERR_OUT_OF_MEMORY, tp::cpp::Failure -> its own code, std::exception -> TP_ERR_INTERNAL,
+// c10::OutOfMemoryError (a device allocation failed) -> TP_ERR_OUT_OF_MEMORY, which train.on_oom
+// acts on, and any other c10::Error -> TP_ERR_INTERNAL, both with what_without_backtrace() (Tier T
+// only), std::bad_alloc -> TP_ERR_OUT_OF_MEMORY, tp::cpp::Failure -> its own code, std::exception -> TP_ERR_INTERNAL,
 // anything else -> TP_ERR_INTERNAL with "unknown exception".
 #ifndef TP_CPP_GUARD_H
 #define TP_CPP_GUARD_H
@@ -18,9 +19,12 @@
 
 #if __has_include(<c10/util/Exception.h>) && defined(TP_PLUGIN_TIER_T)
 #include <c10/util/Exception.h>
-#define TP_DETAIL_CATCH_C10(host)                                          \
-  catch (const c10::Error& e) {                                            \
-    return detail::fail(host, TP_ERR_INTERNAL, e.what_without_backtrace()); \
+#define TP_DETAIL_CATCH_C10(host)                                                \
+  catch (const c10::OutOfMemoryError& e) {                                       \
+    return detail::fail(host, TP_ERR_OUT_OF_MEMORY, e.what_without_backtrace()); \
+  }                                                                              \
+  catch (const c10::Error& e) {                                                  \
+    return detail::fail(host, TP_ERR_INTERNAL, e.what_without_backtrace());      \
   }
 #else
 #define TP_DETAIL_CATCH_C10(host)

@@ -6,8 +6,9 @@
  * get_sample from worker threads, turns fields into tensors without copying (at::fromDLPack),
  * stacks them into batches, and calls each deleter once the batch no longer needs the buffer.
  *
- * Lifecycle: create(split) -> [set_epoch(e) -> get_sample(i)...]... -> destroy. The host creates
- * one instance per split ("train", "val").
+ * Lifecycle: [prepare(split), once per node] -> create(split) -> [set_epoch(e) -> get_sample(i)...]...
+ * -> destroy. The host creates one instance per split it reads ("train", "val", and from ABI 1.5
+ * "test").
  *
  * Randomness (augmentation) comes only from `tp_worker_ctx_t.seed`, which the host derives from
  * (run seed, rank, epoch, sample index); a dataset that follows this is reproducible (PLG-8). */
@@ -59,12 +60,14 @@ typedef struct tp_worker_ctx_t {
 typedef struct tp_dataset_v1_t {
   uint32_t struct_size; /* = sizeof(tp_dataset_v1_t) */
 
-  /** [main] Creates the dataset for `split` ("train" or "val"). `host` is borrowed until
-   *  deinit(); `cfg` only during the call. *out_self is released with destroy().
+  /** [main] Creates the dataset for `split` ("train", "val" or, from ABI 1.5, "test"). `host` is
+   *  borrowed until deinit(); `cfg` only during the call. *out_self is released with destroy().
    *  Which table `cfg` is: the run's [data.train] for "train"; for "val", [data.val] when the run
-   *  has one, else (data.val_from_train = true) [data.train] again. So a split's size and source
-   *  reach create only through your own keys: a dataset that serves both splits from one table
-   *  declares a key per split (e.g. `size` and `val_size`) and picks by `split`. */
+   *  has one, else (data.val_from_train = true) [data.train] again; for "test" likewise [data.test]
+   *  or (data.test_from_train = true) [data.train]. So a split's size and source reach create
+   *  only through your own keys: a dataset that serves several splits from one table declares a
+   *  key per split (e.g. `size`, `val_size`, `test_size`) and picks by `split`. The host asks a
+   *  plugin built for ABI < 1.5 for "test" never (it refuses the run, naming the plugin). */
   tp_status (*create)(const tp_host_t *host, const tp_config_t *cfg, const char *split,
                       void **out_self);
   /** [main] Accepts NULL. Every DLPack tensor from this instance may still be alive; their
@@ -87,6 +90,17 @@ typedef struct tp_dataset_v1_t {
                           tp_field_t *out_fields, uint32_t capacity, uint32_t *out_count);
   /** [main] Optional (may be NULL). Called before each epoch, while no get_sample runs. */
   tp_status (*set_epoch)(void *self, uint64_t epoch);
+
+  /** [main] Optional (may be NULL). @since 1.5. One-time preparation of `split`'s data on this
+   *  node: build an index or cache file, unpack an archive, download. The host calls it on local
+   *  rank 0 of every node, once per run and split it reads, before any rank calls create; the
+   *  other ranks wait (up to dist.timeout_s) and a failure ends every rank with its message
+   *  (PLG-17). `cfg` is the same table create receives. It must be idempotent (every run calls
+   *  it: a second call finds its work done and returns quickly), must leave its results complete
+   *  or absent (write to a temporary name, then rename: a rank killed midway must not leave a
+   *  half-written cache that create trusts), and create must work without it (`host plugins
+   *  check`, an older host) — slower, or by doing the work itself. No instance exists yet. */
+  tp_status (*prepare)(const tp_host_t *host, const tp_config_t *cfg, const char *split);
 } tp_dataset_v1_t;
 
 TP_EXTERN_C_END

@@ -9,11 +9,13 @@ Tolerances (grey levels, per op; the measured maxima are printed):
     Equalize) and Identity: exact (0). The C++ repeats torchvision's float32 arithmetic,
     truncating cast and fused multiply-adds.
   * TranslateX/Y: exact (whole-pixel shifts).
-  * ShearX/Y, Rotate (nearest neighbour): the chosen source pixel may differ where a sampling
-    coordinate lies within float32 rounding of a .5 boundary (torch's grid arithmetic is
-    vectorised and may fuse or reorder operations). Those pixels take a neighbour's value, so
-    their grey difference is unbounded in principle; the bound is on how many: at most
-    GEOMETRY_PIXEL_FRACTION of the pixels may differ.
+  * ShearX/Y, Rotate (nearest neighbour): exact at every output pixel whose sampling coordinate
+    (computed in float64 from torchvision's own inverse matrix) lies farther than
+    BOUNDARY_DISTANCE from a .5 boundary. Within it the chosen source pixel depends on float32
+    rounding, which torch's vectorised grid arithmetic does per CPU (fused or reordered
+    multiply-adds: shear 0.2 puts a fifth of the columns on a boundary, and 1% of the pixels
+    differed on an AVX-512 machine where another CPU matched), so those pixels may take a
+    neighbour's value. The rest must be equal: the C++ computes the same grid.
   * Magnitudes: the C++ table value equals float(torchvision's table[bin]) exactly.
   * RandomErasing: given the same uniform draws, the box (i, j, h, w, erased or not) equals
     torchvision's make_params exactly; values are 0 ("zero") or N(0, 1) draws ("random",
@@ -40,7 +42,8 @@ except ImportError as e:  # pragma: no cover - the SKIP path
     sys.exit(77)
 
 GEOMETRY_OPS = {"ShearX", "ShearY", "Rotate"}
-GEOMETRY_PIXEL_FRACTION = 0.002
+GEOMETRY_PIXEL_FRACTION = 0.002  # the whole pipeline: geometric ops composed on boundary pixels
+BOUNDARY_DISTANCE = 1e-4  # float32 rounding of a coordinate below ~300 is ~3e-5
 OPS = ["Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness", "Color", "Contrast",
        "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize"]
 BINS = [0, 1, 5, 9, 14, 15, 20, 25, 30]
@@ -84,6 +87,26 @@ def torchvision_op(img, op, magnitude):
                                               fill=ra._fill)
 
 
+def rounding_boundary_pixels(op, magnitude, h, w):
+    """[h, w] bool: the output pixels whose nearest source pixel is decided by float rounding,
+    i.e. whose sampling coordinate (float64, torchvision's inverse affine matrix and grid
+    formulas: ix = m0 x' + m1 y' + m2 + (w - 1) / 2 with x' = x - (w - 1) / 2) lies within
+    BOUNDARY_DISTANCE of a .5 boundary, in x or in y."""
+    from torchvision.transforms.v2.functional._geometry import _get_inverse_affine_matrix
+    if op == "Rotate":
+        m = _get_inverse_affine_matrix([0.0, 0.0], -magnitude, [0.0, 0.0], 1.0, [0.0, 0.0])
+    else:
+        shear = math.degrees(math.atan(magnitude))
+        m = _get_inverse_affine_matrix([-0.5 * w, -0.5 * h], 0.0, [0.0, 0.0], 1.0,
+                                       [shear, 0.0] if op == "ShearX" else [0.0, shear])
+    ys, xs = torch.meshgrid(torch.arange(h, dtype=torch.float64) - (h - 1) / 2,
+                            torch.arange(w, dtype=torch.float64) - (w - 1) / 2, indexing="ij")
+    ix = m[0] * xs + m[1] * ys + m[2] + (w - 1) / 2
+    iy = m[3] * xs + m[4] * ys + m[5] + (h - 1) / 2
+    near = lambda c: ((c - torch.floor(c)) - 0.5).abs() < BOUNDARY_DISTANCE
+    return near(ix) | near(iy)
+
+
 def compare_ops(driver, paths, d, worst):
     for path in paths:
         img = load(path)
@@ -116,7 +139,11 @@ def compare_ops(driver, paths, d, worst):
             worst[key] = (max(prev[0], max_diff), max(prev[1], frac))
             where = f"{os.path.basename(path)} {policy} {op} bin {b} sign {sign} (magnitude {want_m:.4g})"
             if op in GEOMETRY_OPS:
-                check(frac <= GEOMETRY_PIXEL_FRACTION, f"{where}: {frac:.4%} of pixels differ")
+                boundary = rounding_boundary_pixels(op, want_m, h, w)
+                off_boundary = int(((diff.amax(0) > 0) & ~boundary).sum())
+                check(off_boundary == 0, f"{where}: {off_boundary} pixels differ away from a rounding boundary "
+                                         f"({frac:.4%} of all pixels differ, {float(boundary.float().mean()):.4%} "
+                                         f"lie on one)")
             else:
                 check(max_diff == 0, f"{where}: max difference {max_diff} grey levels")
 

@@ -23,6 +23,7 @@
 //   ema_updates, swa_updates: int    updates folded into each average (AveragedModel.n_averaged)
 //   swa_schedule: float64 tensor     SWALR's LrScheduler::state() (absent before SWA starts)
 //   train_seconds: float             training time so far, resumes included (train.max_time)
+//   micro_batch_splits: int          pieces each micro-batch is cut into (train.on_oom = "split"; 1)
 //   provenance: str                  what made the run (engine/provenance.h: host build, LibTorch,
 //                                    plugin files and their SHA-256, command line, host, env); TOML
 // Writes are atomic: a temporary file in the same directory, fsync, rename, fsync of the
@@ -81,6 +82,7 @@ struct CheckpointState {
   std::vector<std::string> plugins;
   std::vector<double> swa_schedule; ///< SWALR's LrScheduler::state(); empty before SWA starts
   double train_seconds = 0.0;       ///< training time so far, resumes included (train.max_time)
+  int64_t micro_batch_splits = 1;   ///< pieces per micro-batch after out-of-memory splits (train.on_oom)
   std::string provenance_toml;      ///< engine/provenance.h's [provenance] table; "" in older files
 };
 

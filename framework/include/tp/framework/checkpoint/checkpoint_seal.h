@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "tp/framework/error.h"
+#include "tp/framework/util/crc32c.h" // crc32c(), the seal's checksum
 
 namespace tp {
 
@@ -31,10 +32,6 @@ class CheckpointError : public Error {
   using Error::Error;
   int exit_code() const noexcept override { return kExitCheckpoint; }
 };
-
-/// CRC-32C (Castagnoli) of `size` bytes, continuing from `crc` (0 to start). Uses the SSE4.2
-/// instruction when the CPU has it, else a table; both give the same value.
-uint32_t crc32c(const void* data, std::size_t size, uint32_t crc = 0);
 
 /// Seals a freshly written zip archive in place: sets the EOCD comment to the checksum. Throws
 /// tp::Error when `zip` does not end with an EOCD without a comment (a programming error: our

@@ -52,6 +52,7 @@ struct TrainSection {
   double grad_norm_type;    ///< the norm of max_grad_norm (2 = Euclidean; inf allowed)
   double clip_value;        ///< clamp every gradient element to [-v, v]; 0 = off
   std::string nan_policy;   ///< "stop" | "skip": what a non-finite training loss does
+  std::string on_oom;       ///< "fail" | "split": what running out of device memory in a step does
   int64_t max_steps;        ///< > 0: the run's optimizer steps (epochs follow from it)
   std::string max_time;     ///< training-time budget "[D:]HH:MM:SS"; "" = none
   int64_t overfit_batches;  ///< > 0: train and validate on the first N training batches, unshuffled
@@ -110,9 +111,11 @@ struct DataSection {
   int64_t prefetch;     ///< batches queued ahead
   bool shuffle;         ///< training order shuffled per epoch (seeded)
   bool val_from_train;  ///< without [data.val], build "val" from the [data.train] component
+  bool test_from_train; ///< without [data.test], build "test" from the [data.train] component
   std::string on_bad_sample; ///< "fail" | "skip": a sample that fails to load
   ComponentConfig train;
   std::optional<ComponentConfig> val;
+  std::optional<ComponentConfig> test; ///< [data.test]: read only by `host eval/predict --split test`
   std::vector<ComponentConfig> batch_transforms; ///< [[data.batch_transforms]]: training batches, in order
   bool operator==(const DataSection&) const = default; ///< field-wise
 };
@@ -142,6 +145,13 @@ struct EarlyStoppingSection {
 struct PlotsSection {
   bool enabled; ///< redraw plots/*.png after every evaluation
   bool operator==(const PlotsSection&) const = default; ///< field-wise
+};
+
+/// [logging]: extra outputs of rank 0 beside history.jsonl (docs/logging.md).
+struct LoggingSection {
+  bool tensorboard;        ///< write <run dir>/tensorboard/events.out.tfevents.* (scalars, config text, hparams)
+  bool tensorboard_images; ///< also the plots/*.png after each redraw, as image summaries
+  bool operator==(const LoggingSection&) const = default; ///< field-wise
 };
 
 struct ProgressSection {
@@ -199,6 +209,7 @@ struct RunConfig {
   SchedulerOptions schedule; ///< [schedule], read straight into the scheduler's options
   EarlyStoppingSection early_stopping;
   PlotsSection plots;
+  LoggingSection logging; ///< [logging]
   std::vector<std::string> plugin_dirs; ///< [plugins] dirs
   ComponentConfig model;
   bool activation_checkpointing = false; ///< [model] activation_checkpointing: recompute declared blocks in backward

@@ -38,7 +38,7 @@ struct KeySpec {
 
 /// A place in the run file that holds component tables.
 struct ComponentSlot {
-  std::string_view path; ///< "model", "loss", "data.train", "data.val", "data.batch_transforms", "metrics", "callbacks"
+  std::string_view path; ///< "model", "loss", "data.train", "data.val", "data.test", "data.batch_transforms", "metrics", "callbacks"
   bool required;         ///< the run cannot start without it
   bool array;            ///< an array of tables ([[metrics]]) rather than one table
   std::string_view example_id; ///< a built-in component id that fits, for messages

@@ -39,4 +39,11 @@ struct CollateOptions {
 ///   NamedTensors batch = tp::collate(std::move(samples));   // {"image": [B,3,H,W], "label": [B]}
 NamedTensors collate(std::vector<NamedTensors>&& samples, const CollateOptions& options = {});
 
+/// Samples [start, start + count) of a collated batch: every field narrowed along dim 0 (views,
+/// no copy). Throws tp::Error naming a field that is not [B, ...] with B >= start + count.
+///
+/// Example:
+///   NamedTensors second_half = tp::batch_rows(batch, 8, 8);   // {"image": [8,3,H,W], "label": [8]}
+NamedTensors batch_rows(const NamedTensors& batch, int64_t start, int64_t count);
+
 }  // namespace tp

@@ -60,6 +60,14 @@ class DistContext {
   void broadcast(const std::vector<at::Tensor>& tensors, const char* what, int root = 0);
   /// Waits until every rank has arrived.
   void barrier(const char* what);
+  /// [all ranks] `tensor` of every rank, in rank order. Same shape and dtype on every rank, on
+  /// device(); one collective.
+  std::vector<at::Tensor> all_gather(const at::Tensor& tensor, const char* what);
+  /// [all ranks] Makes one rank's failure every rank's: each rank passes its own failure message
+  /// ("" = none) and gets "rank R: <message>" of the lowest failing rank, or "" when none failed.
+  /// Messages travel through the rendezvous store; one all-reduce. Waits at most dist.timeout_s
+  /// for the slowest rank, so a long preparation must fit in it.
+  std::string first_failure(const std::string& own_failure, const char* what);
   /// Rethrows `error` (from a collective) as a tp::Error that says which collective failed and
   /// which ranks no longer answer (asked through the store, a few seconds at most).
   [[noreturn]] void fail(const char* what, const std::exception& error);
@@ -73,6 +81,7 @@ class DistContext {
   std::string backend_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  int64_t failure_rounds_ = 0; ///< first_failure calls so far: each uses its own store keys
 };
 
 }  // namespace tp

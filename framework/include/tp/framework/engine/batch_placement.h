@@ -5,9 +5,14 @@
 
 #include <c10/core/Device.h>
 
+#include <vector>
+
 #include "tp/framework/data/sample_source.h"
+#include "tp/framework/plugin/plugin_instance.h"
 
 namespace tp {
+
+class ModelProxy;
 
 class BatchPlacement {
  public:
@@ -17,6 +22,11 @@ class BatchPlacement {
   /// [main] `batch` on the device. From pinned host memory (the loader pins on CUDA) the copy is
   /// asynchronous (non_blocking); on the CPU nothing is copied.
   NamedTensors to_device(NamedTensors batch) const;
+  /// [main] Moves `model` to the device in float32 and, with channels_last, makes its 4-D
+  /// tensors channels-last in place (what module.to(memory_format=torch.channels_last) does), so
+  /// batches and weights agree. Returns the model's state handles, valid from now on (those taken
+  /// before are not).
+  std::vector<StateTensor> place_model(ModelProxy& model) const;
   c10::Device device() const noexcept { return device_; }
 
  private:

@@ -18,11 +18,14 @@
 
 namespace tp {
 
+class DistContext;
+
 struct RunComponents {
   // Declaration order is destruction order reversed: datasets go last, after every batch that
   // may still hold their DLPack buffers.
   std::shared_ptr<DatasetProxy> train_data;
   std::shared_ptr<DatasetProxy> val_data; ///< null when the run has no validation split
+  std::shared_ptr<DatasetProxy> test_data; ///< created only when asked for (host eval/predict --split test)
   std::unique_ptr<ModelProxy> model;
   std::unique_ptr<LossProxy> loss;
   std::vector<std::unique_ptr<BatchTransformProxy>> batch_transforms; ///< training batches only, in order
@@ -39,8 +42,30 @@ struct RunComponents {
 /// all reported before anything is created. Throws ConfigError.
 void resolve_components(RunConfig& config, const Registry& registry);
 
-/// Creates the components of a resolved config. The global generator is seeded with
-/// `run.seed` right before the model is created, so initialisation is reproducible.
-RunComponents create_components(const RunConfig& config, const Registry& registry, bool with_datasets = true);
+/// Which dataset splits create_components builds. Training reads train and val; `host eval
+/// --split test` adds test; `host predict` reads only the split it predicts.
+struct DatasetSplits {
+  bool train = true;
+  bool val = true;
+  bool test = false;
+};
+
+/// The table a split's dataset is created from: [data.<split>], or [data.train] when the split
+/// has no table and data.<split>_from_train is set (train: always [data.train]); nothing when the
+/// run has no such split. `split` is "train", "val" or "test".
+const ComponentConfig* dataset_table(const RunConfig& config, const std::string& split);
+
+/// Creates the components of a resolved config, with the dataset splits `splits` asks for (a split
+/// the config does not have stays null). The global generator is seeded with `run.seed` right
+/// before the model is created, so initialisation is reproducible.
+RunComponents create_components(const RunConfig& config, const Registry& registry, DatasetSplits splits = {});
+
+/// [all ranks] Runs the prepare entry (ABI 1.5, PLG-17) of the datasets of `splits` on local rank
+/// 0 of each node (`local_rank`), once per split, before any rank creates a dataset; the other
+/// ranks wait in `dist` (null = one process). A failure ends every rank with its message (the
+/// failing rank's PluginError; the others a tp::Error naming the rank and carrying it). Returns
+/// one log line per prepared split (empty when no dataset has a prepare entry).
+std::vector<std::string> prepare_datasets(const RunConfig& config, const Registry& registry, DatasetSplits splits,
+                                          int local_rank, DistContext* dist);
 
 }  // namespace tp

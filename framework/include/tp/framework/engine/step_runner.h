@@ -88,6 +88,11 @@ class StepRunner {
   const GradScaler& scaler() const noexcept { return scaler_; }
   /// Optimizer steps skipped for a non-finite loss (nan_policy = "skip").
   int64_t skipped_steps() const noexcept { return skipped_steps_; }
+  /// Pieces each micro-batch is cut into (train.on_oom = "split" doubles it after an
+  /// out-of-memory error; 1 otherwise). Checkpointed, so a resumed run starts with the pieces that fit.
+  int64_t micro_batch_splits() const noexcept { return splits_; }
+  /// Resume: the pieces of the checkpoint (>= 1).
+  void set_micro_batch_splits(int64_t splits);
 
   /// What a logging step records about the updates since the previous one (history keys in
   /// brackets). Reading it is a host sync; it restarts the window.
@@ -104,10 +109,21 @@ class StepRunner {
  private:
   /* Phases of train_step */
   void begin_micro_batch(const AccumulationWindow& window, int64_t step);
+  /// 2-3 for each piece of the placed micro-batch (the whole batch unless it was split).
+  void train_pieces(const NamedTensors& batch, const AccumulationWindow& window, const StepPosition& at);
+  /// 2-3 for one piece: forward, the normalised loss, the non-finite check, backward (which
+  /// all-reduces when `sync`), then its items and loss are counted.
+  void train_piece(const NamedTensors& piece, const AccumulationWindow& window, bool sync, const StepPosition& at);
   LossTerms forward(const NamedTensors& batch);
   at::Tensor normalised_loss(const LossTerms& terms, const AccumulationWindow& window);
   void check_finite(const at::Tensor& sum, const StepPosition& at);
-  void backward(const at::Tensor& loss, const AccumulationWindow& window);
+  void backward(const at::Tensor& loss, bool sync);
+  /// An error out of a piece of `samples` samples: rethrows anything but running out of memory,
+  /// throws the out-of-memory report under on_oom = "fail" or where splitting cannot recover
+  /// exactly; otherwise drops what the piece left, doubles splits_ and returns (the caller retries).
+  void recover_from_out_of_memory(const std::exception_ptr& error, int64_t samples, bool sync, const StepPosition& at);
+  /// Data-parallel: after some rank split this window, every rank takes the largest split.
+  void agree_on_splits();
   void join_all_reduce(const AccumulationWindow& window);
   WindowAgreement agree_on_window(uint32_t deferred, const StepPosition& at);
   void update();
@@ -132,7 +148,11 @@ class StepRunner {
   NanChecks nan_checks_;
   at::Tensor window_estimate_, window_items_; ///< loss normaliser of the current window, on device
   at::Tensor correction_;        ///< data-parallel: the window's gradient correction (agree_on_window)
-  int64_t window_batches_ = 0;   ///< non-empty micro-batches in this window so far
+  int64_t window_batches_ = 0;   ///< non-empty pieces of micro-batches in this window so far
+  int64_t window_backwards_ = 0; ///< pieces of this window whose backward completed (gradients hold them)
+  int64_t splits_ = 1;           ///< pieces per micro-batch (train.on_oom = "split")
+  bool split_this_window_ = false; ///< this rank doubled splits_ in the current window
+  const char* piece_phase_ = "forward"; ///< where the current piece is, for an out-of-memory report
   bool window_poisoned_ = false; ///< this window saw a non-finite loss
   bool window_empty_ = false;    ///< no item in the window on any rank: no update
   int64_t skipped_steps_ = 0;

@@ -29,6 +29,7 @@
 #include "tp/framework/amp/precision.h"
 #include "tp/framework/monitor/history.h"
 #include "tp/framework/monitor/progress.h"
+#include "tp/framework/monitor/tensorboard_writer.h"
 #include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/checkpoint/checkpoint_manager.h"
 #include "tp/framework/config/run_config.h"
@@ -83,8 +84,10 @@ class Trainer {
   /// evaluates on the same samples. Callback requests are honoured as the table in
   /// plugin_api/include/tp/iface/callback.h says.
   FitSummary fit();
-  /// Evaluates the current model on the validation split: "val/loss" and "val/<metric>".
-  Scalars evaluate();
+  /// Evaluates the current model on the split RunComponents::val_data holds (host eval --split
+  /// test puts the test split there): "<prefix>/loss" and "<prefix>/<metric>". Throws
+  /// ConfigError when the run has no evaluation loader.
+  Scalars evaluate(const std::string& prefix = "val");
   /// Continues from `checkpoint` (call before fit()): model, optimizer, schedule, grad scaler,
   /// CPU RNG, step/epoch counters, the position inside the epoch, best value and history.
   /// Resuming is exact: the rest of the run is the same as if it had never stopped. Data-parallel:
@@ -127,7 +130,8 @@ class Trainer {
   uint32_t dispatch(int32_t kind, const Scalars& scalars, const std::string& message = "");
   /// A callback asked to stop: the loop ends at the next window boundary.
   void request_stop();
-  /// Redraws plots/*.png (plots.enabled, rank 0); a failure is logged, never fatal.
+  /// Redraws plots/*.png (plots.enabled, rank 0) and hands them to TensorBoard
+  /// (logging.tensorboard_images); a failure is logged, never fatal.
   void draw_plots();
   /* Checkpoints (trainer_checkpoint.cpp) */
   /// Saves through the checkpoint manager: `periodic` (last/step-N) and/or best by the last
@@ -153,7 +157,7 @@ class Trainer {
   std::filesystem::path run_dir_;
   DistContext* dist_;           ///< null: a single process
   int rank_, world_size_;
-  bool writes_;                 ///< rank 0 and not fast_dev_run: history, checkpoints, plots
+  bool writes_;                 ///< rank 0 and not fast_dev_run: history, checkpoints, plots, TensorBoard
   int64_t epochs_;              ///< train.epochs (1 for fast_dev_run)
   int64_t train_batches_ = 0;   ///< micro-batches per epoch (overfit/fast_dev_run limit applied)
   Precision precision_;         ///< amp.precision
@@ -173,6 +177,7 @@ class Trainer {
   std::unique_ptr<WeightAverage> swa_; ///< [swa]; null when off
   std::unique_ptr<LrScheduler> swa_schedule_; ///< SWALR, from swa.start_epoch on
   History history_;
+  TensorBoardWriter tensorboard_; ///< [logging] tensorboard: mirrors history_, plus config, hparams, plots
   Progress progress_;
   CheckpointManager checkpoints_;
   Provenance provenance_; ///< what made this run: runtime.toml, every checkpoint, --resume's check

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,8 +24,11 @@ class History {
  public:
   /// `enabled` = false (ranks other than 0) makes every call a no-op.
   History(std::filesystem::path run_dir, bool enabled);
-  /// Appends a record to both files.
+  /// Appends a record to both files, then hands it to the listener.
   void add(HistoryRecord record);
+  /// `listener` sees every record add() writes from now on (the TensorBoard writer mirrors the
+  /// history this way, so no record can reach one and not the other).
+  void listen(std::function<void(const HistoryRecord&)> listener) { listener_ = std::move(listener); }
   /// Resuming: reloads history.jsonl, drops the records written after optimizer step `step`
   /// (the interrupted run's tail, which the resumed run will write again), rewrites both files.
   void resume(int64_t step);
@@ -37,6 +41,7 @@ class History {
   bool enabled_;
   std::ofstream jsonl_;
   std::vector<HistoryRecord> records_;
+  std::function<void(const HistoryRecord&)> listener_;
 };
 
 /// Formats a double for CSV/JSON: shortest round-trip text; NaN/Inf as JSON null / empty CSV cell.

@@ -20,6 +20,9 @@ class Progress {
   Progress(const std::string& mode, double every_seconds, bool enabled);
   /// Starts an epoch of `steps` optimizer steps (epoch is 0-based; shown 1-based).
   void start_epoch(int64_t epoch, int64_t epochs, int64_t steps);
+  /// Starts a pass of `steps` that is not a training epoch ("predict"): shown as `label` instead
+  /// of the epoch, without the lr. Ended by end_epoch() as an epoch is.
+  void start_task(std::string label, int64_t steps);
   /// After step `done` (1-based) of the epoch. `loss` is NaN when it was not read this step
   /// (reading it syncs the device); the last known value is shown then.
   void update(int64_t done, double loss, double lr);
@@ -40,6 +43,7 @@ class Progress {
   int64_t epoch_ = 0, epochs_ = 0, steps_ = 0, done_ = 0;
   double loss_, lr_ = 0;
   double wait_s_ = 0;  // seconds blocked on the loader this epoch
+  std::string task_;   // start_task's label; empty during training epochs
   std::chrono::steady_clock::time_point epoch_start_, last_emit_;
   bool bar_open_ = false;
 };

@@ -108,7 +108,8 @@ class LrScheduler {
 
 /// Builds the schedule `options.name` over every group of `optimizer` and sets the lr of
 /// step 0. `total_steps` is the number of optimizer steps of the whole run (see
-/// `total_optimizer_steps`); linear, cosine and one_cycle need it > 0, the others ignore it.
+/// `total_optimizer_steps`); linear, cosine and one_cycle need it > 0, range_test >= 2, the others
+/// ignore it.
 /// Throws ConfigError with the key path ("schedule.max_lr") for invalid options.
 std::unique_ptr<LrScheduler> make_scheduler(const SchedulerOptions& options,
                                             torch::optim::Optimizer& optimizer,
@@ -122,6 +123,13 @@ std::unique_ptr<LrScheduler> make_scheduler(const SchedulerOptions& options,
 /// ConfigError at `swa.lr` for a non-positive or mis-sized swa_lrs.
 std::unique_ptr<LrScheduler> make_swa_scheduler(torch::optim::Optimizer& optimizer, const std::vector<double>& swa_lrs,
                                                 int64_t anneal_epochs, bool cosine);
+
+/// The lr that the range_test schedule sets for optimizer step `step` (0-based) of a sweep over
+/// `total_steps` (>= 2) steps from `start` to `end`: start × (end / start)^(step / (total_steps − 1)),
+/// exactly `start` at step 0 and exactly `end` from step total_steps − 1 on. `host tune lr` calls it
+/// to know the lr of each step it reads back, whatever the parameter groups' scales.
+/// Example: range_test_lr(1e-7, 10, 100, 33) == 1e-7 × 1e8^(33 / 99) ≈ 4.6e-5.
+double range_test_lr(double start, double end, int64_t total_steps, int64_t step);
 
 /// Optimizer steps in a run: epochs × ceil(batches_per_epoch_per_rank / grad_accum_steps).
 /// The short last accumulation window of an epoch counts as a step (the trainer steps the
@@ -144,6 +152,7 @@ enum SchedulerKind : int {
   kKindOneCycle = 7,
   kKindPlateau = 8,
   kKindSwa = 9,
+  kKindRangeTest = 10,
 };
 // One constructor per family file; make_scheduler dispatches to them after the shared checks.
 std::unique_ptr<LrScheduler> make_one_cycle(const SchedulerOptions& o, torch::optim::Optimizer& opt,
@@ -151,6 +160,8 @@ std::unique_ptr<LrScheduler> make_one_cycle(const SchedulerOptions& o, torch::op
 std::unique_ptr<LrScheduler> make_warmup_decay(const SchedulerOptions& o, torch::optim::Optimizer& opt,
                                                int64_t total_steps);
 std::unique_ptr<LrScheduler> make_plateau(const SchedulerOptions& o, torch::optim::Optimizer& opt);
+std::unique_ptr<LrScheduler> make_range_test(const SchedulerOptions& o, torch::optim::Optimizer& opt,
+                                             int64_t total_steps);
 /// Throws ConfigError for key path `schedule.<key>`, message "schedule.<key>: <message>".
 [[noreturn]] void config_fail(const char* key, const std::string& message);
 /// Expands a "one value or per group" list to one value per group; ConfigError at `key`.

@@ -21,7 +21,8 @@ namespace tp {
 /// optim.lr, resolved per group by the trainer) and `gamma` (the key defaults to 0.1);
 /// host_keys_test checks that.
 struct SchedulerOptions {
-  /// constant | step | multistep | exponential | linear | cosine | one_cycle | reduce_on_plateau.
+  /// constant | step | multistep | exponential | linear | cosine | one_cycle | reduce_on_plateau |
+  /// range_test (the lr range test's sweep from min_lr to max_lr; `host tune lr`).
   std::string name = "constant";
 
   /* Warmup schedules (linear, cosine) */
@@ -29,12 +30,13 @@ struct SchedulerOptions {
   int64_t warmup_steps = 0;
   /// Warmup starts at this fraction of the base lr, in [0, 1]. 0 (Hugging Face) wastes step 0.
   double warmup_start_factor = 0.0;
-  /// linear, cosine: the lr reached at the last step; reduce_on_plateau: the lower bound.
-  /// Absolute, one value or per group.
+  /// linear, cosine: the lr reached at the last step; reduce_on_plateau: the lower bound;
+  /// range_test: the lr of step 0. Absolute, one value or per group.
   std::vector<double> min_lr{0.0};
 
   /* one_cycle */
-  /// Peak lr, one value or per group. Required for one_cycle; the optimizer's lr is ignored.
+  /// Peak lr, one value or per group. Required for one_cycle (the optimizer's lr is ignored) and
+  /// range_test (the lr of its last step).
   std::vector<double> max_lr;
   /// Fraction of the steps spent raising the lr.
   double pct_start = 0.3;

@@ -14,8 +14,13 @@ namespace tp {
 
 class DatasetProxy : public PluginInstance, public SampleSource {
  public:
-  /// Creates the dataset for `split` ("train" or "val").
+  /// Creates the dataset for `split` ("train", "val" or "test"). Throws PluginError for "test"
+  /// from a plugin built for ABI < 1.5, which knows only train and val.
   DatasetProxy(ComponentEntry entry, const ComponentConfig& config, std::string split);
+  /// Calls the component's prepare entry (ABI 1.5, PLG-17) for `split` with `config`; returns
+  /// false without calling anything when it has none (NULL, or a plugin built for ABI < 1.5).
+  /// Throws PluginError with the plugin's message when it fails.
+  static bool prepare(const ComponentEntry& entry, const ComponentConfig& config, const std::string& split);
   ~DatasetProxy() override;
 
   uint64_t size() const override { return size_; }

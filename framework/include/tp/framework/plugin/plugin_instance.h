@@ -20,6 +20,12 @@ struct StateTensor {
   bool is_buffer = false;
 };
 
+/// Throws PluginError naming the component `info` of `library`, `function` and the plugin's message
+/// when `status` is not TP_OK; `context` (e.g. "sample 17") is added to the message. For calls
+/// made without an instance (a dataset's prepare); instances use PluginInstance::check.
+void check_plugin_call(const ComponentInfo& info, const PluginLibrary& library, tp_status status, const char* function,
+                       const std::string& context = "");
+
 class PluginInstance {
  public:
   PluginInstance(const PluginInstance&) = delete;

@@ -12,8 +12,17 @@ namespace tp {
 /// process touched (LibTorch, plugins, data loader), never reset. Does not synchronise.
 double peak_memory_mb(const c10::Device& device);
 
+/// The accelerator's total memory in MB (its allocator's getMemoryInfo, what
+/// torch.cuda.mem_get_info()[1] reports), NaN on the CPU or where the allocator cannot say.
+/// `host tune batch-size` reads it from report.toml as the limit a micro-batch must fit under.
+double device_total_memory_mb(const c10::Device& device);
+
 /// Starts a new peak on an accelerator (torch.cuda.reset_peak_memory_stats); no-op on CPU,
 /// whose peak RSS cannot be reset.
 void reset_peak_memory(const c10::Device& device);
+
+/// Returns the accelerator's cached, unused blocks to the driver (torch.cuda.empty_cache), so a
+/// retry after an out-of-memory error starts from unfragmented memory; no-op on CPU.
+void release_cached_memory(const c10::Device& device);
 
 }  // namespace tp

@@ -61,6 +61,20 @@ class TrainingReport {
   /// One line for the end of the run: time per step and its split, samples/s, peak memory, TFLOP/s.
   std::string summary(int64_t steps, double seconds) const;
 
+  /// What the whole run did, for to_toml(); a resumed run's totals include the processes before it.
+  struct RunTotals {
+    int64_t epochs = 0;         ///< epochs completed
+    int64_t steps = 0;          ///< optimizer steps taken
+    double train_seconds = 0.0; ///< wall time of fit(), the interrupted processes' included
+  };
+  /// The run directory's report.toml (`host compare` reads it, docs/experiments.md): `totals`,
+  /// then what summary(steps, seconds) says as numbers, for the `steps` optimizer steps this
+  /// process ran in `seconds`: ms_per_step, data_wait_ms, forward_ms, backward_ms, optimizer_ms,
+  /// samples_per_s, peak_host_mb (peak RSS), on an accelerator peak_device_mb (peak allocated by
+  /// tensors), and tflops once FLOPs are known. The split keys are left out when `steps` is 0.
+  /// Reads the peak memory (no sync).
+  std::string to_toml(const RunTotals& totals, int64_t steps, double seconds) const;
+
  private:
   struct Timing {
     std::chrono::steady_clock::time_point start;

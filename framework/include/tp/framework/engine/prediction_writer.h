@@ -1,0 +1,63 @@
+// Prediction files (`host predict --format csv|jsonl|npy`), written as records arrive, in the
+// order they arrive, so a million samples need memory for one block only. The file grows under
+// `<path>.partial` and is renamed to `path` by finish(): a crash or a kill never leaves a
+// truncated file under the final name (docs/predict.md).
+//   csv    header `index,logits.0,...,logits.argmax,logits.prob,label`; a column with a
+//          per-sample shape is flattened row-major into `name.i` (`name.i.j` for 2-D).
+//   jsonl  one object per sample: {"index": 0, "logits": [..], "logits.argmax": 3, ...}; shaped
+//          columns as nested arrays; NaN and infinities as null.
+//   npy    one NumPy structured array of `rows` records (np.load(path)["logits"]): the records as
+//          they are, with the header's row count written at finish().
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "tp/framework/engine/prediction_rows.h"
+
+namespace tp {
+
+class PredictionWriter {
+ public:
+  /// Opens `<path>.partial` for `format` ("csv" | "jsonl" | "npy"). Throws tp::Error naming the
+  /// file when it cannot be created, ConfigError for an unknown format.
+  static std::unique_ptr<PredictionWriter> open(const std::filesystem::path& path, const std::string& format);
+  /// Without finish() (an error on the way), removes the partial file: a failed prediction
+  /// leaves nothing behind.
+  virtual ~PredictionWriter();
+
+  /// Appends `block`'s records. The first block fixes the columns; a later block with other
+  /// columns throws tp::Error. Throws tp::Error naming the file on a write error (a full disk).
+  void write(const RecordBlock& block);
+  /// Flushes, completes the header (npy), and renames the file to its final name. Without a
+  /// block written, the file holds the header only (csv needs a schema: `schema` then).
+  void finish(const PredictionSchema& schema);
+  /// Records written so far.
+  int64_t rows() const noexcept { return rows_; }
+
+ protected:
+  explicit PredictionWriter(std::filesystem::path path);
+  /// Format hooks: the header once the schema is known, the records, the closing touches.
+  virtual void write_header(const PredictionSchema& schema) = 0;
+  virtual void write_records(const RecordBlock& block) = 0;
+  virtual void complete(const PredictionSchema& schema) { (void)schema; }
+  /// Writes `bytes` to the partial file; throws tp::Error naming it on failure.
+  void put(const void* bytes, std::size_t size);
+  void put(const std::string& text) { put(text.data(), text.size()); }
+  /// Writes `bytes` at absolute `offset` (the npy header's row count).
+  void put_at(std::size_t offset, const std::string& text);
+
+  std::filesystem::path path_, partial_;
+  int64_t rows_ = 0;
+
+ private:
+  struct File;
+  std::shared_ptr<File> file_;
+  bool header_written_ = false;
+  bool finished_ = false;
+  PredictionSchema schema_;
+};
+
+}  // namespace tp

@@ -1,0 +1,52 @@
+// `host predict`'s loop (docs/predict.md): the model's outputs for every sample of one split,
+// one row per sample in dataset order, streamed to a PredictionWriter.
+//
+// Data-parallel runs are exact without padding: each rank reads its stride of the split
+// (LoaderMode::kEvalExact, unshuffled: rank r holds r, r+W, r+2W, ...), so round k of batches over
+// all ranks covers the dataset indices [kBW, (k+1)BW) exactly once. Every round, the ranks'
+// records travel to rank 0 (one all_gather of bytes), which sorts them by index and appends them.
+// Every forward sees B samples: a short batch (a rank's last, or samples skipped) is padded with
+// copies of its last sample, whose rows are dropped, because kernels may round differently per
+// batch size (oneDNN convolutions do on AVX-512), and the ranks' last batches are shorter than one
+// process's. So the file of W ranks is the file of one process, byte for byte, and rank 0 holds
+// one round (B x W rows) at a time, never the split.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tp/framework/data/data_loader.h"
+#include "tp/framework/engine/batch_placement.h"
+#include "tp/framework/engine/prediction_writer.h"
+#include "tp/framework/monitor/progress.h"
+#include "tp/framework/plugin/model_proxy.h"
+
+namespace tp {
+
+class DistContext;
+
+struct PredictOptions {
+  std::vector<std::string> outputs; ///< model outputs to write, in this order; empty = every output
+  bool tta_hflip = false;           ///< average each floating output with that of the mirrored input
+};
+
+struct PredictSummary {
+  int64_t rows = 0;     ///< samples written (all ranks)
+  int64_t skipped = 0;  ///< samples left out under data.on_bad_sample = "skip" (all ranks)
+  PredictionSchema schema;
+};
+
+/// [all ranks] Runs the model (in eval mode, under inference mode, in float32 as `host eval`)
+/// over `split` and writes one row per sample to `writer` (rank 0's; null on other ranks):
+/// "index", the chosen outputs, for a classification output (named "logits" or "*_logits",
+/// [N, C]) "<name>.argmax" and "<name>.prob" (the softmax probability of the argmax), and every
+/// field of the sample that holds one value per sample (a label, an id) under its own name.
+/// `loader_options` must be LoaderMode::kEvalExact without shuffling. Throws ConfigError naming
+/// --outputs for an output the model does not return.
+PredictSummary predict(ModelProxy& model, std::shared_ptr<SampleSource> split, LoaderOptions loader_options,
+                       const BatchPlacement& placement, const PredictOptions& options, PredictionWriter* writer,
+                       Progress& progress, DistContext* dist);
+
+}  // namespace tp

@@ -1,0 +1,47 @@
+// A finished run directory read back for comparison (`host compare`, `host sweep`): its resolved
+// configuration (config.toml), its history (history.jsonl) and its training report
+// (report.toml, which the trainer writes when training ends).
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <toml++/toml.h>
+
+#include "tp/framework/config/flatten.h"
+#include "tp/framework/monitor/history.h"
+
+namespace tp {
+
+/// One run directory's files, parsed.
+struct RunRecord {
+  std::filesystem::path dir;
+  std::string name;                   ///< the directory's own name ("amp.precision=bf16")
+  FlatConfig config;                  ///< config.toml, flattened
+  std::vector<HistoryRecord> history; ///< history.jsonl, in file order
+  toml::table report;                 ///< report.toml
+};
+
+/// Reads `dir`. Throws tp::ConfigError (exit 2) naming the directory and what is missing when it
+/// is not a directory or lacks config.toml, history.jsonl or report.toml (report.toml missing
+/// means the run has not finished: interrupted, failed or still running; the message says how to
+/// finish it); tp::Error (exit 1) naming file and line when a file does not parse.
+RunRecord read_run(const std::filesystem::path& dir);
+
+/// The value of `name` at each record of `run` that carries it (finite values only), as
+/// (optimizer step, value). Evaluated values come from "epoch" and "eval" records; only when
+/// those have none (a training value logged per step alone) from "step" records. `per_step` (when
+/// not null) says which kind was used.
+std::vector<std::pair<double, double>> metric_points(const RunRecord& run, const std::string& name,
+                                                     bool* per_step = nullptr);
+
+/// Whether a higher `metric` is better for `run`: the run's checkpoint.mode when the metric is its
+/// checkpoint.monitor, else early_stopping.mode when it is that monitor, else false for names
+/// containing "loss" or "error" and true for the rest (accuracy, f1, ...).
+bool higher_is_better(const RunRecord& run, const std::string& metric);
+
+/// report.toml's number `key`, or NaN when the report lacks it.
+double report_number(const RunRecord& run, const std::string& key);
+
+}  // namespace tp

@@ -1,0 +1,51 @@
+// prepare_datasets (run_components.h): the datasets' once-per-node preparation (ABI 1.5, PLG-17),
+// before any rank creates a dataset. The waiting ranks sit in one all-reduce (first_failure), so
+// they wait at most dist.timeout_s and learn the failing rank's message instead of timing out.
+#include <chrono>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "tp/framework/dist/dist_context.h"
+#include "tp/framework/engine/run_components.h"
+#include "tp/framework/error.h"
+#include "tp/framework/plugin/dataset_proxy.h"
+
+namespace tp {
+
+std::vector<std::string> prepare_datasets(const RunConfig& config, const Registry& registry, DatasetSplits splits,
+                                          int local_rank, DistContext* dist) {
+  std::vector<std::string> lines;
+  std::string failure;
+  std::exception_ptr own_error; // rethrown unchanged on the rank that failed
+  std::vector<std::string> names;
+  if (splits.train) names.emplace_back("train");
+  if (splits.val) names.emplace_back("val");
+  if (splits.test) names.emplace_back("test");
+  if (local_rank == 0) {
+    try {
+      for (const std::string& split : names) {
+        const ComponentConfig* table = dataset_table(config, split);
+        if (table == nullptr) continue;
+        const ComponentEntry entry = registry.find(table->component, TP_KIND_DATASET, table->key_path);
+        const auto start = std::chrono::steady_clock::now();
+        if (!DatasetProxy::prepare(entry, *table, split)) continue;
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        lines.push_back("prepared the " + split + " split of " + table->component + " (" + table->key_path + ") in " +
+                        std::to_string(seconds) + " s on local rank 0");
+      }
+    } catch (const std::exception& e) { // not only tp::Error: any failure here must reach the waiting ranks
+      if (dist == nullptr) throw;
+      failure = e.what();
+      own_error = std::current_exception();
+    }
+  }
+  if (dist == nullptr) return lines;
+  const std::string first = dist->first_failure(failure, "wait for the datasets' prepare on local rank 0 of each node");
+  if (first.empty()) return lines;
+  if (own_error) std::rethrow_exception(own_error);
+  throw Error("dataset preparation failed on " + first +
+              " (every rank stops: the data is not ready). Fix what it says, then start the run again.");
+}
+
+}  // namespace tp

@@ -1,0 +1,250 @@
+#include "tp/framework/engine/prediction_writer.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "tp/framework/error.h"
+
+namespace tp {
+namespace {
+
+// Shortest text that reads back to the same value (float32 values as float32, so a logit prints
+// as 0.1 rather than 0.10000000149011612).
+template <typename T>
+std::string number_text(T value, const char* non_finite_as) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (!std::isfinite(value)) return non_finite_as != nullptr ? non_finite_as : std::isnan(value) ? "nan" : value > 0 ? "inf" : "-inf";
+  }
+  char buffer[64];
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+  return std::string(buffer, result.ptr);
+}
+
+// Value `i` of a column starting at `data`, as text.
+std::string value_text(const PredictionColumn& c, const uint8_t* data, int64_t i, const char* non_finite_as) {
+  switch (c.type) {
+    case PredictionColumn::Type::kInt64: {
+      int64_t v = 0;
+      std::memcpy(&v, data + i * 8, 8);
+      return number_text(v, non_finite_as);
+    }
+    case PredictionColumn::Type::kFloat32: {
+      float v = 0;
+      std::memcpy(&v, data + i * 4, 4);
+      return number_text(v, non_finite_as);
+    }
+    case PredictionColumn::Type::kFloat64: {
+      double v = 0;
+      std::memcpy(&v, data + i * 8, 8);
+      return number_text(v, non_finite_as);
+    }
+  }
+  return "";
+}
+
+class CsvWriter final : public PredictionWriter {
+ public:
+  using PredictionWriter::PredictionWriter;
+
+ private:
+  void write_header(const PredictionSchema& schema) override {
+    std::string line;
+    for (const PredictionColumn& c : schema) {
+      if (c.shape.empty()) {
+        line += (line.empty() ? "" : ",") + c.name;
+        continue;
+      }
+      for (int64_t i = 0; i < c.values(); ++i) {
+        std::string name = c.name; // row-major multi-index: name.i.j
+        int64_t rest = i, stride = c.values();
+        for (int64_t size : c.shape) {
+          stride /= size;
+          name += "." + std::to_string(rest / stride);
+          rest %= stride;
+        }
+        line += "," + name;
+      }
+    }
+    put(line + "\n");
+  }
+  void write_records(const RecordBlock& block) override {
+    const int64_t record = record_bytes(block.schema);
+    std::string text;
+    for (int64_t row = 0; row < block.rows; ++row) {
+      const uint8_t* data = block.bytes.data() + row * record;
+      bool first = true;
+      for (const PredictionColumn& c : block.schema) {
+        for (int64_t i = 0; i < c.values(); ++i) {
+          text += first ? "" : ",";
+          text += value_text(c, data, i, nullptr);
+          first = false;
+        }
+        data += c.bytes();
+      }
+      text += '\n';
+    }
+    put(text);
+  }
+};
+
+class JsonlWriter final : public PredictionWriter {
+ public:
+  using PredictionWriter::PredictionWriter;
+
+ private:
+  void write_header(const PredictionSchema&) override {}
+  // Nested arrays of `shape` from value `first` on.
+  static void nest(std::string& text, const PredictionColumn& c, const uint8_t* data, std::size_t dim, int64_t& next) {
+    if (dim == c.shape.size()) {
+      text += value_text(c, data, next++, "null");
+      return;
+    }
+    text += '[';
+    for (int64_t i = 0; i < c.shape[dim]; ++i) {
+      if (i) text += ',';
+      nest(text, c, data, dim + 1, next);
+    }
+    text += ']';
+  }
+  void write_records(const RecordBlock& block) override {
+    const int64_t record = record_bytes(block.schema);
+    std::string text;
+    for (int64_t row = 0; row < block.rows; ++row) {
+      const uint8_t* data = block.bytes.data() + row * record;
+      text += '{';
+      for (std::size_t k = 0; k < block.schema.size(); ++k) {
+        const PredictionColumn& c = block.schema[k];
+        text += (k ? ",\"" : "\"") + c.name + "\":";
+        int64_t next = 0;
+        nest(text, c, data, 0, next);
+        data += c.bytes();
+      }
+      text += "}\n";
+    }
+    put(text);
+  }
+};
+
+// NPY format 1.0 (numpy.lib.format): magic, version, uint16 header length, a Python dict literal
+// padded with spaces to a multiple of 64 bytes, then the records. The row count is unknown until
+// the end (skipped samples), so the shape is written with room for 20 digits and filled in by
+// complete(); Python's literal parser allows the spaces inside the tuple.
+class NpyWriter final : public PredictionWriter {
+ public:
+  using PredictionWriter::PredictionWriter;
+
+ private:
+  static constexpr int kCountWidth = 20;
+  static std::string descr(const PredictionSchema& schema) {
+    std::string text = "[";
+    for (const PredictionColumn& c : schema) {
+      text += "('" + c.name + "', '" +
+              (c.type == PredictionColumn::Type::kInt64 ? "<i8" : c.type == PredictionColumn::Type::kFloat32 ? "<f4" : "<f8") +
+              "'";
+      if (!c.shape.empty()) {
+        text += ", (";
+        for (int64_t size : c.shape) text += std::to_string(size) + ",";
+        text += ")";
+      }
+      text += "), ";
+    }
+    return text + "]";
+  }
+  std::string header(const PredictionSchema& schema, int64_t rows) const {
+    std::string count = std::to_string(rows);
+    count.resize(kCountWidth, ' ');
+    std::string dict = "{'descr': " + descr(schema) + ", 'fortran_order': False, 'shape': (" + count + ",), }";
+    const std::size_t unpadded = 10 + dict.size() + 1; // magic 6, version 2, length 2, newline 1
+    dict.append((64 - unpadded % 64) % 64, ' ');
+    dict += '\n';
+    if (dict.size() > 65535) throw Error(partial_.string() + ": too many columns for an .npy header; use csv or jsonl.");
+    std::string out = "\x93NUMPY";
+    out += '\x01';
+    out += '\x00';
+    out += static_cast<char>(dict.size() & 0xff);
+    out += static_cast<char>(dict.size() >> 8);
+    return out + dict;
+  }
+  void write_header(const PredictionSchema& schema) override { put(header(schema, 0)); }
+  void write_records(const RecordBlock& block) override { put(block.bytes.data(), block.bytes.size()); }
+  void complete(const PredictionSchema& schema) override { put_at(0, header(schema, rows_)); }
+};
+
+}  // namespace
+
+struct PredictionWriter::File {
+  std::FILE* handle = nullptr;
+  ~File() {
+    if (handle != nullptr) std::fclose(handle);
+  }
+};
+
+PredictionWriter::PredictionWriter(std::filesystem::path path)
+    : path_(std::move(path)), partial_(path_.string() + ".partial"), file_(std::make_shared<File>()) {
+  if (path_.has_parent_path()) std::filesystem::create_directories(path_.parent_path());
+  file_->handle = std::fopen(partial_.c_str(), "wb");
+  if (file_->handle == nullptr)
+    throw Error("cannot create " + partial_.string() + ": " + std::strerror(errno) + ". Check --output.");
+  std::setvbuf(file_->handle, nullptr, _IOFBF, 1 << 20);
+}
+
+PredictionWriter::~PredictionWriter() {
+  if (finished_) return;
+  file_.reset(); // closes the handle first
+  std::error_code ignored;
+  std::filesystem::remove(partial_, ignored);
+}
+
+std::unique_ptr<PredictionWriter> PredictionWriter::open(const std::filesystem::path& path, const std::string& format) {
+  if (format == "csv") return std::unique_ptr<PredictionWriter>(new CsvWriter(path));
+  if (format == "jsonl") return std::unique_ptr<PredictionWriter>(new JsonlWriter(path));
+  if (format == "npy") return std::unique_ptr<PredictionWriter>(new NpyWriter(path));
+  throw ConfigError("--format", "predictions: unknown format '" + format + "' (csv, jsonl or npy).");
+}
+
+void PredictionWriter::put(const void* bytes, std::size_t size) {
+  if (size > 0 && std::fwrite(bytes, 1, size, file_->handle) != size)
+    throw Error("writing " + partial_.string() + " failed: " + std::strerror(errno) +
+                ". Free space there or choose another --output.");
+}
+
+void PredictionWriter::put_at(std::size_t offset, const std::string& text) {
+  if (std::fflush(file_->handle) != 0 || std::fseek(file_->handle, static_cast<long>(offset), SEEK_SET) != 0)
+    throw Error("writing " + partial_.string() + " failed: " + std::strerror(errno));
+  put(text);
+  std::fseek(file_->handle, 0, SEEK_END);
+}
+
+void PredictionWriter::write(const RecordBlock& block) {
+  if (!header_written_) {
+    schema_ = block.schema;
+    write_header(schema_);
+    header_written_ = true;
+  } else if (block.schema != schema_) {
+    throw Error("predictions: a batch has the columns " + schema_text(block.schema) + " where the first had " +
+                schema_text(schema_) + "; every sample of a split needs the same output shapes.");
+  }
+  write_records(block);
+  rows_ += block.rows;
+}
+
+void PredictionWriter::finish(const PredictionSchema& schema) {
+  if (!header_written_) {
+    schema_ = schema;
+    write_header(schema_);
+    header_written_ = true;
+  }
+  complete(schema_);
+  if (std::fflush(file_->handle) != 0 || std::fclose(file_->handle) != 0) {
+    file_->handle = nullptr;
+    throw Error("writing " + partial_.string() + " failed: " + std::strerror(errno) + ". Free space there.");
+  }
+  file_->handle = nullptr;
+  std::filesystem::rename(partial_, path_);
+  finished_ = true;
+}
+
+}  // namespace tp

@@ -1,0 +1,251 @@
+#include "tp/framework/engine/predictor.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <utility>
+
+#include "tp/framework/dist/dist_context.h"
+#include "tp/framework/error.h"
+
+namespace tp {
+namespace {
+
+constexpr const char* kIndexField = "__tp_index"; // added by IndexedSource, never seen by the model
+
+// The split with each sample's dataset index as one more field, so the records of a batch know
+// their rows even when data.on_bad_sample = "skip" left samples out.
+class IndexedSource final : public SampleSource {
+ public:
+  explicit IndexedSource(std::shared_ptr<SampleSource> inner) : inner_(std::move(inner)) {}
+  uint64_t size() const override { return inner_->size(); }
+  NamedTensors get(uint64_t index, const tp_worker_ctx_t& ctx) const override {
+    NamedTensors sample = inner_->get(index, ctx);
+    sample.emplace_back(kIndexField, at::scalar_tensor(static_cast<int64_t>(index), at::kLong));
+    return sample;
+  }
+  bool serial() const override { return inner_->serial(); }
+  void set_epoch(uint64_t epoch) override { inner_->set_epoch(epoch); }
+  std::string name() const override { return inner_->name(); }
+
+ private:
+  std::shared_ptr<SampleSource> inner_;
+};
+
+bool is_classification(const std::string& name, const at::Tensor& output) {
+  const bool named = name == "logits" || (name.size() > 7 && name.ends_with("_logits"));
+  return named && output.dim() == 2 && output.is_floating_point();
+}
+
+// Images mirrored left-right: every floating field with at least [N, H, W] flips its last axis.
+NamedTensors mirrored(const NamedTensors& batch) {
+  NamedTensors out = batch;
+  for (auto& [name, tensor] : out)
+    if (tensor.is_floating_point() && tensor.dim() >= 3) tensor = at::flip(tensor, {-1});
+  return out;
+}
+
+// `batch` with its last sample repeated up to `size` rows (a view of it when it is already that
+// long): the model then always runs at one batch size.
+NamedTensors padded(const NamedTensors& batch, int64_t size) {
+  NamedTensors out;
+  for (const auto& [name, tensor] : batch) {
+    const int64_t missing = size - tensor.size(0);
+    if (missing <= 0) {
+      out.emplace_back(name, tensor);
+      continue;
+    }
+    std::vector<int64_t> repeat(static_cast<std::size_t>(tensor.dim()), 1);
+    repeat[0] = missing;
+    out.emplace_back(name, at::cat({tensor, tensor.narrow(0, tensor.size(0) - 1, 1).repeat(repeat)}));
+  }
+  return out;
+}
+
+// The first `rows` rows of every output (the real samples of a padded batch).
+NamedTensors first_rows(NamedTensors outputs, int64_t rows) {
+  for (auto& [name, tensor] : outputs)
+    if (tensor.dim() > 0 && tensor.size(0) > rows) tensor = tensor.narrow(0, 0, rows);
+  return outputs;
+}
+
+class RowMaker {
+ public:
+  RowMaker(ModelProxy& model, const BatchPlacement& placement, const PredictOptions& options, int64_t batch_size)
+      : model_(model), placement_(placement), options_(options), batch_size_(batch_size) {}
+
+  RecordBlock records(NamedTensors batch) {
+    at::Tensor index;
+    NamedTensors inputs, per_sample;
+    for (auto& [name, tensor] : batch) {
+      if (name == kIndexField) {
+        index = tensor;
+        continue;
+      }
+      if (tensor.dim() == 1) per_sample.emplace_back(name, tensor); // one value per sample: a label, an id
+      inputs.emplace_back(name, std::move(tensor));
+    }
+    const int64_t rows = index.size(0);
+    const NamedTensors device_inputs = placement_.to_device(padded(inputs, batch_size_));
+    NamedTensors outputs = first_rows(model_.forward(device_inputs), rows);
+    if (options_.tta_hflip) {
+      const NamedTensors flipped = first_rows(model_.forward(mirrored(device_inputs)), rows);
+      for (std::size_t i = 0; i < outputs.size(); ++i)
+        if (outputs[i].second.is_floating_point()) outputs[i].second = (outputs[i].second + flipped[i].second) / 2;
+    }
+    std::vector<std::pair<std::string, at::Tensor>> columns{{"index", index}};
+    for (const std::string& name : chosen(outputs)) {
+      const at::Tensor& output = find(outputs, name);
+      columns.emplace_back(name, output);
+      if (!is_classification(name, output)) continue;
+      const auto [prob, argmax] = at::softmax(output.to(at::kFloat), 1).max(1);
+      columns.emplace_back(name + ".argmax", argmax);
+      columns.emplace_back(name + ".prob", prob);
+    }
+    for (auto& [name, tensor] : per_sample) {
+      const bool taken = std::any_of(columns.begin(), columns.end(), [&](const auto& c) { return c.first == name; });
+      columns.emplace_back(taken ? "sample." + name : name, tensor);
+    }
+    return pack_records(columns);
+  }
+
+ private:
+  std::vector<std::string> chosen(const NamedTensors& outputs) const {
+    std::vector<std::string> names = options_.outputs;
+    if (names.empty())
+      for (const auto& [name, tensor] : outputs) names.push_back(name);
+    for (const std::string& name : names)
+      if (std::none_of(outputs.begin(), outputs.end(), [&](const auto& o) { return o.first == name; })) {
+        std::string available;
+        for (const auto& [output, tensor] : outputs) available += (available.empty() ? "" : ", ") + output;
+        throw ConfigError("--outputs", "host predict --outputs names '" + name + "', which model " + model_.id() +
+                                           " does not return (its outputs: " + available + ").");
+      }
+    return names;
+  }
+  static const at::Tensor& find(const NamedTensors& outputs, const std::string& name) {
+    return std::find_if(outputs.begin(), outputs.end(), [&](const auto& o) { return o.first == name; })->second;
+  }
+
+  ModelProxy& model_;
+  const BatchPlacement& placement_;
+  const PredictOptions& options_;
+  int64_t batch_size_; ///< every forward runs at this batch size (padded)
+};
+
+// Every rank's block of this round on rank 0, in one block (others get an empty one). Two
+// all_gathers: the sizes, then the bytes (schema text + records) padded to the longest.
+RecordBlock gather_on_rank0(const RecordBlock& mine, DistContext& dist) {
+  const std::string schema = mine.rows > 0 ? schema_text(mine.schema) : "";
+  const auto device = dist.device();
+  const at::Tensor sizes = at::tensor(std::vector<int64_t>{static_cast<int64_t>(schema.size()),
+                                                           static_cast<int64_t>(mine.bytes.size())}, at::kLong)
+                               .to(device);
+  std::vector<at::Tensor> all_sizes = dist.all_gather(sizes, "gather the prediction block sizes");
+  int64_t longest = 1;
+  std::vector<std::pair<int64_t, int64_t>> lengths;
+  for (const at::Tensor& s : all_sizes) {
+    const at::Tensor c = s.cpu();
+    lengths.emplace_back(c[0].item<int64_t>(), c[1].item<int64_t>());
+    longest = std::max(longest, lengths.back().first + lengths.back().second);
+  }
+  at::Tensor payload = at::zeros({longest}, at::kByte);
+  std::memcpy(payload.data_ptr(), schema.data(), schema.size());
+  if (!mine.bytes.empty()) std::memcpy(static_cast<uint8_t*>(payload.data_ptr()) + schema.size(), mine.bytes.data(), mine.bytes.size());
+  std::vector<at::Tensor> all = dist.all_gather(payload.to(device), "gather the prediction rows on rank 0");
+  RecordBlock merged;
+  if (dist.rank() != 0) return merged;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    const auto [schema_length, byte_length] = lengths[r];
+    if (byte_length == 0) continue;
+    const at::Tensor bytes = all[r].cpu();
+    const auto* data = static_cast<const uint8_t*>(bytes.data_ptr());
+    PredictionSchema schema_r = parse_schema(std::string(reinterpret_cast<const char*>(data), schema_length));
+    if (merged.schema.empty()) merged.schema = schema_r;
+    if (schema_r != merged.schema)
+      throw Error("predictions: rank " + std::to_string(r) + " produced the columns " + schema_text(schema_r) +
+                  " where rank 0 expected " + schema_text(merged.schema) + "; every sample needs the same output shapes.");
+    merged.bytes.insert(merged.bytes.end(), data + schema_length, data + schema_length + byte_length);
+    merged.rows += byte_length / record_bytes(schema_r);
+  }
+  return merged;
+}
+
+}  // namespace
+
+PredictSummary predict(ModelProxy& model, std::shared_ptr<SampleSource> split, LoaderOptions loader_options,
+                       const BatchPlacement& placement, const PredictOptions& options, PredictionWriter* writer,
+                       Progress& progress, DistContext* dist) {
+  if (loader_options.mode() != LoaderMode::kEvalExact || loader_options.shuffle())
+    throw Error("predict: the loader must read the split exactly once, unshuffled (LoaderMode::kEvalExact)");
+  DataLoader loader(std::make_shared<IndexedSource>(std::move(split)), loader_options);
+  // Rank 0 holds the longest stride (kEvalExact), so its batch count is the number of rounds.
+  int64_t rounds = loader.batches_per_epoch();
+  if (dist) {
+    std::vector<at::Tensor> counts{at::tensor(std::vector<int64_t>{dist->rank() == 0 ? rounds : 0}, at::kLong).to(dist->device())};
+    dist->broadcast(counts, "agree on the prediction rounds");
+    rounds = counts[0].cpu().item<int64_t>();
+  }
+  const int64_t mine = loader.batches_per_epoch();
+  PredictSummary summary;
+  RowMaker rows(model, placement, options, loader_options.batch_size());
+  model.set_training(false);
+  c10::InferenceMode inference;
+  progress.start_task("predict", rounds);
+  loader.start_epoch(0);
+  // Rank 0 writes each gathered round at the start of the next one (and the last after the loop),
+  // inside the part every rank agrees on: a failed write (a full disk) ends every rank in the same
+  // round with its message instead of leaving the others waiting in the next gather.
+  RecordBlock gathered;
+  auto write_gathered = [&] {
+    if (writer == nullptr || gathered.rows == 0) return;
+    sort_by_index(gathered);
+    if (summary.schema.empty()) summary.schema = gathered.schema;
+    writer->write(gathered);
+    gathered = {};
+  };
+  for (int64_t round = 0; round <= rounds; ++round) {
+    // 1. Rank 0 appends the previous round in dataset order; this rank's batch of the round
+    //    (none past its stride's end, or all samples skipped). Round `rounds` only writes.
+    RecordBlock block;
+    std::string failure;
+    std::exception_ptr error;
+    try {
+      write_gathered();
+      if (round < mine) {
+        std::optional<NamedTensors> batch = loader.next();
+        if (batch && !batch->empty()) block = rows.records(std::move(*batch));
+      }
+    } catch (const std::exception& e) {
+      if (!dist) throw;
+      failure = e.what();
+      error = std::current_exception();
+    }
+    // 2. Every rank learns of a failure on any rank, instead of waiting in the gather.
+    if (dist) {
+      const std::string first = dist->first_failure(failure, "agree that the prediction round succeeded");
+      if (error) std::rethrow_exception(error);
+      if (!first.empty()) throw Error("prediction stopped: " + first);
+    }
+    if (round == rounds) break;
+    // 3. Rank 0 holds every rank's rows of the round.
+    gathered = dist ? gather_on_rank0(block, *dist) : std::move(block);
+    progress.update(round + 1, std::numeric_limits<double>::quiet_NaN(), 0.0);
+  }
+  at::Tensor skipped = at::tensor(std::vector<int64_t>{loader.skipped_count()}, at::kLong);
+  if (dist) {
+    skipped = skipped.to(dist->device());
+    std::vector<at::Tensor> tensors{skipped};
+    dist->all_reduce_sum(tensors, "count the samples skipped while predicting");
+  }
+  summary.skipped = skipped.cpu().item<int64_t>();
+  summary.rows = writer != nullptr ? writer->rows() : 0;
+  progress.end_epoch({});
+  return summary;
+}
+
+}  // namespace tp

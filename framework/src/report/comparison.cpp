@@ -1,0 +1,221 @@
+#include "tp/framework/report/comparison.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <optional>
+#include <set>
+
+#include "tp/framework/error.h"
+
+namespace tp {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// The keys on which the runs do not all agree (a key only some runs have counts as differing).
+std::vector<std::string> keys_that_differ(const std::vector<RunRecord>& runs) {
+  std::set<std::string> all;
+  for (const RunRecord& run : runs)
+    for (const auto& [key, value] : run.config)
+      if (run_location_keys().count(key) == 0) all.insert(key);
+  std::vector<std::string> out;
+  for (const std::string& key : all) {
+    std::optional<FlatValue> first;
+    bool differs = false;
+    for (std::size_t i = 0; i < runs.size() && !differs; ++i) {
+      const auto it = runs[i].config.find(key);
+      const std::optional<FlatValue> value =
+          it == runs[i].config.end() ? std::nullopt : std::optional<FlatValue>(it->second);
+      if (i == 0) first = value;
+      else differs = first.has_value() != value.has_value() || (first && !(*first == *value));
+    }
+    if (differs) out.push_back(key);
+  }
+  return out;
+}
+
+std::string known_values(const RunRecord& run) {
+  std::set<std::string> names;
+  for (const HistoryRecord& record : run.history)
+    for (const auto& [name, value] : record.values)
+      if (name != "step" && name != "epoch") names.insert(name);
+  std::string out;
+  for (const std::string& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out.empty() ? "none" : out;
+}
+
+ComparisonRow row_of(const RunRecord& run, const std::vector<std::string>& keys, const std::string& metric) {
+  ComparisonRow row;
+  row.run = run.name;
+  for (const std::string& key : keys) {
+    const auto it = run.config.find(key);
+    row.config.push_back(it == run.config.end() ? FlatValue{} : it->second);
+  }
+  const auto points = metric_points(run, metric);
+  if (points.empty())
+    throw ConfigError("--metric", "the run '" + run.dir.string() + "' never recorded '" + metric +
+                                      "' in its history.jsonl (it has: " + known_values(run) +
+                                      "). Pass --metric with one of those.");
+  row.final_metric = points.back().second;
+  const bool higher = higher_is_better(run, metric);
+  row.best_metric = points.front().second;
+  for (const auto& [step, value] : points)
+    row.best_metric = higher ? std::max(row.best_metric, value) : std::min(row.best_metric, value);
+  // Length and training time from the history, which is what the run did (resumes included).
+  double epoch_seconds = 0.0, samples = 0.0;
+  int epochs_timed = 0;
+  for (const HistoryRecord& record : run.history) {
+    double epoch = kNaN, seconds = kNaN, rate = kNaN;
+    for (const auto& [name, value] : record.values) {
+      if (name == "step" && std::isfinite(value)) row.steps = std::max(row.steps, static_cast<int64_t>(value));
+      if (name == "epoch") epoch = value;
+      if (name == "time/epoch_s") seconds = value;
+      if (name == "throughput/samples_per_s") rate = value;
+    }
+    if (record.kind != "epoch") continue;
+    if (std::isfinite(epoch)) row.epochs = std::max(row.epochs, static_cast<int64_t>(epoch));
+    if (!std::isfinite(seconds)) continue;
+    epoch_seconds += seconds;
+    ++epochs_timed;
+    if (std::isfinite(rate)) samples += rate * seconds;
+  }
+  row.epoch_s = epochs_timed > 0 ? epoch_seconds / epochs_timed : kNaN;
+  row.samples_per_s = epoch_seconds > 0 ? samples / epoch_seconds : kNaN;
+  row.wall_s = report_number(run, "train_seconds");
+  row.peak_device_mb = report_number(run, "peak_device_mb");
+  row.peak_host_mb = report_number(run, "peak_host_mb");
+  row.ms_per_step = report_number(run, "ms_per_step");
+  row.data_wait_ms = report_number(run, "data_wait_ms");
+  row.forward_ms = report_number(run, "forward_ms");
+  row.backward_ms = report_number(run, "backward_ms");
+  row.optimizer_ms = report_number(run, "optimizer_ms");
+  return row;
+}
+
+/* Formatting */
+
+struct Column {
+  std::string name;
+  const char* format; ///< printf format for reading (Markdown, text)
+};
+
+// The table as cells: `exact` numbers (CSV) or rounded ones (Markdown, text); `missing` for NaN.
+std::vector<std::vector<std::string>> cells(const Comparison& c, bool exact, const std::string& missing) {
+  std::vector<Column> numbers{{"final " + c.metric, "%.4f"}, {"best " + c.metric, "%.4f"},
+                              {"epochs", "%.0f"}, {"steps", "%.0f"}, {"wall_s", "%.1f"}, {"epoch_s", "%.2f"},
+                              {"samples_per_s", "%.0f"}, {"peak_device_mb", "%.0f"}, {"peak_host_mb", "%.0f"},
+                              {"ms_per_step", "%.2f"}, {"data_wait_ms", "%.2f"}, {"forward_ms", "%.2f"},
+                              {"backward_ms", "%.2f"}, {"optimizer_ms", "%.2f"}};
+  std::vector<std::vector<std::string>> out;
+  std::vector<std::string> header{"run"};
+  header.insert(header.end(), c.keys.begin(), c.keys.end());
+  for (const Column& column : numbers) header.push_back(column.name);
+  out.push_back(header);
+  for (const ComparisonRow& r : c.rows) {
+    std::vector<std::string> line{r.run};
+    for (const FlatValue& value : r.config) line.push_back(value.literal.empty() ? missing : value.display);
+    const double values[] = {r.final_metric, r.best_metric, r.epochs < 0 ? kNaN : double(r.epochs),
+                             r.steps < 0 ? kNaN : double(r.steps), r.wall_s, r.epoch_s, r.samples_per_s,
+                             r.peak_device_mb, r.peak_host_mb, r.ms_per_step, r.data_wait_ms, r.forward_ms,
+                             r.backward_ms, r.optimizer_ms};
+    for (std::size_t i = 0; i < numbers.size(); ++i) {
+      if (!std::isfinite(values[i])) {
+        line.push_back(missing);
+      } else if (exact) {
+        line.push_back(format_number(values[i]));
+      } else {
+        char text[64];
+        std::snprintf(text, sizeof text, numbers[i].format, values[i]);
+        line.push_back(text);
+      }
+    }
+    out.push_back(line);
+  }
+  return out;
+}
+
+std::string csv_cell(const std::string& text) {
+  if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
+  std::string out = "\"";
+  for (const char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string markdown_cell(const std::string& text) {
+  std::string out;
+  for (const char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
+
+}  // namespace
+
+std::string default_metric(const std::vector<RunRecord>& runs) {
+  std::set<std::string> monitors;
+  std::string listing;
+  for (const RunRecord& run : runs) {
+    const auto it = run.config.find("checkpoint.monitor");
+    const std::string monitor = it == run.config.end() ? "val/loss" : it->second.display;
+    monitors.insert(monitor);
+    listing += (listing.empty() ? "" : ", ") + run.name + ": " + monitor;
+  }
+  if (monitors.size() != 1)
+    throw ConfigError("--metric", "the runs monitor different metrics (checkpoint.monitor of " + listing +
+                                      "); say which one to compare with --metric NAME.");
+  return *monitors.begin();
+}
+
+Comparison compare_runs(const std::vector<RunRecord>& runs, const std::string& metric) {
+  TP_CHECK(!runs.empty(), "compare_runs: no runs");
+  Comparison comparison;
+  comparison.metric = metric;
+  comparison.keys = keys_that_differ(runs);
+  for (const RunRecord& run : runs) comparison.rows.push_back(row_of(run, comparison.keys, metric));
+  return comparison;
+}
+
+std::string comparison_csv(const Comparison& comparison) {
+  std::string out;
+  for (const auto& line : cells(comparison, true, "")) {
+    for (std::size_t i = 0; i < line.size(); ++i) out += (i ? "," : "") + csv_cell(line[i]);
+    out += "\n";
+  }
+  return out;
+}
+
+std::string comparison_markdown(const Comparison& comparison) {
+  const auto table = cells(comparison, false, "-");
+  std::string out;
+  for (std::size_t row = 0; row < table.size(); ++row) {
+    out += "|";
+    for (const std::string& cell : table[row]) out += " " + markdown_cell(cell) + " |";
+    out += "\n";
+    if (row != 0) continue;
+    out += "|";
+    // Numbers right-aligned, names and config values left-aligned.
+    for (std::size_t i = 0; i < table[row].size(); ++i) out += i <= comparison.keys.size() ? "---|" : "---:|";
+    out += "\n";
+  }
+  return out;
+}
+
+std::string comparison_text(const Comparison& comparison) {
+  const auto table = cells(comparison, false, "-");
+  std::vector<std::size_t> widths(table.front().size(), 0);
+  for (const auto& line : table)
+    for (std::size_t i = 0; i < line.size(); ++i) widths[i] = std::max(widths[i], line[i].size());
+  std::string out;
+  for (const auto& line : table) {
+    std::string text;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+      const std::string pad(widths[i] - line[i].size(), ' ');
+      text += (i ? "  " : "") + (i <= comparison.keys.size() ? line[i] + pad : pad + line[i]);
+    }
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    out += text + "\n";
+  }
+  return out;
+}
+
+}  // namespace tp

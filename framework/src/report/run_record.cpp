@@ -1,0 +1,84 @@
+#include "tp/framework/report/run_record.h"
+
+#include <cmath>
+#include <limits>
+
+#include "history_reader.h"
+#include "tp/framework/error.h"
+
+namespace tp {
+namespace {
+
+toml::table parse_toml_file(const std::filesystem::path& file) {
+  try {
+    return toml::parse_file(file.string());
+  } catch (const toml::parse_error& e) {
+    const auto& where = e.source().begin;
+    throw Error(file.string() + ":" + std::to_string(where.line) + ":" + std::to_string(where.column) + ": " +
+                std::string(e.description()) + ". The host writes this file; it was damaged or edited by hand. "
+                "Restore it or leave the run out of the comparison.");
+  }
+}
+
+std::string text_value(const RunRecord& run, const std::string& key) {
+  const auto it = run.config.find(key);
+  return it == run.config.end() ? std::string() : it->second.display;
+}
+
+}  // namespace
+
+RunRecord read_run(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    throw ConfigError("", "the run directory '" + dir.string() + "' " +
+                              (std::filesystem::exists(dir, ec) ? "is not a directory" : "does not exist") +
+                              ". Pass the directories training runs wrote (their run.output_dir or --output-dir).");
+  for (const char* file : {"config.toml", "history.jsonl"})
+    if (!std::filesystem::exists(dir / file, ec))
+      throw ConfigError("", "'" + dir.string() + "' has no " + file + ", so it is not a training run's directory "
+                            "(or its training has not started). Pass the directory given as run.output_dir or "
+                            "--output-dir when training.");
+  if (!std::filesystem::exists(dir / "report.toml", ec))
+    throw ConfigError("", "'" + dir.string() + "' has no report.toml: its training has not finished (it was "
+                          "interrupted, it failed, or it is still running; the trainer writes report.toml when "
+                          "training ends). Finish it with `host train --config " + (dir / "config.toml").string() +
+                          " --resume auto`, or leave it out of the comparison.");
+  RunRecord run;
+  run.dir = dir;
+  run.name = dir.lexically_normal().filename().string();
+  if (run.name.empty()) run.name = dir.lexically_normal().parent_path().filename().string(); // "runs/a/"
+  run.config = flatten_config(parse_toml_file(dir / "config.toml"));
+  run.history = detail::read_history(dir / "history.jsonl");
+  run.report = parse_toml_file(dir / "report.toml");
+  return run;
+}
+
+std::vector<std::pair<double, double>> metric_points(const RunRecord& run, const std::string& name, bool* per_step) {
+  std::vector<std::pair<double, double>> evaluated, stepped;
+  for (const HistoryRecord& record : run.history) {
+    double step = std::nan(""), value = std::nan("");
+    for (const auto& [key, v] : record.values) {
+      if (key == "step") step = v;
+      if (key == name) value = v;
+    }
+    if (!std::isfinite(step) || !std::isfinite(value)) continue;
+    if (record.kind == "epoch" || record.kind == "eval") evaluated.emplace_back(step, value);
+    else if (record.kind == "step") stepped.emplace_back(step, value);
+  }
+  const bool use_steps = evaluated.empty();
+  if (per_step != nullptr) *per_step = use_steps;
+  return use_steps ? stepped : evaluated;
+}
+
+bool higher_is_better(const RunRecord& run, const std::string& metric) {
+  for (const char* table : {"checkpoint", "early_stopping"})
+    if (text_value(run, std::string(table) + ".monitor") == metric)
+      return text_value(run, std::string(table) + ".mode") == "max";
+  return metric.find("loss") == std::string::npos && metric.find("error") == std::string::npos;
+}
+
+double report_number(const RunRecord& run, const std::string& key) {
+  return run.report[key].value<double>().value_or(std::numeric_limits<double>::quiet_NaN());
+}
+
+}  // namespace tp

@@ -1,0 +1,41 @@
+// `host compare RUN_DIR... [--metric NAME] [--output-dir DIR]`: the runs side by side
+// (docs/experiments.md). Reads only the run directories; loads no plugin and no LibTorch state.
+#include <cstdio>
+#include <filesystem>
+
+#include "commands.h"
+#include "tp/framework/error.h"
+#include "tp/framework/report/comparison.h"
+#include "tp/framework/util/atomic_file.h"
+
+namespace tp::cli {
+
+int run_compare(const Options& options) {
+  namespace fs = std::filesystem;
+  // Every directory is read before anything is written: a missing or unfinished run is reported
+  // at once, naming it, and leaves no half-written comparison behind.
+  std::vector<RunRecord> runs;
+  for (const std::string& dir : options.run_dirs) runs.push_back(read_run(dir));
+  const std::string metric = options.metric.empty() ? default_metric(runs) : options.metric;
+  const Comparison comparison = compare_runs(runs, metric);
+
+  const fs::path out_dir = options.output_dir.empty() ? fs::path(".") : fs::path(options.output_dir);
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) throw ConfigError("--output-dir", "host compare: cannot create the output directory " + out_dir.string() +
+                                                ": " + ec.message() + ". Pass a writable --output-dir.");
+  write_file_atomically(out_dir / "comparison.csv", comparison_csv(comparison));
+  write_file_atomically(out_dir / "comparison.md", comparison_markdown(comparison));
+  std::printf("%s\n", comparison_text(comparison).c_str());
+  std::printf("%s\n%s\n", (out_dir / "comparison.csv").c_str(), (out_dir / "comparison.md").c_str());
+  // The table is the result; charts are a view of it, so a missing cairo driver only warns.
+  try {
+    for (const auto& file : draw_comparison_plots(runs, comparison, out_dir)) std::printf("%s\n", file.c_str());
+  } catch (const Error& e) {
+    std::fprintf(stderr, "host compare: the comparison plots were not drawn: %s\n", e.what());
+  }
+  std::fflush(stdout);
+  return kExitOk;
+}
+
+}  // namespace tp::cli

@@ -1,0 +1,97 @@
+// `host predict` (docs/predict.md): a checkpoint's outputs for every sample of one split, one row
+// per sample in dataset order, written by rank 0 as the ranks produce them.
+#include <cstdio>
+#include <sstream>
+
+#include "commands.h"
+#include "session.h"
+#include "tp/framework/checkpoint/checkpoint.h"
+#include "tp/framework/engine/predictor.h"
+#include "tp/framework/engine/run_components.h"
+#include "tp/framework/engine/runtime_setup.h"
+#include "tp/framework/error.h"
+
+namespace tp::cli {
+namespace {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::istringstream in(text);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) items.push_back(item);
+  return items;
+}
+
+}  // namespace
+
+int run_predict(const Options& options) {
+  auto session = open_session(options);
+  const RunConfig& config = session->config;
+  std::filesystem::path path = options.checkpoint;
+  if (options.checkpoint == "best" || options.checkpoint == "last")
+    path = session->run_dir / "checkpoints" / (options.checkpoint + ".pt");
+  const LoadedCheckpoint checkpoint = load_checkpoint(path);
+
+  apply_cpu_settings(static_cast<int>(config.run.threads), static_cast<int>(config.data.num_workers));
+  const c10::Device device = session->device(); // cuda:LOCAL_RANK under data-parallel prediction
+  session->logger.info(apply_determinism(config.run.deterministic, device));
+  const DatasetSplits splits{.train = options.split == "train", .val = options.split == "val",
+                             .test = options.split == "test"};
+  for (const std::string& line :
+       prepare_datasets(config, session->registry, splits, session->place.local_rank, session->dist.get()))
+    session->logger.info(line);
+  RunComponents parts = create_components(config, session->registry, splits);
+  const std::shared_ptr<DatasetProxy> split =
+      options.split == "train" ? parts.train_data : options.split == "val" ? parts.val_data : parts.test_data;
+  if (!split)
+    throw ConfigError("data." + options.split,
+                      "host predict --split " + options.split + ": the run has no " + options.split + " split; add [data." +
+                          options.split + "] or set data." + options.split + "_from_train = true.");
+
+  const BatchPlacement placement(device, config.run.channels_last);
+  const std::vector<StateTensor> state = placement.place_model(*parts.model);
+  restore_weights(checkpoint.weights(options.weights, "--weights"), state);
+
+  const bool rank0 = session->place.rank == 0;
+  std::filesystem::path output = options.output;
+  if (output.empty()) {
+    const std::string weights = options.weights == "live" ? "" : "_" + options.weights;
+    output = session->run_dir / ("predictions_" + options.split + "_" + path.stem().string() + weights + "." + options.format);
+  }
+  std::unique_ptr<PredictionWriter> writer = rank0 ? PredictionWriter::open(output, options.format) : nullptr;
+  const int64_t batch = config.eval.batch_size > 0 ? config.eval.batch_size : config.train.batch_size;
+  const int rank = session->dist ? session->dist->rank() : 0;
+  const int world = session->dist ? session->dist->world_size() : 1;
+  const LoaderOptions loader = LoaderOptions()
+                                   .batch_size(batch)
+                                   .num_workers(config.data.num_workers)
+                                   .prefetch(config.data.prefetch)
+                                   .shuffle(false)
+                                   .seed(static_cast<uint64_t>(config.run.seed))
+                                   .rank(rank)
+                                   .world_size(world)
+                                   .mode(LoaderMode::kEvalExact)
+                                   .pin_memory(device.is_cuda())
+                                   .on_bad_sample(config.data.on_bad_sample == "skip" ? BadSamplePolicy::kSkip
+                                                                                      : BadSamplePolicy::kFail);
+  Progress progress(config.progress.mode, config.progress.every_seconds, rank0);
+  const PredictSummary summary = predict(*parts.model, split, loader, placement,
+                                         PredictOptions{split_list(options.outputs), options.tta == "hflip"},
+                                         writer.get(), progress, session->dist.get());
+  if (!rank0) return kExitOk;
+  writer->finish(summary.schema);
+  std::string columns;
+  for (const PredictionColumn& c : summary.schema) columns += (columns.empty() ? "" : ", ") + c.name;
+  std::printf("predictions of %s%s (epoch %lld, step %lld) for %lld samples of the %s split%s\n  columns: %s\n"
+              "written to %s\n",
+              options.weights == "live" ? "" : "the ema weights of ", path.c_str(),
+              static_cast<long long>(checkpoint.epoch), static_cast<long long>(checkpoint.step),
+              static_cast<long long>(summary.rows), options.split.c_str(), options.tta == "hflip" ? " (hflip TTA)" : "",
+              columns.c_str(), output.c_str());
+  if (summary.skipped > 0)
+    std::printf("  %lld samples were skipped (data.on_bad_sample = \"skip\"): their rows are missing\n",
+                static_cast<long long>(summary.skipped));
+  return kExitOk;
+}
+
+}  // namespace tp::cli

@@ -1,0 +1,253 @@
+// `host sweep --config FILE --grid KEY=V1,V2 [--grid ...] [--set ...] [--output-dir DIR]
+// [--metric NAME]`: trains every cell of the grid one after another, each as a child `host train`
+// into DIR/<cell name>, records each finished cell in DIR/sweep.toml, then writes the comparison
+// of the cells into DIR (docs/experiments.md).
+//
+// Choices, and why:
+// - Every cell's configuration is loaded and validated (host keys, component schemas, precision
+//   on the device) before the first cell trains: a typo in the fourth cell costs no training.
+// - A cell is a child process, not a second Trainer in this process: each cell starts from a
+//   clean process (allocator caches, peak-memory counters, plugin state), so cells compare fairly,
+//   and a cell that crashes takes only itself down.
+// - The first failing cell stops the sweep with its exit code. Cells of a grid share almost all
+//   of their configuration, so what failed one (data, disk, memory) most likely fails the next;
+//   rerunning the same command after the fix skips the finished cells.
+// - A rerun skips the cells sweep.toml records as done (after checking that their config.toml
+//   still matches what the sweep would train now) and resumes the others (--resume auto).
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+
+#include "child_process.h"
+#include "commands.h"
+#include "session.h"
+#include "sweep_grid.h"
+#include "sweep_record.h"
+#include "tp/framework/amp/precision.h"
+#include "tp/framework/config/flatten.h"
+#include "tp/framework/config/load.h"
+#include "tp/framework/engine/run_components.h"
+#include "tp/framework/engine/runtime_setup.h"
+#include "tp/framework/error.h"
+
+namespace tp::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// A cell and what the sweep knows about it before training.
+struct PlannedCell {
+  SweepCell cell;
+  fs::path dir;
+  FlatConfig config; ///< its resolved configuration, flattened
+};
+
+std::vector<std::string> cell_sets(const Options& options, const SweepCell& cell) {
+  std::vector<std::string> sets = options.sets;
+  sets.insert(sets.end(), cell.overrides.begin(), cell.overrides.end());
+  return sets;
+}
+
+std::string describe(const SweepCell& cell) {
+  std::string text;
+  for (const std::string& o : cell.overrides) text += (text.empty() ? "--set " : " --set ") + o;
+  return text;
+}
+
+// 1. Every cell's configuration, validated as `host train` would validate it: host keys first
+//    (no plugin loaded), then the plugins once and every component table, then the precision on
+//    the device.
+//    The sweep directory is --output-dir, else run.output_dir of the first cell (the config's,
+//    unless a grid sets it).
+struct Plan {
+  fs::path dir; ///< the sweep directory
+  std::vector<PlannedCell> cells;
+};
+
+Plan plan(const Options& options, const std::vector<SweepCell>& cells) {
+  const auto env = process_environment();
+  std::vector<RunConfig> configs;
+  const auto in_cell = [](const SweepCell& cell, const ConfigError& e) {
+    return ConfigError(e.key_path(), "host sweep: the cell '" + cell.name + "' (" + describe(cell) + "): " + e.what() +
+                                         " Nothing was trained.");
+  };
+  for (const SweepCell& cell : cells) {
+    try {
+      configs.push_back(load_run_config(options.config, cell_sets(options, cell), env));
+    } catch (const ConfigError& e) {
+      throw in_cell(cell, e);
+    }
+  }
+  const fs::path sweep_dir =
+      options.output_dir.empty() ? fs::path(configs.front().run.output_dir) : fs::path(options.output_dir);
+  Options first = options;
+  first.sets = cell_sets(options, cells.front());
+  const auto session = open_session(first); // the plugins, with the config's plugin dirs
+  std::vector<PlannedCell> planned;
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    try {
+      resolve_components(configs[i], session->registry);
+      check_precision_supported(parse_precision(configs[i].amp.precision), resolve_device(configs[i].run.device));
+    } catch (const ConfigError& e) {
+      throw in_cell(cells[i], e);
+    }
+    planned.push_back({cells[i], sweep_dir / cells[i].name, flatten_config(configs[i].resolved)});
+  }
+  return {sweep_dir, std::move(planned)};
+}
+
+// A cell recorded as done is skipped only when its run directory was trained with the
+// configuration it would get now; otherwise the comparison would mix old and new settings.
+bool finished_earlier(const SweepRecord& record, const PlannedCell& p) {
+  const CellRecord* entry = record.find(p.cell.name);
+  if (entry == nullptr || entry->status != "done") return false;
+  std::error_code ec;
+  if (!fs::exists(p.dir / "config.toml", ec)) {
+    std::fprintf(stderr, "host sweep: %s is recorded as done but %s is gone; training it again\n",
+                 p.cell.name.c_str(), (p.dir / "config.toml").c_str());
+    return false;
+  }
+  FlatConfig trained;
+  try {
+    trained = flatten_config(toml::parse_file((p.dir / "config.toml").string()));
+  } catch (const toml::parse_error& e) {
+    throw Error("host sweep: " + (p.dir / "config.toml").string() + " does not parse (" + std::string(e.description()) +
+                "), so the finished cell '" + p.cell.name + "' cannot be checked. Delete " + p.dir.string() +
+                " to train it again.");
+  }
+  std::string changes;
+  for (const std::string& key : differing_keys(p.config, trained)) {
+    const auto was = trained.find(key);
+    const auto now = p.config.find(key);
+    changes += (changes.empty() ? "" : "; ") + key + ": was " +
+               (was == trained.end() ? "unset" : was->second.display) + ", now " +
+               (now == p.config.end() ? "unset" : now->second.display);
+  }
+  if (!changes.empty())
+    throw ConfigError("", "host sweep: the cell '" + p.cell.name + "' in " + p.dir.string() +
+                              " finished with another configuration than the sweep would train now (" + changes +
+                              "): the config file, --set, a TP_* environment variable or a plugin's defaults changed. "
+                              "Give the changed sweep a new --output-dir, or delete " + p.dir.string() +
+                              " to train that cell again.");
+  return true;
+}
+
+// A cell that never finished and left no checkpoint to resume from would start fresh and append
+// to its old history; its previous attempt is moved aside instead (kept for its train.log).
+void set_aside_unresumable(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return;
+  if (fs::is_directory(dir / "checkpoints", ec))
+    for (const auto& entry : fs::directory_iterator(dir / "checkpoints", ec))
+      if (entry.path().extension() == ".pt") return;
+  fs::path aside;
+  for (int k = 1; aside.empty() || fs::exists(aside, ec); ++k)
+    aside = dir.string() + ".attempt-" + std::to_string(k);
+  fs::rename(dir, aside, ec);
+  if (ec) throw Error("host sweep: cannot move the unfinished " + dir.string() + " aside to " + aside.string() + ": " +
+                      ec.message() + ". Move or delete it yourself, then run the sweep again.");
+  std::fprintf(stderr, "host sweep: %s held an unfinished attempt without a checkpoint; moved to %s\n", dir.c_str(),
+               aside.c_str());
+}
+
+std::string log_of(const fs::path& dir) {
+  std::error_code ec;
+  const fs::path log = dir / "train.log";
+  return fs::exists(log, ec) ? "its log is " + log.string()
+                             : "its output is above (it stopped before writing " + log.string() + ")";
+}
+
+std::vector<std::string> train_args(const Options& options, const LaunchOptions* launch, const PlannedCell& p) {
+  std::vector<std::string> args{"host"};
+  if (launch != nullptr) {
+    args.insert(args.end(), {"--nproc-per-node", std::to_string(launch->nproc_per_node)});
+    if (!launch->master_addr.empty()) args.insert(args.end(), {"--master-addr", launch->master_addr});
+    if (launch->master_port != 0) args.insert(args.end(), {"--master-port", std::to_string(launch->master_port)});
+  }
+  args.insert(args.end(), {"train", "--config", options.config});
+  for (const std::string& set : cell_sets(options, p.cell)) args.insert(args.end(), {"--set", set});
+  args.insert(args.end(), {"--output-dir", p.dir.string(), "--resume", "auto"});
+  for (const std::string& dir : options.plugin_dirs) args.insert(args.end(), {"--plugin-dir", dir});
+  if (options.allow_insecure_plugin_dir) args.push_back("--allow-insecure-plugin-dir");
+  if (options.verbose) args.push_back("--verbose");
+  return args;
+}
+
+}  // namespace
+
+int run_sweep(const Options& options, const LaunchOptions* launch) {
+  const auto env = process_environment();
+  if (read_rendezvous(env).distributed())
+    throw ConfigError("", "host sweep runs once and starts each cell itself; it was started as one rank of a "
+                          "distributed job (RANK/WORLD_SIZE are set: torchrun, or a launcher). Start it once, "
+                          "as `host --nproc-per-node N sweep ...` to train every cell data-parallel.");
+  if (launch != nullptr && launch->nnodes > 1)
+    throw ConfigError("--nnodes", "host sweep trains on one node (--nproc-per-node N); with --nnodes > 1 the "
+                                  "sweeps of the nodes could disagree on which cells are done. Run `host "
+                                  "--nnodes ... train --set ...` per cell instead.");
+  const std::vector<SweepCell> cells = expand_grid(options.grid);
+  const auto [sweep_dir, planned] = plan(options, cells);
+
+  const fs::path record_file = sweep_dir / "sweep.toml";
+  SweepRecord record = SweepRecord::read(record_file);
+  fs::create_directories(sweep_dir);
+  const auto save = [&](const PlannedCell& p, const std::string& status, int exit_code) {
+    record.set({p.cell.name, p.cell.overrides, status, exit_code});
+    record.write(record_file, options.config, options.grid, options.sets);
+  };
+  SignalForwarder signals;
+  const std::size_t n = planned.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const PlannedCell& p = planned[i];
+    const std::string where = "[" + std::to_string(i + 1) + "/" + std::to_string(n) + "] " + p.cell.name;
+    if (finished_earlier(record, p)) {
+      std::fprintf(stderr, "host sweep: %s: finished earlier, skipped\n", where.c_str());
+      continue;
+    }
+    if (const int signal = signals.received()) {
+      std::fprintf(stderr, "host sweep: stopped by signal %d before %s; run the same command again to continue.\n",
+                   signal, where.c_str());
+      return exit_code_for_signal(signal);
+    }
+    set_aside_unresumable(p.dir);
+    std::fprintf(stderr, "host sweep: %s -> %s\n", where.c_str(), p.dir.c_str());
+    std::fflush(stderr);
+    save(p, "running", 0);
+    const ChildExit exit = signals.run(train_args(options, launch, p));
+    if (exit.exit_code == kExitOk) {
+      save(p, "done", 0);
+      if (exit.forwarded_signal == 0) continue;
+      std::fprintf(stderr, "host sweep: stopped by signal %d after %s finished; run the same command again to "
+                   "continue with the next cell.\n", exit.forwarded_signal, where.c_str());
+      return exit_code_for_signal(exit.forwarded_signal);
+    }
+    // `host train` exits 130/143 itself after saving; killed by a signal (a second Ctrl-C, the
+    // OOM killer), it saved nothing at that point.
+    const bool interrupted = !exit.killed && (exit.exit_code == exit_code_for_signal(SIGINT) ||
+                                              exit.exit_code == exit_code_for_signal(SIGTERM));
+    save(p, interrupted ? "interrupted" : "failed", exit.exit_code);
+    if (interrupted)
+      std::fprintf(stderr, "host sweep: stopped in %s (exit %d); the cell saved its position in %s. To continue, run "
+                   "the same command again: finished cells are skipped and this one resumes from its last.pt.\n",
+                   where.c_str(), exit.exit_code, (p.dir / "checkpoints" / "last.pt").c_str());
+    else if (exit.killed)
+      std::fprintf(stderr, "host sweep: the cell %s was killed by signal %d before it could save; %s. Run the same "
+                   "command again to continue: finished cells are skipped and this one resumes from its newest "
+                   "checkpoint, if it wrote one.\n", where.c_str(), exit.exit_code - kExitSignalBase,
+                   log_of(p.dir).c_str());
+    else
+      std::fprintf(stderr, "host sweep: the cell %s failed with exit code %d; %s. The cells after it were not "
+                   "trained. Fix the cause and run the same command again: finished cells are skipped.\n",
+                   where.c_str(), exit.exit_code, log_of(p.dir).c_str());
+    return exit.exit_code;
+  }
+
+  std::fprintf(stderr, "host sweep: all %zu cells finished; comparing them\n", n);
+  Options compare = options;
+  compare.run_dirs.clear();
+  for (const PlannedCell& p : planned) compare.run_dirs.push_back(p.dir.string());
+  compare.output_dir = sweep_dir.string();
+  return run_compare(compare);
+}
+
+}  // namespace tp::cli

@@ -1,0 +1,63 @@
+#include "tune_lr_rule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace tp::cli {
+
+double LossSmoother::add(double loss) {
+  ++count_;
+  average_ = beta_ * average_ + (1.0 - beta_) * loss;
+  correction_ *= beta_;
+  const double smoothed = average_ / (1.0 - correction_);
+  // Lightning: compare with the best before this point (from the second point on), then update it.
+  diverged_ = !std::isfinite(smoothed) || (count_ > 1 && smoothed > stop_factor_ * best_);
+  if (!diverged_ && (count_ == 1 || smoothed < best_)) best_ = smoothed;
+  return std::isfinite(smoothed) ? smoothed : std::numeric_limits<double>::quiet_NaN();
+}
+
+std::optional<std::size_t> steepest_descent(const std::vector<double>& lrs, const std::vector<double>& losses,
+                                            std::size_t skip_begin, std::size_t skip_end) {
+  // The kept points, as Lightning keeps them: losses[skip_begin:-skip_end], finite ones only,
+  // converted to float32 (torch.tensor of Python floats).
+  std::vector<std::size_t> index;
+  std::vector<float> x, f;
+  const std::size_t n = std::min(lrs.size(), losses.size());
+  for (std::size_t i = skip_begin; i + skip_end < n; ++i)
+    if (std::isfinite(static_cast<float>(losses[i]))) {
+      index.push_back(i);
+      x.push_back(static_cast<float>(lrs[i]));
+      f.push_back(static_cast<float>(losses[i]));
+    }
+  const std::size_t m = f.size();
+  if (m < 2) return std::nullopt;
+  // torch.gradient(f, spacing=[x]), edge_order 1 (aten/src/ATen/native/ReduceOps.cpp,
+  // gradient_helper): one float32 rounding per tensor operation, in its order. Checked bit for
+  // bit against torch 2.13 and 2.14 on random series.
+  std::vector<float> dx(m - 1);
+  for (std::size_t i = 0; i + 1 < m; ++i) dx[i] = x[i + 1] - x[i];
+  std::vector<float> gradient(m);
+  gradient[0] = (f[1] - f[0]) / dx[0];
+  gradient[m - 1] = (f[m - 1] - f[m - 2]) / dx[m - 2];
+  for (std::size_t i = 1; i + 1 < m; ++i) {
+    const float dx1 = dx[i - 1];
+    const float dx2 = dx[i];
+    const float a = -dx2 / (dx1 * (dx1 + dx2));
+    const float b = (dx2 - dx1) / (dx1 * dx2);
+    const float c = dx1 / (dx2 * (dx1 + dx2));
+    const float left = a * f[i - 1];
+    const float middle = b * f[i];
+    const float right = c * f[i + 1];
+    gradient[i] = (left + middle) + right;
+  }
+  // torch.argmin: the first minimum; a NaN (0 / 0 between equal lrs) is the minimum, as in torch.
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < m; ++i) {
+    if (std::isnan(gradient[best])) break;
+    if (std::isnan(gradient[i]) || gradient[i] < gradient[best]) best = i;
+  }
+  return index[best];
+}
+
+}  // namespace tp::cli

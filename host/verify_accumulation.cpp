@@ -1,0 +1,112 @@
+// The accumulation check: --steps optimizer steps at the config's batch B (and accumulation G)
+// against the same steps at B/k with G x k micro-batches per step (k = 4 when B allows, else 2),
+// both with plain SGD (plain_sgd_sets: the comparison is about gradients). The host normalises
+// the loss over the whole window (tp/iface/loss.h), so the weights must agree to float32
+// rounding. They differ by design when the model has BatchNorm (its batch statistics depend on
+// the micro-batch): that difference is measured and reported, and the exactness is then checked
+// with model.freeze_bn_stats = true (BatchNorm normalising with its running statistics). A loss
+// returning a mean trains B/k x k with k times the gradient, which plain SGD shows.
+// Cost: 2 trainings of --steps steps (4 with BatchNorm), each a child process.
+#include "tp/framework/error.h"
+#include "verify.h"
+#include "verify_child.h"
+
+namespace tp::cli::verify {
+namespace {
+
+/// Weights after --steps steps at batch `batch` x `accum` micro-batches, compared.
+struct Comparison {
+  ChildResult whole, split;
+  NamedWeights whole_weights;
+  WeightDifference difference;
+  bool ok = false;
+};
+
+Comparison compare(VerifyContext& context, const std::filesystem::path& dir, int64_t k,
+                   const std::vector<std::string>& extra) {
+  const TrainSection& t = context.config().train;
+  const ChildRunner runner(context.options());
+  auto sets = [&](int64_t batch, int64_t accum) {
+    std::vector<std::string> s = plain_sgd_sets();
+    s.insert(s.end(), {"train.max_steps=" + std::to_string(context.steps()),
+                       "train.batch_size=" + std::to_string(batch),
+                       "train.grad_accum_steps=" + std::to_string(accum)});
+    s.insert(s.end(), extra.begin(), extra.end());
+    return s;
+  };
+  Comparison c;
+  c.whole = runner.train(dir / "whole", sets(t.batch_size, t.grad_accum_steps));
+  if (!c.whole.ok()) return c;
+  c.split = runner.train(dir / "split", sets(t.batch_size / k, t.grad_accum_steps * k));
+  if (!c.split.ok()) return c;
+  c.whole_weights = c.whole.last_weights();
+  c.difference = compare_weights(c.whole_weights, c.split.last_weights(), &context.initial_weights());
+  c.ok = true;
+  return c;
+}
+
+}  // namespace
+
+CheckResult check_accumulation(VerifyContext& context) {
+  const RunConfig& config = context.config();
+  const int64_t batch = config.train.batch_size, accum = config.train.grad_accum_steps;
+  // fp32 sums in a different order: ~1e-7 per step; autocast rounds every matmul to 8 or 11 bits.
+  const double tolerance = config.amp.precision == "fp32" ? 1e-5 : 1e-2;
+  CheckResult row("accumulation", "< " + format_value(tolerance) + " relative");
+  const int64_t k = batch % 4 == 0 ? 4 : batch % 2 == 0 ? 2 : 0;
+  if (k == 0) {
+    row.status = Status::kSkip;
+    row.reason = "train.batch_size = " + std::to_string(batch) + " cannot be split into micro-batches; set an even "
+                 "batch size (--set train.batch_size=...) to check it";
+    return row;
+  }
+  const std::string what = std::to_string(context.steps()) + " steps of plain SGD at batch " + std::to_string(batch) +
+                           " x " + std::to_string(accum) + " against " + std::to_string(batch / k) + " x " +
+                           std::to_string(accum * k);
+  const std::filesystem::path dir = context.check_dir("accumulation");
+  const Comparison live = compare(context, dir / "live", k, {});
+  if (!live.ok) {
+    row.status = Status::kFail;
+    row.reason = (live.whole.ok() ? live.split : live.whole).failure();
+    return row;
+  }
+  const std::string measured = format_value(live.difference.relative) + " at '" + live.difference.worst + "'";
+  const bool by_design = !config.data.batch_transforms.empty() ||
+                         (has_batchnorm_statistics(live.whole_weights) && !config.freeze_bn_stats);
+  if (!by_design) {
+    row.measured = format_value(live.difference.relative);
+    row.reason = what + ": max relative weight difference " + measured + moved_note(live.difference);
+    if (!(live.difference.relative < tolerance)) {
+      row.status = Status::kFail;
+      row.notes.emplace_back("the loss of a window must be normalised by the window's item count: a loss returning a "
+                          "mean (see the loss check), statistics over the batch outside BatchNorm, state that "
+                          "counts forward calls, or per-batch randomness makes micro-batches train differently");
+    }
+    return row;
+  }
+  if (!config.data.batch_transforms.empty()) {
+    row.status = Status::kSkip;
+    row.measured = format_value(live.difference.relative);
+    row.reason = what + ": differs by design by " + measured + ": [[data.batch_transforms]] draw each blend per "
+                 "micro-batch, so the two runs train on different batches";
+    return row;
+  }
+  row.notes.emplace_back("differs by design with live BatchNorm statistics (each micro-batch is normalised by its own "
+                      "statistics): measured " + measured);
+  const Comparison frozen = compare(context, dir / "frozen_bn", k, {"model.freeze_bn_stats=true"});
+  if (!frozen.ok) {
+    const ChildResult& failed = frozen.whole.ok() ? frozen.split : frozen.whole;
+    row.status = failed.exit_code == kExitConfig ? Status::kSkip : Status::kFail;
+    row.measured = format_value(live.difference.relative);
+    row.reason = what + ": differs by design (BatchNorm); no exact comparison: " + failed.failure();
+    return row;
+  }
+  row.measured = format_value(frozen.difference.relative) + " (frozen BatchNorm)";
+  row.reason = what + " with model.freeze_bn_stats = true: max relative weight difference " +
+               format_value(frozen.difference.relative) + " at '" + frozen.difference.worst + "'" +
+               moved_note(frozen.difference);
+  if (!(frozen.difference.relative < tolerance)) row.status = Status::kFail;
+  return row;
+}
+
+}  // namespace tp::cli::verify

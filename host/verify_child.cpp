@@ -1,0 +1,196 @@
+#include "verify_child.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/StringUtil.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "tp/framework/dist/batchnorm_sync.h"
+#include "tp/framework/error.h"
+#include "verify.h"
+
+namespace tp::cli::verify {
+namespace {
+
+// Every training check's run is short and quiet: no evaluation (the checks compare weights),
+// no plots, TensorBoard, averages or early stopping (they would only cost time), no time limit,
+// and the loss in the history at every step (the overfit check reads it).
+const char* const kTrainingSets[] = {
+    "progress.mode=\"off\"",       "plots.enabled=false",          "logging.tensorboard=false",
+    "eval.strategy=\"no\"",        "checkpoint.save_top_k=0",      "checkpoint.load_best_at_end=false",
+    "early_stopping.patience=0",   "train.max_time=\"\"",          "train.fast_dev_run=false",
+    "ema.enabled=false",           "swa.enabled=false",            "train.log_every_steps=1",
+};
+
+/// Runs /proc/self/exe with `args` (args[0] is argv[0]), stdout and stderr into `log`, and waits,
+/// sending SIGTERM once `stop_when` returns true (then *stopped is set). The child gets SIGTERM
+/// when this process dies, so a killed `host verify` leaves no training behind. Returns its exit
+/// status (128 + N for signal N).
+int run_logged(const std::vector<std::string>& args, const std::filesystem::path& log,
+               const std::function<bool()>& stop_when, bool* stopped) {
+  // Built before fork(): the child calls only async-signal-safe functions until exec.
+  std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
+  for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error("host verify: cannot write " + log.string() + ": " + std::strerror(errno));
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fd);
+    throw Error(std::string("host verify: cannot start a child process (fork): ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    ::dup2(fd, STDOUT_FILENO); // dup2 clears O_CLOEXEC on the copies
+    ::dup2(fd, STDERR_FILENO);
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(exit_code_for_signal(SIGTERM));
+    ::execv("/proc/self/exe", argv.data());
+    ::_exit(kExitLaunchFailed);
+  }
+  ::close(fd);
+  int status = 0;
+  for (;;) {
+    const pid_t done = ::waitpid(pid, &status, stop_when ? WNOHANG : 0);
+    if (done == pid) break;
+    if (done < 0 && errno != EINTR)
+      throw Error(std::string("host verify: lost its child process (waitpid): ") + std::strerror(errno));
+    if (done == 0) { // still running: poll at 10 Hz
+      if (!*stopped && stop_when()) {
+        ::kill(pid, SIGTERM);
+        *stopped = true;
+      }
+      ::usleep(100'000);
+    }
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return WIFSIGNALED(status) ? exit_code_for_signal(WTERMSIG(status)) : kExitRuntime;
+}
+
+}  // namespace
+
+std::string ChildResult::failure() const {
+  std::ifstream in(log);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (line.find_first_not_of(" \t") != std::string::npos) last = line;
+  return "the child run in " + dir.string() + " exited " + std::to_string(exit_code) +
+         (last.empty() ? "" : ": " + last) + " (its output: " + log.string() + ")";
+}
+
+NamedWeights ChildResult::last_weights() const { return load_checkpoint(dir / "checkpoints" / "last.pt").model; }
+
+ChildResult ChildRunner::train(const std::filesystem::path& dir, const std::vector<std::string>& sets, int ranks,
+                               const std::filesystem::path& resume, const std::function<bool()>& stop_when) const {
+  std::vector<std::string> extra;
+  for (const char* set : kTrainingSets) extra.insert(extra.end(), {"--set", set});
+  for (const std::string& set : sets) extra.insert(extra.end(), {"--set", set});
+  if (!resume.empty()) extra.insert(extra.end(), {"--resume", resume.string()});
+  return run("train", dir, std::move(extra), ranks, stop_when);
+}
+
+ChildResult ChildRunner::eval(const std::filesystem::path& dir, const std::filesystem::path& checkpoint,
+                              const std::vector<std::string>& sets, int ranks) const {
+  std::vector<std::string> extra{"--checkpoint", checkpoint.string(), "--set", "progress.mode=\"off\""};
+  for (const std::string& set : sets) extra.insert(extra.end(), {"--set", set});
+  return run("eval", dir, std::move(extra), ranks);
+}
+
+ChildResult ChildRunner::run(const std::string& command, const std::filesystem::path& dir,
+                             std::vector<std::string> extra, int ranks, const std::function<bool()>& stop_when) const {
+  std::filesystem::create_directories(dir);
+  std::vector<std::string> args{"host"};
+  if (ranks > 1) args.insert(args.end(), {"--nproc-per-node", std::to_string(ranks)});
+  args.insert(args.end(), {command, "--config", options_.config, "--output-dir", dir.string()});
+  for (const std::string& plugin_dir : options_.plugin_dirs) args.insert(args.end(), {"--plugin-dir", plugin_dir});
+  if (options_.allow_insecure_plugin_dir) args.emplace_back("--allow-insecure-plugin-dir");
+  // The user's overrides first, the check's after them: later --set values win.
+  for (const std::string& set : options_.sets) args.insert(args.end(), {"--set", set});
+  args.insert(args.end(), extra.begin(), extra.end());
+  ChildResult result{.dir = dir, .log = dir.string() + ".log"};
+  result.exit_code = run_logged(args, result.log, stop_when, &result.stopped);
+  return result;
+}
+
+std::string moved_note(const WeightDifference& difference) {
+  return "; the weights moved " + format_value(difference.moved) + " from their initial values" +
+         (difference.moved < 1e-3 ? " (little: a wrong gradient shows only in proportion; raise --steps)" : "");
+}
+
+std::vector<std::string> plain_sgd_sets() {
+  return {"optim.name=\"sgd\"", "optim.momentum=0.0", "optim.nesterov=false", "optim.weight_decay=0.0",
+          "schedule.name=\"constant\""};
+}
+
+WeightDifference compare_weights(const NamedWeights& a, const NamedWeights& b, const NamedWeights* initial) {
+  if (a.size() != b.size() || (initial != nullptr && initial->size() != a.size()))
+    throw Error("host verify: two runs saved different model states (" + std::to_string(a.size()) + " and " +
+                std::to_string(b.size()) + " tensors).");
+  WeightDifference result;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const auto& [name, x] = a[i];
+    const at::Tensor& y = b[i].second;
+    if (b[i].first != name || x.sizes() != y.sizes())
+      throw Error("host verify: two runs saved different model states: '" + name + "' " + c10::str(x.sizes()) +
+                  " against '" + b[i].first + "' " + c10::str(y.sizes()) + ".");
+    ++result.tensors;
+    if (!at::equal(x, y)) ++result.differing;
+    if (!x.is_floating_point() || x.numel() == 0) continue;
+    const at::Tensor xd = x.to(at::kDouble), yd = y.to(at::kDouble);
+    const double scale = std::max(xd.abs().max().item<double>(), 1e-12);
+    const double difference = (xd - yd).abs().max().item<double>() / scale;
+    if (initial != nullptr && (*initial)[i].first == name && (*initial)[i].second.sizes() == x.sizes()) {
+      // Tensors that start at zero (biases) always move by 100% of themselves: leave them out.
+      const at::Tensor start = (*initial)[i].second.to(at::kDouble);
+      if (start.abs().max().item<double>() > 0)
+        result.moved = std::max(result.moved, (xd - start).abs().max().item<double>() / scale);
+    }
+    if (difference > result.relative || (std::isnan(difference) && !std::isnan(result.relative))) {
+      result.relative = difference;
+      result.worst = name;
+    }
+  }
+  return result;
+}
+
+bool has_batchnorm_statistics(const NamedWeights& weights) {
+  return std::any_of(weights.begin(), weights.end(),
+                     [](const auto& entry) { return is_batchnorm_statistic(entry.first); });
+}
+
+std::vector<std::pair<std::string, double>> read_eval_values(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) throw Error("host verify: `host eval` wrote no " + file.string() + ".");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string json = text.str();
+  std::vector<std::pair<std::string, double>> values;
+  // eval_*.json is one flat object {"key":value,...} whose metric values are numbers.
+  for (size_t at = json.find('"'); at != std::string::npos; at = json.find('"', at)) {
+    const size_t end = json.find('"', at + 1);
+    if (end == std::string::npos || end + 1 >= json.size() || json[end + 1] != ':') {
+      at = end == std::string::npos ? end : end + 1;
+      continue;
+    }
+    const char* start = json.c_str() + end + 2;
+    char* stop = nullptr;
+    const double value = std::strtod(start, &stop);
+    if (stop != start) values.emplace_back(json.substr(at + 1, end - at - 1), value);
+    at = end + 1;
+  }
+  return values;
+}
+
+}  // namespace tp::cli::verify

@@ -1,0 +1,85 @@
+// The components of the in-process checks, built once as `host predict` builds them: the
+// datasets prepared and created, the model placed on the run's device, one batch loaded.
+#include <c10/util/StringUtil.h>
+
+#include "tp/framework/checkpoint/initial_weights.h"
+#include "tp/framework/data/data_loader.h"
+#include "tp/framework/engine/batch_placement.h"
+#include "tp/framework/engine/runtime_setup.h"
+#include "tp/framework/error.h"
+#include "verify.h"
+
+namespace tp::cli::verify {
+
+VerifyContext::VerifyContext(const Options& options, Session& session, std::filesystem::path work_dir)
+    : options_(options), session_(session), work_dir_(std::move(work_dir)) {}
+
+// Members go in reverse order: the batch and the state handles before the components, and
+// within those the datasets last (RunComponents' order).
+VerifyContext::~VerifyContext() = default;
+
+c10::Device VerifyContext::device() const { return session_.device(); }
+
+std::filesystem::path VerifyContext::check_dir(const std::string& check) const {
+  std::filesystem::path dir = work_dir_ / check;
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+RunComponents& VerifyContext::parts() {
+  if (parts_) return *parts_;
+  const DatasetSplits splits{.train = true, .val = true};
+  for (const std::string& line : prepare_datasets(config(), session_.registry, splits, 0, nullptr))
+    session_.logger.info(line);
+  parts_ = std::make_unique<RunComponents>(create_components(config(), session_.registry, splits));
+  if (!config().train.init_weights.empty())
+    load_initial_weights(config().train.init_weights, parts_->model->state(), config().train.init_weights_ignore);
+  const BatchPlacement placement(device(), config().run.channels_last);
+  model_state_ = placement.place_model(*parts_->model);
+  for (const StateTensor& s : model_state_)
+    initial_weights_.emplace_back(s.name, s.tensor.detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true));
+  for (auto& metric : parts_->metrics) metric->to_device(device());
+  return *parts_;
+}
+
+const std::vector<StateTensor>& VerifyContext::model_state() {
+  parts();
+  return model_state_;
+}
+
+const NamedWeights& VerifyContext::initial_weights() {
+  parts();
+  return initial_weights_;
+}
+
+const NamedTensors& VerifyContext::first_batch() {
+  if (first_batch_) return *first_batch_;
+  RunComponents& p = parts();
+  // Index order and no workers: the loss, metric and gradient checks see the same samples
+  // whatever the config's shuffle and num_workers (the data check compares those).
+  DataLoader loader(p.train_data, LoaderOptions()
+                                      .batch_size(config().train.batch_size)
+                                      .num_workers(0)
+                                      .shuffle(false)
+                                      .seed(static_cast<uint64_t>(config().run.seed)));
+  loader.start_epoch(0);
+  std::optional<NamedTensors> batch = loader.next();
+  if (!batch || batch->empty())
+    throw Error("host verify: the training split " + p.train_data->name() + " gave no batch to check with.");
+  first_batch_ = BatchPlacement(device(), config().run.channels_last).to_device(std::move(*batch));
+  return *first_batch_;
+}
+
+NamedTensors slice_rows(const NamedTensors& tensors, int64_t half, bool first, const std::string& what) {
+  NamedTensors out;
+  for (const auto& [name, tensor] : tensors) {
+    if (tensor.dim() == 0 || tensor.size(0) <= half)
+      throw Error("host verify: " + what + " '" + name + "' has shape " + c10::str(tensor.sizes()) +
+                  ", not [B, ...] with B > " + std::to_string(half) +
+                  ": the check splits every batch field and model output along its first dimension.");
+    out.emplace_back(name, first ? tensor.narrow(0, 0, half) : tensor.narrow(0, half, tensor.size(0) - half));
+  }
+  return out;
+}
+
+}  // namespace tp::cli::verify

@@ -1,0 +1,110 @@
+// The metric contract (plugin_api/include/tp/iface/metric.h): every state tensor combines by
+// elementwise SUM, because a data-parallel evaluation all-reduces the ranks' states before
+// compute(). Measured on one training batch, as that all-reduce would: the state after the whole
+// batch against the states after each half added, and compute() on that sum against compute()
+// on the whole batch. A running mean fails: two halves' means add up to twice the mean. Cost:
+// one forward pass of the model, three updates and two computes of each metric.
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "verify.h"
+
+namespace tp::cli::verify {
+namespace {
+
+constexpr double kRelativeTolerance = 1e-5; // float32 state sums in two orders differ by ~1e-7
+
+/// Copies of the metric's state after update(outputs, batch) from a reset state.
+std::vector<at::Tensor> state_after(MetricProxy& metric, const NamedTensors& outputs, const NamedTensors& batch) {
+  metric.reset();
+  metric.update(outputs, batch);
+  std::vector<at::Tensor> copies;
+  for (const StateTensor& s : metric.state())
+    copies.push_back(s.tensor.to(at::kDouble, /*non_blocking=*/false, /*copy=*/true));
+  return copies;
+}
+
+double relative(double a, double b) { return std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1e-12}); }
+
+}  // namespace
+
+CheckResult check_metric(VerifyContext& context) {
+  RunComponents& parts = context.parts();
+  CheckResult row("metric", "< " + format_value(kRelativeTolerance) + " relative");
+  if (parts.metrics.empty()) {
+    row.status = Status::kSkip;
+    row.reason = "the run has no [[metrics]]";
+    return row;
+  }
+  const NamedTensors& batch = context.first_batch();
+  const int64_t rows = batch.front().second.dim() > 0 ? batch.front().second.size(0) : 0;
+  if (rows < 2) {
+    row.status = Status::kSkip;
+    row.reason = "needs a batch of at least 2 samples to split (train.batch_size = 1)";
+    return row;
+  }
+  const int64_t half = rows / 2;
+  c10::InferenceMode inference;
+  parts.model->set_training(false);
+  const NamedTensors outputs = parts.model->forward(batch);
+  const NamedTensors out_a = slice_rows(outputs, half, true, "model output");
+  const NamedTensors out_b = slice_rows(outputs, half, false, "model output");
+  const NamedTensors batch_a = slice_rows(batch, half, true, "batch field");
+  const NamedTensors batch_b = slice_rows(batch, half, false, "batch field");
+
+  double worst_state = 0, worst_value = 0;
+  std::string names;
+  for (auto& metric : parts.metrics) {
+    names += (names.empty() ? "" : ", ") + metric->id();
+    const std::vector<at::Tensor> whole = state_after(*metric, outputs, batch);
+    const auto whole_values = metric->compute(); // syncs, once per metric
+    const std::vector<at::Tensor> a = state_after(*metric, out_a, batch_a);
+    const std::vector<at::Tensor> b = state_after(*metric, out_b, batch_b);
+    // What the evaluation's all-reduce does with two ranks' states: add them in place.
+    const std::vector<StateTensor> state = metric->state();
+    for (size_t i = 0; i < state.size(); ++i) state[i].tensor.copy_(a[i] + b[i]);
+    std::map<std::string, double> summed_values;
+    for (const auto& [name, value] : metric->compute()) summed_values[name] = value;
+    metric->reset();
+
+    for (size_t i = 0; i < state.size(); ++i) {
+      if (whole[i].numel() == 0) continue;
+      const double scale = std::max(whole[i].abs().max().item<double>(), 1e-12);
+      const double difference = (whole[i] - (a[i] + b[i])).abs().max().item<double>() / scale;
+      worst_state = std::max(worst_state, difference);
+      if (!(difference < kRelativeTolerance) && row.status == Status::kPass) {
+        row.status = Status::kFail;
+        row.reason = metric->id() + ": state '" + state[i].name + "' of a batch of " + std::to_string(rows) +
+                     " differs from its halves' states added by " + format_value(difference) +
+                     " (relative): it does not combine by SUM";
+        row.notes.emplace_back("every state tensor must add across ranks (counts, sums, confusion matrices), never a "
+                            "mean or a ratio: the host all-reduces the states with SUM before compute() "
+                            "(tp/iface/metric.h), so a 2-rank evaluation would report a different value");
+      }
+    }
+    for (const auto& [name, value] : whole_values) {
+      const auto found = summed_values.find(name);
+      const double difference = found == summed_values.end() ? 1.0 : relative(value, found->second);
+      worst_value = std::max(worst_value, difference);
+      if (!(difference < kRelativeTolerance) && row.status == Status::kPass) {
+        row.status = Status::kFail;
+        row.reason = metric->id() + ": compute() gives " + name + " = " + format_value(value) +
+                     " for the whole batch but " +
+                     (found == summed_values.end() ? "nothing" : format_value(found->second)) +
+                     " for its halves' states added";
+      }
+    }
+  }
+  row.measured = "state " + format_value(worst_state) + ", values " + format_value(worst_value);
+  if (row.status == Status::kPass)
+    row.reason = names + " (a batch of " + std::to_string(rows) +
+                 ", model in eval mode): each state equals its halves' states added, and compute() on that sum "
+                 "equals compute() on the batch";
+  return row;
+}
+
+}  // namespace tp::cli::verify

@@ -1,0 +1,103 @@
+// The overfit check: train.overfit_batches = 2 (the same 2 training batches every epoch,
+// unshuffled) for at most kOverfitSteps optimizer steps; the training loss logged at each step
+// must fall below 5% of the first step's. A model that cannot memorise two batches will not
+// learn the data set: outputs the loss does not expect (probabilities where it takes logits), a
+// learning rate far off, labels that do not belong to the inputs, a layer that never trains.
+// Cost: one training on 2 batches, stopped (SIGTERM, it saves) as soon as the history shows the
+// target (46 steps for quickstart's small_cnn), kOverfitSteps when it fails.
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+
+#include "verify.h"
+#include "verify_child.h"
+
+namespace tp::cli::verify {
+namespace {
+
+constexpr int64_t kOverfitBatches = 2;
+constexpr int64_t kOverfitSteps = 300; // multi_output's box head needs 176; stopping early makes a margin cheap
+constexpr double kTargetFraction = 0.05;
+
+/// The number after `"key":` in `line`, or NaN.
+double number_after(const std::string& line, const std::string& key) {
+  const size_t at = line.find("\"" + key + "\":");
+  if (at == std::string::npos) return NAN;
+  const char* start = line.c_str() + at + key.size() + 3;
+  char* stop = nullptr;
+  const double value = std::strtod(start, &stop);
+  return stop == start ? NAN : value;
+}
+
+/// How the loss went: its first value, its lowest, and the first step below the target.
+struct LossCourse {
+  double start = NAN;
+  double lowest = INFINITY;
+  int64_t lowest_step = 0;
+  int64_t reached = 0; ///< 0 while the loss has not fallen below kTargetFraction x start
+};
+
+/// Reads the "step" records of history.jsonl (appended and flushed per record by the running
+/// child, so a last line still being written is left out: it does not end the object yet).
+LossCourse read_course(const std::filesystem::path& history) {
+  LossCourse course;
+  std::ifstream in(history);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.starts_with("{\"kind\":\"step\"") || !line.ends_with("}")) continue;
+    const double loss = number_after(line, "train/loss");
+    const double step = number_after(line, "step");
+    if (std::isnan(loss) || std::isnan(step)) continue;
+    if (std::isnan(course.start)) course.start = loss;
+    if (loss < course.lowest) {
+      course.lowest = loss;
+      course.lowest_step = static_cast<int64_t>(step);
+    }
+    if (course.reached == 0 && loss < kTargetFraction * course.start) course.reached = static_cast<int64_t>(step);
+  }
+  return course;
+}
+
+}  // namespace
+
+CheckResult check_overfit(VerifyContext& context) {
+  CheckResult row("overfit", "< " + format_value(100 * kTargetFraction) + "% of start in " +
+                                 std::to_string(kOverfitSteps) + " steps");
+  const std::filesystem::path dir = context.check_dir("overfit") / "run";
+  const std::filesystem::path history = dir / "history.jsonl";
+  const std::vector<std::string> sets{"train.overfit_batches=" + std::to_string(kOverfitBatches),
+                                      "train.max_steps=" + std::to_string(kOverfitSteps)};
+  // Re-reads the history at 10 Hz while the child trains (a few kB): stops at the target.
+  const ChildResult run = ChildRunner(context.options())
+                              .train(dir, sets, 1, {}, [&history] { return read_course(history).reached > 0; });
+  if (!run.ok()) {
+    row.status = Status::kFail;
+    row.reason = run.failure();
+    return row;
+  }
+  const LossCourse course = read_course(history);
+  if (std::isnan(course.start)) {
+    row.status = Status::kFail;
+    row.reason = "the run logged no training loss (" + history.string() + ")";
+    return row;
+  }
+  const std::string batches = std::to_string(kOverfitBatches) + " batches of " +
+                              std::to_string(context.config().train.batch_size);
+  if (course.reached > 0) {
+    row.measured = "step " + std::to_string(course.reached) + " (" + format_value(course.start) + " -> " +
+                   format_value(course.lowest) + ")";
+    row.reason = batches + ": the training loss fell from " + format_value(course.start) + " below " +
+                 format_value(kTargetFraction * course.start) + " at step " + std::to_string(course.reached);
+    return row;
+  }
+  row.status = Status::kFail;
+  row.measured = format_value(100 * course.lowest / course.start) + "% of start";
+  row.reason = batches + ": the training loss went from " + format_value(course.start) + " to at best " +
+               format_value(course.lowest) + " (step " + std::to_string(course.lowest_step) + ") in " +
+               std::to_string(kOverfitSteps) + " steps";
+  row.notes.emplace_back("a model that cannot memorise two batches will not learn the data set: outputs the loss does "
+                         "not expect (probabilities where it takes logits), a learning rate far off, labels that do "
+                         "not belong to their inputs, layers that never train (see the gradients check)");
+  return row;
+}
+
+}  // namespace tp::cli::verify

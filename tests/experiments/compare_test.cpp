@@ -1,0 +1,152 @@
+// host compare on three small runs: the differing config keys are exactly the columns, the
+// numbers are those of each run's history.jsonl and report.toml, and a missing or unfinished run
+// directory is refused naming it.
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "experiment_helpers.h"
+#include "integration/history_reader.h"
+#include "tp/framework/error.h"
+
+#include <doctest/doctest.h>
+
+namespace fs = std::filesystem;
+using tp::test::column;
+
+namespace {
+
+double number(const std::string& cell) {
+  REQUIRE_FALSE(cell.empty());
+  return std::strtod(cell.c_str(), nullptr);
+}
+
+// The three runs, trained once for every test case of this file.
+const fs::path& runs_dir() {
+  static const fs::path dir = [] {
+    const auto root = tp::test::fresh_dir("compare_runs");
+    const std::vector<std::pair<std::string, std::string>> runs{
+        {"a", "--set optim.lr=0.003"},
+        {"b", "--set optim.lr=0.01"},
+        {"c", "--set optim.lr=0.01 --set train.batch_size=16"}};
+    for (const auto& [name, sets] : runs) {
+      const auto run = tp::test::run_host(tp::test::kTiny + sets + " --output-dir '" + (root / name).string() + "'");
+      INFO(run.output);
+      REQUIRE(run.exit_code == 0);
+    }
+    return root;
+  }();
+  return dir;
+}
+
+std::string compare(const std::string& args, const fs::path& out) {
+  const fs::path& r = runs_dir();
+  return "compare '" + (r / "a").string() + "' '" + (r / "b").string() + "' '" + (r / "c").string() + "' " + args +
+         " --output-dir '" + out.string() + "'";
+}
+
+}  // namespace
+
+TEST_CASE("host compare: the differing keys as columns, each run's numbers from its own files") {
+  const auto out = tp::test::fresh_dir("compare_out");
+  const auto run = tp::test::run_host(compare("", out));
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const auto csv = tp::test::read_csv(out / "comparison.csv");
+  REQUIRE(csv.size() == 4);
+  const auto& header = csv[0];
+  // Exactly the keys that differ (output_dir, though different, is a location, not a setting).
+  REQUIRE(header.size() > 3);
+  CHECK(header[0] == "run");
+  CHECK(header[1] == "optim.lr");
+  CHECK(header[2] == "train.batch_size");
+  CHECK(header[3] == "final val/accuracy"); // the runs' checkpoint.monitor
+  CHECK(column(header, "run.output_dir") == -1);
+
+  const char* names[] = {"a", "b", "c"};
+  for (std::size_t i = 0; i < 3; ++i) {
+    INFO(names[i]);
+    const auto& row = csv[i + 1];
+    REQUIRE(row.size() == header.size());
+    CHECK(row[0] == names[i]);
+    CHECK(row[1] == (i == 0 ? "0.003" : "0.01"));
+    CHECK(row[2] == (i == 2 ? "16" : "32"));
+    const fs::path dir = runs_dir() / names[i];
+    const auto history = tp::test::read_history(dir);
+    const auto epochs = tp::test::rows_of(history, "epoch");
+    REQUIRE(epochs.size() == 2);
+    double best = 0, steps = 0, seconds = 0, samples = 0;
+    for (const auto& e : epochs) {
+      best = std::max(best, e.values.at("val/accuracy"));
+      seconds += e.values.at("time/epoch_s");
+      samples += e.values.at("throughput/samples_per_s") * e.values.at("time/epoch_s");
+    }
+    for (const auto& r : history) steps = std::max(steps, r.values.at("step"));
+    CHECK(number(row[3]) == epochs.back().values.at("val/accuracy"));
+    CHECK(number(row[static_cast<std::size_t>(column(header, "best val/accuracy"))]) == best);
+    CHECK(number(row[static_cast<std::size_t>(column(header, "epochs"))]) == 2);
+    CHECK(number(row[static_cast<std::size_t>(column(header, "steps"))]) == steps);
+    CHECK(steps == (i == 2 ? 32 : 16));
+    CHECK(number(row[static_cast<std::size_t>(column(header, "epoch_s"))]) == doctest::Approx(seconds / 2).epsilon(1e-12));
+    CHECK(number(row[static_cast<std::size_t>(column(header, "samples_per_s"))]) ==
+          doctest::Approx(samples / seconds).epsilon(1e-12));
+    const toml::table report = toml::parse_file((dir / "report.toml").string());
+    CHECK(number(row[static_cast<std::size_t>(column(header, "wall_s"))]) == report["train_seconds"].value<double>());
+    CHECK(number(row[static_cast<std::size_t>(column(header, "peak_host_mb"))]) > 10);
+    CHECK(row[static_cast<std::size_t>(column(header, "peak_device_mb"))].empty()); // CPU runs
+    for (const char* split : {"forward_ms", "backward_ms", "optimizer_ms"})
+      CHECK(number(row[static_cast<std::size_t>(column(header, split))]) == report[split].value<double>());
+  }
+  for (const char* png : {"comparison_loss_step.png", "comparison_loss_time.png", "comparison_val_accuracy_step.png",
+                          "comparison_val_accuracy_time.png"})
+    CHECK(fs::file_size(out / png) > 1000);
+  CHECK(tp::test::count_of(tp::test::read_text(out / "comparison.md"), "\n|") == 4);
+}
+
+TEST_CASE("host compare --metric val/loss: lower is better") {
+  const auto out = tp::test::fresh_dir("compare_loss");
+  const auto run = tp::test::run_host(compare("--metric val/loss", out));
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const auto csv = tp::test::read_csv(out / "comparison.csv");
+  REQUIRE(csv.size() == 4);
+  const int best = column(csv[0], "best val/loss");
+  REQUIRE(best >= 0);
+  for (std::size_t i = 0; i < 3; ++i) {
+    double lowest = 1e300;
+    for (const auto& e : tp::test::rows_of(tp::test::read_history(runs_dir() / csv[i + 1][0]), "epoch"))
+      lowest = std::min(lowest, e.values.at("val/loss"));
+    CHECK(number(csv[i + 1][static_cast<std::size_t>(best)]) == lowest);
+  }
+}
+
+TEST_CASE("host compare refuses a missing directory, an unfinished run and an unknown metric, naming them") {
+  const auto out = tp::test::fresh_dir("compare_refused");
+  const fs::path& r = runs_dir();
+  const auto missing = tp::test::run_host("compare '" + (r / "a").string() + "' '" + (r / "nope").string() +
+                                          "' --output-dir '" + out.string() + "'");
+  INFO(missing.output);
+  CHECK(missing.exit_code == tp::kExitConfig);
+  CHECK(missing.output.find((r / "nope").string() + "' does not exist") != std::string::npos);
+  CHECK_FALSE(fs::exists(out / "comparison.csv"));
+
+  const fs::path partial = out / "partial";
+  fs::copy(r / "b", partial, fs::copy_options::recursive);
+  fs::remove(partial / "report.toml");
+  const auto unfinished = tp::test::run_host("compare '" + (r / "a").string() + "' '" + partial.string() +
+                                             "' --output-dir '" + out.string() + "'");
+  INFO(unfinished.output);
+  CHECK(unfinished.exit_code == tp::kExitConfig);
+  CHECK(unfinished.output.find(partial.string() + "' has no report.toml") != std::string::npos);
+  CHECK(unfinished.output.find("--resume auto") != std::string::npos);
+
+  const auto unknown = tp::test::run_host(compare("--metric val/acc", out));
+  INFO(unknown.output);
+  CHECK(unknown.exit_code == tp::kExitConfig);
+  CHECK(unknown.output.find("never recorded 'val/acc'") != std::string::npos);
+  CHECK(unknown.output.find("val/accuracy") != std::string::npos);
+}

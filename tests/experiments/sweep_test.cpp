@@ -1,0 +1,149 @@
+// host sweep: the product of the grid, one run directory per cell, sweep.toml, the comparison
+// written into the sweep directory, a rerun that skips finished cells, and grid mistakes refused
+// before anything trains.
+#include <toml++/toml.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "experiment_helpers.h"
+#include "tp/framework/error.h"
+#include "integration/history_reader.h"
+
+#include <doctest/doctest.h>
+
+namespace fs = std::filesystem;
+using tp::test::column;
+using tp::test::count_of;
+
+namespace {
+
+// The grid order: the first --grid varies slowest.
+const std::vector<std::string> kCells{"optim.lr=0.003,train.batch_size=16", "optim.lr=0.003,train.batch_size=32",
+                                      "optim.lr=0.01,train.batch_size=16", "optim.lr=0.01,train.batch_size=32"};
+
+std::string sweep(const fs::path& dir, const std::string& grid) {
+  return "sweep " + tp::test::kTiny + grid + " --output-dir '" + dir.string() + "'";
+}
+
+}  // namespace
+
+TEST_CASE("a 2x2 sweep trains four cells, records them and writes the comparison; a rerun skips them") {
+  const auto dir = tp::test::fresh_dir("sweep_grid");
+  const std::string command = sweep(dir, "--grid optim.lr=0.003,0.01 --grid train.batch_size=16,32");
+  const auto run = tp::test::run_host(command);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+
+  // Each cell trained with its own values, into its own directory.
+  const toml::table record = toml::parse_file((dir / "sweep.toml").string());
+  const toml::array& cells = *record["cells"].as_array();
+  REQUIRE(cells.size() == 4);
+  for (std::size_t i = 0; i < kCells.size(); ++i) {
+    INFO(kCells[i]);
+    CHECK(cells[i].as_table()->at("name").value<std::string>() == kCells[i]);
+    CHECK(cells[i].as_table()->at("status").value<std::string>() == "done");
+    const toml::table config = toml::parse_file((dir / kCells[i] / "config.toml").string());
+    CHECK(config["optim"]["lr"].value<double>() == (i < 2 ? 0.003 : 0.01));
+    CHECK(config["train"]["batch_size"].value<int64_t>() == (i % 2 == 0 ? 16 : 32));
+    CHECK(config["run"]["seed"].value<int64_t>() == 11); // one seed for every cell
+    CHECK(fs::exists(dir / kCells[i] / "report.toml"));
+  }
+
+  // The comparison: one row per cell in grid order, exactly the two grid keys as config columns.
+  const auto csv = tp::test::read_csv(dir / "comparison.csv");
+  REQUIRE(csv.size() == 5);
+  const auto& header = csv[0];
+  REQUIRE(header.size() >= 4);
+  CHECK(header[0] == "run");
+  CHECK(header[1] == "optim.lr");
+  CHECK(header[2] == "train.batch_size");
+  CHECK(header[3] == "final val/accuracy");
+  const int steps = column(header, "steps");
+  REQUIRE(steps >= 0);
+  for (std::size_t i = 0; i < kCells.size(); ++i) {
+    const auto& row = csv[i + 1];
+    REQUIRE(row.size() == header.size());
+    CHECK(row[0] == kCells[i]);
+    CHECK(row[1] == (i < 2 ? "0.003" : "0.01"));
+    CHECK(row[2] == (i % 2 == 0 ? "16" : "32"));
+    // 256 samples: 16 steps per epoch at batch 16, 8 at batch 32; two epochs.
+    CHECK(row[static_cast<std::size_t>(steps)] == (i % 2 == 0 ? "32" : "16"));
+  }
+  CHECK(count_of(tp::test::read_text(dir / "comparison.md"), "\n|") == 5); // header rule and four rows
+  for (const char* png : {"comparison_loss_step.png", "comparison_loss_time.png", "comparison_val_accuracy_step.png",
+                          "comparison_val_accuracy_time.png"})
+    CHECK(fs::file_size(dir / png) > 1000);
+  CHECK(run.output.find("final val/accuracy") != std::string::npos); // the table on stdout
+
+  // A rerun trains nothing: every cell is skipped and its files stay as they were.
+  const std::string history_before = tp::test::read_text(dir / kCells[0] / "history.jsonl");
+  const std::string log_before = tp::test::read_text(dir / kCells[3] / "train.log");
+  const auto again = tp::test::run_host(command);
+  INFO(again.output);
+  CHECK(again.exit_code == 0);
+  CHECK(count_of(again.output, "finished earlier, skipped") == 4);
+  CHECK(tp::test::read_text(dir / kCells[0] / "history.jsonl") == history_before);
+  CHECK(tp::test::read_text(dir / kCells[3] / "train.log") == log_before);
+}
+
+TEST_CASE("grid mistakes fail before any cell trains, naming the key") {
+  SUBCASE("an unknown host key") {
+    const auto dir = tp::test::fresh_dir("sweep_bad_key");
+    const auto run = tp::test::run_host(sweep(dir / "sweep", "--grid optim.lr=0.003,0.01 --grid train.batch_sise=16,32"));
+    INFO(run.output);
+    CHECK(run.exit_code == tp::kExitConfig);
+    CHECK(run.output.find("train.batch_sise") != std::string::npos);
+    CHECK(run.output.find("did you mean 'train.batch_size'") != std::string::npos);
+    CHECK_FALSE(fs::exists(dir / "sweep"));
+  }
+  SUBCASE("a bad value in a later cell") {
+    const auto dir = tp::test::fresh_dir("sweep_bad_value");
+    const auto run = tp::test::run_host(sweep(dir / "sweep", "--grid optim.lr=0.003,0.01 --grid amp.precision=fp32,fp61"));
+    INFO(run.output);
+    CHECK(run.exit_code == tp::kExitConfig);
+    CHECK(run.output.find("amp.precision=fp61") != std::string::npos); // the cell
+    CHECK(run.output.find("Nothing was trained") != std::string::npos);
+    CHECK_FALSE(fs::exists(dir / "sweep"));
+  }
+  SUBCASE("an unknown key of a component") {
+    const auto dir = tp::test::fresh_dir("sweep_bad_component_key");
+    const auto run = tp::test::run_host(sweep(dir / "sweep", "--grid model.hiden=[16],[32]"));
+    INFO(run.output);
+    CHECK(run.exit_code == tp::kExitConfig);
+    CHECK(run.output.find("unknown key 'hiden'") != std::string::npos);
+    CHECK_FALSE(fs::exists(dir / "sweep"));
+  }
+}
+
+TEST_CASE("the precision experiment's command line: keys changed together form one axis") {
+  // configs/precision_experiment.toml's CPU command, on a sliver of its data.
+  const auto dir = tp::test::fresh_dir("sweep_precision");
+  const auto run = tp::test::run_host(
+      "sweep --config configs/precision_experiment.toml --grid amp.precision=fp32,bf16 "
+      "--grid 'train.batch_size+train.grad_accum_steps=[64,1],[16,4]' --set data.train.size=128 "
+      "--set data.train.val_size=64 --set train.epochs=1 --set progress.mode=\"off\" --output-dir '" +
+      dir.string() + "'");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const auto csv = tp::test::read_csv(dir / "comparison.csv");
+  REQUIRE(csv.size() == 5);
+  CHECK(std::vector<std::string>(csv[0].begin(), csv[0].begin() + 5) ==
+        std::vector<std::string>{"run", "amp.precision", "train.batch_size", "train.grad_accum_steps",
+                                 "final val/accuracy"});
+  const std::vector<std::string> names{"amp.precision=fp32,train.batch_size=64,train.grad_accum_steps=1",
+                                       "amp.precision=fp32,train.batch_size=16,train.grad_accum_steps=4",
+                                       "amp.precision=bf16,train.batch_size=64,train.grad_accum_steps=1",
+                                       "amp.precision=bf16,train.batch_size=16,train.grad_accum_steps=4"};
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    INFO(names[i]);
+    CHECK(csv[i + 1][0] == names[i]);
+    const toml::table config = toml::parse_file((dir / names[i] / "config.toml").string());
+    CHECK(config["amp"]["precision"].value<std::string>() == (i < 2 ? "fp32" : "bf16"));
+    CHECK(config["train"]["batch_size"].value<int64_t>() == (i % 2 == 0 ? 64 : 16));
+    CHECK(config["train"]["grad_accum_steps"].value<int64_t>() == (i % 2 == 0 ? 1 : 4));
+    // 128 samples: two batches of 64, or two windows of four micro-batches of 16.
+    CHECK(csv[i + 1][static_cast<std::size_t>(column(csv[0], "steps"))] == "2");
+  }
+}

@@ -1,0 +1,144 @@
+// `host predict` and `host eval --split test` (docs/predict.md): Python reads the files back and
+// recomputes the accuracy `host eval` reported; csv, jsonl and npy hold the same rows in dataset
+// order; a 2-rank prediction is the 1-rank file byte for byte (the val split has an odd size, so
+// the shards differ and the last batches are partial).
+#include <filesystem>
+#include <string>
+
+#include "integration/host_runner.h"
+
+#include <doctest/doctest.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kConfig =
+    "--config configs/quickstart.toml --set train.epochs=1 --set data.train.size=320 --set data.train.val_size=203 "
+    "--set data.train.test_size=101 --set train.batch_size=16 --set data.num_workers=0 "
+    "--set 'progress.mode=\"off\"' ";
+
+/// A trained run directory shared by the cases (trained once per test binary run).
+const fs::path& trained_run() {
+  static const fs::path dir = [] {
+    const fs::path d = tp::test::fresh_dir("predict_run");
+    const auto run = tp::test::run_host("--output-dir '" + d.string() + "' " + kConfig);
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    return d;
+  }();
+  return dir;
+}
+
+/// `"<key>":<number>` of a one-line JSON object.
+double json_number(const std::string& json, const std::string& key) {
+  const auto at = json.find("\"" + key + "\":");
+  REQUIRE(at != std::string::npos);
+  return std::stod(json.substr(at + key.size() + 3));
+}
+
+tp::test::HostRun predict(const fs::path& dir, const std::string& args) {
+  return tp::test::run_host("predict --output-dir '" + dir.string() + "' " + kConfig + "--checkpoint last " + args);
+}
+
+/// The oracle script: `ok <accuracy>` when every check passes.
+tp::test::HostRun python_check(int rows, const std::string& accuracy, const std::string& files) {
+  return tp::test::run_shell(std::string("'") + TP_TEST_PYTHON + "' tests/predict/check_predictions.py " +
+                             std::to_string(rows) + " " + accuracy + " " + files);
+}
+
+}  // namespace
+
+TEST_CASE("host predict: csv, jsonl and npy rows in dataset order; Python recomputes host eval's accuracy") {
+  const fs::path& dir = trained_run();
+  const auto eval = tp::test::run_host("eval --output-dir '" + dir.string() + "' " + kConfig + "--checkpoint last");
+  INFO(eval.output);
+  REQUIRE(eval.exit_code == 0);
+  const double accuracy = json_number(tp::test::read_text(dir / "eval_last.json"), "val/accuracy");
+  for (const std::string format : {"csv", "jsonl", "npy"}) {
+    const auto run = predict(dir, "--format " + format + " --output '" + (dir / ("p." + format)).string() + "'");
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    CHECK(run.output.find("for 203 samples of the val split") != std::string::npos);
+    CHECK_FALSE(fs::exists(dir / ("p." + format + ".partial")));
+  }
+  const auto check = python_check(203, std::to_string(accuracy),
+                                  "'" + (dir / "p.csv").string() + "' '" + (dir / "p.jsonl").string() + "' '" +
+                                      (dir / "p.npy").string() + "'");
+  INFO(check.output);
+  CHECK(check.exit_code == 0);
+  CHECK(check.output.rfind("ok ", 0) == 0);
+  // The default name says split, checkpoint and format.
+  const auto named = predict(dir, "");
+  INFO(named.output);
+  REQUIRE(named.exit_code == 0);
+  CHECK(tp::test::read_text(dir / "predictions_val_last.csv") == tp::test::read_text(dir / "p.csv"));
+}
+
+TEST_CASE("host predict on 2 ranks writes the 1-rank file byte for byte (csv and npy)") {
+  const fs::path& dir = trained_run();
+  for (const std::string format : {"csv", "npy"}) {
+    CAPTURE(format);
+    const fs::path one = dir / ("one." + format), two = dir / ("two." + format);
+    const auto single = predict(dir, "--format " + format + " --output '" + one.string() + "'");
+    INFO(single.output);
+    REQUIRE(single.exit_code == 0);
+    const auto pair = tp::test::run_host("--nproc-per-node 2 predict --output-dir '" + dir.string() + "' " + kConfig +
+                                         "--checkpoint last --format " + format + " --output '" + two.string() + "'");
+    INFO(pair.output);
+    REQUIRE(pair.exit_code == 0);
+    REQUIRE(fs::file_size(one) > 1000);
+    CHECK(tp::test::read_text(one) == tp::test::read_text(two));
+  }
+}
+
+TEST_CASE("host eval --split test and host predict --split test read the test split, not val") {
+  const fs::path& dir = trained_run();
+  const auto eval =
+      tp::test::run_host("eval --output-dir '" + dir.string() + "' " + kConfig + "--checkpoint last --split test");
+  INFO(eval.output);
+  REQUIRE(eval.exit_code == 0);
+  const std::string json = tp::test::read_text(dir / "eval_last_test.json");
+  CHECK(json.find("\"split\":\"test\"") != std::string::npos);
+  const double accuracy = json_number(json, "test/accuracy");
+  const auto run = predict(dir, "--split test --output '" + (dir / "test.csv").string() + "'");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const auto check = python_check(101, std::to_string(accuracy), "'" + (dir / "test.csv").string() + "'");
+  INFO(check.output);
+  CHECK(check.exit_code == 0);
+  // shapes renders its test images from their own content keys: row 0 is another image than val's.
+  const auto val = predict(dir, "--output '" + (dir / "val.csv").string() + "'");
+  REQUIRE(val.exit_code == 0);
+  const std::string test_text = tp::test::read_text(dir / "test.csv"), val_text = tp::test::read_text(dir / "val.csv");
+  const auto second_line = [](const std::string& text) {
+    const auto start = text.find('\n') + 1;
+    return text.substr(start, text.find('\n', start) - start);
+  };
+  CHECK(second_line(test_text) != second_line(val_text));
+}
+
+TEST_CASE("host predict: --outputs is checked against the model, --tta hflip averages the mirrored pass") {
+  const fs::path& dir = trained_run();
+  const auto bad = predict(dir, "--outputs logits,boxes --output '" + (dir / "bad.csv").string() + "'");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.output.find("'boxes'") != std::string::npos);
+  CHECK(bad.output.find("its outputs: logits") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "bad.csv"));
+
+  const auto plain = predict(dir, "--outputs logits --output '" + (dir / "plain.csv").string() + "'");
+  const auto tta = predict(dir, "--tta hflip --output '" + (dir / "tta.csv").string() + "'");
+  INFO(plain.output << tta.output);
+  REQUIRE(plain.exit_code == 0);
+  REQUIRE(tta.exit_code == 0);
+  CHECK(tta.output.find("(hflip TTA)") != std::string::npos);
+  CHECK(tp::test::read_text(dir / "plain.csv") != tp::test::read_text(dir / "tta.csv"));
+  // Still consistent rows: argmax and probability of the averaged logits.
+  const auto check = python_check(203, "-", "'" + (dir / "tta.csv").string() + "'");
+  INFO(check.output);
+  CHECK(check.exit_code == 0);
+
+  const auto typo = predict(dir, "--format parquet");
+  CHECK(typo.exit_code == 2);
+  CHECK(typo.output.find("csv, jsonl or npy") != std::string::npos);
+}

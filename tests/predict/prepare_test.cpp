@@ -1,0 +1,61 @@
+// The datasets' prepare entry (ABI 1.5, PLG-17): on 2 Gloo ranks of one node it runs exactly once
+// per split, on local rank 0, before any rank creates a dataset; when it fails, every rank ends
+// with its message.
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "integration/host_runner.h"
+
+#include <doctest/doctest.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> lines_of(const fs::path& file) {
+  std::vector<std::string> lines;
+  std::istringstream in(tp::test::read_text(file));
+  for (std::string line; std::getline(in, line);) lines.push_back(line.substr(0, line.rfind(' '))); // drop the pid
+  return lines;
+}
+
+tp::test::HostRun train_two_ranks(const fs::path& dir, const std::string& extra) {
+  return tp::test::run_host("--nproc-per-node 2 train --config tests/predict/prepare_probe.toml --plugin-dir '" +
+                            std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' --output-dir '" + dir.string() +
+                            "' --set 'data.train.log=\"" + (dir / "calls.log").string() + "\"' " + extra);
+}
+
+}  // namespace
+
+TEST_CASE("prepare runs once per split on local rank 0, before any rank creates a dataset") {
+  const fs::path dir = tp::test::fresh_dir("prepare_once");
+  const auto run = train_two_ranks(dir, "");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const std::vector<std::string> calls = lines_of(dir / "calls.log");
+  CAPTURE(tp::test::read_text(dir / "calls.log"));
+  // train and val (val_from_train) each prepared once, then each rank creates both.
+  REQUIRE(calls.size() == 6);
+  CHECK(calls[0] == "prepare train");
+  CHECK(calls[1] == "prepare val");
+  CHECK(std::count(calls.begin(), calls.end(), "create train") == 2);
+  CHECK(std::count(calls.begin(), calls.end(), "create val") == 2);
+  CHECK(run.output.find("prepared the train split of org.torchhost.test.prepare_probe") != std::string::npos);
+}
+
+TEST_CASE("a failing prepare ends every rank with its message, and no rank creates a dataset") {
+  const fs::path dir = tp::test::fresh_dir("prepare_fails");
+  const auto run = train_two_ranks(dir, "--set data.train.fail=true");
+  INFO(run.output);
+  CHECK(run.exit_code != 0);
+  const std::string message = "split train is damaged (requested by fail = true)";
+  // Rank 0 reports its own error; rank 1 relays it, naming rank 0.
+  std::size_t seen = 0;
+  for (auto at = run.output.find(message); at != std::string::npos; at = run.output.find(message, at + 1)) ++seen;
+  CHECK(seen >= 2);
+  CHECK(run.output.find("dataset preparation failed on rank 0") != std::string::npos);
+  CHECK(lines_of(dir / "calls.log") == std::vector<std::string>{"prepare train"});
+}

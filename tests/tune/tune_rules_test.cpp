@@ -1,0 +1,105 @@
+// The arithmetic of `host tune` without running anything (docs/tune.md): the bias-corrected
+// smoothing and Lightning's stop rule, the suggestion's edge cases, the batch-size search's
+// documented sequence and --memory-limit sizes. The suggestion itself is checked against
+// Lightning in tune_lr_test.cpp.
+#include <cmath>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "tp/framework/error.h"
+#include "tune_batch_search.h"
+#include "tune_lr_rule.h"
+#include "tune_memory.h"
+
+#include <doctest/doctest.h>
+
+using tp::cli::BatchSearch;
+using tp::cli::LossSmoother;
+using tp::cli::parse_memory_size;
+using tp::cli::steepest_descent;
+
+TEST_CASE("the smoothed loss is the bias-corrected average; it diverges above 4x the best, or on NaN") {
+  LossSmoother s;
+  CHECK(s.add(2.0) == doctest::Approx(2.0)); // a constant series smooths to itself
+  CHECK(s.add(2.0) == doctest::Approx(2.0));
+  CHECK_FALSE(s.diverged());
+  // (1 - 0.98) x (0.98^2 x 2 + 0.98 x 2 + 1) / (1 - 0.98^3): the bias-corrected average of 2, 2, 1.
+  const double expected = (0.98 * 0.98 * 2 + 0.98 * 2 + 1.0) * 0.02 / (1 - std::pow(0.98, 3));
+  CHECK(s.add(1.0) == doctest::Approx(expected).epsilon(1e-14));
+  CHECK(s.best() == doctest::Approx(expected).epsilon(1e-14));
+  double last = 0;
+  while (!s.diverged()) last = s.add(1000.0);
+  CHECK(last > 4 * s.best());
+  CHECK(s.count() == 4); // the first huge loss is already 20x the best
+
+  LossSmoother first;
+  first.add(1e9); // the first point never diverges (nothing before it)
+  CHECK_FALSE(first.diverged());
+  LossSmoother nan;
+  nan.add(1.0);
+  CHECK(std::isnan(nan.add(std::numeric_limits<double>::quiet_NaN())));
+  CHECK(nan.diverged());
+}
+
+TEST_CASE("the suggestion: the steepest descent over the points Lightning keeps, none when too few") {
+  std::vector<double> lrs, losses;
+  for (int k = 0; k < 30; ++k) {
+    lrs.push_back(1e-5 * std::pow(10.0, k / 10.0));
+    losses.push_back(k < 20 ? 1.0 - 0.001 * k : 0.98 - 0.1 * (k - 19)); // falls fastest after 20
+  }
+  const auto at = steepest_descent(lrs, losses);
+  REQUIRE(at);
+  CHECK(*at >= 20);
+  CHECK(*at <= 28); // never the last point
+  // 12 points: 10 skipped at the start, 1 at the end, 1 left: no suggestion (Lightning's None).
+  CHECK_FALSE(steepest_descent({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, std::vector<double>(12, 1.0)));
+  CHECK(steepest_descent({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}, std::vector<double>(13, 1.0)) == 10u);
+  // Non-finite losses are dropped before the gradient; the index is still into the full series.
+  std::vector<double> gaps = losses;
+  gaps[21] = std::numeric_limits<double>::quiet_NaN();
+  const auto with_gap = steepest_descent(lrs, gaps);
+  REQUIRE(with_gap);
+  CHECK(*with_gap != 21u);
+}
+
+namespace {
+
+// The documented sequence (tune_batch_search.h, docs/tune.md) for a device where sizes up to
+// `largest` fit.
+std::vector<std::pair<int64_t, bool>> search(int64_t start, int64_t max, int64_t largest) {
+  BatchSearch s(start, max);
+  std::vector<std::pair<int64_t, bool>> tried;
+  while (const auto size = s.next()) {
+    tried.emplace_back(*size, *size <= largest);
+    s.record(*size, *size <= largest);
+  }
+  CHECK(s.result() == std::min(largest, max));
+  return tried;
+}
+
+}  // namespace
+
+TEST_CASE("the batch-size search doubles from the start, then bisects to a resolution of 1") {
+  using Tried = std::vector<std::pair<int64_t, bool>>;
+  CHECK(search(64, 6000, 700) == Tried{{64, true}, {128, true}, {256, true}, {512, true}, {1024, false},
+                                       {768, false}, {640, true}, {704, false}, {672, true}, {688, true},
+                                       {696, true}, {700, true}, {702, false}, {701, false}});
+  CHECK(search(64, 6000, 10) == Tried{{64, false}, {32, false}, {16, false}, {8, true}, {12, false}, {10, true},
+                                      {11, false}});
+  CHECK(search(64, 100, 1000) == Tried{{64, true}, {100, true}}); // capped: a fit at max ends it
+  CHECK(search(200, 100, 1000) == Tried{{100, true}});            // the start is clamped to max
+  CHECK(search(64, 6000, 0) ==
+        Tried{{64, false}, {32, false}, {16, false}, {8, false}, {4, false}, {2, false}, {1, false}});
+}
+
+TEST_CASE("--memory-limit sizes: binary and decimal units, a bare number is bytes, anything else refused") {
+  CHECK(parse_memory_size("4GiB") == 4.0 * (1 << 30));
+  CHECK(parse_memory_size("4g") == 4.0 * (1 << 30));
+  CHECK(parse_memory_size("512 MiB") == 512.0 * (1 << 20));
+  CHECK(parse_memory_size("1.5GB") == 1.5e9);
+  CHECK(parse_memory_size("500MB") == 5e8);
+  CHECK(parse_memory_size("2000000000") == 2e9);
+  for (const char* bad : {"", "GiB", "4 lots", "-1GiB", "0", "nan", "4GiBs"})
+    CHECK_THROWS_AS(parse_memory_size(bad), tp::ConfigError);
+}

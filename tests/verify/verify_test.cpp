@@ -1,0 +1,130 @@
+// `host verify` end to end: every check passes on the example configs (BatchNorm reported as
+// "differs by design" for accumulation), and each check fails, naming itself, with exit
+// kExitVerifyFailed, on the fixture component that carries the bug it is there to catch
+// (tests/fixtures/verify_plugins, docs/verify.md).
+#include <sstream>
+#include <string>
+
+#include "integration/host_runner.h"
+#include "tp/framework/error.h"
+
+#include <doctest/doctest.h>
+
+namespace {
+
+const std::string kFixture = "--config tests/verify/fixture.toml --plugin-dir '" +
+                             std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' ";
+
+tp::test::HostRun verify(const std::string& name, const std::string& args) {
+  const auto dir = tp::test::fresh_dir(name);
+  return tp::test::run_host("verify " + args + " --output-dir '" + dir.string() + "'");
+}
+
+/// The result word ("PASS", "FAIL", "SKIP") of the table row of `check`, or "" without one.
+std::string result_of(const std::string& output, const std::string& check) {
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with(check + " ")) continue;
+    std::istringstream words(line.substr(check.size()));
+    std::string result;
+    words >> result;
+    return result;
+  }
+  return "";
+}
+
+/// The row of `check` and the indented lines under it.
+std::string row_of(const std::string& output, const std::string& check) {
+  const size_t start = output.find("\n" + check + " ");
+  if (start == std::string::npos) return "";
+  size_t end = start + 1;
+  while ((end = output.find('\n', end + 1)) != std::string::npos && output.compare(end + 1, 4, "    ") == 0) {}
+  return output.substr(start + 1, end == std::string::npos ? std::string::npos : end - start - 1);
+}
+
+}  // namespace
+
+TEST_CASE("host verify passes on configs/quickstart.toml; BatchNorm differs by design in accumulation") {
+  const auto run = verify("verify_quickstart", "--config configs/quickstart.toml --steps 2");
+  INFO(run.output);
+  CHECK(run.exit_code == tp::kExitOk);
+  for (const char* check :
+       {"data", "loss", "metric", "gradients", "accumulation", "resume", "distributed", "overfit"}) {
+    INFO(check);
+    CHECK(result_of(run.output, check) == "PASS");
+  }
+  // small_cnn has BatchNorm: the live difference is reported, the exact check runs frozen.
+  CHECK(row_of(run.output, "accumulation").find("differs by design") != std::string::npos);
+  CHECK(row_of(run.output, "accumulation").find("freeze_bn_stats") != std::string::npos);
+  // shapes augments by the per-sample seed, which mixes in the rank.
+  CHECK(row_of(run.output, "distributed").find("differs by design") != std::string::npos);
+  CHECK(run.output.find("8 passed, 0 failed, 0 skipped") != std::string::npos);
+  // Without augmentation the 2-rank training is judged, and exact.
+  const auto plain = verify("verify_quickstart_plain", "--config configs/quickstart.toml --steps 2 --checks distributed "
+                                                       "--set data.train.augment=false");
+  INFO(plain.output);
+  CHECK(plain.exit_code == tp::kExitOk);
+  CHECK(row_of(plain.output, "distributed").find("training differs by design") == std::string::npos);
+}
+
+TEST_CASE("host verify passes on configs/multi_input.toml and configs/multi_output.toml") {
+  // Two inputs, two outputs: every field and output is split and compared. The overfit check,
+  // which does not look at fields, runs on quickstart only (about 10 s each here).
+  for (const char* config : {"multi_input", "multi_output"}) {
+    const auto run = verify(std::string("verify_") + config,
+                            std::string("--config configs/") + config +
+                                ".toml --steps 2 --checks data,loss,metric,gradients,accumulation,resume,distributed");
+    INFO(run.output);
+    CHECK(run.exit_code == tp::kExitOk);
+    CHECK(run.output.find("7 passed, 0 failed, 0 skipped") != std::string::npos);
+  }
+}
+
+TEST_CASE("the fixture's correct components pass every check") {
+  const auto run = verify("verify_fixture_clean", kFixture + "--steps 2");
+  INFO(run.output);
+  CHECK(run.exit_code == tp::kExitOk);
+  CHECK(run.output.find("8 passed, 0 failed, 0 skipped") != std::string::npos);
+}
+
+TEST_CASE("each check fails on the bug it is there to catch") {
+  struct Case {
+    const char* check;
+    const char* defect; // the --set that plants the bug
+    const char* says;   // a phrase of the FAIL row
+  };
+  const Case cases[] = {
+      {"data", "data.train.defect=\"random\"", "two reads with the same context differ"},
+      {"data", "data.train.defect=\"worker\"", "differs when loader thread 2 of 3 reads it"},
+      {"data", "data.train.defect=\"nan_sample\"", "NaN or Inf"},
+      {"loss", "loss.defect=\"mean\"", "not a sum over its items"},
+      {"loss", "loss.defect=\"zero_count\"", "must count its items"},
+      {"metric", "metrics[0].defect=\"running_mean\"", "does not combine by SUM"},
+      {"gradients", "model.defect=\"dead_parameter\"", "unused.weight"},
+      {"gradients", "model.defect=\"nan_gradient\"", "get a NaN or Inf gradient: hidden.weight"},
+      {"gradients", "model.defect=\"dead_relu\"", "get an all-zero gradient: hidden.weight"},
+      {"accumulation", "loss.defect=\"mean\"", "max relative weight difference"},
+      {"accumulation", "model.defect=\"batch_centering\"", "statistics over the batch outside BatchNorm"},
+      {"resume", "model.defect=\"hidden_state\"", "max relative difference"},
+      {"distributed", "metrics[0].defect=\"running_mean\"", "evaluation: val/accuracy"},
+      {"distributed", "data.train.defect=\"self_sharding\"", "2 ranks must train like 1 process"},
+      {"overfit", "model.defect=\"softmax_output\"", "at best"},
+  };
+  for (const Case& c : cases) {
+    const auto run = verify(std::string("verify_fail_") + c.check,
+                            kFixture + "--steps 2 --checks " + c.check + " --set '" + c.defect + "'");
+    INFO(c.check, " with ", c.defect, ":\n", run.output);
+    CHECK(run.exit_code == tp::kExitVerifyFailed);
+    CHECK(result_of(run.output, c.check) == "FAIL");
+    CHECK(row_of(run.output, c.check).find(c.says) != std::string::npos);
+    CHECK(run.output.find("0 passed, 1 failed") != std::string::npos);
+  }
+}
+
+TEST_CASE("an unknown --checks name is a usage error before anything loads") {
+  const auto run = tp::test::run_host("verify --config configs/quickstart.toml --checks data,gradient");
+  INFO(run.output);
+  CHECK(run.exit_code == tp::kExitConfig);
+  CHECK(run.output.find("unknown check 'gradient'") != std::string::npos);
+  CHECK(run.output.find("gradients") != std::string::npos);
+}
