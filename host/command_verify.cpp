@@ -10,6 +10,7 @@
 #include "tp/framework/config/load.h"
 #include "tp/framework/dist/rendezvous.h"
 #include "tp/framework/engine/runtime_setup.h"
+#include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/error.h"
 #include "verify.h"
 
@@ -43,6 +44,8 @@ CheckResult run_check(const std::string& name, VerifyContext& context) {
     throw;
   } catch (const PluginLoadError&) {
     throw;
+  } catch (const Interrupted&) {
+    throw; // Ctrl-C: the child saved and stopped; so does host verify (exit 130/143)
   } catch (const std::exception& e) {
     CheckResult row(name, "");
     row.status = Status::kFail;

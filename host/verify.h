@@ -47,6 +47,15 @@ struct CheckResult {
   std::vector<std::string> notes;  ///< further lines: each problem, "differs by design: ..."
 };
 
+/// The model's own randomness in training mode (dropout, stochastic depth), which makes a
+/// micro-batch or a rank draw other masks than the whole batch: comparisons differ by design.
+struct ModelRandomness {
+  bool random = false;               ///< two train-mode forwards of the first batch from different seeds differ
+  std::vector<std::string> off_sets; ///< --set values that switch it off: each conventional key (dropout,
+                                     ///< attention_dropout, drop_rate, drop_path, drop_path_rate,
+                                     ///< stochastic_depth_prob) the model's table holds at a non-zero value, at 0
+};
+
 /// What the checks share: the session (config, plugins, device), the work directory and the
 /// components of the in-process checks, built on first use.
 class VerifyContext {
@@ -79,6 +88,10 @@ class VerifyContext {
   /// [main] The first min(train.batch_size, size) samples of the training split in index order,
   /// collated and on device(), loaded once (no shuffling, no worker threads).
   const NamedTensors& first_batch();
+  /// [main] Whether the model draws random numbers in training mode, and how to switch that off;
+  /// probed once (two train-mode forwards under no_grad; the model's state and the CPU generator
+  /// are restored).
+  const ModelRandomness& model_randomness();
 
  private:
   const Options& options_;
@@ -88,6 +101,7 @@ class VerifyContext {
   std::vector<StateTensor> model_state_;
   NamedWeights initial_weights_;
   std::optional<NamedTensors> first_batch_;
+  std::optional<ModelRandomness> randomness_;
 };
 
 /* The checks: each returns its row; a plugin failing inside a check is a FAIL naming the call

@@ -3,8 +3,10 @@
 // both with plain SGD (plain_sgd_sets: the comparison is about gradients). The host normalises
 // the loss over the whole window (tp/iface/loss.h), so the weights must agree to float32
 // rounding. They differ by design when the model has BatchNorm (its batch statistics depend on
-// the micro-batch): that difference is measured and reported, and the exactness is then checked
-// with model.freeze_bn_stats = true (BatchNorm normalising with its running statistics). A loss
+// the micro-batch) or draws random numbers in training mode (dropout, stochastic depth): that
+// difference is measured and reported, and the exactness is then checked with
+// model.freeze_bn_stats = true (BatchNorm normalising with its running statistics) and the
+// model's conventional dropout keys at 0. A loss
 // returning a mean trains B/k x k with k times the gradient, which plain SGD shows.
 // Cost: 2 trainings of --steps steps (4 with BatchNorm), each a child process.
 #include "tp/framework/error.h"
@@ -71,9 +73,9 @@ CheckResult check_accumulation(VerifyContext& context) {
     return row;
   }
   const std::string measured = format_value(live.difference.relative) + " at '" + live.difference.worst + "'";
-  const bool by_design = !config.data.batch_transforms.empty() ||
-                         (has_batchnorm_statistics(live.whole_weights) && !config.freeze_bn_stats);
-  if (!by_design) {
+  const ModelRandomness& randomness = context.model_randomness();
+  const bool batchnorm = has_batchnorm_statistics(live.whole_weights) && !config.freeze_bn_stats;
+  if (config.data.batch_transforms.empty() && !batchnorm && !randomness.random) {
     row.measured = format_value(live.difference.relative);
     row.reason = what + ": max relative weight difference " + measured + moved_note(live.difference);
     if (!(live.difference.relative < tolerance)) {
@@ -91,21 +93,45 @@ CheckResult check_accumulation(VerifyContext& context) {
                  "micro-batch, so the two runs train on different batches";
     return row;
   }
-  row.notes.emplace_back("differs by design with live BatchNorm statistics (each micro-batch is normalised by its own "
-                      "statistics): measured " + measured);
-  const Comparison frozen = compare(context, dir / "frozen_bn", k, {"model.freeze_bn_stats=true"});
-  if (!frozen.ok) {
-    const ChildResult& failed = frozen.whole.ok() ? frozen.split : frozen.whole;
+  // Differs by design: compare again with what makes it differ switched off.
+  std::vector<std::string> exact_sets;
+  std::string exact_what;
+  if (batchnorm) {
+    row.notes.emplace_back("differs by design with live BatchNorm statistics (each micro-batch is normalised by its own "
+                           "statistics)");
+    exact_sets.emplace_back("model.freeze_bn_stats=true");
+    exact_what = "model.freeze_bn_stats = true";
+  }
+  if (randomness.random) {
+    row.notes.emplace_back("differs by design: the model draws random numbers in training mode (dropout, stochastic "
+                           "depth), so micro-batches draw other masks than the whole batch");
+    if (randomness.off_sets.empty()) {
+      row.status = Status::kSkip;
+      row.measured = format_value(live.difference.relative);
+      row.reason = what + ": differs by design by " + measured + "; the model's table has none of the conventional "
+                   "keys that switch its randomness off (dropout, drop_path, stochastic_depth_prob, ...)";
+      return row;
+    }
+    for (const std::string& set : randomness.off_sets) {
+      exact_sets.push_back(set);
+      exact_what += (exact_what.empty() ? "" : ", ") + set;
+    }
+  }
+  row.notes.back() += ": measured " + measured;
+  const Comparison exact = compare(context, dir / "exact", k, exact_sets);
+  if (!exact.ok) {
+    const ChildResult& failed = exact.whole.ok() ? exact.split : exact.whole;
     row.status = failed.exit_code == kExitConfig ? Status::kSkip : Status::kFail;
     row.measured = format_value(live.difference.relative);
-    row.reason = what + ": differs by design (BatchNorm); no exact comparison: " + failed.failure();
+    row.reason = what + ": differs by design; no exact comparison: " + failed.failure();
     return row;
   }
-  row.measured = format_value(frozen.difference.relative) + " (frozen BatchNorm)";
-  row.reason = what + " with model.freeze_bn_stats = true: max relative weight difference " +
-               format_value(frozen.difference.relative) + " at '" + frozen.difference.worst + "'" +
-               moved_note(frozen.difference);
-  if (!(frozen.difference.relative < tolerance)) row.status = Status::kFail;
+  row.measured = format_value(exact.difference.relative) + " (" + (batchnorm ? "frozen BatchNorm" : "") +
+                 (batchnorm && randomness.random ? ", " : "") + (randomness.random ? "no dropout" : "") + ")";
+  row.reason = what + " with " + exact_what + ": max relative weight difference " +
+               format_value(exact.difference.relative) + " at '" + exact.difference.worst + "'" +
+               moved_note(exact.difference);
+  if (!(exact.difference.relative < tolerance)) row.status = Status::kFail;
   return row;
 }
 

@@ -2,21 +2,18 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/StringUtil.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "child_process.h"
 #include "tp/framework/dist/batchnorm_sync.h"
+#include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/error.h"
 #include "verify.h"
 
@@ -34,49 +31,25 @@ const char* const kTrainingSets[] = {
 };
 
 /// Runs /proc/self/exe with `args` (args[0] is argv[0]), stdout and stderr into `log`, and waits,
-/// sending SIGTERM once `stop_when` returns true (then *stopped is set). The child gets SIGTERM
-/// when this process dies, so a killed `host verify` leaves no training behind. Returns its exit
-/// status (128 + N for signal N).
+/// sending SIGTERM once `stop_when` returns true (then *stopped is set). A Ctrl-C or SIGTERM to
+/// `host verify` reaches the child once (it saves and exits as `host train` does) and then stops
+/// the verification: tp::Interrupted. Returns its exit status (128 + N for signal N).
 int run_logged(const std::vector<std::string>& args, const std::filesystem::path& log,
                const std::function<bool()>& stop_when, bool* stopped) {
-  // Built before fork(): the child calls only async-signal-safe functions until exec.
-  std::vector<char*> argv;
-  argv.reserve(args.size() + 1);
-  for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
-  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error("host verify: cannot write " + log.string() + ": " + std::strerror(errno));
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(fd);
-    throw Error(std::string("host verify: cannot start a child process (fork): ") + std::strerror(errno));
-  }
-  if (pid == 0) {
-    ::dup2(fd, STDOUT_FILENO); // dup2 clears O_CLOEXEC on the copies
-    ::dup2(fd, STDERR_FILENO);
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) ::_exit(exit_code_for_signal(SIGTERM));
-    ::execv("/proc/self/exe", argv.data());
-    ::_exit(kExitLaunchFailed);
-  }
-  ::close(fd);
-  int status = 0;
-  for (;;) {
-    const pid_t done = ::waitpid(pid, &status, stop_when ? WNOHANG : 0);
-    if (done == pid) break;
-    if (done < 0 && errno != EINTR)
-      throw Error(std::string("host verify: lost its child process (waitpid): ") + std::strerror(errno));
-    if (done == 0) { // still running: poll at 10 Hz
-      if (!*stopped && stop_when()) {
-        ::kill(pid, SIGTERM);
-        *stopped = true;
-      }
-      ::usleep(100'000);
-    }
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return WIFSIGNALED(status) ? exit_code_for_signal(WTERMSIG(status)) : kExitRuntime;
+  SignalForwarder signals;
+  ChildOptions options;
+  options.output = log;
+  if (stop_when)
+    options.watch = [&](pid_t) {
+      if (*stopped || !stop_when()) return 0;
+      *stopped = true;
+      return SIGTERM;
+    };
+  const ChildExit exit = signals.run(args, options);
+  if (const int signal_number = signals.received())
+    throw Interrupted(signal_number, "host verify stopped by signal " + std::to_string(signal_number) +
+                                         "; the interrupted check's run and log: " + log.string());
+  return exit.exit_code;
 }
 
 }  // namespace
@@ -103,7 +76,10 @@ ChildResult ChildRunner::train(const std::filesystem::path& dir, const std::vect
 
 ChildResult ChildRunner::eval(const std::filesystem::path& dir, const std::filesystem::path& checkpoint,
                               const std::vector<std::string>& sets, int ranks) const {
-  std::vector<std::string> extra{"--checkpoint", checkpoint.string(), "--set", "progress.mode=\"off\""};
+  // The schedule plays no part in an evaluation, but its settings are checked against the run's
+  // length (a 2000-step warmup on a small data set would refuse to start).
+  std::vector<std::string> extra{"--checkpoint", checkpoint.string(), "--set", "progress.mode=\"off\"", "--set",
+                                 "schedule.name=\"constant\""};
   for (const std::string& set : sets) extra.insert(extra.end(), {"--set", set});
   return run("eval", dir, std::move(extra), ranks);
 }

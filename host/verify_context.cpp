@@ -1,6 +1,10 @@
 // The components of the in-process checks, built once as `host predict` builds them: the
 // datasets prepared and created, the model placed on the run's device, one batch loaded.
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <c10/util/StringUtil.h>
+
+#include <mutex>
 
 #include "tp/framework/checkpoint/initial_weights.h"
 #include "tp/framework/data/data_loader.h"
@@ -68,6 +72,44 @@ const NamedTensors& VerifyContext::first_batch() {
     throw Error("host verify: the training split " + p.train_data->name() + " gave no batch to check with.");
   first_batch_ = BatchPlacement(device(), config().run.channels_last).to_device(std::move(*batch));
   return *first_batch_;
+}
+
+const ModelRandomness& VerifyContext::model_randomness() {
+  if (randomness_) return *randomness_;
+  RunComponents& p = parts();
+  const NamedTensors& batch = first_batch();
+  std::vector<at::Tensor> saved; // a train-mode forward moves BatchNorm statistics
+  for (const StateTensor& s : model_state_) saved.push_back(s.tensor.detach().clone());
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  at::Tensor generator_state;
+  {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator_state = generator.get_state();
+  }
+  auto forward_from_seed = [&](uint64_t seed) {
+    at::manual_seed(seed);
+    c10::NoGradGuard no_grad;
+    return p.model->forward(batch);
+  };
+  p.model->set_training(true);
+  const NamedTensors a = forward_from_seed(1);
+  const NamedTensors b = forward_from_seed(2);
+  p.model->set_training(false);
+  {
+    c10::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < model_state_.size(); ++i) model_state_[i].tensor.detach().copy_(saved[i]);
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(generator_state);
+  }
+  ModelRandomness found;
+  found.random = !first_difference(a, b).empty();
+  if (found.random)
+    for (const char* key : {"dropout", "attention_dropout", "drop_rate", "drop_path", "drop_path_rate",
+                            "stochastic_depth_prob"})
+      if (const auto value = config().model.options[key].value<double>(); value && *value != 0.0)
+        found.off_sets.push_back(std::string("model.") + key + "=0.0");
+  randomness_ = std::move(found);
+  return *randomness_;
 }
 
 NamedTensors slice_rows(const NamedTensors& tensors, int64_t half, bool first, const std::string& what) {

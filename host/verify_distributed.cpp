@@ -31,6 +31,10 @@ std::string training_differs_by_design(VerifyContext& context) {
   if (sample)
     return "training sample " + std::to_string(*sample) + " differs between rank 0 and rank 1 (augmentation draws "
            "from ctx->seed, which mixes in the rank; PLG-8)";
+  const ModelRandomness& randomness = context.model_randomness();
+  if (randomness.random && randomness.off_sets.empty())
+    return "the model draws random numbers in training mode (dropout, stochastic depth) and its table has none of "
+           "the conventional keys that switch them off";
   return "";
 }
 
@@ -80,6 +84,9 @@ CheckResult check_distributed(VerifyContext& context) {
   sets.insert(sets.end(), {"run.device=\"cpu\"", "dist.backend=\"gloo\"", "dist.timeout_s=120",
                            "train.max_steps=" + std::to_string(context.steps())});
   if (batchnorm) sets.emplace_back("model.freeze_bn_stats=true");
+  // Each rank draws its own dropout masks: compared with the model's randomness switched off.
+  const std::vector<std::string>& no_dropout = context.model_randomness().off_sets;
+  sets.insert(sets.end(), no_dropout.begin(), no_dropout.end());
   auto with_batch = [&](int64_t b) {
     std::vector<std::string> s = sets;
     s.push_back("train.batch_size=" + std::to_string(b));
@@ -95,9 +102,12 @@ CheckResult check_distributed(VerifyContext& context) {
     return row;
   }
   const WeightDifference trained = compare_weights(one.last_weights(), two.last_weights(), &context.initial_weights());
+  std::string switched_off;
+  for (const std::string& set : no_dropout) switched_off += ", " + set;
   const std::string what = std::to_string(context.steps()) + " steps of plain SGD, 2 ranks x " +
                            std::to_string(batch / 2) + " against 1 x " + std::to_string(batch) +
-                           (batchnorm ? " (frozen BatchNorm)" : "");
+                           (batchnorm ? " (frozen BatchNorm" + switched_off + ")"
+                                      : switched_off.empty() ? "" : " (" + switched_off.substr(2) + ")");
   row.reason = what + ": max relative weight difference " + format_value(trained.relative) + " at '" +
                trained.worst + "'" + moved_note(trained);
   if (batchnorm)
@@ -108,7 +118,8 @@ CheckResult check_distributed(VerifyContext& context) {
   } else if (!(trained.relative < tolerance)) {
     row.status = Status::kFail;
     row.notes.emplace_back("2 ranks must train like 1 process with their batches combined: a loss returning a mean "
-                        "(see the loss check) or state that differs per rank breaks that");
+                        "(see the loss check), a dataset that shards itself by rank (the host's sampler already "
+                        "gives each rank its share) or state that differs per rank breaks that");
   }
 
   double evaluated = 0;

@@ -19,9 +19,12 @@ CheckResult check_resume(VerifyContext& context) {
   const int64_t stop = steps / 2;
   CheckResult row("resume", "bitwise (run.deterministic)");
   const std::filesystem::path dir = context.check_dir("resume");
-  const std::vector<std::string> sets{"train.max_steps=" + std::to_string(steps), "run.deterministic=true",
-                                      "checkpoint.strategy=\"steps\"", "checkpoint.every=" + std::to_string(stop),
-                                      "checkpoint.keep_last=" + std::to_string(steps)};
+  std::vector<std::string> sets{"train.max_steps=" + std::to_string(steps), "run.deterministic=true",
+                                "checkpoint.strategy=\"steps\"", "checkpoint.every=" + std::to_string(stop),
+                                "checkpoint.keep_last=" + std::to_string(steps)};
+  // The schedule's state is part of what must resume, so it stays; a warmup longer than the
+  // short run is cut to the run (the schedule refuses a warmup beyond the last step).
+  if (context.config().schedule.warmup_steps > steps) sets.push_back("schedule.warmup_steps=" + std::to_string(steps));
   const ChildRunner runner(context.options());
   const ChildResult straight = runner.train(dir / "straight", sets);
   if (!straight.ok()) {
