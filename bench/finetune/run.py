@@ -180,9 +180,9 @@ def host_finetune(build, weights, train_root, val_root, epochs, seed, batch, war
            "--set", f"train.epochs={epochs}", "--set", f"schedule.warmup_steps={warmup}", "--set", f"run.seed={seed}",
            "--set", 'run.device="cpu"', "--set", "run.channels_last=false", "--set", "data.num_workers=1",
            "--set", 'progress.mode="off"', "--set", "plots.enabled=false", "--set", "checkpoint.load_best_at_end=false"]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    accuracies = [json.loads(line)["val/accuracy"] for line in open(os.path.join(out, "history.jsonl"))
-                  if line.startswith('{"kind":"eval"')]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    records = [json.loads(line) for line in open(os.path.join(out, "history.jsonl"))]
+    accuracies = [r["val/accuracy"] for r in records if "val/accuracy" in r]
     return accuracies[-1], max(accuracies)
 
 

@@ -13,7 +13,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 host="$build/bin/host"
 common=(--config configs/quickstart.toml --output-dir "$work/run" --set data.num_workers=1
-        --set 'progress.mode="off"' --set data.train.size=640 --set data.train.image_size=16)
+        --set 'progress.mode="off"' --set data.train.size=640 --set data.train.image_size=16 --set model.image_size=16)
 "$host" "${common[@]}" --set train.epochs=1 >/dev/null
 measure() { # label, then host arguments; prints "label rss_kib seconds"
   local label=$1; shift
