@@ -27,14 +27,9 @@ std::vector<std::string> split_list(const std::string& text) {
 int run_predict(const Options& options) {
   auto session = open_session(options);
   const RunConfig& config = session->config;
-  std::filesystem::path path = options.checkpoint;
-  if (options.checkpoint == "best" || options.checkpoint == "last")
-    path = session->run_dir / "checkpoints" / (options.checkpoint + ".pt");
+  const std::filesystem::path path = session->checkpoint_file(options.checkpoint);
   const LoadedCheckpoint checkpoint = load_checkpoint(path);
-
-  apply_cpu_settings(static_cast<int>(config.run.threads), static_cast<int>(config.data.num_workers));
-  const c10::Device device = session->device(); // cuda:LOCAL_RANK under data-parallel prediction
-  session->logger.info(apply_determinism(config.run.deterministic, device));
+  const c10::Device device = session->start_evaluation();
   const DatasetSplits splits{.train = options.split == "train", .val = options.split == "val",
                              .test = options.split == "test"};
   for (const std::string& line :

@@ -47,6 +47,18 @@ void record_paths_used(RunConfig& config, const std::filesystem::path& run_dir, 
 
 c10::Device Session::device() const { return dist ? dist->device() : resolve_device(config.run.device); }
 
+std::filesystem::path Session::checkpoint_file(const std::string& which) const {
+  if (which == "best" || which == "last") return run_dir / "checkpoints" / (which + ".pt");
+  return which;
+}
+
+c10::Device Session::start_evaluation() {
+  apply_cpu_settings(static_cast<int>(config.run.threads), static_cast<int>(config.data.num_workers));
+  const c10::Device run_device = device(); // cuda:LOCAL_RANK under data parallelism
+  logger.info(apply_determinism(config.run.deterministic, run_device));
+  return run_device;
+}
+
 std::unique_ptr<Session> open_session(const Options& options) {
   const auto env = process_environment();
   auto session = std::make_unique<Session>(read_rendezvous(env));

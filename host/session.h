@@ -34,6 +34,11 @@ struct Session {
 
   /// The device to run on: cuda:LOCAL_RANK (or cpu) under data-parallel training, else run.device.
   c10::Device device() const;
+  /// `--checkpoint`'s file: "best" and "last" name run_dir/checkpoints/<name>.pt, anything else is a path.
+  std::filesystem::path checkpoint_file(const std::string& which) const;
+  /// [eval, predict] The process settings of a command that runs the model over a split: threads
+  /// and malloc (apply_cpu_settings), determinism (logged). Returns device().
+  c10::Device start_evaluation();
 };
 
 /// Loads the config (when `options.config` is set: file, environment mirrors, --set), then

@@ -65,12 +65,8 @@ TEST_CASE("a sweep stopped in its second cell resumes it exactly and skips the f
 
   // Stop the sweep once the second cell has logged a few steps.
   const auto dir = tp::test::fresh_dir("sweep_interrupted");
-  const std::string history = (dir / kSecond / "history.jsonl").string();
-  const std::string script = std::string("'") + TP_TEST_BUILD_DIR + "/bin/host' " + sweep(dir) +
-                             " & pid=$!; for i in $(seq 1 1200); do "
-                             "[ \"$(wc -l < '" + history + "' 2>/dev/null || echo 0)\" -ge 4 ] && break; sleep 0.05; "
-                             "done; kill -TERM $pid; wait $pid; echo \"exit=$?\"";
-  const auto stopped = tp::test::run_shell(script);
+  const auto stopped =
+      tp::test::run_host_until_history(sweep(dir), dir / kSecond / "history.jsonl", 4);
   INFO(stopped.output);
   REQUIRE(stopped.output.find("exit=143") != std::string::npos);
   CHECK(stopped.output.find("run the same command again") != std::string::npos);

@@ -62,12 +62,8 @@ TEST_CASE("a deterministic CUDA run interrupted by SIGTERM resumes bitwise") {
   REQUIRE(straight.exit_code == 0);
 
   const auto dir = tp::test::fresh_dir("gpu_resume_interrupted");
-  const std::string history = (dir / "history.jsonl").string();
-  const std::string script = std::string("'") + TP_TEST_BUILD_DIR + "/bin/host' " + args + "--output-dir '" +
-                             dir.string() + "' & pid=$!; for i in $(seq 1 1200); do "
-                             "[ \"$(wc -l < '" + history + "' 2>/dev/null || echo 0)\" -ge 12 ] && break; sleep 0.05; done; "
-                             "kill -TERM $pid; wait $pid; echo \"exit=$?\"";
-  const auto interrupted = tp::test::run_shell(script);
+  const auto interrupted =
+      tp::test::run_host_until_history(args + "--output-dir '" + dir.string() + "'", dir / "history.jsonl", 12);
   INFO(interrupted.output);
   REQUIRE(interrupted.output.find("exit=143") != std::string::npos);
   const auto resumed = tp::test::run_host(args + "--output-dir '" + dir.string() + "' --resume auto");

@@ -48,12 +48,8 @@ TEST_CASE("mixup_cutmix trains small_cnn; val accuracy is reported; resume is bi
 
   // SIGTERM after a few logged steps, then --resume auto.
   const auto dir = tp::test::fresh_dir("bxform_interrupted");
-  const std::string history = (dir / "history.jsonl").string();
-  const std::string script = std::string("'") + TP_TEST_BUILD_DIR + "/bin/host' " + kArgs + "--output-dir '" +
-                             dir.string() + "' & pid=$!; for i in $(seq 1 600); do "
-                             "[ \"$(wc -l < '" + history + "' 2>/dev/null || echo 0)\" -ge 3 ] && break; sleep 0.05; done; "
-                             "kill -TERM $pid; wait $pid; echo \"exit=$?\"";
-  const auto interrupted = tp::test::run_shell(script);
+  const auto interrupted =
+      tp::test::run_host_until_history(kArgs + "--output-dir '" + dir.string() + "'", dir / "history.jsonl", 3);
   INFO(interrupted.output);
   CHECK(interrupted.output.find("exit=143") != std::string::npos);
   const auto resumed = tp::test::run_host(kArgs + "--output-dir '" + dir.string() + "' --resume auto");

@@ -35,6 +35,17 @@ inline HostRun run_host(const std::string& args) {
   return run_shell(std::string("'") + TP_TEST_BUILD_DIR + "/bin/host' " + args);
 }
 
+/// Starts `build/bin/host <args>` in the background, waits until the run's `history` file
+/// (history.jsonl) has at least `lines` lines (polling every 20 ms, for at most a minute), then
+/// sends it SIG`signal_name` ("TERM", "KILL") and waits; the output ends with "exit=<its status>"
+/// (143 after a SIGTERM that saved, 137 after SIGKILL).
+inline HostRun run_host_until_history(const std::string& args, const std::filesystem::path& history, int lines,
+                                      const std::string& signal_name = "TERM") {
+  return run_shell(std::string("'") + TP_TEST_BUILD_DIR + "/bin/host' " + args + " & pid=$!; for i in $(seq 1 3000); " +
+                   "do [ \"$(wc -l < '" + history.string() + "' 2>/dev/null || echo 0)\" -ge " + std::to_string(lines) +
+                   " ] && break; sleep 0.02; done; kill -" + signal_name + " $pid; wait $pid; echo \"exit=$?\"");
+}
+
 /// A fresh, empty directory under the build tree, named after the test.
 inline std::filesystem::path fresh_dir(const std::string& name) {
   const auto dir = std::filesystem::path(TP_TEST_BUILD_DIR) / "test-runs" / name;

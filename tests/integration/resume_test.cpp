@@ -32,12 +32,8 @@ TEST_CASE("SIGTERM mid-epoch saves the position; --resume auto continues bitwise
 
   // Start a second run, wait until it has logged a few steps, then send SIGTERM.
   const auto dir = tp::test::fresh_dir("resume_interrupted");
-  const std::string history = (dir / "history.jsonl").string();
-  const std::string script = std::string("'") + TP_TEST_BUILD_DIR + "/bin/host' " + kArgs + "--output-dir '" +
-                             dir.string() + "' & pid=$!; for i in $(seq 1 600); do "
-                             "[ \"$(wc -l < '" + history + "' 2>/dev/null || echo 0)\" -ge 6 ] && break; sleep 0.05; done; "
-                             "kill -TERM $pid; wait $pid; echo \"exit=$?\"";
-  const auto interrupted = tp::test::run_shell(script);
+  const auto interrupted =
+      tp::test::run_host_until_history(kArgs + "--output-dir '" + dir.string() + "'", dir / "history.jsonl", 6);
   INFO(interrupted.output);
   CHECK(interrupted.output.find("exit=143") != std::string::npos);
   CHECK(interrupted.output.find("--resume auto") != std::string::npos);

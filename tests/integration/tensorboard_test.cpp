@@ -46,12 +46,8 @@ TEST_CASE("TensorBoard shows every history value, the config and the hparams; a 
 
   // Killed in epoch 2, after epoch 1's checkpoint (step 12) and a few step records past it.
   const auto dir = tp::test::fresh_dir("tensorboard_resumed");
-  const std::string history = (dir / "history.jsonl").string();
-  const std::string script = std::string("'") + TP_TEST_BUILD_DIR + "/bin/host' " + kArgs + "--output-dir '" +
-                             dir.string() + "' & pid=$!; for i in $(seq 1 1200); do "
-                             "[ \"$(wc -l < '" + history + "' 2>/dev/null || echo 0)\" -ge 10 ] && break; sleep 0.02; done; "
-                             "kill -KILL $pid; wait $pid; echo \"exit=$?\"";
-  const auto killed = tp::test::run_shell(script);
+  const auto killed =
+      tp::test::run_host_until_history(kArgs + "--output-dir '" + dir.string() + "'", dir / "history.jsonl", 10, "KILL");
   INFO(killed.output);
   REQUIRE(killed.output.find("exit=137") != std::string::npos);
   const tp::LoadedCheckpoint saved = tp::load_checkpoint(dir / "checkpoints" / "last.pt");

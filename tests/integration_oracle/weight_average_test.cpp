@@ -145,12 +145,8 @@ TEST_CASE("SIGTERM and --resume auto: the average continues bitwise-exactly") {
   const auto straight_dir = tp::test::fresh_dir("ema_resume_straight");
   train(straight_dir, sets);
   const auto dir = tp::test::fresh_dir("ema_resume_interrupted");
-  const std::string history = (dir / "history.jsonl").string();
-  const std::string script = std::string("'") + TP_TEST_BUILD_DIR + "/bin/host' " + kConfig + sets + "--output-dir '" +
-                             dir.string() + "' & pid=$!; for i in $(seq 1 600); do "
-                             "[ \"$(wc -l < '" + history + "' 2>/dev/null || echo 0)\" -ge 20 ] && break; sleep 0.05; done; "
-                             "kill -TERM $pid; wait $pid; echo \"exit=$?\"";
-  const auto interrupted = tp::test::run_shell(script);
+  const auto interrupted =
+      tp::test::run_host_until_history(kConfig + sets + "--output-dir '" + dir.string() + "'", dir / "history.jsonl", 20);
   INFO(interrupted.output);
   REQUIRE(interrupted.output.find("exit=143") != std::string::npos);
   const auto saved = tp::load_checkpoint(dir / "checkpoints" / "last.pt");

@@ -109,12 +109,8 @@ TEST_CASE("on_oom = split keeps the split across --resume") {
   INFO(straight.run.output);
   REQUIRE(straight.run.exit_code == 0);
   const auto dir = tp::test::fresh_dir("oom_resume");
-  const std::string history = (dir / "history.jsonl").string();
-  const std::string script = std::string("'") + TP_TEST_BUILD_DIR + "/bin/host' " + kArgs + sets + "--output-dir '" +
-                             dir.string() + "' & pid=$!; for i in $(seq 1 600); do "
-                             "[ \"$(wc -l < '" + history + "' 2>/dev/null || echo 0)\" -ge 3 ] && break; sleep 0.05; done; "
-                             "kill -TERM $pid; wait $pid; echo \"exit=$?\"";
-  const auto interrupted = tp::test::run_shell(script);
+  const auto interrupted =
+      tp::test::run_host_until_history(kArgs + sets + "--output-dir '" + dir.string() + "'", dir / "history.jsonl", 3);
   INFO(interrupted.output);
   REQUIRE(interrupted.output.find("exit=143") != std::string::npos);
   const auto saved = tp::load_checkpoint(dir / "checkpoints" / "last.pt");

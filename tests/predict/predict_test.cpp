@@ -2,8 +2,11 @@
 // recomputes the accuracy `host eval` reported; csv, jsonl and npy hold the same rows in dataset
 // order; a 2-rank prediction is the 1-rank file byte for byte (the val split has an odd size, so
 // the shards differ and the last batches are partial).
+#include <algorithm>
 #include <filesystem>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "integration/host_runner.h"
 
@@ -141,4 +144,47 @@ TEST_CASE("host predict: --outputs is checked against the model, --tta hflip ave
   const auto typo = predict(dir, "--format parquet");
   CHECK(typo.exit_code == 2);
   CHECK(typo.output.find("csv, jsonl or npy") != std::string::npos);
+}
+
+TEST_CASE("host predict: bad samples follow data.on_bad_sample; --split train; --weights ema") {
+  // c_regression (the C fixture) fails to load samples 5, 6 and 7 of its train split.
+  const fs::path dir = tp::test::fresh_dir("predict_bad_samples");
+  const std::string common = "--config tests/integration/c_regression.toml --plugin-dir '" +
+                             std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' --output-dir '" + dir.string() +
+                             "' --set 'progress.mode=\"off\"' --set data.train.size=40 --set data.train.fail_first=5 "
+                             "--set data.train.fail_count=3 --set 'data.on_bad_sample=\"skip\"' --set ema.enabled=true "
+                             "--set train.epochs=2 --set train.batch_size=8 ";
+  const auto trained = tp::test::run_host(common);
+  INFO(trained.output);
+  REQUIRE(trained.exit_code == 0);
+  const fs::path live = dir / "train_live.csv", ema = dir / "train_ema.csv";
+  const auto skip = tp::test::run_host("predict " + common + "--checkpoint last --split train --output '" +
+                                       live.string() + "'");
+  INFO(skip.output);
+  REQUIRE(skip.exit_code == 0);
+  CHECK(skip.output.find("3 samples were skipped") != std::string::npos);
+  // 37 rows, in index order, without 5, 6 and 7.
+  std::istringstream rows(tp::test::read_text(live));
+  std::string line;
+  std::getline(rows, line);
+  CHECK(line.starts_with("index,"));
+  std::vector<int> indices;
+  while (std::getline(rows, line)) indices.push_back(std::stoi(line.substr(0, line.find(','))));
+  REQUIRE(indices.size() == 37);
+  CHECK(indices[4] == 4);
+  CHECK(indices[5] == 8);
+  CHECK(std::is_sorted(indices.begin(), indices.end()));
+  // The averaged weights predict other values than the live ones, for the same rows.
+  const auto averaged = tp::test::run_host("predict " + common + "--checkpoint last --split train --weights ema "
+                                           "--output '" + ema.string() + "'");
+  INFO(averaged.output);
+  REQUIRE(averaged.exit_code == 0);
+  CHECK(tp::test::read_text(ema) != tp::test::read_text(live));
+  // data.on_bad_sample = "fail": the first bad sample stops the prediction, and no file is left.
+  const auto failed = tp::test::run_host("predict " + common + "--set 'data.on_bad_sample=\"fail\"' --checkpoint last "
+                                         "--split train --output '" + (dir / "failed.csv").string() + "'");
+  INFO(failed.output);
+  CHECK(failed.exit_code == 1);
+  CHECK(failed.output.find("failed on sample 5") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "failed.csv"));
 }

@@ -57,5 +57,6 @@ TEST_CASE("a failing prepare ends every rank with its message, and no rank creat
   for (auto at = run.output.find(message); at != std::string::npos; at = run.output.find(message, at + 1)) ++seen;
   CHECK(seen >= 2);
   CHECK(run.output.find("dataset preparation failed on rank 0") != std::string::npos);
+  CHECK(run.output.find("plugin component 'org.torchhost.test.prepare_probe'") != std::string::npos);
   CHECK(lines_of(dir / "calls.log") == std::vector<std::string>{"prepare train"});
 }
