@@ -10,6 +10,7 @@
 #include <cmath>
 #include <csignal>
 #include <optional>
+#include <string_view>
 #include <utility>
 
 #include "tp/framework/amp/autocast_guard.h"
@@ -191,7 +192,7 @@ void StepRunner::train_piece(const NamedTensors& piece, const AccumulationWindow
 void StepRunner::recover_from_out_of_memory(const std::exception_ptr& error, int64_t samples, bool sync,
                                             const StepPosition& at) {
   if (!is_out_of_memory(error)) std::rethrow_exception(error);
-  const bool in_backward = std::string(piece_phase_) == "backward";
+  const bool in_backward = std::string_view(piece_phase_) == "backward";
   // A backward that failed half-way has added part of its gradient: undoable only while the
   // window's gradients hold nothing else (they are none at a window's start), and never where the
   // other ranks are already all-reducing buckets of it.
@@ -213,8 +214,9 @@ void StepRunner::recover_from_out_of_memory(const std::exception_ptr& error, int
   splits_ *= 2;
   split_this_window_ = true;
   const int64_t piece = (config_.train.batch_size + splits_ - 1) / splits_;
-  log_.warn("out of memory in the " + std::string(piece_phase_) + " of " + std::to_string(samples) + " samples at step " +
-            std::to_string(at.step + 1) + " (epoch " + std::to_string(at.epoch + 1) + (dist_ ? ", rank " + std::to_string(dist_->rank()) : "") +
+  const std::string rank = dist_ ? ", rank " + std::to_string(dist_->rank()) : "";
+  log_.warn("out of memory in the " + std::string(piece_phase_) + " of " + std::to_string(samples) +
+            " samples at step " + std::to_string(at.step + 1) + " (epoch " + std::to_string(at.epoch + 1) + rank +
             "); train.on_oom = \"split\": micro-batches are cut in " + std::to_string(splits_) + " pieces of at most " +
             std::to_string(piece) + " samples from here on, and each optimizer step still averages the same " +
             std::to_string(config_.train.batch_size * config_.train.grad_accum_steps) + " samples per rank");
