@@ -41,19 +41,6 @@ std::string status_of(const fs::path& dir, const std::string& cell) {
   return "";
 }
 
-// Every history record, measurements aside (times, throughput, memory differ between any two runs).
-std::vector<std::pair<std::string, std::map<std::string, double>>> without_timings(const fs::path& run_dir) {
-  std::vector<std::pair<std::string, std::map<std::string, double>>> out;
-  for (const auto& row : tp::test::read_history(run_dir)) {
-    std::map<std::string, double> values;
-    for (const auto& [name, value] : row.values)
-      if (!name.starts_with("time/") && !name.starts_with("throughput/") && !name.starts_with("memory/") &&
-          !name.starts_with("perf/"))
-        values[name] = value;
-    out.emplace_back(row.kind, values);
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -99,6 +86,6 @@ TEST_CASE("a sweep stopped in its second cell resumes it exactly and skips the f
       INFO(a.model[i].first);
       CHECK(at::equal(a.model[i].second, b.model[i].second));
     }
-    CHECK(without_timings(dir / cell) == without_timings(straight_dir / cell));
+    CHECK(tp::test::without_timings(dir / cell) == tp::test::without_timings(straight_dir / cell));
   }
 }

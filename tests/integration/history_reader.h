@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tp::test {
@@ -47,6 +48,22 @@ inline std::vector<Row> rows_of(const std::vector<Row>& rows, const std::string&
   std::vector<Row> out;
   for (const Row& row : rows)
     if (row.kind == kind) out.push_back(row);
+  return out;
+}
+
+/// Every record of a run's history as (kind, values), measurements aside: wall-clock times,
+/// throughput, peak memory and TFLOP/s differ between any two runs of the same training.
+inline std::vector<std::pair<std::string, std::map<std::string, double>>> without_timings(
+    const std::filesystem::path& run_dir) {
+  std::vector<std::pair<std::string, std::map<std::string, double>>> out;
+  for (const Row& row : read_history(run_dir)) {
+    std::map<std::string, double> values;
+    for (const auto& [name, value] : row.values)
+      if (!name.starts_with("time/") && !name.starts_with("throughput/") && !name.starts_with("memory/") &&
+          !name.starts_with("perf/"))
+        values[name] = value;
+    out.emplace_back(row.kind, values);
+  }
   return out;
 }
 

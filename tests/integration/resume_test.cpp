@@ -59,22 +59,9 @@ TEST_CASE("SIGTERM mid-epoch saves the position; --resume auto continues bitwise
   std::size_t epochs = 0;
   for (std::size_t at = 0; (at = text.find("\"kind\":\"epoch\"", at)) != std::string::npos; ++at) ++epochs;
   CHECK(epochs == 2);
-  // Every record equal, measurements aside (wall-clock times, throughput, peak memory and
-  // TFLOP/s differ between any two runs).
-  auto without_timings = [](const std::vector<tp::test::Row>& rows) {
-    std::vector<std::pair<std::string, std::map<std::string, double>>> out;
-    for (const auto& row : rows) {
-      std::map<std::string, double> values;
-      for (const auto& [name, value] : row.values)
-        if (!name.starts_with("time/") && !name.starts_with("throughput/") && !name.starts_with("memory/") &&
-            !name.starts_with("perf/"))
-          values[name] = value;
-      out.emplace_back(row.kind, values);
-    }
-    return out;
-  };
-  const auto resumed_rows = without_timings(tp::test::read_history(dir));
-  const auto straight_rows = without_timings(tp::test::read_history(straight_dir));
+  // Every record equal, measurements aside.
+  const auto resumed_rows = tp::test::without_timings(dir);
+  const auto straight_rows = tp::test::without_timings(straight_dir);
   CHECK(resumed_rows.size() == straight_rows.size());
   CHECK(resumed_rows == straight_rows);
 }
