@@ -1,10 +1,13 @@
-# Finds LibTorch. Order: an explicit Torch_DIR or CMAKE_PREFIX_PATH (any LibTorch 2.x), else the
-# torch wheel in the project venv (.venv, made by scripts/setup), else the python3 on PATH.
-# Sets TP_TORCH_DEVICE_BUILD to 1 (CPU LibTorch) or 2 (CUDA LibTorch) for the build fingerprint.
-if(NOT Torch_DIR)
-  find_package(Torch QUIET CONFIG)
-endif()
-if(NOT Torch_FOUND)
+# Finds LibTorch for the torchhost tree. Order: an explicit Torch_DIR or CMAKE_PREFIX_PATH entry
+# (any LibTorch 2.x, CPU or CUDA), else the torch wheel in the project venv (.venv, made by
+# scripts/setup), else the one of the python3 on PATH, else CMake's default search.
+# torchhost_find_torch (plugin_api/cmake/TorchhostTorch.cmake, the SDK's own finder) does the rest:
+# a CUDA build's toolkit and wheel libraries, the C++ standard LibTorch requires, one status line.
+# Sets TP_TORCH_DEVICE_BUILD to 1 (CPU LibTorch) or 2 (CUDA LibTorch) for the build fingerprint,
+# and TP_TORCH_CXX_STANDARD (17 or 20) for the plugins and the module PCH.
+include(TorchhostTorch)
+_torchhost_torch_root(_tp_named_torch)
+if(NOT _tp_named_torch)
   foreach(_py "${CMAKE_SOURCE_DIR}/.venv/bin/python" python3)
     execute_process(
       COMMAND ${_py} -c "import torch.utils; print(torch.utils.cmake_prefix_path)"
@@ -15,14 +18,7 @@ if(NOT Torch_FOUND)
       break()
     endif()
   endforeach()
-  find_package(Torch REQUIRED CONFIG)
 endif()
-if(Torch_VERSION VERSION_LESS 2.0)
-  message(FATAL_ERROR "torchhost needs LibTorch 2.x; found ${Torch_VERSION} at ${Torch_DIR}")
-endif()
-if(TARGET torch_cuda OR TORCH_CUDA_LIBRARIES)
-  set(TP_TORCH_DEVICE_BUILD 2)
-else()
-  set(TP_TORCH_DEVICE_BUILD 1)
-endif()
-message(STATUS "torchhost: LibTorch ${Torch_VERSION} (${Torch_DIR}), device build ${TP_TORCH_DEVICE_BUILD}")
+torchhost_find_torch()
+set(TP_TORCH_DEVICE_BUILD ${TORCHHOST_TORCH_DEVICE_BUILD})
+set(TP_TORCH_CXX_STANDARD ${TORCHHOST_TORCH_CXX_STANDARD})

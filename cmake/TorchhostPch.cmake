@@ -11,7 +11,8 @@
 # one PCH per flag set, each built by a tiny object library that links only LibTorch (its macros
 # are the LibTorch ones every consumer has too), and every consumer reuses it:
 #   tp_pch_torch         C++20, position-dependent: tp_framework, host, tests, benchmarks
-#   tp_pch_torch_module  C++17 (the SDK's standard), -fPIC: Tier T plugins (torchhost_add_plugin)
+#   tp_pch_torch_module  the standard Tier T plugins compile in (C++17, or C++20 where LibTorch
+#                        requires it: TP_TORCH_CXX_STANDARD), -fPIC: torchhost_add_plugin
 # Only for the top-level build: a project that add_subdirectory()s torchhost may compile its own
 # plugins with other flags.
 option(TP_PCH "Precompile the LibTorch headers for the targets that use them" ${TP_MASTER_PROJECT})
@@ -37,7 +38,7 @@ endfunction()
 
 if(TP_PCH)
   _tp_add_pch_target(tp_pch_torch 20 OFF)
-  _tp_add_pch_target(tp_pch_torch_module 17 ON)
+  _tp_add_pch_target(tp_pch_torch_module ${TP_TORCH_CXX_STANDARD} ON)
 endif()
 
 # tp_use_torch_pch(<target>): compile <target>'s C++ sources with the LibTorch PCH of its kind

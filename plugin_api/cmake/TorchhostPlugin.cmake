@@ -2,10 +2,13 @@
 #
 # Builds a plugin library `<name>.so` (no "lib" prefix: the file name is the plugin name) as a
 # MODULE with hidden visibility, a version script that exports only `tp_entry`, and -z defs so an
-# unresolved symbol fails the link instead of the run. Tier T plugins link LibTorch and get the
+# unresolved symbol fails the link instead of the run. Tier T plugins link LibTorch (found by
+# torchhost_find_torch: the CPU or CUDA build, and the C++ standard it requires) and get the
 # build-fingerprint define; Tier S plugins must not link LibTorch, which is checked when the
 # directory is done configuring. Out of tree, find_package(torchhost) has already made Release the
 # build type when none was set (torchhostConfig.cmake).
+
+include("${CMAKE_CURRENT_LIST_DIR}/TorchhostTorch.cmake") # torchhost_find_torch()
 
 # Cached so the path is visible from every directory of the project, whichever one included this.
 set(_TORCHHOST_PLUGIN_MAP "${CMAKE_CURRENT_LIST_DIR}/torchhost_plugin.map" CACHE INTERNAL "torchhost plugin version script")
@@ -52,16 +55,12 @@ function(torchhost_add_plugin name)
     set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${TORCHHOST_PLUGIN_OUTPUT_DIRECTORY}")
   endif()
   if(ARG_TIER STREQUAL "T")
-    if(NOT TARGET torch)
-      find_package(Torch REQUIRED CONFIG)
-    endif()
-    if(TARGET torch_cuda OR TORCH_CUDA_LIBRARIES)
-      set(_device_build 2)
-    else()
-      set(_device_build 1)
-    endif()
+    # LibTorch, CPU or CUDA build (TorchhostTorch.cmake); the plugin is compiled in the C++ standard
+    # that LibTorch's headers require (C++20 from LibTorch 2.14 on), never below the SDK's C++17.
+    torchhost_find_torch()
     target_link_libraries(${name} PRIVATE ${TORCH_LIBRARIES})
-    target_compile_definitions(${name} PRIVATE TP_PLUGIN_TIER_T=1 TP_TORCH_DEVICE_BUILD=${_device_build})
+    target_compile_features(${name} PRIVATE cxx_std_${TORCHHOST_TORCH_CXX_STANDARD})
+    target_compile_definitions(${name} PRIVATE TP_PLUGIN_TIER_T=1 TP_TORCH_DEVICE_BUILD=${TORCHHOST_TORCH_DEVICE_BUILD})
     if(COMMAND tp_use_torch_pch) # inside the torchhost tree: its precompiled LibTorch headers
       tp_use_torch_pch(${name})
     endif()

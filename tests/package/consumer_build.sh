@@ -3,7 +3,9 @@
 # author would, from the installed files alone: the rules, templates and C example are there; the
 # Tier S template (C++) and the C11 example dataset (a C-only project) build as external projects
 # with find_package(torchhost CONFIG) + torchhost_add_plugin, optimised although no build type is
-# given; the host accepts both. Args: <build dir>.
+# given; so does the Tier T template against the LibTorch this build used (CPU or CUDA, C++17 or the
+# C++20 that LibTorch 2.14 requires: CI runs this in the CPU tree and in the CUDA tree); the host
+# accepts all three. Args: <build dir>.
 set -euo pipefail
 build=$1
 work="$build/test-runs/package"
@@ -22,8 +24,8 @@ grep -q "PLG-4" "$share/README.md" || { echo "$share/README.md lacks the PLG rul
 # build_consumer <source dir> <name>: configure (no CMAKE_BUILD_TYPE) and build it; check that it
 # was built as Release with optimisation and exports exactly one symbol, tp_entry (PLG-1).
 build_consumer() {
-  local src=$1 name=$2
-  cmake -S "$src" -B "$src-build" -G Ninja -DCMAKE_PREFIX_PATH="$work/sdk"
+  local src=$1 name=$2 prefix=${3:-$work/sdk}
+  cmake -S "$src" -B "$src-build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix"
   grep -q '^CMAKE_BUILD_TYPE:STRING=Release$' "$src-build/CMakeCache.txt" ||
     { echo "$name: the build type did not default to Release"; exit 1; }
   cmake --build "$src-build" --verbose | tee "$src-build/build.out"
@@ -44,3 +46,11 @@ cp -r "$share/examples/c_dataset" "$work/c_consumer"
 grep -q 'TP_STABLE_BUILD_INFO_INIT' "$work/c_consumer/c_dataset.c" || { echo "c_dataset.c: no TP_STABLE_BUILD_INFO_INIT"; exit 1; }
 grep -q 'project(c_dataset LANGUAGES C)' "$work/c_consumer/CMakeLists.txt" || { echo "the C example is not a C-only project"; exit 1; }
 build_consumer "$work/c_consumer" c_dataset
+
+# The Tier T template: a LibTorch plugin, configured as the README tells a plugin author, with the
+# SDK and the LibTorch the host was built with on CMAKE_PREFIX_PATH (a wheel's
+# torch.utils.cmake_prefix_path, here read back from the build's cache).
+torch_dir=$(sed -n 's/^Torch_DIR:[A-Z]*=//p' "$build/CMakeCache.txt")
+[ -f "$torch_dir/TorchConfig.cmake" ] || { echo "no Torch_DIR in $build/CMakeCache.txt"; exit 1; }
+cp -r "$share/templates/tier_t_model" "$work/t_consumer"
+build_consumer "$work/t_consumer" template_model "$work/sdk;$(dirname "$torch_dir")"

@@ -18,10 +18,17 @@ c10::Device resolve_device(const std::string& spec) {
   if (spec == "auto") return cuda_available ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
   if (spec == "cpu") return c10::Device(c10::kCPU);
   if (spec.rfind("cuda", 0) == 0) {
+    // at::hasCUDA() is false without a driver or a visible GPU, in a CUDA build too: which LibTorch
+    // this is comes from the build (TP_TORCH_DEVICE_BUILD, the fingerprint's device build).
+    const bool cuda_build = TP_TORCH_DEVICE_BUILD == 2;
     if (!cuda_available)
-      throw ConfigError("run.device", "run.device = \"" + spec + "\" but this host sees no CUDA device (LibTorch " +
-                                          (at::hasCUDA() ? "has CUDA support but finds no GPU" : "is a CPU-only build") +
-                                          "). Use run.device = \"cpu\" or \"auto\".");
+      throw ConfigError("run.device",
+                        "run.device = \"" + spec + "\" but this host sees no CUDA device (" +
+                            (cuda_build ? "its LibTorch is a CUDA build but finds no GPU: no NVIDIA driver, or "
+                                          "CUDA_VISIBLE_DEVICES hides them; nvidia-smi lists what the driver sees"
+                                        : "its LibTorch is a CPU-only build; a GPU needs the host built against a "
+                                          "CUDA LibTorch, docs/build.md") +
+                            "). Use run.device = \"cpu\" or \"auto\".");
     int index = 0;
     if (spec.size() > 5) index = std::stoi(spec.substr(5));
     if (index >= static_cast<int>(at::getNumGPUs()))
