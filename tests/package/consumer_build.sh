@@ -12,7 +12,7 @@ work="$build/test-runs/package"
 rm -rf "$work"
 cmake --install "$build" --prefix "$work/sdk"
 
-# What both READMEs point at is installed under share/torchhost.
+# What plugin_api/README.md and docs/plugin_sdk.md point at is installed under share/torchhost.
 share="$work/sdk/share/torchhost"
 for file in README.md templates/tier_s_callback/CMakeLists.txt templates/tier_s_callback/README.md \
             templates/tier_t_model/CMakeLists.txt templates/tier_t_model/template_model.cpp \
@@ -47,8 +47,8 @@ grep -q 'TP_STABLE_BUILD_INFO_INIT' "$work/c_consumer/c_dataset.c" || { echo "c_
 grep -q 'project(c_dataset LANGUAGES C)' "$work/c_consumer/CMakeLists.txt" || { echo "the C example is not a C-only project"; exit 1; }
 build_consumer "$work/c_consumer" c_dataset
 
-# The Tier T template: a LibTorch plugin, configured as the README tells a plugin author, with the
-# SDK and the LibTorch the host was built with on CMAKE_PREFIX_PATH (a wheel's
+# The Tier T template: a LibTorch plugin, configured as docs/plugin_sdk.md tells a plugin author,
+# with the SDK and the LibTorch the host was built with on CMAKE_PREFIX_PATH (a wheel's
 # torch.utils.cmake_prefix_path, here read back from the build's cache).
 torch_dir=$(sed -n 's/^Torch_DIR:[A-Z]*=//p' "$build/CMakeCache.txt")
 [ -f "$torch_dir/TorchConfig.cmake" ] || { echo "no Torch_DIR in $build/CMakeCache.txt"; exit 1; }
