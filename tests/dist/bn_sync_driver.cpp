@@ -9,6 +9,7 @@
 
 #include "tp/framework/config/load.h"
 #include "tp/framework/dist/batchnorm_sync.h"
+#include "tp/framework/dist/collectives.h"
 #include "tp/framework/dist/dist_context.h"
 #include "tp/framework/dist/rendezvous.h"
 
@@ -26,7 +27,7 @@ int main(int argc, char** argv) {
     const auto model = tp::test::bn_sync_model_state(place.rank);
     const auto average = tp::test::bn_sync_average_state(place.rank);
     const auto how = std::string(argv[1]) == "reduce" ? tp::BatchNormSync::kReduce : tp::BatchNormSync::kBroadcast;
-    const int64_t synced = tp::sync_batchnorm_statistics(*dist, {&model, &average}, how);
+    const int64_t synced = tp::sync_batchnorm_statistics(*tp::data_parallel_collectives(*dist), {&model, &average}, how);
     std::ofstream out(std::string(argv[2]) + "/rank" + std::to_string(place.rank) + ".txt");
     out << "synced " << synced << "\n";
     for (const auto* state : {&model, &average}) {

@@ -4,6 +4,8 @@
 // loopback and through torchrun; and the 2-rank evaluation of a checkpoint equals the 1-rank one.
 #include <ATen/ATen.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "tp/framework/checkpoint/checkpoint.h"
@@ -162,5 +164,33 @@ TEST_CASE("a micro-batch skipped whole on one rank: no hang, and the ranks stay 
     // ... and so are rank 1's: the validation loss sums both ranks' shards, each evaluated with
     // that rank's own weights, so a rank that drifted would change it.
     CHECK(val_loss(two) == doctest::Approx(val_loss(single)).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("a stop or a save requested on one rank only is every rank's, at the same step") {
+  // RunControl agrees on every reason once per optimizer step: a callback on rank 1 alone asks
+  // to stop at step 3's beginning (honoured after that step) and, in a second run, to save at
+  // step 5's end (honoured now). Both ranks end together, exit 0, and rank 0 writes.
+  const auto run = [](const std::string& name, int event, int requests, int at_step, const std::string& sets) {
+    const auto dir = tp::test::fresh_dir(name);
+    const auto config = dir / "run.toml";
+    std::ofstream(config) << tp::test::read_text(std::filesystem::path(TP_TEST_SOURCE_DIR) / "tests/dist/ddp.toml")
+                          << "\n[[callbacks]]\ncomponent = \"org.torchhost.test.request_callback\"\nevent = " << event
+                          << "\nrequests = " << requests << "\nat_step = " << at_step << "\nrank = 1\n";
+    const auto result = tp::test::run_host("--nproc-per-node 2 --config '" + config.string() + "' --plugin-dir '" +
+                                           std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' --output-dir '" + dir.string() +
+                                           "' --set train.batch_size=16 --set train.log_every_steps=1 " + sets);
+    INFO(result.output);
+    REQUIRE(result.exit_code == 0);
+    return dir;
+  };
+  SUBCASE("stop from STEP_BEGIN on rank 1") {
+    const auto dir = run("ddp_one_rank_stop", 5, 1, 2, "--set checkpoint.strategy=\"epoch\" --set checkpoint.save_top_k=0");
+    CHECK(tp::load_checkpoint(dir / "checkpoints" / "last.pt").step == 3);
+  }
+  SUBCASE("save from STEP_END on rank 1") {
+    const auto dir = run("ddp_one_rank_save", 6, 2, 5,
+                         "--set checkpoint.strategy=\"no\" --set checkpoint.save_top_k=0 --set train.max_steps=8");
+    CHECK(tp::load_checkpoint(dir / "checkpoints" / "last.pt").step == 5);
   }
 }

@@ -106,3 +106,47 @@ TEST_CASE("save requests write last.pt where they are honoured; FIT_END's is ign
   const auto ignored = train("request_save_fit_end", {2, 2, -1, kSaveSets});
   CHECK_FALSE(std::filesystem::exists(ignored / "checkpoints" / "last.pt"));
 }
+
+namespace {
+
+/// report.toml's `collectives`: the collectives the run made (gradient buckets excluded).
+int64_t collectives_of(const std::filesystem::path& dir) {
+  const std::string report = tp::test::read_text(dir / "report.toml");
+  const auto at = report.find("\ncollectives = ");
+  REQUIRE(at != std::string::npos);
+  return std::stoll(report.substr(at + 15));
+}
+
+/// Collectives per optimizer step: the difference between a run of 8 steps and one of 4 (the
+/// same set-up and ending), over the 4 extra steps. No evaluation, no checkpoint, one epoch.
+double collectives_per_step(const std::string& name, int log_every, bool callback) {
+  int64_t counts[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    const auto dir = tp::test::fresh_dir(name + std::to_string(i));
+    const auto config = dir / "run.toml";
+    std::ofstream out(config);
+    out << tp::test::read_text(std::filesystem::path(TP_TEST_SOURCE_DIR) / "tests/integration/c_regression.toml");
+    if (callback) out << "\n[[callbacks]]\ncomponent = \"org.torchhost.test.request_callback\"\nrequests = 0\n";
+    out.close();
+    const auto run = tp::test::run_host(
+        "--config '" + config.string() + "' --plugin-dir '" + std::string(TP_TEST_FIXTURE_PLUGIN_DIR) +
+        "' --output-dir '" + dir.string() + "' --set progress.mode=\"off\" --set train.epochs=1 "
+        "--set data.train.size=64 --set train.batch_size=4 --set train.max_steps=" + std::to_string(4 * (i + 1)) +
+        " --set train.log_every_steps=" + std::to_string(log_every) + " " + kSaveSets);
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    counts[i] = collectives_of(dir);
+  }
+  return static_cast<double>(counts[1] - counts[0]) / 4.0;
+}
+
+}  // namespace
+
+TEST_CASE("collectives per optimizer step: one agreement carries the step's flags and the logged loss") {
+  // Before issue 26 a logging step made three (the window's agreement, the loss read, the STEP_END
+  // agreement) and every other step one. Now the loss rides in the agreement, and STEP_END's
+  // agreement is made only where callbacks exist to ask.
+  CHECK(collectives_per_step("collectives_quiet_", 1000, false) == 1.0);
+  CHECK(collectives_per_step("collectives_logged_", 1, false) == 1.0);
+  CHECK(collectives_per_step("collectives_callback_", 1, true) == 2.0);
+}

@@ -5,7 +5,7 @@
 
 #include <map>
 
-#include "tp/framework/dist/dist_context.h"
+#include "tp/framework/dist/collectives.h"
 
 namespace tp {
 
@@ -16,7 +16,7 @@ bool is_batchnorm_statistic(const std::string& name) {
   return false;
 }
 
-int64_t sync_batchnorm_statistics(DistContext& dist, const std::vector<const std::vector<StateTensor>*>& states,
+int64_t sync_batchnorm_statistics(Collectives& dist, const std::vector<const std::vector<StateTensor>*>& states,
                                   BatchNormSync how) {
   std::vector<at::Tensor> stats;
   for (const auto* state : states)

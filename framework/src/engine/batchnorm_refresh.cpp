@@ -12,7 +12,7 @@
 #include <string>
 #include <utility>
 
-#include "tp/framework/dist/dist_context.h"
+#include "tp/framework/dist/collectives.h"
 #include "tp/framework/error.h"
 
 namespace tp {
@@ -71,7 +71,7 @@ class SameRandomness {
 
 int64_t refresh_batchnorm_statistics(RunComponents& parts, const std::vector<StateTensor>& model_state,
                                      DataLoader& loader, uint64_t epoch, int64_t batches,
-                                     const BatchPlacement& placement, DistContext* dist) {
+                                     const BatchPlacement& placement, Collectives& collectives) {
   std::map<std::string, BatchNormLayer> layers = find_layers(model_state);
   if (layers.empty()) return 0;
   c10::NoGradGuard no_grad;
@@ -118,18 +118,18 @@ int64_t refresh_batchnorm_statistics(RunComponents& parts, const std::vector<Sta
     }
     ++counted;
   }
-  TP_CHECK(counted > 0 || dist != nullptr, "swa.update_bn: the training split gave no batch to recompute BatchNorm statistics from");
+  // Data-parallel: the per-rank sums add up to the statistics of all ranks' batches (the
+  // identity for a single process).
   at::Tensor count = at::full({}, static_cast<double>(counted), at::TensorOptions().dtype(at::kDouble).device(placement.device()));
-  if (dist) {
-    std::vector<at::Tensor> sums{count};
-    for (auto& [name, layer] : layers) {
-      if (!layer.mean_sum.defined()) layer.mean_sum = at::zeros_like(layer.mean, at::kDouble);
-      if (!layer.var_sum.defined()) layer.var_sum = at::zeros_like(layer.var, at::kDouble);
-      sums.push_back(layer.mean_sum);
-      sums.push_back(layer.var_sum);
-    }
-    dist->all_reduce_sum(sums, "sum BatchNorm statistics over ranks (swa.update_bn)");
+  std::vector<at::Tensor> sums{count};
+  for (auto& [name, layer] : layers) {
+    if (!layer.mean_sum.defined()) layer.mean_sum = at::zeros_like(layer.mean, at::kDouble);
+    if (!layer.var_sum.defined()) layer.var_sum = at::zeros_like(layer.var, at::kDouble);
+    sums.push_back(layer.mean_sum);
+    sums.push_back(layer.var_sum);
   }
+  collectives.all_reduce_sum(sums, "sum BatchNorm statistics over ranks (swa.update_bn)");
+  TP_CHECK(count.item<double>() > 0, "swa.update_bn: the training split gave no batch to recompute BatchNorm statistics from");
   // The cumulative average BatchNorm keeps with momentum=None: the mean of the batches' statistics.
   for (auto& [name, layer] : layers) {
     const at::Tensor denominator = layer.momentum.to(at::kDouble) * count;

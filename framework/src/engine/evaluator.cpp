@@ -8,19 +8,19 @@
 #include <utility>
 #include <vector>
 
-#include "tp/framework/dist/dist_context.h"
+#include "tp/framework/dist/collectives.h"
 #include "tp/framework/error.h"
 
 namespace tp {
 
 Evaluator::Evaluator(const RunConfig& config, RunComponents& parts, const BatchPlacement& placement,
-                     std::unique_ptr<DataLoader> loader, int64_t batches, DistContext* dist)
+                     std::unique_ptr<DataLoader> loader, int64_t batches, Collectives& collectives)
     : config_(config),
       parts_(parts),
       placement_(placement),
       loader_(std::move(loader)),
       batches_(batches),
-      dist_(dist),
+      collectives_(collectives),
       early_stopping_(config.early_stopping) {}
 
 void Evaluator::add_average(const WeightAverage& average, const std::vector<StateTensor>& model_state) {
@@ -63,15 +63,13 @@ Scalars Evaluator::evaluate(const std::string& prefix) {
       if (++batches == batches_) break; // overfit_batches / fast_dev_run
     }
   }
-  if (dist_) {
-    // Exact evaluation: the shards are disjoint and cover the split once, so sums of the loss,
-    // the item count and every metric's state are the single-process values.
-    std::vector<at::Tensor> tensors{loss_sum, count};
-    if (term_sums.defined()) tensors.push_back(term_sums);
-    for (auto& metric : parts_.metrics)
-      for (const auto& s : metric->state()) tensors.push_back(s.tensor);
-    dist_->all_reduce_sum(tensors, "sum evaluation loss and metric state over ranks");
-  }
+  // Exact evaluation: the shards are disjoint and cover the split once, so sums of the loss,
+  // the item count and every metric's state are the single-process values.
+  std::vector<at::Tensor> tensors{loss_sum, count};
+  if (term_sums.defined()) tensors.push_back(term_sums);
+  for (auto& metric : parts_.metrics)
+    for (const auto& s : metric->state()) tensors.push_back(s.tensor);
+  collectives_.all_reduce_sum(tensors, "sum evaluation loss and metric state over ranks");
   Scalars result;
   result.emplace_back(prefix + "/loss", (loss_sum / count).item<double>()); // sync, once per evaluation
   if (term_sums.defined()) {

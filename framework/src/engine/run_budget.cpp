@@ -4,6 +4,7 @@
 #include <sstream>
 #include <vector>
 
+#include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/error.h"
 
 namespace tp {
@@ -36,13 +37,16 @@ int64_t RunBudget::epochs(int64_t epochs, int64_t steps_per_epoch) const {
   return (max_steps_ + steps_per_epoch - 1) / steps_per_epoch;
 }
 
-void RunBudget::start(double already) {
-  already_ = already;
+void RunBudget::start() {
   started_ = std::chrono::steady_clock::now();
 }
 
 double RunBudget::elapsed() const {
   return already_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
 }
+
+void RunBudget::save_state(CheckpointContents& into) const { into.train_seconds = elapsed(); }
+
+void RunBudget::load_state(const LoadedCheckpoint& from) { already_ = from.train_seconds; }
 
 }  // namespace tp

@@ -1,5 +1,5 @@
-// The hot path: one micro-batch in numbered phases (ARCH-15), and the update that ends
-// its accumulation window.
+// The hot path: one optimizer step in numbered phases (ARCH-15): 1-3 for each micro-batch of
+// the accumulation window, 4 the ranks' agreement, 5 the update, 6 what advances with the step.
 #include "tp/framework/engine/step_runner.h"
 
 #include <ATen/ATen.h>
@@ -14,9 +14,9 @@
 #include <utility>
 
 #include "tp/framework/amp/autocast_guard.h"
+#include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/dist/batchnorm_sync.h"
-#include "tp/framework/dist/dist_context.h"
-#include "tp/framework/dist/grad_sync.h"
+#include "tp/framework/dist/collectives.h"
 #include "tp/framework/data/collate.h"
 #include "tp/framework/engine/batch_transforms.h"
 #include "tp/framework/engine/out_of_memory.h"
@@ -46,7 +46,7 @@ class PhaseTiming {
 
 StepRunner::StepRunner(const RunConfig& config, RunComponents& parts, const std::vector<StateTensor>& model_state,
                        BuiltOptimizer& optim, const BatchPlacement& placement, TrainMeters& meters, Logger& log,
-                       DistContext* dist)
+                       Collectives& collectives, NanChecks nan_checks)
     : config_(config),
       parts_(parts),
       model_state_(model_state),
@@ -54,7 +54,7 @@ StepRunner::StepRunner(const RunConfig& config, RunComponents& parts, const std:
       placement_(placement),
       meters_(meters),
       log_(log),
-      dist_(dist),
+      collectives_(collectives),
       precision_(parse_precision(config.amp.precision)),
       scaler_(GradScalerOptions()
                   .init_scale(config.amp.init_scale)
@@ -62,7 +62,7 @@ StepRunner::StepRunner(const RunConfig& config, RunComponents& parts, const std:
                   .backoff_factor(config.amp.backoff_factor)
                   .growth_interval(config.amp.growth_interval)
                   .enabled(needs_grad_scaler(precision_))),
-      nan_checks_(nan_checks(precision_, placement.device().type(), config.train.nan_policy)) {
+      nan_checks_(nan_checks) {
   const auto zero = [&] { return at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(placement.device())); };
   window_estimate_ = zero();
   window_items_ = zero();
@@ -70,66 +70,86 @@ StepRunner::StepRunner(const RunConfig& config, RunComponents& parts, const std:
 
 StepRunner::~StepRunner() = default;
 
-void StepRunner::start_data_parallel() {
-  const bool overlap = config_.dist.overlap;
-  grad_sync_ = std::make_unique<GradSync>(*dist_, model_state_, overlap);
-  std::string sizes;
-  for (int64_t bytes : grad_sync_->bucket_bytes()) sizes += (sizes.empty() ? "" : ", ") + std::to_string(bytes >> 10);
-  const int64_t world = dist_->world_size();
-  log_.info("data-parallel: " + std::to_string(world) + " ranks, backend " + dist_->backend() + ", " +
-            std::to_string(grad_sync_->bucket_bytes().size()) + " gradient buckets (KiB, in reduction order: " + sizes +
-            (overlap ? "" : "; reduced after backward, dist.overlap = false") + "); batch " +
-            std::to_string(config_.train.batch_size) + " per rank = " +
-            std::to_string(config_.train.batch_size * world * config_.train.grad_accum_steps) +
+void StepRunner::build_gradient_reducer() {
+  reducer_ = collectives_.gradient_reducer(model_state_, config_.dist.overlap);
+  const std::string buckets = collectives_.describe(*reducer_);
+  if (buckets.empty()) return;
+  log_.info(buckets + "; batch " + std::to_string(config_.train.batch_size) + " per rank = " +
+            std::to_string(config_.train.batch_size * collectives_.world_size() * config_.train.grad_accum_steps) +
             " samples per optimizer step");
 }
 
-WindowAgreement StepRunner::train_step(NamedTensors& cpu_batch, const AccumulationWindow& window,
-                                       const StepPosition& at, uint32_t deferred) {
+StepOutcome StepRunner::optimizer_step(const MicroBatchFeed& next, int64_t window_length, int64_t epoch,
+                                       RunControl& control) {
+  StepOutcome outcome;
+  // 1-3. Fetch, forward and backward for each micro-batch of the window; gradients accumulate.
+  StepPosition at{step_, epoch, 0};
+  for (int64_t i = 0; i < window_length; ++i) {
+    std::optional<MicroBatch> micro = next();
+    if (!micro) return outcome; // the loader ran dry: a partial window takes no update
+    ++outcome.micro_batches;
+    at.batch = micro->next_index;
+    train_micro_batch(micro->tensors, {window_length, i == 0, i + 1 == window_length}, at);
+  }
+  outcome.complete = true;
+  // 4. Agree with the other ranks: one collective, whatever the reasons it carries.
   TrainingReport& report = meters_.report();
+  report.begin(StepPhase::kOptimizer);
+  outcome.agreed = agree_on_window(control.take_window_flags(), at);
+  // 5. Update, unless nan_policy = "skip" poisoned the window or no rank had an item.
+  outcome.updated = update_or_skip(at);
+  report.end(StepPhase::kOptimizer);
+  // 6. Time advances one optimizer step either way, so the schedule and the step count stay
+  //    aligned (like a step the fp16 scaler skips). The history records the lr this step
+  //    trained with (Lightning's LearningRateMonitor); SWALR steps per epoch (the trainer's).
+  outcome.lr = current_lr(*optim_.optimizer);
+  if (!swa_schedule_) schedule_->step();
+  ++step_;
+  if (ema_ && step_ % config_.ema.every_steps == 0) ema_->update(model_state_);
+  return outcome;
+}
+
+void StepRunner::train_micro_batch(NamedTensors& cpu_batch, const AccumulationWindow& window, const StepPosition& at) {
   begin_micro_batch(window, at.step);
   if (!cpu_batch.empty()) {
-    // 1. Fetch: the loader already collated this batch on a worker; place it on the device
+    // 1. Place: the loader already collated this batch on a worker; place it on the device
     //    (non_blocking from pinned memory on CUDA, a no-op on CPU), then run the training batch
     //    transforms in order (mixup, cutmix: device work, seeded by the batch's position; at.batch
     //    is the index of the batch after this one).
     const NamedTensors batch = apply_batch_transforms(
         parts_.batch_transforms, placement_.to_device(std::move(cpu_batch)),
-        {static_cast<uint64_t>(config_.run.seed), dist_ ? dist_->rank() : 0, static_cast<uint64_t>(at.epoch),
+        {static_cast<uint64_t>(config_.run.seed), collectives_.rank(), static_cast<uint64_t>(at.epoch),
          static_cast<uint64_t>(at.batch - 1)});
     // 2-3. Forward and backward, piece by piece: one piece, the whole batch, unless
     //      train.on_oom = "split" cut micro-batches after an out-of-memory error.
     train_pieces(batch, window, at);
-  } else if (grad_sync_ && window.last) {
+  } else if (window.last && reducer_->sums_over_ranks()) {
     // Every sample skipped (data.on_bad_sample = "skip"), but this backward is a collective.
     join_all_reduce(window);
   }
-  if (!window.last) return {};
-  // 4. Update, once per window: agree with the other ranks, then step unless nothing to apply.
-  report.begin(StepPhase::kOptimizer);
-  const WindowAgreement agreed = agree_on_window(deferred, at);
+}
+
+bool StepRunner::update_or_skip(const StepPosition& at) {
   const bool poisoned = std::exchange(window_poisoned_, false);
   if (poisoned || window_empty_) {
-    // nan_policy = "skip", or no item in the window on any rank: no update, but time advances
-    // like a step the fp16 scaler skips, so the schedule and the step count stay aligned.
+    // No update; gradients are dropped (set to none).
     optim_.optimizer->zero_grad(/*set_to_none=*/true);
     if (poisoned) ++skipped_steps_;
-  } else {
-    try {
-      update();
-    } catch (...) {
-      // Optimizer state is allocated at the first step: smaller micro-batches would not shrink it.
-      if (!is_out_of_memory(std::current_exception())) throw;
-      const OutOfMemorySite site{"optimizer step", 0, at.step + 1, at.epoch + 1, config_.train.batch_size,
-                                 config_.train.grad_accum_steps, splits_};
-      throw Error(out_of_memory_report(site, placement_.device(),
-                                       config_.train.on_oom == "split" ? "smaller micro-batches do not shrink the "
-                                                                         "gradients and the optimizer's state" : "",
-                                       std::current_exception()));
-    }
+    return false;
   }
-  report.end(StepPhase::kOptimizer);
-  return agreed;
+  try {
+    update();
+  } catch (...) {
+    // Optimizer state is allocated at the first step: smaller micro-batches would not shrink it.
+    if (!is_out_of_memory(std::current_exception())) throw;
+    const OutOfMemorySite site{"optimizer step", 0, at.step + 1, at.epoch + 1, config_.train.batch_size,
+                               config_.train.grad_accum_steps, splits_};
+    throw Error(out_of_memory_report(site, placement_.device(),
+                                     config_.train.on_oom == "split" ? "smaller micro-batches do not shrink the "
+                                                                       "gradients and the optimizer's state" : "",
+                                     std::current_exception()));
+  }
+  return true;
 }
 
 void StepRunner::begin_micro_batch(const AccumulationWindow& window, int64_t step) {
@@ -141,9 +161,9 @@ void StepRunner::begin_micro_batch(const AccumulationWindow& window, int64_t ste
   }
   // Data-parallel: the reducer is told whether this backward communicates (window.last). Every
   // micro-batch, empty or not, so every rank makes the reducer's collectives in the same order.
-  if (grad_sync_) grad_sync_->before_forward(window.last);
+  reducer_->before_forward(window.last);
   if (!window.first) return;
-  if (grad_sync_) sync_buffers();
+  sync_buffers();
   window_items_.zero_();
   window_batches_ = 0;
   window_backwards_ = 0;
@@ -201,7 +221,7 @@ void StepRunner::recover_from_out_of_memory(const std::exception_ptr& error, int
   else if (in_backward && window_backwards_ > 0)
     why_not = "it came in a backward after earlier pieces of this accumulation window had added to the gradients, "
               "which cannot be taken back";
-  else if (in_backward && sync && grad_sync_ && grad_sync_->overlap())
+  else if (in_backward && sync && reducer_->overlaps_backward())
     why_not = "it came in the backward that all-reduces gradient buckets with the other ranks as they fill";
   const OutOfMemorySite site{piece_phase_, samples, at.step + 1, at.epoch + 1, config_.train.batch_size,
                              config_.train.grad_accum_steps, splits_};
@@ -214,17 +234,12 @@ void StepRunner::recover_from_out_of_memory(const std::exception_ptr& error, int
   splits_ *= 2;
   split_this_window_ = true;
   const int64_t piece = (config_.train.batch_size + splits_ - 1) / splits_;
-  const std::string rank = dist_ ? ", rank " + std::to_string(dist_->rank()) : "";
+  const std::string rank = collectives_.world_size() > 1 ? ", rank " + std::to_string(collectives_.rank()) : "";
   log_.warn("out of memory in the " + std::string(piece_phase_) + " of " + std::to_string(samples) +
             " samples at step " + std::to_string(at.step + 1) + " (epoch " + std::to_string(at.epoch + 1) + rank +
             "); train.on_oom = \"split\": micro-batches are cut in " + std::to_string(splits_) + " pieces of at most " +
             std::to_string(piece) + " samples from here on, and each optimizer step still averages the same " +
             std::to_string(config_.train.batch_size * config_.train.grad_accum_steps) + " samples per rank");
-}
-
-void StepRunner::set_micro_batch_splits(int64_t splits) {
-  TP_CHECK(splits >= 1, "micro-batch splits must be >= 1, got ", splits);
-  splits_ = splits;
 }
 
 LossTerms StepRunner::forward(const NamedTensors& batch) {
@@ -247,11 +262,11 @@ at::Tensor StepRunner::normalised_loss(const LossTerms& terms, const Accumulatio
   // the window's end. Divide by an estimate now (the window's first non-empty micro-batch's
   // count x window length) and correct the gradients by estimate / actual once the window is
   // complete (update): exact for uneven micro-batches and the short last window, and no extra
-  // device sync. Data-parallel: the estimate must be the same on every rank (gradients are
-  // summed before the correction), so it is the nominal batch size x window length. A micro-batch
+  // device sync. Where gradients are summed over ranks before the correction, the estimate must
+  // be the same on every rank, so it is the nominal batch size x window length. A micro-batch
   // cut in pieces (train.on_oom) counts as that many micro-batches.
   if (window_batches_++ == 0) {
-    if (dist_) window_estimate_.fill_(static_cast<double>(config_.train.batch_size * window.length));
+    if (reducer_->sums_over_ranks()) window_estimate_.fill_(static_cast<double>(config_.train.batch_size * window.length));
     else window_estimate_.copy_(items * static_cast<double>(window.length * splits_));
   }
   return terms.sum.to(at::kFloat) / window_estimate_.to(at::kFloat);
@@ -263,31 +278,25 @@ void StepRunner::check_finite(const at::Tensor& sum, const StepPosition& at) {
   const std::string where = "at step " + std::to_string(at.step + 1) + " (epoch " + std::to_string(at.epoch + 1) +
                             ", batch " + std::to_string(at.batch) + ", lr " +
                             std::to_string(current_lr(*optim_.optimizer)) + ")";
-  // Data-parallel: backward must still run (it is a collective); the ranks decide together at
-  // the window's end (agree_on_window) and stop or skip as one.
-  if (config_.train.nan_policy == "stop" && !dist_)
+  // Where backward is a collective it must still run; the ranks decide together at the window's
+  // end (agree_on_window) and stop or skip as one.
+  if (config_.train.nan_policy == "stop" && !reducer_->sums_over_ranks())
     throw Error("the training loss became non-finite " + where +
                 ". Lower optim.lr, check the data for NaN/Inf, clip gradients (train.max_grad_norm), or set "
                 "train.nan_policy = \"skip\" to skip such steps.");
-  if (!window_poisoned_) log_.warn("non-finite training loss " + where + ": skipping this optimizer step");
+  if (!window_poisoned_) {
+    first_non_finite_ = where;
+    if (config_.train.nan_policy == "skip") log_.warn("non-finite training loss " + where + ": skipping this optimizer step");
+  }
   window_poisoned_ = true;
 }
 
 void StepRunner::backward(const at::Tensor& loss, bool sync) {
   // Data-parallel, the window's last backward (`sync`): buckets are all-reduced as they fill,
   // overlapping the rest of backward; earlier ones accumulate locally with no communication.
-  if (grad_sync_) grad_sync_->before_backward(loss, sync);
-  if (grad_sync_ && sync) {
-    try {
-      scaler_.scale(loss).backward();
-    } catch (const std::exception& e) {
-      // The reducer waits for its bucket all-reduces at the end of backward; a lost rank
-      // surfaces here as a transport error. fail() names the ranks that no longer answer.
-      dist_->fail("all-reduce of gradient buckets during backward", e);
-    }
-  } else if (!window_poisoned_ || grad_sync_) {
-    scaler_.scale(loss).backward();
-  }
+  // A poisoned window's backward runs only where it is a collective the other ranks wait in.
+  if (window_poisoned_ && !reducer_->sums_over_ranks()) return;
+  reducer_->backward(scaler_.scale(loss), sync);
 }
 
 void StepRunner::join_all_reduce(const AccumulationWindow& window) {
@@ -300,44 +309,43 @@ void StepRunner::join_all_reduce(const AccumulationWindow& window) {
   backward(zero, window.last);
 }
 
-WindowAgreement StepRunner::agree_on_window(uint32_t deferred, const StepPosition& at) {
+uint32_t StepRunner::agree_on_window(uint32_t control_flags, const StepPosition& at) {
   correction_ = at::Tensor();
-  if (!dist_) {
-    window_empty_ = window_batches_ == 0;
-    return {deferred, 0};
-  }
   // With dist.overlap = false the gradient buckets are all-reduced here, after backward.
-  grad_sync_->after_backward();
-  // One all-reduce of [items, non-finite loss seen, stop signal seen, deferred stop, deferred
-  // save, time budget used up]. The values are read on the host, so on CUDA this is a sync point once per optimizer
-  // step; the deferred callback requests ride along instead of costing an all-reduce of their own.
-  const int local_signal = pending_stop_signal();
-  const auto flag = [&](bool on) { return at::full({}, on ? 1.0 : 0.0, window_items_.options()); };
-  at::Tensor values = at::stack({window_items_, flag(window_poisoned_), flag(local_signal != 0),
-                                 flag((deferred & TP_REQUEST_STOP) != 0), flag((deferred & TP_REQUEST_SAVE) != 0),
-                                 flag((deferred & kRequestBudgetStop) != 0), flag(split_this_window_)});
-  std::vector<at::Tensor> one{values};
-  dist_->all_reduce_sum(one, "agree on the window's item count and stop flags");
-  const at::Tensor host = values.cpu();
-  WindowAgreement agreed;
-  if (host[2].item<double>() > 0) agreed.signal = local_signal != 0 ? local_signal : SIGTERM;
-  if (host[3].item<double>() > 0) agreed.requests |= TP_REQUEST_STOP;
-  if (host[4].item<double>() > 0) agreed.requests |= TP_REQUEST_SAVE;
-  if (host[5].item<double>() > 0) agreed.requests |= kRequestBudgetStop;
-  const bool poisoned = host[1].item<double>() > 0;
-  if (poisoned && config_.train.nan_policy == "stop")
+  reducer_->after_backward();
+  // One collective: the flags of every reason to stop, save or skip ride with the item count,
+  // and on a logging step with the meters' window sums (the log step then reads them without a
+  // collective of its own). Data-parallel, the flags are read on the host: a sync point once per
+  // optimizer step on CUDA. A single process reads nothing (the identity).
+  uint32_t flags = control_flags;
+  if (window_poisoned_) flags |= kFlagNonFinite;
+  if (split_this_window_) flags |= kFlagSplit;
+  if (window_batches_ > 0) flags |= kFlagHasBatch;
+  const at::Tensor items = window_items_.reshape({1});
+  const Agreement agreed = collectives_.agree(flags, log_window_ ? at::cat({items, meters_.window_sums()}) : items,
+                                              "agree on the window's item count and stop flags");
+  if (log_window_) meters_.set_agreed_window_sums(agreed.sums.slice(0, 1));
+  window_poisoned_ = (agreed.flags & kFlagNonFinite) != 0;
+  if (window_poisoned_ && config_.train.nan_policy == "stop")
     throw Error("the training loss became non-finite on at least one rank at step " + std::to_string(at.step + 1) +
-                " (epoch " + std::to_string(at.epoch + 1) + "); every rank stops. Lower optim.lr, check the data for "
-                "NaN/Inf, clip gradients (train.max_grad_norm), or set train.nan_policy = \"skip\".");
-  window_poisoned_ = poisoned;
-  if (host[6].item<double>() > 0) agree_on_splits();
-  // No item on any rank (every sample of the window skipped): the gradients are the zeros the
-  // empty micro-batches contributed, and the window takes no update.
-  window_empty_ = host[0].item<double>() == 0.0;
-  // Gradients arrive averaged over ranks, each divided by the shared estimate: multiplying by
-  // estimate x world / global items makes them the gradient of (global loss sum / global items).
-  correction_ = window_estimate_ * static_cast<double>(dist_->world_size()) / values[0];
-  return agreed;
+                " (epoch " + std::to_string(at.epoch + 1) + (first_non_finite_.empty() ? "" : "; on this rank " + first_non_finite_) +
+                "); every rank stops. Lower optim.lr, check the data for NaN/Inf, clip gradients "
+                "(train.max_grad_norm), or set train.nan_policy = \"skip\".");
+  first_non_finite_.clear();
+  if (agreed.flags & kFlagSplit) agree_on_splits();
+  // No micro-batch with data on any rank (every sample of the window skipped): the gradients are
+  // the zeros the empty micro-batches contributed, and the window takes no update.
+  window_empty_ = (agreed.flags & kFlagHasBatch) == 0;
+  // Gradients summed over ranks arrive averaged, each divided by the shared estimate:
+  // multiplying by estimate x world / global items makes them the gradient of (global loss sum /
+  // global items). A window whose items all count zero (an ignore index) keeps zero gradients.
+  if (reducer_->sums_over_ranks()) {
+    const at::Tensor global_items = agreed.sums[0];
+    correction_ = at::where(global_items > 0,
+                            window_estimate_ * static_cast<double>(collectives_.world_size()) / global_items,
+                            at::zeros_like(global_items));
+  }
+  return agreed.flags;
 }
 
 void StepRunner::agree_on_splits() {
@@ -346,7 +354,7 @@ void StepRunner::agree_on_splits() {
   const at::Tensor mine = at::full({1}, static_cast<double>(splits_), window_items_.options());
   int64_t largest = splits_;
   std::string ranks;
-  const std::vector<at::Tensor> all = dist_->all_gather(mine, "agree on the micro-batch split after out of memory");
+  const std::vector<at::Tensor> all = collectives_.all_gather(mine, "agree on the micro-batch split after out of memory");
   for (std::size_t r = 0; r < all.size(); ++r) {
     const auto splits = static_cast<int64_t>(all[r].cpu().item<double>());
     largest = std::max(largest, splits);
@@ -417,16 +425,9 @@ StepRunner::UpdateStats StepRunner::read_update_stats() {
   return stats;
 }
 
-void StepRunner::check_read_loss(double sum, const std::string& span) const {
-  if (read_check_fails(sum))
-    throw Error("the training loss became non-finite " + span +
-                ". Lower optim.lr, check the data for NaN/Inf, or clip gradients (train.max_grad_norm).");
-}
-
-bool StepRunner::read_check_fails(double sum) const { return nan_checks_.at_read && !std::isfinite(sum); }
-
 void StepRunner::sync_buffers() {
-  if (!config_.dist.broadcast_buffers) return;
+  // A single process: the broadcast is the identity, and nothing is collected for it.
+  if (!config_.dist.broadcast_buffers || !reducer_->sums_over_ranks()) return;
   // dist.bn_stats = "reduce": each rank keeps its own running statistics between evaluations
   // and saves, where the trainer averages them (batchnorm_sync.h); other buffers are rank 0's.
   const bool keep_statistics = config_.dist.bn_stats == "reduce";
@@ -435,7 +436,7 @@ void StepRunner::sync_buffers() {
     if (s.is_buffer && !(keep_statistics && is_batchnorm_statistic(s.name))) buffers.push_back(s.tensor.detach());
   if (buffers.empty()) return;
   c10::NoGradGuard no_grad;
-  dist_->broadcast(buffers, "broadcast rank 0's buffers");
+  collectives_.broadcast(buffers, "broadcast rank 0's buffers");
 }
 
 }  // namespace tp

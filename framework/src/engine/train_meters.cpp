@@ -3,13 +3,16 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cmath>
+#include <utility>
 
-#include "tp/framework/dist/dist_context.h"
+#include "tp/framework/dist/collectives.h"
 #include "tp/framework/error.h"
 
 namespace tp {
 
-TrainMeters::TrainMeters(c10::Device device, DistContext* dist) : dist_(dist), report_(device) {
+TrainMeters::TrainMeters(c10::Device device, Collectives& collectives, NanChecks nan_checks)
+    : collectives_(collectives), nan_checks_(nan_checks), report_(device) {
   const auto zero = [&] { return at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device)); };
   window_loss_sum_ = zero();
   window_count_ = zero();
@@ -50,16 +53,24 @@ void TrainMeters::add_loss(const at::Tensor& sum, const at::Tensor& items,
   epoch_terms_.add_(stacked);
 }
 
-std::pair<double, double> TrainMeters::read_window_loss() {
-  const auto sums = global_sums(window_loss_sum_, window_count_, window_terms_);
+at::Tensor TrainMeters::window_sums() const {
+  std::vector<at::Tensor> parts{window_loss_sum_.reshape({1}), window_count_.reshape({1})};
+  if (window_terms_.defined()) parts.push_back(window_terms_);
+  return at::cat(parts);
+}
+
+std::pair<double, double> TrainMeters::read_window_loss(const std::string& span) {
+  // The agreed sums are already global: reading them is the sync, with no collective of its own.
+  const auto sums = agreed_window_.defined() ? read_sums(std::exchange(agreed_window_, at::Tensor()).cpu(), span)
+                                             : read_sums(global_sums(window_loss_sum_, window_count_, window_terms_), span);
   window_loss_sum_.zero_();
   window_count_.zero_();
   if (window_terms_.defined()) window_terms_.zero_();
   return sums;
 }
 
-std::pair<double, double> TrainMeters::read_epoch_loss() {
-  const auto sums = global_sums(epoch_loss_sum_, epoch_count_, epoch_terms_);
+std::pair<double, double> TrainMeters::read_epoch_loss(const std::string& span) {
+  const auto sums = read_sums(global_sums(epoch_loss_sum_, epoch_count_, epoch_terms_), span);
   epoch_loss_sum_.zero_();
   epoch_count_.zero_();
   if (epoch_terms_.defined()) epoch_terms_.zero_();
@@ -131,24 +142,24 @@ void TrainMeters::load_running_loss(const std::vector<double>& values, bool hold
 }
 
 void TrainMeters::gather_running_loss() {
-  if (!dist_) return;
   std::vector<at::Tensor> parts{at::stack({epoch_loss_sum_, epoch_count_, window_loss_sum_, window_count_})};
   if (epoch_terms_.defined()) {
     parts.push_back(epoch_terms_);
     parts.push_back(window_terms_);
   }
   std::vector<at::Tensor> one{at::cat(parts)};
-  dist_->all_reduce_sum(one, "gather the running loss for a checkpoint");
+  collectives_.all_reduce_sum(one, "gather the running loss for a checkpoint");
+  // Rank 0 holds the global sums, the others zeros (a single process keeps its own: the identity).
   const at::Tensor totals = one[0];
   int i = 0;
   for (auto* t : {&epoch_loss_sum_, &epoch_count_, &window_loss_sum_, &window_count_}) {
-    if (dist_->rank() == 0) t->copy_(totals[i]);
+    if (collectives_.rank() == 0) t->copy_(totals[i]);
     else t->zero_();
     ++i;
   }
   if (!epoch_terms_.defined()) return;
   const int64_t k = epoch_terms_.numel();
-  if (dist_->rank() == 0) {
+  if (collectives_.rank() == 0) {
     epoch_terms_.copy_(totals.slice(0, 4, 4 + k));
     window_terms_.copy_(totals.slice(0, 4 + k, 4 + 2 * k));
   } else {
@@ -157,16 +168,23 @@ void TrainMeters::gather_running_loss() {
   }
 }
 
-std::pair<double, double> TrainMeters::global_sums(const at::Tensor& sum, const at::Tensor& count,
-                                                   const at::Tensor& terms) {
+at::Tensor TrainMeters::global_sums(const at::Tensor& sum, const at::Tensor& count, const at::Tensor& terms) {
   std::vector<at::Tensor> parts{at::stack({sum, count})};
   if (terms.defined()) parts.push_back(terms);
   std::vector<at::Tensor> one{parts.size() == 1 ? parts[0] : at::cat(parts)};
-  if (dist_) dist_->all_reduce_sum(one, "sum the training loss over ranks");
-  const at::Tensor host = one[0].cpu(); // the sync point of a loss read
+  collectives_.all_reduce_sum(one, "sum the training loss over ranks");
+  return one[0].cpu(); // the sync point of a loss read
+}
+
+std::pair<double, double> TrainMeters::read_sums(const at::Tensor& host, const std::string& span) {
   const double total = host[0].item<double>(), items = host[1].item<double>();
+  // train.nan_policy = "stop" where the host reads the loss anyway (nan_policy.h); every rank
+  // reads the same global sum, so all stop together.
+  if (nan_checks_.at_read && !std::isfinite(total))
+    throw Error("the training loss became non-finite " + span +
+                ". Lower optim.lr, check the data for NaN/Inf, or clip gradients (train.max_grad_norm).");
   last_terms_.clear();
-  for (std::size_t i = 0; i < term_names_.size() && terms.defined(); ++i)
+  for (std::size_t i = 0; i < term_names_.size() && host.numel() > 2; ++i)
     last_terms_.emplace_back("train/loss/" + term_names_[i], host[2 + static_cast<int64_t>(i)].item<double>() / items);
   return {total, items};
 }

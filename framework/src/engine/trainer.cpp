@@ -9,7 +9,6 @@
 #include <limits>
 #include <utility>
 
-#include "tp/framework/dist/dist_context.h"
 #include "tp/framework/engine/run_budget.h"
 #include "tp/framework/engine/run_switches.h"
 #include "tp/framework/error.h"
@@ -59,17 +58,19 @@ Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device devi
       device_(device),
       log_(logger),
       run_dir_(std::move(run_dir)),
-      dist_(dist),
-      rank_(dist != nullptr ? dist->rank() : 0),
-      world_size_(dist != nullptr ? dist->world_size() : 1),
+      collectives_(make_collectives(dist, device)),
+      rank_(collectives_->rank()),
+      world_size_(collectives_->world_size()),
       writes_(rank_ == 0 && !config.train.fast_dev_run),
       epochs_(config.train.fast_dev_run ? 1 : config.train.epochs),
       precision_(parse_precision(config.amp.precision)),
       budget_(config.train.fast_dev_run ? 0 : config.train.max_steps, parse_duration(config.train.max_time, "train.max_time")),
       placement_(device, config.run.channels_last),
-      meters_(device, dist),
-      steps_(config, parts, model_state_, optim_, placement_, meters_, logger, dist),
-      events_(parts.callbacks, dist, device),
+      meters_(device, *collectives_, nan_checks(precision_, device.type(), config.train.nan_policy)),
+      steps_(config, parts, model_state_, optim_, placement_, meters_, logger, *collectives_,
+             nan_checks(precision_, device.type(), config.train.nan_policy)),
+      events_(parts.callbacks),
+      control_(*collectives_, budget_, config.train.max_time),
       history_(run_dir_, writes_),
       tensorboard_(run_dir_, writes_ && config.logging.tensorboard, config.logging.tensorboard_images, logger),
       progress_(config.progress.mode, config.progress.every_seconds, rank_ == 0),
@@ -119,7 +120,7 @@ Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device devi
     val_loader = std::make_unique<DataLoader>(
         parts_.val_data, loader_options(config_, eval_batch, LoaderMode::kEvalExact, rank_, world_size_, device_));
   }
-  evaluator_ = std::make_unique<Evaluator>(config_, parts_, placement_, std::move(val_loader), eval_batches, dist_);
+  evaluator_ = std::make_unique<Evaluator>(config_, parts_, placement_, std::move(val_loader), eval_batches, *collectives_);
   init_averages();
   if (t.fast_dev_run) log_.info("fast_dev_run: one optimizer step and one evaluation batch; nothing is written");
 }
@@ -151,7 +152,7 @@ void Trainer::init_schedule() {
   // Time is optimizer steps: a window of grad_accum_steps micro-batches is one step, and the
   // epoch's short last window counts too (ARCH-10).
   const int64_t total = budget_.total_steps(total_optimizer_steps(epochs_, train_batches_, config_.train.grad_accum_steps));
-  scheduler_ = make_scheduler(o, *optim_.optimizer, total);
+  steps_.set_schedule(make_scheduler(o, *optim_.optimizer, total));
   log_.info("schedule " + o.name + " over " + std::to_string(total) + " optimizer steps; precision " +
             std::string(to_string(precision_)));
 }
@@ -177,11 +178,12 @@ void Trainer::init_averages() {
   const EmaSection& e = config_.ema;
   const AverageRule rule{AverageRule::Kind::kExponential, e.decay, e.warmup, e.buffers == "average"};
   const c10::Device where = e.on_cpu ? c10::Device(c10::kCPU) : device_;
-  ema_ = std::make_unique<WeightAverage>("ema", rule, model_state_, where);
-  evaluator_->add_average(*ema_, model_state_);
+  steps_.set_ema(std::make_unique<WeightAverage>("ema", rule, model_state_, where));
+  const WeightAverage& ema = *steps_.ema();
+  evaluator_->add_average(ema, model_state_);
   log_.info("ema: decay " + format_number(e.decay) + (e.warmup ? " with warmup" : "") + ", every " +
             std::to_string(e.every_steps) + " step(s), buffers " + e.buffers + "d; " +
-            std::to_string(ema_->bytes() >> 20) + " MiB on " + where.str() + "; evaluated as val_ema/*");
+            std::to_string(ema.bytes() >> 20) + " MiB on " + where.str() + "; evaluated as val_ema/*");
 }
 
 void Trainer::init_model() {
@@ -224,15 +226,16 @@ FitSummary Trainer::fit() {
   const auto start = std::chrono::steady_clock::now();
   FitSummary summary;
   summary.monitor = config_.checkpoint.monitor;
-  const int64_t first_step = step_; // a resumed run reports only the steps it ran
+  const int64_t first_step = step(); // a resumed run reports only the steps it ran
+  const int64_t first_collective = collectives_->calls();
   check_same_position();
   tensorboard_.start(config_.resolved); // after resume_from, which chose the file to continue
-  budget_.start(resumed_seconds_);
-  events_.defer(dispatch(TP_EVENT_FIT_BEGIN, {}));
+  budget_.start();
+  control_.defer(dispatch(TP_EVENT_FIT_BEGIN, {}));
   try {
-    for (epoch_ = start_epoch_; epoch_ < epochs_ && !stop_requested_; ++epoch_) {
-      train_epoch(epoch_);
-      end_epoch(epoch_);
+    for (position_.epoch = position_.start.epoch; position_.epoch < epochs_ && !control_.stop(); ++position_.epoch) {
+      train_epoch(position_.epoch);
+      end_epoch(position_.epoch);
     }
   } catch (const std::exception& e) {
     // Callbacks see the failure (to flush their own logs) before it propagates; a callback that
@@ -246,34 +249,37 @@ FitSummary Trainer::fit() {
   }
   // The run ends evaluated and saved at its final step, whatever the strategies' intervals. A run
   // that train.max_time stopped is not finished: it saves where it stopped, inside its epoch.
-  const auto [resume_epoch, resume_batch] = budget_stop_.value_or(std::pair<int64_t, int64_t>{epoch_, 0});
-  const bool swa_final = !budget_stop_ && finish_swa();
-  const bool steps_eval_due = !budget_stop_ && config_.eval.strategy == "steps" && !evaluator_->evaluated_at(step_);
+  const std::optional<ResumePosition>& time_stop = control_.time_stop();
+  const ResumePosition resume = time_stop.value_or(ResumePosition{position_.epoch, 0});
+  const bool swa_final = !time_stop && finish_swa();
+  const bool steps_eval_due = !time_stop && config_.eval.strategy == "steps" && !evaluator_->evaluated_at(step());
   if (evaluator_->enabled() && (swa_final || steps_eval_due))
     run_evaluation();
-  if (config_.checkpoint.strategy != "no" && (swa_final || last_save_step_ != step_))
-    save(true, resume_epoch, resume_batch);
-  if (std::exchange(save_requested_, false) && last_save_step_ != step_) save_position(resume_epoch, resume_batch);
+  if (config_.checkpoint.strategy != "no" && (swa_final || position_.last_periodic_save != step())) save(true, resume);
+  if (position_.last_periodic_save != step()) save_if_requested(resume);
   if (config_.checkpoint.load_best_at_end && !config_.train.fast_dev_run) load_best();
   summary.loaded_best = config_.checkpoint.load_best_at_end && checkpoints_.best().has_value();
   dispatch(TP_EVENT_FIT_END, evaluator_->last());
   draw_plots();
-  tensorboard_.finish(step_, evaluator_->last());
-  summary.epochs = epoch_;
-  summary.steps = step_;
+  tensorboard_.finish(step(), evaluator_->last());
+  summary.epochs = position_.epoch;
+  summary.steps = step();
   summary.last_eval = evaluator_->last();
   summary.best = checkpoints_.best().value_or(std::numeric_limits<double>::quiet_NaN());
-  summary.stopped_early = stop_requested_;
-  summary.stop_reason = stop_reason_;
+  summary.stopped_early = control_.stopped_early();
+  summary.stop_reason = summary.stopped_early ? control_.reason() : "";
   summary.skipped_steps = steps_.skipped_steps();
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (step_ > first_step) log_.info(meters_.report().summary(step_ - first_step, summary.seconds));
+  if (step() > first_step) log_.info(meters_.report().summary(step() - first_step, summary.seconds));
   // The same report as numbers for `host compare`; written last, after the final save.
+  // The collectives this process made (Collectives::calls: the gradient buckets' all-reduce
+  // excluded; a single process counts the calls a data-parallel run would make).
   if (writes_)
     write_file_atomically(run_dir_ / "report.toml",
                           meters_.report().to_toml({summary.epochs, summary.steps, budget_.elapsed()},
-                                                   step_ - first_step, summary.seconds));
-  if (dist_) dist_->barrier("end of training"); // rank 0 has finished writing when any rank returns
+                                                   step() - first_step, summary.seconds) +
+                              "collectives = " + std::to_string(collectives_->calls() - first_collective) + "\n");
+  collectives_->barrier("end of training"); // rank 0 has finished writing when any rank returns
   return summary;
 }
 
@@ -289,19 +295,14 @@ void Trainer::draw_plots() {
   // About 0.1-0.3 s on this thread for a 10k-step history (docs/plots.md); a plotting failure
   // (a missing cairo driver) must never stop training.
   try {
-    tensorboard_.add_images(draw_run_plots(run_dir_), step_);
+    tensorboard_.add_images(draw_run_plots(run_dir_), step());
   } catch (const std::exception& e) {
     log_.warn(std::string("plots were not drawn: ") + e.what());
   }
 }
 
 uint32_t Trainer::dispatch(int32_t kind, const Scalars& scalars, const std::string& message) {
-  return events_.dispatch(kind, step_, epoch_, current_lr(*optim_.optimizer), scalars, message);
-}
-
-void Trainer::request_stop() {
-  stop_requested_ = true;
-  if (stop_reason_.empty()) stop_reason_ = "a callback requested a stop";
+  return events_.dispatch(kind, step(), position_.epoch, current_lr(*optim_.optimizer), scalars, message);
 }
 
 }  // namespace tp

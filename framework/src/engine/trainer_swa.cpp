@@ -14,17 +14,17 @@
 namespace tp {
 
 void Trainer::begin_swa_epoch(int64_t epoch) {
-  if (!swa_ || swa_schedule_ || epoch + 1 < config_.swa.start_epoch) return;
-  swa_schedule_ = make_swa_scheduler(*optim_.optimizer, config_.swa.lr, config_.swa.anneal_epochs,
-                                     config_.swa.anneal_strategy == "cos");
+  if (!swa_ || steps_.swa_schedule() || epoch + 1 < config_.swa.start_epoch) return;
+  steps_.start_swa_schedule(make_swa_scheduler(*optim_.optimizer, config_.swa.lr, config_.swa.anneal_epochs,
+                                               config_.swa.anneal_strategy == "cos"));
   log_.info("swa: epoch " + std::to_string(epoch + 1) + " starts stochastic weight averaging; lr " +
             format_number(current_lr(*optim_.optimizer)) + " annealing to " + format_number(config_.swa.lr.front()));
 }
 
 void Trainer::end_swa_epoch() {
-  if (!swa_schedule_) return;
+  if (!steps_.swa_schedule()) return;
   swa_->update(model_state_);
-  swa_schedule_->step();
+  steps_.swa_schedule()->step();
 }
 
 bool Trainer::finish_swa() {
@@ -33,7 +33,7 @@ bool Trainer::finish_swa() {
   std::string statistics;
   if (config_.swa.update_bn) {
     const int64_t layers = refresh_batchnorm_statistics(parts_, model_state_, *train_loader_,
-                                                        static_cast<uint64_t>(epochs_), train_batches_, placement_, dist_);
+                                                        static_cast<uint64_t>(epochs_), train_batches_, placement_, *collectives_);
     statistics = layers > 0 ? "; BatchNorm statistics of " + std::to_string(layers) +
                                   " layer(s) recomputed over the training split"
                             : "; no BatchNorm statistics to recompute";

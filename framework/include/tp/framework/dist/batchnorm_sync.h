@@ -13,7 +13,7 @@
 
 namespace tp {
 
-class DistContext;
+class Collectives;
 
 /// Whether the state entry `name` is a BatchNorm running statistic: PyTorch's buffer names
 /// "<layer>.running_mean" and "<layer>.running_var" (num_batches_tracked agrees over ranks).
@@ -30,7 +30,7 @@ enum class BatchNormSync {
 /// mean over ranks computed in each tensor's own dtype, as timm's distribute_bn(reduce=True):
 /// `all_reduce(buf, SUM); buf /= world_size`. One collective per dtype over a flat copy, whatever
 /// the number of layers. Returns the number of tensors synchronised (0: no collective ran).
-int64_t sync_batchnorm_statistics(DistContext& dist, const std::vector<const std::vector<StateTensor>*>& states,
+int64_t sync_batchnorm_statistics(Collectives& dist, const std::vector<const std::vector<StateTensor>*>& states,
                                   BatchNormSync how);
 
 }  // namespace tp

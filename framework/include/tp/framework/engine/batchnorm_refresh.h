@@ -21,7 +21,7 @@
 
 namespace tp {
 
-class DistContext;
+class Collectives;
 
 /// [all ranks] Recomputes the running statistics of every BatchNorm layer of `parts.model`
 /// (found in `model_state`) over `batches` batches of `loader`'s epoch `epoch`. Data-parallel:
@@ -30,6 +30,6 @@ class DistContext;
 /// training mode; nothing changes then). Leaves the model in training mode.
 int64_t refresh_batchnorm_statistics(RunComponents& parts, const std::vector<StateTensor>& model_state,
                                      DataLoader& loader, uint64_t epoch, int64_t batches,
-                                     const BatchPlacement& placement, DistContext* dist);
+                                     const BatchPlacement& placement, Collectives& collectives);
 
 }  // namespace tp

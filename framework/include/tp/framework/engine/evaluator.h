@@ -21,15 +21,15 @@
 
 namespace tp {
 
-class DistContext;
+class Collectives;
 
 class Evaluator {
  public:
   /// `loader` null: the run has no evaluation (enabled() is false). `batches` > 0 limits each
   /// evaluation to that many batches (overfit_batches, fast_dev_run). Every reference must
-  /// outlive the evaluator; `dist` null = a single process.
+  /// outlive the evaluator.
   Evaluator(const RunConfig& config, RunComponents& parts, const BatchPlacement& placement,
-            std::unique_ptr<DataLoader> loader, int64_t batches, DistContext* dist);
+            std::unique_ptr<DataLoader> loader, int64_t batches, Collectives& collectives);
 
   bool enabled() const noexcept { return loader_ != nullptr; }
   /// [all ranks] Evaluates the current model on the validation split: "<prefix>/loss" then
@@ -68,7 +68,7 @@ class Evaluator {
   const BatchPlacement& placement_;
   std::unique_ptr<DataLoader> loader_;
   int64_t batches_;
-  DistContext* dist_;
+  Collectives& collectives_;
   EarlyStopping early_stopping_;
   Scalars last_;
   int64_t last_step_ = -1;

@@ -9,6 +9,9 @@
 
 namespace tp {
 
+struct CheckpointContents;
+struct LoadedCheckpoint;
+
 /// Seconds in a "[D:]HH:MM:SS" duration ("01:30:00", "2:00:00:00"); "" = 0 (no budget). Throws
 /// ConfigError at `key` for anything else (fields out of range, missing, not digits).
 double parse_duration(const std::string& text, const std::string& key);
@@ -25,14 +28,19 @@ class RunBudget {
   /// Whether `step` optimizer steps complete the run (max_steps).
   bool steps_done(int64_t step) const { return max_steps_ > 0 && step >= max_steps_; }
 
-  /// Starts the clock; `already` seconds were trained before (a resumed run's checkpoint).
-  void start(double already);
+  /// Starts the clock; the seconds a resumed run's checkpoint trained count as already spent.
+  void start();
   /// Training seconds so far, resumed time included (what checkpoints record).
   double elapsed() const;
   /// Whether max_time is set and used up. Local to this process: the trainer agrees on it over
   /// ranks before acting (it rides in the window's stop request).
   bool time_up() const { return max_seconds_ > 0 && elapsed() >= max_seconds_; }
   double max_seconds() const noexcept { return max_seconds_; }
+
+  /// Checkpoint: the training seconds so far (train_seconds).
+  void save_state(CheckpointContents& into) const;
+  /// Resume: the checkpoint's training seconds count as spent.
+  void load_state(const LoadedCheckpoint& from);
 
  private:
   int64_t max_steps_;

@@ -1,15 +1,17 @@
-// One micro-batch and, at the end of its accumulation window, one optimizer update: autocast and
-// the grad scaler (AMP), the window's exact loss normalisation, the non-finite-loss policy,
-// clipping, the update, and the data-parallel gradient all-reduce with the per-window agreement
-// of the ranks. The Trainer owns the loop and the schedule; this owns what happens inside a step,
-// so a feature of the step itself (EMA of the weights after the update, CUDA-graph capture of
-// forward/backward) lands here.
+// One optimizer step, whole (ARCH-15): the accumulation window's micro-batches (fetch, forward
+// under autocast, the window's exact loss normalisation, the non-finite-loss policy, backward
+// with the data-parallel gradient all-reduce), the ranks' one agreement, the update (unscale,
+// clip, step; the fp16 grad scaler), then what advances with every step: the schedule, the step
+// count and the EMA of the weights. The loop (train_loop.cpp) calls optimizer_step() once per
+// step and reads one StepOutcome; these two files are the training step (docs/engine.md).
 #pragma once
 
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,15 +21,20 @@
 #include "tp/framework/config/run_config.h"
 #include "tp/framework/engine/batch_placement.h"
 #include "tp/framework/engine/nan_policy.h"
+#include "tp/framework/engine/run_control.h"
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/engine/train_meters.h"
+#include "tp/framework/engine/weight_average.h"
+#include "tp/framework/optim/lr_scheduler.h"
 #include "tp/framework/optim/optimizer_factory.h"
 #include "tp/framework/util/log.h"
 
 namespace tp {
 
-class DistContext;
-class GradSync;
+class Collectives;
+class GradientReducer;
+struct CheckpointContents;
+struct LoadedCheckpoint;
 
 /// Where a micro-batch sits in its gradient-accumulation window.
 struct AccumulationWindow {
@@ -43,56 +50,80 @@ struct StepPosition {
   int64_t batch;
 };
 
-/// A request of the host's own beside the callbacks' TP_REQUEST_* bits: train.max_time is used up
-/// on some rank. It is agreed over ranks with them (ORed in the window's all-reduce).
-inline constexpr uint32_t kRequestBudgetStop = 1u << 16;
+/// One micro-batch from the loader: its tensors and the index of the batch after it.
+struct MicroBatch {
+  NamedTensors tensors; ///< empty: every sample was skipped (data.on_bad_sample = "skip")
+  int64_t next_index = 0;
+};
 
-/// What the ranks agreed at a window's end (the identity for a single process).
-struct WindowAgreement {
-  uint32_t requests = 0; ///< deferred requests (TP_REQUEST_*, kRequestBudgetStop), ORed over ranks
-  int signal = 0;        ///< data-parallel: a stop signal some rank saw (0 = none)
+/// Fetches the next micro-batch of the epoch (nothing: the loader ran dry).
+using MicroBatchFeed = std::function<std::optional<MicroBatch>()>;
+
+/// What one optimizer step did.
+struct StepOutcome {
+  int64_t micro_batches = 0; ///< micro-batches fetched and trained
+  bool complete = false;     ///< false: the loader ran dry inside the window (no update, no step counted)
+  bool updated = false;      ///< the weights changed (not skipped for a non-finite loss, not an empty window)
+  double lr = std::numeric_limits<double>::quiet_NaN(); ///< the lr the step trained with
+  uint32_t agreed = 0;       ///< the window's WindowFlag bits, ORed over ranks
 };
 
 class StepRunner {
  public:
   /// Every reference must outlive the runner; `optim` and `model_state` may still be empty here
-  /// (the Trainer fills them before the first step). `dist` null = a single process.
+  /// (the Trainer fills them, then calls build_gradient_reducer(), before the first step).
   StepRunner(const RunConfig& config, RunComponents& parts, const std::vector<StateTensor>& model_state,
              BuiltOptimizer& optim, const BatchPlacement& placement, TrainMeters& meters, Logger& log,
-             DistContext* dist);
+             Collectives& collectives, NanChecks nan_checks);
   ~StepRunner();
   StepRunner(const StepRunner&) = delete;
   StepRunner& operator=(const StepRunner&) = delete;
 
-  /// [all ranks] Data-parallel only: registers the gradient all-reduce on the trainable
-  /// parameters of the placed model (a collective shape check) and logs the buckets.
-  void start_data_parallel();
-  /// [all ranks] Trains one micro-batch. An empty `cpu_batch` (every sample skipped) runs no
-  /// forward; on a window's last micro-batch it still joins the gradient all-reduce with zero
-  /// gradient and zero items. On the last micro-batch: agrees with the other ranks (item count,
-  /// non-finite loss, stop signal, `deferred` requests: one all-reduce), then updates the
-  /// weights unless the window was poisoned (nan_policy = "skip") or had no item at all; the
-  /// caller then advances the schedule and the step count either way. Throws tp::Error for a
-  /// non-finite loss under nan_policy = "stop" (data-parallel: on every rank at once).
-  WindowAgreement train_step(NamedTensors& cpu_batch, const AccumulationWindow& window, const StepPosition& at,
-                             uint32_t deferred);
-  /// Throws tp::Error under nan_policy = "stop" when `sum`, a training loss the host read for
-  /// steps `span` ("between steps 3 and 5"), is non-finite. Non-fp16 only (nan_policy.h).
-  void check_read_loss(double sum, const std::string& span) const;
-  /// True for a non-finite `sum` that check_read_loss() would throw for.
-  bool read_check_fails(double sum) const;
+  /// [all ranks] (Re)builds the gradient all-reduce over the model's trainable parameters (a
+  /// collective shape check under data-parallel training) and logs its buckets. Call once the
+  /// model is placed, and again when frozen groups join.
+  void build_gradient_reducer();
+  /// [all ranks] One optimizer step over an accumulation window of `window_length` micro-batches
+  /// taken from `next` (epoch `epoch`, 0-based): trains each, agrees with the other ranks once
+  /// (item count, non-finite loss, `control`'s flags: one collective, fused with the logging
+  /// window's loss sums on logging steps), updates the weights unless the window was poisoned
+  /// (nan_policy = "skip") or had no item, then steps the active schedule, counts the step and
+  /// updates the EMA. An empty micro-batch (every sample skipped) still joins the window's
+  /// all-reduce. Throws tp::Error for a non-finite loss under nan_policy = "stop" (data-parallel:
+  /// on every rank at once) and for an out-of-memory error it cannot split (train.on_oom).
+  StepOutcome optimizer_step(const MicroBatchFeed& next, int64_t window_length, int64_t epoch, RunControl& control);
+
+  /* What advances with every optimizer step */
+  /// Optimizer steps taken (a resumed run's included).
+  int64_t step() const noexcept { return step_; }
+  /// The [schedule] (stepped after every optimizer step until SWALR takes over).
+  void set_schedule(std::unique_ptr<LrScheduler> schedule) { schedule_ = std::move(schedule); }
+  LrScheduler& schedule() noexcept { return *schedule_; }
+  /// [swa] SWALR from swa.start_epoch on: it owns the lr from then (stepped per epoch by the
+  /// trainer), and the [schedule] stops advancing.
+  void start_swa_schedule(std::unique_ptr<LrScheduler> swa_schedule) { swa_schedule_ = std::move(swa_schedule); }
+  LrScheduler* swa_schedule() noexcept { return swa_schedule_.get(); }
+  /// The schedule that owns the lr now: SWALR during SWA epochs, else [schedule].
+  LrScheduler& active_schedule() noexcept { return swa_schedule_ ? *swa_schedule_ : *schedule_; }
+  /// [ema]: updated every ema.every_steps steps; null when off.
+  void set_ema(std::unique_ptr<WeightAverage> ema) { ema_ = std::move(ema); }
+  WeightAverage* ema() noexcept { return ema_.get(); }
+  const WeightAverage* ema() const noexcept { return ema_.get(); }
 
   Precision precision() const noexcept { return precision_; }
-  /// The fp16 grad scaler (disabled otherwise): its scale and growth tracker are checkpointed.
+  /// The fp16 grad scaler (disabled otherwise).
   GradScaler& scaler() noexcept { return scaler_; }
   const GradScaler& scaler() const noexcept { return scaler_; }
   /// Optimizer steps skipped for a non-finite loss (nan_policy = "skip").
   int64_t skipped_steps() const noexcept { return skipped_steps_; }
   /// Pieces each micro-batch is cut into (train.on_oom = "split" doubles it after an
-  /// out-of-memory error; 1 otherwise). Checkpointed, so a resumed run starts with the pieces that fit.
+  /// out-of-memory error; 1 otherwise).
   int64_t micro_batch_splits() const noexcept { return splits_; }
-  /// Resume: the pieces of the checkpoint (>= 1).
-  void set_micro_batch_splits(int64_t splits);
+
+  /// Checkpoint: the step count, the grad scaler, the micro-batch splits, the schedules, the EMA.
+  void save_state(CheckpointContents& into) const;
+  /// Resume: the same, from `from`. Throws tp::Error for splits < 1 or an EMA that does not fit.
+  void load_state(const LoadedCheckpoint& from);
 
   /// What a logging step records about the updates since the previous one (history keys in
   /// brackets). Reading it is a host sync; it restarts the window.
@@ -107,7 +138,9 @@ class StepRunner {
   UpdateStats read_update_stats();
 
  private:
-  /* Phases of train_step */
+  /* Phases of optimizer_step */
+  /// 1-3 for one micro-batch: place it, run the batch transforms, forward and backward.
+  void train_micro_batch(NamedTensors& cpu_batch, const AccumulationWindow& window, const StepPosition& at);
   void begin_micro_batch(const AccumulationWindow& window, int64_t step);
   /// 2-3 for each piece of the placed micro-batch (the whole batch unless it was split).
   void train_pieces(const NamedTensors& batch, const AccumulationWindow& window, const StepPosition& at);
@@ -125,7 +158,11 @@ class StepRunner {
   /// Data-parallel: after some rank split this window, every rank takes the largest split.
   void agree_on_splits();
   void join_all_reduce(const AccumulationWindow& window);
-  WindowAgreement agree_on_window(uint32_t deferred, const StepPosition& at);
+  /// 4. The window's one collective: `control_flags` and the step's own flags ORed over ranks,
+  /// the item count (and on a logging step the meters' window sums) summed. Returns the flags.
+  uint32_t agree_on_window(uint32_t control_flags, const StepPosition& at);
+  /// 5. Update, or skip a poisoned or empty window.
+  bool update_or_skip(const StepPosition& at);
   void update();
   /// 4b. The global gradient norm of `grads` (torch.nn.utils.clip_grad_norm_'s, foreach), clipped
   /// to train.max_grad_norm when that is set. No host sync: the norm stays on the device.
@@ -141,13 +178,17 @@ class StepRunner {
   const BatchPlacement& placement_;
   TrainMeters& meters_;
   Logger& log_;
-  DistContext* dist_;
-  std::unique_ptr<GradSync> grad_sync_; ///< data-parallel only
+  Collectives& collectives_;
+  std::unique_ptr<GradientReducer> reducer_; ///< build_gradient_reducer(); does nothing for a single process
   Precision precision_;
   GradScaler scaler_;
   NanChecks nan_checks_;
   at::Tensor window_estimate_, window_items_; ///< loss normaliser of the current window, on device
   at::Tensor correction_;        ///< data-parallel: the window's gradient correction (agree_on_window)
+  int64_t step_ = 0;             ///< optimizer steps taken
+  std::unique_ptr<LrScheduler> schedule_, swa_schedule_;
+  std::unique_ptr<WeightAverage> ema_;
+  std::string first_non_finite_; ///< where this window's loss first became non-finite, for the error
   int64_t window_batches_ = 0;   ///< non-empty pieces of micro-batches in this window so far
   int64_t window_backwards_ = 0; ///< pieces of this window whose backward completed (gradients hold them)
   int64_t splits_ = 1;           ///< pieces per micro-batch (train.on_oom = "split")

@@ -12,17 +12,19 @@
 #include <utility>
 #include <vector>
 
+#include "tp/framework/engine/nan_policy.h"
 #include "tp/framework/engine/scalars.h"
 #include "tp/framework/profile/training_report.h"
 
 namespace tp {
 
-class DistContext;
+class Collectives;
 
 class TrainMeters {
  public:
-  /// `dist` (null = a single process) must outlive the meters.
-  TrainMeters(c10::Device device, DistContext* dist);
+  /// `collectives` must outlive the meters. `nan_checks.at_read`: a loss read that is not finite
+  /// throws (train.nan_policy = "stop", nan_policy.h).
+  TrainMeters(c10::Device device, Collectives& collectives, NanChecks nan_checks);
 
   /* Loss: device accumulators of (sum of item losses, item count) */
   /// [main] Adds one micro-batch's loss sum and item count (double scalars on the device), and the
@@ -30,10 +32,18 @@ class TrainMeters {
   void add_loss(const at::Tensor& sum, const at::Tensor& items,
                 const std::vector<std::pair<std::string, at::Tensor>>& terms = {});
   /// [all ranks] The logging window's (loss sum, item count) over all ranks, then resets it.
-  /// Sync point on CUDA; data-parallel, one small all-reduce.
-  std::pair<double, double> read_window_loss();
-  /// [all ranks] Same for the epoch's accumulators.
-  std::pair<double, double> read_epoch_loss();
+  /// Sync point on CUDA. The sums the step's agreement carried (set_agreed_window_sums) cost no
+  /// collective; otherwise one small all-reduce. Throws tp::Error naming `span` ("between steps
+  /// 3 and 5") when the sum is not finite and nan_checks.at_read is set.
+  std::pair<double, double> read_window_loss(const std::string& span);
+  /// [all ranks] Same for the epoch's accumulators (one small all-reduce); `span` as above.
+  std::pair<double, double> read_epoch_loss(const std::string& span);
+  /// The logging window's sums as one float64 vector on the device: [loss sum, item count,
+  /// term sums...], for the step's agreement to carry (no copy to the host).
+  at::Tensor window_sums() const;
+  /// [all ranks] `sums` (window_sums() summed over ranks by the agreement): the next
+  /// read_window_loss() reads these instead of making a collective.
+  void set_agreed_window_sums(at::Tensor sums) { agreed_window_ = std::move(sums); }
   /// The named terms as the last read_*_loss() found them: "train/loss/<name>" = term sum over
   /// all ranks / the same item count (the terms ride in the same all-reduce). Empty when the loss
   /// has no terms.
@@ -74,10 +84,14 @@ class TrainMeters {
   const TrainingReport& report() const noexcept { return report_; }
 
  private:
-  /// (sum, count) over all ranks; fills last_terms_ from `terms` (may be undefined).
-  std::pair<double, double> global_sums(const at::Tensor& sum, const at::Tensor& count, const at::Tensor& terms);
+  /// [sum, count, terms...] summed over all ranks, on the host (`terms` may be undefined).
+  at::Tensor global_sums(const at::Tensor& sum, const at::Tensor& count, const at::Tensor& terms);
+  /// (sum, count) and last_terms_ from a host copy of [sum, count, terms...]; applies the NaN check.
+  std::pair<double, double> read_sums(const at::Tensor& host, const std::string& span);
 
-  DistContext* dist_;
+  Collectives& collectives_;
+  NanChecks nan_checks_;
+  at::Tensor agreed_window_; ///< window_sums() over all ranks, from the step's agreement; undefined otherwise
   at::Tensor window_loss_sum_, window_count_; ///< since the last log step, on device (no sync)
   at::Tensor epoch_loss_sum_, epoch_count_;
   std::vector<std::string> term_names_;      ///< the loss's named terms (from the first add_loss)

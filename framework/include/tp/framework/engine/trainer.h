@@ -1,13 +1,16 @@
 // The training loop (docs/architecture.md, run steps 6-9): fit() runs epochs of optimizer steps, evaluates,
 // reports to history/progress/callbacks and writes checkpoints. Its header is its table of
-// contents (flashlight's Trainer.h): the loop and its schedule live here, and each role it
-// drives has a type of its own (docs/engine.md):
-//   StepRunner       one micro-batch and the update: AMP, normalisation, NaN policy, clipping,
-//                    the gradient all-reduce and the per-window agreement of the ranks
+// contents (flashlight's Trainer.h): the loop lives in train_loop.cpp, and each role it drives
+// has a type of its own (docs/engine.md):
+//   StepRunner       one whole optimizer step: micro-batches, AMP, normalisation, NaN policy,
+//                    the ranks' agreement, clipping, the update, schedule, step count, EMA
+//   RunControl       every reason to stop or save, agreed once per step
 //   Evaluator        evaluation and its reactions: plateau schedule, monitor, early stopping
 //   TrainMeters      loss, throughput and step-time meters, read only at log steps
-//   EventDispatcher  callback events, their requests, and requests deferred to a window's end
-//   BatchPlacement   a batch's way to the device (and the upcoming batch transforms)
+//   EventDispatcher  callback events and their requests
+//   BatchPlacement   a batch's way to the device
+//   Collectives      every collective, the identity for a single process
+// Each stateful role saves and restores its own part of a checkpoint (state_roles()).
 //
 // Example:
 //   Trainer trainer(config, components, device, logger, run_dir);
@@ -20,6 +23,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,9 +41,11 @@
 #include "tp/framework/engine/batch_placement.h"
 #include "tp/framework/engine/event_dispatcher.h"
 #include "tp/framework/engine/evaluator.h"
+#include "tp/framework/dist/collectives.h"
 #include "tp/framework/engine/provenance.h"
 #include "tp/framework/engine/run_budget.h"
 #include "tp/framework/engine/run_components.h"
+#include "tp/framework/engine/run_control.h"
 #include "tp/framework/engine/scalars.h"
 #include "tp/framework/engine/step_runner.h"
 #include "tp/framework/engine/train_meters.h"
@@ -64,6 +70,21 @@ struct FitSummary {
   std::string stop_reason;     ///< why, when stopped_early
   bool loaded_best = false;    ///< checkpoint.load_best_at_end: last_eval is the best checkpoint's
   int64_t skipped_steps = 0;   ///< optimizer steps skipped for a non-finite loss (nan_policy = "skip")
+};
+
+/// A role's part of a checkpoint: `save` writes its fields, `load` reads the same ones back.
+struct StateRole {
+  std::string name;
+  std::function<void(CheckpointContents&)> save;
+  std::function<void(const LoadedCheckpoint&)> load;
+};
+
+/// Where the loop is.
+struct LoopPosition {
+  int64_t epoch = 0;                  ///< current epoch (0-based)
+  ResumePosition start;               ///< where fit() begins (a resumed run starts inside an epoch)
+  ResumePosition saving;              ///< where the checkpoint being written resumes
+  int64_t last_periodic_save = -1;    ///< the step of the last periodic save
 };
 
 class Trainer {
@@ -94,8 +115,15 @@ class Trainer {
   /// every rank loads the same checkpoint, then rank 0's weights are broadcast.
   void resume_from(const LoadedCheckpoint& checkpoint);
   /// Data-parallel: copies rank 0's parameters and buffers to every rank (after loading weights
-  /// outside the trainer, e.g. `host eval`). No-op for a single process.
+  /// outside the trainer, e.g. `host eval`). The identity for a single process.
   void broadcast_model();
+  /// Every stateful role's part of a checkpoint, in save order (ARCH-20). A checkpoint is the
+  /// union of what their `save`s write; resume_from() runs their `load`s.
+  std::vector<StateRole> state_roles();
+  /// What a checkpoint written now holds, resuming at `resume` (a sync point on CUDA).
+  CheckpointContents checkpoint_contents(ResumePosition resume);
+  /// Collectives made so far (report.toml's [collectives]; tests count them per step).
+  int64_t collective_calls() const noexcept { return collectives_->calls(); }
 
  private:
   /* Initializers */
@@ -113,36 +141,34 @@ class Trainer {
   /// After the last epoch: the model takes the SWA weights and, with swa.update_bn, BatchNorm
   /// statistics recomputed for them; then it is evaluated and saved. Returns whether it did.
   bool finish_swa();
-  /// The schedule that owns the lr now: SWALR during SWA epochs, else [schedule].
-  LrScheduler& active_schedule() { return swa_schedule_ ? *swa_schedule_ : *scheduler_; }
   /* The loop (train_loop.cpp) */
   void train_epoch(int64_t epoch);
-  /// After each optimizer step: the `deferred` callback requests (agreed), the log step,
-  /// step-strategy evaluation and saves. `lr` is the lr the step trained with.
-  void after_optimizer_step(int64_t epoch, int64_t done, uint32_t deferred, double lr);
-  /// A logging step: reads the loss (a sync), writes the step record, dispatches STEP_END.
+  /// A logging step: reads the loss the step's agreement carried (a sync), writes the step
+  /// record, dispatches STEP_END. Returns the loss.
   double log_step(int64_t epoch, double lr);
+  /// Step strategies after an optimizer step: evaluate, then save (so the save can be the best).
+  void evaluate_and_save_on_steps(int64_t epoch);
   void end_epoch(int64_t epoch);
   /// Evaluates and reacts: callbacks (EVAL_END), early stopping, the step history record.
   Scalars run_evaluation();
   bool due(const std::string& strategy, int64_t every, bool at_epoch_end, int64_t epoch) const;
   /// Sends an event at the current step/epoch/lr; returns the callbacks' requests.
   uint32_t dispatch(int32_t kind, const Scalars& scalars, const std::string& message = "");
-  /// A callback asked to stop: the loop ends at the next window boundary.
-  void request_stop();
+  /// The current optimizer step count.
+  int64_t step() const noexcept { return steps_.step(); }
   /// Redraws plots/*.png (plots.enabled, rank 0) and hands them to TensorBoard
   /// (logging.tensorboard_images); a failure is logged, never fatal.
   void draw_plots();
   /* Checkpoints (trainer_checkpoint.cpp) */
   /// Saves through the checkpoint manager: `periodic` (last/step-N) and/or best by the last
   /// evaluation when it was taken at this step. (resume_epoch, resume_batch) = where to continue.
-  void save(bool periodic, int64_t resume_epoch, int64_t resume_batch);
-  /// Writes last.pt at (resume_epoch, resume_batch), e.g. on SIGTERM or a callback request.
-  void save_position(int64_t resume_epoch, int64_t resume_batch);
+  void save(bool periodic, ResumePosition resume);
+  /// Writes last.pt at `resume`, e.g. on SIGTERM or a callback request.
+  void save_position(ResumePosition resume);
+  /// Saves at `resume` when RunControl holds a save request (a callback's), once.
+  void save_if_requested(ResumePosition resume);
   /// checkpoint.load_best_at_end: loads best.pt's weights and evaluates them.
   void load_best();
-  /// What a checkpoint holds, gathered from every role.
-  CheckpointContents checkpoint_contents(int64_t resume_epoch, int64_t resume_batch) const;
   /// Throws unless every rank resumes at rank 0's (step, epoch, batch).
   void check_same_position();
   /// Data-parallel, before every evaluation and save: the BatchNorm running statistics of the
@@ -155,43 +181,31 @@ class Trainer {
   c10::Device device_;
   Logger& log_;
   std::filesystem::path run_dir_;
-  DistContext* dist_;           ///< null: a single process
+  std::unique_ptr<Collectives> collectives_; ///< the identity for a single process
   int rank_, world_size_;
   bool writes_;                 ///< rank 0 and not fast_dev_run: history, checkpoints, plots, TensorBoard
   int64_t epochs_;              ///< train.epochs (1 for fast_dev_run)
   int64_t train_batches_ = 0;   ///< micro-batches per epoch (overfit/fast_dev_run limit applied)
   Precision precision_;         ///< amp.precision
   RunBudget budget_;            ///< train.max_steps, train.max_time
-  /* Model, optimizer and schedule */
+  /* Model and optimizer */
   std::vector<StateTensor> model_state_;
   BuiltOptimizer optim_;
-  std::unique_ptr<LrScheduler> scheduler_;
   /* Roles */
   BatchPlacement placement_;
   TrainMeters meters_;
   StepRunner steps_;
   EventDispatcher events_;
+  RunControl control_;
   std::unique_ptr<DataLoader> train_loader_;
   std::unique_ptr<Evaluator> evaluator_;
-  std::unique_ptr<WeightAverage> ema_; ///< [ema]; null when off
-  std::unique_ptr<WeightAverage> swa_; ///< [swa]; null when off
-  std::unique_ptr<LrScheduler> swa_schedule_; ///< SWALR, from swa.start_epoch on
+  std::unique_ptr<WeightAverage> swa_; ///< [swa]; null when off (the EMA is the step runner's)
   History history_;
   TensorBoardWriter tensorboard_; ///< [logging] tensorboard: mirrors history_, plus config, hparams, plots
   Progress progress_;
   CheckpointManager checkpoints_;
   Provenance provenance_; ///< what made this run: runtime.toml, every checkpoint, --resume's check
-  /* Position and decisions */
-  int64_t step_ = 0;       ///< optimizer steps taken
-  int64_t start_epoch_ = 0, start_batch_ = 0; ///< where fit() begins (resume)
-  int64_t epoch_ = 0;      ///< current epoch (0-based)
-  int64_t last_save_step_ = -1;
-  bool stop_requested_ = false;
-  std::string stop_reason_;
-  bool save_requested_ = false; ///< an EVAL_END/EPOCH_END save request, honoured by its caller
-  double resumed_seconds_ = 0;  ///< training time before this process (the checkpoint's)
-  /// train.max_time ran out: where the run resumes (epoch, batch), inside the epoch it stopped in.
-  std::optional<std::pair<int64_t, int64_t>> budget_stop_;
+  LoopPosition position_;
 };
 
 }  // namespace tp

@@ -1,0 +1,94 @@
+// The one owner of the run's stop and save decisions (ARCH-19, docs/engine.md "Stop and save").
+// Every reason to stop or save arrives here: callback requests (deferred to the next window
+// boundary or honoured now, the table in plugin_api/include/tp/iface/callback.h), early stopping,
+// train.max_steps, train.max_time, SIGINT/SIGTERM. Reasons one rank sees alone (a callback on
+// one rank, its clock, a signal) are raised as flags and agreed once per optimizer step inside
+// the step's own all-reduce; reasons every rank computes alike (early stopping on reduced values,
+// max_steps) are decided without a collective. The loop then asks stop(), take_save(), signal().
+// A non-finite loss and an out-of-memory error that cannot be split are errors, not decisions:
+// the step throws them (on every rank together, through the same agreement).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tp/framework/engine/run_budget.h"
+
+namespace tp {
+
+class Collectives;
+
+/// Flags a window's agreement carries (Collectives::agree: ORed over ranks).
+enum WindowFlag : uint32_t {
+  kFlagStopRequest = 1u << 0, ///< a deferred callback TP_REQUEST_STOP
+  kFlagSaveRequest = 1u << 1, ///< a deferred callback TP_REQUEST_SAVE
+  kFlagTimeUp = 1u << 2,      ///< train.max_time is used up on this rank's clock
+  kFlagSignal = 1u << 3,      ///< SIGINT/SIGTERM reached this rank
+  kFlagNonFinite = 1u << 4,   ///< the step: a non-finite training loss in the window
+  kFlagSplit = 1u << 5,       ///< the step: this rank cut micro-batches after running out of memory
+  kFlagHasBatch = 1u << 6,    ///< the step: this rank trained at least one non-empty micro-batch
+};
+
+/// Why a run stops before train.epochs is done.
+enum class StopCause { kCallback, kEarlyStopping, kMaxSteps, kMaxTime };
+
+/// Where a stopped run continues: epoch (0-based) and batch within it.
+struct ResumePosition {
+  int64_t epoch = 0;
+  int64_t batch = 0;
+};
+
+class RunControl {
+ public:
+  /// `collectives` and `budget` must outlive the control. `max_time_text` is train.max_time as
+  /// written, for the message.
+  RunControl(Collectives& collectives, const RunBudget& budget, std::string max_time_text);
+
+  /* Raising */
+  /// [main] Callback requests (TP_REQUEST_*) to honour at the next window boundary.
+  void defer(uint32_t callback_requests) noexcept { deferred_ |= callback_requests; }
+  /// [all ranks] Callback requests of an event every rank dispatched, honoured now: agreed over
+  /// ranks (one collective; none when `any_callbacks` is false, the same on every rank).
+  void honour_now(uint32_t callback_requests, bool any_callbacks);
+  /// [main] The flags this rank brings to the window's agreement: the deferred requests, whether
+  /// its clock used up train.max_time, whether a stop signal arrived. Clears the deferred ones.
+  uint32_t take_window_flags();
+  /// [all ranks] The window's agreed flags (the same on every rank), once the optimizer step
+  /// `step` is counted; `next` is where the run would continue after it.
+  void window_agreed(uint32_t agreed, int64_t step, ResumePosition next);
+  /// [all ranks] A reason every rank decides alike: stop after the current step or evaluation.
+  void stop_for(StopCause cause, const std::string& reason);
+
+  /* Answers */
+  /// Whether the loop ends at the next boundary.
+  bool stop() const noexcept { return !causes_.empty(); }
+  /// Whether the run ended before train.epochs for a reason other than train.max_steps.
+  bool stopped_early() const noexcept;
+  /// Every reason given, "; "-joined, first first ("" when none).
+  std::string reason() const;
+  /// [main] Whether a save at the current position was asked for (cleared by the call).
+  bool take_save() noexcept { return std::exchange(save_, false); }
+  /// [main] Asks for a save at the current position (an EVAL_END/EPOCH_END request, honoured by
+  /// the caller of the evaluation or the epoch end).
+  void request_save() noexcept { save_ = true; }
+  /// The stop signal some rank saw (0 = none): the run saves where it is and exits 128 + signal.
+  int signal() const noexcept { return signal_; }
+  /// Where a run train.max_time stopped continues; nothing when the budget did not stop it.
+  const std::optional<ResumePosition>& time_stop() const noexcept { return time_stop_; }
+
+ private:
+  Collectives& collectives_;
+  const RunBudget& budget_;
+  std::string max_time_text_;
+  uint32_t deferred_ = 0;
+  std::vector<std::pair<StopCause, std::string>> causes_;
+  bool save_ = false;
+  int signal_ = 0;
+  int local_signal_ = 0; ///< the signal this rank saw when it took its window flags
+  std::optional<ResumePosition> time_stop_;
+};
+
+}  // namespace tp

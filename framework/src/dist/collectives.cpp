@@ -1,0 +1,178 @@
+// The two implementations of Collectives: the identity for a single process, and c10d through
+// the joined DistContext (with GradSync as the gradient reducer) for data-parallel training.
+#include "tp/framework/dist/collectives.h"
+
+#include <ATen/ATen.h>
+
+#include "tp/framework/dist/dist_context.h"
+#include "tp/framework/dist/grad_sync.h"
+
+namespace tp {
+namespace {
+
+/// Flags agree() carries: one float64 per bit, summed over ranks (> 0: some rank raised it).
+constexpr int kAgreedBits = 16;
+
+class NoReducer final : public GradientReducer {
+ public:
+  void before_forward(bool) override {}
+  void backward(const at::Tensor& scaled_loss, bool) override { scaled_loss.backward(); }
+  void after_backward() override {}
+  bool sums_over_ranks() const noexcept override { return false; }
+  bool overlaps_backward() const noexcept override { return false; }
+};
+
+class SingleProcess final : public Collectives {
+ public:
+  explicit SingleProcess(c10::Device device) : device_(device) {}
+  int rank() const noexcept override { return 0; }
+  int world_size() const noexcept override { return 1; }
+  c10::Device device() const noexcept override { return device_; }
+  std::unique_ptr<GradientReducer> gradient_reducer(const std::vector<StateTensor>&, bool) override {
+    return std::make_unique<NoReducer>();
+  }
+  std::string describe(const GradientReducer&) const override { return ""; }
+
+ protected:
+  void do_all_reduce_sum(std::vector<at::Tensor>&, const char*) override {}
+  void do_broadcast(const std::vector<at::Tensor>&, const char*, int) override {}
+  std::vector<at::Tensor> do_all_gather(const at::Tensor& tensor, const char*) override { return {tensor}; }
+  void do_barrier(const char*) override {}
+  Agreement do_agree(uint32_t flags, const at::Tensor& sums, const char*) override { return {flags, sums}; }
+  std::string do_first_failure(const std::string& own_failure, const char*) override {
+    return own_failure.empty() ? "" : "rank 0: " + own_failure;
+  }
+
+ private:
+  c10::Device device_;
+};
+
+class Reducer final : public GradientReducer {
+ public:
+  Reducer(DistContext& dist, const std::vector<StateTensor>& state, bool overlap)
+      : dist_(dist), sync_(dist, state, overlap) {}
+  void before_forward(bool sync) override { sync_.before_forward(sync); }
+  void backward(const at::Tensor& scaled_loss, bool sync) override {
+    sync_.before_backward(scaled_loss, sync);
+    if (!sync) {
+      scaled_loss.backward();
+      return;
+    }
+    try {
+      scaled_loss.backward();
+    } catch (const std::exception& e) {
+      // The reducer waits for its bucket all-reduces at the end of backward; a lost rank
+      // surfaces here as a transport error. fail() names the ranks that no longer answer.
+      dist_.fail("all-reduce of gradient buckets during backward", e);
+    }
+  }
+  void after_backward() override { sync_.after_backward(); }
+  bool sums_over_ranks() const noexcept override { return true; }
+  bool overlaps_backward() const noexcept override { return sync_.overlap(); }
+  const GradSync& sync() const noexcept { return sync_; }
+
+ private:
+  DistContext& dist_;
+  GradSync sync_;
+};
+
+class DataParallel final : public Collectives {
+ public:
+  explicit DataParallel(DistContext& dist) : dist_(dist) {}
+  int rank() const noexcept override { return dist_.rank(); }
+  int world_size() const noexcept override { return dist_.world_size(); }
+  c10::Device device() const noexcept override { return dist_.device(); }
+  std::unique_ptr<GradientReducer> gradient_reducer(const std::vector<StateTensor>& state, bool overlap) override {
+    return std::make_unique<Reducer>(dist_, state, overlap);
+  }
+  std::string describe(const GradientReducer& reducer) const override {
+    const auto* ours = dynamic_cast<const Reducer*>(&reducer);
+    if (!ours) return "";
+    std::string sizes;
+    for (int64_t bytes : ours->sync().bucket_bytes()) sizes += (sizes.empty() ? "" : ", ") + std::to_string(bytes >> 10);
+    return "data-parallel: " + std::to_string(world_size()) + " ranks, backend " + dist_.backend() + ", " +
+           std::to_string(ours->sync().bucket_bytes().size()) + " gradient buckets (KiB, in reduction order: " +
+           sizes + (ours->overlaps_backward() ? "" : "; reduced after backward, dist.overlap = false") + ")";
+  }
+
+ protected:
+  void do_all_reduce_sum(std::vector<at::Tensor>& tensors, const char* what) override {
+    dist_.all_reduce_sum(tensors, what);
+  }
+  void do_broadcast(const std::vector<at::Tensor>& tensors, const char* what, int root) override {
+    dist_.broadcast(tensors, what, root);
+  }
+  std::vector<at::Tensor> do_all_gather(const at::Tensor& tensor, const char* what) override {
+    return dist_.all_gather(tensor, what);
+  }
+  void do_barrier(const char* what) override { dist_.barrier(what); }
+  Agreement do_agree(uint32_t flags, const at::Tensor& sums, const char* what) override {
+    // One all-reduce of [bit 0 .. bit 15, sums...]; the values are read on the host, so on CUDA
+    // this is a sync point (the caller's: once per optimizer step at most).
+    const auto options = at::TensorOptions().dtype(at::kDouble).device(dist_.device());
+    std::vector<double> bits(kAgreedBits);
+    for (int b = 0; b < kAgreedBits; ++b) bits[b] = (flags >> b) & 1u ? 1.0 : 0.0;
+    at::Tensor packed = at::tensor(bits, at::TensorOptions().dtype(at::kDouble)).to(options);
+    if (sums.defined() && sums.numel() > 0) packed = at::cat({packed, sums.to(options).reshape({-1})});
+    std::vector<at::Tensor> one{packed};
+    dist_.all_reduce_sum(one, what);
+    const at::Tensor host = packed.slice(0, 0, kAgreedBits).cpu();
+    Agreement agreed;
+    for (int b = 0; b < kAgreedBits; ++b)
+      if (host[b].item<double>() > 0) agreed.flags |= 1u << b;
+    agreed.sums = sums.defined() ? packed.slice(0, kAgreedBits).view(sums.sizes()) : sums;
+    return agreed;
+  }
+  std::string do_first_failure(const std::string& own_failure, const char* what) override {
+    return dist_.first_failure(own_failure, what);
+  }
+
+ private:
+  DistContext& dist_;
+};
+
+}  // namespace
+
+void Collectives::all_reduce_sum(std::vector<at::Tensor>& tensors, const char* what) {
+  ++calls_;
+  do_all_reduce_sum(tensors, what);
+}
+
+void Collectives::broadcast(const std::vector<at::Tensor>& tensors, const char* what, int root) {
+  ++calls_;
+  do_broadcast(tensors, what, root);
+}
+
+std::vector<at::Tensor> Collectives::all_gather(const at::Tensor& tensor, const char* what) {
+  ++calls_;
+  return do_all_gather(tensor, what);
+}
+
+void Collectives::barrier(const char* what) {
+  ++calls_;
+  do_barrier(what);
+}
+
+uint32_t Collectives::agree(uint32_t flags, const char* what) { return agree(flags, at::Tensor(), what).flags; }
+
+Agreement Collectives::agree(uint32_t flags, const at::Tensor& sums, const char* what) {
+  ++calls_;
+  return do_agree(flags, sums, what);
+}
+
+std::string Collectives::first_failure(const std::string& own_failure, const char* what) {
+  ++calls_;
+  return do_first_failure(own_failure, what);
+}
+
+std::unique_ptr<Collectives> single_process_collectives(c10::Device device) {
+  return std::make_unique<SingleProcess>(device);
+}
+
+std::unique_ptr<Collectives> data_parallel_collectives(DistContext& dist) { return std::make_unique<DataParallel>(dist); }
+
+std::unique_ptr<Collectives> make_collectives(DistContext* dist, c10::Device device) {
+  return dist ? data_parallel_collectives(*dist) : single_process_collectives(device);
+}
+
+}  // namespace tp

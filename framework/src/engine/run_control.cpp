@@ -1,0 +1,64 @@
+#include "tp/framework/engine/run_control.h"
+
+#include <csignal>
+
+#include "tp/framework/dist/collectives.h"
+#include "tp/framework/engine/stop_signal.h"
+#include "tp/iface/callback.h"
+
+namespace tp {
+
+RunControl::RunControl(Collectives& collectives, const RunBudget& budget, std::string max_time_text)
+    : collectives_(collectives), budget_(budget), max_time_text_(std::move(max_time_text)) {}
+
+void RunControl::honour_now(uint32_t callback_requests, bool any_callbacks) {
+  if (!any_callbacks) return; // no callback on any rank: nothing to ask, nothing to agree
+  const uint32_t agreed = collectives_.agree(callback_requests & (TP_REQUEST_STOP | TP_REQUEST_SAVE),
+                                             "agree on callback stop/save requests");
+  if (agreed & TP_REQUEST_STOP) stop_for(StopCause::kCallback, "a callback requested a stop");
+  if (agreed & TP_REQUEST_SAVE) save_ = true;
+}
+
+uint32_t RunControl::take_window_flags() {
+  uint32_t flags = 0;
+  if (deferred_ & TP_REQUEST_STOP) flags |= kFlagStopRequest;
+  if (deferred_ & TP_REQUEST_SAVE) flags |= kFlagSaveRequest;
+  deferred_ = 0;
+  if (budget_.time_up()) flags |= kFlagTimeUp;
+  local_signal_ = pending_stop_signal();
+  if (local_signal_ != 0) flags |= kFlagSignal;
+  return flags;
+}
+
+void RunControl::window_agreed(uint32_t agreed, int64_t step, ResumePosition next) {
+  if (agreed & kFlagStopRequest) stop_for(StopCause::kCallback, "a callback requested a stop");
+  if (agreed & kFlagSaveRequest) save_ = true;
+  if (agreed & kFlagSignal) signal_ = local_signal_ != 0 ? local_signal_ : SIGTERM;
+  if ((agreed & kFlagTimeUp) && !time_stop_) {
+    time_stop_ = next;
+    stop_for(StopCause::kMaxTime, "train.max_time (" + max_time_text_ + ") is used up at step " + std::to_string(step) +
+                                      "; saved where it stopped. To continue, raise train.max_time and run again "
+                                      "with --resume auto.");
+  }
+  if (budget_.steps_done(step)) stop_for(StopCause::kMaxSteps, "train.max_steps reached at step " + std::to_string(step));
+}
+
+void RunControl::stop_for(StopCause cause, const std::string& reason) {
+  for (const auto& [known, text] : causes_)
+    if (known == cause) return; // the first of each kind tells why
+  causes_.emplace_back(cause, reason);
+}
+
+bool RunControl::stopped_early() const noexcept {
+  for (const auto& [cause, text] : causes_)
+    if (cause != StopCause::kMaxSteps) return true;
+  return false;
+}
+
+std::string RunControl::reason() const {
+  std::string joined;
+  for (const auto& [cause, text] : causes_) joined += (joined.empty() ? "" : "; ") + text;
+  return joined;
+}
+
+}  // namespace tp

@@ -1,0 +1,150 @@
+// RunControl, the one owner of stop and save decisions: each reason alone, two on one step, and
+// the agreement that makes a reason raised on one rank every rank's (a two-rank Collectives
+// double ORs the flags both ranks bring, as the c10d implementation's all-reduce does; the real
+// two-rank run is tests/dist/ddp_test.cpp, "a stop requested on one rank").
+#include "tp/framework/engine/run_control.h"
+
+#include <ATen/ATen.h>
+
+#include <csignal>
+
+#include "tp/framework/dist/collectives.h"
+#include "tp/iface/callback.h"
+
+#include <doctest/doctest.h>
+
+namespace {
+
+using tp::ResumePosition;
+using tp::RunControl;
+using tp::StopCause;
+
+/// A fresh control over a single process with `budget`.
+struct Single {
+  explicit Single(tp::RunBudget budget = tp::RunBudget(0, 0.0))
+      : budget_(budget), control(*collectives, budget_, "00:00:01") {}
+  std::unique_ptr<tp::Collectives> collectives = tp::single_process_collectives(c10::Device(c10::kCPU));
+  tp::RunBudget budget_;
+  RunControl control;
+};
+
+/// Raises nothing of its own: the window's flags are what the caller agreed.
+void step_window(RunControl& control, int64_t step) {
+  control.window_agreed(control.take_window_flags(), step, ResumePosition{0, step});
+}
+
+}  // namespace
+
+TEST_CASE("no reason: the run neither stops nor saves") {
+  Single s;
+  step_window(s.control, 1);
+  CHECK_FALSE(s.control.stop());
+  CHECK_FALSE(s.control.take_save());
+  CHECK(s.control.signal() == 0);
+  CHECK_FALSE(s.control.time_stop().has_value());
+  CHECK(s.control.reason().empty());
+}
+
+TEST_CASE("each reason alone") {
+  SUBCASE("a deferred callback stop is honoured at the window boundary, not before") {
+    Single s;
+    s.control.defer(TP_REQUEST_STOP);
+    CHECK_FALSE(s.control.stop());
+    step_window(s.control, 3);
+    CHECK(s.control.stop());
+    CHECK(s.control.stopped_early());
+    CHECK(s.control.reason() == "a callback requested a stop");
+  }
+  SUBCASE("a deferred callback save is taken once") {
+    Single s;
+    s.control.defer(TP_REQUEST_SAVE);
+    step_window(s.control, 3);
+    CHECK_FALSE(s.control.stop());
+    CHECK(s.control.take_save());
+    CHECK_FALSE(s.control.take_save());
+  }
+  SUBCASE("an immediate callback request (STEP_END, EVAL_END, EPOCH_END)") {
+    Single s;
+    s.control.honour_now(TP_REQUEST_STOP | TP_REQUEST_SAVE, true);
+    CHECK(s.control.stop());
+    CHECK(s.control.take_save());
+    CHECK(s.collectives->calls() == 1); // one agreement
+  }
+  SUBCASE("without callbacks an immediate request costs no collective") {
+    Single s;
+    s.control.honour_now(0, false);
+    CHECK(s.collectives->calls() == 0);
+    CHECK_FALSE(s.control.stop());
+  }
+  SUBCASE("train.max_time: stops, saves where it stopped, and counts as stopping early") {
+    Single s(tp::RunBudget(0, 1e-9)); // any elapsed time uses it up
+    s.budget_.start();
+    const uint32_t flags = s.control.take_window_flags();
+    CHECK((flags & tp::kFlagTimeUp) != 0);
+    s.control.window_agreed(flags, 7, ResumePosition{2, 5});
+    REQUIRE(s.control.time_stop().has_value());
+    CHECK(s.control.time_stop()->epoch == 2);
+    CHECK(s.control.time_stop()->batch == 5);
+    CHECK(s.control.stop());
+    CHECK(s.control.stopped_early());
+    CHECK(s.control.reason().find("train.max_time (00:00:01) is used up at step 7") == 0);
+  }
+  SUBCASE("train.max_steps: stops, but is the planned end, not an early stop") {
+    Single s(tp::RunBudget(4, 0.0));
+    step_window(s.control, 3);
+    CHECK_FALSE(s.control.stop());
+    step_window(s.control, 4);
+    CHECK(s.control.stop());
+    CHECK_FALSE(s.control.stopped_early());
+  }
+  SUBCASE("early stopping, decided alike on every rank") {
+    Single s;
+    s.control.stop_for(StopCause::kEarlyStopping, "early stopping: val/loss did not improve");
+    CHECK(s.control.stop());
+    CHECK(s.control.stopped_early());
+    CHECK(s.collectives->calls() == 0);
+  }
+  SUBCASE("a signal some rank saw stops with SIGTERM's meaning where this rank saw none") {
+    Single s;
+    s.control.window_agreed(tp::kFlagSignal, 2, ResumePosition{0, 2});
+    CHECK(s.control.signal() == SIGTERM);
+  }
+}
+
+TEST_CASE("two reasons on one step: both are kept, in the order raised") {
+  Single s(tp::RunBudget(5, 1e-9));
+  s.budget_.start();
+  s.control.defer(TP_REQUEST_STOP | TP_REQUEST_SAVE);
+  s.control.window_agreed(s.control.take_window_flags(), 5, ResumePosition{1, 0});
+  CHECK(s.control.stop());
+  CHECK(s.control.take_save());
+  REQUIRE(s.control.time_stop().has_value());
+  const std::string reason = s.control.reason();
+  CHECK(reason.find("a callback requested a stop; train.max_time") == 0);
+  CHECK(reason.find("train.max_steps reached at step 5") != std::string::npos);
+  // A second reason of a kind already given adds nothing.
+  s.control.stop_for(StopCause::kCallback, "another callback");
+  CHECK(s.control.reason() == reason);
+}
+
+TEST_CASE("a reason raised on one rank only becomes every rank's decision") {
+  // Two ranks' controls; the agreement ORs what each brings (Collectives::agree's contract).
+  Single rank0, rank1;
+  rank1.control.defer(TP_REQUEST_STOP); // a callback on rank 1 only
+  const uint32_t agreed = rank0.control.take_window_flags() | rank1.control.take_window_flags();
+  rank0.control.window_agreed(agreed, 4, ResumePosition{0, 4});
+  rank1.control.window_agreed(agreed, 4, ResumePosition{0, 4});
+  CHECK(rank0.control.stop());
+  CHECK(rank1.control.stop());
+  CHECK(rank0.control.reason() == rank1.control.reason());
+}
+
+TEST_CASE("the single-process agreement is the identity and reads nothing") {
+  auto collectives = tp::single_process_collectives(c10::Device(c10::kCPU));
+  const at::Tensor sums = at::tensor({3.0, 4.0}, at::kDouble);
+  const tp::Agreement agreed = collectives->agree(0x5u, sums, "test");
+  CHECK(agreed.flags == 0x5u);
+  CHECK(agreed.sums.is_same(sums));
+  CHECK(collectives->calls() == 1);
+  CHECK(collectives->world_size() == 1);
+}
