@@ -4,10 +4,13 @@
 # templates (a C++ callback, a C11 dataset in a C-only project) build as external projects with
 # find_package(torchhost CONFIG) + torchhost_add_plugin, optimised although no build type is given;
 # so does the Tier T template against the LibTorch this build used (CPU or CUDA, C++17 or the C++20
-# that LibTorch 2.14 requires: CI runs this in the CPU tree and in the CUDA tree). The host accepts
-# all three. Args: <build dir>.
+# that LibTorch 2.14 requires: CI runs this in the CPU tree and in the CUDA tree); and so does
+# old_style_dataset/, a plugin that includes <dlpack/dlpack.h> as the SDK's docs taught before DLPack
+# was pinned as tp/dlpack.h, with that header taken from the install (never /usr/include/dlpack,
+# where libdlpack-dev puts it). The host accepts all of them. Args: <build dir>.
 set -euo pipefail
 build=$1
+here=$(cd "$(dirname "$0")" && pwd)
 work="$build/test-runs/package"
 rm -rf "$work"
 cmake --install "$build" --prefix "$work/sdk"
@@ -47,6 +50,19 @@ cp -r "$share/templates/tier_s_c_dataset" "$work/c_consumer"
 grep -q 'TP_STABLE_BUILD_INFO_INIT' "$work/c_consumer/c_dataset.c" || { echo "c_dataset.c: no TP_STABLE_BUILD_INFO_INIT"; exit 1; }
 grep -q 'project(c_dataset LANGUAGES C)' "$work/c_consumer/CMakeLists.txt" || { echo "the C template is not a C-only project"; exit 1; }
 build_consumer "$work/c_consumer" c_dataset
+
+# Source compatibility: a plugin in the older include style (<dlpack/dlpack.h>) builds against the
+# install. Ninja's record of the headers the compiler read proves where that header came from:
+# the SDK's forwarding header and the DLPack it pins, whether or not libdlpack-dev is installed.
+cp -r "$here/old_style_dataset" "$work/old_style"
+build_consumer "$work/old_style" old_style_dataset
+deps=$(ninja -C "$work/old_style-build" -t deps)
+for header in "$work/sdk/include/torchhost/compat/dlpack/dlpack.h" "$work/sdk/include/tp/dlpack.h"; do
+  grep -qF "$header" <<<"$deps" || { echo "old_style_dataset: did not compile against $header:"; echo "$deps"; exit 1; }
+done
+if grep -q '/usr/include/dlpack/' <<<"$deps"; then
+  echo "old_style_dataset: <dlpack/dlpack.h> came from the system, not the SDK:"; echo "$deps"; exit 1
+fi
 
 # The Tier T template: a LibTorch plugin, configured as the README tells a plugin author, with the
 # SDK and the LibTorch the host was built with on CMAKE_PREFIX_PATH (a wheel's
