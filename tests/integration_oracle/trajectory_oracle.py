@@ -10,7 +10,7 @@
                                      <max relative difference>", "steps <run> <n>" and
                                      "clipped <optimizer> <steps clipped> <steps>".
 
-The dataset is tests/fixtures/c_dataset/c_dataset.c (org.torchhost.test.c_regression),
+The dataset is plugins/template/tier_s_c_dataset/c_dataset.c (org.torchhost.test.c_regression),
 reimplemented bit for bit: splitmix64 hashes of (split, index) give x, float32 arithmetic gives y.
 Keep EPOCHS, BATCH, SIZE, MAX_NORM and OPTIMIZERS in step with trajectory.toml and the test.
 """

@@ -10,6 +10,7 @@
 
 #include "csv_table.h"
 #include "tp/cpp/dataset_adapter.h"
+#include "tp/cpp/random.h"
 #include "tp/tp.h"
 
 namespace {
@@ -41,26 +42,10 @@ const tp_descriptor_t kDescriptor = tp::cpp::dataset_descriptor(
 
 /* Instance */
 
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
-/// Rows of `split` under a seeded val_split: val = round(n * fraction) rows picked by a
-/// Fisher-Yates shuffle of splitmix64(seed); both parts keep file order.
+/// Rows of `split` under a seeded val_split (tp::cpp::seeded_holdout: round(n * fraction) rows
+/// held out as val); both parts keep file order.
 std::vector<uint64_t> split_rows(uint64_t n, double fraction, uint64_t seed, bool train) {
-  const auto k = static_cast<uint64_t>(static_cast<double>(n) * fraction + 0.5);
-  if (k == 0 || k >= n)
-    throw Failure(TP_ERR_CONFIG, "csv: val_split = " + std::to_string(fraction) + " of " + std::to_string(n) +
-                                     " rows leaves an empty train or val split");
-  std::vector<uint64_t> perm(n);
-  for (uint64_t i = 0; i < n; ++i) perm[i] = i;
-  uint64_t state = seed;
-  for (uint64_t i = n - 1; i > 0; --i) std::swap(perm[i], perm[splitmix64(state) % (i + 1)]);
-  std::vector<bool> is_val(n, false);
-  for (uint64_t i = 0; i < k; ++i) is_val[perm[i]] = true;
+  const std::vector<bool> is_val = tp::cpp::seeded_holdout(n, fraction, seed, "csv", "rows");
   std::vector<uint64_t> rows;
   for (uint64_t i = 0; i < n; ++i)
     if (is_val[i] != train) rows.push_back(i);

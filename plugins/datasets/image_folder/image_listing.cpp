@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "tp/cpp/guard.h"
+#include "tp/cpp/random.h"
 
 namespace tp::image_folder {
 namespace {
@@ -45,13 +46,6 @@ bool parse_int(const std::string& s, int64_t* out) {
     return false;
   }
   return used == s.size();
-}
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
 }
 
 }  // namespace
@@ -152,20 +146,7 @@ Listing read_csv_listing(const std::string& csv_path, const std::string& base_di
 
 std::pair<Listing, Listing> split_listing(const Listing& all, double val_fraction, uint64_t seed) {
   const std::size_t n = all.paths.size();
-  const auto k = static_cast<std::size_t>(static_cast<double>(n) * val_fraction + 0.5);
-  if (k == 0 || k >= n)
-    throw Failure(TP_ERR_CONFIG, "image_folder: val_split = " + std::to_string(val_fraction) + " of " +
-                                     std::to_string(n) + " images leaves an empty train or val split");
-  std::vector<std::size_t> perm(n);
-  for (std::size_t i = 0; i < n; ++i) perm[i] = i;
-  uint64_t state = seed;
-  for (std::size_t i = n - 1; i > 0; --i) {
-    // Modulo bias is below 2^-40 for any realistic n; the split only needs to be fixed, not perfect.
-    const std::size_t j = static_cast<std::size_t>(splitmix64(state) % (i + 1));
-    std::swap(perm[i], perm[j]);
-  }
-  std::vector<bool> is_val(n, false);
-  for (std::size_t i = 0; i < k; ++i) is_val[perm[i]] = true;
+  const std::vector<bool> is_val = tp::cpp::seeded_holdout(n, val_fraction, seed, "image_folder", "images");
   Listing train, val;
   train.classes = val.classes = all.classes;
   for (std::size_t i = 0; i < n; ++i) {

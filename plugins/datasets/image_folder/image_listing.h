@@ -33,9 +33,9 @@ Listing scan_folder(const std::string& root, const std::vector<std::string>& ext
 /// sorted name). Throws Failure naming the file and line on a malformed row.
 Listing read_csv_listing(const std::string& csv_path, const std::string& base_dir);
 
-/// Splits `all` into (train, val) by a seeded permutation: val holds round(n * val_fraction)
-/// samples chosen by a Fisher-Yates shuffle of 0..n-1 driven by splitmix64(seed); both parts
-/// keep their original relative order. Pure function of (all, val_fraction, seed).
+/// Splits `all` into (train, val) by a seeded permutation (tp::cpp::seeded_holdout): val holds
+/// round(n * val_fraction) samples chosen by a Fisher-Yates shuffle of 0..n-1 driven by
+/// SplitMix64(seed); both parts keep their original relative order. Pure function of (all, val_fraction, seed).
 /// `val_fraction` in (0, 1). Throws Failure when either part would be empty.
 std::pair<Listing, Listing> split_listing(const Listing& all, double val_fraction, uint64_t seed);
 

@@ -5,19 +5,17 @@
 
 #include <cstdint>
 
+#include "tp/cpp/random.h"
+
 namespace tp::image_folder {
 
-/// A small deterministic generator (splitmix64), a few ns per draw. Not thread-shared: each
-/// decision constructs its own from the sample seed.
+/// A small deterministic generator (tp::cpp::SplitMix64 seeded from the sample seed and the
+/// decision's tag), a few ns per draw. Not thread-shared: each decision constructs its own from
+/// the sample seed.
 class Rng {
  public:
-  Rng(uint64_t seed, uint64_t tag) : state_(seed ^ (tag * 0xD1B54A32D192ED03ULL)) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
+  Rng(uint64_t seed, uint64_t tag) : gen_(seed ^ (tag * 0xD1B54A32D192ED03ULL)) {}
+  uint64_t next() { return gen_.next(); }
   /// Uniform in [0, 1) with 53 random bits.
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
   double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
@@ -25,7 +23,7 @@ class Rng {
   int below(int n) { return static_cast<int>(next() % static_cast<uint64_t>(n)); }
 
  private:
-  uint64_t state_;
+  tp::cpp::SplitMix64 gen_;
 };
 
 /// The tag of each random decision. Values are fixed forever: changing one changes every

@@ -10,6 +10,7 @@
 
 #include "shapes_render.h"
 #include "tp/cpp/dataset_adapter.h"
+#include "tp/cpp/random.h"
 #include "tp/tp.h"
 
 namespace {
@@ -75,7 +76,7 @@ class ShapesDataset {
 
   void get_sample(uint64_t index, const tp::cpp::WorkerContext& ctx, tp::cpp::Sample& out) const {
     // The train-split augmentation mirrors a sample by the host's per-sample seed (PLG-8).
-    const bool flip = augment_ && (shapes::mix64(ctx.seed("augment")) & 1u) != 0;
+    const bool flip = augment_ && (tp::cpp::splitmix64(ctx.seed("augment")) & 1u) != 0;
     pin_opencv_threads();
     const int s = options_.image_size;
     shapes::Sample sample = shapes::render_sample(shapes::sample_key(seed_, split_, index), options_);

@@ -3,6 +3,8 @@
 // two views, the mask and the box always describe the same geometry.
 #include "shapes_render.h"
 
+#include "tp/cpp/random.h"
+
 #include <algorithm>
 #include <cmath>
 #include <utility>
@@ -108,7 +110,7 @@ void add_noise(float* dst, size_t n, float sigma, uint64_t stream) {
   // The sum of four uniforms on {0..255} has mean 510 and std 256 / sqrt(3).
   const float scale = sigma * 1.7320508f / 256.0f;
   for (size_t i = 0; i < n; i += 2) {
-    const uint64_t bits = mix64(stream + i * 0x9E3779B97F4A7C15ull);
+    const uint64_t bits = tp::cpp::splitmix64(stream + i * 0x9E3779B97F4A7C15ull);
     // Byte sums of both 32-bit halves at once (SWAR): pairs of bytes, then pairs of pairs.
     const uint64_t pairs = (bits & 0x00FF00FF00FF00FFull) + ((bits >> 8) & 0x00FF00FF00FF00FFull);
     const uint64_t quads = (pairs & 0x0000FFFF0000FFFFull) + ((pairs >> 16) & 0x0000FFFF0000FFFFull);
@@ -152,15 +154,9 @@ void mirror_rows(std::vector<float>& planes, int size) {
 
 }  // namespace
 
-uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 uint64_t sample_key(int64_t seed, uint32_t split, uint64_t index) {
-  return mix64(mix64(mix64(static_cast<uint64_t>(seed)) ^ split) ^ index);
+  using tp::cpp::splitmix64;
+  return splitmix64(splitmix64(splitmix64(static_cast<uint64_t>(seed)) ^ split) ^ index);
 }
 
 Sample render_sample(uint64_t key, const RenderOptions& options) {

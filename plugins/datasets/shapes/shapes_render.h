@@ -42,9 +42,6 @@ struct Sample {
 /// of different (seed, split, index) triples are distinct with overwhelming probability.
 uint64_t sample_key(int64_t seed, uint32_t split, uint64_t index);
 
-/// Mixes a 64-bit value into a well-distributed one (splitmix64 finaliser). Pure.
-uint64_t mix64(uint64_t x);
-
 /// Renders the sample whose content key is `key`. A pure function of (key, options); [any]:
 /// safe to call from several threads at once. Cost for S = 32: a few tens of microseconds.
 /// Example:

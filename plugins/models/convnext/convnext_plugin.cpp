@@ -19,27 +19,22 @@ namespace {
 
 constexpr const char* kId = "org.torchhost.convnext";
 
-/// tp::cpp::require_config for this component.
-void require(bool ok, const char* key, const std::string& what, const std::string& got) {
-  tp::cpp::require_config(ok, kId, key, what, got);
-}
+using tp::cpp::require_config;
 
-ConvNeXtOptions read_options(const tp::cpp::ConfigReader& cfg) {
+ConvNeXtOptions read_options(const tp::cpp::ConfigReader& cfg, const tp::cpp::ImageClassifierConfig& common) {
   ConvNeXtOptions o;
   o.variant = cfg.get_string("variant");
-  o.num_classes = cfg.get_int("num_classes");
-  o.in_channels = cfg.get_int("in_channels");
+  o.num_classes = common.num_classes;
+  o.in_channels = common.in_channels;
   o.layer_scale = cfg.get_float("layer_scale");
-  require(is_variant(o.variant), "variant", "must be \"tiny\", \"small\" or \"base\" (torchvision's convnext_<variant>)",
-          "\"" + o.variant + "\"");
-  require(o.num_classes > 0, "num_classes", "must be positive", std::to_string(o.num_classes));
-  require(o.in_channels > 0, "in_channels", "must be positive", std::to_string(o.in_channels));
-  require(std::isfinite(o.layer_scale) && o.layer_scale > 0.0, "layer_scale", "must be positive",
-          c10::str(o.layer_scale));
+  require_config(is_variant(o.variant), kId, "variant",
+                 "must be \"tiny\", \"small\" or \"base\" (torchvision's convnext_<variant>)", "\"" + o.variant + "\"");
+  require_config(std::isfinite(o.layer_scale) && o.layer_scale > 0.0, kId, "layer_scale", "must be positive",
+                 c10::str(o.layer_scale));
   // -1, the schema's default, stands for the variant's own default (one schema serves all three).
   const double p = cfg.get_float("stochastic_depth_prob");
-  require(p == -1.0 || (p >= 0.0 && p <= 1.0), "stochastic_depth_prob",
-          "must be in [0, 1] (or -1: the variant's torchvision default)", c10::str(p));
+  require_config(p == -1.0 || (p >= 0.0 && p <= 1.0), kId, "stochastic_depth_prob",
+                 "must be in [0, 1] (or -1: the variant's torchvision default)", c10::str(p));
   o.stochastic_depth_prob = p == -1.0 ? default_stochastic_depth_prob(o.variant) : p;
   return o;
 }
@@ -49,8 +44,8 @@ ConvNeXtOptions read_options(const tp::cpp::ConfigReader& cfg) {
 using ConvNeXtModel = tp::cpp::ImageClassifier<ConvNeXt>;
 
 std::shared_ptr<ConvNeXtModel> make_convnext(const tp::cpp::ConfigReader& cfg) {
-  const ConvNeXtOptions o = read_options(cfg);
-  return std::make_shared<ConvNeXtModel>(kId, std::make_shared<ConvNeXt>(o), o.in_channels, cfg.get_string("input"),
+  const tp::cpp::ImageClassifierConfig common = tp::cpp::read_image_classifier_config(cfg, kId);
+  return std::make_shared<ConvNeXtModel>(kId, std::make_shared<ConvNeXt>(read_options(cfg, common)), common,
                                          tp::cpp::ImageSizeRule{32, 0});
 }
 
@@ -62,21 +57,14 @@ const tp_config_key_t kKeys[] = {
     {sizeof(tp_config_key_t), "stochastic_depth_prob", TP_CFG_FLOAT, "-1.0",
      "drop rate of the last block, the others linear from 0; -1: the variant's (tiny 0.1, small 0.4, base 0.5)"},
     {sizeof(tp_config_key_t), "layer_scale", TP_CFG_FLOAT, "1e-6", "initial value of every block's layer_scale"},
-    {sizeof(tp_config_key_t), "input", TP_CFG_STRING, "\"image\"", "batch field holding the [C, H, W] image"},
-};
-
-// Static, so they describe the defaults (in_channels 3, num_classes 1000); `host plugins check`
-// and profiling use them with the default config.
-const tp_example_input_t kExamples[] = {
-    {sizeof(tp_example_input_t), "image", TP_DTYPE_FLOAT32, 3, {3, 224, 224}, 0},
-    {sizeof(tp_example_input_t), "label", TP_DTYPE_INT64, 0, {}, 1000},
+    tp::cpp::kImageInputKey,
 };
 
 const tp_descriptor_t kDescriptor = tp::cpp::model_descriptor(
     kId, "1.0.0",
     "torchvision ConvNeXt tiny/small/base (same state names, loads torchvision weights); outputs logits; "
     "every CNBlock checkpointable",
-    kKeys, kExamples);
+    kKeys, tp::cpp::kImageNetExamples);
 
 const tp::cpp::Component kComponents[] = {tp::cpp::model_component<ConvNeXtModel, kDescriptor, &make_convnext>()};
 

@@ -18,31 +18,20 @@ namespace {
 
 constexpr const char* kId = "org.torchhost.resnet";
 
-/// tp::cpp::require_config for this component.
-void require(bool ok, const char* key, const std::string& what, const std::string& got) {
-  tp::cpp::require_config(ok, kId, key, what, got);
-}
-
-ResNetOptions read_options(const tp::cpp::ConfigReader& cfg) {
-  ResNetOptions o;
-  o.depth = cfg.get_int("depth");
-  o.num_classes = cfg.get_int("num_classes");
-  o.in_channels = cfg.get_int("in_channels");
-  o.zero_init_residual = cfg.get_bool("zero_init_residual");
-  require(o.depth == 18 || o.depth == 34 || o.depth == 50, "depth",
-          "must be 18, 34 or 50 (torchvision's resnet18/34/50)", std::to_string(o.depth));
-  require(o.num_classes > 0, "num_classes", "must be positive", std::to_string(o.num_classes));
-  require(o.in_channels > 0, "in_channels", "must be positive", std::to_string(o.in_channels));
-  return o;
-}
-
 /// The component: a ResNet reading its image from the batch field `input` (tp/cpp/image_classifier.h).
 /// The host trains the ResNet's own parameters and buffers, under torchvision's names.
 using ResNetModel = tp::cpp::ImageClassifier<ResNet>;
 
 std::shared_ptr<ResNetModel> make_resnet(const tp::cpp::ConfigReader& cfg) {
-  const ResNetOptions o = read_options(cfg);
-  return std::make_shared<ResNetModel>(kId, std::make_shared<ResNet>(o), o.in_channels, cfg.get_string("input"));
+  ResNetOptions o;
+  o.depth = cfg.get_int("depth");
+  tp::cpp::require_config(o.depth == 18 || o.depth == 34 || o.depth == 50, kId, "depth",
+                          "must be 18, 34 or 50 (torchvision's resnet18/34/50)", std::to_string(o.depth));
+  const tp::cpp::ImageClassifierConfig common = tp::cpp::read_image_classifier_config(cfg, kId);
+  o.num_classes = common.num_classes;
+  o.in_channels = common.in_channels;
+  o.zero_init_residual = cfg.get_bool("zero_init_residual");
+  return std::make_shared<ResNetModel>(kId, std::make_shared<ResNet>(o), common);
 }
 
 const tp_config_key_t kKeys[] = {
@@ -51,21 +40,14 @@ const tp_config_key_t kKeys[] = {
     {sizeof(tp_config_key_t), "in_channels", TP_CFG_INT, "3", "image channels (conv1 input)"},
     {sizeof(tp_config_key_t), "zero_init_residual", TP_CFG_BOOL, "false",
      "zero the last BatchNorm weight of every residual block (each block starts as the identity)"},
-    {sizeof(tp_config_key_t), "input", TP_CFG_STRING, "\"image\"", "batch field holding the [C, H, W] image"},
-};
-
-// Static, so they describe the defaults (in_channels 3, num_classes 1000); `host plugins check`
-// and profiling use them with the default config.
-const tp_example_input_t kExamples[] = {
-    {sizeof(tp_example_input_t), "image", TP_DTYPE_FLOAT32, 3, {3, 224, 224}, 0},
-    {sizeof(tp_example_input_t), "label", TP_DTYPE_INT64, 0, {}, 1000},
+    tp::cpp::kImageInputKey,
 };
 
 const tp_descriptor_t kDescriptor = tp::cpp::model_descriptor(
     kId, "1.0.0",
     "torchvision ResNet-18/34/50 (same state names, loads torchvision weights); outputs logits; "
     "stem and every residual block checkpointable",
-    kKeys, kExamples);
+    kKeys, tp::cpp::kImageNetExamples);
 
 const tp::cpp::Component kComponents[] = {tp::cpp::model_component<ResNetModel, kDescriptor, &make_resnet>()};
 

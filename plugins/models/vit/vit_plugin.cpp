@@ -18,32 +18,28 @@ namespace {
 
 constexpr const char* kId = "org.torchhost.vit";
 
-/// tp::cpp::require_config for this component.
-void require(bool ok, const char* key, const std::string& what, const std::string& got) {
-  tp::cpp::require_config(ok, kId, key, what, got);
-}
+using tp::cpp::require_config;
 
 /// A rate in [0, 1].
 double probability(const tp::cpp::ConfigReader& cfg, const char* key) {
   const double p = cfg.get_float(key);
-  require(p >= 0.0 && p <= 1.0, key, "must be in [0, 1]", c10::str(p));
+  require_config(p >= 0.0 && p <= 1.0, kId, key, "must be in [0, 1]", c10::str(p));
   return p;
 }
 
-ViTOptions read_options(const tp::cpp::ConfigReader& cfg) {
+ViTOptions read_options(const tp::cpp::ConfigReader& cfg, const tp::cpp::ImageClassifierConfig& common) {
   ViTOptions o;
   o.variant = cfg.get_string("variant");
   o.image_size = cfg.get_int("image_size");
-  o.num_classes = cfg.get_int("num_classes");
-  o.in_channels = cfg.get_int("in_channels");
-  require(is_variant(o.variant), "variant", "must be \"b_16\", \"b_32\" or \"l_16\" (torchvision's vit_<variant>)",
-          "\"" + o.variant + "\"");
+  o.num_classes = common.num_classes;
+  o.in_channels = common.in_channels;
+  require_config(is_variant(o.variant), kId, "variant",
+                 "must be \"b_16\", \"b_32\" or \"l_16\" (torchvision's vit_<variant>)", "\"" + o.variant + "\"");
   const int64_t patch = variant_setting(o.variant).patch_size;
-  require(o.image_size > 0 && o.image_size % patch == 0, "image_size",
-          "must be a positive multiple of the patch size " + std::to_string(patch) + " (variant \"" + o.variant + "\")",
-          std::to_string(o.image_size));
-  require(o.num_classes > 0, "num_classes", "must be positive", std::to_string(o.num_classes));
-  require(o.in_channels > 0, "in_channels", "must be positive", std::to_string(o.in_channels));
+  require_config(o.image_size > 0 && o.image_size % patch == 0, kId, "image_size",
+                 "must be a positive multiple of the patch size " + std::to_string(patch) + " (variant \"" +
+                     o.variant + "\")",
+                 std::to_string(o.image_size));
   o.dropout = probability(cfg, "dropout");
   o.attention_dropout = probability(cfg, "attention_dropout");
   o.drop_path = probability(cfg, "drop_path");
@@ -55,8 +51,9 @@ ViTOptions read_options(const tp::cpp::ConfigReader& cfg) {
 using ViTModel = tp::cpp::ImageClassifier<VisionTransformer>;
 
 std::shared_ptr<ViTModel> make_vit(const tp::cpp::ConfigReader& cfg) {
-  const ViTOptions o = read_options(cfg);
-  return std::make_shared<ViTModel>(kId, std::make_shared<VisionTransformer>(o), o.in_channels, cfg.get_string("input"),
+  const tp::cpp::ImageClassifierConfig common = tp::cpp::read_image_classifier_config(cfg, kId);
+  const ViTOptions o = read_options(cfg, common);
+  return std::make_shared<ViTModel>(kId, std::make_shared<VisionTransformer>(o), common,
                                     tp::cpp::ImageSizeRule{1, o.image_size});
 }
 
@@ -71,21 +68,14 @@ const tp_config_key_t kKeys[] = {
     {sizeof(tp_config_key_t), "attention_dropout", TP_CFG_FLOAT, "0.0", "dropout of the attention weights"},
     {sizeof(tp_config_key_t), "drop_path", TP_CFG_FLOAT, "0.0",
      "timm's stochastic depth on the residual branches (last layer's rate, linear from 0); not in torchvision"},
-    {sizeof(tp_config_key_t), "input", TP_CFG_STRING, "\"image\"", "batch field holding the [C, H, W] image"},
-};
-
-// Static, so they describe the defaults (in_channels 3, image_size 224, num_classes 1000);
-// `host plugins check` and profiling use them with the default config.
-const tp_example_input_t kExamples[] = {
-    {sizeof(tp_example_input_t), "image", TP_DTYPE_FLOAT32, 3, {3, 224, 224}, 0},
-    {sizeof(tp_example_input_t), "label", TP_DTYPE_INT64, 0, {}, 1000},
+    tp::cpp::kImageInputKey,
 };
 
 const tp_descriptor_t kDescriptor = tp::cpp::model_descriptor(
     kId, "1.0.0",
     "torchvision ViT-B/16, B/32, L/16 (same state names, loads torchvision weights); outputs logits; "
     "every encoder layer checkpointable",
-    kKeys, kExamples);
+    kKeys, tp::cpp::kImageNetExamples);  // the default image_size is 224
 
 const tp::cpp::Component kComponents[] = {tp::cpp::model_component<ViTModel, kDescriptor, &make_vit>()};
 

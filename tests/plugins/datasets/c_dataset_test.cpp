@@ -1,4 +1,4 @@
-// c_dataset.so (plain C11, tests/fixtures/c_dataset) through its C ABI: Tier S needs neither
+// c_dataset.so (plain C11, plugins/template/tier_s_c_dataset) through its C ABI: Tier S needs neither
 // C++ nor LibTorch, and a C plugin meets the same contract as a C++ one.
 #include <cmath>
 #include <string>
