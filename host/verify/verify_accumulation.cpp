@@ -10,8 +10,8 @@
 // returning a mean trains B/k x k with k times the gradient, which plain SGD shows.
 // Cost: 2 trainings of --steps steps (4 with BatchNorm), each a child process.
 #include "tp/framework/error.h"
-#include "verify.h"
-#include "verify_child.h"
+#include "verify/verify.h"
+#include "verify/verify_child.h"
 
 namespace tp::cli::verify {
 namespace {

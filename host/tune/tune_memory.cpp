@@ -1,4 +1,4 @@
-#include "tune_memory.h"
+#include "tune/tune_memory.h"
 
 #include <algorithm>
 #include <cctype>

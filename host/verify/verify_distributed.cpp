@@ -11,8 +11,8 @@
 #include <cmath>
 
 #include "tp/framework/dist/batchnorm_sync.h"
-#include "verify.h"
-#include "verify_child.h"
+#include "verify/verify.h"
+#include "verify/verify_child.h"
 
 namespace tp::cli::verify {
 namespace {

@@ -1,4 +1,4 @@
-#include "tune_common.h"
+#include "tune/tune_common.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
