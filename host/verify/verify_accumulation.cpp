@@ -53,7 +53,7 @@ CheckResult check_accumulation(VerifyContext& context) {
   const RunConfig& config = context.config();
   const int64_t batch = config.train.batch_size, accum = config.train.grad_accum_steps;
   // fp32 sums in a different order: ~1e-7 per step; autocast rounds every matmul to 8 or 11 bits.
-  const double tolerance = config.amp.precision == "fp32" ? 1e-5 : 1e-2;
+  const double tolerance = config.amp.precision == Precision::Fp32 ? 1e-5 : 1e-2;
   CheckResult row("accumulation", "< " + format_value(tolerance) + " relative");
   const int64_t k = batch % 4 == 0 ? 4 : batch % 2 == 0 ? 2 : 0;
   if (k == 0) {

@@ -7,11 +7,9 @@
 #include <cstdint>
 #include <string>
 
-namespace tp {
+#include "tp/framework/config/value_kinds.h"  // parse_duration: train.max_time is parsed when the config is loaded
 
-/// Seconds in a "[D:]HH:MM:SS" duration ("01:30:00", "2:00:00:00"); "" = 0 (no budget). Throws
-/// ConfigError at `key` for anything else (fields out of range, missing, not digits).
-double parse_duration(const std::string& text, const std::string& key);
+namespace tp {
 
 class RunBudget {
  public:
