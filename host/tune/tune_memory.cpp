@@ -6,33 +6,12 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
-#include <utility>
-#include <vector>
 
-#include "tp/framework/error.h"
+#include "tp/framework/config/value_kinds.h"
 
 namespace tp::cli {
 
-double parse_memory_size(const std::string& text) {
-  std::size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0; // no number at all
-  }
-  std::string unit;
-  for (const char c : text.substr(used))
-    if (c != ' ') unit += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  constexpr double kKi = 1024.0, kMi = kKi * 1024, kGi = kMi * 1024, kTi = kGi * 1024;
-  const std::vector<std::pair<std::string, double>> units{
-      {"", 1},      {"b", 1},       {"k", kKi},  {"kib", kKi}, {"kb", 1e3},  {"m", kMi},   {"mib", kMi},
-      {"mb", 1e6},  {"g", kGi},     {"gib", kGi}, {"gb", 1e9},  {"t", kTi},   {"tib", kTi}, {"tb", 1e12}};
-  for (const auto& [name, scale] : units)
-    if (used > 0 && unit == name && value > 0 && std::isfinite(value)) return value * scale;
-  throw ConfigError("--memory-limit", "--memory-limit '" + text + "' is not a memory size: give a positive number "
-                                      "with a unit, e.g. 4GiB, 512MiB or 8GB (KiB/MiB/GiB binary, KB/MB/GB decimal).");
-}
+double parse_memory_size(const std::string& text) { return parse_byte_size(text, "--memory-limit"); }
 
 double high_water_mb(pid_t pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
