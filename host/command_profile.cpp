@@ -5,10 +5,12 @@
 #include <c10/core/InferenceMode.h>
 
 #include <cstdio>
+#include <optional>
 #include <sstream>
 
 #include "commands.h"
 #include "session.h"
+#include "tp/framework/config/value_kinds.h"
 #include "tp/framework/config/write.h"
 #include "tp/framework/data/collate.h"
 #include "tp/framework/engine/runtime_setup.h"
@@ -67,16 +69,19 @@ int run_profile(const Options& options) {
 
   ProfileOptions profile_options;
   profile_options.devices.clear();
-  for (const auto& spec : split_list(options.devices.empty() ? config.run.device : options.devices))
+  // run.device was checked when the config was loaded; --devices entries get the same check here,
+  // the message naming the option. resolve_device then checks that the device exists.
+  for (const auto& spec : split_list(options.devices.empty() ? config.run.device : options.devices)) {
+    parse_device(spec, options.devices.empty() ? "run.device" : "--devices");
     profile_options.devices.push_back(resolve_device(spec));
+  }
   profile_options.precisions.clear();
   for (const auto& name : split_list(options.precisions)) {
-    try {
-      profile_options.precisions.push_back(parse_precision(name));
-    } catch (const ConfigError&) { // its message names amp.precision, not this option
-      throw ConfigError("--precisions", "host profile --precisions: '" + name +
-                                            "' is not a precision; use a comma-separated list of fp32, bf16, fp16.");
-    }
+    const std::optional<Precision> precision = try_parse_precision(name);
+    if (!precision)
+      throw ConfigError("--precisions", "host profile " + value_kind_message(precision_kind(), "--precisions", name) +
+                                            " A comma-separated list: --precisions fp32,bf16.");
+    profile_options.precisions.push_back(*precision);
   }
   if (profile_options.devices.empty() || profile_options.precisions.empty())
     throw ConfigError("", "host profile: --devices and --precisions need at least one entry each (e.g. --devices cpu "

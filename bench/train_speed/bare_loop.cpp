@@ -101,7 +101,7 @@ int main(int argc, char** argv) try {
   parts.model->to_device(c10::Device(c10::kCPU), c10::kFloat);
   parts.model->set_training(true);
   tp::BuiltOptimizer optim = tp::make_optimizer(config.optim, parts.model->state());
-  const tp::Precision precision = tp::parse_precision(config.amp.precision);
+  const tp::Precision precision = config.amp.precision;
 
   const auto& data = config.data.train.options; // the tensor_pool table: its shape keys
   const int64_t channels = data["channels"].value_or(int64_t{3});

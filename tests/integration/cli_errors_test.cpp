@@ -67,6 +67,23 @@ TEST_CASE("a --set with the wrong type exits 2 naming the override") {
   CHECK(contains(run.output, "train.epochs"));
 }
 
+TEST_CASE("a malformed value of a kind exits 2 when the config is loaded, before the run directory exists") {
+  // train.max_time used to be parsed by the trainer, after config.toml, train.log and the
+  // components were made; now every value kind is parsed with the config (docs/config_keys.md).
+  for (const std::string set : {"train.max_time=abc", "amp.precision=fp61", "run.device=gpu"}) {
+    CAPTURE(set);
+    const auto dir = tp::test::fresh_dir("bad_kind");
+    const auto run = tp::test::run_host("train --config configs/quickstart.toml --set " + set + " --output-dir '" +
+                                        (dir / "run").string() + "'");
+    INFO(run.output);
+    CHECK(run.exit_code == 2);
+    const std::string key = set.substr(0, set.find('='));
+    CHECK(contains(run.output, key + ": got \"" + set.substr(set.find('=') + 1) + "\", which is not"));
+    CHECK(contains(run.output, "e.g. " + key + " = "));
+    CHECK_FALSE(std::filesystem::exists(dir / "run"));
+  }
+}
+
 TEST_CASE("a missing config file and a missing plugin dir fail with distinct codes") {
   const auto missing = tp::test::run_host("--config no/such/file.toml");
   CHECK(missing.exit_code == 2);

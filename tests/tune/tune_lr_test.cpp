@@ -118,7 +118,7 @@ TEST_CASE("host tune: mistakes are configuration errors that name the key or opt
   expect("lr " + kQuick + "--steps 5", "--steps must be at least 13");
   expect("lr " + kQuick + "--set train.max_steps=-1", "train.max_steps"); // the user's own keys are checked first
   expect("batch-size " + kQuick, "needs --memory-limit SIZE");
-  expect("batch-size " + kQuick + "--memory-limit '4 lots'", "'4 lots' is not a memory size");
+  expect("batch-size " + kQuick + "--memory-limit '4 lots'", "--memory-limit: got \"4 lots\", which is not a byte size");
   expect("batch-size " + kQuick + "--memory-limit 4GiB --headroom 1", "0 <= --headroom < 1");
   expect("frobnicate " + kQuick, "host tune: say `lr`");
 }

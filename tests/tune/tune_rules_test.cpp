@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "tp/framework/error.h"
-#include "tune_batch_search.h"
-#include "tune_lr_rule.h"
-#include "tune_memory.h"
+#include "tune/tune_batch_search.h"
+#include "tune/tune_lr_rule.h"
+#include "tune/tune_memory.h"
 
 #include <doctest/doctest.h>
 

@@ -58,23 +58,6 @@ void check_cuda(Precision precision, c10::Device device) {
 
 }  // namespace
 
-Precision parse_precision(std::string_view text) {
-  if (text == "fp32") return Precision::Fp32;
-  if (text == "fp16") return Precision::Fp16;
-  if (text == "bf16") return Precision::Bf16;
-  throw ConfigError(kKey, std::string(kKey) + ": expected one of \"fp32\", \"fp16\", \"bf16\", got \"" +
-                              std::string(text) + "\"");
-}
-
-std::string_view to_string(Precision precision) noexcept {
-  switch (precision) {
-    case Precision::Fp16: return "fp16";
-    case Precision::Bf16: return "bf16";
-    case Precision::Fp32: break;
-  }
-  return "fp32";
-}
-
 c10::ScalarType autocast_dtype(Precision precision) noexcept {
   switch (precision) {
     case Precision::Fp16: return c10::ScalarType::Half;

@@ -16,12 +16,18 @@ using detail::at_least_and_below;
 using detail::key;
 using detail::refused_key;
 using detail::typed_key;
+using detail::with_parsed;
 using VT = ValueType;
 
 // The key [section] member fills RunConfig::section.member: one name for both, so a row cannot
 // fill another key's member.
 #define TP_HOST_KEY(section, member, ...) \
   key<&RunConfig::section, &decltype(RunConfig::section)::member>(#section "." #member, __VA_ARGS__)
+// A String key of a value kind whose member keeps the text and whose `parsed` member, beside it,
+// gets `parse` of it (train.max_time -> train.max_time_seconds).
+#define TP_PARSED_KEY(section, member, parsed, parse, ...)                                       \
+  with_parsed<parse, &RunConfig::section, &decltype(RunConfig::section)::parsed>(TP_HOST_KEY( \
+      section, member, __VA_ARGS__))
 // A Float key that fills a "one value or per group" list (SchedulerOptions::min_lr) with its value.
 #define TP_PER_GROUP_KEY(section, member, ...)                                      \
   typed_key<VT::Float, &RunConfig::section, &decltype(RunConfig::section)::member>( \
@@ -29,7 +35,7 @@ using VT = ValueType;
 
 std::vector<HostKey> make_host_keys() {
   // One row per key, in the order of configs/reference.toml, which repeats the defaults (a test
-  // compares them). Rows: member, default (a TOML literal), help, then {.choices, .limit, .is_path}.
+  // compares them). Rows: member, default (a TOML literal), help, then {.choices, .limit, .is_path, .kind}.
   return {
       TP_HOST_KEY(run, name, R"("run")", "run name, shown in logs"),
       TP_HOST_KEY(run, output_dir, R"("runs/run")",
@@ -37,7 +43,7 @@ std::vector<HostKey> make_host_keys() {
       TP_HOST_KEY(run, seed, "42", "seeds model init, shuffling and augmentation"),
       TP_HOST_KEY(run, device, R"("auto")",
           "auto = cuda when available, else cpu",
-          {.choices = {"auto", "cpu", "cuda", "cuda:N"}}),
+          {.kind = &device_kind()}),
       TP_HOST_KEY(run, deterministic, "false",
           "deterministic algorithms only (errors on ops without one); cuDNN benchmark off"),
       TP_HOST_KEY(run, threads, "0",
@@ -76,9 +82,10 @@ std::vector<HostKey> make_host_keys() {
       TP_HOST_KEY(train, max_steps, "0",
           "stop after this many optimizer steps; overrides epochs (the schedule counts it); 0 = off",
           {.limit = at_least(0)}),
-      TP_HOST_KEY(train, max_time, R"("")",
+      TP_PARSED_KEY(train, max_time, max_time_seconds, &try_parse_duration, R"("")",
           "stop at the first step boundary after this much training time, \"HH:MM:SS\" (or \"D:HH:MM:SS\"); saves, "
-          "exits 0; a resumed run continues the budget; \"\" = off"),
+          "exits 0; a resumed run continues the budget; \"\" = off",
+          {.kind = &duration_kind()}),
       TP_HOST_KEY(train, overfit_batches, "0",
           "sanity check: train and validate on the first N training batches, unshuffled; 0 = off",
           {.limit = at_least(0)}),
@@ -174,9 +181,8 @@ std::vector<HostKey> make_host_keys() {
           {.limit = at_least(0)}),
       TP_HOST_KEY(early_stopping, check_finite, "true", "stop at once when `monitor` becomes NaN or infinite"),
 
-      TP_HOST_KEY(amp, precision, R"("fp32")",
-          "fp32 | fp16 (autocast + dynamic grad scaler) | bf16 (autocast)",
-          {.choices = {"fp32", "fp16", "bf16"}}),
+      // A Precision member: the precision kind comes with the type.
+      TP_HOST_KEY(amp, precision, R"("fp32")", "fp32 | fp16 (autocast + dynamic grad scaler) | bf16 (autocast)"),
       TP_HOST_KEY(amp, init_scale, "65536.0", "fp16 grad scaler: initial scale", {.limit = above(0)}),
       TP_HOST_KEY(amp, growth_factor, "2.0",
           "fp16 grad scaler: scale growth after growth_interval clean steps",
@@ -288,6 +294,7 @@ std::vector<HostKey> make_host_keys() {
   };
 }
 
+#undef TP_PARSED_KEY
 #undef TP_PER_GROUP_KEY
 #undef TP_HOST_KEY
 
@@ -302,6 +309,7 @@ void read_host_keys(const toml::table& resolved, RunConfig& cfg) {
   for (const HostKey& key : host_keys()) {
     const toml::node* value = resolved.at_path(key.spec.path).node();
     if (key.read != nullptr && value != nullptr) key.read(*value, cfg);
+    if (key.read_parsed != nullptr && value != nullptr) key.read_parsed(*value, cfg);
   }
 }
 

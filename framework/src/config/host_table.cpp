@@ -9,6 +9,7 @@
 #include "tp/framework/config/host_keys.h"
 #include "tp/framework/config/schema.h"
 #include "tp/framework/config/value.h"
+#include "tp/framework/config/value_kinds.h"
 #include "tp/framework/error.h"
 
 namespace tp {
@@ -75,6 +76,13 @@ void check_host_key(const KeySpec& spec, const toml::node& node, std::string_vie
                         ". Set it to " + std::string(value_type_phrase(spec.type)) + ", e.g. " +
                         std::string(leaf_of(spec.path)) + " = " + spec.default_literal +
                         " (the default; " + spec.help + ").");
+  }
+  // A value kind's message shows a good value; its forms stand for the choices.
+  if (spec.kind != nullptr && node.is_string()) {
+    const std::string& text = node.as_string()->get();
+    if (!spec.kind->accepts(text))
+      fail(spec.path, node_origin(node, file) + ": " + value_kind_message(*spec.kind, spec.path, text));
+    return;
   }
   if (node.is_string() && !choice_allows(spec, node.as_string()->get())) {
     fail(spec.path, node_origin(node, file) + ": " + spec.path + ": " + describe_node(node) +

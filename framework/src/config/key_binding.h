@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "tp/framework/config/host_keys.h"
+#include "tp/framework/config/value_kinds.h"
 
 namespace tp::detail {
 
@@ -45,6 +47,17 @@ struct Field<std::string> {
   static constexpr VT kType = VT::String;
   static void read(const toml::node& value, std::string& out) {
     out = value.value<std::string>().value_or("");
+  }
+};
+/// A member of a value kind's own type: a String key whose text is parsed when the config is
+/// loaded; the kind comes with the type, so the row need not repeat it.
+template <>
+struct Field<Precision> {
+  static constexpr VT kType = VT::String;
+  static const ValueKind* kind() { return &precision_kind(); }
+  static void read(const toml::node& value, Precision& out) {
+    // validate_host_table() has parsed it already, so the fallback is never taken.
+    out = try_parse_precision(value.value<std::string>().value_or("")).value_or(Precision::Fp32);
   }
 };
 template <typename T, VT Type>
@@ -82,6 +95,7 @@ struct KeyRules {
   std::vector<std::string> choices = {}; ///< allowed strings; empty = any
   std::optional<KeyLimit> limit = {};    ///< numeric limit; absent = none
   bool is_path = false;                  ///< a file, resolved against the config file's directory
+  const ValueKind* kind = nullptr;       ///< a String of a value kind (value_kinds.h); a Field's own kind by default
 };
 
 constexpr KeyLimit at_least(double low) { return {low, true, {}}; }
@@ -96,8 +110,12 @@ HostKey typed_key(std::string path, std::string default_literal, std::string hel
   using T = MemberType<Path...>;
   static_assert(Type == Field<T>::kType || (std::is_same_v<T, std::vector<double>> && Type == VT::Float),
                 "the key's type does not fit its member");
+  const ValueKind* kind = rules.kind;
+  if constexpr (requires { Field<T>::kind(); }) {
+    if (kind == nullptr) kind = Field<T>::kind();
+  }
   return {KeySpec{std::move(path), Type, std::move(default_literal), std::move(help), std::move(rules.choices),
-                  rules.is_path},
+                  rules.is_path, kind},
           rules.limit,
           [](const toml::node& value, RunConfig& cfg) { Field<T>::read(value, member_of<Path...>(cfg)); },
           [](RunConfig& cfg) -> void* { return &member_of<Path...>(cfg); }};
@@ -108,6 +126,21 @@ template <auto... Path>
 HostKey key(std::string path, std::string default_literal, std::string help, KeyRules rules = {}) {
   return typed_key<Field<MemberType<Path...>>::kType, Path...>(std::move(path), std::move(default_literal),
                                                               std::move(help), std::move(rules));
+}
+
+/// `key`, a String row of a value kind whose member keeps the text, also filling the parsed member
+/// at `Path` with `Parse` of the text (train.max_time -> train.max_time_seconds, with
+/// try_parse_duration). validate_host_table() has checked the text with the kind already.
+template <auto Parse, auto... Path>
+HostKey with_parsed(HostKey key) {
+  using T = MemberType<Path...>;
+  static_assert(std::is_same_v<decltype(Parse(std::string_view())), std::optional<T>>,
+                "the parser does not produce the parsed member's type");
+  key.read_parsed = [](const toml::node& value, RunConfig& cfg) {
+    member_of<Path...>(cfg) = Parse(value.value<std::string>().value_or("")).value_or(T{});
+  };
+  key.parsed_member = [](RunConfig& cfg) -> void* { return &member_of<Path...>(cfg); };
+  return key;
 }
 
 /// A Bool key without a member: every value but its default is refused by validate_host_table(),

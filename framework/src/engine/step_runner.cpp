@@ -55,7 +55,7 @@ StepRunner::StepRunner(const RunConfig& config, RunComponents& parts, const std:
       meters_(meters),
       log_(log),
       collectives_(collectives),
-      precision_(parse_precision(config.amp.precision)),
+      precision_(config.amp.precision),
       scaler_(GradScalerOptions()
                   .init_scale(config.amp.init_scale)
                   .growth_factor(config.amp.growth_factor)

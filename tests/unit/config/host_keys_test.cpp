@@ -46,20 +46,22 @@ static_assert(field_count<ThreeFields>() == 3, "field_count counts the fields of
 
 std::string section_of(const std::string& path) { return path.substr(0, path.find('.')); }
 
-/// The bound keys whose member lies inside `cfg.*section`; CHECKs that a key's member lies in the
-/// section its path names.
+/// The members that bound keys fill inside `cfg.*section` (a key of a value kind may fill a
+/// parsed member too); CHECKs that a key's members lie in the section its path names.
 template <typename Section>
 std::size_t keys_inside(const char* name, Section tp::RunConfig::*section) {
   tp::RunConfig cfg{};
   const auto begin = reinterpret_cast<std::uintptr_t>(&(cfg.*section));
   std::size_t inside_count = 0;
   for (const tp::HostKey& key : tp::host_keys()) {
-    if (key.member == nullptr) continue;
-    const auto at = reinterpret_cast<std::uintptr_t>(key.member(cfg));
-    const bool inside = at >= begin && at < begin + sizeof(Section);
-    CHECK_MESSAGE(inside == (section_of(key.spec.path) == name),
-                  key.spec.path << " fills a member " << (inside ? "inside" : "outside") << " [" << name << "]");
-    inside_count += inside ? 1 : 0;
+    for (void* (*member)(tp::RunConfig&) : {key.member, key.parsed_member}) {
+      if (member == nullptr) continue;
+      const auto at = reinterpret_cast<std::uintptr_t>(member(cfg));
+      const bool inside = at >= begin && at < begin + sizeof(Section);
+      CHECK_MESSAGE(inside == (section_of(key.spec.path) == name),
+                    key.spec.path << " fills a member " << (inside ? "inside" : "outside") << " [" << name << "]");
+      inside_count += inside ? 1 : 0;
+    }
   }
   return inside_count;
 }
@@ -70,11 +72,16 @@ TEST_CASE("every host key fills a member of its own, and every member of a secti
   for (const tp::HostKey& key : tp::host_keys()) {
     CAPTURE(key.spec.path);
     CHECK((key.read == nullptr) == (key.member == nullptr));
+    CHECK((key.read_parsed == nullptr) == (key.parsed_member == nullptr));
     if (key.member == nullptr) {
       CHECK(key.spec.path == "dist.sync_batchnorm"); // refused when true; nothing reads it
       continue;
     }
     CHECK_MESSAGE(members.insert(key.member(cfg)).second, "two keys fill the same member");
+    if (key.parsed_member != nullptr) {
+      CHECK(key.spec.kind != nullptr); // a parsed member is a value kind's
+      CHECK_MESSAGE(members.insert(key.parsed_member(cfg)).second, "two keys fill the same member");
+    }
   }
   // Members that no host key fills: [[optim.param_groups]] and the component tables of [data]
   // (train, val, test, [[data.batch_transforms]]).
@@ -111,6 +118,7 @@ std::string other_value(const tp::HostKey& key) {
       return std::to_string(bounded ? (key.limit->low + fallback) / 2 : fallback + 1);
     }
     case tp::ValueType::String:
+      if (key.spec.kind != nullptr) return std::string(key.spec.kind->example);
       for (const std::string& choice : key.spec.choices) {
         if (choice != value.value<std::string>() && !choice.ends_with(":N")) return "\"" + choice + "\"";
       }

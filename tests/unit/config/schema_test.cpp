@@ -37,6 +37,18 @@ TEST_CASE("host schema: unique paths, parsable defaults, allowed default choices
     CHECK(tp::matches_type(*scratch.get("v"), spec.type));
     if (scratch.get("v")->is_string()) {
       CHECK(tp::choice_allows(spec, scratch.get("v")->as_string()->get()));
+      if (spec.kind != nullptr) CHECK(spec.kind->accepts(scratch.get("v")->as_string()->get()));
+    }
+    if (spec.kind != nullptr) {
+      // A kind is a String's; its example is a good value other than the default (tests and
+      // messages use it).
+      CHECK(spec.type == tp::ValueType::String);
+      CHECK(spec.choices.empty()); // the kind's forms are the choices
+      toml::table example;
+      REQUIRE(tp::parse_value_into(example, "v", spec.kind->example, "test"));
+      REQUIRE(example.get("v")->is_string());
+      CHECK(spec.kind->accepts(example.get("v")->as_string()->get()));
+      CHECK(spec.kind->example != spec.default_literal);
     }
     CHECK(tp::find_host_key(spec.path) == &spec);
   }

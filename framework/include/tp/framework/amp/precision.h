@@ -13,21 +13,12 @@
 
 #include <string_view>
 
+#include "tp/framework/config/value_kinds.h"
+
 namespace tp {
 
-/// The precision of the forward pass.
-enum class Precision {
-  Fp32,  ///< no autocast, no grad scaling
-  Fp16,  ///< autocast to float16; use a GradScaler
-  Bf16,  ///< autocast to bfloat16; no GradScaler needed
-};
-
-/// Parses the config value of `amp.precision`: exactly "fp32", "fp16" or "bf16".
-/// Throws ConfigError (key "amp.precision") for anything else, listing the accepted values.
-Precision parse_precision(std::string_view text);
-
-/// The config spelling of `precision` ("fp32", "fp16", "bf16").
-std::string_view to_string(Precision precision) noexcept;
+// Precision, parse_precision() and to_string(Precision) are the config layer's (amp.precision is
+// a value kind, parsed when the config is loaded: RunConfig::amp.precision is a Precision).
 
 /// The autocast dtype of `precision`: kHalf, kBFloat16, or kFloat for Fp32.
 c10::ScalarType autocast_dtype(Precision precision) noexcept;

@@ -17,6 +17,7 @@
 
 #include <toml++/toml.h>
 
+#include "tp/framework/config/value_kinds.h"
 #include "tp/framework/optim/scheduler_options.h"
 
 namespace tp {
@@ -33,7 +34,7 @@ struct RunSection {
   std::string name;       ///< run name, shown in logs
   std::string output_dir; ///< run directory; created if missing
   int64_t seed;           ///< seeds model init, shuffling and augmentation
-  std::string device;     ///< "auto" | "cpu" | "cuda" | "cuda:N"
+  std::string device;     ///< "auto" | "cpu" | "cuda" | "cuda:N" (a device: the spelling checked when loaded)
   bool deterministic;     ///< deterministic algorithms only; cuDNN benchmark off
   int64_t threads;        ///< intra-op threads; 0 = physical cores minus loader threads (min 1)
   bool channels_last;     ///< model and 4-D inputs in channels-last memory format
@@ -54,7 +55,8 @@ struct TrainSection {
   std::string nan_policy;   ///< "stop" | "skip": what a non-finite training loss does
   std::string on_oom;       ///< "fail" | "split": what running out of device memory in a step does
   int64_t max_steps;        ///< > 0: the run's optimizer steps (epochs follow from it)
-  std::string max_time;     ///< training-time budget "[D:]HH:MM:SS"; "" = none
+  std::string max_time;     ///< training-time budget "[D:]HH:MM:SS" as written (messages); "" = none
+  double max_time_seconds;  ///< train.max_time in seconds, parsed when loaded; 0 = none
   int64_t overfit_batches;  ///< > 0: train and validate on the first N training batches, unshuffled
   bool fast_dev_run;        ///< one training step and one evaluation batch; nothing written
   std::string init_weights; ///< initial weights file ("" = the model's own init); see checkpoint/initial_weights.h
@@ -63,7 +65,7 @@ struct TrainSection {
 };
 
 struct AmpSection {
-  std::string precision; ///< "fp32" | "fp16" | "bf16"
+  Precision precision;   ///< "fp32" | "fp16" | "bf16", parsed when loaded
   double init_scale;     ///< fp16 grad scaler: initial scale
   double growth_factor;
   double backoff_factor;

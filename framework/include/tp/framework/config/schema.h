@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tp/config.h"
+#include "tp/framework/config/value_kinds.h"
 
 namespace tp {
 
@@ -34,6 +35,9 @@ struct KeySpec {
   /// A String naming a file or directory (TP_CFG_PATH): validate_component() resolves a relative
   /// value written in a config file against that file's directory.
   bool is_path = false;
+  /// A String of a value kind (a duration, a device, a precision; value_kinds.h), checked when the
+  /// config is loaded. Host keys only; nullptr = any string (within `choices`).
+  const ValueKind* kind = nullptr;
 };
 
 /// A place in the run file that holds component tables.

@@ -7,14 +7,12 @@
 #include <cstdint>
 #include <string>
 
+#include "tp/framework/config/value_kinds.h"  // parse_duration: train.max_time is parsed when the config is loaded
+
 namespace tp {
 
 struct CheckpointContents;
 struct LoadedCheckpoint;
-
-/// Seconds in a "[D:]HH:MM:SS" duration ("01:30:00", "2:00:00:00"); "" = 0 (no budget). Throws
-/// ConfigError at `key` for anything else (fields out of range, missing, not digits).
-double parse_duration(const std::string& text, const std::string& key);
 
 class RunBudget {
  public:

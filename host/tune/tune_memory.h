@@ -9,10 +9,9 @@
 
 namespace tp::cli {
 
-/// "4GiB", "512MiB", "1.5GB", "8g", "2000000000" (bytes) as bytes; the unit is case-insensitive
-/// and may follow a space. KiB/MiB/GiB/TiB and K/M/G/T alone are binary (as ulimit and Docker
-/// read them), KB/MB/GB/TB decimal. Throws ConfigError at --memory-limit for anything else or a
-/// size that is not positive.
+/// The --memory-limit text ("4GiB", "512MiB", "1.5GB", "8g", "2000000000") as bytes: a byte size
+/// (parse_byte_size() in tp/framework/config/value_kinds.h, which says what it accepts). Throws
+/// ConfigError at --memory-limit for anything else or a size that is not positive.
 double parse_memory_size(const std::string& text);
 
 /// The peak resident set size so far of the running process `pid` (/proc/<pid>/status VmHWM) in

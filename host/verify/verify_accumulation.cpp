@@ -10,8 +10,8 @@
 // returning a mean trains B/k x k with k times the gradient, which plain SGD shows.
 // Cost: 2 trainings of --steps steps (4 with BatchNorm), each a child process.
 #include "tp/framework/error.h"
-#include "verify.h"
-#include "verify_child.h"
+#include "verify/verify.h"
+#include "verify/verify_child.h"
 
 namespace tp::cli::verify {
 namespace {
@@ -53,7 +53,7 @@ CheckResult check_accumulation(VerifyContext& context) {
   const RunConfig& config = context.config();
   const int64_t batch = config.train.batch_size, accum = config.train.grad_accum_steps;
   // fp32 sums in a different order: ~1e-7 per step; autocast rounds every matmul to 8 or 11 bits.
-  const double tolerance = config.amp.precision == "fp32" ? 1e-5 : 1e-2;
+  const double tolerance = config.amp.precision == Precision::Fp32 ? 1e-5 : 1e-2;
   CheckResult row("accumulation", "< " + format_value(tolerance) + " relative");
   const int64_t k = batch % 4 == 0 ? 4 : batch % 2 == 0 ? 2 : 0;
   if (k == 0) {

@@ -10,7 +10,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
-#include "verify.h"
+#include "verify/verify.h"
 
 namespace tp::cli::verify {
 namespace {

@@ -1,4 +1,4 @@
-#include "tune_common.h"
+#include "tune/tune_common.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -29,7 +29,7 @@ std::unique_ptr<Session> open_tune_session(const Options& options, const std::ve
   // On CUDA the children check the precision themselves: checking here would create a CUDA
   // context in this process, which holds device memory for as long as the tune runs.
   if (const c10::Device device = session->device(); device.is_cpu())
-    check_precision_supported(parse_precision(session->config.amp.precision), device);
+    check_precision_supported(session->config.amp.precision, device);
   std::vector<std::string> sets = options.sets;
   sets.insert(sets.end(), tune_sets.begin(), tune_sets.end());
   try {

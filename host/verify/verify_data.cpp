@@ -15,7 +15,7 @@
 
 #include "tp/framework/data/data_loader.h"
 #include "tp/framework/data/sampler.h"
-#include "verify.h"
+#include "verify/verify.h"
 
 namespace tp::cli::verify {
 namespace {

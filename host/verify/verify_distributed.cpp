@@ -11,8 +11,8 @@
 #include <cmath>
 
 #include "tp/framework/dist/batchnorm_sync.h"
-#include "verify.h"
-#include "verify_child.h"
+#include "verify/verify.h"
+#include "verify/verify_child.h"
 
 namespace tp::cli::verify {
 namespace {
@@ -66,7 +66,7 @@ double compare_evaluations(const std::filesystem::path& one, const std::filesyst
 CheckResult check_distributed(VerifyContext& context) {
   const RunConfig& config = context.config();
   const int64_t batch = config.train.batch_size;
-  const double tolerance = config.amp.precision == "fp32" ? 1e-5 : 1e-2;
+  const double tolerance = config.amp.precision == Precision::Fp32 ? 1e-5 : 1e-2;
   CheckResult row("distributed", "train < " + format_value(tolerance) + ", eval < " + format_value(kEvalRelative));
   if (batch % 2 != 0) {
     row.status = Status::kSkip;

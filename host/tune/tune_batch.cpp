@@ -40,9 +40,9 @@
 #include "tp/framework/monitor/history.h"
 #include "tp/framework/plugin/dataset_proxy.h"
 #include "tp/framework/util/atomic_file.h"
-#include "tune_batch_search.h"
-#include "tune_common.h"
-#include "tune_memory.h"
+#include "tune/tune_batch_search.h"
+#include "tune/tune_common.h"
+#include "tune/tune_memory.h"
 
 namespace tp::cli {
 namespace {

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "verify.h"
+#include "verify/verify.h"
 
 namespace tp::cli::verify {
 

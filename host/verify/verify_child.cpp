@@ -1,4 +1,4 @@
-#include "verify_child.h"
+#include "verify/verify_child.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/StringUtil.h>
@@ -15,7 +15,7 @@
 #include "tp/framework/dist/batchnorm_sync.h"
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/error.h"
-#include "verify.h"
+#include "verify/verify.h"
 
 namespace tp::cli::verify {
 namespace {

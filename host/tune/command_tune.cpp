@@ -1,7 +1,7 @@
 // `host tune lr|batch-size` (docs/tune.md): one command, two searches, each in its own file
 // (tune_lr.cpp, tune_batch.cpp) over the shared pieces of tune_common.h.
 #include "commands.h"
-#include "tune_common.h"
+#include "tune/tune_common.h"
 
 namespace tp::cli {
 

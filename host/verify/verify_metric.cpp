@@ -11,7 +11,7 @@
 #include <cmath>
 #include <map>
 
-#include "verify.h"
+#include "verify/verify.h"
 
 namespace tp::cli::verify {
 namespace {

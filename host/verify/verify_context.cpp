@@ -11,7 +11,7 @@
 #include "tp/framework/engine/batch_placement.h"
 #include "tp/framework/engine/runtime_setup.h"
 #include "tp/framework/error.h"
-#include "verify.h"
+#include "verify/verify.h"
 
 namespace tp::cli::verify {
 

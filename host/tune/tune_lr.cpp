@@ -37,8 +37,8 @@
 #include "tp/framework/report/history_line.h"
 #include "tp/framework/report/lr_find_plot.h"
 #include "tp/framework/util/atomic_file.h"
-#include "tune_common.h"
-#include "tune_lr_rule.h"
+#include "tune/tune_common.h"
+#include "tune/tune_lr_rule.h"
 
 namespace tp::cli {
 namespace {

@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "verify.h"
-#include "verify_child.h"
+#include "verify/verify.h"
+#include "verify/verify_child.h"
 
 namespace tp::cli::verify {
 namespace {

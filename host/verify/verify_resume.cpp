@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "verify.h"
-#include "verify_child.h"
+#include "verify/verify.h"
+#include "verify/verify_child.h"
 
 namespace tp::cli::verify {
 

@@ -12,7 +12,7 @@
 #include "tp/framework/engine/runtime_setup.h"
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/error.h"
-#include "verify.h"
+#include "verify/verify.h"
 
 namespace tp::cli {
 namespace {

@@ -1,4 +1,4 @@
-#include "tune_batch_search.h"
+#include "tune/tune_batch_search.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "sweep_record.h"
+#include "sweep/sweep_record.h"
 
 #include <toml++/toml.h>
 

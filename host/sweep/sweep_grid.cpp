@@ -1,4 +1,4 @@
-#include "sweep_grid.h"
+#include "sweep/sweep_grid.h"
 
 #include <cstdint>
 #include <cstdio>

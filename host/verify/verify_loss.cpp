@@ -10,7 +10,7 @@
 #include <cmath>
 
 #include "tp/framework/error.h"
-#include "verify.h"
+#include "verify/verify.h"
 
 namespace tp::cli::verify {
 namespace {

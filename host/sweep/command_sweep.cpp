@@ -21,8 +21,8 @@
 #include "child_process.h"
 #include "commands.h"
 #include "session.h"
-#include "sweep_grid.h"
-#include "sweep_record.h"
+#include "sweep/sweep_grid.h"
+#include "sweep/sweep_record.h"
 #include "tp/framework/amp/precision.h"
 #include "tp/framework/config/flatten.h"
 #include "tp/framework/config/load.h"
@@ -87,7 +87,7 @@ Plan plan(const Options& options, const std::vector<SweepCell>& cells) {
   for (std::size_t i = 0; i < cells.size(); ++i) {
     try {
       resolve_components(configs[i], session->registry);
-      check_precision_supported(parse_precision(configs[i].amp.precision), resolve_device(configs[i].run.device));
+      check_precision_supported(configs[i].amp.precision, resolve_device(configs[i].run.device));
     } catch (const ConfigError& e) {
       throw in_cell(cells[i], e);
     }

@@ -1,4 +1,4 @@
-#include "tune_lr_rule.h"
+#include "tune/tune_lr_rule.h"
 
 #include <algorithm>
 #include <cmath>
