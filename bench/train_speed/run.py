@@ -25,7 +25,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-# glibc malloc thresholds the host sets with mallopt at start-up (framework/src/engine/runtime_setup.cpp).
+# glibc malloc thresholds the host sets with mallopt at start-up (framework/src/engine/setup/runtime_setup.cpp).
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(256 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
 
 # Shapes: small inputs so that a CPU run takes seconds. steps = timed windows + 1 warm-up window.

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <string>
 
+#include "tp/framework/checkpoint/checkpoint.h"
+
 #include "integration/host_runner.h"
 
 #include <doctest/doctest.h>
@@ -39,6 +41,35 @@ TEST_CASE("a rank killed with SIGKILL fails the other, naming it; --resume auto 
   INFO(resumed.output);
   CHECK(resumed.exit_code == 0);
   CHECK(resumed.output.find("resumed at epoch 1") != std::string::npos);
+}
+
+TEST_CASE("SIGTERM to one rank only: both ranks save at the same step and exit 143") {
+  // RunControl carries a stop signal in the step's agreement: rank 0 never sees the signal, yet
+  // stops after the same step, and its checkpoint is the resume point of both.
+  const auto dir = tp::test::fresh_dir("ddp_one_rank_signal");
+  const std::string host = std::string("'") + TP_TEST_BUILD_DIR + "/bin/host'";
+  const std::string args = " --config tests/dist/ddp.toml --output-dir '" + dir.string() +
+                           "' --set train.batch_size=16 --set train.epochs=1 --set data.train.size=20000"
+                           " --set checkpoint.strategy=\\\"steps\\\" --set checkpoint.every=20"
+                           " --set eval.strategy=\\\"no\\\" --set checkpoint.save_top_k=0 --set dist.timeout_s=30";
+  const std::string script =
+      "export MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + ($$ + 7) % 20000)) WORLD_SIZE=2; "
+      "RANK=0 LOCAL_RANK=0 " + host + args + " > '" + (dir / "rank0.log").string() + "' 2>&1 & P0=$!; "
+      "RANK=1 LOCAL_RANK=1 " + host + args + " > '" + (dir / "rank1.log").string() + "' 2>&1 & P1=$!; "
+      "for i in $(seq 600); do [ -e '" + (dir / "checkpoints" / "last.pt").string() + "' ] && break; sleep 0.1; done; "
+      "kill -TERM $P1; wait $P0; C0=$?; wait $P1; C1=$?; echo \"exits $C0 $C1\"; "
+      "cat '" + (dir / "rank0.log").string() + "' '" + (dir / "rank1.log").string() + "'";
+  const auto run = tp::test::run_shell(script);
+  INFO(run.output);
+  CHECK(run.output.find("exits 143 143") != std::string::npos);
+  // Both ranks name the same step; rank 0's checkpoint holds it.
+  const auto first = run.output.find("stopped by signal 15 at step ");
+  REQUIRE(first != std::string::npos);
+  const int64_t step = std::stoll(run.output.substr(first + 29));
+  const auto second = run.output.find("stopped by signal 15 at step ", first + 1);
+  REQUIRE(second != std::string::npos);
+  CHECK(std::stoll(run.output.substr(second + 29)) == step);
+  CHECK(tp::load_checkpoint(dir / "checkpoints" / "last.pt").step == step);
 }
 
 TEST_CASE("a launcher failure names the rank and stops the others") {

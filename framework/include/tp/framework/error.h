@@ -7,7 +7,7 @@
 
 namespace tp {
 
-/// Process exit codes of `host`: the only definition. README.md ("Exit codes") and
+/// Process exit codes of `host`: the only definition. docs/commands.md ("Exit codes") and
 /// docs/architecture.md list the same table; scripts and schedulers branch on these values, so
 /// a value never changes meaning.
 enum ExitCode : int {
