@@ -24,6 +24,11 @@ for file in README.md templates/tier_s_callback/CMakeLists.txt templates/tier_s_
   test -f "$share/$file" || { echo "not installed: $share/$file"; exit 1; }
 done
 grep -q "PLG-4" "$share/README.md" || { echo "$share/README.md lacks the PLG rules"; exit 1; }
+# Every adapter the README documents is installed with the headers.
+for header in model_adapter.h dataset_adapter.h callback_adapter.h batch_transform_adapter.h loss_adapter.h \
+              metric_adapter.h fields.h adapter.h random.h image_classifier.h; do
+  test -f "$work/sdk/include/tp/cpp/$header" || { echo "not installed: include/tp/cpp/$header"; exit 1; }
+done
 
 # build_consumer <source dir> <name>: configure (no CMAKE_BUILD_TYPE) and build it; check that it
 # was built as Release with optimisation and exports exactly one symbol, tp_entry (PLG-1).

@@ -1,5 +1,5 @@
-// basic_losses: the loss terms, the three single-term components, the tp_loss_v1_t glue and
-// tp_entry. weighted_sum.cpp holds the fourth component.
+// basic_losses: the loss terms, the three single-term components and tp_entry (the C shell of
+// each is tp/cpp/loss_adapter.h). weighted_sum.cpp holds the fourth component.
 #include <c10/util/StringUtil.h>
 #include <ATen/core/Reduction.h>
 #include <ATen/ops/cross_entropy_loss.h>
@@ -9,6 +9,7 @@
 
 #include "loss_terms.h"
 #include "tp/cpp/guard.h"
+#include "tp/cpp/loss_adapter.h"
 #include "tp/cpp/plugin.h"
 
 namespace tp::losses {
@@ -90,11 +91,9 @@ class SingleTerm : public Loss {
   SingleTerm(Term term, std::string output, std::string target, TermOptions options)
       : term_(term), output_(std::move(output)), target_(std::move(target)), options_(options) {}
 
-  std::pair<at::Tensor, at::Tensor> forward(const tp_named_tensor_t* outputs, uint32_t output_count,
-                                            const tp_named_tensor_t* targets,
-                                            uint32_t target_count) override {
-    const at::Tensor& out = tp::cpp::find(outputs, output_count, output_, "output");
-    const at::Tensor& tgt = tp::cpp::find(targets, target_count, target_, "target");
+  tp::cpp::LossSum forward(const tp::cpp::Fields& outputs, const tp::cpp::Fields& targets) override {
+    const at::Tensor& out = outputs.get(output_);
+    const at::Tensor& tgt = targets.get(target_);
     if (term_ != Term::kCrossEntropy)
       return {per_sample_sum(term_, out, tgt, options_, output_, target_), count_tensor(out.size(0), out.device())};
     // Items are the labelled positions: one per sample for [B, C] logits, one per pixel for
@@ -134,62 +133,6 @@ std::unique_ptr<Loss> make_smooth_l1(const tp::cpp::ConfigReader& cfg) {
   return std::make_unique<SingleTerm>(Term::kSmoothL1, cfg.get_string("output"), cfg.get_string("target"), options);
 }
 
-/* tp_loss_v1_t glue */
-
-template <LossFactory kMake>
-tp_status create(const tp_host_t* host, const tp_config_t* cfg, void** out_self) {
-  TP_GUARD(tp::cpp::plugin_host(), {
-    if (out_self == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, "create: out_self is NULL");
-    *out_self = nullptr;
-    *out_self = kMake(tp::cpp::ConfigReader(cfg)).release();
-    return TP_OK;
-  });
-}
-
-void destroy(void* self) { delete static_cast<Loss*>(self); }
-
-tp_status forward(void* self, const tp_named_tensor_t* outputs, uint32_t output_count,
-                  const tp_named_tensor_t* targets, uint32_t target_count, tp_tensor* out_loss_sum,
-                  tp_tensor* out_item_count) {
-  TP_GUARD(tp::cpp::plugin_host(), {
-    if (self == nullptr || out_loss_sum == nullptr || out_item_count == nullptr)
-      throw Failure(TP_ERR_INVALID_ARGUMENT, "loss forward: self or an out-parameter is NULL");
-    *out_loss_sum = nullptr;
-    *out_item_count = nullptr;
-    auto [sum, count] = static_cast<Loss*>(self)->forward(outputs, output_count, targets, target_count);
-    *out_loss_sum = tp::cpp::new_handle(std::move(sum));
-    *out_item_count = tp::cpp::new_handle(std::move(count));
-    return TP_OK;
-  });
-}
-
-tp_status terms(void* self, tp_named_tensor_t* out_terms, uint32_t capacity, uint32_t* out_count) {
-  TP_GUARD(tp::cpp::plugin_host(), {
-    if (self == nullptr || out_count == nullptr || (capacity > 0 && out_terms == nullptr))
-      throw Failure(TP_ERR_INVALID_ARGUMENT, "loss terms: self or an out-parameter is NULL");
-    *out_count = 0;
-    const auto named = static_cast<Loss*>(self)->terms();
-    if (named.size() > capacity)
-      throw Failure(TP_ERR_INVALID_ARGUMENT, "loss terms: " + std::to_string(named.size()) + " terms, capacity " +
-                                                 std::to_string(capacity));
-    for (const auto& [name, sum] : named) {
-      out_terms[*out_count].name = name->c_str();
-      out_terms[(*out_count)++].tensor = tp::cpp::new_handle(sum);
-    }
-    return TP_OK;
-  });
-}
-
-template <LossFactory kMake>
-constexpr tp_loss_v1_t loss_table() {
-  return {sizeof(tp_loss_v1_t), &create<kMake>, &destroy, &forward, &terms};
-}
-
-const tp_loss_v1_t kCrossEntropyTable = loss_table<&make_cross_entropy>();
-const tp_loss_v1_t kMseTable = loss_table<&make_mse>();
-const tp_loss_v1_t kSmoothL1Table = loss_table<&make_smooth_l1>();
-const tp_loss_v1_t kWeightedSumTable = loss_table<&make_weighted_sum>();
-
 constexpr uint32_t kKeySize = sizeof(tp_config_key_t);
 const tp_config_key_t kCrossEntropyKeys[] = {
     {kKeySize, "output", TP_CFG_STRING, "\"logits\"", "model output holding logits [B, C, ...]"},
@@ -208,24 +151,21 @@ const tp_config_key_t kSmoothL1Keys[] = {
 const tp_example_input_t kLabelExample[] = {{sizeof(tp_example_input_t), "label", TP_DTYPE_INT64, 0, {}, 3}};
 const tp_example_input_t kBoxExample[] = {{sizeof(tp_example_input_t), "bbox", TP_DTYPE_FLOAT32, 1, {4}, 0}};
 
-const tp_descriptor_t kCrossEntropyDescriptor = {
-    sizeof(tp_descriptor_t), kCrossEntropyId, TP_KIND_LOSS, TP_TIER_T, "1.0.0",
-    "cross entropy; sum over labelled samples (or pixels), count of them",
-    kCrossEntropyKeys, 3, kLabelExample, 1, 0};
-const tp_descriptor_t kMseDescriptor = {
-    sizeof(tp_descriptor_t), kMseId, TP_KIND_LOSS, TP_TIER_T, "1.0.0",
-    "mean squared error per sample, summed over the batch; count = batch size",
-    kMseKeys, 2, kBoxExample, 1, 0};
-const tp_descriptor_t kSmoothL1Descriptor = {
-    sizeof(tp_descriptor_t), kSmoothL1Id, TP_KIND_LOSS, TP_TIER_T, "1.0.0",
-    "smooth L1 (Huber / beta) per sample, summed over the batch; count = batch size",
-    kSmoothL1Keys, 3, kBoxExample, 1, 0};
+const tp_descriptor_t kCrossEntropyDescriptor = tp::cpp::loss_descriptor(
+    kCrossEntropyId, "1.0.0", "cross entropy; sum over labelled samples (or pixels), count of them",
+    kCrossEntropyKeys, kLabelExample);
+const tp_descriptor_t kMseDescriptor = tp::cpp::loss_descriptor(
+    kMseId, "1.0.0", "mean squared error per sample, summed over the batch; count = batch size", kMseKeys,
+    kBoxExample);
+const tp_descriptor_t kSmoothL1Descriptor = tp::cpp::loss_descriptor(
+    kSmoothL1Id, "1.0.0", "smooth L1 (Huber / beta) per sample, summed over the batch; count = batch size",
+    kSmoothL1Keys, kBoxExample);
 
 const tp::cpp::Component kComponents[] = {
-    {&kCrossEntropyDescriptor, TP_IFACE_LOSS_V1, &kCrossEntropyTable},
-    {&kMseDescriptor, TP_IFACE_LOSS_V1, &kMseTable},
-    {&kSmoothL1Descriptor, TP_IFACE_LOSS_V1, &kSmoothL1Table},
-    {&kWeightedSumDescriptor, TP_IFACE_LOSS_V1, &kWeightedSumTable},
+    tp::cpp::loss_component<Loss, kCrossEntropyDescriptor, &make_cross_entropy>(),
+    tp::cpp::loss_component<Loss, kMseDescriptor, &make_mse>(),
+    tp::cpp::loss_component<Loss, kSmoothL1Descriptor, &make_smooth_l1>(),
+    tp::cpp::loss_component<Loss, kWeightedSumDescriptor, &make_weighted_sum>(),
 };
 
 }  // namespace

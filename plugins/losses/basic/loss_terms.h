@@ -1,5 +1,5 @@
-// basic_losses: the loss terms the four components share, and the glue that turns a Loss into a
-// tp_loss_v1_t table.
+// basic_losses: the loss terms the four components share, and the base class of the components
+// (tp/cpp/loss_adapter.h turns each into a tp_loss_v1_t table).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -11,9 +11,8 @@
 #include <vector>
 
 #include "tp/cpp/config.h"
-#include "tp/cpp/tensor.h"
+#include "tp/cpp/loss_adapter.h"
 #include "tp/entry.h"
-#include "tp/iface/loss.h"
 
 namespace tp::losses {
 
@@ -41,21 +40,17 @@ at::Tensor per_sample_sum(Term term, const at::Tensor& output, const at::Tensor&
 /// A 0-dim int64 tensor holding `count` on `device`, created without a device sync.
 at::Tensor count_tensor(int64_t count, const at::Device& device);
 
-/// One loss component instance: returns {loss_sum, item_count}.
+/// One loss component instance, the class tp/cpp/loss_adapter.h drives: returns {loss_sum,
+/// item_count}.
 class Loss {
  public:
   virtual ~Loss() = default;
-  /// Both arrays borrowed for the call; throws tp::cpp::Failure naming a missing field.
-  virtual std::pair<at::Tensor, at::Tensor> forward(const tp_named_tensor_t* outputs, uint32_t output_count,
-                                                    const tp_named_tensor_t* targets,
-                                                    uint32_t target_count) = 0;
-  /// The named terms of the last forward(): (name, detached 0-dim sum) adding up to its loss sum;
-  /// names valid until destruction. Empty for a single-term loss (its total is its only term).
-  virtual std::vector<std::pair<const std::string*, at::Tensor>> terms() const { return {}; }
+  /// Both borrowed for the call; throws tp::cpp::Failure naming a missing field.
+  virtual tp::cpp::LossSum forward(const tp::cpp::Fields& outputs, const tp::cpp::Fields& targets) = 0;
+  /// The named terms of the last forward(): detached 0-dim sums adding up to its loss sum; names
+  /// valid until destruction. Empty for a single-term loss (its total is its only term).
+  virtual std::vector<tp::cpp::LossTerm> terms() const { return {}; }
 };
-
-/// Builds a loss from its validated config; throws tp::cpp::Failure(TP_ERR_CONFIG).
-using LossFactory = std::unique_ptr<Loss> (*)(const tp::cpp::ConfigReader& cfg);
 
 std::unique_ptr<Loss> make_weighted_sum(const tp::cpp::ConfigReader& cfg);
 extern const tp_descriptor_t kWeightedSumDescriptor;

@@ -31,22 +31,20 @@ class WeightedSum : public Loss {
     }
   }
 
-  std::vector<std::pair<const std::string*, at::Tensor>> terms() const override {
-    std::vector<std::pair<const std::string*, at::Tensor>> out;
-    for (std::size_t k = 0; k < last_.size(); ++k) out.emplace_back(&names_[k], last_[k]);
+  std::vector<tp::cpp::LossTerm> terms() const override {
+    std::vector<tp::cpp::LossTerm> out;
+    for (std::size_t k = 0; k < last_.size(); ++k) out.push_back({names_[k].c_str(), last_[k]});
     return out;
   }
 
-  std::pair<at::Tensor, at::Tensor> forward(const tp_named_tensor_t* outputs, uint32_t output_count,
-                                            const tp_named_tensor_t* targets,
-                                            uint32_t target_count) override {
+  tp::cpp::LossSum forward(const tp::cpp::Fields& outputs, const tp::cpp::Fields& targets) override {
     at::Tensor total;
     last_.clear();
     int64_t batch = -1;
     at::Device device(at::kCPU);
     for (const WeightedTerm& t : terms_) {
-      const at::Tensor& out = tp::cpp::find(outputs, output_count, t.output, "output");
-      const at::Tensor& tgt = tp::cpp::find(targets, target_count, t.target, "target");
+      const at::Tensor& out = outputs.get(t.output);
+      const at::Tensor& tgt = targets.get(t.target);
       if (out.dim() == 0)
         throw tp::cpp::Failure(TP_ERR_INVALID_ARGUMENT, std::string(kId) + ": output '" + t.output + "' has no batch dimension");
       if (batch < 0) {
@@ -111,10 +109,7 @@ std::unique_ptr<Loss> make_weighted_sum(const tp::cpp::ConfigReader& cfg) {
   return std::make_unique<WeightedSum>(std::move(terms), options);
 }
 
-const tp_descriptor_t kWeightedSumDescriptor = {
-    sizeof(tp_descriptor_t), kId, TP_KIND_LOSS, TP_TIER_T, "1.0.0",
-    "weighted sum of per-sample loss terms over several outputs; count = batch size",
-    kKeys, static_cast<uint32_t>(std::size(kKeys)),
-    kExamples, static_cast<uint32_t>(std::size(kExamples)), 0};
+const tp_descriptor_t kWeightedSumDescriptor = tp::cpp::loss_descriptor(
+    kId, "1.0.0", "weighted sum of per-sample loss terms over several outputs; count = batch size", kKeys, kExamples);
 
 }  // namespace tp::losses

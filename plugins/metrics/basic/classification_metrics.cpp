@@ -22,12 +22,11 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 /// Finds logits [B, C] and targets, integer classes [B] or probabilities [B, C] (mixup, cutmix:
 /// their argmax is the label), and checks that they fit together.
-std::pair<at::Tensor, at::Tensor> logits_and_labels(const char* component, const tp_named_tensor_t* outputs,
-                                                    uint32_t output_count, const std::string& output,
-                                                    const tp_named_tensor_t* targets, uint32_t target_count,
+std::pair<at::Tensor, at::Tensor> logits_and_labels(const char* component, const tp::cpp::Fields& outputs,
+                                                    const std::string& output, const tp::cpp::Fields& targets,
                                                     const std::string& target) {
-  const at::Tensor& logits = tp::cpp::find(outputs, output_count, output, "output");
-  const at::Tensor& labels = tp::cpp::find(targets, target_count, target, "target");
+  const at::Tensor& logits = outputs.get(output);
+  const at::Tensor& labels = targets.get(target);
   const bool probabilities = labels.is_floating_point();
   require_input(logits.dim() == 2 &&
                     (probabilities ? labels.sizes() == logits.sizes()
@@ -47,10 +46,8 @@ class Accuracy : public Metric {
 
   std::vector<StateSlot> state() override { return {{"correct", &correct_}, {"total", &total_}}; }
 
-  void update(const tp_named_tensor_t* outputs, uint32_t output_count, const tp_named_tensor_t* targets,
-              uint32_t target_count) override {
-    auto [logits, labels] = logits_and_labels(kAccuracyId, outputs, output_count, output_, targets,
-                                              target_count, target_);
+  void update(const tp::cpp::Fields& outputs, const tp::cpp::Fields& targets) override {
+    auto [logits, labels] = logits_and_labels(kAccuracyId, outputs, output_, targets, target_);
     require_input(top_k_ <= logits.size(1), kAccuracyId,
                   "top_k " + std::to_string(top_k_) + " exceeds the " + std::to_string(logits.size(1)) + " classes");
     const at::Tensor hits = top_k_ == 1 ? logits.argmax(1).eq(labels)
@@ -83,9 +80,8 @@ class F1 : public Metric {
 
   std::vector<StateSlot> state() override { return {{"tp", &tp_}, {"fp", &fp_}, {"fn", &fn_}}; }
 
-  void update(const tp_named_tensor_t* outputs, uint32_t output_count, const tp_named_tensor_t* targets,
-              uint32_t target_count) override {
-    auto [logits, labels] = logits_and_labels(kF1Id, outputs, output_count, output_, targets, target_count, target_);
+  void update(const tp::cpp::Fields& outputs, const tp::cpp::Fields& targets) override {
+    auto [logits, labels] = logits_and_labels(kF1Id, outputs, output_, targets, target_);
     require_input(logits.size(1) == num_classes_, kF1Id,
                   "logits have " + std::to_string(logits.size(1)) + " classes, num_classes is " +
                       std::to_string(num_classes_));
@@ -157,13 +153,10 @@ std::unique_ptr<Metric> make_f1(const tp::cpp::ConfigReader& cfg) {
   return std::make_unique<F1>(cfg.get_string("output"), cfg.get_string("target"), num_classes);
 }
 
-const tp_descriptor_t kAccuracyDescriptor = {
-    sizeof(tp_descriptor_t), kAccuracyId, TP_KIND_METRIC, TP_TIER_T, "1.0.0",
-    "top-k accuracy of logits against class labels; value 'accuracy' or 'top<k>_accuracy'",
-    kAccuracyKeys, static_cast<uint32_t>(std::size(kAccuracyKeys)), nullptr, 0, 0};
-const tp_descriptor_t kF1Descriptor = {
-    sizeof(tp_descriptor_t), kF1Id, TP_KIND_METRIC, TP_TIER_T, "1.0.0",
-    "macro F1 of the argmax prediction; value 'f1'",
-    kF1Keys, static_cast<uint32_t>(std::size(kF1Keys)), nullptr, 0, 0};
+const tp_descriptor_t kAccuracyDescriptor = tp::cpp::metric_descriptor(
+    kAccuracyId, "1.0.0", "top-k accuracy of logits against class labels; value 'accuracy' or 'top<k>_accuracy'",
+    kAccuracyKeys);
+const tp_descriptor_t kF1Descriptor =
+    tp::cpp::metric_descriptor(kF1Id, "1.0.0", "macro F1 of the argmax prediction; value 'f1'", kF1Keys);
 
 }  // namespace tp::metrics

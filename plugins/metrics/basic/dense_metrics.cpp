@@ -27,10 +27,9 @@ class Iou : public Metric {
     return {{"intersection", &intersection_}, {"union", &union_}, {"size_sum", &size_sum_}, {"pixels", &pixels_}};
   }
 
-  void update(const tp_named_tensor_t* outputs, uint32_t output_count, const tp_named_tensor_t* targets,
-              uint32_t target_count) override {
-    const at::Tensor& logits = tp::cpp::find(outputs, output_count, output_, "output");
-    const at::Tensor& mask = tp::cpp::find(targets, target_count, target_, "target");
+  void update(const tp::cpp::Fields& outputs, const tp::cpp::Fields& targets) override {
+    const at::Tensor& logits = outputs.get(output_);
+    const at::Tensor& mask = targets.get(target_);
     // [B, 1, H, W] logits against [B, H, W] masks is the common pairing: accept equal batch
     // and element counts rather than identical shapes.
     require_input(logits.dim() >= 1 && mask.dim() >= 1 && logits.size(0) == mask.size(0) &&
@@ -73,10 +72,9 @@ class Mae : public Metric {
 
   std::vector<StateSlot> state() override { return {{"abs_error_sum", &abs_error_sum_}, {"count", &count_}}; }
 
-  void update(const tp_named_tensor_t* outputs, uint32_t output_count, const tp_named_tensor_t* targets,
-              uint32_t target_count) override {
-    const at::Tensor& output = tp::cpp::find(outputs, output_count, output_, "output");
-    const at::Tensor& target = tp::cpp::find(targets, target_count, target_, "target");
+  void update(const tp::cpp::Fields& outputs, const tp::cpp::Fields& targets) override {
+    const at::Tensor& output = outputs.get(output_);
+    const at::Tensor& target = targets.get(target_);
     require_input(output.sizes() == target.sizes(), kMaeId,
                   "output '" + output_ + "' " + c10::str(output.sizes()) + " and target '" + target_ + "' " +
                       c10::str(target.sizes()) + " must have the same shape");
@@ -122,13 +120,9 @@ std::unique_ptr<Metric> make_mae(const tp::cpp::ConfigReader& cfg) {
   return std::make_unique<Mae>(cfg.get_string("output"), cfg.get_string("target"));
 }
 
-const tp_descriptor_t kIouDescriptor = {
-    sizeof(tp_descriptor_t), kIouId, TP_KIND_METRIC, TP_TIER_T, "1.0.0",
-    "binary-mask IoU and Dice over all pixels seen; values 'iou' and 'dice'",
-    kIouKeys, static_cast<uint32_t>(std::size(kIouKeys)), nullptr, 0, 0};
-const tp_descriptor_t kMaeDescriptor = {
-    sizeof(tp_descriptor_t), kMaeId, TP_KIND_METRIC, TP_TIER_T, "1.0.0",
-    "mean absolute error over all elements seen; value 'mae'",
-    kMaeKeys, static_cast<uint32_t>(std::size(kMaeKeys)), nullptr, 0, 0};
+const tp_descriptor_t kIouDescriptor = tp::cpp::metric_descriptor(
+    kIouId, "1.0.0", "binary-mask IoU and Dice over all pixels seen; values 'iou' and 'dice'", kIouKeys);
+const tp_descriptor_t kMaeDescriptor =
+    tp::cpp::metric_descriptor(kMaeId, "1.0.0", "mean absolute error over all elements seen; value 'mae'", kMaeKeys);
 
 }  // namespace tp::metrics

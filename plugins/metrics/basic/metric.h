@@ -1,5 +1,6 @@
-// basic_metrics: the C++ side of a metric component, and the components of this library.
-// metrics_plugin.cpp turns any Metric factory into a complete tp_metric_v1_t table.
+// basic_metrics: the base class of this library's metric components, and the components.
+// tp/cpp/metric_adapter.h turns each Metric factory into a complete tp_metric_v1_t table
+// (metrics_plugin.cpp lists them).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -11,20 +12,15 @@
 #include <vector>
 
 #include "tp/cpp/config.h"
-#include "tp/cpp/tensor.h"
+#include "tp/cpp/metric_adapter.h"
 #include "tp/entry.h"
-#include "tp/iface/metric.h"
 
 namespace tp::metrics {
 
-/// One state tensor: a name (static storage) and the member holding it. The member's address
-/// is what visit_state hands out, so the host's in-place all-reduce writes into the metric.
-struct StateSlot {
-  const char* name;
-  at::Tensor* tensor;
-};
+using tp::cpp::StateSlot;
 
-/// A metric whose state is a set of SUM-reducible float64 / int64 tensors.
+/// A metric whose state is a set of SUM-reducible float64 / int64 tensors; the class
+/// tp/cpp/metric_adapter.h drives.
 class Metric {
  public:
   virtual ~Metric() = default;
@@ -32,15 +28,10 @@ class Metric {
   virtual std::vector<StateSlot> state() = 0;
   /// Adds one batch to the state (outputs and targets borrowed for the call). Device work only:
   /// never reads a value back. Throws tp::cpp::Failure naming a missing or misshapen field.
-  virtual void update(const tp_named_tensor_t* outputs, uint32_t output_count,
-                      const tp_named_tensor_t* targets, uint32_t target_count) = 0;
+  virtual void update(const tp::cpp::Fields& outputs, const tp::cpp::Fields& targets) = 0;
   /// The metric values from the state (names in static storage). Reads the state back: syncs.
   virtual std::vector<tp_scalar_t> compute() = 0;
 };
-
-/// Builds a metric from its validated config, state zeroed on the CPU; throws
-/// tp::cpp::Failure(TP_ERR_CONFIG) for values outside their range.
-using MetricFactory = std::unique_ptr<Metric> (*)(const tp::cpp::ConfigReader& cfg);
 
 /// Throws tp::cpp::Failure(TP_ERR_INVALID_ARGUMENT, "<component>: <message>") unless `ok`.
 void require_input(bool ok, const char* component, const std::string& message);

@@ -97,4 +97,13 @@ void init_convs_and_norms(torch::nn::Module& root) {
   }
 }
 
+at::Tensor FeatureNet::features(const at::Tensor& x) const {
+  const auto stem = stem_;
+  at::Tensor h = checkpoint_block(*stem, [stem](const at::Tensor& in) { return stem->forward(in); }, x);
+  for (const auto& block : blocks_)
+    h = checkpoint_block(*block, [block](const at::Tensor& in) { return block->forward(in); }, h);
+  const auto head = head_conv_;
+  return checkpoint_block(*head, [head](const at::Tensor& in) { return head->forward(in); }, h);
+}
+
 }  // namespace tp::efficientnet

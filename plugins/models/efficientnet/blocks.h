@@ -15,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "tp/cpp/activation_checkpoint.h"
 #include "tp/cpp/model_layers.h"
 
 namespace tp::efficientnet {
@@ -95,6 +96,19 @@ class InvertedResidual : public torch::nn::Module {
   std::vector<std::shared_ptr<BlockLayer>> layers_;
   bool residual_;
   double stochastic_depth_prob_;
+};
+
+/// The body EfficientNet and MobileNetV3 share: a stem conv, the InvertedResidual blocks and a
+/// last conv, each a checkpoint unit. The subclass builds and registers them under torchvision's
+/// names, and its own classifier.
+class FeatureNet : public torch::nn::Module, public tp::cpp::Checkpointable {
+ protected:
+  /// stem, blocks, last conv: [B, in_channels, H, W] -> the last conv's map. Each unit runs
+  /// through checkpoint_block (its lambda captures the module by value: it lives until backward).
+  at::Tensor features(const at::Tensor& x) const;
+
+  std::shared_ptr<ConvNormActivation> stem_, head_conv_;
+  std::vector<std::shared_ptr<InvertedResidual>> blocks_;  // in order
 };
 
 /// torchvision's classification heads initialise their own Linear layers; convolutions and norms

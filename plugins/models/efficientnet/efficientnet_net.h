@@ -56,7 +56,7 @@ std::vector<std::vector<InvertedResidualSpec>> efficientnet_stages(const Efficie
 /// configurable number of input channels. Initialised as torchvision: convolutions
 /// kaiming_normal_(fan_out), BatchNorm weight 1 and bias 0, the Linear U(-r, r) with
 /// r = 1/sqrt(num_classes) and bias 0.
-class EfficientNet : public torch::nn::Module, public tp::cpp::Checkpointable {
+class EfficientNet : public FeatureNet {
  public:
   /// `options.variant` must name a variant and the others be valid (the plugin validates them).
   explicit EfficientNet(const EfficientNetOptions& options);
@@ -67,9 +67,7 @@ class EfficientNet : public torch::nn::Module, public tp::cpp::Checkpointable {
   std::vector<tp::cpp::LayerDepth> layer_depths() const;
 
  private:
-  std::shared_ptr<ConvNormActivation> stem_, head_conv_;
-  std::vector<std::shared_ptr<InvertedResidual>> blocks_;  // every MBConv block, in order
-  std::vector<std::string> block_names_;                  // their prefixes, "features.1.0", ...
+  std::vector<std::string> block_names_;  // the blocks' prefixes, "features.1.0", ...
   std::string head_conv_name_;                            // "features.<stages + 1>"
   torch::nn::Dropout dropout_{nullptr};
   torch::nn::Linear fc_{nullptr};

@@ -96,14 +96,7 @@ std::vector<tp::cpp::LayerDepth> MobileNetV3::layer_depths() const {
 }
 
 at::Tensor MobileNetV3::forward(const at::Tensor& x) {
-  // Checkpoint units capture by value: the lambdas live until backward.
-  const auto stem = stem_;
-  at::Tensor h = checkpoint_block(*stem, [stem](const at::Tensor& in) { return stem->forward(in); }, x);
-  for (const auto& block : blocks_)
-    h = checkpoint_block(*block, [block](const at::Tensor& in) { return block->forward(in); }, h);
-  const auto head = head_conv_;
-  h = checkpoint_block(*head, [head](const at::Tensor& in) { return head->forward(in); }, h);
-  h = at::hardswish(fc1_->forward(at::adaptive_avg_pool2d(h, {1, 1}).flatten(1)));
+  const at::Tensor h = at::hardswish(fc1_->forward(at::adaptive_avg_pool2d(features(x), {1, 1}).flatten(1)));
   return fc2_->forward(dropout_->forward(h));
 }
 

@@ -36,7 +36,7 @@ struct MobileNetV3Options {
 /// number of input channels. BatchNorm eps 1e-3, momentum 0.01. Initialised as torchvision:
 /// convolutions kaiming_normal_(fan_out), BatchNorm weight 1 and bias 0, Linear weights
 /// N(0, 0.01) and biases 0.
-class MobileNetV3 : public torch::nn::Module, public tp::cpp::Checkpointable {
+class MobileNetV3 : public FeatureNet {
  public:
   /// `options.variant` must be "small" or "large" and the others valid (the plugin validates).
   explicit MobileNetV3(const MobileNetV3Options& options);
@@ -47,8 +47,6 @@ class MobileNetV3 : public torch::nn::Module, public tp::cpp::Checkpointable {
   std::vector<tp::cpp::LayerDepth> layer_depths() const;
 
  private:
-  std::shared_ptr<ConvNormActivation> stem_, head_conv_;
-  std::vector<std::shared_ptr<InvertedResidual>> blocks_;  // features.1 .. features.<n>
   torch::nn::Linear fc1_{nullptr}, fc2_{nullptr};
   torch::nn::Dropout dropout_{nullptr};
 };

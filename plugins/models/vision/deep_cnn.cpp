@@ -93,10 +93,7 @@ const tp_config_key_t kKeys[] = {
     {sizeof(tp_config_key_t), "residual", TP_CFG_BOOL, "true", "blocks add their input: ReLU(x + BN(conv(x)))"},
 };
 
-const tp_example_input_t kExamples[] = {
-    {sizeof(tp_example_input_t), "image", TP_DTYPE_FLOAT32, 3, {3, 32, 32}, 0},
-    {sizeof(tp_example_input_t), "label", TP_DTYPE_INT64, 0, {}, 3},
-};
+const tp_example_input_t kExamples[] = {kImageExample, kLabelExample};
 
 }  // namespace
 

@@ -72,10 +72,7 @@ const tp_config_key_t kKeys[] = {
     {sizeof(tp_config_key_t), "dropout", TP_CFG_FLOAT, "0.0", "dropout probability after each hidden layer"},
 };
 
-const tp_example_input_t kExamples[] = {
-    {sizeof(tp_example_input_t), "image", TP_DTYPE_FLOAT32, 3, {3, 32, 32}, 0},
-    {sizeof(tp_example_input_t), "label", TP_DTYPE_INT64, 0, {}, 3},
-};
+const tp_example_input_t kExamples[] = {kImageExample, kLabelExample};
 
 }  // namespace
 

@@ -69,10 +69,10 @@ const tp_config_key_t kKeys[] = {
 };
 
 const tp_example_input_t kExamples[] = {
-    {sizeof(tp_example_input_t), "image", TP_DTYPE_FLOAT32, 3, {3, 32, 32}, 0},
+    kImageExample,
     {sizeof(tp_example_input_t), "image2", TP_DTYPE_FLOAT32, 3, {3, 32, 32}, 0},
-    {sizeof(tp_example_input_t), "label", TP_DTYPE_INT64, 0, {}, 3},
-    {sizeof(tp_example_input_t), "bbox", TP_DTYPE_FLOAT32, 1, {4}, 0},
+    kLabelExample,
+    kBoxExample,
 };
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tp/cpp/activation_checkpoint.h"
@@ -101,6 +102,53 @@ CnnConfig read_cnn_config(const tp::cpp::ConfigReader& cfg, const char* componen
 
 /// tp/cpp/config.h's check: Failure(TP_ERR_CONFIG, "<component>: <key> <what>, got <value>").
 using tp::cpp::require_config;
+
+/// A model on one ConvTrunk, registered as "trunk", reading the [C, S, S] image `input`
+/// (small_cnn, multi_head_cnn). The trunk's blocks are its checkpoint units and its layer depths;
+/// the heads a subclass registers after the trunk are unclaimed (full lr).
+class TrunkNet : public VisionNet {
+ public:
+  TrunkNet(std::string input, const CnnConfig& c) : input_(std::move(input)), c_(c) {
+    trunk_ = register_module("trunk", std::make_shared<ConvTrunk>(c.in_channels, c.width));
+  }
+
+  void set_activation_checkpointing(bool enabled) override {
+    VisionNet::set_activation_checkpointing(enabled);
+    trunk_->set_activation_checkpointing(enabled);
+  }
+
+  std::vector<tp::cpp::LayerDepth> layer_depths() const override {
+    std::vector<tp::cpp::LayerDepth> depths;
+    trunk_->append_layer_depths("trunk", 0, depths);
+    return depths;
+  }
+
+ protected:
+  /// The trunk's map of the checked image: [B, trunk_channels(), S/8, S/8].
+  at::Tensor feature_map(const tp::cpp::Inputs& inputs) {
+    return trunk_->forward(image_input(inputs, input_, c_.in_channels, c_.image_size));
+  }
+  int64_t trunk_channels() const { return trunk_->out_channels(); }
+
+ private:
+  std::string input_;
+  CnnConfig c_;
+  std::shared_ptr<ConvTrunk> trunk_;
+};
+
+/// The schema of a TrunkNet model (small_cnn, multi_head_cnn).
+inline constexpr tp_config_key_t kTrunkNetKeys[] = {
+    {sizeof(tp_config_key_t), "input", TP_CFG_STRING, "\"image\"", "batch field holding the [C, S, S] image"},
+    {sizeof(tp_config_key_t), "in_channels", TP_CFG_INT, "3", "image channels"},
+    {sizeof(tp_config_key_t), "num_classes", TP_CFG_INT, "3", "number of logits"},
+    {sizeof(tp_config_key_t), "width", TP_CFG_INT, "32", "channels of the first block (then 2x, 2x)"},
+    {sizeof(tp_config_key_t), "image_size", TP_CFG_INT, "32", "image height and width; a multiple of 8"},
+};
+
+/// Example fields at the defaults (the shapes dataset's): for the descriptors' `examples`.
+inline constexpr tp_example_input_t kImageExample = {sizeof(tp_example_input_t), "image", TP_DTYPE_FLOAT32, 3, {3, 32, 32}, 0};
+inline constexpr tp_example_input_t kLabelExample = {sizeof(tp_example_input_t), "label", TP_DTYPE_INT64, 0, {}, 3};
+inline constexpr tp_example_input_t kBoxExample = {sizeof(tp_example_input_t), "bbox", TP_DTYPE_FLOAT32, 1, {4}, 0};
 
 /* Components of this library: factory (in <model>.cpp) and descriptor (static storage). A factory
    builds the model from its validated config; it throws tp::cpp::Failure(TP_ERR_CONFIG) for

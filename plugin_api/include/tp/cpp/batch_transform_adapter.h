@@ -37,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "tp/cpp/adapter.h"
 #include "tp/cpp/config.h"
 #include "tp/cpp/guard.h"
 #include "tp/cpp/model_adapter.h"  // Inputs, Output, Outputs: a transform sees the batch as a model does
@@ -47,68 +48,26 @@
 namespace tp::cpp {
 namespace detail {
 
-template <typename T>
-struct BatchTransformInstance {
-  const tp_host_t* host;
-  std::shared_ptr<T> transform;
-};
-
 template <typename T, const tp_descriptor_t& kDescriptor, auto kFactory>
-struct BatchTransformAdapter {
-  using Instance = BatchTransformInstance<T>;
-
-  static const tp_host_t* host_of(const void* self) noexcept {
-    return self != nullptr ? static_cast<const Instance*>(self)->host : plugin_host();
-  }
-
-  static tp_status create(const tp_host_t* host, const tp_config_t* cfg, void** out_self) {
-    TP_GUARD(host != nullptr ? host : plugin_host(), {
-      const char* name = component_name(kDescriptor);
-      if (out_self == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(name) + ": out_self is NULL");
-      *out_self = nullptr;
-      const ConfigReader config(cfg, name);
-      auto instance = std::make_unique<Instance>();
-      instance->host = host;
-      if constexpr (std::is_same_v<decltype(kFactory), std::nullptr_t>) instance->transform = std::make_shared<T>(config);
-      else instance->transform = kFactory(config);
-      if (instance->transform == nullptr)
-        throw Failure(TP_ERR_INTERNAL, std::string(name) + ": the factory returned no transform");
-      *out_self = instance.release();
-      return TP_OK;
-    });
-  }
-
-  static void destroy(void* self) { delete static_cast<Instance*>(self); }
+struct BatchTransformAdapter : AdapterBase<T, kDescriptor, kFactory> {
+  using Base = AdapterBase<T, kDescriptor, kFactory>;
 
   static tp_status apply(void* self, uint64_t seed, const tp_named_tensor_t* fields, uint32_t field_count,
                          tp_named_tensor_t* out_fields, uint32_t capacity, uint32_t* out_count) {
-    TP_GUARD(host_of(self), {
-      const std::string name = component_name(kDescriptor);
-      if (self == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, name + ": apply: instance is NULL");
-      if (out_count == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, name + ": apply: out_count is NULL");
+    TP_GUARD(Base::host_of(self), {
+      const std::string prefix = std::string(Base::name()) + ": apply";
+      T& transform = Base::object(self, "apply");
+      if (out_count == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, prefix + ": out_count is NULL");
       *out_count = 0;
-      if (fields == nullptr && field_count > 0) throw Failure(TP_ERR_INVALID_ARGUMENT, name + ": apply: fields is NULL");
-      Outputs outputs = static_cast<Instance*>(self)->transform->apply(seed, Inputs(fields, field_count));
-      if (outputs.size() > capacity || (out_fields == nullptr && !outputs.empty()))
-        throw Failure(TP_ERR_INVALID_ARGUMENT, name + ": apply: " + std::to_string(outputs.size()) +
-                                                   " outputs but capacity is " + std::to_string(capacity));
-      // Every handle is made before any is handed over: if one allocation fails, the ones made
-      // are freed here and the host receives none.
-      std::vector<std::unique_ptr<at::Tensor>> handles;
-      handles.reserve(outputs.size());
-      for (Output& output : outputs) {
-        if (output.name == nullptr) throw Failure(TP_ERR_INVALID_ARGUMENT, name + ": apply: an output has no name");
-        handles.push_back(std::make_unique<at::Tensor>(std::move(output.tensor)));
-      }
-      for (std::size_t i = 0; i < outputs.size(); ++i)
-        out_fields[i] = {outputs[i].name, reinterpret_cast<tp_tensor>(handles[i].release())};
-      *out_count = static_cast<uint32_t>(outputs.size());
+      if (fields == nullptr && field_count > 0) throw Failure(TP_ERR_INVALID_ARGUMENT, prefix + ": fields is NULL");
+      Outputs outputs = transform.apply(seed, Inputs(fields, field_count));
+      hand_over<&Output::tensor>(outputs, out_fields, capacity, out_count, prefix, "outputs", "an output");
       return TP_OK;
     });
   }
 
   static constexpr tp_batch_transform_v1_t table() {
-    return {sizeof(tp_batch_transform_v1_t), &create, &destroy, &apply};
+    return {sizeof(tp_batch_transform_v1_t), &Base::create, &Base::destroy, &apply};
   }
 };
 
@@ -123,8 +82,7 @@ template <std::size_t N, std::size_t E>
 constexpr tp_descriptor_t batch_transform_descriptor(const char* id, const char* version, const char* description,
                                                      const tp_config_key_t (&keys)[N],
                                                      const tp_example_input_t (&examples)[E]) {
-  return {sizeof(tp_descriptor_t), id, TP_KIND_BATCH_TRANSFORM, TP_TIER_T, version, description, keys,
-          static_cast<uint32_t>(N), examples, static_cast<uint32_t>(E), 0};
+  return component_descriptor(TP_KIND_BATCH_TRANSFORM, TP_TIER_T, id, version, description, keys, N, examples, E);
 }
 
 /// The component entry (descriptor, "tp.batch_transform/1", generated table) of transform class
