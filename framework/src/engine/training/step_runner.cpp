@@ -106,6 +106,7 @@ StepOutcome StepRunner::optimizer_step(const MicroBatchFeed& next, int64_t windo
   if (!swa_schedule_) schedule_->step();
   ++step_;
   if (ema_ && step_ % config_.ema.every_steps == 0) ema_->update(model_state_);
+  if (log_window_) outcome.update_stats = read_update_stats(); // a sync, on logging steps only
   return outcome;
 }
 
@@ -412,8 +413,9 @@ void StepRunner::clip_by_norm(const std::vector<at::Tensor>& grads) {
   ++clip_checked_steps_;
 }
 
-StepRunner::UpdateStats StepRunner::read_update_stats() {
+UpdateStats StepRunner::read_update_stats() {
   UpdateStats stats;
+  stats.scaler_enabled = scaler_.is_enabled();
   if (grad_norm_.defined()) stats.grad_norm = grad_norm_.item<double>(); // sync, at log steps only
   if (clipped_steps_.defined() && clip_checked_steps_ > 0)
     stats.clipped_fraction = clipped_steps_.item<double>() / static_cast<double>(clip_checked_steps_);

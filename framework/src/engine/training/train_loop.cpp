@@ -58,8 +58,8 @@ void Trainer::train_epoch(int64_t epoch) {
     meters_.count_step();
     save_if_requested({epoch, next}); // a deferred callback request
     // 2. Log: on logging steps, the loss the step's agreement carried (a sync on CUDA).
-    const double loss = step() % config_.train.log_every_steps == 0 ? log_step(epoch, outcome.lr)
-                                                                    : std::numeric_limits<double>::quiet_NaN();
+    const double loss = outcome.update_stats ? log_step(epoch, outcome.lr, *outcome.update_stats)
+                                             : std::numeric_limits<double>::quiet_NaN();
     progress_.update(done, loss, outcome.lr);
     // 3. Evaluate and save on the step strategies.
     evaluate_and_save_on_steps(epoch);
@@ -76,7 +76,7 @@ void Trainer::train_epoch(int64_t epoch) {
   }
 }
 
-double Trainer::log_step(int64_t epoch, double lr) {
+double Trainer::log_step(int64_t epoch, double lr, const UpdateStats& update) {
   const int64_t first = std::max<int64_t>(1, step() - config_.train.log_every_steps + 1);
   const auto [sum, count] =
       meters_.read_window_loss("between steps " + std::to_string(first) + " and " + std::to_string(step()));
@@ -84,10 +84,9 @@ double Trainer::log_step(int64_t epoch, double lr) {
   HistoryRecord record{"step", {{"step", double(step())}, {"epoch", double(epoch)}, {"lr", lr}, {"train/loss", loss}}};
   for (const auto& term : meters_.last_terms()) record.values.push_back(term); // train/loss/<term>
   for (auto& value : meters_.read_window_throughput()) record.values.push_back(std::move(value));
-  const StepRunner::UpdateStats update = steps_.read_update_stats();
   if (!std::isnan(update.grad_norm)) record.values.emplace_back("train/grad_norm", update.grad_norm);
   if (config_.train.max_grad_norm > 0) record.values.emplace_back("train/clipped_fraction", update.clipped_fraction);
-  if (steps_.scaler().is_enabled()) {
+  if (update.scaler_enabled) {
     record.values.emplace_back("amp/scale", update.scale);
     record.values.emplace_back("amp/skipped_steps", static_cast<double>(update.scaler_skipped));
   }

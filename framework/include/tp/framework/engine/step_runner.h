@@ -59,6 +59,17 @@ struct MicroBatch {
 /// Fetches the next micro-batch of the epoch (nothing: the loader ran dry).
 using MicroBatchFeed = std::function<std::optional<MicroBatch>()>;
 
+/// What a logging step records about the updates since the previous one (history keys in
+/// brackets); the same on every rank (gradients are all-reduced).
+struct UpdateStats {
+  double grad_norm = std::numeric_limits<double>::quiet_NaN(); ///< [train/grad_norm] the logged step's global
+                                                                  ///< gradient norm before clipping (NaN: none measured)
+  double clipped_fraction = 0;  ///< [train/clipped_fraction] steps whose norm exceeded train.max_grad_norm
+  bool scaler_enabled = false;  ///< fp16: the two amp/* values below are meaningful
+  double scale = 0;             ///< [amp/scale] the fp16 grad scaler's scale
+  int64_t scaler_skipped = 0;   ///< [amp/skipped_steps] steps the fp16 scaler skipped, whole run
+};
+
 /// What one optimizer step did.
 struct StepOutcome {
   int64_t micro_batches = 0; ///< micro-batches fetched and trained
@@ -66,6 +77,9 @@ struct StepOutcome {
   bool updated = false;      ///< the weights changed (not skipped for a non-finite loss, not an empty window)
   double lr = std::numeric_limits<double>::quiet_NaN(); ///< the lr the step trained with
   uint32_t agreed = 0;       ///< the window's WindowFlag bits, ORed over ranks
+  /// On logging steps (train.log_every_steps): the logging window's update statistics (reading
+  /// them is a host sync, on those steps only); nothing otherwise.
+  std::optional<UpdateStats> update_stats;
 };
 
 class StepRunner {
@@ -125,17 +139,6 @@ class StepRunner {
   /// Resume: the same, from `from`. Throws tp::Error for splits < 1 or an EMA that does not fit.
   void load_state(const LoadedCheckpoint& from);
 
-  /// What a logging step records about the updates since the previous one (history keys in
-  /// brackets). Reading it is a host sync; it restarts the window.
-  struct UpdateStats {
-    double grad_norm = std::numeric_limits<double>::quiet_NaN(); ///< [train/grad_norm] the logged step's global
-                                                                    ///< gradient norm before clipping (NaN: none measured)
-    double clipped_fraction = 0;  ///< [train/clipped_fraction] steps whose norm exceeded train.max_grad_norm
-    double scale = 0;             ///< [amp/scale] the fp16 grad scaler's scale (fp16 only)
-    int64_t scaler_skipped = 0;   ///< [amp/skipped_steps] steps the fp16 scaler skipped, whole run
-  };
-  /// [all ranks] The stats of the logging window (the same on every rank: gradients are all-reduced).
-  UpdateStats read_update_stats();
 
  private:
   /* Phases of optimizer_step */
@@ -164,6 +167,8 @@ class StepRunner {
   /// 5. Update, or skip a poisoned or empty window.
   bool update_or_skip(const StepPosition& at);
   void update();
+  /// 6. The logging window's update statistics (a host sync); restarts the window.
+  UpdateStats read_update_stats();
   /// 4b. The global gradient norm of `grads` (torch.nn.utils.clip_grad_norm_'s, foreach), clipped
   /// to train.max_grad_norm when that is set. No host sync: the norm stays on the device.
   void clip_by_norm(const std::vector<at::Tensor>& grads);

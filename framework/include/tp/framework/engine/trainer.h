@@ -144,8 +144,8 @@ class Trainer {
   /* The loop (train_loop.cpp) */
   void train_epoch(int64_t epoch);
   /// A logging step: reads the loss the step's agreement carried (a sync), writes the step
-  /// record, dispatches STEP_END. Returns the loss.
-  double log_step(int64_t epoch, double lr);
+  /// record with the step's `update` statistics, dispatches STEP_END. Returns the loss.
+  double log_step(int64_t epoch, double lr, const UpdateStats& update);
   /// Step strategies after an optimizer step: evaluate, then save (so the save can be the best).
   void evaluate_and_save_on_steps(int64_t epoch);
   void end_epoch(int64_t epoch);
