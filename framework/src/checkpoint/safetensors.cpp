@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <sstream>
 #include <string_view>
 
@@ -137,20 +138,52 @@ class HeaderReader {
     }
     return out;
   }
+  /// Skips one JSON value. Nesting is followed with an explicit stack of closing brackets, never
+  /// by recursion, and is capped at kMaxDepth: the header is attacker input (a file given to
+  /// train.init_weights), and a recursive skip of "[[[[..." overflowed the stack (SIGSEGV).
   void skip_value() {
-    space();
-    if (i_ < s_.size() && s_[i_] == '"') return void(string());
-    if (peek('{')) {
-      for (bool more = !peek('}'); more; more = next_member('}')) string(), expect(':'), skip_value();
-      return;
+    std::string open; // the closing brackets of the containers still open, innermost last
+    for (;;) {
+      // 1. One value starts here: a string, a container, or a bare scalar (number, true, null).
+      space();
+      if (i_ < s_.size() && s_[i_] == '"') {
+        string();
+      } else if (peek('{') || peek('[')) {
+        const char close = s_[i_ - 1] == '{' ? '}' : ']';
+        if (!peek(close)) { // not empty: descend to its first value
+          if (open.size() >= kMaxDepth)
+            throw Error("malformed header: values nested deeper than " + std::to_string(kMaxDepth) + " at byte " +
+                        std::to_string(i_));
+          open.push_back(close);
+          if (close == '}') {
+            string();
+            expect(':');
+          }
+          continue;
+        }
+      } else {
+        const size_t start = i_;
+        while (i_ < s_.size() && std::string_view(",}] \n\r\t").find(s_[i_]) == std::string_view::npos) ++i_;
+        if (i_ == start) throw Error("malformed header: expected a value at byte " + std::to_string(i_));
+      }
+      // 2. A value is complete: go on to its next sibling, or close the containers it ends.
+      for (;;) {
+        if (open.empty()) return;
+        if (peek(',')) {
+          if (open.back() == '}') {
+            string();
+            expect(':');
+          }
+          break;
+        }
+        expect(open.back());
+        open.pop_back();
+      }
     }
-    if (peek('[')) {
-      for (bool more = !peek(']'); more; more = next_member(']')) skip_value();
-      return;
-    }
-    while (i_ < s_.size() && std::string_view(",}] \n\r\t").find(s_[i_]) == std::string_view::npos) ++i_;
   }
 
+  /// Deeper than any real "__metadata__" (which holds strings only) and far below a stack's reach.
+  static constexpr size_t kMaxDepth = 64;
   const std::string& s_;
   size_t i_ = 0;
 };
@@ -203,15 +236,28 @@ std::vector<std::pair<std::string, at::Tensor>> read_safetensors(const std::vect
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (auto& [name, e] : HeaderReader(header).entries()) {
     const at::ScalarType dtype = dtype_of(e.dtype);
-    int64_t numel = 1;
-    for (int64_t d : e.shape) numel *= d;
-    const auto expected = static_cast<uint64_t>(numel) * c10::elementSize(dtype);
+    // Shape arithmetic on attacker input: every dimension non-negative, the element count and the
+    // byte count checked against overflow (no signed overflow, no wrapped size).
+    // The product of the non-zero dimensions bounds the strides LibTorch computes, even for a
+    // zero-element tensor.
+    uint64_t numel = 1, strides = 1;
+    for (int64_t d : e.shape) {
+      if (d < 0) throw Error("tensor '" + name + "' has a negative dimension in its shape");
+      if (d != 0 && strides > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / static_cast<uint64_t>(d))
+        throw Error("tensor '" + name + "' has a shape whose element count overflows");
+      if (d != 0) strides *= static_cast<uint64_t>(d);
+      numel *= static_cast<uint64_t>(d);
+    }
+    const uint64_t element = c10::elementSize(dtype);
+    if (numel > data_size / element + 1) throw Error("tensor '" + name + "' has a shape larger than the file's data");
+    const uint64_t expected = numel * element;
     if (e.offsets.size() != 2 || e.offsets[0] < 0 || e.offsets[1] < e.offsets[0] ||
         static_cast<uint64_t>(e.offsets[1]) > data_size ||
         static_cast<uint64_t>(e.offsets[1] - e.offsets[0]) != expected)
       throw Error("tensor '" + name + "' has data_offsets that do not fit its shape and the file");
     at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(dtype));
-    std::memcpy(t.data_ptr(), data + e.offsets[0], expected);  // little-endian, as the format is
+    // A zero-element tensor has no storage to copy into (its data pointer may be null).
+    if (expected > 0) std::memcpy(t.data_ptr(), data + e.offsets[0], expected); // little-endian, as the format is
     out.emplace_back(std::move(name), std::move(t));
   }
   return out;
