@@ -20,6 +20,7 @@ class NoReducer final : public GradientReducer {
   void after_backward() override {}
   bool sums_over_ranks() const noexcept override { return false; }
   bool overlaps_backward() const noexcept override { return false; }
+  std::string describe() const override { return ""; }
 };
 
 class SingleProcess final : public Collectives {
@@ -31,7 +32,6 @@ class SingleProcess final : public Collectives {
   std::unique_ptr<GradientReducer> gradient_reducer(const std::vector<StateTensor>&, bool) override {
     return std::make_unique<NoReducer>();
   }
-  std::string describe(const GradientReducer&) const override { return ""; }
 
  protected:
   void do_all_reduce_sum(std::vector<at::Tensor>&, const char*) override {}
@@ -39,9 +39,6 @@ class SingleProcess final : public Collectives {
   std::vector<at::Tensor> do_all_gather(const at::Tensor& tensor, const char*) override { return {tensor}; }
   void do_barrier(const char*) override {}
   Agreement do_agree(uint32_t flags, const at::Tensor& sums, const char*) override { return {flags, sums}; }
-  std::string do_first_failure(const std::string& own_failure, const char*) override {
-    return own_failure.empty() ? "" : "rank 0: " + own_failure;
-  }
 
  private:
   c10::Device device_;
@@ -69,7 +66,13 @@ class Reducer final : public GradientReducer {
   void after_backward() override { sync_.after_backward(); }
   bool sums_over_ranks() const noexcept override { return true; }
   bool overlaps_backward() const noexcept override { return sync_.overlap(); }
-  const GradSync& sync() const noexcept { return sync_; }
+  std::string describe() const override {
+    std::string sizes;
+    for (int64_t bytes : sync_.bucket_bytes()) sizes += (sizes.empty() ? "" : ", ") + std::to_string(bytes >> 10);
+    return "data-parallel: " + std::to_string(dist_.world_size()) + " ranks, backend " + dist_.backend() + ", " +
+           std::to_string(sync_.bucket_bytes().size()) + " gradient buckets (KiB, in reduction order: " + sizes +
+           (sync_.overlap() ? "" : "; reduced after backward, dist.overlap = false") + ")";
+  }
 
  private:
   DistContext& dist_;
@@ -84,15 +87,6 @@ class DataParallel final : public Collectives {
   c10::Device device() const noexcept override { return dist_.device(); }
   std::unique_ptr<GradientReducer> gradient_reducer(const std::vector<StateTensor>& state, bool overlap) override {
     return std::make_unique<Reducer>(dist_, state, overlap);
-  }
-  std::string describe(const GradientReducer& reducer) const override {
-    const auto* ours = dynamic_cast<const Reducer*>(&reducer);
-    if (!ours) return "";
-    std::string sizes;
-    for (int64_t bytes : ours->sync().bucket_bytes()) sizes += (sizes.empty() ? "" : ", ") + std::to_string(bytes >> 10);
-    return "data-parallel: " + std::to_string(world_size()) + " ranks, backend " + dist_.backend() + ", " +
-           std::to_string(ours->sync().bucket_bytes().size()) + " gradient buckets (KiB, in reduction order: " +
-           sizes + (ours->overlaps_backward() ? "" : "; reduced after backward, dist.overlap = false") + ")";
   }
 
  protected:
@@ -122,9 +116,6 @@ class DataParallel final : public Collectives {
       if (host[b].item<double>() > 0) agreed.flags |= 1u << b;
     agreed.sums = sums.defined() ? packed.slice(0, kAgreedBits).view(sums.sizes()) : sums;
     return agreed;
-  }
-  std::string do_first_failure(const std::string& own_failure, const char* what) override {
-    return dist_.first_failure(own_failure, what);
   }
 
  private:
@@ -158,11 +149,6 @@ uint32_t Collectives::agree(uint32_t flags, const char* what) { return agree(fla
 Agreement Collectives::agree(uint32_t flags, const at::Tensor& sums, const char* what) {
   ++calls_;
   return do_agree(flags, sums, what);
-}
-
-std::string Collectives::first_failure(const std::string& own_failure, const char* what) {
-  ++calls_;
-  return do_first_failure(own_failure, what);
 }
 
 std::unique_ptr<Collectives> single_process_collectives(c10::Device device) {

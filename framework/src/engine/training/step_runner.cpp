@@ -46,7 +46,7 @@ class PhaseTiming {
 
 StepRunner::StepRunner(const RunConfig& config, RunComponents& parts, const std::vector<StateTensor>& model_state,
                        BuiltOptimizer& optim, const BatchPlacement& placement, TrainMeters& meters, Logger& log,
-                       Collectives& collectives, NanChecks nan_checks)
+                       Collectives& collectives)
     : config_(config),
       parts_(parts),
       model_state_(model_state),
@@ -61,8 +61,7 @@ StepRunner::StepRunner(const RunConfig& config, RunComponents& parts, const std:
                   .growth_factor(config.amp.growth_factor)
                   .backoff_factor(config.amp.backoff_factor)
                   .growth_interval(config.amp.growth_interval)
-                  .enabled(needs_grad_scaler(precision_))),
-      nan_checks_(nan_checks) {
+                  .enabled(needs_grad_scaler(precision_))) {
   const auto zero = [&] { return at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(placement.device())); };
   window_estimate_ = zero();
   window_items_ = zero();
@@ -72,7 +71,7 @@ StepRunner::~StepRunner() = default;
 
 void StepRunner::build_gradient_reducer() {
   reducer_ = collectives_.gradient_reducer(model_state_, config_.dist.overlap);
-  const std::string buckets = collectives_.describe(*reducer_);
+  const std::string buckets = reducer_->describe();
   if (buckets.empty()) return;
   log_.info(buckets + "; batch " + std::to_string(config_.train.batch_size) + " per rank = " +
             std::to_string(config_.train.batch_size * collectives_.world_size() * config_.train.grad_accum_steps) +
@@ -275,7 +274,7 @@ at::Tensor StepRunner::normalised_loss(const LossTerms& terms, const Accumulatio
 
 void StepRunner::check_finite(const at::Tensor& sum, const StepPosition& at) {
   // Where that is free or needed (nan_policy.h); otherwise at the host's next read of the loss.
-  if (!nan_checks_.per_step || std::isfinite(sum.item<double>())) return;
+  if (!meters_.nan_checks().per_step || std::isfinite(sum.item<double>())) return;
   const std::string where = "at step " + std::to_string(at.step + 1) + " (epoch " + std::to_string(at.epoch + 1) +
                             ", batch " + std::to_string(at.batch) + ", lr " +
                             std::to_string(current_lr(*optim_.optimizer)) + ")";

@@ -85,13 +85,13 @@ void Trainer::load_best() {
   if (evaluator_->enabled()) evaluator_->set_last(evaluate());
 }
 
-std::vector<StateRole> Trainer::state_roles() {
+std::vector<StateRole> Trainer::state_roles(ResumePosition resume) {
   std::vector<StateRole> roles;
   // Where the run continues: the loader's position, the ranks that wrote it, the generators.
   roles.push_back({"position",
-                   [this](CheckpointContents& into) {
-                     into.epoch = position_.saving.epoch;
-                     into.batch = position_.saving.batch;
+                   [this, resume](CheckpointContents& into) {
+                     into.epoch = resume.epoch;
+                     into.batch = resume.batch;
                      into.world_size = world_size_;
                      into.rng_cpu = generator_state(c10::Device(c10::kCPU));
                      // Dropout on the GPU draws from the device's generator: part of an exact resume too.
@@ -161,9 +161,8 @@ std::vector<StateRole> Trainer::state_roles() {
 }
 
 CheckpointContents Trainer::checkpoint_contents(ResumePosition resume) {
-  position_.saving = resume;
   CheckpointContents contents;
-  for (const StateRole& role : state_roles()) role.save(contents);
+  for (const StateRole& role : state_roles(resume)) role.save(contents);
   return contents;
 }
 

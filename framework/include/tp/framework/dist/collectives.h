@@ -43,6 +43,8 @@ class GradientReducer {
   /// Whether buckets are all-reduced while backward runs (dist.overlap): an out-of-memory error
   /// in that backward cannot be retried in smaller pieces.
   virtual bool overlaps_backward() const noexcept = 0;
+  /// One line for the log: ranks, backend and the gradient buckets; "" for a single process.
+  virtual std::string describe() const = 0;
 };
 
 /// What agree() returns: the flags ORed over ranks and the sums summed over ranks.
@@ -74,17 +76,12 @@ class Collectives {
   /// [all ranks] agree() and all_reduce_sum() of `sums` (a float64 vector on device()) fused in
   /// one collective. The single process returns `sums` itself and reads nothing on the host.
   Agreement agree(uint32_t flags, const at::Tensor& sums, const char* what);
-  /// [all ranks] One rank's failure becomes every rank's: "rank R: <message>" of the lowest
-  /// failing rank, or "" when none failed (DistContext::first_failure).
-  std::string first_failure(const std::string& own_failure, const char* what);
   /// [all ranks] The gradient all-reduce over the trainable tensors of `state` (dist.overlap:
   /// `overlap`). Logs nothing; a collective shape check under data-parallel training.
   virtual std::unique_ptr<GradientReducer> gradient_reducer(const std::vector<StateTensor>& state,
                                                             bool overlap) = 0;
-  /// One line for the log: ranks, backend and the reducer's buckets; "" for a single process.
-  virtual std::string describe(const GradientReducer& reducer) const = 0;
 
-  /// Collectives made so far (every call above but gradient_reducer and describe).
+  /// Collectives made so far (every call above but gradient_reducer).
   int64_t calls() const noexcept { return calls_; }
 
  protected:
@@ -93,7 +90,6 @@ class Collectives {
   virtual std::vector<at::Tensor> do_all_gather(const at::Tensor& tensor, const char* what) = 0;
   virtual void do_barrier(const char* what) = 0;
   virtual Agreement do_agree(uint32_t flags, const at::Tensor& sums, const char* what) = 0;
-  virtual std::string do_first_failure(const std::string& own_failure, const char* what) = 0;
 
  private:
   int64_t calls_ = 0;

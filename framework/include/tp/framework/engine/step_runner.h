@@ -20,7 +20,6 @@
 #include "tp/framework/amp/precision.h"
 #include "tp/framework/config/run_config.h"
 #include "tp/framework/engine/batch_placement.h"
-#include "tp/framework/engine/nan_policy.h"
 #include "tp/framework/engine/run_control.h"
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/engine/train_meters.h"
@@ -88,7 +87,7 @@ class StepRunner {
   /// (the Trainer fills them, then calls build_gradient_reducer(), before the first step).
   StepRunner(const RunConfig& config, RunComponents& parts, const std::vector<StateTensor>& model_state,
              BuiltOptimizer& optim, const BatchPlacement& placement, TrainMeters& meters, Logger& log,
-             Collectives& collectives, NanChecks nan_checks);
+             Collectives& collectives);
   ~StepRunner();
   StepRunner(const StepRunner&) = delete;
   StepRunner& operator=(const StepRunner&) = delete;
@@ -187,7 +186,6 @@ class StepRunner {
   std::unique_ptr<GradientReducer> reducer_; ///< build_gradient_reducer(); does nothing for a single process
   Precision precision_;
   GradScaler scaler_;
-  NanChecks nan_checks_;
   at::Tensor window_estimate_, window_items_; ///< loss normaliser of the current window, on device
   at::Tensor correction_;        ///< data-parallel: the window's gradient correction (agree_on_window)
   int64_t step_ = 0;             ///< optimizer steps taken

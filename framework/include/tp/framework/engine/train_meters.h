@@ -79,6 +79,10 @@ class TrainMeters {
   /// global values and later sums stay right. No-op for a single process.
   void gather_running_loss();
 
+  /// Where the run looks for a non-finite training loss (nan_policy.h): the step runner's
+  /// per-step check and these meters' read check come from this one decision.
+  const NanChecks& nan_checks() const noexcept { return nan_checks_; }
+
   /// The step-time report the step runner times its phases in.
   TrainingReport& report() noexcept { return report_; }
   const TrainingReport& report() const noexcept { return report_; }

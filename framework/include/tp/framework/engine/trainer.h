@@ -83,7 +83,6 @@ struct StateRole {
 struct LoopPosition {
   int64_t epoch = 0;                  ///< current epoch (0-based)
   ResumePosition start;               ///< where fit() begins (a resumed run starts inside an epoch)
-  ResumePosition saving;              ///< where the checkpoint being written resumes
   int64_t last_periodic_save = -1;    ///< the step of the last periodic save
 };
 
@@ -118,12 +117,11 @@ class Trainer {
   /// outside the trainer, e.g. `host eval`). The identity for a single process.
   void broadcast_model();
   /// Every stateful role's part of a checkpoint, in save order (ARCH-20). A checkpoint is the
-  /// union of what their `save`s write; resume_from() runs their `load`s.
-  std::vector<StateRole> state_roles();
+  /// union of what their `save`s write (the position role writes `resume`, where a run
+  /// continuing from it starts); resume_from() runs their `load`s.
+  std::vector<StateRole> state_roles(ResumePosition resume = {});
   /// What a checkpoint written now holds, resuming at `resume` (a sync point on CUDA).
   CheckpointContents checkpoint_contents(ResumePosition resume);
-  /// Collectives made so far (report.toml's [collectives]; tests count them per step).
-  int64_t collective_calls() const noexcept { return collectives_->calls(); }
 
  private:
   /* Initializers */
