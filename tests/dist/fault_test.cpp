@@ -1,7 +1,9 @@
 // Faults: a rank killed with SIGKILL mid-epoch makes the other fail (non-zero, well within
 // dist.timeout_s) naming the lost rank; `--resume auto` then continues from the last checkpoint.
-// Misconfigured launches, and dist.sync_batchnorm = true, are configuration errors (exit 2).
+// SIGTERM to one rank only stops both at the same step (the agreed signal). Misconfigured
+// launches, and dist.sync_batchnorm = true, are configuration errors (exit 2).
 #include <chrono>
+#include <filesystem>
 #include <string>
 
 #include "tp/framework/checkpoint/checkpoint.h"
@@ -10,21 +12,37 @@
 
 #include <doctest/doctest.h>
 
+namespace {
+
+/// A 2-rank run long enough to be stopped mid-epoch (20000 samples, 625 steps per epoch and
+/// rank), with a checkpoint every 20 steps, writing to `dir`.
+std::string long_run_args(const std::filesystem::path& dir) {
+  return " --config tests/dist/ddp.toml --output-dir '" + dir.string() +
+         "' --set train.batch_size=16 --set train.epochs=1 --set data.train.size=20000"
+         " --set checkpoint.strategy=\\\"steps\\\" --set checkpoint.every=20"
+         " --set eval.strategy=\\\"no\\\" --set checkpoint.save_top_k=0 --set dist.timeout_s=30";
+}
+
+/// Shell that starts ranks 0 and 1 of the host with `args` from plain environment variables (no
+/// launcher, which would stop the survivor itself), their pids in P0 and P1, logs in
+/// `dir`/rank<N>.log, and waits until the first checkpoint exists. `port_offset` keeps two tests
+/// of one shell from picking the same port.
+std::string two_ranks_until_first_checkpoint(const std::filesystem::path& dir, const std::string& args, int port_offset) {
+  const std::string host = std::string("'") + TP_TEST_BUILD_DIR + "/bin/host'";
+  return "export MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + ($$ + " + std::to_string(port_offset) +
+         ") % 20000)) WORLD_SIZE=2; "
+         "RANK=0 LOCAL_RANK=0 " + host + args + " > '" + (dir / "rank0.log").string() + "' 2>&1 & P0=$!; "
+         "RANK=1 LOCAL_RANK=1 " + host + args + " > '" + (dir / "rank1.log").string() + "' 2>&1 & P1=$!; "
+         "for i in $(seq 600); do [ -e '" + (dir / "checkpoints" / "last.pt").string() + "' ] && break; sleep 0.1; done; ";
+}
+
+}  // namespace
+
 TEST_CASE("a rank killed with SIGKILL fails the other, naming it; --resume auto continues") {
   const auto dir = tp::test::fresh_dir("ddp_fault");
-  const std::string host = std::string("'") + TP_TEST_BUILD_DIR + "/bin/host'";
-  // Long enough to be killed mid-epoch (20000 samples, 625 steps per epoch and rank); a
-  // checkpoint every 20 steps gives --resume something to continue from.
-  const std::string args = " --config tests/dist/ddp.toml --output-dir '" + dir.string() +
-                           "' --set train.batch_size=16 --set train.epochs=1 --set data.train.size=20000"
-                           " --set checkpoint.strategy=\\\"steps\\\" --set checkpoint.every=20"
-                           " --set eval.strategy=\\\"no\\\" --set checkpoint.save_top_k=0 --set dist.timeout_s=30";
-  // Plain environment variables (no launcher, which would stop the survivor itself).
+  const std::string args = long_run_args(dir);
   const std::string script =
-      "export MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + $$ % 20000)) WORLD_SIZE=2; "
-      "RANK=0 LOCAL_RANK=0 " + host + args + " > '" + (dir / "rank0.log").string() + "' 2>&1 & P0=$!; "
-      "RANK=1 LOCAL_RANK=1 " + host + args + " > '" + (dir / "rank1.log").string() + "' 2>&1 & P1=$!; "
-      "for i in $(seq 600); do [ -e '" + (dir / "checkpoints" / "last.pt").string() + "' ] && break; sleep 0.1; done; "
+      two_ranks_until_first_checkpoint(dir, args, 0) +
       "kill -9 $P1; START=$(date +%s); wait $P0; CODE=$?; echo \"rank0 exit $CODE after $(( $(date +%s) - START )) s\"; "
       "cat '" + (dir / "rank0.log").string() + "'";
   const auto run = tp::test::run_shell(script);
@@ -47,16 +65,8 @@ TEST_CASE("SIGTERM to one rank only: both ranks save at the same step and exit 1
   // RunControl carries a stop signal in the step's agreement: rank 0 never sees the signal, yet
   // stops after the same step, and its checkpoint is the resume point of both.
   const auto dir = tp::test::fresh_dir("ddp_one_rank_signal");
-  const std::string host = std::string("'") + TP_TEST_BUILD_DIR + "/bin/host'";
-  const std::string args = " --config tests/dist/ddp.toml --output-dir '" + dir.string() +
-                           "' --set train.batch_size=16 --set train.epochs=1 --set data.train.size=20000"
-                           " --set checkpoint.strategy=\\\"steps\\\" --set checkpoint.every=20"
-                           " --set eval.strategy=\\\"no\\\" --set checkpoint.save_top_k=0 --set dist.timeout_s=30";
   const std::string script =
-      "export MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + ($$ + 7) % 20000)) WORLD_SIZE=2; "
-      "RANK=0 LOCAL_RANK=0 " + host + args + " > '" + (dir / "rank0.log").string() + "' 2>&1 & P0=$!; "
-      "RANK=1 LOCAL_RANK=1 " + host + args + " > '" + (dir / "rank1.log").string() + "' 2>&1 & P1=$!; "
-      "for i in $(seq 600); do [ -e '" + (dir / "checkpoints" / "last.pt").string() + "' ] && break; sleep 0.1; done; "
+      two_ranks_until_first_checkpoint(dir, long_run_args(dir), 7) +
       "kill -TERM $P1; wait $P0; C0=$?; wait $P1; C1=$?; echo \"exits $C0 $C1\"; "
       "cat '" + (dir / "rank0.log").string() + "' '" + (dir / "rank1.log").string() + "'";
   const auto run = tp::test::run_shell(script);
