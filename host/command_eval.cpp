@@ -19,7 +19,8 @@ int run_eval(const Options& options) {
   const bool test = options.split == "test";
   const DatasetSplits splits{.train = true, .val = !test, .test = test};
   for (const std::string& line :
-       prepare_datasets(config, session->registry, splits, session->place.local_rank, session->dist.get()))
+       prepare_datasets(config, session->registry, splits, session->place.local_rank, session->dist.get(),
+                        [&](const std::string& line) { session->logger.every_rank(line); }))
     session->logger.info(line);
   RunComponents parts = create_components(config, session->registry, splits);
   if (test) {

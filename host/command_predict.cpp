@@ -33,7 +33,8 @@ int run_predict(const Options& options) {
   const DatasetSplits splits{.train = options.split == "train", .val = options.split == "val",
                              .test = options.split == "test"};
   for (const std::string& line :
-       prepare_datasets(config, session->registry, splits, session->place.local_rank, session->dist.get()))
+       prepare_datasets(config, session->registry, splits, session->place.local_rank, session->dist.get(),
+                        [&](const std::string& line) { session->logger.every_rank(line); }))
     session->logger.info(line);
   RunComponents parts = create_components(config, session->registry, splits);
   const std::shared_ptr<DatasetProxy> split =

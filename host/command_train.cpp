@@ -59,7 +59,7 @@ int run_train(const Options& options) {
   session->logger.info(apply_determinism(config.run.deterministic, device));
 
   for (const std::string& line : prepare_datasets(config, session->registry, {}, session->place.local_rank,
-                                                   session->dist.get()))
+                                                   session->dist.get(), [&](const std::string& line) { log.every_rank(line); }))
     log.info(line);
   RunComponents parts = create_components(config, session->registry);
   std::filesystem::path resume_path = options.resume;

@@ -4,6 +4,7 @@
 // launches, and dist.sync_batchnorm = true, are configuration errors (exit 2).
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "tp/framework/checkpoint/checkpoint.h"
@@ -130,4 +131,113 @@ TEST_CASE("resuming with another number of ranks is refused clearly") {
   CHECK(refused.exit_code != 0);
   CHECK(refused.output.find("written by a run of 1 rank(s) and this run has 2") != std::string::npos);
   CHECK(refused.output.find("train.init_weights") != std::string::npos);
+}
+
+TEST_CASE("a checkpoint write that fails on rank 0 alone ends both ranks at once, with rank 0's error") {
+  // Only rank 0 writes. Before, it threw at once and rank 1, already in the next collective,
+  // learnt only that rank 0 was lost. Now rank 0's error waits for the save's agreement and every
+  // rank ends with it. `checkpoints` is a file, so the first save cannot make its directory.
+  const auto dir = tp::test::fresh_dir("ddp_rank0_write_fails");
+  std::ofstream(dir / "checkpoints") << "not a directory\n";
+  const std::string args = " --config tests/dist/ddp.toml --output-dir '" + dir.string() +
+                           "' --set train.epochs=1 --set checkpoint.strategy=\\\"steps\\\" --set checkpoint.every=5"
+                           " --set eval.strategy=\\\"no\\\" --set checkpoint.save_top_k=0 --set dist.timeout_s=60";
+  const std::string host = std::string("'") + TP_TEST_BUILD_DIR + "/bin/host'";
+  // Plain ranks, no launcher: the launcher would stop rank 1 itself once rank 0 failed.
+  const auto run = tp::test::run_shell(
+      "export MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + ($$ + 13) % 20000)) WORLD_SIZE=2; START=$(date +%s); "
+      "RANK=0 LOCAL_RANK=0 " + host + args + " > '" + (dir / "rank0.log").string() + "' 2>&1 & P0=$!; "
+      "RANK=1 LOCAL_RANK=1 " + host + args + " > '" + (dir / "rank1.log").string() + "' 2>&1 & P1=$!; "
+      "wait $P0; C0=$?; wait $P1; C1=$?; echo \"exits $C0 $C1 after $(( $(date +%s) - START )) s\"; "
+      "echo '--- rank 1:'; cat '" + (dir / "rank1.log").string() + "'; echo '--- rank 0:'; cat '" +
+      (dir / "rank0.log").string() + "'");
+  INFO(run.output);
+  CHECK(run.output.find("exits 1 1 ") != std::string::npos);
+  const auto at = run.output.find(" after ");
+  REQUIRE(at != std::string::npos);
+  CHECK(std::stoi(run.output.substr(at + 7)) < 60); // well within dist.timeout_s: at the save's agreement
+  const std::string rank1 = run.output.substr(run.output.find("--- rank 1:"), run.output.find("--- rank 0:") - run.output.find("--- rank 1:"));
+  CHECK(rank1.find("writing the run's files failed on rank 0") != std::string::npos);
+  CHECK(rank1.find("checkpoints") != std::string::npos); // rank 0's own message, quoted
+  CHECK(rank1.find("lost rank") == std::string::npos);
+}
+
+TEST_CASE("load_best_at_end with best.pt gone: every rank keeps the final weights, together") {
+  // Before, rank 0 found no file and went on while rank 1 waited in the weights' broadcast.
+  // request_callback deletes best.pt each time it is saved.
+  const auto dir = tp::test::fresh_dir("ddp_best_gone");
+  const auto config = dir / "run.toml";
+  std::ofstream(config) << tp::test::read_text(std::filesystem::path(TP_TEST_SOURCE_DIR) / "tests/dist/ddp.toml")
+                        << "\n[[callbacks]]\ncomponent = \"org.torchhost.test.request_callback\"\nrequests = 0\n"
+                           "remove_saved = \"best.pt\"\n";
+  const auto run = tp::test::run_shell(
+      "START=$(date +%s); timeout 120 '" + std::string(TP_TEST_BUILD_DIR) + "/bin/host' --nproc-per-node 2 --config '" +
+      config.string() + "' --plugin-dir '" + std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' --output-dir '" + dir.string() +
+      "' --set train.epochs=1 --set checkpoint.load_best_at_end=true --set dist.timeout_s=20; echo \"exit $? after "
+      "$(( $(date +%s) - START )) s\"");
+  INFO(run.output);
+  CHECK(run.output.find("exit 0 ") != std::string::npos);
+  CHECK(run.output.find("best.pt is gone") != std::string::npos);
+  CHECK(run.output.find("every rank keeps the final weights") != std::string::npos);
+  CHECK(!std::filesystem::exists(dir / "checkpoints" / "best.pt"));
+}
+
+TEST_CASE("swa.update_bn with every batch of one rank empty: both ranks recompute the same statistics") {
+  // Unshuffled, rank r reads samples r, r + 2, ...: of 2 samples, rank 0's (sample 0) fails to
+  // load and is skipped, so rank 0 never has a batch and measures no BatchNorm momentum. Before,
+  // it used that unmeasured momentum (an undefined tensor) after the all-reduce and failed.
+  const auto dir = tp::test::fresh_dir("ddp_update_bn_empty_rank");
+  const auto config = dir / "run.toml";
+  std::ofstream(config) << R"([run]
+device = "cpu"
+[train]
+epochs = 2
+batch_size = 1
+[optim]
+name = "sgd"
+lr = 0.01
+[data]
+num_workers = 0
+shuffle = false
+on_bad_sample = "skip"
+[data.train]
+component = "org.torchhost.test.c_regression"
+size = 2
+fail_first = 0
+fail_count = 1
+[model]
+component = "org.torchhost.test.oom_model"
+input = "x"
+features = 4
+hidden = 8
+classes = 1
+batch_norm = true
+[loss]
+component = "org.torchhost.mse"
+output = "logits"
+target = "y"
+[swa]
+enabled = true
+start_epoch = 1
+lr = 0.01
+update_bn = true
+[eval]
+strategy = "no"
+[checkpoint]
+save_top_k = 0
+[progress]
+mode = "off"
+[dist]
+timeout_s = 30.0
+)";
+  const auto run = tp::test::run_shell("timeout 300 '" + std::string(TP_TEST_BUILD_DIR) + "/bin/host' --nproc-per-node 2 --config '" +
+                                       config.string() + "' --plugin-dir '" + std::string(TP_TEST_FIXTURE_PLUGIN_DIR) +
+                                       "' --output-dir '" + dir.string() + "'");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.output.find("BatchNorm statistics of 1 layer(s) recomputed") != std::string::npos);
+  // Rank 0 writes; its statistics are rank 1's sample's (momentum agreed, sums all-reduced).
+  const tp::LoadedCheckpoint last = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
+  for (const auto& [name, tensor] : last.model)
+    if (name.ends_with("running_var")) CHECK(tensor.isfinite().all().item<bool>());
 }

@@ -4,6 +4,8 @@
 #include <fstream>
 #include <string>
 
+#include "tp/framework/checkpoint/checkpoint.h"
+
 #include "host_runner.h"
 
 #include <doctest/doctest.h>
@@ -138,6 +140,58 @@ TEST_CASE("a non-finite loss stops with the step named, or is skipped with nan_p
   CHECK(skip.exit_code == 0);
   CHECK(contains(skip.output, "skipping this optimizer step"));
   CHECK(contains(skip.output, "steps skipped for a non-finite loss"));
+}
+
+TEST_CASE("a diverging run saves no inf/NaN weights: the error names the step, the finite checkpoints stay") {
+  // The lr jumps from 0.01 to 1e38 after step 3 (multistep), so the update of step 4 turns
+  // finite weights into inf while the loss it came from was finite: the loss checks alone let
+  // step 4's checkpoint (last.pt among its names) be written with them. A checkpoint every step,
+  // with an EMA that must not fold them in either.
+  const auto dir = tp::test::fresh_dir("diverge_no_poison");
+  const auto run = tp::test::run_host(
+      "--config tests/integration/c_regression.toml --plugin-dir '" + std::string(TP_TEST_FIXTURE_PLUGIN_DIR) +
+      "' --set progress.mode=\"off\" --set train.epochs=1 --set optim.name=\"sgd\" --set optim.lr=0.01 "
+      "--set schedule.name=\"multistep\" --set schedule.milestones=[3] --set schedule.gamma=1e40 "
+      "--set checkpoint.strategy=\"steps\" --set checkpoint.every=1 --set checkpoint.keep_last=10 "
+      "--set ema.enabled=true --output-dir '" + dir.string() + "'");
+  INFO(run.output);
+  CHECK(run.exit_code == 1);
+  CHECK(contains(run.output, "not saving the checkpoint of step 4"));
+  CHECK(contains(run.output, "the update of step 4 left them non-finite"));
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir / "checkpoints")) {
+    if (entry.path().extension() != ".pt") continue;
+    ++files;
+    const tp::LoadedCheckpoint saved = tp::load_checkpoint(entry.path());
+    CAPTURE(entry.path().string());
+    CHECK(saved.step <= 3);
+    for (const auto& [name, tensor] : saved.model) CHECK_MESSAGE(tensor.isfinite().all().item<bool>(), name);
+    for (const auto& average : saved.averages)
+      for (const auto& [name, tensor] : average.weights) CHECK_MESSAGE(tensor.isfinite().all().item<bool>(), average.name << "/" << name);
+  }
+  CHECK(files >= 2); // last.pt and step-N.pt of steps 1-3
+  CHECK(tp::load_checkpoint(dir / "checkpoints" / "last.pt").step == 3);
+}
+
+TEST_CASE("fp16: a loss non-finite in the forward stops the run under nan_policy = stop") {
+  // Before, fp16 left every non-finite value to the grad scaler, which skipped every step to the
+  // end of the run (exit 0, nothing trained).
+  const std::string args = "--config tests/integration/c_regression.toml --plugin-dir '" +
+                           std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' --set progress.mode=\"off\" "
+                           "--set optim.name=\"sgd\" --set optim.lr=1e30 --set amp.precision=\"fp16\" ";
+  const auto stop = tp::test::run_host(args + "--set train.epochs=2 --output-dir '" +
+                                       tp::test::fresh_dir("nan_stop_fp16").string() + "'");
+  INFO(stop.output);
+  CHECK(stop.exit_code == 1);
+  CHECK(contains(stop.output, "non-finite"));
+  CHECK(contains(stop.output, "at step "));
+  // Long enough for more skips than scaler_skip_warning_threshold (20).
+  const auto skip = tp::test::run_host(args + "--set train.epochs=8 --set train.nan_policy=\"skip\" --output-dir '" +
+                                       tp::test::fresh_dir("nan_skip_fp16").string() + "'");
+  INFO(skip.output);
+  CHECK(skip.exit_code == 0); // "skip" stays the scaler's: it skips, and says how many it skipped
+  CHECK(contains(skip.output, "the fp16 grad scaler skipped"));
+  CHECK(contains(skip.output, "more than a scale that settles skips"));
 }
 
 TEST_CASE("a plugin directory others can write is refused unless --allow-insecure-plugin-dir") {

@@ -60,3 +60,22 @@ TEST_CASE("a failing prepare ends every rank with its message, and no rank creat
   CHECK(run.output.find("plugin component 'org.torchhost.test.prepare_probe'") != std::string::npos);
   CHECK(lines_of(dir / "calls.log") == std::vector<std::string>{"prepare train"});
 }
+
+TEST_CASE("a prepare longer than dist.timeout_s: the ranks wait for it up to dist.prepare_timeout_s, and say so") {
+  // Before dist.prepare_timeout_s the waiting rank sat in an all-reduce that dist.timeout_s (here
+  // 2 s) ended long before the two 3 s prepares (train, val) were done.
+  const fs::path dir = tp::test::fresh_dir("prepare_slow");
+  const auto run = train_two_ranks(dir, "--set data.train.sleep_s=3.0 --set dist.timeout_s=2.0 --set dist.prepare_timeout_s=120.0");
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK(run.output.find("rank 1: waits for the datasets' prepare on local rank 0") != std::string::npos);
+  CHECK(run.output.find("at most dist.prepare_timeout_s = 120 s") != std::string::npos);
+}
+
+TEST_CASE("a prepare longer than dist.prepare_timeout_s ends the waiting ranks with the key to raise") {
+  const fs::path dir = tp::test::fresh_dir("prepare_too_slow");
+  const auto run = train_two_ranks(dir, "--set data.train.sleep_s=4.0 --set dist.prepare_timeout_s=2.0");
+  INFO(run.output);
+  CHECK(run.exit_code != 0);
+  CHECK(run.output.find("Raise dist.prepare_timeout_s") != std::string::npos);
+}

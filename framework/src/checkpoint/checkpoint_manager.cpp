@@ -112,7 +112,12 @@ std::vector<std::filesystem::path> CheckpointManager::save(const CheckpointConte
   if (!writer_ || names.empty()) return {};
 
   // 2. Serialise once (atomic: temp + fsync + rename), then link every name to it.
-  std::filesystem::create_directories(dir_);
+  std::error_code made;
+  std::filesystem::create_directories(dir_, made);
+  if (made)
+    throw Error("saving the checkpoint of step " + std::to_string(step) + ": cannot create the directory " +
+                dir_.string() + " (" + made.message() + "); every earlier checkpoint is intact. Free the path or "
+                "choose another run.output_dir.");
   if (!swept_) sweep_stale_temporaries();
   swept_ = true;
   const std::filesystem::path pending = dir_ / (".pending-" + std::to_string(::getpid()) + ".pt");

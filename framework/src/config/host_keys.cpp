@@ -247,6 +247,9 @@ std::vector<HostKey> make_host_keys() {
           {.choices = {"auto", "gloo", "nccl"}}),
       TP_HOST_KEY(dist, timeout_s, "300.0",
           "rendezvous and collective timeout in seconds (> 0); a lost rank fails the others after this"),
+      TP_HOST_KEY(dist, prepare_timeout_s, "3600.0",
+          "seconds the ranks wait for the datasets' prepare on local rank 0 of each node (> 0): a first "
+          "download or listing of a large dataset takes longer than dist.timeout_s"),
       TP_HOST_KEY(dist, bucket_mb, "25.0", "gradient all-reduce bucket size in MiB (> 0)"),
       TP_HOST_KEY(dist, find_unused_parameters, "false",
           "allow parameters without a gradient in a step (walks the autograd graph every step)"),

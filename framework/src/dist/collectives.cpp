@@ -39,6 +39,9 @@ class SingleProcess final : public Collectives {
   std::vector<at::Tensor> do_all_gather(const at::Tensor& tensor, const char*) override { return {tensor}; }
   void do_barrier(const char*) override {}
   Agreement do_agree(uint32_t flags, const at::Tensor& sums, const char*) override { return {flags, sums}; }
+  std::string do_first_failure(const std::string& own_failure, const char*) override {
+    return own_failure.empty() ? "" : "rank 0: " + own_failure;
+  }
 
  private:
   c10::Device device_;
@@ -100,6 +103,9 @@ class DataParallel final : public Collectives {
     return dist_.all_gather(tensor, what);
   }
   void do_barrier(const char* what) override { dist_.barrier(what); }
+  std::string do_first_failure(const std::string& own_failure, const char* what) override {
+    return dist_.first_failure(own_failure, what);
+  }
   Agreement do_agree(uint32_t flags, const at::Tensor& sums, const char* what) override {
     // One all-reduce of [bit 0 .. bit 15, sums...]; the values are read on the host, so on CUDA
     // this is a sync point (the caller's: once per optimizer step at most).
@@ -149,6 +155,11 @@ uint32_t Collectives::agree(uint32_t flags, const char* what) { return agree(fla
 Agreement Collectives::agree(uint32_t flags, const at::Tensor& sums, const char* what) {
   ++calls_;
   return do_agree(flags, sums, what);
+}
+
+std::string Collectives::first_failure(const std::string& own_failure, const char* what) {
+  ++calls_;
+  return do_first_failure(own_failure, what);
 }
 
 std::unique_ptr<Collectives> single_process_collectives(c10::Device device) {

@@ -30,6 +30,9 @@ void check_options(const DistSection& o) {
   if (!(o.timeout_s > 0))
     throw ConfigError("dist.timeout_s", "dist.timeout_s = " + std::to_string(o.timeout_s) +
                                             " must be > 0 (seconds a collective may wait for a lost rank).");
+  if (!(o.prepare_timeout_s > 0))
+    throw ConfigError("dist.prepare_timeout_s", "dist.prepare_timeout_s = " + std::to_string(o.prepare_timeout_s) +
+                                                    " must be > 0 (seconds the ranks wait for the datasets' prepare).");
   if (!(o.bucket_mb > 0))
     throw ConfigError("dist.bucket_mb", "dist.bucket_mb = " + std::to_string(o.bucket_mb) +
                                             " must be > 0 (MiB of gradients per all-reduce; 25 is PyTorch's default).");
@@ -200,6 +203,28 @@ std::string DistContext::first_failure(const std::string& own_failure, const cha
     return "rank " + std::to_string(r) + ": " + std::string(bytes.begin(), bytes.end());
   }
   return "";
+}
+
+void DistContext::meet(const std::string& name, std::chrono::milliseconds timeout, std::chrono::milliseconds first_note,
+                       std::chrono::milliseconds every, const std::function<void(int arrived, double seconds)>& waiting) {
+  const std::string key = "meet/" + std::to_string(meetings_++) + "/" + name;
+  const auto start = std::chrono::steady_clock::now();
+  int64_t arrived = store_->add(key, 1);
+  auto next_note = start + first_note;
+  while (arrived < world_size()) {
+    const auto now = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(now - start).count();
+    if (now - start >= timeout)
+      throw Error(std::to_string(arrived) + " of " + std::to_string(world_size()) + " ranks reached \"" + name +
+                  "\" within " + std::to_string(std::chrono::duration<double>(timeout).count()) +
+                  " s; the others are still at work there, or were lost.");
+    if (now >= next_note && waiting) {
+      waiting(static_cast<int>(arrived), seconds);
+      next_note = now + every;
+    }
+    std::this_thread::sleep_for(Millis(100));
+    arrived = store_->add(key, 0);
+  }
 }
 
 void DistContext::fail(const char* what, const std::exception& error) {

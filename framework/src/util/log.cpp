@@ -51,6 +51,15 @@ void Logger::write(LogLevel level, std::string_view source, std::string_view mes
   if (file_.is_open()) file_ << line << std::endl;
 }
 
+void Logger::every_rank(std::string_view message) {
+  std::string line = timestamp() + " [host] info: ";
+  if (rank_ != 0) line += "rank " + std::to_string(rank_) + ": ";
+  line += message;
+  std::lock_guard lock(mutex_);
+  std::cerr << line << std::endl;
+  if (file_.is_open()) file_ << line << std::endl;
+}
+
 void Logger::file_only(std::string_view message) {
   std::lock_guard lock(mutex_);
   if (file_.is_open()) file_ << message << std::endl;

@@ -36,11 +36,19 @@ TEST_CASE("nan_policy = skip decides before the update, on every device") {
     }
 }
 
-TEST_CASE("fp16 leaves non-finite values to the grad scaler") {
-  for (const char* policy : {"stop", "skip"})
-    for (c10::DeviceType d : {c10::DeviceType::CPU, c10::DeviceType::CUDA}) {
-      const NanChecks c = checks(Precision::Fp16, d, policy);
-      CHECK_FALSE(c.per_step);
-      CHECK_FALSE(c.at_read);
-    }
+TEST_CASE("fp16: skip is the grad scaler's job, stop still stops a loss non-finite in the forward") {
+  for (c10::DeviceType d : {c10::DeviceType::CPU, c10::DeviceType::CUDA}) {
+    const NanChecks skip = checks(Precision::Fp16, d, "skip");
+    CHECK_FALSE(skip.per_step); // the scaler skips overflowing steps itself
+    CHECK_FALSE(skip.at_read);
+    const NanChecks stop = checks(Precision::Fp16, d, "stop");
+    CHECK(stop.at_read); // was false: an fp16 run with an inf loss trained to the end, every step skipped
+    CHECK(stop.per_step == (d == c10::DeviceType::CPU));
+  }
+}
+
+TEST_CASE("the scaler-skip warning: at least 20 skips, and 2% of a long run") {
+  CHECK(tp::scaler_skip_warning_threshold(0) == 20);
+  CHECK(tp::scaler_skip_warning_threshold(100) == 20);
+  CHECK(tp::scaler_skip_warning_threshold(5000) == 100);
 }

@@ -9,6 +9,7 @@
 #include <csignal>
 
 #include "tp/framework/dist/collectives.h"
+#include "tp/framework/error.h"
 #include "tp/iface/callback.h"
 
 #include <doctest/doctest.h>
@@ -147,4 +148,21 @@ TEST_CASE("the single-process agreement is the identity and reads nothing") {
   CHECK(agreed.sums.is_same(sums));
   CHECK(collectives->calls() == 1);
   CHECK(collectives->world_size() == 1);
+}
+
+TEST_CASE("a failed rank-0 write: a single process throws it at once; settling with nothing failed passes") {
+  Single s;
+  CHECK_THROWS_WITH(s.control.rank0_write([] { throw tp::Error("disk full writing history.jsonl"); }),
+                    "disk full writing history.jsonl");
+  s.control.rank0_write([] {});
+  CHECK((s.control.take_window_flags() & tp::kFlagWriteFailed) == 0);
+  CHECK_NOTHROW(s.control.settle_writes("test"));
+}
+
+TEST_CASE("an agreement that carries a failed rank-0 write ends the rank that did not fail, quoting it") {
+  // The rank that did not fail learns rank 0's message through first_failure (here the single
+  // process's, which names rank 0) and throws it, where before it went on to the next collective.
+  Single rank1;
+  CHECK_THROWS_WITH(rank1.control.window_agreed(tp::kFlagWriteFailed, 7, ResumePosition{0, 7}),
+                    doctest::Contains("writing the run's files failed on"));
 }

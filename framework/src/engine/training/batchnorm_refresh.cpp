@@ -23,6 +23,7 @@ struct BatchNormLayer {
   at::Tensor mean, var, tracked; ///< tracked may be undefined (track_running_stats without a counter)
   at::Tensor momentum;           ///< measured, per element of `mean`
   at::Tensor mean_sum, var_sum;  ///< sums of m x stat over batches
+  at::Tensor kept_mean, kept_var; ///< the statistics before measuring, put back where not recomputed
 };
 
 std::map<std::string, BatchNormLayer> find_layers(const std::vector<StateTensor>& model_state) {
@@ -39,6 +40,10 @@ std::map<std::string, BatchNormLayer> find_layers(const std::vector<StateTensor>
   std::erase_if(layers, [](const std::pair<const std::string, BatchNormLayer>& item) {
     return !item.second.mean.defined() || !item.second.var.defined();
   });
+  for (auto& [name, layer] : layers) {
+    layer.kept_mean = layer.mean.clone();
+    layer.kept_var = layer.var.clone();
+  }
   return layers;
 }
 
@@ -66,6 +71,42 @@ class SameRandomness {
   c10::Device device_;
   at::Tensor state_cpu_, state_device_;
 };
+
+/// [all ranks] The layers to recompute and their momentum, the same on every rank: the measured
+/// momentum averaged over the ranks that measured one (a rank with no non-empty batch measured
+/// none), then the layers whose statistics do not move (eval mode, momentum 0) dropped. One
+/// all-reduce, after each rank's first non-empty batch (or its last batch when it had none), so
+/// every rank reduces the same tensors afterwards. Returns false when no layer is left; throws
+/// tp::Error (on every rank) when no rank had a batch.
+bool agree_on_layers(std::map<std::string, BatchNormLayer>& layers, bool measured, const BatchPlacement& placement,
+                     Collectives& collectives) {
+  const auto options = at::TensorOptions().dtype(at::kDouble).device(placement.device());
+  std::vector<at::Tensor> sums{at::full({}, measured ? 1.0 : 0.0, options)};
+  for (auto& [name, layer] : layers)
+    sums.push_back(measured ? layer.momentum.to(at::kDouble).reshape({-1}) : at::zeros({layer.mean.numel()}, options));
+  at::Tensor packed = at::cat({sums.front().reshape({1}), at::cat(std::vector<at::Tensor>(sums.begin() + 1, sums.end()))});
+  std::vector<at::Tensor> one{packed};
+  collectives.all_reduce_sum(one, "agree on the BatchNorm layers to recompute (swa.update_bn)");
+  const double ranks_measured = packed[0].item<double>();
+  if (ranks_measured == 0) // every rank alike
+    throw Error("swa.update_bn: the training split gave no batch on any rank to recompute the BatchNorm statistics "
+                "from (every sample skipped?)");
+  int64_t at = 1;
+  for (auto& [name, layer] : layers) {
+    const int64_t n = layer.mean.numel();
+    layer.momentum = (packed.slice(0, at, at + n) / ranks_measured).view(layer.mean.sizes()).to(layer.mean.dtype());
+    at += n;
+  }
+  // Measuring overwrote every layer's statistics: those not recomputed get theirs back.
+  std::erase_if(layers, [&](const std::pair<const std::string, BatchNormLayer>& item) {
+    const BatchNormLayer& layer = item.second; // tensor handles: copy_ writes through const
+    if (layer.momentum.abs().max().item<double>() >= 1e-12) return false;
+    layer.mean.copy_(layer.kept_mean);
+    layer.var.copy_(layer.kept_var);
+    return true;
+  });
+  return !layers.empty();
+}
 
 }  // namespace
 
@@ -101,13 +142,10 @@ int64_t refresh_batchnorm_statistics(RunComponents& parts, const std::vector<Sta
       zero_running(0.0);
       parts.model->forward(batch);
       for (auto& [name, layer] : layers) layer.momentum = 1.0 - (from_one[name] - layer.mean);
-      // A layer whose statistics did not move (eval mode, momentum 0) is not recomputed.
-      std::erase_if(layers, [](const std::pair<const std::string, BatchNormLayer>& item) {
-        return item.second.momentum.abs().max().item<double>() < 1e-12;
-      });
-      if (layers.empty()) return 0;
       randomness.rewind();
       measured = true;
+      // Which layers to recompute is decided once every rank has measured (agree_on_layers).
+      if (!agree_on_layers(layers, measured, placement, collectives)) return 0;
     }
     zero_running(0.0);
     parts.model->forward(batch);
@@ -118,6 +156,8 @@ int64_t refresh_batchnorm_statistics(RunComponents& parts, const std::vector<Sta
     }
     ++counted;
   }
+  // A rank whose every batch was empty still joins the agreement the others made at their first.
+  if (!measured && !agree_on_layers(layers, measured, placement, collectives)) return 0;
   // Data-parallel: the per-rank sums add up to the statistics of all ranks' batches (the
   // identity for a single process).
   at::Tensor count = at::full({}, static_cast<double>(counted), at::TensorOptions().dtype(at::kDouble).device(placement.device()));

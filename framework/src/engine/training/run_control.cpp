@@ -4,6 +4,7 @@
 
 #include "tp/framework/dist/collectives.h"
 #include "tp/framework/engine/stop_signal.h"
+#include "tp/framework/error.h"
 #include "tp/iface/callback.h"
 
 namespace tp {
@@ -27,10 +28,44 @@ uint32_t RunControl::take_window_flags() {
   if (budget_.time_up()) flags |= kFlagTimeUp;
   local_signal_ = pending_stop_signal();
   if (local_signal_ != 0) flags |= kFlagSignal;
+  if (write_failure_) flags |= kFlagWriteFailed;
   return flags;
 }
 
+void RunControl::rank0_write(const std::function<void()>& write) {
+  if (collectives_.world_size() == 1) {
+    write();
+    return;
+  }
+  try {
+    write();
+  } catch (const std::exception&) {
+    // Not thrown here: the other ranks are on their way to the next collective and would wait
+    // there for dist.timeout_s, then report a lost rank instead of the cause.
+    if (!write_failure_) write_failure_ = std::current_exception();
+  }
+}
+
+void RunControl::settle_writes(const char* what) {
+  if (collectives_.agree(write_failure_ ? kFlagWriteFailed : 0u, what) & kFlagWriteFailed) fail_with_write_error();
+}
+
+void RunControl::fail_with_write_error() {
+  std::string own;
+  if (write_failure_) try {
+      std::rethrow_exception(write_failure_);
+    } catch (const std::exception& e) {
+      own = e.what();
+    }
+  // Every rank: the message travels through the rendezvous store while rank 0 still serves it.
+  const std::string first = collectives_.first_failure(own, "pass on rank 0's failed write");
+  if (write_failure_) std::rethrow_exception(write_failure_);
+  throw Error("writing the run's files failed on " + first + " Every rank stops; the checkpoints written before are "
+              "intact (--resume auto continues from the newest).");
+}
+
 void RunControl::window_agreed(uint32_t agreed, int64_t step, ResumePosition next) {
+  if (agreed & kFlagWriteFailed) fail_with_write_error();
   if (agreed & kFlagStopRequest) stop_for(StopCause::kCallback, "a callback requested a stop");
   if (agreed & kFlagSaveRequest) save_ = true;
   if (agreed & kFlagSignal) signal_ = local_signal_ != 0 ? local_signal_ : SIGTERM;

@@ -104,7 +104,10 @@ StepOutcome StepRunner::optimizer_step(const MicroBatchFeed& next, int64_t windo
   outcome.lr = current_lr(*optim_.optimizer);
   if (!swa_schedule_) schedule_->step();
   ++step_;
-  if (ema_ && step_ % config_.ema.every_steps == 0) ema_->update(model_state_);
+  // Whether the update left the weights finite, on the device (no sync): the EMA folds in only
+  // finite weights, and a save names the step where they first stopped being finite.
+  if (outcome.updated || !weights_watch_.finite().defined()) weights_watch_.observe(model_state_, step_);
+  if (ema_ && step_ % config_.ema.every_steps == 0) ema_->update(model_state_, weights_watch_.finite());
   if (log_window_) outcome.update_stats = read_update_stats(); // a sync, on logging steps only
   return outcome;
 }
@@ -267,7 +270,9 @@ at::Tensor StepRunner::normalised_loss(const LossTerms& terms, const Accumulatio
   // cut in pieces (train.on_oom) counts as that many micro-batches.
   if (window_batches_++ == 0) {
     if (reducer_->sums_over_ranks()) window_estimate_.fill_(static_cast<double>(config_.train.batch_size * window.length));
-    else window_estimate_.copy_(items * static_cast<double>(window.length * splits_));
+    // At least 1: a first micro-batch whose items all count zero (an ignore index) must not
+    // divide by zero; any non-zero estimate is exact after the correction.
+    else window_estimate_.copy_(items.clamp_min(1.0) * static_cast<double>(window.length * splits_));
   }
   return terms.sum.to(at::kFloat) / window_estimate_.to(at::kFloat);
 }
@@ -379,7 +384,8 @@ void StepRunner::update() {
   if (correction_.defined() && !grads.empty())
     at::_foreach_mul_(grads, correction_.to(grads.front().scalar_type()));
   else if (config_.train.grad_accum_steps * splits_ > 1 && !grads.empty())
-    at::_foreach_mul_(grads, (window_estimate_ / window_items_).to(grads.front().scalar_type()));
+    at::_foreach_mul_(grads, at::where(window_items_ > 0, window_estimate_ / window_items_, at::zeros_like(window_items_))
+                                 .to(grads.front().scalar_type())); // no item in the window: zero gradients
   // 4b. Clip once, after unscaling, right before the step (ARCH-9); the norm is also measured on
   //     a logging step's window for train/grad_norm.
   const TrainSection& t = config_.train;

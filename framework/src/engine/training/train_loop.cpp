@@ -96,7 +96,7 @@ double Trainer::log_step(int64_t epoch, double lr, const UpdateStats& update) {
   for (const auto& group : groups) differ |= group.options().get_lr() != lr;
   for (std::size_t i = 0; differ && i < groups.size(); ++i)
     record.values.emplace_back("lr/group" + std::to_string(i), groups[i].options().get_lr());
-  history_.add(std::move(record));
+  control_.rank0_write([&] { history_.add(std::move(record)); });
   // STEP_END requests are honoured now: one collective, and none for a run without callbacks.
   control_.honour_now(dispatch(TP_EVENT_STEP_END, {{"train/loss", loss}, {"lr", lr}}), events_.any());
   save_if_requested({epoch, train_loader_->next_batch_index()});
@@ -143,8 +143,10 @@ void Trainer::end_epoch(int64_t epoch) {
     if (skipped > 0) log_.warn(note);
   }
   for (const auto& value : eval) record.values.push_back(value);
-  history_.add(record);
-  history_.flush_csv();
+  control_.rank0_write([&] {
+    history_.add(record);
+    history_.flush_csv();
+  });
   Scalars summary{{"train/loss", train_loss}};
   summary.insert(summary.end(), eval.begin(), eval.end());
   progress_.end_epoch(summary);
@@ -177,7 +179,7 @@ Scalars Trainer::run_evaluation() {
   if (config_.eval.strategy == "steps") {
     HistoryRecord record{"eval", {{"step", double(step())}, {"epoch", double(position_.epoch)}}};
     record.values.insert(record.values.end(), eval.begin(), eval.end());
-    history_.add(record);
+    control_.rank0_write([&] { history_.add(record); });
   }
   return eval;
 }

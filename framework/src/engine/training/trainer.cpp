@@ -9,6 +9,7 @@
 #include <limits>
 #include <utility>
 
+#include "tp/framework/engine/nan_policy.h"
 #include "tp/framework/engine/run_budget.h"
 #include "tp/framework/engine/run_switches.h"
 #include "tp/framework/error.h"
@@ -256,11 +257,10 @@ FitSummary Trainer::fit() {
     run_evaluation();
   if (config_.checkpoint.strategy != "no" && (swa_final || position_.last_periodic_save != step())) save(true, resume);
   if (position_.last_periodic_save != step()) save_if_requested(resume);
-  if (config_.checkpoint.load_best_at_end && !config_.train.fast_dev_run) load_best();
-  summary.loaded_best = config_.checkpoint.load_best_at_end && checkpoints_.best().has_value();
+  summary.loaded_best = config_.checkpoint.load_best_at_end && !config_.train.fast_dev_run && load_best();
   dispatch(TP_EVENT_FIT_END, evaluator_->last());
   draw_plots();
-  tensorboard_.finish(step(), evaluator_->last());
+  control_.rank0_write([&] { tensorboard_.finish(step(), evaluator_->last()); });
   summary.epochs = position_.epoch;
   summary.steps = step();
   summary.last_eval = evaluator_->last();
@@ -268,18 +268,38 @@ FitSummary Trainer::fit() {
   summary.stopped_early = control_.stopped_early();
   summary.stop_reason = summary.stopped_early ? control_.reason() : "";
   summary.skipped_steps = steps_.skipped_steps();
+  summary.scaler_skipped_steps = steps_.scaler_skipped_steps();
+  if (steps_.scaler().is_enabled()) report_scaler_skips(step() - first_step);
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (step() > first_step) log_.info(meters_.report().summary(step() - first_step, summary.seconds));
   // The same report as numbers for `host compare`; written last, after the final save.
   // The collectives this process made (Collectives::calls: the gradient buckets' all-reduce
   // excluded; a single process counts the calls a data-parallel run would make).
-  if (writes_)
+  if (writes_) control_.rank0_write([&] {
     write_file_atomically(run_dir_ / "report.toml",
                           meters_.report().to_toml({summary.epochs, summary.steps, budget_.elapsed()},
                                                    step() - first_step, summary.seconds) +
-                              "collectives = " + std::to_string(collectives_->calls() - first_collective) + "\n");
-  collectives_->barrier("end of training"); // rank 0 has finished writing when any rank returns
+                              "collectives = " + std::to_string(collectives_->calls() - first_collective) + "\n" +
+                              (steps_.scaler().is_enabled()
+                                   ? "scaler_skipped_steps = " + std::to_string(summary.scaler_skipped_steps) + "\n"
+                                   : std::string()));
+  });
+  // Also the barrier of the run's end: rank 0 has finished writing when any rank returns.
+  control_.settle_writes("end of training: agree that rank 0's files are written");
   return summary;
+}
+
+void Trainer::report_scaler_skips(int64_t steps) const {
+  const int64_t skipped = steps_.scaler_skipped_steps();
+  const std::string line = "amp: the fp16 grad scaler skipped " + std::to_string(skipped) + " of " +
+                           std::to_string(steps) + " optimizer steps (inf/NaN gradients; amp/skipped_steps in the history)";
+  if (skipped <= scaler_skip_warning_threshold(steps)) {
+    log_.info(line);
+    return;
+  }
+  log_.warn(line + ": more than a scale that settles skips. Those steps trained nothing; look for activations that "
+                   "overflow fp16 (amp/scale falling step after step), lower optim.lr, or train in bf16 "
+                   "(amp.precision = \"bf16\") where the device has it.");
 }
 
 Scalars Trainer::evaluate(const std::string& prefix) {

@@ -7,9 +7,11 @@
 
 #include <limits>
 #include <mutex>
+#include <optional>
 
 #include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/config/write.h"
+#include "tp/framework/engine/finite_weights.h"
 #include "tp/framework/engine/trainer.h"
 #include "tp/framework/error.h"
 
@@ -38,14 +40,15 @@ void Trainer::save(bool periodic, ResumePosition resume) {
   const std::optional<double> monitor = evaluator_->monitor_at(step());
   if (!periodic && !(monitor && checkpoints_.qualifies(*monitor))) return;
   sync_batchnorm_stats(); // all ranks: the statistics rank 0 writes are the agreed ones
+  refuse_non_finite_weights();
   if (periodic) position_.last_periodic_save = step();
   meters_.gather_running_loss(); // all ranks: a collective under data-parallel training
   std::vector<std::filesystem::path> written;
-  if (writes_) {
-    written = checkpoints_.save(checkpoint_contents(resume), step(), periodic, monitor);
-  } else {
-    checkpoints_.save(CheckpointContents{}, step(), periodic, monitor); // same ranking, no files
-  }
+  control_.rank0_write([&] {
+    if (writes_) written = checkpoints_.save(checkpoint_contents(resume), step(), periodic, monitor);
+    else checkpoints_.save(CheckpointContents{}, step(), periodic, monitor); // same ranking, no files
+  });
+  control_.settle_writes("agree that the checkpoint was written");
   for (const auto& path : written) {
     Scalars value;
     if (monitor && path.filename().string().starts_with("best")) value.emplace_back(config_.checkpoint.monitor, *monitor);
@@ -53,36 +56,70 @@ void Trainer::save(bool periodic, ResumePosition resume) {
   }
 }
 
+void Trainer::refuse_non_finite_weights() {
+  // Every save: the weights, the EMA and the SWA average it would write, read once on the host
+  // and agreed (the ranks hold the same weights, but a save is a decision all of them make).
+  std::vector<const std::vector<StateTensor>*> saved{&model_state_};
+  for (const WeightAverage* average : {static_cast<const WeightAverage*>(steps_.ema()), static_cast<const WeightAverage*>(swa_.get())})
+    if (average) saved.push_back(&average->state());
+  bool finite = true;
+  for (const auto* state : saved) finite = finite && (all_finite(*state).item<bool>() || exactly_finite(*state));
+  const uint32_t mine = finite ? 0u : 1u;
+  if (collectives_->agree(mine, "agree that the weights to save are finite") == 0) return;
+  const int64_t first = steps_.weights_watch().first_non_finite_step();
+  const std::string since = first > 0 ? "the update of step " + std::to_string(first) + " left them non-finite"
+                                      : "they were non-finite before training changed them (train.init_weights?)";
+  throw Error("not saving the checkpoint of step " + std::to_string(step()) + ": the model's weights are inf or NaN (" +
+              since + "). Every checkpoint already in " + (run_dir_ / "checkpoints").string() +
+              " holds finite weights, and --resume auto continues from the newest. The run diverged: lower optim.lr, "
+              "add warm-up ([schedule]), clip gradients (train.max_grad_norm), or check the data for NaN/Inf.");
+}
+
 void Trainer::save_if_requested(ResumePosition resume) {
   if (control_.take_save()) save_position(resume);
 }
 
-void Trainer::load_best() {
+bool Trainer::load_best() {
+  if (!checkpoints_.best()) { // the same ranking on every rank
+    log_.warn("checkpoint.load_best_at_end: no best checkpoint was saved (is checkpoint.save_top_k 0, or was the run "
+              "never evaluated?); keeping the final weights");
+    return false;
+  }
   const auto path = run_dir_ / "checkpoints" / "best.pt";
-  // Data-parallel: only rank 0 needs the file (the run directory may be local to its node);
-  // the others take its weights by broadcast.
-  if (!checkpoints_.best() || (rank_ == 0 && !std::filesystem::exists(path))) {
-    log_.warn("checkpoint.load_best_at_end: no best checkpoint was saved (is checkpoint.save_top_k 0, or was the "
-              "run never evaluated?); keeping the final weights");
-    return;
+  // Data-parallel: only rank 0 reads the file (the run directory may be local to its node); the
+  // others take its weights by broadcast. Whether it loads is rank 0's to say and every rank's
+  // to hear: a rank that went on to the broadcast alone would wait there for dist.timeout_s.
+  std::optional<LoadedCheckpoint> best;
+  std::string problem;
+  if (rank_ == 0) {
+    if (!std::filesystem::exists(path)) problem = path.string() + " is gone (removed after it was saved?)";
+    else try {
+        best = load_checkpoint(path);
+      } catch (const Error& e) {
+        problem = e.what();
+      }
+  }
+  if (collectives_->agree(problem.empty() ? 0u : 1u, "agree whether best.pt loads") != 0) {
+    log_.warn("checkpoint.load_best_at_end: " + (problem.empty() ? "rank 0 could not load best.pt" : problem) +
+              "; every rank keeps the final weights");
+    return false;
   }
   // A monitor on averaged weights (val_ema/..., val_swa/...) makes the best weights the
   // average's: they become the model's (the final evaluation is theirs, as val/*).
   std::string which = "live";
   for (const WeightAverage* average : {static_cast<const WeightAverage*>(steps_.ema()), static_cast<const WeightAverage*>(swa_.get())})
     if (average && config_.checkpoint.monitor.starts_with("val_" + average->name() + "/")) which = average->name();
-  const bool best_is_average = which != "live";
-  if (rank_ == 0) {
-    const LoadedCheckpoint best = load_checkpoint(path);
-    restore_weights(best.weights(which, "checkpoint.monitor"), model_state_);
-    control_.defer(dispatch(TP_EVENT_CHECKPOINT_LOAD, {{config_.checkpoint.monitor, best.best}}, path.string()) &
+  if (best) {
+    restore_weights(best->weights(which, "checkpoint.monitor"), model_state_);
+    control_.defer(dispatch(TP_EVENT_CHECKPOINT_LOAD, {{config_.checkpoint.monitor, best->best}}, path.string()) &
                    TP_REQUEST_STOP);
-    log_.info("load_best_at_end: loaded " + std::string(best_is_average ? "the " + which + " weights of " : "") +
-              path.string() + " (" + config_.checkpoint.monitor + " = " +
-              format_number(best.best) + ", step " + std::to_string(best.step) + ")");
+    log_.info("load_best_at_end: loaded " + std::string(which != "live" ? "the " + which + " weights of " : "") +
+              path.string() + " (" + config_.checkpoint.monitor + " = " + format_number(best->best) + ", step " +
+              std::to_string(best->step) + ")");
   }
   broadcast_model();
   if (evaluator_->enabled()) evaluator_->set_last(evaluate());
+  return true;
 }
 
 std::vector<StateRole> Trainer::state_roles(ResumePosition resume) {
@@ -168,11 +205,14 @@ CheckpointContents Trainer::checkpoint_contents(ResumePosition resume) {
 
 void Trainer::save_position(ResumePosition resume) {
   sync_batchnorm_stats();
+  refuse_non_finite_weights();
   meters_.gather_running_loss(); // all ranks: a collective under data-parallel training
-  if (rank_ != 0) return;
   const auto path = run_dir_ / "checkpoints" / "last.pt";
-  save_checkpoint(path, checkpoint_contents(resume));
-  control_.defer(dispatch(TP_EVENT_CHECKPOINT_SAVE, {}, path.string()) & TP_REQUEST_STOP);
+  control_.rank0_write([&] {
+    if (rank_ == 0) save_checkpoint(path, checkpoint_contents(resume));
+  });
+  control_.settle_writes("agree that the checkpoint was written");
+  if (rank_ == 0) control_.defer(dispatch(TP_EVENT_CHECKPOINT_SAVE, {}, path.string()) & TP_REQUEST_STOP);
 }
 
 void Trainer::resume_from(const LoadedCheckpoint& c) {

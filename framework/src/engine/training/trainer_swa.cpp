@@ -23,7 +23,7 @@ void Trainer::begin_swa_epoch(int64_t epoch) {
 
 void Trainer::end_swa_epoch() {
   if (!steps_.swa_schedule()) return;
-  swa_->update(model_state_);
+  swa_->update(model_state_, steps_.weights_watch().finite()); // never folds in non-finite weights
   steps_.swa_schedule()->step();
 }
 

@@ -29,14 +29,18 @@ WeightAverage::WeightAverage(std::string name, AverageRule rule, const std::vect
     state_.push_back({s.name, s.tensor.detach().to(device, /*non_blocking=*/false, /*copy=*/true), s.is_buffer});
 }
 
-void WeightAverage::update(const std::vector<StateTensor>& model_state) {
+void WeightAverage::update(const std::vector<StateTensor>& model_state, const at::Tensor& finite) {
   TP_CHECK(model_state.size() == state_.size(), "the model's state changed size since the average was made");
   c10::NoGradGuard no_grad;
   // Lerped: floating-point parameters, and floating-point buffers when averaged. Copied: the rest.
+  // Gated by `finite`: non-finite live weights are replaced by the average itself, and a lerp
+  // (or copy) towards itself leaves it as it was, bit for bit.
+  const at::Tensor gate = finite.defined() && !state_.empty() ? finite.to(state_.front().tensor.device()) : at::Tensor();
   std::vector<at::Tensor> averaged, live;
   for (std::size_t i = 0; i < state_.size(); ++i) {
     at::Tensor& avg = state_[i].tensor;
-    const at::Tensor current = model_state[i].tensor.detach().to(avg.device());
+    at::Tensor current = model_state[i].tensor.detach().to(avg.device());
+    if (gate.defined() && avg.is_floating_point()) current = at::where(gate, current, avg);
     const bool lerped = updates_ > 0 && avg.is_floating_point() && (!state_[i].is_buffer || rule_.average_buffers);
     if (lerped) {
       averaged.push_back(avg);

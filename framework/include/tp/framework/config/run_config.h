@@ -195,6 +195,7 @@ struct DistSection {
   bool broadcast_buffers;      ///< copy rank 0's buffers (BatchNorm statistics) to all ranks before each forward
   std::string bn_stats;        ///< "broadcast" | "reduce": BatchNorm statistics before each evaluation and save
   bool overlap;                ///< all-reduce buckets from autograd hooks during backward (false: after it)
+  double prepare_timeout_s = 3600.0; ///< how long the ranks wait for the datasets' prepare on local rank 0 (> 0)
   bool operator==(const DistSection&) const = default; ///< field-wise
 };
 

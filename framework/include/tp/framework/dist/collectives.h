@@ -76,6 +76,10 @@ class Collectives {
   /// [all ranks] agree() and all_reduce_sum() of `sums` (a float64 vector on device()) fused in
   /// one collective. The single process returns `sums` itself and reads nothing on the host.
   Agreement agree(uint32_t flags, const at::Tensor& sums, const char* what);
+  /// [all ranks] One rank's failure becomes every rank's: each passes its own message ("" for
+  /// none) and gets "rank R: <message>" of the lowest failing rank, or "" when none failed
+  /// (DistContext::first_failure: one all-reduce, the messages through the rendezvous store).
+  std::string first_failure(const std::string& own_failure, const char* what);
   /// [all ranks] The gradient all-reduce over the trainable tensors of `state` (dist.overlap:
   /// `overlap`). Logs nothing; a collective shape check under data-parallel training.
   virtual std::unique_ptr<GradientReducer> gradient_reducer(const std::vector<StateTensor>& state,
@@ -90,6 +94,7 @@ class Collectives {
   virtual std::vector<at::Tensor> do_all_gather(const at::Tensor& tensor, const char* what) = 0;
   virtual void do_barrier(const char* what) = 0;
   virtual Agreement do_agree(uint32_t flags, const at::Tensor& sums, const char* what) = 0;
+  virtual std::string do_first_failure(const std::string& own_failure, const char* what) = 0;
 
  private:
   int64_t calls_ = 0;

@@ -9,6 +9,7 @@
 #include <c10/util/intrusive_ptr.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,6 +69,14 @@ class DistContext {
   /// Messages travel through the rendezvous store; one all-reduce. Waits at most dist.timeout_s
   /// for the slowest rank, so a long preparation must fit in it.
   std::string first_failure(const std::string& own_failure, const char* what);
+  /// [all ranks] Arrives at the meeting point `name` and returns once every rank has, waiting at
+  /// most `timeout` (not dist.timeout_s: for a wait as long as some rank's work, such as a first
+  /// dataset preparation). While others are missing it calls `waiting(arrived, seconds)` after
+  /// `first_note`, then every `every`. Through a counter in the rendezvous store, polled, so the
+  /// process group's collective timeout does not apply. Throws tp::Error naming how many ranks
+  /// arrived when the time is up.
+  void meet(const std::string& name, std::chrono::milliseconds timeout, std::chrono::milliseconds first_note,
+            std::chrono::milliseconds every, const std::function<void(int arrived, double seconds)>& waiting);
   /// Rethrows `error` (from a collective) as a tp::Error that says which collective failed and
   /// which ranks no longer answer (asked through the store, a few seconds at most).
   [[noreturn]] void fail(const char* what, const std::exception& error);
@@ -82,6 +91,7 @@ class DistContext {
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   int64_t failure_rounds_ = 0; ///< first_failure calls so far: each uses its own store keys
+  int64_t meetings_ = 0;       ///< meet calls so far: each counts in its own store key
 };
 
 }  // namespace tp

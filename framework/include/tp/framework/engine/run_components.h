@@ -2,6 +2,7 @@
 // (docs/architecture.md, run step 5) and destroyed in reverse.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -62,10 +63,12 @@ RunComponents create_components(const RunConfig& config, const Registry& registr
 
 /// [all ranks] Runs the prepare entry (ABI 1.5, PLG-17) of the datasets of `splits` on local rank
 /// 0 of each node (`local_rank`), once per split, before any rank creates a dataset; the other
-/// ranks wait in `dist` (null = one process). A failure ends every rank with its message (the
-/// failing rank's PluginError; the others a tp::Error naming the rank and carrying it). Returns
-/// one log line per prepared split (empty when no dataset has a prepare entry).
+/// ranks wait for it up to dist.prepare_timeout_s (not dist.timeout_s), telling `waiting` so after
+/// 2 s and every 30 s after. A failure ends every rank with its message (the failing rank's
+/// PluginError; the others a tp::Error naming the rank and carrying it). Returns one log line per
+/// prepared split (empty when no dataset has a prepare entry).
 std::vector<std::string> prepare_datasets(const RunConfig& config, const Registry& registry, DatasetSplits splits,
-                                          int local_rank, DistContext* dist);
+                                          int local_rank, DistContext* dist,
+                                          const std::function<void(const std::string&)>& waiting = nullptr);
 
 }  // namespace tp

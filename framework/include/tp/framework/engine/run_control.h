@@ -6,10 +6,14 @@
 // the step's own all-reduce; reasons every rank computes alike (early stopping on reduced values,
 // max_steps) are decided without a collective. The loop then asks stop(), take_save(), signal().
 // A non-finite loss and an out-of-memory error that cannot be split are errors, not decisions:
-// the step throws them (on every rank together, through the same agreement).
+// the step throws them (on every rank together, through the same agreement). So is a file rank 0
+// fails to write: its error waits for the next agreement (the step's, a save's, the run's end),
+// and there every rank throws it, instead of the others waiting out dist.timeout_s.
 #pragma once
 
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -30,6 +34,7 @@ enum WindowFlag : uint32_t {
   kFlagNonFinite = 1u << 4,   ///< the step: a non-finite training loss in the window
   kFlagSplit = 1u << 5,       ///< the step: this rank cut micro-batches after running out of memory
   kFlagHasBatch = 1u << 6,    ///< the step: this rank trained at least one non-empty micro-batch
+  kFlagWriteFailed = 1u << 7, ///< rank 0 failed to write a run file (rank0_write)
 };
 
 /// Why a run stops before train.epochs is done.
@@ -74,6 +79,14 @@ class RunControl {
   /// [main] Asks for a save at the current position (an EVAL_END/EPOCH_END request, honoured by
   /// the caller of the evaluation or the epoch end).
   void request_save() noexcept { save_ = true; }
+  /// [all ranks] Runs `write`, which writes run files on rank 0 (history, checkpoints, report).
+  /// A single process lets its error through at once. Data-parallel, rank 0 keeps the first
+  /// error and carries on to the next agreement (the step's, or settle_writes()), where every
+  /// rank throws it: rank 0 its own exception, the others a tp::Error quoting it.
+  void rank0_write(const std::function<void()>& write);
+  /// [all ranks] An agreement of its own on whether a rank-0 write failed (one collective;
+  /// nothing to read for a single process), after a save and at the run's end. Throws as above.
+  void settle_writes(const char* what);
   /// The stop signal some rank saw (0 = none): the run saves where it is and exits 128 + signal.
   int signal() const noexcept { return signal_; }
   /// Where a run train.max_time stopped continues; nothing when the budget did not stop it.
@@ -89,6 +102,9 @@ class RunControl {
   int signal_ = 0;
   int local_signal_ = 0; ///< the signal this rank saw when it took its window flags
   std::optional<ResumePosition> time_stop_;
+  std::exception_ptr write_failure_; ///< rank 0's first failed write, thrown at the next agreement
+  /// [all ranks] After an agreement that carried kFlagWriteFailed: every rank throws rank 0's error.
+  [[noreturn]] void fail_with_write_error();
 };
 
 }  // namespace tp

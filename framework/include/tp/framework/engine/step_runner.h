@@ -20,6 +20,7 @@
 #include "tp/framework/amp/precision.h"
 #include "tp/framework/config/run_config.h"
 #include "tp/framework/engine/batch_placement.h"
+#include "tp/framework/engine/finite_weights.h"
 #include "tp/framework/engine/run_control.h"
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/engine/train_meters.h"
@@ -129,6 +130,11 @@ class StepRunner {
   const GradScaler& scaler() const noexcept { return scaler_; }
   /// Optimizer steps skipped for a non-finite loss (nan_policy = "skip").
   int64_t skipped_steps() const noexcept { return skipped_steps_; }
+  /// Optimizer steps the fp16 grad scaler skipped (inf/NaN gradients), this process's run.
+  int64_t scaler_skipped_steps() const noexcept { return scaler_skipped_; }
+  /// Whether the weights are finite after the last update, and the first step whose update left
+  /// them non-finite (finite_weights.h).
+  const FiniteWeightsWatch& weights_watch() const noexcept { return weights_watch_; }
   /// Pieces each micro-batch is cut into (train.on_oom = "split" doubles it after an
   /// out-of-memory error; 1 otherwise).
   int64_t micro_batch_splits() const noexcept { return splits_; }
@@ -191,6 +197,7 @@ class StepRunner {
   int64_t step_ = 0;             ///< optimizer steps taken
   std::unique_ptr<LrScheduler> schedule_, swa_schedule_;
   std::unique_ptr<WeightAverage> ema_;
+  FiniteWeightsWatch weights_watch_; ///< the weights after each update, on the device
   std::string first_non_finite_; ///< where this window's loss first became non-finite, for the error
   int64_t window_batches_ = 0;   ///< non-empty pieces of micro-batches in this window so far
   int64_t window_backwards_ = 0; ///< pieces of this window whose backward completed (gradients hold them)

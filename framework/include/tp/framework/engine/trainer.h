@@ -70,6 +70,7 @@ struct FitSummary {
   std::string stop_reason;     ///< why, when stopped_early
   bool loaded_best = false;    ///< checkpoint.load_best_at_end: last_eval is the best checkpoint's
   int64_t skipped_steps = 0;   ///< optimizer steps skipped for a non-finite loss (nan_policy = "skip")
+  int64_t scaler_skipped_steps = 0; ///< optimizer steps the fp16 grad scaler skipped (inf/NaN gradients)
 };
 
 /// A role's part of a checkpoint: `save` writes its fields, `load` reads the same ones back.
@@ -163,10 +164,20 @@ class Trainer {
   void save(bool periodic, ResumePosition resume);
   /// Writes last.pt at `resume`, e.g. on SIGTERM or a callback request.
   void save_position(ResumePosition resume);
+  /// [all ranks] Before every save: throws tp::Error naming the step whose update first left the
+  /// weights non-finite when the weights or an average are inf/NaN on any rank, so no checkpoint
+  /// ever holds them (the earlier ones stay the resume point). Cost: one max-abs pass over the
+  /// weights and averages, one host read and one agreement per save.
+  void refuse_non_finite_weights();
   /// Saves at `resume` when RunControl holds a save request (a callback's), once.
   void save_if_requested(ResumePosition resume);
-  /// checkpoint.load_best_at_end: loads best.pt's weights and evaluates them.
-  void load_best();
+  /// [all ranks] checkpoint.load_best_at_end: loads best.pt's weights and evaluates them.
+  /// Rank 0 reads the file; whether it is there is agreed, so every rank keeps the final
+  /// weights together when it is not. Returns whether the best weights were loaded.
+  bool load_best();
+  /// Logs how many steps the fp16 grad scaler skipped out of `steps`; a warning above
+  /// scaler_skip_warning_threshold().
+  void report_scaler_skips(int64_t steps) const;
   /// Throws unless every rank resumes at rank 0's (step, epoch, batch).
   void check_same_position();
   /// Data-parallel, before every evaluation and save: the BatchNorm running statistics of the

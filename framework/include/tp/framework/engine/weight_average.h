@@ -49,8 +49,11 @@ class WeightAverage {
 
   /// Folds the model's current weights in (no autograd): the first update copies them, later ones
   /// lerp towards them by rule.new_weight(updates()). Non-floating-point tensors, and buffers when
-  /// !average_buffers, are copied. Cost: one foreach lerp over the weights, no device sync.
-  void update(const std::vector<StateTensor>& model_state);
+  /// !average_buffers, are copied. `finite` (a 0-dim bool, FiniteWeightsWatch::finite()), when
+  /// defined, gates the update on the device: where it is false the average keeps its values, so
+  /// it never takes non-finite weights (the update still counts). Cost: one foreach lerp over the
+  /// weights (with `finite`, one more pass choosing the inputs), no device sync.
+  void update(const std::vector<StateTensor>& model_state, const at::Tensor& finite = {});
 
   const std::string& name() const noexcept { return name_; }
   /// Updates folded in so far (PyTorch's n_averaged).

@@ -28,6 +28,9 @@ class Logger {
   void info(std::string_view message) { write(LogLevel::Info, "host", message); }
   void warn(std::string_view message) { write(LogLevel::Warning, "host", message); }
   void error(std::string_view message) { write(LogLevel::Error, "host", message); }
+  /// An INFO line every rank prints, prefixed with its rank (others print only errors): for the
+  /// rare lines a rank says about itself, such as that it waits for another (dataset prepare).
+  void every_rank(std::string_view message);
   /// Only to the file (for the resolved config echo and other bulky records).
   void file_only(std::string_view message);
   int rank() const { return rank_; }
