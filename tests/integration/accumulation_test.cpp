@@ -47,3 +47,24 @@ TEST_CASE("a short last window is normalised by its own item count") {
   CHECK(whole.step == windows.step);
   CHECK(max_relative_difference(whole, windows) < 1e-5);
 }
+
+TEST_CASE("a window whose first micro-batch counts no item (an ignore index) trains like the whole batch") {
+  // Unshuffled, labels alternate 0, 1 and label 0 is ignored: with micro-batches of one sample
+  // every window starts with a micro-batch of zero items. The loss was divided by an estimate
+  // made from that count, 0, and the run stopped on a NaN loss at step 1.
+  const auto run = [](const std::string& name, const std::string& sets) {
+    const auto dir = tp::test::fresh_dir(name);
+    const auto result = tp::test::run_host(
+        "--config tests/verify/fixture.toml --plugin-dir '" + std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' --output-dir '" +
+        dir.string() + "' --set data.shuffle=false --set data.train.size=32 --set data.train.classes=2 "
+        "--set loss.ignore_label=0 --set data.num_workers=0 " + sets);
+    INFO(result.output);
+    REQUIRE(result.exit_code == 0);
+    return tp::load_checkpoint(dir / "checkpoints" / "last.pt");
+  };
+  const auto whole = run("ignore_whole", "--set train.batch_size=2");
+  const auto windows = run("ignore_windows", "--set train.batch_size=1 --set train.grad_accum_steps=2");
+  CHECK(whole.step == 16);
+  CHECK(windows.step == whole.step);
+  CHECK(max_relative_difference(whole, windows) < 1e-5);
+}
