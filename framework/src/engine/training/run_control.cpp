@@ -60,8 +60,8 @@ void RunControl::fail_with_write_error() {
   // Every rank: the message travels through the rendezvous store while rank 0 still serves it.
   const std::string first = collectives_.first_failure(own, "pass on rank 0's failed write");
   if (write_failure_) std::rethrow_exception(write_failure_);
-  throw Error("writing the run's files failed on " + first + " Every rank stops; the checkpoints written before are "
-              "intact (--resume auto continues from the newest).");
+  throw Error("writing the run's files failed on " + first + (first.ends_with('.') ? " " : ". ") +
+              "Every rank stops; the checkpoints written before are intact (--resume auto continues from the newest).");
 }
 
 void RunControl::window_agreed(uint32_t agreed, int64_t step, ResumePosition next) {
