@@ -177,8 +177,8 @@ Named read_torch_zip(const std::filesystem::path& file, const std::vector<char>&
   for (const auto& [name, tensor] : *state)
     if (!plain_stored_tensor(tensor, stored))
       throw CheckpointError(label.subject + " is damaged or hostile: its tensor '" + name.substr(0, 100) +
-                            "' is not a dense CPU tensor within the bytes of its storage record (it claims more "
-                            "elements than the file holds for it). " + label.advice);
+                            "' is not a dense CPU tensor of a plain numeric dtype within the bytes of its storage "
+                            "record (it may claim more elements than the file holds for it). " + label.advice);
   return *state;
 }
 

@@ -65,6 +65,21 @@ class BufferReader : public caffe2::serialize::ReadAdapterInterface {
   const std::vector<char>& bytes_;
 };
 
+// The dtypes a stored weight may have: the plain numeric ones LibTorch's copy_ converts on the
+// CPU. A pickle can name any storage class (torch.UInt3Storage, bits and quantized types), and
+// copy_ from such a tensor throws inside its CPU kernel, where the exception ends in
+// std::terminate (SIGABRT; found by the initial_weights fuzzer, torch 2.13,
+// tests/fuzz/corpus/initial_weights/regression_abort_uint3_storage.pt).
+bool copyable_dtype(at::ScalarType type) {
+  switch (type) {
+    case at::kDouble: case at::kFloat: case at::kHalf: case at::kBFloat16:
+    case at::kLong: case at::kInt: case at::kShort: case at::kChar: case at::kByte: case at::kBool:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 void check_torch_layout(const std::vector<char>& bytes, const std::vector<ZipRecord>& records,
@@ -153,7 +168,7 @@ bool within_storage(const at::Tensor& t, const RecordSizes& records) {
 
 bool plain_stored_tensor(const at::Tensor& t, const RecordSizes& records) {
   return t.defined() && t.layout() == at::kStrided && t.device().is_cpu() && !t.is_quantized() &&
-         within_storage(t, records);
+         copyable_dtype(t.scalar_type()) && within_storage(t, records);
 }
 
 }  // namespace tp

@@ -57,9 +57,11 @@ c10::IValue unpickle_archive(const std::vector<char>& bytes, RecordSizes& record
 /// run past the buffer. Every tensor taken from an archive is checked before anything reads it.
 bool within_storage(const at::Tensor& t, const RecordSizes& records);
 
-/// Whether `t` is a tensor whose raw bytes a reader may take: defined, dense (strided), on the
-/// CPU, not quantized, and within_storage. A pickle can describe meta, sparse or quantized
-/// tensors, whose data_ptr() is not a buffer of numel() elements.
+/// Whether `t` is a tensor a reader may take bytes from or copy into a model: defined, dense
+/// (strided), on the CPU, not quantized, of a plain numeric dtype (float64/32/16, bfloat16,
+/// int64/32/16/8, uint8, bool), and within_storage. A pickle can describe meta, sparse or
+/// quantized tensors, whose data_ptr() is not a buffer of numel() elements, and sub-byte or bits
+/// dtypes that copy_ aborts the process on.
 bool plain_stored_tensor(const at::Tensor& t, const RecordSizes& records);
 
 }  // namespace tp
