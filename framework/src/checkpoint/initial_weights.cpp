@@ -174,11 +174,16 @@ Named read_torch_zip(const std::filesystem::path& file, const std::vector<char>&
   if (!state)
     throw Error("it holds neither a dict of tensors (a state_dict) nor a dict with a \"model\" dict of tensors "
                 "(a host checkpoint)");
-  for (const auto& [name, tensor] : *state)
-    if (!plain_stored_tensor(tensor, stored))
-      throw CheckpointError(label.subject + " is damaged or hostile: its tensor '" + name.substr(0, 100) +
-                            "' is not a dense CPU tensor of a plain numeric dtype within the bytes of its storage "
-                            "record (it may claim more elements than the file holds for it). " + label.advice);
+  for (const auto& [name, tensor] : *state) {
+    if (plain_stored_tensor(tensor, stored)) continue;
+    const std::string what = !tensor.defined() ? "is undefined"
+                             : within_storage(tensor, stored)
+                                 ? std::string("(") + c10::toString(tensor.scalar_type()) +
+                                       ") is not a dense CPU tensor of a plain numeric dtype"
+                                 : "claims more elements than its storage record holds";
+    throw CheckpointError(label.subject + " is damaged or hostile: its tensor '" + name.substr(0, 100) + "' " + what +
+                          ". " + label.advice);
+  }
   return *state;
 }
 
