@@ -7,22 +7,19 @@
 #include <torch/serialize.h>
 #include <torch/serialize/output-archive.h>
 #include <caffe2/serialize/inline_container.h>
-#include <caffe2/serialize/versions.h>
 #include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/pickler.h>
-#include <torch/csrc/jit/serialization/unpickler.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string_view>
 
-#include "pickle_walk.h"
 #include "tp/framework/checkpoint/checkpoint_seal.h"
 #include "tp/framework/error.h"
+#include "torch_archive.h"
 
 namespace tp {
 namespace {
@@ -60,30 +57,6 @@ std::vector<char> pickle_for_python(const c10::IValue& value) {
   return container;
 }
 
-// The bytes each storage of an unpickled checkpoint really has: record data pointer -> record size.
-using RecordSizes = std::map<const void*, std::size_t>;
-
-// Whether every element of `t` lies inside the bytes its storage really has. LibTorch's unpickler
-// sizes a storage by the element count the pickle states, not by its record, and builds tensors
-// from the pickle's sizes and strides (found by the checkpoint fuzzer, torch 2.13: a 29-element
-// tensor over a 12-byte record), so reading one would run past the buffer. Every tensor of a
-// checkpoint is checked against its record before anything reads it.
-bool within_storage(const at::Tensor& t, const RecordSizes& records) {
-  if (!t.has_storage()) return false;
-  const auto record = records.find(t.storage().data());
-  if (record == records.end()) return t.numel() == 0;
-  if (t.numel() == 0) return true;
-  int64_t last = t.storage_offset();
-  if (last < 0) return false;
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    if (t.stride(d) < 0) return false;
-    last += (t.size(d) - 1) * t.stride(d); // sizes come from the pickle: checked, not trusted
-    if (last < 0 || last > (int64_t{1} << 50)) return false;
-  }
-  const uint64_t needed = static_cast<uint64_t>(last + 1) * static_cast<uint64_t>(t.element_size());
-  return needed <= t.storage().nbytes() && needed <= record->second;
-}
-
 // A tensor the reader may take raw bytes from: dense, on the CPU, of a plain numeric type. A
 // pickle can describe anything (meta, sparse, quantized tensors), and data_ptr() of those is not
 // a buffer of numel() elements.
@@ -102,7 +75,7 @@ NamedWeights weight_entries(const c10::IValue& value, const char* key, const Rec
   NamedWeights out;
   for (const auto& item : value.toGenericDict()) {
     const at::Tensor& t = item.value().toTensor();
-    if (!t.defined() || t.layout() != at::kStrided || !t.device().is_cpu() || t.is_quantized() || !within_storage(t, records))
+    if (!plain_stored_tensor(t, records))
       throw Error(std::string(key) + " entry '" + item.key().toStringRef() + "' is not a dense CPU tensor within its data");
     out.emplace_back(item.key().toStringRef(), t);
   }
@@ -112,122 +85,6 @@ NamedWeights weight_entries(const c10::IValue& value, const char* key, const Rec
 std::vector<double> doubles(const c10::IValue& value, const char* key, const RecordSizes& records) {
   const at::Tensor t = plain_tensor(value, key, records).contiguous().to(at::kDouble);
   return {t.data_ptr<double>(), t.data_ptr<double>() + t.numel()};
-}
-
-// LibTorch's unpickler allocates (and zero-fills) a string or bytes object of the length its
-// opcode claims before it reads the data, so a pickle claiming 4 GB costs 4 GB and seconds of
-// memset before "Unexpected end of pickler archive"; likewise it resizes its memo table to any
-// memo id a BINPUT names (26 GB for one forged id). Both found by the checkpoint fuzzer, torch
-// 2.13. This walks the opcodes (pickle_walk.h) and refuses a length longer than what is left and
-// a memo id no pickler could have reached. At an opcode LibTorch's pickler never writes, or a
-// cut-off argument, it stops checking and lets LibTorch decide, so it can never refuse a pickle
-// LibTorch would read.
-void check_pickle_lengths(const char* data, std::size_t size, const std::string& name) {
-  const PickleWalkEnd end = walk_pickle(std::string_view(data, size), PickleOpcodes::kAny,
-                                        [](const PickleOp& op) { return op.code != '.'; });  // STOP
-  const std::string advice = ". Use another checkpoint, e.g. checkpoints/best.pt.";
-  switch (end.kind) {
-    case PickleWalkEnd::kForgedMemo:
-      throw CheckpointError("checkpoint " + name + " is damaged: its pickle stores memo entry " +
-                            std::to_string(end.value) + " at byte " + std::to_string(end.at) + advice);
-    case PickleWalkEnd::kLengthPastEnd:
-      throw CheckpointError("checkpoint " + name + " is damaged: its pickle claims a " + std::to_string(end.value) +
-                            "-byte value with " + std::to_string(end.left) + " bytes left" + advice);
-    case PickleWalkEnd::kUnterminatedGlobal:
-      // Refused, not left to LibTorch: its readString searches its whole 256-byte buffer for the
-      // newline, including stale bytes past the end of the pickle, finds one there and wraps its
-      // remaining-bytes count below zero; every later length then "fits" (an 8 EB string
-      // allocation in the CI fuzz run, stop 9; tests/fuzz/corpus/checkpoint/
-      // regression_oom_unterminated_global.bin).
-      throw CheckpointError("checkpoint " + name + " is damaged: its pickle names a global at byte " +
-                            std::to_string(end.at) + " that never ends" + advice);
-    case PickleWalkEnd::kDone:
-    case PickleWalkEnd::kUnknownOpcode:
-    case PickleWalkEnd::kTruncated:
-      return;  // LibTorch's own checks apply
-  }
-}
-
-// What LibTorch's zip reader (PyTorchStreamReader) checks in its constructor, checked first:
-// when that constructor throws it leaks the zip reader's state (found by the checkpoint fuzzer,
-// torch 2.13), and a clear message is better than "Expected hasRecord("version") to be true".
-void check_torch_layout(const std::vector<char>& bytes, const std::vector<ZipRecord>& records, const std::string& name) {
-  auto fail = [&](const std::string& what) {
-    throw CheckpointError("checkpoint " + name + " is not a PyTorch archive: " + what +
-                          ". Use another checkpoint, e.g. checkpoints/best.pt.");
-  };
-  if (records.empty()) fail("it holds no records");
-  const std::size_t slash = records.front().name.find('/');
-  if (slash == std::string::npos) fail("its first record is not in a folder");
-  const std::string folder = records.front().name.substr(0, slash + 1);
-  // LibTorch looks records up case-insensitively and may pick any of several equal names, so
-  // every record that could be the one it reads is checked.
-  auto same = [](const std::string& a, const std::string& b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-             return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-           });
-  };
-  auto find_all = [&](const std::string& record) {
-    std::vector<const ZipRecord*> out;
-    for (const ZipRecord& r : records)
-      if (same(r.name, folder + record)) out.push_back(&r);
-    return out;
-  };
-  std::vector<const ZipRecord*> versions = find_all(".data/version");
-  if (versions.empty()) versions = find_all("version");
-  const std::vector<const ZipRecord*> pickles = find_all("data.pkl");
-  if (versions.empty() || pickles.empty()) fail("it lacks its version or data.pkl record");
-  for (const ZipRecord* pickle : pickles) check_pickle_lengths(bytes.data() + pickle->offset, pickle->size, name);
-  for (const ZipRecord* version : versions) {
-    std::string text(bytes.data() + version->offset, version->size);
-    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
-    const bool digits = !text.empty() && text.size() <= 18 && text.find_first_not_of("0123456789") == std::string::npos;
-    const uint64_t number = digits ? std::stoull(text) : 0;
-    if (number < caffe2::serialize::kMinSupportedFileFormatVersion ||
-        number > caffe2::serialize::kMaxSupportedFileFormatVersion)
-      fail("its format version '" + text.substr(0, 20) + "' is not one this LibTorch reads");
-  }
-}
-
-// The checkpoint bytes already in memory, as LibTorch's zip reader wants them.
-class BufferReader : public caffe2::serialize::ReadAdapterInterface {
- public:
-  explicit BufferReader(const std::vector<char>& bytes) : bytes_(bytes) {}
-  size_t size() const override { return bytes_.size(); }
-  size_t read(uint64_t pos, void* buf, size_t n, const char*) const override {
-    if (pos >= bytes_.size()) return 0;
-    n = std::min<size_t>(n, bytes_.size() - static_cast<size_t>(pos));
-    std::memcpy(buf, bytes_.data() + pos, n);
-    return n;
-  }
-
- private:
-  const std::vector<char>& bytes_;
-};
-
-// torch::pickle_load, plus the real size of every storage record it reads (within_storage).
-c10::IValue unpickle(const std::vector<char>& bytes, RecordSizes& records) {
-  caffe2::serialize::PyTorchStreamReader reader(std::make_shared<BufferReader>(bytes));
-  const auto pickle = reader.getRecord("data.pkl");
-  const char* data = static_cast<const char*>(std::get<0>(pickle).get());
-  const size_t total = std::get<1>(pickle);
-  size_t position = 0;
-  torch::jit::Unpickler unpickler(
-      [&](char* buffer, size_t n) {
-        n = std::min(n, total - position);
-        if (n > 0) std::memcpy(buffer, data + position, n);  // an empty data.pkl has data == nullptr
-        position += n;
-        return n;
-      },
-      /*type_resolver=*/nullptr, /*obj_loader=*/nullptr,
-      [&](const std::string& key) {
-        auto [record, size] = reader.getRecord("data/" + key);
-        records[record.get()] = size;
-        return std::move(record);
-      },
-      c10::Device(c10::kCPU));
-  unpickler.set_version(reader.version());
-  return unpickler.parse_ivalue();
 }
 
 std::vector<char> read_bytes(const std::filesystem::path& path) {
@@ -305,12 +162,12 @@ LoadedCheckpoint read_checkpoint(const std::vector<char>& bytes, const std::stri
   // 1. Integrity before LibTorch sees a byte: checksum, then zip bounds (CheckpointError).
   std::vector<ZipRecord> records;
   verify_checkpoint(bytes.data(), bytes.size(), name, &records);
-  check_torch_layout(bytes, records, name);
+  check_torch_layout(bytes, records, {"checkpoint " + name, "Use another checkpoint, e.g. checkpoints/best.pt."});
   // 2. Unpickle and check every field's type; anything unexpected is "not a torchhost checkpoint".
   LoadedCheckpoint out;
   try {
     RecordSizes records_read;
-    const c10::IValue value = unpickle(bytes, records_read);
+    const c10::IValue value = unpickle_archive(bytes, records_read);
     if (!value.isGenericDict()) throw Error("not a dict");
     const auto root = value.toGenericDict();
     if (!root.contains("format") || !root.at("format").isString() || root.at("format").toStringRef() != kCheckpointFormat)

@@ -3,8 +3,7 @@
 #include <fnmatch.h>
 
 #include <ATen/ATen.h>
-#include <caffe2/serialize/inline_container.h>
-#include <torch/csrc/jit/serialization/unpickler.h>
+#include <ATen/core/grad_mode.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -21,6 +20,7 @@
 #include "tp/framework/checkpoint/checkpoint_seal.h"
 #include "tp/framework/checkpoint/safetensors.h"
 #include "tp/framework/error.h"
+#include "torch_archive.h"
 
 namespace tp {
 namespace {
@@ -152,45 +152,57 @@ std::optional<Named> tensor_dict(const c10::IValue& value) {
 }
 
 // A torch.save / torch::pickle_save zip: "data.pkl" plus one record per storage, "data/<key>".
-Named read_torch_zip(const std::filesystem::path& file) {
-  caffe2::serialize::PyTorchStreamReader reader(file.string());
-  const auto [data, size] = reader.getRecord("data.pkl");
-  const std::string pickle = rewrite_pickle(std::string(static_cast<const char*>(data.get()), size));
-  size_t position = 0;
-  torch::jit::Unpickler unpickler(
-      [&](char* buffer, size_t n) {
-        n = std::min(n, pickle.size() - position);
-        std::memcpy(buffer, pickle.data() + position, n);
-        position += n;
-        return n;
-      },
-      /*type_resolver=*/nullptr, /*obj_loader=*/nullptr,
-      [&](const std::string& key) { return std::get<0>(reader.getRecord("data/" + key)); },
-      c10::Device(c10::kCPU));  // map_location="cpu": the copy into the model moves them
-  unpickler.set_version(reader.version());
-  const c10::IValue root = unpickler.parse_ivalue();
-  if (auto state = tensor_dict(root)) return *state;
-  if (root.isGenericDict()) {
-    const auto dict = root.toGenericDict();
-    if (dict.contains("model"))
-      if (auto state = tensor_dict(dict.at("model"))) return *state;
+// The checks the checkpoint reader makes (torch_archive.h), on the bytes read once: LibTorch's
+// reader must not see a layout it leaks on or a pickle length it would allocate, and no tensor
+// may reach past its storage record (the unpickler sizes storages by the pickle's claim, so the
+// copy into the model would read past the buffer: tests/unit/checkpoint/initial_weights_zip_test.cpp).
+Named read_torch_zip(const std::filesystem::path& file, const std::vector<char>& bytes, const ArchiveLabel& label) {
+  std::vector<ZipRecord> records;
+  try {
+    verify_checkpoint(bytes.data(), bytes.size(), file.string(), &records);
+  } catch (const CheckpointError& e) {
+    throw CheckpointError(std::string(kKey) + ": " + e.what());  // the seal's message names the file
   }
-  throw Error("it holds neither a dict of tensors (a state_dict) nor a dict with a \"model\" dict of tensors "
-              "(a host checkpoint)");
+  check_torch_layout(bytes, records, label);
+  RecordSizes stored;
+  const c10::IValue root = unpickle_archive(bytes, stored, [](std::string_view p) { return rewrite_pickle(std::string(p)); });
+  std::optional<Named> state = tensor_dict(root);
+  if (!state && root.isGenericDict()) {
+    const auto dict = root.toGenericDict();
+    if (dict.contains("model")) state = tensor_dict(dict.at("model"));
+  }
+  if (!state)
+    throw Error("it holds neither a dict of tensors (a state_dict) nor a dict with a \"model\" dict of tensors "
+                "(a host checkpoint)");
+  for (const auto& [name, tensor] : *state) {
+    if (plain_stored_tensor(tensor, stored)) continue;
+    const std::string what = !tensor.defined() ? "is undefined"
+                             : within_storage(tensor, stored)
+                                 ? std::string("(") + c10::toString(tensor.scalar_type()) +
+                                       ") is not a dense CPU tensor of a plain numeric dtype"
+                                 : "claims more elements than its storage record holds";
+    throw CheckpointError(label.subject + " is damaged or hostile: its tensor '" + name.substr(0, 100) + "' " + what +
+                          ". " + label.advice);
+  }
+  return *state;
 }
 
 Named read_weights(const std::filesystem::path& file) {
+  // Opened and read once: every check below and LibTorch's reader see these bytes, never the
+  // file again (a file replaced between a check and a second open would skip the checks).
   std::ifstream in(file, std::ios::binary);
   if (!in) fail(file, "the file cannot be opened (missing or unreadable). Give a host checkpoint, a "
                       "torch.save(model.state_dict()) file or a .safetensors file, or \"\" for the model's own init.");
   const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const ArchiveLabel label{std::string(kKey) + " = \"" + file.string() + "\"",
+                           "Give a torch.save(model.state_dict()) file, a host checkpoint or a .safetensors file "
+                           "that loads, or \"\" for the model's own init."};
   try {
-    if (bytes.size() >= 4 && std::memcmp(bytes.data(), "PK\x03\x04", 4) == 0) {
-      // The checks --resume makes, before LibTorch reads a byte: a host checkpoint's seal (a damaged
-      // one is refused by name, exit 4) and, for any zip, that every record lies inside the file.
-      verify_checkpoint(bytes.data(), bytes.size(), file.string());
-      return read_torch_zip(file);
-    }
+    // The checks --resume makes, before LibTorch reads a byte: a host checkpoint's seal, that
+    // every zip record lies inside the file, the archive's layout and pickle lengths, and after
+    // unpickling that every tensor lies inside its storage record. A damaged or hostile archive
+    // is refused naming the key and the file (CheckpointError, exit 4).
+    if (bytes.size() >= 4 && std::memcmp(bytes.data(), "PK\x03\x04", 4) == 0) return read_torch_zip(file, bytes, label);
     return read_safetensors(bytes);
   } catch (const CheckpointError&) {
     throw;

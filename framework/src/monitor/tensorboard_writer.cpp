@@ -15,6 +15,7 @@
 #include "tp/framework/config/flatten.h"
 #include "tp/framework/config/write.h"
 #include "tp/framework/error.h"
+#include "tp/framework/monitor/event_file_resume.h"
 #include "tp/framework/monitor/tfrecord.h"
 #include "tp/framework/util/atomic_file.h"
 #include "tp/framework/util/log.h"
@@ -23,10 +24,6 @@ namespace tp {
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr std::string_view kConfigTag = "config";
-constexpr std::string_view kFinalPrefix = "final/";
-constexpr std::string_view kPlotsPrefix = "plots/";
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -43,12 +40,6 @@ std::optional<int64_t> step_of(const HistoryRecord& record) {
   for (const auto& [name, value] : record.values)
     if (name == "step") return static_cast<int64_t>(value);
   return std::nullopt;
-}
-
-// Summaries that describe the whole run rather than a step: every process writes them again
-// (start(), finish()), so a resumed file drops the old ones whatever their step.
-bool is_run_level(const std::string& tag) {
-  return tag == kConfigTag || tag.starts_with("_hparams_/") || tag.starts_with(kFinalPrefix);
 }
 
 // A history record and the event holding it share (step, first tag): "step" for a step record,
@@ -131,24 +122,10 @@ void TensorBoardWriter::resume(int64_t step, const std::vector<HistoryRecord>& k
     const std::vector<fs::path> files = fs::exists(dir_) ? event_files(dir_) : std::vector<fs::path>{};
     for (const fs::path& file : files) {
       // Reads and rewrites the whole file once per resume (images make it the size of the PNGs).
-      const std::string bytes = read_bytes(file);
-      const TfRecords records = split_tfrecords(bytes);
-      bool changed = records.valid_bytes != bytes.size(); // a record torn by a full disk is dropped
-      std::string out;
-      for (const std::string_view record : records.records) {
-        const EventInfo info = inspect_event(record);
-        const bool later = info.parsed && !info.file_version && info.step > step;
-        const bool run_level = std::any_of(info.tags.begin(), info.tags.end(), is_run_level);
-        if (later || run_level) {
-          changed = true;
-          continue;
-        }
-        out += tfrecord_frame(record);
-        if (!info.tags.empty()) present.emplace(info.step, info.tags.front());
-        if (!info.tags.empty() && info.tags.front().starts_with(kPlotsPrefix))
-          last_image_step_ = std::max(last_image_step_, info.step);
-      }
-      if (changed) write_file_atomically(file, out);
+      const ResumedEventFile kept_events = resume_event_file(read_bytes(file), step);
+      present.insert(kept_events.present.begin(), kept_events.present.end());
+      last_image_step_ = std::max(last_image_step_, kept_events.last_image_step);
+      if (kept_events.changed) write_file_atomically(file, kept_events.bytes);
     }
     if (!files.empty()) file_ = files.back();
     for (const HistoryRecord& record : kept) {

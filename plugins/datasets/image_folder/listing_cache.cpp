@@ -1,10 +1,14 @@
 #include "listing_cache.h"
 
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -15,6 +19,7 @@ namespace tp::image_folder {
 namespace {
 
 namespace fs = std::filesystem;
+using tp::cpp::Failure;
 constexpr const char* kMagic = "torchhost image_folder index 1";
 
 // FNV-1a 64: a stable name for (root, extensions); collisions only cost a rescan (the header names
@@ -41,18 +46,85 @@ int64_t mtime_ns(const std::string& dir) {
   return static_cast<int64_t>(info.st_mtim.tv_sec) * 1000000000 + info.st_mtim.tv_nsec;
 }
 
+// A count line: digits only (no sign, no spaces), at most 18 of them. sscanf("%lld") took "-5"
+// and "12abc", and a huge count went straight into vector::reserve.
+bool parse_count(const std::string& text, int64_t* out) {
+  if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos) return false;
+  *out = std::stoll(text);
+  return true;
+}
+
+// Whether `path` lies inside `root` as a scan's paths do (root/<class>/...): below root lexically,
+// with no `..` after it. Compared as written, without resolving links: the scan follows links
+// inside the root too, and a root given as "../data" is fine; what this stops is a planted cache
+// pointing the dataset at /etc/shadow or ../another_dataset.
+bool inside_root(const std::string& path, const fs::path& root, bool root_itself) {
+  const fs::path relative = fs::path(path).lexically_relative(root);
+  if (relative.empty()) return false;  // absolute against relative, or another root name
+  if (relative == ".") return root_itself;
+  for (const fs::path& part : relative)
+    if (part == "..") return false;
+  return true;
+}
+
+// The "<mode> owner <uid>" a refused directory's message shows.
+std::string describe(const struct stat& info) {
+  char text[64];
+  std::snprintf(text, sizeof text, "mode %04o, owner uid %u", static_cast<unsigned>(info.st_mode & 07777),
+                static_cast<unsigned>(info.st_uid));
+  return text;
+}
+
+// The home directory: $HOME, else the password database's entry for this user.
+std::string home_directory() {
+  const char* home = std::getenv("HOME");
+  if (home != nullptr && *home != '\0') return home;
+  std::vector<char> buffer(16384);
+  struct passwd entry {};
+  struct passwd* found = nullptr;
+  if (::getpwuid_r(::geteuid(), &entry, buffer.data(), buffer.size(), &found) == 0 && found != nullptr &&
+      found->pw_dir != nullptr && *found->pw_dir != '\0')
+    return found->pw_dir;
+  return "";
+}
+
 }  // namespace
+
+std::string default_cache_dir() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  // The XDG spec says a relative $XDG_CACHE_HOME is invalid and to be ignored.
+  fs::path base = xdg != nullptr && *xdg == '/' ? fs::path(xdg) : fs::path();
+  if (base.empty()) {
+    const std::string home = home_directory();
+    if (home.empty())
+      throw Failure(TP_ERR_IO, "image_folder: no per-user directory for the listing cache ($XDG_CACHE_HOME and $HOME "
+                               "are unset and this user has no home directory); set `cache_dir`");
+    base = fs::path(home) / ".cache";
+  }
+  const fs::path dir = base / "torchhost";
+  std::error_code ec;
+  fs::create_directories(base, ec);  // ~/.cache as usual; only our own folder needs to be private
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    throw Failure(TP_ERR_IO, "image_folder: cannot create the listing cache directory '" + dir.string() + "' (" +
+                                 std::strerror(errno) + "); set `cache_dir` to a writable directory or `cache = false`");
+  // Whoever can write here chooses what the dataset reads: refuse another user's directory, and
+  // one anyone may write to (a shared /tmp-style folder), instead of trusting its files.
+  struct stat info {};
+  if (::stat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
+    throw Failure(TP_ERR_CONFIG, "image_folder: the listing cache directory '" + dir.string() +
+                                     "' is not a directory; remove it or set `cache_dir`");
+  if (info.st_uid != ::geteuid() || (info.st_mode & S_IWOTH) != 0)
+    throw Failure(TP_ERR_CONFIG, "image_folder: refusing the listing cache directory '" + dir.string() + "' (" +
+                                     describe(info) + "): it must belong to this user (uid " +
+                                     std::to_string(::geteuid()) +
+                                     ") and not be writable by others, since a planted listing would choose the files "
+                                     "and labels the dataset serves; remove it (it is recreated 0700) or set `cache_dir`");
+  return dir.string();
+}
 
 std::string listing_cache_path(const std::string& cache_dir, const std::string& root,
                                const std::vector<std::string>& extensions) {
-  std::string dir = cache_dir;
-  if (dir.empty()) {
-    const char* xdg = std::getenv("XDG_CACHE_HOME");
-    const char* home = std::getenv("HOME");
-    dir = xdg != nullptr && *xdg != '\0' ? std::string(xdg) + "/torchhost"
-          : home != nullptr             ? std::string(home) + "/.cache/torchhost"
-                                        : "/tmp/torchhost-cache";
-  }
+  const std::string dir = cache_dir.empty() ? default_cache_dir() : cache_dir;
   const std::string key = fs::absolute(root).lexically_normal().string() + '\n' + joined(extensions);
   char name[64];
   std::snprintf(name, sizeof name, "image_folder-%016llx.index", static_cast<unsigned long long>(fnv1a(key)));
@@ -62,34 +134,43 @@ std::string listing_cache_path(const std::string& cache_dir, const std::string& 
 std::optional<Listing> read_listing_cache(const std::string& path, const std::string& root,
                                           const std::vector<std::string>& extensions) {
   std::ifstream in(path);
+  if (!in) return std::nullopt;
+  return parse_listing_cache(in, root, extensions);
+}
+
+std::optional<Listing> parse_listing_cache(std::istream& in, const std::string& root,
+                                           const std::vector<std::string>& extensions) {
   std::string line;
-  if (!in || !std::getline(in, line) || line != kMagic) return std::nullopt;
+  if (!std::getline(in, line) || line != kMagic) return std::nullopt;
   if (!std::getline(in, line) || line != fs::absolute(root).lexically_normal().string()) return std::nullopt;
   if (!std::getline(in, line) || line != joined(extensions)) return std::nullopt;
-  auto count = [&](int64_t* out) {
-    return std::getline(in, line) && std::sscanf(line.c_str(), "%lld", reinterpret_cast<long long*>(out)) == 1;
-  };
+  auto count = [&](int64_t* out) { return std::getline(in, line) && parse_count(line, out); };
   int64_t dirs = 0, classes = 0, files = 0;
   if (!count(&dirs)) return std::nullopt;
   for (int64_t i = 0; i < dirs; ++i) {
     if (!std::getline(in, line)) return std::nullopt;
     const auto tab = line.find('\t');
-    if (tab == std::string::npos || std::to_string(mtime_ns(line.substr(tab + 1))) != line.substr(0, tab))
-      return std::nullopt; // a directory changed (or vanished): the listing may be stale
+    if (tab == std::string::npos || !inside_root(line.substr(tab + 1), root, /*root_itself=*/true) ||
+        std::to_string(mtime_ns(line.substr(tab + 1))) != line.substr(0, tab))
+      return std::nullopt;  // a directory changed (or vanished): the listing may be stale
   }
   Listing listing;
-  if (!count(&classes)) return std::nullopt;
+  if (!count(&classes) || classes == 0) return std::nullopt;
   for (int64_t i = 0; i < classes && std::getline(in, line); ++i) listing.classes.push_back(line);
-  if (static_cast<int64_t>(listing.classes.size()) != classes || !count(&files)) return std::nullopt;
-  listing.paths.reserve(static_cast<std::size_t>(files));
-  listing.labels.reserve(static_cast<std::size_t>(files));
+  if (static_cast<int64_t>(listing.classes.size()) != classes || !count(&files) || files == 0) return std::nullopt;
+  // The count is the file's claim: reserve no more than a cache of a million images needs.
+  listing.paths.reserve(static_cast<std::size_t>(std::min<int64_t>(files, 1 << 20)));
+  listing.labels.reserve(listing.paths.capacity());
   for (int64_t i = 0; i < files && std::getline(in, line); ++i) {
     const auto tab = line.find('\t');
-    if (tab == std::string::npos) return std::nullopt;
-    listing.labels.push_back(std::atoll(line.c_str()));
+    int64_t label = 0;
+    if (tab == std::string::npos || !parse_count(line.substr(0, tab), &label) || label >= classes ||
+        !inside_root(line.substr(tab + 1), root, /*root_itself=*/false))
+      return std::nullopt;
+    listing.labels.push_back(label);
     listing.paths.push_back(line.substr(tab + 1));
   }
-  if (static_cast<int64_t>(listing.paths.size()) != files) return std::nullopt; // truncated
+  if (static_cast<int64_t>(listing.paths.size()) != files) return std::nullopt;  // truncated
   return listing;
 }
 
@@ -116,14 +197,14 @@ void write_listing_cache(const std::string& path, const std::string& root, const
     out.flush();
     if (!out) {
       fs::remove(temporary, ec);
-      throw tp::cpp::Failure(TP_ERR_IO, "image_folder: cannot write the listing cache '" + temporary +
+      throw Failure(TP_ERR_IO, "image_folder: cannot write the listing cache '" + temporary +
                                             "'; set `cache_dir` to a writable directory or `cache = false`");
     }
   }
   fs::rename(temporary, path, ec);
   if (ec) {
     fs::remove(temporary, ec);
-    throw tp::cpp::Failure(TP_ERR_IO, "image_folder: cannot move the listing cache into place at '" + path + "'");
+    throw Failure(TP_ERR_IO, "image_folder: cannot move the listing cache into place at '" + path + "'");
   }
 }
 

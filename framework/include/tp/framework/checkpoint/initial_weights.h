@@ -31,7 +31,10 @@ struct InitialWeightsReport {
 /// Reads `file` and copies each named tensor into the model tensor of the same name in
 /// `model_state` (parameters and buffers, as ModelProxy::state() lists them), under no-grad.
 /// Names matching any of the `ignore` globs (fnmatch, `*` crosses dots) are left out on both
-/// sides. Nothing is copied unless every other name and shape matches. Throws ConfigError
+/// sides. Nothing is copied unless every other name and shape matches. The file is untrusted: it
+/// is read once, and a zip gets the checkpoint reader's checks (seal, zip bounds, archive layout,
+/// pickle lengths, every tensor inside its storage record). Throws CheckpointError (exit 4)
+/// naming train.init_weights and the file for a damaged or hostile zip; ConfigError
 /// (train.init_weights) naming the file for an unreadable or unrecognised file, and for missing,
 /// unexpected or mis-shaped names (the first few of each); ConfigError
 /// (train.init_weights_ignore[i]) for a glob that matches no name in the model or the file. [main]

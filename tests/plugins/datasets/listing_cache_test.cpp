@@ -1,0 +1,169 @@
+// image_folder's listing cache as untrusted input (issue 27): a cache file chooses which files the
+// dataset opens and which labels it serves, so a read must refuse what no scan writes (a label
+// outside the classes, a path outside the root), and the default directory must be per user and
+// private. Before the fix the reader took any label and any path (an out-of-range label reached
+// the loss; "/etc/..." was opened as an image), and without $HOME the cache went to the shared,
+// world-writable /tmp/torchhost-cache.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "listing_cache.h"
+#include "tp/cpp/guard.h"
+
+#include <doctest/doctest.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace ifo = tp::image_folder;
+
+const std::vector<std::string> kExtensions = {".png"};
+
+fs::path scratch(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / "tp_listing_cache_test" / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+/// A root with classes cat and dog (no images needed: the cache holds names) and a cache of the
+/// listing `rows` (label, path) written by the plugin's own writer.
+std::optional<ifo::Listing> round_trip(const fs::path& dir, const std::vector<std::pair<int64_t, std::string>>& rows) {
+  const fs::path root = dir / "root";
+  fs::create_directories(root / "cat");
+  fs::create_directories(root / "dog");
+  ifo::Listing listing;
+  listing.classes = {"cat", "dog"};
+  for (const auto& [label, path] : rows) {
+    listing.labels.push_back(label);
+    listing.paths.push_back(path);
+  }
+  const std::string cache = (dir / "listing.index").string();
+  ifo::write_listing_cache(cache, root.string(), kExtensions, listing, {root.string()});
+  return ifo::read_listing_cache(cache, root.string(), kExtensions);
+}
+
+/// Sets or unsets an environment variable for one scope, then puts the old value back.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    value != nullptr ? ::setenv(name, value, 1) : ::unsetenv(name);
+  }
+  ~ScopedEnv() { old_ ? ::setenv(name_, old_->c_str(), 1) : ::unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+mode_t mode_of(const fs::path& dir) {
+  struct stat info {};
+  REQUIRE(::stat(dir.c_str(), &info) == 0);
+  return info.st_mode & 07777;
+}
+
+}  // namespace
+
+TEST_CASE("listing cache: a listing a scan could write reads back as written") {
+  const fs::path dir = scratch("good");
+  const std::string root = (dir / "root").string();
+  const auto listing = round_trip(dir, {{0, root + "/cat/a.png"}, {1, root + "/dog/sub/b.png"}});
+  REQUIRE(listing.has_value());
+  CHECK(listing->labels == std::vector<int64_t>{0, 1});
+  CHECK(listing->paths[1] == root + "/dog/sub/b.png");
+}
+
+TEST_CASE("listing cache: a label outside the class count is refused (the folder is scanned again)") {
+  const fs::path dir = scratch("labels");
+  const std::string root = (dir / "root").string();
+  CHECK_FALSE(round_trip(dir, {{0, root + "/cat/a.png"}, {2, root + "/dog/b.png"}}).has_value());
+  CHECK_FALSE(round_trip(dir, {{0, root + "/cat/a.png"}, {-1, root + "/dog/b.png"}}).has_value());
+}
+
+TEST_CASE("listing cache: a path outside the dataset root is refused") {
+  const fs::path dir = scratch("paths");
+  const std::string root = (dir / "root").string();
+  for (const std::string& outside : {std::string("/etc/hostname"), root + "/../secret.png",
+                                     root + "/cat/../../secret.png", std::string("relative/x.png"), root,
+                                     root + "_sibling/cat/a.png"}) {
+    CAPTURE(outside);
+    CHECK_FALSE(round_trip(dir, {{0, root + "/cat/a.png"}, {1, outside}}).has_value());
+  }
+}
+
+TEST_CASE("listing cache: hostile counts are refused, not reserved or parsed loosely") {
+  const fs::path dir = scratch("counts");
+  const std::string root = (dir / "root").string();
+  REQUIRE(round_trip(dir, {{0, root + "/cat/a.png"}}).has_value());
+  const std::string cache = (dir / "listing.index").string();
+  std::ostringstream text;
+  text << std::ifstream(cache).rdbuf();
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"\n1\n0\t", "\n999999999999999999\n0\t"}, {"\n1\n0\t", "\n-1\n0\t"}, {"\n0\t", "\n0x\t"}}) {
+    CAPTURE(to);
+    std::string edited = text.str();
+    REQUIRE(edited.find(from) != std::string::npos);
+    edited.replace(edited.find(from), from.size(), to);
+    std::ofstream(cache, std::ios::trunc) << edited;
+    CHECK_FALSE(ifo::read_listing_cache(cache, root, kExtensions).has_value());
+  }
+}
+
+TEST_CASE("listing cache: the default directory is per user, created 0700, never /tmp/torchhost-cache") {
+  const fs::path dir = scratch("default");
+  SUBCASE("$XDG_CACHE_HOME/torchhost") {
+    const ScopedEnv xdg("XDG_CACHE_HOME", (dir / "xdg").c_str());
+    const std::string path = ifo::listing_cache_path("", "some/root", kExtensions);
+    CHECK(fs::path(path).parent_path() == dir / "xdg" / "torchhost");
+    CHECK(mode_of(dir / "xdg" / "torchhost") == 0700);
+  }
+  SUBCASE("$HOME/.cache/torchhost, a relative $XDG_CACHE_HOME being ignored") {
+    const ScopedEnv xdg("XDG_CACHE_HOME", "relative/cache");
+    const ScopedEnv home("HOME", (dir / "home").c_str());
+    const std::string path = ifo::listing_cache_path("", "some/root", kExtensions);
+    CHECK(fs::path(path).parent_path() == dir / "home" / ".cache" / "torchhost");
+    CHECK(mode_of(dir / "home" / ".cache" / "torchhost") == 0700);
+  }
+  SUBCASE("without $HOME: the password database's home, not a shared directory") {
+    const ScopedEnv xdg("XDG_CACHE_HOME", nullptr);
+    const ScopedEnv home("HOME", nullptr);
+    std::string path;
+    try {
+      path = ifo::listing_cache_path("", "some/root", kExtensions);
+    } catch (const tp::cpp::Failure& e) {
+      MESSAGE("no usable home directory here: " << e.what());  // refused, which is also not /tmp
+    }
+    CHECK(path.find("/tmp/torchhost-cache") == std::string::npos);
+  }
+}
+
+TEST_CASE("listing cache: a default directory others may write to, or of another user, is refused") {
+  const fs::path dir = scratch("refused");
+  const ScopedEnv xdg("XDG_CACHE_HOME", dir.c_str());
+  const fs::path cache_dir = dir / "torchhost";
+  fs::create_directories(cache_dir);
+  ::chmod(cache_dir.c_str(), 0777);
+  CHECK_THROWS_WITH_AS(ifo::listing_cache_path("", "some/root", kExtensions),
+                       doctest::Contains("refusing the listing cache directory"), tp::cpp::Failure);
+  ::chmod(cache_dir.c_str(), 0700);
+  CHECK_NOTHROW(ifo::listing_cache_path("", "some/root", kExtensions));
+  if (::geteuid() == 0) {  // only root can hand a directory to another user
+    REQUIRE(::chown(cache_dir.c_str(), 65534, 65534) == 0);
+    CHECK_THROWS_WITH_AS(ifo::listing_cache_path("", "some/root", kExtensions), doctest::Contains("uid 65534"),
+                         tp::cpp::Failure);
+  }
+  // An explicit cache_dir is the user's choice, used as given.
+  CHECK(fs::path(ifo::listing_cache_path((dir / "mine").string(), "some/root", kExtensions)).parent_path() ==
+        dir / "mine");
+}

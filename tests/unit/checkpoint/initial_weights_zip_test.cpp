@@ -1,0 +1,114 @@
+// train.init_weights on a hostile torch.save zip (issue 27, "Untrusted weight files"): a tensor
+// whose pickle claims more elements than its storage record holds is refused with a
+// CheckpointError naming the key and the file, and nothing is copied into the model. Before the
+// fix the initial-weights reader had none of the checkpoint reader's checks: LibTorch's unpickler
+// sized the storage by the pickle's claim, and the copy into the model read 3,992 bytes past the
+// 8-byte record (garbage in the weights; this test's second case failed, the load succeeding).
+#include <ATen/ATen.h>
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/pickler.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tp/framework/checkpoint/checkpoint_seal.h"
+#include "tp/framework/checkpoint/initial_weights.h"
+#include "tp/framework/error.h"
+
+#include <doctest/doctest.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+/// A torch.save-style zip of the state_dict {"w": `tensor`} whose storage record "data/0" holds
+/// only `record_bytes` bytes of the tensor's data (all of it when `record_bytes` is npos).
+void write_state_dict_zip(const fs::path& path, const at::Tensor& tensor, std::size_t record_bytes) {
+  std::vector<char> pickle;
+  torch::jit::Pickler pickler([&](const char* bytes, size_t n) { pickle.insert(pickle.end(), bytes, bytes + n); },
+                              nullptr, nullptr, nullptr, nullptr, /*tag_aggregates=*/false);
+  c10::Dict<std::string, at::Tensor> state;
+  state.insert("w", tensor);
+  pickler.protocol();
+  pickler.pushIValue(c10::IValue(state));
+  pickler.stop();
+  REQUIRE(pickler.tensorData().size() == 1);
+  std::vector<char> zip;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, size_t n) {
+    zip.insert(zip.end(), static_cast<const char*>(bytes), static_cast<const char*>(bytes) + n);
+    return n;
+  });
+  const std::size_t stored = std::min(record_bytes, tensor.nbytes());
+  writer.writeRecord("data/0", tensor.data_ptr(), stored);
+  writer.writeRecord("data.pkl", pickle.data(), pickle.size());
+  writer.writeEndOfFile();
+  std::ofstream(path, std::ios::binary).write(zip.data(), static_cast<std::streamsize>(zip.size()));
+}
+
+std::vector<tp::StateTensor> zero_model() { return {{"w", at::zeros({1000}), false}}; }
+
+fs::path scratch(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / "tp_initial_weights_zip_test";
+  fs::create_directories(dir);
+  return dir / name;
+}
+
+}  // namespace
+
+TEST_CASE("a torch.save zip whose tensor fits its storage record loads (the crafted file is well-formed)") {
+  const fs::path file = scratch("whole.pt");
+  write_state_dict_zip(file, at::arange(1000, at::kFloat), std::string::npos);
+  const auto model = zero_model();
+  CHECK(tp::load_initial_weights(file, model).loaded == 1);
+  CHECK(at::equal(model[0].tensor, at::arange(1000, at::kFloat)));
+}
+
+TEST_CASE("a tensor claiming more elements than its storage record is refused, naming the key and the file") {
+  const fs::path file = scratch("past_storage.pt");
+  write_state_dict_zip(file, at::arange(1000, at::kFloat), 8);  // 2 of the 1000 floats stored
+  const auto model = zero_model();
+  try {
+    tp::load_initial_weights(file, model);
+    FAIL("a tensor reaching past its storage record loaded");
+  } catch (const tp::CheckpointError& e) {
+    const std::string message = e.what();
+    CHECK(e.exit_code() == tp::kExitCheckpoint);
+    CHECK(message.find("train.init_weights") != std::string::npos);
+    CHECK(message.find(file.string()) != std::string::npos);
+    CHECK(message.find("'w' claims more elements than its storage record holds") != std::string::npos);
+    CHECK(message.find('\n') == std::string::npos);  // one paragraph
+  }
+  CHECK(at::equal(model[0].tensor, at::zeros({1000})));  // nothing copied
+}
+
+TEST_CASE("a zip LibTorch's reader would leak on is refused before it reads a byte") {
+  // No version record: PyTorchStreamReader's constructor throws (and leaks its zip state).
+  const fs::path file = scratch("no_version.pt");
+  std::vector<char> zip;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, size_t n) {
+    zip.insert(zip.end(), static_cast<const char*>(bytes), static_cast<const char*>(bytes) + n);
+    return n;
+  });
+  writer.writeRecord("data.pkl", "\x80\x02}q\x00.", 6);
+  writer.writeEndOfFile();
+  // Drop every version record by renaming it in place (same length, so the zip stays valid).
+  for (const std::string from : {"archive/version", "archive/.data/version"}) {
+    const std::string to = std::string(from).replace(from.rfind("version"), 7, "vXrsion");
+    for (auto at = std::search(zip.begin(), zip.end(), from.begin(), from.end()); at != zip.end();
+         at = std::search(at, zip.end(), from.begin(), from.end()))
+      std::copy(to.begin(), to.end(), at);
+  }
+  std::ofstream(file, std::ios::binary).write(zip.data(), static_cast<std::streamsize>(zip.size()));
+  try {
+    tp::load_initial_weights(file, zero_model());
+    FAIL("an archive without a version record loaded");
+  } catch (const tp::CheckpointError& e) {
+    const std::string message = e.what();
+    CHECK(message.find("train.init_weights") != std::string::npos);
+    CHECK(message.find("version") != std::string::npos);
+  }
+}
