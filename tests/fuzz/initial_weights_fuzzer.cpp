@@ -7,7 +7,7 @@
 // entry point takes a path (and reads it once).
 #include <unistd.h>
 
-#include <ATen/ATen.h>
+#include <ATen/ops/zeros.h>
 
 #include <cstddef>
 #include <cstdint>

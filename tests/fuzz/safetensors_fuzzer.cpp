@@ -3,7 +3,7 @@
 // crash or a sanitizer report is a finding. The harness reads every byte of every tensor it gets,
 // in instrumented code, so a tensor reaching past its buffer is an ASan report here, not a
 // silent read inside (uninstrumented) LibTorch.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <cstddef>
 #include <cstdint>
