@@ -14,6 +14,7 @@
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/engine/trainer.h"
 #include "tp/framework/util/atomic_file.h"
+#include "tp/framework/util/stale_temporaries.h"
 #include "tp/framework/plugin/plugin_crash.h"
 
 namespace tp::cli {
@@ -40,6 +41,9 @@ void warn_config_changes(Logger& log, const std::string& before, const std::stri
 }  // namespace
 
 int run_train(const Options& options) {
+  // First: a SIGINT/SIGTERM during start-up (the datasets' prepare, the components' creation)
+  // must not kill the process halfway through writing a file; it stops at the next phase.
+  install_stop_signal_handlers();
   auto session = open_session(options);
   const RunConfig& config = session->config;
   Logger& log = session->logger;
@@ -49,7 +53,11 @@ int run_train(const Options& options) {
   log.open_file(session->run_dir / "train.log");
   const std::string config_text = to_toml_text(config.resolved);
   const bool rank0 = session->place.rank == 0; // only rank 0 writes files and the summary
-  if (rank0) write_file_atomically(session->run_dir / "config.toml", config_text);
+  if (rank0) {
+    for (const auto& removed : sweep_stale_temporaries(session->run_dir, /*recursive=*/true))
+      log.info("removed " + removed.string() + ", left by a process that no longer runs");
+    write_file_atomically(session->run_dir / "config.toml", config_text);
+  }
   log.info("run '" + config.run.name + "' from " + config.source + " -> " + session->run_dir.string());
   log.file_only("resolved config:\n" + config_text);
 
@@ -61,7 +69,10 @@ int run_train(const Options& options) {
   for (const std::string& line : prepare_datasets(config, session->registry, {}, session->place.local_rank,
                                                    session->dist.get()))
     log.info(line);
+  const std::string before_training = "before training started; nothing was trained and no checkpoint written.";
+  stop_if_signalled("host train", "while the datasets were prepared, " + before_training);
   RunComponents parts = create_components(config, session->registry);
+  stop_if_signalled("host train", "while the components were created, " + before_training);
   std::filesystem::path resume_path = options.resume;
   std::optional<LoadedCheckpoint> resume_checkpoint;
   if (options.resume == "auto") {
@@ -101,7 +112,7 @@ int run_train(const Options& options) {
     warn_config_changes(log, checkpoint.config_toml, config_text);
     trainer.resume_from(checkpoint);
   }
-  install_stop_signal_handlers();
+  stop_if_signalled("host train", "while the trainer was set up, " + before_training);
   const FitSummary summary = trainer.fit();
 
   std::string result;
