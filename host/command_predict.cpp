@@ -61,10 +61,14 @@ int run_predict(const Options& options) {
     output = session->run_dir / ("predictions_" + options.split + "_" + path.stem().string() + weights + "." + options.format);
   }
   if (rank0) {
-    // What a killed prediction (or training) left: *.partial-<pid> and the like, of dead pids.
-    for (const std::filesystem::path& dir : {session->run_dir, output.parent_path()})
-      for (const auto& removed : sweep_stale_temporaries(dir.empty() ? std::filesystem::path(".") : dir, /*recursive=*/dir == session->run_dir))
-        session->logger.info("removed " + removed.string() + ", left by a process that no longer runs");
+    // What killed predictions (or training) left, *.partial-<pid> and the like of dead pids: in
+    // the run directory and, for an --output elsewhere, in that file's directory.
+    std::vector<std::filesystem::path> removed = sweep_stale_temporaries(session->run_dir, /*levels=*/3);
+    const std::filesystem::path output_dir = output.has_parent_path() ? output.parent_path() : ".";
+    if (output_dir != session->run_dir)
+      for (std::filesystem::path& path : sweep_stale_temporaries(output_dir, /*levels=*/0)) removed.push_back(path);
+    for (const std::filesystem::path& path : removed)
+      session->logger.info("removed " + path.string() + ", left by a process that no longer runs");
   }
   std::unique_ptr<PredictionWriter> writer = rank0 ? PredictionWriter::open(output, options.format) : nullptr;
   const int64_t batch = config.eval.batch_size > 0 ? config.eval.batch_size : config.train.batch_size;

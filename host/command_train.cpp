@@ -54,7 +54,7 @@ int run_train(const Options& options) {
   const std::string config_text = to_toml_text(config.resolved);
   const bool rank0 = session->place.rank == 0; // only rank 0 writes files and the summary
   if (rank0) {
-    for (const auto& removed : sweep_stale_temporaries(session->run_dir, /*recursive=*/true))
+    for (const auto& removed : sweep_stale_temporaries(session->run_dir, /*levels=*/3))
       log.info("removed " + removed.string() + ", left by a process that no longer runs");
     write_file_atomically(session->run_dir / "config.toml", config_text);
   }

@@ -193,7 +193,7 @@ int run_sweep(const Options& options, const LaunchOptions* launch) {
 
   // Before sweep.toml is read: a second sweep on this directory is refused here, at once.
   const SweepLock lock(sweep_dir);
-  for (const fs::path& removed : sweep_stale_temporaries(sweep_dir, /*recursive=*/true))
+  for (const fs::path& removed : sweep_stale_temporaries(sweep_dir, /*levels=*/3))
     std::fprintf(stderr, "host sweep: removed %s, left by a process that no longer runs\n", removed.c_str());
   const fs::path record_file = sweep_dir / "sweep.toml";
   SweepRecord record = SweepRecord::read(record_file);

@@ -68,11 +68,11 @@ TEST_CASE("SIGTERM while a dataset is prepared or created stops host train clean
     CAPTURE(phase);
     const fs::path dir = tp::test::fresh_dir("prepare_sigterm_" + phase);
     const fs::path calls = dir / "calls.log";
-    // The call takes 1.2 s; the signal comes as soon as the call has logged that it started.
+    // The call takes 0.6 s; the signal comes as soon as the call has logged that it started.
     const auto run = tp::test::run_shell(
         "'" + std::string(TP_TEST_BUILD_DIR) + "/bin/host' train --config tests/predict/prepare_probe.toml " +
         "--plugin-dir '" + TP_TEST_FIXTURE_PLUGIN_DIR + "' --output-dir '" + dir.string() + "' --set 'data.train.log=\"" +
-        calls.string() + "\"' --set data.train." + phase + "_ms=1200 & pid=$!; for i in $(seq 1 3000); do grep -q '^" +
+        calls.string() + "\"' --set data.train." + phase + "_ms=600 & pid=$!; for i in $(seq 1 3000); do grep -q '^" +
         phase + " train' '" + calls.string() + "' 2>/dev/null && break; sleep 0.02; done; kill -TERM $pid; wait $pid; " +
         "echo \"exit=$?\"");
     INFO(run.output);

@@ -25,7 +25,7 @@ constexpr char kRanking[] = "best.tsv";
 void CheckpointManager::sweep_stale_temporaries() const {
   // A writer killed mid-save leaves its temporary behind, as big as a checkpoint
   // (util/stale_temporaries.h says whose are removed).
-  tp::sweep_stale_temporaries(dir_, /*recursive=*/false);
+  tp::sweep_stale_temporaries(dir_, /*levels=*/0);
 }
 
 std::string numbered_checkpoint_name(const std::string& prefix, int64_t step) {

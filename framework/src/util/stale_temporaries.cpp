@@ -40,21 +40,16 @@ long temporary_pid(std::string_view name) {
   return pid_after(name, ".partial-");
 }
 
-std::vector<std::filesystem::path> sweep_stale_temporaries(const std::filesystem::path& dir, bool recursive) {
+std::vector<std::filesystem::path> sweep_stale_temporaries(const std::filesystem::path& dir, int levels) {
   namespace fs = std::filesystem;
   std::vector<fs::path> removed;
   std::error_code ec;
-  const auto consider = [&](const fs::directory_entry& entry) {
+  fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
     std::error_code ignored;
-    if (!entry.is_regular_file(ignored) || !stale(entry.path().filename().string())) return;
-    if (fs::remove(entry.path(), ignored)) removed.push_back(entry.path());
-  };
-  if (recursive) {
-    fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
-    for (; !ec && it != end; it.increment(ec)) consider(*it);
-  } else {
-    fs::directory_iterator it(dir, ec), end;
-    for (; !ec && it != end; it.increment(ec)) consider(*it);
+    if (it->is_directory(ignored) && it.depth() >= levels) it.disable_recursion_pending();
+    if (!it->is_regular_file(ignored) || !stale(it->path().filename().string())) continue;
+    if (fs::remove(it->path(), ignored)) removed.push_back(it->path());
   }
   return removed;
 }
