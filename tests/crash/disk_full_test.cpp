@@ -126,3 +126,16 @@ TEST_CASE("a history.jsonl append that hits the size limit fails clearly, cuts i
   CHECK_FALSE(std::filesystem::exists(dir / "predictions_train_last.csv"));
   CHECK(tp::test::temporaries_below(dir) == "");
 }
+
+TEST_CASE("a sweep.toml that cannot be written stops host sweep before any cell trains, naming it") {
+  // 100 bytes hold the lock file's pid but not the sweep's record of its first cell.
+  const auto dir = tp::test::fresh_dir("crash_disk_full_sweep");
+  const auto run = tp::test::run_shell(limited(100) + "sweep --config tests/experiments/tiny.toml --grid "
+                                                      "optim.lr=0.003 --output-dir '" + dir.string() + "'");
+  INFO(run.output);
+  CHECK(run.exit_code == 1);
+  CHECK(contains(run.output, "cannot write " + (dir / "sweep.toml").string() + ": write failed: File too large"));
+  CHECK_FALSE(std::filesystem::exists(dir / "sweep.toml"));
+  CHECK_FALSE(std::filesystem::exists(dir / "optim.lr=0.003"));
+  CHECK(tp::test::temporaries_below(dir) == "");
+}
