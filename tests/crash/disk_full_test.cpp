@@ -1,8 +1,9 @@
-// A full disk while the host writes: the host runs under a file-size limit (RLIMIT_FSIZE,
-// `prlimit --fsize`, as `ulimit -f` sets it; SIGXFSZ is ignored, so write() fails with EFBIG as on a full disk instead of
-// killing the process). A checkpoint save, a history.jsonl append and a prediction file that hit
-// the limit must each fail with a message naming the file, the OS error and what is intact, exit
-// 1, leave no temporary and no half record, and leave the previous checkpoint loadable.
+// A full disk while the host writes: the host runs under a file-size limit (RLIMIT_FSIZE, set
+// with `prlimit --fsize` as `ulimit -f` sets it; SIGXFSZ is ignored, so write() fails with EFBIG as
+// on a full disk instead of the signal killing the process). A checkpoint save, a history.jsonl
+// append, a prediction file and sweep.toml that hit the limit must each fail with a message naming
+// the file, the OS error and what is intact, exit 1, leave no temporary and no half record, and
+// leave the previous checkpoint loadable.
 #include <string>
 
 #include "tp/framework/checkpoint/checkpoint.h"
@@ -43,7 +44,8 @@ TEST_CASE("a checkpoint write that hits the size limit fails clearly and keeps t
   REQUIRE(size > 64 * 1024);
 
   // Half a checkpoint fits under the limit; the logs and history stay far below it.
-  const auto full = tp::test::run_shell(limited(size / 2) + args + "--resume '" + (ckpt / "step-00000100.pt").string() + "'");
+  const auto full =
+      tp::test::run_shell(limited(size / 2) + args + "--resume '" + (ckpt / "step-00000100.pt").string() + "'");
   INFO(full.output);
   CHECK(full.exit_code == 1);
   CHECK(contains(full.output, "saving the checkpoint of step 128 (last.pt, step-00000128.pt) in " + ckpt.string()));
@@ -89,7 +91,8 @@ TEST_CASE("a history.jsonl append that hits the size limit fails clearly, cuts i
   REQUIRE(limit + 256 < finished.size());
   const std::string last_before = tp::test::read_text(ckpt / "last.pt");
 
-  const auto full = tp::test::run_shell(limited(limit) + args + "--resume '" + (ckpt / "step-00000100.pt").string() + "'");
+  const auto full =
+      tp::test::run_shell(limited(limit) + args + "--resume '" + (ckpt / "step-00000100.pt").string() + "'");
   INFO(full.output);
   CHECK(full.exit_code == 1);
   CHECK(contains(full.output, "cannot append the step record of step "));

@@ -142,7 +142,8 @@ TEST_CASE("kill -9 at random moments never leaves the run without a loadable res
                                          (sweep_dir / "sweep.lock").string() + "' true; echo \"exit=$?\"");
     INFO("sweep killed after " << delay << " ms: " << run.output);
     CHECK(run.output.find("exit=0") != std::string::npos); // the lock came free
-    if (std::filesystem::exists(sweep_dir / "sweep.toml")) CHECK_NOTHROW(toml::parse_file((sweep_dir / "sweep.toml").string()));
+    if (std::filesystem::exists(sweep_dir / "sweep.toml"))
+      CHECK_NOTHROW(toml::parse_file((sweep_dir / "sweep.toml").string()));
   }
   const auto swept = tp::test::run_shell(sweep);
   INFO(swept.output);

@@ -40,7 +40,8 @@ inline std::vector<int64_t> whole_history_steps(const std::filesystem::path& his
         for (const auto& [name, value] : record.values)
           if (name == "step") steps.push_back(static_cast<int64_t>(value));
     } catch (const std::exception& e) {
-      FAIL_CHECK(history.string() << ":" << number << " is not a whole record (" << std::string(e.what()) << "): " << line);
+      FAIL_CHECK(history.string() << ":" << number << " is not a whole record (" << std::string(e.what())
+                                  << "): " << line);
     }
   }
   return steps;
