@@ -13,6 +13,7 @@
 #include "tp/framework/engine/runtime_setup.h"
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/engine/trainer.h"
+#include "tp/framework/monitor/history.h"
 #include "tp/framework/util/atomic_file.h"
 #include "tp/framework/util/stale_temporaries.h"
 #include "tp/framework/plugin/plugin_crash.h"
@@ -86,6 +87,9 @@ int run_train(const Options& options) {
     resume_path = point ? point->path : std::filesystem::path();
     if (point) resume_checkpoint = std::move(point->checkpoint);
   }
+  // A fresh start appends to the history a killed attempt may have left: not after a torn line.
+  if (resume_path.empty() && rank0)
+    if (const auto warning = drop_torn_last_line(session->run_dir / "history.jsonl")) log.warn(*warning);
   // Before the Trainer: it moves the model to the device and builds the optimizer over it.
   if (!config.train.init_weights.empty()) {
     if (resume_path.empty()) {

@@ -87,3 +87,19 @@ TEST_CASE("--resume auto falls back past a truncated, then a bit-flipped last.pt
   REQUIRE(steps.size() == 16);
   for (std::size_t i = 0; i < steps.size(); ++i) CHECK(steps[i] == 8 * (static_cast<int64_t>(i) + 1));
 }
+
+TEST_CASE("a run that starts afresh after a kill tore history.jsonl's last line appends on lines of its own") {
+  // Killed before its first checkpoint, an attempt leaves history lines and no resume point:
+  // --resume auto starts afresh and appends. Before, its first record was merged into the torn line.
+  const auto dir = tp::test::fresh_dir("crash_torn_history_fresh");
+  std::ofstream(dir / "history.jsonl") << "{\"kind\":\"step\",\"step\":8,\"train/loss\":0.5}\n{\"kind\":\"step\",\"st";
+  const auto run = tp::test::run_host(kArgs + "--output-dir '" + dir.string() + "' --resume auto");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(contains(run.output, "the last line of " + (dir / "history.jsonl").string() + " was incomplete"));
+  // The earlier attempt's whole record, then this run's 16: every line a whole record.
+  const std::vector<int64_t> steps = tp::test::whole_history_steps(dir / "history.jsonl");
+  REQUIRE(steps.size() == 17);
+  CHECK(steps.front() == 8);
+  CHECK(steps.back() == 128);
+}

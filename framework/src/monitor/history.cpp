@@ -147,6 +147,20 @@ std::vector<std::string> History::resume(int64_t step) {
   return warnings;
 }
 
+std::optional<std::string> drop_torn_last_line(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return std::nullopt;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.empty() || text.back() == '\n') return std::nullopt;
+  const std::size_t keep = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
+  std::error_code ec;
+  std::filesystem::resize_file(file, keep, ec);
+  if (ec) throw Error("cannot cut the incomplete last line off " + file.string() + ": " + ec.message() + ".");
+  return "the last line of " + file.string() + " was incomplete (" + std::to_string(text.size() - keep) +
+         " bytes without a newline: an earlier run was killed or the disk filled while it was written); it is "
+         "dropped, so this run's records start on a line of their own";
+}
+
 void History::flush_csv() const {
   if (!enabled_) return;
   std::vector<std::string> columns;

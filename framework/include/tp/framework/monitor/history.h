@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,6 +54,14 @@ class History {
   std::vector<HistoryRecord> records_;
   std::function<void(const HistoryRecord&)> listener_;
 };
+
+/// Cuts a last line without its newline (what a kill -9 or a full disk leaves) off the history
+/// file `file`, so that a run starting afresh in that directory appends its records on lines of
+/// their own instead of merging the first into the torn one (a resume drops the line itself,
+/// History::resume). Returns the warning to log, or nullopt when the file is absent, empty or ends
+/// with a newline. Throws tp::Error naming the file when it cannot be read or cut. Cost: one read
+/// of the file, at start.
+std::optional<std::string> drop_torn_last_line(const std::filesystem::path& file);
 
 /// Formats a double for CSV/JSON: shortest round-trip text; NaN/Inf as JSON null / empty CSV cell.
 std::string format_number(double value);
