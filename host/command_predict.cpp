@@ -9,7 +9,9 @@
 #include "tp/framework/engine/predictor.h"
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/engine/runtime_setup.h"
+#include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/error.h"
+#include "tp/framework/util/stale_temporaries.h"
 
 namespace tp::cli {
 namespace {
@@ -25,6 +27,9 @@ std::vector<std::string> split_list(const std::string& text) {
 }  // namespace
 
 int run_predict(const Options& options) {
+  // First: SIGINT/SIGTERM stop at the next round and remove the partial file (predictor.cpp),
+  // never kill the process halfway through a write.
+  install_stop_signal_handlers();
   auto session = open_session(options);
   const RunConfig& config = session->config;
   const std::filesystem::path path = session->checkpoint_file(options.checkpoint);
@@ -36,7 +41,9 @@ int run_predict(const Options& options) {
        prepare_datasets(config, session->registry, splits, session->place.local_rank, session->dist.get(),
                         [&](const std::string& line) { session->logger.every_rank(line); }))
     session->logger.info(line);
+  stop_if_signalled("host predict", "while the datasets were prepared; nothing was written.");
   RunComponents parts = create_components(config, session->registry, splits);
+  stop_if_signalled("host predict", "while the components were created; nothing was written.");
   const std::shared_ptr<DatasetProxy> split =
       options.split == "train" ? parts.train_data : options.split == "val" ? parts.val_data : parts.test_data;
   if (!split)
@@ -53,6 +60,16 @@ int run_predict(const Options& options) {
   if (output.empty()) {
     const std::string weights = options.weights == "live" ? "" : "_" + options.weights;
     output = session->run_dir / ("predictions_" + options.split + "_" + path.stem().string() + weights + "." + options.format);
+  }
+  if (rank0) {
+    // What killed predictions (or training) left, *.partial-<pid> and the like of dead pids: in
+    // the run directory and, for an --output elsewhere, in that file's directory.
+    std::vector<std::filesystem::path> removed = sweep_stale_temporaries(session->run_dir, /*levels=*/3);
+    const std::filesystem::path output_dir = output.has_parent_path() ? output.parent_path() : ".";
+    if (output_dir != session->run_dir)
+      for (std::filesystem::path& path : sweep_stale_temporaries(output_dir, /*levels=*/0)) removed.push_back(path);
+    for (const std::filesystem::path& path : removed)
+      session->logger.info("removed " + path.string() + ", left by a process that no longer runs");
   }
   std::unique_ptr<PredictionWriter> writer = rank0 ? PredictionWriter::open(output, options.format) : nullptr;
   const int64_t batch = config.eval.batch_size > 0 ? config.eval.batch_size : config.train.batch_size;

@@ -13,7 +13,9 @@
 #include "tp/framework/engine/runtime_setup.h"
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/engine/trainer.h"
+#include "tp/framework/monitor/history.h"
 #include "tp/framework/util/atomic_file.h"
+#include "tp/framework/util/stale_temporaries.h"
 #include "tp/framework/plugin/plugin_crash.h"
 
 namespace tp::cli {
@@ -40,6 +42,9 @@ void warn_config_changes(Logger& log, const std::string& before, const std::stri
 }  // namespace
 
 int run_train(const Options& options) {
+  // First: a SIGINT/SIGTERM during start-up (the datasets' prepare, the components' creation)
+  // must not kill the process halfway through writing a file; it stops at the next phase.
+  install_stop_signal_handlers();
   auto session = open_session(options);
   const RunConfig& config = session->config;
   Logger& log = session->logger;
@@ -49,7 +54,11 @@ int run_train(const Options& options) {
   log.open_file(session->run_dir / "train.log");
   const std::string config_text = to_toml_text(config.resolved);
   const bool rank0 = session->place.rank == 0; // only rank 0 writes files and the summary
-  if (rank0) write_file_atomically(session->run_dir / "config.toml", config_text);
+  if (rank0) {
+    for (const auto& removed : sweep_stale_temporaries(session->run_dir, /*levels=*/3))
+      log.info("removed " + removed.string() + ", left by a process that no longer runs");
+    write_file_atomically(session->run_dir / "config.toml", config_text);
+  }
   log.info("run '" + config.run.name + "' from " + config.source + " -> " + session->run_dir.string());
   log.file_only("resolved config:\n" + config_text);
 
@@ -61,7 +70,10 @@ int run_train(const Options& options) {
   for (const std::string& line : prepare_datasets(config, session->registry, {}, session->place.local_rank,
                                                    session->dist.get(), [&](const std::string& line) { log.every_rank(line); }))
     log.info(line);
+  const std::string before_training = "before training started; nothing was trained and no checkpoint written.";
+  stop_if_signalled("host train", "while the datasets were prepared, " + before_training);
   RunComponents parts = create_components(config, session->registry);
+  stop_if_signalled("host train", "while the components were created, " + before_training);
   std::filesystem::path resume_path = options.resume;
   std::optional<LoadedCheckpoint> resume_checkpoint;
   if (options.resume == "auto") {
@@ -75,6 +87,9 @@ int run_train(const Options& options) {
     resume_path = point ? point->path : std::filesystem::path();
     if (point) resume_checkpoint = std::move(point->checkpoint);
   }
+  // A fresh start appends to the history a killed attempt may have left: not after a torn line.
+  if (resume_path.empty() && rank0)
+    if (const auto warning = drop_torn_last_line(session->run_dir / "history.jsonl")) log.warn(*warning);
   // Before the Trainer: it moves the model to the device and builds the optimizer over it.
   if (!config.train.init_weights.empty()) {
     if (resume_path.empty()) {
@@ -101,7 +116,7 @@ int run_train(const Options& options) {
     warn_config_changes(log, checkpoint.config_toml, config_text);
     trainer.resume_from(checkpoint);
   }
-  install_stop_signal_handlers();
+  stop_if_signalled("host train", "while the trainer was set up, " + before_training);
   const FitSummary summary = trainer.fit();
 
   std::string result;

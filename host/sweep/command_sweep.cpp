@@ -12,6 +12,7 @@
 // - The first failing cell stops the sweep with its exit code. Cells of a grid share almost all
 //   of their configuration, so what failed one (data, disk, memory) most likely fails the next;
 //   rerunning the same command after the fix skips the finished cells.
+// - One sweep per directory (sweep_lock.h): a second one is refused before it reads sweep.toml.
 // - A rerun skips the cells sweep.toml records as done (after checking that their config.toml
 //   still matches what the sweep would train now) and resumes the others (--resume auto).
 #include <csignal>
@@ -22,6 +23,7 @@
 #include "commands.h"
 #include "session.h"
 #include "sweep/sweep_grid.h"
+#include "sweep/sweep_lock.h"
 #include "sweep/sweep_record.h"
 #include "tp/framework/amp/precision.h"
 #include "tp/framework/config/flatten.h"
@@ -29,6 +31,7 @@
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/engine/runtime_setup.h"
 #include "tp/framework/error.h"
+#include "tp/framework/util/stale_temporaries.h"
 
 namespace tp::cli {
 namespace {
@@ -188,9 +191,12 @@ int run_sweep(const Options& options, const LaunchOptions* launch) {
   const std::vector<SweepCell> cells = expand_grid(options.grid);
   const auto [sweep_dir, planned] = plan(options, cells);
 
+  // Before sweep.toml is read: a second sweep on this directory is refused here, at once.
+  const SweepLock lock(sweep_dir);
+  for (const fs::path& removed : sweep_stale_temporaries(sweep_dir, /*levels=*/3))
+    std::fprintf(stderr, "host sweep: removed %s, left by a process that no longer runs\n", removed.c_str());
   const fs::path record_file = sweep_dir / "sweep.toml";
   SweepRecord record = SweepRecord::read(record_file);
-  fs::create_directories(sweep_dir);
   const auto save = [&](const PlannedCell& p, const std::string& status, int exit_code) {
     record.set({p.cell.name, p.cell.overrides, status, exit_code});
     record.write(record_file, options.config, options.grid, options.sets);

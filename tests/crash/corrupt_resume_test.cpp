@@ -1,7 +1,8 @@
 // A damaged checkpoint, end to end through `host`: a truncated or bit-flipped last.pt makes
 // `--resume auto` fall back to the newest different file that loads (skipping the names
 // hard-linked to the damaged one), say so in the log and finish the run; `--resume PATH` to a
-// damaged file exits 4 naming it.
+// damaged file exits 4 naming it. A history.jsonl whose last line a kill -9 tore is resumed
+// without that line: dropped with a warning, never read, never kept.
 #include <fstream>
 #include <string>
 
@@ -9,16 +10,18 @@
 #include "tp/framework/checkpoint/checkpoint_seal.h"
 
 #include "integration/host_runner.h"
+#include "support/run_files.h"
 
 #include <doctest/doctest.h>
 
 namespace {
 
 // 2 epochs of 2048 samples / 32 = 128 optimizer steps; a save every 10 steps and at the end, the 3
-// newest numbered ones kept (step-110, step-120, step-128).
+// newest numbered ones kept (step-110, step-120, step-128); a history line every 8 steps.
 const std::string kArgs =
     "--config tests/integration/accumulation.toml --set progress.mode=\"off\" --set run.threads=1 "
-    "--set checkpoint.strategy=\"steps\" --set checkpoint.every=10 --set checkpoint.keep_last=3 ";
+    "--set checkpoint.strategy=\"steps\" --set checkpoint.every=10 --set checkpoint.keep_last=3 "
+    "--set train.log_every_steps=8 ";
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
@@ -46,11 +49,16 @@ TEST_CASE("--resume auto falls back past a truncated, then a bit-flipped last.pt
   REQUIRE(std::filesystem::exists(ckpt / "step-00000128.pt")); // the same file as last.pt
   REQUIRE(std::filesystem::exists(ckpt / "step-00000120.pt"));
 
-  // 1. Truncate last.pt in place: step-00000128.pt (its hard link) is truncated with it.
+  // 1. Truncate last.pt in place: step-00000128.pt (its hard link) is truncated with it. And tear
+  //    history.jsonl as a kill -9 in the middle of appending step 120's record would: read as it
+  //    stands, the torn line is a record of step 1.
   std::filesystem::resize_file(ckpt / "last.pt", std::filesystem::file_size(ckpt / "last.pt") / 2);
+  std::ofstream(dir / "history.jsonl", std::ios::app) << "{\"kind\":\"step\",\"step\":1";
   const auto second = tp::test::run_host(args + "--resume auto");
   INFO(second.output);
   REQUIRE(second.exit_code == 0);
+  CHECK(contains(second.output, "the last line of " + (dir / "history.jsonl").string() + " is incomplete"));
+  CHECK(contains(second.output, "it is dropped"));
   CHECK(contains(second.output, "cannot resume from " + (ckpt / "last.pt").string()));
   CHECK(contains(second.output, "skipping " + (ckpt / "step-00000128.pt").string()));
   CHECK(contains(second.output, "resuming from " + (ckpt / "step-00000120.pt").string()));
@@ -73,4 +81,25 @@ TEST_CASE("--resume auto falls back past a truncated, then a bit-flipped last.pt
   CHECK(refused.exit_code == tp::kExitCheckpoint);
   CHECK(contains(refused.output, (ckpt / "step-00000110.pt").string()));
   CHECK(contains(refused.output, "damaged"));
+
+  // Whole records only, each logged step once, in order (the torn line neither read nor kept).
+  const std::vector<int64_t> steps = tp::test::whole_history_steps(dir / "history.jsonl");
+  REQUIRE(steps.size() == 16);
+  for (std::size_t i = 0; i < steps.size(); ++i) CHECK(steps[i] == 8 * (static_cast<int64_t>(i) + 1));
+}
+
+TEST_CASE("a run that starts afresh after a kill tore history.jsonl's last line appends on lines of its own") {
+  // Killed before its first checkpoint, an attempt leaves history lines and no resume point:
+  // --resume auto starts afresh and appends. Before, its first record was merged into the torn line.
+  const auto dir = tp::test::fresh_dir("crash_torn_history_fresh");
+  std::ofstream(dir / "history.jsonl") << "{\"kind\":\"step\",\"step\":8,\"train/loss\":0.5}\n{\"kind\":\"step\",\"st";
+  const auto run = tp::test::run_host(kArgs + "--output-dir '" + dir.string() + "' --resume auto");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(contains(run.output, "the last line of " + (dir / "history.jsonl").string() + " was incomplete"));
+  // The earlier attempt's whole record, then this run's 16: every line a whole record.
+  const std::vector<int64_t> steps = tp::test::whole_history_steps(dir / "history.jsonl");
+  REQUIRE(steps.size() == 17);
+  CHECK(steps.front() == 8);
+  CHECK(steps.back() == 128);
 }

@@ -147,3 +147,27 @@ TEST_CASE("the precision experiment's command line: keys changed together form o
     CHECK(csv[i + 1][static_cast<std::size_t>(column(csv[0], "steps"))] == "2");
   }
 }
+
+TEST_CASE("a second host sweep on the same directory is refused at once, and the first goes on undisturbed") {
+  const auto dir = tp::test::fresh_dir("sweep_twice");
+  const fs::path history = dir / "optim.lr=0.003" / "history.jsonl";
+  const std::string command = "'" + std::string(TP_TEST_BUILD_DIR) + "/bin/host' " +
+                              sweep(dir, "--grid optim.lr=0.003 --set data.train.size=32768");
+  // The second starts once the first one's cell has logged a step (the first holds the lock by
+  // then, and its 2,048 steps take seconds); afterwards SIGTERM ends the first, whose cell saves.
+  const auto run = tp::test::run_shell(command + " >'" + (dir / "first.log").string() + "' 2>&1 & pid=$!; " +
+                                       "for i in $(seq 1 3000); do [ -s '" + history.string() + "' ] && break; " +
+                                       "sleep 0.02; done; " + command + "; echo \"second=$?\"; kill -TERM $pid; " +
+                                       "wait $pid; echo \"first=$?\"");
+  INFO(run.output);
+  INFO(tp::test::read_text(dir / "first.log"));
+  CHECK(run.output.find("second=1") != std::string::npos);
+  CHECK(run.output.find("host sweep: another sweep is running in " + dir.string() + " (pid ") != std::string::npos);
+  CHECK(run.output.find("give this sweep another --output-dir") != std::string::npos);
+  CHECK(count_of(run.output, "host sweep: [1/1]") == 0); // the second never started a cell
+  CHECK(run.output.find("first=143") != std::string::npos);
+  const toml::table record = toml::parse_file((dir / "sweep.toml").string());
+  CHECK(record["cells"][0]["status"].value<std::string>() == "interrupted");
+  // The kernel dropped the lock with the first sweep: the file is left, the lock is not.
+  CHECK(tp::test::run_shell("flock -n '" + (dir / "sweep.lock").string() + "' true").exit_code == 0);
+}

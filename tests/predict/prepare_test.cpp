@@ -1,6 +1,7 @@
 // The datasets' prepare entry (ABI 1.5, PLG-17): on 2 Gloo ranks of one node it runs exactly once
 // per split, on local rank 0, before any rank creates a dataset; when it fails, every rank ends
-// with its message.
+// with its message. SIGTERM during prepare or create stops `host train` there: exit 143, a message,
+// and a run directory without anything half-written.
 #include <algorithm>
 #include <filesystem>
 #include <sstream>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "integration/host_runner.h"
+#include "support/run_files.h"
 
 #include <doctest/doctest.h>
 
@@ -65,7 +67,7 @@ TEST_CASE("a prepare longer than dist.timeout_s: the ranks wait for it up to dis
   // Before dist.prepare_timeout_s the waiting rank sat in an all-reduce that dist.timeout_s (here
   // 2 s) ended long before the two 3 s prepares (train, val) were done.
   const fs::path dir = tp::test::fresh_dir("prepare_slow");
-  const auto run = train_two_ranks(dir, "--set data.train.sleep_s=3.0 --set dist.timeout_s=2.0 --set dist.prepare_timeout_s=120.0");
+  const auto run = train_two_ranks(dir, "--set data.train.prepare_ms=3000 --set dist.timeout_s=2.0 --set dist.prepare_timeout_s=120.0");
   INFO(run.output);
   CHECK(run.exit_code == 0);
   CHECK(run.output.find("rank 1: waits for the datasets' prepare on local rank 0") != std::string::npos);
@@ -74,8 +76,34 @@ TEST_CASE("a prepare longer than dist.timeout_s: the ranks wait for it up to dis
 
 TEST_CASE("a prepare longer than dist.prepare_timeout_s ends the waiting ranks with the key to raise") {
   const fs::path dir = tp::test::fresh_dir("prepare_too_slow");
-  const auto run = train_two_ranks(dir, "--set data.train.sleep_s=4.0 --set dist.prepare_timeout_s=2.0");
+  const auto run = train_two_ranks(dir, "--set data.train.prepare_ms=4000 --set dist.prepare_timeout_s=2.0");
   INFO(run.output);
   CHECK(run.exit_code != 0);
   CHECK(run.output.find("Raise dist.prepare_timeout_s") != std::string::npos);
+}
+
+TEST_CASE("SIGTERM while a dataset is prepared or created stops host train cleanly with exit 143") {
+  for (const std::string phase : {"prepare", "create"}) {
+    CAPTURE(phase);
+    const fs::path dir = tp::test::fresh_dir("prepare_sigterm_" + phase);
+    const fs::path calls = dir / "calls.log";
+    // The call takes 0.6 s; the signal comes as soon as the call has logged that it started.
+    const auto run = tp::test::run_shell(
+        "'" + std::string(TP_TEST_BUILD_DIR) + "/bin/host' train --config tests/predict/prepare_probe.toml " +
+        "--plugin-dir '" + TP_TEST_FIXTURE_PLUGIN_DIR + "' --output-dir '" + dir.string() + "' --set 'data.train.log=\"" +
+        calls.string() + "\"' --set data.train." + phase + "_ms=600 & pid=$!; for i in $(seq 1 3000); do grep -q '^" +
+        phase + " train' '" + calls.string() + "' 2>/dev/null && break; sleep 0.02; done; kill -TERM $pid; wait $pid; " +
+        "echo \"exit=$?\"");
+    INFO(run.output);
+    CHECK(run.output.find("exit=143") != std::string::npos);
+    CHECK(run.output.find(std::string("host train stopped by signal 15 while the ") +
+                          (phase == "prepare" ? "datasets were prepared" : "components were created") +
+                          ", before training started; nothing was trained and no checkpoint written.") !=
+          std::string::npos);
+    // Nothing of the training was started, and nothing is half-written.
+    CHECK_FALSE(fs::exists(dir / "checkpoints"));
+    CHECK_FALSE(fs::exists(dir / "history.jsonl"));
+    CHECK(tp::test::temporaries_below(dir) == "");
+    CHECK(fs::exists(dir / "config.toml"));
+  }
 }

@@ -1,10 +1,8 @@
 #include "tp/framework/checkpoint/checkpoint_manager.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -13,6 +11,7 @@
 #include "tp/framework/monitor/history.h"
 #include "tp/framework/error.h"
 #include "tp/framework/util/atomic_file.h"
+#include "tp/framework/util/stale_temporaries.h"
 
 namespace tp {
 namespace {
@@ -21,29 +20,12 @@ constexpr char kLast[] = "last.pt";
 constexpr char kBest[] = "best.pt";
 constexpr char kRanking[] = "best.tsv";
 
-// The pid a temporary's name ends with: ".pending-123.pt", ".last.pt.tmp-123", ".x.link-123".
-long temporary_pid(const std::string& name) {
-  if (!name.starts_with(".")) return -1;
-  std::string stem = name.ends_with(".pt") && name.starts_with(".pending-") ? name.substr(0, name.size() - 3) : name;
-  const std::size_t dash = stem.rfind('-');
-  if (dash == std::string::npos || dash + 1 == stem.size()) return -1;
-  const std::string digits = stem.substr(dash + 1);
-  if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
-  return std::stol(digits);
-}
-
 }  // namespace
 
 void CheckpointManager::sweep_stale_temporaries() const {
-  // A writer killed mid-save (kill -9, OOM killer, power cut) leaves its temporary behind, each as
-  // big as a checkpoint. Only files of processes that no longer exist are removed, so a
-  // concurrent writer's temporaries are never touched.
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
-    const long pid = temporary_pid(entry.path().filename().string());
-    if (pid <= 0 || pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
-    std::filesystem::remove(entry.path(), ec);
-  }
+  // A writer killed mid-save leaves its temporary behind, as big as a checkpoint
+  // (util/stale_temporaries.h says whose are removed).
+  tp::sweep_stale_temporaries(dir_, /*levels=*/0);
 }
 
 std::string numbered_checkpoint_name(const std::string& prefix, int64_t step) {

@@ -1,13 +1,21 @@
 #include "tp/framework/monitor/history.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 
-#include "tp/framework/util/atomic_file.h"
 #include "tp/framework/error.h"
+#include "tp/framework/util/atomic_file.h"
+#include "tp/framework/util/write_error.h"
 
 namespace tp {
 
@@ -21,8 +29,17 @@ std::string format_number(double value) {
 History::History(std::filesystem::path run_dir, bool enabled) : dir_(std::move(run_dir)), enabled_(enabled) {
   if (!enabled_) return;
   std::filesystem::create_directories(dir_);
-  jsonl_.open(dir_ / "history.jsonl", std::ios::app);
-  if (!jsonl_) throw Error("cannot open " + (dir_ / "history.jsonl").string() + " for writing.");
+  open_jsonl();
+}
+
+History::~History() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void History::open_jsonl() {
+  const auto file = dir_ / "history.jsonl";
+  fd_ = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw Error("cannot open " + file.string() + " for writing: " + describe_write_error(errno));
 }
 
 void History::add(HistoryRecord record) {
@@ -32,9 +49,38 @@ void History::add(HistoryRecord record) {
     const std::string number = format_number(value);
     line += ",\"" + name + "\":" + (number.empty() ? "null" : number);
   }
-  jsonl_ << line << "}\n" << std::flush;
+  append_line(line + "}\n", record);
   if (listener_) listener_(record);
   records_.push_back(std::move(record));
+}
+
+void History::append_line(const std::string& line, const HistoryRecord& record) {
+  // One write() per line, no user-space buffer: a crashed process loses nothing it added, and a
+  // kill -9 can tear only the last line (resume() drops it).
+  struct stat before{};
+  const bool sized = ::fstat(fd_, &before) == 0;
+  std::size_t written = 0;
+  while (written < line.size()) {
+    const ssize_t n = ::write(fd_, line.data() + written, line.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n > 0) {
+      written += static_cast<std::size_t>(n);
+      continue;
+    }
+    const int error = n < 0 ? errno : ENOSPC;
+    // A full disk can take half a line: cut it off, so the file stays a list of whole records
+    // that the next run appends to.
+    const bool cut = sized && ::ftruncate(fd_, before.st_size) == 0;
+    std::string at;
+    for (const auto& [name, value] : record.values)
+      if (name == "step") at = " of step " + format_number(value);
+    throw Error("cannot append the " + record.kind + " record" + at + " to " + (dir_ / "history.jsonl").string() +
+                ": write failed: " + describe_write_error(error) +
+                (cut ? " The file holds every record before this one, each complete"
+                     : " Its last line may be cut short (the next --resume drops it)") +
+                "; the checkpoints are not affected. Free space, then `--resume auto` continues from the newest "
+                "checkpoint and writes the history after it again.");
+  }
 }
 
 namespace {
@@ -64,14 +110,29 @@ HistoryRecord parse_line(const std::string& line) {
 
 }  // namespace
 
-void History::resume(int64_t step) {
-  if (!enabled_) return;
-  jsonl_.close();
+std::vector<std::string> History::resume(int64_t step) {
+  if (!enabled_) return {};
+  ::close(fd_);
+  fd_ = -1;
   const auto file = dir_ / "history.jsonl";
-  std::ifstream in(file);
+  std::ifstream in(file, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> warnings;
   std::string kept;
   records_.clear();
-  for (std::string line; std::getline(in, line);) {
+  for (std::size_t begin = 0; begin < text.size();) {
+    const std::size_t newline = text.find('\n', begin);
+    if (newline == std::string::npos) {
+      // Every line is written with its newline in one write(): a last line without one is what a
+      // kill -9 or a full disk cut short. Its numbers may be cut too ("step":1 of "step":12), so
+      // it is not read.
+      warnings.push_back("resume: the last line of " + file.string() + " is incomplete (" +
+                         std::to_string(text.size() - begin) + " bytes without a newline: the previous run was "
+                         "killed or the disk filled while it was written); it is dropped");
+      break;
+    }
+    const std::string line = text.substr(begin, newline - begin);
+    begin = newline + 1;
     HistoryRecord record = parse_line(line);
     double record_step = 0;
     for (const auto& [name, value] : record.values)
@@ -81,8 +142,23 @@ void History::resume(int64_t step) {
     records_.push_back(std::move(record));
   }
   write_file_atomically(file, kept);
-  jsonl_.open(file, std::ios::app);
+  open_jsonl();
   flush_csv();
+  return warnings;
+}
+
+std::optional<std::string> drop_torn_last_line(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return std::nullopt;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.empty() || text.back() == '\n') return std::nullopt;
+  const std::size_t keep = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
+  std::error_code ec;
+  std::filesystem::resize_file(file, keep, ec);
+  if (ec) throw Error("cannot cut the incomplete last line off " + file.string() + ": " + ec.message() + ".");
+  return "the last line of " + file.string() + " was incomplete (" + std::to_string(text.size() - keep) +
+         " bytes without a newline: an earlier run was killed or the disk filled while it was written); it is "
+         "dropped, so this run's records start on a line of their own";
 }
 
 void History::flush_csv() const {

@@ -2,7 +2,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -10,35 +9,26 @@
 
 #include "tp/framework/util/atomic_file.h"
 #include "tp/framework/error.h"
+#include "tp/framework/util/write_error.h"
 
 namespace tp {
 namespace {
 
 [[noreturn]] void fail(const std::filesystem::path& path, const std::string& what, int error, const std::string& tmp) {
   if (!tmp.empty()) ::unlink(tmp.c_str());
-  std::string hint;
-  if (error == ENOSPC)
-    hint = " The disk is full: free space or point run.output_dir elsewhere.";
-  else if (error == EDQUOT)
-    hint = " The disk quota is full: free space within your quota or point run.output_dir elsewhere.";
-  else if (error == EFBIG)
-    hint = " The file size limit was reached (disk quota full, `ulimit -f`, or the file system's maximum file "
-           "size): raise the limit or point run.output_dir elsewhere.";
-  else if (error == EACCES)
-    hint = " Check the directory's permissions.";
-  throw Error("cannot write " + path.string() + ": " + what + " failed: " + std::strerror(error) + "." + hint +
+  throw Error("cannot write " + path.string() + ": " + what + " failed: " + describe_write_error(error) +
               " The previous version of the file, if any, is unchanged.");
 }
+
+}  // namespace
 
 void sync_directory(const std::filesystem::path& dir) {
   const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd >= 0) {
-    ::fsync(dir_fd); // makes the rename itself durable
+    ::fsync(dir_fd); // makes a rename or a removal in `dir` itself durable
     ::close(dir_fd);
   }
 }
-
-}  // namespace
 
 void link_file_atomically(const std::filesystem::path& existing, const std::filesystem::path& target) {
   const std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();

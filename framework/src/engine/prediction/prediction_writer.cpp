@@ -1,5 +1,7 @@
 #include "tp/framework/engine/prediction_writer.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -7,6 +9,8 @@
 #include <cstring>
 
 #include "tp/framework/error.h"
+#include "tp/framework/util/atomic_file.h"
+#include "tp/framework/util/write_error.h"
 
 namespace tp {
 namespace {
@@ -183,11 +187,15 @@ struct PredictionWriter::File {
 };
 
 PredictionWriter::PredictionWriter(std::filesystem::path path)
-    : path_(std::move(path)), partial_(path_.string() + ".partial"), file_(std::make_shared<File>()) {
+    : path_(std::move(path)),
+      // The pid keeps two predictions into one file apart, and lets the next command's sweep
+      // (util/stale_temporaries.h) remove what a killed one left.
+      partial_(path_.string() + ".partial-" + std::to_string(::getpid())),
+      file_(std::make_shared<File>()) {
   if (path_.has_parent_path()) std::filesystem::create_directories(path_.parent_path());
   file_->handle = std::fopen(partial_.c_str(), "wb");
   if (file_->handle == nullptr)
-    throw Error("cannot create " + partial_.string() + ": " + std::strerror(errno) + ". Check --output.");
+    throw Error("cannot create " + partial_.string() + ": " + describe_write_error(errno) + " Check --output.");
   std::setvbuf(file_->handle, nullptr, _IOFBF, 1 << 20);
 }
 
@@ -206,14 +214,12 @@ std::unique_ptr<PredictionWriter> PredictionWriter::open(const std::filesystem::
 }
 
 void PredictionWriter::put(const void* bytes, std::size_t size) {
-  if (size > 0 && std::fwrite(bytes, 1, size, file_->handle) != size)
-    throw Error("writing " + partial_.string() + " failed: " + std::strerror(errno) +
-                ". Free space there or choose another --output.");
+  if (size > 0 && std::fwrite(bytes, 1, size, file_->handle) != size) fail(errno);
 }
 
 void PredictionWriter::put_at(std::size_t offset, const std::string& text) {
   if (std::fflush(file_->handle) != 0 || std::fseek(file_->handle, static_cast<long>(offset), SEEK_SET) != 0)
-    throw Error("writing " + partial_.string() + " failed: " + std::strerror(errno));
+    fail(errno);
   put(text);
   std::fseek(file_->handle, 0, SEEK_END);
 }
@@ -238,13 +244,20 @@ void PredictionWriter::finish(const PredictionSchema& schema) {
     header_written_ = true;
   }
   complete(schema_);
-  if (std::fflush(file_->handle) != 0 || std::fclose(file_->handle) != 0) {
-    file_->handle = nullptr;
-    throw Error("writing " + partial_.string() + " failed: " + std::strerror(errno) + ". Free space there.");
-  }
+  // fsync before the rename: otherwise a power cut can leave the final name on an empty file.
+  if (std::fflush(file_->handle) != 0 || ::fsync(::fileno(file_->handle)) != 0) fail(errno);
+  const int closed = std::fclose(file_->handle);
   file_->handle = nullptr;
-  std::filesystem::rename(partial_, path_);
+  if (closed != 0) fail(errno);
+  if (::rename(partial_.c_str(), path_.c_str()) != 0) fail(errno);
   finished_ = true;
+  sync_directory(path_.has_parent_path() ? path_.parent_path() : std::filesystem::path("."));
+}
+
+void PredictionWriter::fail(int error) const {
+  throw Error("writing the predictions to " + path_.string() + " failed (" + partial_.string() + "): " +
+              describe_write_error(error) + " Nothing was written under the final name; the partial file is "
+              "removed. Choose another --output or free space, then predict again.");
 }
 
 }  // namespace tp

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "tp/framework/dist/dist_context.h"
+#include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/error.h"
 
 namespace tp {
@@ -215,6 +216,13 @@ PredictSummary predict(ModelProxy& model, std::shared_ptr<SampleSource> split, L
     std::string failure;
     std::exception_ptr error;
     try {
+      // SIGINT/SIGTERM (handlers installed by `host predict`): stop between rounds; the writer's
+      // destructor removes the partial file on the way out.
+      if (const int signal_number = pending_stop_signal())
+        throw Interrupted(signal_number, "host predict stopped by signal " + std::to_string(signal_number) +
+                                             " after " + std::to_string(round) + " of " + std::to_string(rounds) +
+                                             " rounds; nothing was written under the final name (the partial "
+                                             "file is removed). Run the same command again.");
       write_gathered();
       if (round < mine) {
         std::optional<NamedTensors> batch = loader.next();

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <string>
 
 namespace tp {
 namespace {
@@ -29,5 +30,10 @@ void install_stop_signal_handlers() {
 }
 
 int pending_stop_signal() { return received().load(std::memory_order_relaxed); }
+
+void stop_if_signalled(const std::string& command, const std::string& when) {
+  if (const int signal_number = pending_stop_signal())
+    throw Interrupted(signal_number, command + " stopped by signal " + std::to_string(signal_number) + " " + when);
+}
 
 }  // namespace tp

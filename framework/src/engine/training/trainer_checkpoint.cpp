@@ -218,7 +218,7 @@ void Trainer::save_position(ResumePosition resume) {
 void Trainer::resume_from(const LoadedCheckpoint& c) {
   for (const StateRole& role : state_roles()) role.load(c);
   broadcast_model(); // a resumed data-parallel run loads, then takes rank 0's weights
-  history_.resume(c.step);
+  for (const std::string& warning : history_.resume(c.step)) log_.warn(warning);
   tensorboard_.resume(c.step, history_.records()); // drops events after c.step, as the history did
   control_.defer(dispatch(TP_EVENT_CHECKPOINT_LOAD, {{"step", double(c.step)}}) & TP_REQUEST_STOP);
   log_.info("resumed at epoch " + std::to_string(c.epoch + 1) + ", batch " + std::to_string(c.batch) + ", step " +

@@ -1,7 +1,7 @@
 // Prediction files (`host predict --format csv|jsonl|npy`), written as records arrive, in the
 // order they arrive, so a million samples need memory for one block only. The file grows under
-// `<path>.partial` and is renamed to `path` by finish(): a crash or a kill never leaves a
-// truncated file under the final name (docs/predict.md).
+// `<path>.partial-<pid>` and is fsynced and renamed to `path` by finish(): a crash, a kill or a
+// power cut never leaves a truncated file under the final name (docs/predict.md).
 //   csv    header `index,logits.0,...,logits.argmax,logits.prob,label`; a column with a
 //          per-sample shape is flattened row-major into `name.i` (`name.i.j` for 2-D).
 //   jsonl  one object per sample: {"index": 0, "logits": [..], "logits.argmax": 3, ...}; shaped
@@ -21,7 +21,7 @@ namespace tp {
 
 class PredictionWriter {
  public:
-  /// Opens `<path>.partial` for `format` ("csv" | "jsonl" | "npy"). Throws tp::Error naming the
+  /// Opens `<path>.partial-<pid>` for `format` ("csv" | "jsonl" | "npy"). Throws tp::Error naming the
   /// file when it cannot be created, ConfigError for an unknown format.
   static std::unique_ptr<PredictionWriter> open(const std::filesystem::path& path, const std::string& format);
   /// Without finish() (an error on the way), removes the partial file: a failed prediction
@@ -31,7 +31,8 @@ class PredictionWriter {
   /// Appends `block`'s records. The first block fixes the columns; a later block with other
   /// columns throws tp::Error. Throws tp::Error naming the file on a write error (a full disk).
   void write(const RecordBlock& block);
-  /// Flushes, completes the header (npy), and renames the file to its final name. Without a
+  /// Flushes, completes the header (npy), fsyncs the file, renames it to its final name and
+  /// fsyncs the directory. Throws tp::Error naming both files on failure. Without a
   /// block written, the file holds the header only (csv needs a schema: `schema` then).
   void finish(const PredictionSchema& schema);
   /// Records written so far.
@@ -54,6 +55,9 @@ class PredictionWriter {
 
  private:
   struct File;
+  /// Throws the write error `error` of the partial file (the destructor then removes it).
+  [[noreturn]] void fail(int error) const;
+
   std::shared_ptr<File> file_;
   bool header_written_ = false;
   bool finished_ = false;

@@ -12,6 +12,12 @@ void install_stop_signal_handlers();
 /// The first stop signal received (SIGINT or SIGTERM), or 0. Async-signal-safe to set, cheap to read.
 int pending_stop_signal();
 
+/// Throws Interrupted when a stop signal has arrived: "<command> stopped by signal N <when>".
+/// For the points between a command's phases before its first output file (after the datasets'
+/// prepare, after creating the components), where stopping needs no save. Example:
+///   stop_if_signalled("host train", "while the datasets were prepared; nothing was trained");
+void stop_if_signalled(const std::string& command, const std::string& when);
+
 /// Thrown after the interrupted run saved its checkpoint; exits with exit_code_for_signal(signal).
 class Interrupted : public Error {
  public:

@@ -1,13 +1,14 @@
 // The run's history: one record per logged step and one per epoch, written by rank 0 to
-// <run dir>/history.jsonl (appended and flushed per record, so a crash loses nothing) and
+// <run dir>/history.jsonl (appended with one write() per record, so a crash loses nothing and a
+// kill -9 can tear only the last line) and
 // <run dir>/history.csv (rewritten atomically at each epoch end, since its columns grow when the
 // first evaluation adds val/* metrics).
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,25 +25,43 @@ class History {
  public:
   /// `enabled` = false (ranks other than 0) makes every call a no-op.
   History(std::filesystem::path run_dir, bool enabled);
-  /// Appends a record to both files, then hands it to the listener.
+  ~History();
+  History(const History&) = delete;
+  History& operator=(const History&) = delete;
+  /// Appends a record to history.jsonl, then hands it to the listener. A failed write (a full
+  /// disk, a quota, `ulimit -f`) throws tp::Error naming the file, the record, the OS error and
+  /// what is intact, after cutting the half-written line off again (exit 1).
   void add(HistoryRecord record);
   /// `listener` sees every record add() writes from now on (the TensorBoard writer mirrors the
   /// history this way, so no record can reach one and not the other).
   void listen(std::function<void(const HistoryRecord&)> listener) { listener_ = std::move(listener); }
   /// Resuming: reloads history.jsonl, drops the records written after optimizer step `step`
-  /// (the interrupted run's tail, which the resumed run will write again), rewrites both files.
-  void resume(int64_t step);
+  /// (the interrupted run's tail, which the resumed run will write again) and a last line without
+  /// its newline (torn by a kill -9 or a full disk: not read, since its numbers may be cut short),
+  /// rewrites both files atomically. Returns the warnings to log (the torn line).
+  [[nodiscard]] std::vector<std::string> resume(int64_t step);
   /// Rewrites history.csv from all records (columns: kind, then every name in first-seen order).
   void flush_csv() const;
   const std::vector<HistoryRecord>& records() const { return records_; }
 
  private:
+  void open_jsonl();
+  void append_line(const std::string& line, const HistoryRecord& record);
+
   std::filesystem::path dir_;
   bool enabled_;
-  std::ofstream jsonl_;
+  int fd_ = -1; ///< history.jsonl, O_APPEND
   std::vector<HistoryRecord> records_;
   std::function<void(const HistoryRecord&)> listener_;
 };
+
+/// Cuts a last line without its newline (what a kill -9 or a full disk leaves) off the history
+/// file `file`, so that a run starting afresh in that directory appends its records on lines of
+/// their own instead of merging the first into the torn one (a resume drops the line itself,
+/// History::resume). Returns the warning to log, or nullopt when the file is absent, empty or ends
+/// with a newline. Throws tp::Error naming the file when it cannot be read or cut. Cost: one read
+/// of the file, at start.
+std::optional<std::string> drop_torn_last_line(const std::filesystem::path& file);
 
 /// Formats a double for CSV/JSON: shortest round-trip text; NaN/Inf as JSON null / empty CSV cell.
 std::string format_number(double value);

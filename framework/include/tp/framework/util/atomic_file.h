@@ -1,4 +1,5 @@
-// Crash-safe file replacement, used for checkpoints, history.csv and config.toml.
+// Crash-safe file replacement, used for checkpoints, history.csv, config.toml and every other file
+// the host rewrites whole (docs/hardening.md, "Every file the host writes").
 #pragma once
 
 #include <cstddef>
@@ -16,6 +17,11 @@ void write_file_atomically(const std::filesystem::path& path, const char* bytes,
 inline void write_file_atomically(const std::filesystem::path& path, std::string_view text) {
   write_file_atomically(path, text.data(), text.size());
 }
+
+/// fsyncs the directory `dir`, so a rename, link or removal inside it survives a power cut (the
+/// file's own fsync does not cover its name). Best effort: a directory that cannot be opened is
+/// left as it is (the rename already happened; only its durability is not forced).
+void sync_directory(const std::filesystem::path& dir);
 
 /// Makes `target` name the same content as the finished file `existing`, atomically: a hard link
 /// under a temporary name, renamed over `target`, then an fsync of the directory (so one
