@@ -6,7 +6,9 @@
 #include "tp/framework/engine/runtime_setup.h"
 #include "tp/framework/engine/trainer.h"
 #include "tp/framework/error.h"
+#include "tp/framework/monitor/history.h"
 #include "tp/framework/util/atomic_file.h"
+#include "tp/framework/util/short_number.h"
 
 namespace tp::cli {
 
@@ -44,8 +46,8 @@ int run_eval(const Options& options) {
               options.weights == "live" ? "" : "the ema weights of ", path.c_str(),
               static_cast<long long>(checkpoint.epoch), static_cast<long long>(checkpoint.step), options.split.c_str());
   for (const auto& [name, value] : metrics) {
-    std::printf("  %-20s %.6f\n", name.c_str(), value);
-    json += ",\"" + name + "\":" + std::to_string(value);
+    std::printf("  %-20s %s\n", name.c_str(), short_number(value).c_str());
+    json += ",\"" + name + "\":" + format_number(value); // read back: every digit
   }
   json += "}\n";
   // eval_best.json (val, live weights) as before; eval_best_ema.json, eval_best_test.json, ...

@@ -17,6 +17,7 @@
 #include "tp/framework/util/atomic_file.h"
 #include "tp/framework/util/stale_temporaries.h"
 #include "tp/framework/plugin/plugin_crash.h"
+#include "tp/framework/util/short_number.h"
 
 namespace tp::cli {
 namespace {
@@ -120,9 +121,9 @@ int run_train(const Options& options) {
   const FitSummary summary = trainer.fit();
 
   std::string result;
-  for (const auto& [name, value] : summary.last_eval) result += " " + name + "=" + std::to_string(value);
+  for (const auto& [name, value] : summary.last_eval) result += " " + name + "=" + short_number(value);
   log.info("finished " + std::to_string(summary.epochs) + " epochs (" + std::to_string(summary.steps) + " steps) in " +
-           std::to_string(summary.seconds) + " s;" + result + (summary.stopped_early ? " (stopped early)" : "") +
+           short_number(summary.seconds, 3) + " s;" + result + (summary.stopped_early ? " (stopped early)" : "") +
            (summary.skipped_steps > 0 ? "; " + std::to_string(summary.skipped_steps) +
                                             " steps skipped for a non-finite loss" : ""));
   if (summary.stopped_early && !summary.stop_reason.empty()) log.info(summary.stop_reason);

@@ -16,6 +16,7 @@
 
 #include "tp/framework/engine/runtime_setup.h"
 #include "tp/framework/error.h"
+#include "tp/framework/util/short_number.h"
 
 namespace tp {
 namespace {
@@ -28,13 +29,13 @@ Millis timeout_of(const DistSection& options) {
 
 void check_options(const DistSection& o) {
   if (!(o.timeout_s > 0))
-    throw ConfigError("dist.timeout_s", "dist.timeout_s = " + std::to_string(o.timeout_s) +
+    throw ConfigError("dist.timeout_s", "dist.timeout_s = " + short_number(o.timeout_s) +
                                             " must be > 0 (seconds a collective may wait for a lost rank).");
   if (!(o.prepare_timeout_s > 0))
-    throw ConfigError("dist.prepare_timeout_s", "dist.prepare_timeout_s = " + std::to_string(o.prepare_timeout_s) +
+    throw ConfigError("dist.prepare_timeout_s", "dist.prepare_timeout_s = " + short_number(o.prepare_timeout_s) +
                                                     " must be > 0 (seconds the ranks wait for the datasets' prepare).");
   if (!(o.bucket_mb > 0))
-    throw ConfigError("dist.bucket_mb", "dist.bucket_mb = " + std::to_string(o.bucket_mb) +
+    throw ConfigError("dist.bucket_mb", "dist.bucket_mb = " + short_number(o.bucket_mb) +
                                             " must be > 0 (MiB of gradients per all-reduce; 25 is PyTorch's default).");
 }
 
@@ -102,7 +103,7 @@ std::unique_ptr<DistContext> DistContext::join(const Rendezvous& place, const Di
   } catch (const std::exception& e) {
     throw Error("rank " + std::to_string(place.rank) + " could not " +
                 (store_options.isServer ? "host" : "reach") + " the rendezvous store at " + place.master_addr + ":" +
-                std::to_string(place.master_port) + " within dist.timeout_s = " + std::to_string(options.timeout_s) +
+                std::to_string(place.master_port) + " within dist.timeout_s = " + short_number(options.timeout_s) +
                 " s: " + e.what() +
                 ". Check that MASTER_ADDR/MASTER_PORT are rank 0's reachable address and a free port "
                 "(the built-in launcher picks one when --master-port is not given), and that all " +
@@ -254,7 +255,7 @@ void DistContext::fail(const char* what, const std::exception& error) {
   throw Error("rank " + std::to_string(rank()) + " of " + std::to_string(world_size()) + ": the " + backend_ +
               " collective `" + what + "` failed; " + lost + ". c10d said: " + said +
               " Look at the lost rank's own output for its error; continue with --resume auto once it is fixed "
-              "(collectives wait at most dist.timeout_s = " + std::to_string(options_.timeout_s) + " s).");
+              "(collectives wait at most dist.timeout_s = " + short_number(options_.timeout_s) + " s).");
 }
 
 }  // namespace tp

@@ -5,6 +5,7 @@
 
 #include "tp/framework/monitor/history.h"
 #include "tp/framework/error.h"
+#include "tp/framework/util/short_number.h"
 
 namespace tp {
 
@@ -26,7 +27,7 @@ std::optional<std::string> EarlyStopping::update(const std::vector<std::pair<std
                                                     "\" is not among the evaluated values (" + names +
                                                     "). Set it to one of them.");
   if (options_.check_finite && !std::isfinite(*value))
-    return options_.monitor + " became " + std::to_string(*value) + " (early_stopping.check_finite)";
+    return options_.monitor + " became " + short_number(*value) + " (early_stopping.check_finite)";
   // Lightning's rule: an improvement must beat the best by more than min_delta.
   const bool improved = options_.mode == "max" ? *value > best_ + options_.min_delta
                                                : *value < best_ - options_.min_delta;
@@ -36,7 +37,7 @@ std::optional<std::string> EarlyStopping::update(const std::vector<std::pair<std
     return std::nullopt;
   }
   if (++wait_ < options_.patience) return std::nullopt;
-  return options_.monitor + " has not improved on " + format_number(best_) + " for " + std::to_string(wait_) +
+  return options_.monitor + " has not improved on " + short_number(best_) + " for " + std::to_string(wait_) +
          " evaluations (early_stopping.patience = " + std::to_string(options_.patience) + ")";
 }
 

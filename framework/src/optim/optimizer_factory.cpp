@@ -12,6 +12,7 @@
 
 #include "fused_optimizers.h"
 #include "tp/framework/error.h"
+#include "tp/framework/util/short_number.h"
 
 namespace tp {
 namespace {
@@ -197,7 +198,7 @@ BuiltOptimizer make_optimizer(const OptimSection& o, const std::vector<StateTens
     throw ConfigError("optim.nesterov", "optim.nesterov = true needs optim.momentum > 0 (Nesterov momentum is a "
                                         "look-ahead on the momentum buffer); set a momentum or nesterov = false.");
   if (o.layer_decay <= 0 || o.layer_decay > 1)
-    throw ConfigError("optim.layer_decay", "optim.layer_decay = " + std::to_string(o.layer_decay) +
+    throw ConfigError("optim.layer_decay", "optim.layer_decay = " + short_number(o.layer_decay) +
                                                " is outside (0, 1]: each layer's lr is lr x layer_decay^(deepest - "
                                                "depth), so above 1 the input layers would learn fastest. Typical "
                                                "fine-tuning values are 0.65 to 0.9; 1.0 turns it off.");

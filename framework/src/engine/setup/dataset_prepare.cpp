@@ -13,6 +13,7 @@
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/error.h"
 #include "tp/framework/plugin/dataset_proxy.h"
+#include "tp/framework/util/short_number.h"
 
 namespace tp {
 
@@ -36,7 +37,7 @@ std::vector<std::string> prepare_datasets(const RunConfig& config, const Registr
         if (!DatasetProxy::prepare(entry, *table, split)) continue;
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         lines.push_back("prepared the " + split + " split of " + table->component + " (" + table->key_path + ") in " +
-                        std::to_string(seconds) + " s on local rank 0");
+                        short_number(seconds, 3) + " s on local rank 0");
       }
     } catch (const std::exception& e) { // not only tp::Error: any failure here must reach the waiting ranks
       if (dist == nullptr) throw;

@@ -24,6 +24,7 @@
 #include "tp/framework/error.h"
 #include "tp/framework/profile/flop_counter.h"
 #include "tp/framework/profile/memory.h"
+#include "tp/framework/util/short_number.h"
 
 namespace tp {
 namespace {
@@ -282,7 +283,7 @@ void StepRunner::check_finite(const at::Tensor& sum, const StepPosition& at) {
   if (!meters_.nan_checks().per_step || std::isfinite(sum.item<double>())) return;
   const std::string where = "at step " + std::to_string(at.step + 1) + " (epoch " + std::to_string(at.epoch + 1) +
                             ", batch " + std::to_string(at.batch) + ", lr " +
-                            std::to_string(current_lr(*optim_.optimizer)) + ")";
+                            short_number(current_lr(*optim_.optimizer)) + ")";
   // Where backward is a collective it must still run; the ranks decide together at the window's
   // end (agree_on_window) and stop or skip as one.
   if (config_.train.nan_policy == "stop" && !reducer_->sums_over_ranks())

@@ -12,6 +12,7 @@
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/engine/trainer.h"
 #include "tp/framework/error.h"
+#include "tp/framework/util/short_number.h"
 
 namespace tp {
 
@@ -151,8 +152,8 @@ void Trainer::end_epoch(int64_t epoch) {
   summary.insert(summary.end(), eval.begin(), eval.end());
   progress_.end_epoch(summary);
   std::string line = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs_);
-  for (const auto& [name, value] : summary) line += " " + name + "=" + format_number(value);
-  line += " time=" + format_number(seconds) + "s data_wait=" +
+  for (const auto& [name, value] : summary) line += " " + name + "=" + short_number(value);
+  line += " time=" + short_number(seconds) + "s data_wait=" +
           std::to_string(static_cast<int>(seconds > 0 ? 100.0 * clock.wait_s / seconds : 0.0)) + "%";
   log_.file_only(line);
   control_.honour_now(dispatch(TP_EVENT_EPOCH_END, summary), events_.any());

@@ -15,6 +15,7 @@
 #include "tp/framework/error.h"
 #include "tp/framework/report/plots.h"
 #include "tp/framework/util/atomic_file.h"
+#include "tp/framework/util/short_number.h"
 
 namespace tp {
 namespace {
@@ -44,9 +45,9 @@ std::string describe_layer_decay(const BuiltOptimizer& built, double decay) {
     if (groups[i].options().get_lr() < groups[low].options().get_lr()) low = i;
     if (groups[i].options().get_lr() > groups[high].options().get_lr()) high = i;
   }
-  return "optim.layer_decay = " + format_number(decay) + ": " + std::to_string(groups.size()) +
-         " parameter groups, lr from " + format_number(groups[low].options().get_lr()) + " ('" +
-         built.group_names[low].front() + "') to " + format_number(groups[high].options().get_lr()) + " ('" +
+  return "optim.layer_decay = " + short_number(decay) + ": " + std::to_string(groups.size()) +
+         " parameter groups, lr from " + short_number(groups[low].options().get_lr()) + " ('" +
+         built.group_names[low].front() + "') to " + short_number(groups[high].options().get_lr()) + " ('" +
          built.group_names[high].front() + "')";
 }
 
@@ -171,7 +172,7 @@ void Trainer::init_averages() {
     swa_ = std::make_unique<WeightAverage>("swa", rule, model_state_, device_);
     evaluator_->add_average(*swa_, model_state_);
     log_.info("swa: averaging from epoch " + std::to_string(w.start_epoch) + ", lr annealed to " +
-              format_number(w.lr.front()) + " over " + std::to_string(w.anneal_epochs) + " epoch(s) (" +
+              short_number(w.lr.front()) + " over " + std::to_string(w.anneal_epochs) + " epoch(s) (" +
               w.anneal_strategy + "); " + std::to_string(swa_->bytes() >> 20) + " MiB; evaluated as val_swa/*");
   }
   if (!config_.ema.enabled) return;
@@ -181,7 +182,7 @@ void Trainer::init_averages() {
   steps_.set_ema(std::make_unique<WeightAverage>("ema", rule, model_state_, where));
   const WeightAverage& ema = *steps_.ema();
   evaluator_->add_average(ema, model_state_);
-  log_.info("ema: decay " + format_number(e.decay) + (e.warmup ? " with warmup" : "") + ", every " +
+  log_.info("ema: decay " + short_number(e.decay) + (e.warmup ? " with warmup" : "") + ", every " +
             std::to_string(e.every_steps) + " step(s), buffers " + e.buffers + "d; " +
             std::to_string(ema.bytes() >> 20) + " MiB on " + where.str() + "; evaluated as val_ema/*");
 }

@@ -14,6 +14,7 @@
 #include "tp/framework/engine/finite_weights.h"
 #include "tp/framework/engine/trainer.h"
 #include "tp/framework/error.h"
+#include "tp/framework/util/short_number.h"
 
 namespace tp {
 namespace {
@@ -114,7 +115,7 @@ bool Trainer::load_best() {
     control_.defer(dispatch(TP_EVENT_CHECKPOINT_LOAD, {{config_.checkpoint.monitor, best->best}}, path.string()) &
                    TP_REQUEST_STOP);
     log_.info("load_best_at_end: loaded " + std::string(which != "live" ? "the " + which + " weights of " : "") +
-              path.string() + " (" + config_.checkpoint.monitor + " = " + format_number(best->best) + ", step " +
+              path.string() + " (" + config_.checkpoint.monitor + " = " + short_number(best->best) + ", step " +
               std::to_string(best->step) + ")");
   }
   broadcast_model();

@@ -10,6 +10,7 @@
 #include "tp/framework/engine/batchnorm_refresh.h"
 #include "tp/framework/engine/trainer.h"
 #include "tp/framework/error.h"
+#include "tp/framework/util/short_number.h"
 
 namespace tp {
 
@@ -18,7 +19,7 @@ void Trainer::begin_swa_epoch(int64_t epoch) {
   steps_.start_swa_schedule(make_swa_scheduler(*optim_.optimizer, config_.swa.lr, config_.swa.anneal_epochs,
                                                config_.swa.anneal_strategy == "cos"));
   log_.info("swa: epoch " + std::to_string(epoch + 1) + " starts stochastic weight averaging; lr " +
-            format_number(current_lr(*optim_.optimizer)) + " annealing to " + format_number(config_.swa.lr.front()));
+            short_number(current_lr(*optim_.optimizer)) + " annealing to " + short_number(config_.swa.lr.front()));
 }
 
 void Trainer::end_swa_epoch() {
