@@ -91,10 +91,17 @@ TEST_CASE("host compare: the differing keys as columns, each run's numbers from 
     CHECK(number(row[static_cast<std::size_t>(column(header, "epochs"))]) == 2);
     CHECK(number(row[static_cast<std::size_t>(column(header, "steps"))]) == steps);
     CHECK(steps == (i == 2 ? 32 : 16));
-    CHECK(number(row[static_cast<std::size_t>(column(header, "epoch_s"))]) == doctest::Approx(seconds / 2).epsilon(1e-12));
-    CHECK(number(row[static_cast<std::size_t>(column(header, "samples_per_s"))]) ==
-          doctest::Approx(samples / seconds).epsilon(1e-12));
     const toml::table report = toml::parse_file((dir / "report.toml").string());
+    CHECK(number(row[static_cast<std::size_t>(column(header, "epoch_s"))]) == doctest::Approx(seconds / 2).epsilon(1e-12));
+    CHECK(number(row[static_cast<std::size_t>(column(header, "train_samples_per_s"))]) ==
+          doctest::Approx(samples / seconds).epsilon(1e-12));
+    // The two training-loop columns agree with each other; the fit's includes evaluation and saves.
+    CHECK(number(row[static_cast<std::size_t>(column(header, "train_ms_per_step"))]) ==
+          doctest::Approx(1e3 * seconds / steps).epsilon(1e-12));
+    CHECK(number(row[static_cast<std::size_t>(column(header, "fit_ms_per_step"))]) ==
+          report["ms_per_step"].value<double>());
+    CHECK(number(row[static_cast<std::size_t>(column(header, "fit_ms_per_step"))]) >
+          number(row[static_cast<std::size_t>(column(header, "train_ms_per_step"))]));
     CHECK(number(row[static_cast<std::size_t>(column(header, "wall_s"))]) == report["train_seconds"].value<double>());
     CHECK(number(row[static_cast<std::size_t>(column(header, "peak_host_mb"))]) > 10);
     CHECK(row[static_cast<std::size_t>(column(header, "peak_device_mb"))].empty()); // CPU runs

@@ -114,7 +114,9 @@ std::string TrainingReport::to_toml(const RunTotals& totals, int64_t steps, doub
   std::string out =
       "# The training report of this run (written at the end of training; docs/experiments.md).\n"
       "# The totals cover the whole run; the split and throughput cover the steps of the last process\n"
-      "# (measured_steps), which after a resume are only the steps it ran.\n";
+      "# (measured_steps), which after a resume are only the steps it ran. ms_per_step and samples_per_s\n"
+      "# are over measured_seconds, the whole fit (evaluation, checkpoints and plots included);\n"
+      "# data_wait_ms, forward_ms, backward_ms and optimizer_ms are the training step alone.\n";
   out += "epochs = " + std::to_string(totals.epochs) + "\n";
   out += "steps = " + std::to_string(totals.steps) + "\n";
   out += "train_seconds = " + number(totals.train_seconds) + "\n";

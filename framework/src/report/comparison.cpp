@@ -64,29 +64,35 @@ ComparisonRow row_of(const RunRecord& run, const std::vector<std::string>& keys,
   for (const auto& [step, value] : points)
     row.best_metric = higher ? std::max(row.best_metric, value) : std::min(row.best_metric, value);
   // Length and training time from the history, which is what the run did (resumes included).
-  double epoch_seconds = 0.0, samples = 0.0;
+  double epoch_seconds = 0.0, samples = 0.0, timed_steps = 0.0, previous_step = 0.0;
   int epochs_timed = 0;
   for (const HistoryRecord& record : run.history) {
-    double epoch = kNaN, seconds = kNaN, rate = kNaN;
+    double epoch = kNaN, seconds = kNaN, rate = kNaN, step = kNaN;
     for (const auto& [name, value] : record.values) {
       if (name == "step" && std::isfinite(value)) row.steps = std::max(row.steps, static_cast<int64_t>(value));
+      if (name == "step") step = value;
       if (name == "epoch") epoch = value;
       if (name == "time/epoch_s") seconds = value;
       if (name == "throughput/samples_per_s") rate = value;
     }
     if (record.kind != "epoch") continue;
     if (std::isfinite(epoch)) row.epochs = std::max(row.epochs, static_cast<int64_t>(epoch));
+    // An epoch record's step is the count at its end: the steps it timed are those since the last one.
+    const double steps_of_epoch = std::isfinite(step) ? step - previous_step : kNaN;
+    if (std::isfinite(step)) previous_step = step;
     if (!std::isfinite(seconds)) continue;
     epoch_seconds += seconds;
     ++epochs_timed;
     if (std::isfinite(rate)) samples += rate * seconds;
+    if (std::isfinite(steps_of_epoch)) timed_steps += steps_of_epoch;
   }
   row.epoch_s = epochs_timed > 0 ? epoch_seconds / epochs_timed : kNaN;
-  row.samples_per_s = epoch_seconds > 0 ? samples / epoch_seconds : kNaN;
+  row.train_samples_per_s = epoch_seconds > 0 ? samples / epoch_seconds : kNaN;
+  row.train_ms_per_step = timed_steps > 0 ? 1e3 * epoch_seconds / timed_steps : kNaN;
   row.wall_s = report_number(run, "train_seconds");
   row.peak_device_mb = report_number(run, "peak_device_mb");
   row.peak_host_mb = report_number(run, "peak_host_mb");
-  row.ms_per_step = report_number(run, "ms_per_step");
+  row.fit_ms_per_step = report_number(run, "ms_per_step");
   row.data_wait_ms = report_number(run, "data_wait_ms");
   row.forward_ms = report_number(run, "forward_ms");
   row.backward_ms = report_number(run, "backward_ms");
@@ -105,8 +111,9 @@ struct Column {
 std::vector<std::vector<std::string>> cells(const Comparison& c, bool exact, const std::string& missing) {
   std::vector<Column> numbers{{"final " + c.metric, "%.4f"}, {"best " + c.metric, "%.4f"},
                               {"epochs", "%.0f"}, {"steps", "%.0f"}, {"wall_s", "%.1f"}, {"epoch_s", "%.2f"},
-                              {"samples_per_s", "%.0f"}, {"peak_device_mb", "%.0f"}, {"peak_host_mb", "%.0f"},
-                              {"ms_per_step", "%.2f"}, {"data_wait_ms", "%.2f"}, {"forward_ms", "%.2f"},
+                              {"train_samples_per_s", "%.0f"}, {"train_ms_per_step", "%.2f"},
+                              {"fit_ms_per_step", "%.2f"}, {"peak_device_mb", "%.0f"}, {"peak_host_mb", "%.0f"},
+                              {"data_wait_ms", "%.2f"}, {"forward_ms", "%.2f"},
                               {"backward_ms", "%.2f"}, {"optimizer_ms", "%.2f"}};
   std::vector<std::vector<std::string>> out;
   std::vector<std::string> header{"run"};
@@ -117,8 +124,9 @@ std::vector<std::vector<std::string>> cells(const Comparison& c, bool exact, con
     std::vector<std::string> line{r.run};
     for (const FlatValue& value : r.config) line.push_back(value.literal.empty() ? missing : value.display);
     const double values[] = {r.final_metric, r.best_metric, r.epochs < 0 ? kNaN : double(r.epochs),
-                             r.steps < 0 ? kNaN : double(r.steps), r.wall_s, r.epoch_s, r.samples_per_s,
-                             r.peak_device_mb, r.peak_host_mb, r.ms_per_step, r.data_wait_ms, r.forward_ms,
+                             r.steps < 0 ? kNaN : double(r.steps), r.wall_s, r.epoch_s, r.train_samples_per_s,
+                             r.train_ms_per_step, r.fit_ms_per_step, r.peak_device_mb, r.peak_host_mb, r.data_wait_ms,
+                             r.forward_ms,
                              r.backward_ms, r.optimizer_ms};
     for (std::size_t i = 0; i < numbers.size(); ++i) {
       if (!std::isfinite(values[i])) {

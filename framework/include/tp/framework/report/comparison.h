@@ -24,10 +24,12 @@ struct ComparisonRow {
   int64_t steps = -1;               ///< optimizer steps (the largest step of any record)
   double wall_s = 0.0;              ///< report.toml train_seconds: training wall time, evaluation included
   double epoch_s = 0.0;             ///< mean time/epoch_s of the epoch records (training only)
-  double samples_per_s = 0.0;       ///< training samples / training seconds over the epoch records
+  double train_samples_per_s = 0.0; ///< training samples / training seconds over the epoch records
+  double train_ms_per_step = 0.0;   ///< training seconds x 1000 / the steps of the timed epochs (evaluation excluded)
   double peak_device_mb = 0.0;      ///< report.toml: peak allocated on the accelerator (NaN on CPU)
   double peak_host_mb = 0.0;        ///< report.toml: peak resident set size of the process
-  double ms_per_step = 0.0;         ///< report.toml: the last process's wall time per step
+  double fit_ms_per_step = 0.0;     ///< report.toml ms_per_step: the last process's wall time per step, evaluation,
+                                    ///< checkpoints and plots included
   double data_wait_ms = 0.0;        ///< report.toml: waiting for the loader, per step
   double forward_ms = 0.0;          ///< report.toml: the training step's split
   double backward_ms = 0.0;
@@ -52,8 +54,10 @@ Comparison compare_runs(const std::vector<RunRecord>& runs, const std::string& m
 
 /// The table as CSV (RFC 4180 quoting; numbers in full precision, empty cells where a value is
 /// missing). Header: run, the differing keys, "final <metric>", "best <metric>", epochs, steps,
-/// wall_s, epoch_s, samples_per_s, peak_device_mb, peak_host_mb, ms_per_step, data_wait_ms,
-/// forward_ms, backward_ms, optimizer_ms.
+/// wall_s, epoch_s, train_samples_per_s, train_ms_per_step, fit_ms_per_step, peak_device_mb,
+/// peak_host_mb, data_wait_ms, forward_ms, backward_ms, optimizer_ms. The train_ columns are the
+/// training loop alone (they agree: batch x 1000 / train_ms_per_step ~ train_samples_per_s);
+/// fit_ms_per_step includes evaluation, checkpoints and plots.
 std::string comparison_csv(const Comparison& comparison);
 
 /// The same table as GitHub Markdown, numbers rounded for reading, "-" where missing.
