@@ -7,37 +7,13 @@
 #include <cstdio>
 #include <sstream>
 
+#include "cli_commands.h"
 #include "tp/framework/error.h"
 
 namespace tp::cli {
 namespace po = boost::program_options;
 
 namespace {
-
-constexpr const char* kUsage =
-    "usage: host [train] --config FILE [--set KEY=VALUE]... [--plugin-dir DIR]... [--output-dir DIR]\n"
-    "                    [--resume auto|PATH]\n"
-    "       host eval --config FILE [--checkpoint best|last|PATH] [--weights live|ema] [--split val|test]\n"
-    "                 [--set KEY=VALUE]... [--plugin-dir DIR]... [--output-dir DIR]\n"
-    "       host predict --config FILE [--checkpoint best|last|PATH] [--weights live|ema] [--split val|test|train]\n"
-    "                    [--output FILE] [--format csv|jsonl|npy] [--outputs NAME,...] [--tta hflip] [--set ...]\n"
-    "       host sweep --config FILE --grid KEY=V1,V2,... [--grid ...]... [--set KEY=VALUE]... [--output-dir DIR]\n"
-    "                  [--metric NAME]\n"
-    "       host compare RUN_DIR... [--metric NAME] [--output-dir DIR]\n"
-    "       host export --checkpoint PATH [--weights live|ema] --format safetensors --output FILE\n"
-    "       host plugins list [--verbose] [--config FILE] [--plugin-dir DIR]...\n"
-    "       host plugins check FILE.so [--config FILE] [--set KEY=VALUE]... [--index N]... [--epoch E]\n"
-    "       host plot RUN_DIR\n"
-    "       host verify --config FILE [--checks data,loss,metric,gradients,accumulation,resume,distributed,overfit]\n"
-    "                   [--steps N] [--set KEY=VALUE]... [--plugin-dir DIR]... [--output-dir DIR]\n"
-    "       host tune lr --config FILE [--min-lr 1e-7] [--max-lr 10] [--steps 100] [--set KEY=VALUE]...\n"
-    "                    [--output-dir DIR]\n"
-    "       host tune batch-size --config FILE [--headroom 0.1] [--max N] [--keep-global-batch] [--memory-limit SIZE]\n"
-    "                            [--set KEY=VALUE]... [--output-dir DIR]\n"
-    "       host profile --config FILE [--devices cpu,cuda] [--batch-size N] [--precisions fp32,bf16,fp16]\n"
-    "                    [--iterations N] [--warmup N] [--output PATH]\n"
-    "       host --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P] train|eval|predict ...\n"
-    "            data-parallel: N ranks on this node (docs/distributed.md); torchrun --no-python host ... also works\n";
 
 po::options_description describe(Options& o) {
   po::options_description d("options");
@@ -78,9 +54,10 @@ po::options_description describe(Options& o) {
       ("checks", po::value(&o.checks),
        "verify: comma-separated checks to run (default: all of data, loss, metric, gradients, accumulation, "
        "resume, distributed, overfit)")
-      ("steps", po::value(&o.steps), "verify: optimizer steps of each training check (default: 4)")
+      ("steps", po::value(&o.steps),
+       "verify: optimizer steps of each training check (default: 4); tune lr: the sweep's length (default: 100)")
       ("min-lr", po::value(&o.min_lr),
-       "tune lr: the sweep's first lr (default: 1e-7); its --steps default to 100")
+       "tune lr: the sweep's first lr (default: 1e-7)")
       ("max-lr", po::value(&o.max_lr), "tune lr: the sweep's last lr (default: 10)")
       ("headroom", po::value(&o.headroom), "tune batch-size: share of the memory limit kept free (default: 0.1)")
       ("max", po::value(&o.max_batch), "tune batch-size: the largest micro-batch to try (default: the training split)")
@@ -133,14 +110,14 @@ void select_verify_checks(Options& o) {
 }
 
 // `host tune lr|batch-size`: the action and the ranges of its options, before anything is loaded.
-Options check_tune(Options o, const std::vector<std::string>& words, bool steps_given) {
+Options check_tune(Options o, const std::vector<std::string>& words, bool steps_given, const std::string& usage) {
   if (words.empty() || (words[0] != "lr" && words[0] != "batch-size"))
     throw ConfigError("", "host tune: say `lr` (the learning-rate range test) or `batch-size` (the largest micro-batch "
-                          "that fits).\n" + std::string(kUsage));
+                          "that fits).\n" + usage);
   o.action = words[0];
-  if (words.size() > 1) throw ConfigError("", "unexpected argument '" + words[1] + "'.\n" + std::string(kUsage));
+  if (words.size() > 1) throw ConfigError("", "unexpected argument '" + words[1] + "'.\n" + usage);
   if (o.config.empty())
-    throw ConfigError("", "host tune " + o.action + " needs --config FILE.\n" + std::string(kUsage));
+    throw ConfigError("", "host tune " + o.action + " needs --config FILE.\n" + usage);
   const auto number = [](double value) {
     char text[32];
     std::snprintf(text, sizeof text, "%g", value);
@@ -155,7 +132,7 @@ Options check_tune(Options o, const std::vector<std::string>& words, bool steps_
                                         number(o.min_lr) + "): the sweep rises from one to the other.");
     if (o.steps < 13)
       throw ConfigError("--steps", "host tune lr --steps must be at least 13 (got " + std::to_string(o.steps) +
-                                       "): the suggestion skips the first 10 and the last point, and needs 2 between.");
+                                       "): the suggestion skips the first tenth and the last 5 points and needs a descent between.");
   } else if (!(o.headroom >= 0 && o.headroom < 1) || o.max_batch < 0) {
     throw ConfigError(o.max_batch < 0 ? "--max" : "--headroom",
                       "host tune batch-size needs 0 <= --headroom < 1 (a share of the memory limit; got " +
@@ -163,6 +140,54 @@ Options check_tune(Options o, const std::vector<std::string>& words, bool steps_
                           std::to_string(o.max_batch) + ").");
   }
   return o;
+}
+
+// The command the words name ("tune" + "lr" -> "tune lr"), or nullptr when they name none (the
+// checks below then say what is wrong).
+const CommandSpec* named_command(const std::string& command, const std::vector<std::string>& words) {
+  if (command == "plugins" || command == "tune") return words.empty() ? nullptr : find_command(command + " " + words[0]);
+  return find_command(command);
+}
+
+// `host --help`: every synopsis, each command's summary, every option.
+std::string full_help(const po::options_description& options) {
+  std::ostringstream help;
+  help << usage_text() << "\ncommands (host <command> --help: its synopsis and options):\n";
+  for (const CommandSpec& command : commands()) {
+    std::string name(command.name);
+    help << "  " << name << std::string(name.size() < 17 ? 17 - name.size() : 1, ' ') << command.summary << "\n";
+  }
+  help << "\n" << options << "\n";
+  return help.str();
+}
+
+// `host <command> --help`: its synopsis, its summary, its options and the global ones.
+std::string command_help(const CommandSpec& command, const po::options_description& options) {
+  po::options_description own("options of host " + std::string(command.name));
+  po::options_description global("global options");
+  for (const auto& option : options.options()) {
+    const std::string& name = option->long_name();
+    if (std::find(command.options.begin(), command.options.end(), name) != command.options.end()) own.add(option);
+    if (std::find(kGlobalOptions.begin(), kGlobalOptions.end(), name) != kGlobalOptions.end()) global.add(option);
+  }
+  std::ostringstream help;
+  help << wrapped_synopsis(command) << command.summary << " (docs/commands.md)\n\n";
+  if (!command.options.empty()) help << own << "\n";
+  help << global << "\n";
+  return help.str();
+}
+
+// An option given to a command that does not take it is an error, not silently ignored: the one
+// list (cli_commands.cpp) is what each command reads.
+void refuse_foreign_options(const CommandSpec& command, const po::variables_map& vm) {
+  for (const auto& [name, value] : vm) {
+    if (name == "words" || value.defaulted()) continue;
+    if (std::find(command.options.begin(), command.options.end(), name) != command.options.end()) continue;
+    if (std::find(kGlobalOptions.begin(), kGlobalOptions.end(), name) != kGlobalOptions.end()) continue;
+    throw ConfigError("--" + name, "host " + std::string(command.name) + " does not take --" + name +
+                                       ". Its synopsis:\n" + wrapped_synopsis(command) + "(host " +
+                                       std::string(command.name) + " --help lists what each option does).");
+  }
 }
 
 }  // namespace
@@ -182,62 +207,67 @@ Options parse(int argc, char** argv) {
     po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
-    throw ConfigError("", std::string("command line: ") + e.what() + ".\n" + kUsage);
+    throw ConfigError("", std::string("command line: ") + e.what() + ".\n" + usage_text());
   }
-  std::ostringstream help;
-  help << kUsage << "\n" << options;
-  o.help_text = help.str();
-  if (o.help) return o;
-  if (!words.empty()) {
+  const bool command_given = !words.empty();
+  if (command_given) {
     o.command = words[0];
     words.erase(words.begin());
   }
+  const CommandSpec* spec = named_command(o.command, words);
+  if (o.help) { // `host --help`: everything; `host <command> --help`: that command
+    o.help_text = spec && command_given ? command_help(*spec, options) : full_help(options);
+    return o;
+  }
+  if (spec) refuse_foreign_options(*spec, vm);
+  // Errors about one command show its synopsis; the others, every command's.
+  const std::string usage = spec ? wrapped_synopsis(*spec) : usage_text();
   if (o.command == "plugins") {
-    if (words.empty()) throw ConfigError("", "host plugins: say `list` or `check FILE.so`.\n" + std::string(kUsage));
+    if (words.empty()) throw ConfigError("", "host plugins: say `list` or `check FILE.so`.\n" + usage);
     o.action = words[0];
     if (o.action == "check") {
-      if (words.size() != 2) throw ConfigError("", "host plugins check takes exactly one FILE.so.\n" + std::string(kUsage));
+      if (words.size() != 2) throw ConfigError("", "host plugins check takes exactly one FILE.so.\n" + usage);
       o.file = words[1];
     } else if (o.action != "list" || words.size() != 1) {
-      throw ConfigError("", "host plugins: unknown action '" + o.action + "'.\n" + std::string(kUsage));
+      throw ConfigError("", "host plugins: unknown action '" + o.action + "'.\n" + usage);
     }
     return o;
   }
-  if (o.command == "tune") return check_tune(std::move(o), words, vm.count("steps") > 0);
+  if (o.command == "tune") return check_tune(std::move(o), words, vm.count("steps") > 0, usage);
   if (o.command == "plot") {
     if (words.size() != 1)
       throw ConfigError("", "host plot takes exactly one RUN_DIR (the directory a training run wrote).\n" +
-                                std::string(kUsage));
+                                usage);
     o.run_dir = words[0];
     return o;
   }
   if (o.command == "compare") {
     if (words.empty())
       throw ConfigError("", "host compare needs at least one RUN_DIR (directories training runs wrote).\n" +
-                                std::string(kUsage));
+                                usage);
     o.run_dirs = words;
     return o;
   }
   if (o.command == "export") {
     if (!words.empty() || o.output.empty() || o.checkpoint == "best")
-      throw ConfigError("", "host export needs --checkpoint PATH and --output FILE.\n" + std::string(kUsage));
+      throw ConfigError("", "host export needs --checkpoint PATH and --output FILE.\n" + usage);
     return o;
   }
   if (o.command != "train" && o.command != "eval" && o.command != "predict" && o.command != "profile" &&
       o.command != "sweep" && o.command != "verify")
     throw ConfigError("", "unknown command '" + o.command +
                               "' (train, eval, predict, export, plugins, plot, profile, sweep, compare, verify, tune).\n" +
-                              std::string(kUsage));
+                              usage);
   if (o.command == "verify") select_verify_checks(o);
   check_split_and_format(o);
   if (o.command == "sweep" && o.grid.empty())
     throw ConfigError("--grid", "host sweep needs at least one --grid KEY=V1,V2,... (the values to try).\n" +
-                                    std::string(kUsage));
+                                    usage);
   if (o.command == "profile" && (o.batch_size < 0 || o.iterations < 1 || o.warmup < 0))
     throw ConfigError("", "host profile needs --batch-size >= 1 (or 0 for train.batch_size), --iterations >= 1 and "
-                          "--warmup >= 0.\n" + std::string(kUsage));
-  if (!words.empty()) throw ConfigError("", "unexpected argument '" + words[0] + "'.\n" + std::string(kUsage));
-  if (o.config.empty()) throw ConfigError("", "host " + o.command + " needs --config FILE.\n" + std::string(kUsage));
+                          "--warmup >= 0.\n" + usage);
+  if (!words.empty()) throw ConfigError("", "unexpected argument '" + words[0] + "'.\n" + usage);
+  if (o.config.empty()) throw ConfigError("", "host " + o.command + " needs --config FILE.\n" + usage);
   return o;
 }
 
