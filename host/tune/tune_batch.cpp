@@ -231,7 +231,7 @@ int run_tune_batch_size(const Options& options) {
   }
 
   const double allowance = runner.allowance_mb();
-  write_file_atomically(session->run_dir / "batch_size.csv", trial_csv(runner.trials, allowance));
+  write_file_atomically(session->run_dir / "tune" / "batch_size.csv", trial_csv(runner.trials, allowance));
   std::printf("micro-batch trials (fits: peak <= %s MB = (1 - %g) x %s MB, %s):\n%s",
               format_number(std::round(allowance)).c_str(), options.headroom,
               format_number(std::round(runner.limit_mb)).c_str(),
@@ -265,7 +265,7 @@ int run_tune_batch_size(const Options& options) {
                   static_cast<long long>(global), static_cast<long long>(new_global),
                   static_cast<long long>(config.train.grad_accum_steps));
   }
-  std::printf("wrote %s\n", (session->run_dir / "batch_size.csv").c_str());
+  std::printf("wrote %s\n", (session->run_dir / "tune" / "batch_size.csv").c_str());
   return kExitOk;
 }
 

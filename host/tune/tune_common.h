@@ -62,10 +62,10 @@ int stopped_before_start(const std::string& what, int signal);
 std::string short_float(double value);
 
 /// `host tune lr` (tune_lr.cpp): the learning-rate range test; prints the suggestion and writes
-/// <run dir>/lr_find.csv and lr_find.png.
+/// <run dir>/tune/lr_find.csv and lr_find.png.
 int run_tune_lr(const Options& options);
 /// `host tune batch-size` (tune_batch.cpp): the largest micro-batch that fits; prints the trials
-/// and the --set lines and writes <run dir>/batch_size.csv.
+/// and the --set lines and writes <run dir>/tune/batch_size.csv.
 int run_tune_batch_size(const Options& options);
 
 }  // namespace tp::cli

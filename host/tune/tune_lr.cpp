@@ -2,7 +2,8 @@
 // [--output-dir DIR]`: the learning-rate range test (Leslie Smith; fastai's and Lightning's
 // lr_find). A throwaway training run sweeps the lr exponentially between the bounds, the loss is
 // smoothed as it arrives, the sweep stops when it diverges, and the steepest descent of the
-// smoothed loss is suggested (docs/tune.md).
+// point two thirds down the longest descent of the smoothed loss is suggested (fastai's "valley"
+// rule; docs/tune.md says why this rule and not Lightning's, which is printed for reference).
 //
 // Choices, and why:
 // - The sweep is a child `host train` (schedule.name = "range_test") writing only into
@@ -39,18 +40,21 @@
 #include "tp/framework/util/atomic_file.h"
 #include "tune/tune_common.h"
 #include "tune/tune_lr_rule.h"
+#include "tp/framework/util/short_number.h"
 
 namespace tp::cli {
 namespace {
 
 namespace fs = std::filesystem;
 
-// Lightning's defaults (lightning.pytorch.tuner.lr_finder): points skipped by the rule, the
-// smoothing factor and the divergence threshold.
-constexpr std::size_t kSkipBegin = 10;
-constexpr std::size_t kSkipEnd = 1;
+// Lightning's defaults (lightning.pytorch.tuner.lr_finder): the smoothing factor and the divergence
+// threshold (fastai's are the same), and the points its rule skips.
 constexpr double kBeta = 0.98;
 constexpr double kStopFactor = 4.0;
+constexpr std::size_t kLightningSkipBegin = 10;
+constexpr std::size_t kLightningSkipEnd = 1;
+// fastai's Learner.lr_find: its rules skip the first tenth of the requested steps and the last 5.
+constexpr std::size_t kFastaiSkipEnd = 5;
 
 /// One optimizer step of the sweep.
 struct SweepPoint {
@@ -122,8 +126,8 @@ class Sweep {
         diverged_ = true;
         std::fprintf(stderr, "host tune lr: stopped at step %lld (lr %.2e): %s\n", static_cast<long long>(step), p.lr,
                      std::isfinite(p.smoothed)
-                         ? ("the smoothed loss " + format_number(p.smoothed) + " is above " +
-                            format_number(kStopFactor) + " x the best " + format_number(smoother_.best()) +
+                         ? ("the smoothed loss " + short_number(p.smoothed) + " is above " +
+                            short_number(kStopFactor) + " x the best " + short_number(smoother_.best()) +
                             ", so the loss diverged")
                                .c_str()
                          : "the loss is not finite, so the sweep diverged");
@@ -174,8 +178,8 @@ std::vector<std::string> sweep_settings(const Options& o) {
           "progress.mode=\"off\""};
 }
 
-/// lr_find.csv and lr_find.png; `lrs` and `smoothed` are the points' columns.
-void write_outputs(const fs::path& run_dir, const std::vector<SweepPoint>& points, const std::vector<double>& lrs,
+/// <run dir>/tune/lr_find.csv and lr_find.png; `lrs` and `smoothed` are the points' columns.
+void write_outputs(const fs::path& tune_dir, const std::vector<SweepPoint>& points, const std::vector<double>& lrs,
                    const std::vector<double>& smoothed, std::optional<std::size_t> best, const std::string& label) {
   std::string csv = "step,lr,loss,smoothed_loss,suggested\n";
   for (std::size_t i = 0; i < points.size(); ++i) {
@@ -183,9 +187,9 @@ void write_outputs(const fs::path& run_dir, const std::vector<SweepPoint>& point
     csv += std::to_string(p.step) + "," + format_number(p.lr) + "," + format_number(p.loss) + "," +
            format_number(p.smoothed) + "," + (best == i ? "1" : "0") + "\n";
   }
-  write_file_atomically(run_dir / "lr_find.csv", csv);
+  write_file_atomically(tune_dir / "lr_find.csv", csv);
   try {
-    draw_lr_find_plot(run_dir / "lr_find.png", lrs, smoothed, best, label);
+    draw_lr_find_plot(tune_dir / "lr_find.png", lrs, smoothed, best, label);
   } catch (const Error& e) {
     // The numbers are the result; a missing cairo driver must not hide them.
     std::fprintf(stderr, "host tune lr: lr_find.png was not drawn: %s\n", e.what());
@@ -242,12 +246,10 @@ int run_tune_lr(const Options& options) {
     lrs.push_back(p.lr);
     smoothed.push_back(p.smoothed);
   }
-  const std::optional<std::size_t> best = steepest_descent(lrs, smoothed, kSkipBegin, kSkipEnd);
+  const auto skip_begin = static_cast<std::size_t>(options.steps / 10);
+  const std::optional<std::size_t> best = longest_valley(smoothed, skip_begin, kFastaiSkipEnd);
   const std::string label = best ? "suggested lr " + short_float(points[*best].lr) : "";
-  write_outputs(session->run_dir, points, lrs, smoothed, best, label);
-  const std::string rule = "the steepest descent of the smoothed loss: the argmin of its gradient over the lr, "
-                           "skipping the first " + std::to_string(kSkipBegin) + " and the last " +
-                           std::to_string(kSkipEnd) + " points (Lightning's rule)";
+  write_outputs(session->run_dir / "tune", points, lrs, smoothed, best, label);
   const char* ending = "";
   if (sweep.diverged()) ending = " (stopped: the loss diverged)";
   else if (static_cast<int64_t>(points.size()) < options.steps)
@@ -255,12 +257,14 @@ int run_tune_lr(const Options& options) {
   std::printf("lr range test: %zu steps from %s to %s%s\n", points.size(), format_number(options.min_lr).c_str(),
               format_number(points.back().lr).c_str(), ending);
   if (!best) {
-    std::printf("no suggestion: %zu points leave fewer than 2 with a finite loss once %s are skipped. Raise --steps, "
-                "or lower --max-lr if the loss diverged early.\n",
-                points.size(), (std::to_string(kSkipBegin) + " + " + std::to_string(kSkipEnd)).c_str());
+    std::printf("no suggestion: %zu points leave none with a finite loss once the first %zu and the last %zu are "
+                "skipped. Raise --steps, or lower --max-lr if the loss diverged early.\n",
+                points.size(), skip_begin, kFastaiSkipEnd);
   } else {
-    std::printf("suggested lr %s at step %lld (%s)\n", short_float(points[*best].lr).c_str(),
-                static_cast<long long>(points[*best].step), rule.c_str());
+    std::printf("suggested lr %s at step %lld (fastai's \"valley\" rule: two thirds of the way down the longest "
+                "descent of the smoothed loss, skipping the first %zu and the last %zu points)\n",
+                short_float(points[*best].lr).c_str(), static_cast<long long>(points[*best].step), skip_begin,
+                kFastaiSkipEnd);
     if (one_cycle) {
       std::printf("[schedule] is one_cycle, which replaces optim.lr with schedule.max_lr (its peak): set that\n");
       std::printf("  --set schedule.max_lr=%s\n", short_float(points[*best].lr).c_str());
@@ -268,19 +272,23 @@ int run_tune_lr(const Options& options) {
       std::printf("  --set optim.lr=%s\n", short_float(points[*best].lr).c_str());
     }
   }
-  // Lightning's rule takes the gradient against the lr itself, not its log, so where the lr
-  // steps are tiny (the low end) a little noise can win; the minimum tells the reader where the
-  // curve turns, for a look at lr_find.png.
-  std::size_t lowest = 0;
-  for (std::size_t i = 1; i < points.size(); ++i)
-    if (points[i].smoothed < points[lowest].smoothed || !std::isfinite(points[lowest].smoothed)) lowest = i;
-  if (std::isfinite(points[lowest].smoothed))
-    std::printf("for reference, not the rule: the smoothed loss was lowest (%.4g) at lr %s; fastai's older rule of "
-                "thumb takes a tenth of that, %s. Check lr_find.png before pasting.\n",
-                points[lowest].smoothed, short_float(points[lowest].lr).c_str(),
-                short_float(points[lowest].lr / 10).c_str());
-  std::printf("wrote %s and %s\n", (session->run_dir / "lr_find.csv").c_str(),
-              (session->run_dir / "lr_find.png").c_str());
+  // The other rules, for a look at lr_find.png: both missed on our configs (docs/tune.md, "Which
+  // rule, and why"), Lightning's by picking noise where the lr steps are tiny.
+  const std::optional<std::size_t> lowest = lowest_loss(smoothed, skip_begin, kFastaiSkipEnd);
+  const std::optional<std::size_t> steepest = steepest_descent(lrs, smoothed, kLightningSkipBegin, kLightningSkipEnd);
+  if (lowest || steepest) {
+    std::printf("for reference, not the rule:");
+    if (lowest)
+      std::printf(" the smoothed loss was lowest (%.4g) at lr %s, a tenth of which is %s (fastai's \"minimum\");",
+                  points[*lowest].smoothed, short_float(points[*lowest].lr).c_str(),
+                  short_float(points[*lowest].lr / 10).c_str());
+    if (steepest)
+      std::printf(" it fell fastest against the lr at lr %s, step %lld (Lightning's rule);",
+                  short_float(points[*steepest].lr).c_str(), static_cast<long long>(points[*steepest].step));
+    std::printf(" check lr_find.png before pasting.\n");
+  }
+  std::printf("wrote %s and %s\n", (session->run_dir / "tune" / "lr_find.csv").c_str(),
+              (session->run_dir / "tune" / "lr_find.png").c_str());
   return kExitOk;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 
 namespace tp::cli {
@@ -58,6 +59,52 @@ std::optional<std::size_t> steepest_descent(const std::vector<double>& lrs, cons
     if (std::isnan(gradient[i]) || gradient[i] < gradient[best]) best = i;
   }
   return index[best];
+}
+
+namespace {
+
+/// fastai's kept points: [skip_begin, n - skip_end), cut before the first non-finite loss, as
+/// float32 (its loss tensor).
+std::vector<float> kept_losses(const std::vector<double>& losses, std::size_t skip_begin, std::size_t skip_end) {
+  std::vector<float> kept;
+  for (std::size_t i = skip_begin; i + skip_end < losses.size(); ++i) {
+    const float loss = static_cast<float>(losses[i]);
+    if (!std::isfinite(loss)) break;
+    kept.push_back(loss);
+  }
+  return kept;
+}
+
+}  // namespace
+
+std::optional<std::size_t> longest_valley(const std::vector<double>& losses, std::size_t skip_begin,
+                                          std::size_t skip_end) {
+  const std::vector<float> f = kept_losses(losses, skip_begin, skip_end);
+  const auto n = static_cast<std::ptrdiff_t>(f.size());
+  if (n == 0) return std::nullopt;
+  // fastai's loops as written: lds[i] is the length of the longest decreasing subsequence ending
+  // at i, and the best end is updated inside the inner loop, so ties keep the earliest end.
+  std::vector<std::ptrdiff_t> lds(f.size(), 1);
+  std::ptrdiff_t max_start = 0, max_end = 0;
+  for (std::ptrdiff_t i = 1; i < n; ++i)
+    for (std::ptrdiff_t j = 0; j < i; ++j) {
+      if (f[i] < f[j] && lds[i] < lds[j] + 1) lds[i] = lds[j] + 1;
+      if (lds[max_end] < lds[i]) {
+        max_end = i;
+        max_start = max_end - lds[max_end];
+      }
+    }
+  const double sections = static_cast<double>(max_end - max_start) / 3.0;
+  std::ptrdiff_t index = max_start + static_cast<std::ptrdiff_t>(sections) + static_cast<std::ptrdiff_t>(sections / 2);
+  if (index < 0) index += n; // Python's lrs[-1]
+  return skip_begin + static_cast<std::size_t>(index);
+}
+
+std::optional<std::size_t> lowest_loss(const std::vector<double>& losses, std::size_t skip_begin,
+                                       std::size_t skip_end) {
+  const std::vector<float> f = kept_losses(losses, skip_begin, skip_end);
+  if (f.empty()) return std::nullopt;
+  return skip_begin + static_cast<std::size_t>(std::min_element(f.begin(), f.end()) - f.begin());
 }
 
 }  // namespace tp::cli

@@ -47,6 +47,25 @@ class LossSmoother {
   bool diverged_ = false;
 };
 
+/// fastai's "valley" rule (fastai.callback.schedule.valley and Learner.lr_find, fastai 2.7), the
+/// suggestion `host tune lr` prints (docs/tune.md, "Which rule, and why"): keep the smoothed losses
+/// [skip_begin, n - skip_end) (fastai: num_it // 10 and 5), cut at the first non-finite one, find
+/// the longest strictly decreasing subsequence of the rest (its end, and its start taken as end
+/// minus its length), and suggest the point two thirds of the way down: start + ⌊len/3⌋ +
+/// ⌊len/6⌋ with len = end − start. Compared in float32, as fastai compares its loss tensor, so the
+/// two pick the same index (tests/tune/lr_oracle.py). fastai's quirks are kept: the start may be
+/// one before the first point, and an index of −1 wraps to the last point as Python's does.
+/// Returns the index into `losses` (the full series), or nothing when no point remains.
+/// O(n²) in the kept points: 25 ms for 2,000 steps.
+std::optional<std::size_t> longest_valley(const std::vector<double>& losses, std::size_t skip_begin,
+                                          std::size_t skip_end);
+
+/// fastai's "minimum" rule's point: the index of the lowest smoothed loss among the points
+/// longest_valley() keeps (the first on ties); the rule suggests a tenth of its lr. Nothing when
+/// no point remains.
+std::optional<std::size_t> lowest_loss(const std::vector<double>& losses, std::size_t skip_begin,
+                                       std::size_t skip_end);
+
 /// Lightning's suggestion rule (lightning.pytorch.tuner.lr_finder._LRFinder.suggestion, 2.6):
 /// drop the first `skip_begin` and the last `skip_end` points, then the non-finite losses; of
 /// the rest, the point where the smoothed loss falls fastest, the argmin of its gradient with

@@ -1,5 +1,5 @@
 """Oracle of `host tune lr` (docs/tune.md): the series the host recorded, checked against
-Lightning's lr finder.
+fastai's and Lightning's lr finders.
 
 Usage: lr_oracle.py LR_FIND_CSV HISTORY_JSONL MIN_LR MAX_LR STEPS [LR_FIND_CSV HISTORY_JSONL ...]...
 (one sweep per five arguments; one Python start for all, as importing lightning takes seconds)
@@ -10,14 +10,18 @@ Usage: lr_oracle.py LR_FIND_CSV HISTORY_JSONL MIN_LR MAX_LR STEPS [LR_FIND_CSV H
 - smoothing: the CSV's smoothed loss is the bias-corrected exponential average (beta 0.98) of the
   history's train/loss; the sweep stops at the first point whose smoothed loss exceeds 4 x the
   best before it (or is not finite), and only there.
-- suggestion: lightning.pytorch.tuner.lr_finder._LRFinder.suggestion() on the CSV's lr and
-  smoothed-loss columns picks the row the host marked. Without lightning installed (scripts/
-  bench_setup installs 2.6.6 into .venv-bench) the reimplementation below is used: Lightning
-  2.6.6's _LRFinder.suggestion (lightning/pytorch/tuner/lr_finder.py, lines 162-196), copied
-  verbatim but for `self`.
+- suggestion: fastai's "valley" rule on the CSV's lr and smoothed-loss columns, cut as
+  Learner.lr_find cuts them, picks the row the host marked. fastai itself is not installed (it
+  pulls spaCy and more into the oracle venv); `valley` and the cut below are fastai 2.7's
+  (fastai/callback/schedule.py, `valley` and `Learner.lr_find`), copied verbatim but for names.
+- reference: lightning.pytorch.tuner.lr_finder._LRFinder.suggestion() on the same columns; the
+  host prints its step, which the test compares with `lightning_step`. Without lightning installed
+  (scripts/bench_setup installs 2.6.6 into .venv-bench) the reimplementation below is used:
+  Lightning 2.6.6's _LRFinder.suggestion (lightning/pytorch/tuner/lr_finder.py, lines 162-196),
+  copied verbatim but for `self`.
 
-Prints "ok oracle=<lightning VERSION | reimplementation> index=N lr=X rows=R diverged=B" per
-sweep; any mismatch raises.
+Prints "ok index=N lr=X rows=R diverged=B lightning=<VERSION | reimplementation>
+lightning_step=S" per sweep; any mismatch raises.
 """
 import csv
 import json
@@ -25,6 +29,42 @@ import math
 import sys
 
 import torch
+
+
+def valley(lrs, losses, num_it):
+    """fastai 2.7 fastai.callback.schedule.valley, verbatim; returns (lr, index)."""
+    n = len(losses)
+    max_start, max_end = 0, 0
+
+    # find the longest valley
+    lds = [1] * n
+    for i in range(1, n):
+        for j in range(0, i):
+            if (losses[i] < losses[j]) and (lds[i] < lds[j] + 1):
+                lds[i] = lds[j] + 1
+            if lds[max_end] < lds[i]:
+                max_end = i
+                max_start = max_end - lds[max_end]
+
+    sections = (max_end - max_start) / 3
+    idx = max_start + int(sections) + int(sections / 2)
+
+    return float(lrs[idx]), idx
+
+
+def fastai_suggestion(all_lrs, all_losses, num_it):
+    """fastai 2.7 Learner.lr_find's cut ([num_it//10:-5], then up to the first NaN) and valley;
+    returns the index into the full series, or None when nothing is left."""
+    lrs, losses = torch.tensor(all_lrs[num_it // 10:-5]), torch.tensor(all_losses[num_it // 10:-5])
+    nan_idxs = torch.nonzero(torch.isnan(losses.view(-1)))
+    if len(nan_idxs) > 0:
+        drop_idx = min(nan_idxs)
+        lrs = lrs[:drop_idx]
+        losses = losses[:drop_idx]
+    if len(losses) == 0:
+        return None
+    _, idx = valley(lrs, losses, num_it)
+    return num_it // 10 + (idx % len(losses))  # idx may be -1, which Python's lrs[idx] wraps
 
 
 def suggestion_reimplemented(results, skip_begin=10, skip_end=1):
@@ -118,13 +158,17 @@ def check(csv_path, history_path, lr_min, lr_max, steps):
     else:
         assert len(rows) == steps, f"stopped after {len(rows)} of {steps} steps without diverging"
 
-    lr, idx, oracle = suggestion(lr_min, lr_max, steps, {"lr": lrs, "loss": smoothed})
+    idx = fastai_suggestion(lrs, smoothed, steps)
     if idx is None:
-        assert not marked, f"the host marked row {marked} where the oracle has no suggestion"
+        assert not marked, f"the host marked row {marked} where fastai's rule has no suggestion"
     else:
-        assert marked == [idx], f"the host marked rows {marked}, the oracle index {idx} (lr {lr!r})"
-        assert lrs[idx] == lr
-    print(f"ok oracle={oracle} index={idx} lr={lr!r} rows={len(rows)} diverged={diverged_at is not None}")
+        assert marked == [idx], f"the host marked rows {marked}, fastai's valley index {idx} (lr {lrs[idx]!r})"
+    lightning_lr, lightning_idx, oracle = suggestion(lr_min, lr_max, steps, {"lr": lrs, "loss": smoothed})
+    if lightning_idx is not None:
+        assert lrs[lightning_idx] == lightning_lr
+    print(f"ok index={idx} lr={None if idx is None else lrs[idx]!r} rows={len(rows)} "
+          f"diverged={diverged_at is not None} lightning={oracle} "
+          f"lightning_step={None if lightning_idx is None else lightning_idx + 1}")
 
 
 def main():

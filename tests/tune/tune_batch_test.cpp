@@ -24,7 +24,7 @@ struct TrialRow {
 };
 
 std::vector<TrialRow> trials(const fs::path& run_dir) {
-  const auto rows = tp::test::csv_rows(run_dir / "batch_size.csv");
+  const auto rows = tp::test::csv_rows(run_dir / "tune" / "batch_size.csv");
   REQUIRE(rows.size() >= 2);
   CHECK(rows[0] == std::vector<std::string>{"batch", "peak_mb", "allowance_mb", "fits", "note"});
   std::vector<TrialRow> out;

@@ -1,6 +1,6 @@
 // `host tune lr` end to end (docs/tune.md): the sweep's lrs are exactly geometric between the
-// bounds, the smoothed loss and the suggestion agree with Lightning's lr finder on the series the
-// host recorded, a huge max lr stops early at the divergence, the run's checkpoints are not
+// bounds, the smoothed loss and the suggestion agree with fastai's "valley" rule, and the step it
+// prints for reference with Lightning's lr finder, on the series the host recorded, a huge max lr stops early at the divergence, the run's checkpoints are not
 // touched, SIGINT leaves the run directory as it was, and configuration mistakes name the key.
 #include <algorithm>
 #include <cstdio>
@@ -21,13 +21,13 @@ std::string oracle_case(const fs::path& run_dir, const std::string& min_lr, cons
   auto scratch = tp::test::scratch_dirs(run_dir, "lr-");
   REQUIRE_FALSE(scratch.empty());
   std::sort(scratch.begin(), scratch.end());
-  return " '" + (run_dir / "lr_find.csv").string() + "' '" + (scratch.back() / "history.jsonl").string() + "' " +
+  return " '" + (run_dir / "tune" / "lr_find.csv").string() + "' '" + (scratch.back() / "history.jsonl").string() + "' " +
          min_lr + " " + max_lr + " " + std::to_string(steps);
 }
 
 /// The lr of the row lr_find.csv marks as suggested, as the host prints it (%.1e).
 std::string suggested_lr(const fs::path& run_dir) {
-  const auto rows = tp::test::csv_rows(run_dir / "lr_find.csv");
+  const auto rows = tp::test::csv_rows(run_dir / "tune" / "lr_find.csv");
   for (const auto& row : rows)
     if (row.size() == 5 && row[4] == "1") {
       char text[32];
@@ -39,8 +39,16 @@ std::string suggested_lr(const fs::path& run_dir) {
 
 }  // namespace
 
-TEST_CASE("host tune lr: the sweep is geometric between the bounds, Lightning picks the same lr, a huge max lr "
-          "stops at the divergence, the run is untouched") {
+/// The step the host printed for Lightning's rule ("..., step N (Lightning's rule)"), or "".
+std::string printed_lightning_step(const std::string& output) {
+  const auto end = output.find(" (Lightning's rule)");
+  if (end == std::string::npos) return "";
+  const auto start = output.rfind("step ", end);
+  return start == std::string::npos ? "" : output.substr(start + 5, end - start - 5);
+}
+
+TEST_CASE("host tune lr: the sweep is geometric between the bounds, fastai's valley picks the same lr, a huge "
+          "max lr stops at the divergence, the run is untouched, every file lands in tune/") {
   // 1. A full sweep over a trained run: its checkpoints and history must not change.
   const fs::path& dir = tp::test::trained_run();
   const auto checkpoints = tp::test::snapshot(dir / "checkpoints");
@@ -51,10 +59,11 @@ TEST_CASE("host tune lr: the sweep is geometric between the bounds, Lightning pi
   REQUIRE(run.exit_code == 0);
   CHECK(tp::test::changes(checkpoints, tp::test::snapshot(dir / "checkpoints")) == ""); // bytes, mtimes
   CHECK(tp::test::read_text(dir / "history.jsonl") == history);
-  CHECK(tp::test::csv_rows(dir / "lr_find.csv").size() == 41); // the header and every step: no divergence
-  CHECK(fs::file_size(dir / "lr_find.png") > 1000);
+  CHECK(tp::test::csv_rows(dir / "tune" / "lr_find.csv").size() == 41); // the header and every step
+  CHECK(fs::file_size(dir / "tune" / "lr_find.png") > 1000);
+  CHECK_FALSE(fs::exists(dir / "lr_find.csv")); // README: the tunes write only into <run dir>/tune/
   CHECK(run.output.find("--set optim.lr=" + suggested_lr(dir) + "\n") != std::string::npos);
-  CHECK(run.output.find("Lightning's rule") != std::string::npos);
+  CHECK(run.output.find("fastai's \"valley\" rule") != std::string::npos);
 
   // 2. A huge max lr, from a run directory that does not exist yet (the tune creates it), with
   //    one_cycle configured: the paste line is its max_lr.
@@ -64,7 +73,7 @@ TEST_CASE("host tune lr: the sweep is geometric between the bounds, Lightning pi
   INFO(wild.output);
   REQUIRE(wild.exit_code == 0);
   CHECK(wild.output.find("the loss diverged") != std::string::npos);
-  CHECK(tp::test::csv_rows(diverging / "lr_find.csv").size() - 1 < 60); // AdamW diverges long before 1e7
+  CHECK(tp::test::csv_rows(diverging / "tune" / "lr_find.csv").size() - 1 < 60); // AdamW diverges long before 1e7
   // The child was stopped promptly: its history ends within a few steps of the divergence.
   const auto scratch = tp::test::scratch_dirs(diverging, "lr-");
   REQUIRE(scratch.size() == 1);
@@ -73,13 +82,16 @@ TEST_CASE("host tune lr: the sweep is geometric between the bounds, Lightning pi
   CHECK_FALSE(fs::exists(scratch[0] / "checkpoints")); // the save the stop signal made is removed
   CHECK(wild.output.find("--set schedule.max_lr=" + suggested_lr(diverging) + "\n") != std::string::npos);
 
-  // 3. Both series through Lightning's _LRFinder (and the lr, smoothing and stop checks).
+  // 3. Both series through fastai's valley and Lightning's _LRFinder (and the lr, smoothing and
+  //    stop checks); the host printed Lightning's step for reference.
   const auto check = tp::test::run_shell("'" + tp::test::oracle_python() + "' tests/tune/lr_oracle.py" +
                                          oracle_case(dir, "1e-5", "3e-3", 40) +
                                          oracle_case(diverging, "1e-3", "1e7", 100));
   INFO(check.output);
   CHECK(check.exit_code == 0);
-  CHECK(check.output.rfind("ok oracle=", 0) == 0);
+  CHECK(check.output.rfind("ok index=", 0) == 0);
+  CHECK(check.output.find("lightning_step=" + printed_lightning_step(run.output) + "\n") != std::string::npos);
+  CHECK(check.output.find("lightning_step=" + printed_lightning_step(wild.output) + "\n") != std::string::npos);
   CHECK(check.output.find("diverged=False") != std::string::npos);
   CHECK(check.output.find("diverged=True") != std::string::npos);
   MESSAGE("lr oracle:\n" << check.output);

@@ -17,6 +17,8 @@
 using tp::cli::BatchSearch;
 using tp::cli::LossSmoother;
 using tp::cli::parse_memory_size;
+using tp::cli::longest_valley;
+using tp::cli::lowest_loss;
 using tp::cli::steepest_descent;
 
 TEST_CASE("the smoothed loss is the bias-corrected average; it diverges above 4x the best, or on NaN") {
@@ -61,6 +63,29 @@ TEST_CASE("the suggestion: the steepest descent over the points Lightning keeps,
   const auto with_gap = steepest_descent(lrs, gaps);
   REQUIRE(with_gap);
   CHECK(*with_gap != 21u);
+}
+
+TEST_CASE("the suggestion: fastai's valley, two thirds down the longest descent, with fastai's quirks") {
+  using Series = std::vector<double>;
+  // The longest decreasing run is 9, 8, ..., 1 (indices 2..10, length 9, its start taken as 10 - 9 = 1):
+  // 1 + 9/3 + 9/6 = 5 (indices from tests/tune/lr_oracle.py's verbatim copy of fastai's valley).
+  CHECK(longest_valley(Series{9, 9, 9, 8, 7, 6, 5, 4, 3, 2, 1, 5}, 0, 0) == 5u);
+  // A descent from the first point: fastai's start is one before it (-1 + 5/3 + 5/6 = 0) ...
+  CHECK(longest_valley(Series{5, 4, 3, 2, 1, 2, 3}, 0, 0) == 0u);
+  // ... and for two points its index -1 wraps to the last, as lrs[-1] does in Python.
+  CHECK(longest_valley(Series{5, 4}, 0, 0) == 1u);
+  CHECK(longest_valley(Series{2}, 0, 0) == 0u);
+  // The skipped points: indices stay those of the full series; none left, no suggestion.
+  CHECK(longest_valley(Series{0, 0, 9, 9, 9, 8, 7, 6, 5, 4, 3, 2, 1, 5, 0, 0, 0, 0, 0}, 2, 5) == 7u);
+  CHECK_FALSE(longest_valley(Series{1, 2, 3}, 2, 1));
+  // The kept points end before the first non-finite loss (fastai cuts at its first NaN).
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  CHECK(longest_valley(Series{3, 2, 1, nan, 0.5, 0.4, 0.3, 0.2, 0.1}, 0, 0) == longest_valley(Series{3, 2, 1}, 0, 0));
+  CHECK_FALSE(longest_valley(Series{nan, 1, 0.5}, 0, 0));
+  // fastai's "minimum": the lowest kept point, the first on ties, never one past a NaN.
+  CHECK(lowest_loss(Series{0.1, 3, 2, 1, 1, 4, 0.2}, 1, 1) == 3u);
+  CHECK(lowest_loss(Series{3, 2, nan, 1}, 0, 0) == 1u);
+  CHECK_FALSE(lowest_loss(Series{1, 2}, 1, 1));
 }
 
 namespace {
