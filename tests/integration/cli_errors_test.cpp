@@ -5,6 +5,7 @@
 #include <string>
 
 #include "tp/framework/checkpoint/checkpoint.h"
+#include "tp/framework/error.h"
 
 #include "host_runner.h"
 
@@ -60,6 +61,34 @@ TEST_CASE("an unknown component id exits 2 with a did-you-mean") {
   INFO(run.output);
   CHECK(run.exit_code == 2);
   CHECK(contains(run.output, "org.torchhost.small_cnn"));
+}
+
+TEST_CASE("components no loaded plugin provides are listed all at once, with --plugin-dir and plugins.dirs") {
+  const auto dir = tp::test::fresh_dir("missing_components");
+  const auto file = write_config("missing_components",
+                                 "[data.train]\ncomponent = \"org.example.squares\"\n"
+                                 "[model]\ncomponent = \"org.example.quadratic\"\n"
+                                 "[loss]\ncomponent = \"org.torchhost.mse\"\n"
+                                 "[[metrics]]\ncomponent = \"org.example.mean_error\"\n");
+  const auto run = tp::test::run_host("--config '" + file + "' --output-dir '" + (dir / "run").string() + "'");
+  INFO(run.output);
+  CHECK(run.exit_code == tp::kExitConfig);
+  CHECK(contains(run.output, "host: configuration error: 3 components of the run are not loaded: "
+                             "model.component = \"org.example.quadratic\" (a model), "
+                             "data.train.component = \"org.example.squares\" (a dataset), "
+                             "metrics[0].component = \"org.example.mean_error\" (a metric). "
+                             "No plugin on the search path provides them (the loaded plugins come from "));
+  CHECK(contains(run.output, "If they are in a plugin you built, add its directory: `--plugin-dir DIR` on the command "
+                             "line, or `[plugins] dirs = [\"DIR\"]` in the config (or TORCHHOST_PLUGIN_PATH)"));
+  CHECK_FALSE(std::filesystem::exists(dir / "run"));
+  // One missing component: the same advice, in the singular, with a did-you-mean where one is close.
+  const auto one = tp::test::run_host("--config configs/quickstart.toml --set model.component=\"org.torchhost.smal_cnn\"");
+  INFO(one.output);
+  CHECK(one.exit_code == tp::kExitConfig);
+  CHECK(contains(one.output, "a component of the run is not loaded: model.component = \"org.torchhost.smal_cnn\" (a "
+                             "model; did you mean 'org.torchhost.small_cnn'?). No plugin on the search path provides "
+                             "it"));
+  CHECK(contains(one.output, "If it is in a plugin you built, add its directory: `--plugin-dir DIR`"));
 }
 
 TEST_CASE("a --set with the wrong type exits 2 naming the override") {

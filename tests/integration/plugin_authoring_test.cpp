@@ -46,6 +46,32 @@ TEST_CASE("plugins check passes a correct dataset, reading both splits and a sca
   CHECK(contains(more.output, "(--index 15, 12 past the end, not read)")); // val holds 10
 }
 
+TEST_CASE("plugins check reads the test split of a dataset that serves one, and says when one has none") {
+  const auto good = check("ck_good");
+  INFO(good.output);
+  CHECK(good.exit_code == 0);
+  CHECK(contains(good.output, "; test: 20 samples, "));
+  const auto none = check("ck_required_key", "--set root=/data");
+  INFO(none.output);
+  CHECK(none.exit_code == 0);
+  CHECK(contains(none.output, "index 10 refused; no test split; destroy(NULL) safe"));
+  CHECK_FALSE(contains(none.output, "test: "));
+}
+
+TEST_CASE("plugins check warns about a float scalar named like a class label, exit 0") {
+  const auto run = check("ck_float_label");
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK(contains(run.output, "[ok] org.test.ck_float_label: train: 20 samples"));
+  CHECK(contains(run.output, "[warn] org.test.ck_float_label: field 'label' is a float32 scalar (split 'train'); a "
+                             "class label needs an integer dtype: cross_entropy, accuracy and f1 read class indices "
+                             "and refuse it. Give it as int64"));
+  CHECK(contains(run.output, "1 checked, 0 failed, 0 not created for want of options, 1 warning(s)"));
+  // Once per field, not once per split; and an int64 label is no warning.
+  CHECK(run.output.find("[warn]") == run.output.rfind("[warn]"));
+  CHECK_FALSE(contains(check("ck_good").output, "[warn]"));
+}
+
 TEST_CASE("plugins check fails each broken dataset, naming the component, the call, the split and the index") {
   struct Case {
     const char* name;

@@ -104,12 +104,17 @@ std::string missing_keys(const ComponentConfig& config, const ComponentInfo& inf
 }
 
 // Creates, uses and destroys one component; throws for a plugin fault.
-std::string check_component(const ComponentEntry& entry, ComponentConfig config, const CheckOptions& options) {
+std::string check_component(const ComponentEntry& entry, ComponentConfig config, const CheckOptions& options,
+                            std::vector<std::string>& warnings) {
   const ComponentInfo& info = *entry.info;
   if (info.kind == TP_KIND_DATASET) {
     ComponentConfig val = options.val_configs.contains(info.id) ? options.val_configs.at(info.id) : config;
+    ComponentConfig test = options.test_configs.contains(info.id) ? options.test_configs.at(info.id) : config;
     validate_component(val, info.schema, "");
-    return detail::check_dataset(entry, config, val, options);
+    validate_component(test, info.schema, "");
+    detail::DatasetCheck checked = detail::check_dataset(entry, config, val, test, options);
+    warnings = std::move(checked.warnings);
+    return checked.summary;
   }
   // The proxies' calls that run plugin code without a crash marker of their own (create,
   // to_device, visit_state, reset, destroy) are attributed to this one; forward, update and
@@ -155,12 +160,14 @@ std::vector<CheckLine> check_library(const std::shared_ptr<PluginLibrary>& libra
     }
     validate_component(config, info.schema, ""); // a bad value the caller gave: ConfigError
     try {
-      std::string what = check_component(entry, std::move(config), options);
+      std::vector<std::string> warnings;
+      std::string what = check_component(entry, std::move(config), options, warnings);
       {
         const PluginCallScope scope(info.id.c_str(), "destroy(NULL)", UINT64_MAX);
         destroy_of(info)(nullptr); // PLG-12: every destroy accepts NULL
       }
       add({info.id, true, what + "; destroy(NULL) safe"});
+      for (std::string& warning : warnings) add({info.id, true, std::move(warning), false, true});
     } catch (const std::exception& e) {
       add({info.id, false, e.what()});
     }

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
+#include <string_view>
+#include <vector>
 
 #include "config_adapter.h"
 #include "sized_copy.h"
@@ -216,8 +219,35 @@ std::vector<uint64_t> indices_to_read(uint64_t size, const CheckOptions& options
   return indices;
 }
 
+// Field names a reader takes for a class label (cross_entropy's, accuracy's and f1's `target`
+// default is "label"); compared without case.
+bool named_like_a_label(std::string name) {
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  static constexpr std::array<std::string_view, 12> kNames = {"label", "labels", "target",   "targets", "class", "classes",
+                                                              "class_id", "class_idx", "cls", "category", "y", "gt_label"};
+  return std::find(kNames.begin(), kNames.end(), name) != kNames.end();
+}
+
+// A float scalar named like a class label: the loss and metrics that read class indices need an
+// integer dtype, and the run would fail at its first step (or a regression target was meant as
+// [1]). A warning, not a failure: the field may be a regression target after all.
+void warn_float_labels(const std::vector<FieldShape>& fields, const std::string& split, std::vector<std::string>& warnings) {
+  for (const FieldShape& f : fields) {
+    const bool floating = f.dtype.code == kDLFloat || f.dtype.code == kDLBfloat;
+    if (!floating || !f.shape.empty() || !named_like_a_label(f.name)) continue;
+    const std::string text = "field '" + f.name + "' is a " + dtype_text(f.dtype) + " scalar (split '" + split +
+                             "'); a class label needs an integer dtype: cross_entropy, accuracy and f1 read class "
+                             "indices and refuse it. Give it as int64 (tp::cpp::Sample::add with an int64_t, or "
+                             "DLPack kDLInt 64); a regression target is better given as shape [1]";
+    // Once per field, not once per split.
+    if (std::none_of(warnings.begin(), warnings.end(),
+                     [&](const std::string& w) { return w.starts_with("field '" + f.name + "' "); }))
+      warnings.push_back(text);
+  }
+}
+
 std::string check_split(const ComponentEntry& entry, const ComponentConfig& config, const std::string& split,
-                        const CheckOptions& options) {
+                        const CheckOptions& options, std::vector<std::string>& warnings) {
   SplitUnderCheck data(entry, config, split, options);
   if (data.size() == 0) return split + ": size() is 0, nothing read";
   std::vector<FieldShape> fields; // index 0's (the first read), which every other sample must match
@@ -240,17 +270,53 @@ std::string check_split(const ComponentEntry& entry, const ComponentConfig& conf
                     "'): a sample is a function of the config, the index and ctx->seed (PLG-8)");
   }
   data.expect_past_end_refused();
+  warn_float_labels(fields, split, warnings);
   return split + ": " + std::to_string(data.size()) + " samples, " + std::to_string(indices.size()) +
          " read twice alike" + (skipped.empty() ? "" : " (--index " + skipped + " past the end, not read)") +
          ", fields " + fields_text(fields) + ", index " + std::to_string(data.size()) + " refused";
 }
 
+// Whether the dataset serves "test": plugin ABI 1.5 added the split, and a dataset without one
+// refuses create("test") with TP_ERR_UNSUPPORTED (the C++ adapter, unless the class declares
+// kHasTestSplit). Another refusal is returned in `refusal`: the split exists but these options
+// do not make it (image_folder without test_root).
+bool serves_test_split(const ComponentEntry& entry, const ComponentConfig& config, std::string& refusal) {
+  const tp_version_t abi = entry.library->abi();
+  if (abi.major == 1 && abi.minor < 5) return false;
+  const auto table = sized_copy<tp_dataset_v1_t>(entry.info->interface_table);
+  const auto view = make_config_view(config);
+  void* self = nullptr;
+  tp_status status = TP_OK;
+  {
+    const PluginCallScope scope(entry.info->id.c_str(), "create on split 'test'", UINT64_MAX);
+    status = table.create(entry.library->host(), view->view(), "test", &self);
+    if (status == TP_OK) table.destroy(self);
+  }
+  const std::string message = plugin_message();
+  if (status == TP_OK || status == TP_ERR_UNSUPPORTED) return status == TP_OK;
+  refusal = std::string("create on split 'test' failed with ") + status_name(status) + ": " + message;
+  return false;
+}
+
 }  // namespace
 
-std::string check_dataset(const ComponentEntry& entry, const ComponentConfig& train, const ComponentConfig& val,
-                          const CheckOptions& options) {
-  const std::string train_text = check_split(entry, train, "train", options);
-  return train_text + "; " + check_split(entry, val, "val", options);
+DatasetCheck check_dataset(const ComponentEntry& entry, const ComponentConfig& train, const ComponentConfig& val,
+                           const ComponentConfig& test, const CheckOptions& options) {
+  DatasetCheck result;
+  // One statement per split: the splits are checked, and their warnings found, in this order.
+  result.summary = check_split(entry, train, "train", options, result.warnings);
+  result.summary += "; " + check_split(entry, val, "val", options, result.warnings);
+  std::string refusal;
+  if (serves_test_split(entry, test, refusal)) {
+    result.summary += "; " + check_split(entry, test, "test", options, result.warnings);
+  } else if (!refusal.empty()) {
+    result.warnings.push_back("the test split was not checked: " + refusal +
+                              ". Give its options with --config (the run's [data.test] table, or [data.train] with "
+                              "data.test_from_train) or --set");
+  } else {
+    result.summary += "; no test split";
+  }
+  return result;
 }
 
 }  // namespace tp::detail

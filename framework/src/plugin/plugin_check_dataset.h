@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "tp/framework/config/run_config.h"
 #include "tp/framework/plugin/plugin_check.h"
@@ -11,10 +12,17 @@
 
 namespace tp::detail {
 
-/// Creates the dataset `entry` on "train" (with `train`) and "val" (with `val`), reads samples
-/// as plugin_check.h describes, destroys both. Returns the summary; throws tp::Error whose
+/// What check_dataset found: one line per split, and what deserves a look without failing.
+struct DatasetCheck {
+  std::string summary;
+  std::vector<std::string> warnings; ///< a float scalar named like a class label; a test split these options refuse
+};
+
+/// Creates the dataset `entry` on "train" (with `train`), "val" (with `val`) and, when it serves
+/// one (plugin ABI >= 1.5 and create("test") not refused with TP_ERR_UNSUPPORTED), "test" (with
+/// `test`); reads samples as plugin_check.h describes, destroys each. Throws tp::Error whose
 /// message names the call, the split and the sample index of the first violation.
-std::string check_dataset(const ComponentEntry& entry, const ComponentConfig& train, const ComponentConfig& val,
-                          const CheckOptions& options);
+DatasetCheck check_dataset(const ComponentEntry& entry, const ComponentConfig& train, const ComponentConfig& val,
+                           const ComponentConfig& test, const CheckOptions& options);
 
 }  // namespace tp::detail

@@ -26,18 +26,38 @@ void require_shape(bool ok, const std::string& output_name, const at::Tensor& ou
                                                c10::str(target.sizes()) + ": expected " + expected);
 }
 
+/// "float32", "int64", ...: the dtype as PyTorch prints it, without "torch.".
+std::string dtype_name(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: return "float32";
+    case at::kDouble: return "float64";
+    case at::kHalf: return "float16";
+    case at::kBFloat16: return "bfloat16";
+    default: return c10::toString(dtype);
+  }
+}
+
 /// Class-index targets as int64 (at::cross_entropy needs Long); probability targets unchanged.
 at::Tensor ce_target(const at::Tensor& output, const at::Tensor& target, const std::string& output_name,
                      const std::string& target_name) {
   require_shape(output.dim() >= 2, output_name, output, target_name, target, "logits [B, C, ...]");
+  std::vector<int64_t> expected = output.sizes().vec();
+  expected.erase(expected.begin() + 1);
+  const bool index_shape = target.sizes() == at::IntArrayRef(expected);
   if (target.is_floating_point()) {
+    // A float label of the class-index shape: the dtype is the mistake, not the shape (a dataset
+    // that stores its labels as float32 instead of int64).
+    if (index_shape && target.sizes() != output.sizes())
+      throw Failure(TP_ERR_INVALID_ARGUMENT,
+                    "target '" + target_name + "' " + dtype_name(target.scalar_type()) + c10::str(target.sizes()) +
+                        ": class indices need an integer dtype (int64). Give the dataset's field '" + target_name +
+                        "' as int64, or give probability targets of the logits' shape " + c10::str(output.sizes()) +
+                        " (output '" + output_name + "')");
     require_shape(target.sizes() == output.sizes(), output_name, output, target_name, target,
                   "probability targets of the logits' shape");
     return target;
   }
-  std::vector<int64_t> expected = output.sizes().vec();
-  expected.erase(expected.begin() + 1);
-  require_shape(target.sizes() == at::IntArrayRef(expected), output_name, output, target_name, target,
+  require_shape(index_shape, output_name, output, target_name, target,
                 "class indices shaped like the logits without the class dimension");
   return target.scalar_type() == at::kLong ? target : target.to(at::kLong);
 }

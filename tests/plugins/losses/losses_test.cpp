@@ -163,4 +163,35 @@ TEST_CASE("loss configuration and input errors") {
   CHECK(p.host.last_error.find("[4, 2]") != std::string::npos);  // no silent broadcasting
 }
 
+TEST_CASE("cross_entropy and weighted_sum: a float label of the class-index shape is named as a dtype mistake") {
+  LoadedPlugin& p = plugin("basic_losses");
+  Fields out{{"logits", at::randn({4, 3})}};
+  Fields float_label{{"label", at::zeros({4}, at::kFloat)}};
+  const std::string expected = "target 'label' float32[4]: class indices need an integer dtype (int64). Give the "
+                               "dataset's field 'label' as int64, or give probability targets of the logits' shape "
+                               "[4, 3] (output 'logits')";
+  for (const char* id : {"org.torchhost.cross_entropy", "org.torchhost.weighted_sum"}) {
+    CAPTURE(id);
+    Loss loss(id, std::string(id) == "org.torchhost.weighted_sum"
+                      ? std::map<std::string, FakeConfig::Value>{{"losses", std::vector<std::string>{"cross_entropy"}},
+                                                                 {"outputs", std::vector<std::string>{"logits"}},
+                                                                 {"targets", std::vector<std::string>{"label"}},
+                                                                 {"weights", std::vector<double>{1.0}}}
+                      : std::map<std::string, FakeConfig::Value>{});
+    tp_tensor sum = nullptr, count = nullptr;
+    CHECK(loss.t->forward(loss.self, out.view(), out.size(), float_label.view(), float_label.size(), &sum, &count) ==
+          TP_ERR_INVALID_ARGUMENT);
+    CHECK_MESSAGE(p.host.last_error.find(expected) != std::string::npos, p.host.last_error);
+    CHECK(sum == nullptr);
+  }
+  // A float target of another shape is still a shape mistake: probabilities must match the logits.
+  Loss ce("org.torchhost.cross_entropy");
+  Fields wrong_probabilities{{"label", at::zeros({4, 2}, at::kFloat)}};
+  tp_tensor sum = nullptr, count = nullptr;
+  CHECK(ce.t->forward(ce.self, out.view(), out.size(), wrong_probabilities.view(), wrong_probabilities.size(), &sum,
+                      &count) == TP_ERR_INVALID_ARGUMENT);
+  CHECK(p.host.last_error.find("expected probability targets of the logits' shape") != std::string::npos);
+  CHECK(p.host.last_error.find("integer dtype") == std::string::npos);
+}
+
 }  // namespace

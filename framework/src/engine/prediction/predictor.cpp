@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "tp/framework/dist/dist_context.h"
+#include "tp/framework/engine/batch_error.h"
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/error.h"
 
@@ -92,9 +93,10 @@ class RowMaker {
     }
     const int64_t rows = index.size(0);
     const NamedTensors device_inputs = placement_.to_device(padded(inputs, batch_size_));
-    NamedTensors outputs = first_rows(model_.forward(device_inputs), rows);
+    ++batches_;
+    NamedTensors outputs = first_rows(forward(device_inputs), rows);
     if (options_.tta_hflip) {
-      const NamedTensors flipped = first_rows(model_.forward(mirrored(device_inputs)), rows);
+      const NamedTensors flipped = first_rows(forward(mirrored(device_inputs)), rows);
       for (std::size_t i = 0; i < outputs.size(); ++i)
         if (outputs[i].second.is_floating_point()) outputs[i].second = (outputs[i].second + flipped[i].second) / 2;
     }
@@ -135,7 +137,16 @@ class RowMaker {
   ModelProxy& model_;
   const BatchPlacement& placement_;
   const PredictOptions& options_;
+  /// The model's forward; a failure names the model, the batch and its fields (batch_error.h).
+  NamedTensors forward(const NamedTensors& inputs) {
+    return with_batch_context([&] { return model_.forward(inputs); }, [&] {
+      return BatchFailure{"model", model_.id(), "forward", "the prediction (this rank's batch " + std::to_string(batches_) + ")",
+                          "[model]", {{"inputs", &inputs}}};
+    });
+  }
+
   int64_t batch_size_; ///< every forward runs at this batch size (padded)
+  int64_t batches_ = 0; ///< batches this rank has predicted, for messages
 };
 
 // Every rank's block of this round on rank 0, in one block (others get an empty one). Two

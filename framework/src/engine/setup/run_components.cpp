@@ -3,7 +3,10 @@
 #include <ATen/Context.h>
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
+#include "tp/framework/config/closest_key.h"
 #include "tp/framework/config/validate.h"
 #include "tp/framework/error.h"
 
@@ -25,10 +28,55 @@ std::vector<Slot> slots_of(RunConfig& c) {
   return slots;
 }
 
+// "/opt/torchhost/plugins, /home/me/build": the directories the loaded plugins came from.
+std::string plugin_directories(const Registry& registry) {
+  std::vector<std::string> dirs;
+  for (const auto& library : registry.libraries()) {
+    const std::string dir = library->path().parent_path().string();
+    if (std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
+  }
+  std::string text;
+  for (const std::string& dir : dirs) text += (text.empty() ? "" : ", ") + dir;
+  return text.empty() ? "no plugin was loaded" : "the loaded plugins come from " + text;
+}
+
+// One ConfigError listing every component of the run that no loaded plugin provides, so a
+// forgotten --plugin-dir is found in one try rather than one component per run.
+void require_loaded(const std::vector<Slot>& slots, const Registry& registry) {
+  const std::vector<ComponentEntry> loaded = registry.all();
+  const auto is_loaded = [&](const std::string& id) {
+    return std::any_of(loaded.begin(), loaded.end(), [&](const ComponentEntry& e) { return e.info->id == id; });
+  };
+  std::vector<const Slot*> missing;
+  for (const Slot& slot : slots)
+    if (!is_loaded(slot.config->component)) missing.push_back(&slot);
+  if (missing.empty()) return;
+  std::string list;
+  for (const Slot* slot : missing) {
+    std::vector<std::string> same_kind;
+    for (const ComponentEntry& entry : loaded)
+      if (entry.info->kind == slot->kind) same_kind.push_back(entry.info->id);
+    const std::string guess = closest_key(slot->config->component, same_kind);
+    list += (list.empty() ? "" : ", ") + slot->config->key_path + ".component = \"" + slot->config->component +
+            "\" (a " + kind_name(slot->kind) + (guess.empty() ? "" : "; did you mean '" + guess + "'?") + ")";
+  }
+  const bool one = missing.size() == 1;
+  throw ConfigError(missing.front()->config->key_path + ".component",
+                    (one ? std::string("a component of the run is not loaded: ")
+                         : std::to_string(missing.size()) + " components of the run are not loaded: ") +
+                        list + ". No plugin on the search path provides " + (one ? "it" : "them") + " (" +
+                        plugin_directories(registry) + "). If " + (one ? "it is" : "they are") +
+                        " in a plugin you built, add its directory: `--plugin-dir DIR` on the command line, or "
+                        "`[plugins] dirs = [\"DIR\"]` in the config (or TORCHHOST_PLUGIN_PATH); `host plugins list "
+                        "--plugin-dir DIR` shows the components a directory provides.");
+}
+
 }  // namespace
 
 void resolve_components(RunConfig& config, const Registry& registry) {
-  for (const Slot& slot : slots_of(config)) {
+  const std::vector<Slot> slots = slots_of(config);
+  require_loaded(slots, registry);
+  for (const Slot& slot : slots) {
     const ComponentEntry entry = registry.find(slot.config->component, slot.kind, slot.config->key_path);
     validate_component(*slot.config, entry.info->schema, config.source);
     store_resolved(config, *slot.config);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tp/framework/dist/collectives.h"
+#include "tp/framework/engine/batch_error.h"
 #include "tp/framework/error.h"
 
 namespace tp {
@@ -46,8 +47,19 @@ Scalars Evaluator::evaluate(const std::string& prefix) {
         continue;
       }
       const NamedTensors batch = placement_.to_device(std::move(*cpu_batch));
-      const NamedTensors outputs = parts_.model->forward(batch);
-      const LossTerms terms = parts_.loss->forward(outputs, batch);
+      // A failure names the component, the evaluation and the fields (batch_error.h); the
+      // lambdas that describe it run only when a call throws.
+      const auto phase = [&] {
+        return "the evaluation '" + prefix + "' (batch " + std::to_string(batches + 1) +
+               (collectives_.world_size() > 1 ? ", rank " + std::to_string(collectives_.rank()) : "") + ")";
+      };
+      const NamedTensors outputs = with_batch_context([&] { return parts_.model->forward(batch); }, [&] {
+        return BatchFailure{"model", parts_.model->id(), "forward", phase(), "[model]", {{"inputs", &batch}}};
+      });
+      const LossTerms terms = with_batch_context([&] { return parts_.loss->forward(outputs, batch); }, [&] {
+        return BatchFailure{"loss", parts_.loss->id(), "forward", phase(), "[loss]",
+                            {{"outputs", &outputs}, {"targets", &batch}}};
+      });
       loss_sum.add_(terms.sum.to(at::kDouble));
       count.add_(terms.count.to(at::kDouble));
       if (!terms.terms.empty()) {
@@ -59,7 +71,11 @@ Scalars Evaluator::evaluate(const std::string& prefix) {
         }
         term_sums.add_(at::stack(values));
       }
-      for (auto& metric : parts_.metrics) metric->update(outputs, batch);
+      for (std::size_t i = 0; i < parts_.metrics.size(); ++i)
+        with_batch_context([&] { parts_.metrics[i]->update(outputs, batch); }, [&] {
+          return BatchFailure{"metric", parts_.metrics[i]->id(), "update", phase(), config_.metrics[i].key_path,
+                              {{"outputs", &outputs}, {"targets", &batch}}};
+        });
       if (++batches == batches_) break; // overfit_batches / fast_dev_run
     }
   }

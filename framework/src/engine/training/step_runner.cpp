@@ -18,6 +18,7 @@
 #include "tp/framework/dist/batchnorm_sync.h"
 #include "tp/framework/dist/collectives.h"
 #include "tp/framework/data/collate.h"
+#include "tp/framework/engine/batch_error.h"
 #include "tp/framework/engine/batch_transforms.h"
 #include "tp/framework/engine/out_of_memory.h"
 #include "tp/framework/engine/stop_signal.h"
@@ -195,7 +196,7 @@ void StepRunner::train_piece(const NamedTensors& piece, const AccumulationWindow
                              const StepPosition& at) {
   // 2. Forward under autocast, then the window-normalised loss and the non-finite check.
   piece_phase_ = "forward";
-  const LossTerms terms = forward(piece);
+  const LossTerms terms = forward(piece, at);
   const at::Tensor loss = normalised_loss(terms, window);
   const at::Tensor sum = terms.sum.detach().to(at::kDouble);
   check_finite(sum, at);
@@ -246,7 +247,7 @@ void StepRunner::recover_from_out_of_memory(const std::exception_ptr& error, int
             std::to_string(config_.train.batch_size * config_.train.grad_accum_steps) + " samples per rank");
 }
 
-LossTerms StepRunner::forward(const NamedTensors& batch) {
+LossTerms StepRunner::forward(const NamedTensors& batch, const StepPosition& at) {
   TrainingReport& report = meters_.report();
   PhaseTiming timing(report, StepPhase::kForward);
   AutocastGuard autocast(placement_.device().type(), precision_);
@@ -254,10 +255,21 @@ LossTerms StepRunner::forward(const NamedTensors& batch) {
   // reads the ops' records (a few microseconds per op, this step only).
   std::optional<FlopCounter> flops;
   if (!report.flops_measured()) flops.emplace();
-  const NamedTensors outputs = parts_.model->forward(batch);
+  // A failure names the component, the step and the fields (batch_error.h); the lambdas that
+  // describe it run only when a call throws.
+  const auto phase = [&] {
+    return "training step " + std::to_string(at.step + 1) + " (epoch " + std::to_string(at.epoch + 1) + ", batch " +
+           std::to_string(at.batch) +
+           (collectives_.world_size() > 1 ? ", rank " + std::to_string(collectives_.rank()) : "") + ")";
+  };
+  const NamedTensors outputs = with_batch_context([&] { return parts_.model->forward(batch); }, [&] {
+    return BatchFailure{"model", parts_.model->id(), "forward", phase(), "[model]", {{"inputs", &batch}}};
+  });
   if (flops) report.set_forward_flops(flops->total_flops(), batch.empty() ? 0 : batch.front().second.size(0));
   flops.reset();
-  return parts_.loss->forward(outputs, batch);
+  return with_batch_context([&] { return parts_.loss->forward(outputs, batch); }, [&] {
+    return BatchFailure{"loss", parts_.loss->id(), "forward", phase(), "[loss]", {{"outputs", &outputs}, {"targets", &batch}}};
+  });
 }
 
 at::Tensor StepRunner::normalised_loss(const LossTerms& terms, const AccumulationWindow& window) {

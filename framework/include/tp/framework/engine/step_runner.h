@@ -155,7 +155,9 @@ class StepRunner {
   /// 2-3 for one piece: forward, the normalised loss, the non-finite check, backward (which
   /// all-reduces when `sync`), then its items and loss are counted.
   void train_piece(const NamedTensors& piece, const AccumulationWindow& window, bool sync, const StepPosition& at);
-  LossTerms forward(const NamedTensors& batch);
+  /// 2. The model, then the loss, under autocast; a failure names the component that failed, the step
+  /// and the fields it received (batch_error.h).
+  LossTerms forward(const NamedTensors& batch, const StepPosition& at);
   at::Tensor normalised_loss(const LossTerms& terms, const AccumulationWindow& window);
   void check_finite(const at::Tensor& sum, const StepPosition& at);
   void backward(const at::Tensor& loss, bool sync);

@@ -20,6 +20,7 @@ struct CheckLine {
   bool ok;
   std::string what;
   bool skipped = false; ///< not created: a required key has no value (ok is false too)
+  bool warning = false; ///< worth a look, not a failure (ok is true): a float class label, an unchecked test split
 };
 
 /// What the components are created with and which samples are read.
@@ -30,6 +31,9 @@ struct CheckOptions {
   /// A dataset's "val" split options; without one, the "val" split gets `configs`' entry (as
   /// data.val_from_train does in a run).
   std::map<std::string, ComponentConfig> val_configs;
+  /// A dataset's "test" split options (a run's [data.test]); without one, `configs`' entry (as
+  /// data.test_from_train does).
+  std::map<std::string, ComponentConfig> test_configs;
   std::vector<uint64_t> indices; ///< sample indices read besides the first, last and random ones
   uint64_t epoch = 0;            ///< the epoch samples are read in (set_epoch and ctx.epoch)
   uint64_t seed = 0;             ///< run.seed, from which each sample's ctx.seed derives
@@ -40,9 +44,11 @@ struct CheckOptions {
 
 /// Checks each component of `library`: the options validate against its schema (a component
 /// whose required key has no value is skipped, not failed); create/use/destroy work; destroy(NULL)
-/// is safe (PLG-12). Datasets: create("train") and create("val"); each sample read twice equals
+/// is safe (PLG-12). Datasets: create("train"), create("val") and, when the dataset serves one,
+/// create("test"); each sample read twice equals
 /// itself; every sample has the same field names, dtypes and shapes; every field has a DLPack
-/// deleter (PLG-9); an index past the end is refused. Models: forward + backward on a dummy batch
+/// deleter (PLG-9); an index past the end is refused; a floating scalar field named like a class
+/// label ("label", "target", "y", ...) is a warning line. Models: forward + backward on a dummy batch
 /// from their declared examples gives every trainable parameter a gradient. Metrics expose state;
 /// callbacks accept an event. A plugin fault becomes a failed line naming the call, split and
 /// sample index; a crash is reported by the crash handler when installed (plugin/plugin_crash.h).
