@@ -22,7 +22,7 @@ std::filesystem::path executable_dir() {
 std::filesystem::path builtin_plugin_dir_of(const std::filesystem::path& exe_dir) {
   if (exe_dir.empty()) return {};
   std::error_code error;
-  const std::filesystem::path installed = (exe_dir / ".." / TP_INSTALL_PLUGIN_DIR).lexically_normal();
+  std::filesystem::path installed = (exe_dir / ".." / TP_INSTALL_PLUGIN_DIR).lexically_normal();
   if (std::filesystem::is_directory(installed, error)) return installed;
   return (exe_dir / ".." / "plugins").lexically_normal();
 }
