@@ -1,7 +1,11 @@
 # torchhost_find_torch(): finds LibTorch for torchhost and for Tier T plugins, the CPU or the CUDA
 # build, from Torch_DIR or CMAKE_PREFIX_PATH (a LibTorch zip, or a torch wheel's
-# `torch.utils.cmake_prefix_path`). Installed with the SDK; the torchhost tree uses it too
-# (cmake/TorchhostFindTorch.cmake), so a plugin and the host find the same things the same way.
+# `torch.utils.cmake_prefix_path`), else, out of tree, the LibTorch the installed host was built with
+# (the global property TORCHHOST_HOST_TORCH_DIR, set by torchhostConfig.cmake). When none is found
+# the configure stops with one paragraph of torchhost's saying what to add to CMAKE_PREFIX_PATH,
+# not CMake's generic "Could not find a package configuration file provided by Torch". Installed
+# with the SDK; the torchhost tree uses it too (cmake/TorchhostFindTorch.cmake), so a plugin and
+# the host find the same things the same way.
 #
 # After the call (a macro: the results land in the caller's scope):
 #   TORCH_LIBRARIES, Torch_VERSION, ...   what LibTorch's own package sets
@@ -39,6 +43,51 @@ function(_torchhost_torch_root out)
     endforeach()
   endif()
   set(${out} "${_root}" PARENT_SCOPE)
+endfunction()
+
+# _torchhost_adopt_host_torch(): when neither Torch_DIR nor CMAKE_PREFIX_PATH names a LibTorch and
+# the one the host was built with still exists, makes Torch_DIR that one (a cache entry, so the
+# configure log and `ccmake` show it and -DTorch_DIR=... replaces it). A Torch_DIR the user set to
+# a folder without LibTorch stays, and fails with the message below.
+function(_torchhost_adopt_host_torch)
+  get_property(_host_torch GLOBAL PROPERTY TORCHHOST_HOST_TORCH_DIR)
+  _torchhost_torch_root(_named)
+  if(NOT _named AND NOT Torch_DIR AND _host_torch AND EXISTS "${_host_torch}/TorchConfig.cmake")
+    set(Torch_DIR "${_host_torch}" CACHE PATH "LibTorch's CMake folder (the one the torchhost host was built with)" FORCE)
+  endif()
+endfunction()
+
+# _torchhost_torch_not_found(): stops the configure with what to add to CMAKE_PREFIX_PATH.
+function(_torchhost_torch_not_found)
+  get_property(_host_torch GLOBAL PROPERTY TORCHHOST_HOST_TORCH_DIR)
+  get_property(_sdk GLOBAL PROPERTY TORCHHOST_SDK_PREFIX)
+  if(_host_torch AND EXISTS "${_host_torch}/TorchConfig.cmake")
+    set(_remembered "the torchhost host was built with the LibTorch in ${_host_torch} (used when Torch_DIR is unset)")
+  elseif(_host_torch)
+    set(_remembered "the torchhost host was built with the LibTorch in ${_host_torch}, which is not there any more")
+  else()
+    set(_remembered "this build knows of no LibTorch")
+  endif()
+  set(_named "CMAKE_PREFIX_PATH (\"${CMAKE_PREFIX_PATH}\")")
+  if(Torch_DIR)
+    set(_named "Torch_DIR (\"${Torch_DIR}\") nor ${_named}")
+  else()
+    set(_named "Torch_DIR nor ${_named}")
+  endif()
+  set(_wheel "$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')")
+  if(_sdk)
+    set(_wheel "${_sdk};${_wheel}")
+    set(_zip "${_sdk};/path/to/libtorch")
+  else()
+    set(_zip "/path/to/libtorch")
+  endif()
+  message(FATAL_ERROR
+    "torchhost: no LibTorch found. A Tier T plugin (model, loss, metric, batch transform) builds "
+    "against the LibTorch the host runs with (PLG-4), and ${_remembered}; neither ${_named} "
+    "names one. Add that LibTorch to CMAKE_PREFIX_PATH, "
+    "in quotes so that the shell does not end the command at the ';': for the torch wheel of a "
+    "Python environment, -DCMAKE_PREFIX_PATH=\"${_wheel}\" (run with that environment's python3); "
+    "for a LibTorch zip, -DCMAKE_PREFIX_PATH=\"${_zip}\".")
 endfunction()
 
 # _torchhost_cuda_toolkit_root(<out>): the CUDA toolkit that nvcc belongs to. nvcc reports its own
@@ -140,13 +189,17 @@ macro(torchhost_find_torch)
     get_property(TORCHHOST_TORCH_DEVICE_BUILD GLOBAL PROPERTY TORCHHOST_TORCH_DEVICE_BUILD)
     get_property(TORCHHOST_TORCH_CXX_STANDARD GLOBAL PROPERTY TORCHHOST_TORCH_CXX_STANDARD)
   else()
+    _torchhost_adopt_host_torch()
     _torchhost_torch_root(_torchhost_root)
     set(TORCHHOST_CUDA_USED "")
     set(TORCHHOST_CUDA_INCLUDE_DIRS "")
     if(_torchhost_root AND EXISTS "${_torchhost_root}/lib/libtorch_cuda.so")
       _torchhost_prepare_cuda("${_torchhost_root}")
     endif()
-    find_package(Torch REQUIRED CONFIG)
+    find_package(Torch CONFIG QUIET)
+    if(NOT Torch_FOUND)
+      _torchhost_torch_not_found()
+    endif()
     if(Torch_VERSION VERSION_LESS 2.0)
       message(FATAL_ERROR "torchhost needs LibTorch 2.x; found ${Torch_VERSION} at ${Torch_DIR}")
     endif()

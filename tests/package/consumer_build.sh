@@ -1,26 +1,68 @@
 #!/usr/bin/env bash
-# Package test (fmt's find-package-test): install the plugin SDK and use it as a third-party plugin
-# author would, from the installed files alone: the rules and the templates are there; the Tier S
-# templates (a C++ callback, a C11 dataset in a C-only project) build as external projects with
-# find_package(torchhost CONFIG) + torchhost_add_plugin, optimised although no build type is given;
-# so does the Tier T template against the LibTorch this build used (CPU or CUDA, C++17 or the C++20
-# that LibTorch 2.14 requires: CI runs this in the CPU tree and in the CUDA tree); and so does
-# old_style_dataset/, a plugin that includes <dlpack/dlpack.h> as the SDK's docs taught before DLPack
-# was pinned as tp/dlpack.h, with that header taken from the install (never /usr/include/dlpack,
-# where libdlpack-dev puts it). The host accepts all of them. Args: <build dir>.
+# Package test (fmt's find-package-test): install the product, move the install, and use it as a
+# user and a third-party plugin author would, from the installed files alone (docs/build.md,
+# "Installing"; docs/plugin_sdk.md):
+# - the moved install runs: its host finds its built-in plugins and configs from its own location,
+#   the quickstart config trains (one step: train.fast_dev_run) in an empty directory with no
+#   LD_LIBRARY_PATH, and a message about host keys names the installed reference.toml; no RUNPATH
+#   of ours points into the build tree or the install's first location;
+# - the rules and the templates are there; the Tier S templates (a C++ callback, a C++ dataset, a
+#   C11 dataset in a C-only project) build as external projects with find_package(torchhost
+#   CONFIG) + torchhost_add_plugin, optimised although no build type is given, and the C++ dataset
+#   trains the built-in mlp with its run.toml and serves a test split; the Tier T template builds
+#   against the LibTorch the host was built with, which the SDK remembers (CPU or CUDA, C++17 or
+#   the C++20 that LibTorch 2.14 requires: CI runs this in the CPU tree and in the CUDA tree), and
+#   without any LibTorch the configure stops with torchhost's paragraph; old_style_dataset/, a
+#   plugin that includes <dlpack/dlpack.h> as the SDK's docs taught before DLPack was pinned as
+#   tp/dlpack.h, builds with that header taken from the install (never /usr/include/dlpack, where
+#   libdlpack-dev puts it). The installed host accepts all of them. Args: <build dir>.
 set -euo pipefail
 build=$1
 here=$(cd "$(dirname "$0")" && pwd)
 work="$build/test-runs/package"
 rm -rf "$work"
-cmake --install "$build" --prefix "$work/sdk"
+mkdir -p "$work"
+work=$(cd "$work" && pwd -P) # the host names its files by their real path
+cmake --install "$build" --prefix "$work/staged" >"$work/install.log"
+mv "$work/staged" "$work/sdk" # relocatable: nothing may depend on the first prefix
+host="$work/sdk/bin/host"
+
+# The product: the host, its built-in plugins where it looks by default, the configs, the docs.
+for file in bin/host lib/torchhost/plugins/shapes.so lib/torchhost/plugins/vision_models.so \
+            share/torchhost/configs/reference.toml share/torchhost/configs/quickstart.toml \
+            share/doc/torchhost/README.md share/doc/torchhost/docs/plugin_sdk.md; do
+  test -f "$work/sdk/$file" || { echo "not installed: $work/sdk/$file"; exit 1; }
+done
+for binary in "$host" "$work"/sdk/lib/torchhost/plugins/*.so; do
+  runpath=$(readelf -d "$binary" | sed -n 's/.*(R[UN]*PATH).*\[\(.*\)\]/\1/p')
+  if [[ "$runpath" == *"$build"* || "$runpath" == *"$work"* ]]; then
+    echo "$binary: RUNPATH into the build tree or the install's first prefix: $runpath"; exit 1
+  fi
+done
+
+# The quickstart from the moved install, in an empty directory, with nothing but the host's own
+# location to find the plugins and the config by.
+run_dir=$(mktemp -d "$work/empty.XXXXXX")
+(cd "$run_dir" && env -u LD_LIBRARY_PATH -u TORCHHOST_PLUGIN_PATH "$host" \
+   --config "$work/sdk/share/torchhost/configs/quickstart.toml" --set train.fast_dev_run=true) |
+  tee "$work/quickstart.out"
+grep -q 'val/accuracy' "$work/quickstart.out" || { echo "the installed quickstart did not evaluate"; exit 1; }
+# A message about host keys names the reference.toml that exists in this install.
+set +e
+(cd "$run_dir" && "$host" --config no_such.toml) 2>"$work/missing.err"
+set -e
+reference="$work/sdk/share/torchhost/configs/reference.toml"
+grep -qF "$reference lists every key" "$work/missing.err" ||
+  { echo "the message does not name $reference:"; cat "$work/missing.err"; exit 1; }
 
 # What plugin_api/README.md and docs/plugin_sdk.md point at is installed under share/torchhost.
 share="$work/sdk/share/torchhost"
 for file in README.md templates/tier_s_callback/CMakeLists.txt templates/tier_s_callback/README.md \
             templates/tier_t_model/CMakeLists.txt templates/tier_t_model/template_model.cpp \
             templates/tier_s_c_dataset/CMakeLists.txt templates/tier_s_c_dataset/c_dataset.c \
-            templates/tier_s_c_dataset/README.md; do
+            templates/tier_s_c_dataset/README.md templates/tier_s_cpp_dataset/CMakeLists.txt \
+            templates/tier_s_cpp_dataset/template_dataset.cpp templates/tier_s_cpp_dataset/README.md \
+            templates/tier_s_cpp_dataset/run.toml; do
   test -f "$share/$file" || { echo "not installed: $share/$file"; exit 1; }
 done
 grep -q "PLG-4" "$share/README.md" || { echo "$share/README.md lacks the PLG rules"; exit 1; }
@@ -44,7 +86,7 @@ build_consumer() {
   local exports
   exports=$(nm -D --defined-only "$plugin" | awk '{print $3}' | grep -v '^$' | sort -u)
   [ "$exports" = "tp_entry" ] || { echo "$name: unexpected exports: $exports"; exit 1; }
-  "$build/bin/host" plugins check "$plugin"
+  "$host" plugins check "$plugin"
 }
 
 cp -r "$share/templates/tier_s_callback" "$work/consumer"
@@ -69,10 +111,42 @@ if grep -q '/usr/include/dlpack/' <<<"$deps"; then
   echo "old_style_dataset: <dlpack/dlpack.h> came from the system, not the SDK:"; echo "$deps"; exit 1
 fi
 
+# The C++ dataset template: built, checked, and trained by the built-in mlp with its run.toml (the
+# README's five-minute plugin); the model must learn it, and `host eval --split test` reads its
+# test split (kHasTestSplit).
+cp -r "$share/templates/tier_s_cpp_dataset" "$work/cpp_dataset"
+build_consumer "$work/cpp_dataset" template_dataset
+(cd "$work/cpp_dataset" && "$host" --config run.toml --plugin-dir "$work/cpp_dataset-build") 2>&1 |
+  tee "$work/cpp_dataset.out"
+accuracy=$(sed -n 's/.*finished.*val\/accuracy=\([0-9.]*\).*/\1/p' "$work/cpp_dataset.out")
+awk -v a="${accuracy:-0}" 'BEGIN { exit !(a >= 0.99) }' ||
+  { echo "template_dataset: the mlp reached val/accuracy=${accuracy:-none}, expected >= 0.99"; exit 1; }
+(cd "$work/cpp_dataset" && "$host" eval --config runs/blobs/config.toml --checkpoint best --split test \
+   --plugin-dir "$work/cpp_dataset-build") 2>&1 | tee "$work/cpp_dataset_test.out"
+grep -q 'test/accuracy' "$work/cpp_dataset_test.out" || { echo "template_dataset: no test split evaluated"; exit 1; }
+
 # The Tier T template: a LibTorch plugin, configured as docs/plugin_sdk.md tells a plugin author,
-# with the SDK and the LibTorch the host was built with on CMAKE_PREFIX_PATH (a wheel's
-# torch.utils.cmake_prefix_path, here read back from the build's cache).
+# with the SDK alone on CMAKE_PREFIX_PATH: the SDK remembers the LibTorch the host was built with.
 torch_dir=$(sed -n 's/^Torch_DIR:[A-Z]*=//p' "$build/CMakeCache.txt")
 [ -f "$torch_dir/TorchConfig.cmake" ] || { echo "no Torch_DIR in $build/CMakeCache.txt"; exit 1; }
 cp -r "$share/templates/tier_t_model" "$work/t_consumer"
-build_consumer "$work/t_consumer" template_model "$work/sdk;$(dirname "$torch_dir")"
+build_consumer "$work/t_consumer" template_model
+grep -qF "Torch_DIR:PATH=$torch_dir" "$work/t_consumer-build/CMakeCache.txt" ||
+  { echo "template_model: not built against the host's LibTorch $torch_dir"; exit 1; }
+
+# Without a LibTorch (none named, the remembered one gone) the configure stops with torchhost's
+# paragraph, which gives the CMAKE_PREFIX_PATH to add, quoted.
+cp -r "$share/templates/tier_t_model" "$work/t_no_torch"
+if cmake -S "$work/t_no_torch" -B "$work/t_no_torch-build" -G Ninja -DCMAKE_PREFIX_PATH="$work/sdk" \
+     -DTORCHHOST_HOST_TORCH_DIR="$work/no_libtorch" >"$work/t_no_torch.out" 2>&1; then
+  echo "template_model configured without any LibTorch"; exit 1
+fi
+expected="-DCMAKE_PREFIX_PATH=\"$work/sdk;\$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')\""
+# CMake wraps long messages: compare with the line breaks and indentation taken out.
+flat=$(tr -d '\n' <"$work/t_no_torch.out" | tr -s ' ')
+for part in "torchhost: no LibTorch found." "$work/no_libtorch, which is not there any more" "$expected"; do
+  grep -qF -- "$part" <<<"$flat" || { echo "template_model without LibTorch: no '$part' in:"; cat "$work/t_no_torch.out"; exit 1; }
+done
+if grep -q 'Could not find a package configuration file provided by "Torch"' "$work/t_no_torch.out"; then
+  echo "template_model without LibTorch: CMake's generic message, not torchhost's"; exit 1
+fi

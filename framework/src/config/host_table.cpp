@@ -7,6 +7,7 @@
 
 #include "tp/framework/config/closest_key.h"
 #include "tp/framework/config/host_keys.h"
+#include "tp/framework/config/install_layout.h"
 #include "tp/framework/config/schema.h"
 #include "tp/framework/config/value.h"
 #include "tp/framework/config/value_kinds.h"
@@ -15,7 +16,9 @@
 namespace tp {
 namespace {
 
-constexpr char kSeeReference[] = " See configs/reference.toml for every key.";
+/// " See <reference.toml> for every key.", naming the file that exists where this host runs (an
+/// installed host's own copy, or the source tree's).
+std::string see_reference() { return " See " + reference_config() + " for every key."; }
 
 std::string_view head_of(std::string_view path) { return path.substr(0, path.find('.')); }
 
@@ -66,7 +69,7 @@ std::string join(const std::vector<std::string>& names) {
                              : " [" + std::string(table) + "] accepts: ";
     message += join(valid) + ".";
   }
-  fail(std::string(path), message + kSeeReference);
+  fail(std::string(path), message + see_reference());
 }
 
 void check_host_key(const KeySpec& spec, const toml::node& node, std::string_view file) {
@@ -98,7 +101,7 @@ void check_component(const ComponentSlot& slot, const std::string& key_path, con
   if (table == nullptr) {
     fail(key_path, node_origin(node, file) + ": " + key_path + ": expected a table naming its " +
                        "component, got " + describe_node(node) + ". Write it as a [" + key_path +
-                       "] table with " + example + "." + std::string(kSeeReference));
+                       "] table with " + example + "." + see_reference());
   }
   const toml::node* id = table->get(kComponentKey);
   const std::string id_path = key_path + "." + std::string(kComponentKey);
@@ -296,7 +299,7 @@ void validate_host_table(const toml::table& root, std::string_view source_file) 
     const std::string path(slot.path);
     fail(path, file + ": missing required table [" + path + "]. Add it with component = \"" +
                    std::string(slot.example_id) + "\" (or another component id) and that " +
-                   "component's options." + std::string(kSeeReference));
+                   "component's options." + see_reference());
   }
   check_semantics(root, source_file);
 }

@@ -8,6 +8,7 @@
 
 #include "tp/framework/config/host_keys.h"
 #include "tp/framework/config/host_table.h"
+#include "tp/framework/config/install_layout.h"
 #include "tp/framework/config/overrides.h"
 #include "tp/framework/config/schema.h"
 #include "tp/framework/config/value.h"
@@ -132,8 +133,8 @@ RunConfig load_run_config(const std::filesystem::path& file,
     throw ConfigError("", "config file '" + file.string() + "' " +
                               (std::filesystem::exists(file, error) ? "is not a regular file"
                                                                     : "does not exist") +
-                              where + ". Pass an existing TOML file with --config; "
-                              "configs/reference.toml lists every key.");
+                              where + ". Pass an existing TOML file with --config; " +
+                              reference_config() + " lists every key.");
   }
   std::ifstream in(file, std::ios::binary);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "tp/framework/config/host_table.h"
+#include "tp/framework/config/install_layout.h"
 #include "tp/framework/config/schema.h"
 #include "tp/framework/config/value.h"
 #include "tp/framework/error.h"
@@ -194,7 +195,7 @@ void apply_overrides(toml::table& root, const std::vector<std::string>& override
     bad_override(path, origin,
                  "unknown key '" + path + "'" +
                      (suggestion.empty() ? "." : "; did you mean '" + suggestion + "'?") +
-                     " --set takes a host key (see configs/reference.toml) or a key of a "
+                     " --set takes a host key (see " + reference_config() + ") or a key of a "
                      "component table (model.<key>, loss.<key>, data.train.<key>, "
                      "metrics[0].<key>).");
   }

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "tp/framework/config/closest_key.h"
+#include "tp/framework/config/install_layout.h"
 #include "tp/framework/error.h"
 #include "tp/framework/plugin/host_services.h"
 #include "tp/framework/plugin/plugin_security.h"
@@ -27,12 +28,7 @@ std::vector<PluginDir> plugin_search_path(const std::vector<std::string>& cli_di
   return dirs;
 }
 
-std::filesystem::path builtin_plugin_dir() {
-  std::error_code ec;
-  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return {};
-  return (exe.parent_path() / ".." / "plugins").lexically_normal();
-}
+std::filesystem::path builtin_plugin_dir() { return builtin_plugin_dir_of(executable_dir()); }
 
 void Registry::load_search_path(const std::vector<PluginDir>& dirs) {
   // A directory may appear twice (e.g. --plugin-dir build/plugins, which is also the built-in

@@ -16,6 +16,7 @@
 //     }
 //     // optional: void set_epoch(uint64_t epoch);                  // [main] no get_sample running
 //     // optional: static constexpr bool kHasTestSplit = true;      // also serve split "test" (ABI 1.5)
+//     //   (host eval/predict --split test ask for it; without this line the adapter refuses it)
 //     // optional: static void prepare(const tp::cpp::DatasetArgs&); // once per node first (ABI 1.5)
 //    private:
 //     uint64_t count_;
@@ -23,6 +24,11 @@
 //   const tp_config_key_t kKeys[] = {{sizeof(tp_config_key_t), "size", TP_CFG_INT, "100", "samples"}};
 //   const tp_descriptor_t kDescriptor = tp::cpp::dataset_descriptor("org.example.squares", "1.0.0", "x -> x^2", kKeys);
 //   TP_DEFINE_DATASET_PLUGIN("squares", Squares, kDescriptor)
+//
+// A class label is a scalar int64 field: out.add("label", std::vector<int64_t>{label}, {}) (shape
+// {}, ndim 0), which the loader stacks into an int64 [B] tensor of class indices, what
+// cross_entropy and accuracy read; shape {1} would batch as [B, 1]. A complete dataset with every
+// part explained: plugins/template/tier_s_cpp_dataset/ (installed: share/torchhost/templates/).
 //
 // A library with several components lists tp::cpp::dataset_component<Class, kDescriptor>() entries
 // in its tp::cpp::Component array and calls TP_DEFINE_PLUGIN itself. Messages the adapter writes
@@ -48,8 +54,11 @@
 namespace tp::cpp {
 
 /// The split create() builds; the adapter refuses any other name (TP_ERR_INVALID_ARGUMENT), and
-/// "test" unless the class declares `static constexpr bool kHasTestSplit = true` (a dataset that
-/// treats every split but train as val would otherwise serve its val samples as the test split).
+/// "test" (TP_ERR_UNSUPPORTED) unless the class declares `static constexpr bool kHasTestSplit =
+/// true` (a dataset that treats every split but train as val would otherwise serve its val samples
+/// as the test split). Only `host eval --split test` and `host predict --split test` create "test",
+/// from [data.test] or, with data.test_from_train, from [data.train]: one size key per split
+/// (`size`, `val_size`, `test_size`) lets one table serve all three.
 enum class Split { kTrain, kVal, kTest };
 
 /// What a dataset's constructor receives. Everything is borrowed for the constructor only,
@@ -106,6 +115,8 @@ class Sample {
   ~Sample() { release_fields(fields_.data(), static_cast<uint32_t>(fields_.size())); }
 
   /// Adds the field `name` (static storage) owning `data` (moved in) with `shape` (make_field).
+  /// An empty `shape` makes a scalar (one element, ndim 0): a class label is
+  /// `add("label", std::vector<int64_t>{label}, {})`, batched by the loader as int64 [B].
   template <typename T>
   Sample& add(const char* name, std::vector<T> data, std::vector<int64_t> shape) {
     return add(make_field(name, std::move(data), std::move(shape)));

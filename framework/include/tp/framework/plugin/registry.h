@@ -32,7 +32,8 @@ std::vector<PluginDir> plugin_search_path(const std::vector<std::string>& cli_di
                                           const std::string& env_path,
                                           const std::filesystem::path& builtin_dir);
 
-/// The directory of built-in plugins for an executable at `exe` (<exe dir>/../plugins).
+/// The built-in plugin directory of the running host: builtin_plugin_dir_of(executable_dir())
+/// (install_layout.h: <exe dir>/../lib/torchhost/plugins installed, <exe dir>/../plugins in a build).
 std::filesystem::path builtin_plugin_dir();
 
 /// A loaded component: its descriptor and the library that must outlive its instances.

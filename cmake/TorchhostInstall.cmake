@@ -1,0 +1,30 @@
+# The installed product: `cmake --install build --prefix P` lays out
+#   P/bin/host                          the host
+#   P/lib/torchhost/plugins/*.so        the built-in plugins (TP_INSTALL_PLUGIN_DIR)
+#   P/share/torchhost/configs/          reference.toml (every key) and the example configs (TP_INSTALL_CONFIG_DIR)
+#   P/share/doc/torchhost/              README.md and docs/
+#   P/include, P/lib/cmake/torchhost, P/share/torchhost/{README.md,templates/}   the plugin SDK
+# The host finds its plugins and reference.toml relative to its own executable
+# (framework/src/config/install_layout.cpp), so P can be moved anywhere. Install components:
+# `sdk` (what a plugin author needs, plugin_api/CMakeLists.txt; installable after any build) and
+# `runtime` (the rest, which needs the host and every built-in plugin built).
+#
+# RPATH: nothing of ours is a shared library (the framework is linked statically; plugins are
+# loaded by path), so the installed host and plugins keep only LibTorch's lib/, absolute (LibTorch
+# is not copied), and the directories of what else they link from outside this tree. LibTorch's
+# is named explicitly: a project venv (.venv, scripts/setup) lies inside the source tree, whose
+# directories INSTALL_RPATH_USE_LINK_PATH leaves out.
+get_filename_component(_tp_torch_lib "${Torch_DIR}/../../../lib" ABSOLUTE)
+set(_tp_install_rpath_properties INSTALL_RPATH "${_tp_torch_lib}" INSTALL_RPATH_USE_LINK_PATH TRUE)
+if(TARGET host)
+  set_target_properties(host PROPERTIES ${_tp_install_rpath_properties})
+  install(TARGETS host RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+endif()
+get_property(_tp_builtin_plugins GLOBAL PROPERTY TP_BUILTIN_PLUGINS)
+foreach(_plugin IN LISTS _tp_builtin_plugins)
+  set_target_properties(${_plugin} PROPERTIES ${_tp_install_rpath_properties})
+  install(TARGETS ${_plugin} LIBRARY DESTINATION ${TP_INSTALL_PLUGIN_DIR} COMPONENT runtime)
+endforeach()
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/configs/ DESTINATION ${TP_INSTALL_CONFIG_DIR} COMPONENT runtime)
+install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs COMPONENT runtime)
