@@ -118,7 +118,7 @@ TEST_CASE("a 2-rank run evaluates with the BatchNorm statistics it saves, in bot
     INFO(eval.output);
     REQUIRE(eval.exit_code == 0);
     const std::string json = tp::test::read_text(dir / "eval_last.json");
-    // `host eval` prints 6 decimals.
+    // eval_last.json keeps every digit; the run's own evaluation and `host eval` sum in float32.
     CHECK(json_value(json, "val/loss") == doctest::Approx(epochs[0].values.at("val/loss")).epsilon(2e-6));
     CHECK(json_value(json, "val/accuracy") == doctest::Approx(epochs[0].values.at("val/accuracy")).epsilon(2e-6));
     saved.emplace(mode, tp::load_checkpoint(dir / "checkpoints" / "last.pt"));
