@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <sstream>
 
 #include "cli_commands.h"
 #include "tp/framework/error.h"
+#include "tp/framework/util/short_number.h"
 
 namespace tp::cli {
 namespace po = boost::program_options;
@@ -118,25 +118,20 @@ Options check_tune(Options o, const std::vector<std::string>& words, bool steps_
   if (words.size() > 1) throw ConfigError("", "unexpected argument '" + words[1] + "'.\n" + usage);
   if (o.config.empty())
     throw ConfigError("", "host tune " + o.action + " needs --config FILE.\n" + usage);
-  const auto number = [](double value) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%g", value);
-    return std::string(text);
-  };
   if (o.action == "lr") {
     if (!steps_given) o.steps = 100;
     if (!(o.min_lr > 0 && std::isfinite(o.min_lr)))
-      throw ConfigError("--min-lr", "host tune lr --min-lr must be a positive lr (got " + number(o.min_lr) + ").");
+      throw ConfigError("--min-lr", "host tune lr --min-lr must be a positive lr (got " + short_number(o.min_lr) + ").");
     if (!(o.max_lr > o.min_lr && std::isfinite(o.max_lr)))
-      throw ConfigError("--max-lr", "host tune lr --max-lr must be above --min-lr (got " + number(o.max_lr) + " and " +
-                                        number(o.min_lr) + "): the sweep rises from one to the other.");
+      throw ConfigError("--max-lr", "host tune lr --max-lr must be above --min-lr (got " + short_number(o.max_lr) + " and " +
+                                        short_number(o.min_lr) + "): the sweep rises from one to the other.");
     if (o.steps < 13)
       throw ConfigError("--steps", "host tune lr --steps must be at least 13 (got " + std::to_string(o.steps) +
                                        "): the suggestion skips the first tenth and the last 5 points and needs a descent between.");
   } else if (!(o.headroom >= 0 && o.headroom < 1) || o.max_batch < 0) {
     throw ConfigError(o.max_batch < 0 ? "--max" : "--headroom",
                       "host tune batch-size needs 0 <= --headroom < 1 (a share of the memory limit; got " +
-                          number(o.headroom) + ") and --max >= 0 (0: no cap; got " +
+                          short_number(o.headroom) + ") and --max >= 0 (0: no cap; got " +
                           std::to_string(o.max_batch) + ").");
   }
   return o;
