@@ -23,7 +23,8 @@
   X(tp_plugin_entry_t, 72, 8)      \
   X(tp_field_t, 16, 8)             \
   X(tp_worker_ctx_t, 32, 8)        \
-  X(tp_dataset_v1_t, 56, 8)        /* 1.5: +prepare */ \
+  X(tp_dataset_v1_t, 64, 8)        /* 1.5: +prepare, 1.6: +field_batching */ \
+  X(tp_field_batching_t, 24, 8)    /* @since 1.6 */ \
   X(tp_scalar_t, 16, 8)            \
   X(tp_event_t, 56, 8)             \
   X(tp_callback_v1_t, 32, 8)       \
@@ -111,6 +112,11 @@
   X(tp_dataset_v1_t, get_sample, 32)              \
   X(tp_dataset_v1_t, set_epoch, 40)               \
   X(tp_dataset_v1_t, prepare, 48)                 /* @since 1.5 */ \
+  X(tp_dataset_v1_t, field_batching, 56)          /* @since 1.6 */ \
+  X(tp_field_batching_t, struct_size, 0)          /* @since 1.6 */ \
+  X(tp_field_batching_t, batching, 4)             /* @since 1.6 */ \
+  X(tp_field_batching_t, name, 8)                 /* @since 1.6 */ \
+  X(tp_field_batching_t, pad_value, 16)           /* @since 1.6 */ \
   X(tp_scalar_t, name, 0)                         \
   X(tp_scalar_t, value, 8)                        \
   X(tp_event_t, struct_size, 0)                   \
@@ -165,7 +171,8 @@
   X(tp_model_v1_t, 0, 56, set_activation_checkpointing)   \
   X(tp_loss_v1_t, 2, 32, terms)                           \
   X(tp_model_v1_t, 3, 64, layer_depths)                   \
-  X(tp_dataset_v1_t, 4, 48, prepare)
+  X(tp_dataset_v1_t, 4, 48, prepare)                      \
+  X(tp_dataset_v1_t, 5, 56, field_batching)
 
 /* X(constant, value): the released values of the ABI's integer constants. Plugins compile them in,
  * so renumbering one is as breaking as moving a member. */
@@ -190,7 +197,8 @@
   X(TP_REQUEST_NONE, 0) X(TP_REQUEST_STOP, 1) X(TP_REQUEST_SAVE, 2)                               \
   X(TP_DTYPE_FLOAT32, 1) X(TP_DTYPE_FLOAT16, 2) X(TP_DTYPE_BFLOAT16, 3) X(TP_DTYPE_FLOAT64, 4)    \
   X(TP_DTYPE_INT64, 5) X(TP_DTYPE_INT32, 6) X(TP_DTYPE_UINT8, 7) X(TP_DTYPE_BOOL, 8)              \
-  X(TP_DEVICE_CPU, 1) X(TP_DEVICE_CUDA, 2)
+  X(TP_DEVICE_CPU, 1) X(TP_DEVICE_CUDA, 2)                                                        \
+  X(TP_BATCH_STACK, 0) X(TP_BATCH_PAD, 1) X(TP_BATCH_RAGGED, 2)
 
 /* The DLPack types datasets hand over (tp/dlpack.h, pinned; tp_field_t carries a DLManagedTensor*).
  * Checked like our own structs, and by dlpack_order_*.cpp in translation units where LibTorch's

@@ -52,7 +52,7 @@ tp_status use_get_sample(const void*, uint64_t index, const tp_worker_ctx_t*, tp
   });
 }
 
-const tp_dataset_v1_t kTable = {sizeof(tp_dataset_v1_t), &use_create, &use_destroy, &use_size, &use_get_sample, nullptr, nullptr};
+const tp_dataset_v1_t kTable = {sizeof(tp_dataset_v1_t), &use_create, &use_destroy, &use_size, &use_get_sample, nullptr, nullptr, nullptr};
 const tp_descriptor_t kDescriptor = {sizeof(tp_descriptor_t), "org.test.use", TP_KIND_DATASET, TP_TIER_S, "1.0.0", "",
                                      nullptr, 0, nullptr, 0, 0};
 // The adapters, instantiated with every optional member.

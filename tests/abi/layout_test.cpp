@@ -73,6 +73,7 @@ TEST_CASE("struct_size is the first member of every extensible ABI struct (PLG-2
   TP_CHECK_FIRST(tp_plugin_entry_t);
   TP_CHECK_FIRST(tp_worker_ctx_t);
   TP_CHECK_FIRST(tp_dataset_v1_t);
+  TP_CHECK_FIRST(tp_field_batching_t);
   TP_CHECK_FIRST(tp_event_t);
   TP_CHECK_FIRST(tp_callback_v1_t);
   TP_CHECK_FIRST(tp_model_v1_t);

@@ -76,6 +76,15 @@ TEST_CASE("ABI 1.5: this host loads plugins built for 1.0 to 1.5; a 1.4 host ref
   CHECK_FALSE(compatible({1, 4, 0}, {1, 5, 0}));
 }
 
+TEST_CASE("ABI 1.6: this host loads plugins built for 1.0 to 1.6; a 1.5 host refuses 1.6 plugins") {
+  // 1.6 appended tp_dataset_v1_t.field_batching (abi_v1_layout.h, TP_ABI_V1_GROWN).
+  const tp_version_t host = TP_ABI_VERSION_INIT;
+  CHECK(host.minor >= 6);
+  CHECK(compatible(host, {1, 5, 0}));
+  CHECK(compatible(host, {1, 6, 0}));
+  CHECK_FALSE(compatible({1, 5, 0}, {1, 6, 0}));
+}
+
 TEST_CASE("this ABI is compatible with itself, and C and C++ agree on its version") {
   const tp_version_t cxx = TP_ABI_VERSION_INIT;
   const tp_version_t c = tp_test_c_abi_version();

@@ -17,7 +17,9 @@
  *   1.4  tp_model_v1_t.layer_depths and .set_batchnorm_frozen (optional; NULL = not supported)
  *        with tp_layer_depth_t: fine-tuning controls (optim.layer_decay, model.freeze_bn_stats).
  *   1.5  the dataset split "test" (tp_dataset_v1_t.create) and tp_dataset_v1_t.prepare (optional;
- *        NULL = nothing to prepare): once-per-node data preparation before any rank reads. */
+ *        NULL = nothing to prepare): once-per-node data preparation before any rank reads.
+ *   1.6  variable-size dataset fields: tp_dataset_v1_t.field_batching (optional; NULL = every
+ *        field stacks) with tp_field_batching_t, TP_BATCH_PAD and TP_BATCH_RAGGED. */
 #ifndef TP_VERSION_H
 #define TP_VERSION_H
 
@@ -27,7 +29,7 @@
 #include "tp/macros.h"
 
 #define TP_ABI_MAJOR 1
-#define TP_ABI_MINOR 5
+#define TP_ABI_MINOR 6
 #define TP_ABI_PATCH 0
 
 TP_EXTERN_C_BEGIN

@@ -18,6 +18,8 @@
 //     // optional: static constexpr bool kHasTestSplit = true;      // also serve split "test" (ABI 1.5)
 //     //   (host eval/predict --split test ask for it; without this line the adapter refuses it)
 //     // optional: static void prepare(const tp::cpp::DatasetArgs&); // once per node first (ABI 1.5)
+//     // optional: std::vector<tp_field_batching_t> field_batching() const;  // variable-size
+//     //   fields (ABI 1.6): {tp::cpp::pad_field("image", 0), tp::cpp::ragged_field("boxes")}
 //    private:
 //     uint64_t count_;
 //   };
@@ -106,7 +108,7 @@ class WorkerContext {
 /// The fields of one sample while get_sample builds it. It owns every field added; the adapter
 /// takes them over only when get_sample returns normally, so a throw anywhere releases them
 /// (tp_dataset_v1_t: on error no field is handed over). Every sample of a dataset has the same
-/// field names, dtypes and shapes.
+/// field names, dtypes and shapes, but for the sizes its field_batching() lets vary.
 class Sample {
  public:
   Sample() = default;
@@ -149,7 +151,24 @@ class Sample {
   std::vector<tp_field_t> fields_;
 };
 
+/// A field padded to the batch's largest size per dim with `pad_value` (TP_BATCH_PAD, ABI 1.6):
+/// the loader adds "<name>_lengths", int64 [B, ndim], each sample's own sizes. `name` static.
+constexpr tp_field_batching_t pad_field(const char* name, double pad_value) noexcept {
+  return {sizeof(tp_field_batching_t), TP_BATCH_PAD, name, pad_value};
+}
+/// A field whose dim 0 varies per sample (TP_BATCH_RAGGED, ABI 1.6): the loader concatenates the
+/// samples along dim 0 and adds "<name>_offsets", int64 [B + 1]. `name` static.
+constexpr tp_field_batching_t ragged_field(const char* name) noexcept {
+  return {sizeof(tp_field_batching_t), TP_BATCH_RAGGED, name, 0.0};
+}
+
 namespace detail {
+
+template <typename D, typename = void>
+struct HasFieldBatching : std::false_type {};
+template <typename D>
+struct HasFieldBatching<D, std::void_t<decltype(std::vector<tp_field_batching_t>(
+                               std::declval<const D&>().field_batching()))>> : std::true_type {};
 
 template <typename D, typename = void>
 struct HasSetEpoch : std::false_type {};
@@ -166,13 +185,17 @@ struct HasTestSplit : std::false_type {};
 template <typename D>
 struct HasTestSplit<D, std::void_t<decltype(D::kHasTestSplit)>> : std::bool_constant<D::kHasTestSplit> {};
 
-/// One instance: the dataset and the host that created it (for TP_GUARD's messages).
+/// One instance: the dataset, the host that created it (for TP_GUARD's messages) and its
+/// field_batching() list, kept so the table can lend it until destroy.
 template <typename D>
 struct DatasetInstance {
   template <typename... Args>
-  DatasetInstance(const tp_host_t* h, Args&&... args) : host(h), dataset(std::forward<Args>(args)...) {}
+  DatasetInstance(const tp_host_t* h, Args&&... args) : host(h), dataset(std::forward<Args>(args)...) {
+    if constexpr (HasFieldBatching<D>::value) batching = dataset.field_batching();
+  }
   const tp_host_t* host;
   D dataset;
+  std::vector<tp_field_batching_t> batching;
 };
 
 template <typename D, const tp_descriptor_t& kDescriptor>
@@ -266,10 +289,23 @@ struct DatasetAdapter {
     });
   }
 
+  static tp_status field_batching(const void* self, const tp_field_batching_t** out_fields, uint32_t* out_count) {
+    TP_GUARD(host_of(self), {
+      if (out_fields == nullptr || out_count == nullptr)
+        throw Failure(TP_ERR_INVALID_ARGUMENT,
+                      std::string(component_name(kDescriptor)) + ": out_fields or out_count is NULL");
+      const std::vector<tp_field_batching_t>& batching = instance(self).batching;
+      *out_fields = batching.data();
+      *out_count = static_cast<uint32_t>(batching.size());
+      return TP_OK;
+    });
+  }
+
   static constexpr tp_dataset_v1_t table() {
-    tp_dataset_v1_t t{sizeof(tp_dataset_v1_t), &create, &destroy, &size, &get_sample, nullptr, nullptr};
+    tp_dataset_v1_t t{sizeof(tp_dataset_v1_t), &create, &destroy, &size, &get_sample, nullptr, nullptr, nullptr};
     if constexpr (HasSetEpoch<D>::value) t.set_epoch = &set_epoch;
     if constexpr (HasPrepare<D>::value) t.prepare = &prepare;
+    if constexpr (HasFieldBatching<D>::value) t.field_batching = &field_batching;
     return t;
   }
 };

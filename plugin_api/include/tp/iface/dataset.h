@@ -39,6 +39,30 @@ typedef struct tp_field_t {
                               compact. */
 } tp_field_t;
 
+/** How the loader forms one field of a batch from the field of B samples (ABI 1.6). A field a
+ *  dataset does not declare stacks. Why values + offsets for ragged fields: plugin_api/README.md,
+ *  "Variable-size fields". */
+#define TP_BATCH_STACK 0  /* every sample the same dtype and shape S: the batch is [B, S...] */
+#define TP_BATCH_PAD 1    /* the same dtype and ndim D >= 1, any sizes: each sample is padded at
+                             the end of every dim with pad_value to the batch's largest size per
+                             dim, [B, max...]; the host adds "<name>_lengths", int64 [B, D], each
+                             sample's own sizes (so a loss or metric can ignore the padding; a
+                             mask padded with its ignore index needs nothing more) */
+#define TP_BATCH_RAGGED 2 /* the same dtype, ndim D >= 1 and sizes past dim 0; dim 0 (N_i) varies
+                             and may be 0: the samples are concatenated along dim 0, [sum N_i,
+                             ...], and the host adds "<name>_offsets", int64 [B + 1]: sample i is
+                             rows offsets[i] .. offsets[i+1] - 1 (offsets[0] = 0) */
+
+/** One field that does not stack (ABI 1.6), declared by tp_dataset_v1_t.field_batching. */
+typedef struct tp_field_batching_t {
+  uint32_t struct_size; /* = sizeof(tp_field_batching_t); also the array's stride (PLG-2) */
+  uint32_t batching;    /* TP_BATCH_PAD or TP_BATCH_RAGGED (TP_BATCH_STACK is allowed, a no-op) */
+  const char *name;     /* a field of every sample of the split */
+  double pad_value;     /* TP_BATCH_PAD: the padded elements' value, converted to the field's dtype
+                           (0 for an image, the ignore index such as 255 for a class mask, so
+                           losses and metrics skip padded pixels); ignored otherwise */
+} tp_field_batching_t;
+
 /** Where and when get_sample runs. Borrowed for the duration of the call; never NULL (the loader
  *  and `host plugins check` always pass one). */
 typedef struct tp_worker_ctx_t {
@@ -84,8 +108,8 @@ typedef struct tp_dataset_v1_t {
    *  deleter of every one that has one. The loader asks only for `index` < size(); an index past
    *  the end returns TP_ERR_OUT_OF_RANGE (`host plugins check` asks). `ctx` is never NULL. Every
    *  sample of a split has the same field names, dtypes and shapes (the loader stacks them into
-   *  batches). The sample is f(config, split, index), plus ctx->seed for augmentation only
-   *  (PLG-8, see tp_worker_ctx_t.seed). */
+   *  batches), except the sizes field_batching (ABI 1.6) lets vary. The sample is f(config,
+   *  split, index), plus ctx->seed for augmentation only (PLG-8, see tp_worker_ctx_t.seed). */
   tp_status (*get_sample)(const void *self, uint64_t index, const tp_worker_ctx_t *ctx,
                           tp_field_t *out_fields, uint32_t capacity, uint32_t *out_count);
   /** [main] Optional (may be NULL). Called before each epoch, while no get_sample runs. */
@@ -101,6 +125,16 @@ typedef struct tp_dataset_v1_t {
    *  half-written cache that create trusts), and create must work without it (`host plugins
    *  check`, an older host) — slower, or by doing the work itself. No instance exists yet. */
   tp_status (*prepare)(const tp_host_t *host, const tp_config_t *cfg, const char *split);
+
+  /** [main] Optional (may be NULL: every field stacks). @since 1.6. The fields of this instance's
+   *  split that do not stack: *out_fields points to *out_count entries, borrowed until destroy
+   *  (static storage or the instance's own), each name at most once; a field not listed stacks.
+   *  The host calls it once, right after create. Variable-size fields then relax get_sample's
+   *  "same shapes" rule as TP_BATCH_PAD / TP_BATCH_RAGGED say; names and dtypes stay the same
+   *  for every sample. A dataset must not also produce a field named like one the host adds
+   *  ("<name>_lengths", "<name>_offsets"); the host refuses such a sample. */
+  tp_status (*field_batching)(const void *self, const tp_field_batching_t **out_fields,
+                              uint32_t *out_count);
 } tp_dataset_v1_t;
 
 TP_EXTERN_C_END
