@@ -134,7 +134,12 @@ typedef struct tp_dataset_v1_t {
    *  for every sample. A dataset must not also produce a field named like one the host adds
    *  ("<name>_lengths", "<name>_offsets"); the host refuses such a sample. */
   tp_status (*field_batching)(const void *self, const tp_field_batching_t **out_fields,
-                              uint32_t *out_count);
+                              uint32_t *out_count)
+#if defined(__cplusplus) && __cplusplus >= 201402L
+      = nullptr /* a C++ table initialised positionally for ABI <= 1.5 compiles without
+                   -Wmissing-field-initializers (as model.h's appended members) */
+#endif
+      ;
 } tp_dataset_v1_t;
 
 TP_EXTERN_C_END
