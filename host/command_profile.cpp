@@ -45,7 +45,9 @@ NamedTensors dataset_batch(const RunConfig& config, const Registry& registry, in
     const tp_worker_ctx_t ctx{sizeof(tp_worker_ctx_t), 0, 1, 0, 0, static_cast<uint64_t>(config.run.seed) + index};
     samples.push_back(dataset.get(index, ctx));
   }
-  return collate(std::move(samples));
+  CollateOptions options;
+  options.layout = &dataset.batch_layout();
+  return collate(std::move(samples), options);
 }
 
 /// True when `model` runs forward on `batch` (on the CPU, eval mode; the caller restores).

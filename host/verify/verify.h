@@ -134,9 +134,11 @@ std::string first_difference(const NamedTensors& a, const NamedTensors& b);
 /// cannot train exactly like 1. nullopt when none differs.
 std::optional<uint64_t> first_sample_differing_by_rank(DatasetProxy& split, uint64_t run_seed);
 
-/// The first half (`first` = true) or the rest of each tensor along dim 0, at `half` rows. Every
-/// tensor must have at least `half` rows (batch-first); throws tp::Error naming the first that
-/// has not, so a model whose output is not batch-first is reported rather than mis-sliced.
-NamedTensors slice_rows(const NamedTensors& tensors, int64_t half, bool first, const std::string& what);
+/// The first half (`first` = true) or the rest of each tensor along dim 0, at `half` rows; a
+/// ragged field of `layout` by its offsets (tp::batch_rows). Every tensor must have at least
+/// `half` rows (batch-first); throws tp::Error naming the first that has not, so a model whose
+/// output is not batch-first is reported rather than mis-sliced.
+NamedTensors slice_rows(const NamedTensors& tensors, int64_t half, bool first, const std::string& what,
+                        const BatchLayout& layout = {});
 
 }  // namespace tp::cli::verify

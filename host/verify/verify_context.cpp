@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "tp/framework/checkpoint/initial_weights.h"
+#include "tp/framework/data/collate.h"
 #include "tp/framework/data/data_loader.h"
 #include "tp/framework/engine/batch_placement.h"
 #include "tp/framework/engine/runtime_setup.h"
@@ -112,7 +113,12 @@ const ModelRandomness& VerifyContext::model_randomness() {
   return *randomness_;
 }
 
-NamedTensors slice_rows(const NamedTensors& tensors, int64_t half, bool first, const std::string& what) {
+NamedTensors slice_rows(const NamedTensors& tensors, int64_t half, bool first, const std::string& what,
+                        const BatchLayout& layout) {
+  if (!layout.empty()) {
+    const int64_t rows = batch_size(tensors, layout);
+    return first ? batch_rows(tensors, 0, half, layout) : batch_rows(tensors, half, rows - half, layout);
+  }
   NamedTensors out;
   for (const auto& [name, tensor] : tensors) {
     if (tensor.dim() == 0 || tensor.size(0) <= half)

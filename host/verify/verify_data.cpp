@@ -25,12 +25,22 @@ constexpr int64_t kBatchesCompared = 2;   // training batches compared across wo
 constexpr int64_t kWorkerCounts[] = {0, 1, 3};
 constexpr size_t kNotesShown = 6;
 
-/// "image Float [3, 32, 32], label Long []".
-std::string describe(const NamedTensors& fields) {
+/// "image Float [3, 32, 32], label Long []"; the sizes a variable-size field may vary in (plugin
+/// ABI 1.6) as '*': "image Float [*, *, *]" (pad), "boxes Float [*, 4]" (ragged).
+std::string describe(const NamedTensors& fields, const BatchLayout& layout) {
   std::string text;
-  for (const auto& [name, tensor] : fields)
-    text += (text.empty() ? "" : ", ") + name + " " + std::string(c10::toString(tensor.scalar_type())) + " " +
-            c10::str(tensor.sizes());
+  for (const auto& [name, tensor] : fields) {
+    std::string shape = c10::str(tensor.sizes());
+    if (const FieldBatching* f = layout.find(name)) {
+      shape = "[";
+      for (int64_t d = 0; d < tensor.dim(); ++d) {
+        const bool varies = f->batching == Batching::kPad || d == 0;
+        shape += (d ? ", " : "") + (varies ? std::string("*") : std::to_string(tensor.size(d)));
+      }
+      shape += "]";
+    }
+    text += (text.empty() ? "" : ", ") + name + " " + std::string(c10::toString(tensor.scalar_type())) + " " + shape;
+  }
   return text;
 }
 
@@ -57,7 +67,7 @@ void check_samples(DatasetProxy& split, uint64_t run_seed, std::vector<std::stri
     else if (const std::string by_thread = first_difference(a, c); !by_thread.empty())
       problems.push_back(where + ": " + by_thread + " differs when loader thread 2 of 3 reads it instead of "
                          "thread 0 of 1 (it depends on ctx->worker; PLG-8: only ctx->seed may vary a sample)");
-    const std::string fields = describe(a);
+    const std::string fields = describe(a, split.batch_layout());
     if (i == 0) first_fields = fields;
     else if (fields != first_fields)
       problems.push_back(where + " has fields {" + fields + "}, sample 0 {" + first_fields +

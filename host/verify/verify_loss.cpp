@@ -23,7 +23,8 @@ CheckResult check_loss(VerifyContext& context) {
   RunComponents& parts = context.parts();
   const NamedTensors& batch = context.first_batch();
   CheckResult row("loss", "< " + format_value(kRelativeTolerance) + " relative; counts exact");
-  const int64_t rows = batch.front().second.dim() > 0 ? batch.front().second.size(0) : 0;
+  const BatchLayout& layout = parts.train_data->batch_layout();
+  const int64_t rows = batch_size(batch, layout);
   if (rows < 2) {
     row.status = Status::kSkip;
     row.reason = "needs a batch of at least 2 samples to split (train.batch_size = " +
@@ -36,9 +37,9 @@ CheckResult check_loss(VerifyContext& context) {
   const NamedTensors outputs = parts.model->forward(batch);
   const LossTerms whole = parts.loss->forward(outputs, batch);
   const LossTerms first = parts.loss->forward(slice_rows(outputs, half, true, "model output"),
-                                              slice_rows(batch, half, true, "batch field"));
+                                              slice_rows(batch, half, true, "batch field", layout));
   const LossTerms rest = parts.loss->forward(slice_rows(outputs, half, false, "model output"),
-                                             slice_rows(batch, half, false, "batch field"));
+                                             slice_rows(batch, half, false, "batch field", layout));
   // Reading the values back synchronises the device, once per check.
   const double sum = whole.sum.item<double>(), sum_a = first.sum.item<double>(), sum_b = rest.sum.item<double>();
   const double count = whole.count.item<double>(), count_a = first.count.item<double>(),

@@ -41,7 +41,8 @@ CheckResult check_metric(VerifyContext& context) {
     return row;
   }
   const NamedTensors& batch = context.first_batch();
-  const int64_t rows = batch.front().second.dim() > 0 ? batch.front().second.size(0) : 0;
+  const BatchLayout& layout = parts.train_data->batch_layout();
+  const int64_t rows = batch_size(batch, layout);
   if (rows < 2) {
     row.status = Status::kSkip;
     row.reason = "needs a batch of at least 2 samples to split (train.batch_size = 1)";
@@ -53,8 +54,8 @@ CheckResult check_metric(VerifyContext& context) {
   const NamedTensors outputs = parts.model->forward(batch);
   const NamedTensors out_a = slice_rows(outputs, half, true, "model output");
   const NamedTensors out_b = slice_rows(outputs, half, false, "model output");
-  const NamedTensors batch_a = slice_rows(batch, half, true, "batch field");
-  const NamedTensors batch_b = slice_rows(batch, half, false, "batch field");
+  const NamedTensors batch_a = slice_rows(batch, half, true, "batch field", layout);
+  const NamedTensors batch_b = slice_rows(batch, half, false, "batch field", layout);
 
   double worst_state = 0, worst_value = 0;
   std::string names;

@@ -213,7 +213,7 @@ std::optional<DataLoader::LoadedBatch> DataLoader::load_batch(const Epoch& ep, i
   // step count) stay aligned with the epoch.
   if (samples.empty()) return out;
   try {
-    out.batch = collate(std::move(samples), CollateOptions{kept, options_.pin_memory()});
+    out.batch = collate(std::move(samples), CollateOptions{kept, options_.pin_memory(), &source_->batch_layout()});
     return out;
   } catch (const std::exception& e) {
     throw Error(detail::concat("data loader: source '", source_->name(), "', epoch ", ep.epoch,

@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include <array>
+#include <cstring>
 #include <utility>
 
 #include "config_adapter.h"
@@ -31,6 +32,7 @@ DatasetProxy::DatasetProxy(ComponentEntry entry, const ComponentConfig& config, 
   check(table_.create(library_->host(), view->view(), split_.c_str(), &self_), "create", "split '" + split_ + "'");
   try {
     check(table_.size(self_, &size_), "size");
+    layout_ = read_field_batching();
   } catch (...) {
     table_.destroy(self_); // the destructor does not run for a throwing constructor
     throw;
@@ -38,6 +40,44 @@ DatasetProxy::DatasetProxy(ComponentEntry entry, const ComponentConfig& config, 
 }
 
 DatasetProxy::~DatasetProxy() { table_.destroy(self_); }
+
+BatchLayout DatasetProxy::read_field_batching() const {
+  if (table_.field_batching == nullptr) return {};  // NULL, or a table from before ABI 1.6
+  const tp_field_batching_t* entries = nullptr;
+  uint32_t count = 0;
+  check(table_.field_batching(self_, &entries, &count), "field_batching");
+  try {
+    return parse_field_batching(entries, count);
+  } catch (const Error& e) {
+    throw PluginError(id(), "field_batching",
+                      "plugin component '" + id() + "' declared its variable-size fields wrongly: " + e.what() +
+                          " (plugin_api/README.md, \"Variable-size fields\").");
+  }
+}
+
+BatchLayout DatasetProxy::parse_field_batching(const tp_field_batching_t* entries, uint32_t count) {
+  if (count == 0) return {};
+  TP_CHECK(entries != nullptr, count, " entries at a NULL pointer");
+  // PLG-2: the array's stride is its producer's sizeof, read from the first entry; a later minor
+  // may have appended members this host skips.
+  const uint32_t stride = entries->struct_size;
+  TP_CHECK(stride >= sizeof(tp_field_batching_t), "struct_size ", stride, " is smaller than tp_field_batching_t (",
+           sizeof(tp_field_batching_t), " bytes)");
+  std::vector<FieldBatching> fields;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(entries);
+  for (uint32_t i = 0; i < count; ++i) {
+    tp_field_batching_t entry{};
+    std::memcpy(&entry, bytes + static_cast<std::size_t>(i) * stride, sizeof entry);
+    TP_CHECK(entry.name != nullptr && entry.name[0] != '\0', "entry ", i, " has no name");
+    TP_CHECK(entry.batching <= TP_BATCH_RAGGED, "field '", entry.name, "' has batching ", entry.batching,
+             " (expected TP_BATCH_STACK, TP_BATCH_PAD or TP_BATCH_RAGGED)");
+    const Batching batching = entry.batching == TP_BATCH_PAD      ? Batching::kPad
+                              : entry.batching == TP_BATCH_RAGGED ? Batching::kRagged
+                                                                  : Batching::kStack;
+    fields.push_back({entry.name, batching, entry.pad_value});
+  }
+  return BatchLayout(std::move(fields));
+}
 
 bool DatasetProxy::prepare(const ComponentEntry& entry, const ComponentConfig& config, const std::string& split) {
   const auto table = detail::sized_copy<tp_dataset_v1_t>(entry.info->interface_table); // NULL past an old struct_size

@@ -11,8 +11,10 @@
 
 #include "config_adapter.h"
 #include "sized_copy.h"
+#include "tp/framework/data/collate.h"
 #include "tp/framework/data/sampler.h"
 #include "tp/framework/error.h"
+#include "tp/framework/plugin/dataset_proxy.h"
 #include "tp/framework/plugin/host_services.h"
 #include "tp/framework/plugin/plugin_crash.h"
 #include "tp/iface/dataset.h"
@@ -55,9 +57,34 @@ struct FieldShape {
   std::string text() const { return name + " " + dtype_text(dtype) + c10::str(c10::IntArrayRef(shape)); }
 };
 
-std::string fields_text(const std::vector<FieldShape>& fields) {
+/// The field as it may vary under `layout` (plugin ABI 1.6): the sizes a pad field may change
+/// (all) or a ragged one (dim 0) become -1, which prints and compares as "any".
+FieldShape as_declared(FieldShape field, const BatchLayout& layout) {
+  if (const FieldBatching* f = layout.find(field.name))
+    for (std::size_t d = 0; d < field.shape.size(); ++d)
+      if (f->batching == Batching::kPad || d == 0) field.shape[d] = -1;
+  return field;
+}
+
+std::vector<FieldShape> as_declared(std::vector<FieldShape> fields, const BatchLayout& layout) {
+  for (FieldShape& f : fields) f = as_declared(std::move(f), layout);
+  return fields;
+}
+
+std::string fields_text(const std::vector<FieldShape>& fields, const BatchLayout& layout = {}) {
   std::string text;
-  for (const FieldShape& f : fields) text += (text.empty() ? "" : ", ") + f.text();
+  for (const FieldShape& f : fields) {
+    std::string one = f.text();
+    if (const FieldBatching* declared = layout.find(f.name)) {
+      // "[-1, 4]" reads as a shape; "[*, 4]" reads as "any size here".
+      std::string shape = "[";
+      for (std::size_t d = 0; d < f.shape.size(); ++d)
+        shape += (d ? ", " : "") + (f.shape[d] < 0 ? std::string("*") : std::to_string(f.shape[d]));
+      one = f.name + " " + dtype_text(f.dtype) + shape + "]" +
+            (declared->batching == Batching::kPad ? " (pad " + c10::str(declared->pad_value) + ")" : " (ragged)");
+    }
+    text += (text.empty() ? "" : ", ") + one;
+  }
   return text.empty() ? "no fields" : text;
 }
 
@@ -101,6 +128,7 @@ class SplitUnderCheck {
     try {
       guarded("size", [&] { return table_.size(self_, &size_); });
       if (table_.set_epoch != nullptr) guarded("set_epoch", [&] { return table_.set_epoch(self_, options_.epoch); });
+      read_layout();
     } catch (...) {
       destroy(); // the destructor does not run for a throwing constructor
       throw;
@@ -111,6 +139,8 @@ class SplitUnderCheck {
   SplitUnderCheck& operator=(const SplitUnderCheck&) = delete;
 
   uint64_t size() const { return size_; }
+  /// The fields the split declares pad or ragged (ABI 1.6; empty: every field stacks).
+  const BatchLayout& layout() const { return layout_; }
 
   /// Reads sample `index`; throws naming the call, split and index for any broken field rule.
   Sample read(uint64_t index) const {
@@ -172,6 +202,18 @@ class SplitUnderCheck {
   }
 
  private:
+  void read_layout() {
+    if (table_.field_batching == nullptr) return;
+    const tp_field_batching_t* entries = nullptr;
+    uint32_t count = 0;
+    guarded("field_batching", [&] { return table_.field_batching(self_, &entries, &count); });
+    try {
+      layout_ = DatasetProxy::parse_field_batching(entries, count);
+    } catch (const Error& e) {
+      throw Error("field_batching on split '" + split_ + "' is malformed: " + e.what());
+    }
+  }
+
   void destroy() {
     const std::string call = "destroy on split '" + split_ + "'";
     const PluginCallScope scope(info_.id.c_str(), call.c_str(), UINT64_MAX);
@@ -203,6 +245,7 @@ class SplitUnderCheck {
   const CheckOptions& options_;
   void* self_ = nullptr;
   uint64_t size_ = 0;
+  BatchLayout layout_;
 };
 
 /// First, last, a few spread by a fixed hash (the same on every check, so a failure reproduces),
@@ -250,20 +293,27 @@ std::string check_split(const ComponentEntry& entry, const ComponentConfig& conf
                         const CheckOptions& options, std::vector<std::string>& warnings) {
   SplitUnderCheck data(entry, config, split, options);
   if (data.size() == 0) return split + ": size() is 0, nothing read";
-  std::vector<FieldShape> fields; // index 0's (the first read), which every other sample must match
+  // Index 0's fields (the first read), which every other sample must match; the sizes a pad or
+  // ragged field may vary in are "any".
+  std::vector<FieldShape> fields;
   std::string skipped;
+  std::vector<NamedTensors> samples; // every sample read, collated at the end as the loader would
   const std::vector<uint64_t> indices = indices_to_read(data.size(), options, skipped);
   for (uint64_t index : indices) {
     const Sample a = data.read(index);
     const Sample b = data.read(index);
     const std::string where = "get_sample at index " + std::to_string(index) + " of split '" + split + "'";
+    const std::vector<FieldShape> declared = as_declared(a.shapes, data.layout());
     if (index == indices.front()) {
-      fields = a.shapes;
-    } else if (a.shapes != fields) {
+      fields = declared;
+    } else if (declared != fields) {
       throw Error(where + " gave " + fields_text(a.shapes) + ", but index " + std::to_string(indices.front()) + " gave " +
-                  fields_text(fields) + ": every sample has the same field names, dtypes and shapes (the loader "
-                  "stacks them into batches)");
+                  fields_text(fields, data.layout()) + ": every sample has the same field names, dtypes and shapes "
+                  "(the loader stacks them into batches), but for the sizes field_batching (ABI 1.6) lets vary");
     }
+    NamedTensors named;
+    for (std::size_t i = 0; i < a.values.size(); ++i) named.emplace_back(a.shapes[i].name, a.values[i]);
+    samples.push_back(std::move(named));
     for (std::size_t i = 0; i < a.values.size(); ++i)
       if (b.shapes != a.shapes || !at::equal(a.values[i], b.values[i]))
         throw Error(where + " differs between two calls with the same worker seed (field '" + a.shapes[i].name +
@@ -271,9 +321,21 @@ std::string check_split(const ComponentEntry& entry, const ComponentConfig& conf
   }
   data.expect_past_end_refused();
   warn_float_labels(fields, split, warnings);
+  // The samples read, batched as the loader batches them: what a pad value or a declared field
+  // the samples lack breaks shows here rather than in the first training step.
+  CollateOptions collate_options;
+  collate_options.layout = &data.layout();
+  const std::size_t read = samples.size();
+  try {
+    (void)collate(std::move(samples), collate_options);
+  } catch (const Error& e) {
+    throw Error("the " + std::to_string(read) + " samples read from split '" + split +
+                "' do not form a batch: " + e.what());
+  }
   return split + ": " + std::to_string(data.size()) + " samples, " + std::to_string(indices.size()) +
          " read twice alike" + (skipped.empty() ? "" : " (--index " + skipped + " past the end, not read)") +
-         ", fields " + fields_text(fields) + ", index " + std::to_string(data.size()) + " refused";
+         ", fields " + fields_text(fields, data.layout()) + ", batched alike, index " + std::to_string(data.size()) +
+         " refused";
 }
 
 // Whether the dataset serves "test": plugin ABI 1.5 added the split, and a dataset without one

@@ -33,6 +33,7 @@ class IndexedSource final : public SampleSource {
   bool serial() const override { return inner_->serial(); }
   void set_epoch(uint64_t epoch) override { inner_->set_epoch(epoch); }
   std::string name() const override { return inner_->name(); }
+  const BatchLayout& batch_layout() const override { return inner_->batch_layout(); }
 
  private:
   std::shared_ptr<SampleSource> inner_;
@@ -77,8 +78,14 @@ NamedTensors first_rows(NamedTensors outputs, int64_t rows) {
 
 class RowMaker {
  public:
-  RowMaker(ModelProxy& model, const BatchPlacement& placement, const PredictOptions& options, int64_t batch_size)
-      : model_(model), placement_(placement), options_(options), batch_size_(batch_size) {}
+  RowMaker(ModelProxy& model, const BatchPlacement& placement, const PredictOptions& options, int64_t batch_size,
+           const BatchLayout& layout)
+      : model_(model), placement_(placement), options_(options), batch_size_(batch_size), layout_(layout) {
+    if (options_.tta_hflip && !layout_.empty())
+      throw ConfigError("--tta", "host predict --tta hflip mirrors whole images, but the split declares "
+                                 "variable-size fields (" + layout_.describe() + "): a mirrored padded image "
+                                 "moves its padding to the other side. Predict without --tta.");
+  }
 
   RecordBlock records(NamedTensors batch) {
     at::Tensor index;
@@ -88,11 +95,14 @@ class RowMaker {
         index = tensor;
         continue;
       }
-      if (tensor.dim() == 1) per_sample.emplace_back(name, tensor); // one value per sample: a label, an id
+      // One value per sample (a label, an id); a ragged field and its offsets are not per sample.
+      if (tensor.dim() == 1 && !layout_.ragged(name) && !added_by_collate(name)) per_sample.emplace_back(name, tensor);
       inputs.emplace_back(name, std::move(tensor));
     }
     const int64_t rows = index.size(0);
-    const NamedTensors device_inputs = placement_.to_device(padded(inputs, batch_size_));
+    // A short last batch runs at the full batch size, unless rows cannot be repeated: a padded
+    // batch's size is its longest sample's anyway, and a ragged field would need new offsets.
+    const NamedTensors device_inputs = placement_.to_device(layout_.empty() ? padded(inputs, batch_size_) : inputs);
     ++batches_;
     NamedTensors outputs = first_rows(forward(device_inputs), rows);
     if (options_.tta_hflip) {
@@ -145,7 +155,15 @@ class RowMaker {
     });
   }
 
-  int64_t batch_size_; ///< every forward runs at this batch size (padded)
+  /// Whether collate added `name` for a variable-size field ("<field>_lengths", "<field>_offsets").
+  bool added_by_collate(const std::string& name) const {
+    for (const FieldBatching& f : layout_.fields())
+      if (name == BatchLayout::lengths_name(f.name) || name == BatchLayout::offsets_name(f.name)) return true;
+    return false;
+  }
+
+  int64_t batch_size_; ///< every forward runs at this batch size (padded), when layout_ is empty
+  const BatchLayout& layout_;
   int64_t batches_ = 0; ///< batches this rank has predicted, for messages
 };
 
@@ -204,7 +222,7 @@ PredictSummary predict(ModelProxy& model, std::shared_ptr<SampleSource> split, L
   }
   const int64_t mine = loader.batches_per_epoch();
   PredictSummary summary;
-  RowMaker rows(model, placement, options, loader_options.batch_size());
+  RowMaker rows(model, placement, options, loader_options.batch_size(), loader.batch_layout());
   model.set_training(false);
   c10::InferenceMode inference;
   progress.start_task("predict", rounds);

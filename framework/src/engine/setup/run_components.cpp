@@ -91,6 +91,27 @@ const ComponentConfig* dataset_table(const RunConfig& config, const std::string&
   return nullptr;
 }
 
+namespace {
+
+// Batch transforms (Mixup, CutMix) blend whole rows of stacked fields; on a padded or ragged
+// batch they would blend padding into images or tear a ragged field from its offsets, so a run
+// whose training data declares such fields (plugin ABI 1.6) cannot use them.
+void refuse_transforms_of_variable_batches(const RunConfig& config, const RunComponents& parts) {
+  if (parts.batch_transforms.empty() || parts.train_data == nullptr) return;
+  const BatchLayout& layout = parts.train_data->batch_layout();
+  if (layout.empty()) return;
+  const ComponentConfig& first = config.data.batch_transforms.front();
+  throw ConfigError(first.key_path,
+                    "config: " + first.key_path + " uses batch transform '" + parts.batch_transforms.front()->id() +
+                        "', but the training dataset '" + parts.train_data->id() +
+                        "' declares variable-size fields (" + layout.describe() +
+                        "). Batch transforms such as Mixup and CutMix blend whole rows of fixed-shape fields "
+                        "and do not apply to padded or ragged batches: remove [[data.batch_transforms]], or "
+                        "crop the training samples to one size so every field stacks.");
+}
+
+}  // namespace
+
 RunComponents create_components(const RunConfig& config, const Registry& registry, DatasetSplits splits) {
   RunComponents parts;
   auto entry = [&](const ComponentConfig& c, int32_t kind) {
@@ -117,6 +138,7 @@ RunComponents create_components(const RunConfig& config, const Registry& registr
   parts.loss = std::make_unique<LossProxy>(entry(config.loss, TP_KIND_LOSS), config.loss);
   for (const auto& t : config.data.batch_transforms)
     parts.batch_transforms.push_back(std::make_unique<BatchTransformProxy>(entry(t, TP_KIND_BATCH_TRANSFORM), t));
+  refuse_transforms_of_variable_batches(config, parts);
   for (const auto& m : config.metrics)
     parts.metrics.push_back(std::make_unique<MetricProxy>(entry(m, TP_KIND_METRIC), m));
   for (const auto& cb : config.callbacks)

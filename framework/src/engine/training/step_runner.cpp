@@ -176,14 +176,15 @@ void StepRunner::begin_micro_batch(const AccumulationWindow& window, int64_t ste
 }
 
 void StepRunner::train_pieces(const NamedTensors& batch, const AccumulationWindow& window, const StepPosition& at) {
-  const int64_t rows = batch.front().second.size(0);
+  const BatchLayout& layout = parts_.train_data->batch_layout();
+  const int64_t rows = batch_size(batch, layout);
   int64_t done = 0;
   while (done < rows) {
     // After a split the rest of the batch is cut with the new piece size (ceil: rows / splits_).
     const int64_t count = std::min(rows - done, (rows + splits_ - 1) / splits_);
     const bool sync = window.last && done + count == rows; // only the micro-batch's last backward all-reduces
     try {
-      train_piece(count == rows ? batch : batch_rows(batch, done, count), window, sync, at);
+      train_piece(count == rows ? batch : batch_rows(batch, done, count, layout), window, sync, at);
     } catch (...) {
       recover_from_out_of_memory(std::current_exception(), count, sync, at);
       continue; // the same rows again, in smaller pieces
@@ -265,7 +266,7 @@ LossTerms StepRunner::forward(const NamedTensors& batch, const StepPosition& at)
   const NamedTensors outputs = with_batch_context([&] { return parts_.model->forward(batch); }, [&] {
     return BatchFailure{"model", parts_.model->id(), "forward", phase(), "[model]", {{"inputs", &batch}}};
   });
-  if (flops) report.set_forward_flops(flops->total_flops(), batch.empty() ? 0 : batch.front().second.size(0));
+  if (flops) report.set_forward_flops(flops->total_flops(), batch_size(batch, parts_.train_data->batch_layout()));
   flops.reset();
   return with_batch_context([&] { return parts_.loss->forward(outputs, batch); }, [&] {
     return BatchFailure{"loss", parts_.loss->id(), "forward", phase(), "[loss]", {{"outputs", &outputs}, {"targets", &batch}}};

@@ -9,6 +9,7 @@
 #include <limits>
 #include <utility>
 
+#include "tp/framework/data/batch_layout.h"
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/engine/trainer.h"
 #include "tp/framework/error.h"
@@ -40,7 +41,7 @@ void Trainer::train_epoch(int64_t epoch) {
     if (!batch) return std::nullopt;
     const double wait = train_loader_->last_wait_seconds();
     progress_.add_data_wait(wait);
-    meters_.add_batch(wait, batch->empty() ? 0 : batch->front().second.size(0));
+    meters_.add_batch(wait, batch_size(*batch, train_loader_->batch_layout()));
     return MicroBatch{std::move(*batch), train_loader_->next_batch_index()};
   };
   while (done < batches) {

@@ -165,7 +165,8 @@ class DataLoader {
   /// The next batch of the epoch in sampler order (collated; see collate()), or std::nullopt at
   /// the end of the epoch. An empty NamedTensors (no fields) is a batch whose samples were all
   /// skipped (BadSamplePolicy::kSkip); consumers pass it over, but it counts as a batch, so
-  /// every epoch yields exactly batches_per_epoch() batches on every rank. Blocks while the batch is loading. Throws tp::Error before the first
+  /// every epoch yields exactly batches_per_epoch() batches on every rank. Blocks while the batch
+  /// is loading. Throws tp::Error before the first
   /// start_epoch(), and SampleError / tp::Error when loading failed (see Errors above).
   std::optional<NamedTensors> next();
 
@@ -181,6 +182,9 @@ class DataLoader {
   double last_wait_seconds() const noexcept { return last_wait_seconds_; }
   /// The validated options.
   const LoaderOptions& options() const noexcept { return options_; }
+  /// The source's variable-size fields, which collate() applies to every batch (batch_layout.h):
+  /// what batch_size() and batch_rows() need to read this loader's batches.
+  const BatchLayout& batch_layout() const { return source_->batch_layout(); }
   /// Samples skipped (BadSamplePolicy::kSkip) in the batches next() has returned
   /// this epoch, in sampler order; reset by start_epoch(). Deterministic for any num_workers.
   int64_t skipped_count() const noexcept { return skipped_count_; }

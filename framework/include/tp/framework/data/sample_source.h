@@ -8,14 +8,11 @@
 #include <utility>
 #include <vector>
 
-#include <ATen/core/Tensor.h>
-
+#include "tp/framework/data/batch_layout.h"
+#include "tp/framework/data/named_tensors.h"
 #include "tp/iface/dataset.h"
 
 namespace tp {
-
-/// One sample or one batch: named tensors in a fixed order (the order of the first sample).
-using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 /// An indexable collection of samples. Implementations say which calls may run concurrently.
 class SampleSource {
@@ -33,6 +30,12 @@ class SampleSource {
   virtual void set_epoch(uint64_t epoch) = 0;
   /// Human-readable name for messages ("org.torchhost.shapes (train)").
   virtual std::string name() const = 0;
+  /// How this source's fields form batches (plugin ABI 1.6); constant. Empty: every field
+  /// stacks. [any]
+  virtual const BatchLayout& batch_layout() const {
+    static const BatchLayout kEveryFieldStacks;
+    return kEveryFieldStacks;
+  }
 };
 
 }  // namespace tp

@@ -28,12 +28,23 @@ class DatasetProxy : public PluginInstance, public SampleSource {
   bool serial() const override { return (info_->flags & TP_DESCRIPTOR_SERIAL) != 0; }
   void set_epoch(uint64_t epoch) override;
   std::string name() const override { return id() + " (" + split_ + ")"; }
+  /// The fields the plugin declared pad or ragged (ABI 1.6), read once after create.
+  const BatchLayout& batch_layout() const override { return layout_; }
+  /// The layout `count` entries of a field_batching answer describe (their stride is the first
+  /// entry's struct_size, PLG-2). Throws tp::Error saying what is malformed: a NULL array, a
+  /// struct_size below ABI 1.6's, a missing name, an unknown batching, a repeated name.
+  static BatchLayout parse_field_batching(const tp_field_batching_t* entries, uint32_t count);
 
  private:
+  /// Reads and validates field_batching; throws PluginError naming the component for a malformed
+  /// declaration.
+  BatchLayout read_field_batching() const;
+
   tp_dataset_v1_t table_{};
   void* self_ = nullptr;
   std::string split_;
   uint64_t size_ = 0;
+  BatchLayout layout_;
 };
 
 }  // namespace tp
