@@ -83,7 +83,7 @@ at::Tensor per_sample_sum(Term term, const at::Tensor& output, const at::Tensor&
   at::Tensor per;  // per-position loss, batch dimension first
   if (term == Term::kCrossEntropy) {
     per = at::cross_entropy_loss(output, ce_target(output, target, output_name, target_name), {},
-                                 at::Reduction::None, -100, options.label_smoothing);
+                                 at::Reduction::None, options.ignore_index, options.label_smoothing);
   } else {
     require_shape(output.dim() >= 1 && target.sizes() == output.sizes(), output_name, output,
                   target_name, target, "equal shapes [B, ...]");
@@ -97,6 +97,17 @@ at::Tensor per_sample_sum(Term term, const at::Tensor& output, const at::Tensor&
   }
   if (per.dim() <= 1 || per.numel() == 0) return per.sum();
   return per.reshape({per.size(0), -1}).mean(1).sum();
+}
+
+tp::cpp::LossSum labelled_cross_entropy(const at::Tensor& output, const at::Tensor& target, const TermOptions& options,
+                                        const std::string& output_name, const std::string& target_name) {
+  const at::Tensor t = ce_target(output, target, output_name, target_name);
+  // PyTorch's sum over zero labelled positions is 0 (its mean would be 0/0 = NaN): the host adds
+  // {0, 0} to the window, whose gradients stay finite.
+  at::Tensor sum = at::cross_entropy_loss(output, t, {}, at::Reduction::Sum, options.ignore_index, options.label_smoothing);
+  at::Tensor count = t.is_floating_point() ? count_tensor(t.numel() / t.size(1), output.device())
+                                           : t.ne(options.ignore_index).sum();  // on the device, no sync
+  return {std::move(sum), std::move(count)};
 }
 
 namespace {
@@ -117,12 +128,8 @@ class SingleTerm : public Loss {
     if (term_ != Term::kCrossEntropy)
       return {per_sample_sum(term_, out, tgt, options_, output_, target_), count_tensor(out.size(0), out.device())};
     // Items are the labelled positions: one per sample for [B, C] logits, one per pixel for
-    // [B, C, H, W]; labels equal to -100 are ignored and not counted.
-    const at::Tensor t = ce_target(out, tgt, output_, target_);
-    at::Tensor sum = at::cross_entropy_loss(out, t, {}, at::Reduction::Sum, -100, options_.label_smoothing);
-    at::Tensor count = t.is_floating_point() ? count_tensor(t.numel() / t.size(1), out.device())
-                                             : t.ne(-100).sum();  // on the device, no sync
-    return {std::move(sum), std::move(count)};
+    // [B, C, H, W]; labels equal to ignore_index are neither summed nor counted.
+    return labelled_cross_entropy(out, tgt, options_, output_, target_);
   }
 
  private:
@@ -135,6 +142,7 @@ class SingleTerm : public Loss {
 std::unique_ptr<Loss> make_cross_entropy(const tp::cpp::ConfigReader& cfg) {
   TermOptions options;
   options.label_smoothing = cfg.get_float("label_smoothing");
+  options.ignore_index = cfg.get_int("ignore_index");
   if (!(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0))
     throw Failure(TP_ERR_CONFIG, std::string(kCrossEntropyId) + ": label_smoothing must be in [0, 1], got " +
                                      std::to_string(options.label_smoothing));
@@ -158,6 +166,7 @@ const tp_config_key_t kCrossEntropyKeys[] = {
     {kKeySize, "output", TP_CFG_STRING, "\"logits\"", "model output holding logits [B, C, ...]"},
     {kKeySize, "target", TP_CFG_STRING, "\"label\"", "batch field with class indices (or probabilities)"},
     {kKeySize, "label_smoothing", TP_CFG_FLOAT, "0.0", "label smoothing in [0, 1]"},
+    {kKeySize, "ignore_index", TP_CFG_INT, "-100", "class-index label neither summed nor counted (255 for segmentation masks)"},
 };
 const tp_config_key_t kMseKeys[] = {
     {kKeySize, "output", TP_CFG_STRING, "\"bbox\"", "model output [B, ...]"},

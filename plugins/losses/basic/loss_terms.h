@@ -26,12 +26,14 @@ Term term_from_name(const std::string& name, const char* component);
 /// Options of the terms; each term reads only its own.
 struct TermOptions {
   double label_smoothing = 0.0;  // cross_entropy, in [0, 1]
+  int64_t ignore_index = -100;   // cross_entropy: a class-index label that is neither summed nor counted
   double beta = 1.0;             // smooth_l1, > 0
 };
 
 /// The sum over samples of one term (differentiable, 0-dim, on output's device). Per-sample loss:
-/// cross_entropy of the sample's logits (mean over positions for [B, C, d...] logits); mse and
-/// smooth_l1 the mean over the sample's elements. Targets of another shape are an error (no
+/// cross_entropy of the sample's logits (mean over positions for [B, C, d...] logits, where a
+/// position labelled options.ignore_index adds 0 but still counts); mse and smooth_l1 the mean
+/// over the sample's elements. Targets of another shape are an error (no
 /// broadcasting), named by `output_name` / `target_name`. Never synchronizes.
 at::Tensor per_sample_sum(Term term, const at::Tensor& output, const at::Tensor& target,
                           const TermOptions& options, const std::string& output_name,
@@ -39,6 +41,14 @@ at::Tensor per_sample_sum(Term term, const at::Tensor& output, const at::Tensor&
 
 /// A 0-dim int64 tensor holding `count` on `device`, created without a device sync.
 at::Tensor count_tensor(int64_t count, const at::Device& device);
+
+/// Cross entropy over the labelled positions: `sum` over every position whose class-index label
+/// is not options.ignore_index (differentiable, 0-dim) and `count`, their number (0-dim int64,
+/// counted on the device). Probability targets [B, C, d...] label every position. A batch with no
+/// labelled position gives sum 0 and count 0 (never NaN). Shapes as per_sample_sum; never
+/// synchronizes.
+tp::cpp::LossSum labelled_cross_entropy(const at::Tensor& output, const at::Tensor& target, const TermOptions& options,
+                                        const std::string& output_name, const std::string& target_name);
 
 /// One loss component instance, the class tp/cpp/loss_adapter.h drives: returns {loss_sum,
 /// item_count}.

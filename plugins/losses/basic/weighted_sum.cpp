@@ -1,5 +1,6 @@
 // org.torchhost.weighted_sum: a weighted sum of loss terms over several (output, target) pairs,
-// e.g. classification plus box regression for a multi-head model.
+// e.g. classification plus box regression for a multi-head model, or a segmentation model's main
+// and auxiliary logits against one mask (items = "labelled").
 #include "loss_terms.h"
 
 #include <vector>
@@ -16,11 +17,22 @@ struct WeightedTerm {
   double weight;
 };
 
-/// Σ_k w_k · (sum over samples of term k). Every term is a per-sample loss over the same batch,
-/// so the count is the batch size and the host's division gives Σ_k w_k · mean_k.
+/// What a weighted sum counts as its items.
+enum class Items {
+  /// Samples: every term is a per-sample loss over the same batch, so the count is the batch size
+  /// and the host's division gives Σ_k w_k · mean_k.
+  kSamples,
+  /// The labelled positions of one shared target: every term is a cross entropy over the positions
+  /// whose label is not ignore_index, so the host's division gives Σ_k w_k · (term k's mean over
+  /// them), torchvision's segmentation loss `ce(out) + 0.5 ce(aux)`.
+  kLabelled,
+};
+
+/// Σ_k w_k · (sum over the items of term k), with the count of `Items`.
 class WeightedSum : public Loss {
  public:
-  WeightedSum(std::vector<WeightedTerm> terms, TermOptions options) : terms_(std::move(terms)), options_(options) {
+  WeightedSum(std::vector<WeightedTerm> terms, TermOptions options, Items items)
+      : terms_(std::move(terms)), options_(options), items_(items) {
     // Term names for the history (train/loss/<name>): the output each term reads, numbered when
     // two terms read the same output.
     for (std::size_t k = 0; k < terms_.size(); ++k) {
@@ -38,6 +50,7 @@ class WeightedSum : public Loss {
   }
 
   tp::cpp::LossSum forward(const tp::cpp::Fields& outputs, const tp::cpp::Fields& targets) override {
+    if (items_ == Items::kLabelled) return labelled_forward(outputs, targets);
     at::Tensor total;
     last_.clear();
     int64_t batch = -1;
@@ -63,8 +76,25 @@ class WeightedSum : public Loss {
   }
 
  private:
+  /// Items::kLabelled: every term reads the same target (checked at create), so every term counts
+  /// the same labelled positions and the first term's count is the count of all.
+  tp::cpp::LossSum labelled_forward(const tp::cpp::Fields& outputs, const tp::cpp::Fields& targets) {
+    at::Tensor total;
+    at::Tensor count;
+    last_.clear();
+    for (const WeightedTerm& t : terms_) {
+      tp::cpp::LossSum term = labelled_cross_entropy(outputs.get(t.output), targets.get(t.target), options_, t.output, t.target);
+      at::Tensor weighted = term.sum.mul(t.weight);
+      last_.push_back(weighted.detach());
+      total = total.defined() ? total.add(weighted) : weighted;
+      if (!count.defined()) count = std::move(term.count);
+    }
+    return {std::move(total), std::move(count)};
+  }
+
   std::vector<WeightedTerm> terms_;
   TermOptions options_;
+  Items items_;
   std::vector<std::string> names_;  ///< one per term, valid until destruction (the ABI's term names)
   std::vector<at::Tensor> last_;    ///< the last forward's weighted term sums, detached
 };
@@ -78,11 +108,33 @@ const tp_config_key_t kKeys[] = {
     {kKeySize, "weights", TP_CFG_FLOAT_ARRAY, "[1.0, 1.0]", "weight of each term"},
     {kKeySize, "label_smoothing", TP_CFG_FLOAT, "0.0", "label smoothing of the cross_entropy terms"},
     {kKeySize, "beta", TP_CFG_FLOAT, "1.0", "beta of the smooth_l1 terms (> 0)"},
+    {kKeySize, "ignore_index", TP_CFG_INT, "-100", "class-index label the cross_entropy terms ignore (255 for masks)"},
+    {kKeySize, "items", TP_CFG_STRING, "\"samples\"",
+     "what the count counts: \"samples\", or \"labelled\" (positions not ignored; cross_entropy terms, one target)"},
 };
 const tp_example_input_t kExamples[] = {
     {sizeof(tp_example_input_t), "label", TP_DTYPE_INT64, 0, {}, 3},
     {sizeof(tp_example_input_t), "bbox", TP_DTYPE_FLOAT32, 1, {4}, 0},
 };
+
+/// The `items` key; "labelled" needs cross_entropy terms that all read one target, since the
+/// count it returns is that target's labelled positions.
+Items items_from_config(const tp::cpp::ConfigReader& cfg, const std::vector<WeightedTerm>& terms) {
+  const std::string items = cfg.get_string("items");
+  if (items == "samples") return Items::kSamples;
+  if (items != "labelled")
+    throw tp::cpp::Failure(TP_ERR_CONFIG, std::string(kId) + ": items must be \"samples\" or \"labelled\", got \"" + items + "\"");
+  for (const WeightedTerm& t : terms) {
+    if (t.term != Term::kCrossEntropy)
+      throw tp::cpp::Failure(TP_ERR_CONFIG, std::string(kId) + ": items = \"labelled\" counts labelled positions, so every "
+                                                               "term must be cross_entropy (output '" + t.output + "' is not)");
+    if (t.target != terms.front().target)
+      throw tp::cpp::Failure(TP_ERR_CONFIG, std::string(kId) + ": items = \"labelled\" needs every term to read one target "
+                                                               "(its labelled positions are the count), got '" +
+                                                               terms.front().target + "' and '" + t.target + "'");
+  }
+  return Items::kLabelled;
+}
 
 }  // namespace
 
@@ -101,15 +153,18 @@ std::unique_ptr<Loss> make_weighted_sum(const tp::cpp::ConfigReader& cfg) {
   TermOptions options;
   options.label_smoothing = cfg.get_float("label_smoothing");
   options.beta = cfg.get_float("beta");
+  options.ignore_index = cfg.get_int("ignore_index");
   if (!(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0) || !(options.beta > 0.0))
     throw tp::cpp::Failure(TP_ERR_CONFIG, std::string(kId) + ": label_smoothing must be in [0, 1] and beta positive");
   std::vector<WeightedTerm> terms;
   for (size_t i = 0; i < losses.size(); ++i)
     terms.push_back({term_from_name(losses[i], kId), outputs[i], targets[i], weights[i]});
-  return std::make_unique<WeightedSum>(std::move(terms), options);
+  return std::make_unique<WeightedSum>(std::move(terms), options, items_from_config(cfg, terms));
 }
 
 const tp_descriptor_t kWeightedSumDescriptor = tp::cpp::loss_descriptor(
-    kId, "1.0.0", "weighted sum of per-sample loss terms over several outputs; count = batch size", kKeys, kExamples);
+    kId, "1.0.0",
+    "weighted sum of loss terms over several outputs; count = batch size, or the labelled positions (items = \"labelled\")",
+    kKeys, kExamples);
 
 }  // namespace tp::losses

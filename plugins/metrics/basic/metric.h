@@ -42,9 +42,11 @@ std::unique_ptr<Metric> make_accuracy(const tp::cpp::ConfigReader& cfg);
 std::unique_ptr<Metric> make_f1(const tp::cpp::ConfigReader& cfg);
 std::unique_ptr<Metric> make_iou(const tp::cpp::ConfigReader& cfg);
 std::unique_ptr<Metric> make_mae(const tp::cpp::ConfigReader& cfg);
+std::unique_ptr<Metric> make_segmentation(const tp::cpp::ConfigReader& cfg);
 extern const tp_descriptor_t kAccuracyDescriptor;
 extern const tp_descriptor_t kF1Descriptor;
 extern const tp_descriptor_t kIouDescriptor;
 extern const tp_descriptor_t kMaeDescriptor;
+extern const tp_descriptor_t kSegmentationDescriptor;
 
 }  // namespace tp::metrics

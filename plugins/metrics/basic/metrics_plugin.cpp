@@ -20,6 +20,7 @@ const tp::cpp::Component kComponents[] = {
     tp::cpp::metric_component<Metric, kF1Descriptor, &make_f1>(),
     tp::cpp::metric_component<Metric, kIouDescriptor, &make_iou>(),
     tp::cpp::metric_component<Metric, kMaeDescriptor, &make_mae>(),
+    tp::cpp::metric_component<Metric, kSegmentationDescriptor, &make_segmentation>(),
 };
 
 }  // namespace

@@ -1,39 +1,10 @@
 // basic_losses through the C ABI: each loss returns the sum of per-sample losses and the count,
 // so sum / count equals LibTorch's mean reduction.
-#include "support/plugin_harness.h"
+#include "loss_instance.h"
 
 namespace {
 
 using namespace tp::test;
-
-/// A loss instance with the descriptor's defaults plus `overrides`; destroyed at scope end.
-struct Loss {
-  LoadedPlugin& p = plugin("basic_losses");
-  const tp_loss_v1_t* t = nullptr;
-  void* self = nullptr;
-
-  explicit Loss(const char* id, std::map<std::string, FakeConfig::Value> overrides = {}) {
-    t = &p.table<tp_loss_v1_t>(id, TP_IFACE_LOSS_V1);
-    FakeConfig cfg;
-    fill_defaults(cfg, p.descriptor(id));
-    for (auto& [k, v] : overrides) cfg.values[k] = v;
-    REQUIRE_MESSAGE(t->create(&p.host.host, &cfg.view, &self) == TP_OK, p.host.last_error);
-  }
-  ~Loss() { t->destroy(self); }
-
-  /// {sum, count}; both checked to be 0-dim.
-  std::pair<at::Tensor, at::Tensor> forward(Fields& outputs, Fields& targets) {
-    tp_tensor sum = nullptr, count = nullptr;
-    REQUIRE_MESSAGE(t->forward(self, outputs.view(), outputs.size(), targets.view(), targets.size(), &sum, &count) == TP_OK,
-                    p.host.last_error);
-    std::pair<at::Tensor, at::Tensor> r{adopt(p, sum), adopt(p, count)};
-    CHECK(r.first.dim() == 0);
-    CHECK(r.second.dim() == 0);
-    return r;
-  }
-};
-
-double value(const at::Tensor& t) { return t.item<double>(); }
 
 TEST_CASE("cross_entropy: sum = mean reference * B, count = B") {
   at::manual_seed(0);

@@ -1,50 +1,9 @@
 // basic_metrics through the C ABI, on hand-made tensors whose answers are worked out below.
-#include "support/plugin_harness.h"
+#include "metric_instance.h"
 
 namespace {
 
 using namespace tp::test;
-
-/// A metric instance with the descriptor's defaults plus `overrides`; destroyed at scope end.
-struct Metric {
-  LoadedPlugin& p = plugin("basic_metrics");
-  const tp_metric_v1_t* t = nullptr;
-  void* self = nullptr;
-
-  explicit Metric(const char* id, std::map<std::string, FakeConfig::Value> overrides = {}) {
-    t = &p.table<tp_metric_v1_t>(id, TP_IFACE_METRIC_V1);
-    FakeConfig cfg;
-    fill_defaults(cfg, p.descriptor(id));
-    for (auto& [k, v] : overrides) cfg.values[k] = v;
-    REQUIRE_MESSAGE(t->create(&p.host.host, &cfg.view, &self) == TP_OK, p.host.last_error);
-    REQUIRE(t->to_device(self, TP_DEVICE_CPU, 0) == TP_OK);
-  }
-  ~Metric() { t->destroy(self); }
-
-  void update(Fields& outputs, Fields& targets) {
-    REQUIRE_MESSAGE(t->update(self, outputs.view(), outputs.size(), targets.view(), targets.size()) == TP_OK,
-                    p.host.last_error);
-  }
-  std::map<std::string, double> compute() {
-    tp_scalar_t values[4];
-    uint32_t n = 0;
-    REQUIRE_MESSAGE(t->compute(self, values, 4, &n) == TP_OK, p.host.last_error);
-    std::map<std::string, double> out;
-    for (uint32_t i = 0; i < n; ++i) out[values[i].name] = values[i].value;
-    return out;
-  }
-  /// The state tensors, copied, in visit order.
-  std::vector<at::Tensor> state() {
-    std::vector<at::Tensor> out;
-    for (const auto& e : visit_all(t->visit_state, self)) {
-      CHECK(e.is_buffer);
-      const at::Tensor& s = tensor_of(e.handle);
-      CHECK((s.scalar_type() == at::kLong || s.scalar_type() == at::kDouble));
-      out.push_back(s.clone());
-    }
-    return out;
-  }
-};
 
 // Six samples, three classes. Top-1 predictions and top-2 sets:
 //   s0 [2.0, 1.0, 0.1] label 0: top1 0 hit,  top2 {0,1} hit
@@ -57,13 +16,6 @@ struct Metric {
 const at::Tensor kLogits = at::tensor({2.0, 1.0, 0.1, 0.5, 2.5, 1.0, 0.2, 0.3, 3.0,
                                        1.5, 0.1, 1.0, 0.1, 1.2, 0.3, 1.0, 0.9, 2.0}).reshape({6, 3});
 const at::Tensor kLabels = at::tensor({0, 2, 2, 1, 1, 0}, at::kLong);
-
-bool equal_states(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!at::equal(a[i], b[i])) return false;
-  return true;
-}
 
 TEST_CASE("accuracy and top-k accuracy") {
   Fields out{{"logits", kLogits}};
