@@ -146,6 +146,10 @@ inline void apply_schema_defaults(const tp_descriptor_t& d, FakeConfig& cfg) {
       REQUIRE_MESSAGE((text == "true" || text == "false"),
                       k.name << ": default " << text << " is not a bool");
       cfg.values[k.name] = text == "true";
+    } else if (k.type == TP_CFG_STRING) {
+      REQUIRE_MESSAGE((text.size() >= 2 && text.front() == '"' && text.back() == '"'),
+                      k.name << ": default " << text << " is not a quoted string");
+      cfg.values[k.name] = text.substr(1, text.size() - 2);  // our defaults have no escapes
     } else {
       FAIL(k.name << ": key type " << k.type << " not handled by this harness");
     }

@@ -1,16 +1,13 @@
 #include "image_pipeline.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
-#include <memory>
 
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "pixel_io.h"
 #include "rng.h"
 #include "tp/cpp/guard.h"
 
@@ -25,68 +22,15 @@ struct Plan {
   Size2 out;
 };
 
-std::vector<unsigned char> read_file(const std::string& path) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) throw Failure(TP_ERR_IO, "image_folder: cannot open '" + path + "': " + std::strerror(errno));
-  // One allocation and one read of the whole file: the decoder needs it all in memory anyway.
-  std::vector<unsigned char> bytes;
-  if (std::fseek(f.get(), 0, SEEK_END) == 0) {
-    const long size = std::ftell(f.get());
-    if (size > 0) bytes.reserve(static_cast<std::size_t>(size));
-    std::rewind(f.get());
-  }
-  unsigned char chunk[1 << 16];
-  std::size_t n = 0;
-  while ((n = std::fread(chunk, 1, sizeof chunk, f.get())) > 0) bytes.insert(bytes.end(), chunk, chunk + n);
-  if (std::ferror(f.get())) throw Failure(TP_ERR_IO, "image_folder: cannot read '" + path + "'");
-  return bytes;
-}
-
-cv::Mat decode(const std::vector<unsigned char>& bytes, int flags, const std::string& path) {
-  cv::Mat img;
-  try {
-    img = cv::imdecode(cv::_InputArray(bytes.data(), static_cast<int>(bytes.size())),
-                       flags | cv::IMREAD_IGNORE_ORIENTATION);
-  } catch (const cv::Exception& e) {
-    throw Failure(TP_ERR_IO, "image_folder: cannot decode '" + path + "': " + e.what());
-  }
-  if (img.empty() || img.type() != CV_8UC3)
-    throw Failure(TP_ERR_IO, "image_folder: cannot decode '" + path +
-                                 "' (not a readable JPEG, PNG, BMP or WebP image); fix or remove the file");
-  return img;
-}
-
-/// torchvision.transforms.RandomResizedCrop.get_params, draw for draw.
+/// torchvision.transforms.RandomResizedCrop.get_params as a Plan.
 Plan random_resized_crop(int height, int width, const TransformOptions& o, Rng& rng) {
+  const CropBox box = random_resized_crop_box(height, width, o.scale, o.ratio, rng);
   Plan p;
   p.out = o.random_resized_crop;
-  const double area = static_cast<double>(height) * width;
-  const double log_lo = std::log(o.ratio[0]), log_hi = std::log(o.ratio[1]);
-  for (int attempt = 0; attempt < 10; ++attempt) {
-    const double target = area * rng.uniform(o.scale[0], o.scale[1]);
-    const double aspect = std::exp(rng.uniform(log_lo, log_hi));
-    const int w = static_cast<int>(std::lround(std::sqrt(target * aspect)));
-    const int h = static_cast<int>(std::lround(std::sqrt(target / aspect)));
-    if (0 < w && w <= width && 0 < h && h <= height) {
-      p.y = rng.below(height - h + 1);
-      p.x = rng.below(width - w + 1);
-      p.w = w;
-      p.h = h;
-      return p;
-    }
-  }
-  // Fallback: the central crop at the nearest allowed aspect ratio.
-  const double in_ratio = static_cast<double>(width) / height;
-  int w = width, h = height;
-  if (in_ratio < std::min(o.ratio[0], o.ratio[1])) {
-    h = static_cast<int>(std::lround(w / std::min(o.ratio[0], o.ratio[1])));
-  } else if (in_ratio > std::max(o.ratio[0], o.ratio[1])) {
-    w = static_cast<int>(std::lround(h * std::max(o.ratio[0], o.ratio[1])));
-  }
-  p.y = (height - h) / 2;
-  p.x = (width - w) / 2;
-  p.w = w;
-  p.h = h;
+  p.x = box.x;
+  p.y = box.y;
+  p.w = box.w;
+  p.h = box.h;
   return p;
 }
 
@@ -142,74 +86,6 @@ int reduced_flag(int r) {
   }
 }
 
-/// Writes `src` (8-bit BGR, out.h x out.w) into `dst` as normalised float RGB, mirrored when `flip`.
-/// Without jitter each value is one table lookup (256 entries per channel).
-void write_plain(const cv::Mat& src, bool flip, const TransformOptions& o, float* dst) {
-  float lut[3][256];
-  for (int c = 0; c < 3; ++c)
-    for (int v = 0; v < 256; ++v) lut[c][v] = (static_cast<float>(v) / 255.0f - o.mean[c]) / o.std[c];
-  const int h = src.rows, w = src.cols;
-  const std::size_t plane = static_cast<std::size_t>(h) * w;
-  for (int y = 0; y < h; ++y) {
-    const unsigned char* row = src.ptr<unsigned char>(y);
-    for (int x = 0; x < w; ++x) {
-      const unsigned char* px = row + 3 * (flip ? w - 1 - x : x);
-      const std::size_t at = static_cast<std::size_t>(y) * w + x;
-      // BGR in, RGB out.
-      if (o.channels_last) {
-        dst[3 * at + 0] = lut[0][px[2]];
-        dst[3 * at + 1] = lut[1][px[1]];
-        dst[3 * at + 2] = lut[2][px[0]];
-      } else {
-        dst[at] = lut[0][px[2]];
-        dst[plane + at] = lut[1][px[1]];
-        dst[2 * plane + at] = lut[2][px[0]];
-      }
-    }
-  }
-}
-
-float clamp01(float v) { return v < 0.f ? 0.f : (v > 1.f ? 1.f : v); }
-float grey(const float* rgb) { return 0.2989f * rgb[0] + 0.587f * rgb[1] + 0.114f * rgb[2]; }
-
-/// Colour jitter in float on [0, 1] RGB, in the fixed order brightness, contrast, saturation,
-/// each clamped to [0, 1] (torchvision's adjust_* on float tensors; torchvision also randomises
-/// the order, which we do not). Costs one temporary 3 x h x w float buffer and two extra passes.
-void write_jittered(const cv::Mat& src, bool flip, const TransformOptions& o, double b, double c, double s,
-                    float* dst) {
-  const int h = src.rows, w = src.cols;
-  const std::size_t n = static_cast<std::size_t>(h) * w;
-  std::vector<float> rgb(3 * n);
-  double grey_sum = 0.0;
-  for (int y = 0; y < h; ++y) {
-    const unsigned char* row = src.ptr<unsigned char>(y);
-    for (int x = 0; x < w; ++x) {
-      const unsigned char* px = row + 3 * (flip ? w - 1 - x : x);
-      float* out = &rgb[3 * (static_cast<std::size_t>(y) * w + x)];
-      for (int k = 0; k < 3; ++k) out[k] = clamp01(static_cast<float>(px[2 - k]) / 255.0f * static_cast<float>(b));
-      grey_sum += grey(out);
-    }
-  }
-  const float mean_grey = static_cast<float>(grey_sum / static_cast<double>(n));
-  const auto cf = static_cast<float>(c), sf = static_cast<float>(s);
-  for (std::size_t i = 0; i < n; ++i) {
-    float* px = &rgb[3 * i];
-    for (int k = 0; k < 3; ++k) px[k] = clamp01(cf * px[k] + (1.f - cf) * mean_grey);
-    const float g = grey(px);
-    for (int k = 0; k < 3; ++k) {
-      const float v = (clamp01(sf * px[k] + (1.f - sf) * g) - o.mean[k]) / o.std[k];
-      if (o.channels_last) dst[3 * i + k] = v;
-      else dst[k * n + i] = v;
-    }
-  }
-}
-
-double jitter_factor(double amount, uint64_t seed, uint64_t tag) {
-  if (amount <= 0.0) return 1.0;
-  Rng rng(seed, tag);
-  return rng.uniform(std::max(0.0, 1.0 - amount), 1.0 + amount);
-}
-
 }  // namespace
 
 bool jpeg_size(const unsigned char* data, std::size_t size, int* out_h, int* out_w) {
@@ -241,13 +117,13 @@ bool jpeg_size(const unsigned char* data, std::size_t size, int* out_h, int* out
 }
 
 Image load_image(const std::string& path, const TransformOptions& o, uint64_t seed) {
-  const std::vector<unsigned char> bytes = read_file(path);
+  const std::vector<unsigned char> bytes = read_file(path, "image_folder");
   // 1. The original size: from the JPEG header when possible (so the decode can be reduced),
   //    else by decoding at full size.
   cv::Mat full;
   int height = 0, width = 0;
   if (!jpeg_size(bytes.data(), bytes.size(), &height, &width)) {
-    full = decode(bytes, cv::IMREAD_COLOR, path);
+    full = decode_bgr(bytes, cv::IMREAD_COLOR, path, "image_folder");
     height = full.rows;
     width = full.cols;
   }
@@ -262,7 +138,7 @@ Image load_image(const std::string& path, const TransformOptions& o, uint64_t se
   // 3. Decode (reduced for JPEG when the crop is much larger than the output).
   if (full.empty()) {
     const int r = o.fast_decode ? reduction_for(plan) : 1;
-    full = decode(bytes, reduced_flag(r), path);
+    full = decode_bgr(bytes, reduced_flag(r), path, "image_folder");
   }
   const double sx = static_cast<double>(full.cols) / width, sy = static_cast<double>(full.rows) / height;
   const int x0 = std::clamp(static_cast<int>(std::lround(plan.x * sx)), 0, full.cols - 1);
@@ -272,11 +148,7 @@ Image load_image(const std::string& path, const TransformOptions& o, uint64_t se
   const cv::Mat roi = full(cv::Rect(x0, y0, x1 - x0, y1 - y0));
   // 4. One resize on 8-bit pixels (3 bytes per pixel instead of 12 for float): area averaging
   //    when shrinking (antialiased, like torchvision's antialias=True), bilinear otherwise.
-  cv::Mat sized = roi;
-  if (roi.cols != plan.out.w || roi.rows != plan.out.h) {
-    const bool shrink = roi.cols >= plan.out.w && roi.rows >= plan.out.h;
-    cv::resize(roi, sized, cv::Size(plan.out.w, plan.out.h), 0, 0, shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
-  }
+  cv::Mat sized = resize_bgr(roi, plan.out.h, plan.out.w);
   // 5. RandAugment / TrivialAugment on 8-bit pixels, after the flip as in a torchvision recipe;
   //    the flip is then done here (one extra copy) rather than in the write pass.
   bool flip = o.random && o.hflip > 0.0 && Rng(seed, kTagFlip).uniform() < o.hflip;
@@ -295,13 +167,9 @@ Image load_image(const std::string& path, const TransformOptions& o, uint64_t se
   out.w = plan.out.w;
   out.pixels.resize(static_cast<std::size_t>(3) * out.h * out.w);
   const bool jitter = o.random && (o.brightness > 0 || o.contrast > 0 || o.saturation > 0);
-  if (jitter) {
-    write_jittered(sized, flip, o, jitter_factor(o.brightness, seed, kTagBrightness),
-                   jitter_factor(o.contrast, seed, kTagContrast), jitter_factor(o.saturation, seed, kTagSaturation),
-                   out.pixels.data());
-  } else {
-    write_plain(sized, flip, o, out.pixels.data());
-  }
+  const JitterFactors factors = draw_jitter(o.brightness, o.contrast, o.saturation, seed);
+  write_pixels(sized, flip, PixelFormat{o.mean, o.std, o.channels_last}, jitter ? &factors : nullptr,
+               out.pixels.data());
   // 7. Random erasing on the normalised floats, as torchvision places it after Normalize.
   if (o.random) random_erase(out.pixels.data(), out.h, out.w, o.channels_last, o.erasing, seed);
   return out;

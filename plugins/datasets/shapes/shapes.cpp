@@ -3,6 +3,7 @@
 // descriptor and the dataset class that tp/cpp/dataset_adapter.h turns into the "tp.dataset/1"
 // table; shapes_render.cpp draws the pixels.
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -32,11 +33,16 @@ const tp_config_key_t kKeys[] = {
      "std of additive, approximately Gaussian pixel noise in [0, 1] intensity units (0..1)"},
     {sizeof(tp_config_key_t), "augment", TP_CFG_BOOL, "true",
      "random horizontal flip of train samples, drawn from the host's per-sample seed"},
+    {sizeof(tp_config_key_t), "task", TP_CFG_STRING, "\"classify\"",
+     "\"classify\": one shape, fields image/label/bbox/mask/image2; \"segment\": fields image and mask "
+     "(int64 [S, S], 0 = background, 1 + class)"},
+    {sizeof(tp_config_key_t), "max_shapes", TP_CFG_INT, "3",
+     "task \"segment\": each image holds 1 to max_shapes shapes (1..8), later ones drawn over earlier ones"},
 };
 
 // get_sample is thread-safe: no TP_DESCRIPTOR_SERIAL.
 const tp_descriptor_t kDescriptor = tp::cpp::dataset_descriptor(
-    "org.torchhost.shapes", "1.0.0", "procedural circles/squares/triangles: image, label, bbox, mask, image2", kKeys);
+    "org.torchhost.shapes", "1.0.0", "procedural circles/squares/triangles: image, label, bbox, mask, image2 (or image, class mask)", kKeys);
 
 /* Instance */
 
@@ -70,6 +76,11 @@ class ShapesDataset {
     seed_ = cfg.get_int("seed");
     augment_ = args.train() && cfg.get_bool("augment");
     options_.image_size = static_cast<int>(cfg.get_int_in("image_size", 16, 1024));
+    const std::string task = cfg.get_string("task");
+    if (task != "classify" && task != "segment")
+      throw tp::cpp::Failure(TP_ERR_CONFIG, "shapes: task must be \"classify\" or \"segment\", got \"" + task + "\"");
+    segment_ = task == "segment";
+    max_shapes_ = static_cast<int>(cfg.get_int_in("max_shapes", 1, 8));
   }
 
   uint64_t size() const { return count_; }
@@ -79,6 +90,14 @@ class ShapesDataset {
     const bool flip = augment_ && (tp::cpp::splitmix64(ctx.seed("augment")) & 1u) != 0;
     pin_opencv_threads();
     const int s = options_.image_size;
+    if (segment_) {
+      shapes::SegmentSample sample =
+          shapes::render_segment_sample(shapes::sample_key(seed_, split_, index), options_, max_shapes_);
+      if (flip) shapes::flip_horizontal(sample, s);
+      out.add("image", std::move(sample.image), {3, s, s});
+      out.add("mask", std::move(sample.mask), {s, s});
+      return;
+    }
     shapes::Sample sample = shapes::render_sample(shapes::sample_key(seed_, split_, index), options_);
     if (flip) shapes::flip_horizontal(sample, s);
     out.add("image", std::move(sample.image), {3, s, s});
@@ -93,6 +112,8 @@ class ShapesDataset {
   uint64_t count_ = 0;
   int64_t seed_ = 0;
   bool augment_ = false;  // only ever true for the train split
+  bool segment_ = false;  // task "segment": image and class mask
+  int max_shapes_ = 3;
   shapes::RenderOptions options_;
 };
 

@@ -146,10 +146,27 @@ std::vector<float> compose_view(const ViewStyle& style, const std::vector<float>
   return out;
 }
 
-void mirror_rows(std::vector<float>& planes, int size) {
+template <typename T>
+void mirror_rows(std::vector<T>& planes, int size) {
   for (size_t row = 0; row < planes.size(); row += static_cast<size_t>(size))
     std::reverse(planes.begin() + static_cast<std::ptrdiff_t>(row),
                  planes.begin() + static_cast<std::ptrdiff_t>(row + size));
+}
+
+// Segmentation shapes are smaller than the classification ones (4.8 to 9.6 px at S = 32) so that
+// several fit in one image and still overlap only sometimes.
+constexpr float kMinSegmentRadius = 0.15f;
+constexpr float kMaxSegmentRadius = 0.3f;
+
+/// A shape colour brighter than `bg` by at least kMinContrast in luma; `fallback` (which is) when
+/// kContrastAttempts draws find none.
+std::array<float, 3> draw_foreground(const float* bg, const float* fallback, cv::RNG& rng) {
+  std::array<float, 3> fg{};
+  for (int attempt = 0; attempt < kContrastAttempts; ++attempt) {
+    for (float& c : fg) c = rng.uniform(0.0f, 1.0f);
+    if (luma(fg.data()) - luma(bg) >= kMinContrast) return fg;
+  }
+  return {fallback[0], fallback[1], fallback[2]};
 }
 
 }  // namespace
@@ -203,6 +220,57 @@ Sample render_sample(uint64_t key, const RenderOptions& options) {
   out.image = compose_view(first, alpha, size, options.noise, rng);
   out.image2 = compose_view(second, alpha, size, options.noise, rng);
   return out;
+}
+
+SegmentSample render_segment_sample(uint64_t key, const RenderOptions& options, int max_shapes) {
+  const int size = options.image_size;
+  const float s = static_cast<float>(size);
+  const size_t plane = static_cast<size_t>(size) * size;
+  cv::RNG rng(key);  // the sample depends on the key alone (PLG-8)
+  const ViewStyle style = draw_style(rng);  // its bg and shading; its fg is the colour fallback
+  SegmentSample out;
+  out.mask.assign(plane, 0);
+  out.image.resize(3 * plane);
+  const float inv_size = 1.0f / s;
+  for (int c = 0; c < 3; ++c)
+    for (int y = 0; y < size; ++y)
+      for (int x = 0; x < size; ++x)
+        out.image[c * plane + static_cast<size_t>(y) * size + x] =
+            style.bg[c] + style.grad_y * (static_cast<float>(y) * inv_size - 0.5f) +
+            style.grad_x * (static_cast<float>(x) * inv_size - 0.5f);
+  const int count = 1 + rng.uniform(0, max_shapes);
+  cv::Mat coverage(size, size, CV_8U);
+  for (int k = 0; k < count; ++k) {
+    const int64_t cls = rng.uniform(0, static_cast<int>(kClassCount));
+    const float radius = rng.uniform(kMinSegmentRadius * s, kMaxSegmentRadius * s);
+    const float cx = rng.uniform(radius + 0.5f, s - 1.5f - radius);
+    const float cy = rng.uniform(radius + 0.5f, s - 1.5f - radius);
+    const float angle = rng.uniform(0.0f, kTwoPi);
+    coverage.setTo(0);
+    draw_shape(coverage, cls, cx, cy, radius, angle, rng);
+    const std::array<float, 3> fg = draw_foreground(style.bg, style.fg, rng);
+    for (int y = 0; y < size; ++y) {
+      const uint8_t* row = coverage.ptr<uint8_t>(y);
+      for (int x = 0; x < size; ++x) {
+        if (row[x] == 0) continue;
+        const size_t i = static_cast<size_t>(y) * size + x;
+        const float a = static_cast<float>(row[x]) * (1.0f / 255.0f);
+        for (int c = 0; c < 3; ++c) out.image[c * plane + i] += a * (fg[static_cast<size_t>(c)] - out.image[c * plane + i]);
+        if (row[x] >= kMaskThreshold) out.mask[i] = 1 + cls;
+      }
+    }
+  }
+  uint64_t stream = static_cast<uint64_t>(rng.next()) << 32;
+  stream |= rng.next();
+  if (options.noise > 0) add_noise(out.image.data(), out.image.size(), options.noise, stream);
+  const float inv_std = 1.0f / kPixelStd;
+  for (float& v : out.image) v = (v - kPixelMean) * inv_std;
+  return out;
+}
+
+void flip_horizontal(SegmentSample& sample, int image_size) {
+  mirror_rows(sample.image, image_size);
+  mirror_rows(sample.mask, image_size);
 }
 
 void flip_horizontal(Sample& sample, int image_size) {

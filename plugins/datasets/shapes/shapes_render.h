@@ -48,6 +48,23 @@ uint64_t sample_key(int64_t seed, uint32_t split, uint64_t index);
 ///   Sample s = render_sample(sample_key(/*seed=*/0, kSplitTrain, /*index=*/7), RenderOptions{});
 Sample render_sample(uint64_t key, const RenderOptions& options);
 
+/// One rendered segmentation sample (`task = "segment"`).
+struct SegmentSample {
+  std::vector<float> image;   ///< [3, S, S] CHW, normalised with kPixelMean / kPixelStd
+  std::vector<int64_t> mask;  ///< [S, S] per-pixel class: 0 background, 1 + ShapeClass inside a shape
+};
+
+/// Renders 1 to `max_shapes` shapes (count, classes, sizes, positions, colours all drawn from
+/// `key`) on one shaded background, in order: a later shape covers earlier ones, in the image
+/// (alpha-blended, anti-aliased edges) and in the mask (pixels whose centre it covers). Each
+/// shape is brighter than the background by at least the classification views' luma margin.
+/// A pure function of (key, options, max_shapes); [any] thread. Cost for S = 32, 3 shapes: about
+/// that of one classification view plus 2-4 us per shape.
+SegmentSample render_segment_sample(uint64_t key, const RenderOptions& options, int max_shapes);
+
+/// Mirrors image and mask left to right (the train-split augmentation of task "segment").
+void flip_horizontal(SegmentSample& sample, int image_size);
+
 /// Mirrors every field of `sample` left to right (images, mask and bbox alike), the train-split
 /// augmentation. Applying it twice restores the sample exactly.
 void flip_horizontal(Sample& sample, int image_size);

@@ -67,7 +67,8 @@ TEST_CASE("shapes: entry, build info and descriptor") {
     CHECK(std::strlen(k.help) > 0);
     CHECK(names.insert(k.name).second);
   }
-  CHECK(names == std::set<std::string>{"size", "val_size", "test_size", "image_size", "seed", "noise", "augment"});
+  CHECK(names == std::set<std::string>{"size", "val_size", "test_size", "image_size", "seed", "noise", "augment", "task",
+                                       "max_shapes"});
   FakeConfig cfg;
   configure(lib, cfg); // every default parses as its type
   CHECK(std::get<int64_t>(cfg.values["size"]) == 6000);

@@ -1,0 +1,164 @@
+#include "pixel_io.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "tp/cpp/guard.h"
+
+namespace tp::image_folder {
+namespace {
+
+float clamp01(float v) { return v < 0.f ? 0.f : (v > 1.f ? 1.f : v); }
+float grey(const float* rgb) { return 0.2989f * rgb[0] + 0.587f * rgb[1] + 0.114f * rgb[2]; }
+
+/// Without jitter each value is one table lookup (256 entries per channel).
+void write_plain(const cv::Mat& src, bool flip, const PixelFormat& o, float* dst) {
+  float lut[3][256];
+  for (int c = 0; c < 3; ++c)
+    for (int v = 0; v < 256; ++v) lut[c][v] = (static_cast<float>(v) / 255.0f - o.mean[c]) / o.std[c];
+  const int h = src.rows, w = src.cols;
+  const std::size_t plane = static_cast<std::size_t>(h) * w;
+  for (int y = 0; y < h; ++y) {
+    const unsigned char* row = src.ptr<unsigned char>(y);
+    for (int x = 0; x < w; ++x) {
+      const unsigned char* px = row + 3 * (flip ? w - 1 - x : x);
+      const std::size_t at = static_cast<std::size_t>(y) * w + x;
+      // BGR in, RGB out.
+      if (o.channels_last) {
+        dst[3 * at + 0] = lut[0][px[2]];
+        dst[3 * at + 1] = lut[1][px[1]];
+        dst[3 * at + 2] = lut[2][px[0]];
+      } else {
+        dst[at] = lut[0][px[2]];
+        dst[plane + at] = lut[1][px[1]];
+        dst[2 * plane + at] = lut[2][px[0]];
+      }
+    }
+  }
+}
+
+void write_jittered(const cv::Mat& src, bool flip, const PixelFormat& o, const JitterFactors& j, float* dst) {
+  const int h = src.rows, w = src.cols;
+  const std::size_t n = static_cast<std::size_t>(h) * w;
+  std::vector<float> rgb(3 * n);
+  double grey_sum = 0.0;
+  for (int y = 0; y < h; ++y) {
+    const unsigned char* row = src.ptr<unsigned char>(y);
+    for (int x = 0; x < w; ++x) {
+      const unsigned char* px = row + 3 * (flip ? w - 1 - x : x);
+      float* out = &rgb[3 * (static_cast<std::size_t>(y) * w + x)];
+      for (int k = 0; k < 3; ++k)
+        out[k] = clamp01(static_cast<float>(px[2 - k]) / 255.0f * static_cast<float>(j.brightness));
+      grey_sum += grey(out);
+    }
+  }
+  const float mean_grey = static_cast<float>(grey_sum / static_cast<double>(n));
+  const auto cf = static_cast<float>(j.contrast), sf = static_cast<float>(j.saturation);
+  for (std::size_t i = 0; i < n; ++i) {
+    float* px = &rgb[3 * i];
+    for (int k = 0; k < 3; ++k) px[k] = clamp01(cf * px[k] + (1.f - cf) * mean_grey);
+    const float g = grey(px);
+    for (int k = 0; k < 3; ++k) {
+      const float v = (clamp01(sf * px[k] + (1.f - sf) * g) - o.mean[k]) / o.std[k];
+      if (o.channels_last) dst[3 * i + k] = v;
+      else dst[k * n + i] = v;
+    }
+  }
+}
+
+double jitter_factor(double amount, uint64_t seed, uint64_t tag) {
+  if (amount <= 0.0) return 1.0;
+  Rng rng(seed, tag);
+  return rng.uniform(std::max(0.0, 1.0 - amount), 1.0 + amount);
+}
+
+}  // namespace
+
+std::vector<unsigned char> read_file(const std::string& path, const char* component) {
+  using tp::cpp::Failure;
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) throw Failure(TP_ERR_IO, std::string(component) + ": cannot open '" + path + "': " + std::strerror(errno));
+  std::vector<unsigned char> bytes;
+  if (std::fseek(f.get(), 0, SEEK_END) == 0) {
+    const long size = std::ftell(f.get());
+    if (size > 0) bytes.reserve(static_cast<std::size_t>(size));
+    std::rewind(f.get());
+  }
+  unsigned char chunk[1 << 16];
+  std::size_t n = 0;
+  while ((n = std::fread(chunk, 1, sizeof chunk, f.get())) > 0) bytes.insert(bytes.end(), chunk, chunk + n);
+  if (std::ferror(f.get())) throw Failure(TP_ERR_IO, std::string(component) + ": cannot read '" + path + "'");
+  return bytes;
+}
+
+cv::Mat decode_bgr(const std::vector<unsigned char>& bytes, int flags, const std::string& path, const char* component) {
+  using tp::cpp::Failure;
+  cv::Mat img;
+  try {
+    img = cv::imdecode(cv::_InputArray(bytes.data(), static_cast<int>(bytes.size())),
+                       flags | cv::IMREAD_IGNORE_ORIENTATION);
+  } catch (const cv::Exception& e) {
+    throw Failure(TP_ERR_IO, std::string(component) + ": cannot decode '" + path + "': " + e.what());
+  }
+  if (img.empty() || img.type() != CV_8UC3)
+    throw Failure(TP_ERR_IO, std::string(component) + ": cannot decode '" + path +
+                                 "' (not a readable JPEG, PNG, BMP or WebP image); fix or remove the file");
+  return img;
+}
+
+cv::Mat resize_bgr(const cv::Mat& src, int h, int w) {
+  if (src.cols == w && src.rows == h) return src;
+  const bool shrink = src.cols >= w && src.rows >= h;
+  cv::Mat out;
+  cv::resize(src, out, cv::Size(w, h), 0, 0, shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
+  return out;
+}
+
+CropBox random_resized_crop_box(int height, int width, const std::array<double, 2>& scale,
+                                const std::array<double, 2>& ratio, Rng& rng) {
+  const double area = static_cast<double>(height) * width;
+  const double log_lo = std::log(ratio[0]), log_hi = std::log(ratio[1]);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double target = area * rng.uniform(scale[0], scale[1]);
+    const double aspect = std::exp(rng.uniform(log_lo, log_hi));
+    const int w = static_cast<int>(std::lround(std::sqrt(target * aspect)));
+    const int h = static_cast<int>(std::lround(std::sqrt(target / aspect)));
+    if (0 < w && w <= width && 0 < h && h <= height) {
+      CropBox box;
+      box.y = rng.below(height - h + 1);
+      box.x = rng.below(width - w + 1);
+      box.w = w;
+      box.h = h;
+      return box;
+    }
+  }
+  // Fallback: the central crop at the nearest allowed aspect ratio.
+  const double in_ratio = static_cast<double>(width) / height;
+  int w = width, h = height;
+  if (in_ratio < std::min(ratio[0], ratio[1])) {
+    h = static_cast<int>(std::lround(w / std::min(ratio[0], ratio[1])));
+  } else if (in_ratio > std::max(ratio[0], ratio[1])) {
+    w = static_cast<int>(std::lround(h * std::max(ratio[0], ratio[1])));
+  }
+  return CropBox{(width - w) / 2, (height - h) / 2, w, h};
+}
+
+JitterFactors draw_jitter(double brightness, double contrast, double saturation, uint64_t seed) {
+  return {jitter_factor(brightness, seed, kTagBrightness), jitter_factor(contrast, seed, kTagContrast),
+          jitter_factor(saturation, seed, kTagSaturation)};
+}
+
+void write_pixels(const cv::Mat& bgr, bool flip, const PixelFormat& format, const JitterFactors* jitter,
+                  float* dst) {
+  if (jitter != nullptr) write_jittered(bgr, flip, format, *jitter, dst);
+  else write_plain(bgr, flip, format, dst);
+}
+
+}  // namespace tp::image_folder

@@ -1,0 +1,73 @@
+// The decode-side building blocks image_folder's pipeline and segmentation_folder share: reading a
+// file into memory, decoding and resizing it, torchvision's RandomResizedCrop box, the colour-jitter draws, and the pass that
+// turns 8-bit BGR pixels into normalised float RGB. Pure functions of their arguments.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <opencv2/core.hpp>
+
+#include "rng.h"
+
+namespace tp::image_folder {
+
+/// The bytes of the file at `path`, read whole (decoders need it all in memory). Throws
+/// tp::cpp::Failure(TP_ERR_IO) "<component>: cannot open '<path>': <reason>" when it cannot be read.
+std::vector<unsigned char> read_file(const std::string& path, const char* component);
+
+/// `bytes` decoded by OpenCV with `flags` (an IMREAD_COLOR variant; EXIF orientation ignored, as
+/// PIL and torchvision do) as 8-bit BGR. Throws tp::cpp::Failure(TP_ERR_IO) "<component>: cannot
+/// decode '<path>' ..." when it is not a readable JPEG, PNG, BMP or WebP image.
+cv::Mat decode_bgr(const std::vector<unsigned char>& bytes, int flags, const std::string& path, const char* component);
+
+/// `src` (8-bit, any channels) resized to h x w with one cv::resize: area averaging when
+/// shrinking in both directions (antialiased, like torchvision's antialias=True), bilinear
+/// otherwise; `src` itself (no copy) when it already has that size.
+cv::Mat resize_bgr(const cv::Mat& src, int h, int w);
+
+/// A crop rectangle in whole source pixels.
+struct CropBox {
+  int x = 0;
+  int y = 0;
+  int w = 0;
+  int h = 0;
+};
+
+/// torchvision.transforms.RandomResizedCrop.get_params on a height x width image, draw for draw
+/// from `rng`: up to 10 attempts of area fraction uniform in `scale` and log-uniform aspect
+/// (w / h) in `ratio`, then the central crop at the nearest allowed aspect.
+CropBox random_resized_crop_box(int height, int width, const std::array<double, 2>& scale,
+                                const std::array<double, 2>& ratio, Rng& rng);
+
+/// How 8-bit pixels become the float output: (v / 255 - mean) / std per RGB channel, written CHW
+/// or (channels_last) HWC.
+struct PixelFormat {
+  std::array<float, 3> mean{0.f, 0.f, 0.f};
+  std::array<float, 3> std{1.f, 1.f, 1.f};
+  bool channels_last = false;
+};
+
+/// Colour-jitter factors of one sample; 1 leaves a property unchanged.
+struct JitterFactors {
+  double brightness = 1.0;
+  double contrast = 1.0;
+  double saturation = 1.0;
+};
+
+/// The factors for jitter amounts (b, c, s) >= 0: each uniform in [max(0, 1 - x), 1 + x], drawn
+/// from `seed` with tags kTagBrightness, kTagContrast, kTagSaturation; 1 where the amount is 0.
+JitterFactors draw_jitter(double brightness, double contrast, double saturation, uint64_t seed);
+
+/// Writes `bgr` (CV_8UC3, h x w) into `dst` (3 h w floats) as normalised float RGB in `format`,
+/// mirrored left to right when `flip`. With `jitter` (non-null) brightness, contrast and
+/// saturation are applied first in that fixed order on [0, 1] floats with clamping, as
+/// torchvision's adjust_* on float tensors (torchvision also randomises the order; we do not).
+/// Cost: one pass with a 256-entry table per channel; with jitter a temporary 3 h w float buffer
+/// and two passes.
+void write_pixels(const cv::Mat& bgr, bool flip, const PixelFormat& format, const JitterFactors* jitter,
+                  float* dst);
+
+}  // namespace tp::image_folder

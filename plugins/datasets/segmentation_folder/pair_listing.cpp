@@ -1,0 +1,126 @@
+#include "pair_listing.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <system_error>
+
+#include "tp/cpp/guard.h"
+
+namespace tp::segmentation_folder {
+namespace {
+
+namespace fs = std::filesystem;
+using tp::cpp::Failure;
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool has_extension(const std::string& name, const std::vector<std::string>& extensions) {
+  const std::string l = lower(name);
+  for (const std::string& e : extensions) {
+    const std::string le = lower(e);
+    if (l.size() > le.size() && l.compare(l.size() - le.size(), le.size(), le) == 0) return true;
+  }
+  return false;
+}
+
+std::string trim(const std::string& s) {
+  const auto first = s.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return "";
+  return s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1);
+}
+
+bool is_file(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec);
+}
+
+/// Relative paths (generic form) of the images under `dir`, sorted.
+std::vector<std::string> scan_images(const fs::path& dir, const std::vector<std::string>& extensions) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw Failure(TP_ERR_IO, "segmentation_folder: '" + dir.string() + "' is not a directory (the images of a split "
+                             "are root/<image_dir>; see `root`, `image_dir`)");
+  std::vector<std::string> found;
+  fs::recursive_directory_iterator it(dir, fs::directory_options::follow_directory_symlink, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    if (!it->is_regular_file(ec) || !has_extension(it->path().filename().string(), extensions)) continue;
+    found.push_back(it->path().lexically_relative(dir).generic_string());
+  }
+  if (ec) throw Failure(TP_ERR_IO, "segmentation_folder: cannot scan '" + dir.string() + "': " + ec.message());
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+std::vector<std::string> read_stems(const std::string& list) {
+  std::ifstream in(list);
+  if (!in) throw Failure(TP_ERR_IO, "segmentation_folder: cannot open the list file '" + list + "'");
+  std::vector<std::string> stems;
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::string stem = trim(line);
+    if (!stem.empty() && stem[0] != '#') stems.push_back(stem);
+  }
+  return stems;
+}
+
+}  // namespace
+
+PairListing list_pairs(const PairSource& src) {
+  const fs::path image_root = fs::path(src.root) / src.image_dir;
+  const fs::path mask_root = fs::path(src.root) / src.mask_dir;
+  PairListing out;
+  std::set<std::string> stems;
+  const auto add = [&](const std::string& stem, const fs::path& image) {
+    if (!stems.insert(stem).second)
+      throw Failure(TP_ERR_CONFIG, "segmentation_folder: two images in '" + image_root.string() + "' have the stem '" +
+                                       stem + "' (they would share one mask); rename or remove one");
+    const fs::path mask = mask_root / (stem + src.mask_suffix);
+    if (!is_file(mask))
+      throw Failure(TP_ERR_IO, "segmentation_folder: no mask for image '" + image.string() + "': '" + mask.string() +
+                                   "' does not exist (a mask is <mask_dir>/<stem><mask_suffix>)");
+    out.images.push_back(image.string());
+    out.masks.push_back(mask.string());
+  };
+  if (src.list.empty()) {
+    for (const std::string& rel : scan_images(image_root, src.extensions)) {
+      const std::string stem = fs::path(rel).replace_extension().generic_string();
+      add(stem, image_root / rel);
+    }
+  } else {
+    for (const std::string& stem : read_stems(src.list)) {
+      fs::path image;
+      for (const std::string& e : src.extensions) {
+        if (is_file(image_root / (stem + e))) {
+          image = image_root / (stem + e);
+          break;
+        }
+      }
+      if (image.empty())
+        throw Failure(TP_ERR_IO, "segmentation_folder: '" + src.list + "' lists '" + stem + "', but no " +
+                                     (image_root / stem).string() + ".<ext> exists for an ending in `extensions`");
+      add(stem, image);
+    }
+  }
+  if (out.images.empty())
+    throw Failure(TP_ERR_CONFIG, "segmentation_folder: no images in " +
+                                     (src.list.empty() ? "'" + image_root.string() + "'" : "the list '" + src.list + "'"));
+  return out;
+}
+
+PairListing select_pairs(const PairListing& all, const std::vector<bool>& held_out, bool want) {
+  PairListing out;
+  for (std::size_t i = 0; i < all.images.size(); ++i) {
+    if (held_out[i] != want) continue;
+    out.images.push_back(all.images[i]);
+    out.masks.push_back(all.masks[i]);
+  }
+  return out;
+}
+
+}  // namespace tp::segmentation_folder

@@ -1,0 +1,339 @@
+// segmentation_folder.so through its C ABI on image/mask folders written at test time: pairing
+// and order, field dtypes and shapes, palette masks read as indices (PNGs written here with zlib,
+// independently of the plugin's libpng reader), grey and RGB masks, joint geometry (image and mask
+// move together, padding carries 0 / ignore_index), PLG-8 determinism, fixed train sizes, the
+// val split's field_batching (ABI 1.6) and the errors that name the offending file.
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <opencv2/imgcodecs.hpp>
+
+#include <doctest/doctest.h>
+
+#include "fixtures.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using tp::test::Dataset;
+using tp::test::FakeConfig;
+using tp::test::PluginLibrary;
+using tp::test::Sample;
+
+constexpr const char* kId = "org.torchhost.segmentation_folder";
+
+void put_u32(std::string& out, uint32_t v) {
+  for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<char>((v >> s) & 0xFF));
+}
+
+void put_chunk(std::string& out, const char* type, const std::string& data) {
+  put_u32(out, static_cast<uint32_t>(data.size()));
+  const std::string body = std::string(type, 4) + data;
+  out += body;
+  put_u32(out, static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size()))));
+}
+
+/// An 8-bit palette PNG of `ids` (h x w); palette entry k is (k * 7 % 256, 255 - k, k * 13 % 256),
+/// so no colour's grey value equals its index.
+void write_palette_png(const fs::path& path, const std::vector<uint8_t>& ids, int h, int w) {
+  std::string png("\x89PNG\r\n\x1a\n", 8), ihdr, plte, raw;
+  put_u32(ihdr, static_cast<uint32_t>(w));
+  put_u32(ihdr, static_cast<uint32_t>(h));
+  ihdr += std::string("\x08\x03\x00\x00\x00", 5);  // 8 bits, palette, deflate, no filter method, no interlace
+  for (int k = 0; k < 256; ++k) {
+    plte.push_back(static_cast<char>(k * 7 % 256));
+    plte.push_back(static_cast<char>(255 - k));
+    plte.push_back(static_cast<char>(k * 13 % 256));
+  }
+  for (int y = 0; y < h; ++y) {
+    raw.push_back('\0');  // filter type None
+    raw.append(reinterpret_cast<const char*>(ids.data()) + static_cast<size_t>(y) * w, static_cast<size_t>(w));
+  }
+  uLongf size = compressBound(static_cast<uLong>(raw.size()));
+  std::string idat(size, '\0');
+  REQUIRE(compress(reinterpret_cast<Bytef*>(idat.data()), &size, reinterpret_cast<const Bytef*>(raw.data()),
+                   static_cast<uLong>(raw.size())) == Z_OK);
+  idat.resize(size);
+  put_chunk(png, "IHDR", ihdr);
+  put_chunk(png, "PLTE", plte);
+  put_chunk(png, "IDAT", idat);
+  put_chunk(png, "IEND", "");
+  std::ofstream(path, std::ios::binary) << png;
+}
+
+/// Class ids of a blocky mask: class (x / 4 + y / 5) % 6, with 255 on the diagonal x == y.
+std::vector<uint8_t> block_ids(int h, int w, int salt) {
+  std::vector<uint8_t> ids(static_cast<size_t>(h) * w);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) ids[static_cast<size_t>(y) * w + x] = x == y ? 255 : static_cast<uint8_t>((x / 4 + y / 5 + salt) % 6);
+  return ids;
+}
+
+/// An image whose red channel encodes the class of `ids` (class * 30, 250 for 255), green a
+/// gradient, blue constant: after joint integer geometry (crop, flip, pad) red / 30 is the mask.
+cv::Mat image_for(const std::vector<uint8_t>& ids, int h, int w) {
+  cv::Mat bgr(h, w, CV_8UC3);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) {
+      const uint8_t id = ids[static_cast<size_t>(y) * w + x];
+      bgr.at<cv::Vec3b>(y, x) = cv::Vec3b(90, static_cast<uchar>(x * 3 + y), static_cast<uchar>(id == 255 ? 250 : id * 30));
+    }
+  return bgr;
+}
+
+struct Pair {
+  std::string stem;
+  int h, w;
+};
+
+/// root/images/<stem>.png and root/masks/<stem>.png (palette), written out of order.
+fs::path write_split(const std::string& name, const std::vector<Pair>& pairs) {
+  const fs::path root = tp::test::fresh_fixture_dir(name);
+  int salt = 0;
+  for (const Pair& p : pairs) {
+    fs::create_directories((root / "images" / p.stem).parent_path());
+    fs::create_directories((root / "masks" / p.stem).parent_path());
+    const std::vector<uint8_t> ids = block_ids(p.h, p.w, salt++);
+    REQUIRE(cv::imwrite((root / "images" / (p.stem + ".png")).string(), image_for(ids, p.h, p.w)));
+    write_palette_png(root / "masks" / (p.stem + ".png"), ids, p.h, p.w);
+  }
+  return root;
+}
+
+void configure(const PluginLibrary& lib, FakeConfig& cfg, const fs::path& root) {
+  tp::test::fill_defaults(*lib.entry().descriptor_at(0), cfg);
+  cfg.values["root"] = root.string();
+}
+
+/// A mask value per pixel and the image's red channel in grey levels, read back from a sample.
+struct Planes {
+  std::vector<int64_t> mask;
+  std::vector<int> red;
+  int h = 0, w = 0;
+};
+
+Planes planes(const Sample& s) {
+  Planes p;
+  const DLTensor& image = s.tensor("image");
+  const DLTensor& mask = s.tensor("mask");
+  REQUIRE(image.ndim == 3);
+  REQUIRE((image.dtype.code == kDLFloat && image.dtype.bits == 32));
+  REQUIRE(mask.ndim == 2);
+  REQUIRE((mask.dtype.code == kDLInt && mask.dtype.bits == 64));
+  REQUIRE(image.shape[0] == 3);
+  REQUIRE(image.shape[1] == mask.shape[0]);
+  REQUIRE(image.shape[2] == mask.shape[1]);
+  p.h = static_cast<int>(mask.shape[0]);
+  p.w = static_cast<int>(mask.shape[1]);
+  const auto m = s.values<int64_t>("mask");
+  const auto px = s.values<float>("image");
+  p.mask.assign(m.begin(), m.end());
+  for (int i = 0; i < p.h * p.w; ++i) p.red.push_back(static_cast<int>(std::lround(px[static_cast<size_t>(i)] * 255.0f)));
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("segmentation_folder: pairs by stem in sorted order; palette masks read as indices; exact pixels") {
+  const fs::path root = write_split("seg_pairs", {{"b", 12, 16}, {"a", 9, 7}, {"sub/c", 10, 10}});
+  PluginLibrary lib("segmentation_folder");
+  FakeConfig cfg;
+  configure(lib, cfg, root);
+  cfg.values["val_root"] = root.string();  // val: no resize, natural sizes
+  Dataset val(lib, kId, cfg, "val");
+  REQUIRE(val.size() == 3);
+  const std::vector<std::pair<int, int>> sizes{{9, 7}, {12, 16}, {10, 10}};  // a, b, sub/c
+  const int salts[] = {1, 0, 2};                                              // written b, a, sub/c
+  for (uint64_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    const Sample s = val.get(i);
+    const Planes p = planes(s);
+    const auto [h, w] = sizes[i];
+    CHECK(p.h == h);
+    CHECK(p.w == w);
+    const std::vector<uint8_t> ids = block_ids(h, w, salts[i]);
+    CHECK(std::equal(p.mask.begin(), p.mask.end(), ids.begin()));  // indices 0..5 and 255, not colours
+    for (size_t k = 0; k < ids.size(); ++k) REQUIRE(p.red[k] == (ids[k] == 255 ? 250 : ids[k] * 30));
+  }
+}
+
+TEST_CASE("segmentation_folder: grey and RGB masks, class_colors, num_classes") {
+  const fs::path root = tp::test::fresh_fixture_dir("seg_rgb");
+  fs::create_directories(root / "images");
+  fs::create_directories(root / "masks");
+  REQUIRE(cv::imwrite((root / "images" / "x.png").string(), cv::Mat(6, 8, CV_8UC3, cv::Scalar(10, 20, 30))));
+  cv::Mat grey(6, 8, CV_8UC1, cv::Scalar(2));
+  grey.at<uchar>(1, 3) = 7;
+  REQUIRE(cv::imwrite((root / "masks" / "x.png").string(), grey));
+  PluginLibrary lib("segmentation_folder");
+  FakeConfig cfg;
+  configure(lib, cfg, root);
+  cfg.values["resize"] = std::vector<int64_t>{6, 8};
+  {
+    Dataset ds(lib, kId, cfg, "train");
+    const Planes p = planes(ds.get(0, 1));
+    CHECK(p.mask[0] == 2);
+    CHECK(p.mask[1 * 8 + 3] == 7);
+  }
+  cfg.values["num_classes"] = int64_t{5};
+  {
+    Dataset ds(lib, kId, cfg, "train");
+    Sample s;
+    const tp_worker_ctx_t ctx = tp::test::worker_ctx(1);
+    CHECK(ds.try_get(0, &ctx, s) == TP_ERR_IO);
+    CHECK(lib.host.last_error.find("masks/x.png' has the value 7 at pixel (x 3, y 1)") != std::string::npos);
+  }
+  cfg.values["num_classes"] = int64_t{0};
+  // An RGB mask: refused as class ids, mapped with class_colors (given in R, G, B).
+  cv::Mat rgb(6, 8, CV_8UC3, cv::Scalar(0, 0, 128));  // BGR: red 128
+  rgb.at<cv::Vec3b>(2, 5) = cv::Vec3b(0, 128, 0);       // green 128
+  REQUIRE(cv::imwrite((root / "masks" / "x.png").string(), rgb));
+  {
+    Dataset ds(lib, kId, cfg, "train");
+    Sample s;
+    const tp_worker_ctx_t ctx = tp::test::worker_ctx(1);
+    CHECK(ds.try_get(0, &ctx, s) == TP_ERR_CONFIG);
+    CHECK(lib.host.last_error.find("masks/x.png' is an RGB PNG; set `class_colors`") != std::string::npos);
+  }
+  cfg.values["class_colors"] = std::vector<int64_t>{0, 0, 0, 128, 0, 0, 0, 128, 0};
+  {
+    Dataset ds(lib, kId, cfg, "train");
+    const Planes p = planes(ds.get(0, 1));
+    CHECK(p.mask[0] == 1);
+    CHECK(p.mask[2 * 8 + 5] == 2);
+    CHECK(std::count(p.mask.begin(), p.mask.end(), 1) == 47);
+  }
+  cfg.values["class_colors"] = std::vector<int64_t>{0, 0, 0, 128, 0, 0};
+  {
+    Dataset ds(lib, kId, cfg, "train");
+    Sample s;
+    const tp_worker_ctx_t ctx = tp::test::worker_ctx(1);
+    CHECK(ds.try_get(0, &ctx, s) == TP_ERR_IO);
+    CHECK(lib.host.last_error.find("has the colour (0, 128, 0) at pixel (x 5, y 2)") != std::string::npos);
+  }
+}
+
+TEST_CASE("segmentation_folder: an image without a mask fails create, naming the expected mask file") {
+  const fs::path root = write_split("seg_missing", {{"a", 8, 8}, {"b", 8, 8}});
+  fs::remove(root / "masks" / "b.png");
+  PluginLibrary lib("segmentation_folder");
+  FakeConfig cfg;
+  configure(lib, cfg, root);
+  cfg.values["resize"] = std::vector<int64_t>{8, 8};
+  void* self = nullptr;
+  CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_IO);
+  CHECK(self == nullptr);
+  CHECK(lib.host.last_error.find("no mask for image '" + (root / "images" / "b.png").string() + "': '" +
+                                 (root / "masks" / "b.png").string() + "' does not exist") != std::string::npos);
+  // A list file naming a stem with no image names the stem.
+  std::ofstream(root / "train.txt") << "a\n\n# comment\nzzz\n";
+  fs::remove(root / "images" / "b.png");
+  cfg.values["list"] = (root / "train.txt").string();
+  CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_IO);
+  CHECK(lib.host.last_error.find("lists 'zzz'") != std::string::npos);
+}
+
+TEST_CASE("segmentation_folder: train samples all have the crop size; image and mask move together; PLG-8") {
+  const fs::path root = write_split("seg_train", {{"a", 20, 30}, {"b", 41, 17}, {"c", 9, 12}});
+  PluginLibrary lib("segmentation_folder");
+  FakeConfig cfg;
+  configure(lib, cfg, root);
+  cfg.values["crop_size"] = std::vector<int64_t>{16, 24};
+  cfg.values["hflip"] = 0.5;
+  Dataset train(lib, kId, cfg, "train");
+  int flipped_or_shifted = 0, padded = 0;
+  for (uint64_t seed = 0; seed < 12; ++seed) {
+    for (uint64_t i = 0; i < 3; ++i) {
+      CAPTURE(seed);
+      CAPTURE(i);
+      const Sample s = train.get(i, seed);
+      CHECK(s.bytes() == train.get(i, seed, /*worker=*/2).bytes());  // PLG-8: the seed decides, not the worker
+      const Planes p = planes(s);
+      REQUIRE(p.h == 16);
+      REQUIRE(p.w == 24);
+      // Crop, flip and pad are integer moves: every pixel's mask is what its red channel encodes,
+      // and padded pixels are image 0 with mask ignore_index 255.
+      for (size_t k = 0; k < p.mask.size(); ++k) {
+        const int64_t m = p.mask[k];
+        const bool pad = s.values<float>("image")[16 * 24 + k] == 0.0f && p.red[k] == 0 && m == 255;
+        padded += pad;
+        if (!pad) REQUIRE(p.red[k] == (m == 255 ? 250 : m * 30));
+      }
+      flipped_or_shifted += s.bytes() != train.get(i, seed + 100).bytes();
+    }
+  }
+  CHECK(padded > 0);  // c (9 x 12) and b (17 wide) are padded to 16 x 24
+  // Another seed moves the crop and the flip: a has 5 x 7 offsets, b 26 tops, c (smaller than
+  // the crop) only the flip, so about 30 of the 36 samples change (27 measured).
+  CHECK(flipped_or_shifted >= 24);
+}
+
+TEST_CASE("segmentation_folder: the recipe (random_resize, crop, flip, jitter) is reproducible from the seed") {
+  const fs::path root = write_split("seg_recipe", {{"a", 40, 60}, {"b", 50, 35}});
+  PluginLibrary lib("segmentation_folder");
+  FakeConfig cfg;
+  configure(lib, cfg, root);
+  cfg.values["random_resize"] = std::vector<int64_t>{20, 80};
+  cfg.values["crop_size"] = std::vector<int64_t>{32};
+  cfg.values["hflip"] = 0.5;
+  cfg.values["brightness"] = 0.3;
+  cfg.values["mean"] = std::vector<double>{0.485, 0.456, 0.406};
+  cfg.values["std"] = std::vector<double>{0.229, 0.224, 0.225};
+  Dataset train(lib, kId, cfg, "train");
+  Dataset again(lib, kId, cfg, "train");
+  std::set<std::vector<uint8_t>> distinct;
+  for (uint64_t seed = 0; seed < 8; ++seed) {
+    const Sample s = train.get(1, seed);
+    CHECK(s.shape("image") == std::vector<int64_t>{3, 32, 32});
+    CHECK(s.shape("mask") == std::vector<int64_t>{32, 32});
+    CHECK(again.get(1, seed).bytes() == s.bytes());
+    for (int64_t m : s.values<int64_t>("mask")) REQUIRE(((m >= 0 && m < 6) || m == 255));
+    distinct.insert(s.bytes());
+  }
+  CHECK(distinct.size() == 8);
+  // Without a random size step the train split has no fixed size: refused at create.
+  cfg.values["random_resize"] = std::vector<int64_t>{};
+  cfg.values["crop_size"] = std::vector<int64_t>{};
+  void* self = nullptr;
+  CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_CONFIG);
+  CHECK(lib.host.last_error.find("fixed output size") != std::string::npos);
+}
+
+TEST_CASE("segmentation_folder: val keeps its resized sizes and declares image and mask padded (ABI 1.6)") {
+  const fs::path root = write_split("seg_val", {{"a", 40, 60}, {"b", 50, 35}});
+  PluginLibrary lib("segmentation_folder");
+  FakeConfig cfg;
+  configure(lib, cfg, root);
+  cfg.values["crop_size"] = std::vector<int64_t>{32};
+  cfg.values["resize"] = std::vector<int64_t>{20};
+  cfg.values["val_root"] = root.string();
+  cfg.values["ignore_index"] = int64_t{200};
+  Dataset val(lib, kId, cfg, "val");
+  REQUIRE((val.table().field_batching != nullptr));
+  const tp_field_batching_t* fields = nullptr;
+  uint32_t count = 0;
+  REQUIRE(val.table().field_batching(val.self(), &fields, &count) == TP_OK);
+  REQUIRE(count == 2);
+  CHECK(std::string(fields[0].name) == "image");
+  CHECK(fields[0].batching == TP_BATCH_PAD);
+  CHECK(fields[0].pad_value == 0.0);
+  CHECK(std::string(fields[1].name) == "mask");
+  CHECK(fields[1].batching == TP_BATCH_PAD);
+  CHECK(fields[1].pad_value == 200.0);
+  CHECK(fields[1].struct_size == sizeof(tp_field_batching_t));
+  // Shorter side 20: a (40 x 60) -> 20 x 30, b (50 x 35) -> int(20 * 50 / 35) = 28 x 20; val ignores seeds.
+  CHECK(val.get(0, 1).shape("mask") == std::vector<int64_t>{20, 30});
+  CHECK(val.get(1, 1).shape("image") == std::vector<int64_t>{3, 28, 20});
+  CHECK(val.get(1, 1).bytes() == val.get(1, 2).bytes());
+  // Train stacks: it declares nothing.
+  Dataset train(lib, kId, cfg, "train");
+  REQUIRE(train.table().field_batching(train.self(), &fields, &count) == TP_OK);
+  CHECK(count == 0);
+}
