@@ -28,7 +28,12 @@ std::vector<at::Tensor> state_after(MetricProxy& metric, const NamedTensors& out
   return copies;
 }
 
-double relative(double a, double b) { return std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1e-12}); }
+// Both NaN is agreement: a value undefined on the whole batch (a mean IoU over a batch whose every
+// pixel is the ignore index) is undefined on its halves summed too.
+double relative(double a, double b) {
+  if (std::isnan(a) && std::isnan(b)) return 0.0;
+  return std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1e-12});
+}
 
 }  // namespace
 
