@@ -82,8 +82,8 @@ void check_split_and_format(Options& o) {
   if (o.split != "val" && o.split != "test" && o.split != "train")
     throw ConfigError("--split", "host predict --split must be val, test or train (got '" + o.split + "').");
   if (o.format.empty()) o.format = "csv";
-  if (o.format != "csv" && o.format != "jsonl" && o.format != "npy")
-    throw ConfigError("--format", "host predict --format must be csv, jsonl or npy (got '" + o.format + "').");
+  if (o.format != "csv" && o.format != "jsonl" && o.format != "npy" && o.format != "png")
+    throw ConfigError("--format", "host predict --format must be csv, jsonl, npy or png (got '" + o.format + "').");
   if (!o.tta.empty() && o.tta != "hflip")
     throw ConfigError("--tta", "host predict --tta must be hflip (got '" + o.tta + "').");
 }

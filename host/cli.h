@@ -4,7 +4,7 @@
 //   host eval --config run.toml [--checkpoint best|last|PATH] [--weights live|ema] [--split val|test] [--set ...]
 //             [--plugin-dir DIR]... [--output-dir DIR]
 //   host predict --config run.toml [--checkpoint best|last|PATH] [--weights live|ema] [--split val|test|train]
-//                [--output FILE] [--format csv|jsonl|npy] [--outputs NAME,...] [--tta hflip] [--set ...]
+//                [--output FILE] [--format csv|jsonl|npy|png] [--outputs NAME,...] [--tta hflip] [--set ...]
 //   host sweep --config run.toml --grid KEY=V1,V2,... [--grid ...]... [--set ...] [--output-dir DIR]
 //              [--metric NAME]
 //   host compare RUN_DIR... [--metric NAME] [--output-dir DIR]

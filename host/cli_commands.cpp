@@ -22,7 +22,7 @@ const std::vector<CommandSpec> kCommands = {
      {"config", "checkpoint", "weights", "split", "set", "plugin-dir", "output-dir"}},
     {"predict",
      "host predict --config FILE [--checkpoint best|last|PATH] [--weights live|ema] [--split val|test|train] "
-     "[--output FILE] [--format csv|jsonl|npy] [--outputs NAME,...] [--tta hflip] [--set KEY=VALUE]... "
+     "[--output FILE] [--format csv|jsonl|npy|png] [--outputs NAME,...] [--tta hflip] [--set KEY=VALUE]... "
      "[--plugin-dir DIR]... [--output-dir DIR]",
      "writes the model's outputs for every sample of a split",
      {"config", "checkpoint", "weights", "split", "output", "format", "outputs", "tta", "set", "plugin-dir",

@@ -59,7 +59,9 @@ int run_predict(const Options& options) {
   std::filesystem::path output = options.output;
   if (output.empty()) {
     const std::string weights = options.weights == "live" ? "" : "_" + options.weights;
-    output = session->run_dir / ("predictions_" + options.split + "_" + path.stem().string() + weights + "." + options.format);
+    // --format png writes a directory, named without an extension.
+    output = session->run_dir / ("predictions_" + options.split + "_" + path.stem().string() + weights +
+                                 (options.format == "png" ? "" : "." + options.format));
   }
   if (rank0) {
     // What killed predictions (or training) left, *.partial-<pid> and the like of dead pids: in
@@ -89,12 +91,13 @@ int run_predict(const Options& options) {
                                                                                       : BadSamplePolicy::kFail);
   Progress progress(config.progress.mode, config.progress.every_seconds, rank0);
   const PredictSummary summary = predict(*parts.model, split, loader, placement,
-                                         PredictOptions{split_list(options.outputs), options.tta == "hflip"},
+                                         PredictOptions{split_list(options.outputs), options.tta == "hflip", options.format == "png"},
                                          writer.get(), progress, session->dist.get());
   if (!rank0) return kExitOk;
   writer->finish(summary.schema);
   std::string columns;
   for (const PredictionColumn& c : summary.schema) columns += (columns.empty() ? "" : ", ") + c.name;
+  if (options.format == "png") columns += std::string(columns.empty() ? "" : ", ") + "and <index>.png class maps";
   std::printf("predictions of %s%s (epoch %lld, step %lld) for %lld samples of the %s split%s\n  columns: %s\n"
               "written to %s\n",
               options.weights == "live" ? "" : "the ema weights of ", path.c_str(),

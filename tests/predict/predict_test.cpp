@@ -147,7 +147,7 @@ TEST_CASE("host predict: --outputs is checked against the model, --tta hflip ave
 
   const auto typo = predict(dir, "--format parquet");
   CHECK(typo.exit_code == 2);
-  CHECK(typo.output.find("csv, jsonl or npy") != std::string::npos);
+  CHECK(typo.output.find("csv, jsonl, npy or png") != std::string::npos);
 }
 
 TEST_CASE("host predict: bad samples follow data.on_bad_sample; --split train; --weights ema") {

@@ -35,4 +35,28 @@ std::string encode_png_rgb(const std::vector<unsigned char>& rgb, int width_px, 
   return png;
 }
 
+std::string encode_png_gray(const void* pixels, int width_px, int height_px, bool sixteen_bit) {
+  TP_CHECK(pixels != nullptr && width_px > 0 && height_px > 0, "encode_png_gray: an empty ", width_px, "x",
+           height_px, " image");
+  png_image image;
+  std::memset(&image, 0, sizeof image);
+  image.version = PNG_IMAGE_VERSION;
+  image.width = static_cast<png_uint_32>(width_px);
+  image.height = static_cast<png_uint_32>(height_px);
+  // LINEAR_Y is libpng's 16-bit greyscale; written with convert_to_8bit = 0 its values are kept.
+  image.format = sixteen_bit ? PNG_FORMAT_LINEAR_Y : PNG_FORMAT_GRAY;
+  image.flags = PNG_IMAGE_FLAG_FAST;
+  std::string png(PNG_IMAGE_PNG_SIZE_MAX(image), '\0');
+  png_alloc_size_t size = png.size();
+  if (png_image_write_to_memory(&image, png.data(), &size, /*convert_to_8bit=*/0, pixels, /*row_stride=*/0,
+                                /*colormap=*/nullptr) == 0) {
+    const std::string why = image.message;
+    png_image_free(&image);
+    throw Error("cannot encode a mask as PNG: libpng: " + why + ".");
+  }
+  png.resize(size);
+  png.shrink_to_fit();
+  return png;
+}
+
 }  // namespace tp::detail

@@ -47,8 +47,16 @@ std::vector<std::filesystem::path> sweep_stale_temporaries(const std::filesystem
   fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
   for (; !ec && it != end; it.increment(ec)) {
     std::error_code ignored;
-    if (it->is_directory(ignored) && it.depth() >= levels) it.disable_recursion_pending();
-    if (!it->is_regular_file(ignored) || !stale(it->path().filename().string())) continue;
+    const bool directory = it->is_directory(ignored);
+    if (directory && it.depth() >= levels) it.disable_recursion_pending();
+    // A partial directory (`host predict --format png`) goes as a whole, unvisited.
+    const std::string name = it->path().filename().string();
+    if (directory && name.find(".partial-") != std::string::npos && stale(name)) {
+      it.disable_recursion_pending();
+      if (fs::remove_all(it->path(), ignored) > 0) removed.push_back(it->path());
+      continue;
+    }
+    if (!it->is_regular_file(ignored) || !stale(name)) continue;
     if (fs::remove(it->path(), ignored)) removed.push_back(it->path());
   }
   return removed;

@@ -123,6 +123,13 @@ void sort_by_index(RecordBlock& block) {
     std::memcpy(sorted.data() + static_cast<int64_t>(i) * record, block.bytes.data() + keys[i].second * record,
                 static_cast<std::size_t>(record));
   block.bytes = std::move(sorted);
+  if (block.attachments.empty()) return;
+  TP_CHECK(static_cast<int64_t>(block.attachments.size()) == block.rows, "prediction records: ",
+           block.attachments.size(), " attachments for ", block.rows, " rows");
+  std::vector<std::string> attachments(block.attachments.size());
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    attachments[i] = std::move(block.attachments[static_cast<std::size_t>(keys[i].second)]);
+  block.attachments = std::move(attachments);
 }
 
 }  // namespace tp

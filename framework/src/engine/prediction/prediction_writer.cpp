@@ -49,11 +49,11 @@ std::string value_text(const PredictionColumn& c, const uint8_t* data, int64_t i
   return "";
 }
 
-class CsvWriter final : public PredictionWriter {
+class CsvWriter : public PredictionWriter {
  public:
   using PredictionWriter::PredictionWriter;
 
- private:
+ protected:
   void write_header(const PredictionSchema& schema) override {
     std::string line;
     for (const PredictionColumn& c : schema) {
@@ -91,6 +91,28 @@ class CsvWriter final : public PredictionWriter {
       text += '\n';
     }
     put(text);
+  }
+};
+
+// --format png: a directory holding `predictions.csv` (the index and the per-sample fields, as
+// csv) and `<index>.png`, the class map of each sample (class_maps.h). The directory grows under
+// `<path>.partial-<pid>` and is renamed by finish(), as a prediction file is.
+class ClassMapWriter final : public CsvWriter {
+ public:
+  explicit ClassMapWriter(const std::filesystem::path& path) : CsvWriter(path, "predictions.csv") {}
+
+ private:
+  void write_records(const RecordBlock& block) override {
+    CsvWriter::write_records(block);
+    if (static_cast<int64_t>(block.attachments.size()) != block.rows)
+      throw Error("predictions: " + std::to_string(block.attachments.size()) + " class maps for " +
+                  std::to_string(block.rows) + " rows");
+    const int64_t record = record_bytes(block.schema);
+    for (int64_t row = 0; row < block.rows; ++row) {
+      int64_t index = 0; // the first column of every record
+      std::memcpy(&index, block.bytes.data() + row * record, sizeof index);
+      put_file(std::to_string(index) + ".png", block.attachments[static_cast<std::size_t>(row)]);
+    }
   }
 };
 
@@ -186,6 +208,22 @@ struct PredictionWriter::File {
   }
 };
 
+PredictionWriter::PredictionWriter(std::filesystem::path path, const std::string& table)
+    : path_(std::move(path)),
+      partial_(path_.string() + ".partial-" + std::to_string(::getpid())),
+      file_(std::make_shared<File>()),
+      directory_(true) {
+  std::filesystem::remove_all(partial_);
+  std::error_code error;
+  std::filesystem::create_directories(partial_, error);
+  if (error) throw Error("cannot create " + partial_.string() + ": " + error.message() + ". Check --output.");
+  const std::filesystem::path table_path = partial_ / table;
+  file_->handle = std::fopen(table_path.c_str(), "wb");
+  if (file_->handle == nullptr)
+    throw Error("cannot create " + table_path.string() + ": " + describe_write_error(errno) + " Check --output.");
+  std::setvbuf(file_->handle, nullptr, _IOFBF, 1 << 20);
+}
+
 PredictionWriter::PredictionWriter(std::filesystem::path path)
     : path_(std::move(path)),
       // The pid keeps two predictions into one file apart, and lets the next command's sweep
@@ -203,18 +241,33 @@ PredictionWriter::~PredictionWriter() {
   if (finished_) return;
   file_.reset(); // closes the handle first
   std::error_code ignored;
-  std::filesystem::remove(partial_, ignored);
+  std::filesystem::remove_all(partial_, ignored);
 }
 
 std::unique_ptr<PredictionWriter> PredictionWriter::open(const std::filesystem::path& path, const std::string& format) {
   if (format == "csv") return std::unique_ptr<PredictionWriter>(new CsvWriter(path));
   if (format == "jsonl") return std::unique_ptr<PredictionWriter>(new JsonlWriter(path));
   if (format == "npy") return std::unique_ptr<PredictionWriter>(new NpyWriter(path));
-  throw ConfigError("--format", "predictions: unknown format '" + format + "' (csv, jsonl or npy).");
+  if (format == "png") return std::unique_ptr<PredictionWriter>(new ClassMapWriter(path));
+  throw ConfigError("--format", "predictions: unknown format '" + format + "' (csv, jsonl, npy or png).");
 }
 
 void PredictionWriter::put(const void* bytes, std::size_t size) {
   if (size > 0 && std::fwrite(bytes, 1, size, file_->handle) != size) fail(errno);
+}
+
+void PredictionWriter::put_file(const std::string& name, const std::string& bytes) {
+  const std::filesystem::path file = partial_ / name;
+  std::FILE* handle = std::fopen(file.c_str(), "wb");
+  if (handle == nullptr) fail(errno);
+  const bool written = bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), handle) == bytes.size();
+  const int error = written ? 0 : errno;
+  // fsync per file: the directory's rename at finish() must not publish files still in cache.
+  const bool synced = written && std::fflush(handle) == 0 && ::fsync(::fileno(handle)) == 0;
+  const int sync_error = synced ? 0 : errno;
+  if (std::fclose(handle) != 0 && written && synced) fail(errno);
+  if (!written) fail(error);
+  if (!synced) fail(sync_error);
 }
 
 void PredictionWriter::put_at(std::size_t offset, const std::string& text) {
@@ -249,6 +302,12 @@ void PredictionWriter::finish(const PredictionSchema& schema) {
   const int closed = std::fclose(file_->handle);
   file_->handle = nullptr;
   if (closed != 0) fail(errno);
+  if (directory_) {
+    // A directory replaces an older one of the same name (rename(2) needs it gone or empty).
+    sync_directory(partial_);
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
   if (::rename(partial_.c_str(), path_.c_str()) != 0) fail(errno);
   finished_ = true;
   sync_directory(path_.has_parent_path() ? path_.parent_path() : std::filesystem::path("."));

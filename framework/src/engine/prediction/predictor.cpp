@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <exception>
 #include <limits>
 #include <utility>
 
+#include "class_maps.h"
 #include "tp/framework/dist/dist_context.h"
 #include "tp/framework/engine/batch_error.h"
 #include "tp/framework/engine/stop_signal.h"
@@ -111,6 +113,15 @@ class RowMaker {
         if (outputs[i].second.is_floating_point()) outputs[i].second = (outputs[i].second + flipped[i].second) / 2;
     }
     std::vector<std::pair<std::string, at::Tensor>> columns{{"index", index}};
+    if (options_.class_maps) {
+      // --format png: the class map of one dense output as each row's attachment; the table
+      // keeps the index and the per-sample fields.
+      const std::string name = class_map_output(outputs);
+      for (auto& [field, tensor] : per_sample) columns.emplace_back(field, tensor);
+      RecordBlock block = pack_records(columns);
+      block.attachments = detail::encode_class_maps(name, find(outputs, name), inputs, layout_, rows);
+      return block;
+    }
     for (const std::string& name : chosen(outputs)) {
       const at::Tensor& output = find(outputs, name);
       columns.emplace_back(name, output);
@@ -127,6 +138,25 @@ class RowMaker {
   }
 
  private:
+  /// The output --format png draws: the one --outputs names, else "out" (torchvision's
+  /// segmentation models), else the first dense one.
+  std::string class_map_output(const NamedTensors& outputs) const {
+    if (options_.outputs.size() > 1)
+      throw ConfigError("--outputs", "host predict --format png writes the class map of one output; --outputs names " +
+                                         std::to_string(options_.outputs.size()) + ".");
+    if (options_.outputs.size() == 1) return chosen(outputs).front();
+    for (const auto& [name, tensor] : outputs)
+      if (name == "out" && detail::is_dense_output(tensor)) return name;
+    for (const auto& [name, tensor] : outputs)
+      if (detail::is_dense_output(tensor)) return name;
+    std::string available;
+    for (const auto& [name, tensor] : outputs)
+      available += (available.empty() ? "" : ", ") + name + " " + c10::str(tensor.scalar_type(), tensor.sizes());
+    throw ConfigError("--format", "host predict --format png writes class maps, but model " + model_.id() +
+                                      " returns no dense output (floating [B, C, H, W] or integer [B, H, W]); its "
+                                      "outputs: " + available + ". Use csv, jsonl or npy.");
+  }
+
   std::vector<std::string> chosen(const NamedTensors& outputs) const {
     std::vector<std::string> names = options_.outputs;
     if (names.empty())
@@ -167,40 +197,88 @@ class RowMaker {
   int64_t batches_ = 0; ///< batches this rank has predicted, for messages
 };
 
+// Appends `value` as 8 little-endian bytes (the host's order: every rank is this build).
+void put_length(std::vector<uint8_t>& out, int64_t value) {
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&value);
+  out.insert(out.end(), bytes, bytes + sizeof value);
+}
+
+// `block` as one byte string: schema text, records, then each attachment as length + bytes.
+std::vector<uint8_t> serialise(const RecordBlock& block) {
+  std::vector<uint8_t> out;
+  if (block.rows == 0) return out;
+  const std::string schema = schema_text(block.schema);
+  put_length(out, static_cast<int64_t>(schema.size()));
+  out.insert(out.end(), schema.begin(), schema.end());
+  put_length(out, static_cast<int64_t>(block.bytes.size()));
+  out.insert(out.end(), block.bytes.begin(), block.bytes.end());
+  put_length(out, static_cast<int64_t>(block.attachments.size()));
+  for (const std::string& a : block.attachments) {
+    put_length(out, static_cast<int64_t>(a.size()));
+    out.insert(out.end(), a.begin(), a.end());
+  }
+  return out;
+}
+
+// The inverse of serialise, over `size` bytes at `data`.
+RecordBlock deserialise(const uint8_t* data, int64_t size) {
+  RecordBlock block;
+  int64_t at = 0;
+  const auto take = [&](int64_t count) {
+    TP_CHECK(count >= 0 && at + count <= size, "predictions: a rank's block is truncated");
+    const uint8_t* start = data + at;
+    at += count;
+    return start;
+  };
+  const auto length = [&] {
+    int64_t value = 0;
+    std::memcpy(&value, take(sizeof value), sizeof value);
+    return value;
+  };
+  const int64_t schema_length = length();
+  block.schema = parse_schema(std::string(reinterpret_cast<const char*>(take(schema_length)),
+                                          static_cast<std::size_t>(schema_length)));
+  const int64_t byte_length = length();
+  const uint8_t* records = take(byte_length);
+  block.bytes.assign(records, records + byte_length);
+  block.rows = byte_length / record_bytes(block.schema);
+  const int64_t attachments = length();
+  for (int64_t i = 0; i < attachments; ++i) {
+    const int64_t n = length();
+    block.attachments.emplace_back(reinterpret_cast<const char*>(take(n)), static_cast<std::size_t>(n));
+  }
+  return block;
+}
+
 // Every rank's block of this round on rank 0, in one block (others get an empty one). Two
-// all_gathers: the sizes, then the bytes (schema text + records) padded to the longest.
+// all_gathers: the sizes, then the serialised blocks padded to the longest.
 RecordBlock gather_on_rank0(const RecordBlock& mine, DistContext& dist) {
-  const std::string schema = mine.rows > 0 ? schema_text(mine.schema) : "";
+  const std::vector<uint8_t> payload_bytes = serialise(mine);
   const auto device = dist.device();
-  const at::Tensor sizes = at::tensor(std::vector<int64_t>{static_cast<int64_t>(schema.size()),
-                                                           static_cast<int64_t>(mine.bytes.size())}, at::kLong)
-                               .to(device);
-  std::vector<at::Tensor> all_sizes = dist.all_gather(sizes, "gather the prediction block sizes");
+  const at::Tensor size = at::tensor(std::vector<int64_t>{static_cast<int64_t>(payload_bytes.size())}, at::kLong).to(device);
+  std::vector<at::Tensor> all_sizes = dist.all_gather(size, "gather the prediction block sizes");
   int64_t longest = 1;
-  std::vector<std::pair<int64_t, int64_t>> lengths;
+  std::vector<int64_t> lengths;
   for (const at::Tensor& s : all_sizes) {
-    const at::Tensor c = s.cpu();
-    lengths.emplace_back(c[0].item<int64_t>(), c[1].item<int64_t>());
-    longest = std::max(longest, lengths.back().first + lengths.back().second);
+    lengths.push_back(s.cpu().item<int64_t>());
+    longest = std::max(longest, lengths.back());
   }
   at::Tensor payload = at::zeros({longest}, at::kByte);
-  std::memcpy(payload.data_ptr(), schema.data(), schema.size());
-  if (!mine.bytes.empty()) std::memcpy(static_cast<uint8_t*>(payload.data_ptr()) + schema.size(), mine.bytes.data(), mine.bytes.size());
+  if (!payload_bytes.empty()) std::memcpy(payload.data_ptr(), payload_bytes.data(), payload_bytes.size());
   std::vector<at::Tensor> all = dist.all_gather(payload.to(device), "gather the prediction rows on rank 0");
   RecordBlock merged;
   if (dist.rank() != 0) return merged;
   for (std::size_t r = 0; r < all.size(); ++r) {
-    const auto [schema_length, byte_length] = lengths[r];
-    if (byte_length == 0) continue;
+    if (lengths[r] == 0) continue;
     const at::Tensor bytes = all[r].cpu();
-    const auto* data = static_cast<const uint8_t*>(bytes.data_ptr());
-    PredictionSchema schema_r = parse_schema(std::string(reinterpret_cast<const char*>(data), schema_length));
-    if (merged.schema.empty()) merged.schema = schema_r;
-    if (schema_r != merged.schema)
-      throw Error("predictions: rank " + std::to_string(r) + " produced the columns " + schema_text(schema_r) +
+    RecordBlock block = deserialise(static_cast<const uint8_t*>(bytes.data_ptr()), lengths[r]);
+    if (merged.schema.empty()) merged.schema = block.schema;
+    if (block.schema != merged.schema)
+      throw Error("predictions: rank " + std::to_string(r) + " produced the columns " + schema_text(block.schema) +
                   " where rank 0 expected " + schema_text(merged.schema) + "; every sample needs the same output shapes.");
-    merged.bytes.insert(merged.bytes.end(), data + schema_length, data + schema_length + byte_length);
-    merged.rows += byte_length / record_bytes(schema_r);
+    merged.bytes.insert(merged.bytes.end(), block.bytes.begin(), block.bytes.end());
+    merged.rows += block.rows;
+    for (std::string& a : block.attachments) merged.attachments.push_back(std::move(a));
   }
   return merged;
 }

@@ -43,6 +43,9 @@ struct RecordBlock {
   PredictionSchema schema;
   int64_t rows = 0;
   std::vector<uint8_t> bytes; ///< rows x record_bytes(schema)
+  /// Empty, or one variable-size payload per row, in row order: the encoded class map of the
+  /// sample under `host predict --format png`.
+  std::vector<std::string> attachments;
 };
 
 /// Packs named per-sample tensors (each [n, ...] on any device; integer and bool tensors become
@@ -50,7 +53,8 @@ struct RecordBlock {
 /// The first column must be "index". Throws tp::Error when the leading sizes differ.
 RecordBlock pack_records(const std::vector<std::pair<std::string, at::Tensor>>& columns);
 
-/// The records of `block` sorted by their index column (stable), for writing in dataset order.
+/// The records of `block` (and their attachments) sorted by their index column (stable), for
+/// writing in dataset order.
 void sort_by_index(RecordBlock& block);
 
 }  // namespace tp

@@ -8,6 +8,9 @@
 //          columns as nested arrays; NaN and infinities as null.
 //   npy    one NumPy structured array of `rows` records (np.load(path)["logits"]): the records as
 //          they are, with the header's row count written at finish().
+//   png    a directory: `predictions.csv` (index and per-sample fields) and `<index>.png`, each
+//          row's attachment (a sample's class map, PredictOptions::class_maps); it grows under
+//          `<path>.partial-<pid>/` and is renamed as a whole.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +24,7 @@ namespace tp {
 
 class PredictionWriter {
  public:
-  /// Opens `<path>.partial-<pid>` for `format` ("csv" | "jsonl" | "npy"). Throws tp::Error naming the
+  /// Opens `<path>.partial-<pid>` for `format` ("csv" | "jsonl" | "npy" | "png", a directory). Throws tp::Error naming the
   /// file when it cannot be created, ConfigError for an unknown format.
   static std::unique_ptr<PredictionWriter> open(const std::filesystem::path& path, const std::string& format);
   /// Without finish() (an error on the way), removes the partial file: a failed prediction
@@ -40,6 +43,9 @@ class PredictionWriter {
 
  protected:
   explicit PredictionWriter(std::filesystem::path path);
+  /// A directory writer: `<path>.partial-<pid>/` is created (emptied first) and put() writes its
+  /// file `table`; finish() renames the directory, replacing an older `path`.
+  PredictionWriter(std::filesystem::path path, const std::string& table);
   /// Format hooks: the header once the schema is known, the records, the closing touches.
   virtual void write_header(const PredictionSchema& schema) = 0;
   virtual void write_records(const RecordBlock& block) = 0;
@@ -47,6 +53,9 @@ class PredictionWriter {
   /// Writes `bytes` to the partial file; throws tp::Error naming it on failure.
   void put(const void* bytes, std::size_t size);
   void put(const std::string& text) { put(text.data(), text.size()); }
+  /// Writes the file `name` with `bytes` into a directory writer's partial directory, fsynced.
+  /// Throws tp::Error naming it on failure.
+  void put_file(const std::string& name, const std::string& bytes);
   /// Writes `bytes` at absolute `offset` (the npy header's row count).
   void put_at(std::size_t offset, const std::string& text);
 
@@ -59,6 +68,7 @@ class PredictionWriter {
   [[noreturn]] void fail(int error) const;
 
   std::shared_ptr<File> file_;
+  bool directory_ = false; ///< a directory writer (the png format)
   bool header_written_ = false;
   bool finished_ = false;
   PredictionSchema schema_;

@@ -30,6 +30,10 @@ class DistContext;
 struct PredictOptions {
   std::vector<std::string> outputs; ///< model outputs to write, in this order; empty = every output
   bool tta_hflip = false;           ///< average each floating output with that of the mirrored input
+  /// --format png: each row carries the PNG class map of one dense output (the one `outputs`
+  /// names, else "out", else the first dense one) as its attachment, cropped to the sample's own
+  /// size in a padded batch; the row itself holds the index and the per-sample fields only.
+  bool class_maps = false;
 };
 
 struct PredictSummary {

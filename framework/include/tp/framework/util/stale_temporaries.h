@@ -22,7 +22,9 @@ long temporary_pid(std::string_view name);
 /// Removes the temporaries (names above) in `dir` and in the directories up to `levels` below it
 /// (symbolic links are not followed) whose writer no longer runs: kill(pid, 0) says ESRCH. The
 /// calling process's own and every live process's are kept; a pid reused by an unrelated process
-/// keeps a leftover until that process ends (never a wrong removal). Returns the removed paths.
+/// keeps a leftover until that process ends (never a wrong removal). A partial directory
+/// (`<name>.partial-<pid>/`, `host predict --format png`) is removed with its contents. Returns
+/// the removed paths.
 /// Never throws: a directory that cannot be read is passed over. Cost: one walk of those
 /// directories, bounded by `levels` so that a run directory set to a large tree (run.output_dir =
 /// ".") is not walked whole. Thread safety: [any], but meant for a command's start, before its
