@@ -1,4 +1,4 @@
-// org.torchhost.segmentation: semantic-segmentation scores (mean IoU, per-class IoU, pixel and
+// org.torchhost.mean_iou: semantic-segmentation scores (mean IoU, per-class IoU, pixel and
 // mean class accuracy) from a confusion matrix accumulated over every labelled pixel seen.
 // The definitions are torchmetrics 1.9's MulticlassJaccardIndex and MulticlassAccuracy with
 // ignore_index (tests/plugins/metrics/segmentation_oracle compares them).
@@ -14,7 +14,7 @@
 namespace tp::metrics {
 namespace {
 
-constexpr const char* kId = "org.torchhost.segmentation";
+constexpr const char* kId = "org.torchhost.mean_iou";
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 /// The host reads at most 64 values from one metric (MetricProxy's compute buffer), and three of

@@ -1,4 +1,4 @@
-// org.torchhost.segmentation through the C ABI, on a hand-made confusion matrix worked out below.
+// org.torchhost.mean_iou through the C ABI, on a hand-made confusion matrix worked out below.
 // torchmetrics is the oracle on random masks in tests/plugins/metrics/segmentation_oracle.
 #include "metric_instance.h"
 
@@ -6,7 +6,7 @@ namespace {
 
 using namespace tp::test;
 
-constexpr const char* kId = "org.torchhost.segmentation";
+constexpr const char* kId = "org.torchhost.mean_iou";
 
 // Two 2x2 images, three classes; predictions by one-hot logits. Pixels in memory order:
 //   predicted [0, 0, 1, 1,   2, 2, 0, 1]

@@ -9,7 +9,7 @@ segmentation_oracle_driver (C++) runs the plugins through their C ABI on fixed r
   sum equals reduction="sum", sum / count equals torchvision's reference criterion
   `ce(out) + 0.5 * ce(aux)` (each a mean), and the gradients equal autograd's. On an all-ignored
   batch PyTorch's mean is NaN; the plugin returns sum 0, count 0 and zero gradients.
-- Metric: org.torchhost.segmentation over four batches (one all-ignored) against torchmetrics
+- Metric: org.torchhost.mean_iou over four batches (one all-ignored) against torchmetrics
   1.9's MulticlassConfusionMatrix (bitwise), MulticlassJaccardIndex (average none and macro),
   MulticlassAccuracy (micro = pixel accuracy, macro = mean accuracy), all with ignore_index 255,
   and 0 (inside [0, K)). torchmetrics divides in float32 (`confmat.float()`), so its values are

@@ -1,5 +1,5 @@
 // Driver of the segmentation oracle (segmentation_oracle.py): runs basic_losses' cross_entropy
-// and weighted_sum (items = "labelled") and basic_metrics' org.torchhost.segmentation through
+// and weighted_sum (items = "labelled") and basic_metrics' org.torchhost.mean_iou through
 // their C ABI on fixed random logits and masks with ignored pixels, and writes the inputs, the
 // loss sums, counts and gradients, the metric's confusion matrix and values, for PyTorch's
 // F.cross_entropy and torchmetrics to reproduce.
@@ -132,7 +132,7 @@ struct Metric {
   const tp_metric_v1_t* t = nullptr;
   void* self = nullptr;
   Metric(Library& l, int64_t classes, int64_t ignore_index) : lib(l) {
-    t = static_cast<const tp_metric_v1_t*>(lib.entry->get_interface("org.torchhost.segmentation", TP_IFACE_METRIC_V1));
+    t = static_cast<const tp_metric_v1_t*>(lib.entry->get_interface("org.torchhost.mean_iou", TP_IFACE_METRIC_V1));
     FakeConfig cfg;
     cfg.values = {{"output", std::string("out")}, {"target", std::string("mask")}, {"num_classes", classes},
                   {"ignore_index", ignore_index}, {"per_class", true}};
