@@ -35,11 +35,12 @@ at::Tensor activate(Activation a, const at::Tensor& x) {
 }
 
 ConvNormActivation::ConvNormActivation(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t groups,
-                                       const NormOptions& norm, Activation activation)
+                                       const NormOptions& norm, Activation activation, int64_t dilation)
     : activation_(activation) {
   conv_ = register_module("0", torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, kernel)
                                                       .stride(stride)
-                                                      .padding((kernel - 1) / 2)
+                                                      .padding((kernel - 1) / 2 * dilation)
+                                                      .dilation(dilation)
                                                       .groups(groups)
                                                       .bias(false)));
   norm_ = register_module(
@@ -65,8 +66,11 @@ InvertedResidual::InvertedResidual(const InvertedResidualSpec& spec, const NormO
     : residual_(spec.stride == 1 && spec.in == spec.out), stochastic_depth_prob_(spec.stochastic_depth_prob) {
   if (spec.expanded != spec.in)
     layers_.push_back(std::make_shared<ConvNormActivation>(spec.in, spec.expanded, 1, 1, 1, norm, spec.activation));
-  layers_.push_back(std::make_shared<ConvNormActivation>(spec.expanded, spec.expanded, spec.kernel, spec.stride,
-                                                         spec.expanded, norm, spec.activation));
+  // torchvision: `stride = 1 if cnf.dilation > 1 else cnf.stride`; the residual test above keeps
+  // the configured stride.
+  layers_.push_back(std::make_shared<ConvNormActivation>(spec.expanded, spec.expanded, spec.kernel,
+                                                         spec.dilation > 1 ? 1 : spec.stride, spec.expanded, norm,
+                                                         spec.activation, spec.dilation));
   if (spec.squeeze > 0)
     layers_.push_back(std::make_shared<SqueezeExcitation>(spec.expanded, spec.squeeze, spec.se_activation, spec.se_scale));
   layers_.push_back(std::make_shared<ConvNormActivation>(spec.expanded, spec.out, 1, 1, 1, norm, Activation::kNone));
@@ -97,13 +101,29 @@ void init_convs_and_norms(torch::nn::Module& root) {
   }
 }
 
-at::Tensor FeatureNet::features(const at::Tensor& x) const {
+at::Tensor FeatureNet::features(const at::Tensor& x) const { return feature_maps(x, {blocks_.size() + 1})[0]; }
+
+std::vector<at::Tensor> FeatureNet::feature_maps(const at::Tensor& x, const std::vector<size_t>& indices) const {
+  TORCH_CHECK(!indices.empty() && std::is_sorted(indices.begin(), indices.end()) && indices.back() <= blocks_.size() + 1,
+              "FeatureNet::feature_maps: indices must be ascending, in [0, ", blocks_.size() + 1, "]");
+  std::vector<at::Tensor> maps;
+  auto next = indices.begin();
+  const auto keep = [&](size_t index, const at::Tensor& h) {
+    for (; next != indices.end() && *next == index; ++next) maps.push_back(h);
+  };
   const auto stem = stem_;
   at::Tensor h = checkpoint_block(*stem, [stem](const at::Tensor& in) { return stem->forward(in); }, x);
-  for (const auto& block : blocks_)
+  keep(0, h);
+  for (size_t i = 0; i < blocks_.size() && next != indices.end(); ++i) {
+    const auto block = blocks_[i];
     h = checkpoint_block(*block, [block](const at::Tensor& in) { return block->forward(in); }, h);
-  const auto head = head_conv_;
-  return checkpoint_block(*head, [head](const at::Tensor& in) { return head->forward(in); }, h);
+    keep(i + 1, h);
+  }
+  if (next != indices.end()) {
+    const auto head = head_conv_;
+    keep(blocks_.size() + 1, checkpoint_block(*head, [head](const at::Tensor& in) { return head->forward(in); }, h));
+  }
+  return maps;
 }
 
 }  // namespace tp::efficientnet

@@ -44,12 +44,13 @@ class BlockLayer : public torch::nn::Module {
   virtual at::Tensor forward(const at::Tensor& x) = 0;
 };
 
-/// Conv2d(in, out, kernel, stride, padding (kernel - 1) / 2, groups, bias=False) - BatchNorm2d -
-/// activation: torchvision's Conv2dNormActivation as every block of both families uses it.
+/// Conv2d(in, out, kernel, stride, padding (kernel - 1) / 2 * dilation, dilation, groups,
+/// bias=False) - BatchNorm2d - activation: torchvision's Conv2dNormActivation as every block of
+/// both families uses it.
 class ConvNormActivation : public BlockLayer {
  public:
   ConvNormActivation(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t groups,
-                     const NormOptions& norm, Activation activation);
+                     const NormOptions& norm, Activation activation, int64_t dilation = 1);
   at::Tensor forward(const at::Tensor& x) override;
 
  private:
@@ -77,6 +78,7 @@ struct InvertedResidualSpec {
   int64_t out = 0;
   int64_t kernel = 3;
   int64_t stride = 1;
+  int64_t dilation = 1;  ///< > 1: the depthwise conv dilates instead of striding (MobileNetV3's dilated tail)
   int64_t squeeze = 0;   ///< squeeze-excitation channels; 0: no squeeze-excitation
   Activation activation = Activation::kSiLU;
   Activation se_activation = Activation::kSiLU;
@@ -84,8 +86,8 @@ struct InvertedResidualSpec {
   double stochastic_depth_prob = 0.0;  ///< of the residual branch (EfficientNet only)
 };
 
-/// [expand 1x1 - act] - depthwise kxk/stride - act - [squeeze-excitation] - project 1x1, plus
-/// the input when stride 1 and in == out (the residual branch then goes through stochastic
+/// [expand 1x1 - act] - depthwise kxk/stride (or stride 1 and `dilation`) - act -
+/// [squeeze-excitation] - project 1x1, plus the input when stride 1 and in == out (the residual branch then goes through stochastic
 /// depth first). forward reads `x` only: a checkpoint unit.
 class InvertedResidual : public torch::nn::Module {
  public:
@@ -102,6 +104,12 @@ class InvertedResidual : public torch::nn::Module {
 /// last conv, each a checkpoint unit. The subclass builds and registers them under torchvision's
 /// names, and its own classifier.
 class FeatureNet : public torch::nn::Module, public tp::cpp::Checkpointable {
+ public:
+  /// The maps after the units at `indices` (ascending; 0 the stem, 1.. the blocks, blocks + 1 the
+  /// last conv: torchvision's `features` indices), running the units up to the last index only,
+  /// as torchvision's IntermediateLayerGetter does. Each unit is a checkpoint unit.
+  std::vector<at::Tensor> feature_maps(const at::Tensor& x, const std::vector<size_t>& indices) const;
+
  protected:
   /// stem, blocks, last conv: [B, in_channels, H, W] -> the last conv's map. Each unit runs
   /// through checkpoint_block (its lambda captures the module by value: it lives until backward).

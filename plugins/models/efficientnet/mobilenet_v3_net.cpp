@@ -37,13 +37,14 @@ constexpr BlockRow kSmall[] = {
 };
 
 /// The row's block: InvertedResidualConfig with width_mult 1 (adjust_channels rounds to 8).
-InvertedResidualSpec spec_of(const BlockRow& row) {
+InvertedResidualSpec spec_of(const BlockRow& row, int64_t dilation) {
   InvertedResidualSpec s;
   s.in = make_divisible(static_cast<double>(row.in));
   s.expanded = make_divisible(static_cast<double>(row.expanded));
   s.out = make_divisible(static_cast<double>(row.out));
   s.kernel = row.kernel;
   s.stride = row.stride;
+  s.dilation = dilation;
   s.squeeze = row.se ? make_divisible(static_cast<double>(s.expanded / 4)) : 0;
   s.activation = row.hardswish ? Activation::kHardswish : Activation::kReLU;
   // SElayer = partial(SqueezeExcitation, scale_activation=nn.Hardsigmoid); activation ReLU.
@@ -54,28 +55,47 @@ InvertedResidualSpec spec_of(const BlockRow& row) {
 
 }  // namespace
 
-MobileNetV3::MobileNetV3(const MobileNetV3Options& options) {
+MobileNetV3Features::MobileNetV3Features(const MobileNetV3Options& options) {
   const bool large = options.variant == "large";
   const BlockRow* rows = large ? std::begin(kLarge) : std::begin(kSmall);
   const size_t count = large ? std::size(kLarge) : std::size(kSmall);
-  const int64_t last_channel = make_divisible(large ? 1280.0 : 1024.0);
+  // _mobilenet_v3_conf's `dilation` applies to the rows from the last strided one (C4) on.
+  size_t last_strided = 0;
+  for (size_t i = 0; i < count; ++i)
+    if (rows[i].stride > 1) last_strided = i;
 
-  auto features = register_module("features", std::make_shared<torch::nn::Module>());
   stem_ = std::make_shared<ConvNormActivation>(options.in_channels, make_divisible(static_cast<double>(rows[0].in)), 3,
                                                2, 1, kNorm, Activation::kHardswish);
-  features->register_module("0", stem_);
-  int64_t last_in = 0;
+  register_module("0", stem_);
+  stage_indices_.push_back(0);
+  channels_.push_back(make_divisible(static_cast<double>(rows[0].in)));
   for (size_t i = 0; i < count; ++i) {
-    const InvertedResidualSpec spec = spec_of(rows[i]);
-    blocks_.push_back(features->register_module(std::to_string(i + 1), std::make_shared<InvertedResidual>(spec, kNorm)));
-    last_in = spec.out;
+    const InvertedResidualSpec spec = spec_of(rows[i], options.dilated && i >= last_strided ? 2 : 1);
+    blocks_.push_back(register_module(std::to_string(i + 1), std::make_shared<InvertedResidual>(spec, kNorm)));
+    if (rows[i].stride > 1) stage_indices_.push_back(i + 1);
+    channels_.push_back(spec.out);
   }
+  const int64_t last_in = channels_.back();
   head_conv_ = std::make_shared<ConvNormActivation>(last_in, 6 * last_in, 1, 1, 1, kNorm, Activation::kHardswish);
-  features->register_module(std::to_string(count + 1), head_conv_);
+  register_module(std::to_string(count + 1), head_conv_);
+  stage_indices_.push_back(count + 1);
+  channels_.push_back(6 * last_in);
+}
+
+std::vector<tp::cpp::LayerDepth> MobileNetV3Features::layer_depths(const std::string& prefix) const {
+  std::vector<tp::cpp::LayerDepth> depths;
+  for (size_t i = 0; i <= blocks_.size() + 1; ++i) depths.push_back({prefix + std::to_string(i), static_cast<uint32_t>(i)});
+  return depths;
+}
+
+MobileNetV3::MobileNetV3(const MobileNetV3Options& options) {
+  const int64_t last_channel = make_divisible(options.variant == "large" ? 1280.0 : 1024.0);
+  features_ = register_module("features", std::make_shared<MobileNetV3Features>(options));
+  const int64_t features_out = features_->channels(features_->stage_indices().back());
 
   // classifier = Sequential(Linear, Hardswish, Dropout, Linear): Linears "0" and "3".
   auto classifier = register_module("classifier", std::make_shared<torch::nn::Module>());
-  fc1_ = classifier->register_module("0", torch::nn::Linear(6 * last_in, last_channel));
+  fc1_ = classifier->register_module("0", torch::nn::Linear(features_out, last_channel));
   dropout_ = classifier->register_module("2", torch::nn::Dropout(options.dropout));
   fc2_ = classifier->register_module("3", torch::nn::Linear(last_channel, options.num_classes));
 
@@ -88,15 +108,13 @@ MobileNetV3::MobileNetV3(const MobileNetV3Options& options) {
   }
 }
 
-std::vector<tp::cpp::LayerDepth> MobileNetV3::layer_depths() const {
-  std::vector<tp::cpp::LayerDepth> depths;
-  for (size_t i = 0; i <= blocks_.size() + 1; ++i)
-    depths.push_back({"features." + std::to_string(i), static_cast<uint32_t>(i)});
-  return depths;
+void MobileNetV3::set_activation_checkpointing(bool enabled) {
+  Checkpointable::set_activation_checkpointing(enabled);
+  features_->set_activation_checkpointing(enabled);
 }
 
 at::Tensor MobileNetV3::forward(const at::Tensor& x) {
-  const at::Tensor h = at::hardswish(fc1_->forward(at::adaptive_avg_pool2d(features(x), {1, 1}).flatten(1)));
+  const at::Tensor h = at::hardswish(fc1_->forward(at::adaptive_avg_pool2d(features_->forward(x), {1, 1}).flatten(1)));
   return fc2_->forward(dropout_->forward(h));
 }
 

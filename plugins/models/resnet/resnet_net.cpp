@@ -7,6 +7,7 @@
 #include <ATen/ops/max_pool2d.h>
 #include <torch/nn/init.h>
 
+#include <algorithm>
 #include <string>
 
 namespace tp::resnet {
@@ -16,9 +17,11 @@ using torch::nn::BatchNorm2d;
 using torch::nn::Conv2d;
 using torch::nn::Conv2dOptions;
 
-/// Convolutions are never biased: the BatchNorm shift that follows makes a bias redundant.
-Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
-  return Conv2d(Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
+/// Convolutions are never biased: the BatchNorm shift that follows makes a bias redundant. A
+/// dilated kernel is padded by as much more, so the output keeps the size of the undilated one.
+Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t dilation = 1) {
+  return Conv2d(
+      Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2 * dilation).dilation(dilation).bias(false));
 }
 
 /// conv1x1(stride) - BN projecting the identity when the shape changes; nullptr otherwise.
@@ -54,16 +57,16 @@ class BasicBlock : public ResidualBlock {
   torch::nn::Sequential downsample_{nullptr};
 };
 
-/// ResNet-50 block, torchvision's "v1.5": 1x1 - BN - ReLU - 3x3(stride) - BN - ReLU - 1x1(4x) -
-/// BN, + identity, ReLU. The stride sits on the 3x3 conv (the original paper put it on the first
+/// ResNet-50 block, torchvision's "v1.5": 1x1 - BN - ReLU - 3x3(stride, dilation) - BN - ReLU -
+/// 1x1(4x) - BN, + identity, ReLU. The stride sits on the 3x3 conv (the original paper put it on the first
 /// 1x1), which torchvision reports as about 0.5% more top-1 accuracy for a little more compute.
 class Bottleneck : public ResidualBlock {
  public:
   static constexpr int64_t kExpansion = 4;
-  Bottleneck(int64_t in_planes, int64_t planes, int64_t stride) {
+  Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, int64_t dilation) {
     conv1_ = register_module("conv1", conv(in_planes, planes, 1, 1));
     bn1_ = register_module("bn1", BatchNorm2d(planes));
-    conv2_ = register_module("conv2", conv(planes, planes, 3, stride));
+    conv2_ = register_module("conv2", conv(planes, planes, 3, stride, dilation));
     bn2_ = register_module("bn2", BatchNorm2d(planes));
     conv3_ = register_module("conv3", conv(planes, planes * kExpansion, 1, 1));
     bn3_ = register_module("bn3", BatchNorm2d(planes * kExpansion));
@@ -94,13 +97,17 @@ std::vector<int64_t> stage_blocks(int64_t depth) {
 }  // namespace
 
 ResNet::ResNet(const ResNetOptions& options) : bottleneck_(options.depth == 50) {
+  for (const bool dilate : options.replace_stride_with_dilation)
+    TORCH_CHECK(!dilate || bottleneck_, "ResNet-", options.depth, ": dilation needs Bottleneck blocks (depth 50)");
   conv1_ = register_module(
       "conv1", Conv2d(Conv2dOptions(options.in_channels, 64, 7).stride(2).padding(3).bias(false)));
   bn1_ = register_module("bn1", BatchNorm2d(64));
   const std::vector<int64_t> blocks = stage_blocks(options.depth);
   const int64_t planes[4] = {64, 128, 256, 512};
-  for (int i = 0; i < 4; ++i) make_layer(i + 1, planes[i], blocks[i], i == 0 ? 1 : 2);
-  fc_ = register_module("fc", torch::nn::Linear(512 * (bottleneck_ ? Bottleneck::kExpansion : 1), options.num_classes));
+  for (int i = 0; i < 4; ++i)
+    make_layer(i + 1, planes[i], blocks[i], i == 0 ? 1 : 2, i > 0 && options.replace_stride_with_dilation[i - 1]);
+  if (options.fc)
+    fc_ = register_module("fc", torch::nn::Linear(512 * (bottleneck_ ? Bottleneck::kExpansion : 1), options.num_classes));
 
   // torchvision's initialisation. Construction already drew LibTorch's defaults; these draws
   // replace them (the generator is the host-seeded global one, so it stays reproducible).
@@ -117,13 +124,18 @@ ResNet::ResNet(const ResNetOptions& options) : bottleneck_(options.depth == 50) 
     for (const auto& block : blocks_) block->last_norm()->weight.zero_();
 }
 
-void ResNet::make_layer(int index, int64_t planes, int64_t blocks, int64_t stride) {
+void ResNet::make_layer(int index, int64_t planes, int64_t blocks, int64_t stride, bool dilate) {
   auto layer = register_module("layer" + std::to_string(index), torch::nn::ModuleList());
+  const int64_t previous_dilation = dilation_;
+  if (dilate) {
+    dilation_ *= stride;
+    stride = 1;
+  }
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t s = b == 0 ? stride : 1;
     std::shared_ptr<ResidualBlock> block;
     if (bottleneck_) {
-      block = std::make_shared<Bottleneck>(in_planes_, planes, s);
+      block = std::make_shared<Bottleneck>(in_planes_, planes, s, b == 0 ? previous_dilation : dilation_);
       in_planes_ = planes * Bottleneck::kExpansion;
     } else {
       block = std::make_shared<BasicBlock>(in_planes_, planes, s);
@@ -133,6 +145,7 @@ void ResNet::make_layer(int index, int64_t planes, int64_t blocks, int64_t strid
     blocks_.push_back(block);
     block_names_.push_back("layer" + std::to_string(index) + "." + std::to_string(b));
   }
+  stage_ends_.push_back(blocks_.size());
 }
 
 std::vector<tp::cpp::LayerDepth> ResNet::layer_depths() const {
@@ -145,12 +158,21 @@ at::Tensor ResNet::stem(const at::Tensor& x) {
   return at::max_pool2d(bn1_->forward(conv1_->forward(x)).relu_(), {3, 3}, {2, 2}, {1, 1});
 }
 
-at::Tensor ResNet::forward(const at::Tensor& x) {
+std::vector<at::Tensor> ResNet::stages(const at::Tensor& x) {
   // Checkpoint units capture by value: the lambdas live until backward.
   at::Tensor h = checkpoint_block({*conv1_, *bn1_}, [this](const at::Tensor& in) { return stem(in); }, x);
-  for (const auto& block : blocks_)
+  std::vector<at::Tensor> outputs;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    const auto block = blocks_[i];
     h = checkpoint_block(*block, [block](const at::Tensor& in) { return block->forward(in); }, h);
-  return fc_->forward(at::adaptive_avg_pool2d(h, {1, 1}).flatten(1));
+    if (std::find(stage_ends_.begin(), stage_ends_.end(), i + 1) != stage_ends_.end()) outputs.push_back(h);
+  }
+  return outputs;
+}
+
+at::Tensor ResNet::forward(const at::Tensor& x) {
+  TORCH_CHECK(fc_, "ResNet::forward: built without fc (a backbone); read stages() instead");
+  return fc_->forward(at::adaptive_avg_pool2d(stages(x).back(), {1, 1}).flatten(1));
 }
 
 }  // namespace tp::resnet

@@ -10,6 +10,9 @@
 // and recomputes the rest in backward.
 //
 // Layer depths (optim.layer_decay): the stem at 0, each residual block one deeper, fc the head.
+//
+// The segmentation models (plugins/models/segmentation) use it as their backbone: without fc,
+// with torchvision's replace_stride_with_dilation, read through stages().
 #pragma once
 
 #include <torch/nn/module.h>
@@ -19,6 +22,7 @@
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -44,6 +48,14 @@ struct ResNetOptions {
   int64_t num_classes = 1000;
   int64_t in_channels = 3;
   bool zero_init_residual = false;
+  /// torchvision's replace_stride_with_dilation, for layer2, layer3, layer4: such a stage keeps
+  /// its input's resolution (stride 1) and dilates its 3x3 convolutions by the stride it gave up,
+  /// compounded over the stages (segmentation's [false, true, true]: layer3 at 2, layer4 at 4).
+  /// Bottleneck (depth 50) only, as in torchvision.
+  std::array<bool, 3> replace_stride_with_dilation = {false, false, false};
+  /// false: no fc and no pooling (torchvision's IntermediateLayerGetter drops both), for a dense
+  /// head reading stages(); num_classes is then unused.
+  bool fc = true;
 };
 
 /// torchvision.models.resnet{18,34,50}(num_classes=...), with a configurable number of input
@@ -53,26 +65,35 @@ struct ResNetOptions {
 /// identity.
 class ResNet : public torch::nn::Module, public tp::cpp::Checkpointable {
  public:
-  /// `options.depth` must be 18, 34 or 50 and the others positive (the plugin validates them).
+  /// `options.depth` must be 18, 34 or 50 and the others positive (the plugin validates them);
+  /// throws c10::Error for a dilation with depth 18 or 34.
   explicit ResNet(const ResNetOptions& options);
   /// [B, in_channels, H, W] -> logits [B, num_classes]; any H, W >= 1 (adaptive average pool).
+  /// Throws c10::Error when built without fc.
   at::Tensor forward(const at::Tensor& x);
+  /// [B, in_channels, H, W] -> the outputs of layer1, layer2, layer3 and layer4, each block a
+  /// checkpoint unit as in forward.
+  std::vector<at::Tensor> stages(const at::Tensor& x);
   /// optim.layer_decay's ordering, timm's ResNet group_matcher: the stem (conv1, bn1) at depth 0,
   /// then every residual block ("layer1.0", "layer1.1", ...) one deeper; fc is the head.
   std::vector<tp::cpp::LayerDepth> layer_depths() const;
 
  private:
-  /// Appends layer`index` (1..4) of `blocks` blocks with `planes` planes; the first has `stride`.
-  void make_layer(int index, int64_t planes, int64_t blocks, int64_t stride);
+  /// Appends layer`index` (1..4) of `blocks` blocks with `planes` planes; the first has `stride`,
+  /// or, with `dilate`, stride 1 and the stage's dilation grows by `stride` (torchvision's
+  /// _make_layer: the first block keeps the previous dilation, the others take the new one).
+  void make_layer(int index, int64_t planes, int64_t blocks, int64_t stride, bool dilate);
   /// conv1 - bn1 - ReLU - maxpool 3x3/2.
   at::Tensor stem(const at::Tensor& x);
 
   bool bottleneck_;
   int64_t in_planes_ = 64;
+  int64_t dilation_ = 1;  // of the stage being built
   torch::nn::Conv2d conv1_{nullptr};
   torch::nn::BatchNorm2d bn1_{nullptr};
   std::vector<std::shared_ptr<ResidualBlock>> blocks_;  // every block of layer1..layer4, in order
   std::vector<std::string> block_names_;               // their prefixes, "layer1.0", ...
+  std::vector<size_t> stage_ends_;                     // blocks_ index one past each stage's last
   torch::nn::Linear fc_{nullptr};
 };
 
