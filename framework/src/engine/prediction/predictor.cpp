@@ -13,6 +13,7 @@
 #include "class_maps.h"
 #include "tp/framework/dist/dist_context.h"
 #include "tp/framework/engine/batch_error.h"
+#include "tp/framework/engine/hflip_tta.h"
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/error.h"
 
@@ -110,7 +111,7 @@ class RowMaker {
     if (options_.tta_hflip) {
       const NamedTensors flipped = first_rows(forward(mirrored(device_inputs)), rows);
       for (std::size_t i = 0; i < outputs.size(); ++i)
-        if (outputs[i].second.is_floating_point()) outputs[i].second = (outputs[i].second + flipped[i].second) / 2;
+        outputs[i].second = hflip_tta_mean(outputs[i].second, flipped[i].second);
     }
     std::vector<std::pair<std::string, at::Tensor>> columns{{"index", index}};
     if (options_.class_maps) {
