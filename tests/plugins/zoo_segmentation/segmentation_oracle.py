@@ -40,8 +40,11 @@ import tempfile
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 from torchvision.models import segmentation
+
+# The table's shape notation and the BatchNorm randomisation are the classification zoo oracle's.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "zoo_efficientnet"))
+from efficientnet_oracle import randomise_norms, shape  # noqa: E402
 
 ARCHS = ["fcn_resnet50", "deeplabv3_resnet50", "deeplabv3_mobilenet_v3_large", "lraspp_mobilenet_v3_large"]
 TRAIN_SEED = 77  # segmentation_oracle_test.cpp's kTrainSeed
@@ -59,10 +62,6 @@ def models():
         yield arch, getattr(segmentation, arch)(weights=None, weights_backbone=None, num_classes=21, **kwargs)
 
 
-def shape(t):
-    return ",".join(map(str, t.shape)) or "-"
-
-
 def table_lines(arch, model):
     lines = [f"{arch} {name} {shape(p)} p" for name, p in model.named_parameters()]
     lines += [f"{arch} {name} {shape(b)} b" for name, b in model.named_buffers()]
@@ -72,19 +71,6 @@ def table_lines(arch, model):
     if has_aux(arch):
         lines.append(f"count {arch} 1 {total}")
     return lines
-
-
-def randomise_norms(model):
-    """Trained-looking BatchNorm parameters and statistics, so a norm wired to the wrong conv, or
-    the wrong eps, shows in eval mode."""
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, nn.BatchNorm2d):
-                m.weight.uniform_(0.5, 1.5)
-                m.bias.normal_(0.0, 0.1)
-                m.running_mean.normal_(0.0, 0.1)
-                m.running_var.uniform_(0.5, 1.5)
-                m.num_batches_tracked.fill_(7)
 
 
 def fixtures(arch, model, directory):
