@@ -123,13 +123,9 @@ TEST_CASE("the 2-rank evaluation of a checkpoint equals the 1-rank evaluation") 
   const std::string both = tp::test::read_text(dir / "eval_last.json");
   // The file keeps every digit: the accuracy (a ratio of counts) is exact; the loss is a float32
   // sum per shard, so the two-shard sum may differ in its last bits (measured: 8e-9 relative).
-  const auto number = [](const std::string& json, const std::string& key) {
-    const auto at = json.find("\"" + key + "\":");
-    REQUIRE(at != std::string::npos);
-    return std::stod(json.substr(at + key.size() + 3));
-  };
-  CHECK(number(both, "val/accuracy") == number(single, "val/accuracy"));
-  CHECK(number(both, "val/loss") == doctest::Approx(number(single, "val/loss")).epsilon(1e-6));
+  CHECK(tp::test::json_number(both, "val/accuracy") == tp::test::json_number(single, "val/accuracy"));
+  CHECK(tp::test::json_number(both, "val/loss") ==
+        doctest::Approx(tp::test::json_number(single, "val/loss")).epsilon(1e-6));
   CHECK(both.substr(0, both.find("\"val/")) == single.substr(0, single.find("\"val/"))); // checkpoint, step, split
 }
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 namespace tp::test {
@@ -59,6 +60,14 @@ inline std::string read_text(const std::filesystem::path& file) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+/// The number after `"<key>":` in a one-line JSON object (an eval_*.json, a history line): every
+/// digit the host wrote. Throws, naming the key, when the object has no such key.
+inline double json_number(const std::string& json, const std::string& key) {
+  const auto at = json.find("\"" + key + "\":");
+  if (at == std::string::npos) throw std::runtime_error("no \"" + key + "\" in " + json);
+  return std::stod(json.substr(at + key.size() + 3));
 }
 
 }  // namespace tp::test

@@ -19,6 +19,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+using tp::test::json_number;
 
 const std::string kConfig =
     "--config configs/quickstart.toml --set train.epochs=1 --set data.train.size=320 --set data.train.val_size=203 "
@@ -35,13 +36,6 @@ const fs::path& trained_run() {
     return d;
   }();
   return dir;
-}
-
-/// `"<key>":<number>` of a one-line JSON object.
-double json_number(const std::string& json, const std::string& key) {
-  const auto at = json.find("\"" + key + "\":");
-  REQUIRE(at != std::string::npos);
-  return std::stod(json.substr(at + key.size() + 3));
 }
 
 tp::test::HostRun predict(const fs::path& dir, const std::string& args) {

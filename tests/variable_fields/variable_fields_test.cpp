@@ -18,16 +18,10 @@
 namespace {
 
 namespace fs = std::filesystem;
+using tp::test::json_number;
 
 const std::string kConfig = "--config tests/variable_fields/variable.toml --plugin-dir '" +
                             std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' ";
-
-/// `"<key>":<number>` of a one-line JSON object.
-double json_number(const std::string& json, const std::string& key) {
-  const auto at = json.find("\"" + key + "\":");
-  REQUIRE(at != std::string::npos);
-  return std::stod(json.substr(at + key.size() + 3));
-}
 
 /// A run trained once per test binary run.
 const fs::path& trained_run() {

@@ -20,16 +20,11 @@
 namespace {
 
 namespace fs = std::filesystem;
+using tp::test::json_number;
 
 const std::string kConfig =
     "--config configs/segment_shapes.toml --set train.epochs=1 --set train.batch_size=8 --set data.train.size=96 "
     "--set data.train.val_size=40 --set schedule.warmup_steps=2 --set 'progress.mode=\"off\"' ";
-
-double json_number(const std::string& json, const std::string& key) {
-  const auto at = json.find("\"" + key + "\":");
-  REQUIRE(at != std::string::npos);
-  return std::stod(json.substr(at + key.size() + 3));
-}
 
 const fs::path& trained_run() {
   static const fs::path dir = [] {
