@@ -16,6 +16,7 @@
 #include <iterator>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "integration/host_runner.h"
@@ -141,6 +142,21 @@ inline std::vector<at::Tensor> checkpointing_step(const char* library, const cha
     }
   }
   return out;
+}
+
+/// How many of `m`'s buffers (BatchNorm statistics) one forward of a random [2, 3, 32, 32]
+/// `image` changes, and how many buffers there are: {moved, total}. `m` is left in training mode.
+inline std::pair<size_t, size_t> buffers_moved_by_forward(ZooModel& m) {
+  m.train(true);
+  std::vector<at::Tensor> before;
+  for (const auto& e : m.state())
+    if (e.is_buffer) before.push_back(tensor_of(e.handle).clone());
+  Fields in = {{"image", at::randn({2, 3, 32, 32})}};
+  m.forward(in);
+  size_t i = 0, moved = 0;
+  for (const auto& e : m.state())
+    if (e.is_buffer) moved += at::equal(before[i++], tensor_of(e.handle)) ? 0 : 1;
+  return {moved, before.size()};
 }
 
 /// max |a - b| / max(max |b|, 1e-12): the relative size of the largest difference.
