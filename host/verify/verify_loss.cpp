@@ -36,9 +36,9 @@ CheckResult check_loss(VerifyContext& context) {
   parts.model->set_training(false);
   const NamedTensors outputs = parts.model->forward(batch);
   const LossTerms whole = parts.loss->forward(outputs, batch);
-  const LossTerms first = parts.loss->forward(slice_rows(outputs, half, true, "model output"),
+  const LossTerms first = parts.loss->forward(slice_rows(outputs, half, true, "model output", output_layout(outputs)),
                                               slice_rows(batch, half, true, "batch field", layout));
-  const LossTerms rest = parts.loss->forward(slice_rows(outputs, half, false, "model output"),
+  const LossTerms rest = parts.loss->forward(slice_rows(outputs, half, false, "model output", output_layout(outputs)),
                                              slice_rows(batch, half, false, "batch field", layout));
   // Reading the values back synchronises the device, once per check.
   const double sum = whole.sum.item<double>(), sum_a = first.sum.item<double>(), sum_b = rest.sum.item<double>();

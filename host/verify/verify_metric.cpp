@@ -1,9 +1,10 @@
 // The metric contract (plugin_api/include/tp/iface/metric.h): every state tensor combines by
-// elementwise SUM, because a data-parallel evaluation all-reduces the ranks' states before
-// compute(). Measured on one training batch, as that all-reduce would: the state after the whole
-// batch against the states after each half added, and compute() on that sum against compute()
-// on the whole batch. A running mean fails: two halves' means add up to twice the mean. Cost:
-// one forward pass of the model, three updates and two computes of each metric.
+// elementwise SUM, or (ABI 1.7, gathered state) by concatenating rows, because a data-parallel
+// evaluation all-reduces (gathers) the ranks' states before compute(). Measured on one training
+// batch, as two ranks would: the state after the whole batch against the states after each half
+// added (rows: concatenated, as many as the whole batch's), and compute() on that combination
+// against compute() on the whole batch. A running mean fails: two halves' means add up to twice
+// the mean. Cost: one forward pass of the model, three updates and two computes of each metric.
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 
@@ -18,14 +19,21 @@ namespace {
 
 constexpr double kRelativeTolerance = 1e-5; // float32 state sums in two orders differ by ~1e-7
 
+/// Copies of a metric's state: the summed tensors (as float64) and the gathered rows.
+struct StateCopy {
+  std::vector<at::Tensor> sums;
+  std::vector<at::Tensor> rows;
+};
+
 /// Copies of the metric's state after update(outputs, batch) from a reset state.
-std::vector<at::Tensor> state_after(MetricProxy& metric, const NamedTensors& outputs, const NamedTensors& batch) {
+StateCopy state_after(MetricProxy& metric, const NamedTensors& outputs, const NamedTensors& batch) {
   metric.reset();
   metric.update(outputs, batch);
-  std::vector<at::Tensor> copies;
+  StateCopy copy;
   for (const StateTensor& s : metric.state())
-    copies.push_back(s.tensor.to(at::kDouble, /*non_blocking=*/false, /*copy=*/true));
-  return copies;
+    copy.sums.push_back(s.tensor.to(at::kDouble, /*non_blocking=*/false, /*copy=*/true));
+  for (const StateTensor& s : metric.gathered_state()) copy.rows.push_back(s.tensor.clone());
+  return copy;
 }
 
 // Both NaN is agreement: a value undefined on the whole batch (a mean IoU over a batch whose every
@@ -57,8 +65,8 @@ CheckResult check_metric(VerifyContext& context) {
   c10::InferenceMode inference;
   parts.model->set_training(false);
   const NamedTensors outputs = parts.model->forward(batch);
-  const NamedTensors out_a = slice_rows(outputs, half, true, "model output");
-  const NamedTensors out_b = slice_rows(outputs, half, false, "model output");
+  const NamedTensors out_a = slice_rows(outputs, half, true, "model output", output_layout(outputs));
+  const NamedTensors out_b = slice_rows(outputs, half, false, "model output", output_layout(outputs));
   const NamedTensors batch_a = slice_rows(batch, half, true, "batch field", layout);
   const NamedTensors batch_b = slice_rows(batch, half, false, "batch field", layout);
 
@@ -66,13 +74,29 @@ CheckResult check_metric(VerifyContext& context) {
   std::string names;
   for (auto& metric : parts.metrics) {
     names += (names.empty() ? "" : ", ") + metric->id();
-    const std::vector<at::Tensor> whole = state_after(*metric, outputs, batch);
+    const StateCopy whole_state = state_after(*metric, outputs, batch);
+    const std::vector<at::Tensor>& whole = whole_state.sums;
     const auto whole_values = metric->compute(); // syncs, once per metric
-    const std::vector<at::Tensor> a = state_after(*metric, out_a, batch_a);
-    const std::vector<at::Tensor> b = state_after(*metric, out_b, batch_b);
-    // What the evaluation's all-reduce does with two ranks' states: add them in place.
+    const StateCopy a_state = state_after(*metric, out_a, batch_a);
+    const StateCopy b_state = state_after(*metric, out_b, batch_b);
+    const std::vector<at::Tensor>& a = a_state.sums;
+    const std::vector<at::Tensor>& b = b_state.sums;
+    // What the evaluation's all-reduce does with two ranks' states: add them in place; and
+    // what its gather does with their rows: rank 0's, then rank 1's.
     const std::vector<StateTensor> state = metric->state();
     for (size_t i = 0; i < state.size(); ++i) state[i].tensor.copy_(a[i] + b[i]);
+    const std::vector<StateTensor> gathered = metric->gathered_state();
+    for (size_t i = 0; i < gathered.size(); ++i) {
+      const int64_t whole_rows = whole_state.rows[i].size(0);
+      const int64_t halves_rows = a_state.rows[i].size(0) + b_state.rows[i].size(0);
+      if (whole_rows != halves_rows && row.status == Status::kPass) {
+        row.status = Status::kFail;
+        row.reason = metric->id() + ": gathered state '" + gathered[i].name + "' has " + std::to_string(whole_rows) +
+                     " rows after a batch of " + std::to_string(rows) + " but " + std::to_string(halves_rows) +
+                     " after its halves: its rows must be the batch's rows, each from one sample";
+      }
+      gathered[i].tensor.set_(at::cat({a_state.rows[i], b_state.rows[i]}));
+    }
     std::map<std::string, double> summed_values;
     for (const auto& [name, value] : metric->compute()) summed_values[name] = value;
     metric->reset();

@@ -32,7 +32,7 @@
   X(tp_model_v1_t, 80, 8)           \
   X(tp_layer_depth_t, 16, 8)       /* @since 1.4 */ \
   X(tp_loss_v1_t, 40, 8)           \
-  X(tp_metric_v1_t, 64, 8)          \
+  X(tp_metric_v1_t, 72, 8)          /* 1.7: +visit_gathered_state */ \
   X(tp_batch_transform_v1_t, 32, 8) /* @since 1.3 */
 
 /* X(type, member, offsetof) for every member of every struct above. */
@@ -158,6 +158,7 @@
   X(tp_metric_v1_t, update, 40)                   \
   X(tp_metric_v1_t, visit_state, 48)              \
   X(tp_metric_v1_t, compute, 56)                  \
+  X(tp_metric_v1_t, visit_gathered_state, 64)     /* @since 1.7 */ \
   X(tp_batch_transform_v1_t, struct_size, 0)      /* @since 1.3 */ \
   X(tp_batch_transform_v1_t, create, 8)           /* @since 1.3 */ \
   X(tp_batch_transform_v1_t, destroy, 16)         /* @since 1.3 */ \
@@ -172,7 +173,8 @@
   X(tp_loss_v1_t, 2, 32, terms)                           \
   X(tp_model_v1_t, 3, 64, layer_depths)                   \
   X(tp_dataset_v1_t, 4, 48, prepare)                      \
-  X(tp_dataset_v1_t, 5, 56, field_batching)
+  X(tp_dataset_v1_t, 5, 56, field_batching)              \
+  X(tp_metric_v1_t, 6, 64, visit_gathered_state)
 
 /* X(constant, value): the released values of the ABI's integer constants. Plugins compile them in,
  * so renumbering one is as breaking as moving a member. */

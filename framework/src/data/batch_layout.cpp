@@ -47,6 +47,17 @@ std::string BatchLayout::describe() const {
 std::string BatchLayout::lengths_name(std::string_view name) { return std::string(name) + "_lengths"; }
 std::string BatchLayout::offsets_name(std::string_view name) { return std::string(name) + "_offsets"; }
 
+BatchLayout output_layout(const NamedTensors& outputs) {
+  std::vector<FieldBatching> ragged;
+  for (const auto& [name, tensor] : outputs) {
+    const auto offsets = std::find_if(outputs.begin(), outputs.end(), [&, n = BatchLayout::offsets_name(name)](const auto& o) {
+      return o.first == n && o.second.dim() == 1 && o.second.scalar_type() == at::kLong;
+    });
+    if (offsets != outputs.end() && tensor.dim() >= 1) ragged.push_back({name, Batching::kRagged, 0.0});
+  }
+  return BatchLayout(std::move(ragged));
+}
+
 int64_t batch_size(const NamedTensors& batch, const BatchLayout& layout) {
   std::set<std::string, std::less<>> offsets;
   for (const FieldBatching& f : layout.fields())

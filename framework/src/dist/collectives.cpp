@@ -4,8 +4,12 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "tp/framework/dist/dist_context.h"
 #include "tp/framework/dist/grad_sync.h"
+#include "tp/framework/error.h"
 
 namespace tp {
 namespace {
@@ -143,6 +147,43 @@ void Collectives::broadcast(const std::vector<at::Tensor>& tensors, const char* 
 std::vector<at::Tensor> Collectives::all_gather(const at::Tensor& tensor, const char* what) {
   ++calls_;
   return do_all_gather(tensor, what);
+}
+
+at::Tensor Collectives::all_gather_rows(const at::Tensor& rows, const char* what) {
+  if (world_size() == 1) return rows;
+  // c10d gathers equal shapes only: first every rank's [dtype, dims, sizes...] (fixed length, so
+  // a rank with other trailing sizes is reported by every rank alike instead of hanging one)...
+  constexpr int64_t kMaxDims = 8;
+  TP_CHECK(rows.dim() >= 1 && rows.dim() <= kMaxDims, what, ": rows must have 1 to ", kMaxDims, " dims, got ",
+           rows.sizes());
+  std::vector<int64_t> header(kMaxDims + 2, 0);
+  header[0] = static_cast<int64_t>(rows.scalar_type());
+  header[1] = rows.dim();
+  for (int64_t d = 0; d < rows.dim(); ++d) header[static_cast<std::size_t>(d) + 2] = rows.size(d);
+  const auto on_device = at::TensorOptions().dtype(at::kLong).device(device());
+  const std::vector<at::Tensor> headers = all_gather(at::tensor(header, at::kLong).to(on_device), what);
+  std::vector<std::vector<int64_t>> shapes;
+  int64_t longest = 0;
+  for (const at::Tensor& h : headers) {
+    const at::Tensor cpu = h.cpu();
+    const std::vector<int64_t> values(cpu.data_ptr<int64_t>(), cpu.data_ptr<int64_t>() + cpu.numel());
+    shapes.emplace_back(values.begin() + 2, values.begin() + 2 + values[1]);
+    longest = std::max(longest, values[2]);
+    const bool same_tail = values[0] == header[0] && values[1] == header[1] &&
+                           std::equal(values.begin() + 3, values.end(), header.begin() + 3);
+    TP_CHECK(same_tail, what, ": ranks gather rows of different shapes or dtypes: rank ", shapes.size() - 1, " has ",
+             c10::IntArrayRef(shapes.back()), " ", c10::toString(static_cast<at::ScalarType>(values[0])), ", rank ",
+             rank(), " has ", rows.sizes(), " ", rows.scalar_type());
+  }
+  // ...then the rows, padded to the longest rank's count, and each rank's own rows cut back out.
+  std::vector<int64_t> padded_shape = rows.sizes().vec();
+  padded_shape[0] = longest;
+  at::Tensor padded = at::zeros(padded_shape, rows.options().device(device()));
+  padded.narrow(0, 0, rows.size(0)).copy_(rows);
+  const std::vector<at::Tensor> parts = all_gather(padded, what);
+  std::vector<at::Tensor> own_rows;
+  for (std::size_t r = 0; r < parts.size(); ++r) own_rows.push_back(parts[r].narrow(0, 0, shapes[r][0]));
+  return at::cat(own_rows).to(rows.device());
 }
 
 void Collectives::barrier(const char* what) {

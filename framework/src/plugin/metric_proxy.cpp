@@ -46,6 +46,13 @@ std::vector<StateTensor> MetricProxy::state() const {
   return out;
 }
 
+std::vector<StateTensor> MetricProxy::gathered_state() const {
+  std::vector<StateTensor> out;
+  if (table_.visit_gathered_state == nullptr) return out;  // NULL, or a table from before ABI 1.7
+  check(table_.visit_gathered_state(self_, &detail::collect_state_entry, &out), "visit_gathered_state");
+  return out;
+}
+
 std::vector<std::pair<std::string, double>> MetricProxy::compute() {
   std::array<tp_scalar_t, kMaxValues> values{};
   uint32_t count = 0;

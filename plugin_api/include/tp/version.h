@@ -19,7 +19,9 @@
  *   1.5  the dataset split "test" (tp_dataset_v1_t.create) and tp_dataset_v1_t.prepare (optional;
  *        NULL = nothing to prepare): once-per-node data preparation before any rank reads.
  *   1.6  variable-size dataset fields: tp_dataset_v1_t.field_batching (optional; NULL = every
- *        field stacks) with tp_field_batching_t, TP_BATCH_PAD and TP_BATCH_RAGGED. */
+ *        field stacks) with tp_field_batching_t, TP_BATCH_PAD and TP_BATCH_RAGGED.
+ *   1.7  metric state gathered across ranks: tp_metric_v1_t.visit_gathered_state (optional; NULL =
+ *        every state tensor sums), for metrics over rows that do not add up (COCO mAP). */
 #ifndef TP_VERSION_H
 #define TP_VERSION_H
 
@@ -29,7 +31,7 @@
 #include "tp/macros.h"
 
 #define TP_ABI_MAJOR 1
-#define TP_ABI_MINOR 6
+#define TP_ABI_MINOR 7
 #define TP_ABI_PATCH 0
 
 TP_EXTERN_C_BEGIN

@@ -1,7 +1,9 @@
 // tp/cpp/metric_adapter.h on its own: the tp.metric/1 tables it generates from C++ classes, called
 // directly (no library) with a FakeHost. The state lent by visit_state aliases the class's
 // members (the host's in-place all-reduce reaches them) and survives to_device; reset zeroes it;
-// a throwing class yields a status and the host's message; destroy(NULL) is a no-op.
+// a throwing class yields a status and the host's message; destroy(NULL) is a no-op. Gathered
+// rows (ABI 1.7) accumulate batch by batch, are lent concatenated, take the host's gather in place
+// (Tensor::set_) and are emptied by reset; a class without them leaves visit_gathered_state NULL.
 #include "tp/cpp/metric_adapter.h"  // before the harness: c10's CHECK is replaced by doctest's there
 
 #include <ATen/ops/zeros.h>
@@ -57,12 +59,27 @@ class Nothing : public Base {
 };
 std::shared_ptr<Base> make_nothing(const tp::cpp::ConfigReader&) { return std::make_shared<Nothing>(); }
 
+/// The median of every y seen: rows, since medians do not add up across ranks.
+class Median {
+ public:
+  explicit Median(const tp::cpp::ConfigReader&) {}
+  std::vector<tp::cpp::StateSlot> state() { return {}; }
+  std::vector<tp::cpp::GatheredSlot> gathered_state() { return {{"values", &values_}}; }
+  void update(const tp::cpp::Fields& outputs, const tp::cpp::Fields&) { values_.append(outputs.get("y").reshape({-1, 1}), "median"); }
+  std::vector<tp_scalar_t> compute() {
+    const at::Tensor all = values_.rows();
+    return {{"median", all.numel() == 0 ? -1.0 : all.median().item<double>()}, {"rows", static_cast<double>(all.size(0))}};
+  }
+  tp::cpp::GatheredRows values_{{1}, at::kDouble};
+};
+
 const tp_config_key_t kKeys[] = {{sizeof(tp_config_key_t), "mode", TP_CFG_INT, "0", "how it fails (0: never)"}};
 const tp_descriptor_t kDescriptor =
     tp::cpp::metric_descriptor("org.torchhost.test.mean_error", "1.0.0", "mean |y - t|", kKeys);
 
 const tp::cpp::Component kMeanError = tp::cpp::metric_component<MeanError, kDescriptor>();
 const tp::cpp::Component kNothing = tp::cpp::metric_component<Base, kDescriptor, &make_nothing>();
+const tp::cpp::Component kMedian = tp::cpp::metric_component<Median, kDescriptor>();
 
 const tp_metric_v1_t& table_of(const tp::cpp::Component& c) { return *static_cast<const tp_metric_v1_t*>(c.table); }
 
@@ -172,4 +189,40 @@ TEST_CASE("metric adapter: a factory may build an abstract base") {
   uint32_t n = 99;
   REQUIRE(m.t.compute(m.self, nullptr, 0, &n) == TP_OK);
   CHECK(n == 0);
+}
+
+TEST_CASE("metric adapter: gathered rows (ABI 1.7) append, are lent whole, take the host's gather, and reset empties them") {
+  CHECK((table_of(kMeanError).visit_gathered_state == nullptr));  // sums only: the host gathers nothing
+  Instance m(kMedian);
+  REQUIRE(m.create() == TP_OK);
+  REQUIRE((m.t.visit_gathered_state != nullptr));
+  REQUIRE(m.t.to_device(m.self, TP_DEVICE_CPU, 0) == TP_OK);
+  REQUIRE_MESSAGE(m.update(at::tensor({5.0f, 1.0f}), at::tensor({0.0f})) == TP_OK, m.host.last_error);
+  REQUIRE_MESSAGE(m.update(at::tensor({3.0f}), at::tensor({0.0f})) == TP_OK, m.host.last_error);
+  auto rows = tp::test::visit_all(m.t.visit_gathered_state, m.self);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].name == "values");
+  const at::Tensor lent = tp::test::tensor_of(rows[0].handle);  // shares the TensorImpl, as the host's copy
+  CHECK(lent.equal(at::tensor({5.0, 1.0, 3.0}, at::kDouble).reshape({3, 1})));
+  // A second rank's rows, gathered after this rank's, as the host's all_gather_rows does.
+  at::Tensor alias = lent;
+  alias.set_(at::cat({lent, at::tensor({10.0, 11.0}, at::kDouble).reshape({2, 1})}));
+  tp_scalar_t values[2] = {};
+  uint32_t n = 0;
+  REQUIRE(m.t.compute(m.self, values, 2, &n) == TP_OK);
+  CHECK(values[0].value == 5.0);  // the median of 1, 3, 5, 10, 11
+  CHECK(values[1].value == 5.0);  // rows
+
+  REQUIRE(m.t.reset(m.self) == TP_OK);
+  REQUIRE(m.t.compute(m.self, values, 2, &n) == TP_OK);
+  CHECK(values[1].value == 0.0);
+  CHECK(m.t.visit_gathered_state(m.self, nullptr, nullptr) == TP_ERR_INVALID_ARGUMENT);
+  // Rows of another shape are refused with both shapes.
+  tp::cpp::GatheredRows boxes({4}, at::kDouble);
+  CHECK_THROWS_WITH_AS(boxes.append(at::ones({2, 3}), "boxes"), "boxes: rows of shape [N, 4] expected, got [2, 3]",
+                       tp::cpp::Failure);
+  boxes.append(at::ones({2, 4}, at::kFloat), "boxes");
+  boxes.append(at::ones({0, 4}), "boxes");
+  CHECK((boxes.rows().scalar_type() == at::kDouble));
+  CHECK(boxes.rows().size(0) == 2);
 }

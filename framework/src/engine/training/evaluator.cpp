@@ -86,6 +86,12 @@ Scalars Evaluator::evaluate(const std::string& prefix) {
   for (auto& metric : parts_.metrics)
     for (const auto& s : metric->state()) tensors.push_back(s.tensor);
   collectives_.all_reduce_sum(tensors, "sum evaluation loss and metric state over ranks");
+  // Rows that do not add up (ABI 1.7: scored detections) are concatenated instead; the metric
+  // keeps a key to sort them by, so rank order does not change its values.
+  if (collectives_.world_size() > 1)
+    for (auto& metric : parts_.metrics)
+      for (auto& s : metric->gathered_state())
+        s.tensor.set_(collectives_.all_gather_rows(s.tensor, "gather evaluation metric rows over ranks"));
   Scalars result;
   result.emplace_back(prefix + "/loss", (loss_sum / count).item<double>()); // sync, once per evaluation
   if (term_sums.defined()) {

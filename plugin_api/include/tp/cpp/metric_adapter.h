@@ -37,6 +37,10 @@
 //                                            no-grad; never reads a value back (PLG-11)
 //   std::vector<tp_scalar_t> compute()       the values from the (all-reduced) state; names in
 //                                            static storage
+//   std::vector<GatheredSlot> gathered_state()
+//                                            optional (ABI 1.7): rows concatenated across ranks
+//                                            instead of summed (tp/cpp/gathered_rows.h), for values
+//                                            that do not add up; moved, emptied and lent like state()
 #ifndef TP_CPP_METRIC_ADAPTER_H
 #define TP_CPP_METRIC_ADAPTER_H
 
@@ -52,6 +56,7 @@
 #include "tp/cpp/adapter.h"
 #include "tp/cpp/config.h"
 #include "tp/cpp/fields.h"
+#include "tp/cpp/gathered_rows.h"
 #include "tp/cpp/guard.h"
 #include "tp/cpp/plugin.h"
 #include "tp/cpp/tensor.h"
@@ -69,6 +74,13 @@ struct StateSlot {
 
 namespace detail {
 
+/// Whether metric class M declares rows gathered across ranks (gathered_state(), ABI 1.7).
+template <typename M, typename = void>
+struct HasGatheredState : std::false_type {};
+template <typename M>
+struct HasGatheredState<M, std::void_t<decltype(std::vector<GatheredSlot>(std::declval<M&>().gathered_state()))>>
+    : std::true_type {};
+
 template <typename M, const tp_descriptor_t& kDescriptor, auto kFactory>
 struct MetricAdapter : AdapterBase<M, kDescriptor, kFactory> {
   using Base = AdapterBase<M, kDescriptor, kFactory>;
@@ -84,14 +96,20 @@ struct MetricAdapter : AdapterBase<M, kDescriptor, kFactory> {
       else if (device_type != TP_DEVICE_CPU)
         throw Failure(TP_ERR_INVALID_ARGUMENT,
                       std::string(name()) + ": to_device: unknown device type " + std::to_string(device_type));
-      for (const StateSlot& slot : metric(self, "to_device").state()) *slot.tensor = slot.tensor->to(device);
+      M& m = metric(self, "to_device");
+      for (const StateSlot& slot : m.state()) *slot.tensor = slot.tensor->to(device);
+      if constexpr (HasGatheredState<M>::value)
+        for (const GatheredSlot& slot : m.gathered_state()) slot.rows->to(device);
       return TP_OK;
     });
   }
 
   static tp_status reset(void* self) {
     TP_GUARD(host_of(self), {
-      for (const StateSlot& slot : metric(self, "reset").state()) slot.tensor->zero_();
+      M& m = metric(self, "reset");
+      for (const StateSlot& slot : m.state()) slot.tensor->zero_();
+      if constexpr (HasGatheredState<M>::value)
+        for (const GatheredSlot& slot : m.gathered_state()) slot.rows->clear();
       return TP_OK;
     });
   }
@@ -120,6 +138,21 @@ struct MetricAdapter : AdapterBase<M, kDescriptor, kFactory> {
     });
   }
 
+  // Lends each slot's rows concatenated (GatheredRows::rows()), the tensor the host's gather
+  // replaces in place.
+  static tp_status visit_gathered_state(void* self, tp_state_visitor visit, void* user) {
+    TP_GUARD(host_of(self), {
+      M& m = metric(self, "visit_gathered_state");
+      if (visit == nullptr)
+        throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(name()) + ": visit_gathered_state: visitor is NULL");
+      for (const GatheredSlot& slot : m.gathered_state()) {
+        const tp_status status = visit(user, slot.name, borrow_handle(slot.rows->rows()), true);
+        if (status != TP_OK) return status;
+      }
+      return TP_OK;
+    });
+  }
+
   static tp_status compute(void* self, tp_scalar_t* out_values, uint32_t capacity, uint32_t* out_count) {
     TP_GUARD(host_of(self), {
       const std::string prefix = std::string(name()) + ": compute";
@@ -136,7 +169,10 @@ struct MetricAdapter : AdapterBase<M, kDescriptor, kFactory> {
   }
 
   static constexpr tp_metric_v1_t table() {
-    return {sizeof(tp_metric_v1_t), &Base::create, &Base::destroy, &to_device, &reset, &update, &visit_state, &compute};
+    tp_metric_v1_t t{sizeof(tp_metric_v1_t), &Base::create, &Base::destroy, &to_device, &reset, &update, &visit_state,
+                     &compute, nullptr};
+    if constexpr (HasGatheredState<M>::value) t.visit_gathered_state = &visit_gathered_state;
+    return t;
   }
 };
 

@@ -2,9 +2,12 @@
  *
  * A metric accumulates state tensors on the device where the predictions live (no `.item()` per
  * batch, PLG-11) and computes its values from the accumulated state, never as a mean
- * of per-batch values. Every state tensor must combine across ranks by elementwise SUM (counts,
- * sums, confusion matrices): the host all-reduces them before compute(), which makes a 2-rank
- * evaluation equal the 1-rank evaluation exactly.
+ * of per-batch values. A state tensor combines across ranks in one of two ways, so that a 2-rank
+ * evaluation equals the 1-rank evaluation exactly:
+ *   - by elementwise SUM (counts, sums, confusion matrices: visit_state); the host all-reduces;
+ *   - by concatenation of rows (@since 1.7, visit_gathered_state): values that do not add up, such
+ *     as the scored detections a COCO mAP ranks over the whole split. The host all-gathers them.
+ * Both happen before compute().
  *
  * Lifecycle: create -> to_device -> (reset, update..., [all-reduce], compute)... -> destroy. */
 #ifndef TP_IFACE_METRIC_H
@@ -46,6 +49,15 @@ typedef struct tp_metric_v1_t {
    *  number. May synchronize the device (called once per evaluation). */
   tp_status (*compute)(void *self, tp_scalar_t *out_values, uint32_t capacity,
                        uint32_t *out_count);
+  /** [main] @since 1.7, optional (NULL: every state tensor sums). Visits the state tensors whose
+   *  ranks' values are concatenated instead of summed: each is this rank's rows [N, ...] (N may be
+   *  0; the sizes past dim 0 and the dtype the same on every rank). Handles as visit_state's. Under
+   *  a distributed evaluation the host gathers every rank's rows and, before compute(), makes each
+   *  visited tensor (in place, through the handle's TensorImpl: at::Tensor::set_) the rows of rank
+   *  0, then rank 1, ...; a single process leaves them as they are. Rows are in rank order, not in
+   *  the dataset's: a metric that needs an order sorts by a key it stored in the rows. reset() must
+   *  empty them (0 rows). Same order every time. */
+  tp_status (*visit_gathered_state)(void *self, tp_state_visitor visit, void *user);
 } tp_metric_v1_t;
 
 TP_EXTERN_C_END

@@ -56,6 +56,11 @@ class BatchLayout {
   std::vector<FieldBatching> fields_;
 };
 
+/// The layout of a model's outputs, which declare no layout: every output X next to an int64
+/// [B + 1] output "X_offsets" is ragged (the ABI 1.6 convention, as a model's detections: rows
+/// detection_boxes [sum D_i, 4] with detection_boxes_offsets). Everything else stacks.
+BatchLayout output_layout(const NamedTensors& outputs);
+
 /// The number of samples (rows) of a collated `batch`: dim 0 of its first field that is neither
 /// a ragged field nor the offsets collate() added for one, else offsets.size(0) - 1; 0 for an
 /// empty batch. Never reads tensor values (no device sync).

@@ -68,6 +68,11 @@ class Collectives {
   void broadcast(const std::vector<at::Tensor>& tensors, const char* what, int root = 0);
   /// [all ranks] `tensor` of every rank, in rank order (same shape and dtype everywhere).
   std::vector<at::Tensor> all_gather(const at::Tensor& tensor, const char* what);
+  /// [all ranks] Every rank's `rows` [N_r, ...] concatenated along dim 0 in rank order, on
+  /// `rows`' device; N_r may differ between ranks (two collectives: the shapes, then the rows
+  /// padded to the longest). Throws tp::Error on every rank, naming `what` and the shapes, when
+  /// the ranks' sizes past dim 0 or dtypes differ. A single process returns `rows` itself.
+  at::Tensor all_gather_rows(const at::Tensor& rows, const char* what);
   /// [all ranks] Waits until every rank has arrived.
   void barrier(const char* what);
   /// [all ranks] ORs `flags` (the low 16 bits) over ranks. Reads the result on the host: a sync
