@@ -35,9 +35,11 @@ const tp_config_key_t kKeys[] = {
      "random horizontal flip of train samples, drawn from the host's per-sample seed"},
     {sizeof(tp_config_key_t), "task", TP_CFG_STRING, "\"classify\"",
      "\"classify\": one shape, fields image/label/bbox/mask/image2; \"segment\": fields image and mask "
-     "(int64 [S, S], 0 = background, 1 + class)"},
+     "(int64 [S, S], 0 = background, 1 + class); \"detect\": fields image, boxes (float [N, 4] x1, y1, x2, y2 "
+     "in pixels, ragged), labels (int64 [N], ragged) and image_id"},
     {sizeof(tp_config_key_t), "max_shapes", TP_CFG_INT, "3",
-     "task \"segment\": each image holds 1 to max_shapes shapes (1..8), later ones drawn over earlier ones"},
+     "tasks \"segment\" and \"detect\": each image holds 1 to max_shapes shapes (1..8), later ones drawn over "
+     "earlier ones"},
 };
 
 // get_sample is thread-safe: no TP_DESCRIPTOR_SERIAL.
@@ -77,19 +79,39 @@ class ShapesDataset {
     augment_ = args.train() && cfg.get_bool("augment");
     options_.image_size = static_cast<int>(cfg.get_int_in("image_size", 16, 1024));
     const std::string task = cfg.get_string("task");
-    if (task != "classify" && task != "segment")
-      throw tp::cpp::Failure(TP_ERR_CONFIG, "shapes: task must be \"classify\" or \"segment\", got \"" + task + "\"");
+    if (task != "classify" && task != "segment" && task != "detect")
+      throw tp::cpp::Failure(TP_ERR_CONFIG,
+                             "shapes: task must be \"classify\", \"segment\" or \"detect\", got \"" + task + "\"");
     segment_ = task == "segment";
+    detect_ = task == "detect";
     max_shapes_ = static_cast<int>(cfg.get_int_in("max_shapes", 1, 8));
   }
 
   uint64_t size() const { return count_; }
+
+  /// Task "detect": a sample's boxes and labels vary in number, so they batch ragged (ABI 1.6).
+  std::vector<tp_field_batching_t> field_batching() const {
+    if (!detect_) return {};
+    return {tp::cpp::ragged_field("boxes"), tp::cpp::ragged_field("labels")};
+  }
 
   void get_sample(uint64_t index, const tp::cpp::WorkerContext& ctx, tp::cpp::Sample& out) const {
     // The train-split augmentation mirrors a sample by the host's per-sample seed (PLG-8).
     const bool flip = augment_ && (tp::cpp::splitmix64(ctx.seed("augment")) & 1u) != 0;
     pin_opencv_threads();
     const int s = options_.image_size;
+    if (detect_) {
+      shapes::DetectSample sample =
+          shapes::render_detect_sample(shapes::sample_key(seed_, split_, index), options_, max_shapes_);
+      if (flip) shapes::flip_horizontal(sample, s);
+      const int64_t objects = static_cast<int64_t>(sample.labels.size());
+      out.add("image", std::move(sample.image), {3, s, s});
+      out.add("boxes", std::move(sample.boxes), {objects, 4});
+      out.add("labels", std::move(sample.labels), {objects});
+      // The sample's index: COCO mAP breaks score ties by it, so that ranks agree with one process.
+      out.add("image_id", std::vector<int64_t>{static_cast<int64_t>(index)}, {});
+      return;
+    }
     if (segment_) {
       shapes::SegmentSample sample =
           shapes::render_segment_sample(shapes::sample_key(seed_, split_, index), options_, max_shapes_);
@@ -113,6 +135,7 @@ class ShapesDataset {
   int64_t seed_ = 0;
   bool augment_ = false;  // only ever true for the train split
   bool segment_ = false;  // task "segment": image and class mask
+  bool detect_ = false;   // task "detect": image, ragged boxes and labels, image_id
   int max_shapes_ = 3;
   shapes::RenderOptions options_;
 };

@@ -157,6 +157,13 @@ void mirror_rows(std::vector<T>& planes, int size) {
 // several fit in one image and still overlap only sometimes.
 constexpr float kMinSegmentRadius = 0.15f;
 constexpr float kMaxSegmentRadius = 0.3f;
+// Detection shapes: 0.1 to 0.22 S in radius (at S = 96, boxes of about 15 to 40 px), small enough
+// that several fit, large enough for a stride-8 feature map to place them.
+constexpr float kMinDetectRadius = 0.1f;
+constexpr float kMaxDetectRadius = 0.22f;
+/// A detection shape whose visible pixels are fewer than this share of those it drew is dropped
+/// from the boxes: later shapes hide it.
+constexpr double kMinVisibleShare = 0.3;
 
 /// A shape colour brighter than `bg` by at least kMinContrast in luma; `fallback` (which is) when
 /// kContrastAttempts draws find none.
@@ -167,6 +174,68 @@ std::array<float, 3> draw_foreground(const float* bg, const float* fallback, cv:
     if (luma(fg.data()) - luma(bg) >= kMinContrast) return fg;
   }
   return {fallback[0], fallback[1], fallback[2]};
+}
+
+/// What render_scene draws: the image and, per pixel, which shape covers its centre (0: none,
+/// k + 1: the k-th drawn), with each shape's class and its pixel count before later shapes covered it.
+struct Scene {
+  std::vector<float> image;
+  std::vector<int32_t> instance;
+  std::vector<int64_t> classes;
+  std::vector<int64_t> drawn_pixels;
+};
+
+/// 1 to max_shapes shapes with radii in [min_radius, max_radius] x S on one shaded background
+/// (render_segment_sample's contract); the draws happen in one fixed order, so a sample's bytes
+/// depend on (key, options, max_shapes, radii) alone.
+Scene render_scene(uint64_t key, const RenderOptions& options, int max_shapes, float min_radius, float max_radius) {
+  const int size = options.image_size;
+  const float s = static_cast<float>(size);
+  const size_t plane = static_cast<size_t>(size) * size;
+  cv::RNG rng(key);  // the sample depends on the key alone (PLG-8)
+  const ViewStyle style = draw_style(rng);  // its bg and shading; its fg is the colour fallback
+  Scene out;
+  out.instance.assign(plane, 0);
+  out.image.resize(3 * plane);
+  const float inv_size = 1.0f / s;
+  for (int c = 0; c < 3; ++c)
+    for (int y = 0; y < size; ++y)
+      for (int x = 0; x < size; ++x)
+        out.image[c * plane + static_cast<size_t>(y) * size + x] =
+            style.bg[c] + style.grad_y * (static_cast<float>(y) * inv_size - 0.5f) +
+            style.grad_x * (static_cast<float>(x) * inv_size - 0.5f);
+  const int count = 1 + rng.uniform(0, max_shapes);
+  cv::Mat coverage(size, size, CV_8U);
+  for (int k = 0; k < count; ++k) {
+    const int64_t cls = rng.uniform(0, static_cast<int>(kClassCount));
+    const float radius = rng.uniform(min_radius * s, max_radius * s);
+    const float cx = rng.uniform(radius + 0.5f, s - 1.5f - radius);
+    const float cy = rng.uniform(radius + 0.5f, s - 1.5f - radius);
+    const float angle = rng.uniform(0.0f, kTwoPi);
+    coverage.setTo(0);
+    draw_shape(coverage, cls, cx, cy, radius, angle, rng);
+    const std::array<float, 3> fg = draw_foreground(style.bg, style.fg, rng);
+    out.classes.push_back(cls);
+    out.drawn_pixels.push_back(0);
+    for (int y = 0; y < size; ++y) {
+      const uint8_t* row = coverage.ptr<uint8_t>(y);
+      for (int x = 0; x < size; ++x) {
+        if (row[x] == 0) continue;
+        const size_t i = static_cast<size_t>(y) * size + x;
+        const float a = static_cast<float>(row[x]) * (1.0f / 255.0f);
+        for (int c = 0; c < 3; ++c) out.image[c * plane + i] += a * (fg[static_cast<size_t>(c)] - out.image[c * plane + i]);
+        if (row[x] < kMaskThreshold) continue;
+        out.instance[i] = k + 1;
+        ++out.drawn_pixels.back();
+      }
+    }
+  }
+  uint64_t stream = static_cast<uint64_t>(rng.next()) << 32;
+  stream |= rng.next();
+  if (options.noise > 0) add_noise(out.image.data(), out.image.size(), options.noise, stream);
+  const float inv_std = 1.0f / kPixelStd;
+  for (float& v : out.image) v = (v - kPixelMean) * inv_std;
+  return out;
 }
 
 }  // namespace
@@ -223,49 +292,54 @@ Sample render_sample(uint64_t key, const RenderOptions& options) {
 }
 
 SegmentSample render_segment_sample(uint64_t key, const RenderOptions& options, int max_shapes) {
-  const int size = options.image_size;
-  const float s = static_cast<float>(size);
-  const size_t plane = static_cast<size_t>(size) * size;
-  cv::RNG rng(key);  // the sample depends on the key alone (PLG-8)
-  const ViewStyle style = draw_style(rng);  // its bg and shading; its fg is the colour fallback
+  Scene scene = render_scene(key, options, max_shapes, kMinSegmentRadius, kMaxSegmentRadius);
   SegmentSample out;
-  out.mask.assign(plane, 0);
-  out.image.resize(3 * plane);
-  const float inv_size = 1.0f / s;
-  for (int c = 0; c < 3; ++c)
-    for (int y = 0; y < size; ++y)
-      for (int x = 0; x < size; ++x)
-        out.image[c * plane + static_cast<size_t>(y) * size + x] =
-            style.bg[c] + style.grad_y * (static_cast<float>(y) * inv_size - 0.5f) +
-            style.grad_x * (static_cast<float>(x) * inv_size - 0.5f);
-  const int count = 1 + rng.uniform(0, max_shapes);
-  cv::Mat coverage(size, size, CV_8U);
-  for (int k = 0; k < count; ++k) {
-    const int64_t cls = rng.uniform(0, static_cast<int>(kClassCount));
-    const float radius = rng.uniform(kMinSegmentRadius * s, kMaxSegmentRadius * s);
-    const float cx = rng.uniform(radius + 0.5f, s - 1.5f - radius);
-    const float cy = rng.uniform(radius + 0.5f, s - 1.5f - radius);
-    const float angle = rng.uniform(0.0f, kTwoPi);
-    coverage.setTo(0);
-    draw_shape(coverage, cls, cx, cy, radius, angle, rng);
-    const std::array<float, 3> fg = draw_foreground(style.bg, style.fg, rng);
-    for (int y = 0; y < size; ++y) {
-      const uint8_t* row = coverage.ptr<uint8_t>(y);
-      for (int x = 0; x < size; ++x) {
-        if (row[x] == 0) continue;
-        const size_t i = static_cast<size_t>(y) * size + x;
-        const float a = static_cast<float>(row[x]) * (1.0f / 255.0f);
-        for (int c = 0; c < 3; ++c) out.image[c * plane + i] += a * (fg[static_cast<size_t>(c)] - out.image[c * plane + i]);
-        if (row[x] >= kMaskThreshold) out.mask[i] = 1 + cls;
-      }
-    }
-  }
-  uint64_t stream = static_cast<uint64_t>(rng.next()) << 32;
-  stream |= rng.next();
-  if (options.noise > 0) add_noise(out.image.data(), out.image.size(), options.noise, stream);
-  const float inv_std = 1.0f / kPixelStd;
-  for (float& v : out.image) v = (v - kPixelMean) * inv_std;
+  out.image = std::move(scene.image);
+  out.mask.resize(scene.instance.size());
+  for (size_t i = 0; i < scene.instance.size(); ++i)
+    out.mask[i] = scene.instance[i] == 0 ? 0 : 1 + scene.classes[static_cast<size_t>(scene.instance[i] - 1)];
   return out;
+}
+
+DetectSample render_detect_sample(uint64_t key, const RenderOptions& options, int max_shapes) {
+  Scene scene = render_scene(key, options, max_shapes, kMinDetectRadius, kMaxDetectRadius);
+  const int size = options.image_size;
+  const size_t shapes = scene.classes.size();
+  // Each shape's visible pixels: their count and bounding box.
+  std::vector<int64_t> visible(shapes, 0);
+  std::vector<std::array<int, 4>> extent(shapes, {size, size, -1, -1});
+  for (int y = 0; y < size; ++y)
+    for (int x = 0; x < size; ++x) {
+      const int32_t k = scene.instance[static_cast<size_t>(y) * size + x];
+      if (k == 0) continue;
+      auto& [x0, y0, x1, y1] = extent[static_cast<size_t>(k - 1)];
+      ++visible[static_cast<size_t>(k - 1)];
+      x0 = std::min(x0, x);
+      y0 = std::min(y0, y);
+      x1 = std::max(x1, x);
+      y1 = std::max(y1, y);
+    }
+  DetectSample out;
+  out.image = std::move(scene.image);
+  for (size_t k = 0; k < shapes; ++k) {
+    // A shape mostly hidden by later ones is no object to find (its box would frame a sliver).
+    if (visible[k] == 0 || static_cast<double>(visible[k]) < kMinVisibleShare * static_cast<double>(scene.drawn_pixels[k]))
+      continue;
+    const auto [x0, y0, x1, y1] = extent[k];
+    for (const int v : {x0, y0, x1 + 1, y1 + 1}) out.boxes.push_back(static_cast<float>(v));
+    out.labels.push_back(scene.classes[k]);
+  }
+  return out;
+}
+
+void flip_horizontal(DetectSample& sample, int image_size) {
+  mirror_rows(sample.image, image_size);
+  const float s = static_cast<float>(image_size);
+  for (size_t i = 0; i + 3 < sample.boxes.size(); i += 4) {
+    const float x0 = sample.boxes[i], x1 = sample.boxes[i + 2];
+    sample.boxes[i] = s - x1;
+    sample.boxes[i + 2] = s - x0;
+  }
 }
 
 void flip_horizontal(SegmentSample& sample, int image_size) {

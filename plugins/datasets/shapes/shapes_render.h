@@ -62,6 +62,22 @@ struct SegmentSample {
 /// that of one classification view plus 2-4 us per shape.
 SegmentSample render_segment_sample(uint64_t key, const RenderOptions& options, int max_shapes);
 
+/// One rendered detection sample (`task = "detect"`).
+struct DetectSample {
+  std::vector<float> image;    ///< [3, S, S] CHW, normalised with kPixelMean / kPixelStd
+  std::vector<float> boxes;    ///< [N, 4] x0, y0, x1, y1 in pixels (x1, y1 exclusive) of each shape's visible pixels
+  std::vector<int64_t> labels; ///< [N] ShapeClass
+};
+
+/// Renders 1 to `max_shapes` shapes like render_segment_sample but smaller (radius 0.1 to 0.22 S)
+/// and returns their boxes: each shape's visible pixels (those whose centre it covers and no
+/// later shape does), framed; a shape with less than 30% of its pixels visible is left out. So
+/// boxes overlap when shapes do, and an image may hold several of a class. Pure; [any] thread.
+DetectSample render_detect_sample(uint64_t key, const RenderOptions& options, int max_shapes);
+
+/// Mirrors the image and the boxes left to right (the train-split augmentation of task "detect").
+void flip_horizontal(DetectSample& sample, int image_size);
+
 /// Mirrors image and mask left to right (the train-split augmentation of task "segment").
 void flip_horizontal(SegmentSample& sample, int image_size);
 

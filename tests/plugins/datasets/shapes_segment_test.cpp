@@ -119,8 +119,8 @@ TEST_CASE("shapes segment: max_shapes = 1 gives one class per image; an unknown 
     std::set<int64_t> present(s.values<int64_t>("mask").begin(), s.values<int64_t>("mask").end());
     CHECK(present.size() == 2);
   }
-  cfg.values["task"] = std::string("detect");
+  cfg.values["task"] = std::string("panoptic");
   void* self = nullptr;
   CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_CONFIG);
-  CHECK(lib.host.last_error.find("task must be \"classify\" or \"segment\"") != std::string::npos);
+  CHECK(lib.host.last_error.find("task must be \"classify\", \"segment\" or \"detect\"") != std::string::npos);
 }
