@@ -91,7 +91,8 @@ int run_predict(const Options& options) {
                                                                                       : BadSamplePolicy::kFail);
   Progress progress(config.progress.mode, config.progress.every_seconds, rank0);
   const PredictSummary summary = predict(*parts.model, split, loader, placement,
-                                         PredictOptions{split_list(options.outputs), options.tta == "hflip", options.format == "png"},
+                                         PredictOptions{split_list(options.outputs), options.tta == "hflip", options.format == "png",
+                                                        options.format == "jsonl"},
                                          writer.get(), progress, session->dist.get());
   if (!rank0) return kExitOk;
   writer->finish(summary.schema);

@@ -148,6 +148,9 @@ class JsonlWriter final : public PredictionWriter {
         nest(text, c, data, 0, next);
         data += c.bytes();
       }
+      // A model's ragged outputs (detections), already JSON members (predictor.h, json_rows).
+      if (!block.attachments.empty() && !block.attachments[static_cast<std::size_t>(row)].empty())
+        text += "," + block.attachments[static_cast<std::size_t>(row)];
       text += "}\n";
     }
     put(text);

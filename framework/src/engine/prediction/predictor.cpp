@@ -10,7 +10,9 @@
 #include <limits>
 #include <utility>
 
+#include "tp/framework/data/collate.h"
 #include "class_maps.h"
+#include "ragged_rows.h"
 #include "tp/framework/dist/dist_context.h"
 #include "tp/framework/engine/batch_error.h"
 #include "tp/framework/engine/hflip_tta.h"
@@ -107,7 +109,11 @@ class RowMaker {
     // batch's size is its longest sample's anyway, and a ragged field would need new offsets.
     const NamedTensors device_inputs = placement_.to_device(layout_.empty() ? padded(inputs, batch_size_) : inputs);
     ++batches_;
-    NamedTensors outputs = first_rows(forward(device_inputs), rows);
+    NamedTensors raw = forward(device_inputs);
+    // Ragged outputs (a detector's boxes: a different number per sample) are cut by their offsets.
+    const BatchLayout output_rows = output_layout(raw);
+    if (!output_rows.empty()) return ragged_records(batch_rows(raw, 0, rows, output_rows), output_rows, index, per_sample);
+    NamedTensors outputs = first_rows(std::move(raw), rows);
     if (options_.tta_hflip) {
       const NamedTensors flipped = first_rows(forward(mirrored(device_inputs)), rows);
       for (std::size_t i = 0; i < outputs.size(); ++i)
@@ -158,8 +164,8 @@ class RowMaker {
                                       "outputs: " + available + ". Use csv, jsonl or npy.");
   }
 
-  std::vector<std::string> chosen(const NamedTensors& outputs) const {
-    std::vector<std::string> names = options_.outputs;
+  std::vector<std::string> chosen(const NamedTensors& outputs) const { return chosen(outputs, options_.outputs); }
+  std::vector<std::string> chosen(const NamedTensors& outputs, std::vector<std::string> names) const {
     if (names.empty())
       for (const auto& [name, tensor] : outputs) names.push_back(name);
     for (const std::string& name : names)
@@ -173,6 +179,37 @@ class RowMaker {
   }
   static const at::Tensor& find(const NamedTensors& outputs, const std::string& name) {
     return std::find_if(outputs.begin(), outputs.end(), [&](const auto& o) { return o.first == name; })->second;
+  }
+
+  /// The records of a batch whose model returns ragged outputs (detections): the index, the
+  /// chosen stacked outputs and the per-sample fields as columns, and each sample's ragged
+  /// outputs (by default all of them, and only them) as JSON members of its jsonl line.
+  RecordBlock ragged_records(const NamedTensors& outputs, const BatchLayout& output_rows, const at::Tensor& index,
+                             const NamedTensors& per_sample) const {
+    std::string ragged_names;
+    for (const FieldBatching& f : output_rows.fields()) ragged_names += (ragged_names.empty() ? "" : ", ") + f.name;
+    if (options_.tta_hflip)
+      throw ConfigError("--tta", "host predict --tta hflip averages an output with that of the mirrored image, but model " +
+                                     model_.id() + " returns ragged outputs (" + ragged_names +
+                                     "): detections of a mirrored image cannot be averaged with the image's. Predict "
+                                     "without --tta.");
+    if (!options_.json_rows)
+      throw ConfigError("--format", "model " + model_.id() + " returns ragged outputs (" + ragged_names +
+                                        ": a different number of rows per sample), which fit no csv or npy column. "
+                                        "Use --format jsonl: one line per sample with them as arrays.");
+    std::vector<std::string> names = options_.outputs;
+    if (names.empty())
+      for (const FieldBatching& f : output_rows.fields()) names.push_back(f.name);
+    std::vector<std::string> ragged;
+    std::vector<std::pair<std::string, at::Tensor>> columns{{"index", index}};
+    for (const std::string& name : chosen(outputs, names)) {
+      if (output_rows.ragged(name)) ragged.push_back(name);
+      else columns.emplace_back(name, find(outputs, name));
+    }
+    for (const auto& [name, tensor] : per_sample) columns.emplace_back(name, tensor);
+    RecordBlock block = pack_records(columns);
+    block.attachments = detail::ragged_json_members(outputs, ragged, output_rows, block.rows);
+    return block;
   }
 
   ModelProxy& model_;

@@ -34,6 +34,9 @@ struct PredictOptions {
   /// names, else "out", else the first dense one) as its attachment, cropped to the sample's own
   /// size in a padded batch; the row itself holds the index and the per-sample fields only.
   bool class_maps = false;
+  /// --format jsonl: a model's ragged outputs (detections: "<name>" with "<name>_offsets") are
+  /// written into each sample's line as arrays, and by default only they; other formats refuse them.
+  bool json_rows = false;
 };
 
 struct PredictSummary {

@@ -1,0 +1,74 @@
+#include "ragged_rows.h"
+
+#include <ATen/ATen.h>
+
+#include <charconv>
+#include <cmath>
+
+#include "tp/framework/error.h"
+
+namespace tp::detail {
+namespace {
+
+// Shortest text that reads back to the same value (as the prediction writers print numbers).
+template <typename T>
+void append_number(std::string& text, T value) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (!std::isfinite(value)) {
+      text += "null";
+      return;
+    }
+  }
+  char buffer[64];
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+  text.append(buffer, result.ptr);
+}
+
+// Values [first, first + count) of a contiguous CPU tensor as a JSON number.
+void append_value(std::string& text, const at::Tensor& values, int64_t i) {
+  if (values.scalar_type() == at::kLong) append_number(text, values.data_ptr<int64_t>()[i]);
+  else if (values.scalar_type() == at::kDouble) append_number(text, values.data_ptr<double>()[i]);
+  else append_number(text, values.data_ptr<float>()[i]);
+}
+
+}  // namespace
+
+std::vector<std::string> ragged_json_members(const NamedTensors& outputs, const std::vector<std::string>& names,
+                                             const BatchLayout& layout, int64_t rows) {
+  std::vector<std::string> members(static_cast<std::size_t>(rows));
+  const auto find = [&](const std::string& name) -> const at::Tensor& {
+    for (const auto& [n, t] : outputs)
+      if (n == name) return t;
+    throw Error("predictions: no output '" + name + "'");
+  };
+  for (const std::string& name : names) {
+    TP_CHECK(layout.ragged(name), "predictions: output '", name, "' is not ragged");
+    const at::Tensor offsets = find(BatchLayout::offsets_name(name)).to(at::kCPU).contiguous();
+    TP_CHECK(offsets.size(0) == rows + 1, "predictions: output '", BatchLayout::offsets_name(name), "' has ",
+             offsets.size(0), " entries for ", rows, " samples");
+    const at::Tensor output = find(name);
+    const at::ScalarType type = output.is_floating_point() ? (output.scalar_type() == at::kDouble ? at::kDouble : at::kFloat)
+                                                           : at::kLong;
+    const int64_t width = output.numel() / std::max<int64_t>(output.size(0), 1);
+    const at::Tensor values = output.detach().to(at::kCPU, type).reshape({output.size(0), width}).contiguous();
+    const bool nested = output.dim() > 1;
+    const int64_t* o = offsets.data_ptr<int64_t>();
+    for (int64_t row = 0; row < rows; ++row) {
+      std::string& text = members[static_cast<std::size_t>(row)];
+      text += (text.empty() ? "\"" : ",\"") + name + "\":[";
+      for (int64_t r = o[row]; r < o[row + 1]; ++r) {
+        if (r > o[row]) text += ',';
+        if (nested) text += '[';
+        for (int64_t k = 0; k < width; ++k) {
+          if (k) text += ',';
+          append_value(text, values, r * width + k);
+        }
+        if (nested) text += ']';
+      }
+      text += ']';
+    }
+  }
+  return members;
+}
+
+}  // namespace tp::detail
