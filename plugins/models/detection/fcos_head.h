@@ -52,6 +52,7 @@ class FcosRegressionHead : public torch::nn::Module {
 class FcosHead : public torch::nn::Module {
  public:
   FcosHead(int64_t channels, int64_t num_classes, int64_t num_convs);
+  /// Per level [B, channels, H, W], P3 first -> the branches' outputs, levels concatenated.
   HeadOutputs forward(const std::vector<at::Tensor>& levels);
 
  private:

@@ -6,7 +6,6 @@
 #include <ATen/ops/stack.h>
 #include <c10/util/StringUtil.h>
 
-#include <cstring>
 #include <utility>
 
 #include "tp/cpp/guard.h"

@@ -48,10 +48,15 @@ class FcosModel {
   /// eval mode does (postprocess.h). A float32 batch drives a model moved to another dtype.
   tp::cpp::Outputs forward(const tp::cpp::Inputs& inputs);
 
+  /// The module the host trains, under torchvision's names.
   FcosNet& state_root() { return *net_; }
+  /// Training mode returns the head's outputs; eval mode adds the detections.
   void train(bool on) { net_->train(on); }
+  /// The floating dtype the state was moved to; the image is cast to it.
   void set_dtype(at::ScalarType dtype) { dtype_ = dtype; }
+  /// The ResNet's stem and residual blocks as checkpoint units.
   void set_activation_checkpointing(bool enabled) { net_->set_activation_checkpointing(enabled); }
+  /// The ResNet's depths under "backbone.body."; the FPN and the head are the head.
   std::vector<tp::cpp::LayerDepth> layer_depths() const { return net_->layer_depths(); }
 
  private:

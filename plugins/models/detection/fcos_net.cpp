@@ -6,7 +6,7 @@
 
 namespace tp::detection {
 
-FcosNet::FcosNet(const FcosOptions& options) : num_classes_(options.num_classes) {
+FcosNet::FcosNet(const FcosOptions& options) {
   backbone_ = register_module("backbone",
                               std::make_shared<ResNetFpn>(options.depth, options.in_channels, options.fpn_channels));
   head_ = register_module("head", std::make_shared<FcosHead>(options.fpn_channels, options.num_classes,

@@ -53,13 +53,12 @@ class FcosNet : public torch::nn::Module, public tp::cpp::Checkpointable {
   /// `images` [B, in_channels, H, W], H and W multiples of 32 (GeneralizedRCNNTransform's
   /// size_divisible) -> the head's outputs over P3 .. P7 and their anchors.
   FcosForward forward(const at::Tensor& images);
+  /// The ResNet's units (stem, residual blocks); the FPN and the head run as they are.
   void set_activation_checkpointing(bool enabled) override;
   /// The ResNet's depths under "backbone.body." (stem 0, each block one deeper).
   std::vector<tp::cpp::LayerDepth> layer_depths() const;
-  int64_t num_classes() const { return num_classes_; }
 
  private:
-  int64_t num_classes_;
   std::shared_ptr<ResNetFpn> backbone_;
   std::shared_ptr<FcosHead> head_;
 };

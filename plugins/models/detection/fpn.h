@@ -53,6 +53,7 @@ class ResNetFpn : public torch::nn::Module {
   ResNetFpn(int64_t depth, int64_t in_channels, int64_t fpn_channels);
   /// [B, in_channels, H, W] -> P3 .. P7 (strides 8 .. 128 for H, W multiples of 128).
   std::vector<at::Tensor> forward(const at::Tensor& x);
+  /// The ResNet ("body"), for its checkpointing switch and layer depths.
   resnet::ResNet& body() { return *body_; }
   const resnet::ResNet& body() const { return *body_; }
 

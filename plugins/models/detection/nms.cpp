@@ -4,7 +4,6 @@
 #include <ATen/Dispatch.h>
 #include <ATen/ops/_unique2.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/ones.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/sort.h>
 #include <ATen/ops/where.h>
