@@ -56,9 +56,10 @@ struct ZooModel {
   }
   /// forward's status; outputs into `result`.
   tp_status try_forward(Fields& inputs, std::map<std::string, at::Tensor>& result) {
-    tp_named_tensor_t out[8];
+    // 16: FCOS in eval mode returns 11 outputs (its head, anchors and ragged detections).
+    tp_named_tensor_t out[16];
     uint32_t n = 0;
-    const tp_status s = t->forward(self, inputs.view(), inputs.size(), out, 8, &n);
+    const tp_status s = t->forward(self, inputs.view(), inputs.size(), out, 16, &n);
     for (uint32_t i = 0; i < n; ++i) result[out[i].name] = adopt(p, out[i].tensor);
     return s;
   }

@@ -1,0 +1,67 @@
+// org.torchhost.fcos_loss: torchvision 0.29's FCOS loss (FCOS.compute_loss, FCOSHead.compute_loss)
+// as a loss component for tp/cpp/loss_adapter.h. It reads org.torchhost.fcos's training outputs
+// and the batch's ragged targets, and never synchronises the device: the matching is batched
+// (fcos_matcher.h) and torchvision's boolean-mask selections of the foreground are masked sums.
+//
+// Returned: sum = the focal loss summed over every location and class + the GIoU loss and the
+// centre-ness BCE summed over the foreground; count = max(1, number of foreground locations), so
+// the host's sum / count is torchvision's loss-dict total for the batch. Named terms
+// "classification", "bbox_regression", "bbox_ctrness": the three sums.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+#include <vector>
+
+#include "tp/cpp/fields.h"
+#include "tp/cpp/loss_adapter.h"
+
+namespace tp::detection {
+
+/// The loss's settings (config keys of the same names).
+struct FcosLossConfig {
+  std::string boxes = "boxes";    ///< ragged [sum N_i, 4] (x1, y1, x2, y2) in input pixels, with "<boxes>_offsets"
+  std::string labels = "labels";  ///< ragged integer [sum N_i] in [0, num_classes), with "<labels>_offsets"
+  double center_sampling_radius = 1.5;
+};
+
+/// The three sums of one batch and the foreground count, all 0-dim on the outputs' device.
+struct FcosLossParts {
+  at::Tensor classification;   ///< sigmoid focal loss (alpha 0.25, gamma 2), summed
+  at::Tensor bbox_regression;  ///< GIoU loss of the decoded boxes, summed over the foreground
+  at::Tensor bbox_ctrness;     ///< BCE with logits of the centre-ness, summed over the foreground
+  at::Tensor num_foreground;   ///< int64
+};
+
+/// FCOSHead.compute_loss given the assignment `matched` ([B, A] rows of `boxes`, -1 background,
+/// fcos_matcher.h): the outputs [B, A, K], [B, A, 4], [B, A, 1], the anchors [B, A, 4], the
+/// batch's boxes [M, 4] and integer labels [M].
+FcosLossParts fcos_head_loss(const at::Tensor& cls_logits, const at::Tensor& bbox_regression,
+                             const at::Tensor& bbox_ctrness, const at::Tensor& anchors, const at::Tensor& boxes,
+                             const at::Tensor& labels, const at::Tensor& matched);
+
+/// The component.
+class FcosLoss {
+ public:
+  /// `id` (static storage) names the component in messages.
+  FcosLoss(const char* id, FcosLossConfig config);
+  /// [main] Throws Failure(TP_ERR_INVALID_ARGUMENT) naming a missing field, or a field whose
+  /// dtype or shape does not fit (expected and actual). Label values are not checked (that would
+  /// synchronise): one outside [0, K) is not a foreground class.
+  tp::cpp::LossSum forward(const tp::cpp::Fields& outputs, const tp::cpp::Fields& targets);
+  /// The three sums of the last forward, detached.
+  std::vector<tp::cpp::LossTerm> terms() const;
+
+ private:
+  /// Failure(TP_ERR_INVALID_ARGUMENT): "<id>: <role> '<name>': expected <what>, got <dtype> <shape>".
+  [[noreturn]] void misfit(const char* role, const std::string& name, const std::string& expected,
+                           const at::Tensor& got) const;
+
+  const char* id_;
+  FcosLossConfig config_;
+  std::string boxes_offsets_, labels_offsets_;
+  FcosLossParts last_;
+};
+
+}  // namespace tp::detection
