@@ -95,10 +95,12 @@ class Reader {
 
   /// The split, ids resolved; throws naming what is missing or inconsistent.
   CocoSplit finish(const CocoReadOptions& options) {
-    for (Section s : {Section::kImages, Section::kAnnotations, Section::kCategories})
+    // `annotations` may be absent: COCO's test-dev image lists (image_info_test-dev2017.json)
+    // have none, and predicting on them is what a test split is for.
+    for (Section s : {Section::kImages, Section::kCategories})
       if (!seen_[static_cast<int>(s)])
         fail(std::string("it has no `") + section_name(s) +
-             "` array; is it an instances file (instances_*.json), not a captions or keypoints file?");
+             "` array; is it an instances file (instances_*.json or image_info_*.json), not a captions file?");
     CocoSplit split;
     split.category_ids = categories_;
     std::sort(split.category_ids.begin(), split.category_ids.end());

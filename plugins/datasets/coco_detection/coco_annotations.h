@@ -47,8 +47,8 @@ struct CocoReadOptions {
 
 /// Reads the instances JSON at `path`. `key` is the config key that named it (for messages).
 /// Throws tp::cpp::Failure(TP_ERR_IO) with a message naming the file, the key and the fix when
-/// the file cannot be read, is not JSON (with line and column), lacks the `images`, `annotations`
-/// or `categories` array, has an entry of the wrong shape (naming its array index and id), two
+/// the file cannot be read, is not JSON (with line and column), lacks the `images` or
+/// `categories` array (`annotations` may be absent, as in COCO's test-dev image lists), has an entry of the wrong shape (naming its array index and id), two
 /// images or categories with one id, an annotation whose image_id or category_id no entry has,
 /// or a bbox with negative width or height; Failure(TP_ERR_CONFIG) when skip_empty leaves no image.
 CocoSplit read_coco(const std::string& path, const char* key, const CocoReadOptions& options);

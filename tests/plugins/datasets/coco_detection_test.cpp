@@ -328,6 +328,29 @@ TEST_CASE("coco_detection: skip_empty and contiguous_labels") {
   CHECK(val_empty.size() == 4);
 }
 
+TEST_CASE("coco_detection: an image list without annotations (COCO's image_info_test-dev2017.json) serves the test split") {
+  const fs::path root = write_set("coco_test_dev");
+  std::ofstream(root / "image_info.json", std::ios::trunc)
+      << R"({"images": [{"id": 9, "file_name": "b.jpg", "width": 60, "height": 40}, {"id": 2, "file_name": "a.png"}],
+             "categories": [{"id": 1, "name": "person"}]})";
+  PluginLibrary lib("coco_detection");
+  FakeConfig cfg;
+  configure(lib, cfg, root);
+  cfg.values["test_annotations"] = (root / "image_info.json").string();
+  Dataset test(lib, kId, cfg, "test");
+  REQUIRE(test.size() == 2);
+  const Sample a = test.get(0);
+  CHECK(a.values<int64_t>("image_id")[0] == 2);
+  CHECK(a.shape("image") == std::vector<int64_t>{3, 25, 15});
+  CHECK(a.shape("boxes") == std::vector<int64_t>{0, 4});
+  CHECK(a.shape("gt_boxes") == std::vector<int64_t>{0, 4});
+  CHECK(a.shape("gt_areas") == std::vector<int64_t>{0});
+  CHECK(test.get(1).values<int64_t>("image_id")[0] == 9);
+  // As a train split it has nothing to learn from.
+  cfg.values["annotations"] = (root / "image_info.json").string();
+  CHECK(contains(create_error(lib, cfg, "train", TP_ERR_CONFIG), "skip_empty leaves nothing to train on"));
+}
+
 TEST_CASE("coco_detection: configuration errors name the key and the fix") {
   const fs::path root = write_set("coco_config_errors");
   PluginLibrary lib("coco_detection");
@@ -369,6 +392,7 @@ TEST_CASE("coco_detection: file errors name the file, the key and what to do") {
       {"{\"images\": [\n  {\"id\": 1,, }]}", "(key `val_annotations`) is not valid JSON: parse error at line 2, column 12"},
       {"[1, 2]", "its top level is not an object"},
       {R"({"images": [], "annotations": []})", "it has no `categories` array"},
+      {R"({"annotations": [], "categories": []})", "it has no `images` array"},
       {R"({"images": {}, "annotations": [], "categories": []})", "`images` is not an array"},
       {R"({"images": [{"id": 1}], "annotations": [], "categories": []})", "images[0] (id 1) has no `file_name` string"},
       {R"({"images": [{"id": "x", "file_name": "a.png"}], "annotations": [], "categories": []})",
