@@ -28,9 +28,12 @@ namespace coco = tp::coco_detection;
 /* Schema */
 
 const tp_config_key_t kKeys[] = {
-    {sizeof(tp_config_key_t), "images", TP_CFG_PATH, "\"\"",
+    // Required, as image_folder's and segmentation_folder's `root`: `host plugins check` then
+    // reports the component as not created rather than failing it on an empty default, and a
+    // [data.val] or [data.test] table names its own files with val_* / test_* besides these.
+    {sizeof(tp_config_key_t), "images", TP_CFG_PATH, nullptr,
      "train split: the directory holding the images the JSON's file_name entries name (COCO: train2017)"},
-    {sizeof(tp_config_key_t), "annotations", TP_CFG_PATH, "\"\"",
+    {sizeof(tp_config_key_t), "annotations", TP_CFG_PATH, nullptr,
      "train split: the instances JSON (COCO: annotations/instances_train2017.json)"},
     {sizeof(tp_config_key_t), "val_images", TP_CFG_PATH, "\"\"", "val split: image directory (COCO: val2017)"},
     {sizeof(tp_config_key_t), "val_annotations", TP_CFG_PATH, "\"\"",
