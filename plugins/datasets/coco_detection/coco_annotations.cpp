@@ -87,9 +87,11 @@ class Reader {
       field_ = parsed.get_ref<const std::string&>();
       return wanted(field_);
     }
-    // Below an entry's members only a bbox's numbers are kept; a nested array (a polygon) is
-    // refused at its start so its numbers are never built.
-    if (depth >= 4 && (event == E::array_start || event == E::object_start)) return false;
+    // Below an entry's members only a bbox is kept (whole, so a malformed one is reported as
+    // written); any other nested array or object (a polygon, RLE counts) is refused at its start
+    // so its numbers are never built.
+    if (depth >= 4 && (event == E::array_start || event == E::object_start))
+      return section_ == Section::kAnnotations && field_ == "bbox";
     return true;
   }
 
@@ -227,7 +229,9 @@ class Reader {
         if (r.object.w < 0.f || r.object.h < 0.f)
           fail(annotation(r) + " has a bbox of negative size " + bbox->dump() +
                " ([x, y, width, height]); fix or remove the annotation");
-        r.object.crowd = integer(entry, "iscrowd", false, 0) != 0;
+        const auto crowd = entry.find("iscrowd");  // pycocotools also takes true / false
+        r.object.crowd = crowd != entry.end() && crowd->is_boolean() ? crowd->get<bool>()
+                                                                      : integer(entry, "iscrowd", false, 0) != 0;
         const auto area = entry.find("area");
         if (area != entry.end() && !area->is_number()) fail(annotation(r) + "'s `area` is not a number: " + area->dump());
         r.object.area = area != entry.end() ? area->get<float>() : r.object.w * r.object.h;
