@@ -1,0 +1,302 @@
+#include "coco_annotations.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tp/cpp/guard.h"
+
+namespace tp::coco_detection {
+namespace {
+
+using json = nlohmann::json;
+using tp::cpp::Failure;
+
+enum class Section { kOther, kImages, kAnnotations, kCategories };
+
+const char* section_name(Section s) {
+  return s == Section::kImages ? "images" : s == Section::kAnnotations ? "annotations" : "categories";
+}
+
+/// An annotation before its ids are resolved.
+struct RawAnnotation {
+  CocoObject object;
+  int64_t id = 0;
+  int64_t image_id = 0;
+  int64_t category_id = 0;
+  std::size_t index = 0;  ///< position in the file's `annotations` array
+};
+
+/// The parse callback's state: which top-level array is being read and what has been kept of it.
+/// nlohmann's callback parser builds one entry of `images` / `annotations` / `categories` at a
+/// time (with only the keys below), hands it over when it ends and is told to discard it, so the
+/// document never exists whole; polygons and RLE counts are skipped without building values.
+class Reader {
+ public:
+  Reader(std::string path, const char* key) : path_(std::move(path)), key_(key) {}
+
+  /// `parse_event_t` handler; depth 1 is the top-level object's members, 2 an array's entries,
+  /// 3 an entry's members, 4 a bbox's numbers.
+  bool on_event(int depth, json::parse_event_t event, json& parsed) {
+    using E = json::parse_event_t;
+    if (depth == 0) {
+      if (event == E::array_start || event == E::value)
+        fail("its top level is not an object; a COCO instances file is {\"images\": [...], \"annotations\": [...], "
+             "\"categories\": [...]}");
+      return true;
+    }
+    if (depth == 1) {
+      if (event == E::key) {
+        section_ = section_of(parsed.get_ref<const std::string&>());
+        in_array_ = false;
+        return section_ != Section::kOther;
+      }
+      if (section_ == Section::kOther) return event != E::object_start && event != E::array_start;
+      if (event == E::array_start) {
+        in_array_ = true;
+        seen_[static_cast<int>(section_)] = true;
+        index_ = 0;
+        return true;
+      }
+      if (event == E::object_start || event == E::value)
+        fail(std::string("`") + section_name(section_) + "` is not an array");
+      return true;
+    }
+    if (!in_array_) return false;
+    if (depth == 2) {
+      if (event == E::object_start) return true;
+      if (event == E::object_end) {
+        take(parsed);
+        ++index_;
+        return false;  // converted: drop it from the document
+      }
+      if (event == E::array_start || event == E::value)
+        fail(where() + " is not an object");
+      return true;
+    }
+    if (depth == 3 && event == E::key) {
+      field_ = parsed.get_ref<const std::string&>();
+      return wanted(field_);
+    }
+    // Below an entry's members only a bbox is kept (whole, so a malformed one is reported as
+    // written); any other nested array or object (a polygon, RLE counts) is refused at its start
+    // so its numbers are never built.
+    if (depth >= 4 && (event == E::array_start || event == E::object_start))
+      return section_ == Section::kAnnotations && field_ == "bbox";
+    return true;
+  }
+
+  /// The split, ids resolved; throws naming what is missing or inconsistent.
+  CocoSplit finish(const CocoReadOptions& options) {
+    // `annotations` may be absent: COCO's test-dev image lists (image_info_test-dev2017.json)
+    // have none, and predicting on them is what a test split is for.
+    for (Section s : {Section::kImages, Section::kCategories})
+      if (!seen_[static_cast<int>(s)])
+        fail(std::string("it has no `") + section_name(s) +
+             "` array; is it an instances file (instances_*.json or image_info_*.json), not a captions file?");
+    CocoSplit split;
+    split.category_ids = categories_;
+    std::sort(split.category_ids.begin(), split.category_ids.end());
+    const auto dup_cat = std::adjacent_find(split.category_ids.begin(), split.category_ids.end());
+    if (dup_cat != split.category_ids.end()) fail("two `categories` have the id " + std::to_string(*dup_cat));
+    std::unordered_map<int64_t, int64_t> label_of;
+    for (std::size_t k = 0; k < split.category_ids.size(); ++k)
+      label_of.emplace(split.category_ids[k], options.contiguous_labels ? static_cast<int64_t>(k) : split.category_ids[k]);
+
+    std::stable_sort(images_.begin(), images_.end(), [](const CocoImage& a, const CocoImage& b) { return a.id < b.id; });
+    std::unordered_map<int64_t, std::size_t> image_at;
+    image_at.reserve(images_.size());
+    for (std::size_t i = 0; i < images_.size(); ++i)
+      if (!image_at.emplace(images_[i].id, i).second) fail("two `images` have the id " + std::to_string(images_[i].id));
+
+    // Counting sort of the annotations by image, stable: file order within an image, as
+    // pycocotools' imgToAnns (and so torchvision) lists them.
+    std::vector<uint32_t> count(images_.size() + 1, 0);
+    std::vector<std::size_t> owner(annotations_.size());
+    for (std::size_t a = 0; a < annotations_.size(); ++a) {
+      RawAnnotation& r = annotations_[a];
+      const auto image = image_at.find(r.image_id);
+      if (image == image_at.end())
+        fail(annotation(r) + " has image_id " + std::to_string(r.image_id) +
+             ", which no entry of `images` has; are the image list and the annotations from the same file?");
+      const auto label = label_of.find(r.category_id);
+      if (label == label_of.end())
+        fail(annotation(r) + " has category_id " + std::to_string(r.category_id) +
+             ", which no entry of `categories` has; add the category or remove the annotation");
+      r.object.label = label->second;
+      owner[a] = image->second;
+      ++count[image->second + 1];
+    }
+    for (std::size_t i = 0; i < images_.size(); ++i) {
+      images_[i].first_object = count[i];
+      images_[i].object_count = count[i + 1];
+      count[i + 1] += count[i];
+    }
+    split.objects.resize(annotations_.size());
+    for (std::size_t a = 0; a < annotations_.size(); ++a) split.objects[count[owner[a]]++] = annotations_[a].object;
+    annotations_ = {};
+    split.images = std::move(images_);
+    if (options.skip_empty) {
+      split.images.erase(std::remove_if(split.images.begin(), split.images.end(),
+                                        [&](const CocoImage& image) { return !keeps_image(split, image); }),
+                         split.images.end());
+      if (split.images.empty())
+        throw Failure(TP_ERR_CONFIG, "coco_detection: no image of '" + path_ + "' (key `" + key_ +
+                                         "`) has a non-crowd box wider and taller than 1 pixel, so skip_empty "
+                                         "leaves nothing to train on; check the file or set skip_empty = false");
+    }
+    return split;
+  }
+
+ private:
+  static Section section_of(const std::string& name) {
+    if (name == "images") return Section::kImages;
+    if (name == "annotations") return Section::kAnnotations;
+    if (name == "categories") return Section::kCategories;
+    return Section::kOther;
+  }
+
+  bool wanted(const std::string& field) const {
+    switch (section_) {
+      case Section::kImages: return field == "id" || field == "file_name" || field == "width" || field == "height";
+      case Section::kAnnotations:
+        return field == "id" || field == "image_id" || field == "category_id" || field == "bbox" ||
+               field == "iscrowd" || field == "area";
+      case Section::kCategories: return field == "id";
+      case Section::kOther: return false;
+    }
+    return false;
+  }
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw Failure(TP_ERR_IO, "coco_detection: '" + path_ + "' (key `" + key_ + "`): " + what);
+  }
+
+  std::string where() const { return std::string(section_name(section_)) + "[" + std::to_string(index_) + "]"; }
+  std::string annotation(const RawAnnotation& r) const {
+    return "annotations[" + std::to_string(r.index) + "] (id " + std::to_string(r.id) + ")";
+  }
+
+  /// The integer member `name` of `entry`; `fallback` when absent and allowed, else a failure.
+  int64_t integer(const json& entry, const char* name, bool required, int64_t fallback = 0) const {
+    const auto it = entry.find(name);
+    if (it == entry.end()) {
+      if (required) fail(where() + " has no `" + name + "`");
+      return fallback;
+    }
+    if (!it->is_number_integer()) fail(where() + "'s `" + name + "` is not an integer: " + it->dump());
+    return it->get<int64_t>();
+  }
+
+  void take(const json& entry) {
+    switch (section_) {
+      case Section::kImages: {
+        CocoImage image;
+        image.id = integer(entry, "id", true);
+        const auto name = entry.find("file_name");
+        if (name == entry.end() || !name->is_string() || name->get_ref<const std::string&>().empty())
+          fail(where() + " (id " + std::to_string(image.id) + ") has no `file_name` string");
+        image.file_name = name->get<std::string>();
+        image.width = static_cast<int>(std::clamp<int64_t>(integer(entry, "width", false), 0, 1 << 30));
+        image.height = static_cast<int>(std::clamp<int64_t>(integer(entry, "height", false), 0, 1 << 30));
+        images_.push_back(std::move(image));
+        break;
+      }
+      case Section::kAnnotations: {
+        RawAnnotation r;
+        r.index = index_;
+        r.id = integer(entry, "id", false, -1);
+        r.image_id = integer(entry, "image_id", true);
+        r.category_id = integer(entry, "category_id", true);
+        const auto bbox = entry.find("bbox");
+        if (bbox == entry.end() || !bbox->is_array() || bbox->size() != 4 ||
+            !std::all_of(bbox->begin(), bbox->end(), [](const json& v) { return v.is_number(); }))
+          fail(annotation(r) + " has no `bbox` of 4 numbers [x, y, width, height]" +
+               (bbox == entry.end() ? std::string() : ": " + bbox->dump()));
+        r.object.x = (*bbox)[0].get<float>();
+        r.object.y = (*bbox)[1].get<float>();
+        r.object.w = (*bbox)[2].get<float>();
+        r.object.h = (*bbox)[3].get<float>();
+        if (r.object.w < 0.f || r.object.h < 0.f)
+          fail(annotation(r) + " has a bbox of negative size " + bbox->dump() +
+               " ([x, y, width, height]); fix or remove the annotation");
+        const auto crowd = entry.find("iscrowd");  // pycocotools also takes true / false
+        r.object.crowd = crowd != entry.end() && crowd->is_boolean() ? crowd->get<bool>()
+                                                                      : integer(entry, "iscrowd", false, 0) != 0;
+        const auto area = entry.find("area");
+        if (area != entry.end() && !area->is_number()) fail(annotation(r) + "'s `area` is not a number: " + area->dump());
+        r.object.area = area != entry.end() ? area->get<float>() : r.object.w * r.object.h;
+        annotations_.push_back(r);
+        break;
+      }
+      case Section::kCategories: categories_.push_back(integer(entry, "id", true)); break;
+      case Section::kOther: break;
+    }
+  }
+
+  std::string path_;
+  const char* key_;
+  Section section_ = Section::kOther;
+  bool in_array_ = false;      // section_'s value is the array being read
+  bool seen_[4] = {};          // by Section
+  std::size_t index_ = 0;      // entry index within the current array
+  std::string field_;          // the member being read in an entry
+  std::vector<CocoImage> images_;
+  std::vector<RawAnnotation> annotations_;
+  std::vector<int64_t> categories_;
+};
+
+/// nlohmann's message without its "[json.exception.parse_error.101] " tag.
+std::string plain(const std::exception& e) {
+  const std::string what = e.what();
+  const std::size_t tag = what.find("] ");
+  return tag == std::string::npos ? what : what.substr(tag + 2);
+}
+
+}  // namespace
+
+bool keeps_image(const CocoSplit& split, const CocoImage& image) {
+  for (uint32_t k = 0; k < image.object_count; ++k) {
+    const CocoObject& o = split.objects[image.first_object + k];
+    if (!o.crowd && o.w > 1.f && o.h > 1.f) return true;
+  }
+  return false;
+}
+
+CocoSplit read_coco(const std::string& path, const char* key, const CocoReadOptions& options) {
+  // Parsed straight from the file through a 1 MiB stdio buffer: as fast as parsing a copy in
+  // memory (6.7 s for a 445 MB COCO-sized file here) without holding the file's size in RAM
+  // (peak 167 MB instead of 600 MB).
+  std::vector<char> buffer(std::size_t{1} << 20);
+  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!file)
+    throw Failure(TP_ERR_IO, "coco_detection: cannot open '" + path + "': " + std::strerror(errno) + " (key `" + key +
+                                 "`); set it to a COCO instances file such as annotations/instances_train2017.json");
+  std::setvbuf(file.get(), buffer.data(), _IOFBF, buffer.size());
+  Reader reader(path, key);
+  try {
+    // What is left of the document is its skeleton: every entry was converted and discarded.
+    const json skeleton = json::parse(file.get(), [&reader](int depth, json::parse_event_t event, json& parsed) {
+      return reader.on_event(depth, event, parsed);
+    });
+  } catch (const json::parse_error& e) {
+    if (std::ferror(file.get()))
+      throw Failure(TP_ERR_IO, "coco_detection: cannot read '" + path + "' (key `" + key + "`): " + std::strerror(errno));
+    throw Failure(TP_ERR_IO, "coco_detection: '" + path + "' (key `" + key + "`) is not valid JSON: " + plain(e) +
+                                 "; fix the file or download it again");
+  } catch (const json::exception& e) {
+    throw Failure(TP_ERR_IO, "coco_detection: '" + path + "' (key `" + key + "`) cannot be read as COCO: " + plain(e));
+  }
+  return reader.finish(options);
+}
+
+}  // namespace tp::coco_detection

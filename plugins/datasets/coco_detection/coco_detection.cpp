@@ -1,0 +1,246 @@
+// The `coco_detection` plugin: component org.torchhost.coco_detection, a Tier S dataset of
+// COCO-format object detection (an image directory and an instances JSON per split). This file is
+// its schema, config reading and dataset class (tp/cpp/dataset_adapter.h makes the C ABI shell);
+// coco_annotations.cpp reads the JSON, detection_transform.cpp holds the size, flip and box
+// geometry. Decoding, resizing and normalising the image reuse image_folder's pixel_io.
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+
+#include "coco_annotations.h"
+#include "detection_transform.h"
+#include "opencv_threads.h"
+#include "pixel_io.h"
+#include "tp/cpp/dataset_adapter.h"
+#include "tp/tp.h"
+
+namespace {
+
+using tp::cpp::Failure;
+namespace coco = tp::coco_detection;
+
+/* Schema */
+
+const tp_config_key_t kKeys[] = {
+    // Required, as image_folder's and segmentation_folder's `root`: `host plugins check` then
+    // reports the component as not created rather than failing it on an empty default, and a
+    // [data.val] or [data.test] table names its own files with val_* / test_* besides these.
+    {sizeof(tp_config_key_t), "images", TP_CFG_PATH, nullptr,
+     "train split: the directory holding the images the JSON's file_name entries name (COCO: train2017)"},
+    {sizeof(tp_config_key_t), "annotations", TP_CFG_PATH, nullptr,
+     "train split: the instances JSON (COCO: annotations/instances_train2017.json)"},
+    {sizeof(tp_config_key_t), "val_images", TP_CFG_PATH, "\"\"", "val split: image directory (COCO: val2017)"},
+    {sizeof(tp_config_key_t), "val_annotations", TP_CFG_PATH, "\"\"",
+     "val split: instances JSON (COCO: annotations/instances_val2017.json)"},
+    {sizeof(tp_config_key_t), "test_images", TP_CFG_PATH, "\"\"",
+     "test split (host eval/predict --split test): image directory"},
+    {sizeof(tp_config_key_t), "test_annotations", TP_CFG_PATH, "\"\"", "test split: instances JSON"},
+    {sizeof(tp_config_key_t), "min_size", TP_CFG_INT_ARRAY, "[800]",
+     "shorter side; train draws one per sample (torchvision's multi-scale choice), val/test use the last"},
+    {sizeof(tp_config_key_t), "max_size", TP_CFG_INT, "1333",
+     "cap on the longer side (scale = min(min_size / shorter, max_size / longer)); ScaleJitter's target size"},
+    {sizeof(tp_config_key_t), "scale_jitter", TP_CFG_FLOAT_ARRAY, "[0.0, 0.0]",
+     "train: [lo, hi] = torchvision v2 ScaleJitter(target_size=(max_size, max_size), scale_range=(lo, hi)) "
+     "instead of min_size; [0, 0] = off"},
+    {sizeof(tp_config_key_t), "hflip", TP_CFG_FLOAT, "0.5", "train: probability of mirroring image and boxes"},
+    {sizeof(tp_config_key_t), "mean", TP_CFG_FLOAT_ARRAY, "[0.485, 0.456, 0.406]",
+     "RGB mean subtracted after scaling to [0, 1]"},
+    {sizeof(tp_config_key_t), "std", TP_CFG_FLOAT_ARRAY, "[0.229, 0.224, 0.225]", "RGB std divided by after the mean"},
+    {sizeof(tp_config_key_t), "contiguous_labels", TP_CFG_BOOL, "false",
+     "false: label = COCO category_id (num_classes = 91 for COCO); true: 0..K-1 in ascending category id"},
+    {sizeof(tp_config_key_t), "skip_empty", TP_CFG_BOOL, "true",
+     "train: drop images without a non-crowd box wider and taller than 1 pixel (val/test keep every image)"},
+};
+
+// get_sample is thread-safe: no TP_DESCRIPTOR_SERIAL.
+const tp_descriptor_t kDescriptor = tp::cpp::dataset_descriptor(
+    "org.torchhost.coco_detection", "1.0.0",
+    "COCO-format object detection (image directory + instances JSON), resized and flipped as torchvision's "
+    "detection recipes: image, boxes, labels, image_id, orig_size; val/test also gt_boxes, gt_labels, "
+    "gt_iscrowd, gt_areas in original pixels",
+    kKeys);
+
+/* Config */
+
+[[noreturn]] void config_error(const std::string& what) { throw Failure(TP_ERR_CONFIG, "coco_detection: " + what); }
+
+std::array<float, 3> read_rgb(const tp::cpp::ConfigReader& cfg, const char* key, bool positive) {
+  const std::vector<double> v = cfg.get_float_array(key);
+  if (v.size() != 3) config_error(std::string(key) + " needs 3 values (R, G, B), got " + std::to_string(v.size()));
+  for (double x : v)
+    if (positive && !(x > 0.0)) config_error(std::string(key) + " values must be > 0");
+  return {static_cast<float>(v[0]), static_cast<float>(v[1]), static_cast<float>(v[2])};
+}
+
+coco::DetectionOptions read_transform(const tp::cpp::ConfigReader& cfg, bool train) {
+  coco::DetectionOptions o;
+  o.max_size = static_cast<int>(cfg.get_int_in("max_size", 1, 65535));
+  const std::vector<int64_t> sizes = cfg.get_int_array("min_size");
+  if (sizes.empty()) config_error("min_size is empty; give at least one shorter side, e.g. [800]");
+  o.min_size.clear();
+  for (int64_t s : sizes) {
+    if (s < 1 || s > 65535) config_error("min_size values must be in [1, 65535], got " + std::to_string(s));
+    o.min_size.push_back(static_cast<int>(s));
+  }
+  const std::vector<double> jitter = cfg.get_float_array("scale_jitter");
+  if (jitter.size() != 2 || !(jitter[0] >= 0.0) || !(jitter[0] <= jitter[1]) || jitter[1] > 100.0 ||
+      (jitter[1] > 0.0 && !(jitter[0] > 0.0)))
+    config_error("scale_jitter must be [0, 0] (off) or [lo, hi] with 0 < lo <= hi <= 100 (torchvision's LSJ: "
+                 "[0.1, 2.0] with max_size = 1024)");
+  o.scale_jitter = {jitter[0], jitter[1]};
+  o.hflip = cfg.get_float_in("hflip", 0.0, 1.0);
+  o.random = train;
+  return o;
+}
+
+/// The image directory and JSON of `split`, checked to be set and to exist.
+std::pair<std::string, std::string> split_files(const tp::cpp::ConfigReader& cfg, tp::cpp::Split split,
+                                                const char** json_key) {
+  const char* dir_key = split == tp::cpp::Split::kTrain ? "images" : split == tp::cpp::Split::kVal ? "val_images" : "test_images";
+  *json_key = split == tp::cpp::Split::kTrain ? "annotations"
+              : split == tp::cpp::Split::kVal ? "val_annotations"
+                                              : "test_annotations";
+  const std::string dir = cfg.get_string(dir_key), json = cfg.get_string(*json_key);
+  if (dir.empty() || json.empty()) {
+    const std::string what = std::string("`") + dir_key + "` and `" + *json_key + "`";
+    if (split == tp::cpp::Split::kVal)
+      config_error("the val split needs " + what + " (COCO: val2017 and annotations/instances_val2017.json), or set "
+                   "eval.strategy = \"no\"");
+    config_error(std::string("the ") + (split == tp::cpp::Split::kTrain ? "train" : "test") + " split needs " + what +
+                 " (the image directory and its instances JSON)");
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    throw Failure(TP_ERR_IO, "coco_detection: the image directory '" + dir + "' (key `" + dir_key +
+                                 "`) does not exist or is not a directory; set it to the folder holding the images "
+                                 "the JSON's file_name entries name (COCO: train2017 or val2017)");
+  return {dir, json};
+}
+
+/* Instance */
+
+/// One split. Immutable after construction, so get_sample needs no locking; handed-out tensors
+/// own their buffers, so nothing outlives it (PLG-13).
+class CocoDetectionDataset {
+ public:
+  /// The test split reads like val (no augmentation, ground truth fields), from test_*.
+  static constexpr bool kHasTestSplit = true;
+
+  explicit CocoDetectionDataset(const tp::cpp::DatasetArgs& args)
+      : transform_(read_transform(args.config, args.train())), train_(args.train()) {
+    format_.mean = read_rgb(args.config, "mean", false);
+    format_.std = read_rgb(args.config, "std", true);
+    const char* json_key = nullptr;
+    auto [dir, json] = split_files(args.config, args.split, &json_key);
+    image_dir_ = std::filesystem::path(std::move(dir));
+    image_key_ = args.train() ? "images" : args.split == tp::cpp::Split::kVal ? "val_images" : "test_images";
+    coco::CocoReadOptions read;
+    read.contiguous_labels = args.config.get_bool("contiguous_labels");
+    read.skip_empty = args.train() && args.config.get_bool("skip_empty");
+    split_ = coco::read_coco(json, json_key, read);
+    args.log(TP_LOG_INFO, std::string("coco_detection (") + args.split_name + "): " +
+                              std::to_string(split_.images.size()) + " images, " +
+                              std::to_string(split_.objects.size()) + " annotations, " +
+                              std::to_string(split_.category_ids.size()) + " categories from '" + json + "'");
+  }
+
+  uint64_t size() const { return split_.images.size(); }
+
+  /// Sizes differ per image (the aspect ratio is kept), so `image` is padded to the batch's
+  /// largest with 0, the mean colour after normalisation (the loader adds image_lengths); a
+  /// sample's objects vary in number, so the per-object fields are ragged (ABI 1.6).
+  std::vector<tp_field_batching_t> field_batching() const {
+    std::vector<tp_field_batching_t> fields{tp::cpp::pad_field("image", 0.0), tp::cpp::ragged_field("boxes"),
+                                            tp::cpp::ragged_field("labels")};
+    if (!train_)
+      for (const char* name : {"gt_boxes", "gt_labels", "gt_iscrowd", "gt_areas"})
+        fields.push_back(tp::cpp::ragged_field(name));
+    return fields;
+  }
+
+  void get_sample(uint64_t index, const tp::cpp::WorkerContext& ctx, tp::cpp::Sample& out) const {
+    const coco::CocoImage& image = split_.images[index];
+    const cv::Mat bgr = decode(image);
+    const coco::Size2 source{bgr.rows, bgr.cols};
+    // The per-sample seed drives the train augmentation (PLG-8); val has none to draw.
+    const coco::DetectionPlan plan = coco::plan_detection(source, transform_, train_ ? ctx.seed("train augmentation") : 0);
+
+    std::vector<float> boxes;
+    std::vector<int64_t> labels;
+    coco::training_boxes(split_, image, source, boxes, labels);
+    coco::transform_boxes(boxes, plan);
+
+    const cv::Mat sized = tp::image_folder::resize_bgr(bgr, plan.sized.h, plan.sized.w);
+    std::vector<float> pixels(static_cast<std::size_t>(3) * plan.sized.h * plan.sized.w);
+    tp::image_folder::write_pixels(sized, plan.flip, format_, nullptr, pixels.data());
+
+    const auto objects = static_cast<int64_t>(labels.size());
+    out.add("image", std::move(pixels), {3, plan.sized.h, plan.sized.w});
+    out.add("boxes", std::move(boxes), {objects, 4});
+    out.add("labels", std::move(labels), {objects});
+    out.add("image_id", std::vector<int64_t>{image.id}, {});
+    out.add("orig_size", std::vector<int64_t>{source.h, source.w}, {2});
+    if (!train_) add_ground_truth(image, out);
+  }
+
+ private:
+  /// The decoded file; a failure names the image id, the file and the key.
+  cv::Mat decode(const coco::CocoImage& image) const {
+    const std::string path = (image_dir_ / image.file_name).string();
+    cv::Mat bgr;
+    try {
+      bgr = tp::image_folder::decode_bgr(tp::image_folder::read_file(path, "coco_detection"), cv::IMREAD_COLOR, path,
+                                         "coco_detection");
+    } catch (const Failure& e) {
+      throw Failure(e.code(), std::string(e.what()) + " (image id " + std::to_string(image.id) + ", file_name '" +
+                                  image.file_name + "' under `" + image_key_ + "`)");
+    }
+    // Boxes are in the pixels of the size the JSON declares; another size (a resized copy, an
+    // EXIF-rotated export) would silently misplace every box.
+    if ((image.width > 0 && image.width != bgr.cols) || (image.height > 0 && image.height != bgr.rows))
+      throw Failure(TP_ERR_IO, "coco_detection: '" + path + "' (image id " + std::to_string(image.id) + ") is " +
+                                   std::to_string(bgr.cols) + "x" + std::to_string(bgr.rows) + " but the JSON says " +
+                                   std::to_string(image.width) + "x" + std::to_string(image.height) +
+                                   " (width x height), so its boxes would not fit it; use the original file");
+    return bgr;
+  }
+
+  /// Every annotation of the image (crowds included) in the file's pixels, for COCO evaluation:
+  /// the bbox as x, y, x + w, y + h (float32, unclamped, as pycocotools reads it), label, crowd
+  /// flag and the annotation's area.
+  void add_ground_truth(const coco::CocoImage& image, tp::cpp::Sample& out) const {
+    const int64_t n = image.object_count;
+    std::vector<float> boxes, areas;
+    std::vector<int64_t> labels, crowd;
+    boxes.reserve(static_cast<std::size_t>(4 * n));
+    for (uint32_t k = 0; k < image.object_count; ++k) {
+      const coco::CocoObject& o = split_.objects[image.first_object + k];
+      boxes.insert(boxes.end(), {o.x, o.y, o.x + o.w, o.y + o.h});
+      labels.push_back(o.label);
+      crowd.push_back(o.crowd ? 1 : 0);
+      areas.push_back(o.area);
+    }
+    out.add("gt_boxes", std::move(boxes), {n, 4});
+    out.add("gt_labels", std::move(labels), {n});
+    out.add("gt_iscrowd", std::move(crowd), {n});
+    out.add("gt_areas", std::move(areas), {n});
+  }
+
+  coco::DetectionOptions transform_;
+  tp::image_folder::PixelFormat format_;
+  bool train_ = false;
+  std::filesystem::path image_dir_;
+  const char* image_key_ = "images";
+  coco::CocoSplit split_;
+  tp::image_folder::OpenCvThreadsPin pin_;  // OpenCV single-threaded while this instance lives
+};
+
+}  // namespace
+
+TP_DEFINE_DATASET_PLUGIN("coco_detection", CocoDetectionDataset, kDescriptor)
