@@ -63,7 +63,8 @@ class ChildRunner {
 
 /// How far two sets of weights are apart.
 struct WeightDifference {
-  double relative = 0.0; ///< max over floating tensors of max|a - b| / max|a|
+  double relative = 0.0; ///< max over floating tensors of max|a - b| / max|a| (with `initial`, for a
+                         ///< tensor that starts at zero: / max(max|a|, the largest change of any tensor))
   std::string worst;     ///< the tensor where `relative` is largest
   double moved = 0.0;    ///< max over floating tensors not initialised to zero of max|a - initial| / max|a|
                          ///< (0 without `initial`)
