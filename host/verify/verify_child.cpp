@@ -118,14 +118,15 @@ WeightDifference compare_weights(const NamedWeights& a, const NamedWeights& b, c
     if (initial == nullptr || (*initial)[i].first != a[i].first || (*initial)[i].second.sizes() != x.sizes()) return nullptr;
     return &(*initial)[i].second;
   };
-  // A tensor that starts at zero (a bias) holds only what training added, which can be tiny (a
-  // deep BatchNorm bias after two steps of a detector from scratch: 3e-6), so float32 rounding of
-  // its gradient is a large fraction of itself. Such a tensor is measured against the largest
-  // absolute change of any tensor instead: a gradient wrong by a fraction still shows there.
+  // A trained tensor that starts at zero (a bias) holds only what training added, which can be
+  // tiny (a deep BatchNorm bias after two steps of a detector from scratch: 3e-6), so float32
+  // rounding of its gradient is a large fraction of itself. Such a tensor is measured against the
+  // largest change of any trained tensor instead (never a BatchNorm statistic, which moves by
+  // O(1) and would hide a lost gradient): a bias whose gradient is lost or doubled still shows.
   double largest_change = 0.0;
   for (size_t i = 0; i < a.size(); ++i)
     if (const at::Tensor* start = start_of(i, a[i].second); start != nullptr && a[i].second.is_floating_point() &&
-                                                              a[i].second.numel() > 0)
+                                                              a[i].second.numel() > 0 && !is_batchnorm_statistic(a[i].first))
       largest_change = std::max(largest_change, (a[i].second.to(at::kDouble) - start->to(at::kDouble)).abs().max().item<double>());
   WeightDifference result;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -144,7 +145,7 @@ WeightDifference compare_weights(const NamedWeights& a, const NamedWeights& b, c
       // Tensors that start at zero (biases) always move by 100% of themselves: leave them out.
       if (begin.abs().max().item<double>() > 0)
         result.moved = std::max(result.moved, (xd - begin).abs().max().item<double>() / scale);
-      else
+      else if (!is_batchnorm_statistic(name))
         scale = std::max(scale, largest_change);
     }
     const double difference = (xd - yd).abs().max().item<double>() / scale;

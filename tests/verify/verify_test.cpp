@@ -72,6 +72,7 @@ TEST_CASE("each check fails on the bug it is there to catch") {
       {"gradients", "model.defect=\"dead_relu\"", "get an all-zero gradient: hidden.weight"},
       {"accumulation", "loss.defect=\"mean\"", "max relative weight difference"},
       {"accumulation", "model.defect=\"batch_centering\"", "statistics over the batch outside BatchNorm"},
+      {"accumulation", "model.defect=\"batch_scaled_offset\"", "max relative weight difference"},
       {"resume", "model.defect=\"hidden_state\"", "max relative difference"},
       {"distributed", "metrics[0].defect=\"running_mean\"", "evaluation: val/accuracy"},
       {"distributed", "data.train.defect=\"self_sharding\"", "2 ranks must train like 1 process"},

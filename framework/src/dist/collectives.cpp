@@ -152,14 +152,14 @@ std::vector<at::Tensor> Collectives::all_gather(const at::Tensor& tensor, const 
 at::Tensor Collectives::all_gather_rows(const at::Tensor& rows, const char* what) {
   if (world_size() == 1) return rows;
   // c10d gathers equal shapes only: first every rank's [dtype, dims, sizes...] (fixed length, so
-  // a rank with other trailing sizes is reported by every rank alike instead of hanging one)...
+  // a rank with other trailing sizes, or unusable rows, is reported by every rank alike instead
+  // of leaving the others waiting in the second collective)...
   constexpr int64_t kMaxDims = 8;
-  TP_CHECK(rows.dim() >= 1 && rows.dim() <= kMaxDims, what, ": rows must have 1 to ", kMaxDims, " dims, got ",
-           rows.sizes());
+  const bool usable = rows.dim() >= 1 && rows.dim() <= kMaxDims;
   std::vector<int64_t> header(kMaxDims + 2, 0);
   header[0] = static_cast<int64_t>(rows.scalar_type());
-  header[1] = rows.dim();
-  for (int64_t d = 0; d < rows.dim(); ++d) header[static_cast<std::size_t>(d) + 2] = rows.size(d);
+  header[1] = usable ? rows.dim() : -1;
+  for (int64_t d = 0; usable && d < rows.dim(); ++d) header[static_cast<std::size_t>(d) + 2] = rows.size(d);
   const auto on_device = at::TensorOptions().dtype(at::kLong).device(device());
   const std::vector<at::Tensor> headers = all_gather(at::tensor(header, at::kLong).to(on_device), what);
   std::vector<std::vector<int64_t>> shapes;
@@ -167,14 +167,20 @@ at::Tensor Collectives::all_gather_rows(const at::Tensor& rows, const char* what
   for (const at::Tensor& h : headers) {
     const at::Tensor cpu = h.cpu();
     const std::vector<int64_t> values(cpu.data_ptr<int64_t>(), cpu.data_ptr<int64_t>() + cpu.numel());
+    const int64_t rank_of = static_cast<int64_t>(shapes.size());
+    TP_CHECK(values[1] >= 1, what, ": rank ", rank_of, " has rows of ", values[1] < 0 ? "0 or more than 8" : "0",
+             " dims to gather; rows are [N, ...] with at most ", kMaxDims, " dims");
     shapes.emplace_back(values.begin() + 2, values.begin() + 2 + values[1]);
     longest = std::max(longest, values[2]);
     const bool same_tail = values[0] == header[0] && values[1] == header[1] &&
                            std::equal(values.begin() + 3, values.end(), header.begin() + 3);
-    TP_CHECK(same_tail, what, ": ranks gather rows of different shapes or dtypes: rank ", shapes.size() - 1, " has ",
+    TP_CHECK(same_tail, what, ": ranks gather rows of different shapes or dtypes: rank ", rank_of, " has ",
              c10::IntArrayRef(shapes.back()), " ", c10::toString(static_cast<at::ScalarType>(values[0])), ", rank ",
              rank(), " has ", rows.sizes(), " ", rows.scalar_type());
   }
+  // No rank has a row (no detection anywhere yet): nothing to send, and a gather of empty
+  // tensors is one some c10d backends have mishandled.
+  if (longest == 0) return rows;
   // ...then the rows, padded to the longest rank's count, and each rank's own rows cut back out.
   std::vector<int64_t> padded_shape = rows.sizes().vec();
   padded_shape[0] = longest;

@@ -6,6 +6,7 @@
 #include <c10/util/StringUtil.h>
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -176,8 +177,15 @@ class CocoMap {
   std::vector<CocoDetection> read_detections(const at::Tensor& rows) const {
     std::vector<CocoDetection> out;
     const double* r = rows.data_ptr<double>();
-    for (int64_t i = 0; i < rows.size(0); ++i, r += kDetectionColumns)
+    for (int64_t i = 0; i < rows.size(0); ++i, r += kDetectionColumns) {
+      // A NaN score would break the ranking (no order holds), a NaN box every IoU with it.
+      if (!std::isfinite(r[2]) || !std::isfinite(r[3]) || !std::isfinite(r[4]) || !std::isfinite(r[5]) || !std::isfinite(r[6]))
+        bad_input("a detection of image " + std::to_string(static_cast<int64_t>(r[0])) + " has a non-finite score or box (score " +
+                  c10::str(r[2]) + ", box " + c10::str(r[3]) + ", " + c10::str(r[4]) + ", " + c10::str(r[5]) + ", " +
+                  c10::str(r[6]) + "): the model's outputs '" + names_.scores + "' / '" + names_.boxes +
+                  "' went non-finite; COCO mAP cannot rank them");
       out.push_back({static_cast<int64_t>(r[0]), checked_label(r[1], "detection"), r[2], box_from_corners(r + 3)});
+    }
     return out;
   }
 

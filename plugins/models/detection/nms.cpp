@@ -101,6 +101,10 @@ at::Tensor nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_thr
 }
 
 at::Tensor batched_nms(const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs, double iou_threshold) {
+  // Half precision cannot hold the trick's shifted coordinates (91 classes x 1,334 px > 65,504)
+  // nor large areas: such boxes are compared in float32 (torchvision's CPU kernel refuses them).
+  if (boxes.scalar_type() == at::kHalf || boxes.scalar_type() == at::kBFloat16)
+    return batched_nms(boxes.to(at::kFloat), scores.to(at::kFloat), idxs, iou_threshold);
   const int64_t vanilla_above = boxes.is_cpu() ? 4000 : 100000;
   if (boxes.numel() > vanilla_above) return batched_nms_vanilla(boxes, scores, idxs, iou_threshold);
   return batched_nms_coordinate_trick(boxes, scores, idxs, iou_threshold);

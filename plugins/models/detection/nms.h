@@ -22,7 +22,8 @@ at::Tensor nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_thr
 /// torchvision.ops.batched_nms: nms within each category `idxs` [N] (integer), never across
 /// categories; indices kept, in decreasing order of score. As torchvision chooses: above 4,000
 /// box coordinates on the CPU (100,000 on a GPU) one nms per category ("vanilla"), else one nms
-/// over boxes shifted apart by category ("coordinate trick").
+/// over boxes shifted apart by category ("coordinate trick"). Half and bfloat16 boxes are compared
+/// in float32.
 at::Tensor batched_nms(const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs, double iou_threshold);
 
 }  // namespace tp::detection

@@ -24,7 +24,7 @@ void append_number(std::string& text, T value) {
   text.append(buffer, result.ptr);
 }
 
-// Values [first, first + count) of a contiguous CPU tensor as a JSON number.
+// Value `i` of a contiguous CPU tensor (int64, float64 or float32) as a JSON number.
 void append_value(std::string& text, const at::Tensor& values, int64_t i) {
   if (values.scalar_type() == at::kLong) append_number(text, values.data_ptr<int64_t>()[i]);
   else if (values.scalar_type() == at::kDouble) append_number(text, values.data_ptr<double>()[i]);

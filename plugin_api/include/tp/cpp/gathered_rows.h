@@ -10,7 +10,7 @@
 //    public:
 //     std::vector<tp::cpp::StateSlot> state() { return {}; }
 //     std::vector<tp::cpp::GatheredSlot> gathered_state() { return {{"scores", &scores_}}; }
-//     void update(const tp::cpp::Fields& outputs, const tp::cpp::Fields&) { scores_.append(outputs.get("scores").reshape({-1, 1})); }
+//     void update(const tp::cpp::Fields& outputs, const tp::cpp::Fields&) { scores_.append(outputs.get("scores").reshape({-1, 1}), "scores"); }
 //     std::vector<tp_scalar_t> compute() { const at::Tensor all = scores_.rows().cpu(); ... }
 //    private:
 //     tp::cpp::GatheredRows scores_{{1}, at::kDouble};
