@@ -162,21 +162,31 @@ at::Tensor Collectives::all_gather_rows(const at::Tensor& rows, const char* what
   for (int64_t d = 0; usable && d < rows.dim(); ++d) header[static_cast<std::size_t>(d) + 2] = rows.size(d);
   const auto on_device = at::TensorOptions().dtype(at::kLong).device(device());
   const std::vector<at::Tensor> headers = all_gather(at::tensor(header, at::kLong).to(on_device), what);
-  std::vector<std::vector<int64_t>> shapes;
-  int64_t longest = 0;
+  // Every rank judges all headers the same way, against rank 0's, so all throw the same message.
+  std::vector<std::vector<int64_t>> headers_of;
   for (const at::Tensor& h : headers) {
     const at::Tensor cpu = h.cpu();
-    const std::vector<int64_t> values(cpu.data_ptr<int64_t>(), cpu.data_ptr<int64_t>() + cpu.numel());
-    const int64_t rank_of = static_cast<int64_t>(shapes.size());
-    TP_CHECK(values[1] >= 1, what, ": rank ", rank_of, " has rows of ", values[1] < 0 ? "0 or more than 8" : "0",
-             " dims to gather; rows are [N, ...] with at most ", kMaxDims, " dims");
-    shapes.emplace_back(values.begin() + 2, values.begin() + 2 + values[1]);
-    longest = std::max(longest, values[2]);
-    const bool same_tail = values[0] == header[0] && values[1] == header[1] &&
-                           std::equal(values.begin() + 3, values.end(), header.begin() + 3);
-    TP_CHECK(same_tail, what, ": ranks gather rows of different shapes or dtypes: rank ", rank_of, " has ",
-             c10::IntArrayRef(shapes.back()), " ", c10::toString(static_cast<at::ScalarType>(values[0])), ", rank ",
-             rank(), " has ", rows.sizes(), " ", rows.scalar_type());
+    headers_of.emplace_back(cpu.data_ptr<int64_t>(), cpu.data_ptr<int64_t>() + cpu.numel());
+  }
+  const auto shape_of = [](const std::vector<int64_t>& h) {
+    return std::vector<int64_t>(h.begin() + 2, h.begin() + 2 + std::max<int64_t>(h[1], 0));
+  };
+  const auto describe = [&](std::size_t r) {
+    return c10::str(c10::IntArrayRef(shape_of(headers_of[r])), " ", static_cast<at::ScalarType>(headers_of[r][0]));
+  };
+  for (std::size_t r = 0; r < headers_of.size(); ++r)
+    TP_CHECK(headers_of[r][1] >= 1, what, ": rank ", r, " has rows of no dims or more than ", kMaxDims,
+             " to gather; rows are [N, ...] with 1 to ", kMaxDims, " dims");
+  std::vector<std::vector<int64_t>> shapes;
+  int64_t longest = 0;
+  for (std::size_t r = 0; r < headers_of.size(); ++r) {
+    const std::vector<int64_t>& h = headers_of[r];
+    const std::vector<int64_t>& first = headers_of.front();
+    const bool same_tail = h[0] == first[0] && h[1] == first[1] && std::equal(h.begin() + 3, h.end(), first.begin() + 3);
+    TP_CHECK(same_tail, what, ": ranks gather rows of different shapes or dtypes: rank 0 has ", describe(0), ", rank ",
+             r, " has ", describe(r), " (only the first size, the row count, may differ)");
+    shapes.push_back(shape_of(h));
+    longest = std::max(longest, h[2]);
   }
   // No rank has a row (no detection anywhere yet): nothing to send, and a gather of empty
   // tensors is one some c10d backends have mishandled.

@@ -1,0 +1,41 @@
+// Collectives::all_gather_rows on 2 Gloo ranks (gather_rows_driver.cpp): the rows a metric keeps
+// instead of sums (plugin ABI 1.7, COCO mAP's detections) arrive concatenated in rank order with
+// any count per rank, zero included; when no rank has a row nothing is sent; rows of another width
+// or of no dims on one rank make both ranks throw the same refusal, and the ranks stay in step.
+#include <fstream>
+#include <string>
+
+#include "free_port.h"
+#include "integration/host_runner.h"
+
+#include <doctest/doctest.h>
+
+TEST_CASE("all_gather_rows: rank order, empty ranks, and refusals every rank shares") {
+  const auto dir = tp::test::fresh_dir("gather_rows");
+  const std::string env = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(tp::test::free_port());
+  const std::string driver = std::string("'") + TP_GATHER_ROWS_DRIVER + "' '" + dir.string() + "'";
+  const auto run = tp::test::run_shell("RANK=1 LOCAL_RANK=1 " + env + " " + driver + " & RANK=0 LOCAL_RANK=0 " + env +
+                                       " " + driver + "; first=$?; wait $!; second=$?; exit $((first + second))");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank ", rank);
+    std::ifstream in(dir / ("rank" + std::to_string(rank) + ".txt"));
+    std::string line;
+    REQUIRE(std::getline(in, line));
+    CHECK(line == "counts rows 4 width 2 0 1 2 3 4 5 10 11");
+    REQUIRE(std::getline(in, line));
+    CHECK(line == "one_empty rows 2 width 2 0 1 2 3");
+    REQUIRE(std::getline(in, line));
+    CHECK(line == "all_empty rows 0 width 2");
+    REQUIRE(std::getline(in, line));
+    CHECK(line.starts_with("width threw "));
+    CHECK(line.find("ranks gather rows of different shapes or dtypes: rank 0 has [1, 2] Double, rank 1 has [1, 3] Double") !=
+          std::string::npos);
+    REQUIRE(std::getline(in, line));
+    CHECK(line.starts_with("no_dims threw "));
+    CHECK(line.find("rank 1 has rows of no dims") != std::string::npos);
+    REQUIRE(std::getline(in, line));
+    CHECK(line == "after rows 2 width 1 1 2");
+  }
+}
