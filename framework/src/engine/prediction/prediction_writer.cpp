@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "number_text.h"
 #include "tp/framework/error.h"
 #include "tp/framework/util/atomic_file.h"
 #include "tp/framework/util/write_error.h"
@@ -15,17 +16,7 @@
 namespace tp {
 namespace {
 
-// Shortest text that reads back to the same value (float32 values as float32, so a logit prints
-// as 0.1 rather than 0.10000000149011612).
-template <typename T>
-std::string number_text(T value, const char* non_finite_as) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (!std::isfinite(value)) return non_finite_as != nullptr ? non_finite_as : std::isnan(value) ? "nan" : value > 0 ? "inf" : "-inf";
-  }
-  char buffer[64];
-  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
-  return std::string(buffer, result.ptr);
-}
+using detail::number_text;
 
 // Value `i` of a column starting at `data`, as text.
 std::string value_text(const PredictionColumn& c, const uint8_t* data, int64_t i, const char* non_finite_as) {

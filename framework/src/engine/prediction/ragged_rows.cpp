@@ -2,33 +2,17 @@
 
 #include <ATen/ATen.h>
 
-#include <charconv>
-#include <cmath>
-
+#include "number_text.h"
 #include "tp/framework/error.h"
 
 namespace tp::detail {
 namespace {
 
-// Shortest text that reads back to the same value (as the prediction writers print numbers).
-template <typename T>
-void append_number(std::string& text, T value) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (!std::isfinite(value)) {
-      text += "null";
-      return;
-    }
-  }
-  char buffer[64];
-  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
-  text.append(buffer, result.ptr);
-}
-
 // Value `i` of a contiguous CPU tensor (int64, float64 or float32) as a JSON number.
 void append_value(std::string& text, const at::Tensor& values, int64_t i) {
-  if (values.scalar_type() == at::kLong) append_number(text, values.data_ptr<int64_t>()[i]);
-  else if (values.scalar_type() == at::kDouble) append_number(text, values.data_ptr<double>()[i]);
-  else append_number(text, values.data_ptr<float>()[i]);
+  if (values.scalar_type() == at::kLong) text += number_text(values.data_ptr<int64_t>()[i], "null");
+  else if (values.scalar_type() == at::kDouble) text += number_text(values.data_ptr<double>()[i], "null");
+  else text += number_text(values.data_ptr<float>()[i], "null");
 }
 
 }  // namespace
