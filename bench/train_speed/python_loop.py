@@ -9,8 +9,9 @@ in order, as bare_loop.cpp does; without --data a seeded random pool of --pool s
 (the GPU benchmark). On CUDA every batch is copied from pinned memory with non_blocking=True each
 step, which is what the host's loader does.
 
-Output: "python steps_per_s=<1/median window step time> windows=<n> params=<n> torch=<version>";
-the first window is warm-up and is left out.
+Output: "python steps_per_s=<1/median window step time> windows=<n> params=<n> torch=<version>",
+on CUDA followed by "peak_alloc_mib=<n> peak_reserved_mib=<n>"; the first window is warm-up and is
+left out.
 """
 import argparse
 import statistics
@@ -88,8 +89,12 @@ def main() -> None:
             windows.append((now - start) / a.window)
             start = now
     timed = windows[1:]
-    print(f"python steps_per_s={1 / statistics.median(timed):.4f} windows={len(timed)} params={params} "
-          f"torch={torch.__version__}", flush=True)
+    line = (f"python steps_per_s={1 / statistics.median(timed):.4f} windows={len(timed)} params={params} "
+            f"torch={torch.__version__}")
+    if device.type == "cuda":  # the caching allocator's peaks since start-up (gpu_bench.py's memory columns)
+        line += (f" peak_alloc_mib={torch.cuda.max_memory_allocated() / 2**20:.1f}"
+                 f" peak_reserved_mib={torch.cuda.max_memory_reserved() / 2**20:.1f}")
+    print(line, flush=True)
 
 
 if __name__ == "__main__":
