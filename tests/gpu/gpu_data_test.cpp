@@ -1,8 +1,10 @@
 // Batches and run switches on CUDA (docs/training.md, "Sanity runs and speed switches"): with
 // loader workers, pinned batches and non_blocking copies keep the GPU fed (the loop's data wait is
 // a small share of the step, far below the same run loading on its own thread), and runtime.toml
-// records the device, the effective switches and the CUDA, cuDNN and NCCL versions.
+// records the device, the GPU (name, compute capability, memory), the effective switches and the
+// CUDA, cuDNN and NCCL versions.
 #include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>  // the test's own view of the GPU (gpu_tests exist in CUDA builds only)
 #include <torch/version.h>
 
 #include <algorithm>
@@ -59,7 +61,7 @@ TEST_CASE("pinned batches and non_blocking copies on CUDA: with loader workers t
   CHECK(toml_bool(runtime, "non_blocking_copies"));
 }
 
-TEST_CASE("runtime.toml on CUDA: the device, the effective switches, the CUDA, cuDNN and NCCL versions") {
+TEST_CASE("runtime.toml on CUDA: the device, the GPU, the effective switches, the CUDA, cuDNN and NCCL versions") {
   REQUIRE_MESSAGE(at::hasCUDA(), kNeedsCuda);
   const std::string args = kQuickstart + "--set train.max_steps=5 --set train.log_every_steps=5 ";
   SUBCASE("switches on") {
@@ -81,6 +83,15 @@ TEST_CASE("runtime.toml on CUDA: the device, the effective switches, the CUDA, c
     CHECK(toml_bool(runtime, "channels_last"));
     CHECK(toml_bool(runtime, "non_blocking_copies"));
     CHECK(toml_string(runtime, "libtorch") == TORCH_VERSION);
+    // The GPU, against what this process's CUDA runtime says of device 0.
+    const cudaDeviceProp* gpu = at::cuda::getDeviceProperties(0);
+    MESSAGE("runtime.toml: gpu " << toml_string(runtime, "gpu_name") << ", capability "
+                                 << toml_string(runtime, "gpu_compute_capability"));
+    CHECK(toml_string(runtime, "gpu_name") == std::string(gpu->name));
+    CHECK(toml_string(runtime, "gpu_compute_capability") ==
+          std::to_string(gpu->major) + "." + std::to_string(gpu->minor));
+    CHECK(toml_number(runtime, "gpu_memory_mb") == static_cast<double>(gpu->totalGlobalMem / 1000000));
+    CHECK(toml_number(runtime, "gpu_count") == static_cast<double>(c10::cuda::device_count()));
     // The versions, against what this process's LibTorch reports of itself.
     const std::string cuda = toml_string(runtime, "provenance.cuda");
     const std::string cudnn = toml_string(runtime, "provenance.cudnn");
