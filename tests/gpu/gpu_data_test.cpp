@@ -4,7 +4,9 @@
 // records the device, the GPU (name, compute capability, memory), the effective switches and the
 // CUDA, cuDNN and NCCL versions.
 #include <ATen/ATen.h>
-#include <ATen/cuda/CUDAContext.h>  // the test's own view of the GPU (gpu_tests exist in CUDA builds only)
+#if defined(TP_TORCH_DEVICE_BUILD) && TP_TORCH_DEVICE_BUILD == 2
+#include <ATen/cuda/CUDAContext.h>  // the test's own view of the GPU; a CPU build compiles gpu_tests too
+#endif
 #include <torch/version.h>
 
 #include <algorithm>
@@ -83,6 +85,7 @@ TEST_CASE("runtime.toml on CUDA: the device, the GPU, the effective switches, th
     CHECK(toml_bool(runtime, "channels_last"));
     CHECK(toml_bool(runtime, "non_blocking_copies"));
     CHECK(toml_string(runtime, "libtorch") == TORCH_VERSION);
+#if defined(TP_TORCH_DEVICE_BUILD) && TP_TORCH_DEVICE_BUILD == 2
     // The GPU, against what this process's CUDA runtime says of device 0.
     const cudaDeviceProp* gpu = at::cuda::getDeviceProperties(0);
     MESSAGE("runtime.toml: gpu " << toml_string(runtime, "gpu_name") << ", capability "
@@ -92,6 +95,9 @@ TEST_CASE("runtime.toml on CUDA: the device, the GPU, the effective switches, th
           std::to_string(gpu->major) + "." + std::to_string(gpu->minor));
     CHECK(toml_number(runtime, "gpu_memory_mb") == static_cast<double>(gpu->totalGlobalMem / 1000000));
     CHECK(toml_number(runtime, "gpu_count") == static_cast<double>(c10::cuda::device_count()));
+#else
+    FAIL("runtime.toml's GPU fields are checked in a CUDA build of LibTorch only");
+#endif
     // The versions, against what this process's LibTorch reports of itself.
     const std::string cuda = toml_string(runtime, "provenance.cuda");
     const std::string cudnn = toml_string(runtime, "provenance.cudnn");
