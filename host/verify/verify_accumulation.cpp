@@ -52,8 +52,12 @@ Comparison compare(VerifyContext& context, const std::filesystem::path& dir, int
 CheckResult check_accumulation(VerifyContext& context) {
   const RunConfig& config = context.config();
   const int64_t batch = config.train.batch_size, accum = config.train.grad_accum_steps;
-  // fp32 sums in a different order: ~1e-7 per step; autocast rounds every matmul to 8 or 11 bits.
-  const double tolerance = config.amp.precision == Precision::Fp32 ? 1e-5 : 1e-2;
+  // fp32 sums in a different order: ~1e-7 per step on Intel, but up to 9.3e-5 on an AMD EPYC (oneDNN's
+  // kernels block a micro-batch of 2 otherwise than one of 8: the stem BatchNorm bias of
+  // detect_shapes' FCOS from scratch after 2 steps). The bugs this check is for differ by far more:
+  // a loss returning a mean 0.074, a batch-scaled offset 0.985 (tests/verify). Autocast rounds
+  // every matmul to 8 or 11 bits.
+  const double tolerance = config.amp.precision == Precision::Fp32 ? 1e-3 : 1e-2;
   CheckResult row("accumulation", "< " + format_value(tolerance) + " relative");
   const int64_t k = batch % 4 == 0 ? 4 : batch % 2 == 0 ? 2 : 0;
   if (k == 0) {
