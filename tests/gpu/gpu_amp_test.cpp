@@ -25,7 +25,7 @@ TEST_CASE("fp16 on CUDA: an overflowing initial scale backs off, the skipped ste
   // 2^36 x 0.5^(steps skipped), a power of two.
   const double init_scale = 68719476736.0;  // 2^36, exact in float32
   const auto dir = tp::test::fresh_dir("gpu_fp16_backoff");
-  const auto run = tp::gpu_test::run_host(kQuickstart + "--set amp.precision=\"fp16\" --set amp.init_scale=68719476736.0 "
+  const auto run = tp::test::run_host(kQuickstart + "--set amp.precision=\"fp16\" --set amp.init_scale=68719476736.0 "
                                                     "--set train.log_every_steps=1 --output-dir '" + dir.string() + "'");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
@@ -77,7 +77,7 @@ TEST_CASE("a non-finite loss stops fp32, bf16 and fp16 runs on CUDA (nan_policy 
   for (const std::string precision : {"fp32", "bf16", "fp16"}) {
     CAPTURE(precision);
     const auto dir = tp::test::fresh_dir("gpu_nan_" + precision);
-    const auto run = tp::gpu_test::run_host(
+    const auto run = tp::test::run_host(
         "--config tests/integration/c_regression.toml --plugin-dir '" + std::string(TP_TEST_FIXTURE_PLUGIN_DIR) +
         "' --set run.device=\"cuda\" --set progress.mode=\"off\" --set train.epochs=2 --set optim.name=\"sgd\" "
         "--set optim.lr=1e30 --set train.log_every_steps=2 --set amp.precision=\"" + precision +

@@ -35,12 +35,12 @@ TEST_CASE("pinned batches and non_blocking copies on CUDA: with loader workers t
                            "--set data.train.val_size=256 --set train.log_every_steps=5 --set data.prefetch=8 ";
   const auto inline_dir = tp::test::fresh_dir("gpu_data_wait_inline");
   const auto inline_run =
-      tp::gpu_test::run_host(args + "--set data.num_workers=0 --output-dir '" + inline_dir.string() + "'");
+      tp::test::run_host(args + "--set data.num_workers=0 --output-dir '" + inline_dir.string() + "'");
   INFO(inline_run.output);
   REQUIRE(inline_run.exit_code == 0);
   const auto workers_dir = tp::test::fresh_dir("gpu_data_wait_workers");
   const auto workers_run =
-      tp::gpu_test::run_host(args + "--set data.num_workers=8 --output-dir '" + workers_dir.string() + "'");
+      tp::test::run_host(args + "--set data.num_workers=8 --output-dir '" + workers_dir.string() + "'");
   INFO(workers_run.output);
   REQUIRE(workers_run.exit_code == 0);
 
@@ -68,7 +68,7 @@ TEST_CASE("runtime.toml on CUDA: the device, the GPU, the effective switches, th
   const std::string args = kQuickstart + "--set train.max_steps=5 --set train.log_every_steps=5 ";
   SUBCASE("switches on") {
     const auto dir = tp::test::fresh_dir("gpu_runtime_switches");
-    const auto run = tp::gpu_test::run_host(args + "--set amp.precision=\"bf16\" --set run.cudnn_benchmark=true "
+    const auto run = tp::test::run_host(args + "--set amp.precision=\"bf16\" --set run.cudnn_benchmark=true "
                                                "--set run.tf32=true --set run.channels_last=true --output-dir '" +
                                         dir.string() + "'");
     INFO(run.output);
@@ -120,7 +120,7 @@ TEST_CASE("runtime.toml on CUDA: the device, the GPU, the effective switches, th
   }
   SUBCASE("run.deterministic turns cudnn_benchmark off, and says so") {
     const auto dir = tp::test::fresh_dir("gpu_runtime_deterministic");
-    const auto run = tp::gpu_test::run_host(args + "--set run.deterministic=true --set run.cudnn_benchmark=true "
+    const auto run = tp::test::run_host(args + "--set run.deterministic=true --set run.cudnn_benchmark=true "
                                                "--output-dir '" + dir.string() + "'");
     INFO(run.output);
     REQUIRE(run.exit_code == 0);

@@ -20,7 +20,7 @@ TEST_CASE("NCCL with one rank: a real NCCL communicator, and the weights of the 
   REQUIRE_MESSAGE(at::hasCUDA(), kNeedsCuda);
   const std::string args = kQuickstart + "--set run.deterministic=true --set train.epochs=1 ";
   const auto single_dir = tp::test::fresh_dir("gpu_nccl_single");
-  const auto single = tp::gpu_test::run_host(args + "--output-dir '" + single_dir.string() + "'");
+  const auto single = tp::test::run_host(args + "--output-dir '" + single_dir.string() + "'");
   INFO(single.output);
   REQUIRE(single.exit_code == 0);
 

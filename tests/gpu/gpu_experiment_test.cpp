@@ -36,7 +36,7 @@ TEST_CASE("the precision experiment on CUDA: six cells, each numeric, accuracies
   const auto dir = tp::test::fresh_dir("gpu_precision_experiment");
   // The config header's CUDA command (4 loader workers instead of 1: on a GPU one thread rendering
   // the shapes would be the bottleneck; plots off in the cells, the comparison still draws its own).
-  const auto run = tp::gpu_test::run_host(
+  const auto run = tp::test::run_host(
       "sweep --config configs/precision_experiment.toml --set run.device=\"cuda\" --set progress.mode=\"off\" "
       "--set data.num_workers=4 --set plots.enabled=false --grid amp.precision=fp32,bf16,fp16 "
       "--grid 'train.batch_size+train.grad_accum_steps=[64,1],[16,4]' --output-dir '" + dir.string() + "'");

@@ -4,12 +4,9 @@
 
 #include <ATen/ATen.h>
 #include <ATen/detail/CUDAHooksInterface.h>
-#include <sys/wait.h>
 #include <toml++/toml.h>
 
-#include <array>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -102,55 +99,11 @@ inline std::string cudnn_version() {
   return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(code % 100);
 }
 
-// The runners of tests/integration/host_runner.h, with their command lines built by append():
-// GCC 12 at -O2 reports its `std::string("cd '") + TP_TEST_SOURCE_DIR + ...` as an out-of-bounds
-// memcpy (-Warray-bounds, a known false positive of string operator+ on a moved temporary).
-
-/// tp::test::run_shell: a shell script from the source directory (so configs/ paths work),
-/// stdout and stderr captured together.
-inline tp::test::HostRun run_shell(const std::string& script) {
-  std::string command = "cd '";
-  command.append(TP_TEST_SOURCE_DIR).append("' && { ").append(script).append(" ; } 2>&1");
-  tp::test::HostRun run;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return run;
-  std::array<char, 4096> buffer{};
-  while (std::fgets(buffer.data(), static_cast<int>(buffer.size()), pipe) != nullptr) run.output.append(buffer.data());
-  const int status = ::pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return run;
-}
-
-/// The shell word that runs the built host: 'build-cuda/bin/host'.
-inline std::string host_command() {
-  std::string command = "'";
-  command.append(TP_TEST_BUILD_DIR).append("/bin/host' ");
-  return command;
-}
-
-/// tp::test::run_host: `host <args>` from the source directory, output captured.
-inline tp::test::HostRun run_host(const std::string& args) { return run_shell(host_command().append(args)); }
-
 /// Runs `host <args>` with environment variables set for it (and its ranks): "NAME=value ...".
 inline tp::test::HostRun run_host_with_env(const std::string& env, const std::string& args) {
   std::string command = env;
-  command.append(" ").append(host_command()).append(args);
-  return run_shell(command);
-}
-
-/// tp::test::run_host_until_history: starts `host <args>`, waits until `history` has `lines`
-/// lines (polling every 20 ms, at most a minute), sends SIGTERM and waits; the output ends with
-/// "exit=<its status>" (143 after a SIGTERM that saved).
-inline tp::test::HostRun run_host_until_history(const std::string& args, const std::filesystem::path& history,
-                                                int lines) {
-  std::string script = host_command();
-  script.append(args)
-      .append(" & pid=$!; for i in $(seq 1 3000); do [ \"$(wc -l < '")
-      .append(history.string())
-      .append("' 2>/dev/null || echo 0)\" -ge ")
-      .append(std::to_string(lines))
-      .append(" ] && break; sleep 0.02; done; kill -TERM $pid; wait $pid; echo \"exit=$?\"");
-  return run_shell(script);
+  command.append(" '").append(TP_TEST_BUILD_DIR).append("/bin/host' ").append(args);
+  return tp::test::run_shell(command);
 }
 
 /// The share of wall time the training loop waited for the loader over the step records after

@@ -30,7 +30,7 @@ PeakRun train_deep_cnn(const std::string& name, bool checkpointing) {
   // (~1.1 GB), with it one (~0.57 GB) plus one unit's recompute. 20 deterministic steps.
   PeakRun r;
   r.dir = tp::test::fresh_dir(name);
-  const auto run = tp::gpu_test::run_host(
+  const auto run = tp::test::run_host(
       kQuickstart +
       "--set model.component=\"org.torchhost.deep_cnn\" --set model.depth=16 --set model.width=64 "
       "--set train.batch_size=128 --set train.max_steps=20 --set train.log_every_steps=5 --set run.deterministic=true "

@@ -42,7 +42,7 @@ TEST_CASE("a real CUDA out-of-memory error: on_oom = fail reports it; on_oom = s
   REQUIRE_MESSAGE(at::hasCUDA(), kNeedsCuda);
   SUBCASE("on_oom = fail: exit 1 with the batch size, the device's peak and what to do") {
     const auto dir = tp::test::fresh_dir("gpu_oom_fail");
-    const auto run = tp::gpu_test::run_host(oom_args(dir, "fail"));
+    const auto run = tp::test::run_host(oom_args(dir, "fail"));
     INFO(run.output);
     CHECK(run.exit_code == 1);
     const std::string where = "out of memory on cuda:0 in the forward of 65536 samples at step 1 (epoch 1; "
@@ -60,7 +60,7 @@ TEST_CASE("a real CUDA out-of-memory error: on_oom = fail reports it; on_oom = s
   }
   SUBCASE("on_oom = split: pieces of 65536 / 2^k rows until one fits; two steps train, finite") {
     const auto dir = tp::test::fresh_dir("gpu_oom_split");
-    const auto run = tp::gpu_test::run_host(oom_args(dir, "split"));
+    const auto run = tp::test::run_host(oom_args(dir, "split"));
     INFO(run.output);
     REQUIRE(run.exit_code == 0);
     CHECK(contains(run.output, "out of memory in the forward of 65536 samples at step 1 (epoch 1)"));

@@ -32,7 +32,7 @@ TEST_CASE("host tune batch-size on CUDA: doubles to the --max cap, every trial m
   // small_cnn at 32x32 needs a few MB per sample, so 64, 128, 256 and 512 all fit any GPU and the
   // search stops at the cap (docs/tune.md, "The search": start at train.batch_size, double).
   const fs::path dir = tp::test::fresh_dir("gpu_tune_batch") / "run";
-  const auto run = tp::gpu_test::run_host("tune batch-size --output-dir '" + dir.string() + "' " + kSmall +
+  const auto run = tp::test::run_host("tune batch-size --output-dir '" + dir.string() + "' " + kSmall +
                                       "--set train.batch_size=64 --max 512");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
@@ -82,11 +82,11 @@ TEST_CASE("host predict on CUDA writes the CPU's predictions of the same checkpo
   // threads and determinism only), so cuDNN convolutions may run with LibTorch's default, TF32
   // allowed (10-bit mantissa, ~1e-3 relative per product); the logits are compared to 1e-2.
   const fs::path dir = tp::test::fresh_dir("gpu_predict");
-  const auto train = tp::gpu_test::run_host("--output-dir '" + dir.string() + "' " + kSmall);
+  const auto train = tp::test::run_host("--output-dir '" + dir.string() + "' " + kSmall);
   INFO(train.output);
   REQUIRE(train.exit_code == 0);
   for (const std::string device : {"cuda", "cpu"}) {
-    const auto run = tp::gpu_test::run_host("predict --output-dir '" + dir.string() + "' " + kSmall +
+    const auto run = tp::test::run_host("predict --output-dir '" + dir.string() + "' " + kSmall +
                                         "--set run.device=\"" + device + "\" --checkpoint last --split val --format csv "
                                         "--output '" + (dir / (device + ".csv")).string() + "'");
     INFO(run.output);

@@ -22,7 +22,7 @@ TEST_CASE("the quickstart trains on CUDA in fp32, bf16 and fp16") {
   for (const std::string precision : {"fp32", "bf16", "fp16"}) {
     CAPTURE(precision);
     const auto dir = tp::test::fresh_dir("gpu_quickstart_" + precision);
-    const auto run = tp::gpu_test::run_host(kQuickstart + "--set amp.precision=\"" + precision + "\" --output-dir '" +
+    const auto run = tp::test::run_host(kQuickstart + "--set amp.precision=\"" + precision + "\" --output-dir '" +
                                         dir.string() + "'");
     INFO(run.output);
     REQUIRE(run.exit_code == 0);
@@ -43,16 +43,16 @@ TEST_CASE("a deterministic CUDA run interrupted by SIGTERM resumes bitwise") {
   REQUIRE_MESSAGE(at::hasCUDA(), kNeedsCuda);
   const std::string args = kQuickstart + "--set run.deterministic=true --set train.log_every_steps=5 ";
   const auto straight_dir = tp::test::fresh_dir("gpu_resume_straight");
-  const auto straight = tp::gpu_test::run_host(args + "--output-dir '" + straight_dir.string() + "'");
+  const auto straight = tp::test::run_host(args + "--output-dir '" + straight_dir.string() + "'");
   INFO(straight.output);
   REQUIRE(straight.exit_code == 0);
 
   const auto dir = tp::test::fresh_dir("gpu_resume_interrupted");
   const auto interrupted =
-      tp::gpu_test::run_host_until_history(args + "--output-dir '" + dir.string() + "'", dir / "history.jsonl", 12);
+      tp::test::run_host_until_history(args + "--output-dir '" + dir.string() + "'", dir / "history.jsonl", 12);
   INFO(interrupted.output);
   REQUIRE(interrupted.output.find("exit=143") != std::string::npos);
-  const auto resumed = tp::gpu_test::run_host(args + "--output-dir '" + dir.string() + "' --resume auto");
+  const auto resumed = tp::test::run_host(args + "--output-dir '" + dir.string() + "' --resume auto");
   INFO(resumed.output);
   REQUIRE(resumed.exit_code == 0);
   const auto a = tp::load_checkpoint(straight_dir / "checkpoints" / "last.pt");

@@ -20,7 +20,10 @@ struct HostRun {
 
 /// Runs a shell script from the source directory (so configs/ paths work), output captured.
 inline HostRun run_shell(const std::string& script) {
-  const std::string command = std::string("cd '") + TP_TEST_SOURCE_DIR + "' && { " + script + " ; } 2>&1";
+  // Built with append(): GCC 12/13 at -O2 report `std::string("cd '") + ...` as an out-of-bounds
+  // memcpy (-Warray-bounds, a known false positive of operator+ on a moved temporary).
+  std::string command = "cd '";
+  command.append(TP_TEST_SOURCE_DIR).append("' && { ").append(script).append(" ; } 2>&1");
   HostRun run;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return run;
@@ -33,7 +36,9 @@ inline HostRun run_shell(const std::string& script) {
 
 /// Runs `build/bin/host <args>` from the source directory.
 inline HostRun run_host(const std::string& args) {
-  return run_shell(std::string("'") + TP_TEST_BUILD_DIR + "/bin/host' " + args);
+  std::string command = "'";
+  command.append(TP_TEST_BUILD_DIR).append("/bin/host' ").append(args);
+  return run_shell(command);
 }
 
 /// Starts `build/bin/host <args>` in the background, waits until the run's `history` file
@@ -42,9 +47,18 @@ inline HostRun run_host(const std::string& args) {
 /// (143 after a SIGTERM that saved, 137 after SIGKILL).
 inline HostRun run_host_until_history(const std::string& args, const std::filesystem::path& history, int lines,
                                       const std::string& signal_name = "TERM") {
-  return run_shell(std::string("'") + TP_TEST_BUILD_DIR + "/bin/host' " + args + " & pid=$!; for i in $(seq 1 3000); " +
-                   "do [ \"$(wc -l < '" + history.string() + "' 2>/dev/null || echo 0)\" -ge " + std::to_string(lines) +
-                   " ] && break; sleep 0.02; done; kill -" + signal_name + " $pid; wait $pid; echo \"exit=$?\"");
+  std::string script = "'";
+  script.append(TP_TEST_BUILD_DIR)
+      .append("/bin/host' ")
+      .append(args)
+      .append(" & pid=$!; for i in $(seq 1 3000); do [ \"$(wc -l < '")
+      .append(history.string())
+      .append("' 2>/dev/null || echo 0)\" -ge ")
+      .append(std::to_string(lines))
+      .append(" ] && break; sleep 0.02; done; kill -")
+      .append(signal_name)
+      .append(" $pid; wait $pid; echo \"exit=$?\"");
+  return run_shell(script);
 }
 
 /// A fresh, empty directory under the build tree, named after the test.
