@@ -266,4 +266,12 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::istringstream in(text);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) items.push_back(item);
+  return items;
+}
+
 }  // namespace tp::cli

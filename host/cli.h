@@ -82,4 +82,7 @@ struct Options {
 /// Parses argv. Throws tp::ConfigError (exit 2) with the usage line for bad input.
 Options parse(int argc, char** argv);
 
+/// The items of a comma-separated option value ("a,b,,c" -> a, b, c): empty items are dropped.
+std::vector<std::string> split_list(const std::string& text);
+
 }  // namespace tp::cli

@@ -14,17 +14,6 @@
 #include "tp/framework/util/stale_temporaries.h"
 
 namespace tp::cli {
-namespace {
-
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> items;
-  std::istringstream in(text);
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) items.push_back(item);
-  return items;
-}
-
-}  // namespace
 
 int run_predict(const Options& options) {
   // First: SIGINT/SIGTERM stop at the next round and remove the partial file (predictor.cpp),

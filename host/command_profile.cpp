@@ -24,14 +24,6 @@
 namespace tp::cli {
 namespace {
 
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> items;
-  std::stringstream stream(text);
-  for (std::string item; std::getline(stream, item, ',');)
-    if (!item.empty()) items.push_back(item);
-  return items;
-}
-
 /// The first `batch_size` samples of the training split (repeated when it is smaller), collated.
 NamedTensors dataset_batch(const RunConfig& config, const Registry& registry, int64_t batch_size) {
   DatasetProxy dataset(registry.find(config.data.train.component, TP_KIND_DATASET, config.data.train.key_path),

@@ -15,14 +15,14 @@
 namespace tp::cli::verify {
 namespace {
 
-constexpr double kRelativeTolerance = 1e-4; // fp32 sums in two orders differ by ~1e-6
+constexpr double kLossTolerance = 1e-4; // fp32 sums in two orders differ by ~1e-6
 
 }  // namespace
 
 CheckResult check_loss(VerifyContext& context) {
   RunComponents& parts = context.parts();
   const NamedTensors& batch = context.first_batch();
-  CheckResult row("loss", "< " + format_value(kRelativeTolerance) + " relative; counts exact");
+  CheckResult row("loss", "< " + format_value(kLossTolerance) + " relative; counts exact");
   const BatchLayout& layout = parts.train_data->batch_layout();
   const int64_t rows = batch_size(batch, layout);
   if (rows < 2) {
@@ -55,7 +55,7 @@ CheckResult check_loss(VerifyContext& context) {
     row.reason = what + ": not finite";
     return row;
   }
-  if (!(difference < kRelativeTolerance)) {
+  if (!(difference < kLossTolerance)) {
     row.status = Status::kFail;
     row.reason = what + " = " + format_value(sum_a + sum_b) + ": the loss is not a sum over its items";
     row.notes.emplace_back("a loss returns the SUM of its per-item losses and their count (tp/iface/loss.h); the host "

@@ -17,7 +17,7 @@
 namespace tp::cli::verify {
 namespace {
 
-constexpr double kRelativeTolerance = 1e-5; // float32 state sums in two orders differ by ~1e-7
+constexpr double kMetricTolerance = 1e-5; // float32 state sums in two orders differ by ~1e-7
 
 /// Copies of a metric's state: the summed tensors (as float64) and the gathered rows.
 struct StateCopy {
@@ -47,7 +47,7 @@ double relative(double a, double b) {
 
 CheckResult check_metric(VerifyContext& context) {
   RunComponents& parts = context.parts();
-  CheckResult row("metric", "< " + format_value(kRelativeTolerance) + " relative");
+  CheckResult row("metric", "< " + format_value(kMetricTolerance) + " relative");
   if (parts.metrics.empty()) {
     row.status = Status::kSkip;
     row.reason = "the run has no [[metrics]]";
@@ -106,7 +106,7 @@ CheckResult check_metric(VerifyContext& context) {
       const double scale = std::max(whole[i].abs().max().item<double>(), 1e-12);
       const double difference = (whole[i] - (a[i] + b[i])).abs().max().item<double>() / scale;
       worst_state = std::max(worst_state, difference);
-      if (!(difference < kRelativeTolerance) && row.status == Status::kPass) {
+      if (!(difference < kMetricTolerance) && row.status == Status::kPass) {
         row.status = Status::kFail;
         row.reason = metric->id() + ": state '" + state[i].name + "' of a batch of " + std::to_string(rows) +
                      " differs from its halves' states added by " + format_value(difference) +
@@ -120,7 +120,7 @@ CheckResult check_metric(VerifyContext& context) {
       const auto found = summed_values.find(name);
       const double difference = found == summed_values.end() ? 1.0 : relative(value, found->second);
       worst_value = std::max(worst_value, difference);
-      if (!(difference < kRelativeTolerance) && row.status == Status::kPass) {
+      if (!(difference < kMetricTolerance) && row.status == Status::kPass) {
         row.status = Status::kFail;
         row.reason = metric->id() + ": compute() gives " + name + " = " + format_value(value) +
                      " for the whole batch but " +

@@ -51,7 +51,7 @@ std::string checkpoint_error(Fn&& fn) {
   return "";
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using tp::test::contains;
 
 TEST_CASE("crc32c matches the Castagnoli check value, whole or in pieces") {
   const std::string text = "123456789";

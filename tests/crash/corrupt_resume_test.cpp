@@ -18,12 +18,12 @@ namespace {
 
 // 2 epochs of 2048 samples / 32 = 128 optimizer steps; a save every 10 steps and at the end, the 3
 // newest numbered ones kept (step-110, step-120, step-128); a history line every 8 steps.
-const std::string kArgs =
+const std::string kCorruptResumeArgs =
     "--config tests/integration/accumulation.toml --set progress.mode=\"off\" --set run.threads=1 "
     "--set checkpoint.strategy=\"steps\" --set checkpoint.every=10 --set checkpoint.keep_last=3 "
     "--set train.log_every_steps=8 ";
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using tp::test::contains;
 
 void flip_byte(const std::filesystem::path& file, std::size_t at) {
   std::fstream f(file, std::ios::binary | std::ios::in | std::ios::out);
@@ -41,7 +41,7 @@ TEST_CASE("--resume auto falls back past a truncated, then a bit-flipped last.pt
   // the first run goes to the end and the damage is done to its final checkpoint.
   const auto dir = tp::test::fresh_dir("crash_corrupt_resume");
   const auto ckpt = dir / "checkpoints";
-  const std::string args = kArgs + "--output-dir '" + dir.string() + "' ";
+  const std::string args = kCorruptResumeArgs + "--output-dir '" + dir.string() + "' ";
   const auto first = tp::test::run_host(args);
   INFO(first.output);
   REQUIRE(first.exit_code == 0);
@@ -93,7 +93,7 @@ TEST_CASE("a run that starts afresh after a kill tore history.jsonl's last line 
   // --resume auto starts afresh and appends. Before, its first record was merged into the torn line.
   const auto dir = tp::test::fresh_dir("crash_torn_history_fresh");
   std::ofstream(dir / "history.jsonl") << "{\"kind\":\"step\",\"step\":8,\"train/loss\":0.5}\n{\"kind\":\"step\",\"st";
-  const auto run = tp::test::run_host(kArgs + "--output-dir '" + dir.string() + "' --resume auto");
+  const auto run = tp::test::run_host(kCorruptResumeArgs + "--output-dir '" + dir.string() + "' --resume auto");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   CHECK(contains(run.output, "the last line of " + (dir / "history.jsonl").string() + " was incomplete"));

@@ -16,11 +16,11 @@
 
 namespace {
 
-const std::string kArgs =
+const std::string kDiskFullArgs =
     "--config tests/integration/accumulation.toml --set progress.mode=\"off\" --set run.threads=1 "
     "--set checkpoint.strategy=\"steps\" --set checkpoint.every=50 --set checkpoint.keep_last=3 ";
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using tp::test::contains;
 
 // The start of a shell command that runs `host` with files limited to `bytes` (prlimit counts
 // bytes; the shells' `ulimit -f` counts 1024- or 512-byte blocks, dash's being 512).
@@ -35,7 +35,7 @@ TEST_CASE("a checkpoint write that hits the size limit fails clearly and keeps t
   // save (step 128) must replace last.pt, and cannot.
   const auto dir = tp::test::fresh_dir("crash_disk_full");
   const auto ckpt = dir / "checkpoints";
-  const std::string args = kArgs + "--output-dir '" + dir.string() + "' ";
+  const std::string args = kDiskFullArgs + "--output-dir '" + dir.string() + "' ";
   const auto first = tp::test::run_host(args);
   INFO(first.output);
   REQUIRE(first.exit_code == 0);
@@ -74,7 +74,7 @@ TEST_CASE("a history.jsonl append that hits the size limit fails clearly, cuts i
   const auto dir = tp::test::fresh_dir("crash_disk_full_history");
   const auto ckpt = dir / "checkpoints";
   const auto history = dir / "history.jsonl";
-  const std::string args = kArgs + "--set train.log_every_steps=1 --set logging.tensorboard=true --output-dir '" +
+  const std::string args = kDiskFullArgs + "--set train.log_every_steps=1 --set logging.tensorboard=true --output-dir '" +
                            dir.string() + "' ";
   const auto first = tp::test::run_host(args);
   INFO(first.output);

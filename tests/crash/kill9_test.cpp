@@ -32,7 +32,7 @@ const std::string kCommon = "--config tests/integration/c_regression.toml --set 
                           "--set data.train.size=512 --set data.num_workers=2 --set train.log_every_steps=4 "
                           "--set checkpoint.strategy=\"steps\" --set checkpoint.every=2 --set checkpoint.keep_last=2 "
                           "--set checkpoint.save_top_k=1 --set logging.tensorboard=true ";
-const std::string kArgs = kCommon + "--resume auto ";
+const std::string kKill9Args = kCommon + "--resume auto ";
 constexpr int kTrials = 20;
 constexpr int64_t kTotalSteps = 24 * 32;
 
@@ -49,7 +49,7 @@ TEST_CASE("kill -9 at random moments never leaves the run without a loadable res
 
   const auto dir = tp::test::fresh_dir("kill9_loop");
   const auto ckpt = dir / "checkpoints";
-  const std::string host = std::string("'") + TP_TEST_BUILD_DIR + "/bin/host' " + kArgs + "--plugin-dir '" +
+  const std::string host = std::string("'") + TP_TEST_BUILD_DIR + "/bin/host' " + kKill9Args + "--plugin-dir '" +
                            TP_TEST_FIXTURE_PLUGIN_DIR + "' --output-dir '" + dir.string() + "'";
   int64_t previous_step = 0;
   int finished_early = 0;
@@ -79,7 +79,7 @@ TEST_CASE("kill -9 at random moments never leaves the run without a loadable res
   MESSAGE("after " << kTrials << " kills the resume point is step " << previous_step << " of " << kTotalSteps << " ("
                    << finished_early << " runs finished before their kill)");
 
-  const auto last = tp::test::run_host(kArgs + "--plugin-dir '" + TP_TEST_FIXTURE_PLUGIN_DIR + "' --output-dir '" +
+  const auto last = tp::test::run_host(kKill9Args + "--plugin-dir '" + TP_TEST_FIXTURE_PLUGIN_DIR + "' --output-dir '" +
                                        dir.string() + "'");
   INFO(last.output);
   REQUIRE(last.exit_code == 0);

@@ -16,7 +16,7 @@
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using tp::test::contains;
 
 std::string fixture_dir(const std::string& name) { return std::string(TP_FIXTURE_DIR) + "/" + name; }
 

@@ -24,7 +24,7 @@
 namespace {
 
 constexpr double kTolerance = 1e-5;
-constexpr int kSteps = 3 * 8;  // epochs x ceil(ceil(251 / 2) / 16)
+constexpr int kDdpOracleSteps = 3 * 8;  // epochs x ceil(ceil(251 / 2) / 16)
 
 // Settings of each optimizer; trajectory_oracle.py's OPTIMIZERS repeats them.
 const std::pair<const char*, const char*> kOptimizers[] = {
@@ -78,8 +78,8 @@ TEST_CASE("2 host ranks follow PyTorch's DistributedDataParallel step for step (
     } else if (tag == "steps") {
       int host_steps = 0, python_steps = 0;
       in >> host_steps >> python_steps;
-      CHECK(host_steps == kSteps);
-      CHECK(python_steps == kSteps);
+      CHECK(host_steps == kDdpOracleSteps);
+      CHECK(python_steps == kDdpOracleSteps);
     } else if (tag == "moved") {
       std::string text;
       in >> text;

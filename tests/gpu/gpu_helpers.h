@@ -28,7 +28,7 @@ inline const std::string kQuickstart =
     "--config configs/quickstart.toml --set run.device=\"cuda\" --set progress.mode=\"off\" "
     "--set train.epochs=2 --set plots.enabled=false ";
 
-inline bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+using tp::test::contains;
 
 inline std::size_t count_of(const std::string& text, const std::string& what) {
   std::size_t n = 0;

@@ -16,7 +16,7 @@ namespace {
 
 using tp::test::max_relative_difference;
 
-tp::LoadedCheckpoint train(const std::string& name, const std::string& sets) {
+tp::LoadedCheckpoint train_accumulation(const std::string& name, const std::string& sets) {
   const auto dir = tp::test::fresh_dir(name);
   const auto run = tp::test::run_host("--config tests/integration/accumulation.toml --output-dir '" + dir.string() +
                                       "' --set progress.mode=\"off\" " + sets);
@@ -28,21 +28,21 @@ tp::LoadedCheckpoint train(const std::string& name, const std::string& sets) {
 }  // namespace
 
 TEST_CASE("batch 32 x 1 equals batch 8 x accumulation 4") {
-  const auto whole = train("accum_whole", "");
-  const auto windows = train("accum_windows", "--set train.batch_size=8 --set train.grad_accum_steps=4");
+  const auto whole = train_accumulation("accum_whole", "");
+  const auto windows = train_accumulation("accum_windows", "--set train.batch_size=8 --set train.grad_accum_steps=4");
   CHECK(whole.step == 2 * 64);
   CHECK(windows.step == whole.step); // the schedule and the step counter count optimizer steps
   CHECK(max_relative_difference(whole, windows) < 1e-5);
   // The weights really moved: the comparison is not between two untouched models.
-  const auto few = train("accum_short", "--set train.epochs=1");
+  const auto few = train_accumulation("accum_short", "--set train.epochs=1");
   CHECK(max_relative_difference(whole, few) > 1e-3);
 }
 
 TEST_CASE("a short last window is normalised by its own item count") {
   // 2048 / 24 = 85 full batches + 8 samples; windows of 3 batches leave a last window of 2
   // batches (1 full + the 8-sample tail): its loss must be the mean over those 32 samples.
-  const auto whole = train("accum_tail_whole", "--set train.batch_size=72 --set train.drop_last=false");
-  const auto windows = train("accum_tail_windows",
+  const auto whole = train_accumulation("accum_tail_whole", "--set train.batch_size=72 --set train.drop_last=false");
+  const auto windows = train_accumulation("accum_tail_windows",
                              "--set train.batch_size=24 --set train.grad_accum_steps=3 --set train.drop_last=false");
   CHECK(whole.step == windows.step);
   CHECK(max_relative_difference(whole, windows) < 1e-5);

@@ -14,7 +14,7 @@
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using tp::test::contains;
 
 // A run of org.torchhost.mlp over x float32[4] of the fixture `name`, batches of 8, with `model`
 // keys; cross_entropy reads "logits" and "label" (its defaults).

@@ -15,7 +15,7 @@
 
 namespace {
 
-const std::string kArgs = "--config tests/integration/batch_transforms.toml --set progress.mode=\"off\" "
+const std::string kBatchTransformE2eArgs = "--config tests/integration/batch_transforms.toml --set progress.mode=\"off\" "
                           "--set run.threads=1 ";
 
 bool same_weights(const std::filesystem::path& a_dir, const std::filesystem::path& b_dir) {
@@ -31,7 +31,7 @@ bool same_weights(const std::filesystem::path& a_dir, const std::filesystem::pat
 
 TEST_CASE("mixup_cutmix trains small_cnn; val accuracy is reported; resume is bitwise exact") {
   const auto straight_dir = tp::test::fresh_dir("bxform_straight");
-  const auto straight = tp::test::run_host(kArgs + "--output-dir '" + straight_dir.string() + "'");
+  const auto straight = tp::test::run_host(kBatchTransformE2eArgs + "--output-dir '" + straight_dir.string() + "'");
   INFO(straight.output);
   REQUIRE(straight.exit_code == 0);
   double accuracy = -1.0;
@@ -41,7 +41,7 @@ TEST_CASE("mixup_cutmix trains small_cnn; val accuracy is reported; resume is bi
 
   // prob = 0: the same labels as probabilities but no mixing; the weights must differ.
   const auto unmixed_dir = tp::test::fresh_dir("bxform_unmixed");
-  const auto unmixed = tp::test::run_host(kArgs + "--set data.batch_transforms[0].prob=0.0 --output-dir '" +
+  const auto unmixed = tp::test::run_host(kBatchTransformE2eArgs + "--set data.batch_transforms[0].prob=0.0 --output-dir '" +
                                           unmixed_dir.string() + "'");
   REQUIRE(unmixed.exit_code == 0);
   CHECK_FALSE(same_weights(straight_dir, unmixed_dir));
@@ -49,10 +49,10 @@ TEST_CASE("mixup_cutmix trains small_cnn; val accuracy is reported; resume is bi
   // SIGTERM after a few logged steps, then --resume auto.
   const auto dir = tp::test::fresh_dir("bxform_interrupted");
   const auto interrupted =
-      tp::test::run_host_until_history(kArgs + "--output-dir '" + dir.string() + "'", dir / "history.jsonl", 3);
+      tp::test::run_host_until_history(kBatchTransformE2eArgs + "--output-dir '" + dir.string() + "'", dir / "history.jsonl", 3);
   INFO(interrupted.output);
   CHECK(interrupted.output.find("exit=143") != std::string::npos);
-  const auto resumed = tp::test::run_host(kArgs + "--output-dir '" + dir.string() + "' --resume auto");
+  const auto resumed = tp::test::run_host(kBatchTransformE2eArgs + "--output-dir '" + dir.string() + "' --resume auto");
   INFO(resumed.output);
   REQUIRE(resumed.exit_code == 0);
   CHECK(same_weights(straight_dir, dir));

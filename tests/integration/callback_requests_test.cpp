@@ -40,7 +40,7 @@ void run_in(const std::filesystem::path& dir, const Case& c, const std::string& 
 }
 
 /// A fresh run directory trained as `c` says.
-std::filesystem::path train(const std::string& name, const Case& c, const std::string& more = "") {
+std::filesystem::path train_callback_requests(const std::string& name, const Case& c, const std::string& more = "") {
   const auto dir = tp::test::fresh_dir(name);
   run_in(dir, c, more);
   return dir;
@@ -76,10 +76,10 @@ TEST_CASE("stop requests: immediate from *_END events, at the next window bounda
   };
   for (const Row& row : rows) {
     INFO(row.name);
-    CHECK(last_step(train(std::string("request_stop_") + row.name, row.c)) == row.stopped_at);
+    CHECK(last_step(train_callback_requests(std::string("request_stop_") + row.name, row.c)) == row.stopped_at);
   }
   // CHECKPOINT_LOAD: a run resumed from the end of epoch 1 stops after one more step.
-  const auto dir = train("request_stop_checkpoint_load", {2, 0, -1, kStopSets}, "--set train.epochs=1");
+  const auto dir = train_callback_requests("request_stop_checkpoint_load", {2, 0, -1, kStopSets}, "--set train.epochs=1");
   CHECK(last_step(dir) == kStepsPerEpoch);
   run_in(dir, {9, 1, -1, kStopSets}, "--resume auto");
   CHECK(last_step(dir) == kStepsPerEpoch + 1);
@@ -101,9 +101,9 @@ TEST_CASE("save requests write last.pt where they are honoured; FIT_END's is ign
   };
   for (const Row& row : rows) {
     INFO(row.name);
-    CHECK(last_step(train(std::string("request_save_") + row.name, row.c)) == row.saved_at);
+    CHECK(last_step(train_callback_requests(std::string("request_save_") + row.name, row.c)) == row.saved_at);
   }
-  const auto ignored = train("request_save_fit_end", {2, 2, -1, kSaveSets});
+  const auto ignored = train_callback_requests("request_save_fit_end", {2, 2, -1, kSaveSets});
   CHECK_FALSE(std::filesystem::exists(ignored / "checkpoints" / "last.pt"));
 }
 

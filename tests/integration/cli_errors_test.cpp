@@ -13,7 +13,7 @@
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using tp::test::contains;
 
 std::string write_config(const std::string& name, const std::string& text) {
   const auto dir = tp::test::fresh_dir(name);

@@ -61,6 +61,9 @@ inline HostRun run_host_until_history(const std::string& args, const std::filesy
   return run_shell(script);
 }
 
+/// Whether `text` contains `part` (a host's output, a file): the tests' most common check.
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
 /// A fresh, empty directory under the build tree, named after the test.
 inline std::filesystem::path fresh_dir(const std::string& name) {
   const auto dir = std::filesystem::path(TP_TEST_BUILD_DIR) / "test-runs" / name;

@@ -18,7 +18,7 @@
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using tp::test::contains;
 
 std::string fixture(const std::string& name) {
   return std::string(TP_CHECK_FIXTURE_DIR) + "/" + name + "/" + name + ".so";

@@ -17,7 +17,7 @@
 
 namespace {
 
-const std::string kArgs =
+const std::string kResumeArgs =
     "--config tests/integration/accumulation.toml --set progress.mode=\"off\" --set run.threads=1 "
     "--set train.batch_size=16 --set train.log_every_steps=5 --set model.dropout=0.2 --set data.num_workers=2 "
     "--set optim.lr=0.01 ";
@@ -26,14 +26,14 @@ const std::string kArgs =
 
 TEST_CASE("SIGTERM mid-epoch saves the position; --resume auto continues bitwise-exactly") {
   const auto straight_dir = tp::test::fresh_dir("resume_straight");
-  const auto straight = tp::test::run_host(kArgs + "--output-dir '" + straight_dir.string() + "'");
+  const auto straight = tp::test::run_host(kResumeArgs + "--output-dir '" + straight_dir.string() + "'");
   INFO(straight.output);
   REQUIRE(straight.exit_code == 0);
 
   // Start a second run, wait until it has logged a few steps, then send SIGTERM.
   const auto dir = tp::test::fresh_dir("resume_interrupted");
   const auto interrupted =
-      tp::test::run_host_until_history(kArgs + "--output-dir '" + dir.string() + "'", dir / "history.jsonl", 6);
+      tp::test::run_host_until_history(kResumeArgs + "--output-dir '" + dir.string() + "'", dir / "history.jsonl", 6);
   INFO(interrupted.output);
   CHECK(interrupted.output.find("exit=143") != std::string::npos);
   CHECK(interrupted.output.find("--resume auto") != std::string::npos);
@@ -41,7 +41,7 @@ TEST_CASE("SIGTERM mid-epoch saves the position; --resume auto continues bitwise
   CHECK(saved.step >= 30);
   CHECK(saved.step < 2 * 128);
 
-  const auto resumed = tp::test::run_host(kArgs + "--output-dir '" + dir.string() + "' --resume auto");
+  const auto resumed = tp::test::run_host(kResumeArgs + "--output-dir '" + dir.string() + "' --resume auto");
   INFO(resumed.output);
   REQUIRE(resumed.exit_code == 0);
   CHECK(resumed.output.find("resumed at epoch") != std::string::npos);
@@ -68,7 +68,7 @@ TEST_CASE("SIGTERM mid-epoch saves the position; --resume auto continues bitwise
 
 TEST_CASE("--resume auto without a checkpoint starts fresh; a damaged checkpoint is refused clearly") {
   const auto dir = tp::test::fresh_dir("resume_fresh");
-  const auto fresh = tp::test::run_host(kArgs + "--set train.epochs=1 --output-dir '" + dir.string() + "' --resume auto");
+  const auto fresh = tp::test::run_host(kResumeArgs + "--set train.epochs=1 --output-dir '" + dir.string() + "' --resume auto");
   INFO(fresh.output);
   CHECK(fresh.exit_code == 0);
   CHECK(fresh.output.find("starting fresh") != std::string::npos);
@@ -76,7 +76,7 @@ TEST_CASE("--resume auto without a checkpoint starts fresh; a damaged checkpoint
   const auto bad = dir / "truncated.pt";
   const std::string bytes = tp::test::read_text(dir / "checkpoints" / "last.pt");
   std::ofstream(bad, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
-  const auto refused = tp::test::run_host(kArgs + "--output-dir '" + dir.string() + "' --resume '" + bad.string() + "'");
+  const auto refused = tp::test::run_host(kResumeArgs + "--output-dir '" + dir.string() + "' --resume '" + bad.string() + "'");
   INFO(refused.output);
   CHECK(refused.exit_code == tp::kExitCheckpoint);
   CHECK(refused.output.find("truncated.pt") != std::string::npos);

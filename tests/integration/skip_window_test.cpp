@@ -18,15 +18,15 @@ namespace {
 
 // 64 samples, unshuffled, micro-batches of 8 in windows of 4: 2 optimizer steps per epoch.
 // The fixture fails samples [fail_first, fail_first + fail_count) of the train split.
-const std::string kArgs = "--config tests/integration/c_regression.toml --plugin-dir '" +
+const std::string kSkipWindowArgs = "--config tests/integration/c_regression.toml --plugin-dir '" +
                           std::string(TP_TEST_FIXTURE_PLUGIN_DIR) +
                           "' --set progress.mode=\"off\" --set data.train.size=64 --set train.batch_size=8 "
                           "--set train.grad_accum_steps=4 --set data.shuffle=false --set data.on_bad_sample=\"skip\" "
                           "--set eval.strategy=\"no\" --set checkpoint.save_top_k=0 --set checkpoint.keep_last=4 ";
 
-std::filesystem::path train(const std::string& name, const std::string& sets) {
+std::filesystem::path train_skip_window(const std::string& name, const std::string& sets) {
   const auto dir = tp::test::fresh_dir(name);
-  const auto run = tp::test::run_host(kArgs + "--output-dir '" + dir.string() + "' " + sets);
+  const auto run = tp::test::run_host(kSkipWindowArgs + "--output-dir '" + dir.string() + "' " + sets);
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   return dir;
@@ -42,7 +42,7 @@ bool all_finite(const tp::LoadedCheckpoint& c) {
 
 TEST_CASE("an all-skipped micro-batch inside a window: steps per epoch as scheduled, nothing crosses epochs") {
   // Batch 1 (samples 8-15) of every epoch is skipped whole, inside the first window.
-  const auto straight = train("skip_window_straight", "--set train.epochs=2 --set data.train.fail_first=8 "
+  const auto straight = train_skip_window("skip_window_straight", "--set train.epochs=2 --set data.train.fail_first=8 "
                                                       "--set data.train.fail_count=8");
   const auto end = tp::load_checkpoint(straight / "checkpoints" / "last.pt");
   CHECK(end.step == 2 * 2);
@@ -53,7 +53,7 @@ TEST_CASE("an all-skipped micro-batch inside a window: steps per epoch as schedu
   // A run resumed from the end of epoch 1 starts epoch 2 without gradients; so must the straight
   // run have, or their weights differ.
   const auto resumed_dir = tp::test::fresh_dir("skip_window_resumed");
-  const auto resumed = tp::test::run_host(kArgs + "--output-dir '" + resumed_dir.string() +
+  const auto resumed = tp::test::run_host(kSkipWindowArgs + "--output-dir '" + resumed_dir.string() +
                                           "' --set train.epochs=2 --set data.train.fail_first=8 "
                                           "--set data.train.fail_count=8 --resume '" + epoch_one.string() + "'");
   INFO(resumed.output);
@@ -65,13 +65,13 @@ TEST_CASE("an all-skipped micro-batch inside a window: steps per epoch as schedu
 
 TEST_CASE("a window whose every sample is skipped takes no update but counts as a step") {
   // Samples 0-31 fail: the first window of each epoch has no item at all.
-  const auto dir = train("skip_window_empty", "--set train.epochs=2 --set data.train.fail_first=0 "
+  const auto dir = train_skip_window("skip_window_empty", "--set train.epochs=2 --set data.train.fail_first=0 "
                                               "--set data.train.fail_count=32");
   const auto end = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
   CHECK(end.step == 2 * 2);
   CHECK(all_finite(end)); // no 0/0 normalisation reached the weights
   // The second window of each epoch did update: the weights are not the initial ones.
-  const auto untouched = train("skip_window_all", "--set train.epochs=1 --set data.train.fail_first=0 "
+  const auto untouched = train_skip_window("skip_window_all", "--set train.epochs=1 --set data.train.fail_first=0 "
                                                   "--set data.train.fail_count=64");
   const auto idle = tp::load_checkpoint(untouched / "checkpoints" / "last.pt");
   CHECK(idle.step == 2); // every window empty: two steps, no update

@@ -21,7 +21,7 @@
 namespace {
 
 // 384 samples / 32 = 12 steps an epoch, 3 epochs, a step record every 2 steps: about 2 s on 2 cores.
-const std::string kArgs =
+const std::string kTensorboardArgs =
     "--config configs/multi_output.toml --set train.epochs=3 --set data.train.size=384 --set data.train.val_size=64 "
     "--set train.batch_size=32 --set train.log_every_steps=2 --set progress.mode=\"off\" --set run.threads=1 "
     "--set logging.tensorboard=true --set logging.tensorboard_images=true ";
@@ -35,7 +35,7 @@ tp::test::HostRun oracle(const std::string& run_dir, const std::string& referenc
 
 TEST_CASE("TensorBoard shows every history value, the config and the hparams; a resumed run repeats no step") {
   const auto straight_dir = tp::test::fresh_dir("tensorboard_straight");
-  const auto straight = tp::test::run_host(kArgs + "--output-dir '" + straight_dir.string() + "'");
+  const auto straight = tp::test::run_host(kTensorboardArgs + "--output-dir '" + straight_dir.string() + "'");
   INFO(straight.output);
   REQUIRE(straight.exit_code == 0);
   const auto checked = oracle(straight_dir.string());
@@ -47,7 +47,7 @@ TEST_CASE("TensorBoard shows every history value, the config and the hparams; a 
   // Killed in epoch 2, after epoch 1's checkpoint (step 12) and a few step records past it.
   const auto dir = tp::test::fresh_dir("tensorboard_resumed");
   const auto killed =
-      tp::test::run_host_until_history(kArgs + "--output-dir '" + dir.string() + "'", dir / "history.jsonl", 10, "KILL");
+      tp::test::run_host_until_history(kTensorboardArgs + "--output-dir '" + dir.string() + "'", dir / "history.jsonl", 10, "KILL");
   INFO(killed.output);
   REQUIRE(killed.output.find("exit=137") != std::string::npos);
   const tp::LoadedCheckpoint saved = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
@@ -62,7 +62,7 @@ TEST_CASE("TensorBoard shows every history value, the config and the hparams; a 
   }
   CHECK(last_step >= 16);
 
-  const auto resumed = tp::test::run_host(kArgs + "--output-dir '" + dir.string() + "' --resume auto");
+  const auto resumed = tp::test::run_host(kTensorboardArgs + "--output-dir '" + dir.string() + "' --resume auto");
   INFO(resumed.output);
   REQUIRE(resumed.exit_code == 0);
   CHECK(resumed.output.find("resumed at epoch 2") != std::string::npos);

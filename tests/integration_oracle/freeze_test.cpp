@@ -18,7 +18,7 @@
 
 namespace {
 
-const std::string kArgs = "--config tests/integration_oracle/freeze.toml ";
+const std::string kFreezeArgs = "--config tests/integration_oracle/freeze.toml ";
 
 /// The parameters (not the BatchNorm statistics, which a frozen trunk still updates) under `prefix`.
 bool same_parameters(const tp::LoadedCheckpoint& a, const tp::LoadedCheckpoint& b, const std::string& prefix) {
@@ -47,7 +47,7 @@ std::string without_rules(const std::filesystem::path& dir) {
 
 TEST_CASE("a frozen parameter group stays bitwise unchanged until its unfreeze epoch, then trains") {
   const auto dir = tp::test::fresh_dir("freeze_straight");
-  const auto run = tp::test::run_host(kArgs + "--output-dir '" + dir.string() + "'");
+  const auto run = tp::test::run_host(kFreezeArgs + "--output-dir '" + dir.string() + "'");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   CHECK(run.output.find("epoch 3: frozen parameter groups start training") != std::string::npos);
@@ -61,7 +61,7 @@ TEST_CASE("a frozen parameter group stays bitwise unchanged until its unfreeze e
 
   // Resumed at the start of epoch 3, across the unfreeze: the same end.
   const auto resumed_dir = tp::test::fresh_dir("freeze_resumed");
-  const auto resumed = tp::test::run_host(kArgs + "--output-dir '" + resumed_dir.string() + "' --resume '" +
+  const auto resumed = tp::test::run_host(kFreezeArgs + "--output-dir '" + resumed_dir.string() + "' --resume '" +
                                           (dir / "checkpoints" / "step-00000100.pt").string() + "'");
   INFO(resumed.output);
   REQUIRE(resumed.exit_code == 0);
@@ -117,7 +117,7 @@ TEST_CASE("optim.layer_decay: the history's per-group lrs are optim.lr x 0.5^(3 
   // small_cnn declares trunk blocks 1-3 at depths 0-2; the head is depth 3 (full lr). freeze.toml's
   // frozen trunk rule keeps its own groups, split by depth the same way.
   const auto dir = tp::test::fresh_dir("layer_decay_run");
-  const auto run = tp::test::run_host(kArgs + "--output-dir '" + dir.string() +
+  const auto run = tp::test::run_host(kFreezeArgs + "--output-dir '" + dir.string() +
                                       "' --set train.epochs=1 --set optim.layer_decay=0.5");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);

@@ -23,7 +23,7 @@
 namespace {
 
 constexpr double kTolerance = 1e-5;
-constexpr int kSteps = 3 * 256 / 32;  // epochs x size / 32, as in trajectory.toml
+constexpr int kTrajectoryOracleSteps = 3 * 256 / 32;  // epochs x size / 32, as in trajectory.toml
 
 const char* const kScript = "tests/integration_oracle/trajectory_oracle.py";
 
@@ -86,7 +86,7 @@ TEST_CASE("host train follows a plain PyTorch loop step for step (SGD, AdamW; ac
       std::string run;
       int steps = 0;
       in >> run >> steps;
-      CHECK(steps == kSteps);
+      CHECK(steps == kTrajectoryOracleSteps);
     } else if (tag == "clipped") {
       std::string optimizer;
       int clipped = 0, total = 0;

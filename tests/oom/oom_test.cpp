@@ -20,7 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 using tp::test::max_relative_difference;
 
-const std::string kArgs = "--config tests/oom/oom.toml --plugin-dir '" + std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' ";
+const std::string kOomArgs = "--config tests/oom/oom.toml --plugin-dir '" + std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' ";
 
 struct Trained {
   tp::test::HostRun run;
@@ -30,7 +30,7 @@ struct Trained {
 
 Trained train(const std::string& name, const std::string& sets, const std::string& launch = "") {
   Trained t{{}, tp::test::fresh_dir(name)};
-  t.run = tp::test::run_host(launch + " " + kArgs + "--output-dir '" + t.dir.string() + "' " + sets);
+  t.run = tp::test::run_host(launch + " " + kOomArgs + "--output-dir '" + t.dir.string() + "' " + sets);
   return t;
 }
 
@@ -110,12 +110,12 @@ TEST_CASE("on_oom = split keeps the split across --resume") {
   REQUIRE(straight.run.exit_code == 0);
   const auto dir = tp::test::fresh_dir("oom_resume");
   const auto interrupted =
-      tp::test::run_host_until_history(kArgs + sets + "--output-dir '" + dir.string() + "'", dir / "history.jsonl", 3);
+      tp::test::run_host_until_history(kOomArgs + sets + "--output-dir '" + dir.string() + "'", dir / "history.jsonl", 3);
   INFO(interrupted.output);
   REQUIRE(interrupted.output.find("exit=143") != std::string::npos);
   const auto saved = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
   CHECK(saved.micro_batch_splits == 2);
-  const auto resumed = tp::test::run_host(kArgs + sets + "--output-dir '" + dir.string() + "' --resume auto");
+  const auto resumed = tp::test::run_host(kOomArgs + sets + "--output-dir '" + dir.string() + "' --resume auto");
   INFO(resumed.output);
   REQUIRE(resumed.exit_code == 0);
   CHECK(resumed.output.find("resuming with micro-batches cut in 2 pieces") != std::string::npos);

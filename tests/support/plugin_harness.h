@@ -15,8 +15,7 @@
 #include <string>
 #include <vector>
 
-#undef CHECK  // c10's logging CHECK; doctest's takes its place
-#include <doctest/doctest.h>
+#include "support/doctest_after_torch.h"
 
 #include "support/fake_host.h"
 #include "tp/entry.h"

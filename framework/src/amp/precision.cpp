@@ -14,7 +14,7 @@
 namespace tp {
 namespace {
 
-constexpr const char* kKey = "amp.precision";
+constexpr const char* kPrecisionKey = "amp.precision";
 
 std::string device_text(c10::Device device) { return device.str(); }
 
@@ -31,7 +31,7 @@ int cuda_capability_major(c10::DeviceIndex index) {
 
 void check_cuda(Precision precision, c10::Device device) {
   if (!at::globalContext().hasCUDA()) {
-    throw ConfigError(kKey, std::string(kKey) + " = \"" + std::string(to_string(precision)) + "\" on " +
+    throw ConfigError(kPrecisionKey, std::string(kPrecisionKey) + " = \"" + std::string(to_string(precision)) + "\" on " +
                                 device_text(device) +
                                 ": CUDA is not available (a CPU build of LibTorch, or no driver/GPU). "
                                 "Run on device \"cpu\" or install a CUDA build of LibTorch.");
@@ -39,7 +39,7 @@ void check_cuda(Precision precision, c10::Device device) {
   const int gpus = at::detail::getCUDAHooks().getNumGPUs();
   const c10::DeviceIndex index = device.has_index() ? device.index() : at::detail::getCUDAHooks().current_device();
   if (index < 0 || index >= gpus) {
-    throw ConfigError(kKey, std::string(kKey) + ": device " + device_text(device) + " does not exist; this machine has " +
+    throw ConfigError(kPrecisionKey, std::string(kPrecisionKey) + ": device " + device_text(device) + " does not exist; this machine has " +
                                 std::to_string(gpus) + " CUDA device(s).");
   }
   // ROCm reports gfx architectures, not compute capabilities; every ROCm GPU LibTorch supports
@@ -47,7 +47,7 @@ void check_cuda(Precision precision, c10::Device device) {
   if (precision == Precision::Bf16 && !at::detail::getCUDAHooks().hasROCM()) {
     const int major = cuda_capability_major(index);
     if (major >= 0 && major < 8) {
-      throw ConfigError(kKey, std::string(kKey) + " = \"bf16\" on " + device_text(device) +
+      throw ConfigError(kPrecisionKey, std::string(kPrecisionKey) + " = \"bf16\" on " + device_text(device) +
                                   ": this GPU has compute capability " + std::to_string(major) +
                                   ".x and no native bfloat16 (needs 8.0+, Ampere or newer); emulated "
                                   "bf16 is slower than fp32. Use amp.precision = \"fp16\" (with the grad "
@@ -78,7 +78,7 @@ void check_precision_supported(Precision precision, c10::Device device) {
       check_cuda(precision, device);
       return;
     default:
-      throw ConfigError(kKey, std::string(kKey) + " = \"" + std::string(to_string(precision)) + "\" on " +
+      throw ConfigError(kPrecisionKey, std::string(kPrecisionKey) + " = \"" + std::string(to_string(precision)) + "\" on " +
                                   device_text(device) +
                                   ": torchhost runs mixed precision on cpu and cuda devices only. Use "
                                   "amp.precision = \"fp32\" on this device.");

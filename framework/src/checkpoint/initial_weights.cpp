@@ -27,12 +27,12 @@ namespace {
 
 using Named = std::vector<std::pair<std::string, at::Tensor>>;
 
-constexpr const char* kKey = "train.init_weights";
+constexpr const char* kInitWeightsKey = "train.init_weights";
 
 using detail::concat;
 
 [[noreturn]] void fail(const std::filesystem::path& file, const std::string& what) {
-  throw ConfigError(kKey, std::string(kKey) + " = \"" + file.string() + "\": " + what);
+  throw ConfigError(kInitWeightsKey, std::string(kInitWeightsKey) + " = \"" + file.string() + "\": " + what);
 }
 
 // ~~~~ pickles: host checkpoints and torch.save files ~~~~
@@ -161,7 +161,7 @@ Named read_torch_zip(const std::filesystem::path& file, const std::vector<char>&
   try {
     verify_checkpoint(bytes.data(), bytes.size(), file.string(), &records);
   } catch (const CheckpointError& e) {
-    throw CheckpointError(std::string(kKey) + ": " + e.what());  // the seal's message names the file
+    throw CheckpointError(std::string(kInitWeightsKey) + ": " + e.what());  // the seal's message names the file
   }
   check_torch_layout(bytes, records, label);
   RecordSizes stored;
@@ -194,7 +194,7 @@ Named read_weights(const std::filesystem::path& file) {
   if (!in) fail(file, "the file cannot be opened (missing or unreadable). Give a host checkpoint, a "
                       "torch.save(model.state_dict()) file or a .safetensors file, or \"\" for the model's own init.");
   const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const ArchiveLabel label{std::string(kKey) + " = \"" + file.string() + "\"",
+  const ArchiveLabel label{std::string(kInitWeightsKey) + " = \"" + file.string() + "\"",
                            "Give a torch.save(model.state_dict()) file, a host checkpoint or a .safetensors file "
                            "that loads, or \"\" for the model's own init."};
   try {

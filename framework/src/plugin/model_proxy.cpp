@@ -18,7 +18,7 @@
 namespace tp {
 namespace {
 // Upper bound on a model's outputs per call; generous, and a plugin that has more fails clearly.
-constexpr uint32_t kMaxOutputs = 64;
+constexpr uint32_t kMaxModelOutputs = 64;
 }  // namespace
 
 ModelProxy::ModelProxy(ComponentEntry entry, const ComponentConfig& config)
@@ -47,23 +47,23 @@ std::vector<StateTensor> ModelProxy::state() const {
 
 NamedTensors ModelProxy::forward(const NamedTensors& inputs) {
   const auto views = detail::borrow_all(inputs);
-  std::array<tp_named_tensor_t, kMaxOutputs> outputs{};  // zeroed: a slot left NULL holds nothing
+  std::array<tp_named_tensor_t, kMaxModelOutputs> outputs{};  // zeroed: a slot left NULL holds nothing
   uint32_t count = 0;
   tp_status status = TP_OK;
   {
     // A crash inside the plugin's forward names it (plugin/plugin_crash.h); three thread-local stores.
     const PluginCallScope crash_scope(id().c_str(), "forward", UINT64_MAX);
-    status = table_.forward(self_, views.data(), static_cast<uint32_t>(views.size()), outputs.data(), kMaxOutputs, &count);
+    status = table_.forward(self_, views.data(), static_cast<uint32_t>(views.size()), outputs.data(), kMaxModelOutputs, &count);
   }
   // Every handle the plugin wrote is ours from here, whatever the status (PLG-9, "outputs of a
   // failed call"): adopt them all first, so no exit below leaks one.
-  std::array<at::Tensor, kMaxOutputs> adopted;
-  for (uint32_t i = 0; i < kMaxOutputs; ++i)
+  std::array<at::Tensor, kMaxModelOutputs> adopted;
+  for (uint32_t i = 0; i < kMaxModelOutputs; ++i)
     if (outputs[i].tensor != nullptr) adopted[i] = detail::adopt(std::exchange(outputs[i].tensor, nullptr));
   check(status, "forward");
-  if (count > kMaxOutputs)
+  if (count > kMaxModelOutputs)
     check(TP_ERR_INTERNAL, "forward",
-          "a call that reported " + std::to_string(count) + " outputs for a capacity of " + std::to_string(kMaxOutputs));
+          "a call that reported " + std::to_string(count) + " outputs for a capacity of " + std::to_string(kMaxModelOutputs));
   NamedTensors result;
   result.reserve(count);
   for (uint32_t i = 0; i < count; ++i) {

@@ -15,13 +15,13 @@ namespace {
 using detail::Chart;
 using detail::Colour;
 using detail::Series;
-using Points = std::vector<std::pair<double, double>>;
+using CurvePoints = std::vector<std::pair<double, double>>;
 
 // (step, seconds of training up to that step), from step 0. Step records carry time/step_s, the
 // mean over the steps since the previous step record; epoch records' time/epoch_s is the
 // coarser fallback for a history logged less often than once per epoch.
-Points training_clock(const RunRecord& run) {
-  Points from_steps{{0.0, 0.0}}, from_epochs{{0.0, 0.0}};
+CurvePoints training_clock(const RunRecord& run) {
+  CurvePoints from_steps{{0.0, 0.0}}, from_epochs{{0.0, 0.0}};
   for (const HistoryRecord& record : run.history) {
     double step = std::nan(""), step_s = std::nan(""), epoch_s = std::nan("");
     for (const auto& [name, value] : record.values) {
@@ -38,7 +38,7 @@ Points training_clock(const RunRecord& run) {
 }
 
 // The clock at `step`: linear between its points, continued at the last rate past the end.
-double seconds_at(const Points& clock, double step) {
+double seconds_at(const CurvePoints& clock, double step) {
   if (clock.size() < 2) return std::nan("");
   std::size_t i = 1;
   while (i + 1 < clock.size() && clock[i].first < step) ++i;
@@ -48,8 +48,8 @@ double seconds_at(const Points& clock, double step) {
 }
 
 // train/loss per logged step, or per epoch when no step record has it.
-Points loss_points(const RunRecord& run, bool& per_step) {
-  Points stepped, epochs;
+CurvePoints loss_points(const RunRecord& run, bool& per_step) {
+  CurvePoints stepped, epochs;
   for (const HistoryRecord& record : run.history) {
     double step = std::nan(""), loss = std::nan("");
     for (const auto& [name, value] : record.values) {
@@ -74,7 +74,7 @@ std::string label_of(const Comparison& comparison, const ComparisonRow& row) {
   return label.empty() ? row.run : label;
 }
 
-Series series_of(const Points& points, const Points* clock, bool markers, std::size_t index, std::string label) {
+Series series_of(const CurvePoints& points, const CurvePoints* clock, bool markers, std::size_t index, std::string label) {
   Series s;
   s.label = std::move(label);
   s.markers = markers;
@@ -100,14 +100,14 @@ std::vector<std::filesystem::path> draw_comparison_plots(const std::vector<RunRe
   Chart metric_time{metric + " by training time", kTimeAxis, metric, {}, /*x_counts=*/false};
   for (std::size_t i = 0; i < runs.size() && i < comparison.rows.size(); ++i) {
     const std::string label = label_of(comparison, comparison.rows[i]);
-    const Points clock = training_clock(runs[i]);
+    const CurvePoints clock = training_clock(runs[i]);
     bool per_step = false;
-    const Points loss = loss_points(runs[i], per_step);
+    const CurvePoints loss = loss_points(runs[i], per_step);
     if (!loss.empty()) {
       loss_step.series.push_back(series_of(loss, nullptr, !per_step, i, label));
       if (clock.size() > 1) loss_time.series.push_back(series_of(loss, &clock, !per_step, i, label));
     }
-    const Points values = metric_points(runs[i], metric, &per_step);
+    const CurvePoints values = metric_points(runs[i], metric, &per_step);
     if (!values.empty()) {
       metric_step.series.push_back(series_of(values, nullptr, !per_step, i, label));
       if (clock.size() > 1) metric_time.series.push_back(series_of(values, &clock, !per_step, i, label));

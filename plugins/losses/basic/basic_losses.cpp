@@ -161,7 +161,6 @@ std::unique_ptr<Loss> make_smooth_l1(const tp::cpp::ConfigReader& cfg) {
   return std::make_unique<SingleTerm>(Term::kSmoothL1, cfg.get_string("output"), cfg.get_string("target"), options);
 }
 
-constexpr uint32_t kKeySize = sizeof(tp_config_key_t);
 const tp_config_key_t kCrossEntropyKeys[] = {
     {kKeySize, "output", TP_CFG_STRING, "\"logits\"", "model output holding logits [B, C, ...]"},
     {kKeySize, "target", TP_CFG_STRING, "\"label\"", "batch field with class indices (or probabilities)"},

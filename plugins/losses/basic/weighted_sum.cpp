@@ -99,7 +99,6 @@ class WeightedSum : public Loss {
   std::vector<at::Tensor> last_;    ///< the last forward's weighted term sums, detached
 };
 
-constexpr uint32_t kKeySize = sizeof(tp_config_key_t);
 const tp_config_key_t kKeys[] = {
     {kKeySize, "losses", TP_CFG_STRING_ARRAY, "[\"cross_entropy\", \"smooth_l1\"]",
      "terms: cross_entropy, mse or smooth_l1"},

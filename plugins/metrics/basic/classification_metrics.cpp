@@ -18,7 +18,6 @@ constexpr const char* kTopKNames[] = {"accuracy",       "top2_accuracy", "top3_a
                                       "top5_accuracy",  "top6_accuracy", "top7_accuracy", "top8_accuracy",
                                       "top9_accuracy",  "top10_accuracy"};
 constexpr int64_t kMaxTopK = static_cast<int64_t>(std::size(kTopKNames));
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 /// Finds logits [B, C] and targets, integer classes [B] or probabilities [B, C] (mixup, cutmix:
 /// their argmax is the label), and checks that they fit together.
@@ -123,7 +122,6 @@ class F1 : public Metric {
   at::Tensor fn_;
 };
 
-constexpr uint32_t kKeySize = sizeof(tp_config_key_t);
 const tp_config_key_t kAccuracyKeys[] = {
     {kKeySize, "output", TP_CFG_STRING, "\"logits\"", "model output holding logits [B, C]"},
     {kKeySize, "target", TP_CFG_STRING, "\"label\"", "batch field with class indices [B] or probabilities [B, C]"},

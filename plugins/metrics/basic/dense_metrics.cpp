@@ -11,7 +11,6 @@ namespace {
 
 constexpr const char* kIouId = "org.torchhost.iou";
 constexpr const char* kMaeId = "org.torchhost.mae";
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 at::Tensor zero(at::ScalarType dtype) { return at::zeros(at::IntArrayRef{}, at::TensorOptions(dtype)); }
 
@@ -95,7 +94,6 @@ class Mae : public Metric {
   at::Tensor count_ = zero(at::kLong);
 };
 
-constexpr uint32_t kKeySize = sizeof(tp_config_key_t);
 const tp_config_key_t kIouKeys[] = {
     {kKeySize, "output", TP_CFG_STRING, "\"mask_logits\"", "model output with per-pixel logits [B, ...]"},
     {kKeySize, "target", TP_CFG_STRING, "\"mask\"", "batch field with the binary mask (same pixels)"},

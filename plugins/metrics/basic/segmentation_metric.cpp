@@ -15,7 +15,6 @@ namespace tp::metrics {
 namespace {
 
 constexpr const char* kId = "org.torchhost.mean_iou";
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 /// The host reads at most 64 values from one metric (MetricProxy's compute buffer), and three of
 /// them are the summary scores: per-class values fit for up to 61 classes.
@@ -134,7 +133,6 @@ class Segmentation : public Metric {
   at::Tensor out_of_range_;
 };
 
-constexpr uint32_t kKeySize = sizeof(tp_config_key_t);
 const tp_config_key_t kKeys[] = {
     {kKeySize, "output", TP_CFG_STRING, "\"out\"", "model output with per-pixel logits [B, C, H, W]; prediction = argmax"},
     {kKeySize, "target", TP_CFG_STRING, "\"mask\"", "batch field with class indices [B, H, W] (integer)"},

@@ -22,7 +22,6 @@ namespace {
 
 using tp::cpp::Failure;
 
-constexpr const char* kId = "org.torchhost.torchscript";
 constexpr const char* kHowToSave =
     "Write the file in Python with torch.jit.script(model).save(\"m.pt\") (torch.save(model), a state_dict "
     "file and a torch.export .pt2 archive are not TorchScript).";

@@ -19,6 +19,9 @@
 
 namespace tp::torchscript {
 
+/// The plugin's id: its messages start with it.
+inline constexpr const char* kId = "org.torchhost.torchscript";
+
 /// What the config chooses (after path resolution).
 struct ScriptedModelOptions {
   std::string path;                  ///< the archive, as it is opened

@@ -19,7 +19,6 @@ namespace {
 
 using tp::cpp::Failure;
 
-constexpr const char* kId = "org.torchhost.torchscript";
 
 /// The component: a ScriptedModel from the validated config, in training mode.
 std::shared_ptr<ScriptedModel> make_scripted_model(const tp::cpp::ConfigReader& cfg) {

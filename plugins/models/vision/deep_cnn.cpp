@@ -14,7 +14,7 @@
 namespace tp::vision {
 namespace {
 
-constexpr const char* kId = "org.torchhost.deep_cnn";
+constexpr const char* kDeepCnnId = "org.torchhost.deep_cnn";
 
 /// conv3x3 (no bias) - BatchNorm - ReLU, `in` -> `out` channels, same resolution. With
 /// `residual` (in == out): ReLU(x + BN(conv(x))).
@@ -83,7 +83,7 @@ class DeepCnn : public VisionNet {
   torch::nn::Linear head_{nullptr};
 };
 
-const tp_config_key_t kKeys[] = {
+const tp_config_key_t kDeepCnnKeys[] = {
     {sizeof(tp_config_key_t), "input", TP_CFG_STRING, "\"image\"", "batch field holding the [C, S, S] image"},
     {sizeof(tp_config_key_t), "in_channels", TP_CFG_INT, "3", "image channels"},
     {sizeof(tp_config_key_t), "num_classes", TP_CFG_INT, "3", "number of logits"},
@@ -93,7 +93,7 @@ const tp_config_key_t kKeys[] = {
     {sizeof(tp_config_key_t), "residual", TP_CFG_BOOL, "true", "blocks add their input: ReLU(x + BN(conv(x)))"},
 };
 
-const tp_example_input_t kExamples[] = {kImageExample, kLabelExample};
+const tp_example_input_t kDeepCnnExamples[] = {kImageExample, kLabelExample};
 
 }  // namespace
 
@@ -103,19 +103,19 @@ std::shared_ptr<VisionNet> make_deep_cnn(const tp::cpp::ConfigReader& cfg) {
   const int64_t width = cfg.get_int("width");
   const int64_t depth = cfg.get_int("depth");
   const int64_t image_size = cfg.get_int("image_size");
-  require_config(in_channels > 0, kId, "in_channels", "must be positive", std::to_string(in_channels));
-  require_config(num_classes > 0, kId, "num_classes", "must be positive", std::to_string(num_classes));
-  require_config(width > 0, kId, "width", "must be positive", std::to_string(width));
-  require_config(depth >= 0, kId, "depth", "must be zero or more", std::to_string(depth));
-  require_config(image_size > 0, kId, "image_size", "must be positive", std::to_string(image_size));
+  require_config(in_channels > 0, kDeepCnnId, "in_channels", "must be positive", std::to_string(in_channels));
+  require_config(num_classes > 0, kDeepCnnId, "num_classes", "must be positive", std::to_string(num_classes));
+  require_config(width > 0, kDeepCnnId, "width", "must be positive", std::to_string(width));
+  require_config(depth >= 0, kDeepCnnId, "depth", "must be zero or more", std::to_string(depth));
+  require_config(image_size > 0, kDeepCnnId, "image_size", "must be positive", std::to_string(image_size));
   return std::make_shared<DeepCnn>(cfg.get_string("input"), in_channels, num_classes, width, depth, image_size,
                                    cfg.get_bool("residual"));
 }
 
 const tp_descriptor_t kDeepCnnDescriptor = tp::cpp::model_descriptor(
-    kId, "1.0.0",
+    kDeepCnnId, "1.0.0",
     "stem and `depth` conv-BN-ReLU blocks at constant width (optionally residual), global max pool, "
     "linear; outputs logits; every block checkpointable",
-    kKeys, kExamples);
+    kDeepCnnKeys, kDeepCnnExamples);
 
 }  // namespace tp::vision

@@ -7,7 +7,7 @@
 namespace tp::vision {
 namespace {
 
-constexpr const char* kId = "org.torchhost.mlp";
+constexpr const char* kMlpId = "org.torchhost.mlp";
 
 /// flatten -> [Linear -> ReLU -> Dropout] per hidden size -> Linear(num_classes).
 class Mlp : public VisionNet {
@@ -27,7 +27,7 @@ class Mlp : public VisionNet {
   /// is nothing to checkpoint.
   void set_activation_checkpointing(bool enabled) override {
     if (enabled && layers_.empty())
-      throw tp::cpp::Failure(TP_ERR_UNSUPPORTED, std::string(kId) + ": hidden = [] has no hidden layers to "
+      throw tp::cpp::Failure(TP_ERR_UNSUPPORTED, std::string(kMlpId) + ": hidden = [] has no hidden layers to "
                                                  "checkpoint (the model is one Linear layer)");
     VisionNet::set_activation_checkpointing(enabled);
   }
@@ -64,7 +64,7 @@ class Mlp : public VisionNet {
   torch::nn::Linear head_{nullptr};
 };
 
-const tp_config_key_t kKeys[] = {
+const tp_config_key_t kMlpKeys[] = {
     {sizeof(tp_config_key_t), "input", TP_CFG_STRING, "\"image\"", "batch field to flatten and classify"},
     {sizeof(tp_config_key_t), "hidden", TP_CFG_INT_ARRAY, "[256, 128]", "hidden layer widths, input side first"},
     {sizeof(tp_config_key_t), "in_features", TP_CFG_INT, "3072", "elements per sample of the input (3*32*32)"},
@@ -72,7 +72,7 @@ const tp_config_key_t kKeys[] = {
     {sizeof(tp_config_key_t), "dropout", TP_CFG_FLOAT, "0.0", "dropout probability after each hidden layer"},
 };
 
-const tp_example_input_t kExamples[] = {kImageExample, kLabelExample};
+const tp_example_input_t kMlpExamples[] = {kImageExample, kLabelExample};
 
 }  // namespace
 
@@ -81,16 +81,16 @@ std::shared_ptr<VisionNet> make_mlp(const tp::cpp::ConfigReader& cfg) {
   const int64_t num_classes = cfg.get_int("num_classes");
   const std::vector<int64_t> hidden = cfg.get_int_array("hidden");
   const double dropout = cfg.get_float("dropout");
-  require_config(in_features > 0, kId, "in_features", "must be positive", std::to_string(in_features));
-  require_config(num_classes > 0, kId, "num_classes", "must be positive", std::to_string(num_classes));
-  for (int64_t h : hidden) require_config(h > 0, kId, "hidden", "entries must be positive", std::to_string(h));
-  require_config(dropout >= 0.0 && dropout < 1.0, kId, "dropout", "must be in [0, 1)", std::to_string(dropout));
+  require_config(in_features > 0, kMlpId, "in_features", "must be positive", std::to_string(in_features));
+  require_config(num_classes > 0, kMlpId, "num_classes", "must be positive", std::to_string(num_classes));
+  for (int64_t h : hidden) require_config(h > 0, kMlpId, "hidden", "entries must be positive", std::to_string(h));
+  require_config(dropout >= 0.0 && dropout < 1.0, kMlpId, "dropout", "must be in [0, 1)", std::to_string(dropout));
   return std::make_shared<Mlp>(cfg.get_string("input"), in_features, hidden, num_classes, dropout);
 }
 
 const tp_descriptor_t kMlpDescriptor = tp::cpp::model_descriptor(
-    kId, "1.0.0",
+    kMlpId, "1.0.0",
     "multilayer perceptron over one flattened input; outputs logits",
-    kKeys, kExamples);
+    kMlpKeys, kMlpExamples);
 
 }  // namespace tp::vision

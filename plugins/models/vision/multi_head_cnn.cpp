@@ -9,7 +9,7 @@
 namespace tp::vision {
 namespace {
 
-constexpr const char* kId = "org.torchhost.multi_head_cnn";
+constexpr const char* kMultiHeadCnnId = "org.torchhost.multi_head_cnn";
 
 class MultiHeadCnn : public TrunkNet {
  public:
@@ -31,17 +31,17 @@ class MultiHeadCnn : public TrunkNet {
   torch::nn::Linear box_head_{nullptr};
 };
 
-const tp_example_input_t kExamples[] = {kImageExample, kLabelExample, kBoxExample};
+const tp_example_input_t kMultiHeadCnnExamples[] = {kImageExample, kLabelExample, kBoxExample};
 
 }  // namespace
 
 std::shared_ptr<VisionNet> make_multi_head_cnn(const tp::cpp::ConfigReader& cfg) {
-  return std::make_shared<MultiHeadCnn>(cfg.get_string("input"), read_cnn_config(cfg, kId));
+  return std::make_shared<MultiHeadCnn>(cfg.get_string("input"), read_cnn_config(cfg, kMultiHeadCnnId));
 }
 
 const tp_descriptor_t kMultiHeadCnnDescriptor = tp::cpp::model_descriptor(
-    kId, "1.0.0",
+    kMultiHeadCnnId, "1.0.0",
     "shared CNN trunk with a class head (logits) and a box head (bbox, sigmoid x0 y0 x1 y1)",
-    kTrunkNetKeys, kExamples);
+    kTrunkNetKeys, kMultiHeadCnnExamples);
 
 }  // namespace tp::vision

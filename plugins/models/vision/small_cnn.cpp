@@ -13,7 +13,7 @@
 namespace tp::vision {
 namespace {
 
-constexpr const char* kId = "org.torchhost.small_cnn";
+constexpr const char* kSmallCnnId = "org.torchhost.small_cnn";
 
 class SmallCnn : public TrunkNet {
  public:
@@ -30,17 +30,17 @@ class SmallCnn : public TrunkNet {
   torch::nn::Linear head_{nullptr};
 };
 
-const tp_example_input_t kExamples[] = {kImageExample, kLabelExample};
+const tp_example_input_t kSmallCnnExamples[] = {kImageExample, kLabelExample};
 
 }  // namespace
 
 std::shared_ptr<VisionNet> make_small_cnn(const tp::cpp::ConfigReader& cfg) {
-  return std::make_shared<SmallCnn>(cfg.get_string("input"), read_cnn_config(cfg, kId));
+  return std::make_shared<SmallCnn>(cfg.get_string("input"), read_cnn_config(cfg, kSmallCnnId));
 }
 
 const tp_descriptor_t kSmallCnnDescriptor = tp::cpp::model_descriptor(
-    kId, "1.0.0",
+    kSmallCnnId, "1.0.0",
     "three conv-BN-ReLU-pool blocks, global max pool, linear; outputs logits",
-    kTrunkNetKeys, kExamples);
+    kTrunkNetKeys, kSmallCnnExamples);
 
 }  // namespace tp::vision

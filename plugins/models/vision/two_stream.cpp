@@ -9,7 +9,7 @@
 namespace tp::vision {
 namespace {
 
-constexpr const char* kId = "org.torchhost.two_stream";
+constexpr const char* kTwoStreamId = "org.torchhost.two_stream";
 
 class TwoStream : public VisionNet {
  public:
@@ -59,7 +59,7 @@ class TwoStream : public VisionNet {
   torch::nn::Linear box_head_{nullptr};
 };
 
-const tp_config_key_t kKeys[] = {
+const tp_config_key_t kTwoStreamKeys[] = {
     {sizeof(tp_config_key_t), "inputs", TP_CFG_STRING_ARRAY, "[\"image\", \"image2\"]",
      "the two batch fields, one [C, S, S] image each"},
     {sizeof(tp_config_key_t), "in_channels", TP_CFG_INT, "3", "channels of each image"},
@@ -68,7 +68,7 @@ const tp_config_key_t kKeys[] = {
     {sizeof(tp_config_key_t), "image_size", TP_CFG_INT, "32", "image height and width; a multiple of 8"},
 };
 
-const tp_example_input_t kExamples[] = {
+const tp_example_input_t kTwoStreamExamples[] = {
     kImageExample,
     {sizeof(tp_example_input_t), "image2", TP_DTYPE_FLOAT32, 3, {3, 32, 32}, 0},
     kLabelExample,
@@ -79,14 +79,14 @@ const tp_example_input_t kExamples[] = {
 
 std::shared_ptr<VisionNet> make_two_stream(const tp::cpp::ConfigReader& cfg) {
   std::vector<std::string> inputs = cfg.get_string_array("inputs");
-  require_config(inputs.size() == 2, kId, "inputs", "must name exactly two fields",
+  require_config(inputs.size() == 2, kTwoStreamId, "inputs", "must name exactly two fields",
                  std::to_string(inputs.size()) + " names");
-  return std::make_shared<TwoStream>(std::move(inputs), read_cnn_config(cfg, kId));
+  return std::make_shared<TwoStream>(std::move(inputs), read_cnn_config(cfg, kTwoStreamId));
 }
 
 const tp_descriptor_t kTwoStreamDescriptor = tp::cpp::model_descriptor(
-    kId, "1.0.0",
+    kTwoStreamId, "1.0.0",
     "two images, one CNN trunk each, fused; outputs logits and bbox (sigmoid x0 y0 x1 y1)",
-    kKeys, kExamples);
+    kTwoStreamKeys, kTwoStreamExamples);
 
 }  // namespace tp::vision

@@ -17,12 +17,12 @@ using tp::test::FakeConfig;
 using tp::test::PluginLibrary;
 using tp::test::Sample;
 
-constexpr const char* kId = "org.torchhost.test.c_regression";
+constexpr const char* kCDatasetId = "org.torchhost.test.c_regression";
 // The fixture's ground truth (c_dataset.c): y = w . x + b.
 constexpr float kWeight[4] = {0.5f, -1.25f, 2.0f, 0.75f};
 constexpr float kBias = 0.1f;
 
-void configure(const PluginLibrary& lib, FakeConfig& cfg) {
+void configure_c_dataset(const PluginLibrary& lib, FakeConfig& cfg) {
   tp::test::apply_schema_defaults(*lib.entry().descriptor_at(0), cfg);
 }
 
@@ -37,7 +37,7 @@ TEST_CASE("c_dataset: entry and descriptor of a plain C plugin") {
   CHECK(e.build->device_build == TP_BUILD_NOT_TORCH);
   REQUIRE(e.descriptor_count() == 1);
   const tp_descriptor_t& d = *e.descriptor_at(0);
-  CHECK(std::string(d.id) == kId);
+  CHECK(std::string(d.id) == kCDatasetId);
   CHECK(d.kind == TP_KIND_DATASET);
   CHECK(d.tier == TP_TIER_S);
   REQUIRE(d.key_count == 3);
@@ -47,7 +47,7 @@ TEST_CASE("c_dataset: entry and descriptor of a plain C plugin") {
   CHECK(std::string(d.keys[2].name) == "fail_count");
   CHECK(std::string(d.keys[2].default_value) == "0"); // no sample fails unless asked
   CHECK(e.descriptor_at(1) == nullptr);
-  CHECK(e.get_interface(kId, "tp.callback/1") == nullptr);
+  CHECK(e.get_interface(kCDatasetId, "tp.callback/1") == nullptr);
 }
 
 TEST_CASE("c_dataset: depends on neither libstdc++ nor LibTorch") {
@@ -65,9 +65,9 @@ TEST_CASE("c_dataset: depends on neither libstdc++ nor LibTorch") {
 TEST_CASE("c_dataset: samples are x [4], y [1] with y = w.x + b, deterministic per split") {
   PluginLibrary lib("c_dataset");
   FakeConfig cfg;
-  configure(lib, cfg);
-  Dataset train(lib, kId, cfg, "train");
-  Dataset val(lib, kId, cfg, "val");
+  configure_c_dataset(lib, cfg);
+  Dataset train(lib, kCDatasetId, cfg, "train");
+  Dataset val(lib, kCDatasetId, cfg, "val");
   CHECK(train.size() == 256);
   double x_sum = 0;
   for (uint64_t i = 0; i < 256; ++i) {
@@ -97,14 +97,14 @@ TEST_CASE("c_dataset: samples are x [4], y [1] with y = w.x + b, deterministic p
   CHECK(std::abs(x_sum / 1024.0) < 0.1); // inputs spread over [-1, 1)
 
   cfg.values["size"] = int64_t{1000};
-  CHECK(Dataset(lib, kId, cfg, "train").size() == 1000);
+  CHECK(Dataset(lib, kCDatasetId, cfg, "train").size() == 1000);
 }
 
 TEST_CASE("c_dataset: errors, NULL destroy, deleters and threads") {
   PluginLibrary lib("c_dataset");
   FakeConfig cfg;
-  configure(lib, cfg);
-  const tp_dataset_v1_t& t = lib.dataset_table(kId);
+  configure_c_dataset(lib, cfg);
+  const tp_dataset_v1_t& t = lib.dataset_table(kCDatasetId);
   t.destroy(nullptr);
 
   cfg.values["size"] = int64_t{0};
@@ -115,7 +115,7 @@ TEST_CASE("c_dataset: errors, NULL destroy, deleters and threads") {
 
   const size_t calls_before = DeleterSpy::calls();
   {
-    Dataset ds(lib, kId, cfg, "train");
+    Dataset ds(lib, kCDatasetId, cfg, "train");
     Sample s;
     CHECK(ds.try_get(64, nullptr, s) == TP_ERR_OUT_OF_RANGE);
     CHECK(lib.host.last_error.find("out of range") != std::string::npos);

@@ -25,7 +25,7 @@ using tp::test::FakeConfig;
 using tp::test::PluginLibrary;
 using tp::test::Sample;
 
-constexpr const char* kId = "org.torchhost.coco_detection";
+constexpr const char* kCocoDetectionId = "org.torchhost.coco_detection";
 
 // Images (id: file, height x width): 3: a.png 50 x 30; 5: d.png 30 x 40 (only a crowd);
 // 7: b.jpg 40 x 60; 12: sub/c.png 20 x 20 (no annotation). Listed out of id order.
@@ -74,7 +74,7 @@ fs::path write_set(const std::string& name, const std::string& json = kJson) {
 }
 
 /// Every split reads the same set; min_size [15] and max_size 1000 unless a test changes them.
-void configure(const PluginLibrary& lib, FakeConfig& cfg, const fs::path& root) {
+void configure_coco_detection(const PluginLibrary& lib, FakeConfig& cfg, const fs::path& root) {
   tp::test::fill_defaults(*lib.entry().descriptor_at(0), cfg);
   for (const char* prefix : {"", "val_", "test_"}) {
     cfg.values[std::string(prefix) + "images"] = (root / "images").string();
@@ -96,7 +96,7 @@ std::vector<T> values(const Sample& s, const char* name) {
 /// `create` of `split` fails with `code`; returns the message.
 std::string create_error(PluginLibrary& lib, const FakeConfig& cfg, const char* split, tp_status code) {
   void* self = nullptr;
-  CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, split, &self) == code);
+  CHECK(lib.dataset_table(kCocoDetectionId).create(&lib.host.host, &cfg.view, split, &self) == code);
   CHECK(self == nullptr);
   return lib.host.last_error;
 }
@@ -113,8 +113,8 @@ TEST_CASE("coco_detection: val fields, dtypes and shapes; ascending image ids; b
   const fs::path root = write_set("coco_fields");
   PluginLibrary lib("coco_detection");
   FakeConfig cfg;
-  configure(lib, cfg, root);
-  Dataset val(lib, kId, cfg, "val");
+  configure_coco_detection(lib, cfg, root);
+  Dataset val(lib, kCocoDetectionId, cfg, "val");
   REQUIRE(val.size() == 4);  // val keeps every image, also the one without annotations
 
   std::vector<int64_t> ids;
@@ -168,7 +168,7 @@ TEST_CASE("coco_detection: val fields, dtypes and shapes; ascending image ids; b
   // max_size caps the longer side: image 7 with min_size 40, max_size 48 -> scale 0.8 -> 32 x 48.
   cfg.values["min_size"] = std::vector<int64_t>{40};
   cfg.values["max_size"] = int64_t{48};
-  Dataset capped(lib, kId, cfg, "val");
+  Dataset capped(lib, kCocoDetectionId, cfg, "val");
   const Sample bc = capped.get(2);
   CHECK(bc.shape("image") == std::vector<int64_t>{3, 32, 48});
   CHECK(values<float>(bc, "boxes")[2] == 30.5f * (48.0f / 60.0f));
@@ -178,15 +178,15 @@ TEST_CASE("coco_detection: normalised pixels; the train flip mirrors image and b
   const fs::path root = write_set("coco_flip");
   PluginLibrary lib("coco_detection");
   FakeConfig cfg;
-  configure(lib, cfg, root);
+  configure_coco_detection(lib, cfg, root);
   cfg.values["min_size"] = std::vector<int64_t>{30};  // image 3 keeps its 50 x 30: exact pixels
   cfg.values["mean"] = std::vector<double>{0.5, 0.25, 0.0};
   cfg.values["std"] = std::vector<double>{0.5, 0.25, 1.0};
   cfg.values["hflip"] = 0.0;
-  Dataset plain(lib, kId, cfg, "train");
+  Dataset plain(lib, kCocoDetectionId, cfg, "train");
   REQUIRE(plain.size() == 2);  // images 3 and 7; skip_empty drops 5 (crowd only) and 12
   cfg.values["hflip"] = 1.0;
-  Dataset flipped(lib, kId, cfg, "train");
+  Dataset flipped(lib, kCocoDetectionId, cfg, "train");
   const Sample p = plain.get(0, 11), f = flipped.get(0, 11);
   REQUIRE(p.shape("image") == std::vector<int64_t>{3, 50, 30});
   REQUIRE(f.shape("image") == std::vector<int64_t>{3, 50, 30});
@@ -213,9 +213,9 @@ TEST_CASE("coco_detection: train draws min_size and the flip from the seed (PLG-
   const fs::path root = write_set("coco_train");
   PluginLibrary lib("coco_detection");
   FakeConfig cfg;
-  configure(lib, cfg, root);
+  configure_coco_detection(lib, cfg, root);
   cfg.values["min_size"] = std::vector<int64_t>{10, 20, 30};
-  Dataset train(lib, kId, cfg, "train");
+  Dataset train(lib, kCocoDetectionId, cfg, "train");
   std::set<int64_t> shorter;
   std::set<float> first_x1;
   for (uint64_t seed = 0; seed < 40; ++seed) {
@@ -238,11 +238,11 @@ TEST_CASE("coco_detection: train draws min_size and the flip from the seed (PLG-
   // ScaleJitter with scale_range [0.25, 0.25], target 120: r = min(120 / 40, 120 / 60) * 0.25 = 0.5.
   cfg.values["scale_jitter"] = std::vector<double>{0.25, 0.25};
   cfg.values["max_size"] = int64_t{120};
-  Dataset fixed(lib, kId, cfg, "train");
+  Dataset fixed(lib, kCocoDetectionId, cfg, "train");
   CHECK(fixed.get(1, 3).shape("image") == std::vector<int64_t>{3, 20, 30});
   // [0.25, 1]: r in [0.5, 2) for image 7, the aspect kept as int(40 r) x int(60 r).
   cfg.values["scale_jitter"] = std::vector<double>{0.25, 1.0};
-  Dataset jitter(lib, kId, cfg, "train");
+  Dataset jitter(lib, kCocoDetectionId, cfg, "train");
   std::set<int64_t> heights;
   for (uint64_t seed = 0; seed < 20; ++seed) {
     const std::vector<int64_t> shape = jitter.get(1, seed).shape("image");
@@ -253,7 +253,7 @@ TEST_CASE("coco_detection: train draws min_size and the flip from the seed (PLG-
   }
   CHECK(heights.size() >= 10);
   // Val ignores scale_jitter and the seed: the last min_size.
-  Dataset val(lib, kId, cfg, "val");
+  Dataset val(lib, kCocoDetectionId, cfg, "val");
   CHECK(val.get(2, 1).shape("image") == std::vector<int64_t>{3, 30, 45});
   CHECK(val.get(2, 1).bytes() == val.get(2, 2).bytes());
 }
@@ -262,10 +262,10 @@ TEST_CASE("coco_detection: field_batching pads the image and makes the object fi
   const fs::path root = write_set("coco_batching");
   PluginLibrary lib("coco_detection");
   FakeConfig cfg;
-  configure(lib, cfg, root);
+  configure_coco_detection(lib, cfg, root);
   for (const char* split : {"train", "val", "test"}) {
     CAPTURE(split);
-    Dataset ds(lib, kId, cfg, split);
+    Dataset ds(lib, kCocoDetectionId, cfg, split);
     const tp_field_batching_t* fields = nullptr;
     uint32_t count = 0;
     REQUIRE(ds.table().field_batching(ds.self(), &fields, &count) == TP_OK);
@@ -289,23 +289,23 @@ TEST_CASE("coco_detection: skip_empty and contiguous_labels") {
   const fs::path root = write_set("coco_options");
   PluginLibrary lib("coco_detection");
   FakeConfig cfg;
-  configure(lib, cfg, root);
+  configure_coco_detection(lib, cfg, root);
   cfg.values["hflip"] = 0.0;
   cfg.values["skip_empty"] = false;
-  Dataset all(lib, kId, cfg, "train");
+  Dataset all(lib, kCocoDetectionId, cfg, "train");
   REQUIRE(all.size() == 4);
   CHECK(all.get(3, 1).values<int64_t>("image_id")[0] == 12);
   CHECK(all.get(3, 1).shape("boxes") == std::vector<int64_t>{0, 4});
 
   cfg.values["skip_empty"] = true;
   cfg.values["contiguous_labels"] = true;
-  Dataset kept(lib, kId, cfg, "train");
+  Dataset kept(lib, kCocoDetectionId, cfg, "train");
   REQUIRE(kept.size() == 2);
   CHECK(kept.get(0, 1).values<int64_t>("image_id")[0] == 3);
   CHECK(kept.get(1, 1).values<int64_t>("image_id")[0] == 7);
   // Categories 5 and 18 -> 0 and 1 (ascending id, whatever the file order).
   CHECK(values<int64_t>(kept.get(0, 1), "labels") == std::vector<int64_t>{1, 0});
-  Dataset val(lib, kId, cfg, "val");
+  Dataset val(lib, kCocoDetectionId, cfg, "val");
   CHECK(values<int64_t>(val.get(2), "gt_labels") == std::vector<int64_t>{0, 1, 1});
 
   // An image whose only non-crowd box is at most 1 pixel wide counts as empty (torchvision's
@@ -321,10 +321,10 @@ TEST_CASE("coco_detection: skip_empty and contiguous_labels") {
   swap("[10.5, 5, 20, 15]", "[10.5, 5, 0.5, 15]");
   swap("[50, 30, 20, 20]", "[50, 30, 20, 0]");
   const fs::path empty_root = write_set("coco_options_empty", json);
-  configure(lib, cfg, empty_root);
+  configure_coco_detection(lib, cfg, empty_root);
   CHECK(contains(create_error(lib, cfg, "train", TP_ERR_CONFIG),
                  "non-crowd box wider and taller than 1 pixel, so skip_empty leaves nothing to train on"));
-  Dataset val_empty(lib, kId, cfg, "val");  // val keeps them all
+  Dataset val_empty(lib, kCocoDetectionId, cfg, "val");  // val keeps them all
   CHECK(val_empty.size() == 4);
 }
 
@@ -335,9 +335,9 @@ TEST_CASE("coco_detection: an image list without annotations (COCO's image_info_
              "categories": [{"id": 1, "name": "person"}]})";
   PluginLibrary lib("coco_detection");
   FakeConfig cfg;
-  configure(lib, cfg, root);
+  configure_coco_detection(lib, cfg, root);
   cfg.values["test_annotations"] = (root / "image_info.json").string();
-  Dataset test(lib, kId, cfg, "test");
+  Dataset test(lib, kCocoDetectionId, cfg, "test");
   REQUIRE(test.size() == 2);
   const Sample a = test.get(0);
   CHECK(a.values<int64_t>("image_id")[0] == 2);
@@ -355,7 +355,7 @@ TEST_CASE("coco_detection: configuration errors name the key and the fix") {
   const fs::path root = write_set("coco_config_errors");
   PluginLibrary lib("coco_detection");
   FakeConfig cfg;
-  configure(lib, cfg, root);
+  configure_coco_detection(lib, cfg, root);
   cfg.values["val_annotations"] = std::string();
   CHECK(contains(create_error(lib, cfg, "val", TP_ERR_CONFIG),
                  "coco_detection: the val split needs `val_images` and `val_annotations`"));
@@ -375,7 +375,7 @@ TEST_CASE("coco_detection: file errors name the file, the key and what to do") {
   const fs::path root = write_set("coco_file_errors");
   PluginLibrary lib("coco_detection");
   FakeConfig cfg;
-  configure(lib, cfg, root);
+  configure_coco_detection(lib, cfg, root);
   const std::string json_path = (root / "instances.json").string();
 
   cfg.values["annotations"] = (root / "missing.json").string();
@@ -430,8 +430,8 @@ TEST_CASE("coco_detection: an image that does not decode or has another size fai
   REQUIRE(cv::imwrite((root / "images" / "a.png").string(), tp::test::gradient_image(30, 50, 1)));  // transposed
   PluginLibrary lib("coco_detection");
   FakeConfig cfg;
-  configure(lib, cfg, root);
-  Dataset val(lib, kId, cfg, "val");
+  configure_coco_detection(lib, cfg, root);
+  Dataset val(lib, kCocoDetectionId, cfg, "val");
   const tp_worker_ctx_t ctx = tp::test::worker_ctx(1);
   Sample s;
   CHECK(val.try_get(2, &ctx, s) == TP_ERR_IO);

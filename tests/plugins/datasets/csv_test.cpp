@@ -15,9 +15,9 @@ using tp::test::Dataset;
 using tp::test::FakeConfig;
 using tp::test::PluginLibrary;
 
-constexpr const char* kId = "org.torchhost.csv";
+constexpr const char* kCsvId = "org.torchhost.csv";
 
-void configure(const PluginLibrary& lib, FakeConfig& cfg, const std::filesystem::path& path) {
+void configure_csv(const PluginLibrary& lib, FakeConfig& cfg, const std::filesystem::path& path) {
   REQUIRE(lib.entry().descriptor_count() == 1);
   tp::test::fill_defaults(*lib.entry().descriptor_at(0), cfg);
   cfg.values["path"] = path.string();
@@ -31,8 +31,8 @@ std::filesystem::path write(const std::string& name, const std::string& text) {
 
 tp_status create_status(PluginLibrary& lib, FakeConfig& cfg, const char* split = "train") {
   void* self = nullptr;
-  const tp_status s = lib.dataset_table(kId).create(&lib.host.host, &cfg.view, split, &self);
-  lib.dataset_table(kId).destroy(self);
+  const tp_status s = lib.dataset_table(kCsvId).create(&lib.host.host, &cfg.view, split, &self);
+  lib.dataset_table(kCsvId).destroy(self);
   return s;
 }
 
@@ -42,10 +42,10 @@ TEST_CASE("csv: classification with columns chosen by name") {
   const auto path = write("cls", "a,b,name,label\n1.5,-2,x,0\n\n3,4e-1,\"y, z\",2\n+7,8,w,1\n");
   PluginLibrary lib("csv");
   FakeConfig cfg;
-  configure(lib, cfg, path);
+  configure_csv(lib, cfg, path);
   cfg.values["features"] = std::vector<std::string>{"b", "a"};
   cfg.values["targets"] = std::vector<std::string>{"label"};
-  Dataset ds(lib, kId, cfg, "train");
+  Dataset ds(lib, kCsvId, cfg, "train");
   REQUIRE(ds.size() == 3);
   const auto s = ds.get(1);
   CHECK(s.shape("features") == std::vector<int64_t>{2});
@@ -63,10 +63,10 @@ TEST_CASE("csv: regression targets, default columns, headerless files") {
   SUBCASE("several float targets; features default to every other column") {
     const auto path = write("reg", "x1,y1,x2,y2\n1,0.5,2,-1.25\n3,1.5,4,2\n");
     FakeConfig cfg;
-    configure(lib, cfg, path);
+    configure_csv(lib, cfg, path);
     cfg.values["task"] = std::string("regression");
     cfg.values["targets"] = std::vector<std::string>{"y2", "y1"};
-    Dataset ds(lib, kId, cfg, "train");
+    Dataset ds(lib, kCsvId, cfg, "train");
     const auto s = ds.get(0);
     CHECK(std::vector<float>(s.values<float>("features").begin(), s.values<float>("features").end()) ==
           std::vector<float>{1, 2});
@@ -77,10 +77,10 @@ TEST_CASE("csv: regression targets, default columns, headerless files") {
   SUBCASE("header = false: columns are named by position, the last is the target") {
     const auto path = write("nohdr", "1;2;3\n4;5;6\n");
     FakeConfig cfg;
-    configure(lib, cfg, path);
+    configure_csv(lib, cfg, path);
     cfg.values["header"] = false;
     cfg.values["delimiter"] = std::string(";");
-    Dataset ds(lib, kId, cfg, "train");
+    Dataset ds(lib, kCsvId, cfg, "train");
     REQUIRE(ds.size() == 2);
     CHECK(ds.get(1).values<int64_t>("target")[0] == 6);
     CHECK(ds.get(1).shape("features") == std::vector<int64_t>{2});
@@ -93,10 +93,10 @@ TEST_CASE("csv: val_split gives disjoint parts covering every row") {
   const auto path = write("split", text);
   PluginLibrary lib("csv");
   FakeConfig cfg;
-  configure(lib, cfg, path);
+  configure_csv(lib, cfg, path);
   cfg.values["val_split"] = 0.25;
-  Dataset train(lib, kId, cfg, "train");
-  Dataset val(lib, kId, cfg, "val");
+  Dataset train(lib, kCsvId, cfg, "train");
+  Dataset val(lib, kCsvId, cfg, "val");
   CHECK(train.size() == 15);
   CHECK(val.size() == 5);
   std::set<float> seen;
@@ -110,7 +110,7 @@ TEST_CASE("csv: errors name the file, the line and the column") {
   SUBCASE("a non-numeric cell in a feature column") {
     const auto path = write("text", "a,name,label\n1,x,0\n");
     FakeConfig cfg;
-    configure(lib, cfg, path);
+    configure_csv(lib, cfg, path);
     CHECK(create_status(lib, cfg) == TP_ERR_CONFIG);
     CHECK(lib.host.last_error.find("text.csv:2") != std::string::npos);
     CHECK(lib.host.last_error.find("column 'name'") != std::string::npos);
@@ -118,7 +118,7 @@ TEST_CASE("csv: errors name the file, the line and the column") {
   SUBCASE("an unknown column lists the real ones") {
     const auto path = write("unknown", "a,label\n1,0\n");
     FakeConfig cfg;
-    configure(lib, cfg, path);
+    configure_csv(lib, cfg, path);
     cfg.values["features"] = std::vector<std::string>{"b"};
     CHECK(create_status(lib, cfg) == TP_ERR_CONFIG);
     CHECK(lib.host.last_error.find("columns: a, label") != std::string::npos);
@@ -126,14 +126,14 @@ TEST_CASE("csv: errors name the file, the line and the column") {
   SUBCASE("a short row") {
     const auto path = write("short", "a,b,label\n1,2,0\n3,1\n");
     FakeConfig cfg;
-    configure(lib, cfg, path);
+    configure_csv(lib, cfg, path);
     CHECK(create_status(lib, cfg) == TP_ERR_CONFIG);
     CHECK(lib.host.last_error.find("short.csv:3") != std::string::npos);
   }
   SUBCASE("a fractional class label") {
     const auto path = write("frac", "a,label\n1,0.5\n");
     FakeConfig cfg;
-    configure(lib, cfg, path);
+    configure_csv(lib, cfg, path);
     CHECK(create_status(lib, cfg) == TP_ERR_CONFIG);
     CHECK(lib.host.last_error.find("regression") != std::string::npos);
   }

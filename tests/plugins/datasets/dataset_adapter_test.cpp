@@ -106,7 +106,7 @@ const tp_descriptor_t kEpochDescriptor =
 const tp::cpp::Component kFlaky = tp::cpp::dataset_component<Flaky, kFlakyDescriptor>();
 const tp::cpp::Component kEpoch = tp::cpp::dataset_component<WithEpoch, kEpochDescriptor>();
 
-const tp_dataset_v1_t& table_of(const tp::cpp::Component& c) { return *static_cast<const tp_dataset_v1_t*>(c.table); }
+const tp_dataset_v1_t& dataset_adapter_table_of(const tp::cpp::Component& c) { return *static_cast<const tp_dataset_v1_t*>(c.table); }
 
 /// A Flaky instance made through the table, destroyed at scope exit.
 struct FlakyInstance {
@@ -114,7 +114,7 @@ struct FlakyInstance {
   FakeConfig cfg;
   const int deleted_before = deleted_fields().load();
   void* self = nullptr;
-  const tp_dataset_v1_t& t = table_of(kFlaky);
+  const tp_dataset_v1_t& t = dataset_adapter_table_of(kFlaky);
 
   explicit FlakyInstance(int64_t mode = 0) { cfg.values = {{"mode", mode}, {"size", int64_t{8}}}; }
   /// Counted fields released since this instance was made.
@@ -133,12 +133,12 @@ TEST_CASE("dataset adapter: the descriptor and table it generates") {
   CHECK(kFlakyDescriptor.keys == kFlakyKeys);
   CHECK(kEpochDescriptor.flags == TP_DESCRIPTOR_SERIAL);
   CHECK(std::string(kFlaky.interface_id) == TP_IFACE_DATASET_V1);
-  const tp_dataset_v1_t& t = table_of(kFlaky);
+  const tp_dataset_v1_t& t = dataset_adapter_table_of(kFlaky);
   CHECK(t.struct_size == sizeof(tp_dataset_v1_t));
   CHECK((t.create != nullptr));
   CHECK((t.get_sample != nullptr));
   CHECK((t.set_epoch == nullptr));  // Flaky has no set_epoch
-  CHECK((table_of(kEpoch).set_epoch != nullptr));
+  CHECK((dataset_adapter_table_of(kEpoch).set_epoch != nullptr));
   CHECK(std::string(tp::cpp::component_name(kFlakyDescriptor)) == "flaky");
 }
 
@@ -245,21 +245,21 @@ TEST_CASE("dataset adapter: a failing get_sample hands over no field and release
 }
 
 TEST_CASE("dataset adapter: NULL instances are statuses, destroy(NULL) is a no-op") {
-  const tp_dataset_v1_t& t = table_of(kFlaky);
+  const tp_dataset_v1_t& t = dataset_adapter_table_of(kFlaky);
   t.destroy(nullptr);
   uint64_t n = 0;
   CHECK(t.size(nullptr, &n) == TP_ERR_INVALID_ARGUMENT);
   tp_field_t out[2] = {};
   uint32_t count = 0;
   CHECK(t.get_sample(nullptr, 0, nullptr, out, 2, &count) == TP_ERR_INVALID_ARGUMENT);
-  CHECK(table_of(kEpoch).set_epoch(nullptr, 1) == TP_ERR_INVALID_ARGUMENT);
+  CHECK(dataset_adapter_table_of(kEpoch).set_epoch(nullptr, 1) == TP_ERR_INVALID_ARGUMENT);
 }
 
 TEST_CASE("dataset adapter: size, the split and set_epoch reach the class") {
   FakeHost host;
   FakeConfig cfg;
   cfg.values = {{"unused", int64_t{0}}};
-  const tp_dataset_v1_t& t = table_of(kEpoch);
+  const tp_dataset_v1_t& t = dataset_adapter_table_of(kEpoch);
   void* self = nullptr;
   REQUIRE(t.create(&host.host, &cfg.view, "val", &self) == TP_OK);
   uint64_t n = 0;

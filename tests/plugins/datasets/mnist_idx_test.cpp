@@ -16,7 +16,7 @@ using tp::test::Dataset;
 using tp::test::FakeConfig;
 using tp::test::PluginLibrary;
 
-constexpr const char* kId = "org.torchhost.mnist_idx";
+constexpr const char* kMnistIdxId = "org.torchhost.mnist_idx";
 
 std::vector<uint8_t> idx_bytes(uint8_t ndim, const std::vector<uint32_t>& dims, const std::vector<uint8_t>& data) {
   std::vector<uint8_t> out{0, 0, 0x08, ndim};
@@ -62,7 +62,7 @@ std::filesystem::path write_idx(const std::string& name, uint32_t n) {
   return dir;
 }
 
-void configure(const PluginLibrary& lib, FakeConfig& cfg, const std::filesystem::path& root) {
+void configure_mnist_idx(const PluginLibrary& lib, FakeConfig& cfg, const std::filesystem::path& root) {
   tp::test::fill_defaults(*lib.entry().descriptor_at(0), cfg);
   cfg.values["root"] = root.string();
 }
@@ -73,11 +73,11 @@ TEST_CASE("mnist_idx: image [1, H, W] scaled to [0, 1] and normalised; labels; .
   const auto root = write_idx("mnist_ok", 12);
   PluginLibrary lib("mnist_idx");
   FakeConfig cfg;
-  configure(lib, cfg, root);
+  configure_mnist_idx(lib, cfg, root);
   cfg.values["mean"] = 0.1307;
   cfg.values["std"] = 0.3081;
-  Dataset train(lib, kId, cfg, "train");
-  Dataset val(lib, kId, cfg, "val");
+  Dataset train(lib, kMnistIdxId, cfg, "train");
+  Dataset val(lib, kMnistIdxId, cfg, "val");
   CHECK(train.size() == 12);
   CHECK(val.size() == 3);
   for (uint64_t k : {0u, 7u, 11u}) {
@@ -100,30 +100,30 @@ TEST_CASE("mnist_idx: mismatched counts, foreign files and missing files are nam
     const auto root = write_idx("mnist_count", 12);
     write_plain(root / "train-labels-idx1-ubyte", idx_bytes(1, {5}, std::vector<uint8_t>(5, 1)));
     FakeConfig cfg;
-    configure(lib, cfg, root);
-    CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_CONFIG);
+    configure_mnist_idx(lib, cfg, root);
+    CHECK(lib.dataset_table(kMnistIdxId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_CONFIG);
     CHECK(lib.host.last_error.find("12 images") != std::string::npos);
   }
   SUBCASE("not an IDX file") {
     const auto root = write_idx("mnist_foreign", 4);
     std::ofstream(root / "train-images-idx3-ubyte") << "PNG....";
     FakeConfig cfg;
-    configure(lib, cfg, root);
-    CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_CONFIG);
+    configure_mnist_idx(lib, cfg, root);
+    CHECK(lib.dataset_table(kMnistIdxId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_CONFIG);
     CHECK(lib.host.last_error.find("train-images-idx3-ubyte") != std::string::npos);
   }
   SUBCASE("truncated data") {
     const auto root = write_idx("mnist_trunc", 4);
     write_plain(root / "train-images-idx3-ubyte", idx_bytes(3, {4, 4, 5}, std::vector<uint8_t>(30, 0)));
     FakeConfig cfg;
-    configure(lib, cfg, root);
-    CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_IO);
+    configure_mnist_idx(lib, cfg, root);
+    CHECK(lib.dataset_table(kMnistIdxId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_IO);
     CHECK(lib.host.last_error.find("truncated") != std::string::npos);
   }
   SUBCASE("missing file") {
     FakeConfig cfg;
-    configure(lib, cfg, tp::test::fresh_fixture_dir("mnist_missing"));
-    CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_IO);
+    configure_mnist_idx(lib, cfg, tp::test::fresh_fixture_dir("mnist_missing"));
+    CHECK(lib.dataset_table(kMnistIdxId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_IO);
     CHECK(lib.host.last_error.find(".gz") != std::string::npos);
   }
   CHECK(self == nullptr);

@@ -27,7 +27,7 @@ using tp::test::FakeConfig;
 using tp::test::PluginLibrary;
 using tp::test::Sample;
 
-constexpr const char* kId = "org.torchhost.segmentation_folder";
+constexpr const char* kSegmentationFolderId = "org.torchhost.segmentation_folder";
 
 void put_u32(std::string& out, uint32_t v) {
   for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<char>((v >> s) & 0xFF));
@@ -107,7 +107,7 @@ fs::path write_split(const std::string& name, const std::vector<Pair>& pairs) {
   return root;
 }
 
-void configure(const PluginLibrary& lib, FakeConfig& cfg, const fs::path& root) {
+void configure_segmentation_folder(const PluginLibrary& lib, FakeConfig& cfg, const fs::path& root) {
   tp::test::fill_defaults(*lib.entry().descriptor_at(0), cfg);
   cfg.values["root"] = root.string();
 }
@@ -145,9 +145,9 @@ TEST_CASE("segmentation_folder: pairs by stem in sorted order; palette masks rea
   const fs::path root = write_split("seg_pairs", {{"b", 12, 16}, {"a", 9, 7}, {"sub/c", 10, 10}});
   PluginLibrary lib("segmentation_folder");
   FakeConfig cfg;
-  configure(lib, cfg, root);
+  configure_segmentation_folder(lib, cfg, root);
   cfg.values["val_root"] = root.string();  // val: no resize, natural sizes
-  Dataset val(lib, kId, cfg, "val");
+  Dataset val(lib, kSegmentationFolderId, cfg, "val");
   REQUIRE(val.size() == 3);
   const std::vector<std::pair<int, int>> sizes{{9, 7}, {12, 16}, {10, 10}};  // a, b, sub/c
   const int salts[] = {1, 0, 2};                                              // written b, a, sub/c
@@ -174,17 +174,17 @@ TEST_CASE("segmentation_folder: grey and RGB masks, class_colors, num_classes") 
   REQUIRE(cv::imwrite((root / "masks" / "x.png").string(), grey));
   PluginLibrary lib("segmentation_folder");
   FakeConfig cfg;
-  configure(lib, cfg, root);
+  configure_segmentation_folder(lib, cfg, root);
   cfg.values["resize"] = std::vector<int64_t>{6, 8};
   {
-    Dataset ds(lib, kId, cfg, "train");
+    Dataset ds(lib, kSegmentationFolderId, cfg, "train");
     const Planes p = planes(ds.get(0, 1));
     CHECK(p.mask[0] == 2);
     CHECK(p.mask[1 * 8 + 3] == 7);
   }
   cfg.values["num_classes"] = int64_t{5};
   {
-    Dataset ds(lib, kId, cfg, "train");
+    Dataset ds(lib, kSegmentationFolderId, cfg, "train");
     Sample s;
     const tp_worker_ctx_t ctx = tp::test::worker_ctx(1);
     CHECK(ds.try_get(0, &ctx, s) == TP_ERR_IO);
@@ -196,7 +196,7 @@ TEST_CASE("segmentation_folder: grey and RGB masks, class_colors, num_classes") 
   rgb.at<cv::Vec3b>(2, 5) = cv::Vec3b(0, 128, 0);       // green 128
   REQUIRE(cv::imwrite((root / "masks" / "x.png").string(), rgb));
   {
-    Dataset ds(lib, kId, cfg, "train");
+    Dataset ds(lib, kSegmentationFolderId, cfg, "train");
     Sample s;
     const tp_worker_ctx_t ctx = tp::test::worker_ctx(1);
     CHECK(ds.try_get(0, &ctx, s) == TP_ERR_CONFIG);
@@ -204,7 +204,7 @@ TEST_CASE("segmentation_folder: grey and RGB masks, class_colors, num_classes") 
   }
   cfg.values["class_colors"] = std::vector<int64_t>{0, 0, 0, 128, 0, 0, 0, 128, 0};
   {
-    Dataset ds(lib, kId, cfg, "train");
+    Dataset ds(lib, kSegmentationFolderId, cfg, "train");
     const Planes p = planes(ds.get(0, 1));
     CHECK(p.mask[0] == 1);
     CHECK(p.mask[2 * 8 + 5] == 2);
@@ -212,7 +212,7 @@ TEST_CASE("segmentation_folder: grey and RGB masks, class_colors, num_classes") 
   }
   cfg.values["class_colors"] = std::vector<int64_t>{0, 0, 0, 128, 0, 0};
   {
-    Dataset ds(lib, kId, cfg, "train");
+    Dataset ds(lib, kSegmentationFolderId, cfg, "train");
     Sample s;
     const tp_worker_ctx_t ctx = tp::test::worker_ctx(1);
     CHECK(ds.try_get(0, &ctx, s) == TP_ERR_IO);
@@ -225,10 +225,10 @@ TEST_CASE("segmentation_folder: an image without a mask fails create, naming the
   fs::remove(root / "masks" / "b.png");
   PluginLibrary lib("segmentation_folder");
   FakeConfig cfg;
-  configure(lib, cfg, root);
+  configure_segmentation_folder(lib, cfg, root);
   cfg.values["resize"] = std::vector<int64_t>{8, 8};
   void* self = nullptr;
-  CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_IO);
+  CHECK(lib.dataset_table(kSegmentationFolderId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_IO);
   CHECK(self == nullptr);
   CHECK(lib.host.last_error.find("no mask for image '" + (root / "images" / "b.png").string() + "': '" +
                                  (root / "masks" / "b.png").string() + "' does not exist") != std::string::npos);
@@ -236,7 +236,7 @@ TEST_CASE("segmentation_folder: an image without a mask fails create, naming the
   std::ofstream(root / "train.txt") << "a\n\n# comment\nzzz\n";
   fs::remove(root / "images" / "b.png");
   cfg.values["list"] = (root / "train.txt").string();
-  CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_IO);
+  CHECK(lib.dataset_table(kSegmentationFolderId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_IO);
   CHECK(lib.host.last_error.find("lists 'zzz'") != std::string::npos);
 }
 
@@ -244,10 +244,10 @@ TEST_CASE("segmentation_folder: train samples all have the crop size; image and 
   const fs::path root = write_split("seg_train", {{"a", 20, 30}, {"b", 41, 17}, {"c", 9, 12}});
   PluginLibrary lib("segmentation_folder");
   FakeConfig cfg;
-  configure(lib, cfg, root);
+  configure_segmentation_folder(lib, cfg, root);
   cfg.values["crop_size"] = std::vector<int64_t>{16, 24};
   cfg.values["hflip"] = 0.5;
-  Dataset train(lib, kId, cfg, "train");
+  Dataset train(lib, kSegmentationFolderId, cfg, "train");
   int flipped_or_shifted = 0, padded = 0;
   for (uint64_t seed = 0; seed < 12; ++seed) {
     for (uint64_t i = 0; i < 3; ++i) {
@@ -279,15 +279,15 @@ TEST_CASE("segmentation_folder: the recipe (random_resize, crop, flip, jitter) i
   const fs::path root = write_split("seg_recipe", {{"a", 40, 60}, {"b", 50, 35}});
   PluginLibrary lib("segmentation_folder");
   FakeConfig cfg;
-  configure(lib, cfg, root);
+  configure_segmentation_folder(lib, cfg, root);
   cfg.values["random_resize"] = std::vector<int64_t>{20, 80};
   cfg.values["crop_size"] = std::vector<int64_t>{32};
   cfg.values["hflip"] = 0.5;
   cfg.values["brightness"] = 0.3;
   cfg.values["mean"] = std::vector<double>{0.485, 0.456, 0.406};
   cfg.values["std"] = std::vector<double>{0.229, 0.224, 0.225};
-  Dataset train(lib, kId, cfg, "train");
-  Dataset again(lib, kId, cfg, "train");
+  Dataset train(lib, kSegmentationFolderId, cfg, "train");
+  Dataset again(lib, kSegmentationFolderId, cfg, "train");
   std::set<std::vector<uint8_t>> distinct;
   for (uint64_t seed = 0; seed < 8; ++seed) {
     const Sample s = train.get(1, seed);
@@ -302,7 +302,7 @@ TEST_CASE("segmentation_folder: the recipe (random_resize, crop, flip, jitter) i
   cfg.values["random_resize"] = std::vector<int64_t>{};
   cfg.values["crop_size"] = std::vector<int64_t>{};
   void* self = nullptr;
-  CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_CONFIG);
+  CHECK(lib.dataset_table(kSegmentationFolderId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_CONFIG);
   CHECK(lib.host.last_error.find("fixed output size") != std::string::npos);
 }
 
@@ -310,12 +310,12 @@ TEST_CASE("segmentation_folder: val keeps its resized sizes and declares image a
   const fs::path root = write_split("seg_val", {{"a", 40, 60}, {"b", 50, 35}});
   PluginLibrary lib("segmentation_folder");
   FakeConfig cfg;
-  configure(lib, cfg, root);
+  configure_segmentation_folder(lib, cfg, root);
   cfg.values["crop_size"] = std::vector<int64_t>{32};
   cfg.values["resize"] = std::vector<int64_t>{20};
   cfg.values["val_root"] = root.string();
   cfg.values["ignore_index"] = int64_t{200};
-  Dataset val(lib, kId, cfg, "val");
+  Dataset val(lib, kSegmentationFolderId, cfg, "val");
   REQUIRE((val.table().field_batching != nullptr));
   const tp_field_batching_t* fields = nullptr;
   uint32_t count = 0;
@@ -333,7 +333,7 @@ TEST_CASE("segmentation_folder: val keeps its resized sizes and declares image a
   CHECK(val.get(1, 1).shape("image") == std::vector<int64_t>{3, 28, 20});
   CHECK(val.get(1, 1).bytes() == val.get(1, 2).bytes());
   // Train stacks: it declares nothing.
-  Dataset train(lib, kId, cfg, "train");
+  Dataset train(lib, kSegmentationFolderId, cfg, "train");
   REQUIRE(train.table().field_batching(train.self(), &fields, &count) == TP_OK);
   CHECK(count == 0);
 }

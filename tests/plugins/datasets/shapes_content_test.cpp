@@ -16,13 +16,13 @@ using tp::test::FakeConfig;
 using tp::test::PluginLibrary;
 using tp::test::Sample;
 
-constexpr const char* kId = "org.torchhost.shapes";
-constexpr int64_t kS = 32;
-constexpr size_t kPlane = kS * kS;
+constexpr const char* kShapesContentId = "org.torchhost.shapes";
+constexpr int64_t kShapesContentSide = 32;
+constexpr size_t kShapesContentPlane = kShapesContentSide * kShapesContentSide;
 // The plugin's fixed normalisation (shapes_render.h): normalised = (value - 0.4) / 0.3.
 constexpr double kPixelStd = 0.3;
 
-void configure(const PluginLibrary& lib, FakeConfig& cfg) {
+void configure_shapes_content(const PluginLibrary& lib, FakeConfig& cfg) {
   tp::test::apply_schema_defaults(*lib.entry().descriptor_at(0), cfg);
 }
 
@@ -32,9 +32,9 @@ std::array<double, 3> channel_means(const Sample& s, const char* view, bool insi
   const auto mask = s.values<float>("mask");
   std::array<double, 3> sum{};
   double n = 0;
-  for (size_t i = 0; i < kPlane; ++i) {
+  for (size_t i = 0; i < kShapesContentPlane; ++i) {
     if ((mask[i] > 0.5f) != inside) continue;
-    for (size_t c = 0; c < 3; ++c) sum[c] += image[c * kPlane + i];
+    for (size_t c = 0; c < 3; ++c) sum[c] += image[c * kShapesContentPlane + i];
     n += 1;
   }
   for (double& v : sum) v /= n;
@@ -54,10 +54,10 @@ double distance(const std::array<double, 3>& a, const std::array<double, 3>& b) 
 TEST_CASE("shapes: a sample is a pure function of (seed, split, index)") {
   PluginLibrary lib("shapes");
   FakeConfig cfg;
-  configure(lib, cfg);
-  Dataset train(lib, kId, cfg, "train");
-  Dataset train_again(lib, kId, cfg, "train");
-  Dataset val(lib, kId, cfg, "val");
+  configure_shapes_content(lib, cfg);
+  Dataset train(lib, kShapesContentId, cfg, "train");
+  Dataset train_again(lib, kShapesContentId, cfg, "train");
+  Dataset val(lib, kShapesContentId, cfg, "val");
   for (uint64_t i : {0u, 1u, 999u}) {
     CAPTURE(i);
     const std::vector<uint8_t> a = train.get(i, /*seed=*/5).bytes();
@@ -68,18 +68,18 @@ TEST_CASE("shapes: a sample is a pure function of (seed, split, index)") {
     CHECK(val.get(i).bytes() == val.get(i, /*seed=*/99).bytes()); // val ignores the host seed
   }
   cfg.values["seed"] = int64_t{1};
-  Dataset reseeded(lib, kId, cfg, "train");
+  Dataset reseeded(lib, kShapesContentId, cfg, "train");
   CHECK(reseeded.get(0, 5).bytes() != train.get(0, 5).bytes());
 }
 
 TEST_CASE("shapes: train augmentation mirrors every field, driven by ctx->seed only") {
   PluginLibrary lib("shapes");
   FakeConfig cfg;
-  configure(lib, cfg);
+  configure_shapes_content(lib, cfg);
   cfg.values["augment"] = false;
-  Dataset plain(lib, kId, cfg, "train");
+  Dataset plain(lib, kShapesContentId, cfg, "train");
   cfg.values["augment"] = true;
-  Dataset augmented(lib, kId, cfg, "train");
+  Dataset augmented(lib, kShapesContentId, cfg, "train");
 
   int flipped = 0;
   for (uint64_t seed = 0; seed < 64; ++seed) {
@@ -93,8 +93,8 @@ TEST_CASE("shapes: train augmentation mirrors every field, driven by ctx->seed o
       const auto a = s.values<float>(field);
       const auto b = base.values<float>(field);
       bool mirrored = true;
-      for (size_t row = 0; row < a.size() / kS; ++row)
-        for (size_t x = 0; x < kS; ++x) mirrored &= a[row * kS + x] == b[row * kS + (kS - 1 - x)];
+      for (size_t row = 0; row < a.size() / kShapesContentSide; ++row)
+        for (size_t x = 0; x < kShapesContentSide; ++x) mirrored &= a[row * kShapesContentSide + x] == b[row * kShapesContentSide + (kShapesContentSide - 1 - x)];
       CHECK_MESSAGE(mirrored, field);
     }
     const auto box = s.values<float>("bbox");
@@ -111,8 +111,8 @@ TEST_CASE("shapes: train augmentation mirrors every field, driven by ctx->seed o
 TEST_CASE("shapes: labels are in range and balanced") {
   PluginLibrary lib("shapes");
   FakeConfig cfg;
-  configure(lib, cfg);
-  Dataset val(lib, kId, cfg, "val");
+  configure_shapes_content(lib, cfg);
+  Dataset val(lib, kShapesContentId, cfg, "val");
   std::array<int, 3> counts{};
   for (uint64_t i = 0; i < 900; ++i) {
     const int64_t label = val.get(i).values<int64_t>("label")[0];
@@ -129,16 +129,16 @@ TEST_CASE("shapes: labels are in range and balanced") {
 TEST_CASE("shapes: mask, bbox and both views describe the same shape") {
   PluginLibrary lib("shapes");
   FakeConfig cfg;
-  configure(lib, cfg);
-  Dataset train(lib, kId, cfg, "train");
+  configure_shapes_content(lib, cfg);
+  Dataset train(lib, kShapesContentId, cfg, "train");
   for (uint64_t i = 0; i < 300; ++i) {
     CAPTURE(i);
     const Sample s = train.get(i, i);
     const auto mask = s.values<float>("mask");
-    int64_t x0 = kS, y0 = kS, x1 = -1, y1 = -1, area = 0;
-    for (int64_t y = 0; y < kS; ++y)
-      for (int64_t x = 0; x < kS; ++x) {
-        const float m = mask[static_cast<size_t>(y * kS + x)];
+    int64_t x0 = kShapesContentSide, y0 = kShapesContentSide, x1 = -1, y1 = -1, area = 0;
+    for (int64_t y = 0; y < kShapesContentSide; ++y)
+      for (int64_t x = 0; x < kShapesContentSide; ++x) {
+        const float m = mask[static_cast<size_t>(y * kShapesContentSide + x)];
         REQUIRE((m == 0.0f || m == 1.0f));
         if (m == 0.0f) continue;
         ++area;
@@ -146,15 +146,15 @@ TEST_CASE("shapes: mask, bbox and both views describe the same shape") {
       }
     // Big enough to see (>= ~6 px across), never the whole image.
     CHECK(area >= 36);
-    CHECK(area < kS * kS / 2);
+    CHECK(area < kShapesContentSide * kShapesContentSide / 2);
     CHECK(x1 - x0 + 1 >= 6);
     CHECK(y1 - y0 + 1 >= 6);
     // The box is the mask's tight box, normalised, inside [0, 1].
     const auto box = s.values<float>("bbox");
-    CHECK(box[0] == doctest::Approx(static_cast<double>(x0) / kS));
-    CHECK(box[1] == doctest::Approx(static_cast<double>(y0) / kS));
-    CHECK(box[2] == doctest::Approx(static_cast<double>(x1 + 1) / kS));
-    CHECK(box[3] == doctest::Approx(static_cast<double>(y1 + 1) / kS));
+    CHECK(box[0] == doctest::Approx(static_cast<double>(x0) / kShapesContentSide));
+    CHECK(box[1] == doctest::Approx(static_cast<double>(y0) / kShapesContentSide));
+    CHECK(box[2] == doctest::Approx(static_cast<double>(x1 + 1) / kShapesContentSide));
+    CHECK(box[3] == doctest::Approx(static_cast<double>(y1 + 1) / kShapesContentSide));
     for (float v : box) CHECK((v >= 0.0f && v <= 1.0f));
     // Both views show the shape where the mask is, brighter than its background (the plugin
     // keeps >= 0.35 luma between the colours; edges, shading and noise take some of it).
@@ -172,8 +172,8 @@ TEST_CASE("shapes: mask, bbox and both views describe the same shape") {
 TEST_CASE("shapes: images are normalised, and `noise` is the std of the added noise") {
   PluginLibrary lib("shapes");
   FakeConfig cfg;
-  configure(lib, cfg);
-  Dataset val(lib, kId, cfg, "val");
+  configure_shapes_content(lib, cfg);
+  Dataset val(lib, kShapesContentId, cfg, "val");
   double sum = 0, sum2 = 0, n = 0;
   for (uint64_t i = 0; i < 300; ++i) {
     const Sample s = val.get(i); // named: a span into a temporary would dangle
@@ -185,9 +185,9 @@ TEST_CASE("shapes: images are normalised, and `noise` is the std of the added no
 
   // Same content seed, noise 0 vs 0.2: the same geometry and colours; the difference is the noise.
   cfg.values["noise"] = 0.0;
-  Dataset clean(lib, kId, cfg, "val");
+  Dataset clean(lib, kShapesContentId, cfg, "val");
   cfg.values["noise"] = 0.2;
-  Dataset noisy(lib, kId, cfg, "val");
+  Dataset noisy(lib, kShapesContentId, cfg, "val");
   double d2 = 0, count = 0;
   for (uint64_t i = 0; i < 20; ++i) {
     const Sample a = clean.get(i);

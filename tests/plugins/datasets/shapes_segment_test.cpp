@@ -17,9 +17,9 @@ using tp::test::FakeConfig;
 using tp::test::PluginLibrary;
 using tp::test::Sample;
 
-constexpr const char* kId = "org.torchhost.shapes";
-constexpr int64_t kS = 32;
-constexpr size_t kPlane = kS * kS;
+constexpr const char* kShapesSegmentId = "org.torchhost.shapes";
+constexpr int64_t kShapesSegmentSide = 32;
+constexpr size_t kShapesSegmentPlane = kShapesSegmentSide * kShapesSegmentSide;
 
 void configure_segment(const PluginLibrary& lib, FakeConfig& cfg) {
   tp::test::apply_schema_defaults(*lib.entry().descriptor_at(0), cfg);
@@ -31,9 +31,9 @@ double mean_luma(const Sample& s, bool background) {
   const auto image = s.values<float>("image");
   const auto mask = s.values<int64_t>("mask");
   double sum = 0, n = 0;
-  for (size_t i = 0; i < kPlane; ++i) {
+  for (size_t i = 0; i < kShapesSegmentPlane; ++i) {
     if ((mask[i] == 0) != background) continue;
-    sum += 0.299 * image[i] + 0.587 * image[kPlane + i] + 0.114 * image[2 * kPlane + i];
+    sum += 0.299 * image[i] + 0.587 * image[kShapesSegmentPlane + i] + 0.114 * image[2 * kShapesSegmentPlane + i];
     n += 1;
   }
   return sum / n;
@@ -45,7 +45,7 @@ TEST_CASE("shapes segment: image float32 [3, S, S] and mask int64 [S, S] with cl
   PluginLibrary lib("shapes");
   FakeConfig cfg;
   configure_segment(lib, cfg);
-  Dataset val(lib, kId, cfg, "val");
+  Dataset val(lib, kShapesSegmentId, cfg, "val");
   std::array<int, 4> images_with{};  // per class value: images holding it
   std::array<int, 4> shape_count{};  // images with 1, 2, 3 classes present (a lower bound on shapes)
   for (uint64_t i = 0; i < 200; ++i) {
@@ -56,8 +56,8 @@ TEST_CASE("shapes segment: image float32 [3, S, S] and mask int64 [S, S] with cl
     const DLTensor& mask = s.tensor("mask");
     REQUIRE((image.dtype.code == kDLFloat && image.dtype.bits == 32));
     REQUIRE((mask.dtype.code == kDLInt && mask.dtype.bits == 64));
-    CHECK(s.shape("image") == std::vector<int64_t>{3, kS, kS});
-    CHECK(s.shape("mask") == std::vector<int64_t>{kS, kS});
+    CHECK(s.shape("image") == std::vector<int64_t>{3, kShapesSegmentSide, kShapesSegmentSide});
+    CHECK(s.shape("mask") == std::vector<int64_t>{kShapesSegmentSide, kShapesSegmentSide});
     std::set<int64_t> present;
     for (int64_t m : s.values<int64_t>("mask")) {
       REQUIRE((m >= 0 && m <= 3));
@@ -80,10 +80,10 @@ TEST_CASE("shapes segment: a pure function of (seed, split, index); the train fl
   FakeConfig cfg;
   configure_segment(lib, cfg);
   cfg.values["augment"] = false;
-  Dataset plain(lib, kId, cfg, "train");
+  Dataset plain(lib, kShapesSegmentId, cfg, "train");
   cfg.values["augment"] = true;
-  Dataset train(lib, kId, cfg, "train");
-  Dataset val(lib, kId, cfg, "val");
+  Dataset train(lib, kShapesSegmentId, cfg, "train");
+  Dataset val(lib, kShapesSegmentId, cfg, "val");
   CHECK(val.get(5, 1).bytes() == val.get(5, 2, /*worker=*/3).bytes());
   CHECK(val.get(5).bytes() != val.get(6).bytes());
   CHECK(plain.get(5, 1).bytes() != val.get(5).bytes());  // splits hold other images
@@ -97,10 +97,10 @@ TEST_CASE("shapes segment: a pure function of (seed, split, index); the train fl
     const auto m = s.values<int64_t>("mask"), bm = base.values<int64_t>("mask");
     const auto im = s.values<float>("image"), bim = base.values<float>("image");
     bool mirrored = true;
-    for (size_t row = 0; row < kS; ++row)
-      for (size_t x = 0; x < kS; ++x) {
-        mirrored &= m[row * kS + x] == bm[row * kS + (kS - 1 - x)];
-        for (size_t c = 0; c < 3; ++c) mirrored &= im[(c * kS + row) * kS + x] == bim[(c * kS + row) * kS + (kS - 1 - x)];
+    for (size_t row = 0; row < kShapesSegmentSide; ++row)
+      for (size_t x = 0; x < kShapesSegmentSide; ++x) {
+        mirrored &= m[row * kShapesSegmentSide + x] == bm[row * kShapesSegmentSide + (kShapesSegmentSide - 1 - x)];
+        for (size_t c = 0; c < 3; ++c) mirrored &= im[(c * kShapesSegmentSide + row) * kShapesSegmentSide + x] == bim[(c * kShapesSegmentSide + row) * kShapesSegmentSide + (kShapesSegmentSide - 1 - x)];
       }
     CHECK(mirrored);
   }
@@ -113,7 +113,7 @@ TEST_CASE("shapes segment: max_shapes = 1 gives one class per image; an unknown 
   FakeConfig cfg;
   configure_segment(lib, cfg);
   cfg.values["max_shapes"] = int64_t{1};
-  Dataset val(lib, kId, cfg, "val");
+  Dataset val(lib, kShapesSegmentId, cfg, "val");
   for (uint64_t i = 0; i < 50; ++i) {
     const Sample s = val.get(i);
     std::set<int64_t> present(s.values<int64_t>("mask").begin(), s.values<int64_t>("mask").end());
@@ -121,6 +121,6 @@ TEST_CASE("shapes segment: max_shapes = 1 gives one class per image; an unknown 
   }
   cfg.values["task"] = std::string("panoptic");
   void* self = nullptr;
-  CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_CONFIG);
+  CHECK(lib.dataset_table(kShapesSegmentId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_CONFIG);
   CHECK(lib.host.last_error.find("task must be \"classify\", \"segment\" or \"detect\"") != std::string::npos);
 }

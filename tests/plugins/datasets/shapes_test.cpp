@@ -22,7 +22,7 @@ using tp::test::FakeConfig;
 using tp::test::PluginLibrary;
 using tp::test::Sample;
 
-constexpr const char* kId = "org.torchhost.shapes";
+constexpr const char* kShapesId = "org.torchhost.shapes";
 
 const tp_descriptor_t& descriptor(const PluginLibrary& lib) {
   REQUIRE(lib.entry().descriptor_count() == 1);
@@ -32,7 +32,7 @@ const tp_descriptor_t& descriptor(const PluginLibrary& lib) {
 }
 
 /// A config holding every schema default, as the host fills it in.
-void configure(const PluginLibrary& lib, FakeConfig& cfg) {
+void configure_shapes(const PluginLibrary& lib, FakeConfig& cfg) {
   tp::test::apply_schema_defaults(descriptor(lib), cfg);
 }
 
@@ -52,7 +52,7 @@ TEST_CASE("shapes: entry, build info and descriptor") {
 
   const tp_descriptor_t& d = descriptor(lib);
   CHECK(d.struct_size == sizeof(tp_descriptor_t));
-  CHECK(std::string(d.id) == kId);
+  CHECK(std::string(d.id) == kShapesId);
   CHECK(d.kind == TP_KIND_DATASET);
   CHECK(d.tier == TP_TIER_S);
   CHECK(std::strlen(d.version) > 0);
@@ -70,16 +70,16 @@ TEST_CASE("shapes: entry, build info and descriptor") {
   CHECK(names == std::set<std::string>{"size", "val_size", "test_size", "image_size", "seed", "noise", "augment", "task",
                                        "max_shapes"});
   FakeConfig cfg;
-  configure(lib, cfg); // every default parses as its type
+  configure_shapes(lib, cfg); // every default parses as its type
   CHECK(std::get<int64_t>(cfg.values["size"]) == 6000);
   CHECK(std::get<int64_t>(cfg.values["image_size"]) == 32);
   CHECK(std::get<double>(cfg.values["noise"]) == doctest::Approx(0.05));
   CHECK(std::get<bool>(cfg.values["augment"]) == true);
 
-  const auto* table = static_cast<const tp_dataset_v1_t*>(e.get_interface(kId, TP_IFACE_DATASET_V1));
+  const auto* table = static_cast<const tp_dataset_v1_t*>(e.get_interface(kShapesId, TP_IFACE_DATASET_V1));
   REQUIRE(table != nullptr);
   CHECK(table->struct_size == sizeof(tp_dataset_v1_t));
-  CHECK(e.get_interface(kId, "tp.model/1") == nullptr);
+  CHECK(e.get_interface(kShapesId, "tp.model/1") == nullptr);
   CHECK(e.get_interface("org.torchhost.nope", TP_IFACE_DATASET_V1) == nullptr);
   CHECK(e.get_interface(nullptr, nullptr) == nullptr);
 }
@@ -99,15 +99,15 @@ TEST_CASE("shapes: links neither LibTorch nor anything beyond OpenCV and the C/C
 TEST_CASE("shapes: sizes per split, and argument errors go through host->fail") {
   PluginLibrary lib("shapes");
   FakeConfig cfg;
-  configure(lib, cfg);
+  configure_shapes(lib, cfg);
   cfg.values["size"] = int64_t{120};
   cfg.values["val_size"] = int64_t{30};
   cfg.values["test_size"] = int64_t{17};
-  CHECK(Dataset(lib, kId, cfg, "train").size() == 120);
-  CHECK(Dataset(lib, kId, cfg, "val").size() == 30);
-  CHECK(Dataset(lib, kId, cfg, "test").size() == 17);
+  CHECK(Dataset(lib, kShapesId, cfg, "train").size() == 120);
+  CHECK(Dataset(lib, kShapesId, cfg, "val").size() == 30);
+  CHECK(Dataset(lib, kShapesId, cfg, "test").size() == 17);
 
-  const tp_dataset_v1_t& t = lib.dataset_table(kId);
+  const tp_dataset_v1_t& t = lib.dataset_table(kShapesId);
   void* self = reinterpret_cast<void*>(0x1);
   CHECK(t.create(&lib.host.host, &cfg.view, "validation", &self) == TP_ERR_INVALID_ARGUMENT);
   CHECK(self == nullptr);
@@ -134,10 +134,10 @@ TEST_CASE("shapes: sizes per split, and argument errors go through host->fail") 
 TEST_CASE("shapes: get_sample errors hand over no field") {
   PluginLibrary lib("shapes");
   FakeConfig cfg;
-  configure(lib, cfg);
+  configure_shapes(lib, cfg);
   cfg.values["val_size"] = int64_t{10};
-  Dataset val(lib, kId, cfg, "val");
-  Dataset train(lib, kId, cfg, "train");
+  Dataset val(lib, kShapesId, cfg, "val");
+  Dataset train(lib, kShapesId, cfg, "train");
   const tp_worker_ctx_t ctx = tp::test::worker_ctx(1);
   Sample s;
   CHECK(val.try_get(10, &ctx, s) == TP_ERR_OUT_OF_RANGE);
@@ -156,11 +156,11 @@ TEST_CASE("shapes: get_sample errors hand over no field") {
 TEST_CASE("shapes: field names, dtypes, shapes and placement") {
   PluginLibrary lib("shapes");
   FakeConfig cfg;
-  configure(lib, cfg);
+  configure_shapes(lib, cfg);
   for (int64_t size : {32, 48}) {
     CAPTURE(size);
     cfg.values["image_size"] = size;
-    Dataset ds(lib, kId, cfg, "train");
+    Dataset ds(lib, kShapesId, cfg, "train");
     const Sample s = ds.get(3, 42);
     REQUIRE(s.fields().size() == 5);
     const char* order[] = {"image", "label", "bbox", "mask", "image2"};
@@ -187,11 +187,11 @@ TEST_CASE("shapes: field names, dtypes, shapes and placement") {
 TEST_CASE("shapes: every deleter runs once, frees its memory, and outlives the instance") {
   PluginLibrary lib("shapes");
   FakeConfig cfg;
-  configure(lib, cfg);
+  configure_shapes(lib, cfg);
   const size_t calls_before = DeleterSpy::calls();
   const size_t adopted_before = DeleterSpy::adopted();
   {
-    Dataset ds(lib, kId, cfg, "val");
+    Dataset ds(lib, kShapesId, cfg, "val");
     const std::vector<uint8_t> expected = ds.get(7).bytes();
     std::vector<Sample> kept;
     for (uint64_t i = 0; i < 50; ++i) kept.push_back(ds.get(i));
@@ -204,7 +204,7 @@ TEST_CASE("shapes: every deleter runs once, frees its memory, and outlives the i
   CHECK(DeleterSpy::pending() == 0);
 
   // The deleters really free: 2000 samples (~30 MB) leave the heap where it was.
-  Dataset ds(lib, kId, cfg, "train");
+  Dataset ds(lib, kShapesId, cfg, "train");
   for (uint64_t i = 0; i < 20; ++i) ds.get(i, i); // warm up per-thread state
   const size_t heap_before = mallinfo2().uordblks;
   for (uint64_t i = 0; i < 2000; ++i) ds.get(i % 1000, i);
@@ -215,8 +215,8 @@ TEST_CASE("shapes: every deleter runs once, frees its memory, and outlives the i
 TEST_CASE("shapes: get_sample from 4 threads equals serial") {
   PluginLibrary lib("shapes");
   FakeConfig cfg;
-  configure(lib, cfg);
-  Dataset ds(lib, kId, cfg, "train");
+  configure_shapes(lib, cfg);
+  Dataset ds(lib, kShapesId, cfg, "train");
   constexpr uint64_t kCount = 400;
   std::vector<std::vector<uint8_t>> serial(kCount), parallel(kCount);
   for (uint64_t i = 0; i < kCount; ++i) serial[i] = ds.get(i, /*seed=*/i * 7 + 1).bytes();
@@ -242,8 +242,8 @@ TEST_CASE("shapes: get_sample from 4 threads equals serial") {
 TEST_CASE("shapes: get_sample cost") {
   PluginLibrary lib("shapes");
   FakeConfig cfg;
-  configure(lib, cfg);
-  Dataset ds(lib, kId, cfg, "train");
+  configure_shapes(lib, cfg);
+  Dataset ds(lib, kShapesId, cfg, "train");
   const tp_dataset_v1_t& t = ds.table();
   tp_field_t fields[8];
   uint32_t count = 0;

@@ -64,27 +64,27 @@ class Zero : public Base {
 };
 std::unique_ptr<Base> make_zero(const tp::cpp::ConfigReader&) { return std::make_unique<Zero>(); }
 
-const tp_config_key_t kKeys[] = {{sizeof(tp_config_key_t), "mode", TP_CFG_INT, "0", "how it fails (0: never)"}};
-const tp_example_input_t kExamples[] = {{sizeof(tp_example_input_t), "t", TP_DTYPE_FLOAT32, 1, {2}, 0}};
+const tp_config_key_t kLossAdapterKeys[] = {{sizeof(tp_config_key_t), "mode", TP_CFG_INT, "0", "how it fails (0: never)"}};
+const tp_example_input_t kLossAdapterExamples[] = {{sizeof(tp_example_input_t), "t", TP_DTYPE_FLOAT32, 1, {2}, 0}};
 const tp_descriptor_t kSquaredDescriptor =
-    tp::cpp::loss_descriptor("org.torchhost.test.squared", "1.0.0", "sum of squares", kKeys, kExamples);
-const tp_descriptor_t kZeroDescriptor = tp::cpp::loss_descriptor("org.torchhost.test.zero", "1.0.0", "zero", kKeys);
+    tp::cpp::loss_descriptor("org.torchhost.test.squared", "1.0.0", "sum of squares", kLossAdapterKeys, kLossAdapterExamples);
+const tp_descriptor_t kZeroDescriptor = tp::cpp::loss_descriptor("org.torchhost.test.zero", "1.0.0", "zero", kLossAdapterKeys);
 
 const tp::cpp::Component kSquared = tp::cpp::loss_component<Squared, kSquaredDescriptor>();
 const tp::cpp::Component kSplit = tp::cpp::loss_component<Split, kSquaredDescriptor>();
 const tp::cpp::Component kZero = tp::cpp::loss_component<Base, kZeroDescriptor, &make_zero>();
 
-const tp_loss_v1_t& table_of(const tp::cpp::Component& c) { return *static_cast<const tp_loss_v1_t*>(c.table); }
+const tp_loss_v1_t& loss_adapter_table_of(const tp::cpp::Component& c) { return *static_cast<const tp_loss_v1_t*>(c.table); }
 
 /// An instance made through a table; destroyed at scope exit.
-struct Instance {
+struct LossAdapterInstance {
   FakeHost host;
   FakeConfig cfg;
   const tp_loss_v1_t& t;
   void* self = nullptr;
 
-  explicit Instance(const tp::cpp::Component& c, int64_t mode = 0) : t(table_of(c)) { cfg.values = {{"mode", mode}}; }
-  ~Instance() { t.destroy(self); }
+  explicit LossAdapterInstance(const tp::cpp::Component& c, int64_t mode = 0) : t(loss_adapter_table_of(c)) { cfg.values = {{"mode", mode}}; }
+  ~LossAdapterInstance() { t.destroy(self); }
   tp_status create() { return t.create(&host.host, &cfg.view, &self); }
   Squared& loss() { return *static_cast<tp::cpp::detail::AdaptedInstance<Squared>*>(self)->object; }
 };
@@ -102,16 +102,16 @@ TEST_CASE("loss adapter: descriptor and table") {
   CHECK(kSquaredDescriptor.example_count == 1);
   CHECK(kZeroDescriptor.examples == nullptr);
   CHECK(std::string(kSquared.interface_id) == TP_IFACE_LOSS_V1);
-  const tp_loss_v1_t& t = table_of(kSquared);
+  const tp_loss_v1_t& t = loss_adapter_table_of(kSquared);
   CHECK(t.struct_size == sizeof(tp_loss_v1_t));
   // ABI 1.3: the terms entry only for a class that has terms().
   CHECK((t.terms == nullptr));
-  CHECK((table_of(kSplit).terms != nullptr));
+  CHECK((loss_adapter_table_of(kSplit).terms != nullptr));
   t.destroy(nullptr);  // PLG-12
 }
 
 TEST_CASE("loss adapter: forward hands over the sum and the count, each a new reference") {
-  Instance m(kSquared);
+  LossAdapterInstance m(kSquared);
   REQUIRE(m.create() == TP_OK);
   const tp_named_tensor_t outputs[] = {{"y", tp::test::handle_of(kY)}};
   const tp_named_tensor_t targets[] = {{"t", tp::test::handle_of(kT)}};
@@ -130,7 +130,7 @@ TEST_CASE("loss adapter: a failing forward hands over nothing and names what is 
   const tp_named_tensor_t targets[] = {{"t", tp::test::handle_of(kT)}};
   tp_tensor sum = nullptr, count = nullptr;
   SUBCASE("a missing target names the role and the fields present") {
-    Instance m(kSquared);
+    LossAdapterInstance m(kSquared);
     REQUIRE(m.create() == TP_OK);
     const tp_named_tensor_t other[] = {{"label", tp::test::handle_of(kT)}};
     CHECK(m.t.forward(m.self, outputs, 1, other, 1, &sum, &count) == TP_ERR_INVALID_ARGUMENT);
@@ -139,21 +139,21 @@ TEST_CASE("loss adapter: a failing forward hands over nothing and names what is 
     CHECK(m.host.last_error == "no output named 'y' (present: label)");
   }
   SUBCASE("the class throws after making the sum") {
-    Instance m(kSquared, 2);
+    LossAdapterInstance m(kSquared, 2);
     REQUIRE(m.create() == TP_OK);
     CHECK(m.t.forward(m.self, outputs, 1, targets, 1, &sum, &count) == TP_ERR_INTERNAL);
     CHECK(m.host.last_error == "squared: failed after computing the sum");
     CHECK(m.loss().made_.use_count() == 1);
   }
   SUBCASE("an undefined count: the sum already made is not handed over") {
-    Instance m(kSquared, 3);
+    LossAdapterInstance m(kSquared, 3);
     REQUIRE(m.create() == TP_OK);
     CHECK(m.t.forward(m.self, outputs, 1, targets, 1, &sum, &count) == TP_ERR_INTERNAL);
     CHECK(m.host.last_error == "squared: forward returned an undefined sum or count");
     CHECK(m.loss().made_.use_count() == 1);
   }
   SUBCASE("NULL out-parameters, arrays or instance") {
-    Instance m(kSquared);
+    LossAdapterInstance m(kSquared);
     REQUIRE(m.create() == TP_OK);
     CHECK(m.t.forward(m.self, outputs, 1, targets, 1, nullptr, &count) == TP_ERR_INVALID_ARGUMENT);
     CHECK(m.t.forward(m.self, nullptr, 1, targets, 1, &sum, &count) == TP_ERR_INVALID_ARGUMENT);
@@ -171,7 +171,7 @@ TEST_CASE("loss adapter: terms are new references, handed over only all together
   tp_named_tensor_t terms[2] = {};
   uint32_t n = 99;
   SUBCASE("success") {
-    Instance m(kSplit);
+    LossAdapterInstance m(kSplit);
     REQUIRE(m.create() == TP_OK);
     REQUIRE(m.t.forward(m.self, outputs, 1, targets, 1, &sum, &count) == TP_OK);
     REQUIRE(m.t.terms(m.self, terms, 2, &n) == TP_OK);
@@ -184,7 +184,7 @@ TEST_CASE("loss adapter: terms are new references, handed over only all together
     for (tp_tensor h : {sum, count, terms[0].tensor, terms[1].tensor}) delete reinterpret_cast<at::Tensor*>(h);
   }
   SUBCASE("too small a capacity, or a term without a name") {
-    Instance small(kSplit);
+    LossAdapterInstance small(kSplit);
     REQUIRE(small.create() == TP_OK);
     REQUIRE(small.t.forward(small.self, outputs, 1, targets, 1, &sum, &count) == TP_OK);
     for (tp_tensor h : {sum, count}) delete reinterpret_cast<at::Tensor*>(h);
@@ -193,7 +193,7 @@ TEST_CASE("loss adapter: terms are new references, handed over only all together
     CHECK(n == 0);
     CHECK(terms[0].tensor == nullptr);
 
-    Instance unnamed(kSplit, 4);
+    LossAdapterInstance unnamed(kSplit, 4);
     REQUIRE(unnamed.create() == TP_OK);
     REQUIRE(unnamed.t.forward(unnamed.self, outputs, 1, targets, 1, &sum, &count) == TP_OK);
     for (tp_tensor h : {sum, count}) delete reinterpret_cast<at::Tensor*>(h);
@@ -206,7 +206,7 @@ TEST_CASE("loss adapter: terms are new references, handed over only all together
 
 TEST_CASE("loss adapter: create refuses with the class's message; a factory may build an abstract base") {
   {
-    Instance m(kSquared, 1);
+    LossAdapterInstance m(kSquared, 1);
     int sentinel = 0;
     m.self = &sentinel;
     CHECK(m.create() == TP_ERR_CONFIG);
@@ -215,7 +215,7 @@ TEST_CASE("loss adapter: create refuses with the class's message; a factory may 
     CHECK(m.t.create(&m.host.host, &m.cfg.view, nullptr) == TP_ERR_INVALID_ARGUMENT);
     CHECK(m.host.last_error == "squared: out_self is NULL");
   }
-  Instance z(kZero);
+  LossAdapterInstance z(kZero);
   REQUIRE(z.create() == TP_OK);
   const tp_named_tensor_t outputs[] = {{"y", tp::test::handle_of(kY)}};
   tp_tensor sum = nullptr, count = nullptr;

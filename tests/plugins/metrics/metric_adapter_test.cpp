@@ -73,25 +73,25 @@ class Median {
   tp::cpp::GatheredRows values_{{1}, at::kDouble};
 };
 
-const tp_config_key_t kKeys[] = {{sizeof(tp_config_key_t), "mode", TP_CFG_INT, "0", "how it fails (0: never)"}};
+const tp_config_key_t kMetricAdapterKeys[] = {{sizeof(tp_config_key_t), "mode", TP_CFG_INT, "0", "how it fails (0: never)"}};
 const tp_descriptor_t kDescriptor =
-    tp::cpp::metric_descriptor("org.torchhost.test.mean_error", "1.0.0", "mean |y - t|", kKeys);
+    tp::cpp::metric_descriptor("org.torchhost.test.mean_error", "1.0.0", "mean |y - t|", kMetricAdapterKeys);
 
 const tp::cpp::Component kMeanError = tp::cpp::metric_component<MeanError, kDescriptor>();
 const tp::cpp::Component kNothing = tp::cpp::metric_component<Base, kDescriptor, &make_nothing>();
 const tp::cpp::Component kMedian = tp::cpp::metric_component<Median, kDescriptor>();
 
-const tp_metric_v1_t& table_of(const tp::cpp::Component& c) { return *static_cast<const tp_metric_v1_t*>(c.table); }
+const tp_metric_v1_t& metric_adapter_table_of(const tp::cpp::Component& c) { return *static_cast<const tp_metric_v1_t*>(c.table); }
 
 /// An instance made through a table; destroyed at scope exit.
-struct Instance {
+struct MetricAdapterInstance {
   FakeHost host;
   FakeConfig cfg;
   const tp_metric_v1_t& t;
   void* self = nullptr;
 
-  explicit Instance(const tp::cpp::Component& c, int64_t mode = 0) : t(table_of(c)) { cfg.values = {{"mode", mode}}; }
-  ~Instance() { t.destroy(self); }
+  explicit MetricAdapterInstance(const tp::cpp::Component& c, int64_t mode = 0) : t(metric_adapter_table_of(c)) { cfg.values = {{"mode", mode}}; }
+  ~MetricAdapterInstance() { t.destroy(self); }
   tp_status create() { return t.create(&host.host, &cfg.view, &self); }
   MeanError& metric() { return *static_cast<tp::cpp::detail::AdaptedInstance<MeanError>*>(self)->object; }
   tp_status update(const at::Tensor& y, const at::Tensor& target) {
@@ -110,14 +110,14 @@ TEST_CASE("metric adapter: descriptor and table") {
   CHECK(kDescriptor.key_count == 1);
   CHECK(kDescriptor.examples == nullptr);
   CHECK(std::string(kMeanError.interface_id) == TP_IFACE_METRIC_V1);
-  const tp_metric_v1_t& t = table_of(kMeanError);
+  const tp_metric_v1_t& t = metric_adapter_table_of(kMeanError);
   CHECK(t.struct_size == sizeof(tp_metric_v1_t));
   CHECK((t.to_device != nullptr && t.reset != nullptr && t.visit_state != nullptr && t.compute != nullptr));
   t.destroy(nullptr);  // PLG-12
 }
 
 TEST_CASE("metric adapter: update, the lent state (an all-reduce writes into it), compute, reset") {
-  Instance m(kMeanError);
+  MetricAdapterInstance m(kMeanError);
   REQUIRE(m.create() == TP_OK);
   REQUIRE(m.t.to_device(m.self, TP_DEVICE_CPU, 0) == TP_OK);
   REQUIRE_MESSAGE(m.update(at::tensor({1.0f, 2.0f}), at::tensor({0.0f, 4.0f})) == TP_OK, m.host.last_error);
@@ -149,7 +149,7 @@ TEST_CASE("metric adapter: update, the lent state (an all-reduce writes into it)
 
 TEST_CASE("metric adapter: errors are statuses with the class's or the adapter's message") {
   SUBCASE("a refused config; a NULL out_self") {
-    Instance m(kMeanError, 1);
+    MetricAdapterInstance m(kMeanError, 1);
     CHECK(m.create() == TP_ERR_CONFIG);
     CHECK(m.self == nullptr);
     CHECK(m.host.last_error == "mean_error: mode 1 refuses the config");
@@ -157,7 +157,7 @@ TEST_CASE("metric adapter: errors are statuses with the class's or the adapter's
     CHECK(m.host.last_error == "mean_error: out_self is NULL");
   }
   SUBCASE("a missing field names the role and the fields present") {
-    Instance m(kMeanError);
+    MetricAdapterInstance m(kMeanError);
     REQUIRE(m.create() == TP_OK);
     const at::Tensor x = at::tensor({1.0f});
     const tp_named_tensor_t fields[] = {{"z", tp::test::handle_of(x)}};
@@ -167,7 +167,7 @@ TEST_CASE("metric adapter: errors are statuses with the class's or the adapter's
     CHECK(m.host.last_error == "mean_error: update: outputs or targets is NULL");
   }
   SUBCASE("more values than capacity: none handed over") {
-    Instance m(kMeanError, 2);
+    MetricAdapterInstance m(kMeanError, 2);
     REQUIRE(m.create() == TP_OK);
     tp_scalar_t values[1] = {};
     uint32_t n = 99;
@@ -176,14 +176,14 @@ TEST_CASE("metric adapter: errors are statuses with the class's or the adapter's
     CHECK(n == 0);
   }
   SUBCASE("a NULL instance") {
-    Instance m(kMeanError);
+    MetricAdapterInstance m(kMeanError);
     CHECK(m.t.reset(nullptr) == TP_ERR_INVALID_ARGUMENT);
     CHECK(m.t.to_device(nullptr, TP_DEVICE_CPU, 0) == TP_ERR_INVALID_ARGUMENT);
   }
 }
 
 TEST_CASE("metric adapter: a factory may build an abstract base") {
-  Instance m(kNothing);
+  MetricAdapterInstance m(kNothing);
   REQUIRE(m.create() == TP_OK);
   CHECK(tp::test::visit_all(m.t.visit_state, m.self).empty());
   uint32_t n = 99;
@@ -192,8 +192,8 @@ TEST_CASE("metric adapter: a factory may build an abstract base") {
 }
 
 TEST_CASE("metric adapter: gathered rows (ABI 1.7) append, are lent whole, take the host's gather, and reset empties them") {
-  CHECK((table_of(kMeanError).visit_gathered_state == nullptr));  // sums only: the host gathers nothing
-  Instance m(kMedian);
+  CHECK((metric_adapter_table_of(kMeanError).visit_gathered_state == nullptr));  // sums only: the host gathers nothing
+  MetricAdapterInstance m(kMedian);
   REQUIRE(m.create() == TP_OK);
   REQUIRE((m.t.visit_gathered_state != nullptr));
   REQUIRE(m.t.to_device(m.self, TP_DEVICE_CPU, 0) == TP_OK);

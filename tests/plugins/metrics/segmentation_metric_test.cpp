@@ -6,7 +6,7 @@ namespace {
 
 using namespace tp::test;
 
-constexpr const char* kId = "org.torchhost.mean_iou";
+constexpr const char* kSegmentationMetricId = "org.torchhost.mean_iou";
 
 // Two 2x2 images, three classes; predictions by one-hot logits. Pixels in memory order:
 //   predicted [0, 0, 1, 1,   2, 2, 0, 1]
@@ -27,7 +27,7 @@ std::map<std::string, FakeConfig::Value> classes(int64_t k) { return {{"num_clas
 TEST_CASE("segmentation: IoU, mean IoU, pixel and mean accuracy from the confusion matrix") {
   Fields out{{"out", logits_of(kPredicted, 3)}};
   Fields tgt{{"mask", kMask}};
-  Metric seg(kId, classes(3));
+  Metric seg(kSegmentationMetricId, classes(3));
   seg.update(out, tgt);
   const auto state = seg.state();
   REQUIRE(state.size() == 2);
@@ -45,7 +45,7 @@ TEST_CASE("segmentation: IoU, mean IoU, pixel and mean accuracy from the confusi
   // A fourth class, never in the target nor predicted: IoU 0 (torchmetrics' zero_division), left
   // out of both means.
   Fields out4{{"out", logits_of(kPredicted, 4)}};
-  Metric seg4(kId, classes(4));
+  Metric seg4(kSegmentationMetricId, classes(4));
   seg4.update(out4, tgt);
   const auto v4 = seg4.compute();
   CHECK(v4.at("iou_3") == 0.0);
@@ -53,7 +53,7 @@ TEST_CASE("segmentation: IoU, mean IoU, pixel and mean accuracy from the confusi
   CHECK(v4.at("mean_accuracy") == doctest::Approx(7.0 / 9.0));
   // Predicted but never in the target: IoU 0 and counted in the mean (as torchmetrics).
   Fields out_fp{{"out", logits_of(at::tensor({0, 0, 1, 1, 2, 2, 0, 3}, at::kLong), 4)}};
-  Metric seg_fp(kId, classes(4));
+  Metric seg_fp(kSegmentationMetricId, classes(4));
   seg_fp.update(out_fp, tgt);
   const auto fp = seg_fp.compute();
   CHECK(fp.at("iou_3") == 0.0);
@@ -64,10 +64,10 @@ TEST_CASE("segmentation: IoU, mean IoU, pixel and mean accuracy from the confusi
 TEST_CASE("segmentation: two ranks' states summed equal one pass") {
   Fields out{{"out", logits_of(kPredicted, 3)}};
   Fields tgt{{"mask", kMask}};
-  Metric whole(kId, classes(3));
+  Metric whole(kSegmentationMetricId, classes(3));
   whole.update(out, tgt);
 
-  Metric rank0(kId, classes(3)), rank1(kId, classes(3));
+  Metric rank0(kSegmentationMetricId, classes(3)), rank1(kSegmentationMetricId, classes(3));
   Fields out_a{{"out", out.items[0].second.slice(0, 0, 1)}}, tgt_a{{"mask", kMask.slice(0, 0, 1)}};
   Fields out_b{{"out", out.items[0].second.slice(0, 1, 2)}}, tgt_b{{"mask", kMask.slice(0, 1, 2)}};
   rank0.update(out_a, tgt_a);
@@ -91,7 +91,7 @@ TEST_CASE("segmentation: two ranks' states summed equal one pass") {
 }
 
 TEST_CASE("segmentation: an all-ignored batch counts nothing; ignore_index inside [0, K) as torchmetrics") {
-  Metric seg(kId, classes(3));
+  Metric seg(kSegmentationMetricId, classes(3));
   Fields out{{"out", logits_of(kPredicted, 3)}};
   Fields ignored{{"mask", at::full({2, 2, 2}, 255, at::kLong)}};
   seg.update(out, ignored);
@@ -101,7 +101,7 @@ TEST_CASE("segmentation: an all-ignored batch counts nothing; ignore_index insid
   // confusion [[0, 0, 0], [1, 2, 0], [0, 1, 1]]. Class 0 (predicted once, never a target pixel)
   // has IoU 0 and is left out of miou = (1/2 + 1/2) / 2, but its recall 0 counts in the mean
   // accuracy (0 + 2/3 + 1/2) / 3: torchmetrics' MulticlassJaccardIndex and MulticlassAccuracy.
-  Metric in_range(kId, {{"num_classes", int64_t{3}}, {"ignore_index", int64_t{0}}});
+  Metric in_range(kSegmentationMetricId, {{"num_classes", int64_t{3}}, {"ignore_index", int64_t{0}}});
   Fields tgt{{"mask", at::tensor({0, 1, 1, 2, 2, 0, 0, 1}, at::kLong).reshape({2, 2, 2})}};
   in_range.update(out, tgt);
   const auto v = in_range.compute();
@@ -115,7 +115,7 @@ TEST_CASE("segmentation: targets outside the classes fail compute; misshapen inp
   LoadedPlugin& p = plugin("basic_metrics");
   Fields out{{"out", logits_of(kPredicted, 3)}};
   // update may not read values back (PLG-11), so bad labels are counted and compute refuses them.
-  Metric seg(kId, classes(3));
+  Metric seg(kSegmentationMetricId, classes(3));
   Fields bad{{"mask", at::tensor({0, 1, 3, 255, 2, -1, 0, 1}, at::kLong).reshape({2, 2, 2})}};
   seg.update(out, bad);
   tp_scalar_t values[64];
@@ -125,7 +125,7 @@ TEST_CASE("segmentation: targets outside the classes fail compute; misshapen inp
                     std::string::npos,
                 p.host.last_error);
 
-  Metric four(kId, classes(4));
+  Metric four(kSegmentationMetricId, classes(4));
   Fields tgt{{"mask", kMask}};
   CHECK(four.t->update(four.self, out.view(), out.size(), tgt.view(), tgt.size()) == TP_ERR_INVALID_ARGUMENT);
   CHECK(p.host.last_error.find("[B, 4, ...] (num_classes 4)") != std::string::npos);
@@ -137,7 +137,7 @@ TEST_CASE("segmentation: targets outside the classes fail compute; misshapen inp
 TEST_CASE("segmentation: per-class values fit the host's 64 values up to 61 classes") {
   Fields out{{"out", logits_of(kPredicted, 61)}};
   Fields tgt{{"mask", kMask}};
-  Metric wide(kId, classes(61));
+  Metric wide(kSegmentationMetricId, classes(61));
   wide.update(out, tgt);
   const auto v = wide.compute();
   CHECK(v.size() == 64);
@@ -146,16 +146,16 @@ TEST_CASE("segmentation: per-class values fit the host's 64 values up to 61 clas
   CHECK(v.at("miou") == doctest::Approx(5.0 / 9.0));
 
   LoadedPlugin& p = plugin("basic_metrics");
-  const tp_metric_v1_t& t = p.table<tp_metric_v1_t>(kId, TP_IFACE_METRIC_V1);
+  const tp_metric_v1_t& t = p.table<tp_metric_v1_t>(kSegmentationMetricId, TP_IFACE_METRIC_V1);
   FakeConfig cfg;
-  fill_defaults(cfg, p.descriptor(kId));
+  fill_defaults(cfg, p.descriptor(kSegmentationMetricId));
   cfg.values["num_classes"] = int64_t{150};
   void* self = nullptr;
   CHECK(t.create(&p.host.host, &cfg.view, &self) == TP_ERR_CONFIG);
   CHECK(p.host.last_error.find("set per_class = false") != std::string::npos);
   CHECK(self == nullptr);
 
-  Metric ade(kId, {{"num_classes", int64_t{150}}, {"per_class", false}});
+  Metric ade(kSegmentationMetricId, {{"num_classes", int64_t{150}}, {"per_class", false}});
   CHECK(ade.state()[0].sizes() == at::IntArrayRef({150, 150}));
   Fields out150{{"out", logits_of(kPredicted, 150)}};
   ade.update(out150, tgt);

@@ -15,8 +15,7 @@
 #include <tuple>
 #include <vector>
 
-#undef CHECK  // c10's logging CHECK; doctest's takes its place
-#include <doctest/doctest.h>
+#include "support/doctest_after_torch.h"
 
 namespace {
 

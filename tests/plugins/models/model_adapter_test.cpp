@@ -93,29 +93,29 @@ class Holder {
 /// A factory standing in for the constructor (vision_models builds its components this way).
 std::shared_ptr<Switchable> make_switchable(const tp::cpp::ConfigReader& cfg) { return std::make_shared<Switchable>(cfg); }
 
-const tp_config_key_t kKeys[] = {{sizeof(tp_config_key_t), "mode", TP_CFG_INT, "0", "how it fails (0: never)"}};
-const tp_example_input_t kExamples[] = {{sizeof(tp_example_input_t), "x", TP_DTYPE_FLOAT32, 1, {2}, 0}};
+const tp_config_key_t kModelAdapterKeys[] = {{sizeof(tp_config_key_t), "mode", TP_CFG_INT, "0", "how it fails (0: never)"}};
+const tp_example_input_t kModelAdapterExamples[] = {{sizeof(tp_example_input_t), "x", TP_DTYPE_FLOAT32, 1, {2}, 0}};
 const tp_descriptor_t kScaleDescriptor =
-    tp::cpp::model_descriptor("org.torchhost.test.scale", "1.0.0", "y = x * w", kKeys, kExamples);
+    tp::cpp::model_descriptor("org.torchhost.test.scale", "1.0.0", "y = x * w", kModelAdapterKeys, kModelAdapterExamples);
 const tp_descriptor_t kHolderDescriptor =
-    tp::cpp::model_descriptor("org.torchhost.test.holder", "1.0.0", "a held Linear", kKeys);
+    tp::cpp::model_descriptor("org.torchhost.test.holder", "1.0.0", "a held Linear", kModelAdapterKeys);
 
 const tp::cpp::Component kScale = tp::cpp::model_component<Scale, kScaleDescriptor>();
 const tp::cpp::Component kSwitchable = tp::cpp::model_component<Switchable, kScaleDescriptor, &make_switchable>();
 const tp::cpp::Component kHolder = tp::cpp::model_component<Holder, kHolderDescriptor>();
 const tp::cpp::Component kNormed = tp::cpp::model_component<Normed, kHolderDescriptor>();
 
-const tp_model_v1_t& table_of(const tp::cpp::Component& c) { return *static_cast<const tp_model_v1_t*>(c.table); }
+const tp_model_v1_t& model_adapter_table_of(const tp::cpp::Component& c) { return *static_cast<const tp_model_v1_t*>(c.table); }
 
 /// An instance made through a table; destroyed at scope exit.
-struct Instance {
+struct ModelAdapterInstance {
   FakeHost host;
   FakeConfig cfg;
   const tp_model_v1_t& t;
   void* self = nullptr;
 
-  explicit Instance(const tp::cpp::Component& c, int64_t mode = 0) : t(table_of(c)) { cfg.values = {{"mode", mode}}; }
-  ~Instance() { t.destroy(self); }
+  explicit ModelAdapterInstance(const tp::cpp::Component& c, int64_t mode = 0) : t(model_adapter_table_of(c)) { cfg.values = {{"mode", mode}}; }
+  ~ModelAdapterInstance() { t.destroy(self); }
   tp_status create() { return t.create(&host.host, &cfg.view, &self); }
   Scale& scale() { return *static_cast<tp::cpp::detail::ModelInstance<Scale>*>(self)->model; }
   /// (name, is_buffer, tensor) of every visited entry.
@@ -138,20 +138,20 @@ TEST_CASE("model adapter: descriptor and table") {
   CHECK(kScaleDescriptor.tier == TP_TIER_T);
   CHECK(kScaleDescriptor.example_count == 1);
   CHECK(kHolderDescriptor.examples == nullptr);
-  const tp_model_v1_t& t = table_of(kScale);
+  const tp_model_v1_t& t = model_adapter_table_of(kScale);
   CHECK(t.struct_size == sizeof(tp_model_v1_t));
   CHECK(std::string(kScale.interface_id) == TP_IFACE_MODEL_V1);
   // The 1.1 entry exists only for a class that has the switch.
   CHECK((t.set_activation_checkpointing == nullptr));
-  CHECK((table_of(kSwitchable).set_activation_checkpointing != nullptr));
+  CHECK((model_adapter_table_of(kSwitchable).set_activation_checkpointing != nullptr));
   // 1.4: layer_depths only for a class that declares them; set_batchnorm_frozen for every class.
   CHECK((t.layer_depths == nullptr));
-  CHECK((table_of(kNormed).layer_depths != nullptr));
+  CHECK((model_adapter_table_of(kNormed).layer_depths != nullptr));
   CHECK((t.set_batchnorm_frozen != nullptr));
 }
 
 TEST_CASE("model adapter: layer_depths hands out the class's ordering, valid until destroy") {
-  Instance m(kNormed);
+  ModelAdapterInstance m(kNormed);
   REQUIRE(m.create() == TP_OK);
   const tp_layer_depth_t* entries = nullptr;
   uint32_t count = 0;
@@ -165,7 +165,7 @@ TEST_CASE("model adapter: layer_depths hands out the class's ordering, valid unt
 }
 
 TEST_CASE("model adapter: set_batchnorm_frozen keeps BatchNorm in eval mode across set_training(true)") {
-  Instance m(kNormed);
+  ModelAdapterInstance m(kNormed);
   REQUIRE(m.create() == TP_OK);
   Normed& net = *static_cast<tp::cpp::detail::ModelInstance<Normed>*>(m.self)->model;
   REQUIRE(m.t.set_batchnorm_frozen(m.self, true) == TP_OK);
@@ -175,7 +175,7 @@ TEST_CASE("model adapter: set_batchnorm_frozen keeps BatchNorm in eval mode acro
   REQUIRE(m.t.set_batchnorm_frozen(m.self, false) == TP_OK);
   CHECK(net.norm_->is_training()); // follows the model again at once
   // A model without BatchNorm refuses, saying so; switching off is always fine.
-  Instance plain(kScale);
+  ModelAdapterInstance plain(kScale);
   REQUIRE(plain.create() == TP_OK);
   CHECK(plain.t.set_batchnorm_frozen(plain.self, true) == TP_ERR_UNSUPPORTED);
   CHECK(plain.host.last_error.find("has no BatchNorm layer") != std::string::npos);
@@ -184,7 +184,7 @@ TEST_CASE("model adapter: set_batchnorm_frozen keeps BatchNorm in eval mode acro
 
 TEST_CASE("model adapter: a throwing constructor is a status with the message") {
   SUBCASE("tp::cpp::Failure") {
-    Instance m(kScale, 1);
+    ModelAdapterInstance m(kScale, 1);
     int sentinel = 0;
     m.self = &sentinel;
     CHECK(m.create() == TP_ERR_CONFIG);
@@ -193,13 +193,13 @@ TEST_CASE("model adapter: a throwing constructor is a status with the message") 
     CHECK(m.host.last_error == "scale: mode 1 refuses the config");
   }
   SUBCASE("c10::Error, without its backtrace") {
-    Instance m(kScale, 2);
+    ModelAdapterInstance m(kScale, 2);
     CHECK(m.create() == TP_ERR_INTERNAL);
     CHECK(m.host.last_error.find("scale: a c10::Error from the constructor") != std::string::npos);
     CHECK(m.host.last_error.find("Exception raised from") == std::string::npos);
   }
   SUBCASE("NULL config") {
-    Instance m(kScale);
+    ModelAdapterInstance m(kScale);
     CHECK(m.t.create(&m.host.host, nullptr, &m.self) == TP_ERR_INVALID_ARGUMENT);
     CHECK(m.host.last_error == "scale: config view is NULL");
   }
@@ -212,7 +212,7 @@ TEST_CASE("model adapter: a failing forward hands over no output and leaks none"
   uint32_t count = 99;
 
   SUBCASE("more outputs than capacity") {
-    Instance m(kScale, 3);
+    ModelAdapterInstance m(kScale, 3);
     REQUIRE(m.create() == TP_OK);
     CHECK(m.t.forward(m.self, inputs, 1, out, 1, &count) == TP_ERR_INVALID_ARGUMENT);
     CHECK(m.host.last_error == "scale: forward: the model has 2 outputs but capacity is 1");
@@ -223,7 +223,7 @@ TEST_CASE("model adapter: a failing forward hands over no output and leaks none"
     CHECK(m.scale().made_[1].use_count() == 1);
   }
   SUBCASE("an output without a name: the one already wrapped is freed") {
-    Instance m(kScale, 4);
+    ModelAdapterInstance m(kScale, 4);
     REQUIRE(m.create() == TP_OK);
     CHECK(m.t.forward(m.self, inputs, 1, out, 2, &count) == TP_ERR_INVALID_ARGUMENT);
     CHECK(m.host.last_error == "scale: forward: an output has no name");
@@ -232,7 +232,7 @@ TEST_CASE("model adapter: a failing forward hands over no output and leaks none"
     CHECK(m.scale().made_[0].use_count() == 1);
   }
   SUBCASE("the class throws") {
-    Instance m(kScale, 5);
+    ModelAdapterInstance m(kScale, 5);
     REQUIRE(m.create() == TP_OK);
     CHECK(m.t.forward(m.self, inputs, 1, out, 2, &count) == TP_ERR_INTERNAL);
     CHECK(m.host.last_error == "scale: failed after computing y");
@@ -240,7 +240,7 @@ TEST_CASE("model adapter: a failing forward hands over no output and leaks none"
     CHECK(out[0].tensor == nullptr);
   }
   SUBCASE("a missing input names the ones present") {
-    Instance m(kScale);
+    ModelAdapterInstance m(kScale);
     REQUIRE(m.create() == TP_OK);
     const tp_named_tensor_t other[] = {{"a", tp::test::handle_of(x)}};
     CHECK(m.t.forward(m.self, other, 1, out, 2, &count) == TP_ERR_INVALID_ARGUMENT);
@@ -248,7 +248,7 @@ TEST_CASE("model adapter: a failing forward hands over no output and leaks none"
     CHECK(count == 0);
   }
   SUBCASE("success: one new reference, released by the receiver") {
-    Instance m(kScale);
+    ModelAdapterInstance m(kScale);
     REQUIRE(m.create() == TP_OK);
     REQUIRE(m.t.forward(m.self, inputs, 1, out, 2, &count) == TP_OK);
     REQUIRE(count == 1);
@@ -261,7 +261,7 @@ TEST_CASE("model adapter: a failing forward hands over no output and leaks none"
 }
 
 TEST_CASE("model adapter: state aliases the module, follows to_device, keeps integer buffers") {
-  Instance m(kScale);
+  ModelAdapterInstance m(kScale);
   REQUIRE(m.create() == TP_OK);
   auto state = m.visit();
   REQUIRE(state.size() == 2);
@@ -296,7 +296,7 @@ TEST_CASE("model adapter: state aliases the module, follows to_device, keeps int
 
 TEST_CASE("model adapter: state_root, a factory, the checkpointing switch, NULL instances") {
   {
-    Instance m(kHolder);
+    ModelAdapterInstance m(kHolder);
     REQUIRE(m.create() == TP_OK);
     const auto state = m.visit();
     REQUIRE(state.size() == 2);
@@ -304,14 +304,14 @@ TEST_CASE("model adapter: state_root, a factory, the checkpointing switch, NULL 
     CHECK(std::get<0>(state[1]) == "bias");
   }
   {
-    Instance m(kSwitchable);
+    ModelAdapterInstance m(kSwitchable);
     REQUIRE(m.create() == TP_OK);
     CHECK(m.t.set_activation_checkpointing(m.self, false) == TP_OK);
     CHECK(m.t.set_activation_checkpointing(m.self, true) == TP_ERR_UNSUPPORTED);
     CHECK(m.host.last_error == "switchable: nothing to checkpoint");
     CHECK(m.t.set_activation_checkpointing(nullptr, true) == TP_ERR_INVALID_ARGUMENT);
   }
-  const tp_model_v1_t& t = table_of(kScale);
+  const tp_model_v1_t& t = model_adapter_table_of(kScale);
   t.destroy(nullptr);
   CHECK(t.set_training(nullptr, true) == TP_ERR_INVALID_ARGUMENT);
   CHECK(t.to_device(nullptr, TP_DEVICE_CPU, 0, TP_DTYPE_FLOAT32) == TP_ERR_INVALID_ARGUMENT);

@@ -12,20 +12,19 @@
 #include <filesystem>
 #include <string>
 
-#undef CHECK  // c10's logging CHECK; doctest's takes its place
-#include <doctest/doctest.h>
+#include "support/doctest_after_torch.h"
 
 namespace {
 
 using namespace tp;
 
-struct TestHost {
+struct ModelProxyHost {
   Logger logger;
   HostServices services{logger, ProcessPlace{}};
 };
 
-TestHost& host() {
-  static TestHost h;  // outlives every library loaded with it
+ModelProxyHost& host() {
+  static ModelProxyHost h;  // outlives every library loaded with it
   return h;
 }
 

@@ -16,8 +16,8 @@ namespace {
 using namespace tp::test;
 using Config = std::map<std::string, FakeConfig::Value>;
 
-constexpr const char* kLibrary = "resnet";
-constexpr const char* kId = "org.torchhost.resnet";
+constexpr const char* kResnetLibrary = "resnet";
+constexpr const char* kResnetId = "org.torchhost.resnet";
 const char* const kScript = "tests/plugins/models/resnet_reference.py";
 
 Config resnet_config(int64_t depth, int64_t classes = 1000, int64_t channels = 3, bool zero_init = false) {
@@ -36,7 +36,7 @@ TEST_CASE("resnet: parameter counts are torchvision's") {
   const std::pair<int64_t, int64_t> expected[] = {{18, 11'689'512}, {34, 21'797'672}, {50, 25'557'032}};
   for (const auto& [depth, count] : expected) {
     CAPTURE(depth);
-    ZooModel m(kLibrary, kId, resnet_config(depth));
+    ZooModel m(kResnetLibrary, kResnetId, resnet_config(depth));
     CHECK(m.parameter_count() == count);
   }
 }
@@ -62,7 +62,7 @@ TEST_CASE("resnet: state names, shapes and kinds equal the torch.nn reference's 
     CAPTURE(key);
     int64_t depth = 0, classes = 0, channels = 0;
     std::istringstream(key) >> depth >> classes >> channels;
-    ZooModel m(kLibrary, kId, resnet_config(depth, classes, channels));
+    ZooModel m(kResnetLibrary, kResnetId, resnet_config(depth, classes, channels));
     std::map<std::string, std::string> ours;
     for (const auto& e : m.state())
       ours[e.name] = shape_key(tensor_of(e.handle).sizes()) + (e.is_buffer ? " b" : " p");
@@ -82,7 +82,7 @@ TEST_CASE("resnet: a torchvision-style state_dict loads by name and gives the re
   for (int64_t depth : {18, 50}) {
     CAPTURE(depth);
     const std::string stem = "resnet" + std::to_string(depth);
-    ZooModel m(kLibrary, kId, resnet_config(depth, 10));
+    ZooModel m(kResnetLibrary, kResnetId, resnet_config(depth, 10));
     // Strict by name and shape, like train.init_weights (zoo_host_tests runs that path itself).
     load_weights(m, load_python_dict(dir / (stem + "_weights.pt")));
     const auto io = load_python_dict(dir / (stem + "_io.pt"));
@@ -108,7 +108,7 @@ TEST_CASE("resnet: a torchvision-style state_dict loads by name and gives the re
 }
 
 TEST_CASE("resnet: forward shapes, in_channels, input dtype and a wrong image") {
-  ZooModel m(kLibrary, kId, resnet_config(18, 5, 1));
+  ZooModel m(kResnetLibrary, kResnetId, resnet_config(18, 5, 1));
   m.train(false);
   Fields in = {{"image", at::randn({2, 1, 64, 48})}};
   CHECK(m.forward(in).at("logits").sizes() == at::IntArrayRef({2, 5}));
@@ -125,13 +125,13 @@ TEST_CASE("resnet: forward shapes, in_channels, input dtype and a wrong image") 
   CHECK(m.try_forward(other, out) == TP_ERR_INVALID_ARGUMENT);
   CHECK(m.error().find("'image'") != std::string::npos);
 
-  ZooModel bad(kLibrary, kId, resnet_config(20), 1, /*expect_ok=*/false);
+  ZooModel bad(kResnetLibrary, kResnetId, resnet_config(20), 1, /*expect_ok=*/false);
   CHECK(bad.status == TP_ERR_CONFIG);
   CHECK(bad.error().find("depth must be 18, 34 or 50") != std::string::npos);
 }
 
 TEST_CASE("resnet: torchvision's initialisation") {
-  ZooModel m(kLibrary, kId, resnet_config(18));
+  ZooModel m(kResnetLibrary, kResnetId, resnet_config(18));
   // kaiming_normal_(mode="fan_out", nonlinearity="relu"): std = sqrt(2 / (out_channels * k * k)).
   const at::Tensor w = m.named("layer3.0.conv2.weight");  // [256, 256, 3, 3], 589,824 draws
   CHECK(w.std().item<double>() == doctest::Approx(std::sqrt(2.0 / (256 * 9))).epsilon(0.01));
@@ -151,8 +151,8 @@ TEST_CASE("resnet: zero_init_residual starts every block as the identity") {
   for (int64_t depth : {18, 50}) {
     CAPTURE(depth);
     const std::string last = depth == 18 ? "bn2" : "bn3";
-    ZooModel zero(kLibrary, kId, resnet_config(depth, 10, 3, true));
-    ZooModel plain(kLibrary, kId, resnet_config(depth, 10, 3, false));
+    ZooModel zero(kResnetLibrary, kResnetId, resnet_config(depth, 10, 3, true));
+    ZooModel plain(kResnetLibrary, kResnetId, resnet_config(depth, 10, 3, false));
     CHECK(at::equal(zero.named("layer2.1." + last + ".weight"), at::zeros({depth == 18 ? 128 : 512})));
     CHECK(at::equal(zero.named("layer4.0." + last + ".weight"), at::zeros({depth == 18 ? 512 : 2048})));
     CHECK(at::equal(zero.named("layer1.0.bn1.weight"), at::ones({64})));
@@ -182,15 +182,15 @@ TEST_CASE("resnet: activation checkpointing gives bit-identical outputs, gradien
   const std::pair<int64_t, int64_t> cases[] = {{18, 32}, {50, 32}};
   for (const auto& [depth, size] : cases) {
     CAPTURE(depth);
-    const auto off = checkpointing_step(kLibrary, kId, resnet_config(depth, 10), false, size);
-    const auto on = checkpointing_step(kLibrary, kId, resnet_config(depth, 10), true, size);
+    const auto off = checkpointing_step(kResnetLibrary, kResnetId, resnet_config(depth, 10), false, size);
+    const auto on = checkpointing_step(kResnetLibrary, kResnetId, resnet_config(depth, 10), true, size);
     REQUIRE(on.size() == off.size());
     size_t different = 0;
     for (size_t i = 0; i < on.size(); ++i) different += at::equal(on[i], off[i]) ? 0 : 1;
     CHECK(different == 0);
   }
   // Eval mode never checkpoints.
-  ZooModel m(kLibrary, kId, resnet_config(18, 10));
+  ZooModel m(kResnetLibrary, kResnetId, resnet_config(18, 10));
   REQUIRE(m.t->set_activation_checkpointing(m.self, true) == TP_OK);
   m.train(false);
   Fields in = {{"image", at::randn({1, 3, 32, 32})}};

@@ -15,8 +15,8 @@ using namespace tp::test;
 using Config = std::map<std::string, FakeConfig::Value>;
 using Names = std::vector<std::string>;
 
-constexpr const char* kLibrary = "torchscript";
-constexpr const char* kId = "org.torchhost.torchscript";
+constexpr const char* kTorchscriptLibrary = "torchscript";
+constexpr const char* kTorchscriptId = "org.torchhost.torchscript";
 
 /// The directory the oracle scripted its modules into, written once per test process.
 const std::filesystem::path& scripted() {
@@ -50,7 +50,7 @@ Config ts_config(const std::string& file, Names inputs, Names outputs) {
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 TEST_CASE("torchscript: an MLP with BatchNorm has its scripted names and the eager module's outputs") {
-  ZooModel m(kLibrary, kId, ts_config("mlp.pt", {"x"}, {"pred"}));
+  ZooModel m(kTorchscriptLibrary, kTorchscriptId, ts_config("mlp.pt", {"x"}, {"pred"}));
   std::map<std::string, bool> names;
   for (const auto& e : m.state()) names[e.name] = e.is_buffer;
   const std::map<std::string, bool> expected = {
@@ -89,7 +89,7 @@ TEST_CASE("torchscript: an MLP with BatchNorm has its scripted names and the eag
 }
 
 TEST_CASE("torchscript: freeze_bn_stats keeps the scripted BatchNorm1d in eval mode while the model trains") {
-  ZooModel m(kLibrary, kId, ts_config("mlp.pt", {"x"}, {"pred"}));
+  ZooModel m(kTorchscriptLibrary, kTorchscriptId, ts_config("mlp.pt", {"x"}, {"pred"}));
   CHECK((m.t->layer_depths == nullptr)); // a scripted module declares no depths: layer_decay is refused
   REQUIRE_MESSAGE(m.t->set_batchnorm_frozen(m.self, true) == TP_OK, m.error());
   const at::Tensor mean_before = m.named("bn.running_mean").clone();
@@ -107,7 +107,7 @@ TEST_CASE("torchscript: freeze_bn_stats keeps the scripted BatchNorm1d in eval m
 }
 
 TEST_CASE("torchscript: to_device converts floating state, keeps integer buffers, casts inputs") {
-  ZooModel m(kLibrary, kId, ts_config("mlp.pt", {"x"}, {"pred"}));
+  ZooModel m(kTorchscriptLibrary, kTorchscriptId, ts_config("mlp.pt", {"x"}, {"pred"}));
   REQUIRE_MESSAGE(m.t->to_device(m.self, TP_DEVICE_CPU, 0, TP_DTYPE_FLOAT64) == TP_OK, m.error());
   CHECK((m.named("fc1.weight").scalar_type() == at::kDouble));
   CHECK((m.named("bn.num_batches_tracked").scalar_type() == at::kLong));
@@ -121,18 +121,18 @@ TEST_CASE("torchscript: to_device converts floating state, keeps integer buffers
 TEST_CASE("torchscript: tuple, list and dict outputs are named") {
   Fields x = {{"x", io().at("x")}};
   {
-    ZooModel m(kLibrary, kId, ts_config("tuple.pt", {"x"}, {"logits", "total"}));
+    ZooModel m(kTorchscriptLibrary, kTorchscriptId, ts_config("tuple.pt", {"x"}, {"logits", "total"}));
     const auto out = m.forward(x);
     CHECK(out.size() == 2);
     CHECK(relative_difference(out.at("logits").detach(), io().at("tuple.0")) <= 1e-6);
     CHECK(relative_difference(out.at("total").detach(), io().at("tuple.1")) <= 1e-6);
   }
   {
-    ZooModel m(kLibrary, kId, ts_config("list.pt", {"x"}, {"a", "b"}));
+    ZooModel m(kTorchscriptLibrary, kTorchscriptId, ts_config("list.pt", {"x"}, {"a", "b"}));
     const auto out = m.forward(x);
     CHECK(relative_difference(out.at("a").detach(), io().at("list.0")) <= 1e-6);
     CHECK(relative_difference(out.at("b").detach(), io().at("list.1")) <= 1e-6);
-    ZooModel three(kLibrary, kId, ts_config("list.pt", {"x"}, {"a", "b", "c"}));
+    ZooModel three(kTorchscriptLibrary, kTorchscriptId, ts_config("list.pt", {"x"}, {"a", "b", "c"}));
     std::map<std::string, at::Tensor> ignored;
     CHECK(three.try_forward(x, ignored) == TP_ERR_INVALID_ARGUMENT);
     CHECK(contains(three.error(), "a list of 2 tensors"));
@@ -140,19 +140,19 @@ TEST_CASE("torchscript: tuple, list and dict outputs are named") {
   {
     // Two inputs, passed positionally; `outputs` does not apply to a dict.
     Fields ab = {{"b", io().at("b")}, {"a", io().at("a")}};
-    ZooModel m(kLibrary, kId, ts_config("dict.pt", {"a", "b"}, {"logits"}));
+    ZooModel m(kTorchscriptLibrary, kTorchscriptId, ts_config("dict.pt", {"a", "b"}, {"logits"}));
     const auto out = m.forward(ab);
     CHECK(out.size() == 2);
     CHECK(relative_difference(out.at("sum").detach(), io().at("dict.sum")) <= 1e-6);
     CHECK(relative_difference(out.at("prod").detach(), io().at("dict.prod")) <= 1e-6);
-    ZooModel one(kLibrary, kId, ts_config("dict.pt", {"a"}, {"logits"}));  // b has a default
+    ZooModel one(kTorchscriptLibrary, kTorchscriptId, ts_config("dict.pt", {"a"}, {"logits"}));  // b has a default
     CHECK(relative_difference(one.forward(ab).at("sum_a").detach(), io().at("dict.sum_a")) <= 1e-6);
   }
 }
 
 TEST_CASE("torchscript: refusals name the file and say what to do") {
   auto refused = [](const Config& config, tp_status code, const std::vector<std::string>& parts) {
-    ZooModel m(kLibrary, kId, config, 1, /*expect_ok=*/false);
+    ZooModel m(kTorchscriptLibrary, kTorchscriptId, config, 1, /*expect_ok=*/false);
     CHECK(m.status == code);
     for (const auto& part : parts) {
       CAPTURE(part);
@@ -176,7 +176,7 @@ TEST_CASE("torchscript: refusals name the file and say what to do") {
   refused(ts_config("mlp.pt", {"x"}, {"a", "a"}), TP_ERR_CONFIG, {"must name each output once"});
   refused({{"path", std::string()}, {"inputs", Names{"x"}}, {"outputs", Names{"pred"}}}, TP_ERR_CONFIG, {"path is empty"});
 
-  ZooModel m(kLibrary, kId, ts_config("mlp.pt", {"x"}, {"pred"}));
+  ZooModel m(kTorchscriptLibrary, kTorchscriptId, ts_config("mlp.pt", {"x"}, {"pred"}));
   Fields wrong = {{"image", io().at("x")}};
   std::map<std::string, at::Tensor> ignored;
   CHECK(m.try_forward(wrong, ignored) == TP_ERR_INVALID_ARGUMENT);

@@ -32,7 +32,7 @@
 
 namespace {
 
-constexpr int kSteps = 16;
+constexpr int kGradScalerOracleSteps = 16;
 constexpr int kForcedStep = 10;
 constexpr double kInitScale = 1048576.0;  // 2^20
 constexpr int64_t kGrowthInterval = 3;
@@ -63,7 +63,7 @@ Data make_data() {
   uint64_t state = 20240611;
   Data d;
   for (std::size_t i = 0; i < kParamShapes.size(); ++i) d.params.push_back(lcg_tensor(state, kParamShapes[i], kParamAmplitude[i]));
-  for (int t = 0; t < kSteps; ++t) {
+  for (int t = 0; t < kGradScalerOracleSteps; ++t) {
     d.inputs.push_back(lcg_tensor(state, {4, 8}, 2.0));
     d.targets.push_back(lcg_tensor(state, {4, 4}, 1.0));
   }
@@ -85,7 +85,7 @@ Trace run_cpp(const Data& data, bool clip) {
   torch::optim::SGD sgd(params, torch::optim::SGDOptions(kLr).momentum(kMomentum));
   tp::GradScaler scaler(tp::GradScalerOptions().init_scale(kInitScale).growth_interval(kGrowthInterval));
   Trace trace;
-  for (int t = 0; t < kSteps; ++t) {
+  for (int t = 0; t < kGradScalerOracleSteps; ++t) {
     sgd.zero_grad();
     at::Tensor loss;
     {
@@ -138,7 +138,7 @@ std::string python_script(const Data& d) {
   py << "init = [";
   for (const auto& p : d.params) py << "T('" << hex_floats(p) << "', " << shape_text(p) << "), ";
   py << "]\nbatches = [";
-  for (int t = 0; t < kSteps; ++t) {
+  for (int t = 0; t < kGradScalerOracleSteps; ++t) {
     py << "(T('" << hex_floats(d.inputs[t]) << "', (4, 8)), T('" << hex_floats(d.targets[t]) << "', (4, 4))),\n";
   }
   py << "]\n";
@@ -241,12 +241,12 @@ const std::map<std::string, Trace>& python_traces(const Data& data) {
 
 void compare(const Trace& cpp, const Trace& py, const std::string& name) {
   INFO("variant ", name);
-  REQUIRE(py.stepped.size() == static_cast<std::size_t>(kSteps));
+  REQUIRE(py.stepped.size() == static_cast<std::size_t>(kGradScalerOracleSteps));
   CHECK(cpp.stepped == py.stepped);
   CHECK(cpp.scale == py.scale);
   CHECK(cpp.growth_tracker == py.growth_tracker);
   double max_loss_rel = 0.0;
-  for (int t = 0; t < kSteps; ++t) {
+  for (int t = 0; t < kGradScalerOracleSteps; ++t) {
     max_loss_rel = std::max(max_loss_rel, std::abs(cpp.loss[t] - py.loss[t]) / std::abs(py.loss[t]));
   }
   CHECK(max_loss_rel <= 1e-6);
@@ -265,7 +265,7 @@ void compare(const Trace& cpp, const Trace& py, const std::string& name) {
   CHECK(cpp.state.growth_interval == py.state.growth_interval);
 
   std::ostringstream pattern;
-  for (int t = 0; t < kSteps; ++t) pattern << (cpp.stepped[t] ? 'S' : '-');
+  for (int t = 0; t < kGradScalerOracleSteps; ++t) pattern << (cpp.stepped[t] ? 'S' : '-');
   MESSAGE(name << ": steps " << pattern.str() << " (S stepped, - skipped), final scale " << cpp.scale.back()
                << "; max |dloss|/loss " << max_loss_rel << ", max |dw| " << max_abs << ", max |dw|/|w| " << max_rel);
 }
@@ -276,7 +276,7 @@ void check_coverage(const Trace& trace) {
   CHECK(trace.stepped[kForcedStep] == 0);
   CHECK(std::count(trace.stepped.begin(), trace.stepped.end(), 1) >= 5);
   bool grew = false;
-  for (int t = 1; t < kSteps; ++t) grew = grew || trace.scale[t] > trace.scale[t - 1];
+  for (int t = 1; t < kGradScalerOracleSteps; ++t) grew = grew || trace.scale[t] > trace.scale[t - 1];
   CHECK(grew);
 }
 

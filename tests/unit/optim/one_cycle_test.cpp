@@ -8,7 +8,7 @@ using namespace tp;
 using namespace tp::test;
 
 namespace {
-const int64_t kTotal = total_optimizer_steps(10, 37, 4);  // 100
+const int64_t kOneCycleTotal = total_optimizer_steps(10, 37, 4);  // 100
 }
 
 TEST_CASE("one_cycle matches OneCycleLR, momentum included, and fails loudly past its total") {
@@ -32,15 +32,15 @@ run("zero_phase", sgd([0.1, 0.02]), lambda o: L.OneCycleLR(o, max_lr=0.1, total_
     SchedulerOptions o = named("one_cycle");
     o.max_lr = {0.1, 0.05};
     auto opt = make_sgd({0.1, 0.02});
-    auto sched = make_scheduler(o, *opt, kTotal);
-    auto ours = record(*sched, *opt, kTotal + 1, /*momenta=*/true);
+    auto sched = make_scheduler(o, *opt, kOneCycleTotal);
+    auto ours = record(*sched, *opt, kOneCycleTotal + 1, /*momenta=*/true);
     compare(ours.rows, oracle["cos"].rows, "one_cycle cos, two-phase (lr + momentum)");
     CHECK(oracle["cos"].error.find("ValueError") == 0);  // PyTorch also refuses call 101
     CHECK(ours.error.find("OneCycleLR ran past its total of 100 steps") == 0);
     CHECK(ours.error.find("grad_accum_steps") != std::string::npos);
     MESSAGE("overrun: ", ours.error, "\nPyTorch: ", oracle["cos"].error);
     // The refused step changed nothing.
-    CHECK(sched->steps_taken() == kTotal);
+    CHECK(sched->steps_taken() == kOneCycleTotal);
     CHECK(row_of(*sched, *opt, true) == ours.rows.back());
   }
   SUBCASE("three-phase on AdamW cycles beta1") {
@@ -49,8 +49,8 @@ run("zero_phase", sgd([0.1, 0.02]), lambda o: L.OneCycleLR(o, max_lr=0.1, total_
     o.pct_start = 0.25;
     o.three_phase = true;
     auto opt = make_adamw({0.1, 0.02});
-    auto sched = make_scheduler(o, *opt, kTotal);
-    compare(record(*sched, *opt, kTotal, true).rows, oracle["three_phase"].rows, "one_cycle three-phase (lr + beta1)");
+    auto sched = make_scheduler(o, *opt, kOneCycleTotal);
+    compare(record(*sched, *opt, kOneCycleTotal, true).rows, oracle["three_phase"].rows, "one_cycle three-phase (lr + beta1)");
   }
   SUBCASE("linear anneal, per-group momenta, non-default factors") {
     SchedulerOptions o = named("one_cycle");

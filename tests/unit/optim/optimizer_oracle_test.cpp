@@ -1,6 +1,6 @@
 // Oracle: every optimizer and implementation of make_optimizer against torch.optim in Python
 // (optimizer_oracle.py, run with TP_TEST_PYTHON). Both sides start from the same parameters and
-// apply the same gradients for kSteps steps; raw float32 files carry them across. Each variant
+// apply the same gradients for kOptimizerOracleSteps steps; raw float32 files carry them across. Each variant
 // has [[optim.param_groups]] rules (an lr override, a weight_decay override on a 1-D tensor),
 // which Python resolves on its own with fnmatch, and between steps both sides change every
 // group's lr and (when cycled) SGD momentum or Adam beta1, as OneCycle does, so the optimizers
@@ -21,7 +21,7 @@
 
 namespace {
 
-constexpr int kSteps = 8;
+constexpr int kOptimizerOracleSteps = 8;
 
 struct Variant {
   std::string label;
@@ -75,7 +75,7 @@ std::string number(double v, int digits = 17) {
 
 void write_spec(const std::filesystem::path& dir, const std::vector<Variant>& vs) {
   std::ofstream spec(dir / "spec.txt");
-  spec << "steps " << kSteps << "\n";
+  spec << "steps " << kOptimizerOracleSteps << "\n";
   for (size_t i = 0; i < tp::test::model_spec().size(); ++i) {
     spec << "param " << i << " " << tp::test::model_spec()[i].name;
     for (int64_t d : tp::test::model_spec()[i].shape) spec << " " << d;
@@ -124,11 +124,11 @@ TEST_CASE("every optimizer and implementation matches torch.optim, param groups 
   uint64_t seed = 20250101;
   std::vector<at::Tensor> init;
   for (const auto& p : tp::test::model_spec()) init.push_back(tp::test::lcg_tensor(seed, p.shape, 0.5));
-  std::vector<std::vector<at::Tensor>> grads(kSteps);
-  for (int t = 0; t < kSteps; ++t)
+  std::vector<std::vector<at::Tensor>> grads(kOptimizerOracleSteps);
+  for (int t = 0; t < kOptimizerOracleSteps; ++t)
     for (const auto& p : tp::test::model_spec()) grads[t].push_back(tp::test::lcg_tensor(seed, p.shape, 1.0));
   for (size_t i = 0; i < init.size(); ++i) tp::test::write_raw(dir / ("param_" + std::to_string(i) + ".bin"), init[i]);
-  for (int t = 0; t < kSteps; ++t)
+  for (int t = 0; t < kOptimizerOracleSteps; ++t)
     for (size_t i = 0; i < init.size(); ++i)
       tp::test::write_raw(dir / ("grad_" + std::to_string(t) + "_" + std::to_string(i) + ".bin"), grads[t][i]);
   const std::vector<Variant> vs = variants();
@@ -162,7 +162,7 @@ TEST_CASE("every optimizer and implementation matches torch.optim, param groups 
     }
     CHECK(g == built.group_names.size());
 
-    for (int t = 0; t < kSteps; ++t) {
+    for (int t = 0; t < kOptimizerOracleSteps; ++t) {
       set_step_options(*built.optimizer, base_lrs, v, t);
       for (size_t i = 0; i < state.size(); ++i) state[i].tensor.mutable_grad() = grads[t][i].clone();
       built.optimizer->step();

@@ -14,7 +14,7 @@
 
 namespace {
 
-constexpr int kSteps = 6;
+constexpr int kOptimizerStateSteps = 6;
 constexpr int kSwitchAt = 3;
 
 struct Run {
@@ -62,7 +62,7 @@ TEST_CASE("a checkpoint of one implementation resumes on the other") {
   uint64_t seed = 777;
   std::vector<at::Tensor> init;
   for (const auto& p : tp::test::model_spec()) init.push_back(tp::test::lcg_tensor(seed, p.shape, 0.5));
-  std::vector<std::vector<at::Tensor>> grads(kSteps);
+  std::vector<std::vector<at::Tensor>> grads(kOptimizerStateSteps);
   for (auto& step : grads)
     for (const auto& p : tp::test::model_spec()) step.push_back(tp::test::lcg_tensor(seed, p.shape, 1.0));
 
@@ -77,7 +77,7 @@ TEST_CASE("a checkpoint of one implementation resumes on the other") {
         first.amsgrad = second.amsgrad = amsgrad;
         // Uninterrupted reference on the second implementation.
         Run reference = start(second, init);
-        steps(reference, grads, 0, kSteps);
+        steps(reference, grads, 0, kOptimizerStateSteps);
 
         Run before = start(first, init);
         CHECK(before.built.fused == fused_first);
@@ -88,7 +88,7 @@ TEST_CASE("a checkpoint of one implementation resumes on the other") {
         load(*after.built.optimizer, archive);
         // The archive restores every state object (keyed by parameter order in the archive).
         CHECK(after.built.optimizer->state().size() == before.built.optimizer->state().size());
-        steps(after, grads, kSwitchAt, kSteps);
+        steps(after, grads, kSwitchAt, kOptimizerStateSteps);
         for (size_t i = 0; i < init.size(); ++i) {
           INFO(after.state[i].name);
           CHECK(tp::test::relative_difference(after.state[i].tensor.detach(), reference.state[i].tensor.detach()) <=
@@ -99,7 +99,7 @@ TEST_CASE("a checkpoint of one implementation resumes on the other") {
           for (const auto& [key, s] : after.built.optimizer->state()) {
             const int64_t step = name == "adam" ? static_cast<const torch::optim::AdamParamState&>(*s).step()
                                                 : static_cast<const torch::optim::AdamWParamState&>(*s).step();
-            CHECK(step == kSteps);
+            CHECK(step == kOptimizerStateSteps);
           }
         }
       }

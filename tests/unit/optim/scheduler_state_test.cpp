@@ -7,7 +7,7 @@ using namespace tp::test;
 
 namespace {
 
-const int64_t kTotal = total_optimizer_steps(10, 37, 4);  // 100
+const int64_t kSchedulerStateTotal = total_optimizer_steps(10, 37, 4);  // 100
 const int64_t kSaveAt = 37;
 
 SchedulerOptions option_set(const std::string& name) {
@@ -32,17 +32,17 @@ TEST_CASE("a restored schedule continues exactly like the uninterrupted one") {
       const SchedulerOptions o = option_set(name);
 
       auto opt_a = optimizer();
-      auto a = make_scheduler(o, *opt_a, kTotal);
+      auto a = make_scheduler(o, *opt_a, kSchedulerStateTotal);
       for (int64_t i = 0; i < kSaveAt; ++i) a->step();
       const std::vector<double> saved = a->state();
-      const Rows uninterrupted = record(*a, *opt_a, kTotal - kSaveAt, true).rows;
+      const Rows uninterrupted = record(*a, *opt_a, kSchedulerStateTotal - kSaveAt, true).rows;
 
       auto opt_b = optimizer();
-      auto b = make_scheduler(o, *opt_b, kTotal);
+      auto b = make_scheduler(o, *opt_b, kSchedulerStateTotal);
       b->load_state(saved);
       CHECK(b->steps_taken() == kSaveAt);
       CHECK(b->state() == saved);
-      CHECK(record(*b, *opt_b, kTotal - kSaveAt, true).rows == uninterrupted);
+      CHECK(record(*b, *opt_b, kSchedulerStateTotal - kSaveAt, true).rows == uninterrupted);
     }
   }
 }
@@ -78,19 +78,19 @@ TEST_CASE("a restored reduce_on_plateau keeps its best value, patience and coold
 
 TEST_CASE("load_state refuses a state of another kind, group count or total") {
   auto opt = make_sgd({0.1, 0.02});
-  auto cosine = make_scheduler(option_set("cosine"), *opt, kTotal);
+  auto cosine = make_scheduler(option_set("cosine"), *opt, kSchedulerStateTotal);
   const auto state = cosine->state();
 
   auto linear_opt = make_sgd({0.1, 0.02});
-  auto linear = make_scheduler(option_set("linear"), *linear_opt, kTotal);
+  auto linear = make_scheduler(option_set("linear"), *linear_opt, kSchedulerStateTotal);
   CHECK_THROWS_WITH_AS(linear->load_state(state), doctest::Contains("another schedule kind"), Error);
 
   auto longer_opt = make_sgd({0.1, 0.02});
-  auto longer = make_scheduler(option_set("cosine"), *longer_opt, kTotal + 10);
+  auto longer = make_scheduler(option_set("cosine"), *longer_opt, kSchedulerStateTotal + 10);
   CHECK_THROWS_WITH_AS(longer->load_state(state), doctest::Contains("optimizer steps"), Error);
 
   auto three_opt = make_sgd({0.1, 0.02, 0.03});
-  auto three = make_scheduler(option_set("cosine"), *three_opt, kTotal);
+  auto three = make_scheduler(option_set("cosine"), *three_opt, kSchedulerStateTotal);
   CHECK_THROWS_WITH_AS(three->load_state(state), doctest::Contains("parameter groups"), Error);
 
   CHECK_THROWS_AS(cosine->load_state({}), Error);

@@ -8,11 +8,11 @@ using namespace tp::test;
 
 namespace {
 // 10 epochs × 37 batches per rank with grad_accum_steps 4.
-const int64_t kTotal = total_optimizer_steps(10, 37, 4);
+const int64_t kWarmupScheduleTotal = total_optimizer_steps(10, 37, 4);
 
 std::unique_ptr<LrScheduler> warmup_decay(const std::string& name, torch::optim::Optimizer& opt, int64_t warmup,
                                           std::vector<double> min_lr = {0.0}, double start_factor = 0.0,
-                                          int64_t total = kTotal) {
+                                          int64_t total = kWarmupScheduleTotal) {
   SchedulerOptions o = named(name);
   o.warmup_steps = warmup;
   o.min_lr = std::move(min_lr);
@@ -22,7 +22,7 @@ std::unique_ptr<LrScheduler> warmup_decay(const std::string& name, torch::optim:
 }  // namespace
 
 TEST_CASE("linear matches get_linear_schedule_with_warmup as a LambdaLR") {
-  REQUIRE(kTotal == 100);
+  REQUIRE(kWarmupScheduleTotal == 100);
   auto oracle = run_oracle(R"PY(
 def hf_linear(w, T):
     def f(s):
@@ -104,7 +104,7 @@ run("per_group_min", adamw([0.003, 0.0005]), lambda o: L.LambdaLR(o, [warm_cos(0
   SUBCASE("warmup_start_factor 0.1 vs LambdaLR and vs SequentialLR(LinearLR, CosineAnnealingLR)") {
     auto opt = make_sgd({0.1, 0.02});
     auto sched = warmup_decay("cosine", *opt, 10, {1e-4}, 0.1);
-    auto ours = record(*sched, *opt, kTotal).rows;
+    auto ours = record(*sched, *opt, kWarmupScheduleTotal).rows;
     compare(ours, oracle["lambda_f0"].rows, "cosine vs LambdaLR closed form (start factor 0.1)");
     compare(ours, oracle["sequential"].rows, "cosine vs SequentialLR(LinearLR, CosineAnnealingLR)");
     // How far PyTorch's recursive CosineAnnealingLR drifts from its documented closed form.
@@ -113,7 +113,7 @@ run("per_group_min", adamw([0.003, 0.0005]), lambda o: L.LambdaLR(o, [warm_cos(0
   SUBCASE("no warmup vs CosineAnnealingLR itself (its recursive formula)") {
     auto opt = make_adamw({0.003, 0.0005});
     auto sched = warmup_decay("cosine", *opt, 0, {1e-5});
-    auto ours = record(*sched, *opt, kTotal).rows;
+    auto ours = record(*sched, *opt, kWarmupScheduleTotal).rows;
     compare(ours, oracle["annealing"].rows, "cosine vs CosineAnnealingLR (no warmup)");
     compare(ours, oracle["annealing_closed"].rows, "cosine vs CosineAnnealingLR closed form (no warmup)");
   }

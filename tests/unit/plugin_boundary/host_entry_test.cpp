@@ -20,8 +20,7 @@
 #include "host_entry_calls.h"
 #include "state_visit.h"
 
-#undef CHECK  // c10's logging CHECK; doctest's takes its place
-#include <doctest/doctest.h>
+#include "support/doctest_after_torch.h"
 
 // Allocation failure on demand: while t_fail_allocations is set on a thread, operator new there
 // throws std::bad_alloc, as it does when memory runs out.
@@ -76,7 +75,7 @@ class CerrThrows {
   std::ios::iostate saved_exceptions_;
 };
 
-struct TestHost {
+struct HostEntryHost {
   Logger logger;
   HostServices services{logger, ProcessPlace{3, 8, 1, 2}};
   const tp_host_t* table() const { return services.table(); }
@@ -97,7 +96,7 @@ bool unwinds(Call&& call) {
 }
 
 TEST_CASE("host->fail returns the plugin's code even when the message cannot be stored") {
-  TestHost host;
+  HostEntryHost host;
   int returned = 0;
   tp_status status = TP_OK;
   bool escaped = false;
@@ -119,7 +118,7 @@ TEST_CASE("host->fail returns the plugin's code even when the message cannot be 
 }
 
 TEST_CASE("host->log never unwinds into the plugin: a failing sink, NULL host data, NULL message") {
-  TestHost host;
+  HostEntryHost host;
   int returned = 0;
   bool escaped = false;
   {
@@ -148,7 +147,7 @@ TEST_CASE("host->log never unwinds into the plugin: a failing sink, NULL host da
 }
 
 TEST_CASE("host->get_service answers NULL for a NULL host, a NULL or unknown id, and the table otherwise") {
-  TestHost host;
+  HostEntryHost host;
   int returned = 0;
   CHECK(tp_test_call_get_service(host.table(), nullptr, TP_SERVICE_DIST_V1, &returned) == nullptr);
   CHECK(returned == 1);
@@ -163,7 +162,7 @@ TEST_CASE("host->get_service answers NULL for a NULL host, a NULL or unknown id,
 }
 
 TEST_CASE("host->tensor_release takes NULL and releases a new reference") {
-  TestHost host;
+  HostEntryHost host;
   int returned = 0;
   CHECK_NOTHROW(tp_test_call_tensor_release(host.table(), nullptr, &returned));
   CHECK(returned == 1);

@@ -19,20 +19,19 @@
 #include "tp/framework/plugin/registry.h"
 #include "tp/framework/util/log.h"
 
-#undef CHECK  // c10's logging CHECK; doctest's takes its place
-#include <doctest/doctest.h>
+#include "support/doctest_after_torch.h"
 
 namespace {
 
 using namespace tp;
 
-struct TestHost {
+struct OwnershipHost {
   Logger logger;
   HostServices services{logger, ProcessPlace{}};
 };
 
-TestHost& host() {
-  static TestHost h;  // outlives every library loaded with it
+OwnershipHost& host() {
+  static OwnershipHost h;  // outlives every library loaded with it
   return h;
 }
 

@@ -19,8 +19,7 @@
 #include "tp/framework/plugin/registry.h"
 #include "tp/framework/util/log.h"
 
-#undef CHECK  // c10's logging CHECK; doctest's takes its place
-#include <doctest/doctest.h>
+#include "support/doctest_after_torch.h"
 
 namespace tp::test {
 

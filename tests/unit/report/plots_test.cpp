@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using tp::test::contains;
 
 // A run of `epochs` x `steps_per_epoch` steps, as the trainer logs it: per-step loss, lr and
 // timings; per-epoch train/val loss and val/accuracy (validation metrics only on epoch records).
