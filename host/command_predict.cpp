@@ -1,7 +1,6 @@
 // `host predict` (docs/predict.md): a checkpoint's outputs for every sample of one split, one row
 // per sample in dataset order, written by rank 0 as the ranks produce them.
 #include <cstdio>
-#include <sstream>
 
 #include "commands.h"
 #include "session.h"

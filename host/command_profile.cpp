@@ -6,7 +6,6 @@
 
 #include <cstdio>
 #include <optional>
-#include <sstream>
 
 #include "commands.h"
 #include "session.h"

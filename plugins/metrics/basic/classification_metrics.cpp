@@ -4,7 +4,6 @@
 #include <ATen/ops/zeros.h>
 
 #include <cmath>
-#include <limits>
 
 #include "metric.h"
 

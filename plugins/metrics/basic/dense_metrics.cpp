@@ -2,7 +2,6 @@
 #include <c10/util/StringUtil.h>
 #include <ATen/ops/zeros.h>
 
-#include <limits>
 
 #include "metric.h"
 

@@ -7,7 +7,6 @@
 #include <ATen/ops/zeros.h>
 
 #include <array>
-#include <limits>
 
 #include "metric.h"
 
