@@ -13,6 +13,7 @@
 #include "tp/framework/checkpoint/checkpoint_seal.h"
 
 #include "integration/host_runner.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -118,7 +119,7 @@ TEST_CASE("forged pickle lengths, memo ids and globals are refused by name befor
   };
   for (const auto& [file, phrase] : cases) {
     INFO(file);
-    std::vector<char> bytes = read_all(std::filesystem::path(TP_TEST_SOURCE_DIR) / "tests/fuzz/corpus/checkpoint" / file);
+    std::vector<char> bytes = read_all(std::filesystem::path(tp::test::source_dir()) / "tests/fuzz/corpus/checkpoint" / file);
     REQUIRE(bytes.size() > 1);
     bytes.erase(bytes.begin());
     try {

@@ -11,6 +11,7 @@
 
 #include "integration/host_runner.h"
 #include "support/run_files.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -25,7 +26,7 @@ using tp::test::contains;
 // The start of a shell command that runs `host` with files limited to `bytes` (prlimit counts
 // bytes; the shells' `ulimit -f` counts 1024- or 512-byte blocks, dash's being 512).
 std::string limited(std::size_t bytes) {
-  return "trap '' XFSZ; exec prlimit --fsize=" + std::to_string(bytes) + " '" + TP_TEST_BUILD_DIR + "/bin/host' ";
+  return "trap '' XFSZ; exec prlimit --fsize=" + std::to_string(bytes) + " '" + tp::test::build_dir() + "/bin/host' ";
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 
 #include "integration/host_runner.h"
 #include "support/run_files.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -49,8 +50,8 @@ TEST_CASE("kill -9 at random moments never leaves the run without a loadable res
 
   const auto dir = tp::test::fresh_dir("kill9_loop");
   const auto ckpt = dir / "checkpoints";
-  const std::string host = std::string("'") + TP_TEST_BUILD_DIR + "/bin/host' " + kKill9Args + "--plugin-dir '" +
-                           TP_TEST_FIXTURE_PLUGIN_DIR + "' --output-dir '" + dir.string() + "'";
+  const std::string host = std::string("'") + tp::test::build_dir() + "/bin/host' " + kKill9Args + "--plugin-dir '" +
+                           tp::test::fixture_plugin_dir() + "' --output-dir '" + dir.string() + "'";
   int64_t previous_step = 0;
   int finished_early = 0;
   for (int trial = 0; trial < kTrials; ++trial) {
@@ -79,7 +80,7 @@ TEST_CASE("kill -9 at random moments never leaves the run without a loadable res
   MESSAGE("after " << kTrials << " kills the resume point is step " << previous_step << " of " << kTotalSteps << " ("
                    << finished_early << " runs finished before their kill)");
 
-  const auto last = tp::test::run_host(kKill9Args + "--plugin-dir '" + TP_TEST_FIXTURE_PLUGIN_DIR + "' --output-dir '" +
+  const auto last = tp::test::run_host(kKill9Args + "--plugin-dir '" + tp::test::fixture_plugin_dir() + "' --output-dir '" +
                                        dir.string() + "'");
   INFO(last.output);
   REQUIRE(last.exit_code == 0);
@@ -96,8 +97,8 @@ TEST_CASE("kill -9 at random moments never leaves the run without a loadable res
   // host predict of 20,000 rows, killed 3 times at a random moment while it writes its partial
   // file: the file is complete or absent, never cut short, and the next prediction removes the
   // partial files the killed ones left.
-  const std::string predict = "'" + std::string(TP_TEST_BUILD_DIR) + "/bin/host' predict " + kCommon + "--plugin-dir '" +
-                              TP_TEST_FIXTURE_PLUGIN_DIR + "' --output-dir '" + dir.string() + "' --split train " +
+  const std::string predict = "'" + std::string(tp::test::build_dir()) + "/bin/host' predict " + kCommon + "--plugin-dir '" +
+                              tp::test::fixture_plugin_dir() + "' --output-dir '" + dir.string() + "' --split train " +
                               "--set data.train.size=20000 --checkpoint last";
   const auto predictions = dir / "predictions_train_last.csv";
   auto complete_or_absent = [&] {
@@ -131,8 +132,8 @@ TEST_CASE("kill -9 at random moments never leaves the run without a loadable res
   // host sweep, killed twice: its cell (SIGTERM on the sweep's death) saves, and holds the sweep's
   // lock until it has; sweep.toml always parses; the third sweep finishes the grid.
   const auto sweep_dir = dir / "sweep";
-  const std::string sweep = "'" + std::string(TP_TEST_BUILD_DIR) + "/bin/host' sweep " + kCommon + "--plugin-dir '" +
-                            TP_TEST_FIXTURE_PLUGIN_DIR + "' --set train.epochs=4 --grid optim.lr=0.05 --output-dir '" +
+  const std::string sweep = "'" + std::string(tp::test::build_dir()) + "/bin/host' sweep " + kCommon + "--plugin-dir '" +
+                            tp::test::fixture_plugin_dir() + "' --set train.epochs=4 --grid optim.lr=0.05 --output-dir '" +
                             sweep_dir.string() + "'";
   std::uniform_int_distribution<int> sweep_ms(500, 2500);
   for (int trial = 0; trial < 2; ++trial) {

@@ -11,6 +11,7 @@
 #include "tp/framework/plugin/plugin_crash.h"
 
 #include "integration/host_runner.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -18,7 +19,7 @@ namespace {
 
 using tp::test::contains;
 
-std::string fixture_dir(const std::string& name) { return std::string(TP_FIXTURE_DIR) + "/" + name; }
+std::string fixture_dir(const std::string& name) { return std::string(tp::test::bad_plugin_dir()) + "/" + name; }
 
 }  // namespace
 
@@ -53,7 +54,7 @@ TEST_CASE("a segfault in a dataset's get_sample names the plugin and the sample;
 
 TEST_CASE("a segfault in a callback's on_event names the plugin and the function; the last checkpoint stays") {
   const auto dir = tp::test::fresh_dir("crash_callback");
-  std::ifstream base(std::string(TP_TEST_SOURCE_DIR) + "/tests/crash/segfault.toml");
+  std::ifstream base(std::string(tp::test::source_dir()) + "/tests/crash/segfault.toml");
   const std::string config((std::istreambuf_iterator<char>(base)), std::istreambuf_iterator<char>());
   const auto config_file = dir.parent_path() / "crash_callback.toml";
   std::ofstream(config_file) << config << "\n[[callbacks]]\ncomponent = \"org.test.segfault_callback\"\n";

@@ -13,6 +13,7 @@
 #include "tp/framework/plugin/plugin_check.h"
 #include "tp/framework/plugin/plugin_library.h"
 #include "tp/framework/util/log.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -44,8 +45,8 @@ bool is_loaded(const std::filesystem::path& file) {
 std::vector<std::filesystem::path> plugin_files() {
   std::vector<std::filesystem::path> files;
   for (const char* name : {"shapes", "vision_models", "basic_losses", "basic_metrics"})
-    files.push_back(std::filesystem::path(TP_TEST_PLUGIN_DIR) / (std::string(name) + ".so"));
-  files.push_back(std::filesystem::path(TP_TEST_FIXTURE_PLUGIN_DIR) / "c_dataset.so");
+    files.push_back(std::filesystem::path(tp::test::plugin_dir()) / (std::string(name) + ".so"));
+  files.push_back(std::filesystem::path(tp::test::fixture_plugin_dir()) / "c_dataset.so");
   return files;
 }
 

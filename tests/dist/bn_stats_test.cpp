@@ -19,6 +19,7 @@
 #include "free_port.h"
 #include "integration/history_reader.h"
 #include "integration/host_runner.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -31,7 +32,7 @@ using Values = std::map<std::string, std::vector<double>>; ///< "<state> <name>"
 std::vector<Values> run_driver(const std::string& mode) {
   const auto dir = tp::test::fresh_dir("bn_sync_" + mode);
   const std::string env = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(tp::test::free_port());
-  const std::string driver = std::string("'") + TP_BN_SYNC_DRIVER + "' " + mode + " '" + dir.string() + "'";
+  const std::string driver = std::string("'") + tp::test::build_dir() + "/bin/bn_sync_driver' " + mode + " '" + dir.string() + "'";
   const auto run = tp::test::run_shell("RANK=1 LOCAL_RANK=1 " + env + " " + driver + " & RANK=0 LOCAL_RANK=0 " + env +
                                        " " + driver + "; first=$?; wait $!; second=$?; exit $((first + second))");
   INFO(run.output);

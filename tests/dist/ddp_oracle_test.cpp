@@ -18,6 +18,7 @@
 #include <string>
 
 #include "integration/host_runner.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -38,7 +39,7 @@ const std::string kScript = "tests/integration_oracle/ddp_oracle.py";
 }  // namespace
 
 TEST_CASE("2 host ranks follow PyTorch's DistributedDataParallel step for step (SGD, AdamW)") {
-  const std::filesystem::path python = TP_TEST_PYTHON;
+  const std::filesystem::path python = tp::test::python();
   const auto torchrun = python.parent_path() / "torchrun";
   REQUIRE_MESSAGE(std::filesystem::exists(torchrun), "the DDP oracle needs the project venv: " << torchrun);
   const auto dir = tp::test::fresh_dir("ddp_oracle");
@@ -49,7 +50,7 @@ TEST_CASE("2 host ranks follow PyTorch's DistributedDataParallel step for step (
   for (const auto& [optimizer, sets] : kOptimizers) {
     const auto host = tp::test::run_host(
         "--nproc-per-node 2 train --config tests/dist/ddp_oracle.toml --plugin-dir '" +
-        std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' --output-dir '" + (dir / optimizer).string() +
+        std::string(tp::test::fixture_plugin_dir()) + "' --output-dir '" + (dir / optimizer).string() +
         "' --set 'train.init_weights=\"" + (dir / "init.pt").string() + "\"' " + sets);
     INFO(optimizer, ":\n", host.output);
     REQUIRE(host.exit_code == 0);

@@ -14,6 +14,7 @@
 #include "integration/history_reader.h"
 #include "integration/host_runner.h"
 #include "free_port.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -69,7 +70,7 @@ TEST_CASE("with dist.overlap = false (buckets reduced after backward) the weight
 
 TEST_CASE("two nodes on loopback (two launchers, --nnodes 2) train like 1 process x 32") {
   const auto dir = tp::test::fresh_dir("ddp_two_nodes");
-  const std::string host = std::string("'") + TP_TEST_BUILD_DIR + "/bin/host'";
+  const std::string host = std::string("'") + tp::test::build_dir() + "/bin/host'";
   const std::string node = " --nnodes 2 --nproc-per-node 1 --master-addr 127.0.0.1 --master-port " +
                            std::to_string(tp::test::free_port());
   const auto args = [&](int rank) {
@@ -92,7 +93,7 @@ TEST_CASE("two nodes on loopback (two launchers, --nnodes 2) train like 1 proces
 }
 
 TEST_CASE("torchrun --no-python host works") {
-  const std::string torchrun = std::string(TP_TEST_SOURCE_DIR) + "/.venv/bin/torchrun";
+  const std::string torchrun = std::string(tp::test::source_dir()) + "/.venv/bin/torchrun";
   if (!std::filesystem::exists(torchrun)) {
     MESSAGE("skipped: no " << torchrun);
     return;
@@ -100,7 +101,7 @@ TEST_CASE("torchrun --no-python host works") {
   const auto single = train("ddp_single_tr", "", "--set train.epochs=1");
   const auto dir = tp::test::fresh_dir("ddp_torchrun");
   const auto run = tp::test::run_shell("'" + torchrun + "' --standalone --nproc-per-node=2 --no-python '" +
-                                       TP_TEST_BUILD_DIR + "/bin/host' " + kConfig + " --output-dir '" + dir.string() +
+                                       tp::test::build_dir() + "/bin/host' " + kConfig + " --output-dir '" + dir.string() +
                                        "' --set train.batch_size=16 --set train.epochs=1");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
@@ -135,7 +136,7 @@ TEST_CASE("a micro-batch skipped whole on one rank: no hang, and the ranks stay 
   // rank 0 ends each first window with an empty micro-batch that must still join the gradient
   // all-reduce. 2 ranks x 4 read the same samples per window as 1 process x 8.
   const std::string args = "--config tests/integration/c_regression.toml --plugin-dir '" +
-                           std::string(TP_TEST_FIXTURE_PLUGIN_DIR) +
+                           std::string(tp::test::fixture_plugin_dir()) +
                            "' --set progress.mode=\"off\" --set train.epochs=2 --set data.train.size=64 "
                            "--set train.grad_accum_steps=2 --set data.shuffle=false --set data.on_bad_sample=\"skip\" "
                            "--set data.train.fail_first=8 --set data.train.fail_count=7 --set dist.timeout_s=30 ";
@@ -143,7 +144,7 @@ TEST_CASE("a micro-batch skipped whole on one rank: no hang, and the ranks stay 
     const auto dir = tp::test::fresh_dir(name);
     // `timeout`: before the fix the ranks ran different numbers of backward passes and waited
     // on each other's all-reduce.
-    const auto result = tp::test::run_shell("timeout 300 '" + std::string(TP_TEST_BUILD_DIR) + "/bin/host' " + launch +
+    const auto result = tp::test::run_shell("timeout 300 '" + std::string(tp::test::build_dir()) + "/bin/host' " + launch +
                                             " " + args + "--output-dir '" + dir.string() + "' " + sets);
     INFO(result.output);
     REQUIRE(result.exit_code == 0);
@@ -179,11 +180,11 @@ TEST_CASE("a stop or a save requested on one rank only is every rank's, at the s
   const auto run = [](const std::string& name, int event, int requests, int at_step, const std::string& sets) {
     const auto dir = tp::test::fresh_dir(name);
     const auto config = dir / "run.toml";
-    std::ofstream(config) << tp::test::read_text(std::filesystem::path(TP_TEST_SOURCE_DIR) / "tests/dist/ddp.toml")
+    std::ofstream(config) << tp::test::read_text(std::filesystem::path(tp::test::source_dir()) / "tests/dist/ddp.toml")
                           << "\n[[callbacks]]\ncomponent = \"org.torchhost.test.request_callback\"\nevent = " << event
                           << "\nrequests = " << requests << "\nat_step = " << at_step << "\nrank = 1\n";
     const auto result = tp::test::run_host("--nproc-per-node 2 --config '" + config.string() + "' --plugin-dir '" +
-                                           std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' --output-dir '" + dir.string() +
+                                           std::string(tp::test::fixture_plugin_dir()) + "' --output-dir '" + dir.string() +
                                            "' --set train.batch_size=16 --set train.log_every_steps=1 " + sets);
     INFO(result.output);
     REQUIRE(result.exit_code == 0);

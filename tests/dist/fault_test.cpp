@@ -10,6 +10,7 @@
 #include "tp/framework/checkpoint/checkpoint.h"
 
 #include "integration/host_runner.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -29,7 +30,7 @@ std::string long_run_args(const std::filesystem::path& dir) {
 /// `dir`/rank<N>.log, and waits until the first checkpoint exists. `port_offset` keeps two tests
 /// of one shell from picking the same port.
 std::string two_ranks_until_first_checkpoint(const std::filesystem::path& dir, const std::string& args, int port_offset) {
-  const std::string host = std::string("'") + TP_TEST_BUILD_DIR + "/bin/host'";
+  const std::string host = std::string("'") + tp::test::build_dir() + "/bin/host'";
   return "export MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + ($$ + " + std::to_string(port_offset) +
          ") % 20000)) WORLD_SIZE=2; "
          "RANK=0 LOCAL_RANK=0 " + host + args + " > '" + (dir / "rank0.log").string() + "' 2>&1 & P0=$!; "
@@ -96,7 +97,7 @@ TEST_CASE("a launcher failure names the rank and stops the others") {
 
 TEST_CASE("contradictory launcher variables are configuration errors") {
   const auto run = tp::test::run_shell("RANK=2 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29999 '" +
-                                       std::string(TP_TEST_BUILD_DIR) + "/bin/host' --config tests/dist/ddp.toml");
+                                       std::string(tp::test::build_dir()) + "/bin/host' --config tests/dist/ddp.toml");
   INFO(run.output);
   CHECK(run.exit_code == 2);
   CHECK(run.output.find("RANK=2 is outside [0, WORLD_SIZE=2)") != std::string::npos);
@@ -142,7 +143,7 @@ TEST_CASE("a checkpoint write that fails on rank 0 alone ends both ranks at once
   const std::string args = " --config tests/dist/ddp.toml --output-dir '" + dir.string() +
                            "' --set train.epochs=1 --set checkpoint.strategy=\\\"steps\\\" --set checkpoint.every=5"
                            " --set eval.strategy=\\\"no\\\" --set checkpoint.save_top_k=0 --set dist.timeout_s=60";
-  const std::string host = std::string("'") + TP_TEST_BUILD_DIR + "/bin/host'";
+  const std::string host = std::string("'") + tp::test::build_dir() + "/bin/host'";
   // Plain ranks, no launcher: the launcher would stop rank 1 itself once rank 0 failed.
   const auto run = tp::test::run_shell(
       "export MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + ($$ + 13) % 20000)) WORLD_SIZE=2; START=$(date +%s); "
@@ -167,12 +168,12 @@ TEST_CASE("load_best_at_end with best.pt gone: every rank keeps the final weight
   // request_callback deletes best.pt each time it is saved.
   const auto dir = tp::test::fresh_dir("ddp_best_gone");
   const auto config = dir / "run.toml";
-  std::ofstream(config) << tp::test::read_text(std::filesystem::path(TP_TEST_SOURCE_DIR) / "tests/dist/ddp.toml")
+  std::ofstream(config) << tp::test::read_text(std::filesystem::path(tp::test::source_dir()) / "tests/dist/ddp.toml")
                         << "\n[[callbacks]]\ncomponent = \"org.torchhost.test.request_callback\"\nrequests = 0\n"
                            "remove_saved = \"best.pt\"\n";
   const auto run = tp::test::run_shell(
-      "START=$(date +%s); timeout 120 '" + std::string(TP_TEST_BUILD_DIR) + "/bin/host' --nproc-per-node 2 --config '" +
-      config.string() + "' --plugin-dir '" + std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' --output-dir '" + dir.string() +
+      "START=$(date +%s); timeout 120 '" + std::string(tp::test::build_dir()) + "/bin/host' --nproc-per-node 2 --config '" +
+      config.string() + "' --plugin-dir '" + std::string(tp::test::fixture_plugin_dir()) + "' --output-dir '" + dir.string() +
       "' --set train.epochs=1 --set checkpoint.load_best_at_end=true --set dist.timeout_s=20; echo \"exit $? after "
       "$(( $(date +%s) - START )) s\"");
   INFO(run.output);
@@ -230,8 +231,8 @@ mode = "off"
 [dist]
 timeout_s = 30.0
 )";
-  const auto run = tp::test::run_shell("timeout 300 '" + std::string(TP_TEST_BUILD_DIR) + "/bin/host' --nproc-per-node 2 --config '" +
-                                       config.string() + "' --plugin-dir '" + std::string(TP_TEST_FIXTURE_PLUGIN_DIR) +
+  const auto run = tp::test::run_shell("timeout 300 '" + std::string(tp::test::build_dir()) + "/bin/host' --nproc-per-node 2 --config '" +
+                                       config.string() + "' --plugin-dir '" + std::string(tp::test::fixture_plugin_dir()) +
                                        "' --output-dir '" + dir.string() + "'");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);

@@ -7,13 +7,14 @@
 
 #include "free_port.h"
 #include "integration/host_runner.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
 TEST_CASE("all_gather_rows: rank order, empty ranks, and refusals every rank shares") {
   const auto dir = tp::test::fresh_dir("gather_rows");
   const std::string env = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(tp::test::free_port());
-  const std::string driver = std::string("'") + TP_GATHER_ROWS_DRIVER + "' '" + dir.string() + "'";
+  const std::string driver = std::string("'") + tp::test::build_dir() + "/bin/gather_rows_driver' '" + dir.string() + "'";
   const auto run = tp::test::run_shell("RANK=1 LOCAL_RANK=1 " + env + " " + driver + " & RANK=0 LOCAL_RANK=0 " + env +
                                        " " + driver + "; first=$?; wait $!; second=$?; exit $((first + second))");
   INFO(run.output);

@@ -10,6 +10,7 @@
 #include "experiment_helpers.h"
 #include "tp/framework/error.h"
 #include "integration/history_reader.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -151,7 +152,7 @@ TEST_CASE("the precision experiment's command line: keys changed together form o
 TEST_CASE("a second host sweep on the same directory is refused at once, and the first goes on undisturbed") {
   const auto dir = tp::test::fresh_dir("sweep_twice");
   const fs::path history = dir / "optim.lr=0.003" / "history.jsonl";
-  const std::string command = "'" + std::string(TP_TEST_BUILD_DIR) + "/bin/host' " +
+  const std::string command = "'" + std::string(tp::test::build_dir()) + "/bin/host' " +
                               sweep(dir, "--grid optim.lr=0.003 --set data.train.size=32768");
   // The second starts once the first one's cell has logged a step (the first holds the lock by
   // then, and its 2,048 steps take seconds); afterwards SIGTERM ends the first, whose cell saves.

@@ -10,6 +10,7 @@
 #include "tp/framework/checkpoint/checkpoint.h"
 
 #include "gpu/gpu_helpers.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -78,7 +79,7 @@ TEST_CASE("a non-finite loss stops fp32, bf16 and fp16 runs on CUDA (nan_policy 
     CAPTURE(precision);
     const auto dir = tp::test::fresh_dir("gpu_nan_" + precision);
     const auto run = tp::test::run_host(
-        "--config tests/integration/c_regression.toml --plugin-dir '" + std::string(TP_TEST_FIXTURE_PLUGIN_DIR) +
+        "--config tests/integration/c_regression.toml --plugin-dir '" + std::string(tp::test::fixture_plugin_dir()) +
         "' --set run.device=\"cuda\" --set progress.mode=\"off\" --set train.epochs=2 --set optim.name=\"sgd\" "
         "--set optim.lr=1e30 --set train.log_every_steps=2 --set amp.precision=\"" + precision +
         "\" --output-dir '" + dir.string() + "'");

@@ -14,6 +14,7 @@
 
 #include "integration/history_reader.h"
 #include "integration/host_runner.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -102,7 +103,7 @@ inline std::string cudnn_version() {
 /// Runs `host <args>` with environment variables set for it (and its ranks): "NAME=value ...".
 inline tp::test::HostRun run_host_with_env(const std::string& env, const std::string& args) {
   std::string command = env;
-  command.append(" '").append(TP_TEST_BUILD_DIR).append("/bin/host' ").append(args);
+  command.append(" '").append(tp::test::build_dir()).append("/bin/host' ").append(args);
   return tp::test::run_shell(command);
 }
 

@@ -14,6 +14,7 @@
 #include "tp/framework/checkpoint/checkpoint.h"
 
 #include "gpu/gpu_helpers.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -28,7 +29,7 @@ constexpr double kRowMb = 1048576.0 * 4 / 1e6;  // one row of the hidden activat
 
 /// Two optimizer steps of 65536 rows (plain SGD; no evaluation, no best checkpoint).
 std::string oom_args(const std::filesystem::path& dir, const std::string& on_oom) {
-  return "--config tests/integration/c_regression.toml --plugin-dir '" + std::string(TP_TEST_FIXTURE_PLUGIN_DIR) +
+  return "--config tests/integration/c_regression.toml --plugin-dir '" + std::string(tp::test::fixture_plugin_dir()) +
          "' --set run.device=\"cuda\" --set progress.mode=\"off\" --set train.epochs=1 --set train.batch_size=" +
          std::to_string(kBatch) + " --set data.train.size=" + std::to_string(2 * kBatch) +
          " --set data.num_workers=2 --set 'model.hidden=[1048576]' --set optim.name=\"sgd\" --set optim.lr=0.01 "

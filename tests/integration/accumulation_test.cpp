@@ -9,6 +9,7 @@
 
 #include "checkpoint_compare.h"
 #include "host_runner.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -55,7 +56,7 @@ TEST_CASE("a window whose first micro-batch counts no item (an ignore index) tra
   const auto run = [](const std::string& name, const std::string& sets) {
     const auto dir = tp::test::fresh_dir(name);
     const auto result = tp::test::run_host(
-        "--config tests/verify/fixture.toml --plugin-dir '" + std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' --output-dir '" +
+        "--config tests/verify/fixture.toml --plugin-dir '" + std::string(tp::test::fixture_plugin_dir()) + "' --output-dir '" +
         dir.string() + "' --set data.shuffle=false --set data.train.size=32 --set data.train.classes=2 "
         "--set loss.ignore_label=0 --set data.num_workers=0 " + sets);
     INFO(result.output);

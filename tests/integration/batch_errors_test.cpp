@@ -9,6 +9,7 @@
 #include "tp/framework/error.h"
 
 #include "host_runner.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -25,7 +26,7 @@ tp::test::HostRun train_on_fixture(const std::string& name, const std::string& m
                            "[data]\nnum_workers = 0\n[data.train]\ncomponent = \"org.test." + name + "\"\n"
                            "[model]\ncomponent = \"org.torchhost.mlp\"\ninput = \"x\"\nhidden = []\nnum_classes = 3\n" +
                                model_keys + "[loss]\ncomponent = \"org.torchhost.cross_entropy\"\n";
-  return tp::test::run_host("--config '" + config.string() + "' --plugin-dir '" + TP_CHECK_FIXTURE_DIR + "/" + name +
+  return tp::test::run_host("--config '" + config.string() + "' --plugin-dir '" + tp::test::check_plugin_dir() + "/" + name +
                             "' --output-dir '" + run_dir.string() + "'");
 }
 

@@ -9,6 +9,7 @@
 #include "tp/framework/checkpoint/checkpoint.h"
 
 #include "host_runner.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -27,12 +28,12 @@ struct Case {
 /// Runs the C regression fixture with the request callback answering as `c` says, in `dir`.
 void run_in(const std::filesystem::path& dir, const Case& c, const std::string& more) {
   const auto config = dir / ("run-" + std::to_string(c.event) + ".toml");
-  std::ofstream(config) << tp::test::read_text(std::filesystem::path(TP_TEST_SOURCE_DIR) /
+  std::ofstream(config) << tp::test::read_text(std::filesystem::path(tp::test::source_dir()) /
                                                "tests/integration/c_regression.toml")
                         << "\n[[callbacks]]\ncomponent = \"org.torchhost.test.request_callback\"\nevent = " << c.event
                         << "\nrequests = " << c.requests << "\nat_step = " << c.at_step << "\n";
   const auto run = tp::test::run_host(
-      "--config '" + config.string() + "' --plugin-dir '" + std::string(TP_TEST_FIXTURE_PLUGIN_DIR) +
+      "--config '" + config.string() + "' --plugin-dir '" + std::string(tp::test::fixture_plugin_dir()) +
       "' --output-dir '" + dir.string() + "' --set progress.mode=\"off\" --set train.epochs=3 "
       "--set data.train.size=64 --set train.batch_size=8 --set train.log_every_steps=1 " + c.sets + " " + more);
   INFO(run.output);
@@ -125,11 +126,11 @@ double collectives_per_step(const std::string& name, int log_every, bool callbac
     const auto dir = tp::test::fresh_dir(name + std::to_string(i));
     const auto config = dir / "run.toml";
     std::ofstream out(config);
-    out << tp::test::read_text(std::filesystem::path(TP_TEST_SOURCE_DIR) / "tests/integration/c_regression.toml");
+    out << tp::test::read_text(std::filesystem::path(tp::test::source_dir()) / "tests/integration/c_regression.toml");
     if (callback) out << "\n[[callbacks]]\ncomponent = \"org.torchhost.test.request_callback\"\nrequests = 0\n";
     out.close();
     const auto run = tp::test::run_host(
-        "--config '" + config.string() + "' --plugin-dir '" + std::string(TP_TEST_FIXTURE_PLUGIN_DIR) +
+        "--config '" + config.string() + "' --plugin-dir '" + std::string(tp::test::fixture_plugin_dir()) +
         "' --output-dir '" + dir.string() + "' --set progress.mode=\"off\" --set train.epochs=1 "
         "--set data.train.size=64 --set train.batch_size=4 --set train.max_steps=" + std::to_string(4 * (i + 1)) +
         " --set train.log_every_steps=" + std::to_string(log_every) + " " + kSaveSets);

@@ -9,6 +9,7 @@
 
 #include "cli_commands.h"
 #include "integration/host_runner.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -18,7 +19,7 @@ using tp::cli::commands;
 using tp::cli::CommandSpec;
 
 std::string source_file(const std::string& relative) {
-  return tp::test::read_text(std::filesystem::path(TP_TEST_SOURCE_DIR) / relative);
+  return tp::test::read_text(std::filesystem::path(tp::test::source_dir()) / relative);
 }
 
 /// The first cells of a Markdown file's table rows that start with "| `host ", unescaped

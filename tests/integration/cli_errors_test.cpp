@@ -8,6 +8,7 @@
 #include "tp/framework/error.h"
 
 #include "host_runner.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -140,7 +141,7 @@ TEST_CASE("plugins list shows every built-in component with its schema") {
 }
 
 TEST_CASE("plugins check passes on every built-in plugin library") {
-  const auto dir = std::filesystem::path(TP_TEST_PLUGIN_DIR);
+  const auto dir = std::filesystem::path(tp::test::plugin_dir());
   int checked = 0;
   for (const auto& item : std::filesystem::directory_iterator(dir)) {
     if (item.path().extension() != ".so") continue;
@@ -155,7 +156,7 @@ TEST_CASE("plugins check passes on every built-in plugin library") {
 
 TEST_CASE("a non-finite loss stops with the step named, or is skipped with nan_policy = skip") {
   const std::string args = "--config tests/integration/c_regression.toml --plugin-dir '" +
-                           std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' --set progress.mode=\"off\" "
+                           std::string(tp::test::fixture_plugin_dir()) + "' --set progress.mode=\"off\" "
                            "--set train.epochs=2 --set optim.name=\"sgd\" --set optim.lr=1e30 ";
   const auto stop = tp::test::run_host(args + "--output-dir '" + tp::test::fresh_dir("nan_stop").string() + "'");
   INFO(stop.output);
@@ -178,7 +179,7 @@ TEST_CASE("a diverging run saves no inf/NaN weights: the error names the step, t
   // with an EMA that must not fold them in either.
   const auto dir = tp::test::fresh_dir("diverge_no_poison");
   const auto run = tp::test::run_host(
-      "--config tests/integration/c_regression.toml --plugin-dir '" + std::string(TP_TEST_FIXTURE_PLUGIN_DIR) +
+      "--config tests/integration/c_regression.toml --plugin-dir '" + std::string(tp::test::fixture_plugin_dir()) +
       "' --set progress.mode=\"off\" --set train.epochs=1 --set optim.name=\"sgd\" --set optim.lr=0.01 "
       "--set schedule.name=\"multistep\" --set schedule.milestones=[3] --set schedule.gamma=1e40 "
       "--set checkpoint.strategy=\"steps\" --set checkpoint.every=1 --set checkpoint.keep_last=10 "
@@ -206,7 +207,7 @@ TEST_CASE("fp16: a loss non-finite in the forward stops the run under nan_policy
   // Before, fp16 left every non-finite value to the grad scaler, which skipped every step to the
   // end of the run (exit 0, nothing trained).
   const std::string args = "--config tests/integration/c_regression.toml --plugin-dir '" +
-                           std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' --set progress.mode=\"off\" "
+                           std::string(tp::test::fixture_plugin_dir()) + "' --set progress.mode=\"off\" "
                            "--set optim.name=\"sgd\" --set optim.lr=1e30 --set amp.precision=\"fp16\" ";
   const auto stop = tp::test::run_host(args + "--set train.epochs=2 --output-dir '" +
                                        tp::test::fresh_dir("nan_stop_fp16").string() + "'");
@@ -225,7 +226,7 @@ TEST_CASE("fp16: a loss non-finite in the forward stops the run under nan_policy
 
 TEST_CASE("a plugin directory others can write is refused unless --allow-insecure-plugin-dir") {
   const auto dir = tp::test::fresh_dir("insecure_plugin_dir");
-  std::filesystem::copy_file(std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "/c_dataset.so", dir / "c_dataset.so");
+  std::filesystem::copy_file(std::string(tp::test::fixture_plugin_dir()) + "/c_dataset.so", dir / "c_dataset.so");
   std::filesystem::permissions(dir, std::filesystem::perms::others_write, std::filesystem::perm_options::add);
   const std::string args = "--config tests/integration/c_regression.toml --set progress.mode=\"off\" "
                            "--set train.epochs=1 --output-dir '" + (dir / "run").string() + "' --plugin-dir '" +

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include "support/test_paths.h"
 
 namespace tp::test {
 
@@ -23,7 +24,7 @@ inline HostRun run_shell(const std::string& script) {
   // Built with append(): GCC 12/13 at -O2 report `std::string("cd '") + ...` as an out-of-bounds
   // memcpy (-Warray-bounds, a known false positive of operator+ on a moved temporary).
   std::string command = "cd '";
-  command.append(TP_TEST_SOURCE_DIR).append("' && { ").append(script).append(" ; } 2>&1");
+  command.append(tp::test::source_dir()).append("' && { ").append(script).append(" ; } 2>&1");
   HostRun run;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return run;
@@ -37,7 +38,7 @@ inline HostRun run_shell(const std::string& script) {
 /// Runs `build/bin/host <args>` from the source directory.
 inline HostRun run_host(const std::string& args) {
   std::string command = "'";
-  command.append(TP_TEST_BUILD_DIR).append("/bin/host' ").append(args);
+  command.append(tp::test::build_dir()).append("/bin/host' ").append(args);
   return run_shell(command);
 }
 
@@ -48,7 +49,7 @@ inline HostRun run_host(const std::string& args) {
 inline HostRun run_host_until_history(const std::string& args, const std::filesystem::path& history, int lines,
                                       const std::string& signal_name = "TERM") {
   std::string script = "'";
-  script.append(TP_TEST_BUILD_DIR)
+  script.append(tp::test::build_dir())
       .append("/bin/host' ")
       .append(args)
       .append(" & pid=$!; for i in $(seq 1 3000); do [ \"$(wc -l < '")
@@ -66,7 +67,7 @@ inline bool contains(const std::string& text, const std::string& part) { return 
 
 /// A fresh, empty directory under the build tree, named after the test.
 inline std::filesystem::path fresh_dir(const std::string& name) {
-  const auto dir = std::filesystem::path(TP_TEST_BUILD_DIR) / "test-runs" / name;
+  const auto dir = std::filesystem::path(tp::test::build_dir()) / "test-runs" / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

@@ -11,12 +11,13 @@
 #include "tp/framework/checkpoint/checkpoint.h"
 
 #include "host_runner.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
 namespace {
 
-const std::filesystem::path kFixtures = std::filesystem::path(TP_TEST_SOURCE_DIR) / "tests/fixtures/checkpoints";
+const std::filesystem::path kFixtures = std::filesystem::path(tp::test::source_dir()) / "tests/fixtures/checkpoints";
 const std::string kWrittenBy = "e6d0e51";
 
 /// Whether the live weights and the EMA of `a` and `b` are bitwise equal (names in order).

@@ -13,6 +13,7 @@
 #include "tp/framework/plugin/plugin_crash.h"
 
 #include "host_runner.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -21,7 +22,7 @@ namespace {
 using tp::test::contains;
 
 std::string fixture(const std::string& name) {
-  return std::string(TP_CHECK_FIXTURE_DIR) + "/" + name + "/" + name + ".so";
+  return std::string(tp::test::check_plugin_dir()) + "/" + name + "/" + name + ".so";
 }
 
 tp::test::HostRun check(const std::string& name, const std::string& args = "") {
@@ -142,7 +143,7 @@ TEST_CASE("a component with a required key is skipped without options, and check
 
 TEST_CASE("the training crash message's `host plugins check` command reproduces the crash") {
   const auto dir = tp::test::fresh_dir("check_reproduce");
-  const std::string plugin_dir = std::string(TP_BAD_FIXTURE_DIR) + "/segfault";
+  const std::string plugin_dir = std::string(tp::test::bad_plugin_dir()) + "/segfault";
   const auto run = tp::test::run_host("--config tests/crash/segfault.toml --plugin-dir '" + plugin_dir +
                                       "' --output-dir '" + dir.string() + "' --set data.num_workers=0");
   INFO(run.output);
@@ -168,9 +169,9 @@ TEST_CASE("the training crash message's `host plugins check` command reproduces 
 TEST_CASE("config.toml records --output-dir and --plugin-dir; host eval runs from it in another directory") {
   const auto dir = tp::test::fresh_dir("self_contained_run");
   // Relative to the source directory, where run_host starts: the file must not keep it relative.
-  const auto relative_dir = std::filesystem::relative(dir, TP_TEST_SOURCE_DIR).string();
+  const auto relative_dir = std::filesystem::relative(dir, tp::test::source_dir()).string();
   const auto run = tp::test::run_host("--config tests/integration/c_regression.toml --plugin-dir '" +
-                                      std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' --output-dir '" + relative_dir +
+                                      std::string(tp::test::fixture_plugin_dir()) + "' --output-dir '" + relative_dir +
                                       "' --set train.epochs=1 --set progress.mode=\"off\"");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
@@ -178,11 +179,11 @@ TEST_CASE("config.toml records --output-dir and --plugin-dir; host eval runs fro
   INFO(recorded);
   const std::string absolute = std::filesystem::absolute(dir).lexically_normal().string();
   CHECK((contains(recorded, "output_dir = '" + absolute + "'") || contains(recorded, "output_dir = \"" + absolute + "\"")));
-  CHECK(contains(recorded, std::filesystem::path(TP_TEST_FIXTURE_PLUGIN_DIR).lexically_normal().string()));
+  CHECK(contains(recorded, std::filesystem::path(tp::test::fixture_plugin_dir()).lexically_normal().string()));
   CHECK_FALSE(contains(recorded, "runs/c_regression"));
 
   const auto elsewhere = tp::test::fresh_dir("self_contained_eval_cwd");
-  const auto eval = tp::test::run_shell("cd '" + elsewhere.string() + "' && '" + TP_TEST_BUILD_DIR +
+  const auto eval = tp::test::run_shell("cd '" + elsewhere.string() + "' && '" + tp::test::build_dir() +
                                         "/bin/host' eval --config '" + (dir / "config.toml").string() +
                                         "' --checkpoint best");
   INFO(eval.output);

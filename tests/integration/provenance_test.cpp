@@ -14,6 +14,7 @@
 #include "tp/framework/checkpoint/checkpoint.h"
 
 #include "integration/host_runner.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -24,7 +25,7 @@ const std::string kRun = "--config configs/quickstart.toml --set train.epochs=1 
 
 /// Python's hashlib.sha256 of `file`, the oracle of the host's OpenSSL digest.
 std::string python_sha256(const std::string& file) {
-  const auto run = tp::test::run_shell(std::string("'") + TP_TEST_PYTHON +
+  const auto run = tp::test::run_shell(std::string("'") + tp::test::python() +
                                        "' -c 'import hashlib,sys; print(hashlib.sha256(open(sys.argv[1],\"rb\").read()).hexdigest())' '" +
                                        file + "'");
   REQUIRE(run.exit_code == 0);
@@ -35,7 +36,7 @@ std::string python_sha256(const std::string& file) {
 
 TEST_CASE("runtime.toml and the checkpoints record the run's provenance; plugin hashes match hashlib's") {
   const auto dir = tp::test::fresh_dir("provenance");
-  const std::string host = std::string("'") + TP_TEST_BUILD_DIR + "/bin/host' ";
+  const std::string host = std::string("'") + tp::test::build_dir() + "/bin/host' ";
   const auto run = tp::test::run_shell("TP_PROVENANCE_PROBE=42 UNRELATED_VARIABLE=1 " + host + "--output-dir '" +
                                        dir.string() + "' " + kRun);
   INFO(run.output);
@@ -79,7 +80,7 @@ TEST_CASE("--resume warns, naming the plugin, when its file changed since the ch
   // A --plugin-dir is searched before the built-in directory, so this copy shadows the original.
   const auto plugins = dir / "changed_plugins";
   std::filesystem::create_directories(plugins);
-  std::filesystem::copy_file(std::filesystem::path(TP_TEST_BUILD_DIR) / "plugins" / "shapes.so", plugins / "shapes.so");
+  std::filesystem::copy_file(std::filesystem::path(tp::test::build_dir()) / "plugins" / "shapes.so", plugins / "shapes.so");
   std::ofstream(plugins / "shapes.so", std::ios::app | std::ios::binary) << '\n';
   const auto resumed = tp::test::run_host("--plugin-dir '" + plugins.string() + "' --output-dir '" + dir.string() +
                                           "' " + kRun + "--set train.epochs=2 --resume auto");

@@ -11,6 +11,7 @@
 
 #include "checkpoint_compare.h"
 #include "host_runner.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -19,7 +20,7 @@ namespace {
 // 64 samples, unshuffled, micro-batches of 8 in windows of 4: 2 optimizer steps per epoch.
 // The fixture fails samples [fail_first, fail_first + fail_count) of the train split.
 const std::string kSkipWindowArgs = "--config tests/integration/c_regression.toml --plugin-dir '" +
-                          std::string(TP_TEST_FIXTURE_PLUGIN_DIR) +
+                          std::string(tp::test::fixture_plugin_dir()) +
                           "' --set progress.mode=\"off\" --set data.train.size=64 --set train.batch_size=8 "
                           "--set train.grad_accum_steps=4 --set data.shuffle=false --set data.on_bad_sample=\"skip\" "
                           "--set eval.strategy=\"no\" --set checkpoint.save_top_k=0 --set checkpoint.keep_last=4 ";

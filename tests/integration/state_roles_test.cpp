@@ -20,6 +20,7 @@
 #include "tp/framework/plugin/registry.h"
 
 #include "host_runner.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -107,13 +108,13 @@ TEST_CASE("every state role reads back what it saved (ARCH-20)") {
   tp::Logger logger;
   tp::HostServices services(logger, tp::ProcessPlace{});
   tp::Registry registry(services);
-  registry.load_search_path({{TP_TEST_FIXTURE_PLUGIN_DIR, "--plugin-dir"}, {TP_TEST_PLUGIN_DIR, "built-in"}});
+  registry.load_search_path({{tp::test::fixture_plugin_dir(), "--plugin-dir"}, {tp::test::plugin_dir(), "built-in"}});
   const auto dir = tp::test::fresh_dir("state_roles");
   // 8 optimizer steps per epoch (64 samples, batches of 4, 2 per window); 19 steps stop inside
   // epoch 3 (max_steps still ends that epoch), after SWA averaged epochs 2 and 3 and three
 // evaluations fed early stopping.
   tp::RunConfig config = tp::load_run_config(
-      std::filesystem::path(TP_TEST_SOURCE_DIR) / "tests/integration/c_regression.toml",
+      std::filesystem::path(tp::test::source_dir()) / "tests/integration/c_regression.toml",
       {"run.output_dir=\"" + dir.string() + "\"", "progress.mode=\"off\"", "train.epochs=3", "train.max_steps=19",
        "data.train.size=64", "train.batch_size=4", "train.grad_accum_steps=2", "ema.enabled=true",
        "ema.decay=0.9", "swa.enabled=true", "swa.start_epoch=2", "swa.lr=0.01", "swa.update_bn=false",

@@ -15,6 +15,7 @@
 #include "tp/framework/monitor/tfrecord.h"
 
 #include "host_runner.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -27,7 +28,7 @@ const std::string kTensorboardArgs =
     "--set logging.tensorboard=true --set logging.tensorboard_images=true ";
 
 tp::test::HostRun oracle(const std::string& run_dir, const std::string& reference = "") {
-  return tp::test::run_shell(std::string("'") + TP_TEST_PYTHON + "' tests/integration/tensorboard_oracle.py '" + run_dir +
+  return tp::test::run_shell(std::string("'") + tp::test::python() + "' tests/integration/tensorboard_oracle.py '" + run_dir +
                              "'" + (reference.empty() ? "" : " '" + reference + "'"));
 }
 

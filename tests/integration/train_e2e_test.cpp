@@ -12,6 +12,7 @@
 #include "tp/framework/config/load.h"
 
 #include "host_runner.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -89,7 +90,7 @@ TEST_CASE("quickstart config trains small_cnn on shapes: loss falls, accuracy pa
 TEST_CASE("the plain-C dataset plugin trains a linear model through the host") {
   const auto dir = tp::test::fresh_dir("e2e_c_plugin");
   const auto run = tp::test::run_host("--config tests/integration/c_regression.toml --plugin-dir '" +
-                                      std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' --output-dir '" + dir.string() +
+                                      std::string(tp::test::fixture_plugin_dir()) + "' --output-dir '" + dir.string() +
                                       "' --set progress.mode=\"off\"");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
@@ -137,7 +138,7 @@ TEST_CASE("checkpoints load in Python with torch.load(weights_only=True); export
       "print('python-ok', len(w), c['step'])\n";
   const auto script_file = dir / "check.py";
   std::ofstream(script_file) << script;
-  const auto python = tp::test::run_shell(std::string("'") + TP_TEST_PYTHON + "' '" + script_file.string() + "'");
+  const auto python = tp::test::run_shell(std::string("'") + tp::test::python() + "' '" + script_file.string() + "'");
   INFO(python.output);
   CHECK(python.exit_code == 0);
   CHECK(python.output.find("python-ok 20 10") != std::string::npos);

@@ -13,6 +13,7 @@
 
 #include "integration/history_reader.h"
 #include "integration/host_runner.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -36,7 +37,7 @@ bool same_parameters(const tp::LoadedCheckpoint& a, const tp::LoadedCheckpoint& 
 /// freeze.toml without its [[optim.param_groups]] rule (`--set` cannot remove a table array),
 /// written into `dir`; returns the arguments that run it.
 std::string without_rules(const std::filesystem::path& dir) {
-  std::string text = tp::test::read_text(std::filesystem::path(TP_TEST_SOURCE_DIR) / "tests/integration_oracle/freeze.toml");
+  std::string text = tp::test::read_text(std::filesystem::path(tp::test::source_dir()) / "tests/integration_oracle/freeze.toml");
   const auto start = text.find("[[optim.param_groups]]");
   text.erase(start, text.find("[data]") - start);
   std::ofstream(dir / "no_rules.toml") << text;
@@ -75,7 +76,7 @@ TEST_CASE("a frozen parameter group stays bitwise unchanged until its unfreeze e
 
 TEST_CASE("unfreeze_at_epoch without freeze is a configuration error naming the key") {
   const auto dir = tp::test::fresh_dir("freeze_bad");
-  std::string text = tp::test::read_text(std::filesystem::path(TP_TEST_SOURCE_DIR) / "tests/integration_oracle/freeze.toml");
+  std::string text = tp::test::read_text(std::filesystem::path(tp::test::source_dir()) / "tests/integration_oracle/freeze.toml");
   text.replace(text.find("freeze = true\n"), 14, "");
   std::ofstream(dir / "bad.toml") << text;
   const auto run = tp::test::run_host("--config '" + (dir / "bad.toml").string() + "' --output-dir '" + dir.string() + "'");

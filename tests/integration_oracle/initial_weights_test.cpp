@@ -13,6 +13,7 @@
 #include "tp/framework/checkpoint/checkpoint_seal.h"
 #include "tp/framework/checkpoint/initial_weights.h"
 #include "tp/framework/error.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -57,7 +58,7 @@ void check_values(const std::vector<tp::StateTensor>& state) {
 std::filesystem::path files() {
   static const std::filesystem::path dir = [] {
     const auto d = tp::test::fresh_dir("initial_weights");
-    const auto run = tp::test::run_shell(std::string("'") + TP_TEST_PYTHON +
+    const auto run = tp::test::run_shell(std::string("'") + tp::test::python() +
                                          "' tests/integration_oracle/initial_weights_files.py '" + d.string() + "'");
     INFO(run.output);
     REQUIRE(run.exit_code == 0);

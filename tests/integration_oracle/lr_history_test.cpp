@@ -4,6 +4,7 @@
 #include <string>
 
 #include "integration/host_runner.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -15,7 +16,7 @@ TEST_CASE("history.jsonl records the lr each step trained with (OneCycleLR befor
                                       "--set schedule.max_lr=0.1");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
-  const auto oracle = tp::test::run_shell(std::string("'") + TP_TEST_PYTHON +
+  const auto oracle = tp::test::run_shell(std::string("'") + tp::test::python() +
                                           "' tests/integration_oracle/lr_history_oracle.py '" + dir.string() + "' 0.1 50");
   INFO(oracle.output);
   REQUIRE(oracle.exit_code == 0);

@@ -1,5 +1,5 @@
 // The trajectory oracle: the real `host train` against a plain PyTorch loop
-// (trajectory_oracle.py, run with TP_TEST_PYTHON), from the same initial weights.
+// (trajectory_oracle.py, run with tp::test::python()), from the same initial weights.
 //
 // Python builds the MLP, seeds it and saves its state_dict; every host run starts from it through
 // train.init_weights. The data is the plain-C regression fixture in file order, which Python
@@ -17,6 +17,7 @@
 #include <string>
 
 #include "integration/host_runner.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -41,8 +42,8 @@ const std::map<std::string, std::string> kRuns = {
 };
 
 std::string python(const std::string& mode, const std::filesystem::path& dir) {
-  REQUIRE_MESSAGE(std::filesystem::exists(TP_TEST_PYTHON), "the oracle needs the project venv: " << TP_TEST_PYTHON);
-  const auto run = tp::test::run_shell(std::string("'") + TP_TEST_PYTHON + "' " + kScript + " " + mode + " '" +
+  REQUIRE_MESSAGE(std::filesystem::exists(tp::test::python()), "the oracle needs the project venv: " << tp::test::python());
+  const auto run = tp::test::run_shell(std::string("'") + tp::test::python() + "' " + kScript + " " + mode + " '" +
                                        dir.string() + "'");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
@@ -58,7 +59,7 @@ TEST_CASE("host train follows a plain PyTorch loop step for step (SGD, AdamW; ac
     for (const auto& [run, run_sets] : kRuns) {
       const auto out = dir / (optimizer + "_" + run);
       const auto host = tp::test::run_host("--config tests/integration_oracle/trajectory.toml --plugin-dir '" +
-                                           std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' --output-dir '" +
+                                           std::string(tp::test::fixture_plugin_dir()) + "' --output-dir '" +
                                            out.string() + "' --set 'train.init_weights=\"" + (dir / "init.pt").string() +
                                            "\"' " + optimizer_sets + " " + run_sets);
       INFO(optimizer, " ", run, ":\n", host.output);

@@ -1,5 +1,5 @@
 // [ema] end to end (docs/weight_averaging.md), with the real `host`:
-// - PyTorch's torch.optim.swa_utils.AveragedModel (ema_oracle.py, run with TP_TEST_PYTHON) fed the
+// - PyTorch's torch.optim.swa_utils.AveragedModel (ema_oracle.py, run with tp::test::python()) fed the
 //   host's live weights of every step reproduces the host's average after 50 steps to 1e-6
 //   relative: plain decay, timm's warmup, every_steps = 2 with buffers copied;
 // - the average is evaluated as val_ema/* and checkpoint.monitor may name it;
@@ -19,6 +19,7 @@
 
 #include "integration/history_reader.h"
 #include "integration/host_runner.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -36,8 +37,8 @@ tp::test::HostRun train(const std::filesystem::path& dir, const std::string& set
 /// Runs ema_oracle.py on `dir`; returns (max relative difference, tensors compared, ints equal).
 std::tuple<double, int, bool> oracle(const std::filesystem::path& dir, const std::string& decay, const std::string& warmup,
                                      int every, const std::string& buffers) {
-  REQUIRE_MESSAGE(std::filesystem::exists(TP_TEST_PYTHON), "the oracle needs the project venv: " << TP_TEST_PYTHON);
-  const auto run = tp::test::run_shell(std::string("'") + TP_TEST_PYTHON + "' tests/integration_oracle/ema_oracle.py '" +
+  REQUIRE_MESSAGE(std::filesystem::exists(tp::test::python()), "the oracle needs the project venv: " << tp::test::python());
+  const auto run = tp::test::run_shell(std::string("'") + tp::test::python() + "' tests/integration_oracle/ema_oracle.py '" +
                                        dir.string() + "' " + decay + " " + warmup + " " + std::to_string(every) + " " +
                                        buffers);
   INFO(run.output);
@@ -171,18 +172,18 @@ TEST_CASE("SIGTERM and --resume auto: the average continues bitwise-exactly") {
 TEST_CASE("[swa] follows PyTorch's SWALR, AveragedModel and update_bn (swa_oracle.py)") {
   const auto dir = tp::test::fresh_dir("swa_oracle");
   // torchscript_oracle.py writes mlp.pt (Linear - BatchNorm1d - ReLU - Linear) among its modules.
-  const auto script = tp::test::run_shell(std::string("'") + TP_TEST_PYTHON +
+  const auto script = tp::test::run_shell(std::string("'") + tp::test::python() +
                                           "' tests/plugins/models/torchscript_oracle.py script '" + dir.string() + "'");
   INFO(script.output);
   REQUIRE(script.exit_code == 0);
   const auto run = tp::test::run_host("--config tests/integration_oracle/swa.toml --plugin-dir '" +
-                                      std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' --output-dir '" + dir.string() +
+                                      std::string(tp::test::fixture_plugin_dir()) + "' --output-dir '" + dir.string() +
                                       "' --set 'model.path=\"" + (dir / "mlp.pt").string() + "\"'");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   CHECK(run.output.find("BatchNorm statistics of 1 layer(s) recomputed") != std::string::npos);
 
-  const auto oracle = tp::test::run_shell(std::string("'") + TP_TEST_PYTHON + "' tests/integration_oracle/swa_oracle.py '" +
+  const auto oracle = tp::test::run_shell(std::string("'") + tp::test::python() + "' tests/integration_oracle/swa_oracle.py '" +
                                           dir.string() + "' 0.05 0.01 2 cos 2");
   INFO(oracle.output);
   REQUIRE(oracle.exit_code == 0);

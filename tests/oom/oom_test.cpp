@@ -12,6 +12,7 @@
 
 #include "integration/checkpoint_compare.h"
 #include "integration/host_runner.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -20,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using tp::test::max_relative_difference;
 
-const std::string kOomArgs = "--config tests/oom/oom.toml --plugin-dir '" + std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' ";
+const std::string kOomArgs = "--config tests/oom/oom.toml --plugin-dir '" + std::string(tp::test::fixture_plugin_dir()) + "' ";
 
 struct Trained {
   tp::test::HostRun run;

@@ -13,6 +13,7 @@
 
 #include "integration/host_runner.h"
 #include "support/run_files.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -44,7 +45,7 @@ tp::test::HostRun predict(const fs::path& dir, const std::string& args) {
 
 /// The oracle script: `ok <accuracy>` when every check passes.
 tp::test::HostRun python_check(int rows, const std::string& accuracy, const std::string& files) {
-  return tp::test::run_shell(std::string("'") + TP_TEST_PYTHON + "' tests/predict/check_predictions.py " +
+  return tp::test::run_shell(std::string("'") + tp::test::python() + "' tests/predict/check_predictions.py " +
                              std::to_string(rows) + " " + accuracy + " " + files);
 }
 
@@ -148,7 +149,7 @@ TEST_CASE("host predict: bad samples follow data.on_bad_sample; --split train; -
   // c_regression (the C fixture) fails to load samples 5, 6 and 7 of its train split.
   const fs::path dir = tp::test::fresh_dir("predict_bad_samples");
   const std::string common = "--config tests/integration/c_regression.toml --plugin-dir '" +
-                             std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' --output-dir '" + dir.string() +
+                             std::string(tp::test::fixture_plugin_dir()) + "' --output-dir '" + dir.string() +
                              "' --set 'progress.mode=\"off\"' --set data.train.size=40 --set data.train.fail_first=5 "
                              "--set data.train.fail_count=3 --set 'data.on_bad_sample=\"skip\"' --set ema.enabled=true "
                              "--set train.epochs=2 --set train.batch_size=8 ";
@@ -210,7 +211,7 @@ TEST_CASE("host predict: fsync before the rename, no partial file after SIGINT, 
   const std::string strace = "ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\" strace -f --seccomp-bpf -y -qq "
                              "-e signal=none -e trace=fsync,rename,renameat,renameat2 -o '" + trace.string() + "' ";
   const auto run = tp::test::run_shell((traced ? strace : std::string()) +
-                                       "'" + TP_TEST_BUILD_DIR + "/bin/host' predict --output-dir '" + dir.string() +
+                                       "'" + tp::test::build_dir() + "/bin/host' predict --output-dir '" + dir.string() +
                                        "' " + kConfig + "--checkpoint last --output '" + output.string() + "'");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
@@ -243,7 +244,7 @@ TEST_CASE("host predict: fsync before the rename, no partial file after SIGINT, 
   //    the next round, removes the partial file and exits 130; no file under the final name.
   const fs::path interrupted = dir / "interrupted.csv";
   const auto stopped = tp::test::run_shell(
-      "'" + std::string(TP_TEST_BUILD_DIR) + "/bin/host' predict --output-dir '" + dir.string() + "' " + kConfig +
+      "'" + std::string(tp::test::build_dir()) + "/bin/host' predict --output-dir '" + dir.string() + "' " + kConfig +
       "--set data.train.val_size=20000 --checkpoint last --output '" + interrupted.string() + "' & pid=$!; " +
       "for i in $(seq 1 3000); do ls '" + interrupted.string() + "'.partial-* >/dev/null 2>&1 && break; sleep 0.02; " +
       "done; sleep 0.3; kill -INT $pid; wait $pid; echo \"exit=$?\"");

@@ -10,6 +10,7 @@
 
 #include "integration/host_runner.h"
 #include "support/run_files.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -26,7 +27,7 @@ std::vector<std::string> lines_of(const fs::path& file) {
 
 tp::test::HostRun train_two_ranks(const fs::path& dir, const std::string& extra) {
   return tp::test::run_host("--nproc-per-node 2 train --config tests/predict/prepare_probe.toml --plugin-dir '" +
-                            std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' --output-dir '" + dir.string() +
+                            std::string(tp::test::fixture_plugin_dir()) + "' --output-dir '" + dir.string() +
                             "' --set 'data.train.log=\"" + (dir / "calls.log").string() + "\"' " + extra);
 }
 
@@ -89,8 +90,8 @@ TEST_CASE("SIGTERM while a dataset is prepared or created stops host train clean
     const fs::path calls = dir / "calls.log";
     // The call takes 0.6 s; the signal comes as soon as the call has logged that it started.
     const auto run = tp::test::run_shell(
-        "'" + std::string(TP_TEST_BUILD_DIR) + "/bin/host' train --config tests/predict/prepare_probe.toml " +
-        "--plugin-dir '" + TP_TEST_FIXTURE_PLUGIN_DIR + "' --output-dir '" + dir.string() + "' --set 'data.train.log=\"" +
+        "'" + std::string(tp::test::build_dir()) + "/bin/host' train --config tests/predict/prepare_probe.toml " +
+        "--plugin-dir '" + tp::test::fixture_plugin_dir() + "' --output-dir '" + dir.string() + "' --set 'data.train.log=\"" +
         calls.string() + "\"' --set data.train." + phase + "_ms=600 & pid=$!; for i in $(seq 1 3000); do grep -q '^" +
         phase + " train' '" + calls.string() + "' 2>/dev/null && break; sleep 0.02; done; kill -TERM $pid; wait $pid; " +
         "echo \"exit=$?\"");

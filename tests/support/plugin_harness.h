@@ -22,6 +22,7 @@
 #include "tp/iface/loss.h"
 #include "tp/iface/metric.h"
 #include "tp/iface/model.h"
+#include "support/test_paths.h"
 
 namespace tp::test {
 
@@ -47,12 +48,12 @@ struct LoadedPlugin {
   }
 };
 
-/// `<TP_TEST_PLUGIN_DIR>/<name>.so`, loaded and initialised on first use.
+/// `<tp::test::plugin_dir()>/<name>.so`, loaded and initialised on first use.
 inline LoadedPlugin& plugin(const std::string& name) {
   static std::map<std::string, std::unique_ptr<LoadedPlugin>> loaded;
   auto& slot = loaded[name];
   if (!slot) {
-    const std::string path = std::string(TP_TEST_PLUGIN_DIR) + "/" + name + ".so";
+    const std::string path = std::string(tp::test::plugin_dir()) + "/" + name + ".so";
     void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     REQUIRE_MESSAGE(handle != nullptr, dlerror());
     auto p = std::make_unique<LoadedPlugin>();

@@ -22,6 +22,7 @@
 
 #include "support/fake_host.h"
 #include "tp/tp.h"
+#include "support/test_paths.h"
 
 namespace tp::test {
 
@@ -167,8 +168,8 @@ class PluginLibrary {
  public:
   explicit PluginLibrary(const std::string& name) {
     // Built-ins live in the plugin dir; test fixtures (c_dataset) in the fixtures' plugin dir.
-    std::string path = std::string(TP_TEST_PLUGIN_DIR) + "/" + name + ".so";
-    if (!std::filesystem::exists(path)) path = std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "/" + name + ".so";
+    std::string path = std::string(tp::test::plugin_dir()) + "/" + name + ".so";
+    if (!std::filesystem::exists(path)) path = std::string(tp::test::fixture_plugin_dir()) + "/" + name + ".so";
     handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     REQUIRE_MESSAGE(handle_ != nullptr, "dlopen " << path << ": " << dlerror());
     entry_ = static_cast<const tp_plugin_entry_t*>(dlsym(handle_, TP_ENTRY_SYMBOL));

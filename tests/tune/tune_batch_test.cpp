@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tune_helpers.h"
+#include "support/test_paths.h"
 
 namespace fs = std::filesystem;
 using tp::test::kQuick;
@@ -113,7 +114,7 @@ TEST_CASE("host tune batch-size: SIGINT stops the trial and leaves the run direc
   // The signal while the first trial trains (its output file newer than the marker).
   const fs::path marker = tp::test::fresh_dir("tune_batch_sigint") / "marker";
   const auto run = tp::test::run_shell(
-      "touch '" + marker.string() + "'; '" + std::string(TP_TEST_BUILD_DIR) + "/bin/host' tune batch-size "
+      "touch '" + marker.string() + "'; '" + std::string(tp::test::build_dir()) + "/bin/host' tune batch-size "
       "--output-dir '" + dir.string() + "' " + kQuick + "--memory-limit 64GiB & pid=$!; for i in $(seq 1 300); do "
       "[ -n \"$(find '" + dir.string() + "/tune' -name output.log -newer '" + marker.string() +
       "' 2>/dev/null)\" ] && break; sleep 0.1; done; sleep 0.3; kill -INT $pid; wait $pid; echo \"exit=$?\"");

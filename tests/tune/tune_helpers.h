@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "integration/host_runner.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -97,7 +98,7 @@ inline std::vector<std::filesystem::path> scratch_dirs(const std::filesystem::pa
 /// The Python of the Lightning oracle: .venv-bench's (lightning 2.6.6, scripts/bench_setup),
 /// else the project venv's, where lr_oracle.py uses its copy of Lightning's rule.
 inline std::string oracle_python() {
-  return ::access(TP_TEST_BENCH_PYTHON, X_OK) == 0 ? TP_TEST_BENCH_PYTHON : TP_TEST_PYTHON;
+  return ::access(tp::test::bench_python(), X_OK) == 0 ? tp::test::bench_python() : tp::test::python();
 }
 
 }  // namespace tp::test

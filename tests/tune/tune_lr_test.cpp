@@ -9,6 +9,7 @@
 
 #include "tp/framework/error.h"
 #include "tune_helpers.h"
+#include "support/test_paths.h"
 
 namespace fs = std::filesystem;
 using tp::test::kQuick;
@@ -104,7 +105,7 @@ TEST_CASE("host tune lr: SIGINT stops the sweep and leaves the run directory as 
   // than the marker; the first case left another) has started training.
   const fs::path marker = tp::test::fresh_dir("tune_lr_sigint") / "marker";
   const auto run = tp::test::run_shell(
-      "touch '" + marker.string() + "'; '" + std::string(TP_TEST_BUILD_DIR) + "/bin/host' tune lr --output-dir '" +
+      "touch '" + marker.string() + "'; '" + std::string(tp::test::build_dir()) + "/bin/host' tune lr --output-dir '" +
       dir.string() + "' " + kQuick + "--min-lr 1e-6 --max-lr 1e-4 --steps 3000 & pid=$!; for i in $(seq 1 300); do "
       "[ -n \"$(find '" + dir.string() + "/tune' -name history.jsonl -newer '" + marker.string() +
       "' 2>/dev/null)\" ] && break; sleep 0.1; done; kill -INT $pid; wait $pid; echo \"exit=$?\"");

@@ -12,6 +12,7 @@
 #include "integration/host_runner.h"
 #include "tp/framework/error.h"
 #include "verify/verify_runner.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -21,7 +22,7 @@ namespace fs = std::filesystem;
 using tp::test::json_number;
 
 const std::string kConfig = "--config tests/variable_fields/variable.toml --plugin-dir '" +
-                            std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' ";
+                            std::string(tp::test::fixture_plugin_dir()) + "' ";
 
 /// A run trained once per test binary run.
 const fs::path& trained_run() {
@@ -39,7 +40,7 @@ const fs::path& trained_run() {
 
 TEST_CASE("host plugins check reads the declared fields as variable and batches the samples it read") {
   const auto run =
-      tp::test::run_host("plugins check '" + std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "/variable_data.so'");
+      tp::test::run_host("plugins check '" + std::string(tp::test::fixture_plugin_dir()) + "/variable_data.so'");
   INFO(run.output);
   CHECK(run.exit_code == tp::kExitOk);
   CHECK(run.output.find("points float32[*, 2] (ragged)") != std::string::npos);
@@ -97,11 +98,11 @@ TEST_CASE("batch transforms are refused on variable-size training data, with the
   const fs::path config = dir / "mixup.toml";
   {
     std::ofstream out(config);
-    out << tp::test::read_text(fs::path(TP_TEST_SOURCE_DIR) / "tests/variable_fields/variable.toml")
+    out << tp::test::read_text(fs::path(tp::test::source_dir()) / "tests/variable_fields/variable.toml")
         << "\n[[data.batch_transforms]]\ncomponent = \"org.torchhost.mixup\"\nnum_classes = 2\n";
   }
   const auto run = tp::test::run_host("--output-dir '" + dir.string() + "' --config '" + config.string() +
-                                      "' --plugin-dir '" + std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "'");
+                                      "' --plugin-dir '" + std::string(tp::test::fixture_plugin_dir()) + "'");
   INFO(run.output);
   CHECK(run.exit_code == tp::kExitConfig);
   CHECK(run.output.find("declares variable-size fields (points: ragged, seq: pad 0)") != std::string::npos);

@@ -6,6 +6,7 @@
 
 #include "integration/host_runner.h"
 #include "tp/framework/error.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -13,7 +14,7 @@ namespace tp::test {
 
 /// The fixture config (tests/verify/fixture.toml) with the fixture plugins' directory.
 inline const std::string kFixture = "--config tests/verify/fixture.toml --plugin-dir '" +
-                                    std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' ";
+                                    std::string(tp::test::fixture_plugin_dir()) + "' ";
 
 /// `host verify <args>` into a fresh directory named `name`.
 

@@ -10,12 +10,13 @@
 #include <opencv2/core.hpp>
 
 #include "support/tier_s_harness.h"
+#include "support/test_paths.h"
 
 namespace tp::test {
 
 /// A fresh, empty directory under the build tree.
 inline std::filesystem::path fresh_fixture_dir(const std::string& name) {
-  const auto dir = std::filesystem::path(TP_TEST_BUILD_DIR) / "test-fixtures" / name;
+  const auto dir = std::filesystem::path(tp::test::build_dir()) / "test-fixtures" / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "support/doctest_after_torch.h"
+#include "support/test_paths.h"
 
 namespace {
 
@@ -37,7 +38,7 @@ std::shared_ptr<PluginLibrary> load(const std::filesystem::path& file) {
 }
 
 std::filesystem::path fixture(const std::string& name) {
-  return std::filesystem::path(TP_CKPT_FIXTURE_DIR) / name / (name + ".so");
+  return std::filesystem::path(tp::test::build_dir()) / "tests/plugins/fixtures" / name / (name + ".so");
 }
 
 /// A ModelProxy for component `id` of `library`, with `options` (all keys the schema declares).
@@ -87,7 +88,7 @@ TEST_CASE("a 1.1 model whose entry is NULL: the same config error, saying so") {
 }
 
 TEST_CASE("vision_models: deep_cnn accepts; an mlp without hidden layers refuses with its reason") {
-  auto library = load(std::filesystem::path(TP_TEST_PLUGIN_DIR) / "vision_models.so");
+  auto library = load(std::filesystem::path(tp::test::plugin_dir()) / "vision_models.so");
   toml::table deep{{"input", "image"}, {"in_channels", 3}, {"num_classes", 3}, {"width", 4},
                    {"depth", 2},       {"image_size", 32}, {"residual", true}};
   auto model = make_model(library, "org.torchhost.deep_cnn", deep);
@@ -124,7 +125,7 @@ TEST_CASE("ABI 1.4 entries: an ABI 1.0 model and NULL entries are configuration 
 }
 
 TEST_CASE("vision_models declare their depths; an mlp without hidden layers or BatchNorm refuses, saying why") {
-  auto library = load(std::filesystem::path(TP_TEST_PLUGIN_DIR) / "vision_models.so");
+  auto library = load(std::filesystem::path(tp::test::plugin_dir()) / "vision_models.so");
   toml::table cnn{{"input", "image"}, {"in_channels", 3}, {"num_classes", 3}, {"width", 4}, {"image_size", 32}};
   auto small = make_model(library, "org.torchhost.small_cnn", cnn);
   const std::vector<std::pair<std::string, uint32_t>> expected = {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "integration/host_runner.h"
+#include "support/test_paths.h"
 
 namespace {
 
@@ -24,7 +25,7 @@ const std::string kSmall =
 TEST_CASE("resnet18 starts from a torchvision-style state_dict through train.init_weights") {
   const auto dir = fresh_dir("zoo_resnet_host");
   const auto weights = dir / "resnet18_3.pt";
-  const HostRun saved = run_shell(std::string("'") + TP_TEST_PYTHON + "' tests/plugins/models/resnet_reference.py torchvision '" +
+  const HostRun saved = run_shell(std::string("'") + tp::test::python() + "' tests/plugins/models/resnet_reference.py torchvision '" +
                                   weights.string() + "'");
   INFO(saved.output);
   REQUIRE(saved.exit_code == 0);

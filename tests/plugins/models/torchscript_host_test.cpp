@@ -20,6 +20,7 @@
 
 #include "integration/history_reader.h"
 #include "integration/host_runner.h"
+#include "support/test_paths.h"
 
 namespace {
 
@@ -28,8 +29,8 @@ using namespace tp::test;
 const char* const kScript = "tests/plugins/models/torchscript_oracle.py";
 
 std::string python(const std::string& args) {
-  REQUIRE_MESSAGE(std::filesystem::exists(TP_TEST_PYTHON), "the oracle needs the project venv: " << TP_TEST_PYTHON);
-  const HostRun run = run_shell(std::string("'") + TP_TEST_PYTHON + "' " + kScript + " " + args);
+  REQUIRE_MESSAGE(std::filesystem::exists(tp::test::python()), "the oracle needs the project venv: " << tp::test::python());
+  const HostRun run = run_shell(std::string("'") + tp::test::python() + "' " + kScript + " " + args);
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   return run.output;
@@ -44,9 +45,9 @@ TEST_CASE("a scripted MLP trained by the host: losses fall, Python reproduces th
   // The config sits beside mlp.pt and names it relatively (path = "mlp.pt"); run_host() starts the
   // host in the source tree, so the file is found only if `path` is taken from the config's
   // directory (TP_CFG_PATH).
-  std::filesystem::copy_file(std::string(TP_TEST_SOURCE_DIR) + "/tests/plugins/models/torchscript_train.toml", dir / "run.toml");
+  std::filesystem::copy_file(std::string(tp::test::source_dir()) + "/tests/plugins/models/torchscript_train.toml", dir / "run.toml");
   const HostRun train = run_host("--config '" + (dir / "run.toml").string() + "' --plugin-dir '" +
-                                 std::string(TP_TEST_FIXTURE_PLUGIN_DIR) + "' --output-dir '" + run_dir.string() + "'");
+                                 std::string(tp::test::fixture_plugin_dir()) + "' --output-dir '" + run_dir.string() + "'");
   INFO(train.output);
   REQUIRE(train.exit_code == 0);
 

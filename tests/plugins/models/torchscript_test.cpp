@@ -3,6 +3,7 @@
 // statistics), every output form (Tensor, tuple, list, dict), gradients reaching the module's
 // parameters, device/dtype moves, and each refusal with its message.
 #include "plugins/models/zoo_model.h"
+#include "support/test_paths.h"
 
 #include <torch/csrc/jit/serialization/pickle.h>
 
@@ -161,7 +162,7 @@ TEST_CASE("torchscript: refusals name the file and say what to do") {
   };
   refused(ts_config("missing.pt", {"x"}, {"pred"}), TP_ERR_IO, {"missing.pt", "no such file", "torch.jit.script"});
   refused(ts_config("relative/missing.pt", {"x"}, {"pred"}), TP_ERR_IO, {"working directory"});
-  refused(ts_config(std::string(TP_TEST_SOURCE_DIR) + "/tests/plugins/models/torchscript_oracle.py", {"x"}, {"pred"}),
+  refused(ts_config(std::string(tp::test::source_dir()) + "/tests/plugins/models/torchscript_oracle.py", {"x"}, {"pred"}),
           TP_ERR_CONFIG, {"not a TorchScript archive (not a zip file)"});
   refused(ts_config("state_dict.pt", {"x"}, {"pred"}), TP_ERR_CONFIG,
           {"state_dict.pt", "is a torch.save file", "not a TorchScript archive", "torch.jit.script(model).save",

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "integration/host_runner.h"
+#include "support/test_paths.h"
 
 namespace tp::test {
 
@@ -80,11 +81,11 @@ struct ZooModel {
   }
 };
 
-/// Runs `TP_TEST_PYTHON <script> <args>` from the source directory; REQUIREs exit 0 and returns
+/// Runs `tp::test::python() <script> <args>` from the source directory; REQUIREs exit 0 and returns
 /// its output.
 inline std::string run_python(const std::string& script, const std::string& args) {
-  REQUIRE_MESSAGE(std::filesystem::exists(TP_TEST_PYTHON), "the oracle needs the project venv: " << TP_TEST_PYTHON);
-  const HostRun run = run_shell(std::string("'") + TP_TEST_PYTHON + "' " + script + " " + args);
+  REQUIRE_MESSAGE(std::filesystem::exists(tp::test::python()), "the oracle needs the project venv: " << tp::test::python());
+  const HostRun run = run_shell(std::string("'") + tp::test::python() + "' " + script + " " + args);
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   return run.output;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "plugins/models/zoo_model.h"
+#include "support/test_paths.h"
 
 #include <filesystem>
 #include <fstream>
@@ -59,7 +60,7 @@ struct TableModel {
 /// torchvision_state.txt by "<family> <variant>", in file order.
 inline std::vector<std::pair<std::string, TableModel>> read_table() {
   const std::filesystem::path file =
-      std::filesystem::path(TP_TEST_SOURCE_DIR) / "tests/plugins/zoo_convnext_vit/torchvision_state.txt";
+      std::filesystem::path(tp::test::source_dir()) / "tests/plugins/zoo_convnext_vit/torchvision_state.txt";
   std::ifstream in(file);
   REQUIRE_MESSAGE(in.good(), file.string());
   std::vector<std::pair<std::string, TableModel>> models;

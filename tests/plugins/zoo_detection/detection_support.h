@@ -6,6 +6,7 @@
 #pragma once
 
 #include "plugins/models/zoo_model.h"
+#include "support/test_paths.h"
 
 #include <cstdint>
 #include <fstream>
@@ -126,7 +127,7 @@ struct DetectionTable {
 inline const DetectionTable& detection_table() {
   static const DetectionTable t = [] {
     DetectionTable out;
-    std::ifstream in(std::string(TP_TEST_SOURCE_DIR) + "/tests/plugins/zoo_detection/torchvision_table.txt");
+    std::ifstream in(std::string(tp::test::source_dir()) + "/tests/plugins/zoo_detection/torchvision_table.txt");
     REQUIRE(in.good());
     for (std::string line; std::getline(in, line);) {
       std::istringstream f(line);

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "efficientnet_net.h"
+#include "support/test_paths.h"
 
 namespace {
 
@@ -27,7 +28,7 @@ struct Table {
 const Table& table() {
   static const Table t = [] {
     Table out;
-    std::ifstream in(std::string(TP_TEST_SOURCE_DIR) + "/tests/plugins/zoo_efficientnet/torchvision_table.txt");
+    std::ifstream in(std::string(tp::test::source_dir()) + "/tests/plugins/zoo_efficientnet/torchvision_table.txt");
     REQUIRE(in.good());
     for (std::string line; std::getline(in, line);) {
       std::istringstream f(line);

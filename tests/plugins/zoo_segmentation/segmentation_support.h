@@ -5,6 +5,7 @@
 #pragma once
 
 #include "plugins/models/zoo_model.h"
+#include "support/test_paths.h"
 
 #include <ATen/ops/cross_entropy_loss.h>
 
@@ -50,7 +51,7 @@ struct SegmentationTable {
 inline const SegmentationTable& segmentation_table() {
   static const SegmentationTable t = [] {
     SegmentationTable out;
-    std::ifstream in(std::string(TP_TEST_SOURCE_DIR) + "/tests/plugins/zoo_segmentation/torchvision_table.txt");
+    std::ifstream in(std::string(tp::test::source_dir()) + "/tests/plugins/zoo_segmentation/torchvision_table.txt");
     REQUIRE(in.good());
     for (std::string line; std::getline(in, line);) {
       std::istringstream f(line);

@@ -1,6 +1,6 @@
 // Oracle: the same fp16 mixed-precision training run in C++ (AutocastGuard + tp::GradScaler +
 // torch::optim::SGD) and in Python (torch.autocast + torch.amp.GradScaler + torch.optim.SGD, run
-// by TP_TEST_PYTHON). Weights, inputs and targets are passed to Python as exact hex floats.
+// by tp::test::python()). Weights, inputs and targets are passed to Python as exact hex floats.
 //
 // The run overflows on its own (init_scale 2^20 is far too large for fp16 gradients, so the first
 // steps are skipped while the scale backs off), grows the scale (growth_interval 3), and has one
@@ -14,6 +14,7 @@
 #include "amp_test_helpers.h"
 #include "tp/framework/amp/autocast_guard.h"
 #include "tp/framework/amp/grad_scaler.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -174,13 +175,13 @@ std::string python_script(const Data& d) {
   return py.str();
 }
 
-// Runs `script` with TP_TEST_PYTHON; returns stdout+stderr, fails the test on a non-zero exit.
+// Runs `script` with tp::test::python(); returns stdout+stderr, fails the test on a non-zero exit.
 std::string run_python(const std::string& script) {
-  REQUIRE_MESSAGE(std::filesystem::exists(TP_TEST_PYTHON),
-                  "oracle needs the project venv (scripts/setup): " << TP_TEST_PYTHON);
+  REQUIRE_MESSAGE(std::filesystem::exists(tp::test::python()),
+                  "oracle needs the project venv (scripts/setup): " << tp::test::python());
   const auto path = std::filesystem::temp_directory_path() / ("tp_amp_oracle_" + std::to_string(::getpid()) + ".py");
   std::ofstream(path) << script;
-  const std::string command = std::string("'") + TP_TEST_PYTHON + "' '" + path.string() + "' 2>&1";
+  const std::string command = std::string("'") + tp::test::python() + "' '" + path.string() + "' 2>&1";
   std::string output;
   FILE* pipe = ::popen(command.c_str(), "r");
   REQUIRE(pipe != nullptr);

@@ -6,10 +6,11 @@
 #include "tp/framework/config/value.h"
 
 #include "unit/config/config_test_util.h"
+#include "support/test_paths.h"
 
 namespace {
 
-const std::string kReference = std::string(TP_TEST_SOURCE_DIR) + "/configs/reference.toml";
+const std::string kReference = std::string(tp::test::source_dir()) + "/configs/reference.toml";
 
 /// Host key paths present in `root`: every key of every section, component tables excluded.
 std::set<std::string> host_paths_in(const toml::table& root) {

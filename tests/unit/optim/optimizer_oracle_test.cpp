@@ -1,5 +1,5 @@
 // Oracle: every optimizer and implementation of make_optimizer against torch.optim in Python
-// (optimizer_oracle.py, run with TP_TEST_PYTHON). Both sides start from the same parameters and
+// (optimizer_oracle.py, run with tp::test::python()). Both sides start from the same parameters and
 // apply the same gradients for kOptimizerOracleSteps steps; raw float32 files carry them across. Each variant
 // has [[optim.param_groups]] rules (an lr override, a weight_decay override on a 1-D tensor),
 // which Python resolves on its own with fnmatch, and between steps both sides change every
@@ -18,6 +18,7 @@
 
 #include "optimizer_test_util.h"
 #include "tp/framework/optim/optimizer_factory.h"
+#include "support/test_paths.h"
 
 namespace {
 

@@ -17,6 +17,7 @@
 
 #include "tp/framework/config/run_config.h"
 #include "tp/framework/plugin/plugin_instance.h"
+#include "support/test_paths.h"
 
 namespace tp::test {
 
@@ -86,19 +87,19 @@ inline at::Tensor read_raw(const std::filesystem::path& file, const std::vector<
 
 /// A fresh directory under the build tree for one test's exchange files.
 inline std::filesystem::path exchange_dir(const std::string& name) {
-  const auto dir = std::filesystem::path(TP_TEST_BUILD_DIR) / "test-runs" / name;
+  const auto dir = std::filesystem::path(tp::test::build_dir()) / "test-runs" / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
 }
 
-/// Runs `script` (a path under the source tree) with TP_TEST_PYTHON and `args`; returns its
+/// Runs `script` (a path under the source tree) with tp::test::python() and `args`; returns its
 /// output and fails the test on a non-zero exit.
 inline std::string run_python(const std::string& script, const std::string& args) {
-  REQUIRE_MESSAGE(std::filesystem::exists(TP_TEST_PYTHON),
-                  "the oracle needs the project venv (scripts/setup): " << TP_TEST_PYTHON);
+  REQUIRE_MESSAGE(std::filesystem::exists(tp::test::python()),
+                  "the oracle needs the project venv (scripts/setup): " << tp::test::python());
   const std::string command =
-      std::string("'") + TP_TEST_PYTHON + "' '" + TP_TEST_SOURCE_DIR + "/" + script + "' " + args + " 2>&1";
+      std::string("'") + tp::test::python() + "' '" + tp::test::source_dir() + "/" + script + "' " + args + " 2>&1";
   std::string output;
   FILE* pipe = ::popen(command.c_str(), "r");
   REQUIRE(pipe != nullptr);

@@ -1,5 +1,5 @@
 // Helpers of the scheduler tests: two-group optimizers, a recorder of every step's lrs and
-// momenta, and the PyTorch oracle (a Python script run with TP_TEST_PYTHON whose printed
+// momenta, and the PyTorch oracle (a Python script run with tp::test::python() whose printed
 // values are compared with ours).
 #pragma once
 
@@ -24,6 +24,7 @@
 
 #include "tp/framework/error.h"
 #include "tp/framework/optim/lr_scheduler.h"
+#include "support/test_paths.h"
 
 namespace tp::test {
 
@@ -135,7 +136,7 @@ def run_metrics(name, opt, sched, metrics):
         row(opt, False)
 )PY";
 
-/// Runs kOraclePrelude + `body` with TP_TEST_PYTHON and returns each case's trace by name.
+/// Runs kOraclePrelude + `body` with tp::test::python() and returns each case's trace by name.
 /// Memoized by `body`: doctest re-enters a TEST_CASE once per SUBCASE, and each Python start
 /// imports torch (seconds).
 inline std::map<std::string, Trace> run_oracle(const std::string& body) {
@@ -147,9 +148,10 @@ inline std::map<std::string, Trace> run_oracle(const std::string& body) {
   const fs::path script = fs::temp_directory_path() / (stem + ".py");
   const fs::path errors = fs::temp_directory_path() / (stem + ".err");
   std::ofstream(script) << kOraclePrelude << body;
-  REQUIRE_MESSAGE(fs::exists(TP_TEST_PYTHON),
-                  "the PyTorch oracle needs " TP_TEST_PYTHON " (torch installed; scripts/setup makes .venv)");
-  const std::string command = "'" TP_TEST_PYTHON "' '" + script.string() + "' 2>'" + errors.string() + "'";
+  REQUIRE_MESSAGE(fs::exists(tp::test::python()),
+                  (std::string("the PyTorch oracle needs ") + tp::test::python() +
+                   " (torch installed; scripts/setup makes .venv)"));
+  const std::string command = std::string("'") + tp::test::python() + "' '" + script.string() + "' 2>'" + errors.string() + "'";
   std::string out;
   if (FILE* pipe = ::popen(command.c_str(), "r")) {
     char buffer[4096];

@@ -11,6 +11,7 @@
 #include "tp/framework/plugin/plugin_library.h"
 #include "tp/framework/plugin/registry.h"
 #include "tp/framework/util/log.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -18,7 +19,7 @@ namespace tp::test {
 
 /// The directory of one fixture case (tests/fixtures/bad_plugins writes <case>/<case>.so).
 inline std::filesystem::path fixture_dir(const std::string& dir) {
-  return std::filesystem::path(TP_FIXTURE_DIR) / dir;
+  return std::filesystem::path(tp::test::bad_plugin_dir()) / dir;
 }
 
 /// The library file of fixture `name`, in directory `dir` (its own, unless it shares one).

@@ -3,6 +3,7 @@
 // defect: a user with twenty plugins on the search path needs to know which one to fix, and how.
 #include "loader_test_util.h"
 #include "tp/version.h"
+#include "support/test_paths.h"
 
 namespace {
 
@@ -92,7 +93,7 @@ TEST_CASE("a refused library leaves the registry as it was") {
 TEST_CASE("no fixture is built into the strict plugin directory") {
   // The host refuses a whole run for one bad library, so a fixture in build/plugins would break
   // every test that loads the built-in plugins.
-  const std::filesystem::path plugins(TP_TEST_PLUGIN_DIR);
+  const std::filesystem::path plugins(tp::test::plugin_dir());
   for (const char* name : {"abi_major", "abi_minor", "no_entry", "small_struct", "init_fails", "bad_schema", "bad_id",
                            "tier_mismatch", "missing_fn", "fingerprint", "name_mismatch", "duplicate_a",
                            "duplicate_b", "throws", "good_callback"})

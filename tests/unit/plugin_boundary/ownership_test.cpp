@@ -20,6 +20,7 @@
 #include "tp/framework/util/log.h"
 
 #include "support/doctest_after_torch.h"
+#include "support/test_paths.h"
 
 namespace {
 
@@ -36,7 +37,7 @@ OwnershipHost& host() {
 }
 
 std::shared_ptr<PluginLibrary> load(const std::string& name) {
-  const auto file = std::filesystem::path(TP_BOUNDARY_FIXTURE_DIR) / (name + ".so");
+  const auto file = (std::filesystem::path(tp::test::build_dir()) / "tests/unit/plugin_boundary/fixtures") / (name + ".so");
   REQUIRE_MESSAGE(std::filesystem::is_regular_file(file), "not built: " << file);
   static std::map<std::string, std::shared_ptr<PluginLibrary>> loaded;
   auto& slot = loaded[name];

@@ -1,5 +1,5 @@
 // Shared by the profile tests: the Python oracle runner and ModelProxy construction from a built
-// plugin library (TP_TEST_PLUGIN_DIR).
+// plugin library (tp::test::plugin_dir()).
 //
 // Include this first: LibTorch must come before doctest (c10 defines its own CHECK).
 #pragma once
@@ -20,14 +20,15 @@
 #include "tp/framework/util/log.h"
 
 #include "support/doctest_after_torch.h"
+#include "support/test_paths.h"
 
 namespace tp::test {
 
-/// Runs tests/unit/profile/<script> with TP_TEST_PYTHON and `args`; returns stdout (stderr
+/// Runs tests/unit/profile/<script> with tp::test::python() and `args`; returns stdout (stderr
 /// included) and fails the test on a non-zero exit.
 inline std::string run_python(const std::string& script, const std::string& args) {
-  REQUIRE_MESSAGE(std::filesystem::exists(TP_TEST_PYTHON), "the oracle needs the project venv (scripts/setup): " << TP_TEST_PYTHON);
-  const std::string command = std::string("'") + TP_TEST_PYTHON + "' '" + TP_TEST_SOURCE_DIR + "/tests/unit/profile/" +
+  REQUIRE_MESSAGE(std::filesystem::exists(tp::test::python()), "the oracle needs the project venv (scripts/setup): " << tp::test::python());
+  const std::string command = std::string("'") + tp::test::python() + "' '" + tp::test::source_dir() + "/tests/unit/profile/" +
                               script + "' " + args + " 2>&1";
   std::string output;
   FILE* pipe = ::popen(command.c_str(), "r");
@@ -57,9 +58,9 @@ inline TestHost& host() {
   return h;
 }
 
-/// `<TP_TEST_PLUGIN_DIR>/<name>.so`, loaded once per process.
+/// `<tp::test::plugin_dir()>/<name>.so`, loaded once per process.
 inline std::shared_ptr<PluginLibrary> library(const std::string& name) {
-  const std::filesystem::path file = std::filesystem::path(TP_TEST_PLUGIN_DIR) / (name + ".so");
+  const std::filesystem::path file = std::filesystem::path(tp::test::plugin_dir()) / (name + ".so");
   REQUIRE_MESSAGE(std::filesystem::is_regular_file(file), "not built: " << file);
   static std::map<std::string, std::shared_ptr<PluginLibrary>> loaded;
   auto& slot = loaded[file.string()];

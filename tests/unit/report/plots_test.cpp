@@ -18,6 +18,7 @@
 #include "tp/framework/monitor/history.h"
 #include "tp/framework/error.h"
 #include "tp/framework/report/plots.h"
+#include "support/test_paths.h"
 
 #include <doctest/doctest.h>
 
@@ -257,7 +258,7 @@ TEST_CASE("a 10k-step history draws in well under a second of CPU") {
 TEST_CASE("host plot RUN_DIR redraws the plots and prints their paths, headless and quiet") {
   const fs::path dir = write_run("cli", 2, 30);
   // No X display, and nothing but the paths on stdout and stderr.
-  const auto run = tp::test::run_shell("env -u DISPLAY -u WAYLAND_DISPLAY '" + std::string(TP_TEST_BUILD_DIR) +
+  const auto run = tp::test::run_shell("env -u DISPLAY -u WAYLAND_DISPLAY '" + std::string(tp::test::build_dir()) +
                                        "/bin/host' plot '" + dir.string() + "'");
   INFO(run.output);
   CHECK(run.exit_code == 0);
