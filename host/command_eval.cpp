@@ -35,6 +35,9 @@ int run_eval(const Options& options) {
   }
   // eval.strategy = "no" stops evaluation during training; asked for explicitly, it still runs.
   if (config.eval.strategy == "no") session->config.eval.strategy = "epoch";
+  // Evaluation takes no training step: a graph of one (run.cuda_graphs) would only be refused
+  // where the run trained elsewhere (on the GPU, evaluated here on the CPU).
+  session->config.run.cuda_graphs = "off";
   Trainer trainer(config, parts, device, session->logger, session->run_dir, session->dist.get());
   restore_weights(checkpoint.weights(options.weights, "--weights"), parts.model->state());
   const Scalars metrics = trainer.evaluate(options.split);

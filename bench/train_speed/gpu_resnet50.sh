@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# GPU variant of bench/train_speed, ResNet-50 only: gpu_bench.py --models resnet50 (host vs Python
-# eager, and vs Lightning where it is installed), after building the targets it needs.
-#   bench/train_speed/gpu_resnet50.sh BUILD_DIR [PYTHON [OUT_DIR]]        (~1.5 minutes, estimated)
+# GPU variant of bench/train_speed, ResNet-50 at batch 128 only: gpu_bench.py --models resnet50 (host
+# eager and graphed vs Python eager and torch.compile reduce-overhead, and vs Lightning where it is
+# installed; two runs each and no budget, so the compiled side compiles ResNet-50 too), after
+# building the targets it needs.
+#   bench/train_speed/gpu_resnet50.sh BUILD_DIR [PYTHON [OUT_DIR]]        (~5 minutes, estimated)
 # Needs only a torchhost build made on this machine against its python3's torch (BUILD_DIR with
 # bin/host and the resnet, basic_losses and bench_tensor_pool plugins; missing targets are built)
 # and that python3 (torch with CUDA; no torchvision, no pip). What each side runs and how it is
@@ -20,7 +22,7 @@ else
   OUT=$(mktemp -d)
   trap 'rm -rf "$OUT"' EXIT
 fi
-SIDES=host,python
+SIDES=host,host_graphs,python,compiled
 if "$PY" -c 'import importlib.util as u, sys; sys.exit(not (u.find_spec("lightning") or u.find_spec("pytorch_lightning")))'; then
   SIDES=$SIDES,lightning
 fi

@@ -5,12 +5,13 @@ optimizer settings and precision as python_loop.py, trained by a Lightning Train
                       --device cuda --steps 110 --window 10 --lr 0.1 --channels-last --cudnn-benchmark
 
 Settings: Trainer(precision="bf16-mixed", benchmark=True for cuDNN benchmark), model and input in
-channels-last, torch.optim.SGD (foreach on CUDA, as python_loop.py), logger, checkpointing,
-progress bar and model summary off, max_steps=steps. Data: python_loop.py's seeded pool, cut into
-batches and pinned once; a DataLoader (pin_memory, num_workers=0) hands them out whole
-(batch_size=None), so what is timed is Lightning's loop and its host-to-device copy, not
-per-sample collation (the other sides stack nothing on the training thread either). The dataset is
-`steps` batches long (cycling the pool), so the run is one epoch, as the host's run is.
+channels-last, torch.optim.SGD (fused with --fused, which gpu_bench.py passes; else foreach on
+CUDA), logger, checkpointing, progress bar and model summary off, max_steps=steps. Data:
+python_loop.py's seeded pool, cut into batches and pinned once; a DataLoader (pin_memory,
+num_workers=0) hands them out whole (batch_size=None), so what is timed is Lightning's loop and
+its host-to-device copy, not per-sample collation (the other sides stack nothing on the training
+thread either). The dataset is `steps` batches long (cycling the pool), so the run is one epoch,
+as the host's run is.
 
 Output: "lightning steps_per_s=<1/median window step time> windows=<n> params=<n> torch=<version>
 lightning=<version>", on CUDA also "peak_alloc_mib=<n> peak_reserved_mib=<n>"; windows of --window
@@ -131,7 +132,7 @@ def main() -> None:
                                          num_workers=0, pin_memory=cuda)
 
     memory_format = torch.channels_last if a.channels_last else torch.contiguous_format
-    model = models.build(a.model, a.classes, a.channels).to(memory_format=memory_format)
+    model = models.build(a.model, a.classes, a.channels, a.image_size).to(memory_format=memory_format)
     params = sum(t.numel() for t in model.parameters())
     module = Classifier(model, a.lr, a.momentum, a.fused, memory_format)
     timer = WindowTimer(a.window, cuda)

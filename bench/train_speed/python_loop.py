@@ -9,9 +9,22 @@ in order, as bare_loop.cpp does; without --data a seeded random pool of --pool s
 (the GPU benchmark). On CUDA every batch is copied from pinned memory with non_blocking=True each
 step, which is what the host's loader does.
 
-Output: "python steps_per_s=<1/median window step time> windows=<n> params=<n> torch=<version>",
-on CUDA followed by "peak_alloc_mib=<n> peak_reserved_mib=<n>"; the first window is warm-up and is
-left out.
+--compile MODE (the GPU benchmark's `compiled` side: reduce-overhead) wraps the model in
+torch.compile(model, mode=MODE); the loss and the optimizer step stay eager. --compile-warmup steps
+(3: compile, then cudagraph trees' warm-up and recording) run before the timed loop; their time is
+reported as compile_s and is not in any window. Each step starts with
+torch.compiler.cudagraph_mark_step_begin(), as the cudagraph trees documentation asks of a
+training loop.
+
+--profile-steps N (CUDA): after the timed loop, N more steps under torch.profiler (CUDA activity
+only); the device time of their kernels, and separately of their memcpy/memset, per step: the
+GPU benchmark's kernel-time ceiling (batch / kernel time).
+
+Output: "<label> steps_per_s=<1/median window step time> windows=<n> params=<n> torch=<version>"
+(label: --label, default "python", or "compiled" with --compile), on CUDA followed by
+"peak_alloc_mib=<n> peak_reserved_mib=<n>", with --compile by "compile_s=<s> graphs=<n>
+graph_breaks=<n> cudagraph_skips=<n>", with --profile-steps by "kernel_ms=<ms per step>
+copy_ms=<ms per step> kernels_per_step=<n>"; the first window is warm-up and is left out.
 """
 import argparse
 import statistics
@@ -22,6 +35,30 @@ import torch.nn.functional as F
 
 import make_tensors
 import models
+
+
+def device_time_per_step(prof, steps):
+    """(kernel ms, memcpy/memset ms, kernels) per step from a profiler run on CUDA: every device
+    event's duration, user annotations and "Context Sync" left out (as torch._inductor's
+    do_bench_using_profiling does). Works on the kineto events, which torch 2.x all expose."""
+    from torch.autograd import DeviceType
+    kernel_ns = copy_ns = kernels = 0
+    for e in prof.profiler.kineto_results.events():
+        if e.device_type() != DeviceType.CUDA:
+            continue
+        if getattr(e, "is_user_annotation", lambda: False)() or \
+                getattr(e, "activity_type", lambda: "")() == "gpu_user_annotation":
+            continue
+        name = e.name()
+        if name == "Context Sync":
+            continue
+        ns = e.duration_ns() if hasattr(e, "duration_ns") else e.end_ns() - e.start_ns()
+        if name.startswith(("Memcpy", "Memset")):
+            copy_ns += ns
+        else:
+            kernel_ns += ns
+            kernels += 1
+    return kernel_ns / 1e6 / steps, copy_ns / 1e6 / steps, kernels / steps
 
 
 def main() -> None:
@@ -43,7 +80,14 @@ def main() -> None:
     p.add_argument("--fused", action="store_true", help="torch.optim.SGD(fused=True): the host's kernel")
     p.add_argument("--channels-last", action="store_true")
     p.add_argument("--cudnn-benchmark", action="store_true")
+    p.add_argument("--compile", default="", help="torch.compile mode for the model (\"reduce-overhead\"); empty: eager")
+    p.add_argument("--compile-warmup", type=int, default=3, help="untimed steps after compiling (compile_s)")
+    p.add_argument("--profile-steps", type=int, default=0, help="CUDA: profiled steps after the timed loop")
+    p.add_argument("--label", default="", help="the output line's first word (default python, or compiled)")
     a = p.parse_args()
+    label = a.label or ("compiled" if a.compile else "python")
+    if a.steps < 2 * a.window:
+        p.error("--steps must cover at least two windows (the first is left out)")
     torch.backends.cudnn.benchmark = a.cudnn_benchmark
 
     if a.threads > 0:
@@ -62,39 +106,72 @@ def main() -> None:
     if pin:
         batches = [(x.pin_memory(), y.pin_memory()) for x, y in batches]
 
-    model = models.build(a.model, a.classes, a.channels).to(device)
+    model = models.build(a.model, a.classes, a.channels, a.image_size).to(device)
     memory_format = torch.channels_last if a.channels_last else torch.contiguous_format
     if a.channels_last:
         model = model.to(memory_format=memory_format)
     model.train()
     params = sum(t.numel() for t in model.parameters())
     optimizer = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum, fused=True if a.fused else None)
+    forward = torch.compile(model, mode=a.compile) if a.compile else model
+    mark_step = torch.compiler.cudagraph_mark_step_begin if a.compile else (lambda: None)
+
+    def train_step(step):
+        x, y = batches[step % len(batches)]
+        x = x.to(device, non_blocking=True, memory_format=memory_format)
+        y = y.to(device, non_blocking=True)
+        mark_step()
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            loss = F.cross_entropy(forward(x).float(), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
 
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    extra = ""
+    if a.compile:
+        # Compilation (Dynamo, AOTAutograd, Inductor, Triton) happens in the first steps, the
+        # backward's in the first backward; cudagraph trees warm up, then record: all untimed.
+        sync()
+        start = time.perf_counter()
+        for step in range(a.compile_warmup):
+            train_step(step)
+        sync()
+        from torch._dynamo.utils import counters
+        extra = (f" compile_s={time.perf_counter() - start:.2f}"
+                 f" graphs={counters['stats'].get('unique_graphs', 0)}"
+                 f" graph_breaks={sum(counters['graph_break'].values())}"
+                 f" cudagraph_skips={counters['inductor'].get('cudagraph_skips', 0)}")
     windows = []
     sync()
     start = time.perf_counter()
     for step in range(a.steps):
-        x, y = batches[step % len(batches)]
-        x = x.to(device, non_blocking=True, memory_format=memory_format)
-        y = y.to(device, non_blocking=True)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
-            loss = F.cross_entropy(model(x).float(), y)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        train_step(step)
         if (step + 1) % a.window == 0:
             sync()
             now = time.perf_counter()
             windows.append((now - start) / a.window)
             start = now
     timed = windows[1:]
-    line = (f"python steps_per_s={1 / statistics.median(timed):.4f} windows={len(timed)} params={params} "
+    line = (f"{label} steps_per_s={1 / statistics.median(timed):.4f} windows={len(timed)} params={params} "
             f"torch={torch.__version__}")
     if device.type == "cuda":  # the caching allocator's peaks since start-up (gpu_bench.py's memory columns)
         line += (f" peak_alloc_mib={torch.cuda.max_memory_allocated() / 2**20:.1f}"
                  f" peak_reserved_mib={torch.cuda.max_memory_reserved() / 2**20:.1f}")
-    print(line, flush=True)
+    line += extra
+    print(line, flush=True)  # printed before profiling: a failing profiler keeps the figure
+    if a.profile_steps > 0 and device.type == "cuda":
+        try:
+            from torch.profiler import ProfilerActivity, profile
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for step in range(a.profile_steps):
+                    train_step(step)
+                sync()
+            kernel_ms, copy_ms, kernels = device_time_per_step(prof, a.profile_steps)
+            print(f"{label} profile kernel_ms={kernel_ms:.4f} copy_ms={copy_ms:.4f} kernels_per_step={kernels:.1f} "
+                  f"profiled_steps={a.profile_steps}", flush=True)
+        except Exception as e:  # noqa: BLE001 - the timed figure above stands without the ceiling
+            print(f"{label} profile failed: {type(e).__name__}: {e}", flush=True)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@
   X(tp_event_t, 56, 8)             \
   X(tp_callback_v1_t, 32, 8)       \
   X(tp_named_tensor_t, 16, 8)      \
-  X(tp_model_v1_t, 80, 8)           \
+  X(tp_model_v1_t, 88, 8)           /* 1.8: +check_graph_capture */ \
   X(tp_layer_depth_t, 16, 8)       /* @since 1.4 */ \
   X(tp_loss_v1_t, 40, 8)           \
   X(tp_metric_v1_t, 72, 8)          /* 1.7: +visit_gathered_state */ \
@@ -143,6 +143,7 @@
   X(tp_model_v1_t, set_activation_checkpointing, 56) /* @since 1.1 */ \
   X(tp_model_v1_t, layer_depths, 64)              /* @since 1.4 */ \
   X(tp_model_v1_t, set_batchnorm_frozen, 72)      /* @since 1.4 */ \
+  X(tp_model_v1_t, check_graph_capture, 80)       /* @since 1.8 */ \
   X(tp_layer_depth_t, prefix, 0)                  /* @since 1.4 */ \
   X(tp_layer_depth_t, depth, 8)                   /* @since 1.4 */ \
   X(tp_loss_v1_t, struct_size, 0)                 \
@@ -174,7 +175,8 @@
   X(tp_model_v1_t, 3, 64, layer_depths)                   \
   X(tp_dataset_v1_t, 4, 48, prepare)                      \
   X(tp_dataset_v1_t, 5, 56, field_batching)              \
-  X(tp_metric_v1_t, 6, 64, visit_gathered_state)
+  X(tp_metric_v1_t, 6, 64, visit_gathered_state)          \
+  X(tp_model_v1_t, 7, 80, check_graph_capture)
 
 /* X(constant, value): the released values of the ABI's integer constants. Plugins compile them in,
  * so renumbering one is as breaking as moving a member. */

@@ -101,6 +101,17 @@ TEST_CASE("a table written by an older minor reads its appended members as absen
   CHECK(reader.struct_size == offsetof(tp_model_v1_t, set_activation_checkpointing));
   CHECK((reader.forward != nullptr)); // doctest cannot print function pointers
   CHECK((reader.set_activation_checkpointing == nullptr));
+  CHECK((reader.check_graph_capture == nullptr));
+
+  // The same for a 1.7 plugin, whose table ends just before check_graph_capture (1.8): the
+  // members it wrote survive, the one it never knew reads as NULL, so the host treats the model
+  // as capturable without calling past its struct.
+  std::memset(static_cast<void*>(&producer), 0xAB, sizeof producer);
+  producer.table.struct_size = static_cast<uint32_t>(offsetof(tp_model_v1_t, check_graph_capture));
+  tp_model_v1_t reader17{};
+  std::memcpy(&reader17, &producer.table, std::min<std::size_t>(producer.table.struct_size, sizeof reader17));
+  CHECK((reader17.set_batchnorm_frozen != nullptr));
+  CHECK((reader17.check_graph_capture == nullptr));
 }
 
 TEST_CASE("a C++ table initialised positionally leaves members appended later NULL, without a warning") {
@@ -109,6 +120,7 @@ TEST_CASE("a C++ table initialised positionally leaves members appended later NU
   // file is compiled with -Wall -Wextra).
   constexpr tp_model_v1_t table = {sizeof(tp_model_v1_t), nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
   static_assert(table.set_activation_checkpointing == nullptr);
+  static_assert(table.check_graph_capture == nullptr);
   CHECK(table.struct_size == sizeof(tp_model_v1_t));
 }
 

@@ -94,6 +94,15 @@ TEST_CASE("ABI 1.7: this host loads plugins built for 1.0 to 1.7; a 1.6 host ref
   CHECK_FALSE(compatible({1, 6, 0}, {1, 7, 0}));
 }
 
+TEST_CASE("ABI 1.8: this host loads plugins built for 1.0 to 1.8; a 1.7 host refuses 1.8 plugins") {
+  // 1.8 appended tp_model_v1_t.check_graph_capture (abi_v1_layout.h, TP_ABI_V1_GROWN).
+  const tp_version_t host = TP_ABI_VERSION_INIT;
+  CHECK(host.minor >= 8);
+  CHECK(compatible(host, {1, 7, 0}));
+  CHECK(compatible(host, {1, 8, 0}));
+  CHECK_FALSE(compatible({1, 7, 0}, {1, 8, 0}));
+}
+
 TEST_CASE("this ABI is compatible with itself, and C and C++ agree on its version") {
   const tp_version_t cxx = TP_ABI_VERSION_INIT;
   const tp_version_t c = tp_test_c_abi_version();

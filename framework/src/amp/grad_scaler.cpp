@@ -124,29 +124,41 @@ void GradScaler::unscale(torch::optim::Optimizer& optimizer) {
   state.stage = Stage::Unscaled;
 }
 
+at::Tensor GradScaler::take_step_flag(torch::optim::Optimizer& optimizer, const char* function) {
+  check_initialized(function);
+  TP_CHECK(per_optimizer_[&optimizer].stage != Stage::Stepped, "GradScaler::", function,
+           " has already been called since the last update().");
+  if (per_optimizer_[&optimizer].stage == Stage::Ready) unscale(optimizer);
+  OptimizerState& state = per_optimizer_[&optimizer];
+  TP_CHECK(!state.found_inf_per_device.empty(), "GradScaler::", function,
+           ": no inf checks were recorded for this optimizer: none of its parameters has a gradient. Was backward() "
+           "run on the scaled loss?");
+  at::Tensor found_inf = state.found_inf_per_device.front().second;
+  for (std::size_t i = 1; i < state.found_inf_per_device.size(); ++i) {
+    found_inf = found_inf.add(on_device(state.found_inf_per_device[i].second, found_inf.device()));
+  }
+  state.stage = Stage::Stepped;
+  return found_inf;
+}
+
 bool GradScaler::step(torch::optim::Optimizer& optimizer) {
   if (!options_.enabled()) {
     optimizer.step();
     return true;
   }
-  check_initialized("step()");
-  TP_CHECK(per_optimizer_[&optimizer].stage != Stage::Stepped,
-           "GradScaler::step() has already been called since the last update().");
-  if (per_optimizer_[&optimizer].stage == Stage::Ready) unscale(optimizer);
-  OptimizerState& state = per_optimizer_[&optimizer];
-  TP_CHECK(!state.found_inf_per_device.empty(),
-           "GradScaler::step(): no inf checks were recorded for this optimizer: none of its parameters has a "
-           "gradient. Was backward() run on the scaled loss?");
-  at::Tensor found_inf = state.found_inf_per_device.front().second;
-  for (std::size_t i = 1; i < state.found_inf_per_device.size(); ++i) {
-    found_inf = found_inf.add(on_device(state.found_inf_per_device[i].second, found_inf.device()));
-  }
-  // CPU-GPU sync point: the one host read of the step. Deciding on the host whether to call
-  // optimizer.step() needs it (the C++ optimizers have no found_inf-aware fused kernels).
+  const at::Tensor found_inf = take_step_flag(optimizer, "step()");
+  // CPU-GPU sync point: the one host read of the step, to decide on the host whether to call
+  // optimizer.step() (the loop optimizers have no found_inf-aware kernels; device_skip_flag()
+  // serves the fused ones without it).
   const bool stepped = found_inf.item<float>() == 0.0f;
   if (stepped) optimizer.step();
-  state.stage = Stage::Stepped;
   return stepped;
+}
+
+at::Tensor GradScaler::device_skip_flag(torch::optim::Optimizer& optimizer) {
+  if (!options_.enabled()) return {};
+  // Several devices' flags add up; the kernels skip where the flag is exactly 1.
+  return take_step_flag(optimizer, "device_skip_flag()").clamp_max(1.0);
 }
 
 void GradScaler::update() {

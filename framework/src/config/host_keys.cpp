@@ -55,6 +55,15 @@ std::vector<HostKey> make_host_keys() {
           "let cuDNN time convolution algorithms for each new shape (faster for fixed shapes; off when deterministic)"),
       TP_HOST_KEY(run, tf32, "false",
           "allow TF32 tensor cores for fp32 matmul and convolutions (CUDA, Ampere+)"),
+      TP_HOST_KEY(run, cuda_graphs, R"("off")",
+          "capture the whole training step in a CUDA graph after a few eager steps and replay it (same numbers, "
+          "far fewer launches): on (refused with the reason where it cannot apply), auto (where it applies and "
+          "timing shows it faster), off",
+          {.choices = {"off", "on", "auto"}}),
+      TP_HOST_KEY(run, sync_debug, R"("off")",
+          "CUDA: a call that makes the host wait for the device inside a training step (logging steps aside) "
+          "warns or fails, naming where (torch.cuda.set_sync_debug_mode)",
+          {.choices = {"off", "warn", "error"}}),
 
       TP_HOST_KEY(train, epochs, "10", "number of passes over the training set (>= 1)", {.limit = at_least(1)}),
       TP_HOST_KEY(train, batch_size, "32", "samples per step, per process (>= 1)", {.limit = at_least(1)}),
@@ -137,6 +146,9 @@ std::vector<HostKey> make_host_keys() {
           "loader threads (>= 0; 0 = load on the main thread)",
           {.limit = at_least(0)}),
       TP_HOST_KEY(data, prefetch, "4", "batches queued ahead (>= 1)", {.limit = at_least(1)}),
+      TP_HOST_KEY(data, device_prefetch, "true",
+          "CUDA: copy each batch to the device on a stream of its own, so the copy overlaps the step before "
+          "(false: on the step's stream, after it)"),
       TP_HOST_KEY(data, shuffle, "true", "shuffle the training order every epoch (seeded)"),
       TP_HOST_KEY(data, val_from_train, "true",
           "without [data.val], build the \"val\" split from the [data.train] component"),

@@ -1,6 +1,7 @@
 // torch::optim::SGD, Adam and AdamW whose step() runs LibTorch's fused kernels
 // (at::_fused_sgd_, at::_fused_adam_, at::_fused_adamw_) over all parameters of a group at once,
-// as Python's `torch.optim.X(..., fused=True)` does.
+// as Python's `torch.optim.X(..., fused=True)` does, and whose update can run as device work only
+// (DeviceStepOptimizer: what a captured CUDA graph replays, docs/cuda_graphs.md).
 //
 // Why subclasses: they keep the base class's per-parameter state objects (SGDParamState,
 // AdamParamState, AdamWParamState) in the same map, with the same keys and the integer step
@@ -8,10 +9,16 @@
 // loads into the loop path and back. Options are read from each group at every step, so
 // schedules that change lr, momentum or beta1 between steps (OneCycle) take effect.
 //
-// What it costs: per step and group, one small host-to-device copy of the step counts (Adam;
-// the kernels read them from device tensors), and a layout fix-up copy only for state tensors
-// whose layout differs from the parameter's (state loaded from a checkpoint for a channels-last
-// parameter, once). Private to the optimizer factory.
+// Where the numbers live: on CUDA the kernels read each group's lr from a float32 tensor on the
+// device (the kernels' capturable form; the value is the option rounded to float32, in eager and
+// graphed runs alike, so both take bit-identical steps), and Adam's step counts are float32
+// tensors beside the parameters, incremented by the update itself (on the host too, mirrored into
+// the state objects, except for device-only updates: save() reads them back first). On the CPU
+// the kernels take the lr as a double, unrounded, as torch.optim's fused CPU path does.
+//
+// What it costs: a layout fix-up copy only for state tensors whose layout differs from the
+// parameter's (state loaded from a checkpoint for a channels-last parameter, once), one lr fill
+// per group and step on CUDA. Private to the optimizer factory.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -20,34 +27,88 @@
 #include <torch/optim/sgd.h>
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "tp/framework/optim/device_step.h"
+
 namespace tp::detail {
+
+/// Each group's lr as the fused kernels read it: a float32 scalar on CUDA (filled by
+/// stage_learning_rates()), nothing on the CPU (the kernels take the double).
+class DeviceLearningRates {
+ public:
+  /// [main] Writes every group's lr to its tensor (created on the first call on the group's device).
+  void stage(torch::optim::Optimizer& optimizer);
+  /// Group `index`'s staged lr tensor; undefined for a group on the CPU.
+  const at::Tensor& of(size_t index) const;
+
+ private:
+  std::vector<at::Tensor> lrs_;
+};
 
 /// SGD with momentum, dampening, nesterov and L2 weight decay through at::_fused_sgd_.
 /// A parameter's first update with momentum copies its gradient into a new momentum buffer,
 /// exactly as the loop does.
-class FusedSGD : public torch::optim::SGD {
+class FusedSGD : public torch::optim::SGD, public DeviceStepOptimizer {
  public:
   using torch::optim::SGD::SGD;
   /// One update of every parameter with a gradient. [main]
   torch::Tensor step(LossClosure closure = nullptr) override;
+  void stage_learning_rates() override { lrs_.stage(*this); }
+  bool starts_state() const override;
+  void step_on_device(const at::Tensor& found_inf) override;
+  void forbid_new_state(bool forbid) override { forbid_new_state_ = forbid; }
+
+ private:
+  DeviceLearningRates lrs_;
+  bool forbid_new_state_ = false;
+};
+
+/// What FusedAdam and FusedAdamW share: the device step counts and the update over buckets.
+class FusedAdamSteps : public DeviceStepOptimizer {
+ public:
+  bool starts_state() const override { return false; } // fresh moments are zeros; no first-step flag
+  void forbid_new_state(bool forbid) override { forbid_new_state_ = forbid; }
+
+ protected:
+  /// The device step count of `param`, made from the state object's count on first use.
+  at::Tensor& device_step_of(const at::Tensor& param, int64_t host_step);
+  /// Writes the device step counts back into the state objects (a host read; before save()).
+  void sync_host_steps(torch::optim::Optimizer& optimizer) const;
+  /// After load(): the counts come from the loaded state objects again.
+  void forget_device_steps() { device_steps_.clear(); }
+
+  DeviceLearningRates lrs_;
+  bool forbid_new_state_ = false;
+
+ private:
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> device_steps_;
 };
 
 /// Adam (L2 weight decay added to the gradient, amsgrad) through at::_fused_adam_.
-class FusedAdam : public torch::optim::Adam {
+class FusedAdam : public torch::optim::Adam, public FusedAdamSteps {
  public:
   using torch::optim::Adam::Adam;
   /// One update of every parameter with a gradient. [main]
   torch::Tensor step(LossClosure closure = nullptr) override;
+  void stage_learning_rates() override { lrs_.stage(*this); }
+  void step_on_device(const at::Tensor& found_inf) override;
+  /// The base class's archive, after the device step counts are read back into it.
+  void save(torch::serialize::OutputArchive& archive) const override;
+  void load(torch::serialize::InputArchive& archive) override;
 };
 
 /// AdamW (decoupled weight decay, amsgrad) through at::_fused_adamw_.
-class FusedAdamW : public torch::optim::AdamW {
+class FusedAdamW : public torch::optim::AdamW, public FusedAdamSteps {
  public:
   using torch::optim::AdamW::AdamW;
   /// One update of every parameter with a gradient. [main]
   torch::Tensor step(LossClosure closure = nullptr) override;
+  void stage_learning_rates() override { lrs_.stage(*this); }
+  void step_on_device(const at::Tensor& found_inf) override;
+  void save(torch::serialize::OutputArchive& archive) const override;
+  void load(torch::serialize::InputArchive& archive) override;
 };
 
 /// Empty when LibTorch's fused optimizer kernels can update `param` (a dense, non-overlapping

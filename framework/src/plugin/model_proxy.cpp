@@ -156,4 +156,20 @@ void ModelProxy::set_batchnorm_frozen(bool frozen) {
   check(status, "set_batchnorm_frozen");
 }
 
+std::string ModelProxy::graph_capture_blocker() {
+  // NULL, or a table from before ABI 1.8 (sized_copy left the member NULL: never called past the
+  // plugin's struct_size): the contract's default is "capturable".
+  if (table_.check_graph_capture == nullptr) return "";
+  tp_status status = TP_OK;
+  {
+    const PluginCallScope crash_scope(id().c_str(), "check_graph_capture", UINT64_MAX);  // plugin/plugin_crash.h
+    status = table_.check_graph_capture(self_);
+  }
+  if (status == TP_OK) return "";
+  if (status != TP_ERR_UNSUPPORTED) check(status, "check_graph_capture");
+  // The reason is the answer, not an error: the caller decides whether it refuses the run.
+  std::string reason = HostServices::take_last_error();
+  return reason.empty() ? "(the plugin gave no message)" : reason;
+}
+
 }  // namespace tp

@@ -21,7 +21,9 @@
  *   1.6  variable-size dataset fields: tp_dataset_v1_t.field_batching (optional; NULL = every
  *        field stacks) with tp_field_batching_t, TP_BATCH_PAD and TP_BATCH_RAGGED.
  *   1.7  metric state gathered across ranks: tp_metric_v1_t.visit_gathered_state (optional; NULL =
- *        every state tensor sums), for metrics over rows that do not add up (COCO mAP). */
+ *        every state tensor sums), for metrics over rows that do not add up (COCO mAP).
+ *   1.8  tp_model_v1_t.check_graph_capture (optional; NULL = capturable): a model says whether its
+ *        training step can be captured in a CUDA graph (run.cuda_graphs). */
 #ifndef TP_VERSION_H
 #define TP_VERSION_H
 
@@ -31,7 +33,7 @@
 #include "tp/macros.h"
 
 #define TP_ABI_MAJOR 1
-#define TP_ABI_MINOR 7
+#define TP_ABI_MINOR 8
 #define TP_ABI_PATCH 0
 
 TP_EXTERN_C_BEGIN

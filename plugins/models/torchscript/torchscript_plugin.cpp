@@ -3,6 +3,13 @@
 // offered (ScriptedModel has no set_activation_checkpointing, so the entry is NULL and the host
 // refuses `activation_checkpointing = true` with a configuration error): a scripted module's
 // blocks are not visible from here.
+//
+// CUDA graphs (ABI 1.8): ScriptedModel declares no graph_capture_blocker(), so check_graph_capture
+// stays NULL and the host takes the model as capturable. TorchScript cannot tell: a scripted
+// forward may branch on tensor values (`if x.sum() > 0`), call `.item()` or produce
+// data-dependent shapes (`nonzero`), and none of that shows in the module's schema. A user whose
+// scripted model does must set `run.cuda_graphs = "off"`; refusing every scripted model instead
+// would deny capture to the many that are plain layer stacks.
 #include <memory>
 #include <string>
 #include <utility>

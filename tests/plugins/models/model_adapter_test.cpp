@@ -2,7 +2,8 @@
 // directly (no library) with a FakeHost. A throwing class yields a status and the host's message,
 // never an exception; a failing forward hands over no output and leaks none (the model keeps a
 // reference to what it made, so a leaked handle shows as a second reference); destroy(NULL) is a
-// no-op; the state lent by visit_state aliases the module and follows to_device.
+// no-op; the state lent by visit_state aliases the module and follows to_device; the optional
+// entries exist only for a class that declares them.
 #include "tp/cpp/model_adapter.h"  // before the harness: c10's CHECK is replaced by doctest's there
 
 #include <torch/nn/module.h>
@@ -78,6 +79,27 @@ class Normed : public torch::nn::Module {
   torch::nn::Linear linear_{nullptr};
 };
 
+/// Scale declaring whether a CUDA graph can capture it (ABI 1.8): mode 0 can, mode 6 names its
+/// reason, mode 7 fails to answer.
+class Graphable : public Scale {
+ public:
+  explicit Graphable(const tp::cpp::ConfigReader& cfg) : Scale(cfg), mode_(cfg.get_int("mode")) {}
+  std::string graph_capture_blocker() const {
+    if (mode_ == 7) throw std::runtime_error("graphable: cannot tell");
+    return mode_ == 6 ? "reads the number of boxes on the host" : "";
+  }
+
+ private:
+  int64_t mode_;
+};
+
+/// The blocker declared without `const`: still detected, so its reason is never dropped.
+class MutableBlocker : public Scale {
+ public:
+  using Scale::Scale;
+  std::string graph_capture_blocker() { return "launches work on a CUDA stream of its own"; }
+};
+
 /// Not a module: the host trains the Linear it holds (state_root), under the Linear's own names.
 class Holder {
  public:
@@ -104,6 +126,8 @@ const tp::cpp::Component kScale = tp::cpp::model_component<Scale, kScaleDescript
 const tp::cpp::Component kSwitchable = tp::cpp::model_component<Switchable, kScaleDescriptor, &make_switchable>();
 const tp::cpp::Component kHolder = tp::cpp::model_component<Holder, kHolderDescriptor>();
 const tp::cpp::Component kNormed = tp::cpp::model_component<Normed, kHolderDescriptor>();
+const tp::cpp::Component kGraphable = tp::cpp::model_component<Graphable, kScaleDescriptor>();
+const tp::cpp::Component kMutableBlocker = tp::cpp::model_component<MutableBlocker, kScaleDescriptor>();
 
 const tp_model_v1_t& model_adapter_table_of(const tp::cpp::Component& c) { return *static_cast<const tp_model_v1_t*>(c.table); }
 
@@ -148,6 +172,39 @@ TEST_CASE("model adapter: descriptor and table") {
   CHECK((t.layer_depths == nullptr));
   CHECK((model_adapter_table_of(kNormed).layer_depths != nullptr));
   CHECK((t.set_batchnorm_frozen != nullptr));
+  // 1.8: check_graph_capture only for a class that declares graph_capture_blocker(); NULL (capturable)
+  // for the others.
+  CHECK((t.check_graph_capture == nullptr));
+  CHECK((model_adapter_table_of(kNormed).check_graph_capture == nullptr));
+  CHECK((model_adapter_table_of(kGraphable).check_graph_capture != nullptr));
+  CHECK((model_adapter_table_of(kMutableBlocker).check_graph_capture != nullptr));
+}
+
+TEST_CASE("model adapter: check_graph_capture answers the class's graph_capture_blocker()") {
+  SUBCASE("\"\" is TP_OK") {
+    ModelAdapterInstance m(kGraphable, 0);
+    REQUIRE(m.create() == TP_OK);
+    CHECK(m.t.check_graph_capture(m.self) == TP_OK);
+  }
+  SUBCASE("a reason is TP_ERR_UNSUPPORTED with exactly that reason") {
+    ModelAdapterInstance m(kGraphable, 6);
+    REQUIRE(m.create() == TP_OK);
+    CHECK(m.t.check_graph_capture(m.self) == TP_ERR_UNSUPPORTED);
+    CHECK(m.host.last_error == "reads the number of boxes on the host");
+  }
+  SUBCASE("a blocker that throws is an error, not an answer") {
+    ModelAdapterInstance m(kGraphable, 7);
+    REQUIRE(m.create() == TP_OK);
+    CHECK(m.t.check_graph_capture(m.self) == TP_ERR_INTERNAL);
+    CHECK(m.host.last_error == "graphable: cannot tell");
+  }
+  SUBCASE("declared without const") {
+    ModelAdapterInstance m(kMutableBlocker);
+    REQUIRE(m.create() == TP_OK);
+    CHECK(m.t.check_graph_capture(m.self) == TP_ERR_UNSUPPORTED);
+    CHECK(m.host.last_error == "launches work on a CUDA stream of its own");
+  }
+  CHECK(model_adapter_table_of(kGraphable).check_graph_capture(nullptr) == TP_ERR_INVALID_ARGUMENT);
 }
 
 TEST_CASE("model adapter: layer_depths hands out the class's ordering, valid until destroy") {

@@ -2,6 +2,8 @@
 // configuration error naming it only when activation checkpointing, layer depths
 // (optim.layer_decay) or frozen BatchNorm statistics (model.freeze_bn_stats) are asked for; so
 // does a model with NULL entries or one that refuses; vision_models' models accept and declare.
+// graph_capture_blocker (ABI 1.8): "" for a NULL entry, a table that predates it and TP_OK; the
+// plugin's reason for TP_ERR_UNSUPPORTED; a PluginError for any other status.
 #include "tp/framework/error.h"
 #include "tp/framework/plugin/host_services.h"
 #include "tp/framework/plugin/model_proxy.h"
@@ -145,6 +147,57 @@ TEST_CASE("vision_models declare their depths; an mlp without hidden layers or B
   CHECK(contains(message, "declares no layer depths"));
   message = config_error([&] { mlp->set_batchnorm_frozen(true); }, "model.freeze_bn_stats");
   CHECK(contains(message, "has no BatchNorm layer"));
+}
+
+TEST_CASE("graph_capture_blocker: NULL, a table from before ABI 1.8 and TP_OK mean capturable") {
+  // NULL in a full-size table.
+  CHECK(make_model(load(fixture("ckpt_null_model")), "org.test.null_model")->graph_capture_blocker() == "");
+  // Built for 1.7: struct_size ends where check_graph_capture starts, and the slot past it holds a
+  // function that answers TP_ERR_UNSUPPORTED naming the mistake: a host that called it would
+  // return that text instead of "".
+  auto library17 = load(fixture("abi17_model"));
+  CHECK(library17->abi().minor == 7);
+  CHECK(make_model(library17, "org.test.abi17_model")->graph_capture_blocker() == "");
+  // Built for 1.0: the same, with the whole of 1.1 to 1.8 missing.
+  CHECK(make_model(load(fixture("ckpt_abi10_model")), "org.test.abi10_model")->graph_capture_blocker() == "");
+  auto answers = load(fixture("graph_capture_model"));
+  CHECK(make_model(answers, "org.test.graph_capture_model", toml::table{{"answer", 0}})->graph_capture_blocker() == "");
+}
+
+TEST_CASE("graph_capture_blocker: TP_ERR_UNSUPPORTED is the plugin's reason; another status is a PluginError") {
+  auto answers = load(fixture("graph_capture_model"));
+  auto refuses = make_model(answers, "org.test.graph_capture_model", toml::table{{"answer", 3}});
+  CHECK(refuses->graph_capture_blocker() == "reads the number of boxes on the host");
+  // Asked again (the host calls it once, but nothing forbids more): the same answer, no stale text.
+  CHECK(refuses->graph_capture_blocker() == "reads the number of boxes on the host");
+  // A refusal without a message is still a refusal: never "" (which would mean capturable).
+  auto silent = make_model(answers, "org.test.graph_capture_model", toml::table{{"answer", -3}});
+  CHECK(silent->graph_capture_blocker() == "(the plugin gave no message)");
+
+  auto failing = make_model(answers, "org.test.graph_capture_model", toml::table{{"answer", 7}});
+  try {
+    failing->graph_capture_blocker();
+    FAIL_CHECK("expected a tp::PluginError");
+  } catch (const PluginError& e) {
+    const std::string message = e.what();
+    for (const char* part : {"org.test.graph_capture_model", "check_graph_capture", "TP_ERR_INTERNAL",
+                             "graph_capture_model: asked to fail"})
+      CHECK_MESSAGE(contains(message, part), "'" << part << "' in: " << message);
+  }
+}
+
+TEST_CASE("graph_capture_blocker: a C++ model that declares graph_capture_blocker() (uncapturable_model.so)") {
+  // The fixture another test trains with run.cuda_graphs: the adapter turns the class's reason into
+  // TP_ERR_UNSUPPORTED, and the proxy hands it back word for word.
+  auto library = load(std::filesystem::path(tp::test::fixture_plugin_dir()) / "uncapturable_model.so");
+  auto model = make_model(library, "org.torchhost.test.uncapturable_model",
+                          toml::table{{"features", 3072}, {"hidden", 64}, {"num_classes", 3}, {"input", "image"}});
+  model->to_device(c10::Device(c10::kCPU));
+  CHECK(model->graph_capture_blocker() == "reads its output's values on the host");
+  // vision_models declare nothing: capturable.
+  auto vision = load(std::filesystem::path(tp::test::plugin_dir()) / "vision_models.so");
+  toml::table cnn{{"input", "image"}, {"in_channels", 3}, {"num_classes", 3}, {"width", 4}, {"image_size", 32}};
+  CHECK(make_model(vision, "org.torchhost.small_cnn", cnn)->graph_capture_blocker() == "");
 }
 
 }  // namespace

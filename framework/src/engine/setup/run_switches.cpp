@@ -40,7 +40,7 @@ std::string gpu_lines(c10::Device device) {
 
 }  // namespace
 
-void apply_run_switches(const RunConfig& config, c10::Device device, Precision precision, int world_size,
+std::string apply_run_switches(const RunConfig& config, c10::Device device, Precision precision, int world_size,
                         Logger& log, const std::filesystem::path& runtime_toml, const std::string& provenance) {
   auto& context = at::globalContext();
   const bool benchmark = config.run.cudnn_benchmark && !config.run.deterministic;
@@ -50,7 +50,7 @@ void apply_run_switches(const RunConfig& config, c10::Device device, Precision p
   context.setBenchmarkCuDNN(benchmark);
   context.setAllowTF32CuBLAS(config.run.tf32);
   context.setAllowTF32CuDNN(config.run.tf32);
-  if (runtime_toml.empty()) return;
+  if (runtime_toml.empty()) return "";
   std::ostringstream text;
   text << "# Effective runtime settings of this run (written by the host; informational).\n"
        << "device = \"" << device.str() << "\"\n"
@@ -62,12 +62,14 @@ void apply_run_switches(const RunConfig& config, c10::Device device, Precision p
        << "cudnn_benchmark = " << (benchmark ? "true" : "false") << "\n"
        << "tf32 = " << (config.run.tf32 ? "true" : "false") << "\n"
        << "non_blocking_copies = " << (device.is_cuda() ? "true" : "false") << "\n"
+       << "device_prefetch = " << (device.is_cuda() && config.data.device_prefetch ? "true" : "false") << "\n"
        << "activation_checkpointing = " << (config.activation_checkpointing ? "true" : "false") << "\n"
        << "freeze_bn_stats = " << (config.freeze_bn_stats ? "true" : "false") << "\n"
        << "libtorch = \"" << TORCH_VERSION << "\"\n"
        << gpu_lines(device);
   if (!provenance.empty()) text << "\n" << provenance;
   write_file_atomically(runtime_toml, text.str());
+  return text.str();
 }
 
 }  // namespace tp

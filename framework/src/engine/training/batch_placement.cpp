@@ -3,13 +3,28 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include "copy_stream.h"
 #include "tp/framework/plugin/model_proxy.h"
 
 namespace tp {
 
+BatchPlacement::BatchPlacement(c10::Device device, bool channels_last, bool copy_stream)
+    : device_(device), channels_last_(channels_last) {
+  if (copy_stream && device.is_cuda()) copy_stream_ = std::make_unique<CopyStream>(device);
+}
+
+BatchPlacement::~BatchPlacement() = default;
+BatchPlacement::BatchPlacement(BatchPlacement&&) noexcept = default;
+BatchPlacement& BatchPlacement::operator=(BatchPlacement&&) noexcept = default;
+
 NamedTensors BatchPlacement::to_device(NamedTensors batch) const {
   for (auto& [name, tensor] : batch) {
-    if (!device_.is_cpu()) tensor = tensor.to(device_, /*non_blocking=*/true);
+    if (!device_.is_cpu()) {
+      // Only pinned memory copies asynchronously; a pageable source would make the copy stream
+      // wait for the host anyway.
+      if (copy_stream_ && tensor.is_cpu() && tensor.is_pinned()) tensor = copy_stream_->to_device(tensor);
+      else tensor = tensor.to(device_, /*non_blocking=*/true);
+    }
     if (channels_last_ && tensor.dim() == 4 && tensor.is_floating_point())
       tensor = tensor.contiguous(at::MemoryFormat::ChannelsLast);
   }

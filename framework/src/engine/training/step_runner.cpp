@@ -1,10 +1,10 @@
 // The hot path: one optimizer step in numbered phases (ARCH-15): 1-3 for each micro-batch of
 // the accumulation window, 4 the ranks' agreement, 5 the update, 6 what advances with the step.
+// Under run.cuda_graphs, 2-5 of a whole window are captured once and replayed (docs/cuda_graphs.md).
 #include "tp/framework/engine/step_runner.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
-#include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/optimizer.h>
 
 #include <cmath>
@@ -13,6 +13,8 @@
 #include <string_view>
 #include <utility>
 
+#include "step_capture.h"
+#include "step_graph.h"
 #include "tp/framework/amp/autocast_guard.h"
 #include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/dist/batchnorm_sync.h"
@@ -23,6 +25,7 @@
 #include "tp/framework/engine/out_of_memory.h"
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/error.h"
+#include "tp/framework/optim/device_step.h"
 #include "tp/framework/profile/flop_counter.h"
 #include "tp/framework/profile/memory.h"
 #include "tp/framework/util/short_number.h"
@@ -44,6 +47,8 @@ class PhaseTiming {
   StepPhase phase_;
 };
 
+bool is_logging_step(int64_t step, int64_t log_every) { return (step + 1) % log_every == 0; }
+
 }  // namespace
 
 StepRunner::StepRunner(const RunConfig& config, RunComponents& parts, const std::vector<StateTensor>& model_state,
@@ -58,12 +63,7 @@ StepRunner::StepRunner(const RunConfig& config, RunComponents& parts, const std:
       log_(log),
       collectives_(collectives),
       precision_(config.amp.precision),
-      scaler_(GradScalerOptions()
-                  .init_scale(config.amp.init_scale)
-                  .growth_factor(config.amp.growth_factor)
-                  .backoff_factor(config.amp.backoff_factor)
-                  .growth_interval(config.amp.growth_interval)
-                  .enabled(needs_grad_scaler(precision_))) {
+      update_(config.train, config.amp, optim, placement.device()) {
   const auto zero = [&] { return at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(placement.device())); };
   window_estimate_ = zero();
   window_items_ = zero();
@@ -73,6 +73,8 @@ StepRunner::~StepRunner() = default;
 
 void StepRunner::build_gradient_reducer() {
   reducer_ = collectives_.gradient_reducer(model_state_, config_.dist.overlap);
+  // A frozen group joined: a captured step would leave its parameters out of the update.
+  if (capture_) capture_->invalidate();
   const std::string buckets = reducer_->describe();
   if (buckets.empty()) return;
   log_.info(buckets + "; batch " + std::to_string(config_.train.batch_size) + " per rank = " +
@@ -80,26 +82,172 @@ void StepRunner::build_gradient_reducer() {
             " samples per optimizer step");
 }
 
+void StepRunner::prepare_cuda_graphs(const CudaGraphFacts& facts) {
+  const CudaGraphMode mode = parse_cuda_graph_mode(config_.run.cuda_graphs);
+  if (mode == CudaGraphMode::kOff) {
+    graph_report_ = "[cuda_graphs]\nmode = \"off\"\ngraphed = false\n";
+    return;
+  }
+  if (!cuda_graphs_allowed(mode, facts)) { // "auto" with reasons against: eager, and why
+    std::string why;
+    for (const CudaGraphRefusal& refusal : cuda_graph_refusals(facts))
+      why += (why.empty() ? "" : "; ") + refusal.reason + " [" + refusal.key + "]";
+    log_.info("run.cuda_graphs = \"auto\": training eagerly: " + why);
+    std::string quoted;
+    for (const char c : why)
+      if (c != '"' && c != '\\') quoted += c;
+    graph_report_ = "[cuda_graphs]\nmode = \"auto\"\ngraphed = false\nstate = \"eager: " + quoted + "\"\n";
+    return;
+  }
+  capture_ = std::make_unique<StepCapture>(mode, placement_.device(), log_);
+  log_.info("run.cuda_graphs = \"" + config_.run.cuda_graphs + "\": the training step is captured in a CUDA graph after " +
+            std::to_string(StepCapture::kWarmupSteps) + " eager steps" +
+            (mode == CudaGraphMode::kAuto ? " and kept if timing shows it faster" : ""));
+}
+
+std::optional<std::string> StepRunner::take_cuda_graph_report() {
+  if (capture_ && capture_->take_report_change()) return capture_->runtime_table();
+  return std::exchange(graph_report_, std::nullopt);
+}
+
 StepOutcome StepRunner::optimizer_step(const MicroBatchFeed& next, int64_t window_length, int64_t epoch,
                                        RunControl& control) {
+  // The lrs the schedule set, onto the device, outside any capture (a graph reads them there).
+  update_.stage();
+  if (capture_) capture_->before_step();
+  // run.sync_debug: nothing in a step may wait for the device, except on logging steps (they
+  // read the loss and the update statistics) and while a graph is being prepared.
+  const bool logging = is_logging_step(step_, config_.train.log_every_steps);
+  std::optional<SyncAudit> audit;
+  if (!logging && !(capture_ && capture_->audit_exempt())) audit.emplace(config_.run.sync_debug, placement_.device());
+  StepOutcome outcome = capture_ ? graphed_step(next, window_length, epoch, control)
+                                 : eager_step(next, window_length, epoch, control);
+  if (outcome.complete) finish_step(outcome);
+  return outcome;
+}
+
+StepOutcome StepRunner::eager_step(const MicroBatchFeed& next, int64_t window_length, int64_t epoch,
+                                   RunControl& control) {
   StepOutcome outcome;
-  // 1-3. Fetch, forward and backward for each micro-batch of the window; gradients accumulate.
+  // 1-3. Fetch, place, forward and backward for each micro-batch of the window; gradients accumulate.
   StepPosition at{step_, epoch, 0};
   for (int64_t i = 0; i < window_length; ++i) {
     std::optional<MicroBatch> micro = next();
     if (!micro) return outcome; // the loader ran dry: a partial window takes no update
     ++outcome.micro_batches;
     at.batch = micro->next_index;
-    train_micro_batch(micro->tensors, {window_length, i == 0, i + 1 == window_length}, at);
+    const AccumulationWindow window{window_length, i == 0, i + 1 == window_length};
+    begin_micro_batch(window, at.step);
+    train_placed(place(std::move(micro->tensors), at), window, at);
   }
   outcome.complete = true;
+  close_window(control.take_window_flags(), at, outcome);
+  return outcome;
+}
+
+void StepRunner::close_window(uint32_t control_flags, const StepPosition& at, StepOutcome& outcome) {
+  PhaseTiming timing(meters_.report(), StepPhase::kOptimizer);
   // 4. Agree with the other ranks: one collective, whatever the reasons it carries.
-  TrainingReport& report = meters_.report();
-  report.begin(StepPhase::kOptimizer);
-  outcome.agreed = agree_on_window(control.take_window_flags(), at);
+  outcome.agreed = agree_on_window(control_flags, at);
   // 5. Update, unless nan_policy = "skip" poisoned the window or no rank had an item.
   outcome.updated = update_or_skip(at);
-  report.end(StepPhase::kOptimizer);
+}
+
+StepOutcome StepRunner::graphed_step(const MicroBatchFeed& next, int64_t window_length, int64_t epoch,
+                                     RunControl& control) {
+  StepOutcome outcome;
+  // 1. The whole window first, fetched and placed eagerly (the loader, the copy to the device,
+  //    the batch transforms): a graph replays the device work of all its micro-batches at once.
+  StepPosition at{step_, epoch, 0};
+  std::vector<NamedTensors> window;
+  std::vector<int64_t> next_indices;
+  bool complete = true;
+  for (int64_t i = 0; i < window_length; ++i) {
+    std::optional<MicroBatch> micro = next();
+    if (!micro) {
+      complete = false;
+      break;
+    }
+    at.batch = micro->next_index;
+    next_indices.push_back(micro->next_index);
+    window.push_back(place(std::move(micro->tensors), at));
+  }
+  outcome.micro_batches = static_cast<int64_t>(window.size());
+  StepCapture::Use use = capture_->use_for(window, complete, static_cast<int64_t>(window.size()),
+                                           config_.train.grad_accum_steps, update_.device_only());
+  if (use == StepCapture::Use::kCapture) {
+    // 2-5 captured, not run: the replay below runs them. New optimizer state under a capture
+    // would be re-initialised by every replay, so making any is an error there.
+    DeviceStepOptimizer* device = device_step(*optim_.optimizer);
+    device->forbid_new_state(true);
+    capturing_ = true;
+    try {
+      capture_->capture(window, [&](const std::vector<NamedTensors>& inputs) {
+        train_window_on_device(inputs, next_indices, at);
+      });
+    } catch (const std::exception& e) {
+      capturing_ = false;
+      device->forbid_new_state(false);
+      if (parse_cuda_graph_mode(config_.run.cuda_graphs) == CudaGraphMode::kOn)
+        throw Error(std::string(e.what()) + ". Set run.cuda_graphs = \"off\" (or \"auto\", which trains eagerly "
+                                            "when the capture fails); docs/cuda_graphs.md lists what can be captured.");
+      // "auto": nothing ran; the window trains eagerly below, the state the capture left behind
+      // dropped (the scaler's step bookkeeping, gradients made in the abandoned pool).
+      update_.scaler().discard_step();
+      optim_.optimizer->zero_grad(/*set_to_none=*/true);
+      capture_->give_up(e.what());
+      use = StepCapture::Use::kEager;
+    }
+    capturing_ = false;
+    device->forbid_new_state(false);
+  }
+  if (use == StepCapture::Use::kEager) {
+    // The warm-up, and windows a graph cannot replay (a short or partial window, an empty
+    // micro-batch, other shapes): the eager phases on the placed batches.
+    for (std::size_t i = 0; i < window.size(); ++i) {
+      at.batch = next_indices[i];
+      const AccumulationWindow w{window_length, i == 0, static_cast<int64_t>(i) + 1 == window_length};
+      begin_micro_batch(w, at.step);
+      train_placed(window[i], w, at);
+    }
+    if (!complete) return outcome;
+    outcome.complete = true;
+    close_window(control.take_window_flags(), at, outcome);
+    capture_->eager_step_done();
+    return outcome;
+  }
+  // 2-5 as one replay. The window's host outcome is what its capture found: one process, a
+  // complete window with data, an update (an fp16 overflow skips it on the device, as eager's
+  // skipped update also counts as updated), no non-finite check (train.nan_policy = "stop" reads
+  // the loss at logging steps).
+  meters_.report().begin_window(false);
+  capture_->replay(window);
+  outcome.complete = true;
+  // The agreement of a single process is the identity; made on the host all the same, so the
+  // run's flags and its count of collectives are those of an eager step.
+  outcome.agreed = collectives_.agree(control.take_window_flags() | kFlagHasBatch, window_items_.reshape({1}),
+                                      "agree on the window's item count and stop flags").flags;
+  outcome.updated = true;
+  return outcome;
+}
+
+void StepRunner::train_window_on_device(const std::vector<NamedTensors>& window,
+                                        const std::vector<int64_t>& next_indices, const StepPosition& start) {
+  StepPosition at = start;
+  const auto length = static_cast<int64_t>(window.size());
+  for (int64_t i = 0; i < length; ++i) {
+    at.batch = next_indices[static_cast<std::size_t>(i)];
+    const AccumulationWindow w{length, i == 0, i + 1 == length};
+    begin_micro_batch(w, at.step);
+    train_placed(window[static_cast<std::size_t>(i)], w, at);
+  }
+  // A single process: the agreement is the identity, so its host flags are the window's own;
+  // the control flags are the replay's to agree on.
+  StepOutcome captured;
+  close_window(/*control_flags=*/0, at, captured);
+}
+
+void StepRunner::finish_step(StepOutcome& outcome) {
   // 6. Time advances one optimizer step either way, so the schedule and the step count stay
   //    aligned (like a step the fp16 scaler skips). The history records the lr this step
   //    trained with (Lightning's LearningRateMonitor); SWALR steps per epoch (the trainer's).
@@ -110,21 +258,22 @@ StepOutcome StepRunner::optimizer_step(const MicroBatchFeed& next, int64_t windo
   // finite weights, and a save names the step where they first stopped being finite.
   if (outcome.updated || !weights_watch_.finite().defined()) weights_watch_.observe(model_state_, step_);
   if (ema_ && step_ % config_.ema.every_steps == 0) ema_->update(model_state_, weights_watch_.finite());
-  if (log_window_) outcome.update_stats = read_update_stats(); // a sync, on logging steps only
-  return outcome;
+  if (is_logging_step(step_ - 1, config_.train.log_every_steps)) outcome.update_stats = update_.read_stats();
 }
 
-void StepRunner::train_micro_batch(NamedTensors& cpu_batch, const AccumulationWindow& window, const StepPosition& at) {
-  begin_micro_batch(window, at.step);
-  if (!cpu_batch.empty()) {
-    // 1. Place: the loader already collated this batch on a worker; place it on the device
-    //    (non_blocking from pinned memory on CUDA, a no-op on CPU), then run the training batch
-    //    transforms in order (mixup, cutmix: device work, seeded by the batch's position; at.batch
-    //    is the index of the batch after this one).
-    const NamedTensors batch = apply_batch_transforms(
-        parts_.batch_transforms, placement_.to_device(std::move(cpu_batch)),
-        {static_cast<uint64_t>(config_.run.seed), collectives_.rank(), static_cast<uint64_t>(at.epoch),
-         static_cast<uint64_t>(at.batch - 1)});
+NamedTensors StepRunner::place(NamedTensors cpu_batch, const StepPosition& at) {
+  if (cpu_batch.empty()) return cpu_batch;
+  // The loader already collated this batch on a worker; place it on the device (non_blocking
+  // from pinned memory on CUDA, a no-op on CPU), then run the training batch transforms in order
+  // (mixup, cutmix: device work, seeded by the batch's position; at.batch is the index of the
+  // batch after this one).
+  return apply_batch_transforms(parts_.batch_transforms, placement_.to_device(std::move(cpu_batch)),
+                                {static_cast<uint64_t>(config_.run.seed), collectives_.rank(),
+                                 static_cast<uint64_t>(at.epoch), static_cast<uint64_t>(at.batch - 1)});
+}
+
+void StepRunner::train_placed(const NamedTensors& batch, const AccumulationWindow& window, const StepPosition& at) {
+  if (!batch.empty()) {
     // 2-3. Forward and backward, piece by piece: one piece, the whole batch, unless
     //      train.on_oom = "split" cut micro-batches after an out-of-memory error.
     train_pieces(batch, window, at);
@@ -161,7 +310,9 @@ void StepRunner::begin_micro_batch(const AccumulationWindow& window, int64_t ste
   // Phase timing (training_report.h): every step on CPU; on CUDA only the log step's window,
   // with device events and no extra sync.
   if (window.first) {
-    log_window_ = (step + 1) % config_.train.log_every_steps == 0;
+    // Under a capture, nothing is timed (device events would be captured) and no logging
+    // window's sums ride with the agreement: the graph serves every later step alike.
+    log_window_ = !capturing_ && is_logging_step(step, config_.train.log_every_steps);
     meters_.report().begin_window(log_window_);
   }
   // Data-parallel: the reducer is told whether this backward communicates (window.last). Every
@@ -315,7 +466,7 @@ void StepRunner::backward(const at::Tensor& loss, bool sync) {
   // overlapping the rest of backward; earlier ones accumulate locally with no communication.
   // A poisoned window's backward runs only where it is a collective the other ranks wait in.
   if (window_poisoned_ && !reducer_->sums_over_ranks()) return;
-  reducer_->backward(scaler_.scale(loss), sync);
+  reducer_->backward(update_.scaler().scale(loss), sync);
 }
 
 void StepRunner::join_all_reduce(const AccumulationWindow& window) {
@@ -385,65 +536,14 @@ void StepRunner::agree_on_splits() {
 }
 
 void StepRunner::update() {
-  // torch::nn::utils::clip_grad_* take the parameters (they clip each one's .grad()), the
-  // foreach correction below takes the gradients themselves.
-  std::vector<at::Tensor> params, grads;
-  for (const auto& group : optim_.optimizer->param_groups())
-    for (const auto& p : group.params())
-      if (p.grad().defined()) {
-        params.push_back(p);
-        grads.push_back(p.grad());
-      }
-  // 4a. Exact window normalisation (see normalised_loss); the ratio is 1 when micro-batches are even.
-  if (correction_.defined() && !grads.empty())
-    at::_foreach_mul_(grads, correction_.to(grads.front().scalar_type()));
-  else if (config_.train.grad_accum_steps * splits_ > 1 && !grads.empty())
-    at::_foreach_mul_(grads, at::where(window_items_ > 0, window_estimate_ / window_items_, at::zeros_like(window_items_))
-                                 .to(grads.front().scalar_type())); // no item in the window: zero gradients
-  // 4b. Clip once, after unscaling, right before the step (ARCH-9); the norm is also measured on
-  //     a logging step's window for train/grad_norm.
-  const TrainSection& t = config_.train;
-  if (t.max_grad_norm > 0 || t.clip_value > 0 || log_window_) {
-    scaler_.unscale(*optim_.optimizer);
-    if ((t.max_grad_norm > 0 || log_window_) && !grads.empty()) clip_by_norm(grads);
-    if (t.clip_value > 0) torch::nn::utils::clip_grad_value_(params, t.clip_value);
-  }
-  // 4c. Step (the fp16 scaler skips it on inf/NaN gradients and backs off), then set gradients
-  //     to none (frees them, skips a memset); the caller advances the schedule.
-  if (!scaler_.step(*optim_.optimizer)) ++scaler_skipped_;
-  scaler_.update();
-  optim_.optimizer->zero_grad(/*set_to_none=*/true);
-}
-
-void StepRunner::clip_by_norm(const std::vector<at::Tensor>& grads) {
-  // torch.nn.utils.clip_grad_norm_ (foreach): the norm of the per-tensor norms, then one
-  // clamped coefficient for every gradient. Unlike LibTorch's clip_grad_norm_ it returns no
-  // double, so CUDA runs do not wait for the device here every step.
-  const double norm_type = config_.train.grad_norm_type;
-  std::vector<at::Tensor> norms = at::_foreach_norm(grads, norm_type);
-  for (auto& n : norms) n = n.to(grads.front().device(), at::kFloat);
-  grad_norm_ = at::linalg_vector_norm(at::stack(norms), norm_type);
-  const double max_norm = config_.train.max_grad_norm;
-  if (max_norm <= 0) return;
-  const at::Tensor coefficient = (max_norm / (grad_norm_ + 1e-6)).clamp_max(1.0);
-  at::_foreach_mul_(grads, coefficient);
-  const at::Tensor clipped = (grad_norm_ > max_norm).to(at::kDouble);
-  clipped_steps_ = clipped_steps_.defined() ? clipped_steps_ + clipped : clipped;
-  ++clip_checked_steps_;
-}
-
-UpdateStats StepRunner::read_update_stats() {
-  UpdateStats stats;
-  stats.scaler_enabled = scaler_.is_enabled();
-  if (grad_norm_.defined()) stats.grad_norm = grad_norm_.item<double>(); // sync, at log steps only
-  if (clipped_steps_.defined() && clip_checked_steps_ > 0)
-    stats.clipped_fraction = clipped_steps_.item<double>() / static_cast<double>(clip_checked_steps_);
-  if (scaler_.is_enabled()) stats.scale = scaler_.get_scale();
-  stats.scaler_skipped = scaler_skipped_;
-  grad_norm_ = at::Tensor();
-  clipped_steps_ = at::Tensor();
-  clip_checked_steps_ = 0;
-  return stats;
+  // The window's exact normalisation (see normalised_loss) as one factor for every gradient:
+  // data-parallel, the agreement's correction; otherwise estimate / actual items, 1 when
+  // micro-batches are even, and zero gradients for a window whose items all count zero.
+  at::Tensor correction = correction_;
+  if (!correction.defined() && config_.train.grad_accum_steps * splits_ > 1)
+    correction = at::where(window_items_ > 0, window_estimate_ / window_items_, at::zeros_like(window_items_));
+  // A graphed step measures the gradient norm every step: the capture serves every later step.
+  update_.apply(correction, log_window_ || capturing_);
 }
 
 void StepRunner::sync_buffers() {

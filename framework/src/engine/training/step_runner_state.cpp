@@ -16,8 +16,8 @@ void StepRunner::save_state(CheckpointContents& into) const {
   into.optimizer_groups = optim_.group_names;
   into.scheduler_state = schedule_->state();
   if (swa_schedule_) into.swa_schedule = swa_schedule_->state();
-  into.scaler_scale = scaler_.get_scale();
-  into.scaler_growth_tracker = scaler_.get_growth_tracker();
+  into.scaler_scale = update_.scaler().get_scale();
+  into.scaler_growth_tracker = update_.scaler().get_growth_tracker();
   into.micro_batch_splits = splits_;
   if (ema_) into.averages.push_back({ema_->name(), &ema_->state(), ema_->updates()});
 }
@@ -37,11 +37,11 @@ void StepRunner::load_state(const LoadedCheckpoint& from) {
                                        config_.swa.anneal_strategy == "cos");
     swa_schedule_->load_state(from.swa_schedule);
   }
-  if (scaler_.is_enabled() && from.scaler_scale > 0) {
-    GradScalerState state = scaler_.state();
+  if (update_.scaler().is_enabled() && from.scaler_scale > 0) {
+    GradScalerState state = update_.scaler().state();
     state.scale = from.scaler_scale;
     state.growth_tracker = from.scaler_growth_tracker;
-    scaler_.load_state(state);
+    update_.scaler().load_state(state);
   }
   TP_CHECK(from.micro_batch_splits >= 1, "micro-batch splits must be >= 1, got ", from.micro_batch_splits);
   splits_ = from.micro_batch_splits;

@@ -51,6 +51,7 @@ void Trainer::train_epoch(int64_t epoch) {
     const int64_t window = std::min(accum, batches - window_start) - (done - window_start);
     control_.defer(dispatch(TP_EVENT_STEP_BEGIN, {}));
     const StepOutcome outcome = steps_.optimizer_step(fetch, window, epoch, control_);
+    record_cuda_graph_state(); // a capture or "auto"'s choice, into runtime.toml
     done += outcome.micro_batches;
     if (!outcome.complete) break;
     const int64_t next = train_loader_->next_batch_index();

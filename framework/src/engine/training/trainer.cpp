@@ -11,8 +11,10 @@
 
 #include "tp/framework/engine/nan_policy.h"
 #include "tp/framework/engine/run_budget.h"
+#include "tp/framework/engine/cuda_graph_policy.h"
 #include "tp/framework/engine/run_switches.h"
 #include "tp/framework/error.h"
+#include "tp/framework/optim/device_step.h"
 #include "tp/framework/report/plots.h"
 #include "tp/framework/util/atomic_file.h"
 #include "tp/framework/util/short_number.h"
@@ -67,7 +69,7 @@ Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device devi
       epochs_(config.train.fast_dev_run ? 1 : config.train.epochs),
       precision_(config.amp.precision),
       budget_(config.train.fast_dev_run ? 0 : config.train.max_steps, config.train.max_time_seconds),
-      placement_(device, config.run.channels_last),
+      placement_(device, config.run.channels_last, config.data.device_prefetch),
       meters_(device, *collectives_, nan_checks(precision_, device.type(), config.train.nan_policy)),
       steps_(config, parts, model_state_, optim_, placement_, meters_, logger, *collectives_),
       events_(parts.callbacks),
@@ -83,10 +85,12 @@ Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device devi
     log_.warn("logging.tensorboard_images = true adds nothing: the images are plots/*.png, so it needs "
               "logging.tensorboard = true and plots.enabled = true.");
   // Every switch is set explicitly, on or off; the effective values are recorded next to config.toml.
-  apply_run_switches(config_, device_, precision_, world_size_, log_,
-                     writes_ ? run_dir_ / "runtime.toml" : std::filesystem::path(), provenance_toml(provenance_));
+  runtime_toml_ = apply_run_switches(config_, device_, precision_, world_size_, log_,
+                                     writes_ ? run_dir_ / "runtime.toml" : std::filesystem::path(),
+                                     provenance_toml(provenance_));
   init_model();
   init_dist();
+  init_cuda_graphs();
   const TrainSection& t = config_.train;
   const bool overfit = t.overfit_batches > 0;
   LoaderOptions train_options = loader_options(config_, t.batch_size, LoaderMode::kTrain, rank_, world_size_, device_);
@@ -127,6 +131,33 @@ Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device devi
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::init_cuda_graphs() {
+  CudaGraphFacts facts;
+  facts.cuda_device = device_.is_cuda();
+  facts.cuda_build = TP_TORCH_DEVICE_BUILD == 2;
+  facts.world_size = world_size_;
+  facts.optimizer = config_.optim.name;
+  facts.device_step_optimizer = device_step(*optim_.optimizer) != nullptr;
+  facts.nan_policy = config_.train.nan_policy;
+  facts.on_oom = config_.train.on_oom;
+  facts.activation_checkpointing = config_.activation_checkpointing;
+  facts.model_id = parts_.model->id();
+  // Asked only when graphs are wanted: the plugin's answer may cost it some inspection.
+  if (config_.run.cuda_graphs != "off") facts.model_blocker = parts_.model->graph_capture_blocker();
+  facts.dataset_id = parts_.train_data->id();
+  facts.variable_fields = parts_.train_data->batch_layout().describe();
+  facts.cycles_momentum = config_.schedule.name == "one_cycle" && config_.schedule.cycle_momentum;
+  steps_.prepare_cuda_graphs(facts);
+  record_cuda_graph_state();
+}
+
+void Trainer::record_cuda_graph_state() {
+  std::optional<std::string> table = steps_.take_cuda_graph_report();
+  if (!table || !writes_ || runtime_toml_.empty()) return;
+  // runtime.toml is informational and rewritten whole (atomically) with the graph table last.
+  control_.rank0_write([&] { write_file_atomically(run_dir_ / "runtime.toml", runtime_toml_ + "\n" + *table); });
+}
 
 void Trainer::init_schedule() {
   // [schedule] is already the scheduler's options; only max_lr needs the optimizer. one_cycle

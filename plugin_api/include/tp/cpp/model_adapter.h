@@ -1,6 +1,7 @@
 // torchhost C++ helpers for Tier T plugin authors: a model as a C++ class, and the C shell
 // ("tp.model/1": create/destroy/to_device/set_training/visit_state/forward/set_batchnorm_frozen
-// and, when the class has them, set_activation_checkpointing and layer_depths) generated from it.
+// and, when the class has them, set_activation_checkpointing, layer_depths and
+// check_graph_capture) generated from it.
 //
 // The adapter keeps the state the host borrows (tp/cpp/model_state.h: collected after create and
 // after every to_device, integer buffers kept integer), wraps every call in TP_GUARD (PLG-7),
@@ -37,6 +38,13 @@
 //   std::vector<LayerDepth> layer_depths()  optional (ABI 1.4): the depth ordering of the
 //                                           parameters for optim.layer_decay; without it the
 //                                           entry is NULL and the host refuses layer_decay
+//   std::string graph_capture_blocker() const
+//                                           optional (ABI 1.8): "" when this instance's training
+//                                           step can be captured in a CUDA graph, else the reason
+//                                           in one sentence ("reads the number of boxes on the
+//                                           host"); without it the entry is NULL, which means
+//                                           capturable (PLG-18): declare it when the forward
+//                                           syncs, branches on values or uses its own streams
 //
 // set_batchnorm_frozen (ABI 1.4, `[model] freeze_bn_stats`) needs nothing from the class: the
 // adapter finds the BatchNorm layers of the state root (torch::nn::BatchNorm1d/2d/3d, or the
@@ -116,6 +124,14 @@ template <typename M, typename = void>
 struct HasLayerDepths : std::false_type {};
 template <typename M>
 struct HasLayerDepths<M, std::void_t<decltype(std::vector<LayerDepth>(std::declval<M&>().layer_depths()))>>
+    : std::true_type {};
+
+// Detected on M&, not const M&: a class that declared the blocker without `const` still has its
+// reason reported; ignoring it would silently call an uncapturable model capturable.
+template <typename M, typename = void>
+struct HasGraphCaptureBlocker : std::false_type {};
+template <typename M>
+struct HasGraphCaptureBlocker<M, std::void_t<decltype(std::string(std::declval<M&>().graph_capture_blocker()))>>
     : std::true_type {};
 
 /// Whether a module class or scripted type name is a batch-normalisation layer: LibTorch's
@@ -301,11 +317,20 @@ struct ModelAdapter {
     });
   }
 
+  static tp_status check_graph_capture(void* self) {
+    TP_GUARD(host_of(self), {
+      const std::string reason = instance(self).model->graph_capture_blocker();
+      if (!reason.empty()) throw Failure(TP_ERR_UNSUPPORTED, reason);
+      return TP_OK;
+    });
+  }
+
   static constexpr tp_model_v1_t table() {
     tp_model_v1_t t{sizeof(tp_model_v1_t), &create, &destroy, &to_device, &set_training, &visit_state, &forward,
                     nullptr, nullptr, &set_batchnorm_frozen};
     if constexpr (HasCheckpointing<M>::value) t.set_activation_checkpointing = &set_activation_checkpointing;
     if constexpr (HasLayerDepths<M>::value) t.layer_depths = &layer_depths;
+    if constexpr (HasGraphCaptureBlocker<M>::value) t.check_graph_capture = &check_graph_capture;
     return t;
   }
 };

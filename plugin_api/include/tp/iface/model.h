@@ -10,7 +10,7 @@
  * A checkpoint therefore never depends on how the plugin stores its state.
  *
  * Lifecycle: create -> to_device -> visit_state -> [set_activation_checkpointing,
- * layer_depths, set_batchnorm_frozen] ->
+ * layer_depths, set_batchnorm_frozen] -> [check_graph_capture] ->
  * (set_training, forward)... -> destroy.
  *
  * Activation checkpointing (@since 1.1): a model may declare blocks whose forward it can run again
@@ -26,6 +26,11 @@
  *    for `[model] freeze_bn_stats = true`.
  * tp/cpp/model_adapter.h implements set_batchnorm_frozen for every torch::nn / TorchScript model
  * and layer_depths for a class that declares one.
+ *
+ * CUDA graphs (@since 1.8): with `run.cuda_graphs` the host may capture the whole training step
+ * (forward, loss, backward, optimizer) as one CUDA graph and replay it; a replay re-runs the
+ * recorded kernels on new input values and runs no host code of the model. A model whose forward
+ * cannot be recorded that way says so through check_graph_capture; NULL means it can (PLG-18).
  *
  * Rationale (C++ default member initializers on the optional members): Tier T plugins are
  * C++ and usually initialise this table positionally, as the template does. Without the default,
@@ -128,6 +133,22 @@ typedef struct tp_model_v1_t {
    *  true and the model has no batch-normalisation layer; switching off never fails (PLG-16).
    *  @since 1.4 */
   tp_status (*set_batchnorm_frozen)(void *self, bool frozen)
+#if defined(__cplusplus) && __cplusplus >= 201402L
+      = nullptr
+#endif
+      ;
+
+  /** [main & !training step] Optional: NULL means the model's training forward and backward can
+   *  be captured in a CUDA graph and replayed: it follows PLG-11 (never synchronises the device)
+   *  and its kernels, their launch parameters and the shapes they produce depend only on the
+   *  shapes of its inputs, not on their values. Otherwise returns TP_OK when this instance can be
+   *  captured, or TP_ERR_UNSUPPORTED with a one-sentence reason through host->fail (for example
+   *  "reads the number of boxes on the host"); the host then refuses `run.cuda_graphs = "on"`
+   *  naming the component and that reason, and `"auto"` trains eagerly. Other uncapturable forwards:
+   *  data-dependent shapes or control flow, work on CUDA streams of its own, generators of its
+   *  own (PLG-18). Called once before training, after to_device and set_activation_checkpointing.
+   *  @since 1.8 */
+  tp_status (*check_graph_capture)(void *self)
 #if defined(__cplusplus) && __cplusplus >= 201402L
       = nullptr
 #endif

@@ -9,7 +9,8 @@
 //
 // The scale, growth tracker and inf flags are tensors on the gradients' device and the update runs
 // on that device with LibTorch's own kernels (_amp_foreach_non_finite_check_and_unscale_,
-// _amp_update_scale_), so the only host synchronisation per step is step() reading the inf flag.
+// _amp_update_scale_), so the only host synchronisation per step is step() reading the inf flag,
+// and none with an optimizer that skips on the device (device_skip_flag()).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -110,10 +111,22 @@ class GradScaler {
   /// Disabled: optimizer.step(), returns true. Cost: one device-to-host sync (the inf flag).
   bool step(torch::optim::Optimizer& optimizer);
 
+  /// For an optimizer whose update skips on the device (DeviceStepOptimizer, optim/device_step.h):
+  /// unscales if unscale() was not called this step, counts the optimizer as stepped (update()
+  /// follows as usual) and returns the step's inf flag, a float32 scalar on the scale's device
+  /// holding 1 when a gradient was inf/NaN, to pass to DeviceStepOptimizer::step_on_device. The
+  /// same decision step() makes, without its host read: capturable in a CUDA graph. Throws like
+  /// step(). Disabled: returns an undefined tensor (nothing to skip).
+  at::Tensor device_skip_flag(torch::optim::Optimizer& optimizer);
+
   /// Updates the scale from every optimizer's inf flags of this step (backoff on overflow, growth
   /// after growth_interval finite steps) and starts the next step. Throws tp::Error if no
   /// optimizer was unscaled/stepped since the last update(). Disabled: no-op. No host sync.
   void update();
+
+  /// Forgets this step's unscale()/step() bookkeeping without touching the scale: for a step
+  /// abandoned before its update() (a CUDA graph capture that failed, whose work never ran).
+  void discard_step() noexcept { per_optimizer_.clear(); }
 
   /// Sets the scale to `new_scale` instead of the dynamic rule (PyTorch's update(new_scale)),
   /// and starts the next step. Disabled: no-op.
@@ -147,6 +160,9 @@ class GradScaler {
 
   /* Helpers */
   void check_initialized(const char* function) const;
+  /// step()'s and device_skip_flag()'s common part: unscales if needed, marks the optimizer
+  /// stepped and returns its inf flags summed over devices (no host read).
+  at::Tensor take_step_flag(torch::optim::Optimizer& optimizer, const char* function);
   std::vector<std::pair<c10::Device, at::Tensor>> unscale_grads(torch::optim::Optimizer& optimizer,
                                                                 const at::Tensor& inv_scale);
 

@@ -40,6 +40,8 @@ struct RunSection {
   bool channels_last;     ///< model and 4-D inputs in channels-last memory format
   bool cudnn_benchmark;   ///< cuDNN autotuning per shape (never with deterministic)
   bool tf32;              ///< TF32 tensor cores for fp32 matmul/convolution on CUDA
+  std::string cuda_graphs; ///< "off" | "on" | "auto": capture the training step in a CUDA graph (docs/cuda_graphs.md)
+  std::string sync_debug;  ///< "off" | "warn" | "error": a host sync inside a non-logging CUDA step warns or fails
   bool operator==(const RunSection&) const = default; ///< field-wise
 };
 
@@ -111,6 +113,7 @@ struct OptimSection {
 struct DataSection {
   int64_t num_workers;  ///< loader threads
   int64_t prefetch;     ///< batches queued ahead
+  bool device_prefetch; ///< CUDA: each batch goes to the device on a copy stream, overlapping the step before
   bool shuffle;         ///< training order shuffled per epoch (seeded)
   bool val_from_train;  ///< without [data.val], build "val" from the [data.train] component
   bool test_from_train; ///< without [data.test], build "test" from the [data.train] component

@@ -5,6 +5,7 @@
 
 #include <c10/core/Device.h>
 
+#include <memory>
 #include <vector>
 
 #include "tp/framework/data/sample_source.h"
@@ -13,14 +14,21 @@
 namespace tp {
 
 class ModelProxy;
+class CopyStream;
 
 class BatchPlacement {
  public:
   /// `channels_last` (run.channels_last): 4-D floating fields are made channels-last.
-  BatchPlacement(c10::Device device, bool channels_last) : device_(device), channels_last_(channels_last) {}
+  /// `copy_stream` (data.device_prefetch, CUDA only): batches are copied on a stream of their own.
+  BatchPlacement(c10::Device device, bool channels_last, bool copy_stream = false);
+  ~BatchPlacement();
+  BatchPlacement(BatchPlacement&&) noexcept;
+  BatchPlacement& operator=(BatchPlacement&&) noexcept;
 
   /// [main] `batch` on the device. From pinned host memory (the loader pins on CUDA) the copy is
-  /// asynchronous (non_blocking); on the CPU nothing is copied.
+  /// asynchronous (non_blocking); with a copy stream it runs there, overlapping the work already
+  /// queued on the current stream, which waits for it (an event, no host sync) before the
+  /// batch's first use. On the CPU nothing is copied.
   NamedTensors to_device(NamedTensors batch) const;
   /// [main] Moves `model` to the device in float32 and, with channels_last, makes its 4-D
   /// tensors channels-last in place (what module.to(memory_format=torch.channels_last) does), so
@@ -28,10 +36,13 @@ class BatchPlacement {
   /// before are not).
   std::vector<StateTensor> place_model(ModelProxy& model) const;
   c10::Device device() const noexcept { return device_; }
+  /// Whether batches travel on a copy stream of their own.
+  bool copy_stream() const noexcept { return copy_stream_ != nullptr; }
 
  private:
   c10::Device device_;
   bool channels_last_;
+  std::unique_ptr<CopyStream> copy_stream_;
 };
 
 }  // namespace tp

@@ -16,8 +16,9 @@ namespace tp {
 /// [main] Sets cuDNN autotuning (off under run.deterministic, with a warning) and TF32 on the
 /// global context. With a non-empty `runtime_toml` also writes the effective settings there
 /// (device, precision, world size, threads, switches, LibTorch version; informational), followed
-/// by `provenance` (TOML text, engine/provenance.h).
-void apply_run_switches(const RunConfig& config, c10::Device device, Precision precision, int world_size,
+/// by `provenance` (TOML text, engine/provenance.h), and returns that text (the trainer appends
+/// what it learns later, such as run.cuda_graphs' choice, and writes the file again).
+std::string apply_run_switches(const RunConfig& config, c10::Device device, Precision precision, int world_size,
                         Logger& log, const std::filesystem::path& runtime_toml, const std::string& provenance = "");
 
 }  // namespace tp

@@ -1,9 +1,11 @@
 // One optimizer step, whole (ARCH-15): the accumulation window's micro-batches (fetch, forward
 // under autocast, the window's exact loss normalisation, the non-finite-loss policy, backward
-// with the data-parallel gradient all-reduce), the ranks' one agreement, the update (unscale,
-// clip, step; the fp16 grad scaler), then what advances with every step: the schedule, the step
-// count and the EMA of the weights. The loop (train_loop.cpp) calls optimizer_step() once per
-// step and reads one StepOutcome; these two files are the training step (docs/engine.md).
+// with the data-parallel gradient all-reduce), the ranks' one agreement, the update
+// (ParameterUpdate: unscale, clip, step; the fp16 grad scaler), then what advances with every
+// step: the schedule, the step count and the EMA of the weights. With run.cuda_graphs the same
+// phases are captured once in a CUDA graph and replayed (docs/cuda_graphs.md). The loop
+// (train_loop.cpp) calls optimizer_step() once per step and reads one StepOutcome; these two
+// files are the training step (docs/engine.md).
 #pragma once
 
 #include <c10/core/Device.h>
@@ -20,7 +22,9 @@
 #include "tp/framework/amp/precision.h"
 #include "tp/framework/config/run_config.h"
 #include "tp/framework/engine/batch_placement.h"
+#include "tp/framework/engine/cuda_graph_policy.h"
 #include "tp/framework/engine/finite_weights.h"
+#include "tp/framework/engine/parameter_update.h"
 #include "tp/framework/engine/run_control.h"
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/engine/train_meters.h"
@@ -33,6 +37,7 @@ namespace tp {
 
 class Collectives;
 class GradientReducer;
+class StepCapture;
 struct CheckpointContents;
 struct LoadedCheckpoint;
 
@@ -59,17 +64,6 @@ struct MicroBatch {
 /// Fetches the next micro-batch of the epoch (nothing: the loader ran dry).
 using MicroBatchFeed = std::function<std::optional<MicroBatch>()>;
 
-/// What a logging step records about the updates since the previous one (history keys in
-/// brackets); the same on every rank (gradients are all-reduced).
-struct UpdateStats {
-  double grad_norm = std::numeric_limits<double>::quiet_NaN(); ///< [train/grad_norm] the logged step's global
-                                                                  ///< gradient norm before clipping (NaN: none measured)
-  double clipped_fraction = 0;  ///< [train/clipped_fraction] steps whose norm exceeded train.max_grad_norm
-  bool scaler_enabled = false;  ///< fp16: the two amp/* values below are meaningful
-  double scale = 0;             ///< [amp/scale] the fp16 grad scaler's scale
-  int64_t scaler_skipped = 0;   ///< [amp/skipped_steps] steps the fp16 scaler skipped, whole run
-};
-
 /// What one optimizer step did.
 struct StepOutcome {
   int64_t micro_batches = 0; ///< micro-batches fetched and trained
@@ -85,7 +79,8 @@ struct StepOutcome {
 class StepRunner {
  public:
   /// Every reference must outlive the runner; `optim` and `model_state` may still be empty here
-  /// (the Trainer fills them, then calls build_gradient_reducer(), before the first step).
+  /// (the Trainer fills them, then calls build_gradient_reducer() and prepare_cuda_graphs(),
+  /// before the first step).
   StepRunner(const RunConfig& config, RunComponents& parts, const std::vector<StateTensor>& model_state,
              BuiltOptimizer& optim, const BatchPlacement& placement, TrainMeters& meters, Logger& log,
              Collectives& collectives);
@@ -95,16 +90,23 @@ class StepRunner {
 
   /// [all ranks] (Re)builds the gradient all-reduce over the model's trainable parameters (a
   /// collective shape check under data-parallel training) and logs its buckets. Call once the
-  /// model is placed, and again when frozen groups join.
+  /// model is placed, and again when frozen groups join (a captured step is then captured anew).
   void build_gradient_reducer();
+  /// [main] run.cuda_graphs: decides from `facts` whether steps may be captured (throws
+  /// ConfigError under "on" when they cannot, cuda_graph_policy.h) and, when they may, moves this
+  /// thread's work on the device to the capture's stream. Call once, after the model and the
+  /// optimizer are built and before anything else runs on the device.
+  void prepare_cuda_graphs(const CudaGraphFacts& facts);
   /// [all ranks] One optimizer step over an accumulation window of `window_length` micro-batches
   /// taken from `next` (epoch `epoch`, 0-based): trains each, agrees with the other ranks once
   /// (item count, non-finite loss, `control`'s flags: one collective, fused with the logging
   /// window's loss sums on logging steps), updates the weights unless the window was poisoned
   /// (nan_policy = "skip") or had no item, then steps the active schedule, counts the step and
   /// updates the EMA. An empty micro-batch (every sample skipped) still joins the window's
-  /// all-reduce. Throws tp::Error for a non-finite loss under nan_policy = "stop" (data-parallel:
-  /// on every rank at once) and for an out-of-memory error it cannot split (train.on_oom).
+  /// all-reduce. Under run.cuda_graphs the window's device work may be one graph replay, with the
+  /// same numbers. Throws tp::Error for a non-finite loss under nan_policy = "stop"
+  /// (data-parallel: on every rank at once) and for an out-of-memory error it cannot split
+  /// (train.on_oom).
   StepOutcome optimizer_step(const MicroBatchFeed& next, int64_t window_length, int64_t epoch, RunControl& control);
 
   /* What advances with every optimizer step */
@@ -112,7 +114,6 @@ class StepRunner {
   int64_t step() const noexcept { return step_; }
   /// The [schedule] (stepped after every optimizer step until SWALR takes over).
   void set_schedule(std::unique_ptr<LrScheduler> schedule) { schedule_ = std::move(schedule); }
-  LrScheduler& schedule() noexcept { return *schedule_; }
   /// [swa] SWALR from swa.start_epoch on: it owns the lr from then (stepped per epoch by the
   /// trainer), and the [schedule] stops advancing.
   void start_swa_schedule(std::unique_ptr<LrScheduler> swa_schedule) { swa_schedule_ = std::move(swa_schedule); }
@@ -124,31 +125,46 @@ class StepRunner {
   WeightAverage* ema() noexcept { return ema_.get(); }
   const WeightAverage* ema() const noexcept { return ema_.get(); }
 
-  Precision precision() const noexcept { return precision_; }
   /// The fp16 grad scaler (disabled otherwise).
-  GradScaler& scaler() noexcept { return scaler_; }
-  const GradScaler& scaler() const noexcept { return scaler_; }
+  GradScaler& scaler() noexcept { return update_.scaler(); }
+  const GradScaler& scaler() const noexcept { return update_.scaler(); }
   /// Optimizer steps skipped for a non-finite loss (nan_policy = "skip").
   int64_t skipped_steps() const noexcept { return skipped_steps_; }
-  /// Optimizer steps the fp16 grad scaler skipped (inf/NaN gradients), this process's run.
-  int64_t scaler_skipped_steps() const noexcept { return scaler_skipped_; }
+  /// Optimizer steps the fp16 grad scaler skipped (inf/NaN gradients), this process's run. A host
+  /// read on CUDA (the fused optimizers count skips on the device).
+  int64_t scaler_skipped_steps() const { return update_.scaler_skipped_steps(); }
   /// Whether the weights are finite after the last update, and the first step whose update left
   /// them non-finite (finite_weights.h).
   const FiniteWeightsWatch& weights_watch() const noexcept { return weights_watch_; }
-  /// Pieces each micro-batch is cut into (train.on_oom = "split" doubles it after an
-  /// out-of-memory error; 1 otherwise).
-  int64_t micro_batch_splits() const noexcept { return splits_; }
+  /// runtime.toml's [cuda_graphs] table when it changed since the last call (at start-up, after
+  /// a capture, after "auto" chose); nothing otherwise.
+  std::optional<std::string> take_cuda_graph_report();
 
   /// Checkpoint: the step count, the grad scaler, the micro-batch splits, the schedules, the EMA.
   void save_state(CheckpointContents& into) const;
   /// Resume: the same, from `from`. Throws tp::Error for splits < 1 or an EMA that does not fit.
   void load_state(const LoadedCheckpoint& from);
 
-
  private:
-  /* Phases of optimizer_step */
-  /// 1-3 for one micro-batch: place it, run the batch transforms, forward and backward.
-  void train_micro_batch(NamedTensors& cpu_batch, const AccumulationWindow& window, const StepPosition& at);
+  /* The step, eager or graphed */
+  /// 1-5 with each micro-batch fetched, placed and trained in turn.
+  StepOutcome eager_step(const MicroBatchFeed& next, int64_t window_length, int64_t epoch, RunControl& control);
+  /// 1-5 under run.cuda_graphs: the window fetched and placed first, then trained eagerly (the
+  /// warm-up, a window a graph cannot replay), captured, or replayed.
+  StepOutcome graphed_step(const MicroBatchFeed& next, int64_t window_length, int64_t epoch, RunControl& control);
+  /// 2-5 of a window already on the device, as device work only: the body a graph captures.
+  void train_window_on_device(const std::vector<NamedTensors>& window, const std::vector<int64_t>& next_indices,
+                              const StepPosition& at);
+  /// 6. What advances with every step, on the host: schedule, step count, weights watch, EMA,
+  /// and on logging steps the update statistics.
+  void finish_step(StepOutcome& outcome);
+
+  /* Phases of a step */
+  /// 1. A fetched micro-batch on the device, through the batch transforms (at.batch: the index
+  /// of the batch after it).
+  NamedTensors place(NamedTensors cpu_batch, const StepPosition& at);
+  /// 2-3 for one micro-batch already placed (empty: every sample was skipped).
+  void train_placed(const NamedTensors& batch, const AccumulationWindow& window, const StepPosition& at);
   void begin_micro_batch(const AccumulationWindow& window, int64_t step);
   /// 2-3 for each piece of the placed micro-batch (the whole batch unless it was split).
   void train_pieces(const NamedTensors& batch, const AccumulationWindow& window, const StepPosition& at);
@@ -168,17 +184,15 @@ class StepRunner {
   /// Data-parallel: after some rank split this window, every rank takes the largest split.
   void agree_on_splits();
   void join_all_reduce(const AccumulationWindow& window);
+  /// 4-5 once per window, timed as the optimizer phase: the agreement, then the update or skip.
+  void close_window(uint32_t control_flags, const StepPosition& at, StepOutcome& outcome);
   /// 4. The window's one collective: `control_flags` and the step's own flags ORed over ranks,
   /// the item count (and on a logging step the meters' window sums) summed. Returns the flags.
   uint32_t agree_on_window(uint32_t control_flags, const StepPosition& at);
   /// 5. Update, or skip a poisoned or empty window.
   bool update_or_skip(const StepPosition& at);
+  /// 5. The update with this window's gradient correction (ParameterUpdate::apply).
   void update();
-  /// 6. The logging window's update statistics (a host sync); restarts the window.
-  UpdateStats read_update_stats();
-  /// 4b. The global gradient norm of `grads` (torch.nn.utils.clip_grad_norm_'s, foreach), clipped
-  /// to train.max_grad_norm when that is set. No host sync: the norm stays on the device.
-  void clip_by_norm(const std::vector<at::Tensor>& grads);
   /// dist.broadcast_buffers: rank 0's buffers (BatchNorm statistics) to all ranks, before a
   /// window's first forward, as Python's DDP does. Nothing for a model without buffers.
   void sync_buffers();
@@ -193,7 +207,9 @@ class StepRunner {
   Collectives& collectives_;
   std::unique_ptr<GradientReducer> reducer_; ///< build_gradient_reducer(); does nothing for a single process
   Precision precision_;
-  GradScaler scaler_;
+  ParameterUpdate update_;       ///< 5: the update and its statistics; owns the fp16 scaler
+  std::unique_ptr<StepCapture> capture_; ///< run.cuda_graphs when allowed; null: every step eager
+  std::optional<std::string> graph_report_; ///< runtime.toml's [cuda_graphs] table, not yet taken
   at::Tensor window_estimate_, window_items_; ///< loss normaliser of the current window, on device
   at::Tensor correction_;        ///< data-parallel: the window's gradient correction (agree_on_window)
   int64_t step_ = 0;             ///< optimizer steps taken
@@ -208,13 +224,9 @@ class StepRunner {
   const char* piece_phase_ = "forward"; ///< where the current piece is, for an out-of-memory report
   bool window_poisoned_ = false; ///< this window saw a non-finite loss
   bool window_empty_ = false;    ///< no item in the window on any rank: no update
-  int64_t skipped_steps_ = 0;
-  /* Update statistics of the logging window (read_update_stats) */
   bool log_window_ = false;      ///< this window's step is a logging step: measure its gradient norm
-  at::Tensor grad_norm_;         ///< the last measured norm, on the device
-  at::Tensor clipped_steps_;     ///< steps of the logging window whose norm exceeded max_grad_norm
-  int64_t clip_checked_steps_ = 0;
-  int64_t scaler_skipped_ = 0;
+  bool capturing_ = false;       ///< the phases run under a graph capture: device work only, no timing
+  int64_t skipped_steps_ = 0;
 };
 
 }  // namespace tp

@@ -132,6 +132,11 @@ class Trainer {
   void init_dist();
   /// [ema], [swa]: the averaged copies of the weights, evaluated after the live ones.
   void init_averages();
+  /// run.cuda_graphs: the facts the decision reads (cuda_graph_policy.h); "on" that cannot apply
+  /// throws ConfigError here, at start-up.
+  void init_cuda_graphs();
+  /// runtime.toml again with run.cuda_graphs' table, when the step runner's choice changed.
+  void record_cuda_graph_state();
   /* Stochastic weight averaging (trainer_swa.cpp) */
   /// At an epoch's start: from swa.start_epoch on, SWALR replaces the schedule.
   void begin_swa_epoch(int64_t epoch);
@@ -214,6 +219,7 @@ class Trainer {
   Progress progress_;
   CheckpointManager checkpoints_;
   Provenance provenance_; ///< what made this run: runtime.toml, every checkpoint, --resume's check
+  std::string runtime_toml_; ///< runtime.toml as written at start-up (rank 0 writing; else empty)
   LoopPosition position_;
 };
 

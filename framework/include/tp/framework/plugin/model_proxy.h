@@ -62,6 +62,20 @@ class ModelProxy : public PluginInstance {
   /// the entry does nothing.
   void set_batchnorm_frozen(bool frozen);
 
+  /// Why the model's training step cannot be captured in a CUDA graph, for `run.cuda_graphs`
+  /// (tp_model_v1_t.check_graph_capture, ABI 1.8): "" when the model can be captured
+  /// (check_graph_capture is NULL, missing from an older plugin's table, or returned TP_OK);
+  /// otherwise the plugin's reason, one sentence such as "reads the number of boxes on the host"
+  /// ("(the plugin gave no message)" when it answered TP_ERR_UNSUPPORTED without one). Call once
+  /// before training, after to_device and set_activation_checkpointing (the switch may change
+  /// what the forward does). Throws PluginError when the plugin fails with any other status. [main]
+  ///
+  /// Example:
+  ///   const std::string blocker = model.graph_capture_blocker();
+  ///   if (!blocker.empty() && cuda_graphs == "on")
+  ///     throw ConfigError("run.cuda_graphs", "... '" + model.id() + "' cannot be captured: " + blocker);
+  std::string graph_capture_blocker();
+
  private:
   tp_model_v1_t table_{};
   uint32_t table_size_ = 0; ///< the plugin's struct_size: which ABI minor's table it wrote

@@ -1,0 +1,115 @@
+// Phase 5 of the training step in its sub-phases (5a-5d), the same calls eager and captured.
+#include "tp/framework/engine/parameter_update.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/optimizer.h>
+
+#include <limits>
+#include <vector>
+
+#include "tp/framework/amp/precision.h"
+#include "tp/framework/optim/device_step.h"
+
+namespace tp {
+
+ParameterUpdate::ParameterUpdate(const TrainSection& train, const AmpSection& amp, BuiltOptimizer& optim,
+                                 c10::Device device)
+    : train_(train),
+      optim_(optim),
+      scaler_(GradScalerOptions()
+                  .init_scale(amp.init_scale)
+                  .growth_factor(amp.growth_factor)
+                  .backoff_factor(amp.backoff_factor)
+                  .growth_interval(amp.growth_interval)
+                  .enabled(needs_grad_scaler(amp.precision))) {
+  const auto options = at::TensorOptions().dtype(at::kFloat).device(device);
+  grad_norm_ = at::full({}, std::numeric_limits<double>::quiet_NaN(), options);
+  clipped_steps_ = at::zeros({}, options);
+  clip_checks_ = at::zeros({}, options);
+  device_skipped_ = at::zeros({}, options);
+}
+
+void ParameterUpdate::stage() {
+  if (DeviceStepOptimizer* device = device_step(*optim_.optimizer)) device->stage_learning_rates();
+}
+
+bool ParameterUpdate::device_only() const {
+  const DeviceStepOptimizer* device = device_step(*optim_.optimizer);
+  return device != nullptr && !(scaler_.is_enabled() && device->starts_state());
+}
+
+void ParameterUpdate::apply(const at::Tensor& correction, bool measure_norm) {
+  // torch::nn::utils::clip_grad_* take the parameters (they clip each one's .grad()), the
+  // foreach calls below take the gradients themselves.
+  std::vector<at::Tensor> params, grads;
+  for (const auto& group : optim_.optimizer->param_groups())
+    for (const auto& p : group.params())
+      if (p.grad().defined()) {
+        params.push_back(p);
+        grads.push_back(p.grad());
+      }
+  // 5a. The window's exact normalisation (StepRunner::normalised_loss).
+  if (correction.defined() && !grads.empty()) at::_foreach_mul_(grads, correction.to(grads.front().scalar_type()));
+  // 5b. Clip once, after unscaling, right before the step (ARCH-9); the norm is also measured
+  //     for train/grad_norm where asked.
+  if (train_.max_grad_norm > 0 || train_.clip_value > 0 || measure_norm) {
+    scaler_.unscale(*optim_.optimizer);
+    if ((train_.max_grad_norm > 0 || measure_norm) && !grads.empty()) clip_by_norm(grads);
+    if (train_.clip_value > 0) torch::nn::utils::clip_grad_value_(params, train_.clip_value);
+  }
+  // 5c. Step. fp16: an overflow skips it and the scaler backs off, decided on the device by the
+  //     fused kernels, else on the host (the loops; an SGD momentum buffer's first step).
+  if (device_only()) {
+    const at::Tensor skip = scaler_.device_skip_flag(*optim_.optimizer);
+    device_step(*optim_.optimizer)->step_on_device(skip);
+    if (skip.defined()) device_skipped_.add_(skip.to(device_skipped_.device()));
+  } else if (!scaler_.step(*optim_.optimizer)) {
+    ++host_skipped_;
+  }
+  scaler_.update();
+  // 5d. Gradients to none: frees them and skips a memset (the next backward writes them anew).
+  optim_.optimizer->zero_grad(/*set_to_none=*/true);
+}
+
+void ParameterUpdate::clip_by_norm(const std::vector<at::Tensor>& grads) {
+  // torch.nn.utils.clip_grad_norm_ (foreach): the norm of the per-tensor norms, then one
+  // clamped coefficient for every gradient. Unlike LibTorch's clip_grad_norm_ it returns no
+  // double, so CUDA runs do not wait for the device here every step.
+  const double norm_type = train_.grad_norm_type;
+  std::vector<at::Tensor> norms = at::_foreach_norm(grads, norm_type);
+  for (auto& n : norms) n = n.to(grads.front().device(), at::kFloat);
+  const at::Tensor norm = at::linalg_vector_norm(at::stack(norms), norm_type);
+  grad_norm_.copy_(norm);
+  const double max_norm = train_.max_grad_norm;
+  if (max_norm <= 0) return;
+  const at::Tensor coefficient = (max_norm / (norm + 1e-6)).clamp_max(1.0);
+  at::_foreach_mul_(grads, coefficient);
+  clipped_steps_.add_((norm > max_norm).to(at::kFloat));
+  clip_checks_.add_(1);
+}
+
+UpdateStats ParameterUpdate::read_stats() {
+  UpdateStats stats;
+  stats.scaler_enabled = scaler_.is_enabled();
+  // One host read of the window's figures (a sync, at logging steps only).
+  const at::Tensor host = at::stack({grad_norm_, clipped_steps_, clip_checks_}).to(at::kCPU, at::kDouble);
+  const double* values = host.const_data_ptr<double>();
+  stats.grad_norm = values[0];
+  if (values[2] > 0) stats.clipped_fraction = values[1] / values[2];
+  if (scaler_.is_enabled()) {
+    stats.scale = scaler_.get_scale();
+    stats.scaler_skipped = scaler_skipped_steps();
+  }
+  grad_norm_.fill_(std::numeric_limits<double>::quiet_NaN());
+  clipped_steps_.zero_();
+  clip_checks_.zero_();
+  return stats;
+}
+
+int64_t ParameterUpdate::scaler_skipped_steps() const {
+  if (!scaler_.is_enabled()) return 0;
+  return host_skipped_ + static_cast<int64_t>(device_skipped_.item<float>());
+}
+
+}  // namespace tp
