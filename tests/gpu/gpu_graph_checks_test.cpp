@@ -75,7 +75,8 @@ TEST_CASE("\"auto\" times eager and graphed steps and keeps the faster") {
   CHECK(tp::gpu_test::toml_bool(runtime, "cuda_graphs.graphed") == (graph_ms < eager_ms));
   // small_cnn at batch 64 is launch-bound: a graph removes most of the step's host time.
   CHECK(graph_ms < eager_ms);
-  MESSAGE("auto: eager " << eager_ms << " ms/step, graphed " << graph_ms << " ms/step");
+  MESSAGE("gpu figure: gpu_graph_auto: small_cnn bf16 batch 64, eager " << eager_ms << " ms/step, graphed " << graph_ms
+                                                                         << " ms/step (runtime.toml, whole steps)");
 }
 
 TEST_CASE("torch::optim::Adam replays wrong under capture; the fused update replays exactly with a changing lr") {
@@ -155,7 +156,8 @@ TEST_CASE("torch::optim::Adam replays wrong under capture; the fused update repl
       side.synchronize();
     }
     const double difference = ((w.detach() - eager_w.detach()).abs().max() / eager_w.detach().abs().max()).item<double>();
-    MESSAGE((fused ? "fused" : "torch::optim::Adam") << " captured vs eager: max relative difference " << difference);
+    MESSAGE("gpu figure: gpu_graph_captured_adam: " << std::string(fused ? "the fused update" : "torch::optim::Adam")
+                                                   << " replayed 20 times vs eager: max relative difference " << difference);
     if (fused) {
       CHECK(difference == 0.0); // the same kernels, the lr and step counts read on the device
     } else {
