@@ -19,6 +19,7 @@
 
 #include "tp/framework/optim/device_step.h"
 #include "tp/framework/optim/optimizer_factory.h"
+#include "unit/optim/optimizer_test_util.h"
 #endif
 
 #include "gpu/gpu_helpers.h"
@@ -100,19 +101,9 @@ TEST_CASE("torch::optim::Adam replays wrong under capture; the fused update repl
     // Eager reference.
     at::Tensor eager_w = init.clone().requires_grad_();
     std::vector<tp::StateTensor> eager_state{{"w", eager_w, false}};
-    tp::OptimSection o;
-    o.name = "adam";
+    tp::OptimSection o = tp::test::optim_section("adam", fused ? "fused" : "for_loop");
     o.lr = lr_at(0);
     o.weight_decay = 0.0;
-    o.momentum = 0.0;
-    o.nesterov = false;
-    o.betas = {0.9, 0.999};
-    o.eps = 1e-8;
-    o.amsgrad = false;
-    o.alpha = 0.99;
-    o.centered = false;
-    o.implementation = fused ? "fused" : "for_loop";
-    o.layer_decay = 1.0;
     tp::BuiltOptimizer eager_opt = tp::make_optimizer(o, eager_state);
     for (int s = 0; s < kWarmup + kReplays; ++s) {
       eager_opt.optimizer->param_groups()[0].options().set_lr(lr_at(s));

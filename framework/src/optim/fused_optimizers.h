@@ -18,7 +18,8 @@
 //
 // What it costs: a layout fix-up copy only for state tensors whose layout differs from the
 // parameter's (state loaded from a checkpoint for a channels-last parameter, once), one lr fill
-// per group and step on CUDA. Private to the optimizer factory.
+// per group and step on CUDA, one host read of Adam's counts per save. The SGD is
+// fused_optimizers.cpp's, Adam and AdamW fused_adam.cpp's. Private to the optimizer factory.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -72,8 +73,9 @@ class FusedAdamSteps : public DeviceStepOptimizer {
   void forbid_new_state(bool forbid) override { forbid_new_state_ = forbid; }
 
  protected:
-  /// The device step count of `param`, made from the state object's count on first use.
-  at::Tensor& device_step_of(const at::Tensor& param, int64_t host_step);
+  /// The device step count of `param`, made from the state object's count on first use
+  /// (`optimizer` names the class in the error for state started under a capture).
+  at::Tensor& device_step_of(const at::Tensor& param, int64_t host_step, const char* optimizer);
   /// Writes the device step counts back into the state objects (a host read; before save()).
   void sync_host_steps(torch::optim::Optimizer& optimizer) const;
   /// After load(): the counts come from the loaded state objects again.
@@ -94,8 +96,9 @@ class FusedAdam : public torch::optim::Adam, public FusedAdamSteps {
   torch::Tensor step(LossClosure closure = nullptr) override;
   void stage_learning_rates() override { lrs_.stage(*this); }
   void step_on_device(const at::Tensor& found_inf) override;
-  /// The base class's archive, after the device step counts are read back into it.
+  /// The base class's archive, after the device step counts are read back into it (a host read).
   void save(torch::serialize::OutputArchive& archive) const override;
+  /// The base class's load; the device step counts are made again from the loaded ones.
   void load(torch::serialize::InputArchive& archive) override;
 };
 
@@ -107,7 +110,9 @@ class FusedAdamW : public torch::optim::AdamW, public FusedAdamSteps {
   torch::Tensor step(LossClosure closure = nullptr) override;
   void stage_learning_rates() override { lrs_.stage(*this); }
   void step_on_device(const at::Tensor& found_inf) override;
+  /// As FusedAdam's.
   void save(torch::serialize::OutputArchive& archive) const override;
+  /// As FusedAdam's.
   void load(torch::serialize::InputArchive& archive) override;
 };
 

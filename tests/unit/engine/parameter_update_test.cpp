@@ -12,25 +12,16 @@
 #include "tp/framework/amp/grad_scaler.h"
 #include "tp/framework/engine/parameter_update.h"
 #include "tp/framework/optim/optimizer_factory.h"
+#include "unit/optim/optimizer_test_util.h"
 
 #include "support/doctest_after_torch.h"
 
 namespace {
 
 tp::OptimSection fused_sgd_section() {
-  tp::OptimSection o;
-  o.name = "sgd";
+  tp::OptimSection o = tp::test::optim_section("sgd", "fused");
   o.lr = 0.05;
   o.weight_decay = 0.0;
-  o.momentum = 0.9;
-  o.nesterov = false;
-  o.betas = {0.9, 0.999};
-  o.eps = 1e-8;
-  o.amsgrad = false;
-  o.alpha = 0.99;
-  o.centered = false;
-  o.implementation = "fused";
-  o.layer_decay = 1.0;
   return o;
 }
 

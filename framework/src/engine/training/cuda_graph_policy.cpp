@@ -30,7 +30,7 @@ std::vector<CudaGraphRefusal> cuda_graph_refusals(const CudaGraphFacts& f) {
                    "optimizer " + f.optimizer +
                        (f.optimizer == "rmsprop" ? " has no fused kernel" : " runs its per-parameter loop") +
                        ", whose lr, step count and fp16 skip are host values a graph would bake in (torch::optim::Adam "
-                       "replays its first step's bias correction forever); graphs need the fused sgd, adam or adamw "
+                       "replays the captured step's bias correction forever); graphs need the fused sgd, adam or adamw "
                        "(optim.implementation = \"fused\" or \"auto\")"});
   if (f.nan_policy == "skip")
     out.push_back({"train.nan_policy", "train.nan_policy = \"skip\" reads every step's loss on the host to decide "
@@ -54,18 +54,22 @@ std::vector<CudaGraphRefusal> cuda_graph_refusals(const CudaGraphFacts& f) {
   return out;
 }
 
+std::string describe_refusals(const std::vector<CudaGraphRefusal>& refusals) {
+  std::string out;
+  for (std::size_t i = 0; i < refusals.size(); ++i)
+    out += (refusals.size() > 1 ? (i ? "; (" : "(") + std::to_string(i + 1) + ") " : std::string()) +
+           refusals[i].reason + " [" + refusals[i].key + "]";
+  return out;
+}
+
 bool cuda_graphs_allowed(CudaGraphMode mode, const CudaGraphFacts& facts) {
   if (mode == CudaGraphMode::kOff) return false;
   const std::vector<CudaGraphRefusal> refusals = cuda_graph_refusals(facts);
   if (refusals.empty()) return true;
   if (mode == CudaGraphMode::kAuto) return false;
   // Every reason at once, each with its key, so one edit of the config is enough.
-  std::string reasons;
-  for (std::size_t i = 0; i < refusals.size(); ++i)
-    reasons += (refusals.size() > 1 ? (i ? "; (" : "(") + std::to_string(i + 1) + ") " : std::string()) +
-               refusals[i].reason + " [" + refusals[i].key + "]";
   throw ConfigError(refusals.front().key,
-                    "run.cuda_graphs = \"on\" cannot capture this run's training step: " + reasons +
+                    "run.cuda_graphs = \"on\" cannot capture this run's training step: " + describe_refusals(refusals) +
                         ". Change the key in brackets, or set run.cuda_graphs = \"auto\" (graphs where they apply, "
                         "eager otherwise) or \"off\"; docs/cuda_graphs.md lists what is supported.");
 }

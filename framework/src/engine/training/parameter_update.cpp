@@ -39,6 +39,17 @@ bool ParameterUpdate::device_only() const {
   return device != nullptr && !(scaler_.is_enabled() && device->starts_state());
 }
 
+bool ParameterUpdate::host_decides_once() const {
+  return device_step(*optim_.optimizer) != nullptr && !device_only();
+}
+
+bool ParameterUpdate::gradients_clear() const {
+  for (const auto& group : optim_.optimizer->param_groups())
+    for (const auto& p : group.params())
+      if (p.grad().defined()) return false;
+  return true;
+}
+
 void ParameterUpdate::apply(const at::Tensor& correction, bool measure_norm) {
   // torch::nn::utils::clip_grad_* take the parameters (they clip each one's .grad()), the
   // foreach calls below take the gradients themselves.
@@ -67,8 +78,9 @@ void ParameterUpdate::apply(const at::Tensor& correction, bool measure_norm) {
   } else if (!scaler_.step(*optim_.optimizer)) {
     ++host_skipped_;
   }
+  // 5d. The scaler's backoff or growth, then gradients to none: frees them and skips a memset
+  //     (the next backward writes them anew).
   scaler_.update();
-  // 5d. Gradients to none: frees them and skips a memset (the next backward writes them anew).
   optim_.optimizer->zero_grad(/*set_to_none=*/true);
 }
 
@@ -92,14 +104,16 @@ void ParameterUpdate::clip_by_norm(const std::vector<at::Tensor>& grads) {
 UpdateStats ParameterUpdate::read_stats() {
   UpdateStats stats;
   stats.scaler_enabled = scaler_.is_enabled();
-  // One host read of the window's figures (a sync, at logging steps only).
-  const at::Tensor host = at::stack({grad_norm_, clipped_steps_, clip_checks_}).to(at::kCPU, at::kDouble);
+  // Logging steps only: one host read of the window's figures (a sync on CUDA), and under fp16 a
+  // second of the scaler's scale.
+  const at::Tensor host =
+      at::stack({grad_norm_, clipped_steps_, clip_checks_, device_skipped_}).to(at::kCPU, at::kDouble);
   const double* values = host.const_data_ptr<double>();
   stats.grad_norm = values[0];
   if (values[2] > 0) stats.clipped_fraction = values[1] / values[2];
   if (scaler_.is_enabled()) {
     stats.scale = scaler_.get_scale();
-    stats.scaler_skipped = scaler_skipped_steps();
+    stats.scaler_skipped = host_skipped_ + static_cast<int64_t>(values[3]);
   }
   grad_norm_.fill_(std::numeric_limits<double>::quiet_NaN());
   clipped_steps_.zero_();

@@ -1,6 +1,7 @@
 #include "step_capture.h"
 
 #include <ATen/ATen.h>
+#include <toml++/toml.h>
 
 #include <sstream>
 #include <utility>
@@ -76,7 +77,31 @@ StepCapture::Use StepCapture::use_for(const std::vector<NamedTensors>& window, b
     if (micro.empty()) return Use::kEager; // every sample skipped: no shape to replay
   if (graph_.captured()) return same_shapes(window, static_) ? Use::kReplay : Use::kEager;
   const int64_t before = kWarmupSteps + (mode_ == CudaGraphMode::kAuto && eager_ms_ == 0.0 ? kTimedSteps : 0);
-  return eager_steps_ >= before && update_ready ? Use::kCapture : Use::kEager;
+  if (eager_steps_ < before) return Use::kEager;
+  if (!host_sync_.empty()) {
+    const std::string why = "a warm-up step waited for the device inside the phases a graph would capture (\"" +
+                            host_sync_ + "\"): a host read of a tensor in the model or the loss (PLG-11), which a "
+                            "replay would skip";
+    if (mode_ == CudaGraphMode::kOn)
+      throw Error("run.cuda_graphs = \"on\": " + why + ". Set run.cuda_graphs = \"off\" (or \"auto\", which then "
+                  "trains eagerly); run.sync_debug = \"error\" with run.cuda_graphs = \"off\" stops at the call.");
+    give_up(why);
+    return Use::kEager;
+  }
+  if (!update_ready && !waiting_logged_) {
+    // fp16 with SGD momentum: the first momentum step is decided on the host, and overflowing
+    // early steps are skipped before it; the capture waits for it.
+    waiting_logged_ = true;
+    report("warming up until the update can run on the device alone (under fp16, SGD's first momentum update "
+           "is decided on the host once)");
+  }
+  return update_ready ? Use::kCapture : Use::kEager;
+}
+
+bool StepCapture::probing() const noexcept { return !disabled_ && !graph_.captured(); }
+
+void StepCapture::record_host_sync(const std::string& what) {
+  if (host_sync_.empty()) host_sync_ = what;
 }
 
 void StepCapture::eager_step_done() { ++eager_steps_; }
@@ -102,7 +127,7 @@ void StepCapture::give_up(const std::string& why) {
   static_.clear();
   disabled_ = true;
   log_.warn("run.cuda_graphs = \"auto\": " + why + "; training eagerly");
-  report("eager: the capture failed (" + why + ")");
+  report("eager: " + why);
 }
 
 void StepCapture::replay(const std::vector<NamedTensors>& window) {
@@ -127,25 +152,29 @@ bool StepCapture::audit_exempt() const noexcept {
 }
 
 std::string StepCapture::runtime_table() const {
-  std::ostringstream text;
-  text << "[cuda_graphs]\n"
-       << "mode = \"" << (mode_ == CudaGraphMode::kOn ? "on" : "auto") << "\"\n"
-       << "graphed = " << (graph_.captured() && !disabled_ ? "true" : "false") << "\n"
-       << "state = \"" << state_ << "\"\n";
-  if (eager_ms_ > 0) text << "eager_step_ms = " << eager_ms_ << "\n";
-  if (graph_ms_ > 0) text << "graph_step_ms = " << graph_ms_ << "\n";
-  return text.str();
+  return cuda_graphs_table(mode_ == CudaGraphMode::kOn ? "on" : "auto", graph_.captured() && !disabled_, state_,
+                           eager_ms_, graph_ms_);
 }
 
 bool StepCapture::take_report_change() noexcept { return std::exchange(changed_, false); }
 
 void StepCapture::report(const std::string& why) {
-  std::string quoted;
-  for (const char c : why)
-    if (c != '"' && c != '\\' && c != '\n') quoted += c; // a TOML basic string without escapes
-  state_ = quoted;
+  state_ = why;
   changed_ = true;
   log_.info("run.cuda_graphs = \"" + std::string(mode_ == CudaGraphMode::kOn ? "on" : "auto") + "\": " + why);
+}
+
+std::string cuda_graphs_table(const std::string& mode, bool graphed, const std::string& state, double eager_ms,
+                              double graph_ms) {
+  std::ostringstream text;
+  // toml++ writes the strings, quoted and escaped as TOML wants whatever they hold.
+  text << "[cuda_graphs]\n"
+       << "mode = " << toml::value<std::string>(mode) << "\n"
+       << "graphed = " << (graphed ? "true" : "false") << "\n"
+       << "state = " << toml::value<std::string>(state) << "\n";
+  if (eager_ms > 0) text << "eager_step_ms = " << eager_ms << "\n";
+  if (graph_ms > 0) text << "graph_step_ms = " << graph_ms << "\n";
+  return text.str();
 }
 
 }  // namespace tp

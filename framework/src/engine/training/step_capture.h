@@ -37,19 +37,25 @@ class StepCapture {
   void before_step();
   /// [main] What to do with a fetched window: `complete` (the loader did not run dry),
   /// `length` micro-batches of a window of `full_length`, `update_ready` (the update is device
-  /// work only: ParameterUpdate::device_only). Anything a graph cannot replay is kEager.
+  /// work only and no gradient is left from an earlier window: what a capture assumes). Anything
+  /// a graph cannot replay is kEager. A warm-up step that waited for the device (record_host_sync)
+  /// rules the capture out: under "on" this throws tp::Error naming the call, under "auto" the run
+  /// trains eagerly from then on.
   Use use_for(const std::vector<NamedTensors>& window, bool complete, int64_t length, int64_t full_length,
               bool update_ready);
+  /// Whether the warm-up's eager steps should be probed for host syncs (SyncProbe): until the capture.
+  bool probing() const noexcept;
+  /// [main] A warm-up step's phases waited for the device (`what`: LibTorch's warning).
+  void record_host_sync(const std::string& what);
   /// [main] A step ran eagerly (kEager): counts the warm-up.
   void eager_step_done();
   /// [main] Captures `body` over static copies of `window` (the buffers every replay reads),
   /// then counts on replays. Throws tp::Error when the capture fails.
   void capture(const std::vector<NamedTensors>& window, const std::function<void(const std::vector<NamedTensors>&)>& body);
-  /// [main] Under "auto", a failed capture: logs `why`, drops the graph and trains eagerly from now on.
-  void give_up(const std::string& why);
   /// [main] Copies `window` into the static buffers (device to device, on the step's stream) and replays.
   void replay(const std::vector<NamedTensors>& window);
-  /// [main] The trainable parameters changed (a frozen group joined): warm up and capture anew.
+  /// [main] The trainable parameters or the optimizer's state changed (a frozen group joined, a
+  /// checkpoint was loaded): warm up and capture anew.
   void invalidate();
 
   /// Whether this step must not be audited (run.sync_debug): the warm-up, the capture and the
@@ -61,6 +67,8 @@ class StepCapture {
   bool take_report_change() noexcept;
 
  private:
+  /// Under "auto": logs `why`, drops the graph and trains eagerly from now on.
+  void give_up(const std::string& why);
   void report(const std::string& why);
 
   CudaGraphMode mode_;
@@ -69,12 +77,19 @@ class StepCapture {
   std::vector<NamedTensors> static_; ///< the captured step's inputs; replays copy each window here
   int64_t eager_steps_ = 0;          ///< eager steps since the start or the last invalidate()
   int64_t replays_ = 0;              ///< replays of the current graph
-  bool disabled_ = false;            ///< "auto" chose eager, or its capture failed
+  bool disabled_ = false;            ///< "auto" chose eager (slower, or a warm-up step synced)
+  std::string host_sync_;            ///< the first host sync a probed warm-up step made
+  bool waiting_logged_ = false;      ///< the warm-up outlasted kWarmupSteps and said why
   /* "auto": the timing (host clock between device syncs at step starts) */
   std::optional<std::chrono::steady_clock::time_point> timing_start_;
   double eager_ms_ = 0.0, graph_ms_ = 0.0;
   std::string state_ = "warming up"; ///< what runtime_table() reports
   bool changed_ = true;
 };
+
+/// runtime.toml's [cuda_graphs] table: `mode`, `graphed`, `state` (TOML-quoted here), and the
+/// timings when positive.
+std::string cuda_graphs_table(const std::string& mode, bool graphed, const std::string& state, double eager_ms = 0,
+                              double graph_ms = 0);
 
 }  // namespace tp

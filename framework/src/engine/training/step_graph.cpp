@@ -9,6 +9,7 @@
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/util/Exception.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
@@ -54,6 +55,7 @@ void StepGraph::capture(const std::function<void()>& body) {
   try {
     body();
   } catch (const std::exception& e) {
+    // Ends the stream's capture mode so the error can be reported; the run stops (see the header).
     std::string ended;
     try {
       graph->capture_end();
@@ -81,6 +83,31 @@ void StepGraph::reset() { impl_->graph.reset(); }
 
 void StepGraph::synchronize() { impl_->side.synchronize(); }
 
+struct SyncProbe::Impl : c10::WarningHandler {
+  void process(const c10::Warning& warning) override {
+    if (first.empty()) first = warning.msg();
+  }
+  std::string first;
+  int previous = -1;
+  std::optional<c10::WarningUtils::WarningHandlerGuard> guard;
+};
+
+SyncProbe::SyncProbe(c10::Device device) : impl_(std::make_unique<Impl>()) {
+  if (!device.is_cuda()) return;
+  auto& state = c10::cuda::warning_state();
+  impl_->previous = static_cast<int>(state.get_sync_debug_mode());
+  state.set_sync_debug_mode(c10::cuda::SyncDebugMode::L_WARN);
+  impl_->guard.emplace(impl_.get());
+}
+
+SyncProbe::~SyncProbe() {
+  if (impl_->previous < 0) return;
+  impl_->guard.reset();
+  c10::cuda::warning_state().set_sync_debug_mode(static_cast<c10::cuda::SyncDebugMode>(impl_->previous));
+}
+
+const std::string& SyncProbe::first_sync() const noexcept { return impl_->first; }
+
 SyncAudit::SyncAudit(const std::string& mode, c10::Device device) {
   if (mode == "off" || !device.is_cuda()) return;
   auto& state = c10::cuda::warning_state();
@@ -106,6 +133,13 @@ void StepGraph::replay() {}
 bool StepGraph::captured() const noexcept { return false; }
 void StepGraph::reset() {}
 void StepGraph::synchronize() {}
+
+struct SyncProbe::Impl {
+  std::string first;
+};
+SyncProbe::SyncProbe(c10::Device) : impl_(std::make_unique<Impl>()) {}
+SyncProbe::~SyncProbe() = default;
+const std::string& SyncProbe::first_sync() const noexcept { return impl_->first; }
 
 SyncAudit::SyncAudit(const std::string&, c10::Device) {}
 SyncAudit::~SyncAudit() = default;

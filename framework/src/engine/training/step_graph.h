@@ -1,7 +1,8 @@
 // The CUDA side of run.cuda_graphs (docs/cuda_graphs.md): a side stream that the training thread
-// works on, one captured graph of the step, and the sync audit of run.sync_debug. The only file of
-// the engine that includes CUDA headers; in a CPU build of LibTorch every call throws (the policy
-// refuses graphs there first, cuda_graph_policy.h). Private to the step runner.
+// works on, one captured graph of the step, the probe that finds host syncs before a capture, and
+// the sync audit of run.sync_debug. With copy_stream.cpp the only engine files that include CUDA
+// headers; in a CPU build of LibTorch the graph's calls throw (the policy refuses graphs there
+// first, cuda_graph_policy.h) and the probe and audit do nothing. Private to the step runner.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -31,7 +32,8 @@ class StepGraph {
   /// no allocation outside the graph's private pool that outlives it), into a new graph that
   /// replaces any earlier one. Nothing runs yet: replay() runs it. Capture mode is thread-local,
   /// so the loader's threads may keep pinning memory meanwhile. Throws tp::Error with CUDA's
-  /// reason when the capture fails (the graph is then dropped).
+  /// reason when the capture fails; LibTorch then leaves its CUDA random generator in capture
+  /// state, so the process cannot train on (the caller stops the run).
   void capture(const std::function<void()>& body);
   /// [main] Runs the captured work once on the side stream (no host sync).
   void replay();
@@ -40,6 +42,23 @@ class StepGraph {
   void reset();
   /// [main] Waits until the side stream's queued work is done: the auto mode's timing only.
   void synchronize();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// While the scope lasts, records the calls on this thread that make the host wait for the device
+/// (LibTorch's sync check in its warning mode, the warnings kept here instead of printed): what a
+/// warm-up step runs before a capture, which such a call would break. Nothing on the CPU.
+class SyncProbe {
+ public:
+  explicit SyncProbe(c10::Device device);
+  ~SyncProbe();
+  SyncProbe(const SyncProbe&) = delete;
+  SyncProbe& operator=(const SyncProbe&) = delete;
+  /// The first such call's warning; "" when none happened.
+  const std::string& first_sync() const noexcept;
 
  private:
   struct Impl;

@@ -25,7 +25,6 @@
 #include "tp/framework/engine/out_of_memory.h"
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/error.h"
-#include "tp/framework/optim/device_step.h"
 #include "tp/framework/profile/flop_counter.h"
 #include "tp/framework/profile/memory.h"
 #include "tp/framework/util/short_number.h"
@@ -63,7 +62,7 @@ StepRunner::StepRunner(const RunConfig& config, RunComponents& parts, const std:
       log_(log),
       collectives_(collectives),
       precision_(config.amp.precision),
-      update_(config.train, config.amp, optim, placement.device()) {
+      parameter_update_(config.train, config.amp, optim, placement.device()) {
   const auto zero = [&] { return at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(placement.device())); };
   window_estimate_ = zero();
   window_items_ = zero();
@@ -82,44 +81,18 @@ void StepRunner::build_gradient_reducer() {
             " samples per optimizer step");
 }
 
-void StepRunner::prepare_cuda_graphs(const CudaGraphFacts& facts) {
-  const CudaGraphMode mode = parse_cuda_graph_mode(config_.run.cuda_graphs);
-  if (mode == CudaGraphMode::kOff) {
-    graph_report_ = "[cuda_graphs]\nmode = \"off\"\ngraphed = false\n";
-    return;
-  }
-  if (!cuda_graphs_allowed(mode, facts)) { // "auto" with reasons against: eager, and why
-    std::string why;
-    for (const CudaGraphRefusal& refusal : cuda_graph_refusals(facts))
-      why += (why.empty() ? "" : "; ") + refusal.reason + " [" + refusal.key + "]";
-    log_.info("run.cuda_graphs = \"auto\": training eagerly: " + why);
-    std::string quoted;
-    for (const char c : why)
-      if (c != '"' && c != '\\') quoted += c;
-    graph_report_ = "[cuda_graphs]\nmode = \"auto\"\ngraphed = false\nstate = \"eager: " + quoted + "\"\n";
-    return;
-  }
-  capture_ = std::make_unique<StepCapture>(mode, placement_.device(), log_);
-  log_.info("run.cuda_graphs = \"" + config_.run.cuda_graphs + "\": the training step is captured in a CUDA graph after " +
-            std::to_string(StepCapture::kWarmupSteps) + " eager steps" +
-            (mode == CudaGraphMode::kAuto ? " and kept if timing shows it faster" : ""));
-}
-
-std::optional<std::string> StepRunner::take_cuda_graph_report() {
-  if (capture_ && capture_->take_report_change()) return capture_->runtime_table();
-  return std::exchange(graph_report_, std::nullopt);
-}
-
 StepOutcome StepRunner::optimizer_step(const MicroBatchFeed& next, int64_t window_length, int64_t epoch,
                                        RunControl& control) {
   // The lrs the schedule set, onto the device, outside any capture (a graph reads them there).
-  update_.stage();
+  parameter_update_.stage();
   if (capture_) capture_->before_step();
   // run.sync_debug: nothing in a step may wait for the device, except on logging steps (they
-  // read the loss and the update statistics) and while a graph is being prepared.
-  const bool logging = is_logging_step(step_, config_.train.log_every_steps);
+  // read the loss and the update statistics), an fp16 SGD's first momentum step (decided on the
+  // host, once) and while a graph is being prepared.
+  const bool exempt = is_logging_step(step_, config_.train.log_every_steps) || parameter_update_.host_decides_once() ||
+                      (capture_ && capture_->audit_exempt());
   std::optional<SyncAudit> audit;
-  if (!logging && !(capture_ && capture_->audit_exempt())) audit.emplace(config_.run.sync_debug, placement_.device());
+  if (!exempt) audit.emplace(config_.run.sync_debug, placement_.device());
   StepOutcome outcome = capture_ ? graphed_step(next, window_length, epoch, control)
                                  : eager_step(next, window_length, epoch, control);
   if (outcome.complete) finish_step(outcome);
@@ -153,100 +126,6 @@ void StepRunner::close_window(uint32_t control_flags, const StepPosition& at, St
   outcome.updated = update_or_skip(at);
 }
 
-StepOutcome StepRunner::graphed_step(const MicroBatchFeed& next, int64_t window_length, int64_t epoch,
-                                     RunControl& control) {
-  StepOutcome outcome;
-  // 1. The whole window first, fetched and placed eagerly (the loader, the copy to the device,
-  //    the batch transforms): a graph replays the device work of all its micro-batches at once.
-  StepPosition at{step_, epoch, 0};
-  std::vector<NamedTensors> window;
-  std::vector<int64_t> next_indices;
-  bool complete = true;
-  for (int64_t i = 0; i < window_length; ++i) {
-    std::optional<MicroBatch> micro = next();
-    if (!micro) {
-      complete = false;
-      break;
-    }
-    at.batch = micro->next_index;
-    next_indices.push_back(micro->next_index);
-    window.push_back(place(std::move(micro->tensors), at));
-  }
-  outcome.micro_batches = static_cast<int64_t>(window.size());
-  StepCapture::Use use = capture_->use_for(window, complete, static_cast<int64_t>(window.size()),
-                                           config_.train.grad_accum_steps, update_.device_only());
-  if (use == StepCapture::Use::kCapture) {
-    // 2-5 captured, not run: the replay below runs them. New optimizer state under a capture
-    // would be re-initialised by every replay, so making any is an error there.
-    DeviceStepOptimizer* device = device_step(*optim_.optimizer);
-    device->forbid_new_state(true);
-    capturing_ = true;
-    try {
-      capture_->capture(window, [&](const std::vector<NamedTensors>& inputs) {
-        train_window_on_device(inputs, next_indices, at);
-      });
-    } catch (const std::exception& e) {
-      capturing_ = false;
-      device->forbid_new_state(false);
-      if (parse_cuda_graph_mode(config_.run.cuda_graphs) == CudaGraphMode::kOn)
-        throw Error(std::string(e.what()) + ". Set run.cuda_graphs = \"off\" (or \"auto\", which trains eagerly "
-                                            "when the capture fails); docs/cuda_graphs.md lists what can be captured.");
-      // "auto": nothing ran; the window trains eagerly below, the state the capture left behind
-      // dropped (the scaler's step bookkeeping, gradients made in the abandoned pool).
-      update_.scaler().discard_step();
-      optim_.optimizer->zero_grad(/*set_to_none=*/true);
-      capture_->give_up(e.what());
-      use = StepCapture::Use::kEager;
-    }
-    capturing_ = false;
-    device->forbid_new_state(false);
-  }
-  if (use == StepCapture::Use::kEager) {
-    // The warm-up, and windows a graph cannot replay (a short or partial window, an empty
-    // micro-batch, other shapes): the eager phases on the placed batches.
-    for (std::size_t i = 0; i < window.size(); ++i) {
-      at.batch = next_indices[i];
-      const AccumulationWindow w{window_length, i == 0, static_cast<int64_t>(i) + 1 == window_length};
-      begin_micro_batch(w, at.step);
-      train_placed(window[i], w, at);
-    }
-    if (!complete) return outcome;
-    outcome.complete = true;
-    close_window(control.take_window_flags(), at, outcome);
-    capture_->eager_step_done();
-    return outcome;
-  }
-  // 2-5 as one replay. The window's host outcome is what its capture found: one process, a
-  // complete window with data, an update (an fp16 overflow skips it on the device, as eager's
-  // skipped update also counts as updated), no non-finite check (train.nan_policy = "stop" reads
-  // the loss at logging steps).
-  meters_.report().begin_window(false);
-  capture_->replay(window);
-  outcome.complete = true;
-  // The agreement of a single process is the identity; made on the host all the same, so the
-  // run's flags and its count of collectives are those of an eager step.
-  outcome.agreed = collectives_.agree(control.take_window_flags() | kFlagHasBatch, window_items_.reshape({1}),
-                                      "agree on the window's item count and stop flags").flags;
-  outcome.updated = true;
-  return outcome;
-}
-
-void StepRunner::train_window_on_device(const std::vector<NamedTensors>& window,
-                                        const std::vector<int64_t>& next_indices, const StepPosition& start) {
-  StepPosition at = start;
-  const auto length = static_cast<int64_t>(window.size());
-  for (int64_t i = 0; i < length; ++i) {
-    at.batch = next_indices[static_cast<std::size_t>(i)];
-    const AccumulationWindow w{length, i == 0, i + 1 == length};
-    begin_micro_batch(w, at.step);
-    train_placed(window[static_cast<std::size_t>(i)], w, at);
-  }
-  // A single process: the agreement is the identity, so its host flags are the window's own;
-  // the control flags are the replay's to agree on.
-  StepOutcome captured;
-  close_window(/*control_flags=*/0, at, captured);
-}
-
 void StepRunner::finish_step(StepOutcome& outcome) {
   // 6. Time advances one optimizer step either way, so the schedule and the step count stay
   //    aligned (like a step the fp16 scaler skips). The history records the lr this step
@@ -258,7 +137,7 @@ void StepRunner::finish_step(StepOutcome& outcome) {
   // finite weights, and a save names the step where they first stopped being finite.
   if (outcome.updated || !weights_watch_.finite().defined()) weights_watch_.observe(model_state_, step_);
   if (ema_ && step_ % config_.ema.every_steps == 0) ema_->update(model_state_, weights_watch_.finite());
-  if (is_logging_step(step_ - 1, config_.train.log_every_steps)) outcome.update_stats = update_.read_stats();
+  if (is_logging_step(step_ - 1, config_.train.log_every_steps)) outcome.update_stats = parameter_update_.read_stats();
 }
 
 NamedTensors StepRunner::place(NamedTensors cpu_batch, const StepPosition& at) {
@@ -292,7 +171,7 @@ bool StepRunner::update_or_skip(const StepPosition& at) {
     return false;
   }
   try {
-    update();
+    update_parameters();
   } catch (...) {
     // Optimizer state is allocated at the first step: smaller micro-batches would not shrink it.
     if (!is_out_of_memory(std::current_exception())) throw;
@@ -466,7 +345,7 @@ void StepRunner::backward(const at::Tensor& loss, bool sync) {
   // overlapping the rest of backward; earlier ones accumulate locally with no communication.
   // A poisoned window's backward runs only where it is a collective the other ranks wait in.
   if (window_poisoned_ && !reducer_->sums_over_ranks()) return;
-  reducer_->backward(update_.scaler().scale(loss), sync);
+  reducer_->backward(parameter_update_.scaler().scale(loss), sync);
 }
 
 void StepRunner::join_all_reduce(const AccumulationWindow& window) {
@@ -535,7 +414,7 @@ void StepRunner::agree_on_splits() {
   splits_ = largest;
 }
 
-void StepRunner::update() {
+void StepRunner::update_parameters() {
   // The window's exact normalisation (see normalised_loss) as one factor for every gradient:
   // data-parallel, the agreement's correction; otherwise estimate / actual items, 1 when
   // micro-batches are even, and zero gradients for a window whose items all count zero.
@@ -543,7 +422,7 @@ void StepRunner::update() {
   if (!correction.defined() && config_.train.grad_accum_steps * splits_ > 1)
     correction = at::where(window_items_ > 0, window_estimate_ / window_items_, at::zeros_like(window_items_));
   // A graphed step measures the gradient norm every step: the capture serves every later step.
-  update_.apply(correction, log_window_ || capturing_);
+  parameter_update_.apply(correction, log_window_ || capturing_);
 }
 
 void StepRunner::sync_buffers() {

@@ -4,6 +4,8 @@
 
 #include <sstream>
 
+#include "step_capture.h"
+
 #include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/engine/step_runner.h"
 #include "tp/framework/error.h"
@@ -16,13 +18,15 @@ void StepRunner::save_state(CheckpointContents& into) const {
   into.optimizer_groups = optim_.group_names;
   into.scheduler_state = schedule_->state();
   if (swa_schedule_) into.swa_schedule = swa_schedule_->state();
-  into.scaler_scale = update_.scaler().get_scale();
-  into.scaler_growth_tracker = update_.scaler().get_growth_tracker();
+  into.scaler_scale = parameter_update_.scaler().get_scale();
+  into.scaler_growth_tracker = parameter_update_.scaler().get_growth_tracker();
   into.micro_batch_splits = splits_;
   if (ema_) into.averages.push_back({ema_->name(), &ema_->state(), ema_->updates()});
 }
 
 void StepRunner::load_state(const LoadedCheckpoint& from) {
+  // A captured step would write into the optimizer state and scaler this replaces: capture anew.
+  if (capture_) capture_->invalidate();
   step_ = from.step;
   if (!from.optimizer_archive.empty()) {
     torch::serialize::InputArchive archive;
@@ -37,11 +41,11 @@ void StepRunner::load_state(const LoadedCheckpoint& from) {
                                        config_.swa.anneal_strategy == "cos");
     swa_schedule_->load_state(from.swa_schedule);
   }
-  if (update_.scaler().is_enabled() && from.scaler_scale > 0) {
-    GradScalerState state = update_.scaler().state();
+  if (parameter_update_.scaler().is_enabled() && from.scaler_scale > 0) {
+    GradScalerState state = parameter_update_.scaler().state();
     state.scale = from.scaler_scale;
     state.growth_tracker = from.scaler_growth_tracker;
-    update_.scaler().load_state(state);
+    parameter_update_.scaler().load_state(state);
   }
   TP_CHECK(from.micro_batch_splits >= 1, "micro-batch splits must be >= 1, got ", from.micro_batch_splits);
   splits_ = from.micro_batch_splits;

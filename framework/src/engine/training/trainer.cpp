@@ -9,9 +9,9 @@
 #include <limits>
 #include <utility>
 
+#include "tp/framework/engine/cuda_graph_policy.h"
 #include "tp/framework/engine/nan_policy.h"
 #include "tp/framework/engine/run_budget.h"
-#include "tp/framework/engine/cuda_graph_policy.h"
 #include "tp/framework/engine/run_switches.h"
 #include "tp/framework/error.h"
 #include "tp/framework/optim/device_step.h"

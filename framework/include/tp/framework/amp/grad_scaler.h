@@ -124,10 +124,6 @@ class GradScaler {
   /// optimizer was unscaled/stepped since the last update(). Disabled: no-op. No host sync.
   void update();
 
-  /// Forgets this step's unscale()/step() bookkeeping without touching the scale: for a step
-  /// abandoned before its update() (a CUDA graph capture that failed, whose work never ran).
-  void discard_step() noexcept { per_optimizer_.clear(); }
-
   /// Sets the scale to `new_scale` instead of the dynamic rule (PyTorch's update(new_scale)),
   /// and starts the next step. Disabled: no-op.
   void update(double new_scale);

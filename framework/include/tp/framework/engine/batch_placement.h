@@ -36,8 +36,6 @@ class BatchPlacement {
   /// before are not).
   std::vector<StateTensor> place_model(ModelProxy& model) const;
   c10::Device device() const noexcept { return device_; }
-  /// Whether batches travel on a copy stream of their own.
-  bool copy_stream() const noexcept { return copy_stream_ != nullptr; }
 
  private:
   c10::Device device_;

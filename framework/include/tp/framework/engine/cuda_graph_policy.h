@@ -41,6 +41,9 @@ struct CudaGraphRefusal {
 /// Every reason `facts` rule capture out, in a fixed order (empty: capture is possible).
 std::vector<CudaGraphRefusal> cuda_graph_refusals(const CudaGraphFacts& facts);
 
+/// `refusals` as one line: "(1) reason [key]; (2) ..." (no numbers for a single one).
+std::string describe_refusals(const std::vector<CudaGraphRefusal>& refusals);
+
 /// Under `mode`: kOn with a refusal throws ConfigError for the first one (its key, the reason and
 /// what to do); otherwise returns whether the run captures (kOff: never; kAuto: when nothing
 /// refuses, and the timed warm-up then decides).

@@ -16,8 +16,6 @@
 
 namespace tp {
 
-class DeviceStepOptimizer;
-
 /// What a logging step records about the updates since the previous one (history keys in
 /// brackets); the same on every rank (gradients are all-reduced).
 struct UpdateStats {
@@ -29,6 +27,10 @@ struct UpdateStats {
   int64_t scaler_skipped = 0;   ///< [amp/skipped_steps] steps the fp16 scaler skipped, whole run
 };
 
+/// The update of one optimizer step and its statistics, for the step runner (which calls stage()
+/// before the step, apply() after the window's backward, read_stats() on logging steps).
+///
+/// Thread tag: [main]. Not copyable (it owns the fp16 scaler).
 class ParameterUpdate {
  public:
   /// `optim` must outlive the update; the scaler is made from `amp` (enabled for fp16 only).
@@ -41,6 +43,11 @@ class ParameterUpdate {
   /// Whether apply() is device work only now: a fused optimizer with no state whose start needs
   /// a host decision (an fp16 run's first SGD momentum step decides on the host, once).
   bool device_only() const;
+  /// Whether the next apply() reads the host once by design although the optimizer updates on
+  /// the device: the fp16 first SGD momentum step above (run.sync_debug leaves that step alone).
+  bool host_decides_once() const;
+  /// Whether no parameter holds a gradient (between windows): what a capture of the step assumes.
+  bool gradients_clear() const;
 
   /// [main] The update: `correction` (undefined: none) multiplies every gradient (the window's
   /// exact normalisation), then unscaling (fp16), clipping (train.max_grad_norm, clip_value), the
@@ -55,6 +62,8 @@ class ParameterUpdate {
   /// Optimizer steps the fp16 scaler skipped in this process. A host read when the device counted.
   int64_t scaler_skipped_steps() const;
 
+  /// The fp16 grad scaler (a passthrough in other precisions); the step runner scales the loss
+  /// with it before backward, and checkpoints its state.
   GradScaler& scaler() noexcept { return scaler_; }
   const GradScaler& scaler() const noexcept { return scaler_; }
 

@@ -126,13 +126,13 @@ class StepRunner {
   const WeightAverage* ema() const noexcept { return ema_.get(); }
 
   /// The fp16 grad scaler (disabled otherwise).
-  GradScaler& scaler() noexcept { return update_.scaler(); }
-  const GradScaler& scaler() const noexcept { return update_.scaler(); }
+  GradScaler& scaler() noexcept { return parameter_update_.scaler(); }
+  const GradScaler& scaler() const noexcept { return parameter_update_.scaler(); }
   /// Optimizer steps skipped for a non-finite loss (nan_policy = "skip").
   int64_t skipped_steps() const noexcept { return skipped_steps_; }
   /// Optimizer steps the fp16 grad scaler skipped (inf/NaN gradients), this process's run. A host
   /// read on CUDA (the fused optimizers count skips on the device).
-  int64_t scaler_skipped_steps() const { return update_.scaler_skipped_steps(); }
+  int64_t scaler_skipped_steps() const { return parameter_update_.scaler_skipped_steps(); }
   /// Whether the weights are finite after the last update, and the first step whose update left
   /// them non-finite (finite_weights.h).
   const FiniteWeightsWatch& weights_watch() const noexcept { return weights_watch_; }
@@ -150,11 +150,12 @@ class StepRunner {
   /// 1-5 with each micro-batch fetched, placed and trained in turn.
   StepOutcome eager_step(const MicroBatchFeed& next, int64_t window_length, int64_t epoch, RunControl& control);
   /// 1-5 under run.cuda_graphs: the window fetched and placed first, then trained eagerly (the
-  /// warm-up, a window a graph cannot replay), captured, or replayed.
+  /// warm-up, a window a graph cannot replay), captured, or replayed (step_runner_graphs.cpp).
   StepOutcome graphed_step(const MicroBatchFeed& next, int64_t window_length, int64_t epoch, RunControl& control);
-  /// 2-5 of a window already on the device, as device work only: the body a graph captures.
-  void train_window_on_device(const std::vector<NamedTensors>& window, const std::vector<int64_t>& next_indices,
-                              const StepPosition& at);
+  /// 2-3 for each micro-batch of a window already on the device (the graphed step's eager windows
+  /// and the body it captures), leaving `at` at the last one.
+  void train_placed_window(const std::vector<NamedTensors>& window, const std::vector<int64_t>& next_indices,
+                           int64_t window_length, StepPosition& at);
   /// 6. What advances with every step, on the host: schedule, step count, weights watch, EMA,
   /// and on logging steps the update statistics.
   void finish_step(StepOutcome& outcome);
@@ -192,7 +193,7 @@ class StepRunner {
   /// 5. Update, or skip a poisoned or empty window.
   bool update_or_skip(const StepPosition& at);
   /// 5. The update with this window's gradient correction (ParameterUpdate::apply).
-  void update();
+  void update_parameters();
   /// dist.broadcast_buffers: rank 0's buffers (BatchNorm statistics) to all ranks, before a
   /// window's first forward, as Python's DDP does. Nothing for a model without buffers.
   void sync_buffers();
@@ -207,7 +208,7 @@ class StepRunner {
   Collectives& collectives_;
   std::unique_ptr<GradientReducer> reducer_; ///< build_gradient_reducer(); does nothing for a single process
   Precision precision_;
-  ParameterUpdate update_;       ///< 5: the update and its statistics; owns the fp16 scaler
+  ParameterUpdate parameter_update_; ///< 5: the update and its statistics; owns the fp16 scaler
   std::unique_ptr<StepCapture> capture_; ///< run.cuda_graphs when allowed; null: every step eager
   std::optional<std::string> graph_report_; ///< runtime.toml's [cuda_graphs] table, not yet taken
   at::Tensor window_estimate_, window_items_; ///< loss normaliser of the current window, on device
