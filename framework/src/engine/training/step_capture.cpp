@@ -78,14 +78,10 @@ StepCapture::Use StepCapture::use_for(const std::vector<NamedTensors>& window, b
   if (graph_.captured()) return same_shapes(window, static_) ? Use::kReplay : Use::kEager;
   const int64_t before = kWarmupSteps + (mode_ == CudaGraphMode::kAuto && eager_ms_ == 0.0 ? kTimedSteps : 0);
   if (eager_steps_ < before) return Use::kEager;
-  if (!host_sync_.empty()) {
-    const std::string why = "a warm-up step waited for the device inside the phases a graph would capture (\"" +
-                            host_sync_ + "\"): a host read of a tensor in the model or the loss (PLG-11), which a "
-                            "replay would skip";
-    if (mode_ == CudaGraphMode::kOn)
-      throw Error("run.cuda_graphs = \"on\": " + why + ". Set run.cuda_graphs = \"off\" (or \"auto\", which then "
-                  "trains eagerly); run.sync_debug = \"error\" with run.cuda_graphs = \"off\" stops at the call.");
-    give_up(why);
+  if (!host_sync_.empty() && mode_ == CudaGraphMode::kAuto) {
+    // "on" captures anyway (a failure then names the call, capture_failure_hint()).
+    give_up("a warm-up step waited for the device inside the phases a graph would capture (\"" + host_sync_ +
+            "\"): a host read of a tensor in the model or the loss (PLG-11), which a replay would skip");
     return Use::kEager;
   }
   if (!update_ready && !waiting_logged_) {
@@ -98,7 +94,17 @@ StepCapture::Use StepCapture::use_for(const std::vector<NamedTensors>& window, b
   return update_ready ? Use::kCapture : Use::kEager;
 }
 
-bool StepCapture::probing() const noexcept { return !disabled_ && !graph_.captured(); }
+bool StepCapture::probing() const noexcept {
+  // The warm-up's last step and any after it: the first steps make one-off host reads (lazy
+  // initialisation, a resumed run's restored sums) that a capture of a later step never sees.
+  const int64_t before = kWarmupSteps + (mode_ == CudaGraphMode::kAuto && eager_ms_ == 0.0 ? kTimedSteps : 0);
+  return !disabled_ && !graph_.captured() && eager_steps_ + 1 >= before;
+}
+
+std::string StepCapture::capture_failure_hint() const {
+  return host_sync_.empty() ? "" : " The warm-up's last step waited for the device (\"" + host_sync_ +
+                                   "\"): a host read of a tensor in the model or the loss (PLG-11) breaks a capture.";
+}
 
 void StepCapture::record_host_sync(const std::string& what) {
   if (host_sync_.empty()) host_sync_ = what;

@@ -38,13 +38,16 @@ class StepCapture {
   /// [main] What to do with a fetched window: `complete` (the loader did not run dry),
   /// `length` micro-batches of a window of `full_length`, `update_ready` (the update is device
   /// work only and no gradient is left from an earlier window: what a capture assumes). Anything
-  /// a graph cannot replay is kEager. A warm-up step that waited for the device (record_host_sync)
-  /// rules the capture out: under "on" this throws tp::Error naming the call, under "auto" the run
-  /// trains eagerly from then on.
+  /// a graph cannot replay is kEager. Under "auto" a warm-up step that waited for the device
+  /// (record_host_sync) rules the capture out and the run trains eagerly from then on; "on"
+  /// captures anyway and a failure names the call (capture_failure_hint()).
   Use use_for(const std::vector<NamedTensors>& window, bool complete, int64_t length, int64_t full_length,
               bool update_ready);
-  /// Whether the warm-up's eager steps should be probed for host syncs (SyncProbe): until the capture.
+  /// Whether this eager step should be probed for host syncs (SyncProbe): the warm-up's last
+  /// step and any later one before the capture.
   bool probing() const noexcept;
+  /// What a failed capture's error adds: the host sync a probed warm-up step saw ("" when none).
+  std::string capture_failure_hint() const;
   /// [main] A warm-up step's phases waited for the device (`what`: LibTorch's warning).
   void record_host_sync(const std::string& what);
   /// [main] A step ran eagerly (kEager): counts the warm-up.

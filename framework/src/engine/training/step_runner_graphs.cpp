@@ -91,8 +91,9 @@ StepOutcome StepRunner::graphed_step(const MicroBatchFeed& next, int64_t window_
     } catch (const std::exception& e) {
       capturing_ = false;
       device->forbid_new_state(false);
-      throw Error(std::string(e.what()) + ". Set run.cuda_graphs = \"off\"; docs/cuda_graphs.md lists what can be "
-                                          "captured (a model or loss that reads tensor values on the host cannot).");
+      throw Error(std::string(e.what()) + "." + capture_->capture_failure_hint() +
+                  " Set run.cuda_graphs = \"off\"; docs/cuda_graphs.md lists what can be captured (a model or loss "
+                  "that reads tensor values on the host cannot).");
     }
     capturing_ = false;
     device->forbid_new_state(false);
