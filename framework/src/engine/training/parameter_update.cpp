@@ -15,7 +15,9 @@ namespace tp {
 
 ParameterUpdate::ParameterUpdate(const TrainSection& train, const AmpSection& amp, BuiltOptimizer& optim,
                                  c10::Device device)
-    : train_(train),
+    : max_grad_norm_(train.max_grad_norm),
+      grad_norm_type_(train.grad_norm_type),
+      clip_value_(train.clip_value),
       optim_(optim),
       scaler_(GradScalerOptions()
                   .init_scale(amp.init_scale)
@@ -64,10 +66,10 @@ void ParameterUpdate::apply(const at::Tensor& correction, bool measure_norm) {
   if (correction.defined() && !grads.empty()) at::_foreach_mul_(grads, correction.to(grads.front().scalar_type()));
   // 5b. Clip once, after unscaling, right before the step (ARCH-9); the norm is also measured
   //     for train/grad_norm where asked.
-  if (train_.max_grad_norm > 0 || train_.clip_value > 0 || measure_norm) {
+  if (max_grad_norm_ > 0 || clip_value_ > 0 || measure_norm) {
     scaler_.unscale(*optim_.optimizer);
-    if ((train_.max_grad_norm > 0 || measure_norm) && !grads.empty()) clip_by_norm(grads);
-    if (train_.clip_value > 0) torch::nn::utils::clip_grad_value_(params, train_.clip_value);
+    if ((max_grad_norm_ > 0 || measure_norm) && !grads.empty()) clip_by_norm(grads);
+    if (clip_value_ > 0) torch::nn::utils::clip_grad_value_(params, clip_value_);
   }
   // 5c. Step. fp16: an overflow skips it and the scaler backs off, decided on the device by the
   //     fused kernels, else on the host (the loops; an SGD momentum buffer's first step).
@@ -88,12 +90,12 @@ void ParameterUpdate::clip_by_norm(const std::vector<at::Tensor>& grads) {
   // torch.nn.utils.clip_grad_norm_ (foreach): the norm of the per-tensor norms, then one
   // clamped coefficient for every gradient. Unlike LibTorch's clip_grad_norm_ it returns no
   // double, so CUDA runs do not wait for the device here every step.
-  const double norm_type = train_.grad_norm_type;
+  const double norm_type = grad_norm_type_;
   std::vector<at::Tensor> norms = at::_foreach_norm(grads, norm_type);
   for (auto& n : norms) n = n.to(grads.front().device(), at::kFloat);
   const at::Tensor norm = at::linalg_vector_norm(at::stack(norms), norm_type);
   grad_norm_.copy_(norm);
-  const double max_norm = train_.max_grad_norm;
+  const double max_norm = max_grad_norm_;
   if (max_norm <= 0) return;
   const at::Tensor coefficient = (max_norm / (norm + 1e-6)).clamp_max(1.0);
   at::_foreach_mul_(grads, coefficient);

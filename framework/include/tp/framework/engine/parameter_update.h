@@ -33,7 +33,8 @@ struct UpdateStats {
 /// Thread tag: [main]. Not copyable (it owns the fp16 scaler).
 class ParameterUpdate {
  public:
-  /// `optim` must outlive the update; the scaler is made from `amp` (enabled for fp16 only).
+  /// `optim` must outlive the update; `train`'s clipping keys are copied; the scaler is made from
+  /// `amp` (enabled for fp16 only).
   ParameterUpdate(const TrainSection& train, const AmpSection& amp, BuiltOptimizer& optim, c10::Device device);
 
   /// [main, outside any graph capture] Before every update: the groups' lrs, which the schedule
@@ -72,7 +73,9 @@ class ParameterUpdate {
   /// grad_norm_, and the clip when a limit is set. No host sync.
   void clip_by_norm(const std::vector<at::Tensor>& grads);
 
-  const TrainSection& train_;
+  const double max_grad_norm_;  ///< train.max_grad_norm (0: no clip)
+  const double grad_norm_type_; ///< train.grad_norm_type
+  const double clip_value_;     ///< train.clip_value (0: none)
   BuiltOptimizer& optim_;
   GradScaler scaler_;
   /* Statistics, on the device, accumulated in place (a graph replays into the same tensors) */
