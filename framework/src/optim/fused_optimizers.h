@@ -26,6 +26,8 @@
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
 
 #include <string>
 #include <unordered_map>
@@ -66,55 +68,49 @@ class FusedSGD : public torch::optim::SGD, public DeviceStepOptimizer {
   bool forbid_new_state_ = false;
 };
 
-/// What FusedAdam and FusedAdamW share: the device step counts and the update over buckets.
-class FusedAdamSteps : public DeviceStepOptimizer {
+/// Adam or AdamW (`Base`, with its `State` and `Options` classes) through `Kernel`'s fused ATen
+/// kernel (fused_adam.cpp: at::_fused_adam_, at::_fused_adamw_). Adam's step counts live twice:
+/// the integer in each state object, which save()/load() archive, and a float32 tensor beside the
+/// parameter, which the update advances on the device (and takes back for a skipped fp16 step).
+template <typename Base, typename State, typename Options, typename Kernel>
+class FusedAdamFamily : public Base, public DeviceStepOptimizer {
  public:
-  bool starts_state() const override { return false; } // fresh moments are zeros; no first-step flag
-  void forbid_new_state(bool forbid) override { forbid_new_state_ = forbid; }
-
- protected:
-  /// The device step count of `param`, made from the state object's count on first use
-  /// (`optimizer` names the class in the error for state started under a capture).
-  at::Tensor& device_step_of(const at::Tensor& param, int64_t host_step, const char* optimizer);
-  /// Writes the device step counts back into the state objects (a host read; before save()).
-  void sync_host_steps(torch::optim::Optimizer& optimizer) const;
-  /// After load(): the counts come from the loaded state objects again.
-  void forget_device_steps() { device_steps_.clear(); }
-
-  DeviceLearningRates lrs_;
-  bool forbid_new_state_ = false;
-
- private:
-  std::unordered_map<const c10::TensorImpl*, at::Tensor> device_steps_;
-};
-
-/// Adam (L2 weight decay added to the gradient, amsgrad) through at::_fused_adam_.
-class FusedAdam : public torch::optim::Adam, public FusedAdamSteps {
- public:
-  using torch::optim::Adam::Adam;
+  using Base::Base;
   /// One update of every parameter with a gradient. [main]
-  torch::Tensor step(LossClosure closure = nullptr) override;
+  torch::Tensor step(torch::optim::Optimizer::LossClosure closure = nullptr) override;
   void stage_learning_rates() override { lrs_.stage(*this); }
+  bool starts_state() const override { return false; } // fresh moments are zeros; no first-step flag
   void step_on_device(const at::Tensor& found_inf) override;
-  /// The base class's archive, after the device step counts are read back into it (a host read).
+  void forbid_new_state(bool forbid) override { forbid_new_state_ = forbid; }
+  /// The base class's archive, after the device step counts are read back into the state
+  /// objects (one host read).
   void save(torch::serialize::OutputArchive& archive) const override;
   /// The base class's load; the device step counts are made again from the loaded ones.
   void load(torch::serialize::InputArchive& archive) override;
+
+ private:
+  /// The device step count of `param`, made from its state object's count on first use.
+  at::Tensor& device_step_of(const at::Tensor& param, int64_t host_step);
+
+  DeviceLearningRates lrs_;
+  bool forbid_new_state_ = false;
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> device_steps_;
 };
 
+struct AdamKernel;  ///< at::_fused_adam_ (fused_adam.cpp)
+struct AdamWKernel; ///< at::_fused_adamw_ (fused_adam.cpp)
+
+/// Adam (L2 weight decay added to the gradient, amsgrad) through at::_fused_adam_.
+using FusedAdam =
+    FusedAdamFamily<torch::optim::Adam, torch::optim::AdamParamState, torch::optim::AdamOptions, AdamKernel>;
 /// AdamW (decoupled weight decay, amsgrad) through at::_fused_adamw_.
-class FusedAdamW : public torch::optim::AdamW, public FusedAdamSteps {
- public:
-  using torch::optim::AdamW::AdamW;
-  /// One update of every parameter with a gradient. [main]
-  torch::Tensor step(LossClosure closure = nullptr) override;
-  void stage_learning_rates() override { lrs_.stage(*this); }
-  void step_on_device(const at::Tensor& found_inf) override;
-  /// As FusedAdam's.
-  void save(torch::serialize::OutputArchive& archive) const override;
-  /// As FusedAdam's.
-  void load(torch::serialize::InputArchive& archive) override;
-};
+using FusedAdamW =
+    FusedAdamFamily<torch::optim::AdamW, torch::optim::AdamWParamState, torch::optim::AdamWOptions, AdamWKernel>;
+// Defined and instantiated once, in fused_adam.cpp.
+extern template class FusedAdamFamily<torch::optim::Adam, torch::optim::AdamParamState, torch::optim::AdamOptions,
+                                      AdamKernel>;
+extern template class FusedAdamFamily<torch::optim::AdamW, torch::optim::AdamWParamState, torch::optim::AdamWOptions,
+                                      AdamWKernel>;
 
 /// Empty when LibTorch's fused optimizer kernels can update `param` (a dense, non-overlapping
 /// float/double/half/bfloat16 tensor on CPU or CUDA); otherwise why not, for an error message.

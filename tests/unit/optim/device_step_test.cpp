@@ -6,11 +6,6 @@
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
-#include <torch/serialize/input-archive.h>
-#include <torch/serialize/output-archive.h>
-
-#include <sstream>
-
 #include "optimizer_test_util.h"
 #include "tp/framework/error.h"
 #include "tp/framework/optim/device_step.h"
@@ -22,27 +17,11 @@ namespace {
 
 constexpr int kDeviceSteps = 5;
 
-struct DeviceRun {
-  std::vector<tp::StateTensor> state;
-  tp::BuiltOptimizer built;
-};
-
-DeviceRun start_run(const tp::OptimSection& o, const std::vector<at::Tensor>& values) {
-  DeviceRun run{tp::test::model_state(values), {}};
-  run.built = tp::make_optimizer(o, run.state);
-  return run;
-}
+using DeviceRun = tp::test::OptimizerRun;
+using tp::test::archive_of;
 
 void set_grads(DeviceRun& run, const std::vector<at::Tensor>& grads) {
   for (size_t i = 0; i < run.state.size(); ++i) run.state[i].tensor.mutable_grad() = grads[i].clone();
-}
-
-std::string archive_of(const torch::optim::Optimizer& optimizer) {
-  torch::serialize::OutputArchive archive;
-  optimizer.save(archive);
-  std::ostringstream bytes;
-  archive.save_to(bytes);
-  return bytes.str();
 }
 
 bool bitwise_equal(const DeviceRun& a, const DeviceRun& b) {
@@ -82,8 +61,8 @@ TEST_CASE("a device-only update is the eager fused step, bit for bit, and a flag
     for (const bool amsgrad : {false, true}) {
       if (name == "sgd" && amsgrad) continue;
       INFO((name + (amsgrad ? " amsgrad" : "")));
-      DeviceRun eager = start_run(fused_section(name, amsgrad), init);
-      DeviceRun device = start_run(fused_section(name, amsgrad), init);
+      DeviceRun eager = tp::test::start_optimizer_run(fused_section(name, amsgrad), init);
+      DeviceRun device = tp::test::start_optimizer_run(fused_section(name, amsgrad), init);
       tp::DeviceStepOptimizer* d = tp::device_step(*device.built.optimizer);
       REQUIRE(d != nullptr);
       // SGD's momentum buffers start with a step the kernel must be told is the first; known
@@ -100,8 +79,7 @@ TEST_CASE("a device-only update is the eager fused step, bit for bit, and a flag
         CHECK(bitwise_equal(eager, device));
         // An overflowed fp16 step: the same gradients again, flagged; nothing may move.
         const std::string before = archive_of(*device.built.optimizer);
-        std::vector<at::Tensor> values;
-        for (const auto& s : device.state) values.push_back(s.tensor.detach().clone());
+        const std::vector<at::Tensor> values = tp::test::values_of(device);
         set_grads(device, grads[t]);
         d->step_on_device(skip);
         for (size_t i = 0; i < values.size(); ++i) CHECK(at::equal(values[i], device.state[i].tensor.detach()));
@@ -127,12 +105,12 @@ TEST_CASE("a checkpoint after device-only updates resumes on the per-parameter l
     for (const auto& p : tp::test::model_spec()) step.push_back(tp::test::lcg_tensor(seed, p.shape, 1.0));
   for (const std::string name : {"adam", "adamw"}) {
     INFO(name);
-    DeviceRun reference = start_run(fused_section(name, false), init);
+    DeviceRun reference = tp::test::start_optimizer_run(fused_section(name, false), init);
     for (const auto& g : grads) {
       set_grads(reference, g);
       reference.built.optimizer->step();
     }
-    DeviceRun device = start_run(fused_section(name, false), init);
+    DeviceRun device = tp::test::start_optimizer_run(fused_section(name, false), init);
     tp::DeviceStepOptimizer* d = tp::device_step(*device.built.optimizer);
     for (int t = 0; t < kDeviceSteps; ++t) {
       set_grads(device, grads[t]);
@@ -140,15 +118,10 @@ TEST_CASE("a checkpoint after device-only updates resumes on the per-parameter l
       d->step_on_device(at::Tensor());
     }
     const std::string archive = archive_of(*device.built.optimizer);
-    std::vector<at::Tensor> values;
-    for (const auto& s : device.state) values.push_back(s.tensor.detach().clone());
     auto loop_options = tp::test::optim_section(name, "for_loop");
     loop_options.lr = 0.03;
-    DeviceRun loop = start_run(loop_options, values);
-    torch::serialize::InputArchive in;
-    std::istringstream bytes(archive);
-    in.load_from(bytes);
-    loop.built.optimizer->load(in);
+    DeviceRun loop = tp::test::start_optimizer_run(loop_options, tp::test::values_of(device));
+    tp::test::load_archive(*loop.built.optimizer, archive);
     for (int t = kDeviceSteps; t < 2 * kDeviceSteps; ++t) {
       set_grads(loop, grads[t]);
       loop.built.optimizer->step();
@@ -166,7 +139,7 @@ TEST_CASE("under a capture, an update that would start optimizer state is refuse
   for (const auto& p : tp::test::model_spec()) grads.push_back(tp::test::lcg_tensor(seed, p.shape, 1.0));
   for (const std::string name : {"sgd", "adam", "adamw"}) {
     INFO(name);
-    DeviceRun run = start_run(fused_section(name, false), init);
+    DeviceRun run = tp::test::start_optimizer_run(fused_section(name, false), init);
     tp::DeviceStepOptimizer* d = tp::device_step(*run.built.optimizer);
     set_grads(run, grads);
     d->forbid_new_state(true);
@@ -185,8 +158,8 @@ TEST_CASE("only the fused optimizers update on the device") {
   std::vector<at::Tensor> init;
   for (const auto& p : tp::test::model_spec()) init.push_back(tp::test::lcg_tensor(seed, p.shape, 0.5));
   for (const std::string name : {"sgd", "adam", "adamw"}) {
-    CHECK(tp::device_step(*start_run(tp::test::optim_section(name, "fused"), init).built.optimizer) != nullptr);
-    CHECK(tp::device_step(*start_run(tp::test::optim_section(name, "for_loop"), init).built.optimizer) == nullptr);
+    CHECK(tp::device_step(*tp::test::start_optimizer_run(tp::test::optim_section(name, "fused"), init).built.optimizer) != nullptr);
+    CHECK(tp::device_step(*tp::test::start_optimizer_run(tp::test::optim_section(name, "for_loop"), init).built.optimizer) == nullptr);
   }
-  CHECK(tp::device_step(*start_run(tp::test::optim_section("rmsprop"), init).built.optimizer) == nullptr);
+  CHECK(tp::device_step(*tp::test::start_optimizer_run(tp::test::optim_section("rmsprop"), init).built.optimizer) == nullptr);
 }

@@ -4,11 +4,6 @@
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
-#include <torch/serialize/input-archive.h>
-#include <torch/serialize/output-archive.h>
-
-#include <sstream>
-
 #include "optimizer_test_util.h"
 #include "tp/framework/optim/optimizer_factory.h"
 
@@ -17,43 +12,13 @@ namespace {
 constexpr int kOptimizerStateSteps = 6;
 constexpr int kSwitchAt = 3;
 
-struct Run {
-  std::vector<tp::StateTensor> state;
-  tp::BuiltOptimizer built;
-};
-
-Run start(const tp::OptimSection& o, const std::vector<at::Tensor>& values) {
-  Run run{tp::test::model_state(values), {}};
-  run.built = tp::make_optimizer(o, run.state);
-  return run;
-}
+using Run = tp::test::OptimizerRun;
 
 void steps(Run& run, const std::vector<std::vector<at::Tensor>>& grads, int from, int to) {
   for (int t = from; t < to; ++t) {
     for (size_t i = 0; i < run.state.size(); ++i) run.state[i].tensor.mutable_grad() = grads[t][i].clone();
     run.built.optimizer->step();
   }
-}
-
-std::string save(const torch::optim::Optimizer& optimizer) {
-  torch::serialize::OutputArchive archive;
-  optimizer.save(archive);
-  std::ostringstream bytes;
-  archive.save_to(bytes);
-  return bytes.str();
-}
-
-void load(torch::optim::Optimizer& optimizer, const std::string& bytes) {
-  torch::serialize::InputArchive archive;
-  std::istringstream in(bytes);
-  archive.load_from(in);
-  optimizer.load(archive);
-}
-
-std::vector<at::Tensor> values_of(const Run& run) {
-  std::vector<at::Tensor> out;
-  for (const auto& s : run.state) out.push_back(s.tensor.detach().clone());
-  return out;
 }
 
 }  // namespace
@@ -76,16 +41,16 @@ TEST_CASE("a checkpoint of one implementation resumes on the other") {
         first.lr = second.lr = 0.02;
         first.amsgrad = second.amsgrad = amsgrad;
         // Uninterrupted reference on the second implementation.
-        Run reference = start(second, init);
+        Run reference = tp::test::start_optimizer_run(second, init);
         steps(reference, grads, 0, kOptimizerStateSteps);
 
-        Run before = start(first, init);
+        Run before = tp::test::start_optimizer_run(first, init);
         CHECK(before.built.fused == fused_first);
         steps(before, grads, 0, kSwitchAt);
-        const std::string archive = save(*before.built.optimizer);
-        Run after = start(second, values_of(before));
+        const std::string archive = tp::test::archive_of(*before.built.optimizer);
+        Run after = tp::test::start_optimizer_run(second, tp::test::values_of(before));
         CHECK(after.built.fused != fused_first);
-        load(*after.built.optimizer, archive);
+        tp::test::load_archive(*after.built.optimizer, archive);
         // The archive restores every state object (keyed by parameter order in the archive).
         CHECK(after.built.optimizer->state().size() == before.built.optimizer->state().size());
         steps(after, grads, kSwitchAt, kOptimizerStateSteps);
@@ -131,18 +96,12 @@ TEST_CASE("the fused path fixes the layout of state restored for a channels-last
     }
   };
   run(loop_state, *loop.optimizer, 0, 2);
-  torch::serialize::OutputArchive out;
-  loop.optimizer->save(out);
-  std::ostringstream bytes;
-  out.save_to(bytes);
+  const std::string archive = tp::test::archive_of(*loop.optimizer);
   {
     at::NoGradGuard no_grad;
     fused_state[0].tensor.copy_(loop_state[0].tensor);
   }
-  torch::serialize::InputArchive in;
-  std::istringstream input(bytes.str());
-  in.load_from(input);
-  fused.optimizer->load(in);
+  tp::test::load_archive(*fused.optimizer, archive);
   run(loop_state, *loop.optimizer, 2, 4);
   run(fused_state, *fused.optimizer, 2, 4);
   CHECK(fused_state[0].tensor.is_contiguous(at::MemoryFormat::ChannelsLast));

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <torch/optim/optimizer.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
 
 #include <doctest/doctest.h>
 
@@ -15,7 +18,10 @@
 #include <string>
 #include <vector>
 
+#include <sstream>
+
 #include "tp/framework/config/run_config.h"
+#include "tp/framework/optim/optimizer_factory.h"
 #include "tp/framework/plugin/plugin_instance.h"
 #include "support/test_paths.h"
 
@@ -68,6 +74,42 @@ inline std::vector<StateTensor> model_state(const std::vector<at::Tensor>& value
   for (size_t i = 0; i < values.size(); ++i)
     state.push_back({model_spec()[i].name, values[i].clone().requires_grad_(), false});
   return state;
+}
+
+/// A model state (model_state()) and the optimizer built over it.
+struct OptimizerRun {
+  std::vector<StateTensor> state;
+  BuiltOptimizer built;
+};
+
+inline OptimizerRun start_optimizer_run(const OptimSection& o, const std::vector<at::Tensor>& values) {
+  OptimizerRun run{model_state(values), {}};
+  run.built = make_optimizer(o, run.state);
+  return run;
+}
+
+/// The run's parameter values, detached copies.
+inline std::vector<at::Tensor> values_of(const OptimizerRun& run) {
+  std::vector<at::Tensor> out;
+  for (const auto& s : run.state) out.push_back(s.tensor.detach().clone());
+  return out;
+}
+
+/// What optimizer.save() writes, as bytes (a checkpoint's optimizer entry).
+inline std::string archive_of(const torch::optim::Optimizer& optimizer) {
+  torch::serialize::OutputArchive archive;
+  optimizer.save(archive);
+  std::ostringstream bytes;
+  archive.save_to(bytes);
+  return bytes.str();
+}
+
+/// optimizer.load() of archive_of()'s bytes.
+inline void load_archive(torch::optim::Optimizer& optimizer, const std::string& bytes) {
+  torch::serialize::InputArchive archive;
+  std::istringstream in(bytes);
+  archive.load_from(in);
+  optimizer.load(archive);
 }
 
 inline void write_raw(const std::filesystem::path& file, const at::Tensor& t) {

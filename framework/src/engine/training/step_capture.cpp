@@ -62,9 +62,7 @@ void StepCapture::before_step() {
     if (graph_ms_ < eager_ms_) {
       report("graphed: " + figures);
     } else {
-      graph_.reset();
-      static_.clear();
-      disabled_ = true;
+      drop_graph();
       report("eager: " + figures + ", so the graph was dropped");
     }
   }
@@ -76,8 +74,7 @@ StepCapture::Use StepCapture::use_for(const std::vector<NamedTensors>& window, b
   for (const auto& micro : window)
     if (micro.empty()) return Use::kEager; // every sample skipped: no shape to replay
   if (graph_.captured()) return same_shapes(window, static_) ? Use::kReplay : Use::kEager;
-  const int64_t before = kWarmupSteps + (mode_ == CudaGraphMode::kAuto && eager_ms_ == 0.0 ? kTimedSteps : 0);
-  if (eager_steps_ < before) return Use::kEager;
+  if (eager_steps_ < eager_steps_before_capture()) return Use::kEager;
   if (!host_sync_.empty() && mode_ == CudaGraphMode::kAuto) {
     // "on" captures anyway (a failure then names the call, capture_failure_hint()).
     give_up("a warm-up step waited for the device inside the phases a graph would capture (\"" + host_sync_ +
@@ -97,8 +94,17 @@ StepCapture::Use StepCapture::use_for(const std::vector<NamedTensors>& window, b
 bool StepCapture::probing() const noexcept {
   // The warm-up's last step and any after it: the first steps make one-off host reads (lazy
   // initialisation, a resumed run's restored sums) that a capture of a later step never sees.
-  const int64_t before = kWarmupSteps + (mode_ == CudaGraphMode::kAuto && eager_ms_ == 0.0 ? kTimedSteps : 0);
-  return !disabled_ && !graph_.captured() && eager_steps_ + 1 >= before;
+  return !disabled_ && !graph_.captured() && eager_steps_ + 1 >= eager_steps_before_capture();
+}
+
+int64_t StepCapture::eager_steps_before_capture() const noexcept {
+  return kWarmupSteps + (mode_ == CudaGraphMode::kAuto && eager_ms_ == 0.0 ? kTimedSteps : 0);
+}
+
+void StepCapture::drop_graph() {
+  graph_.reset();
+  static_.clear();
+  disabled_ = true;
 }
 
 std::string StepCapture::capture_failure_hint() const {
@@ -129,9 +135,7 @@ void StepCapture::capture(const std::vector<NamedTensors>& window,
 }
 
 void StepCapture::give_up(const std::string& why) {
-  graph_.reset();
-  static_.clear();
-  disabled_ = true;
+  drop_graph();
   log_.warn("run.cuda_graphs = \"auto\": " + why + "; training eagerly");
   report("eager: " + why);
 }

@@ -70,7 +70,11 @@ class StepCapture {
   bool take_report_change() noexcept;
 
  private:
-  /// Under "auto": logs `why`, drops the graph and trains eagerly from now on.
+  /// Eager steps the run takes before it captures: the warm-up, and under "auto" the timed ones.
+  int64_t eager_steps_before_capture() const noexcept;
+  /// Under "auto": no graph any more, every later step eager.
+  void drop_graph();
+  /// drop_graph(), logging and reporting `why`.
   void give_up(const std::string& why);
   void report(const std::string& why);
 
