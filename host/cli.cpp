@@ -51,6 +51,9 @@ po::options_description describe(Options& o) {
       ("index", po::value(&o.indices)->composing(),
        "plugins check: also read this sample index of each dataset split (besides first, last and random ones)")
       ("epoch", po::value(&o.epoch), "plugins check: the epoch datasets read their samples in (default: 0)")
+      ("samples", po::value(&o.samples),
+       "plugins check: how many samples of each split to read: N (spread evenly, first and last included) or all "
+       "(default: the first, the last and 6 spread by a fixed hash)")
       ("checks", po::value(&o.checks),
        "verify: comma-separated checks to run (default: all of data, loss, metric, gradients, accumulation, "
        "resume, distributed, overfit)")

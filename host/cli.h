@@ -11,6 +11,7 @@
 //   host export --checkpoint PATH [--weights live|ema] --format safetensors --output FILE
 //   host plugins list [--verbose] [--config run.toml] [--plugin-dir DIR]...
 //   host plugins check FILE.so [--config run.toml] [--set key=value]... [--index N]... [--epoch E]
+//                      [--samples N|all]
 //   host plot RUN_DIR
 //   host verify --config run.toml [--checks data,loss,...] [--steps N] [--set ...] [--plugin-dir DIR]...
 //   host tune lr --config run.toml [--min-lr 1e-7] [--max-lr 10] [--steps 100] [--set ...] [--output-dir DIR]
@@ -58,6 +59,7 @@ struct Options {
   std::string file;                ///< plugins check FILE
   std::vector<uint64_t> indices;   ///< plugins check: --index, extra sample indices to read
   uint64_t epoch = 0;              ///< plugins check: --epoch, the epoch samples are read in
+  std::string samples;             ///< plugins check: --samples N|all ("": the default indices)
   std::string run_dir;             ///< plot RUN_DIR
   std::string devices;             ///< profile: comma-separated devices ("" = run.device)
   std::string precisions = "fp32"; ///< profile: comma-separated fp32 | bf16 | fp16

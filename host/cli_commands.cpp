@@ -34,8 +34,8 @@ const std::vector<CommandSpec> kCommands = {
      {"config", "set", "plugin-dir"}},
     {"plugins check",
      "host plugins check FILE.so [--config FILE] [--set KEY=VALUE]... [--plugin-dir DIR]... [--index N]... "
-     "[--epoch E]",
-     "checks one plugin library as a run would use it", {"config", "set", "plugin-dir", "index", "epoch"}},
+     "[--epoch E] [--samples N|all]",
+     "checks one plugin library as a run would use it", {"config", "set", "plugin-dir", "index", "epoch", "samples"}},
     {"verify",
      "host verify --config FILE [--checks data,loss,metric,gradients,accumulation,resume,distributed,overfit] "
      "[--steps N] [--set KEY=VALUE]... [--plugin-dir DIR]... [--output-dir DIR]",

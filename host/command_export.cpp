@@ -4,12 +4,14 @@
 #include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/checkpoint/safetensors.h"
 #include "tp/framework/error.h"
+#include "tp/framework/util/output_target.h"
 
 namespace tp::cli {
 
 int run_export(const Options& options) {
   if (!options.format.empty() && options.format != "safetensors")
     throw ConfigError("--format", "host export: --format must be safetensors (got '" + options.format + "').");
+  check_output_file(options.output, "--output", "exported weights"); // never a device, a FIFO or a directory
   const LoadedCheckpoint checkpoint = load_checkpoint(options.checkpoint);
   std::map<std::string, std::string> metadata{{"format", "pt"},
                                               {"torchhost.epoch", std::to_string(checkpoint.epoch)},

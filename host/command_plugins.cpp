@@ -90,6 +90,7 @@ int check_plugin_file(const Options& options) {
   CheckOptions check;
   check.indices = options.indices;
   check.epoch = options.epoch;
+  check.samples = parse_sample_count(options.samples);
   if (!options.config.empty()) configs_from_run(options, check);
   else configs_from_sets(options, *library, check);
   // A crash in plugin code names the component, the call, the split and the sample, exit 5.

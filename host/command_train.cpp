@@ -1,5 +1,7 @@
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <system_error>
 #include <iterator>
 #include <optional>
 #include <sstream>
@@ -13,8 +15,10 @@
 #include "tp/framework/engine/runtime_setup.h"
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/engine/trainer.h"
+#include "tp/framework/error.h"
 #include "tp/framework/monitor/history.h"
 #include "tp/framework/util/atomic_file.h"
+#include "tp/framework/util/file_lock.h"
 #include "tp/framework/util/stale_temporaries.h"
 #include "tp/framework/plugin/plugin_crash.h"
 #include "tp/framework/util/short_number.h"
@@ -49,12 +53,33 @@ int run_train(const Options& options) {
   auto session = open_session(options);
   const RunConfig& config = session->config;
   Logger& log = session->logger;
+  const bool rank0 = session->place.rank == 0; // only rank 0 writes files and the summary
+  // One training per run directory, held by rank 0 until it exits: two would append each step
+  // twice to one history and overwrite each other's checkpoints. Taken before anything is written.
+  std::optional<FileLock> run_lock;
+  if (rank0) {
+    // An unusable --output-dir (a file, /proc, no permission) is a configuration error naming
+    // it, not an "unexpected error" from the first write into it.
+    std::error_code made;
+    std::filesystem::create_directories(session->run_dir, made);
+    if (made || !std::filesystem::is_directory(session->run_dir))
+      throw ConfigError("--output-dir", "host train: cannot use " + session->run_dir.string() + " as the run directory (" +
+                                            (made ? made.message() : std::string("it is not a directory")) +
+                                            "). Choose another --output-dir (or run.output_dir); nothing was written.");
+    run_lock.emplace(session->run_dir / "run.lock", /*inherit=*/false);
+    if (!run_lock->held())
+      throw ConfigError("--output-dir", "host train: another training is running in " + session->run_dir.string() +
+                                            (run_lock->holder().empty() ? "" : " (pid " + run_lock->holder() + ")") +
+                                            ": it holds " + (session->run_dir / "run.lock").string() +
+                                            ". Two trainings in one run directory would mix their history and "
+                                            "checkpoints; nothing was written. Wait for it to end (then --resume "
+                                            "auto continues it), or give this run another --output-dir.");
+  }
   // Before any dataset runs: a plugin crash then names the component and sample (exit 5).
   install_plugin_crash_handler((session->run_dir / "checkpoints").string().c_str(),
                                (session->run_dir / "config.toml").string().c_str());
   log.open_file(session->run_dir / "train.log");
   const std::string config_text = to_toml_text(config.resolved);
-  const bool rank0 = session->place.rank == 0; // only rank 0 writes files and the summary
   if (rank0) {
     for (const auto& removed : sweep_stale_temporaries(session->run_dir, /*levels=*/3))
       log.info("removed " + removed.string() + ", left by a process that no longer runs");

@@ -4,6 +4,8 @@
 
 #include <filesystem>
 
+#include "tp/framework/util/file_lock.h"
+
 namespace tp::cli {
 
 /// An exclusive flock(2) on `<dir>/sweep.lock`, held while this object lives and while any cell
@@ -16,12 +18,9 @@ class SweepLock {
   /// Creates `dir` and takes the lock without waiting. Throws tp::Error at once, naming the
   /// directory and the pid recorded in the lock file, when another sweep holds it.
   explicit SweepLock(const std::filesystem::path& dir);
-  ~SweepLock();
-  SweepLock(const SweepLock&) = delete;
-  SweepLock& operator=(const SweepLock&) = delete;
 
  private:
-  int fd_ = -1;
+  FileLock lock_;
 };
 
 }  // namespace tp::cli

@@ -52,6 +52,47 @@ TEST_CASE("a segfault in a dataset's get_sample names the plugin and the sample;
   CHECK(tp::load_checkpoint(dir / "checkpoints" / "last.pt").step == 24);
 }
 
+TEST_CASE("a plugin's runaway recursion still ends in the crash report (alternate signal stack), on any thread") {
+  // Before the alternate stack, the overflow left the handler no stack: a bare exit 139.
+  const auto dir = tp::test::fresh_dir("crash_overflow");
+  for (const char* workers : {"2", "0"}) {
+    INFO("data.num_workers = " << workers);
+    std::filesystem::remove_all(dir);
+    const auto run = tp::test::run_host("--config tests/crash/segfault.toml --plugin-dir '" + fixture_dir("segfault") +
+                                        "' --output-dir '" + dir.string() + "' --set data.train.runaway=true "
+                                        "--set data.num_workers=" + workers);
+    INFO(run.output);
+    CHECK(run.exit_code == tp::kExitPluginCrash);
+    CHECK(contains(run.output, "component 'org.test.segfault' crashed the process with SIGSEGV"));
+    CHECK(contains(run.output, "in get_sample (sample index 13)"));
+    CHECK(tp::load_checkpoint(dir / "checkpoints" / "last.pt").step == 8);
+  }
+}
+
+TEST_CASE("plugins check says which samples it read; --samples all finds a crash at an index it skipped") {
+  const std::string check = "plugins check '" + fixture_dir("segfault") + "/segfault.so' --config tests/crash/segfault.toml "
+                            "--epoch 1 --set data.train.crash_index=7 ";
+  // The default reads the first, the last and 6 hashed indices (0, 11, 13, 18, 31, 52, 62, 63 of
+  // 64) and names them; 7 is not among them, so the crash at 7 goes unseen (the issue's case: it
+  // passed without saying which samples it had read).
+  const auto fallback = tp::test::run_host(check);
+  INFO(fallback.output);
+  CHECK(fallback.exit_code == 0);
+  CHECK(contains(fallback.output, "train: 64 samples, 8 (indices 0, 11, 13, 18, 31, 52, 62, 63) read twice alike"));
+  const auto spread = tp::test::run_host(check + "--samples 3");
+  INFO(spread.output);
+  CHECK(spread.exit_code == 0);
+  CHECK(contains(spread.output, "train: 64 samples, 3 (indices 0, 31, 63) read twice alike"));
+  const auto all = tp::test::run_host(check + "--samples all");
+  INFO(all.output);
+  CHECK(all.exit_code == tp::kExitPluginCrash);
+  CHECK(contains(all.output, "(sample index 7)"));
+  const auto zero = tp::test::run_host(check + "--samples 0");
+  INFO(zero.output);
+  CHECK(zero.exit_code == 2);
+  CHECK(contains(zero.output, "--samples 0: expected a count"));
+}
+
 TEST_CASE("a segfault in a callback's on_event names the plugin and the function; the last checkpoint stays") {
   const auto dir = tp::test::fresh_dir("crash_callback");
   std::ifstream base(std::string(tp::test::source_dir()) + "/tests/crash/segfault.toml");

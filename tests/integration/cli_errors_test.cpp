@@ -116,6 +116,32 @@ TEST_CASE("a malformed value of a kind exits 2 when the config is loaded, before
   }
 }
 
+TEST_CASE("a batch larger than the training split is refused before training, not trained for 0 steps") {
+  // It used to train 0 steps, write best.pt and last.pt and exit 0 (issue 41, item 14).
+  const auto dir = tp::test::fresh_dir("batch_over_split");
+  const auto run = tp::test::run_host("--config configs/quickstart.toml --set data.train.size=100 "
+                                      "--set train.batch_size=128 --set progress.mode=\"off\" --output-dir '" +
+                                      dir.string() + "'");
+  INFO(run.output);
+  CHECK(run.exit_code == 2);
+  CHECK(contains(run.output, "train.batch_size = 128 on 1 rank(s), but the training split has"));
+  CHECK_FALSE(std::filesystem::exists(dir / "checkpoints" / "last.pt"));
+  CHECK_FALSE(std::filesystem::exists(dir / "checkpoints" / "best.pt"));
+}
+
+TEST_CASE("an unusable --output-dir is a configuration error naming it, not an unexpected error") {
+  const auto dir = tp::test::fresh_dir("unusable_output");
+  std::ofstream(dir / "a_file") << "not a directory";
+  for (const std::filesystem::path& output : {dir / "a_file", dir / "a_file" / "run"}) {
+    const auto run = tp::test::run_host("--config configs/quickstart.toml --output-dir '" + output.string() + "'");
+    INFO(run.output);
+    CHECK(run.exit_code == 2);
+    CHECK(contains(run.output, "cannot use " + output.string() + " as the run directory"));
+    CHECK_FALSE(contains(run.output, "unexpected error"));
+  }
+  CHECK(tp::test::read_text(dir / "a_file") == "not a directory");
+}
+
 TEST_CASE("a missing config file and a missing plugin dir fail with distinct codes") {
   const auto missing = tp::test::run_host("--config no/such/file.toml");
   CHECK(missing.exit_code == 2);

@@ -82,3 +82,31 @@ TEST_CASE("--resume auto without a checkpoint starts fresh; a damaged checkpoint
   CHECK(refused.output.find("truncated.pt") != std::string::npos);
   CHECK(refused.output.find("damaged") != std::string::npos);
 }
+
+TEST_CASE("a second host train into a run directory in use is refused, naming the holder; the first finishes") {
+  const auto dir = tp::test::fresh_dir("run_lock");
+  const std::string args = "--config configs/quickstart.toml --output-dir '" + dir.string() +
+                           "' --set train.epochs=1 --set data.train.size=3000 --set progress.mode=\"off\"";
+  // The second starts once the first has written its first history line, while it trains.
+  const std::string host = "'" + std::string(tp::test::build_dir()) + "/bin/host' ";
+  const auto both = tp::test::run_shell(
+      host + args + " > '" + (dir.parent_path() / "run_lock_first.out").string() + "' 2>&1 & first=$!; " +
+      "for i in $(seq 1 3000); do [ -s '" + (dir / "history.jsonl").string() + "' ] && break; sleep 0.02; done; " +
+      host + args + "; echo \"second=$?\"; wait $first; echo \"first=$?\"");
+  INFO(both.output);
+  CHECK(both.output.find("second=2") != std::string::npos);
+  CHECK(both.output.find("another training is running in " + dir.string() + " (pid ") != std::string::npos);
+  CHECK(both.output.find("first=0") != std::string::npos);
+  // Each step once: the history holds the first run's epoch only (before the lock, both appended
+  // their steps, each twice in all).
+  const std::string history = tp::test::read_text(dir / "history.jsonl");
+  std::size_t epochs = 0;
+  for (std::size_t at = history.find("\"kind\":\"epoch\""); at != std::string::npos;
+       at = history.find("\"kind\":\"epoch\"", at + 1))
+    ++epochs;
+  CHECK(epochs == 1);
+  // Once the first has exited, the directory is free again (its run.lock stays, unlocked).
+  const auto again = tp::test::run_host(args + " --resume auto");
+  INFO(again.output);
+  CHECK(again.exit_code == 0);
+}

@@ -2,6 +2,7 @@
 // recomputes the accuracy `host eval` reported; csv, jsonl and npy hold the same rows in dataset
 // order; a 2-rank prediction is the 1-rank file byte for byte (the val split has an odd size, so
 // the shards differ and the last batches are partial).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -253,4 +254,31 @@ TEST_CASE("host predict: fsync before the rename, no partial file after SIGINT, 
   CHECK(stopped.output.find("host predict stopped by signal 2 after ") != std::string::npos);
   CHECK_FALSE(fs::exists(interrupted));
   CHECK(tp::test::temporaries_below(dir) == "");
+}
+
+TEST_CASE("host predict and host export write regular files only: a FIFO or a directory at --output is refused") {
+  const fs::path& dir = trained_run();
+  // A FIFO stands in for a device node (/dev/null): rename(2) would replace the node itself.
+  const fs::path fifo = dir / "a_fifo";
+  fs::remove(fifo);
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const fs::path folder = dir / "a_folder";
+  fs::create_directories(folder);
+  for (const fs::path& target : {fifo, folder}) {
+    for (const std::string format : {"csv", "jsonl", "npy"}) {
+      const auto run = predict(dir, "--format " + format + " --output '" + target.string() + "'");
+      INFO(format, " into ", target, ": ", run.output);
+      CHECK(run.exit_code == 2);
+      CHECK(run.output.find("--output " + target.string() + " is a") != std::string::npos);
+    }
+    const auto exported = tp::test::run_host("export --checkpoint '" + (dir / "checkpoints" / "last.pt").string() +
+                                             "' --format safetensors --output '" + target.string() + "'");
+    INFO(exported.output);
+    CHECK(exported.exit_code == 2);
+  }
+  CHECK(fs::is_fifo(fs::symlink_status(fifo)));
+  CHECK(fs::is_directory(folder));
+  CHECK(fs::is_empty(folder));
+  CHECK(tp::test::temporaries_below(dir) == "");
+  fs::remove(fifo);
 }

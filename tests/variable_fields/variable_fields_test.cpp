@@ -93,6 +93,42 @@ TEST_CASE("host predict writes one row per sample: labels, not a ragged field's 
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 1 + 61);
 }
 
+TEST_CASE("a model's ragged output is checked at the boundary: offsets past its rows never reach a writer") {
+  const fs::path& dir = trained_run();
+  // The points echoed with their own offsets: written, one row per sample, the points nested.
+  const fs::path good = dir / "echo.jsonl";
+  const auto echoed = tp::test::run_host("predict --output-dir '" + dir.string() + "' " + kConfig +
+                                         "--set model.echo=true --checkpoint last --format jsonl --outputs logits,echo "
+                                         "--output '" + good.string() + "'");
+  INFO(echoed.output);
+  REQUIRE(echoed.exit_code == tp::kExitOk);
+  const std::string rows = tp::test::read_text(good);
+  CHECK(std::count(rows.begin(), rows.end(), '\n') == 61);
+  CHECK(rows.find("\"echo\":[[") != std::string::npos);
+  // Hostile offsets (the issue's 2,000 rows past the end; a start past 0; a decrease; a huge one):
+  // refused before the jsonl writer or any metric reads a row, nothing written. Before the
+  // check, the first wrote 2,000 rows of heap bytes with exit 0 and the last crashed.
+  for (const std::string offsets : {"[0, 2000, 3, 3, 3]", "[1, 2, 3]", "[0, 5, 2]", "[0, 4611686018427387904]"}) {
+    const fs::path out = dir / "hostile.jsonl";
+    const auto run = tp::test::run_host("predict --output-dir '" + dir.string() + "' " + kConfig +
+                                        "--set model.echo=true --set 'model.echo_offsets=" + offsets +
+                                        "' --checkpoint last --format jsonl --outputs logits,echo --output '" +
+                                        out.string() + "'");
+    INFO(offsets, ": ", run.output);
+    CHECK(run.exit_code == tp::kExitRuntime);
+    CHECK(run.output.find("org.torchhost.test.set_model") != std::string::npos);
+    CHECK(run.output.find("'echo_offsets'") != std::string::npos);
+    CHECK_FALSE(fs::exists(out));
+    // Training: refused at its first step, before the loss or a metric sees the outputs.
+    const auto train = tp::test::run_host("--output-dir '" + (dir / "hostile_train").string() + "' " + kConfig +
+                                          "--set train.epochs=1 --set model.echo=true --set 'model.echo_offsets=" +
+                                          offsets + "'");
+    INFO(train.output);
+    CHECK(train.exit_code == tp::kExitRuntime);
+    CHECK(train.output.find("'echo_offsets'") != std::string::npos);
+  }
+}
+
 TEST_CASE("batch transforms are refused on variable-size training data, with the reason") {
   const fs::path dir = tp::test::fresh_dir("variable_fields_mixup");
   const fs::path config = dir / "mixup.toml";

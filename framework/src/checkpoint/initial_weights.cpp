@@ -243,7 +243,12 @@ InitialWeightsReport load_initial_weights(const std::filesystem::path& file, con
     else by_name.emplace(name, &tensor);
   }
   std::vector<std::string> missing, mis_shaped;
-  std::vector<std::pair<const at::Tensor*, const at::Tensor*>> copies;  // (model tensor, file tensor)
+  struct Copy {
+    const std::string* name;
+    const at::Tensor* destination; ///< the model's tensor
+    const at::Tensor* source;      ///< the file's
+  };
+  std::vector<Copy> copies;
   for (const auto& entry : model_state) {
     if (ignored(entry.name)) {
       report.kept_model.push_back(entry.name);
@@ -257,7 +262,7 @@ InitialWeightsReport load_initial_weights(const std::filesystem::path& file, con
     if (it->second->sizes() != entry.tensor.sizes())
       mis_shaped.push_back("'" + entry.name + "' " + c10::str(it->second->sizes()) + " in the file, " +
                            c10::str(entry.tensor.sizes()) + " in the model");
-    copies.emplace_back(&entry.tensor, it->second);
+    copies.push_back({&entry.name, &entry.tensor, it->second});
     by_name.erase(it);
   }
   for (size_t i = 0; i < ignore.size(); ++i)
@@ -281,8 +286,17 @@ InitialWeightsReport load_initial_weights(const std::filesystem::path& file, con
                                                     "[\"<head>.*\"] when only its class count differs.")
                                       : std::string(".")));
   }
+  // A NaN or an infinity in the file would surface as "the update of step 1 produced a non-finite
+  // value" (the guard of the first save); named here instead, with the tensor, before any copy.
+  std::vector<std::string> non_finite;
+  for (const Copy& c : copies)
+    if (c.source->is_floating_point() && !at::isfinite(*c.source).all().item<bool>()) non_finite.push_back("'" + *c.name + "'");
+  if (!non_finite.empty())
+    fail(file, "it holds NaN or infinite values in " + first_few(non_finite) +
+                   "; these weights cannot start a training. Export them again from a run that ended finite, or "
+                   "leave those tensors out with train.init_weights_ignore.");
   at::NoGradGuard no_grad;
-  for (const auto& [destination, source] : copies) destination->copy_(*source);
+  for (const Copy& c : copies) c.destination->copy_(*c.source);
   report.loaded = static_cast<int64_t>(copies.size());
   return report;
 }

@@ -212,9 +212,19 @@ void check_limit(const toml::table& root, const HostKey& key, std::string_view f
                       ", got " + describe_node(*node) + " (" + spec.help + ").");
 }
 
+/// NaN means nothing for any number the host reads (a decay factor, a norm's order, a momentum):
+/// refused for every Float key, also those whose range is open (train.grad_norm_type accepts inf).
+void check_not_nan(const toml::table& root, const HostKey& key, std::string_view file) {
+  const toml::node* node = root.at_path(key.spec.path).node();
+  if (node == nullptr || !node->is_floating_point() || !std::isnan(node->value<double>().value_or(0.0))) return;
+  fail(key.spec.path, node_origin(*node, file) + ": " + key.spec.path + ": got nan, which is not a number (" +
+                          key.spec.help + "); set a number.");
+}
+
 void check_semantics(const toml::table& root, std::string_view file) {
   for (const HostKey& key : host_keys()) {
     if (key.limit) check_limit(root, key, file);
+    if (key.spec.type == ValueType::Float) check_not_nan(root, key, file);
   }
   // Refused rather than silently ignored: a user who asks for it expects synchronised statistics.
   if (const toml::node* sync_bn = root.at_path("dist.sync_batchnorm").node();

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "config_adapter.h"
+#include "dlpack_check.h"
 #include "sized_copy.h"
 #include "tp/framework/error.h"
 #include "tp/framework/plugin/plugin_crash.h"
@@ -143,6 +144,13 @@ NamedTensors DatasetProxy::get(uint64_t index, const tp_worker_ctx_t& ctx) const
                                                      ? " ('" + std::string(fields[i].name) + "') with a NULL DLPack deleter (PLG-9)."
                                                      : " without a name or tensor."));
     const char* name = fields[i].name;
+    // The same validation as `host plugins check` (dlpack_check.h): LibTorch trusts ndim, shape
+    // and strides, so a field that lies about them would be read out of bounds.
+    if (const std::string problem = detail::dlpack_problem(fields[i].tensor->dl_tensor); !problem.empty())
+      throw PluginError(id(), "get_sample", "plugin component '" + id() + "' returned field '" + name + "' of sample " +
+                                                std::to_string(index) + " that " + problem +
+                                                "; check the plugin with `host plugins check <its .so> --index " +
+                                                std::to_string(index) + "`.");
     DLManagedTensor* managed = in_flight.take(i);
     // The deleter is plugin code: capturing the library keeps it loaded until the last view of
     // this buffer is gone (usually right after collation copies it into the batch).

@@ -11,6 +11,7 @@
 #include "tp/framework/plugin/plugin_crash.h"
 
 #include "config_adapter.h"
+#include "ragged_outputs.h"
 #include "sized_copy.h"
 #include "state_visit.h"
 #include "tensor_handles.h"
@@ -72,6 +73,7 @@ NamedTensors ModelProxy::forward(const NamedTensors& inputs) {
                                              std::to_string(count) + " NULL");
     result.emplace_back(outputs[i].name != nullptr ? outputs[i].name : "", std::move(adopted[i]));
   }
+  detail::check_ragged_outputs(result, id(), who()); // before any loss, metric or writer reads an offset
   return result;
 }
 

@@ -6,10 +6,13 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <charconv>
+#include <system_error>
 #include <string_view>
 #include <vector>
 
 #include "config_adapter.h"
+#include "dlpack_check.h"
 #include "sized_copy.h"
 #include "tp/framework/data/collate.h"
 #include "tp/framework/data/sampler.h"
@@ -24,6 +27,8 @@ namespace {
 
 constexpr uint32_t kMaxFields = 64; // as DatasetProxy offers
 constexpr uint64_t kRandomIndices = 6;
+// The samples read that are also batched together at the end of a split's check.
+constexpr std::size_t kCollatedSamples = 64;
 
 std::string plugin_message() {
   std::string message = HostServices::take_last_error();
@@ -169,8 +174,8 @@ class SplitUnderCheck {
         throw Error(which + " has a NULL DLPack deleter: the host frees every field through its deleter, so this "
                             "one leaks in every step (PLG-9)");
       const DLTensor& t = field.tensor->dl_tensor;
-      if (t.device.device_type != kDLCPU) throw Error(which + " is not a CPU tensor (kDLCPU)");
-      if (t.ndim < 0 || (t.ndim > 0 && t.shape == nullptr)) throw Error(which + " has ndim " + std::to_string(t.ndim) + " and no shape");
+      // The validation training applies too (dlpack_check.h).
+      if (const std::string problem = detail::dlpack_problem(t); !problem.empty()) throw Error(which + " " + problem);
       FieldShape shape{field.name, t.dtype, std::vector<int64_t>(t.shape, t.shape + t.ndim)};
       try {
         sample.values.push_back(at::fromDLPack(field.tensor)); // adopts it: the tensor runs the deleter
@@ -248,11 +253,22 @@ class SplitUnderCheck {
   BatchLayout layout_;
 };
 
-/// First, last, a few spread by a fixed hash (the same on every check, so a failure reproduces),
-/// and the caller's; the caller's past the end are named in `skipped`.
+/// By default the first, the last, a few spread by a fixed hash (the same on every check, so a
+/// failure reproduces); with --samples N, N spread evenly (first and last included); with
+/// --samples all, every one; then the caller's --index ones, those past the end named in `skipped`.
 std::vector<uint64_t> indices_to_read(uint64_t size, const CheckOptions& options, std::string& skipped) {
   std::vector<uint64_t> indices{0, size - 1};
-  for (uint64_t k = 0; k < kRandomIndices; ++k) indices.push_back(mix_seed(0x5EEDull + k) % size);
+  if (options.samples == kAllSamples || options.samples >= size) {
+    indices.resize(size);
+    for (uint64_t i = 0; i < size; ++i) indices[i] = i;
+  } else if (options.samples > 0) {
+    // i * (size - 1) / (N - 1): overflow-free as a quotient and remainder of (size - 1) / (N - 1).
+    const uint64_t n = std::max<uint64_t>(options.samples, 2);
+    const uint64_t quotient = (size - 1) / (n - 1), remainder = (size - 1) % (n - 1);
+    for (uint64_t i = 1; i + 1 < n; ++i) indices.push_back(i * quotient + i * remainder / (n - 1));
+  } else {
+    for (uint64_t k = 0; k < kRandomIndices; ++k) indices.push_back(mix_seed(0x5EEDull + k) % size);
+  }
   for (uint64_t index : options.indices) {
     if (index < size) indices.push_back(index);
     else skipped += (skipped.empty() ? "" : ", ") + std::to_string(index);
@@ -260,6 +276,15 @@ std::vector<uint64_t> indices_to_read(uint64_t size, const CheckOptions& options
   std::sort(indices.begin(), indices.end());
   indices.erase(std::unique(indices.begin(), indices.end()), indices.end());
   return indices;
+}
+
+/// "all 64", or "8 (indices 0, 7, ...)" up to a dozen listed: what a check did not read is then
+/// visible (a crash at another index needs --samples all or --index).
+std::string indices_text(const std::vector<uint64_t>& indices, uint64_t size) {
+  if (indices.size() == size) return "all " + std::to_string(size);
+  std::string text = std::to_string(indices.size()) + " (indices ";
+  for (std::size_t i = 0; i < indices.size() && i < 12; ++i) text += (i ? ", " : "") + std::to_string(indices[i]);
+  return text + (indices.size() > 12 ? ", ...)" : ")");
 }
 
 // Field names a reader takes for a class label (cross_entropy's, accuracy's and f1's `target`
@@ -311,9 +336,13 @@ std::string check_split(const ComponentEntry& entry, const ComponentConfig& conf
                   fields_text(fields, data.layout()) + ": every sample has the same field names, dtypes and shapes "
                   "(the loader stacks them into batches), but for the sizes field_batching (ABI 1.6) lets vary");
     }
-    NamedTensors named;
-    for (std::size_t i = 0; i < a.values.size(); ++i) named.emplace_back(a.shapes[i].name, a.values[i]);
-    samples.push_back(std::move(named));
+    // The first samples are batched at the end (enough to find what breaks a batch; all of a
+    // --samples all split would hold the dataset in memory).
+    if (samples.size() < kCollatedSamples) {
+      NamedTensors named;
+      for (std::size_t i = 0; i < a.values.size(); ++i) named.emplace_back(a.shapes[i].name, a.values[i]);
+      samples.push_back(std::move(named));
+    }
     for (std::size_t i = 0; i < a.values.size(); ++i)
       if (b.shapes != a.shapes || !at::equal(a.values[i], b.values[i]))
         throw Error(where + " differs between two calls with the same worker seed (field '" + a.shapes[i].name +
@@ -332,7 +361,7 @@ std::string check_split(const ComponentEntry& entry, const ComponentConfig& conf
     throw Error("the " + std::to_string(read) + " samples read from split '" + split +
                 "' do not form a batch: " + e.what());
   }
-  return split + ": " + std::to_string(data.size()) + " samples, " + std::to_string(indices.size()) +
+  return split + ": " + std::to_string(data.size()) + " samples, " + indices_text(indices, data.size()) +
          " read twice alike" + (skipped.empty() ? "" : " (--index " + skipped + " past the end, not read)") +
          ", fields " + fields_text(fields, data.layout()) + ", batched alike, index " + std::to_string(data.size()) +
          " refused";
@@ -382,3 +411,18 @@ DatasetCheck check_dataset(const ComponentEntry& entry, const ComponentConfig& t
 }
 
 }  // namespace tp::detail
+
+namespace tp {
+
+uint64_t parse_sample_count(const std::string& text) {
+  if (text.empty()) return 0;
+  if (text == "all") return kAllSamples;
+  uint64_t count = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), count);
+  if (error != std::errc() || end != text.data() + text.size() || count == 0)
+    throw ConfigError("--samples", "host plugins check --samples " + text +
+                                       ": expected a count of samples to read from each split (1 or more) or all.");
+  return count;
+}
+
+}  // namespace tp

@@ -1,8 +1,10 @@
 #include "tp/framework/plugin/plugin_crash.h"
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <iterator>
@@ -105,10 +107,53 @@ extern "C" void on_fatal_signal(int signal_number, siginfo_t* info, void*) {
   ::_exit(kExitPluginCrash);
 }
 
+/// The calling thread's alternate signal stack, where the handler runs when a plugin's runaway
+/// recursion has used the thread's own stack up (without one, the kernel cannot deliver SIGSEGV
+/// and kills the process: a bare exit 139 instead of the crash report). Made on the thread's first
+/// plugin call; a thread that already has one (ASan gives every thread its own) keeps it. Freed at
+/// the thread's exit.
+class AltStack {
+ public:
+  void ensure() noexcept {
+    if (ready_) return;
+    ready_ = true;
+    stack_t current{};
+    if (::sigaltstack(nullptr, &current) == 0 && (current.ss_flags & SS_DISABLE) == 0) return;
+    // MINSIGSTKSZ plus room for the handler's few frames and write(2); a guard page below.
+    const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    size_ = std::max<std::size_t>(64 * 1024, static_cast<std::size_t>(::sysconf(_SC_MINSIGSTKSZ)) * 4);
+    void* memory = ::mmap(nullptr, size_ + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (memory == MAP_FAILED) return; // no report on overflow then, as before
+    ::mprotect(memory, page, PROT_NONE);
+    stack_t stack{};
+    stack.ss_sp = static_cast<char*>(memory) + page;
+    stack.ss_size = size_;
+    if (::sigaltstack(&stack, nullptr) != 0) {
+      ::munmap(memory, size_ + page);
+      return;
+    }
+    memory_ = memory;
+  }
+  ~AltStack() {
+    if (memory_ == nullptr) return;
+    stack_t off{};
+    off.ss_flags = SS_DISABLE;
+    ::sigaltstack(&off, nullptr);
+    ::munmap(memory_, size_ + static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)));
+  }
+
+ private:
+  bool ready_ = false;
+  void* memory_ = nullptr;
+  std::size_t size_ = 0;
+};
+thread_local AltStack t_alt_stack;
+
 }  // namespace
 
 PluginCallScope::PluginCallScope(const char* component_id, const char* function, uint64_t index) noexcept
     : previous_id_(t_call.id), previous_function_(t_call.function), previous_index_(t_call.index) {
+  t_alt_stack.ensure();
   t_call.function = function;
   t_call.index = index;
   // The id last: a signal between the stores sees either the old call or the complete new one.
@@ -129,7 +174,7 @@ void install_plugin_crash_handler(const char* checkpoint_dir, const char* config
   std::strncpy(text.config_file, config_file != nullptr ? config_file : "RUN/config.toml", sizeof text.config_file - 1);
   struct sigaction action {};
   action.sa_sigaction = &on_fatal_signal;
-  action.sa_flags = SA_SIGINFO | SA_NODEFER;
+  action.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK; // on the thread's alternate stack (AltStack)
   sigemptyset(&action.sa_mask);
   for (std::size_t i = 0; i < std::size(kSignals); ++i) {
     struct sigaction current {};

@@ -20,6 +20,16 @@ namespace {
               " The previous version of the file, if any, is unchanged.");
 }
 
+/// Refuses to replace `path` when it exists and is not a regular file (or a link to one): a
+/// rename over a device, a FIFO or a socket would replace the node itself (`/dev/null` as root).
+void refuse_special_file(const std::filesystem::path& path) {
+  std::error_code ignored;
+  const std::filesystem::file_status status = std::filesystem::status(path, ignored);
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    throw Error("cannot write " + path.string() + ": it exists and is not a regular file (a directory, a device, a "
+                "FIFO or a socket), which the host never replaces. It is unchanged; choose another path.");
+}
+
 }  // namespace
 
 void sync_directory(const std::filesystem::path& dir) {
@@ -31,6 +41,7 @@ void sync_directory(const std::filesystem::path& dir) {
 }
 
 void link_file_atomically(const std::filesystem::path& existing, const std::filesystem::path& target) {
+  refuse_special_file(target);
   const std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
   const std::string tmp = (dir / ("." + target.filename().string() + ".link-" + std::to_string(::getpid()))).string();
   ::unlink(tmp.c_str()); // a leftover of a crashed run with the same pid
@@ -48,6 +59,7 @@ void link_file_atomically(const std::filesystem::path& existing, const std::file
 }
 
 void write_file_atomically(const std::filesystem::path& path, const char* bytes, std::size_t size) {
+  refuse_special_file(path);
   const std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

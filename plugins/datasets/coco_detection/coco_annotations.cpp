@@ -42,12 +42,21 @@ struct RawAnnotation {
 /// document never exists whole; polygons and RLE counts are skipped without building values.
 class Reader {
  public:
+  /// Deeper than any COCO file nests (5: a polygon's points), shallow enough for any recursion.
+  static constexpr int kMaxDepth = 16;
+
   Reader(std::string path, const char* key) : path_(std::move(path)), key_(key) {}
 
   /// `parse_event_t` handler; depth 1 is the top-level object's members, 2 an array's entries,
   /// 3 an entry's members, 4 a bbox's numbers.
   bool on_event(int depth, json::parse_event_t event, json& parsed) {
     using E = json::parse_event_t;
+    // A COCO file nests 5 levels at most (a polygon's points); 100,000 nested `[` in a bbox once
+    // built a value whose dump() in the error message overflowed the stack. Refused as it starts.
+    if (depth > kMaxDepth && (event == E::array_start || event == E::object_start))
+      fail("it nests arrays or objects deeper than " + std::to_string(kMaxDepth) + " levels" +
+           (section_ != Section::kOther && in_array_ ? " at " + where() : std::string()) +
+           "; a COCO instances file nests 5 at most. Is it damaged?");
     if (depth == 0) {
       if (event == E::array_start || event == E::value)
         fail("its top level is not an object; a COCO instances file is {\"images\": [...], \"annotations\": [...], "
@@ -90,8 +99,11 @@ class Reader {
     // Below an entry's members only a bbox is kept (whole, so a malformed one is reported as
     // written); any other nested array or object (a polygon, RLE counts) is refused at its start
     // so its numbers are never built.
-    if (depth >= 4 && (event == E::array_start || event == E::object_start))
-      return section_ == Section::kAnnotations && field_ == "bbox";
+    if (depth >= 4 && (event == E::array_start || event == E::object_start)) {
+      const bool bbox = section_ == Section::kAnnotations && field_ == "bbox";
+      if (bbox && depth > 4) fail(where() + "'s `bbox` holds an array or an object; a bbox is [x, y, width, height]");
+      return bbox;
+    }
     return true;
   }
 

@@ -7,6 +7,10 @@
 #include <cstring>
 #include <memory>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
@@ -79,22 +83,64 @@ double jitter_factor(double amount, uint64_t seed, uint64_t tag) {
   return rng.uniform(std::max(0.0, 1.0 - amount), 1.0 + amount);
 }
 
+/// "a FIFO", "a directory", ...: what a path that is not a regular file is, for a message.
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+/// A JPEG (it starts with SOI, FF D8 FF) whose last scan (SOS, FF DA) has no EOI (FF D9) after
+/// it: cut short. libjpeg decodes such a file with a warning and grey rows where PIL refuses it.
+/// Inside a scan FF is always followed by 00 or a restart marker, so neither marker can occur in
+/// the entropy-coded data; a progressive JPEG has several scans, and the EOI follows the last.
+bool jpeg_truncated(const std::vector<unsigned char>& bytes) {
+  if (bytes.size() < 3 || bytes[0] != 0xFF || bytes[1] != 0xD8 || bytes[2] != 0xFF) return false;
+  for (std::size_t i = bytes.size() - 1; i > 0; --i) {
+    if (bytes[i - 1] != 0xFF) continue;
+    if (bytes[i] == 0xD9) return false; // an EOI after every scan seen from the end
+    if (bytes[i] == 0xDA) return true;  // the last scan, and no EOI after it
+  }
+  return true; // no scan at all: not a decodable JPEG either way
+}
+
 }  // namespace
 
 std::vector<unsigned char> read_file(const std::string& path, const char* component) {
   using tp::cpp::Failure;
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) throw Failure(TP_ERR_IO, std::string(component) + ": cannot open '" + path + "': " + std::strerror(errno));
-  std::vector<unsigned char> bytes;
-  if (std::fseek(f.get(), 0, SEEK_END) == 0) {
-    const long size = std::ftell(f.get());
-    if (size > 0) bytes.reserve(static_cast<std::size_t>(size));
-    std::rewind(f.get());
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it before any read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw Failure(TP_ERR_IO, std::string(component) + ": cannot open '" + path + "': " + std::strerror(errno));
+  const std::unique_ptr<int, void (*)(int*)> closer(new int(fd), [](int* f) {
+    ::close(*f);
+    delete f;
+  });
+  struct stat info {};
+  if (::fstat(fd, &info) != 0)
+    throw Failure(TP_ERR_IO, std::string(component) + ": cannot read '" + path + "': " + std::strerror(errno));
+  // A FIFO would hang the loader, /dev/zero fill memory, a directory read as nothing: only regular
+  // files hold images.
+  if (!S_ISREG(info.st_mode))
+    throw Failure(TP_ERR_IO, std::string(component) + ": '" + path + "' is " + file_kind(info.st_mode) +
+                                 ", not a regular file; samples are read from regular files only. Fix the listing "
+                                 "or replace it with the image file");
+  std::vector<unsigned char> bytes(static_cast<std::size_t>(info.st_size));
+  std::size_t filled = 0;
+  while (filled < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + filled, bytes.size() - filled);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw Failure(TP_ERR_IO, std::string(component) + ": cannot read '" + path + "': " + std::strerror(errno));
+    if (n == 0) break; // shrunk while being read: what is there is decoded (and refused if cut)
+    filled += static_cast<std::size_t>(n);
   }
-  unsigned char chunk[1 << 16];
-  std::size_t n = 0;
-  while ((n = std::fread(chunk, 1, sizeof chunk, f.get())) > 0) bytes.insert(bytes.end(), chunk, chunk + n);
-  if (std::ferror(f.get())) throw Failure(TP_ERR_IO, std::string(component) + ": cannot read '" + path + "'");
+  bytes.resize(filled);
+  if (jpeg_truncated(bytes))
+    throw Failure(TP_ERR_IO, std::string(component) + ": '" + path + "' is a truncated JPEG (no end-of-image marker "
+                                 "after its last scan: the file was cut, as an interrupted copy or download leaves "
+                                 "it); fix or remove the file");
   return bytes;
 }
 

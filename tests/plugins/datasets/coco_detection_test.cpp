@@ -388,7 +388,7 @@ TEST_CASE("coco_detection: file errors name the file, the key and what to do") {
   cfg.values["images"] = (root / "images").string();
 
   // Each broken file: what the message must say.
-  const std::vector<std::pair<std::string, std::string>> cases = {
+  std::vector<std::pair<std::string, std::string>> cases = {
       {"{\"images\": [\n  {\"id\": 1,, }]}", "(key `val_annotations`) is not valid JSON: parse error at line 2, column 12"},
       {"[1, 2]", "its top level is not an object"},
       {R"({"images": [], "annotations": []})", "it has no `categories` array"},
@@ -413,10 +413,19 @@ TEST_CASE("coco_detection: file errors name the file, the key and what to do") {
            "annotations": [{"id": 9, "image_id": 1, "category_id": 2, "bbox": [1, 2, -3, 4]}]})",
        "annotations[0] (id 9) has a bbox of negative size [1,2,-3,4] ([x, y, width, height]); fix or remove the annotation"},
   };
+  // 100,000 nested `[` in a bbox (a 200 KB file) once overflowed the stack in the error path
+  // (SIGSEGV in host train, plugins check and 2-rank runs); deep nesting elsewhere too.
+  const std::string deep(100000, '[');
+  const std::string header = R"({"images": [{"id": 1, "file_name": "a.png"}], "categories": [{"id": 2}], )";
+  cases.push_back({header + R"("annotations": [{"id": 9, "image_id": 1, "category_id": 2, "bbox": )" + deep,
+                   "annotations[0]'s `bbox` holds an array or an object; a bbox is [x, y, width, height]"});
+  cases.push_back({header + R"("annotations": [{"id": 9, "segmentation": )" + deep,
+                   "it nests arrays or objects deeper than 16 levels at annotations[0]"});
+  cases.push_back({header + R"("info": )" + deep, "it nests arrays or objects deeper than 16 levels"});
   const std::string broken = (root / "broken.json").string();
   cfg.values["val_annotations"] = broken;
   for (const auto& [text, message] : cases) {
-    CAPTURE(text);
+    CAPTURE(text.substr(0, 200));
     std::ofstream(broken, std::ios::trunc) << text;
     const std::string error = create_error(lib, cfg, "val", TP_ERR_IO);
     CHECK(contains(error, "coco_detection: '" + broken + "' (key `val_annotations`)"));

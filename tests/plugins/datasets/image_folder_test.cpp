@@ -2,6 +2,8 @@
 // exact normalisation, resize / center_crop against OpenCV computed independently here,
 // random transforms reproducible from the host seed, val splits, channels-last, CSV listings
 // and the error a broken file raises (what data.on_bad_sample acts on).
+#include <sys/stat.h>
+
 #include <cmath>
 #include <algorithm>
 #include <chrono>
@@ -243,6 +245,37 @@ TEST_CASE("image_folder: a file that does not decode fails the sample, naming th
   CHECK(lib.host.last_error.find("img_9.jpg") != std::string::npos);
   CHECK(s.fields().empty());
   CHECK(ds.try_get(5, &ctx, s) == TP_OK);  // the others still load
+}
+
+TEST_CASE("image_folder: a truncated JPEG and a FIFO fail their sample; nothing hangs or decodes half a file") {
+  // Before (issue 41): a JPEG cut to 90% decoded with grey rows and no error (PIL refuses it), and
+  // a FIFO named by a listing blocked the loader forever in open(). A folder scan lists regular
+  // files only, so the FIFO comes through a csv listing, as through a COCO file_name.
+  const Fixture f = write_folder("if_truncated", 8, 8);
+  const std::filesystem::path whole = f.root / "cat" / "whole.jpg";
+  REQUIRE(cv::imwrite(whole.string(), tp::test::gradient_image(64, 64, 3), {cv::IMWRITE_JPEG_QUALITY, 90}));
+  std::ifstream in(whole, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::ofstream(f.root / "cat" / "cut.jpg", std::ios::binary) << bytes.substr(0, bytes.size() * 9 / 10);
+  REQUIRE(::mkfifo((f.root / "cat" / "fifo.png").c_str(), 0600) == 0);
+  std::ofstream(f.root / "list.csv") << "cat/whole.jpg,0\ncat/cut.jpg,0\ncat/fifo.png,0\n";
+  PluginLibrary lib("image_folder");
+  FakeConfig cfg;
+  configure(lib, cfg, f.root);
+  cfg.values["csv"] = (f.root / "list.csv").string();
+  for (const bool fast : {true, false}) {
+    CAPTURE(fast);
+    cfg.values["fast_decode"] = fast;
+    Dataset ds(lib, kId, cfg, "train");
+    REQUIRE(ds.size() == 3);
+    Sample s;
+    const tp_worker_ctx_t ctx = tp::test::worker_ctx(0);
+    CHECK(ds.try_get(0, &ctx, s) == TP_OK); // the whole JPEG
+    CHECK(ds.try_get(1, &ctx, s) == TP_ERR_IO);
+    CHECK(lib.host.last_error.find("cut.jpg' is a truncated JPEG") != std::string::npos);
+    CHECK(ds.try_get(2, &ctx, s) == TP_ERR_IO);
+    CHECK(lib.host.last_error.find("fifo.png' is a FIFO, not a regular file") != std::string::npos);
+  }
 }
 
 TEST_CASE("image_folder: JPEG reduced decoding stays close to a full decode") {

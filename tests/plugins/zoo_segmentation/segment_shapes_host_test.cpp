@@ -88,7 +88,8 @@ TEST_CASE("segment_shapes: predict --format png writes a class map per image, th
     CHECK(run.output.find("for 40 samples of the val split") != std::string::npos);
   }
   const std::vector<std::string> files = names_in(one);
-  REQUIRE(files.size() == 41);  // 0.png .. 39.png and predictions.csv
+  REQUIRE(files.size() == 42);  // 0.png .. 39.png, predictions.csv and the marker .torchhost-predictions
+  CHECK(std::find(files.begin(), files.end(), ".torchhost-predictions") != files.end());
   CHECK((names_in(two) == files));
   CHECK(tp::test::read_text(one / "predictions.csv").starts_with("index\n0\n1\n"));
   for (int i = 0; i < 40; ++i) {
@@ -106,6 +107,51 @@ TEST_CASE("segment_shapes: predict --format png writes a class map per image, th
   // No partial directory is left behind.
   for (const auto& entry : fs::directory_iterator(dir))
     CHECK(entry.path().filename().string().find(".partial-") == std::string::npos);
+}
+
+TEST_CASE("segment_shapes: predict --format png replaces only its own earlier output, never anything else") {
+  const fs::path& dir = trained_run();
+  const auto png_into = [&](const fs::path& out) {
+    return tp::test::run_host("predict --output-dir '" + dir.string() + "' " + kConfig +
+                              "--checkpoint last --format png --output '" + out.string() + "'");
+  };
+  // A directory of the user's, with a file in it: refused, untouched (it was deleted before).
+  const fs::path canary = dir / "canary";
+  fs::create_directories(canary);
+  std::ofstream(canary / "notes.txt") << "mine";
+  const auto into_canary = png_into(canary);
+  INFO(into_canary.output);
+  CHECK(into_canary.exit_code == tp::kExitConfig);
+  CHECK(into_canary.output.find("'notes.txt'") != std::string::npos);
+  CHECK(names_in(canary) == std::vector<std::string>{"notes.txt"});
+  // The run directory itself: refused; its checkpoints stay.
+  const auto into_run = png_into(dir);
+  INFO(into_run.output);
+  CHECK(into_run.exit_code == tp::kExitConfig);
+  CHECK(fs::exists(dir / "checkpoints" / "last.pt"));
+  // A regular file where a directory would go: refused, unchanged.
+  std::ofstream(dir / "a_file") << "keep";
+  const auto into_file = png_into(dir / "a_file");
+  INFO(into_file.output);
+  CHECK(into_file.exit_code == tp::kExitConfig);
+  CHECK(tp::test::read_text(dir / "a_file") == "keep");
+  // An earlier png output (its marker, predictions.csv and <n>.png) is replaced whole...
+  const fs::path maps = dir / "maps_again";
+  for (int round = 0; round < 2; ++round) {
+    const auto run = png_into(maps);
+    INFO(run.output);
+    REQUIRE(run.exit_code == tp::kExitOk);
+    CHECK(names_in(maps).size() == 42);
+  }
+  for (const auto& entry : fs::directory_iterator(dir))
+    CHECK(entry.path().filename().string().find(".replaced-") == std::string::npos);
+  // ...unless something was added to it since: then it is not the host's to replace.
+  std::ofstream(maps / "extra.txt") << "added";
+  const auto after_edit = png_into(maps);
+  INFO(after_edit.output);
+  CHECK(after_edit.exit_code == tp::kExitConfig);
+  CHECK(fs::exists(maps / "extra.txt"));
+  CHECK(fs::exists(maps / "0.png"));
 }
 
 TEST_CASE("segment_shapes: host verify passes its checks") {

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -111,4 +112,24 @@ TEST_CASE("a zip LibTorch's reader would leak on is refused before it reads a by
     CHECK(message.find("train.init_weights") != std::string::npos);
     CHECK(message.find("version") != std::string::npos);
   }
+}
+
+TEST_CASE("initial weights holding NaN or infinity are refused, naming the tensors, before any is copied") {
+  // They used to load, and the first step's finiteness guard then blamed "the update of step 1".
+  const fs::path file = scratch("non_finite.pt");
+  at::Tensor w = at::arange(1000, at::kFloat);
+  w[3] = std::numeric_limits<float>::quiet_NaN();
+  w[7] = std::numeric_limits<float>::infinity();
+  write_state_dict_zip(file, w, std::string::npos);
+  const auto model = zero_model();
+  try {
+    tp::load_initial_weights(file, model);
+    FAIL("weights with NaN loaded");
+  } catch (const tp::ConfigError& e) {
+    const std::string message = e.what();
+    CHECK(e.key_path() == "train.init_weights");
+    CHECK(message.find("NaN or infinite values in 'w'") != std::string::npos);
+    CHECK(message.find(file.string()) != std::string::npos);
+  }
+  CHECK(at::equal(model[0].tensor, at::zeros({1000}))); // nothing copied
 }

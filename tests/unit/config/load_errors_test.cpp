@@ -156,6 +156,9 @@ TEST_CASE("semantic limits") {
       {"[data]\nprefetch = 0\n", "data.prefetch", "must be >= 1"},
       {"[optim]\nmomentum = 1.0\n", "optim.momentum", "must be >= 0 and < 1"},
       {"[progress]\nevery_seconds = 0\n", "progress.every_seconds", "must be > 0"},
+      // Keys with an open range took NaN before (issue 41): a decay factor, a norm's order.
+      {"[schedule]\ngamma = nan\n", "schedule.gamma", "run.toml:2:9: schedule.gamma: got nan, which is not a number"},
+      {"[train]\ngrad_norm_type = nan\n", "train.grad_norm_type", "train.grad_norm_type: got nan"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.text);

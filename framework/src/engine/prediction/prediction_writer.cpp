@@ -11,12 +11,23 @@
 #include "number_text.h"
 #include "tp/framework/error.h"
 #include "tp/framework/util/atomic_file.h"
+#include "tp/framework/util/output_target.h"
 #include "tp/framework/util/write_error.h"
 
 namespace tp {
 namespace {
 
 using detail::number_text;
+
+// `<n>.png`: a class map a directory writer wrote.
+bool class_map_output_file(const std::string& name) {
+  if (name == "predictions.csv") return true;
+  if (name.size() < 5 || !name.ends_with(".png")) return false;
+  return name.find_first_not_of("0123456789") == name.size() - 4;
+}
+
+const OutputDirectoryKind kClassMapOutput{".torchhost-predictions", "a `host predict --format png` output",
+                                          &class_map_output_file};
 
 // Value `i` of a column starting at `data`, as text.
 std::string value_text(const PredictionColumn& c, const uint8_t* data, int64_t i, const char* non_finite_as) {
@@ -90,7 +101,10 @@ class CsvWriter : public PredictionWriter {
 // `<path>.partial-<pid>` and is renamed by finish(), as a prediction file is.
 class ClassMapWriter final : public CsvWriter {
  public:
-  explicit ClassMapWriter(const std::filesystem::path& path) : CsvWriter(path, "predictions.csv") {}
+  explicit ClassMapWriter(const std::filesystem::path& path) : CsvWriter(path, "predictions.csv") {
+    put_file(kClassMapOutput.marker, "Written by host predict --format png, which replaces this directory whole: "
+                                     "predictions.csv and <index>.png. Files added here make it refuse to.\n");
+  }
 
  private:
   void write_records(const RecordBlock& block) override {
@@ -207,6 +221,7 @@ PredictionWriter::PredictionWriter(std::filesystem::path path, const std::string
       partial_(path_.string() + ".partial-" + std::to_string(::getpid())),
       file_(std::make_shared<File>()),
       directory_(true) {
+  previous_output_directory(path_, "--output", kClassMapOutput); // refused before any sample is read
   std::filesystem::remove_all(partial_);
   std::error_code error;
   std::filesystem::create_directories(partial_, error);
@@ -224,6 +239,7 @@ PredictionWriter::PredictionWriter(std::filesystem::path path)
       // (util/stale_temporaries.h) remove what a killed one left.
       partial_(path_.string() + ".partial-" + std::to_string(::getpid())),
       file_(std::make_shared<File>()) {
+  check_output_file(path_, "--output", "predictions");
   if (path_.has_parent_path()) std::filesystem::create_directories(path_.parent_path());
   file_->handle = std::fopen(partial_.c_str(), "wb");
   if (file_->handle == nullptr)
@@ -297,14 +313,34 @@ void PredictionWriter::finish(const PredictionSchema& schema) {
   file_->handle = nullptr;
   if (closed != 0) fail(errno);
   if (directory_) {
-    // A directory replaces an older one of the same name (rename(2) needs it gone or empty).
     sync_directory(partial_);
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
+    replace_directory();
+  } else {
+    check_output_file(path_, "--output", "predictions"); // what --output names may have changed since
+    if (::rename(partial_.c_str(), path_.c_str()) != 0) fail(errno);
   }
-  if (::rename(partial_.c_str(), path_.c_str()) != 0) fail(errno);
   finished_ = true;
   sync_directory(path_.has_parent_path() ? path_.parent_path() : std::filesystem::path("."));
+}
+
+void PredictionWriter::replace_directory() {
+  // Checked again: files may have been added since the start. rename(2) replaces a missing or
+  // empty directory; a previous output of ours moves aside first and only its own files go.
+  const std::vector<std::filesystem::path> previous = previous_output_directory(path_, "--output", kClassMapOutput);
+  if (previous.empty()) {
+    if (::rename(partial_.c_str(), path_.c_str()) != 0) fail(errno);
+    return;
+  }
+  const std::filesystem::path aside = path_.string() + ".replaced-" + std::to_string(::getpid());
+  if (::rename(path_.c_str(), aside.c_str()) != 0) fail(errno);
+  if (::rename(partial_.c_str(), path_.c_str()) != 0) {
+    const int error = errno;
+    ::rename(aside.c_str(), path_.c_str()); // the previous output back under its name
+    fail(error);
+  }
+  std::error_code ignored;
+  for (const std::filesystem::path& file : previous) std::filesystem::remove(aside / file.filename(), ignored);
+  std::filesystem::remove(aside, ignored); // empty now, unless someone wrote into it meanwhile: then it stays
 }
 
 void PredictionWriter::fail(int error) const {

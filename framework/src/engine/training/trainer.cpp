@@ -97,6 +97,14 @@ Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device devi
   if (overfit) train_options.shuffle(false); // the same N batches every epoch
   train_loader_ = std::make_unique<DataLoader>(parts_.train_data, train_options);
   train_batches_ = train_loader_->batches_per_epoch();
+  // Every rank sees the same split size and batch, so every rank refuses alike (no collective needed).
+  if (train_batches_ == 0)
+    throw ConfigError("train.batch_size",
+                      "train.batch_size = " + std::to_string(t.batch_size) + " on " + std::to_string(world_size_) +
+                          " rank(s), but the training split has " + std::to_string(parts_.train_data->size()) +
+                          " samples: not one full batch per epoch (the training loader drops an incomplete last "
+                          "batch), so no step would train. Lower train.batch_size or use more training data; "
+                          "nothing was trained and no checkpoint written.");
   int64_t eval_batches = 0; // evaluation batch limit; 0 = the whole split
   if (overfit) {
     if (t.overfit_batches > train_batches_)

@@ -9,8 +9,11 @@
 //   npy    one NumPy structured array of `rows` records (np.load(path)["logits"]): the records as
 //          they are, with the header's row count written at finish().
 //   png    a directory: `predictions.csv` (index and per-sample fields) and `<index>.png`, each
-//          row's attachment (a sample's class map, PredictOptions::class_maps); it grows under
-//          `<path>.partial-<pid>/` and is renamed as a whole.
+//          row's attachment (a sample's class map, PredictOptions::class_maps), and the marker
+//          `.torchhost-predictions`; it grows under `<path>.partial-<pid>/` and is renamed as a whole.
+// An existing `path` is replaced only when it is what this format writes: a regular file for
+// csv, jsonl and npy; for png a directory holding the marker and nothing but predictions.csv and
+// <n>.png. Anything else is refused before any sample is read (util/output_target.h).
 #pragma once
 
 #include <cstdint>
@@ -25,7 +28,8 @@ namespace tp {
 class PredictionWriter {
  public:
   /// Opens `<path>.partial-<pid>` for `format` ("csv" | "jsonl" | "npy" | "png", a directory). Throws tp::Error naming the
-  /// file when it cannot be created, ConfigError for an unknown format.
+  /// file when it cannot be created, ConfigError (on --output, exit 2) for an existing `path` this format
+  /// may not replace, ConfigError for an unknown format.
   static std::unique_ptr<PredictionWriter> open(const std::filesystem::path& path, const std::string& format);
   /// Without finish() (an error on the way), removes the partial file: a failed prediction
   /// leaves nothing behind.
@@ -44,7 +48,8 @@ class PredictionWriter {
  protected:
   explicit PredictionWriter(std::filesystem::path path);
   /// A directory writer: `<path>.partial-<pid>/` is created (emptied first) and put() writes its
-  /// file `table`; finish() renames the directory, replacing an older `path`.
+  /// file `table`; finish() renames the directory, replacing an older `path` that a directory
+  /// writer wrote (its marker and files; anything else was refused here, and is again at finish()).
   PredictionWriter(std::filesystem::path path, const std::string& table);
   /// Format hooks: the header once the schema is known, the records, the closing touches.
   virtual void write_header(const PredictionSchema& schema) = 0;
@@ -64,6 +69,9 @@ class PredictionWriter {
 
  private:
   struct File;
+  /// finish() of a directory writer: the partial directory becomes `path_`, and a previous output
+  /// there (the marker and its files) is removed, nothing else.
+  void replace_directory();
   /// Throws the write error `error` of the partial file (the destructor then removes it).
   [[noreturn]] void fail(int error) const;
 

@@ -24,6 +24,13 @@ struct CheckLine {
 };
 
 /// What the components are created with and which samples are read.
+/// CheckOptions::samples for "every sample" (`host plugins check --samples all`).
+inline constexpr uint64_t kAllSamples = UINT64_MAX;
+
+/// `--samples`' value: "" -> 0 (the default), "all" -> kAllSamples, N >= 1 -> N. Throws
+/// ConfigError on --samples otherwise.
+uint64_t parse_sample_count(const std::string& text);
+
 struct CheckOptions {
   /// Options by component id, as a run's table gives them (`host plugins check --config`); a
   /// dataset's entry is its "train" split. A component without one is created with its defaults.
@@ -36,6 +43,9 @@ struct CheckOptions {
   std::map<std::string, ComponentConfig> test_configs;
   std::vector<uint64_t> indices; ///< sample indices read besides the first, last and random ones
   uint64_t epoch = 0;            ///< the epoch samples are read in (set_epoch and ctx.epoch)
+  /// How many samples of a split to read: 0 = the default (first, last and kRandomIndices spread
+  /// by a fixed hash), N = N spread evenly (first and last included), kAllSamples = every one.
+  uint64_t samples = 0;
   uint64_t seed = 0;             ///< run.seed, from which each sample's ctx.seed derives
   /// Called with each line as soon as it is known, before the next component runs: a crash in a
   /// later component ends the process, and the lines before it must already be out.

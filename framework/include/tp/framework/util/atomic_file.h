@@ -10,7 +10,8 @@ namespace tp {
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same directory, fsync, rename,
 /// fsync of the directory. Throws tp::Error naming the path and the OS error (disk full,
-/// permission), after removing the temporary file; the previous `path` is untouched.
+/// permission), after removing the temporary file; the previous `path` is untouched. A `path` that
+/// exists and is not a regular file (a directory, a device, a FIFO) is refused, never replaced.
 void write_file_atomically(const std::filesystem::path& path, const char* bytes, std::size_t size);
 
 /// Convenience overload for text.

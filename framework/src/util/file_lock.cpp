@@ -1,0 +1,38 @@
+#include "tp/framework/util/file_lock.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "tp/framework/error.h"
+#include "tp/framework/util/write_error.h"
+
+namespace tp {
+
+FileLock::FileLock(const std::filesystem::path& file, bool inherit) {
+  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
+  const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | (inherit ? 0 : O_CLOEXEC), 0644);
+  if (fd < 0) throw Error("cannot open the lock file " + file.string() + ": " + describe_write_error(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    char pid[32] = {};
+    const ssize_t n = ::pread(fd, pid, sizeof pid - 1, 0);
+    ::close(fd);
+    if (error != EWOULDBLOCK) throw Error("cannot lock " + file.string() + ": " + std::strerror(error) + ".");
+    holder_ = n > 0 ? std::string(pid, static_cast<std::size_t>(n)) : std::string();
+    holder_ = holder_.substr(0, holder_.find('\n'));
+    return;
+  }
+  fd_ = fd;
+  const std::string own = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, own.data(), own.size(), 0);
+}
+
+FileLock::~FileLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+}  // namespace tp
