@@ -2,6 +2,7 @@
 // the loss fell and accuracy passed a threshold; checkpoints load; `host eval` agrees.
 #include <ATen/ATen.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -46,31 +47,33 @@ std::vector<Record> epoch_records(const std::filesystem::path& file) {
 
 TEST_CASE("quickstart config trains small_cnn on shapes: loss falls, accuracy passes 90%") {
   const auto dir = tp::test::fresh_dir("e2e_quickstart");
+  // Two epochs of 46 steps: val/accuracy is about 0.99 after the second (1.0 after a third, which
+  // the thresholds do not need; each epoch costs about 7 s here and 20 s in the sanitizer gate).
   const auto run = tp::test::run_host("--config configs/quickstart.toml --output-dir '" + dir.string() +
-                                      "' --set train.epochs=3 --set data.train.size=3000 --set progress.mode=\"lines\"");
+                                      "' --set train.epochs=2 --set data.train.size=3000 --set progress.mode=\"lines\"");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   CHECK(run.output.find("Outputs in") != std::string::npos);
 
   const auto epochs = epoch_records(dir / "history.jsonl");
-  REQUIRE(epochs.size() == 3);
+  REQUIRE(epochs.size() == 2);
   CHECK(epochs.back().at("train/loss") < 0.5 * epochs.front().at("train/loss"));
   CHECK(epochs.back().at("val/accuracy") >= 0.90);
   CHECK(epochs.back().at("val/f1") >= 0.85);
-  CHECK(epochs.back().at("step") == doctest::Approx(3 * (3000 / 64))); // drop_last: 46 steps/epoch
+  CHECK(epochs.back().at("step") == doctest::Approx(2 * (3000 / 64))); // drop_last: 46 steps/epoch
 
   for (const char* file : {"config.toml", "train.log", "history.csv", "checkpoints/last.pt", "checkpoints/best.pt"})
     CHECK_MESSAGE(std::filesystem::exists(dir / file), file);
 
   // The resolved config reloads to the same run (round trip of what the run really used).
   const tp::RunConfig again = tp::load_run_config(dir / "config.toml", {}, {});
-  CHECK(again.train.epochs == 3);
+  CHECK(again.train.epochs == 2);
   CHECK(again.data.train.options["size"].value<int64_t>() == 3000);
 
   // The checkpoint names the epoch and holds every model tensor.
   const tp::LoadedCheckpoint last = tp::load_checkpoint(dir / "checkpoints/last.pt");
-  CHECK(last.epoch == 3);
-  CHECK(last.step == 3 * (3000 / 64));
+  CHECK(last.epoch == 2);
+  CHECK(last.step == 2 * (3000 / 64));
   CHECK(last.model.size() > 4);
   CHECK(last.plugins.size() >= 4);
 
@@ -100,18 +103,26 @@ TEST_CASE("the plain-C dataset plugin trains a linear model through the host") {
   CHECK(epochs.back().at("val/loss") < 0.01 * epochs.front().at("train/loss"));
 }
 
-TEST_CASE("one-input/two-output and two-input/two-output configs train both heads") {
+TEST_CASE("one-input/two-output and two-input/two-output configs run through the ABI: both heads' losses and metrics") {
+  // The sanitizer gate's pass over the multi-input and multi-output paths (fields split per
+  // input, outputs per head, weighted_sum's terms, a metric on the second head): a short epoch.
+  // That both heads learn is heads_learn_test.cpp's, outside the gate: its epochs cost 150 s
+  // under the sanitizers and check numbers, not memory.
   for (const std::string name : {"multi_output", "multi_input"}) {
-    const auto dir = tp::test::fresh_dir("e2e_" + name);
+    const auto dir = tp::test::fresh_dir("e2e_short_" + name);
     const auto run = tp::test::run_host("--config configs/" + name + ".toml --output-dir '" + dir.string() +
-                                        "' --set train.epochs=3 --set data.train.size=3000 --set progress.mode=\"off\"");
+                                        "' --set train.epochs=1 --set data.train.size=256 --set data.train.val_size=96 "
+                                        "--set train.batch_size=32 --set progress.mode=\"off\"");
     INFO(run.output);
     REQUIRE(run.exit_code == 0);
     const auto epochs = epoch_records(dir / "history.jsonl");
-    REQUIRE(epochs.size() == 3);
-    CHECK(epochs.back().at("val/accuracy") >= 0.95); // the class head
-    CHECK(epochs.back().at("val/mae") < 0.06);        // the box head: corners within 6% of the image
-    CHECK(epochs.back().at("train/loss") < epochs.front().at("train/loss"));
+    REQUIRE(epochs.size() == 1);
+    for (const char* key : {"train/loss", "train/loss/logits", "train/loss/bbox", "val/loss/bbox", "val/accuracy", "val/mae"}) {
+      INFO(key);
+      REQUIRE(epochs[0].count(key) == 1);
+      CHECK(std::isfinite(epochs[0].at(key)));
+    }
+    CHECK(epochs[0].at("step") == 256 / 32);
   }
 }
 
