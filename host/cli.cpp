@@ -69,6 +69,9 @@ po::options_description describe(Options& o) {
       ("memory-limit", po::value(&o.memory_limit),
        "tune batch-size: the memory a step may use, e.g. 4GiB (default: the device's; required on CPU)")
       ("resume", po::value(&o.resume), "train: continue from `auto` (the run's last.pt, if any) or a checkpoint path")
+      ("new-run", po::bool_switch(&o.new_run),
+       "train: start a new run in a run directory that holds an earlier one: its files move into "
+       "<run dir>/earlier/<UTC time>/ first (nothing is deleted)")
       ("verbose,v", po::bool_switch(&o.verbose), "more detail (debug log, plugin schemas)");
   return d;
 }
@@ -258,6 +261,9 @@ Options parse(int argc, char** argv) {
                               usage);
   if (o.command == "verify") select_verify_checks(o);
   check_split_and_format(o);
+  if (o.new_run && !o.resume.empty())
+    throw ConfigError("--new-run", "host train --new-run starts a new run; --resume continues one: give one of them.\n" +
+                                       usage);
   if (o.command == "sweep" && o.grid.empty())
     throw ConfigError("--grid", "host sweep needs at least one --grid KEY=V1,V2,... (the values to try).\n" +
                                     usage);

@@ -47,6 +47,7 @@ struct Options {
   std::string output_dir;          ///< --output-dir (overrides run.output_dir)
   std::string checkpoint = "best"; ///< eval, predict: best | last | PATH
   std::string resume;              ///< train: "" (fresh) | auto | PATH
+  bool new_run = false;            ///< train: --new-run, set an earlier run's files aside and start afresh
   std::string format;              ///< export: safetensors (default); predict: csv (default) | jsonl | npy
   std::string weights = "live";       ///< eval, export, predict: live | ema (the checkpoint's averaged weights)
   std::string output;              ///< export: output file; profile: profile.json path; predict: predictions file

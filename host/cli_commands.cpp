@@ -12,9 +12,10 @@ namespace {
 // Synopsis order: what the command needs, then what it chooses, then the shared run options.
 const std::vector<CommandSpec> kCommands = {
     {"train",
-     "host [train] --config FILE [--set KEY=VALUE]... [--plugin-dir DIR]... [--output-dir DIR] [--resume auto|PATH]",
+     "host [train] --config FILE [--set KEY=VALUE]... [--plugin-dir DIR]... [--output-dir DIR] [--resume auto|PATH] "
+     "[--new-run]",
      "trains; writes the run directory; --resume auto continues from its checkpoints/last.pt",
-     {"config", "set", "plugin-dir", "output-dir", "resume"}},
+     {"config", "set", "plugin-dir", "output-dir", "resume", "new-run"}},
     {"eval",
      "host eval --config FILE [--checkpoint best|last|PATH] [--weights live|ema] [--split val|test] "
      "[--set KEY=VALUE]... [--plugin-dir DIR]... [--output-dir DIR]",

@@ -5,6 +5,8 @@
 #include <iterator>
 #include <optional>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "session.h"
@@ -12,6 +14,7 @@
 #include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/checkpoint/checkpoint_manager.h"
 #include "tp/framework/checkpoint/initial_weights.h"
+#include "tp/framework/checkpoint/run_identity.h"
 #include "tp/framework/engine/runtime_setup.h"
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/engine/trainer.h"
@@ -75,6 +78,26 @@ int run_train(const Options& options) {
                                             "checkpoints; nothing was written. Wait for it to end (then --resume "
                                             "auto continues it), or give this run another --output-dir.");
   }
+  // A fresh run never shares a directory with an earlier run's checkpoints (run_identity.h): its
+  // keep_last would evict its own newer-numbered files first and --resume auto find the other's.
+  // train.fast_dev_run saves none, so it may look at any directory.
+  std::filesystem::path set_aside;
+  if (options.resume.empty() && !config.train.fast_dev_run) {
+    const std::vector<std::string> earlier = checkpoint_names(session->run_dir);
+    if (!earlier.empty() && !options.new_run) {
+      std::string names;
+      for (std::size_t i = 0; i < earlier.size() && i < 4; ++i) names += (i ? ", " : "") + earlier[i];
+      if (earlier.size() > 4) names += " and " + std::to_string(earlier.size() - 4) + " more";
+      throw ConfigError("--output-dir", "host train: " + (session->run_dir / "checkpoints").string() +
+                                            " holds an earlier run's checkpoints (" + names + "). A new run there would "
+                                            "mix its checkpoints with them; nothing was written. Continue that run with "
+                                            "--resume auto, give this one another --output-dir, or pass --new-run to "
+                                            "move the earlier run's files into " +
+                                            (session->run_dir / "earlier").string() + "/<UTC time>/ first.");
+    }
+    if (options.new_run && rank0 && !run_files(session->run_dir).empty())
+      set_aside = set_earlier_run_aside(session->run_dir);
+  }
   // Before any dataset runs: a plugin crash then names the component and sample (exit 5).
   install_plugin_crash_handler((session->run_dir / "checkpoints").string().c_str(),
                                (session->run_dir / "config.toml").string().c_str());
@@ -86,6 +109,8 @@ int run_train(const Options& options) {
     write_file_atomically(session->run_dir / "config.toml", config_text);
   }
   log.info("run '" + config.run.name + "' from " + config.source + " -> " + session->run_dir.string());
+  if (!set_aside.empty()) log.info("--new-run: the earlier run's files are now in " + set_aside.string());
+  const std::string recorded_run_id = read_run_id(session->run_dir);
   log.file_only("resolved config:\n" + config_text);
 
   const CpuSettings cpu = apply_cpu_settings(static_cast<int>(config.run.threads), static_cast<int>(config.data.num_workers));
@@ -105,11 +130,15 @@ int run_train(const Options& options) {
   if (options.resume == "auto") {
     // The newest save that loads: last.pt, else step-N.pt / best files, past damaged ones.
     const auto dir = session->run_dir / "checkpoints";
-    auto point = CheckpointManager::find_resume_point(dir, [&](const std::string& line) { log.warn(line); });
+    auto point = CheckpointManager::find_resume_point(dir, [&](const std::string& line) { log.warn(line); },
+                                                      recorded_run_id);
     if (!point) log.info("--resume auto: no checkpoint in " + dir.string() + "; starting fresh");
     if (point && point->skipped > 0)
       log.warn("--resume auto: resuming from " + point->path.string() + ", the newest checkpoint that loads (" +
                std::to_string(point->skipped) + " damaged name(s) passed over); the steps after it are trained again");
+    if (point && point->other_runs > 0)
+      log.warn("--resume auto: resuming from " + point->path.string() + ", the newest checkpoint of this run (" +
+               std::to_string(point->other_runs) + " name(s) of another run passed over)");
     resume_path = point ? point->path : std::filesystem::path();
     if (point) resume_checkpoint = std::move(point->checkpoint);
   }
@@ -140,8 +169,16 @@ int run_train(const Options& options) {
   if (!resume_path.empty()) {
     const LoadedCheckpoint checkpoint = resume_checkpoint ? std::move(*resume_checkpoint) : load_checkpoint(resume_path);
     warn_config_changes(log, checkpoint.config_toml, config_text);
-    trainer.resume_from(checkpoint);
+    trainer.resume_from(checkpoint); // takes the checkpoint's run identity, where it has one
+    if (!recorded_run_id.empty() && !trainer.run_id().empty() && trainer.run_id() != recorded_run_id)
+      log.warn("--resume: " + resume_path.string() + " was saved by run " + trainer.run_id() + "; " +
+               session->run_dir.string() + " held run " + recorded_run_id + " (its run.id), and now continues run " +
+               trainer.run_id());
   }
+  // A fresh run's identity is new; a checkpoint from before identities continues the directory's.
+  if (trainer.run_id().empty())
+    trainer.set_run_id(!resume_path.empty() && !recorded_run_id.empty() ? recorded_run_id : new_run_id());
+  if (rank0 && !config.train.fast_dev_run) write_run_id(session->run_dir, trainer.run_id());
   stop_if_signalled("host train", "while the trainer was set up, " + before_training);
   const FitSummary summary = trainer.fit();
 

@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "launcher.h"
 #include "tp/framework/error.h"
+#include "tp/framework/util/bounded_text.h"
 
 int main(int argc, char** argv) {
   using namespace tp;
@@ -49,16 +50,16 @@ int main(int argc, char** argv) {
     if (options.command == "tune") return cli::run_tune(options);
     return cli::run_train(options);
   } catch (const ConfigError& e) {
-    std::fprintf(stderr, "host: configuration error: %s\n", e.what());
+    std::fprintf(stderr, "host: configuration error: %s\n", bounded_text(e.what()).c_str());
     return e.exit_code();
   } catch (const PluginLoadError& e) {
-    std::fprintf(stderr, "host: plugin error: %s\n", e.what());
+    std::fprintf(stderr, "host: plugin error: %s\n", bounded_text(e.what()).c_str());
     return e.exit_code();
   } catch (const Error& e) {
-    std::fprintf(stderr, "host: error: %s\n", e.what());
+    std::fprintf(stderr, "host: error: %s\n", bounded_text(e.what()).c_str());
     return e.exit_code();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "host: unexpected error: %s\n", e.what());
+    std::fprintf(stderr, "host: unexpected error: %s\n", bounded_text(e.what()).c_str());
     return kExitRuntime;
   }
 }

@@ -63,6 +63,7 @@ std::map<std::string, std::string> fields(const tp::CheckpointContents& c) {
   f["plugins"] = join(c.plugins);
   f["swa_schedule"] = join(c.swa_schedule);
   f["micro_batch_splits"] = std::to_string(c.micro_batch_splits);
+  f["run_id"] = c.run_id;
   std::string model;
   if (c.model_state)
     for (const auto& s : *c.model_state) model += s.name + "=" + fingerprint(s.tensor) + ";";
@@ -125,6 +126,7 @@ TEST_CASE("every state role reads back what it saved (ARCH-20)") {
   const c10::Device cpu(c10::kCPU);
   tp::RunComponents parts_a = tp::create_components(config, registry);
   tp::Trainer a(config, parts_a, cpu, logger, dir);
+  a.set_run_id("0123456789abcdef0123456789abcdef");
   a.fit();
   const tp::ResumePosition where{2, 6};
   const auto file = dir / "roles.pt";
@@ -140,7 +142,7 @@ TEST_CASE("every state role reads back what it saved (ARCH-20)") {
   // The fields each role writes, found by letting it write alone into an empty checkpoint.
   const auto empty = fields(tp::CheckpointContents{});
   std::vector<tp::StateRole> roles = a.state_roles(where);
-  REQUIRE(roles.size() == 9);
+  REQUIRE(roles.size() == 10);
   std::map<std::string, std::string> owner;
   for (const tp::StateRole& role : roles) {
     tp::CheckpointContents alone;

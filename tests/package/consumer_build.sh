@@ -23,7 +23,9 @@ work="$build/test-runs/package"
 rm -rf "$work"
 mkdir -p "$work"
 work=$(cd "$work" && pwd -P) # the host names its files by their real path
-cmake --install "$build" --prefix "$work/staged" >"$work/install.log"
+# Under umask 002 (a shared group's default): the install's directories must still be writable by
+# their owner only, or the host refuses its own plugin directory (issue 41, item 14).
+(umask 002 && cmake --install "$build" --prefix "$work/staged" >"$work/install.log")
 mv "$work/staged" "$work/sdk" # relocatable: nothing may depend on the first prefix
 host="$work/sdk/bin/host"
 
@@ -32,6 +34,10 @@ for file in bin/host lib/torchhost/plugins/shapes.so lib/torchhost/plugins/visio
             share/torchhost/configs/reference.toml share/torchhost/configs/quickstart.toml \
             share/doc/torchhost/README.md share/doc/torchhost/docs/plugin_sdk.md; do
   test -f "$work/sdk/$file" || { echo "not installed: $work/sdk/$file"; exit 1; }
+done
+for dir in lib lib/torchhost lib/torchhost/plugins share/torchhost/configs; do
+  mode=$(stat -c %a "$work/sdk/$dir")
+  [ "$mode" = 755 ] || { echo "installed $dir has mode $mode under umask 002, not 755"; exit 1; }
 done
 for binary in "$host" "$work"/sdk/lib/torchhost/plugins/*.so; do
   runpath=$(readelf -d "$binary" | sed -n 's/.*(R[UN]*PATH).*\[\(.*\)\]/\1/p')

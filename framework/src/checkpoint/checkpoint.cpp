@@ -19,6 +19,7 @@
 
 #include "tp/framework/checkpoint/checkpoint_seal.h"
 #include "tp/framework/error.h"
+#include "tp/framework/util/first_few.h"
 #include "torch_archive.h"
 
 namespace tp {
@@ -150,6 +151,7 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointContents
   root.insert("config", c.config_toml);
   root.insert("plugins", to_list(c.plugins));
   root.insert("provenance", c.provenance_toml);
+  if (!c.run_id.empty()) root.insert("run_id", c.run_id);
   const std::vector<char> bytes = pickle_for_python(c10::IValue(root));
   write_file_atomically(path, bytes.data(), bytes.size());
 }
@@ -209,6 +211,7 @@ LoadedCheckpoint read_checkpoint(const std::vector<char>& bytes, const std::stri
     out.config_toml = root.at("config").toStringRef();
     for (const auto& p : root.at("plugins").toListRef()) out.plugins.push_back(p.toStringRef());
     if (root.contains("provenance")) out.provenance_toml = root.at("provenance").toStringRef();
+    if (root.contains("run_id")) out.run_id = root.at("run_id").toStringRef();
     if (out.epoch < 0 || out.batch < 0 || out.step < 0 || out.world_size < 1 || out.micro_batch_splits < 1)
       throw Error("its position (epoch, batch, step, world_size, micro_batch_splits) is out of range");
   } catch (const c10::Error& e) {
@@ -244,27 +247,35 @@ void restore_model_state(const LoadedCheckpoint& checkpoint, const std::vector<S
 void restore_weights(const NamedWeights& weights, const std::vector<StateTensor>& model_state) {
   std::map<std::string, const at::Tensor*> saved;
   for (const auto& [name, tensor] : weights) saved.emplace(name, &tensor);
-  std::string problems;
+  // Named by the first few of each kind: a checkpoint of another model differs in hundreds of
+  // tensors, and a 15 KB message listing them all hid what to do (issue 41, item 14).
+  std::vector<std::string> missing, reshaped, unexpected;
   std::vector<std::pair<const at::Tensor*, const at::Tensor*>> copies; // (destination, source)
   for (const auto& entry : model_state) {
     auto it = saved.find(entry.name);
     if (it == saved.end()) {
-      problems += " missing '" + entry.name + "';";
+      missing.push_back("'" + entry.name + "'");
       continue;
     }
-    if (it->second->sizes() != entry.tensor.sizes()) {
-      problems += " '" + entry.name + "' has shape " + c10::str(it->second->sizes()) + " in the checkpoint but " +
-                  c10::str(entry.tensor.sizes()) + " in the model;";
-    }
+    if (it->second->sizes() != entry.tensor.sizes())
+      reshaped.push_back("'" + entry.name + "' " + c10::str(it->second->sizes()) + " in the checkpoint, " +
+                         c10::str(entry.tensor.sizes()) + " in the model");
     copies.emplace_back(&entry.tensor, it->second);
     saved.erase(it);
   }
-  for (const auto& [name, tensor] : saved) problems += " unexpected '" + name + "';";
-  if (!problems.empty())
-    throw Error("the checkpoint does not match the model:" + problems +
-                " Was it written by a run with another model or model options?");
-  at::NoGradGuard no_grad;
-  for (const auto& [destination, source] : copies) destination->copy_(*source);
+  for (const auto& [name, tensor] : saved) unexpected.push_back("'" + name + "'");
+  if (missing.empty() && reshaped.empty() && unexpected.empty()) {
+    at::NoGradGuard no_grad;
+    for (const auto& [destination, source] : copies) destination->copy_(*source);
+    return;
+  }
+  std::string problems;
+  if (!missing.empty()) problems += " missing " + first_few(missing) + ";";
+  if (!unexpected.empty()) problems += " unexpected " + first_few(unexpected) + ";";
+  if (!reshaped.empty()) problems += " other shapes: " + first_few(reshaped) + ";";
+  throw Error("the checkpoint does not match the model (" + std::to_string(model_state.size()) +
+              " tensors in the model, " + std::to_string(weights.size()) + " in the checkpoint):" + problems +
+              " Was it written by a run with another model or model options?");
 }
 
 }  // namespace tp

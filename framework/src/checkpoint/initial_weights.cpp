@@ -20,6 +20,7 @@
 #include "tp/framework/checkpoint/checkpoint_seal.h"
 #include "tp/framework/checkpoint/safetensors.h"
 #include "tp/framework/error.h"
+#include "tp/framework/util/first_few.h"
 #include "torch_archive.h"
 
 namespace tp {
@@ -213,14 +214,6 @@ Named read_weights(const std::filesystem::path& file) {
                    "). Expected a host checkpoint, a torch.save(model.state_dict()) file (zip format, the default "
                    "since PyTorch 1.6) or a .safetensors file.");
   }
-}
-
-std::string first_few(const std::vector<std::string>& items) {
-  constexpr size_t kShown = 5;
-  std::string out;
-  for (size_t i = 0; i < std::min(items.size(), kShown); ++i) out += (i ? ", " : "") + items[i];
-  if (items.size() > kShown) out += ", ... (" + std::to_string(items.size()) + " in all)";
-  return out;
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// CheckpointManager::find_resume_point: `--resume auto` falls back past damaged checkpoints.
+// CheckpointManager::find_resume_point: `--resume auto` falls back past damaged checkpoints and
+// passes over another run's.
 // Kept apart from the save side (checkpoint_manager.cpp) because it is read-only and runs once.
 #include <sys/stat.h>
 
@@ -7,6 +8,7 @@
 #include <utility>
 
 #include "tp/framework/checkpoint/checkpoint_manager.h"
+#include "tp/framework/error.h"
 
 namespace tp {
 namespace {
@@ -47,13 +49,17 @@ std::vector<Candidate> candidates(const std::filesystem::path& dir) {
 }  // namespace
 
 std::optional<CheckpointManager::ResumePoint> CheckpointManager::find_resume_point(
-    const std::filesystem::path& dir, const std::function<void(const std::string&)>& warn) {
+    const std::filesystem::path& dir, const std::function<void(const std::string&)>& warn, const std::string& run_id) {
   const std::vector<Candidate> files = candidates(dir);
   if (files.empty()) return std::nullopt;
   // (device, inode) -> the name it failed under: its other names are the same damaged bytes.
   std::vector<std::pair<std::pair<dev_t, ino_t>, std::string>> bad;
+  // (device, inode) -> its run_id, for another run's files: their other names need no load.
+  std::vector<std::pair<std::pair<dev_t, ino_t>, std::string>> others;
   std::string tried;
+  std::string foreign; // files of another run, with their identities
   int skipped = 0;
+  int other_runs = 0;
   for (const Candidate& file : files) {
     struct stat st {};
     const bool have_inode = ::stat(file.path.c_str(), &st) == 0;
@@ -65,8 +71,22 @@ std::optional<CheckpointManager::ResumePoint> CheckpointManager::find_resume_poi
       ++skipped;
       continue;
     }
+    const auto other = std::find_if(others.begin(), others.end(), [&](const auto& o) { return have_inode && o.first == inode; });
+    std::string owner = other != others.end() ? other->second : "";
     try {
-      return ResumePoint{file.path, load_checkpoint(file.path), skipped};
+      LoadedCheckpoint checkpoint = owner.empty() ? load_checkpoint(file.path) : LoadedCheckpoint{};
+      if (owner.empty() && !run_id.empty() && !checkpoint.run_id.empty() && checkpoint.run_id != run_id) {
+        owner = checkpoint.run_id;
+        if (have_inode) others.emplace_back(inode, owner);
+      }
+      if (!owner.empty()) {
+        warn("--resume auto: passing over " + file.path.string() + ": it was saved by run " + owner +
+             ", not by this directory's run " + run_id + " (its run.id)");
+        foreign += "\n  " + file.path.string() + " (run " + owner + ")";
+        ++other_runs;
+        continue;
+      }
+      return ResumePoint{file.path, std::move(checkpoint), skipped, other_runs};
     } catch (const CheckpointError& e) {
       warn("--resume auto: cannot resume from " + file.path.string() + ": " + e.what() +
            " Trying the previous checkpoint.");
@@ -75,7 +95,13 @@ std::optional<CheckpointManager::ResumePoint> CheckpointManager::find_resume_poi
       ++skipped;
     }
   }
+  if (tried.empty())
+    throw ConfigError("--resume", "--resume auto: every checkpoint in " + dir.string() + " was saved by another run than "
+                                  "the one this directory holds (run " + run_id + ", its run.id):" + foreign +
+                                  "\nNothing was trained. To continue one of those runs, name its file: --resume <file>; "
+                                  "to start this run afresh, run without --resume, with --new-run.");
   throw CheckpointError("--resume auto: no checkpoint in " + dir.string() + " loads; tried, newest first:" + tried +
+                        (foreign.empty() ? "" : "\nPassed over as another run's:" + foreign) +
                         "\nEach one's reason is in the log above. Start a new run without --resume (or with "
                         "train.init_weights = \"<a checkpoint or .safetensors file>\"), or restore a copy of the "
                         "checkpoints directory.");

@@ -5,6 +5,8 @@
 #include <ctime>
 #include <iostream>
 
+#include "tp/framework/util/bounded_text.h"
+
 namespace tp {
 namespace {
 
@@ -44,7 +46,7 @@ void Logger::write(LogLevel level, std::string_view source, std::string_view mes
   if (rank_ != 0 && level < LogLevel::Error) return;
   std::string line = timestamp() + " [" + std::string(source) + "] " + level_name(level) + ": ";
   if (rank_ != 0) line += "rank " + std::to_string(rank_) + ": ";
-  line += message;
+  line += bounded_text(message);
   std::lock_guard lock(mutex_);
   // stderr keeps stdout free for the progress bar; lines are flushed so a crash loses none.
   std::cerr << line << std::endl;
@@ -54,7 +56,7 @@ void Logger::write(LogLevel level, std::string_view source, std::string_view mes
 void Logger::every_rank(std::string_view message) {
   std::string line = timestamp() + " [host] info: ";
   if (rank_ != 0) line += "rank " + std::to_string(rank_) + ": ";
-  line += message;
+  line += bounded_text(message);
   std::lock_guard lock(mutex_);
   std::cerr << line << std::endl;
   if (file_.is_open()) file_ << line << std::endl;

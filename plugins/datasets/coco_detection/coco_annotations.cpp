@@ -144,6 +144,12 @@ class Reader {
       if (label == label_of.end())
         fail(annotation(r) + " has category_id " + std::to_string(r.category_id) +
              ", which no entry of `categories` has; add the category or remove the annotation");
+      if (options.num_classes > 0 && label->second >= options.num_classes)
+        fail(annotation(r) + " has category_id " + std::to_string(r.category_id) + ", label " +
+             std::to_string(label->second) + ", not below num_classes = " + std::to_string(options.num_classes) +
+             ": the model would train it as background. Give the model and this dataset num_classes above every "
+             "label (COCO's ids: 91), or set contiguous_labels = true (labels 0.." +
+             std::to_string(split.category_ids.size() - 1) + ")");
       r.object.label = label->second;
       owner[a] = image->second;
       ++count[image->second + 1];

@@ -43,6 +43,7 @@ struct CocoSplit {
 struct CocoReadOptions {
   bool contiguous_labels = false;  ///< label = rank of category_id among category_ids, else the id
   bool skip_empty = false;         ///< keep only images with a usable non-crowd box (keeps_image)
+  int64_t num_classes = 0;         ///< > 0: every annotation's label must be below it; 0: unchecked
 };
 
 /// Reads the instances JSON at `path`. `key` is the config key that named it (for messages).

@@ -54,6 +54,12 @@ const tp_config_key_t kKeys[] = {
     {sizeof(tp_config_key_t), "std", TP_CFG_FLOAT_ARRAY, "[0.229, 0.224, 0.225]", "RGB std divided by after the mean"},
     {sizeof(tp_config_key_t), "contiguous_labels", TP_CFG_BOOL, "false",
      "false: label = COCO category_id (num_classes = 91 for COCO); true: 0..K-1 in ascending category id"},
+    {sizeof(tp_config_key_t), "allow_outside_root", TP_CFG_BOOL, "false",
+     "true: a file_name may be absolute or climb out of the image directory with '..' (false refuses the file at "
+     "start-up, naming the image)"},
+    {sizeof(tp_config_key_t), "num_classes", TP_CFG_INT, "0",
+     "the model's class count: > 0 checks at start-up that every annotation's label is below it; 0: unchecked "
+     "here (fcos_loss checks the labels it trains on)"},
     {sizeof(tp_config_key_t), "skip_empty", TP_CFG_BOOL, "true",
      "train: drop images without a non-crowd box wider and taller than 1 pixel (val/test keep every image)"},
 };
@@ -143,7 +149,18 @@ class CocoDetectionDataset {
     coco::CocoReadOptions read;
     read.contiguous_labels = args.config.get_bool("contiguous_labels");
     read.skip_empty = args.train() && args.config.get_bool("skip_empty");
+    read.num_classes = args.config.get_int_in("num_classes", 0, int64_t{1} << 31);
     split_ = coco::read_coco(json, json_key, read);
+    // A file_name is the image directory's: an absolute one, or one climbing out with '..', reads
+    // whatever file it names (issue 41, item 11), unless the config says the files lie elsewhere.
+    if (!args.config.get_bool("allow_outside_root"))
+      for (const coco::CocoImage& image : split_.images)
+        if (const std::string why = tp::image_folder::escapes_root(image.file_name); !why.empty())
+          throw Failure(TP_ERR_CONFIG, "coco_detection: '" + json + "' (key `" + json_key + "`): the image id " +
+                                           std::to_string(image.id) + " has the file_name '" + image.file_name +
+                                           "', which " + why + " of `" + image_key_ + "` (" + image_dir_.string() +
+                                           "); name files inside it, or set allow_outside_root = true if the "
+                                           "annotations are meant to reach files elsewhere");
     args.log(TP_LOG_INFO, std::string("coco_detection (") + args.split_name + "): " +
                               std::to_string(split_.images.size()) + " images, " +
                               std::to_string(split_.objects.size()) + " annotations, " +

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 
 #include <fcntl.h>
@@ -108,6 +109,18 @@ bool jpeg_truncated(const std::vector<unsigned char>& bytes) {
 }
 
 }  // namespace
+
+std::string escapes_root(const std::string& name) {
+  const std::filesystem::path path(name);
+  if (path.is_absolute()) return "is absolute";
+  int depth = 0;
+  for (const auto& part : path.lexically_normal()) {
+    if (part == "..") --depth;
+    else if (part != "." && !part.empty()) ++depth;
+    if (depth < 0) return "climbs out of it with '..'";
+  }
+  return "";
+}
 
 std::vector<unsigned char> read_file(const std::string& path, const char* component) {
   using tp::cpp::Failure;

@@ -1,5 +1,5 @@
 // The decode-side building blocks image_folder's pipeline and segmentation_folder share: reading a
-// file into memory, decoding and resizing it, torchvision's RandomResizedCrop box, the colour-jitter draws, and the pass that
+// file into memory (and keeping a data file's names inside their directory), decoding and resizing it, torchvision's RandomResizedCrop box, the colour-jitter draws, and the pass that
 // turns 8-bit BGR pixels into normalised float RGB. Pure functions of their arguments.
 #pragma once
 
@@ -17,6 +17,11 @@ namespace tp::image_folder {
 /// The bytes of the file at `path`, read whole (decoders need it all in memory). Throws
 /// tp::cpp::Failure(TP_ERR_IO) "<component>: cannot open '<path>': <reason>" when it cannot be read.
 std::vector<unsigned char> read_file(const std::string& path, const char* component);
+
+/// Why the file name `name`, from a data file (a COCO `file_name`, a list's entry), would name a
+/// file outside the directory it is taken relative to: "is absolute" or "climbs out of it with
+/// '..'"; "" when it stays inside (lexically: a symlink inside is the user's own choice).
+std::string escapes_root(const std::string& name);
 
 /// `bytes` decoded by OpenCV with `flags` (an IMREAD_COLOR variant; EXIF orientation ignored, as
 /// PIL and torchvision do) as 8-bit BGR. Throws tp::cpp::Failure(TP_ERR_IO) "<component>: cannot

@@ -7,6 +7,7 @@
 #include <set>
 #include <system_error>
 
+#include "pixel_io.h"
 #include "tp/cpp/guard.h"
 
 namespace tp::segmentation_folder {
@@ -94,6 +95,12 @@ PairListing list_pairs(const PairSource& src) {
     }
   } else {
     for (const std::string& stem : read_stems(src.list)) {
+      // A stem names a file inside the image and mask directories (issue 41, item 11).
+      if (const std::string why = image_folder::escapes_root(stem); !why.empty() && !src.allow_outside_root)
+        throw Failure(TP_ERR_CONFIG, "segmentation_folder: '" + src.list + "' lists '" + stem + "', which " + why +
+                                         " of '" + image_root.string() + "' and '" + mask_root.string() +
+                                         "'; list stems inside them, or set allow_outside_root = true if the list is "
+                                         "meant to reach files elsewhere");
       fs::path image;
       for (const std::string& e : src.extensions) {
         if (is_file(image_root / (stem + e))) {

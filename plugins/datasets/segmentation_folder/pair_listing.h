@@ -17,6 +17,7 @@ struct PairSource {
   std::string mask_suffix = ".png";
   std::string list;                     ///< "" = every image under root/image_dir
   std::vector<std::string> extensions;  ///< image endings, any case, tried in this order for a listed stem
+  bool allow_outside_root = false;      ///< a listed stem may be absolute or climb out with '..'
 };
 
 /// Paths of the pairs, sample i = (images[i], masks[i]).

@@ -48,6 +48,9 @@ const tp_config_key_t kKeys[] = {
     {sizeof(tp_config_key_t), "test_root", TP_CFG_PATH, "\"\"",
      "test split (host eval/predict --split test) directory; \"\" = root (with test_list)"},
     {sizeof(tp_config_key_t), "test_list", TP_CFG_PATH, "\"\"", "file of test stems"},
+    {sizeof(tp_config_key_t), "allow_outside_root", TP_CFG_BOOL, "false",
+     "true: a listed stem may be absolute or climb out of image_dir and mask_dir with '..' (false refuses the list "
+     "at start-up, naming the stem)"},
     {sizeof(tp_config_key_t), "resize", TP_CFG_INT_ARRAY, "[]",
      "[s]: shorter side to s; [h, w]: exact size; []: keep. Val/test; train only without a random size step"},
     {sizeof(tp_config_key_t), "random_resize", TP_CFG_INT_ARRAY, "[]",
@@ -155,6 +158,7 @@ seg::PairSource source_for(const tp::cpp::ConfigReader& cfg, const std::string& 
   s.mask_suffix = cfg.get_string("mask_suffix");
   s.list = list;
   s.extensions = cfg.get_string_array("extensions");
+  s.allow_outside_root = cfg.get_bool("allow_outside_root");
   return s;
 }
 

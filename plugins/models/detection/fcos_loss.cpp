@@ -2,6 +2,7 @@
 #include "fcos_loss.h"
 
 #include <ATen/core/Reduction.h>
+#include <ATen/ops/aminmax.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/binary_cross_entropy_with_logits.h>
 #include <ATen/ops/full_like.h>
@@ -126,6 +127,12 @@ tp::cpp::LossSum FcosLoss::forward(const tp::cpp::Fields& outputs, const tp::cpp
       misfit("target", *name, offsets_shape, offsets);
   }
 
+  // A label outside [0, K) trains as background, silently (issue 41, item 10).
+  if ((labels.is_cpu() || !labels_checked_) && labels.numel() > 0) {
+    check_label_range(labels, cls_logits.size(2));
+    labels_checked_ = true;
+  }
+
   const at::Tensor matched = match_anchors(anchors[0], per_level[0].to(at::kLong), boxes, targets.get(boxes_offsets_),
                                            config_.center_sampling_radius);
   FcosLossParts parts = fcos_head_loss(cls_logits, bbox_regression, bbox_ctrness, anchors, boxes, labels, matched);
@@ -134,6 +141,20 @@ tp::cpp::LossSum FcosLoss::forward(const tp::cpp::Fields& outputs, const tp::cpp
   last_ = {parts.classification.detach(), parts.bbox_regression.detach(), parts.bbox_ctrness.detach(),
            parts.num_foreground};
   return {std::move(sum), std::move(count)};
+}
+
+void FcosLoss::check_label_range(const at::Tensor& labels, int64_t num_classes) const {
+  const auto [low, high] = at::aminmax(labels);
+  const int64_t least = low.item<int64_t>(), most = high.item<int64_t>();
+  if (least >= 0 && most < num_classes) return;
+  const int64_t bad = least < 0 ? least : most;
+  throw tp::cpp::Failure(TP_ERR_INVALID_ARGUMENT,
+                         std::string(id_) + ": target '" + config_.labels + "' holds the label " + std::to_string(bad) +
+                             ", outside [0, " + std::to_string(num_classes) + ") of the model's " +
+                             std::to_string(num_classes) + " classes (the last dimension of its cls_logits); it would "
+                             "train as background. Give the model num_classes above every label (COCO category ids as "
+                             "labels: num_classes = 91), or number the labels 0..K-1 (coco_detection: "
+                             "contiguous_labels = true).");
 }
 
 std::vector<tp::cpp::LossTerm> FcosLoss::terms() const {

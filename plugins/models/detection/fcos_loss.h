@@ -47,8 +47,10 @@ class FcosLoss {
   /// `id` (static storage) names the component in messages.
   FcosLoss(const char* id, FcosLossConfig config);
   /// [main] Throws Failure(TP_ERR_INVALID_ARGUMENT) naming a missing field, or a field whose
-  /// dtype or shape does not fit (expected and actual). Label values are not checked (that would
-  /// synchronise): one outside [0, K) is not a foreground class.
+  /// dtype or shape does not fit (expected and actual), or a label outside [0, K) of the model's
+  /// K classes (it would train as background). Label values are read on the host: every batch
+  /// whose labels are on the CPU, the first batch on a device (reading there synchronises; the
+  /// matching and the loss never do).
   tp::cpp::LossSum forward(const tp::cpp::Fields& outputs, const tp::cpp::Fields& targets);
   /// The three sums of the last forward, detached.
   std::vector<tp::cpp::LossTerm> terms() const;
@@ -57,10 +59,13 @@ class FcosLoss {
   /// Failure(TP_ERR_INVALID_ARGUMENT): "<id>: <role> '<name>': expected <what>, got <dtype> <shape>".
   [[noreturn]] void misfit(const char* role, const std::string& name, const std::string& expected,
                            const at::Tensor& got) const;
+  /// Failure(TP_ERR_INVALID_ARGUMENT) naming the first label outside [0, `num_classes`).
+  void check_label_range(const at::Tensor& labels, int64_t num_classes) const;
 
   const char* id_;
   FcosLossConfig config_;
   std::string boxes_offsets_, labels_offsets_;
+  bool labels_checked_ = false; ///< a batch's label values were read (check_label_range)
   FcosLossParts last_;
 };
 

@@ -328,6 +328,49 @@ TEST_CASE("coco_detection: skip_empty and contiguous_labels") {
   CHECK(val_empty.size() == 4);
 }
 
+TEST_CASE("coco_detection: num_classes refuses, at start-up, a label the model has no class for") {
+  // Categories 5 and 18: with their ids as labels, a 10-class model would train 18 as background
+  // (issue 41, item 10); the whole file is checked when the dataset is created.
+  const fs::path root = write_set("coco_num_classes");
+  PluginLibrary lib("coco_detection");
+  FakeConfig cfg;
+  configure_coco_detection(lib, cfg, root);
+  cfg.values["num_classes"] = int64_t{10};
+  const std::string error = create_error(lib, cfg, "train", TP_ERR_IO);
+  CHECK(contains(error, "has category_id 18, label 18, not below num_classes = 10"));
+  CHECK(contains(error, "contiguous_labels = true (labels 0..1)"));
+  CHECK(contains(create_error(lib, cfg, "val", TP_ERR_IO), "not below num_classes = 10"));
+  cfg.values["num_classes"] = int64_t{19};
+  CHECK(Dataset(lib, kCocoDetectionId, cfg, "train").size() == 2);
+  cfg.values["num_classes"] = int64_t{2};
+  cfg.values["contiguous_labels"] = true;
+  CHECK(Dataset(lib, kCocoDetectionId, cfg, "val").size() == 4);
+}
+
+TEST_CASE("coco_detection: a file_name outside the image directory is refused unless allow_outside_root") {
+  // An absolute file_name or one climbing out with '..' read any file the user can (issue 41, item 11).
+  std::string json = kJson;
+  json.replace(json.find("sub/c.png"), 9, "sub/../../outside.png");
+  const fs::path root = write_set("coco_outside_root", json);
+  REQUIRE(cv::imwrite((root / "outside.png").string(), tp::test::gradient_image(20, 20, 4)));
+  PluginLibrary lib("coco_detection");
+  FakeConfig cfg;
+  configure_coco_detection(lib, cfg, root);
+  const std::string climbing = create_error(lib, cfg, "val", TP_ERR_CONFIG);
+  CHECK(contains(climbing, "the image id 12 has the file_name 'sub/../../outside.png', which climbs out of it with '..'"));
+  CHECK(contains(climbing, "allow_outside_root = true"));
+  cfg.values["allow_outside_root"] = true;
+  Dataset val(lib, kCocoDetectionId, cfg, "val");
+  CHECK(val.get(3).values<int64_t>("image_id")[0] == 12); // read from outside, as asked
+
+  std::string absolute = kJson;
+  absolute.replace(absolute.find("sub/c.png"), 9, (root / "outside.png").string());
+  const fs::path absolute_root = write_set("coco_absolute_name", absolute);
+  configure_coco_detection(lib, cfg, absolute_root);
+  cfg.values["allow_outside_root"] = false;
+  CHECK(contains(create_error(lib, cfg, "val", TP_ERR_CONFIG), "outside.png', which is absolute")); // train skips it: no box
+}
+
 TEST_CASE("coco_detection: an image list without annotations (COCO's image_info_test-dev2017.json) serves the test split") {
   const fs::path root = write_set("coco_test_dev");
   std::ofstream(root / "image_info.json", std::ios::trunc)

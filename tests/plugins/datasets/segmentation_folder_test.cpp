@@ -240,6 +240,29 @@ TEST_CASE("segmentation_folder: an image without a mask fails create, naming the
   CHECK(lib.host.last_error.find("lists 'zzz'") != std::string::npos);
 }
 
+TEST_CASE("segmentation_folder: a listed stem outside image_dir and mask_dir is refused unless allow_outside_root") {
+  // A stem "../x" or "/x" reached any file the user can read (issue 41, item 11).
+  const fs::path root = write_split("seg_outside", {{"a", 8, 8}, {"b", 8, 8}});
+  PluginLibrary lib("segmentation_folder");
+  FakeConfig cfg;
+  configure_segmentation_folder(lib, cfg, root);
+  cfg.values["resize"] = std::vector<int64_t>{8, 8};
+  cfg.values["list"] = (root / "train.txt").string();
+  void* self = nullptr;
+  for (const std::string& stem : {std::string("../images/a"), (root / "images" / "a").string()}) {
+    std::ofstream(root / "train.txt", std::ios::trunc) << "b\n" << stem << "\n";
+    CHECK(lib.dataset_table(kSegmentationFolderId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_CONFIG);
+    CHECK(self == nullptr);
+    CHECK(lib.host.last_error.find("lists '" + stem + "', which " +
+                                   (stem[0] == '/' ? "is absolute" : "climbs out of it with '..'")) != std::string::npos);
+  }
+  // Allowed, the stem is taken as written: images/../images/a.png.
+  std::ofstream(root / "train.txt", std::ios::trunc) << "b\n../images/a\n";
+  cfg.values["allow_outside_root"] = true;
+  Dataset listed(lib, kSegmentationFolderId, cfg, "train");
+  CHECK(listed.size() == 2);
+}
+
 TEST_CASE("segmentation_folder: train samples all have the crop size; image and mask move together; PLG-8") {
   const fs::path root = write_split("seg_train", {{"a", 20, 30}, {"b", 41, 17}, {"c", 9, 12}});
   PluginLibrary lib("segmentation_folder");

@@ -176,7 +176,7 @@ TEST_CASE("fcos: input errors name the field, the expected and the actual dtype 
   CHECK(m.error() == "org.torchhost.fcos: input 'image_lengths': image 0 is 40 x 32, outside the batch's 32 x 32");
 }
 
-TEST_CASE("fcos_loss: sum, count on the device, terms, images without boxes, field errors") {
+TEST_CASE("fcos_loss: sum, count on the device, terms, images without boxes, field and label errors") {
   ZooModel m(kDetectionLibrary, kFcosId, small_config());
   m.train(true);
   Fields in = padded_batch();
@@ -222,6 +222,15 @@ TEST_CASE("fcos_loss: sum, count on the device, terms, images without boxes, fie
   Fields missing = {{"boxes", targets.items[0].second}};
   CHECK(loss.try_forward(outputs, missing, result) == TP_ERR_INVALID_ARGUMENT);
   CHECK(loss.error().find("'labels'") != std::string::npos);
+
+  // A label the model has no class for trained as background, silently (issue 41, item 10).
+  Fields beyond = ragged_targets(targets.items[0].second, longs({1, 5, 0}), targets.items[1].second);
+  CHECK(loss.try_forward(outputs, beyond, result) == TP_ERR_INVALID_ARGUMENT);
+  CHECK(loss.error().find("target 'labels' holds the label 5, outside [0, 5) of the model's 5 classes") !=
+        std::string::npos);
+  Fields negative = ragged_targets(targets.items[0].second, longs({1, -1, 0}), targets.items[1].second);
+  CHECK(loss.try_forward(outputs, negative, result) == TP_ERR_INVALID_ARGUMENT);
+  CHECK(loss.error().find("holds the label -1") != std::string::npos);
 }
 
 TEST_CASE("fcos: layer depths, freeze_bn_stats and activation checkpointing") {

@@ -195,6 +195,11 @@ std::vector<StateRole> Trainer::state_roles(ResumePosition resume) {
                                  "behaviour changed, the rest of the run differs from the one the checkpoint's run "
                                  "would have trained.");
                    }});
+  // Whose checkpoint it is: a resumed run goes on as the run that saved it (older files have none).
+  roles.push_back({"run_identity", [this](CheckpointContents& into) { into.run_id = run_id_; },
+                   [this](const LoadedCheckpoint& from) {
+                     if (!from.run_id.empty()) run_id_ = from.run_id;
+                   }});
   return roles;
 }
 

@@ -26,6 +26,8 @@
 //   micro_batch_splits: int          pieces each micro-batch is cut into (train.on_oom = "split"; 1)
 //   provenance: str                  what made the run (engine/provenance.h: host build, LibTorch,
 //                                    plugin files and their SHA-256, command line, host, env); TOML
+//   run_id: str                      the identity of the run that saved it (run_identity.h); absent
+//                                    in files written before identities
 // Writes are atomic: a temporary file in the same directory, fsync, rename, fsync of the
 // directory. A crash at any moment leaves the previous file intact and loadable. Every file is
 // sealed with a CRC-32C in its zip comment (checkpoint_seal.h), verified before every load.
@@ -84,6 +86,7 @@ struct CheckpointState {
   double train_seconds = 0.0;       ///< training time so far, resumes included (train.max_time)
   int64_t micro_batch_splits = 1;   ///< pieces per micro-batch after out-of-memory splits (train.on_oom)
   std::string provenance_toml;      ///< engine/provenance.h's [provenance] table; "" in older files
+  std::string run_id;               ///< the saving run's identity (run_identity.h); "" in older files
 };
 
 /// What save_checkpoint() writes: the state plus borrowed views of the trainer's tensors.

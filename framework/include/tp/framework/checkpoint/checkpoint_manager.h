@@ -60,18 +60,22 @@ class CheckpointManager {
   struct ResumePoint {
     std::filesystem::path path;
     LoadedCheckpoint checkpoint;
-    int skipped = 0; ///< damaged files passed over to get here (0: the newest one loaded)
+    int skipped = 0;    ///< damaged files passed over to get here (0: the newest one loaded)
+    int other_runs = 0; ///< newer files of another run passed over (run_id, run_identity.h)
   };
 
   /// `--resume auto`: the newest checkpoint in `dir` that loads. Tries last.pt, then step-N.pt
   /// and best-step-N.pt from the highest step down, then best.pt. A file that fails to load
   /// (CheckpointError) is reported through `warn` with the reason, and so is every other name
   /// hard-linked to the same file (one save has several names, so one damaged inode damages them
-  /// all); the next genuinely different file is tried. Returns nullopt when `dir` holds no
-  /// checkpoint; throws CheckpointError naming every file tried when none loads. Cost: one
-  /// load per file tried.
+  /// all); the next genuinely different file is tried. With a `run_id` (the run directory's
+  /// identity, run_identity.h), a file another run saved is passed over too, with a warning naming
+  /// both identities; files without one (older hosts) are taken. Returns nullopt when `dir` holds
+  /// no checkpoint; throws ConfigError("--resume") when every file that loads is another run's,
+  /// and CheckpointError naming every file tried when none loads. Cost: one load per file tried.
   static std::optional<ResumePoint> find_resume_point(const std::filesystem::path& dir,
-                                                      const std::function<void(const std::string&)>& warn);
+                                                      const std::function<void(const std::string&)>& warn,
+                                                      const std::string& run_id = "");
 
  private:
   struct Ranked {

@@ -114,6 +114,11 @@ class Trainer {
   /// Resuming is exact: the rest of the run is the same as if it had never stopped. Data-parallel:
   /// every rank loads the same checkpoint, then rank 0's weights are broadcast.
   void resume_from(const LoadedCheckpoint& checkpoint);
+  /// The run's identity (checkpoint/run_identity.h), carried by every checkpoint it saves; "" until
+  /// set. resume_from() takes the checkpoint's, where it has one.
+  const std::string& run_id() const noexcept { return run_id_; }
+  /// Sets the identity for the checkpoints saved from now on (host train: a fresh run's new one).
+  void set_run_id(std::string id) { run_id_ = std::move(id); }
   /// Data-parallel: copies rank 0's parameters and buffers to every rank (after loading weights
   /// outside the trainer, e.g. `host eval`). The identity for a single process.
   void broadcast_model();
@@ -219,6 +224,7 @@ class Trainer {
   Progress progress_;
   CheckpointManager checkpoints_;
   Provenance provenance_; ///< what made this run: runtime.toml, every checkpoint, --resume's check
+  std::string run_id_;    ///< the run's identity: every checkpoint carries it (run_identity.h)
   std::string runtime_toml_; ///< runtime.toml as written at start-up (rank 0 writing; else empty)
   LoopPosition position_;
 };

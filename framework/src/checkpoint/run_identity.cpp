@@ -1,0 +1,130 @@
+// Run identities and setting an earlier run aside (run_identity.h).
+#include "tp/framework/checkpoint/run_identity.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <random>
+#include <system_error>
+
+#include "tp/framework/error.h"
+#include "tp/framework/util/atomic_file.h"
+
+namespace tp {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::size_t kIdDigits = 32;
+// A run.id larger than this is not ours: it is not read whole into a message.
+constexpr std::uintmax_t kIdFileLimit = 256;
+
+bool is_run_id(const std::string& text) {
+  return text.size() == kIdDigits &&
+         std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+// "step-00000120.pt" / "best-step-00000120.pt" / "last.pt" / "best.pt": the names a run saves.
+bool is_checkpoint_name(const std::string& name) {
+  if (name == "last.pt" || name == "best.pt") return true;
+  const std::string rest = name.starts_with("step-") ? name.substr(5) : name.starts_with("best-step-") ? name.substr(10) : "";
+  if (rest.size() <= 3 || !rest.ends_with(".pt")) return false;
+  const std::string digits = rest.substr(0, rest.size() - 3);
+  return std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// "20261126-215012": where set_earlier_run_aside puts a run set aside this second.
+std::string utc_stamp() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  std::array<char, 32> text{};
+  std::strftime(text.data(), text.size(), "%Y%m%d-%H%M%S", &tm);
+  return text.data();
+}
+
+}  // namespace
+
+std::string new_run_id() {
+  std::random_device device;
+  std::string id;
+  while (id.size() < kIdDigits) {
+    std::array<char, 9> word{};
+    std::snprintf(word.data(), word.size(), "%08x", static_cast<unsigned>(device()));
+    id += word.data();
+  }
+  return id.substr(0, kIdDigits);
+}
+
+std::string read_run_id(const fs::path& run_dir) {
+  const fs::path file = run_dir / "run.id";
+  std::error_code ec;
+  const auto status = fs::symlink_status(file, ec);
+  if (ec || status.type() == fs::file_type::not_found) return "";
+  const bool regular = status.type() == fs::file_type::regular;
+  std::string text;
+  if (regular && fs::file_size(file, ec) <= kIdFileLimit && !ec) {
+    if (FILE* in = std::fopen(file.c_str(), "rb")) {
+      std::array<char, kIdFileLimit + 1> buffer{};
+      const std::size_t n = std::fread(buffer.data(), 1, kIdFileLimit, in);
+      std::fclose(in);
+      text.assign(buffer.data(), n);
+      while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) text.pop_back();
+    }
+  }
+  if (!is_run_id(text))
+    throw ConfigError("--output-dir", file.string() + " should hold the identity of the run in " + run_dir.string() +
+                                          " (32 hex digits, written by host train) and does not. Restore it from the "
+                                          "run's checkpoints (their run_id) or remove it if this directory holds no "
+                                          "run's checkpoints; nothing was written.");
+  return text;
+}
+
+void write_run_id(const fs::path& run_dir, const std::string& id) { write_file_atomically(run_dir / "run.id", id + "\n"); }
+
+std::vector<std::string> checkpoint_names(const fs::path& run_dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(run_dir / "checkpoints", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (is_checkpoint_name(name)) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::vector<fs::path> run_files(const fs::path& run_dir) {
+  std::vector<fs::path> found;
+  std::error_code ec;
+  for (const char* name : {"checkpoints", "history.jsonl", "history.csv", "train.log", "config.toml", "runtime.toml",
+                           "report.toml", "run.id", "plots", "tensorboard"})
+    if (fs::exists(fs::symlink_status(run_dir / name, ec))) found.push_back(run_dir / name);
+  for (const auto& entry : fs::directory_iterator(run_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("eval_") && name.ends_with(".json")) found.push_back(entry.path());
+  }
+  return found;
+}
+
+fs::path set_earlier_run_aside(const fs::path& run_dir) {
+  const std::string stamp = utc_stamp();
+  fs::path target = run_dir / "earlier" / stamp;
+  for (int n = 2; fs::exists(target); ++n) target = run_dir / "earlier" / (stamp + "-" + std::to_string(n));
+  std::error_code ec;
+  fs::create_directories(target, ec);
+  if (ec) throw Error("--new-run: cannot create " + target.string() + " (" + ec.message() + "); nothing was moved.");
+  std::string moved;
+  for (const fs::path& file : run_files(run_dir)) {
+    fs::rename(file, target / file.filename(), ec);
+    if (ec)
+      throw Error("--new-run: cannot move " + file.string() + " into " + target.string() + " (" + ec.message() + ")" +
+                  (moved.empty() ? "; nothing was moved." : "; moved before it:" + moved) +
+                  " Nothing was deleted; move the earlier run's files yourself or give this run another --output-dir.");
+    moved += " " + file.filename().string();
+  }
+  return target;
+}
+
+}  // namespace tp

@@ -1,0 +1,138 @@
+// Run identity (docs/run_directory.md, "Run identity"; issue 41, item 9): a fresh `host train` into
+// a directory that holds another run's checkpoints is refused, and `--new-run` sets that run aside
+// whole; every checkpoint carries its run's identity, `--resume auto` passes over another run's
+// files, and `--resume FILE` continues the run that saved FILE, saying so.
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tp/framework/checkpoint/checkpoint.h"
+
+#include "history_reader.h"
+#include "host_runner.h"
+#include "support/test_paths.h"
+
+#include <doctest/doctest.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+using tp::test::contains;
+
+// 256 samples in batches of 32: 8 optimizer steps per epoch, a checkpoint every 2.
+std::string identity_run(const fs::path& dir, int epochs) {
+  return "--config tests/integration/c_regression.toml --plugin-dir '" + std::string(tp::test::fixture_plugin_dir()) +
+         "' --output-dir '" + dir.string() + "' --set progress.mode=\"off\" --set train.epochs=" + std::to_string(epochs) +
+         " --set checkpoint.strategy=\"steps\" --set checkpoint.every=2 --set checkpoint.keep_last=2 ";
+}
+
+void write_identity_file(const fs::path& file, const std::string& text) { std::ofstream(file) << text; }
+
+std::string recorded_id(const fs::path& dir) {
+  std::string text = tp::test::read_text(dir / "run.id");
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("a fresh run into a directory with another run's checkpoints is refused; --new-run sets that run aside") {
+  const auto dir = tp::test::fresh_dir("identity_new_run");
+  const auto first = tp::test::run_host(identity_run(dir, 2));
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  const std::string first_id = recorded_id(dir);
+  CHECK(first_id.size() == 32);
+  CHECK(tp::load_checkpoint(dir / "checkpoints" / "last.pt").run_id == first_id);
+  const std::string first_last = tp::test::read_text(dir / "checkpoints" / "last.pt");
+  const std::string first_history = tp::test::read_text(dir / "history.jsonl");
+
+  // Before: it trained, keep_last evicted its own newer-numbered files and --resume auto found the other's.
+  const auto refused = tp::test::run_host(identity_run(dir, 1));
+  INFO(refused.output);
+  CHECK(refused.exit_code == 2);
+  CHECK(contains(refused.output, "holds an earlier run's checkpoints"));
+  CHECK(contains(refused.output, "--resume auto"));
+  CHECK(contains(refused.output, "--new-run"));
+  CHECK(tp::test::read_text(dir / "checkpoints" / "last.pt") == first_last);
+  CHECK(tp::test::read_text(dir / "history.jsonl") == first_history);
+  CHECK(recorded_id(dir) == first_id);
+
+  const auto both = tp::test::run_host(identity_run(dir, 1) + "--new-run --resume auto");
+  INFO(both.output);
+  CHECK(both.exit_code == 2);
+
+  const auto second = tp::test::run_host(identity_run(dir, 1) + "--new-run");
+  INFO(second.output);
+  REQUIRE(second.exit_code == 0);
+  CHECK(contains(second.output, "--new-run: the earlier run's files are now in"));
+  std::vector<fs::path> earlier;
+  for (const auto& entry : fs::directory_iterator(dir / "earlier")) earlier.push_back(entry.path());
+  REQUIRE(earlier.size() == 1);
+  CHECK(tp::test::read_text(earlier[0] / "checkpoints" / "last.pt") == first_last);
+  CHECK(tp::test::read_text(earlier[0] / "history.jsonl") == first_history);
+  CHECK(recorded_id(earlier[0]) == first_id);
+  CHECK(fs::exists(earlier[0] / "train.log"));
+  const std::string second_id = recorded_id(dir);
+  CHECK(second_id.size() == 32);
+  CHECK(second_id != first_id);
+  CHECK(tp::load_checkpoint(dir / "checkpoints" / "last.pt").run_id == second_id);
+  CHECK(tp::test::rows_of(tp::test::read_history(dir), "epoch").size() == 1); // its own history only
+}
+
+TEST_CASE("--resume auto passes over another run's checkpoints; --resume FILE continues the run that saved it") {
+  const auto other_dir = tp::test::fresh_dir("identity_other");
+  const auto other = tp::test::run_host(identity_run(other_dir, 2));
+  INFO(other.output);
+  REQUIRE(other.exit_code == 0);
+  const std::string other_id = recorded_id(other_dir);
+  const fs::path other_last = other_dir / "checkpoints" / "last.pt";
+
+  // Another run's last.pt copied over this run's: the newest name is not this run's to resume.
+  const auto dir = tp::test::fresh_dir("identity_mixed");
+  const auto own = tp::test::run_host(identity_run(dir, 1));
+  INFO(own.output);
+  REQUIRE(own.exit_code == 0);
+  const std::string own_id = recorded_id(dir);
+  // Removed first: last.pt is a hard link of the newest step file (one save, several names).
+  fs::remove(dir / "checkpoints" / "last.pt");
+  fs::copy_file(other_last, dir / "checkpoints" / "last.pt");
+  const auto resumed = tp::test::run_host(identity_run(dir, 2) + "--resume auto");
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(contains(resumed.output, "passing over " + (dir / "checkpoints" / "last.pt").string() + ": it was saved by run " +
+                                     other_id + ", not by this directory's run " + own_id));
+  CHECK(contains(resumed.output, "the newest checkpoint of this run (1 name(s) of another run passed over)"));
+  CHECK(contains(resumed.output, ", step 8\n"));
+  const tp::LoadedCheckpoint last = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
+  CHECK(last.run_id == own_id);
+  CHECK(last.step == 16);
+  CHECK(recorded_id(dir) == own_id);
+
+  // Only another run's checkpoint: nothing to continue, and nothing trained.
+  const auto lone = tp::test::fresh_dir("identity_foreign");
+  fs::create_directories(lone / "checkpoints");
+  fs::copy_file(other_last, lone / "checkpoints" / "last.pt");
+  write_identity_file(lone / "run.id", own_id + "\n");
+  const auto foreign = tp::test::run_host(identity_run(lone, 3) + "--resume auto");
+  INFO(foreign.output);
+  CHECK(foreign.exit_code == 2);
+  CHECK(contains(foreign.output, "was saved by another run than the one this directory holds"));
+  CHECK_FALSE(fs::exists(lone / "history.jsonl"));
+
+  // Named explicitly, it is continued, as the run that saved it.
+  const auto named = tp::test::run_host(identity_run(lone, 3) + "--resume '" + other_last.string() + "'");
+  INFO(named.output);
+  REQUIRE(named.exit_code == 0);
+  CHECK(contains(named.output, "now continues run " + other_id));
+  CHECK(recorded_id(lone) == other_id);
+  CHECK(tp::load_checkpoint(lone / "checkpoints" / "last.pt").run_id == other_id);
+
+  // A run.id that is not an identity stops the run before anything is written.
+  write_identity_file(lone / "run.id", "not an identity\n");
+  const auto garbled = tp::test::run_host(identity_run(lone, 4) + "--resume auto");
+  INFO(garbled.output);
+  CHECK(garbled.exit_code == 2);
+  CHECK(contains(garbled.output, (lone / "run.id").string()));
+}
