@@ -22,6 +22,7 @@
 #include "tp/framework/monitor/history.h"
 #include "tp/framework/util/atomic_file.h"
 #include "tp/framework/util/file_lock.h"
+#include "tp/framework/util/first_few.h"
 #include "tp/framework/util/stale_temporaries.h"
 #include "tp/framework/plugin/plugin_crash.h"
 #include "tp/framework/util/short_number.h"
@@ -85,11 +86,8 @@ int run_train(const Options& options) {
   if (options.resume.empty() && !config.train.fast_dev_run) {
     const std::vector<std::string> earlier = checkpoint_names(session->run_dir);
     if (!earlier.empty() && !options.new_run) {
-      std::string names;
-      for (std::size_t i = 0; i < earlier.size() && i < 4; ++i) names += (i ? ", " : "") + earlier[i];
-      if (earlier.size() > 4) names += " and " + std::to_string(earlier.size() - 4) + " more";
       throw ConfigError("--output-dir", "host train: " + (session->run_dir / "checkpoints").string() +
-                                            " holds an earlier run's checkpoints (" + names + "). A new run there would "
+                                            " holds an earlier run's checkpoints (" + first_few(earlier, 4) + "). A new run there would "
                                             "mix its checkpoints with them; nothing was written. Continue that run with "
                                             "--resume auto, give this one another --output-dir, or pass --new-run to "
                                             "move the earlier run's files into " +

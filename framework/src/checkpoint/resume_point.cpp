@@ -48,6 +48,8 @@ std::vector<Candidate> candidates(const std::filesystem::path& dir) {
 
 }  // namespace
 
+bool is_checkpoint_file_name(const std::string& name) { return name == "last.pt" || name == "best.pt" || step_of(name) >= 0; }
+
 std::optional<CheckpointManager::ResumePoint> CheckpointManager::find_resume_point(
     const std::filesystem::path& dir, const std::function<void(const std::string&)>& warn, const std::string& run_id) {
   const std::vector<Candidate> files = candidates(dir);
@@ -71,29 +73,34 @@ std::optional<CheckpointManager::ResumePoint> CheckpointManager::find_resume_poi
       ++skipped;
       continue;
     }
+    const auto pass_over = [&](const std::string& owner) {
+      warn("--resume auto: passing over " + file.path.string() + ": it was saved by run " + owner +
+           ", not by this directory's run " + run_id + " (its run.id)");
+      foreign += "\n  " + file.path.string() + " (run " + owner + ")";
+      ++other_runs;
+    };
     const auto other = std::find_if(others.begin(), others.end(), [&](const auto& o) { return have_inode && o.first == inode; });
-    std::string owner = other != others.end() ? other->second : "";
+    if (other != others.end()) {
+      pass_over(other->second);
+      continue;
+    }
+    LoadedCheckpoint checkpoint;
     try {
-      LoadedCheckpoint checkpoint = owner.empty() ? load_checkpoint(file.path) : LoadedCheckpoint{};
-      if (owner.empty() && !run_id.empty() && !checkpoint.run_id.empty() && checkpoint.run_id != run_id) {
-        owner = checkpoint.run_id;
-        if (have_inode) others.emplace_back(inode, owner);
-      }
-      if (!owner.empty()) {
-        warn("--resume auto: passing over " + file.path.string() + ": it was saved by run " + owner +
-             ", not by this directory's run " + run_id + " (its run.id)");
-        foreign += "\n  " + file.path.string() + " (run " + owner + ")";
-        ++other_runs;
-        continue;
-      }
-      return ResumePoint{file.path, std::move(checkpoint), skipped, other_runs};
+      checkpoint = load_checkpoint(file.path);
     } catch (const CheckpointError& e) {
       warn("--resume auto: cannot resume from " + file.path.string() + ": " + e.what() +
            " Trying the previous checkpoint.");
       if (have_inode) bad.emplace_back(inode, file.path.string());
       tried += "\n  " + file.path.string();
       ++skipped;
+      continue;
     }
+    if (!run_id.empty() && !checkpoint.run_id.empty() && checkpoint.run_id != run_id) {
+      if (have_inode) others.emplace_back(inode, checkpoint.run_id);
+      pass_over(checkpoint.run_id);
+      continue;
+    }
+    return ResumePoint{file.path, std::move(checkpoint), skipped, other_runs};
   }
   if (tried.empty())
     throw ConfigError("--resume", "--resume auto: every checkpoint in " + dir.string() + " was saved by another run than "

@@ -9,6 +9,7 @@
 #include <random>
 #include <system_error>
 
+#include "tp/framework/checkpoint/checkpoint_manager.h"
 #include "tp/framework/error.h"
 #include "tp/framework/util/atomic_file.h"
 
@@ -24,15 +25,6 @@ constexpr std::uintmax_t kIdFileLimit = 256;
 bool is_run_id(const std::string& text) {
   return text.size() == kIdDigits &&
          std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
-// "step-00000120.pt" / "best-step-00000120.pt" / "last.pt" / "best.pt": the names a run saves.
-bool is_checkpoint_name(const std::string& name) {
-  if (name == "last.pt" || name == "best.pt") return true;
-  const std::string rest = name.starts_with("step-") ? name.substr(5) : name.starts_with("best-step-") ? name.substr(10) : "";
-  if (rest.size() <= 3 || !rest.ends_with(".pt")) return false;
-  const std::string digits = rest.substr(0, rest.size() - 3);
-  return std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 // "20261126-215012": where set_earlier_run_aside puts a run set aside this second.
@@ -89,7 +81,7 @@ std::vector<std::string> checkpoint_names(const fs::path& run_dir) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(run_dir / "checkpoints", ec)) {
     const std::string name = entry.path().filename().string();
-    if (is_checkpoint_name(name)) names.push_back(name);
+    if (is_checkpoint_file_name(name)) names.push_back(name);
   }
   std::sort(names.begin(), names.end());
   return names;

@@ -99,4 +99,8 @@ class CheckpointManager {
 /// "step-00000120.pt": numbered checkpoint names sort by step.
 std::string numbered_checkpoint_name(const std::string& prefix, int64_t step);
 
+/// Whether `name` is one a run saves a checkpoint under: last.pt, best.pt, step-N.pt or
+/// best-step-N.pt (what --resume auto considers; temporaries are not).
+bool is_checkpoint_file_name(const std::string& name);
+
 }  // namespace tp
