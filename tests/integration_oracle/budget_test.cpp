@@ -35,27 +35,27 @@ TEST_CASE("train.max_steps ends the run at that optimizer step, the schedule cou
 }
 
 TEST_CASE("train.max_time stops at a step boundary with exit 0; resume continues the budget and the run") {
-  // 8 x 50 steps take about 12 s here (2,000 took 116 s of CI time, 600 took 20 s): the 2 s budget
-  // ends near step 80, and would still end before the last step on a CPU five times as fast.
-  const std::string sets = "--set train.epochs=8 --set checkpoint.strategy=\"epoch\" --set train.log_every_steps=50 ";
+  // 5 x 50 steps take about 7 s here (2,000 took 116 s of CI time, 400 took 12 s): the 1 s budget
+  // ends near step 40, and would still end before the last step on a CPU five times as fast.
+  const std::string sets = "--set train.epochs=5 --set checkpoint.strategy=\"epoch\" --set train.log_every_steps=50 ";
   const auto straight_dir = tp::test::fresh_dir("budget_time_straight");
   const auto straight = tp::test::run_host(kBase + sets + "--output-dir '" + straight_dir.string() + "'");
   INFO(straight.output);
   REQUIRE(straight.exit_code == 0);
 
   const auto dir = tp::test::fresh_dir("budget_time");
-  const auto stopped = tp::test::run_host(kBase + sets + "--output-dir '" + dir.string() + "' --set 'train.max_time=\"00:00:02\"'");
+  const auto stopped = tp::test::run_host(kBase + sets + "--output-dir '" + dir.string() + "' --set 'train.max_time=\"00:00:01\"'");
   INFO(stopped.output);
   REQUIRE(stopped.exit_code == 0);
-  CHECK(stopped.output.find("train.max_time (00:00:02) is used up") != std::string::npos);
+  CHECK(stopped.output.find("train.max_time (00:00:01) is used up") != std::string::npos);
   const auto first = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
-  CHECK(first.train_seconds >= 2.0);
-  REQUIRE(first.step < 8 * 50); // the budget, not the epochs, ended it
+  CHECK(first.train_seconds >= 1.0);
+  REQUIRE(first.step < 5 * 50); // the budget, not the epochs, ended it
   CHECK(first.batch == first.step % 50); // saved where it stopped (inside its epoch, or at the next one's start)
 
   // The same budget again: already used up, so exactly one more step.
   const auto again = tp::test::run_host(kBase + sets + "--output-dir '" + dir.string() +
-                                        "' --set 'train.max_time=\"00:00:02\"' --resume auto");
+                                        "' --set 'train.max_time=\"00:00:01\"' --resume auto");
   INFO(again.output);
   REQUIRE(again.exit_code == 0);
   const auto second = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
