@@ -62,6 +62,8 @@ const tp_config_key_t kKeys[] = {
      "here (fcos_loss checks the labels it trains on)"},
     {sizeof(tp_config_key_t), "skip_empty", TP_CFG_BOOL, "true",
      "train: drop images without a non-crowd box wider and taller than 1 pixel (val/test keep every image)"},
+    {sizeof(tp_config_key_t), "max_image_pixels", TP_CFG_INT, tp::image_folder::kDefaultMaxImagePixelsText,
+     tp::image_folder::kMaxImagePixelsHelp},
 };
 
 // get_sample is thread-safe: no TP_DESCRIPTOR_SERIAL.
@@ -146,6 +148,7 @@ class CocoDetectionDataset {
     auto [dir, json] = split_files(args.config, args.split, &json_key);
     image_dir_ = std::filesystem::path(std::move(dir));
     image_key_ = args.train() ? "images" : args.split == tp::cpp::Split::kVal ? "val_images" : "test_images";
+    max_image_pixels_ = args.config.get_int_in("max_image_pixels", 0, tp::image_folder::kMaxImagePixelsBound);
     coco::CocoReadOptions read;
     read.contiguous_labels = args.config.get_bool("contiguous_labels");
     read.skip_empty = args.train() && args.config.get_bool("skip_empty");
@@ -212,8 +215,8 @@ class CocoDetectionDataset {
     const std::string path = (image_dir_ / image.file_name).string();
     cv::Mat bgr;
     try {
-      bgr = tp::image_folder::decode_bgr(tp::image_folder::read_file(path, "coco_detection"), cv::IMREAD_COLOR, path,
-                                         "coco_detection");
+      bgr = tp::image_folder::decode_bgr(tp::image_folder::read_image_file(path, "coco_detection", max_image_pixels_),
+                                         cv::IMREAD_COLOR, path, "coco_detection");
     } catch (const Failure& e) {
       throw Failure(e.code(), std::string(e.what()) + " (image id " + std::to_string(image.id) + ", file_name '" +
                                   image.file_name + "' under `" + image_key_ + "`)");
@@ -254,6 +257,7 @@ class CocoDetectionDataset {
   bool train_ = false;
   std::filesystem::path image_dir_;
   const char* image_key_ = "images";
+  int64_t max_image_pixels_ = tp::image_folder::kDefaultMaxImagePixels;
   coco::CocoSplit split_;
   tp::image_folder::OpenCvThreadsPin pin_;  // OpenCV single-threaded while this instance lives
 };

@@ -74,6 +74,8 @@ const tp_config_key_t kKeys[] = {
      "image memory HWC (strides), logical shape still [3, H, W]"},
     {sizeof(tp_config_key_t), "fast_decode", TP_CFG_BOOL, "true",
      "decode JPEGs at 1/2, 1/4, 1/8 scale when the crop is at least that much larger than the output"},
+    {sizeof(tp_config_key_t), "max_image_pixels", TP_CFG_INT, tp::image_folder::kDefaultMaxImagePixelsText,
+     tp::image_folder::kMaxImagePixelsHelp},
 };
 
 // get_sample is thread-safe: no TP_DESCRIPTOR_SERIAL.
@@ -178,6 +180,7 @@ ifo::TransformOptions read_transform(const tp::cpp::ConfigReader& cfg, bool trai
   t.std = read_rgb(cfg, "std", true);
   t.channels_last = cfg.get_bool("channels_last");
   t.fast_decode = cfg.get_bool("fast_decode");
+  t.max_image_pixels = cfg.get_int_in("max_image_pixels", 0, ifo::kMaxImagePixelsBound);
   t.random = train;
   // The val split has no random crop: a config with only random_resized_crop would give val
   // images of their natural sizes, which cannot be batched. Say so instead of failing in collate.

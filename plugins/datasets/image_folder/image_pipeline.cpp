@@ -88,36 +88,8 @@ int reduced_flag(int r) {
 
 }  // namespace
 
-bool jpeg_size(const unsigned char* data, std::size_t size, int* out_h, int* out_w) {
-  if (size < 4 || data[0] != 0xFF || data[1] != 0xD8) return false;
-  std::size_t i = 2;
-  while (i + 4 <= size) {
-    if (data[i] != 0xFF) return false;
-    const unsigned char marker = data[i + 1];
-    if (marker == 0xFF) {  // fill byte
-      ++i;
-      continue;
-    }
-    if (marker == 0xD8 || marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) {
-      i += 2;  // markers without a length
-      continue;
-    }
-    const std::size_t length = (static_cast<std::size_t>(data[i + 2]) << 8) | data[i + 3];
-    const bool sof = marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
-    if (sof) {
-      if (i + 9 > size) return false;
-      *out_h = (data[i + 5] << 8) | data[i + 6];
-      *out_w = (data[i + 7] << 8) | data[i + 8];
-      return *out_h > 0 && *out_w > 0;
-    }
-    if (marker == 0xDA || length < 2) return false;  // scan data before any SOF: give up
-    i += 2 + length;
-  }
-  return false;
-}
-
 Image load_image(const std::string& path, const TransformOptions& o, uint64_t seed) {
-  const std::vector<unsigned char> bytes = read_file(path, "image_folder");
+  const std::vector<unsigned char> bytes = read_image_file(path, "image_folder", o.max_image_pixels);
   // 1. The original size: from the JPEG header when possible (so the decode can be reduced),
   //    else by decoding at full size.
   cv::Mat full;

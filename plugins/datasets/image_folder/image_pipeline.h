@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "augment_policy.h"
+#include "pixel_io.h"
 #include "random_erasing.h"
 
 namespace tp::image_folder {
@@ -40,6 +41,7 @@ struct TransformOptions {
   std::array<float, 3> std{1.f, 1.f, 1.f};
   bool channels_last = false; ///< memory HWC (logical shape stays [3, H, W])
   bool fast_decode = true;    ///< JPEG: decode at 1/2, 1/4 or 1/8 scale when the crop allows
+  int64_t max_image_pixels = kDefaultMaxImagePixels;  ///< a larger declared size fails the sample; 0: no limit
   bool random = false;        ///< true for the train split: the random transforms run
 };
 
@@ -57,9 +59,5 @@ struct Image {
 /// Cost (measured, docs/datasets.md): dominated by the JPEG decode; the reduced-scale decode
 /// makes a 500x375 JPEG to 224x224 about 2-3x cheaper than a full decode.
 Image load_image(const std::string& path, const TransformOptions& o, uint64_t seed);
-
-/// Width and height from a JPEG's SOF marker without decoding; false when `data` is not a JPEG
-/// or has no SOF before the end (then the caller decodes to learn the size).
-bool jpeg_size(const unsigned char* data, std::size_t size, int* out_h, int* out_w);
 
 }  // namespace tp::image_folder

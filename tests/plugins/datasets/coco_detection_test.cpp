@@ -497,4 +497,10 @@ TEST_CASE("coco_detection: an image that does not decode or has another size fai
   CHECK(contains(lib.host.last_error, "cannot open '" + (root / "images" / "sub" / "c.png").string() +
                                           "': No such file or directory (image id 12, file_name 'sub/c.png'"));
   CHECK(val.try_get(1, &ctx, s) == TP_OK);  // the others still read
+  // A header declaring more than max_image_pixels is refused before it is decoded (issue 41).
+  tp::test::write_png_declaring(root / "images" / "a.png", 30000, 30000);
+  CHECK(val.try_get(0, &ctx, s) == TP_ERR_IO);
+  CHECK(contains(lib.host.last_error, "a.png' declares 30000 x 30000 = 900000000 pixels, more than max_image_pixels "
+                                      "= 178956970"));
+  CHECK(contains(lib.host.last_error, "(image id 3, file_name 'a.png' under `val_images`)"));
 }

@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
 
 #include "support/tier_s_harness.h"
 #include "support/test_paths.h"
@@ -32,6 +34,18 @@ inline cv::Mat gradient_image(int h, int w, int salt) {
                                         static_cast<uchar>((y * 200) / std::max(1, h - 1)),
                                         static_cast<uchar>(((x + y) * 100) / std::max(1, w + h - 2) + 60));
   return m;
+}
+
+/// An 8 x 8 PNG written to `path` with its IHDR patched to declare `width` x `height`: a
+/// decompression bomb's header (the CRC no longer matches; the datasets refuse it before that).
+inline void write_png_declaring(const std::filesystem::path& path, uint32_t width, uint32_t height) {
+  std::vector<uchar> png;
+  REQUIRE(cv::imencode(".png", gradient_image(8, 8, 1), png));
+  for (int k = 0; k < 4; ++k) {
+    png[16 + k] = static_cast<uchar>(width >> (24 - 8 * k));
+    png[20 + k] = static_cast<uchar>(height >> (24 - 8 * k));
+  }
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(png.data()), static_cast<std::streamsize>(png.size()));
 }
 
 /// Sets every key of `d`'s schema to its default, strings and arrays included (defaults parsed

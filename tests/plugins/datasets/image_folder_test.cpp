@@ -278,6 +278,73 @@ TEST_CASE("image_folder: a truncated JPEG and a FIFO fail their sample; nothing 
   }
 }
 
+TEST_CASE("image_folder: max_image_pixels refuses a file by its header, before any decode, in every format") {
+  // Before (issue 41): an 875 KB PNG declaring 30000 x 30000 was decoded to 2.7 GB. The limit is
+  // PIL's decompression-bomb limit, read from the header of each format the decoder takes.
+  const Fixture f = write_folder("if_bomb", 8, 8);
+  const cv::Mat img = tp::test::gradient_image(48, 64, 3);  // 64 wide, 48 tall: 3,072 pixels
+  // WebP three ways: lossless (VP8L, OpenCV's default), lossy (VP8), and extended (VP8X before the
+  // VP8L chunk: the canvas size, 24-bit width - 1 and height - 1).
+  const std::vector<std::string> formats = {"sized.jpg", "sized.png", "sized.bmp", "sized.webp", "lossy.webp",
+                                            "extended.webp"};
+  for (const char* name : {"sized.jpg", "sized.png", "sized.bmp", "sized.webp"})
+    REQUIRE(cv::imwrite((f.root / "cat" / name).string(), img));
+  REQUIRE(cv::imwrite((f.root / "cat" / "lossy.webp").string(), img, {cv::IMWRITE_WEBP_QUALITY, 90}));
+  {
+    std::vector<uchar> webp;
+    REQUIRE(cv::imencode(".webp", img, webp));
+    const std::vector<uchar> vp8x = {'V', 'P', '8', 'X', 10, 0, 0, 0, 0, 0, 0, 0, 63, 0, 0, 47, 0, 0};
+    webp.insert(webp.begin() + 12, vp8x.begin(), vp8x.end());
+    const auto riff = static_cast<uint32_t>(webp.size() - 8);
+    for (int k = 0; k < 4; ++k) webp[4 + k] = static_cast<uchar>(riff >> (8 * k));
+    std::ofstream(f.root / "cat" / "extended.webp", std::ios::binary)
+        .write(reinterpret_cast<const char*>(webp.data()), static_cast<std::streamsize>(webp.size()));
+  }
+  std::string listing;
+  for (const std::string& name : formats) listing += "cat/" + name + ",0\n";
+  tp::test::write_png_declaring(f.root / "cat" / "bomb.png", 30000, 30000);
+  // Two 32-bit fields whose product overflows int64.
+  tp::test::write_png_declaring(f.root / "cat" / "huge.png", 0xFFFFFFFFu, 0xFFFFFFFFu);
+  std::ofstream(f.root / "list.csv") << listing << "cat/bomb.png,0\ncat/huge.png,0\n";
+  PluginLibrary lib("image_folder");
+  FakeConfig cfg;
+  configure(lib, cfg, f.root);
+  cfg.values["csv"] = (f.root / "list.csv").string();
+  cfg.values["resize"] = std::vector<int64_t>{8, 8};
+  const tp_worker_ctx_t ctx = tp::test::worker_ctx(0);
+  Sample s;
+  {
+    Dataset ds(lib, kId, cfg, "train");  // the default: 178,956,970
+    for (uint64_t i = 0; i < formats.size(); ++i) CHECK(ds.try_get(i, &ctx, s) == TP_OK);
+    CHECK(ds.try_get(6, &ctx, s) == TP_ERR_IO);
+    CHECK(lib.host.last_error.find("bomb.png' declares 30000 x 30000 = 900000000 pixels, more than "
+                                   "max_image_pixels = 178956970") != std::string::npos);
+    CHECK(lib.host.last_error.find("raise max_image_pixels (0: no limit)") != std::string::npos);
+    CHECK(ds.try_get(7, &ctx, s) == TP_ERR_IO);
+    CHECK(lib.host.last_error.find("declares 4294967295 x 4294967295 = 18446744065119617025 pixels") !=
+          std::string::npos);
+  }
+  for (const bool fast : {true, false}) {
+    CAPTURE(fast);
+    cfg.values["fast_decode"] = fast;
+    cfg.values["max_image_pixels"] = int64_t{64 * 48};  // exactly the images' size: allowed
+    Dataset at_limit(lib, kId, cfg, "train");
+    for (uint64_t i = 0; i < formats.size(); ++i) CHECK(at_limit.try_get(i, &ctx, s) == TP_OK);
+    cfg.values["max_image_pixels"] = int64_t{64 * 48 - 1};
+    Dataset below(lib, kId, cfg, "train");
+    for (uint64_t i = 0; i < formats.size(); ++i) {
+      CAPTURE(formats[i]);
+      CHECK(below.try_get(i, &ctx, s) == TP_ERR_IO);
+      CHECK(lib.host.last_error.find(formats[i] + "' declares 64 x 48 = 3072 pixels, more than "
+                                     "max_image_pixels = 3071") != std::string::npos);
+    }
+  }
+  cfg.values["max_image_pixels"] = int64_t{-1};
+  void* self = nullptr;
+  CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_CONFIG);
+  CHECK(lib.host.last_error.find("max_image_pixels") != std::string::npos);
+}
+
 TEST_CASE("image_folder: JPEG reduced decoding stays close to a full decode") {
   const auto root = tp::test::fresh_fixture_dir("if_jpeg");
   std::filesystem::create_directories(root / "a");

@@ -240,6 +240,27 @@ TEST_CASE("segmentation_folder: an image without a mask fails create, naming the
   CHECK(lib.host.last_error.find("lists 'zzz'") != std::string::npos);
 }
 
+TEST_CASE("segmentation_folder: a mask or an image declaring more than max_image_pixels fails its sample") {
+  const fs::path root = write_split("seg_bomb", {{"a", 8, 8}, {"b", 8, 8}});
+  tp::test::write_png_declaring(root / "masks" / "b.png", 30000, 30000);
+  PluginLibrary lib("segmentation_folder");
+  FakeConfig cfg;
+  configure_segmentation_folder(lib, cfg, root);
+  cfg.values["resize"] = std::vector<int64_t>{8, 8};
+  Dataset ds(lib, kSegmentationFolderId, cfg, "train");
+  const tp_worker_ctx_t ctx = tp::test::worker_ctx(0);
+  Sample s;
+  CHECK(ds.try_get(0, &ctx, s) == TP_OK);
+  CHECK(ds.try_get(1, &ctx, s) == TP_ERR_IO);
+  CHECK(lib.host.last_error.find("masks/b.png' declares 30000 x 30000 = 900000000 pixels, more than "
+                                 "max_image_pixels = 178956970") != std::string::npos);
+  cfg.values["max_image_pixels"] = int64_t{63};  // the 8 x 8 image of a: 64 pixels
+  Dataset small(lib, kSegmentationFolderId, cfg, "train");
+  CHECK(small.try_get(0, &ctx, s) == TP_ERR_IO);
+  CHECK(lib.host.last_error.find("images/a.png' declares 8 x 8 = 64 pixels, more than max_image_pixels = 63") !=
+        std::string::npos);
+}
+
 TEST_CASE("segmentation_folder: a listed stem outside image_dir and mask_dir is refused unless allow_outside_root") {
   // A stem "../x" or "/x" reached any file the user can read (issue 41, item 11).
   const fs::path root = write_split("seg_outside", {{"a", 8, 8}, {"b", 8, 8}});
