@@ -76,7 +76,8 @@ int run_predict(const Options& options) {
                                    .mode(LoaderMode::kEvalExact)
                                    .pin_memory(device.is_cuda())
                                    .on_bad_sample(config.data.on_bad_sample == "skip" ? BadSamplePolicy::kSkip
-                                                                                      : BadSamplePolicy::kFail);
+                                                                                      : BadSamplePolicy::kFail)
+                                   .sample_timeout_s(config.data.sample_timeout_s);
   Progress progress(config.progress.mode, config.progress.every_seconds, rank0);
   const PredictSummary summary = predict(*parts.model, split, loader, placement,
                                          PredictOptions{split_list(options.outputs), options.tta == "hflip", options.format == "png",

@@ -158,6 +158,10 @@ std::vector<HostKey> make_host_keys() {
       TP_HOST_KEY(data, on_bad_sample, R"("fail")",
           "a sample that fails to load: fail (error naming plugin, index, file) or skip it (counted per epoch)",
           {.choices = {"fail", "skip"}}),
+      TP_HOST_KEY(data, sample_timeout_s, "600.0",
+          "seconds one sample may take to load on a loader thread (a read stuck on a hung network file system) "
+          "before it counts as a bad sample under data.on_bad_sample (>= 0; 0 = wait forever; needs num_workers >= 1)",
+          {.limit = at_least(0)}),
 
       TP_HOST_KEY(checkpoint, strategy, R"("epoch")",
           "when to save: every `every` epochs, every `every` optimizer steps, or never",

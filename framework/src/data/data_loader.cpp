@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <exception>
 #include <map>
 #include <span>
@@ -22,9 +23,22 @@ struct DataLoader::LoadedBatch {
   std::vector<SkippedSample> skipped; // in sampler order
 };
 
-// Everything the workers of one epoch share. Created by start_epoch(), destroyed by
-// stop_epoch() after the workers are joined, so a worker never outlives its epoch.
+struct DataLoader::WorkerSlot {
+  std::atomic<int64_t> started_ns{0};  // steady clock when the get() in flight began; 0: none
+  std::atomic<uint64_t> index{0};      // its dataset index
+  std::atomic<bool> left{false};       // timed out: the epoch goes on without this thread
+  int64_t batch = -1;                  // guarded by Epoch::mu: the batch this thread builds
+  uint32_t worker = 0;                 // ctx.worker of its samples
+};
+
+// Everything the workers of one epoch share, and all a worker touches: each holds a reference,
+// so a thread left behind inside a stuck get() (see Timeouts in data_loader.h) keeps its epoch,
+// the source and the options alive after the loader is gone. Created by start_epoch(); released
+// by stop_epoch() after the other workers are joined.
 struct DataLoader::Epoch {
+  std::shared_ptr<SampleSource> source;
+  LoaderOptions options;
+  std::shared_ptr<std::timed_mutex> serial_mu;  // the loader's, held around get() when source->serial()
   uint64_t epoch = 0;
   std::vector<uint64_t> indices;  // this rank's shard, in sampler order
   int64_t end_batch = 0;          // batches_per_epoch()
@@ -38,7 +52,10 @@ struct DataLoader::Epoch {
   std::map<int64_t, LoadedBatch> ready;   // reorder buffer, guarded by mu; <= window entries
   std::exception_ptr error;               // guarded by mu; first failure wins
   std::atomic<bool> stop{false};          // written under mu, polled between samples without it
-  std::vector<std::thread> workers;
+  std::deque<WorkerSlot> slots;           // one per thread of `workers`, same order; grows under mu
+  std::vector<std::thread> workers;       // grows under mu (a thread replacing one left behind)
+  std::map<uint64_t, std::string> timed_out;  // kSkip: samples left behind, and why; under mu
+  std::vector<int64_t> reload;            // batches of threads left behind, to load again; under mu
 };
 
 SampleError::SampleError(const std::string& source_name, uint64_t index,
@@ -119,11 +136,16 @@ void DataLoader::start_epoch(uint64_t epoch, int64_t start_batch) {
   TP_CHECK(start_batch >= 0 && start_batch <= batches_per_epoch(), "DataLoader (",
            source_->name(), "): start_batch ", start_batch, " is outside [0, ",
            batches_per_epoch(), "]");
-  // No worker runs here: stop_epoch() joined them, as set_epoch's contract requires.
+  // No worker runs here: stop_epoch() joined them, as set_epoch's contract requires; a thread
+  // an earlier epoch left inside get() is waited for (or reported) first.
+  wait_for_left_threads();
   source_->set_epoch(epoch);
   sampler_.set_epoch(epoch);
 
-  auto ep = std::make_unique<Epoch>();
+  auto ep = std::make_shared<Epoch>();
+  ep->source = source_;
+  ep->options = options_;
+  ep->serial_mu = serial_mu_;
   ep->epoch = epoch;
   ep->indices = sampler_.indices();
   ep->end_batch = batches_per_epoch();
@@ -138,8 +160,11 @@ void DataLoader::start_epoch(uint64_t epoch, int64_t start_batch) {
 
   const auto workers = static_cast<uint32_t>(options_.num_workers());
   try {
+    std::lock_guard<std::mutex> lock(epoch_->mu);  // the threads read `slots` as they start
     for (uint32_t w = 0; w < workers; ++w) {
-      epoch_->workers.emplace_back([this, ep = epoch_.get(), w] { worker_main(*ep, w); });
+      WorkerSlot& slot = epoch_->slots.emplace_back();
+      slot.worker = w;
+      epoch_->workers.emplace_back([ep = epoch_, &slot] { worker_main(ep, slot, slot.worker); });
     }
   } catch (...) {
     stop_epoch();  // thread creation failed: join the ones that started
@@ -155,17 +180,47 @@ void DataLoader::stop_epoch() noexcept {
   }
   epoch_->work_cv.notify_all();
   // Waits for in-flight get() calls; a worker checks `stop` between samples, so this takes at
-  // most one sample's load time.
-  for (auto& t : epoch_->workers) {
-    if (t.joinable()) t.join();
+  // most one sample's load time. A thread left behind by the timeout is not waited for: it holds
+  // its own reference to the epoch and ends whenever its get() returns.
+  std::vector<std::thread> workers;
+  {
+    std::lock_guard<std::mutex> lock(epoch_->mu);
+    workers.swap(epoch_->workers);
   }
-  // Destroying the epoch drops the reorder buffer: every sample and batch is released here.
+  bool left = false;
+  for (std::size_t i = 0; i < workers.size(); ++i) {
+    if (!workers[i].joinable()) continue;
+    if (epoch_->slots[i].left.load()) {
+      workers[i].detach();
+      left = true;
+    } else {
+      workers[i].join();
+    }
+  }
+  if (left) {
+    // Kept to be waited for before the next set_epoch; its batches are released now.
+    std::lock_guard<std::mutex> lock(epoch_->mu);
+    epoch_->ready.clear();
+    left_behind_.push_back(epoch_);
+  }
+  // Releasing the epoch drops the reorder buffer: every sample and batch is released here.
   epoch_.reset();
 }
 
-std::optional<DataLoader::LoadedBatch> DataLoader::load_batch(const Epoch& ep, int64_t batch,
+namespace {
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+std::optional<DataLoader::LoadedBatch> DataLoader::load_batch(Epoch& ep, int64_t batch, WorkerSlot* slot,
                                                               uint32_t worker, uint32_t num_workers) {
-  const auto b = static_cast<std::size_t>(options_.batch_size());
+  const LoaderOptions& options = ep.options;
+  SampleSource& source = *ep.source;
+  const auto b = static_cast<std::size_t>(options.batch_size());
   const std::size_t begin = static_cast<std::size_t>(batch) * b;
   const std::size_t end = std::min(begin + b, ep.indices.size());
   const std::span<const uint64_t> indices(ep.indices.data() + begin, end - begin);
@@ -174,7 +229,7 @@ std::optional<DataLoader::LoadedBatch> DataLoader::load_batch(const Epoch& ep, i
   ctx.struct_size = sizeof(tp_worker_ctx_t);
   ctx.worker = worker;
   ctx.num_workers = num_workers;
-  ctx.rank = static_cast<int32_t>(options_.rank());
+  ctx.rank = static_cast<int32_t>(options.rank());
   ctx.epoch = ep.epoch;
 
   std::vector<NamedTensors> samples;
@@ -182,27 +237,44 @@ std::optional<DataLoader::LoadedBatch> DataLoader::load_batch(const Epoch& ep, i
   std::vector<uint64_t> kept;  // dataset indices of `samples`, for collate's messages
   kept.reserve(indices.size());
   LoadedBatch out;
-  const bool serial = source_->serial();
-  const bool skip = options_.on_bad_sample() == BadSamplePolicy::kSkip;
+  const bool serial = source.serial();
+  const bool skip = options.on_bad_sample() == BadSamplePolicy::kSkip;
   for (const uint64_t index : indices) {
     if (ep.stop.load(std::memory_order_relaxed)) return std::nullopt;  // epoch abandoned
-    ctx.seed = sample_seed(options_.seed(), options_.rank(), ep.epoch, index);
+    if (slot != nullptr && slot->left.load()) return std::nullopt;     // timed out: replaced
+    if (skip && slot != nullptr) {  // a sample that timed out is skipped where its batch is loaded again
+      std::lock_guard<std::mutex> lock(ep.mu);
+      if (const auto it = ep.timed_out.find(index); it != ep.timed_out.end()) {
+        out.skipped.push_back({index, it->second});
+        continue;
+      }
+    }
+    ctx.seed = sample_seed(options.seed(), options.rank(), ep.epoch, index);
     try {
-      std::unique_lock<std::mutex> lock(serial_mu_, std::defer_lock);
-      if (serial) lock.lock();
-      samples.push_back(source_->get(index, ctx));
+      std::unique_lock<std::timed_mutex> lock(*ep.serial_mu, std::defer_lock);
+      // Timed: a thread left behind inside get() may hold the lock forever, and the epoch's stop
+      // must still end this wait.
+      while (serial && !lock.try_lock_for(std::chrono::milliseconds(50)))
+        if (ep.stop.load(std::memory_order_relaxed)) return std::nullopt;
+      if (slot != nullptr) {  // after the lock: waiting for another thread's sample is not this one's time
+        slot->index.store(index);
+        slot->started_ns.store(steady_ns());
+      }
+      samples.push_back(source.get(index, ctx));
+      if (slot != nullptr) slot->started_ns.store(0);
       kept.push_back(index);
     } catch (...) {
+      if (slot != nullptr) slot->started_ns.store(0);
       int code = kExitRuntime;
       const std::string original = describe_exception(std::current_exception(), &code);
       if (skip) {
         out.skipped.push_back({index, original});
         continue;
       }
-      throw SampleError(source_->name(), index,
-                        detail::concat("data loader: source '", source_->name(),
+      throw SampleError(source.name(), index,
+                        detail::concat("data loader: source '", source.name(),
                                        "' failed on sample ", index, " (epoch ", ep.epoch,
-                                       ", rank ", options_.rank(), "): ", original,
+                                       ", rank ", options.rank(), "): ", original,
                                        " (set data.on_bad_sample = \"skip\" to drop failing samples "
                                        "and count them instead)"),
                         code);
@@ -212,38 +284,49 @@ std::optional<DataLoader::LoadedBatch> DataLoader::load_batch(const Epoch& ep, i
   // batches_per_epoch() batches and its accumulation windows (and, data-parallel, every rank's
   // step count) stay aligned with the epoch.
   if (samples.empty()) return out;
+  if (slot != nullptr && slot->left.load()) return std::nullopt;  // replaced while its last sample loaded
   try {
-    out.batch = collate(std::move(samples), CollateOptions{kept, options_.pin_memory(), &source_->batch_layout()});
+    out.batch = collate(std::move(samples), CollateOptions{kept, options.pin_memory(), &source.batch_layout()});
     return out;
   } catch (const std::exception& e) {
-    throw Error(detail::concat("data loader: source '", source_->name(), "', epoch ", ep.epoch,
+    throw Error(detail::concat("data loader: source '", source.name(), "', epoch ", ep.epoch,
                                ", batch ", batch, ": ", e.what()));
   }
 }
 
-void DataLoader::worker_main(Epoch& ep, uint32_t worker) {
-  const auto num_workers = static_cast<uint32_t>(options_.num_workers());
+void DataLoader::worker_main(const std::shared_ptr<Epoch>& shared, WorkerSlot& slot, uint32_t worker) {
+  Epoch& ep = *shared;
+  const auto num_workers = static_cast<uint32_t>(ep.options.num_workers());
   for (;;) {
     int64_t batch = 0;
     {
       std::unique_lock<std::mutex> lock(ep.mu);
       // Claims are in batch order and bounded by the window, so the batch next() waits for is
-      // always claimed or claimable: no deadlock however slow a single sample is.
+      // always claimed or claimable: no deadlock however slow a single sample is. A batch whose
+      // thread was left behind comes first: next() may be waiting for it.
       ep.work_cv.wait(lock, [&] {
-        return ep.stop || ep.next_claim >= ep.end_batch ||
+        return ep.stop || !ep.reload.empty() || ep.next_claim >= ep.end_batch ||
                ep.next_claim < ep.next_return + ep.window;
       });
-      if (ep.stop || ep.next_claim >= ep.end_batch) return;
-      batch = ep.next_claim++;
+      if (ep.stop) return;
+      if (!ep.reload.empty()) {
+        batch = ep.reload.back();
+        ep.reload.pop_back();
+      } else {
+        if (ep.next_claim >= ep.end_batch) return;
+        batch = ep.next_claim++;
+      }
+      slot.batch = batch;
     }
     // The last batch is claimed: let idle workers see it and exit now rather than at join.
     if (batch + 1 == ep.end_batch) ep.work_cv.notify_all();
     std::optional<LoadedBatch> result;
     try {
-      result = load_batch(ep, batch, worker, num_workers);
+      result = load_batch(ep, batch, &slot, worker, num_workers);
     } catch (...) {
       {
         std::lock_guard<std::mutex> lock(ep.mu);
+        if (slot.left) return;  // replaced: its batch is being loaded again
         if (!ep.error) ep.error = std::current_exception();
         ep.stop = true;
       }
@@ -251,14 +334,77 @@ void DataLoader::worker_main(Epoch& ep, uint32_t worker) {
       ep.ready_cv.notify_all();
       return;
     }
-    if (!result) return;  // abandoned mid-batch; the samples were released by unwinding
+    if (!result) return;  // abandoned or replaced mid-batch; the samples were released by unwinding
     {
       std::lock_guard<std::mutex> lock(ep.mu);
-      if (ep.stop) return;  // abandoned: `result` is released on return, outside the lock
+      if (ep.stop || slot.left) return;  // abandoned or replaced: `result` is released outside the lock
       ep.ready.emplace(batch, std::move(*result));
     }
     ep.ready_cv.notify_one();
   }
+}
+
+void DataLoader::leave_stuck_workers(const std::shared_ptr<Epoch>& shared) {
+  Epoch& ep = *shared;
+  const double limit = ep.options.sample_timeout_s();
+  const int64_t now = steady_ns();
+  const auto limit_ns = static_cast<int64_t>(limit * 1e9);
+  const std::size_t threads = ep.slots.size();  // replacements started below are not checked now
+  for (std::size_t i = 0; i < threads; ++i) {
+    WorkerSlot& slot = ep.slots[i];
+    const int64_t started = slot.started_ns.load();
+    if (slot.left || started == 0 || now - started < limit_ns) continue;
+    const uint64_t index = slot.index.load();
+    const std::string name = ep.source->name();
+    const std::string what = detail::concat("sample ", index, " did not load within data.sample_timeout_s = ", limit,
+                                            " s (epoch ", ep.epoch, ", rank ", ep.options.rank(), ", loader thread ",
+                                            slot.worker, "); its read may be stuck (a hung network file system, a "
+                                            "device, a FIFO), and its thread is left behind");
+    slot.left = true;
+    if (ep.options.on_bad_sample() == BadSamplePolicy::kFail || ep.source->serial()) {
+      const char* fix = ep.source->serial()
+                            ? "; the source is serial (one get() at a time), so no other sample can load past it. "
+                              "Raise data.sample_timeout_s if samples are really this slow, or fix the storage"
+                            : ". Raise data.sample_timeout_s if samples are really this slow, or set "
+                              "data.on_bad_sample = \"skip\" to go on without it";
+      if (!ep.error)
+        ep.error = std::make_exception_ptr(
+            SampleError(name, index, detail::concat("data loader: source '", name, "': ", what, fix)));
+      ep.stop = true;
+      ep.work_cv.notify_all();
+      return;
+    }
+    ep.timed_out.emplace(index, what);
+    ep.reload.push_back(slot.batch);
+    WorkerSlot& replacement = ep.slots.emplace_back();
+    replacement.worker = slot.worker;
+    ep.workers.emplace_back([shared, &replacement] { worker_main(shared, replacement, replacement.worker); });
+  }
+}
+
+void DataLoader::wait_for_left_threads() {
+  if (left_behind_.empty()) return;
+  // set_epoch never runs beside a get() (Threads, data_loader.h): give a thread left inside one another
+  // sample_timeout_s to return, then say what blocks the epoch.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(options_.sample_timeout_s());
+  for (const std::shared_ptr<Epoch>& ep : left_behind_) {
+    for (const WorkerSlot& slot : ep->slots) {
+      if (!slot.left) continue;
+      while (slot.started_ns.load() != 0) {
+        if (std::chrono::steady_clock::now() > deadline)
+          throw SampleError(source_->name(), slot.index.load(),
+                            detail::concat("data loader: source '", source_->name(), "': sample ", slot.index.load(),
+                                           " of epoch ", ep->epoch, ", left behind after data.sample_timeout_s = ",
+                                           options_.sample_timeout_s(), " s, is still loading after twice that; ",
+                                           "the next epoch cannot start beside it (the source's set_epoch must not "
+                                           "run during a get). Fix the storage it reads, or raise "
+                                           "data.sample_timeout_s"));
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+  }
+  left_behind_.clear();
 }
 
 void DataLoader::note_skips(std::vector<SkippedSample>& skipped) {
@@ -284,7 +430,7 @@ std::optional<NamedTensors> DataLoader::next() {
     std::optional<LoadedBatch> loaded;
     if (ep.next_return < ep.end_batch) {
       try {
-        loaded = load_batch(ep, ep.next_return, 0, 1);
+        loaded = load_batch(ep, ep.next_return, nullptr, 0, 1);
       } catch (...) {
         ep.error = std::current_exception();  // sticky, as with workers
         finish_wait();
@@ -304,7 +450,17 @@ std::optional<NamedTensors> DataLoader::next() {
     finish_wait();
     return std::nullopt;
   }
-  ep.ready_cv.wait(lock, [&] { return ep.error || ep.ready.count(ep.next_return) != 0; });
+  const auto arrived = [&] { return ep.error || ep.ready.count(ep.next_return) != 0; };
+  if (options_.sample_timeout_s() > 0.0) {
+    // Wake up a few times per limit (at most once a second) to look for a sample past it.
+    const double poll = std::clamp(options_.sample_timeout_s() / 4.0, 0.01, 1.0);
+    while (!arrived()) {
+      ep.ready_cv.wait_for(lock, std::chrono::duration<double>(poll), arrived);
+      if (!arrived()) leave_stuck_workers(epoch_);
+    }
+  } else {
+    ep.ready_cv.wait(lock, arrived);
+  }
   if (ep.error) {
     finish_wait();
     std::rethrow_exception(ep.error);

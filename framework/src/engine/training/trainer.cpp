@@ -35,7 +35,8 @@ LoaderOptions loader_options(const RunConfig& c, int64_t batch_size, LoaderMode 
       .world_size(world)
       .mode(mode)
       .pin_memory(device.is_cuda())
-      .on_bad_sample(c.data.on_bad_sample == "skip" ? BadSamplePolicy::kSkip : BadSamplePolicy::kFail);
+      .on_bad_sample(c.data.on_bad_sample == "skip" ? BadSamplePolicy::kSkip : BadSamplePolicy::kFail)
+      .sample_timeout_s(c.data.sample_timeout_s);
 }
 
 /// optim.layer_decay's effect in one line: the number of groups and the lr range, each end with a

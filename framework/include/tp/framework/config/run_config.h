@@ -118,6 +118,7 @@ struct DataSection {
   bool val_from_train;  ///< without [data.val], build "val" from the [data.train] component
   bool test_from_train; ///< without [data.test], build "test" from the [data.train] component
   std::string on_bad_sample; ///< "fail" | "skip": a sample that fails to load
+  double sample_timeout_s;   ///< seconds one sample may load on a loader thread before it counts as bad; 0: no limit
   ComponentConfig train;
   std::optional<ComponentConfig> val;
   std::optional<ComponentConfig> test; ///< [data.test]: read only by `host eval/predict --split test`

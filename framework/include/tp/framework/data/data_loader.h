@@ -99,6 +99,10 @@ struct LoaderOptions {
   TP_LOADER_ARG(int64_t, start_batch) = 0;
   /// A sample that fails to load: fail the epoch (default) or skip it; see BadSamplePolicy.
   TP_LOADER_ARG(BadSamplePolicy, on_bad_sample) = BadSamplePolicy::kFail;
+  /// Seconds one SampleSource::get may run on a worker before the loader treats the sample as
+  /// bad (`data.sample_timeout_s`; see Timeouts below); 0: no limit. Needs num_workers >= 1: with
+  /// 0 the sample loads on the calling thread and nothing watches it.
+  TP_LOADER_ARG(double, sample_timeout_s) = 0.0;
 #undef TP_LOADER_ARG
 };
 
@@ -139,6 +143,17 @@ class SampleError : public Error {
 /// already loaded are dropped. With kSkip, failing samples are left out of their batch and
 /// counted (skipped_count()); only collation errors stop the epoch.
 ///
+/// Timeouts (sample_timeout_s > 0, num_workers >= 1): next() checks, while it waits, how long
+/// each worker's SampleSource::get has been running. A call past the limit (a read from a hung
+/// network file system, a device) cannot be interrupted, so its thread is left behind: it is
+/// detached at the end of the epoch and discards whatever it returns, holding only what it
+/// shares with its epoch (the source, the options), never the loader. Under kFail next() throws
+/// SampleError naming the sample, the limit and the two keys; under kSkip the sample is skipped
+/// (reported like a failing one; which samples time out depends on timing, so this skip is not
+/// deterministic), a new worker takes the left thread's place and loads its batch again without
+/// that sample. A serial source (source->serial()) always fails: the left thread still holds the
+/// lock every other get() waits for.
+///
 /// Example:
 ///   tp::DataLoader loader(source, tp::LoaderOptions().batch_size(32).num_workers(4));
 ///   for (uint64_t e = 0; e < epochs; ++e) {
@@ -150,7 +165,8 @@ class DataLoader {
   /// Validates the options (tp::Error naming the option otherwise); starts no thread.
   DataLoader(std::shared_ptr<SampleSource> source, LoaderOptions options);
   /// Abandons the running epoch: stops and joins the workers and releases every sample and
-  /// batch still held. Blocks until in-flight SampleSource::get calls return.
+  /// batch still held. Blocks until in-flight SampleSource::get calls return, except those a
+  /// timeout left behind (see Timeouts), which keep their source alive until they do.
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
@@ -197,18 +213,27 @@ class DataLoader {
   struct Epoch;        // shared with the workers; defined in data_loader.cpp
   struct LoadedBatch;  // a collated batch (empty when every sample was skipped) and its skips
 
+  struct WorkerSlot;   // one worker thread's sample in flight, for the timeout
+
   /* Internals */
   void stop_epoch() noexcept;
-  std::optional<LoadedBatch> load_batch(const Epoch& ep, int64_t batch, uint32_t worker,
-                                        uint32_t num_workers);
+  // Static: a worker left behind by a timeout may outlive the loader; it reaches only its Epoch.
+  static std::optional<LoadedBatch> load_batch(Epoch& ep, int64_t batch, WorkerSlot* slot, uint32_t worker,
+                                               uint32_t num_workers);
+  static void worker_main(const std::shared_ptr<Epoch>& ep, WorkerSlot& slot, uint32_t worker);
+  /// [main] with ep.mu held: the timeout check of next() (see Timeouts).
+  static void leave_stuck_workers(const std::shared_ptr<Epoch>& ep);
+  /// [main] Before set_epoch: waits up to sample_timeout_s for the threads earlier epochs left
+  /// inside get() to return; SampleError naming the sample when one does not.
+  void wait_for_left_threads();
   void note_skips(std::vector<SkippedSample>& skipped);
-  void worker_main(Epoch& ep, uint32_t worker);
 
   std::shared_ptr<SampleSource> source_;
   LoaderOptions options_;
   DistributedSampler sampler_;
-  std::unique_ptr<Epoch> epoch_;
-  std::mutex serial_mu_;  // held around get() when source_->serial()
+  std::shared_ptr<Epoch> epoch_;
+  std::vector<std::shared_ptr<Epoch>> left_behind_;  // epochs whose threads a timeout left in get()
+  std::shared_ptr<std::timed_mutex> serial_mu_ = std::make_shared<std::timed_mutex>();  // around get() when source_->serial()
   bool started_ = false;
   int64_t next_batch_ = 0;
   double last_wait_seconds_ = 0.0;
