@@ -268,9 +268,13 @@ int run_launcher(const LaunchOptions& o) {
     if (all_done && !pipes_open) break;
   }
   if (failed < 0) return kExitOk;
-  if (forwarded == 0)
-    std::fprintf(stderr, "host: training failed: rank %d %s (its own output above says why)\n", failed,
+  if (forwarded == 0) {
+    // The ranks' command (a flag first means `host train`'s short form), so a failed 2-rank
+    // prediction is not reported as a failed training.
+    const std::string command = o.args.size() > 1 && !o.args[1].starts_with("-") ? o.args[1] : "train";
+    std::fprintf(stderr, "host: %s failed: rank %d %s (its own output above says why)\n", command.c_str(), failed,
                  describe(failed_status).c_str());
+  }
   return exit_code_of(failed_status);
 }
 

@@ -92,7 +92,7 @@ TEST_CASE("a launcher failure names the rank and stops the others") {
   INFO(run.output);
   CHECK(run.exit_code == 2);
   CHECK(run.output.find("dist.timeout_s") != std::string::npos);
-  CHECK(run.output.find("host: training failed: rank ") != std::string::npos);
+  CHECK(run.output.find("host: train failed: rank ") != std::string::npos);
 }
 
 TEST_CASE("contradictory launcher variables are configuration errors") {

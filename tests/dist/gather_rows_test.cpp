@@ -40,3 +40,33 @@ TEST_CASE("all_gather_rows: rank order, empty ranks, and refusals every rank sha
     CHECK(line == "after rows 2 width 1 1 2");
   }
 }
+
+TEST_CASE("a third-party metric's gathered rows on 2 host ranks: every row everywhere; a hostile shape stops both") {
+  // tests/fixtures/gathered_probe: one row per evaluated sample. 33 val samples over 2 ranks.
+  const std::string base = "--nproc-per-node 2 --config tests/dist/gathered_metric.toml --plugin-dir '" +
+                           std::string(tp::test::fixture_plugin_dir()) + "' ";
+  const auto dir = tp::test::fresh_dir("gathered_metric");
+  const auto run = tp::test::run_host(base + "--output-dir '" + dir.string() + "'");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(tp::test::read_text(dir / "history.jsonl").find("\"val/rows\":33") != std::string::npos);
+  // Rank 1's rows 3 wide where rank 0's are 2, then float32 where rank 0's are float64: both ranks
+  // end with the same refusal naming the metric's rows, neither waits for the other.
+  for (const std::string hostile : {"--set metrics[1].rank=1 --set metrics[1].rank_width=3",
+                                    "--set metrics[1].rank=1 --set metrics[1].rank_width=2 --set metrics[1].rank_float=true"}) {
+    CAPTURE(hostile);
+    const auto bad_dir = tp::test::fresh_dir("gathered_metric_hostile");
+    const auto bad = tp::test::run_host(base + "--output-dir '" + bad_dir.string() + "' " + hostile);
+    INFO(bad.output);
+    CHECK(bad.exit_code != 0);
+    for (const char* rank : {"[rank 0]", "[rank 1]"}) {
+      const std::size_t at = bad.output.find(std::string(rank) + " host: error:");
+      REQUIRE(at != std::string::npos);
+      const std::string line = bad.output.substr(at, bad.output.find('\n', at) - at);
+      CHECK(line.find("ranks gather rows of different shapes or dtypes: rank 0 has [17, 2] Double, rank 1 has [16, ") !=
+            std::string::npos);
+      CHECK(line.find("gather the rows 'rows' of metric org.torchhost.test.gathered_probe over ranks") !=
+            std::string::npos);
+    }
+  }
+}

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -188,6 +189,33 @@ TEST_CASE("host predict: bad samples follow data.on_bad_sample; --split train; -
   CHECK(failed.exit_code == 1);
   CHECK(failed.output.find("failed on sample 5") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "failed.csv"));
+
+  // Two ranks, one bad sample (5, which rank 1 reads): with "skip" only rank 1 skips, and the file
+  // equals one rank's; with "fail" rank 0 stops too, at once, with rank 1's message, and no file is
+  // left (issue 41: rank-asymmetric failures in predict).
+  const std::string one_bad = "--set data.train.fail_count=1 --checkpoint last --split train ";
+  const fs::path single = dir / "single.csv", pair = dir / "pair.csv";
+  const auto one_rank = tp::test::run_host("predict " + common + one_bad + "--output '" + single.string() + "'");
+  INFO(one_rank.output);
+  REQUIRE(one_rank.exit_code == 0);
+  const auto two_ranks =
+      tp::test::run_host("--nproc-per-node 2 predict " + common + one_bad + "--output '" + pair.string() + "'");
+  INFO(two_ranks.output);
+  REQUIRE(two_ranks.exit_code == 0);
+  CHECK(two_ranks.output.find("1 samples were skipped") != std::string::npos);
+  CHECK(tp::test::read_text(single) == tp::test::read_text(pair));
+  const auto start = std::chrono::steady_clock::now();
+  const auto one_fails = tp::test::run_host("--nproc-per-node 2 predict " + common + one_bad +
+                                            "--set 'data.on_bad_sample=\"fail\"' --output '" +
+                                            (dir / "failed_pair.csv").string() + "'");
+  INFO(one_fails.output);
+  CHECK(one_fails.exit_code == 1);
+  CHECK(one_fails.output.find("[rank 0] host: error: prediction stopped: rank 1: data loader: source "
+                              "'org.torchhost.test.c_regression (train)' failed on sample 5") != std::string::npos);
+  // Both ranks exit 1; the launcher names whichever it reaps first.
+  CHECK(one_fails.output.find("host: predict failed: rank ") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "failed_pair.csv"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(60));  // nobody waited for dist.timeout_s
 }
 
 TEST_CASE("host predict: fsync before the rename, no partial file after SIGINT, stale temporaries swept") {

@@ -90,8 +90,11 @@ Scalars Evaluator::evaluate(const std::string& prefix) {
   // keeps a key to sort them by, so rank order does not change its values.
   if (collectives_.world_size() > 1)
     for (auto& metric : parts_.metrics)
-      for (auto& s : metric->gathered_state())
-        s.tensor.set_(collectives_.all_gather_rows(s.tensor, "gather evaluation metric rows over ranks"));
+      for (auto& s : metric->gathered_state()) {
+        // Named in a refusal, so a user with several metrics knows whose rows do not match.
+        const std::string what = "gather the rows '" + s.name + "' of metric " + metric->id() + " over ranks";
+        s.tensor.set_(collectives_.all_gather_rows(s.tensor, what.c_str()));
+      }
   Scalars result;
   result.emplace_back(prefix + "/loss", (loss_sum / count).item<double>()); // sync, once per evaluation
   if (term_sums.defined()) {
