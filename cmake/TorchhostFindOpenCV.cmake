@@ -1,21 +1,14 @@
-# Finds the three OpenCV modules torchhost uses (core, imgproc, imgcodecs) and defines the same
-# imported targets OpenCV's own package config does (opencv_core, ...).
-# Why not find_package(OpenCV) alone: on Debian its config file ships only in the libopencv-dev
-# meta package, which pulls ~150 packages (Qt, VTK, MPI); the per-module -dev packages are enough.
-find_package(OpenCV QUIET CONFIG COMPONENTS core imgproc imgcodecs)
-if(OpenCV_FOUND)
-  return()
-endif()
-find_path(TP_OPENCV_INCLUDE_DIR opencv2/core.hpp PATH_SUFFIXES opencv4 REQUIRED)
-foreach(_module core imgproc imgcodecs)
-  find_library(TP_OPENCV_${_module}_LIBRARY opencv_${_module} REQUIRED)
-  if(NOT TARGET opencv_${_module})
-    add_library(opencv_${_module} SHARED IMPORTED)
-    set_target_properties(opencv_${_module} PROPERTIES
-      IMPORTED_LOCATION "${TP_OPENCV_${_module}_LIBRARY}"
-      INTERFACE_INCLUDE_DIRECTORIES "${TP_OPENCV_INCLUDE_DIR}")
-  endif()
-endforeach()
-set_property(TARGET opencv_imgproc APPEND PROPERTY INTERFACE_LINK_LIBRARIES opencv_core)
+# The three OpenCV modules the built-in plugins use (core, imgproc, imgcodecs), found as a plugin
+# author's project finds them through the SDK (plugin_api/cmake/TorchhostOpenCV.cmake): OpenCV's
+# package config when there is one, else Debian's per-module -dev packages. Where they were found
+# is remembered for the installed SDK (TORCHHOST_OPENCV_INCLUDE_DIR, TORCHHOST_OPENCV_LIBRARY_DIR).
+include(${PROJECT_SOURCE_DIR}/plugin_api/cmake/TorchhostOpenCV.cmake)
+torchhost_find_opencv(core imgproc imgcodecs)
 set_property(TARGET opencv_imgcodecs APPEND PROPERTY INTERFACE_LINK_LIBRARIES opencv_imgproc)
-message(STATUS "torchhost: OpenCV modules from ${TP_OPENCV_INCLUDE_DIR}")
+get_target_property(_tp_opencv_core opencv_core IMPORTED_LOCATION)
+if(NOT _tp_opencv_core)
+  get_target_property(_tp_opencv_core opencv_core IMPORTED_LOCATION_RELEASE)
+endif()
+get_filename_component(TORCHHOST_HOST_OPENCV_LIBRARY_DIR "${_tp_opencv_core}" DIRECTORY)
+get_target_property(TORCHHOST_HOST_OPENCV_INCLUDE_DIR opencv_core INTERFACE_INCLUDE_DIRECTORIES)
+message(STATUS "torchhost: OpenCV from ${TORCHHOST_HOST_OPENCV_INCLUDE_DIR}")

@@ -1,5 +1,10 @@
 # torchhost_add_plugin(<name> TIER S|T SOURCES <src>... [LINK <lib>...] [OUTPUT_DIRECTORY <dir>])
 #
+# LINK takes targets and libraries; an OpenCV module named as OpenCV's own package names it
+# (opencv_core, opencv_imgproc, opencv_imgcodecs, ...) is found here when no such target exists yet,
+# with its headers (torchhost_find_opencv, TorchhostOpenCV.cmake): no find_package(OpenCV) or include
+# directory of your own, and Debian's per-module -dev packages are enough.
+#
 # Builds a plugin library `<name>.so` (no "lib" prefix: the file name is the plugin name) as a
 # MODULE with hidden visibility, a version script that exports only `tp_entry`, and -z defs so an
 # unresolved symbol fails the link instead of the run. Tier T plugins link LibTorch (found by
@@ -9,6 +14,7 @@
 # build type when none was set (torchhostConfig.cmake).
 
 include("${CMAKE_CURRENT_LIST_DIR}/TorchhostTorch.cmake") # torchhost_find_torch()
+include("${CMAKE_CURRENT_LIST_DIR}/TorchhostOpenCV.cmake") # torchhost_find_opencv()
 
 # Cached so the path is visible from every directory of the project, whichever one included this.
 set(_TORCHHOST_PLUGIN_MAP "${CMAKE_CURRENT_LIST_DIR}/torchhost_plugin.map" CACHE INTERNAL "torchhost plugin version script")
@@ -33,6 +39,15 @@ function(torchhost_add_plugin name)
     message(FATAL_ERROR "torchhost_add_plugin(${name}): SOURCES is empty")
   endif()
   add_library(${name} MODULE ${ARG_SOURCES})
+  set(_opencv_modules)
+  foreach(_lib IN LISTS ARG_LINK)
+    if(_lib MATCHES "^opencv_([a-z0-9_]+)$" AND NOT TARGET ${_lib})
+      list(APPEND _opencv_modules ${CMAKE_MATCH_1})
+    endif()
+  endforeach()
+  if(_opencv_modules)
+    torchhost_find_opencv(${_opencv_modules})
+  endif()
   # A C-only project (project(x LANGUAGES C)) gets the C11 headers alone: it has no C++ compiler
   # to give cxx_std_17 to.
   get_property(_languages GLOBAL PROPERTY ENABLED_LANGUAGES)

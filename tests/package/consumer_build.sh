@@ -9,7 +9,8 @@
 # - the rules and the templates are there; the Tier S templates (a C++ callback, a C++ dataset, a
 #   C11 dataset in a C-only project) build as external projects with find_package(torchhost
 #   CONFIG) + torchhost_add_plugin, optimised although no build type is given, and the C++ dataset
-#   trains the built-in mlp with its run.toml and serves a test split; the Tier T template builds
+#   trains the built-in mlp with its run.toml and serves a test split, and a copy of it that links
+#   OpenCV with the template's one documented LINK line builds and loads; the Tier T template builds
 #   against the LibTorch the host was built with, which the SDK remembers (CPU or CUDA, C++17 or
 #   the C++20 that LibTorch 2.14 requires: CI runs this in the CPU tree and in the CUDA tree), and
 #   without any LibTorch the configure stops with torchhost's paragraph; old_style_dataset/, a
@@ -142,6 +143,34 @@ awk -v a="${accuracy:-0}" 'BEGIN { exit !(a >= 0.99) }' ||
 (cd "$work/cpp_dataset" && "$host" eval --config runs/blobs/config.toml --checkpoint best --split test \
    --plugin-dir "$work/cpp_dataset-build") 2>&1 | tee "$work/cpp_dataset_test.out"
 grep -q 'test/accuracy' "$work/cpp_dataset_test.out" || { echo "template_dataset: no test split evaluated"; exit 1; }
+
+# An OpenCV dataset from the C++ dataset template, as its CMakeLists.txt says (issue 43): the one
+# LINK line and nothing else, no find_package(OpenCV) and no include directory; it must compile
+# against <opencv2/imgcodecs.hpp>, link under -z defs and load in `plugins check`.
+cp -r "$share/templates/tier_s_cpp_dataset" "$work/cv_dataset"
+cat >"$work/cv_dataset/cv_probe.cpp" <<'CPP'
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include <vector>
+
+// A PNG round trip through OpenCV, as a dataset's decode is.
+bool cv_probe_round_trip() {
+  cv::Mat image(4, 4, CV_8UC3, cv::Scalar(10, 20, 30)), grey;
+  std::vector<unsigned char> png;
+  if (!cv::imencode(".png", image, png)) return false;
+  cv::cvtColor(cv::imdecode(png, cv::IMREAD_COLOR), grey, cv::COLOR_BGR2GRAY);
+  return grey.rows == 4;
+}
+CPP
+sed -i 's|torchhost_add_plugin(template_dataset TIER S SOURCES template_dataset.cpp)|torchhost_add_plugin(template_dataset TIER S SOURCES template_dataset.cpp cv_probe.cpp\n                     LINK opencv_core opencv_imgproc opencv_imgcodecs)|' \
+  "$work/cv_dataset/CMakeLists.txt"
+grep -q 'LINK opencv_core opencv_imgproc opencv_imgcodecs' "$work/cv_dataset/CMakeLists.txt" ||
+  { echo "cv_dataset: the template's torchhost_add_plugin line changed; update this test"; exit 1; }
+build_consumer "$work/cv_dataset" template_dataset
+ldd "$work/cv_dataset-build/template_dataset.so" | grep -q 'libopencv_imgcodecs' ||
+  { echo "cv_dataset: not linked against libopencv_imgcodecs"; exit 1; }
 
 # The Tier T template: a LibTorch plugin, configured as docs/plugin_sdk.md tells a plugin author,
 # with the SDK alone on CMAKE_PREFIX_PATH: the SDK remembers the LibTorch the host was built with.
