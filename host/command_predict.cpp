@@ -87,6 +87,8 @@ int run_predict(const Options& options) {
   writer->finish(summary.schema);
   std::string columns;
   for (const PredictionColumn& c : summary.schema) columns += (columns.empty() ? "" : ", ") + c.name;
+  // A detector's ragged outputs are written too, as arrays in each line: name them with the columns.
+  for (const std::string& array : summary.arrays) columns += (columns.empty() ? "" : ", ") + array + " (array per line)";
   if (options.format == "png") columns += std::string(columns.empty() ? "" : ", ") + "and <index>.png class maps";
   std::printf("predictions of %s%s (epoch %lld, step %lld) for %lld samples of the %s split%s\n  columns: %s\n"
               "written to %s\n",

@@ -50,6 +50,11 @@ TEST_CASE("step strategies: evaluation and saves every N steps, keep-last-k and 
   for (const auto& row : evals) steps.push_back(row.values.at("step"));
   // Every 10 steps, plus the final step (64) so the run ends evaluated.
   CHECK(steps == std::vector<double>{10, 20, 30, 40, 50, 60, 64});
+  // Each intermediate evaluation is on the console and in train.log too, not only in the history
+  // (issue 43): step 20 is the second step of epoch 2.
+  CHECK(run.output.find("step 20 (epoch 2): val/loss=") != std::string::npos);
+  CHECK(tp::test::read_text(dir / "train.log").find("step 20 (epoch 2): val/loss=") != std::string::npos);
+  CHECK(run.output.find("step 64 (epoch 4): val/loss=") != std::string::npos);
   CHECK(rows_of(history, "epoch").size() == 4);
   for (const auto& row : rows_of(history, "epoch")) CHECK_FALSE(row.has("val/loss")); // no epoch evaluations
 

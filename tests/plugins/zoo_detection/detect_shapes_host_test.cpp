@@ -99,6 +99,9 @@ TEST_CASE("detect_shapes: predict --format jsonl writes each image's detections,
     INFO(run.output);
     REQUIRE(run.exit_code == tp::kExitOk);
     CHECK(run.output.find("for 40 samples of the val split") != std::string::npos);
+    // The summary names every column the file holds, the detections too (issue 43).
+    CHECK(run.output.find("columns: index, image_id, detection_boxes (array per line), detection_scores (array per "
+                          "line), detection_labels (array per line)") != std::string::npos);
   }
   const std::string text = tp::test::read_text(one);
   CHECK(text == tp::test::read_text(two));

@@ -92,6 +92,9 @@ class RowMaker {
                                  "moves its padding to the other side. Predict without --tta.");
   }
 
+  /// The ragged outputs written into each jsonl line as arrays (empty for a model without any).
+  const std::vector<std::string>& arrays() const { return arrays_; }
+
   RecordBlock records(NamedTensors batch) {
     at::Tensor index;
     NamedTensors inputs, per_sample;
@@ -185,7 +188,7 @@ class RowMaker {
   /// chosen stacked outputs and the per-sample fields as columns, and each sample's ragged
   /// outputs (by default all of them, and only them) as JSON members of its jsonl line.
   RecordBlock ragged_records(const NamedTensors& outputs, const BatchLayout& output_rows, const at::Tensor& index,
-                             const NamedTensors& per_sample) const {
+                             const NamedTensors& per_sample) {
     std::string ragged_names;
     for (const FieldBatching& f : output_rows.fields()) ragged_names += (ragged_names.empty() ? "" : ", ") + f.name;
     if (options_.tta_hflip)
@@ -209,6 +212,7 @@ class RowMaker {
     for (const auto& [name, tensor] : per_sample) columns.emplace_back(name, tensor);
     RecordBlock block = pack_records(columns);
     block.attachments = detail::ragged_json_members(outputs, ragged, output_rows, block.rows);
+    arrays_ = ragged;
     return block;
   }
 
@@ -233,6 +237,7 @@ class RowMaker {
   int64_t batch_size_; ///< every forward runs at this batch size (padded), when layout_ is empty
   const BatchLayout& layout_;
   int64_t batches_ = 0; ///< batches this rank has predicted, for messages
+  std::vector<std::string> arrays_; ///< the ragged outputs the last batch wrote as JSON arrays
 };
 
 // Appends `value` as 8 little-endian bytes (the host's order: every rank is this build).
@@ -397,6 +402,7 @@ PredictSummary predict(ModelProxy& model, std::shared_ptr<SampleSource> split, L
   }
   summary.skipped = skipped.cpu().item<int64_t>();
   summary.rows = writer != nullptr ? writer->rows() : 0;
+  summary.arrays = rows.arrays();
   progress.end_epoch({});
   return summary;
 }

@@ -183,6 +183,12 @@ Scalars Trainer::run_evaluation() {
     HistoryRecord record{"eval", {{"step", double(step())}, {"epoch", double(position_.epoch)}}};
     record.values.insert(record.values.end(), eval.begin(), eval.end());
     control_.rank0_write([&] { history_.add(record); });
+    // Between epochs nothing else shows these values: the console and train.log get a line.
+    // The epoch the step trained in: after the last epoch the position has moved past it.
+    const int64_t epoch = std::min<int64_t>(position_.epoch + 1, epochs_);
+    std::string line = "step " + std::to_string(step()) + " (epoch " + std::to_string(epoch) + "):";
+    for (const auto& [name, value] : eval) line += " " + name + "=" + short_number(value);
+    log_.info(line);
   }
   return eval;
 }

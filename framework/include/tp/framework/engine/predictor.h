@@ -43,6 +43,7 @@ struct PredictSummary {
   int64_t rows = 0;     ///< samples written (all ranks)
   int64_t skipped = 0;  ///< samples left out under data.on_bad_sample = "skip" (all ranks)
   PredictionSchema schema;
+  std::vector<std::string> arrays;  ///< ragged outputs (detections) written as JSON arrays in each jsonl line
 };
 
 /// [all ranks] Runs the model (in eval mode, under inference mode, in float32 as `host eval`)
