@@ -6,9 +6,14 @@
 #include <ATen/ops/arange.h>
 #include <ATen/ops/binary_cross_entropy_with_logits.h>
 #include <ATen/ops/full_like.h>
+#include <ATen/ops/isfinite.h>
+#include <ATen/ops/logical_not.h>
 #include <ATen/ops/maximum.h>
 #include <ATen/ops/minimum.h>
+#include <ATen/ops/nonzero.h>
 #include <ATen/ops/rsub.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/searchsorted.h>
 #include <ATen/ops/sigmoid.h>
 #include <ATen/ops/sqrt.h>
 #include <ATen/ops/where.h>
@@ -132,6 +137,13 @@ tp::cpp::LossSum FcosLoss::forward(const tp::cpp::Fields& outputs, const tp::cpp
     check_label_range(labels, cls_logits.size(2));
     labels_checked_ = true;
   }
+  // Boxes as x, y, w, h (COCO's JSON form) are mostly degenerate as x1, y1, x2, y2, and trained
+  // silently to a val/map near 0 (issue 43): read them where it costs no device sync, and once on
+  // a device, as the labels.
+  if ((boxes.is_cpu() || !boxes_checked_) && num_boxes > 0) {
+    check_boxes(boxes, targets.get(boxes_offsets_));
+    boxes_checked_ = true;
+  }
 
   const at::Tensor matched = match_anchors(anchors[0], per_level[0].to(at::kLong), boxes, targets.get(boxes_offsets_),
                                            config_.center_sampling_radius);
@@ -141,6 +153,28 @@ tp::cpp::LossSum FcosLoss::forward(const tp::cpp::Fields& outputs, const tp::cpp
   last_ = {parts.classification.detach(), parts.bbox_regression.detach(), parts.bbox_ctrness.detach(),
            parts.num_foreground};
   return {std::move(sum), std::move(count)};
+}
+
+void FcosLoss::check_boxes(const at::Tensor& boxes, const at::Tensor& offsets) const {
+  const at::Tensor bad = boxes.select(1, 2).le(boxes.select(1, 0)) | boxes.select(1, 3).le(boxes.select(1, 1)) |
+                         boxes.isfinite().logical_not().any(1);
+  const int64_t count = bad.sum().item<int64_t>();
+  if (count == 0) return;
+  const int64_t row = bad.nonzero().select(1, 0)[0].item<int64_t>();
+  const at::Tensor o = offsets.cpu();
+  const int64_t sample = at::searchsorted(o, at::scalar_tensor(row, at::kLong), /*out_int32=*/false, /*right=*/true)
+                             .item<int64_t>() - 1;
+  const at::Tensor box = boxes[row].to(at::kCPU, at::kDouble);
+  const double* v = box.data_ptr<double>();
+  const auto text = [](double x) { return c10::str(x); };
+  throw tp::cpp::Failure(
+      TP_ERR_INVALID_ARGUMENT,
+      std::string(id_) + ": target '" + config_.boxes + "' holds " + std::to_string(count) + " of " +
+          std::to_string(boxes.size(0)) + " boxes in this batch with x2 <= x1, y2 <= y1 or a non-finite corner (the "
+          "first: sample " + std::to_string(sample) + " of the batch, box [" + text(v[0]) + ", " + text(v[1]) + ", " +
+          text(v[2]) + ", " + text(v[3]) + "]). Boxes are x1, y1, x2, y2 in the image's pixels: did you give x, y, w, "
+          "h (COCO's JSON form)? Convert them in the dataset, and drop boxes with no area (torchvision's detectors "
+          "refuse them too).");
 }
 
 void FcosLoss::check_label_range(const at::Tensor& labels, int64_t num_classes) const {

@@ -61,11 +61,16 @@ class FcosLoss {
                            const at::Tensor& got) const;
   /// Failure(TP_ERR_INVALID_ARGUMENT) naming the first label outside [0, `num_classes`).
   void check_label_range(const at::Tensor& labels, int64_t num_classes) const;
+  /// Failure(TP_ERR_INVALID_ARGUMENT) when a box has x2 <= x1, y2 <= y1 or a non-finite corner:
+  /// how many, the first one's sample and values, and "did you give x, y, w, h?" (torchvision's
+  /// detectors refuse such boxes as well). `offsets`: the boxes' ragged offsets, [B + 1].
+  void check_boxes(const at::Tensor& boxes, const at::Tensor& offsets) const;
 
   const char* id_;
   FcosLossConfig config_;
   std::string boxes_offsets_, labels_offsets_;
   bool labels_checked_ = false; ///< a batch's label values were read (check_label_range)
+  bool boxes_checked_ = false;  ///< a batch's boxes were read (check_boxes)
   FcosLossParts last_;
 };
 

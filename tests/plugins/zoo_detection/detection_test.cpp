@@ -176,7 +176,7 @@ TEST_CASE("fcos: input errors name the field, the expected and the actual dtype 
   CHECK(m.error() == "org.torchhost.fcos: input 'image_lengths': image 0 is 40 x 32, outside the batch's 32 x 32");
 }
 
-TEST_CASE("fcos_loss: sum, count on the device, terms, images without boxes, field and label errors") {
+TEST_CASE("fcos_loss: sum, count on the device, terms, images without boxes, field, label and box errors") {
   ZooModel m(kDetectionLibrary, kFcosId, small_config());
   m.train(true);
   Fields in = padded_batch();
@@ -231,6 +231,21 @@ TEST_CASE("fcos_loss: sum, count on the device, terms, images without boxes, fie
   Fields negative = ragged_targets(targets.items[0].second, longs({1, -1, 0}), targets.items[1].second);
   CHECK(loss.try_forward(outputs, negative, result) == TP_ERR_INVALID_ARGUMENT);
   CHECK(loss.error().find("holds the label -1") != std::string::npos);
+
+  // Boxes given as x, y, w, h trained silently to a val/map near 0 (issue 43): the last one here
+  // (sample 1's second) reads as y2 < y1.
+  const at::Tensor xywh = at::tensor(std::vector<float>{10, 12, 50, 38, 40, 5, 55, 63, 2, 30, 18, 14}).view({3, 4});
+  Fields wrong_convention = ragged_targets(xywh, longs({1, 4, 0}), longs({0, 1, 3}));
+  CHECK(loss.try_forward(outputs, wrong_convention, result) == TP_ERR_INVALID_ARGUMENT);
+  CHECK(loss.error().find("target 'boxes' holds 1 of 3 boxes in this batch with x2 <= x1, y2 <= y1 or a non-finite "
+                          "corner (the first: sample 1 of the batch, box [2, 30, 18, 14])") != std::string::npos);
+  CHECK(loss.error().find("did you give x, y, w, h") != std::string::npos);
+  const at::Tensor not_finite =
+      at::tensor(std::vector<float>{10, 12, 60, 50, 40, 5, NAN, 68, 2, 30, 20, 44}).view({3, 4});
+  Fields non_finite_boxes = ragged_targets(not_finite, longs({1, 4, 0}), longs({0, 3, 3}));
+  CHECK(loss.try_forward(outputs, non_finite_boxes, result) == TP_ERR_INVALID_ARGUMENT);
+  CHECK(loss.error().find("holds 1 of 3 boxes") != std::string::npos);
+  CHECK(loss.try_forward(outputs, targets, result) == TP_OK);  // the x1, y1, x2, y2 boxes still train
 }
 
 TEST_CASE("fcos: layer depths, freeze_bn_stats and activation checkpointing") {
