@@ -242,7 +242,8 @@ std::optional<DataLoader::LoadedBatch> DataLoader::load_batch(Epoch& ep, int64_t
   for (const uint64_t index : indices) {
     if (ep.stop.load(std::memory_order_relaxed)) return std::nullopt;  // epoch abandoned
     if (slot != nullptr && slot->left.load()) return std::nullopt;     // timed out: replaced
-    if (skip && slot != nullptr) {  // a sample that timed out is skipped where its batch is loaded again
+    // A sample that timed out is skipped where its batch is loaded again.
+    if (skip && slot != nullptr && options.sample_timeout_s() > 0.0) {
       std::lock_guard<std::mutex> lock(ep.mu);
       if (const auto it = ep.timed_out.find(index); it != ep.timed_out.end()) {
         out.skipped.push_back({index, it->second});
