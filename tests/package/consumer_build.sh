@@ -16,9 +16,13 @@
 #   without any LibTorch the configure stops with torchhost's paragraph; old_style_dataset/, a
 #   plugin that includes <dlpack/dlpack.h> as the SDK's docs taught before DLPack was pinned as
 #   tp/dlpack.h, builds with that header taken from the install (never /usr/include/dlpack, where
-#   libdlpack-dev puts it). The installed host accepts all of them. Args: <build dir>.
+#   libdlpack-dev puts it). The installed host accepts all of them.
+# Args: <build dir> [all | libtorch-only]: libtorch-only (the CUDA tree) checks the install and the
+# Tier T template, the parts that depend on the tree's LibTorch, and leaves the LibTorch-free
+# templates to the default tree, where they are the same.
 set -euo pipefail
 build=$1
+scope=${2:-all} # all | libtorch-only
 here=$(cd "$(dirname "$0")" && pwd)
 work="$build/test-runs/package"
 rm -rf "$work"
@@ -106,6 +110,10 @@ build_consumer() {
   "$host" plugins check "$plugin"
 }
 
+# The LibTorch-free plugins (Tier S in C++ and in C, the older include style, OpenCV): the same
+# in every tree, so only a tree that is not "libtorch-only" builds them (the CUDA tree checks
+# what depends on its LibTorch: the install above and the Tier T template below).
+if [ "$scope" = all ]; then
 cp -r "$share/templates/tier_s_callback" "$work/consumer"
 build_consumer "$work/consumer" template_callback
 
@@ -171,6 +179,7 @@ grep -q 'LINK opencv_core opencv_imgproc opencv_imgcodecs' "$work/cv_dataset/CMa
 build_consumer "$work/cv_dataset" template_dataset
 ldd "$work/cv_dataset-build/template_dataset.so" | grep -q 'libopencv_imgcodecs' ||
   { echo "cv_dataset: not linked against libopencv_imgcodecs"; exit 1; }
+fi
 
 # The Tier T template: a LibTorch plugin, configured as docs/plugin_sdk.md tells a plugin author,
 # with the SDK alone on CMAKE_PREFIX_PATH: the SDK remembers the LibTorch the host was built with.
