@@ -34,6 +34,10 @@ function(torchhost_find_opencv)
                         "-DTORCHHOST_OPENCV_INCLUDE_DIR=<directory holding opencv2/>.")
   endif()
   foreach(_module IN LISTS _missing)
+    # core may have been made already, for a module listed before it (LINK opencv_imgcodecs opencv_core).
+    if(TARGET opencv_${_module})
+      continue()
+    endif()
     find_library(TORCHHOST_OPENCV_${_module}_LIBRARY opencv_${_module} HINTS "${TORCHHOST_OPENCV_LIBRARY_DIR}")
     if(NOT TORCHHOST_OPENCV_${_module}_LIBRARY)
       message(FATAL_ERROR "torchhost: the OpenCV library opencv_${_module} was not found. Install its development "
