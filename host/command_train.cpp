@@ -180,8 +180,7 @@ int run_train(const Options& options) {
   stop_if_signalled("host train", "while the trainer was set up, " + before_training);
   const FitSummary summary = trainer.fit();
 
-  std::string result;
-  for (const auto& [name, value] : summary.last_eval) result += " " + name + "=" + short_number(value);
+  const std::string result = scalars_text(summary.last_eval);
   log.info("finished " + std::to_string(summary.epochs) + " epochs (" + std::to_string(summary.steps) + " steps) in " +
            short_number(summary.seconds, 3) + " s;" + result + (summary.stopped_early ? " (stopped early)" : "") +
            (summary.skipped_steps > 0 ? "; " + std::to_string(summary.skipped_steps) +

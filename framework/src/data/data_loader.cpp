@@ -164,7 +164,7 @@ void DataLoader::start_epoch(uint64_t epoch, int64_t start_batch) {
     for (uint32_t w = 0; w < workers; ++w) {
       WorkerSlot& slot = epoch_->slots.emplace_back();
       slot.worker = w;
-      epoch_->workers.emplace_back([ep = epoch_, &slot] { worker_main(ep, slot, slot.worker); });
+      epoch_->workers.emplace_back([ep = epoch_, &slot] { worker_main(ep, slot); });
     }
   } catch (...) {
     stop_epoch();  // thread creation failed: join the ones that started
@@ -295,7 +295,7 @@ std::optional<DataLoader::LoadedBatch> DataLoader::load_batch(Epoch& ep, int64_t
   }
 }
 
-void DataLoader::worker_main(const std::shared_ptr<Epoch>& shared, WorkerSlot& slot, uint32_t worker) {
+void DataLoader::worker_main(const std::shared_ptr<Epoch>& shared, WorkerSlot& slot) {
   Epoch& ep = *shared;
   const auto num_workers = static_cast<uint32_t>(ep.options.num_workers());
   for (;;) {
@@ -323,7 +323,7 @@ void DataLoader::worker_main(const std::shared_ptr<Epoch>& shared, WorkerSlot& s
     if (batch + 1 == ep.end_batch) ep.work_cv.notify_all();
     std::optional<LoadedBatch> result;
     try {
-      result = load_batch(ep, batch, &slot, worker, num_workers);
+      result = load_batch(ep, batch, &slot, slot.worker, num_workers);
     } catch (...) {
       {
         std::lock_guard<std::mutex> lock(ep.mu);
@@ -379,7 +379,7 @@ void DataLoader::leave_stuck_workers(const std::shared_ptr<Epoch>& shared) {
     ep.reload.push_back(slot.batch);
     WorkerSlot& replacement = ep.slots.emplace_back();
     replacement.worker = slot.worker;
-    ep.workers.emplace_back([shared, &replacement] { worker_main(shared, replacement, replacement.worker); });
+    ep.workers.emplace_back([shared, &replacement] { worker_main(shared, replacement); });
   }
 }
 

@@ -154,7 +154,7 @@ void Trainer::end_epoch(int64_t epoch) {
   summary.insert(summary.end(), eval.begin(), eval.end());
   progress_.end_epoch(summary);
   std::string line = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs_);
-  for (const auto& [name, value] : summary) line += " " + name + "=" + short_number(value);
+  line += scalars_text(summary);
   line += " time=" + short_number(seconds) + "s data_wait=" +
           std::to_string(static_cast<int>(seconds > 0 ? 100.0 * clock.wait_s / seconds : 0.0)) + "%";
   log_.file_only(line);
@@ -186,9 +186,7 @@ Scalars Trainer::run_evaluation() {
     // Between epochs nothing else shows these values: the console and train.log get a line.
     // The epoch the step trained in: after the last epoch the position has moved past it.
     const int64_t epoch = std::min<int64_t>(position_.epoch + 1, epochs_);
-    std::string line = "step " + std::to_string(step()) + " (epoch " + std::to_string(epoch) + "):";
-    for (const auto& [name, value] : eval) line += " " + name + "=" + short_number(value);
-    log_.info(line);
+    log_.info("step " + std::to_string(step()) + " (epoch " + std::to_string(epoch) + "):" + scalars_text(eval));
   }
   return eval;
 }

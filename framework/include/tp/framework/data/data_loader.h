@@ -220,7 +220,7 @@ class DataLoader {
   // Static: a worker left behind by a timeout may outlive the loader; it reaches only its Epoch.
   static std::optional<LoadedBatch> load_batch(Epoch& ep, int64_t batch, WorkerSlot* slot, uint32_t worker,
                                                uint32_t num_workers);
-  static void worker_main(const std::shared_ptr<Epoch>& ep, WorkerSlot& slot, uint32_t worker);
+  static void worker_main(const std::shared_ptr<Epoch>& ep, WorkerSlot& slot);
   /// [main] with ep.mu held: the timeout check of next() (see Timeouts).
   static void leave_stuck_workers(const std::shared_ptr<Epoch>& ep);
   /// [main] Before set_epoch: waits up to sample_timeout_s for the threads earlier epochs left
