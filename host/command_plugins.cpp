@@ -1,13 +1,16 @@
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "commands.h"
 #include "session.h"
 #include "tp/framework/config/load.h"
 #include "tp/framework/config/overrides.h"
+#include "tp/framework/config/validate.h"
 #include "tp/framework/config/value.h"
 #include "tp/framework/error.h"
 #include "tp/framework/plugin/plugin_check.h"
+#include "tp/framework/plugin/loss_proxy.h"
 #include "tp/framework/plugin/plugin_crash.h"
 
 namespace tp::cli {
@@ -42,8 +45,8 @@ void print_component(const ComponentInfo& info, const PluginLibrary& library, bo
 // it (data.train, data.val, data.test, model, loss, data.batch_transforms, metrics, callbacks); a
 // dataset's "val" split those of data.val when that names it, its "test" split those of
 // data.test. --set then works on the file, as for `host train`.
-void configs_from_run(const Options& options, CheckOptions& check) {
-  const RunConfig run = load_run_config(options.config, options.sets, process_environment());
+RunConfig configs_from_run(const Options& options, CheckOptions& check) {
+  RunConfig run = load_run_config(options.config, options.sets, process_environment());
   std::vector<const ComponentConfig*> tables{&run.data.train};
   if (run.data.val) tables.push_back(&*run.data.val);
   if (run.data.test) tables.push_back(&*run.data.test);
@@ -55,6 +58,32 @@ void configs_from_run(const Options& options, CheckOptions& check) {
   if (run.data.val) check.val_configs.emplace(run.data.val->component, *run.data.val);
   if (run.data.test) check.test_configs.emplace(run.data.test->component, *run.data.test);
   check.seed = static_cast<uint64_t>(run.run.seed);
+  return run;
+}
+
+// What the run's loss `entry` declares of its target fields (plugin ABI 1.9), into `check`: the
+// loss is created with the run's [loss] table and destroyed at once.
+void contracts_of(const ComponentEntry& entry, ComponentConfig table, CheckOptions& check) {
+  validate_component(table, entry.info->schema, "");
+  const LossProxy loss(entry, table);
+  check.contract_loss = loss.id();
+  check.contracts = loss.description().contracts;
+}
+
+// The run's loss from the plugin search path, in a registry of its own that is gone (its
+// libraries unloaded) before the checked library loads: a library two registries hold would be
+// initialised twice. False when no library there has it (the checked one may).
+bool contracts_from_search_path(const Options& options, const RunConfig& run, const HostServices& host,
+                                CheckOptions& check) {
+  Registry side(host);
+  side.allow_insecure_plugin_dirs(options.allow_insecure_plugin_dir);
+  side.load_search_path(search_path(options, config_plugin_dirs(run, options.config)));
+  for (const ComponentEntry& entry : side.all())
+    if (entry.info->id == run.loss.component && entry.info->kind == TP_KIND_LOSS) {
+      contracts_of(entry, run.loss, check);
+      return true;
+    }
+  return false;
 }
 
 // No --config: `--set KEY=VALUE` is an option of every component of the library that declares
@@ -84,15 +113,23 @@ void configs_from_sets(const Options& options, const PluginLibrary& library, Che
 int check_plugin_file(const Options& options) {
   Logger logger;
   HostServices host(logger, ProcessPlace{});
-  Registry registry(host);
-  registry.allow_insecure_plugin_dirs(options.allow_insecure_plugin_dir);
-  auto library = registry.load_file(options.file);
   CheckOptions check;
   check.indices = options.indices;
   check.epoch = options.epoch;
   check.samples = parse_sample_count(options.samples);
-  if (!options.config.empty()) configs_from_run(options, check);
-  else configs_from_sets(options, *library, check);
+  std::optional<RunConfig> run;
+  bool have_contracts = false;
+  if (!options.config.empty()) {
+    run = configs_from_run(options, check);
+    have_contracts = contracts_from_search_path(options, *run, host, check);
+  }
+  Registry registry(host);
+  registry.allow_insecure_plugin_dirs(options.allow_insecure_plugin_dir);
+  auto library = registry.load_file(options.file);
+  if (run && !have_contracts)
+    for (const ComponentInfo& info : library->components())
+      if (info.id == run->loss.component && info.kind == TP_KIND_LOSS) contracts_of({&info, library}, run->loss, check);
+  if (!run) configs_from_sets(options, *library, check);
   // A crash in plugin code names the component, the call, the split and the sample, exit 5.
   install_plugin_crash_handler(nullptr);
   std::printf("%s: plugin '%s', ABI %u.%u, %zu component(s)\n", options.file.c_str(), library->name().c_str(),

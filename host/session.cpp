@@ -59,24 +59,31 @@ c10::Device Session::start_evaluation() {
   return run_device;
 }
 
+std::vector<std::string> config_plugin_dirs(const RunConfig& config, const std::filesystem::path& config_file) {
+  std::vector<std::string> dirs = config.plugin_dirs;
+  // Relative plugin dirs in a config file are relative to that file, not to the shell.
+  for (auto& dir : dirs)
+    if (std::filesystem::path(dir).is_relative()) dir = (config_file.parent_path() / dir).lexically_normal().string();
+  return dirs;
+}
+
+std::vector<PluginDir> search_path(const Options& options, const std::vector<std::string>& config_dirs) {
+  const char* env_path = std::getenv("TORCHHOST_PLUGIN_PATH");
+  return plugin_search_path(options.plugin_dirs, config_dirs, env_path != nullptr ? env_path : "", builtin_plugin_dir());
+}
+
 std::unique_ptr<Session> open_session(const Options& options) {
   const auto env = process_environment();
   auto session = std::make_unique<Session>(read_rendezvous(env));
   std::vector<std::string> config_dirs;
   if (!options.config.empty()) {
     session->config = load_run_config(options.config, options.sets, env);
-    config_dirs = session->config.plugin_dirs;
-    // Relative plugin dirs in a config file are relative to that file, not to the shell.
-    for (auto& dir : config_dirs)
-      if (std::filesystem::path(dir).is_relative())
-        dir = (std::filesystem::path(options.config).parent_path() / dir).lexically_normal().string();
+    config_dirs = config_plugin_dirs(session->config, options.config);
     session->run_dir = options.output_dir.empty() ? session->config.run.output_dir : options.output_dir;
     record_paths_used(session->config, session->run_dir, options.plugin_dirs, config_dirs);
   }
-  const char* env_path = std::getenv("TORCHHOST_PLUGIN_PATH");
   session->registry.allow_insecure_plugin_dirs(options.allow_insecure_plugin_dir);
-  session->registry.load_search_path(
-      plugin_search_path(options.plugin_dirs, config_dirs, env_path != nullptr ? env_path : "", builtin_plugin_dir()));
+  session->registry.load_search_path(search_path(options, config_dirs));
   if (!options.config.empty()) resolve_components(session->config, session->registry);
   if (!options.config.empty() && session->place.distributed()) {
     RunConfig& config = session->config;

@@ -41,6 +41,13 @@ struct Session {
   c10::Device start_evaluation();
 };
 
+/// The run's plugin_dirs with each relative one resolved against `config_file`'s directory.
+std::vector<std::string> config_plugin_dirs(const RunConfig& config, const std::filesystem::path& config_file);
+
+/// The plugin search path: --plugin-dir, the config's `config_dirs`, TORCHHOST_PLUGIN_PATH and the
+/// built-in directory, highest precedence first.
+std::vector<PluginDir> search_path(const Options& options, const std::vector<std::string>& config_dirs);
+
 /// Loads the config (when `options.config` is set: file, environment mirrors, --set), then
 /// every plugin on the search path, then validates the component tables against their schemas.
 /// For train/eval under a launcher (WORLD_SIZE > 1) it then joins the process group, which

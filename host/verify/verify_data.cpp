@@ -4,7 +4,8 @@
 // first training batches are the same bits for 0, 1 and 3 loader threads (which thread loads a
 // batch depends on timing, so this end-to-end comparison may miss what the read by "thread 2 of
 // 3" finds); every sample has the first sample's field names, dtypes and shapes; floating fields
-// hold no NaN or Inf. Cost: 3 x 8 samples per split plus 3 x 2 training batches (the loaders read
+// hold no NaN or Inf; the samples keep the loss's target field contracts (plugin ABI 1.9: boxes as
+// x1 y1 x2 y2, class ids in range), so boxes given as x, y, w, h are found here. Cost: 3 x 8 samples per split plus 3 x 2 training batches (the loaders read
 // up to data.prefetch batches ahead, dropped unread).
 #include <ATen/ATen.h>
 #include <c10/util/StringUtil.h>
@@ -12,9 +13,12 @@
 #include <algorithm>
 #include <cstring>
 #include <iterator>
+#include <utility>
 
 #include "tp/framework/data/data_loader.h"
+#include "tp/framework/data/field_contracts.h"
 #include "tp/framework/data/sampler.h"
+#include "tp/framework/plugin/loss_proxy.h"
 #include "verify/verify.h"
 
 namespace tp::cli::verify {
@@ -45,8 +49,10 @@ std::string describe(const NamedTensors& fields, const BatchLayout& layout) {
 }
 
 /// Reads the first samples of `split` twice, compares the reads and each sample's fields with the
-/// first sample's, and looks for NaN/Inf. Appends one line per problem.
-void check_samples(DatasetProxy& split, uint64_t run_seed, std::vector<std::string>& problems) {
+/// first sample's, looks for NaN/Inf and gives each sample to `contracts`. Appends one line per
+/// problem.
+void check_samples(DatasetProxy& split, uint64_t run_seed, FieldContractCheck& contracts,
+                   std::vector<std::string>& problems) {
   split.set_epoch(0);
   const uint64_t count = std::min<uint64_t>(kSamplesPerSplit, split.size());
   std::string first_fields;
@@ -67,6 +73,7 @@ void check_samples(DatasetProxy& split, uint64_t run_seed, std::vector<std::stri
     else if (const std::string by_thread = first_difference(a, c); !by_thread.empty())
       problems.push_back(where + ": " + by_thread + " differs when loader thread 2 of 3 reads it instead of "
                          "thread 0 of 1 (it depends on ctx->worker; PLG-8: only ctx->seed may vary a sample)");
+    contracts.add(a, where);
     const std::string fields = describe(a, split.batch_layout());
     if (i == 0) first_fields = fields;
     else if (fields != first_fields)
@@ -153,18 +160,21 @@ CheckResult check_data(VerifyContext& context) {
   const auto seed = static_cast<uint64_t>(context.config().run.seed);
   std::vector<std::string> problems;
   std::string splits = "train";
-  check_samples(*parts.train_data, seed, problems);
+  FieldContractCheck contracts(parts.loss->id(), parts.loss->description().contracts);
+  check_samples(*parts.train_data, seed, contracts, problems);
   if (parts.val_data) {
-    check_samples(*parts.val_data, seed, problems);
+    check_samples(*parts.val_data, seed, contracts, problems);
     splits += " and val";
   }
+  for (std::string& broken : contracts.problems()) problems.push_back(std::move(broken));
   check_workers(parts.train_data, context.config(), problems);
 
   CheckResult row("data", "0: bitwise repeats, finite");
   row.measured = std::to_string(problems.size()) + (problems.size() == 1 ? " problem" : " problems");
   if (problems.empty()) {
     row.reason = splits + ": the first " + std::to_string(kSamplesPerSplit) +
-                 " samples read twice are identical, with stable fields and no NaN/Inf; the first " +
+                 " samples read twice are identical, with stable fields and no NaN/Inf" +
+                 (contracts.empty() ? "" : ", keeping the loss's field contracts") + "; the first " +
                  std::to_string(kBatchesCompared) + " training batches are identical for num_workers 0, 1 and 3";
     return row;
   }

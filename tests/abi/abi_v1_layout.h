@@ -31,7 +31,9 @@
   X(tp_named_tensor_t, 16, 8)      \
   X(tp_model_v1_t, 88, 8)           /* 1.8: +check_graph_capture */ \
   X(tp_layer_depth_t, 16, 8)       /* @since 1.4 */ \
-  X(tp_loss_v1_t, 40, 8)           \
+  X(tp_loss_v1_t, 48, 8)            /* 1.9: +describe */ \
+  X(tp_field_contract_t, 24, 8)     /* @since 1.9 */ \
+  X(tp_loss_description_t, 48, 8)   /* @since 1.9 */ \
   X(tp_metric_v1_t, 72, 8)          /* 1.7: +visit_gathered_state */ \
   X(tp_batch_transform_v1_t, 32, 8) /* @since 1.3 */
 
@@ -151,6 +153,17 @@
   X(tp_loss_v1_t, destroy, 16)                    \
   X(tp_loss_v1_t, forward, 24)                    \
   X(tp_loss_v1_t, terms, 32)                      /* @since 1.3 */ \
+  X(tp_loss_v1_t, describe, 40)                   /* @since 1.9 */ \
+  X(tp_field_contract_t, struct_size, 0)          /* @since 1.9 */ \
+  X(tp_field_contract_t, kind, 4)                 /* @since 1.9 */ \
+  X(tp_field_contract_t, field, 8)                /* @since 1.9 */ \
+  X(tp_field_contract_t, class_count, 16)         /* @since 1.9 */ \
+  X(tp_loss_description_t, struct_size, 0)        /* @since 1.9 */ \
+  X(tp_loss_description_t, contracts, 8)          /* @since 1.9 */ \
+  X(tp_loss_description_t, contract_count, 16)    /* @since 1.9 */ \
+  X(tp_loss_description_t, floored_terms, 24)     /* @since 1.9 */ \
+  X(tp_loss_description_t, floored_term_count, 32) /* @since 1.9 */ \
+  X(tp_loss_description_t, overfit_fraction, 40)  /* @since 1.9 */ \
   X(tp_metric_v1_t, struct_size, 0)               \
   X(tp_metric_v1_t, create, 8)                    \
   X(tp_metric_v1_t, destroy, 16)                  \
@@ -176,7 +189,8 @@
   X(tp_dataset_v1_t, 4, 48, prepare)                      \
   X(tp_dataset_v1_t, 5, 56, field_batching)              \
   X(tp_metric_v1_t, 6, 64, visit_gathered_state)          \
-  X(tp_model_v1_t, 7, 80, check_graph_capture)
+  X(tp_model_v1_t, 7, 80, check_graph_capture)           \
+  X(tp_loss_v1_t, 8, 40, describe)
 
 /* X(constant, value): the released values of the ABI's integer constants. Plugins compile them in,
  * so renumbering one is as breaking as moving a member. */
@@ -202,7 +216,8 @@
   X(TP_DTYPE_FLOAT32, 1) X(TP_DTYPE_FLOAT16, 2) X(TP_DTYPE_BFLOAT16, 3) X(TP_DTYPE_FLOAT64, 4)    \
   X(TP_DTYPE_INT64, 5) X(TP_DTYPE_INT32, 6) X(TP_DTYPE_UINT8, 7) X(TP_DTYPE_BOOL, 8)              \
   X(TP_DEVICE_CPU, 1) X(TP_DEVICE_CUDA, 2)                                                        \
-  X(TP_BATCH_STACK, 0) X(TP_BATCH_PAD, 1) X(TP_BATCH_RAGGED, 2)
+  X(TP_BATCH_STACK, 0) X(TP_BATCH_PAD, 1) X(TP_BATCH_RAGGED, 2)                                  \
+  X(TP_CONTRACT_BOXES_XYXY, 1) X(TP_CONTRACT_CLASS_IDS, 2)
 
 /* The DLPack types datasets hand over (tp/dlpack.h, pinned; tp_field_t carries a DLManagedTensor*).
  * Checked like our own structs, and by dlpack_order_*.cpp in translation units where LibTorch's

@@ -78,6 +78,8 @@ TEST_CASE("struct_size is the first member of every extensible ABI struct (PLG-2
   TP_CHECK_FIRST(tp_callback_v1_t);
   TP_CHECK_FIRST(tp_model_v1_t);
   TP_CHECK_FIRST(tp_loss_v1_t);
+  TP_CHECK_FIRST(tp_field_contract_t);
+  TP_CHECK_FIRST(tp_loss_description_t);
   TP_CHECK_FIRST(tp_metric_v1_t);
   TP_CHECK_FIRST(tp_batch_transform_v1_t);
 #undef TP_CHECK_FIRST

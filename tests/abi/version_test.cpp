@@ -103,6 +103,15 @@ TEST_CASE("ABI 1.8: this host loads plugins built for 1.0 to 1.8; a 1.7 host ref
   CHECK_FALSE(compatible({1, 7, 0}, {1, 8, 0}));
 }
 
+TEST_CASE("ABI 1.9: this host loads plugins built for 1.0 to 1.9; a 1.8 host refuses 1.9 plugins") {
+  // 1.9 appended tp_loss_v1_t.describe (abi_v1_layout.h, TP_ABI_V1_GROWN).
+  const tp_version_t host = TP_ABI_VERSION_INIT;
+  CHECK(host.minor >= 9);
+  CHECK(compatible(host, {1, 8, 0}));
+  CHECK(compatible(host, {1, 9, 0}));
+  CHECK_FALSE(compatible({1, 8, 0}, {1, 9, 0}));
+}
+
 TEST_CASE("this ABI is compatible with itself, and C and C++ agree on its version") {
   const tp_version_t cxx = TP_ABI_VERSION_INIT;
   const tp_version_t c = tp_test_c_abi_version();

@@ -1,6 +1,6 @@
 // `host verify` passes on every configuration in configs/ besides quickstart and the
-// multi-input/output ones (verify_test.cpp): reference, precision_experiment, resnet18, and the
-// image_folder recipes on a generated folder. About 100 s; the sanitizer gate leaves this entry out
+// multi-input/output ones (verify_test.cpp): reference, precision_experiment, resnet18,
+// detect_shapes, and the image_folder recipes on a generated folder. About 100 s; the sanitizer gate leaves this entry out
 // (label verify_configs): it runs the same host code as verify_test.cpp over larger models.
 #include <cstdint>
 #include <filesystem>
@@ -89,6 +89,12 @@ TEST_CASE("host verify passes on every other built-in config") {
        {{"overfit", "[[data.batch_transforms]] blend every step's batch anew"}}},
       // Dropout and stochastic depth off for the exact comparisons; label smoothing off for
       // memorising (its floor, 0.5 here, is above 5% of the start).
+      // FCOS: the centre-ness BCE has a floor (its soft targets' entropy) and the GIoU term falls
+      // slowly; fcos_loss declares both (plugin ABI 1.9), and its boxes' contract holds.
+      {"detect_shapes", "", "8 passed, 0 failed, 0 skipped",
+       {{"overfit", "'bbox_ctrness' has a floor"},
+        {"overfit", "org.torchhost.fcos_loss declares its target, 25% of start"},
+        {"data", "keeping the loss's field contracts"}}},
       {"finetune_efficientnet_b0", folder + " --set 'train.init_weights=\"\"'", "8 passed, 0 failed, 0 skipped",
        {{"accumulation", "model.dropout=0.0, model.stochastic_depth_prob=0.0"},
         {"distributed", "model.dropout=0.0, model.stochastic_depth_prob=0.0"},

@@ -2,6 +2,7 @@
 // "differs by design" for accumulation), and each check fails, naming itself, with exit
 // kExitVerifyFailed, on the fixture component that carries the bug it is there to catch
 // (tests/fixtures/verify_plugins, docs/verify.md). The other configs: verify_configs_test.cpp.
+#include <filesystem>
 #include <string>
 
 #include "verify_runner.h"
@@ -87,6 +88,62 @@ TEST_CASE("each check fails on the bug it is there to catch") {
     CHECK(row_of(run.output, c.check).find(c.says) != std::string::npos);
     CHECK(run.output.find("0 passed, 1 failed") != std::string::npos);
   }
+}
+
+TEST_CASE("overfit judges a loss less the terms it declares floored (plugin ABI 1.9)") {
+  // floored_loss = cross entropy + a term sitting at its floor, ln 2 per item, from the start.
+  const std::string loss = kFixture + "--steps 2 --checks overfit --set 'loss.component=\"org.torchhost.test.floored_loss\"'";
+  const auto declared = verify("verify_floored", loss);
+  INFO(declared.output);
+  CHECK(declared.exit_code == tp::kExitOk);
+  CHECK(result_of(declared.output, "overfit") == "PASS");
+  CHECK(row_of(declared.output, "overfit").find("the training loss less its floored terms fell") != std::string::npos);
+  CHECK(row_of(declared.output, "overfit").find("'mean_logit_bce' has a floor") != std::string::npos);
+  // Undeclared, the same correct loss cannot pass: its floor is above 5% of its start.
+  const auto undeclared = verify("verify_floored_undeclared", loss + " --set 'loss.defect=\"undeclared\"'");
+  INFO(undeclared.output);
+  CHECK(undeclared.exit_code == tp::kExitVerifyFailed);
+  CHECK(row_of(undeclared.output, "overfit").find("the training loss went from") != std::string::npos);
+  // Declared, a loss whose judged term does not train still fails.
+  const auto broken = verify("verify_floored_detached", loss + " --set 'loss.defect=\"detached\"'");
+  INFO(broken.output);
+  CHECK(broken.exit_code == tp::kExitVerifyFailed);
+  CHECK(row_of(broken.output, "overfit").find("the training loss less its floored terms went from") != std::string::npos);
+}
+
+TEST_CASE("boxes given as x, y, w, h break the loss's field contract: found by verify, plugins check and training") {
+  const std::string run = "--set 'loss.component=\"org.torchhost.test.floored_loss\"' --set loss.contracts=true ";
+  const std::string xywh = run + "--set 'data.train.boxes=\"xywh\"'";
+  const auto clean = verify("verify_contracts_clean", kFixture + "--checks data " + run + "--set 'data.train.boxes=\"xyxy\"'");
+  INFO(clean.output);
+  CHECK(clean.exit_code == tp::kExitOk);
+  CHECK(row_of(clean.output, "data").find("keeping the loss's field contracts") != std::string::npos);
+
+  const auto verified = verify("verify_contracts_xywh", kFixture + "--checks data " + xywh);
+  INFO(verified.output);
+  CHECK(verified.exit_code == tp::kExitVerifyFailed);
+  const std::string row = row_of(verified.output, "data");
+  CHECK(row.find("target field 'boxes': org.torchhost.test.floored_loss takes boxes as (x1, y1, x2, y2)") !=
+        std::string::npos);
+  CHECK(row.find("Did you give x, y, w, h?") != std::string::npos);
+
+  // `plugins check --config`: the dataset's library alone, the loss found on the search path.
+  const auto checked = tp::test::run_host("plugins check " + kFixture + xywh + " '" +
+                                          std::string(tp::test::fixture_plugin_dir()) + "/verify_data.so'");
+  INFO(checked.output);
+  CHECK(checked.exit_code == tp::kExitRuntime);
+  CHECK(checked.output.find("[FAIL] org.torchhost.test.verify_data: split 'train', held to the run's loss's field "
+                            "contracts:") != std::string::npos);
+  CHECK(checked.output.find("(first: train sample 0, box 0 = [") != std::string::npos);
+
+  // Training refuses the first batch before any step, naming its samples; nothing is trained.
+  const auto dir = tp::test::fresh_dir("train_contracts_xywh");
+  const auto trained = tp::test::run_host("train " + kFixture + xywh + " --output-dir '" + dir.string() + "'");
+  INFO(trained.output);
+  CHECK(trained.exit_code == tp::kExitConfig);
+  CHECK(trained.output.find("(first: the first training batch, sample ") != std::string::npos);
+  CHECK(trained.output.find("Nothing was trained.") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir / "checkpoints" / "last.pt"));
 }
 
 TEST_CASE("an unknown --checks name is a usage error before anything loads") {

@@ -2,6 +2,7 @@
 
 #include "tp/framework/plugin/plugin_crash.h"
 
+#include <cstddef>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +17,48 @@ LossProxy::LossProxy(ComponentEntry entry, const ComponentConfig& config)
     : PluginInstance(std::move(entry)), table_(detail::sized_copy<tp_loss_v1_t>(info_->interface_table)) {
   auto view = detail::make_config_view(config);
   check(table_.create(library_->host(), view->view(), &self_), "create");
+  try {
+    description_ = read_description();
+  } catch (...) {
+    table_.destroy(self_); // the destructor does not run for a constructor that throws
+    throw;
+  }
+}
+
+LossDescription LossProxy::read_description() {
+  // Optional, appended in ABI 1.9: sized_copy left it NULL for an older table.
+  if (table_.describe == nullptr) return {};
+  const tp_loss_description_t* described = nullptr;
+  check(table_.describe(self_, &described), "describe");
+  if (described == nullptr) return {};
+  const auto plain = detail::sized_copy<tp_loss_description_t>(described);
+  LossDescription out;
+  // A producer built for a later minor may have grown the element: step by its struct_size (PLG-2).
+  const auto* element = reinterpret_cast<const unsigned char*>(plain.contracts);
+  const uint32_t stride = plain.contract_count > 0 ? detail::struct_size_of(element) : 0;
+  if (plain.contract_count > 0 && stride < offsetof(tp_field_contract_t, class_count) + sizeof(int64_t))
+    check(TP_ERR_INTERNAL, "describe", "the contracts' struct_size is " + std::to_string(stride) + ", smaller than ABI 1.9's " +
+                                           std::to_string(sizeof(tp_field_contract_t)));
+  for (uint32_t i = 0; i < plain.contract_count; ++i) {
+    const auto contract = detail::sized_copy<tp_field_contract_t>(element + static_cast<size_t>(i) * stride);
+    if (contract.field == nullptr || (contract.kind != TP_CONTRACT_BOXES_XYXY && contract.kind != TP_CONTRACT_CLASS_IDS))
+      check(TP_ERR_INTERNAL, "describe",
+            "contract " + std::to_string(i) + " has no field name or an unknown kind " + std::to_string(contract.kind) +
+                " (tp/iface/loss.h lists TP_CONTRACT_BOXES_XYXY and TP_CONTRACT_CLASS_IDS)");
+    out.contracts.push_back({contract.kind == TP_CONTRACT_BOXES_XYXY ? FieldContract::Kind::kBoxesXyxy
+                                                                     : FieldContract::Kind::kClassIds,
+                             contract.field, contract.class_count});
+  }
+  for (uint32_t i = 0; i < plain.floored_term_count; ++i) {
+    if (plain.floored_terms[i] == nullptr)
+      check(TP_ERR_INTERNAL, "describe", "floored term " + std::to_string(i) + " has no name");
+    out.floored_terms.emplace_back(plain.floored_terms[i]);
+  }
+  if (!(plain.overfit_fraction >= 0.0 && plain.overfit_fraction < 1.0))
+    check(TP_ERR_INTERNAL, "describe",
+          "overfit_fraction is " + std::to_string(plain.overfit_fraction) + "; it must lie in [0, 1) (0: the host's)");
+  out.overfit_fraction = plain.overfit_fraction;
+  return out;
 }
 
 LossProxy::~LossProxy() { table_.destroy(self_); }

@@ -15,6 +15,7 @@
 #include "dlpack_check.h"
 #include "sized_copy.h"
 #include "tp/framework/data/collate.h"
+#include "tp/framework/data/field_contracts.h"
 #include "tp/framework/data/sampler.h"
 #include "tp/framework/error.h"
 #include "tp/framework/plugin/dataset_proxy.h"
@@ -324,10 +325,16 @@ std::string check_split(const ComponentEntry& entry, const ComponentConfig& conf
   std::string skipped;
   std::vector<NamedTensors> samples; // every sample read, collated at the end as the loader would
   const std::vector<uint64_t> indices = indices_to_read(data.size(), options, skipped);
+  FieldContractCheck contracts(options.contract_loss, options.contracts);
   for (uint64_t index : indices) {
     const Sample a = data.read(index);
     const Sample b = data.read(index);
     const std::string where = "get_sample at index " + std::to_string(index) + " of split '" + split + "'";
+    if (!contracts.empty()) {
+      NamedTensors named;
+      for (std::size_t i = 0; i < a.values.size(); ++i) named.emplace_back(a.shapes[i].name, a.values[i]);
+      contracts.add(named, split + " sample " + std::to_string(index));
+    }
     const std::vector<FieldShape> declared = as_declared(a.shapes, data.layout());
     if (index == indices.front()) {
       fields = declared;
@@ -347,6 +354,11 @@ std::string check_split(const ComponentEntry& entry, const ComponentConfig& conf
       if (b.shapes != a.shapes || !at::equal(a.values[i], b.values[i]))
         throw Error(where + " differs between two calls with the same worker seed (field '" + a.shapes[i].name +
                     "'): a sample is a function of the config, the index and ctx->seed (PLG-8)");
+  }
+  if (const std::vector<std::string> broken = contracts.problems(); !broken.empty()) {
+    std::string message = "split '" + split + "', held to the run's loss's field contracts:";
+    for (const std::string& problem : broken) message += " " + problem;
+    throw Error(message);
   }
   data.expect_past_end_refused();
   warn_float_labels(fields, split, warnings);

@@ -23,7 +23,10 @@
  *   1.7  metric state gathered across ranks: tp_metric_v1_t.visit_gathered_state (optional; NULL =
  *        every state tensor sums), for metrics over rows that do not add up (COCO mAP).
  *   1.8  tp_model_v1_t.check_graph_capture (optional; NULL = capturable): a model says whether its
- *        training step can be captured in a CUDA graph (run.cuda_graphs). */
+ *        training step can be captured in a CUDA graph (run.cuda_graphs).
+ *   1.9  tp_loss_v1_t.describe (optional; NULL = nothing declared) with tp_loss_description_t and
+ *        tp_field_contract_t: what a loss expects of its target fields (checked before training)
+ *        and which of its named terms have a floor (host verify's overfit check). */
 #ifndef TP_VERSION_H
 #define TP_VERSION_H
 
@@ -33,7 +36,7 @@
 #include "tp/macros.h"
 
 #define TP_ABI_MAJOR 1
-#define TP_ABI_MINOR 8
+#define TP_ABI_MINOR 9
 #define TP_ABI_PATCH 0
 
 TP_EXTERN_C_BEGIN

@@ -54,6 +54,9 @@ class FcosLoss {
   tp::cpp::LossSum forward(const tp::cpp::Fields& outputs, const tp::cpp::Fields& targets);
   /// The three sums of the last forward, detached.
   std::vector<tp::cpp::LossTerm> terms() const;
+  /// ABI 1.9: the boxes are (x1, y1, x2, y2) rows, the labels class ids (>= 0; the class count
+  /// is the model's); "bbox_ctrness" has a floor above zero (BCE against soft targets).
+  const tp::cpp::LossDescription& description() const noexcept { return description_; }
 
  private:
   /// Failure(TP_ERR_INVALID_ARGUMENT): "<id>: <role> '<name>': expected <what>, got <dtype> <shape>".
@@ -72,6 +75,7 @@ class FcosLoss {
   bool labels_checked_ = false; ///< a batch's label values were read (check_label_range)
   bool boxes_checked_ = false;  ///< a batch's boxes were read (check_boxes)
   FcosLossParts last_;
+  tp::cpp::LossDescription description_;
 };
 
 }  // namespace tp::detection

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "tp/framework/data/batch_layout.h"
+#include "tp/framework/data/field_contracts.h"
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/engine/trainer.h"
 #include "tp/framework/error.h"
@@ -39,6 +40,10 @@ void Trainer::train_epoch(int64_t epoch) {
   const MicroBatchFeed fetch = [&]() -> std::optional<MicroBatch> {
     auto batch = train_loader_->next();
     if (!batch) return std::nullopt;
+    // Boxes as x, y, w, h or a class id out of range train silently to nothing: refused before
+    // the first step (plugin ABI 1.9 field contracts).
+    if (!std::exchange(first_batch_checked_, true))
+      check_first_batch(parts_.loss->id(), parts_.loss->description(), *batch);
     const double wait = train_loader_->last_wait_seconds();
     progress_.add_data_wait(wait);
     meters_.add_batch(wait, batch_size(*batch, train_loader_->batch_layout()));

@@ -33,6 +33,12 @@
 //                                            made, detached sums adding up to its loss sum; names
 //                                            valid until destroy. Without it the table's entry is
 //                                            NULL and the host records the total only
+//   const LossDescription& description() const
+//                                            optional (ABI 1.9): the contracts of the target fields
+//                                            (boxes as x1 y1 x2 y2, class ids) that the host checks
+//                                            before training, and the named terms with a floor
+//                                            (host verify's overfit check); keep the
+//                                            LossDescription a member, built in the constructor
 #ifndef TP_CPP_LOSS_ADAPTER_H
 #define TP_CPP_LOSS_ADAPTER_H
 
@@ -40,6 +46,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -74,7 +81,63 @@ struct LossTerm {
   at::Tensor sum;
 };
 
+/// What a loss declares about itself (ABI 1.9 `describe`): what it expects of its target fields,
+/// which the host checks on the samples and the first batch before training, and which of its
+/// named terms have a floor above zero. Owns every string it hands out; not copyable, so the
+/// pointers the host holds stay valid: keep it a member of the loss, filled in its constructor.
+class LossDescription {
+ public:
+  LossDescription() { refresh(); }
+  LossDescription(const LossDescription&) = delete;
+  LossDescription& operator=(const LossDescription&) = delete;
+
+  /// `field` holds boxes as (x1, y1, x2, y2) rows with x2 > x1 and y2 > y1 (TP_CONTRACT_BOXES_XYXY).
+  LossDescription& boxes_xyxy(const std::string& field) { return contract(TP_CONTRACT_BOXES_XYXY, field, 0); }
+  /// `field` holds integer class ids in [0, class_count); 0: the count is not known to the loss,
+  /// only negative ids are refused (TP_CONTRACT_CLASS_IDS).
+  LossDescription& class_ids(const std::string& field, int64_t class_count = 0) {
+    return contract(TP_CONTRACT_CLASS_IDS, field, class_count);
+  }
+  /// The named term `name` (one terms() returns) has a floor above zero that no model reaches.
+  LossDescription& floored_term(const std::string& name) {
+    floored_.push_back(keep(name));
+    return refresh();
+  }
+  /// `host verify`'s overfit check passes when the loss less its floored terms falls below this
+  /// fraction of its start (0 < fraction < 1; the host's own is 0.05).
+  LossDescription& overfit_fraction(double fraction) {
+    overfit_fraction_ = fraction;
+    return refresh();
+  }
+  /// The C view, valid while this object lives.
+  const tp_loss_description_t* view() const noexcept { return &view_; }
+
+ private:
+  LossDescription& contract(int32_t kind, const std::string& field, int64_t class_count) {
+    contracts_.push_back({sizeof(tp_field_contract_t), kind, keep(field), class_count});
+    return refresh();
+  }
+  const char* keep(const std::string& text) { return strings_.emplace_back(text).c_str(); }
+  LossDescription& refresh() {
+    view_ = {sizeof(tp_loss_description_t), contracts_.data(), static_cast<uint32_t>(contracts_.size()),
+             floored_.data(),         static_cast<uint32_t>(floored_.size()),   overfit_fraction_};
+    return *this;
+  }
+
+  std::deque<std::string> strings_; ///< a deque: adding a string never moves the others
+  std::vector<tp_field_contract_t> contracts_;
+  std::vector<const char*> floored_;
+  double overfit_fraction_ = 0.0;
+  tp_loss_description_t view_{};
+};
+
 namespace detail {
+
+template <typename L, typename = void>
+struct HasDescription : std::false_type {};
+template <typename L>
+struct HasDescription<L, std::void_t<decltype(static_cast<const LossDescription&>(std::declval<const L&>().description()))>>
+    : std::true_type {};
 
 template <typename L, typename = void>
 struct HasTerms : std::false_type {};
@@ -121,9 +184,19 @@ struct LossAdapter : AdapterBase<L, kDescriptor, kFactory> {
     });
   }
 
+  static tp_status describe(void* self, const tp_loss_description_t** out_description) {
+    TP_GUARD(Base::host_of(self), {
+      if (out_description == nullptr)
+        throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(Base::name()) + ": describe: out_description is NULL");
+      *out_description = static_cast<const L&>(Base::object(self, "describe")).description().view();
+      return TP_OK;
+    });
+  }
+
   static constexpr tp_loss_v1_t table() {
-    tp_loss_v1_t t{sizeof(tp_loss_v1_t), &Base::create, &Base::destroy, &forward, nullptr};
+    tp_loss_v1_t t{sizeof(tp_loss_v1_t), &Base::create, &Base::destroy, &forward, nullptr, nullptr};
     if constexpr (HasTerms<L>::value) t.terms = &terms;
+    if constexpr (HasDescription<L>::value) t.describe = &describe;
     return t;
   }
 };

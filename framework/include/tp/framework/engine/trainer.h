@@ -205,6 +205,7 @@ class Trainer {
   bool writes_;                 ///< rank 0 and not fast_dev_run: history, checkpoints, plots, TensorBoard
   int64_t epochs_;              ///< train.epochs (1 for fast_dev_run)
   int64_t train_batches_ = 0;   ///< micro-batches per epoch (overfit/fast_dev_run limit applied)
+  bool first_batch_checked_ = false; ///< the loss's field contracts held on this process's first batch
   Precision precision_;         ///< amp.precision
   RunBudget budget_;            ///< train.max_steps, train.max_time
   /* Model and optimizer */

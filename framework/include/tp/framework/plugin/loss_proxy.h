@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tp/framework/config/run_config.h"
+#include "tp/framework/data/field_contracts.h"
 #include "tp/framework/data/sample_source.h"
 #include "tp/framework/plugin/plugin_instance.h"
 #include "tp/iface/loss.h"
@@ -27,13 +28,21 @@ class LossProxy : public PluginInstance {
   ~LossProxy();
   /// `outputs` from the model, `targets` the batch's fields.
   LossTerms forward(const NamedTensors& outputs, const NamedTensors& targets);
+  /// What the loss declared about itself (tp_loss_v1_t::describe, ABI 1.9), read once at
+  /// creation: its target fields' contracts and its floored terms; empty for most losses.
+  const LossDescription& description() const noexcept { return description_; }
 
  private:
+  /// Calls describe (when the table has it) and copies the description out; a malformed one (an
+  /// unknown contract kind, a NULL name) fails naming the loss.
+  LossDescription read_description();
+
   /// The named terms of the forward just made (empty when the loss has none).
   std::vector<std::pair<std::string, at::Tensor>> terms();
 
   tp_loss_v1_t table_{};
   void* self_ = nullptr;
+  LossDescription description_;
 };
 
 }  // namespace tp

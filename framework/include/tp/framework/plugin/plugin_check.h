@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tp/framework/config/run_config.h"
+#include "tp/framework/data/field_contracts.h"
 #include "tp/framework/plugin/plugin_library.h"
 
 namespace tp {
@@ -47,6 +48,10 @@ struct CheckOptions {
   /// by a fixed hash), N = N spread evenly (first and last included), kAllSamples = every one.
   uint64_t samples = 0;
   uint64_t seed = 0;             ///< run.seed, from which each sample's ctx.seed derives
+  /// The run's loss (`--config`) and what it declares of its target fields (plugin ABI 1.9):
+  /// every sample a dataset gives is held to these contracts. Empty: nothing to hold them to.
+  std::string contract_loss;
+  std::vector<FieldContract> contracts;
   /// Called with each line as soon as it is known, before the next component runs: a crash in a
   /// later component ends the process, and the lines before it must already be out.
   std::function<void(const CheckLine&)> report;
@@ -58,7 +63,8 @@ struct CheckOptions {
 /// create("test"); each sample read twice equals
 /// itself; every sample has the same field names, dtypes and shapes; every field has a DLPack
 /// deleter (PLG-9); an index past the end is refused; a floating scalar field named like a class
-/// label ("label", "target", "y", ...) is a warning line. Models: forward + backward on a dummy batch
+/// label ("label", "target", "y", ...) is a warning line; with `contracts`, a sample that breaks
+/// one fails the split (boxes as x, y, w, h where the loss takes x1, y1, x2, y2). Models: forward + backward on a dummy batch
 /// from their declared examples gives every trainable parameter a gradient. Metrics expose state;
 /// callbacks accept an event. A plugin fault becomes a failed line naming the call, split and
 /// sample index; a crash is reported by the crash handler when installed (plugin/plugin_crash.h).
