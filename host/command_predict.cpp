@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "session.h"
 #include "tp/framework/checkpoint/checkpoint.h"
+#include "tp/framework/dist/collectives.h"
 #include "tp/framework/engine/predictor.h"
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/engine/runtime_setup.h"
@@ -79,10 +80,11 @@ int run_predict(const Options& options) {
                                                                                       : BadSamplePolicy::kFail)
                                    .sample_timeout_s(config.data.sample_timeout_s);
   Progress progress(config.progress.mode, config.progress.every_seconds, rank0);
+  const std::unique_ptr<Collectives> collectives = make_collectives(session->dist.get(), device);
   const PredictSummary summary = predict(*parts.model, split, loader, placement,
                                          PredictOptions{split_list(options.outputs), options.tta == "hflip", options.format == "png",
                                                         options.format == "jsonl"},
-                                         writer.get(), progress, session->dist.get());
+                                         writer.get(), progress, *collectives);
   if (!rank0) return kExitOk;
   writer->finish(summary.schema);
   std::string columns;

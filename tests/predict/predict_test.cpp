@@ -218,6 +218,32 @@ TEST_CASE("host predict: bad samples follow data.on_bad_sample; --split train; -
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(60));  // nobody waited for dist.timeout_s
 }
 
+TEST_CASE("host predict on 2 ranks whose columns differ: every rank stops at once with rank 0's refusal") {
+  // verify_data's "rank_label" gives `label` as float32 on rank 1 and int64 on rank 0: rank 0
+  // refuses to merge the round inside the round's agreement, so rank 1 does not wait in the next
+  // gather for a rank that left (issue 42, section 2).
+  const fs::path dir = tp::test::fresh_dir("predict_rank_columns");
+  const std::string fixture = "--config tests/verify/fixture.toml --plugin-dir '" +
+                              std::string(tp::test::fixture_plugin_dir()) + "' --output-dir '" + dir.string() + "' ";
+  const auto trained = tp::test::run_host(fixture);
+  INFO(trained.output);
+  REQUIRE(trained.exit_code == 0);
+  const auto start = std::chrono::steady_clock::now();
+  const auto refused = tp::test::run_host("--nproc-per-node 2 predict " + fixture +
+                                          "--checkpoint last --set 'data.train.defect=\"rank_label\"' --output '" +
+                                          (dir / "p.csv").string() + "'");
+  INFO(refused.output);
+  CHECK(refused.exit_code == 1);
+  const std::string refusal = "predictions: rank 1 produced the columns ";
+  CHECK(refused.output.find("[rank 0] host: error: " + refusal) != std::string::npos);
+  CHECK(refused.output.find("[rank 1] host: error: prediction stopped: rank 0: " + refusal) != std::string::npos);
+  CHECK(refused.output.find("label float32") != std::string::npos);
+  CHECK(refused.output.find("label int64") != std::string::npos);
+  CHECK(refused.output.find("no longer answer") == std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "p.csv"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(60)); // nobody waited for dist.timeout_s
+}
+
 TEST_CASE("host predict: fsync before the rename, no partial file after SIGINT, stale temporaries swept") {
   const fs::path& dir = trained_run();
   // Temporaries of writers killed earlier (pid 99999999 is above any pid_max) anywhere in the run

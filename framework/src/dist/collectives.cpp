@@ -41,7 +41,6 @@ class SingleProcess final : public Collectives {
   void do_all_reduce_sum(std::vector<at::Tensor>&, const char*) override {}
   void do_broadcast(const std::vector<at::Tensor>&, const char*, int) override {}
   std::vector<at::Tensor> do_all_gather(const at::Tensor& tensor, const char*) override { return {tensor}; }
-  void do_barrier(const char*) override {}
   Agreement do_agree(uint32_t flags, const at::Tensor& sums, const char*) override { return {flags, sums}; }
   std::string do_first_failure(const std::string& own_failure, const char*) override {
     return own_failure.empty() ? "" : "rank 0: " + own_failure;
@@ -106,7 +105,6 @@ class DataParallel final : public Collectives {
   std::vector<at::Tensor> do_all_gather(const at::Tensor& tensor, const char* what) override {
     return dist_.all_gather(tensor, what);
   }
-  void do_barrier(const char* what) override { dist_.barrier(what); }
   std::string do_first_failure(const std::string& own_failure, const char* what) override {
     return dist_.first_failure(own_failure, what);
   }
@@ -200,11 +198,6 @@ at::Tensor Collectives::all_gather_rows(const at::Tensor& rows, const char* what
   std::vector<at::Tensor> own_rows;
   for (std::size_t r = 0; r < parts.size(); ++r) own_rows.push_back(parts[r].narrow(0, 0, shapes[r][0]));
   return at::cat(own_rows).to(rows.device());
-}
-
-void Collectives::barrier(const char* what) {
-  ++calls_;
-  do_barrier(what);
 }
 
 uint32_t Collectives::agree(uint32_t flags, const char* what) { return agree(flags, at::Tensor(), what).flags; }

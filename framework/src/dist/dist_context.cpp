@@ -168,14 +168,6 @@ void DistContext::broadcast(const std::vector<at::Tensor>& tensors, const char* 
   }
 }
 
-void DistContext::barrier(const char* what) {
-  try {
-    group_->barrier()->wait();
-  } catch (const std::exception& e) {
-    fail(what, e);
-  }
-}
-
 std::vector<at::Tensor> DistContext::all_gather(const at::Tensor& tensor, const char* what) {
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int r = 0; r < world_size(); ++r) outputs[0].push_back(at::empty_like(tensor));

@@ -59,6 +59,21 @@ std::string schema_text(const PredictionSchema& schema) {
   return text;
 }
 
+std::string columns_text(const PredictionSchema& schema) {
+  std::string text;
+  for (const PredictionColumn& c : schema) {
+    const char* type = c.type == PredictionColumn::Type::kInt64     ? "int64"
+                       : c.type == PredictionColumn::Type::kFloat32 ? "float32"
+                                                                    : "float64";
+    text += (text.empty() ? "" : ", ") + c.name + " " + type;
+    if (c.shape.empty()) continue;
+    text += " [";
+    for (std::size_t i = 0; i < c.shape.size(); ++i) text += (i ? ", " : "") + std::to_string(c.shape[i]);
+    text += "]";
+  }
+  return text;
+}
+
 PredictionSchema parse_schema(const std::string& text) {
   PredictionSchema schema;
   std::istringstream columns(text);

@@ -293,8 +293,8 @@ void PredictionWriter::write(const RecordBlock& block) {
     write_header(schema_);
     header_written_ = true;
   } else if (block.schema != schema_) {
-    throw Error("predictions: a batch has the columns " + schema_text(block.schema) + " where the first had " +
-                schema_text(schema_) + "; every sample of a split needs the same output shapes.");
+    throw Error("predictions: a batch has the columns " + columns_text(block.schema) + " where the first had " +
+                columns_text(schema_) + "; every sample of a split needs the same output shapes.");
   }
   write_records(block);
   rows_ += block.rows;

@@ -13,7 +13,7 @@
 #include "tp/framework/data/collate.h"
 #include "class_maps.h"
 #include "ragged_rows.h"
-#include "tp/framework/dist/dist_context.h"
+#include "tp/framework/dist/collectives.h"
 #include "tp/framework/engine/batch_error.h"
 #include "tp/framework/engine/hflip_tta.h"
 #include "tp/framework/engine/stop_signal.h"
@@ -293,13 +293,14 @@ RecordBlock deserialise(const uint8_t* data, int64_t size) {
   return block;
 }
 
-// Every rank's block of this round on rank 0, in one block (others get an empty one). Two
-// all_gathers: the sizes, then the serialised blocks padded to the longest.
-RecordBlock gather_on_rank0(const RecordBlock& mine, DistContext& dist) {
+// Every rank's block of this round, in rank order, on rank 0 (other ranks get none): two
+// all_gathers, the sizes and then the serialised blocks padded to the longest. Merged later, by
+// merge_blocks, inside the round the ranks agree on.
+std::vector<RecordBlock> gather_blocks(const RecordBlock& mine, Collectives& collectives) {
   const std::vector<uint8_t> payload_bytes = serialise(mine);
-  const auto device = dist.device();
+  const c10::Device device = collectives.device();
   const at::Tensor size = at::tensor(std::vector<int64_t>{static_cast<int64_t>(payload_bytes.size())}, at::kLong).to(device);
-  std::vector<at::Tensor> all_sizes = dist.all_gather(size, "gather the prediction block sizes");
+  const std::vector<at::Tensor> all_sizes = collectives.all_gather(size, "gather the prediction block sizes");
   int64_t longest = 1;
   std::vector<int64_t> lengths;
   for (const at::Tensor& s : all_sizes) {
@@ -308,17 +309,33 @@ RecordBlock gather_on_rank0(const RecordBlock& mine, DistContext& dist) {
   }
   at::Tensor payload = at::zeros({longest}, at::kByte);
   if (!payload_bytes.empty()) std::memcpy(payload.data_ptr(), payload_bytes.data(), payload_bytes.size());
-  std::vector<at::Tensor> all = dist.all_gather(payload.to(device), "gather the prediction rows on rank 0");
-  RecordBlock merged;
-  if (dist.rank() != 0) return merged;
+  const std::vector<at::Tensor> all = collectives.all_gather(payload.to(device), "gather the prediction rows on rank 0");
+  std::vector<RecordBlock> blocks;
+  if (collectives.rank() != 0) return blocks;
   for (std::size_t r = 0; r < all.size(); ++r) {
-    if (lengths[r] == 0) continue;
     const at::Tensor bytes = all[r].cpu();
-    RecordBlock block = deserialise(static_cast<const uint8_t*>(bytes.data_ptr()), lengths[r]);
-    if (merged.schema.empty()) merged.schema = block.schema;
+    blocks.push_back(lengths[r] == 0 ? RecordBlock{}
+                                     : deserialise(static_cast<const uint8_t*>(bytes.data_ptr()), lengths[r]));
+  }
+  return blocks;
+}
+
+// The ranks' blocks of one round (gather_blocks: index r is rank r's) as one block; throws
+// tp::Error naming both column lists when a rank's columns differ from the first rank's.
+RecordBlock merge_blocks(std::vector<RecordBlock> blocks) {
+  RecordBlock merged;
+  int schema_rank = 0;
+  for (std::size_t r = 0; r < blocks.size(); ++r) {
+    RecordBlock& block = blocks[r];
+    if (block.rows == 0) continue;
+    if (merged.schema.empty()) {
+      merged.schema = block.schema;
+      schema_rank = static_cast<int>(r);
+    }
     if (block.schema != merged.schema)
-      throw Error("predictions: rank " + std::to_string(r) + " produced the columns " + schema_text(block.schema) +
-                  " where rank 0 expected " + schema_text(merged.schema) + "; every sample needs the same output shapes.");
+      throw Error("predictions: rank " + std::to_string(r) + " produced the columns " + columns_text(block.schema) +
+                  " where rank " + std::to_string(schema_rank) + " produced " + columns_text(merged.schema) +
+                  "; every sample needs the same fields and output shapes and dtypes on every rank.");
     merged.bytes.insert(merged.bytes.end(), block.bytes.begin(), block.bytes.end());
     merged.rows += block.rows;
     for (std::string& a : block.attachments) merged.attachments.push_back(std::move(a));
@@ -330,34 +347,32 @@ RecordBlock gather_on_rank0(const RecordBlock& mine, DistContext& dist) {
 
 PredictSummary predict(ModelProxy& model, std::shared_ptr<SampleSource> split, LoaderOptions loader_options,
                        const BatchPlacement& placement, const PredictOptions& options, PredictionWriter* writer,
-                       Progress& progress, DistContext* dist) {
+                       Progress& progress, Collectives& collectives) {
   if (loader_options.mode() != LoaderMode::kEvalExact || loader_options.shuffle())
     throw Error("predict: the loader must read the split exactly once, unshuffled (LoaderMode::kEvalExact)");
   DataLoader loader(std::make_shared<IndexedSource>(std::move(split)), loader_options);
   // Rank 0 holds the longest stride (kEvalExact), so its batch count is the number of rounds.
-  int64_t rounds = loader.batches_per_epoch();
-  if (dist) {
-    std::vector<at::Tensor> counts{at::tensor(std::vector<int64_t>{dist->rank() == 0 ? rounds : 0}, at::kLong).to(dist->device())};
-    dist->broadcast(counts, "agree on the prediction rounds");
-    rounds = counts[0].cpu().item<int64_t>();
-  }
   const int64_t mine = loader.batches_per_epoch();
+  const std::vector<at::Tensor> counts{at::tensor(std::vector<int64_t>{mine}, at::kLong).to(collectives.device())};
+  collectives.broadcast(counts, "agree on the prediction rounds");
+  const int64_t rounds = counts[0].cpu().item<int64_t>();
   PredictSummary summary;
   RowMaker rows(model, placement, options, loader_options.batch_size(), loader.batch_layout());
   model.set_training(false);
   c10::InferenceMode inference;
   progress.start_task("predict", rounds);
   loader.start_epoch(0);
-  // Rank 0 writes each gathered round at the start of the next one (and the last after the loop),
-  // inside the part every rank agrees on: a failed write (a full disk) ends every rank in the same
-  // round with its message instead of leaving the others waiting in the next gather.
-  RecordBlock gathered;
+  // Rank 0 merges and writes each gathered round at the start of the next one (and the last after
+  // the loop), inside the part every rank agrees on: ranks whose columns differ, or a failed write
+  // (a full disk), end every rank in the same round with rank 0's message instead of leaving the
+  // others waiting in the next gather.
+  std::vector<RecordBlock> gathered;
   auto write_gathered = [&] {
-    if (writer == nullptr || gathered.rows == 0) return;
-    sort_by_index(gathered);
-    if (summary.schema.empty()) summary.schema = gathered.schema;
-    writer->write(gathered);
-    gathered = {};
+    RecordBlock merged = merge_blocks(std::exchange(gathered, {}));
+    if (writer == nullptr || merged.rows == 0) return;
+    sort_by_index(merged);
+    if (summary.schema.empty()) summary.schema = merged.schema;
+    writer->write(merged);
   };
   for (int64_t round = 0; round <= rounds; ++round) {
     // 1. Rank 0 appends the previous round in dataset order; this rank's batch of the round
@@ -379,28 +394,22 @@ PredictSummary predict(ModelProxy& model, std::shared_ptr<SampleSource> split, L
         if (batch && !batch->empty()) block = rows.records(std::move(*batch));
       }
     } catch (const std::exception& e) {
-      if (!dist) throw;
       failure = e.what();
       error = std::current_exception();
     }
     // 2. Every rank learns of a failure on any rank, instead of waiting in the gather.
-    if (dist) {
-      const std::string first = dist->first_failure(failure, "agree that the prediction round succeeded");
-      if (error) std::rethrow_exception(error);
-      if (!first.empty()) throw Error("prediction stopped: " + first);
-    }
+    const std::string first = collectives.first_failure(failure, "agree that the prediction round succeeded");
+    if (error) std::rethrow_exception(error);
+    if (!first.empty()) throw Error("prediction stopped: " + first);
     if (round == rounds) break;
     // 3. Rank 0 holds every rank's rows of the round.
-    gathered = dist ? gather_on_rank0(block, *dist) : std::move(block);
+    gathered = gather_blocks(block, collectives);
     progress.update(round + 1, std::numeric_limits<double>::quiet_NaN(), 0.0);
   }
-  at::Tensor skipped = at::tensor(std::vector<int64_t>{loader.skipped_count()}, at::kLong);
-  if (dist) {
-    skipped = skipped.to(dist->device());
-    std::vector<at::Tensor> tensors{skipped};
-    dist->all_reduce_sum(tensors, "count the samples skipped while predicting");
-  }
-  summary.skipped = skipped.cpu().item<int64_t>();
+  std::vector<at::Tensor> skipped{
+      at::tensor(std::vector<int64_t>{loader.skipped_count()}, at::kLong).to(collectives.device())};
+  collectives.all_reduce_sum(skipped, "count the samples skipped while predicting");
+  summary.skipped = skipped[0].cpu().item<int64_t>();
   summary.rows = writer != nullptr ? writer->rows() : 0;
   summary.arrays = rows.arrays();
   progress.end_epoch({});

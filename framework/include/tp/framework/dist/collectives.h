@@ -73,8 +73,6 @@ class Collectives {
   /// padded to the longest). Throws tp::Error on every rank, naming `what` and the shapes, when
   /// the ranks' sizes past dim 0 or dtypes differ. A single process returns `rows` itself.
   at::Tensor all_gather_rows(const at::Tensor& rows, const char* what);
-  /// [all ranks] Waits until every rank has arrived.
-  void barrier(const char* what);
   /// [all ranks] ORs `flags` (the low 16 bits) over ranks. Reads the result on the host: a sync
   /// on CUDA under data-parallel training; the identity for a single process.
   uint32_t agree(uint32_t flags, const char* what);
@@ -97,7 +95,6 @@ class Collectives {
   virtual void do_all_reduce_sum(std::vector<at::Tensor>& tensors, const char* what) = 0;
   virtual void do_broadcast(const std::vector<at::Tensor>& tensors, const char* what, int root) = 0;
   virtual std::vector<at::Tensor> do_all_gather(const at::Tensor& tensor, const char* what) = 0;
-  virtual void do_barrier(const char* what) = 0;
   virtual Agreement do_agree(uint32_t flags, const at::Tensor& sums, const char* what) = 0;
   virtual std::string do_first_failure(const std::string& own_failure, const char* what) = 0;
 

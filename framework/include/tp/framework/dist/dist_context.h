@@ -59,8 +59,6 @@ class DistContext {
   void all_reduce_sum(std::vector<at::Tensor>& tensors, const char* what);
   /// Copies rank `root`'s values into every rank's tensors (coalesced into flat buffers).
   void broadcast(const std::vector<at::Tensor>& tensors, const char* what, int root = 0);
-  /// Waits until every rank has arrived.
-  void barrier(const char* what);
   /// [all ranks] `tensor` of every rank, in rank order. Same shape and dtype on every rank, on
   /// device(); one collective.
   std::vector<at::Tensor> all_gather(const at::Tensor& tensor, const char* what);

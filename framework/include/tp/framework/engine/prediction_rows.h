@@ -37,6 +37,8 @@ int64_t record_bytes(const PredictionSchema& schema);
 std::string schema_text(const PredictionSchema& schema);
 /// The inverse of schema_text. Throws tp::Error on text it did not write.
 PredictionSchema parse_schema(const std::string& text);
+/// `schema` for messages: "index int64, logits float32 [10], label int64".
+std::string columns_text(const PredictionSchema& schema);
 
 /// Records of `n` samples.
 struct RecordBlock {

@@ -4,7 +4,9 @@
 // Data-parallel runs are exact without padding: each rank reads its stride of the split
 // (LoaderMode::kEvalExact, unshuffled: rank r holds r, r+W, r+2W, ...), so round k of batches over
 // all ranks covers the dataset indices [kBW, (k+1)BW) exactly once. Every round, the ranks'
-// records travel to rank 0 (one all_gather of bytes), which sorts them by index and appends them.
+// records travel to rank 0 (an all_gather of sizes, then one of bytes), which merges, sorts them by
+// index and appends them at the start of the next round, inside the round's agreement
+// (Collectives::first_failure): a rank whose columns differ stops every rank with one message.
 // Every forward sees B samples: a short batch (a rank's last, or samples skipped) is padded with
 // copies of its last sample, whose rows are dropped, because kernels may round differently per
 // batch size (oneDNN convolutions do on AVX-512), and the ranks' last batches are shorter than one
@@ -25,7 +27,7 @@
 
 namespace tp {
 
-class DistContext;
+class Collectives;
 
 struct PredictOptions {
   std::vector<std::string> outputs; ///< model outputs to write, in this order; empty = every output
@@ -51,10 +53,11 @@ struct PredictSummary {
 /// "index", the chosen outputs, for a classification output (named "logits" or "*_logits",
 /// [N, C]) "<name>.argmax" and "<name>.prob" (the softmax probability of the argmax), and every
 /// field of the sample that holds one value per sample (a label, an id) under its own name.
-/// `loader_options` must be LoaderMode::kEvalExact without shuffling. Throws ConfigError naming
-/// --outputs for an output the model does not return.
+/// `loader_options` must be LoaderMode::kEvalExact without shuffling. `collectives` are the job's
+/// (the identity for a single process). Throws ConfigError naming --outputs for an output the
+/// model does not return; any rank's failure is every rank's ("prediction stopped: rank R: ...").
 PredictSummary predict(ModelProxy& model, std::shared_ptr<SampleSource> split, LoaderOptions loader_options,
                        const BatchPlacement& placement, const PredictOptions& options, PredictionWriter* writer,
-                       Progress& progress, DistContext* dist);
+                       Progress& progress, Collectives& collectives);
 
 }  // namespace tp

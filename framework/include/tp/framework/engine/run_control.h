@@ -76,9 +76,6 @@ class RunControl {
   std::string reason() const;
   /// [main] Whether a save at the current position was asked for (cleared by the call).
   bool take_save() noexcept { return std::exchange(save_, false); }
-  /// [main] Asks for a save at the current position (an EVAL_END/EPOCH_END request, honoured by
-  /// the caller of the evaluation or the epoch end).
-  void request_save() noexcept { save_ = true; }
   /// [all ranks] Runs `write`, which writes run files on rank 0 (history, checkpoints, report).
   /// A single process lets its error through at once. Data-parallel, rank 0 keeps the first
   /// error and carries on to the next agreement (the step's, or settle_writes()), where every
