@@ -2,6 +2,7 @@
 // (tests/fixtures/request_callback) returns one request from one event at one step, and the run
 // shows where it was honoured: the final step of a stopped run, the step of the last.pt a save
 // request wrote (checkpoint.strategy = "no", so no other save writes it).
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -150,4 +151,27 @@ TEST_CASE("collectives per optimizer step: one agreement carries the step's flag
   CHECK(collectives_per_step("collectives_quiet_", 1000, false) == 1.0);
   CHECK(collectives_per_step("collectives_logged_", 1, false) == 1.0);
   CHECK(collectives_per_step("collectives_callback_", 1, true) == 2.0);
+}
+
+TEST_CASE("train.fast_dev_run writes nothing, whatever asks: a callback's save request, a stop signal") {
+  // The save request at every step end: honoured elsewhere (the cases above), ignored here.
+  const auto requested = train_callback_requests("fast_dev_run_save_request", {6, 2, -1, kSaveSets}, // step_end, save
+                                                 "--set train.fast_dev_run=true");
+  CHECK_FALSE(std::filesystem::exists(requested / "checkpoints"));
+  // SIGTERM raised by the callback as step 1 begins (fast_dev_run's only step): after the step the
+  // loop's stop path saves last.pt in any other run (resume_test); under fast_dev_run it stops
+  // without writing.
+  const auto dir = tp::test::fresh_dir("fast_dev_run_signal");
+  const auto config = dir / "run.toml";
+  std::ofstream(config) << tp::test::read_text(std::filesystem::path(tp::test::source_dir()) /
+                                               "tests/integration/c_regression.toml")
+                        << "\n[[callbacks]]\ncomponent = \"org.torchhost.test.request_callback\"\nevent = "
+                        << 5 << "\nrequests = 0\nsignal = " << SIGTERM << "\n"; // step_begin
+  const auto run = tp::test::run_host("--config '" + config.string() + "' --plugin-dir '" +
+                                      std::string(tp::test::fixture_plugin_dir()) + "' --output-dir '" + dir.string() +
+                                      "' --set progress.mode=\"off\" --set train.fast_dev_run=true");
+  INFO(run.output);
+  CHECK(run.exit_code == 128 + SIGTERM);
+  CHECK(run.output.find("stopped by signal 15 at step 1; train.fast_dev_run saves nothing.") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir / "checkpoints"));
 }

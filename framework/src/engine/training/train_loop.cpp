@@ -74,10 +74,10 @@ void Trainer::train_epoch(int64_t epoch) {
     // 4. Stop: a signal saves exactly here and leaves (--resume continues from this batch);
     //    every other reason ends the epoch, and fit() ends the run.
     if (const int signal_number = control_.signal(); signal_number != 0) {
-      save_position({epoch, next});
-      throw Interrupted(signal_number, "stopped by signal " + std::to_string(signal_number) + " at step " +
-                                           std::to_string(step()) + "; saved " +
-                                           (run_dir_ / "checkpoints" / "last.pt").string() +
+      save(SaveKind::kPosition, {epoch, next});
+      const std::string stopped = "stopped by signal " + std::to_string(signal_number) + " at step " + std::to_string(step());
+      if (config_.train.fast_dev_run) throw Interrupted(signal_number, stopped + "; train.fast_dev_run saves nothing.");
+      throw Interrupted(signal_number, stopped + "; saved " + (run_dir_ / "checkpoints" / "last.pt").string() +
                                            ". Continue with --resume auto.");
     }
     if (control_.stop()) break;
@@ -118,7 +118,7 @@ void Trainer::evaluate_and_save_on_steps(int64_t epoch) {
   }
   const ResumePosition here{epoch, train_loader_->next_batch_index()};
   const bool periodic = due(config_.checkpoint.strategy, config_.checkpoint.every, false, epoch);
-  if (periodic || evaluator_->evaluated_at(step())) save(periodic, here);
+  if (periodic || evaluator_->evaluated_at(step())) save(periodic ? SaveKind::kPeriodic : SaveKind::kBest, here);
   save_if_requested(here); // an EVAL_END request
 }
 
@@ -167,7 +167,7 @@ void Trainer::end_epoch(int64_t epoch) {
   // An epoch cut short by train.max_time resumes where it stopped, not at the next epoch.
   const ResumePosition resume = control_.time_stop().value_or(ResumePosition{epoch + 1, 0});
   const bool periodic = due(config_.checkpoint.strategy, config_.checkpoint.every, true, epoch);
-  if (periodic || evaluator_->evaluated_at(step())) save(periodic, resume);
+  if (periodic || evaluator_->evaluated_at(step())) save(periodic ? SaveKind::kPeriodic : SaveKind::kBest, resume);
   save_if_requested(resume);
   if (!eval.empty()) draw_plots();
 }

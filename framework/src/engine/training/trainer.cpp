@@ -296,7 +296,8 @@ FitSummary Trainer::fit() {
   const bool steps_eval_due = !time_stop && config_.eval.strategy == "steps" && !evaluator_->evaluated_at(step());
   if (evaluator_->enabled() && (swa_final || steps_eval_due))
     run_evaluation();
-  if (config_.checkpoint.strategy != "no" && (swa_final || position_.last_periodic_save != step())) save(true, resume);
+  if (config_.checkpoint.strategy != "no" && (swa_final || position_.last_periodic_save != step()))
+    save(SaveKind::kPeriodic, resume);
   if (position_.last_periodic_save != step()) save_if_requested(resume);
   summary.loaded_best = config_.checkpoint.load_best_at_end && !config_.train.fast_dev_run && load_best();
   dispatch(TP_EVENT_FIT_END, evaluator_->last());

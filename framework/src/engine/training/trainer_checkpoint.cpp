@@ -35,19 +35,30 @@ void set_generator_state(c10::Device device, const at::Tensor& state) {
 
 }  // namespace
 
-void Trainer::save(bool periodic, ResumePosition resume) {
-  if (config_.train.fast_dev_run || config_.checkpoint.strategy == "no") return;
+void Trainer::save(SaveKind kind, ResumePosition resume) {
+  // train.fast_dev_run writes nothing, whatever asks (a signal, a callback's request included).
+  if (config_.train.fast_dev_run) return;
+  if (kind != SaveKind::kPosition && config_.checkpoint.strategy == "no") return;
   // Best: only an evaluation taken at this very step describes these weights.
-  const std::optional<double> monitor = evaluator_->monitor_at(step());
-  if (!periodic && !(monitor && checkpoints_.qualifies(*monitor))) return;
+  const std::optional<double> monitor =
+      kind == SaveKind::kPosition ? std::nullopt : evaluator_->monitor_at(step());
+  if (kind == SaveKind::kBest && !(monitor && checkpoints_.qualifies(*monitor))) return;
   sync_batchnorm_stats(); // all ranks: the statistics rank 0 writes are the agreed ones
   refuse_non_finite_weights();
+  const bool periodic = kind == SaveKind::kPeriodic;
   if (periodic) position_.last_periodic_save = step();
   meters_.gather_running_loss(); // all ranks: a collective under data-parallel training
   std::vector<std::filesystem::path> written;
   control_.rank0_write([&] {
-    if (writes_) written = checkpoints_.save(checkpoint_contents(resume), step(), periodic, monitor);
-    else checkpoints_.save(CheckpointContents{}, step(), periodic, monitor); // same ranking, no files
+    if (kind == SaveKind::kPosition) {
+      if (!writes_) return;
+      written.push_back(run_dir_ / "checkpoints" / "last.pt");
+      save_checkpoint(written.back(), checkpoint_contents(resume));
+    } else if (writes_) {
+      written = checkpoints_.save(checkpoint_contents(resume), step(), periodic, monitor);
+    } else {
+      checkpoints_.save(CheckpointContents{}, step(), periodic, monitor); // same ranking, no files
+    }
   });
   control_.settle_writes("agree that the checkpoint was written");
   for (const auto& path : written) {
@@ -77,7 +88,7 @@ void Trainer::refuse_non_finite_weights() {
 }
 
 void Trainer::save_if_requested(ResumePosition resume) {
-  if (control_.take_save()) save_position(resume);
+  if (control_.take_save()) save(SaveKind::kPosition, resume);
 }
 
 bool Trainer::load_best() {
@@ -207,18 +218,6 @@ CheckpointContents Trainer::checkpoint_contents(ResumePosition resume) {
   CheckpointContents contents;
   for (const StateRole& role : state_roles(resume)) role.save(contents);
   return contents;
-}
-
-void Trainer::save_position(ResumePosition resume) {
-  sync_batchnorm_stats();
-  refuse_non_finite_weights();
-  meters_.gather_running_loss(); // all ranks: a collective under data-parallel training
-  const auto path = run_dir_ / "checkpoints" / "last.pt";
-  control_.rank0_write([&] {
-    if (rank_ == 0) save_checkpoint(path, checkpoint_contents(resume));
-  });
-  control_.settle_writes("agree that the checkpoint was written");
-  if (rank_ == 0) control_.defer(dispatch(TP_EVENT_CHECKPOINT_SAVE, {}, path.string()) & TP_REQUEST_STOP);
 }
 
 void Trainer::resume_from(const LoadedCheckpoint& c) {

@@ -169,11 +169,17 @@ class Trainer {
   /// (logging.tensorboard_images); a failure is logged, never fatal.
   void draw_plots();
   /* Checkpoints (trainer_checkpoint.cpp) */
-  /// Saves through the checkpoint manager: `periodic` (last/step-N) and/or best by the last
-  /// evaluation when it was taken at this step. (resume_epoch, resume_batch) = where to continue.
-  void save(bool periodic, ResumePosition resume);
-  /// Writes last.pt at `resume`, e.g. on SIGTERM or a callback request.
-  void save_position(ResumePosition resume);
+  /// What a save writes.
+  enum class SaveKind {
+    kPeriodic, ///< the checkpoint strategy's files (last.pt, step-N.pt), and best.pt when this step's evaluation qualifies
+    kBest,     ///< best.pt alone, when the evaluation taken at this step qualifies
+    kPosition  ///< last.pt alone, at the exact position: a signal or a callback's request
+  };
+  /// The one save path, on every rank: agrees the BatchNorm statistics and the weights' finiteness,
+  /// rank 0 writes, every rank settles the write, CHECKPOINT_SAVE names each file. Writes nothing
+  /// under train.fast_dev_run, and only kPosition under checkpoint.strategy = "no". `resume` =
+  /// where a run resumed from the files continues.
+  void save(SaveKind kind, ResumePosition resume);
   /// [all ranks] Before every save: throws tp::Error naming the step whose update first left the
   /// weights non-finite when the weights or an average are inf/NaN on any rank, so no checkpoint
   /// ever holds them (the earlier ones stay the resume point). Cost: one max-abs pass over the
