@@ -3,7 +3,8 @@
 // evaluation gives the 1-process COCO numbers exactly (the metric's rows gathered across ranks,
 // ABI 1.7); `host predict --format jsonl` writes each image's boxes, scores and labels, the same
 // file byte for byte under 2 ranks, and csv / --tta are refused with a message; `host verify`
-// passes its checks on the config.
+// passes its FCOS-specific checks on the config (all eight, on the full config:
+// verify_config_tests).
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
@@ -142,13 +143,17 @@ TEST_CASE("detect_shapes: predict --format jsonl writes each image's detections,
   CHECK(tta.output.find("Predict without --tta") != std::string::npos);
 }
 
-TEST_CASE("detect_shapes: host verify passes its checks") {
-  const auto run = tp::test::verify("verify_detect_shapes",
-                                    kConfig + "--steps 2 --checks data,loss,metric,gradients,accumulation,resume,distributed");
+TEST_CASE("detect_shapes: host verify passes the checks that depend on FCOS, its loss and COCO mAP") {
+  // accumulation, resume and distributed judge the engine (the fixture's bugs: verify_tests),
+  // and the 2-rank COCO values are compared above; all eight run on the full config in
+  // verify_config_tests (label full), overfit included (2 min 34 s there).
+  const auto run = tp::test::verify("verify_detect_shapes", kConfig + "--steps 2 --checks data,loss,metric,gradients");
   INFO(run.output);
   CHECK(run.exit_code == tp::kExitOk);
-  for (const char* check : {"data", "loss", "metric", "gradients", "accumulation", "resume", "distributed"}) {
+  for (const char* check : {"data", "loss", "metric", "gradients"}) {
     INFO(check);
     CHECK(tp::test::result_of(run.output, check) == "PASS");
   }
+  // fcos_loss's field contracts (plugin ABI 1.9) held on the samples read.
+  CHECK(tp::test::row_of(run.output, "data").find("keeping the loss's field contracts") != std::string::npos);
 }
