@@ -2,7 +2,7 @@
 // COCO-format object detection (an image directory and an instances JSON per split). This file is
 // its schema, config reading and dataset class (tp/cpp/dataset_adapter.h makes the C ABI shell);
 // coco_annotations.cpp reads the JSON, detection_transform.cpp holds the size, flip and box
-// geometry. Decoding, resizing and normalising the image reuse image_folder's pixel_io.
+// geometry. Decoding, resizing and normalising the image reuse the image datasets' shared pixel_io (plugins/datasets/common).
 #include <array>
 #include <cstdint>
 #include <filesystem>

@@ -3,7 +3,7 @@
 // segmentation. This file is its schema, config reading and dataset class (tp/cpp/dataset_adapter.h
 // makes the C ABI shell); pair_listing.cpp finds the pairs, mask_png.cpp reads the masks,
 // joint_transform.cpp transforms both together. Decoding and normalising the image reuse
-// image_folder's pixel_io.
+// image datasets' shared pixel_io (plugins/datasets/common).
 #include <array>
 #include <cstdint>
 #include <string>

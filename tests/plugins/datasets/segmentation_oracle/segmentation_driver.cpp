@@ -1,6 +1,6 @@
 // The C++ side of the torchvision oracle for segmentation_folder's joint transforms
 // (segmentation_oracle.py is the other side). Links only the plugin's transform and mask sources,
-// image_folder's pixel_io and OpenCV: no LibTorch, no framework. One command:
+// the image datasets' shared pixel_io (tp_image_common) and OpenCV: no LibTorch, no framework. One command:
 //   <image.png> <mask.png> <seed> <out_image.png> <out_mask.png> <out.f32> [key=value]...
 //   keys: train=0|1, resize=s | resize=h,w, random_resize=min,max, rrc=h,w, crop=h,w, hflip=p,
 //         jitter=b,c,s (mean 0.5, std 0.25 always)

@@ -1,4 +1,5 @@
-// The decode-side building blocks image_folder's pipeline and segmentation_folder share: reading a
+// The decode-side building blocks the image datasets share (tp_image_common: image_folder,
+// segmentation_folder, coco_detection): reading a
 // file into memory (and keeping a data file's names inside their directory), decoding and resizing it, torchvision's RandomResizedCrop box, the colour-jitter draws, and the pass that
 // turns 8-bit BGR pixels into normalised float RGB. Pure functions of their arguments.
 #pragma once
