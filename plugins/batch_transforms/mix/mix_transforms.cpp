@@ -107,24 +107,25 @@ std::shared_ptr<MixTransform> make_mixup_cutmix(const tp::cpp::ConfigReader& cfg
   return std::make_shared<MixTransform>("mixup_cutmix", policy, cfg);
 }
 
-constexpr uint32_t kKeySize = sizeof(tp_config_key_t);
-#define TP_MIX_FIELD_KEYS                                                                                        \
-  {kKeySize, "num_classes", TP_CFG_INT, nullptr, "number of classes C: integer labels become one-hot [B, C]"},   \
-      {kKeySize, "input", TP_CFG_STRING, "\"image\"", "batch field with the images [B, C, H, W] (floating)"},   \
-      {kKeySize, "target", TP_CFG_STRING, "\"label\"", "batch field with class indices [B] or probabilities [B, C]"}
+#define TP_MIX_FIELD_KEYS                                                                                          \
+  tp::cpp::config_key("num_classes", TP_CFG_INT, nullptr,                                                         \
+                      "number of classes C: integer labels become one-hot [B, C]"),                              \
+      tp::cpp::config_key("input", TP_CFG_STRING, "\"image\"", "batch field with the images [B, C, H, W] (floating)"), \
+      tp::cpp::config_key("target", TP_CFG_STRING, "\"label\"",                                                      \
+                          "batch field with class indices [B] or probabilities [B, C]")
 const tp_config_key_t kMixupKeys[] = {
-    {kKeySize, "alpha", TP_CFG_FLOAT, "1.0", "lambda ~ Beta(alpha, alpha); > 0"},
+    tp::cpp::config_key("alpha", TP_CFG_FLOAT, "1.0", "lambda ~ Beta(alpha, alpha); > 0"),
     TP_MIX_FIELD_KEYS,
 };
 const tp_config_key_t kCutmixKeys[] = {
-    {kKeySize, "alpha", TP_CFG_FLOAT, "1.0", "lambda ~ Beta(alpha, alpha) sets the box area; > 0"},
+    tp::cpp::config_key("alpha", TP_CFG_FLOAT, "1.0", "lambda ~ Beta(alpha, alpha) sets the box area; > 0"),
     TP_MIX_FIELD_KEYS,
 };
 const tp_config_key_t kMixupCutmixKeys[] = {
-    {kKeySize, "mixup_alpha", TP_CFG_FLOAT, "0.8", "Mixup's Beta(alpha, alpha); 0 = never Mixup"},
-    {kKeySize, "cutmix_alpha", TP_CFG_FLOAT, "1.0", "CutMix's Beta(alpha, alpha); 0 = never CutMix"},
-    {kKeySize, "switch_prob", TP_CFG_FLOAT, "0.5", "probability of CutMix when both alphas are > 0"},
-    {kKeySize, "prob", TP_CFG_FLOAT, "1.0", "probability that a batch is mixed at all"},
+    tp::cpp::config_key("mixup_alpha", TP_CFG_FLOAT, "0.8", "Mixup's Beta(alpha, alpha); 0 = never Mixup"),
+    tp::cpp::config_key("cutmix_alpha", TP_CFG_FLOAT, "1.0", "CutMix's Beta(alpha, alpha); 0 = never CutMix"),
+    tp::cpp::config_key("switch_prob", TP_CFG_FLOAT, "0.5", "probability of CutMix when both alphas are > 0"),
+    tp::cpp::config_key("prob", TP_CFG_FLOAT, "1.0", "probability that a batch is mixed at all"),
     TP_MIX_FIELD_KEYS,
 };
 #undef TP_MIX_FIELD_KEYS

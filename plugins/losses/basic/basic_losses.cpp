@@ -162,19 +162,19 @@ std::unique_ptr<Loss> make_smooth_l1(const tp::cpp::ConfigReader& cfg) {
 }
 
 const tp_config_key_t kCrossEntropyKeys[] = {
-    {kKeySize, "output", TP_CFG_STRING, "\"logits\"", "model output holding logits [B, C, ...]"},
-    {kKeySize, "target", TP_CFG_STRING, "\"label\"", "batch field with class indices (or probabilities)"},
-    {kKeySize, "label_smoothing", TP_CFG_FLOAT, "0.0", "label smoothing in [0, 1]"},
-    {kKeySize, "ignore_index", TP_CFG_INT, "-100", "class-index label neither summed nor counted (255 for segmentation masks)"},
+    tp::cpp::config_key("output", TP_CFG_STRING, "\"logits\"", "model output holding logits [B, C, ...]"),
+    tp::cpp::config_key("target", TP_CFG_STRING, "\"label\"", "batch field with class indices (or probabilities)"),
+    tp::cpp::config_key("label_smoothing", TP_CFG_FLOAT, "0.0", "label smoothing in [0, 1]"),
+    tp::cpp::config_key("ignore_index", TP_CFG_INT, "-100", "class-index label neither summed nor counted (255 for segmentation masks)"),
 };
 const tp_config_key_t kMseKeys[] = {
-    {kKeySize, "output", TP_CFG_STRING, "\"bbox\"", "model output [B, ...]"},
-    {kKeySize, "target", TP_CFG_STRING, "\"bbox\"", "batch field of the same shape"},
+    tp::cpp::config_key("output", TP_CFG_STRING, "\"bbox\"", "model output [B, ...]"),
+    tp::cpp::config_key("target", TP_CFG_STRING, "\"bbox\"", "batch field of the same shape"),
 };
 const tp_config_key_t kSmoothL1Keys[] = {
-    {kKeySize, "output", TP_CFG_STRING, "\"bbox\"", "model output [B, ...]"},
-    {kKeySize, "target", TP_CFG_STRING, "\"bbox\"", "batch field of the same shape"},
-    {kKeySize, "beta", TP_CFG_FLOAT, "1.0", "where the loss turns from quadratic to linear (> 0)"},
+    tp::cpp::config_key("output", TP_CFG_STRING, "\"bbox\"", "model output [B, ...]"),
+    tp::cpp::config_key("target", TP_CFG_STRING, "\"bbox\"", "batch field of the same shape"),
+    tp::cpp::config_key("beta", TP_CFG_FLOAT, "1.0", "where the loss turns from quadratic to linear (> 0)"),
 };
 const tp_example_input_t kLabelExample[] = {{sizeof(tp_example_input_t), "label", TP_DTYPE_INT64, 0, {}, 3}};
 const tp_example_input_t kBoxExample[] = {{sizeof(tp_example_input_t), "bbox", TP_DTYPE_FLOAT32, 1, {4}, 0}};

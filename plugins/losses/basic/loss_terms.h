@@ -16,9 +16,6 @@
 
 namespace tp::losses {
 
-/// tp_config_key_t's struct_size: each loss's key table starts every row with it.
-inline constexpr uint32_t kKeySize = sizeof(tp_config_key_t);
-
 /// The terms a component (or one entry of weighted_sum) can compute.
 enum class Term { kCrossEntropy, kMse, kSmoothL1 };
 

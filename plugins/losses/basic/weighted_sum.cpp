@@ -100,16 +100,16 @@ class WeightedSum : public Loss {
 };
 
 const tp_config_key_t kKeys[] = {
-    {kKeySize, "losses", TP_CFG_STRING_ARRAY, "[\"cross_entropy\", \"smooth_l1\"]",
-     "terms: cross_entropy, mse or smooth_l1"},
-    {kKeySize, "outputs", TP_CFG_STRING_ARRAY, "[\"logits\", \"bbox\"]", "model output of each term"},
-    {kKeySize, "targets", TP_CFG_STRING_ARRAY, "[\"label\", \"bbox\"]", "batch field of each term"},
-    {kKeySize, "weights", TP_CFG_FLOAT_ARRAY, "[1.0, 1.0]", "weight of each term"},
-    {kKeySize, "label_smoothing", TP_CFG_FLOAT, "0.0", "label smoothing of the cross_entropy terms"},
-    {kKeySize, "beta", TP_CFG_FLOAT, "1.0", "beta of the smooth_l1 terms (> 0)"},
-    {kKeySize, "ignore_index", TP_CFG_INT, "-100", "class-index label the cross_entropy terms ignore (255 for masks)"},
-    {kKeySize, "items", TP_CFG_STRING, "\"samples\"",
-     "what the count counts: \"samples\", or \"labelled\" (positions not ignored; cross_entropy terms, one target)"},
+    tp::cpp::config_key("losses", TP_CFG_STRING_ARRAY, "[\"cross_entropy\", \"smooth_l1\"]",
+                        "terms: cross_entropy, mse or smooth_l1"),
+    tp::cpp::config_key("outputs", TP_CFG_STRING_ARRAY, "[\"logits\", \"bbox\"]", "model output of each term"),
+    tp::cpp::config_key("targets", TP_CFG_STRING_ARRAY, "[\"label\", \"bbox\"]", "batch field of each term"),
+    tp::cpp::config_key("weights", TP_CFG_FLOAT_ARRAY, "[1.0, 1.0]", "weight of each term"),
+    tp::cpp::config_key("label_smoothing", TP_CFG_FLOAT, "0.0", "label smoothing of the cross_entropy terms"),
+    tp::cpp::config_key("beta", TP_CFG_FLOAT, "1.0", "beta of the smooth_l1 terms (> 0)"),
+    tp::cpp::config_key("ignore_index", TP_CFG_INT, "-100", "class-index label the cross_entropy terms ignore (255 for masks)"),
+    tp::cpp::config_key("items", TP_CFG_STRING, "\"samples\"",
+                        "what the count counts: \"samples\", or \"labelled\" (positions not ignored; cross_entropy terms, one target)"),
 };
 const tp_example_input_t kExamples[] = {
     {sizeof(tp_example_input_t), "label", TP_DTYPE_INT64, 0, {}, 3},

@@ -122,14 +122,14 @@ class F1 : public Metric {
 };
 
 const tp_config_key_t kAccuracyKeys[] = {
-    {kKeySize, "output", TP_CFG_STRING, "\"logits\"", "model output holding logits [B, C]"},
-    {kKeySize, "target", TP_CFG_STRING, "\"label\"", "batch field with class indices [B] or probabilities [B, C]"},
-    {kKeySize, "top_k", TP_CFG_INT, "1", "a hit is the label among the k largest logits (1..10)"},
+    tp::cpp::config_key("output", TP_CFG_STRING, "\"logits\"", "model output holding logits [B, C]"),
+    tp::cpp::config_key("target", TP_CFG_STRING, "\"label\"", "batch field with class indices [B] or probabilities [B, C]"),
+    tp::cpp::config_key("top_k", TP_CFG_INT, "1", "a hit is the label among the k largest logits (1..10)"),
 };
 const tp_config_key_t kF1Keys[] = {
-    {kKeySize, "output", TP_CFG_STRING, "\"logits\"", "model output holding logits [B, C]"},
-    {kKeySize, "target", TP_CFG_STRING, "\"label\"", "batch field with class indices [B]"},
-    {kKeySize, "num_classes", TP_CFG_INT, "3", "number of classes C (must match the logits)"},
+    tp::cpp::config_key("output", TP_CFG_STRING, "\"logits\"", "model output holding logits [B, C]"),
+    tp::cpp::config_key("target", TP_CFG_STRING, "\"label\"", "batch field with class indices [B]"),
+    tp::cpp::config_key("num_classes", TP_CFG_INT, "3", "number of classes C (must match the logits)"),
 };
 
 }  // namespace

@@ -2,7 +2,6 @@
 #include <c10/util/StringUtil.h>
 #include <ATen/ops/zeros.h>
 
-
 #include "metric.h"
 
 namespace tp::metrics {
@@ -94,13 +93,13 @@ class Mae : public Metric {
 };
 
 const tp_config_key_t kIouKeys[] = {
-    {kKeySize, "output", TP_CFG_STRING, "\"mask_logits\"", "model output with per-pixel logits [B, ...]"},
-    {kKeySize, "target", TP_CFG_STRING, "\"mask\"", "batch field with the binary mask (same pixels)"},
-    {kKeySize, "threshold", TP_CFG_FLOAT, "0.5", "a pixel is predicted when sigmoid(logit) > threshold"},
+    tp::cpp::config_key("output", TP_CFG_STRING, "\"mask_logits\"", "model output with per-pixel logits [B, ...]"),
+    tp::cpp::config_key("target", TP_CFG_STRING, "\"mask\"", "batch field with the binary mask (same pixels)"),
+    tp::cpp::config_key("threshold", TP_CFG_FLOAT, "0.5", "a pixel is predicted when sigmoid(logit) > threshold"),
 };
 const tp_config_key_t kMaeKeys[] = {
-    {kKeySize, "output", TP_CFG_STRING, "\"bbox\"", "model output [B, ...]"},
-    {kKeySize, "target", TP_CFG_STRING, "\"bbox\"", "batch field of the same shape"},
+    tp::cpp::config_key("output", TP_CFG_STRING, "\"bbox\"", "model output [B, ...]"),
+    tp::cpp::config_key("target", TP_CFG_STRING, "\"bbox\"", "batch field of the same shape"),
 };
 
 }  // namespace

@@ -20,9 +20,6 @@ namespace tp::metrics {
 
 /// The value a metric reports when it has no data to judge (no samples, no pixels of a class).
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-/// tp_config_key_t's struct_size: each metric's key table starts every row with it.
-inline constexpr uint32_t kKeySize = sizeof(tp_config_key_t);
-
 using tp::cpp::StateSlot;
 
 /// A metric whose state is a set of SUM-reducible float64 / int64 tensors; the class

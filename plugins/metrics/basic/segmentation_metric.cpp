@@ -133,11 +133,11 @@ class Segmentation : public Metric {
 };
 
 const tp_config_key_t kKeys[] = {
-    {kKeySize, "output", TP_CFG_STRING, "\"out\"", "model output with per-pixel logits [B, C, H, W]; prediction = argmax"},
-    {kKeySize, "target", TP_CFG_STRING, "\"mask\"", "batch field with class indices [B, H, W] (integer)"},
-    {kKeySize, "num_classes", TP_CFG_INT, "21", "number of classes C (must match the logits)"},
-    {kKeySize, "ignore_index", TP_CFG_INT, "255", "mask value that is never counted (padding, void)"},
-    {kKeySize, "per_class", TP_CFG_BOOL, "true", "also report iou_<c> per class (num_classes <= 61)"},
+    tp::cpp::config_key("output", TP_CFG_STRING, "\"out\"", "model output with per-pixel logits [B, C, H, W]; prediction = argmax"),
+    tp::cpp::config_key("target", TP_CFG_STRING, "\"mask\"", "batch field with class indices [B, H, W] (integer)"),
+    tp::cpp::config_key("num_classes", TP_CFG_INT, "21", "number of classes C (must match the logits)"),
+    tp::cpp::config_key("ignore_index", TP_CFG_INT, "255", "mask value that is never counted (padding, void)"),
+    tp::cpp::config_key("per_class", TP_CFG_BOOL, "true", "also report iou_<c> per class (num_classes <= 61)"),
 };
 
 }  // namespace

@@ -231,23 +231,22 @@ std::shared_ptr<CocoMap> make_coco_map(const tp::cpp::ConfigReader& cfg) {
   return std::make_shared<CocoMap>(std::move(names), num_classes, per_class);
 }
 
-constexpr uint32_t kKeySize = sizeof(tp_config_key_t);
 const tp_config_key_t kKeys[] = {
-    {kKeySize, "num_classes", TP_CFG_INT, "91", "classes: labels in [0, num_classes) (COCO's category ids: 91)"},
-    {kKeySize, "boxes", TP_CFG_STRING, "\"detection_boxes\"",
-     "model output: detected boxes [D, 4] x1, y1, x2, y2, ragged (with '<name>_offsets' [B + 1])"},
-    {kKeySize, "scores", TP_CFG_STRING, "\"detection_scores\"", "model output: each detection's score [D]"},
-    {kKeySize, "labels", TP_CFG_STRING, "\"detection_labels\"", "model output: each detection's class [D]"},
-    {kKeySize, "target_boxes", TP_CFG_STRING, "\"boxes\"",
-     "batch field: ground-truth boxes [N, 4] x1, y1, x2, y2, ragged (with '<name>_offsets')"},
-    {kKeySize, "target_labels", TP_CFG_STRING, "\"labels\"", "batch field: each ground-truth box's class [N]"},
-    {kKeySize, "image_id", TP_CFG_STRING, "\"image_id\"",
-     "batch field: an integer id per image [B]; breaks score ties in image order, so distributed equals one process"},
-    {kKeySize, "iscrowd", TP_CFG_STRING, "\"iscrowd\"",
-     "batch field (optional; absent: none): 1 marks a crowd region [N], neither missed nor matched"},
-    {kKeySize, "areas", TP_CFG_STRING, "\"areas\"",
-     "batch field (optional; absent or 0: the box's): object area [N] for the small / medium / large split"},
-    {kKeySize, "per_class", TP_CFG_BOOL, "false", "also report map_<c>, AP per class (num_classes <= 52)"},
+    tp::cpp::config_key("num_classes", TP_CFG_INT, "91", "classes: labels in [0, num_classes) (COCO's category ids: 91)"),
+    tp::cpp::config_key("boxes", TP_CFG_STRING, "\"detection_boxes\"",
+                        "model output: detected boxes [D, 4] x1, y1, x2, y2, ragged (with '<name>_offsets' [B + 1])"),
+    tp::cpp::config_key("scores", TP_CFG_STRING, "\"detection_scores\"", "model output: each detection's score [D]"),
+    tp::cpp::config_key("labels", TP_CFG_STRING, "\"detection_labels\"", "model output: each detection's class [D]"),
+    tp::cpp::config_key("target_boxes", TP_CFG_STRING, "\"boxes\"",
+                        "batch field: ground-truth boxes [N, 4] x1, y1, x2, y2, ragged (with '<name>_offsets')"),
+    tp::cpp::config_key("target_labels", TP_CFG_STRING, "\"labels\"", "batch field: each ground-truth box's class [N]"),
+    tp::cpp::config_key("image_id", TP_CFG_STRING, "\"image_id\"",
+                        "batch field: an integer id per image [B]; breaks score ties in image order, so distributed equals one process"),
+    tp::cpp::config_key("iscrowd", TP_CFG_STRING, "\"iscrowd\"",
+                        "batch field (optional; absent: none): 1 marks a crowd region [N], neither missed nor matched"),
+    tp::cpp::config_key("areas", TP_CFG_STRING, "\"areas\"",
+                        "batch field (optional; absent or 0: the box's): object area [N] for the small / medium / large split"),
+    tp::cpp::config_key("per_class", TP_CFG_BOOL, "false", "also report map_<c>, AP per class (num_classes <= 52)"),
 };
 
 const tp_descriptor_t kDescriptor = tp::cpp::metric_descriptor(

@@ -66,22 +66,20 @@ std::shared_ptr<FcosLoss> make_fcos_loss(const tp::cpp::ConfigReader& cfg) {
   return std::make_shared<FcosLoss>(kFcosLossId, std::move(c));
 }
 
-constexpr uint32_t kKeySize = sizeof(tp_config_key_t);
-
 const tp_config_key_t kFcosKeys[] = {
-    {kKeySize, "backbone", TP_CFG_STRING, "\"resnet50\"",
-     "resnet50 (torchvision's fcos_resnet50_fpn), resnet34 or resnet18 (_resnet_fpn_extractor, smaller)"},
-    {kKeySize, "num_classes", TP_CFG_INT, "91", "logits per location; labels index them (no background class)"},
-    {kKeySize, "in_channels", TP_CFG_INT, "3", "image channels (the backbone's first conv input)"},
-    {kKeySize, "fpn_channels", TP_CFG_INT, "256", "width of the pyramid and the head, a multiple of 32"},
-    {kKeySize, "head_convs", TP_CFG_INT, "4", "3x3 conv - GroupNorm - ReLU blocks per head branch (FCOSHead num_convs)"},
-    {kKeySize, "score_thresh", TP_CFG_FLOAT, "0.2", "eval: a detection needs sqrt(class prob x centre-ness) > this"},
-    {kKeySize, "nms_thresh", TP_CFG_FLOAT, "0.6", "eval: NMS suppresses a same-class box with IoU > this"},
-    {kKeySize, "detections_per_img", TP_CFG_INT, "100", "eval: detections kept per image after NMS"},
-    {kKeySize, "topk_candidates", TP_CFG_INT, "1000", "eval: candidates kept per pyramid level before NMS"},
+    tp::cpp::config_key("backbone", TP_CFG_STRING, "\"resnet50\"",
+                        "resnet50 (torchvision's fcos_resnet50_fpn), resnet34 or resnet18 (_resnet_fpn_extractor, smaller)"),
+    tp::cpp::config_key("num_classes", TP_CFG_INT, "91", "logits per location; labels index them (no background class)"),
+    tp::cpp::config_key("in_channels", TP_CFG_INT, "3", "image channels (the backbone's first conv input)"),
+    tp::cpp::config_key("fpn_channels", TP_CFG_INT, "256", "width of the pyramid and the head, a multiple of 32"),
+    tp::cpp::config_key("head_convs", TP_CFG_INT, "4", "3x3 conv - GroupNorm - ReLU blocks per head branch (FCOSHead num_convs)"),
+    tp::cpp::config_key("score_thresh", TP_CFG_FLOAT, "0.2", "eval: a detection needs sqrt(class prob x centre-ness) > this"),
+    tp::cpp::config_key("nms_thresh", TP_CFG_FLOAT, "0.6", "eval: NMS suppresses a same-class box with IoU > this"),
+    tp::cpp::config_key("detections_per_img", TP_CFG_INT, "100", "eval: detections kept per image after NMS"),
+    tp::cpp::config_key("topk_candidates", TP_CFG_INT, "1000", "eval: candidates kept per pyramid level before NMS"),
     tp::cpp::kImageInputKey,
-    {kKeySize, "orig_size", TP_CFG_STRING, "\"orig_size\"",
-     "optional batch field [2]: the image's (height, width) before resizing; eval boxes are scaled to it"},
+    tp::cpp::config_key("orig_size", TP_CFG_STRING, "\"orig_size\"",
+                        "optional batch field [2]: the image's (height, width) before resizing; eval boxes are scaled to it"),
 };
 
 // The default config's input at ImageNet's 224 x 224 (torchvision trains FCOS at 800 - 1333).
@@ -90,10 +88,10 @@ constexpr tp_example_input_t kFcosExamples[] = {
 };
 
 const tp_config_key_t kFcosLossKeys[] = {
-    {kKeySize, "boxes", TP_CFG_STRING, "\"boxes\"", "ragged target field of the boxes [N, 4] (x1, y1, x2, y2) in pixels"},
-    {kKeySize, "labels", TP_CFG_STRING, "\"labels\"", "ragged target field of the class indices [N]"},
-    {kKeySize, "center_sampling_radius", TP_CFG_FLOAT, "1.5",
-     "a location is positive within this many anchor sizes of a box's centre (and inside the box)"},
+    tp::cpp::config_key("boxes", TP_CFG_STRING, "\"boxes\"", "ragged target field of the boxes [N, 4] (x1, y1, x2, y2) in pixels"),
+    tp::cpp::config_key("labels", TP_CFG_STRING, "\"labels\"", "ragged target field of the class indices [N]"),
+    tp::cpp::config_key("center_sampling_radius", TP_CFG_FLOAT, "1.5",
+                        "a location is positive within this many anchor sizes of a box's centre (and inside the box)"),
 };
 
 const tp_descriptor_t kFcosDescriptor = tp::cpp::model_descriptor(

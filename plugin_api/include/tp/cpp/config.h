@@ -8,6 +8,8 @@
 //   int64_t classes = cfg.get_int("num_classes");
 //   int64_t side = cfg.get_int_in("image_size", 16, 1024);  // "shapes: image_size = 8 is outside [16, 1024]"
 //   std::vector<std::string> kinds = cfg.get_string_array("kinds");
+// and the schema's entries, one config_key() each:
+//   const tp_config_key_t kKeys[] = {tp::cpp::config_key("image_size", TP_CFG_INT, "32", "side in pixels")};
 #ifndef TP_CPP_CONFIG_H
 #define TP_CPP_CONFIG_H
 
@@ -20,6 +22,14 @@
 #include "tp/cpp/guard.h"
 
 namespace tp::cpp {
+
+/// One entry of a component's config schema (PLG-6): the key `name`, its TP_CFG_* `type`, its
+/// default as a TOML literal ("10", "0.5", "\"relu\"", "[1, 2]"; nullptr when the key is required)
+/// and one line of `help`. Static strings.
+constexpr tp_config_key_t config_key(const char* name, int32_t type, const char* default_value,
+                                     const char* help) noexcept {
+  return {sizeof(tp_config_key_t), name, type, default_value, help};
+}
 
 /// Borrowing wrapper over tp_config_t; valid only while the view is (during create()).
 class ConfigReader {
