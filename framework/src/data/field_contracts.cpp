@@ -69,6 +69,18 @@ void FieldContractCheck::add(const NamedTensors& fields, const std::string& wher
   }
 }
 
+int64_t FieldContractCheck::count_bad(const at::Tensor& bad, const std::vector<int64_t>& offsets, int64_t batch_size,
+                                      Tally& tally) {
+  const auto [hit, units] = samples_hit(bad, offsets, batch_size);
+  tally.units += units;
+  const int64_t bad_count = bad.sum().item<int64_t>();
+  if (bad_count == 0) return -1;
+  tally.bad += bad_count;
+  tally.bad_units += hit;
+  if (!tally.first.empty()) return -1;
+  return bad.nonzero().select(1, 0)[0].item<int64_t>();
+}
+
 void FieldContractCheck::add_boxes(const at::Tensor& field, const std::vector<int64_t>& offsets, int64_t batch_size,
                                    const std::string& where, Tally& tally) {
   if (!field.is_floating_point() || field.dim() == 0 || field.size(-1) != 4) {
@@ -83,14 +95,8 @@ void FieldContractCheck::add_boxes(const at::Tensor& field, const std::vector<in
   const at::Tensor ordered = (rows.select(1, 2) > rows.select(1, 0)) & (rows.select(1, 3) > rows.select(1, 1));
   const at::Tensor bad = ~padding & ~(finite & ordered);
   tally.total += rows.size(0) - padding.sum().item<int64_t>();
-  const int64_t bad_count = bad.sum().item<int64_t>();
-  const auto [hit, units] = samples_hit(bad, offsets, batch_size);
-  tally.units += units;
-  if (bad_count == 0) return;
-  tally.bad += bad_count;
-  tally.bad_units += hit;
-  if (!tally.first.empty()) return;
-  const int64_t row = bad.nonzero().select(1, 0)[0].item<int64_t>();
+  const int64_t row = count_bad(bad, offsets, batch_size, tally);
+  if (row < 0) return;
   const at::Tensor box = rows[row];
   tally.first = place(where, offsets, row, "box") + " = [" + c10::Join(", ", std::vector<double>(
                     box.data_ptr<double>(), box.data_ptr<double>() + 4)) + "]";
@@ -108,14 +114,8 @@ void FieldContractCheck::add_class_ids(const FieldContract& contract, const at::
   at::Tensor bad = values < 0;
   if (contract.class_count > 0) bad = bad | (values >= contract.class_count);
   tally.total += values.numel();
-  const int64_t bad_count = bad.sum().item<int64_t>();
-  const auto [hit, units] = samples_hit(bad, offsets, batch_size);
-  tally.units += units;
-  if (bad_count == 0) return;
-  tally.bad += bad_count;
-  tally.bad_units += hit;
-  if (!tally.first.empty()) return;
-  const int64_t index = bad.nonzero().select(1, 0)[0].item<int64_t>();
+  const int64_t index = count_bad(bad, offsets, batch_size, tally);
+  if (index < 0) return;
   tally.first = place(where, offsets, index, "value") + " = " + std::to_string(values[index].item<int64_t>());
 }
 

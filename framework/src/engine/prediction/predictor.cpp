@@ -296,7 +296,14 @@ RecordBlock deserialise(const uint8_t* data, int64_t size) {
 // Every rank's block of this round, in rank order, on rank 0 (other ranks get none): two
 // all_gathers, the sizes and then the serialised blocks padded to the longest. Merged later, by
 // merge_blocks, inside the round the ranks agree on.
-std::vector<RecordBlock> gather_blocks(const RecordBlock& mine, Collectives& collectives) {
+std::vector<RecordBlock> gather_blocks(RecordBlock mine, Collectives& collectives) {
+  // A single process holds its only block already: no bytes to move (dense outputs such as a
+  // segmentation model's logits are megabytes per sample).
+  if (collectives.world_size() == 1) {
+    std::vector<RecordBlock> own;
+    own.push_back(std::move(mine));
+    return own;
+  }
   const std::vector<uint8_t> payload_bytes = serialise(mine);
   const c10::Device device = collectives.device();
   const at::Tensor size = at::tensor(std::vector<int64_t>{static_cast<int64_t>(payload_bytes.size())}, at::kLong).to(device);
@@ -403,7 +410,7 @@ PredictSummary predict(ModelProxy& model, std::shared_ptr<SampleSource> split, L
     if (!first.empty()) throw Error("prediction stopped: " + first);
     if (round == rounds) break;
     // 3. Rank 0 holds every rank's rows of the round.
-    gathered = gather_blocks(block, collectives);
+    gathered = gather_blocks(std::move(block), collectives);
     progress.update(round + 1, std::numeric_limits<double>::quiet_NaN(), 0.0);
   }
   std::vector<at::Tensor> skipped{

@@ -61,6 +61,10 @@ class FieldContractCheck {
     std::string first;              ///< the first bad value's place and value
     std::vector<std::string> misfits; ///< where the field was absent or of another dtype or shape
   };
+  /// Adds `bad` (one flag per row or value) to `tally`: the samples it hits and the count. Returns
+  /// the first bad row's index when it is the first `tally` has to describe, else -1.
+  static int64_t count_bad(const at::Tensor& bad, const std::vector<int64_t>& offsets, int64_t batch_size,
+                           Tally& tally);
   static void add_boxes(const at::Tensor& field, const std::vector<int64_t>& offsets, int64_t batch_size,
                         const std::string& where, Tally& tally);
   static void add_class_ids(const FieldContract& contract, const at::Tensor& field,
