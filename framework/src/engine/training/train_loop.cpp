@@ -1,5 +1,5 @@
-// The loop, top to bottom as nanoGPT's reads: fetch and step (one call, StepRunner), log,
-// evaluate, save, stop (RunControl's answers). What happens inside a step is step_runner.cpp's;
+// The loop, top to bottom as nanoGPT's reads: step (one call, StepRunner), log, evaluate, save,
+// stop (RunControl's answers). What happens inside a step is step_runner.cpp's;
 // these two files are the training step (docs/engine.md).
 #include <ATen/ATen.h>
 #include <torch/optim/optimizer.h>
@@ -50,8 +50,9 @@ void Trainer::train_epoch(int64_t epoch) {
     return MicroBatch{std::move(*batch), train_loader_->next_batch_index()};
   };
   while (done < batches) {
-    // 1. Fetch and step: one optimizer step over the next accumulation window (the epoch's last
-    //    window may be short), with the ranks' agreement on every reason to stop or save.
+    // Step: one optimizer step over the next accumulation window (the epoch's last window may be
+    // short), with the ranks' agreement on every reason to stop or save (phases 1-6,
+    // step_runner.cpp).
     const int64_t window_start = (done / accum) * accum;
     const int64_t window = std::min(accum, batches - window_start) - (done - window_start);
     control_.defer(dispatch(TP_EVENT_STEP_BEGIN, {}));
@@ -65,14 +66,14 @@ void Trainer::train_epoch(int64_t epoch) {
                            next < batches ? ResumePosition{epoch, next} : ResumePosition{epoch + 1, 0});
     meters_.count_step();
     save_if_requested({epoch, next}); // a deferred callback request
-    // 2. Log: on logging steps, the loss the step's agreement carried (a sync on CUDA).
+    // Log: on logging steps, the loss the step's agreement carried (a sync on CUDA).
     const double loss = outcome.update_stats ? log_step(epoch, outcome.lr, *outcome.update_stats)
                                              : std::numeric_limits<double>::quiet_NaN();
     progress_.update(done, loss, outcome.lr);
-    // 3. Evaluate and save on the step strategies.
+    // Evaluate and save on the step strategies.
     evaluate_and_save_on_steps(epoch);
-    // 4. Stop: a signal saves exactly here and leaves (--resume continues from this batch);
-    //    every other reason ends the epoch, and fit() ends the run.
+    // Stop: a signal saves exactly here and leaves (--resume continues from this batch); every
+    // other reason ends the epoch, and fit() ends the run.
     if (const int signal_number = control_.signal(); signal_number != 0) {
       save(SaveKind::kPosition, {epoch, next});
       const std::string stopped = "stopped by signal " + std::to_string(signal_number) + " at step " + std::to_string(step());

@@ -172,7 +172,7 @@ class StepRunner {
   /// 2-3 for one piece: forward, the normalised loss, the non-finite check, backward (which
   /// all-reduces when `sync`), then its items and loss are counted.
   void train_piece(const NamedTensors& piece, const AccumulationWindow& window, bool sync, const StepPosition& at);
-  /// 2. The model, then the loss, under autocast; a failure names the component that failed, the step
+  /// 2. Forward: the model, then the loss, under autocast; a failure names the component that failed, the step
   /// and the fields it received (batch_error.h).
   LossTerms forward(const NamedTensors& batch, const StepPosition& at);
   at::Tensor normalised_loss(const LossTerms& terms, const AccumulationWindow& window);
@@ -187,7 +187,7 @@ class StepRunner {
   void join_all_reduce(const AccumulationWindow& window);
   /// 4-5 once per window, timed as the optimizer phase: the agreement, then the update or skip.
   void close_window(uint32_t control_flags, const StepPosition& at, StepOutcome& outcome);
-  /// 4. The window's one collective: `control_flags` and the step's own flags ORed over ranks,
+  /// 4. Agree: the window's one collective: `control_flags` and the step's own flags ORed over ranks,
   /// the item count (and on a logging step the meters' window sums) summed. Returns the flags.
   uint32_t agree_on_window(uint32_t control_flags, const StepPosition& at);
   /// 5. Update, or skip a poisoned or empty window.
