@@ -106,8 +106,14 @@ struct TrialRunner {
     fs::create_directories(dir);
     ChildOptions child;
     child.output = dir / "output.log";
+    double watched_mb = 0; // the high-water mark that stopped the trial
     if (cpu)
-      child.watch = [this](pid_t pid) { return high_water_mb(pid) > allowance_mb() ? SIGKILL : 0; };
+      child.watch = [this, &watched_mb](pid_t pid) {
+        const double mb = high_water_mb(pid);
+        if (!(mb > allowance_mb())) return 0;
+        watched_mb = mb;
+        return SIGKILL;
+      };
     const auto start = std::chrono::steady_clock::now();
     const ChildExit exit = signals.run(child_train_command(options, trial_settings(batch), dir), child);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -115,6 +121,9 @@ struct TrialRunner {
     Trial t{batch, std::nan(""), false, ""};
     if (cpu) t.peak_mb = static_cast<double>(exit.max_rss_kb) * 1024.0 / 1e6;
     if (exit.watch_signal != 0) {
+      // wait4's maximum can come back below what /proc showed when the trial was stopped (the
+      // kernel's accounting of a killed process): the peak is at least what passed the allowance.
+      t.peak_mb = std::max(t.peak_mb, watched_mb);
       t.note = "stopped above the allowance";
     } else if (exit.exit_code == kExitOk) {
       if (!cpu) {
