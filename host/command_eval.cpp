@@ -34,10 +34,10 @@ int run_eval(const Options& options) {
     throw ConfigError("data.val", "host eval needs a validation split: add [data.val] or set data.val_from_train = true.");
   }
   // eval.strategy = "no" stops evaluation during training; asked for explicitly, it still runs.
-  if (config.eval.strategy == "no") session->config.eval.strategy = "epoch";
+  if (config.eval.strategy == IntervalStrategy::kNo) session->config.eval.strategy = IntervalStrategy::kEpoch;
   // Evaluation takes no training step: a graph of one (run.cuda_graphs) would only be refused
   // where the run trained elsewhere (on the GPU, evaluated here on the CPU).
-  session->config.run.cuda_graphs = "off";
+  session->config.run.cuda_graphs = CudaGraphMode::kOff;
   Trainer trainer(config, parts, device, session->logger, session->run_dir, session->dist.get());
   restore_weights(checkpoint.weights(options.weights, "--weights"), parts.model->state());
   const Scalars metrics = trainer.evaluate(options.split);

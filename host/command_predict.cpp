@@ -76,8 +76,7 @@ int run_predict(const Options& options) {
                                    .world_size(world)
                                    .mode(LoaderMode::kEvalExact)
                                    .pin_memory(device.is_cuda())
-                                   .on_bad_sample(config.data.on_bad_sample == "skip" ? BadSamplePolicy::kSkip
-                                                                                      : BadSamplePolicy::kFail)
+                                   .on_bad_sample(config.data.on_bad_sample)
                                    .sample_timeout_s(config.data.sample_timeout_s);
   Progress progress(config.progress.mode, config.progress.every_seconds, rank0);
   const std::unique_ptr<Collectives> collectives = make_collectives(session->dist.get(), device);

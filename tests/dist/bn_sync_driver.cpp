@@ -22,12 +22,16 @@ int main(int argc, char** argv) {
   }
   try {
     const tp::Rendezvous place = tp::read_rendezvous(tp::process_environment());
-    tp::DistSection options{"gloo", 60.0, 25.0, false, true, argv[1], true};
+    const auto how = tp::try_parse_choice<tp::BatchNormSync>(argv[1]);
+    if (!how) {
+      std::fprintf(stderr, "bn_sync_driver: %s is not broadcast or reduce\n", argv[1]);
+      return 2;
+    }
+    tp::DistSection options{"gloo", 60.0, 25.0, false, true, *how, true};
     auto dist = tp::DistContext::join(place, options, "cpu");
     const auto model = tp::test::bn_sync_model_state(place.rank);
     const auto average = tp::test::bn_sync_average_state(place.rank);
-    const auto how = std::string(argv[1]) == "reduce" ? tp::BatchNormSync::kReduce : tp::BatchNormSync::kBroadcast;
-    const int64_t synced = tp::sync_batchnorm_statistics(*tp::data_parallel_collectives(*dist), {&model, &average}, how);
+    const int64_t synced = tp::sync_batchnorm_statistics(*tp::data_parallel_collectives(*dist), {&model, &average}, *how);
     std::ofstream out(std::string(argv[2]) + "/rank" + std::to_string(place.rank) + ".txt");
     out << "synced " << synced << "\n";
     for (const auto* state : {&model, &average}) {

@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   }
   try {
     const tp::Rendezvous place = tp::read_rendezvous(tp::process_environment());
-    tp::DistSection options{"gloo", 60.0, 25.0, false, true, "broadcast", true};
+    tp::DistSection options{"gloo", 60.0, 25.0, false, true, tp::BatchNormSync::kBroadcast, true};
     auto dist = tp::DistContext::join(place, options, "cpu");
     auto collectives = tp::data_parallel_collectives(*dist);
     const bool first = place.rank == 0;

@@ -142,7 +142,7 @@ TEST_CASE("every state role reads back what it saved (ARCH-20)") {
   // The fields each role writes, found by letting it write alone into an empty checkpoint.
   const auto empty = fields(tp::CheckpointContents{});
   std::vector<tp::StateRole> roles = a.state_roles(where);
-  REQUIRE(roles.size() == 10);
+  REQUIRE(roles.size() == 11);
   std::map<std::string, std::string> owner;
   for (const tp::StateRole& role : roles) {
     tp::CheckpointContents alone;

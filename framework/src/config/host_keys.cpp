@@ -35,7 +35,8 @@ using VT = ValueType;
 
 std::vector<HostKey> make_host_keys() {
   // One row per key, in the order of configs/reference.toml, which repeats the defaults (a test
-  // compares them). Rows: member, default (a TOML literal), help, then {.choices, .limit, .is_path, .kind}.
+  // compares them). Rows: member, default (a TOML literal), help, then {.choices, .limit, .is_path, .kind};
+  // an enum member (choices.h) brings its own choices.
   return {
       TP_HOST_KEY(run, name, R"("run")", "run name, shown in logs"),
       TP_HOST_KEY(run, output_dir, R"("runs/run")",
@@ -58,12 +59,10 @@ std::vector<HostKey> make_host_keys() {
       TP_HOST_KEY(run, cuda_graphs, R"("off")",
           "capture the whole training step in a CUDA graph after a few eager steps and replay it (same numbers, "
           "far fewer launches): on (refused with the reason where it cannot apply), auto (where it applies and "
-          "timing shows it faster), off",
-          {.choices = {"off", "on", "auto"}}),
+          "timing shows it faster), off"),
       TP_HOST_KEY(run, sync_debug, R"("off")",
           "CUDA: a call that makes the host wait for the device inside a training step (logging steps aside) "
-          "warns or fails, naming where (torch.cuda.set_sync_debug_mode)",
-          {.choices = {"off", "warn", "error"}}),
+          "warns or fails, naming where (torch.cuda.set_sync_debug_mode)"),
 
       TP_HOST_KEY(train, epochs, "10", "number of passes over the training set (>= 1)", {.limit = at_least(1)}),
       TP_HOST_KEY(train, batch_size, "32", "samples per step, per process (>= 1)", {.limit = at_least(1)}),
@@ -82,12 +81,10 @@ std::vector<HostKey> make_host_keys() {
           "clamp every gradient element to [-v, v]; 0 = off",
           {.limit = at_least(0)}),
       TP_HOST_KEY(train, nan_policy, R"("stop")",
-          "non-finite training loss: stop (error naming step, batch, lr) or skip the optimizer step",
-          {.choices = {"stop", "skip"}}),
+          "non-finite training loss: stop (error naming step, batch, lr) or skip the optimizer step"),
       TP_HOST_KEY(train, on_oom, R"("fail")",
           "out of memory in a step: fail (report naming the batch size and peak memory) or split the micro-batch in "
-          "halves from then on, the global batch unchanged",
-          {.choices = {"fail", "split"}}),
+          "halves from then on, the global batch unchanged"),
       TP_HOST_KEY(train, max_steps, "0",
           "stop after this many optimizer steps; overrides epochs (the schedule counts it); 0 = off",
           {.limit = at_least(0)}),
@@ -111,8 +108,7 @@ std::vector<HostKey> make_host_keys() {
 
       TP_HOST_KEY(eval, batch_size, "0", "evaluation batch size; 0 = train.batch_size", {.limit = at_least(0)}),
       TP_HOST_KEY(eval, strategy, R"("epoch")",
-          "when to evaluate: every `every` epochs, every `every` optimizer steps, or never",
-          {.choices = {"epoch", "steps", "no"}}),
+          "when to evaluate: every `every` epochs, every `every` optimizer steps, or never"),
       TP_HOST_KEY(eval, every, "1",
           "evaluation interval in units of `strategy` (>= 1)",
           {.limit = at_least(1)}),
@@ -156,16 +152,14 @@ std::vector<HostKey> make_host_keys() {
           "without [data.test], `host eval/predict --split test` build the \"test\" split from the [data.train] "
           "component (a dataset that serves one, ABI 1.5)"),
       TP_HOST_KEY(data, on_bad_sample, R"("fail")",
-          "a sample that fails to load: fail (error naming plugin, index, file) or skip it (counted per epoch)",
-          {.choices = {"fail", "skip"}}),
+          "a sample that fails to load: fail (error naming plugin, index, file) or skip it (counted per epoch)"),
       TP_HOST_KEY(data, sample_timeout_s, "600.0",
           "seconds one sample may take to load on a loader thread (a read stuck on a hung network file system) "
           "before it counts as a bad sample under data.on_bad_sample (>= 0; 0 = wait forever; needs num_workers >= 1)",
           {.limit = at_least(0)}),
 
       TP_HOST_KEY(checkpoint, strategy, R"("epoch")",
-          "when to save: every `every` epochs, every `every` optimizer steps, or never",
-          {.choices = {"epoch", "steps", "no"}}),
+          "when to save: every `every` epochs, every `every` optimizer steps, or never"),
       TP_HOST_KEY(checkpoint, every, "1",
           "save interval in units of `strategy` (>= 1)",
           {.limit = at_least(1)}),
@@ -273,8 +267,7 @@ std::vector<HostKey> make_host_keys() {
           "copy rank 0's buffers (BatchNorm statistics) to every rank before each training forward"),
       TP_HOST_KEY(dist, bn_stats, R"("broadcast")",
           "BatchNorm running statistics before every evaluation and save: broadcast = rank 0's, reduce = the mean "
-          "over ranks (timm's distribute_bn)",
-          {.choices = {"broadcast", "reduce"}}),
+          "over ranks (timm's distribute_bn)"),
       TP_HOST_KEY(dist, overlap, "true",
           "all-reduce gradient buckets during backward; false: the same buckets after backward (benchmarks)"),
       // Refused when true (validate_host_table says why); false is accepted for portable configs.
@@ -292,8 +285,7 @@ std::vector<HostKey> make_host_keys() {
       TP_HOST_KEY(ema, on_cpu, "false",
           "keep the average in host memory: saves device memory, costs a device-to-host copy per update"),
       TP_HOST_KEY(ema, buffers, R"("average")",
-          "floating-point buffers (BatchNorm statistics): average them, or copy the live ones",
-          {.choices = {"average", "copy"}}),
+          "floating-point buffers (BatchNorm statistics): average them, or copy the live ones"),
 
       TP_HOST_KEY(swa, enabled, "false",
           "stochastic weight averaging: an equal average of the weights at the end of each epoch from start_epoch"),
@@ -303,7 +295,7 @@ std::vector<HostKey> make_host_keys() {
       TP_PER_GROUP_KEY(swa, lr, "0.0", "SWALR swa_lr, the lr the SWA epochs anneal to (> 0 when swa.enabled)"),
       TP_HOST_KEY(swa, anneal_epochs, "10", "SWALR: epochs from the schedule's lr to swa.lr (>= 0)",
           {.limit = at_least(0)}),
-      TP_HOST_KEY(swa, anneal_strategy, R"("cos")", "SWALR annealing shape", {.choices = {"cos", "linear"}}),
+      TP_HOST_KEY(swa, anneal_strategy, R"("cos")", "SWALR annealing shape"),
       TP_HOST_KEY(swa, update_bn, "true",
           "after training, recompute BatchNorm running statistics with the averaged weights over the training set"),
 

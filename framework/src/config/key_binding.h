@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "tp/framework/config/choices.h"
 #include "tp/framework/config/host_keys.h"
 #include "tp/framework/config/value_kinds.h"
 
@@ -58,6 +59,17 @@ struct Field<Precision> {
   static void read(const toml::node& value, Precision& out) {
     // validate_host_table() has parsed it already, so the fallback is never taken.
     out = try_parse_precision(value.value<std::string>().value_or("")).value_or(Precision::Fp32);
+  }
+};
+/// A member of an enumerated choice (choices.h): a String key whose allowed values are the enum's
+/// config words, so the row need not list them.
+template <Choice E>
+struct Field<E> {
+  static constexpr VT kType = VT::String;
+  static std::vector<std::string> choices() { return choice_words<E>(); }
+  static void read(const toml::node& value, E& out) {
+    // validate_host_table() has refused any other word, so the fallback is never taken.
+    out = try_parse_choice<E>(value.value<std::string>().value_or("")).value_or(ChoiceWords<E>::kWords[0].first);
   }
 };
 template <typename T, VT Type>
@@ -113,6 +125,9 @@ HostKey typed_key(std::string path, std::string default_literal, std::string hel
   const ValueKind* kind = rules.kind;
   if constexpr (requires { Field<T>::kind(); }) {
     if (kind == nullptr) kind = Field<T>::kind();
+  }
+  if constexpr (requires { Field<T>::choices(); }) {
+    if (rules.choices.empty()) rules.choices = Field<T>::choices();
   }
   return {KeySpec{std::move(path), Type, std::move(default_literal), std::move(help), std::move(rules.choices),
                   rules.is_path, kind},

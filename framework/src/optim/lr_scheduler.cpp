@@ -189,6 +189,23 @@ std::vector<double> detail::per_group(const std::vector<double>& values, size_t 
   return values;
 }
 
+SchedulerOptions options_for_groups(SchedulerOptions o, const torch::optim::Optimizer& optimizer, double optim_lr) {
+  const double key_max_lr = o.max_lr.empty() ? 0.0 : o.max_lr.front();
+  const double peak = key_max_lr > 0 ? key_max_lr : optim_lr;
+  const double first = o.min_lr.empty() ? 0.0 : o.min_lr.front();
+  const bool range_test = o.name == "range_test";
+  o.max_lr.clear();
+  if (range_test) o.min_lr.clear();
+  for (const auto& group : optimizer.param_groups()) {
+    const double scale = group.options().get_lr() / optim_lr;
+    o.max_lr.push_back(peak * scale);
+    if (range_test) o.min_lr.push_back(first * scale);
+  }
+  return o;
+}
+
+bool cycles_momentum(const SchedulerOptions& o) { return o.name == "one_cycle" && o.cycle_momentum; }
+
 std::unique_ptr<LrScheduler> make_scheduler(const SchedulerOptions& o, torch::optim::Optimizer& optimizer,
                                             int64_t total_steps) {
   const auto fail = detail::config_fail;

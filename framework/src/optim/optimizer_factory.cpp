@@ -141,7 +141,7 @@ bool use_fused(const OptimSection& o, const std::vector<GroupPlan>& plans) {
     throw ConfigError("optim.implementation", "optim.implementation = \"" + o.implementation +
                                                   "\" is not one of auto, fused, for_loop.");
   const bool explicit_fused = o.implementation == "fused";
-  if (o.name == "rmsprop") {
+  if (!has_fused_kernel(o.name)) {
     if (explicit_fused)
       throw ConfigError("optim.implementation",
                         "optim.implementation = \"fused\": LibTorch has no fused RMSprop kernel (it has fused sgd, "
@@ -187,6 +187,8 @@ std::unique_ptr<torch::optim::Optimizer> build(const std::vector<GroupPlan>& pla
 }
 
 }  // namespace
+
+bool has_fused_kernel(std::string_view name) { return name == "sgd" || name == "adam" || name == "adamw"; }
 
 BuiltOptimizer make_optimizer(const OptimSection& o, const std::vector<StateTensor>& model_state,
                               const LayerDepths* depths) {

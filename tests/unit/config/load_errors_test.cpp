@@ -86,6 +86,21 @@ TEST_CASE("a string outside the choices lists them") {
     CHECK(load_text(std::string("[run]\ndevice = \"") + good + "\"\n" + kRequiredComponents)
               .run.device == good);
   }
+  // An enumerated choice (choices.h) is refused with its enum's words, and parsed into the enum.
+  const tp::ConfigError graphs = error_of("[run]\ncuda_graphs = \"yes\"\n");
+  CHECK(graphs.key_path() == "run.cuda_graphs");
+  TP_CHECK_CONTAINS(std::string(graphs.what()), "expected off, on or auto");
+  const tp::ConfigError policy = error_of("[train]\nnan_policy = \"Skip\"\n");
+  TP_CHECK_CONTAINS(std::string(policy.what()), "expected stop or skip");
+  const tp::RunConfig parsed = load_text(std::string("[train]\nnan_policy = \"skip\"\non_oom = \"split\"\n[run]\n"
+                                                     "cuda_graphs = \"auto\"\n[eval]\nstrategy = \"steps\"\n") +
+                                         kRequiredComponents);
+  CHECK(parsed.train.nan_policy == tp::NanPolicy::kSkip);
+  CHECK(parsed.train.on_oom == tp::OomPolicy::kSplit);
+  CHECK(parsed.run.cuda_graphs == tp::CudaGraphMode::kAuto);
+  CHECK(parsed.eval.strategy == tp::IntervalStrategy::kSteps);
+  CHECK(tp::to_string(parsed.eval.strategy) == "steps");
+  CHECK(tp::choice_words<tp::BatchNormSync>() == std::vector<std::string>{"broadcast", "reduce"});
   const tp::ConfigError mode = error_of("[checkpoint]\nmode = \"best\"\n");
   TP_CHECK_CONTAINS(std::string(mode.what()), "expected min or max");
   const tp::ConfigError progress = error_of("[progress]\nmode = \"tqdm\"\n");

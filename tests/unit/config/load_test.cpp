@@ -28,7 +28,7 @@ TEST_CASE("defaults fill every host key") {
   CHECK(cfg.train.drop_last);
   CHECK(cfg.eval.batch_size == 0);
   CHECK(cfg.eval.every == 1);
-  CHECK(cfg.eval.strategy == "epoch");
+  CHECK(cfg.eval.strategy == tp::IntervalStrategy::kEpoch);
   CHECK(cfg.optim.name == "adamw");
   CHECK(cfg.optim.lr == doctest::Approx(1e-3));
   CHECK(cfg.optim.weight_decay == doctest::Approx(0.01));

@@ -3,6 +3,7 @@
 // eagerly, and a run that meets every condition captures.
 #include "tp/framework/engine/cuda_graph_policy.h"
 #include "tp/framework/error.h"
+#include "tp/framework/optim/optimizer_factory.h"
 
 #include "support/doctest_after_torch.h"
 
@@ -15,8 +16,8 @@ tp::CudaGraphFacts capturable_facts() {
   f.world_size = 1;
   f.optimizer = "sgd";
   f.device_step_optimizer = true;
-  f.nan_policy = "stop";
-  f.on_oom = "fail";
+  f.nan_policy = tp::NanPolicy::kStop;
+  f.on_oom = tp::OomPolicy::kFail;
   f.model_id = "org.example.net";
   f.dataset_id = "org.example.data";
   return f;
@@ -51,12 +52,13 @@ TEST_CASE("each condition a graph cannot meet names its key") {
   f.device_step_optimizer = false;
   CHECK(only_refusal_key(f) == "optim.implementation");
   f.optimizer = "rmsprop";
+  f.optimizer_has_fused_kernel = tp::has_fused_kernel("rmsprop");
   CHECK(only_refusal_key(f) == "optim.name");
   f = capturable_facts();
-  f.nan_policy = "skip";
+  f.nan_policy = tp::NanPolicy::kSkip;
   CHECK(only_refusal_key(f) == "train.nan_policy");
   f = capturable_facts();
-  f.on_oom = "split";
+  f.on_oom = tp::OomPolicy::kSplit;
   CHECK(only_refusal_key(f) == "train.on_oom");
   f = capturable_facts();
   f.activation_checkpointing = true;
@@ -77,7 +79,7 @@ TEST_CASE("each condition a graph cannot meet names its key") {
 
 TEST_CASE("\"on\" refuses with every reason at once; \"auto\" trains eagerly") {
   tp::CudaGraphFacts f = capturable_facts();
-  f.nan_policy = "skip";
+  f.nan_policy = tp::NanPolicy::kSkip;
   f.model_blocker = "reads its output's values on the host";
   CHECK_FALSE(tp::cuda_graphs_allowed(tp::CudaGraphMode::kAuto, f));
   try {
@@ -90,11 +92,4 @@ TEST_CASE("\"on\" refuses with every reason at once; \"auto\" trains eagerly") {
     CHECK(message.find("(2) model org.example.net declares that it cannot be captured") != std::string::npos);
     CHECK(message.find("docs/cuda_graphs.md") != std::string::npos);
   }
-}
-
-TEST_CASE("run.cuda_graphs accepts off, on and auto only") {
-  CHECK(tp::parse_cuda_graph_mode("off") == tp::CudaGraphMode::kOff);
-  CHECK(tp::parse_cuda_graph_mode("on") == tp::CudaGraphMode::kOn);
-  CHECK(tp::parse_cuda_graph_mode("auto") == tp::CudaGraphMode::kAuto);
-  CHECK_THROWS_AS(tp::parse_cuda_graph_mode("yes"), tp::ConfigError);
 }

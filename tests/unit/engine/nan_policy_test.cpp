@@ -11,7 +11,9 @@ using tp::Precision;
 
 namespace {
 
-NanChecks checks(Precision p, c10::DeviceType d, const char* policy) { return tp::nan_checks(p, d, policy); }
+NanChecks checks(Precision p, c10::DeviceType d, const char* policy) {
+  return tp::nan_checks(p, d, tp::try_parse_choice<tp::NanPolicy>(policy).value());
+}
 
 }  // namespace
 

@@ -1,16 +1,18 @@
 // ParameterUpdate (engine/parameter_update.h), the update a CUDA graph captures, on the CPU: with
 // a fused optimizer under fp16 its skip is decided on the device and must equal the host's
 // decision (GradScaler::step) bit for bit; its statistics accumulate in place and read back as
-// the eager code computed them.
+// the eager code computed them; advance() moves time on after every window and folds the EMA in.
 #include <ATen/ATen.h>
 #include <torch/optim/optimizer.h>
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "tp/framework/amp/grad_scaler.h"
 #include "tp/framework/engine/parameter_update.h"
+#include "tp/framework/optim/lr_scheduler.h"
 #include "tp/framework/optim/optimizer_factory.h"
 #include "unit/optim/optimizer_test_util.h"
 
@@ -50,6 +52,14 @@ std::vector<tp::StateTensor> trainable_params(const std::vector<at::Tensor>& val
   return state;
 }
 
+/// A run's config with these sections (the rest value-initialised: no EMA, no SWA).
+tp::RunConfig update_config(const tp::TrainSection& train, const tp::AmpSection& amp) {
+  tp::RunConfig config{};
+  config.train = train;
+  config.amp = amp;
+  return config;
+}
+
 // Gradients as backward through a scaled loss leaves them: `scale` times the true ones.
 void set_scaled_grads(std::vector<tp::StateTensor>& state, const std::vector<at::Tensor>& grads, double scale) {
   for (size_t i = 0; i < state.size(); ++i) state[i].tensor.mutable_grad() = grads[i] * scale;
@@ -65,12 +75,13 @@ TEST_CASE("fp16 with a fused optimizer: the device's skip equals the host's, bit
       {at::linspace(-2, 2, 12).reshape({3, 4}), at::full({3}, 0.125)},
       {at::linspace(1, 3, 12).reshape({3, 4}), at::full({3}, std::nan(""))},          // overflow: skipped
       {at::linspace(0.5, 1, 12).reshape({3, 4}), at::full({3}, -1.0)}};
-  const tp::TrainSection t = clipping_train(0.0);
+  const tp::RunConfig config = update_config(clipping_train(0.0), fp16_amp());
+  tp::Logger log;
 
   // The update under test.
   std::vector<tp::StateTensor> state = trainable_params(init);
   tp::BuiltOptimizer built = tp::make_optimizer(fused_sgd_section(), state);
-  tp::ParameterUpdate update(t, fp16_amp(), built, c10::Device(c10::kCPU));
+  tp::ParameterUpdate update(config, built, state, c10::Device(c10::kCPU), log);
   // The reference: the same fused optimizer stepped by GradScaler::step, which reads the flag on the host.
   std::vector<tp::StateTensor> ref_state = trainable_params(init);
   tp::BuiltOptimizer ref = tp::make_optimizer(fused_sgd_section(), ref_state);
@@ -114,8 +125,9 @@ TEST_CASE("the logging window's statistics accumulate in place and restart after
   tp::BuiltOptimizer built = tp::make_optimizer(o, state);
   tp::AmpSection fp32 = fp16_amp();
   fp32.precision = tp::Precision::Fp32;
-  const tp::TrainSection t = clipping_train(/*max_grad_norm=*/5.0);
-  tp::ParameterUpdate update(t, fp32, built, c10::Device(c10::kCPU));
+  const tp::RunConfig config = update_config(clipping_train(/*max_grad_norm=*/5.0), fp32);
+  tp::Logger log;
+  tp::ParameterUpdate update(config, built, state, c10::Device(c10::kCPU), log);
   // Norms 10 (clipped), 3 (not), then 4 (not): sqrt(6^2 + 8^2), sqrt(3^2), sqrt(4^2).
   const std::vector<std::vector<at::Tensor>> grads = {{at::tensor({6.0f, 0.0f, 0.0f, 0.0f}), at::tensor({8.0f, 0.0f})},
                                                       {at::tensor({3.0f, 0.0f, 0.0f, 0.0f}), at::zeros({2})},
@@ -149,9 +161,47 @@ TEST_CASE("a correction multiplies every gradient before the update") {
   tp::BuiltOptimizer built = tp::make_optimizer(o, state);
   tp::AmpSection fp32 = fp16_amp();
   fp32.precision = tp::Precision::Fp32;
-  tp::ParameterUpdate update(clipping_train(0.0), fp32, built, c10::Device(c10::kCPU));
+  const tp::RunConfig config = update_config(clipping_train(0.0), fp32);
+  tp::Logger log;
+  tp::ParameterUpdate update(config, built, state, c10::Device(c10::kCPU), log);
   state[0].tensor.mutable_grad() = at::tensor({1.0f, -2.0f});
   update.stage();
   update.apply(at::scalar_tensor(0.5, at::kDouble), false);
   CHECK(at::equal(state[0].tensor.detach(), at::tensor({-0.5f, 1.0f})));
+}
+
+TEST_CASE("advance: time moves on after every window, a skipped one included, and the EMA folds in every N steps") {
+  std::vector<tp::StateTensor> state = trainable_params({at::zeros({2})});
+  tp::OptimSection o = fused_sgd_section();
+  o.momentum = 0.0;
+  o.lr = 1.0;
+  tp::BuiltOptimizer built = tp::make_optimizer(o, state);
+  tp::AmpSection fp32 = fp16_amp();
+  fp32.precision = tp::Precision::Fp32;
+  tp::RunConfig config = update_config(clipping_train(0.0), fp32);
+  config.ema.every_steps = 2;
+  tp::Logger log;
+  const c10::Device cpu(c10::kCPU);
+  tp::ParameterUpdate update(config, built, state, cpu, log);
+  tp::SchedulerOptions halving;
+  halving.name = "step";
+  halving.step_size = 1;
+  halving.gamma = 0.5;
+  update.set_schedule(tp::make_scheduler(halving, *built.optimizer, 10));
+  update.set_ema(std::make_unique<tp::WeightAverage>("ema", tp::AverageRule{}, state, cpu));
+  REQUIRE(update.averages().size() == 1);
+
+  // A skipped window (nan_policy = "skip"): no update, yet the schedule and the count move on.
+  CHECK(update.advance(/*updated=*/false) == 1.0); // the lr the step trained with
+  CHECK(update.step() == 1);
+  CHECK(tp::current_lr(*built.optimizer) == 0.5);
+  CHECK(update.ema()->updates() == 0); // ema.every_steps = 2
+  state[0].tensor.mutable_grad() = at::tensor({1.0f, -2.0f});
+  update.stage();
+  update.apply(at::Tensor(), false);
+  CHECK(update.advance(/*updated=*/true) == 0.5);
+  CHECK(update.step() == 2);
+  CHECK(update.ema()->updates() == 1); // the first update copies the weights
+  CHECK(at::equal(update.ema()->state()[0].tensor, state[0].tensor.detach()));
+  CHECK(update.weights_watch().first_non_finite_step() == -1);
 }

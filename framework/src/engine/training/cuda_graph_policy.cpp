@@ -4,13 +4,6 @@
 
 namespace tp {
 
-CudaGraphMode parse_cuda_graph_mode(const std::string& text) {
-  if (text == "off") return CudaGraphMode::kOff;
-  if (text == "on") return CudaGraphMode::kOn;
-  if (text == "auto") return CudaGraphMode::kAuto;
-  throw ConfigError("run.cuda_graphs", "run.cuda_graphs = \"" + text + "\" is not one of off, on, auto.");
-}
-
 std::vector<CudaGraphRefusal> cuda_graph_refusals(const CudaGraphFacts& f) {
   std::vector<CudaGraphRefusal> out;
   if (!f.cuda_build)
@@ -26,16 +19,16 @@ std::vector<CudaGraphRefusal> cuda_graph_refusals(const CudaGraphFacts& f) {
                        "save and skip flags ride with its item count), which a captured graph cannot, so graphed "
                        "steps are single-process for now"});
   if (!f.device_step_optimizer)
-    out.push_back({f.optimizer == "rmsprop" ? "optim.name" : "optim.implementation",
+    out.push_back({f.optimizer_has_fused_kernel ? "optim.implementation" : "optim.name",
                    "optimizer " + f.optimizer +
-                       (f.optimizer == "rmsprop" ? " has no fused kernel" : " runs its per-parameter loop") +
+                       (f.optimizer_has_fused_kernel ? " runs its per-parameter loop" : " has no fused kernel") +
                        ", whose lr, step count and fp16 skip are host values a graph would bake in (torch::optim::Adam "
                        "replays the captured step's bias correction forever); graphs need the fused sgd, adam or adamw "
                        "(optim.implementation = \"fused\" or \"auto\")"});
-  if (f.nan_policy == "skip")
+  if (f.nan_policy == NanPolicy::kSkip)
     out.push_back({"train.nan_policy", "train.nan_policy = \"skip\" reads every step's loss on the host to decide "
                                        "the update; use \"stop\" (the loss is then checked at logging steps)"});
-  if (f.on_oom == "split")
+  if (f.on_oom == OomPolicy::kSplit)
     out.push_back({"train.on_oom", "train.on_oom = \"split\" cuts micro-batches into new shapes after running out of "
                                    "memory, and a graph replays one shape; use \"fail\""});
   if (f.activation_checkpointing)

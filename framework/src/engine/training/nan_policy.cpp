@@ -4,8 +4,8 @@
 
 namespace tp {
 
-NanChecks nan_checks(Precision precision, c10::DeviceType device, std::string_view nan_policy) {
-  const bool skip = nan_policy == "skip";
+NanChecks nan_checks(Precision precision, c10::DeviceType device, NanPolicy nan_policy) {
+  const bool skip = nan_policy == NanPolicy::kSkip;
   // fp16: the grad scaler skips steps whose scaled gradients overflow, so "skip" is its job. A
   // loss that is already inf/NaN in the forward is no overflow a smaller scale can fix (every
   // later step would be skipped): "stop" stops, where the other precisions do.

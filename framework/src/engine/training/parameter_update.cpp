@@ -1,4 +1,6 @@
-// Phase 5 of the training step in its sub-phases (5a-5d), the same calls eager and captured.
+// Phase 5 of the training step in its sub-phases (5a-5d), the same calls eager and captured;
+// phase 6, what advances with every step; the SWA epochs. The checkpoint part is
+// parameter_update_state.cpp.
 #include "tp/framework/engine/parameter_update.h"
 
 #include <ATen/ATen.h>
@@ -6,6 +8,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "tp/framework/amp/precision.h"
@@ -13,24 +16,29 @@
 
 namespace tp {
 
-ParameterUpdate::ParameterUpdate(const TrainSection& train, const AmpSection& amp, BuiltOptimizer& optim,
-                                 c10::Device device)
-    : max_grad_norm_(train.max_grad_norm),
-      grad_norm_type_(train.grad_norm_type),
-      clip_value_(train.clip_value),
+ParameterUpdate::ParameterUpdate(const RunConfig& config, BuiltOptimizer& optim,
+                                 const std::vector<StateTensor>& model_state, c10::Device device, Logger& log)
+    : config_(config),
+      model_state_(model_state),
+      log_(log),
+      max_grad_norm_(config.train.max_grad_norm),
+      grad_norm_type_(config.train.grad_norm_type),
+      clip_value_(config.train.clip_value),
       optim_(optim),
       scaler_(GradScalerOptions()
-                  .init_scale(amp.init_scale)
-                  .growth_factor(amp.growth_factor)
-                  .backoff_factor(amp.backoff_factor)
-                  .growth_interval(amp.growth_interval)
-                  .enabled(needs_grad_scaler(amp.precision))) {
+                  .init_scale(config.amp.init_scale)
+                  .growth_factor(config.amp.growth_factor)
+                  .backoff_factor(config.amp.backoff_factor)
+                  .growth_interval(config.amp.growth_interval)
+                  .enabled(needs_grad_scaler(config.amp.precision))) {
   const auto options = at::TensorOptions().dtype(at::kFloat).device(device);
   grad_norm_ = at::full({}, std::numeric_limits<double>::quiet_NaN(), options);
   clipped_steps_ = at::zeros({}, options);
   clip_checks_ = at::zeros({}, options);
   device_skipped_ = at::zeros({}, options);
 }
+
+ParameterUpdate::~ParameterUpdate() = default;
 
 void ParameterUpdate::stage() {
   if (DeviceStepOptimizer* device = device_step(*optim_.optimizer)) device->stage_learning_rates();
@@ -126,6 +134,45 @@ UpdateStats ParameterUpdate::read_stats() {
 int64_t ParameterUpdate::scaler_skipped_steps() const {
   if (!scaler_.is_enabled()) return 0;
   return host_skipped_ + static_cast<int64_t>(device_skipped_.item<float>());
+}
+
+double ParameterUpdate::advance(bool updated) {
+  // 6. Advance: the lr this step trained with, then time moves on one optimizer step; SWALR
+  //    steps per epoch (end_swa_epoch()).
+  const double lr = current_lr(*optim_.optimizer);
+  if (!swa_schedule_) schedule_->step();
+  ++step_;
+  // Whether the update left the weights finite, on the device (no sync): the averages fold in
+  // only finite weights, and a save names the step where they first stopped being finite.
+  if (updated || !weights_watch_.finite().defined()) weights_watch_.observe(model_state_, step_);
+  if (ema_ && step_ % config_.ema.every_steps == 0) ema_->update(model_state_, weights_watch_.finite());
+  return lr;
+}
+
+void ParameterUpdate::set_schedule(std::unique_ptr<LrScheduler> schedule) { schedule_ = std::move(schedule); }
+
+void ParameterUpdate::set_ema(std::unique_ptr<WeightAverage> ema) { ema_ = std::move(ema); }
+
+void ParameterUpdate::set_swa(std::unique_ptr<WeightAverage> swa) { swa_ = std::move(swa); }
+
+std::vector<const WeightAverage*> ParameterUpdate::averages() const {
+  std::vector<const WeightAverage*> out;
+  for (const WeightAverage* average : {ema_.get(), swa_.get()})
+    if (average != nullptr) out.push_back(average);
+  return out;
+}
+
+bool ParameterUpdate::begin_swa_epoch(int64_t epoch) {
+  if (!swa_ || swa_schedule_ || epoch + 1 < config_.swa.start_epoch) return false;
+  swa_schedule_ = make_swa_scheduler(*optim_.optimizer, config_.swa.lr, config_.swa.anneal_epochs,
+                                     config_.swa.anneal_strategy == AnnealShape::kCos);
+  return true;
+}
+
+void ParameterUpdate::end_swa_epoch() {
+  if (!swa_schedule_) return;
+  swa_->update(model_state_, weights_watch_.finite()); // never folds in non-finite weights
+  swa_schedule_->step();
 }
 
 }  // namespace tp

@@ -162,7 +162,7 @@ bool StepCapture::audit_exempt() const noexcept {
 }
 
 std::string StepCapture::runtime_table() const {
-  return cuda_graphs_table(mode_ == CudaGraphMode::kOn ? "on" : "auto", graph_.captured() && !disabled_, state_,
+  return cuda_graphs_table(std::string(to_string(mode_)), graph_.captured() && !disabled_, state_,
                            eager_ms_, graph_ms_);
 }
 
@@ -171,7 +171,7 @@ bool StepCapture::take_report_change() noexcept { return std::exchange(changed_,
 void StepCapture::report(const std::string& why) {
   state_ = why;
   changed_ = true;
-  log_.info("run.cuda_graphs = \"" + std::string(mode_ == CudaGraphMode::kOn ? "on" : "auto") + "\": " + why);
+  log_.info("run.cuda_graphs = \"" + std::string(to_string(mode_)) + "\": " + why);
 }
 
 std::string cuda_graphs_table(const std::string& mode, bool graphed, const std::string& state, double eager_ms,

@@ -108,11 +108,12 @@ SyncProbe::~SyncProbe() {
 
 const std::string& SyncProbe::first_sync() const noexcept { return impl_->first; }
 
-SyncAudit::SyncAudit(const std::string& mode, c10::Device device) {
-  if (mode == "off" || !device.is_cuda()) return;
+SyncAudit::SyncAudit(SyncDebugMode mode, c10::Device device) {
+  if (mode == SyncDebugMode::kOff || !device.is_cuda()) return;
   auto& state = c10::cuda::warning_state();
   previous_ = static_cast<int>(state.get_sync_debug_mode());
-  state.set_sync_debug_mode(mode == "error" ? c10::cuda::SyncDebugMode::L_ERROR : c10::cuda::SyncDebugMode::L_WARN);
+  state.set_sync_debug_mode(mode == SyncDebugMode::kError ? c10::cuda::SyncDebugMode::L_ERROR
+                                                          : c10::cuda::SyncDebugMode::L_WARN);
 }
 
 SyncAudit::~SyncAudit() {
@@ -141,7 +142,7 @@ SyncProbe::SyncProbe(c10::Device) : impl_(std::make_unique<Impl>()) {}
 SyncProbe::~SyncProbe() = default;
 const std::string& SyncProbe::first_sync() const noexcept { return impl_->first; }
 
-SyncAudit::SyncAudit(const std::string&, c10::Device) {}
+SyncAudit::SyncAudit(SyncDebugMode, c10::Device) {}
 SyncAudit::~SyncAudit() = default;
 
 #endif

@@ -11,6 +11,8 @@
 #include <memory>
 #include <string>
 
+#include "tp/framework/config/choices.h" // SyncDebugMode
+
 namespace tp {
 
 /// One captured CUDA graph of the training step, and the stream it runs on.
@@ -71,7 +73,7 @@ class SyncProbe {
 /// (item(), copies to the host) and stream synchronisations.
 class SyncAudit {
  public:
-  SyncAudit(const std::string& mode, c10::Device device);
+  SyncAudit(SyncDebugMode mode, c10::Device device);
   ~SyncAudit();
   SyncAudit(const SyncAudit&) = delete;
   SyncAudit& operator=(const SyncAudit&) = delete;

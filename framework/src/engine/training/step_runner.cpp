@@ -51,8 +51,8 @@ bool is_logging_step(int64_t step, int64_t log_every) { return (step + 1) % log_
 }  // namespace
 
 StepRunner::StepRunner(const RunConfig& config, RunComponents& parts, const std::vector<StateTensor>& model_state,
-                       BuiltOptimizer& optim, const BatchPlacement& placement, TrainMeters& meters, Logger& log,
-                       Collectives& collectives)
+                       BuiltOptimizer& optim, ParameterUpdate& update, const BatchPlacement& placement,
+                       TrainMeters& meters, Logger& log, Collectives& collectives)
     : config_(config),
       parts_(parts),
       model_state_(model_state),
@@ -61,8 +61,8 @@ StepRunner::StepRunner(const RunConfig& config, RunComponents& parts, const std:
       meters_(meters),
       log_(log),
       collectives_(collectives),
-      precision_(config.amp.precision),
-      parameter_update_(config.train, config.amp, optim, placement.device()) {
+      update_(update),
+      precision_(config.amp.precision) {
   const auto zero = [&] { return at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(placement.device())); };
   window_estimate_ = zero();
   window_items_ = zero();
@@ -84,12 +84,12 @@ void StepRunner::build_gradient_reducer() {
 StepOutcome StepRunner::optimizer_step(const MicroBatchFeed& next, int64_t window_length, int64_t epoch,
                                        RunControl& control) {
   // The lrs the schedule set, onto the device, outside any capture (a graph reads them there).
-  parameter_update_.stage();
+  update_.stage();
   if (capture_) capture_->before_step();
   // run.sync_debug: nothing in a step may wait for the device, except on logging steps (they
   // read the loss and the update statistics), an fp16 SGD's first momentum step (decided on the
   // host, once) and while a graph is being prepared.
-  const bool exempt = is_logging_step(step_, config_.train.log_every_steps) || parameter_update_.host_decides_once() ||
+  const bool exempt = is_logging_step(update_.step(), config_.train.log_every_steps) || update_.host_decides_once() ||
                       (capture_ && capture_->audit_exempt());
   std::optional<SyncAudit> audit;
   if (!exempt) audit.emplace(config_.run.sync_debug, placement_.device());
@@ -103,7 +103,7 @@ StepOutcome StepRunner::eager_step(const MicroBatchFeed& next, int64_t window_le
                                    RunControl& control) {
   StepOutcome outcome;
   // 1-3. Fetch, place, forward and backward for each micro-batch of the window; gradients accumulate.
-  StepPosition at{step_, epoch, 0};
+  StepPosition at{update_.step(), epoch, 0};
   for (int64_t i = 0; i < window_length; ++i) {
     std::optional<MicroBatch> micro = next();
     if (!micro) return outcome; // the loader ran dry: a partial window takes no update
@@ -127,17 +127,9 @@ void StepRunner::close_window(uint32_t control_flags, const StepPosition& at, St
 }
 
 void StepRunner::finish_step(StepOutcome& outcome) {
-  // 6. Time advances one optimizer step either way, so the schedule and the step count stay
-  //    aligned (like a step the fp16 scaler skips). The history records the lr this step
-  //    trained with (Lightning's LearningRateMonitor); SWALR steps per epoch (the trainer's).
-  outcome.lr = current_lr(*optim_.optimizer);
-  if (!swa_schedule_) schedule_->step();
-  ++step_;
-  // Whether the update left the weights finite, on the device (no sync): the EMA folds in only
-  // finite weights, and a save names the step where they first stopped being finite.
-  if (outcome.updated || !weights_watch_.finite().defined()) weights_watch_.observe(model_state_, step_);
-  if (ema_ && step_ % config_.ema.every_steps == 0) ema_->update(model_state_, weights_watch_.finite());
-  if (is_logging_step(step_ - 1, config_.train.log_every_steps)) outcome.update_stats = parameter_update_.read_stats();
+  // 6. Advance: time moves on one optimizer step whether or not the window updated.
+  outcome.lr = update_.advance(outcome.updated);
+  if (is_logging_step(update_.step() - 1, config_.train.log_every_steps)) outcome.update_stats = update_.read_stats();
 }
 
 NamedTensors StepRunner::place(NamedTensors cpu_batch, const StepPosition& at) {
@@ -178,7 +170,7 @@ bool StepRunner::update_or_skip(const StepPosition& at) {
     const OutOfMemorySite site{"optimizer step", 0, at.step + 1, at.epoch + 1, config_.train.batch_size,
                                config_.train.grad_accum_steps, splits_};
     throw Error(out_of_memory_report(site, placement_.device(),
-                                     config_.train.on_oom == "split" ? "smaller micro-batches do not shrink the "
+                                     config_.train.on_oom == OomPolicy::kSplit ? "smaller micro-batches do not shrink the "
                                                                        "gradients and the optimizer's state" : "",
                                      std::current_exception()));
   }
@@ -261,8 +253,8 @@ void StepRunner::recover_from_out_of_memory(const std::exception_ptr& error, int
     why_not = "it came in the backward that all-reduces gradient buckets with the other ranks as they fill";
   const OutOfMemorySite site{piece_phase_, samples, at.step + 1, at.epoch + 1, config_.train.batch_size,
                              config_.train.grad_accum_steps, splits_};
-  if (config_.train.on_oom != "split" || !why_not.empty())
-    throw Error(out_of_memory_report(site, placement_.device(), config_.train.on_oom == "split" ? why_not : "", error));
+  if (config_.train.on_oom != OomPolicy::kSplit || !why_not.empty())
+    throw Error(out_of_memory_report(site, placement_.device(), config_.train.on_oom == OomPolicy::kSplit ? why_not : "", error));
   // The failed piece's tensors were freed as the error unwound; the gradients it wrote partly go
   // too, and the allocator's cache returns to the device so the halves start unfragmented.
   if (in_backward) optim_.optimizer->zero_grad(/*set_to_none=*/true);
@@ -329,13 +321,13 @@ void StepRunner::check_finite(const at::Tensor& sum, const StepPosition& at) {
                             short_number(current_lr(*optim_.optimizer)) + ")";
   // Where backward is a collective it must still run; the ranks decide together at the window's
   // end (agree_on_window) and stop or skip as one.
-  if (config_.train.nan_policy == "stop" && !reducer_->sums_over_ranks())
+  if (config_.train.nan_policy == NanPolicy::kStop && !reducer_->sums_over_ranks())
     throw Error("the training loss became non-finite " + where +
                 ". Lower optim.lr, check the data for NaN/Inf, clip gradients (train.max_grad_norm), or set "
                 "train.nan_policy = \"skip\" to skip such steps.");
   if (!window_poisoned_) {
     first_non_finite_ = where;
-    if (config_.train.nan_policy == "skip") log_.warn("non-finite training loss " + where + ": skipping this optimizer step");
+    if (config_.train.nan_policy == NanPolicy::kSkip) log_.warn("non-finite training loss " + where + ": skipping this optimizer step");
   }
   window_poisoned_ = true;
 }
@@ -345,7 +337,7 @@ void StepRunner::backward(const at::Tensor& loss, bool sync) {
   // overlapping the rest of backward; earlier ones accumulate locally with no communication.
   // A poisoned window's backward runs only where it is a collective the other ranks wait in.
   if (window_poisoned_ && !reducer_->sums_over_ranks()) return;
-  reducer_->backward(parameter_update_.scaler().scale(loss), sync);
+  reducer_->backward(update_.scaler().scale(loss), sync);
 }
 
 void StepRunner::join_all_reduce(const AccumulationWindow& window) {
@@ -375,7 +367,7 @@ uint32_t StepRunner::agree_on_window(uint32_t control_flags, const StepPosition&
                                               "agree on the window's item count and stop flags");
   if (log_window_) meters_.set_agreed_window_sums(agreed.sums.slice(0, 1));
   window_poisoned_ = (agreed.flags & kFlagNonFinite) != 0;
-  if (window_poisoned_ && config_.train.nan_policy == "stop")
+  if (window_poisoned_ && config_.train.nan_policy == NanPolicy::kStop)
     throw Error("the training loss became non-finite on at least one rank at step " + std::to_string(at.step + 1) +
                 " (epoch " + std::to_string(at.epoch + 1) + (first_non_finite_.empty() ? "" : "; on this rank " + first_non_finite_) +
                 "); every rank stops. Lower optim.lr, check the data for NaN/Inf, clip gradients "
@@ -422,7 +414,7 @@ void StepRunner::update_parameters() {
   if (!correction.defined() && config_.train.grad_accum_steps * splits_ > 1)
     correction = at::where(window_items_ > 0, window_estimate_ / window_items_, at::zeros_like(window_items_));
   // A graphed step measures the gradient norm every step: the capture serves every later step.
-  parameter_update_.apply(correction, log_window_ || capturing_);
+  update_.apply(correction, log_window_ || capturing_);
 }
 
 void StepRunner::sync_buffers() {
@@ -430,7 +422,7 @@ void StepRunner::sync_buffers() {
   if (!config_.dist.broadcast_buffers || !reducer_->sums_over_ranks()) return;
   // dist.bn_stats = "reduce": each rank keeps its own running statistics between evaluations
   // and saves, where the trainer averages them (batchnorm_sync.h); other buffers are rank 0's.
-  const bool keep_statistics = config_.dist.bn_stats == "reduce";
+  const bool keep_statistics = config_.dist.bn_stats == BatchNormSync::kReduce;
   std::vector<at::Tensor> buffers;
   for (const auto& s : model_state_)
     if (s.is_buffer && !(keep_statistics && is_batchnorm_statistic(s.name))) buffers.push_back(s.tensor.detach());

@@ -16,7 +16,7 @@
 namespace tp {
 
 void StepRunner::prepare_cuda_graphs(const CudaGraphFacts& facts) {
-  const CudaGraphMode mode = parse_cuda_graph_mode(config_.run.cuda_graphs);
+  const CudaGraphMode mode = config_.run.cuda_graphs;
   if (mode == CudaGraphMode::kOff) {
     graph_report_ = cuda_graphs_table("off", false, "off");
     return;
@@ -28,7 +28,7 @@ void StepRunner::prepare_cuda_graphs(const CudaGraphFacts& facts) {
     return;
   }
   capture_ = std::make_unique<StepCapture>(mode, placement_.device(), log_);
-  log_.info("run.cuda_graphs = \"" + config_.run.cuda_graphs + "\": the training step is captured in a CUDA graph after " +
+  log_.info("run.cuda_graphs = \"" + std::string(to_string(mode)) + "\": the training step is captured in a CUDA graph after " +
             std::to_string(StepCapture::kWarmupSteps) + " eager steps" +
             (mode == CudaGraphMode::kAuto ? " and kept if timing shows it faster" : ""));
 }
@@ -43,7 +43,7 @@ StepOutcome StepRunner::graphed_step(const MicroBatchFeed& next, int64_t window_
   StepOutcome outcome;
   // 1. The whole window first, fetched and placed eagerly (the loader, the copy to the device,
   //    the batch transforms): a graph replays the device work of all its micro-batches at once.
-  StepPosition at{step_, epoch, 0};
+  StepPosition at{update_.step(), epoch, 0};
   std::vector<NamedTensors> window;
   std::vector<int64_t> next_indices;
   bool complete = true;
@@ -58,7 +58,7 @@ StepOutcome StepRunner::graphed_step(const MicroBatchFeed& next, int64_t window_
     window.push_back(place(std::move(micro->tensors), at));
   }
   outcome.micro_batches = static_cast<int64_t>(window.size());
-  const bool update_ready = parameter_update_.device_only() && parameter_update_.gradients_clear();
+  const bool update_ready = update_.device_only() && update_.gradients_clear();
   const StepCapture::Use use = capture_->use_for(window, complete, static_cast<int64_t>(window.size()),
                                                  config_.train.grad_accum_steps, update_ready);
   if (use == StepCapture::Use::kEager) {

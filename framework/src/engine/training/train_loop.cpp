@@ -145,7 +145,7 @@ void Trainer::end_epoch(int64_t epoch) {
                         {"throughput/samples_per_s", seconds > 0 ? double(clock.samples) / seconds : 0.0}}};
   record.values.insert(record.values.end(), train_terms.begin(), train_terms.end());
   // data.on_bad_sample = "skip": how many training samples this rank dropped, and the first few.
-  if (const int64_t skipped = train_loader_->skipped_count(); config_.data.on_bad_sample == "skip") {
+  if (const int64_t skipped = train_loader_->skipped_count(); config_.data.on_bad_sample == BadSamplePolicy::kSkip) {
     record.values.emplace_back("data/skipped_samples", double(skipped));
     std::string note = "epoch " + std::to_string(epoch + 1) + ": skipped " + std::to_string(skipped) + " bad samples";
     for (const SkippedSample& s : train_loader_->first_skipped()) note += "\n  index " + std::to_string(s.index) + ": " + s.message;
@@ -175,7 +175,7 @@ void Trainer::end_epoch(int64_t epoch) {
 
 Scalars Trainer::run_evaluation() {
   sync_batchnorm_stats(); // each rank evaluates its shard: with the same statistics
-  Scalars eval = evaluator_->run(step(), steps_.active_schedule());
+  Scalars eval = evaluator_->run(step(), update_.active_schedule());
   // EVAL_END requests: a stop ends the run after this evaluation; a save is taken by the caller
   // at its position.
   const uint32_t requests = dispatch(TP_EVENT_EVAL_END, eval);
@@ -185,7 +185,7 @@ Scalars Trainer::run_evaluation() {
     control_.stop_for(StopCause::kEarlyStopping, "early stopping: " + *reason);
     log_.info("early stopping: " + *reason);
   }
-  if (config_.eval.strategy == "steps") {
+  if (config_.eval.strategy == IntervalStrategy::kSteps) {
     HistoryRecord record{"eval", {{"step", double(step())}, {"epoch", double(position_.epoch)}}};
     record.values.insert(record.values.end(), eval.begin(), eval.end());
     control_.rank0_write([&] { history_.add(record); });
@@ -197,9 +197,9 @@ Scalars Trainer::run_evaluation() {
   return eval;
 }
 
-bool Trainer::due(const std::string& strategy, int64_t every, bool at_epoch_end, int64_t epoch) const {
-  if (strategy == "steps") return !at_epoch_end && step() % every == 0;
-  if (strategy != "epoch" || !at_epoch_end) return false;
+bool Trainer::due(IntervalStrategy strategy, int64_t every, bool at_epoch_end, int64_t epoch) const {
+  if (strategy == IntervalStrategy::kSteps) return !at_epoch_end && step() % every == 0;
+  if (strategy != IntervalStrategy::kEpoch || !at_epoch_end) return false;
   return (epoch + 1) % every == 0 || epoch + 1 == epochs_ || control_.stop();
 }
 

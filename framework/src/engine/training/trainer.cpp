@@ -35,7 +35,7 @@ LoaderOptions loader_options(const RunConfig& c, int64_t batch_size, LoaderMode 
       .world_size(world)
       .mode(mode)
       .pin_memory(device.is_cuda())
-      .on_bad_sample(c.data.on_bad_sample == "skip" ? BadSamplePolicy::kSkip : BadSamplePolicy::kFail)
+      .on_bad_sample(c.data.on_bad_sample)
       .sample_timeout_s(c.data.sample_timeout_s);
 }
 
@@ -72,7 +72,8 @@ Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device devi
       budget_(config.train.fast_dev_run ? 0 : config.train.max_steps, config.train.max_time_seconds),
       placement_(device, config.run.channels_last, config.data.device_prefetch),
       meters_(device, *collectives_, nan_checks(precision_, device.type(), config.train.nan_policy)),
-      steps_(config, parts, model_state_, optim_, placement_, meters_, logger, *collectives_),
+      update_(config, optim_, model_state_, device, logger),
+      steps_(config, parts, model_state_, optim_, update_, placement_, meters_, logger, *collectives_),
       events_(parts.callbacks),
       control_(*collectives_, budget_, config.train.max_time),
       history_(run_dir_, writes_),
@@ -129,7 +130,7 @@ Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device devi
         parts_.train_data, loader_options(config_, t.batch_size, LoaderMode::kEvalExact, rank_, world_size_, device_));
     log_.info("overfit_batches: training and validating on the first " + std::to_string(t.overfit_batches) +
               " training batches; the loss should approach zero");
-  } else if (parts_.val_data && config_.eval.strategy != "no") {
+  } else if (parts_.val_data && config_.eval.strategy != IntervalStrategy::kNo) {
     const int64_t eval_batch = config_.eval.batch_size > 0 ? config_.eval.batch_size : t.batch_size;
     val_loader = std::make_unique<DataLoader>(
         parts_.val_data, loader_options(config_, eval_batch, LoaderMode::kEvalExact, rank_, world_size_, device_));
@@ -147,16 +148,17 @@ void Trainer::init_cuda_graphs() {
   facts.cuda_build = TP_TORCH_DEVICE_BUILD == 2;
   facts.world_size = world_size_;
   facts.optimizer = config_.optim.name;
+  facts.optimizer_has_fused_kernel = has_fused_kernel(config_.optim.name);
   facts.device_step_optimizer = device_step(*optim_.optimizer) != nullptr;
   facts.nan_policy = config_.train.nan_policy;
   facts.on_oom = config_.train.on_oom;
   facts.activation_checkpointing = config_.activation_checkpointing;
   facts.model_id = parts_.model->id();
   // Asked only when graphs are wanted: the plugin's answer may cost it some inspection.
-  if (config_.run.cuda_graphs != "off") facts.model_blocker = parts_.model->graph_capture_blocker();
+  if (config_.run.cuda_graphs != CudaGraphMode::kOff) facts.model_blocker = parts_.model->graph_capture_blocker();
   facts.dataset_id = parts_.train_data->id();
   facts.variable_fields = parts_.train_data->batch_layout().describe();
-  facts.cycles_momentum = config_.schedule.name == "one_cycle" && config_.schedule.cycle_momentum;
+  facts.cycles_momentum = cycles_momentum(config_.schedule);
   steps_.prepare_cuda_graphs(facts);
   record_cuda_graph_state();
 }
@@ -169,31 +171,11 @@ void Trainer::record_cuda_graph_state() {
 }
 
 void Trainer::init_schedule() {
-  // [schedule] is already the scheduler's options; only max_lr needs the optimizer. one_cycle
-  // peaks each parameter group in proportion to its own lr ([[optim.param_groups]]), as passing a
-  // per-group max_lr list to torch.optim.lr_scheduler.OneCycleLR does; the key's 0 means optim.lr.
-  SchedulerOptions o = config_.schedule;
-  const double key_max_lr = o.max_lr.empty() ? 0.0 : o.max_lr.front();
-  const double peak = key_max_lr > 0 ? key_max_lr : config_.optim.lr;
-  o.max_lr.clear();
-  for (const auto& group : optim_.optimizer->param_groups())
-    o.max_lr.push_back(peak * group.options().get_lr() / config_.optim.lr);
-  if (o.name == "range_test") {
-    // The sweep's bounds are optim.lr's; each group sweeps in proportion to its own lr, exactly
-    // the given bounds for a group at optim.lr (a scale of 1.0), as `host tune lr` computes them.
-    const double first = o.min_lr.empty() ? 0.0 : o.min_lr.front();
-    o.min_lr.clear();
-    o.max_lr.clear();
-    for (const auto& group : optim_.optimizer->param_groups()) {
-      const double scale = group.options().get_lr() / config_.optim.lr;
-      o.min_lr.push_back(first * scale);
-      o.max_lr.push_back(peak * scale);
-    }
-  }
+  const SchedulerOptions o = options_for_groups(config_.schedule, *optim_.optimizer, config_.optim.lr);
   // Time is optimizer steps: a window of grad_accum_steps micro-batches is one step, and the
   // epoch's short last window counts too (ARCH-10).
   const int64_t total = budget_.total_steps(total_optimizer_steps(epochs_, train_batches_, config_.train.grad_accum_steps));
-  steps_.set_schedule(make_scheduler(o, *optim_.optimizer, total));
+  update_.set_schedule(make_scheduler(o, *optim_.optimizer, total));
   log_.info("schedule " + o.name + " over " + std::to_string(total) + " optimizer steps; precision " +
             std::string(to_string(precision_)));
 }
@@ -209,21 +191,22 @@ void Trainer::init_averages() {
                                                "): nothing would be averaged. Lower it.");
     // Buffers follow the live model (PyTorch's use_buffers=False); update_bn recomputes them at the end.
     const AverageRule rule{AverageRule::Kind::kEqual, 0.0, false, false};
-    swa_ = std::make_unique<WeightAverage>("swa", rule, model_state_, device_);
-    evaluator_->add_average(*swa_, model_state_);
+    update_.set_swa(std::make_unique<WeightAverage>("swa", rule, model_state_, device_));
+    evaluator_->add_average(*update_.swa(), model_state_);
     log_.info("swa: averaging from epoch " + std::to_string(w.start_epoch) + ", lr annealed to " +
               short_number(w.lr.front()) + " over " + std::to_string(w.anneal_epochs) + " epoch(s) (" +
-              w.anneal_strategy + "); " + std::to_string(swa_->bytes() >> 20) + " MiB; evaluated as val_swa/*");
+              std::string(to_string(w.anneal_strategy)) + "); " + std::to_string(update_.swa()->bytes() >> 20) + " MiB; evaluated as val_swa/*");
   }
   if (!config_.ema.enabled) return;
   const EmaSection& e = config_.ema;
-  const AverageRule rule{AverageRule::Kind::kExponential, e.decay, e.warmup, e.buffers == "average"};
+  const AverageRule rule{AverageRule::Kind::kExponential, e.decay, e.warmup, e.buffers == AverageBuffers::kAverage};
   const c10::Device where = e.on_cpu ? c10::Device(c10::kCPU) : device_;
-  steps_.set_ema(std::make_unique<WeightAverage>("ema", rule, model_state_, where));
-  const WeightAverage& ema = *steps_.ema();
+  update_.set_ema(std::make_unique<WeightAverage>("ema", rule, model_state_, where));
+  const WeightAverage& ema = *update_.ema();
   evaluator_->add_average(ema, model_state_);
   log_.info("ema: decay " + short_number(e.decay) + (e.warmup ? " with warmup" : "") + ", every " +
-            std::to_string(e.every_steps) + " step(s), buffers " + e.buffers + "d; " +
+            std::to_string(e.every_steps) + " step(s), " +
+            (e.buffers == AverageBuffers::kAverage ? "buffers averaged; " : "buffers copied; ") +
             std::to_string(ema.bytes() >> 20) + " MiB on " + where.str() + "; evaluated as val_ema/*");
 }
 
@@ -293,10 +276,10 @@ FitSummary Trainer::fit() {
   const std::optional<ResumePosition>& time_stop = control_.time_stop();
   const ResumePosition resume = time_stop.value_or(ResumePosition{position_.epoch, 0});
   const bool swa_final = !time_stop && finish_swa();
-  const bool steps_eval_due = !time_stop && config_.eval.strategy == "steps" && !evaluator_->evaluated_at(step());
+  const bool steps_eval_due = !time_stop && config_.eval.strategy == IntervalStrategy::kSteps && !evaluator_->evaluated_at(step());
   if (evaluator_->enabled() && (swa_final || steps_eval_due))
     run_evaluation();
-  if (config_.checkpoint.strategy != "no" && (swa_final || position_.last_periodic_save != step()))
+  if (config_.checkpoint.strategy != IntervalStrategy::kNo && (swa_final || position_.last_periodic_save != step()))
     save(SaveKind::kPeriodic, resume);
   if (position_.last_periodic_save != step()) save_if_requested(resume);
   summary.loaded_best = config_.checkpoint.load_best_at_end && !config_.train.fast_dev_run && load_best();
@@ -310,8 +293,8 @@ FitSummary Trainer::fit() {
   summary.stopped_early = control_.stopped_early();
   summary.stop_reason = summary.stopped_early ? control_.reason() : "";
   summary.skipped_steps = steps_.skipped_steps();
-  summary.scaler_skipped_steps = steps_.scaler_skipped_steps();
-  if (steps_.scaler().is_enabled()) report_scaler_skips(step() - first_step);
+  summary.scaler_skipped_steps = update_.scaler_skipped_steps();
+  if (update_.scaler().is_enabled()) report_scaler_skips(step() - first_step);
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (step() > first_step) log_.info(meters_.report().summary(step() - first_step, summary.seconds));
   // The same report as numbers for `host compare`; written last, after the final save.
@@ -322,7 +305,7 @@ FitSummary Trainer::fit() {
                           meters_.report().to_toml({summary.epochs, summary.steps, budget_.elapsed()},
                                                    step() - first_step, summary.seconds) +
                               "collectives = " + std::to_string(collectives_->calls() - first_collective) + "\n" +
-                              (steps_.scaler().is_enabled()
+                              (update_.scaler().is_enabled()
                                    ? "scaler_skipped_steps = " + std::to_string(summary.scaler_skipped_steps) + "\n"
                                    : std::string()));
   });
@@ -332,7 +315,7 @@ FitSummary Trainer::fit() {
 }
 
 void Trainer::report_scaler_skips(int64_t steps) const {
-  const int64_t skipped = steps_.scaler_skipped_steps();
+  const int64_t skipped = update_.scaler_skipped_steps();
   const std::string line = "amp: the fp16 grad scaler skipped " + std::to_string(skipped) + " of " +
                            std::to_string(steps) + " optimizer steps (inf/NaN gradients; amp/skipped_steps in the history)";
   if (skipped <= scaler_skip_warning_threshold(steps)) {

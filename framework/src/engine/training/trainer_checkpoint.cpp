@@ -38,7 +38,7 @@ void set_generator_state(c10::Device device, const at::Tensor& state) {
 void Trainer::save(SaveKind kind, ResumePosition resume) {
   // train.fast_dev_run writes nothing, whatever asks (a signal, a callback's request included).
   if (config_.train.fast_dev_run) return;
-  if (kind != SaveKind::kPosition && config_.checkpoint.strategy == "no") return;
+  if (kind != SaveKind::kPosition && config_.checkpoint.strategy == IntervalStrategy::kNo) return;
   // Best: only an evaluation taken at this very step describes these weights.
   const std::optional<double> monitor =
       kind == SaveKind::kPosition ? std::nullopt : evaluator_->monitor_at(step());
@@ -72,13 +72,12 @@ void Trainer::refuse_non_finite_weights() {
   // Every save: the weights, the EMA and the SWA average it would write, read once on the host
   // and agreed (the ranks hold the same weights, but a save is a decision all of them make).
   std::vector<const std::vector<StateTensor>*> saved{&model_state_};
-  for (const WeightAverage* average : {static_cast<const WeightAverage*>(steps_.ema()), static_cast<const WeightAverage*>(swa_.get())})
-    if (average) saved.push_back(&average->state());
+  for (const WeightAverage* average : update_.averages()) saved.push_back(&average->state());
   bool finite = true;
   for (const auto* state : saved) finite = finite && (all_finite(*state).item<bool>() || exactly_finite(*state));
   const uint32_t mine = finite ? 0u : 1u;
   if (collectives_->agree(mine, "agree that the weights to save are finite") == 0) return;
-  const int64_t first = steps_.weights_watch().first_non_finite_step();
+  const int64_t first = update_.weights_watch().first_non_finite_step();
   const std::string since = first > 0 ? "the update of step " + std::to_string(first) + " left them non-finite"
                                       : "they were non-finite before training changed them (train.init_weights?)";
   throw Error("not saving the checkpoint of step " + std::to_string(step()) + ": the model's weights are inf or NaN (" +
@@ -119,8 +118,8 @@ bool Trainer::load_best() {
   // A monitor on averaged weights (val_ema/..., val_swa/...) makes the best weights the
   // average's: they become the model's (the final evaluation is theirs, as val/*).
   std::string which = "live";
-  for (const WeightAverage* average : {static_cast<const WeightAverage*>(steps_.ema()), static_cast<const WeightAverage*>(swa_.get())})
-    if (average && config_.checkpoint.monitor.starts_with("val_" + average->name() + "/")) which = average->name();
+  for (const WeightAverage* average : update_.averages())
+    if (config_.checkpoint.monitor.starts_with("val_" + average->name() + "/")) which = average->name();
   if (best) {
     restore_weights(best->weights(which, "checkpoint.monitor"), model_state_);
     control_.defer(dispatch(TP_EVENT_CHECKPOINT_LOAD, {{config_.checkpoint.monitor, best->best}}, path.string()) &
@@ -165,17 +164,10 @@ std::vector<StateRole> Trainer::state_roles(ResumePosition resume) {
                    [this](const LoadedCheckpoint& from) { restore_model_state(from, model_state_); }});
   roles.push_back({"step", [this](CheckpointContents& into) { steps_.save_state(into); },
                    [this](const LoadedCheckpoint& from) { steps_.load_state(from); }});
-  roles.push_back({"swa",
-                   [this](CheckpointContents& into) {
-                     if (swa_) into.averages.push_back({swa_->name(), &swa_->state(), swa_->updates()});
-                   },
-                   [this](const LoadedCheckpoint& from) {
-                     if (!swa_) return;
-                     // Written before [swa] was enabled: the average starts afresh from the resumed weights.
-                     const SavedAverage* saved = from.average(swa_->name());
-                     swa_->load(saved ? saved->weights : from.model, saved ? saved->updates : 0);
-                     if (!saved) log_.warn("swa: the checkpoint holds no averaged weights; the average starts from the resumed weights");
-                   }});
+  roles.push_back({"update", [this](CheckpointContents& into) { update_.save_state(into); },
+                   [this](const LoadedCheckpoint& from) { update_.load_state(from); }});
+  roles.push_back({"averages", [this](CheckpointContents& into) { update_.save_averages(into); },
+                   [this](const LoadedCheckpoint& from) { update_.load_averages(from); }});
   // The checkpoint holds the global sums (gather_running_loss); rank 0 carries them on.
   roles.push_back({"meters", [this](CheckpointContents& into) { into.running_loss = meters_.running_loss(); },
                    [this](const LoadedCheckpoint& from) { meters_.load_running_loss(from.running_loss, rank_ == 0); }});

@@ -26,10 +26,8 @@ void Trainer::broadcast_model() {
 
 void Trainer::sync_batchnorm_stats() {
   std::vector<const std::vector<StateTensor>*> states = {&model_state_};
-  for (const WeightAverage* average : {static_cast<const WeightAverage*>(steps_.ema()), static_cast<const WeightAverage*>(swa_.get())})
-    if (average) states.push_back(&average->state());
-  sync_batchnorm_statistics(*collectives_, states,
-                            config_.dist.bn_stats == "reduce" ? BatchNormSync::kReduce : BatchNormSync::kBroadcast);
+  for (const WeightAverage* average : update_.averages()) states.push_back(&average->state());
+  sync_batchnorm_statistics(*collectives_, states, config_.dist.bn_stats);
 }
 
 void Trainer::check_same_position() {

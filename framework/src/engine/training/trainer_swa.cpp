@@ -15,22 +15,17 @@
 namespace tp {
 
 void Trainer::begin_swa_epoch(int64_t epoch) {
-  if (!swa_ || steps_.swa_schedule() || epoch + 1 < config_.swa.start_epoch) return;
-  steps_.start_swa_schedule(make_swa_scheduler(*optim_.optimizer, config_.swa.lr, config_.swa.anneal_epochs,
-                                               config_.swa.anneal_strategy == "cos"));
+  if (!update_.begin_swa_epoch(epoch)) return;
   log_.info("swa: epoch " + std::to_string(epoch + 1) + " starts stochastic weight averaging; lr " +
             short_number(current_lr(*optim_.optimizer)) + " annealing to " + short_number(config_.swa.lr.front()));
 }
 
-void Trainer::end_swa_epoch() {
-  if (!steps_.swa_schedule()) return;
-  swa_->update(model_state_, steps_.weights_watch().finite()); // never folds in non-finite weights
-  steps_.swa_schedule()->step();
-}
+void Trainer::end_swa_epoch() { update_.end_swa_epoch(); }
 
 bool Trainer::finish_swa() {
-  if (!swa_ || swa_->updates() == 0) return false;
-  restore_weights(named_weights(swa_->state()), model_state_);
+  WeightAverage* swa = update_.swa();
+  if (!swa || swa->updates() == 0) return false;
+  restore_weights(named_weights(swa->state()), model_state_);
   std::string statistics;
   if (config_.swa.update_bn) {
     const int64_t layers = refresh_batchnorm_statistics(parts_, model_state_, *train_loader_,
@@ -39,9 +34,9 @@ bool Trainer::finish_swa() {
                                   " layer(s) recomputed over the training split"
                             : "; no BatchNorm statistics to recompute";
     // The average's buffers become the recomputed ones: val_swa/* then equals val/*.
-    swa_->load(named_weights(model_state_), swa_->updates());
+    swa->load(named_weights(model_state_), swa->updates());
   }
-  log_.info("swa: the model now holds the average of " + std::to_string(swa_->updates()) + " epochs' weights" +
+  log_.info("swa: the model now holds the average of " + std::to_string(swa->updates()) + " epochs' weights" +
             statistics);
   return true;
 }

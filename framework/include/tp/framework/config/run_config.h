@@ -17,6 +17,7 @@
 
 #include <toml++/toml.h>
 
+#include "tp/framework/config/choices.h"
 #include "tp/framework/config/value_kinds.h"
 #include "tp/framework/optim/scheduler_options.h"
 
@@ -40,8 +41,8 @@ struct RunSection {
   bool channels_last;     ///< model and 4-D inputs in channels-last memory format
   bool cudnn_benchmark;   ///< cuDNN autotuning per shape (never with deterministic)
   bool tf32;              ///< TF32 tensor cores for fp32 matmul/convolution on CUDA
-  std::string cuda_graphs; ///< "off" | "on" | "auto": capture the training step in a CUDA graph (docs/cuda_graphs.md)
-  std::string sync_debug;  ///< "off" | "warn" | "error": a host sync inside a non-logging CUDA step warns or fails
+  CudaGraphMode cuda_graphs; ///< capture the training step in a CUDA graph (docs/cuda_graphs.md)
+  SyncDebugMode sync_debug;  ///< a host sync inside a non-logging CUDA step warns or fails
   bool operator==(const RunSection&) const = default; ///< field-wise
 };
 
@@ -54,8 +55,8 @@ struct TrainSection {
   double max_grad_norm;     ///< clip the global gradient norm to this; 0 = off
   double grad_norm_type;    ///< the norm of max_grad_norm (2 = Euclidean; inf allowed)
   double clip_value;        ///< clamp every gradient element to [-v, v]; 0 = off
-  std::string nan_policy;   ///< "stop" | "skip": what a non-finite training loss does
-  std::string on_oom;       ///< "fail" | "split": what running out of device memory in a step does
+  NanPolicy nan_policy; ///< what a non-finite training loss does
+  OomPolicy on_oom;     ///< what running out of device memory in a step does
   int64_t max_steps;        ///< > 0: the run's optimizer steps (epochs follow from it)
   std::string max_time;     ///< training-time budget "[D:]HH:MM:SS" as written (messages); "" = none
   double max_time_seconds;  ///< train.max_time in seconds, parsed when loaded; 0 = none
@@ -77,7 +78,7 @@ struct AmpSection {
 
 struct EvalSection {
   int64_t batch_size;   ///< 0 = train.batch_size
-  std::string strategy; ///< "epoch" | "steps" | "no"
+  IntervalStrategy strategy; ///< when to evaluate
   int64_t every;        ///< interval in units of `strategy`
   bool operator==(const EvalSection&) const = default; ///< field-wise
 };
@@ -117,7 +118,7 @@ struct DataSection {
   bool shuffle;         ///< training order shuffled per epoch (seeded)
   bool val_from_train;  ///< without [data.val], build "val" from the [data.train] component
   bool test_from_train; ///< without [data.test], build "test" from the [data.train] component
-  std::string on_bad_sample; ///< "fail" | "skip": a sample that fails to load
+  BadSamplePolicy on_bad_sample; ///< a sample that fails to load
   double sample_timeout_s;   ///< seconds one sample may load on a loader thread before it counts as bad; 0: no limit
   ComponentConfig train;
   std::optional<ComponentConfig> val;
@@ -127,7 +128,7 @@ struct DataSection {
 };
 
 struct CheckpointSection {
-  std::string strategy; ///< "epoch" | "steps" | "no"
+  IntervalStrategy strategy; ///< when to save periodically
   int64_t every;        ///< interval in units of `strategy`
   bool save_last;       ///< last.pt, the resume point
   int64_t keep_last;    ///< numbered checkpoints kept (step-NNNNNNNN.pt)
@@ -174,7 +175,7 @@ struct EmaSection {
   bool warmup;          ///< decay_n = min(decay, 1 - (1 + n)^(-2/3)), n = updates averaged so far (timm ModelEmaV3)
   int64_t every_steps;  ///< update after every N-th optimizer step (>= 1)
   bool on_cpu;          ///< keep the average in host memory (saves device memory, one copy per update)
-  std::string buffers;  ///< "average" (use_buffers=True) | "copy" (use_buffers=False): floating-point buffers
+  AverageBuffers buffers; ///< floating-point buffers: averaged (use_buffers=True) or copied
   bool operator==(const EmaSection&) const = default; ///< field-wise
 };
 
@@ -184,7 +185,7 @@ struct SwaSection {
   int64_t start_epoch;         ///< 1-based: the first epoch averaged (its end) and run at the SWA lr schedule
   std::vector<double> lr;      ///< SWALR swa_lr: one value or one per parameter group
   int64_t anneal_epochs;       ///< SWALR anneal_epochs (>= 0)
-  std::string anneal_strategy; ///< "cos" | "linear"
+  AnnealShape anneal_strategy; ///< SWALR's annealing shape
   bool update_bn;              ///< recompute BatchNorm statistics over the training set at the end
   bool operator==(const SwaSection&) const = default; ///< field-wise
 };
@@ -197,7 +198,7 @@ struct DistSection {
   double bucket_mb;            ///< gradient all-reduce bucket size in MiB (> 0)
   bool find_unused_parameters; ///< tolerate parameters that get no gradient in a step (a graph walk per step)
   bool broadcast_buffers;      ///< copy rank 0's buffers (BatchNorm statistics) to all ranks before each forward
-  std::string bn_stats;        ///< "broadcast" | "reduce": BatchNorm statistics before each evaluation and save
+  BatchNormSync bn_stats; ///< BatchNorm statistics before each evaluation and save
   bool overlap;                ///< all-reduce buckets from autograd hooks during backward (false: after it)
   double prepare_timeout_s = 3600.0; ///< how long the ranks wait for the datasets' prepare on local rank 0 (> 0)
   bool operator==(const DistSection&) const = default; ///< field-wise

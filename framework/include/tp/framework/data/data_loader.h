@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "tp/framework/config/choices.h" // BadSamplePolicy (data.on_bad_sample)
 #include "tp/framework/data/sample_source.h"
 #include "tp/framework/data/sampler.h"
 #include "tp/framework/error.h"
@@ -32,19 +33,6 @@ enum class LoaderMode {
   /// sample, so ranks may run a different number of batches. Use for evaluation, and reduce
   /// (sum, count) or metric state across ranks once at the end, never per batch.
   kEvalExact,
-};
-
-/// What the loader does when SampleSource::get throws for one sample (`data.on_bad_sample`).
-enum class BadSamplePolicy {
-  /// Stop: next() throws SampleError naming the source, the index and the sample's message
-  /// (which names the file, for file-backed datasets).
-  kFail,
-  /// Drop the sample from its batch (the batch is smaller; a batch left with no sample is
-  /// returned as an empty NamedTensors, so an epoch always has batches_per_epoch() batches),
-  /// count it, and go on. Which samples are dropped depends only on the dataset, never on the
-  /// workers, so skips are the same, in the same order, for any num_workers. Collation errors
-  /// (samples of different shapes) still fail: they are a dataset bug, not a bad file.
-  kSkip,
 };
 
 /// A sample dropped under BadSamplePolicy::kSkip.

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tp/framework/config/choices.h" // BatchNormSync (dist.bn_stats)
 #include "tp/framework/plugin/plugin_instance.h"
 
 namespace tp {
@@ -18,12 +19,6 @@ class Collectives;
 /// Whether the state entry `name` is a BatchNorm running statistic: PyTorch's buffer names
 /// "<layer>.running_mean" and "<layer>.running_var" (num_batches_tracked agrees over ranks).
 bool is_batchnorm_statistic(const std::string& name);
-
-/// How sync_batchnorm_statistics makes the ranks agree.
-enum class BatchNormSync {
-  kBroadcast, ///< rank 0's statistics (what dist.broadcast_buffers does before each step)
-  kReduce,    ///< the mean over ranks: all-reduce SUM, then divide by the world size
-};
 
 /// [all ranks, collective] Makes the BatchNorm running statistics among the buffers of every
 /// state in `states` (the model's, the EMA's, ...) equal on all ranks, in place: rank 0's, or the

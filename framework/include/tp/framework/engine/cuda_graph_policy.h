@@ -7,13 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "tp/framework/config/choices.h" // CudaGraphMode, NanPolicy, OomPolicy
+
 namespace tp {
-
-/// run.cuda_graphs.
-enum class CudaGraphMode { kOff, kOn, kAuto };
-
-/// Parses "off" | "on" | "auto"; throws ConfigError("run.cuda_graphs") otherwise.
-CudaGraphMode parse_cuda_graph_mode(const std::string& text);
 
 /// What the decision reads about the run.
 struct CudaGraphFacts {
@@ -21,9 +17,10 @@ struct CudaGraphFacts {
   bool cuda_build = false;         ///< LibTorch was built with CUDA (TP_TORCH_DEVICE_BUILD == 2)
   int world_size = 1;              ///< processes in the run
   std::string optimizer;           ///< optim.name
+  bool optimizer_has_fused_kernel = true; ///< LibTorch has a fused kernel for optim.name (has_fused_kernel)
   bool device_step_optimizer = false; ///< the built optimizer updates on the device (fused sgd/adam/adamw)
-  std::string nan_policy;          ///< train.nan_policy
-  std::string on_oom;              ///< train.on_oom
+  NanPolicy nan_policy = NanPolicy::kStop; ///< train.nan_policy
+  OomPolicy on_oom = OomPolicy::kFail;     ///< train.on_oom
   bool activation_checkpointing = false; ///< [model] activation_checkpointing
   std::string model_id;            ///< the model component, for messages
   std::string model_blocker;       ///< the model's reason it cannot be captured (ABI 1.8); "" = capturable

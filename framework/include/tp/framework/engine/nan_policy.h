@@ -12,9 +12,8 @@
 #include <c10/core/DeviceType.h>
 
 #include <cstdint>
-#include <string_view>
-
 #include "tp/framework/amp/precision.h"
+#include "tp/framework/config/choices.h"
 
 namespace tp {
 
@@ -28,7 +27,7 @@ struct NanChecks {
 /// reads with "stop" (on every device, so bf16 and fp32 on CUDA stop too). fp16 with "skip"
 /// none (the grad scaler skips); fp16 with "stop" as the others with "stop". Data-parallel, the
 /// reads are all-reduced sums, so every rank sees the same value and all stop together.
-NanChecks nan_checks(Precision precision, c10::DeviceType device, std::string_view nan_policy);
+NanChecks nan_checks(Precision precision, c10::DeviceType device, NanPolicy nan_policy);
 
 /// Above this many fp16 grad-scaler skips in a run of `steps` optimizer steps the run ends with
 /// a warning (max(20, 2% of the steps)): a healthy run skips a handful while the scale settles

@@ -1,18 +1,29 @@
-// Phase 5 of the training step (ARCH-15, docs/engine.md): the parameters' update from the
-// window's gradients, and the logging window's update statistics. One owner for both the eager
-// step and the captured one (docs/cuda_graphs.md): with a fused optimizer the whole update is
-// device work, every statistic an in-place accumulation on a tensor that lives as long as the
-// runner, so a CUDA graph can capture apply() once and replay it with the numbers eager gives.
+// Phases 5 and 6 of the training step (ARCH-15, docs/engine.md): everything that changes the
+// weights after the window's gradients, with one owner. Phase 5, the update: the window's
+// gradient correction, unscaling and clipping with their statistics, the optimizer step, the fp16
+// grad scaler. Phase 6, what advances with every step: the schedule (SWALR during the SWA epochs),
+// the step count, the weights' finiteness watch, the EMA; and per epoch the SWA average. Each part
+// saves and restores its own state. One owner for both the eager step and the captured one
+// (docs/cuda_graphs.md): with a fused optimizer the update is device work, every statistic an
+// in-place accumulation on a tensor that lives as long as the update, so a CUDA graph can capture
+// apply() once and replay it with the numbers eager gives; the lr and the step counts live on the
+// device (stage()), so nothing in apply() needs a host value.
 #pragma once
 
 #include <c10/core/Device.h>
 
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <vector>
 
 #include "tp/framework/amp/grad_scaler.h"
 #include "tp/framework/config/run_config.h"
+#include "tp/framework/engine/finite_weights.h"
+#include "tp/framework/engine/weight_average.h"
+#include "tp/framework/optim/lr_scheduler.h"
 #include "tp/framework/optim/optimizer_factory.h"
+#include "tp/framework/util/log.h"
 
 namespace tp {
 
@@ -27,15 +38,28 @@ struct UpdateStats {
   int64_t scaler_skipped = 0;   ///< [amp/skipped_steps] steps the fp16 scaler skipped, whole run
 };
 
-/// The update of one optimizer step and its statistics, for the step runner (which calls stage()
-/// before the step, apply() after the window's backward, read_stats() on logging steps).
+struct CheckpointContents;
+struct LoadedCheckpoint;
+
+/// The update of one optimizer step, what advances with it, and the averages of the weights. The
+/// step runner calls stage() before the step, apply() after the window's backward and advance()
+/// after every complete window; the trainer sets the schedule and the averages up, runs the SWA
+/// epochs, and checkpoints the update's state.
 ///
-/// Thread tag: [main]. Not copyable (it owns the fp16 scaler).
+/// Thread tag: [main]. Not copyable (it owns the fp16 scaler, the schedules and the averages).
 class ParameterUpdate {
  public:
-  /// `optim` must outlive the update; `train`'s clipping keys are copied; the scaler is made from
-  /// `amp` (enabled for fp16 only).
-  ParameterUpdate(const TrainSection& train, const AmpSection& amp, BuiltOptimizer& optim, c10::Device device);
+  /// `config`, `optim`, `model_state` and `log` must outlive the update; `optim` and
+  /// `model_state` may still be empty here (the trainer fills them before the first step). The
+  /// clipping keys of config.train are copied; the scaler is made from config.amp (enabled for
+  /// fp16 only).
+  ParameterUpdate(const RunConfig& config, BuiltOptimizer& optim, const std::vector<StateTensor>& model_state,
+                  c10::Device device, Logger& log);
+  ~ParameterUpdate();
+  ParameterUpdate(const ParameterUpdate&) = delete;
+  ParameterUpdate& operator=(const ParameterUpdate&) = delete;
+
+  /* 5. The update */
 
   /// [main, outside any graph capture] Before every update: the groups' lrs, which the schedule
   /// may have changed, onto the device where the optimizer's kernels read them.
@@ -64,15 +88,65 @@ class ParameterUpdate {
   int64_t scaler_skipped_steps() const;
 
   /// The fp16 grad scaler (a passthrough in other precisions); the step runner scales the loss
-  /// with it before backward, and checkpoints its state.
+  /// with it before backward.
   GradScaler& scaler() noexcept { return scaler_; }
   const GradScaler& scaler() const noexcept { return scaler_; }
+
+  /* 6. What advances with every optimizer step */
+  /// [main] 6. Advance, after every complete window whether or not it `updated` (a skipped
+  /// window, like a step the fp16 scaler skips, still moves time on, so the schedule and the step
+  /// count stay aligned): the schedule steps (not during the SWA epochs: SWALR steps per epoch),
+  /// the step is counted, the weights' finiteness is observed after an update (on the device), and
+  /// the EMA folds in the finite weights on every ema.every_steps-th step. Returns the lr the step
+  /// trained with (the history's, as Lightning's LearningRateMonitor records it).
+  double advance(bool updated);
+  /// Optimizer steps taken (a resumed run's included).
+  int64_t step() const noexcept { return step_; }
+  /// The [schedule], stepped by advance() until SWALR takes over.
+  void set_schedule(std::unique_ptr<LrScheduler> schedule);
+  /// The schedule that owns the lr now: SWALR during the SWA epochs, else [schedule].
+  LrScheduler& active_schedule() noexcept { return swa_schedule_ ? *swa_schedule_ : *schedule_; }
+  /// Whether the weights are finite after the last update, and the first step whose update left
+  /// them non-finite (finite_weights.h).
+  const FiniteWeightsWatch& weights_watch() const noexcept { return weights_watch_; }
+
+  /* The averages of the weights: [ema] per step, [swa] per epoch */
+  /// [ema]: from now on updated every ema.every_steps steps (advance()).
+  void set_ema(std::unique_ptr<WeightAverage> ema);
+  /// [swa]: updated at the end of every SWA epoch (end_swa_epoch()).
+  void set_swa(std::unique_ptr<WeightAverage> swa);
+  const WeightAverage* ema() const noexcept { return ema_.get(); }
+  WeightAverage* swa() noexcept { return swa_.get(); }
+  const WeightAverage* swa() const noexcept { return swa_.get(); }
+  /// The averages kept (EMA, then SWA), for evaluation, saves and data-parallel statistics.
+  std::vector<const WeightAverage*> averages() const;
+  /// [swa] At an epoch's start: from swa.start_epoch on (1-based), SWALR replaces the schedule,
+  /// annealing from each group's lr now. Returns whether it took over at this epoch.
+  bool begin_swa_epoch(int64_t epoch);
+  /// [swa] At the end of an SWA epoch: folds the weights into the SWA average (never non-finite
+  /// ones) and steps SWALR. Nothing outside the SWA epochs.
+  void end_swa_epoch();
+
+  /* Checkpoint (ARCH-20): each part its own */
+  /// The step count, the optimizer (its state and group names), the schedules, the grad scaler.
+  void save_state(CheckpointContents& into) const;
+  /// The same, from `from`; SWALR is rebuilt when the checkpoint was written inside the SWA epochs.
+  void load_state(const LoadedCheckpoint& from);
+  /// The averages' weights and update counts.
+  void save_averages(CheckpointContents& into) const;
+  /// The same, from `from`. An average the checkpoint lacks (written before it was enabled)
+  /// starts afresh from the resumed weights, as a new AveragedModel would, with a warning.
+  /// Throws tp::Error for an average that does not fit the model.
+  void load_averages(const LoadedCheckpoint& from);
 
  private:
   /// train.max_grad_norm's norm of `grads` (torch.nn.utils.clip_grad_norm_'s, foreach) into
   /// grad_norm_, and the clip when a limit is set. No host sync.
   void clip_by_norm(const std::vector<at::Tensor>& grads);
 
+  const RunConfig& config_;
+  const std::vector<StateTensor>& model_state_;
+  Logger& log_;
   const double max_grad_norm_;  ///< train.max_grad_norm (0: no clip)
   const double grad_norm_type_; ///< train.grad_norm_type
   const double clip_value_;     ///< train.clip_value (0: none)
@@ -84,6 +158,11 @@ class ParameterUpdate {
   at::Tensor clip_checks_;     ///< steps of the logging window that compared against max_grad_norm
   at::Tensor device_skipped_;  ///< fp16 steps skipped on the device, whole process
   int64_t host_skipped_ = 0;   ///< fp16 steps skipped by a host decision, whole process
+  /* 6 */
+  int64_t step_ = 0;            ///< optimizer steps taken
+  std::unique_ptr<LrScheduler> schedule_, swa_schedule_;
+  FiniteWeightsWatch weights_watch_; ///< the weights after each update, on the device
+  std::unique_ptr<WeightAverage> ema_, swa_;
 };
 
 }  // namespace tp

@@ -1,9 +1,9 @@
 // One optimizer step, whole (ARCH-15): the accumulation window's micro-batches (fetch, forward
-// under autocast, the window's exact loss normalisation, the non-finite-loss policy, backward
-// with the data-parallel gradient all-reduce), the ranks' one agreement, the update
-// (ParameterUpdate: unscale, clip, step; the fp16 grad scaler), then what advances with every
-// step: the schedule, the step count and the EMA of the weights. With run.cuda_graphs the same
-// phases are captured once in a CUDA graph and replayed (docs/cuda_graphs.md). The loop
+// under autocast, the window's exact loss normalisation, the non-finite-loss policy, out-of-memory
+// splits, backward with the data-parallel gradient all-reduce), the ranks' one agreement, then the
+// parameter update's phases (ParameterUpdate: the update, and what advances with every step).
+// With run.cuda_graphs the same phases are captured once in a CUDA graph and replayed
+// (docs/cuda_graphs.md). The loop
 // (train_loop.cpp) calls optimizer_step() once per step and reads one StepOutcome; these two
 // files are the training step (docs/engine.md).
 #pragma once
@@ -18,18 +18,14 @@
 #include <string>
 #include <vector>
 
-#include "tp/framework/amp/grad_scaler.h"
 #include "tp/framework/amp/precision.h"
 #include "tp/framework/config/run_config.h"
 #include "tp/framework/engine/batch_placement.h"
 #include "tp/framework/engine/cuda_graph_policy.h"
-#include "tp/framework/engine/finite_weights.h"
 #include "tp/framework/engine/parameter_update.h"
 #include "tp/framework/engine/run_control.h"
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/engine/train_meters.h"
-#include "tp/framework/engine/weight_average.h"
-#include "tp/framework/optim/lr_scheduler.h"
 #include "tp/framework/optim/optimizer_factory.h"
 #include "tp/framework/util/log.h"
 
@@ -80,10 +76,10 @@ class StepRunner {
  public:
   /// Every reference must outlive the runner; `optim` and `model_state` may still be empty here
   /// (the Trainer fills them, then calls build_gradient_reducer() and prepare_cuda_graphs(),
-  /// before the first step).
+  /// before the first step). `update` is phases 5 and 6 of every step.
   StepRunner(const RunConfig& config, RunComponents& parts, const std::vector<StateTensor>& model_state,
-             BuiltOptimizer& optim, const BatchPlacement& placement, TrainMeters& meters, Logger& log,
-             Collectives& collectives);
+             BuiltOptimizer& optim, ParameterUpdate& update, const BatchPlacement& placement, TrainMeters& meters,
+             Logger& log, Collectives& collectives);
   ~StepRunner();
   StepRunner(const StepRunner&) = delete;
   StepRunner& operator=(const StepRunner&) = delete;
@@ -101,48 +97,24 @@ class StepRunner {
   /// taken from `next` (epoch `epoch`, 0-based): trains each, agrees with the other ranks once
   /// (item count, non-finite loss, `control`'s flags: one collective, fused with the logging
   /// window's loss sums on logging steps), updates the weights unless the window was poisoned
-  /// (nan_policy = "skip") or had no item, then steps the active schedule, counts the step and
-  /// updates the EMA. An empty micro-batch (every sample skipped) still joins the window's
+  /// (nan_policy = "skip") or had no item, then advances (ParameterUpdate::advance: the schedule,
+  /// the step count, the EMA). An empty micro-batch (every sample skipped) still joins the window's
   /// all-reduce. Under run.cuda_graphs the window's device work may be one graph replay, with the
   /// same numbers. Throws tp::Error for a non-finite loss under nan_policy = "stop"
   /// (data-parallel: on every rank at once) and for an out-of-memory error it cannot split
   /// (train.on_oom).
   StepOutcome optimizer_step(const MicroBatchFeed& next, int64_t window_length, int64_t epoch, RunControl& control);
 
-  /* What advances with every optimizer step */
-  /// Optimizer steps taken (a resumed run's included).
-  int64_t step() const noexcept { return step_; }
-  /// The [schedule] (stepped after every optimizer step until SWALR takes over).
-  void set_schedule(std::unique_ptr<LrScheduler> schedule) { schedule_ = std::move(schedule); }
-  /// [swa] SWALR from swa.start_epoch on: it owns the lr from then (stepped per epoch by the
-  /// trainer), and the [schedule] stops advancing.
-  void start_swa_schedule(std::unique_ptr<LrScheduler> swa_schedule) { swa_schedule_ = std::move(swa_schedule); }
-  LrScheduler* swa_schedule() noexcept { return swa_schedule_.get(); }
-  /// The schedule that owns the lr now: SWALR during SWA epochs, else [schedule].
-  LrScheduler& active_schedule() noexcept { return swa_schedule_ ? *swa_schedule_ : *schedule_; }
-  /// [ema]: updated every ema.every_steps steps; null when off.
-  void set_ema(std::unique_ptr<WeightAverage> ema) { ema_ = std::move(ema); }
-  WeightAverage* ema() noexcept { return ema_.get(); }
-  const WeightAverage* ema() const noexcept { return ema_.get(); }
-
-  /// The fp16 grad scaler (disabled otherwise).
-  GradScaler& scaler() noexcept { return parameter_update_.scaler(); }
-  const GradScaler& scaler() const noexcept { return parameter_update_.scaler(); }
   /// Optimizer steps skipped for a non-finite loss (nan_policy = "skip").
   int64_t skipped_steps() const noexcept { return skipped_steps_; }
-  /// Optimizer steps the fp16 grad scaler skipped (inf/NaN gradients), this process's run. A host
-  /// read on CUDA (the fused optimizers count skips on the device).
-  int64_t scaler_skipped_steps() const { return parameter_update_.scaler_skipped_steps(); }
-  /// Whether the weights are finite after the last update, and the first step whose update left
-  /// them non-finite (finite_weights.h).
-  const FiniteWeightsWatch& weights_watch() const noexcept { return weights_watch_; }
   /// runtime.toml's [cuda_graphs] table when it changed since the last call (at start-up, after
   /// a capture, after "auto" chose); nothing otherwise.
   std::optional<std::string> take_cuda_graph_report();
 
-  /// Checkpoint: the step count, the grad scaler, the micro-batch splits, the schedules, the EMA.
+  /// Checkpoint: the micro-batch splits out-of-memory errors left (train.on_oom = "split").
   void save_state(CheckpointContents& into) const;
-  /// Resume: the same, from `from`. Throws tp::Error for splits < 1 or an EMA that does not fit.
+  /// Resume: the same, from `from`; a captured step is captured anew (the update's state it
+  /// wrote into is replaced). Throws tp::Error for splits < 1.
   void load_state(const LoadedCheckpoint& from);
 
  private:
@@ -156,8 +128,7 @@ class StepRunner {
   /// and the body it captures), leaving `at` at the last one.
   void train_placed_window(const std::vector<NamedTensors>& window, const std::vector<int64_t>& next_indices,
                            int64_t window_length, StepPosition& at);
-  /// 6. What advances with every step, on the host: schedule, step count, weights watch, EMA,
-  /// and on logging steps the update statistics.
+  /// 6. Advance (ParameterUpdate::advance), and on logging steps the update statistics.
   void finish_step(StepOutcome& outcome);
 
   /* Phases of a step */
@@ -207,16 +178,12 @@ class StepRunner {
   Logger& log_;
   Collectives& collectives_;
   std::unique_ptr<GradientReducer> reducer_; ///< build_gradient_reducer(); does nothing for a single process
+  ParameterUpdate& update_; ///< 5-6: the update and what advances with the step; owns the fp16 scaler
   Precision precision_;
-  ParameterUpdate parameter_update_; ///< 5: the update and its statistics; owns the fp16 scaler
   std::unique_ptr<StepCapture> capture_; ///< run.cuda_graphs when allowed; null: every step eager
   std::optional<std::string> graph_report_; ///< runtime.toml's [cuda_graphs] table, not yet taken
   at::Tensor window_estimate_, window_items_; ///< loss normaliser of the current window, on device
   at::Tensor correction_;        ///< data-parallel: the window's gradient correction (agree_on_window)
-  int64_t step_ = 0;             ///< optimizer steps taken
-  std::unique_ptr<LrScheduler> schedule_, swa_schedule_;
-  std::unique_ptr<WeightAverage> ema_;
-  FiniteWeightsWatch weights_watch_; ///< the weights after each update, on the device
   std::string first_non_finite_; ///< where this window's loss first became non-finite, for the error
   int64_t window_batches_ = 0;   ///< non-empty pieces of micro-batches in this window so far
   int64_t window_backwards_ = 0; ///< pieces of this window whose backward completed (gradients hold them)

@@ -3,7 +3,9 @@
 // contents (flashlight's Trainer.h): the loop lives in train_loop.cpp, and each role it drives
 // has a type of its own (docs/engine.md):
 //   StepRunner       one whole optimizer step: micro-batches, AMP, normalisation, NaN policy,
-//                    the ranks' agreement, clipping, the update, schedule, step count, EMA
+//                    out-of-memory splits, the ranks' agreement, then ParameterUpdate's phases
+//   ParameterUpdate  the update (scaler, clipping, optimizer step), the schedules and SWALR, the
+//                    step count, the weights' finiteness watch, the EMA and SWA averages
 //   RunControl       every reason to stop or save, agreed once per step
 //   Evaluator        evaluation and its reactions: plateau schedule, monitor, early stopping
 //   TrainMeters      loss, throughput and step-time meters, read only at log steps
@@ -160,11 +162,11 @@ class Trainer {
   void end_epoch(int64_t epoch);
   /// Evaluates and reacts: callbacks (EVAL_END), early stopping, the step history record.
   Scalars run_evaluation();
-  bool due(const std::string& strategy, int64_t every, bool at_epoch_end, int64_t epoch) const;
+  bool due(IntervalStrategy strategy, int64_t every, bool at_epoch_end, int64_t epoch) const;
   /// Sends an event at the current step/epoch/lr; returns the callbacks' requests.
   uint32_t dispatch(int32_t kind, const Scalars& scalars, const std::string& message = "");
   /// The current optimizer step count.
-  int64_t step() const noexcept { return steps_.step(); }
+  int64_t step() const noexcept { return update_.step(); }
   /// Redraws plots/*.png (plots.enabled, rank 0) and hands them to TensorBoard
   /// (logging.tensorboard_images); a failure is logged, never fatal.
   void draw_plots();
@@ -220,12 +222,12 @@ class Trainer {
   /* Roles */
   BatchPlacement placement_;
   TrainMeters meters_;
+  ParameterUpdate update_; ///< phases 5-6: the update, the schedules, the step count, the averages
   StepRunner steps_;
   EventDispatcher events_;
   RunControl control_;
   std::unique_ptr<DataLoader> train_loader_;
   std::unique_ptr<Evaluator> evaluator_;
-  std::unique_ptr<WeightAverage> swa_; ///< [swa]; null when off (the EMA is the step runner's)
   History history_;
   TensorBoardWriter tensorboard_; ///< [logging] tensorboard: mirrors history_, plus config, hparams, plots
   Progress progress_;

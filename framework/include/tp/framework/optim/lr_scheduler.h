@@ -115,6 +115,19 @@ std::unique_ptr<LrScheduler> make_scheduler(const SchedulerOptions& options,
                                             torch::optim::Optimizer& optimizer,
                                             int64_t total_steps);
 
+/// `options` fitted to `optimizer`'s parameter groups ([[optim.param_groups]]), whose lrs are
+/// optim.lr (`optim_lr`) scaled per group: one_cycle's max_lr (0: optim.lr) becomes one peak per
+/// group in proportion to the group's lr, as passing a per-group max_lr list to
+/// torch.optim.lr_scheduler.OneCycleLR does; range_test's bounds (min_lr, max_lr) are optim.lr's
+/// and each group sweeps them scaled alike, exactly the given bounds for a group at optim.lr, as
+/// `host tune lr` computes them. Other schedules take `options` as they are but for max_lr.
+SchedulerOptions options_for_groups(SchedulerOptions options, const torch::optim::Optimizer& optimizer,
+                                    double optim_lr);
+
+/// Whether the schedule writes the optimizer's momentum (beta1) between steps: one_cycle with
+/// cycle_momentum, which a captured CUDA graph step would not see.
+bool cycles_momentum(const SchedulerOptions& options);
+
 /// SWALR (torch.optim.swa_utils.SWALR) over every group of `optimizer`, built when stochastic
 /// weight averaging starts ([swa], docs/weight_averaging.md): from each group's lr at that moment
 /// it anneals to `swa_lrs` (one value or one per group) over `anneal_epochs` calls of step(), by

@@ -23,6 +23,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -55,6 +56,10 @@ struct BuiltOptimizer {
 /// frozen while unfreeze_at_epoch is 0 or epoch + 1 < unfreeze_at_epoch. Returns whether any
 /// parameter changed (data-parallel training then rebuilds its gradient all-reduce).
 bool set_frozen(const BuiltOptimizer& built, int64_t epoch);
+
+/// Whether LibTorch has a fused multi-tensor kernel for the optimizer `name` (optim.name): sgd,
+/// adam and adamw do, rmsprop does not.
+bool has_fused_kernel(std::string_view name);
 
 /// Builds the optimizer `options.name` over the trainable parameters of `model_state` (which
 /// must already be on the training device: "auto" decides by device and dtype). Logs nothing.
