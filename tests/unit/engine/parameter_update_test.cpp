@@ -37,6 +37,20 @@ tp::AmpSection fp16_amp() {
   return a;
 }
 
+tp::AmpSection fp32_amp() {
+  tp::AmpSection a = fp16_amp();
+  a.precision = tp::Precision::Fp32;
+  return a;
+}
+
+/// Fused SGD without momentum at lr 1: one step subtracts the gradient.
+tp::OptimSection plain_sgd_section() {
+  tp::OptimSection o = fused_sgd_section();
+  o.momentum = 0.0;
+  o.lr = 1.0;
+  return o;
+}
+
 tp::TrainSection clipping_train(double max_grad_norm) {
   tp::TrainSection t{};
   t.max_grad_norm = max_grad_norm;
@@ -123,9 +137,7 @@ TEST_CASE("the logging window's statistics accumulate in place and restart after
   tp::OptimSection o = fused_sgd_section();
   o.momentum = 0.0;
   tp::BuiltOptimizer built = tp::make_optimizer(o, state);
-  tp::AmpSection fp32 = fp16_amp();
-  fp32.precision = tp::Precision::Fp32;
-  const tp::RunConfig config = update_config(clipping_train(/*max_grad_norm=*/5.0), fp32);
+  const tp::RunConfig config = update_config(clipping_train(/*max_grad_norm=*/5.0), fp32_amp());
   tp::Logger log;
   tp::ParameterUpdate update(config, built, state, c10::Device(c10::kCPU), log);
   // Norms 10 (clipped), 3 (not), then 4 (not): sqrt(6^2 + 8^2), sqrt(3^2), sqrt(4^2).
@@ -155,13 +167,8 @@ TEST_CASE("the logging window's statistics accumulate in place and restart after
 
 TEST_CASE("a correction multiplies every gradient before the update") {
   std::vector<tp::StateTensor> state = trainable_params({at::zeros({2})});
-  tp::OptimSection o = fused_sgd_section();
-  o.momentum = 0.0;
-  o.lr = 1.0;
-  tp::BuiltOptimizer built = tp::make_optimizer(o, state);
-  tp::AmpSection fp32 = fp16_amp();
-  fp32.precision = tp::Precision::Fp32;
-  const tp::RunConfig config = update_config(clipping_train(0.0), fp32);
+  tp::BuiltOptimizer built = tp::make_optimizer(plain_sgd_section(), state);
+  const tp::RunConfig config = update_config(clipping_train(0.0), fp32_amp());
   tp::Logger log;
   tp::ParameterUpdate update(config, built, state, c10::Device(c10::kCPU), log);
   state[0].tensor.mutable_grad() = at::tensor({1.0f, -2.0f});
@@ -172,13 +179,8 @@ TEST_CASE("a correction multiplies every gradient before the update") {
 
 TEST_CASE("advance: time moves on after every window, a skipped one included, and the EMA folds in every N steps") {
   std::vector<tp::StateTensor> state = trainable_params({at::zeros({2})});
-  tp::OptimSection o = fused_sgd_section();
-  o.momentum = 0.0;
-  o.lr = 1.0;
-  tp::BuiltOptimizer built = tp::make_optimizer(o, state);
-  tp::AmpSection fp32 = fp16_amp();
-  fp32.precision = tp::Precision::Fp32;
-  tp::RunConfig config = update_config(clipping_train(0.0), fp32);
+  tp::BuiltOptimizer built = tp::make_optimizer(plain_sgd_section(), state);
+  tp::RunConfig config = update_config(clipping_train(0.0), fp32_amp());
   config.ema.every_steps = 2;
   tp::Logger log;
   const c10::Device cpu(c10::kCPU);
