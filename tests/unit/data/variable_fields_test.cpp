@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tp/framework/data/collate.h"
@@ -27,7 +28,7 @@ using tp::NamedTensors;
 
 namespace {
 
-const at::Tensor& field(const NamedTensors& batch, const std::string& name) {
+const at::Tensor& field(const NamedTensors& batch, std::string_view name) {
   for (const auto& [n, t] : batch)
     if (n == name) return t;
   FAIL("no field " << name);

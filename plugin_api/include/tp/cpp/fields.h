@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "tp/cpp/tensor.h"
 #include "tp/iface/tensor.h"
@@ -27,7 +28,7 @@ class Fields {
       : fields_(fields), count_(count), role_(role) {}
   /// The tensor `name`; throws Failure(TP_ERR_INVALID_ARGUMENT) naming the role and listing the
   /// names present when it is missing.
-  const at::Tensor& get(const std::string& name) const { return find(fields_, count_, name, role_); }
+  const at::Tensor& get(std::string_view name) const { return find(fields_, count_, name, role_); }
   const tp_named_tensor_t* data() const noexcept { return fields_; }
   uint32_t size() const noexcept { return count_; }
 

@@ -60,6 +60,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -79,7 +80,7 @@ class Inputs {
  public:
   Inputs(const tp_named_tensor_t* fields, uint32_t count) noexcept : fields_(fields), count_(count) {}
   /// The field `name`; throws Failure(TP_ERR_INVALID_ARGUMENT) listing the fields present.
-  const at::Tensor& get(const std::string& name) const { return find(fields_, count_, name, "input"); }
+  const at::Tensor& get(std::string_view name) const { return find(fields_, count_, name, "input"); }
   const tp_named_tensor_t* data() const noexcept { return fields_; }
   uint32_t size() const noexcept { return count_; }
 

@@ -14,6 +14,7 @@
 #include <torch/version.h>
 
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "tp/entry.h"
@@ -45,7 +46,9 @@ inline tp_tensor borrow_handle(const at::Tensor& tensor) {
 
 /// The tensor named `name` among `fields`; throws TP_ERR_INVALID_ARGUMENT listing the names
 /// present when it is missing. `role` ("input", "target", "output") goes into the message.
-inline const at::Tensor& find(const tp_named_tensor_t* fields, uint32_t count, const std::string& name,
+/// `name` is a view so that a literal makes no temporary string: binding the result to a
+/// reference then draws no -Wdangling-reference from GCC 13 and later.
+inline const at::Tensor& find(const tp_named_tensor_t* fields, uint32_t count, std::string_view name,
                               const char* role) {
   std::string present;
   for (uint32_t i = 0; i < count; ++i) {
@@ -53,7 +56,7 @@ inline const at::Tensor& find(const tp_named_tensor_t* fields, uint32_t count, c
     present += (present.empty() ? "" : ", ") + std::string(fields[i].name);
   }
   throw Failure(TP_ERR_INVALID_ARGUMENT,
-                "no " + std::string(role) + " named '" + name + "' (present: " + present + ")");
+                "no " + std::string(role) + " named '" + std::string(name) + "' (present: " + present + ")");
 }
 
 }  // namespace tp::cpp
