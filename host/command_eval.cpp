@@ -1,9 +1,9 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "run_assembly.h"
 #include "session.h"
 #include "tp/framework/checkpoint/checkpoint.h"
-#include "tp/framework/engine/runtime_setup.h"
 #include "tp/framework/engine/trainer.h"
 #include "tp/framework/error.h"
 #include "tp/framework/monitor/history.h"
@@ -16,15 +16,12 @@ int run_eval(const Options& options) {
   auto session = open_session(options);
   const RunConfig& config = session->config;
   const std::filesystem::path path = session->checkpoint_file(options.checkpoint);
-  const LoadedCheckpoint checkpoint = load_checkpoint(path);
-  const c10::Device device = session->start_evaluation();
   const bool test = options.split == "test";
-  const DatasetSplits splits{.train = true, .val = !test, .test = test};
-  for (const std::string& line :
-       prepare_datasets(config, session->registry, splits, session->place.local_rank, session->dist.get(),
-                        [&](const std::string& line) { session->logger.every_rank(line); }))
-    session->logger.info(line);
-  RunComponents parts = create_components(config, session->registry, splits);
+  AssembledRun run = assemble_run(*session, RunRequest{.command = "host eval",
+                                                       .splits = {.train = true, .val = !test, .test = test},
+                                                       .start_from = path});
+  const LoadedCheckpoint& checkpoint = *run.start;
+  RunComponents& parts = run.parts;
   if (test) {
     if (!parts.test_data)
       throw ConfigError("data.test", "host eval --split test needs a test split: add [data.test] (the held-out "
@@ -38,7 +35,7 @@ int run_eval(const Options& options) {
   // Evaluation takes no training step: a graph of one (run.cuda_graphs) would only be refused
   // where the run trained elsewhere (on the GPU, evaluated here on the CPU).
   session->config.run.cuda_graphs = CudaGraphMode::kOff;
-  Trainer trainer(config, parts, device, session->logger, session->run_dir, session->dist.get());
+  Trainer trainer(config, parts, run.device, session->logger, session->run_dir, session->dist.get());
   restore_weights(checkpoint.weights(options.weights, "--weights"), parts.model->state());
   const Scalars metrics = trainer.evaluate(options.split);
 

@@ -3,12 +3,11 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "run_assembly.h"
 #include "session.h"
 #include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/dist/collectives.h"
 #include "tp/framework/engine/predictor.h"
-#include "tp/framework/engine/run_components.h"
-#include "tp/framework/engine/runtime_setup.h"
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/error.h"
 #include "tp/framework/util/stale_temporaries.h"
@@ -22,17 +21,15 @@ int run_predict(const Options& options) {
   auto session = open_session(options);
   const RunConfig& config = session->config;
   const std::filesystem::path path = session->checkpoint_file(options.checkpoint);
-  const LoadedCheckpoint checkpoint = load_checkpoint(path);
-  const c10::Device device = session->start_evaluation();
   const DatasetSplits splits{.train = options.split == "train", .val = options.split == "val",
                              .test = options.split == "test"};
-  for (const std::string& line :
-       prepare_datasets(config, session->registry, splits, session->place.local_rank, session->dist.get(),
-                        [&](const std::string& line) { session->logger.every_rank(line); }))
-    session->logger.info(line);
-  stop_if_signalled("host predict", "while the datasets were prepared; nothing was written.");
-  RunComponents parts = create_components(config, session->registry, splits);
-  stop_if_signalled("host predict", "while the components were created; nothing was written.");
+  AssembledRun run = assemble_run(*session, RunRequest{.command = "host predict",
+                                                       .splits = splits,
+                                                       .start_from = path,
+                                                       .stopped_note = "; nothing was written."});
+  const LoadedCheckpoint& checkpoint = *run.start;
+  const c10::Device device = run.device;
+  RunComponents& parts = run.parts;
   const std::shared_ptr<DatasetProxy> split =
       options.split == "train" ? parts.train_data : options.split == "val" ? parts.val_data : parts.test_data;
   if (!split)

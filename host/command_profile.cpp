@@ -58,7 +58,6 @@ bool runs_on(ModelProxy& model, const NamedTensors& batch, std::string& why) {
 int run_profile(const Options& options) {
   auto session = open_session(options);
   const RunConfig& config = session->config;
-  apply_cpu_settings(static_cast<int>(config.run.threads), 0);
 
   ProfileOptions profile_options;
   profile_options.devices.clear();
@@ -79,6 +78,10 @@ int run_profile(const Options& options) {
   if (profile_options.devices.empty() || profile_options.precisions.empty())
     throw ConfigError("", "host profile: --devices and --precisions need at least one entry each (e.g. --devices cpu "
                           "--precisions fp32,bf16).");
+  // ARCH-17 as training applies it, without the loader's share of the cores: profile runs no loader.
+  RunConfig process = config;
+  process.data.num_workers = 0;
+  apply_process_settings(process, profile_options.devices.front(), /*ranks_on_node=*/1).report(session->logger);
   profile_options.iterations = options.iterations;
   profile_options.warmup = options.warmup;
   const int64_t batch_size = options.batch_size > 0 ? options.batch_size : config.train.batch_size;

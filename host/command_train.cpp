@@ -9,13 +9,11 @@
 #include <vector>
 
 #include "commands.h"
+#include "run_assembly.h"
 #include "session.h"
 #include "tp/framework/config/write.h"
 #include "tp/framework/checkpoint/checkpoint.h"
-#include "tp/framework/checkpoint/checkpoint_manager.h"
-#include "tp/framework/checkpoint/initial_weights.h"
 #include "tp/framework/checkpoint/run_identity.h"
-#include "tp/framework/engine/runtime_setup.h"
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/engine/trainer.h"
 #include "tp/framework/error.h"
@@ -111,73 +109,31 @@ int run_train(const Options& options) {
   const std::string recorded_run_id = read_run_id(session->run_dir);
   log.file_only("resolved config:\n" + config_text);
 
-  const CpuSettings cpu = apply_cpu_settings(static_cast<int>(config.run.threads), static_cast<int>(config.data.num_workers));
-  log.info(cpu.describe());
-  const c10::Device device = session->device(); // cuda:LOCAL_RANK under data-parallel training
-  session->logger.info(apply_determinism(config.run.deterministic, device));
-
-  for (const std::string& line : prepare_datasets(config, session->registry, {}, session->place.local_rank,
-                                                   session->dist.get(), [&](const std::string& line) { log.every_rank(line); }))
-    log.info(line);
-  const std::string before_training = "before training started; nothing was trained and no checkpoint written.";
-  stop_if_signalled("host train", "while the datasets were prepared, " + before_training);
-  RunComponents parts = create_components(config, session->registry);
-  stop_if_signalled("host train", "while the components were created, " + before_training);
-  std::filesystem::path resume_path = options.resume;
-  std::optional<LoadedCheckpoint> resume_checkpoint;
-  if (options.resume == "auto") {
-    // The newest save that loads: last.pt, else step-N.pt / best files, past damaged ones.
-    const auto dir = session->run_dir / "checkpoints";
-    auto point = CheckpointManager::find_resume_point(dir, [&](const std::string& line) { log.warn(line); },
-                                                      recorded_run_id);
-    if (!point) log.info("--resume auto: no checkpoint in " + dir.string() + "; starting fresh");
-    if (point && point->skipped > 0)
-      log.warn("--resume auto: resuming from " + point->path.string() + ", the newest checkpoint that loads (" +
-               std::to_string(point->skipped) + " damaged name(s) passed over); the steps after it are trained again");
-    if (point && point->other_runs > 0)
-      log.warn("--resume auto: resuming from " + point->path.string() + ", the newest checkpoint of this run (" +
-               std::to_string(point->other_runs) + " name(s) of another run passed over)");
-    resume_path = point ? point->path : std::filesystem::path();
-    if (point) resume_checkpoint = std::move(point->checkpoint);
-  }
+  const std::string before_training = ", before training started; nothing was trained and no checkpoint written.";
+  AssembledRun run = assemble_run(*session, RunRequest{.command = "host train",
+                                                       .splits = {},
+                                                       .start_from = options.resume == "auto" ? "" : options.resume,
+                                                       .resume_auto = options.resume == "auto",
+                                                       .initial_weights = true,
+                                                       .stopped_note = before_training});
   // A fresh start appends to the history a killed attempt may have left: not after a torn line.
-  if (resume_path.empty() && rank0)
+  if (!run.start && rank0)
     if (const auto warning = drop_torn_last_line(session->run_dir / "history.jsonl")) log.warn(*warning);
-  // Before the Trainer: it moves the model to the device and builds the optimizer over it.
-  if (!config.train.init_weights.empty()) {
-    if (resume_path.empty()) {
-      const InitialWeightsReport report =
-          load_initial_weights(config.train.init_weights, parts.model->state(), config.train.init_weights_ignore);
-      std::string line = "initial weights from " + config.train.init_weights + ": " + std::to_string(report.loaded) +
-                         " tensors loaded";
-      // train.init_weights_ignore: say what kept its own init, so a mistyped glob shows at once.
-      if (!report.kept_model.empty()) {
-        line += "; the model's own init kept for " + std::to_string(report.kept_model.size()) + " (";
-        for (size_t i = 0; i < report.kept_model.size(); ++i) line += (i ? ", " : "") + report.kept_model[i];
-        line += ")";
-      }
-      if (!report.ignored_file.empty())
-        line += "; " + std::to_string(report.ignored_file.size()) + " entries of the file left out";
-      log.info(line);
-    } else {
-      log.info("train.init_weights ignored: resuming from " + resume_path.string());
-    }
-  }
-  Trainer trainer(config, parts, device, log, session->run_dir, session->dist.get());
-  if (!resume_path.empty()) {
-    const LoadedCheckpoint checkpoint = resume_checkpoint ? std::move(*resume_checkpoint) : load_checkpoint(resume_path);
-    warn_config_changes(log, checkpoint.config_toml, config_text);
-    trainer.resume_from(checkpoint); // takes the checkpoint's run identity, where it has one
+  Trainer trainer(config, run.parts, run.device, log, session->run_dir, session->dist.get());
+  if (run.start) {
+    warn_config_changes(log, run.start->config_toml, config_text);
+    trainer.resume_from(*run.start); // takes the checkpoint's run identity, where it has one
     if (!recorded_run_id.empty() && !trainer.run_id().empty() && trainer.run_id() != recorded_run_id)
-      log.warn("--resume: " + resume_path.string() + " was saved by run " + trainer.run_id() + "; " +
+      log.warn("--resume: " + run.start_path.string() + " was saved by run " + trainer.run_id() + "; " +
                session->run_dir.string() + " held run " + recorded_run_id + " (its run.id), and now continues run " +
                trainer.run_id());
+    run.start.reset(); // the weights and state are in the trainer now: the copy goes
   }
   // A fresh run's identity is new; a checkpoint from before identities continues the directory's.
   if (trainer.run_id().empty())
-    trainer.set_run_id(!resume_path.empty() && !recorded_run_id.empty() ? recorded_run_id : new_run_id());
+    trainer.set_run_id(!run.start_path.empty() && !recorded_run_id.empty() ? recorded_run_id : new_run_id());
   if (rank0 && !config.train.fast_dev_run) write_run_id(session->run_dir, trainer.run_id());
-  stop_if_signalled("host train", "while the trainer was set up, " + before_training);
+  stop_if_signalled("host train", "while the trainer was set up" + before_training);
   const FitSummary summary = trainer.fit();
 
   const std::string result = scalars_text(summary.last_eval);

@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <thread>
 
 #include "tp/framework/config/load.h"
 #include "tp/framework/engine/run_components.h"
-#include "tp/framework/engine/runtime_setup.h"
+#include "tp/framework/engine/runtime_setup.h" // resolve_device
 
 namespace tp::cli {
 
@@ -52,13 +51,6 @@ std::filesystem::path Session::checkpoint_file(const std::string& which) const {
   return which;
 }
 
-c10::Device Session::start_evaluation() {
-  apply_cpu_settings(static_cast<int>(config.run.threads), static_cast<int>(config.data.num_workers));
-  const c10::Device run_device = device(); // cuda:LOCAL_RANK under data parallelism
-  logger.info(apply_determinism(config.run.deterministic, run_device));
-  return run_device;
-}
-
 std::vector<std::string> config_plugin_dirs(const RunConfig& config, const std::filesystem::path& config_file) {
   std::vector<std::string> dirs = config.plugin_dirs;
   // Relative plugin dirs in a config file are relative to that file, not to the shell.
@@ -86,14 +78,7 @@ std::unique_ptr<Session> open_session(const Options& options) {
   session->registry.load_search_path(search_path(options, config_dirs));
   if (!options.config.empty()) resolve_components(session->config, session->registry);
   if (!options.config.empty() && session->place.distributed()) {
-    RunConfig& config = session->config;
-    // run.threads = 0 shares this node's cores among its ranks; N ranks each taking all cores
-    // oversubscribe them (ARCH-17: measured 5x slower).
-    if (config.run.threads == 0) {
-      const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-      const int share = cores / std::max(1, session->place.local_world_size) - static_cast<int>(config.data.num_workers);
-      config.run.threads = std::max(1, share);
-    }
+    const RunConfig& config = session->config;
     session->dist = DistContext::join(session->place, config.dist, config.run.device);
     session->logger.info("rank " + std::to_string(session->place.rank) + " of " +
                          std::to_string(session->place.world_size) + " joined (" + session->place.source + ", " +

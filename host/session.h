@@ -36,9 +36,6 @@ struct Session {
   c10::Device device() const;
   /// `--checkpoint`'s file: "best" and "last" name run_dir/checkpoints/<name>.pt, anything else is a path.
   std::filesystem::path checkpoint_file(const std::string& which) const;
-  /// [eval, predict] The process settings of a command that runs the model over a split: threads
-  /// and malloc (apply_cpu_settings), determinism (logged). Returns device().
-  c10::Device start_evaluation();
 };
 
 /// The run's plugin_dirs with each relative one resolved against `config_file`'s directory.

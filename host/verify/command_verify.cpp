@@ -9,7 +9,6 @@
 #include "commands.h"
 #include "tp/framework/config/load.h"
 #include "tp/framework/dist/rendezvous.h"
-#include "tp/framework/engine/runtime_setup.h"
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/error.h"
 #include "verify/verify.h"
@@ -61,8 +60,6 @@ int run_verify(const Options& options) {
     throw ConfigError("", "host verify starts its own 2-rank runs (the distributed check): run it as one process, "
                           "without --nproc-per-node or torchrun.");
   auto session = open_session(options);
-  const RunConfig& config = session->config;
-  apply_cpu_settings(static_cast<int>(config.run.threads), static_cast<int>(config.data.num_workers));
   const std::filesystem::path work_dir = session->run_dir / "verify";
   std::filesystem::remove_all(work_dir); // the previous verify's leftovers
   std::filesystem::create_directories(work_dir);

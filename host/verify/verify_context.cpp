@@ -1,17 +1,16 @@
-// The components of the in-process checks, built once as `host predict` builds them: the
-// datasets prepared and created, the model placed on the run's device, one batch loaded.
+// The components of the in-process checks, built once by assemble_run as every command builds
+// them: the datasets prepared and created, the model placed on the run's device, one batch loaded.
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <c10/util/StringUtil.h>
 
 #include <mutex>
 
-#include "tp/framework/checkpoint/initial_weights.h"
 #include "tp/framework/data/collate.h"
 #include "tp/framework/data/data_loader.h"
 #include "tp/framework/engine/batch_placement.h"
-#include "tp/framework/engine/runtime_setup.h"
 #include "tp/framework/error.h"
+#include "run_assembly.h"
 #include "verify/verify.h"
 
 namespace tp::cli::verify {
@@ -33,12 +32,10 @@ std::filesystem::path VerifyContext::check_dir(const std::string& check) const {
 
 RunComponents& VerifyContext::parts() {
   if (parts_) return *parts_;
-  const DatasetSplits splits{.train = true, .val = true};
-  for (const std::string& line : prepare_datasets(config(), session_.registry, splits, 0, nullptr))
-    session_.logger.info(line);
-  parts_ = std::make_unique<RunComponents>(create_components(config(), session_.registry, splits));
-  if (!config().train.init_weights.empty())
-    load_initial_weights(config().train.init_weights, parts_->model->state(), config().train.init_weights_ignore);
+  AssembledRun run = assemble_run(session_, RunRequest{.command = "host verify",
+                                                       .splits = {.train = true, .val = true},
+                                                       .initial_weights = true});
+  parts_ = std::make_unique<RunComponents>(std::move(run.parts));
   const BatchPlacement placement(device(), config().run.channels_last);
   model_state_ = placement.place_model(*parts_->model);
   for (const StateTensor& s : model_state_)

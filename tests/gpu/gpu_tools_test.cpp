@@ -78,9 +78,9 @@ TEST_CASE("host tune batch-size on CUDA: doubles to the --max cap, every trial m
 
 TEST_CASE("host predict on CUDA writes the CPU's predictions of the same checkpoint (to rounding)") {
   REQUIRE_MESSAGE(at::hasCUDA(), kNeedsCuda);
-  // To rounding, and TF32's: host predict does not apply run.tf32 (Session::start_evaluation sets
-  // threads and determinism only), so cuDNN convolutions may run with LibTorch's default, TF32
-  // allowed (10-bit mantissa, ~1e-3 relative per product); the logits are compared to 1e-2.
+  // To rounding: host predict applies run.tf32 (false here) as training does (assemble_run). The
+  // logits are compared to 1e-2, set when predict left TF32 at LibTorch's default (allowed for
+  // cuDNN: 10-bit mantissa, ~1e-3 relative per product); kept until a GPU run measures the rest.
   const fs::path dir = tp::test::fresh_dir("gpu_predict");
   const auto train = tp::test::run_host("--output-dir '" + dir.string() + "' " + kSmall);
   INFO(train.output);

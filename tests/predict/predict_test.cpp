@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -59,6 +60,9 @@ TEST_CASE("host predict: csv, jsonl and npy rows in dataset order; Python recomp
   const auto eval = tp::test::run_host("eval --output-dir '" + dir.string() + "' " + kConfig + "--checkpoint last");
   INFO(eval.output);
   REQUIRE(eval.exit_code == 0);
+  // Built by assemble_run like a training run: the same process settings, reported (ARCH-17).
+  CHECK(eval.output.find("cpu settings: ") != std::string::npos);
+  CHECK(eval.output.find("deterministic algorithms: off") != std::string::npos);
   const double accuracy = json_number(tp::test::read_text(dir / "eval_last.json"), "val/accuracy");
   for (const std::string format : {"csv", "jsonl", "npy"}) {
     const auto run = predict(dir, "--format " + format + " --output '" + (dir / ("p." + format)).string() + "'");
@@ -92,6 +96,9 @@ TEST_CASE("host predict on 2 ranks writes the 1-rank file byte for byte (csv and
                                          "--checkpoint last --format " + format + " --output '" + two.string() + "'");
     INFO(pair.output);
     REQUIRE(pair.exit_code == 0);
+    // run.threads = 0: the two ranks of this node share its cores (data.num_workers = 0 here).
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    CHECK(pair.output.find("intra-op threads " + std::to_string(std::max(1, cores / 2)) + ",") != std::string::npos);
     REQUIRE(fs::file_size(one) > 1000);
     CHECK(tp::test::read_text(one) == tp::test::read_text(two));
   }

@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "tp/framework/engine/batch_error.h"
+#include "engine/training/batch_error.h"
 #include "tp/framework/error.h"
 
 namespace {

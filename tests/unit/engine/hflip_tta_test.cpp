@@ -5,7 +5,7 @@
 
 #include <ATen/ATen.h>
 
-#include "tp/framework/engine/hflip_tta.h"
+#include "engine/prediction/hflip_tta.h"
 #include "tp/framework/error.h"
 
 namespace {

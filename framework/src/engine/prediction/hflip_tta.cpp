@@ -1,4 +1,4 @@
-#include "tp/framework/engine/hflip_tta.h"
+#include "engine/prediction/hflip_tta.h"
 
 #include <ATen/ops/flip.h>
 

@@ -14,8 +14,8 @@
 #include "class_maps.h"
 #include "ragged_rows.h"
 #include "tp/framework/dist/collectives.h"
-#include "tp/framework/engine/batch_error.h"
-#include "tp/framework/engine/hflip_tta.h"
+#include "engine/training/batch_error.h"
+#include "engine/prediction/hflip_tta.h"
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/error.h"
 

@@ -52,15 +52,37 @@ std::string CpuSettings::describe() const {
          (malloc_tuned ? "raised (M_MMAP_THRESHOLD 256 MiB, M_TRIM_THRESHOLD 1 GiB)" : "unchanged");
 }
 
-CpuSettings apply_cpu_settings(int requested_threads, int loader_threads) {
+CpuSettings apply_cpu_settings(int requested_threads, int loader_threads, int ranks_on_node) {
   CpuSettings s;
   s.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   s.loader_threads = loader_threads;
   // Keep freed tensors in the heap instead of returning them to the OS after every step.
   s.malloc_tuned = mallopt(M_MMAP_THRESHOLD, 256 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1;
-  s.intra_op_threads = requested_threads > 0 ? requested_threads : std::max(1, s.cores - loader_threads);
+  const int share = s.cores / std::max(1, ranks_on_node);
+  s.intra_op_threads = requested_threads > 0 ? requested_threads : std::max(1, share - loader_threads);
   at::set_num_threads(s.intra_op_threads);
   return s;
+}
+
+void ProcessSettings::report(Logger& log) const {
+  log.info(cpu.describe());
+  log.info(determinism);
+  for (const std::string& warning : warnings) log.warn(warning);
+}
+
+ProcessSettings apply_process_settings(const RunConfig& config, c10::Device device, int ranks_on_node) {
+  ProcessSettings settings;
+  settings.cpu = apply_cpu_settings(static_cast<int>(config.run.threads), static_cast<int>(config.data.num_workers),
+                                    ranks_on_node);
+  settings.determinism = apply_determinism(config.run.deterministic, device);
+  auto& context = at::globalContext();
+  if (config.run.cudnn_benchmark && config.run.deterministic)
+    settings.warnings.push_back("run.cudnn_benchmark is ignored because run.deterministic = true (autotuning picks "
+                                "algorithms by timing, which is not reproducible)");
+  context.setBenchmarkCuDNN(config.run.cudnn_benchmark && !config.run.deterministic);
+  context.setAllowTF32CuBLAS(config.run.tf32);
+  context.setAllowTF32CuDNN(config.run.tf32);
+  return settings;
 }
 
 }  // namespace tp

@@ -1,4 +1,4 @@
-#include "tp/framework/engine/batch_error.h"
+#include "engine/training/batch_error.h"
 
 #include <c10/util/Exception.h>
 #include <c10/util/StringUtil.h>
@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <string_view>
 
-#include "tp/framework/engine/out_of_memory.h"
+#include "engine/training/out_of_memory.h"
 #include "tp/framework/error.h"
 
 namespace tp {

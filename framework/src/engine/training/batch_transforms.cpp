@@ -1,4 +1,4 @@
-#include "tp/framework/engine/batch_transforms.h"
+#include "engine/training/batch_transforms.h"
 
 #include <c10/core/GradMode.h>
 

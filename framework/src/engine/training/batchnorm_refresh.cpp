@@ -1,6 +1,6 @@
 // update_bn for plugin models (batchnorm_refresh.h): momentum measured, statistics read as
 // m x stat from zeroed running buffers, averaged over batches.
-#include "tp/framework/engine/batchnorm_refresh.h"
+#include "engine/training/batchnorm_refresh.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "tp/framework/dist/collectives.h"
-#include "tp/framework/engine/batch_error.h"
+#include "engine/training/batch_error.h"
 #include "tp/framework/error.h"
 
 namespace tp {

@@ -1,4 +1,4 @@
-#include "tp/framework/engine/out_of_memory.h"
+#include "engine/training/out_of_memory.h"
 
 #include <c10/util/Exception.h>
 

@@ -12,7 +12,7 @@
 #include "tp/framework/engine/cuda_graph_policy.h"
 #include "tp/framework/engine/nan_policy.h"
 #include "tp/framework/engine/run_budget.h"
-#include "tp/framework/engine/run_switches.h"
+#include "engine/setup/runtime_toml.h"
 #include "tp/framework/error.h"
 #include "tp/framework/optim/device_step.h"
 #include "tp/framework/report/plots.h"
@@ -86,10 +86,11 @@ Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device devi
   if (writes_ && config.logging.tensorboard_images && !(config.logging.tensorboard && config.plots.enabled))
     log_.warn("logging.tensorboard_images = true adds nothing: the images are plots/*.png, so it needs "
               "logging.tensorboard = true and plots.enabled = true.");
-  // Every switch is set explicitly, on or off; the effective values are recorded next to config.toml.
-  runtime_toml_ = apply_run_switches(config_, device_, precision_, world_size_, log_,
-                                     writes_ ? run_dir_ / "runtime.toml" : std::filesystem::path(),
-                                     provenance_toml(provenance_));
+  // The process settings (ARCH-17) were applied by the command; their effective values are
+  // recorded next to config.toml.
+  if (writes_)
+    runtime_toml_ = write_runtime_toml(config_, device_, precision_, world_size_, run_dir_ / "runtime.toml",
+                                       provenance_toml(provenance_));
   init_model();
   init_dist();
   init_cuda_graphs();

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "tp/framework/engine/batchnorm_refresh.h"
+#include "engine/training/batchnorm_refresh.h"
 #include "tp/framework/engine/trainer.h"
 #include "tp/framework/error.h"
 #include "tp/framework/util/short_number.h"

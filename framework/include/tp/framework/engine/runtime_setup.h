@@ -1,11 +1,16 @@
-// Process-level settings the host owns (ARCH-17): the device, glibc malloc
-// thresholds and LibTorch's intra-op thread count. Applied once at start-up, explicitly, and
-// reported in train.log — never as hidden global side effects of a library call.
+// Process-level settings the host owns (ARCH-17): the device, glibc malloc thresholds, LibTorch's
+// intra-op thread count, determinism, cuDNN autotuning and TF32. Applied once at start-up by
+// apply_process_settings, explicitly, and reported in the log, never as hidden global side
+// effects of a library call.
 #pragma once
 
 #include <c10/core/Device.h>
 
 #include <string>
+#include <vector>
+
+#include "tp/framework/config/run_config.h"
+#include "tp/framework/util/log.h"
 
 namespace tp {
 
@@ -29,8 +34,27 @@ struct CpuSettings {
 
 /// Raises glibc's mmap and trim thresholds (a small CNN step went from 44 ms to 10 ms on this
 /// kind of machine: the default returns freed activations to the OS every step, costing page
-/// faults) and sets LibTorch's intra-op threads to `requested` or, when 0, to the cores left
-/// after `loader_threads` (at least 1), so loader and compute threads do not oversubscribe.
-CpuSettings apply_cpu_settings(int requested_threads, int loader_threads);
+/// faults) and sets LibTorch's intra-op threads to `requested` or, when 0, to this process's share
+/// of the node's cores (cores / `ranks_on_node`) less `loader_threads`, at least 1, so that loader
+/// and compute threads, and the ranks of one node, do not oversubscribe the cores (N ranks each
+/// taking every core made a step 5x slower).
+CpuSettings apply_cpu_settings(int requested_threads, int loader_threads, int ranks_on_node = 1);
+
+/// What apply_process_settings set, for the log.
+struct ProcessSettings {
+  CpuSettings cpu;
+  std::string determinism;           ///< apply_determinism's line
+  std::vector<std::string> warnings; ///< settings the config asked for and did not get, and why
+  /// Logs the lines above: the settings at INFO, the warnings at WARN.
+  void report(Logger& log) const;
+};
+
+/// ARCH-17 in one function, called once by every command that runs a model (through the host's
+/// assemble_run), before any component is created: the intra-op threads and malloc thresholds
+/// (apply_cpu_settings, run.threads, data.num_workers, `ranks_on_node`), determinism
+/// (run.deterministic), cuDNN autotuning (run.cudnn_benchmark, off under run.deterministic) and
+/// TF32 (run.tf32), each switch set on or off explicitly so that nothing depends on what ran
+/// before in this process.
+ProcessSettings apply_process_settings(const RunConfig& config, c10::Device device, int ranks_on_node);
 
 }  // namespace tp

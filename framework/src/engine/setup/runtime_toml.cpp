@@ -1,4 +1,4 @@
-#include "tp/framework/engine/run_switches.h"
+#include "engine/setup/runtime_toml.h"
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
@@ -40,17 +40,9 @@ std::string gpu_lines(c10::Device device) {
 
 }  // namespace
 
-std::string apply_run_switches(const RunConfig& config, c10::Device device, Precision precision, int world_size,
-                        Logger& log, const std::filesystem::path& runtime_toml, const std::string& provenance) {
-  auto& context = at::globalContext();
-  const bool benchmark = config.run.cudnn_benchmark && !config.run.deterministic;
-  if (config.run.cudnn_benchmark && config.run.deterministic)
-    log.warn("run.cudnn_benchmark is ignored because run.deterministic = true (autotuning picks "
-             "algorithms by timing, which is not reproducible)");
-  context.setBenchmarkCuDNN(benchmark);
-  context.setAllowTF32CuBLAS(config.run.tf32);
-  context.setAllowTF32CuDNN(config.run.tf32);
-  if (runtime_toml.empty()) return "";
+std::string write_runtime_toml(const RunConfig& config, c10::Device device, Precision precision, int world_size,
+                               const std::filesystem::path& path, const std::string& provenance) {
+  const auto& context = at::globalContext();
   std::ostringstream text;
   text << "# Effective runtime settings of this run (written by the host; informational).\n"
        << "device = \"" << device.str() << "\"\n"
@@ -59,8 +51,8 @@ std::string apply_run_switches(const RunConfig& config, c10::Device device, Prec
        << "intra_op_threads = " << at::get_num_threads() << "\n"
        << "deterministic = " << (context.deterministicAlgorithms() ? "true" : "false") << "\n"
        << "channels_last = " << (config.run.channels_last ? "true" : "false") << "\n"
-       << "cudnn_benchmark = " << (benchmark ? "true" : "false") << "\n"
-       << "tf32 = " << (config.run.tf32 ? "true" : "false") << "\n"
+       << "cudnn_benchmark = " << (context.benchmarkCuDNN() ? "true" : "false") << "\n"
+       << "tf32 = " << (context.allowTF32CuBLAS() ? "true" : "false") << "\n"
        << "non_blocking_copies = " << (device.is_cuda() ? "true" : "false") << "\n"
        << "device_prefetch = " << (device.is_cuda() && config.data.device_prefetch ? "true" : "false") << "\n"
        << "activation_checkpointing = " << (config.activation_checkpointing ? "true" : "false") << "\n"
@@ -68,7 +60,7 @@ std::string apply_run_switches(const RunConfig& config, c10::Device device, Prec
        << "libtorch = \"" << TORCH_VERSION << "\"\n"
        << gpu_lines(device);
   if (!provenance.empty()) text << "\n" << provenance;
-  write_file_atomically(runtime_toml, text.str());
+  write_file_atomically(path, text.str());
   return text.str();
 }
 

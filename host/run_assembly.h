@@ -1,0 +1,58 @@
+// The one place a command builds a run from its loaded config (docs/architecture.md, run steps 4
+// and 5): the weights it starts from, the process settings (ARCH-17), the datasets prepared and
+// created, the other components, the initial weights. `host train`, `eval`, `predict` and `verify`
+// call it; `host tune` and `host sweep` build each trial and cell through a `host train` child,
+// so through it as well; `host profile`, which builds the model alone, applies the same process
+// settings (apply_process_settings).
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "session.h"
+#include "tp/framework/checkpoint/checkpoint.h"
+#include "tp/framework/engine/run_components.h"
+#include "tp/framework/engine/runtime_setup.h"
+
+namespace tp::cli {
+
+/// What a command asks of the run it assembles.
+struct RunRequest {
+  std::string command{}; ///< "host train": names the command in messages
+  DatasetSplits splits{}; ///< the dataset splits to prepare and create
+  /// The checkpoint the run starts from: eval and predict's --checkpoint file, train's --resume
+  /// path; empty: none. Loaded before anything else, so that a missing or damaged file stops the
+  /// command before any dataset is prepared.
+  std::filesystem::path start_from{};
+  /// train --resume auto: start from the newest checkpoint of the run directory that loads, if any.
+  bool resume_auto = false;
+  /// Fill the model from train.init_weights on a fresh start (train, verify); resuming ignores it.
+  bool initial_weights = false;
+  /// Appended to the message of a SIGINT/SIGTERM that arrives while the datasets are prepared or
+  /// the components created ("; nothing was written.", its punctuation included); empty: the
+  /// command does not stop there.
+  std::string stopped_note{};
+};
+
+/// A run ready for its command: the components created, on the CPU until the command places
+/// them (the Trainer, BatchPlacement).
+struct AssembledRun {
+  c10::Device device;        ///< cuda:LOCAL_RANK under data parallelism, else run.device resolved
+  ProcessSettings settings;  ///< what ARCH-17 set, already logged
+  RunComponents parts;
+  std::filesystem::path start_path;             ///< the start checkpoint's file; empty on a fresh start
+  std::optional<LoadedCheckpoint> start;        ///< that checkpoint, loaded
+};
+
+/// [all ranks] Builds the run `request` asks for from `session`'s config, in this order: the start
+/// checkpoint (found and loaded), the process settings (ARCH-17, apply_process_settings, with
+/// this node's ranks sharing its cores), the datasets' prepare entries (PLG-17, once per node),
+/// the components (run_components.h; LibTorch's generator seeded with run.seed), the initial
+/// weights. Logs each step. Throws ConfigError, CheckpointError, PluginError, and Interrupted (stop_signal.h)
+/// where `request.stopped_note` asks for it.
+AssembledRun assemble_run(Session& session, const RunRequest& request);
+
+}  // namespace tp::cli
