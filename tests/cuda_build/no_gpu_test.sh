@@ -13,7 +13,7 @@ host="$build/bin/host"
 work="$build/test-runs/cuda_build_no_gpu"
 rm -rf "$work"
 mkdir -p "$work"
-if command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+if command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep '^GPU' >/dev/null; then
   echo "a GPU is visible: this machine runs the gpu label (ctest -L gpu) instead"
   exit 77
 fi

@@ -177,7 +177,9 @@ sed -i 's|torchhost_add_plugin(template_dataset TIER S SOURCES template_dataset.
 grep -q 'LINK opencv_core opencv_imgproc opencv_imgcodecs' "$work/cv_dataset/CMakeLists.txt" ||
   { echo "cv_dataset: the template's torchhost_add_plugin line changed; update this test"; exit 1; }
 build_consumer "$work/cv_dataset" template_dataset
-ldd "$work/cv_dataset-build/template_dataset.so" | grep -q 'libopencv_imgcodecs' ||
+# grep reads all of ldd's output: `grep -q` stops at the match, ldd then dies of SIGPIPE and
+# pipefail failed the check now and then while the library was there.
+ldd "$work/cv_dataset-build/template_dataset.so" | grep 'libopencv_imgcodecs' >/dev/null ||
   { echo "cv_dataset: not linked against libopencv_imgcodecs"; exit 1; }
 fi
 
