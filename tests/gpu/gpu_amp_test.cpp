@@ -74,7 +74,7 @@ TEST_CASE("fp16 on CUDA: an overflowing initial scale backs off, the skipped ste
 TEST_CASE("a non-finite loss stops fp32, bf16 and fp16 runs on CUDA (nan_policy = stop)") {
   REQUIRE_MESSAGE(at::hasCUDA(), kNeedsCuda);
   // No per-step read on CUDA: the loss is caught at the logging read, here every 2 steps. fp16
-  // with "stop" is checked there too (engine/nan_policy.h): the scaler would skip every later step.
+  // with "stop" is checked there too (engine/training/nan_policy.h): the scaler would skip every later step.
   for (const std::string precision : {"fp32", "bf16", "fp16"}) {
     CAPTURE(precision);
     const auto dir = tp::test::fresh_dir("gpu_nan_" + precision);

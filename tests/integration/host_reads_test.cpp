@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "tp/framework/config/load.h"
-#include "tp/framework/engine/nan_policy.h"
+#include "engine/training/nan_policy.h"
 #include "tp/framework/engine/trainer.h"
 #include "tp/framework/plugin/host_services.h"
 #include "tp/framework/plugin/registry.h"

@@ -1,7 +1,7 @@
-// run.cuda_graphs' start-up decision (engine/cuda_graph_policy.h), every refusal checked without a
+// run.cuda_graphs' start-up decision (engine/training/cuda_graph_policy.h), every refusal checked without a
 // GPU: "on" stops with exit 2 naming the key to change and every reason at once, "auto" trains
 // eagerly, and a run that meets every condition captures.
-#include "tp/framework/engine/cuda_graph_policy.h"
+#include "engine/training/cuda_graph_policy.h"
 #include "tp/framework/error.h"
 #include "tp/framework/optim/optimizer_factory.h"
 

@@ -6,8 +6,8 @@
 #include <limits>
 #include <vector>
 
-#include "tp/framework/engine/finite_weights.h"
-#include "tp/framework/engine/weight_average.h"
+#include "engine/training/finite_weights.h"
+#include "engine/training/weight_average.h"
 
 #include <doctest/doctest.h>
 

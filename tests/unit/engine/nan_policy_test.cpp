@@ -4,7 +4,7 @@
 // and the logging read threw for fp32 only).
 #include <doctest/doctest.h>
 
-#include "tp/framework/engine/nan_policy.h"
+#include "engine/training/nan_policy.h"
 
 using tp::NanChecks;
 using tp::Precision;

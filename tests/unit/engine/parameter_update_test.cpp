@@ -1,4 +1,4 @@
-// ParameterUpdate (engine/parameter_update.h), the update a CUDA graph captures, on the CPU: with
+// ParameterUpdate (engine/training/parameter_update.h), the update a CUDA graph captures, on the CPU: with
 // a fused optimizer under fp16 its skip is decided on the device and must equal the host's
 // decision (GradScaler::step) bit for bit; its statistics accumulate in place and read back as
 // the eager code computed them; advance() moves time on after every window and folds the EMA in.
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "tp/framework/amp/grad_scaler.h"
-#include "tp/framework/engine/parameter_update.h"
+#include "engine/training/parameter_update.h"
 #include "tp/framework/optim/lr_scheduler.h"
 #include "tp/framework/optim/optimizer_factory.h"
 #include "unit/optim/optimizer_test_util.h"

@@ -2,7 +2,7 @@
 // the agreement that makes a reason raised on one rank every rank's (a two-rank Collectives
 // double ORs the flags both ranks bring, as the c10d implementation's all-reduce does; the real
 // two-rank run is tests/dist/ddp_test.cpp, "a stop requested on one rank").
-#include "tp/framework/engine/run_control.h"
+#include "engine/training/run_control.h"
 
 #include <ATen/ATen.h>
 

@@ -1,4 +1,4 @@
-#include "tp/framework/engine/provenance.h"
+#include "engine/setup/provenance.h"
 
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>

@@ -15,7 +15,7 @@ namespace tp {
 /// [rank 0] Writes `path` atomically with the effective settings (device, precision, world size,
 /// intra-op threads, determinism, cuDNN autotuning and TF32 as the global context holds them
 /// after apply_process_settings, LibTorch version, the GPU; informational), followed by
-/// `provenance` (TOML text, engine/provenance.h), and returns that text (the trainer appends what
+/// `provenance` (TOML text, engine/setup/provenance.h), and returns that text (the trainer appends what
 /// it learns later, such as run.cuda_graphs' choice, and writes the file again).
 std::string write_runtime_toml(const RunConfig& config, c10::Device device, Precision precision, int world_size,
                                const std::filesystem::path& path, const std::string& provenance = "");

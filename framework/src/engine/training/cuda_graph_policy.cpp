@@ -1,4 +1,4 @@
-#include "tp/framework/engine/cuda_graph_policy.h"
+#include "engine/training/cuda_graph_policy.h"
 
 #include "tp/framework/error.h"
 

@@ -1,4 +1,4 @@
-#include "tp/framework/engine/evaluator.h"
+#include "engine/training/evaluator.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>

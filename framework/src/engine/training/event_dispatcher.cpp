@@ -1,4 +1,4 @@
-#include "tp/framework/engine/event_dispatcher.h"
+#include "engine/training/event_dispatcher.h"
 
 namespace tp {
 

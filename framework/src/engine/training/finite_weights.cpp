@@ -1,5 +1,5 @@
 // Non-finite weights (finite_weights.h): one foreach max-abs pass, no host read.
-#include "tp/framework/engine/finite_weights.h"
+#include "engine/training/finite_weights.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>

@@ -1,4 +1,4 @@
-#include "tp/framework/engine/nan_policy.h"
+#include "engine/training/nan_policy.h"
 
 #include <algorithm>
 

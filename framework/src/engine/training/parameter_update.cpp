@@ -1,7 +1,7 @@
 // Phase 5 of the training step in its sub-phases (5a-5d), the same calls eager and captured;
 // phase 6, what advances with every step; the SWA epochs. The checkpoint part is
 // parameter_update_state.cpp.
-#include "tp/framework/engine/parameter_update.h"
+#include "engine/training/parameter_update.h"
 
 #include <ATen/ATen.h>
 #include <torch/nn/utils/clip_grad.h>

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "tp/framework/checkpoint/checkpoint.h"
-#include "tp/framework/engine/parameter_update.h"
+#include "engine/training/parameter_update.h"
 
 namespace tp {
 

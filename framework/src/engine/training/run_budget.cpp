@@ -1,4 +1,4 @@
-#include "tp/framework/engine/run_budget.h"
+#include "engine/training/run_budget.h"
 
 #include "tp/framework/checkpoint/checkpoint.h"
 

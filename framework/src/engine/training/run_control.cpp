@@ -1,4 +1,4 @@
-#include "tp/framework/engine/run_control.h"
+#include "engine/training/run_control.h"
 
 #include <csignal>
 

@@ -13,7 +13,7 @@
 
 #include "step_graph.h"
 #include "tp/framework/data/named_tensors.h"
-#include "tp/framework/engine/cuda_graph_policy.h"
+#include "engine/training/cuda_graph_policy.h"
 #include "tp/framework/util/log.h"
 
 namespace tp {

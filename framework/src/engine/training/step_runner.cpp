@@ -1,7 +1,7 @@
 // The hot path: one optimizer step in numbered phases (ARCH-15): 1-3 for each micro-batch of
 // the accumulation window, 4 the ranks' agreement, 5 the update, 6 what advances with the step.
 // Under run.cuda_graphs, 2-5 of a whole window are captured once and replayed (docs/cuda_graphs.md).
-#include "tp/framework/engine/step_runner.h"
+#include "engine/training/step_runner.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>

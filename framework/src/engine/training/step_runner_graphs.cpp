@@ -9,7 +9,7 @@
 #include "step_capture.h"
 #include "step_graph.h"
 #include "tp/framework/dist/collectives.h"
-#include "tp/framework/engine/step_runner.h"
+#include "engine/training/step_runner.h"
 #include "tp/framework/error.h"
 #include "tp/framework/optim/device_step.h"
 

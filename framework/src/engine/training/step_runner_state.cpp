@@ -5,7 +5,7 @@
 #include "step_capture.h"
 
 #include "tp/framework/checkpoint/checkpoint.h"
-#include "tp/framework/engine/step_runner.h"
+#include "engine/training/step_runner.h"
 #include "tp/framework/error.h"
 
 namespace tp {

@@ -12,13 +12,13 @@
 #include "tp/framework/data/batch_layout.h"
 #include "tp/framework/data/field_contracts.h"
 #include "tp/framework/engine/stop_signal.h"
-#include "tp/framework/engine/trainer.h"
+#include "engine/training/trainer_impl.h"
 #include "tp/framework/error.h"
 #include "tp/framework/util/short_number.h"
 
 namespace tp {
 
-void Trainer::train_epoch(int64_t epoch) {
+void Trainer::Impl::train_epoch(int64_t epoch) {
   parts_.model->set_training(true);
   // Frozen parameter groups join at their unfreeze_at_epoch; data-parallel, the gradient
   // all-reduce is rebuilt over the new trainable set (a collective shape check on every rank).
@@ -85,7 +85,7 @@ void Trainer::train_epoch(int64_t epoch) {
   }
 }
 
-double Trainer::log_step(int64_t epoch, double lr, const UpdateStats& update) {
+double Trainer::Impl::log_step(int64_t epoch, double lr, const UpdateStats& update) {
   const int64_t first = std::max<int64_t>(1, step() - config_.train.log_every_steps + 1);
   const auto [sum, count] =
       meters_.read_window_loss("between steps " + std::to_string(first) + " and " + std::to_string(step()));
@@ -112,7 +112,7 @@ double Trainer::log_step(int64_t epoch, double lr, const UpdateStats& update) {
   return loss;
 }
 
-void Trainer::evaluate_and_save_on_steps(int64_t epoch) {
+void Trainer::Impl::evaluate_and_save_on_steps(int64_t epoch) {
   if (evaluator_->enabled() && due(config_.eval.strategy, config_.eval.every, false, epoch)) {
     run_evaluation();
     draw_plots();
@@ -123,7 +123,7 @@ void Trainer::evaluate_and_save_on_steps(int64_t epoch) {
   save_if_requested(here); // an EVAL_END request
 }
 
-void Trainer::end_epoch(int64_t epoch) {
+void Trainer::Impl::end_epoch(int64_t epoch) {
   // train.max_time cut this epoch short: it ends after the resume (fit() saves where it stopped).
   if (control_.time_stop() && control_.time_stop()->epoch == epoch) return;
   end_swa_epoch();
@@ -173,7 +173,7 @@ void Trainer::end_epoch(int64_t epoch) {
   if (!eval.empty()) draw_plots();
 }
 
-Scalars Trainer::run_evaluation() {
+Scalars Trainer::Impl::run_evaluation() {
   sync_batchnorm_stats(); // each rank evaluates its shard: with the same statistics
   Scalars eval = evaluator_->run(step(), update_.active_schedule());
   // EVAL_END requests: a stop ends the run after this evaluation; a save is taken by the caller
@@ -197,7 +197,7 @@ Scalars Trainer::run_evaluation() {
   return eval;
 }
 
-bool Trainer::due(IntervalStrategy strategy, int64_t every, bool at_epoch_end, int64_t epoch) const {
+bool Trainer::Impl::due(IntervalStrategy strategy, int64_t every, bool at_epoch_end, int64_t epoch) const {
   if (strategy == IntervalStrategy::kSteps) return !at_epoch_end && step() % every == 0;
   if (strategy != IntervalStrategy::kEpoch || !at_epoch_end) return false;
   return (epoch + 1) % every == 0 || epoch + 1 == epochs_ || control_.stop();

@@ -1,4 +1,4 @@
-#include "tp/framework/engine/train_meters.h"
+#include "engine/training/train_meters.h"
 
 #include <ATen/ATen.h>
 

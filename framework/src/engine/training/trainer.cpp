@@ -1,4 +1,4 @@
-#include "tp/framework/engine/trainer.h"
+#include "engine/training/trainer_impl.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
@@ -9,9 +9,9 @@
 #include <limits>
 #include <utility>
 
-#include "tp/framework/engine/cuda_graph_policy.h"
-#include "tp/framework/engine/nan_policy.h"
-#include "tp/framework/engine/run_budget.h"
+#include "engine/training/cuda_graph_policy.h"
+#include "engine/training/nan_policy.h"
+#include "engine/training/run_budget.h"
 #include "engine/setup/runtime_toml.h"
 #include "tp/framework/error.h"
 #include "tp/framework/optim/device_step.h"
@@ -56,8 +56,8 @@ std::string describe_layer_decay(const BuiltOptimizer& built, double decay) {
 
 }  // namespace
 
-Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device device, Logger& logger,
-                 std::filesystem::path run_dir, DistContext* dist)
+Trainer::Impl::Impl(const RunConfig& config, RunComponents& parts, c10::Device device, Logger& logger,
+                    std::filesystem::path run_dir, DistContext* dist)
     : config_(config),
       parts_(parts),
       device_(device),
@@ -141,9 +141,9 @@ Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device devi
   if (t.fast_dev_run) log_.info("fast_dev_run: one optimizer step and one evaluation batch; nothing is written");
 }
 
-Trainer::~Trainer() = default;
+Trainer::Impl::~Impl() = default;
 
-void Trainer::init_cuda_graphs() {
+void Trainer::Impl::init_cuda_graphs() {
   CudaGraphFacts facts;
   facts.cuda_device = device_.is_cuda();
   facts.cuda_build = TP_TORCH_DEVICE_BUILD == 2;
@@ -164,14 +164,14 @@ void Trainer::init_cuda_graphs() {
   record_cuda_graph_state();
 }
 
-void Trainer::record_cuda_graph_state() {
+void Trainer::Impl::record_cuda_graph_state() {
   std::optional<std::string> table = steps_.take_cuda_graph_report();
   if (!table || !writes_ || runtime_toml_.empty()) return;
   // runtime.toml is informational and rewritten whole (atomically) with the graph table last.
   control_.rank0_write([&] { write_file_atomically(run_dir_ / "runtime.toml", runtime_toml_ + "\n" + *table); });
 }
 
-void Trainer::init_schedule() {
+void Trainer::Impl::init_schedule() {
   const SchedulerOptions o = options_for_groups(config_.schedule, *optim_.optimizer, config_.optim.lr);
   // Time is optimizer steps: a window of grad_accum_steps micro-batches is one step, and the
   // epoch's short last window counts too (ARCH-10).
@@ -181,7 +181,7 @@ void Trainer::init_schedule() {
             std::string(to_string(precision_)));
 }
 
-void Trainer::init_averages() {
+void Trainer::Impl::init_averages() {
   if (const SwaSection& w = config_.swa; w.enabled) {
     if (std::any_of(w.lr.begin(), w.lr.end(), [](double lr) { return !(lr > 0.0); }))
       throw ConfigError("swa.lr", "swa.enabled = true needs swa.lr > 0: the lr the SWA epochs anneal to (SWALR's "
@@ -211,7 +211,7 @@ void Trainer::init_averages() {
             std::to_string(ema.bytes() >> 20) + " MiB on " + where.str() + "; evaluated as val_ema/*");
 }
 
-void Trainer::init_model() {
+void Trainer::Impl::init_model() {
   model_state_ = placement_.place_model(*parts_.model);
   for (auto& metric : parts_.metrics) metric->to_device(device_);
   if (config_.activation_checkpointing) {
@@ -247,7 +247,7 @@ void Trainer::init_model() {
             std::to_string(trainable) + " trainable) on " + device_.str());
 }
 
-FitSummary Trainer::fit() {
+FitSummary Trainer::Impl::fit() {
   const auto start = std::chrono::steady_clock::now();
   FitSummary summary;
   summary.monitor = config_.checkpoint.monitor;
@@ -315,7 +315,7 @@ FitSummary Trainer::fit() {
   return summary;
 }
 
-void Trainer::report_scaler_skips(int64_t steps) const {
+void Trainer::Impl::report_scaler_skips(int64_t steps) const {
   const int64_t skipped = update_.scaler_skipped_steps();
   const std::string line = "amp: the fp16 grad scaler skipped " + std::to_string(skipped) + " of " +
                            std::to_string(steps) + " optimizer steps (inf/NaN gradients; amp/skipped_steps in the history)";
@@ -328,14 +328,14 @@ void Trainer::report_scaler_skips(int64_t steps) const {
                    "(amp.precision = \"bf16\") where the device has it.");
 }
 
-Scalars Trainer::evaluate(const std::string& prefix) {
+Scalars Trainer::Impl::evaluate(const std::string& prefix) {
   if (!evaluator_->enabled())
     throw ConfigError("eval.strategy", "there is nothing to evaluate: the run has no " + prefix +
                                            " split, or eval.strategy = \"no\" left its loader out.");
   return evaluator_->evaluate(prefix);
 }
 
-void Trainer::draw_plots() {
+void Trainer::Impl::draw_plots() {
   if (!writes_ || !config_.plots.enabled) return;
   // About 0.1-0.3 s on this thread for a 10k-step history (docs/plots.md); a plotting failure
   // (a missing cairo driver) must never stop training.
@@ -346,8 +346,22 @@ void Trainer::draw_plots() {
   }
 }
 
-uint32_t Trainer::dispatch(int32_t kind, const Scalars& scalars, const std::string& message) {
+uint32_t Trainer::Impl::dispatch(int32_t kind, const Scalars& scalars, const std::string& message) {
   return events_.dispatch(kind, step(), position_.epoch, current_lr(*optim_.optimizer), scalars, message);
 }
+
+// The public face (trainer.h): every call is Impl's.
+Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device device, Logger& logger,
+                 std::filesystem::path run_dir, DistContext* dist)
+    : impl_(std::make_unique<Impl>(config, parts, device, logger, std::move(run_dir), dist)) {}
+Trainer::~Trainer() = default;
+FitSummary Trainer::fit() { return impl_->fit(); }
+Scalars Trainer::evaluate(const std::string& prefix) { return impl_->evaluate(prefix); }
+void Trainer::resume_from(const LoadedCheckpoint& checkpoint) { impl_->resume_from(checkpoint); }
+const std::string& Trainer::run_id() const noexcept { return impl_->run_id(); }
+void Trainer::set_run_id(std::string id) { impl_->set_run_id(std::move(id)); }
+void Trainer::broadcast_model() { impl_->broadcast_model(); }
+std::vector<StateRole> Trainer::state_roles(ResumePosition resume) { return impl_->state_roles(resume); }
+CheckpointContents Trainer::checkpoint_contents(ResumePosition resume) { return impl_->checkpoint_contents(resume); }
 
 }  // namespace tp

@@ -11,8 +11,8 @@
 
 #include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/config/write.h"
-#include "tp/framework/engine/finite_weights.h"
-#include "tp/framework/engine/trainer.h"
+#include "engine/training/finite_weights.h"
+#include "engine/training/trainer_impl.h"
 #include "tp/framework/error.h"
 #include "tp/framework/util/short_number.h"
 
@@ -35,7 +35,7 @@ void set_generator_state(c10::Device device, const at::Tensor& state) {
 
 }  // namespace
 
-void Trainer::save(SaveKind kind, ResumePosition resume) {
+void Trainer::Impl::save(SaveKind kind, ResumePosition resume) {
   // train.fast_dev_run writes nothing, whatever asks (a signal, a callback's request included).
   if (config_.train.fast_dev_run) return;
   if (kind != SaveKind::kPosition && config_.checkpoint.strategy == IntervalStrategy::kNo) return;
@@ -68,7 +68,7 @@ void Trainer::save(SaveKind kind, ResumePosition resume) {
   }
 }
 
-void Trainer::refuse_non_finite_weights() {
+void Trainer::Impl::refuse_non_finite_weights() {
   // Every save: the weights, the EMA and the SWA average it would write, read once on the host
   // and agreed (the ranks hold the same weights, but a save is a decision all of them make).
   std::vector<const std::vector<StateTensor>*> saved{&model_state_};
@@ -86,11 +86,11 @@ void Trainer::refuse_non_finite_weights() {
               "add warm-up ([schedule]), clip gradients (train.max_grad_norm), or check the data for NaN/Inf.");
 }
 
-void Trainer::save_if_requested(ResumePosition resume) {
+void Trainer::Impl::save_if_requested(ResumePosition resume) {
   if (control_.take_save()) save(SaveKind::kPosition, resume);
 }
 
-bool Trainer::load_best() {
+bool Trainer::Impl::load_best() {
   if (!checkpoints_.best()) { // the same ranking on every rank
     log_.warn("checkpoint.load_best_at_end: no best checkpoint was saved (is checkpoint.save_top_k 0, or was the run "
               "never evaluated?); keeping the final weights");
@@ -133,7 +133,7 @@ bool Trainer::load_best() {
   return true;
 }
 
-std::vector<StateRole> Trainer::state_roles(ResumePosition resume) {
+std::vector<StateRole> Trainer::Impl::state_roles(ResumePosition resume) {
   std::vector<StateRole> roles;
   // Where the run continues: the loader's position, the ranks that wrote it, the generators.
   roles.push_back({"position",
@@ -206,13 +206,13 @@ std::vector<StateRole> Trainer::state_roles(ResumePosition resume) {
   return roles;
 }
 
-CheckpointContents Trainer::checkpoint_contents(ResumePosition resume) {
+CheckpointContents Trainer::Impl::checkpoint_contents(ResumePosition resume) {
   CheckpointContents contents;
   for (const StateRole& role : state_roles(resume)) role.save(contents);
   return contents;
 }
 
-void Trainer::resume_from(const LoadedCheckpoint& c) {
+void Trainer::Impl::resume_from(const LoadedCheckpoint& c) {
   for (const StateRole& role : state_roles()) role.load(c);
   broadcast_model(); // a resumed data-parallel run loads, then takes rank 0's weights
   for (const std::string& warning : history_.resume(c.step)) log_.warn(warning);

@@ -7,30 +7,30 @@
 #include <c10/core/GradMode.h>
 
 #include "tp/framework/dist/batchnorm_sync.h"
-#include "tp/framework/engine/trainer.h"
+#include "engine/training/trainer_impl.h"
 #include "tp/framework/error.h"
 
 namespace tp {
 
-void Trainer::init_dist() {
+void Trainer::Impl::init_dist() {
   broadcast_model(); // same initial weights everywhere, whatever each rank's init drew
   steps_.build_gradient_reducer();
 }
 
-void Trainer::broadcast_model() {
+void Trainer::Impl::broadcast_model() {
   std::vector<at::Tensor> tensors;
   for (const auto& s : model_state_) tensors.push_back(s.tensor.detach());
   c10::NoGradGuard no_grad;
   collectives_->broadcast(tensors, "broadcast rank 0's parameters and buffers");
 }
 
-void Trainer::sync_batchnorm_stats() {
+void Trainer::Impl::sync_batchnorm_stats() {
   std::vector<const std::vector<StateTensor>*> states = {&model_state_};
   for (const WeightAverage* average : update_.averages()) states.push_back(&average->state());
   sync_batchnorm_statistics(*collectives_, states, config_.dist.bn_stats);
 }
 
-void Trainer::check_same_position() {
+void Trainer::Impl::check_same_position() {
   const at::Tensor mine = at::tensor({step(), position_.start.epoch, position_.start.batch}, at::TensorOptions().dtype(at::kLong));
   const at::Tensor root = mine.to(device_);
   collectives_->broadcast({root}, "compare resume positions");

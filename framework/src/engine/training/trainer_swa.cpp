@@ -8,21 +8,21 @@
 #include <string>
 
 #include "engine/training/batchnorm_refresh.h"
-#include "tp/framework/engine/trainer.h"
+#include "engine/training/trainer_impl.h"
 #include "tp/framework/error.h"
 #include "tp/framework/util/short_number.h"
 
 namespace tp {
 
-void Trainer::begin_swa_epoch(int64_t epoch) {
+void Trainer::Impl::begin_swa_epoch(int64_t epoch) {
   if (!update_.begin_swa_epoch(epoch)) return;
   log_.info("swa: epoch " + std::to_string(epoch + 1) + " starts stochastic weight averaging; lr " +
             short_number(current_lr(*optim_.optimizer)) + " annealing to " + short_number(config_.swa.lr.front()));
 }
 
-void Trainer::end_swa_epoch() { update_.end_swa_epoch(); }
+void Trainer::Impl::end_swa_epoch() { update_.end_swa_epoch(); }
 
-bool Trainer::finish_swa() {
+bool Trainer::Impl::finish_swa() {
   WeightAverage* swa = update_.swa();
   if (!swa || swa->updates() == 0) return false;
   restore_weights(named_weights(swa->state()), model_state_);

@@ -1,5 +1,5 @@
 // Averaged weights (weight_average.h): PyTorch's AveragedModel update as foreach ops.
-#include "tp/framework/engine/weight_average.h"
+#include "engine/training/weight_average.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>

@@ -24,7 +24,7 @@
 //   swa_schedule: float64 tensor     SWALR's LrScheduler::state() (absent before SWA starts)
 //   train_seconds: float             training time so far, resumes included (train.max_time)
 //   micro_batch_splits: int          pieces each micro-batch is cut into (train.on_oom = "split"; 1)
-//   provenance: str                  what made the run (engine/provenance.h: host build, LibTorch,
+//   provenance: str                  what made the run (engine/setup/provenance.h: host build, LibTorch,
 //                                    plugin files and their SHA-256, command line, host, env); TOML
 //   run_id: str                      the identity of the run that saved it (run_identity.h); absent
 //                                    in files written before identities
@@ -49,6 +49,13 @@ class Optimizer;
 }
 
 namespace tp {
+
+/// Where a stopped run continues: epoch (0-based) and batch within it (a checkpoint's `epoch` and
+/// `batch`).
+struct ResumePosition {
+  int64_t epoch = 0;
+  int64_t batch = 0;
+};
 
 inline constexpr const char* kCheckpointFormat = "torchhost-checkpoint/1";
 
@@ -85,7 +92,7 @@ struct CheckpointState {
   std::vector<double> swa_schedule; ///< SWALR's LrScheduler::state(); empty before SWA starts
   double train_seconds = 0.0;       ///< training time so far, resumes included (train.max_time)
   int64_t micro_batch_splits = 1;   ///< pieces per micro-batch after out-of-memory splits (train.on_oom)
-  std::string provenance_toml;      ///< engine/provenance.h's [provenance] table; "" in older files
+  std::string provenance_toml;      ///< engine/setup/provenance.h's [provenance] table; "" in older files
   std::string run_id;               ///< the saving run's identity (run_identity.h); "" in older files
 };
 

@@ -34,7 +34,7 @@ struct RunComponents {
   std::vector<std::unique_ptr<CallbackProxy>> callbacks;
   std::vector<std::string> plugin_versions; ///< "id@version" of each component used
   /// Each plugin library the run used, once, with the "id@version" of its components used
-  /// (in first-use order): provenance (engine/provenance.h) hashes these files.
+  /// (in first-use order): provenance (engine/setup/provenance.h) hashes these files.
   std::vector<std::pair<std::shared_ptr<PluginLibrary>, std::vector<std::string>>> libraries;
 };
 

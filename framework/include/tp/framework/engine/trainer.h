@@ -1,18 +1,8 @@
 // The training loop (docs/architecture.md, run steps 6-9): fit() runs epochs of optimizer steps, evaluates,
-// reports to history/progress/callbacks and writes checkpoints. Its header is its table of
-// contents (flashlight's Trainer.h): the loop lives in train_loop.cpp, and each role it drives
-// has a type of its own (docs/engine.md):
-//   StepRunner       one whole optimizer step: micro-batches, AMP, normalisation, NaN policy,
-//                    out-of-memory splits, the ranks' agreement, then ParameterUpdate's phases
-//   ParameterUpdate  the update (scaler, clipping, optimizer step), the schedules and SWALR, the
-//                    step count, the weights' finiteness watch, the EMA and SWA averages
-//   RunControl       every reason to stop or save, agreed once per step
-//   Evaluator        evaluation and its reactions: plateau schedule, monitor, early stopping
-//   TrainMeters      loss, throughput and step-time meters, read only at log steps
-//   EventDispatcher  callback events and their requests
-//   BatchPlacement   a batch's way to the device
-//   Collectives      every collective, the identity for a single process
-// Each stateful role saves and restores its own part of a checkpoint (state_roles()).
+// reports to history/progress/callbacks and writes checkpoints. This header is the whole of it a
+// command sees: the roles the loop drives (StepRunner, ParameterUpdate, RunControl, Evaluator,
+// TrainMeters, EventDispatcher, ...) are engine-private, held by Trainer::Impl
+// (framework/src/engine/training/trainer_impl.h, the loop's table of contents; docs/engine.md).
 //
 // Example:
 //   Trainer trainer(config, components, device, logger, run_dir);
@@ -27,33 +17,13 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include "tp/framework/amp/precision.h"
-#include "tp/framework/monitor/history.h"
-#include "tp/framework/monitor/progress.h"
-#include "tp/framework/monitor/tensorboard_writer.h"
 #include "tp/framework/checkpoint/checkpoint.h"
-#include "tp/framework/checkpoint/checkpoint_manager.h"
 #include "tp/framework/config/run_config.h"
-#include "tp/framework/data/data_loader.h"
-#include "tp/framework/engine/batch_placement.h"
-#include "tp/framework/engine/event_dispatcher.h"
-#include "tp/framework/engine/evaluator.h"
-#include "tp/framework/dist/collectives.h"
-#include "tp/framework/engine/provenance.h"
-#include "tp/framework/engine/run_budget.h"
 #include "tp/framework/engine/run_components.h"
-#include "tp/framework/engine/run_control.h"
 #include "tp/framework/engine/scalars.h"
-#include "tp/framework/engine/step_runner.h"
-#include "tp/framework/engine/train_meters.h"
-#include "tp/framework/engine/weight_average.h"
-#include "tp/framework/optim/lr_scheduler.h"
-#include "tp/framework/optim/optimizer_factory.h"
 #include "tp/framework/util/log.h"
 
 namespace tp {
@@ -80,13 +50,6 @@ struct StateRole {
   std::string name;
   std::function<void(CheckpointContents&)> save;
   std::function<void(const LoadedCheckpoint&)> load;
-};
-
-/// Where the loop is.
-struct LoopPosition {
-  int64_t epoch = 0;                  ///< current epoch (0-based)
-  ResumePosition start;               ///< where fit() begins (a resumed run starts inside an epoch)
-  int64_t last_periodic_save = -1;    ///< the step of the last periodic save
 };
 
 class Trainer {
@@ -118,9 +81,9 @@ class Trainer {
   void resume_from(const LoadedCheckpoint& checkpoint);
   /// The run's identity (checkpoint/run_identity.h), carried by every checkpoint it saves; "" until
   /// set. resume_from() takes the checkpoint's, where it has one.
-  const std::string& run_id() const noexcept { return run_id_; }
+  const std::string& run_id() const noexcept;
   /// Sets the identity for the checkpoints saved from now on (host train: a fresh run's new one).
-  void set_run_id(std::string id) { run_id_ = std::move(id); }
+  void set_run_id(std::string id);
   /// Data-parallel: copies rank 0's parameters and buffers to every rank (after loading weights
   /// outside the trainer, e.g. `host eval`). The identity for a single process.
   void broadcast_model();
@@ -132,110 +95,8 @@ class Trainer {
   CheckpointContents checkpoint_contents(ResumePosition resume);
 
  private:
-  /* Initializers */
-  void init_model();
-  void init_schedule();
-  /// Data-parallel: same initial weights everywhere, then the gradient all-reduce.
-  void init_dist();
-  /// [ema], [swa]: the averaged copies of the weights, evaluated after the live ones.
-  void init_averages();
-  /// run.cuda_graphs: the facts the decision reads (cuda_graph_policy.h); "on" that cannot apply
-  /// throws ConfigError here, at start-up.
-  void init_cuda_graphs();
-  /// runtime.toml again with run.cuda_graphs' table, when the step runner's choice changed.
-  void record_cuda_graph_state();
-  /* Stochastic weight averaging (trainer_swa.cpp) */
-  /// At an epoch's start: from swa.start_epoch on, SWALR replaces the schedule.
-  void begin_swa_epoch(int64_t epoch);
-  /// At an averaged epoch's end: folds the weights into the SWA average and steps SWALR.
-  void end_swa_epoch();
-  /// After the last epoch: the model takes the SWA weights and, with swa.update_bn, BatchNorm
-  /// statistics recomputed for them; then it is evaluated and saved. Returns whether it did.
-  bool finish_swa();
-  /* The loop (train_loop.cpp) */
-  void train_epoch(int64_t epoch);
-  /// A logging step: reads the loss the step's agreement carried (a sync), writes the step
-  /// record with the step's `update` statistics, dispatches STEP_END. Returns the loss.
-  double log_step(int64_t epoch, double lr, const UpdateStats& update);
-  /// Step strategies after an optimizer step: evaluate, then save (so the save can be the best).
-  void evaluate_and_save_on_steps(int64_t epoch);
-  void end_epoch(int64_t epoch);
-  /// Evaluates and reacts: callbacks (EVAL_END), early stopping, the step history record.
-  Scalars run_evaluation();
-  bool due(IntervalStrategy strategy, int64_t every, bool at_epoch_end, int64_t epoch) const;
-  /// Sends an event at the current step/epoch/lr; returns the callbacks' requests.
-  uint32_t dispatch(int32_t kind, const Scalars& scalars, const std::string& message = "");
-  /// The current optimizer step count.
-  int64_t step() const noexcept { return update_.step(); }
-  /// Redraws plots/*.png (plots.enabled, rank 0) and hands them to TensorBoard
-  /// (logging.tensorboard_images); a failure is logged, never fatal.
-  void draw_plots();
-  /* Checkpoints (trainer_checkpoint.cpp) */
-  /// What a save writes.
-  enum class SaveKind {
-    kPeriodic, ///< the checkpoint strategy's files (last.pt, step-N.pt), and best.pt when this step's evaluation qualifies
-    kBest,     ///< best.pt alone, when the evaluation taken at this step qualifies
-    kPosition  ///< last.pt alone, at the exact position: a signal or a callback's request
-  };
-  /// The one save path, on every rank: agrees the BatchNorm statistics and the weights' finiteness,
-  /// rank 0 writes, every rank settles the write, CHECKPOINT_SAVE names each file. Writes nothing
-  /// under train.fast_dev_run, and only kPosition under checkpoint.strategy = "no". `resume` =
-  /// where a run resumed from the files continues.
-  void save(SaveKind kind, ResumePosition resume);
-  /// [all ranks] Before every save: throws tp::Error naming the step whose update first left the
-  /// weights non-finite when the weights or an average are inf/NaN on any rank, so no checkpoint
-  /// ever holds them (the earlier ones stay the resume point). Cost: one max-abs pass over the
-  /// weights and averages, one host read and one agreement per save.
-  void refuse_non_finite_weights();
-  /// Saves at `resume` when RunControl holds a save request (a callback's), once.
-  void save_if_requested(ResumePosition resume);
-  /// [all ranks] checkpoint.load_best_at_end: loads best.pt's weights and evaluates them.
-  /// Rank 0 reads the file; whether it is there is agreed, so every rank keeps the final
-  /// weights together when it is not. Returns whether the best weights were loaded.
-  bool load_best();
-  /// Logs how many steps the fp16 grad scaler skipped out of `steps`; a warning above
-  /// scaler_skip_warning_threshold().
-  void report_scaler_skips(int64_t steps) const;
-  /// Throws unless every rank resumes at rank 0's (step, epoch, batch).
-  void check_same_position();
-  /// Data-parallel, before every evaluation and save: the BatchNorm running statistics of the
-  /// model and of the averages become rank 0's or the mean over ranks (dist.bn_stats).
-  void sync_batchnorm_stats();
-
-  /* Run constants */
-  const RunConfig& config_;
-  RunComponents& parts_;
-  c10::Device device_;
-  Logger& log_;
-  std::filesystem::path run_dir_;
-  std::unique_ptr<Collectives> collectives_; ///< the identity for a single process
-  int rank_, world_size_;
-  bool writes_;                 ///< rank 0 and not fast_dev_run: history, checkpoints, plots, TensorBoard
-  int64_t epochs_;              ///< train.epochs (1 for fast_dev_run)
-  int64_t train_batches_ = 0;   ///< micro-batches per epoch (overfit/fast_dev_run limit applied)
-  bool first_batch_checked_ = false; ///< the loss's field contracts held on this process's first batch
-  Precision precision_;         ///< amp.precision
-  RunBudget budget_;            ///< train.max_steps, train.max_time
-  /* Model and optimizer */
-  std::vector<StateTensor> model_state_;
-  BuiltOptimizer optim_;
-  /* Roles */
-  BatchPlacement placement_;
-  TrainMeters meters_;
-  ParameterUpdate update_; ///< phases 5-6: the update, the schedules, the step count, the averages
-  StepRunner steps_;
-  EventDispatcher events_;
-  RunControl control_;
-  std::unique_ptr<DataLoader> train_loader_;
-  std::unique_ptr<Evaluator> evaluator_;
-  History history_;
-  TensorBoardWriter tensorboard_; ///< [logging] tensorboard: mirrors history_, plus config, hparams, plots
-  Progress progress_;
-  CheckpointManager checkpoints_;
-  Provenance provenance_; ///< what made this run: runtime.toml, every checkpoint, --resume's check
-  std::string run_id_;    ///< the run's identity: every checkpoint carries it (run_identity.h)
-  std::string runtime_toml_; ///< runtime.toml as written at start-up (rank 0 writing; else empty)
-  LoopPosition position_;
+  class Impl; // engine-private (trainer_impl.h): the roles, the model state, the loop's position
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace tp

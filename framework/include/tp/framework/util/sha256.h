@@ -1,4 +1,4 @@
-// SHA-256 of a file, hex encoded, for provenance (engine/provenance.h): which plugin binary a run
+// SHA-256 of a file, hex encoded, for provenance (engine/setup/provenance.h): which plugin binary a run
 // or a checkpoint was made with. OpenSSL's libcrypto does the hashing.
 #pragma once
 

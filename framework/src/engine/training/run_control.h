@@ -19,7 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "tp/framework/engine/run_budget.h"
+#include "tp/framework/checkpoint/checkpoint.h" // ResumePosition
+#include "engine/training/run_budget.h"
 
 namespace tp {
 
@@ -39,12 +40,6 @@ enum WindowFlag : uint32_t {
 
 /// Why a run stops before train.epochs is done.
 enum class StopCause { kCallback, kEarlyStopping, kMaxSteps, kMaxTime };
-
-/// Where a stopped run continues: epoch (0-based) and batch within it.
-struct ResumePosition {
-  int64_t epoch = 0;
-  int64_t batch = 0;
-};
 
 class RunControl {
  public:

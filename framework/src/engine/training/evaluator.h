@@ -16,7 +16,7 @@
 #include "tp/framework/engine/batch_placement.h"
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/engine/scalars.h"
-#include "tp/framework/engine/weight_average.h"
+#include "engine/training/weight_average.h"
 #include "tp/framework/optim/lr_scheduler.h"
 
 namespace tp {

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "tp/framework/engine/nan_policy.h"
+#include "engine/training/nan_policy.h"
 #include "tp/framework/engine/scalars.h"
 #include "tp/framework/profile/training_report.h"
 

@@ -19,8 +19,8 @@
 
 #include "tp/framework/amp/grad_scaler.h"
 #include "tp/framework/config/run_config.h"
-#include "tp/framework/engine/finite_weights.h"
-#include "tp/framework/engine/weight_average.h"
+#include "engine/training/finite_weights.h"
+#include "engine/training/weight_average.h"
 #include "tp/framework/optim/lr_scheduler.h"
 #include "tp/framework/optim/optimizer_factory.h"
 #include "tp/framework/util/log.h"
