@@ -9,6 +9,12 @@
                                      checkpoints/last.pt. Prints "diff <run> <reference> loss|weights
                                      <max relative difference>", "steps <run> <n>" and
                                      "clipped <optimizer> <steps clipped> <steps>".
+  trajectory_oracle.py scheduled DIR the host's fused runs DIR/<optimizer>_<cosine|cosine_bf16>/
+                                     (SCHEDULED_EPOCHS, a cosine schedule) against torch.optim's
+                                     fused=True, the lr of every step set from the host's history
+                                     (lr_history_test checks those values against torch's own
+                                     schedulers), bf16 under torch.autocast like the host's forward and
+                                     loss. Prints "diff", "steps" and "lrs <run> <distinct lrs>".
 
 The dataset is plugins/template/tier_s_c_dataset/c_dataset.c (org.torchhost.test.c_regression),
 reimplemented bit for bit: splitmix64 hashes of (split, index) give x, float32 arithmetic gives y.
@@ -27,6 +33,15 @@ OPTIMIZERS = {
     "sgd": {"lr": 0.05, "momentum": 0.9, "weight_decay": 0.01},
     "adamw": {"lr": 0.01, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.1},
 }
+# The scheduled comparison's optimizers (trajectory_oracle_test.cpp's kScheduledOptimizers repeats
+# them) and length: 7 epochs of 8 steps.
+SCHEDULED = {
+    "sgd": (torch.optim.SGD, OPTIMIZERS["sgd"]),
+    "sgd_nesterov": (torch.optim.SGD, {"lr": 0.05, "momentum": 0.9, "nesterov": True, "weight_decay": 0.01}),
+    "adam": (torch.optim.Adam, {"lr": 0.01, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01}),
+    "adamw": (torch.optim.AdamW, OPTIMIZERS["adamw"]),
+}
+SCHEDULED_EPOCHS = 7
 MASK = (1 << 64) - 1
 
 
@@ -97,6 +112,37 @@ def train(name, init, x, y, fused):
     return losses, {k: v.detach().clone() for k, v in model.state_dict().items()}, norms
 
 
+def train_scheduled(name, init, x, y, lrs, bf16):
+    """torch.optim's fused step with the lr of every step given (the host's), the loss over each
+    batch of 32 under bf16 autocast when `bf16`, clipped as the host clips."""
+    model = Mlp()
+    model.load_state_dict(init)
+    cls, settings = SCHEDULED[name]
+    o = dict(settings)
+    groups = [{"params": [p for p in model.parameters() if p.dim() >= 2], "weight_decay": o.pop("weight_decay")},
+              {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]
+    opt = cls(groups, **o, fused=True)
+    losses, step = [], 0
+    for _ in range(SCHEDULED_EPOCHS):
+        for start in range(0, SIZE - BATCH + 1, BATCH):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss = F.mse_loss(model(x[start:start + BATCH]), y[start:start + BATCH])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_NORM)
+            for group in opt.param_groups:
+                group["lr"] = lrs[step]
+            opt.step()
+            losses.append(loss.item())
+            step += 1
+    return losses, {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def host_lrs(directory):
+    return [json.loads(line)["lr"] for line in (directory / "history.jsonl").read_text().splitlines()
+            if json.loads(line)["kind"] == "step"]
+
+
 def host_run(directory):
     losses, norms, clipped = [], [], []
     for line in (directory / "history.jsonl").read_text().splitlines():
@@ -130,6 +176,18 @@ def main(mode, directory):
         return
     init = torch.load(directory / "init.pt", weights_only=True)
     x, y = c_regression("train", SIZE)
+    if mode == "scheduled":
+        for name in SCHEDULED:
+            for run in ("cosine", "cosine_bf16"):
+                label = f"{name}_{run}"
+                losses, weights, _, _ = host_run(directory / label)
+                lrs = host_lrs(directory / label)
+                print("steps", label, len(losses))
+                print("lrs", label, len(set(lrs)))
+                ref_losses, ref_weights = train_scheduled(name, init, x, y, lrs, run.endswith("bf16"))
+                print("diff", label, "python_fused", "loss", repr(loss_diff(losses, ref_losses)))
+                print("diff", label, "python_fused", "weights", repr(weight_diff(weights, ref_weights)))
+        return
     for name in OPTIMIZERS:
         reference = {}
         for fused in (False, True):
