@@ -114,6 +114,7 @@ int run_train(const Options& options) {
                                                        .splits = {},
                                                        .start_from = options.resume == "auto" ? "" : options.resume,
                                                        .resume_auto = options.resume == "auto",
+                                                       .recorded_run_id = recorded_run_id,
                                                        .initial_weights = true,
                                                        .stopped_note = before_training});
   // A fresh start appends to the history a killed attempt may have left: not after a torn line.

@@ -2,7 +2,7 @@
 
 #include "tp/framework/checkpoint/checkpoint_manager.h"
 #include "tp/framework/checkpoint/initial_weights.h"
-#include "tp/framework/checkpoint/run_identity.h"
+#include "tp/framework/engine/runtime_setup.h"
 #include "tp/framework/engine/stop_signal.h"
 
 namespace tp::cli {
@@ -20,7 +20,7 @@ std::optional<CheckpointManager::ResumePoint> find_start(Session& session, const
   Logger& log = session.logger;
   const auto dir = session.run_dir / "checkpoints";
   auto point = CheckpointManager::find_resume_point(dir, [&](const std::string& line) { log.warn(line); },
-                                                    read_run_id(session.run_dir));
+                                                    request.recorded_run_id);
   if (!point) log.info("--resume auto: no checkpoint in " + dir.string() + "; starting fresh");
   if (point && point->skipped > 0)
     log.warn("--resume auto: resuming from " + point->path.string() + ", the newest checkpoint that loads (" +
@@ -55,8 +55,7 @@ AssembledRun assemble_run(Session& session, const RunRequest& request) {
   Logger& log = session.logger;
   std::optional<CheckpointManager::ResumePoint> start = find_start(session, request);
   const c10::Device device = session.device();
-  const ProcessSettings settings = apply_process_settings(config, device, session.place.local_world_size);
-  settings.report(log);
+  apply_process_settings(config, device, session.place.local_world_size).report(log);
   const auto stop_point = [&](const std::string& when) {
     if (!request.stopped_note.empty()) stop_if_signalled(request.command, when + request.stopped_note);
   };
@@ -65,7 +64,7 @@ AssembledRun assemble_run(Session& session, const RunRequest& request) {
                         [&](const std::string& line) { log.every_rank(line); }))
     log.info(line);
   stop_point("while the datasets were prepared");
-  AssembledRun run{device, settings, create_components(config, session.registry, request.splits), {}, std::nullopt};
+  AssembledRun run{device, create_components(config, session.registry, request.splits), {}, std::nullopt};
   stop_point("while the components were created");
   if (start) {
     run.start_path = start->path;

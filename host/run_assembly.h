@@ -15,7 +15,6 @@
 #include "session.h"
 #include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/engine/run_components.h"
-#include "tp/framework/engine/runtime_setup.h"
 
 namespace tp::cli {
 
@@ -29,6 +28,9 @@ struct RunRequest {
   std::filesystem::path start_from{};
   /// train --resume auto: start from the newest checkpoint of the run directory that loads, if any.
   bool resume_auto = false;
+  /// With resume_auto: the run directory's run.id (read_run_id), so that another run's newer
+  /// checkpoints are passed over; "" takes any.
+  std::string recorded_run_id{};
   /// Fill the model from train.init_weights on a fresh start (train, verify); resuming ignores it.
   bool initial_weights = false;
   /// Appended to the message of a SIGINT/SIGTERM that arrives while the datasets are prepared or
@@ -41,7 +43,6 @@ struct RunRequest {
 /// them (the Trainer, BatchPlacement).
 struct AssembledRun {
   c10::Device device;        ///< cuda:LOCAL_RANK under data parallelism, else run.device resolved
-  ProcessSettings settings;  ///< what ARCH-17 set, already logged
   RunComponents parts;
   std::filesystem::path start_path;             ///< the start checkpoint's file; empty on a fresh start
   std::optional<LoadedCheckpoint> start;        ///< that checkpoint, loaded
@@ -51,8 +52,8 @@ struct AssembledRun {
 /// checkpoint (found and loaded), the process settings (ARCH-17, apply_process_settings, with
 /// this node's ranks sharing its cores), the datasets' prepare entries (PLG-17, once per node),
 /// the components (run_components.h; LibTorch's generator seeded with run.seed), the initial
-/// weights. Logs each step. Throws ConfigError, CheckpointError, PluginError, and Interrupted (stop_signal.h)
-/// where `request.stopped_note` asks for it.
+/// weights. Logs each step. Throws ConfigError, CheckpointError, PluginError, and Interrupted
+/// (stop_signal.h) where `request.stopped_note` asks for it.
 AssembledRun assemble_run(Session& session, const RunRequest& request);
 
 }  // namespace tp::cli

@@ -55,6 +55,14 @@ constexpr int kScheduledSteps = 7 * 256 / 32;
 const char* const kScheduledSets =
     "--set train.epochs=7 --set 'schedule.name=\"cosine\"' --set 'optim.implementation=\"fused\"' ";
 
+// `host train` on trajectory.toml into `out`, from the initial weights Python saved in `dir`.
+tp::test::HostRun train_from_init(const std::filesystem::path& dir, const std::filesystem::path& out,
+                                  const std::string& sets) {
+  return tp::test::run_host("--config tests/integration_oracle/trajectory.toml --plugin-dir '" +
+                            std::string(tp::test::fixture_plugin_dir()) + "' --output-dir '" + out.string() +
+                            "' --set 'train.init_weights=\"" + (dir / "init.pt").string() + "\"' " + sets);
+}
+
 std::string python(const std::string& mode, const std::filesystem::path& dir) {
   REQUIRE_MESSAGE(std::filesystem::exists(tp::test::python()), "the oracle needs the project venv: " << tp::test::python());
   const auto run = tp::test::run_shell(std::string("'") + tp::test::python() + "' " + kScript + " " + mode + " '" +
@@ -72,10 +80,7 @@ TEST_CASE("host train follows a plain PyTorch loop step for step (SGD, AdamW; ac
   for (const auto& [optimizer, optimizer_sets] : kOptimizers) {
     for (const auto& [run, run_sets] : kRuns) {
       const auto out = dir / (optimizer + "_" + run);
-      const auto host = tp::test::run_host("--config tests/integration_oracle/trajectory.toml --plugin-dir '" +
-                                           std::string(tp::test::fixture_plugin_dir()) + "' --output-dir '" +
-                                           out.string() + "' --set 'train.init_weights=\"" + (dir / "init.pt").string() +
-                                           "\"' " + optimizer_sets + " " + run_sets);
+      const auto host = train_from_init(dir, out, optimizer_sets + " " + run_sets);
       INFO(optimizer, " ", run, ":\n", host.output);
       REQUIRE(host.exit_code == 0);
       CHECK(host.output.find("initial weights from") != std::string::npos);
@@ -130,10 +135,7 @@ TEST_CASE("host train follows torch.optim's fused step with the lr changing ever
     for (const std::string run : {"cosine", "cosine_bf16"}) {
       const auto out = dir / (optimizer + "_" + run);
       const std::string precision = run == "cosine" ? "" : "--set 'amp.precision=\"bf16\"' ";
-      const auto host = tp::test::run_host("--config tests/integration_oracle/trajectory.toml --plugin-dir '" +
-                                           std::string(tp::test::fixture_plugin_dir()) + "' --output-dir '" +
-                                           out.string() + "' --set 'train.init_weights=\"" + (dir / "init.pt").string() +
-                                           "\"' " + optimizer_sets + " " + kScheduledSets + precision);
+      const auto host = train_from_init(dir, out, optimizer_sets + " " + kScheduledSets + precision);
       INFO(optimizer, " ", run, ":\n", host.output);
       REQUIRE(host.exit_code == 0);
     }
