@@ -235,9 +235,9 @@ Options parse(int argc, char** argv) {
     return o;
   }
   if (o.command == "tune") return check_tune(std::move(o), words, vm.count("steps") > 0, usage);
-  if (o.command == "plot") {
+  if (o.command == "plot" || o.command == "mlflow-sync") {
     if (words.size() != 1)
-      throw ConfigError("", "host plot takes exactly one RUN_DIR (the directory a training run wrote).\n" +
+      throw ConfigError("", "host " + o.command + " takes exactly one RUN_DIR (the directory a training run wrote).\n" +
                                 usage);
     o.run_dir = words[0];
     return o;
@@ -257,7 +257,7 @@ Options parse(int argc, char** argv) {
   if (o.command != "train" && o.command != "eval" && o.command != "predict" && o.command != "profile" &&
       o.command != "sweep" && o.command != "verify")
     throw ConfigError("", "unknown command '" + o.command +
-                              "' (train, eval, predict, export, plugins, plot, profile, sweep, compare, verify, tune).\n" +
+                              "' (train, eval, predict, export, plugins, plot, mlflow-sync, profile, sweep, compare, verify, tune).\n" +
                               usage);
   if (o.command == "verify") select_verify_checks(o);
   check_split_and_format(o);

@@ -38,7 +38,7 @@ inline constexpr std::array<const char*, 8> kVerifyChecks = {
 
 /// Everything the command line said.
 struct Options {
-  std::string command = "train";   ///< "train" | "eval" | "predict" | "export" | "plugins" | "plot" | "profile" |
+  std::string command = "train";   ///< "train" | "eval" | "predict" | "export" | "plugins" | "plot" | "mlflow-sync" | "profile" |
                                    ///< "sweep" | "compare" | "verify" | "tune"
   std::string action;              ///< plugins: "list" | "check"; tune: "lr" | "batch-size"
   std::string config;              ///< --config
@@ -61,7 +61,7 @@ struct Options {
   std::vector<uint64_t> indices;   ///< plugins check: --index, extra sample indices to read
   uint64_t epoch = 0;              ///< plugins check: --epoch, the epoch samples are read in
   std::string samples;             ///< plugins check: --samples N|all ("": the default indices)
-  std::string run_dir;             ///< plot RUN_DIR
+  std::string run_dir;             ///< plot RUN_DIR, mlflow-sync RUN_DIR
   std::string devices;             ///< profile: comma-separated devices ("" = run.device)
   std::string precisions = "fp32"; ///< profile: comma-separated fp32 | bf16 | fp16
   int64_t batch_size = 0;          ///< profile: 0 = train.batch_size

@@ -60,6 +60,8 @@ const std::vector<CommandSpec> kCommands = {
     {"compare", "host compare RUN_DIR... [--metric NAME] [--output-dir DIR]",
      "compares finished runs: their differing settings, metric, time and memory", {"metric", "output-dir"}},
     {"plot", "host plot RUN_DIR", "draws a run's plots again from its history", {}},
+    {"mlflow-sync", "host mlflow-sync RUN_DIR",
+     "sends what a run's MLflow server lacks: its history, artifacts and status (docs/experiment_tracking.md)", {}},
     {"profile",
      "host profile --config FILE [--devices cpu,cuda] [--precisions fp32,bf16,fp16] [--batch-size N] "
      "[--iterations N] [--warmup N] [--output PATH] [--set KEY=VALUE]... [--plugin-dir DIR]... [--output-dir DIR]",

@@ -18,6 +18,7 @@
 #include "tp/framework/engine/trainer.h"
 #include "tp/framework/error.h"
 #include "tp/framework/monitor/history.h"
+#include "tp/framework/tracking/mlflow_tracker.h"
 #include "tp/framework/util/atomic_file.h"
 #include "tp/framework/util/file_lock.h"
 #include "tp/framework/util/first_few.h"
@@ -44,6 +45,24 @@ void warn_config_changes(Logger& log, const std::string& before, const std::stri
   std::set_difference(b.begin(), b.end(), a.begin(), a.end(), std::back_inserter(added));
   for (const auto& line : removed) log.warn("resume: the checkpoint's config had `" + line + "`");
   for (const auto& line : added) log.warn("resume: the config now has `" + line + "`");
+}
+
+// The run's MLflow status follows how fit() ended: FINISHED, KILLED for a stop signal (the run
+// saved and may be resumed), FAILED for any other error, which then propagates as before.
+FitSummary fit_tracked(Trainer& trainer, MlflowTracker* mlflow) {
+  if (mlflow == nullptr) return trainer.fit();
+  FitSummary summary;
+  try {
+    summary = trainer.fit();
+  } catch (const Interrupted&) {
+    mlflow->end(MlflowEnd::kKilled);
+    throw;
+  } catch (...) {
+    mlflow->end(MlflowEnd::kFailed);
+    throw;
+  }
+  mlflow->end(MlflowEnd::kFinished);
+  return summary;
 }
 
 }  // namespace
@@ -135,7 +154,12 @@ int run_train(const Options& options) {
     trainer.set_run_id(!run.start_path.empty() && !recorded_run_id.empty() ? recorded_run_id : new_run_id());
   if (rank0 && !config.train.fast_dev_run) write_run_id(session->run_dir, trainer.run_id());
   stop_if_signalled("host train", "while the trainer was set up" + before_training);
-  const FitSummary summary = trainer.fit();
+  // Rank 0 tracks the run on an MLflow server (docs/experiment_tracking.md); a server that
+  // refuses stops here, exit 2, before the first step.
+  std::optional<MlflowTracker> mlflow;
+  if (rank0 && config.logging.mlflow.enabled && !config.train.fast_dev_run)
+    mlflow.emplace(config, session->run_dir, trainer.run_id(), /*resumed=*/!run.start_path.empty(), log);
+  const FitSummary summary = fit_tracked(trainer, mlflow ? &*mlflow : nullptr);
 
   const std::string result = scalars_text(summary.last_eval);
   log.info("finished " + std::to_string(summary.epochs) + " epochs (" + std::to_string(summary.steps) + " steps) in " +

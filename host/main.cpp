@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
     if (options.command == "compare") return cli::run_compare(options);
     if (options.command == "export") return cli::run_export(options);
     if (options.command == "plot") return cli::run_plot(options);
+    if (options.command == "mlflow-sync") return cli::run_mlflow_sync(options);
     if (options.command == "profile") return cli::run_profile(options);
     if (options.command == "verify") return cli::run_verify(options);
     if (options.command == "tune") return cli::run_tune(options);

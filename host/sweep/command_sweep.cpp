@@ -31,6 +31,8 @@
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/engine/runtime_setup.h"
 #include "tp/framework/error.h"
+#include "tp/framework/tracking/mlflow_tracker.h"
+#include "tp/framework/util/log.h"
 #include "tp/framework/util/stale_temporaries.h"
 
 namespace tp::cli {
@@ -160,7 +162,8 @@ std::string log_of(const fs::path& dir) {
                              : "its output is above (it stopped before writing " + log.string() + ")";
 }
 
-std::vector<std::string> train_args(const Options& options, const LaunchOptions* launch, const PlannedCell& p) {
+std::vector<std::string> train_args(const Options& options, const LaunchOptions* launch, const PlannedCell& p,
+                                    const std::string& mlflow_parent) {
   std::vector<std::string> args{"host"};
   if (launch != nullptr) {
     args.insert(args.end(), {"--nproc-per-node", std::to_string(launch->nproc_per_node)});
@@ -169,6 +172,8 @@ std::vector<std::string> train_args(const Options& options, const LaunchOptions*
   }
   args.insert(args.end(), {"train", "--config", options.config});
   for (const std::string& set : cell_sets(options, p.cell)) args.insert(args.end(), {"--set", set});
+  // The cell's MLflow run nests under the sweep's (a tracking location: sweeps compare without it).
+  if (!mlflow_parent.empty()) args.insert(args.end(), {"--set", "logging.mlflow.parent_run_id=\"" + mlflow_parent + "\""});
   args.insert(args.end(), {"--output-dir", p.dir.string(), "--resume", "auto"});
   for (const std::string& dir : options.plugin_dirs) args.insert(args.end(), {"--plugin-dir", dir});
   if (options.allow_insecure_plugin_dir) args.push_back("--allow-insecure-plugin-dir");
@@ -201,6 +206,15 @@ int run_sweep(const Options& options, const LaunchOptions* launch) {
     record.set({p.cell.name, p.cell.overrides, status, exit_code});
     record.write(record_file, options.config, options.grid, options.sets);
   };
+  // With [logging.mlflow] on, the sweep is a parent MLflow run and each cell a child of it.
+  Logger log(0, options.verbose);
+  const RunConfig first_config = load_run_config(options.config, cell_sets(options, cells.front()), env);
+  const bool tracked = first_config.logging.mlflow.enabled;
+  const std::string mlflow_parent =
+      tracked ? start_mlflow_parent_run(first_config, sweep_dir, sweep_dir.filename().string(), log) : "";
+  const auto end_parent = [&](MlflowEnd how) {
+    if (!mlflow_parent.empty()) end_mlflow_parent_run(first_config, sweep_dir, how, log);
+  };
   SignalForwarder signals;
   const std::size_t n = planned.size();
   for (std::size_t i = 0; i < n; ++i) {
@@ -213,18 +227,20 @@ int run_sweep(const Options& options, const LaunchOptions* launch) {
     if (const int signal = signals.received()) {
       std::fprintf(stderr, "host sweep: stopped by signal %d before %s; run the same command again to continue.\n",
                    signal, where.c_str());
+      end_parent(MlflowEnd::kKilled);
       return exit_code_for_signal(signal);
     }
     set_aside_unresumable(p.dir);
     std::fprintf(stderr, "host sweep: %s -> %s\n", where.c_str(), p.dir.c_str());
     std::fflush(stderr);
     save(p, "running", 0);
-    const ChildExit exit = signals.run(train_args(options, launch, p));
+    const ChildExit exit = signals.run(train_args(options, launch, p, mlflow_parent));
     if (exit.exit_code == kExitOk) {
       save(p, "done", 0);
       if (exit.forwarded_signal == 0) continue;
       std::fprintf(stderr, "host sweep: stopped by signal %d after %s finished; run the same command again to "
                    "continue with the next cell.\n", exit.forwarded_signal, where.c_str());
+      end_parent(MlflowEnd::kKilled);
       return exit_code_for_signal(exit.forwarded_signal);
     }
     // `host train` exits 130/143 itself after saving; killed by a signal (a second Ctrl-C, the
@@ -245,8 +261,10 @@ int run_sweep(const Options& options, const LaunchOptions* launch) {
       std::fprintf(stderr, "host sweep: the cell %s failed with exit code %d; %s. The cells after it were not "
                    "trained. Fix the cause and run the same command again: finished cells are skipped.\n",
                    where.c_str(), exit.exit_code, log_of(p.dir).c_str());
+    end_parent(interrupted ? MlflowEnd::kKilled : MlflowEnd::kFailed);
     return exit.exit_code;
   }
+  end_parent(MlflowEnd::kFinished);
 
   std::fprintf(stderr, "host sweep: all %zu cells finished; comparing them\n", n);
   Options compare = options;

@@ -6,7 +6,7 @@
 python=$1
 shift
 if [ ! -x "$python" ]; then
-  echo "SKIP: $python not found; run scripts/bench_setup to create .venv-bench (torch 2.14.1, torchvision 0.29.1, timm)"
+  echo "SKIP: $python not found; run scripts/bench_setup to create it (.venv-bench: torch 2.14.1, torchvision, timm; .venv-mlflow: mlflow)"
   exit 77
 fi
 exec "$python" "$@"

@@ -91,7 +91,7 @@ std::vector<fs::path> run_files(const fs::path& run_dir) {
   std::vector<fs::path> found;
   std::error_code ec;
   for (const char* name : {"checkpoints", "history.jsonl", "history.csv", "train.log", "config.toml", "runtime.toml",
-                           "report.toml", "run.id", "plots", "tensorboard"})
+                           "report.toml", "run.id", "plots", "tensorboard", "mlflow"})
     if (fs::exists(fs::symlink_status(run_dir / name, ec))) found.push_back(run_dir / name);
   for (const auto& entry : fs::directory_iterator(run_dir, ec)) {
     const std::string name = entry.path().filename().string();

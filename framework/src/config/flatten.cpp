@@ -88,7 +88,7 @@ FlatConfig flatten_config(const toml::table& table) {
 }
 
 const std::set<std::string>& run_location_keys() {
-  static const std::set<std::string> keys{"run.output_dir", "plugins.dirs"};
+  static const std::set<std::string> keys{"run.output_dir", "plugins.dirs", "logging.mlflow.parent_run_id"};
   return keys;
 }
 

@@ -23,6 +23,10 @@ using VT = ValueType;
 // fill another key's member.
 #define TP_HOST_KEY(section, member, ...) \
   key<&RunConfig::section, &decltype(RunConfig::section)::member>(#section "." #member, __VA_ARGS__)
+// A key of [logging.mlflow] (LoggingSection::mlflow).
+#define TP_MLFLOW_KEY(member, ...)                                                       \
+  key<&RunConfig::logging, &LoggingSection::mlflow, &MlflowSection::member>("logging.mlflow." #member, \
+                                                                            __VA_ARGS__)
 // A String key of a value kind whose member keeps the text and whose `parsed` member, beside it,
 // gets `parse` of it (train.max_time -> train.max_time_seconds).
 #define TP_PARSED_KEY(section, member, parsed, parse, ...)                                       \
@@ -251,6 +255,19 @@ std::vector<HostKey> make_host_keys() {
           "write TensorBoard events to <run dir>/tensorboard (every history value, the config, hparams)"),
       TP_HOST_KEY(logging, tensorboard_images, "false",
           "with logging.tensorboard: add the plots/*.png as images after each redraw"),
+      TP_MLFLOW_KEY(enabled, "false", "track the run on an MLflow server (rank 0; docs/experiment_tracking.md)"),
+      TP_MLFLOW_KEY(tracking_uri, R"("")", "http(s)://host[:port][/path] of the server; \"\" = $MLFLOW_TRACKING_URI"),
+      TP_MLFLOW_KEY(experiment, R"("torchhost")", "experiment name (created when missing)"),
+      TP_MLFLOW_KEY(run_name, R"("")", "the MLflow run's name; \"\" = run.name"),
+      TP_MLFLOW_KEY(tags, "[]", "tags set on the run, each \"key=value\""),
+      TP_MLFLOW_KEY(log_checkpoints, R"("none")", "best = also upload checkpoints/best.pt at the end",
+          {.choices = {"none", "best"}}),
+      TP_MLFLOW_KEY(parent_run_id, R"("")", "the MLflow run this one is a child of (host sweep sets it per cell)"),
+      TP_MLFLOW_KEY(timeout_seconds, "30.0", "one request's time limit in seconds (> 0)", {.limit = above(0)}),
+      TP_MLFLOW_KEY(flush_seconds, "5.0", "how often new history records are sent, in seconds (> 0)",
+          {.limit = above(0)}),
+      TP_MLFLOW_KEY(finish_timeout_seconds, "60.0",
+          "how long the end of the run waits for what is left to send, in seconds (>= 0)", {.limit = at_least(0)}),
 
       TP_HOST_KEY(dist, backend, R"("auto")",
           "collective backend: auto = nccl on CUDA, gloo on CPU",

@@ -31,18 +31,32 @@ void add_unique(std::vector<std::string>& names, std::string_view name) {
   if (std::find(names.begin(), names.end(), name) == names.end()) names.emplace_back(name);
 }
 
-/// Valid keys directly under `table` ("" = the top level): host-key leaves and component slots.
+/// The table holding `path`'s last part: "logging.mlflow" for "logging.mlflow.experiment", "" for "train".
+std::string_view parent_of(std::string_view path) {
+  const std::size_t dot = path.rfind('.');
+  return dot == std::string_view::npos ? std::string_view() : path.substr(0, dot);
+}
+
+/// The part of `path` right below `table` ("" = the top level): "mlflow" for "logging.mlflow.experiment"
+/// below "logging"; "" when `path` is not below `table`.
+std::string_view child_below(std::string_view path, std::string_view table) {
+  if (!table.empty()) {
+    if (path.size() <= table.size() || !path.starts_with(table) || path[table.size()] != '.') return {};
+    path.remove_prefix(table.size() + 1);
+  }
+  return head_of(path);
+}
+
+/// Valid keys directly under `table` ("" = the top level): host-key leaves, the tables holding
+/// deeper host keys ([logging.mlflow]) and component slots.
 std::vector<std::string> children_of(std::string_view table) {
   std::vector<std::string> names;
-  for (const KeySpec& spec : host_key_schema()) {
-    if (table.empty()) add_unique(names, head_of(spec.path));
-    else if (head_of(spec.path) == table) add_unique(names, leaf_of(spec.path));
-  }
-  if (table == head_of(kParamGroupsPath)) add_unique(names, leaf_of(kParamGroupsPath));
-  for (const ComponentSlot& slot : component_slots()) {
-    if (table.empty()) add_unique(names, head_of(slot.path));
-    else if (slot.path.starts_with(std::string(table) + ".")) add_unique(names, leaf_of(slot.path));
-  }
+  auto add = [&](std::string_view path) {
+    if (const std::string_view child = child_below(path, table); !child.empty()) add_unique(names, child);
+  };
+  for (const KeySpec& spec : host_key_schema()) add(spec.path);
+  add(kParamGroupsPath);
+  for (const ComponentSlot& slot : component_slots()) add(slot.path);
   return names;
 }
 
@@ -59,7 +73,7 @@ std::string join(const std::vector<std::string>& names) {
 [[noreturn]] void unknown_key(std::string_view path, const toml::node& node,
                               std::string_view file) {
   const std::string suggestion = suggest_host_path(path);
-  const std::string_view table = path.find('.') == std::string_view::npos ? "" : head_of(path);
+  const std::string_view table = parent_of(path);
   std::string message = node_origin(node, file) + ": unknown key '" + std::string(path) + "'";
   if (!suggestion.empty()) message += "; did you mean '" + suggestion + "'?";
   else message += ".";
@@ -276,6 +290,33 @@ std::string suggest_host_path(std::string_view path) {
   return "";
 }
 
+namespace {
+
+// A section of host keys ([train], and tables within one, [logging.mlflow]) and what it holds.
+void check_section(const std::string& name, const toml::node& node, std::string_view source_file) {
+  const std::vector<std::string> children = children_of(name);
+  if (children.empty()) unknown_key(name, node, source_file);
+  const toml::table* section = node.as_table();
+  if (section == nullptr) {
+    fail(name, node_origin(node, source_file) + ": " + name + ": expected a table ([" + name + "] with keys " +
+                   join(children) + "), got " + describe_node(node) + ".");
+  }
+  for (const auto& [child_key, child] : *section) {
+    const std::string path = name + "." + std::string(child_key.str());
+    if (const ComponentSlot* slot = find_component_slot(path)) {
+      check_slot(*slot, child, source_file);
+    } else if (path == kParamGroupsPath) {
+      check_param_groups(child, source_file);
+    } else if (const KeySpec* spec = find_host_key(path)) {
+      check_host_key(*spec, child, source_file);
+    } else {
+      check_section(path, child, source_file); // a table of deeper keys, or an unknown key
+    }
+  }
+}
+
+}  // namespace
+
 void validate_host_table(const toml::table& root, std::string_view source_file) {
   for (const auto& [key, node] : root) {
     const std::string name(key.str());
@@ -283,25 +324,7 @@ void validate_host_table(const toml::table& root, std::string_view source_file) 
       check_slot(*slot, node, source_file);
       continue;
     }
-    const std::vector<std::string> children = children_of(name);
-    if (children.empty()) unknown_key(name, node, source_file);
-    const toml::table* section = node.as_table();
-    if (section == nullptr) {
-      fail(name, node_origin(node, source_file) + ": " + name + ": expected a table ([" + name +
-                     "] with keys " + join(children) + "), got " + describe_node(node) + ".");
-    }
-    for (const auto& [child_key, child] : *section) {
-      const std::string path = name + "." + std::string(child_key.str());
-      if (const ComponentSlot* slot = find_component_slot(path)) {
-        check_slot(*slot, child, source_file);
-      } else if (path == kParamGroupsPath) {
-        check_param_groups(child, source_file);
-      } else if (const KeySpec* spec = find_host_key(path)) {
-        check_host_key(*spec, child, source_file);
-      } else {
-        unknown_key(path, child, source_file);
-      }
-    }
+    check_section(name, node, source_file);
   }
   const std::string file = source_file.empty() ? "config" : std::string(source_file);
   for (const ComponentSlot& slot : component_slots()) {
@@ -316,11 +339,16 @@ void validate_host_table(const toml::table& root, std::string_view source_file) 
 
 void complete_host_table(toml::table& root) {
   for (const KeySpec& spec : host_key_schema()) {
-    const std::string section(head_of(spec.path));
     const std::string leaf(leaf_of(spec.path));
-    toml::table* table = root.get_as<toml::table>(section);
-    if (table == nullptr) {
-      table = root.insert_or_assign(section, toml::table{}).first->second.as_table();
+    // The key's table, and those it lies in, created where missing ([logging] for logging.mlflow.*).
+    toml::table* table = &root;
+    std::string_view tables = parent_of(spec.path);
+    while (!tables.empty()) {
+      const std::string part(head_of(tables));
+      tables.remove_prefix(std::min(tables.size(), part.size() + 1));
+      toml::table* inner = table->get_as<toml::table>(part);
+      if (inner == nullptr) inner = table->insert_or_assign(part, toml::table{}).first->second.as_table();
+      table = inner;
     }
     if (!table->contains(leaf)) {
       std::string error;

@@ -151,6 +151,18 @@ toml::table* component_target(toml::table& root, const std::vector<Segment>& seg
   return entry;
 }
 
+/// Sets host key `spec` in `root` to `text`, creating its tables ([logging], [logging.mlflow]).
+void set_host_key(toml::table& root, const KeySpec& spec, std::string_view text, const std::string& path,
+                  const std::string& origin) {
+  toml::table* table = &root;
+  std::size_t start = 0;
+  for (std::size_t dot = spec.path.find('.'); dot != std::string::npos; dot = spec.path.find('.', start)) {
+    table = &ensure_table(*table, spec.path.substr(start, dot - start), path, origin);
+    start = dot + 1;
+  }
+  set_value(*table, std::string_view(spec.path).substr(start), text, origin);
+}
+
 }  // namespace
 
 Override parse_override(std::string_view text) {
@@ -169,9 +181,7 @@ void apply_environment(toml::table& root, const std::map<std::string, std::strin
     const auto found = env.find(variable);
     if (found == env.end()) continue;
     const std::string origin = std::string(kEnvOriginPrefix) + variable + "=" + found->second;
-    const std::size_t dot = spec.path.find('.');
-    toml::table& section = ensure_table(root, spec.path.substr(0, dot), spec.path, origin);
-    set_value(section, spec.path.substr(dot + 1), trim(found->second), origin);
+    set_host_key(root, spec, trim(found->second), spec.path, origin);
   }
 }
 
@@ -181,9 +191,7 @@ void apply_overrides(toml::table& root, const std::vector<std::string>& override
     const std::string& path = parsed.key_path;
     const std::string origin = std::string(kSetOriginPrefix) + text;
     if (const KeySpec* spec = find_host_key(path)) {
-      const std::size_t dot = spec->path.find('.');
-      toml::table& section = ensure_table(root, spec->path.substr(0, dot), path, origin);
-      set_value(section, spec->path.substr(dot + 1), parsed.value_text, origin);
+      set_host_key(root, *spec, parsed.value_text, path, origin);
       continue;
     }
     const std::vector<Segment> segments = split_path(path, origin);

@@ -97,7 +97,9 @@ TEST_CASE("every host key fills a member of its own, and every member of a secti
   CHECK(keys_inside("early_stopping", &tp::RunConfig::early_stopping) ==
         field_count<tp::EarlyStoppingSection>());
   CHECK(keys_inside("plots", &tp::RunConfig::plots) == field_count<tp::PlotsSection>());
-  CHECK(keys_inside("logging", &tp::RunConfig::logging) == field_count<tp::LoggingSection>());
+  // [logging.mlflow], a table inside [logging]: its keys fill MlflowSection's members.
+  CHECK(keys_inside("logging", &tp::RunConfig::logging) ==
+        field_count<tp::LoggingSection>() - 1 + field_count<tp::MlflowSection>());
   CHECK(keys_inside("dist", &tp::RunConfig::dist) == field_count<tp::DistSection>());
   CHECK(keys_inside("ema", &tp::RunConfig::ema) == field_count<tp::EmaSection>());
   CHECK(keys_inside("swa", &tp::RunConfig::swa) == field_count<tp::SwaSection>());

@@ -12,22 +12,20 @@ namespace {
 
 const std::string kReference = std::string(tp::test::source_dir()) + "/configs/reference.toml";
 
-/// Host key paths present in `root`: every key of every section, component tables excluded.
+/// Host key paths present in `table` (`prefix` its path, "" for the root): every value of every
+/// section and of the tables inside one ([logging.mlflow]), component tables excluded.
+void add_host_paths(const toml::table& table, const std::string& prefix, std::set<std::string>& paths) {
+  for (const auto& [key, node] : table) {
+    const std::string path = prefix + std::string(key.str());
+    if (tp::find_component_slot(path) != nullptr) continue;
+    if (const toml::table* inner = node.as_table()) add_host_paths(*inner, path + ".", paths);
+    else paths.insert(path);
+  }
+}
+
 std::set<std::string> host_paths_in(const toml::table& root) {
   std::set<std::string> paths;
-  for (const auto& [key, node] : root) {
-    const std::string section(key.str());
-    if (tp::find_component_slot(section) != nullptr) continue;
-    const toml::table* table = node.as_table();
-    if (table == nullptr) {
-      paths.insert(section);
-      continue;
-    }
-    for (const auto& [child, child_node] : *table) {
-      const std::string path = section + "." + std::string(child.str());
-      if (tp::find_component_slot(path) == nullptr) paths.insert(path);
-    }
-  }
+  add_host_paths(root, "", paths);
   return paths;
 }
 

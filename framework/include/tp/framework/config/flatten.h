@@ -34,8 +34,9 @@ using FlatConfig = std::map<std::string, FlatValue>;
 ///   flat.at("amp.precision").display;  // "bf16"
 FlatConfig flatten_config(const toml::table& table);
 
-/// The keys that name where a run put its files rather than how it trained (run.output_dir,
-/// plugins.dirs); comparisons leave them out.
+/// The keys that name where a run put its files or is tracked rather than how it trained
+/// (run.output_dir, plugins.dirs, logging.mlflow.parent_run_id, which host sweep sets per cell);
+/// comparisons leave them out.
 const std::set<std::string>& run_location_keys();
 
 /// The keys (outside run_location_keys()) whose values differ between `a` and `b`, or that only

@@ -154,10 +154,27 @@ struct PlotsSection {
   bool operator==(const PlotsSection&) const = default; ///< field-wise
 };
 
+/// [logging.mlflow]: the run tracked on an MLflow server by rank 0 (docs/experiment_tracking.md).
+/// The credentials come from the environment, as MLflow's own client takes them.
+struct MlflowSection {
+  bool enabled;                  ///< track this run on the server
+  std::string tracking_uri;      ///< http(s)://host[:port][/path]; "" = $MLFLOW_TRACKING_URI
+  std::string experiment;        ///< experiment name, created when missing
+  std::string run_name;          ///< "" = run.name
+  std::vector<std::string> tags; ///< "key=value" entries, set on the run
+  std::string log_checkpoints;   ///< "none" | "best": also upload checkpoints/best.pt at the end
+  std::string parent_run_id;     ///< the MLflow run this one is a child of (host sweep sets it)
+  double timeout_seconds;        ///< one request's limit
+  double flush_seconds;          ///< how often the sender reads new history records
+  double finish_timeout_seconds; ///< how long the end of the run waits for what is left to send
+  bool operator==(const MlflowSection&) const = default; ///< field-wise
+};
+
 /// [logging]: extra outputs of rank 0 beside history.jsonl (docs/logging.md).
 struct LoggingSection {
   bool tensorboard;        ///< write <run dir>/tensorboard/events.out.tfevents.* (scalars, config text, hparams)
   bool tensorboard_images; ///< also the plots/*.png after each redraw, as image summaries
+  MlflowSection mlflow;    ///< [logging.mlflow]
   bool operator==(const LoggingSection&) const = default; ///< field-wise
 };
 

@@ -1,0 +1,117 @@
+#include "tracking/mlflow_api.h"
+
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace tp::mlflow {
+namespace {
+
+// The error_code MLflow puts in a refusal's body ("RESOURCE_DOES_NOT_EXIST"), or "".
+std::string error_code(const Response& response) {
+  const auto body = nlohmann::json::parse(response.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_object() && body.contains("error_code") && body["error_code"].is_string())
+    return body["error_code"].get<std::string>();
+  return "";
+}
+
+[[noreturn]] void fail(const std::string& what, const Response& response) {
+  std::string hint;
+  if (response.status == 401) hint = " (check MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and _PASSWORD)";
+  if (response.status == 403) hint = " (the credentials lack a permission on this experiment or run)";
+  throw ApiError(what + ": " + response.describe() + hint, response.transient(), response.status);
+}
+
+nlohmann::json parse_answer(const std::string& what, const Response& response) {
+  auto body = nlohmann::json::parse(response.body, nullptr, /*allow_exceptions=*/false);
+  if (!body.is_object())
+    throw ApiError(what + ": the server's answer is not a JSON object (is this an MLflow tracking server?): " +
+                       response.describe(),
+                   /*transient=*/false, response.status);
+  return body;
+}
+
+std::string string_at(const nlohmann::json& object, const char* key) {
+  if (!object.is_object() || !object.contains(key) || !object[key].is_string()) return "";
+  return object[key].get<std::string>();
+}
+
+RunInfo run_info(const std::string& what, const Response& response) {
+  const nlohmann::json body = parse_answer(what, response);
+  const nlohmann::json info = body.contains("run") && body["run"].contains("info") ? body["run"]["info"] : nlohmann::json();
+  RunInfo out{string_at(info, "run_id"), string_at(info, "experiment_id"), string_at(info, "artifact_uri"),
+              string_at(info, "status"), string_at(info, "lifecycle_stage")};
+  if (out.run_id.empty())
+    throw ApiError(what + ": the answer names no run: " + response.describe(), /*transient=*/false, response.status);
+  return out;
+}
+
+constexpr std::string_view kProxyScheme = "mlflow-artifacts:";
+
+}  // namespace
+
+std::string Api::experiment_id(const std::string& name) {
+  const std::string what = "mlflow: experiment \"" + name + "\"";
+  Response found = http_.get("/api/2.0/mlflow/experiments/get-by-name?experiment_name=" + url_escape(name, false));
+  if (found.ok()) {
+    const nlohmann::json body = parse_answer(what, found);
+    const nlohmann::json experiment = body.contains("experiment") ? body["experiment"] : nlohmann::json();
+    if (string_at(experiment, "lifecycle_stage") == "deleted")
+      throw ApiError(what + " was deleted on the server, which keeps its name until it is purged: restore it "
+                            "(`mlflow experiments restore`), or choose another logging.mlflow.experiment",
+                     /*transient=*/false, found.status);
+    std::string id = string_at(experiment, "experiment_id");
+    if (id.empty()) throw ApiError(what + ": the answer names no experiment_id", false, found.status);
+    return id;
+  }
+  if (error_code(found) != "RESOURCE_DOES_NOT_EXIST") fail(what, found);
+  Response created = http_.post_json("/api/2.0/mlflow/experiments/create", nlohmann::json({{"name", name}}).dump());
+  if (!created.ok()) fail(what + " could not be created", created);
+  std::string id = string_at(parse_answer(what, created), "experiment_id");
+  if (id.empty()) throw ApiError(what + ": the answer names no experiment_id", false, created.status);
+  return id;
+}
+
+RunInfo Api::create_run(const std::string& experiment_id, const std::string& run_name, int64_t start_ms,
+                        const std::vector<KeyValue>& tags) {
+  nlohmann::json tag_list = nlohmann::json::array();
+  for (const auto& tag : tags) tag_list.push_back({{"key", tag.key}, {"value", tag.value}});
+  const nlohmann::json body = {{"experiment_id", experiment_id}, {"run_name", run_name},
+                               {"start_time", start_ms}, {"tags", tag_list}};
+  Response response = http_.post_json("/api/2.0/mlflow/runs/create", body.dump());
+  if (!response.ok()) fail("mlflow: creating a run in experiment " + experiment_id, response);
+  return run_info("mlflow: creating a run", response);
+}
+
+RunInfo Api::get_run(const std::string& run_id) {
+  Response response = http_.get("/api/2.0/mlflow/runs/get?run_id=" + url_escape(run_id, false));
+  if (!response.ok()) fail("mlflow: run " + run_id, response);
+  return run_info("mlflow: run " + run_id, response);
+}
+
+void Api::log_batch(const std::string& body) {
+  Response response = http_.post_json("/api/2.0/mlflow/runs/log-batch", body);
+  if (!response.ok()) fail("mlflow: runs/log-batch", response);
+}
+
+void Api::update_run(const std::string& run_id, const std::string& status, int64_t end_ms) {
+  nlohmann::json body = {{"run_id", run_id}, {"status", status}};
+  if (end_ms > 0) body["end_time"] = end_ms;
+  Response response = http_.post_json("/api/2.0/mlflow/runs/update", body.dump());
+  if (!response.ok()) fail("mlflow: setting run " + run_id + " to " + status, response);
+}
+
+void Api::upload_artifact(const std::string& artifact_uri, const std::string& relative, const std::filesystem::path& file) {
+  if (artifact_uri.compare(0, kProxyScheme.size(), kProxyScheme) != 0)
+    throw ApiError("mlflow: the run's artifact store is " + artifact_uri +
+                       ", which this client cannot write: it uploads through the server's artifact proxy. Start "
+                       "the server with --serve-artifacts (the default) and --artifacts-destination",
+                   /*transient=*/false, 0);
+  std::string path = artifact_uri.substr(kProxyScheme.size());
+  while (!path.empty() && path.front() == '/') path.erase(0, 1);
+  Response response =
+      http_.put_file("/api/2.0/mlflow-artifacts/artifacts/" + url_escape(path + "/" + relative, true), file);
+  if (!response.ok()) fail("mlflow: uploading " + relative, response);
+}
+
+}  // namespace tp::mlflow

@@ -1,0 +1,336 @@
+#include "tp/framework/tracking/mlflow_tracker.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "tp/framework/checkpoint/run_identity.h"
+#include "tp/framework/config/load.h"
+#include "tp/framework/error.h"
+#include "tp/framework/util/file_lock.h"
+#include "tp/framework/util/log.h"
+#include "tracking/mlflow_sync.h"
+
+namespace tp {
+namespace {
+
+using mlflow::ApiError;
+
+const char* status_word(MlflowEnd how) {
+  switch (how) {
+    case MlflowEnd::kFinished: return "FINISHED";
+    case MlflowEnd::kFailed: return "FAILED";
+    case MlflowEnd::kKilled: return "KILLED";
+  }
+  return "FAILED";
+}
+
+const char* environment(const char* name) { return std::getenv(name); }
+
+// "N of M history records, the artifacts and the status FINISHED": what the server still lacks.
+std::string missing_parts(const mlflow::State& state, int64_t available) {
+  std::vector<std::string> parts;
+  if (state.run_id.empty()) parts.emplace_back("the run itself");
+  if (!state.params_sent) parts.emplace_back("the params");
+  if (state.records_sent < available)
+    parts.push_back(std::to_string(available - state.records_sent) + " of " + std::to_string(available) +
+                    " history records");
+  if (!state.end_status.empty() && !state.artifacts_sent) parts.emplace_back("the artifacts");
+  if (!state.end_status.empty() && !state.status_sent) parts.push_back("the status " + state.end_status);
+  std::string text;
+  for (size_t i = 0; i < parts.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == parts.size() ? " and " : ", ") + parts[i];
+  return text;
+}
+
+}  // namespace
+
+struct MlflowTracker::Impl {
+  Logger& log;
+  std::filesystem::path run_dir;
+  mlflow::RunSettings settings;
+  std::unique_ptr<mlflow::HttpClient> http;
+  std::unique_ptr<mlflow::RunSync> sync;
+  bool needs_reopen = false;
+
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool stop = false;                     ///< the thread returns at its next check
+  bool woken = false;                    ///< end() asks for a pass now (cleared by the thread)
+  std::optional<std::string> end_status; ///< end() was called with this status
+  bool finished = false;                 ///< the thread returned (all sent, refused, or a local failure)
+  std::string last_error;
+  std::thread thread;
+
+  Impl(Logger& logger, std::filesystem::path dir) : log(logger), run_dir(std::move(dir)) {}
+  void send_loop();
+  bool wait(std::chrono::duration<double> interval);
+};
+
+// Waits `interval` (the flush interval, or the backoff after a failure) or until end() or the
+// destructor wakes it; false when it must stop.
+bool MlflowTracker::Impl::wait(std::chrono::duration<double> interval) {
+  std::unique_lock lock(mutex);
+  wake.wait_for(lock, interval, [&] { return stop || woken; });
+  woken = false;
+  return !stop;
+}
+
+void MlflowTracker::Impl::send_loop() {
+  double backoff = 1;
+  bool outage = false;
+  bool first = true;
+  while (first || wait(outage ? std::chrono::duration<double>(backoff)
+                              : std::chrono::duration<double>(settings.section.flush_seconds))) {
+    first = false;
+    std::optional<std::string> ending;
+    {
+      std::lock_guard lock(mutex);
+      ending = end_status;
+    }
+    try {
+      if (needs_reopen) {
+        sync->reopen();
+        needs_reopen = false;
+      }
+      if (ending) {
+        if (sync->state().end_status != *ending) sync->set_end_status(*ending);
+        sync->send_end();
+      } else {
+        sync->send_history();
+      }
+      if (outage) log.info("mlflow: the server answers again; the history is up to date on it");
+      outage = false;
+      backoff = 1;
+      if (ending) break;
+    } catch (const ApiError& e) {
+      std::lock_guard lock(mutex);
+      last_error = e.what();
+      if (!e.transient()) {
+        log.warn(std::string(e.what()) + ". Nothing more is sent to the server during this run; training goes on, "
+                 "and what is left stays in " + run_dir.string() + ": `host mlflow-sync " + run_dir.string() +
+                 "` sends it once the cause is fixed.");
+        break;
+      }
+      if (!outage)
+        log.warn(std::string(e.what()) + ". Training goes on; the history stays in " + run_dir.string() +
+                 " and is sent when the server answers again (trying again with a growing wait, up to 60 s).");
+      outage = true;
+      backoff = std::min(backoff * 2, 60.0);
+    } catch (const std::exception& e) {
+      // A local failure: the state file on a full disk, an unreadable config.toml.
+      std::lock_guard lock(mutex);
+      last_error = e.what();
+      log.warn(std::string("mlflow: ") + e.what() + ". Nothing more is sent to the server during this run; "
+               "training goes on.");
+      break;
+    }
+  }
+  std::lock_guard lock(mutex);
+  finished = true;
+  wake.notify_all();
+}
+
+MlflowTracker::MlflowTracker(const RunConfig& config, std::filesystem::path run_dir, std::string torchhost_run_id,
+                             bool resumed, Logger& log)
+    : impl_(std::make_unique<Impl>(log, std::move(run_dir))) {
+  Impl& s = *impl_;
+  s.settings = mlflow::settings_from(config, s.run_dir);
+  mlflow::user_tags(s.settings.section.tags); // a malformed entry is a ConfigError now, not a warning later
+  s.http = std::make_unique<mlflow::HttpClient>(mlflow::connection_from(s.settings.section, environment));
+  const std::string& uri = s.http->connection().tracking_uri;
+  mlflow::State state = mlflow::read_state(s.run_dir);
+  const bool continues = resumed && state.torchhost_run_id == torchhost_run_id && state.tracking_uri == uri;
+  if (continues) {
+    // The same MLflow run goes on: its records up to records_sent are on the server (a resumed
+    // run trains exactly as the run that never stopped, so it logs those records again: skipped).
+    s.needs_reopen = !state.run_id.empty() && !state.end_status.empty();
+    state.end_status.clear();
+    state.artifacts_sent = state.status_sent = false;
+  } else {
+    // A new MLflow run. A resumed run sends its whole history; a fresh one starts after any lines
+    // an earlier attempt in this directory left.
+    state = mlflow::State{};
+    state.torchhost_run_id = std::move(torchhost_run_id);
+    state.tracking_uri = uri;
+    state.records_sent = resumed ? 0 : mlflow::count_complete_lines(s.run_dir / "history.jsonl");
+  }
+  mlflow::write_state(s.run_dir, state);
+  s.sync = std::make_unique<mlflow::RunSync>(s.run_dir, s.settings, std::move(state), *s.http);
+  try {
+    s.sync->ensure_run();
+    if (s.needs_reopen) {
+      s.sync->reopen();
+      s.needs_reopen = false;
+    }
+    log.info("mlflow: tracking this run as " + s.sync->run_page() + (continues ? " (continued)" : ""));
+  } catch (const ApiError& e) {
+    if (!e.transient())
+      throw ConfigError("logging.mlflow", std::string(e.what()) + ". The server at " + uri +
+                                              " refused, so nothing was trained: fix the credentials, the "
+                                              "permission or logging.mlflow.experiment, or set "
+                                              "logging.mlflow.enabled = false to train without tracking.");
+    log.warn(std::string(e.what()) + ". Training goes on; the MLflow run is created and the history sent when the "
+             "server answers (`host mlflow-sync " + s.run_dir.string() + "` sends it later otherwise).");
+  }
+  s.thread = std::thread([&s] { s.send_loop(); });
+}
+
+MlflowTracker::~MlflowTracker() {
+  if (!impl_->thread.joinable()) return;
+  {
+    std::lock_guard lock(impl_->mutex);
+    impl_->stop = true;
+  }
+  impl_->wake.notify_all();
+  impl_->thread.join();
+}
+
+void MlflowTracker::end(MlflowEnd how) {
+  Impl& s = *impl_;
+  if (!s.thread.joinable()) return;
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(s.settings.section.finish_timeout_seconds));
+  {
+    std::unique_lock lock(s.mutex);
+    s.end_status = status_word(how);
+    s.woken = true;
+    s.wake.notify_all();
+    s.wake.wait_until(lock, deadline, [&] { return s.finished; });
+    s.stop = true;
+    s.wake.notify_all();
+  }
+  s.thread.join(); // the request in flight ends within timeout_seconds
+  // The thread is gone: the state is this thread's now. A sender that gave up never saw the end.
+  if (s.sync->state().end_status.empty()) {
+    try {
+      s.sync->set_end_status(status_word(how));
+    } catch (const std::exception& e) {
+      s.log.warn(std::string("mlflow: ") + e.what());
+    }
+  }
+  const mlflow::State& state = s.sync->state();
+  const int64_t available = s.sync->records_available();
+  const std::string missing = missing_parts(state, available);
+  if (missing.empty()) {
+    s.log.info("mlflow: " + std::to_string(available) + " history records, the artifacts and the status " +
+               state.end_status + " are on the server: " + s.sync->run_page());
+    return;
+  }
+  s.log.warn("mlflow: the server lacks " + missing + (s.last_error.empty() ? "" : " (" + s.last_error + ")") +
+             ". They are kept in " + s.run_dir.string() + "; `host mlflow-sync " + s.run_dir.string() +
+             "` sends them.");
+}
+
+int sync_mlflow_run(const std::filesystem::path& run_dir, Logger& log) {
+  const std::filesystem::path config_file = run_dir / "config.toml";
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(config_file, error))
+    throw ConfigError("RUN_DIR", "host mlflow-sync: " + run_dir.string() + " holds no config.toml, so it is not a "
+                                 "run directory (host train writes one first). Name the directory a training wrote.");
+  FileLock lock(run_dir / "run.lock", /*inherit=*/false);
+  if (!lock.held())
+    throw ConfigError("RUN_DIR", "host mlflow-sync: a training is running in " + run_dir.string() +
+                                     (lock.holder().empty() ? "" : " (pid " + lock.holder() + ")") +
+                                     " and sends its own history. Run the sync after it ended.");
+  const RunConfig config = load_run_config(config_file, {}, {});
+  mlflow::RunSettings settings = mlflow::settings_from(config, run_dir);
+  mlflow::State state = mlflow::read_state(run_dir);
+  // The run lives on the server that the state names, whatever the environment says now.
+  if (!state.tracking_uri.empty()) settings.section.tracking_uri = state.tracking_uri;
+  mlflow::HttpClient http(mlflow::connection_from(settings.section, environment));
+  if (state.torchhost_run_id.empty()) {
+    // Never tracked: the whole run goes to a new MLflow run, ended FINISHED if it wrote its report.
+    state.torchhost_run_id = read_run_id(run_dir);
+    state.tracking_uri = http.connection().tracking_uri;
+    if (std::filesystem::is_regular_file(run_dir / "report.toml", error)) state.end_status = "FINISHED";
+  }
+  mlflow::RunSync sync(run_dir, settings, state, http);
+  // A server that does not answer (or just restarted) gets five tries over about 15 s; a refusal, one.
+  for (int attempt = 1;; ++attempt) {
+    try {
+      if (sync.state().end_status.empty()) {
+        sync.send_history();
+        log.info("mlflow-sync: the run has no recorded end (it was killed, or stopped before it): its status stays "
+                 "RUNNING, and `host train --resume auto` continues it");
+      } else {
+        sync.send_end();
+      }
+      break;
+    } catch (const ApiError& e) {
+      if (e.transient() && attempt < 5) {
+        log.warn(std::string(e.what()) + "; trying again in " + std::to_string(1 << (attempt - 1)) + " s");
+        std::this_thread::sleep_for(std::chrono::seconds(1 << (attempt - 1)));
+        continue;
+      }
+      log.error(std::string(e.what()) + "; the server still lacks " +
+                missing_parts(sync.state(), sync.records_available()) + ". Run the sync again once it answers.");
+      return kExitRuntime;
+    }
+  }
+  log.info("mlflow-sync: the server has the whole run: " + sync.run_page());
+  return kExitOk;
+}
+
+namespace {
+
+mlflow::RunSettings parent_settings(const RunConfig& config, const std::string& name) {
+  mlflow::RunSettings settings = mlflow::settings_from(config, {});
+  settings.run_name = name;
+  settings.section.parent_run_id.clear();
+  return settings;
+}
+
+}  // namespace
+
+std::string start_mlflow_parent_run(const RunConfig& config, const std::filesystem::path& sweep_dir,
+                                    const std::string& name, Logger& log) {
+  const mlflow::RunSettings settings = parent_settings(config, name);
+  mlflow::HttpClient http(mlflow::connection_from(settings.section, environment));
+  mlflow::State state = mlflow::read_state(sweep_dir);
+  if (state.tracking_uri != http.connection().tracking_uri || state.torchhost_run_id != "sweep") {
+    state = mlflow::State{};
+    state.torchhost_run_id = "sweep";
+    state.tracking_uri = http.connection().tracking_uri;
+  }
+  const bool reopen = !state.run_id.empty() && !state.end_status.empty();
+  state.end_status.clear();
+  state.status_sent = false;
+  mlflow::RunSync sync(sweep_dir, settings, state, http);
+  try {
+    if (reopen) sync.reopen();
+    else sync.ensure_run();
+  } catch (const ApiError& e) {
+    if (!e.transient())
+      throw ConfigError("logging.mlflow", std::string(e.what()) + ". The server at " + http.connection().tracking_uri +
+                                              " refused the sweep's parent run, so no cell was trained: fix the "
+                                              "credentials, the permission or logging.mlflow.experiment, or set "
+                                              "logging.mlflow.enabled = false.");
+    log.warn(std::string(e.what()) + ". The sweep goes on; its cells are tracked without a parent run.");
+    return "";
+  }
+  log.info("mlflow: the sweep's parent run is " + sync.run_page());
+  return sync.state().run_id;
+}
+
+void end_mlflow_parent_run(const RunConfig& config, const std::filesystem::path& sweep_dir, MlflowEnd how, Logger& log) {
+  try {
+    const mlflow::State state = mlflow::read_state(sweep_dir);
+    if (state.run_id.empty()) return;
+    const mlflow::RunSettings settings = parent_settings(config, "");
+    mlflow::HttpClient http(mlflow::connection_from(settings.section, environment));
+    mlflow::RunSync sync(sweep_dir, settings, state, http);
+    sync.set_end_status(status_word(how));
+    mlflow::Api(http).update_run(state.run_id, status_word(how), mlflow::now_ms());
+  } catch (const std::exception& e) {
+    log.warn(std::string("mlflow: the sweep's parent run keeps its status: ") + e.what());
+  }
+}
+
+}  // namespace tp
