@@ -69,6 +69,8 @@ po::options_description describe(Options& o) {
       ("memory-limit", po::value(&o.memory_limit),
        "tune batch-size: the memory a step may use, e.g. 4GiB (default: the device's; required on CPU)")
       ("resume", po::value(&o.resume), "train: continue from `auto` (the run's last.pt, if any) or a checkpoint path")
+      ("mlflow", po::bool_switch(&o.mlflow),
+       "eval: also log the metrics to the MLflow run the run directory is tracked in (docs/experiment_tracking.md)")
       ("new-run", po::bool_switch(&o.new_run),
        "train: start a new run in a run directory that holds an earlier one: its files move into "
        "<run dir>/earlier/<UTC time>/ first (nothing is deleted)")

@@ -48,6 +48,7 @@ struct Options {
   std::string checkpoint = "best"; ///< eval, predict: best | last | PATH
   std::string resume;              ///< train: "" (fresh) | auto | PATH
   bool new_run = false;            ///< train: --new-run, set an earlier run's files aside and start afresh
+  bool mlflow = false;             ///< eval: --mlflow, log the metrics to the run's MLflow run too
   std::string format;              ///< export: safetensors (default); predict: csv (default) | jsonl | npy
   std::string weights = "live";       ///< eval, export, predict: live | ema (the checkpoint's averaged weights)
   std::string output;              ///< export: output file; profile: profile.json path; predict: predictions file

@@ -17,10 +17,10 @@ const std::vector<CommandSpec> kCommands = {
      "trains; writes the run directory; --resume auto continues from its checkpoints/last.pt",
      {"config", "set", "plugin-dir", "output-dir", "resume", "new-run"}},
     {"eval",
-     "host eval --config FILE [--checkpoint best|last|PATH] [--weights live|ema] [--split val|test] "
+     "host eval --config FILE [--checkpoint best|last|PATH] [--weights live|ema] [--split val|test] [--mlflow] "
      "[--set KEY=VALUE]... [--plugin-dir DIR]... [--output-dir DIR]",
      "evaluates a checkpoint on the validation or the test split",
-     {"config", "checkpoint", "weights", "split", "set", "plugin-dir", "output-dir"}},
+     {"config", "checkpoint", "weights", "split", "mlflow", "set", "plugin-dir", "output-dir"}},
     {"predict",
      "host predict --config FILE [--checkpoint best|last|PATH] [--weights live|ema] [--split val|test|train] "
      "[--output FILE] [--format csv|jsonl|npy|png] [--outputs NAME,...] [--tta hflip] [--set KEY=VALUE]... "

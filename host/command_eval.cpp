@@ -7,6 +7,7 @@
 #include "tp/framework/engine/trainer.h"
 #include "tp/framework/error.h"
 #include "tp/framework/monitor/history.h"
+#include "tp/framework/tracking/mlflow_tracker.h"
 #include "tp/framework/util/atomic_file.h"
 #include "tp/framework/util/short_number.h"
 
@@ -55,6 +56,10 @@ int run_eval(const Options& options) {
   const auto out = session->run_dir / ("eval_" + path.stem().string() + suffix + ".json");
   write_file_atomically(out, json);
   std::printf("written to %s\n", out.c_str());
+  // eval/best/val/accuracy, eval/best/ema/test/accuracy: one series per checkpoint and weights.
+  if (options.mlflow && session->place.rank == 0)
+    log_eval_to_mlflow(session->run_dir, "eval/" + path.stem().string() + (options.weights == "live" ? "" : "/" + options.weights),
+                       metrics, checkpoint.step, session->logger);
   return kExitOk;
 }
 

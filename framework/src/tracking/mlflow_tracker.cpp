@@ -333,4 +333,31 @@ void end_mlflow_parent_run(const RunConfig& config, const std::filesystem::path&
   }
 }
 
+void log_eval_to_mlflow(const std::filesystem::path& run_dir, const std::string& prefix,
+                        const std::vector<std::pair<std::string, double>>& metrics, int64_t step, Logger& log) {
+  const mlflow::State state = mlflow::read_state(run_dir);
+  if (state.run_id.empty())
+    throw ConfigError("--mlflow", "host eval --mlflow: " + run_dir.string() + " is not tracked in an MLflow run (no "
+                                  "run in " + mlflow::state_file(run_dir).string() + "). Train it with "
+                                  "logging.mlflow.enabled = true, or send it with `host mlflow-sync " +
+                                  run_dir.string() + "` first; " + "the evaluation itself was written.");
+  const RunConfig config = load_run_config(run_dir / "config.toml", {}, {});
+  MlflowSection section = config.logging.mlflow;
+  section.tracking_uri = state.tracking_uri;
+  mlflow::HttpClient http(mlflow::connection_from(section, environment));
+  std::vector<mlflow::Metric> sent;
+  sent.reserve(metrics.size());
+  const int64_t now = mlflow::now_ms();
+  for (const auto& [name, value] : metrics) sent.push_back({mlflow::mlflow_key(prefix + "/" + name), value, step, now});
+  try {
+    for (const auto& body : mlflow::log_batch_bodies(state.run_id, sent, {}, {})) mlflow::Api(http).log_batch(body);
+  } catch (const ApiError& e) {
+    throw Error(std::string(e.what()) + "; the evaluation itself was written. Run `host eval --mlflow` again once "
+                "the server answers.");
+  }
+  log.info("mlflow: " + std::to_string(sent.size()) + " metrics logged as " + prefix + "/... at step " +
+           std::to_string(step) + " to " + http.connection().tracking_uri + "/#/experiments/" + state.experiment_id +
+           "/runs/" + state.run_id);
+}
+
 }  // namespace tp

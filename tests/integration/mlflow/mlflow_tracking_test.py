@@ -7,7 +7,7 @@ mlflow.tracking.MlflowClient:
 
 1. a finished run: params equal config.toml's every leaf, tags (provenance, logging.mlflow.tags,
    the run's name), every metric equal to history.jsonl's value at its step, the artifacts byte for
-   byte, status FINISHED;
+   byte, status FINISHED; `host eval --mlflow` adds the evaluation's metrics to it;
 2. a run stopped by SIGTERM (status KILLED) and continued with --resume auto: one MLflow run,
    FINISHED, no step twice in any metric's history;
 3. the server gone mid-run (connections refused): training ends (exit 0) about as fast as with the
@@ -264,6 +264,15 @@ def main():
     check(len(provenance) >= 5, f"finished run: runtime.toml's provenance as {len(provenance)} tags")
     check_artifacts(client, run_dir, "finished", [a for a in artifacts if os.path.exists(os.path.join(run_dir, a))])
     check(os.path.exists(os.path.join(run_dir, "plots/loss.png")), "finished run: its plots were drawn")
+    evaluation = subprocess.run([HOST, "eval", "--config", os.path.join(run_dir, "config.toml"), "--mlflow"],
+                                capture_output=True, text=True)
+    check(evaluation.returncode == 0, f"eval --mlflow: exit {evaluation.returncode} {evaluation.stderr[-1500:]}")
+    with open(os.path.join(run_dir, "eval_best.json")) as f:
+        written = json.load(f)
+    logged = client.get_metric_history(state(run_dir)["run_id"], "eval/best/val/accuracy")
+    check(len(logged) == 1 and logged[0].step == written["step"] and logged[0].value == written["val/accuracy"],
+          f"eval --mlflow: eval/best/val/accuracy {[(m.step, m.value) for m in logged]} is eval_best.json's "
+          f"{written['val/accuracy']} at step {written['step']}")
 
     # 2. SIGTERM, then --resume auto: one MLflow run.
     run_dir = os.path.join(WORK, "resumed")

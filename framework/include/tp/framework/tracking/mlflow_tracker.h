@@ -17,9 +17,12 @@
 //   tracker.end(MlflowEnd::kFinished);
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tp/framework/config/run_config.h"
 
@@ -61,6 +64,13 @@ class MlflowTracker {
 /// could not be sent (logged). Throws ConfigError for a directory without a run, or with a
 /// training running in it.
 int sync_mlflow_run(const std::filesystem::path& run_dir, Logger& log);
+
+/// `host eval --mlflow`: logs `metrics` as "<prefix>/<name>" at optimizer step `step` to the MLflow
+/// run `run_dir` is tracked in (its mlflow/state.toml; the connection of its config.toml and the
+/// environment). Throws ConfigError when the directory has no MLflow run, tp::Error when the
+/// server does not take the metrics (the evaluation's own file is written before).
+void log_eval_to_mlflow(const std::filesystem::path& run_dir, const std::string& prefix,
+                        const std::vector<std::pair<std::string, double>>& metrics, int64_t step, Logger& log);
 
 /// `host sweep`'s parent run in `sweep_dir` (its state in <sweep dir>/mlflow/state.toml), named
 /// `name`, in the experiment of `config` (the first cell's): created once, continued when the
