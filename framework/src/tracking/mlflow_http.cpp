@@ -4,7 +4,9 @@
 #include <string_view>
 #include <utility>
 
+#if TP_MLFLOW
 #include <curl/curl.h>
+#endif
 
 #include "tp/framework/error.h"
 
@@ -21,11 +23,6 @@ std::string env_value(const EnvLookup& env, const char* name) {
 }
 
 bool env_true(const std::string& value) { return value == "true" || value == "True" || value == "TRUE" || value == "1"; }
-
-size_t append_body(char* data, size_t size, size_t count, void* out) {
-  static_cast<std::string*>(out)->append(data, size * count);
-  return size * count;
-}
 
 }  // namespace
 
@@ -63,6 +60,7 @@ std::string Response::describe() const {
   return text;
 }
 
+#if TP_MLFLOW
 struct HttpClient::Handle {
   CURL* curl = nullptr;
   ~Handle() {
@@ -79,6 +77,11 @@ HttpClient::HttpClient(Connection connection) : connection_(std::move(connection
 HttpClient::~HttpClient() = default;
 
 namespace {
+
+size_t append_body(char* data, size_t size, size_t count, void* out) {
+  static_cast<std::string*>(out)->append(data, size * count);
+  return size * count;
+}
 
 struct Request {
   std::string method;
@@ -168,6 +171,34 @@ Response HttpClient::put_file(const std::string& path, const std::filesystem::pa
   std::fclose(in);
   return response;
 }
+
+#else
+// Built without libcurl (TP_MLFLOW=OFF): tracking is refused where it would start.
+struct HttpClient::Handle {};
+
+HttpClient::HttpClient(Connection connection) : connection_(std::move(connection)) {
+  throw ConfigError("logging.mlflow.enabled",
+                    "this host was built without MLflow tracking (CMake option TP_MLFLOW=OFF, as the GPU kit builds "
+                    "it): set logging.mlflow.enabled = false, or rebuild with libcurl4-openssl-dev installed and "
+                    "-DTP_MLFLOW=ON. Nothing was trained.");
+}
+
+HttpClient::~HttpClient() = default;
+
+namespace {
+
+Response unavailable() {
+  Response response;
+  response.transport_error = "this host was built without MLflow tracking (TP_MLFLOW=OFF)";
+  return response;
+}
+
+}  // namespace
+
+Response HttpClient::get(const std::string&) { return unavailable(); }
+Response HttpClient::post_json(const std::string&, const std::string&) { return unavailable(); }
+Response HttpClient::put_file(const std::string&, const std::filesystem::path&) { return unavailable(); }
+#endif
 
 std::string url_escape(const std::string& text, bool keep_slash) {
   static constexpr char kHex[] = "0123456789ABCDEF";

@@ -7,7 +7,7 @@ mlflow.tracking.MlflowClient:
 
 1. a finished run: params equal config.toml's every leaf, tags (provenance, logging.mlflow.tags,
    the run's name), every metric equal to history.jsonl's value at its step, the artifacts byte for
-   byte, status FINISHED; `host eval --mlflow` adds the evaluation's metrics to it;
+   byte (the best checkpoint with log_checkpoints = "best"), status FINISHED; `host eval --mlflow` adds the evaluation's metrics to it;
 2. a run stopped by SIGTERM (status KILLED) and continued with --resume auto: one MLflow run,
    FINISHED, no step twice in any metric's history;
 3. the server gone mid-run (connections refused): training ends (exit 0) about as fast as with the
@@ -253,7 +253,8 @@ def main():
 
     # 1. A finished run.
     run_dir = os.path.join(WORK, "finished")
-    result, up_seconds = train(run_dir, server.uri, "--set", 'logging.mlflow.tags=["team=vision", "owner=ci"]')
+    result, up_seconds = train(run_dir, server.uri, "--set", 'logging.mlflow.tags=["team=vision", "owner=ci"]',
+                               "--set", 'logging.mlflow.log_checkpoints="best"')
     check(result.returncode == 0, f"finished run: exit {result.returncode} {result.stderr[-2000:]}")
     run = read_back(client, run_dir, "finished run")
     tags = run.data.tags
@@ -262,7 +263,7 @@ def main():
     check(tags.get("torchhost.run_id") == state(run_dir)["torchhost_run_id"], "finished run: run.id as a tag")
     provenance = [k for k in tags if k.startswith("torchhost.") and k != "torchhost.run_id"]
     check(len(provenance) >= 5, f"finished run: runtime.toml's provenance as {len(provenance)} tags")
-    check_artifacts(client, run_dir, "finished", [a for a in artifacts if os.path.exists(os.path.join(run_dir, a))])
+    check_artifacts(client, run_dir, "finished", artifacts + ["checkpoints/best.pt"])
     check(os.path.exists(os.path.join(run_dir, "plots/loss.png")), "finished run: its plots were drawn")
     evaluation = subprocess.run([HOST, "eval", "--config", os.path.join(run_dir, "config.toml"), "--mlflow"],
                                 capture_output=True, text=True)
