@@ -248,6 +248,14 @@ def main():
     os.makedirs(WORK)
     server = Server()
     server.start()
+    try:
+        return cases(server)
+    finally:
+        if server.process.poll() is None:  # also when a case raised: no server outlives the test
+            server.stop()
+
+
+def cases(server):
     client = MlflowClient(tracking_uri=server.uri)
     artifacts = ["config.toml", "runtime.toml", "history.jsonl", "history.csv", "plots/loss.png"]
 
@@ -384,7 +392,6 @@ def main():
     for d in cells:
         read_back(client, os.path.join(sweep_dir, d), "sweep cell " + d)
 
-    server.stop()
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 
