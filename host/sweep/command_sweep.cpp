@@ -67,6 +67,7 @@ std::string describe(const SweepCell& cell) {
 struct Plan {
   fs::path dir; ///< the sweep directory
   std::vector<PlannedCell> cells;
+  RunConfig first; ///< the first cell's configuration ([logging.mlflow] of the sweep's parent run)
 };
 
 Plan plan(const Options& options, const std::vector<SweepCell>& cells) {
@@ -98,7 +99,7 @@ Plan plan(const Options& options, const std::vector<SweepCell>& cells) {
     }
     planned.push_back({cells[i], sweep_dir / cells[i].name, flatten_config(configs[i].resolved)});
   }
-  return {sweep_dir, std::move(planned)};
+  return {sweep_dir, std::move(planned), std::move(configs.front())};
 }
 
 // A cell recorded as done is skipped only when its run directory was trained with the
@@ -194,7 +195,7 @@ int run_sweep(const Options& options, const LaunchOptions* launch) {
                                   "sweeps of the nodes could disagree on which cells are done. Run `host "
                                   "--nnodes ... train --set ...` per cell instead.");
   const std::vector<SweepCell> cells = expand_grid(options.grid);
-  const auto [sweep_dir, planned] = plan(options, cells);
+  const auto [sweep_dir, planned, first_config] = plan(options, cells);
 
   // Before sweep.toml is read: a second sweep on this directory is refused here, at once.
   const SweepLock lock(sweep_dir);
@@ -208,7 +209,6 @@ int run_sweep(const Options& options, const LaunchOptions* launch) {
   };
   // With [logging.mlflow] on, the sweep is a parent MLflow run and each cell a child of it.
   Logger log(0, options.verbose);
-  const RunConfig first_config = load_run_config(options.config, cell_sets(options, cells.front()), env);
   const bool tracked = first_config.logging.mlflow.enabled;
   const std::string mlflow_parent =
       tracked ? start_mlflow_parent_run(first_config, sweep_dir, sweep_dir.filename().string(), log) : "";

@@ -340,16 +340,10 @@ void validate_host_table(const toml::table& root, std::string_view source_file) 
 void complete_host_table(toml::table& root) {
   for (const KeySpec& spec : host_key_schema()) {
     const std::string leaf(leaf_of(spec.path));
-    // The key's table, and those it lies in, created where missing ([logging] for logging.mlflow.*).
-    toml::table* table = &root;
-    std::string_view tables = parent_of(spec.path);
-    while (!tables.empty()) {
-      const std::string part(head_of(tables));
-      tables.remove_prefix(std::min(tables.size(), part.size() + 1));
-      toml::table* inner = table->get_as<toml::table>(part);
-      if (inner == nullptr) inner = table->insert_or_assign(part, toml::table{}).first->second.as_table();
-      table = inner;
-    }
+    // The key's table, and those it lies in, created where missing ([logging] for logging.mlflow.*);
+    // validate_host_table() has refused a value where a table belongs.
+    toml::table* table = ensure_tables(root, parent_of(spec.path));
+    if (table == nullptr) throw Error("host key " + spec.path + ": a value stands where its table belongs");
     if (!table->contains(leaf)) {
       std::string error;
       if (!parse_value_into(*table, leaf, spec.default_literal, "default", &error)) {

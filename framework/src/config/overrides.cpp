@@ -57,14 +57,14 @@ void set_value(toml::table& table, std::string_view key, std::string_view text,
   throw ConfigError(key_path, origin + ": " + problem);
 }
 
-/// table[key] as a table, created when absent.
-toml::table& ensure_table(toml::table& parent, const std::string& key, const std::string& path,
+/// The table at dotted `tables` below `parent` (one key, or "logging.mlflow"), created when absent.
+toml::table& ensure_table(toml::table& parent, std::string_view tables, const std::string& path,
                           const std::string& origin) {
-  if (!parent.contains(key)) parent.insert_or_assign(key, toml::table{});
-  toml::table* table = parent.get_as<toml::table>(key);
+  const toml::node* blocked = nullptr;
+  toml::table* table = ensure_tables(parent, tables, &blocked);
   if (table == nullptr) {
-    bad_override(path, origin, "cannot set a key inside '" + path + "', which is " +
-                                   describe_node(*parent.get(key)) + ", not a table.");
+    bad_override(path, origin, "cannot set a key inside '" + path + "', which is " + describe_node(*blocked) +
+                                   ", not a table.");
   }
   return *table;
 }
@@ -154,13 +154,9 @@ toml::table* component_target(toml::table& root, const std::vector<Segment>& seg
 /// Sets host key `spec` in `root` to `text`, creating its tables ([logging], [logging.mlflow]).
 void set_host_key(toml::table& root, const KeySpec& spec, std::string_view text, const std::string& path,
                   const std::string& origin) {
-  toml::table* table = &root;
-  std::size_t start = 0;
-  for (std::size_t dot = spec.path.find('.'); dot != std::string::npos; dot = spec.path.find('.', start)) {
-    table = &ensure_table(*table, spec.path.substr(start, dot - start), path, origin);
-    start = dot + 1;
-  }
-  set_value(*table, std::string_view(spec.path).substr(start), text, origin);
+  const std::size_t dot = spec.path.rfind('.');
+  toml::table& table = ensure_table(root, std::string_view(spec.path).substr(0, dot), path, origin);
+  set_value(table, std::string_view(spec.path).substr(dot + 1), text, origin);
 }
 
 }  // namespace

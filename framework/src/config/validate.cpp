@@ -103,8 +103,7 @@ void store_resolved(RunConfig& cfg, const ComponentConfig& component) {
     toml::table* parent = &cfg.resolved;
     if (dot != std::string::npos) {
       const std::string section = path.substr(0, dot);
-      if (!parent->contains(section)) parent->insert_or_assign(section, toml::table{});
-      parent = parent->get_as<toml::table>(section);
+      parent = ensure_tables(*parent, section);
       if (parent == nullptr) throw Error("store_resolved: [" + section + "] is not a table");
     }
     parent->insert_or_assign(path.substr(dot == std::string::npos ? 0 : dot + 1), std::move(table));
@@ -121,8 +120,7 @@ void store_resolved(RunConfig& cfg, const ComponentConfig& component) {
   std::string name = slot_path;
   if (const std::size_t dot = slot_path.find('.'); dot != std::string::npos) {
     const std::string section = slot_path.substr(0, dot);
-    if (!parent->contains(section)) parent->insert_or_assign(section, toml::table{});
-    parent = parent->get_as<toml::table>(section);
+    parent = ensure_tables(*parent, section);
     if (parent == nullptr) throw Error("store_resolved: [" + section + "] is not a table");
     name = slot_path.substr(dot + 1);
   }

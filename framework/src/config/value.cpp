@@ -64,6 +64,23 @@ bool parse_value_into(toml::table& dst, std::string_view key, std::string_view l
   return true;
 }
 
+toml::table* ensure_tables(toml::table& root, std::string_view tables, const toml::node** blocked) {
+  toml::table* table = &root;
+  while (!tables.empty()) {
+    const std::size_t dot = tables.find('.');
+    const std::string part(tables.substr(0, dot));
+    tables.remove_prefix(dot == std::string_view::npos ? tables.size() : dot + 1);
+    if (!table->contains(part)) table->insert_or_assign(part, toml::table{});
+    toml::table* inner = table->get_as<toml::table>(part);
+    if (inner == nullptr) {
+      if (blocked != nullptr) *blocked = table->get(part);
+      return nullptr;
+    }
+    table = inner;
+  }
+  return table;
+}
+
 bool matches_type(const toml::node& node, ValueType type) {
   switch (type) {
     case ValueType::Bool: return node.is_boolean();

@@ -32,6 +32,14 @@ const char* status_word(MlflowEnd how) {
 
 const char* environment(const char* name) { return std::getenv(name); }
 
+// The connection to the server `state` names, where the MLflow run lives whatever the config or the
+// environment says now (`section`'s own server when the state names none), with `section`'s
+// timeout and the environment's credentials.
+mlflow::Connection connection_to_run(MlflowSection section, const mlflow::State& state) {
+  if (!state.tracking_uri.empty()) section.tracking_uri = state.tracking_uri;
+  return mlflow::connection_from(section, environment);
+}
+
 // "N of M history records, the artifacts and the status FINISHED": what the server still lacks.
 std::string missing_parts(const mlflow::State& state, int64_t available) {
   std::vector<std::string> parts;
@@ -84,10 +92,7 @@ bool MlflowTracker::Impl::wait(std::chrono::duration<double> interval) {
 void MlflowTracker::Impl::send_loop() {
   double backoff = 1;
   bool outage = false;
-  bool first = true;
-  while (first || wait(outage ? std::chrono::duration<double>(backoff)
-                              : std::chrono::duration<double>(settings.section.flush_seconds))) {
-    first = false;
+  do {
     std::optional<std::string> ending;
     {
       std::lock_guard lock(mutex);
@@ -130,7 +135,8 @@ void MlflowTracker::Impl::send_loop() {
                "training goes on.");
       break;
     }
-  }
+  } while (wait(outage ? std::chrono::duration<double>(backoff)
+                       : std::chrono::duration<double>(settings.section.flush_seconds)));
   std::lock_guard lock(mutex);
   finished = true;
   wake.notify_all();
@@ -240,11 +246,9 @@ int sync_mlflow_run(const std::filesystem::path& run_dir, Logger& log) {
                                      (lock.holder().empty() ? "" : " (pid " + lock.holder() + ")") +
                                      " and sends its own history. Run the sync after it ended.");
   const RunConfig config = load_run_config(config_file, {}, {});
-  mlflow::RunSettings settings = mlflow::settings_from(config, run_dir);
+  const mlflow::RunSettings settings = mlflow::settings_from(config, run_dir);
   mlflow::State state = mlflow::read_state(run_dir);
-  // The run lives on the server that the state names, whatever the environment says now.
-  if (!state.tracking_uri.empty()) settings.section.tracking_uri = state.tracking_uri;
-  mlflow::HttpClient http(mlflow::connection_from(settings.section, environment));
+  mlflow::HttpClient http(connection_to_run(settings.section, state));
   if (state.torchhost_run_id.empty()) {
     // Never tracked: the whole run goes to a new MLflow run, ended FINISHED if it wrote its report.
     state.torchhost_run_id = read_run_id(run_dir);
@@ -324,7 +328,7 @@ void end_mlflow_parent_run(const RunConfig& config, const std::filesystem::path&
     const mlflow::State state = mlflow::read_state(sweep_dir);
     if (state.run_id.empty()) return;
     const mlflow::RunSettings settings = parent_settings(config, "");
-    mlflow::HttpClient http(mlflow::connection_from(settings.section, environment));
+    mlflow::HttpClient http(connection_to_run(settings.section, state));
     mlflow::RunSync sync(sweep_dir, settings, state, http);
     sync.set_end_status(status_word(how));
     mlflow::Api(http).update_run(state.run_id, status_word(how), mlflow::now_ms());
@@ -342,9 +346,7 @@ void log_eval_to_mlflow(const std::filesystem::path& run_dir, const std::string&
                                   "logging.mlflow.enabled = true, or send it with `host mlflow-sync " +
                                   run_dir.string() + "` first; " + "the evaluation itself was written.");
   const RunConfig config = load_run_config(run_dir / "config.toml", {}, {});
-  MlflowSection section = config.logging.mlflow;
-  section.tracking_uri = state.tracking_uri;
-  mlflow::HttpClient http(mlflow::connection_from(section, environment));
+  mlflow::HttpClient http(connection_to_run(config.logging.mlflow, state));
   std::vector<mlflow::Metric> sent;
   sent.reserve(metrics.size());
   const int64_t now = mlflow::now_ms();

@@ -189,23 +189,29 @@ def check_artifacts(client, run_dir, label, names):
     check(not differing, f"{label}: artifacts {names} equal the run directory's files byte for byte {differing}")
 
 
-class Refusing(http.server.BaseHTTPRequestHandler):
-    """A server that refuses every request as MLflow does a wrong token."""
+class Stub(http.server.BaseHTTPRequestHandler):
+    """A handler of the test's own servers: answers with `reply`, logs nothing."""
 
-    def refuse(self):
-        body = b'{"error_code": "UNAUTHENTICATED", "message": "You are not authenticated."}'
-        self.send_response(401)
+    def reply(self, status, body):
+        self.send_response(status)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
-
-    do_GET = do_POST = do_PUT = refuse
 
     def log_message(self, *args):
         pass
 
 
-class Forwarding(http.server.BaseHTTPRequestHandler):
+class Refusing(Stub):
+    """A server that refuses every request as MLflow does a wrong token."""
+
+    def refuse(self):
+        self.reply(401, b'{"error_code": "UNAUTHENTICATED", "message": "You are not authenticated."}')
+
+    do_GET = do_POST = do_PUT = refuse
+
+
+class Forwarding(Stub):
     """Forwards to the real server, `delay` seconds late: a slow server, or (stopped) one that is gone."""
     target = ""
     delay = 0.0
@@ -218,18 +224,11 @@ class Forwarding(http.server.BaseHTTPRequestHandler):
                                          headers={k: v for k, v in self.headers.items() if k.lower() != "host"})
         try:
             with urllib.request.urlopen(request, timeout=30) as answer:
-                status, data = answer.status, answer.read()
+                self.reply(answer.status, answer.read())
         except urllib.error.HTTPError as e:
-            status, data = e.code, e.read()
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+            self.reply(e.code, e.read())
 
     do_GET = do_POST = do_PUT = forward
-
-    def log_message(self, *args):
-        pass
 
 
 def serve(handler, port=0):

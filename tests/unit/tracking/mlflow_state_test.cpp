@@ -112,4 +112,9 @@ TEST_CASE("[logging.mlflow]: defaults, the file, --set and the environment mirro
                   tp::ConfigError);
   CHECK_THROWS_AS(tp::load_run_config_from_string(std::string(kQuickstart) + "[logging]\nmlflow = 3\n", "run.toml", {}, {}),
                   tp::ConfigError);
+  // --set into a table that the file made a value names both.
+  CHECK_THROWS_WITH_AS(tp::load_run_config_from_string(std::string(kQuickstart) + "[logging]\nmlflow = 3\n", "run.toml",
+                                                       {"logging.mlflow.enabled=true"}, {}),
+                       doctest::Contains("cannot set a key inside 'logging.mlflow.enabled', which is an integer"),
+                       tp::ConfigError);
 }

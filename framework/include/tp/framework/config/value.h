@@ -24,6 +24,11 @@ inline constexpr std::string_view kEnvOriginPrefix = "environment variable "; //
 bool parse_value_into(toml::table& dst, std::string_view key, std::string_view literal,
                       std::string_view origin, std::string* error = nullptr);
 
+/// The table at the dotted path `tables` below `root` ("logging.mlflow"; "" = `root` itself), each
+/// table on the way created where missing. nullptr when a part of the path is a value other than a
+/// table: `blocked` (when not null) then points at that value, for the caller's message.
+toml::table* ensure_tables(toml::table& root, std::string_view tables, const toml::node** blocked = nullptr);
+
 /// The value of string `node`, which names a file or directory (TP_CFG_PATH, train.init_weights),
 /// as the run should open it. A relative path the user wrote in a config file is taken relative to
 /// that file's directory and made absolute, so the resolved config written into the run directory
