@@ -23,7 +23,7 @@
   X(tp_plugin_entry_t, 72, 8)      \
   X(tp_field_t, 16, 8)             \
   X(tp_worker_ctx_t, 32, 8)        \
-  X(tp_dataset_v1_t, 64, 8)        /* 1.5: +prepare, 1.6: +field_batching */ \
+  X(tp_dataset_v1_t, 72, 8)        /* 1.5: +prepare, 1.6: +field_batching, 1.10: +sample_groups */ \
   X(tp_field_batching_t, 24, 8)    /* @since 1.6 */ \
   X(tp_scalar_t, 16, 8)            \
   X(tp_event_t, 56, 8)             \
@@ -115,6 +115,7 @@
   X(tp_dataset_v1_t, set_epoch, 40)               \
   X(tp_dataset_v1_t, prepare, 48)                 /* @since 1.5 */ \
   X(tp_dataset_v1_t, field_batching, 56)          /* @since 1.6 */ \
+  X(tp_dataset_v1_t, sample_groups, 64)           /* @since 1.10 */ \
   X(tp_field_batching_t, struct_size, 0)          /* @since 1.6 */ \
   X(tp_field_batching_t, batching, 4)             /* @since 1.6 */ \
   X(tp_field_batching_t, name, 8)                 /* @since 1.6 */ \
@@ -190,7 +191,8 @@
   X(tp_dataset_v1_t, 5, 56, field_batching)              \
   X(tp_metric_v1_t, 6, 64, visit_gathered_state)          \
   X(tp_model_v1_t, 7, 80, check_graph_capture)           \
-  X(tp_loss_v1_t, 8, 40, describe)
+  X(tp_loss_v1_t, 8, 40, describe)                        \
+  X(tp_dataset_v1_t, 9, 64, sample_groups)
 
 /* X(constant, value): the released values of the ABI's integer constants. Plugins compile them in,
  * so renumbering one is as breaking as moving a member. */

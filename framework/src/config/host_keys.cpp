@@ -161,6 +161,11 @@ std::vector<HostKey> make_host_keys() {
           "seconds one sample may take to load on a loader thread (a read stuck on a hung network file system) "
           "before it counts as a bad sample under data.on_bad_sample (>= 0; 0 = wait forever; needs num_workers >= 1)",
           {.limit = at_least(0)}),
+      TP_HOST_KEY(data, group_window, "4",
+          "a dataset stored in groups (tar shards, plugin ABI 1.10): the training order shuffles the groups, "
+          "then the samples within each window of this many consecutive groups (>= 1; about this many shards "
+          "are read at a time, so their bytes sit in the page cache: window x shard size)",
+          {.limit = at_least(1)}),
 
       TP_HOST_KEY(checkpoint, strategy, R"("epoch")",
           "when to save: every `every` epochs, every `every` optimizer steps, or never"),

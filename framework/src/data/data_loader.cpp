@@ -71,6 +71,7 @@ SamplerOptions sampler_options(const SampleSource* source, const LoaderOptions& 
            "DataLoader: num_workers must be in [0, 1024], got ", o.num_workers());
   TP_CHECK(o.prefetch() >= 0, "DataLoader: prefetch must be >= 0, got ", o.prefetch());
   TP_CHECK(o.start_batch() >= 0, "DataLoader: start_batch must be >= 0, got ", o.start_batch());
+  TP_CHECK(o.group_window() >= 1, "DataLoader: group_window must be >= 1, got ", o.group_window());
   TP_CHECK(!(o.mode() == LoaderMode::kEvalExact && o.drop_last()),
            "DataLoader (", source->name(), "): drop_last contradicts eval_exact mode, which reads "
            "every sample exactly once; set drop_last = false for evaluation");
@@ -89,7 +90,9 @@ SamplerOptions sampler_options(const SampleSource* source, const LoaderOptions& 
       .world_size(o.world_size())
       .shuffle(o.shuffle())
       .seed(o.seed())
-      .tail(tail);
+      .tail(tail)
+      .group_window(static_cast<uint64_t>(o.group_window()))
+      .group_ends(source->sample_groups());
 }
 
 std::string describe_exception(const std::exception_ptr& e, int* exit_code) {

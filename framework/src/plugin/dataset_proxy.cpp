@@ -34,6 +34,7 @@ DatasetProxy::DatasetProxy(ComponentEntry entry, const ComponentConfig& config, 
   try {
     check(table_.size(self_, &size_), "size");
     layout_ = read_field_batching();
+    group_ends_ = read_sample_groups();
   } catch (...) {
     table_.destroy(self_); // the destructor does not run for a throwing constructor
     throw;
@@ -54,6 +55,35 @@ BatchLayout DatasetProxy::read_field_batching() const {
                       "plugin component '" + id() + "' declared its variable-size fields wrongly: " + e.what() +
                           " (plugin_api/README.md, \"Variable-size fields\").");
   }
+}
+
+std::vector<uint64_t> DatasetProxy::read_sample_groups() const {
+  if (table_.sample_groups == nullptr || size_ == 0) return {};  // NULL, or a table from before ABI 1.10
+  const uint64_t* ends = nullptr;
+  uint64_t count = 0;
+  check(table_.sample_groups(self_, &ends, &count), "sample_groups");
+  try {
+    return parse_sample_groups(ends, count, size_);
+  } catch (const Error& e) {
+    throw PluginError(id(), "sample_groups",
+                      "plugin component '" + id() + "' declared its sample groups wrongly on split '" + split_ +
+                          "': " + e.what() + " (plugin_api/include/tp/iface/dataset.h, sample_groups).");
+  }
+}
+
+std::vector<uint64_t> DatasetProxy::parse_sample_groups(const uint64_t* ends, uint64_t count, uint64_t size) {
+  if (size == 0) return {};
+  TP_CHECK(count >= 1, "no group for a dataset of ", size, " samples (declare at least one, or none at all)");
+  TP_CHECK(ends != nullptr, count, " group ends at a NULL pointer");
+  TP_CHECK(count <= size, count, " groups for ", size, " samples: every group holds at least one sample");
+  std::vector<uint64_t> out(ends, ends + count);
+  for (uint64_t g = 0; g < count; ++g) {
+    const uint64_t begin = g == 0 ? 0 : out[g - 1];
+    TP_CHECK(out[g] > begin, "group ", g, " ends at ", out[g], ", not after its start ", begin,
+             " (ends must increase strictly: leave empty groups out)");
+  }
+  TP_CHECK(out.back() == size, "the last group ends at ", out.back(), ", not at the dataset's size ", size);
+  return out;
 }
 
 BatchLayout DatasetProxy::parse_field_batching(const tp_field_batching_t* entries, uint32_t count) {

@@ -135,6 +135,7 @@ class SplitUnderCheck {
       guarded("size", [&] { return table_.size(self_, &size_); });
       if (table_.set_epoch != nullptr) guarded("set_epoch", [&] { return table_.set_epoch(self_, options_.epoch); });
       read_layout();
+      check_groups();
     } catch (...) {
       destroy(); // the destructor does not run for a throwing constructor
       throw;
@@ -217,6 +218,19 @@ class SplitUnderCheck {
       layout_ = DatasetProxy::parse_field_batching(entries, count);
     } catch (const Error& e) {
       throw Error("field_batching on split '" + split_ + "' is malformed: " + e.what());
+    }
+  }
+
+  // A declaration the loader would refuse fails the check here (ABI 1.10).
+  void check_groups() {
+    if (table_.sample_groups == nullptr || size_ == 0) return;
+    const uint64_t* ends = nullptr;
+    uint64_t count = 0;
+    guarded("sample_groups", [&] { return table_.sample_groups(self_, &ends, &count); });
+    try {
+      (void)DatasetProxy::parse_sample_groups(ends, count, size_);
+    } catch (const Error& e) {
+      throw Error("sample_groups on split '" + split_ + "' is malformed: " + e.what());
     }
   }
 

@@ -26,7 +26,10 @@
  *        training step can be captured in a CUDA graph (run.cuda_graphs).
  *   1.9  tp_loss_v1_t.describe (optional; NULL = nothing declared) with tp_loss_description_t and
  *        tp_field_contract_t: what a loss expects of its target fields (checked before training)
- *        and which of its named terms have a floor (host verify's overfit check). */
+ *        and which of its named terms have a floor (host verify's overfit check).
+ *   1.10 tp_dataset_v1_t.sample_groups (optional; NULL = independent samples): the contiguous
+ *        groups (tar shards, chunks) a dataset's samples are stored in, so the sampler reads each
+ *        group's samples together (data.group_window). */
 #ifndef TP_VERSION_H
 #define TP_VERSION_H
 
@@ -36,7 +39,7 @@
 #include "tp/macros.h"
 
 #define TP_ABI_MAJOR 1
-#define TP_ABI_MINOR 9
+#define TP_ABI_MINOR 10
 #define TP_ABI_PATCH 0
 
 TP_EXTERN_C_BEGIN

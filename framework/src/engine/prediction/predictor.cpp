@@ -39,6 +39,7 @@ class IndexedSource final : public SampleSource {
   void set_epoch(uint64_t epoch) override { inner_->set_epoch(epoch); }
   std::string name() const override { return inner_->name(); }
   const BatchLayout& batch_layout() const override { return inner_->batch_layout(); }
+  const std::vector<uint64_t>& sample_groups() const override { return inner_->sample_groups(); }
 
  private:
   std::shared_ptr<SampleSource> inner_;

@@ -36,7 +36,8 @@ LoaderOptions loader_options(const RunConfig& c, int64_t batch_size, LoaderMode 
       .mode(mode)
       .pin_memory(device.is_cuda())
       .on_bad_sample(c.data.on_bad_sample)
-      .sample_timeout_s(c.data.sample_timeout_s);
+      .sample_timeout_s(c.data.sample_timeout_s)
+      .group_window(c.data.group_window);
 }
 
 /// optim.layer_decay's effect in one line: the number of groups and the lr range, each end with a

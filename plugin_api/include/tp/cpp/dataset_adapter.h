@@ -20,6 +20,8 @@
 //     // optional: static void prepare(const tp::cpp::DatasetArgs&); // once per node first (ABI 1.5)
 //     // optional: std::vector<tp_field_batching_t> field_batching() const;  // variable-size
 //     //   fields (ABI 1.6): {tp::cpp::pad_field("image", 0), tp::cpp::ragged_field("boxes")}
+//     // optional: std::vector<uint64_t> sample_groups() const;  // contiguous groups (ABI 1.10):
+//     //   each group's end index, strictly increasing, the last = size() (a tar shard per group)
 //    private:
 //     uint64_t count_;
 //   };
@@ -171,6 +173,12 @@ struct HasFieldBatching<D, std::void_t<decltype(std::vector<tp_field_batching_t>
                                std::declval<const D&>().field_batching()))>> : std::true_type {};
 
 template <typename D, typename = void>
+struct HasSampleGroups : std::false_type {};
+template <typename D>
+struct HasSampleGroups<D, std::void_t<decltype(std::vector<uint64_t>(std::declval<const D&>().sample_groups()))>>
+    : std::true_type {};
+
+template <typename D, typename = void>
 struct HasSetEpoch : std::false_type {};
 template <typename D>
 struct HasSetEpoch<D, std::void_t<decltype(std::declval<D&>().set_epoch(uint64_t{0}))>> : std::true_type {};
@@ -186,16 +194,18 @@ template <typename D>
 struct HasTestSplit<D, std::void_t<decltype(D::kHasTestSplit)>> : std::bool_constant<D::kHasTestSplit> {};
 
 /// One instance: the dataset, the host that created it (for TP_GUARD's messages) and its
-/// field_batching() list, kept so the table can lend it until destroy.
+/// field_batching() and sample_groups() lists, kept so the table can lend them until destroy.
 template <typename D>
 struct DatasetInstance {
   template <typename... Args>
   DatasetInstance(const tp_host_t* h, Args&&... args) : host(h), dataset(std::forward<Args>(args)...) {
     if constexpr (HasFieldBatching<D>::value) batching = dataset.field_batching();
+    if constexpr (HasSampleGroups<D>::value) group_ends = dataset.sample_groups();
   }
   const tp_host_t* host;
   D dataset;
   std::vector<tp_field_batching_t> batching;
+  std::vector<uint64_t> group_ends;
 };
 
 template <typename D, const tp_descriptor_t& kDescriptor>
@@ -301,11 +311,25 @@ struct DatasetAdapter {
     });
   }
 
+  static tp_status sample_groups(const void* self, const uint64_t** out_group_ends, uint64_t* out_count) {
+    TP_GUARD(host_of(self), {
+      if (out_group_ends == nullptr || out_count == nullptr)
+        throw Failure(TP_ERR_INVALID_ARGUMENT,
+                      std::string(component_name(kDescriptor)) + ": out_group_ends or out_count is NULL");
+      const std::vector<uint64_t>& ends = instance(self).group_ends;
+      *out_group_ends = ends.data();
+      *out_count = static_cast<uint64_t>(ends.size());
+      return TP_OK;
+    });
+  }
+
   static constexpr tp_dataset_v1_t table() {
-    tp_dataset_v1_t t{sizeof(tp_dataset_v1_t), &create, &destroy, &size, &get_sample, nullptr, nullptr, nullptr};
+    tp_dataset_v1_t t{sizeof(tp_dataset_v1_t), &create, &destroy, &size, &get_sample, nullptr, nullptr, nullptr,
+                      nullptr};
     if constexpr (HasSetEpoch<D>::value) t.set_epoch = &set_epoch;
     if constexpr (HasPrepare<D>::value) t.prepare = &prepare;
     if constexpr (HasFieldBatching<D>::value) t.field_batching = &field_batching;
+    if constexpr (HasSampleGroups<D>::value) t.sample_groups = &sample_groups;
     return t;
   }
 };

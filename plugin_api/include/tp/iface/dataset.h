@@ -140,6 +140,23 @@ typedef struct tp_dataset_v1_t {
                    -Wmissing-field-initializers (as model.h's appended members) */
 #endif
       ;
+
+  /** [main] Optional (may be NULL: the samples are independent). @since 1.10. The contiguous
+   *  groups this instance's samples are stored in, for a dataset that reads best in order (a tar
+   *  shard, a file chunk, an LMDB or HDF5 range, a Parquet row group): *out_group_ends points to
+   *  *out_count entries, borrowed until destroy (the instance's own storage), strictly increasing,
+   *  the last equal to size(); group g holds the samples [ends[g - 1], ends[g]) with ends[-1] = 0.
+   *  The host calls it once, right after create (never with size() = 0). With groups, the host's
+   *  sampler shuffles the order of the groups every epoch and the samples only within a window of
+   *  `data.group_window` consecutive groups, and gives each rank a contiguous run of that order,
+   *  so a rank reads each group's samples close together (docs/datasets.md, "Sharded data").
+   *  The sample itself stays f(config, split, index) (PLG-8): groups change which order indices
+   *  come in, never what an index is. */
+  tp_status (*sample_groups)(const void *self, const uint64_t **out_group_ends, uint64_t *out_count)
+#if defined(__cplusplus) && __cplusplus >= 201402L
+      = nullptr
+#endif
+      ;
 } tp_dataset_v1_t;
 
 TP_EXTERN_C_END

@@ -120,6 +120,7 @@ struct DataSection {
   bool test_from_train; ///< without [data.test], build "test" from the [data.train] component
   BadSamplePolicy on_bad_sample; ///< a sample that fails to load
   double sample_timeout_s;   ///< seconds one sample may load on a loader thread before it counts as bad; 0: no limit
+  int64_t group_window;      ///< a dataset stored in groups (tar shards): samples shuffled within this many groups
   ComponentConfig train;
   std::optional<ComponentConfig> val;
   std::optional<ComponentConfig> test; ///< [data.test]: read only by `host eval/predict --split test`

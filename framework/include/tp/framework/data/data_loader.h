@@ -91,6 +91,10 @@ struct LoaderOptions {
   /// bad (`data.sample_timeout_s`; see Timeouts below); 0: no limit. Needs num_workers >= 1: with
   /// 0 the sample loads on the calling thread and nothing watches it.
   TP_LOADER_ARG(double, sample_timeout_s) = 0.0;
+  /// For a source stored in groups (SampleSource::sample_groups(), plugin ABI 1.10): the samples
+  /// are shuffled within windows of this many consecutive groups (`data.group_window`, >= 1;
+  /// SamplerOptions::group_window). Ignored for a source without groups.
+  TP_LOADER_ARG(int64_t, group_window) = 4;
 #undef TP_LOADER_ARG
 };
 

@@ -36,6 +36,14 @@ class SampleSource {
     static const BatchLayout kEveryFieldStacks;
     return kEveryFieldStacks;
   }
+  /// The contiguous groups the samples are stored in (plugin ABI 1.10, tp_dataset_v1_t::
+  /// sample_groups): each group's end index, strictly increasing, the last equal to size(); group
+  /// g holds [ends[g - 1], ends[g]). Empty: the samples are independent (the sampler permutes
+  /// them one by one). Constant. [any]
+  virtual const std::vector<uint64_t>& sample_groups() const {
+    static const std::vector<uint64_t> kIndependentSamples;
+    return kIndependentSamples;
+  }
 };
 
 }  // namespace tp

@@ -1,10 +1,14 @@
 // Which sample indices this rank reads in an epoch: a seeded, epoch-dependent permutation that is
 // identical on every rank, sharded by stride (indices[rank::world_size]) as PyTorch's
-// DistributedSampler does. Pure functions of (seed, epoch, rank, world_size, dataset size): no
-// communication, no global RNG state, reproducible across platforms and standard libraries.
+// DistributedSampler does; or, for a dataset stored in contiguous groups (tar shards, chunks:
+// plugin ABI 1.10), a permutation of the groups with the samples shuffled only within a window
+// of groups, cut into one contiguous run per rank. Pure functions of (seed, epoch, rank,
+// world_size, dataset size, groups): no communication, no global RNG state, reproducible across
+// platforms and standard libraries.
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace tp {
@@ -54,13 +58,41 @@ struct SamplerOptions {
   TP_SAMPLER_ARG(uint64_t, seed) = 0;
   /// Tail policy; see SamplerTail.
   TP_SAMPLER_ARG(SamplerTail, tail) = SamplerTail::kPad;
+  /// With groups: how many consecutive groups of the epoch's group order form one window, inside
+  /// which the samples are shuffled (>= 1; `data.group_window`). Ignored without groups.
+  TP_SAMPLER_ARG(uint64_t, group_window) = 4;
 #undef TP_SAMPLER_ARG
+
+  /// The contiguous groups the samples are stored in, as SampleSource::sample_groups() gives them
+  /// (each group's end index, strictly increasing, the last = dataset_size); empty: independent
+  /// samples. Validated by the DistributedSampler constructor.
+  SamplerOptions& group_ends(std::vector<uint64_t> ends) {
+    group_ends_ = std::move(ends);
+    return *this;
+  }
+  /// The group ends set (empty: no groups).
+  const std::vector<uint64_t>& group_ends() const noexcept { return group_ends_; }
+
+ private:
+  std::vector<uint64_t> group_ends_;
 };
 
 /// Shards a dataset across ranks for one epoch at a time.
 ///
 /// Order: the epoch permutation P (or 0..n-1 without shuffle) is padded or truncated to `total`
 /// entries according to the tail policy, and rank r reads P[r], P[r + world], P[r + 2 world], ...
+///
+/// Order with groups (options.group_ends() not empty): the sequence S is the samples of every
+/// group, group after group in the order epoch_permutation(groups, seed, epoch) (identity without
+/// shuffle), each group's samples in index order. Rank r reads one contiguous run of S: positions
+/// [r c, (r + 1) c) with c = size() for kPad (position p is S[p mod n], so the pad repeats the
+/// start of S) and kDrop, and for kExact the run of size() samples after those of ranks < r. So
+/// the ranks' runs are disjoint, balanced to one sample, and each cuts at most two groups (shared
+/// with its neighbours). Then, with shuffle, the run is cut into windows of group_window
+/// consecutive group pieces and each window's samples are permuted (a std::mt19937_64 seeded from
+/// (seed, epoch, rank, window), Fisher–Yates as epoch_permutation). A reader touches at most one
+/// window of groups at a time, reading each group's samples close together; the same n and
+/// counts per rank as without groups, so batches_per_epoch and resume positions are unchanged.
 ///
 /// Example (n = 10, world = 3, shuffle off):
 ///   kPad:   rank 0 {0,3,6,9}  rank 1 {1,4,7,0}  rank 2 {2,5,8,1}   (4 each, 0 and 1 twice)
@@ -88,6 +120,9 @@ class DistributedSampler {
   const SamplerOptions& options() const noexcept { return options_; }
 
  private:
+  /// indices() for a dataset with groups (see "Order with groups").
+  std::vector<uint64_t> grouped_indices() const;
+
   SamplerOptions options_;
   uint64_t epoch_ = 0;
 };

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <mutex>
+#include <vector>
 
 #include "tp/framework/config/run_config.h"
 #include "tp/framework/data/sample_source.h"
@@ -34,17 +35,27 @@ class DatasetProxy : public PluginInstance, public SampleSource {
   /// entry's struct_size, PLG-2). Throws tp::Error saying what is malformed: a NULL array, a
   /// struct_size below ABI 1.6's, a missing name, an unknown batching, a repeated name.
   static BatchLayout parse_field_batching(const tp_field_batching_t* entries, uint32_t count);
+  /// The groups the plugin declared (ABI 1.10), read once after create; empty without.
+  const std::vector<uint64_t>& sample_groups() const override { return group_ends_; }
+  /// The group ends `count` entries of a sample_groups answer hold, checked against the dataset's
+  /// `size`. Throws tp::Error saying what is malformed: a NULL array, no group for a non-empty
+  /// dataset, ends that do not increase, a last end other than `size`.
+  static std::vector<uint64_t> parse_sample_groups(const uint64_t* ends, uint64_t count, uint64_t size);
 
  private:
   /// Reads and validates field_batching; throws PluginError naming the component for a malformed
   /// declaration.
   BatchLayout read_field_batching() const;
+  /// Reads and validates sample_groups; throws PluginError naming the component for a malformed
+  /// declaration.
+  std::vector<uint64_t> read_sample_groups() const;
 
   tp_dataset_v1_t table_{};
   void* self_ = nullptr;
   std::string split_;
   uint64_t size_ = 0;
   BatchLayout layout_;
+  std::vector<uint64_t> group_ends_;
 };
 
 }  // namespace tp
