@@ -32,7 +32,12 @@ po::options_description describe(Options& o) {
        "eval, predict: best, last or a checkpoint path; export: the checkpoint")
       ("weights", po::value(&o.weights),
        "eval, export, predict: live (the trained weights, default) or ema (the checkpoint's averaged weights, [ema])")
-      ("split", po::value(&o.split), "eval: val (default) or test; predict: val (default), test or train")
+      ("split", po::value(&o.split),
+       "eval: val (default) or test; predict: val (default), test or train; shards write: train (default), val or test")
+      ("out", po::value(&o.out), "shards write: the directory the shards go to (created when missing)")
+      ("shard-size", po::value(&o.shard_size),
+       "shards write: the largest shard, e.g. 256MB (default), 1GiB; a sample is never split across shards")
+      ("prefix", po::value(&o.prefix), "shards write: shard file names start with this (default: the split's name)")
       ("format", po::value(&o.format), "export: output format (safetensors); predict: csv (default), jsonl or npy")
       ("output", po::value(&o.output),
        "export: output file; profile: where profile.json goes; predict: the predictions file "
@@ -148,7 +153,7 @@ Options check_tune(Options o, const std::vector<std::string>& words, bool steps_
 // The command the words name ("tune" + "lr" -> "tune lr"), or nullptr when they name none (the
 // checks below then say what is wrong).
 const CommandSpec* named_command(const std::string& command, const std::vector<std::string>& words) {
-  if (command == "plugins" || command == "tune") return words.empty() ? nullptr : find_command(command + " " + words[0]);
+  if (command == "plugins" || command == "tune" || command == "shards") return words.empty() ? nullptr : find_command(command + " " + words[0]);
   return find_command(command);
 }
 
@@ -237,6 +242,20 @@ Options parse(int argc, char** argv) {
     return o;
   }
   if (o.command == "tune") return check_tune(std::move(o), words, vm.count("steps") > 0, usage);
+  if (o.command == "shards") {
+    if (words.size() != 1 || words[0] != "write")
+      throw ConfigError("", "host shards: say `write` (an image_folder split as WebDataset tar shards).\n" + usage);
+    o.action = words[0];
+    if (o.config.empty() || o.out.empty())
+      throw ConfigError("", "host shards write needs --config FILE and --out DIR.\n" + usage);
+    if (o.split.empty()) o.split = "train";
+    if (o.split != "train" && o.split != "val" && o.split != "test")
+      throw ConfigError("--split", "host shards write --split must be train, val or test (got '" + o.split + "').");
+    if (o.prefix.find('/') != std::string::npos)
+      throw ConfigError("--prefix", "host shards write --prefix is a file name start, without '/' (got '" + o.prefix +
+                                        "'); put the directory in --out.");
+    return o;
+  }
   if (o.command == "plot" || o.command == "mlflow-sync") {
     if (words.size() != 1)
       throw ConfigError("", "host " + o.command + " takes exactly one RUN_DIR (the directory a training run wrote).\n" +
@@ -259,7 +278,8 @@ Options parse(int argc, char** argv) {
   if (o.command != "train" && o.command != "eval" && o.command != "predict" && o.command != "profile" &&
       o.command != "sweep" && o.command != "verify")
     throw ConfigError("", "unknown command '" + o.command +
-                              "' (train, eval, predict, export, plugins, plot, mlflow-sync, profile, sweep, compare, verify, tune).\n" +
+                              "' (train, eval, predict, export, plugins, plot, mlflow-sync, profile, sweep, compare, verify, tune, "
+                              "shards).\n" +
                               usage);
   if (o.command == "verify") select_verify_checks(o);
   check_split_and_format(o);

@@ -39,8 +39,8 @@ inline constexpr std::array<const char*, 8> kVerifyChecks = {
 /// Everything the command line said.
 struct Options {
   std::string command = "train";   ///< "train" | "eval" | "predict" | "export" | "plugins" | "plot" | "mlflow-sync" | "profile" |
-                                   ///< "sweep" | "compare" | "verify" | "tune"
-  std::string action;              ///< plugins: "list" | "check"; tune: "lr" | "batch-size"
+                                   ///< "sweep" | "compare" | "verify" | "tune" | "shards"
+  std::string action;              ///< plugins: "list" | "check"; tune: "lr" | "batch-size"; shards: "write"
   std::string config;              ///< --config
   std::vector<std::string> sets;   ///< --set key.path=value (in order)
   std::vector<std::string> plugin_dirs;
@@ -52,7 +52,11 @@ struct Options {
   std::string format;              ///< export: safetensors (default); predict: csv (default) | jsonl | npy
   std::string weights = "live";       ///< eval, export, predict: live | ema (the checkpoint's averaged weights)
   std::string output;              ///< export: output file; profile: profile.json path; predict: predictions file
-  std::string split;               ///< eval: val | test (default val); predict: val | test | train (default val)
+  std::string split;               ///< eval: val | test (default val); predict: val | test | train (default val);
+                                   ///< shards write: train | val | test (default train)
+  std::string out;                 ///< shards write: --out DIR, where the shards go
+  std::string shard_size = "256MB"; ///< shards write: --shard-size, the largest shard (a byte size)
+  std::string prefix;              ///< shards write: --prefix, the shards' file name start ("" = the split)
   std::string outputs;             ///< predict: comma-separated model output names ("" = every output)
   std::string tta;                 ///< predict: "" | "hflip" (average with the horizontally flipped input)
   std::vector<std::string> grid;   ///< sweep: --grid KEY=V1,V2,... (in order; the product is run)

@@ -59,6 +59,11 @@ const std::vector<CommandSpec> kCommands = {
      {"config", "grid", "metric", "set", "plugin-dir", "output-dir"}},
     {"compare", "host compare RUN_DIR... [--metric NAME] [--output-dir DIR]",
      "compares finished runs: their differing settings, metric, time and memory", {"metric", "output-dir"}},
+    {"shards write",
+     "host shards write --config FILE --out DIR [--split train|val|test] [--shard-size 256MB] [--prefix NAME] "
+     "[--set KEY=VALUE]... [--plugin-dir DIR]...",
+     "writes an image_folder split as WebDataset tar shards (docs/datasets.md, \"Sharded data\")",
+     {"config", "out", "split", "shard-size", "prefix", "set", "plugin-dir"}},
     {"plot", "host plot RUN_DIR", "draws a run's plots again from its history", {}},
     {"mlflow-sync", "host mlflow-sync RUN_DIR",
      "sends what a run's MLflow server lacks: its history, artifacts and status (docs/experiment_tracking.md)", {}},

@@ -33,6 +33,9 @@ int run_export(const Options& options);
 int run_plugins(const Options& options);
 /// `host plot RUN_DIR`: redraws RUN_DIR/plots/*.png from RUN_DIR/history.jsonl, prints each path.
 int run_plot(const Options& options);
+/// `host shards write`: an image_folder split's files and labels as WebDataset tar shards, in
+/// index order (docs/datasets.md, "Sharded data"); prints the `shards` pattern that reads them.
+int run_shards(const Options& options);
 /// `host mlflow-sync RUN_DIR`: sends what the run's MLflow server lacks (docs/experiment_tracking.md).
 int run_mlflow_sync(const Options& options);
 /// `host profile`: the model's size, FLOPs/MACs and inference latency per device and precision;

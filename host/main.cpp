@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
     if (options.command == "profile") return cli::run_profile(options);
     if (options.command == "verify") return cli::run_verify(options);
     if (options.command == "tune") return cli::run_tune(options);
+    if (options.command == "shards") return cli::run_shards(options);
     return cli::run_train(options);
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "host: configuration error: %s\n", bounded_text(e.what()).c_str());

@@ -241,13 +241,19 @@ std::vector<unsigned char> read_image_file(const std::string& path, const char* 
     filled += static_cast<std::size_t>(n);
   }
   bytes.resize(filled);
-  if (jpeg_truncated(bytes))
-    throw Failure(TP_ERR_IO, std::string(component) + ": '" + path + "' is a truncated JPEG (no end-of-image marker "
-                                 "after its last scan: the file was cut, as an interrupted copy or download leaves "
-                                 "it); fix or remove the file");
-  const DeclaredSize declared = declared_size(bytes.data(), bytes.size());
-  refuse_oversized(declared.width, declared.height, max_pixels, path, component);
+  check_image_bytes(bytes, path, component, max_pixels);
   return bytes;
+}
+
+void check_image_bytes(const std::vector<unsigned char>& bytes, const std::string& name, const char* component,
+                       int64_t max_pixels) {
+  if (jpeg_truncated(bytes))
+    throw tp::cpp::Failure(TP_ERR_IO, std::string(component) + ": '" + name +
+                                          "' is a truncated JPEG (no end-of-image marker after its last scan: the "
+                                          "file was cut, as an interrupted copy or download leaves it); fix or remove "
+                                          "the file");
+  const DeclaredSize declared = declared_size(bytes.data(), bytes.size());
+  refuse_oversized(declared.width, declared.height, max_pixels, name, component);
 }
 
 cv::Mat decode_bgr(const std::vector<unsigned char>& bytes, int flags, const std::string& path, const char* component) {

@@ -34,6 +34,13 @@ inline constexpr const char* kMaxImagePixelsHelp =
 /// (width x height; 0: no limit), so that no decoder allocates for it.
 std::vector<unsigned char> read_image_file(const std::string& path, const char* component, int64_t max_pixels);
 
+/// The checks read_image_file makes on the bytes it read, for bytes that come from elsewhere (a
+/// member of a tar shard): throws tp::cpp::Failure(TP_ERR_IO) naming `component` and `name` when
+/// `bytes` are a truncated JPEG or their header declares more than `max_pixels` pixels (0: no
+/// limit). Cost: a backwards scan that stops at a JPEG's final marker, and a header parse.
+void check_image_bytes(const std::vector<unsigned char>& bytes, const std::string& name, const char* component,
+                       int64_t max_pixels);
+
 /// An image's size as its header declares it, read without decoding.
 struct DeclaredSize {
   int64_t width = 0;

@@ -52,7 +52,7 @@ Plan resize_center_crop(int height, int width, const TransformOptions& o, const 
   p.out = resized;
   if (o.center_crop.set()) {
     if (o.center_crop.h > resized.h || o.center_crop.w > resized.w)
-      throw Failure(TP_ERR_CONFIG, "image_folder: center_crop " + std::to_string(o.center_crop.h) + "x" +
+      throw Failure(TP_ERR_CONFIG, std::string(o.component) + ": center_crop " + std::to_string(o.center_crop.h) + "x" +
                                        std::to_string(o.center_crop.w) + " is larger than '" + path + "' after resize (" +
                                        std::to_string(resized.h) + "x" + std::to_string(resized.w) +
                                        "); raise `resize` or lower `center_crop`");
@@ -89,13 +89,18 @@ int reduced_flag(int r) {
 }  // namespace
 
 Image load_image(const std::string& path, const TransformOptions& o, uint64_t seed) {
-  const std::vector<unsigned char> bytes = read_image_file(path, "image_folder", o.max_image_pixels);
+  return transform_image(read_image_file(path, o.component, o.max_image_pixels), path, o, seed);
+}
+
+Image transform_image(const std::vector<unsigned char>& bytes, const std::string& path, const TransformOptions& o,
+                      uint64_t seed) {
+  check_image_bytes(bytes, path, o.component, o.max_image_pixels);
   // 1. The original size: from the JPEG header when possible (so the decode can be reduced),
   //    else by decoding at full size.
   cv::Mat full;
   int height = 0, width = 0;
   if (!jpeg_size(bytes.data(), bytes.size(), &height, &width)) {
-    full = decode_bgr(bytes, cv::IMREAD_COLOR, path, "image_folder");
+    full = decode_bgr(bytes, cv::IMREAD_COLOR, path, o.component);
     height = full.rows;
     width = full.cols;
   }
@@ -110,7 +115,7 @@ Image load_image(const std::string& path, const TransformOptions& o, uint64_t se
   // 3. Decode (reduced for JPEG when the crop is much larger than the output).
   if (full.empty()) {
     const int r = o.fast_decode ? reduction_for(plan) : 1;
-    full = decode_bgr(bytes, reduced_flag(r), path, "image_folder");
+    full = decode_bgr(bytes, reduced_flag(r), path, o.component);
   }
   const double sx = static_cast<double>(full.cols) / width, sy = static_cast<double>(full.rows) / height;
   const int x0 = std::clamp(static_cast<int>(std::lround(plan.x * sx)), 0, full.cols - 1);

@@ -43,6 +43,7 @@ struct TransformOptions {
   bool fast_decode = true;    ///< JPEG: decode at 1/2, 1/4 or 1/8 scale when the crop allows
   int64_t max_image_pixels = kDefaultMaxImagePixels;  ///< a larger declared size fails the sample; 0: no limit
   bool random = false;        ///< true for the train split: the random transforms run
+  const char* component = "image_folder";  ///< the dataset its messages name (static storage)
 };
 
 /// One decoded and transformed image.
@@ -52,12 +53,22 @@ struct Image {
   int w = 0;
 };
 
-/// Reads `path`, decodes it (EXIF orientation ignored, as PIL/torchvision do) and applies the
-/// transforms of `o`, drawing every random choice from `seed` (the host's per-sample seed).
-/// Throws tp::cpp::Failure(TP_ERR_IO) naming `path` when the file cannot be read or decoded,
-/// and Failure(TP_ERR_CONFIG) naming it when center_crop is larger than the resized image.
+/// Decodes the image file's bytes `bytes` (EXIF orientation ignored, as PIL/torchvision do) and
+/// applies the transforms of `o`, drawing every random choice from `seed` (the host's per-sample
+/// seed). `name` says where the bytes came from in messages (a path, a shard member). The bytes
+/// are checked first (check_image_bytes: a truncated JPEG, more than o.max_image_pixels), since
+/// they may come from anywhere. Throws tp::cpp::Failure(TP_ERR_IO) naming o.component and `name`
+/// when they are refused or do not decode, and Failure(TP_ERR_CONFIG) naming them when
+/// center_crop is larger than the resized image. Pure function of (bytes, o, seed), so two
+/// datasets that hold the same file give the same pixels.
 /// Cost (measured, docs/datasets.md): dominated by the JPEG decode; the reduced-scale decode
 /// makes a 500x375 JPEG to 224x224 about 2-3x cheaper than a full decode.
+Image transform_image(const std::vector<unsigned char>& bytes, const std::string& name, const TransformOptions& o,
+                      uint64_t seed);
+
+/// read_image_file(path) then transform_image: reads `path` whole and transforms it. Throws as
+/// both, naming `path`; Failure(TP_ERR_IO) also when the file cannot be read or is not a regular
+/// file. (The byte checks run twice, a few microseconds against a decode's milliseconds.)
 Image load_image(const std::string& path, const TransformOptions& o, uint64_t seed);
 
 }  // namespace tp::image_folder

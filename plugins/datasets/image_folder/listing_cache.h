@@ -25,7 +25,8 @@
 
 namespace tp::image_folder {
 
-/// The per-user cache directory: $XDG_CACHE_HOME/torchhost when that is an absolute path, else
+/// The per-user cache directory (cache_dir.h user_cache_dir, its messages naming image_folder's
+/// listing cache): $XDG_CACHE_HOME/torchhost when that is an absolute path, else
 /// $HOME/.cache/torchhost, else <the user's home from the password database>/.cache/torchhost;
 /// never a shared directory such as /tmp. Created with mode 0700 when missing. Throws Failure
 /// (TP_ERR_CONFIG) naming it when it is not a directory owned by this user, or others may write

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "listing_cache.h"
+#include "support/scoped_env.h"
 #include "tp/cpp/guard.h"
 
 #include <doctest/doctest.h>
@@ -24,6 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace ifo = tp::image_folder;
+using tp::test::ScopedEnv;
 
 const std::vector<std::string> kExtensions = {".png"};
 
@@ -50,22 +52,6 @@ std::optional<ifo::Listing> round_trip(const fs::path& dir, const std::vector<st
   ifo::write_listing_cache(cache, root.string(), kExtensions, listing, {root.string()});
   return ifo::read_listing_cache(cache, root.string(), kExtensions);
 }
-
-/// Sets or unsets an environment variable for one scope, then puts the old value back.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    value != nullptr ? ::setenv(name, value, 1) : ::unsetenv(name);
-  }
-  ~ScopedEnv() { old_ ? ::setenv(name_, old_->c_str(), 1) : ::unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 mode_t mode_of(const fs::path& dir) {
   struct stat info {};

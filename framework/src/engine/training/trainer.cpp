@@ -101,6 +101,11 @@ Trainer::Impl::Impl(const RunConfig& config, RunComponents& parts, c10::Device d
   if (overfit) train_options.shuffle(false); // the same N batches every epoch
   train_loader_ = std::make_unique<DataLoader>(parts_.train_data, train_options);
   train_batches_ = train_loader_->batches_per_epoch();
+  if (const std::size_t groups = parts_.train_data->sample_groups().size(); groups > 0)
+    log_.info("training order: " + std::to_string(parts_.train_data->size()) + " samples in " +
+              std::to_string(groups) + " groups (plugin ABI 1.10), the groups shuffled every epoch and the samples " +
+              "within windows of " + std::to_string(config_.data.group_window) + " groups (data.group_window)" +
+              (world_size_ > 1 ? "; each rank reads one contiguous run of them" : ""));
   // Every rank sees the same split size and batch, so every rank refuses alike (no collective needed).
   if (train_batches_ == 0)
     throw ConfigError("train.batch_size",

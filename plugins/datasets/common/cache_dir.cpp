@@ -1,0 +1,78 @@
+#include "cache_dir.h"
+
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "tp/cpp/guard.h"
+
+namespace tp::image_folder {
+namespace {
+
+namespace fs = std::filesystem;
+using tp::cpp::Failure;
+
+// The "<mode> owner <uid>" a refused directory's message shows.
+std::string mode_and_owner(const struct stat& info) {
+  char text[64];
+  std::snprintf(text, sizeof text, "mode %04o, owner uid %u", static_cast<unsigned>(info.st_mode & 07777),
+                static_cast<unsigned>(info.st_uid));
+  return text;
+}
+
+// The home directory: $HOME, else the password database's entry for this user.
+std::string home_directory() {
+  const char* home = std::getenv("HOME");
+  if (home != nullptr && *home != '\0') return home;
+  std::vector<char> buffer(16384);
+  struct passwd entry {};
+  struct passwd* found = nullptr;
+  if (::getpwuid_r(::geteuid(), &entry, buffer.data(), buffer.size(), &found) == 0 && found != nullptr &&
+      found->pw_dir != nullptr && *found->pw_dir != '\0')
+    return found->pw_dir;
+  return "";
+}
+
+}  // namespace
+
+std::string user_cache_dir(const CacheOwner& owner) {
+  const std::string component = owner.component, cache = owner.cache;
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  // The XDG spec says a relative $XDG_CACHE_HOME is invalid and to be ignored.
+  fs::path base = xdg != nullptr && *xdg == '/' ? fs::path(xdg) : fs::path();
+  if (base.empty()) {
+    const std::string home = home_directory();
+    if (home.empty())
+      throw Failure(TP_ERR_IO, component + ": no per-user directory for the " + cache +
+                                   " ($XDG_CACHE_HOME and $HOME are unset and this user has no home directory); set "
+                                   "`cache_dir`");
+    base = fs::path(home) / ".cache";
+  }
+  const fs::path dir = base / "torchhost";
+  std::error_code ec;
+  fs::create_directories(base, ec);  // ~/.cache as usual; only our own folder needs to be private
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    throw Failure(TP_ERR_IO, component + ": cannot create the " + cache + " directory '" + dir.string() + "' (" +
+                                 std::strerror(errno) + "); set `cache_dir` to a writable directory or `cache = false`");
+  // Whoever can write here chooses what the dataset reads: refuse another user's directory, and
+  // one anyone may write to (a shared /tmp-style folder), instead of trusting its files.
+  struct stat info {};
+  if (::stat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
+    throw Failure(TP_ERR_CONFIG, component + ": the " + cache + " directory '" + dir.string() +
+                                     "' is not a directory; remove it or set `cache_dir`");
+  if (info.st_uid != ::geteuid() || (info.st_mode & S_IWOTH) != 0)
+    throw Failure(TP_ERR_CONFIG, component + ": refusing the " + cache + " directory '" + dir.string() + "' (" +
+                                     mode_and_owner(info) + "): it must belong to this user (uid " +
+                                     std::to_string(::geteuid()) + ") and not be writable by others, since " +
+                                     owner.planted + "; remove it (it is recreated 0700) or set `cache_dir`");
+  return dir.string();
+}
+
+}  // namespace tp::image_folder

@@ -1,0 +1,30 @@
+// The per-user directory where the datasets keep what they derive from their data once per node
+// (image_folder's listing cache, webdataset's shard index cache): $XDG_CACHE_HOME/torchhost or
+// ~/.cache/torchhost, created 0700, refused when another user owns it or anyone may write to it.
+//
+// Why so strict: a cache file chooses what a dataset reads (which files, which byte ranges, which
+// labels), so whoever can write the directory can choose the training data. The readers check
+// every file as untrusted input too (docs/hardening.md, section 11); this keeps other users out
+// of the default location in the first place.
+#pragma once
+
+#include <string>
+
+namespace tp::image_folder {
+
+/// Who asks for the directory, for the messages: "<component>: refusing the <cache> directory
+/// ... since <planted>".
+struct CacheOwner {
+  const char* component;  ///< "image_folder"
+  const char* cache;      ///< "listing cache"
+  const char* planted;    ///< what a planted file could do: "a planted listing would choose ..."
+};
+
+/// The per-user cache directory: $XDG_CACHE_HOME/torchhost when that is an absolute path, else
+/// $HOME/.cache/torchhost, else <the user's home from the password database>/.cache/torchhost;
+/// never a shared directory such as /tmp. Created with mode 0700 when missing. Throws Failure
+/// (TP_ERR_CONFIG) naming it when it is not a directory owned by this user, or others may write
+/// to it; (TP_ERR_IO) when it cannot be created or no home directory is known.
+std::string user_cache_dir(const CacheOwner& owner);
+
+}  // namespace tp::image_folder

@@ -1,0 +1,45 @@
+#include "image_field.h"
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+namespace tp::image_folder {
+namespace {
+
+/// A DLPack [3, h, w] float tensor owning `pixels`; shape and strides live beside it.
+struct OwnedImage {
+  DLManagedTensor managed{};
+  std::vector<float> pixels;
+  int64_t shape[3];
+  int64_t strides[3];
+};
+
+void delete_owned_image(DLManagedTensor* t) { delete static_cast<OwnedImage*>(t->manager_ctx); }
+
+}  // namespace
+
+tp_field_t make_image_field(Image&& image, bool channels_last) {
+  auto owned = std::make_unique<OwnedImage>();
+  owned->pixels = std::move(image.pixels);
+  owned->shape[0] = 3;
+  owned->shape[1] = image.h;
+  owned->shape[2] = image.w;
+  owned->strides[0] = 1;
+  owned->strides[1] = 3 * static_cast<int64_t>(image.w);
+  owned->strides[2] = 3;
+  DLTensor& t = owned->managed.dl_tensor;
+  t.data = owned->pixels.data();
+  t.device = {kDLCPU, 0};
+  t.ndim = 3;
+  t.dtype = {kDLFloat, 32, 1};
+  t.shape = owned->shape;
+  t.strides = channels_last ? owned->strides : nullptr;
+  t.byte_offset = 0;
+  owned->managed.manager_ctx = owned.get();
+  owned->managed.deleter = &delete_owned_image;
+  return tp_field_t{"image", &owned.release()->managed};
+}
+
+}  // namespace tp::image_folder

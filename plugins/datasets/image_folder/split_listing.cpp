@@ -1,0 +1,78 @@
+#include "split_listing.h"
+
+#include <utility>
+
+#include "listing_cache.h"
+#include "tp/cpp/guard.h"
+
+namespace tp::image_folder {
+namespace {
+
+using tp::cpp::Failure;
+
+struct ListingReader {
+  const ListingKeys& keys;
+  CacheUse cache = CacheUse::kOff;
+
+  Listing operator()(const std::string& root, const std::string& csv) const {
+    if (!csv.empty()) return read_csv_listing(csv, root);
+    if (cache == CacheUse::kOff) return scan_folder(root, keys.extensions);
+    const std::string path = listing_cache_path(keys.cache_dir, root, keys.extensions);
+    if (auto cached = read_listing_cache(path, root, keys.extensions)) return std::move(*cached);
+    std::vector<std::string> walked;
+    Listing listing = scan_folder(root, keys.extensions, &walked);
+    if (cache == CacheUse::kRefresh) write_listing_cache(path, root, keys.extensions, listing, walked);
+    return listing;
+  }
+};
+
+/// A held-out split (val or test) read from its own folder or listing. Without a listing its class
+/// ids come from folder names, so its folders must name the training root's classes.
+Listing held_out_listing(const ListingReader& read_listing, const std::string& split_root, const std::string& split_csv,
+                         const char* root_key) {
+  const ListingKeys& keys = read_listing.keys;
+  Listing held_out = read_listing(split_root.empty() ? keys.root : split_root, split_csv);
+  if (split_csv.empty() && keys.csv.empty() && !keys.root.empty()) {
+    Listing train_listing = read_listing(keys.root, keys.csv);
+    if (train_listing.classes != held_out.classes)
+      throw Failure(TP_ERR_CONFIG, std::string("image_folder: ") + root_key + " '" + split_root + "' has " +
+                                       std::to_string(held_out.classes.size()) + " class folders that differ from root's " +
+                                       std::to_string(train_listing.classes.size()) +
+                                       "; both need the same class sub-folders so labels agree");
+  }
+  return held_out;
+}
+
+}  // namespace
+
+Listing listing_of_split(const ListingKeys& keys, const std::string& split, CacheUse cache) {
+  const ListingReader read_listing{keys, cache};
+  if (split == "test") {
+    // Like val_root/val_csv, the test split reads only test_root/test_csv: from the training
+    // table (data.test_from_train) `root` is the training folder, and serving it as the test set
+    // would score the model on the images it trained on.
+    if (keys.test_root.empty() && keys.test_csv.empty())
+      throw Failure(TP_ERR_CONFIG, "image_folder: the test split needs `test_root` (class folders) or `test_csv`; "
+                                   "without them it would read the training images of `root`");
+    return held_out_listing(read_listing, keys.test_root, keys.test_csv, "test_root");
+  }
+  const bool train = split == "train";
+  const bool separate_val = !keys.val_root.empty() || !keys.val_csv.empty();
+  if (separate_val && keys.val_split > 0.0)
+    throw Failure(TP_ERR_CONFIG, "image_folder: set either val_root/val_csv or val_split, not both");
+  if (keys.root.empty()) throw Failure(TP_ERR_CONFIG, "image_folder: `root` is empty; set it to the image directory");
+  if (keys.val_split > 0.0) {
+    auto parts = split_listing(read_listing(keys.root, keys.csv), keys.val_split, keys.split_seed);
+    return train ? std::move(parts.first) : std::move(parts.second);
+  }
+  if (train || !separate_val) {
+    if (!train)
+      throw Failure(TP_ERR_CONFIG,
+                    "image_folder: the val split needs `val_root`, `val_csv` or `val_split` > 0 (or set "
+                    "eval.strategy = \"no\")");
+    return read_listing(keys.root, keys.csv);
+  }
+  return held_out_listing(read_listing, keys.val_root, keys.val_csv, "val_root");
+}
+
+}  // namespace tp::image_folder

@@ -1,0 +1,131 @@
+#include "transform_config.h"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "augment_policy.h"
+#include "tp/cpp/guard.h"
+
+namespace tp::image_folder {
+namespace {
+
+using tp::cpp::Failure;
+
+/// "<component>: " for messages.
+std::string prefix_of(const char* component) { return std::string(component) + ": "; }
+
+Size2 read_size(const tp::cpp::ConfigReader& cfg, const char* component, const char* key, bool allow_short,
+                int* out_short) {
+  const std::vector<int64_t> v = cfg.get_int_array(key);
+  for (int64_t x : v) {
+    if (x < 1 || x > 65535)
+      throw Failure(TP_ERR_CONFIG, prefix_of(component) + key + " values must be in [1, 65535], got " + std::to_string(x));
+  }
+  if (v.empty()) return {};
+  if (v.size() == 1) {
+    if (allow_short) {
+      *out_short = static_cast<int>(v[0]);
+      return {};
+    }
+    return {static_cast<int>(v[0]), static_cast<int>(v[0])};
+  }
+  if (v.size() == 2) return {static_cast<int>(v[0]), static_cast<int>(v[1])};
+  throw Failure(TP_ERR_CONFIG, prefix_of(component) + key + " must be [] , [s] or [h, w], got " +
+                                   std::to_string(v.size()) + " values");
+}
+
+std::array<double, 2> read_range(const tp::cpp::ConfigReader& cfg, const char* component, const char* key) {
+  const std::vector<double> v = cfg.get_float_array(key);
+  if (v.size() != 2 || !(v[0] > 0.0) || !(v[0] <= v[1]))
+    throw Failure(TP_ERR_CONFIG, prefix_of(component) + key + " must be [lo, hi] with 0 < lo <= hi");
+  return {v[0], v[1]};
+}
+
+std::array<float, 3> read_rgb(const tp::cpp::ConfigReader& cfg, const char* component, const char* key, bool positive) {
+  const std::vector<double> v = cfg.get_float_array(key);
+  if (v.size() != 3)
+    throw Failure(TP_ERR_CONFIG, prefix_of(component) + key + " needs 3 values (R, G, B), got " +
+                                     std::to_string(v.size()));
+  for (double x : v)
+    if (positive && !(x > 0.0)) throw Failure(TP_ERR_CONFIG, prefix_of(component) + key + " values must be > 0");
+  return {static_cast<float>(v[0]), static_cast<float>(v[1]), static_cast<float>(v[2])};
+}
+
+AugmentOptions read_augment(const tp::cpp::ConfigReader& cfg, const char* component) {
+  AugmentOptions a;
+  const std::vector<int64_t> ra = cfg.get_int_array("rand_augment");
+  const bool trivial = cfg.get_bool("trivial_augment");
+  if (!ra.empty()) {
+    if (ra.size() != 2)
+      throw Failure(TP_ERR_CONFIG, prefix_of(component) + "rand_augment must be [] or [N, M], got " +
+                                       std::to_string(ra.size()) + " values");
+    if (ra[0] < 0 || ra[0] > kAugOpCount)
+      throw Failure(TP_ERR_CONFIG, prefix_of(component) + "rand_augment N (number of ops) must be in [0, 14], got " +
+                                       std::to_string(ra[0]));
+    if (ra[1] < 0 || ra[1] >= kMagnitudeBins)
+      throw Failure(TP_ERR_CONFIG, prefix_of(component) + "rand_augment M (magnitude bin) must be in [0, 30], got " +
+                                       std::to_string(ra[1]));
+    if (trivial)
+      throw Failure(TP_ERR_CONFIG, prefix_of(component) + "set either rand_augment or trivial_augment, not both");
+    a.kind = AugmentOptions::Kind::kRandAugment;
+    a.num_ops = static_cast<int>(ra[0]);
+    a.magnitude = static_cast<int>(ra[1]);
+  } else if (trivial) {
+    a.kind = AugmentOptions::Kind::kTrivialAugmentWide;
+  }
+  return a;
+}
+
+ErasingOptions read_erasing(const tp::cpp::ConfigReader& cfg, const char* component) {
+  ErasingOptions e;
+  e.p = cfg.get_float_in("random_erasing", 0.0, 1.0);
+  const std::vector<double> scale = cfg.get_float_array("erasing_scale");
+  if (scale.size() != 2 || !(scale[0] >= 0.0) || !(scale[0] <= scale[1]) || !(scale[1] <= 1.0))
+    throw Failure(TP_ERR_CONFIG, prefix_of(component) + "erasing_scale must be [lo, hi] with 0 <= lo <= hi <= 1");
+  e.scale = {scale[0], scale[1]};
+  e.ratio = read_range(cfg, component, "erasing_ratio");
+  const std::string value = cfg.get_string("erasing_value");
+  if (value != "zero" && value != "random")
+    throw Failure(TP_ERR_CONFIG,
+                  prefix_of(component) + "erasing_value must be \"zero\" or \"random\", got \"" + value + "\"");
+  e.random_value = value == "random";
+  return e;
+}
+
+}  // namespace
+
+TransformOptions read_transform(const tp::cpp::ConfigReader& cfg, bool train, const char* component) {
+  TransformOptions t;
+  t.component = component;
+  t.resize = read_size(cfg, component, "resize", true, &t.resize_short);
+  t.center_crop = read_size(cfg, component, "center_crop", false, nullptr);
+  t.random_resized_crop = read_size(cfg, component, "random_resized_crop", false, nullptr);
+  t.scale = read_range(cfg, component, "scale");
+  if (t.scale[1] > 1.0) throw Failure(TP_ERR_CONFIG, prefix_of(component) + "scale must lie in (0, 1]");
+  t.ratio = read_range(cfg, component, "ratio");
+  t.hflip = cfg.get_float_in("hflip", 0.0, 1.0);
+  t.brightness = cfg.get_float_in("brightness", 0.0, 1e6);
+  t.contrast = cfg.get_float_in("contrast", 0.0, 1e6);
+  t.saturation = cfg.get_float_in("saturation", 0.0, 1e6);
+  t.augment = read_augment(cfg, component);
+  t.erasing = read_erasing(cfg, component);
+  t.mean = read_rgb(cfg, component, "mean", false);
+  t.std = read_rgb(cfg, component, "std", true);
+  t.channels_last = cfg.get_bool("channels_last");
+  t.fast_decode = cfg.get_bool("fast_decode");
+  t.max_image_pixels = cfg.get_int_in("max_image_pixels", 0, kMaxImagePixelsBound);
+  t.random = train;
+  // A split without random crops has no random crop: a config with only random_resized_crop
+  // would give its images their natural sizes, which cannot be batched. Say so instead of failing
+  // in collate.
+  if (!train && t.random_resized_crop.set() && !t.center_crop.set() && !t.resize.set())
+    throw Failure(TP_ERR_CONFIG,
+                  prefix_of(component) +
+                      "random_resized_crop applies to the train split only; set `center_crop` (and usually `resize`) "
+                      "too, so val images get a fixed size (e.g. resize = [256], center_crop = [224])");
+  return t;
+}
+
+}  // namespace tp::image_folder

@@ -1,0 +1,85 @@
+// The transform keys of the image datasets (resize, crops, flip, colour jitter, RandAugment /
+// TrivialAugmentWide, random erasing, normalisation, layout, decode limits): their schema
+// entries and their reading into TransformOptions, one definition for every dataset that serves
+// images through image_pipeline.h (image_folder, webdataset), so a key means the same in each.
+//
+// A plugin's schema is one static tp_config_key_t array (its descriptor points at it), so the
+// shared entries are joined to the plugin's own at compile time:
+//
+//   constexpr tp_config_key_t kOwnKeys[] = {tp::cpp::config_key("root", TP_CFG_PATH, nullptr, "...")};
+//   constexpr auto kKeys = tp::image_folder::join_keys(kOwnKeys, tp::image_folder::kTransformKeys);
+//   const tp_descriptor_t kDescriptor = tp::cpp::dataset_descriptor("org.x.y", "1.0.0", "...", kKeys.keys);
+#pragma once
+
+#include <cstddef>
+
+#include "image_pipeline.h"
+#include "tp/config.h"
+#include "tp/cpp/config.h"
+
+namespace tp::image_folder {
+
+/// The schema entries of the transform keys, in the order `host plugins list --verbose` shows.
+/// Every default is the TransformOptions default; "train only" keys are ignored by other splits.
+inline constexpr tp_config_key_t kTransformKeys[] = {
+    tp::cpp::config_key(
+        "resize", TP_CFG_INT_ARRAY, "[]",
+        "[s]: shorter side to s; [h, w]: exact size; []: keep (both splits; train ignores it with random_resized_crop)"),
+    tp::cpp::config_key("center_crop", TP_CFG_INT_ARRAY, "[]", "[s] or [h, w] after resize; []: none"),
+    tp::cpp::config_key("random_resized_crop", TP_CFG_INT_ARRAY, "[]",
+                        "train only: [s] or [h, w] output of torchvision's RandomResizedCrop; []: none"),
+    tp::cpp::config_key("scale", TP_CFG_FLOAT_ARRAY, "[0.08, 1.0]", "random_resized_crop area range"),
+    tp::cpp::config_key("ratio", TP_CFG_FLOAT_ARRAY, "[0.75, 1.3333333333333333]",
+                        "random_resized_crop aspect (w/h) range"),
+    tp::cpp::config_key("hflip", TP_CFG_FLOAT, "0.0", "train only: probability of a horizontal flip"),
+    tp::cpp::config_key("brightness", TP_CFG_FLOAT, "0.0", "train only: colour jitter, factor in [1-b, 1+b]"),
+    tp::cpp::config_key("contrast", TP_CFG_FLOAT, "0.0", "train only: colour jitter, factor in [1-c, 1+c]"),
+    tp::cpp::config_key("saturation", TP_CFG_FLOAT, "0.0", "train only: colour jitter, factor in [1-s, 1+s]"),
+    tp::cpp::config_key("rand_augment", TP_CFG_INT_ARRAY, "[]",
+                        "train only: [N, M] torchvision RandAugment after the flip: N ops (0..14) at magnitude bin M "
+                        "(0..30 of 31); []: off"),
+    tp::cpp::config_key("trivial_augment", TP_CFG_BOOL, "false",
+                        "train only: torchvision TrivialAugmentWide (one op, random bin of 31) after the flip; not with "
+                        "rand_augment"),
+    tp::cpp::config_key("random_erasing", TP_CFG_FLOAT, "0.0",
+                        "train only: probability of torchvision RandomErasing on the normalised image (0 = off)"),
+    tp::cpp::config_key("erasing_scale", TP_CFG_FLOAT_ARRAY, "[0.02, 0.33]",
+                        "random_erasing: [lo, hi] erased fraction of the image area, 0 <= lo <= hi <= 1"),
+    tp::cpp::config_key("erasing_ratio", TP_CFG_FLOAT_ARRAY, "[0.3, 3.3]",
+                        "random_erasing: [lo, hi] aspect (h/w) range of the box, drawn log-uniformly, 0 < lo <= hi"),
+    tp::cpp::config_key("erasing_value", TP_CFG_STRING, "\"zero\"",
+                        "random_erasing: \"zero\" (0 after normalisation) or \"random\" (standard normal per value)"),
+    tp::cpp::config_key("mean", TP_CFG_FLOAT_ARRAY, "[0.0, 0.0, 0.0]", "RGB mean subtracted after scaling to [0, 1]"),
+    tp::cpp::config_key("std", TP_CFG_FLOAT_ARRAY, "[1.0, 1.0, 1.0]", "RGB std divided by after the mean"),
+    tp::cpp::config_key("channels_last", TP_CFG_BOOL, "false", "image memory HWC (strides), logical shape still [3, H, W]"),
+    tp::cpp::config_key("fast_decode", TP_CFG_BOOL, "true",
+                        "decode JPEGs at 1/2, 1/4, 1/8 scale when the crop is at least that much larger than the output"),
+    tp::cpp::config_key("max_image_pixels", TP_CFG_INT, kDefaultMaxImagePixelsText, kMaxImagePixelsHelp),
+};
+
+/// N schema entries in one array member, so a joined schema can be a constexpr value whose
+/// `keys` a descriptor points at (tp::cpp::dataset_descriptor takes a C array).
+template <std::size_t N>
+struct ConfigKeys {
+  tp_config_key_t keys[N];
+};
+
+/// `first`'s entries followed by `second`'s, at compile time (the result of a constexpr
+/// variable: static storage, as PLG-6 requires of a schema).
+template <std::size_t A, std::size_t B>
+constexpr ConfigKeys<A + B> join_keys(const tp_config_key_t (&first)[A], const tp_config_key_t (&second)[B]) {
+  ConfigKeys<A + B> out{};
+  for (std::size_t i = 0; i < A; ++i) out.keys[i] = first[i];
+  for (std::size_t i = 0; i < B; ++i) out.keys[A + i] = second[i];
+  return out;
+}
+
+/// The transform keys of `cfg` (a table whose schema holds kTransformKeys) as TransformOptions
+/// for the train split (`train`: the random transforms run) or another. `component` (static
+/// storage) prefixes every message and is kept in the options for the pipeline's. Throws
+/// tp::cpp::Failure(TP_ERR_CONFIG) naming the key when a value is out of its range, and when a
+/// split without random crops would get images of their natural sizes (random_resized_crop
+/// without center_crop or resize), which cannot be batched.
+TransformOptions read_transform(const tp::cpp::ConfigReader& cfg, bool train, const char* component);
+
+}  // namespace tp::image_folder
