@@ -1,15 +1,20 @@
 // The host side of bench/image_pipeline: images/s of the framework's DataLoader reading the
-// image_folder plugin, with the same random_resized_crop + hflip + normalise a torchvision
-// pipeline applies (python_pipeline.py), nothing else running.
+// image_folder plugin (--root) or the webdataset plugin (--shards), with the same
+// random_resized_crop + hflip + normalise a torchvision pipeline applies (python_pipeline.py),
+// nothing else running.
 //
-//   image_pipeline_bench --root DIR [--workers 2] [--batch 64] [--size 224] [--epochs 2]
-//                        [--plugin-dir DIR]... [--set data.train.KEY=VALUE]...
+//   image_pipeline_bench (--root DIR | --shards PATTERN) [--workers 2] [--batch 64] [--size 224]
+//                        [--epochs 2] [--open-only 1] [--plugin-dir DIR]... [--set data.train.KEY=VALUE]...
 //
 // The dataset is created exactly as `host train` creates it (a run config, the plugin registry,
 // create_components), then one DataLoader with shuffling and seeded augmentation. Epoch 0 warms up
 // (page cache, allocator, OpenCV); each later epoch is timed from start_epoch() to its last batch,
 // which includes starting the worker threads and filling the prefetch queue, as a training epoch
 // does. Output: "host images_per_s=<median over the timed epochs> epochs=<n>".
+//
+// --open-only 1: no loading; times the train split's prepare (ABI 1.5: a cache's index, built or
+// found) and create, each once, in this fresh process. Output: "host prepare_s=<s> create_s=<s>
+// samples=<n> groups=<n>" (groups: the sample groups the dataset declares, ABI 1.10).
 #include <ATen/core/Tensor.h>
 
 #include <algorithm>
@@ -29,9 +34,10 @@
 namespace {
 
 struct Args {
-  std::string root;
+  std::string root, shards;
   std::vector<std::string> sets, plugin_dirs;
   int workers = 2, batch = 64, size = 224, epochs = 2;
+  bool open_only = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -41,6 +47,8 @@ Args parse(int argc, char** argv) {
     if (i + 1 >= argc) throw std::runtime_error("missing value after " + k);
     const std::string v = argv[++i];
     if (k == "--root") a.root = v;
+    else if (k == "--shards") a.shards = v;
+    else if (k == "--open-only") a.open_only = v == "1";
     else if (k == "--workers") a.workers = std::stoi(v);
     else if (k == "--batch") a.batch = std::stoi(v);
     else if (k == "--size") a.size = std::stoi(v);
@@ -49,15 +57,18 @@ Args parse(int argc, char** argv) {
     else if (k == "--plugin-dir") a.plugin_dirs.push_back(v);
     else throw std::runtime_error("unknown option " + k);
   }
-  if (a.root.empty() || a.epochs < 1) throw std::runtime_error("--root is required and --epochs must be >= 1");
+  if (a.root.empty() == a.shards.empty() || a.epochs < 1)
+    throw std::runtime_error("one of --root and --shards is required and --epochs must be >= 1");
   return a;
 }
 
 // torchvision's ImageNet statistics, as python_pipeline.py's Normalize. The model and loss are
 // only there because a run config needs them; they are created but never called.
 std::string run_toml(const Args& a) {
-  return "[run]\nseed = 1\n[data]\nval_from_train = false\n"
-         "[data.train]\ncomponent = \"org.torchhost.image_folder\"\nroot = \"" + a.root + "\"\n"
+  const std::string source = a.shards.empty()
+                                 ? "component = \"org.torchhost.image_folder\"\nroot = \"" + a.root + "\"\n"
+                                 : "component = \"org.torchhost.webdataset\"\nshards = \"" + a.shards + "\"\n";
+  return "[run]\nseed = 1\n[data]\nval_from_train = false\n[data.train]\n" + source +
          "random_resized_crop = [" + std::to_string(a.size) + "]\nhflip = 0.5\n"
          "mean = [0.485, 0.456, 0.406]\nstd = [0.229, 0.224, 0.225]\n"
          "[model]\ncomponent = \"org.torchhost.mlp\"\n[loss]\ncomponent = \"org.torchhost.cross_entropy\"\n";
@@ -74,6 +85,23 @@ int main(int argc, char** argv) try {
                                                          tp::process_environment());
   registry.load_search_path(tp::plugin_search_path(args.plugin_dirs, {}, "", tp::builtin_plugin_dir()));
   tp::resolve_components(config, registry);
+  if (args.open_only) {
+    using Clock = std::chrono::steady_clock;
+    const tp::ComponentConfig& table = *tp::dataset_table(config, "train");
+    const tp::ComponentEntry entry = registry.find(table.component, TP_KIND_DATASET, table.key_path);
+    const auto start = Clock::now();
+    tp::DatasetProxy::prepare(entry, table, "train");
+    const auto prepared = Clock::now();
+    const tp::DatasetProxy data(entry, table, "train");
+    const auto created = Clock::now();
+    std::printf("host prepare_s=%.4f create_s=%.4f samples=%llu groups=%zu\n",
+                std::chrono::duration<double>(prepared - start).count(),
+                std::chrono::duration<double>(created - prepared).count(),
+                static_cast<unsigned long long>(data.size()), data.sample_groups().size());
+    return 0;
+  }
+  // As `host train` does before creating the datasets (a cache's index, where one is asked for).
+  tp::prepare_datasets(config, registry, tp::DatasetSplits{true, false, false}, 0, nullptr);
   tp::RunComponents parts = tp::create_components(config, registry);
 
   tp::DataLoader loader(parts.train_data, tp::LoaderOptions()

@@ -1,16 +1,22 @@
 """bench/image_pipeline driver: images/s of the host's data loader with the image_folder plugin vs
-torchvision ImageFolder + DataLoader, same JPEG folder, transforms, batch and worker count, from
-one invocation (bench/README.md).
+torchvision ImageFolder + DataLoader, same JPEG folder, transforms, batch and worker count, and the
+same JPEGs as WebDataset tar shards: the host's loader with the webdataset plugin vs the
+webdataset package + DataLoader; from one invocation (bench/README.md).
 
     .venv-bench/bin/python bench/image_pipeline/run.py BUILD_DIR [--workers 1,2] [--reps 3]
-                                                       [--root DIR] [--plugin-dir DIR]
+        [--sides host,python,shards,python_wds] [--open-shards 1000] [--root DIR] [--plugin-dir DIR]
 
 The folder (2000 JPEGs, 256x256, 10 classes) is generated once into --root (default
-BUILD_DIR/bench/images). Each repetition runs host and Python once per worker count, alternating
-which goes first; the table shows medians over the repetitions.
+BUILD_DIR/bench/images), and written once as 10 shards of 200 samples (`<key>.jpg` with the same
+bytes + `<key>.cls`, in a seeded shuffled order so every shard mixes the classes) by the webdataset
+package's ShardWriter into ROOT-shards/. Each repetition runs every side once per worker count,
+alternating the order (reversed every other repetition); the table shows medians over the
+repetitions. --open-shards N (0: skip) then times the host opening N one-sample shards (prepare +
+create of the train split) without and with the plugin's index cache.
 """
 import argparse
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -26,6 +32,77 @@ def run(cmd):
     return out.stdout
 
 
+def write_shards(root: Path, out: Path, per_shard: int) -> str:
+    """The JPEGs of `root` as WebDataset shards in `out` (once); returns their brace pattern."""
+    import random
+
+    import webdataset as wds
+
+    files = sorted(root.glob("class_*/*.jpg"))
+    classes = sorted({f.parent.name for f in files})
+    count = -(-len(files) // per_shard)
+    pattern = str(out / f"train-{{000000..{count - 1:06d}}}.tar")
+    done = out / f"done-{len(files)}-{per_shard}"
+    if done.exists():
+        return pattern
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    random.Random(1).shuffle(files)
+    with wds.ShardWriter(str(out / "train-%06d.tar"), maxcount=per_shard, verbose=0) as sink:
+        for i, f in enumerate(files):
+            sink.write({"__key__": f"{i:06d}", "jpg": f.read_bytes(), "cls": classes.index(f.parent.name)})
+    done.touch()
+    return pattern
+
+
+def write_tiny_shards(out: Path, count: int) -> str:
+    """`count` shards of one 8x8 JPEG sample each (once); returns their brace pattern."""
+    import io
+
+    import webdataset as wds
+    from PIL import Image
+
+    pattern = str(out / f"tiny-{{000000..{count - 1:06d}}}.tar")
+    done = out / f"done-{count}"
+    if done.exists():
+        return pattern
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    buf = io.BytesIO()
+    Image.new("RGB", (8, 8), (90, 120, 200)).save(buf, "JPEG")
+    with wds.ShardWriter(str(out / "tiny-%06d.tar"), maxcount=1, verbose=0) as sink:
+        for i in range(count):
+            sink.write({"__key__": f"{i:06d}", "jpg": buf.getvalue(), "cls": i % 10})
+    done.touch()
+    return pattern
+
+
+def open_shards(build: Path, bench: Path, count: int, reps: int, plugin_dirs: list) -> None:
+    """The host's prepare + create over `count` tiny shards: no cache, cache being built, cache found."""
+    pattern = write_tiny_shards(build / "bench/tiny_shards", count)
+    cache_dir = build / "bench/tiny_shards_cache"
+    got = {"no cache": [], "cache: build": [], "cache: found": []}
+    for _ in range(reps):
+        shutil.rmtree(cache_dir, ignore_errors=True)
+        for name, extra in (("no cache", ["--set", "data.train.cache=false"]),
+                            ("cache: build", ["--set", "data.train.cache=true", "--set", f"data.train.cache_dir={cache_dir}"]),
+                            ("cache: found", ["--set", "data.train.cache=true", "--set", f"data.train.cache_dir={cache_dir}"])):
+            text = run([bench, "--shards", pattern, "--open-only", 1, *plugin_dirs, *extra])
+            m = re.search(r"prepare_s=([0-9.]+) create_s=([0-9.]+) samples=(\d+)", text)
+            if int(m.group(3)) != count:
+                sys.exit(f"open shards: {m.group(3)} samples, expected {count}")
+            got[name].append((float(m.group(1)), float(m.group(2))))
+    print()
+    print(f"open shards: the host's prepare + create of {count} one-sample shards (seconds, median of {reps}; "
+          f"page cache warm, a fresh process each)")
+    print(f"{'index':>14} {'prepare':>9} {'create':>9} {'total':>9}")
+    for name, values in got.items():
+        prep = statistics.median(v[0] for v in values)
+        create = statistics.median(v[1] for v in values)
+        total = statistics.median(v[0] + v[1] for v in values)
+        print(f"{name:>14} {prep:9.3f} {create:9.3f} {total:9.3f}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("build", type=Path)
@@ -36,12 +113,20 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=2, help="timed epochs per run (after one warm-up epoch)")
     p.add_argument("--root", type=Path)
     p.add_argument("--plugin-dir", action="append", default=[])
+    p.add_argument("--sides", default="host,python,shards,python_wds",
+                   help="host (image_folder), python (torchvision ImageFolder), shards (host, webdataset plugin), "
+                        "python_wds (webdataset package)")
+    p.add_argument("--shard-size", type=int, default=200, help="samples per shard (2000 images: 10 shards)")
+    p.add_argument("--open-shards", type=int, default=1000, help="tiny shards the open measurement creates; 0: skip")
     a = p.parse_args()
     build = a.build.resolve()
-    root = a.root or build / "bench/images"
+    root = (a.root or build / "bench/images").resolve()
+    sides = a.sides.split(",")
     run([sys.executable, HERE / "make_images.py", root])
+    shards = write_shards(root, root.parent / (root.name + "-shards"), a.shard_size)
     common = ["--batch", a.batch, "--size", a.size, "--epochs", a.epochs]
     plugin_dirs = [x for d in a.plugin_dir for x in ("--plugin-dir", d)]
+    bench = build / "bin/image_pipeline_bench"
 
     rows = []
     versions = ""
@@ -50,20 +135,21 @@ def main() -> None:
     augment_host = ["--set", "data.train.rand_augment=[2, 9]", "--set", "data.train.random_erasing=0.25"]
     variants = [("plain", [], []), ("augmented", augment_host, ["--augment"])]
     for (variant, host_extra, python_extra), workers in [(v, w) for v in variants for w in map(int, a.workers.split(","))]:
-        host = [build / "bin/image_pipeline_bench", "--root", root, "--workers", workers, *common, *plugin_dirs,
-                *host_extra]
+        host = [bench, "--workers", workers, *common, *plugin_dirs, *host_extra]
         python = [sys.executable, HERE / "python_pipeline.py", root, "--workers", workers, *common, *python_extra]
-        got = {"host": [], "python": []}
+        commands = {"host": [*host, "--root", root], "python": python,
+                    "shards": [*host, "--shards", shards], "python_wds": [*python, "--shards", shards]}
+        order = [(name, commands[name]) for name in sides]
+        got = {name: [] for name in sides}
         for rep in range(a.reps):
-            order = [("host", host), ("python", python)]
             for name, cmd in order if rep % 2 == 0 else order[::-1]:
                 text = run(cmd)
                 got[name].append(float(re.search(r"images_per_s=([0-9.]+)", text).group(1)))
-                if name == "python":
+                if name.startswith("python"):
                     versions = re.search(r"torch=.*", text).group(0)
-            print(f"  {variant} workers {workers} rep {rep + 1}: host={got['host'][-1]:.1f} "
-                  f"python={got['python'][-1]:.1f}", flush=True)
-        rows.append((variant, workers, statistics.median(got["host"]), statistics.median(got["python"])))
+            print(f"  {variant} workers {workers} rep {rep + 1}: " +
+                  " ".join(f"{name}={got[name][-1]:.1f}" for name in sides), flush=True)
+        rows.append((variant, workers, {name: statistics.median(v) for name, v in got.items()}))
 
     print()
     print(f"image_pipeline: images/s, median of {a.reps} alternating repetitions x {a.epochs} timed epochs")
@@ -72,13 +158,27 @@ def main() -> None:
     print()
     print(f"  augmented: + RandAugment(2, 9) after the flip, RandomErasing(0.25) after normalise")
     print()
-    print(f"{'transforms':>10} {'workers':>7} {'host':>9} {'torchvision':>12} {'host/python':>12}")
-    for variant, workers, h, py in rows:
-        print(f"{variant:>10} {workers:7d} {h:9.1f} {py:12.1f} {h / py:12.2f}")
+    columns = [("host", "host", "{:9.1f}"), ("python", "torchvision", "{:12.1f}"), ("shards", "shards", "{:9.1f}"),
+               ("python_wds", "python wds", "{:11.1f}")]
+    ratios = [("host", "python", "host/python"), ("shards", "host", "shards/folder"),
+              ("shards", "python_wds", "shards/py-wds")]
+    head = [f"{label:>{len(fmt.format(0.0))}}" for name, label, fmt in columns if name in sides]
+    head += [f"{label:>14}" for num, den, label in ratios if num in sides and den in sides]
+    print(f"{'transforms':>10} {'workers':>7} " + " ".join(head))
+    for variant, workers, m in rows:
+        cells = [fmt.format(m[name]) for name, label, fmt in columns if name in sides]
+        cells += [f"{m[num] / m[den]:14.2f}" for num, den, label in ratios if num in sides and den in sides]
+        print(f"{variant:>10} {workers:7d} " + " ".join(cells))
     print()
     print("host: framework DataLoader (worker threads, collate in the workers) + image_folder (OpenCV decode/augment).")
     print("torchvision: ImageFolder (PIL) + DataLoader (worker processes, persistent_workers=True). Goal host/python >= 1.5.")
+    print(f"shards: the host's DataLoader + webdataset over {shards} (the same JPEG bytes; samples shuffled within "
+          "windows of 4 shards, data.group_window).")
+    print("python wds: webdataset.WebDataset(shardshuffle) + shuffle(800) + decode('pil') + the same transforms + "
+          "DataLoader (each worker its own shards).")
     print(f"Python side: {versions} (LibTorch 2.14.1, from .venv-bench; the host links 2.13.0).")
+    if a.open_shards > 0:
+        open_shards(build, bench, a.open_shards, a.reps, plugin_dirs)
 
 
 if __name__ == "__main__":
