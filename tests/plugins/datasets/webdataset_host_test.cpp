@@ -2,7 +2,8 @@
 // `host shards write`, and org.torchhost.webdataset trains small_cnn on them as well as
 // image_folder does on the folder; evaluation on 2 ranks equals 1 process; a run stopped by
 // SIGTERM mid-epoch resumes to the same weights (compared as exported safetensors, byte for
-// byte); `host predict` writes one row per sample in key order.
+// byte); `host predict` writes one row per sample in key order; configs/webdataset_resnet.toml
+// trains on them scaled down.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -196,4 +197,18 @@ TEST_CASE("shards written from an image folder train, evaluate on 2 ranks, resum
     CHECK(line.ends_with("," + std::to_string(row / 10)));  // the label: 10 images per class folder
   }
   CHECK(row == kClasses * 10);
+
+  // 6. configs/webdataset_resnet.toml as its header says to run it, on these shards, scaled down.
+  const fs::path recipe_run = dir / "recipe_run";
+  const auto recipe = run_host(
+      "--config configs/webdataset_resnet.toml --output-dir '" + recipe_run.string() + "' --set data.train.shards='\"" +
+      train_pattern + "\"' --set data.train.val_shards='\"" + val_pattern + "\"' --set data.train.cache_dir='\"" +
+      (dir / "index-cache").string() + "\"' --set model.depth=18 --set model.num_classes=4 "
+      "--set data.train.random_resized_crop=[32] --set data.train.resize=[36] --set data.train.center_crop=[32] "
+      "--set train.epochs=1 --set train.batch_size=8 --set data.num_workers=1 --set run.device='\"cpu\"' "
+      "--set schedule.warmup_steps=2 --set progress.mode='\"off\"'");
+  INFO(recipe.output);
+  CHECK(recipe.exit_code == 0);
+  CHECK(contains(recipe.output, "within windows of 8 groups (data.group_window)"));
+  CHECK(fs::exists(recipe_run / "checkpoints" / "best.pt"));
 }

@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
   const auto* table =
       static_cast<const tp_dataset_v1_t*>(entry->get_interface("org.torchhost.webdataset", TP_IFACE_DATASET_V1));
   if (table == nullptr) fail("no dataset table");
-  // Optional members only where the table is long enough to hold them (ABI-3).
+  // Optional members only where the table is long enough to hold them (PLG-2).
   const auto fits = [table](std::size_t offset) { return offset + sizeof(void*) <= table->struct_size; };
   if (fits(offsetof(tp_dataset_v1_t, prepare)) && table->prepare != nullptr &&
       table->prepare(&host.host, &cfg.view, split.c_str()) != TP_OK)
