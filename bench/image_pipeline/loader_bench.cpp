@@ -7,7 +7,9 @@
 //                        [--epochs 2] [--open-only 1] [--plugin-dir DIR]... [--set data.train.KEY=VALUE]...
 //
 // The dataset is created exactly as `host train` creates it (a run config, the plugin registry,
-// create_components), then one DataLoader with shuffling and seeded augmentation. Epoch 0 warms up
+// create_components), in a process set up as `host train` sets itself up (apply_cpu_settings: the
+// malloc thresholds that keep freed pixel buffers in the heap, the intra-op threads left beside
+// the loader's), then one DataLoader with shuffling and seeded augmentation. Epoch 0 warms up
 // (page cache, allocator, OpenCV); each later epoch is timed from start_epoch() to its last batch,
 // which includes starting the worker threads and filling the prefetch queue, as a training epoch
 // does. Output: "host images_per_s=<median over the timed epochs> epochs=<n>".
@@ -27,6 +29,7 @@
 #include "tp/framework/config/load.h"
 #include "tp/framework/data/data_loader.h"
 #include "tp/framework/engine/run_components.h"
+#include "tp/framework/engine/runtime_setup.h"
 #include "tp/framework/plugin/host_services.h"
 #include "tp/framework/plugin/registry.h"
 #include "tp/framework/util/log.h"
@@ -78,6 +81,7 @@ std::string run_toml(const Args& a) {
 
 int main(int argc, char** argv) try {
   const Args args = parse(argc, argv);
+  (void)tp::apply_cpu_settings(/*requested_threads=*/0, args.workers);
   tp::Logger log;
   tp::HostServices host(log, tp::ProcessPlace{});
   tp::Registry registry(host);
