@@ -123,6 +123,13 @@ void refuse_existing_shards(const std::filesystem::path& out, const std::string&
 
 int run_shards(const Options& options) {
   const std::unique_ptr<Session> session = open_session(options);
+  // One writer: ranks of a launcher or torchrun would each write the same shards into one place.
+  if (session->place.world_size > 1)
+    throw ConfigError("", "host shards write runs as one process, but this is rank " +
+                              std::to_string(session->place.rank) + " of " +
+                              std::to_string(session->place.world_size) + " (" + session->place.source +
+                              "): run it without --nproc-per-node, torchrun or srun; the shards are written once "
+                              "and every node then reads them.");
   const ComponentConfig& table = split_table(session->config, options.split);
   if (table.component != kSource)
     throw ConfigError(table.key_path + ".component",

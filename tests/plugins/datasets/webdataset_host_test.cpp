@@ -121,6 +121,12 @@ TEST_CASE("shards written from an image folder train, evaluate on 2 ranks, resum
   CHECK(again.exit_code == 2);
   CHECK(contains(again.output, "already holds shards named 'train-*.tar'"));
   CHECK(file_bytes(shards / "train-000000.tar") == first_shard);
+  // Under a launcher every rank would write the same shards: refused, nothing written.
+  const auto launched = run_host("--nproc-per-node 2 shards write --config '" + folder_toml.string() + "' --out '" +
+                                 (dir / "launched").string() + "'");
+  CHECK(launched.exit_code == 2);
+  CHECK(contains(launched.output, "host shards write runs as one process"));
+  CHECK_FALSE(fs::exists(dir / "launched"));
 
   // 2. The same model trains on the folder and on the shards to the same accuracy.
   const fs::path shards_toml = dir / "shards.toml";
