@@ -21,7 +21,8 @@ uint64_t uniform_below(std::mt19937_64& gen, uint64_t bound) {
   }
 }
 
-// Fisher–Yates from the back over [first, last), as epoch_permutation.
+// Fisher–Yates from the back over [first, last): i = size .. 2, swap element i - 1 with j uniform
+// in [0, i - 1] (epoch_permutation's algorithm, sampler.h).
 void shuffle_range(std::vector<uint64_t>::iterator first, std::vector<uint64_t>::iterator last,
                    std::mt19937_64& gen) {
   for (auto i = static_cast<uint64_t>(last - first); i > 1; --i) {
@@ -147,10 +148,7 @@ std::vector<uint64_t> epoch_permutation(uint64_t n, uint64_t seed, uint64_t epoc
   std::vector<uint64_t> perm(n);
   std::iota(perm.begin(), perm.end(), uint64_t{0});
   std::mt19937_64 gen(mix_seed(mix_seed(seed) ^ epoch));
-  for (uint64_t i = n; i > 1; --i) {
-    const uint64_t j = uniform_below(gen, i);  // j in [0, i - 1]
-    std::swap(perm[i - 1], perm[j]);
-  }
+  shuffle_range(perm.begin(), perm.end(), gen);
   return perm;
 }
 

@@ -84,11 +84,6 @@ double last_value(const fs::path& run_dir, const std::string& name) {
   return std::stod(text.substr(at + name.size() + 3));
 }
 
-std::string file_bytes(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 }  // namespace
 
 TEST_CASE("shards written from an image folder train, evaluate on 2 ranks, resume and predict as the folder does") {
@@ -116,11 +111,11 @@ TEST_CASE("shards written from an image folder train, evaluate on 2 ranks, resum
   for (const auto& entry : fs::directory_iterator(shards)) shard_files += entry.path().extension() == ".tar";
   CHECK(shard_files >= 6);
   // A second write into the same names is refused and leaves the shards as they were.
-  const std::string first_shard = file_bytes(shards / "train-000000.tar");
+  const std::string first_shard = tp::test::read_text(shards / "train-000000.tar");
   const auto again = run_host("shards write --config '" + folder_toml.string() + "' --out '" + shards.string() + "'");
   CHECK(again.exit_code == 2);
   CHECK(contains(again.output, "already holds shards named 'train-*.tar'"));
-  CHECK(file_bytes(shards / "train-000000.tar") == first_shard);
+  CHECK(tp::test::read_text(shards / "train-000000.tar") == first_shard);
   // Under a launcher every rank would write the same shards: refused, nothing written.
   const auto launched = run_host("--nproc-per-node 2 shards write --config '" + folder_toml.string() + "' --out '" +
                                  (dir / "launched").string() + "'");
@@ -184,7 +179,7 @@ TEST_CASE("shards written from an image folder train, evaluate on 2 ranks, resum
     INFO(exported.output);
     REQUIRE(exported.exit_code == 0);
   }
-  CHECK(file_bytes(shards_run / "weights.safetensors") == file_bytes(stopped / "weights.safetensors"));
+  CHECK(tp::test::read_text(shards_run / "weights.safetensors") == tp::test::read_text(stopped / "weights.safetensors"));
 
   // 5. host predict on the sharded val split: one row per sample, in key (= index) order, each
   //    with the label its shard holds (the folder's class, in the folder's order).

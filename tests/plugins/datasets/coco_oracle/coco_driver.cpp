@@ -12,11 +12,13 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "detection_transform.h"
+#include "support/driver_config.h"
 #include "support/fake_host.h"
 #include "tp/iface/dataset.h"
 
@@ -28,40 +30,6 @@ namespace coco = tp::coco_detection;
 [[noreturn]] void fail(const std::string& what) {
   std::fprintf(stderr, "coco_driver: %s\n", what.c_str());
   std::exit(1);
-}
-
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::size_t at = 0;
-  while (at <= s.size()) {
-    const std::size_t comma = s.find(',', at);
-    out.push_back(s.substr(at, comma - at));
-    if (comma == std::string::npos) break;
-    at = comma + 1;
-  }
-  return out;
-}
-
-/// `key=type:value` into `cfg`.
-void set_key(FakeConfig& cfg, const std::string& arg) {
-  const std::size_t eq = arg.find('='), colon = arg.find(':', eq);
-  if (eq == std::string::npos || colon == std::string::npos) fail("bad argument '" + arg + "'");
-  const std::string key = arg.substr(0, eq), type = arg.substr(eq + 1, colon - eq - 1), value = arg.substr(colon + 1);
-  if (type == "i") cfg.values[key] = int64_t{std::stoll(value)};
-  else if (type == "f") cfg.values[key] = std::stod(value);
-  else if (type == "b") cfg.values[key] = value == "1";
-  else if (type == "s") cfg.values[key] = value;
-  else if (type == "ia") {
-    std::vector<int64_t> v;
-    for (const std::string& x : split_commas(value)) v.push_back(std::stoll(x));
-    cfg.values[key] = v;
-  } else if (type == "fa") {
-    std::vector<double> v;
-    for (const std::string& x : split_commas(value)) v.push_back(std::stod(x));
-    cfg.values[key] = v;
-  } else {
-    fail("unknown type in '" + arg + "'");
-  }
 }
 
 /// The options the plugin reads, from the same values (for the plan only).
@@ -108,7 +76,13 @@ int main(int argc, char** argv) {
   const std::string split = argv[2], out_dir = argv[3];
   const int seeds = std::atoi(argv[4]);
   FakeConfig cfg;
-  for (int k = 5; k < argc; ++k) set_key(cfg, argv[k]);
+  for (int k = 5; k < argc; ++k) {
+    try {
+      tp::test::set_config_arg(cfg, argv[k]);
+    } catch (const std::exception& e) {
+      fail(e.what());
+    }
+  }
 
   tp::test::FakeHost host;
   void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);

@@ -13,10 +13,12 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "support/driver_config.h"
 #include "support/fake_host.h"
 #include "tp/iface/dataset.h"
 
@@ -27,42 +29,6 @@ using tp::test::FakeConfig;
 [[noreturn]] void fail(const std::string& what) {
   std::fprintf(stderr, "webdataset_driver: %s\n", what.c_str());
   std::exit(1);
-}
-
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  if (s.empty()) return out; // an empty array
-  std::size_t at = 0;
-  while (at <= s.size()) {
-    const std::size_t comma = s.find(',', at);
-    out.push_back(s.substr(at, comma - at));
-    if (comma == std::string::npos) break;
-    at = comma + 1;
-  }
-  return out;
-}
-
-/// `key=type:value` into `cfg`.
-void set_key(FakeConfig& cfg, const std::string& arg) {
-  const std::size_t eq = arg.find('='), colon = arg.find(':', eq);
-  if (eq == std::string::npos || colon == std::string::npos) fail("bad argument '" + arg + "'");
-  const std::string key = arg.substr(0, eq), type = arg.substr(eq + 1, colon - eq - 1), value = arg.substr(colon + 1);
-  if (type == "i") cfg.values[key] = int64_t{std::stoll(value)};
-  else if (type == "f") cfg.values[key] = std::stod(value);
-  else if (type == "b") cfg.values[key] = value == "1";
-  else if (type == "s") cfg.values[key] = value;
-  else if (type == "sa") cfg.values[key] = split_commas(value);
-  else if (type == "ia") {
-    std::vector<int64_t> v;
-    for (const std::string& x : split_commas(value)) v.push_back(std::stoll(x));
-    cfg.values[key] = v;
-  } else if (type == "fa") {
-    std::vector<double> v;
-    for (const std::string& x : split_commas(value)) v.push_back(std::stod(x));
-    cfg.values[key] = v;
-  } else {
-    fail("unknown type in '" + arg + "'");
-  }
 }
 
 const DLTensor& field(const std::vector<tp_field_t>& fields, const char* name) {
@@ -103,7 +69,13 @@ int main(int argc, char** argv) {
   if (argc < 4) fail("usage: webdataset_driver <webdataset.so> <split> <out_dir> [key=type:value]...");
   const std::string split = argv[2], out_dir = argv[3];
   FakeConfig cfg;
-  for (int k = 4; k < argc; ++k) set_key(cfg, argv[k]);
+  for (int k = 4; k < argc; ++k) {
+    try {
+      tp::test::set_config_arg(cfg, argv[k]);
+    } catch (const std::exception& e) {
+      fail(e.what());
+    }
+  }
 
   tp::test::FakeHost host;
   void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
