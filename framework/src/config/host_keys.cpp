@@ -67,6 +67,9 @@ std::vector<HostKey> make_host_keys() {
       TP_HOST_KEY(run, sync_debug, R"("off")",
           "CUDA: a call that makes the host wait for the device inside a training step (logging steps aside) "
           "warns or fails, naming where (torch.cuda.set_sync_debug_mode)"),
+      TP_HOST_KEY(run, trace_steps, "[]",
+          "[first, last]: record these optimizer steps (1-based) with the PyTorch profiler and write a Chrome "
+          "trace of the operators and, on CUDA, every kernel to <run>/trace/rank0.json; [] = off"),
 
       TP_HOST_KEY(train, epochs, "10", "number of passes over the training set (>= 1)", {.limit = at_least(1)}),
       TP_HOST_KEY(train, batch_size, "32", "samples per step, per process (>= 1)", {.limit = at_least(1)}),

@@ -56,7 +56,9 @@ void Trainer::Impl::train_epoch(int64_t epoch) {
     const int64_t window_start = (done / accum) * accum;
     const int64_t window = std::min(accum, batches - window_start) - (done - window_start);
     control_.defer(dispatch(TP_EVENT_STEP_BEGIN, {}));
+    trace_.before_step(step() + 1);
     const StepOutcome outcome = steps_.optimizer_step(fetch, window, epoch, control_);
+    trace_.after_step(step());
     record_cuda_graph_state(); // a capture or "auto"'s choice, into runtime.toml
     done += outcome.micro_batches;
     if (!outcome.complete) break;

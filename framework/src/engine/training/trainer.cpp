@@ -80,6 +80,7 @@ Trainer::Impl::Impl(const RunConfig& config, RunComponents& parts, c10::Device d
       history_(run_dir_, writes_),
       tensorboard_(run_dir_, writes_ && config.logging.tensorboard, config.logging.tensorboard_images, logger),
       progress_(config.progress.mode, config.progress.every_seconds, rank_ == 0),
+      trace_(config.run.trace_steps, device, run_dir_ / "trace" / "rank0.json", logger, writes_),
       checkpoints_(run_dir_ / "checkpoints", config.checkpoint, writes_),
       provenance_(collect_provenance(parts)) {
   check_precision_supported(precision_, device_);
@@ -290,6 +291,7 @@ FitSummary Trainer::Impl::fit() {
     save(SaveKind::kPeriodic, resume);
   if (position_.last_periodic_save != step()) save_if_requested(resume);
   summary.loaded_best = config_.checkpoint.load_best_at_end && !config_.train.fast_dev_run && load_best();
+  trace_.finish(step());
   dispatch(TP_EVENT_FIT_END, evaluator_->last());
   draw_plots();
   control_.rank0_write([&] { tensorboard_.finish(step(), evaluator_->last()); });

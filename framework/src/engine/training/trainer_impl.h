@@ -11,6 +11,7 @@
 //   EventDispatcher  callback events and their requests
 //   BatchPlacement   a batch's way to the device
 //   Collectives      every collective, the identity for a single process
+//   StepTrace        run.trace_steps: a window of steps recorded as a Chrome trace
 // Each stateful role saves and restores its own part of a checkpoint (state_roles()).
 #pragma once
 
@@ -44,6 +45,7 @@
 #include "engine/training/run_control.h"
 #include "tp/framework/engine/scalars.h"
 #include "engine/training/step_runner.h"
+#include "engine/training/step_trace.h"
 #include "engine/training/train_meters.h"
 #include "engine/training/weight_average.h"
 #include "tp/framework/optim/lr_scheduler.h"
@@ -201,6 +203,7 @@ class Trainer::Impl {
   History history_;
   TensorBoardWriter tensorboard_; ///< [logging] tensorboard: mirrors history_, plus config, hparams, plots
   Progress progress_;
+  StepTrace trace_;
   CheckpointManager checkpoints_;
   Provenance provenance_; ///< what made this run: runtime.toml, every checkpoint, --resume's check
   std::string run_id_;    ///< the run's identity: every checkpoint carries it (run_identity.h)

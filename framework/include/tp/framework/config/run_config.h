@@ -43,6 +43,7 @@ struct RunSection {
   bool tf32;              ///< TF32 tensor cores for fp32 matmul/convolution on CUDA
   CudaGraphMode cuda_graphs; ///< capture the training step in a CUDA graph (docs/cuda_graphs.md)
   SyncDebugMode sync_debug;  ///< a host sync inside a non-logging CUDA step warns or fails
+  std::vector<int64_t> trace_steps; ///< [] or [first, last]: optimizer steps recorded as a Chrome trace
   bool operator==(const RunSection&) const = default; ///< field-wise
 };
 
