@@ -6,15 +6,16 @@ compared with.
 
 Batches: --data POOL (make_tensors.py) is cut into whole batches once, before timing, and cycled
 in order, as bare_loop.cpp does; without --data a seeded random pool of --pool samples is used
-(the GPU benchmark). On CUDA every batch is copied from pinned memory with non_blocking=True each
-step, which is what the host's loader does.
+(the GPU benchmark). On CUDA every batch is copied from pinned memory with non_blocking=True on a
+copy stream one step ahead (Prefetcher), as the host's loader does (data.device_prefetch): the
+copy of batch i+1 overlaps step i, and the step waits for its batch's copy only.
 
---compile MODE (the GPU benchmark's `compiled` side: reduce-overhead) wraps the model in
-torch.compile(model, mode=MODE); the loss and the optimizer step stay eager. --compile-warmup steps
-(3: compile, then cudagraph trees' warm-up and recording) run before the timed loop; their time is
+--compile MODE compiles forward and loss together, torch.compile(F.cross_entropy(model(x).float(),
+y), mode=MODE); backward and the fused optimizer step stay eager. --compile-warmup steps (3:
+compile, then cudagraph trees' warm-up and recording) run before the timed loop; their time is
 reported as compile_s and is not in any window. Each step starts with
 torch.compiler.cudagraph_mark_step_begin(), as the cudagraph trees documentation asks of a
-training loop.
+training loop. The GPU benchmark runs these sides in python_sides.py, which reuses the pieces here.
 
 --profile-steps N (CUDA): after the timed loop, N more steps under torch.profiler (CUDA activity
 only); the device time of their kernels, and separately of their memcpy/memset, per step: the
@@ -37,12 +38,65 @@ import make_tensors
 import models
 
 
-def device_time_per_step(prof, steps):
-    """(kernel ms, memcpy/memset ms, kernels) per step from a profiler run on CUDA: every device
-    event's duration, user annotations and "Context Sync" left out (as torch._inductor's
+def make_batches(a, device):
+    """The pool (--data or a seeded random pool) cut into whole batches, pinned on CUDA."""
+    if a.data:
+        images, labels = make_tensors.read_pool(a.data, a.channels, a.image_size)
+    else:
+        g = torch.Generator().manual_seed(1)
+        images = torch.rand(a.pool, a.channels, a.image_size, a.image_size, generator=g) * 2 - 1
+        labels = torch.randint(0, a.classes, (a.pool,), generator=g)
+    batches = [(images[b:b + a.batch].clone(), labels[b:b + a.batch].clone())
+               for b in range(0, images.shape[0] - a.batch + 1, a.batch)]
+    if device.type == "cuda":
+        batches = [(x.pin_memory(), y.pin_memory()) for x, y in batches]
+    return batches
+
+
+class Prefetcher:
+    """Cycles the batches onto the device. On CUDA the host-to-device copy (pinned memory,
+    non_blocking) of the next batch is issued on a dedicated copy stream one step ahead, so it
+    overlaps the current step: `next()` makes the current (compute) stream wait for that copy
+    only, marks the batch as used on the compute stream (record_stream: the caching allocator
+    must not hand its memory back to the copy stream before the step is done with it) and issues
+    the following copy. Elsewhere a plain `.to()`."""
+
+    def __init__(self, batches, device, memory_format=torch.contiguous_format):
+        self.batches, self.device, self.memory_format = batches, device, memory_format
+        self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        self.i = 0
+        self.ready = None
+        self._issue()
+
+    def _issue(self):
+        x, y = self.batches[self.i % len(self.batches)]
+        self.i += 1
+        if self.stream is None:
+            self.ready = (x.to(self.device, memory_format=self.memory_format), y.to(self.device))
+            return
+        # The copy stream waits for nothing: its sources are pinned host tensors nobody writes,
+        # and its destinations are fresh allocations made on it.
+        with torch.cuda.stream(self.stream):
+            self.ready = (x.to(self.device, non_blocking=True, memory_format=self.memory_format),
+                          y.to(self.device, non_blocking=True))
+
+    def next(self):
+        x, y = self.ready
+        if self.stream is not None:
+            compute = torch.cuda.current_stream(self.device)
+            compute.wait_stream(self.stream)
+            x.record_stream(compute)
+            y.record_stream(compute)
+        self._issue()
+        return x, y
+
+
+def device_events(prof):
+    """{name: [total us, count]} of a torch.profiler run's device events (kernels, memcpy,
+    memset), user annotations and "Context Sync" left out (as torch._inductor's
     do_bench_using_profiling does). Works on the kineto events, which torch 2.x all expose."""
     from torch.autograd import DeviceType
-    kernel_ns = copy_ns = kernels = 0
+    names = {}
     for e in prof.profiler.kineto_results.events():
         if e.device_type() != DeviceType.CUDA:
             continue
@@ -53,12 +107,22 @@ def device_time_per_step(prof, steps):
         if name == "Context Sync":
             continue
         ns = e.duration_ns() if hasattr(e, "duration_ns") else e.end_ns() - e.start_ns()
+        got = names.setdefault(name, [0.0, 0])
+        got[0] += ns / 1000
+        got[1] += 1
+    return names
+
+
+def device_time_per_step(prof, steps):
+    """(kernel ms, memcpy/memset ms, kernels) per step from a profiler run on CUDA."""
+    kernel_us = copy_us = kernels = 0
+    for name, (us, count) in device_events(prof).items():
         if name.startswith(("Memcpy", "Memset")):
-            copy_ns += ns
+            copy_us += us
         else:
-            kernel_ns += ns
-            kernels += 1
-    return kernel_ns / 1e6 / steps, copy_ns / 1e6 / steps, kernels / steps
+            kernel_us += us
+            kernels += count
+    return kernel_us / 1e3 / steps, copy_us / 1e3 / steps, kernels / steps
 
 
 def main() -> None:
@@ -94,17 +158,7 @@ def main() -> None:
         torch.set_num_threads(a.threads)
     torch.manual_seed(1)
     device = torch.device(a.device)
-    if a.data:
-        images, labels = make_tensors.read_pool(a.data, a.channels, a.image_size)
-    else:
-        g = torch.Generator().manual_seed(1)
-        images = torch.rand(a.pool, a.channels, a.image_size, a.image_size, generator=g) * 2 - 1
-        labels = torch.randint(0, a.classes, (a.pool,), generator=g)
-    pin = device.type == "cuda"
-    batches = [(images[b:b + a.batch].clone(), labels[b:b + a.batch].clone())
-               for b in range(0, images.shape[0] - a.batch + 1, a.batch)]
-    if pin:
-        batches = [(x.pin_memory(), y.pin_memory()) for x, y in batches]
+    batches = make_batches(a, device)
 
     model = models.build(a.model, a.classes, a.channels, a.image_size).to(device)
     memory_format = torch.channels_last if a.channels_last else torch.contiguous_format
@@ -113,16 +167,19 @@ def main() -> None:
     model.train()
     params = sum(t.numel() for t in model.parameters())
     optimizer = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum, fused=True if a.fused else None)
-    forward = torch.compile(model, mode=a.compile) if a.compile else model
+
+    def forward_loss(x, y):
+        return F.cross_entropy(model(x).float(), y)
+
+    forward_loss = torch.compile(forward_loss, mode=a.compile) if a.compile else forward_loss
     mark_step = torch.compiler.cudagraph_mark_step_begin if a.compile else (lambda: None)
+    prefetch = Prefetcher(batches, device, memory_format)
 
     def train_step(step):
-        x, y = batches[step % len(batches)]
-        x = x.to(device, non_blocking=True, memory_format=memory_format)
-        y = y.to(device, non_blocking=True)
+        x, y = prefetch.next()
         mark_step()
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
-            loss = F.cross_entropy(forward(x).float(), y)
+            loss = forward_loss(x, y)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

@@ -1,0 +1,868 @@
+"""GPU training end to end from JPEG files: ResNet-50 and ResNet-18 at 224x224, batch 256, bf16
+autocast, channels-last, cuDNN benchmark, SGD momentum 0.9 (fused), RandomResizedCrop(224) +
+hflip(0.5) + ImageNet normalisation, on the ImageNet-like set of
+bench/image_pipeline/make_imagenet_like.py (8000 JPEGs, 100 classes; a folder and the same bytes
+as WebDataset shards). bench/README.md, "GPU end to end".
+
+    python3 bench/train_speed/gpu_e2e_bench.py --build BUILD --out DIR --data ROOT [--budget-s 170]
+        [--models resnet50,resnet18] [--sides host_jpeg,host_shards,host_pool,python_tv,python_nvjpeg]
+        [--rates host,python] [--runs 2] [--batch 256] [--size 224] [--workers N] [--device cuda]
+        [--prepare] [--dry-run]
+    CPU smoke test (bench/README.md): --device cpu --prepare --count 200 --classes 10 --batch 16
+        --size 64 --epochs 2 --window 3 --workers 2 --budget-s 0
+
+Sides, each run its own process (its own session: a timeout or SIGTERM ends it with its
+children), rounds alternating the order (reversed every other round), the median of the rounds:
+  host_jpeg      bin/host train, gpu_e2e_resnet.toml, org.torchhost.image_folder on ROOT (its
+                 defaults: fast_decode on), --workers loader threads (default cores - 2)
+  host_shards    the same over org.torchhost.webdataset on ROOT-shards/train-*.tar (only where
+                 BUILD/plugins/webdataset.so exists)
+  host_pool      the same model and batch from the synthetic in-memory pool
+                 (org.torchhost.bench.tensor_pool, gpu_resnet50.toml): host_jpeg / host_pool is
+                 what loading JPEGs costs
+  python_tv      torchvision ImageFolder + DataLoader (--workers processes, PIL decodes fully)
+                 and the same model in plain torch (gpu_e2e_sides.py train --side tv)
+  python_nvjpeg  file bytes from DataLoader workers, decoded batched on the GPU with
+                 torchvision.io.decode_jpeg(device="cuda"), transforms on the GPU
+                 (gpu_e2e_sides.py train --side nvjpeg)
+and the decode rates: rate_host (BUILD/bin/image_pipeline_bench, 1 loader thread, batch 64, over
+--rate-images files), rate_python (PIL in one DataLoader worker; GPU decode_jpeg in batches of
+256, decode only and decode + transforms: gpu_e2e_sides.py decode).
+
+Every training run: --epochs epochs (2) of count // batch steps (drop_last), windows of --window
+steps (the host's train.log_every_steps); images/s = batch / median window step time over the
+windows of the second epoch on (the first epoch is warm-up: cuDNN autotuning, and the loader
+filling its queue while the GPU autotunes, which would flatter a loader-bound side), the
+window holding the epoch boundary's refill among them. Also per run: the data-wait fraction
+(median over the same windows of wait / step time; the host's time/data_wait_s, the Python
+sides' time blocked on their feed), the CPU cores busy (the run's process tree's user + system
+CPU time from /proc, over the timed windows' span and over the whole run), the loader threads.
+
+The plan: priorities (Bench.priority), a run starting only if its estimate (start-up, cuDNN
+autotuning, steps at the slower of the GPU step and the loader's rate; scaled by what the runs
+of its kind took so far) fits in what is left of --budget-s. DIR/gpu-e2e.md (also printed) and
+DIR/gpu-e2e.json are written after every run and on SIGTERM. A failing side is recorded with the
+last 20 lines of its output and the others go on. Needs only this interpreter's standard
+library; the Python sides run in subprocesses (--python: torch and torchvision).
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+GENERATOR = ROOT / "bench/image_pipeline/make_imagenet_like.py"
+SIDES = ("host_jpeg", "host_shards", "host_pool", "python_tv", "python_nvjpeg")
+MAIN = ("host_jpeg", "host_pool", "python_tv")  # round 1 of these first
+RATES = ("rate_host", "rate_python")
+LABELS = {"host_jpeg": "host, JPEG folder", "host_shards": "host, shards", "host_pool": "host, memory pool",
+          "python_tv": "torchvision", "python_nvjpeg": "torchvision + nvJPEG", "rate_host": "host decode rate",
+          "rate_python": "Python decode rates"}
+HOST_SIDES = ("host_jpeg", "host_shards", "host_pool")
+# Cost model, seconds on one H100/H200 (bench/gpu/: ResNet-50 b256 eager 57 ms/step and ~8 s of
+# first-use costs on the H200; the rest estimated): GPU step at batch 256, 224x224, bf16.
+MODELS = {"resnet50": dict(depth=50, step_ms=57.0, warmup_s=8.0), "resnet18": dict(depth=18, step_ms=22.0, warmup_s=5.0)}
+STARTUP_S = {"host": 2.0, "python": 9.0}  # to the first step: the host's start; import torch + CUDA
+WORKERS_START_S = 2.0  # DataLoader worker processes (fork) and their first batches
+RATE_PER_THREAD = {"host": 350.0, "python": 180.0}  # images/s per loader thread/process, estimated
+NVJPEG_MS = 30.0  # per batch of 256 on the GPU beside the step (estimated)
+EPOCH_STALL_S = 1.0  # the loader's refill at an epoch's start
+RATE_IMAGES = 640  # decode rates: files (10 batches of 64)
+MEAN_STD = "mean = [0.485, 0.456, 0.406], std = [0.229, 0.224, 0.225]"
+POLL_S = 0.1  # /proc sampling of a run's processes
+
+
+class Stop(Exception):
+    """SIGTERM/SIGINT: write what there is and leave."""
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def tail(text, n=20):
+    return "\n".join(text.rstrip().splitlines()[-n:])
+
+
+def skipped(rec):
+    return rec.get("error", "").startswith(("skipped", "not run", "not built"))
+
+
+def listing(root):
+    """ImageFolder's order: sorted class folders, sorted files in each: [(relative path, label)]."""
+    out = []
+    classes = sorted(d.name for d in os.scandir(root) if d.is_dir())
+    for label, c in enumerate(classes):
+        for dirpath, _, files in sorted(os.walk(Path(root) / c, followlinks=True)):
+            for f in sorted(files):
+                if f.lower().endswith((".jpg", ".jpeg")):
+                    out.append((os.path.relpath(Path(dirpath) / f, root), label))
+    return out, len(classes)
+
+
+class ProcessTree:
+    """CPU seconds (user + system) of every process in one session, read from /proc: a full scan
+    finds the session's processes now and then, the known ones are read every poll; a process
+    that exits keeps its last reading (its CPU time stays counted)."""
+
+    TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+    def __init__(self, sid):
+        self.sid = sid
+        self.ticks = {}  # pid -> last utime + stime
+        self.polls = 0
+
+    @staticmethod
+    def stat(pid):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            return int(fields[3]), int(fields[11]) + int(fields[12])  # session, utime + stime
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def sample(self):
+        if self.polls % 10 == 0:
+            try:
+                pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+            except OSError:
+                pids = []
+            for pid in pids:
+                if pid not in self.ticks:
+                    got = self.stat(pid)
+                    if got and got[0] == self.sid:
+                        self.ticks[pid] = got[1]
+        self.polls += 1
+        for pid in list(self.ticks):
+            got = self.stat(pid)
+            if got and got[0] == self.sid:
+                self.ticks[pid] = max(self.ticks[pid], got[1])
+        return sum(self.ticks.values()) / self.TICK
+
+
+class Bench:
+    def __init__(self, a):
+        self.a = a
+        self.t0 = time.monotonic()
+        self.tmp = Path(tempfile.mkdtemp(prefix="gpu_e2e_"))
+        self.child = None
+        self.results = {}  # model (or "decode") -> side -> [run records]
+        self.info = {"cores": len(os.sched_getaffinity(0)), "loader_threads": a.workers}
+        self.ratios = {}  # group -> [wall / estimate]
+        self.data = self.read_data()
+
+    # ---- the data set ----
+    def read_data(self):
+        a = self.a
+        d = {"root": str(a.data), "shards_dir": str(a.data) + "-shards"}
+        try:
+            marker = json.loads((a.data / "imagenet_like.json").read_text())
+            d.update(marker.get("stats", {}))
+        except (OSError, ValueError):
+            pass
+        if a.data.is_dir():
+            files, classes = listing(a.data)
+            d.update(count=len(files), classes=classes)
+            self.files = files
+        else:
+            d.update(count=a.count, classes=a.classes, missing=True)
+            self.files = []
+        n = 0  # train-000000.tar, train-000001.tar, ... as long as they run on
+        while (Path(d["shards_dir"]) / f"train-{n:06d}.tar").exists():
+            n += 1
+        d["shard_files"] = n
+        if n:
+            d["shards_pattern"] = str(Path(d["shards_dir"]) / f"train-{{000000..{n - 1:06d}}}.tar")
+        return d
+
+    def steps_per_epoch(self):
+        return self.data["count"] // self.a.batch
+
+    # ---- commands ----
+    def host_sets(self, model, side):
+        a, d = self.a, self.data
+        sets = [f"model.depth={MODELS[model]['depth']}", f"model.num_classes={d['classes']}",
+                f"train.batch_size={a.batch}", f"train.epochs={a.epochs}", f"train.log_every_steps={a.window}",
+                "train.drop_last=true", f"data.num_workers={a.workers}", f"data.prefetch={a.prefetch}"]
+        if side == "host_pool":
+            sets += [f"data.train.size={self.steps_per_epoch() * a.batch}", f"data.train.image_size={a.size}",
+                     f"data.train.num_classes={d['classes']}"]
+        else:
+            sets.append(f"data.train.random_resized_crop=[{a.size}]")
+            if side == "host_jpeg":
+                sets.append(f'data.train.root="{d["root"]}"')
+            else:
+                sets += ['data.train.component="org.torchhost.webdataset"',
+                         f'data.train.shards="{d.get("shards_pattern", "")}"']
+        if a.device != "cuda":
+            sets.append(f'run.device="{a.device}"')
+        if a.precision != "bf16":
+            sets.append(f'amp.precision="{a.precision}"')
+        return sets
+
+    def command(self, model, side, run_dir):
+        a = self.a
+        if side in HOST_SIDES:
+            toml = HERE / ("gpu_resnet50.toml" if side == "host_pool" else "gpu_e2e_resnet.toml")
+            cmd = [str(a.build / "bin/host"), "--config", str(toml), "--output-dir", str(run_dir)]
+            if side == "host_pool":
+                cmd += ["--plugin-dir", str(a.build / "bench/plugins")]
+            return cmd + [x for s in self.host_sets(model, side) for x in ("--set", s)]
+        if side in ("python_tv", "python_nvjpeg"):
+            return [a.python, str(HERE / "gpu_e2e_sides.py"), "train", "--side", side.removeprefix("python_"),
+                    "--root", self.data["root"], "--model", model, "--classes", str(self.data["classes"]),
+                    "--batch", str(a.batch), "--size", str(a.size), "--workers", str(a.workers), "--reader-workers",
+                    str(a.reader_workers), "--epochs", str(a.epochs), "--window", str(a.window), "--device", a.device,
+                    "--precision", a.precision]
+        if side == "rate_host":
+            return [str(a.build / "bin/image_pipeline_bench"), "--root", self.data["root"], "--workers", "1",
+                    "--batch", "64", "--size", str(a.size), "--epochs", "2",
+                    "--set", f'data.train.csv="{self.tmp / "rate_subset.csv"}"']
+        return [a.python, str(HERE / "gpu_e2e_sides.py"), "decode", "--root", self.data["root"], "--subset",
+                str(a.rate_images), "--size", str(a.size), "--device", a.device]
+
+    def rate_subset(self):
+        """rate_host's images: --rate-images files spread over the listing (gpu_e2e_sides.py's
+        spread(), the same files), as image_folder's csv (paths relative to ROOT)."""
+        n = min(self.a.rate_images, len(self.files))
+        rows = [self.files[(k * len(self.files)) // n] for k in range(n)]
+        (self.tmp / "rate_subset.csv").write_text("path,label\n" + "".join(f"{p},{label}\n" for p, label in rows))
+
+    def missing(self, side):
+        a = self.a
+        need = {"host_jpeg": ["bin/host", "plugins/resnet.so", "plugins/basic_losses.so", "plugins/image_folder.so"],
+                "host_shards": ["bin/host", "plugins/resnet.so", "plugins/basic_losses.so", "plugins/webdataset.so"],
+                "host_pool": ["bin/host", "plugins/resnet.so", "plugins/basic_losses.so",
+                              "bench/plugins/bench_tensor_pool.so"],
+                "rate_host": ["bin/image_pipeline_bench", "plugins/image_folder.so", "plugins/vision_models.so",
+                              "plugins/basic_losses.so"]}.get(side, [])
+        return [p for p in need if not (a.build / p).exists()]
+
+    # ---- the plan ----
+    def priority(self, model, r, side):
+        """0: round 1 of host_jpeg, host_pool and python_tv (every model); 1: the decode rates;
+        2: host_shards' round 1; 3: python_nvjpeg's round 1; then each later round in the same
+        order (4, 5, 6 for round 2, ...)."""
+        if side in RATES:
+            return 1
+        group = 0 if side in MAIN else 1 if side == "host_shards" else 2
+        if r == 0:
+            return (0, 2, 3)[group]
+        return 4 + 3 * (r - 1) + group
+
+    def plan(self):
+        out = []
+        for r in range(self.a.runs):
+            for model in self.a.models:
+                sides = [s for s in SIDES if s in self.a.sides]
+                for side in sides if r % 2 == 0 else sides[::-1]:
+                    out.append((model, r, side, self.priority(model, r, side)))
+        for side in RATES:
+            if side.removeprefix("rate_") in self.a.rates:
+                out.append(("decode", 0, side, self.priority("decode", 0, side)))
+        return sorted(out, key=lambda x: x[3])
+
+    def estimate(self, model, side):
+        a = self.a
+        if side == "rate_host":
+            return 1.0 + 3 * a.rate_images / RATE_PER_THREAD["host"]
+        if side == "rate_python":
+            return STARTUP_S["python"] + a.rate_images / RATE_PER_THREAD["python"] + 4.0
+        m = MODELS[model]
+        scale = a.batch / 256 * (a.size / 224) ** 2
+        gpu_s = m["step_ms"] * scale / 1000
+        kind = "host" if side in HOST_SIDES else "python"
+        if side == "host_pool":
+            step_s = gpu_s
+        elif side == "python_nvjpeg":
+            step_s = gpu_s + NVJPEG_MS * a.batch / 256 / 1000
+        else:
+            step_s = max(gpu_s, a.batch / (a.workers * RATE_PER_THREAD[kind]))
+        seconds = STARTUP_S[kind] + m["warmup_s"] + a.epochs * (self.steps_per_epoch() * step_s + EPOCH_STALL_S)
+        if side.startswith("python"):
+            seconds += WORKERS_START_S
+        return seconds
+
+    @staticmethod
+    def group(side):
+        return "host" if side in HOST_SIDES else side if side in RATES else "python"
+
+    def factor(self, side):
+        got = self.ratios.get(self.group(side))
+        return min(3.0, max(0.5, statistics.median(got))) if got else 1.0
+
+    def decide(self, model, r, side, elapsed):
+        """None to run it, else why not."""
+        a, d = self.a, self.data
+        if d.get("missing"):
+            return f"not run: no data set at {d['root']} (bench/image_pipeline/make_imagenet_like.py, or --prepare)"
+        if missing := self.missing(side):
+            what = "not built" if side == "host_shards" and "plugins/webdataset.so" in missing else "not run"
+            return f"{what}: missing in {a.build}: {', '.join(missing)}"
+        if side == "host_shards" and not d.get("shards_pattern"):
+            return f"not run: no shards in {d['shards_dir']}"
+        if side not in RATES and self.steps_per_epoch() < a.window:
+            return f"not run: {d['count']} images give {self.steps_per_epoch()} steps of {a.batch} per epoch, " \
+                   f"fewer than a window of {a.window}"
+        for x in self.results.get(model, {}).get(side, []):
+            if "error" in x and not skipped(x):
+                return f"not run: run {x['run']} of this side failed (below)"
+        if a.budget_s <= 0:
+            return None
+        left = a.budget_s - elapsed
+        need = self.estimate(model, side) * self.factor(side)
+        if left < 3 or left < need:
+            return f"skipped (budget): ~{need:.0f} s estimated, {max(left, 0):.0f} s of --budget-s {a.budget_s:g} left"
+        return None
+
+    def left(self):
+        return self.a.budget_s - (time.monotonic() - self.t0) if self.a.budget_s > 0 else float("inf")
+
+    # ---- running ----
+    def run_one(self, model, r, side):
+        rec = {"run": r + 1, "estimate_s": round(self.estimate(model, side), 1)}
+        start = time.monotonic()
+        try:
+            self.run_process(model, r, side, rec)
+            rec["wall_s"] = round(time.monotonic() - start, 1)
+            self.ratios.setdefault(self.group(side), []).append(rec["wall_s"] / rec["estimate_s"])
+        except Stop:
+            raise
+        except Exception as e:  # noqa: BLE001 - one side's failure is recorded, the others go on
+            rec["wall_s"] = round(time.monotonic() - start, 1)
+            rec["error"] = str(e) if isinstance(e, RuntimeError) else f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
+        return rec
+
+    def run_process(self, model, r, side, rec):
+        run_dir = self.tmp / f"{model}-{side}-{r + 1}"
+        if side == "rate_host":
+            self.rate_subset()
+        cmd = self.command(model, side, run_dir)
+        rec["cmd"] = shlex.join(cmd)
+        history = run_dir / "history.jsonl"
+        out_path = self.tmp / f"{run_dir.name}.log"
+
+        def marks():
+            """Windows logged so far: history.jsonl's step rows, or the Python side's window lines."""
+            path = history if side in HOST_SIDES else out_path
+            key = b'"time/step_s"' if side in HOST_SIDES else b"window {"
+            try:
+                data = path.read_bytes()
+            except OSError:
+                return 0
+            return sum(1 for line in data.split(b"\n")[:-1] if key in line)
+
+        timeout = min(self.a.timeout_s, self.left())
+        samples = []  # (seconds since start, CPU seconds of the tree, windows logged)
+        with open(out_path, "w+") as out:
+            start = time.monotonic()
+            self.child = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
+                                          start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            tree = ProcessTree(self.child.pid)
+            rc = None
+            try:
+                while True:
+                    rc = self.child.poll()
+                    now = time.monotonic() - start
+                    samples.append((now, tree.sample(), marks()))
+                    if rc is not None:
+                        break
+                    if now > timeout:
+                        break
+                    time.sleep(POLL_S)
+            finally:
+                if self.child.poll() is None:
+                    os.killpg(self.child.pid, signal.SIGKILL)
+                    self.child.wait()
+                else:  # the session's leftovers (a DataLoader worker the side left behind)
+                    try:
+                        os.killpg(self.child.pid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                self.child = None
+            wall = time.monotonic() - start
+            out.seek(0)
+            text = out.read()
+        # A run that finished its work (the host's "finished" line, a side's result line) and then
+        # failed or hung on the way out keeps its figures, with a note.
+        finished = ("] info: finished " in text) if side in HOST_SIDES else \
+            bool(re.search(r"^(host images_per_s=|result \{)", text, re.M)) or \
+            (side == "rate_python" and "partial {" in text)
+        try:
+            if rc is None and not finished:
+                raise RuntimeError(f"timed out after {timeout:.0f} s")
+            if rc != 0 and not finished:
+                raise RuntimeError(f"exit status {rc}")
+            if rc != 0:
+                rec["exit_note"] = (f"timed out after {timeout:.0f} s" if rc is None else f"exit status {rc}") + \
+                    " after its figures"
+            if side in HOST_SIDES:
+                windows = self.parse_host(run_dir, rec)
+            elif side in ("python_tv", "python_nvjpeg"):
+                windows = self.parse_python(text, rec)
+            elif side == "rate_host":
+                m = re.search(r"^host images_per_s=([0-9.]+) epochs=(\d+)", text, re.M)
+                if not m:
+                    raise RuntimeError("no 'host images_per_s=' line")
+                rec.update(images_per_s=float(m.group(1)), epochs=int(m.group(2)), images=self.a.rate_images)
+                windows = None
+            else:
+                try:
+                    got = self.last_json(text, "result")
+                except RuntimeError:  # the CPU rate came out before the GPU's failed or hung
+                    got = self.last_json(text, "partial")
+                    rec["exit_note"] = rec.get("exit_note", "") + " (the GPU rates did not finish)"
+                rec.update(got)
+                self.info.setdefault("torch", got.get("torch"))
+                self.info.setdefault("torchvision", got.get("torchvision"))
+                windows = None
+        except Exception as e:  # noqa: BLE001
+            raise RuntimeError(f"{e}\n{tail(text)}") from None
+        total_cpu = samples[-1][1] if samples else 0.0
+        rec["cores_run"] = round(total_cpu / wall, 2) if wall > 0 else None
+        if windows is not None:
+            self.steady_cores(samples, windows, rec)
+
+    def steady_cores(self, samples, windows, rec):
+        """CPU cores busy over the timed windows: from the first sample that had seen the last
+        untimed window to the first that had seen the last window (~POLL_S resolution)."""
+        n0, n = windows
+        t_a = next(((t, c) for t, c, k in samples if k >= n0), None) if n0 > 0 else (samples[0][0], samples[0][1])
+        t_b = next(((t, c) for t, c, k in samples if k >= n), None)
+        if t_a and t_b and t_b[0] - t_a[0] > 0.5:
+            rec["cores_timed"] = round((t_b[1] - t_a[1]) / (t_b[0] - t_a[0]), 2)
+            rec["timed_span_s"] = round(t_b[0] - t_a[0], 2)
+
+    def timed(self, windows):
+        """The timed windows: the second epoch's on (all but the first window with one epoch)."""
+        if self.a.epochs >= 2:
+            return [w for w in windows if w["epoch"] >= 1]
+        return windows[1:]
+
+    def figures(self, windows, rec):
+        timed = self.timed(windows)
+        if not timed:
+            raise RuntimeError(f"no timed window ({len(windows)} windows in all)")
+        step_s = statistics.median(w["step_s"] for w in timed)
+        rec.update(images_per_s=self.a.batch / step_s, windows=len(timed),
+                   window_ms=[round(1000 * w["step_s"], 2) for w in timed],
+                   data_wait=statistics.median(w["wait_s"] / w["step_s"] for w in timed))
+        return len(windows) - len(timed), len(windows)
+
+    def parse_host(self, run_dir, rec):
+        rows = [json.loads(line) for line in open(run_dir / "history.jsonl") if line.strip()]
+        windows = [{"epoch": int(row.get("epoch", 0)), "step_s": row["time/step_s"],
+                    "wait_s": row.get("time/data_wait_s", 0.0)} for row in rows if "time/step_s" in row]
+        peaks = [row["memory/peak_mb"] for row in rows if "memory/peak_mb" in row]
+        if peaks and self.a.device == "cuda":  # on the CPU it is the process's peak RSS
+            rec["peak_alloc_mib"] = round(max(peaks) * 1e6 / 2**20)
+        rec["loader_threads"] = self.a.workers
+        if (run_dir / "runtime.toml").exists():
+            runtime = (run_dir / "runtime.toml").read_text()
+            if m := re.search(r"""^libtorch = ["']([^"']+)["']""", runtime, re.M):
+                self.info["host_libtorch"] = m.group(1)
+            if m := re.search(r"^threads = (\d+)", runtime, re.M):
+                rec["intra_op_threads"] = int(m.group(1))
+        return self.figures(windows, rec)
+
+    @staticmethod
+    def last_json(text, kind):
+        lines = [line for line in text.splitlines() if line.startswith(kind + " {")]
+        if not lines:
+            raise RuntimeError(f"no '{kind}' line in the output")
+        return json.loads(lines[-1][len(kind) + 1:])
+
+    def parse_python(self, text, rec):
+        info = self.last_json(text, "info")
+        for key in ("torch", "torchvision", "gpu"):
+            if info.get(key):
+                self.info.setdefault(key if key != "gpu" else "device", info[key])
+        rec.update(loader_threads=info.get("loader_workers"), startup_s=info.get("startup_s"),
+                   params=info.get("params"))
+        result = self.last_json(text, "result")
+        if "peak_alloc_mib" in result:
+            rec["peak_alloc_mib"] = result["peak_alloc_mib"]
+        windows = [json.loads(line[len("window "):]) for line in text.splitlines() if line.startswith("window {")]
+        return self.figures(windows, rec)
+
+    def stop(self, signum, frame):
+        if self.child is not None and self.child.poll() is None:
+            os.killpg(self.child.pid, signal.SIGKILL)
+        raise Stop(f"stopped by signal {signum}")
+
+    def dry_run(self, plan):
+        elapsed = 0.0
+        d = self.data
+        log(f"# data: {d['root']}: {d['count']} images, {d['classes']} classes" +
+            (" (not there yet: --count/--classes assumed)" if d.get("missing") else "") +
+            f"; {self.steps_per_epoch()} steps of {self.a.batch} per epoch; shards: "
+            f"{d.get('shards_pattern') or 'none found'}")
+        for model, r, side, prio in plan:
+            est = self.estimate(model, side)
+            why = self.decide(model, r, side, elapsed)
+            if why and why.startswith(("not run: missing", "not built", "not run: no data", "not run: no shards")):
+                why_show = why + " (here; the plan assumes it runs)"
+                why = None
+            else:
+                why_show = why
+            if why is None:
+                elapsed += est
+            if side == "rate_host":
+                self.rate_subset()
+            cmd = shlex.join(self.command(model, side, self.tmp / f"{model}-{side}-{r + 1}"))
+            log(f"# {model} run {r + 1} {side}: priority {prio}, ~{est:.0f} s"
+                + (f", {why}" if why else f", starts at ~{elapsed - est:.0f} s")
+                + (f" [{why_show}]" if why_show and not why else "") + f"\n{cmd}")
+        budget = f" within --budget-s {self.a.budget_s:g}" if self.a.budget_s > 0 else ""
+        log(f"# estimated: {elapsed:.0f} s of runs{budget}")
+
+    def main(self):
+        a = self.a
+        plan = self.plan()
+        if a.dry_run:
+            self.dry_run(plan)
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            return 0
+        a.out.mkdir(parents=True, exist_ok=True)
+        signal.signal(signal.SIGTERM, self.stop)
+        signal.signal(signal.SIGINT, self.stop)
+        status = 0
+        current = None
+        try:
+            self.probe()
+            self.write()
+            for i, (model, r, side, prio) in enumerate(plan):
+                elapsed = time.monotonic() - self.t0
+                why = self.decide(model, r, side, elapsed)
+                if why is not None:
+                    rec = {"run": r + 1, "error": why, "estimate_s": round(self.estimate(model, side), 1)}
+                    log(f"[{elapsed:5.0f} s] {i + 1}/{len(plan)} {model} run {r + 1}: {side}: {why}")
+                else:
+                    log(f"[{elapsed:5.0f} s] {i + 1}/{len(plan)} {model} run {r + 1}: {side} (priority {prio}, "
+                        f"~{self.estimate(model, side) * self.factor(side):.0f} s) ...")
+                    current = (model, r, side)
+                    rec = self.run_one(model, r, side)
+                    current = None
+                    if "error" in rec:
+                        log(f"    {side}: FAILED: {rec['error'].splitlines()[0]}")
+                    elif side in RATES:
+                        log(f"    {side}: done ({rec['wall_s']} s)")
+                    else:
+                        log(f"    {side}: {rec['images_per_s']:.1f} images/s, data wait {rec['data_wait']:.1%}, "
+                            f"cores {rec.get('cores_timed', '-')} ({rec['wall_s']} s)")
+                self.results.setdefault(model, {}).setdefault(side, []).append(rec)
+                self.write()
+        except (Stop, Exception) as e:  # noqa: BLE001 - a bug here must still leave the table
+            self.info["stopped"] = str(e) if isinstance(e, Stop) else "gpu_e2e_bench.py failed:\n" + traceback.format_exc()
+            if current is not None:
+                model, r, side = current
+                self.results.setdefault(model, {}).setdefault(side, []).append({"run": r + 1, "error": str(e)})
+            log(self.info["stopped"])
+            status = 1
+        finally:
+            text = self.write()
+            if not a.keep:
+                shutil.rmtree(self.tmp, ignore_errors=True)
+        log("")
+        log(text)
+        log(f"written: {a.out / 'gpu-e2e.md'}, {a.out / 'gpu-e2e.json'}")
+        return status
+
+    def probe(self):
+        """Device name and driver (nvidia-smi; no CUDA in this process), /dev/shm (DataLoader
+        workers hand batches over through it)."""
+        a = self.a
+        self.info.update(device=a.device, python=a.python)
+        try:
+            shm = shutil.disk_usage("/dev/shm")
+            self.info["dev_shm_free_gib"] = round(shm.free / 2**30, 1)
+        except OSError:
+            pass
+        if a.device != "cuda":
+            return
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=20)
+            if out.returncode == 0 and out.stdout.strip():
+                name, driver = [f.strip() for f in out.stdout.splitlines()[0].split(",")][:2]
+                self.info.update(device=name, driver=driver)
+        except (OSError, subprocess.TimeoutExpired, ValueError):
+            pass
+
+    # ---- report ----
+    def summary(self, model):
+        got = {}
+        for side, runs in self.results.get(model, {}).items():
+            ok = [x for x in runs if "error" not in x]
+            s = {"errors": [x for x in runs if "error" in x], "runs": len(ok)}
+            if ok and side not in RATES:
+                v = [x["images_per_s"] for x in ok]
+                s.update(runs_images_per_s=v, images_per_s=statistics.median(v))
+                for key in ("data_wait", "cores_timed", "cores_run", "wall_s"):
+                    vals = [x[key] for x in ok if x.get(key) is not None]
+                    if vals:
+                        s[key] = statistics.median(vals)
+                for key in ("loader_threads", "peak_alloc_mib", "params", "intra_op_threads"):
+                    vals = [x[key] for x in ok if x.get(key) is not None]
+                    if vals:
+                        s[key] = max(vals)
+            elif ok:
+                s["result"] = ok[0]
+            got[side] = s
+        return got
+
+    def write(self):
+        a = self.a
+        sums = {m: self.summary(m) for m in self.results}
+        doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+               "info": self.info, "data": self.data, "budget_s": a.budget_s,
+               "elapsed_s": round(time.monotonic() - self.t0, 1),
+               "settings": {k: getattr(a, k) for k in ("models", "sides", "runs", "batch", "size", "workers", "prefetch",
+                                                       "epochs", "window", "precision", "rate_images")},
+               "steps_per_epoch": self.steps_per_epoch(), "results": self.results, "summary": sums,
+               "estimate_factors": {g: round(self.factor(g), 2) for g in self.ratios}}
+        a.out.mkdir(parents=True, exist_ok=True)
+        (a.out / "gpu-e2e.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
+        try:
+            text = self.markdown(sums, doc)
+        except Exception:  # noqa: BLE001 - the raw figures, if the table cannot be made
+            text = ("# GPU end-to-end benchmark: the table failed\n\n```\n" + traceback.format_exc() + "```\n\n```json\n"
+                    + json.dumps(doc, indent=1, default=str) + "\n```\n")
+        (a.out / "gpu-e2e.md").write_text(text)
+        return text
+
+    @staticmethod
+    def ratio(s, x, y):
+        u, v = s.get(x, {}).get("images_per_s"), s.get(y, {}).get("images_per_s")
+        return f"{u / v:.3f}" if u and v else "-"
+
+    def cell(self, s, side):
+        x = s.get(side, {})
+        if x.get("images_per_s"):
+            return f"{x['images_per_s']:.0f}"
+        if side not in self.a.sides:
+            return "n/a"
+        errors = x.get("errors", [])
+        if any(not skipped(e) for e in errors):
+            return "failed"
+        if errors and errors[0]["error"].startswith("not built"):
+            return "not built"
+        return "skipped" if errors else "not run"
+
+    def markdown(self, sums, doc):
+        a, info, d = self.a, self.info, self.data
+        sets = "ImageNet-like JPEGs (bench/image_pipeline/make_imagenet_like.py)"
+        if d.get("mean_kb"):
+            sets += (f": {d['count']} files, {d['classes']} classes, mean {d['mean_kb']} KB (median {d.get('median_kb')}), "
+                     f"mean {d.get('mean_width', 0):.0f}x{d.get('mean_height', 0):.0f}, quality 90")
+        else:
+            sets += f": {d['count']} files, {d['classes']} classes"
+        L = ["# GPU end-to-end training benchmark (bench/train_speed/gpu_e2e_bench.py)", "",
+             f"- device: {info.get('device')}" + (f" (driver {info['driver']})" if info.get("driver") else "") +
+             f"; {info['cores']} cores; /dev/shm free {info.get('dev_shm_free_gib', '?')} GiB",
+             f"- Python sides: torch {info.get('torch', '?')}, torchvision {info.get('torchvision', '?')}; host: "
+             f"{a.build} (LibTorch {info.get('host_libtorch', '?')})",
+             f"- {doc['date']}, {doc['elapsed_s']} s (--budget-s {a.budget_s:g}); data: {sets}; "
+             f"shards: {d.get('shard_files', 0)} tar files"
+             + (f" ({d['shards_pattern']})" if d.get("shards_pattern") else ""),
+             f"- every side: batch {a.batch} at {a.size}x{a.size}, {a.precision} autocast, channels-last, cuDNN "
+             f"benchmark, SGD lr 0.1 momentum 0.9 fused, RandomResizedCrop({a.size}) + hflip(0.5) + normalise "
+             f"({MEAN_STD}); {a.epochs} epochs of {self.steps_per_epoch()} steps (drop_last), windows of "
+             f"{a.window} steps; images/s = batch / median window step time over the windows of the second epoch on "
+             "(the first epoch warms up); the table's figure the median of the runs",
+             f"- loader: host {a.workers} loader threads (`data.num_workers`, prefetch {a.prefetch}; image_folder's "
+             "defaults: **fast_decode on**, i.e. JPEGs decoded at 1/2, 1/4 or 1/8 scale where the crop allows; "
+             f"OpenCV); torchvision: {a.workers} DataLoader worker processes, PIL decodes every JPEG fully, "
+             f"pin_memory, persistent workers, a copy stream one batch ahead; nvJPEG: {a.reader_workers} reader "
+             "processes, decode_jpeg(device='cuda') batched, transforms per image on the GPU" +
+             ("" if a.device == "cuda" else f" (here on {a.device}: decode_jpeg on the CPU, a smoke test of the code "
+                                            "path only)"),
+             "- data wait: the fraction of step time the training thread waited for its batch (host: "
+             "time/data_wait_s / time/step_s); cores busy: user + system CPU seconds of the run's processes "
+             "(from /proc) per second, over the timed windows (and over the whole run, start-up and autotuning "
+             "included; a training thread waiting for the GPU spins, so it counts as busy); the goal for later "
+             "work: at most 4 cores busy at the memory pool's rate"]
+        if info.get("dev_shm_free_gib") is not None and info["dev_shm_free_gib"] < 8:
+            L.append(f"- **/dev/shm has {info['dev_shm_free_gib']} GiB free**: the torchvision side's workers hand "
+                     f"batches over through it ({a.workers} workers x 2 batches of "
+                     f"{a.batch * 3 * a.size ** 2 * 4 / 2**20:.0f} MiB)")
+        if info.get("stopped"):
+            first, _, rest = info["stopped"].partition("\n")
+            L.append(f"- **incomplete**: {first}")
+            if rest:
+                L += ["", "```", rest.rstrip(), "```"]
+        L += ["", "## Summary (images/s, medians)", "",
+              "| model | host JPEG | host shards | host pool | torchvision | torchvision + nvJPEG | JPEG / pool | "
+              "JPEG / torchvision | shards / JPEG | nvJPEG / torchvision | host JPEG cores busy | torchvision cores busy |",
+              "| --- " * 12 + "|"]
+        for model in a.models:
+            s = sums.get(model, {})
+            cores = [f"{s.get(x, {}).get('cores_timed'):.1f}" if s.get(x, {}).get("cores_timed") else "-"
+                     for x in ("host_jpeg", "python_tv")]
+            L.append(f"| {model} | " + " | ".join(self.cell(s, x) for x in SIDES) + " | " +
+                     " | ".join([self.ratio(s, "host_jpeg", "host_pool"), self.ratio(s, "host_jpeg", "python_tv"),
+                                 self.ratio(s, "host_shards", "host_jpeg"), self.ratio(s, "python_nvjpeg", "python_tv")])
+                     + " | " + " | ".join(cores) + " |")
+        L.append("")
+        for model in a.models:
+            L += self.model_section(model, sums.get(model, {}))
+        L += self.rates_section(sums.get("decode", {}), sums)
+        return "\n".join(L) + "\n"
+
+    def model_section(self, model, s):
+        L = [f"## {model}: batch {self.a.batch} x 3x{self.a.size}x{self.a.size}, {self.data['classes']} classes", "",
+             "| side | images/s | runs | data wait | cores busy (timed) | cores busy (run) | loader threads | "
+             "peak allocated MiB | notes |", "| --- " * 9 + "|"]
+        for side in SIDES:
+            if side not in self.a.sides:
+                continue
+            x = s.get(side, {})
+            runs = ", ".join(f"{v:.0f}" for v in x.get("runs_images_per_s", [])) or "-"
+            notes = {"host_jpeg": "image_folder, fast_decode on (default)", "host_shards": "webdataset, fast_decode on",
+                     "host_pool": "tensor_pool: no decoding (the GPU's rate with the host's loop)",
+                     "python_tv": "ImageFolder + DataLoader, PIL full decode",
+                     "python_nvjpeg": "decode_jpeg(device='cuda') batched"}[side]
+            notes = [notes]
+            if self.a.device != "cuda" and side == "python_nvjpeg":
+                notes.append(f"decode_jpeg on {self.a.device} (smoke test)")
+            notes += sorted({r["exit_note"] for r in self.results.get(model, {}).get(side, []) if r.get("exit_note")})
+            reasons = {}
+            for e in x.get("errors", []):
+                if skipped(e):
+                    reasons.setdefault(e["error"], []).append(str(e["run"]))
+                else:
+                    notes.append(f"**run {e['run']} failed** (below)")
+            notes += [f"run {', '.join(r)} {why}" for why, r in reasons.items()]
+            f = lambda k, fmt: format(x[k], fmt) if x.get(k) is not None else "-"  # noqa: E731
+            L.append(f"| {LABELS[side]} | {self.cell(s, side)} | {runs} | {f('data_wait', '.1%')} | "
+                     f"{f('cores_timed', '.1f')} | {f('cores_run', '.1f')} | {x.get('loader_threads', '-')} | "
+                     f"{f('peak_alloc_mib', '.0f')} | {'; '.join(notes)} |")
+        L.append("")
+        for side in SIDES:
+            for e in s.get(side, {}).get("errors", []):
+                if not skipped(e):
+                    L += [f"{LABELS[side]}, run {e['run']}" + (f": `{e['cmd']}`" if "cmd" in e else ""), "", "```",
+                          e["error"], "```", ""]
+        return L
+
+    def rates_section(self, s, sums):
+        L = ["## Decode rates (nothing else running)", "", "| what | images/s | notes |", "| --- | --- | --- |"]
+
+        def row(what, got, notes=""):
+            if isinstance(got, dict) and got.get("images_per_s"):
+                L.append(f"| {what} | {got['images_per_s']:.0f} | {notes} |")
+            else:
+                why = got.get("error", "not run") if isinstance(got, dict) else "not run"
+                L.append(f"| {what} | - | {why.splitlines()[0] if why else 'not run'} |")
+
+        pool = [sums.get(m, {}).get("host_pool", {}).get("images_per_s") for m in self.a.models]
+
+        def per_thread(got, what):
+            """What one thread's rate means: 4 of them, and how many the pool's rate needs."""
+            rate = got.get("images_per_s") if isinstance(got, dict) else None
+            if not rate:
+                return ""
+            need = [f"{m} {p / rate:.1f}" for m, p in zip(self.a.models, pool) if p]
+            return (f"; 4 {what} would give {4 * rate:.0f} images/s" +
+                    (f"; {what} the memory pool's rate needs: " + ", ".join(need) if need else ""))
+
+        host = s.get("rate_host", {})
+        got = host.get("result") or (host.get("errors") or [{}])[0]
+        row("host, 1 loader thread (image_pipeline_bench --workers 1 --batch 64, image_folder, fast_decode on), "
+            f"decode + crop + resize + flip + normalise", got,
+            f"{self.a.rate_images} files" + per_thread(got, "threads"))
+        py = s.get("rate_python", {})
+        got = py.get("result") or (py.get("errors") or [{}])[0]
+        if "error" in got and not py.get("result"):
+            row("Python decode rates", got)
+        else:
+            cpu = got.get("cpu_pil_one_worker", {})
+            row("torchvision, 1 DataLoader worker (PIL full decode + RandomResizedCrop + flip + ToTensor + Normalize)",
+                cpu, f"{cpu.get('images', '?')} files timed, batch 64" + per_thread(cpu, "workers"))
+            g = got.get("gpu_nvjpeg", {})
+            for key, what in (("decode", "GPU decode_jpeg(device='cuda'), batches of 256, decode only"),
+                              ("decode_transform", "GPU decode_jpeg + RandomResizedCrop/flip per image + stack + "
+                                                   "normalise")):
+                x = g.get(key) if "error" not in g else g
+                note = (f"{x['images']} files; CPU {x['cpu_ms_per_image']:.2f} ms per image, "
+                        f"{x['cores_busy']:.1f} cores busy") if isinstance(x, dict) and x.get("images_per_s") else ""
+                row(what, x or {"error": "not run"}, note)
+        for side in RATES:
+            note = s.get(side, {}).get("result", {}).get("exit_note")
+            if note:
+                L.append(f"\n{LABELS[side]}: {note.strip()}")
+            for e in s.get(side, {}).get("errors", []):
+                if not skipped(e):
+                    L += ["", f"{LABELS[side]}" + (f": `{e['cmd']}`" if "cmd" in e else ""), "", "```", e["error"], "```"]
+        return L + [""]
+
+
+def prepare(a):
+    """Generate the set (make_imagenet_like.py skips the work when ROOT holds it)."""
+    cmd = [a.python, str(GENERATOR), str(a.data), "--count", str(a.count), "--classes", str(a.classes)]
+    log(f"$ {shlex.join(cmd)}")
+    return subprocess.run(cmd).returncode
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", type=Path, default=ROOT / "build", help="torchhost build (bin/host, plugins/)")
+    p.add_argument("--out", type=Path, required=True, help="where gpu-e2e.md and gpu-e2e.json go")
+    p.add_argument("--data", type=Path, required=True, help="the JPEG set's ROOT (ROOT-shards beside it)")
+    p.add_argument("--models", default="resnet50,resnet18", help=f"of {', '.join(MODELS)}")
+    p.add_argument("--sides", default=",".join(SIDES))
+    p.add_argument("--rates", default="host,python", help="decode rates to measure: host, python ('' none)")
+    p.add_argument("--runs", type=int, default=2, help="rounds (the budget may drop later ones)")
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--size", type=int, default=224, help="crop size (the pool's image size)")
+    p.add_argument("--workers", type=int, default=max(1, len(os.sched_getaffinity(0)) - 2),
+                   help="loader threads (host) and DataLoader worker processes (torchvision); default cores - 2")
+    p.add_argument("--prefetch", type=int, default=4, help="the host's data.prefetch")
+    p.add_argument("--reader-workers", type=int, default=4, help="python_nvjpeg: DataLoader processes reading the files")
+    p.add_argument("--epochs", type=int, default=2, help="per run; the first is warm-up")
+    p.add_argument("--window", type=int, default=5, help="steps per timing window (train.log_every_steps)")
+    p.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
+    p.add_argument("--rate-images", type=int, default=RATE_IMAGES, help="files for the CPU decode rates")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--python", default=sys.executable, help="interpreter of the Python sides (torch, torchvision)")
+    p.add_argument("--timeout-s", type=float, default=120, help="per run")
+    p.add_argument("--budget-s", type=float, default=170,
+                   help="whole benchmark: a run starts only if its estimate fits in what is left (0: no limit)")
+    p.add_argument("--prepare", action="store_true", help="generate the set first (skipped when ROOT holds it)")
+    p.add_argument("--count", type=int, default=8000, help="--prepare: images")
+    p.add_argument("--classes", type=int, default=100, help="--prepare: classes")
+    p.add_argument("--keep", action="store_true", help="keep the runs' directories and logs (printed)")
+    p.add_argument("--dry-run", action="store_true", help="print the plan (commands, priorities, estimates) and exit")
+    a = p.parse_args()
+    a.build, a.out, a.data = a.build.resolve(), a.out.resolve(), a.data.resolve()
+    a.models = [m for m in a.models.split(",") if m]
+    a.sides = [s for s in a.sides.split(",") if s]
+    a.rates = [r for r in a.rates.split(",") if r]
+    unknown = [m for m in a.models if m not in MODELS] + [s for s in a.sides if s not in SIDES] + \
+        [r for r in a.rates if r not in ("host", "python")]
+    if unknown:
+        p.error(f"unknown model, side or rate: {', '.join(unknown)}")
+    if a.epochs < 1 or a.window < 1 or a.batch < 1 or a.workers < 0:
+        p.error("--epochs, --window and --batch must be >= 1, --workers >= 0")
+    if a.prepare and not a.dry_run and prepare(a) != 0:
+        log("gpu_e2e_bench.py: generating the set failed; the sides will say what is missing")
+    bench = Bench(a)
+    if a.keep:
+        log(f"runs in {bench.tmp}")
+    return bench.main()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
