@@ -61,8 +61,17 @@ void StepTrace::before_step(int64_t step) {
     prepared_ = true;
   }
   if (step < first_ || step > last_) return;
+  // The device finishes the steps before the window first: the CPU runs ahead of it, and kernels
+  // of earlier steps still running when the tracer starts would be counted in the window (a third
+  // of a ResNet-50 step on an H200, bench/gpu/2026-11-27-h200-e2e-fair.md). One sync per trace.
+  synchronize();
   kineto::enableProfiler(kineto_config(), activities(device_));
   started_at_ = step;
+}
+
+void StepTrace::synchronize() const {
+  if (device_.type() != c10::DeviceType::CPU)
+    c10::impl::VirtualGuardImpl(device_.type()).synchronizeDevice(device_.has_index() ? device_.index() : 0);
 }
 
 void StepTrace::after_step(int64_t step) {
@@ -81,8 +90,7 @@ void StepTrace::finish(int64_t last_step) {
 
 void StepTrace::stop_and_write(int64_t last_step) {
   // Kernels still queued when the profiler stops would be missing from the trace.
-  if (device_.type() != c10::DeviceType::CPU)
-    c10::impl::VirtualGuardImpl(device_.type()).synchronizeDevice(device_.has_index() ? device_.index() : 0);
+  synchronize();
   const int64_t first = std::exchange(started_at_, 0);
   written_ = true;
   const std::unique_ptr<kineto::ProfilerResult> result = kineto::disableProfiler();

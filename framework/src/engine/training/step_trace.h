@@ -40,6 +40,8 @@ class StepTrace {
 
  private:
   void stop_and_write(int64_t last_step);
+  /// Waits for the device (nothing on the CPU).
+  void synchronize() const;
 
   int64_t first_ = 0, last_ = 0; ///< the window; 0 = off
   int64_t started_at_ = 0;       ///< the first recorded step; 0 = not recording
