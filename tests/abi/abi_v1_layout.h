@@ -22,9 +22,10 @@
   X(tp_descriptor_t, 72, 8)        \
   X(tp_plugin_entry_t, 72, 8)      \
   X(tp_field_t, 16, 8)             \
-  X(tp_worker_ctx_t, 32, 8)        \
-  X(tp_dataset_v1_t, 72, 8)        /* 1.5: +prepare, 1.6: +field_batching, 1.10: +sample_groups */ \
+  X(tp_worker_ctx_t, 40, 8)        /* 1.11: +encoded_images */ \
+  X(tp_dataset_v1_t, 80, 8)        /* 1.5: +prepare, 1.6: +field_batching, 1.10: +sample_groups, 1.11: +encoded_images */ \
   X(tp_field_batching_t, 24, 8)    /* @since 1.6 */ \
+  X(tp_encoded_image_t, 64, 8)     /* @since 1.11 */ \
   X(tp_scalar_t, 16, 8)            \
   X(tp_event_t, 56, 8)             \
   X(tp_callback_v1_t, 32, 8)       \
@@ -107,6 +108,7 @@
   X(tp_worker_ctx_t, rank, 12)                    \
   X(tp_worker_ctx_t, epoch, 16)                   \
   X(tp_worker_ctx_t, seed, 24)                    \
+  X(tp_worker_ctx_t, encoded_images, 32)          /* @since 1.11 */ \
   X(tp_dataset_v1_t, struct_size, 0)              \
   X(tp_dataset_v1_t, create, 8)                   \
   X(tp_dataset_v1_t, destroy, 16)                 \
@@ -116,10 +118,20 @@
   X(tp_dataset_v1_t, prepare, 48)                 /* @since 1.5 */ \
   X(tp_dataset_v1_t, field_batching, 56)          /* @since 1.6 */ \
   X(tp_dataset_v1_t, sample_groups, 64)           /* @since 1.10 */ \
+  X(tp_dataset_v1_t, encoded_images, 72)          /* @since 1.11 */ \
   X(tp_field_batching_t, struct_size, 0)          /* @since 1.6 */ \
   X(tp_field_batching_t, batching, 4)             /* @since 1.6 */ \
   X(tp_field_batching_t, name, 8)                 /* @since 1.6 */ \
   X(tp_field_batching_t, pad_value, 16)           /* @since 1.6 */ \
+  X(tp_encoded_image_t, struct_size, 0)           /* @since 1.11 */ \
+  X(tp_encoded_image_t, available, 4)             /* @since 1.11 */ \
+  X(tp_encoded_image_t, name, 8)                  /* @since 1.11 */ \
+  X(tp_encoded_image_t, reason, 16)               /* @since 1.11 */ \
+  X(tp_encoded_image_t, out_height, 24)           /* @since 1.11 */ \
+  X(tp_encoded_image_t, out_width, 28)            /* @since 1.11 */ \
+  X(tp_encoded_image_t, mean, 32)                 /* @since 1.11 */ \
+  X(tp_encoded_image_t, std, 44)                  /* @since 1.11 */ \
+  X(tp_encoded_image_t, channels_last, 56)        /* @since 1.11 */ \
   X(tp_scalar_t, name, 0)                         \
   X(tp_scalar_t, value, 8)                        \
   X(tp_event_t, struct_size, 0)                   \
@@ -192,7 +204,9 @@
   X(tp_metric_v1_t, 6, 64, visit_gathered_state)          \
   X(tp_model_v1_t, 7, 80, check_graph_capture)           \
   X(tp_loss_v1_t, 8, 40, describe)                        \
-  X(tp_dataset_v1_t, 9, 64, sample_groups)
+  X(tp_dataset_v1_t, 9, 64, sample_groups)               \
+  X(tp_dataset_v1_t, 10, 72, encoded_images)             \
+  X(tp_worker_ctx_t, 10, 32, encoded_images)
 
 /* X(constant, value): the released values of the ABI's integer constants. Plugins compile them in,
  * so renumbering one is as breaking as moving a member. */

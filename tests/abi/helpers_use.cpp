@@ -66,8 +66,18 @@ class UseDataset {
   void get_sample(uint64_t index, const tp::cpp::WorkerContext& ctx, tp::cpp::Sample& out) const {
     const uint64_t seed = ctx.has_seed() ? ctx.seed("noise") : 0;
     out.add("x", std::vector<double>{scale_ * static_cast<double>(index + seed)}, {1});
+    if (ctx.encoded_images()) {
+      out.add("image", std::vector<uint8_t>{0xFF, 0xD8}, {2});
+      out.add("image_box", std::vector<int32_t>{0, 0, 1, 1, 0, 1, 1}, {7});
+    } else {
+      out.add("image", std::vector<float>(3, 0.0f), {3, 1, 1});
+    }
   }
   void set_epoch(uint64_t epoch) { size_ = epoch + 1; }
+  std::vector<tp_encoded_image_t> encoded_images() const {
+    return {tp::cpp::encoded_image("image", 1, 1, {0.5f, 0.5f, 0.5f}, {0.25f, 0.25f, 0.25f}, false),
+            tp::cpp::unavailable_encoded_image("depth", "`jitter` transforms decoded pixels")};
+  }
 
  private:
   uint64_t size_;

@@ -74,6 +74,7 @@ TEST_CASE("struct_size is the first member of every extensible ABI struct (PLG-2
   TP_CHECK_FIRST(tp_worker_ctx_t);
   TP_CHECK_FIRST(tp_dataset_v1_t);
   TP_CHECK_FIRST(tp_field_batching_t);
+  TP_CHECK_FIRST(tp_encoded_image_t);
   TP_CHECK_FIRST(tp_event_t);
   TP_CHECK_FIRST(tp_callback_v1_t);
   TP_CHECK_FIRST(tp_model_v1_t);
@@ -124,6 +125,21 @@ TEST_CASE("a C++ table initialised positionally leaves members appended later NU
   static_assert(table.set_activation_checkpointing == nullptr);
   static_assert(table.check_graph_capture == nullptr);
   CHECK(table.struct_size == sizeof(tp_model_v1_t));
+}
+
+TEST_CASE("ABI 1.11: a context or a dataset table written for an older minor asks for pixels (PLG-2)") {
+  // The 1.0-1.10 form of a host's worker context and of a C++ dataset table: positional, without
+  // the appended member. The default member initializers in dataset.h keep both free of
+  // -Wmissing-field-initializers and leave encoded_images 0 (pixels) and NULL (nothing declared).
+  constexpr tp_worker_ctx_t ctx = {sizeof(tp_worker_ctx_t), 0, 1, 0, 0, 7};
+  static_assert(ctx.encoded_images == 0);
+  constexpr tp_dataset_v1_t table = {sizeof(tp_dataset_v1_t), nullptr, nullptr, nullptr, nullptr, nullptr,
+                                     nullptr, nullptr, nullptr};
+  static_assert(table.encoded_images == nullptr);
+  // A 1.10 host's context ends right before encoded_images: a plugin that checks struct_size
+  // (the C++ adapter's WorkerContext::encoded_images) never reads the bytes after it.
+  CHECK(offsetof(tp_worker_ctx_t, encoded_images) == 32);
+  CHECK(offsetof(tp_worker_ctx_t, encoded_images) + sizeof(uint32_t) <= sizeof(tp_worker_ctx_t));
 }
 
 TEST_CASE("the layout table pins every struct the ABI headers define") {

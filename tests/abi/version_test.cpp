@@ -112,6 +112,25 @@ TEST_CASE("ABI 1.9: this host loads plugins built for 1.0 to 1.9; a 1.8 host ref
   CHECK_FALSE(compatible({1, 8, 0}, {1, 9, 0}));
 }
 
+TEST_CASE("ABI 1.10: this host loads plugins built for 1.0 to 1.10; a 1.9 host refuses 1.10 plugins") {
+  // 1.10 appended tp_dataset_v1_t.sample_groups (abi_v1_layout.h, TP_ABI_V1_GROWN).
+  const tp_version_t host = TP_ABI_VERSION_INIT;
+  CHECK(host.minor >= 10);
+  CHECK(compatible(host, {1, 9, 0}));
+  CHECK(compatible(host, {1, 10, 0}));
+  CHECK_FALSE(compatible({1, 9, 0}, {1, 10, 0}));
+}
+
+TEST_CASE("ABI 1.11: this host loads plugins built for 1.0 to 1.11; a 1.10 host refuses 1.11 plugins") {
+  // 1.11 appended tp_dataset_v1_t.encoded_images and tp_worker_ctx_t.encoded_images, and added
+  // tp_encoded_image_t (abi_v1_layout.h, TP_ABI_V1_GROWN).
+  const tp_version_t host = TP_ABI_VERSION_INIT;
+  CHECK(host.minor >= 11);
+  CHECK(compatible(host, {1, 10, 0}));
+  CHECK(compatible(host, {1, 11, 0}));
+  CHECK_FALSE(compatible({1, 10, 0}, {1, 11, 0}));
+}
+
 TEST_CASE("this ABI is compatible with itself, and C and C++ agree on its version") {
   const tp_version_t cxx = TP_ABI_VERSION_INIT;
   const tp_version_t c = tp_test_c_abi_version();

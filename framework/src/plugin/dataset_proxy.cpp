@@ -35,6 +35,7 @@ DatasetProxy::DatasetProxy(ComponentEntry entry, const ComponentConfig& config, 
     check(table_.size(self_, &size_), "size");
     layout_ = read_field_batching();
     group_ends_ = read_sample_groups();
+    encoded_ = read_encoded_images();
   } catch (...) {
     table_.destroy(self_); // the destructor does not run for a throwing constructor
     throw;
@@ -69,6 +70,60 @@ std::vector<uint64_t> DatasetProxy::read_sample_groups() const {
                       "plugin component '" + id() + "' declared its sample groups wrongly on split '" + split_ +
                           "': " + e.what() + " (plugin_api/include/tp/iface/dataset.h, sample_groups).");
   }
+}
+
+std::vector<EncodedImageSpec> DatasetProxy::read_encoded_images() const {
+  if (table_.encoded_images == nullptr) return {};  // NULL, or a table from before ABI 1.11
+  const tp_encoded_image_t* entries = nullptr;
+  uint32_t count = 0;
+  check(table_.encoded_images(self_, &entries, &count), "encoded_images");
+  try {
+    return parse_encoded_images(entries, count);
+  } catch (const Error& e) {
+    throw PluginError(id(), "encoded_images",
+                      "plugin component '" + id() + "' declared its encoded images wrongly on split '" + split_ +
+                          "': " + e.what() + " (plugin_api/include/tp/iface/dataset.h, tp_encoded_image_t).");
+  }
+}
+
+std::vector<EncodedImageSpec> DatasetProxy::parse_encoded_images(const tp_encoded_image_t* entries, uint32_t count) {
+  if (count == 0) return {};
+  TP_CHECK(entries != nullptr, count, " entries at a NULL pointer");
+  const uint32_t stride = entries->struct_size;  // PLG-2, as parse_field_batching
+  TP_CHECK(stride >= sizeof(tp_encoded_image_t), "struct_size ", stride, " is smaller than tp_encoded_image_t (",
+           sizeof(tp_encoded_image_t), " bytes)");
+  std::vector<EncodedImageSpec> out;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(entries);
+  for (uint32_t i = 0; i < count; ++i) {
+    tp_encoded_image_t entry{};
+    std::memcpy(&entry, bytes + static_cast<std::size_t>(i) * stride, sizeof entry);
+    TP_CHECK(entry.name != nullptr && entry.name[0] != '\0', "entry ", i, " has no name");
+    EncodedImageSpec spec;
+    spec.name = entry.name;
+    for (const EncodedImageSpec& earlier : out) TP_CHECK(earlier.name != spec.name, "field '", spec.name, "' twice");
+    spec.available = entry.available != 0;
+    if (spec.available) {
+      TP_CHECK(entry.reason == nullptr, "field '", spec.name,
+               "' is available but has a reason (set reason only when available is 0)");
+      TP_CHECK(entry.out_height > 0 && entry.out_width > 0, "field '", spec.name, "' is available with output size ",
+               entry.out_height, "x", entry.out_width, " (both must be > 0)");
+      for (int c = 0; c < 3; ++c)
+        TP_CHECK(entry.std[c] != 0.0F, "field '", spec.name, "' has std[", c, "] = 0");
+    } else {
+      TP_CHECK(entry.reason != nullptr && entry.reason[0] != '\0', "field '", spec.name,
+               "' is unavailable without a reason (name the key that prevents it)");
+      spec.reason = entry.reason;
+    }
+    spec.out_height = entry.out_height;
+    spec.out_width = entry.out_width;
+    for (std::size_t c = 0; c < 3; ++c) {
+      spec.mean[c] = entry.mean[c];
+      spec.std[c] = entry.std[c];
+    }
+    spec.channels_last = entry.channels_last != 0;
+    out.push_back(std::move(spec));
+  }
+  return out;
 }
 
 std::vector<uint64_t> DatasetProxy::parse_sample_groups(const uint64_t* ends, uint64_t count, uint64_t size) {

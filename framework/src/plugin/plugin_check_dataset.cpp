@@ -13,6 +13,7 @@
 
 #include "config_adapter.h"
 #include "dlpack_check.h"
+#include "encoded_sample_check.h"
 #include "sized_copy.h"
 #include "tp/framework/data/collate.h"
 #include "tp/framework/data/field_contracts.h"
@@ -112,6 +113,19 @@ struct HandedOver {
 struct Sample {
   std::vector<FieldShape> shapes;
   std::vector<at::Tensor> values;
+  /// The fields as the loader holds them.
+  NamedTensors named() const {
+    NamedTensors out;
+    for (std::size_t i = 0; i < values.size(); ++i) out.emplace_back(shapes[i].name, values[i]);
+    return out;
+  }
+  /// Throws unless `other`, the same index read again with the same seed, is equal (PLG-8).
+  void expect_equal(const Sample& other, const std::string& where) const {
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (other.shapes != shapes || !at::equal(values[i], other.values[i]))
+        throw Error(where + " differs between two calls with the same worker seed (field '" + shapes[i].name +
+                    "'): a sample is a function of the config, the index and ctx->seed (PLG-8)");
+  }
 };
 
 /// One split of the dataset, created and destroyed through the raw table.
@@ -136,6 +150,7 @@ class SplitUnderCheck {
       if (table_.set_epoch != nullptr) guarded("set_epoch", [&] { return table_.set_epoch(self_, options_.epoch); });
       read_layout();
       check_groups();
+      read_encoded_images();
     } catch (...) {
       destroy(); // the destructor does not run for a throwing constructor
       throw;
@@ -148,13 +163,18 @@ class SplitUnderCheck {
   uint64_t size() const { return size_; }
   /// The fields the split declares pad or ragged (ABI 1.6; empty: every field stacks).
   const BatchLayout& layout() const { return layout_; }
+  /// The image fields the split can hand over encoded (ABI 1.11; empty: none declared).
+  const std::vector<EncodedImageSpec>& encoded_images() const { return encoded_; }
 
-  /// Reads sample `index`; throws naming the call, split and index for any broken field rule.
-  Sample read(uint64_t index) const {
+  /// Reads sample `index`, asking for encoded images when `encoded` (ABI 1.11); throws naming the
+  /// call, split and index for any broken field rule.
+  Sample read(uint64_t index, bool encoded = false) const {
     const std::string call = "get_sample on split '" + split_ + "'";
-    const std::string where = "get_sample at index " + std::to_string(index) + " of split '" + split_ + "'";
+    const std::string where = "get_sample at index " + std::to_string(index) + " of split '" + split_ + "'" +
+                              (encoded ? " with encoded_images = 1" : "");
     HandedOver out;
-    const tp_worker_ctx_t ctx = context(index);
+    tp_worker_ctx_t ctx = context(index);
+    ctx.encoded_images = encoded ? 1U : 0U;
     tp_status status = TP_OK;
     {
       const PluginCallScope scope(info_.id.c_str(), call.c_str(), index);
@@ -234,6 +254,19 @@ class SplitUnderCheck {
     }
   }
 
+  // A declaration the loader would refuse fails the check here (ABI 1.11).
+  void read_encoded_images() {
+    if (table_.encoded_images == nullptr) return;
+    const tp_encoded_image_t* entries = nullptr;
+    uint32_t count = 0;
+    guarded("encoded_images", [&] { return table_.encoded_images(self_, &entries, &count); });
+    try {
+      encoded_ = DatasetProxy::parse_encoded_images(entries, count);
+    } catch (const Error& e) {
+      throw Error("encoded_images on split '" + split_ + "' is malformed: " + e.what());
+    }
+  }
+
   void destroy() {
     const std::string call = "destroy on split '" + split_ + "'";
     const PluginCallScope scope(info_.id.c_str(), call.c_str(), UINT64_MAX);
@@ -266,7 +299,24 @@ class SplitUnderCheck {
   void* self_ = nullptr;
   uint64_t size_ = 0;
   BatchLayout layout_;
+  std::vector<EncodedImageSpec> encoded_;
 };
+
+/// ABI 1.11: index `index`'s pixel sample `pixels` against the split's declaration and, when a field
+/// is available, the same index read encoded, twice alike; what the summary says of it.
+std::string check_encoded(const SplitUnderCheck& data, uint64_t index, const Sample& pixels, const std::string& where) {
+  const std::vector<EncodedImageSpec>& specs = data.encoded_images();
+  if (specs.empty()) return "";
+  if (const std::string problem = pixel_sample_problem(specs, pixels.named()); !problem.empty())
+    throw Error(where + ": " + problem);
+  const std::string text = ", encoded images: " + encoded_images_text(specs);
+  if (std::none_of(specs.begin(), specs.end(), [](const EncodedImageSpec& s) { return s.available; })) return text;
+  const Sample a = data.read(index, /*encoded=*/true);
+  if (const std::string problem = encoded_sample_problem(specs, pixels.named(), a.named()); !problem.empty())
+    throw Error(where + " with encoded_images = 1: " + problem);
+  a.expect_equal(data.read(index, /*encoded=*/true), where + " with encoded_images = 1");
+  return text + ", index " + std::to_string(index) + " read encoded alike";
+}
 
 /// By default the first, the last, a few spread by a fixed hash (the same on every check, so a
 /// failure reproduces); with --samples N, N spread evenly (first and last included); with
@@ -336,7 +386,7 @@ std::string check_split(const ComponentEntry& entry, const ComponentConfig& conf
   // Index 0's fields (the first read), which every other sample must match; the sizes a pad or
   // ragged field may vary in are "any".
   std::vector<FieldShape> fields;
-  std::string skipped;
+  std::string skipped, encoded;
   std::vector<NamedTensors> samples; // every sample read, collated at the end as the loader would
   const std::vector<uint64_t> indices = indices_to_read(data.size(), options, skipped);
   FieldContractCheck contracts(options.contract_loss, options.contracts);
@@ -345,13 +395,12 @@ std::string check_split(const ComponentEntry& entry, const ComponentConfig& conf
     const Sample b = data.read(index);
     const std::string where = "get_sample at index " + std::to_string(index) + " of split '" + split + "'";
     if (!contracts.empty()) {
-      NamedTensors named;
-      for (std::size_t i = 0; i < a.values.size(); ++i) named.emplace_back(a.shapes[i].name, a.values[i]);
-      contracts.add(named, split + " sample " + std::to_string(index));
+      contracts.add(a.named(), split + " sample " + std::to_string(index));
     }
     const std::vector<FieldShape> declared = as_declared(a.shapes, data.layout());
     if (index == indices.front()) {
       fields = declared;
+      encoded = check_encoded(data, index, a, where);
     } else if (declared != fields) {
       throw Error(where + " gave " + fields_text(a.shapes) + ", but index " + std::to_string(indices.front()) + " gave " +
                   fields_text(fields, data.layout()) + ": every sample has the same field names, dtypes and shapes "
@@ -360,14 +409,9 @@ std::string check_split(const ComponentEntry& entry, const ComponentConfig& conf
     // The first samples are batched at the end (enough to find what breaks a batch; all of a
     // --samples all split would hold the dataset in memory).
     if (samples.size() < kCollatedSamples) {
-      NamedTensors named;
-      for (std::size_t i = 0; i < a.values.size(); ++i) named.emplace_back(a.shapes[i].name, a.values[i]);
-      samples.push_back(std::move(named));
+      samples.push_back(a.named());
     }
-    for (std::size_t i = 0; i < a.values.size(); ++i)
-      if (b.shapes != a.shapes || !at::equal(a.values[i], b.values[i]))
-        throw Error(where + " differs between two calls with the same worker seed (field '" + a.shapes[i].name +
-                    "'): a sample is a function of the config, the index and ctx->seed (PLG-8)");
+    a.expect_equal(b, where);
   }
   if (const std::vector<std::string> broken = contracts.problems(); !broken.empty()) {
     std::string message = "split '" + split + "', held to the run's loss's field contracts:";
@@ -389,8 +433,8 @@ std::string check_split(const ComponentEntry& entry, const ComponentConfig& conf
   }
   return split + ": " + std::to_string(data.size()) + " samples, " + indices_text(indices, data.size()) +
          " read twice alike" + (skipped.empty() ? "" : " (--index " + skipped + " past the end, not read)") +
-         ", fields " + fields_text(fields, data.layout()) + ", batched alike, index " + std::to_string(data.size()) +
-         " refused";
+         ", fields " + fields_text(fields, data.layout()) + encoded + ", batched alike, index " +
+         std::to_string(data.size()) + " refused";
 }
 
 // Whether the dataset serves "test": plugin ABI 1.5 added the split, and a dataset without one

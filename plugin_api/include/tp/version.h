@@ -29,7 +29,11 @@
  *        and which of its named terms have a floor (host verify's overfit check).
  *   1.10 tp_dataset_v1_t.sample_groups (optional; NULL = independent samples): the contiguous
  *        groups (tar shards, chunks) a dataset's samples are stored in, so the sampler reads each
- *        group's samples together (data.group_window). */
+ *        group's samples together (data.group_window).
+ *   1.11 images the host decodes: tp_dataset_v1_t.encoded_images (optional; NULL = every field as
+ *        it is) with tp_encoded_image_t, and tp_worker_ctx_t.encoded_images (zero from older
+ *        hosts): a dataset hands an image field over as its file's bytes plus the crop and flip
+ *        its CPU path draws, and the host decodes it on the device (data.decode). */
 #ifndef TP_VERSION_H
 #define TP_VERSION_H
 
@@ -39,7 +43,7 @@
 #include "tp/macros.h"
 
 #define TP_ABI_MAJOR 1
-#define TP_ABI_MINOR 10
+#define TP_ABI_MINOR 11
 #define TP_ABI_PATCH 0
 
 TP_EXTERN_C_BEGIN

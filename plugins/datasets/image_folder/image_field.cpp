@@ -1,5 +1,6 @@
 #include "image_field.h"
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -40,6 +41,13 @@ tp_field_t make_image_field(Image&& image, bool channels_last) {
   owned->managed.manager_ctx = owned.get();
   owned->managed.deleter = &delete_owned_image;
   return tp_field_t{"image", &owned.release()->managed};
+}
+
+void add_encoded_image(tp::cpp::Sample& out, std::vector<unsigned char>&& bytes, const ImageBox& box) {
+  const auto n = static_cast<int64_t>(bytes.size());
+  out.add("image", std::move(bytes), {n});
+  const std::array<int32_t, 7> values = box.values();
+  out.add("image_box", std::vector<int32_t>(values.begin(), values.end()), {7});
 }
 
 }  // namespace tp::image_folder

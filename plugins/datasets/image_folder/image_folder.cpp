@@ -96,6 +96,7 @@ class ImageFolderDataset {
 
   explicit ImageFolderDataset(const tp::cpp::DatasetArgs& args)
       : transform_(ifo::read_transform(args.config, args.train(), "image_folder")),
+        encoded_refusal_(ifo::encoded_image_refusal(transform_)),
         listing_(listing_for(args, ifo::CacheUse::kRead)) {
     args.log(TP_LOG_INFO, std::string("image_folder (") + args.split_name + "): " +
                               std::to_string(listing_.paths.size()) + " images, " +
@@ -104,16 +105,30 @@ class ImageFolderDataset {
 
   uint64_t size() const { return listing_.paths.size(); }
 
+  /// "image" for the host to decode on the device (ABI 1.11): available when this split's
+  /// transform is crop, resize, flip and normalisation to a fixed size; else the keys that prevent it.
+  std::vector<tp_encoded_image_t> encoded_images() const {
+    return {ifo::encoded_image_declaration(transform_, encoded_refusal_)};
+  }
+
   void get_sample(uint64_t index, const tp::cpp::WorkerContext& ctx, tp::cpp::Sample& out) const {
     // The per-sample seed drives the train augmentation (PLG-8); val has none to draw.
     const uint64_t seed = transform_.random ? ctx.seed("train augmentation") : ctx.has_seed() ? ctx.raw()->seed : 0;
-    ifo::Image image = ifo::load_image(listing_.paths[index], transform_, seed);
-    out.add(ifo::make_image_field(std::move(image), transform_.channels_last));
+    const std::string& path = listing_.paths[index];
+    if (encoded_refusal_.empty() && ctx.encoded_images()) {
+      // The file's bytes and the crop the CPU path would cut (PLG-19); the host decodes them.
+      std::vector<unsigned char> bytes = ifo::read_image_file(path, transform_.component, transform_.max_image_pixels);
+      const ifo::ImageBox box = ifo::encoded_box(bytes, path, transform_, seed);
+      ifo::add_encoded_image(out, std::move(bytes), box);
+    } else {
+      out.add(ifo::make_image_field(ifo::load_image(path, transform_, seed), transform_.channels_last));
+    }
     out.add("label", std::vector<int64_t>{listing_.labels[index]}, {});
   }
 
  private:
   ifo::TransformOptions transform_;
+  std::string encoded_refusal_;  // "": "image" can be handed over encoded (lent by encoded_images())
   ifo::Listing listing_;
   ifo::OpenCvThreadsPin pin_;  // OpenCV single-threaded while this instance lives
 };

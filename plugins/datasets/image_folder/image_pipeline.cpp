@@ -16,10 +16,12 @@ namespace {
 
 using tp::cpp::Failure;
 
-/// A crop rectangle in original-image pixel units (may be fractional) and the output size.
+/// A crop rectangle in original-image pixel units (may be fractional), the output size and the
+/// flip: everything random about an image's geometry, drawn before any pixel is decoded.
 struct Plan {
   double x = 0, y = 0, w = 0, h = 0;
   Size2 out;
+  bool flip = false;
 };
 
 /// torchvision.transforms.RandomResizedCrop.get_params as a Plan.
@@ -68,6 +70,42 @@ Plan resize_center_crop(int height, int width, const TransformOptions& o, const 
   return p;
 }
 
+/// The horizontal flip of a train sample, drawn from its own stream (kTagFlip).
+bool draw_flip(const TransformOptions& o, uint64_t seed) {
+  return o.random && o.hflip > 0.0 && Rng(seed, kTagFlip).uniform() < o.hflip;
+}
+
+/// The geometry of one image of `height` x `width` original pixels: every random draw depends only
+/// on (seed, original size), never on what is decoded, so the CPU path (transform_image) and the
+/// host's decoder (encoded_box) cut the same crop from the same seed.
+Plan draw_plan(int height, int width, const TransformOptions& o, uint64_t seed, const std::string& path) {
+  Plan plan;
+  if (o.random && o.random_resized_crop.set()) {
+    Rng rng(seed, kTagCrop);
+    plan = random_resized_crop(height, width, o, rng);
+  } else {
+    plan = resize_center_crop(height, width, o, path);
+  }
+  plan.flip = draw_flip(o, seed);
+  return plan;
+}
+
+/// The plan's crop in whole pixels of a decode of `cols` x `rows` of the `height` x `width`
+/// original (a reduced JPEG decode scales it down; at full scale, cols = width and rows = height,
+/// it is the plan rounded): x0, y0 inclusive, x1, y1 exclusive, at least one pixel each way.
+ImageBox crop_in(const Plan& plan, int height, int width, int cols, int rows) {
+  const double sx = static_cast<double>(cols) / width, sy = static_cast<double>(rows) / height;
+  ImageBox box;
+  box.x0 = std::clamp(static_cast<int>(std::lround(plan.x * sx)), 0, cols - 1);
+  box.y0 = std::clamp(static_cast<int>(std::lround(plan.y * sy)), 0, rows - 1);
+  box.x1 = std::clamp(static_cast<int>(std::lround((plan.x + plan.w) * sx)), box.x0 + 1, cols);
+  box.y1 = std::clamp(static_cast<int>(std::lround((plan.y + plan.h) * sy)), box.y0 + 1, rows);
+  box.flip = plan.flip;
+  box.height = height;
+  box.width = width;
+  return box;
+}
+
 /// 1, 2, 4 or 8: the largest JPEG DCT scale-down that still leaves at least as many pixels as the
 /// output in both directions, so the final resize never upsamples because of it.
 int reduction_for(const Plan& p) {
@@ -88,6 +126,23 @@ int reduced_flag(int r) {
 
 }  // namespace
 
+std::array<int32_t, 7> ImageBox::values() const {
+  return {x0, y0, x1, y1, flip ? 1 : 0, height, width};
+}
+
+ImageBox encoded_box(const std::vector<unsigned char>& bytes, const std::string& name, const TransformOptions& o,
+                     uint64_t seed) {
+  check_image_bytes(bytes, name, o.component, o.max_image_pixels);
+  int height = 0, width = 0;
+  if (!jpeg_size(bytes.data(), bytes.size(), &height, &width)) {
+    // The size needs a decode: the host asks for this sample's pixels instead (encoded_images = 0).
+    ImageBox unknown;
+    unknown.flip = draw_flip(o, seed);
+    return unknown;
+  }
+  return crop_in(draw_plan(height, width, o, seed, name), height, width, width, height);
+}
+
 Image load_image(const std::string& path, const TransformOptions& o, uint64_t seed) {
   return transform_image(read_image_file(path, o.component, o.max_image_pixels), path, o, seed);
 }
@@ -105,30 +160,20 @@ Image transform_image(const std::vector<unsigned char>& bytes, const std::string
     width = full.cols;
   }
   // 2. Geometry in original pixels; every random draw depends only on (seed, original size).
-  Plan plan;
-  if (o.random && o.random_resized_crop.set()) {
-    Rng rng(seed, kTagCrop);
-    plan = random_resized_crop(height, width, o, rng);
-  } else {
-    plan = resize_center_crop(height, width, o, path);
-  }
+  const Plan plan = draw_plan(height, width, o, seed, path);
   // 3. Decode (reduced for JPEG when the crop is much larger than the output).
   if (full.empty()) {
     const int r = o.fast_decode ? reduction_for(plan) : 1;
     full = decode_bgr(bytes, reduced_flag(r), path, o.component);
   }
-  const double sx = static_cast<double>(full.cols) / width, sy = static_cast<double>(full.rows) / height;
-  const int x0 = std::clamp(static_cast<int>(std::lround(plan.x * sx)), 0, full.cols - 1);
-  const int y0 = std::clamp(static_cast<int>(std::lround(plan.y * sy)), 0, full.rows - 1);
-  const int x1 = std::clamp(static_cast<int>(std::lround((plan.x + plan.w) * sx)), x0 + 1, full.cols);
-  const int y1 = std::clamp(static_cast<int>(std::lround((plan.y + plan.h) * sy)), y0 + 1, full.rows);
-  const cv::Mat roi = full(cv::Rect(x0, y0, x1 - x0, y1 - y0));
+  const ImageBox box = crop_in(plan, height, width, full.cols, full.rows);
+  const cv::Mat roi = full(cv::Rect(box.x0, box.y0, box.x1 - box.x0, box.y1 - box.y0));
   // 4. One resize on 8-bit pixels (3 bytes per pixel instead of 12 for float): area averaging
   //    when shrinking (antialiased, like torchvision's antialias=True), bilinear otherwise.
   cv::Mat sized = resize_bgr(roi, plan.out.h, plan.out.w);
   // 5. RandAugment / TrivialAugment on 8-bit pixels, after the flip as in a torchvision recipe;
   //    the flip is then done here (one extra copy) rather than in the write pass.
-  bool flip = o.random && o.hflip > 0.0 && Rng(seed, kTagFlip).uniform() < o.hflip;
+  bool flip = plan.flip;
   if (o.random) {
     const std::vector<AugStep> steps = plan_augment(o.augment, sized.rows, sized.cols, seed);
     if (!steps.empty()) {

@@ -2,7 +2,8 @@
 // one resize on 8-bit pixels -> (with RandAugment / TrivialAugment: flip, then the ops on 8-bit
 // pixels) -> a single pass that flips, colour-jitters, normalises and writes float32 RGB straight
 // into the output buffer -> random erasing on that buffer. Pure function of (file bytes, options, seed), so
-// any worker thread produces the same values for the same sample.
+// any worker thread produces the same values for the same sample. encoded_box gives the same
+// geometry without decoding, for a host that decodes the file on the device (plugin ABI 1.11).
 #pragma once
 
 #include <array>
@@ -65,6 +66,33 @@ struct Image {
 /// makes a 500x375 JPEG to 224x224 about 2-3x cheaper than a full decode.
 Image transform_image(const std::vector<unsigned char>& bytes, const std::string& name, const TransformOptions& o,
                       uint64_t seed);
+
+/// The geometry transform_image applies to one image, in the stored image's pixels: the encoded
+/// form's `<name>_box` (plugin ABI 1.11, tp_encoded_image_t), for a host that decodes the file
+/// itself and must cut what the CPU path cuts.
+struct ImageBox {
+  int x0 = 0;  ///< the crop, x0 and y0 inclusive, x1 and y1 exclusive, at full resolution (what
+  int y0 = 0;  ///< transform_image cuts with fast_decode off)
+  int x1 = 0;
+  int y1 = 0;
+  bool flip = false;  ///< mirror left-right after the resize
+  int height = 0;     ///< the stored size as the JPEG header declares it; 0 x 0 (and a zero crop)
+  int width = 0;      ///< when the header does not give it: the host then asks for the pixels
+  /// x0, y0, x1, y1, flip (0/1), height, width: the int32 [7] field `<name>_box`.
+  std::array<int32_t, 7> values() const;
+};
+
+/// What the host needs to decode `bytes` itself and get transform_image's pixels (with fast_decode
+/// off), drawn exactly as transform_image draws them: the same byte checks first (check_image_bytes:
+/// a truncated JPEG, more than o.max_image_pixels fail the sample as on the CPU path, so
+/// data.on_bad_sample applies alike), the size from the JPEG header (jpeg_size), then the same plan
+/// (random_resized_crop or resize + center_crop, the flip) from (seed, that size) and the same
+/// integer crop at full scale. For bytes whose size the header does not give (PNG, BMP, WebP, a
+/// JPEG without SOF before its data) height = width = 0 and the crop is zero; the flip is still the
+/// sample's. Throws as transform_image for refused bytes and for a center_crop larger than the
+/// resized image. Cost: a header parse and a few draws; nothing is decoded.
+ImageBox encoded_box(const std::vector<unsigned char>& bytes, const std::string& name, const TransformOptions& o,
+                     uint64_t seed);
 
 /// read_image_file(path) then transform_image: reads `path` whole and transforms it. Throws as
 /// both, naming `path`; Failure(TP_ERR_IO) also when the file cannot be read or is not a regular

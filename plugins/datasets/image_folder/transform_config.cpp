@@ -128,4 +128,54 @@ TransformOptions read_transform(const tp::cpp::ConfigReader& cfg, bool train, co
   return t;
 }
 
+Size2 fixed_output_size(const TransformOptions& o) {
+  if (o.random && o.random_resized_crop.set()) return o.random_resized_crop;
+  if (o.center_crop.set()) return o.center_crop;
+  if (o.resize.set()) return o.resize;
+  return {};
+}
+
+std::string encoded_image_refusal(const TransformOptions& o) {
+  if (!fixed_output_size(o).set())
+    return prefix_of(o.component) +
+           "the image size varies (no random_resized_crop on train, center_crop or resize = [h, w]), so this "
+           "split's images are decoded on the CPU";
+  if (!o.random) return "";
+  std::vector<const char*> keys;
+  if (o.augment.kind == AugmentOptions::Kind::kRandAugment) keys.push_back("rand_augment");
+  if (o.augment.kind == AugmentOptions::Kind::kTrivialAugmentWide) keys.push_back("trivial_augment");
+  if (o.erasing.p > 0.0) keys.push_back("random_erasing");
+  if (o.brightness > 0.0) keys.push_back("brightness");
+  if (o.contrast > 0.0) keys.push_back("contrast");
+  if (o.saturation > 0.0) keys.push_back("saturation");
+  if (keys.empty()) return "";
+  std::string listed;
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    listed += std::string(i == 0 ? "" : i + 1 == keys.size() ? " and " : ", ") + keys[i];
+  return prefix_of(o.component) + listed + (keys.size() == 1 ? " changes" : " change") +
+         " decoded pixels, which only the CPU path makes, so the train split's images are decoded on the CPU";
+}
+
+tp_encoded_image_t encoded_image_declaration(const TransformOptions& o, const std::string& refusal) {
+  tp_encoded_image_t image{};
+  image.struct_size = sizeof(tp_encoded_image_t);
+  image.name = "image";
+  if (!refusal.empty()) {
+    image.available = 0;
+    image.reason = refusal.c_str();
+    return image;
+  }
+  const Size2 out = fixed_output_size(o);
+  image.available = 1;
+  image.reason = nullptr;
+  image.out_height = out.h;
+  image.out_width = out.w;
+  for (int c = 0; c < 3; ++c) {
+    image.mean[c] = o.mean[static_cast<std::size_t>(c)];
+    image.std[c] = o.std[static_cast<std::size_t>(c)];
+  }
+  image.channels_last = o.channels_last ? 1U : 0U;
+  return image;
+}
+
 }  // namespace tp::image_folder

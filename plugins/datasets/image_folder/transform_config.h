@@ -1,7 +1,8 @@
 // The transform keys of the image datasets (resize, crops, flip, colour jitter, RandAugment /
 // TrivialAugmentWide, random erasing, normalisation, layout, decode limits): their schema
 // entries and their reading into TransformOptions, one definition for every dataset that serves
-// images through image_pipeline.h (image_folder, webdataset), so a key means the same in each.
+// images through image_pipeline.h (image_folder, webdataset), so a key means the same in each;
+// and what the keys allow of a host that decodes the images itself (plugin ABI 1.11).
 //
 // A plugin's schema is one static tp_config_key_t array (its descriptor points at it), so the
 // shared entries are joined to the plugin's own at compile time:
@@ -16,6 +17,7 @@
 #include "image_pipeline.h"
 #include "tp/config.h"
 #include "tp/cpp/config.h"
+#include "tp/iface/dataset.h"
 
 namespace tp::image_folder {
 
@@ -81,5 +83,25 @@ constexpr ConfigKeys<A + B> join_keys(const tp_config_key_t (&first)[A], const t
 /// split without random crops would get images of their natural sizes (random_resized_crop
 /// without center_crop or resize), which cannot be batched.
 TransformOptions read_transform(const tp::cpp::ConfigReader& cfg, bool train, const char* component);
+
+/// The output size every image of a split read with `o` gets ([3, h, w]), or an unset Size2 when
+/// it varies: random_resized_crop on the train split, else center_crop, else resize = [h, w];
+/// resize = [s] or no size key keeps each image's own proportions.
+Size2 fixed_output_size(const TransformOptions& o);
+
+/// Why a split read with `o` cannot hand its "image" field over encoded for the host to decode on
+/// the device (plugin ABI 1.11, tp_encoded_image_t.reason), as one sentence naming the keys, or
+/// "" when it can. It can when its output is a fixed size made only by crop, resize, flip and
+/// normalisation: not when the size varies (fixed_output_size), nor on the train split with
+/// rand_augment, trivial_augment, random_erasing, brightness, contrast or saturation (they change
+/// decoded pixels; other splits ignore them).
+std::string encoded_image_refusal(const TransformOptions& o);
+
+/// The split's declaration of "image" for tp_dataset_v1_t.encoded_images: unavailable with
+/// `refusal` when it is not empty (borrowed by the result: keep it alive as long as the
+/// declaration, e.g. as a member of the dataset instance), else available with
+/// fixed_output_size(o), o's mean and std (their defaults 0 and 1 when the keys are not set) and
+/// channels_last.
+tp_encoded_image_t encoded_image_declaration(const TransformOptions& o, const std::string& refusal);
 
 }  // namespace tp::image_folder

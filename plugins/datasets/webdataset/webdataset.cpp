@@ -147,6 +147,7 @@ class WebDataset {
 
   explicit WebDataset(const tp::cpp::DatasetArgs& args)
       : transform_(ifo::read_transform(args.config, args.train(), "webdataset")),
+        encoded_refusal_(ifo::encoded_image_refusal(transform_)),
         label_(read_label_format(args.config)),
         image_extensions_(read_image_extensions(args.config, label_.extension)),
         shards_(load_split(args, /*writing=*/false, &stats_)),
@@ -165,6 +166,11 @@ class WebDataset {
 
   /// Each shard's end index: the host's sampler reads a shard's samples together (ABI 1.10).
   std::vector<uint64_t> sample_groups() const { return shards_.group_ends(); }
+
+  /// "image" for the host to decode on the device (ABI 1.11), as image_folder declares it.
+  std::vector<tp_encoded_image_t> encoded_images() const {
+    return {ifo::encoded_image_declaration(transform_, encoded_refusal_)};
+  }
 
   void get_sample(uint64_t index, const tp::cpp::WorkerContext& ctx, tp::cpp::Sample& out) const {
     const wds::ShardSet::Location at = shards_.locate(index);
@@ -188,8 +194,14 @@ class WebDataset {
                                                                     label_.extension + "'");
     // The per-sample seed drives the train augmentation (PLG-8); val has none to draw.
     const uint64_t seed = transform_.random ? ctx.seed("train augmentation") : ctx.has_seed() ? ctx.raw()->seed : 0;
-    ifo::Image image = ifo::transform_image(*members[0], shard + ":" + at.key + "." + choice.image, transform_, seed);
-    out.add(ifo::make_image_field(std::move(image), transform_.channels_last));
+    const std::string name = shard + ":" + at.key + "." + choice.image;
+    if (encoded_refusal_.empty() && ctx.encoded_images()) {
+      // The member's bytes and the crop the CPU path would cut (PLG-19); the host decodes them.
+      const ifo::ImageBox box = ifo::encoded_box(*members[0], name, transform_, seed);
+      ifo::add_encoded_image(out, std::move(*members[0]), box);
+    } else {
+      out.add(ifo::make_image_field(ifo::transform_image(*members[0], name, transform_, seed), transform_.channels_last));
+    }
     out.add("label", std::vector<int64_t>{label}, {});
   }
 
@@ -223,6 +235,7 @@ class WebDataset {
   }
 
   ifo::TransformOptions transform_;
+  std::string encoded_refusal_;  // "": "image" can be handed over encoded (lent by encoded_images())
   wds::LabelFormat label_;
   std::vector<std::string> image_extensions_;
   wds::ShardSetStats stats_;

@@ -279,6 +279,95 @@ TEST_CASE("dataset adapter: size, the split and set_epoch reach the class") {
 
 namespace {
 
+/// Declares "image" available encoded on train and unavailable on val (its reason a member of its
+/// own, as a plugin that names the key in it keeps it); get_sample follows the context.
+class Encoded {
+ public:
+  explicit Encoded(const tp::cpp::DatasetArgs& args)
+      : train_(args.train()), reason_("encoded: `jitter` transforms decoded pixels on split " + std::string(args.split_name)) {}
+  uint64_t size() const { return 2; }
+  void get_sample(uint64_t index, const tp::cpp::WorkerContext& ctx, tp::cpp::Sample& out) const {
+    if (train_ && ctx.encoded_images()) {
+      out.add("image", std::vector<uint8_t>{0xFF, 0xD8, 0xFF, static_cast<uint8_t>(index)}, {4});
+      out.add("image_box", std::vector<int32_t>{0, 0, 2, 2, 1, 2, 2}, {7});
+    } else {
+      out.add("image", std::vector<float>(12, 0.5f), {3, 2, 2});
+    }
+    out.add("label", std::vector<int64_t>{static_cast<int64_t>(index)}, {});
+  }
+  std::vector<tp_encoded_image_t> encoded_images() const {
+    if (!train_) return {tp::cpp::unavailable_encoded_image("image", reason_.c_str())};
+    return {tp::cpp::encoded_image("image", 2, 2, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, true)};
+  }
+
+ private:
+  bool train_;
+  std::string reason_;
+};
+
+const tp_descriptor_t kEncodedDescriptor =
+    tp::cpp::dataset_descriptor("org.torchhost.test.encoded", "1.0.0", "encoded images", kNoKeys);
+const tp::cpp::Component kEncoded = tp::cpp::dataset_component<Encoded, kEncodedDescriptor>();
+
+}  // namespace
+
+TEST_CASE("dataset adapter: encoded_images (ABI 1.11) is lent until destroy; get_sample sees ctx->encoded_images") {
+  const tp_dataset_v1_t& t = dataset_adapter_table_of(kEncoded);
+  REQUIRE((t.encoded_images != nullptr));
+  CHECK((dataset_adapter_table_of(kFlaky).encoded_images == nullptr));  // Flaky declares none
+  FakeHost host;
+  FakeConfig cfg;
+  cfg.values = {{"unused", int64_t{0}}};
+  void* train = nullptr;
+  void* val = nullptr;
+  REQUIRE(t.create(&host.host, &cfg.view, "train", &train) == TP_OK);
+  REQUIRE(t.create(&host.host, &cfg.view, "val", &val) == TP_OK);
+
+  const tp_encoded_image_t* images = nullptr;
+  uint32_t n = 0;
+  REQUIRE(t.encoded_images(train, &images, &n) == TP_OK);
+  REQUIRE(n == 1);
+  CHECK(images[0].struct_size == sizeof(tp_encoded_image_t));
+  CHECK(images[0].available == 1);
+  CHECK(std::string(images[0].name) == "image");
+  CHECK(images[0].reason == nullptr);
+  CHECK(images[0].out_height == 2);
+  CHECK(images[0].out_width == 2);
+  CHECK(images[0].mean[1] == 0.456f);
+  CHECK(images[0].std[2] == 0.225f);
+  CHECK(images[0].channels_last == 1);
+  REQUIRE(t.encoded_images(val, &images, &n) == TP_OK);
+  REQUIRE(n == 1);
+  CHECK(images[0].available == 0);
+  CHECK(std::string(images[0].reason) == "encoded: `jitter` transforms decoded pixels on split val");
+  CHECK(t.encoded_images(val, nullptr, &n) == TP_ERR_INVALID_ARGUMENT);
+  CHECK(host.last_error == "encoded: out_images or out_count is NULL");
+
+  tp_field_t out[4] = {};
+  uint32_t count = 0;
+  const auto image_dtype = [&](const tp_worker_ctx_t* ctx) {
+    REQUIRE(t.get_sample(train, 1, ctx, out, 4, &count) == TP_OK);
+    const DLDataType dtype = out[0].tensor->dl_tensor.dtype;
+    const uint32_t fields = count;
+    tp::cpp::release_fields(out, count);
+    CHECK(fields == (dtype.code == kDLUInt ? 3u : 2u));
+    return dtype.code;
+  };
+  tp_worker_ctx_t ctx{sizeof(tp_worker_ctx_t), 0, 1, 0, 0, 7};
+  CHECK(ctx.encoded_images == 0);  // a positional context of ABI <= 1.10 asks for pixels
+  CHECK(image_dtype(&ctx) == kDLFloat);
+  ctx.encoded_images = 1;
+  CHECK(image_dtype(&ctx) == kDLUInt);
+  // A 1.10 host's context ends before the member: whatever lies there is not read (PLG-2).
+  ctx.struct_size = static_cast<uint32_t>(offsetof(tp_worker_ctx_t, encoded_images));
+  CHECK(image_dtype(&ctx) == kDLFloat);
+  CHECK(image_dtype(nullptr) == kDLFloat);
+  t.destroy(train);
+  t.destroy(val);
+}
+
+namespace {
+
 /// Stops at epoch `stop`; throws at epoch 99.
 class StopAt {
  public:

@@ -1,6 +1,6 @@
 // End to end: `host` trains org.torchhost.small_cnn for one epoch on an image folder written
 // here (two classes, 32x32 PNGs, one of them broken), through the image_folder plugin, with
-// data.on_bad_sample both ways.
+// data.on_bad_sample both ways; and `host plugins check` reads its encoded images (ABI 1.11).
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -80,4 +80,31 @@ TEST_CASE("host trains small_cnn on an image folder; a broken file fails the run
       CHECK(run.output.find("on_bad_sample") != std::string::npos);
     }
   }
+}
+
+TEST_CASE("host plugins check reads image_folder's encoded images (ABI 1.11), or names the key that prevents them") {
+  const auto dir = tp::test::fresh_dir("image_folder_check_encoded");
+  for (int c = 0; c < 2; ++c) {
+    std::filesystem::create_directories(dir / "jpg" / std::to_string(c));
+    for (int i = 0; i < 3; ++i) {
+      cv::Mat img(37 + 11 * i, 53 - 7 * i, CV_8UC3, cv::Scalar(30 + 90 * c, 60 * i, 200));
+      cv::circle(img, cv::Point(12, 15), 5 + i, cv::Scalar(250, 20 * i, 0), -1);
+      REQUIRE(cv::imwrite((dir / "jpg" / std::to_string(c) / (std::to_string(i) + ".jpg")).string(), img));
+    }
+  }
+  const std::string root = (dir / "jpg").string();
+  const std::string check = "plugins check '" + std::string(tp::test::plugin_dir()) + "/image_folder.so' --set root='" +
+                            root + "' --set val_root='" + root + "' --set 'random_resized_crop=[24]' --set hflip=0.5 " +
+                            "--set 'resize=[28]' --set 'center_crop=[24]' --set 'mean=[0.485, 0.456, 0.406]'";
+  const auto run = tp::test::run_host(check);
+  CAPTURE(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK(tp::test::contains(run.output, "train: 6 samples"));
+  CHECK(tp::test::contains(run.output, "label int64[], encoded images: image [24, 24], index 0 read encoded alike, "
+                                       "batched alike, index 6 refused; val:"));
+  const auto augmented = tp::test::run_host(check + " --set 'rand_augment=[2, 9]'");
+  CAPTURE(augmented.output);
+  CHECK(augmented.exit_code == 0);
+  CHECK(tp::test::contains(augmented.output, "encoded images: image on the CPU (image_folder: rand_augment changes "
+                                             "decoded pixels"));
 }

@@ -1,10 +1,12 @@
 // Shared by the image_folder C-ABI tests (image_folder_test.cpp, image_folder_augment_test.cpp):
 // a scrambled class-folder fixture written at test time, the plugin's configuration with every
-// key at its default, and CHW readers of a sample with the OpenCV reference they compare to.
+// key at its default, CHW readers of a sample with the OpenCV reference they compare to, and
+// readers of a sample's encoded form (plugin ABI 1.11; webdataset_test.cpp too).
 #pragma once
 
-#include <cmath>
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <fstream>
 #include <memory>
 #include <set>
@@ -101,5 +103,36 @@ inline float max_abs_diff(const std::vector<float>& a, const std::vector<float>&
 }
 
 inline int64_t label_of(const Sample& s) { return s.values<int64_t>("label")[0]; }
+
+/// get_sample with ctx->encoded_images = 1 (plugin ABI 1.11): the encoded form of "image".
+inline Sample encoded_sample(const Dataset& ds, uint64_t index, uint64_t seed) {
+  tp_worker_ctx_t ctx = tp::test::worker_ctx(seed);
+  ctx.encoded_images = 1;
+  Sample s;
+  REQUIRE(ds.try_get(index, &ctx, s) == TP_OK);
+  return s;
+}
+
+/// The int32 [7] field "image_box" of an encoded sample.
+inline std::array<int32_t, 7> box_of(const Sample& s) {
+  const DLTensor& t = s.tensor("image_box");
+  REQUIRE(t.dtype.code == kDLInt);
+  REQUIRE(t.dtype.bits == 32);
+  REQUIRE(s.shape("image_box") == std::vector<int64_t>{7});
+  std::array<int32_t, 7> box{};
+  const auto values = s.values<int32_t>("image_box");
+  std::copy(values.begin(), values.end(), box.begin());
+  return box;
+}
+
+/// The uint8 [N] field "image" of an encoded sample: the file's bytes.
+inline std::vector<unsigned char> bytes_of(const Sample& s) {
+  const DLTensor& t = s.tensor("image");
+  REQUIRE(t.dtype.code == kDLUInt);
+  REQUIRE(t.dtype.bits == 8);
+  REQUIRE(t.ndim == 1);
+  const auto values = s.values<uint8_t>("image");
+  return {values.begin(), values.end()};
+}
 
 }  // namespace tp::test::image_folder

@@ -1,6 +1,6 @@
 // webdataset.so through its C ABI on shards written at test time: keys, labels (cls and json) and
 // pixels back as written, the same pixels image_folder.so gives for the same files and
-// transforms, sample_groups (ABI 1.10), the splits, concurrent reads, and every hostile shard or
+// transforms, sample_groups (ABI 1.10), encoded images (ABI 1.11), the splits, concurrent reads, and every hostile shard or
 // sample failing with a message that names the shard (what data.on_bad_sample acts on).
 #include <sys/stat.h>
 
@@ -179,6 +179,65 @@ TEST_CASE("webdataset: the same files give image_folder's pixels, transforms and
         CHECK(label_value(b) == labels[i]);
       }
   }
+}
+
+TEST_CASE("webdataset: encoded images (ABI 1.11) are the shard member's bytes with image_folder's box") {
+  // The same JPEG and PNG files as a folder and as shards: asked for the encoded form, both
+  // plugins hand over the same bytes, box and label for every seed, and declare alike.
+  const fs::path dir = tp::test::fresh_fixture_dir("wds_encoded");
+  wds::ShardWriter writer((dir / "shards").string(), "e", 1 << 20);
+  const std::vector<std::pair<int, int>> sizes = {{37, 53}, {61, 29}, {24, 24}};
+  for (int k = 0; k < 4; ++k) {
+    const char* ext = k == 3 ? ".png" : ".jpg";
+    const auto [h, w] = sizes[static_cast<std::size_t>(k % 3)];
+    const std::vector<unsigned char> bytes = encoded_image(h, w, 7 * k, ext);
+    fs::create_directories(dir / "folder" / "c0");
+    write_text(dir / "folder" / "c0" / ("img_" + std::to_string(k) + ext), std::string(bytes.begin(), bytes.end()));
+    writer.add("c0/img_" + std::to_string(k), {{ext + 1, bytes}, {"cls", "0"}});
+  }
+  const std::string pattern = writer.finish().pattern;
+  PluginLibrary folder_lib("image_folder"), wds_lib("webdataset");
+  FakeConfig folder_cfg, wds_cfg;
+  ift::configure(folder_lib, folder_cfg, dir / "folder");
+  configure(wds_lib, wds_cfg, pattern, dir / "index");
+  for (FakeConfig* cfg : {&folder_cfg, &wds_cfg}) {
+    cfg->values["random_resized_crop"] = std::vector<int64_t>{16};
+    cfg->values["resize"] = std::vector<int64_t>{20};
+    cfg->values["center_crop"] = std::vector<int64_t>{16};
+    cfg->values["hflip"] = 0.5;
+    cfg->values["fast_decode"] = false;
+  }
+  folder_cfg.values["val_root"] = (dir / "folder").string();
+  wds_cfg.values["val_shards"] = pattern;
+  for (const char* split : {"train", "val"}) {
+    CAPTURE(split);
+    Dataset folder(folder_lib, ift::kId, folder_cfg, split), shards(wds_lib, kWebDatasetId, wds_cfg, split);
+    REQUIRE(shards.size() == 4);
+    const tp_encoded_image_t* images = nullptr;
+    uint32_t count = 0;
+    REQUIRE((shards.table().encoded_images != nullptr));
+    REQUIRE(shards.table().encoded_images(shards.self(), &images, &count) == TP_OK);
+    REQUIRE(count == 1);
+    CHECK(images[0].available == 1);
+    CHECK(images[0].out_height == 16);
+    for (uint64_t i = 0; i < shards.size(); ++i)
+      for (uint64_t seed : {1u, 77u, 12345u}) {
+        CAPTURE(i);
+        const Sample a = ift::encoded_sample(folder, i, seed), b = ift::encoded_sample(shards, i, seed);
+        CHECK(a.bytes() == b.bytes());  // image bytes, image_box, label
+        CHECK(ift::box_of(b)[5] == (i == 3 ? 0 : sizes[i % 3].first));
+      }
+  }
+  // A key that changes decoded pixels keeps train on the CPU path, naming it.
+  wds_cfg.values["trivial_augment"] = true;
+  Dataset augmented(wds_lib, kWebDatasetId, wds_cfg, "train");
+  const tp_encoded_image_t* images = nullptr;
+  uint32_t count = 0;
+  REQUIRE(augmented.table().encoded_images(augmented.self(), &images, &count) == TP_OK);
+  REQUIRE(count == 1);
+  CHECK(images[0].available == 0);
+  CHECK(std::string(images[0].reason).find("trivial_augment") != std::string::npos);
+  CHECK(ift::encoded_sample(augmented, 0, 1).tensor("image").dtype.code == kDLFloat);
 }
 
 TEST_CASE("webdataset: splits read their own shards; get_sample is the same from several threads") {

@@ -22,6 +22,10 @@
 //     //   fields (ABI 1.6): {tp::cpp::pad_field("image", 0), tp::cpp::ragged_field("boxes")}
 //     // optional: std::vector<uint64_t> sample_groups() const;  // contiguous groups (ABI 1.10):
 //     //   each group's end index, strictly increasing, the last = size() (a tar shard per group)
+//     // optional: std::vector<tp_encoded_image_t> encoded_images() const;  // images the host
+//     //   decodes (ABI 1.11): {tp::cpp::encoded_image("image", 224, 224, mean, std, false)} or
+//     //   {tp::cpp::unavailable_encoded_image("image", reason_.c_str())}; get_sample then checks
+//     //   WorkerContext::encoded_images() and writes "image" (the file's bytes) + "image_box"
 //    private:
 //     uint64_t count_;
 //   };
@@ -40,6 +44,7 @@
 #ifndef TP_CPP_DATASET_ADAPTER_H
 #define TP_CPP_DATASET_ADAPTER_H
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -98,6 +103,16 @@ class WorkerContext {
       throw Failure(TP_ERR_INVALID_ARGUMENT,
                     std::string(component_) + ": " + purpose + " needs a tp_worker_ctx_t with a seed");
     return ctx_->seed;
+  }
+  /// Whether the host asks for the encoded form of the image fields this dataset declared
+  /// available (tp_worker_ctx_t::encoded_images, ABI 1.11): false when the context is too small
+  /// to hold the member (a host before 1.11; PLG-2) or the member is 0. When true, get_sample
+  /// writes every field its encoded_images() declares available as the image file's bytes and
+  /// `<name>_box` instead of its pixels (PLG-19).
+  bool encoded_images() const noexcept {
+    return ctx_ != nullptr &&
+           ctx_->struct_size >= offsetof(tp_worker_ctx_t, encoded_images) + sizeof(uint32_t) &&
+           ctx_->encoded_images != 0;
   }
   /// The raw context (worker, rank, epoch); may be NULL.
   const tp_worker_ctx_t* raw() const noexcept { return ctx_; }
@@ -164,6 +179,22 @@ constexpr tp_field_batching_t ragged_field(const char* name) noexcept {
   return {sizeof(tp_field_batching_t), TP_BATCH_RAGGED, name, 0.0};
 }
 
+/// An image field `name` (static storage, or the dataset's own member) the host may decode on the
+/// device (tp_encoded_image_t, ABI 1.11): the CPU path's pixel field is float32 [3, out_height,
+/// out_width] = (rgb / 255 - mean[c]) / stddev[c], HWC memory when `channels_last`. Declaring it
+/// promises the encoded form whenever WorkerContext::encoded_images() is true (PLG-19).
+constexpr tp_encoded_image_t encoded_image(const char* name, int32_t out_height, int32_t out_width,
+                                           const std::array<float, 3>& mean, const std::array<float, 3>& stddev,
+                                           bool channels_last) noexcept {
+  return {sizeof(tp_encoded_image_t), 1U, name, nullptr, out_height, out_width,
+          {mean[0], mean[1], mean[2]}, {stddev[0], stddev[1], stddev[2]}, channels_last ? 1U : 0U};
+}
+/// An image field `name` this split cannot hand over encoded, and `reason`: one sentence naming
+/// the key that prevents it (static storage, or the dataset's own member: borrowed until destroy).
+constexpr tp_encoded_image_t unavailable_encoded_image(const char* name, const char* reason) noexcept {
+  return {sizeof(tp_encoded_image_t), 0U, name, reason, 0, 0, {0.0F, 0.0F, 0.0F}, {1.0F, 1.0F, 1.0F}, 0U};
+}
+
 namespace detail {
 
 template <typename D, typename = void>
@@ -177,6 +208,12 @@ struct HasSampleGroups : std::false_type {};
 template <typename D>
 struct HasSampleGroups<D, std::void_t<decltype(std::vector<uint64_t>(std::declval<const D&>().sample_groups()))>>
     : std::true_type {};
+
+template <typename D, typename = void>
+struct HasEncodedImages : std::false_type {};
+template <typename D>
+struct HasEncodedImages<D, std::void_t<decltype(std::vector<tp_encoded_image_t>(
+                               std::declval<const D&>().encoded_images()))>> : std::true_type {};
 
 template <typename D, typename = void>
 struct HasSetEpoch : std::false_type {};
@@ -194,18 +231,21 @@ template <typename D>
 struct HasTestSplit<D, std::void_t<decltype(D::kHasTestSplit)>> : std::bool_constant<D::kHasTestSplit> {};
 
 /// One instance: the dataset, the host that created it (for TP_GUARD's messages) and its
-/// field_batching() and sample_groups() lists, kept so the table can lend them until destroy.
+/// field_batching(), sample_groups() and encoded_images() lists, kept so the table can lend them
+/// until destroy (the dataset is never moved, so names and reasons pointing into it stay valid).
 template <typename D>
 struct DatasetInstance {
   template <typename... Args>
   DatasetInstance(const tp_host_t* h, Args&&... args) : host(h), dataset(std::forward<Args>(args)...) {
     if constexpr (HasFieldBatching<D>::value) batching = dataset.field_batching();
     if constexpr (HasSampleGroups<D>::value) group_ends = dataset.sample_groups();
+    if constexpr (HasEncodedImages<D>::value) encoded = dataset.encoded_images();
   }
   const tp_host_t* host;
   D dataset;
   std::vector<tp_field_batching_t> batching;
   std::vector<uint64_t> group_ends;
+  std::vector<tp_encoded_image_t> encoded;
 };
 
 template <typename D, const tp_descriptor_t& kDescriptor>
@@ -323,13 +363,26 @@ struct DatasetAdapter {
     });
   }
 
+  static tp_status encoded_images(const void* self, const tp_encoded_image_t** out_images, uint32_t* out_count) {
+    TP_GUARD(host_of(self), {
+      if (out_images == nullptr || out_count == nullptr)
+        throw Failure(TP_ERR_INVALID_ARGUMENT,
+                      std::string(component_name(kDescriptor)) + ": out_images or out_count is NULL");
+      const std::vector<tp_encoded_image_t>& images = instance(self).encoded;
+      *out_images = images.data();
+      *out_count = static_cast<uint32_t>(images.size());
+      return TP_OK;
+    });
+  }
+
   static constexpr tp_dataset_v1_t table() {
     tp_dataset_v1_t t{sizeof(tp_dataset_v1_t), &create, &destroy, &size, &get_sample, nullptr, nullptr, nullptr,
-                      nullptr};
+                      nullptr, nullptr};
     if constexpr (HasSetEpoch<D>::value) t.set_epoch = &set_epoch;
     if constexpr (HasPrepare<D>::value) t.prepare = &prepare;
     if constexpr (HasFieldBatching<D>::value) t.field_batching = &field_batching;
     if constexpr (HasSampleGroups<D>::value) t.sample_groups = &sample_groups;
+    if constexpr (HasEncodedImages<D>::value) t.encoded_images = &encoded_images;
     return t;
   }
 };

@@ -11,7 +11,10 @@
  * "test").
  *
  * Randomness (augmentation) comes only from `tp_worker_ctx_t.seed`, which the host derives from
- * (run seed, rank, epoch, sample index); a dataset that follows this is reproducible (PLG-8). */
+ * (run seed, rank, epoch, sample index); a dataset that follows this is reproducible (PLG-8).
+ *
+ * From ABI 1.11 an image dataset may hand an image over encoded (its file's bytes and the crop it
+ * drew) for the host to decode on the device: tp_encoded_image_t, encoded_images below. */
 #ifndef TP_IFACE_DATASET_H
 #define TP_IFACE_DATASET_H
 
@@ -79,7 +82,52 @@ typedef struct tp_worker_ctx_t {
    * exactly for the same (run seed, rank, epoch, index). A dataset without augmentation ignores
    * it. */
   uint64_t seed;
+  /* @since 1.11. Nonzero: the host asks for the encoded form of every image field this instance
+   * declared available (tp_dataset_v1_t.encoded_images, tp_encoded_image_t): in place of the
+   * pixel field `name`, get_sample writes `name` (the image file's bytes) and `<name>_box` (the
+   * crop and flip the CPU path would apply), and the host decodes on the device. Zero: pixels as
+   * before; every host before 1.11, the CPU decode path, and the host's per-sample fallback (a
+   * size the header did not give, bytes the device decoder refused) pass zero. Read it only when
+   * struct_size covers it (a 1.10 host's context ends before it; PLG-2). */
+  uint32_t encoded_images
+#if defined(__cplusplus) && __cplusplus >= 201402L
+      = 0 /* a C++ context initialised positionally for ABI <= 1.10 compiles without
+             -Wmissing-field-initializers, and asks for pixels */
+#endif
+      ;
 } tp_worker_ctx_t;
+
+/** One image field a dataset can hand over encoded, for the host to decode on the device.
+ *  @since 1.11. Declared by tp_dataset_v1_t.encoded_images. `available` promises that when
+ *  tp_worker_ctx_t.encoded_images is set, get_sample writes, in place of the pixel field `name`:
+ *    `name`        uint8 [N]: the image file's bytes exactly as stored (JPEG or any other format);
+ *    `<name>_box`  int32 [7]: x0, y0, x1, y1 (the crop in the stored image's pixels, x1 and y1
+ *                  exclusive, at full resolution: what the CPU path cuts with fast_decode off),
+ *                  flip (0 or 1: mirror left-right after resizing), height, width (the stored
+ *                  image's size as its header declares it; 0, 0 when the plugin could not read a
+ *                  JPEG's size without decoding: the host then asks for that sample's pixels with
+ *                  encoded_images = 0);
+ *  every other field as usual. The box and flip are the ones the CPU path draws from the same
+ *  ctx->seed and the image's original size (PLG-19). The host makes the pixel field from them:
+ *  the crop resized to out_height x out_width with OpenCV's semantics (INTER_AREA when shrinking
+ *  in both directions, INTER_LINEAR otherwise), then the flip, then
+ *  (rgb / 255 - mean[c]) / std[c] in R, G, B order: what the CPU path makes with its full-scale
+ *  decode, up to the device decoder's own rounding. */
+typedef struct tp_encoded_image_t {
+  uint32_t struct_size;    /* = sizeof(tp_encoded_image_t); also the array's stride (PLG-2) */
+  uint32_t available;      /* nonzero: this split can hand `name` over encoded; zero: it cannot,
+                              `reason` says why */
+  const char *name;        /* the pixel field it replaces ("image"); borrowed as the array */
+  const char *reason;      /* available == 0: one sentence naming the key that prevents it
+                              ("rand_augment transforms decoded pixels"); else NULL */
+  int32_t out_height;      /* the pixel field's [3, out_height, out_width], the same for every
+                              sample (available != 0: both > 0) */
+  int32_t out_width;
+  float mean[3];           /* pixel = (rgb / 255 - mean[c]) / std[c], c over R, G, B */
+  float std[3];
+  uint32_t channels_last;  /* nonzero: the pixel field is strided channels-last on the CPU path
+                              (strides {1, 3 W, 3}); the host lays its pixels out alike */
+} tp_encoded_image_t;
 
 typedef struct tp_dataset_v1_t {
   uint32_t struct_size; /* = sizeof(tp_dataset_v1_t) */
@@ -153,6 +201,21 @@ typedef struct tp_dataset_v1_t {
    *  The sample itself stays f(config, split, index) (PLG-8): groups change which order indices
    *  come in, never what an index is. */
   tp_status (*sample_groups)(const void *self, const uint64_t **out_group_ends, uint64_t *out_count)
+#if defined(__cplusplus) && __cplusplus >= 201402L
+      = nullptr
+#endif
+      ;
+
+  /** [main] Optional (may be NULL: every field is handed over as it is). @since 1.11. The image
+   *  fields this instance can hand over encoded, for the host to decode on the device
+   *  (`data.decode`): *out_images points to *out_count entries (tp_encoded_image_t), borrowed
+   *  until destroy (the instance's own storage), each `name` at most once and a field of every
+   *  sample. The host calls it once, right after create. An entry with `available` set is a
+   *  promise: whenever ctx->encoded_images is set, get_sample hands that field over encoded, with
+   *  the crop and flip its CPU path would draw from the same seed (PLG-19); an entry without it
+   *  says, in `reason`, which key keeps the split on the CPU path (augmentation on decoded pixels,
+   *  an output size that is not fixed), so the host can tell the user. */
+  tp_status (*encoded_images)(const void *self, const tp_encoded_image_t **out_images, uint32_t *out_count)
 #if defined(__cplusplus) && __cplusplus >= 201402L
       = nullptr
 #endif

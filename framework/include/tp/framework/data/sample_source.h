@@ -3,6 +3,7 @@
 // in-memory sources.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -13,6 +14,22 @@
 #include "tp/iface/dataset.h"
 
 namespace tp {
+
+/// An image field a source can hand over encoded, for the host to decode on the device (plugin ABI
+/// 1.11, tp_encoded_image_t; docs/datasets.md, "Decoding on the GPU"). Asked with
+/// ctx.encoded_images set, get() returns the field `name` as the stored file's bytes (uint8 [N])
+/// and `<name>_box` (int32 [7]: the crop x0, y0, x1, y1, the flip, the stored height and width),
+/// in place of the pixels [3, out_height, out_width] it returns otherwise.
+struct EncodedImageSpec {
+  std::string name;        ///< the pixel field it replaces ("image")
+  bool available = false;  ///< false: this split cannot, and `reason` says why
+  std::string reason;      ///< one sentence naming the key that prevents it
+  int64_t out_height = 0;  ///< the pixel field's size, the same for every sample
+  int64_t out_width = 0;
+  std::array<float, 3> mean{};  ///< pixel = (rgb / 255 - mean[c]) / std[c]
+  std::array<float, 3> std{1.0F, 1.0F, 1.0F};
+  bool channels_last = false;   ///< the pixel field's layout on the CPU path
+};
 
 /// An indexable collection of samples. Implementations say which calls may run concurrently.
 class SampleSource {
@@ -43,6 +60,12 @@ class SampleSource {
   virtual const std::vector<uint64_t>& sample_groups() const {
     static const std::vector<uint64_t> kIndependentSamples;
     return kIndependentSamples;
+  }
+  /// The image fields this source can hand over encoded (plugin ABI 1.11); empty: none. Constant.
+  /// [any]
+  virtual const std::vector<EncodedImageSpec>& encoded_images() const {
+    static const std::vector<EncodedImageSpec> kPixelsOnly;
+    return kPixelsOnly;
   }
 };
 

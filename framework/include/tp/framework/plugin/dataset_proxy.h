@@ -41,6 +41,13 @@ class DatasetProxy : public PluginInstance, public SampleSource {
   /// `size`. Throws tp::Error saying what is malformed: a NULL array, no group for a non-empty
   /// dataset, ends that do not increase, a last end other than `size`.
   static std::vector<uint64_t> parse_sample_groups(const uint64_t* ends, uint64_t count, uint64_t size);
+  /// The image fields the plugin can hand over encoded (ABI 1.11), read once after create.
+  const std::vector<EncodedImageSpec>& encoded_images() const override { return encoded_; }
+  /// The specs `count` entries of an encoded_images answer describe (their stride is the first
+  /// entry's struct_size, PLG-2). Throws tp::Error saying what is malformed: a NULL array, a
+  /// struct_size below ABI 1.11's, a missing or repeated name, an available entry without an output
+  /// size, an unavailable one without a reason.
+  static std::vector<EncodedImageSpec> parse_encoded_images(const tp_encoded_image_t* entries, uint32_t count);
 
  private:
   /// Reads and validates field_batching; throws PluginError naming the component for a malformed
@@ -49,6 +56,9 @@ class DatasetProxy : public PluginInstance, public SampleSource {
   /// Reads and validates sample_groups; throws PluginError naming the component for a malformed
   /// declaration.
   std::vector<uint64_t> read_sample_groups() const;
+  /// Reads and validates encoded_images; throws PluginError naming the component for a malformed
+  /// declaration.
+  std::vector<EncodedImageSpec> read_encoded_images() const;
 
   tp_dataset_v1_t table_{};
   void* self_ = nullptr;
@@ -56,6 +66,7 @@ class DatasetProxy : public PluginInstance, public SampleSource {
   uint64_t size_ = 0;
   BatchLayout layout_;
   std::vector<uint64_t> group_ends_;
+  std::vector<EncodedImageSpec> encoded_;
 };
 
 }  // namespace tp
