@@ -5,17 +5,25 @@ bench/image_pipeline/make_imagenet_like.py (8000 JPEGs, 100 classes; a folder an
 as WebDataset shards). bench/README.md, "GPU end to end".
 
     python3 bench/train_speed/gpu_e2e_bench.py --build BUILD --out DIR --data ROOT [--budget-s 170]
-        [--models resnet50,resnet18] [--sides host_jpeg,host_shards,host_pool,python_tv,python_nvjpeg]
-        [--rates host,python] [--runs 2] [--batch 256] [--size 224] [--workers N] [--device cuda]
-        [--prepare] [--dry-run]
+        [--models resnet18,resnet50] [--sides host_jpeg_gpu,host_jpeg,host_pool,host_shards_gpu,
+        python_tv,host_shards,python_nvjpeg] [--rates host,python] [--runs 2] [--batch 256] [--size 224]
+        [--workers N] [--loader-threads 4] [--device cuda] [--prepare] [--dry-run]
     CPU smoke test (bench/README.md): --device cpu --prepare --count 200 --classes 10 --batch 16
-        --size 64 --epochs 2 --window 3 --workers 2 --budget-s 0
+        --size 64 --epochs 2 --window 3 --workers 2 --budget-s 0 (the GPU-decode sides: not run)
 
 Sides, each run its own process (its own session: a timeout or SIGTERM ends it with its
-children), rounds alternating the order (reversed every other round), the median of the rounds:
+children), rounds alternating the order (reversed every other round, python_tv always after the
+GPU-decode sides), the median of the rounds:
+  host_jpeg_gpu  host_jpeg with --set data.decode="gpu": image_folder hands over the JPEG bytes and
+                 the crop, the host decodes them with nvJPEG (batched, on the GPU's JPEG engines)
+                 and crops/resizes/flips/normalises in one CUDA kernel on the loader threads;
+                 --loader-threads threads (default 4, the goal being at most 4 cores busy); notes:
+                 runtime.toml's [decode] train state, train.log's count of images decoded each way
+                 (on --device cpu not run: the host would exit 2)
   host_jpeg      bin/host train, gpu_e2e_resnet.toml, org.torchhost.image_folder on ROOT (its
                  defaults: fast_decode on), --workers loader threads (default cores - 2)
-  host_shards    the same over org.torchhost.webdataset on ROOT-shards/train-*.tar (only where
+  host_shards_gpu  host_shards with data.decode="gpu", --loader-threads threads (the same notes)
+  host_shards    host_jpeg over org.torchhost.webdataset on ROOT-shards/train-*.tar (only where
                  BUILD/plugins/webdataset.so exists)
   host_pool      the same model and batch from the synthetic in-memory pool
                  (org.torchhost.bench.tensor_pool, gpu_resnet50.toml): host_jpeg / host_pool is
@@ -38,10 +46,13 @@ window holding the epoch boundary's refill among them. Also per run: the data-wa
 sides' time blocked on their feed), the CPU cores busy (the run's process tree's user + system
 CPU time from /proc, over the timed windows' span and over the whole run), the loader threads.
 
-The plan: priorities (Bench.priority), a run starting only if its estimate (start-up, cuDNN
-autotuning, steps at the slower of the GPU step and the loader's rate; scaled by what the runs
-of its kind took so far) fits in what is left of --budget-s. DIR/gpu-e2e.md (also printed) and
-DIR/gpu-e2e.json are written after every run and on SIGTERM. A failing side is recorded with the
+The plan: priorities (Bench.priority: round 1 of host_jpeg_gpu, host_jpeg, host_pool,
+host_shards_gpu and python_tv first, in that order, model by model in --models order), a run
+starting only if its estimate (start-up, cuDNN autotuning, steps at the slower of the GPU step and
+the loader's rate, the GPU-decode sides' at the GPU step plus nvJPEG's start; scaled by what the
+runs of its kind took so far) fits in what is left of --budget-s. The report: images/s per side,
+GPU decode / pool (goal >= 0.95), / torchvision (goal >= 1.5 on ResNet-18), / CPU decode, and
+the cores busy (goal <= 4). DIR/gpu-e2e.md (also printed) and DIR/gpu-e2e.json are written after every run and on SIGTERM. A failing side is recorded with the
 last 20 lines of its output and the others go on. Needs only this interpreter's standard
 library; the Python sides run in subprocesses (--python: torch and torchvision).
 """
@@ -64,13 +75,18 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 GENERATOR = ROOT / "bench/image_pipeline/make_imagenet_like.py"
-SIDES = ("host_jpeg", "host_shards", "host_pool", "python_tv", "python_nvjpeg")
-MAIN = ("host_jpeg", "host_pool", "python_tv")  # round 1 of these first
+# The order within a round (the plan's, for the same priority): the GPU-decode sides first.
+SIDES = ("host_jpeg_gpu", "host_jpeg", "host_pool", "host_shards_gpu", "python_tv", "host_shards", "python_nvjpeg")
+MAIN = ("host_jpeg_gpu", "host_jpeg", "host_pool", "host_shards_gpu", "python_tv")  # round 1 of these first
+GPU_DECODE = ("host_jpeg_gpu", "host_shards_gpu")  # data.decode = "gpu", --loader-threads threads
+CPU_OF = {"host_jpeg_gpu": "host_jpeg", "host_shards_gpu": "host_shards"}  # the same source decoded on the CPU
+COLUMNS = ("host_jpeg_gpu", "host_shards_gpu", "host_jpeg", "host_shards", "host_pool", "python_tv", "python_nvjpeg")
 RATES = ("rate_host", "rate_python")
-LABELS = {"host_jpeg": "host, JPEG folder", "host_shards": "host, shards", "host_pool": "host, memory pool",
+LABELS = {"host_jpeg_gpu": "host, JPEG folder, GPU decode", "host_shards_gpu": "host, shards, GPU decode",
+          "host_jpeg": "host, JPEG folder", "host_shards": "host, shards", "host_pool": "host, memory pool",
           "python_tv": "torchvision", "python_nvjpeg": "torchvision + nvJPEG", "rate_host": "host decode rate",
           "rate_python": "Python decode rates"}
-HOST_SIDES = ("host_jpeg", "host_shards", "host_pool")
+HOST_SIDES = ("host_jpeg_gpu", "host_jpeg", "host_shards_gpu", "host_shards", "host_pool")
 # Cost model, seconds on one H100/H200 (bench/gpu/: ResNet-50 b256 eager 57 ms/step and ~8 s of
 # first-use costs on the H200; the rest estimated): GPU step at batch 256, 224x224, bf16.
 MODELS = {"resnet50": dict(depth=50, step_ms=57.0, warmup_s=8.0), "resnet18": dict(depth=18, step_ms=22.0, warmup_s=5.0)}
@@ -78,6 +94,12 @@ STARTUP_S = {"host": 2.0, "python": 9.0}  # to the first step: the host's start;
 WORKERS_START_S = 2.0  # DataLoader worker processes (fork) and their first batches
 RATE_PER_THREAD = {"host": 350.0, "python": 180.0}  # images/s per loader thread/process, estimated
 NVJPEG_MS = 30.0  # per batch of 256 on the GPU beside the step (estimated)
+# data.decode = "gpu": the decode is off the CPU, so steps at the GPU's rate unless the JPEG engines
+# are slower (batched decode_jpeg on the H200: 11,859 images/s decode only, on one core), and
+# nvJPEG's start (its handles, the hardware decoder, per loader thread); both estimated.
+GPU_DECODE_RATE = 12000.0
+GPU_DECODE_START_S = 1.0
+GPU_DECODE_CORES = 4  # the goal: at most 4 cores busy at the memory pool's rate
 EPOCH_STALL_S = 1.0  # the loader's refill at an epoch's start
 RATE_IMAGES = 640  # decode rates: files (10 batches of 64)
 MEAN_STD = "mean = [0.485, 0.456, 0.406], std = [0.229, 0.224, 0.225]"
@@ -159,7 +181,8 @@ class Bench:
         self.tmp = Path(tempfile.mkdtemp(prefix="gpu_e2e_"))
         self.child = None
         self.results = {}  # model (or "decode") -> side -> [run records]
-        self.info = {"cores": len(os.sched_getaffinity(0)), "loader_threads": a.workers}
+        self.info = {"cores": len(os.sched_getaffinity(0)), "loader_threads": a.workers,
+                     "gpu_decode_loader_threads": a.loader_threads}
         self.ratios = {}  # group -> [wall / estimate]
         self.data = self.read_data()
 
@@ -191,21 +214,27 @@ class Bench:
         return self.data["count"] // self.a.batch
 
     # ---- commands ----
+    def threads(self, side):
+        """The side's loader threads (data.num_workers)."""
+        return self.a.loader_threads if side in GPU_DECODE else self.a.workers
+
     def host_sets(self, model, side):
         a, d = self.a, self.data
         sets = [f"model.depth={MODELS[model]['depth']}", f"model.num_classes={d['classes']}",
                 f"train.batch_size={a.batch}", f"train.epochs={a.epochs}", f"train.log_every_steps={a.window}",
-                "train.drop_last=true", f"data.num_workers={a.workers}", f"data.prefetch={a.prefetch}"]
+                "train.drop_last=true", f"data.num_workers={self.threads(side)}", f"data.prefetch={a.prefetch}"]
         if side == "host_pool":
             sets += [f"data.train.size={self.steps_per_epoch() * a.batch}", f"data.train.image_size={a.size}",
                      f"data.train.num_classes={d['classes']}"]
         else:
             sets.append(f"data.train.random_resized_crop=[{a.size}]")
-            if side == "host_jpeg":
+            if CPU_OF.get(side, side) == "host_jpeg":
                 sets.append(f'data.train.root="{d["root"]}"')
             else:
                 sets += ['data.train.component="org.torchhost.webdataset"',
                          f'data.train.shards="{d.get("shards_pattern", "")}"']
+        if side in GPU_DECODE:
+            sets.append('data.decode="gpu"')
         if a.device != "cuda":
             sets.append(f'run.device="{a.device}"')
         if a.precision != "bf16":
@@ -242,6 +271,7 @@ class Bench:
 
     def missing(self, side):
         a = self.a
+        side = CPU_OF.get(side, side)
         need = {"host_jpeg": ["bin/host", "plugins/resnet.so", "plugins/basic_losses.so", "plugins/image_folder.so"],
                 "host_shards": ["bin/host", "plugins/resnet.so", "plugins/basic_losses.so", "plugins/webdataset.so"],
                 "host_pool": ["bin/host", "plugins/resnet.so", "plugins/basic_losses.so",
@@ -252,9 +282,9 @@ class Bench:
 
     # ---- the plan ----
     def priority(self, model, r, side):
-        """0: round 1 of host_jpeg, host_pool and python_tv (every model); 1: the decode rates;
-        2: host_shards' round 1; 3: python_nvjpeg's round 1; then each later round in the same
-        order (4, 5, 6 for round 2, ...)."""
+        """0: round 1 of host_jpeg_gpu, host_jpeg, host_pool, host_shards_gpu and python_tv (every
+        model, in --models order); 1: the decode rates; 2: host_shards' round 1; 3: python_nvjpeg's
+        round 1; then each later round in the same order (4, 5, 6 for round 2, ...)."""
         if side in RATES:
             return 1
         group = 0 if side in MAIN else 1 if side == "host_shards" else 2
@@ -262,12 +292,23 @@ class Bench:
             return (0, 2, 3)[group]
         return 4 + 3 * (r - 1) + group
 
+    @staticmethod
+    def round_order(sides, r):
+        """SIDES' order, reversed every other round; python_tv after the GPU-decode sides in every
+        round (they are what the next GPU run is for)."""
+        order = list(sides) if r % 2 == 0 else list(sides[::-1])
+        gpu = [i for i, s in enumerate(order) if s in GPU_DECODE]
+        if "python_tv" in order and gpu and order.index("python_tv") < gpu[-1]:
+            order.remove("python_tv")
+            order.insert(gpu[-1], "python_tv")  # gpu[-1] shifted down by one: right after the last
+        return order
+
     def plan(self):
         out = []
         for r in range(self.a.runs):
             for model in self.a.models:
                 sides = [s for s in SIDES if s in self.a.sides]
-                for side in sides if r % 2 == 0 else sides[::-1]:
+                for side in self.round_order(sides, r):
                     out.append((model, r, side, self.priority(model, r, side)))
         for side in RATES:
             if side.removeprefix("rate_") in self.a.rates:
@@ -286,6 +327,8 @@ class Bench:
         kind = "host" if side in HOST_SIDES else "python"
         if side == "host_pool":
             step_s = gpu_s
+        elif side in GPU_DECODE:  # host_jpeg's cost without the CPU loader's limit
+            step_s = max(gpu_s, a.batch / GPU_DECODE_RATE)
         elif side == "python_nvjpeg":
             step_s = gpu_s + NVJPEG_MS * a.batch / 256 / 1000
         else:
@@ -293,26 +336,43 @@ class Bench:
         seconds = STARTUP_S[kind] + m["warmup_s"] + a.epochs * (self.steps_per_epoch() * step_s + EPOCH_STALL_S)
         if side.startswith("python"):
             seconds += WORKERS_START_S
+        if side in GPU_DECODE:
+            seconds += GPU_DECODE_START_S
         return seconds
 
     @staticmethod
     def group(side):
+        """The runs whose wall / estimate scale each other's estimates (the GPU-decode sides' own:
+        their estimate is the least known)."""
+        if side in GPU_DECODE:
+            return "host_gpu_decode"
         return "host" if side in HOST_SIDES else side if side in RATES else "python"
 
     def factor(self, side):
         got = self.ratios.get(self.group(side))
         return min(3.0, max(0.5, statistics.median(got))) if got else 1.0
 
-    def decide(self, model, r, side, elapsed):
-        """None to run it, else why not."""
+    def absent(self, side):
+        """What this machine lacks for the side (the data set, the build, the shards), or None."""
         a, d = self.a, self.data
         if d.get("missing"):
             return f"not run: no data set at {d['root']} (bench/image_pipeline/make_imagenet_like.py, or --prepare)"
         if missing := self.missing(side):
-            what = "not built" if side == "host_shards" and "plugins/webdataset.so" in missing else "not run"
+            shards = CPU_OF.get(side, side) == "host_shards"
+            what = "not built" if shards and "plugins/webdataset.so" in missing else "not run"
             return f"{what}: missing in {a.build}: {', '.join(missing)}"
-        if side == "host_shards" and not d.get("shards_pattern"):
+        if CPU_OF.get(side, side) == "host_shards" and not d.get("shards_pattern"):
             return f"not run: no shards in {d['shards_dir']}"
+        return None
+
+    def decide(self, model, r, side, elapsed, here=True):
+        """None to run it, else why not. here=False: as if the data set, its shards and the build
+        were there (the dry run's plan for the GPU machine)."""
+        a, d = self.a, self.data
+        if side in GPU_DECODE and a.device != "cuda":
+            return f'not run: data.decode = "gpu" needs CUDA (--device {a.device}: the host would exit 2)'
+        if here and (why := self.absent(side)):
+            return why
         if side not in RATES and self.steps_per_epoch() < a.window:
             return f"not run: {d['count']} images give {self.steps_per_epoch()} steps of {a.batch} per epoch, " \
                    f"fewer than a window of {a.window}"
@@ -397,6 +457,8 @@ class Bench:
             text = out.read()
         # A run that finished its work (the host's "finished" line, a side's result line) and then
         # failed or hung on the way out keeps its figures, with a note.
+        if side in GPU_DECODE:  # what the host chose and counted, also for a run that failed
+            self.parse_decode(run_dir, rec)
         finished = ("] info: finished " in text) if side in HOST_SIDES else \
             bool(re.search(r"^(host images_per_s=|result \{)", text, re.M)) or \
             (side == "rate_python" and "partial {" in text)
@@ -409,7 +471,7 @@ class Bench:
                 rec["exit_note"] = (f"timed out after {timeout:.0f} s" if rc is None else f"exit status {rc}") + \
                     " after its figures"
             if side in HOST_SIDES:
-                windows = self.parse_host(run_dir, rec)
+                windows = self.parse_host(run_dir, side, rec)
             elif side in ("python_tv", "python_nvjpeg"):
                 windows = self.parse_python(text, rec)
             elif side == "rate_host":
@@ -461,14 +523,14 @@ class Bench:
                    data_wait=statistics.median(w["wait_s"] / w["step_s"] for w in timed))
         return len(windows) - len(timed), len(windows)
 
-    def parse_host(self, run_dir, rec):
+    def parse_host(self, run_dir, side, rec):
         rows = [json.loads(line) for line in open(run_dir / "history.jsonl") if line.strip()]
         windows = [{"epoch": int(row.get("epoch", 0)), "step_s": row["time/step_s"],
                     "wait_s": row.get("time/data_wait_s", 0.0)} for row in rows if "time/step_s" in row]
         peaks = [row["memory/peak_mb"] for row in rows if "memory/peak_mb" in row]
         if peaks and self.a.device == "cuda":  # on the CPU it is the process's peak RSS
             rec["peak_alloc_mib"] = round(max(peaks) * 1e6 / 2**20)
-        rec["loader_threads"] = self.a.workers
+        rec["loader_threads"] = self.threads(side)
         if (run_dir / "runtime.toml").exists():
             runtime = (run_dir / "runtime.toml").read_text()
             if m := re.search(r"""^libtorch = ["']([^"']+)["']""", runtime, re.M):
@@ -476,6 +538,32 @@ class Bench:
             if m := re.search(r"^threads = (\d+)", runtime, re.M):
                 rec["intra_op_threads"] = int(m.group(1))
         return self.figures(windows, rec)
+
+    DECODE_COUNTS = re.compile(r'data\.decode = "gpu": (\d+) images decoded on the JPEG engines, (\d+) by '
+                               r"nvJPEG's CUDA decoder, (\d+) on the CPU \(.*?\), (\d+) failed there too")
+
+    def parse_decode(self, run_dir, rec):
+        """runtime.toml's [decode] train state ("gpu: ..." or "cpu: <why>") and train.log's last
+        'data.decode = "gpu": N images decoded on the JPEG engines, ...' line, where present."""
+        try:
+            runtime = (run_dir / "runtime.toml").read_text()
+        except OSError:
+            runtime = ""
+        table = re.search(r"^\[decode\][ \t]*\n(.*?)(?=^\[|\Z)", runtime, re.M | re.S)
+        if table:
+            for key in ("mode", "train"):
+                if m := re.search(rf'^{key} = "((?:[^"\\]|\\.)*)"', table.group(1), re.M):
+                    rec["decode_" + key] = re.sub(r"\\(.)", r"\1", m.group(1))
+        try:
+            log_text = (run_dir / "train.log").read_text(errors="replace")
+        except OSError:
+            log_text = ""
+        counts = self.DECODE_COUNTS.findall(log_text)
+        if counts:
+            rec["decode_counts"] = dict(zip(("engines", "cuda", "cpu", "failed"), map(int, counts[-1])))
+        elif 'data.decode = "gpu": ' in log_text:  # a wording this parser does not know: keep the line
+            line = [x for x in log_text.splitlines() if 'data.decode = "gpu": ' in x][-1]
+            rec["decode_line"] = line[line.index('data.decode = "gpu": '):]
 
     @staticmethod
     def last_json(text, kind):
@@ -504,6 +592,7 @@ class Bench:
 
     def dry_run(self, plan):
         elapsed = 0.0
+        runs = []  # what starts, in order
         d = self.data
         log(f"# data: {d['root']}: {d['count']} images, {d['classes']} classes" +
             (" (not there yet: --count/--classes assumed)" if d.get("missing") else "") +
@@ -511,14 +600,12 @@ class Bench:
             f"{d.get('shards_pattern') or 'none found'}")
         for model, r, side, prio in plan:
             est = self.estimate(model, side)
-            why = self.decide(model, r, side, elapsed)
-            if why and why.startswith(("not run: missing", "not built", "not run: no data", "not run: no shards")):
-                why_show = why + " (here; the plan assumes it runs)"
-                why = None
-            else:
-                why_show = why
+            why = self.decide(model, r, side, elapsed, here=False)  # the plan as if all were there
+            absent = self.absent(side) if why is None else None
+            why_show = absent + " (here; the plan assumes it runs)" if absent else None
             if why is None:
                 elapsed += est
+                runs.append(f"{model} {side}" if model == "decode" else f"{model} {side} #{r + 1}")
             if side == "rate_host":
                 self.rate_subset()
             cmd = shlex.join(self.command(model, side, self.tmp / f"{model}-{side}-{r + 1}"))
@@ -526,6 +613,7 @@ class Bench:
                 + (f", {why}" if why else f", starts at ~{elapsed - est:.0f} s")
                 + (f" [{why_show}]" if why_show and not why else "") + f"\n{cmd}")
         budget = f" within --budget-s {self.a.budget_s:g}" if self.a.budget_s > 0 else ""
+        log(f"# runs, in order: {', '.join(runs) or 'none'}")
         log(f"# estimated: {elapsed:.0f} s of runs{budget}")
 
     def main(self):
@@ -561,7 +649,8 @@ class Bench:
                         log(f"    {side}: done ({rec['wall_s']} s)")
                     else:
                         log(f"    {side}: {rec['images_per_s']:.1f} images/s, data wait {rec['data_wait']:.1%}, "
-                            f"cores {rec.get('cores_timed', '-')} ({rec['wall_s']} s)")
+                            f"cores {rec.get('cores_timed', '-')} ({rec['wall_s']} s)" +
+                            (f"; {self.decode_note(rec)}" if side in GPU_DECODE else ""))
                 self.results.setdefault(model, {}).setdefault(side, []).append(rec)
                 self.write()
         except (Stop, Exception) as e:  # noqa: BLE001 - a bug here must still leave the table
@@ -629,8 +718,9 @@ class Bench:
         doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                "info": self.info, "data": self.data, "budget_s": a.budget_s,
                "elapsed_s": round(time.monotonic() - self.t0, 1),
-               "settings": {k: getattr(a, k) for k in ("models", "sides", "runs", "batch", "size", "workers", "prefetch",
-                                                       "epochs", "window", "precision", "rate_images")},
+               "settings": {k: getattr(a, k) for k in ("models", "sides", "runs", "batch", "size", "workers",
+                                                       "loader_threads", "prefetch", "epochs", "window", "precision",
+                                                       "rate_images")},
                "steps_per_epoch": self.steps_per_epoch(), "results": self.results, "summary": sums,
                "estimate_factors": {g: round(self.factor(g), 2) for g in self.ratios}}
         a.out.mkdir(parents=True, exist_ok=True)
@@ -659,7 +749,54 @@ class Bench:
             return "failed"
         if errors and errors[0]["error"].startswith("not built"):
             return "not built"
-        return "skipped" if errors else "not run"
+        return "skipped" if errors and errors[0]["error"].startswith("skipped") else "not run"
+
+    @staticmethod
+    def decode_note(rec):
+        """One run's data.decode = "gpu" counts (train.log's last line), shortened."""
+        c = rec.get("decode_counts")
+        if c:
+            return (f"{c['engines']} decoded on the JPEG engines, {c['cuda']} by nvJPEG's CUDA decoder, "
+                    f"{c['cpu']} on the CPU, {c['failed']} failed")
+        return rec.get("decode_line") or "no data.decode count in train.log"
+
+    def gpu_decode_section(self, sums):
+        """Per model and source, the GPU-decode side against the pool, torchvision and the CPU path,
+        with the goals, and the cores each keeps busy."""
+        a = self.a
+        if not any(s in a.sides for s in GPU_DECODE):
+            return []
+        L = [f'## GPU decode (data.decode = "gpu", {a.loader_threads} loader threads; the CPU path {a.workers})', "",
+             "| model | source | GPU decode | CPU decode | pool | torchvision | GPU decode / pool (goal >= 0.95) | "
+             "GPU decode / torchvision (goal >= 1.5 on ResNet-18) | GPU decode / CPU decode | "
+             f"GPU decode cores busy (goal <= {GPU_DECODE_CORES}) | CPU decode cores busy | data wait GPU / CPU decode |",
+             "| --- " * 12 + "|"]
+
+        def goal(text, ok):
+            return text if ok is None else f"{text} ({'met' if ok else '**not met**'})"
+
+        def cores(z):
+            return f"{z['cores_timed']:.1f}" if z.get("cores_timed") is not None else "-"
+
+        for model in a.models:
+            s = sums.get(model, {})
+            rate = {k: s.get(k, {}).get("images_per_s") for k in SIDES}
+            for side in GPU_DECODE:
+                if side not in a.sides:
+                    continue
+                cpu = CPU_OF[side]
+                x, y = s.get(side, {}), s.get(cpu, {})
+                g, pool, tv = rate[side], rate["host_pool"], rate["python_tv"]
+                to_pool = goal(self.ratio(s, side, "host_pool"), round(g / pool, 3) >= 0.95 if g and pool else None)
+                to_tv = goal(self.ratio(s, side, "python_tv"),
+                             round(g / tv, 3) >= 1.5 if g and tv and model == "resnet18" else None)
+                busy = goal(cores(x), round(x["cores_timed"], 1) <= GPU_DECODE_CORES if x.get("cores_timed") is not None
+                            else None)
+                wait = " / ".join(f"{z['data_wait']:.1%}" if z.get("data_wait") is not None else "-" for z in (x, y))
+                L.append(f"| {model} | {'JPEG folder' if cpu == 'host_jpeg' else 'shards'} | {self.cell(s, side)} | "
+                         f"{self.cell(s, cpu)} | {self.cell(s, 'host_pool')} | {self.cell(s, 'python_tv')} | "
+                         f"{to_pool} | {to_tv} | {self.ratio(s, side, cpu)} | {busy} | {cores(y)} | {wait} |")
+        return L + [""]
 
     def markdown(self, sums, doc):
         a, info, d = self.a, self.info, self.data
@@ -682,7 +819,11 @@ class Bench:
              f"({MEAN_STD}); {a.epochs} epochs of {self.steps_per_epoch()} steps (drop_last), windows of "
              f"{a.window} steps; images/s = batch / median window step time over the windows of the second epoch on "
              "(the first epoch warms up); the table's figure the median of the runs",
-             f"- loader: host {a.workers} loader threads (`data.num_workers`, prefetch {a.prefetch}; image_folder's "
+             f"- loader: host GPU decode {a.loader_threads} loader threads (`--loader-threads`, "
+             "`data.decode = \"gpu\"`: the plugins hand over the JPEG bytes and the crop, nvJPEG decodes each "
+             "batch, batched on the GPU's JPEG engines, and one CUDA kernel crops, resizes, flips and normalises, "
+             "on the loader threads)" + ("" if a.device == "cuda" else f" (not run on {a.device})") +
+             f"; host {a.workers} loader threads (`data.num_workers`, prefetch {a.prefetch}; image_folder's "
              "defaults: **fast_decode on**, i.e. JPEGs decoded at 1/2, 1/4 or 1/8 scale where the crop allows; "
              f"OpenCV); torchvision: {a.workers} DataLoader worker processes, PIL decodes every JPEG fully, "
              f"pin_memory, persistent workers, a copy stream one batch ahead; nvJPEG: {a.reader_workers} reader "
@@ -692,8 +833,9 @@ class Bench:
              "- data wait: the fraction of step time the training thread waited for its batch (host: "
              "time/data_wait_s / time/step_s); cores busy: user + system CPU seconds of the run's processes "
              "(from /proc) per second, over the timed windows (and over the whole run, start-up and autotuning "
-             "included; a training thread waiting for the GPU spins, so it counts as busy); the goal for later "
-             "work: at most 4 cores busy at the memory pool's rate"]
+             "included; a training thread waiting for the GPU spins, so it counts as busy); the goals of the GPU "
+             f"decode: at least 0.95 of the memory pool's rate (1.5x torchvision's on ResNet-18) with at most "
+             f"{GPU_DECODE_CORES} cores busy"]
         if info.get("dev_shm_free_gib") is not None and info["dev_shm_free_gib"] < 8:
             L.append(f"- **/dev/shm has {info['dev_shm_free_gib']} GiB free**: the torchvision side's workers hand "
                      f"batches over through it ({a.workers} workers x 2 batches of "
@@ -704,18 +846,24 @@ class Bench:
             if rest:
                 L += ["", "```", rest.rstrip(), "```"]
         L += ["", "## Summary (images/s, medians)", "",
-              "| model | host JPEG | host shards | host pool | torchvision | torchvision + nvJPEG | JPEG / pool | "
-              "JPEG / torchvision | shards / JPEG | nvJPEG / torchvision | host JPEG cores busy | torchvision cores busy |",
-              "| --- " * 12 + "|"]
+              "| model | host JPEG, GPU decode | host shards, GPU decode | host JPEG | host shards | host pool | "
+              "torchvision | torchvision + nvJPEG | JPEG GPU decode / pool | JPEG GPU decode / torchvision | "
+              "JPEG GPU / CPU decode | JPEG / pool | JPEG / torchvision | shards / JPEG | nvJPEG / torchvision | "
+              "host JPEG GPU decode cores busy | host JPEG cores busy | torchvision cores busy | "
+              "loader threads (GPU decode / CPU) |",
+              "| --- " * 19 + "|"]
         for model in a.models:
             s = sums.get(model, {})
             cores = [f"{s.get(x, {}).get('cores_timed'):.1f}" if s.get(x, {}).get("cores_timed") else "-"
-                     for x in ("host_jpeg", "python_tv")]
-            L.append(f"| {model} | " + " | ".join(self.cell(s, x) for x in SIDES) + " | " +
-                     " | ".join([self.ratio(s, "host_jpeg", "host_pool"), self.ratio(s, "host_jpeg", "python_tv"),
+                     for x in ("host_jpeg_gpu", "host_jpeg", "python_tv")]
+            L.append(f"| {model} | " + " | ".join(self.cell(s, x) for x in COLUMNS) + " | " +
+                     " | ".join([self.ratio(s, "host_jpeg_gpu", "host_pool"), self.ratio(s, "host_jpeg_gpu", "python_tv"),
+                                 self.ratio(s, "host_jpeg_gpu", "host_jpeg"),
+                                 self.ratio(s, "host_jpeg", "host_pool"), self.ratio(s, "host_jpeg", "python_tv"),
                                  self.ratio(s, "host_shards", "host_jpeg"), self.ratio(s, "python_nvjpeg", "python_tv")])
-                     + " | " + " | ".join(cores) + " |")
+                     + " | " + " | ".join(cores) + f" | {a.loader_threads} / {a.workers} |")
         L.append("")
+        L += self.gpu_decode_section(sums)
         for model in a.models:
             L += self.model_section(model, sums.get(model, {}))
         L += self.rates_section(sums.get("decode", {}), sums)
@@ -725,18 +873,26 @@ class Bench:
         L = [f"## {model}: batch {self.a.batch} x 3x{self.a.size}x{self.a.size}, {self.data['classes']} classes", "",
              "| side | images/s | runs | data wait | cores busy (timed) | cores busy (run) | loader threads | "
              "peak allocated MiB | notes |", "| --- " * 9 + "|"]
-        for side in SIDES:
+        for side in COLUMNS:
             if side not in self.a.sides:
                 continue
             x = s.get(side, {})
             runs = ", ".join(f"{v:.0f}" for v in x.get("runs_images_per_s", [])) or "-"
-            notes = {"host_jpeg": "image_folder, fast_decode on (default)", "host_shards": "webdataset, fast_decode on",
+            notes = {"host_jpeg_gpu": 'image_folder, data.decode = "gpu"', "host_shards_gpu": 'webdataset, data.decode = "gpu"',
+                     "host_jpeg": "image_folder, fast_decode on (default)", "host_shards": "webdataset, fast_decode on",
                      "host_pool": "tensor_pool: no decoding (the GPU's rate with the host's loop)",
                      "python_tv": "ImageFolder + DataLoader, PIL full decode",
                      "python_nvjpeg": "decode_jpeg(device='cuda') batched"}[side]
             notes = [notes]
             if self.a.device != "cuda" and side == "python_nvjpeg":
                 notes.append(f"decode_jpeg on {self.a.device} (smoke test)")
+            if side in GPU_DECODE:
+                runs_all = self.results.get(model, {}).get(side, [])
+                notes += [f"train: {v}" for v in dict.fromkeys(r["decode_train"] for r in runs_all
+                                                                 if r.get("decode_train"))]
+                notes += [f"run {r['run']}: {self.decode_note(r)}" for r in runs_all
+                          if r.get("decode_counts") or r.get("decode_line") or
+                          ("error" not in r and "images_per_s" in r)]
             notes += sorted({r["exit_note"] for r in self.results.get(model, {}).get(side, []) if r.get("exit_note")})
             reasons = {}
             for e in x.get("errors", []):
@@ -747,10 +903,11 @@ class Bench:
             notes += [f"run {', '.join(r)} {why}" for why, r in reasons.items()]
             f = lambda k, fmt: format(x[k], fmt) if x.get(k) is not None else "-"  # noqa: E731
             L.append(f"| {LABELS[side]} | {self.cell(s, side)} | {runs} | {f('data_wait', '.1%')} | "
-                     f"{f('cores_timed', '.1f')} | {f('cores_run', '.1f')} | {x.get('loader_threads', '-')} | "
-                     f"{f('peak_alloc_mib', '.0f')} | {'; '.join(notes)} |")
+                     f"{f('cores_timed', '.1f')} | {f('cores_run', '.1f')} | "
+                     f"{x.get('loader_threads', self.threads(side) if side in HOST_SIDES else '-')} | "
+                     f"{f('peak_alloc_mib', '.0f')} | {'; '.join(notes).replace('|', '/')} |")
         L.append("")
-        for side in SIDES:
+        for side in COLUMNS:
             for e in s.get(side, {}).get("errors", []):
                 if not skipped(e):
                     L += [f"{LABELS[side]}, run {e['run']}" + (f": `{e['cmd']}`" if "cmd" in e else ""), "", "```",
@@ -821,14 +978,18 @@ def main() -> int:
     p.add_argument("--build", type=Path, default=ROOT / "build", help="torchhost build (bin/host, plugins/)")
     p.add_argument("--out", type=Path, required=True, help="where gpu-e2e.md and gpu-e2e.json go")
     p.add_argument("--data", type=Path, required=True, help="the JPEG set's ROOT (ROOT-shards beside it)")
-    p.add_argument("--models", default="resnet50,resnet18", help=f"of {', '.join(MODELS)}")
-    p.add_argument("--sides", default=",".join(SIDES))
+    p.add_argument("--models", default="resnet18,resnet50",
+                   help=f"of {', '.join(MODELS)}, in the plan's order (resnet18 first: the loader-bound one)")
+    p.add_argument("--sides", default=",".join(SIDES), help=f"of {', '.join(SIDES)} (all by default)")
     p.add_argument("--rates", default="host,python", help="decode rates to measure: host, python ('' none)")
     p.add_argument("--runs", type=int, default=2, help="rounds (the budget may drop later ones)")
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--size", type=int, default=224, help="crop size (the pool's image size)")
     p.add_argument("--workers", type=int, default=max(1, len(os.sched_getaffinity(0)) - 2),
                    help="loader threads (host) and DataLoader worker processes (torchvision); default cores - 2")
+    p.add_argument("--loader-threads", type=int, default=GPU_DECODE_CORES,
+                   help="the GPU-decode sides' loader threads (data.num_workers; default 4: the goal is at most 4 "
+                        "cores busy); the other sides' are --workers")
     p.add_argument("--prefetch", type=int, default=4, help="the host's data.prefetch")
     p.add_argument("--reader-workers", type=int, default=4, help="python_nvjpeg: DataLoader processes reading the files")
     p.add_argument("--epochs", type=int, default=2, help="per run; the first is warm-up")
@@ -854,8 +1015,8 @@ def main() -> int:
         [r for r in a.rates if r not in ("host", "python")]
     if unknown:
         p.error(f"unknown model, side or rate: {', '.join(unknown)}")
-    if a.epochs < 1 or a.window < 1 or a.batch < 1 or a.workers < 0:
-        p.error("--epochs, --window and --batch must be >= 1, --workers >= 0")
+    if a.epochs < 1 or a.window < 1 or a.batch < 1 or a.workers < 0 or a.loader_threads < 0:
+        p.error("--epochs, --window and --batch must be >= 1, --workers and --loader-threads >= 0")
     if a.prepare and not a.dry_run and prepare(a) != 0:
         log("gpu_e2e_bench.py: generating the set failed; the sides will say what is missing")
     bench = Bench(a)

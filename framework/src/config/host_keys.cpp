@@ -169,6 +169,10 @@ std::vector<HostKey> make_host_keys() {
           "then the samples within each window of this many consecutive groups (>= 1; about this many shards "
           "are read at a time, so their bytes sit in the page cache: window x shard size)",
           {.limit = at_least(1)}),
+      TP_HOST_KEY(data, decode, R"("cpu")",
+          "where image files are decoded: cpu (the loader threads), gpu (the device: nvJPEG, then crop, resize, "
+          "flip and normalise in one kernel; refused naming why where it cannot apply) or auto (the device where "
+          "it can, else the CPU; runtime.toml says which and why)"),
 
       TP_HOST_KEY(checkpoint, strategy, R"("epoch")",
           "when to save: every `every` epochs, every `every` optimizer steps, or never"),

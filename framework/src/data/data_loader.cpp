@@ -15,6 +15,7 @@
 #include <ATen/Context.h>
 
 #include "tp/framework/data/collate.h"
+#include "data/staged_batch.h"
 
 namespace tp {
 
@@ -38,6 +39,8 @@ struct DataLoader::WorkerSlot {
 struct DataLoader::Epoch {
   std::shared_ptr<SampleSource> source;
   LoaderOptions options;
+  std::shared_ptr<const BatchStage> stage;  // null: batches as collated
+  BatchLayout collate_layout;               // the loader's (a copy: a thread left behind outlives it)
   std::shared_ptr<std::timed_mutex> serial_mu;  // the loader's, held around get() when source->serial()
   uint64_t epoch = 0;
   std::vector<uint64_t> indices;  // this rank's shard, in sampler order
@@ -112,9 +115,13 @@ std::string describe_exception(const std::exception_ptr& e, int* exit_code) {
 
 }  // namespace
 
-DataLoader::DataLoader(std::shared_ptr<SampleSource> source, LoaderOptions options)
+DataLoader::DataLoader(std::shared_ptr<SampleSource> source, LoaderOptions options,
+                       std::shared_ptr<const BatchStage> stage)
     : source_(std::move(source)),
       options_(options),
+      stage_(std::move(stage)),
+      collate_layout_(with_ragged(source_ ? source_->batch_layout() : BatchLayout(),
+                                  stage_ ? stage_->ragged_fields() : std::vector<std::string>())),
       sampler_(sampler_options(source_.get(), options_)) {
   TP_CHECK(options_.start_batch() <= batches_per_epoch(), "DataLoader (", source_->name(),
            "): start_batch ", options_.start_batch(), " is past the end of the epoch (",
@@ -148,6 +155,8 @@ void DataLoader::start_epoch(uint64_t epoch, int64_t start_batch) {
   auto ep = std::make_shared<Epoch>();
   ep->source = source_;
   ep->options = options_;
+  ep->stage = stage_;
+  ep->collate_layout = collate_layout_;
   ep->serial_mu = serial_mu_;
   ep->epoch = epoch;
   ep->indices = sampler_.indices();
@@ -234,6 +243,7 @@ std::optional<DataLoader::LoadedBatch> DataLoader::load_batch(Epoch& ep, int64_t
   ctx.num_workers = num_workers;
   ctx.rank = static_cast<int32_t>(options.rank());
   ctx.epoch = ep.epoch;
+  ctx.encoded_images = ep.stage != nullptr && ep.stage->wants_encoded() ? 1U : 0U;
 
   std::vector<NamedTensors> samples;
   samples.reserve(indices.size());
@@ -290,12 +300,17 @@ std::optional<DataLoader::LoadedBatch> DataLoader::load_batch(Epoch& ep, int64_t
   if (samples.empty()) return out;
   if (slot != nullptr && slot->left.load()) return std::nullopt;  // replaced while its last sample loaded
   try {
-    out.batch = collate(std::move(samples), CollateOptions{kept, options.pin_memory(), &source.batch_layout()});
-    return out;
+    out.batch = collate(std::move(samples), CollateOptions{kept, options.pin_memory(), &ep.collate_layout});
   } catch (const std::exception& e) {
     throw Error(detail::concat("data loader: source '", source.name(), "', epoch ", ep.epoch,
                                ", batch ", batch, ": ", e.what()));
   }
+  if (ep.stage != nullptr) {
+    ctx.encoded_images = 0;  // a refetch asks for the pixels
+    out.batch = run_stage(*ep.stage, std::move(out.batch), StageContext{source, options, ctx, kept},
+                          out.skipped);
+  }
+  return out;
 }
 
 void DataLoader::worker_main(const std::shared_ptr<Epoch>& shared, WorkerSlot& slot) {

@@ -40,6 +40,7 @@ class IndexedSource final : public SampleSource {
   std::string name() const override { return inner_->name(); }
   const BatchLayout& batch_layout() const override { return inner_->batch_layout(); }
   const std::vector<uint64_t>& sample_groups() const override { return inner_->sample_groups(); }
+  const std::vector<EncodedImageSpec>& encoded_images() const override { return inner_->encoded_images(); }
 
  private:
   std::shared_ptr<SampleSource> inner_;

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include "copy_stream.h"
 #include "tp/framework/plugin/model_proxy.h"
@@ -22,8 +23,17 @@ NamedTensors BatchPlacement::to_device(NamedTensors batch) const {
     if (!device_.is_cpu()) {
       // Only pinned memory copies asynchronously; a pageable source would make the copy stream
       // wait for the host anyway.
-      if (copy_stream_ && tensor.is_cpu() && tensor.is_pinned()) tensor = copy_stream_->to_device(tensor);
-      else tensor = tensor.to(device_, /*non_blocking=*/true);
+      if (copy_stream_ && tensor.is_cpu() && tensor.is_pinned()) {
+        tensor = copy_stream_->to_device(tensor);
+      } else if (tensor.device().type() == device_.type() &&
+                 (!device_.has_index() || tensor.device().index() == device_.index())) {
+        // Made on the device by a loader thread on a stream of its own (data.decode = "gpu"): marked
+        // as used on this thread's stream too, so the allocator does not hand its memory to the
+        // loader's next batch before the step that reads it has run.
+        tensor.record_stream(c10::impl::VirtualGuardImpl(device_.type()).getStream(tensor.device()));
+      } else {
+        tensor = tensor.to(device_, /*non_blocking=*/true);
+      }
     }
     if (channels_last_ && tensor.dim() == 4 && tensor.is_floating_point())
       tensor = tensor.contiguous(at::MemoryFormat::ChannelsLast);

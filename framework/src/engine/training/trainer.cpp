@@ -12,6 +12,7 @@
 #include "engine/training/cuda_graph_policy.h"
 #include "engine/training/nan_policy.h"
 #include "engine/training/run_budget.h"
+#include "engine/setup/image_decode_choice.h"
 #include "engine/setup/runtime_toml.h"
 #include "tp/framework/error.h"
 #include "tp/framework/optim/device_step.h"
@@ -100,7 +101,10 @@ Trainer::Impl::Impl(const RunConfig& config, RunComponents& parts, c10::Device d
   const bool overfit = t.overfit_batches > 0;
   LoaderOptions train_options = loader_options(config_, t.batch_size, LoaderMode::kTrain, rank_, world_size_, device_);
   if (overfit) train_options.shuffle(false); // the same N batches every epoch
-  train_loader_ = std::make_unique<DataLoader>(parts_.train_data, train_options);
+  // data.decode: the training images decoded on the device or on the loader threads (runtime.toml's [decode]).
+  const DecodeChoice train_decode =
+      choose_image_decode(config_, device_, *parts_.train_data, "train", config_.data.num_workers);
+  train_loader_ = std::make_unique<DataLoader>(parts_.train_data, train_options, train_decode.stage);
   train_batches_ = train_loader_->batches_per_epoch();
   if (const std::size_t groups = parts_.train_data->sample_groups().size(); groups > 0)
     log_.info("training order: " + std::to_string(parts_.train_data->size()) + " samples in " +
@@ -132,17 +136,22 @@ Trainer::Impl::Impl(const RunConfig& config, RunComponents& parts, c10::Device d
   epochs_ = budget_.epochs(epochs_, total_optimizer_steps(1, train_batches_, t.grad_accum_steps));
   init_schedule();
   std::unique_ptr<DataLoader> val_loader;
+  std::optional<DecodeChoice> val_decode;
   if (overfit) {
     // Validate on exactly the samples trained on: the training split, unshuffled, same batches.
     val_loader = std::make_unique<DataLoader>(
-        parts_.train_data, loader_options(config_, t.batch_size, LoaderMode::kEvalExact, rank_, world_size_, device_));
+        parts_.train_data, loader_options(config_, t.batch_size, LoaderMode::kEvalExact, rank_, world_size_, device_),
+        train_decode.stage);
     log_.info("overfit_batches: training and validating on the first " + std::to_string(t.overfit_batches) +
               " training batches; the loss should approach zero");
   } else if (parts_.val_data && config_.eval.strategy != IntervalStrategy::kNo) {
     const int64_t eval_batch = config_.eval.batch_size > 0 ? config_.eval.batch_size : t.batch_size;
+    val_decode = choose_image_decode(config_, device_, *parts_.val_data, "val", config_.data.num_workers);
     val_loader = std::make_unique<DataLoader>(
-        parts_.val_data, loader_options(config_, eval_batch, LoaderMode::kEvalExact, rank_, world_size_, device_));
+        parts_.val_data, loader_options(config_, eval_batch, LoaderMode::kEvalExact, rank_, world_size_, device_),
+        val_decode->stage);
   }
+  record_decode(train_decode, val_decode ? &*val_decode : nullptr);
   evaluator_ = std::make_unique<Evaluator>(config_, parts_, placement_, std::move(val_loader), eval_batches, *collectives_);
   init_averages();
   if (t.fast_dev_run) log_.info("fast_dev_run: one optimizer step and one evaluation batch; nothing is written");
@@ -169,6 +178,13 @@ void Trainer::Impl::init_cuda_graphs() {
   facts.cycles_momentum = cycles_momentum(config_.schedule);
   steps_.prepare_cuda_graphs(facts);
   record_cuda_graph_state();
+}
+
+void Trainer::Impl::record_decode(const DecodeChoice& train, const DecodeChoice* val) {
+  log_.info("data.decode: train " + train.state + (val != nullptr ? "; val " + val->state : ""));
+  if (config_.data.decode == DecodeMode::kCpu || !writes_ || runtime_toml_.empty()) return;
+  runtime_toml_ += "\n" + decode_table(config_, train, val);
+  control_.rank0_write([&] { write_file_atomically(run_dir_ / "runtime.toml", runtime_toml_); });
 }
 
 void Trainer::Impl::record_cuda_graph_state() {
@@ -306,6 +322,7 @@ FitSummary Trainer::Impl::fit() {
   if (update_.scaler().is_enabled()) report_scaler_skips(step() - first_step);
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (step() > first_step) log_.info(meters_.report().summary(step() - first_step, summary.seconds));
+  if (const BatchStage* stage = train_loader_->stage(); stage != nullptr) log_.info(stage->summary());
   // The same report as numbers for `host compare`; written last, after the final save.
   // The collectives this process made (Collectives::calls: the gradient buckets' all-reduce
   // excluded; a single process counts the calls a data-parallel run would make).

@@ -46,6 +46,7 @@
 #include "tp/framework/engine/scalars.h"
 #include "engine/training/step_runner.h"
 #include "engine/training/step_trace.h"
+#include "engine/setup/image_decode_choice.h"
 #include "engine/training/train_meters.h"
 #include "engine/training/weight_average.h"
 #include "tp/framework/optim/lr_scheduler.h"
@@ -116,6 +117,8 @@ class Trainer::Impl {
   void init_cuda_graphs();
   /// runtime.toml again with run.cuda_graphs' table, when the step runner's choice changed.
   void record_cuda_graph_state();
+  /// data.decode's choice for the loaders: logged, and runtime.toml's [decode] table (not for "cpu").
+  void record_decode(const DecodeChoice& train, const DecodeChoice* val);
   /* Stochastic weight averaging (trainer_swa.cpp) */
   /// At an epoch's start: from swa.start_epoch on, SWALR replaces the schedule.
   void begin_swa_epoch(int64_t epoch);

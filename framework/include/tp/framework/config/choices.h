@@ -51,6 +51,18 @@ std::vector<std::string> choice_words() {
   return out;
 }
 
+/// data.decode: where image files are decoded (docs/datasets.md, "Decoding on the GPU").
+enum class DecodeMode {
+  kCpu,  ///< the dataset's loader threads decode and transform (the plugin's own path)
+  kGpu,  ///< the device decodes (nvJPEG) and transforms, or the run is refused naming why it cannot
+  kAuto, ///< the device where it can, the CPU otherwise (runtime.toml says which and why)
+};
+template <>
+struct ChoiceWords<DecodeMode> {
+  static constexpr std::array<std::pair<DecodeMode, std::string_view>, 3> kWords{
+      {{DecodeMode::kCpu, "cpu"}, {DecodeMode::kGpu, "gpu"}, {DecodeMode::kAuto, "auto"}}};
+};
+
 /// run.cuda_graphs: capture the training step in a CUDA graph (docs/cuda_graphs.md).
 enum class CudaGraphMode {
   kOff,  ///< every step eager

@@ -122,6 +122,7 @@ struct DataSection {
   BadSamplePolicy on_bad_sample; ///< a sample that fails to load
   double sample_timeout_s;   ///< seconds one sample may load on a loader thread before it counts as bad; 0: no limit
   int64_t group_window;      ///< a dataset stored in groups (tar shards): samples shuffled within this many groups
+  DecodeMode decode;         ///< where image files are decoded: the loader threads or the device (nvJPEG)
   ComponentConfig train;
   std::optional<ComponentConfig> val;
   std::optional<ComponentConfig> test; ///< [data.test]: read only by `host eval/predict --split test`

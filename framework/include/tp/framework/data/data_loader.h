@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tp/framework/config/choices.h" // BadSamplePolicy (data.on_bad_sample)
+#include "tp/framework/data/batch_stage.h"
 #include "tp/framework/data/sample_source.h"
 #include "tp/framework/data/sampler.h"
 #include "tp/framework/error.h"
@@ -154,8 +155,13 @@ class SampleError : public Error {
 ///   }
 class DataLoader {
  public:
-  /// Validates the options (tp::Error naming the option otherwise); starts no thread.
-  DataLoader(std::shared_ptr<SampleSource> source, LoaderOptions options);
+  /// Validates the options (tp::Error naming the option otherwise); starts no thread. `stage`
+  /// (null: none) runs on each collated batch on the worker that built it (batch_stage.h): with
+  /// one that wants_encoded(), every sample is asked for its encoded image fields
+  /// (ctx.encoded_images, plugin ABI 1.11), which collate as ragged, and the stage's rows that
+  /// fail are bad samples under options.on_bad_sample().
+  DataLoader(std::shared_ptr<SampleSource> source, LoaderOptions options,
+             std::shared_ptr<const BatchStage> stage = nullptr);
   /// Abandons the running epoch: stops and joins the workers and releases every sample and
   /// batch still held. Blocks until in-flight SampleSource::get calls return, except those a
   /// timeout left behind (see Timeouts), which keep their source alive until they do.
@@ -190,6 +196,8 @@ class DataLoader {
   double last_wait_seconds() const noexcept { return last_wait_seconds_; }
   /// The validated options.
   const LoaderOptions& options() const noexcept { return options_; }
+  /// The batch stage (null: none).
+  const BatchStage* stage() const noexcept { return stage_.get(); }
   /// The source's variable-size fields, which collate() applies to every batch (batch_layout.h):
   /// what batch_size() and batch_rows() need to read this loader's batches.
   const BatchLayout& batch_layout() const { return source_->batch_layout(); }
@@ -222,6 +230,8 @@ class DataLoader {
 
   std::shared_ptr<SampleSource> source_;
   LoaderOptions options_;
+  std::shared_ptr<const BatchStage> stage_;  // null: batches as collated
+  BatchLayout collate_layout_;               // the source's, plus the stage's ragged encoded fields
   DistributedSampler sampler_;
   std::shared_ptr<Epoch> epoch_;
   std::vector<std::shared_ptr<Epoch>> left_behind_;  // epochs whose threads a timeout left in get()

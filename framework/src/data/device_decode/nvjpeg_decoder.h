@@ -1,0 +1,66 @@
+// nvJPEG for data.decode = "gpu": one decoder per loader thread, batched on the GPU's hardware
+// JPEG engines where it has them (A100, H100, H200: NVJPEG_BACKEND_HARDWARE) and image by image
+// with nvJPEG's CUDA decoder for what they cannot take (progressive scans, 4:1:0 and 4:1:1
+// subsampling) or on a GPU without them. Private to the device decode stage.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tp::device_decode {
+
+/// One encoded image and the size its plugin read from its header.
+struct EncodedImage {
+  const uint8_t* data;  ///< the file's bytes (pinned host memory: the batch's)
+  std::size_t size;
+  int height, width;
+};
+
+/// One decoded image: RGB interleaved, width * 3 bytes a row, on the device; undefined where the
+/// decoder could not decode it.
+struct DecodedImage {
+  at::Tensor pixels;  ///< uint8 [height, width * 3]
+  bool ok = false;
+};
+
+/// How the images of one decode() went.
+struct DecodeCounts {
+  int64_t hardware = 0;  ///< decoded batched on the JPEG engines
+  int64_t cuda = 0;      ///< decoded one by one by nvJPEG's CUDA decoder
+  int64_t failed = 0;    ///< not decoded (not a JPEG nvJPEG reads, a size other than the header's, corrupt)
+};
+
+class NvjpegDecoder {
+ public:
+  /// nvJPEG on `device` (CUDA) with a stream of its own. Throws tp::Error naming nvJPEG's status
+  /// when the library cannot start there.
+  explicit NvjpegDecoder(c10::Device device);
+  ~NvjpegDecoder();
+  NvjpegDecoder(const NvjpegDecoder&) = delete;
+  NvjpegDecoder& operator=(const NvjpegDecoder&) = delete;
+
+  /// Decodes `images` on stream() (asynchronously: the pixels are ready when the stream is). An
+  /// image it cannot decode, or whose stored size differs from the declared one, comes back
+  /// with ok = false and is counted as failed.
+  std::vector<DecodedImage> decode(const std::vector<EncodedImage>& images, DecodeCounts& counts);
+  /// The stream every decode and the caller's work on its output run on.
+  const c10::cuda::CUDAStream& stream() const noexcept { return stream_; }
+  /// "the GPU's JPEG engines (NVJPEG_BACKEND_HARDWARE)" or "nvJPEG's CUDA decoder".
+  std::string backend() const;
+
+ private:
+  struct Handles;
+  c10::Device device_;
+  c10::cuda::CUDAStream stream_;
+  std::unique_ptr<Handles> handles_;
+  bool interpolated_ = false;  // a handle took NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION  // nvJPEG's opaque handles (nvjpeg.h stays out of this header)
+};
+
+}  // namespace tp::device_decode

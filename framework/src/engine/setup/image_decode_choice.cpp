@@ -1,0 +1,67 @@
+#include "engine/setup/image_decode_choice.h"
+
+#include <vector>
+
+#include "data/device_decode/image_decode_stage.h"
+#include "tp/framework/error.h"
+
+namespace tp {
+namespace {
+
+/// TOML's basic string for `text`.
+std::string quoted(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+DecodeChoice choose_image_decode(const RunConfig& config, c10::Device device, const SampleSource& source,
+                                 const std::string& split, int64_t workers) {
+  const DecodeMode mode = config.data.decode;
+  if (mode == DecodeMode::kCpu) return {nullptr, "cpu: data.decode = \"cpu\""};
+  std::vector<std::string> reasons;
+  const EncodedImageSpec* spec = nullptr;
+  if (!device.is_cuda()) reasons.push_back("the run trains on " + device.str() + " [run.device]");
+  if (source.encoded_images().empty())
+    reasons.push_back(source.name() + " cannot hand its images over encoded (plugin ABI 1.11: a dataset declares "
+                                      "them with encoded_images; image_folder and webdataset do) [data." + split + "]");
+  for (const EncodedImageSpec& s : source.encoded_images()) {
+    if (s.available) {
+      spec = &s;
+      break;
+    }
+    reasons.push_back(source.name() + ", field '" + s.name + "': " + s.reason);
+  }
+  DeviceDecodeStart start;
+  if (reasons.empty() && spec != nullptr) {
+    start = start_image_decode(*spec, device, workers);
+    if (!start.stage) reasons.push_back(start.unavailable + " [data.decode]");
+  }
+  if (!reasons.empty()) {
+    std::string why;
+    for (const std::string& r : reasons) why += (why.empty() ? "" : "; ") + r;
+    if (mode == DecodeMode::kGpu)
+      throw ConfigError("data.decode", "data.decode = \"gpu\" cannot decode the " + split + " split's images on the "
+                                           "device: " + why + ". Remove what the brackets name, or set data.decode = "
+                                           "\"auto\" (the device where it can, else the CPU) or \"cpu\"; nothing was "
+                                           "trained (docs/datasets.md, \"Decoding on the GPU\").");
+    return {nullptr, "cpu: " + why};
+  }
+  return {start.stage, "gpu: " + start.backend + ", then crop, resize, flip and normalise in one kernel; '" +
+                           spec->name + "' 3x" + std::to_string(spec->out_height) + "x" +
+                           std::to_string(spec->out_width)};
+}
+
+std::string decode_table(const RunConfig& config, const DecodeChoice& train, const DecodeChoice* val) {
+  std::string out = "[decode]\nmode = " + quoted(std::string(to_string(config.data.decode))) + "\n";
+  out += "train = " + quoted(train.state) + "\n";
+  if (val != nullptr) out += "val = " + quoted(val->state) + "\n";
+  return out;
+}
+
+}  // namespace tp
