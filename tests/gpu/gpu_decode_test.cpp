@@ -191,7 +191,8 @@ TEST_CASE("nvJPEG and the device pass equal image_folder's CPU path within the d
     std::string backend, summary;
     const auto gpu = decode_on_gpu(gpu_split, train, &backend, &summary);
     const PixelDifference d = pixel_difference(cpu, gpu);
-    MESSAGE("gpu figure: decode (" << (train ? "train: random crops and flips" : "val: center crops") << ", " << backend << "): |gpu - cpu| "
+    const std::string split = train ? "train: random crops and flips" : "val: center crops";
+    MESSAGE("gpu figure: decode (" << split << ", " << backend << "): |gpu - cpu| "
                                    << d.mean << " levels on average, 99th percentile " << d.p99 << ", max " << d.max
                                    << " over " << d.samples << " images; " << summary);
     // A crop one pixel off, a missed flip or a swapped channel moves the mean by tens of levels;
@@ -256,7 +257,12 @@ TEST_CASE("unusual and hostile files: decoded, sent to the CPU path or skipped a
 
 TEST_CASE("a short training from JPEGs decoded on the GPU learns as the CPU path's does") {
   REQUIRE_MESSAGE(at::hasCUDA(), kNeedsCuda);
-  // Four classes told apart by colour and texture, 48 images each, two folders: train and val.
+  // Four classes told apart by colour under a faint photograph-like texture, 48 images each, two
+  // folders: train and val. Calibrated on the CPU path (build/bin/host, device cpu, the same
+  // config): val/accuracy 0.91 after the first epoch and 1.0 from the second on. The first GPU run
+  // (bench/gpu/2026-11-27-h200-decode.md) used the full-contrast texture, whose random base colour
+  // drowned the class's: 0.64 (cpu) and 0.66 (gpu) after 4 epochs, the floors failed, the paths agreed.
+  const cv::Scalar colours[4] = {{200, 40, 40}, {40, 200, 40}, {40, 40, 200}, {40, 200, 200}};
   const fs::path root = tp::test::fresh_dir("gpu_decode_training_data");
   for (const std::string split : {"train", "val"})
     for (int c = 0; c < 4; ++c) {
@@ -264,8 +270,8 @@ TEST_CASE("a short training from JPEGs decoded on the GPU learns as the CPU path
       fs::create_directories(dir);
       for (int i = 0; i < (split == "train" ? 48 : 16); ++i) {
         cv::Mat img = photo_like(96 + i % 7 * 9, 96 + i % 5 * 11, static_cast<uint32_t>(c * 1000 + i + (split == "val") * 500));
-        img += cv::Scalar(c == 0 ? 120 : 0, c == 1 ? 120 : 0, c == 2 ? 120 : 0);
-        if (c == 3) cv::bitwise_not(img, img);
+        img.convertTo(img, -1, 0.25, 0.0);
+        img += colours[c];
         write_bytes(dir / ("img" + std::to_string(i) + ".jpg"), encode_jpeg(img));
       }
     }
