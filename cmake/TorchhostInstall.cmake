@@ -15,14 +15,20 @@
 # is named explicitly: a project venv (.venv, scripts/setup) lies inside the source tree, whose
 # directories INSTALL_RPATH_USE_LINK_PATH leaves out.
 get_filename_component(_tp_torch_lib "${Torch_DIR}/../../../lib" ABSOLUTE)
-set(_tp_install_rpath_properties INSTALL_RPATH "${_tp_torch_lib}" INSTALL_RPATH_USE_LINK_PATH TRUE)
+set(_tp_install_rpath "${_tp_torch_lib}")
+# nvJPEG (data.decode = "gpu", cmake/TorchhostGpuDecode.cmake) is no dependency of LibTorch's: its
+# directory is named too (the nvidia-nvjpeg wheel's lies inside the source tree where the venv does).
+if(TP_GPU_DECODE_BUILT)
+  get_filename_component(_tp_nvjpeg_dir "${TP_NVJPEG_LIBRARY}" DIRECTORY)
+  list(APPEND _tp_install_rpath "${_tp_nvjpeg_dir}")
+endif()
 if(TARGET host)
-  set_target_properties(host PROPERTIES ${_tp_install_rpath_properties})
+  set_target_properties(host PROPERTIES INSTALL_RPATH "${_tp_install_rpath}" INSTALL_RPATH_USE_LINK_PATH TRUE)
   install(TARGETS host RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
 endif()
 get_property(_tp_builtin_plugins GLOBAL PROPERTY TP_BUILTIN_PLUGINS)
 foreach(_plugin IN LISTS _tp_builtin_plugins)
-  set_target_properties(${_plugin} PROPERTIES ${_tp_install_rpath_properties})
+  set_target_properties(${_plugin} PROPERTIES INSTALL_RPATH "${_tp_install_rpath}" INSTALL_RPATH_USE_LINK_PATH TRUE)
   install(TARGETS ${_plugin} LIBRARY DESTINATION ${TP_INSTALL_PLUGIN_DIR} COMPONENT runtime)
 endforeach()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/configs/ DESTINATION ${TP_INSTALL_CONFIG_DIR} COMPONENT runtime)
