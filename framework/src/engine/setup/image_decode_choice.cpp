@@ -1,25 +1,15 @@
 #include "engine/setup/image_decode_choice.h"
 
+#include <toml++/toml.h>
+
+#include <sstream>
+#include <utility>
 #include <vector>
 
 #include "data/device_decode/image_decode_stage.h"
 #include "tp/framework/error.h"
 
 namespace tp {
-namespace {
-
-/// TOML's basic string for `text`.
-std::string quoted(const std::string& text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
-}  // namespace
-
 DecodeChoice choose_image_decode(const RunConfig& config, c10::Device device, const SampleSource& source,
                                  const std::string& split, int64_t workers) {
   const DecodeMode mode = config.data.decode;
@@ -58,10 +48,11 @@ DecodeChoice choose_image_decode(const RunConfig& config, c10::Device device, co
 }
 
 std::string decode_table(const RunConfig& config, const DecodeChoice& train, const DecodeChoice* val) {
-  std::string out = "[decode]\nmode = " + quoted(std::string(to_string(config.data.decode))) + "\n";
-  out += "train = " + quoted(train.state) + "\n";
-  if (val != nullptr) out += "val = " + quoted(val->state) + "\n";
-  return out;
+  toml::table decode{{"mode", std::string(to_string(config.data.decode))}, {"train", train.state}};
+  if (val != nullptr) decode.insert("val", val->state);
+  std::ostringstream out;
+  out << toml::table{{"decode", std::move(decode)}} << "\n";
+  return out.str();
 }
 
 }  // namespace tp
