@@ -32,7 +32,6 @@ that crashes is recorded against the side it was running and a fresh one starts 
 Needs only this interpreter's standard library; the sides run in subprocesses (--python).
 """
 import argparse
-import datetime
 import json
 import os
 import queue
@@ -43,7 +42,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -51,9 +49,9 @@ from importlib import metadata
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 import kernel_breakdown  # noqa: E402 - standard library only
+from bench_runs import ROOT, PlannedBench, Stop, gpu_name_and_driver, log, tail, utc_now  # noqa: E402 - likewise
 
 SIDES = ("host", "host_graphs", "python", "python_graphs", "compiled", "compiled_max", "lightning")
 LABELS = {"host": "host", "host_graphs": "host graphed", "python": "python eager", "python_graphs": "python graphed",
@@ -135,21 +133,9 @@ print("; ".join(missing))
 """
 
 
-class Stop(Exception):
-    """SIGTERM/SIGINT: write what there is and leave."""
-
-
-class WorkerError(Exception):
+class WorkerError(RuntimeError):
     """The worker died, timed out or reported itself unusable: it is ended and a fresh one
-    starts for the next command."""
-
-
-def log(msg):
-    print(msg, flush=True)
-
-
-def tail(text, n=20):
-    return "\n".join(text.rstrip().splitlines()[-n:])
+    starts for the next command. A RuntimeError: its message is the run's error as it is."""
 
 
 def version(name):
@@ -258,16 +244,12 @@ class Worker:
             return ""
 
 
-class Bench:
+class Bench(PlannedBench):
+    REPORT, TITLE, SCRIPT = "gpu-bench", "GPU training benchmark", "gpu_bench.py"
+
     def __init__(self, a):
-        self.a = a
-        self.t0 = time.monotonic()
-        self.tmp = Path(tempfile.mkdtemp(prefix="gpu_bench_"))
-        self.child = None
-        self.results = {}  # case -> side -> list of run dicts
+        super().__init__(a, "gpu_bench_")
         self.profiles = {}  # case -> side -> kernel_breakdown.breakdown(...) (+ trace notes)
-        self.info = {}
-        self.ratios = {}  # side group -> [actual wall / estimate]
         self.compile_blocker = ""  # why the compiled sides cannot run here
         self.workers = {}  # case -> Worker
         self.built = set()  # (case, side) built in the live worker of the case
@@ -430,11 +412,6 @@ class Bench:
     def group(side):
         return {"host_graphs": "host", "python_graphs": "python", "compiled_max": "compiled"}.get(side, side)
 
-    def factor(self, side):
-        """How much longer than estimated this side's runs took so far (1 before the first)."""
-        got = self.ratios.get(self.group(side))
-        return min(3.0, max(0.5, statistics.median(got))) if got else 1.0
-
     def decide(self, case, r, side, elapsed):
         """None to run it, else why not: the device, the budget, an earlier failure."""
         if self.a.device != "cuda":
@@ -452,38 +429,24 @@ class Bench:
         for x in self.results.get(case, {}).get(side, []):
             if failed(x):
                 return f"not run: run {x['run']} of this side failed (below)"
-        if self.a.budget_s <= 0:
-            return None
-        left = self.a.budget_s - elapsed
-        need = self.estimate(case, r, side) * self.factor(side)
-        if left < 3 or left < need:
-            reason = f"skipped (budget): ~{need:.0f} s estimated, {max(left, 0):.0f} s of --budget-s {self.a.budget_s:g} left"
-            if side in COMPILED and (case, side) not in self.built:
-                reason += (f"; its compile alone is estimated at ~{self.compile_estimate(case, side)} s "
-                           f"(alone: --models {case} --sides python,{side} --budget-s 0)")
-            return reason
-        return None
+        reason = self.over_budget(case, r, side, elapsed)
+        if reason and side in COMPILED and (case, side) not in self.built:
+            reason += (f"; its compile alone is estimated at ~{self.compile_estimate(case, side)} s "
+                       f"(alone: --models {case} --sides python,{side} --budget-s 0)")
+        return reason
 
     # ---- running ----
-    def left(self):
-        return self.a.budget_s - (time.monotonic() - self.t0) if self.a.budget_s > 0 else float("inf")
+    def run(self, case, r, side, rec):
+        """One run: in the case's worker (the Python sides) or a process of its own."""
+        if side in WORKER_SIDES:
+            self.run_worker(case, r, side, rec)
+        else:
+            self.run_process(case, r, side, rec)
+        rec["images_per_s"] = rec["steps_per_s"] * self.shape(case)["batch"]
 
-    def run_one(self, case, r, side):
-        rec = {"run": r + 1, "estimate_s": round(self.estimate(case, r, side), 1)}
-        start = time.monotonic()
-        try:
-            if side in WORKER_SIDES:
-                self.run_worker(case, r, side, rec)
-            else:
-                self.run_process(case, r, side, rec)
-            rec["images_per_s"] = rec["steps_per_s"] * self.shape(case)["batch"]
-            rec["wall_s"] = round(time.monotonic() - start, 1)
-            self.ratios.setdefault(self.group(side), []).append(rec["wall_s"] / rec["estimate_s"])
-        except Exception as e:  # noqa: BLE001 - any failure of one side is recorded, the others go on
-            rec["wall_s"] = round(time.monotonic() - start, 1)
-            rec["error"] = str(e) if isinstance(e, (RuntimeError, WorkerError)) else \
-                f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
-        return rec
+    def outcome(self, side, rec):
+        return f"{rec['images_per_s']:.1f} images/s ({rec['wall_s']} s" + \
+            (f"; compile {rec['compile_s']:.1f} s" if "compile_s" in rec else "") + ")"
 
     def run_process(self, case, r, side, rec):
         """A host or Lightning run: its own process, its own session (a timeout or SIGTERM ends
@@ -498,17 +461,11 @@ class Bench:
                 raise RuntimeError(f"not built in {self.a.build}: {', '.join(missing)}")
         timeout = min(self.a.timeout_s, self.left())
         with open(self.tmp / f"{run_dir.name}.log", "w+") as out:
-            self.child = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
-                                          start_new_session=True, env=self.env())
-            try:
-                rc = self.child.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                rc = None
-            finally:
-                if self.child.poll() is None:
-                    os.killpg(self.child.pid, signal.SIGKILL)
-                    self.child.wait()
-                self.child = None
+            with self.session(cmd, out, self.env()) as child:
+                try:
+                    rc = child.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    rc = None
             out.seek(0)
             text = out.read()
         try:
@@ -690,15 +647,16 @@ class Bench:
         return rec
 
     def stop(self, signum, frame):
-        if self.child is not None and self.child.poll() is None:
-            os.killpg(self.child.pid, signal.SIGKILL)
         for w in list(self.workers.values()):
             w.kill()
-        raise Stop(f"stopped by signal {signum}")
+        super().stop(signum, frame)
 
     def dry_run(self, plan):
         """The commands, each run's priority and estimate, and what the budget would skip if every
         run took its estimate (the workers' state simulated)."""
+        if self.prewarm:
+            done = [f"{c} {s}" for c, x in self.prewarm.get("compiles", {}).items() for s in x if self.prewarmed(c, s)]
+            log(f"# compile-prewarm.json: {self.a.prewarm_json} ({', '.join(done) or 'nothing compiled'})")
         elapsed = 0.0
         for case, r, side, prio in plan:
             if side in HOST_SIDES:
@@ -716,69 +674,22 @@ class Bench:
                 if side in WORKER_SIDES:
                     self.workers[case] = None  # simulated: started
                     self.built.add((case, side))
-            log(f"# {case} run {r + 1} {side}: priority {prio}, ~{est:.0f} s"
-                + (f", {why}" if why else f", starts at ~{elapsed - est:.0f} s") + f"\n{cmd}")
+            log(self.plan_line(case, r, side, prio, est, why, elapsed, cmd))
         self.workers.clear()
         self.built.clear()
-        log(f"# estimated: {elapsed:.0f} s of runs" + (f" within --budget-s {self.a.budget_s:g}" if self.a.budget_s > 0 else ""))
+        log(self.estimated_line(elapsed))
 
-    def main(self):
-        a = self.a
-        plan = self.plan()
-        if a.dry_run:
-            if self.prewarm:
-                log(f"# compile-prewarm.json: {a.prewarm_json} ({', '.join(f'{c} {s}' for c, x in self.prewarm.get('compiles', {}).items() for s in x if self.prewarmed(c, s)) or 'nothing compiled'})")
-            self.dry_run(plan)
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            return 0
-        a.out.mkdir(parents=True, exist_ok=True)
-        signal.signal(signal.SIGTERM, self.stop)
-        signal.signal(signal.SIGINT, self.stop)
-        status = 0
-        current = None  # the run in flight, for a stop
-        try:
-            self.probe()
-            for i, (case, r, side, prio) in enumerate(plan):
-                elapsed = time.monotonic() - self.t0
-                why = self.decide(case, r, side, elapsed)
-                if why is not None:
-                    rec = {"run": r + 1, "error": why, "estimate_s": round(self.estimate(case, r, side), 1)}
-                    log(f"[{elapsed:5.0f} s] {i + 1}/{len(plan)} {case} run {r + 1}: {side}: {why}")
-                else:
-                    log(f"[{elapsed:5.0f} s] {i + 1}/{len(plan)} {case} run {r + 1}: {side} "
-                        f"(priority {prio}, ~{self.estimate(case, r, side) * self.factor(side):.0f} s) ...")
-                    current = (case, r, side)
-                    rec = self.run_one(case, r, side)
-                    current = None
-                    if "error" in rec:
-                        log(f"    {side}: FAILED: {rec['error'].splitlines()[0]}")
-                    else:
-                        log(f"    {side}: {rec['images_per_s']:.1f} images/s ({rec['wall_s']} s"
-                            + (f"; compile {rec['compile_s']:.1f} s" if "compile_s" in rec else "") + ")")
-                self.results.setdefault(case, {}).setdefault(side, []).append(rec)
-                if side == "compiled" and r == 0:
-                    self.run_deferred(case)
-                # A case's worker ends when nothing later in the plan needs it (its GPU memory back).
-                if case in self.workers and not any(c == case and s in WORKER_SIDES for c, _, s, _ in plan[i + 1:]):
-                    self.end_worker(case, "done")
-                self.write()
-        except (Stop, Exception) as e:  # noqa: BLE001 - a bug here must still leave the table
-            self.info["stopped"] = str(e) if isinstance(e, Stop) else "gpu_bench.py failed:\n" + traceback.format_exc()
-            if current is not None:
-                case, r, side = current
-                self.results.setdefault(case, {}).setdefault(side, []).append({"run": r + 1, "error": str(e)})
-            log(self.info["stopped"])
-            status = 1
-        finally:
-            for case in list(self.workers):
-                self.end_worker(case, "done")
-            text = self.write()
-            if not a.keep:
-                shutil.rmtree(self.tmp, ignore_errors=True)
-        log("")
-        log(text)
-        log(f"written: {a.out / 'gpu-bench.md'}, {a.out / 'gpu-bench.json'}")
-        return status
+    def after_run(self, plan, i):
+        case, r, side, _ = plan[i]
+        if side == "compiled" and r == 0:
+            self.run_deferred(case)
+        # A case's worker ends when nothing later in the plan needs it (its GPU memory back).
+        if case in self.workers and not any(c == case and s in WORKER_SIDES for c, _, s, _ in plan[i + 1:]):
+            self.end_worker(case, "done")
+
+    def end_runs(self):
+        for case in list(self.workers):
+            self.end_worker(case, "done")
 
     def probe(self):
         """Device name and versions, without initialising CUDA in this process; whether the sides'
@@ -793,16 +704,8 @@ class Bench:
                 self.compile_blocker = f"(check failed: {e})"
             if self.compile_blocker:
                 self.info["compile_blocker"] = self.compile_blocker
-        if self.a.device != "cuda":
-            return
-        try:
-            out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                                 capture_output=True, text=True, timeout=20)
-            if out.returncode == 0 and out.stdout.strip():
-                name, driver = [f.strip() for f in out.stdout.splitlines()[0].split(",")][:2]
-                self.info.update(device=name, driver=driver)
-        except (OSError, subprocess.TimeoutExpired, ValueError):
-            pass
+        if self.a.device == "cuda":
+            self.info.update(gpu_name_and_driver())
 
     # ---- report ----
     def summary(self, case):
@@ -881,21 +784,13 @@ class Bench:
         a = self.a
         sums = {case: self.summary(case) for case in self.results}
         goals = self.goals(sums)
-        doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-               "info": self.info, "runs_per_side": a.runs, "budget_s": a.budget_s,
+        doc = {"date": utc_now(), "info": self.info, "runs_per_side": a.runs, "budget_s": a.budget_s,
                "elapsed_s": round(time.monotonic() - self.t0, 1),
                "shapes": {c: self.shape(c) for c in a.models}, "results": self.results, "summary": sums,
                "ceilings": {c: self.ceiling(c) for c in a.models if self.ceiling(c)},
                "breakdowns": self.profiles, "prewarm": self.prewarm, "workers": self.worker_log, "goals": goals,
                "estimate_factors": {g: round(self.factor(g), 2) for g in self.ratios}}
-        (a.out / "gpu-bench.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
-        try:
-            text = self.markdown(sums, goals, doc)
-        except Exception:  # noqa: BLE001 - the raw figures, if the table cannot be made
-            text = ("# GPU training benchmark: the table failed\n\n```\n" + traceback.format_exc() + "```\n\n```json\n"
-                    + json.dumps(doc, indent=1, default=str) + "\n```\n")
-        (a.out / "gpu-bench.md").write_text(text)
-        return text
+        return self.write_report(doc, lambda: self.markdown(sums, goals, doc))
 
     @staticmethod
     def fmt(x, digits=3):
@@ -943,11 +838,7 @@ class Bench:
                      f"{info['compile_blocker']}")
         if self.prewarm.get("error"):
             L.append(f"- compile-prewarm.json unreadable: {self.prewarm['error']}")
-        if info.get("stopped"):
-            first, _, rest = info["stopped"].partition("\n")
-            L.append(f"- **incomplete**: {first}")
-            if rest:
-                L += ["", "```", rest.rstrip(), "```"]
+        L += self.stopped_lines()
         L += ["", "## Summary (images/s, medians)", "",
               "| case | host | host graphed | python eager | python graphed | compiled reduce-overhead | compiled "
               "max-autotune | lightning | graphed / python eager | graphed / python graphed | graphed / best compiled "
@@ -1155,9 +1046,8 @@ def prewarm(a) -> int:
     bench = Bench(a)
     path = a.prewarm_json
     path.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-           "measured_beside_build": not a.alone, "budget_s": a.budget_s, "cache_dir": str(a.cache_dir),
-           "python": a.python, "compile_warmup_steps": COMPILE_WARMUP, "compiles": {}, "workers": []}
+    doc = {"date": utc_now(), "measured_beside_build": not a.alone, "budget_s": a.budget_s,
+           "cache_dir": str(a.cache_dir), "python": a.python, "compile_warmup_steps": COMPILE_WARMUP, "compiles": {}, "workers": []}
     todo = [(case, side) for case, side in PREWARM if case in a.models and side in a.sides]
     if a.device != "cuda":
         todo = [(c, s) for c, s in todo if s != "compiled_max"]  # autotuning on the CPU: minutes

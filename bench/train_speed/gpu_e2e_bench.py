@@ -57,23 +57,20 @@ last 20 lines of its output and the others go on. Needs only this interpreter's 
 library; the Python sides run in subprocesses (--python: torch and torchvision).
 """
 import argparse
-import datetime
 import json
 import os
 import re
 import shlex
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-import traceback
 from pathlib import Path
 
+from bench_runs import ROOT, PlannedBench, gpu_name_and_driver, log, tail, utc_now
+
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
 GENERATOR = ROOT / "bench/image_pipeline/make_imagenet_like.py"
 # The order within a round (the plan's, for the same priority): the GPU-decode sides first.
 SIDES = ("host_jpeg_gpu", "host_jpeg", "host_pool", "host_shards_gpu", "python_tv", "host_shards", "python_nvjpeg")
@@ -104,18 +101,6 @@ EPOCH_STALL_S = 1.0  # the loader's refill at an epoch's start
 RATE_IMAGES = 640  # decode rates: files (10 batches of 64)
 MEAN_STD = "mean = [0.485, 0.456, 0.406], std = [0.229, 0.224, 0.225]"
 POLL_S = 0.1  # /proc sampling of a run's processes
-
-
-class Stop(Exception):
-    """SIGTERM/SIGINT: write what there is and leave."""
-
-
-def log(msg):
-    print(msg, flush=True)
-
-
-def tail(text, n=20):
-    return "\n".join(text.rstrip().splitlines()[-n:])
 
 
 def skipped(rec):
@@ -174,16 +159,13 @@ class ProcessTree:
         return sum(self.ticks.values()) / self.TICK
 
 
-class Bench:
+class Bench(PlannedBench):
+    REPORT, TITLE, SCRIPT = "gpu-e2e", "GPU end-to-end benchmark", "gpu_e2e_bench.py"
+
     def __init__(self, a):
-        self.a = a
-        self.t0 = time.monotonic()
-        self.tmp = Path(tempfile.mkdtemp(prefix="gpu_e2e_"))
-        self.child = None
-        self.results = {}  # model (or "decode") -> side -> [run records]
+        super().__init__(a, "gpu_e2e_")  # results: model (or "decode") -> side -> [run records]
         self.info = {"cores": len(os.sched_getaffinity(0)), "loader_threads": a.workers,
                      "gpu_decode_loader_threads": a.loader_threads}
-        self.ratios = {}  # group -> [wall / estimate]
         self.data = self.read_data()
 
     # ---- the data set ----
@@ -315,7 +297,8 @@ class Bench:
                 out.append(("decode", 0, side, self.priority("decode", 0, side)))
         return sorted(out, key=lambda x: x[3])
 
-    def estimate(self, model, side):
+    def estimate(self, model, r, side):
+        """Seconds (every round costs the same: r is the plan's, unused)."""
         a = self.a
         if side == "rate_host":
             return 1.0 + 3 * a.rate_images / RATE_PER_THREAD["host"]
@@ -348,10 +331,6 @@ class Bench:
             return "host_gpu_decode"
         return "host" if side in HOST_SIDES else side if side in RATES else "python"
 
-    def factor(self, side):
-        got = self.ratios.get(self.group(side))
-        return min(3.0, max(0.5, statistics.median(got))) if got else 1.0
-
     def absent(self, side):
         """What this machine lacks for the side (the data set, the build, the shards), or None."""
         a, d = self.a, self.data
@@ -379,33 +358,12 @@ class Bench:
         for x in self.results.get(model, {}).get(side, []):
             if "error" in x and not skipped(x):
                 return f"not run: run {x['run']} of this side failed (below)"
-        if a.budget_s <= 0:
-            return None
-        left = a.budget_s - elapsed
-        need = self.estimate(model, side) * self.factor(side)
-        if left < 3 or left < need:
-            return f"skipped (budget): ~{need:.0f} s estimated, {max(left, 0):.0f} s of --budget-s {a.budget_s:g} left"
-        return None
-
-    def left(self):
-        return self.a.budget_s - (time.monotonic() - self.t0) if self.a.budget_s > 0 else float("inf")
+        return self.over_budget(model, r, side, elapsed)
 
     # ---- running ----
-    def run_one(self, model, r, side):
-        rec = {"run": r + 1, "estimate_s": round(self.estimate(model, side), 1)}
-        start = time.monotonic()
-        try:
-            self.run_process(model, r, side, rec)
-            rec["wall_s"] = round(time.monotonic() - start, 1)
-            self.ratios.setdefault(self.group(side), []).append(rec["wall_s"] / rec["estimate_s"])
-        except Stop:
-            raise
-        except Exception as e:  # noqa: BLE001 - one side's failure is recorded, the others go on
-            rec["wall_s"] = round(time.monotonic() - start, 1)
-            rec["error"] = str(e) if isinstance(e, RuntimeError) else f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
-        return rec
-
-    def run_process(self, model, r, side, rec):
+    def run(self, model, r, side, rec):
+        """One run, its own process (its own session, ended with its children), its CPU time
+        sampled from /proc while it runs."""
         run_dir = self.tmp / f"{model}-{side}-{r + 1}"
         if side == "rate_host":
             self.rate_subset()
@@ -428,30 +386,16 @@ class Bench:
         samples = []  # (seconds since start, CPU seconds of the tree, windows logged)
         with open(out_path, "w+") as out:
             start = time.monotonic()
-            self.child = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
-                                          start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-            tree = ProcessTree(self.child.pid)
-            rc = None
-            try:
+            # leftovers: the session is killed even after a clean exit, for a DataLoader worker left behind
+            with self.session(cmd, out, {**os.environ, "PYTHONUNBUFFERED": "1"}, leftovers=True) as child:
+                tree = ProcessTree(child.pid)
                 while True:
-                    rc = self.child.poll()
+                    rc = child.poll()
                     now = time.monotonic() - start
                     samples.append((now, tree.sample(), marks()))
-                    if rc is not None:
-                        break
-                    if now > timeout:
+                    if rc is not None or now > timeout:
                         break
                     time.sleep(POLL_S)
-            finally:
-                if self.child.poll() is None:
-                    os.killpg(self.child.pid, signal.SIGKILL)
-                    self.child.wait()
-                else:  # the session's leftovers (a DataLoader worker the side left behind)
-                    try:
-                        os.killpg(self.child.pid, signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        pass
-                self.child = None
             wall = time.monotonic() - start
             out.seek(0)
             text = out.read()
@@ -585,11 +529,6 @@ class Bench:
         windows = [json.loads(line[len("window "):]) for line in text.splitlines() if line.startswith("window {")]
         return self.figures(windows, rec)
 
-    def stop(self, signum, frame):
-        if self.child is not None and self.child.poll() is None:
-            os.killpg(self.child.pid, signal.SIGKILL)
-        raise Stop(f"stopped by signal {signum}")
-
     def dry_run(self, plan):
         elapsed = 0.0
         runs = []  # what starts, in order
@@ -599,7 +538,7 @@ class Bench:
             f"; {self.steps_per_epoch()} steps of {self.a.batch} per epoch; shards: "
             f"{d.get('shards_pattern') or 'none found'}")
         for model, r, side, prio in plan:
-            est = self.estimate(model, side)
+            est = self.estimate(model, r, side)
             why = self.decide(model, r, side, elapsed, here=False)  # the plan as if all were there
             absent = self.absent(side) if why is None else None
             why_show = absent + " (here; the plan assumes it runs)" if absent else None
@@ -609,65 +548,17 @@ class Bench:
             if side == "rate_host":
                 self.rate_subset()
             cmd = shlex.join(self.command(model, side, self.tmp / f"{model}-{side}-{r + 1}"))
-            log(f"# {model} run {r + 1} {side}: priority {prio}, ~{est:.0f} s"
-                + (f", {why}" if why else f", starts at ~{elapsed - est:.0f} s")
-                + (f" [{why_show}]" if why_show and not why else "") + f"\n{cmd}")
-        budget = f" within --budget-s {self.a.budget_s:g}" if self.a.budget_s > 0 else ""
+            log(self.plan_line(model, r, side, prio, est, why, elapsed, cmd,
+                               f" [{why_show}]" if why_show and not why else ""))
         log(f"# runs, in order: {', '.join(runs) or 'none'}")
-        log(f"# estimated: {elapsed:.0f} s of runs{budget}")
+        log(self.estimated_line(elapsed))
 
-    def main(self):
-        a = self.a
-        plan = self.plan()
-        if a.dry_run:
-            self.dry_run(plan)
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            return 0
-        a.out.mkdir(parents=True, exist_ok=True)
-        signal.signal(signal.SIGTERM, self.stop)
-        signal.signal(signal.SIGINT, self.stop)
-        status = 0
-        current = None
-        try:
-            self.probe()
-            self.write()
-            for i, (model, r, side, prio) in enumerate(plan):
-                elapsed = time.monotonic() - self.t0
-                why = self.decide(model, r, side, elapsed)
-                if why is not None:
-                    rec = {"run": r + 1, "error": why, "estimate_s": round(self.estimate(model, side), 1)}
-                    log(f"[{elapsed:5.0f} s] {i + 1}/{len(plan)} {model} run {r + 1}: {side}: {why}")
-                else:
-                    log(f"[{elapsed:5.0f} s] {i + 1}/{len(plan)} {model} run {r + 1}: {side} (priority {prio}, "
-                        f"~{self.estimate(model, side) * self.factor(side):.0f} s) ...")
-                    current = (model, r, side)
-                    rec = self.run_one(model, r, side)
-                    current = None
-                    if "error" in rec:
-                        log(f"    {side}: FAILED: {rec['error'].splitlines()[0]}")
-                    elif side in RATES:
-                        log(f"    {side}: done ({rec['wall_s']} s)")
-                    else:
-                        log(f"    {side}: {rec['images_per_s']:.1f} images/s, data wait {rec['data_wait']:.1%}, "
-                            f"cores {rec.get('cores_timed', '-')} ({rec['wall_s']} s)" +
-                            (f"; {self.decode_note(rec)}" if side in GPU_DECODE else ""))
-                self.results.setdefault(model, {}).setdefault(side, []).append(rec)
-                self.write()
-        except (Stop, Exception) as e:  # noqa: BLE001 - a bug here must still leave the table
-            self.info["stopped"] = str(e) if isinstance(e, Stop) else "gpu_e2e_bench.py failed:\n" + traceback.format_exc()
-            if current is not None:
-                model, r, side = current
-                self.results.setdefault(model, {}).setdefault(side, []).append({"run": r + 1, "error": str(e)})
-            log(self.info["stopped"])
-            status = 1
-        finally:
-            text = self.write()
-            if not a.keep:
-                shutil.rmtree(self.tmp, ignore_errors=True)
-        log("")
-        log(text)
-        log(f"written: {a.out / 'gpu-e2e.md'}, {a.out / 'gpu-e2e.json'}")
-        return status
+    def outcome(self, side, rec):
+        if side in RATES:
+            return f"done ({rec['wall_s']} s)"
+        return (f"{rec['images_per_s']:.1f} images/s, data wait {rec['data_wait']:.1%}, "
+                f"cores {rec.get('cores_timed', '-')} ({rec['wall_s']} s)" +
+                (f"; {self.decode_note(rec)}" if side in GPU_DECODE else ""))
 
     def probe(self):
         """Device name and driver (nvidia-smi; no CUDA in this process), /dev/shm (DataLoader
@@ -679,16 +570,8 @@ class Bench:
             self.info["dev_shm_free_gib"] = round(shm.free / 2**30, 1)
         except OSError:
             pass
-        if a.device != "cuda":
-            return
-        try:
-            out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                                 capture_output=True, text=True, timeout=20)
-            if out.returncode == 0 and out.stdout.strip():
-                name, driver = [f.strip() for f in out.stdout.splitlines()[0].split(",")][:2]
-                self.info.update(device=name, driver=driver)
-        except (OSError, subprocess.TimeoutExpired, ValueError):
-            pass
+        if a.device == "cuda":
+            self.info.update(gpu_name_and_driver())
 
     # ---- report ----
     def summary(self, model):
@@ -715,23 +598,14 @@ class Bench:
     def write(self):
         a = self.a
         sums = {m: self.summary(m) for m in self.results}
-        doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-               "info": self.info, "data": self.data, "budget_s": a.budget_s,
+        doc = {"date": utc_now(), "info": self.info, "data": self.data, "budget_s": a.budget_s,
                "elapsed_s": round(time.monotonic() - self.t0, 1),
                "settings": {k: getattr(a, k) for k in ("models", "sides", "runs", "batch", "size", "workers",
                                                        "loader_threads", "prefetch", "epochs", "window", "precision",
                                                        "rate_images")},
                "steps_per_epoch": self.steps_per_epoch(), "results": self.results, "summary": sums,
                "estimate_factors": {g: round(self.factor(g), 2) for g in self.ratios}}
-        a.out.mkdir(parents=True, exist_ok=True)
-        (a.out / "gpu-e2e.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
-        try:
-            text = self.markdown(sums, doc)
-        except Exception:  # noqa: BLE001 - the raw figures, if the table cannot be made
-            text = ("# GPU end-to-end benchmark: the table failed\n\n```\n" + traceback.format_exc() + "```\n\n```json\n"
-                    + json.dumps(doc, indent=1, default=str) + "\n```\n")
-        (a.out / "gpu-e2e.md").write_text(text)
-        return text
+        return self.write_report(doc, lambda: self.markdown(sums, doc))
 
     @staticmethod
     def ratio(s, x, y):
@@ -840,11 +714,7 @@ class Bench:
             L.append(f"- **/dev/shm has {info['dev_shm_free_gib']} GiB free**: the torchvision side's workers hand "
                      f"batches over through it ({a.workers} workers x 2 batches of "
                      f"{a.batch * 3 * a.size ** 2 * 4 / 2**20:.0f} MiB)")
-        if info.get("stopped"):
-            first, _, rest = info["stopped"].partition("\n")
-            L.append(f"- **incomplete**: {first}")
-            if rest:
-                L += ["", "```", rest.rstrip(), "```"]
+        L += self.stopped_lines()
         L += ["", "## Summary (images/s, medians)", "",
               "| model | host JPEG, GPU decode | host shards, GPU decode | host JPEG | host shards | host pool | "
               "torchvision | torchvision + nvJPEG | JPEG GPU decode / pool | JPEG GPU decode / torchvision | "
