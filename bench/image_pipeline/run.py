@@ -4,17 +4,27 @@ same JPEGs as WebDataset tar shards: the host's loader with the webdataset plugi
 webdataset package + DataLoader; from one invocation (bench/README.md).
 
     .venv-bench/bin/python bench/image_pipeline/run.py BUILD_DIR [--workers 1,2] [--reps 3]
-        [--sides host,python,shards,python_wds] [--open-shards 1000] [--root DIR] [--plugin-dir DIR]
+        [--images synthetic|imagenet_like] [--count 2000] [--variants plain,augmented]
+        [--sides host,python,shards,python_wds] [--baseline DIR] [--open-shards 1000] [--root DIR]
+        [--plugin-dir DIR]
 
-The folder (2000 JPEGs, 256x256, 10 classes) is generated once into --root (default
-BUILD_DIR/bench/images), and written once as 10 shards of 200 samples (`<key>.jpg` with the same
-bytes + `<key>.cls`, in a seeded shuffled order so every shard mixes the classes) by the webdataset
-package's ShardWriter into ROOT-shards/. Each repetition runs every side once per worker count,
-alternating the order (reversed every other repetition); the table shows medians over the
-repetitions. --open-shards N (0: skip) then times the host opening N one-sample shards (prepare +
-create of the train split) without and with the plugin's index cache.
+--images synthetic (the default): the folder (2000 JPEGs, 256x256, 10 classes, make_images.py) is
+generated once into --root (default BUILD_DIR/bench/images), and written once as 10 shards of 200
+samples (`<key>.jpg` with the same bytes + `<key>.cls`, in a seeded shuffled order so every shard
+mixes the classes) by the webdataset package's ShardWriter into ROOT-shards/.
+--images imagenet_like: make_imagenet_like.py's set (sizes, file sizes and quality like ImageNet's:
+about 400x343 and 110 KB at quality 90), --count images in 100 classes (default 2000) into --root
+(default BUILD_DIR/bench/imagenet_like) and the same bytes as shards of 200 in ROOT-shards/.
+--baseline DIR: another build of the host side (DIR/bin/image_pipeline_bench, which loads its
+plugins from DIR/plugins), e.g. a copy of this build made before a change: its sides host_base and
+shards_base join the alternation, and the table gives host/base and shards/base.
+Each repetition runs every side once per worker count, alternating the order (reversed every
+other repetition); the table shows medians over the repetitions. --open-shards N (0: skip) then
+times the host opening N one-sample shards (prepare + create of the train split) without and with
+the plugin's index cache.
 """
 import argparse
+import json
 import re
 import shutil
 import statistics
@@ -113,32 +123,60 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=2, help="timed epochs per run (after one warm-up epoch)")
     p.add_argument("--root", type=Path)
     p.add_argument("--plugin-dir", action="append", default=[])
-    p.add_argument("--sides", default="host,python,shards,python_wds",
+    p.add_argument("--sides", default=None,
                    help="host (image_folder), python (torchvision ImageFolder), shards (host, webdataset plugin), "
-                        "python_wds (webdataset package)")
+                        "python_wds (webdataset package); with --baseline also host_base, shards_base "
+                        "(default: all of them)")
+    p.add_argument("--images", choices=("synthetic", "imagenet_like"), default="synthetic",
+                   help="synthetic: 2000 JPEGs 256x256 (~20 KB); imagenet_like: make_imagenet_like.py's set")
+    p.add_argument("--count", type=int, default=2000, help="--images imagenet_like: how many images")
+    p.add_argument("--variants", default="plain,augmented",
+                   help="plain (crop, flip, normalise) and/or augmented (+ RandAugment(2, 9), RandomErasing(0.25))")
+    p.add_argument("--baseline", type=Path,
+                   help="a second build of the host side to alternate with: DIR/bin/image_pipeline_bench, its "
+                        "plugins in DIR/plugins (sides host_base, shards_base)")
     p.add_argument("--shard-size", type=int, default=200, help="samples per shard (2000 images: 10 shards)")
     p.add_argument("--open-shards", type=int, default=1000, help="tiny shards the open measurement creates; 0: skip")
     a = p.parse_args()
     build = a.build.resolve()
-    root = (a.root or build / "bench/images").resolve()
-    sides = a.sides.split(",")
-    run([sys.executable, HERE / "make_images.py", root])
-    shards = write_shards(root, root.parent / (root.name + "-shards"), a.shard_size)
+    default_sides = ["host", "host_base", "python", "shards", "shards_base", "python_wds"]
+    sides = a.sides.split(",") if a.sides else [x for x in default_sides if a.baseline or not x.endswith("_base")]
+    if any(x.endswith("_base") for x in sides) and not a.baseline:
+        sys.exit("the sides host_base and shards_base need --baseline DIR")
+    if a.images == "imagenet_like":
+        root = (a.root or build / "bench/imagenet_like").resolve()
+        run([sys.executable, HERE / "make_imagenet_like.py", root, "--count", a.count, "--classes", 100,
+             "--shards-per", a.shard_size])
+        count = -(-a.count // a.shard_size)
+        shards = str(root.parent / (root.name + "-shards") / f"train-{{000000..{count - 1:06d}}}.tar")
+        stats = json.loads((root / "imagenet_like.json").read_text())
+        described = (f"{a.count} ImageNet-like JPEGs (make_imagenet_like.py: mean {stats['stats']['mean_width']:.0f}x"
+                     f"{stats['stats']['mean_height']:.0f}, {stats['stats']['mean_kb']} KB, q90), 100 classes")
+    else:
+        root = (a.root or build / "bench/images").resolve()
+        run([sys.executable, HERE / "make_images.py", root])
+        shards = write_shards(root, root.parent / (root.name + "-shards"), a.shard_size)
+        described = "2000 JPEGs 256x256 (q90, ~20 KB), 10 classes"
     common = ["--batch", a.batch, "--size", a.size, "--epochs", a.epochs]
     plugin_dirs = [x for d in a.plugin_dir for x in ("--plugin-dir", d)]
     bench = build / "bin/image_pipeline_bench"
+    base_bench = a.baseline.resolve() / "bin/image_pipeline_bench" if a.baseline else None
 
     rows = []
     versions = ""
     # The recipe row: RandAugment(2, 9) on 8-bit pixels after the flip, RandomErasing(0.25) after
     # normalisation, on both sides.
     augment_host = ["--set", "data.train.rand_augment=[2, 9]", "--set", "data.train.random_erasing=0.25"]
-    variants = [("plain", [], []), ("augmented", augment_host, ["--augment"])]
+    variants = [v for v in [("plain", [], []), ("augmented", augment_host, ["--augment"])]
+                if v[0] in a.variants.split(",")]
     for (variant, host_extra, python_extra), workers in [(v, w) for v in variants for w in map(int, a.workers.split(","))]:
         host = [bench, "--workers", workers, *common, *plugin_dirs, *host_extra]
         python = [sys.executable, HERE / "python_pipeline.py", root, "--workers", workers, *common, *python_extra]
         commands = {"host": [*host, "--root", root], "python": python,
                     "shards": [*host, "--shards", shards], "python_wds": [*python, "--shards", shards]}
+        if base_bench:
+            base = [base_bench, *host[1:]]
+            commands.update({"host_base": [*base, "--root", root], "shards_base": [*base, "--shards", shards]})
         order = [(name, commands[name]) for name in sides]
         got = {name: [] for name in sides}
         for rep in range(a.reps):
@@ -153,14 +191,16 @@ def main() -> None:
 
     print()
     print(f"image_pipeline: images/s, median of {a.reps} alternating repetitions x {a.epochs} timed epochs")
-    print(f"  2000 JPEGs 256x256 (q90, ~20 KB), 10 classes; RandomResizedCrop({a.size}) + hflip 0.5 + normalise; "
-          f"batch {a.batch}, shuffled")
+    print(f"  {described}; RandomResizedCrop({a.size}) + hflip 0.5 + normalise; batch {a.batch}, shuffled")
     print()
-    print(f"  augmented: + RandAugment(2, 9) after the flip, RandomErasing(0.25) after normalise")
-    print()
-    columns = [("host", "host", "{:9.1f}"), ("python", "torchvision", "{:12.1f}"), ("shards", "shards", "{:9.1f}"),
-               ("python_wds", "python wds", "{:11.1f}")]
-    ratios = [("host", "python", "host/python"), ("shards", "host", "shards/folder"),
+    if "augmented" in a.variants.split(","):
+        print(f"  augmented: + RandAugment(2, 9) after the flip, RandomErasing(0.25) after normalise")
+        print()
+    columns = [("host", "host", "{:9.1f}"), ("host_base", "host base", "{:10.1f}"),
+               ("python", "torchvision", "{:12.1f}"), ("shards", "shards", "{:9.1f}"),
+               ("shards_base", "shards base", "{:12.1f}"), ("python_wds", "python wds", "{:11.1f}")]
+    ratios = [("host", "python", "host/python"), ("host", "host_base", "host/base"),
+              ("shards", "host", "shards/folder"), ("shards", "shards_base", "shards/base"),
               ("shards", "python_wds", "shards/py-wds")]
     head = [f"{label:>{len(fmt.format(0.0))}}" for name, label, fmt in columns if name in sides]
     head += [f"{label:>14}" for num, den, label in ratios if num in sides and den in sides]
@@ -174,9 +214,12 @@ def main() -> None:
     print("torchvision: ImageFolder (PIL) + DataLoader (worker processes, persistent_workers=True). Goal host/python >= 1.5.")
     print(f"shards: the host's DataLoader + webdataset over {shards} (the same JPEG bytes; samples shuffled within "
           "windows of 4 shards, data.group_window).")
+    if base_bench:
+        print(f"base: the same sides with {base_bench} and its plugins (--baseline).")
     print("python wds: webdataset.WebDataset(shardshuffle) + shuffle(800) + decode('pil') + the same transforms + "
           "DataLoader (each worker its own shards).")
-    print(f"Python side: {versions} (LibTorch 2.14.1, from .venv-bench; the host links 2.13.0).")
+    if versions:
+        print(f"Python side: {versions} (LibTorch 2.14.1, from .venv-bench; the host links 2.13.0).")
     if a.open_shards > 0:
         open_shards(build, bench, a.open_shards, a.reps, plugin_dirs)
 

@@ -7,6 +7,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "jpeg_crop.h"
 #include "pixel_io.h"
 #include "rng.h"
 #include "tp/cpp/guard.h"
@@ -161,13 +162,22 @@ Image transform_image(const std::vector<unsigned char>& bytes, const std::string
   }
   // 2. Geometry in original pixels; every random draw depends only on (seed, original size).
   const Plan plan = draw_plan(height, width, o, seed, path);
-  // 3. Decode (reduced for JPEG when the crop is much larger than the output).
+  // 3. Decode (reduced for JPEG when the crop is much larger than the output) and crop. A JPEG
+  //    decodes only the crop's pixels (jpeg_crop.h: the pixels of the whole-image decode below,
+  //    bit for bit); what that does not take, and every other format, decodes whole, then crops.
+  cv::Mat roi;
   if (full.empty()) {
     const int r = o.fast_decode ? reduction_for(plan) : 1;
-    full = decode_bgr(bytes, reduced_flag(r), path, o.component);
+    roi = decode_jpeg_crop(bytes, r, [&](int cols, int rows) {
+      const ImageBox box = crop_in(plan, height, width, cols, rows);
+      return PixelRect{box.x0, box.y0, box.x1, box.y1};
+    });
+    if (roi.empty()) full = decode_bgr(bytes, reduced_flag(r), path, o.component);
   }
-  const ImageBox box = crop_in(plan, height, width, full.cols, full.rows);
-  const cv::Mat roi = full(cv::Rect(box.x0, box.y0, box.x1 - box.x0, box.y1 - box.y0));
+  if (roi.empty()) {
+    const ImageBox box = crop_in(plan, height, width, full.cols, full.rows);
+    roi = full(cv::Rect(box.x0, box.y0, box.x1 - box.x0, box.y1 - box.y0));
+  }
   // 4. One resize on 8-bit pixels (3 bytes per pixel instead of 12 for float): area averaging
   //    when shrinking (antialiased, like torchvision's antialias=True), bilinear otherwise.
   cv::Mat sized = resize_bgr(roi, plan.out.h, plan.out.w);
