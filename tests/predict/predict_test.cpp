@@ -69,7 +69,7 @@ TEST_CASE("host predict: csv, jsonl and npy rows in dataset order; Python recomp
     INFO(run.output);
     REQUIRE(run.exit_code == 0);
     CHECK(run.output.find("for 203 samples of the val split") != std::string::npos);
-    CHECK(tp::test::temporaries_below(dir) == ""); // p.<format>.partial-<pid> was renamed
+    CHECK(tp::test::temporaries_below(dir) == ""); // p.<format>.<random>.partial-<pid> was renamed
   }
   const auto check = python_check(203, std::to_string(accuracy),
                                   "'" + (dir / "p.csv").string() + "' '" + (dir / "p.jsonl").string() + "' '" +
@@ -257,7 +257,10 @@ TEST_CASE("host predict: fsync before the rename, no partial file after SIGINT, 
   // directory, and one of a process that still runs (this test's).
   const std::vector<fs::path> stale{dir / "old.csv.partial-99999999", dir / "checkpoints" / ".last.pt.tmp-99999999",
                                     dir / "checkpoints" / ".pending-99999999.pt",
-                                    dir / "plots" / ".loss.png.tmp-99999999"};
+                                    dir / "plots" / ".loss.png.tmp-99999999",
+                                    // today's names: a random part before the marker
+                                    dir / "new.csv.k3J9sQx0Lm2B.partial-99999999",
+                                    dir / "checkpoints" / ".last.pt.k3J9sQx0Lm2B.tmp-99999999"};
   const fs::path live = dir / ("live.csv.partial-" + std::to_string(::getpid()));
   for (const fs::path& file : stale) {
     fs::create_directories(file.parent_path());
@@ -287,7 +290,8 @@ TEST_CASE("host predict: fsync before the rename, no partial file after SIGINT, 
     std::istringstream lines(tp::test::read_text(trace));
     int at = 0, file_synced = -1, renamed = -1, dir_synced = -1;
     for (std::string line; std::getline(lines, line); ++at) {
-      const bool partial = line.find(output.string() + ".partial-") != std::string::npos;
+      const std::size_t named = line.find(output.string() + ".");
+      const bool partial = named != std::string::npos && line.find(".partial-", named) != std::string::npos;
       if (partial && line.find("fsync(") != std::string::npos) file_synced = at;
       const bool to_final = line.find("\"" + output.string() + "\"") != std::string::npos;
       if (partial && to_final && line.find("rename") != std::string::npos) renamed = at;
@@ -309,7 +313,7 @@ TEST_CASE("host predict: fsync before the rename, no partial file after SIGINT, 
   const auto stopped = tp::test::run_shell(
       "'" + std::string(tp::test::build_dir()) + "/bin/host' predict --output-dir '" + dir.string() + "' " + kConfig +
       "--set data.train.val_size=20000 --checkpoint last --output '" + interrupted.string() + "' & pid=$!; " +
-      "for i in $(seq 1 3000); do ls '" + interrupted.string() + "'.partial-* >/dev/null 2>&1 && break; sleep 0.02; " +
+      "for i in $(seq 1 3000); do ls '" + interrupted.string() + "'.*.partial-* >/dev/null 2>&1 && break; sleep 0.02; " +
       "done; sleep 0.3; kill -INT $pid; wait $pid; echo \"exit=$?\"");
   INFO(stopped.output);
   CHECK(stopped.output.find("exit=130") != std::string::npos);

@@ -1,10 +1,12 @@
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <random>
 #include <string>
 
 #include "tp/framework/util/atomic_file.h"
@@ -30,7 +32,50 @@ void refuse_special_file(const std::filesystem::path& path) {
                 "FIFO or a socket), which the host never replaces. It is unchanged; choose another path.");
 }
 
+// Twelve characters of [A-Za-z0-9] from the system's random source (71 bits): no other user can
+// plant a link at the name in advance.
+std::string random_tag() {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  std::random_device source;
+  std::uniform_int_distribution<int> pick(0, static_cast<int>(sizeof kAlphabet) - 2);
+  std::string tag(12, '\0');
+  for (char& c : tag) c = kAlphabet[pick(source)];
+  return tag;
+}
+
+// Calls `create(name)` (returns 0 or an errno) on fresh temporary names beside `target` until one
+// is new: EEXIST only when random names collide, which a guess cannot cause.
+template <typename Create>
+std::filesystem::path create_unique(const std::filesystem::path& target, std::string_view marker, bool hidden,
+                                    Create create) {
+  const std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
+  int error = EEXIST;
+  for (int attempt = 0; attempt < 8 && error == EEXIST; ++attempt) {
+    const std::filesystem::path name = dir / ((hidden ? "." : "") + target.filename().string() + "." + random_tag() +
+                                              std::string(marker) + std::to_string(::getpid()));
+    error = create(name);
+    if (error == 0) return name;
+  }
+  fail(target, "creating a temporary in " + dir.string(), error, "");
+}
+
 }  // namespace
+
+ExclusiveTemporary create_exclusive_temporary(const std::filesystem::path& target, std::string_view marker, bool hidden) {
+  ExclusiveTemporary made;
+  made.path = create_unique(target, marker, hidden, [&](const std::filesystem::path& name) {
+    made.fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    return made.fd >= 0 ? 0 : errno;
+  });
+  return made;
+}
+
+ExclusiveTemporary create_exclusive_temporary_directory(const std::filesystem::path& target, std::string_view marker) {
+  ExclusiveTemporary made;
+  made.path = create_unique(target, marker, /*hidden=*/false,
+                            [](const std::filesystem::path& name) { return ::mkdir(name.c_str(), 0755) == 0 ? 0 : errno; });
+  return made;
+}
 
 void sync_directory(const std::filesystem::path& dir) {
   const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -43,15 +88,20 @@ void sync_directory(const std::filesystem::path& dir) {
 void link_file_atomically(const std::filesystem::path& existing, const std::filesystem::path& target) {
   refuse_special_file(target);
   const std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
-  const std::string tmp = (dir / ("." + target.filename().string() + ".link-" + std::to_string(::getpid()))).string();
-  ::unlink(tmp.c_str()); // a leftover of a crashed run with the same pid
-  if (::link(existing.c_str(), tmp.c_str()) == 0) {
+  // link() never follows a link at its new name either: an unpredictable name only has to be new.
+  std::string tmp;
+  int error = EEXIST;
+  for (int attempt = 0; attempt < 8 && error == EEXIST; ++attempt) {
+    tmp = (dir / ("." + target.filename().string() + "." + random_tag() + ".link-" + std::to_string(::getpid()))).string();
+    error = ::link(existing.c_str(), tmp.c_str()) == 0 ? 0 : errno;
+  }
+  if (error == 0) {
     if (::rename(tmp.c_str(), target.c_str()) != 0) fail(target, "rename", errno, tmp);
     sync_directory(dir);
     return;
   }
-  if (errno != EXDEV && errno != EPERM && errno != EMLINK && errno != ENOTSUP)
-    fail(target, "link(" + existing.string() + ")", errno, "");
+  if (error != EXDEV && error != EPERM && error != EMLINK && error != ENOTSUP)
+    fail(target, "link(" + existing.string() + ")", error, "");
   std::ifstream in(existing, std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (!in.good() && !in.eof()) fail(target, "read(" + existing.string() + ")", EIO, "");
@@ -64,9 +114,9 @@ void write_file_atomically(const std::filesystem::path& path, const char* bytes,
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   // Same directory as the target, so rename() is atomic (never crosses a file system).
-  const std::string tmp = (dir / ("." + path.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(path, "open(" + tmp + ")", errno, "");
+  const ExclusiveTemporary temporary = create_exclusive_temporary(path, ".tmp-");
+  const std::string tmp = temporary.path.string();
+  const int fd = temporary.fd;
   std::size_t written = 0;
   while (written < size) {
     const ssize_t n = ::write(fd, bytes + written, size - written);

@@ -14,7 +14,7 @@ namespace tp {
 
 FileLock::FileLock(const std::filesystem::path& file, bool inherit) {
   if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
-  const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | (inherit ? 0 : O_CLOEXEC), 0644);
+  const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | (inherit ? 0 : O_CLOEXEC), 0644);
   if (fd < 0) throw Error("cannot open the lock file " + file.string() + ": " + describe_write_error(errno));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;

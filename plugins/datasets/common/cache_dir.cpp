@@ -75,4 +75,14 @@ std::string user_cache_dir(const CacheOwner& owner) {
   return dir.string();
 }
 
+std::string shared_write_refusal(const std::string& dir) {
+  struct stat info {};
+  if (::stat(dir.c_str(), &info) != 0) return "";  // created by this user when first written
+  const bool other_owner = info.st_uid != ::geteuid() && info.st_uid != 0;
+  if (!other_owner && (info.st_mode & (S_IWGRP | S_IWOTH)) == 0) return "";
+  return "other users can write to it (" + mode_and_owner(info) + "), so a cache written there could be replaced "
+         "or a link planted in its place; it is only read (every file checked as untrusted input). Let one user "
+         "own it with mode 0755 and prepare it, or set cache_dir to a directory of your own";
+}
+
 }  // namespace tp::image_folder

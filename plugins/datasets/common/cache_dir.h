@@ -27,4 +27,11 @@ struct CacheOwner {
 /// to it; (TP_ERR_IO) when it cannot be created or no home directory is known.
 std::string user_cache_dir(const CacheOwner& owner);
 
+/// Why this process must not write caches into `dir`, a `cache_dir` the config names, or "" when
+/// no other user can write there (it belongs to this user or root and neither its group nor
+/// others may write it). A team may share a directory that one user prepares: the others read it,
+/// checking every file as untrusted input, but writing where another user can plant or swap
+/// files would let them choose the data; the sentence says who can write it and what to do.
+std::string shared_write_refusal(const std::string& dir);
+
 }  // namespace tp::image_folder

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "cache_dir.h"
 #include "image_field.h"
 #include "image_pipeline.h"
 #include "opencv_threads.h"
@@ -89,6 +90,12 @@ class ImageFolderDataset {
   /// folders and writes their listing cache, which create then reads.
   static void prepare(const tp::cpp::DatasetArgs& args) {
     if (!args.config.get_bool("cache")) return;
+    const std::string cache_dir = args.config.get_string("cache_dir");
+    if (const std::string refusal = cache_dir.empty() ? "" : ifo::shared_write_refusal(cache_dir); !refusal.empty()) {
+      args.log(TP_LOG_WARNING, std::string("image_folder (") + args.split_name + "): the listing cache in '" +
+                                   cache_dir + "' is not written: " + refusal);
+      return;
+    }
     const ifo::Listing listing = listing_for(args, ifo::CacheUse::kRefresh);
     args.log(TP_LOG_INFO, std::string("image_folder (") + args.split_name + "): listing of " +
                               std::to_string(listing.paths.size()) + " images cached");

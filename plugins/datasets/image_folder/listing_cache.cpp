@@ -4,12 +4,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "cache_dir.h"
+#include "exclusive_file.h"
 #include "tp/cpp/guard.h"
 
 namespace tp::image_folder {
@@ -82,8 +83,26 @@ std::string listing_cache_path(const std::string& cache_dir, const std::string& 
 
 std::optional<Listing> read_listing_cache(const std::string& path, const std::string& root,
                                           const std::vector<std::string>& extensions) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
+  // Never through a planted link, never blocking on a planted FIFO, never more than a listing of
+  // ten million images takes: the directory may be a team's, and its files are untrusted.
+  constexpr std::size_t kMaxListingBytes = std::size_t{2} << 30;
+  const int fd = open_regular_file_for_reading(path);
+  if (fd < 0) return std::nullopt;
+  std::string text;
+  std::vector<char> chunk(std::size_t{1} << 16);
+  bool complete = false;
+  while (text.size() <= kMaxListingBytes) {
+    const ssize_t n = ::read(fd, chunk.data(), chunk.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      complete = n == 0;
+      break;
+    }
+    text.append(chunk.data(), static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  if (!complete) return std::nullopt;
+  std::istringstream in(std::move(text));
   return parse_listing_cache(in, root, extensions);
 }
 
@@ -139,22 +158,11 @@ void write_listing_cache(const std::string& path, const std::string& root, const
   for (const std::string& name : listing.classes) text << name << '\n';
   text << listing.paths.size() << '\n';
   for (std::size_t i = 0; i < listing.paths.size(); ++i) text << listing.labels[i] << '\t' << listing.paths[i] << '\n';
-  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << text.str();
-    out.flush();
-    if (!out) {
-      fs::remove(temporary, ec);
-      throw Failure(TP_ERR_IO, "image_folder: cannot write the listing cache '" + temporary +
-                                            "'; set `cache_dir` to a writable directory or `cache = false`");
-    }
-  }
-  fs::rename(temporary, path, ec);
-  if (ec) {
-    fs::remove(temporary, ec);
-    throw Failure(TP_ERR_IO, "image_folder: cannot move the listing cache into place at '" + path + "'");
-  }
+  // Exclusively, under a name no one can plant a link at: the directory may be a team's.
+  const std::string why = replace_file_exclusively(path, text.str());
+  if (!why.empty())
+    throw Failure(TP_ERR_IO, "image_folder: cannot write the listing cache '" + path + "' (" + why +
+                                 "); set `cache_dir` to a writable directory or `cache = false`");
 }
 
 }  // namespace tp::image_folder

@@ -1,6 +1,5 @@
 #include "index_cache.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,12 +10,14 @@
 #include <filesystem>
 #include <memory>
 
+#include "exclusive_file.h"
 #include "tp/cpp/guard.h"
 
 namespace tp::webdataset {
 namespace {
 
 namespace fs = std::filesystem;
+namespace ifo = tp::image_folder;
 using tp::cpp::Failure;
 constexpr const char* kCacheMagic = "torchhost webdataset index 1";
 constexpr uint64_t kTarBlock = 512;
@@ -137,14 +138,10 @@ bool parse_sample(const std::string& line, IndexedSample* out) {
   return true;
 }
 
-[[noreturn]] void cache_write_failed(const char* what, const std::string& cache_path, const std::string& shard_path,
-                                     const std::string& temporary) {
-  const int error = errno;
-  std::error_code ec;
-  fs::remove(temporary, ec);
-  throw Failure(TP_ERR_IO, "webdataset: cannot " + std::string(what) + " the shard index cache '" + cache_path +
-                               "' for shard '" + shard_path + "' (" + std::strerror(error) +
-                               "); set `cache_dir` to a writable directory or `cache = false`");
+[[noreturn]] void cache_write_failed(const std::string& why, const std::string& cache_path,
+                                     const std::string& shard_path) {
+  throw Failure(TP_ERR_IO, "webdataset: cannot write the shard index cache '" + cache_path + "' for shard '" +
+                               shard_path + "' (" + why + "); set `cache_dir` to a writable directory or `cache = false`");
 }
 
 }  // namespace
@@ -191,7 +188,8 @@ std::optional<ShardIndex> parse_index_cache(const std::string& text, const std::
 
 std::optional<ShardIndex> read_index_cache(const std::string& cache_path, const std::string& shard_path,
                                            uint64_t file_size, int64_t mtime_ns) {
-  const int fd = ::open(cache_path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  // Never through a planted link, never blocking on a planted FIFO: only a regular file is read.
+  const int fd = ifo::open_regular_file_for_reading(cache_path);
   if (fd < 0) return std::nullopt;
   const std::unique_ptr<int, void (*)(int*)> closer(new int(fd), [](int* f) {
     ::close(*f);
@@ -236,13 +234,9 @@ void write_index_cache(const std::string& cache_path, const std::string& shard_p
   std::error_code ec;
   fs::create_directories(fs::path(cache_path).parent_path(), ec);
   const std::string text = format_index_cache(shard_path, index);
-  const std::string temporary = cache_path + ".tmp." + std::to_string(::getpid());
-  std::FILE* out = std::fopen(temporary.c_str(), "wb");
-  if (out == nullptr) cache_write_failed("write", cache_path, shard_path, temporary);
-  const bool written = std::fwrite(text.data(), 1, text.size(), out) == text.size();
-  if (std::fclose(out) != 0 || !written) cache_write_failed("write", cache_path, shard_path, temporary);
-  if (std::rename(temporary.c_str(), cache_path.c_str()) != 0)
-    cache_write_failed("move into place", cache_path, shard_path, temporary);
+  // Exclusively, under a name no one can plant a link at: the directory may be a team's.
+  const std::string why = ifo::replace_file_exclusively(cache_path, text);
+  if (!why.empty()) cache_write_failed(why, cache_path, shard_path);
 }
 
 }  // namespace tp::webdataset

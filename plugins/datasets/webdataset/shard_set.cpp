@@ -25,7 +25,12 @@ ShardIndex shard_index(const std::string& path, const struct stat& info, const I
   std::string cache_path;
   if (cache.read || cache.write) cache_path = index_cache_path(cache.directory, path);
   if (cache.read) {
-    if (std::optional<ShardIndex> cached = read_index_cache(cache_path, path, size, mtime_ns)) {
+    std::optional<ShardIndex> cached = read_index_cache(cache_path, path, size, mtime_ns);
+    // Each sample ends where the next begins, and the reader refuses a member of another key, so
+    // only samples before the first one listed could be dropped unseen: an index that does not
+    // start at byte 0 is checked against the shard's own first header(s), and else not used.
+    const uint64_t claimed_start = !cached ? 0 : cached->samples.empty() ? size : cached->samples.front().offset;
+    if (cached && (claimed_start == 0 || first_sample_offset(path) == claimed_start)) {
       ++stats->from_cache;
       return std::move(*cached);
     }

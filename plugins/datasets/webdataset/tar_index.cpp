@@ -44,8 +44,10 @@ std::string libarchive_says(struct archive* a) {
                                "replace the file");
 }
 
-/// Every header, in order: regular members go to the grouper, the rest are stepped over.
-void index_headers(struct archive* a, const std::string& name, uint64_t file_size, ShardIndex* out) {
+/// Every header, in order: regular members go to the grouper, the rest are stepped over. With
+/// `first_only`, stops at the first sample's first member (out->samples then holds it alone).
+void index_headers(struct archive* a, const std::string& name, uint64_t file_size, ShardIndex* out,
+                   bool first_only = false) {
   SampleGrouper grouper;
   for (;;) {
     struct archive_entry* entry = nullptr;
@@ -58,7 +60,10 @@ void index_headers(struct archive* a, const std::string& name, uint64_t file_siz
                                    "): the file is cut short or corrupt. Write or copy the shard again, or leave "
                                    "it out of the shard pattern");
     const char* path = archive_entry_pathname(entry);
-    if (archive_entry_filetype(entry) == AE_IFREG && path != nullptr) grouper.add(path, at);
+    if (archive_entry_filetype(entry) == AE_IFREG && path != nullptr) {
+      grouper.add(path, at);
+      if (first_only && grouper.started()) break;
+    }
     if (archive_read_data_skip(a) != ARCHIVE_OK) {
       const int64_t declared = archive_entry_size(entry);
       throw Failure(TP_ERR_IO, "webdataset: shard '" + name + "' is truncated: the member '" +
@@ -115,7 +120,10 @@ void SampleGrouper::add(const std::string& path, uint64_t offset) {
   samples_.push_back(IndexedSample{std::move(key), offset, {std::move(extension)}});
 }
 
-ShardIndex index_shard_file(const std::string& path) {
+namespace {
+
+/// index_shard_file's pass, whole or up to the first sample.
+ShardIndex index_file(const std::string& path, bool first_only) {
   // O_NONBLOCK: a FIFO named like a shard must not wait for a writer; fstat refuses it below.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
@@ -132,8 +140,17 @@ ShardIndex index_shard_file(const std::string& path) {
   if (index.file_size == 0) return index;  // libarchive calls an empty file no archive at all
   ArchivePtr a = new_tar_reader();
   if (archive_read_open_fd(a.get(), fd, kReadBlock) != ARCHIVE_OK) not_a_tar(a.get(), path);
-  index_headers(a.get(), path, index.file_size, &index);
+  index_headers(a.get(), path, index.file_size, &index, first_only);
   return index;
+}
+
+}  // namespace
+
+ShardIndex index_shard_file(const std::string& path) { return index_file(path, /*first_only=*/false); }
+
+uint64_t first_sample_offset(const std::string& path) {
+  const ShardIndex first = index_file(path, /*first_only=*/true);
+  return first.samples.empty() ? first.file_size : first.samples.front().offset;
 }
 
 ShardIndex index_shard_bytes(const void* data, std::size_t size, const std::string& name) {

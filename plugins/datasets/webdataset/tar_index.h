@@ -46,6 +46,8 @@ class SampleGrouper {
  public:
   /// A regular member at header offset `offset`; meta files and names without a key are ignored.
   void add(const std::string& path, uint64_t offset);
+  /// Whether a sample has begun.
+  bool started() const { return !samples_.empty(); }
   /// The samples so far (moved out: call once, at the end).
   std::vector<IndexedSample> take() { return std::move(samples_); }
 
@@ -60,6 +62,12 @@ class SampleGrouper {
 /// (damaged or cut), or holds a member whose declared size runs past the end of the file
 /// (truncated). Cost: one read per member header; member data is skipped by seeking.
 ShardIndex index_shard_file(const std::string& path);
+
+/// The header offset of the shard's first sample, or its file size when it holds none, reading
+/// headers only up to that sample (usually one): how a cached index's start is checked, since an
+/// index that begins past the first sample would drop the shard's leading samples silently.
+/// Throws as index_shard_file.
+uint64_t first_sample_offset(const std::string& path);
 
 /// index_shard_file over `size` bytes in memory (mtime_ns 0), for tests and the fuzz target;
 /// `name` stands for the file in messages. Throws as index_shard_file.

@@ -105,6 +105,12 @@ wds::IndexCacheUse cache_use(const tp::cpp::DatasetArgs& args, bool writing) {
   }
   use.read = true;
   use.write = writing;
+  if (writing && !args.config.get_string("cache_dir").empty()) {
+    if (const std::string refusal = ifo::shared_write_refusal(use.directory); !refusal.empty()) {
+      args.log(TP_LOG_WARNING, "webdataset: the shard index cache in '" + use.directory + "' is not written: " + refusal);
+      use.write = false;
+    }
+  }
   return use;
 }
 
@@ -184,7 +190,7 @@ class WebDataset {
                                    (choice.image.empty() ? "image member (image_extensions = " + listed(image_extensions_)
                                                          : "label member (label_extension = " + label_.extension) +
                                    "); its members are " + listed(shards_.extension_sets()[at.members]));
-    const std::vector<unsigned char> region = files_.read(at.shard, at.begin, at.end);
+    const std::vector<unsigned char> region = files_.read_sample(at.shard, source, at.end, at.to_file_end);
     auto members = wds::read_sample_members(region, {choice.image, label_.extension}, source);
     if (!members[0] || !members[1])
       throw Failure(TP_ERR_IO, "webdataset: " + source.describe() + ": its bytes lack the member '" + at.key + "." +

@@ -15,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "cache_dir.h"
 #include "listing_cache.h"
+#include "support/other_user.h"
 #include "support/scoped_env.h"
 #include "tp/cpp/guard.h"
 
@@ -51,6 +53,12 @@ std::optional<ifo::Listing> round_trip(const fs::path& dir, const std::vector<st
   const std::string cache = (dir / "listing.index").string();
   ifo::write_listing_cache(cache, root.string(), kExtensions, listing, {root.string()});
   return ifo::read_listing_cache(cache, root.string(), kExtensions);
+}
+
+std::string read_text_file(const fs::path& file) {
+  std::ostringstream text;
+  text << std::ifstream(file).rdbuf();
+  return text.str();
 }
 
 mode_t mode_of(const fs::path& dir) {
@@ -152,4 +160,65 @@ TEST_CASE("listing cache: a default directory others may write to, or of another
   // An explicit cache_dir is the user's choice, used as given.
   CHECK(fs::path(ifo::listing_cache_path((dir / "mine").string(), "some/root", kExtensions)).parent_path() ==
         dir / "mine");
+}
+
+// Issue 58, item 1: the cache directory may be a team's. Another user planted a symlink at the
+// temporary's predictable name (`<cache>.tmp.<pid>`) and the writer, running as root, overwrote
+// the file it pointed at; a FIFO or /dev/zero planted at the cache's own name hung the reader or
+// grew its memory without bound.
+TEST_CASE("listing cache in a shared directory: never written through a planted link, never read from a FIFO") {
+  const fs::path dir = scratch("shared");
+  ::chmod(dir.c_str(), 0777);  // a team directory, without the sticky bit
+  const fs::path victim = scratch("shared_victim") / "private.key";
+  std::ofstream(victim) << "secret";
+  ::chmod(victim.c_str(), 0600);
+  const fs::path root = dir / "root";
+  fs::create_directories(root / "cat");
+  ifo::Listing listing;
+  listing.classes = {"cat"};
+  listing.labels = {0};
+  listing.paths = {(root / "cat" / "a.png").string()};
+  const std::string cache = (dir / "listing.index").string();
+  const std::string old_temporary = cache + ".tmp." + std::to_string(::getpid());
+  REQUIRE(tp::test::as_other_user([&] { return ::symlink(victim.c_str(), old_temporary.c_str()) == 0; }));
+
+  ifo::write_listing_cache(cache, root.string(), kExtensions, listing, {root.string()});
+  CHECK(read_text_file(victim) == "secret");
+  const std::optional<ifo::Listing> back = ifo::read_listing_cache(cache, root.string(), kExtensions);
+  REQUIRE(back);
+  CHECK(back->paths == listing.paths);
+  for (const auto& entry : fs::directory_iterator(dir))  // only the cache, the root and the planted link
+    CHECK((entry.path() == cache || entry.path() == root || entry.path() == old_temporary));
+
+  // Planted at the cache's name: a FIFO (no writer: a blocking open would wait for ever), a link
+  // to /dev/zero (endless bytes without a newline) and a link to the victim are all ignored.
+  fs::remove(cache);
+  REQUIRE(::mkfifo(cache.c_str(), 0666) == 0);
+  CHECK_FALSE(ifo::read_listing_cache(cache, root.string(), kExtensions));
+  fs::remove(cache);
+  fs::create_symlink("/dev/zero", cache);
+  CHECK_FALSE(ifo::read_listing_cache(cache, root.string(), kExtensions));
+  fs::remove(cache);
+  fs::create_symlink(victim, cache);
+  CHECK_FALSE(ifo::read_listing_cache(cache, root.string(), kExtensions));
+  // The writer replaces the planted link itself (rename), never the file behind it.
+  ifo::write_listing_cache(cache, root.string(), kExtensions, listing, {root.string()});
+  CHECK_FALSE(fs::is_symlink(cache));
+  CHECK(read_text_file(victim) == "secret");
+}
+
+TEST_CASE("shared_write_refusal: a cache_dir another user can write is read, never written") {
+  const fs::path dir = scratch("refusal");
+  ::chmod(dir.c_str(), 0755);
+  CHECK(ifo::shared_write_refusal(dir.string()).empty());
+  CHECK(ifo::shared_write_refusal((dir / "not_yet").string()).empty());  // created by this user when written
+  ::chmod(dir.c_str(), 0775);
+  CHECK(ifo::shared_write_refusal(dir.string()).find("mode 0775") != std::string::npos);
+  ::chmod(dir.c_str(), 01777);
+  CHECK(ifo::shared_write_refusal(dir.string()).find("other users can write to it") != std::string::npos);
+  if (::geteuid() == 0) {  // a directory of another user, even 0755: its owner can plant files
+    ::chmod(dir.c_str(), 0755);
+    REQUIRE(::chown(dir.c_str(), 65534, 65534) == 0);
+    CHECK(ifo::shared_write_refusal(dir.string()).find("owner uid 65534") != std::string::npos);
+  }
 }

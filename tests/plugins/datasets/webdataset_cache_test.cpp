@@ -2,6 +2,9 @@
 // (everything a scan could not have written is refused), and through the C ABI: prepare writes
 // one index per shard, create reads them while each shard is unchanged, and ignores a stale,
 // garbled or planted one.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -10,6 +13,7 @@
 
 #include "index_cache.h"
 #include "shard_pattern.h"
+#include "support/other_user.h"
 #include "support/scoped_env.h"
 #include "webdataset_support.h"
 
@@ -182,5 +186,75 @@ TEST_CASE("webdataset cache: prepare writes one index per shard; create reads th
     Dataset uncached(lib, kWebDatasetId, cfg, "train");
     CHECK(uncached.size() == want.size());
     CHECK_FALSE(fs::exists(cache_dir));
+  }
+}
+
+// Issue 58, items 1 and 8: a cache directory may be a team's. A symlink another user planted at
+// the temporary's predictable name (`<index>.tmp.<pid>`) made the writer overwrite the file it
+// pointed at; a planted index that begins past the shard's first sample dropped the leading
+// samples silently; and prepare wrote into a directory others can write.
+TEST_CASE("webdataset cache in a shared directory: no write through a link, no dropped samples, read-only") {
+  const fs::path dir = tp::test::fresh_fixture_dir("wds_shared_cache");
+  const fs::path cache_dir = dir / "team_index";
+  fs::create_directories(cache_dir);
+  const std::string pattern = write_shards(dir / "shards");
+  const std::vector<std::string> shards = wds::expand_shard_pattern(pattern, "shards");
+  const fs::path victim = dir / "private.key";
+  write_text(victim, "secret");
+
+  SUBCASE("the writer never follows a link planted at its temporary's name") {
+    ::chmod(cache_dir.c_str(), 0777);
+    const std::string cache = wds::index_cache_path(cache_dir.string(), shards[0]);
+    const std::string old_temporary = cache + ".tmp." + std::to_string(::getpid());
+    REQUIRE(tp::test::as_other_user([&] { return ::symlink(victim.c_str(), old_temporary.c_str()) == 0; }));
+    const wds::ShardIndex index = wds::index_shard_file(shards[0]);
+    wds::write_index_cache(cache, shards[0], index);
+    CHECK(file_text(victim) == "secret");
+    CHECK_FALSE(fs::is_symlink(cache));
+    CHECK(wds::read_index_cache(cache, shards[0], index.file_size, index.mtime_ns));
+  }
+  SUBCASE("an index that starts past the shard's first sample is not used: no sample dropped") {
+    PluginLibrary lib("webdataset");
+    FakeConfig cfg;
+    configure(lib, cfg, pattern, cache_dir);
+    const tp_dataset_v1_t& table = lib.dataset_table(kWebDatasetId);
+    REQUIRE(table.prepare(&lib.host.host, &cfg.view, "train") == TP_OK);
+    uint64_t total = 0;
+    {
+      Dataset whole(lib, kWebDatasetId, cfg, "train");
+      total = whole.size();
+    }
+    // The index of shard 0 without its first sample, and one of shard 1 with no sample at all:
+    // each well formed, each would drop samples unseen.
+    wds::ShardIndex first = wds::index_shard_file(shards[0]);
+    REQUIRE(first.samples.size() >= 2);
+    first.samples.erase(first.samples.begin());
+    write_text(wds::index_cache_path(cache_dir.string(), shards[0]), wds::format_index_cache(shards[0], first));
+    wds::ShardIndex second = wds::index_shard_file(shards[1]);
+    second.samples.clear();
+    write_text(wds::index_cache_path(cache_dir.string(), shards[1]), wds::format_index_cache(shards[1], second));
+    Dataset reread(lib, kWebDatasetId, cfg, "train");
+    CHECK(reread.size() == total);
+    CHECK(last_log(lib).find(std::to_string(shards.size() - 2) + " indexes from the cache, 2 shards indexed now") !=
+          std::string::npos);
+  }
+  SUBCASE("an explicit cache_dir other users can write is read, never written, with a warning") {
+    PluginLibrary lib("webdataset");
+    FakeConfig cfg;
+    configure(lib, cfg, pattern, cache_dir);
+    const tp_dataset_v1_t& table = lib.dataset_table(kWebDatasetId);
+    REQUIRE(table.prepare(&lib.host.host, &cfg.view, "train") == TP_OK);  // 0755, this user's: written
+    REQUIRE(index_files(cache_dir).size() == shards.size());
+    ::chmod(cache_dir.c_str(), 0775);
+    fs::remove(index_files(cache_dir).front());
+    REQUIRE(table.prepare(&lib.host.host, &cfg.view, "train") == TP_OK);
+    bool warned = false;
+    for (const std::string& line : lib.host.logs)
+      warned = warned || (line.find("is not written: other users can write to it (mode 0775") != std::string::npos);
+    CHECK(warned);
+    CHECK(index_files(cache_dir).size() == shards.size() - 1);  // the missing index was not rewritten
+    Dataset reader(lib, kWebDatasetId, cfg, "train");             // the others are still read
+    CHECK(last_log(lib).find(std::to_string(shards.size() - 1) + " indexes from the cache, 1 shards indexed now") !=
+          std::string::npos);
   }
 }

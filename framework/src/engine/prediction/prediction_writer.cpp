@@ -98,7 +98,7 @@ class CsvWriter : public PredictionWriter {
 
 // --format png: a directory holding `predictions.csv` (the index and the per-sample fields, as
 // csv) and `<index>.png`, the class map of each sample (class_maps.h). The directory grows under
-// `<path>.partial-<pid>` and is renamed by finish(), as a prediction file is.
+// `<path>.<random>.partial-<pid>` and is renamed by finish(), as a prediction file is.
 class ClassMapWriter final : public CsvWriter {
  public:
   explicit ClassMapWriter(const std::filesystem::path& path) : CsvWriter(path, "predictions.csv") {
@@ -218,14 +218,14 @@ struct PredictionWriter::File {
 
 PredictionWriter::PredictionWriter(std::filesystem::path path, const std::string& table)
     : path_(std::move(path)),
-      partial_(path_.string() + ".partial-" + std::to_string(::getpid())),
       file_(std::make_shared<File>()),
       directory_(true) {
   previous_output_directory(path_, "--output", kClassMapOutput); // refused before any sample is read
-  std::filesystem::remove_all(partial_);
   std::error_code error;
-  std::filesystem::create_directories(partial_, error);
-  if (error) throw Error("cannot create " + partial_.string() + ": " + error.message() + ". Check --output.");
+  if (path_.has_parent_path()) std::filesystem::create_directories(path_.parent_path(), error);
+  if (error) throw Error("cannot create " + path_.parent_path().string() + ": " + error.message() + ". Check --output.");
+  // A new directory under an unpredictable name: its files are then this user's alone to create.
+  partial_ = create_exclusive_temporary_directory(path_, ".partial-").path;
   const std::filesystem::path table_path = partial_ / table;
   file_->handle = std::fopen(table_path.c_str(), "wb");
   if (file_->handle == nullptr)
@@ -235,15 +235,20 @@ PredictionWriter::PredictionWriter(std::filesystem::path path, const std::string
 
 PredictionWriter::PredictionWriter(std::filesystem::path path)
     : path_(std::move(path)),
-      // The pid keeps two predictions into one file apart, and lets the next command's sweep
-      // (util/stale_temporaries.h) remove what a killed one left.
-      partial_(path_.string() + ".partial-" + std::to_string(::getpid())),
       file_(std::make_shared<File>()) {
   check_output_file(path_, "--output", "predictions");
   if (path_.has_parent_path()) std::filesystem::create_directories(path_.parent_path());
-  file_->handle = std::fopen(partial_.c_str(), "wb");
-  if (file_->handle == nullptr)
-    throw Error("cannot create " + partial_.string() + ": " + describe_write_error(errno) + " Check --output.");
+  // Created exclusively under an unpredictable name (never through a link planted in a shared
+  // output directory); the pid it ends with lets the next command's sweep (util/stale_temporaries.h)
+  // remove what a killed prediction left.
+  const ExclusiveTemporary partial = create_exclusive_temporary(path_, ".partial-", /*hidden=*/false);
+  partial_ = partial.path;
+  file_->handle = ::fdopen(partial.fd, "wb");
+  if (file_->handle == nullptr) {
+    const int error = errno;
+    ::close(partial.fd);
+    throw Error("cannot create " + partial_.string() + ": " + describe_write_error(error) + " Check --output.");
+  }
   std::setvbuf(file_->handle, nullptr, _IOFBF, 1 << 20);
 }
 
@@ -268,6 +273,7 @@ void PredictionWriter::put(const void* bytes, std::size_t size) {
 
 void PredictionWriter::put_file(const std::string& name, const std::string& bytes) {
   const std::filesystem::path file = partial_ / name;
+  // partial_ is this process's own new directory: no other user has put a link in it.
   std::FILE* handle = std::fopen(file.c_str(), "wb");
   if (handle == nullptr) fail(errno);
   const bool written = bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), handle) == bytes.size();

@@ -1,7 +1,8 @@
 // Prediction files (`host predict --format csv|jsonl|npy`), written as records arrive, in the
 // order they arrive, so a million samples need memory for one block only. The file grows under
-// `<path>.partial-<pid>` and is fsynced and renamed to `path` by finish(): a crash, a kill or a
-// power cut never leaves a truncated file under the final name (docs/predict.md).
+// `<path>.<random>.partial-<pid>` (created exclusively, never through a link) and is fsynced and
+// renamed to `path` by finish(): a crash, a kill or a power cut never leaves a truncated file
+// under the final name (docs/predict.md).
 //   csv    header `index,logits.0,...,logits.argmax,logits.prob,label`; a column with a
 //          per-sample shape is flattened row-major into `name.i` (`name.i.j` for 2-D).
 //   jsonl  one object per sample: {"index": 0, "logits": [..], "logits.argmax": 3, ...}; shaped
@@ -10,7 +11,7 @@
 //          they are, with the header's row count written at finish().
 //   png    a directory: `predictions.csv` (index and per-sample fields) and `<index>.png`, each
 //          row's attachment (a sample's class map, PredictOptions::class_maps), and the marker
-//          `.torchhost-predictions`; it grows under `<path>.partial-<pid>/` and is renamed as a whole.
+//          `.torchhost-predictions`; it grows under `<path>.<random>.partial-<pid>/` and is renamed as a whole.
 // An existing `path` is replaced only when it is what this format writes: a regular file for
 // csv, jsonl and npy; for png a directory holding the marker and nothing but predictions.csv and
 // <n>.png. Anything else is refused before any sample is read (util/output_target.h).
@@ -27,7 +28,7 @@ namespace tp {
 
 class PredictionWriter {
  public:
-  /// Opens `<path>.partial-<pid>` for `format` ("csv" | "jsonl" | "npy" | "png", a directory). Throws tp::Error naming the
+  /// Opens `<path>.<random>.partial-<pid>` (created exclusively, never through a link) for `format` ("csv" | "jsonl" | "npy" | "png", a directory). Throws tp::Error naming the
   /// file when it cannot be created, ConfigError (on --output, exit 2) for an existing `path` this format
   /// may not replace, ConfigError for an unknown format.
   static std::unique_ptr<PredictionWriter> open(const std::filesystem::path& path, const std::string& format);
@@ -47,7 +48,7 @@ class PredictionWriter {
 
  protected:
   explicit PredictionWriter(std::filesystem::path path);
-  /// A directory writer: `<path>.partial-<pid>/` is created (emptied first) and put() writes its
+  /// A directory writer: `<path>.<random>.partial-<pid>/` is created new and put() writes its
   /// file `table`; finish() renames the directory, replacing an older `path` that a directory
   /// writer wrote (its marker and files; anything else was refused here, and is again at finish()).
   PredictionWriter(std::filesystem::path path, const std::string& table);

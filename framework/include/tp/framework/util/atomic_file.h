@@ -8,6 +8,26 @@
 
 namespace tp {
 
+/// A file or directory created for this process alone, beside the one it will become.
+struct ExclusiveTemporary {
+  std::filesystem::path path;  ///< `<dir>/.<name>.<random><marker><pid>` (or without the dot, see below)
+  int fd = -1;                 ///< open for writing (O_CLOEXEC); -1 for a directory
+};
+
+/// Creates a new temporary file beside `target` under a name no other user can predict:
+/// `<dir>/.<target name>.<12 random characters><marker><pid>` (marker ".tmp-", ".link-" or
+/// ".partial-"; the pid last, which sweep_stale_temporaries reads), with O_CREAT | O_EXCL |
+/// O_NOFOLLOW, so it is never an existing file and never reached through a link another user
+/// planted in a shared directory (docs/hardening.md, section 15). Mode 0644 less the umask.
+/// `hidden` = false leaves the leading dot out (a prediction's partial file, which the user may see).
+/// Throws tp::Error naming the directory and the OS error (permission, disk full).
+ExclusiveTemporary create_exclusive_temporary(const std::filesystem::path& target, std::string_view marker,
+                                              bool hidden = true);
+
+/// The same for a directory (mkdir, which never follows a link either), mode 0755 less the umask:
+/// a partial directory whose files only this user can then create. `fd` is -1.
+ExclusiveTemporary create_exclusive_temporary_directory(const std::filesystem::path& target, std::string_view marker);
+
 /// Writes `bytes` to `path` atomically: a temporary file in the same directory, fsync, rename,
 /// fsync of the directory. Throws tp::Error naming the path and the OS error (disk full,
 /// permission), after removing the temporary file; the previous `path` is untouched. A `path` that

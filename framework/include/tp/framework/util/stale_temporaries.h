@@ -1,9 +1,11 @@
 // The temporary files the host's writers leave behind when they are killed (kill -9, the OOM
 // killer, a power cut) and how they are swept. Every temporary name ends with the writer's pid:
-//   .<name>.tmp-<pid>      write_file_atomically (atomic_file.h)
-//   .<name>.link-<pid>     link_file_atomically
-//   .pending-<pid>.pt      CheckpointManager::save, before its names are linked to it
-//   <name>.partial-<pid>   PredictionWriter (renamed to <name> when the predictions are complete)
+//   .<name>.<random>.tmp-<pid>     write_file_atomically (atomic_file.h)
+//   .<name>.<random>.link-<pid>    link_file_atomically
+//   .pending-<pid>.pt              CheckpointManager::save, before its names are linked to it
+//   <name>.<random>.partial-<pid>  PredictionWriter (renamed to <name> when the predictions are complete)
+// (<random>: twelve characters no other user can predict, so none can plant a link at the name;
+// files of earlier versions, without it, are recognised and swept too.)
 // The pid tells a leftover from a file another process is writing right now, so sweeping never
 // races a concurrent writer (a second `host predict` into the same directory, a sweep's cells).
 #pragma once

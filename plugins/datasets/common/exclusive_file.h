@@ -1,0 +1,29 @@
+// Writing a whole file into a directory other users may reach (a team's cache directory, a shard
+// output folder): the temporary is created under a name nobody can predict, exclusively
+// (O_CREAT | O_EXCL | O_NOFOLLOW: never an existing file, never through a symbolic link), and
+// renamed over the target, which replaces a planted link itself instead of writing through it
+// (docs/hardening.md, section 15).
+#pragma once
+
+#include <string>
+
+namespace tp::image_folder {
+
+/// The temporary's name for a write of `target`: `<dir>/.<name>.<random>.tmp-<pid>`, with
+/// twelve characters from the system's random source; the pid last, so the framework's sweep of
+/// dead processes' temporaries (stale_temporaries.h) recognises it.
+std::string temporary_name_for(const std::string& target);
+
+/// Replaces `target` with `bytes`: a new temporary beside it (temporary_name_for, created
+/// exclusively, mode 0644 less the umask, retried under a fresh name if one exists), written,
+/// fsynced, renamed over `target`. On failure returns the reason ("open: Permission denied",
+/// "write: No space left on device") and leaves `target` as it was and no temporary behind; on
+/// success returns "".
+std::string replace_file_exclusively(const std::string& target, const std::string& bytes);
+
+/// Opens `path` for reading without following a final symbolic link or blocking on a FIFO, and
+/// returns its descriptor only when it is a regular file (else -1): for files other users may
+/// have planted, which the caller then parses as untrusted input.
+int open_regular_file_for_reading(const std::string& path);
+
+}  // namespace tp::image_folder
