@@ -38,6 +38,42 @@ std::string unsafe_path(const std::string& path) {
   }
 }
 
+/// What the header walk of a shard's last sample reads through: pread from `fd` in [pos, limit),
+/// in small steps, with skips by arithmetic (libarchive asks to skip member data it does not need).
+struct HeaderWalk {
+  int fd = -1;
+  uint64_t pos = 0;    // the next byte to read, in the shard
+  uint64_t limit = 0;  // the shard's end as the index knows it
+  int error = 0;       // errno of a failed pread
+  unsigned char buffer[8192];
+};
+
+la_ssize_t walk_read(struct archive* a, void* data, const void** out) {
+  auto* walk = static_cast<HeaderWalk*>(data);
+  *out = walk->buffer;
+  const uint64_t left = walk->limit - walk->pos;
+  const std::size_t want = static_cast<std::size_t>(std::min<uint64_t>(sizeof walk->buffer, left));
+  if (want == 0) return 0;
+  ssize_t n = 0;
+  do {
+    n = ::pread(walk->fd, walk->buffer, want, static_cast<off_t>(walk->pos));
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) {
+    walk->error = errno;
+    archive_set_error(a, errno, "pread: %s", std::strerror(errno));
+    return -1;
+  }
+  walk->pos += static_cast<uint64_t>(n);
+  return n;
+}
+
+la_int64_t walk_skip(struct archive*, void* data, la_int64_t request) {
+  auto* walk = static_cast<HeaderWalk*>(data);
+  const uint64_t step = std::min<uint64_t>(static_cast<uint64_t>(std::max<la_int64_t>(request, 0)), walk->limit - walk->pos);
+  walk->pos += step;
+  return static_cast<la_int64_t>(step);
+}
+
 }  // namespace
 
 ShardFiles::OpenShard::~OpenShard() {
@@ -114,6 +150,71 @@ std::vector<unsigned char> ShardFiles::read(std::size_t shard, uint64_t begin, u
     filled += static_cast<std::size_t>(n);
   }
   return bytes;
+}
+
+std::vector<unsigned char> ShardFiles::read_sample(std::size_t shard, const SampleSource& source, uint64_t end,
+                                                   bool to_file_end) const {
+  auto too_large = [&](uint64_t runs_to, const std::string& how) {
+    return Failure(TP_ERR_IO, "webdataset: " + source.describe() + ": " + how + " byte " + std::to_string(runs_to) +
+                                  ", " + std::to_string(runs_to - source.offset) + " bytes, more than the " +
+                                  std::to_string(kMaxSampleBytes) +
+                                  " a sample may take (1 GiB; plugins/datasets/webdataset/README.md, \"Limits\"): "
+                                  "the shard is damaged or holds a sample no image dataset needs. Write the shard "
+                                  "again with smaller samples, or leave it out of the shard pattern");
+  };
+  if (!to_file_end) {
+    if (end - source.offset > kMaxSampleBytes) throw too_large(end, "its bytes run to");
+    return read(shard, source.offset, end);
+  }
+  // The shard's last sample: the index knows where it starts, not where the archive ends (a
+  // cached index holds no end). Its headers are walked, data skipped by arithmetic, up to the
+  // end-of-archive blocks: a few small reads, never the bytes after the archive.
+  const std::shared_ptr<const OpenShard> file = acquire(shard);
+  HeaderWalk walk;
+  walk.fd = file->fd;
+  walk.pos = source.offset;
+  walk.limit = end;
+  MemoryArchive a(archive_read_new(), &archive_read_free);
+  if (!a) throw Failure(TP_ERR_OUT_OF_MEMORY, "webdataset: libarchive could not allocate a reader");
+  archive_read_support_format_tar(a.get());
+  archive_read_set_read_callback(a.get(), &walk_read);
+  archive_read_set_skip_callback(a.get(), &walk_skip);
+  archive_read_set_callback_data(a.get(), &walk);
+  auto broken = [&](const std::string& what) {
+    return Failure(TP_ERR_IO, "webdataset: " + source.describe() + ": " + what +
+                                  ". Write or copy the shard again, or leave it out of the shard pattern");
+  };
+  if (archive_read_open1(a.get()) != ARCHIVE_OK)
+    throw broken("its bytes do not start with a tar header (libarchive: " + archive_message(a.get()) +
+                 "); the shard changed after the dataset indexed it");
+  uint64_t archive_end = end;
+  for (;;) {
+    struct archive_entry* entry = nullptr;
+    const int status = archive_read_next_header(a.get(), &entry);
+    const uint64_t at = source.offset + static_cast<uint64_t>(archive_read_header_position(a.get()));
+    if (status == ARCHIVE_EOF) {
+      archive_end = at;  // the end-of-archive blocks (or the file's end) start here
+      break;
+    }
+    if (walk.error != 0)
+      throw Failure(TP_ERR_IO, "webdataset: cannot read shard '" + source.shard + "' at byte " +
+                                   std::to_string(walk.pos) + ": " + std::strerror(walk.error));
+    if (status != ARCHIVE_OK && status != ARCHIVE_WARN)
+      throw broken("cannot read the tar header at byte " + std::to_string(at) + " (libarchive: " +
+                   archive_message(a.get()) + ")");
+    // A member's declared size counts before it is skipped: the walk stops at the first header
+    // that would take the sample past the limit.
+    const int64_t declared = std::max<int64_t>(archive_entry_size(entry), 0);
+    if (at + 512 + static_cast<uint64_t>(declared) - source.offset > kMaxSampleBytes)
+      throw too_large(at + 512 + static_cast<uint64_t>(declared), "its member at byte " + std::to_string(at) +
+                                                                        " runs to");
+    if (archive_read_data_skip(a.get()) != ARCHIVE_OK)
+      throw broken("the member whose header is at byte " + std::to_string(at) + " declares " +
+                   std::to_string(declared) + " bytes, which run past the end of the file (" + std::to_string(end) +
+                   " bytes; libarchive: " + archive_message(a.get()) + "): the shard is truncated");
+  }
+  if (archive_end - source.offset > kMaxSampleBytes) throw too_large(archive_end, "its bytes run to");
+  return read(shard, source.offset, archive_end);
 }
 
 std::string SampleSource::describe() const {

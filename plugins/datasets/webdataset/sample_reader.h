@@ -13,12 +13,16 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sample_limits.h"
+
 namespace tp::webdataset {
 
 /// How many shard files one dataset instance keeps open. A rank reads a few shards at a time
 /// (the sampler's group window), so 64 means no open() per sample while staying far below the
 /// process's descriptor limit with train and val open together.
 inline constexpr std::size_t kMaxOpenShards = 64;
+
+struct SampleSource;
 
 /// The shard files of one dataset instance, opened on first use and kept in a bounded
 /// least-recently-used set. Thread-safe: [worker] calls of read() run concurrently; a mutex
@@ -36,6 +40,17 @@ class ShardFiles {
   /// tp::cpp::Failure(TP_ERR_IO) naming the shard when it cannot be opened or read, or ends
   /// before `end` (it changed since it was indexed).
   std::vector<unsigned char> read(std::size_t shard, uint64_t begin, uint64_t end) const;
+
+  /// The bytes of the sample at `source.offset` of shard `shard`, whose index bounds it at `end`:
+  /// the next sample's first header or, for a shard's last sample (`to_file_end`), the file's
+  /// end. A last sample ends where the archive does: its member headers are walked from its
+  /// first (data skipped, not read) up to the end-of-archive blocks or the end of the file, so
+  /// whatever follows the archive (a sparse tail, padding, appended bytes) is never read. Throws
+  /// tp::cpp::Failure(TP_ERR_IO) naming the shard, the key and the offset when the sample would
+  /// take more than kMaxSampleBytes, a header cannot be read, a member runs past the file's end,
+  /// and as read().
+  std::vector<unsigned char> read_sample(std::size_t shard, const SampleSource& source, uint64_t end,
+                                         bool to_file_end) const;
 
   /// How many descriptors are open now (tests).
   std::size_t open_count() const;

@@ -65,8 +65,10 @@ ShardSet::Location ShardSet::locate(uint64_t index) const {
   where.shard = static_cast<std::size_t>(std::upper_bound(ends_.begin(), ends_.end(), index) - ends_.begin());
   const auto i = static_cast<std::size_t>(index);
   where.begin = offsets_[i];
-  // A sample runs to the next one's first header; the shard's last to the end of the file.
-  where.end = index + 1 < ends_[where.shard] ? offsets_[i + 1] : file_sizes_[where.shard];
+  // A sample runs to the next one's first header; the shard's last at most to the end of the
+  // file (ShardFiles::read_sample ends it at the archive's end).
+  where.to_file_end = index + 1 >= ends_[where.shard];
+  where.end = where.to_file_end ? file_sizes_[where.shard] : offsets_[i + 1];
   const uint64_t key_begin = i == 0 ? 0 : key_ends_[i - 1];
   where.key = keys_.substr(static_cast<std::size_t>(key_begin), static_cast<std::size_t>(key_ends_[i] - key_begin));
   where.members = set_of_[i];

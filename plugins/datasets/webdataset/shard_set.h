@@ -38,6 +38,7 @@ class ShardSet {
     std::size_t shard = 0;  ///< index into shard_paths()
     uint64_t begin = 0;     ///< its byte range in the shard: [begin, end)
     uint64_t end = 0;
+    bool to_file_end = false;  ///< the shard's last sample: `end` is the file's end, the archive's is found on reading
     std::string key;
     uint32_t members = 0;   ///< its extensions: extension_sets()[members]
   };

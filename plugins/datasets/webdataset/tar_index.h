@@ -10,7 +10,8 @@
 // - members whose basename starts and ends with "__" (webdataset's meta files) and entries that
 //   are not regular files (directories, links) are skipped.
 // A sample's bytes are [its first member's header offset, the next sample's) and, for a shard's
-// last sample, up to the end of the file: sample_reader.h reads exactly that range.
+// last sample, up to the archive's end (its end-of-archive blocks, or the end of the file), which
+// sample_reader.h finds by walking that sample's headers: it reads exactly that range.
 #pragma once
 
 #include <cstddef>

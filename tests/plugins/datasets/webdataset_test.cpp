@@ -3,6 +3,7 @@
 // transforms, sample_groups (ABI 1.10), encoded images (ABI 1.11), the splits, concurrent reads, and every hostile shard or
 // sample failing with a message that names the shard (what data.on_bad_sample acts on).
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <string>
 #include <thread>
@@ -352,4 +353,64 @@ TEST_CASE("webdataset: bad samples fail get_sample naming the shard, the key and
   patch_member_size(shard, 0, 1 << 20);  // ok.png, the first header
   refused_sample(lib, ds, 0, shard, "declares 1048576 bytes, more than the sample's");
   CHECK(label_value(ds.get(8)) == 0);  // the other samples read as before
+}
+
+TEST_CASE("webdataset: a shard's last sample ends at the archive's end; a sample past 1 GiB fails naming the shard") {
+  const fs::path dir = tp::test::fresh_fixture_dir("wds_sample_bounds");
+  PluginLibrary lib("webdataset");
+  FakeConfig cfg;
+
+  // Issue 58, item 7: the last sample was read to the end of the file, so a sparse tail (no disk)
+  // cost its size in memory on every read; 64 GiB ended in an unnamed bad_alloc.
+  const wds::WrittenShards tail = write_png_shards(dir / "tail", 3, 1 << 20);
+  REQUIRE(tail.paths.size() == 1);
+  const auto archive_bytes = static_cast<off_t>(fs::file_size(tail.paths[0]));
+  REQUIRE(::truncate(tail.paths[0].c_str(), archive_bytes + (off_t{64} << 30)) == 0);
+  configure(lib, cfg, tail.pattern, dir / "index");
+  {
+    Dataset ds(lib, kWebDatasetId, cfg, "train");
+    REQUIRE(ds.size() == 3);
+    CHECK(label_value(ds.get(2)) == 2);  // the last sample: its members, not the 64 GiB after them
+    CHECK(label_value(ds.get(0)) == 0);
+  }
+
+  // A member whose declared size (the data a sparse hole) takes its sample past the 1 GiB limit:
+  // refused naming the shard, the key and the limit, before a byte of it is read or allocated;
+  // as a shard's last sample and as one followed by another.
+  const std::string png = [] {
+    const std::vector<unsigned char> b = encoded_image(8, 8, 1);
+    return std::string(b.begin(), b.end());
+  }();
+  const std::string last = (dir / "big_last.tar").string();
+  write_raw_tar(last, {{"a.png", png}, {"a.cls", "0"}, {"b.cls", "1"}, {"b.png", png}});
+  const std::size_t b_png = 3 * 512 + 2 * 512 + ((png.size() + 511) / 512) * 512;  // a.png, a.cls, b.cls headers
+  patch_member_size(last, b_png, uint64_t{2} << 30);
+  REQUIRE(::truncate(last.c_str(), static_cast<off_t>(b_png + 512 + (uint64_t{2} << 30) + 1024)) == 0);
+  cfg.values["shards"] = last;
+  {
+    Dataset ds(lib, kWebDatasetId, cfg, "train");
+    REQUIRE(ds.size() == 2);
+    CHECK(label_value(ds.get(0)) == 0);
+    refused_sample(lib, ds, 1, last, "sample 'b' at byte ");
+    refused_sample(lib, ds, 1, last, "bytes, more than the 1073741824 a sample may take");
+  }
+  const std::string middle = (dir / "big_middle.tar").string();
+  write_raw_tar(middle, {{"a.cls", "0"}, {"a.png", png}});
+  const std::string next = (dir / "next.tar").string();
+  write_raw_tar(next, {{"b.png", png}, {"b.cls", "1"}});
+  patch_member_size(middle, 512 + 512, uint64_t{2} << 30);  // a.png's header
+  {
+    const std::string next_bytes = file_text(next);
+    std::fstream out(middle, std::ios::in | std::ios::out | std::ios::binary);
+    out.seekp(static_cast<std::streamoff>(512 + 512 + 512 + (uint64_t{2} << 30)));
+    out.write(next_bytes.data(), static_cast<std::streamsize>(next_bytes.size()));
+  }
+  cfg.values["shards"] = middle;
+  {
+    Dataset ds(lib, kWebDatasetId, cfg, "train");
+    REQUIRE(ds.size() == 2);
+    refused_sample(lib, ds, 0, middle, "sample 'a' at byte 0: its bytes run to byte ");
+    refused_sample(lib, ds, 0, middle, "more than the 1073741824 a sample may take");
+    CHECK(label_value(ds.get(1)) == 1);
+  }
 }
