@@ -2,6 +2,7 @@
 // reproducibility, rollover, what it refuses), the index of a shard (webdataset's grouping, and
 // every hostile file refused with its name and byte offset) and the bounded set of open shards.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -114,6 +115,91 @@ TEST_CASE("webdataset writer: refuses samples the reader would not give back as 
   CHECK_THROWS_WITH_AS(writer.add("k1", {}), doctest::Contains("no member"), tp::cpp::Failure);
   CHECK_THROWS_AS(wds::ShardWriter(dir.string(), "p", 0), tp::cpp::Failure);
   CHECK_THROWS_AS(wds::ShardWriter(dir.string(), "a/b", 10), tp::cpp::Failure);
+}
+
+namespace {
+
+/// The names in `dir`, sorted ("." entries included).
+std::vector<std::string> names_in(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("webdataset writer: all or nothing, through a partial directory no one else can reach") {
+  // Issue 58, items 16 and 1: shards were written as `<out>/<name>.tmp.<pid>` (opened through any
+  // link planted there) and renamed one by one, so a failed or interrupted write left a set that
+  // looked complete.
+  const fs::path dir = tp::test::fresh_fixture_dir("wds_writer_partial");
+  const std::string image(3000, 'x');  // 4608 bytes a sample with its cls: 2 per 10240-byte shard
+  const fs::path victim = dir / "victim";
+  write_text(victim, "precious");
+
+  SUBCASE("shards appear only at finish; the description last") {
+    const fs::path out = dir / "a";
+    // The old temporary name, predictable from the pid: a link there was written through.
+    fs::create_directories(out);
+    fs::create_symlink(victim, out / ("part-000000.tar.tmp." + std::to_string(::getpid())));
+    wds::ShardWriter writer(out.string(), "part", 10240);
+    for (int i = 0; i < 5; ++i) writer.add("k" + std::to_string(i), {{"jpg", image}, {"cls", "1"}});
+    CHECK(writer.completed_shards() == 2);
+    const std::string partial = fs::path(writer.partial_dir()).filename().string();
+    CHECK(partial.rfind(".part.", 0) == 0);
+    CHECK(partial.size() == std::string(".part.").size() + 12 + std::string(".partial-").size() +
+                                std::to_string(::getpid()).size());
+    CHECK(partial.ends_with(".partial-" + std::to_string(::getpid())));
+    CHECK((fs::status(writer.partial_dir()).permissions() & fs::perms::all) == fs::perms::owner_all);
+    CHECK(names_in(out) == std::vector<std::string>{partial, "part-000000.tar.tmp." + std::to_string(::getpid())});
+    const wds::WrittenShards written = writer.finish("part-shards.json", [](const wds::WrittenShards& w) {
+      return "{\"shards\": " + std::to_string(w.paths.size()) + "}";
+    });
+    CHECK(written.paths.size() == 3);
+    CHECK(names_in(out) == std::vector<std::string>{"part-000000.tar", "part-000000.tar.tmp." + std::to_string(::getpid()),
+                                                    "part-000001.tar", "part-000002.tar", "part-shards.json"});
+    CHECK(file_text(out / "part-shards.json") == "{\"shards\": 3}");
+    CHECK(file_text(victim) == "precious");
+    CHECK(wds::index_shard_file(written.paths[2]).samples.size() == 1);
+  }
+  SUBCASE("a writer that stops before finish leaves nothing: no shard, no partial directory") {
+    const fs::path out = dir / "b";
+    {
+      wds::ShardWriter writer(out.string(), "part", 10240);
+      for (int i = 0; i < 5; ++i) writer.add("k" + std::to_string(i), {{"jpg", image}, {"cls", "1"}});
+      CHECK(writer.completed_shards() == 2);
+    }
+    CHECK(names_in(out).empty());
+  }
+  SUBCASE("a link planted at a shard's name during the write is neither written through nor replaced") {
+    const fs::path out = dir / "c";
+    wds::ShardWriter writer(out.string(), "part", 10240);
+    for (int i = 0; i < 5; ++i) writer.add("k" + std::to_string(i), {{"jpg", image}, {"cls", "1"}});
+    fs::create_symlink(victim, out / "part-000001.tar");
+    const std::string refusal = "cannot move 'part-000001.tar' into '" + out.string() + "': File exists";
+    CHECK_THROWS_WITH_AS(writer.finish(), doctest::Contains(refusal.c_str()), tp::cpp::Failure);
+    CHECK(file_text(victim) == "precious");
+    CHECK(fs::is_symlink(out / "part-000001.tar"));
+    CHECK_FALSE(fs::exists(out / "part-000000.tar"));  // moved, then taken back
+  }
+  CHECK(file_text(victim) == "precious");
+}
+
+TEST_CASE("webdataset writer: partial directories of writers that are gone are swept, others kept") {
+  const fs::path out = tp::test::fresh_fixture_dir("wds_writer_sweep");
+  const std::string gone = ".part.AbCdEfGhIjKl.partial-999999999";        // no such pid
+  const std::string alive = ".part.AbCdEfGhIjKl.partial-" + std::to_string(::getpid());
+  const std::string other = ".other.AbCdEfGhIjKl.partial-999999999";      // another prefix's
+  const std::string unlike = ".part.short.partial-999999999";             // not a writer's name
+  for (const std::string& name : {gone, alive, other, unlike}) {
+    fs::create_directories(out / name);
+    write_text(out / name / "part-000000.tar", "x");
+  }
+  wds::ShardWriter writer(out.string(), "part", 1 << 20);
+  CHECK(writer.swept() == std::vector<std::string>{(out / gone).string()});
+  CHECK_FALSE(fs::exists(out / gone));
+  for (const std::string& name : {alive, other, unlike}) CHECK(fs::exists(out / name / "part-000000.tar"));
 }
 
 TEST_CASE("webdataset index: webdataset's grouping of members into samples") {
