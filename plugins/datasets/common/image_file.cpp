@@ -1,0 +1,197 @@
+#include "image_file.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tp/cpp/guard.h"
+
+namespace tp::image_folder {
+namespace {
+
+/// "a FIFO", "a directory", ...: what a path that is not a regular file is, for a message.
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+/// A JPEG (it starts with SOI, FF D8 FF) whose last scan (SOS, FF DA) has no EOI (FF D9) after
+/// it: cut short. libjpeg decodes such a file with a warning and grey rows where PIL refuses it.
+/// Inside a scan FF is always followed by 00 or a restart marker, so neither marker can occur in
+/// the entropy-coded data; a progressive JPEG has several scans, and the EOI follows the last.
+bool jpeg_truncated(const std::vector<unsigned char>& bytes) {
+  if (bytes.size() < 3 || bytes[0] != 0xFF || bytes[1] != 0xD8 || bytes[2] != 0xFF) return false;
+  for (std::size_t i = bytes.size() - 1; i > 0; --i) {
+    if (bytes[i - 1] != 0xFF) continue;
+    if (bytes[i] == 0xD9) return false; // an EOI after every scan seen from the end
+    if (bytes[i] == 0xDA) return true;  // the last scan, and no EOI after it
+  }
+  return true; // no scan at all: not a decodable JPEG either way
+}
+
+uint32_t big_endian32(const unsigned char* p) {
+  return (static_cast<uint32_t>(p[0]) << 24) | (static_cast<uint32_t>(p[1]) << 16) | (static_cast<uint32_t>(p[2]) << 8) | p[3];
+}
+uint32_t little_endian(const unsigned char* p, int bytes) {
+  uint32_t v = 0;
+  for (int k = bytes - 1; k >= 0; --k) v = (v << 8) | p[k];
+  return v;
+}
+
+/// PNG: the signature, then IHDR first, its width and height big-endian at bytes 16 and 20.
+DeclaredSize png_size(const unsigned char* d, std::size_t size) {
+  static const unsigned char kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  if (size < 24 || std::memcmp(d, kSignature, 8) != 0 || std::memcmp(d + 12, "IHDR", 4) != 0) return {};
+  return {big_endian32(d + 16), big_endian32(d + 20)};
+}
+
+/// BMP: "BM", then the info header at byte 14: a 12-byte core header holds 16-bit sizes, a larger
+/// one signed 32-bit sizes (a negative height is a top-down bitmap).
+DeclaredSize bmp_size(const unsigned char* d, std::size_t size) {
+  if (size < 26 || d[0] != 'B' || d[1] != 'M') return {};
+  if (little_endian(d + 14, 4) == 12) return {little_endian(d + 18, 2), little_endian(d + 20, 2)};
+  const auto width = static_cast<int32_t>(little_endian(d + 18, 4));
+  const auto height = static_cast<int32_t>(little_endian(d + 22, 4));
+  return {std::abs(static_cast<int64_t>(width)), std::abs(static_cast<int64_t>(height))};
+}
+
+/// WebP: "RIFF" <size> "WEBP", then the first chunk at byte 12: VP8X (extended: the canvas, 24-bit
+/// width - 1 and height - 1 at 24 and 27), VP8L (lossless: 14-bit width - 1 and height - 1 after the
+/// 0x2F signature byte at 20) or "VP8 " (lossy: the key frame's 14-bit sizes at 26 and 28).
+DeclaredSize webp_size(const unsigned char* d, std::size_t size) {
+  if (size < 30 || std::memcmp(d, "RIFF", 4) != 0 || std::memcmp(d + 8, "WEBP", 4) != 0) return {};
+  if (std::memcmp(d + 12, "VP8X", 4) == 0) return {little_endian(d + 24, 3) + 1, little_endian(d + 27, 3) + 1};
+  if (std::memcmp(d + 12, "VP8L", 4) == 0 && d[20] == 0x2F) {
+    const uint32_t bits = little_endian(d + 21, 4);
+    return {(bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1};
+  }
+  if (std::memcmp(d + 12, "VP8 ", 4) == 0 && d[23] == 0x9D && d[24] == 0x01 && d[25] == 0x2A)
+    return {little_endian(d + 26, 2) & 0x3FFF, little_endian(d + 28, 2) & 0x3FFF};
+  return {};
+}
+
+}  // namespace
+
+bool jpeg_size(const unsigned char* data, std::size_t size, int* out_h, int* out_w) {
+  if (size < 4 || data[0] != 0xFF || data[1] != 0xD8) return false;
+  std::size_t i = 2;
+  while (i + 4 <= size) {
+    if (data[i] != 0xFF) return false;
+    const unsigned char marker = data[i + 1];
+    if (marker == 0xFF) {  // fill byte
+      ++i;
+      continue;
+    }
+    if (marker == 0xD8 || marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) {
+      i += 2;  // markers without a length
+      continue;
+    }
+    const std::size_t length = (static_cast<std::size_t>(data[i + 2]) << 8) | data[i + 3];
+    const bool sof = marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
+    if (sof) {
+      if (i + 9 > size) return false;
+      *out_h = (data[i + 5] << 8) | data[i + 6];
+      *out_w = (data[i + 7] << 8) | data[i + 8];
+      return *out_h > 0 && *out_w > 0;
+    }
+    if (marker == 0xDA || length < 2) return false;  // scan data before any SOF: give up
+    i += 2 + length;
+  }
+  return false;
+}
+
+DeclaredSize declared_size(const unsigned char* data, std::size_t size) {
+  int height = 0, width = 0;
+  if (jpeg_size(data, size, &height, &width)) return {width, height};
+  for (auto read : {&png_size, &bmp_size, &webp_size}) {
+    const DeclaredSize declared = read(data, size);
+    if (declared.width > 0 && declared.height > 0) return declared;
+  }
+  return {};
+}
+
+void refuse_oversized(int64_t width, int64_t height, int64_t max_pixels, const std::string& path, const char* component) {
+  // width <= max / height, not width * height <= max: two 32-bit header fields overflow int64.
+  if (max_pixels <= 0 || width <= 0 || height <= 0 || width <= max_pixels / height) return;
+  const uint64_t pixels = static_cast<uint64_t>(width) * static_cast<uint64_t>(height);
+  throw tp::cpp::Failure(TP_ERR_IO, std::string(component) + ": '" + path + "' declares " + std::to_string(width) +
+                                        " x " + std::to_string(height) + " = " + std::to_string(pixels) +
+                                        " pixels, more than max_image_pixels = " + std::to_string(max_pixels) +
+                                        " (a decompression bomb, or an image far larger than training needs): it "
+                                        "is not decoded. Shrink the file, or raise max_image_pixels (0: no limit) if "
+                                        "the image is real");
+}
+
+std::string escapes_root(const std::string& name) {
+  const std::filesystem::path path(name);
+  if (path.is_absolute()) return "is absolute";
+  int depth = 0;
+  for (const auto& part : path.lexically_normal()) {
+    if (part == "..") --depth;
+    else if (part != "." && !part.empty()) ++depth;
+    if (depth < 0) return "climbs out of it with '..'";
+  }
+  return "";
+}
+
+std::vector<unsigned char> read_image_file(const std::string& path, const char* component, int64_t max_pixels,
+                                           uint64_t max_bytes) {
+  using tp::cpp::Failure;
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it before any read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw Failure(TP_ERR_IO, std::string(component) + ": cannot open '" + path + "': " + std::strerror(errno));
+  const std::unique_ptr<int, void (*)(int*)> closer(new int(fd), [](int* f) {
+    ::close(*f);
+    delete f;
+  });
+  struct stat info {};
+  if (::fstat(fd, &info) != 0)
+    throw Failure(TP_ERR_IO, std::string(component) + ": cannot read '" + path + "': " + std::strerror(errno));
+  // A FIFO would hang the loader, /dev/zero fill memory, a directory read as nothing: only regular
+  // files hold images.
+  if (!S_ISREG(info.st_mode))
+    throw Failure(TP_ERR_IO, std::string(component) + ": '" + path + "' is " + file_kind(info.st_mode) +
+                                 ", not a regular file; samples are read from regular files only. Fix the listing "
+                                 "or replace it with the image file");
+  // Before the allocation: a sparse file of 64 GB costs no disk but would cost its size here.
+  if (max_bytes > 0 && static_cast<uint64_t>(info.st_size) > max_bytes)
+    throw Failure(TP_ERR_IO, std::string(component) + ": '" + path + "' holds " + std::to_string(info.st_size) +
+                                 " bytes, more than the " + std::to_string(max_bytes) +
+                                 " an image file may hold here; it is not read. Fix the listing or replace it with "
+                                 "the image file");
+  std::vector<unsigned char> bytes(static_cast<std::size_t>(info.st_size));
+  std::size_t filled = 0;
+  while (filled < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + filled, bytes.size() - filled);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw Failure(TP_ERR_IO, std::string(component) + ": cannot read '" + path + "': " + std::strerror(errno));
+    if (n == 0) break; // shrunk while being read: what is there is decoded (and refused if cut)
+    filled += static_cast<std::size_t>(n);
+  }
+  bytes.resize(filled);
+  check_image_bytes(bytes, path, component, max_pixels);
+  return bytes;
+}
+
+void check_image_bytes(const std::vector<unsigned char>& bytes, const std::string& name, const char* component,
+                       int64_t max_pixels) {
+  if (jpeg_truncated(bytes))
+    throw tp::cpp::Failure(TP_ERR_IO, std::string(component) + ": '" + name +
+                                          "' is a truncated JPEG (no end-of-image marker after its last scan: the "
+                                          "file was cut, as an interrupted copy or download leaves it); fix or remove "
+                                          "the file");
+  const DeclaredSize declared = declared_size(bytes.data(), bytes.size());
+  refuse_oversized(declared.width, declared.height, max_pixels, name, component);
+}
+
+}  // namespace tp::image_folder

@@ -1,0 +1,70 @@
+// Reading an image file whole with the image datasets' checks, and the checks on image bytes
+// (tp_image_file: no OpenCV, no LibTorch): only regular files (a FIFO, a device, a directory are
+// refused before any read), an optional cap on the file's size, a truncated JPEG, a header that
+// declares more pixels than `max_image_pixels`, and whether a data file's name escapes its
+// directory. Shared by every image dataset (through pixel_io.h, tp_image_common) and by `host
+// shards write`, which copies image files into shards without decoding them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tp::image_folder {
+
+/// PIL's decompression-bomb limit (Image.MAX_IMAGE_PIXELS x 2, where PIL raises
+/// DecompressionBombError): the default of the datasets' `max_image_pixels` key.
+inline constexpr int64_t kDefaultMaxImagePixels = 178'956'970;
+/// The same number as the schema's TOML default text.
+inline constexpr const char* kDefaultMaxImagePixelsText = "178956970";
+/// The largest `max_image_pixels` the datasets accept (a bound for get_int_in).
+inline constexpr int64_t kMaxImagePixelsBound = int64_t{1} << 62;
+
+/// The schema text of `max_image_pixels`, the same in every dataset that reads images.
+inline constexpr const char* kMaxImagePixelsHelp =
+    "an image (or mask) whose header declares more pixels than this fails its sample before it is decoded "
+    "(data.on_bad_sample): PIL's decompression-bomb limit; 0: no limit of ours (OpenCV still stops at 2^30)";
+
+/// The bytes of the image file at `path`, read whole (decoders need it all in memory). Opened
+/// without blocking (a FIFO never waits for a writer) and checked with fstat before any read.
+/// Throws tp::cpp::Failure(TP_ERR_IO) naming `component` and `path` when it cannot be read, is not
+/// a regular file (a FIFO, a device such as /dev/zero, a directory; also through a symbolic
+/// link), is larger than `max_bytes` (> 0; 0: no limit of ours), is a truncated JPEG, or its
+/// header declares more than `max_pixels` pixels (width x height; 0: no limit), so that no
+/// decoder allocates for it.
+std::vector<unsigned char> read_image_file(const std::string& path, const char* component, int64_t max_pixels,
+                                           uint64_t max_bytes = 0);
+
+/// The checks read_image_file makes on the bytes it read, for bytes that come from elsewhere (a
+/// member of a tar shard): throws tp::cpp::Failure(TP_ERR_IO) naming `component` and `name` when
+/// `bytes` are a truncated JPEG or their header declares more than `max_pixels` pixels (0: no
+/// limit). Cost: a backwards scan that stops at a JPEG's final marker, and a header parse.
+void check_image_bytes(const std::vector<unsigned char>& bytes, const std::string& name, const char* component,
+                       int64_t max_pixels);
+
+/// An image's size as its header declares it, read without decoding.
+struct DeclaredSize {
+  int64_t width = 0;
+  int64_t height = 0;
+};
+
+/// The size a JPEG (its SOF marker), PNG (IHDR), BMP (its info header) or WebP (VP8, VP8L or VP8X)
+/// header declares; {0, 0} for any other or a malformed header (the decoder then decides).
+DeclaredSize declared_size(const unsigned char* data, std::size_t size);
+
+/// Width and height from a JPEG's SOF marker without decoding; false when `data` is not a JPEG
+/// or has no SOF before the end (then the caller decodes to learn the size).
+bool jpeg_size(const unsigned char* data, std::size_t size, int* out_h, int* out_w);
+
+/// Throws tp::cpp::Failure(TP_ERR_IO) naming `component`, `path` and the key `max_image_pixels`
+/// when width x height is more than `max_pixels` (> 0); for a decoder that reads the size itself
+/// (segmentation_folder's masks, through libpng).
+void refuse_oversized(int64_t width, int64_t height, int64_t max_pixels, const std::string& path, const char* component);
+
+/// Why the file name `name`, from a data file (a COCO `file_name`, a list's entry), would name a
+/// file outside the directory it is taken relative to: "is absolute" or "climbs out of it with
+/// '..'"; "" when it stays inside (lexically: a symlink inside is the user's own choice).
+std::string escapes_root(const std::string& name);
+
+}  // namespace tp::image_folder
