@@ -69,7 +69,9 @@ std::unique_ptr<Session> open_session(const Options& options) {
   auto session = std::make_unique<Session>(read_rendezvous(env));
   std::vector<std::string> config_dirs;
   if (!options.config.empty()) {
-    session->config = load_run_config(options.config, options.sets, env);
+    // `host shards write` reads the data tables alone: a config need not name a model or loss.
+    const ConfigScope scope = options.command == "shards" ? ConfigScope::kData : ConfigScope::kRun;
+    session->config = load_run_config(options.config, options.sets, env, scope);
     config_dirs = config_plugin_dirs(session->config, options.config);
     session->run_dir = options.output_dir.empty() ? session->config.run.output_dir : options.output_dir;
     record_paths_used(session->config, session->run_dir, options.plugin_dirs, config_dirs);

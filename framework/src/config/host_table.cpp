@@ -317,7 +317,7 @@ void check_section(const std::string& name, const toml::node& node, std::string_
 
 }  // namespace
 
-void validate_host_table(const toml::table& root, std::string_view source_file) {
+void validate_host_table(const toml::table& root, std::string_view source_file, bool data_only) {
   for (const auto& [key, node] : root) {
     const std::string name(key.str());
     if (const ComponentSlot* slot = find_component_slot(name)) {
@@ -329,6 +329,7 @@ void validate_host_table(const toml::table& root, std::string_view source_file) 
   const std::string file = source_file.empty() ? "config" : std::string(source_file);
   for (const ComponentSlot& slot : component_slots()) {
     if (!slot.required || root.at_path(slot.path)) continue;
+    if (data_only && !std::string_view(slot.path).starts_with("data.")) continue;
     const std::string path(slot.path);
     fail(path, file + ": missing required table [" + path + "]. Add it with component = \"" +
                    std::string(slot.example_id) + "\" (or another component id) and that " +

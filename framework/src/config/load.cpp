@@ -56,12 +56,12 @@ std::vector<ComponentConfig> take_components(toml::table& parent, const std::str
 
 RunConfig build_run_config(toml::table root, std::string_view source_name,
                            const std::vector<std::string>& overrides,
-                           const std::map<std::string, std::string>& env) {
+                           const std::map<std::string, std::string>& env, ConfigScope scope) {
   // 1. Merge: file < environment < --set.
   apply_environment(root, env);
   apply_overrides(root, overrides);
   // 2. Check host keys and component table shapes, then add defaults.
-  validate_host_table(root, source_name);
+  validate_host_table(root, source_name, scope == ConfigScope::kData);
   complete_host_table(root);
   // A file named in a config file (train.init_weights) is found beside it, as plugin dirs and
   // TP_CFG_PATH keys are.
@@ -88,14 +88,18 @@ RunConfig build_run_config(toml::table root, std::string_view source_name,
   }
   if (toml::table* test = data.get_as<toml::table>("test")) cfg.data.test = take_component(*test, "data.test");
   cfg.data.batch_transforms = take_components(data, "batch_transforms", "data.");
-  cfg.model = take_component(*root.get_as<toml::table>("model"), "model");
+  // [model] and [loss] are absent only under ConfigScope::kData (validate_host_table requires them
+  // otherwise): then their component ids stay empty.
+  cfg.model.key_path = "model";
+  cfg.loss.key_path = "loss";
+  if (toml::table* model = root.get_as<toml::table>("model")) cfg.model = take_component(*model, "model");
   // A host key inside the component table (validated by validate_host_table): the host drives
   // the recomputation, the plugin only declares its blocks.
   cfg.activation_checkpointing = cfg.model.options[kActivationCheckpointingKey].value<bool>().value_or(false);
   cfg.model.options.erase(kActivationCheckpointingKey);
   cfg.freeze_bn_stats = cfg.model.options[kFreezeBnStatsKey].value<bool>().value_or(false);
   cfg.model.options.erase(kFreezeBnStatsKey);
-  cfg.loss = take_component(*root.get_as<toml::table>("loss"), "loss");
+  if (toml::table* loss = root.get_as<toml::table>("loss")) cfg.loss = take_component(*loss, "loss");
   cfg.metrics = take_components(root, "metrics");
   cfg.callbacks = take_components(root, "callbacks");
   return cfg;
@@ -105,7 +109,7 @@ RunConfig build_run_config(toml::table root, std::string_view source_name,
 
 RunConfig load_run_config_from_string(std::string_view toml_text, std::string_view source_name,
                                       const std::vector<std::string>& overrides,
-                                      const std::map<std::string, std::string>& env) {
+                                      const std::map<std::string, std::string>& env, ConfigScope scope) {
   toml::table root;
   try {
     root = toml::parse(toml_text, source_name);
@@ -117,12 +121,12 @@ RunConfig load_run_config_from_string(std::string_view toml_text, std::string_vi
                               ". Fix the file at that position (strings need quotes, tables "
                               "are written [name], arrays [a, b]).");
   }
-  return build_run_config(std::move(root), source_name, overrides, env);
+  return build_run_config(std::move(root), source_name, overrides, env, scope);
 }
 
 RunConfig load_run_config(const std::filesystem::path& file,
                           const std::vector<std::string>& overrides,
-                          const std::map<std::string, std::string>& env) {
+                          const std::map<std::string, std::string>& env, ConfigScope scope) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(file, error)) {
     const std::string where =
@@ -142,7 +146,7 @@ RunConfig load_run_config(const std::filesystem::path& file,
     throw ConfigError("", "config file '" + file.string() + "' could not be read. Check its "
                                                            "permissions.");
   }
-  RunConfig cfg = load_run_config_from_string(text, file.string(), overrides, env);
+  RunConfig cfg = load_run_config_from_string(text, file.string(), overrides, env, scope);
   cfg.source = file.string();
   return cfg;
 }

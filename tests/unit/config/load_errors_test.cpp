@@ -138,6 +138,24 @@ TEST_CASE("missing required tables and component ids are named") {
   TP_CHECK_CONTAINS(std::string(not_array.what()), "expected an array of tables");
 }
 
+TEST_CASE("a data-only config (ConfigScope::kData, host shards write) needs [data.train] alone") {
+  // Issue 58, item 15: `host shards write` demanded [model] and [loss], one error at a time.
+  const std::string data = "[data.train]\ncomponent = \"d\"\nroot = \"x\"\n";
+  const tp::RunConfig config = tp::load_run_config_from_string(data, "run.toml", {}, {}, tp::ConfigScope::kData);
+  CHECK(config.data.train.component == "d");
+  CHECK(config.model.component.empty());
+  CHECK(config.loss.component.empty());
+  CHECK(config.model.key_path == "model");
+  // A run still needs both; a data-only load still checks them when given, and needs [data.train].
+  CHECK(expect_config_error([&] { load_text(data); }).key_path() == "model");
+  CHECK(expect_config_error([&] {
+          tp::load_run_config_from_string(data + "[model]\nwidth = 3\n", "run.toml", {}, {}, tp::ConfigScope::kData);
+        }).key_path() == "model.component");
+  CHECK(expect_config_error([] {
+          tp::load_run_config_from_string("[run]\nseed = 1\n", "run.toml", {}, {}, tp::ConfigScope::kData);
+        }).key_path() == "data.train");
+}
+
 TEST_CASE("TOML syntax error: file:line:column and TOML++'s description") {
   const tp::ConfigError e = expect_config_error([] { load_text("[train]\nepochs = = 3\n"); });
   CHECK(e.key_path().empty());

@@ -19,7 +19,11 @@ struct Slot {
 };
 
 std::vector<Slot> slots_of(RunConfig& c) {
-  std::vector<Slot> slots{{&c.model, TP_KIND_MODEL}, {&c.loss, TP_KIND_LOSS}, {&c.data.train, TP_KIND_DATASET}};
+  // An empty model or loss id: a data-only config (ConfigScope::kData), which has neither.
+  std::vector<Slot> slots;
+  if (!c.model.component.empty()) slots.push_back({&c.model, TP_KIND_MODEL});
+  if (!c.loss.component.empty()) slots.push_back({&c.loss, TP_KIND_LOSS});
+  slots.push_back({&c.data.train, TP_KIND_DATASET});
   if (c.data.val) slots.push_back({&*c.data.val, TP_KIND_DATASET});
   if (c.data.test) slots.push_back({&*c.data.test, TP_KIND_DATASET});
   for (auto& t : c.data.batch_transforms) slots.push_back({&t, TP_KIND_BATCH_TRANSFORM});

@@ -18,8 +18,10 @@ namespace tp {
 /// (two betas in [0, 1); dist.sync_batchnorm = true refused).
 /// Throws tp::ConfigError at the first problem, with the key path and a one-paragraph message that
 /// names `source_file` (line:column where the node has a position), what was expected and what to
-/// do, including a "did you mean" suggestion for unknown keys.
-void validate_host_table(const toml::table& root, std::string_view source_file);
+/// do, including a "did you mean" suggestion for unknown keys. With `data_only` ([data.*] is all
+/// the command reads: ConfigScope::kData) [model] and [loss] are not required; given, they are
+/// checked all the same.
+void validate_host_table(const toml::table& root, std::string_view source_file, bool data_only = false);
 
 /// Adds the default of every host key `root` lacks, and rewrites Float keys given as integers to
 /// floats, so that `root` becomes the resolved table. Call after validate_host_table().

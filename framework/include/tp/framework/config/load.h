@@ -23,14 +23,17 @@ namespace tp {
 /// Example:
 ///   RunConfig cfg = load_run_config("configs/examples/shapes.toml", {"optim.lr=3e-4"},
 ///                                   process_environment());
+/// `scope` kData accepts a config without [model] and [loss] (ConfigScope).
 RunConfig load_run_config(const std::filesystem::path& file,
                           const std::vector<std::string>& overrides,
-                          const std::map<std::string, std::string>& env);
+                          const std::map<std::string, std::string>& env,
+                          ConfigScope scope = ConfigScope::kRun);
 
 /// As load_run_config(), from TOML text; `source_name` names it in messages and `source` is "".
 RunConfig load_run_config_from_string(std::string_view toml_text, std::string_view source_name,
                                       const std::vector<std::string>& overrides,
-                                      const std::map<std::string, std::string>& env);
+                                      const std::map<std::string, std::string>& env,
+                                      ConfigScope scope = ConfigScope::kRun);
 
 /// The process environment (`environ`) as name -> value.
 std::map<std::string, std::string> process_environment();

@@ -224,6 +224,12 @@ struct DistSection {
   bool operator==(const DistSection&) const = default; ///< field-wise
 };
 
+/// How much of a run a command reads from its config. kRun: every required table ([model],
+/// [loss], [data.train]), as train, eval and the others need. kData: the data tables alone, for
+/// `host shards write`, which reads [data.*] and nothing else: [model] and [loss] may then be
+/// absent, and RunConfig::model / loss are left with an empty component id.
+enum class ConfigScope { kRun, kData };
+
 /// The whole run. Immutable once loaded.
 struct RunConfig {
   RunSection run;
