@@ -3,6 +3,7 @@
 #include <boost/program_options.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <sstream>
 
@@ -38,6 +39,10 @@ po::options_description describe(Options& o) {
       ("shard-size", po::value(&o.shard_size),
        "shards write: the largest shard, e.g. 256MB (default), 1GiB; a sample is never split across shards")
       ("prefix", po::value(&o.prefix), "shards write: shard file names start with this (default: the split's name)")
+      ("seed", po::value(&o.seed),
+       "shards write: the seed of the samples' shuffled order, an integer >= 0 (default: the config's run.seed)")
+      ("keep-order", po::bool_switch(&o.keep_order),
+       "shards write: keep the listing's order (class by class) instead of shuffling the samples across shards")
       ("format", po::value(&o.format), "export: output format (safetensors); predict: csv (default), jsonl or npy")
       ("output", po::value(&o.output),
        "export: output file; profile: where profile.json goes; predict: the predictions file "
@@ -251,9 +256,17 @@ Options parse(int argc, char** argv) {
     if (o.split.empty()) o.split = "train";
     if (o.split != "train" && o.split != "val" && o.split != "test")
       throw ConfigError("--split", "host shards write --split must be train, val or test (got '" + o.split + "').");
-    if (o.prefix.find('/') != std::string::npos)
-      throw ConfigError("--prefix", "host shards write --prefix is a file name start, without '/' (got '" + o.prefix +
-                                        "'); put the directory in --out.");
+    if (o.prefix.find('/') != std::string::npos || o.prefix == "." || o.prefix == "..")
+      throw ConfigError("--prefix", "host shards write --prefix is a file name start, without '/' and not '.' or "
+                                    "'..' (got '" + o.prefix + "'); put the directory in --out.\n" + usage);
+    uint64_t seed_value = 0;
+    const auto [seed_end, seed_error] = std::from_chars(o.seed.data(), o.seed.data() + o.seed.size(), seed_value);
+    if (!o.seed.empty() && (seed_error != std::errc{} || seed_end != o.seed.data() + o.seed.size()))
+      throw ConfigError("--seed", "host shards write --seed takes an integer from 0 to 2^64 - 1 (got '" + o.seed +
+                                      "').\n" + usage);
+    if (!o.seed.empty() && o.keep_order)
+      throw ConfigError("--seed", "host shards write: --seed sets the shuffled order and --keep-order keeps the "
+                                  "listing's: give one of them.\n" + usage);
     return o;
   }
   if (o.command == "plot" || o.command == "mlflow-sync") {

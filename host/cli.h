@@ -57,6 +57,8 @@ struct Options {
   std::string out;                 ///< shards write: --out DIR, where the shards go
   std::string shard_size = "256MB"; ///< shards write: --shard-size, the largest shard (a byte size)
   std::string prefix;              ///< shards write: --prefix, the shards' file name start ("" = the split)
+  std::string seed;                ///< shards write: --seed, the sample order's shuffle ("" = run.seed)
+  bool keep_order = false;         ///< shards write: --keep-order, the listing's order instead of shuffled
   std::string outputs;             ///< predict: comma-separated model output names ("" = every output)
   std::string tta;                 ///< predict: "" | "hflip" (average with the horizontally flipped input)
   std::vector<std::string> grid;   ///< sweep: --grid KEY=V1,V2,... (in order; the product is run)

@@ -61,9 +61,10 @@ const std::vector<CommandSpec> kCommands = {
      "compares finished runs: their differing settings, metric, time and memory", {"metric", "output-dir"}},
     {"shards write",
      "host shards write --config FILE --out DIR [--split train|val|test] [--shard-size 256MB] [--prefix NAME] "
-     "[--set KEY=VALUE]... [--plugin-dir DIR]...",
-     "writes an image_folder split as WebDataset tar shards (docs/datasets.md, \"Sharded data\")",
-     {"config", "out", "split", "shard-size", "prefix", "set", "plugin-dir"}},
+     "[--seed N | --keep-order] [--set KEY=VALUE]... [--plugin-dir DIR]...",
+     "writes an image_folder split as WebDataset tar shards, its samples shuffled across them (docs/datasets.md, "
+     "\"Sharded data\")",
+     {"config", "out", "split", "shard-size", "prefix", "seed", "keep-order", "set", "plugin-dir"}},
     {"plot", "host plot RUN_DIR", "draws a run's plots again from its history", {}},
     {"mlflow-sync", "host mlflow-sync RUN_DIR",
      "sends what a run's MLflow server lacks: its history, artifacts and status (docs/experiment_tracking.md)", {}},

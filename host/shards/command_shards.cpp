@@ -1,19 +1,26 @@
 // `host shards write --config FILE [--split train|val|test] --out DIR [--shard-size 256MB]
-// [--prefix NAME]`: the images of an image_folder split (class folders or a `path,label` CSV,
-// exactly the files and labels the plugin serves, val_split included) as WebDataset tar shards
-// that org.torchhost.webdataset and the Python `webdataset` package read (docs/datasets.md,
-// "Sharded data"). The image bytes are copied, never decoded again.
+// [--prefix NAME] [--seed N | --keep-order]`: the images of an image_folder split (class folders
+// or a `path,label` CSV, exactly the files and labels the plugin serves, val_split included) as
+// WebDataset tar shards that org.torchhost.webdataset and the Python `webdataset` package read
+// (docs/datasets.md, "Sharded data"). The image bytes are copied, never decoded again. Only the
+// config's [data.*] tables are read ([model] and [loss] may be absent).
 //
-// Sample i of the split becomes the key of i, zero-padded (so index order is key order), with
-// three members: the image under its own extension, `cls` (the class id as text) and `json`
-// ({"label": id, "class": name, "source": the file's path}).
+// The samples are shuffled across the shards (seeded: --seed, default run.seed; --keep-order
+// keeps the listing's class-by-class order), as webdataset's own tooling does: a reader that
+// shuffles within a few shards at a time (data.group_window) would otherwise see one or two
+// classes for long stretches. Sample i of the written order becomes the key of i, zero-padded
+// (index order is key order), with three members: the image under its own extension, `cls` (the
+// class id as text) and `json` ({"label": id, "class": name, "source": the file's path}). Each
+// file is read as the image datasets read it (read_image_file: regular files only, a size cap,
+// a truncated JPEG, max_image_pixels), and the set is written all or nothing (shard_writer.h),
+// with `<prefix>-shards.json` (the order's seed, the classes, the counts) moved in last.
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
-#include <memory>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,8 +32,12 @@
 #ifdef TP_HOST_SHARDS
 #include <nlohmann/json.hpp>
 
+#include "image_file.h"
 #include "shard_writer.h"
 #include "split_listing.h"
+#include "tp/cpp/guard.h"
+#include "tp/framework/data/sampler.h"
+#include "tp/framework/engine/stop_signal.h"
 #endif
 
 namespace tp::cli {
@@ -81,14 +92,6 @@ ifo::ListingKeys listing_keys(const ComponentConfig& table) {
   return keys;
 }
 
-std::vector<unsigned char> file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (!in.good() && !in.eof())
-    throw Error("host shards write: cannot read '" + path + "'; check that it exists and is readable.");
-  return bytes;
-}
-
 // The image member's extension: the file's own, lower-cased ("JPG" -> "jpg").
 std::string image_extension(const std::string& path) {
   std::string ext = std::filesystem::path(path).extension().string();
@@ -106,22 +109,74 @@ std::string source_name(const std::string& path, const ifo::ListingKeys& keys, c
   return relative.empty() || *relative.begin() == ".." ? path : relative.string();
 }
 
-// A shard of an earlier write under the same name would be replaced without a word.
+// The set's description, beside its shards: `<prefix>-shards.json`.
+std::string description_name(const std::string& prefix) { return prefix + "-shards.json"; }
+
+// Names of an earlier write (or a link planted at one) are refused before anything is read; the
+// writer's final moves never replace a name either (one placed there during the write).
 void refuse_existing_shards(const std::filesystem::path& out, const std::string& prefix) {
   std::error_code error;
   if (!std::filesystem::is_directory(out, error)) return;
   for (const auto& entry : std::filesystem::directory_iterator(out, error)) {
     const std::string name = entry.path().filename().string();
-    if (name.starts_with(prefix + "-") && name.ends_with(".tar"))
-      throw ConfigError("--out", "host shards write: '" + out.string() + "' already holds shards named '" + prefix +
-                                     "-*.tar' (" + name + "). Nothing was written: choose another --out or --prefix, "
-                                     "or remove the old shards first.");
+    if ((name.starts_with(prefix + "-") && name.ends_with(".tar")) || name == description_name(prefix)) {
+      std::error_code ignored;
+      const bool link = entry.is_symlink(ignored);
+      throw ConfigError("--out", "host shards write: '" + out.string() + "' already holds " +
+                                     (link ? "a symbolic link named like a shard" : "shards named '" + prefix +
+                                                                                        "-*.tar'") +
+                                     " (" + name + "). Nothing was written: choose another --out or --prefix, or "
+                                     "remove the old " + (link ? "link" : "shards") + " first.");
+    }
   }
+}
+
+// --shard-size in bytes: at least one byte, at most 4 EiB (a double beyond uint64 would wrap).
+uint64_t shard_size_bytes(const std::string& text) {
+  const double bytes = std::floor(parse_byte_size(text, "--shard-size"));
+  if (!(bytes >= 1.0 && bytes <= 4611686018427387904.0))
+    throw ConfigError("--shard-size", "host shards write --shard-size " + text + " is not a shard size: give one "
+                                      "between 1 byte and 4 EiB, e.g. 256MB (the default) or 1GiB.");
+  return static_cast<uint64_t>(bytes);
+}
+
+// --out must be a directory or a name one can be created at; checked before anything is read.
+void check_out(const std::string& out) {
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::status(out, error);
+  if (std::filesystem::exists(status) && !std::filesystem::is_directory(status))
+    throw ConfigError("--out", "host shards write --out '" + out + "' exists and is not a directory; the shards go "
+                               "into a directory (created when missing). Choose another --out.");
+}
+
+// A failure of the image_folder listing, in the host's terms: a config problem (exit 2) names the
+// table; anything else is a runtime error (exit 1).
+[[noreturn]] void listing_failed(const tp::cpp::Failure& e, const std::string& table) {
+  const std::string message = "host shards write: " + std::string(e.what());
+  if (e.code() == TP_ERR_CONFIG || e.code() == TP_ERR_INVALID_ARGUMENT) throw ConfigError(table, message);
+  throw Error(message + ".");
+}
+
+// What the failed write left: nothing, and which shards it had completed.
+std::string nothing_left(const std::filesystem::path& out, const std::string& prefix, std::size_t completed) {
+  if (completed == 0)
+    return " Nothing was written to '" + out.string() + "' (no shard had been completed; the partial directory "
+           "was removed).";
+  char last[32];
+  std::snprintf(last, sizeof last, "-%06zu.tar", completed - 1);
+  const bool one = completed == 1;
+  return " Nothing was written to '" + out.string() + "': " +
+         (one ? "the shard this write had completed (" + prefix + "-000000.tar) was"
+              : "the " + std::to_string(completed) + " shards this write had completed (" + prefix + "-000000.tar to " +
+                    prefix + last + ") were") +
+         " removed with its partial directory, so no shard of it is there.";
 }
 
 }  // namespace
 
 int run_shards(const Options& options) {
+  // First: SIGINT/SIGTERM stop at the next sample, and the partial directory goes with the writer.
+  install_stop_signal_handlers();
   const std::unique_ptr<Session> session = open_session(options);
   // One writer: ranks of a launcher or torchrun would each write the same shards into one place.
   if (session->place.world_size > 1)
@@ -136,35 +191,97 @@ int run_shards(const Options& options) {
                       "host shards write reads " + std::string(kSource) + " splits (class folders or a `path,label` "
                       "CSV), but " + table.key_path + " is '" + table.component + "'. Point --config at a run whose "
                       "split is an image_folder table.");
-  const double shard_bytes = parse_byte_size(options.shard_size, "--shard-size");
+  const uint64_t shard_bytes = shard_size_bytes(options.shard_size);
   const std::string prefix = options.prefix.empty() ? options.split : options.prefix;
+  check_out(options.out);
   refuse_existing_shards(options.out, prefix);
 
   const ifo::ListingKeys keys = listing_keys(table);
-  const ifo::Listing listing = ifo::listing_of_split(keys, options.split);
+  ifo::Listing listing;
+  try {
+    listing = ifo::listing_of_split(keys, options.split);
+  } catch (const tp::cpp::Failure& e) {
+    listing_failed(e, table.key_path);
+  }
   const std::size_t count = listing.paths.size();
   if (count == 0) throw Error("host shards write: " + table.key_path + " (split " + options.split + ") holds no image.");
   const std::size_t width = std::max<std::size_t>(6, std::to_string(count - 1).size());
-  wds::ShardWriter writer(options.out, prefix, static_cast<uint64_t>(shard_bytes));
-  uint64_t image_bytes = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    std::string key = std::to_string(i);
-    key.insert(0, width - std::min(key.size(), width), '0');
-    const std::vector<unsigned char> image = file_bytes(listing.paths[i]);
-    image_bytes += image.size();
-    const int64_t label = listing.labels[i];
-    const std::string cls = std::to_string(label);
-    const std::string json = nlohmann::json{{"label", label},
-                                            {"class", listing.classes[static_cast<std::size_t>(label)]},
-                                            {"source", source_name(listing.paths[i], keys, options.split)}}
-                                 .dump();
-    writer.add(key, {{image_extension(listing.paths[i]), image}, {"cls", cls}, {"json", json}});
+  // The written order: shuffled with the seed (the epoch-0 permutation of the sampler's own
+  // Fisher-Yates, the same on every platform), or the listing's.
+  const uint64_t seed = options.seed.empty() ? static_cast<uint64_t>(session->config.run.seed)
+                                             : std::stoull(options.seed);
+  std::vector<uint64_t> order(count);
+  if (options.keep_order)
+    for (std::size_t i = 0; i < count; ++i) order[i] = i;
+  else
+    order = epoch_permutation(count, seed, 0);
+  const std::string order_text = options.keep_order ? "in the listing's order (--keep-order)"
+                                                    : "shuffled with seed " + std::to_string(seed) +
+                                                          (options.seed.empty() ? " (run.seed; --seed N to choose)"
+                                                                                : " (--seed)");
+  const int64_t max_pixels = table.options["max_image_pixels"].value_or(ifo::kDefaultMaxImagePixels);
+
+  std::optional<wds::ShardWriter> writer;
+  try {
+    writer.emplace(options.out, prefix, shard_bytes);
+  } catch (const tp::cpp::Failure& e) {
+    throw ConfigError("--out", "host shards write --out: " + std::string(e.what()) + ".");
   }
-  const wds::WrittenShards written = writer.finish();
+  for (const std::string& swept : writer->swept())
+    session->logger.info("host shards write: removed '" + swept + "', the partial directory of a write that was "
+                         "stopped (its process is gone)");
+  uint64_t image_bytes = 0;
+  std::size_t at = 0;
+  wds::WrittenShards written;
+  try {
+    for (; at < count; ++at) {
+      if (const int signal_number = pending_stop_signal())
+        throw Interrupted(signal_number, "host shards write stopped by signal " + std::to_string(signal_number) +
+                                             " at sample " + std::to_string(at) + " of " + std::to_string(count) + ".");
+      const std::size_t i = static_cast<std::size_t>(order[at]);
+      std::string key = std::to_string(at);
+      key.insert(0, width - std::min(key.size(), width), '0');
+      // The image datasets' own reader and checks, and no file larger than a shard's sample may be.
+      const std::vector<unsigned char> image =
+          ifo::read_image_file(listing.paths[i], "host shards write", max_pixels, wds::kMaxSampleBytes);
+      image_bytes += image.size();
+      const int64_t label = listing.labels[i];
+      const std::string cls = std::to_string(label);
+      const std::string json = nlohmann::json{{"label", label},
+                                              {"class", listing.classes[static_cast<std::size_t>(label)]},
+                                              {"source", source_name(listing.paths[i], keys, options.split)}}
+                                   .dump();
+      writer->add(key, {{image_extension(listing.paths[i]), image}, {"cls", cls}, {"json", json}});
+    }
+    written = writer->finish(description_name(prefix), [&](const wds::WrittenShards& set) {
+      nlohmann::ordered_json description{
+          {"pattern", std::filesystem::path(set.pattern).filename().string()},
+          {"shards", set.paths.size()},
+          {"samples", set.samples},
+          {"split", options.split},
+          {"source", {{"config", std::filesystem::absolute(options.config).string()}, {"table", table.key_path}}},
+          {"classes", listing.classes},
+          {"order", options.keep_order ? nlohmann::ordered_json{{"shuffled", false}}
+                                       : nlohmann::ordered_json{{"shuffled", true}, {"seed", seed}}},
+          {"shard_size", shard_bytes}};
+      return description.dump(2) + "\n";
+    });
+  } catch (const Interrupted& e) {
+    const std::size_t completed = writer->completed_shards();
+    writer.reset();  // the partial directory goes, with every shard in it
+    throw Interrupted(e.exit_code() - kExitSignalBase, std::string(e.what()) + nothing_left(options.out, prefix, completed));
+  } catch (const std::exception& e) {
+    const std::size_t completed = writer->completed_shards();
+    writer.reset();
+    const std::string where = at < count ? " (at sample " + std::to_string(at) + " of " + std::to_string(count) + ")"
+                                         : " (moving the shards into place)";
+    throw Error(std::string(e.what()) + where + "." + nothing_left(options.out, prefix, completed));
+  }
   session->logger.info("host shards write: " + std::to_string(written.samples) + " samples of " + table.key_path +
                        " (split " + options.split + ", " + std::to_string(listing.classes.size()) + " classes, " +
                        std::to_string(image_bytes / (1024 * 1024)) + " MiB of images) in " +
-                       std::to_string(written.paths.size()) + " shards");
+                       std::to_string(written.paths.size()) + " shards, " + order_text + "; described in " +
+                       (std::filesystem::path(options.out) / description_name(prefix)).string());
   std::printf("shards = \"%s\"\n", written.pattern.c_str());
   return kExitOk;
 }

@@ -99,8 +99,10 @@ TEST_CASE("shards written from an image folder train, evaluate on 2 ranks, resum
                                       shards.string() + "' --shard-size 16KB");
   INFO(written_train.output);
   REQUIRE(written_train.exit_code == 0);
+  // The val split in the listing's order (--keep-order), so that step 5 can check its labels by
+  // position; the train split shuffled across its shards (the default).
   const auto written_val = run_host("shards write --config '" + folder_toml.string() + "' --split val --out '" +
-                                    shards.string() + "' --shard-size 16KB");
+                                    shards.string() + "' --shard-size 16KB --keep-order");
   INFO(written_val.output);
   REQUIRE(written_val.exit_code == 0);
   const std::string train_pattern = printed_pattern(written_train.output);

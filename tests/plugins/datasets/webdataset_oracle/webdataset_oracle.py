@@ -29,7 +29,8 @@ And the other direction, `host shards write`: an image folder (JPEG and PNG, mix
 extensions, sub-folders, three classes, one of them written last) goes through the host into
 shards of a few KB; `webdataset.WebDataset` reads them back undecoded: keys 000000.. in order,
 every image member's bytes equal to its source file's, `cls` its class id and `json` its class
-name and path, in torchvision ImageFolder's order (sorted classes, then sorted paths); and the
+name and path, each file of the folder once (shuffled across the shards, the default) or, with
+--keep-order, in torchvision ImageFolder's order (sorted classes, then sorted paths); and the
 plugin reads the same shards back as the same samples (the driver, as above).
 
 Needs .venv-bench (scripts/bench_setup: webdataset 1.0.2, PIL, numpy); without it the test
@@ -222,41 +223,53 @@ def check_host_shards(host, driver, plugin, d):
     root = os.path.join(d, "folder")
     order = write_folder(root)
     config = os.path.join(d, "folder.toml")
-    with open(config, "w") as f:
-        f.write('[data.train]\ncomponent = "org.torchhost.image_folder"\nroot = "folder"\n'
-                '[model]\ncomponent = "org.torchhost.small_cnn"\n[loss]\ncomponent = "org.torchhost.cross_entropy"\n')
-    out = os.path.join(d, "written")
-    res = subprocess.run([host, "shards", "write", "--config", config, "--out", out, "--shard-size", "3KB"],
-                         capture_output=True, text=True)
-    check(res.returncode == 0, f"host shards write failed ({res.returncode}): {res.stdout}{res.stderr}")
-    if res.returncode:
-        return 0
-    pattern = next(line.split('"')[1] for line in res.stdout.splitlines() if line.startswith("shards = "))
-    shards = sorted(x for x in os.listdir(out) if x.endswith(".tar"))
-    check(len(shards) >= 3, f"host shards write: {len(shards)} shards of 3 KB for {len(order)} images")
-    got = list(wds.WebDataset(pattern, shardshuffle=False, empty_check=False))
-    check(len(got) == len(order), f"host shards: webdataset reads {len(got)} samples, the folder holds {len(order)}")
-    for i, (sample, (relative, label, cls)) in enumerate(zip(got, order)):
-        where = f"host shards sample {i} ({relative})"
-        ext = os.path.splitext(relative)[1][1:].lower()
-        check(sample["__key__"] == f"{i:06d}", f"{where}: key {sample['__key__']!r}")
-        with open(os.path.join(root, relative), "rb") as f:
-            check(sample.get(ext) == f.read(), f"{where}: the .{ext} member is not the file's bytes")
-        check(int(sample["cls"]) == label, f"{where}: cls {sample['cls']!r} != {label}")
-        meta = json.loads(sample["json"])
-        check(meta == {"label": label, "class": cls, "source": relative}, f"{where}: json {meta}")
-    # The plugin reads them as the same samples, with the folder's labels.
-    out_dir = os.path.join(d, "out_host_shards")
-    os.makedirs(out_dir)
-    res = subprocess.run([driver, plugin, "train", out_dir, *driver_args({"shards": pattern})], capture_output=True,
-                         text=True)
-    check(res.returncode == 0, f"host shards: driver failed: {res.stderr.strip()}")
-    if res.returncode == 0:
-        lines = [json.loads(line) for line in res.stdout.splitlines()]
-        check([s["label"] for s in lines[:-1]] == [label for _, label, _ in order], "host shards: plugin labels")
-        check(lines[-1]["groups"] == shard_ends([(0, s["__url__"]) for s in got]), "host shards: plugin groups")
-    print(f"  host shards write: {len(got)} samples in {len(shards)} shards, bytes, keys and labels as the folder's")
-    return len(got)
+    with open(config, "w") as f:  # [data.train] alone: all the command reads
+        f.write('[data.train]\ncomponent = "org.torchhost.image_folder"\nroot = "folder"\n')
+    compared = 0
+    for mode, extra in (("shuffled", []), ("listing order", ["--keep-order"])):
+        out = os.path.join(d, "written_" + mode.replace(" ", "_"))
+        res = subprocess.run([host, "shards", "write", "--config", config, "--out", out, "--shard-size", "3KB", *extra],
+                             capture_output=True, text=True)
+        check(res.returncode == 0, f"host shards write ({mode}) failed ({res.returncode}): {res.stdout}{res.stderr}")
+        if res.returncode:
+            continue
+        pattern = next(line.split('"')[1] for line in res.stdout.splitlines() if line.startswith("shards = "))
+        shards = sorted(x for x in os.listdir(out) if x.endswith(".tar"))
+        check(len(shards) >= 3, f"host shards write: {len(shards)} shards of 3 KB for {len(order)} images")
+        got = list(wds.WebDataset(pattern, shardshuffle=False, empty_check=False))
+        check(len(got) == len(order), f"host shards: webdataset reads {len(got)} samples, the folder holds {len(order)}")
+        by_source = {relative: (label, cls) for relative, label, cls in order}
+        sources = [json.loads(sample["json"])["source"] for sample in got]
+        check(sorted(sources) == sorted(by_source), f"host shards ({mode}): the sources {sources} are not the folder's")
+        if mode == "listing order":
+            check(sources == [relative for relative, _, _ in order], f"host shards: --keep-order gave {sources}")
+        for i, sample in enumerate(got):
+            relative = json.loads(sample["json"])["source"]
+            if relative not in by_source:
+                continue
+            label, cls = by_source[relative]
+            where = f"host shards ({mode}) sample {i} ({relative})"
+            ext = os.path.splitext(relative)[1][1:].lower()
+            check(sample["__key__"] == f"{i:06d}", f"{where}: key {sample['__key__']!r}")
+            with open(os.path.join(root, relative), "rb") as f:
+                check(sample.get(ext) == f.read(), f"{where}: the .{ext} member is not the file's bytes")
+            check(int(sample["cls"]) == label, f"{where}: cls {sample['cls']!r} != {label}")
+            meta = json.loads(sample["json"])
+            check(meta == {"label": label, "class": cls, "source": relative}, f"{where}: json {meta}")
+        # The plugin reads them as the same samples, with the folder's labels.
+        out_dir = os.path.join(d, "out_host_shards_" + mode.replace(" ", "_"))
+        os.makedirs(out_dir)
+        res = subprocess.run([driver, plugin, "train", out_dir, *driver_args({"shards": pattern})],
+                             capture_output=True, text=True)
+        check(res.returncode == 0, f"host shards: driver failed: {res.stderr.strip()}")
+        if res.returncode == 0:
+            lines = [json.loads(line) for line in res.stdout.splitlines()]
+            check([s["label"] for s in lines[:-1]] == [int(s["cls"]) for s in got], "host shards: plugin labels")
+            check(lines[-1]["groups"] == shard_ends([(0, s["__url__"]) for s in got]), "host shards: plugin groups")
+        print(f"  host shards write ({mode}): {len(got)} samples in {len(shards)} shards, bytes, keys and labels "
+              "as the folder's")
+        compared += len(got)
+    return compared
 
 
 def main():
