@@ -4,15 +4,17 @@
 
 #include <sstream>
 
+#include "tp/framework/config/secrets.h"
 #include "tp/framework/error.h"
 #include "tp/framework/util/atomic_file.h"
 
 namespace tp::cli {
 namespace {
 
+// The record is a file in the sweep directory: a --set naming a URI with a password keeps it out.
 toml::array to_array(const std::vector<std::string>& values) {
   toml::array out;
-  for (const std::string& value : values) out.push_back(value);
+  for (const std::string& value : values) out.push_back(redact_uri_credentials(value));
   return out;
 }
 

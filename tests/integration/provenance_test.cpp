@@ -37,7 +37,9 @@ std::string python_sha256(const std::string& file) {
 TEST_CASE("runtime.toml and the checkpoints record the run's provenance; plugin hashes match hashlib's") {
   const auto dir = tp::test::fresh_dir("provenance");
   const std::string host = std::string("'") + tp::test::build_dir() + "/bin/host' ";
-  const auto run = tp::test::run_shell("TP_PROVENANCE_PROBE=42 UNRELATED_VARIABLE=1 " + host + "--output-dir '" +
+  // TP_RUN_SEED mirrors a config key (quickstart's own seed): recorded with its value; any other
+  // TP_* variable may be a user's secret (issue 58): recorded by name alone.
+  const auto run = tp::test::run_shell("TP_RUN_SEED=42 TP_PROVENANCE_PROBE=42 UNRELATED_VARIABLE=1 " + host + "--output-dir '" +
                                        dir.string() + "' " + kRun);
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
@@ -48,7 +50,8 @@ TEST_CASE("runtime.toml and the checkpoints record the run's provenance; plugin 
   CHECK_FALSE(p->at_path("host_version").value_or(std::string()).empty());
   CHECK_FALSE(p->at_path("compiler").value_or(std::string()).empty());
   CHECK(p->at_path("command_line").value_or(std::string()).find("--output-dir " + dir.string()) != std::string::npos);
-  CHECK(p->at_path("environment.TP_PROVENANCE_PROBE").value_or(std::string()) == "42");
+  CHECK(p->at_path("environment.TP_RUN_SEED").value_or(std::string()) == "42");
+  CHECK(p->at_path("environment.TP_PROVENANCE_PROBE").value_or(std::string()) == "(not recorded)");
   CHECK(p->at_path("environment.UNRELATED_VARIABLE").node() == nullptr); // only behaviour-changing ones
   const toml::array* plugins = p->at_path("plugins").as_array();
   REQUIRE(plugins != nullptr);

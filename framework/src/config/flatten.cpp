@@ -4,6 +4,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "tp/framework/config/secrets.h"
+
 namespace tp {
 namespace {
 
@@ -28,7 +30,12 @@ std::string quoted(const std::string& text) {
 }
 
 FlatValue leaf(const toml::node& node) {
-  if (const auto* s = node.as_string()) return {quoted(s->get()), s->get(), toml::node_type::string};
+  if (const auto* s = node.as_string()) {
+    // Flat values are written (TensorBoard's hparams, MLflow's params) and compared with
+    // config.toml's, whose URIs hold no credentials (secrets.h).
+    std::string text = redact_uri_credentials(s->get());
+    return {quoted(text), text, toml::node_type::string};
+  }
   if (const auto* f = node.as_floating_point()) {
     const std::string text = float_literal(f->get());
     return {text, text, toml::node_type::floating_point};

@@ -7,6 +7,7 @@
 #include "tp/framework/config/host_table.h"
 #include "tp/framework/config/install_layout.h"
 #include "tp/framework/config/schema.h"
+#include "tp/framework/config/secrets.h"
 #include "tp/framework/config/value.h"
 #include "tp/framework/error.h"
 
@@ -165,7 +166,7 @@ Override parse_override(std::string_view text) {
   const std::size_t equals = text.find('=');
   const std::string key(trim(text.substr(0, equals)));
   if (equals == std::string_view::npos || key.empty()) {
-    throw ConfigError(key, std::string(kSetOriginPrefix) + std::string(text) +
+    throw ConfigError(key, std::string(kSetOriginPrefix) + redact_uri_credentials(text) +
                                ": expected key.path=value, e.g. --set optim.lr=3e-4.");
   }
   return {key, std::string(trim(text.substr(equals + 1)))};
@@ -176,7 +177,8 @@ void apply_environment(toml::table& root, const std::map<std::string, std::strin
     const std::string variable = env_mirror_name(spec.path);
     const auto found = env.find(variable);
     if (found == env.end()) continue;
-    const std::string origin = std::string(kEnvOriginPrefix) + variable + "=" + found->second;
+    // The origin is shown in error messages: a URI's credentials are not (secrets.h).
+    const std::string origin = std::string(kEnvOriginPrefix) + variable + "=" + redact_uri_credentials(found->second);
     set_host_key(root, spec, trim(found->second), spec.path, origin);
   }
 }
@@ -185,7 +187,7 @@ void apply_overrides(toml::table& root, const std::vector<std::string>& override
   for (const std::string& text : overrides) {
     const Override parsed = parse_override(text);
     const std::string& path = parsed.key_path;
-    const std::string origin = std::string(kSetOriginPrefix) + text;
+    const std::string origin = std::string(kSetOriginPrefix) + redact_uri_credentials(text);
     if (const KeySpec* spec = find_host_key(path)) {
       set_host_key(root, *spec, parsed.value_text, path, origin);
       continue;

@@ -2,8 +2,21 @@
 
 #include <sstream>
 
+#include "tp/framework/config/secrets.h"
+
 namespace tp {
 namespace {
+
+// Every string of `node` (a table or an array, recursively) through redact_uri_credentials.
+void redact_strings(toml::node& node) {
+  if (auto* text = node.as_string()) {
+    text->get() = redact_uri_credentials(text->get());
+  } else if (auto* table = node.as_table()) {
+    for (auto&& [key, value] : *table) redact_strings(value);
+  } else if (auto* array = node.as_array()) {
+    for (toml::node& element : *array) redact_strings(element);
+  }
+}
 
 std::string format(const toml::table& table, toml::format_flags flags) {
   std::ostringstream out;
@@ -13,7 +26,11 @@ std::string format(const toml::table& table, toml::format_flags flags) {
 
 }  // namespace
 
-std::string to_toml_text(const toml::table& table) {
+std::string to_toml_text(const toml::table& config) {
+  // The text is written (config.toml, train.log, checkpoints) and sent (MLflow's params): a URI's
+  // credentials stay in memory (secrets.h).
+  toml::table table = config;
+  redact_strings(table);
   // Sub-tables stay flush left, as people write them.
   const toml::format_flags flags =
       toml::toml_formatter::default_flags & ~toml::format_flags::indent_sub_tables;

@@ -18,6 +18,7 @@
 #include <nccl.h>
 #endif
 
+#include "tp/framework/config/secrets.h"
 #include "tp/framework/util/sha256.h"
 #include "tp_build_version.h" // generated: TP_HOST_VERSION (cmake/TorchhostBuildVersion.cmake)
 
@@ -97,15 +98,21 @@ Provenance collect_provenance(const RunComponents& parts) {
   for (const auto& [library, components] : parts.libraries)
     p.plugins.push_back({library->path().filename().string(), library->path().string(), sha256_file(library->path()),
                          components});
-  p.command_line = command_line();
+  // A password in a URI on the command line (--set logging.mlflow.tracking_uri=...) is not recorded.
+  p.command_line = redact_uri_credentials(command_line());
   std::array<char, 256> host{};
   if (::gethostname(host.data(), host.size() - 1) == 0) p.hostname = host.data();
   p.started = now_utc();
   for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
     const std::string text = *entry;
     const auto equals = text.find('=');
-    if (equals != std::string::npos && behaviour_variable(text.substr(0, equals)))
-      p.environment.emplace_back(text.substr(0, equals), text.substr(equals + 1));
+    if (equals == std::string::npos) continue;
+    const std::string name = text.substr(0, equals);
+    if (!behaviour_variable(name)) continue;
+    // Only known settings with their values: TP_MY_TOKEN or TORCH_TOKEN are a user's, perhaps secrets.
+    p.environment.emplace_back(name, environment_value_recordable(name)
+                                         ? redact_uri_credentials(text.substr(equals + 1))
+                                         : std::string(kUnrecordedValue));
   }
   std::sort(p.environment.begin(), p.environment.end());
   return p;

@@ -30,11 +30,13 @@ struct Provenance {
   std::string cudnn;        ///< cuDNN version, "" when not available
   std::string nccl;         ///< the NCCL headers' version the host was built with, "" without NCCL
   std::vector<PluginProvenance> plugins;
-  std::string command_line; ///< /proc/self/cmdline, arguments shell-quoted
+  std::string command_line; ///< /proc/self/cmdline, arguments shell-quoted, URIs without user-info
   std::string hostname;
   std::string started;      ///< UTC, ISO 8601, when collected
   /// Environment variables that change behaviour: OMP_NUM_THREADS, MKL_NUM_THREADS,
-  /// CUDA_VISIBLE_DEVICES and every TP_*, MALLOC_*, NCCL_*, TORCH_*, GLOO_* variable, sorted.
+  /// CUDA_VISIBLE_DEVICES and every TP_*, MALLOC_*, NCCL_*, TORCH_*, GLOO_* variable, sorted;
+  /// a value only where environment_value_recordable() says so (URIs without user-info), else
+  /// kUnrecordedValue (secrets.h).
   std::vector<std::pair<std::string, std::string>> environment;
 };
 

@@ -28,7 +28,8 @@ using FlatConfig = std::map<std::string, FlatValue>;
 
 /// Every leaf of `table` under its dotted key path: "train.batch_size", "data.train.size", and
 /// "metrics[0].component" for arrays of tables; arrays of values are one leaf ("optim.betas").
-/// Floats are written in their shortest round-trip form.
+/// Floats are written in their shortest round-trip form; a URI in a string loses its user-info
+/// (redact_uri_credentials, secrets.h), as in config.toml.
 /// Example:
 ///   FlatConfig flat = flatten_config(toml::parse_file("runs/a/config.toml"));
 ///   flat.at("amp.precision").display;  // "bf16"
