@@ -58,7 +58,8 @@ int run_eval(const Options& options) {
   std::printf("written to %s\n", out.c_str());
   // eval/best/val/accuracy, eval/best/ema/test/accuracy: one series per checkpoint and weights.
   if (options.mlflow && session->place.rank == 0)
-    log_eval_to_mlflow(session->run_dir, "eval/" + path.stem().string() + (options.weights == "live" ? "" : "/" + options.weights),
+    log_eval_to_mlflow(config.logging.mlflow, session->run_dir,
+                       "eval/" + path.stem().string() + (options.weights == "live" ? "" : "/" + options.weights),
                        metrics, checkpoint.step, session->logger);
   return kExitOk;
 }

@@ -19,15 +19,26 @@ std::string error_code(const Response& response) {
   std::string hint;
   if (response.status == 401) hint = " (check MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and _PASSWORD)";
   if (response.status == 403) hint = " (the credentials lack a permission on this experiment or run)";
-  throw ApiError(what + ": " + response.describe() + hint, response.transient(), response.status);
+  if (response.status == 404 && error_code(response).empty())
+    hint = " (no MLflow API at this address: logging.mlflow.tracking_uri names the server's root, as `mlflow "
+           "server` prints it)";
+  throw ApiError(what + ": " + response.describe() + hint, response.transient(), response.status, response.too_large);
 }
 
-nlohmann::json parse_answer(const std::string& what, const Response& response) {
+// An answer that is not MLflow's JSON: a web page, a proxy's login form, binary. Said as such (not
+// as a refusal of the credentials), with a short printable excerpt of what came.
+[[noreturn]] void unexpected(const std::string& what, const std::string& server, const Response& response,
+                             const std::string& problem) {
+  throw ApiError(what + ": the server at " + server + " answered HTTP " + std::to_string(response.status) + " with " +
+                     problem + ", so it is not an MLflow tracking server's API (or logging.mlflow.tracking_uri names "
+                     "a page in front of one: give the server's root, as `mlflow server` prints it). The answer " +
+                     "began: \"" + printable_excerpt(response.body) + "\"",
+                 /*transient=*/false, response.status, /*unexpected=*/true);
+}
+
+nlohmann::json parse_answer(const std::string& what, const std::string& server, const Response& response) {
   auto body = nlohmann::json::parse(response.body, nullptr, /*allow_exceptions=*/false);
-  if (!body.is_object())
-    throw ApiError(what + ": the server's answer is not a JSON object (is this an MLflow tracking server?): " +
-                       response.describe(),
-                   /*transient=*/false, response.status);
+  if (!body.is_object()) unexpected(what, server, response, "something other than MLflow's JSON");
   return body;
 }
 
@@ -36,13 +47,13 @@ std::string string_at(const nlohmann::json& object, const char* key) {
   return object[key].get<std::string>();
 }
 
-RunInfo run_info(const std::string& what, const Response& response) {
-  const nlohmann::json body = parse_answer(what, response);
-  const nlohmann::json info = body.contains("run") && body["run"].contains("info") ? body["run"]["info"] : nlohmann::json();
+RunInfo run_info(const std::string& what, const std::string& server, const Response& response) {
+  const nlohmann::json body = parse_answer(what, server, response);
+  const nlohmann::json& run = body.contains("run") && body["run"].is_object() ? body["run"] : nlohmann::json::object();
+  const nlohmann::json info = run.contains("info") ? run["info"] : nlohmann::json();
   RunInfo out{string_at(info, "run_id"), string_at(info, "experiment_id"), string_at(info, "artifact_uri"),
               string_at(info, "status"), string_at(info, "lifecycle_stage")};
-  if (out.run_id.empty())
-    throw ApiError(what + ": the answer names no run: " + response.describe(), /*transient=*/false, response.status);
+  if (out.run_id.empty()) unexpected(what, server, response, "JSON that names no run");
   return out;
 }
 
@@ -54,21 +65,21 @@ std::string Api::experiment_id(const std::string& name) {
   const std::string what = "mlflow: experiment \"" + name + "\"";
   Response found = http_.get("/api/2.0/mlflow/experiments/get-by-name?experiment_name=" + url_escape(name, false));
   if (found.ok()) {
-    const nlohmann::json body = parse_answer(what, found);
+    const nlohmann::json body = parse_answer(what, server(), found);
     const nlohmann::json experiment = body.contains("experiment") ? body["experiment"] : nlohmann::json();
     if (string_at(experiment, "lifecycle_stage") == "deleted")
       throw ApiError(what + " was deleted on the server, which keeps its name until it is purged: restore it "
                             "(`mlflow experiments restore`), or choose another logging.mlflow.experiment",
                      /*transient=*/false, found.status);
     std::string id = string_at(experiment, "experiment_id");
-    if (id.empty()) throw ApiError(what + ": the answer names no experiment_id", false, found.status);
+    if (id.empty()) unexpected(what, server(), found, "JSON that names no experiment_id");
     return id;
   }
   if (error_code(found) != "RESOURCE_DOES_NOT_EXIST") fail(what, found);
   Response created = http_.post_json("/api/2.0/mlflow/experiments/create", nlohmann::json({{"name", name}}).dump());
   if (!created.ok()) fail(what + " could not be created", created);
-  std::string id = string_at(parse_answer(what, created), "experiment_id");
-  if (id.empty()) throw ApiError(what + ": the answer names no experiment_id", false, created.status);
+  std::string id = string_at(parse_answer(what, server(), created), "experiment_id");
+  if (id.empty()) unexpected(what, server(), created, "JSON that names no experiment_id");
   return id;
 }
 
@@ -80,13 +91,13 @@ RunInfo Api::create_run(const std::string& experiment_id, const std::string& run
                                {"start_time", start_ms}, {"tags", tag_list}};
   Response response = http_.post_json("/api/2.0/mlflow/runs/create", body.dump());
   if (!response.ok()) fail("mlflow: creating a run in experiment " + experiment_id, response);
-  return run_info("mlflow: creating a run", response);
+  return run_info("mlflow: creating a run", server(), response);
 }
 
 RunInfo Api::get_run(const std::string& run_id) {
   Response response = http_.get("/api/2.0/mlflow/runs/get?run_id=" + url_escape(run_id, false));
   if (!response.ok()) fail("mlflow: run " + run_id, response);
-  return run_info("mlflow: run " + run_id, response);
+  return run_info("mlflow: run " + run_id, server(), response);
 }
 
 void Api::log_batch(const std::string& body) {

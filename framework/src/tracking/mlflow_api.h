@@ -14,17 +14,21 @@
 
 namespace tp::mlflow {
 
-/// A failed call: `transient` when the same call may succeed later.
+/// A failed call: `transient` when the same call may succeed later; `unexpected` when the answer
+/// was not MLflow's (not JSON, no run in it, larger than kMaxAnswerBytes): the address is not an
+/// MLflow tracking server's API, which no credential fixes.
 class ApiError : public Error {
  public:
-  ApiError(const std::string& message, bool transient, long status)
-      : Error(message), transient_(transient), status_(status) {}
+  ApiError(const std::string& message, bool transient, long status, bool unexpected = false)
+      : Error(message), transient_(transient), status_(status), unexpected_(unexpected) {}
   bool transient() const { return transient_; }
   long status() const { return status_; }
+  bool unexpected() const { return unexpected_; }
 
  private:
   bool transient_;
   long status_;
+  bool unexpected_;
 };
 
 /// What the server says about a run.
@@ -57,6 +61,7 @@ class Api {
   void upload_artifact(const std::string& artifact_uri, const std::string& relative, const std::filesystem::path& file);
 
  private:
+  std::string server() const { return http_.connection().tracking_uri; }
   HttpClient& http_;
 };
 

@@ -1,6 +1,9 @@
 #include "tracking/mlflow_http.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <string_view>
 #include <utility>
 
@@ -8,6 +11,7 @@
 #include <curl/curl.h>
 #endif
 
+#include "tp/framework/config/secrets.h"
 #include "tp/framework/error.h"
 
 namespace tp::mlflow {
@@ -24,21 +28,87 @@ std::string env_value(const EnvLookup& env, const char* name) {
 
 bool env_true(const std::string& value) { return value == "true" || value == "True" || value == "TRUE" || value == "1"; }
 
+// A URI split at its user-info: "http://u:p@h:5000/x" -> {"http://h:5000/x", "u:p"}.
+struct UriParts {
+  std::string server;
+  std::string user_info;
+};
+
+UriParts split_user_info(std::string_view uri) {
+  const size_t scheme_end = uri.find("://");
+  if (scheme_end == std::string_view::npos) return {std::string(uri), ""};
+  const size_t start = scheme_end + 3;
+  const size_t end = std::min(uri.find_first_of("/?#", start), uri.size());
+  const size_t at = uri.substr(start, end - start).rfind('@');
+  if (at == std::string_view::npos) return {std::string(uri), ""};
+  return {std::string(uri.substr(0, start)) + std::string(uri.substr(start + at + 1)),
+          std::string(uri.substr(start, at))};
+}
+
+int hex_digit(char ch) {
+  if (ch >= '0' && ch <= '9') return ch - '0';
+  if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+  if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+  return -1;
+}
+
+// "p%40ss" -> "p@ss", as a URL's user-info is written.
+std::string percent_decode(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() && hex_digit(text[i + 1]) >= 0 && hex_digit(text[i + 2]) >= 0) {
+      out += static_cast<char>(hex_digit(text[i + 1]) * 16 + hex_digit(text[i + 2]));
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string server_of(std::string_view uri) {
+  std::string server = split_user_info(uri).server;
+  while (!server.empty() && server.back() == '/') server.pop_back();
+  return server;
+}
+
+std::string printable_excerpt(std::string_view bytes, std::size_t limit) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (const char ch : bytes.substr(0, limit)) {
+    const auto byte = static_cast<unsigned char>(ch);
+    if (byte >= 0x20 && byte < 0x7f) {
+      out += ch;
+    } else if (ch == '\n' || ch == '\r' || ch == '\t') {
+      out += ' ';
+    } else {
+      out += "\\x";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 15];
+    }
+  }
+  if (bytes.size() > limit) out += "... (" + std::to_string(bytes.size()) + " bytes)";
+  return out;
+}
 
 Connection connection_from(const MlflowSection& section, const EnvLookup& env) {
   Connection c;
-  c.tracking_uri = section.tracking_uri.empty() ? env_value(env, "MLFLOW_TRACKING_URI") : section.tracking_uri;
-  if (c.tracking_uri.empty())
+  const std::string uri = section.tracking_uri.empty() ? env_value(env, "MLFLOW_TRACKING_URI") : section.tracking_uri;
+  if (uri.empty())
     throw ConfigError(kUriKey, "logging.mlflow.enabled = true, but no server is named: set logging.mlflow.tracking_uri "
                                "(\"http://host:5000\") or the environment variable MLFLOW_TRACKING_URI. Nothing was "
                                "trained.");
-  if (!starts_with(c.tracking_uri, "http://") && !starts_with(c.tracking_uri, "https://"))
-    throw ConfigError(kUriKey, "logging.mlflow.tracking_uri = \"" + c.tracking_uri +
+  if (!starts_with(uri, "http://") && !starts_with(uri, "https://"))
+    throw ConfigError(kUriKey, "logging.mlflow.tracking_uri = \"" + redact_uri_credentials(uri) +
                                    "\": torchhost talks to an MLflow tracking server over http:// or https:// (its "
                                    "REST API); a file:, sqlite: or databricks: store is not one. Start `mlflow server` "
                                    "and give its address. Nothing was trained.");
-  while (!c.tracking_uri.empty() && c.tracking_uri.back() == '/') c.tracking_uri.pop_back();
+  // The URI's user-info is read here and kept in memory only: tracking_uri, which the state file,
+  // the log and every message show, never holds it.
+  const UriParts parts = split_user_info(uri);
+  c.tracking_uri = server_of(parts.server);
   c.token = env_value(env, "MLFLOW_TRACKING_TOKEN");
   c.username = env_value(env, "MLFLOW_TRACKING_USERNAME");
   c.password = env_value(env, "MLFLOW_TRACKING_PASSWORD");
@@ -46,6 +116,11 @@ Connection connection_from(const MlflowSection& section, const EnvLookup& env) {
     throw ConfigError("MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_USERNAME is set but MLFLOW_TRACKING_PASSWORD is "
                                                   "not: set both for basic authentication (or neither). Nothing was "
                                                   "trained.");
+  if (c.username.empty() && !parts.user_info.empty() && parts.user_info != kRedactedUserInfo) {
+    const size_t colon = parts.user_info.find(':');
+    c.username = percent_decode(parts.user_info.substr(0, colon));
+    c.password = colon == std::string::npos ? "" : percent_decode(parts.user_info.substr(colon + 1));
+  }
   c.insecure_tls = env_true(env_value(env, "MLFLOW_TRACKING_INSECURE_TLS"));
   c.ca_bundle = env_value(env, "MLFLOW_TRACKING_SERVER_CERT_PATH");
   c.client_cert = env_value(env, "MLFLOW_TRACKING_CLIENT_CERT_PATH");
@@ -56,8 +131,37 @@ Connection connection_from(const MlflowSection& section, const EnvLookup& env) {
 std::string Response::describe() const {
   if (status == 0) return transport_error;
   std::string text = "HTTP " + std::to_string(status);
-  if (!body.empty()) text += ": " + (body.size() > 300 ? body.substr(0, 300) + "..." : body);
+  if (!body.empty()) text += ": " + printable_excerpt(body);
   return text;
+}
+
+struct HttpClient::Request {
+  std::string method;
+  std::string url;
+  const std::string* json = nullptr;
+  FILE* upload = nullptr;
+  int64_t upload_size = 0;
+};
+
+void HttpClient::set_deadline(Clock::time_point deadline, const std::string& reason) {
+  {
+    std::lock_guard lock(reason_mutex_);
+    if (deadline.time_since_epoch().count() >= deadline_.load()) return;
+    deadline_reason_ = reason;
+  }
+  deadline_.store(deadline.time_since_epoch().count());
+}
+
+long long HttpClient::milliseconds_left() const {
+  const Clock::rep deadline = deadline_.load();
+  if (deadline == Clock::time_point::max().time_since_epoch().count()) return std::numeric_limits<long long>::max();
+  const auto left = Clock::time_point(Clock::duration(deadline)) - Clock::now();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(left).count();
+}
+
+std::string HttpClient::deadline_reason() const {
+  std::lock_guard lock(reason_mutex_);
+  return deadline_reason_;
 }
 
 #if TP_MLFLOW
@@ -78,31 +182,73 @@ HttpClient::~HttpClient() = default;
 
 namespace {
 
-size_t append_body(char* data, size_t size, size_t count, void* out) {
-  static_cast<std::string*>(out)->append(data, size * count);
-  return size * count;
-}
-
-struct Request {
-  std::string method;
-  std::string url;
-  const std::string* json = nullptr;
-  FILE* upload = nullptr;
-  curl_off_t upload_size = 0;
+// What libcurl's callbacks of one transfer see.
+struct Transfer {
+  std::string* body;
+  const std::atomic<HttpClient::Clock::rep>* deadline;
+  bool too_large = false;
+  bool deadline_passed = false;
 };
 
-Response perform(CURL* curl, const Connection& c, const Request& request) {
-  curl_easy_reset(curl);
+size_t append_body(char* data, size_t size, size_t count, void* out) {
+  auto* transfer = static_cast<Transfer*>(out);
+  const size_t bytes = size * count;
+  if (transfer->body->size() + bytes > kMaxAnswerBytes) {
+    transfer->too_large = true; // returning less than given ends the transfer (CURLE_WRITE_ERROR)
+    return 0;
+  }
+  transfer->body->append(data, bytes);
+  return bytes;
+}
+
+// Called about once a second even while nothing moves: the deadline reaches a transfer in flight.
+int check_deadline(void* data, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* transfer = static_cast<Transfer*>(data);
+  if (HttpClient::Clock::now().time_since_epoch().count() < transfer->deadline->load()) return 0;
+  transfer->deadline_passed = true;
+  return 1;
+}
+
+std::string seconds_text(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g s", seconds);
+  return text;
+}
+
+}  // namespace
+
+Response HttpClient::perform(const Request& request) {
+  CURL* curl = handle_->curl;
+  const Connection& c = connection_;
   Response response;
+  const std::string where = " (" + request.method + " " + request.url + ")";
+  // The transfer's own limit: one timeout for a JSON request, more for an upload's bytes.
+  double limit_seconds = c.timeout_seconds;
+  if (request.upload != nullptr) limit_seconds += static_cast<double>(request.upload_size) / kMinUploadBytesPerSecond;
+  const long long left_ms = milliseconds_left();
+  if (left_ms <= 0) {
+    response.transport_error = "not sent: " + deadline_reason() + where;
+    return response;
+  }
+  const double limit_ms = std::ceil(limit_seconds * 1000);
+  const bool deadline_first = static_cast<double>(left_ms) < limit_ms;
+  const long timeout_ms = static_cast<long>(std::min(limit_ms, static_cast<double>(left_ms)));
+  const long connect_ms = std::min(timeout_ms, static_cast<long>(c.timeout_seconds * 1000));
+
+  curl_easy_reset(curl);
   char error[CURL_ERROR_SIZE] = {0};
+  Transfer transfer{&response.body, &deadline_};
   curl_slist* headers = nullptr;
-  const long timeout_ms = static_cast<long>(c.timeout_seconds * 1000);
   curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L); // a background thread: no SIGALRM for DNS timeouts
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, append_body);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response.body);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &transfer);
+  curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, check_deadline);
+  curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &transfer);
   curl_easy_setopt(curl, CURLOPT_USERAGENT, "torchhost");
   if (!c.token.empty()) headers = curl_slist_append(headers, ("Authorization: Bearer " + c.token).c_str());
   if (!c.username.empty()) {
@@ -120,18 +266,16 @@ Response perform(CURL* curl, const Connection& c, const Request& request) {
     headers = curl_slist_append(headers, "Content-Type: application/json");
     curl_easy_setopt(curl, CURLOPT_POSTFIELDS, request.json->c_str());
     curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.json->size()));
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);
   } else if (request.upload != nullptr) {
     headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
     curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
     curl_easy_setopt(curl, CURLOPT_READDATA, request.upload);
-    curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, request.upload_size);
-    // A large artifact takes what it takes; one that stalls for the timeout is abandoned.
+    curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(request.upload_size));
+    // A transfer that stalls for the timeout is abandoned before its total limit.
     curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, static_cast<long>(c.timeout_seconds) + 1);
   } else {
     curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);
   }
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
   const CURLcode code = curl_easy_perform(curl);
@@ -139,22 +283,33 @@ Response perform(CURL* curl, const Connection& c, const Request& request) {
   if (code != CURLE_OK) {
     response.status = 0;
     response.body.clear();
-    response.transport_error = std::string(error[0] != '\0' ? error : curl_easy_strerror(code)) + " (" + request.method +
-                               " " + request.url + ")";
+    response.body.shrink_to_fit();
+    if (transfer.too_large) {
+      response.too_large = true;
+      response.transport_error = "the server's answer was larger than " + std::to_string(kMaxAnswerBytes >> 20) +
+                                 " MiB, the most torchhost takes from an MLflow server (whose answers are a few "
+                                 "KiB), and was abandoned: is logging.mlflow.tracking_uri an MLflow tracking "
+                                 "server?" + where;
+    } else if (transfer.deadline_passed || (code == CURLE_OPERATION_TIMEDOUT && deadline_first)) {
+      response.transport_error = "abandoned: " + deadline_reason() + where;
+    } else if (code == CURLE_OPERATION_TIMEDOUT) {
+      response.transport_error = std::string(error[0] != '\0' ? error : curl_easy_strerror(code)) +
+                                 ": the transfer's time limit is " + seconds_text(static_cast<double>(timeout_ms) / 1000.0) +
+                                 " (logging.mlflow.timeout_seconds" +
+                                 (request.upload != nullptr ? ", plus 1 s per 256 KiB uploaded" : "") + ")" + where;
+    } else {
+      response.transport_error = std::string(error[0] != '\0' ? error : curl_easy_strerror(code)) + where;
+    }
     return response;
   }
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
   return response;
 }
 
-}  // namespace
-
-Response HttpClient::get(const std::string& path) {
-  return perform(handle_->curl, connection_, Request{"GET", connection_.tracking_uri + path});
-}
+Response HttpClient::get(const std::string& path) { return perform(Request{"GET", connection_.tracking_uri + path}); }
 
 Response HttpClient::post_json(const std::string& path, const std::string& json) {
-  return perform(handle_->curl, connection_, Request{"POST", connection_.tracking_uri + path, &json});
+  return perform(Request{"POST", connection_.tracking_uri + path, &json});
 }
 
 Response HttpClient::put_file(const std::string& path, const std::filesystem::path& file) {
@@ -166,8 +321,8 @@ Response HttpClient::put_file(const std::string& path, const std::filesystem::pa
     missing.transport_error = "cannot read " + file.string();
     return missing;
   }
-  Response response = perform(handle_->curl, connection_,
-                              Request{"PUT", connection_.tracking_uri + path, nullptr, in, static_cast<curl_off_t>(size)});
+  Response response =
+      perform(Request{"PUT", connection_.tracking_uri + path, nullptr, in, static_cast<int64_t>(size)});
   std::fclose(in);
   return response;
 }
@@ -198,6 +353,7 @@ Response unavailable() {
 Response HttpClient::get(const std::string&) { return unavailable(); }
 Response HttpClient::post_json(const std::string&, const std::string&) { return unavailable(); }
 Response HttpClient::put_file(const std::string&, const std::filesystem::path&) { return unavailable(); }
+Response HttpClient::perform(const Request&) { return unavailable(); }
 #endif
 
 std::string url_escape(const std::string& text, bool keep_slash) {

@@ -5,6 +5,7 @@
 
 #include <toml++/toml.h>
 
+#include "tp/framework/config/secrets.h"
 #include "tp/framework/error.h"
 #include "tp/framework/util/atomic_file.h"
 
@@ -57,8 +58,9 @@ State read_state(const std::filesystem::path& run_dir) {
 }
 
 void write_state(const std::filesystem::path& run_dir, const State& s) {
+  // The server's address only: a URI's credentials never reach the file (secrets.h).
   const toml::table table{{"torchhost_run_id", s.torchhost_run_id},
-                          {"tracking_uri", s.tracking_uri},
+                          {"tracking_uri", redact_uri_credentials(s.tracking_uri)},
                           {"experiment_id", s.experiment_id},
                           {"run_id", s.run_id},
                           {"artifact_uri", s.artifact_uri},

@@ -9,19 +9,28 @@
 
 #include <toml++/toml.h>
 
+#include "tp/framework/config/secrets.h"
 #include "tp/framework/report/history_line.h"
 
 namespace tp::mlflow {
 namespace {
 
 // The provenance tags come from runtime.toml (versions, git, plugin hashes, devices); a run
-// without one (it stopped before the trainer was built) has none.
+// without one (it stopped before the trainer was built) has none. An environment variable's value
+// goes only where provenance would record it now (secrets.h): a runtime.toml written before it did
+// (`host mlflow-sync` of an old run) still sends TP_MY_TOKEN by name alone.
 std::vector<KeyValue> runtime_tags(const std::filesystem::path& run_dir) {
   const std::filesystem::path file = run_dir / "runtime.toml";
   std::error_code missing;
   if (!std::filesystem::exists(file, missing)) return {};
   try {
-    return tags_from_table(toml::parse_file(file.string()), "torchhost.").entries;
+    std::vector<KeyValue> tags = tags_from_table(toml::parse_file(file.string()), "torchhost.").entries;
+    static constexpr std::string_view kEnvironment = "torchhost.provenance.environment.";
+    for (KeyValue& tag : tags)
+      if (tag.key.starts_with(kEnvironment) &&
+          !environment_value_recordable(std::string_view(tag.key).substr(kEnvironment.size())))
+        tag.value = kUnrecordedValue;
+    return tags;
   } catch (const toml::parse_error&) {
     return {}; // a damaged runtime.toml costs the tags, not the run's tracking
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
@@ -32,12 +33,31 @@ const char* status_word(MlflowEnd how) {
 
 const char* environment(const char* name) { return std::getenv(name); }
 
-// The connection to the server `state` names, where the MLflow run lives whatever the config or the
-// environment says now (`section`'s own server when the state names none), with `section`'s
-// timeout and the environment's credentials.
-mlflow::Connection connection_to_run(MlflowSection section, const mlflow::State& state) {
-  if (!state.tracking_uri.empty()) section.tracking_uri = state.tracking_uri;
-  return mlflow::connection_from(section, environment);
+// The connection to the configured server (`section`'s URI, else MLFLOW_TRACKING_URI; `configured`
+// says where the user set it), for the run whose state `state` was read from `dir`. The
+// credentials go only to that server: a state file naming another one (edited, or written under
+// another configuration) is refused, never followed.
+mlflow::Connection connection_for_state(const MlflowSection& section, const mlflow::State& state,
+                                        const std::filesystem::path& dir, const std::string& command,
+                                        const std::string& configured) {
+  mlflow::Connection connection = mlflow::connection_from(section, environment);
+  const std::string recorded = mlflow::server_of(state.tracking_uri);
+  if (state.tracking_uri.empty() || recorded == connection.tracking_uri) return connection;
+  const std::string file = mlflow::state_file(dir).string();
+  throw ConfigError("logging.mlflow.tracking_uri",
+                    command + ": " + file + " says this run is tracked on " + recorded + ", but the configured "
+                    "server is " + connection.tracking_uri + " (" + configured + "). The credentials go only to "
+                    "the configured server, so nothing was sent to either. If the run lives on " + recorded +
+                    ", name that server in logging.mlflow.tracking_uri (or MLFLOW_TRACKING_URI when it is \"\"); "
+                    "to track the run anew on " + connection.tracking_uri + ", delete " + file +
+                    " (the next `host mlflow-sync` sends everything to a new MLflow run).");
+}
+
+// How long end() waits: finish_timeout_seconds, then the request in flight is abandoned.
+std::string end_wait_text(const MlflowSection& section) {
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%g", section.finish_timeout_seconds);
+  return std::string("the end's wait (logging.mlflow.finish_timeout_seconds = ") + seconds + " s) ran out";
 }
 
 // "N of M history records, the artifacts and the status FINISHED": what the server still lacks.
@@ -122,7 +142,7 @@ void MlflowTracker::Impl::send_loop() {
                  "` sends it once the cause is fixed.");
         break;
       }
-      if (!outage)
+      if (!outage && !ending) // at the end, end() says what the server lacks
         log.warn(std::string(e.what()) + ". Training goes on; the history stays in " + run_dir.string() +
                  " and is sent when the server answers again (trying again with a growing wait, up to 60 s).");
       outage = true;
@@ -151,8 +171,10 @@ MlflowTracker::MlflowTracker(const RunConfig& config, std::filesystem::path run_
   s.http = std::make_unique<mlflow::HttpClient>(mlflow::connection_from(s.settings.section, environment));
   const std::string& uri = s.http->connection().tracking_uri;
   mlflow::State state = mlflow::read_state(s.run_dir);
-  const bool continues = resumed && state.torchhost_run_id == torchhost_run_id && state.tracking_uri == uri;
+  const bool continues =
+      resumed && state.torchhost_run_id == torchhost_run_id && mlflow::server_of(state.tracking_uri) == uri;
   if (continues) {
+    state.tracking_uri = uri;
     // The same MLflow run goes on: its records up to records_sent are on the server (a resumed
     // run trains exactly as the run that never stopped, so it logs those records again: skipped).
     s.needs_reopen = !state.run_id.empty() && !state.end_status.empty();
@@ -176,6 +198,10 @@ MlflowTracker::MlflowTracker(const RunConfig& config, std::filesystem::path run_
     }
     log.info("mlflow: tracking this run as " + s.sync->run_page() + (continues ? " (continued)" : ""));
   } catch (const ApiError& e) {
+    if (e.unexpected())
+      throw ConfigError("logging.mlflow.tracking_uri",
+                        std::string(e.what()) + ". Nothing was trained: check logging.mlflow.tracking_uri, or set "
+                                                "logging.mlflow.enabled = false to train without tracking.");
     if (!e.transient())
       throw ConfigError("logging.mlflow", std::string(e.what()) + ". The server at " + uri +
                                               " refused, so nothing was trained: fix the credentials, the "
@@ -189,6 +215,8 @@ MlflowTracker::MlflowTracker(const RunConfig& config, std::filesystem::path run_
 
 MlflowTracker::~MlflowTracker() {
   if (!impl_->thread.joinable()) return;
+  // The request in flight is abandoned now: a run that did not end keeps its state for a resume.
+  impl_->http->set_deadline(mlflow::HttpClient::Clock::now(), "the run stopped before its end");
   {
     std::lock_guard lock(impl_->mutex);
     impl_->stop = true;
@@ -203,6 +231,9 @@ void MlflowTracker::end(MlflowEnd how) {
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(s.settings.section.finish_timeout_seconds));
+  // No transfer runs past the wait, whatever the server does (drips an answer, reads an upload a
+  // byte at a time): the one in flight is abandoned within about a second of the deadline.
+  s.http->set_deadline(deadline, end_wait_text(s.settings.section));
   {
     std::unique_lock lock(s.mutex);
     s.end_status = status_word(how);
@@ -212,7 +243,7 @@ void MlflowTracker::end(MlflowEnd how) {
     s.stop = true;
     s.wake.notify_all();
   }
-  s.thread.join(); // the request in flight ends within timeout_seconds
+  s.thread.join(); // the request in flight ends at the deadline
   // The thread is gone: the state is this thread's now. A sender that gave up never saw the end.
   if (s.sync->state().end_status.empty()) {
     try {
@@ -248,7 +279,20 @@ int sync_mlflow_run(const std::filesystem::path& run_dir, Logger& log) {
   const RunConfig config = load_run_config(config_file, {}, {});
   const mlflow::RunSettings settings = mlflow::settings_from(config, run_dir);
   mlflow::State state = mlflow::read_state(run_dir);
-  mlflow::HttpClient http(connection_to_run(settings.section, state));
+  mlflow::HttpClient http(connection_for_state(settings.section, state, run_dir, "host mlflow-sync",
+                                               "logging.mlflow.tracking_uri in " + config_file.string() +
+                                                   ", else MLFLOW_TRACKING_URI"));
+  if (!state.tracking_uri.empty()) state.tracking_uri = http.connection().tracking_uri;
+  const int64_t available = mlflow::count_complete_lines(run_dir / "history.jsonl");
+  if (state.records_sent > available)
+    throw ConfigError("records_sent",
+                      "host mlflow-sync: " + mlflow::state_file(run_dir).string() + " says the server has the first " +
+                          std::to_string(state.records_sent) + " records of " + (run_dir / "history.jsonl").string() +
+                          ", which holds " + std::to_string(available) + ": the state file was edited or damaged, or "
+                          "the history was cut since (a --resume from an earlier checkpoint writes its records "
+                          "again). Nothing was sent. If the training is to go on, `host train --resume auto` sends "
+                          "the rest as it trains; otherwise set records_sent to the number of records the MLflow run "
+                          "holds, or delete the state file to send the whole run to a new MLflow run.");
   if (state.torchhost_run_id.empty()) {
     // Never tracked: the whole run goes to a new MLflow run, ended FINISHED if it wrote its report.
     state.torchhost_run_id = read_run_id(run_dir);
@@ -298,7 +342,8 @@ std::string start_mlflow_parent_run(const RunConfig& config, const std::filesyst
   const mlflow::RunSettings settings = parent_settings(config, name);
   mlflow::HttpClient http(mlflow::connection_from(settings.section, environment));
   mlflow::State state = mlflow::read_state(sweep_dir);
-  if (state.tracking_uri != http.connection().tracking_uri || state.torchhost_run_id != "sweep") {
+  // A state naming another server is not followed: a new parent run on the configured one.
+  if (mlflow::server_of(state.tracking_uri) != http.connection().tracking_uri || state.torchhost_run_id != "sweep") {
     state = mlflow::State{};
     state.torchhost_run_id = "sweep";
     state.tracking_uri = http.connection().tracking_uri;
@@ -311,6 +356,10 @@ std::string start_mlflow_parent_run(const RunConfig& config, const std::filesyst
     if (reopen) sync.reopen();
     else sync.ensure_run();
   } catch (const ApiError& e) {
+    if (e.unexpected())
+      throw ConfigError("logging.mlflow.tracking_uri",
+                        std::string(e.what()) + ". No cell was trained: check logging.mlflow.tracking_uri, or set "
+                                                "logging.mlflow.enabled = false.");
     if (!e.transient())
       throw ConfigError("logging.mlflow", std::string(e.what()) + ". The server at " + http.connection().tracking_uri +
                                               " refused the sweep's parent run, so no cell was trained: fix the "
@@ -328,7 +377,9 @@ void end_mlflow_parent_run(const RunConfig& config, const std::filesystem::path&
     const mlflow::State state = mlflow::read_state(sweep_dir);
     if (state.run_id.empty()) return;
     const mlflow::RunSettings settings = parent_settings(config, "");
-    mlflow::HttpClient http(connection_to_run(settings.section, state));
+    mlflow::HttpClient http(connection_for_state(settings.section, state, sweep_dir, "host sweep",
+                                                 "logging.mlflow.tracking_uri of the sweep's configuration, else "
+                                                 "MLFLOW_TRACKING_URI"));
     mlflow::RunSync sync(sweep_dir, settings, state, http);
     sync.set_end_status(status_word(how));
     mlflow::Api(http).update_run(state.run_id, status_word(how), mlflow::now_ms());
@@ -337,7 +388,7 @@ void end_mlflow_parent_run(const RunConfig& config, const std::filesystem::path&
   }
 }
 
-void log_eval_to_mlflow(const std::filesystem::path& run_dir, const std::string& prefix,
+void log_eval_to_mlflow(const MlflowSection& section, const std::filesystem::path& run_dir, const std::string& prefix,
                         const std::vector<std::pair<std::string, double>>& metrics, int64_t step, Logger& log) {
   const mlflow::State state = mlflow::read_state(run_dir);
   if (state.run_id.empty())
@@ -345,8 +396,9 @@ void log_eval_to_mlflow(const std::filesystem::path& run_dir, const std::string&
                                   "run in " + mlflow::state_file(run_dir).string() + "). Train it with "
                                   "logging.mlflow.enabled = true, or send it with `host mlflow-sync " +
                                   run_dir.string() + "` first; " + "the evaluation itself was written.");
-  const RunConfig config = load_run_config(run_dir / "config.toml", {}, {});
-  mlflow::HttpClient http(connection_to_run(config.logging.mlflow, state));
+  mlflow::HttpClient http(connection_for_state(section, state, run_dir, "host eval --mlflow",
+                                               "logging.mlflow.tracking_uri of host eval's configuration, else "
+                                               "MLFLOW_TRACKING_URI"));
   std::vector<mlflow::Metric> sent;
   sent.reserve(metrics.size());
   const int64_t now = mlflow::now_ms();

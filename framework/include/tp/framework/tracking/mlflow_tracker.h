@@ -9,7 +9,8 @@
 //     does not answer; the training thread never waits on it and holds no queue for it: the
 //     history file is the queue, so a long outage costs no memory;
 //   - end() sends what is left, the artifacts and the status (FINISHED, FAILED, KILLED), waiting
-//     at most finish_timeout_seconds, and says what could not be sent; `host mlflow-sync <run dir>`
+//     at most finish_timeout_seconds (a transfer still running then is abandoned, whatever the
+//     server does), and says what could not be sent; `host mlflow-sync <run dir>`
 //     sends it later (<run dir>/mlflow/state.toml records how far the server is).
 // Example (host train):
 //   MlflowTracker tracker(config, run_dir, trainer.run_id(), /*resumed=*/true, log);
@@ -42,13 +43,14 @@ class MlflowTracker {
   /// as the file comment says.
   MlflowTracker(const RunConfig& config, std::filesystem::path run_dir, std::string torchhost_run_id, bool resumed,
                 Logger& log);
-  /// Stops the sender after its current request (at most timeout_seconds); a run that did not
+  /// Stops the sender, abandoning the request in flight (within about a second); a run that did not
   /// call end() keeps its MLflow status (RUNNING) and its state file, for a resume or a sync.
   ~MlflowTracker();
   MlflowTracker(const MlflowTracker&) = delete;
   MlflowTracker& operator=(const MlflowTracker&) = delete;
 
-  /// The run ended: sends what is left, the artifacts and `how`, within finish_timeout_seconds,
+  /// The run ended: sends what is left, the artifacts and `how`, within finish_timeout_seconds
+  /// (plus about a second: the transfer in flight then is abandoned at the deadline),
   /// then logs the run's page or what was left unsent. Call once.
   void end(MlflowEnd how);
 
@@ -62,14 +64,18 @@ class MlflowTracker {
 /// connection of its config.toml and the environment. A directory whose run was never tracked
 /// gets a new MLflow run with everything. Returns 0 when the server has it all, 1 when something
 /// could not be sent (logged). Throws ConfigError for a directory without a run, or with a
-/// training running in it.
+/// training running in it, a state file naming a server other than the configured one (the
+/// config's, else MLFLOW_TRACKING_URI: the credentials go only there), or one whose records_sent
+/// exceeds history.jsonl's records.
 int sync_mlflow_run(const std::filesystem::path& run_dir, Logger& log);
 
 /// `host eval --mlflow`: logs `metrics` as "<prefix>/<name>" at optimizer step `step` to the MLflow
-/// run `run_dir` is tracked in (its mlflow/state.toml; the connection of its config.toml and the
-/// environment). Throws ConfigError when the directory has no MLflow run, tp::Error when the
-/// server does not take the metrics (the evaluation's own file is written before).
-void log_eval_to_mlflow(const std::filesystem::path& run_dir, const std::string& prefix,
+/// run `run_dir` is tracked in (its mlflow/state.toml), on the server `section` (host eval's own
+/// configuration) and the environment name, with the environment's credentials. Throws
+/// ConfigError when the directory has no MLflow run or its state file names another server (the
+/// credentials go only to the configured one), tp::Error when the server does not take the
+/// metrics (the evaluation's own file is written before).
+void log_eval_to_mlflow(const MlflowSection& section, const std::filesystem::path& run_dir, const std::string& prefix,
                         const std::vector<std::pair<std::string, double>>& metrics, int64_t step, Logger& log);
 
 /// `host sweep`'s parent run in `sweep_dir` (its state in <sweep dir>/mlflow/state.toml), named

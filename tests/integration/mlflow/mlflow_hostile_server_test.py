@@ -1,0 +1,348 @@
+"""[logging.mlflow] against fake MLflow servers that misbehave, and what a run writes (issue 58).
+
+A fake server in this file speaks the few REST calls a run makes (experiments/get-by-name,
+runs/create, runs/get, runs/log-batch, runs/update, the artifact proxy's PUT) and records every
+request; a mode makes it hostile. Each case trains the quickstart for two steps (about a second):
+
+1. credentials: a password in logging.mlflow.tracking_uri (via --set) reaches the server as basic
+   authentication, and never a file of the run directory (config.toml, runtime.toml, train.log,
+   mlflow/state.toml, every checkpoint), the console, a param, a tag or an uploaded artifact;
+   TP_MY_TOKEN and TORCH_TOKEN are recorded by name only; `host mlflow-sync` from the redacted
+   config.toml authenticates with the environment's credentials;
+2. a state file naming another server: `host mlflow-sync` and `host eval --mlflow` refuse (exit 2,
+   naming the file and both servers) and send that server nothing, the token least of all;
+3. a server that drips its answer to an artifact upload: `host train` ends within
+   finish_timeout_seconds plus a small bound, and says what the server lacks (the client's limits
+   themselves, mlflow-sync's included, are tracking_unit_tests' mlflow_http_test.cpp);
+4. a server that answers with 1 GiB: refused at start-up (exit 2, naming the cap), the host's
+   peak memory far below the answer;
+5. a server answering 200 with a web page: "not an MLflow tracking server", not a credentials
+   refusal, and no raw byte of it on the console;
+6. records_sent set past history.jsonl's records: mlflow-sync refuses (exit 2) instead of reporting
+   success while sending nothing.
+
+Usage: mlflow_hostile_server_test.py <host> <source dir> <work dir>. Standard library only; about
+15 s.
+"""
+import base64
+import http.server
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+HOST, SOURCE, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
+failures = []
+
+PASSWORD = "s3cret-Pa55"
+ENV_SECRETS = {"TP_MY_TOKEN": "env-secret-one", "TORCH_TOKEN": "env-secret-two"}
+TOKEN = "tracking-token-xyz"
+
+
+def check(ok, message, detail=""):
+    print(("ok   " if ok else "FAIL ") + message + ("" if ok or not detail else "\n" + detail), flush=True)
+    if not ok:
+        failures.append(message)
+
+
+class FakeMlflow(http.server.BaseHTTPRequestHandler):
+    """The REST calls a run makes; `self.server.mode` makes it hostile; every request recorded."""
+    protocol_version = "HTTP/1.1"  # answers Expect: 100-continue at once
+
+    def log_message(self, *args):
+        pass
+
+    def reply(self, status, body, content_type="application/json"):
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+        self.close_connection = True
+
+    def record(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        with self.server.lock:
+            self.server.requests.append((self.command, self.path, dict(self.headers), body))
+        return body
+
+    def run_json(self):
+        return json.dumps({"run": {"info": {
+            "run_id": "r1", "experiment_id": "1", "artifact_uri": "mlflow-artifacts:/1/r1/artifacts",
+            "status": "RUNNING", "lifecycle_stage": "active"}}}).encode()
+
+    def drip(self):
+        # Headers promising a long answer, then a byte every 0.3 s until the client goes (or 60 s).
+        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\nConnection: close\r\n\r\n")
+        self.close_connection = True
+        until = time.time() + 60
+        try:
+            while time.time() < until:
+                self.wfile.write(b"{")
+                self.wfile.flush()
+                time.sleep(0.3)
+        except OSError:
+            pass
+
+    def huge(self):
+        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % (1 << 30))
+        self.close_connection = True
+        chunk = b"{" * (1 << 20)
+        try:
+            for _ in range(1024):
+                self.wfile.write(chunk)
+        except OSError:
+            pass
+
+    def do_GET(self):
+        self.record()
+        mode = self.server.mode
+        if "experiments/get-by-name" in self.path:
+            if mode == "huge":
+                return self.huge()
+            if mode == "html":
+                return self.reply(200, b"<html><body>\x1b[2J\x1b]0;owned\x07Please sign in\r\n" + b"x" * 5000 +
+                                  b"</body></html>", "text/html")
+            return self.reply(200, json.dumps({"experiment": {"experiment_id": "1",
+                                                              "lifecycle_stage": "active"}}).encode())
+        if "runs/get" in self.path:
+            return self.reply(200, self.run_json())
+        self.reply(404, b'{"error_code": "ENDPOINT_NOT_FOUND"}')
+
+    def do_POST(self):
+        self.record()
+        if self.path.endswith("runs/create"):
+            return self.reply(200, self.run_json())
+        self.reply(200, b"{}")
+
+    def do_PUT(self):
+        self.record()
+        if self.server.mode == "drip":
+            return self.drip()
+        self.reply(200, b"{}")
+
+
+class Fake:
+    def __init__(self, mode="ok"):
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeMlflow)
+        self.server.daemon_threads = True
+        self.server.mode = mode
+        self.server.requests = []
+        self.server.lock = threading.Lock()
+        self.port = self.server.server_address[1]
+        self.uri = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def requests(self):
+        with self.server.lock:
+            return list(self.server.requests)
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def environment(**extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env.update(extra)
+    return env
+
+
+def train_args(run_dir, uri, *extra):
+    return [HOST, "train", "--config", os.path.join(SOURCE, "configs", "quickstart.toml"), "--output-dir", run_dir,
+            "--set", "train.epochs=1", "--set", "data.train.size=128", "--set", "data.train.val_size=64",
+            "--set", "logging.mlflow.enabled=true", "--set", f'logging.mlflow.tracking_uri="{uri}"',
+            "--set", "logging.mlflow.flush_seconds=0.2", "--set", "logging.mlflow.timeout_seconds=2",
+            "--set", "logging.mlflow.finish_timeout_seconds=2", *extra]
+
+
+def run(args, env=None, timeout=60):
+    """(exit code or None when killed at `timeout`, stdout + stderr, seconds, peak RSS in MiB)."""
+    started = time.time()
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env or environment())
+    out = []
+    reader = threading.Thread(target=lambda: out.append(process.stdout.read()), daemon=True)
+    reader.start()
+    deadline = started + timeout
+    while time.time() < deadline:
+        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+        if pid:
+            reader.join()
+            code = os.waitstatus_to_exitcode(status)
+            process.returncode = code
+            return code, out[0].decode(errors="replace"), time.time() - started, usage.ru_maxrss / 1024
+        time.sleep(0.05)
+    process.kill()
+    process.wait()
+    reader.join()
+    return None, out[0].decode(errors="replace") if out else "", time.time() - started, 0
+
+
+def files_holding(directory, needles):
+    found = []
+    for root, _, names in os.walk(directory):
+        for name in names:
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                data = f.read()
+            found += [f"{os.path.relpath(path, directory)}: {n}" for n in needles if n.encode() in data]
+    return found
+
+
+def case_credentials():
+    server = Fake()
+    run_dir = os.path.join(WORK, "credentials")
+    uri = f"http://alice:{PASSWORD}@127.0.0.1:{server.port}"
+    env = environment(**ENV_SECRETS, TP_TRAIN_LOG_EVERY_STEPS="1")
+    code, output, seconds, _ = run(train_args(run_dir, uri, "--set", 'logging.mlflow.log_checkpoints="best"'), env)
+    check(code == 0, f"credentials: trained, exit {code}", output[-1500:])
+    secrets = [PASSWORD, *ENV_SECRETS.values()]
+    leaked = files_holding(run_dir, secrets)
+    check(not leaked, f"credentials: no file of the run directory holds a secret {leaked}")
+    check(not [s for s in secrets if s in output], "credentials: the console shows none")
+    basic = "Basic " + base64.b64encode(f"alice:{PASSWORD}".encode()).decode()
+    requests = server.requests
+    check(requests and all(r[2].get("Authorization") == basic for r in requests),
+          f"credentials: the URI's user-info is sent as basic authentication ({len(requests)} requests)")
+    sent = b"".join(r[3] for r in requests) + "".join(r[1] for r in requests).encode()
+    check(not [s for s in [PASSWORD, *ENV_SECRETS.values()] if s.encode() in sent],
+          "credentials: no param, tag or artifact the server received holds a secret")
+    check(b"TP_MY_TOKEN" in sent and b"(not recorded)" in sent, "credentials: TP_MY_TOKEN is sent by name only")
+    check(any(r[0] == "PUT" and r[1].endswith("best.pt") for r in requests), "credentials: the checkpoint uploaded")
+    with open(os.path.join(run_dir, "config.toml")) as f:
+        config = f.read()
+    check(f"tracking_uri = 'http://***@127.0.0.1:{server.port}'" in config,
+          "credentials: config.toml holds the URI with its user-info redacted")
+    with open(os.path.join(run_dir, "runtime.toml")) as f:
+        runtime = f.read()
+    check("TP_MY_TOKEN = '(not recorded)'" in runtime and "TP_TRAIN_LOG_EVERY_STEPS = '1'" in runtime,
+          "credentials: runtime.toml records TP_MY_TOKEN by name, a config key's mirror with its value", runtime[-1500:])
+
+    # mlflow-sync reads the redacted config.toml: the environment's credentials, to the same server.
+    state_path = os.path.join(run_dir, "mlflow", "state.toml")
+    with open(state_path) as f:
+        state = f.read()
+    with open(state_path, "w") as f:
+        f.write(state.replace("status_sent = true", "status_sent = false"))
+    before = len(server.requests)
+    code, output, _, _ = run([HOST, "mlflow-sync", run_dir],
+                             environment(MLFLOW_TRACKING_USERNAME="bob", MLFLOW_TRACKING_PASSWORD="pw-from-env"))
+    check(code == 0, f"credentials: mlflow-sync from the redacted config.toml, exit {code}", output[-800:])
+    later = server.requests[before:]
+    bob = "Basic " + base64.b64encode(b"bob:pw-from-env").decode()
+    check(later and all(r[2].get("Authorization") == bob for r in later),
+          f"credentials: mlflow-sync authenticates with the environment's credentials ({len(later)} requests)")
+    server.stop()
+    return run_dir, seconds
+
+
+def case_other_server(run_dir):
+    good, evil = Fake(), Fake()
+    state_path = os.path.join(run_dir, "mlflow", "state.toml")
+    with open(state_path) as f:
+        state = f.read()
+    edited = re.sub(r"tracking_uri = '[^']*'", f"tracking_uri = '{evil.uri}'", state)
+    edited = edited.replace("status_sent = true", "status_sent = false")
+    with open(state_path, "w") as f:
+        f.write(edited)
+    config_uri = f"http://127.0.0.1:{good.port}"
+    with open(os.path.join(run_dir, "config.toml")) as f:
+        config = f.read()
+    with open(os.path.join(run_dir, "config.toml"), "w") as f:
+        f.write(re.sub(r"tracking_uri = '[^']*'", f"tracking_uri = '{config_uri}'", config))
+    env = environment(MLFLOW_TRACKING_TOKEN=TOKEN)
+    code, output, _, _ = run([HOST, "mlflow-sync", run_dir], env)
+    check(code == 2 and "state.toml" in output and evil.uri in output and config_uri in output,
+          f"other server: mlflow-sync refuses, exit {code} (2), naming the file and both servers", output[-800:])
+    code, output, _, _ = run([HOST, "eval", "--config", os.path.join(run_dir, "config.toml"), "--mlflow"], env)
+    check(code == 2 and "state.toml" in output and evil.uri in output,
+          f"other server: eval --mlflow refuses, exit {code} (2)", output[-800:])
+    check(not evil.requests, f"other server: it received nothing ({len(evil.requests)} requests)")
+    check(not good.requests, "other server: nothing was sent to the configured one either")
+    with open(state_path, "w") as f:
+        f.write(state)  # as it was
+    good.stop()
+    evil.stop()
+
+
+def case_drip(baseline):
+    server = Fake("drip")
+    run_dir = os.path.join(WORK, "drip")
+    # A request's own limit (timeout_seconds) is long here: the end's wait is what cuts the upload.
+    code, output, seconds, _ = run(train_args(run_dir, server.uri, "--set", "logging.mlflow.timeout_seconds=30"),
+                                   timeout=40)
+    check(code == 0, f"dripping server: training ended, exit {code}", output[-1500:])
+    # The end waits finish_timeout_seconds = 2, then abandons the upload within about a second.
+    check(seconds < baseline + 2 + 4,
+          f"dripping server: {seconds:.1f} s in all, {baseline:.1f} s beside a server that answers, "
+          f"finish_timeout_seconds = 2")
+    check("the server lacks" in output and "the artifacts" in output and "finish_timeout_seconds = 2 s" in output
+          and "host mlflow-sync" in output, "dripping server: the end says what was left unsent, and why", output[-1500:])
+    server.stop()
+
+
+def case_huge():
+    server = Fake("huge")
+    run_dir = os.path.join(WORK, "huge")
+    code, output, seconds, peak_mib = run(train_args(run_dir, server.uri), timeout=60)
+    check(code == 2 and "larger than 8 MiB" in output and server.uri in output,
+          f"huge answer: refused at start-up, exit {code} (2), naming the cap and the server", output[-800:])
+    check(peak_mib < 600, f"huge answer: the host's peak memory {peak_mib:.0f} MiB, the answer 1024 MiB")
+    check(not os.path.exists(os.path.join(run_dir, "checkpoints")), "huge answer: nothing trained")
+    server.stop()
+
+
+def case_html():
+    server = Fake("html")
+    run_dir = os.path.join(WORK, "html")
+    code, output, _, _ = run(train_args(run_dir, server.uri))
+    check(code == 2 and "not an MLflow tracking server" in output,
+          f"web page: exit {code} (2), said to be no MLflow server", output[-800:])
+    check("MLFLOW_TRACKING_TOKEN" not in output and "refused" not in output, "web page: not called a refusal")
+    check("\x1b" not in output and "\x07" not in output and "\\x1b[2J" in output and len(output) < 20000,
+          "web page: a short printable excerpt, no raw terminal bytes")
+    server.stop()
+
+
+def case_records_sent():
+    server = Fake()
+    run_dir = os.path.join(WORK, "records")
+    code, output, _, _ = run(train_args(run_dir, server.uri))
+    check(code == 0, f"records_sent: trained, exit {code}", output[-800:])
+    state_path = os.path.join(run_dir, "mlflow", "state.toml")
+    with open(state_path) as f:
+        state = f.read()
+    with open(state_path, "w") as f:
+        f.write(re.sub(r"records_sent = \d+", "records_sent = 999", state).replace("status_sent = true",
+                                                                                   "status_sent = false"))
+    before = len(server.requests)
+    code, output, _, _ = run([HOST, "mlflow-sync", run_dir])
+    check(code == 2 and "999" in output and "history.jsonl" in output,
+          f"records_sent: mlflow-sync refuses, exit {code} (2), naming both counts", output[-800:])
+    check(len(server.requests) == before, "records_sent: nothing sent")
+    server.stop()
+
+
+def main():
+    shutil.rmtree(WORK, ignore_errors=True)
+    os.makedirs(WORK)
+    started = time.time()
+    run_dir, baseline = case_credentials()
+    case_other_server(run_dir)
+    case_drip(baseline)
+    case_huge()
+    case_html()
+    case_records_sent()
+    print(f"{len(failures)} failure(s) in {time.time() - started:.1f} s")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
