@@ -118,10 +118,14 @@ int run_train(const Options& options) {
                                (session->run_dir / "config.toml").string().c_str());
   log.open_file(session->run_dir / "train.log");
   const std::string config_text = to_toml_text(config.resolved);
+  // config.toml: a fresh run's now (the crash report's `plugins check --config` names it); a
+  // resumed run's only once the run is assembled and the checkpoint restored, so a --resume that
+  // fails at start-up never replaces the settings that trained with ones that never did.
+  const bool resuming = !options.resume.empty();
   if (rank0) {
     for (const auto& removed : sweep_stale_temporaries(session->run_dir, /*levels=*/3))
       log.info("removed " + removed.string() + ", left by a process that no longer runs");
-    write_file_atomically(session->run_dir / "config.toml", config_text);
+    if (!resuming) write_file_atomically(session->run_dir / "config.toml", config_text);
   }
   log.info("run '" + config.run.name + "' from " + config.source + " -> " + session->run_dir.string());
   if (!set_aside.empty()) log.info("--new-run: the earlier run's files are now in " + set_aside.string());
@@ -153,6 +157,8 @@ int run_train(const Options& options) {
   if (trainer.run_id().empty())
     trainer.set_run_id(!run.start_path.empty() && !recorded_run_id.empty() ? recorded_run_id : new_run_id());
   if (rank0 && !config.train.fast_dev_run) write_run_id(session->run_dir, trainer.run_id());
+  if (rank0 && resuming) write_file_atomically(session->run_dir / "config.toml", config_text);
+  trainer.record_runtime();
   stop_if_signalled("host train", "while the trainer was set up" + before_training);
   // Rank 0 tracks the run on an MLflow server (docs/experiment_tracking.md); a server that
   // refuses stops here, exit 2, before the first step.

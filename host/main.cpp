@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "launcher.h"
 #include "tp/framework/error.h"
+#include "tp/framework/plugin/plugin_crash.h"
 #include "tp/framework/util/bounded_text.h"
 
 int main(int argc, char** argv) {
@@ -34,6 +35,10 @@ int main(int argc, char** argv) {
       return cli::run_launcher(*launch);
     }
     const cli::Options options = cli::parse(argc, argv);
+    // Before any command loads a plugin: a crash in a library's constructors, init, create,
+    // prepare or destroy is named (exit 5) in every command, `plugins list` included; a run
+    // installs it again to name its checkpoints (plugin/plugin_crash.h).
+    install_plugin_crash_handler(nullptr);
     if (options.help) {
       std::printf("%s", options.help_text.c_str());
       return kExitOk;

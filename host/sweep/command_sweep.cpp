@@ -28,6 +28,7 @@
 #include "tp/framework/amp/precision.h"
 #include "tp/framework/config/flatten.h"
 #include "tp/framework/config/load.h"
+#include "tp/framework/config/toml_text.h"
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/engine/runtime_setup.h"
 #include "tp/framework/error.h"
@@ -115,7 +116,7 @@ bool finished_earlier(const SweepRecord& record, const PlannedCell& p) {
   }
   FlatConfig trained;
   try {
-    trained = flatten_config(toml::parse_file((p.dir / "config.toml").string()));
+    trained = flatten_config(parse_toml_file(p.dir / "config.toml"));
   } catch (const toml::parse_error& e) {
     throw Error("host sweep: " + (p.dir / "config.toml").string() + " does not parse (" + std::string(e.description()) +
                 "), so the finished cell '" + p.cell.name + "' cannot be checked. Delete " + p.dir.string() +

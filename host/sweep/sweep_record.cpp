@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "tp/framework/config/secrets.h"
+#include "tp/framework/config/toml_text.h"
 #include "tp/framework/error.h"
 #include "tp/framework/util/atomic_file.h"
 
@@ -30,7 +31,7 @@ SweepRecord SweepRecord::read(const std::filesystem::path& file) {
   };
   toml::table root;
   try {
-    root = toml::parse_file(file.string());
+    root = parse_toml_file(file);
   } catch (const toml::parse_error& e) {
     throw damaged("line " + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
   }

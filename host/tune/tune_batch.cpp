@@ -35,6 +35,7 @@
 
 #include "child_process.h"
 #include "commands.h"
+#include "tp/framework/config/toml_text.h"
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/error.h"
 #include "tp/framework/monitor/history.h"
@@ -129,7 +130,7 @@ struct TrialRunner {
       if (!cpu) {
         toml::table report;
         try {
-          report = toml::parse_file((dir / "report.toml").string());
+          report = parse_toml_file(dir / "report.toml");
         } catch (const toml::parse_error& e) {
           throw Error("host tune batch-size: the trial run in " + dir.string() + " finished but its report.toml "
                       "does not read (" + std::string(e.description()) + "), so its peak memory is unknown.");

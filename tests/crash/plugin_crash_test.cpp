@@ -52,6 +52,37 @@ TEST_CASE("a segfault in a dataset's get_sample names the plugin and the sample;
   CHECK(tp::load_checkpoint(dir / "checkpoints" / "last.pt").step == 24);
 }
 
+// Issue 58, item 9: outside the hot calls a crash gave a bare SIGSEGV naming nothing, in every
+// command (`plugins list` too, for a library the run does not even use).
+TEST_CASE("a crash in a library's constructor, init, create, prepare, destroy or deinit is named, exit 5") {
+  const auto dir = tp::test::fresh_dir("crash_lifecycle");
+  const std::string plugins = " --plugin-dir '" + fixture_dir("segfault") + "'";
+  const std::string train =
+      "--config tests/crash/segfault.toml --set train.epochs=1 --output-dir '" + dir.string() + "'" + plugins;
+  struct Case {
+    const char* at;
+    std::string command;
+    const char* where;  // the function the report names
+  };
+  const Case cases[] = {
+      {"constructor", "plugins list" + plugins, "in dlopen (its static constructors)"},
+      {"init", "plugins list" + plugins, "in init"},
+      {"deinit", "plugins list" + plugins, "in deinit"},
+      {"create", train, "component 'org.test.segfault' crashed the process with SIGSEGV (invalid memory access) in create"},
+      {"prepare", train, "component 'org.test.segfault' crashed the process with SIGSEGV (invalid memory access) in prepare"},
+      {"destroy", train, "component 'org.test.segfault' crashed the process with SIGSEGV (invalid memory access) in destroy"},
+  };
+  for (const Case& c : cases) {
+    std::filesystem::remove_all(dir);
+    const auto run = tp::test::run_shell(std::string("SEGFAULT_FIXTURE_CRASH_AT=") + c.at + " '" +
+                                         tp::test::build_dir() + "/bin/host' " + c.command);
+    INFO(c.at, ": ", run.output);
+    CHECK(run.exit_code == tp::kExitPluginCrash);
+    CHECK(contains(run.output, "host: plugin crash: component '"));
+    CHECK(contains(run.output, c.where));
+  }
+}
+
 TEST_CASE("a plugin's runaway recursion still ends in the crash report (alternate signal stack), on any thread") {
   // Before the alternate stack, the overflow left the handler no stack: a bare exit 139.
   const auto dir = tp::test::fresh_dir("crash_overflow");

@@ -273,3 +273,24 @@ TEST_CASE("a plugin directory others can write is refused unless --allow-insecur
   CHECK(file_refused.exit_code == 3);
   CHECK(file_refused.output.find("c_dataset.so: it is writable by its group") != std::string::npos);
 }
+
+// Issue 58, item 14: a safe plugin directory inside a world-writable, non-sticky one loaded
+// without a word, though anyone could rename it away and put their own in its place.
+TEST_CASE("a plugin directory under a parent others can write is refused; a sticky parent is fine") {
+  const auto parent = tp::test::fresh_dir("insecure_plugin_parent");
+  const auto dir = parent / "plugins";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(std::string(tp::test::fixture_plugin_dir()) + "/c_dataset.so", dir / "c_dataset.so");
+  std::filesystem::permissions(parent, std::filesystem::perms::all);  // 0777, no sticky bit
+  const std::string args = "plugins list --plugin-dir '" + dir.string() + "'";
+  const auto refused = tp::test::run_host(args);
+  INFO(refused.output);
+  CHECK(refused.exit_code == 3);
+  CHECK(refused.output.find("lies in " + parent.string() + ", which is writable by every user without the sticky bit") !=
+        std::string::npos);
+  CHECK(tp::test::run_host(args + " --allow-insecure-plugin-dir").exit_code == 0);
+  std::filesystem::permissions(parent, std::filesystem::perms::sticky_bit, std::filesystem::perm_options::add);
+  const auto sticky = tp::test::run_host(args);
+  INFO(sticky.output);
+  CHECK(sticky.exit_code == 0);
+}

@@ -83,6 +83,39 @@ TEST_CASE("--resume auto without a checkpoint starts fresh; a damaged checkpoint
   CHECK(refused.output.find("damaged") != std::string::npos);
 }
 
+// Issue 58, item 6: a --resume that failed at start-up (another model, a batch larger than the
+// data) rewrote config.toml and runtime.toml with the rejected settings, which predict, eval,
+// compare and mlflow-sync then read as the run's; `host eval` rewrote runtime.toml too.
+TEST_CASE("a --resume that fails at start-up, and host eval, leave config.toml and runtime.toml as trained") {
+  const auto dir = tp::test::fresh_dir("resume_refused_keeps_config");
+  const std::string args =
+      kResumeArgs + "--set train.epochs=1 --set data.val_from_train=true --output-dir '" + dir.string() + "'";
+  const auto trained = tp::test::run_host(args);
+  INFO(trained.output);
+  REQUIRE(trained.exit_code == 0);
+  const std::string config = tp::test::read_text(dir / "config.toml");
+  const std::string runtime = tp::test::read_text(dir / "runtime.toml");
+  REQUIRE(runtime.find("world_size = 1") != std::string::npos);
+  for (const std::string set : {"--set 'model.hidden=[32]'", "--set train.batch_size=100000"}) {
+    const auto refused = tp::test::run_host(args + " --resume auto " + set);
+    INFO(set, ": ", refused.output);
+    CHECK(refused.exit_code != 0);
+    CHECK(tp::test::read_text(dir / "config.toml") == config);
+    CHECK(tp::test::read_text(dir / "runtime.toml") == runtime);
+  }
+  const auto eval = tp::test::run_host("eval --config '" + (dir / "config.toml").string() + "' --output-dir '" +
+                                       dir.string() + "' --checkpoint last --set run.threads=2");
+  INFO(eval.output);
+  CHECK(eval.exit_code == 0);
+  CHECK(tp::test::read_text(dir / "runtime.toml") == runtime);
+  // A resume that starts writes both, with its own settings.
+  const auto resumed = tp::test::run_host(args + " --set train.log_every_steps=7 --resume auto");
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK(tp::test::read_text(dir / "config.toml").find("log_every_steps = 7") != std::string::npos);
+  CHECK(tp::test::read_text(dir / "runtime.toml").find("world_size = 1") != std::string::npos);
+}
+
 TEST_CASE("a second host train into a run directory in use is refused, naming the holder; the first finishes") {
   const auto dir = tp::test::fresh_dir("run_lock");
   const std::string args = "--config configs/quickstart.toml --output-dir '" + dir.string() +

@@ -11,6 +11,7 @@
 #include "tp/framework/config/install_layout.h"
 #include "tp/framework/config/overrides.h"
 #include "tp/framework/config/schema.h"
+#include "tp/framework/config/toml_text.h"
 #include "tp/framework/config/value.h"
 #include "tp/framework/error.h"
 
@@ -112,7 +113,7 @@ RunConfig load_run_config_from_string(std::string_view toml_text, std::string_vi
                                       const std::map<std::string, std::string>& env, ConfigScope scope) {
   toml::table root;
   try {
-    root = toml::parse(toml_text, source_name);
+    root = parse_toml(toml_text, source_name);
   } catch (const toml::parse_error& e) {
     const toml::source_position& at = e.source().begin;
     const std::string name = source_name.empty() ? "config" : std::string(source_name);

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include "tp/framework/config/toml_text.h"
+
 namespace tp {
 namespace {
 
@@ -49,7 +51,7 @@ bool parse_value_into(toml::table& dst, std::string_view key, std::string_view l
   document += '\n';
   toml::table parsed;
   try {
-    parsed = toml::parse(std::string_view(document), origin);
+    parsed = parse_toml(document, origin);
   } catch (const toml::parse_error& e) {
     if (error != nullptr) *error = std::string(e.description());
     return false;

@@ -20,10 +20,10 @@ constexpr uint32_t kMaxTransformOutputs = 64;
 BatchTransformProxy::BatchTransformProxy(ComponentEntry entry, const ComponentConfig& config)
     : PluginInstance(std::move(entry)), table_(detail::sized_copy<tp_batch_transform_v1_t>(info_->interface_table)) {
   auto view = detail::make_config_view(config);
-  check(table_.create(library_->host(), view->view(), &self_), "create");
+  check(in_plugin_call(id().c_str(), "create", [&] { return table_.create(library_->host(), view->view(), &self_); }), "create");
 }
 
-BatchTransformProxy::~BatchTransformProxy() { table_.destroy(self_); }
+BatchTransformProxy::~BatchTransformProxy() { in_plugin_call(id().c_str(), "destroy", [&] { table_.destroy(self_); }); }
 
 NamedTensors BatchTransformProxy::apply(uint64_t seed, NamedTensors batch) {
   std::array<tp_named_tensor_t, kMaxTransformOutputs> outputs{};  // zeroed: a slot left NULL holds nothing

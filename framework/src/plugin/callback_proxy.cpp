@@ -10,10 +10,10 @@ namespace tp {
 CallbackProxy::CallbackProxy(ComponentEntry entry, const ComponentConfig& config)
     : PluginInstance(std::move(entry)), table_(detail::sized_copy<tp_callback_v1_t>(info_->interface_table)) {
   auto view = detail::make_config_view(config);
-  check(table_.create(library_->host(), view->view(), &self_), "create");
+  check(in_plugin_call(id().c_str(), "create", [&] { return table_.create(library_->host(), view->view(), &self_); }), "create");
 }
 
-CallbackProxy::~CallbackProxy() { table_.destroy(self_); }
+CallbackProxy::~CallbackProxy() { in_plugin_call(id().c_str(), "destroy", [&] { table_.destroy(self_); }); }
 
 uint32_t CallbackProxy::on_event(const tp_event_t& event) {
   uint32_t requests = TP_REQUEST_NONE;

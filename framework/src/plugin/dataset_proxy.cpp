@@ -30,19 +30,21 @@ DatasetProxy::DatasetProxy(ComponentEntry entry, const ComponentConfig& config, 
                           ", which has no test split (ABI 1.5 added it): rebuild the plugin against this host's "
                           "plugin_api, or evaluate the table as [data.val] instead.");
   auto view = detail::make_config_view(config);
-  check(table_.create(library_->host(), view->view(), split_.c_str(), &self_), "create", "split '" + split_ + "'");
+  check(in_plugin_call(id().c_str(), "create",
+                       [&] { return table_.create(library_->host(), view->view(), split_.c_str(), &self_); }),
+        "create", "split '" + split_ + "'");
   try {
     check(table_.size(self_, &size_), "size");
     layout_ = read_field_batching();
     group_ends_ = read_sample_groups();
     encoded_ = read_encoded_images();
   } catch (...) {
-    table_.destroy(self_); // the destructor does not run for a throwing constructor
+    in_plugin_call(id().c_str(), "destroy", [&] { table_.destroy(self_); }); // the destructor does not run for a throwing constructor
     throw;
   }
 }
 
-DatasetProxy::~DatasetProxy() { table_.destroy(self_); }
+DatasetProxy::~DatasetProxy() { in_plugin_call(id().c_str(), "destroy", [&] { table_.destroy(self_); }); }
 
 BatchLayout DatasetProxy::read_field_batching() const {
   if (table_.field_batching == nullptr) return {};  // NULL, or a table from before ABI 1.6
@@ -169,8 +171,10 @@ bool DatasetProxy::prepare(const ComponentEntry& entry, const ComponentConfig& c
   const auto table = detail::sized_copy<tp_dataset_v1_t>(entry.info->interface_table); // NULL past an old struct_size
   if (table.prepare == nullptr) return false;
   auto view = detail::make_config_view(config);
-  check_plugin_call(*entry.info, *entry.library, table.prepare(entry.library->host(), view->view(), split.c_str()),
-                    "prepare", "split '" + split + "'");
+  const tp_status status = in_plugin_call(entry.info->id.c_str(), "prepare", [&] {
+    return table.prepare(entry.library->host(), view->view(), split.c_str());
+  });
+  check_plugin_call(*entry.info, *entry.library, status, "prepare", "split '" + split + "'");
   return true;
 }
 

@@ -1,6 +1,9 @@
 #include "dlpack_check.h"
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <utility>
 
 namespace tp::detail {
 namespace {
@@ -31,6 +34,28 @@ std::string dlpack_problem(const DLTensor& t) {
       if (step != 0 && static_cast<uint64_t>(size - 1) > (kLimit - extent) / step)
         return "has strides that reach past 2^62 elements in dimension " + std::to_string(d);
       extent += step * static_cast<uint64_t>(size - 1);
+    }
+  }
+  if (t.strides != nullptr) {
+    // A field's strides can only be checked against its own elements (the host never learns the
+    // allocation behind `data`): they must lay the elements out densely, a permutation of a
+    // compact layout (channels-last included). A negative stride aborted the host inside
+    // LibTorch; a stride past the elements read beyond the buffer.
+    std::array<std::pair<int64_t, int64_t>, kMaxDlpackDims> by_stride{};  // (stride, size), sizes above 1
+    int32_t n = 0;
+    for (int32_t d = 0; d < t.ndim; ++d) {
+      if (t.strides[d] < 0)
+        return "has a negative stride " + std::to_string(t.strides[d]) + " in dimension " + std::to_string(d);
+      if (t.shape[d] > 1) by_stride[n++] = {t.strides[d], t.shape[d]};
+    }
+    std::sort(by_stride.begin(), by_stride.begin() + n);
+    int64_t dense = 1;
+    for (int32_t k = 0; k < n; ++k) {
+      if (by_stride[k].first != dense)
+        return "has strides that do not lay its elements out densely (a stride of " +
+               std::to_string(by_stride[k].first) + " where " + std::to_string(dense) +
+               " was due): fields are compact or a permutation of compact (channels-last)";
+      dense *= by_stride[k].second;
     }
   }
   if (t.data == nullptr) return "has a NULL data pointer and " + std::to_string(elements) + " elements";

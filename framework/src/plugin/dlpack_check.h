@@ -12,7 +12,10 @@ namespace tp::detail {
 /// What is wrong with `t` as a CPU tensor the host can adopt, or "" when nothing is: ndim outside
 /// 0..kMaxDlpackDims, a NULL shape or data pointer where elements exist, a negative dimension, a
 /// vector dtype (lanes != 1) or a width that is not whole bytes, a device other than the CPU, and
-/// an element count, byte offset or strided extent that overflows 62 bits. About 30 ns for a
+/// an element count, byte offset or strided extent that overflows 62 bits, and strides that are
+/// negative or do not lay the elements out densely (compact or a permutation of it, such as
+/// channels-last; the host never learns the allocation, so a sparser layout could read past it).
+/// About 30 ns for a
 /// [3, 224, 224] field, a twelfth of adopting it (bench/plugin_boundary; docs/hardening.md,
 /// "Tensors crossing the ABI").
 std::string dlpack_problem(const DLTensor& t);

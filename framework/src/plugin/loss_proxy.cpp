@@ -16,11 +16,11 @@ namespace tp {
 LossProxy::LossProxy(ComponentEntry entry, const ComponentConfig& config)
     : PluginInstance(std::move(entry)), table_(detail::sized_copy<tp_loss_v1_t>(info_->interface_table)) {
   auto view = detail::make_config_view(config);
-  check(table_.create(library_->host(), view->view(), &self_), "create");
+  check(in_plugin_call(id().c_str(), "create", [&] { return table_.create(library_->host(), view->view(), &self_); }), "create");
   try {
     description_ = read_description();
   } catch (...) {
-    table_.destroy(self_); // the destructor does not run for a constructor that throws
+    in_plugin_call(id().c_str(), "destroy", [&] { table_.destroy(self_); }); // the destructor does not run for a constructor that throws
     throw;
   }
 }
@@ -61,7 +61,7 @@ LossDescription LossProxy::read_description() {
   return out;
 }
 
-LossProxy::~LossProxy() { table_.destroy(self_); }
+LossProxy::~LossProxy() { in_plugin_call(id().c_str(), "destroy", [&] { table_.destroy(self_); }); }
 
 LossTerms LossProxy::forward(const NamedTensors& outputs, const NamedTensors& targets) {
   const auto output_views = detail::borrow_all(outputs);

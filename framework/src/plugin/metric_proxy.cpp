@@ -17,10 +17,10 @@ constexpr uint32_t kMaxValues = 64;
 MetricProxy::MetricProxy(ComponentEntry entry, const ComponentConfig& config)
     : PluginInstance(std::move(entry)), table_(detail::sized_copy<tp_metric_v1_t>(info_->interface_table)) {
   auto view = detail::make_config_view(config);
-  check(table_.create(library_->host(), view->view(), &self_), "create");
+  check(in_plugin_call(id().c_str(), "create", [&] { return table_.create(library_->host(), view->view(), &self_); }), "create");
 }
 
-MetricProxy::~MetricProxy() { table_.destroy(self_); }
+MetricProxy::~MetricProxy() { in_plugin_call(id().c_str(), "destroy", [&] { table_.destroy(self_); }); }
 
 void MetricProxy::to_device(const c10::Device& device) {
   check(table_.to_device(self_, detail::to_tp_device(device), device.has_index() ? device.index() : 0), "to_device");

@@ -27,10 +27,10 @@ ModelProxy::ModelProxy(ComponentEntry entry, const ComponentConfig& config)
       table_(detail::sized_copy<tp_model_v1_t>(info_->interface_table)),
       table_size_(detail::struct_size_of(info_->interface_table)) {
   auto view = detail::make_config_view(config);
-  check(table_.create(library_->host(), view->view(), &self_), "create");
+  check(in_plugin_call(id().c_str(), "create", [&] { return table_.create(library_->host(), view->view(), &self_); }), "create");
 }
 
-ModelProxy::~ModelProxy() { table_.destroy(self_); }
+ModelProxy::~ModelProxy() { in_plugin_call(id().c_str(), "destroy", [&] { table_.destroy(self_); }); }
 
 void ModelProxy::to_device(const c10::Device& device, c10::ScalarType dtype) {
   check(table_.to_device(self_, detail::to_tp_device(device), device.has_index() ? device.index() : 0,
@@ -73,7 +73,8 @@ NamedTensors ModelProxy::forward(const NamedTensors& inputs) {
                                              std::to_string(count) + " NULL");
     result.emplace_back(outputs[i].name != nullptr ? outputs[i].name : "", std::move(adopted[i]));
   }
-  detail::check_ragged_outputs(result, id(), who()); // before any loss, metric or writer reads an offset
+  // Before any loss, metric or writer reads an offset.
+  detail::check_ragged_outputs(result, detail::batch_size_of(inputs), id(), who());
   return result;
 }
 

@@ -11,6 +11,7 @@
 #include "sized_copy.h"
 #include "tp/framework/error.h"
 #include "tp/framework/plugin/host_services.h"
+#include "tp/framework/plugin/plugin_crash.h"
 
 namespace tp {
 
@@ -77,7 +78,7 @@ PluginLibrary::PluginLibrary(std::filesystem::path path, std::unique_ptr<Impl> i
 
 PluginLibrary::~PluginLibrary() {
   // Reverse of load: components are gone (they hold shared_ptrs to us), so deinit, then dlclose.
-  if (initialised_ && entry_.deinit != nullptr) entry_.deinit();
+  if (initialised_ && entry_.deinit != nullptr) in_plugin_call(name_.c_str(), "deinit", [&] { entry_.deinit(); });
 }
 
 std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::filesystem::path& path, const HostServices& host) {
@@ -88,7 +89,10 @@ std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::filesystem::path& 
   try {
     // RTLD_NOW: an unresolved symbol fails here, with a message, instead of killing the process
     // at first use (exit 127). RTLD_LOCAL: two plugins defining the same class never mix.
-    impl->library.load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+    // dlopen runs the library's static constructors: a crash there names the file (exit 5).
+    in_plugin_call(file.c_str(), "dlopen (its static constructors)", [&] {
+      impl->library.load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+    });
   } catch (const std::exception& e) {
     const std::string why = e.what();
     // The two usual causes need different fixes: name the one dlerror points at.
@@ -123,7 +127,7 @@ std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::filesystem::path& 
                           "or get_interface is NULL).");
   lib->name_ = e.name != nullptr ? e.name : path.stem().string();
   HostServices::take_last_error();
-  const tp_status status = e.init(host.table());
+  const tp_status status = in_plugin_call(file.c_str(), "init", [&] { return e.init(host.table()); });
   if (status != TP_OK)
   {
     std::string message = HostServices::take_last_error();

@@ -18,6 +18,23 @@ std::optional<std::string> insecure_plugin_path_reason(const std::filesystem::pa
     return "is owned by user id " + std::to_string(info.st_uid) + ", not by you (" + std::to_string(me) + ") or root";
   if ((info.st_mode & S_IWOTH) != 0) return "is writable by every user";
   if ((info.st_mode & S_IWGRP) != 0) return "is writable by its group (gid " + std::to_string(info.st_gid) + ")";
+  // Whoever can write a parent directory can rename the plugin (or its directory) away and put
+  // their own in its place, unless the sticky bit keeps them to their own entries (/tmp).
+  std::error_code ec;
+  const std::filesystem::path real = std::filesystem::canonical(path, ec);
+  if (ec) return "cannot be resolved: " + ec.message();
+  for (std::filesystem::path dir = real.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    struct stat parent {};
+    if (::stat(dir.c_str(), &parent) != 0) return "lies in " + dir.string() + ", which cannot be inspected: " + std::strerror(errno);
+    if (parent.st_uid != me && parent.st_uid != 0)
+      return "lies in " + dir.string() + ", owned by user id " + std::to_string(parent.st_uid) + ", not by you (" +
+             std::to_string(me) + ") or root";
+    if ((parent.st_mode & (S_IWOTH | S_IWGRP)) != 0 && (parent.st_mode & S_ISVTX) == 0)
+      return "lies in " + dir.string() + ", which is writable by " +
+             ((parent.st_mode & S_IWOTH) != 0 ? std::string("every user") : "its group (gid " + std::to_string(parent.st_gid) + ")") +
+             " without the sticky bit, so its entries can be renamed and replaced";
+    if (dir == dir.parent_path()) break;
+  }
   return std::nullopt;
 }
 

@@ -47,7 +47,18 @@ bool stream_is_capturing(const c10::Device& device) {
 
 }  // namespace
 
-void check_ragged_outputs(const NamedTensors& outputs, const std::string& component_id, const std::string& who) {
+int64_t batch_size_of(const NamedTensors& inputs) {
+  for (const auto& [name, tensor] : inputs)
+    if (std::string_view(name).ends_with(kOffsetsSuffix) && tensor.dim() == 1 && tensor.numel() >= 1)
+      return tensor.numel() - 1;
+  for (const auto& [name, tensor] : inputs)
+    if (tensor.dim() >= 1 && output_named_for_offsets(inputs, name + std::string(kOffsetsSuffix)) == nullptr)
+      return tensor.size(0);
+  return -1;
+}
+
+void check_ragged_outputs(const NamedTensors& outputs, int64_t batch_size, const std::string& component_id,
+                          const std::string& who) {
   // One host read per offsets tensor: FCOS returns one for its three detection outputs.
   std::vector<std::pair<const void*, at::Tensor>> on_host;
   for (const auto& [offsets_name, offsets] : outputs) {
@@ -60,6 +71,9 @@ void check_ragged_outputs(const NamedTensors& outputs, const std::string& compon
       refuse_offsets(component_id, who, name, "is " + std::string(at::toString(offsets.scalar_type())) + " of " +
                             std::to_string(offsets.dim()) + " dimension(s) and " + std::to_string(offsets.numel()) +
                             " entries, not int64 [B + 1]");
+    if (batch_size >= 0 && offsets.numel() != batch_size + 1)
+      refuse_offsets(component_id, who, name, "has " + std::to_string(offsets.numel()) + " entries for a batch of " +
+                            std::to_string(batch_size) + " samples, not " + std::to_string(batch_size + 1));
     if (rows->dim() < 1) refuse_offsets(component_id, who, name, "describes a 0-dimensional output (it has no rows)");
     if (offsets.device() != rows->device())
       refuse_offsets(component_id, who, name, "is on " + offsets.device().str() + " while the output is on " + rows->device().str());

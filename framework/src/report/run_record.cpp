@@ -4,14 +4,15 @@
 #include <limits>
 
 #include "history_reader.h"
+#include "tp/framework/config/toml_text.h"
 #include "tp/framework/error.h"
 
 namespace tp {
 namespace {
 
-toml::table parse_toml_file(const std::filesystem::path& file) {
+toml::table read_run_file(const std::filesystem::path& file) {
   try {
-    return toml::parse_file(file.string());
+    return tp::parse_toml_file(file);
   } catch (const toml::parse_error& e) {
     const auto& where = e.source().begin;
     throw Error(file.string() + ":" + std::to_string(where.line) + ":" + std::to_string(where.column) + ": " +
@@ -47,9 +48,9 @@ RunRecord read_run(const std::filesystem::path& dir) {
   run.dir = dir;
   run.name = dir.lexically_normal().filename().string();
   if (run.name.empty()) run.name = dir.lexically_normal().parent_path().filename().string(); // "runs/a/"
-  run.config = flatten_config(parse_toml_file(dir / "config.toml"));
+  run.config = flatten_config(read_run_file(dir / "config.toml"));
   run.history = detail::read_history(dir / "history.jsonl");
-  run.report = parse_toml_file(dir / "report.toml");
+  run.report = read_run_file(dir / "report.toml");
   return run;
 }
 

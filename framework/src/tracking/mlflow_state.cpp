@@ -6,6 +6,7 @@
 #include <toml++/toml.h>
 
 #include "tp/framework/config/secrets.h"
+#include "tp/framework/config/toml_text.h"
 #include "tp/framework/error.h"
 #include "tp/framework/util/atomic_file.h"
 
@@ -34,7 +35,7 @@ State read_state(const std::filesystem::path& run_dir) {
   if (!std::filesystem::exists(file, missing)) return {};
   toml::table table;
   try {
-    table = toml::parse_file(file.string());
+    table = parse_toml_file(file);
   } catch (const toml::parse_error& e) {
     std::ostringstream where;
     where << e.source().begin;

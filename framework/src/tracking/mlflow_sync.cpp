@@ -10,6 +10,7 @@
 #include <toml++/toml.h>
 
 #include "tp/framework/config/secrets.h"
+#include "tp/framework/config/toml_text.h"
 #include "tp/framework/report/history_line.h"
 
 namespace tp::mlflow {
@@ -24,7 +25,7 @@ std::vector<KeyValue> runtime_tags(const std::filesystem::path& run_dir) {
   std::error_code missing;
   if (!std::filesystem::exists(file, missing)) return {};
   try {
-    std::vector<KeyValue> tags = tags_from_table(toml::parse_file(file.string()), "torchhost.").entries;
+    std::vector<KeyValue> tags = tags_from_table(parse_toml_file(file), "torchhost.").entries;
     static constexpr std::string_view kEnvironment = "torchhost.provenance.environment.";
     for (KeyValue& tag : tags)
       if (tag.key.starts_with(kEnvironment) &&
@@ -94,7 +95,7 @@ void RunSync::reopen() {
 
 void RunSync::send_params() {
   if (state_.params_sent) return;
-  const toml::table config = toml::parse_file((run_dir_ / "config.toml").string());
+  const toml::table config = parse_toml_file(run_dir_ / "config.toml");
   for (const auto& body : log_batch_bodies(state_.run_id, {}, params_from_config(config).entries, runtime_tags(run_dir_)))
     api_.log_batch(body);
   state_.params_sent = true;

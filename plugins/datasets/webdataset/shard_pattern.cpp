@@ -80,12 +80,17 @@ class PatternParser {
   // A brace group starting at '{': a list, a range, or literal text.
   Piece group() {
     const std::size_t open = at_++;
+    // Parsing recurses once per level: ~16,000 nested braces overflowed the stack (a bare SIGSEGV).
+    if (++depth_ > kMaxBraceNesting)
+      fail("the '{' at character " + std::to_string(open + 1) + " nests braces more than " +
+           std::to_string(kMaxBraceNesting) + " deep");
     std::vector<std::unique_ptr<Sequence>> choices;
     for (;;) {
       choices.push_back(std::make_unique<Sequence>(sequence(/*inside_braces=*/true)));
       if (at_ >= pattern_.size()) fail("the '{' at character " + std::to_string(open + 1) + " is never closed");
       if (pattern_[at_++] == '}') break;
     }
+    --depth_;
     const std::string raw = pattern_.substr(open, at_ - open);
     Piece piece;
     if (choices.size() > 1) {
@@ -137,6 +142,7 @@ class PatternParser {
   const std::string& pattern_;
   const char* key_;
   std::size_t at_ = 0;
+  int depth_ = 0;  // braces open around the parse position
 };
 
 // How many names a piece or sequence gives, saturated at kMaxShards + 1 (the caller only asks

@@ -14,6 +14,9 @@ namespace tp::webdataset {
 /// single name is made (about 100 TB of 1 GB shards is far beyond any one dataset).
 inline constexpr std::size_t kMaxShards = 100000;
 
+/// How deeply braces may nest (`{a,{b,{c,...}}}`): parsing and expanding recurse once per level.
+inline constexpr int kMaxBraceNesting = 64;
+
 /// The names `pattern` expands to, in braceexpand's order (the first brace varies slowest):
 /// - `{a,b,c}`: each comma-separated alternative, itself a pattern (nesting allowed, `{}` items
 ///   may be empty);
@@ -23,9 +26,9 @@ inline constexpr std::size_t kMaxShards = 100000;
 /// - any other brace group (`{x}`, `{a..e}`) is kept as written, as braceexpand keeps it;
 /// - `\` makes the next character literal (`\{`).
 /// Throws tp::cpp::Failure(TP_ERR_CONFIG) "webdataset: <key> = '<pattern>': ..." when the pattern
-/// is empty, a brace is unbalanced, a range's numbers are too long (more than 18 digits) or its
-/// step 0, a name is empty, or it expands to more than kMaxShards names (counted before any is
-/// made).
+/// is empty, a brace is unbalanced or nested deeper than kMaxBraceNesting, a range's numbers are
+/// too long (more than 18 digits) or its step 0, a name is empty, or it expands to more than
+/// kMaxShards names (counted before any is made).
 std::vector<std::string> expand_shard_pattern(const std::string& pattern, const char* key);
 
 }  // namespace tp::webdataset

@@ -33,10 +33,11 @@ struct FieldOfSix {
   }
 };
 
-/// The message check_ragged_outputs throws for `outputs`, "" when it accepts them.
-std::string ragged_refusal(const tp::NamedTensors& outputs) {
+/// The message check_ragged_outputs throws for `outputs` of a batch of `batch_size` (-1: not
+/// known), "" when it accepts them.
+std::string ragged_refusal(const tp::NamedTensors& outputs, int64_t batch_size = -1) {
   try {
-    check_ragged_outputs(outputs, "org.test.m", "the model component 'org.test.m'");
+    check_ragged_outputs(outputs, batch_size, "org.test.m", "the model component 'org.test.m'");
   } catch (const tp::PluginError& e) {
     return e.what();
   }
@@ -122,4 +123,45 @@ TEST_CASE("check_ragged_outputs: every hostile offsets tensor is refused, naming
   CHECK(refusal(at::zeros({0}, at::kLong)).find("0 entries") != std::string::npos);
   CHECK(ragged_refusal({{"boxes", at::scalar_tensor(1.0)}, {"boxes_offsets", offsets({0, 1})}}).find("0-dimensional") !=
         std::string::npos);
+}
+
+// Issue 58, item 13: offsets of the wrong length, monotone and ending at the row count, passed;
+// `host predict --format jsonl` then wrote every sample with no boxes and exited 0.
+TEST_CASE("check_ragged_outputs: B + 1 offsets for a batch of B, no more and no fewer") {
+  const at::Tensor boxes = at::zeros({3, 4});
+  CHECK(ragged_refusal({{"boxes", boxes}, {"boxes_offsets", offsets({0, 1, 1, 3})}}, 3) == "");
+  CHECK(ragged_refusal({{"boxes", boxes}, {"boxes_offsets", offsets({0, 3})}}, 3)
+            .find("'boxes_offsets' has 2 entries for a batch of 3 samples, not 4") != std::string::npos);
+  CHECK(ragged_refusal({{"boxes", boxes}, {"boxes_offsets", offsets({0, 1, 1, 2, 3, 3})}}, 3)
+            .find("has 6 entries for a batch of 3 samples") != std::string::npos);
+  // The batch size comes from the model's inputs: a ragged input's offsets, else a dense input's rows.
+  using tp::detail::batch_size_of;
+  CHECK(batch_size_of({{"image", at::zeros({5, 3, 8, 8})}}) == 5);
+  CHECK(batch_size_of({{"points", at::zeros({17, 2})}, {"points_offsets", offsets({0, 9, 17})}}) == 2);
+  CHECK(batch_size_of({{"points", at::zeros({17, 2})}, {"points_offsets", offsets({0, 9, 17})},
+                       {"image", at::zeros({2, 3})}}) == 2);
+  CHECK(batch_size_of({{"scale", at::scalar_tensor(2.0)}}) == -1);
+  CHECK(batch_size_of({}) == -1);
+}
+
+// Issue 58, item 11: a negative stride aborted the host inside LibTorch, a stride past the
+// elements made it read beyond the field's buffer (SIGSEGV); both unnamed.
+TEST_CASE("dlpack_problem: strides are non-negative and lay the elements out densely") {
+  FieldOfSix f;
+  f.t.strides = f.strides;
+  f.strides[0] = 1;  // column-major [2, 3]: a permutation of compact, accepted
+  f.strides[1] = 2;
+  CHECK(dlpack_problem(f.t) == "");
+  f.strides[0] = -3;
+  f.strides[1] = 1;
+  CHECK(dlpack_problem(f.t).find("negative stride -3 in dimension 0") != std::string::npos);
+  f.strides[0] = 1000;  // the issue's oversized stride: row 1 would be read 4,000 bytes on
+  CHECK(dlpack_problem(f.t).find("do not lay its elements out densely (a stride of 1000 where 3 was due)") !=
+        std::string::npos);
+  f.strides[0] = 1;  // overlapping rows
+  f.strides[1] = 1;
+  CHECK(dlpack_problem(f.t).find("densely") != std::string::npos);
+  f.shape[0] = 1;  // a dimension of size 1 may carry any stride (LibTorch's own views do)
+  f.strides[0] = 12345;
+  CHECK(dlpack_problem(f.t) == "");
 }

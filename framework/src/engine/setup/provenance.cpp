@@ -19,6 +19,7 @@
 #endif
 
 #include "tp/framework/config/secrets.h"
+#include "tp/framework/config/toml_text.h"
 #include "tp/framework/util/sha256.h"
 #include "tp_build_version.h" // generated: TP_HOST_VERSION (cmake/TorchhostBuildVersion.cmake)
 
@@ -146,7 +147,7 @@ std::vector<std::string> changed_plugins(const std::string& recorded_toml, const
   if (recorded_toml.empty()) return changed;
   toml::table recorded;
   try {
-    recorded = toml::parse(recorded_toml);
+    recorded = parse_toml(recorded_toml);
   } catch (const toml::parse_error&) {
     return changed; // unreadable provenance is no reason to refuse a resume
   }

@@ -11,7 +11,6 @@
 #include <sstream>
 #include <string>
 
-#include "tp/framework/util/atomic_file.h"
 
 namespace tp {
 namespace {
@@ -40,8 +39,8 @@ std::string gpu_lines(c10::Device device) {
 
 }  // namespace
 
-std::string write_runtime_toml(const RunConfig& config, c10::Device device, Precision precision, int world_size,
-                               const std::filesystem::path& path, const std::string& provenance) {
+std::string runtime_toml_text(const RunConfig& config, c10::Device device, Precision precision, int world_size,
+                              const std::string& provenance) {
   const auto& context = at::globalContext();
   std::ostringstream text;
   text << "# Effective runtime settings of this run (written by the host; informational).\n"
@@ -60,7 +59,6 @@ std::string write_runtime_toml(const RunConfig& config, c10::Device device, Prec
        << "libtorch = \"" << TORCH_VERSION << "\"\n"
        << gpu_lines(device);
   if (!provenance.empty()) text << "\n" << provenance;
-  write_file_atomically(path, text.str());
   return text.str();
 }
 

@@ -12,12 +12,12 @@
 
 namespace tp {
 
-/// [rank 0] Writes `path` atomically with the effective settings (device, precision, world size,
-/// intra-op threads, determinism, cuDNN autotuning and TF32 as the global context holds them
-/// after apply_process_settings, LibTorch version, the GPU; informational), followed by
-/// `provenance` (TOML text, engine/setup/provenance.h), and returns that text (the trainer appends what
-/// it learns later, such as run.cuda_graphs' choice, and writes the file again).
-std::string write_runtime_toml(const RunConfig& config, c10::Device device, Precision precision, int world_size,
-                               const std::filesystem::path& path, const std::string& provenance = "");
+/// runtime.toml's text: the effective settings (device, precision, world size, intra-op threads,
+/// determinism, cuDNN autotuning and TF32 as the global context holds them after
+/// apply_process_settings, LibTorch version, the GPU; informational), followed by `provenance`
+/// (TOML text, engine/setup/provenance.h). The trainer appends what it learns later (data.decode's
+/// and run.cuda_graphs' choices) and writes the file once the run has started (Trainer::record_runtime).
+std::string runtime_toml_text(const RunConfig& config, c10::Device device, Precision precision, int world_size,
+                              const std::string& provenance = "");
 
 }  // namespace tp

@@ -90,10 +90,9 @@ Trainer::Impl::Impl(const RunConfig& config, RunComponents& parts, c10::Device d
     log_.warn("logging.tensorboard_images = true adds nothing: the images are plots/*.png, so it needs "
               "logging.tensorboard = true and plots.enabled = true.");
   // The process settings (ARCH-17) were applied by the command; their effective values are
-  // recorded next to config.toml.
-  if (writes_)
-    runtime_toml_ = write_runtime_toml(config_, device_, precision_, world_size_, run_dir_ / "runtime.toml",
-                                       provenance_toml(provenance_));
+  // recorded next to config.toml once the run has started (record_runtime): a start-up that fails
+  // (or `host eval`) leaves the run's runtime.toml as the run that trained wrote it.
+  if (writes_) runtime_toml_ = runtime_toml_text(config_, device_, precision_, world_size_, provenance_toml(provenance_));
   init_model();
   init_dist();
   init_cuda_graphs();
@@ -184,14 +183,26 @@ void Trainer::Impl::record_decode(const DecodeChoice& train, const DecodeChoice*
   log_.info("data.decode: train " + train.state + (val != nullptr ? "; val " + val->state : ""));
   if (config_.data.decode == DecodeMode::kCpu || !writes_ || runtime_toml_.empty()) return;
   runtime_toml_ += "\n" + decode_table(config_, train, val);
-  control_.rank0_write([&] { write_file_atomically(run_dir_ / "runtime.toml", runtime_toml_); });
+  write_runtime_toml();
 }
 
 void Trainer::Impl::record_cuda_graph_state() {
   std::optional<std::string> table = steps_.take_cuda_graph_report();
-  if (!table || !writes_ || runtime_toml_.empty()) return;
-  // runtime.toml is informational and rewritten whole (atomically) with the graph table last.
-  control_.rank0_write([&] { write_file_atomically(run_dir_ / "runtime.toml", runtime_toml_ + "\n" + *table); });
+  if (!table) return;
+  cuda_graph_table_ = std::move(*table);
+  write_runtime_toml();
+}
+
+void Trainer::Impl::write_runtime_toml() {
+  if (!writes_ || !runtime_recorded_ || runtime_toml_.empty()) return;
+  // Informational, rewritten whole (atomically), the graph table last.
+  const std::string text = runtime_toml_ + (cuda_graph_table_.empty() ? "" : "\n" + cuda_graph_table_);
+  control_.rank0_write([&] { write_file_atomically(run_dir_ / "runtime.toml", text); });
+}
+
+void Trainer::Impl::record_runtime() {
+  runtime_recorded_ = true;
+  write_runtime_toml();
 }
 
 void Trainer::Impl::init_schedule() {
@@ -386,6 +397,7 @@ void Trainer::resume_from(const LoadedCheckpoint& checkpoint) { impl_->resume_fr
 const std::string& Trainer::run_id() const noexcept { return impl_->run_id(); }
 void Trainer::set_run_id(std::string id) { impl_->set_run_id(std::move(id)); }
 void Trainer::broadcast_model() { impl_->broadcast_model(); }
+void Trainer::record_runtime() { impl_->record_runtime(); }
 std::vector<StateRole> Trainer::state_roles(ResumePosition resume) { return impl_->state_roles(resume); }
 CheckpointContents Trainer::checkpoint_contents(ResumePosition resume) { return impl_->checkpoint_contents(resume); }
 

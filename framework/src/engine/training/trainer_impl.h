@@ -97,6 +97,8 @@ class Trainer::Impl {
   /// Data-parallel: copies rank 0's parameters and buffers to every rank (after loading weights
   /// outside the trainer, e.g. `host eval`). The identity for a single process.
   void broadcast_model();
+  /// Trainer::record_runtime: runtime.toml is written from now on.
+  void record_runtime();
   /// Every stateful role's part of a checkpoint, in save order (ARCH-20). A checkpoint is the
   /// union of what their `save`s write (the position role writes `resume`, where a run
   /// continuing from it starts); resume_from() runs their `load`s.
@@ -117,6 +119,8 @@ class Trainer::Impl {
   void init_cuda_graphs();
   /// runtime.toml again with run.cuda_graphs' table, when the step runner's choice changed.
   void record_cuda_graph_state();
+  /// Writes runtime.toml (settings, choices, graph table) once record_runtime() was called.
+  void write_runtime_toml();
   /// data.decode's choice for the loaders: logged, and runtime.toml's [decode] table (not for "cpu").
   void record_decode(const DecodeChoice& train, const DecodeChoice* val);
   /* Stochastic weight averaging (trainer_swa.cpp) */
@@ -210,7 +214,9 @@ class Trainer::Impl {
   CheckpointManager checkpoints_;
   Provenance provenance_; ///< what made this run: runtime.toml, every checkpoint, --resume's check
   std::string run_id_;    ///< the run's identity: every checkpoint carries it (run_identity.h)
-  std::string runtime_toml_; ///< runtime.toml as written at start-up (rank 0 writing; else empty)
+  std::string runtime_toml_;      ///< runtime.toml's settings and choices (rank 0 writing; else empty)
+  std::string cuda_graph_table_;  ///< run.cuda_graphs' report, runtime.toml's last table ("" until one)
+  bool runtime_recorded_ = false; ///< record_runtime() was called: the run has started, the file follows it
   LoopPosition position_;
 };
 

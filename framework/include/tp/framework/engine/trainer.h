@@ -84,6 +84,11 @@ class Trainer {
   const std::string& run_id() const noexcept;
   /// Sets the identity for the checkpoints saved from now on (host train: a fresh run's new one).
   void set_run_id(std::string id);
+  /// Writes runtime.toml (the effective settings, data.decode's and run.cuda_graphs' choices) and
+  /// keeps it current from here on. `host train` calls it once the run is assembled and any
+  /// checkpoint restored, so a start-up that fails never rewrites the record of the run that
+  /// trained; `host eval` never calls it. [all ranks; rank 0 writes]
+  void record_runtime();
   /// Data-parallel: copies rank 0's parameters and buffers to every rank (after loading weights
   /// outside the trainer, e.g. `host eval`). The identity for a single process.
   void broadcast_model();

@@ -44,8 +44,18 @@ class PluginCallScope {
   uint64_t previous_index_;
 };
 
-/// Installs the SIGSEGV/SIGBUS/SIGFPE/SIGILL handler (idempotent; main thread, before the
-/// plugins run). In a run, `checkpoint_dir` is named in the message as the resume point and
+/// Runs `call()` (a call into plugin code: create, prepare, destroy, init, dlopen) inside a
+/// PluginCallScope(component_id, function, no sample) and returns what it returns, so a crash
+/// there is reported like one in a hot call: named, exit 5.
+template <typename Call>
+decltype(auto) in_plugin_call(const char* component_id, const char* function, Call&& call) {
+  const PluginCallScope scope(component_id, function, UINT64_MAX);
+  return call();
+}
+
+/// Installs the SIGSEGV/SIGBUS/SIGFPE/SIGILL handler (idempotent: a later call only replaces the
+/// two texts; main installs it for every command before any plugin is loaded, a run then names
+/// its checkpoints). In a run, `checkpoint_dir` is named in the message as the resume point and
 /// `config_file` (the run's self-contained config.toml) in the `host plugins check` command that
 /// reproduces the crash; `host plugins check` itself passes nullptr for both. Both are copied
 /// into fixed buffers (truncated at 1 KiB), since the handler may not allocate.
