@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "tp/framework/config/load.h"
+#include "tp/framework/config/overrides.h"
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/engine/runtime_setup.h" // resolve_device
 
@@ -72,6 +73,9 @@ std::unique_ptr<Session> open_session(const Options& options) {
     // `host shards write` reads the data tables alone: a config need not name a model or loss.
     const ConfigScope scope = options.command == "shards" ? ConfigScope::kData : ConfigScope::kRun;
     session->config = load_run_config(options.config, options.sets, env, scope);
+    // A mistyped mirror (TP_TRAIN_BATCHSIZE) is ignored: say so once, on one rank, by name only.
+    if (session->place.rank == 0)
+      for (const std::string& warning : unknown_environment_variables(env)) session->logger.warn(warning);
     config_dirs = config_plugin_dirs(session->config, options.config);
     session->run_dir = options.output_dir.empty() ? session->config.run.output_dir : options.output_dir;
     record_paths_used(session->config, session->run_dir, options.plugin_dirs, config_dirs);

@@ -43,6 +43,11 @@ TEST_CASE("runtime.toml and the checkpoints record the run's provenance; plugin 
                                        dir.string() + "' " + kRun);
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
+  // The host reads no such variable: it says so once, by name (issue 58, a low).
+  const std::string ignored = "environment variable TP_PROVENANCE_PROBE is ignored: no config key has that mirror";
+  REQUIRE(run.output.find(ignored) != std::string::npos);
+  CHECK(run.output.find(ignored, run.output.find(ignored) + 1) == std::string::npos);
+  CHECK(run.output.find("TP_RUN_SEED is ignored") == std::string::npos);
   const toml::table runtime = toml::parse_file((dir / "runtime.toml").string());
   const toml::table* p = runtime.at_path("provenance").as_table();
   REQUIRE(p != nullptr);

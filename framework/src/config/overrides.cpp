@@ -1,9 +1,11 @@
 #include "tp/framework/config/overrides.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <optional>
 
+#include "tp/framework/config/closest_key.h"
 #include "tp/framework/config/host_table.h"
 #include "tp/framework/config/install_layout.h"
 #include "tp/framework/config/schema.h"
@@ -181,6 +183,34 @@ void apply_environment(toml::table& root, const std::map<std::string, std::strin
     const std::string origin = std::string(kEnvOriginPrefix) + variable + "=" + redact_uri_credentials(found->second);
     set_host_key(root, spec, trim(found->second), spec.path, origin);
   }
+}
+
+const std::vector<std::string>& tool_environment_variables() {
+  // Read by scripts/ and .ci/ (docs/build.md, docs/testing.md, docs/gpu.md) and by tests; a new
+  // one belongs here, or every host it starts warns about it.
+  static const std::vector<std::string> names = {
+      "TP_CI_SANITIZE", "TP_DETECTION_FIXTURES", "TP_EFFICIENTNET_FIXTURES", "TP_FUZZ_CHECKPOINT", "TP_FUZZ_JOBS",
+      "TP_GPU_COMMIT", "TP_KILL9_SEED", "TP_SANITIZE_JOBS", "TP_SEGMENTATION_FIXTURES", "TP_TIDY_CACHE", "TP_UNITY",
+      "TP_VENV_CACHE", "TP_VENV_CACHE_DIR", "TP_ZOO_CONVNEXT_VIT_FIXTURES"};
+  return names;
+}
+
+std::vector<std::string> unknown_environment_variables(const std::map<std::string, std::string>& env) {
+  std::vector<std::string> mirrors;
+  for (const KeySpec& spec : host_key_schema()) mirrors.push_back(env_mirror_name(spec.path));
+  const std::vector<std::string>& tools = tool_environment_variables();
+  std::vector<std::string> warnings;
+  for (const auto& [name, value] : env) {
+    if (!name.starts_with("TP_")) continue;
+    if (std::find(mirrors.begin(), mirrors.end(), name) != mirrors.end()) continue;
+    if (std::find(tools.begin(), tools.end(), name) != tools.end()) continue;
+    // The name only: the value may be a token (TP_MY_TOKEN), and a log is no place for it.
+    const std::string suggestion = closest_key(name, mirrors);
+    warnings.push_back("environment variable " + name + " is ignored: no config key has that mirror (host keys " +
+                       "`table.key` are read from TP_TABLE_KEY; component keys have none)" +
+                       (suggestion.empty() ? "." : "; did you mean " + suggestion + "?"));
+  }
+  return warnings;
 }
 
 void apply_overrides(toml::table& root, const std::vector<std::string>& overrides) {

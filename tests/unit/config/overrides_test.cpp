@@ -116,4 +116,22 @@ TEST_CASE("environment mirrors: names, parsing and errors") {
   TP_CHECK_CONTAINS(std::string(e.what()), "expected an integer");
 }
 
+TEST_CASE("an unknown TP_* variable is named with the closest mirror, never with its value") {
+  // Issue 58 (a low): a mistyped mirror was ignored without a word.
+  const std::vector<std::string> warnings = tp::unknown_environment_variables(
+      {{"TP_TRAIN_BATCHSIZE", "64"}, {"TP_MY_TOKEN", "s3cr3t-value"}, {"TP_TRAIN_EPOCHS", "3"}, {"TP_UNITY", "OFF"},
+       {"TP_KILL9_SEED", "7"}, {"TP_MODEL_WIDTH", "3"}, {"PATH", "/usr/bin"}, {"TORCH_HOME", "/tmp"}});
+  REQUIRE(warnings.size() == 3); // a mirror, the tools' own variables and other names pass
+  TP_CHECK_CONTAINS(warnings[0], "environment variable TP_MODEL_WIDTH is ignored");
+  TP_CHECK_CONTAINS(warnings[0], "component keys have none");
+  TP_CHECK_CONTAINS(warnings[1], "environment variable TP_MY_TOKEN is ignored");
+  TP_CHECK_CONTAINS(warnings[2], "environment variable TP_TRAIN_BATCHSIZE is ignored");
+  TP_CHECK_CONTAINS(warnings[2], "did you mean TP_TRAIN_BATCH_SIZE?");
+  for (const std::string& warning : warnings) {
+    CHECK(warning.find("s3cr3t") == std::string::npos);
+    CHECK(warning.find("=64") == std::string::npos);
+  }
+  for (const std::string& tool : tp::tool_environment_variables()) CHECK(tool.starts_with("TP_"));
+}
+
 }  // namespace

@@ -30,6 +30,19 @@ Override parse_override(std::string_view text);
 /// when the section exists but is not a table.
 void apply_environment(toml::table& root, const std::map<std::string, std::string>& env);
 
+/// The variables of the environment torchhost's own tools read (scripts/test's TP_UNITY, the
+/// sanitizer, fuzz and venv scripts, the GPU report's TP_GPU_COMMIT, the oracle tests' fixture
+/// directories, the kill -9 test's seed): TP_* names that are no config key's mirror, yet not a
+/// mistake, so unknown_environment_variables() passes over them.
+const std::vector<std::string>& tool_environment_variables();
+
+/// One warning per variable of `env` that starts with TP_ and is neither a host key's mirror nor
+/// one of tool_environment_variables(): apply_environment() ignores it, so a mistyped
+/// TP_TRAIN_BATCHSIZE would go unnoticed. Each names the variable, never its value (it may hold a
+/// secret), and the closest mirror when one is a plausible typo (closest_key, as an unknown key in
+/// the file gets). In the order of the names.
+std::vector<std::string> unknown_environment_variables(const std::map<std::string, std::string>& env);
+
 /// Applies `--set` arguments in order (a later one wins). A key is a host key
 /// ("train.batch_size") or a key of a component table ("model.width", "data.train.size",
 /// "metrics[0].top_k", "loss.component"); a component table that does not exist yet is created,
