@@ -21,6 +21,13 @@ inline constexpr const char* kDefaultMaxImagePixelsText = "178956970";
 /// The largest `max_image_pixels` the datasets accept (a bound for get_int_in).
 inline constexpr int64_t kMaxImagePixelsBound = int64_t{1} << 62;
 
+/// The most bytes an image file may hold where a dataset reads one whole (image_folder,
+/// segmentation_folder, coco_detection; webdataset's samples and `host shards write` have the same
+/// 1 GiB limit, kMaxSampleBytes): checked with fstat before the buffer is allocated, so a sparse
+/// 64 GB "image" in a listing costs nothing. Far above any image the pixel limit lets through (an
+/// uncompressed BMP at max_image_pixels' default is 537 MB).
+inline constexpr uint64_t kMaxImageFileBytes = uint64_t{1} << 30;
+
 /// The schema text of `max_image_pixels`, the same in every dataset that reads images.
 inline constexpr const char* kMaxImagePixelsHelp =
     "an image (or mask) whose header declares more pixels than this fails its sample before it is decoded "

@@ -124,7 +124,8 @@ class ImageFolderDataset {
     const std::string& path = listing_.paths[index];
     if (encoded_refusal_.empty() && ctx.encoded_images()) {
       // The file's bytes and the crop the CPU path would cut (PLG-19); the host decodes them.
-      std::vector<unsigned char> bytes = ifo::read_image_file(path, transform_.component, transform_.max_image_pixels);
+      std::vector<unsigned char> bytes = ifo::read_image_file(path, transform_.component, transform_.max_image_pixels,
+                                                                  ifo::kMaxImageFileBytes);
       const ifo::ImageBox box = ifo::encoded_box(bytes, path, transform_, seed);
       ifo::add_encoded_image(out, std::move(bytes), box);
     } else {

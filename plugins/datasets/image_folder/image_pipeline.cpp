@@ -145,7 +145,7 @@ ImageBox encoded_box(const std::vector<unsigned char>& bytes, const std::string&
 }
 
 Image load_image(const std::string& path, const TransformOptions& o, uint64_t seed) {
-  return transform_image(read_image_file(path, o.component, o.max_image_pixels), path, o, seed);
+  return transform_image(read_image_file(path, o.component, o.max_image_pixels, kMaxImageFileBytes), path, o, seed);
 }
 
 Image transform_image(const std::vector<unsigned char>& bytes, const std::string& path, const TransformOptions& o,

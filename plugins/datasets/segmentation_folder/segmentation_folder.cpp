@@ -224,7 +224,8 @@ class SegmentationFolderDataset {
   void get_sample(uint64_t index, const tp::cpp::WorkerContext& ctx, tp::cpp::Sample& out) const {
     const std::string& image_path = pairs_.images[index];
     const std::string& mask_path = pairs_.masks[index];
-    const cv::Mat bgr = tp::image_folder::decode_bgr(tp::image_folder::read_image_file(image_path, "segmentation_folder", max_image_pixels_),
+    const cv::Mat bgr = tp::image_folder::decode_bgr(tp::image_folder::read_image_file(
+                                                         image_path, "segmentation_folder", max_image_pixels_, tp::image_folder::kMaxImageFileBytes),
                                                      cv::IMREAD_COLOR, image_path, "segmentation_folder");
     const cv::Mat mask = read_mask(mask_path);
     if (mask.rows != bgr.rows || mask.cols != bgr.cols)
@@ -240,7 +241,8 @@ class SegmentationFolderDataset {
 
  private:
   cv::Mat read_mask(const std::string& path) const {
-    const std::vector<unsigned char> bytes = tp::image_folder::read_image_file(path, "segmentation_folder", max_image_pixels_);
+    const std::vector<unsigned char> bytes = tp::image_folder::read_image_file(
+        path, "segmentation_folder", max_image_pixels_, tp::image_folder::kMaxImageFileBytes);
     cv::Mat ids = colours_.empty() ? seg::decode_mask_png(bytes, seg::MaskPixels::kIndex, path)
                                    : colours_.map(seg::decode_mask_png(bytes, seg::MaskPixels::kColour, path), path);
     if (num_classes_ > 0) check_ids(ids, path);

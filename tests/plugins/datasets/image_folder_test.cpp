@@ -3,6 +3,7 @@
 // random transforms reproducible from the host seed, val splits, channels-last, CSV listings
 // and the error a broken file raises (what data.on_bad_sample acts on).
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <algorithm>
@@ -276,6 +277,35 @@ TEST_CASE("image_folder: a truncated JPEG and a FIFO fail their sample; nothing 
     CHECK(ds.try_get(2, &ctx, s) == TP_ERR_IO);
     CHECK(lib.host.last_error.find("fifo.png' is a FIFO, not a regular file") != std::string::npos);
   }
+}
+
+TEST_CASE("image_folder: a file larger than 1 GiB is refused before it is read or allocated") {
+  // Issue 58 (a low): the plugins did not pass read_image_file's byte cap, so a sparse 64 GB file in
+  // a listing cost its size in memory (and its read). Sparse: no disk is used.
+  const Fixture f = write_folder("if_sparse", 8, 8);
+  const std::filesystem::path huge = f.root / "cat" / "huge.png";
+  std::ofstream(huge) << "";
+  REQUIRE(::truncate(huge.c_str(), off_t{64} << 30) == 0);
+  const std::filesystem::path over = f.root / "cat" / "over.png";
+  std::ofstream(over) << "";
+  REQUIRE(::truncate(over.c_str(), (off_t{1} << 30) + 1) == 0);
+  std::ofstream(f.root / "list.csv") << "cat/huge.png,0\ncat/over.png,0\ncat/img_0.png,0\n";
+  PluginLibrary lib("image_folder");
+  FakeConfig cfg;
+  configure(lib, cfg, f.root);
+  cfg.values["csv"] = (f.root / "list.csv").string();
+  Dataset ds(lib, kId, cfg, "train");
+  Sample s;
+  const tp_worker_ctx_t ctx = tp::test::worker_ctx(0);
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(ds.try_get(0, &ctx, s) == TP_ERR_IO);
+  CHECK(lib.host.last_error.find("huge.png' holds 68719476736 bytes, more than the 1073741824") != std::string::npos);
+  CHECK(ds.try_get(1, &ctx, s) == TP_ERR_IO);
+  CHECK(lib.host.last_error.find("over.png' holds 1073741825 bytes") != std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));  // nothing was read
+  CHECK(ds.try_get(2, &ctx, s) == TP_OK);
+  std::filesystem::remove(huge);  // no disk, but a copy of the test directory would read 64 GiB
+  std::filesystem::remove(over);
 }
 
 TEST_CASE("image_folder: max_image_pixels refuses a file by its header, before any decode, in every format") {
