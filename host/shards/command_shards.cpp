@@ -89,6 +89,7 @@ ifo::ListingKeys listing_keys(const ComponentConfig& table) {
   keys.split_seed = static_cast<uint64_t>(table.options["split_seed"].value_or(int64_t{0}));
   if (const toml::array* extensions = table.options["extensions"].as_array())
     for (const auto& e : *extensions) keys.extensions.push_back(e.value_or(std::string()));
+  keys.allow_outside_root = table.options["allow_outside_root"].value_or(false);
   return keys;
 }
 

@@ -38,6 +38,9 @@ constexpr tp_config_key_t kOwnKeys[] = {
     {sizeof(tp_config_key_t), "test_root", TP_CFG_PATH, "\"\"",
      "test split (host eval/predict --split test): class folders like root's; \"\" = `root` of this table"},
     {sizeof(tp_config_key_t), "test_csv", TP_CFG_PATH, "\"\"", "test images as a `path,label` file"},
+    {sizeof(tp_config_key_t), "allow_outside_root", TP_CFG_BOOL, "false",
+     "true: a csv row's path may be absolute or climb out of `root` with '..' (false refuses the csv at start-up, "
+     "naming its line)"},
     {sizeof(tp_config_key_t), "cache", TP_CFG_BOOL, "false",
      "scan each class-folder tree once per node (prepare, on local rank 0) and reuse its listing while no "
      "folder changes"},
@@ -69,6 +72,7 @@ ifo::ListingKeys listing_keys(const tp::cpp::ConfigReader& cfg) {
   keys.split_seed = static_cast<uint64_t>(cfg.get_int("split_seed"));
   keys.extensions = cfg.get_string_array("extensions");
   keys.cache_dir = cfg.get_string("cache_dir");
+  keys.allow_outside_root = cfg.get_bool("allow_outside_root");
   return keys;
 }
 

@@ -8,6 +8,7 @@
 #include <system_error>
 #include <utility>
 
+#include "image_file.h"
 #include "tp/cpp/guard.h"
 #include "tp/cpp/random.h"
 
@@ -89,7 +90,7 @@ Listing scan_folder(const std::string& root, const std::vector<std::string>& ext
   return out;
 }
 
-Listing read_csv_listing(const std::string& csv_path, const std::string& base_dir) {
+Listing read_csv_listing(const std::string& csv_path, const std::string& base_dir, bool allow_outside_root) {
   std::ifstream in(csv_path);
   if (!in) throw Failure(TP_ERR_IO, "image_folder: cannot open csv '" + csv_path + "'; check `csv`");
   std::vector<std::string> paths, label_cells;
@@ -110,6 +111,13 @@ Listing read_csv_listing(const std::string& csv_path, const std::string& base_di
     if (path.empty() || label.empty())
       throw Failure(TP_ERR_CONFIG, "image_folder: " + csv_path + ":" + std::to_string(number) +
                                        ": empty path or label in '" + t + "'");
+    // A row names a file under `root`: an absolute path or one climbing out with '..' reads any
+    // file the user can (issue 58), unless the table says the listing reaches files elsewhere.
+    if (const std::string why = escapes_root(path); !why.empty() && !allow_outside_root)
+      throw Failure(TP_ERR_CONFIG, "image_folder: " + csv_path + ":" + std::to_string(number) + ": the path '" + path +
+                                       "' names a file outside `root` (" + base_dir + "): it " + why +
+                                       "; list paths inside it, or set allow_outside_root = true if the listing is "
+                                       "meant to reach files elsewhere");
     const fs::path p(path);
     paths.push_back(p.is_absolute() ? path : (fs::path(base_dir) / p).string());
     label_cells.push_back(std::move(label));

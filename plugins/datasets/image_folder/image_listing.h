@@ -28,10 +28,13 @@ Listing scan_folder(const std::string& root, const std::vector<std::string>& ext
                     std::vector<std::string>* walked = nullptr);
 
 /// Reads a CSV listing: one `path,label` row per line ('#' lines and blank lines ignored; a first
-/// row `path,label` is a header). Relative paths are resolved against `base_dir`. Labels are
-/// either all integers (used as class ids; classes are named "0".."max") or all names (ids by
-/// sorted name). Throws Failure naming the file and line on a malformed row.
-Listing read_csv_listing(const std::string& csv_path, const std::string& base_dir);
+/// row `path,label` is a header). Paths are resolved against `base_dir`; one that is absolute or
+/// climbs out of `base_dir` with '..' (escapes_root: lexically, a symlink inside is the user's
+/// choice) is refused with TP_ERR_CONFIG naming the file, the line and the path unless
+/// `allow_outside_root`. Labels are either all integers (used as class ids; classes are named
+/// "0".."max") or all names (ids by sorted name). Throws Failure naming the file and line on a
+/// malformed row.
+Listing read_csv_listing(const std::string& csv_path, const std::string& base_dir, bool allow_outside_root = false);
 
 /// Splits `all` into (train, val) by a seeded permutation (tp::cpp::seeded_holdout): val holds
 /// round(n * val_fraction) samples chosen by a Fisher-Yates shuffle of 0..n-1 driven by

@@ -15,7 +15,7 @@ struct ListingReader {
   CacheUse cache = CacheUse::kOff;
 
   Listing operator()(const std::string& root, const std::string& csv) const {
-    if (!csv.empty()) return read_csv_listing(csv, root);
+    if (!csv.empty()) return read_csv_listing(csv, root, keys.allow_outside_root);
     if (cache == CacheUse::kOff) return scan_folder(root, keys.extensions);
     const std::string path = listing_cache_path(keys.cache_dir, root, keys.extensions);
     if (auto cached = read_listing_cache(path, root, keys.extensions)) return std::move(*cached);

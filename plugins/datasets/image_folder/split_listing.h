@@ -26,6 +26,7 @@ struct ListingKeys {
   uint64_t split_seed = 0;          ///< the seed of that hold-out
   std::vector<std::string> extensions;  ///< file endings scanned in class folders
   std::string cache_dir;            ///< the listing cache's directory ("" = the per-user default)
+  bool allow_outside_root = false;  ///< a CSV row may be absolute or climb out of its root with '..'
 };
 
 /// The listing of `split` ("train", "val" or "test") for `keys`. Throws tp::cpp::Failure

@@ -108,3 +108,25 @@ TEST_CASE("host plugins check reads image_folder's encoded images (ABI 1.11), or
   CHECK(tp::test::contains(augmented.output, "encoded images: image on the CPU (image_folder: rand_augment changes "
                                              "decoded pixels"));
 }
+
+TEST_CASE("a csv listing that reaches outside root is a configuration error: exit 2, before anything trains") {
+  // Issue 58 (a low): a dataset's TP_ERR_CONFIG at create ended the host with exit 1 (a runtime
+  // failure) where the docs promise 2 for a configuration error; and image_folder's CSV read `../`
+  // and absolute rows as COCO and segmentation lists no longer do.
+  const auto dir = tp::test::fresh_dir("image_folder_outside_root");
+  const auto train = write_split(dir, "train", 4);
+  std::filesystem::copy_file(train / "dark" / "00.png", dir / "secret.png");
+  std::ofstream(dir / "list.csv") << "dark/00.png,0\nlight/00.png,1\n../secret.png,1\n";
+  std::string text = config(train, train, "fail");
+  text.insert(text.find("val_root = "), "csv = \"" + (dir / "list.csv").string() + "\"\n");
+  const auto cfg = dir / "run.toml";
+  std::ofstream(cfg) << text;
+  const auto out = dir / "out";
+  const auto run = tp::test::run_host("train --config '" + cfg.string() + "' --output-dir '" + out.string() + "'");
+  INFO(run.output);
+  CHECK(run.exit_code == 2);
+  CHECK(tp::test::contains(run.output, "list.csv:3: the path '../secret.png' names a file outside `root` (" + train.string() +
+                                       "): it climbs out of it with '..'"));
+  CHECK(tp::test::contains(run.output, "set allow_outside_root = true"));
+  CHECK_FALSE(std::filesystem::exists(out / "checkpoints"));
+}

@@ -210,6 +210,37 @@ TEST_CASE("image_folder: val_root, csv listings and val_split partitions") {
     CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_CONFIG);
     CHECK(lib.host.last_error.find("bad.csv:2") != std::string::npos);
   }
+  SUBCASE("a csv row outside root is refused naming the file, line and path, unless allow_outside_root") {
+    // Issue 58 (a low): `../` and absolute rows read any file the user can, where COCO file_names
+    // and segmentation lists were already refused.
+    const std::filesystem::path outside = f.root.parent_path() / "if_csv_outside.png";
+    std::filesystem::copy_file(f.root / "cat" / "img_1.png", outside, std::filesystem::copy_options::overwrite_existing);
+    for (const std::string& row :
+         std::vector<std::string>{"../if_csv_outside.png", outside.string(), "cat/../../if_csv_outside.png"}) {
+      CAPTURE(row);
+      std::ofstream(f.root / "outside.csv") << "cat/img_1.png,1\n" << row << ",2\n";
+      FakeConfig cfg;
+      configure(lib, cfg, f.root);
+      cfg.values["csv"] = (f.root / "outside.csv").string();
+      void* self = nullptr;
+      CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_CONFIG);
+      const std::string& e = lib.host.last_error;
+      CHECK(e.find("outside.csv:2: the path '" + row + "' names a file outside `root` (" + f.root.string() + "): it " +
+                   (row == outside.string() ? "is absolute" : "climbs out of it with '..'")) != std::string::npos);
+      CHECK(e.find("set allow_outside_root = true") != std::string::npos);
+      cfg.values["allow_outside_root"] = true;
+      Dataset ds(lib, kId, cfg, "train");
+      REQUIRE(ds.size() == 2);
+      int h = 0, w = 0;
+      CHECK(max_abs_diff(chw(ds.get(1), &h, &w), expected_chw(f.images[1][1])) == 0.0f);
+    }
+    // A '..' that stays inside root is the user's own path.
+    std::ofstream(f.root / "inside.csv") << "cat/sub/../img_1.png,1\n";
+    FakeConfig cfg;
+    configure(lib, cfg, f.root);
+    cfg.values["csv"] = (f.root / "inside.csv").string();
+    CHECK(Dataset(lib, kId, cfg, "train").size() == 1);
+  }
   SUBCASE("val_root reuses the class names of root") {
     FakeConfig cfg;
   configure(lib, cfg, f.root);

@@ -53,7 +53,11 @@ class PluginLoadError : public Error {
   int exit_code() const noexcept override { return kExitPlugin; }
 };
 
-/// A plugin call returned an error status at run time (exit 1). Carries who and what.
+/// A plugin call returned an error status at run time (exit 1). Carries who and what. A
+/// TP_ERR_CONFIG from `create` or `prepare` is the component's table being unusable (a dataset's
+/// path outside its root, a key out of range): a configuration error, exit 2, as the exit-code
+/// table says of every configuration error; the same status from a later call (a sample, a
+/// batch) stays a runtime failure, exit 1.
 class PluginError : public Error {
  public:
   /// `status` is the tp_status the plugin returned (plugin_api/include/tp/status.h; 7 =
@@ -65,6 +69,10 @@ class PluginError : public Error {
   /// The tp_status of the failed call: TP_ERR_OUT_OF_MEMORY (5) tells train.on_oom a plugin's
   /// forward ran out of memory.
   int status() const noexcept { return status_; }
+  int exit_code() const noexcept override {
+    constexpr int kConfigStatus = 2; // TP_ERR_CONFIG (plugin_api/include/tp/status.h)
+    return status_ == kConfigStatus && (function_ == "create" || function_ == "prepare") ? kExitConfig : kExitRuntime;
+  }
 
  private:
   std::string component_id_;
