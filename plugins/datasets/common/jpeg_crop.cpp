@@ -24,10 +24,15 @@ constexpr uint64_t kOpenCvMaxPixels = uint64_t{1} << 30;
 
 /// libjpeg's error manager: an error jumps back to the stage that armed `jump`; a warning
 /// (corrupt data, an unknown JFIF version, ...) is only counted, and makes the caller fall back.
+/// `data_missing` marks the warnings after which libjpeg makes pixels up: the entropy-coded data
+/// stopped at a marker before the scan was complete ("premature end of data segment": a file cut
+/// short with an end-of-image marker after the cut), or the bytes ran out ("premature end of JPEG
+/// file").
 struct ErrorManager {
   jpeg_error_mgr pub;
   std::jmp_buf jump;
   int warnings;
+  bool data_missing;
 };
 
 /// The bytes as libjpeg reads them: all in memory and never suspending (jpeg_skip_scanlines needs
@@ -54,7 +59,10 @@ const JOCTET kFakeEoi[2] = {0xFF, JPEG_EOI};
 void error_exit(j_common_ptr cinfo) { std::longjmp(reinterpret_cast<ErrorManager*>(cinfo->err)->jump, 1); }
 
 void emit_message(j_common_ptr cinfo, int msg_level) {
-  if (msg_level < 0) ++reinterpret_cast<ErrorManager*>(cinfo->err)->warnings;  // >= 0: trace, ignored
+  if (msg_level >= 0) return;  // a trace message, ignored
+  auto* error = reinterpret_cast<ErrorManager*>(cinfo->err);
+  ++error->warnings;
+  if (cinfo->err->msg_code == JWRN_HIT_MARKER || cinfo->err->msg_code == JWRN_JPEG_EOF) error->data_missing = true;
 }
 
 void init_source(j_decompress_ptr) {}
@@ -180,7 +188,9 @@ struct DecoderGuard {
 
 }  // namespace
 
-cv::Mat decode_jpeg_crop(const std::vector<unsigned char>& bytes, int reduction, const CropChooser& choose) {
+cv::Mat decode_jpeg_crop(const std::vector<unsigned char>& bytes, int reduction, const CropChooser& choose,
+                         bool* data_missing) {
+  if (data_missing != nullptr) *data_missing = false;
   // cv::imdecode's JPEG decoder claims the bytes only with this signature.
   if (bytes.size() < 3 || bytes[0] != 0xFF || bytes[1] != 0xD8 || bytes[2] != 0xFF) return {};
   if (reduction != 1 && reduction != 2 && reduction != 4 && reduction != 8) return {};
@@ -192,8 +202,14 @@ cv::Mat decode_jpeg_crop(const std::vector<unsigned char>& bytes, int reduction,
   d.error.pub.error_exit = error_exit;
   d.error.pub.emit_message = emit_message;
   d.error.warnings = 0;
+  d.error.data_missing = false;
   const DecoderGuard guard{&d};
-  if (!read_header(&d, bytes.data(), bytes.size(), reduction)) return {};
+  // Read on every way out that returns nothing: what the stages saw before they gave up.
+  const auto left_to_caller = [&]() -> cv::Mat {
+    if (data_missing != nullptr) *data_missing = d.error.data_missing || d.source.ran_out;
+    return {};
+  };
+  if (!read_header(&d, bytes.data(), bytes.size(), reduction)) return left_to_caller();
   const int cols = static_cast<int>(d.cinfo.output_width), rows = static_cast<int>(d.cinfo.output_height);
   if (cols <= 0 || rows <= 0 || static_cast<uint64_t>(cols) * static_cast<uint64_t>(rows) > kOpenCvMaxPixels) return {};
 
@@ -208,7 +224,8 @@ cv::Mat decode_jpeg_crop(const std::vector<unsigned char>& bytes, int reduction,
   cv::Mat decoded(height, std::min(cols, static_cast<int>(width) + 15), CV_8UC3);
   std::vector<JSAMPROW> pointers(static_cast<std::size_t>(height));
   for (int y = 0; y < height; ++y) pointers[static_cast<std::size_t>(y)] = decoded.ptr<JSAMPLE>(y);
-  if (!read_rows(&d, &crop, &xoffset, &width, static_cast<JDIMENSION>(decoded.cols), pointers.data())) return {};
+  if (!read_rows(&d, &crop, &xoffset, &width, static_cast<JDIMENSION>(decoded.cols), pointers.data()))
+    return left_to_caller();
   const int skip = crop.x0 - static_cast<int>(xoffset);  // >= the margin, or 0 at the image's left edge
   return decoded(cv::Rect(skip, 0, crop.x1 - crop.x0, height));
 }

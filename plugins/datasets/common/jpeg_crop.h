@@ -39,9 +39,16 @@ using CropChooser = std::function<PixelRect(int cols, int rows)>;
 /// inside the decode: the caller then decodes the whole image (decode_bgr), whose pixels and
 /// errors are today's. Never throws for the bytes (libjpeg's errors are caught with its error
 /// manager and longjmp); `choose` may throw, before anything is decoded.
+/// `data_missing` (optional) is set when it returns empty because libjpeg reached data that is not
+/// there and would have made pixels up (grey): the entropy-coded data of a scan stops at a marker
+/// before the scan is complete ("Corrupt JPEG data: premature end of data segment", a file cut
+/// short and an end-of-image marker after the cut), or the bytes run out ("Premature end of JPEG
+/// file"); decode_bgr refuses such a file. It is set only when the decode reached that point: a
+/// baseline JPEG's rows below the crop are never read.
 /// Cost: the Huffman decoding of the rows down to the crop's last one (the coefficients of every
 /// row for a progressive JPEG, which libjpeg reads whole), the inverse DCT, upsampling and colour
 /// conversion of the crop's rows and of its columns widened to whole iMCUs (8 or 16 pixels).
-cv::Mat decode_jpeg_crop(const std::vector<unsigned char>& bytes, int reduction, const CropChooser& choose);
+cv::Mat decode_jpeg_crop(const std::vector<unsigned char>& bytes, int reduction, const CropChooser& choose,
+                         bool* data_missing = nullptr);
 
 }  // namespace tp::image_folder

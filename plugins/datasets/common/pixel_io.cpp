@@ -7,6 +7,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "jpeg_crop.h"
 #include "tp/cpp/guard.h"
 
 namespace tp::image_folder {
@@ -70,6 +71,18 @@ void write_jittered(const cv::Mat& src, bool flip, const PixelFormat& o, const J
   }
 }
 
+/// The DCT reduction (1, 2, 4, 8) of an IMREAD_COLOR / IMREAD_REDUCED_COLOR_<r> decode (with or
+/// without IMREAD_IGNORE_ORIENTATION, which the decode always adds); 0 for any other flags.
+int jpeg_reduction(int flags) {
+  switch (flags & ~cv::IMREAD_IGNORE_ORIENTATION) {
+    case cv::IMREAD_COLOR: return 1;
+    case cv::IMREAD_REDUCED_COLOR_2: return 2;
+    case cv::IMREAD_REDUCED_COLOR_4: return 4;
+    case cv::IMREAD_REDUCED_COLOR_8: return 8;
+    default: return 0;
+  }
+}
+
 double jitter_factor(double amount, uint64_t seed, uint64_t tag) {
   if (amount <= 0.0) return 1.0;
   Rng rng(seed, tag);
@@ -80,6 +93,22 @@ double jitter_factor(double amount, uint64_t seed, uint64_t tag) {
 
 cv::Mat decode_bgr(const std::vector<unsigned char>& bytes, int flags, const std::string& path, const char* component) {
   using tp::cpp::Failure;
+  // A JPEG goes through libjpeg's API with OpenCV's settings (jpeg_crop.h: the same pixels, bit
+  // for bit), because cv::imdecode only prints libjpeg's warnings: a scan that ends early decodes
+  // to grey rows there, and would train without a word (issue 58).
+  if (const int reduction = jpeg_reduction(flags); reduction > 0) {
+    bool data_missing = false;
+    cv::Mat img = decode_jpeg_crop(bytes, reduction, [](int cols, int rows) { return PixelRect{0, 0, cols, rows}; },
+                                   &data_missing);
+    if (!img.empty()) return img;
+    if (data_missing)
+      throw Failure(TP_ERR_IO, std::string(component) + ": '" + path +
+                                   "' is a truncated or corrupt JPEG: its image data stops before the image is complete "
+                                   "(libjpeg: premature end of data segment), and the decoder would fill the rest with "
+                                   "grey (a file cut short, with an end-of-image marker after the cut); fix or remove "
+                                   "the file");
+    // Anything else it does not take (CMYK, arithmetic coding, a harmless warning): OpenCV's decode.
+  }
   cv::Mat img;
   try {
     img = cv::imdecode(cv::_InputArray(bytes.data(), static_cast<int>(bytes.size())),

@@ -19,7 +19,11 @@ namespace tp::image_folder {
 
 /// `bytes` decoded by OpenCV with `flags` (an IMREAD_COLOR variant; EXIF orientation ignored, as
 /// PIL and torchvision do) as 8-bit BGR. Throws tp::cpp::Failure(TP_ERR_IO) "<component>: cannot
-/// decode '<path>' ..." when it is not a readable JPEG, PNG, BMP or WebP image.
+/// decode '<path>' ..." when it is not a readable JPEG, PNG, BMP or WebP image, and "... is a
+/// truncated or corrupt JPEG" when a JPEG's image data ends early (decode_jpeg_crop's
+/// data_missing: cv::imdecode would only print libjpeg's warning and fill the rest with grey). A
+/// JPEG with IMREAD_COLOR or IMREAD_REDUCED_COLOR_2/4/8 is decoded by decode_jpeg_crop (the whole
+/// image as the crop: OpenCV's pixels, bit for bit, at the same cost); what it leaves, by OpenCV.
 cv::Mat decode_bgr(const std::vector<unsigned char>& bytes, int flags, const std::string& path, const char* component);
 
 /// `src` (8-bit, any channels) resized to h x w with one cv::resize: area averaging when

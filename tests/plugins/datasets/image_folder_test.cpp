@@ -310,6 +310,35 @@ TEST_CASE("image_folder: a truncated JPEG and a FIFO fail their sample; nothing 
   }
 }
 
+TEST_CASE("image_folder: a JPEG cut inside its scan with an end-of-image marker appended fails its sample") {
+  // Issue 58 (a low): the byte check finds a cut JPEG by its missing end-of-image marker; with FF D9
+  // appended after the cut, OpenCV decoded the rest as grey and the sample trained silently.
+  const Fixture f = write_folder("if_cut_eoi", 8, 8);
+  std::vector<uchar> jpeg;
+  REQUIRE(cv::imencode(".jpg", tp::test::gradient_image(96, 64, 3), jpeg, {cv::IMWRITE_JPEG_QUALITY, 95}));
+  jpeg.resize(jpeg.size() * 7 / 10);  // well inside the scan (the headers take ~600 bytes)
+  jpeg.push_back(0xFF);
+  jpeg.push_back(0xD9);
+  std::ofstream(f.root / "cat" / "cut_eoi.jpg", std::ios::binary)
+      .write(reinterpret_cast<const char*>(jpeg.data()), static_cast<std::streamsize>(jpeg.size()));
+  REQUIRE(!cv::imread((f.root / "cat" / "cut_eoi.jpg").string()).empty());  // what OpenCV made of it
+  PluginLibrary lib("image_folder");
+  FakeConfig cfg;
+  configure(lib, cfg, f.root);
+  for (const bool fast : {true, false}) {
+    CAPTURE(fast);
+    cfg.values["fast_decode"] = fast;
+    cfg.values["resize"] = std::vector<int64_t>{24, 16};  // 1/4 scale with fast_decode
+    Dataset ds(lib, kId, cfg, "train");
+    REQUIRE(ds.size() == 10);
+    Sample s;
+    const tp_worker_ctx_t ctx = tp::test::worker_ctx(0);
+    CHECK(ds.try_get(3, &ctx, s) == TP_ERR_IO);  // cat: cut_eoi.jpg, img_0, img_1, img_2
+    CHECK(lib.host.last_error.find("cut_eoi.jpg' is a truncated or corrupt JPEG") != std::string::npos);
+    CHECK(ds.try_get(4, &ctx, s) == TP_OK);
+  }
+}
+
 TEST_CASE("image_folder: a file larger than 1 GiB is refused before it is read or allocated") {
   // Issue 58 (a low): the plugins did not pass read_image_file's byte cap, so a sparse 64 GB file in
   // a listing cost its size in memory (and its read). Sparse: no disk is used.

@@ -340,3 +340,54 @@ TEST_CASE("decode_jpeg_crop: what it does not take comes back empty, and the pip
     }
   }
 }
+
+TEST_CASE("a JPEG cut inside its scan with an end-of-image marker appended is refused, not decoded to grey") {
+  // Issue 58 (a low): check_image_bytes finds a cut JPEG by the missing end-of-image marker after
+  // its last scan; with FF D9 appended after the cut, cv::imdecode printed libjpeg's "premature
+  // end of data segment" and filled the rest with grey, and the sample trained without a word.
+  const cv::Mat img = test_image(160, 96, 11);
+  for (const Encoding& e : {Encoding{"4:2:0"}, Encoding{"4:2:0 progressive", 2, 2, false, true}}) {
+    CAPTURE(e.name);
+    const std::vector<unsigned char> jpeg = encode(img, e);
+    const std::size_t last_scan = scan_starts(jpeg).back();
+    // Cut two thirds into the last scan's data, then the marker, as a fixer of "truncated" files does.
+    std::vector<unsigned char> cut(jpeg.begin(),
+                                   jpeg.begin() + static_cast<std::ptrdiff_t>(last_scan + (jpeg.size() - last_scan) * 2 / 3));
+    cut.push_back(0xFF);
+    cut.push_back(0xD9);
+    REQUIRE(!opencv_decode(cut, 1).empty());  // the old path: decoded, the rest grey
+    ifo::check_image_bytes(cut, "cut.jpg", "image_folder", 0);  // the byte check passes: it ends with EOI
+    for (int r : {1, 2, 8}) {
+      bool missing = false;
+      CHECK(ifo::decode_jpeg_crop(cut, r, whole, &missing).empty());
+      CHECK(missing);
+    }
+    const std::string refused = whole_decode_error(cut);
+    CHECK(refused.find("image_folder: 'x.jpg' is a truncated or corrupt JPEG") != std::string::npos);
+    CHECK(refused.find("premature end of data segment") != std::string::npos);
+    // The pipeline, with a crop that reaches the cut, at full and reduced scale.
+    ifo::TransformOptions o;
+    o.resize = {160, 96};
+    CHECK(transform_error(cut, o) == refused);
+    o.resize = {40, 24};
+    CHECK(transform_error(cut, o).find("is a truncated or corrupt JPEG") != std::string::npos);
+    // The complete file, and the whole-image decode's pixels as OpenCV's.
+    CHECK(transform_error(jpeg, o).empty());
+    const cv::Mat reference = opencv_decode(jpeg, 1);
+    CHECK(differing(ifo::decode_bgr(jpeg, cv::IMREAD_COLOR, "x.jpg", "image_folder"), reference) == 0);
+    if (!e.progressive) {
+      // A baseline crop above the cut is the file's own pixels: decoded, nothing made up.
+      bool missing = true;
+      const cv::Mat top = ifo::decode_jpeg_crop(cut, 1, [](int c, int) { return ifo::PixelRect{0, 0, c, 16}; }, &missing);
+      REQUIRE(!top.empty());
+      CHECK_FALSE(missing);
+      CHECK(differing(top, reference(cv::Rect(0, 0, reference.cols, 16))) == 0);
+    }
+  }
+  // A harmless warning is no refusal: garbage before the end-of-image marker of a progressive JPEG
+  // (libjpeg: "extraneous bytes before marker 0xd9", as a few ImageNet files have) decodes as OpenCV does.
+  std::vector<unsigned char> extra = encode(img, Encoding{"4:2:0 progressive", 2, 2, false, true});
+  extra.insert(extra.end() - 2, {0x12, 0x34, 0x56});
+  const cv::Mat got = ifo::decode_bgr(extra, cv::IMREAD_COLOR, "x.jpg", "image_folder");
+  CHECK(differing(got, opencv_decode(extra, 1)) == 0);
+}
