@@ -32,7 +32,8 @@ po::options_description describe(Options& o) {
       ("checkpoint", po::value(&o.checkpoint),
        "eval, predict: best, last or a checkpoint path; export: the checkpoint")
       ("weights", po::value(&o.weights),
-       "eval, export, predict: live (the trained weights, default) or ema (the checkpoint's averaged weights, [ema])")
+       "eval, export, predict: live (the trained weights), ema or swa (the checkpoint's averaged weights, [ema], "
+       "[swa]); default: the weights the run's checkpoint.monitor measured (ema for val_ema/..., else live)")
       ("split", po::value(&o.split),
        "eval: val (default) or test; predict: val (default), test or train; shards write: train (default), val or test")
       ("out", po::value(&o.out), "shards write: the directory the shards go to (created when missing)")

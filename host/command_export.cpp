@@ -1,6 +1,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "weights_choice.h"
 #include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/checkpoint/safetensors.h"
 #include "tp/framework/error.h"
@@ -19,10 +20,13 @@ int run_export(const Options& options) {
   std::string plugins;
   for (const auto& p : checkpoint.plugins) plugins += (plugins.empty() ? "" : ",") + p;
   metadata["torchhost.plugins"] = plugins;
-  metadata["torchhost.weights"] = options.weights;
-  const NamedWeights& weights = checkpoint.weights(options.weights, "--weights");
+  // By default the weights the run monitored (weights_choice.h), as host eval.
+  const ChosenWeights chosen = choose_weights(options.weights, checkpoint);
+  if (!chosen.note.empty()) std::printf("%s\n", chosen.note.c_str());
+  metadata["torchhost.weights"] = chosen.name;
+  const NamedWeights& weights = checkpoint.weights(chosen.name, "--weights");
   write_safetensors(options.output, weights, metadata);
-  std::printf("exported %zu tensors (%s weights) from %s to %s\n", weights.size(), options.weights.c_str(),
+  std::printf("exported %zu tensors (%s weights) from %s to %s\n", weights.size(), chosen.name.c_str(),
               options.checkpoint.c_str(), options.output.c_str());
   return kExitOk;
 }

@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "run_assembly.h"
 #include "session.h"
+#include "weights_choice.h"
 #include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/dist/collectives.h"
 #include "tp/framework/engine/predictor.h"
@@ -39,12 +40,15 @@ int run_predict(const Options& options) {
 
   const BatchPlacement placement(device, config.run.channels_last);
   const std::vector<StateTensor> state = placement.place_model(*parts.model);
-  restore_weights(checkpoint.weights(options.weights, "--weights"), state);
+  // By default the weights the run monitored (weights_choice.h), as host eval.
+  const ChosenWeights chosen = choose_weights(options.weights, checkpoint);
+  if (!chosen.note.empty()) session->logger.info(chosen.note);
+  restore_weights(checkpoint.weights(chosen.name, "--weights"), state);
 
   const bool rank0 = session->place.rank == 0;
   std::filesystem::path output = options.output;
   if (output.empty()) {
-    const std::string weights = options.weights == "live" ? "" : "_" + options.weights;
+    const std::string weights = chosen.name == "live" ? "" : "_" + chosen.name;
     // --format png writes a directory, named without an extension.
     output = session->run_dir / ("predictions_" + options.split + "_" + path.stem().string() + weights +
                                  (options.format == "png" ? "" : "." + options.format));
@@ -88,9 +92,10 @@ int run_predict(const Options& options) {
   // A detector's ragged outputs are written too, as arrays in each line: name them with the columns.
   for (const std::string& array : summary.arrays) columns += (columns.empty() ? "" : ", ") + array + " (array per line)";
   if (options.format == "png") columns += std::string(columns.empty() ? "" : ", ") + "and <index>.png class maps";
+  const std::string of_weights = chosen.name == "live" ? "" : "the " + chosen.name + " weights of ";
   std::printf("predictions of %s%s (epoch %lld, step %lld) for %lld samples of the %s split%s\n  columns: %s\n"
               "written to %s\n",
-              options.weights == "live" ? "" : "the ema weights of ", path.c_str(),
+              of_weights.c_str(), path.c_str(),
               static_cast<long long>(checkpoint.epoch), static_cast<long long>(checkpoint.step),
               static_cast<long long>(summary.rows), options.split.c_str(), options.tta == "hflip" ? " (hflip TTA)" : "",
               columns.c_str(), output.c_str());

@@ -4,7 +4,8 @@
 //   relative: plain decay, timm's warmup, every_steps = 2 with buffers copied;
 // - the average is evaluated as val_ema/* and checkpoint.monitor may name it;
 // - `host eval --weights ema` reproduces the logged val_ema/loss and `host export --weights ema`
-//   writes the checkpoint's average; a checkpoint without one is refused with exit 2;
+//   writes the checkpoint's average; a checkpoint without one is refused with exit 2; without
+//   --weights, eval and export take the weights checkpoint.monitor measured (val_ema/...: ema);
 // - a run stopped by SIGTERM and resumed ends with the average bitwise equal to a straight run's.
 #include <ATen/ATen.h>
 
@@ -113,12 +114,38 @@ TEST_CASE("val_ema/* is evaluated and monitored; host eval and export take --wei
   REQUIRE(at != std::string::npos);
   CHECK(std::stod(text.substr(at + 11)) == doctest::Approx(epochs[0].values.at("val_ema/loss")).epsilon(1e-6));
 
+  // Issue 58, item 17: without --weights, host eval scores the weights the monitor measured (it
+  // scored the live ones, which chose nothing), says so, and logs nothing about training.
+  const auto by_default = tp::test::run_host("eval --config '" + (dir / "config.toml").string() + "' --checkpoint best");
+  INFO(by_default.output);
+  REQUIRE(by_default.exit_code == 0);
+  CHECK(by_default.output.find("weights: ema, the ones the run's checkpoint.monitor (val_ema/loss) measured; "
+                               "--weights live for the trained weights") != std::string::npos);
+  CHECK(by_default.output.find("evaluation of the ema weights of") != std::string::npos);
+  for (const char* training_only : {"schedule ", "precision", "training order", "ema: decay", "data.decode: train"})
+    CHECK_MESSAGE(by_default.output.find(training_only) == std::string::npos, training_only);
+  const auto metric = [&](const std::string& file) {
+    const std::string json = tp::test::read_text(dir / file);
+    const std::size_t at = json.find("\"val/loss\":");
+    REQUIRE(at != std::string::npos);
+    return std::stod(json.substr(at + 11));
+  };
+  CHECK(metric("eval_best_ema.json") == doctest::Approx(epochs[0].values.at("val_ema/loss")).epsilon(1e-6));
+  const auto live = tp::test::run_host("eval --config '" + (dir / "config.toml").string() +
+                                       "' --checkpoint best --weights live");
+  INFO(live.output);
+  REQUIRE(live.exit_code == 0);
+  CHECK(live.output.find("weights: ") == std::string::npos);
+  CHECK(metric("eval_best.json") == doctest::Approx(epochs[0].values.at("val/loss")).epsilon(1e-6));
+
   // host export writes the average, named as the model.
   const auto out = dir / "ema.safetensors";
+  // Without --weights too: the run monitored them.
   const auto exported = tp::test::run_host("export --checkpoint '" + (dir / "checkpoints" / "last.pt").string() +
-                                           "' --weights ema --format safetensors --output '" + out.string() + "'");
+                                           "' --format safetensors --output '" + out.string() + "'");
   INFO(exported.output);
   REQUIRE(exported.exit_code == 0);
+  CHECK(exported.output.find("(ema weights)") != std::string::npos);
   std::ifstream file(out, std::ios::binary);
   const std::vector<char> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
   const auto tensors = tp::read_safetensors(bytes);

@@ -240,6 +240,15 @@ const NamedWeights& LoadedCheckpoint::weights(const std::string& which, const st
                                 held + "). Was the run trained with [" + which + "] enabled = true?");
 }
 
+std::string LoadedCheckpoint::monitored_weights() const {
+  // The evaluator names an average's metrics "val_<name>/..." (engine/training/evaluator.cpp), as
+  // load_best_at_end reads them. An average with no update yet (SWA before its first averaged
+  // epoch) is only a copy of the initial weights: never measured, never the default.
+  for (const auto& a : averages)
+    if (a.updates > 0 && monitor.starts_with("val_" + a.name + "/")) return a.name;
+  return "live";
+}
+
 void restore_model_state(const LoadedCheckpoint& checkpoint, const std::vector<StateTensor>& model_state) {
   restore_weights(checkpoint.model, model_state);
 }

@@ -69,7 +69,7 @@ class Trainer::Impl {
   /// every public call is collective: all ranks must make it. Only rank 0 writes files
   /// (history, checkpoints, plots) and prints progress.
   Impl(const RunConfig& config, RunComponents& parts, c10::Device device, Logger& logger,
-       std::filesystem::path run_dir, DistContext* dist);
+       std::filesystem::path run_dir, DistContext* dist, TrainerUse use);
   ~Impl();
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
@@ -190,6 +190,7 @@ class Trainer::Impl {
   std::unique_ptr<Collectives> collectives_; ///< the identity for a single process
   int rank_, world_size_;
   bool writes_;                 ///< rank 0 and not fast_dev_run: history, checkpoints, plots, TensorBoard
+  bool trains_;                 ///< TrainerUse::kTrain: fit() may run; training's set-up is built and logged
   int64_t epochs_;              ///< train.epochs (1 for fast_dev_run)
   int64_t train_batches_ = 0;   ///< micro-batches per epoch (overfit/fast_dev_run limit applied)
   bool first_batch_checked_ = false; ///< the loss's field contracts held on this process's first batch

@@ -52,6 +52,14 @@ struct StateRole {
   std::function<void(const LoadedCheckpoint&)> load;
 };
 
+/// What a Trainer is built for. kEvaluate (`host eval`): evaluate() only, fit() refuses; the
+/// constructor builds no gradient buckets and no weight averages ([ema], [swa]: the command loads
+/// the weights it scores) and logs none of the lines that describe training (the schedule and
+/// precision, the training order, the averages, layer decay, activation checkpointing, frozen
+/// BatchNorm statistics, overfit_batches, fast_dev_run); data.decode's line names the evaluated
+/// split alone.
+enum class TrainerUse { kTrain, kEvaluate };
+
 class Trainer {
  public:
   /// `parts` must outlive the trainer. `dist` (null = a single process, no collectives) must
@@ -59,7 +67,7 @@ class Trainer {
   /// every public call is collective: all ranks must make it. Only rank 0 writes files
   /// (history, checkpoints, plots) and prints progress.
   Trainer(const RunConfig& config, RunComponents& parts, c10::Device device, Logger& logger,
-          std::filesystem::path run_dir, DistContext* dist = nullptr);
+          std::filesystem::path run_dir, DistContext* dist = nullptr, TrainerUse use = TrainerUse::kTrain);
   ~Trainer();
   Trainer(const Trainer&) = delete; // Disabling meaningless Trainer copy.
   Trainer& operator=(const Trainer&) = delete;
