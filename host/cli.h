@@ -50,7 +50,7 @@ struct Options {
   bool new_run = false;            ///< train: --new-run, set an earlier run's files aside and start afresh
   bool mlflow = false;             ///< eval: --mlflow, log the metrics to the run's MLflow run too
   std::string format;              ///< export: safetensors (default); predict: csv (default) | jsonl | npy
-  std::string weights;                ///< eval, export, predict: live | ema | swa; "": the monitored ones (weights_choice.h)
+  std::string weights;                ///< eval, export, predict: live | ema | swa; "": the monitored (weights_choice.h)
   std::string output;              ///< export: output file; profile: profile.json path; predict: predictions file
   std::string split;               ///< eval: val | test (default val); predict: val | test | train (default val);
                                    ///< shards write: train | val | test (default train)

@@ -215,9 +215,9 @@ class CocoDetectionDataset {
     const std::string path = (image_dir_ / image.file_name).string();
     cv::Mat bgr;
     try {
-      bgr = tp::image_folder::decode_bgr(tp::image_folder::read_image_file(path, "coco_detection", max_image_pixels_,
-                                                                                    tp::image_folder::kMaxImageFileBytes),
-                                         cv::IMREAD_COLOR, path, "coco_detection");
+      const std::vector<unsigned char> bytes =
+          tp::image_folder::read_image_file(path, "coco_detection", max_image_pixels_, tp::image_folder::kMaxImageFileBytes);
+      bgr = tp::image_folder::decode_bgr(bytes, cv::IMREAD_COLOR, path, "coco_detection");
     } catch (const Failure& e) {
       throw Failure(e.code(), std::string(e.what()) + " (image id " + std::to_string(image.id) + ", file_name '" +
                                   image.file_name + "' under `" + image_key_ + "`)");

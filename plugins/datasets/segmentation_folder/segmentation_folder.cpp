@@ -224,9 +224,9 @@ class SegmentationFolderDataset {
   void get_sample(uint64_t index, const tp::cpp::WorkerContext& ctx, tp::cpp::Sample& out) const {
     const std::string& image_path = pairs_.images[index];
     const std::string& mask_path = pairs_.masks[index];
-    const cv::Mat bgr = tp::image_folder::decode_bgr(tp::image_folder::read_image_file(
-                                                         image_path, "segmentation_folder", max_image_pixels_, tp::image_folder::kMaxImageFileBytes),
-                                                     cv::IMREAD_COLOR, image_path, "segmentation_folder");
+    const std::vector<unsigned char> bytes = tp::image_folder::read_image_file(
+        image_path, "segmentation_folder", max_image_pixels_, tp::image_folder::kMaxImageFileBytes);
+    const cv::Mat bgr = tp::image_folder::decode_bgr(bytes, cv::IMREAD_COLOR, image_path, "segmentation_folder");
     const cv::Mat mask = read_mask(mask_path);
     if (mask.rows != bgr.rows || mask.cols != bgr.cols)
       throw Failure(TP_ERR_IO, "segmentation_folder: mask '" + mask_path + "' is " + std::to_string(mask.cols) + "x" +

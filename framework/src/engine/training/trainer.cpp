@@ -156,7 +156,8 @@ Trainer::Impl::Impl(const RunConfig& config, RunComponents& parts, c10::Device d
   evaluator_ = std::make_unique<Evaluator>(config_, parts_, placement_, std::move(val_loader), eval_batches, *collectives_);
   // `host eval` loads the weights it scores itself: an average would be a copy of them for nothing.
   if (trains_) init_averages();
-  if (t.fast_dev_run && trains_) log_.info("fast_dev_run: one optimizer step and one evaluation batch; nothing is written");
+  if (t.fast_dev_run && trains_)
+    log_.info("fast_dev_run: one optimizer step and one evaluation batch; nothing is written");
 }
 
 Trainer::Impl::~Impl() = default;
@@ -266,7 +267,8 @@ void Trainer::Impl::init_model() {
                         "true recomputes them for the averaged weights at the end: choose one (set swa.update_bn = "
                         "false to keep the frozen statistics, or drop freeze_bn_stats).");
     parts_.model->set_batchnorm_frozen(true);
-    if (trains_) log_.info("freeze_bn_stats: the model's BatchNorm layers normalise with their running statistics and keep them");
+    if (trains_)
+      log_.info("freeze_bn_stats: the model's BatchNorm layers normalise with their running statistics and keep them");
   }
 
   LayerDepths depths;

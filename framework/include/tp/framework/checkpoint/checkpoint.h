@@ -127,8 +127,8 @@ struct LoadedCheckpoint : CheckpointState {
   const NamedWeights& weights(const std::string& which, const std::string& option) const;
   /// The weights the saving run's checkpoint.monitor measured: an average's name ("ema", "swa")
   /// when `monitor` is one of its metrics (val_ema/..., val_swa/...: best.pt is the best of those
-  /// weights) and the file holds that average with at least one update, else "live". `host eval`, `predict` and `export`
-  /// take these when --weights is not given.
+  /// weights) and the file holds that average with at least one update, else "live". `host eval`,
+  /// `predict` and `export` take these when --weights is not given.
   std::string monitored_weights() const;
 };
 
