@@ -12,7 +12,8 @@
 //   BatchPlacement   a batch's way to the device
 //   Collectives      every collective, the identity for a single process
 //   StepTrace        run.trace_steps: a window of steps recorded as a Chrome trace
-// Each stateful role saves and restores its own part of a checkpoint (state_roles()).
+// The checkpoint is a loop over state_roles(): 6 of its 11 entries go through the role that owns
+// the state, the others are still written by the Trainer (ARCH-20 names them).
 #pragma once
 
 #include <c10/core/Device.h>

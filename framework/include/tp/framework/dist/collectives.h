@@ -1,8 +1,8 @@
 // The collectives the training roles use (docs/distributed.md, "One collectives object"):
 // Lightning's Strategy idea with c10d underneath. A role takes a Collectives& and calls it the
 // same way in a single process and under data-parallel training; the single-process
-// implementation is the identity (no copy, no device sync), so no role branches on whether it
-// runs distributed (ARCH-18).
+// implementation is the identity (no copy, no device sync), so a role need not branch on whether
+// it runs distributed (ARCH-18, which names the two that still do).
 //
 // Every public call is counted (calls()): a test and report.toml's [collectives] see how many
 // collectives one optimizer step costs. The gradient all-reduce inside backward is the

@@ -100,7 +100,8 @@ class Trainer {
   /// Data-parallel: copies rank 0's parameters and buffers to every rank (after loading weights
   /// outside the trainer, e.g. `host eval`). The identity for a single process.
   void broadcast_model();
-  /// Every stateful role's part of a checkpoint, in save order (ARCH-20). A checkpoint is the
+  /// Every part of a checkpoint, in save order (ARCH-20, which names the entries the Trainer still
+  /// writes for a role rather than the role itself). A checkpoint is the
   /// union of what their `save`s write (the position role writes `resume`, where a run
   /// continuing from it starts); resume_from() runs their `load`s.
   std::vector<StateRole> state_roles(ResumePosition resume = {});
