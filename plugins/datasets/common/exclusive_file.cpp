@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -73,15 +74,23 @@ std::string replace_file_exclusively(const std::string& target, const std::strin
   return "";
 }
 
-int open_regular_file_for_reading(const std::string& path) {
+std::optional<std::string> read_regular_file(const std::string& path, std::size_t max_bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) return -1;
+  if (fd < 0) return std::nullopt;
   struct stat info {};
-  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-    ::close(fd);
-    return -1;
+  std::optional<std::string> text;
+  if (::fstat(fd, &info) == 0 && S_ISREG(info.st_mode) && static_cast<uint64_t>(info.st_size) <= max_bytes) {
+    text.emplace(static_cast<std::size_t>(info.st_size), '\0');
+    std::size_t filled = 0;
+    while (text && filled < text->size()) {
+      const ssize_t n = ::read(fd, text->data() + filled, text->size() - filled);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) text.reset();  // an error, or the file shrank meanwhile
+      else filled += static_cast<std::size_t>(n);
+    }
   }
-  return fd;
+  ::close(fd);
+  return text;
 }
 
 }  // namespace tp::image_folder

@@ -5,6 +5,8 @@
 // (docs/hardening.md, section 15).
 #pragma once
 
+#include <cstddef>
+#include <optional>
 #include <string>
 
 namespace tp::image_folder {
@@ -21,9 +23,10 @@ std::string temporary_name_for(const std::string& target);
 /// success returns "".
 std::string replace_file_exclusively(const std::string& target, const std::string& bytes);
 
-/// Opens `path` for reading without following a final symbolic link or blocking on a FIFO, and
-/// returns its descriptor only when it is a regular file (else -1): for files other users may
+/// The whole contents of `path`, read without following a final symbolic link or blocking on a
+/// FIFO, when it is a regular file of at most `max_bytes` (checked on its size before any byte is
+/// read or allocated); nothing when it is not, or cannot be read whole. For files other users may
 /// have planted, which the caller then parses as untrusted input.
-int open_regular_file_for_reading(const std::string& path);
+std::optional<std::string> read_regular_file(const std::string& path, std::size_t max_bytes);
 
 }  // namespace tp::image_folder

@@ -1,10 +1,8 @@
 #include "listing_cache.h"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -86,23 +84,9 @@ std::optional<Listing> read_listing_cache(const std::string& path, const std::st
   // Never through a planted link, never blocking on a planted FIFO, never more than a listing of
   // ten million images takes: the directory may be a team's, and its files are untrusted.
   constexpr std::size_t kMaxListingBytes = std::size_t{2} << 30;
-  const int fd = open_regular_file_for_reading(path);
-  if (fd < 0) return std::nullopt;
-  std::string text;
-  std::vector<char> chunk(std::size_t{1} << 16);
-  bool complete = false;
-  while (text.size() <= kMaxListingBytes) {
-    const ssize_t n = ::read(fd, chunk.data(), chunk.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      complete = n == 0;
-      break;
-    }
-    text.append(chunk.data(), static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  if (!complete) return std::nullopt;
-  std::istringstream in(std::move(text));
+  std::optional<std::string> text = read_regular_file(path, kMaxListingBytes);
+  if (!text) return std::nullopt;
+  std::istringstream in(std::move(*text));
   return parse_listing_cache(in, root, extensions);
 }
 

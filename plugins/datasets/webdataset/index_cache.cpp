@@ -1,14 +1,8 @@
 #include "index_cache.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <memory>
 
 #include "exclusive_file.h"
 #include "tp/cpp/guard.h"
@@ -189,27 +183,11 @@ std::optional<ShardIndex> parse_index_cache(const std::string& text, const std::
 std::optional<ShardIndex> read_index_cache(const std::string& cache_path, const std::string& shard_path,
                                            uint64_t file_size, int64_t mtime_ns) {
   // Never through a planted link, never blocking on a planted FIFO: only a regular file is read.
-  const int fd = ifo::open_regular_file_for_reading(cache_path);
-  if (fd < 0) return std::nullopt;
-  const std::unique_ptr<int, void (*)(int*)> closer(new int(fd), [](int* f) {
-    ::close(*f);
-    delete f;
-  });
-  struct stat info {};
   // A line per sample of at most a few times its member names, which the shard itself holds:
   // anything larger than this bound is not a cache a scan wrote, and is not read into memory.
-  const uint64_t bound = 4 * file_size + 65536;
-  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) || static_cast<uint64_t>(info.st_size) > bound)
-    return std::nullopt;
-  std::string text(static_cast<std::size_t>(info.st_size), '\0');
-  std::size_t filled = 0;
-  while (filled < text.size()) {
-    const ssize_t n = ::read(fd, &text[filled], text.size() - filled);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return std::nullopt;
-    filled += static_cast<std::size_t>(n);
-  }
-  return parse_index_cache(text, shard_path, file_size, mtime_ns);
+  const std::optional<std::string> text = ifo::read_regular_file(cache_path, 4 * file_size + 65536);
+  if (!text) return std::nullopt;
+  return parse_index_cache(*text, shard_path, file_size, mtime_ns);
 }
 
 std::string format_index_cache(const std::string& shard_path, const ShardIndex& index) {
