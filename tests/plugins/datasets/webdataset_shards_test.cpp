@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <string>
 #include <thread>
@@ -13,6 +12,7 @@
 #include <doctest/doctest.h>
 
 #include "sample_reader.h"
+#include "support/dir_entries.h"
 #include "shard_pattern.h"
 #include "tar_index.h"
 #include "tp/cpp/guard.h"
@@ -21,6 +21,7 @@
 namespace fs = std::filesystem;
 namespace wds = tp::webdataset;
 using namespace tp::test::webdataset;
+using tp::test::names_in;
 
 namespace {
 
@@ -116,18 +117,6 @@ TEST_CASE("webdataset writer: refuses samples the reader would not give back as 
   CHECK_THROWS_AS(wds::ShardWriter(dir.string(), "p", 0), tp::cpp::Failure);
   CHECK_THROWS_AS(wds::ShardWriter(dir.string(), "a/b", 10), tp::cpp::Failure);
 }
-
-namespace {
-
-/// The names in `dir`, sorted ("." entries included).
-std::vector<std::string> names_in(const fs::path& dir) {
-  std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-}  // namespace
 
 TEST_CASE("webdataset writer: all or nothing, through a partial directory no one else can reach") {
   // Issue 58, items 16 and 1: shards were written as `<out>/<name>.tmp.<pid>` (opened through any

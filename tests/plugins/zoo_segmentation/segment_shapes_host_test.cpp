@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "integration/host_runner.h"
+#include "support/dir_entries.h"
 #include "tp/framework/error.h"
 #include "verify/verify_runner.h"
 
@@ -21,6 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using tp::test::json_number;
+using tp::test::names_in;
 
 const std::string kConfig =
     "--config configs/segment_shapes.toml --set train.epochs=1 --set train.batch_size=8 --set data.train.size=96 "
@@ -45,13 +47,6 @@ std::string bytes_of(const fs::path& file) {
 uint32_t big_endian(const std::string& bytes, std::size_t at) {
   return (uint32_t(uint8_t(bytes[at])) << 24) | (uint32_t(uint8_t(bytes[at + 1])) << 16) |
          (uint32_t(uint8_t(bytes[at + 2])) << 8) | uint32_t(uint8_t(bytes[at + 3]));
-}
-
-std::vector<std::string> names_in(const fs::path& dir) {
-  std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
 }
 
 }  // namespace
