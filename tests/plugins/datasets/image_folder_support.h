@@ -1,4 +1,5 @@
-// Shared by the image_folder C-ABI tests (image_folder_test.cpp, image_folder_augment_test.cpp):
+// Shared by the image_folder C-ABI tests (image_folder_test.cpp, image_folder_bad_files_test.cpp,
+// image_folder_augment_test.cpp):
 // a scrambled class-folder fixture written at test time, the plugin's configuration with every
 // key at its default, CHW readers of a sample with the OpenCV reference they compare to, and
 // readers of a sample's encoded form (plugin ABI 1.11; webdataset_test.cpp too).
