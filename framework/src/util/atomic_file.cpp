@@ -8,6 +8,7 @@
 #include <iterator>
 #include <random>
 #include <string>
+#include <utility>
 
 #include "tp/framework/util/atomic_file.h"
 #include "tp/framework/error.h"
@@ -44,19 +45,29 @@ std::string random_tag() {
 }
 
 // Calls `create(name)` (returns 0 or an errno) on fresh temporary names beside `target` until one
-// is new: EEXIST only when random names collide, which a guess cannot cause.
+// is new: EEXIST only when random names collide, which a guess cannot cause. Returns the last name
+// tried and 0, or the error that stopped it.
+template <typename Create>
+std::pair<std::filesystem::path, int> try_unique(const std::filesystem::path& target, std::string_view marker,
+                                                 bool hidden, Create create) {
+  const std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
+  std::filesystem::path name;
+  int error = EEXIST;
+  for (int attempt = 0; attempt < 8 && error == EEXIST; ++attempt) {
+    name = dir / ((hidden ? "." : "") + target.filename().string() + "." + random_tag() + std::string(marker) +
+                  std::to_string(::getpid()));
+    error = create(name);
+  }
+  return {name, error};
+}
+
+// try_unique that throws tp::Error (naming the directory) when no temporary could be created.
 template <typename Create>
 std::filesystem::path create_unique(const std::filesystem::path& target, std::string_view marker, bool hidden,
                                     Create create) {
-  const std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
-  int error = EEXIST;
-  for (int attempt = 0; attempt < 8 && error == EEXIST; ++attempt) {
-    const std::filesystem::path name = dir / ((hidden ? "." : "") + target.filename().string() + "." + random_tag() +
-                                              std::string(marker) + std::to_string(::getpid()));
-    error = create(name);
-    if (error == 0) return name;
-  }
-  fail(target, "creating a temporary in " + dir.string(), error, "");
+  auto [name, error] = try_unique(target, marker, hidden, create);
+  if (error != 0) fail(target, "creating a temporary in " + name.parent_path().string(), error, "");
+  return name;
 }
 
 }  // namespace
@@ -89,12 +100,10 @@ void link_file_atomically(const std::filesystem::path& existing, const std::file
   refuse_special_file(target);
   const std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
   // link() never follows a link at its new name either: an unpredictable name only has to be new.
-  std::string tmp;
-  int error = EEXIST;
-  for (int attempt = 0; attempt < 8 && error == EEXIST; ++attempt) {
-    tmp = (dir / ("." + target.filename().string() + "." + random_tag() + ".link-" + std::to_string(::getpid()))).string();
-    error = ::link(existing.c_str(), tmp.c_str()) == 0 ? 0 : errno;
-  }
+  const auto [linked, error] = try_unique(target, ".link-", /*hidden=*/true, [&](const std::filesystem::path& name) {
+    return ::link(existing.c_str(), name.c_str()) == 0 ? 0 : errno;
+  });
+  const std::string tmp = linked.string();
   if (error == 0) {
     if (::rename(tmp.c_str(), target.c_str()) != 0) fail(target, "rename", errno, tmp);
     sync_directory(dir);
