@@ -35,7 +35,9 @@
 #include "image_file.h"
 #include "shard_writer.h"
 #include "split_listing.h"
+#include "tp/cpp/config.h"
 #include "tp/cpp/guard.h"
+#include "tp/framework/config/config_view.h"
 #include "tp/framework/data/sampler.h"
 #include "tp/framework/engine/stop_signal.h"
 #endif
@@ -69,28 +71,6 @@ const ComponentConfig& split_table(const RunConfig& config, const std::string& s
                                            "] and data." + split + "_from_train = false, so it has no " + split +
                                            " split to write.");
   return config.data.train;
-}
-
-std::string string_key(const ComponentConfig& table, const char* key) {
-  return table.options[key].value_or(std::string());
-}
-
-// The keys of an image_folder table that choose its files, as the plugin reads them (the
-// session filled in the defaults and resolved the paths).
-ifo::ListingKeys listing_keys(const ComponentConfig& table) {
-  ifo::ListingKeys keys;
-  keys.root = string_key(table, "root");
-  keys.csv = string_key(table, "csv");
-  keys.val_root = string_key(table, "val_root");
-  keys.val_csv = string_key(table, "val_csv");
-  keys.test_root = string_key(table, "test_root");
-  keys.test_csv = string_key(table, "test_csv");
-  keys.val_split = table.options["val_split"].value_or(0.0);
-  keys.split_seed = static_cast<uint64_t>(table.options["split_seed"].value_or(int64_t{0}));
-  if (const toml::array* extensions = table.options["extensions"].as_array())
-    for (const auto& e : *extensions) keys.extensions.push_back(e.value_or(std::string()));
-  keys.allow_outside_root = table.options["allow_outside_root"].value_or(false);
-  return keys;
 }
 
 // The image member's extension: the file's own, lower-cased ("JPG" -> "jpg").
@@ -197,12 +177,20 @@ int run_shards(const Options& options) {
   check_out(options.out);
   refuse_existing_shards(options.out, prefix);
 
-  const ifo::ListingKeys keys = listing_keys(table);
+  // The keys as the plugin reads them: its own reader over the C view its create gets, so a key
+  // the plugin refuses (val_split outside [0, 1]) is refused here too, and none is mapped twice.
+  std::string key_failure;
+  const ConfigView view(table.options, table.component, [&](tp_status code, const std::string& message) {
+    key_failure = message;
+    return code;
+  });
+  ifo::ListingKeys keys;
   ifo::Listing listing;
   try {
+    keys = ifo::read_listing_keys(tp::cpp::ConfigReader(view.view(), "image_folder"));
     listing = ifo::listing_of_split(keys, options.split);
   } catch (const tp::cpp::Failure& e) {
-    listing_failed(e, table.key_path);
+    listing_failed(key_failure.empty() ? e : tp::cpp::Failure(e.code(), key_failure), table.key_path);
   }
   const std::size_t count = listing.paths.size();
   if (count == 0) throw Error("host shards write: " + table.key_path + " (split " + options.split + ") holds no image.");

@@ -59,25 +59,8 @@ const tp_descriptor_t kDescriptor = tp::cpp::dataset_descriptor(
 
 /* Config */
 
-/// The table's listing keys, as listing_of_split takes them.
-ifo::ListingKeys listing_keys(const tp::cpp::ConfigReader& cfg) {
-  ifo::ListingKeys keys;
-  keys.root = cfg.get_string("root");
-  keys.csv = cfg.get_string("csv");
-  keys.val_root = cfg.get_string("val_root");
-  keys.val_csv = cfg.get_string("val_csv");
-  keys.test_root = cfg.get_string("test_root");
-  keys.test_csv = cfg.get_string("test_csv");
-  keys.val_split = cfg.get_float_in("val_split", 0.0, 1.0);
-  keys.split_seed = static_cast<uint64_t>(cfg.get_int("split_seed"));
-  keys.extensions = cfg.get_string_array("extensions");
-  keys.cache_dir = cfg.get_string("cache_dir");
-  keys.allow_outside_root = cfg.get_bool("allow_outside_root");
-  return keys;
-}
-
 ifo::Listing listing_for(const tp::cpp::DatasetArgs& args, ifo::CacheUse cache) {
-  return ifo::listing_of_split(listing_keys(args.config), args.split_name,
+  return ifo::listing_of_split(ifo::read_listing_keys(args.config), args.split_name,
                                args.config.get_bool("cache") ? cache : ifo::CacheUse::kOff);
 }
 

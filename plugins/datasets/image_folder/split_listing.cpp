@@ -45,6 +45,22 @@ Listing held_out_listing(const ListingReader& read_listing, const std::string& s
 
 }  // namespace
 
+ListingKeys read_listing_keys(const tp::cpp::ConfigReader& cfg) {
+  ListingKeys keys;
+  keys.root = cfg.get_string("root");
+  keys.csv = cfg.get_string("csv");
+  keys.val_root = cfg.get_string("val_root");
+  keys.val_csv = cfg.get_string("val_csv");
+  keys.test_root = cfg.get_string("test_root");
+  keys.test_csv = cfg.get_string("test_csv");
+  keys.val_split = cfg.get_float_in("val_split", 0.0, 1.0);
+  keys.split_seed = static_cast<uint64_t>(cfg.get_int("split_seed"));
+  keys.extensions = cfg.get_string_array("extensions");
+  keys.cache_dir = cfg.get_string("cache_dir");
+  keys.allow_outside_root = cfg.get_bool("allow_outside_root");
+  return keys;
+}
+
 Listing listing_of_split(const ListingKeys& keys, const std::string& split, CacheUse cache) {
   const ListingReader read_listing{keys, cache};
   if (split == "test") {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "image_listing.h"
+#include "tp/cpp/config.h"
 
 namespace tp::image_folder {
 
@@ -28,6 +29,12 @@ struct ListingKeys {
   std::string cache_dir;            ///< the listing cache's directory ("" = the per-user default)
   bool allow_outside_root = false;  ///< a CSV row may be absolute or climb out of its root with '..'
 };
+
+/// The listing keys of an image_folder table, read and checked as the plugin reads them (val_split
+/// within [0, 1]). One reader for the plugin and for `host shards write`, which hands it the
+/// same C view of the table the plugin's create gets, so the two cannot disagree on a key.
+/// Throws tp::cpp::Failure (TP_ERR_CONFIG) naming a key that is missing or out of range.
+ListingKeys read_listing_keys(const tp::cpp::ConfigReader& cfg);
 
 /// The listing of `split` ("train", "val" or "test") for `keys`. Throws tp::cpp::Failure
 /// (TP_ERR_CONFIG) naming the keys when they contradict each other or a split has no source

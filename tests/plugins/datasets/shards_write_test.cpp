@@ -279,6 +279,10 @@ TEST_CASE("host shards write: argument errors are the host's configuration error
            Case{"--out '" + (dir / "a_file" / "sub").string() + "'", "cannot create the directory", 2},
            Case{"--seed abc --out '" + (dir / "o").string() + "'", "--seed takes an integer from 0 to 2^64 - 1", 2},
            Case{"--split val --out '" + (dir / "o").string() + "'", "the val split needs `val_root`", 2},
+           // The plugin's own key reader (split_listing.h): what the plugin refuses, shards write
+           // refuses (its own mapping wrote the training split with val_split = -0.5).
+           Case{"--set data.train.val_split=-0.5 --out '" + (dir / "o").string() + "'",
+                "image_folder: val_split = -0.5 is outside [0, 1]", 2},
            Case{"--set data.train.root='\"" + (dir / "nowhere").string() + "\"' --out '" + (dir / "o").string() + "'",
                 "is not a directory", 1}}) {
     CAPTURE(bad.args);
