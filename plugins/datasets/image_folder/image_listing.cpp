@@ -1,7 +1,6 @@
 #include "image_listing.h"
 
 #include <algorithm>
-#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -9,6 +8,7 @@
 #include <utility>
 
 #include "image_file.h"
+#include "listing_text.h"
 #include "tp/cpp/guard.h"
 #include "tp/cpp/random.h"
 
@@ -17,26 +17,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using tp::cpp::Failure;
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-bool has_extension(const std::string& name, const std::vector<std::string>& extensions) {
-  const std::string l = lower(name);
-  for (const std::string& ext : extensions) {
-    if (l.size() >= ext.size() && l.compare(l.size() - ext.size(), ext.size(), lower(ext)) == 0) return true;
-  }
-  return false;
-}
-
-std::string trim(const std::string& s) {
-  std::size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
 
 bool parse_int(const std::string& s, int64_t* out) {
   if (s.empty()) return false;
@@ -76,7 +56,7 @@ Listing scan_folder(const std::string& root, const std::vector<std::string>& ext
       if (walked != nullptr && it->is_directory()) walked->push_back(it->path().string());
       if (!it->is_regular_file()) continue;
       const std::string name = it->path().filename().string();
-      if (has_extension(name, extensions)) files.emplace_back(it->path().parent_path().string(), name);
+      if (datasets::has_extension(name, extensions)) files.emplace_back(it->path().parent_path().string(), name);
     }
     std::sort(files.begin(), files.end());
     for (auto& [parent, name] : files) {
@@ -99,15 +79,15 @@ Listing read_csv_listing(const std::string& csv_path, const std::string& base_di
   int64_t number = 0;
   while (std::getline(in, line)) {
     ++number;
-    const std::string t = trim(line);
+    const std::string t = datasets::trim(line);
     if (t.empty() || t[0] == '#') continue;
     const std::size_t comma = t.rfind(',');
     if (comma == std::string::npos)
       throw Failure(TP_ERR_CONFIG, "image_folder: " + csv_path + ":" + std::to_string(number) +
                                        ": expected `path,label`, got '" + t + "'");
-    std::string path = trim(t.substr(0, comma));
-    std::string label = trim(t.substr(comma + 1));
-    if (paths.empty() && label_cells.empty() && lower(path) == "path" && lower(label) == "label") continue;
+    std::string path = datasets::trim(t.substr(0, comma));
+    std::string label = datasets::trim(t.substr(comma + 1));
+    if (paths.empty() && label_cells.empty() && datasets::lower_case(path) == "path" && datasets::lower_case(label) == "label") continue;
     if (path.empty() || label.empty())
       throw Failure(TP_ERR_CONFIG, "image_folder: " + csv_path + ":" + std::to_string(number) +
                                        ": empty path or label in '" + t + "'");

@@ -9,6 +9,7 @@
 
 #include "cache_dir.h"
 #include "exclusive_file.h"
+#include "stable_hash.h"
 #include "tp/cpp/guard.h"
 
 namespace tp::image_folder {
@@ -17,17 +18,6 @@ namespace {
 namespace fs = std::filesystem;
 using tp::cpp::Failure;
 constexpr const char* kMagic = "torchhost image_folder index 1";
-
-// FNV-1a 64: a stable name for (root, extensions); collisions only cost a rescan (the header names
-// the root and extensions, which read_listing_cache compares).
-uint64_t fnv1a(const std::string& text) {
-  uint64_t hash = 1469598103934665603ULL;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 1099511628211ULL;
-  }
-  return hash;
-}
 
 std::string joined(const std::vector<std::string>& items) {
   std::string text;
@@ -75,7 +65,7 @@ std::string listing_cache_path(const std::string& cache_dir, const std::string& 
   const std::string dir = cache_dir.empty() ? default_cache_dir() : cache_dir;
   const std::string key = fs::absolute(root).lexically_normal().string() + '\n' + joined(extensions);
   char name[64];
-  std::snprintf(name, sizeof name, "image_folder-%016llx.index", static_cast<unsigned long long>(fnv1a(key)));
+  std::snprintf(name, sizeof name, "image_folder-%016llx.index", static_cast<unsigned long long>(datasets::fnv1a_64(key)));
   return (fs::path(dir) / name).string();
 }
 

@@ -1,12 +1,12 @@
 #include "pair_listing.h"
 
 #include <algorithm>
-#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <system_error>
 
+#include "listing_text.h"
 #include "pixel_io.h"
 #include "tp/cpp/guard.h"
 
@@ -15,26 +15,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using tp::cpp::Failure;
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-bool has_extension(const std::string& name, const std::vector<std::string>& extensions) {
-  const std::string l = lower(name);
-  for (const std::string& e : extensions) {
-    const std::string le = lower(e);
-    if (l.size() > le.size() && l.compare(l.size() - le.size(), le.size(), le) == 0) return true;
-  }
-  return false;
-}
-
-std::string trim(const std::string& s) {
-  const auto first = s.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) return "";
-  return s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1);
-}
 
 bool is_file(const fs::path& p) {
   std::error_code ec;
@@ -50,7 +30,7 @@ std::vector<std::string> scan_images(const fs::path& dir, const std::vector<std:
   std::vector<std::string> found;
   fs::recursive_directory_iterator it(dir, fs::directory_options::follow_directory_symlink, ec), end;
   for (; !ec && it != end; it.increment(ec)) {
-    if (!it->is_regular_file(ec) || !has_extension(it->path().filename().string(), extensions)) continue;
+    if (!it->is_regular_file(ec) || !datasets::has_extension(it->path().filename().string(), extensions)) continue;
     found.push_back(it->path().lexically_relative(dir).generic_string());
   }
   if (ec) throw Failure(TP_ERR_IO, "segmentation_folder: cannot scan '" + dir.string() + "': " + ec.message());
@@ -64,7 +44,7 @@ std::vector<std::string> read_stems(const std::string& list) {
   std::vector<std::string> stems;
   std::string line;
   while (std::getline(in, line)) {
-    const std::string stem = trim(line);
+    const std::string stem = datasets::trim(line);
     if (!stem.empty() && stem[0] != '#') stems.push_back(stem);
   }
   return stems;

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "exclusive_file.h"
+#include "stable_hash.h"
 #include "tp/cpp/guard.h"
 
 namespace tp::webdataset {
@@ -15,17 +16,6 @@ namespace ifo = tp::image_folder;
 using tp::cpp::Failure;
 constexpr const char* kCacheMagic = "torchhost webdataset index 1";
 constexpr uint64_t kTarBlock = 512;
-
-// FNV-1a 64 of the shard's path: a stable file name; collisions only cost a re-index (the file
-// names the shard, which parse_index_cache compares).
-uint64_t path_hash(const std::string& text) {
-  uint64_t hash = 1469598103934665603ULL;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 1099511628211ULL;
-  }
-  return hash;
-}
 
 std::string shard_identity(const std::string& shard_path) {
   return fs::absolute(shard_path).lexically_normal().string();
@@ -143,7 +133,7 @@ bool parse_sample(const std::string& line, IndexedSample* out) {
 std::string index_cache_path(const std::string& cache_dir, const std::string& shard_path) {
   char name[64];
   std::snprintf(name, sizeof name, "webdataset-%016llx.index",
-                static_cast<unsigned long long>(path_hash(shard_identity(shard_path))));
+                static_cast<unsigned long long>(datasets::fnv1a_64(shard_identity(shard_path))));
   return (fs::path(cache_dir) / name).string();
 }
 

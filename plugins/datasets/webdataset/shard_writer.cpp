@@ -17,6 +17,7 @@
 #include <random>
 #include <utility>
 
+#include "listing_text.h"
 #include "tp/cpp/guard.h"
 
 namespace tp::webdataset {
@@ -28,13 +29,6 @@ constexpr uint64_t kBlock = 512;
 constexpr uint64_t kEndOfArchive = 2 * kBlock;  // two zero blocks close a tar
 
 uint64_t padded(uint64_t n) { return (n + kBlock - 1) / kBlock * kBlock; }
-
-std::string lowered(const std::string& text) {
-  std::string out = text;
-  for (char& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
-}
 
 [[noreturn]] void refuse(const std::string& key, const std::string& why) {
   throw Failure(TP_ERR_INVALID_ARGUMENT, "shard writer: sample '" + key + "' " + why);
@@ -65,7 +59,7 @@ void check_sample(const std::string& key, const std::string& previous, const std
     if (ext.empty() || ext.find('/') != std::string::npos || ext.find('\0') != std::string::npos)
       refuse(key, "has a member extension '" + ext + "': not empty, no '/'");
     for (std::size_t j = 0; j < i; ++j)
-      if (lowered(members[j].extension) == lowered(ext))
+      if (datasets::lower_case(members[j].extension) == datasets::lower_case(ext))
         refuse(key, "has the extension '" + ext + "' twice (extensions are compared in lower case)");
   }
 }
