@@ -1,15 +1,13 @@
 #include "verify/verify_child.h"
 
 #include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
 #include <c10/util/StringUtil.h>
 #include <signal.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include "child_process.h"
 #include "tp/framework/dist/batchnorm_sync.h"
@@ -76,10 +74,8 @@ ChildResult ChildRunner::train(const std::filesystem::path& dir, const std::vect
 
 ChildResult ChildRunner::eval(const std::filesystem::path& dir, const std::filesystem::path& checkpoint,
                               const std::vector<std::string>& sets, int ranks) const {
-  // The schedule plays no part in an evaluation, but its settings are checked against the run's
-  // length (a 2000-step warmup on a small data set would refuse to start).
-  std::vector<std::string> extra{"--checkpoint", checkpoint.string(), "--set", "progress.mode=\"off\"", "--set",
-                                 "schedule.name=\"constant\""};
+  // host eval reads no training setting (evaluate_checkpoint): the config evaluates as the user wrote it.
+  std::vector<std::string> extra{"--checkpoint", checkpoint.string()};
   for (const std::string& set : sets) extra.insert(extra.end(), {"--set", set});
   return run("eval", dir, std::move(extra), ranks);
 }
@@ -165,23 +161,11 @@ bool has_batchnorm_statistics(const NamedWeights& weights) {
 std::vector<std::pair<std::string, double>> read_eval_values(const std::filesystem::path& file) {
   std::ifstream in(file);
   if (!in) throw Error("host verify: `host eval` wrote no " + file.string() + ".");
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string json = text.str();
+  const nlohmann::ordered_json json = nlohmann::ordered_json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) throw Error("host verify: " + file.string() + " is not the JSON object `host eval` writes.");
   std::vector<std::pair<std::string, double>> values;
-  // eval_*.json is one flat object {"key":value,...} whose metric values are numbers.
-  for (size_t at = json.find('"'); at != std::string::npos; at = json.find('"', at)) {
-    const size_t end = json.find('"', at + 1);
-    if (end == std::string::npos || end + 1 >= json.size() || json[end + 1] != ':') {
-      at = end == std::string::npos ? end : end + 1;
-      continue;
-    }
-    const char* start = json.c_str() + end + 2;
-    char* stop = nullptr;
-    const double value = std::strtod(start, &stop);
-    if (stop != start) values.emplace_back(json.substr(at + 1, end - at - 1), value);
-    at = end + 1;
-  }
+  for (const auto& [name, value] : json.items())
+    if (value.is_number()) values.emplace_back(name, value.get<double>());
   return values;
 }
 

@@ -3,6 +3,7 @@
 // (dropout makes the CPU RNG state part of what must be restored).
 #include <ATen/ATen.h>
 
+#include <filesystem>
 #include <map>
 #include <string>
 #include <utility>
@@ -21,6 +22,17 @@ const std::string kResumeArgs =
     "--config tests/integration/accumulation.toml --set progress.mode=\"off\" --set run.threads=1 "
     "--set train.batch_size=16 --set train.log_every_steps=5 --set model.dropout=0.2 --set data.num_workers=2 "
     "--set optim.lr=0.01 ";
+
+/// Every regular file under `dir` (relative name) with its modification time and bytes: a file
+/// rewritten with the same text still differs.
+std::map<std::string, std::string> files_of(const std::filesystem::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir))
+    if (entry.is_regular_file())
+      files[entry.path().lexically_relative(dir).string()] =
+          std::to_string(entry.last_write_time().time_since_epoch().count()) + " " + tp::test::read_text(entry.path());
+  return files;
+}
 
 }  // namespace
 
@@ -103,11 +115,17 @@ TEST_CASE("a --resume that fails at start-up, and host eval, leave config.toml a
     CHECK(tp::test::read_text(dir / "config.toml") == config);
     CHECK(tp::test::read_text(dir / "runtime.toml") == runtime);
   }
+  // host eval adds its eval_last.json and changes nothing else of the run (issue 61: it writes no
+  // file of the training's, not even the same text again).
+  const auto before = files_of(dir);
   const auto eval = tp::test::run_host("eval --config '" + (dir / "config.toml").string() + "' --output-dir '" +
                                        dir.string() + "' --checkpoint last --set run.threads=2");
   INFO(eval.output);
   CHECK(eval.exit_code == 0);
   CHECK(tp::test::read_text(dir / "runtime.toml") == runtime);
+  auto after = files_of(dir);
+  CHECK(after.erase("eval_last.json") == 1);
+  CHECK(after == before);
   // A resume that starts writes both, with its own settings.
   const auto resumed = tp::test::run_host(args + " --set train.log_every_steps=7 --resume auto");
   INFO(resumed.output);

@@ -13,6 +13,7 @@
 #include "engine/training/nan_policy.h"
 #include "engine/training/run_budget.h"
 #include "engine/setup/image_decode_choice.h"
+#include "engine/setup/loader_options.h"
 #include "engine/setup/runtime_toml.h"
 #include "tp/framework/error.h"
 #include "tp/framework/optim/device_step.h"
@@ -22,24 +23,6 @@
 
 namespace tp {
 namespace {
-
-LoaderOptions loader_options(const RunConfig& c, int64_t batch_size, LoaderMode mode, int rank, int world,
-                             const c10::Device& device) {
-  return LoaderOptions()
-      .batch_size(batch_size)
-      .num_workers(c.data.num_workers)
-      .prefetch(c.data.prefetch)
-      .drop_last(mode == LoaderMode::kTrain && c.train.drop_last)
-      .shuffle(mode == LoaderMode::kTrain && c.data.shuffle)
-      .seed(static_cast<uint64_t>(c.run.seed))
-      .rank(rank)
-      .world_size(world)
-      .mode(mode)
-      .pin_memory(device.is_cuda())
-      .on_bad_sample(c.data.on_bad_sample)
-      .sample_timeout_s(c.data.sample_timeout_s)
-      .group_window(c.data.group_window);
-}
 
 /// optim.layer_decay's effect in one line: the number of groups and the lr range, each end with a
 /// parameter it applies to (train.log, so a user sees which layers learn slowest).
@@ -146,7 +129,7 @@ Trainer::Impl::Impl(const RunConfig& config, RunComponents& parts, c10::Device d
       log_.info("overfit_batches: training and validating on the first " + std::to_string(t.overfit_batches) +
                 " training batches; the loss should approach zero");
   } else if (parts_.val_data && config_.eval.strategy != IntervalStrategy::kNo) {
-    const int64_t eval_batch = config_.eval.batch_size > 0 ? config_.eval.batch_size : t.batch_size;
+    const int64_t eval_batch = evaluation_batch_size(config_);
     val_decode = choose_image_decode(config_, device_, *parts_.val_data, "val", config_.data.num_workers);
     val_loader = std::make_unique<DataLoader>(
         parts_.val_data, loader_options(config_, eval_batch, LoaderMode::kEvalExact, rank_, world_size_, device_),

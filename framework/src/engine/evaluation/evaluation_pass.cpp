@@ -1,0 +1,95 @@
+#include "engine/evaluation/evaluation_pass.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/training/batch_error.h"
+#include "tp/framework/dist/collectives.h"
+
+namespace tp {
+
+Scalars evaluate_split(const EvaluationPass& pass, const std::string& prefix) {
+  RunComponents& parts = pass.parts;
+  Collectives& collectives = pass.collectives;
+  parts.model->set_training(false);
+  for (auto& metric : parts.metrics) metric->reset();
+  auto options = at::TensorOptions().dtype(at::kDouble).device(pass.placement.device());
+  at::Tensor loss_sum = at::zeros({}, options), count = at::zeros({}, options);
+  std::vector<std::string> term_names; // the loss's named terms (LossTerms::terms), summed like the loss
+  at::Tensor term_sums;
+  {
+    // Inference mode: no autograd bookkeeping at all (cheaper than no_grad).
+    c10::InferenceMode inference;
+    pass.loader.start_epoch(0);
+    int64_t batches = 0;
+    while (auto cpu_batch = pass.loader.next()) {
+      if (cpu_batch->empty()) { // every sample skipped: nothing to evaluate, but it is a batch
+        if (++batches == pass.batch_limit) break;
+        continue;
+      }
+      const NamedTensors batch = pass.placement.to_device(std::move(*cpu_batch));
+      // A failure names the component, the evaluation and the fields (batch_error.h); the
+      // lambdas that describe it run only when a call throws.
+      const auto phase = [&] {
+        return "the evaluation '" + prefix + "' (batch " + std::to_string(batches + 1) +
+               (collectives.world_size() > 1 ? ", rank " + std::to_string(collectives.rank()) : "") + ")";
+      };
+      const NamedTensors outputs = with_batch_context([&] { return parts.model->forward(batch); }, [&] {
+        return BatchFailure{"model", parts.model->id(), "forward", phase(), "[model]", {{"inputs", &batch}}};
+      });
+      const LossTerms terms = with_batch_context([&] { return parts.loss->forward(outputs, batch); }, [&] {
+        return BatchFailure{"loss", parts.loss->id(), "forward", phase(), "[loss]",
+                            {{"outputs", &outputs}, {"targets", &batch}}};
+      });
+      loss_sum.add_(terms.sum.to(at::kDouble));
+      count.add_(terms.count.to(at::kDouble));
+      if (!terms.terms.empty()) {
+        std::vector<at::Tensor> values;
+        for (const auto& [name, value] : terms.terms) values.push_back(value.to(at::kDouble));
+        if (!term_sums.defined()) {
+          for (const auto& [name, value] : terms.terms) term_names.push_back(name);
+          term_sums = at::zeros({static_cast<int64_t>(values.size())}, options);
+        }
+        term_sums.add_(at::stack(values));
+      }
+      for (std::size_t i = 0; i < parts.metrics.size(); ++i)
+        with_batch_context([&] { parts.metrics[i]->update(outputs, batch); }, [&] {
+          return BatchFailure{"metric", parts.metrics[i]->id(), "update", phase(), pass.metric_tables[i].key_path,
+                              {{"outputs", &outputs}, {"targets", &batch}}};
+        });
+      if (++batches == pass.batch_limit) break; // overfit_batches / fast_dev_run
+    }
+  }
+  // Exact evaluation: the shards are disjoint and cover the split once, so sums of the loss,
+  // the item count and every metric's state are the single-process values.
+  std::vector<at::Tensor> tensors{loss_sum, count};
+  if (term_sums.defined()) tensors.push_back(term_sums);
+  for (auto& metric : parts.metrics)
+    for (const auto& s : metric->state()) tensors.push_back(s.tensor);
+  collectives.all_reduce_sum(tensors, "sum evaluation loss and metric state over ranks");
+  // Rows that do not add up (ABI 1.7: scored detections) are concatenated instead; the metric
+  // keeps a key to sort them by, so rank order does not change its values.
+  if (collectives.world_size() > 1)
+    for (auto& metric : parts.metrics)
+      for (auto& s : metric->gathered_state()) {
+        // Named in a refusal, so a user with several metrics knows whose rows do not match.
+        const std::string what = "gather the rows '" + s.name + "' of metric " + metric->id() + " over ranks";
+        s.tensor.set_(collectives.all_gather_rows(s.tensor, what.c_str()));
+      }
+  Scalars result;
+  result.emplace_back(prefix + "/loss", (loss_sum / count).item<double>()); // sync, once per evaluation
+  if (term_sums.defined()) {
+    const at::Tensor means = (term_sums / count).cpu();
+    for (std::size_t i = 0; i < term_names.size(); ++i)
+      result.emplace_back(prefix + "/loss/" + term_names[i], means[static_cast<int64_t>(i)].item<double>());
+  }
+  for (auto& metric : parts.metrics)
+    for (const auto& [name, value] : metric->compute()) result.emplace_back(prefix + "/" + name, value);
+  return result;
+}
+
+}  // namespace tp

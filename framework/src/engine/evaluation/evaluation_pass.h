@@ -1,0 +1,40 @@
+// One pass of the model over an evaluation split: the loss and every metric summed over the
+// split and then over the ranks (ARCH-8), computed once at the end (ARCH-11). The run's own
+// evaluations (Evaluator) and `host eval`'s (evaluate_checkpoint) are this one function, so that
+// an evaluated checkpoint reports the numbers its run logged for the same weights and batches.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tp/framework/config/run_config.h"
+#include "tp/framework/data/data_loader.h"
+#include "tp/framework/engine/batch_placement.h"
+#include "tp/framework/engine/run_components.h"
+#include "tp/framework/engine/scalars.h"
+
+namespace tp {
+
+class Collectives;
+
+/// What one pass reads; every reference must outlive the call.
+struct EvaluationPass {
+  RunComponents& parts;                              ///< the model, the loss and the metrics
+  const std::vector<ComponentConfig>& metric_tables; ///< [[metrics]] in parts.metrics' order: the key a failure names
+  const BatchPlacement& placement;                   ///< the batches' way to the model's device
+  DataLoader& loader;                                ///< the split, every sample once over the ranks (kEvalExact)
+  int64_t batch_limit;                               ///< > 0: at most that many batches (overfit_batches, fast_dev_run)
+  Collectives& collectives;                          ///< the sums over ranks; the identity for a single process
+};
+
+/// [all ranks] Evaluates the model as it is (its weights, its dtype) on `pass.loader`'s split, in
+/// inference mode and without autocast: "<prefix>/loss", then "<prefix>/loss/<term>" for a loss that reports
+/// named terms, then "<prefix>/<metric>" in config order. Data-parallel: sums over the disjoint
+/// shards, so every rank returns the single-process values; metrics' rows that do not add up
+/// (ABI 1.7) are gathered. Leaves the model in evaluation mode. A failing plugin call throws
+/// PluginError naming the component, the evaluation, the batch and its fields (batch_error.h).
+/// Cost: one device sync, at the end.
+Scalars evaluate_split(const EvaluationPass& pass, const std::string& prefix);
+
+}  // namespace tp

@@ -1,0 +1,83 @@
+// `host eval` evaluates a checkpoint with what evaluation needs (evaluate_checkpoint, issue 61
+// part 2): the training split, the optimizer and the schedule are not built, so settings that only
+// training reads cannot stop it, and its eval_<checkpoint>.json is JSON whatever the checkpoint's
+// path holds. The numbers themselves are the run's (train_e2e_test, weight_average_test,
+// bn_stats_test and verify's distributed check compare them).
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <string>
+
+#include "host_runner.h"
+
+#include <doctest/doctest.h>
+
+namespace {
+
+// A one-epoch quickstart run with a validation split: a few seconds.
+std::filesystem::path trained_run(const std::string& name) {
+  const auto dir = tp::test::fresh_dir(name);
+  const auto trained = tp::test::run_host("--config configs/quickstart.toml --output-dir '" + dir.string() +
+                                          "' --set train.epochs=1 --set data.train.size=640 "
+                                          "--set data.train.val_size=200 --set progress.mode=\"off\"");
+  INFO(trained.output);
+  REQUIRE(trained.exit_code == 0);
+  return dir;
+}
+
+std::string eval_args(const std::filesystem::path& dir, const std::string& checkpoint) {
+  return "eval --config '" + (dir / "config.toml").string() + "' --output-dir '" + dir.string() + "' --checkpoint '" +
+         checkpoint + "' ";
+}
+
+// The file's object, its keys in file order.
+nlohmann::ordered_json read_json(const std::filesystem::path& file) {
+  const std::string text = tp::test::read_text(file);
+  INFO(file.string(), ": ", text);
+  REQUIRE(nlohmann::ordered_json::accept(text));
+  return nlohmann::ordered_json::parse(text);
+}
+
+}  // namespace
+
+TEST_CASE("host eval builds nothing of training: a training batch larger than the split and a schedule "
+          "that cannot be built do not stop it, and the values are the same") {
+  const auto dir = trained_run("eval_without_training");
+  const auto plain = tp::test::run_host(eval_args(dir, "last"));
+  INFO(plain.output);
+  REQUIRE(plain.exit_code == 0);
+  const nlohmann::ordered_json expected = read_json(dir / "eval_last.json");
+  // The Trainer host eval built refused each at construction (exit 2): not one full training
+  // batch per epoch, a warm-up longer than the training. Evaluation reads neither; eval.batch_size
+  // keeps the evaluation's batches (and so its sums) those of the run.
+  for (const std::string set : {"--set train.batch_size=100000 --set eval.batch_size=64",
+                                "--set schedule.name=\"cosine\" --set schedule.warmup_steps=100000"}) {
+    const auto unbuilt = tp::test::run_host(eval_args(dir, "last") + set + " --set eval.strategy=\"no\"");
+    INFO(set, ": ", unbuilt.output);
+    REQUIRE(unbuilt.exit_code == 0);
+    const nlohmann::ordered_json values = read_json(dir / "eval_last.json");
+    for (const char* key : {"val/loss", "val/accuracy", "val/f1"}) {
+      CAPTURE(key);
+      CHECK(values.at(key).get<double>() == expected.at(key).get<double>()); // every digit
+    }
+  }
+}
+
+TEST_CASE("eval_<checkpoint>.json is JSON when the checkpoint's path holds a quote and a backslash") {
+  const auto dir = trained_run("eval_odd_path");
+  const auto odd = dir / "checkpoints" / "odd \"quoted\" back\\slash.pt";
+  std::filesystem::copy_file(dir / "checkpoints" / "last.pt", odd);
+  const auto eval = tp::test::run_host(eval_args(dir, odd.string()));
+  INFO(eval.output);
+  REQUIRE(eval.exit_code == 0);
+  const nlohmann::ordered_json json = read_json(dir / "eval_odd \"quoted\" back\\slash.json");
+  CHECK(json.at("checkpoint").get<std::string>() == odd.string());
+  CHECK(json.at("weights").get<std::string>() == "live");
+  CHECK(json.at("split").get<std::string>() == "val");
+  CHECK(json.at("epoch").get<int64_t>() == 1);
+  CHECK(json.at("val/accuracy").get<double>() >= 0.0);
+  // What was evaluated first, then the values in the order they were produced.
+  std::string keys;
+  for (const auto& [key, value] : json.items()) keys += key + " ";
+  CHECK(keys == "checkpoint epoch step weights split val/loss val/accuracy val/f1 ");
+}
