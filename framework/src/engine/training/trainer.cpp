@@ -42,7 +42,7 @@ std::string describe_layer_decay(const BuiltOptimizer& built, double decay) {
 }  // namespace
 
 Trainer::Impl::Impl(const RunConfig& config, RunComponents& parts, c10::Device device, Logger& logger,
-                    std::filesystem::path run_dir, DistContext* dist, TrainerUse use)
+                    std::filesystem::path run_dir, DistContext* dist)
     : config_(config),
       parts_(parts),
       device_(device),
@@ -52,7 +52,6 @@ Trainer::Impl::Impl(const RunConfig& config, RunComponents& parts, c10::Device d
       rank_(collectives_->rank()),
       world_size_(collectives_->world_size()),
       writes_(rank_ == 0 && !config.train.fast_dev_run),
-      trains_(use == TrainerUse::kTrain),
       epochs_(config.train.fast_dev_run ? 1 : config.train.epochs),
       precision_(config.amp.precision),
       budget_(config.train.fast_dev_run ? 0 : config.train.max_steps, config.train.max_time_seconds),
@@ -70,7 +69,7 @@ Trainer::Impl::Impl(const RunConfig& config, RunComponents& parts, c10::Device d
       provenance_(collect_provenance(parts)) {
   check_precision_supported(precision_, device_);
   history_.listen([this](const HistoryRecord& record) { tensorboard_.add(record); });
-  if (trains_ && writes_ && config.logging.tensorboard_images && !(config.logging.tensorboard && config.plots.enabled))
+  if (writes_ && config.logging.tensorboard_images && !(config.logging.tensorboard && config.plots.enabled))
     log_.warn("logging.tensorboard_images = true adds nothing: the images are plots/*.png, so it needs "
               "logging.tensorboard = true and plots.enabled = true.");
   // The process settings (ARCH-17) were applied by the command; their effective values are
@@ -89,7 +88,7 @@ Trainer::Impl::Impl(const RunConfig& config, RunComponents& parts, c10::Device d
       choose_image_decode(config_, device_, *parts_.train_data, "train", config_.data.num_workers);
   train_loader_ = std::make_unique<DataLoader>(parts_.train_data, train_options, train_decode.stage);
   train_batches_ = train_loader_->batches_per_epoch();
-  if (const std::size_t groups = parts_.train_data->sample_groups().size(); groups > 0 && trains_)
+  if (const std::size_t groups = parts_.train_data->sample_groups().size(); groups > 0)
     log_.info("training order: " + std::to_string(parts_.train_data->size()) + " samples in " +
               std::to_string(groups) + " groups (plugin ABI 1.10), the groups shuffled every epoch and the samples " +
               "within windows of " + std::to_string(config_.data.group_window) + " groups (data.group_window)" +
@@ -125,9 +124,8 @@ Trainer::Impl::Impl(const RunConfig& config, RunComponents& parts, c10::Device d
     val_loader = std::make_unique<DataLoader>(
         parts_.train_data, loader_options(config_, t.batch_size, LoaderMode::kEvalExact, rank_, world_size_, device_),
         train_decode.stage);
-    if (trains_)
-      log_.info("overfit_batches: training and validating on the first " + std::to_string(t.overfit_batches) +
-                " training batches; the loss should approach zero");
+    log_.info("overfit_batches: training and validating on the first " + std::to_string(t.overfit_batches) +
+              " training batches; the loss should approach zero");
   } else if (parts_.val_data && config_.eval.strategy != IntervalStrategy::kNo) {
     const int64_t eval_batch = evaluation_batch_size(config_);
     val_decode = choose_image_decode(config_, device_, *parts_.val_data, "val", config_.data.num_workers);
@@ -137,10 +135,8 @@ Trainer::Impl::Impl(const RunConfig& config, RunComponents& parts, c10::Device d
   }
   record_decode(train_decode, val_decode ? &*val_decode : nullptr);
   evaluator_ = std::make_unique<Evaluator>(config_, parts_, placement_, std::move(val_loader), eval_batches, *collectives_);
-  // `host eval` loads the weights it scores itself: an average would be a copy of them for nothing.
-  if (trains_) init_averages();
-  if (t.fast_dev_run && trains_)
-    log_.info("fast_dev_run: one optimizer step and one evaluation batch; nothing is written");
+  init_averages();
+  if (t.fast_dev_run) log_.info("fast_dev_run: one optimizer step and one evaluation batch; nothing is written");
 }
 
 Trainer::Impl::~Impl() = default;
@@ -167,8 +163,7 @@ void Trainer::Impl::init_cuda_graphs() {
 }
 
 void Trainer::Impl::record_decode(const DecodeChoice& train, const DecodeChoice* val) {
-  if (trains_) log_.info("data.decode: train " + train.state + (val != nullptr ? "; val " + val->state : ""));
-  else if (val != nullptr) log_.info("data.decode: evaluation " + val->state); // host eval: its split's alone
+  log_.info("data.decode: train " + train.state + (val != nullptr ? "; val " + val->state : ""));
   if (config_.data.decode == DecodeMode::kCpu || !writes_ || runtime_toml_.empty()) return;
   runtime_toml_ += "\n" + decode_table(config_, train, val);
   write_runtime_toml();
@@ -199,9 +194,8 @@ void Trainer::Impl::init_schedule() {
   // epoch's short last window counts too (ARCH-10).
   const int64_t total = budget_.total_steps(total_optimizer_steps(epochs_, train_batches_, config_.train.grad_accum_steps));
   update_.set_schedule(make_scheduler(o, *optim_.optimizer, total));
-  if (trains_)
-    log_.info("schedule " + o.name + " over " + std::to_string(total) + " optimizer steps; precision " +
-              std::string(to_string(precision_)));
+  log_.info("schedule " + o.name + " over " + std::to_string(total) + " optimizer steps; precision " +
+            std::string(to_string(precision_)));
 }
 
 void Trainer::Impl::init_averages() {
@@ -239,7 +233,7 @@ void Trainer::Impl::init_model() {
   for (auto& metric : parts_.metrics) metric->to_device(device_);
   if (config_.activation_checkpointing) {
     parts_.model->set_activation_checkpointing(true);
-    if (trains_) log_.info("activation checkpointing: on (the model's declared blocks are recomputed in backward)");
+    log_.info("activation checkpointing: on (the model's declared blocks are recomputed in backward)");
   }
 
   if (config_.freeze_bn_stats) {
@@ -250,14 +244,13 @@ void Trainer::Impl::init_model() {
                         "true recomputes them for the averaged weights at the end: choose one (set swa.update_bn = "
                         "false to keep the frozen statistics, or drop freeze_bn_stats).");
     parts_.model->set_batchnorm_frozen(true);
-    if (trains_)
-      log_.info("freeze_bn_stats: the model's BatchNorm layers normalise with their running statistics and keep them");
+    log_.info("freeze_bn_stats: the model's BatchNorm layers normalise with their running statistics and keep them");
   }
 
   LayerDepths depths;
   if (config_.optim.layer_decay < 1) depths = parts_.model->layer_depths();
   optim_ = make_optimizer(config_.optim, model_state_, &depths);
-  if (!depths.empty() && trains_) log_.info(describe_layer_decay(optim_, config_.optim.layer_decay));
+  if (!depths.empty()) log_.info(describe_layer_decay(optim_, config_.optim.layer_decay));
   // [[optim.param_groups]] freeze = true: in the optimizer, but without gradients until their
   // unfreeze epoch (train_epoch re-applies this for every epoch, a resumed one included).
   set_frozen(optim_, 0);
@@ -272,7 +265,6 @@ void Trainer::Impl::init_model() {
 }
 
 FitSummary Trainer::Impl::fit() {
-  TP_CHECK(trains_, "Trainer::fit: this trainer was built with TrainerUse::kEvaluate (evaluate() only)");
   const auto start = std::chrono::steady_clock::now();
   FitSummary summary;
   summary.monitor = config_.checkpoint.monitor;
@@ -355,13 +347,6 @@ void Trainer::Impl::report_scaler_skips(int64_t steps) const {
                    "(amp.precision = \"bf16\") where the device has it.");
 }
 
-Scalars Trainer::Impl::evaluate(const std::string& prefix) {
-  if (!evaluator_->enabled())
-    throw ConfigError("eval.strategy", "there is nothing to evaluate: the run has no " + prefix +
-                                           " split, or eval.strategy = \"no\" left its loader out.");
-  return evaluator_->evaluate(prefix);
-}
-
 void Trainer::Impl::draw_plots() {
   if (!writes_ || !config_.plots.enabled) return;
   // About 0.1-0.3 s on this thread for a 10k-step history (docs/plots.md); a plotting failure
@@ -379,15 +364,13 @@ uint32_t Trainer::Impl::dispatch(int32_t kind, const Scalars& scalars, const std
 
 // The public face (trainer.h): every call is Impl's.
 Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device device, Logger& logger,
-                 std::filesystem::path run_dir, DistContext* dist, TrainerUse use)
-    : impl_(std::make_unique<Impl>(config, parts, device, logger, std::move(run_dir), dist, use)) {}
+                 std::filesystem::path run_dir, DistContext* dist)
+    : impl_(std::make_unique<Impl>(config, parts, device, logger, std::move(run_dir), dist)) {}
 Trainer::~Trainer() = default;
 FitSummary Trainer::fit() { return impl_->fit(); }
-Scalars Trainer::evaluate(const std::string& prefix) { return impl_->evaluate(prefix); }
 void Trainer::resume_from(const LoadedCheckpoint& checkpoint) { impl_->resume_from(checkpoint); }
 const std::string& Trainer::run_id() const noexcept { return impl_->run_id(); }
 void Trainer::set_run_id(std::string id) { impl_->set_run_id(std::move(id)); }
-void Trainer::broadcast_model() { impl_->broadcast_model(); }
 void Trainer::record_runtime() { impl_->record_runtime(); }
 std::vector<StateRole> Trainer::state_roles(ResumePosition resume) { return impl_->state_roles(resume); }
 CheckpointContents Trainer::checkpoint_contents(ResumePosition resume) { return impl_->checkpoint_contents(resume); }

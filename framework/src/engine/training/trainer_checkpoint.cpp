@@ -129,7 +129,7 @@ bool Trainer::Impl::load_best() {
               std::to_string(best->step) + ")");
   }
   broadcast_model();
-  if (evaluator_->enabled()) evaluator_->set_last(evaluate());
+  if (evaluator_->enabled()) evaluator_->set_last(evaluator_->evaluate());
   return true;
 }
 

@@ -14,7 +14,7 @@ namespace tp {
 
 void Trainer::Impl::init_dist() {
   broadcast_model(); // same initial weights everywhere, whatever each rank's init drew
-  if (trains_) steps_.build_gradient_reducer(); // host eval takes no step: no buckets, no line about them
+  steps_.build_gradient_reducer();
 }
 
 void Trainer::Impl::broadcast_model() {

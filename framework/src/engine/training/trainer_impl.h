@@ -70,7 +70,7 @@ class Trainer::Impl {
   /// every public call is collective: all ranks must make it. Only rank 0 writes files
   /// (history, checkpoints, plots) and prints progress.
   Impl(const RunConfig& config, RunComponents& parts, c10::Device device, Logger& logger,
-       std::filesystem::path run_dir, DistContext* dist, TrainerUse use);
+       std::filesystem::path run_dir, DistContext* dist);
   ~Impl();
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
@@ -81,10 +81,6 @@ class Trainer::Impl {
   /// evaluates on the same samples. Callback requests are honoured as the table in
   /// plugin_api/include/tp/iface/callback.h says.
   FitSummary fit();
-  /// Evaluates the current model on the split RunComponents::val_data holds (host eval --split
-  /// test puts the test split there): "<prefix>/loss" and "<prefix>/<metric>". Throws
-  /// ConfigError when the run has no evaluation loader.
-  Scalars evaluate(const std::string& prefix = "val");
   /// Continues from `checkpoint` (call before fit()): model, optimizer, schedule, grad scaler,
   /// CPU RNG, step/epoch counters, the position inside the epoch, best value and history.
   /// Resuming is exact: the rest of the run is the same as if it had never stopped. Data-parallel:
@@ -95,8 +91,8 @@ class Trainer::Impl {
   const std::string& run_id() const noexcept { return run_id_; }
   /// Sets the identity for the checkpoints saved from now on (host train: a fresh run's new one).
   void set_run_id(std::string id) { run_id_ = std::move(id); }
-  /// Data-parallel: copies rank 0's parameters and buffers to every rank (after loading weights
-  /// outside the trainer, e.g. `host eval`). The identity for a single process.
+  /// Data-parallel: copies rank 0's parameters and buffers to every rank (the initial weights,
+  /// a resumed checkpoint's, the best ones loaded at the end). The identity for a single process.
   void broadcast_model();
   /// Trainer::record_runtime: runtime.toml is written from now on.
   void record_runtime();
@@ -191,7 +187,6 @@ class Trainer::Impl {
   std::unique_ptr<Collectives> collectives_; ///< the identity for a single process
   int rank_, world_size_;
   bool writes_;                 ///< rank 0 and not fast_dev_run: history, checkpoints, plots, TensorBoard
-  bool trains_;                 ///< TrainerUse::kTrain: fit() may run; training's set-up is built and logged
   int64_t epochs_;              ///< train.epochs (1 for fast_dev_run)
   int64_t train_batches_ = 0;   ///< micro-batches per epoch (overfit/fast_dev_run limit applied)
   bool first_batch_checked_ = false; ///< the loss's field contracts held on this process's first batch

@@ -52,14 +52,6 @@ struct StateRole {
   std::function<void(const LoadedCheckpoint&)> load;
 };
 
-/// What a Trainer is built for. kEvaluate (`host eval`): evaluate() only, fit() refuses; the
-/// constructor builds no gradient buckets and no weight averages ([ema], [swa]: the command loads
-/// the weights it scores) and logs none of the lines that describe training (the schedule and
-/// precision, the training order, the averages, layer decay, activation checkpointing, frozen
-/// BatchNorm statistics, overfit_batches, fast_dev_run); data.decode's line names the evaluated
-/// split alone.
-enum class TrainerUse { kTrain, kEvaluate };
-
 class Trainer {
  public:
   /// `parts` must outlive the trainer. `dist` (null = a single process, no collectives) must
@@ -67,7 +59,7 @@ class Trainer {
   /// every public call is collective: all ranks must make it. Only rank 0 writes files
   /// (history, checkpoints, plots) and prints progress.
   Trainer(const RunConfig& config, RunComponents& parts, c10::Device device, Logger& logger,
-          std::filesystem::path run_dir, DistContext* dist = nullptr, TrainerUse use = TrainerUse::kTrain);
+          std::filesystem::path run_dir, DistContext* dist = nullptr);
   ~Trainer();
   Trainer(const Trainer&) = delete; // Disabling meaningless Trainer copy.
   Trainer& operator=(const Trainer&) = delete;
@@ -78,10 +70,6 @@ class Trainer {
   /// evaluates on the same samples. Callback requests are honoured as the table in
   /// plugin_api/include/tp/iface/callback.h says.
   FitSummary fit();
-  /// Evaluates the current model on the split RunComponents::val_data holds (host eval --split
-  /// test puts the test split there): "<prefix>/loss" and "<prefix>/<metric>". Throws
-  /// ConfigError when the run has no evaluation loader.
-  Scalars evaluate(const std::string& prefix = "val");
   /// Continues from `checkpoint` (call before fit()): model, optimizer, schedule, grad scaler,
   /// CPU RNG, step/epoch counters, the position inside the epoch, best value and history.
   /// Resuming is exact: the rest of the run is the same as if it had never stopped. Data-parallel:
@@ -95,11 +83,8 @@ class Trainer {
   /// Writes runtime.toml (the effective settings, data.decode's and run.cuda_graphs' choices) and
   /// keeps it current from here on. `host train` calls it once the run is assembled and any
   /// checkpoint restored, so a start-up that fails never rewrites the record of the run that
-  /// trained; `host eval` never calls it. [all ranks; rank 0 writes]
+  /// trained. [all ranks; rank 0 writes]
   void record_runtime();
-  /// Data-parallel: copies rank 0's parameters and buffers to every rank (after loading weights
-  /// outside the trainer, e.g. `host eval`). The identity for a single process.
-  void broadcast_model();
   /// Every part of a checkpoint, in save order (ARCH-20, which names the entries the Trainer still
   /// writes for a role rather than the role itself). A checkpoint is the
   /// union of what their `save`s write (the position role writes `resume`, where a run
