@@ -23,9 +23,10 @@
   X(tp_plugin_entry_t, 72, 8)      \
   X(tp_field_t, 16, 8)             \
   X(tp_worker_ctx_t, 40, 8)        /* 1.11: +encoded_images */ \
-  X(tp_dataset_v1_t, 80, 8)        /* 1.5: +prepare, 1.6: +field_batching, 1.10: +sample_groups, 1.11: +encoded_images */ \
+  X(tp_dataset_v1_t, 88, 8)        /* 1.5: +prepare, 1.6: +field_batching, 1.10: +sample_groups, 1.11: +encoded_images, 1.12: +class_names */ \
   X(tp_field_batching_t, 24, 8)    /* @since 1.6 */ \
   X(tp_encoded_image_t, 64, 8)     /* @since 1.11 */ \
+  X(tp_class_names_t, 24, 8)       /* @since 1.12 */ \
   X(tp_scalar_t, 16, 8)            \
   X(tp_event_t, 56, 8)             \
   X(tp_callback_v1_t, 32, 8)       \
@@ -119,6 +120,7 @@
   X(tp_dataset_v1_t, field_batching, 56)          /* @since 1.6 */ \
   X(tp_dataset_v1_t, sample_groups, 64)           /* @since 1.10 */ \
   X(tp_dataset_v1_t, encoded_images, 72)          /* @since 1.11 */ \
+  X(tp_dataset_v1_t, class_names, 80)             /* @since 1.12 */ \
   X(tp_field_batching_t, struct_size, 0)          /* @since 1.6 */ \
   X(tp_field_batching_t, batching, 4)             /* @since 1.6 */ \
   X(tp_field_batching_t, name, 8)                 /* @since 1.6 */ \
@@ -132,6 +134,10 @@
   X(tp_encoded_image_t, mean, 32)                 /* @since 1.11 */ \
   X(tp_encoded_image_t, std, 44)                  /* @since 1.11 */ \
   X(tp_encoded_image_t, channels_last, 56)        /* @since 1.11 */ \
+  X(tp_class_names_t, struct_size, 0)             /* @since 1.12 */ \
+  X(tp_class_names_t, count, 4)                   /* @since 1.12 */ \
+  X(tp_class_names_t, field, 8)                   /* @since 1.12 */ \
+  X(tp_class_names_t, names, 16)                  /* @since 1.12 */ \
   X(tp_scalar_t, name, 0)                         \
   X(tp_scalar_t, value, 8)                        \
   X(tp_event_t, struct_size, 0)                   \
@@ -206,7 +212,8 @@
   X(tp_loss_v1_t, 8, 40, describe)                        \
   X(tp_dataset_v1_t, 9, 64, sample_groups)               \
   X(tp_dataset_v1_t, 10, 72, encoded_images)             \
-  X(tp_worker_ctx_t, 10, 32, encoded_images)
+  X(tp_worker_ctx_t, 10, 32, encoded_images)              \
+  X(tp_dataset_v1_t, 11, 80, class_names)
 
 /* X(constant, value): the released values of the ABI's integer constants. Plugins compile them in,
  * so renumbering one is as breaking as moving a member. */

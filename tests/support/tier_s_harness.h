@@ -253,6 +253,14 @@ class Dataset {
     CHECK(try_get(index, &ctx, s) == TP_OK);
     return s;
   }
+  /// The class names the instance lends (ABI 1.12); empty when it has no class_names or lends NULL.
+  std::vector<std::string> class_names() const {
+    if (table_.class_names == nullptr) return {};
+    const tp_class_names_t* lent = nullptr;
+    REQUIRE(table_.class_names(self_, &lent) == TP_OK);
+    if (lent == nullptr) return {};
+    return std::vector<std::string>(lent->names, lent->names + lent->count);
+  }
   const tp_dataset_v1_t& table() const { return table_; }
   const void* self() const { return self_; }
 

@@ -38,6 +38,7 @@ DatasetProxy::DatasetProxy(ComponentEntry entry, const ComponentConfig& config, 
     layout_ = read_field_batching();
     group_ends_ = read_sample_groups();
     encoded_ = read_encoded_images();
+    classes_ = read_class_names();
   } catch (...) {
     in_plugin_call(id().c_str(), "destroy", [&] { table_.destroy(self_); }); // the destructor does not run for a throwing constructor
     throw;
@@ -86,6 +87,39 @@ std::vector<EncodedImageSpec> DatasetProxy::read_encoded_images() const {
                       "plugin component '" + id() + "' declared its encoded images wrongly on split '" + split_ +
                           "': " + e.what() + " (plugin_api/include/tp/iface/dataset.h, tp_encoded_image_t).");
   }
+}
+
+ClassNames DatasetProxy::read_class_names() const {
+  if (table_.class_names == nullptr) return {};  // NULL, or a table from before ABI 1.12
+  const tp_class_names_t* lent = nullptr;
+  check(table_.class_names(self_, &lent), "class_names");
+  try {
+    return parse_class_names(lent);
+  } catch (const Error& e) {
+    throw PluginError(id(), "class_names",
+                      "plugin component '" + id() + "' (" + library_->path().filename().string() +
+                          ") lent its class names wrongly on split '" + split_ + "': " + e.what() +
+                          " (plugin_api/include/tp/iface/dataset.h, tp_class_names_t).");
+  }
+}
+
+ClassNames DatasetProxy::parse_class_names(const tp_class_names_t* lent) {
+  if (lent == nullptr) return {};
+  TP_CHECK(lent->struct_size >= sizeof(tp_class_names_t), "struct_size ", lent->struct_size,
+           " is smaller than tp_class_names_t (", sizeof(tp_class_names_t), " bytes)");
+  TP_CHECK(lent->field != nullptr && lent->field[0] != '\0', "no label field is named");
+  ClassNames out{lent->field, {}};
+  TP_CHECK(lent->count <= kMaxClassNames, lent->count, " class names (at most ", kMaxClassNames, ")");
+  TP_CHECK(lent->count == 0 || lent->names != nullptr, lent->count, " class names at a NULL pointer");
+  out.names.reserve(lent->count);
+  for (uint32_t i = 0; i < lent->count; ++i) {
+    TP_CHECK(lent->names[i] != nullptr, "the name of class ", i, " is NULL");
+    // Bounded before it is copied: a name without its terminator must not be read to the end of memory.
+    const std::size_t length = strnlen(lent->names[i], kMaxClassNameBytes + 1);
+    out.names.emplace_back(lent->names[i], length);
+  }
+  check_class_names(out);
+  return out;
 }
 
 std::vector<EncodedImageSpec> DatasetProxy::parse_encoded_images(const tp_encoded_image_t* entries, uint32_t count) {

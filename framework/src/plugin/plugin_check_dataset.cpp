@@ -151,6 +151,7 @@ class SplitUnderCheck {
       read_layout();
       check_groups();
       read_encoded_images();
+      check_class_names();
     } catch (...) {
       destroy(); // the destructor does not run for a throwing constructor
       throw;
@@ -264,6 +265,18 @@ class SplitUnderCheck {
       encoded_ = DatasetProxy::parse_encoded_images(entries, count);
     } catch (const Error& e) {
       throw Error("encoded_images on split '" + split_ + "' is malformed: " + e.what());
+    }
+  }
+
+  // A declaration the loader would refuse fails the check here (ABI 1.12).
+  void check_class_names() {
+    if (table_.class_names == nullptr) return;
+    const tp_class_names_t* lent = nullptr;
+    guarded("class_names", [&] { return table_.class_names(self_, &lent); });
+    try {
+      (void)DatasetProxy::parse_class_names(lent);
+    } catch (const Error& e) {
+      throw Error("class_names on split '" + split_ + "' is malformed: " + e.what());
     }
   }
 

@@ -33,7 +33,9 @@
  *   1.11 images the host decodes: tp_dataset_v1_t.encoded_images (optional; NULL = every field as
  *        it is) with tp_encoded_image_t, and tp_worker_ctx_t.encoded_images (zero from older
  *        hosts): a dataset hands an image field over as its file's bytes plus the crop and flip
- *        its CPU path draws, and the host decodes it on the device (data.decode). */
+ *        its CPU path draws, and the host decodes it on the device (data.decode).
+ *   1.12 tp_dataset_v1_t.class_names (optional; NULL = no names) with tp_class_names_t: the names
+ *        of a label field's classes, kept in checkpoints for `host export` and `host predict`. */
 #ifndef TP_VERSION_H
 #define TP_VERSION_H
 
@@ -43,7 +45,7 @@
 #include "tp/macros.h"
 
 #define TP_ABI_MAJOR 1
-#define TP_ABI_MINOR 11
+#define TP_ABI_MINOR 12
 #define TP_ABI_PATCH 0
 
 TP_EXTERN_C_BEGIN

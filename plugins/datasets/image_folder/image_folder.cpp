@@ -105,6 +105,15 @@ class ImageFolderDataset {
     return {ifo::encoded_image_declaration(transform_, encoded_refusal_)};
   }
 
+  /// The class folder names (or a CSV's label names) in label-id order (ABI 1.12), for exports and
+  /// predictions; nothing for a CSV of integer labels, whose classes are named only by their ids.
+  tp::cpp::ClassNames class_names() const {
+    bool ids_only = true;
+    for (std::size_t id = 0; id < listing_.classes.size() && ids_only; ++id)
+      ids_only = listing_.classes[id] == std::to_string(id);
+    return {"label", ids_only ? std::vector<std::string>{} : listing_.classes};
+  }
+
   void get_sample(uint64_t index, const tp::cpp::WorkerContext& ctx, tp::cpp::Sample& out) const {
     // The per-sample seed drives the train augmentation (PLG-8); val has none to draw.
     const uint64_t seed = transform_.random ? ctx.seed("train augmentation") : ctx.has_seed() ? ctx.raw()->seed : 0;

@@ -27,6 +27,7 @@ TEST_CASE("image_folder: classes from sorted folder names, files in sorted order
   configure(lib, cfg, f.root);
   Dataset ds(lib, kId, cfg, "train");
   REQUIRE(ds.size() == 9);  // notes.txt is not listed
+  CHECK(ds.class_names() == std::vector<std::string>{"bird", "cat", "dog"});  // lent for exports (ABI 1.12)
   for (uint64_t i = 0; i < 9; ++i) {
     const Sample s = ds.get(i, /*seed=*/i);
     CHECK(label_of(s) == static_cast<int64_t>(i / 3));  // bird 0, cat 1, dog 2
@@ -186,6 +187,7 @@ TEST_CASE("image_folder: val_root, csv listings and val_split partitions") {
     REQUIRE(ds.size() == 2);
     CHECK(label_of(ds.get(0)) == 5);
     CHECK(label_of(ds.get(1)) == 2);
+    CHECK(ds.class_names().empty());  // integer labels have no names to lend
     int h = 0, w = 0;
     CHECK(max_abs_diff(chw(ds.get(0), &h, &w), expected_chw(f.images[1][1])) == 0.0f);
   }
@@ -197,6 +199,7 @@ TEST_CASE("image_folder: val_root, csv listings and val_split partitions") {
     Dataset ds(lib, kId, cfg, "train");
     CHECK(label_of(ds.get(0)) == 1);
     CHECK(label_of(ds.get(1)) == 0);
+    CHECK(ds.class_names() == std::vector<std::string>{"ant", "zebra"});
   }
   SUBCASE("a malformed csv row is named by file and line") {
     std::ofstream(f.root / "bad.csv") << "cat/img_1.png,1\ndog/img_0.png,two\n";

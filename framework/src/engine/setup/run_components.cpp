@@ -114,6 +114,25 @@ void refuse_transforms_of_variable_batches(const RunConfig& config, const RunCom
                         "crop the training samples to one size so every field stacks.");
 }
 
+// A dataset's class names (ABI 1.12) must count the classes the loss declares for that field
+// (ABI 1.9, tp_field_contract_t.class_count): names for another label set would put every class
+// name of an export and of `host predict` on the wrong class.
+void check_class_name_count(const DatasetProxy* data, const LossProxy& loss) {
+  if (data == nullptr || data->class_names().empty()) return;
+  const ClassNames& classes = data->class_names();
+  for (const FieldContract& contract : loss.description().contracts) {
+    if (contract.kind != FieldContract::Kind::kClassIds || contract.field != classes.field || contract.class_count <= 0)
+      continue;
+    if (static_cast<int64_t>(classes.names.size()) != contract.class_count)
+      throw PluginError(data->id(), "class_names",
+                        "plugin component '" + data->id() + "' lent " + std::to_string(classes.names.size()) +
+                            " class names for field '" + classes.field + "', but the loss '" + loss.id() +
+                            "' declares " + std::to_string(contract.class_count) +
+                            " classes for it: the names would be put on the wrong classes. Make the dataset's "
+                            "classes and the loss's (and the model's) number of classes agree.");
+  }
+}
+
 }  // namespace
 
 RunComponents create_components(const RunConfig& config, const Registry& registry, DatasetSplits splits) {
@@ -140,6 +159,8 @@ RunComponents create_components(const RunConfig& config, const Registry& registr
   at::manual_seed(static_cast<uint64_t>(config.run.seed));
   parts.model = std::make_unique<ModelProxy>(entry(config.model, TP_KIND_MODEL), config.model);
   parts.loss = std::make_unique<LossProxy>(entry(config.loss, TP_KIND_LOSS), config.loss);
+  for (const DatasetProxy* data : {parts.train_data.get(), parts.val_data.get(), parts.test_data.get()})
+    check_class_name_count(data, *parts.loss);
   for (const auto& t : config.data.batch_transforms)
     parts.batch_transforms.push_back(std::make_unique<BatchTransformProxy>(entry(t, TP_KIND_BATCH_TRANSFORM), t));
   refuse_transforms_of_variable_batches(config, parts);

@@ -26,6 +26,8 @@
 //     //   decodes (ABI 1.11): {tp::cpp::encoded_image("image", 224, 224, mean, std, false)} or
 //     //   {tp::cpp::unavailable_encoded_image("image", reason_.c_str())}; get_sample then checks
 //     //   WorkerContext::encoded_images() and writes "image" (the file's bytes) + "image_box"
+//     // optional: tp::cpp::ClassNames class_names() const;  // the names of the label's classes
+//     //   (ABI 1.12), in id order: {"label", {"cat", "dog"}}; empty names = none known
 //    private:
 //     uint64_t count_;
 //   };
@@ -195,6 +197,14 @@ constexpr tp_encoded_image_t unavailable_encoded_image(const char* name, const c
   return {sizeof(tp_encoded_image_t), 0U, name, reason, 0, 0, {0.0F, 0.0F, 0.0F}, {1.0F, 1.0F, 1.0F}, 0U};
 }
 
+/// The names a dataset lends for the classes of an integer label field (ABI 1.12,
+/// tp_class_names_t): names[i] is what the value i of `field` stands for, in id order. A dataset
+/// whose labels have no names (bare integers) returns empty `names`, which lends nothing.
+struct ClassNames {
+  std::string field = "label";
+  std::vector<std::string> names;
+};
+
 namespace detail {
 
 template <typename D, typename = void>
@@ -216,6 +226,12 @@ struct HasEncodedImages<D, std::void_t<decltype(std::vector<tp_encoded_image_t>(
                                std::declval<const D&>().encoded_images()))>> : std::true_type {};
 
 template <typename D, typename = void>
+struct HasClassNames : std::false_type {};
+template <typename D>
+struct HasClassNames<D, std::void_t<decltype(ClassNames(std::declval<const D&>().class_names()))>>
+    : std::true_type {};
+
+template <typename D, typename = void>
 struct HasSetEpoch : std::false_type {};
 template <typename D>
 struct HasSetEpoch<D, std::void_t<decltype(std::declval<D&>().set_epoch(uint64_t{0}))>> : std::true_type {};
@@ -231,8 +247,9 @@ template <typename D>
 struct HasTestSplit<D, std::void_t<decltype(D::kHasTestSplit)>> : std::bool_constant<D::kHasTestSplit> {};
 
 /// One instance: the dataset, the host that created it (for TP_GUARD's messages) and its
-/// field_batching(), sample_groups() and encoded_images() lists, kept so the table can lend them
-/// until destroy (the dataset is never moved, so names and reasons pointing into it stay valid).
+/// field_batching(), sample_groups(), encoded_images() and class_names() lists, kept so the table
+/// can lend them until destroy (neither the dataset nor the instance is ever moved, so names and
+/// reasons pointing into them stay valid).
 template <typename D>
 struct DatasetInstance {
   template <typename... Args>
@@ -240,12 +257,23 @@ struct DatasetInstance {
     if constexpr (HasFieldBatching<D>::value) batching = dataset.field_batching();
     if constexpr (HasSampleGroups<D>::value) group_ends = dataset.sample_groups();
     if constexpr (HasEncodedImages<D>::value) encoded = dataset.encoded_images();
+    if constexpr (HasClassNames<D>::value) {
+      classes = dataset.class_names();
+      for (const std::string& name : classes.names) class_pointers.push_back(name.c_str());
+      class_table = {sizeof(tp_class_names_t), static_cast<uint32_t>(class_pointers.size()), classes.field.c_str(),
+                     class_pointers.data()};
+    }
   }
+  DatasetInstance(const DatasetInstance&) = delete;
+  DatasetInstance& operator=(const DatasetInstance&) = delete;
   const tp_host_t* host;
   D dataset;
   std::vector<tp_field_batching_t> batching;
   std::vector<uint64_t> group_ends;
   std::vector<tp_encoded_image_t> encoded;
+  ClassNames classes;
+  std::vector<const char*> class_pointers; // into classes.names
+  tp_class_names_t class_table{};          // lent by class_names() when classes.names is not empty
 };
 
 template <typename D, const tp_descriptor_t& kDescriptor>
@@ -375,6 +403,16 @@ struct DatasetAdapter {
     });
   }
 
+  static tp_status class_names(const void* self, const tp_class_names_t** out_names) {
+    TP_GUARD(host_of(self), {
+      if (out_names == nullptr)
+        throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(component_name(kDescriptor)) + ": out_names is NULL");
+      const Instance& lent = instance(self);
+      *out_names = lent.classes.names.empty() ? nullptr : &lent.class_table;
+      return TP_OK;
+    });
+  }
+
   static constexpr tp_dataset_v1_t table() {
     tp_dataset_v1_t t{sizeof(tp_dataset_v1_t), &create, &destroy, &size, &get_sample, nullptr, nullptr, nullptr,
                       nullptr, nullptr};
@@ -383,6 +421,7 @@ struct DatasetAdapter {
     if constexpr (HasFieldBatching<D>::value) t.field_batching = &field_batching;
     if constexpr (HasSampleGroups<D>::value) t.sample_groups = &sample_groups;
     if constexpr (HasEncodedImages<D>::value) t.encoded_images = &encoded_images;
+    if constexpr (HasClassNames<D>::value) t.class_names = &class_names;
     return t;
   }
 };

@@ -14,7 +14,8 @@
  * (run seed, rank, epoch, sample index); a dataset that follows this is reproducible (PLG-8).
  *
  * From ABI 1.11 an image dataset may hand an image over encoded (its file's bytes and the crop it
- * drew) for the host to decode on the device: tp_encoded_image_t, encoded_images below. */
+ * drew) for the host to decode on the device: tp_encoded_image_t, encoded_images below. From ABI
+ * 1.12 a dataset may lend the names of its classes: tp_class_names_t, class_names below. */
 #ifndef TP_IFACE_DATASET_H
 #define TP_IFACE_DATASET_H
 
@@ -129,6 +130,19 @@ typedef struct tp_encoded_image_t {
                               (strides {1, 3 W, 3}); the host lays its pixels out alike */
 } tp_encoded_image_t;
 
+/** The names of the classes an integer label field's values stand for. @since 1.12. Lent by
+ *  tp_dataset_v1_t.class_names. The host checks them (a count equal to the class_count the loss
+ *  declares for `field`, when it declares one; each name non-empty, valid UTF-8 without control
+ *  characters, at most 256 bytes; at most 1,000,000 names) and keeps them in the run's
+ *  checkpoints, so `host export` writes them into the exported file and `host predict` names the
+ *  class of each row's argmax. Names need not be unique (a CSV may label two ids alike). */
+typedef struct tp_class_names_t {
+  uint32_t struct_size;     /* = sizeof(tp_class_names_t) (PLG-2) */
+  uint32_t count;           /* entries of `names`: the classes 0 .. count - 1 */
+  const char *field;        /* the integer label field ("label") whose value i means names[i] */
+  const char *const *names; /* count UTF-8 strings in label-id order; borrowed as the struct */
+} tp_class_names_t;
+
 typedef struct tp_dataset_v1_t {
   uint32_t struct_size; /* = sizeof(tp_dataset_v1_t) */
 
@@ -216,6 +230,19 @@ typedef struct tp_dataset_v1_t {
    *  says, in `reason`, which key keeps the split on the CPU path (augmentation on decoded pixels,
    *  an output size that is not fixed), so the host can tell the user. */
   tp_status (*encoded_images)(const void *self, const tp_encoded_image_t **out_images, uint32_t *out_count)
+#if defined(__cplusplus) && __cplusplus >= 201402L
+      = nullptr
+#endif
+      ;
+
+  /** [main] Optional (may be NULL: the classes have no names here). @since 1.12. The names of the
+   *  classes this instance's label field stands for (tp_class_names_t), in label-id order: the
+   *  folder names of an image folder, the names of a CSV's labels. *out_names is borrowed until
+   *  destroy (the instance's own storage), or NULL when this instance knows no names (integer
+   *  labels without names: lend nothing rather than invent "0", "1", ...). The host calls it once,
+   *  right after create, and refuses the run, naming the plugin, when the declaration is malformed
+   *  (see tp_class_names_t). */
+  tp_status (*class_names)(const void *self, const tp_class_names_t **out_names)
 #if defined(__cplusplus) && __cplusplus >= 201402L
       = nullptr
 #endif

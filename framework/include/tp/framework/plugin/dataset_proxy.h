@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tp/framework/config/run_config.h"
+#include "tp/framework/data/class_names.h"
 #include "tp/framework/data/sample_source.h"
 #include "tp/framework/plugin/plugin_instance.h"
 #include "tp/iface/dataset.h"
@@ -48,6 +49,13 @@ class DatasetProxy : public PluginInstance, public SampleSource {
   /// struct_size below ABI 1.11's, a missing or repeated name, an available entry without an output
   /// size, an unavailable one without a reason.
   static std::vector<EncodedImageSpec> parse_encoded_images(const tp_encoded_image_t* entries, uint32_t count);
+  /// The names of its label field's classes the plugin lent (ABI 1.12), read once after create;
+  /// empty without (NULL member, a plugin built for ABI < 1.12, or NULL lent).
+  const ClassNames& class_names() const { return classes_; }
+  /// The names a class_names answer lends (NULL: none). Throws tp::Error saying what is malformed:
+  /// a struct_size below ABI 1.12's, no field, names at a NULL pointer, a NULL name, or a name
+  /// check_class_names refuses (empty, too long, not UTF-8, a control character).
+  static ClassNames parse_class_names(const tp_class_names_t* lent);
 
  private:
   /// Reads and validates field_batching; throws PluginError naming the component for a malformed
@@ -59,6 +67,9 @@ class DatasetProxy : public PluginInstance, public SampleSource {
   /// Reads and validates encoded_images; throws PluginError naming the component for a malformed
   /// declaration.
   std::vector<EncodedImageSpec> read_encoded_images() const;
+  /// Reads and validates class_names; throws PluginError naming the component for a malformed
+  /// declaration.
+  ClassNames read_class_names() const;
 
   tp_dataset_v1_t table_{};
   void* self_ = nullptr;
@@ -67,6 +78,7 @@ class DatasetProxy : public PluginInstance, public SampleSource {
   BatchLayout layout_;
   std::vector<uint64_t> group_ends_;
   std::vector<EncodedImageSpec> encoded_;
+  ClassNames classes_;
 };
 
 }  // namespace tp
