@@ -1,6 +1,8 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "export_metadata.h"
+#include "export_outputs.h"
 #include "weights_choice.h"
 #include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/checkpoint/safetensors.h"
@@ -24,6 +26,13 @@ int run_export(const Options& options) {
   const ChosenWeights chosen = choose_weights(options.weights, checkpoint);
   if (!chosen.note.empty()) std::printf("%s\n", chosen.note.c_str());
   metadata["torchhost.weights"] = chosen.name;
+  // What a deployment needs to reproduce `host predict` from this file alone (export_metadata.h).
+  metadata.merge(deployment_metadata(checkpoint));
+  std::string why_no_outputs;
+  if (std::string outputs = model_outputs_json(options, checkpoint, why_no_outputs); !outputs.empty())
+    metadata["torchhost.outputs"] = std::move(outputs);
+  else
+    std::printf("torchhost.outputs is not written: %s\n", why_no_outputs.c_str());
   const NamedWeights& weights = checkpoint.weights(chosen.name, "--weights");
   write_safetensors(options.output, weights, metadata);
   std::printf("exported %zu tensors (%s weights) from %s to %s\n", weights.size(), chosen.name.c_str(),

@@ -64,6 +64,8 @@ int run_predict(const Options& options) {
       session->logger.info("removed " + path.string() + ", left by a process that no longer runs");
   }
   std::unique_ptr<PredictionWriter> writer = rank0 ? PredictionWriter::open(output, options.format) : nullptr;
+  // The names training kept in the checkpoint; a checkpoint from before them takes the split's own.
+  if (writer) writer->set_class_names(!checkpoint.classes.empty() ? checkpoint.classes.names : split->class_names().names);
   const int64_t batch = config.eval.batch_size > 0 ? config.eval.batch_size : config.train.batch_size;
   const int rank = session->dist ? session->dist->rank() : 0;
   const int world = session->dist ? session->dist->world_size() : 1;

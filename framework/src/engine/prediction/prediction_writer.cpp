@@ -51,6 +51,32 @@ std::string value_text(const PredictionColumn& c, const uint8_t* data, int64_t i
   return "";
 }
 
+// `text` as one CSV field: quoted when it holds a comma or a quote (RFC 4180); class names hold no
+// line breaks (class_names.h).
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+// `text` as a JSON string; class names hold no control characters (class_names.h).
+std::string json_string(const std::string& text) {
+  std::string quoted = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') quoted += '\\';
+    quoted += c;
+  }
+  return quoted + "\"";
+}
+
+// The int64 at value 0 of a column at `data`.
+int64_t first_int(const uint8_t* data) {
+  int64_t v = 0;
+  std::memcpy(&v, data, sizeof v);
+  return v;
+}
+
 class CsvWriter : public PredictionWriter {
  public:
   using PredictionWriter::PredictionWriter;
@@ -58,9 +84,11 @@ class CsvWriter : public PredictionWriter {
  protected:
   void write_header(const PredictionSchema& schema) override {
     std::string line;
-    for (const PredictionColumn& c : schema) {
+    for (std::size_t k = 0; k < schema.size(); ++k) {
+      const PredictionColumn& c = schema[k];
       if (c.shape.empty()) {
         line += (line.empty() ? "" : ",") + c.name;
+        if (names_classes(schema, k)) line += "," + c.name.substr(0, c.name.size() - 7) + ".class";
         continue;
       }
       for (int64_t i = 0; i < c.values(); ++i) {
@@ -82,12 +110,14 @@ class CsvWriter : public PredictionWriter {
     for (int64_t row = 0; row < block.rows; ++row) {
       const uint8_t* data = block.bytes.data() + row * record;
       bool first = true;
-      for (const PredictionColumn& c : block.schema) {
+      for (std::size_t k = 0; k < block.schema.size(); ++k) {
+        const PredictionColumn& c = block.schema[k];
         for (int64_t i = 0; i < c.values(); ++i) {
           text += first ? "" : ",";
           text += value_text(c, data, i, nullptr);
           first = false;
         }
+        if (names_classes(block.schema, k)) text += "," + csv_field(class_name(first_int(data)));
         data += c.bytes();
       }
       text += '\n';
@@ -151,6 +181,8 @@ class JsonlWriter final : public PredictionWriter {
         text += (k ? ",\"" : "\"") + c.name + "\":";
         int64_t next = 0;
         nest(text, c, data, 0, next);
+        if (names_classes(block.schema, k))
+          text += ",\"" + c.name.substr(0, c.name.size() - 7) + ".class\":" + json_string(class_name(first_int(data)));
         data += c.bytes();
       }
       // A model's ragged outputs (detections), already JSON members (predictor.h, json_rows).
@@ -291,6 +323,19 @@ void PredictionWriter::put_at(std::size_t offset, const std::string& text) {
     fail(errno);
   put(text);
   std::fseek(file_->handle, 0, SEEK_END);
+}
+
+bool PredictionWriter::names_classes(const PredictionSchema& schema, std::size_t column) const {
+  const PredictionColumn& c = schema[column];
+  constexpr std::string_view kArgmax = ".argmax";
+  if (class_names_.empty() || c.type != PredictionColumn::Type::kInt64 || !c.shape.empty() ||
+      !c.name.ends_with(kArgmax))
+    return false;
+  const std::string output = c.name.substr(0, c.name.size() - kArgmax.size());
+  for (const PredictionColumn& scores : schema)
+    if (scores.name == output)
+      return scores.shape == std::vector<int64_t>{static_cast<int64_t>(class_names_.size())};
+  return false;
 }
 
 void PredictionWriter::write(const RecordBlock& block) {

@@ -191,6 +191,8 @@ std::vector<StateRole> Trainer::Impl::state_roles(ResumePosition resume) {
                      into.config_toml = to_toml_text(config_.resolved);
                      into.plugins = parts_.plugin_versions;
                      into.provenance_toml = provenance_toml(provenance_);
+                     // For `host export` and `host predict`, which read the checkpoint, not the data.
+                     if (parts_.train_data) into.classes = parts_.train_data->class_names();
                    },
                    [this](const LoadedCheckpoint& from) {
                      for (const std::string& change : changed_plugins(from.provenance_toml, provenance_))

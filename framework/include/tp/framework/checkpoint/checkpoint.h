@@ -28,6 +28,9 @@
 //                                    plugin files and their SHA-256, command line, host, env); TOML
 //   run_id: str                      the identity of the run that saved it (run_identity.h); absent
 //                                    in files written before identities
+//   class_field: str, classes: [str] the training data's label field and the names of its classes
+//                                    (plugin ABI 1.12, data/class_names.h); absent when the dataset
+//                                    lent none, and in files written before
 // Writes are atomic: a temporary file in the same directory, fsync, rename, fsync of the
 // directory. A crash at any moment leaves the previous file intact and loadable. Every file is
 // sealed with a CRC-32C in its zip comment (checkpoint_seal.h), verified before every load.
@@ -41,6 +44,7 @@
 #include <vector>
 
 #include "tp/framework/checkpoint/checkpoint_seal.h"
+#include "tp/framework/data/class_names.h"
 #include "tp/framework/plugin/plugin_instance.h"
 #include "tp/framework/util/atomic_file.h"
 
@@ -94,6 +98,7 @@ struct CheckpointState {
   int64_t micro_batch_splits = 1;   ///< pieces per micro-batch after out-of-memory splits (train.on_oom)
   std::string provenance_toml;      ///< engine/setup/provenance.h's [provenance] table; "" in older files
   std::string run_id;               ///< the saving run's identity (run_identity.h); "" in older files
+  ClassNames classes;               ///< the training data's class names (ABI 1.12); empty in older files
 };
 
 /// What save_checkpoint() writes: the state plus borrowed views of the trainer's tensors.

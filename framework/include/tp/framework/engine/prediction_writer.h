@@ -3,8 +3,9 @@
 // `<path>.<random>.partial-<pid>` (created exclusively, never through a link) and is fsynced and
 // renamed to `path` by finish(): a crash, a kill or a power cut never leaves a truncated file
 // under the final name (docs/predict.md).
-//   csv    header `index,logits.0,...,logits.argmax,logits.prob,label`; a column with a
-//          per-sample shape is flattened row-major into `name.i` (`name.i.j` for 2-D).
+//   csv    header `index,logits.0,...,logits.argmax,logits.class,logits.prob,label`; a column
+//          with a per-sample shape is flattened row-major into `name.i` (`name.i.j` for 2-D);
+//          `<name>.class` only with class names (set_class_names), quoted as CSV needs.
 //   jsonl  one object per sample: {"index": 0, "logits": [..], "logits.argmax": 3, ...}; shaped
 //          columns as nested arrays; NaN and infinities as null.
 //   npy    one NumPy structured array of `rows` records (np.load(path)["logits"]): the records as
@@ -21,6 +22,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tp/framework/engine/prediction_rows.h"
 
@@ -45,6 +47,11 @@ class PredictionWriter {
   void finish(const PredictionSchema& schema);
   /// Records written so far.
   int64_t rows() const noexcept { return rows_; }
+  /// The names of the classes (checkpoint or dataset, ABI 1.12): csv and jsonl (and png's
+  /// predictions.csv) then write `<name>.class`, the name of `<name>.argmax`, right after it, for
+  /// every output `<name>` of exactly names.size() columns (an output over another label set keeps
+  /// its argmax alone); npy records hold numbers only. Call before the first write().
+  void set_class_names(std::vector<std::string> names) { class_names_ = std::move(names); }
 
  protected:
   explicit PredictionWriter(std::filesystem::path path);
@@ -56,6 +63,13 @@ class PredictionWriter {
   virtual void write_header(const PredictionSchema& schema) = 0;
   virtual void write_records(const RecordBlock& block) = 0;
   virtual void complete(const PredictionSchema& schema) { (void)schema; }
+  /// The class name of `<name>.argmax` column `column` of `schema` goes right after it: the column
+  /// is an int64 scalar named "<name>.argmax" and `schema` holds "<name>" of shape {C} with C the
+  /// number of class names.
+  bool names_classes(const PredictionSchema& schema, std::size_t column) const;
+  /// The name of class `id` (an argmax of a column names_classes() accepts).
+  const std::string& class_name(int64_t id) const { return class_names_.at(static_cast<std::size_t>(id)); }
+
   /// Writes `bytes` to the partial file; throws tp::Error naming it on failure.
   void put(const void* bytes, std::size_t size);
   void put(const std::string& text) { put(text.data(), text.size()); }
@@ -81,6 +95,7 @@ class PredictionWriter {
   bool header_written_ = false;
   bool finished_ = false;
   PredictionSchema schema_;
+  std::vector<std::string> class_names_;
 };
 
 }  // namespace tp

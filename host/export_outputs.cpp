@@ -1,0 +1,77 @@
+#include "export_outputs.h"
+
+#include <c10/core/InferenceMode.h>
+#include <nlohmann/json.hpp>
+
+#include "session.h"
+#include "tp/framework/config/load.h"
+#include "tp/framework/engine/run_components.h"
+#include "tp/framework/error.h"
+#include "tp/framework/profile/model_profile.h"
+
+namespace tp::cli {
+namespace {
+
+// predictor.h's rule for the outputs `host predict` gives an argmax and a probability.
+bool classification_output(const std::string& name, const at::Tensor& output) {
+  const bool named = name == "logits" || (name.size() > 7 && name.ends_with("_logits"));
+  return named && output.dim() == 2 && output.is_floating_point();
+}
+
+// The dtype as NumPy and safetensors users spell it.
+std::string dtype_name(c10::ScalarType type) {
+  switch (type) {
+    case c10::kFloat: return "float32";
+    case c10::kDouble: return "float64";
+    case c10::kHalf: return "float16";
+    case c10::kBFloat16: return "bfloat16";
+    case c10::kLong: return "int64";
+    case c10::kInt: return "int32";
+    case c10::kByte: return "uint8";
+    case c10::kBool: return "bool";
+    default: return c10::toString(type);
+  }
+}
+
+}  // namespace
+
+std::string model_outputs_json(const Options& options, const LoadedCheckpoint& checkpoint, std::string& why_not) {
+  try {
+    RunConfig config = load_run_config_from_string(checkpoint.config_toml, "the checkpoint's config", {}, {});
+    Logger logger;
+    HostServices services(logger, ProcessPlace{});
+    Registry registry(services);
+    registry.allow_insecure_plugin_dirs(options.allow_insecure_plugin_dir);
+    registry.load_search_path(search_path(options, config.plugin_dirs));
+    resolve_components(config, registry);
+    const ComponentEntry entry = registry.find(config.model.component, TP_KIND_MODEL, "model");
+    if (entry.info->examples.empty()) {
+      why_not = "the model '" + config.model.component + "' declares no example inputs to run it on";
+      return "";
+    }
+    ModelProxy model(entry, config.model);
+    model.to_device(c10::Device(c10::kCPU));
+    model.set_training(false);
+    const c10::InferenceMode inference;
+    const NamedTensors outputs = model.forward(example_batch(entry.info->examples, 2));
+    nlohmann::ordered_json json = nlohmann::ordered_json::object();
+    for (const auto& [name, output] : outputs) {
+      nlohmann::ordered_json shape = nlohmann::ordered_json::array({"N"});
+      for (int64_t d = 1; d < output.dim(); ++d) shape.push_back(output.size(d));
+      nlohmann::ordered_json about{{"shape", shape}, {"dtype", dtype_name(output.scalar_type())}};
+      if (classification_output(name, output))
+        about["meaning"] = "class scores before softmax, one row per image: column i is class i (torchhost.classes[i] "
+                           "when the export names them); host predict writes " + name + ".argmax, " + name +
+                           ".prob (the softmax probability of the argmax) and " + name + ".class";
+      json[name] = std::move(about);
+    }
+    return json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  } catch (const std::exception& e) {
+    // The export itself needs no plugin: without the model's (or a model that cannot run its own
+    // example), the file is written without this entry.
+    why_not = e.what();
+    return "";
+  }
+}
+
+}  // namespace tp::cli

@@ -1,0 +1,121 @@
+// End to end (issue 60, part 2): a tiny image_folder run trained by `host`, exported and predicted.
+// The export carries what a deployment needs to reproduce `host predict` without the run: the
+// class folder names (plugin ABI 1.12, kept in the checkpoint), the model and its options, the
+// outputs, the evaluation table with fast_decode spelled out, the plugins' hashes; predict's rows
+// name the class of each argmax.
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+
+#include <doctest/doctest.h>
+
+#include "integration/host_runner.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+/// <root>/{dark,light}/NN.png, `count` 32x32 images per class.
+void write_split(const fs::path& root, int count) {
+  for (int c = 0; c < 2; ++c) {
+    const fs::path dir = root / (c == 0 ? "dark" : "light");
+    fs::create_directories(dir);
+    for (int i = 0; i < count; ++i) {
+      const cv::Mat img(32, 32, CV_8UC3, cv::Scalar::all(c == 0 ? 30 + i : 200 + i));
+      REQUIRE(cv::imwrite((dir / (std::to_string(i) + ".png")).string(), img));
+    }
+  }
+}
+
+/// The "__metadata__" of a safetensors file: its header is an 8-byte little-endian length, then JSON.
+Json metadata_of(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  uint64_t length = 0;
+  in.read(reinterpret_cast<char*>(&length), sizeof length);
+  std::string header(length, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(length));
+  REQUIRE(in.good());
+  return Json::parse(header).at("__metadata__");
+}
+
+}  // namespace
+
+TEST_CASE("host export carries the classes, model, outputs and preprocessing; predict names each argmax's class") {
+  const fs::path dir = tp::test::fresh_dir("image_folder_export");
+  write_split(dir / "train", 8);
+  write_split(dir / "val", 3);
+  const fs::path cfg = dir / "run.toml";
+  std::ofstream(cfg) << "[run]\nname = \"export\"\nseed = 1\ndevice = \"cpu\"\n"
+                        "[train]\nepochs = 1\nbatch_size = 8\n"
+                        "[data]\nnum_workers = 1\n"
+                        "[data.train]\ncomponent = \"org.torchhost.image_folder\"\nroot = \"" +
+                            (dir / "train").string() + "\"\nval_root = \"" + (dir / "val").string() +
+                            "\"\nresize = [32, 32]\nmean = [0.5, 0.5, 0.5]\nstd = [0.25, 0.25, 0.25]\n"
+                            "[model]\ncomponent = \"org.torchhost.small_cnn\"\nnum_classes = 2\nimage_size = 32\n"
+                            "[loss]\ncomponent = \"org.torchhost.cross_entropy\"\n";
+  const fs::path out = dir / "out";
+  const auto train = tp::test::run_host("train --config '" + cfg.string() + "' --output-dir '" + out.string() + "'");
+  INFO(train.output);
+  REQUIRE(train.exit_code == 0);
+
+  const fs::path exported = dir / "model.safetensors";
+  const auto run = tp::test::run_host("export --checkpoint '" + (out / "checkpoints" / "last.pt").string() +
+                                      "' --format safetensors --output '" + exported.string() + "'");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const Json metadata = metadata_of(exported);
+  INFO(metadata.dump(2));
+  CHECK(Json::parse(metadata.at("torchhost.classes").get<std::string>()) == Json({"dark", "light"}));
+  CHECK(metadata.at("torchhost.class_field") == "label");
+  const Json model = Json::parse(metadata.at("torchhost.model").get<std::string>());
+  CHECK(model.at("component") == "org.torchhost.small_cnn");
+  CHECK(model.at("options").at("num_classes") == 2);
+  CHECK(model.at("options").at("image_size") == 32);
+  const Json outputs = Json::parse(metadata.at("torchhost.outputs").get<std::string>());
+  CHECK(outputs.at("logits").at("shape") == Json({"N", 2}));
+  CHECK(outputs.at("logits").at("dtype") == "float32");
+  CHECK(outputs.at("logits").at("meaning").get<std::string>().find("torchhost.classes[i]") != std::string::npos);
+  // The val split was read from [data.train] (val_root, val_from_train): its eval transform's keys.
+  const Json pre = Json::parse(metadata.at("torchhost.preprocessing").get<std::string>());
+  CHECK(pre.at("split") == "val");
+  CHECK(pre.at("table") == "data.train");
+  CHECK(pre.at("component") == "org.torchhost.image_folder");
+  CHECK(pre.at("options").at("resize") == Json({32, 32}));
+  CHECK(pre.at("options").at("mean") == Json({0.5, 0.5, 0.5}));
+  CHECK(pre.at("options").at("std") == Json({0.25, 0.25, 0.25}));
+  CHECK(pre.at("decode").at("fast_decode") == true); // the default, and the parity trap
+  CHECK(pre.at("decode").at("note").get<std::string>().find("reduced DCT scale") != std::string::npos);
+  bool hashed = false;
+  for (const Json& plugin : Json::parse(metadata.at("torchhost.plugin_files").get<std::string>()))
+    hashed |= plugin.at("library") == "image_folder.so" && plugin.at("sha256").get<std::string>().size() == 64;
+  CHECK(hashed);
+  CHECK(metadata.dump().find("[logging") == std::string::npos); // only the model and data tables
+
+  const fs::path predictions = dir / "predictions.csv";
+  const auto predict = tp::test::run_host("predict --config '" + cfg.string() + "' --output-dir '" + out.string() +
+                                          "' --checkpoint last --split val --output '" + predictions.string() + "'");
+  INFO(predict.output);
+  REQUIRE(predict.exit_code == 0);
+  std::ifstream rows(predictions);
+  std::string line;
+  REQUIRE(std::getline(rows, line));
+  CHECK(line.find("logits.argmax,logits.class,logits.prob,label") != std::string::npos);
+  int checked = 0;
+  while (std::getline(rows, line)) {
+    // index,logits.0,logits.1,logits.argmax,logits.class,logits.prob,label
+    std::vector<std::string> cells;
+    for (std::size_t at = 0, next = 0; next != std::string::npos; at = next + 1)
+      cells.push_back(line.substr(at, (next = line.find(',', at)) == std::string::npos ? next : next - at));
+    REQUIRE(cells.size() == 7);
+    CHECK(cells[4] == (cells[3] == "0" ? "dark" : "light"));
+    ++checked;
+  }
+  CHECK(checked == 6);
+}
