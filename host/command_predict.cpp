@@ -90,7 +90,11 @@ int run_predict(const Options& options) {
   if (!rank0) return kExitOk;
   writer->finish(summary.schema);
   std::string columns;
-  for (const PredictionColumn& c : summary.schema) columns += (columns.empty() ? "" : ", ") + c.name;
+  for (std::size_t k = 0; k < summary.schema.size(); ++k) {
+    const std::string& name = summary.schema[k].name;
+    columns += (columns.empty() ? "" : ", ") + name;
+    if (writer->names_classes(summary.schema, k)) columns += ", " + name.substr(0, name.rfind('.')) + ".class";
+  }
   // A detector's ragged outputs are written too, as arrays in each line: name them with the columns.
   for (const std::string& array : summary.arrays) columns += (columns.empty() ? "" : ", ") + array + " (array per line)";
   if (options.format == "png") columns += std::string(columns.empty() ? "" : ", ") + "and <index>.png class maps";

@@ -103,6 +103,7 @@ TEST_CASE("host export carries the classes, model, outputs and preprocessing; pr
                                           "' --checkpoint last --split val --output '" + predictions.string() + "'");
   INFO(predict.output);
   REQUIRE(predict.exit_code == 0);
+  CHECK(predict.output.find("columns: index, logits, logits.argmax, logits.class, logits.prob, label") != std::string::npos);
   std::ifstream rows(predictions);
   std::string line;
   REQUIRE(std::getline(rows, line));

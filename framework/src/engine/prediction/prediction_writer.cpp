@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "number_text.h"
 #include "tp/framework/error.h"
@@ -200,7 +201,8 @@ class JsonlWriter final : public PredictionWriter {
 // complete(); Python's literal parser allows the spaces inside the tuple.
 class NpyWriter final : public PredictionWriter {
  public:
-  using PredictionWriter::PredictionWriter;
+  // Records of numbers only: no class-name column.
+  explicit NpyWriter(std::filesystem::path path) : PredictionWriter(std::move(path)) { writes_text_ = false; }
 
  private:
   static constexpr int kCountWidth = 20;
@@ -326,6 +328,7 @@ void PredictionWriter::put_at(std::size_t offset, const std::string& text) {
 }
 
 bool PredictionWriter::names_classes(const PredictionSchema& schema, std::size_t column) const {
+  if (!writes_text_) return false;
   const PredictionColumn& c = schema[column];
   constexpr std::string_view kArgmax = ".argmax";
   if (class_names_.empty() || c.type != PredictionColumn::Type::kInt64 || !c.shape.empty() ||

@@ -50,8 +50,12 @@ class PredictionWriter {
   /// The names of the classes (checkpoint or dataset, ABI 1.12): csv and jsonl (and png's
   /// predictions.csv) then write `<name>.class`, the name of `<name>.argmax`, right after it, for
   /// every output `<name>` of exactly names.size() columns (an output over another label set keeps
-  /// its argmax alone); npy records hold numbers only. Call before the first write().
+  /// its argmax alone). The npy writer holds numbers only and ignores them. Call before the first
+  /// write().
   void set_class_names(std::vector<std::string> names) { class_names_ = std::move(names); }
+  /// Whether column `column` of `schema` is an argmax this writer follows with `<name>.class`: an
+  /// int64 scalar "<name>.argmax" whose output "<name>" has shape {C}, C the number of class names.
+  bool names_classes(const PredictionSchema& schema, std::size_t column) const;
 
  protected:
   explicit PredictionWriter(std::filesystem::path path);
@@ -63,10 +67,6 @@ class PredictionWriter {
   virtual void write_header(const PredictionSchema& schema) = 0;
   virtual void write_records(const RecordBlock& block) = 0;
   virtual void complete(const PredictionSchema& schema) { (void)schema; }
-  /// The class name of `<name>.argmax` column `column` of `schema` goes right after it: the column
-  /// is an int64 scalar named "<name>.argmax" and `schema` holds "<name>" of shape {C} with C the
-  /// number of class names.
-  bool names_classes(const PredictionSchema& schema, std::size_t column) const;
   /// The name of class `id` (an argmax of a column names_classes() accepts).
   const std::string& class_name(int64_t id) const { return class_names_.at(static_cast<std::size_t>(id)); }
 
@@ -81,6 +81,7 @@ class PredictionWriter {
 
   std::filesystem::path path_, partial_;
   int64_t rows_ = 0;
+  bool writes_text_ = true; ///< false for npy, whose records cannot hold a class name
 
  private:
   struct File;
