@@ -4,6 +4,7 @@ onnx 1.23.2, onnxruntime 1.32.0 in .venv-bench):
 
   host train (org.torchhost.resnet depth 18 on image_folder PNGs)
   -> host export --format safetensors
+  -> its metadata: the model's options, the class names, the evaluation preprocessing
   -> torchvision.models.resnet18(num_classes=3).load_state_dict(strict=True)
   -> torch.onnx.export(dynamo=True, a dynamic batch)
   -> onnxruntime (CPU)
@@ -16,6 +17,7 @@ decoder's and the interpolation's differences, which docs/deployment.md's parity
 
 Usage: onnx_route_oracle.py <host executable> <work directory>
 """
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +29,7 @@ try:
     import torch
     import torchvision
     from PIL import Image
+    from safetensors import safe_open
     from safetensors.torch import load_file
 except ImportError as error:  # an older .venv-bench, made before the ONNX packages joined it
     sys.exit(f"onnx_route_oracle: {error}; run scripts/bench_setup (it adds onnx, onnxscript and onnxruntime)")
@@ -108,11 +111,11 @@ mode = "off"
     return config
 
 
-def validation_batch(val_root):
-    """image_folder's val samples in its order (sorted class folders, sorted files), normalised."""
-    files = [f for name in sorted(kClasses) for f in sorted((val_root / name).iterdir())]
+def validation_batch(val_root, classes, mean, std):
+    """image_folder's val samples in its order (class folders in id order, sorted files), normalised."""
+    files = [f for name in classes for f in sorted((val_root / name).iterdir())]
     pixels = np.stack([np.asarray(Image.open(f).convert("RGB"), np.float32) for f in files])
-    images = (pixels / 255 - np.array(kMean, np.float32)) / np.array(kStd, np.float32)
+    images = (pixels / 255 - np.array(mean, np.float32)) / np.array(std, np.float32)
     return torch.from_numpy(np.ascontiguousarray(images.transpose(0, 3, 1, 2), dtype=np.float32))
 
 
@@ -144,10 +147,21 @@ def main():
     rows = np.load(predictions)
     host_logits = rows["logits"][np.argsort(rows["index"])].astype(np.float32)
 
-    model = torchvision.models.resnet18(num_classes=len(kClasses))
+    # What deployment needs comes from the export alone (docs/deployment.md, section 1).
+    with safe_open(str(exported), "pt") as f:
+        metadata = f.metadata()
+    classes = json.loads(metadata["torchhost.classes"])
+    options = json.loads(metadata["torchhost.model"])["options"]
+    preprocessing = json.loads(metadata["torchhost.preprocessing"])["options"]
+    if classes != sorted(kClasses) or options["depth"] != 18 or options["num_classes"] != len(kClasses):
+        sys.exit(f"onnx_route_oracle: the export's metadata says classes {classes}, model {options}")
+    if preprocessing["mean"] != kMean or preprocessing["std"] != kStd:
+        sys.exit(f"onnx_route_oracle: the export's preprocessing is {preprocessing}")
+
+    model = getattr(torchvision.models, f"resnet{options['depth']}")(num_classes=options["num_classes"])
     model.load_state_dict(load_file(str(exported)), strict=True)  # every tensor by name and shape
     model.eval()
-    images = validation_batch(work / "data" / "val")
+    images = validation_batch(work / "data" / "val", classes, preprocessing["mean"], preprocessing["std"])
     if images.shape[0] != host_logits.shape[0]:
         sys.exit(f"onnx_route_oracle: {images.shape[0]} val images, {host_logits.shape[0]} predictions")
     with torch.no_grad():
