@@ -56,4 +56,13 @@ void check_class_names(const ClassNames& classes) {
       throw Error("the name of class " + std::to_string(id) + " of field '" + classes.field + "' " + problem);
 }
 
+std::string class_count_problem(const ClassNames& classes, const std::vector<FieldContract>& contracts) {
+  for (const FieldContract& contract : contracts)
+    if (!classes.empty() && contract.kind == FieldContract::Kind::kClassIds && contract.field == classes.field &&
+        contract.class_count > 0 && static_cast<int64_t>(classes.names.size()) != contract.class_count)
+      return std::to_string(classes.names.size()) + " class names for field '" + classes.field + "', which the loss " +
+             "declares to hold " + std::to_string(contract.class_count) + " classes";
+  return "";
+}
+
 }  // namespace tp

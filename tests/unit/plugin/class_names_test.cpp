@@ -89,3 +89,14 @@ TEST_CASE("a dataset table from ABI 1.11 loads, and nothing past its struct_size
   CHECK(old.size() == 2);
   CHECK(old.class_names().empty());
 }
+
+TEST_CASE("class names must count the classes a loss declares for their field, where it declares a count") {
+  const ClassNames three{"label", {"a", "b", "c"}};
+  using Kind = FieldContract::Kind;
+  CHECK(class_count_problem(three, {{Kind::kClassIds, "label", 3}}).empty());
+  CHECK(class_count_problem(three, {{Kind::kClassIds, "label", 0}}).empty());      // a count not known to the loss
+  CHECK(class_count_problem(three, {{Kind::kClassIds, "box_labels", 5}}).empty()); // another field
+  CHECK(class_count_problem({}, {{Kind::kClassIds, "label", 5}}).empty());         // no names lent
+  CHECK(class_count_problem(three, {{Kind::kBoxesXyxy, "boxes", 0}, {Kind::kClassIds, "label", 5}}) ==
+        "3 class names for field 'label', which the loss declares to hold 5 classes");
+}

@@ -115,22 +115,16 @@ void refuse_transforms_of_variable_batches(const RunConfig& config, const RunCom
 }
 
 // A dataset's class names (ABI 1.12) must count the classes the loss declares for that field
-// (ABI 1.9, tp_field_contract_t.class_count): names for another label set would put every class
-// name of an export and of `host predict` on the wrong class.
+// (ABI 1.9): names for another label set would put every class name of an export and of
+// `host predict` on the wrong class.
 void check_class_name_count(const DatasetProxy* data, const LossProxy& loss) {
-  if (data == nullptr || data->class_names().empty()) return;
-  const ClassNames& classes = data->class_names();
-  for (const FieldContract& contract : loss.description().contracts) {
-    if (contract.kind != FieldContract::Kind::kClassIds || contract.field != classes.field || contract.class_count <= 0)
-      continue;
-    if (static_cast<int64_t>(classes.names.size()) != contract.class_count)
-      throw PluginError(data->id(), "class_names",
-                        "plugin component '" + data->id() + "' lent " + std::to_string(classes.names.size()) +
-                            " class names for field '" + classes.field + "', but the loss '" + loss.id() +
-                            "' declares " + std::to_string(contract.class_count) +
-                            " classes for it: the names would be put on the wrong classes. Make the dataset's "
-                            "classes and the loss's (and the model's) number of classes agree.");
-  }
+  if (data == nullptr) return;
+  if (const std::string problem = class_count_problem(data->class_names(), loss.description().contracts);
+      !problem.empty())
+    throw PluginError(data->id(), "class_names",
+                      "plugin component '" + data->id() + "' lent " + problem + " ('" + loss.id() +
+                          "'): the names would be put on the wrong classes. Make the dataset's classes and the "
+                          "loss's (and the model's) number of classes agree.");
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tp/framework/data/field_contracts.h"
+
 namespace tp {
 
 /// The longest class name the host takes, in bytes: a name is a label, not a document (ImageNet's
@@ -33,5 +35,10 @@ std::string class_name_problem(std::string_view name);
 /// `classes` checked as a whole: at most kMaxClassNames names, each without a class_name_problem,
 /// and a field name. Throws tp::Error naming the first bad name by its class id.
 void check_class_names(const ClassNames& classes);
+
+/// Why `classes` cannot name the classes a loss declares (plugin ABI 1.9): a class-id contract on
+/// `classes.field` with a class_count other than the number of names; "" when none disagrees
+/// (no names, no such contract, or a contract whose count is 0, not known to the loss).
+std::string class_count_problem(const ClassNames& classes, const std::vector<FieldContract>& contracts);
 
 }  // namespace tp
