@@ -54,29 +54,32 @@ bool flag(const toml::table& table, const char* key, bool fallback) {
   return value != nullptr ? value->get() : fallback;
 }
 
-// The table the run evaluated with, as create_components picks it: [data.val], or [data.train]
-// under val_from_train; else the test split's; else the training table. "" when there is none.
+// Which split the run evaluated and the table it read it from, as create_components picks it:
+// [data.val], or [data.train] under val_from_train; else the test split likewise; else training.
+struct EvaluatedTable {
+  std::string split, table; ///< "val", "data.train"
+  const toml::table* values = nullptr;
+};
+
+EvaluatedTable evaluated_table(const toml::table& data) {
+  const toml::table* train = data.get_as<toml::table>("train");
+  for (const std::string split : {"val", "test"}) {
+    if (const toml::table* own = data.get_as<toml::table>(split)) return {split, "data." + split, own};
+    if (train != nullptr && flag(data, (split + "_from_train").c_str(), false)) return {split, "data.train", train};
+  }
+  return {"train", "data.train", train};
+}
+
+// The evaluation table as JSON with its decode settings spelled out; null without one.
 Json preprocessing_json(const toml::table& config) {
   const toml::table* data = config.get_as<toml::table>("data");
   if (data == nullptr) return nullptr;
-  const toml::table* train = data->get_as<toml::table>("train");
-  const char* split = nullptr;
-  const char* name = nullptr;
-  const toml::table* table = nullptr;
-  for (const char* candidate : {"val", "test"}) {
-    if (const toml::table* own = data->get_as<toml::table>(candidate)) {
-      split = candidate, name = candidate, table = own;
-    } else if (train != nullptr && flag(*data, (std::string(candidate) + "_from_train").c_str(), false)) {
-      split = candidate, name = "train", table = train;
-    }
-    if (table != nullptr) break;
-  }
-  if (table == nullptr && train != nullptr) split = "train", name = "train", table = train;
+  const auto [split, name, table] = evaluated_table(*data);
   if (table == nullptr) return nullptr;
   const Json component = component_json(*table);
   Json out = Json::object();
   out["split"] = split;
-  out["table"] = std::string("data.") + name;
+  out["table"] = name;
   out["component"] = component["component"];
   out["options"] = component["options"];
   Json decode = Json::object();
