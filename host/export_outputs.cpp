@@ -55,10 +55,22 @@ std::string model_outputs_json(const Options& options, const LoadedCheckpoint& c
     const c10::InferenceMode inference;
     const NamedTensors outputs = model.forward(example_batch(entry.info->examples, 2));
     nlohmann::ordered_json json = nlohmann::ordered_json::object();
+    const auto has_output = [&](const std::string& wanted) {
+      for (const auto& [name, output] : outputs)
+        if (name == wanted) return true;
+      return false;
+    };
     for (const auto& [name, output] : outputs) {
-      nlohmann::ordered_json shape = nlohmann::ordered_json::array({"N"});
+      // A ragged output (a detector's boxes) stacks the rows of every image; its "<name>_offsets"
+      // [N + 1] says which rows are image i's (docs/predict.md, "Detection").
+      const bool ragged = has_output(name + "_offsets");
+      const bool offsets = name.ends_with("_offsets") && has_output(name.substr(0, name.size() - 8));
+      nlohmann::ordered_json shape = nlohmann::ordered_json::array({ragged ? "rows" : offsets ? "N + 1" : "N"});
       for (int64_t d = 1; d < output.dim(); ++d) shape.push_back(output.size(d));
       nlohmann::ordered_json about{{"shape", shape}, {"dtype", dtype_name(output.scalar_type())}};
+      if (ragged)
+        about["meaning"] = "ragged: the rows of every image, image i's are rows " + name + "_offsets[i] to " + name +
+                           "_offsets[i + 1] - 1";
       if (classification_output(name, output))
         about["meaning"] = "class scores before softmax, one row per image: column i is class i (torchhost.classes[i] "
                            "when the export names them); host predict writes " + name + ".argmax, " + name +
