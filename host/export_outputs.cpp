@@ -5,6 +5,7 @@
 
 #include "session.h"
 #include "tp/framework/config/load.h"
+#include "tp/framework/data/dtype_name.h"
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/error.h"
 #include "tp/framework/profile/model_profile.h"
@@ -16,21 +17,6 @@ namespace {
 bool classification_output(const std::string& name, const at::Tensor& output) {
   const bool named = name == "logits" || (name.size() > 7 && name.ends_with("_logits"));
   return named && output.dim() == 2 && output.is_floating_point();
-}
-
-// The dtype as NumPy and safetensors users spell it.
-std::string dtype_name(c10::ScalarType type) {
-  switch (type) {
-    case c10::kFloat: return "float32";
-    case c10::kDouble: return "float64";
-    case c10::kHalf: return "float16";
-    case c10::kBFloat16: return "bfloat16";
-    case c10::kLong: return "int64";
-    case c10::kInt: return "int32";
-    case c10::kByte: return "uint8";
-    case c10::kBool: return "bool";
-    default: return c10::toString(type);
-  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "engine/training/out_of_memory.h"
+#include "tp/framework/data/dtype_name.h"
 #include "tp/framework/error.h"
 
 namespace tp {
@@ -34,24 +35,6 @@ std::string context_text(const BatchFailure& where) {
 }
 
 }  // namespace
-
-std::string dtype_name(c10::ScalarType dtype) {
-  switch (dtype) {
-    case c10::kFloat: return "float32";
-    case c10::kDouble: return "float64";
-    case c10::kHalf: return "float16";
-    case c10::kBFloat16: return "bfloat16";
-    case c10::kLong: return "int64";
-    case c10::kInt: return "int32";
-    case c10::kShort: return "int16";
-    case c10::kChar: return "int8";
-    case c10::kByte: return "uint8";
-    case c10::kBool: return "bool";
-    case c10::kComplexFloat: return "complex64";
-    case c10::kComplexDouble: return "complex128";
-    default: return c10::toString(dtype);
-  }
-}
 
 std::string describe_fields(const NamedTensors& fields) {
   std::string text;

@@ -5,8 +5,6 @@
 // throw pays nothing (docs/plugins.md, "When a component fails on a batch").
 #pragma once
 
-#include <c10/core/ScalarType.h>
-
 #include <exception>
 #include <string>
 #include <utility>
@@ -32,9 +30,6 @@ struct BatchFailure {
   std::string table;      ///< the config table that chose the component and names its fields: "[loss]"
   std::vector<FieldGroup> groups;
 };
-
-/// The dtype as PyTorch prints it without "torch.": "float32", "int64", "bfloat16", "bool".
-std::string dtype_name(c10::ScalarType dtype);
 
 /// "image float32[64, 3, 32, 32], label int64[64]"; "(none)" for no fields.
 std::string describe_fields(const NamedTensors& fields);
