@@ -1,6 +1,6 @@
 // Phase 5 of the training step in its sub-phases (5a-5d), the same calls eager and captured;
-// phase 6, what advances with every step; the SWA epochs. The checkpoint part is
-// parameter_update_state.cpp.
+// phase 6, what advances with every step. The averages and the SWA epochs are
+// parameter_update_averages.cpp, the checkpoint part parameter_update_state.cpp.
 #include "engine/training/parameter_update.h"
 
 #include <ATen/ATen.h>
@@ -20,6 +20,7 @@ ParameterUpdate::ParameterUpdate(const RunConfig& config, BuiltOptimizer& optim,
                                  const std::vector<StateTensor>& model_state, c10::Device device, Logger& log)
     : config_(config),
       model_state_(model_state),
+      device_(device),
       log_(log),
       max_grad_norm_(config.train.max_grad_norm),
       grad_norm_type_(config.train.grad_norm_type),
@@ -150,29 +151,5 @@ double ParameterUpdate::advance(bool updated) {
 }
 
 void ParameterUpdate::set_schedule(std::unique_ptr<LrScheduler> schedule) { schedule_ = std::move(schedule); }
-
-void ParameterUpdate::set_ema(std::unique_ptr<WeightAverage> ema) { ema_ = std::move(ema); }
-
-void ParameterUpdate::set_swa(std::unique_ptr<WeightAverage> swa) { swa_ = std::move(swa); }
-
-std::vector<const WeightAverage*> ParameterUpdate::averages() const {
-  std::vector<const WeightAverage*> out;
-  for (const WeightAverage* average : {ema_.get(), swa_.get()})
-    if (average != nullptr) out.push_back(average);
-  return out;
-}
-
-bool ParameterUpdate::begin_swa_epoch(int64_t epoch) {
-  if (!swa_ || swa_schedule_ || epoch + 1 < config_.swa.start_epoch) return false;
-  swa_schedule_ = make_swa_scheduler(*optim_.optimizer, config_.swa.lr, config_.swa.anneal_epochs,
-                                     config_.swa.anneal_strategy == AnnealShape::kCos);
-  return true;
-}
-
-void ParameterUpdate::end_swa_epoch() {
-  if (!swa_schedule_) return;
-  swa_->update(model_state_, weights_watch_.finite()); // never folds in non-finite weights
-  swa_schedule_->step();
-}
 
 }  // namespace tp

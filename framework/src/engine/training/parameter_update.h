@@ -13,6 +13,7 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <vector>
@@ -43,8 +44,8 @@ struct LoadedCheckpoint;
 
 /// The update of one optimizer step, what advances with it, and the averages of the weights. The
 /// step runner calls stage() before the step, apply() after the window's backward and advance()
-/// after every complete window; the trainer sets the schedule and the averages up, runs the SWA
-/// epochs, and checkpoints the update's state.
+/// after every complete window; the trainer sets the schedule, asks for the averages
+/// (create_averages), marks the SWA epochs' bounds, and checkpoints the update's state.
 ///
 /// Thread tag: [main]. Not copyable (it owns the fp16 scaler, the schedules and the averages).
 class ParameterUpdate {
@@ -110,22 +111,28 @@ class ParameterUpdate {
   /// them non-finite (finite_weights.h).
   const FiniteWeightsWatch& weights_watch() const noexcept { return weights_watch_; }
 
-  /* The averages of the weights: [ema] per step, [swa] per epoch */
-  /// [ema]: from now on updated every ema.every_steps steps (advance()).
+  /* The averages of the weights: [ema] per step, [swa] per epoch (parameter_update_averages.cpp) */
+  /// [ema], [swa]: makes the enabled averages from the configuration, each a copy of the model's
+  /// weights now (call once the model is placed), and logs them. `epochs` = the epochs the run
+  /// trains. Throws ConfigError for swa.lr <= 0 or an swa.start_epoch after the last epoch.
+  void create_averages(int64_t epochs);
+  /// An EMA made elsewhere (a test's), updated every ema.every_steps steps (advance()).
   void set_ema(std::unique_ptr<WeightAverage> ema);
-  /// [swa]: updated at the end of every SWA epoch (end_swa_epoch()).
-  void set_swa(std::unique_ptr<WeightAverage> swa);
   const WeightAverage* ema() const noexcept { return ema_.get(); }
-  WeightAverage* swa() noexcept { return swa_.get(); }
   const WeightAverage* swa() const noexcept { return swa_.get(); }
   /// The averages kept (EMA, then SWA), for evaluation, saves and data-parallel statistics.
   std::vector<const WeightAverage*> averages() const;
   /// [swa] At an epoch's start: from swa.start_epoch on (1-based), SWALR replaces the schedule,
-  /// annealing from each group's lr now. Returns whether it took over at this epoch.
-  bool begin_swa_epoch(int64_t epoch);
+  /// annealing from each group's lr now (logged).
+  void begin_swa_epoch(int64_t epoch);
   /// [swa] At the end of an SWA epoch: folds the weights into the SWA average (never non-finite
   /// ones) and steps SWALR. Nothing outside the SWA epochs.
   void end_swa_epoch();
+  /// [swa, all ranks] After the last epoch: the model takes the SWA weights and, with
+  /// swa.update_bn, the BatchNorm statistics `refresh_batchnorm` recomputes for them (it returns
+  /// the layers refreshed), which the average then takes too. Returns whether it did (false
+  /// without an average or before any SWA epoch); the model is then evaluated and saved.
+  bool finish_swa(const std::function<int64_t()>& refresh_batchnorm);
 
   /* Checkpoint (ARCH-20): each part its own */
   /// The step count, the optimizer (its state and group names), the schedules, the grad scaler.
@@ -146,6 +153,7 @@ class ParameterUpdate {
 
   const RunConfig& config_;
   const std::vector<StateTensor>& model_state_;
+  const c10::Device device_;  ///< where the update's statistics and the SWA average live
   Logger& log_;
   const double max_grad_norm_;  ///< train.max_grad_norm (0: no clip)
   const double grad_norm_type_; ///< train.grad_norm_type

@@ -31,7 +31,7 @@ void Trainer::Impl::train_epoch(int64_t epoch) {
   train_loader_->start_epoch(static_cast<uint64_t>(epoch), done);
   const int64_t batches = train_batches_;
   const int64_t accum = config_.train.grad_accum_steps;
-  begin_swa_epoch(epoch);
+  update_.begin_swa_epoch(epoch); // from swa.start_epoch on, SWALR replaces the schedule
   progress_.start_epoch(epoch, epochs_, batches);
   control_.defer(dispatch(TP_EVENT_EPOCH_BEGIN, {}));
   meters_.start_epoch();
@@ -128,7 +128,7 @@ void Trainer::Impl::evaluate_and_save_on_steps(int64_t epoch) {
 void Trainer::Impl::end_epoch(int64_t epoch) {
   // train.max_time cut this epoch short: it ends after the resume (fit() saves where it stopped).
   if (control_.time_stop() && control_.time_stop()->epoch == epoch) return;
-  end_swa_epoch();
+  update_.end_swa_epoch(); // an averaged epoch folds into the SWA average
   const auto [epoch_sum, epoch_count] = meters_.read_epoch_loss("in epoch " + std::to_string(epoch + 1));
   const double train_loss = epoch_sum / epoch_count;
   const Scalars train_terms = meters_.last_terms(); // train/loss/<term> of the epoch

@@ -9,6 +9,7 @@
 #include <limits>
 #include <utility>
 
+#include "engine/training/batchnorm_refresh.h"
 #include "engine/training/cuda_graph_policy.h"
 #include "engine/training/nan_policy.h"
 #include "engine/training/run_budget.h"
@@ -135,7 +136,10 @@ Trainer::Impl::Impl(const RunConfig& config, RunComponents& parts, c10::Device d
   }
   record_decode(train_decode, val_decode ? &*val_decode : nullptr);
   evaluator_ = std::make_unique<Evaluator>(config_, parts_, placement_, std::move(val_loader), eval_batches, *collectives_);
-  init_averages();
+  // [ema], [swa]: the update's averages of the weights, evaluated after the live ones (SWA first).
+  update_.create_averages(epochs_);
+  for (const WeightAverage* average : {update_.swa(), update_.ema()})
+    if (average != nullptr) evaluator_->add_average(*average, model_state_);
   if (t.fast_dev_run) log_.info("fast_dev_run: one optimizer step and one evaluation batch; nothing is written");
 }
 
@@ -196,36 +200,6 @@ void Trainer::Impl::init_schedule() {
   update_.set_schedule(make_scheduler(o, *optim_.optimizer, total));
   log_.info("schedule " + o.name + " over " + std::to_string(total) + " optimizer steps; precision " +
             std::string(to_string(precision_)));
-}
-
-void Trainer::Impl::init_averages() {
-  if (const SwaSection& w = config_.swa; w.enabled) {
-    if (std::any_of(w.lr.begin(), w.lr.end(), [](double lr) { return !(lr > 0.0); }))
-      throw ConfigError("swa.lr", "swa.enabled = true needs swa.lr > 0: the lr the SWA epochs anneal to (SWALR's "
-                                  "swa_lr), e.g. swa.lr = 0.05.");
-    if (w.start_epoch > epochs_)
-      throw ConfigError("swa.start_epoch", "swa.start_epoch = " + std::to_string(w.start_epoch) +
-                                               " is after the last epoch (train.epochs = " + std::to_string(epochs_) +
-                                               "): nothing would be averaged. Lower it.");
-    // Buffers follow the live model (PyTorch's use_buffers=False); update_bn recomputes them at the end.
-    const AverageRule rule{AverageRule::Kind::kEqual, 0.0, false, false};
-    update_.set_swa(std::make_unique<WeightAverage>("swa", rule, model_state_, device_));
-    evaluator_->add_average(*update_.swa(), model_state_);
-    log_.info("swa: averaging from epoch " + std::to_string(w.start_epoch) + ", lr annealed to " +
-              short_number(w.lr.front()) + " over " + std::to_string(w.anneal_epochs) + " epoch(s) (" +
-              std::string(to_string(w.anneal_strategy)) + "); " + std::to_string(update_.swa()->bytes() >> 20) + " MiB; evaluated as val_swa/*");
-  }
-  if (!config_.ema.enabled) return;
-  const EmaSection& e = config_.ema;
-  const AverageRule rule{AverageRule::Kind::kExponential, e.decay, e.warmup, e.buffers == AverageBuffers::kAverage};
-  const c10::Device where = e.on_cpu ? c10::Device(c10::kCPU) : device_;
-  update_.set_ema(std::make_unique<WeightAverage>("ema", rule, model_state_, where));
-  const WeightAverage& ema = *update_.ema();
-  evaluator_->add_average(ema, model_state_);
-  log_.info("ema: decay " + short_number(e.decay) + (e.warmup ? " with warmup" : "") + ", every " +
-            std::to_string(e.every_steps) + " step(s), " +
-            (e.buffers == AverageBuffers::kAverage ? "buffers averaged; " : "buffers copied; ") +
-            std::to_string(ema.bytes() >> 20) + " MiB on " + where.str() + "; evaluated as val_ema/*");
 }
 
 void Trainer::Impl::init_model() {
@@ -293,7 +267,10 @@ FitSummary Trainer::Impl::fit() {
   // that train.max_time stopped is not finished: it saves where it stopped, inside its epoch.
   const std::optional<ResumePosition>& time_stop = control_.time_stop();
   const ResumePosition resume = time_stop.value_or(ResumePosition{position_.epoch, 0});
-  const bool swa_final = !time_stop && finish_swa();
+  const bool swa_final = !time_stop && update_.finish_swa([&] {
+    return refresh_batchnorm_statistics(parts_, model_state_, *train_loader_, static_cast<uint64_t>(epochs_),
+                                        train_batches_, placement_, *collectives_);
+  });
   const bool steps_eval_due = !time_stop && config_.eval.strategy == IntervalStrategy::kSteps && !evaluator_->evaluated_at(step());
   if (evaluator_->enabled() && (swa_final || steps_eval_due))
     run_evaluation();

@@ -109,8 +109,6 @@ class Trainer::Impl {
   void init_schedule();
   /// Data-parallel: same initial weights everywhere, then the gradient all-reduce.
   void init_dist();
-  /// [ema], [swa]: the averaged copies of the weights, evaluated after the live ones.
-  void init_averages();
   /// run.cuda_graphs: the facts the decision reads (cuda_graph_policy.h); "on" that cannot apply
   /// throws ConfigError here, at start-up.
   void init_cuda_graphs();
@@ -120,14 +118,6 @@ class Trainer::Impl {
   void write_runtime_toml();
   /// data.decode's choice for the loaders: logged, and runtime.toml's [decode] table (not for "cpu").
   void record_decode(const DecodeChoice& train, const DecodeChoice* val);
-  /* Stochastic weight averaging (trainer_swa.cpp) */
-  /// At an epoch's start: from swa.start_epoch on, SWALR replaces the schedule.
-  void begin_swa_epoch(int64_t epoch);
-  /// At an averaged epoch's end: folds the weights into the SWA average and steps SWALR.
-  void end_swa_epoch();
-  /// After the last epoch: the model takes the SWA weights and, with swa.update_bn, BatchNorm
-  /// statistics recomputed for them; then it is evaluated and saved. Returns whether it did.
-  bool finish_swa();
   /* The loop (train_loop.cpp) */
   void train_epoch(int64_t epoch);
   /// A logging step: reads the loss the step's agreement carried (a sync), writes the step
