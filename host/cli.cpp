@@ -50,6 +50,9 @@ po::options_description describe(Options& o) {
        "(default: RUN_DIR/predictions_<split>_<checkpoint>.<format>)")
       ("outputs", po::value(&o.outputs), "predict: comma-separated model outputs to write (default: all)")
       ("tta", po::value(&o.tta), "predict: hflip averages each output with that of the horizontally flipped input")
+      ("images", po::value(&o.images),
+       "predict: new images, without labels, read with the evaluation split's preprocessing: a directory (its image "
+       "files, recursively, sorted by path) or a text file listing them, one per line")
       ("grid", po::value(&o.grid)->composing(),
        "sweep: KEY=V1,V2,... one axis of the grid (TOML values); repeat for more axes, the product is run")
       ("metric", po::value(&o.metric),
@@ -97,6 +100,9 @@ void check_split_and_format(Options& o) {
       throw ConfigError("--split", "host eval --split must be val or test (got '" + o.split + "').");
   }
   if (o.command != "predict") return;
+  if (!o.images.empty() && !o.split.empty())
+    throw ConfigError("--images", "host predict: --images predicts the given files, --split a split of the run; "
+                                  "give one of them.");
   if (o.split.empty()) o.split = "val";
   if (o.split != "val" && o.split != "test" && o.split != "train")
     throw ConfigError("--split", "host predict --split must be val, test or train (got '" + o.split + "').");

@@ -22,11 +22,11 @@ const std::vector<CommandSpec> kCommands = {
      "evaluates a checkpoint on the validation or the test split",
      {"config", "checkpoint", "weights", "split", "mlflow", "set", "plugin-dir", "output-dir"}},
     {"predict",
-     "host predict --config FILE [--checkpoint best|last|PATH] [--weights live|ema] [--split val|test|train] "
-     "[--output FILE] [--format csv|jsonl|npy|png] [--outputs NAME,...] [--tta hflip] [--set KEY=VALUE]... "
-     "[--plugin-dir DIR]... [--output-dir DIR]",
-     "writes the model's outputs for every sample of a split",
-     {"config", "checkpoint", "weights", "split", "output", "format", "outputs", "tta", "set", "plugin-dir",
+     "host predict --config FILE [--checkpoint best|last|PATH] [--weights live|ema] [--split val|test|train | "
+     "--images DIR|LIST] [--output FILE] [--format csv|jsonl|npy|png] [--outputs NAME,...] [--tta hflip] "
+     "[--set KEY=VALUE]... [--plugin-dir DIR]... [--output-dir DIR]",
+     "writes the model's outputs for every sample of a split, or for new image files",
+     {"config", "checkpoint", "weights", "split", "images", "output", "format", "outputs", "tta", "set", "plugin-dir",
       "output-dir"}},
     {"export", "host export --checkpoint PATH [--weights live|ema] --format safetensors --output FILE",
      "writes a checkpoint's model weights as safetensors", {"checkpoint", "weights", "format", "output"}},

@@ -1,13 +1,16 @@
-// `host predict` (docs/predict.md): a checkpoint's outputs for every sample of one split, one row
-// per sample in dataset order, written by rank 0 as the ranks produce them.
+// `host predict` (docs/predict.md): a checkpoint's outputs for every sample of one split, or of the
+// files --images names (read as the val split, predict_images.h), one row per sample in dataset
+// order, written by rank 0 as the ranks produce them.
 #include <cstdio>
 
 #include "commands.h"
+#include "predict_images.h"
 #include "run_assembly.h"
 #include "session.h"
 #include "weights_choice.h"
 #include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/dist/collectives.h"
+#include "tp/framework/engine/loader_options.h"
 #include "tp/framework/engine/predictor.h"
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/error.h"
@@ -20,10 +23,17 @@ int run_predict(const Options& options) {
   // never kill the process halfway through a write.
   install_stop_signal_handlers();
   auto session = open_session(options);
+  // --images: the run's evaluation table reads the files as its val split; rows and files are named "images".
+  ImageFiles images;
+  if (!options.images.empty()) {
+    images = list_image_files(options.images, image_extensions(session->config, session->registry));
+    point_val_split_at(session->config, images);
+  }
+  const std::string read_split = options.images.empty() ? options.split : "val";
+  const std::string named = options.images.empty() ? options.split : "images";
   const RunConfig& config = session->config;
   const std::filesystem::path path = session->checkpoint_file(options.checkpoint);
-  const DatasetSplits splits{.train = options.split == "train", .val = options.split == "val",
-                             .test = options.split == "test"};
+  const DatasetSplits splits{.train = read_split == "train", .val = read_split == "val", .test = read_split == "test"};
   AssembledRun run = assemble_run(*session, RunRequest{.command = "host predict",
                                                        .splits = splits,
                                                        .start_from = path,
@@ -32,7 +42,7 @@ int run_predict(const Options& options) {
   const c10::Device device = run.device;
   RunComponents& parts = run.parts;
   const std::shared_ptr<DatasetProxy> split =
-      options.split == "train" ? parts.train_data : options.split == "val" ? parts.val_data : parts.test_data;
+      read_split == "train" ? parts.train_data : read_split == "val" ? parts.val_data : parts.test_data;
   if (!split)
     throw ConfigError("data." + options.split,
                       "host predict --split " + options.split + ": the run has no " + options.split + " split; add [data." +
@@ -50,7 +60,7 @@ int run_predict(const Options& options) {
   if (output.empty()) {
     const std::string weights = chosen.name == "live" ? "" : "_" + chosen.name;
     // --format png writes a directory, named without an extension.
-    output = session->run_dir / ("predictions_" + options.split + "_" + path.stem().string() + weights +
+    output = session->run_dir / ("predictions_" + named + "_" + path.stem().string() + weights +
                                  (options.format == "png" ? "" : "." + options.format));
   }
   if (rank0) {
@@ -66,44 +76,36 @@ int run_predict(const Options& options) {
   std::unique_ptr<PredictionWriter> writer = rank0 ? PredictionWriter::open(output, options.format) : nullptr;
   // The names training kept in the checkpoint; a checkpoint from before them takes the split's own.
   if (writer) writer->set_class_names(!checkpoint.classes.empty() ? checkpoint.classes.names : split->class_names().names);
-  const int64_t batch = config.eval.batch_size > 0 ? config.eval.batch_size : config.train.batch_size;
-  const int rank = session->dist ? session->dist->rank() : 0;
-  const int world = session->dist ? session->dist->world_size() : 1;
-  const LoaderOptions loader = LoaderOptions()
-                                   .batch_size(batch)
-                                   .num_workers(config.data.num_workers)
-                                   .prefetch(config.data.prefetch)
-                                   .shuffle(false)
-                                   .seed(static_cast<uint64_t>(config.run.seed))
-                                   .rank(rank)
-                                   .world_size(world)
-                                   .mode(LoaderMode::kEvalExact)
-                                   .pin_memory(device.is_cuda())
-                                   .on_bad_sample(config.data.on_bad_sample)
-                                   .sample_timeout_s(config.data.sample_timeout_s);
+  if (writer) writer->set_row_paths(images.shown);
+  Collectives& collectives = *run.collectives;
+  // The run's evaluation loader (engine/loader_options.h): eval.batch_size, every sample once.
+  const LoaderOptions loader = loader_options(config, evaluation_batch_size(config), LoaderMode::kEvalExact,
+                                              collectives.rank(), collectives.world_size(), device);
   Progress progress(config.progress.mode, config.progress.every_seconds, rank0);
-  const std::unique_ptr<Collectives> collectives = make_collectives(session->dist.get(), device);
   const PredictSummary summary = predict(*parts.model, split, loader, placement,
                                          PredictOptions{split_list(options.outputs), options.tta == "hflip", options.format == "png",
                                                         options.format == "jsonl"},
-                                         writer.get(), progress, *collectives);
+                                         writer.get(), progress, collectives);
   if (!rank0) return kExitOk;
   writer->finish(summary.schema);
   std::string columns;
   for (std::size_t k = 0; k < summary.schema.size(); ++k) {
     const std::string& name = summary.schema[k].name;
     columns += (columns.empty() ? "" : ", ") + name;
+    if (k == 0 && writer->names_paths()) columns += ", path";
     if (writer->names_classes(summary.schema, k)) columns += ", " + name.substr(0, name.rfind('.')) + ".class";
   }
   // A detector's ragged outputs are written too, as arrays in each line: name them with the columns.
   for (const std::string& array : summary.arrays) columns += (columns.empty() ? "" : ", ") + array + " (array per line)";
   if (options.format == "png") columns += std::string(columns.empty() ? "" : ", ") + "and <index>.png class maps";
   const std::string of_weights = chosen.name == "live" ? "" : "the " + chosen.name + " weights of ";
-  std::printf("predictions of %s%s (epoch %lld, step %lld) for %lld samples of the %s split%s\n  columns: %s\n"
+  const std::string of_what =
+      options.images.empty() ? "of the " + options.split + " split" : "of --images " + options.images;
+  std::printf("predictions of %s%s (epoch %lld, step %lld) for %lld samples %s%s\n  columns: %s\n"
               "written to %s\n",
               of_weights.c_str(), path.c_str(),
               static_cast<long long>(checkpoint.epoch), static_cast<long long>(checkpoint.step),
-              static_cast<long long>(summary.rows), options.split.c_str(), options.tta == "hflip" ? " (hflip TTA)" : "",
+              static_cast<long long>(summary.rows), of_what.c_str(), options.tta == "hflip" ? " (hflip TTA)" : "",
               columns.c_str(), output.c_str());
   if (summary.skipped > 0)
     std::printf("  %lld samples were skipped (data.on_bad_sample = \"skip\"): their rows are missing\n",

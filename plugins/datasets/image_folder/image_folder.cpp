@@ -15,6 +15,7 @@
 #include "opencv_threads.h"
 #include "split_listing.h"
 #include "tp/cpp/dataset_adapter.h"
+#include "tp/cpp/guard.h"
 #include "tp/tp.h"
 #include "transform_config.h"
 
@@ -48,6 +49,9 @@ constexpr tp_config_key_t kOwnKeys[] = {
      "where the listing caches go; \"\" = $XDG_CACHE_HOME/torchhost or ~/.cache/torchhost"},
     {sizeof(tp_config_key_t), "extensions", TP_CFG_STRING_ARRAY,
      "[\".jpg\", \".jpeg\", \".png\", \".bmp\", \".webp\"]", "file endings scanned in class folders (any case)"},
+    {sizeof(tp_config_key_t), "files", TP_CFG_STRING_ARRAY, "[]",
+     "val/test only: these image files, in this order and without labels, instead of the split's folders or CSV "
+     "(host predict --images sets it)"},
 };
 // The transform keys (resize ... max_image_pixels) follow, shared with webdataset.
 constexpr auto kKeys = ifo::join_keys(kOwnKeys, ifo::kTransformKeys);
@@ -59,7 +63,19 @@ const tp_descriptor_t kDescriptor = tp::cpp::dataset_descriptor(
 
 /* Config */
 
+/// `files` (host predict --images, docs/predict.md): new images to predict, read with the split's
+/// evaluation transform. They have no label, so the training split, whose loss needs one, refuses them.
+std::vector<std::string> unlabelled_files(const tp::cpp::DatasetArgs& args) {
+  std::vector<std::string> files = args.config.get_string_array("files");
+  if (!files.empty() && args.train())
+    throw tp::cpp::Failure(TP_ERR_CONFIG, "image_folder: `files` (images without labels) serves the val and test "
+                                          "splits only; the train split needs labelled folders or a CSV");
+  return files;
+}
+
 ifo::Listing listing_for(const tp::cpp::DatasetArgs& args, ifo::CacheUse cache) {
+  if (std::vector<std::string> files = unlabelled_files(args); !files.empty())
+    return ifo::Listing{.paths = std::move(files), .labels = {}, .classes = {}};
   return ifo::listing_of_split(ifo::read_listing_keys(args.config), args.split_name,
                                args.config.get_bool("cache") ? cache : ifo::CacheUse::kOff);
 }
@@ -76,7 +92,8 @@ class ImageFolderDataset {
   /// Once per node before any rank creates the split (ABI 1.5): with `cache = true`, scans the
   /// folders and writes their listing cache, which create then reads.
   static void prepare(const tp::cpp::DatasetArgs& args) {
-    if (!args.config.get_bool("cache")) return;
+    // Given files are not a folder scan: nothing to cache.
+    if (!args.config.get_bool("cache") || !unlabelled_files(args).empty()) return;
     const std::string cache_dir = args.config.get_string("cache_dir");
     if (const std::string refusal = cache_dir.empty() ? "" : ifo::shared_write_refusal(cache_dir); !refusal.empty()) {
       args.log(TP_LOG_WARNING, std::string("image_folder (") + args.split_name + "): the listing cache in '" +
@@ -91,10 +108,11 @@ class ImageFolderDataset {
   explicit ImageFolderDataset(const tp::cpp::DatasetArgs& args)
       : transform_(ifo::read_transform(args.config, args.train(), "image_folder")),
         encoded_refusal_(ifo::encoded_image_refusal(transform_)),
-        listing_(listing_for(args, ifo::CacheUse::kRead)) {
+        listing_(listing_for(args, ifo::CacheUse::kRead)),
+        labelled_(listing_.labels.size() == listing_.paths.size()) {
     args.log(TP_LOG_INFO, std::string("image_folder (") + args.split_name + "): " +
                               std::to_string(listing_.paths.size()) + " images, " +
-                              std::to_string(listing_.classes.size()) + " classes");
+                              (labelled_ ? std::to_string(listing_.classes.size()) + " classes" : "no labels (`files`)"));
   }
 
   uint64_t size() const { return listing_.paths.size(); }
@@ -127,13 +145,14 @@ class ImageFolderDataset {
     } else {
       out.add(ifo::make_image_field(ifo::load_image(path, transform_, seed), transform_.channels_last));
     }
-    out.add("label", std::vector<int64_t>{listing_.labels[index]}, {});
+    if (labelled_) out.add("label", std::vector<int64_t>{listing_.labels[index]}, {});
   }
 
  private:
   ifo::TransformOptions transform_;
   std::string encoded_refusal_;  // "": "image" can be handed over encoded (lent by encoded_images())
   ifo::Listing listing_;
+  bool labelled_;  // false for `files`: every sample is "image" alone
   ifo::OpenCvThreadsPin pin_;  // OpenCV single-threaded while this instance lives
 };
 

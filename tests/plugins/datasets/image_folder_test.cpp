@@ -1,7 +1,8 @@
 // image_folder.so through its C ABI on image folders written at test time: labels and order,
 // exact normalisation, resize / center_crop against OpenCV computed independently here,
 // random transforms reproducible from the host seed, val splits, channels-last, CSV listings,
-// the test split and the listing cache (broken and hostile files: image_folder_bad_files_test.cpp).
+// the test split, `files` (host predict --images) and the listing cache (broken and hostile
+// files: image_folder_bad_files_test.cpp).
 #include <cmath>
 #include <algorithm>
 #include <chrono>
@@ -318,6 +319,30 @@ TEST_CASE("image_folder: the test split reads test_root like val, never the trai
     CHECK(label_of(test.get(4)) == 1);
     CHECK(max_abs_diff(chw(test.get(4), &h, &w), expected_chw(f.images[1][1])) == 0.0f);
   }
+}
+
+TEST_CASE("image_folder: `files` reads those files in that order without labels; the train split refuses it") {
+  const Fixture f = write_folder("if_files", 8, 8);
+  PluginLibrary lib("image_folder");
+  FakeConfig cfg;
+  configure(lib, cfg, f.root);
+  cfg.values["hflip"] = 1.0;  // train-only: given files are read with the evaluation transform
+  cfg.values["files"] = std::vector<std::string>{(f.root / "dog" / "img_2.png").string(),
+                                                 (f.root / "bird" / "img_0.png").string()};
+  for (const char* split : {"val", "test"}) {
+    Dataset ds(lib, kId, cfg, split);
+    REQUIRE(ds.size() == 2);
+    CHECK(ds.class_names().empty());
+    const Sample first = ds.get(0, /*seed=*/7);
+    CHECK(first.fields().size() == 1);  // "image" alone: no label
+    int h = 0, w = 0;
+    CHECK(max_abs_diff(chw(first, &h, &w), expected_chw(f.images[2][2])) == 0.0f);
+    CHECK(max_abs_diff(chw(ds.get(1), &h, &w), expected_chw(f.images[0][0])) == 0.0f);
+  }
+  void* self = nullptr;
+  CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_CONFIG);
+  CHECK(lib.host.last_error.find("`files` (images without labels) serves the val and test splits only") !=
+        std::string::npos);
 }
 
 TEST_CASE("image_folder: cache = true, prepare writes the listing once; create reads it until a folder changes") {

@@ -52,19 +52,26 @@ std::string value_text(const PredictionColumn& c, const uint8_t* data, int64_t i
   return "";
 }
 
-// `text` as one CSV field: quoted when it holds a comma or a quote (RFC 4180); class names hold no
-// line breaks (class_names.h).
+// `text` as one CSV field: quoted when it holds a comma, a quote or a line break (RFC 4180; a
+// file's path may hold any of them, a class name none of the breaks, class_names.h).
 std::string csv_field(const std::string& text) {
-  if (text.find_first_of(",\"") == std::string::npos) return text;
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
   std::string quoted = "\"";
   for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
   return quoted + "\"";
 }
 
-// `text` as a JSON string; class names hold no control characters (class_names.h).
+// `text` as a JSON string; control characters (which a file's path may hold, a class name not)
+// as \u00XX.
 std::string json_string(const std::string& text) {
   std::string quoted = "\"";
   for (char c : text) {
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+      quoted += escaped;
+      continue;
+    }
     if (c == '"' || c == '\\') quoted += '\\';
     quoted += c;
   }
@@ -89,6 +96,7 @@ class CsvWriter : public PredictionWriter {
       const PredictionColumn& c = schema[k];
       if (c.shape.empty()) {
         line += (line.empty() ? "" : ",") + c.name;
+        if (k == 0 && names_paths()) line += ",path";
         if (names_classes(schema, k)) line += "," + c.name.substr(0, c.name.size() - 7) + ".class";
         continue;
       }
@@ -118,6 +126,7 @@ class CsvWriter : public PredictionWriter {
           text += value_text(c, data, i, nullptr);
           first = false;
         }
+        if (k == 0 && names_paths()) text += "," + csv_field(row_path(first_int(data)));
         if (names_classes(block.schema, k)) text += "," + csv_field(class_name(first_int(data)));
         data += c.bytes();
       }
@@ -182,6 +191,7 @@ class JsonlWriter final : public PredictionWriter {
         text += (k ? ",\"" : "\"") + c.name + "\":";
         int64_t next = 0;
         nest(text, c, data, 0, next);
+        if (k == 0 && names_paths()) text += ",\"path\":" + json_string(row_path(first_int(data)));
         if (names_classes(block.schema, k))
           text += ",\"" + c.name.substr(0, c.name.size() - 7) + ".class\":" + json_string(class_name(first_int(data)));
         data += c.bytes();
@@ -325,6 +335,13 @@ void PredictionWriter::put_at(std::size_t offset, const std::string& text) {
     fail(errno);
   put(text);
   std::fseek(file_->handle, 0, SEEK_END);
+}
+
+const std::string& PredictionWriter::row_path(int64_t index) const {
+  if (index < 0 || index >= static_cast<int64_t>(row_paths_.size()))
+    throw Error("predictions: row " + std::to_string(index) + " has no file (" + std::to_string(row_paths_.size()) +
+                " files were given)");
+  return row_paths_[static_cast<std::size_t>(index)];
 }
 
 bool PredictionWriter::names_classes(const PredictionSchema& schema, std::size_t column) const {

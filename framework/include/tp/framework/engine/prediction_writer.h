@@ -5,7 +5,8 @@
 // under the final name (docs/predict.md).
 //   csv    header `index,logits.0,...,logits.argmax,logits.class,logits.prob,label`; a column
 //          with a per-sample shape is flattened row-major into `name.i` (`name.i.j` for 2-D);
-//          `<name>.class` only with class names (set_class_names), quoted as CSV needs.
+//          `<name>.class` only with class names (set_class_names), `path` after `index` only with
+//          the rows' files (set_row_paths); text quoted as CSV needs.
 //   jsonl  one object per sample: {"index": 0, "logits": [..], "logits.argmax": 3, ...}; shaped
 //          columns as nested arrays; NaN and infinities as null.
 //   npy    one NumPy structured array of `rows` records (np.load(path)["logits"]): the records as
@@ -53,6 +54,12 @@ class PredictionWriter {
   /// its argmax alone). The npy writer holds numbers only and ignores them. Call before the first
   /// write().
   void set_class_names(std::vector<std::string> names) { class_names_ = std::move(names); }
+  /// The files the rows were predicted from (host predict --images), by row index: csv and jsonl
+  /// (and png's predictions.csv) then write `path`, paths[index], right after `index`; npy ignores
+  /// them. Call before the first write().
+  void set_row_paths(std::vector<std::string> paths) { row_paths_ = std::move(paths); }
+  /// Whether this writer writes the `path` column (set_row_paths, a text format).
+  bool names_paths() const noexcept { return writes_text_ && !row_paths_.empty(); }
   /// Whether column `column` of `schema` is an argmax this writer follows with `<name>.class`: an
   /// int64 scalar "<name>.argmax" whose output "<name>" has shape {C}, C the number of class names.
   bool names_classes(const PredictionSchema& schema, std::size_t column) const;
@@ -67,6 +74,8 @@ class PredictionWriter {
   virtual void write_header(const PredictionSchema& schema) = 0;
   virtual void write_records(const RecordBlock& block) = 0;
   virtual void complete(const PredictionSchema& schema) { (void)schema; }
+  /// The path of row `index` (names_paths()); throws tp::Error for an index past the files.
+  const std::string& row_path(int64_t index) const;
   /// The name of class `id` (an argmax of a column names_classes() accepts).
   const std::string& class_name(int64_t id) const { return class_names_.at(static_cast<std::size_t>(id)); }
 
@@ -97,6 +106,7 @@ class PredictionWriter {
   bool finished_ = false;
   PredictionSchema schema_;
   std::vector<std::string> class_names_;
+  std::vector<std::string> row_paths_;
 };
 
 }  // namespace tp

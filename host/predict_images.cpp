@@ -1,0 +1,142 @@
+#include "predict_images.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+
+#include "tp/framework/engine/run_components.h"
+#include "tp/framework/error.h"
+
+namespace tp::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kOption = "--images";
+
+// Whether `name` ends with one of `endings` in ASCII case-insensitive comparison: image_folder's
+// rule for its class folders (torchvision's endswith on the lower-cased name).
+bool has_ending(const std::string& name, const std::vector<std::string>& endings) {
+  const auto lower = [](unsigned char c) { return static_cast<char>(std::tolower(c)); };
+  for (const std::string& ending : endings)
+    if (name.size() >= ending.size() &&
+        std::equal(ending.begin(), ending.end(), name.end() - static_cast<std::ptrdiff_t>(ending.size()),
+                   [&](char a, char b) { return lower(a) == lower(b); }))
+      return true;
+  return false;
+}
+
+ImageFiles files_under(const fs::path& dir, const std::vector<std::string>& extensions) {
+  std::vector<fs::path> found;
+  std::error_code error;
+  // Symlinked directories are not entered: a link back up the tree would never end the walk.
+  for (fs::recursive_directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    std::error_code kind_error;
+    if (fs::is_regular_file(it->path(), kind_error) && has_ending(it->path().filename().string(), extensions))
+      found.push_back(it->path().lexically_relative(dir));
+  }
+  if (error)
+    throw ConfigError(kOption, "host predict --images: cannot read the directory '" + dir.string() + "': " +
+                                   error.message() + ".");
+  std::vector<std::string> shown;
+  for (const fs::path& path : found) shown.push_back(path.generic_string());
+  std::sort(shown.begin(), shown.end());
+  if (shown.empty()) {
+    std::string endings;
+    for (const std::string& ending : extensions) endings += (endings.empty() ? " (ending in " : " ") + ending;
+    if (!endings.empty()) endings += ", the evaluation table's `extensions`)";
+    throw ConfigError(kOption, "host predict --images: the directory '" + dir.string() + "' holds no image file" +
+                                   endings + ".");
+  }
+  ImageFiles files;
+  for (const std::string& path : shown) files.opened.push_back((dir / path).string());
+  files.shown = std::move(shown);
+  return files;
+}
+
+std::string trimmed(const std::string& line) {
+  const auto space = [](unsigned char c) { return std::isspace(c) != 0; };
+  const auto begin = std::find_if_not(line.begin(), line.end(), space);
+  const auto end = std::find_if_not(line.rbegin(), std::string::const_reverse_iterator(begin), space).base();
+  return std::string(begin, end);
+}
+
+ImageFiles files_listed(const fs::path& list) {
+  std::ifstream in(list);
+  if (!in) throw ConfigError(kOption, "host predict --images: cannot read the list '" + list.string() + "'.");
+  const fs::path base = list.parent_path();
+  ImageFiles files;
+  int64_t number = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++number;
+    const std::string path = trimmed(line);
+    if (path.empty() || path.front() == '#') continue;
+    const fs::path opened = fs::path(path).is_absolute() ? fs::path(path) : base / path;
+    std::error_code error;
+    if (!fs::is_regular_file(opened, error)) {
+      const std::string why = fs::exists(opened, error) ? "which is not a file" : "which does not exist";
+      const std::string base_note =
+          fs::path(path).is_absolute() ? "" : " (relative paths start from the list's directory)";
+      throw ConfigError(kOption, "host predict --images: line " + std::to_string(number) + " of '" + list.string() +
+                                     "' names '" + path + "', " + why + base_note + ".");
+    }
+    files.shown.push_back(path);
+    files.opened.push_back(opened.string());
+  }
+  if (in.bad()) throw ConfigError(kOption, "host predict --images: reading the list '" + list.string() + "' failed.");
+  if (files.shown.empty())
+    throw ConfigError(kOption, "host predict --images: the list '" + list.string() +
+                                   "' names no file (one path per line; blank lines and '#' lines are skipped).");
+  return files;
+}
+
+}  // namespace
+
+ImageFiles list_image_files(const std::string& source, const std::vector<std::string>& extensions) {
+  std::error_code error;
+  const fs::file_status status = fs::status(source, error);
+  if (fs::is_directory(status)) return files_under(source, extensions);
+  if (fs::is_regular_file(status)) return files_listed(source);
+  throw ConfigError(kOption, "host predict --images: '" + source + "' " +
+                                 (fs::exists(status) ? "is neither a directory nor a list file"
+                                                     : "does not exist") +
+                                 "; give a directory of images or a text file listing them, one per line.");
+}
+
+std::vector<std::string> image_extensions(const RunConfig& config, const Registry& registry) {
+  const ComponentConfig* table = dataset_table(config, "val");
+  if (table == nullptr)
+    throw ConfigError("data.val", "host predict --images reads the files with the run's evaluation table, "
+                                  "[data.val] or [data.train] under data.val_from_train = true; the run has neither.");
+  const ComponentEntry entry = registry.find(table->component, TP_KIND_DATASET, table->key_path);
+  const auto& schema = entry.info->schema;
+  const bool reads_files = std::any_of(schema.begin(), schema.end(), [](const KeySpec& key) {
+    return key.path == "files" && key.type == ValueType::StringArray;
+  });
+  if (!reads_files)
+    throw ConfigError(table->key_path + ".component",
+                      "host predict --images: the evaluation table [" + table->key_path + "]'s dataset '" +
+                          table->component +
+                          "' cannot read plain image files (it declares no `files` key, the list of unlabelled files "
+                          "org.torchhost.image_folder reads). Predict its own splits with --split val|test, or "
+                          "predict files with a run whose evaluation table is an image_folder.");
+  std::vector<std::string> extensions;
+  if (const toml::array* endings = table->options["extensions"].as_array())
+    for (const toml::node& ending : *endings)
+      if (const auto text = ending.value<std::string>()) extensions.push_back(*text);
+  return extensions;
+}
+
+void point_val_split_at(RunConfig& config, const ImageFiles& files) {
+  ComponentConfig table = *dataset_table(config, "val");
+  toml::array opened;
+  for (const std::string& path : files.opened) opened.push_back(path);
+  table.options.insert_or_assign("files", std::move(opened));
+  config.data.val = std::move(table);
+}
+
+}  // namespace tp::cli

@@ -1,0 +1,230 @@
+// End to end (issue 60, part 3): `host predict --images DIR|LIST` on new, unlabelled files of a
+// tiny image_folder run. The files are read with the run's evaluation table (image_folder's
+// `files` key), so their outputs equal `--split val`'s for the same files bit for bit; rows carry
+// the file's path and its class name, no label; bad input stops with exit 2 and a message.
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+
+#include <doctest/doctest.h>
+
+#include "integration/host_runner.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+/// <root>/{dark,light}/NN.png, `count` 32x32 images per class.
+void write_class_folders(const fs::path& root, int count) {
+  for (int c = 0; c < 2; ++c) {
+    const fs::path dir = root / (c == 0 ? "dark" : "light");
+    fs::create_directories(dir);
+    for (int i = 0; i < count; ++i) {
+      const cv::Mat img(32, 32, CV_8UC3, cv::Scalar(c == 0 ? 30 + 9 * i : 200 + 9 * i, 90, 60 + 40 * i));
+      REQUIRE(cv::imwrite((dir / (std::to_string(i) + ".png")).string(), img));
+    }
+  }
+}
+
+/// A csv file's lines split at commas (the paths and class names here hold none).
+std::vector<std::vector<std::string>> csv_cells(const fs::path& file) {
+  std::vector<std::vector<std::string>> rows;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> cells;
+    for (std::size_t at = 0, next = 0; next != std::string::npos; at = next + 1)
+      cells.push_back(line.substr(at, (next = line.find(',', at)) == std::string::npos ? next : next - at));
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+/// One trained run shared by the cases: 1 epoch of small_cnn on dark/light folders, val in val/.
+struct TrainedRun {
+  fs::path dir, cfg, out;
+  TrainedRun() : dir(tp::test::fresh_dir("image_folder_predict_images")), cfg(dir / "run.toml"), out(dir / "out") {
+    write_class_folders(dir / "train", 6);
+    write_class_folders(dir / "val", 3);
+    std::ofstream(cfg) << "[run]\nname = \"images\"\nseed = 1\ndevice = \"cpu\"\n"
+                          "[train]\nepochs = 1\nbatch_size = 4\n[eval]\nbatch_size = 4\n"
+                          "[data]\nnum_workers = 1\n"
+                          "[data.train]\ncomponent = \"org.torchhost.image_folder\"\nroot = \"" +
+                              (dir / "train").string() + "\"\nval_root = \"" + (dir / "val").string() +
+                              "\"\nresize = [32, 32]\nmean = [0.5, 0.5, 0.5]\nstd = [0.25, 0.25, 0.25]\n"
+                              "[model]\ncomponent = \"org.torchhost.small_cnn\"\nnum_classes = 2\nimage_size = 32\n"
+                              "[loss]\ncomponent = \"org.torchhost.cross_entropy\"\n";
+    const auto train = tp::test::run_host("train --config '" + cfg.string() + "' --output-dir '" + out.string() + "'");
+    INFO(train.output);
+    REQUIRE(train.exit_code == 0);
+  }
+  tp::test::HostRun predict(const std::string& args) const {
+    return tp::test::run_host("predict --config '" + cfg.string() + "' --output-dir '" + out.string() +
+                              "' --checkpoint last " + args);
+  }
+};
+
+const TrainedRun& trained_run() {
+  static const TrainedRun run;
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("host predict --images DIR: each file's path, class and probability; the same logits as --split val") {
+  const TrainedRun& run = trained_run();
+  const fs::path by_split = run.dir / "split.csv", by_images = run.dir / "images.csv";
+  const auto split = run.predict("--split val --output '" + by_split.string() + "'");
+  INFO(split.output);
+  REQUIRE(split.exit_code == 0);
+  const auto images =
+      run.predict("--images '" + (run.dir / "val").string() + "' --output '" + by_images.string() + "'");
+  INFO(images.output);
+  REQUIRE(images.exit_code == 0);
+  CHECK(images.output.find("columns: index, path, logits, logits.argmax, logits.class, logits.prob\n") !=
+        std::string::npos);
+
+  const auto split_rows = csv_cells(by_split), image_rows = csv_cells(by_images);
+  REQUIRE(split_rows.size() == 7);
+  REQUIRE(image_rows.size() == 7);
+  CHECK(image_rows[0] == std::vector<std::string>{"index", "path", "logits.0", "logits.1", "logits.argmax",
+                                                  "logits.class", "logits.prob"}); // no label
+  // The directory's files sorted by their path relative to it; the val split's listing is that order.
+  const std::vector<std::string> order = {"dark/0.png", "dark/1.png", "dark/2.png", "light/0.png", "light/1.png",
+                                          "light/2.png"};
+  for (std::size_t i = 1; i < image_rows.size(); ++i) {
+    const auto& row = image_rows[i];
+    const auto& same = split_rows[i]; // index,logits.0,logits.1,logits.argmax,logits.class,logits.prob,label
+    REQUIRE(row.size() == 7);
+    CHECK(row[0] == std::to_string(i - 1));
+    CHECK(row[1] == order[i - 1]);
+    // Bit for bit: the csv writes each float as the shortest text that reads back to it.
+    CHECK(row[2] == same[1]);
+    CHECK(row[3] == same[2]);
+    CHECK(row[4] == same[3]);
+    CHECK(row[5] == (row[4] == "0" ? "dark" : "light"));
+    CHECK(row[6] == same[5]);
+  }
+}
+
+TEST_CASE("host predict --images LIST: the list's order, its paths as written, comments skipped; jsonl") {
+  const TrainedRun& run = trained_run();
+  const fs::path list = run.dir / "lists" / "new.txt";
+  fs::create_directories(list.parent_path());
+  const std::string absolute = (run.dir / "val" / "dark" / "2.png").string();
+  std::ofstream(list) << "# new images\n../val/light/1.png\n\n  " << absolute << "  \r\n../val/dark/0.png\n";
+  const fs::path output = run.dir / "list.jsonl";
+  const auto images = run.predict("--images '" + list.string() + "' --format jsonl --output '" + output.string() + "'");
+  INFO(images.output);
+  REQUIRE(images.exit_code == 0);
+  std::ifstream in(output);
+  std::vector<Json> rows;
+  for (std::string line; std::getline(in, line);) rows.push_back(Json::parse(line));
+  REQUIRE(rows.size() == 3);
+  const std::vector<std::string> paths = {"../val/light/1.png", absolute, "../val/dark/0.png"};
+  std::map<std::string, Json> by_path;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    CHECK(rows[i].at("index") == i);
+    CHECK(rows[i].at("path") == paths[i]);
+    CHECK(rows[i].at("logits").size() == 2);
+    CHECK(rows[i].at("logits.class") == (rows[i].at("logits.argmax") == 0 ? "dark" : "light"));
+    CHECK(rows[i].at("logits.prob").get<double>() >= 0.5);
+    CHECK_FALSE(rows[i].contains("label"));
+  }
+}
+
+TEST_CASE("host predict --images refuses what it cannot read, with exit 2 and what to do") {
+  const TrainedRun& run = trained_run();
+  const auto refused = [&](const std::string& args, const std::string& message) {
+    const auto result = run.predict(args);
+    INFO(result.output);
+    CHECK(result.exit_code == 2);
+    CHECK(result.output.find(message) != std::string::npos);
+  };
+  refused("--images '" + (run.dir / "missing").string() + "'", "does not exist; give a directory of images");
+  fs::create_directories(run.dir / "empty" / "sub");
+  std::ofstream(run.dir / "empty" / "sub" / "notes.txt") << "not an image\n";
+  refused("--images '" + (run.dir / "empty").string() + "'",
+          "holds no image file (ending in .jpg .jpeg .png .bmp .webp, the evaluation table's `extensions`)");
+  const fs::path list = run.dir / "bad.txt";
+  std::ofstream(list) << "val/dark/0.png\nval/dark/9.png\n";
+  refused("--images '" + list.string() + "'", "line 2 of '" + list.string() +
+                                                  "' names 'val/dark/9.png', which does not exist (relative paths "
+                                                  "start from the list's directory)");
+  std::ofstream(run.dir / "comments.txt") << "# nothing\n\n";
+  refused("--images '" + (run.dir / "comments.txt").string() + "'", "names no file");
+  refused("--images '" + (run.dir / "val").string() + "' --split val", "give one of them");
+
+  // A dataset that reads no plain files: the evaluation table names it and says what to do.
+  const fs::path shapes = run.dir / "shapes.toml";
+  std::ofstream(shapes) << "[run]\nname = \"shapes\"\ndevice = \"cpu\"\n"
+                           "[data.train]\ncomponent = \"org.torchhost.shapes\"\n"
+                           "[model]\ncomponent = \"org.torchhost.small_cnn\"\nnum_classes = 3\n"
+                           "[loss]\ncomponent = \"org.torchhost.cross_entropy\"\n";
+  const auto other = tp::test::run_host("predict --config '" + shapes.string() + "' --output-dir '" +
+                                        (run.dir / "shapes_out").string() + "' --images '" +
+                                        (run.dir / "val").string() + "'");
+  INFO(other.output);
+  CHECK(other.exit_code == 2);
+  CHECK(other.output.find("dataset 'org.torchhost.shapes' cannot read plain image files") != std::string::npos);
+}
+
+TEST_CASE("host predict --images: a listed file that is not an image follows data.on_bad_sample") {
+  const TrainedRun& run = trained_run();
+  const fs::path list = run.dir / "with_text.txt";
+  std::ofstream(run.dir / "notes.png") << "not a PNG\n";
+  std::ofstream(list) << "val/dark/0.png\nnotes.png\nval/light/0.png\n";
+  const auto failed = run.predict("--images '" + list.string() + "' --output '" + (run.dir / "f.csv").string() + "'");
+  INFO(failed.output);
+  CHECK(failed.exit_code == 1); // as a bad sample of a split
+  CHECK(failed.output.find((run.dir / "notes.png").string()) != std::string::npos);
+  CHECK_FALSE(fs::exists(run.dir / "f.csv"));
+
+  const fs::path output = run.dir / "skipped.csv";
+  const auto skipped = run.predict("--images '" + list.string() + "' --set data.on_bad_sample='\"skip\"' --output '" +
+                                   output.string() + "'");
+  INFO(skipped.output);
+  REQUIRE(skipped.exit_code == 0);
+  CHECK(skipped.output.find("1 samples were skipped") != std::string::npos);
+  const auto rows = csv_cells(output);
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[1][0] == "0");
+  CHECK(rows[1][1] == "val/dark/0.png");
+  CHECK(rows[2][0] == "2");
+  CHECK(rows[2][1] == "val/light/0.png");
+}
+
+TEST_CASE("host predict --images: a path with a comma, a quote or a control character stays one field") {
+  const TrainedRun& run = trained_run();
+  const fs::path odd = run.dir / "odd";
+  fs::create_directories(odd);
+  fs::copy_file(run.dir / "val" / "dark" / "0.png", odd / "x,\"y\".png");
+  fs::copy_file(run.dir / "val" / "light" / "0.png", odd / "tab\there.PNG"); // endings in any case
+  const fs::path csv = run.dir / "odd.csv", jsonl = run.dir / "odd.jsonl";
+  const auto as_csv = run.predict("--images '" + odd.string() + "' --output '" + csv.string() + "'");
+  INFO(as_csv.output);
+  REQUIRE(as_csv.exit_code == 0);
+  std::ifstream in(csv);
+  std::string header, tab, quoted;
+  REQUIRE(std::getline(in, header));
+  REQUIRE(std::getline(in, tab));
+  REQUIRE(std::getline(in, quoted));
+  CHECK(tab.starts_with("0,tab\there.PNG,")); // sorted: 't' (0x74) before 'x'
+  CHECK(quoted.starts_with("1,\"x,\"\"y\"\".png\",")); // RFC 4180
+  const auto as_jsonl = run.predict("--images '" + odd.string() + "' --format jsonl --output '" + jsonl.string() + "'");
+  INFO(as_jsonl.output);
+  REQUIRE(as_jsonl.exit_code == 0);
+  std::ifstream lines(jsonl);
+  std::string line;
+  REQUIRE(std::getline(lines, line));
+  CHECK(line.find("\"path\":\"tab\\u0009here.PNG\"") != std::string::npos);
+  CHECK(Json::parse(line).at("path") == "tab\there.PNG");
+  REQUIRE(std::getline(lines, line));
+  CHECK(Json::parse(line).at("path") == "x,\"y\".png");
+}
