@@ -54,7 +54,7 @@ int run_eval(const Options& options) {
   if (!weights.note.empty()) session->logger.info(weights.note);
   const Scalars metrics =
       evaluate_checkpoint(config, parts, {test ? parts.test_data : parts.val_data, options.split},
-                          checkpoint.weights(weights.name, "--weights"), run.device, session->dist.get(), session->logger);
+                          checkpoint.weights(weights.name, "--weights"), run.device, *run.collectives, session->logger);
   if (session->place.rank != 0) return kExitOk; // every rank holds the same values; one prints and writes them
 
   const std::string of_weights = weights.name == "live" ? "" : "the " + weights.name + " weights of ";

@@ -6,6 +6,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "commands.h"
@@ -143,7 +144,7 @@ int run_train(const Options& options) {
   // A fresh start appends to the history a killed attempt may have left: not after a torn line.
   if (!run.start && rank0)
     if (const auto warning = drop_torn_last_line(session->run_dir / "history.jsonl")) log.warn(*warning);
-  Trainer trainer(config, run.parts, run.device, log, session->run_dir, session->dist.get());
+  Trainer trainer(config, run.parts, run.device, log, session->run_dir, std::move(run.collectives));
   if (run.start) {
     warn_config_changes(log, run.start->config_toml, config_text);
     trainer.resume_from(*run.start); // takes the checkpoint's run identity, where it has one

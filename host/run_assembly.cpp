@@ -64,7 +64,8 @@ AssembledRun assemble_run(Session& session, const RunRequest& request) {
                         [&](const std::string& line) { log.every_rank(line); }))
     log.info(line);
   stop_point("while the datasets were prepared");
-  AssembledRun run{device, create_components(config, session.registry, request.splits), {}, std::nullopt};
+  AssembledRun run{device, create_components(config, session.registry, request.splits), {}, std::nullopt,
+                   make_collectives(session.dist.get(), device)};
   stop_point("while the components were created");
   if (start) {
     run.start_path = start->path;

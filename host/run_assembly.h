@@ -9,11 +9,13 @@
 #include <c10/core/Device.h>
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "session.h"
 #include "tp/framework/checkpoint/checkpoint.h"
+#include "tp/framework/dist/collectives.h"
 #include "tp/framework/engine/run_components.h"
 
 namespace tp::cli {
@@ -46,6 +48,10 @@ struct AssembledRun {
   RunComponents parts;
   std::filesystem::path start_path;             ///< the start checkpoint's file; empty on a fresh start
   std::optional<LoadedCheckpoint> start;        ///< that checkpoint, loaded
+  /// The run's one Collectives (make_collectives over the session's process group, the identity
+  /// for a single process): the Trainer, evaluate_checkpoint and predict make every collective
+  /// through it.
+  std::unique_ptr<Collectives> collectives;
 };
 
 /// [all ranks] Builds the run `request` asks for from `session`'s config, in this order: the start

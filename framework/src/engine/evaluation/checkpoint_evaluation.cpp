@@ -4,7 +4,7 @@
 
 #include "engine/evaluation/evaluation_pass.h"
 #include "engine/setup/image_decode_choice.h"
-#include "engine/setup/loader_options.h"
+#include "tp/framework/engine/loader_options.h"
 #include "tp/framework/data/data_loader.h"
 #include "tp/framework/dist/collectives.h"
 #include "tp/framework/engine/batch_placement.h"
@@ -13,9 +13,8 @@
 namespace tp {
 
 Scalars evaluate_checkpoint(const RunConfig& config, RunComponents& parts, const EvaluatedSplit& split,
-                            const NamedWeights& weights, c10::Device device, DistContext* dist, Logger& log) {
+                            const NamedWeights& weights, c10::Device device, Collectives& collectives, Logger& log) {
   TP_CHECK(split.data != nullptr, "evaluate_checkpoint: the run has no '", split.name, "' split to evaluate");
-  const std::unique_ptr<Collectives> collectives = make_collectives(dist, device);
   const BatchPlacement placement(device, config.run.channels_last, config.data.device_prefetch);
   const std::vector<StateTensor> model_state = placement.place_model(*parts.model);
   for (auto& metric : parts.metrics) metric->to_device(device);
@@ -29,10 +28,10 @@ Scalars evaluate_checkpoint(const RunConfig& config, RunComponents& parts, const
   const DecodeChoice decode = choose_image_decode(config, device, *split.data, split.name, config.data.num_workers);
   log.info("data.decode: evaluation " + decode.state);
   DataLoader loader(split.data,
-                    loader_options(config, evaluation_batch_size(config), LoaderMode::kEvalExact, collectives->rank(),
-                                   collectives->world_size(), device),
+                    loader_options(config, evaluation_batch_size(config), LoaderMode::kEvalExact, collectives.rank(),
+                                   collectives.world_size(), device),
                     decode.stage);
-  return evaluate_split({parts, config.metrics, placement, loader, /*batch_limit=*/0, *collectives}, split.name);
+  return evaluate_split({parts, config.metrics, placement, loader, /*batch_limit=*/0, collectives}, split.name);
 }
 
 }  // namespace tp

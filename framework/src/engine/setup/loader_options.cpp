@@ -1,4 +1,4 @@
-#include "engine/setup/loader_options.h"
+#include "tp/framework/engine/loader_options.h"
 
 namespace tp {
 

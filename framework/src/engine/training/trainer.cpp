@@ -14,7 +14,7 @@
 #include "engine/training/nan_policy.h"
 #include "engine/training/run_budget.h"
 #include "engine/setup/image_decode_choice.h"
-#include "engine/setup/loader_options.h"
+#include "tp/framework/engine/loader_options.h"
 #include "engine/setup/runtime_toml.h"
 #include "tp/framework/error.h"
 #include "tp/framework/optim/device_step.h"
@@ -43,13 +43,13 @@ std::string describe_layer_decay(const BuiltOptimizer& built, double decay) {
 }  // namespace
 
 Trainer::Impl::Impl(const RunConfig& config, RunComponents& parts, c10::Device device, Logger& logger,
-                    std::filesystem::path run_dir, DistContext* dist)
+                    std::filesystem::path run_dir, std::unique_ptr<Collectives> collectives)
     : config_(config),
       parts_(parts),
       device_(device),
       log_(logger),
       run_dir_(std::move(run_dir)),
-      collectives_(make_collectives(dist, device)),
+      collectives_(collectives ? std::move(collectives) : single_process_collectives(device)),
       rank_(collectives_->rank()),
       world_size_(collectives_->world_size()),
       writes_(rank_ == 0 && !config.train.fast_dev_run),
@@ -341,8 +341,8 @@ uint32_t Trainer::Impl::dispatch(int32_t kind, const Scalars& scalars, const std
 
 // The public face (trainer.h): every call is Impl's.
 Trainer::Trainer(const RunConfig& config, RunComponents& parts, c10::Device device, Logger& logger,
-                 std::filesystem::path run_dir, DistContext* dist)
-    : impl_(std::make_unique<Impl>(config, parts, device, logger, std::move(run_dir), dist)) {}
+                 std::filesystem::path run_dir, std::unique_ptr<Collectives> collectives)
+    : impl_(std::make_unique<Impl>(config, parts, device, logger, std::move(run_dir), std::move(collectives))) {}
 Trainer::~Trainer() = default;
 FitSummary Trainer::fit() { return impl_->fit(); }
 void Trainer::resume_from(const LoadedCheckpoint& checkpoint) { impl_->resume_from(checkpoint); }

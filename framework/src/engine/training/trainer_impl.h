@@ -65,12 +65,9 @@ struct LoopPosition {
 
 class Trainer::Impl {
  public:
-  /// `parts` must outlive the trainer. `dist` (null = a single process, no collectives) must
-  /// outlive it too; with it, the constructor broadcasts rank 0's parameters and buffers, and
-  /// every public call is collective: all ranks must make it. Only rank 0 writes files
-  /// (history, checkpoints, plots) and prints progress.
+  /// As Trainer's constructor (trainer.h).
   Impl(const RunConfig& config, RunComponents& parts, c10::Device device, Logger& logger,
-       std::filesystem::path run_dir, DistContext* dist);
+       std::filesystem::path run_dir, std::unique_ptr<Collectives> collectives);
   ~Impl();
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
@@ -174,7 +171,7 @@ class Trainer::Impl {
   c10::Device device_;
   Logger& log_;
   std::filesystem::path run_dir_;
-  std::unique_ptr<Collectives> collectives_; ///< the identity for a single process
+  std::unique_ptr<Collectives> collectives_; ///< the run's; the identity for a single process
   int rank_, world_size_;
   bool writes_;                 ///< rank 0 and not fast_dev_run: history, checkpoints, plots, TensorBoard
   int64_t epochs_;              ///< train.epochs (1 for fast_dev_run)

@@ -7,7 +7,7 @@
 //
 // Example:
 //   const Scalars values = evaluate_checkpoint(config, parts, {parts.val_data, "val"},
-//                                              checkpoint.weights("ema", "--weights"), device, dist, log);
+//                                              checkpoint.weights("ema", "--weights"), device, collectives, log);
 #pragma once
 
 #include <c10/core/Device.h>
@@ -23,7 +23,7 @@
 
 namespace tp {
 
-class DistContext;
+class Collectives;
 
 /// The split a checkpoint is evaluated on.
 struct EvaluatedSplit {
@@ -36,13 +36,14 @@ struct EvaluatedSplit {
 /// own evaluations, without autocast: amp.precision plays no part) with run.channels_last and
 /// data.device_prefetch's copy stream, filled with `weights`; the split's loader with the data.*
 /// keys, every sample once over the ranks, eval.batch_size (else train.batch_size) and data.decode;
-/// then evaluate_split's one pass. `dist` null: a single process; else every rank loads the same
-/// weights and the sums are over the ranks, so every rank returns the single-process values.
+/// then evaluate_split's one pass, every collective through `collectives` (the run's,
+/// make_collectives): over a process group every rank loads the same weights and the sums are
+/// over the ranks, so every rank returns the single-process values.
 /// Returns "<name>/loss", "<name>/loss/<term>", "<name>/<metric>": the values the run logged for
 /// the same weights and batch size. Logs the model's line and data.decode's. Writes no file.
 /// Throws tp::Error when `weights` do not match the model (names one to one, shapes), ConfigError
 /// for data.decode = "gpu" that cannot apply, PluginError from the components.
 Scalars evaluate_checkpoint(const RunConfig& config, RunComponents& parts, const EvaluatedSplit& split,
-                            const NamedWeights& weights, c10::Device device, DistContext* dist, Logger& log);
+                            const NamedWeights& weights, c10::Device device, Collectives& collectives, Logger& log);
 
 }  // namespace tp

@@ -7,8 +7,9 @@
 // Example:
 //   Trainer trainer(config, components, device, logger, run_dir);
 //   FitSummary summary = trainer.fit();
-// Data-parallel (docs/distributed.md): pass the joined DistContext; every rank runs the same
-// calls, gradients and evaluations are reduced, and only rank 0 writes.
+// Data-parallel (docs/distributed.md): pass the run's Collectives over the joined DistContext
+// (make_collectives); every rank runs the same calls, gradients and evaluations are reduced, and
+// only rank 0 writes.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -22,13 +23,12 @@
 
 #include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/config/run_config.h"
+#include "tp/framework/dist/collectives.h"
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/engine/scalars.h"
 #include "tp/framework/util/log.h"
 
 namespace tp {
-
-class DistContext;
 
 /// What fit() reports at the end.
 struct FitSummary {
@@ -54,12 +54,13 @@ struct StateRole {
 
 class Trainer {
  public:
-  /// `parts` must outlive the trainer. `dist` (null = a single process, no collectives) must
-  /// outlive it too; with it, the constructor broadcasts rank 0's parameters and buffers, and
-  /// every public call is collective: all ranks must make it. Only rank 0 writes files
-  /// (history, checkpoints, plots) and prints progress.
+  /// `parts` must outlive the trainer. `collectives` (the run's, make_collectives; null = a single
+  /// process on `device`, every collective the identity) becomes the trainer's; over a process
+  /// group, the constructor broadcasts rank 0's parameters and buffers, and every public call is
+  /// collective: all ranks must make it. Only rank 0 writes files (history, checkpoints, plots)
+  /// and prints progress.
   Trainer(const RunConfig& config, RunComponents& parts, c10::Device device, Logger& logger,
-          std::filesystem::path run_dir, DistContext* dist = nullptr);
+          std::filesystem::path run_dir, std::unique_ptr<Collectives> collectives = nullptr);
   ~Trainer();
   Trainer(const Trainer&) = delete; // Disabling meaningless Trainer copy.
   Trainer& operator=(const Trainer&) = delete;

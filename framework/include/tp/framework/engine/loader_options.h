@@ -1,6 +1,7 @@
 // A run's loader options from its configuration: the training loader's and an evaluation
-// loader's, one rule for both the Trainer and evaluate_checkpoint (`host eval`), so that an
-// evaluated checkpoint sees the batches the run's own evaluation saw.
+// loader's, one rule for the Trainer, evaluate_checkpoint (`host eval`) and `host predict`, so
+// that an evaluated or predicted checkpoint sees the batches the run's own evaluation saw.
+// Implemented in framework/src/engine/setup/loader_options.cpp.
 #pragma once
 
 #include <c10/core/Device.h>
