@@ -4,7 +4,6 @@
 #include <c10/core/GradMode.h>
 #include <torch/optim/optimizer.h>
 
-#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <utility>
@@ -14,7 +13,7 @@
 #include "engine/training/nan_policy.h"
 #include "engine/training/run_budget.h"
 #include "engine/setup/image_decode_choice.h"
-#include "tp/framework/engine/loader_options.h"
+#include "engine/setup/training_loaders.h"
 #include "engine/setup/runtime_toml.h"
 #include "tp/framework/error.h"
 #include "tp/framework/optim/device_step.h"
@@ -80,67 +79,21 @@ Trainer::Impl::Impl(const RunConfig& config, RunComponents& parts, c10::Device d
   init_model();
   init_dist();
   init_cuda_graphs();
-  const TrainSection& t = config_.train;
-  const bool overfit = t.overfit_batches > 0;
-  LoaderOptions train_options = loader_options(config_, t.batch_size, LoaderMode::kTrain, rank_, world_size_, device_);
-  if (overfit) train_options.shuffle(false); // the same N batches every epoch
-  // data.decode: the training images decoded on the device or on the loader threads (runtime.toml's [decode]).
-  const DecodeChoice train_decode =
-      choose_image_decode(config_, device_, *parts_.train_data, "train", config_.data.num_workers);
-  train_loader_ = std::make_unique<DataLoader>(parts_.train_data, train_options, train_decode.stage);
-  train_batches_ = train_loader_->batches_per_epoch();
-  if (const std::size_t groups = parts_.train_data->sample_groups().size(); groups > 0)
-    log_.info("training order: " + std::to_string(parts_.train_data->size()) + " samples in " +
-              std::to_string(groups) + " groups (plugin ABI 1.10), the groups shuffled every epoch and the samples " +
-              "within windows of " + std::to_string(config_.data.group_window) + " groups (data.group_window)" +
-              (world_size_ > 1 ? "; each rank reads one contiguous run of them" : ""));
-  // Every rank sees the same split size and batch, so every rank refuses alike (no collective needed).
-  if (train_batches_ == 0)
-    throw ConfigError("train.batch_size",
-                      "train.batch_size = " + std::to_string(t.batch_size) + " on " + std::to_string(world_size_) +
-                          " rank(s), but the training split has " + std::to_string(parts_.train_data->size()) +
-                          " samples: not one full batch per epoch (the training loader drops an incomplete last "
-                          "batch), so no step would train. Lower train.batch_size or use more training data; "
-                          "nothing was trained and no checkpoint written.");
-  int64_t eval_batches = 0; // evaluation batch limit; 0 = the whole split
-  if (overfit) {
-    if (t.overfit_batches > train_batches_)
-      throw ConfigError("train.overfit_batches", "train.overfit_batches = " + std::to_string(t.overfit_batches) +
-                                                     " but the training split has only " + std::to_string(train_batches_) +
-                                                     " batches of " + std::to_string(t.batch_size) + ". Lower it.");
-    train_batches_ = t.overfit_batches;
-    eval_batches = t.overfit_batches;
-  }
-  if (t.fast_dev_run) {
-    train_batches_ = std::min(train_batches_, t.grad_accum_steps); // one optimizer step
-    eval_batches = 1;
-  }
+  // The loaders and their limits (engine/setup/training_loaders.h); the schedule's length between them.
+  TrainingLoader train = make_training_loader(config_, parts_, device_, rank_, world_size_, log_);
+  train_loader_ = std::move(train.loader);
+  train_batches_ = train.batches;
   // train.max_steps overrides train.epochs: as many epochs as its steps need, the last one cut short.
-  epochs_ = budget_.epochs(epochs_, total_optimizer_steps(1, train_batches_, t.grad_accum_steps));
+  epochs_ = budget_.epochs(epochs_, total_optimizer_steps(1, train_batches_, config_.train.grad_accum_steps));
   init_schedule();
-  std::unique_ptr<DataLoader> val_loader;
-  std::optional<DecodeChoice> val_decode;
-  if (overfit) {
-    // Validate on exactly the samples trained on: the training split, unshuffled, same batches.
-    val_loader = std::make_unique<DataLoader>(
-        parts_.train_data, loader_options(config_, t.batch_size, LoaderMode::kEvalExact, rank_, world_size_, device_),
-        train_decode.stage);
-    log_.info("overfit_batches: training and validating on the first " + std::to_string(t.overfit_batches) +
-              " training batches; the loss should approach zero");
-  } else if (parts_.val_data && config_.eval.strategy != IntervalStrategy::kNo) {
-    const int64_t eval_batch = evaluation_batch_size(config_);
-    val_decode = choose_image_decode(config_, device_, *parts_.val_data, "val", config_.data.num_workers);
-    val_loader = std::make_unique<DataLoader>(
-        parts_.val_data, loader_options(config_, eval_batch, LoaderMode::kEvalExact, rank_, world_size_, device_),
-        val_decode->stage);
-  }
-  record_decode(train_decode, val_decode ? &*val_decode : nullptr);
-  evaluator_ = std::make_unique<Evaluator>(config_, parts_, placement_, std::move(val_loader), eval_batches, *collectives_);
+  EvaluationLoader val = make_evaluation_loader(config_, parts_, train, device_, rank_, world_size_, log_);
+  record_decode(train.decode, val.decode ? &*val.decode : nullptr);
+  evaluator_ = std::make_unique<Evaluator>(config_, parts_, placement_, std::move(val.loader), val.batches, *collectives_);
   // [ema], [swa]: the update's averages of the weights, evaluated after the live ones (SWA first).
   update_.create_averages(epochs_);
   for (const WeightAverage* average : {update_.swa(), update_.ema()})
     if (average != nullptr) evaluator_->add_average(*average, model_state_);
-  if (t.fast_dev_run) log_.info("fast_dev_run: one optimizer step and one evaluation batch; nothing is written");
+  if (config_.train.fast_dev_run) log_.info("fast_dev_run: one optimizer step and one evaluation batch; nothing is written");
 }
 
 Trainer::Impl::~Impl() = default;
