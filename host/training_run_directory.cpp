@@ -1,0 +1,115 @@
+#include "training_run_directory.h"
+
+#include <system_error>
+#include <vector>
+
+#include "tp/framework/checkpoint/run_identity.h"
+#include "tp/framework/config/write.h"
+#include "tp/framework/error.h"
+#include "tp/framework/monitor/history.h"
+#include "tp/framework/plugin/plugin_crash.h"
+#include "tp/framework/util/atomic_file.h"
+#include "tp/framework/util/first_few.h"
+#include "tp/framework/util/stale_temporaries.h"
+
+namespace tp::cli {
+namespace {
+
+// An unusable --output-dir (a file, /proc, no permission) is a configuration error naming it,
+// not an "unexpected error" from the first write into it.
+void make_run_directory(const std::filesystem::path& run_dir) {
+  std::error_code made;
+  std::filesystem::create_directories(run_dir, made);
+  if (made || !std::filesystem::is_directory(run_dir))
+    throw ConfigError("--output-dir", "host train: cannot use " + run_dir.string() + " as the run directory (" +
+                                          (made ? made.message() : std::string("it is not a directory")) +
+                                          "). Choose another --output-dir (or run.output_dir); nothing was written.");
+}
+
+// One training per run directory: two would append each step twice to one history and
+// overwrite each other's checkpoints.
+void refuse_if_not_held(const FileLock& lock, const std::filesystem::path& run_dir) {
+  if (!lock.held())
+    throw ConfigError("--output-dir", "host train: another training is running in " + run_dir.string() +
+                                          (lock.holder().empty() ? "" : " (pid " + lock.holder() + ")") +
+                                          ": it holds " + (run_dir / "run.lock").string() +
+                                          ". Two trainings in one run directory would mix their history and "
+                                          "checkpoints; nothing was written. Wait for it to end (then --resume "
+                                          "auto continues it), or give this run another --output-dir.");
+}
+
+// A fresh run never shares a directory with an earlier run's checkpoints (run_identity.h): its
+// keep_last would evict its own newer-numbered files first and --resume auto find the other's.
+// Returns where --new-run moved the earlier run's files (empty: nothing moved).
+std::filesystem::path refuse_or_set_aside_earlier_run(const std::filesystem::path& run_dir, bool new_run, bool rank0) {
+  const std::vector<std::string> earlier = checkpoint_names(run_dir);
+  if (!earlier.empty() && !new_run) {
+    throw ConfigError("--output-dir", "host train: " + (run_dir / "checkpoints").string() +
+                                          " holds an earlier run's checkpoints (" + first_few(earlier, 4) + "). A new run there would "
+                                          "mix its checkpoints with them; nothing was written. Continue that run with "
+                                          "--resume auto, give this one another --output-dir, or pass --new-run to "
+                                          "move the earlier run's files into " +
+                                          (run_dir / "earlier").string() + "/<UTC time>/ first.");
+  }
+  if (new_run && rank0 && !run_files(run_dir).empty()) return set_earlier_run_aside(run_dir);
+  return {};
+}
+
+}  // namespace
+
+TrainingRunDirectory::TrainingRunDirectory(Session& session, const Options& options)
+    : session_(session),
+      rank0_(session.place.rank == 0),
+      resuming_(!options.resume.empty()),
+      config_text_(to_toml_text(session.config.resolved)) {
+  const std::filesystem::path& run_dir = session.run_dir;
+  const RunConfig& config = session.config;
+  Logger& log = session.logger;
+  // run.lock: held by rank 0 until this object goes, taken before anything is written.
+  if (rank0_) {
+    make_run_directory(run_dir);
+    lock_.emplace(run_dir / "run.lock", /*inherit=*/false);
+    refuse_if_not_held(*lock_, run_dir);
+  }
+  // train.fast_dev_run saves no checkpoint, so it may look at any directory.
+  std::filesystem::path set_aside;
+  if (!resuming_ && !config.train.fast_dev_run)
+    set_aside = refuse_or_set_aside_earlier_run(run_dir, options.new_run, rank0_);
+  // Before any dataset runs: a plugin crash then names the component and sample (exit 5).
+  install_plugin_crash_handler((run_dir / "checkpoints").string().c_str(), (run_dir / "config.toml").string().c_str());
+  log.open_file(run_dir / "train.log");
+  // config.toml: a fresh run's now (the crash report's `plugins check --config` names it); a
+  // resumed run's only once the run is assembled and the checkpoint restored (settle_identity),
+  // so a --resume that fails at start-up never replaces the settings that trained with ones that
+  // never did.
+  if (rank0_) {
+    for (const auto& removed : sweep_stale_temporaries(run_dir, /*levels=*/3))
+      log.info("removed " + removed.string() + ", left by a process that no longer runs");
+    if (!resuming_) write_file_atomically(run_dir / "config.toml", config_text_);
+  }
+  log.info("run '" + config.run.name + "' from " + config.source + " -> " + run_dir.string());
+  if (!set_aside.empty()) log.info("--new-run: the earlier run's files are now in " + set_aside.string());
+  recorded_run_id_ = read_run_id(run_dir);
+  log.file_only("resolved config:\n" + config_text_);
+}
+
+void TrainingRunDirectory::prepare_history(bool resumed) const {
+  if (resumed || !rank0_) return;
+  if (const auto warning = drop_torn_last_line(session_.run_dir / "history.jsonl")) session_.logger.warn(*warning);
+}
+
+std::string TrainingRunDirectory::settle_identity(const std::string& checkpoint_run_id,
+                                                  const std::filesystem::path& start_path) const {
+  const std::filesystem::path& run_dir = session_.run_dir;
+  std::string id = checkpoint_run_id;
+  if (!id.empty() && !recorded_run_id_.empty() && id != recorded_run_id_)
+    session_.logger.warn("--resume: " + start_path.string() + " was saved by run " + id + "; " + run_dir.string() +
+                         " held run " + recorded_run_id_ + " (its run.id), and now continues run " + id);
+  // A fresh run's identity is new; a checkpoint from before identities continues the directory's.
+  if (id.empty()) id = !start_path.empty() && !recorded_run_id_.empty() ? recorded_run_id_ : new_run_id();
+  if (rank0_ && !session_.config.train.fast_dev_run) write_run_id(run_dir, id);
+  if (rank0_ && resuming_) write_file_atomically(run_dir / "config.toml", config_text_);
+  return id;
+}
+
+}  // namespace tp::cli
