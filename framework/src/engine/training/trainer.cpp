@@ -75,7 +75,7 @@ Trainer::Impl::Impl(const RunConfig& config, RunComponents& parts, c10::Device d
   // The process settings (ARCH-17) were applied by the command; their effective values are
   // recorded next to config.toml once the run has started (record_runtime): a start-up that fails
   // (or `host eval`) leaves the run's runtime.toml as the run that trained wrote it.
-  if (writes_) runtime_toml_ = runtime_toml_text(config_, device_, precision_, world_size_, provenance_toml(provenance_));
+  if (writes_) runtime_ = RuntimeRecord(runtime_toml_text(config_, device_, precision_, world_size_, provenance_toml(provenance_)));
   init_model();
   init_dist();
   init_cuda_graphs();
@@ -121,27 +121,27 @@ void Trainer::Impl::init_cuda_graphs() {
 
 void Trainer::Impl::record_decode(const DecodeChoice& train, const DecodeChoice* val) {
   log_.info("data.decode: train " + train.state + (val != nullptr ? "; val " + val->state : ""));
-  if (config_.data.decode == DecodeMode::kCpu || !writes_ || runtime_toml_.empty()) return;
-  runtime_toml_ += "\n" + decode_table(config_, train, val);
+  if (config_.data.decode == DecodeMode::kCpu || !writes_) return;
+  runtime_.add(decode_table(config_, train, val));
   write_runtime_toml();
 }
 
 void Trainer::Impl::record_cuda_graph_state() {
   std::optional<std::string> table = steps_.take_cuda_graph_report();
   if (!table) return;
-  cuda_graph_table_ = std::move(*table);
+  runtime_.set_cuda_graphs(std::move(*table));
   write_runtime_toml();
 }
 
 void Trainer::Impl::write_runtime_toml() {
-  if (!writes_ || !runtime_recorded_ || runtime_toml_.empty()) return;
+  const std::string text = runtime_.text();
+  if (!writes_ || text.empty()) return;
   // Informational, rewritten whole (atomically), the graph table last.
-  const std::string text = runtime_toml_ + (cuda_graph_table_.empty() ? "" : "\n" + cuda_graph_table_);
   control_.rank0_write([&] { write_file_atomically(run_dir_ / "runtime.toml", text); });
 }
 
 void Trainer::Impl::record_runtime() {
-  runtime_recorded_ = true;
+  runtime_.start();
   write_runtime_toml();
 }
 

@@ -48,6 +48,7 @@
 #include "engine/training/step_runner.h"
 #include "engine/training/step_trace.h"
 #include "engine/setup/image_decode_choice.h"
+#include "engine/setup/runtime_record.h"
 #include "engine/training/train_meters.h"
 #include "engine/training/weight_average.h"
 #include "tp/framework/optim/lr_scheduler.h"
@@ -198,9 +199,7 @@ class Trainer::Impl {
   CheckpointManager checkpoints_;
   Provenance provenance_; ///< what made this run: runtime.toml, every checkpoint, --resume's check
   std::string run_id_;    ///< the run's identity: every checkpoint carries it (run_identity.h)
-  std::string runtime_toml_;      ///< runtime.toml's settings and choices (rank 0 writing; else empty)
-  std::string cuda_graph_table_;  ///< run.cuda_graphs' report, runtime.toml's last table ("" until one)
-  bool runtime_recorded_ = false; ///< record_runtime() was called: the run has started, the file follows it
+  RuntimeRecord runtime_;  ///< runtime.toml: settings, choices, graph table (empty: this process writes none)
   LoopPosition position_;
 };
 
