@@ -56,6 +56,7 @@ int run_shards(const Options&) {
 
 namespace {
 
+namespace ds = tp::datasets;
 namespace ifo = tp::image_folder;
 namespace wds = tp::webdataset;
 
@@ -208,7 +209,7 @@ int run_shards(const Options& options) {
                                                     : "shuffled with seed " + std::to_string(seed) +
                                                           (options.seed.empty() ? " (run.seed; --seed N to choose)"
                                                                                 : " (--seed)");
-  const int64_t max_pixels = table.options["max_image_pixels"].value_or(ifo::kDefaultMaxImagePixels);
+  const int64_t max_pixels = table.options["max_image_pixels"].value_or(ds::kDefaultMaxImagePixels);
 
   std::optional<wds::ShardWriter> writer;
   try {
@@ -232,7 +233,7 @@ int run_shards(const Options& options) {
       key.insert(0, width - std::min(key.size(), width), '0');
       // The image datasets' own reader and checks, and no file larger than a shard's sample may be.
       const std::vector<unsigned char> image =
-          ifo::read_image_file(listing.paths[i], "host shards write", max_pixels, wds::kMaxSampleBytes);
+          ds::read_image_file(listing.paths[i], "host shards write", max_pixels, wds::kMaxSampleBytes);
       image_bytes += image.size();
       const int64_t label = listing.labels[i];
       const std::string cls = std::to_string(label);

@@ -62,8 +62,8 @@ const tp_config_key_t kKeys[] = {
      "here (fcos_loss checks the labels it trains on)"},
     {sizeof(tp_config_key_t), "skip_empty", TP_CFG_BOOL, "true",
      "train: drop images without a non-crowd box wider and taller than 1 pixel (val/test keep every image)"},
-    {sizeof(tp_config_key_t), "max_image_pixels", TP_CFG_INT, tp::image_folder::kDefaultMaxImagePixelsText,
-     tp::image_folder::kMaxImagePixelsHelp},
+    {sizeof(tp_config_key_t), "max_image_pixels", TP_CFG_INT, tp::datasets::kDefaultMaxImagePixelsText,
+     tp::datasets::kMaxImagePixelsHelp},
 };
 
 // get_sample is thread-safe: no TP_DESCRIPTOR_SERIAL.
@@ -148,7 +148,7 @@ class CocoDetectionDataset {
     auto [dir, json] = split_files(args.config, args.split, &json_key);
     image_dir_ = std::filesystem::path(std::move(dir));
     image_key_ = args.train() ? "images" : args.split == tp::cpp::Split::kVal ? "val_images" : "test_images";
-    max_image_pixels_ = args.config.get_int_in("max_image_pixels", 0, tp::image_folder::kMaxImagePixelsBound);
+    max_image_pixels_ = args.config.get_int_in("max_image_pixels", 0, tp::datasets::kMaxImagePixelsBound);
     coco::CocoReadOptions read;
     read.contiguous_labels = args.config.get_bool("contiguous_labels");
     read.skip_empty = args.train() && args.config.get_bool("skip_empty");
@@ -158,7 +158,7 @@ class CocoDetectionDataset {
     // whatever file it names (issue 41, item 11), unless the config says the files lie elsewhere.
     if (!args.config.get_bool("allow_outside_root"))
       for (const coco::CocoImage& image : split_.images)
-        if (const std::string why = tp::image_folder::escapes_root(image.file_name); !why.empty())
+        if (const std::string why = tp::datasets::escapes_root(image.file_name); !why.empty())
           throw Failure(TP_ERR_CONFIG, "coco_detection: '" + json + "' (key `" + json_key + "`): the image id " +
                                            std::to_string(image.id) + " has the file_name '" + image.file_name +
                                            "', which " + why + " of `" + image_key_ + "` (" + image_dir_.string() +
@@ -196,9 +196,9 @@ class CocoDetectionDataset {
     coco::training_boxes(split_, image, source, boxes, labels);
     coco::transform_boxes(boxes, plan);
 
-    const cv::Mat sized = tp::image_folder::resize_bgr(bgr, plan.sized.h, plan.sized.w);
+    const cv::Mat sized = tp::datasets::resize_bgr(bgr, plan.sized.h, plan.sized.w);
     std::vector<float> pixels(static_cast<std::size_t>(3) * plan.sized.h * plan.sized.w);
-    tp::image_folder::write_pixels(sized, plan.flip, format_, nullptr, pixels.data());
+    tp::datasets::write_pixels(sized, plan.flip, format_, nullptr, pixels.data());
 
     const auto objects = static_cast<int64_t>(labels.size());
     out.add("image", std::move(pixels), {3, plan.sized.h, plan.sized.w});
@@ -216,8 +216,8 @@ class CocoDetectionDataset {
     cv::Mat bgr;
     try {
       const std::vector<unsigned char> bytes =
-          tp::image_folder::read_image_file(path, "coco_detection", max_image_pixels_, tp::image_folder::kMaxImageFileBytes);
-      bgr = tp::image_folder::decode_bgr(bytes, cv::IMREAD_COLOR, path, "coco_detection");
+          tp::datasets::read_image_file(path, "coco_detection", max_image_pixels_, tp::datasets::kMaxImageFileBytes);
+      bgr = tp::datasets::decode_bgr(bytes, cv::IMREAD_COLOR, path, "coco_detection");
     } catch (const Failure& e) {
       throw Failure(e.code(), std::string(e.what()) + " (image id " + std::to_string(image.id) + ", file_name '" +
                                   image.file_name + "' under `" + image_key_ + "`)");
@@ -254,13 +254,13 @@ class CocoDetectionDataset {
   }
 
   coco::DetectionOptions transform_;
-  tp::image_folder::PixelFormat format_;
+  tp::datasets::PixelFormat format_;
   bool train_ = false;
   std::filesystem::path image_dir_;
   const char* image_key_ = "images";
-  int64_t max_image_pixels_ = tp::image_folder::kDefaultMaxImagePixels;
+  int64_t max_image_pixels_ = tp::datasets::kDefaultMaxImagePixels;
   coco::CocoSplit split_;
-  tp::image_folder::OpenCvThreadsPin pin_;  // OpenCV single-threaded while this instance lives
+  tp::datasets::OpenCvThreadsPin pin_;  // OpenCV single-threaded while this instance lives
 };
 
 }  // namespace

@@ -7,7 +7,7 @@
 namespace tp::coco_detection {
 namespace {
 
-using image_folder::Rng;
+using datasets::Rng;
 
 /// Streams of the decisions image_folder does not make (its kTagFlip is the mirror here too).
 /// Fixed forever: changing one changes every augmented sample of every run that used it.
@@ -51,7 +51,7 @@ DetectionPlan plan_detection(Size2 source, const DetectionOptions& o, uint64_t s
     p.min_size = o.random ? o.min_size[static_cast<std::size_t>(Rng(seed, kTagMinSize).below(n))] : o.min_size.back();
     p.sized = shortest_side_size(source, p.min_size, o.max_size);
   }
-  p.flip = o.random && o.hflip > 0.0 && Rng(seed, image_folder::kTagFlip).uniform() < o.hflip;
+  p.flip = o.random && o.hflip > 0.0 && Rng(seed, datasets::kTagFlip).uniform() < o.hflip;
   return p;
 }
 

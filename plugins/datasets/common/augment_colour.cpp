@@ -14,7 +14,7 @@
 
 #include "augment_ops.h"
 
-namespace tp::image_folder {
+namespace tp::datasets {
 namespace {
 
 /// uint8(clamp(v, 0, 255)): torchvision's `.clamp_(0, bound).to(uint8)`, which truncates.
@@ -172,4 +172,4 @@ cv::Mat apply_aug_op(const cv::Mat& bgr, AugOp op, double magnitude) {
   return img;
 }
 
-}  // namespace tp::image_folder
+}  // namespace tp::datasets

@@ -11,7 +11,7 @@
 
 #include "augment_ops.h"
 
-namespace tp::image_folder {
+namespace tp::datasets {
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
@@ -109,4 +109,4 @@ cv::Mat apply_geometric_op(const cv::Mat& bgr, AugOp op, double magnitude) {
   }
 }
 
-}  // namespace tp::image_folder
+}  // namespace tp::datasets

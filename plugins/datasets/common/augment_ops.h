@@ -7,7 +7,7 @@
 
 #include <opencv2/core.hpp>
 
-namespace tp::image_folder {
+namespace tp::datasets {
 
 /// The ops in torchvision's _AUGMENTATION_SPACE order (RandAugment and TrivialAugmentWide share
 /// it), so a uniform draw of an index picks the same op torchvision's would.
@@ -35,4 +35,4 @@ cv::Mat apply_aug_op(const cv::Mat& bgr, AugOp op, double magnitude);
 /// colour ops' file does not carry the grid arithmetic.
 cv::Mat apply_geometric_op(const cv::Mat& bgr, AugOp op, double magnitude);
 
-}  // namespace tp::image_folder
+}  // namespace tp::datasets

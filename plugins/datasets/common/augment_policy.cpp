@@ -6,7 +6,7 @@
 
 #include "rng.h"
 
-namespace tp::image_folder {
+namespace tp::datasets {
 namespace {
 
 /// torch.linspace(start, end, 31)[bin] in float32: ATen fills the first half from the start and
@@ -79,4 +79,4 @@ cv::Mat apply_augment(const cv::Mat& bgr, const std::vector<AugStep>& steps) {
   return img;
 }
 
-}  // namespace tp::image_folder
+}  // namespace tp::datasets

@@ -10,7 +10,7 @@
 
 #include "augment_ops.h"
 
-namespace tp::image_folder {
+namespace tp::datasets {
 
 inline constexpr int kMagnitudeBins = 31;
 
@@ -46,4 +46,4 @@ std::vector<AugStep> plan_augment(const AugmentOptions& o, int h, int w, uint64_
 /// `steps` applied in order to `bgr` (CV_8UC3); returns the result (a new image unless empty).
 cv::Mat apply_augment(const cv::Mat& bgr, const std::vector<AugStep>& steps);
 
-}  // namespace tp::image_folder
+}  // namespace tp::datasets

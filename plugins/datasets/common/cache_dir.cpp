@@ -13,7 +13,7 @@
 
 #include "tp/cpp/guard.h"
 
-namespace tp::image_folder {
+namespace tp::datasets {
 namespace {
 
 namespace fs = std::filesystem;
@@ -85,4 +85,4 @@ std::string shared_write_refusal(const std::string& dir) {
          "own it with mode 0755 and prepare it, or set cache_dir to a directory of your own";
 }
 
-}  // namespace tp::image_folder
+}  // namespace tp::datasets

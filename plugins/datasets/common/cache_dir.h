@@ -10,7 +10,7 @@
 
 #include <string>
 
-namespace tp::image_folder {
+namespace tp::datasets {
 
 /// Who asks for the directory, for the messages: "<component>: refusing the <cache> directory
 /// ... since <planted>".
@@ -34,4 +34,4 @@ std::string user_cache_dir(const CacheOwner& owner);
 /// files would let them choose the data; the sentence says who can write it and what to do.
 std::string shared_write_refusal(const std::string& dir);
 
-}  // namespace tp::image_folder
+}  // namespace tp::datasets

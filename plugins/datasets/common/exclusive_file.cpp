@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <random>
 
-namespace tp::image_folder {
+namespace tp::datasets {
 namespace {
 
 namespace fs = std::filesystem;
@@ -93,4 +93,4 @@ std::optional<std::string> read_regular_file(const std::string& path, std::size_
   return text;
 }
 
-}  // namespace tp::image_folder
+}  // namespace tp::datasets

@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-namespace tp::image_folder {
+namespace tp::datasets {
 
 /// The temporary's name for a write of `target`: `<dir>/.<name>.<random>.tmp-<pid>`, with
 /// twelve characters from the system's random source; the pid last, so the framework's sweep of
@@ -29,4 +29,4 @@ std::string replace_file_exclusively(const std::string& target, const std::strin
 /// have planted, which the caller then parses as untrusted input.
 std::optional<std::string> read_regular_file(const std::string& path, std::size_t max_bytes);
 
-}  // namespace tp::image_folder
+}  // namespace tp::datasets

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-namespace tp::image_folder {
+namespace tp::datasets {
 namespace {
 
 /// A DLPack [3, h, w] float tensor owning `pixels`; shape and strides live beside it.
@@ -50,4 +50,4 @@ void add_encoded_image(tp::cpp::Sample& out, std::vector<unsigned char>&& bytes,
   out.add("image_box", std::vector<int32_t>(values.begin(), values.end()), {7});
 }
 
-}  // namespace tp::image_folder
+}  // namespace tp::datasets

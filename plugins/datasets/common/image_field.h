@@ -10,7 +10,7 @@
 #include "tp/cpp/dataset_adapter.h"
 #include "tp/iface/dataset.h"
 
-namespace tp::image_folder {
+namespace tp::datasets {
 
 /// The field "image" owning `image`'s pixels (moved out): float32 [3, h, w], compact CHW memory,
 /// or HWC memory (strides {1, 3w, 3}) when `channels_last`. Its deleter frees the buffer and the
@@ -22,4 +22,4 @@ tp_field_t make_image_field(Image&& image, bool channels_last);
 /// Throws std::bad_alloc only (`out` then releases what it holds).
 void add_encoded_image(tp::cpp::Sample& out, std::vector<unsigned char>&& bytes, const ImageBox& box);
 
-}  // namespace tp::image_folder
+}  // namespace tp::datasets

@@ -12,7 +12,7 @@
 
 #include "tp/cpp/guard.h"
 
-namespace tp::image_folder {
+namespace tp::datasets {
 namespace {
 
 /// "a FIFO", "a directory", ...: what a path that is not a regular file is, for a message.
@@ -194,4 +194,4 @@ void check_image_bytes(const std::vector<unsigned char>& bytes, const std::strin
   refuse_oversized(declared.width, declared.height, max_pixels, name, component);
 }
 
-}  // namespace tp::image_folder
+}  // namespace tp::datasets

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace tp::image_folder {
+namespace tp::datasets {
 
 /// PIL's decompression-bomb limit (Image.MAX_IMAGE_PIXELS x 2, where PIL raises
 /// DecompressionBombError): the default of the datasets' `max_image_pixels` key.
@@ -74,4 +74,4 @@ void refuse_oversized(int64_t width, int64_t height, int64_t max_pixels, const s
 /// '..'"; "" when it stays inside (lexically: a symlink inside is the user's own choice).
 std::string escapes_root(const std::string& name);
 
-}  // namespace tp::image_folder
+}  // namespace tp::datasets

@@ -12,7 +12,7 @@
 #include "rng.h"
 #include "tp/cpp/guard.h"
 
-namespace tp::image_folder {
+namespace tp::datasets {
 namespace {
 
 using tp::cpp::Failure;
@@ -207,4 +207,4 @@ Image transform_image(const std::vector<unsigned char>& bytes, const std::string
   return out;
 }
 
-}  // namespace tp::image_folder
+}  // namespace tp::datasets

@@ -16,7 +16,7 @@
 #include "pixel_io.h"
 #include "random_erasing.h"
 
-namespace tp::image_folder {
+namespace tp::datasets {
 
 /// A height x width pair; 0 means "not set".
 struct Size2 {
@@ -101,4 +101,4 @@ ImageBox encoded_box(const std::vector<unsigned char>& bytes, const std::string&
 /// file. (The byte checks run twice, a few microseconds against a decode's milliseconds.)
 Image load_image(const std::string& path, const TransformOptions& o, uint64_t seed);
 
-}  // namespace tp::image_folder
+}  // namespace tp::datasets

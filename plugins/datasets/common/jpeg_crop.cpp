@@ -14,7 +14,7 @@
 #error "jpeg_crop.cpp needs libjpeg-turbo 1.5 or newer (Debian: libjpeg62-turbo-dev)"
 #endif
 
-namespace tp::image_folder {
+namespace tp::datasets {
 namespace {
 
 /// OpenCV's limit on a decode's pixels (imgcodecs' validateInputImageSize, 4.6: 2^30 unless the
@@ -230,4 +230,4 @@ cv::Mat decode_jpeg_crop(const std::vector<unsigned char>& bytes, int reduction,
   return decoded(cv::Rect(skip, 0, crop.x1 - crop.x0, height));
 }
 
-}  // namespace tp::image_folder
+}  // namespace tp::datasets

@@ -13,7 +13,7 @@
 
 #include <opencv2/core.hpp>
 
-namespace tp::image_folder {
+namespace tp::datasets {
 
 /// A crop in a decode's pixels: x0, y0 inclusive, x1, y1 exclusive, non-empty and inside the decode.
 struct PixelRect {
@@ -51,4 +51,4 @@ using CropChooser = std::function<PixelRect(int cols, int rows)>;
 cv::Mat decode_jpeg_crop(const std::vector<unsigned char>& bytes, int reduction, const CropChooser& choose,
                          bool* data_missing = nullptr);
 
-}  // namespace tp::image_folder
+}  // namespace tp::datasets

@@ -4,7 +4,7 @@
 
 #include <opencv2/core.hpp>
 
-namespace tp::image_folder {
+namespace tp::datasets {
 namespace {
 
 // The one piece of process-wide state in this plugin, mirroring OpenCV's own process-wide
@@ -37,4 +37,4 @@ OpenCvThreadsPin::~OpenCvThreadsPin() {
   if (--s.count == 0) cv::setNumThreads(s.saved);
 }
 
-}  // namespace tp::image_folder
+}  // namespace tp::datasets

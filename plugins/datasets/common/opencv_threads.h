@@ -8,7 +8,7 @@
 // large resize no longer uses several cores, which only matters with data.num_workers = 0.
 #pragma once
 
-namespace tp::image_folder {
+namespace tp::datasets {
 
 /// RAII: while at least one OpenCvThreadsPin is alive, cv::getNumThreads() == 1. [main]
 /// (create/destroy run on the host's main thread; a mutex makes it safe anyway).
@@ -20,4 +20,4 @@ class OpenCvThreadsPin {
   OpenCvThreadsPin& operator=(const OpenCvThreadsPin&) = delete;
 };
 
-}  // namespace tp::image_folder
+}  // namespace tp::datasets

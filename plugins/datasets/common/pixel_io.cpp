@@ -10,7 +10,7 @@
 #include "jpeg_crop.h"
 #include "tp/cpp/guard.h"
 
-namespace tp::image_folder {
+namespace tp::datasets {
 namespace {
 
 float clamp01(float v) { return v < 0.f ? 0.f : (v > 1.f ? 1.f : v); }
@@ -170,4 +170,4 @@ void write_pixels(const cv::Mat& bgr, bool flip, const PixelFormat& format, cons
   else write_plain(bgr, flip, format, dst);
 }
 
-}  // namespace tp::image_folder
+}  // namespace tp::datasets

@@ -15,7 +15,7 @@
 #include "image_file.h"
 #include "rng.h"
 
-namespace tp::image_folder {
+namespace tp::datasets {
 
 /// `bytes` decoded by OpenCV with `flags` (an IMREAD_COLOR variant; EXIF orientation ignored, as
 /// PIL and torchvision do) as 8-bit BGR. Throws tp::cpp::Failure(TP_ERR_IO) "<component>: cannot
@@ -73,4 +73,4 @@ JitterFactors draw_jitter(double brightness, double contrast, double saturation,
 void write_pixels(const cv::Mat& bgr, bool flip, const PixelFormat& format, const JitterFactors* jitter,
                   float* dst);
 
-}  // namespace tp::image_folder
+}  // namespace tp::datasets

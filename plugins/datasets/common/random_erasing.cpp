@@ -7,7 +7,7 @@
 
 #include "rng.h"
 
-namespace tp::image_folder {
+namespace tp::datasets {
 
 EraseDraws erase_draws(uint64_t seed) {
   Rng rng(seed, kTagErase);
@@ -75,4 +75,4 @@ void random_erase(float* pixels, int height, int width, bool channels_last, cons
   }
 }
 
-}  // namespace tp::image_folder
+}  // namespace tp::datasets

@@ -7,7 +7,7 @@
 #include <array>
 #include <cstdint>
 
-namespace tp::image_folder {
+namespace tp::datasets {
 
 /// Config keys random_erasing, erasing_scale, erasing_ratio, erasing_value.
 struct ErasingOptions {
@@ -46,4 +46,4 @@ EraseBox box_from_draws(const ErasingOptions& o, int height, int width, const Er
 /// write per erased value (plus a Box-Muller normal for "random").
 void random_erase(float* pixels, int height, int width, bool channels_last, const ErasingOptions& o, uint64_t seed);
 
-}  // namespace tp::image_folder
+}  // namespace tp::datasets

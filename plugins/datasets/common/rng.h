@@ -7,7 +7,7 @@
 
 #include "tp/cpp/random.h"
 
-namespace tp::image_folder {
+namespace tp::datasets {
 
 /// A small deterministic generator (tp::cpp::SplitMix64 seeded from the sample seed and the
 /// decision's tag), a few ns per draw. Not thread-shared: each decision constructs its own from
@@ -41,4 +41,4 @@ enum : uint64_t {
   kTagEraseValue = 10,   ///< random_erasing with value "random": the normal values
 };
 
-}  // namespace tp::image_folder
+}  // namespace tp::datasets

@@ -8,7 +8,7 @@
 #include "augment_policy.h"
 #include "tp/cpp/guard.h"
 
-namespace tp::image_folder {
+namespace tp::datasets {
 namespace {
 
 using tp::cpp::Failure;
@@ -178,4 +178,4 @@ tp_encoded_image_t encoded_image_declaration(const TransformOptions& o, const st
   return image;
 }
 
-}  // namespace tp::image_folder
+}  // namespace tp::datasets

@@ -8,7 +8,7 @@
 // shared entries are joined to the plugin's own at compile time:
 //
 //   constexpr tp_config_key_t kOwnKeys[] = {tp::cpp::config_key("root", TP_CFG_PATH, nullptr, "...")};
-//   constexpr auto kKeys = tp::image_folder::join_keys(kOwnKeys, tp::image_folder::kTransformKeys);
+//   constexpr auto kKeys = tp::datasets::join_keys(kOwnKeys, tp::datasets::kTransformKeys);
 //   const tp_descriptor_t kDescriptor = tp::cpp::dataset_descriptor("org.x.y", "1.0.0", "...", kKeys.keys);
 #pragma once
 
@@ -19,7 +19,7 @@
 #include "tp/cpp/config.h"
 #include "tp/iface/dataset.h"
 
-namespace tp::image_folder {
+namespace tp::datasets {
 
 /// The schema entries of the transform keys, in the order `host plugins list --verbose` shows.
 /// Every default is the TransformOptions default; "train only" keys are ignored by other splits.
@@ -104,4 +104,4 @@ std::string encoded_image_refusal(const TransformOptions& o);
 /// channels_last.
 tp_encoded_image_t encoded_image_declaration(const TransformOptions& o, const std::string& refusal);
 
-}  // namespace tp::image_folder
+}  // namespace tp::datasets

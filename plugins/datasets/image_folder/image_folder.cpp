@@ -21,6 +21,7 @@
 
 namespace {
 
+namespace ds = tp::datasets;
 namespace ifo = tp::image_folder;
 
 /* Schema */
@@ -54,7 +55,7 @@ constexpr tp_config_key_t kOwnKeys[] = {
      "(host predict --images sets it)"},
 };
 // The transform keys (resize ... max_image_pixels) follow, shared with webdataset.
-constexpr auto kKeys = ifo::join_keys(kOwnKeys, ifo::kTransformKeys);
+constexpr auto kKeys = ds::join_keys(kOwnKeys, ds::kTransformKeys);
 
 // get_sample is thread-safe: no TP_DESCRIPTOR_SERIAL.
 const tp_descriptor_t kDescriptor = tp::cpp::dataset_descriptor(
@@ -95,7 +96,7 @@ class ImageFolderDataset {
     // Given files are not a folder scan: nothing to cache.
     if (!args.config.get_bool("cache") || !unlabelled_files(args).empty()) return;
     const std::string cache_dir = args.config.get_string("cache_dir");
-    if (const std::string refusal = cache_dir.empty() ? "" : ifo::shared_write_refusal(cache_dir); !refusal.empty()) {
+    if (const std::string refusal = cache_dir.empty() ? "" : ds::shared_write_refusal(cache_dir); !refusal.empty()) {
       args.log(TP_LOG_WARNING, std::string("image_folder (") + args.split_name + "): the listing cache in '" +
                                    cache_dir + "' is not written: " + refusal);
       return;
@@ -106,8 +107,8 @@ class ImageFolderDataset {
   }
 
   explicit ImageFolderDataset(const tp::cpp::DatasetArgs& args)
-      : transform_(ifo::read_transform(args.config, args.train(), "image_folder")),
-        encoded_refusal_(ifo::encoded_image_refusal(transform_)),
+      : transform_(ds::read_transform(args.config, args.train(), "image_folder")),
+        encoded_refusal_(ds::encoded_image_refusal(transform_)),
         listing_(listing_for(args, ifo::CacheUse::kRead)),
         labelled_(listing_.labels.size() == listing_.paths.size()) {
     args.log(TP_LOG_INFO, std::string("image_folder (") + args.split_name + "): " +
@@ -120,7 +121,7 @@ class ImageFolderDataset {
   /// "image" for the host to decode on the device (ABI 1.11): available when this split's
   /// transform is crop, resize, flip and normalisation to a fixed size; else the keys that prevent it.
   std::vector<tp_encoded_image_t> encoded_images() const {
-    return {ifo::encoded_image_declaration(transform_, encoded_refusal_)};
+    return {ds::encoded_image_declaration(transform_, encoded_refusal_)};
   }
 
   /// The class folder names (or a CSV's label names) in label-id order (ABI 1.12), for exports and
@@ -138,22 +139,22 @@ class ImageFolderDataset {
     const std::string& path = listing_.paths[index];
     if (encoded_refusal_.empty() && ctx.encoded_images()) {
       // The file's bytes and the crop the CPU path would cut (PLG-19); the host decodes them.
-      std::vector<unsigned char> bytes = ifo::read_image_file(path, transform_.component, transform_.max_image_pixels,
-                                                                  ifo::kMaxImageFileBytes);
-      const ifo::ImageBox box = ifo::encoded_box(bytes, path, transform_, seed);
-      ifo::add_encoded_image(out, std::move(bytes), box);
+      std::vector<unsigned char> bytes = ds::read_image_file(path, transform_.component, transform_.max_image_pixels,
+                                                                  ds::kMaxImageFileBytes);
+      const ds::ImageBox box = ds::encoded_box(bytes, path, transform_, seed);
+      ds::add_encoded_image(out, std::move(bytes), box);
     } else {
-      out.add(ifo::make_image_field(ifo::load_image(path, transform_, seed), transform_.channels_last));
+      out.add(ds::make_image_field(ds::load_image(path, transform_, seed), transform_.channels_last));
     }
     if (labelled_) out.add("label", std::vector<int64_t>{listing_.labels[index]}, {});
   }
 
  private:
-  ifo::TransformOptions transform_;
+  ds::TransformOptions transform_;
   std::string encoded_refusal_;  // "": "image" can be handed over encoded (lent by encoded_images())
   ifo::Listing listing_;
   bool labelled_;  // false for `files`: every sample is "image" alone
-  ifo::OpenCvThreadsPin pin_;  // OpenCV single-threaded while this instance lives
+  ds::OpenCvThreadsPin pin_;  // OpenCV single-threaded while this instance lives
 };
 
 }  // namespace

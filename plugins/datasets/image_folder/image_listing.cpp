@@ -93,7 +93,7 @@ Listing read_csv_listing(const std::string& csv_path, const std::string& base_di
                                        ": empty path or label in '" + t + "'");
     // A row names a file under `root`: an absolute path or one climbing out with '..' reads any
     // file the user can (issue 58), unless the table says the listing reaches files elsewhere.
-    if (const std::string why = escapes_root(path); !why.empty() && !allow_outside_root)
+    if (const std::string why = datasets::escapes_root(path); !why.empty() && !allow_outside_root)
       throw Failure(TP_ERR_CONFIG, "image_folder: " + csv_path + ":" + std::to_string(number) + ": the path '" + path +
                                        "' names a file outside `root` (" + base_dir + "): it " + why +
                                        "; list paths inside it, or set allow_outside_root = true if the listing is "

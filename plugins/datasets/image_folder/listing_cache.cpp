@@ -56,7 +56,7 @@ bool inside_root(const std::string& path, const fs::path& root, bool root_itself
 }  // namespace
 
 std::string default_cache_dir() {
-  return user_cache_dir({"image_folder", "listing cache",
+  return datasets::user_cache_dir({"image_folder", "listing cache",
                          "a planted listing would choose the files and labels the dataset serves"});
 }
 
@@ -74,7 +74,7 @@ std::optional<Listing> read_listing_cache(const std::string& path, const std::st
   // Never through a planted link, never blocking on a planted FIFO, never more than a listing of
   // ten million images takes: the directory may be a team's, and its files are untrusted.
   constexpr std::size_t kMaxListingBytes = std::size_t{2} << 30;
-  std::optional<std::string> text = read_regular_file(path, kMaxListingBytes);
+  std::optional<std::string> text = datasets::read_regular_file(path, kMaxListingBytes);
   if (!text) return std::nullopt;
   std::istringstream in(std::move(*text));
   return parse_listing_cache(in, root, extensions);
@@ -133,7 +133,7 @@ void write_listing_cache(const std::string& path, const std::string& root, const
   text << listing.paths.size() << '\n';
   for (std::size_t i = 0; i < listing.paths.size(); ++i) text << listing.labels[i] << '\t' << listing.paths[i] << '\n';
   // Exclusively, under a name no one can plant a link at: the directory may be a team's.
-  const std::string why = replace_file_exclusively(path, text.str());
+  const std::string why = datasets::replace_file_exclusively(path, text.str());
   if (!why.empty())
     throw Failure(TP_ERR_IO, "image_folder: cannot write the listing cache '" + path + "' (" + why +
                                  "); set `cache_dir` to a writable directory or `cache = false`");

@@ -10,7 +10,7 @@
 namespace tp::segmentation_folder {
 namespace {
 
-using image_folder::Rng;
+using datasets::Rng;
 
 /// Streams of the decisions image_folder does not make (its tags 1-10 keep their meaning here:
 /// kTagCrop is the RandomResizedCrop box, kTagFlip the mirror, 3-5 the jitter factors). Fixed
@@ -70,9 +70,9 @@ JointPlan plan_joint(int height, int width, const JointOptions& o, uint64_t seed
   p.sized = {height, width};
   // 1. The size step.
   if (o.random && o.random_resized_crop.set()) {
-    Rng rng(seed, image_folder::kTagCrop);
+    Rng rng(seed, datasets::kTagCrop);
     p.crop_first = true;
-    p.box = image_folder::random_resized_crop_box(height, width, o.scale, o.ratio, rng);
+    p.box = datasets::random_resized_crop_box(height, width, o.scale, o.ratio, rng);
     p.sized = o.random_resized_crop;
   } else if (o.random && o.random_resize[1] > 0) {
     const int lo = o.random_resize[0], hi = o.random_resize[1];
@@ -84,7 +84,7 @@ JointPlan plan_joint(int height, int width, const JointOptions& o, uint64_t seed
   }
   if (!o.random) return p;
   // 2. Flip, 3. pad and crop (RandomCrop.make_params: top then left, each uniform), 4. jitter.
-  p.flip = o.hflip > 0.0 && Rng(seed, image_folder::kTagFlip).uniform() < o.hflip;
+  p.flip = o.hflip > 0.0 && Rng(seed, datasets::kTagFlip).uniform() < o.hflip;
   if (o.crop.set()) {
     p.crop = o.crop;
     p.pad_bottom = std::max(o.crop.h - p.sized.h, 0);
@@ -94,7 +94,7 @@ JointPlan plan_joint(int height, int width, const JointOptions& o, uint64_t seed
     p.crop_left = rng.below(p.sized.w + p.pad_right - o.crop.w + 1);
   }
   p.jitter = o.brightness > 0.0 || o.contrast > 0.0 || o.saturation > 0.0;
-  p.factors = image_folder::draw_jitter(o.brightness, o.contrast, o.saturation, seed);
+  p.factors = datasets::draw_jitter(o.brightness, o.contrast, o.saturation, seed);
   return p;
 }
 
@@ -105,7 +105,7 @@ JointImage apply_geometry(const cv::Mat& bgr, const cv::Mat& mask, const JointPl
     image = image(box);
     ids = ids(box);
   }
-  image = image_folder::resize_bgr(image, plan.sized.h, plan.sized.w);
+  image = datasets::resize_bgr(image, plan.sized.h, plan.sized.w);
   ids = resize_nearest(ids, plan.sized.h, plan.sized.w);
   JointImage out;
   out.flip_pending = plan.flip;
@@ -129,9 +129,9 @@ JointSample transform_pair(const cv::Mat& bgr, const cv::Mat& mask, const JointO
   out.h = g.bgr.rows;
   out.w = g.bgr.cols;
   out.pixels.resize(static_cast<std::size_t>(3) * out.h * out.w);
-  image_folder::PixelFormat chw = o.format;
+  datasets::PixelFormat chw = o.format;
   chw.channels_last = false;
-  image_folder::write_pixels(g.bgr, g.flip_pending, chw, plan.jitter ? &plan.factors : nullptr, out.pixels.data());
+  datasets::write_pixels(g.bgr, g.flip_pending, chw, plan.jitter ? &plan.factors : nullptr, out.pixels.data());
   out.mask.resize(static_cast<std::size_t>(out.h) * out.w);
   std::size_t at = 0;
   for (int y = 0; y < out.h; ++y) {

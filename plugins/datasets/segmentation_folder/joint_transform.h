@@ -38,7 +38,7 @@ struct JointOptions {
   double brightness = 0.0;              ///< train: colour jitter of the image only
   double contrast = 0.0;
   double saturation = 0.0;
-  image_folder::PixelFormat format;     ///< normalisation (channels_last unused: output is CHW)
+  datasets::PixelFormat format;     ///< normalisation (channels_last unused: output is CHW)
   int ignore_index = 255;               ///< mask value of padded pixels
   bool random = false;                  ///< true for the train split: the random steps run
 };
@@ -46,7 +46,7 @@ struct JointOptions {
 /// The decisions of one sample, in source pixels where they concern the source.
 struct JointPlan {
   bool crop_first = false;       ///< RandomResizedCrop: `box` of the source is cut out first
-  image_folder::CropBox box;     ///< that box
+  datasets::CropBox box;     ///< that box
   Size2 sized;                   ///< size after the size step (the source's when there is none)
   bool flip = false;
   Size2 crop;                    ///< unset: no crop; else the output size
@@ -55,7 +55,7 @@ struct JointPlan {
   int crop_top = 0;              ///< crop offset in the padded image
   int crop_left = 0;
   bool jitter = false;
-  image_folder::JitterFactors factors;
+  datasets::JitterFactors factors;
 };
 
 /// The plan for a height x width source. The size step: random_resized_crop (train), else

@@ -76,7 +76,7 @@ PairListing list_pairs(const PairSource& src) {
   } else {
     for (const std::string& stem : read_stems(src.list)) {
       // A stem names a file inside the image and mask directories (issue 41, item 11).
-      if (const std::string why = image_folder::escapes_root(stem); !why.empty() && !src.allow_outside_root)
+      if (const std::string why = datasets::escapes_root(stem); !why.empty() && !src.allow_outside_root)
         throw Failure(TP_ERR_CONFIG, "segmentation_folder: '" + src.list + "' lists '" + stem + "', which " + why +
                                          " of '" + image_root.string() + "' and '" + mask_root.string() +
                                          "'; list stems inside them, or set allow_outside_root = true if the list is "

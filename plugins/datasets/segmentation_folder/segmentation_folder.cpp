@@ -74,8 +74,8 @@ const tp_config_key_t kKeys[] = {
      "when > 0: a mask value outside [0, num_classes) other than ignore_index fails its sample"},
     {sizeof(tp_config_key_t), "class_colors", TP_CFG_INT_ARRAY, "[]",
      "RGB masks: [r, g, b, r, g, b, ...], colour k is class k; []: masks hold class ids (palette or grey PNG)"},
-    {sizeof(tp_config_key_t), "max_image_pixels", TP_CFG_INT, tp::image_folder::kDefaultMaxImagePixelsText,
-     tp::image_folder::kMaxImagePixelsHelp},
+    {sizeof(tp_config_key_t), "max_image_pixels", TP_CFG_INT, tp::datasets::kDefaultMaxImagePixelsText,
+     tp::datasets::kMaxImagePixelsHelp},
 };
 
 // get_sample is thread-safe: no TP_DESCRIPTOR_SERIAL.
@@ -204,7 +204,7 @@ class SegmentationFolderDataset {
       : transform_(read_transform(args.config, args.train())),
         colours_(args.config.get_int_array("class_colors")),
         num_classes_(static_cast<int>(args.config.get_int_in("num_classes", 0, 256))),
-        max_image_pixels_(args.config.get_int_in("max_image_pixels", 0, tp::image_folder::kMaxImagePixelsBound)),
+        max_image_pixels_(args.config.get_int_in("max_image_pixels", 0, tp::datasets::kMaxImagePixelsBound)),
         train_(args.train()),
         pairs_(listing_for(args.config, args.split)) {
     args.log(TP_LOG_INFO, std::string("segmentation_folder (") + args.split_name + "): " +
@@ -224,9 +224,9 @@ class SegmentationFolderDataset {
   void get_sample(uint64_t index, const tp::cpp::WorkerContext& ctx, tp::cpp::Sample& out) const {
     const std::string& image_path = pairs_.images[index];
     const std::string& mask_path = pairs_.masks[index];
-    const std::vector<unsigned char> bytes = tp::image_folder::read_image_file(
-        image_path, "segmentation_folder", max_image_pixels_, tp::image_folder::kMaxImageFileBytes);
-    const cv::Mat bgr = tp::image_folder::decode_bgr(bytes, cv::IMREAD_COLOR, image_path, "segmentation_folder");
+    const std::vector<unsigned char> bytes = tp::datasets::read_image_file(
+        image_path, "segmentation_folder", max_image_pixels_, tp::datasets::kMaxImageFileBytes);
+    const cv::Mat bgr = tp::datasets::decode_bgr(bytes, cv::IMREAD_COLOR, image_path, "segmentation_folder");
     const cv::Mat mask = read_mask(mask_path);
     if (mask.rows != bgr.rows || mask.cols != bgr.cols)
       throw Failure(TP_ERR_IO, "segmentation_folder: mask '" + mask_path + "' is " + std::to_string(mask.cols) + "x" +
@@ -241,8 +241,8 @@ class SegmentationFolderDataset {
 
  private:
   cv::Mat read_mask(const std::string& path) const {
-    const std::vector<unsigned char> bytes = tp::image_folder::read_image_file(
-        path, "segmentation_folder", max_image_pixels_, tp::image_folder::kMaxImageFileBytes);
+    const std::vector<unsigned char> bytes = tp::datasets::read_image_file(
+        path, "segmentation_folder", max_image_pixels_, tp::datasets::kMaxImageFileBytes);
     cv::Mat ids = colours_.empty() ? seg::decode_mask_png(bytes, seg::MaskPixels::kIndex, path)
                                    : colours_.map(seg::decode_mask_png(bytes, seg::MaskPixels::kColour, path), path);
     if (num_classes_ > 0) check_ids(ids, path);
@@ -264,10 +264,10 @@ class SegmentationFolderDataset {
   seg::JointOptions transform_;
   seg::ColourTable colours_;
   int num_classes_ = 0;
-  int64_t max_image_pixels_ = tp::image_folder::kDefaultMaxImagePixels;
+  int64_t max_image_pixels_ = tp::datasets::kDefaultMaxImagePixels;
   bool train_ = false;
   seg::PairListing pairs_;
-  tp::image_folder::OpenCvThreadsPin pin_;  // OpenCV single-threaded while this instance lives
+  tp::datasets::OpenCvThreadsPin pin_;  // OpenCV single-threaded while this instance lives
 };
 
 }  // namespace

@@ -12,7 +12,7 @@ namespace tp::webdataset {
 namespace {
 
 namespace fs = std::filesystem;
-namespace ifo = tp::image_folder;
+namespace ds = tp::datasets;
 using tp::cpp::Failure;
 constexpr const char* kCacheMagic = "torchhost webdataset index 1";
 constexpr uint64_t kTarBlock = 512;
@@ -175,7 +175,7 @@ std::optional<ShardIndex> read_index_cache(const std::string& cache_path, const 
   // Never through a planted link, never blocking on a planted FIFO: only a regular file is read.
   // A line per sample of at most a few times its member names, which the shard itself holds:
   // anything larger than this bound is not a cache a scan wrote, and is not read into memory.
-  const std::optional<std::string> text = ifo::read_regular_file(cache_path, 4 * file_size + 65536);
+  const std::optional<std::string> text = ds::read_regular_file(cache_path, 4 * file_size + 65536);
   if (!text) return std::nullopt;
   return parse_index_cache(*text, shard_path, file_size, mtime_ns);
 }
@@ -203,7 +203,7 @@ void write_index_cache(const std::string& cache_path, const std::string& shard_p
   fs::create_directories(fs::path(cache_path).parent_path(), ec);
   const std::string text = format_index_cache(shard_path, index);
   // Exclusively, under a name no one can plant a link at: the directory may be a team's.
-  const std::string why = ifo::replace_file_exclusively(cache_path, text);
+  const std::string why = ds::replace_file_exclusively(cache_path, text);
   if (!why.empty()) cache_write_failed(why, cache_path, shard_path);
 }
 

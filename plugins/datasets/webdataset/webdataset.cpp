@@ -24,7 +24,7 @@
 namespace {
 
 using tp::cpp::Failure;
-namespace ifo = tp::image_folder;
+namespace ds = tp::datasets;
 namespace wds = tp::webdataset;
 
 /* Schema */
@@ -49,7 +49,7 @@ constexpr tp_config_key_t kShardKeys[] = {
                         "where the shard indexes go; \"\" = $XDG_CACHE_HOME/torchhost or ~/.cache/torchhost"),
 };
 // The transform keys (resize ... max_image_pixels) follow, shared with image_folder.
-constexpr auto kKeys = ifo::join_keys(kShardKeys, ifo::kTransformKeys);
+constexpr auto kKeys = ds::join_keys(kShardKeys, ds::kTransformKeys);
 
 // get_sample is thread-safe: no TP_DESCRIPTOR_SERIAL.
 const tp_descriptor_t kDescriptor = tp::cpp::dataset_descriptor(
@@ -94,7 +94,7 @@ wds::IndexCacheUse cache_use(const tp::cpp::DatasetArgs& args, bool writing) {
   use.directory = args.config.get_string("cache_dir");
   if (use.directory.empty()) {
     try {
-      use.directory = ifo::user_cache_dir(
+      use.directory = ds::user_cache_dir(
           {"webdataset", "shard index cache", "a planted index would choose the bytes the dataset reads as samples"});
     } catch (const Failure& e) {
       if (writing)
@@ -106,7 +106,7 @@ wds::IndexCacheUse cache_use(const tp::cpp::DatasetArgs& args, bool writing) {
   use.read = true;
   use.write = writing;
   if (writing && !args.config.get_string("cache_dir").empty()) {
-    if (const std::string refusal = ifo::shared_write_refusal(use.directory); !refusal.empty()) {
+    if (const std::string refusal = ds::shared_write_refusal(use.directory); !refusal.empty()) {
       args.log(TP_LOG_WARNING, "webdataset: the shard index cache in '" + use.directory + "' is not written: " + refusal);
       use.write = false;
     }
@@ -152,8 +152,8 @@ class WebDataset {
   }
 
   explicit WebDataset(const tp::cpp::DatasetArgs& args)
-      : transform_(ifo::read_transform(args.config, args.train(), "webdataset")),
-        encoded_refusal_(ifo::encoded_image_refusal(transform_)),
+      : transform_(ds::read_transform(args.config, args.train(), "webdataset")),
+        encoded_refusal_(ds::encoded_image_refusal(transform_)),
         label_(read_label_format(args.config)),
         image_extensions_(read_image_extensions(args.config, label_.extension)),
         shards_(load_split(args, /*writing=*/false, &stats_)),
@@ -175,7 +175,7 @@ class WebDataset {
 
   /// "image" for the host to decode on the device (ABI 1.11), as image_folder declares it.
   std::vector<tp_encoded_image_t> encoded_images() const {
-    return {ifo::encoded_image_declaration(transform_, encoded_refusal_)};
+    return {ds::encoded_image_declaration(transform_, encoded_refusal_)};
   }
 
   void get_sample(uint64_t index, const tp::cpp::WorkerContext& ctx, tp::cpp::Sample& out) const {
@@ -203,10 +203,10 @@ class WebDataset {
     const std::string name = shard + ":" + at.key + "." + choice.image;
     if (encoded_refusal_.empty() && ctx.encoded_images()) {
       // The member's bytes and the crop the CPU path would cut (PLG-19); the host decodes them.
-      const ifo::ImageBox box = ifo::encoded_box(*members[0], name, transform_, seed);
-      ifo::add_encoded_image(out, std::move(*members[0]), box);
+      const ds::ImageBox box = ds::encoded_box(*members[0], name, transform_, seed);
+      ds::add_encoded_image(out, std::move(*members[0]), box);
     } else {
-      out.add(ifo::make_image_field(ifo::transform_image(*members[0], name, transform_, seed), transform_.channels_last));
+      out.add(ds::make_image_field(ds::transform_image(*members[0], name, transform_, seed), transform_.channels_last));
     }
     out.add("label", std::vector<int64_t>{label}, {});
   }
@@ -240,7 +240,7 @@ class WebDataset {
     return text + "]";
   }
 
-  ifo::TransformOptions transform_;
+  ds::TransformOptions transform_;
   std::string encoded_refusal_;  // "": "image" can be handed over encoded (lent by encoded_images())
   wds::LabelFormat label_;
   std::vector<std::string> image_extensions_;
@@ -248,7 +248,7 @@ class WebDataset {
   wds::ShardSet shards_;
   wds::ShardFiles files_;
   std::vector<MemberChoice> choices_;  // per extension set of shards_
-  ifo::OpenCvThreadsPin pin_;          // OpenCV single-threaded while this instance lives
+  ds::OpenCvThreadsPin pin_;          // OpenCV single-threaded while this instance lives
 };
 
 }  // namespace

@@ -28,7 +28,7 @@
 #include "pixel_io.h"
 #include "tp/cpp/guard.h"
 
-namespace ifo = tp::image_folder;
+namespace ds = tp::datasets;
 
 namespace {
 
@@ -151,8 +151,8 @@ int64_t differing(const cv::Mat& a, const cv::Mat& b) {
 
 /// Crops of a cols x rows decode: the whole, every corner and edge, 1-pixel strips, odd offsets
 /// around iMCU boundaries (8, 16) and `random` seeded ones.
-std::vector<ifo::PixelRect> crops_of(int cols, int rows, int random, uint32_t seed) {
-  std::vector<ifo::PixelRect> out = {{0, 0, cols, rows}, {0, 0, 1, 1}, {cols - 1, rows - 1, cols, rows},
+std::vector<ds::PixelRect> crops_of(int cols, int rows, int random, uint32_t seed) {
+  std::vector<ds::PixelRect> out = {{0, 0, cols, rows}, {0, 0, 1, 1}, {cols - 1, rows - 1, cols, rows},
                                      {cols - 1, 0, cols, rows}, {0, rows - 1, cols, rows},
                                      {0, 0, cols, 1}, {0, 0, 1, rows}};
   for (int x0 : {1, 2, 7, 8, 9, 15, 16, 17, 18, 33})
@@ -179,9 +179,9 @@ void check_equal_everywhere(const std::vector<unsigned char>& bytes, const std::
     REQUIRE_MESSAGE(!full.empty(), what << " at 1/" << r);
     int checked = 0;
     const auto seed = static_cast<uint32_t>(7919 * static_cast<std::size_t>(r) + bytes.size());
-    for (const ifo::PixelRect& crop : crops_of(full.cols, full.rows, random, seed)) {
+    for (const ds::PixelRect& crop : crops_of(full.cols, full.rows, random, seed)) {
       int seen_cols = 0, seen_rows = 0;
-      const cv::Mat got = ifo::decode_jpeg_crop(bytes, r, [&](int c, int rr) {
+      const cv::Mat got = ds::decode_jpeg_crop(bytes, r, [&](int c, int rr) {
         seen_cols = c;
         seen_rows = rr;
         return crop;
@@ -201,12 +201,12 @@ void check_equal_everywhere(const std::vector<unsigned char>& bytes, const std::
   }
 }
 
-ifo::PixelRect whole(int cols, int rows) { return {0, 0, cols, rows}; }
+ds::PixelRect whole(int cols, int rows) { return {0, 0, cols, rows}; }
 
 /// The message transform_image throws for `bytes`, or "" when it does not throw.
-std::string transform_error(const std::vector<unsigned char>& bytes, const ifo::TransformOptions& o) {
+std::string transform_error(const std::vector<unsigned char>& bytes, const ds::TransformOptions& o) {
   try {
-    (void)ifo::transform_image(bytes, "x.jpg", o, 7);
+    (void)ds::transform_image(bytes, "x.jpg", o, 7);
   } catch (const tp::cpp::Failure& e) {
     return e.what();
   }
@@ -216,7 +216,7 @@ std::string transform_error(const std::vector<unsigned char>& bytes, const ifo::
 /// The message the whole-image decode (decode_bgr, the path before the partial decode) throws.
 std::string whole_decode_error(const std::vector<unsigned char>& bytes) {
   try {
-    (void)ifo::decode_bgr(bytes, cv::IMREAD_COLOR, "x.jpg", "image_folder");
+    (void)ds::decode_bgr(bytes, cv::IMREAD_COLOR, "x.jpg", "image_folder");
   } catch (const tp::cpp::Failure& e) {
     return e.what();
   }
@@ -276,7 +276,7 @@ TEST_CASE("decode_jpeg_crop: OpenCV's own JPEGs and a progressive JPEG cut short
 TEST_CASE("decode_jpeg_crop: what it does not take comes back empty, and the pipeline keeps today's errors") {
   const cv::Mat img = test_image(64, 80, 5);
   const auto empty = [](const std::vector<unsigned char>& bytes, int r = 1) {
-    return ifo::decode_jpeg_crop(bytes, r, whole).empty();
+    return ds::decode_jpeg_crop(bytes, r, whole).empty();
   };
   SUBCASE("layouts libjpeg decodes but this path leaves to OpenCV") {
     for (const Encoding& e : {Encoding{"CMYK", 1, 1, false, false, false, 0, true},
@@ -293,8 +293,8 @@ TEST_CASE("decode_jpeg_crop: what it does not take comes back empty, and the pip
     CHECK(empty(png));
     const std::vector<unsigned char> jpeg = encode(img, Encoding{"4:2:0"});
     CHECK(empty(jpeg, 3));
-    CHECK(ifo::decode_jpeg_crop(jpeg, 1, [](int c, int r) { return ifo::PixelRect{0, 0, c + 1, r}; }).empty());
-    CHECK(ifo::decode_jpeg_crop(jpeg, 1, [](int c, int r) { return ifo::PixelRect{3, 0, 3, r}; }).empty());
+    CHECK(ds::decode_jpeg_crop(jpeg, 1, [](int c, int r) { return ds::PixelRect{0, 0, c + 1, r}; }).empty());
+    CHECK(ds::decode_jpeg_crop(jpeg, 1, [](int c, int r) { return ds::PixelRect{3, 0, 3, r}; }).empty());
     CHECK(!empty(jpeg));
   }
   SUBCASE("cut, garbage and corrupt bytes") {
@@ -314,13 +314,13 @@ TEST_CASE("decode_jpeg_crop: what it does not take comes back empty, and the pip
     corrupt[at + 1] = 0xD3;
     const cv::Mat reference = opencv_decode(corrupt, 1);
     REQUIRE(!reference.empty());
-    CHECK(ifo::decode_jpeg_crop(corrupt, 1, whole).empty());
-    const cv::Mat top = ifo::decode_jpeg_crop(corrupt, 1, [](int c, int) { return ifo::PixelRect{5, 0, c - 3, 20}; });
+    CHECK(ds::decode_jpeg_crop(corrupt, 1, whole).empty());
+    const cv::Mat top = ds::decode_jpeg_crop(corrupt, 1, [](int c, int) { return ds::PixelRect{5, 0, c - 3, 20}; });
     REQUIRE(!top.empty());
     CHECK(differing(top, reference(cv::Rect(5, 0, reference.cols - 8, 20))) == 0);
   }
   SUBCASE("transform_image fails with the whole-image decode's message") {
-    ifo::TransformOptions o;
+    ds::TransformOptions o;
     o.random = true;
     o.random_resized_crop = {24, 24};
     std::vector<unsigned char> header_only = encode(img, Encoding{"4:2:0"});
@@ -356,17 +356,17 @@ TEST_CASE("a JPEG cut inside its scan with an end-of-image marker appended is re
     cut.push_back(0xFF);
     cut.push_back(0xD9);
     REQUIRE(!opencv_decode(cut, 1).empty());  // the old path: decoded, the rest grey
-    ifo::check_image_bytes(cut, "cut.jpg", "image_folder", 0);  // the byte check passes: it ends with EOI
+    ds::check_image_bytes(cut, "cut.jpg", "image_folder", 0);  // the byte check passes: it ends with EOI
     for (int r : {1, 2, 8}) {
       bool missing = false;
-      CHECK(ifo::decode_jpeg_crop(cut, r, whole, &missing).empty());
+      CHECK(ds::decode_jpeg_crop(cut, r, whole, &missing).empty());
       CHECK(missing);
     }
     const std::string refused = whole_decode_error(cut);
     CHECK(refused.find("image_folder: 'x.jpg' is a truncated or corrupt JPEG") != std::string::npos);
     CHECK(refused.find("premature end of data segment") != std::string::npos);
     // The pipeline, with a crop that reaches the cut, at full and reduced scale.
-    ifo::TransformOptions o;
+    ds::TransformOptions o;
     o.resize = {160, 96};
     CHECK(transform_error(cut, o) == refused);
     o.resize = {40, 24};
@@ -374,11 +374,11 @@ TEST_CASE("a JPEG cut inside its scan with an end-of-image marker appended is re
     // The complete file, and the whole-image decode's pixels as OpenCV's.
     CHECK(transform_error(jpeg, o).empty());
     const cv::Mat reference = opencv_decode(jpeg, 1);
-    CHECK(differing(ifo::decode_bgr(jpeg, cv::IMREAD_COLOR, "x.jpg", "image_folder"), reference) == 0);
+    CHECK(differing(ds::decode_bgr(jpeg, cv::IMREAD_COLOR, "x.jpg", "image_folder"), reference) == 0);
     if (!e.progressive) {
       // A baseline crop above the cut is the file's own pixels: decoded, nothing made up.
       bool missing = true;
-      const cv::Mat top = ifo::decode_jpeg_crop(cut, 1, [](int c, int) { return ifo::PixelRect{0, 0, c, 16}; }, &missing);
+      const cv::Mat top = ds::decode_jpeg_crop(cut, 1, [](int c, int) { return ds::PixelRect{0, 0, c, 16}; }, &missing);
       REQUIRE(!top.empty());
       CHECK_FALSE(missing);
       CHECK(differing(top, reference(cv::Rect(0, 0, reference.cols, 16))) == 0);
@@ -388,6 +388,6 @@ TEST_CASE("a JPEG cut inside its scan with an end-of-image marker appended is re
   // (libjpeg: "extraneous bytes before marker 0xd9", as a few ImageNet files have) decodes as OpenCV does.
   std::vector<unsigned char> extra = encode(img, Encoding{"4:2:0 progressive", 2, 2, false, true});
   extra.insert(extra.end() - 2, {0x12, 0x34, 0x56});
-  const cv::Mat got = ifo::decode_bgr(extra, cv::IMREAD_COLOR, "x.jpg", "image_folder");
+  const cv::Mat got = ds::decode_bgr(extra, cv::IMREAD_COLOR, "x.jpg", "image_folder");
   CHECK(differing(got, opencv_decode(extra, 1)) == 0);
 }

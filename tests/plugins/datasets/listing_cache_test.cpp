@@ -26,6 +26,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+namespace ds = tp::datasets;
 namespace ifo = tp::image_folder;
 using tp::test::ScopedEnv;
 
@@ -210,15 +211,15 @@ TEST_CASE("listing cache in a shared directory: never written through a planted 
 TEST_CASE("shared_write_refusal: a cache_dir another user can write is read, never written") {
   const fs::path dir = scratch("refusal");
   ::chmod(dir.c_str(), 0755);
-  CHECK(ifo::shared_write_refusal(dir.string()).empty());
-  CHECK(ifo::shared_write_refusal((dir / "not_yet").string()).empty());  // created by this user when written
+  CHECK(ds::shared_write_refusal(dir.string()).empty());
+  CHECK(ds::shared_write_refusal((dir / "not_yet").string()).empty());  // created by this user when written
   ::chmod(dir.c_str(), 0775);
-  CHECK(ifo::shared_write_refusal(dir.string()).find("mode 0775") != std::string::npos);
+  CHECK(ds::shared_write_refusal(dir.string()).find("mode 0775") != std::string::npos);
   ::chmod(dir.c_str(), 01777);
-  CHECK(ifo::shared_write_refusal(dir.string()).find("other users can write to it") != std::string::npos);
+  CHECK(ds::shared_write_refusal(dir.string()).find("other users can write to it") != std::string::npos);
   if (::geteuid() == 0) {  // a directory of another user, even 0755: its owner can plant files
     ::chmod(dir.c_str(), 0755);
     REQUIRE(::chown(dir.c_str(), 65534, 65534) == 0);
-    CHECK(ifo::shared_write_refusal(dir.string()).find("owner uid 65534") != std::string::npos);
+    CHECK(ds::shared_write_refusal(dir.string()).find("owner uid 65534") != std::string::npos);
   }
 }

@@ -24,14 +24,14 @@
 #include "random_erasing.h"
 #include "rng.h"
 
-namespace ifo = tp::image_folder;
+namespace ds = tp::datasets;
 
 namespace {
 
-bool op_from_name(const std::string& name, ifo::AugOp* out) {
-  for (int i = 0; i < ifo::kAugOpCount; ++i) {
-    if (name == ifo::aug_op_name(static_cast<ifo::AugOp>(i))) {
-      *out = static_cast<ifo::AugOp>(i);
+bool op_from_name(const std::string& name, ds::AugOp* out) {
+  for (int i = 0; i < ds::kAugOpCount; ++i) {
+    if (name == ds::aug_op_name(static_cast<ds::AugOp>(i))) {
+      *out = static_cast<ds::AugOp>(i);
       return true;
     }
   }
@@ -44,25 +44,25 @@ int run_ops(const std::string& in_path) {
   std::string policy, name, out_path;
   int bin = 0, sign = 1;
   while (std::cin >> policy >> name >> bin >> sign >> out_path) {
-    ifo::AugOp op{};
+    ds::AugOp op{};
     if (!op_from_name(name, &op)) return std::fprintf(stderr, "unknown op %s\n", name.c_str()), 2;
-    double m = ifo::aug_magnitude(policy == "wide", op, bin, img.rows, img.cols);
+    double m = ds::aug_magnitude(policy == "wide", op, bin, img.rows, img.cols);
     if (sign < 0) m = -m;
-    if (!cv::imwrite(out_path, ifo::apply_aug_op(img, op, m))) return 2;
+    if (!cv::imwrite(out_path, ds::apply_aug_op(img, op, m))) return 2;
     std::printf("%.17g\n", m);
   }
   return 0;
 }
 
 int run_erase(char** a, int n) {
-  ifo::ErasingOptions o;
+  ds::ErasingOptions o;
   const int h = std::atoi(a[0]), w = std::atoi(a[1]);
   o.p = std::atof(a[2]);
   o.scale = {std::atof(a[3]), std::atof(a[4])};
   o.ratio = {std::atof(a[5]), std::atof(a[6])};
   for (int k = 7; k < n; ++k) {
-    const ifo::EraseDraws d = ifo::erase_draws(std::strtoull(a[k], nullptr, 10));
-    const ifo::EraseBox b = ifo::box_from_draws(o, h, w, d);
+    const ds::EraseDraws d = ds::erase_draws(std::strtoull(a[k], nullptr, 10));
+    const ds::EraseBox b = ds::box_from_draws(o, h, w, d);
     std::printf("%.17g", d.u_apply);
     for (const auto& attempt : d.u)
       for (double u : attempt) std::printf(" %.17g", u);
@@ -72,7 +72,7 @@ int run_erase(char** a, int n) {
 }
 
 int run_pipeline(char** a, int n) {
-  ifo::TransformOptions o;
+  ds::TransformOptions o;
   o.random = true;
   o.mean = {0.5f, 0.5f, 0.5f};
   o.std = {0.25f, 0.25f, 0.25f};
@@ -80,24 +80,24 @@ int run_pipeline(char** a, int n) {
   int k = 3;
   const std::string kind = a[k++];
   if (kind == "rand") {
-    o.augment.kind = ifo::AugmentOptions::Kind::kRandAugment;
+    o.augment.kind = ds::AugmentOptions::Kind::kRandAugment;
     o.augment.num_ops = std::atoi(a[k++]);
     o.augment.magnitude = std::atoi(a[k++]);
   } else if (kind == "wide") {
-    o.augment.kind = ifo::AugmentOptions::Kind::kTrivialAugmentWide;
+    o.augment.kind = ds::AugmentOptions::Kind::kTrivialAugmentWide;
   }
   if (k + 3 > n) return std::fprintf(stderr, "pipeline: missing arguments\n"), 2;
   o.hflip = std::atof(a[k++]);
   o.erasing.p = std::atof(a[k++]);
   o.erasing.random_value = std::string(a[k++]) == "random";
-  const ifo::Image out = ifo::load_image(a[0], o, seed);
+  const ds::Image out = ds::load_image(a[0], o, seed);
   std::ofstream(a[1], std::ios::binary)
       .write(reinterpret_cast<const char*>(out.pixels.data()), static_cast<std::streamsize>(out.pixels.size() * 4));
   // The plan, recomputed from the same seed with the same functions load_image calls.
-  std::printf("flip %d\n", o.hflip > 0.0 && ifo::Rng(seed, ifo::kTagFlip).uniform() < o.hflip ? 1 : 0);
-  for (const ifo::AugStep& s : ifo::plan_augment(o.augment, out.h, out.w, seed))
-    std::printf("op %s %.17g\n", ifo::aug_op_name(s.op), s.magnitude);
-  const ifo::EraseBox b = ifo::box_from_draws(o.erasing, out.h, out.w, ifo::erase_draws(seed));
+  std::printf("flip %d\n", o.hflip > 0.0 && ds::Rng(seed, ds::kTagFlip).uniform() < o.hflip ? 1 : 0);
+  for (const ds::AugStep& s : ds::plan_augment(o.augment, out.h, out.w, seed))
+    std::printf("op %s %.17g\n", ds::aug_op_name(s.op), s.magnitude);
+  const ds::EraseBox b = ds::box_from_draws(o.erasing, out.h, out.w, ds::erase_draws(seed));
   std::printf("box %d %d %d %d %d\n", b.erase ? 1 : 0, b.i, b.j, b.h, b.w);
   return 0;
 }

@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   }
   try {
     const cv::Mat bgr = cv::imread(argv[1], cv::IMREAD_COLOR);
-    const cv::Mat mask = seg::decode_mask_png(tp::image_folder::read_image_file(argv[2], "driver", 0), seg::MaskPixels::kIndex, argv[2]);
+    const cv::Mat mask = seg::decode_mask_png(tp::datasets::read_image_file(argv[2], "driver", 0), seg::MaskPixels::kIndex, argv[2]);
     const uint64_t seed = std::strtoull(argv[3], nullptr, 10);
     const seg::JointOptions o = parse(argc - 7, argv + 7);
     const seg::JointPlan plan = seg::plan_joint(bgr.rows, bgr.cols, o, seed);
