@@ -53,7 +53,8 @@ ImageFiles files_under(const fs::path& dir, const std::vector<std::string>& exte
                                    endings + ".");
   }
   ImageFiles files;
-  for (const std::string& path : shown) files.opened.push_back((dir / path).string());
+  const fs::path base = fs::absolute(dir);
+  for (const std::string& path : shown) files.opened.push_back((base / path).string());
   files.shown = std::move(shown);
   return files;
 }
@@ -68,7 +69,7 @@ std::string trimmed(const std::string& line) {
 ImageFiles files_listed(const fs::path& list) {
   std::ifstream in(list);
   if (!in) throw ConfigError(kOption, "host predict --images: cannot read the list '" + list.string() + "'.");
-  const fs::path base = list.parent_path();
+  const fs::path base = fs::absolute(list).parent_path();
   ImageFiles files;
   int64_t number = 0;
   for (std::string line; std::getline(in, line);) {

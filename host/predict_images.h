@@ -14,7 +14,7 @@ namespace tp::cli {
 /// The files of --images, one per prediction row, in row order.
 struct ImageFiles {
   std::vector<std::string> shown;  ///< the `path` column: a LIST's line as written, a DIR's file relative to DIR
-  std::vector<std::string> opened; ///< what the dataset reads: `shown` resolved against the list's directory or DIR
+  std::vector<std::string> opened; ///< what the dataset reads: `shown` made absolute from the list's directory or DIR
 };
 
 /// The files `source` names. A directory: its regular files (symlinks to files included) whose

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine/training/batch_error.h"
+#include "tp/framework/data/dtype_name.h"
 #include "tp/framework/error.h"
 
 namespace {
