@@ -10,29 +10,16 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
 
 #include <doctest/doctest.h>
 
 #include "integration/host_runner.h"
+#include "support/class_folders.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
-
-/// <root>/{dark,light}/NN.png, `count` 32x32 images per class.
-void write_split(const fs::path& root, int count) {
-  for (int c = 0; c < 2; ++c) {
-    const fs::path dir = root / (c == 0 ? "dark" : "light");
-    fs::create_directories(dir);
-    for (int i = 0; i < count; ++i) {
-      const cv::Mat img(32, 32, CV_8UC3, cv::Scalar::all(c == 0 ? 30 + i : 200 + i));
-      REQUIRE(cv::imwrite((dir / (std::to_string(i) + ".png")).string(), img));
-    }
-  }
-}
 
 /// The "__metadata__" of a safetensors file: its header is an 8-byte little-endian length, then JSON.
 Json metadata_of(const fs::path& file) {
@@ -49,8 +36,8 @@ Json metadata_of(const fs::path& file) {
 
 TEST_CASE("host export carries the classes, model, outputs and preprocessing; predict names each argmax's class") {
   const fs::path dir = tp::test::fresh_dir("image_folder_export");
-  write_split(dir / "train", 8);
-  write_split(dir / "val", 3);
+  tp::test::write_dark_light_folders(dir / "train", 8);
+  tp::test::write_dark_light_folders(dir / "val", 3);
   const fs::path cfg = dir / "run.toml";
   std::ofstream(cfg) << "[run]\nname = \"export\"\nseed = 1\ndevice = \"cpu\"\n"
                         "[train]\nepochs = 1\nbatch_size = 8\n"

@@ -9,29 +9,16 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
 
 #include <doctest/doctest.h>
 
 #include "integration/host_runner.h"
+#include "support/class_folders.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
-
-/// <root>/{dark,light}/NN.png, `count` 32x32 images per class.
-void write_class_folders(const fs::path& root, int count) {
-  for (int c = 0; c < 2; ++c) {
-    const fs::path dir = root / (c == 0 ? "dark" : "light");
-    fs::create_directories(dir);
-    for (int i = 0; i < count; ++i) {
-      const cv::Mat img(32, 32, CV_8UC3, cv::Scalar(c == 0 ? 30 + 9 * i : 200 + 9 * i, 90, 60 + 40 * i));
-      REQUIRE(cv::imwrite((dir / (std::to_string(i) + ".png")).string(), img));
-    }
-  }
-}
 
 /// A csv file's lines split at commas (the paths and class names here hold none).
 std::vector<std::vector<std::string>> csv_cells(const fs::path& file) {
@@ -50,8 +37,8 @@ std::vector<std::vector<std::string>> csv_cells(const fs::path& file) {
 struct TrainedRun {
   fs::path dir, cfg, out;
   TrainedRun() : dir(tp::test::fresh_dir("image_folder_predict_images")), cfg(dir / "run.toml"), out(dir / "out") {
-    write_class_folders(dir / "train", 6);
-    write_class_folders(dir / "val", 3);
+    tp::test::write_dark_light_folders(dir / "train", 6);
+    tp::test::write_dark_light_folders(dir / "val", 3);
     std::ofstream(cfg) << "[run]\nname = \"images\"\nseed = 1\ndevice = \"cpu\"\n"
                           "[train]\nepochs = 1\nbatch_size = 4\n[eval]\nbatch_size = 4\n"
                           "[data]\nnum_workers = 1\n"
