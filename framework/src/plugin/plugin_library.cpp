@@ -10,6 +10,7 @@
 #include "interface_check.h"
 #include "sized_copy.h"
 #include "tp/framework/error.h"
+#include "tp/framework/ops/fused_ops.h"
 #include "tp/framework/plugin/host_services.h"
 #include "tp/framework/plugin/plugin_crash.h"
 
@@ -85,6 +86,8 @@ std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::filesystem::path& 
   const std::string file = path.string();
   if (!std::filesystem::is_regular_file(path))
     throw PluginLoadError("plugin " + file + " does not exist or is not a file.");
+  // The host's fused ops stay linked (and registered) for the plugins that look them up.
+  ops::link_fused_ops();
   auto impl = std::make_unique<Impl>();
   try {
     // RTLD_NOW: an unresolved symbol fails here, with a message, instead of killing the process

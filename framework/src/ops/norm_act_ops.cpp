@@ -1,0 +1,167 @@
+// torchhost::bn_act_forward and torchhost::bn_act_backward: BatchNorm in training (batch statistics)
+// fused with ReLU, optionally with a residual added before the ReLU, for CUDA tensors in
+// channels-last memory (norm_act_kernels.h). Registered with c10's dispatcher for the CUDA key
+// only; the SDK (tp/cpp/fused_norm.h) wraps them in an autograd function and keeps the unfused
+// ops everywhere else. Every buffer comes from LibTorch's caching allocator and every launch goes
+// to the current stream, with no host synchronisation, so both ops can be captured in a CUDA graph.
+#include <ATen/core/Tensor.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <tuple>
+
+#include "ops/norm_act_kernels.h"
+#include "tp/framework/ops/fused_ops.h"
+
+namespace tp::ops {
+namespace {
+
+/// x's element type, or a c10::Error naming the supported ones.
+ElementType element_type_of(const at::Tensor& x, const char* op) {
+  switch (x.scalar_type()) {
+    case at::kFloat: return ElementType::kFloat;
+    case at::kBFloat16: return ElementType::kBFloat16;
+    case at::kHalf: return ElementType::kHalf;
+    default: TORCH_CHECK(false, op, ": x must be float32, bfloat16 or float16, got ", x.scalar_type());
+  }
+  return ElementType::kFloat;  // not reached
+}
+
+/// x itself: a 4-d CUDA tensor in channels-last memory with more than one value per channel.
+void check_input(const at::Tensor& x, const char* op) {
+  TORCH_CHECK(x.defined() && x.is_cuda(), op, ": x must be a CUDA tensor, got ",
+              x.defined() ? x.device().str() : "an undefined tensor");
+  TORCH_CHECK(x.dim() == 4, op, ": x must be 4-d [N, C, H, W], got ", x.sizes());
+  TORCH_CHECK(x.is_contiguous(at::MemoryFormat::ChannelsLast), op,
+              ": x must be contiguous in channels-last memory (x.contiguous(at::MemoryFormat::ChannelsLast)), got strides ",
+              x.strides());
+  TORCH_CHECK(x.size(1) >= 1 && x.numel() / x.size(1) > 1, op,
+              ": expected more than 1 value per channel when training, got input size ", x.sizes());
+}
+
+/// A tensor read or written like x: same device, sizes, dtype and channels-last memory.
+void check_like_input(const at::Tensor& t, const at::Tensor& x, const char* op, const char* name) {
+  TORCH_CHECK(t.defined() && t.device() == x.device(), op, ": ", name, " must be on ", x.device());
+  TORCH_CHECK(t.sizes() == x.sizes(), op, ": ", name, " must have x's sizes ", x.sizes(), ", got ", t.sizes());
+  TORCH_CHECK(t.scalar_type() == x.scalar_type(), op, ": ", name, " must have x's dtype ", x.scalar_type(),
+              ", got ", t.scalar_type());
+  TORCH_CHECK(t.is_contiguous(at::MemoryFormat::ChannelsLast), op, ": ", name,
+              " must be contiguous in channels-last memory, got strides ", t.strides());
+}
+
+/// A per-channel parameter or statistic: contiguous float32 [C] on x's device.
+void check_channel_vector(const at::Tensor& t, const at::Tensor& x, const char* op, const char* name) {
+  TORCH_CHECK(t.defined() && t.device() == x.device() && t.scalar_type() == at::kFloat && t.dim() == 1 &&
+                  t.size(0) == x.size(1) && t.is_contiguous(),
+              op, ": ", name, " must be a contiguous float32 [", x.size(1), "] tensor on ", x.device(), ", got ",
+              t.defined() ? t.toString() + " " + c10::str(t.sizes()) + " on " + t.device().str() : "an undefined tensor");
+}
+
+ReductionPlan plan_for(const at::Tensor& x) {
+  const int64_t channels = x.size(1);
+  return plan_reduction(x.numel() / channels, channels, at::cuda::getDeviceProperties(x.device().index())->multiProcessorCount);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> bn_act_forward(const at::Tensor& x, const std::optional<at::Tensor>& residual,
+                                                              const at::Tensor& weight, const at::Tensor& bias,
+                                                              const at::Tensor& running_mean, const at::Tensor& running_var,
+                                                              double momentum, double eps) {
+  constexpr const char* kOp = "torchhost::bn_act_forward";
+  check_input(x, kOp);
+  const ElementType type = element_type_of(x, kOp);
+  const bool has_residual = residual.has_value() && residual->defined();
+  if (has_residual) check_like_input(*residual, x, kOp, "residual");
+  check_channel_vector(weight, x, kOp, "weight");
+  check_channel_vector(bias, x, kOp, "bias");
+  check_channel_vector(running_mean, x, kOp, "running_mean");
+  check_channel_vector(running_var, x, kOp, "running_var");
+  const c10::cuda::CUDAGuard device_guard(x.device());
+  const ReductionPlan plan = plan_for(x);
+  const at::TensorOptions f32 = x.options().dtype(at::kFloat);
+  at::Tensor y = at::empty_like(x);  // x's strides (dense): the same row-of-channels order
+  at::Tensor save_mean = at::empty({plan.channels}, f32);
+  at::Tensor save_invstd = at::empty({plan.channels}, f32);
+  at::Tensor workspace = at::empty({forward_workspace_floats(plan)}, f32);
+  ForwardArgs args;
+  args.type = type;
+  args.x = x.const_data_ptr();
+  args.residual = has_residual ? residual->const_data_ptr() : nullptr;
+  args.y = y.mutable_data_ptr();
+  args.weight = weight.const_data_ptr<float>();
+  args.bias = bias.const_data_ptr<float>();
+  args.running_mean = running_mean.mutable_data_ptr<float>();
+  args.running_var = running_var.mutable_data_ptr<float>();
+  args.save_mean = save_mean.mutable_data_ptr<float>();
+  args.save_invstd = save_invstd.mutable_data_ptr<float>();
+  args.workspace = workspace.mutable_data_ptr<float>();
+  args.momentum = momentum;
+  args.eps = eps;
+  const void* rows[] = {args.x, args.residual, args.y};
+  args.vector_width = pick_vector_width(type, plan.channels, rows, 3);
+  const cudaError_t error = launch_bn_act_forward(plan, args, at::cuda::getCurrentCUDAStream(x.device().index()));
+  TORCH_CHECK(error == cudaSuccess, kOp, ": kernel launch failed: ", cudaGetErrorString(error));
+  return {y, save_mean, save_invstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bn_act_backward(
+    const at::Tensor& dy, const at::Tensor& x, const at::Tensor& y, const at::Tensor& weight,
+    const at::Tensor& save_mean, const at::Tensor& save_invstd, bool has_residual) {
+  constexpr const char* kOp = "torchhost::bn_act_backward";
+  check_input(x, kOp);
+  const ElementType type = element_type_of(x, kOp);
+  check_like_input(dy, x, kOp, "dy");
+  check_like_input(y, x, kOp, "y");
+  check_channel_vector(weight, x, kOp, "weight");
+  check_channel_vector(save_mean, x, kOp, "save_mean");
+  check_channel_vector(save_invstd, x, kOp, "save_invstd");
+  const c10::cuda::CUDAGuard device_guard(x.device());
+  const ReductionPlan plan = plan_for(x);
+  const at::TensorOptions f32 = x.options().dtype(at::kFloat);
+  at::Tensor dx = at::empty_like(x);
+  at::Tensor d_residual = has_residual ? at::empty_like(x) : at::Tensor();
+  at::Tensor grad_weight = at::empty({plan.channels}, f32);
+  at::Tensor grad_bias = at::empty({plan.channels}, f32);
+  at::Tensor workspace = at::empty({backward_workspace_floats(plan)}, f32);
+  BackwardArgs args;
+  args.type = type;
+  args.dy = dy.const_data_ptr();
+  args.x = x.const_data_ptr();
+  args.y = y.const_data_ptr();
+  args.weight = weight.const_data_ptr<float>();
+  args.save_mean = save_mean.const_data_ptr<float>();
+  args.save_invstd = save_invstd.const_data_ptr<float>();
+  args.dx = dx.mutable_data_ptr();
+  args.d_residual = has_residual ? d_residual.mutable_data_ptr() : nullptr;
+  args.grad_weight = grad_weight.mutable_data_ptr<float>();
+  args.grad_bias = grad_bias.mutable_data_ptr<float>();
+  args.workspace = workspace.mutable_data_ptr<float>();
+  const void* rows[] = {args.dy, args.x, args.y, args.dx, args.d_residual};
+  args.vector_width = pick_vector_width(type, plan.channels, rows, 5);
+  const cudaError_t error = launch_bn_act_backward(plan, args, at::cuda::getCurrentCUDAStream(x.device().index()));
+  TORCH_CHECK(error == cudaSuccess, kOp, ": kernel launch failed: ", cudaGetErrorString(error));
+  return {dx, d_residual, grad_weight, grad_bias};
+}
+
+}  // namespace
+
+void link_fused_ops() {}
+
+}  // namespace tp::ops
+
+// The schemas are the SDK's contract (tp/cpp/fused_norm.h looks them up by name and calls them
+// with these exact C++ types): change them only together with it, under a new name.
+TORCH_LIBRARY_FRAGMENT(torchhost, m) {
+  m.def("bn_act_forward(Tensor x, Tensor? residual, Tensor weight, Tensor bias, Tensor(a!) running_mean, "
+        "Tensor(b!) running_var, float momentum, float eps) -> (Tensor y, Tensor save_mean, Tensor save_invstd)");
+  m.def("bn_act_backward(Tensor dy, Tensor x, Tensor y, Tensor weight, Tensor save_mean, Tensor save_invstd, "
+        "bool has_residual) -> (Tensor dx, Tensor d_residual, Tensor grad_weight, Tensor grad_bias)");
+}
+
+TORCH_LIBRARY_IMPL(torchhost, CUDA, m) {
+  m.impl("bn_act_forward", TORCH_FN(tp::ops::bn_act_forward));
+  m.impl("bn_act_backward", TORCH_FN(tp::ops::bn_act_backward));
+}
