@@ -68,6 +68,7 @@ import sys
 import time
 from pathlib import Path
 
+import kernel_breakdown
 from bench_runs import ROOT, PlannedBench, gpu_name_and_driver, log, tail, utc_now
 
 HERE = Path(__file__).resolve().parent
@@ -223,14 +224,47 @@ class Bench(PlannedBench):
             sets.append(f'amp.precision="{a.precision}"')
         return sets
 
-    def command(self, model, side, run_dir):
+    TRACED_STEPS = 3
+    # nvJPEG's and the device pass's kernels: what decoding costs the GPU beside the step.
+    DECODE_KERNELS = re.compile(r"nvjpeg|jpeg|resize_normalise|huffman|idct|yuv|color_?conv", re.I)
+
+    def trace_steps(self, side, r):
+        """[first, last] for run.trace_steps with --trace: the run's last steps (1-based, global),
+        in the first round, on the GPU-decode sides and the pool (what decoding adds to a step)."""
+        if not (self.a.trace and r == 0 and self.a.device == "cuda" and side in (*GPU_DECODE, "host_pool")):
+            return None
+        total = self.a.epochs * self.steps_per_epoch()
+        return [total - self.TRACED_STEPS + 1, total] if total > 3 * self.a.window else None
+
+    def parse_trace(self, run_dir, trace, rec):
+        """The device time of the traced steps: per category, and nvJPEG's and the device pass's."""
+        path = run_dir / "trace" / "rank0.json"
+        try:
+            names, _ = kernel_breakdown.aggregate_trace(path)
+        except (OSError, ValueError) as e:
+            rec["trace_error"] = f"{path.name}: {e}"
+            return
+        steps = trace[1] - trace[0] + 1
+        b = kernel_breakdown.breakdown(names, steps, top=8)
+        decode_us = sum(us for name, (us, _) in names.items() if self.DECODE_KERNELS.search(name))
+        top = sorted(names.items(), key=lambda kv: -kv[1][0])[:12]
+        rec["trace"] = {"steps": trace, "kernel_ms_per_step": round(b["kernel_ms"], 2),
+                        "decode_ms_per_step": round(decode_us / 1000 / steps, 2),
+                        "categories_ms": {k: round(v, 2) for k, v in b["categories"].items()},
+                        "copy_ms_per_step": round(b["copy_ms"], 2),
+                        "top_kernels_ms": [[n[:90], round(us / 1000 / steps, 3)] for n, (us, _) in top]}
+
+    def command(self, model, side, run_dir, run):
         a = self.a
         if side in HOST_SIDES:
             toml = HERE / ("gpu_resnet50.toml" if side == "host_pool" else "gpu_e2e_resnet.toml")
             cmd = [str(a.build / "bin/host"), "--config", str(toml), "--output-dir", str(run_dir)]
             if side == "host_pool":
                 cmd += ["--plugin-dir", str(a.build / "bench/plugins")]
-            return cmd + [x for s in self.host_sets(model, side) for x in ("--set", s)]
+            sets = self.host_sets(model, side)
+            if trace := self.trace_steps(side, run):
+                sets.append(f"run.trace_steps=[{trace[0]},{trace[1]}]")
+            return cmd + [x for s in sets for x in ("--set", s)]
         if side in ("python_tv", "python_nvjpeg"):
             return [a.python, str(HERE / "gpu_e2e_sides.py"), "train", "--side", side.removeprefix("python_"),
                     "--root", self.data["root"], "--model", model, "--classes", str(self.data["classes"]),
@@ -367,7 +401,7 @@ class Bench(PlannedBench):
         run_dir = self.tmp / f"{model}-{side}-{r + 1}"
         if side == "rate_host":
             self.rate_subset()
-        cmd = self.command(model, side, run_dir)
+        cmd = self.command(model, side, run_dir, r)
         rec["cmd"] = shlex.join(cmd)
         history = run_dir / "history.jsonl"
         out_path = self.tmp / f"{run_dir.name}.log"
@@ -416,6 +450,10 @@ class Bench(PlannedBench):
                     " after its figures"
             if side in HOST_SIDES:
                 windows = self.parse_host(run_dir, side, rec)
+                if trace := self.trace_steps(side, r):  # the traced steps' window ran under the profiler
+                    windows = [w for w in windows if w["step"] < trace[0]]
+                    self.figures(windows, rec)
+                    self.parse_trace(run_dir, trace, rec)
             elif side in ("python_tv", "python_nvjpeg"):
                 windows = self.parse_python(text, rec)
             elif side == "rate_host":
@@ -469,7 +507,7 @@ class Bench(PlannedBench):
 
     def parse_host(self, run_dir, side, rec):
         rows = [json.loads(line) for line in open(run_dir / "history.jsonl") if line.strip()]
-        windows = [{"epoch": int(row.get("epoch", 0)), "step_s": row["time/step_s"],
+        windows = [{"epoch": int(row.get("epoch", 0)), "step": int(row.get("step", 0)), "step_s": row["time/step_s"],
                     "wait_s": row.get("time/data_wait_s", 0.0)} for row in rows if "time/step_s" in row]
         peaks = [row["memory/peak_mb"] for row in rows if "memory/peak_mb" in row]
         if peaks and self.a.device == "cuda":  # on the CPU it is the process's peak RSS
@@ -483,8 +521,10 @@ class Bench(PlannedBench):
                 rec["intra_op_threads"] = int(m.group(1))
         return self.figures(windows, rec)
 
-    DECODE_COUNTS = re.compile(r'data\.decode = "gpu": (\d+) images decoded on the JPEG engines, (\d+) by '
-                               r"nvJPEG's CUDA decoder, (\d+) on the CPU \(.*?\), (\d+) failed there too")
+    DECODE_COUNTS = re.compile(r'data\.decode = "gpu": (\d+) images decoded on the JPEG engines \((\d+) of them as '
+                               r"the region around their crop\), (\d+) by nvJPEG's CUDA decoder, (\d+) on the CPU "
+                               r"\(.*?\), (\d+) failed there too; nvJPEG allocated (\d+) device buffers \(caching "
+                               r"allocator\) and (\d+) pinned ones over (\d+) decoders")
 
     def parse_decode(self, run_dir, rec):
         """runtime.toml's [decode] train state ("gpu: ..." or "cpu: <why>") and train.log's last
@@ -504,7 +544,8 @@ class Bench(PlannedBench):
             log_text = ""
         counts = self.DECODE_COUNTS.findall(log_text)
         if counts:
-            rec["decode_counts"] = dict(zip(("engines", "cuda", "cpu", "failed"), map(int, counts[-1])))
+            rec["decode_counts"] = dict(zip(("engines", "regions", "cuda", "cpu", "failed", "device_buffers",
+                                             "pinned_buffers", "decoders"), map(int, counts[-1])))
         elif 'data.decode = "gpu": ' in log_text:  # a wording this parser does not know: keep the line
             line = [x for x in log_text.splitlines() if 'data.decode = "gpu": ' in x][-1]
             rec["decode_line"] = line[line.index('data.decode = "gpu": '):]
@@ -547,7 +588,7 @@ class Bench(PlannedBench):
                 runs.append(f"{model} {side}" if model == "decode" else f"{model} {side} #{r + 1}")
             if side == "rate_host":
                 self.rate_subset()
-            cmd = shlex.join(self.command(model, side, self.tmp / f"{model}-{side}-{r + 1}"))
+            cmd = shlex.join(self.command(model, side, self.tmp / f"{model}-{side}-{r + 1}", r))
             log(self.plan_line(model, r, side, prio, est, why, elapsed, cmd,
                                f" [{why_show}]" if why_show and not why else ""))
         log(f"# runs, in order: {', '.join(runs) or 'none'}")
@@ -630,8 +671,9 @@ class Bench(PlannedBench):
         """One run's data.decode = "gpu" counts (train.log's last line), shortened."""
         c = rec.get("decode_counts")
         if c:
-            return (f"{c['engines']} decoded on the JPEG engines, {c['cuda']} by nvJPEG's CUDA decoder, "
-                    f"{c['cpu']} on the CPU, {c['failed']} failed")
+            return (f"{c['engines']} decoded on the JPEG engines ({c['regions']} as regions), {c['cuda']} by "
+                    f"nvJPEG's CUDA decoder, {c['cpu']} on the CPU, {c['failed']} failed; nvJPEG's allocations: "
+                    f"{c['device_buffers']} device, {c['pinned_buffers']} pinned over {c['decoders']} decoders")
         return rec.get("decode_line") or "no data.decode count in train.log"
 
     def gpu_decode_section(self, sums):
@@ -764,6 +806,13 @@ class Bench(PlannedBench):
                           if r.get("decode_counts") or r.get("decode_line") or
                           ("error" not in r and "images_per_s" in r)]
             notes += sorted({r["exit_note"] for r in self.results.get(model, {}).get(side, []) if r.get("exit_note")})
+            for r in self.results.get(model, {}).get(side, []):
+                if t := r.get("trace"):
+                    notes.append(f"run {r['run']} traced steps {t['steps'][0]}-{t['steps'][1]}: device time "
+                                 f"{t['kernel_ms_per_step']} ms/step, of it decoding {t['decode_ms_per_step']} ms "
+                                 f"(kernels in gpu-e2e.json)")
+                elif r.get("trace_error"):
+                    notes.append(f"run {r['run']} trace: {r['trace_error']}")
             reasons = {}
             for e in x.get("errors", []):
                 if skipped(e):
@@ -875,6 +924,9 @@ def main() -> int:
     p.add_argument("--count", type=int, default=8000, help="--prepare: images")
     p.add_argument("--classes", type=int, default=100, help="--prepare: classes")
     p.add_argument("--keep", action="store_true", help="keep the runs' directories and logs (printed)")
+    p.add_argument("--trace", action="store_true",
+                   help="trace the last 3 steps of the first GPU-decode and pool runs (run.trace_steps): their "
+                        "device time per step, nvJPEG's and the device pass's kernels among it")
     p.add_argument("--dry-run", action="store_true", help="print the plan (commands, priorities, estimates) and exit")
     a = p.parse_args()
     a.build, a.out, a.data = a.build.resolve(), a.out.resolve(), a.data.resolve()

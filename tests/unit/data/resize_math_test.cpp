@@ -5,15 +5,19 @@
 // factors (2x, 2.3x, 7.9x, a crop at the image's edge), enlarging, and one axis each way. OpenCV
 // computes INTER_LINEAR in fixed point, which the device mirrors as x86's vector code computes it: every level is
 // within one of OpenCV's and 99.5% equal (measured: INTER_AREA exactly equal, INTER_LINEAR 0.1-0.3% one
-// level apart).
+// level apart). And the region nvJPEG's engines decode for a crop (decode_region.h): it holds the
+// crop with a margin, aligned to JPEG's blocks, and the crop read from it in the region's
+// coordinates (as image_decode_stage.cpp shifts it) resizes to the same pixels as from the whole image.
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <random>
 #include <string>
 
+#include "data/device_decode/decode_region.h"
 #include "data/device_decode/resize_math.h"
 
 #include <doctest/doctest.h>
@@ -72,4 +76,54 @@ TEST_CASE("the device resize's arithmetic is OpenCV's: INTER_LINEAR when enlargi
   compare({500, 120, 10, 0, 400, 120, 224, 224}, 7);  // shrinking x, enlarging y
   compare({64, 64, 0, 0, 64, 64, 224, 224}, 8);
   compare({224, 224, 0, 0, 224, 224, 224, 224}, 9);   // the same size: a copy
+}
+
+TEST_CASE("the decoded region holds its crop with a block-aligned margin, and the crop reads the same from it") {
+  using tp::device_decode::kRegionAlign;
+  using tp::device_decode::kRegionMargin;
+  std::mt19937 rng(11);
+  int partial = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int width = 17 + static_cast<int>(rng() % 900), height = 17 + static_cast<int>(rng() % 700);
+    const int x0 = static_cast<int>(rng() % static_cast<uint32_t>(width));
+    const int y0 = static_cast<int>(rng() % static_cast<uint32_t>(height));
+    const int x1 = x0 + 1 + static_cast<int>(rng() % static_cast<uint32_t>(width - x0));
+    const int y1 = y0 + 1 + static_cast<int>(rng() % static_cast<uint32_t>(height - y0));
+    const tp::device_decode::DecodeRegion r = tp::device_decode::region_around(x0, y0, x1, y1, width, height);
+    CAPTURE(width); CAPTURE(height); CAPTURE(x0); CAPTURE(y0); CAPTURE(x1); CAPTURE(y1);
+    REQUIRE(r.x0 >= 0);
+    REQUIRE(r.y0 >= 0);
+    REQUIRE(r.x0 + r.width <= width);
+    REQUIRE(r.y0 + r.height <= height);
+    CHECK(r.x0 % kRegionAlign == 0);
+    CHECK(r.y0 % kRegionAlign == 0);
+    CHECK(((r.x0 + r.width) % kRegionAlign == 0 || r.x0 + r.width == width));
+    CHECK(((r.y0 + r.height) % kRegionAlign == 0 || r.y0 + r.height == height));
+    CHECK(r.x0 <= std::max(0, x0 - kRegionMargin));
+    CHECK(r.y0 <= std::max(0, y0 - kRegionMargin));
+    CHECK(r.x0 + r.width >= std::min(width, x1 + kRegionMargin));
+    CHECK(r.y0 + r.height >= std::min(height, y1 + kRegionMargin));
+    if (r.width < width || r.height < height) ++partial;
+  }
+  CHECK(partial > 1000);  // most random crops leave part of the image undecoded
+
+  // A 500 x 375 image, a RandomResizedCrop-like box: every output pixel the same from the region.
+  cv::Mat src(375, 500, CV_8UC3);
+  for (int y = 0; y < src.rows; ++y)
+    for (int x = 0; x < src.cols; ++x)
+      for (int ch = 0; ch < 3; ++ch) src.at<cv::Vec3b>(y, x)[ch] = static_cast<uint8_t>((x * 7 + y * 3 + ch * 50 + rng() % 40) % 256);
+  const int x0 = 133, y0 = 61, x1 = 371, y1 = 290, out = 224;
+  const tp::device_decode::DecodeRegion r = tp::device_decode::region_around(x0, y0, x1, y1, src.cols, src.rows);
+  const cv::Mat region = src(cv::Rect(r.x0, r.y0, r.width, r.height)).clone();
+  int differ = 0;
+  for (int oy = 0; oy < out; ++oy)
+    for (int ox = 0; ox < out; ++ox) {
+      float whole[3], part[3];
+      tp::device_decode::resize_pixel(src.data, static_cast<int>(src.step), x0, y0, x1 - x0, y1 - y0, out, out, ox, oy,
+                                      whole);
+      tp::device_decode::resize_pixel(region.data, static_cast<int>(region.step), x0 - r.x0, y0 - r.y0, x1 - x0, y1 - y0,
+                                      out, out, ox, oy, part);
+      for (int ch = 0; ch < 3; ++ch) differ += whole[ch] != part[ch] ? 1 : 0;
+    }
+  CHECK(differ == 0);
 }

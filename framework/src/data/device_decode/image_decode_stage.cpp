@@ -58,10 +58,21 @@ class ImageDecodeStage final : public BatchStage {
   std::vector<std::string> ragged_fields() const override { return {spec_.name}; }
 
   std::string summary() const override {
-    return "data.decode = \"gpu\": " + std::to_string(hardware_.load()) + " images decoded on the JPEG engines, " +
+    int64_t device_buffers = 0, pinned_buffers = 0, decoders = 0;
+    for (std::size_t slot = 0; slot < decoders_.size(); ++slot) {
+      // A decoder busy in a thread a timeout gave up on is left out rather than waited for.
+      const std::unique_lock<std::mutex> lock(locks_[slot], std::try_to_lock);
+      if (!lock.owns_lock() || !decoders_[slot]) continue;
+      device_buffers += decoders_[slot]->allocations().device.load();
+      pinned_buffers += decoders_[slot]->allocations().pinned.load();
+      ++decoders;
+    }
+    return "data.decode = \"gpu\": " + std::to_string(hardware_.load()) + " images decoded on the JPEG engines (" +
+           std::to_string(regions_.load()) + " of them as the region around their crop), " +
            std::to_string(cuda_.load()) + " by nvJPEG's CUDA decoder, " + std::to_string(cpu_.load()) +
            " on the CPU (not a JPEG the GPU reads, or its decode failed), " + std::to_string(failed_.load()) +
-           " failed there too";
+           " failed there too; nvJPEG allocated " + std::to_string(device_buffers) + " device buffers (caching allocator) and " +
+           std::to_string(pinned_buffers) + " pinned ones over " + std::to_string(decoders) + " decoders";
   }
 
   NamedTensors run(NamedTensors batch, uint32_t worker, const Refetch& refetch,
@@ -93,7 +104,8 @@ class ImageDecodeStage final : public BatchStage {
         cpu_rows.push_back(r);
         continue;
       }
-      encoded.push_back({data + offset[r], static_cast<std::size_t>(offset[r + 1] - offset[r]), b[5], b[6]});
+      encoded.push_back(
+          {data + offset[r], static_cast<std::size_t>(offset[r + 1] - offset[r]), b[5], b[6], b[0], b[1], b[2], b[3]});
       encoded_rows.push_back(r);
     }
     DecodeCounts counts;
@@ -109,15 +121,18 @@ class ImageDecodeStage final : public BatchStage {
         cpu_rows.push_back(r);
         continue;
       }
+      // The crop in the decoded pixels' coordinates: they may hold a region of the image.
       const int32_t* b = box + r * kBoxFields;
-      jobs.push_back({decoded[i].pixels.data_ptr<uint8_t>(), b[6], b[5], b[6] * 3, b[0], b[1], b[2], b[3], b[4],
-                      static_cast<int32_t>(r)});
+      const DecodedImage& d = decoded[i];
+      jobs.push_back({d.pixels.data_ptr<uint8_t>(), d.width, d.height, d.width * 3, b[0] - d.x0, b[1] - d.y0,
+                      b[2] - d.x0, b[3] - d.y0, b[4], static_cast<int32_t>(r)});
     }
     if (!jobs.empty()) launch(jobs, out, decoder);
     // 3. The rest on the dataset's CPU path (same sample, same seed): uploaded into their rows.
     for (const int64_t r : cpu_rows) fill_from_cpu(out, r, refetch, failed);
     decoder.stream().synchronize();  // the consumer gets finished pixels (this thread waits, not it)
     hardware_ += counts.hardware;
+    regions_ += counts.regions;
     cuda_ += counts.cuda;
     cpu_ += static_cast<int64_t>(cpu_rows.size());
     batch.insert(batch.begin() + static_cast<std::ptrdiff_t>(std::min(position, batch.size())),
@@ -178,7 +193,7 @@ class ImageDecodeStage final : public BatchStage {
   c10::Device device_;
   mutable std::vector<std::unique_ptr<NvjpegDecoder>> decoders_;  // one per loader thread, made on first use
   mutable std::vector<std::mutex> locks_;  // a thread a timeout replaced may still hold its slot's decoder
-  mutable std::atomic<int64_t> hardware_{0}, cuda_{0}, cpu_{0}, failed_{0};
+  mutable std::atomic<int64_t> hardware_{0}, regions_{0}, cuda_{0}, cpu_{0}, failed_{0};
 };
 
 }  // namespace

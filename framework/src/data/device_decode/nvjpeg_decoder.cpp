@@ -1,11 +1,15 @@
 #include "data/device_decode/nvjpeg_decoder.h"
 
 #include <ATen/ATen.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
 #include <nvjpeg.h>
 
+#include <algorithm>
 #include <utility>
 
+#include "data/device_decode/decode_region.h"
 #include "tp/framework/error.h"
 
 namespace tp::device_decode {
@@ -34,6 +38,43 @@ void check(nvjpegStatus_t status, const char* call) {
                 "); set data.decode = \"cpu\" to decode on the loader threads");
 }
 
+// nvJPEG's device buffers from PyTorch's caching allocator, in the order of the stream nvJPEG names:
+// its default (cudaMalloc/cudaFree) would synchronise the whole device at every free, the training
+// stream included, and stall the step the loader threads feed.
+int device_malloc(void* context, void** ptr, std::size_t size, cudaStream_t stream) {
+  try {
+    *ptr = c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(size, stream);
+  } catch (const std::exception&) {
+    return 1;  // nvJPEG reports NVJPEG_STATUS_ALLOCATOR_FAILURE, and the rows go to the CPU path
+  }
+  static_cast<AllocationCounts*>(context)->device.fetch_add(1, std::memory_order_relaxed);
+  return 0;
+}
+
+int device_free(void* /*context*/, void* ptr, std::size_t /*size*/, cudaStream_t /*stream*/) {
+  c10::cuda::CUDACachingAllocator::raw_delete(ptr);
+  return 0;
+}
+
+// Pinned staging buffers: nvJPEG's own calls (cudaHostAlloc, cudaFreeHost), counted, so that the
+// report can say whether it reallocates in steady state (it reuses a buffer that is large enough).
+int pinned_malloc(void* context, void** ptr, std::size_t size, cudaStream_t /*stream*/) {
+  if (cudaHostAlloc(ptr, size, cudaHostAllocDefault) != cudaSuccess) return 1;
+  static_cast<AllocationCounts*>(context)->pinned.fetch_add(1, std::memory_order_relaxed);
+  return 0;
+}
+
+int pinned_free(void* /*context*/, void* ptr, std::size_t /*size*/, cudaStream_t /*stream*/) {
+  return cudaFreeHost(ptr) == cudaSuccess ? 0 : 1;
+}
+
+nvjpegImage_t destination(DecodedImage& decoded) {
+  nvjpegImage_t d{};
+  d.channel[0] = decoded.pixels.data_ptr<uint8_t>();
+  d.pitch[0] = static_cast<std::size_t>(decoded.width) * 3;
+  return d;
+}
+
 }  // namespace
 
 struct NvjpegDecoder::Handles {
@@ -42,8 +83,11 @@ struct NvjpegDecoder::Handles {
   nvjpegJpegStream_t parsed = nullptr;  // a header parsed to ask the engines whether they take it
   nvjpegHandle_t cuda = nullptr;        // nvJPEG's default backend: every baseline and progressive JPEG
   nvjpegJpegState_t cuda_state = nullptr;
+  int batch_size = 0;  // the engines' state is initialised for this many images (0: not yet)
+  std::vector<nvjpegDecodeParams_t> regions;  // one per batched image: its output format and region
 
   ~Handles() {
+    for (nvjpegDecodeParams_t params : regions) nvjpegDecodeParamsDestroy(params);
     if (parsed != nullptr) nvjpegJpegStreamDestroy(parsed);
     if (hardware_state != nullptr) nvjpegJpegStateDestroy(hardware_state);
     if (hardware != nullptr) nvjpegDestroy(hardware);
@@ -55,18 +99,21 @@ struct NvjpegDecoder::Handles {
 NvjpegDecoder::NvjpegDecoder(c10::Device device)
     : device_(device),
       stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.has_index() ? device.index() : 0)),
+      allocations_(std::make_unique<AllocationCounts>()),
       handles_(std::make_unique<Handles>()) {
   const c10::cuda::CUDAGuard guard(device_);
+  nvjpegDevAllocatorV2_t device_allocator{&device_malloc, &device_free, allocations_.get()};
+  nvjpegPinnedAllocatorV2_t pinned_allocator{&pinned_malloc, &pinned_free, allocations_.get()};
   // Chroma upsampled by interpolation, as libjpeg-turbo's default "fancy" upsampling does on the CPU
   // path (nvJPEG replicates by default); a backend that refuses the flag is taken without it.
-  const auto create = [this](nvjpegBackend_t backend, nvjpegHandle_t* handle) {
-    if (nvjpegCreateEx(backend, nullptr, nullptr, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION, handle) ==
-        NVJPEG_STATUS_SUCCESS) {
+  const auto create = [&](nvjpegBackend_t backend, nvjpegHandle_t* handle) {
+    if (nvjpegCreateExV2(backend, &device_allocator, &pinned_allocator, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION,
+                         handle) == NVJPEG_STATUS_SUCCESS) {
       interpolated_ = true;
       return NVJPEG_STATUS_SUCCESS;
     }
     *handle = nullptr;
-    return nvjpegCreateEx(backend, nullptr, nullptr, NVJPEG_FLAGS_DEFAULT, handle);
+    return nvjpegCreateExV2(backend, &device_allocator, &pinned_allocator, NVJPEG_FLAGS_DEFAULT, handle);
   };
   // The engines where the GPU has them; NVJPEG_STATUS_ARCH_MISMATCH (or any refusal) where not.
   if (create(NVJPEG_BACKEND_HARDWARE, &handles_->hardware) == NVJPEG_STATUS_SUCCESS) {
@@ -98,6 +145,7 @@ std::vector<DecodedImage> NvjpegDecoder::decode(const std::vector<EncodedImage>&
   const c10::cuda::CUDAStreamGuard stream_guard(stream_);
   std::vector<DecodedImage> out(images.size());
   std::vector<std::size_t> batched, single;
+  int64_t regions = 0;  // batched images set up as regions
   for (std::size_t i = 0; i < images.size(); ++i) {
     const EncodedImage& image = images[i];
     int components = 0;
@@ -113,50 +161,83 @@ std::vector<DecodedImage> NvjpegDecoder::decode(const std::vector<EncodedImage>&
       ++counts.failed;
       continue;
     }
-    out[i].pixels = at::empty({image.height, static_cast<int64_t>(image.width) * 3},
-                              at::TensorOptions().dtype(at::kByte).device(device_));
+    DecodedImage& decoded = out[i];
+    decoded.width = image.width;
+    decoded.height = image.height;
     int unsupported = 1;
     if (handles_->hardware != nullptr &&
         nvjpegJpegStreamParseHeader(handles_->hardware, image.data, image.size, handles_->parsed) ==
             NVJPEG_STATUS_SUCCESS &&
         nvjpegDecodeBatchedSupported(handles_->hardware, handles_->parsed, &unsupported) == NVJPEG_STATUS_SUCCESS &&
         unsupported == 0) {
+      // The engines decode only the region around the crop where they can (nvJPEG's ROI decode):
+      // fewer pixels converted and written, less for the resize to read.
+      if (handles_->regions.size() <= batched.size()) {
+        nvjpegDecodeParams_t params = nullptr;
+        check(nvjpegDecodeParamsCreate(handles_->hardware, &params), "nvjpegDecodeParamsCreate");
+        handles_->regions.push_back(params);
+      }
+      nvjpegDecodeParams_t params = handles_->regions[batched.size()];
+      check(nvjpegDecodeParamsSetOutputFormat(params, NVJPEG_OUTPUT_RGBI), "nvjpegDecodeParamsSetOutputFormat");
+      const DecodeRegion r = region_around(image.x0, image.y0, image.x1, image.y1, image.width, image.height);
+      int region_unsupported = 1;
+      if ((r.width < image.width || r.height < image.height) &&
+          nvjpegDecodeParamsSetROI(params, r.x0, r.y0, r.width, r.height) == NVJPEG_STATUS_SUCCESS &&
+          nvjpegDecodeBatchedSupportedEx(handles_->hardware, handles_->parsed, params, &region_unsupported) ==
+              NVJPEG_STATUS_SUCCESS &&
+          region_unsupported == 0) {
+        decoded = {at::Tensor(), r.x0, r.y0, r.width, r.height, false};
+        ++regions;
+      } else {
+        check(nvjpegDecodeParamsSetROI(params, 0, 0, -1, -1), "nvjpegDecodeParamsSetROI");
+      }
       batched.push_back(i);
     } else {
       single.push_back(i);
     }
+    decoded.pixels = at::empty({decoded.height, static_cast<int64_t>(decoded.width) * 3},
+                               at::TensorOptions().dtype(at::kByte).device(device_));
   }
-  auto destination = [&](std::size_t i) {
-    nvjpegImage_t d{};
-    d.channel[0] = out[i].pixels.data_ptr<uint8_t>();
-    d.pitch[0] = static_cast<std::size_t>(images[i].width) * 3;
-    return d;
+  // A whole image where a region was set up (the image goes to the single path after all).
+  auto whole = [&](std::size_t i) {
+    DecodedImage& decoded = out[i];
+    if (decoded.width == images[i].width && decoded.height == images[i].height) return;
+    decoded = {at::empty({images[i].height, static_cast<int64_t>(images[i].width) * 3},
+                         at::TensorOptions().dtype(at::kByte).device(device_)),
+               0, 0, images[i].width, images[i].height, false};
   };
   if (!batched.empty()) {
-    std::vector<const unsigned char*> data;
-    std::vector<std::size_t> sizes;
-    std::vector<nvjpegImage_t> destinations;
-    for (const std::size_t i : batched) {
-      data.push_back(images[i].data);
-      sizes.push_back(images[i].size);
-      destinations.push_back(destination(i));
-    }
     const auto n = static_cast<int>(batched.size());
-    const bool done =
+    // Initialised once per batch size, as nvJPEG's documentation asks: a full batch keeps its size
+    // from one call to the next, and a new initialisation may give the engines' buffers back.
+    if (handles_->batch_size != n &&
         nvjpegDecodeBatchedInitialize(handles_->hardware, handles_->hardware_state, n, 1, NVJPEG_OUTPUT_RGBI) ==
-            NVJPEG_STATUS_SUCCESS &&
-        nvjpegDecodeBatched(handles_->hardware, handles_->hardware_state, data.data(), sizes.data(),
-                            destinations.data(), stream_.stream()) == NVJPEG_STATUS_SUCCESS;
+            NVJPEG_STATUS_SUCCESS)
+      handles_->batch_size = n;
+    bool done = handles_->batch_size == n;
+    // With regions, nvjpegDecodeBatchedEx and each image's parameters; where the engines refuse
+    // that, every image whole through nvjpegDecodeBatched (the same pixels, more of them).
+    if (done && regions > 0) {
+      done = decode_batched(images, batched, out, /*regions=*/true);
+      if (!done) {
+        regions = 0;
+        for (const std::size_t i : batched) whole(i);
+      }
+    }
+    if (done && regions == 0) done = decode_batched(images, batched, out, /*regions=*/false);
     if (done) {
       for (const std::size_t i : batched) out[i].ok = true;
       counts.hardware += n;
+      counts.regions += regions;
     } else {
       // One bad bitstream fails the engines' whole batch: each image again alone, so only it fails.
+      handles_->batch_size = 0;  // initialised afresh for the next batch
       single.insert(single.end(), batched.begin(), batched.end());
     }
   }
   for (const std::size_t i : single) {
-    nvjpegImage_t d = destination(i);
+    whole(i);
+    nvjpegImage_t d = destination(out[i]);
     if (nvjpegDecode(handles_->cuda, handles_->cuda_state, images[i].data, images[i].size, NVJPEG_OUTPUT_RGBI, &d,
                      stream_.stream()) == NVJPEG_STATUS_SUCCESS) {
       out[i].ok = true;
@@ -167,6 +248,23 @@ std::vector<DecodedImage> NvjpegDecoder::decode(const std::vector<EncodedImage>&
     }
   }
   return out;
+}
+
+bool NvjpegDecoder::decode_batched(const std::vector<EncodedImage>& images, const std::vector<std::size_t>& batched,
+                                   std::vector<DecodedImage>& out, bool regions) {
+  std::vector<const unsigned char*> data;
+  std::vector<std::size_t> sizes;
+  std::vector<nvjpegImage_t> destinations;
+  for (const std::size_t i : batched) {
+    data.push_back(images[i].data);
+    sizes.push_back(images[i].size);
+    destinations.push_back(destination(out[i]));
+  }
+  if (regions)
+    return nvjpegDecodeBatchedEx(handles_->hardware, handles_->hardware_state, data.data(), sizes.data(),
+                                 destinations.data(), handles_->regions.data(), stream_.stream()) == NVJPEG_STATUS_SUCCESS;
+  return nvjpegDecodeBatched(handles_->hardware, handles_->hardware_state, data.data(), sizes.data(),
+                             destinations.data(), stream_.stream()) == NVJPEG_STATUS_SUCCESS;
 }
 
 }  // namespace tp::device_decode

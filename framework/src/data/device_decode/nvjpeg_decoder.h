@@ -8,6 +8,7 @@
 #include <c10/core/Device.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -16,25 +17,36 @@
 
 namespace tp::device_decode {
 
-/// One encoded image and the size its plugin read from its header.
+/// One encoded image, the size its plugin read from its header, and the part of it the caller
+/// reads (x1, y1 exclusive, inside the image).
 struct EncodedImage {
   const uint8_t* data;  ///< the file's bytes (pinned host memory: the batch's)
   std::size_t size;
   int height, width;
+  int x0, y0, x1, y1;
 };
 
-/// One decoded image: RGB interleaved, width * 3 bytes a row, on the device; undefined where the
-/// decoder could not decode it.
+/// One decoded image, or the region of it that holds the caller's part: RGB interleaved, `width`
+/// * 3 bytes a row, on the device, its top-left pixel at (x0, y0) of the image; undefined where
+/// the decoder could not decode it.
 struct DecodedImage {
   at::Tensor pixels;  ///< uint8 [height, width * 3]
+  int x0 = 0, y0 = 0, width = 0, height = 0;
   bool ok = false;
 };
 
 /// How the images of one decode() went.
 struct DecodeCounts {
   int64_t hardware = 0;  ///< decoded batched on the JPEG engines
+  int64_t regions = 0;   ///< of those, decoded as a region around the caller's part (not whole)
   int64_t cuda = 0;      ///< decoded one by one by nvJPEG's CUDA decoder
   int64_t failed = 0;    ///< not decoded (not a JPEG nvJPEG reads, a size other than the header's, corrupt)
+};
+
+/// How often nvJPEG asked for memory (its allocators count): in steady state it reuses its buffers.
+struct AllocationCounts {
+  std::atomic<int64_t> device{0};  ///< device buffers, from PyTorch's caching allocator
+  std::atomic<int64_t> pinned{0};  ///< pinned host staging buffers
 };
 
 class NvjpegDecoder {
@@ -54,13 +66,20 @@ class NvjpegDecoder {
   const c10::cuda::CUDAStream& stream() const noexcept { return stream_; }
   /// "the GPU's JPEG engines (NVJPEG_BACKEND_HARDWARE)" or "nvJPEG's CUDA decoder".
   std::string backend() const;
+  /// nvJPEG's allocations since this decoder started.
+  const AllocationCounts& allocations() const noexcept { return *allocations_; }
 
  private:
   struct Handles;
+  /// The images `batched` (indices into `images` and `out`) on the JPEG engines into their
+  /// `out` buffers, as regions (each image's parameters) or whole. True when nvJPEG took them.
+  bool decode_batched(const std::vector<EncodedImage>& images, const std::vector<std::size_t>& batched,
+                      std::vector<DecodedImage>& out, bool regions);
   c10::Device device_;
   c10::cuda::CUDAStream stream_;
-  std::unique_ptr<Handles> handles_;
-  bool interpolated_ = false;  // a handle took NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION  // nvJPEG's opaque handles (nvjpeg.h stays out of this header)
+  std::unique_ptr<AllocationCounts> allocations_;  // where the allocators count; outlives handles_
+  std::unique_ptr<Handles> handles_;  // nvJPEG's opaque handles (nvjpeg.h stays out of this header)
+  bool interpolated_ = false;  // a handle took NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION
 };
 
 }  // namespace tp::device_decode
