@@ -11,6 +11,9 @@
 //
 // Layer depths (optim.layer_decay): the stem at 0, each residual block one deeper, fc the head.
 //
+// BatchNorm + ReLU and BatchNorm + residual add + ReLU run fused on CUDA in training
+// (ResNetOptions::fused_norm, tp/cpp/fused_norm.h); the module tree and state are the same either way.
+//
 // The segmentation models (plugins/models/segmentation) use it as their backbone: without fc,
 // with torchvision's replace_stride_with_dilation, read through stages().
 #pragma once
@@ -56,6 +59,10 @@ struct ResNetOptions {
   /// false: no fc and no pooling (torchvision's IntermediateLayerGetter drops both), for a dense
   /// head reading stages(); num_classes is then unused.
   bool fc = true;
+  /// Each BatchNorm followed by ReLU (and each block's last BatchNorm + identity + ReLU) through
+  /// tp::cpp::batch_norm_relu: the host's fused CUDA ops in training on channels-last CUDA input,
+  /// the module path elsewhere (tp/cpp/fused_norm.h says when). false: always the module path.
+  bool fused_norm = true;
 };
 
 /// torchvision.models.resnet{18,34,50}(num_classes=...), with a configurable number of input
@@ -87,6 +94,7 @@ class ResNet : public torch::nn::Module, public tp::cpp::Checkpointable {
   at::Tensor stem(const at::Tensor& x);
 
   bool bottleneck_;
+  bool fused_norm_;
   int64_t in_planes_ = 64;
   int64_t dilation_ = 1;  // of the stage being built
   torch::nn::Conv2d conv1_{nullptr};

@@ -31,6 +31,7 @@ std::shared_ptr<ResNetModel> make_resnet(const tp::cpp::ConfigReader& cfg) {
   o.num_classes = common.num_classes;
   o.in_channels = common.in_channels;
   o.zero_init_residual = cfg.get_bool("zero_init_residual");
+  o.fused_norm = cfg.get_bool("fused_norm");
   return std::make_shared<ResNetModel>(kId, std::make_shared<ResNet>(o), common);
 }
 
@@ -40,6 +41,9 @@ const tp_config_key_t kKeys[] = {
     {sizeof(tp_config_key_t), "in_channels", TP_CFG_INT, "3", "image channels (conv1 input)"},
     {sizeof(tp_config_key_t), "zero_init_residual", TP_CFG_BOOL, "false",
      "zero the last BatchNorm weight of every residual block (each block starts as the identity)"},
+    {sizeof(tp_config_key_t), "fused_norm", TP_CFG_BOOL, "true",
+     "BatchNorm + ReLU (+ residual add) in the host's fused CUDA ops when training on channels-last CUDA "
+     "input (tp/cpp/fused_norm.h); false: the unfused ops everywhere"},
     tp::cpp::kImageInputKey,
 };
 

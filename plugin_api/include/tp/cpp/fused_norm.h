@@ -1,0 +1,155 @@
+// torchhost C++ helpers for Tier T model authors: BatchNorm (training) + ReLU and BatchNorm +
+// residual add + ReLU in one CUDA kernel pass each way, through ops the host registers
+// (torchhost::bn_act_forward / bn_act_backward, framework/src/ops). The plugin never links the
+// framework: the ops are looked up by name in c10's dispatcher, and where they are missing (a CPU
+// host, a host built without a CUDA compiler, an older host) the module path runs instead.
+//
+//   at::Tensor out = tp::cpp::batch_norm_relu(bn1_, conv1_->forward(x));            // relu(bn1(conv1(x)))
+//   return tp::cpp::batch_norm_relu(bn2_, conv2_->forward(out), identity, fused_);  // relu(bn2(.) + identity)
+//
+// Thread tag: any (the lookup is a function-local static; the ops run on the current CUDA stream).
+#ifndef TP_CPP_FUSED_NORM_H
+#define TP_CPP_FUSED_NORM_H
+
+#ifndef TP_PLUGIN_TIER_T
+#define TP_PLUGIN_TIER_T 1
+#endif
+
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/nn/modules/batchnorm.h>
+
+#include <optional>
+#include <tuple>
+
+namespace tp::cpp {
+namespace detail {
+
+/// The host's fused ops, typed as norm_act_ops.cpp registers them (schemas there).
+struct FusedNormOps {
+  using Forward = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const std::optional<at::Tensor>&,
+                                                                 const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                                                 const at::Tensor&, double, double);
+  using Backward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
+      const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+      bool);
+  c10::TypedOperatorHandle<Forward> forward;
+  c10::TypedOperatorHandle<Backward> backward;
+};
+
+/// The ops when this process's host registered both with a CUDA kernel and the C++ types above;
+/// nullptr otherwise. Looked up once: the host registers them before it loads any plugin.
+inline const FusedNormOps* fused_norm_ops() {
+  static const std::optional<FusedNormOps> ops = []() -> std::optional<FusedNormOps> {
+    try {
+      auto& dispatcher = c10::Dispatcher::singleton();
+      const auto forward = dispatcher.findSchema({"torchhost::bn_act_forward", ""});
+      const auto backward = dispatcher.findSchema({"torchhost::bn_act_backward", ""});
+      if (!forward || !backward || !forward->hasKernelForDispatchKey(c10::DispatchKey::CUDA) ||
+          !backward->hasKernelForDispatchKey(c10::DispatchKey::CUDA))
+        return std::nullopt;
+      return FusedNormOps{forward->typed<FusedNormOps::Forward>(), backward->typed<FusedNormOps::Backward>()};
+    } catch (const c10::Error&) {
+      return std::nullopt;  // registered with other C++ types (another host version): the module path
+    }
+  }();
+  return ops ? &*ops : nullptr;
+}
+
+/// The autograd node of the fused path. Gradients for x, residual, weight and bias; none for the
+/// running statistics (updated in place by forward) or the scalars. Not twice differentiable.
+struct BatchNormReluFunction : torch::autograd::Function<BatchNormReluFunction> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                            const std::optional<at::Tensor>& residual, const at::Tensor& weight, const at::Tensor& bias,
+                            const at::Tensor& running_mean, const at::Tensor& running_var, double momentum, double eps) {
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;
+    auto [y, save_mean, save_invstd] =
+        fused_norm_ops()->forward.call(x, residual, weight, bias, running_mean, running_var, momentum, eps);
+    ctx->save_for_backward({x, y, weight, save_mean, save_invstd});
+    ctx->saved_data["has_residual"] = residual.has_value();
+    return y;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
+    const at::Tensor& x = saved[0];
+    const bool has_residual = ctx->saved_data["has_residual"].toBool();
+    // The next layer's backward may hand any layout (or a broadcast); the op reads rows of channels.
+    const at::Tensor dy = grad_outputs[0].to(x.scalar_type()).contiguous(at::MemoryFormat::ChannelsLast);
+    auto [dx, d_residual, grad_weight, grad_bias] =
+        fused_norm_ops()->backward.call(dy, x, saved[1], saved[2], saved[3], saved[4], has_residual);
+    return {dx,           has_residual ? d_residual : at::Tensor(), grad_weight, grad_bias, at::Tensor(),
+            at::Tensor(), at::Tensor(),                             at::Tensor()};
+  }
+};
+
+inline bool fusable_dtype(const at::Tensor& t) {
+  const auto type = t.scalar_type();
+  return type == at::kFloat || type == at::kBFloat16 || type == at::kHalf;
+}
+
+inline bool float32_on(const at::Tensor& t, const at::Tensor& x) {
+  return t.defined() && t.scalar_type() == at::kFloat && t.device() == x.device();
+}
+
+/// Whether batch_norm_relu may take the fused path (see its contract).
+inline bool fusable(const torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& residual) {
+  if (!bn.is_training() || !bn.options.affine() || !bn.options.track_running_stats() || !bn.options.momentum())
+    return false;
+  if (!x.defined() || !x.is_cuda() || x.dim() != 4 || !fusable_dtype(x) ||
+      !x.is_contiguous(at::MemoryFormat::ChannelsLast) || x.size(1) < 1 || x.numel() / x.size(1) < 2)
+    return false;
+  if (!float32_on(bn.weight, x) || !float32_on(bn.bias, x) || !float32_on(bn.running_mean, x) ||
+      !float32_on(bn.running_var, x) || bn.weight.numel() != x.size(1))
+    return false;
+  if (residual.defined() && (residual.device() != x.device() || residual.sizes() != x.sizes() ||
+                             residual.scalar_type() != x.scalar_type() ||
+                             !residual.is_contiguous(at::MemoryFormat::ChannelsLast)))
+    return false;
+  return fused_norm_ops() != nullptr;
+}
+
+}  // namespace detail
+
+/// relu(bn(x) + residual), or relu(bn(x)) when `residual` is undefined: what
+/// `bn->forward(x)`, `+= residual`, `relu_()` compute, BatchNorm's side effects included (in
+/// training: running_mean and running_var updated, num_batches_tracked bumped). Never modifies
+/// `x` or `residual`, so it may run inside an activation-checkpointing unit.
+///
+/// Fused (the host's CUDA ops, one pass each way plus the statistics) only when all hold:
+/// `allow_fused`; `bn` is training (frozen BatchNorm, model.freeze_bn_stats, and eval run the module
+/// path) with affine parameters, running statistics and a momentum (momentum = None, the
+/// cumulative average, runs the module path); x is a 4-d CUDA float32, bfloat16 or float16 tensor
+/// contiguous in channels-last memory with more than one value per channel; bn's parameters and
+/// statistics are float32 on x's device (autocast leaves them so); `residual`, if defined, has x's
+/// sizes, dtype, device and layout; and the host registered the ops. Otherwise it runs the module
+/// path and its result is bit for bit the module code's.
+///
+/// Fused results differ from the module path's by rounding only: statistics and arithmetic are fp32
+/// (variance combined in double), the output rounded once to x's dtype where the module path
+/// rounds after BatchNorm and again after the add. So y agrees to about 2e-7 relative in float32
+/// and a few units in the last place in bfloat16/float16, running statistics to about 1e-7; and
+/// where bn(x) + residual is within a rounding of zero, the two paths' ReLUs may disagree (with a
+/// residual in bfloat16, about 1 element in 1,000), and there the gradient passes in one path and
+/// not the other. Where the masks agree, gradients agree to about 1e-5 (float32, float16) and 1e-2
+/// (bfloat16) relative (L2 norm of the difference over the reference's). Deterministic: the same inputs on the same device give the same bits.
+/// The fused path is captured in CUDA graphs like any op (no host synchronisation).
+inline at::Tensor batch_norm_relu(torch::nn::BatchNorm2d& bn, const at::Tensor& x, const at::Tensor& residual = {},
+                                  bool allow_fused = true) {
+  if (allow_fused && detail::fusable(*bn, x, residual)) {
+    if (bn->num_batches_tracked.defined()) bn->num_batches_tracked += 1;  // as BatchNorm2d's forward
+    const std::optional<at::Tensor> r = residual.defined() ? std::optional<at::Tensor>(residual) : std::nullopt;
+    return detail::BatchNormReluFunction::apply(x, r, bn->weight, bn->bias, bn->running_mean, bn->running_var,
+                                                *bn->options.momentum(), bn->options.eps());
+  }
+  at::Tensor out = bn->forward(x);
+  if (residual.defined()) out += residual;  // in place on BatchNorm's fresh output only
+  return out.relu_();
+}
+
+}  // namespace tp::cpp
+
+#endif  // TP_CPP_FUSED_NORM_H
