@@ -10,6 +10,7 @@ host (eager, graphed) and in Python (eager, compiled). bench/README.md, "GPU ben
 
     python3 bench/train_speed/gpu_bench.py --build BUILD_DIR --out DIR [--cache-dir DIR] [--budget-s 230]
         [--models small_cnn,mlp,...] [--sides host,host_graphs,python,python_graphs,compiled,compiled_max,lightning]
+        (opt-in side host_graphs_unfused: host graphed with model.fused_norm=false, the ResNet cases)
         [--runs 3] [--breakdown resnet50_b256] [--dry-run]
     python3 bench/train_speed/gpu_bench.py --prewarm --out DIR --cache-dir DIR --budget-s S
         (beside the build: compile the compiled sides cold into the caches; DIR/compile-prewarm.json)
@@ -54,15 +55,22 @@ import kernel_breakdown  # noqa: E402 - standard library only
 from bench_runs import ROOT, PlannedBench, Stop, gpu_name_and_driver, log, tail, utc_now  # noqa: E402 - likewise
 
 SIDES = ("host", "host_graphs", "python", "python_graphs", "compiled", "compiled_max", "lightning")
-LABELS = {"host": "host", "host_graphs": "host graphed", "python": "python eager", "python_graphs": "python graphed",
+# Opt-in (--sides, not the default): the host graphed with model.fused_norm = false, in the ResNet
+# cases only, beside host_graphs (fused by default) so the fused BatchNorm + ReLU ops' gain shows
+# (tp/cpp/fused_norm.h); in the case's table and the breakdown, not in the summary's columns.
+EXTRA_SIDES = ("host_graphs_unfused",)
+ALL_SIDES = SIDES + EXTRA_SIDES
+LABELS = {"host": "host", "host_graphs": "host graphed", "host_graphs_unfused": "host graphed, unfused norm",
+          "python": "python eager", "python_graphs": "python graphed",
           "compiled": "compiled reduce-overhead", "compiled_max": "compiled max-autotune", "lightning": "lightning"}
-HOST_SIDES = ("host", "host_graphs")
+HOST_SIDES = ("host", "host_graphs", "host_graphs_unfused")
+GRAPHED_HOST_SIDES = ("host_graphs", "host_graphs_unfused")
 WORKER_SIDES = ("python", "python_graphs", "compiled", "compiled_max")  # python_sides.py
 COMPILED = ("compiled", "compiled_max")
 MODES = {"compiled": "reduce-overhead", "compiled_max": "max-autotune"}
-KIND = {"host": "eager", "python": "eager", "lightning": "eager", "host_graphs": "graphed",
+KIND = {"host": "eager", "python": "eager", "lightning": "eager", "host_graphs": "graphed", "host_graphs_unfused": "graphed",
         "python_graphs": "graphed", "compiled": "compiled", "compiled_max": "compiled"}
-BREAKDOWN_SIDES = ("host", "host_graphs", "python", "compiled")
+BREAKDOWN_SIDES = ("host", "host_graphs", "host_graphs_unfused", "python", "compiled")  # those --sides selects
 # Cases. steps = timed steps + one warm-up window (cuDNN autotuning, allocator warm-up, the host's
 # graph capture). est: the plan's cost model, seconds on one H200 or H100 (bench/gpu/2026-11-27-h200.md
 # where measured, else estimated): step_ms per kind of side (eager, graphed, compiled); warmup_s,
@@ -105,7 +113,7 @@ PREWARM = (("mlp", "compiled"), ("small_cnn", "compiled"), ("resnet18", "compile
 PREWARM_FILE = "compile-prewarm.json"
 # Process start-up to the first step (H200: small_cnn's host runs took 2.3-3.8 s for 0.2-1.4 s of
 # steps; a Python process 8-10 s before its first step; Lightning 15-16.5 s for 1.4 s of steps).
-STARTUP_S = {"host": 2.0, "host_graphs": 2.5, "lightning": 13.0}
+STARTUP_S = {"host": 2.0, "host_graphs": 2.5, "host_graphs_unfused": 2.5, "lightning": 13.0}
 WORKER_START_S = 9.0  # python_sides.py: import torch, CUDA context, the pinned pool
 COMMAND_S = 0.4  # a worker command's own cost: building a side's model, syncs
 CAPTURE_S = 1.0  # python_graphs' capture (its warm-up steps counted apart)
@@ -271,7 +279,8 @@ class Bench(PlannedBench):
         return m
 
     def sides(self, case):
-        return [s for s in SIDES if s in self.a.sides and (s != "lightning" or CASES[case]["lightning"])]
+        return [s for s in ALL_SIDES if s in self.a.sides and (s != "lightning" or CASES[case]["lightning"])
+                and (s not in EXTRA_SIDES or CASES[case]["plugin"] == "plugins/resnet.so")]
 
     def trace_steps(self, case, r, side):
         """[first, last] for the host's run.trace_steps (the breakdown case's first host runs):
@@ -304,8 +313,10 @@ class Bench(PlannedBench):
                 *[s.format(size=m["size"], features=3 * m["size"] ** 2) for s in m["host_sets"]]]
         if a.device != "cuda":
             sets.append(f'run.device="{a.device}"')
-        if side == "host_graphs":
+        if side in GRAPHED_HOST_SIDES:
             sets.append('run.cuda_graphs="on"')
+        if side == "host_graphs_unfused":
+            sets.append("model.fused_norm=false")
         if trace := self.trace_steps(case, r, side):
             sets.append(f"run.trace_steps=[{trace[0]},{trace[1]}]")
         return [str(a.build / "bin/host"), "--config", str(HERE / m["toml"]), "--output-dir", str(run_dir),
@@ -362,7 +373,7 @@ class Bench(PlannedBench):
         if case in self.a.breakdown:
             return 1 if r == 0 and side in BREAKDOWN_SIDES else 5
         if case in HEAVY:
-            return 4 if r == 0 and side in ("host", "host_graphs", "python", "python_graphs") else 5
+            return 4 if r == 0 and side in ("host", "host_graphs", "host_graphs_unfused", "python", "python_graphs") else 5
         if side == "compiled_max":
             return 3
         return 0 if r == 0 else 2
@@ -410,7 +421,8 @@ class Bench(PlannedBench):
 
     @staticmethod
     def group(side):
-        return {"host_graphs": "host", "python_graphs": "python", "compiled_max": "compiled"}.get(side, side)
+        return {"host_graphs": "host", "host_graphs_unfused": "host", "python_graphs": "python",
+                "compiled_max": "compiled"}.get(side, side)
 
     def decide(self, case, r, side, elapsed):
         """None to run it, else why not: the device, the budget, an earlier failure."""
@@ -821,7 +833,9 @@ class Bench(PlannedBench):
              "Python), synthetic in-memory pool of 256 samples in pinned memory, each batch copied to the device "
              "on a copy stream one step ahead (the host's data.device_prefetch; python_loop.Prefetcher)",
              "- host graphed: `--set run.cuda_graphs=\"on\"` (forward, loss, backward and fused optimizer step "
-             "captured as one CUDA graph after eager warm-up steps); python graphed: the same whole step captured "
+             "captured as one CUDA graph after eager warm-up steps; ResNet's BatchNorm + ReLU run in the host's fused "
+             "kernels, model.fused_norm, and host graphed, unfused norm adds `--set model.fused_norm=false`); "
+             "python graphed: the same whole step captured "
              f"with `torch.cuda.graph` after {GRAPH_WARMUP} warm-up steps on a side stream, each batch copied into "
              "the static input before `replay()`; compiled: `torch.compile` of forward + loss "
              "(`F.cross_entropy(model(x).float(), y)`), mode reduce-overhead or max-autotune, backward through the "
@@ -920,7 +934,7 @@ class Bench(PlannedBench):
                 notes.append("LibTorch's fused SGD")
                 if "data_wait" in x:
                     notes.append(f"data wait {x['data_wait']:.1%}")
-                if side == "host_graphs":
+                if side in GRAPHED_HOST_SIDES:
                     if x.get("runtime_cuda_graphs"):
                         notes.append(f"runtime.toml [cuda_graphs] state: `{x['runtime_cuda_graphs']}`")
                     if x.get("graphed") is False:
@@ -1171,7 +1185,7 @@ def main() -> int:
     a.models = a.models.split(",")
     a.sides = a.sides.split(",")
     a.breakdown = [] if a.breakdown in ("", "none") else a.breakdown.split(",")
-    unknown = [m for m in a.models + a.breakdown if m not in CASES] + [s for s in a.sides if s not in SIDES]
+    unknown = [m for m in a.models + a.breakdown if m not in CASES] + [s for s in a.sides if s not in ALL_SIDES]
     if unknown:
         p.error(f"unknown case or side: {', '.join(unknown)}")
     a.breakdown = [c for c in a.breakdown if c in a.models]

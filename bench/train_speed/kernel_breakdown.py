@@ -9,7 +9,7 @@ A step's device events are aggregated by name ({name: [total us, count]}, `aggre
 python_sides.py's profile), then `breakdown` sums them per category: convolution (cuDNN/cutlass
 implicit-GEMM fprop, dgrad and wgrad kernels and their helpers), layout (cuDNN's NCHW <-> NHWC
 conversions, a row of their own so that a layout problem shows), normalisation (native and cuDNN
-BatchNorm, Inductor kernels fusing batch_norm), elementwise, optimizer (the fused SGD kernel),
+BatchNorm, Inductor kernels fusing batch_norm, torchhost's fused batch_norm_act kernels), elementwise, optimizer (the fused SGD kernel),
 gemm (cuBLAS, the fc layer), pooling, loss/reduction, copies (memcpy/memset: the batch copies,
 on the copy stream), other. A name matches the first rule that fits; Inductor's Triton kernels
 (`triton_{poi,red,per,tem}_fused_<ops>_<n>`) by the ops in their name. Unknown names go to
@@ -145,6 +145,11 @@ EXAMPLES = (
     ("triton_red_fused__native_batch_norm_legit_functional_convolution_0", "normalisation"),
     ("triton_poi_fused__native_batch_norm_legit_functional_relu_3", "normalisation"),
     ("triton_per_fused_native_batch_norm_backward_threshold_backward_12", "normalisation"),
+    # torchhost's fused BatchNorm + [add +] ReLU (framework/src/ops/norm_act_kernels.cu, model.fused_norm)
+    ("void tp::ops::(anonymous namespace)::batch_norm_act_stats<__nv_bfloat16>(...)", "normalisation"),
+    ("void tp::ops::(anonymous namespace)::batch_norm_act_apply<__nv_bfloat16, 8, true>(...)", "normalisation"),
+    ("void tp::ops::(anonymous namespace)::batch_norm_act_backward_reduce<__nv_bfloat16>(...)", "normalisation"),
+    ("tp::ops::(anonymous namespace)::batch_norm_act_backward_finalize(...)", "normalisation"),
     ("triton_poi_fused__to_copy_add_relu_7", "elementwise"),
     ("triton_poi_fused_convert_element_type_threshold_backward_4", "elementwise"),
     ("triton_tem_fused_convolution_2", "convolution"),

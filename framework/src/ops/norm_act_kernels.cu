@@ -3,6 +3,8 @@
 // channels, 8 row lanes; registers, then a shared-memory tree over the lanes), a finalize that
 // combines a channel's partials in row-block order, and one elementwise pass. Arithmetic in fp32;
 // the finalize combines in double, which costs nothing at C values and keeps long sums exact.
+// Every kernel's name starts with batch_norm_ so that the benchmark's kernel-time breakdown
+// (bench/train_speed/kernel_breakdown.py) files it under normalisation.
 #include "ops/norm_act_kernels.h"
 
 #include <cuda_bf16.h>
@@ -82,7 +84,7 @@ __device__ __forceinline__ void sum_over_lanes(float (&a)[kTileRows][kTileChanne
 /// stay near the data's spread and M2 = S2 - S1^2 / n loses little to cancellation.
 template <typename T>
 __global__ void __launch_bounds__(kTileChannels* kTileRows)
-    forward_partials(const T* __restrict__ x, int64_t rows, int64_t channels, int64_t rows_per_block,
+    batch_norm_act_stats(const T* __restrict__ x, int64_t rows, int64_t channels, int64_t rows_per_block,
                      float* __restrict__ part_mean, float* __restrict__ part_m2) {
   __shared__ float s1[kTileRows][kTileChannels];
   __shared__ float s2[kTileRows][kTileChannels];
@@ -117,7 +119,7 @@ __global__ void __launch_bounds__(kTileChannels* kTileRows)
 /// Per channel: combines the partials in row-block order (Chan et al.'s pairwise update), writes
 /// the saved statistics, the apply pass's scale and shift, and updates the running statistics as
 /// torch.nn.BatchNorm2d does (running_var takes the unbiased variance).
-__global__ void forward_finalize(const float* __restrict__ part_mean, const float* __restrict__ part_m2,
+__global__ void batch_norm_act_finalize(const float* __restrict__ part_mean, const float* __restrict__ part_m2,
                                  ReductionPlan plan, const float* __restrict__ weight, const float* __restrict__ bias,
                                  float* __restrict__ running_mean, float* __restrict__ running_var,
                                  float* __restrict__ save_mean, float* __restrict__ save_invstd,
@@ -151,7 +153,7 @@ __global__ void forward_finalize(const float* __restrict__ part_mean, const floa
 
 /// y = relu(x * scale + shift [+ residual]), V elements (one Pack) per step; C % V == 0.
 template <typename T, int V, bool kResidual>
-__global__ void forward_apply(const T* __restrict__ x, const T* __restrict__ residual, T* __restrict__ y,
+__global__ void batch_norm_act_apply(const T* __restrict__ x, const T* __restrict__ residual, T* __restrict__ y,
                               const float* __restrict__ scale, const float* __restrict__ shift, int64_t packs,
                               int64_t channels) {
   using P = Pack<T, V>;
@@ -175,7 +177,7 @@ __global__ void forward_apply(const T* __restrict__ x, const T* __restrict__ res
 /// Per (row block, channel): sum of g and of g * (x - mean), g = dy where y > 0, else 0.
 template <typename T>
 __global__ void __launch_bounds__(kTileChannels* kTileRows)
-    backward_partials(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ y,
+    batch_norm_act_backward_reduce(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ y,
                       const float* __restrict__ save_mean, int64_t rows, int64_t channels, int64_t rows_per_block,
                       float* __restrict__ part_g, float* __restrict__ part_gx) {
   __shared__ float s1[kTileRows][kTileChannels];
@@ -208,7 +210,7 @@ __global__ void __launch_bounds__(kTileChannels* kTileRows)
 
 /// Per channel: the partial sums in row-block order; grad_bias, grad_weight and the apply pass's
 /// coefficients: dx = a * (g - b - (x - mean) * k).
-__global__ void backward_finalize(const float* __restrict__ part_g, const float* __restrict__ part_gx,
+__global__ void batch_norm_act_backward_finalize(const float* __restrict__ part_g, const float* __restrict__ part_gx,
                                   ReductionPlan plan, const float* __restrict__ weight,
                                   const float* __restrict__ save_invstd, float* __restrict__ grad_weight,
                                   float* __restrict__ grad_bias, float* __restrict__ coef_a,
@@ -232,7 +234,7 @@ __global__ void backward_finalize(const float* __restrict__ part_g, const float*
 
 /// dx = a * (g - b - (x - mean) * k) and, with a residual, d_residual = g; V elements per step.
 template <typename T, int V, bool kResidual>
-__global__ void backward_apply(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ y,
+__global__ void batch_norm_act_backward_apply(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ y,
                                const float* __restrict__ save_mean, const float* __restrict__ coef_a,
                                const float* __restrict__ coef_b, const float* __restrict__ coef_k,
                                T* __restrict__ dx, T* __restrict__ d_residual, int64_t packs, int64_t channels) {
@@ -278,10 +280,10 @@ void launch_forward_apply(const ReductionPlan& plan, const ForwardArgs& a, const
   const auto* x = static_cast<const T*>(a.x);
   auto* y = static_cast<T*>(a.y);
   if (a.residual != nullptr) {
-    forward_apply<T, V, true><<<apply_blocks(packs), kApplyThreads, 0, stream>>>(
+    batch_norm_act_apply<T, V, true><<<apply_blocks(packs), kApplyThreads, 0, stream>>>(
         x, static_cast<const T*>(a.residual), y, scale, shift, packs, plan.channels);
   } else {
-    forward_apply<T, V, false><<<apply_blocks(packs), kApplyThreads, 0, stream>>>(x, nullptr, y, scale, shift,
+    batch_norm_act_apply<T, V, false><<<apply_blocks(packs), kApplyThreads, 0, stream>>>(x, nullptr, y, scale, shift,
                                                                                  packs, plan.channels);
   }
 }
@@ -293,10 +295,10 @@ cudaError_t forward_typed(const ReductionPlan& plan, const ForwardArgs& a, cudaS
   float* part_m2 = part_mean + partials;
   float* scale = part_m2 + partials;
   float* shift = scale + plan.channels;
-  forward_partials<T><<<reduction_grid(plan), dim3(kTileChannels, kTileRows), 0, stream>>>(
+  batch_norm_act_stats<T><<<reduction_grid(plan), dim3(kTileChannels, kTileRows), 0, stream>>>(
       static_cast<const T*>(a.x), plan.rows, plan.channels, plan.rows_per_block, part_mean, part_m2);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  forward_finalize<<<finalize_blocks(plan), kFinalizeThreads, 0, stream>>>(
+  batch_norm_act_finalize<<<finalize_blocks(plan), kFinalizeThreads, 0, stream>>>(
       part_mean, part_m2, plan, a.weight, a.bias, a.running_mean, a.running_var, a.save_mean, a.save_invstd, scale,
       shift, a.momentum, a.eps);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
@@ -318,10 +320,10 @@ void launch_backward_apply(const ReductionPlan& plan, const BackwardArgs& a, con
   const auto* y = static_cast<const T*>(a.y);
   auto* dx = static_cast<T*>(a.dx);
   if (a.d_residual != nullptr) {
-    backward_apply<T, V, true><<<apply_blocks(packs), kApplyThreads, 0, stream>>>(
+    batch_norm_act_backward_apply<T, V, true><<<apply_blocks(packs), kApplyThreads, 0, stream>>>(
         dy, x, y, a.save_mean, coef_a, coef_b, coef_k, dx, static_cast<T*>(a.d_residual), packs, plan.channels);
   } else {
-    backward_apply<T, V, false><<<apply_blocks(packs), kApplyThreads, 0, stream>>>(
+    batch_norm_act_backward_apply<T, V, false><<<apply_blocks(packs), kApplyThreads, 0, stream>>>(
         dy, x, y, a.save_mean, coef_a, coef_b, coef_k, dx, nullptr, packs, plan.channels);
   }
 }
@@ -334,11 +336,11 @@ cudaError_t backward_typed(const ReductionPlan& plan, const BackwardArgs& a, cud
   float* coef_a = part_gx + partials;
   float* coef_b = coef_a + plan.channels;
   float* coef_k = coef_b + plan.channels;
-  backward_partials<T><<<reduction_grid(plan), dim3(kTileChannels, kTileRows), 0, stream>>>(
+  batch_norm_act_backward_reduce<T><<<reduction_grid(plan), dim3(kTileChannels, kTileRows), 0, stream>>>(
       static_cast<const T*>(a.dy), static_cast<const T*>(a.x), static_cast<const T*>(a.y), a.save_mean, plan.rows,
       plan.channels, plan.rows_per_block, part_g, part_gx);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  backward_finalize<<<finalize_blocks(plan), kFinalizeThreads, 0, stream>>>(
+  batch_norm_act_backward_finalize<<<finalize_blocks(plan), kFinalizeThreads, 0, stream>>>(
       part_g, part_gx, plan, a.weight, a.save_invstd, a.grad_weight, a.grad_bias, coef_a, coef_b, coef_k);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   switch (a.vector_width) {

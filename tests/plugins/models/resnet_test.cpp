@@ -2,14 +2,18 @@
 // resnet_reference.py rewrites with plain torch.nn (torchvision itself does not import beside the
 // venv's torch): parameter counts, state names and shapes, the forward of a torchvision-style
 // state_dict loaded by name (train.init_weights itself: zoo_host_tests), initialisation,
-// zero_init_residual, and
-// activation checkpointing (bit-identical outputs, gradients and BatchNorm statistics).
+// zero_init_residual, activation checkpointing (bit-identical outputs, gradients and BatchNorm
+// statistics), and fused_norm with tp::cpp::batch_norm_relu, which on the CPU is the module path.
 // Inputs are small (64x64 or 32x32, batch 2): ResNet-50 at 224 is slow on two CPU cores.
 #include "plugins/models/zoo_model.h"
+
+#include <torch/nn/modules/batchnorm.h>
 
 #include <cmath>
 #include <fstream>
 #include <sstream>
+
+#include "tp/cpp/fused_norm.h"
 
 namespace {
 
@@ -20,9 +24,10 @@ constexpr const char* kResnetLibrary = "resnet";
 constexpr const char* kResnetId = "org.torchhost.resnet";
 const char* const kScript = "tests/plugins/models/resnet_reference.py";
 
-Config resnet_config(int64_t depth, int64_t classes = 1000, int64_t channels = 3, bool zero_init = false) {
-  return {{"depth", depth}, {"num_classes", classes}, {"in_channels", channels},
-          {"zero_init_residual", zero_init}, {"input", std::string("image")}};
+Config resnet_config(int64_t depth, int64_t classes = 1000, int64_t channels = 3, bool zero_init = false,
+                     bool fused_norm = true) {
+  return {{"depth", depth},           {"num_classes", classes},     {"in_channels", channels},
+          {"zero_init_residual", zero_init}, {"fused_norm", fused_norm}, {"input", std::string("image")}};
 }
 
 /// "<shape>" as resnet_reference.py prints it: "64,3,7,7", "-" for a scalar.
@@ -195,6 +200,70 @@ TEST_CASE("resnet: activation checkpointing gives bit-identical outputs, gradien
   m.train(false);
   Fields in = {{"image", at::randn({1, 3, 32, 32})}};
   CHECK_FALSE(has_checkpoint_node(m.forward(in).at("logits")));
+}
+
+TEST_CASE("tp::cpp::batch_norm_relu on the CPU is the module path bit for bit: output, gradients, statistics") {
+  // The fused ops are CUDA only: on the CPU (and in eval) batch_norm_relu must be exactly
+  // bn->forward(x), += residual, relu_(), side effects included.
+  for (const bool training : {true, false}) {
+    for (const bool with_residual : {false, true}) {
+      CAPTURE(training);
+      CAPTURE(with_residual);
+      at::manual_seed(7);
+      torch::nn::BatchNorm2d original(8);
+      {
+        torch::NoGradGuard no_grad;
+        original->weight.uniform_(0.5, 1.5);
+        original->bias.uniform_(-0.5, 0.5);
+      }
+      original->train(training);
+      const at::Tensor x0 = (at::randn({4, 8, 5, 5}) * 2 + 1).contiguous(at::MemoryFormat::ChannelsLast);
+      const at::Tensor residual0 = with_residual ? at::randn({4, 8, 5, 5}) : at::Tensor();
+      const at::Tensor dy = at::randn({4, 8, 5, 5});
+      std::vector<at::Tensor> results[2];
+      for (int path = 0; path < 2; ++path) {
+        torch::nn::BatchNorm2d bn(std::dynamic_pointer_cast<torch::nn::BatchNorm2dImpl>(original->clone()));
+        const at::Tensor x = x0.clone().requires_grad_(true);
+        const at::Tensor residual = with_residual ? residual0.clone().requires_grad_(true) : at::Tensor();
+        at::Tensor y;
+        if (path == 0) {
+          y = tp::cpp::batch_norm_relu(bn, x, residual);
+        } else {
+          y = bn->forward(x);
+          if (with_residual) y += residual;
+          y = y.relu_();
+        }
+        y.backward(dy);
+        results[path] = {y.detach(), x.grad(), bn->weight.grad(), bn->bias.grad(), bn->running_mean,
+                         bn->running_var, bn->num_batches_tracked};
+        if (with_residual) results[path].push_back(residual.grad());
+      }
+      for (size_t i = 0; i < results[0].size(); ++i) {
+        CAPTURE(i);
+        CHECK(at::equal(results[0][i], results[1][i]));
+      }
+    }
+  }
+}
+
+TEST_CASE("resnet: fused_norm = true and false build the same model and, on the CPU, compute the same bits") {
+  at::manual_seed(21);
+  ZooModel on(kResnetLibrary, kResnetId, resnet_config(18, 10, 3, false, true));
+  at::manual_seed(21);
+  ZooModel off(kResnetLibrary, kResnetId, resnet_config(18, 10, 3, false, false));
+  at::manual_seed(22);
+  const at::Tensor image = at::randn({2, 3, 32, 32}).contiguous(at::MemoryFormat::ChannelsLast);
+  for (const bool training : {true, false}) {
+    CAPTURE(training);
+    on.train(training);
+    off.train(training);
+    Fields in_on = {{"image", image}};
+    Fields in_off = {{"image", image}};
+    CHECK(at::equal(on.forward(in_on).at("logits"), off.forward(in_off).at("logits")));
+  }
+  for (const char* name : {"conv1.weight", "layer1.0.bn1.running_mean", "layer4.1.bn2.running_var",
+                           "layer2.0.downsample.1.num_batches_tracked"})
+    CHECK_MESSAGE(at::equal(on.named(name), off.named(name)), name);
 }
 
 }  // namespace
