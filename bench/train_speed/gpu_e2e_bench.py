@@ -231,7 +231,7 @@ class Bench(PlannedBench):
     def trace_steps(self, side, r):
         """[first, last] for run.trace_steps with --trace: the run's last steps (1-based, global),
         in the first round, on the GPU-decode sides and the pool (what decoding adds to a step)."""
-        if not (self.a.trace and r == 0 and self.a.device == "cuda" and side in (*GPU_DECODE, "host_pool")):
+        if not (self.a.trace and r == 0 and side in (*GPU_DECODE, "host_pool")):
             return None
         total = self.a.epochs * self.steps_per_epoch()
         return [total - self.TRACED_STEPS + 1, total] if total > 3 * self.a.window else None
@@ -449,10 +449,9 @@ class Bench(PlannedBench):
                 rec["exit_note"] = (f"timed out after {timeout:.0f} s" if rc is None else f"exit status {rc}") + \
                     " after its figures"
             if side in HOST_SIDES:
-                windows = self.parse_host(run_dir, side, rec)
-                if trace := self.trace_steps(side, r):  # the traced steps' window ran under the profiler
-                    windows = [w for w in windows if w["step"] < trace[0]]
-                    self.figures(windows, rec)
+                trace = self.trace_steps(side, r)
+                windows = self.parse_host(run_dir, side, rec, trace)
+                if trace:
                     self.parse_trace(run_dir, trace, rec)
             elif side in ("python_tv", "python_nvjpeg"):
                 windows = self.parse_python(text, rec)
@@ -505,10 +504,12 @@ class Bench(PlannedBench):
                    data_wait=statistics.median(w["wait_s"] / w["step_s"] for w in timed))
         return len(windows) - len(timed), len(windows)
 
-    def parse_host(self, run_dir, side, rec):
+    def parse_host(self, run_dir, side, rec, trace=None):
         rows = [json.loads(line) for line in open(run_dir / "history.jsonl") if line.strip()]
         windows = [{"epoch": int(row.get("epoch", 0)), "step": int(row.get("step", 0)), "step_s": row["time/step_s"],
                     "wait_s": row.get("time/data_wait_s", 0.0)} for row in rows if "time/step_s" in row]
+        if trace:  # the window holding the traced steps ran under the profiler
+            windows = [w for w in windows if w["step"] < trace[0]]
         peaks = [row["memory/peak_mb"] for row in rows if "memory/peak_mb" in row]
         if peaks and self.a.device == "cuda":  # on the CPU it is the process's peak RSS
             rec["peak_alloc_mib"] = round(max(peaks) * 1e6 / 2**20)
