@@ -324,7 +324,7 @@ double mean_of(const std::vector<double>& v, size_t from, size_t to) {
 
 }  // namespace
 
-TEST_CASE("ResNet-18 on CUDA, bf16, channels-last: model.fused_norm = true trains as false does, eager and graphed") {
+TEST_CASE("ResNet-18 on CUDA, bf16, channels-last: model.fused_norm = true trains as false does (eager, graphed, checkpointed)") {
   REQUIRE_MESSAGE(at::hasCUDA(), kNeedsCuda);
   // Not bit for bit: cuDNN's and max-pool's backward kernels are not deterministic run to run, and
   // the fused path rounds differently. Bounds: the first step (one forward from the same
@@ -332,14 +332,20 @@ TEST_CASE("ResNet-18 on CUDA, bf16, channels-last: model.fused_norm = true train
   const auto unfused = resnet_losses("--set model.fused_norm=false", "gpu_fused_norm_off");
   const auto fused = resnet_losses("--set model.fused_norm=true", "gpu_fused_norm_on");
   const auto graphed = resnet_losses("--set model.fused_norm=true --set run.cuda_graphs=\"on\"", "gpu_fused_norm_graphs");
+  // Activation checkpointing recomputes each block (fused ops included) in backward, its BatchNorm
+  // statistics restored after the recompute.
+  const auto checkpointed =
+      resnet_losses("--set model.fused_norm=true --set model.activation_checkpointing=true", "gpu_fused_norm_checkpointed");
   REQUIRE(unfused.size() == 30);
   REQUIRE(fused.size() == unfused.size());
   REQUIRE(graphed.size() == unfused.size());
+  REQUIRE(checkpointed.size() == unfused.size());
   const size_t n = unfused.size();
   MESSAGE("first loss: unfused " << unfused[0] << ", fused " << fused[0] << ", graphed " << graphed[0]
                                  << "; mean: unfused " << mean_of(unfused, 0, n) << ", fused " << mean_of(fused, 0, n)
-                                 << ", graphed " << mean_of(graphed, 0, n));
-  for (const auto* run : {&fused, &graphed}) {
+                                 << ", graphed " << mean_of(graphed, 0, n) << ", checkpointed "
+                                 << mean_of(checkpointed, 0, n));
+  for (const auto* run : {&fused, &graphed, &checkpointed}) {
     CHECK(std::abs((*run)[0] - unfused[0]) <= 0.02 * unfused[0]);
     CHECK(std::abs(mean_of(*run, 0, n) - mean_of(unfused, 0, n)) <= 0.10 * mean_of(unfused, 0, n));
     CHECK(mean_of(*run, n - 5, n) < (*run)[0]);
