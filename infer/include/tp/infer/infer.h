@@ -1,0 +1,84 @@
+/* tp/infer/infer.h: the C API of the inference library (docs/deployment.md, "The inference
+ * library"), for callers in C and other languages. It wraps tp/infer/model.h: a model `host export`
+ * wrote, built by its own plugin, answering batches of image files or of prepared tensors.
+ *
+ * Lifecycle: tp_infer_open -> tp_infer_run_files / tp_infer_run_tensor (any number of times, from
+ * any thread) -> tp_infer_result_free for each result -> tp_infer_close.
+ *
+ * Errors: every function that can fail returns a tp_status (tp/status.h): TP_OK, or
+ * TP_ERR_INVALID_ARGUMENT for a NULL or out-of-range argument, TP_ERR_IO for anything else (a
+ * missing file or plugin, a corrupt image, a shape the model refuses). Then tp_infer_last_error()
+ * holds the message. No exception and no abort crosses this API.
+ *
+ * Ownership: handles are opaque; each open/run has its matching close/free, which accept NULL.
+ * Strings and arrays returned are borrowed from the handle named, valid until it is freed.
+ *
+ * Threads: [any] on every function. Calls on one model are serialized inside it; for parallel
+ * batches open one model per thread. The last error is per thread. */
+#ifndef TP_INFER_INFER_H
+#define TP_INFER_INFER_H
+
+#include <stdint.h>
+
+#include "tp/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** An opened model. */
+typedef struct tp_infer_model_t tp_infer_model_t;
+/** The answer for one batch: its outputs and, for a classifier, each image's best classes. */
+typedef struct tp_infer_result_t tp_infer_result_t;
+
+/** The message of the calling thread's last failed call (UTF-8, one paragraph: what failed and
+ *  what to do); "" when none failed. Borrowed: valid until this thread's next call. */
+const char *tp_infer_last_error(void);
+
+/** Opens `export_file` (what `host export` wrote) on `device` ("cpu", "cuda", "cuda:N"; NULL means
+ *  "cpu"), loading the plugins of `plugin_dir` (the directory holding the plugin that builds the
+ *  model and the one that reads its images). On TP_OK `*out_model` is a new model: close it with
+ *  tp_infer_close. */
+tp_status tp_infer_open(const char *export_file, const char *device, const char *plugin_dir,
+                        tp_infer_model_t **out_model);
+
+/** Releases `model` and its plugins. Results of it stay valid (they own their data). NULL: no-op. */
+void tp_infer_close(tp_infer_model_t *model);
+
+/** Reads `count` image files with the export's evaluation preprocessing (as `host predict
+ *  --images` does) and runs them as one batch; each image's `top_k` best classes are kept.
+ *  On TP_OK `*out_result` is new: free it with tp_infer_result_free. */
+tp_status tp_infer_run_files(tp_infer_model_t *model, const char *const *paths, uint32_t count, uint32_t top_k,
+                             tp_infer_result_t **out_result);
+
+/** Runs one prepared float32 input field `name` (e.g. "image") of shape `shape[0..ndim)`, batch
+ *  dimension first, row-major `data` (copied during the call). As tp_infer_run_files otherwise. */
+tp_status tp_infer_run_tensor(tp_infer_model_t *model, const char *name, const float *data, const int64_t *shape,
+                              uint32_t ndim, uint32_t top_k, tp_infer_result_t **out_result);
+
+/** Releases `result`. NULL: no-op. */
+void tp_infer_result_free(tp_infer_result_t *result);
+
+/** The number of outputs the model returned (0 for NULL). */
+uint32_t tp_infer_result_output_count(const tp_infer_result_t *result);
+
+/** Output `index` (< tp_infer_result_output_count): its name, its shape (`*out_ndim` sizes, batch
+ *  first) and its values as float32, row-major. All borrowed from `result`. */
+tp_status tp_infer_result_output(const tp_infer_result_t *result, uint32_t index, const char **out_name,
+                                 const int64_t **out_shape, uint32_t *out_ndim, const float **out_values);
+
+/** The number of best classes kept for `image` (min(top_k, classes); 0 when the model has no
+ *  classification output, `logits` or `*_logits`). */
+uint32_t tp_infer_result_class_count(const tp_infer_result_t *result, uint32_t image);
+
+/** The `rank`-th best class of `image` (0 = best): its id, its name (borrowed; "" when the export
+ *  names no classes) and its softmax probability, as `host predict`'s logits.class and
+ *  logits.prob. Any out pointer may be NULL. */
+tp_status tp_infer_result_class(const tp_infer_result_t *result, uint32_t image, uint32_t rank,
+                                int64_t *out_class, const char **out_name, float *out_probability);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TP_INFER_INFER_H */

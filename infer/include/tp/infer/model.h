@@ -1,0 +1,107 @@
+// A model that `host export` wrote, answering in your own C++ program (docs/deployment.md, "The
+// inference library"). The export's metadata names the model component, its options and the
+// evaluation preprocessing; the model's own plugin builds the network through the C ABI, as in
+// `host predict`, and image files are read by the run's own dataset component with its
+// evaluation transform, so a file's inputs are those `host predict --images` feeds the model, bit
+// for bit. No training state is loaded: no optimizer, no loss, no metrics.
+//
+// Errors: every function here throws tp::infer::Error (one paragraph: what failed and what to
+// do); nothing else escapes. Callers that cannot take exceptions use the C API (infer.h).
+//
+// Threads: one Model may be called from several threads at once; its calls are serialized inside
+// (one batch at a time, each with the whole intra-op thread pool), so concurrent callers get
+// exactly what one caller gets. For parallel batches, open one Model per thread.
+//
+// Example:
+//   tp::infer::Model model = tp::infer::Model::open("flowers.safetensors", {.device = "cpu",
+//                                                   .plugin_dirs = {"/opt/torchhost/lib/torchhost/plugins"}});
+//   tp::infer::Batch batch = model.run_files({"a.jpg", "b.jpg"}, /*top_k=*/3);
+//   for (const auto& scores : batch.top)  // per image, best first
+//     std::printf("%s %.3f\n", scores[0].name.c_str(), scores[0].probability);
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tp::infer {
+
+/// What every failure of this API throws: the message names what failed and what to do.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A dense float32 tensor on the CPU, row-major (C order).
+struct Tensor {
+  std::string name;           ///< the model's input or output field ("image", "logits")
+  std::vector<int64_t> shape; ///< [N, ...]: the batch dimension first
+  std::vector<float> values;  ///< product(shape) values; integer outputs converted to float
+};
+
+/// One class of a classifier's answer for one image.
+struct ClassScore {
+  int64_t index = 0;       ///< the class id (the row of the output)
+  std::string name;        ///< the export's class name for it; "" when the export names none
+  float probability = 0.F; ///< softmax of the output row, as `host predict`'s `logits.prob`
+};
+
+/// The answer for one batch.
+struct Batch {
+  /// Every output the model returned, in its order, each [N, ...] (N = the batch's images).
+  std::vector<Tensor> outputs;
+  /// Per image, the top_k classes of the classification output (`logits` or the first
+  /// `*_logits`, floating [N, C]: `host predict`'s rule), best first; empty when there is none.
+  std::vector<std::vector<ClassScore>> top;
+  /// The output named `name`. Throws Error naming the outputs there are when there is none.
+  const Tensor& output(const std::string& name) const;
+};
+
+/// How to open a model.
+struct OpenOptions {
+  /// "cpu", "cuda" or "cuda:N" (a CUDA device needs a CUDA build of LibTorch and the plugins).
+  std::string device = "cpu";
+  /// Directories holding the plugins the export names (its `torchhost.plugin_files`): the
+  /// installed host's lib/torchhost/plugins for the built-in ones, your build directory for yours.
+  std::vector<std::string> plugin_dirs;
+};
+
+class Model {
+ public:
+  /// Opens the file `host export` wrote: loads the plugins of `options.plugin_dirs` (with the
+  /// host's ABI and LibTorch fingerprint checks), builds the model its metadata names with its
+  /// options, fills it with the file's weights and puts it in evaluation mode on the device.
+  /// Throws Error when the file is no torchhost export (no `torchhost.model`), a plugin is
+  /// missing or refused, the weights do not fit the model, or the device does not exist.
+  static Model open(const std::string& export_file, const OpenOptions& options);
+
+  Model(Model&&) noexcept;
+  Model& operator=(Model&&) noexcept;
+  ~Model();
+
+  /// [any] Reads `paths` (image files) with the export's evaluation preprocessing (its dataset
+  /// component and table, `torchhost.preprocessing`, given the files as `host predict --images`
+  /// gives them) and runs them as one batch. `top_k` (>= 0; capped at the class count) classes per
+  /// image. Throws Error for an empty list, an unreadable or corrupt file (naming it), or an
+  /// export whose dataset cannot read plain files.
+  Batch run_files(const std::vector<std::string>& paths, int top_k = 5);
+
+  /// [any] Runs prepared inputs (already decoded and normalised, e.g. [N, 3, H, W] float32),
+  /// one tensor per model input field; they must share N. Throws Error for a tensor whose values
+  /// do not fill its shape, mismatched batch sizes, or a shape the model refuses (its message).
+  Batch run_tensors(const std::vector<Tensor>& inputs, int top_k = 5);
+
+  /// The export's class names by class id (`torchhost.classes`); empty when it has none.
+  const std::vector<std::string>& class_names() const;
+  /// The model component's id (`org.torchhost.resnet`).
+  const std::string& component() const;
+
+ private:
+  struct State;
+  explicit Model(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tp::infer

@@ -1,0 +1,151 @@
+// The C API (tp/infer/infer.h) over tp::infer::Model: every entry catches whatever the C++ side
+// throws and turns it into a status and the calling thread's message, so nothing crosses into C.
+#include "tp/infer/infer.h"
+
+#include <exception>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "tp/infer/model.h"
+
+struct tp_infer_model_t {
+  tp::infer::Model model;
+};
+
+struct tp_infer_result_t {
+  tp::infer::Batch batch;
+};
+
+namespace {
+
+// The calling thread's last message: per thread, as the host keeps a plugin's fail() message
+// (tp/host.h), so threads sharing a model never read each other's errors.
+thread_local std::string last_error;
+
+tp_status failed(tp_status status, std::string message) {
+  last_error = std::move(message);
+  return status;
+}
+
+template <class Body>
+tp_status guarded(Body&& body) noexcept {
+  try {
+    last_error.clear();
+    body();
+    return TP_OK;
+  } catch (const std::bad_alloc&) {
+    return failed(TP_ERR_OUT_OF_MEMORY, "tp::infer: out of memory; run smaller batches.");
+  } catch (const std::exception& e) {
+    return failed(TP_ERR_IO, e.what());
+  } catch (...) {
+    return failed(TP_ERR_INTERNAL, "tp::infer: an unknown exception; this is a bug, please report it.");
+  }
+}
+
+tp_status null_argument(const char* function, const char* argument) {
+  return failed(TP_ERR_INVALID_ARGUMENT,
+                std::string("tp::infer: ") + function + ": `" + argument + "` is NULL; pass a valid pointer.");
+}
+
+tp_status to_result(tp::infer::Batch batch, tp_infer_result_t** out_result) {
+  *out_result = new tp_infer_result_t{std::move(batch)};
+  return TP_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* tp_infer_last_error(void) { return last_error.c_str(); }
+
+tp_status tp_infer_open(const char* export_file, const char* device, const char* plugin_dir,
+                        tp_infer_model_t** out_model) {
+  if (out_model == nullptr) return null_argument("tp_infer_open", "out_model");
+  *out_model = nullptr;
+  if (export_file == nullptr) return null_argument("tp_infer_open", "export_file");
+  if (plugin_dir == nullptr) return null_argument("tp_infer_open", "plugin_dir");
+  return guarded([&] {
+    tp::infer::OpenOptions options{.device = device != nullptr ? device : "cpu", .plugin_dirs = {plugin_dir}};
+    *out_model = new tp_infer_model_t{tp::infer::Model::open(export_file, options)};
+  });
+}
+
+void tp_infer_close(tp_infer_model_t* model) { delete model; }
+
+tp_status tp_infer_run_files(tp_infer_model_t* model, const char* const* paths, uint32_t count, uint32_t top_k,
+                             tp_infer_result_t** out_result) {
+  if (out_result == nullptr) return null_argument("tp_infer_run_files", "out_result");
+  *out_result = nullptr;
+  if (model == nullptr) return null_argument("tp_infer_run_files", "model");
+  if (paths == nullptr && count > 0) return null_argument("tp_infer_run_files", "paths");
+  for (uint32_t i = 0; i < count; ++i)
+    if (paths[i] == nullptr) return null_argument("tp_infer_run_files", "paths[i]");
+  return guarded([&] {
+    const std::vector<std::string> files(paths, paths + count);
+    to_result(model->model.run_files(files, static_cast<int>(top_k)), out_result);
+  });
+}
+
+tp_status tp_infer_run_tensor(tp_infer_model_t* model, const char* name, const float* data, const int64_t* shape,
+                              uint32_t ndim, uint32_t top_k, tp_infer_result_t** out_result) {
+  if (out_result == nullptr) return null_argument("tp_infer_run_tensor", "out_result");
+  *out_result = nullptr;
+  if (model == nullptr) return null_argument("tp_infer_run_tensor", "model");
+  if (name == nullptr) return null_argument("tp_infer_run_tensor", "name");
+  if (shape == nullptr && ndim > 0) return null_argument("tp_infer_run_tensor", "shape");
+  int64_t count = 1;
+  for (uint32_t i = 0; i < ndim; ++i) {
+    if (shape[i] < 0)
+      return failed(TP_ERR_INVALID_ARGUMENT, "tp::infer: tp_infer_run_tensor: shape[" + std::to_string(i) + "] is " +
+                                                 std::to_string(shape[i]) + "; sizes are 0 or more.");
+    count *= shape[i];
+  }
+  if (data == nullptr && count > 0) return null_argument("tp_infer_run_tensor", "data");
+  return guarded([&] {
+    tp::infer::Tensor input{name, std::vector<int64_t>(shape, shape + ndim), std::vector<float>(data, data + count)};
+    to_result(model->model.run_tensors({std::move(input)}, static_cast<int>(top_k)), out_result);
+  });
+}
+
+void tp_infer_result_free(tp_infer_result_t* result) { delete result; }
+
+uint32_t tp_infer_result_output_count(const tp_infer_result_t* result) {
+  return result == nullptr ? 0 : static_cast<uint32_t>(result->batch.outputs.size());
+}
+
+tp_status tp_infer_result_output(const tp_infer_result_t* result, uint32_t index, const char** out_name,
+                                 const int64_t** out_shape, uint32_t* out_ndim, const float** out_values) {
+  if (result == nullptr) return null_argument("tp_infer_result_output", "result");
+  if (index >= result->batch.outputs.size())
+    return failed(TP_ERR_OUT_OF_RANGE, "tp::infer: tp_infer_result_output: output " + std::to_string(index) +
+                                           " of " + std::to_string(result->batch.outputs.size()) +
+                                           "; ask for one below tp_infer_result_output_count.");
+  const tp::infer::Tensor& output = result->batch.outputs[index];
+  if (out_name != nullptr) *out_name = output.name.c_str();
+  if (out_shape != nullptr) *out_shape = output.shape.data();
+  if (out_ndim != nullptr) *out_ndim = static_cast<uint32_t>(output.shape.size());
+  if (out_values != nullptr) *out_values = output.values.data();
+  return TP_OK;
+}
+
+uint32_t tp_infer_result_class_count(const tp_infer_result_t* result, uint32_t image) {
+  if (result == nullptr || image >= result->batch.top.size()) return 0;
+  return static_cast<uint32_t>(result->batch.top[image].size());
+}
+
+tp_status tp_infer_result_class(const tp_infer_result_t* result, uint32_t image, uint32_t rank, int64_t* out_class,
+                                const char** out_name, float* out_probability) {
+  if (result == nullptr) return null_argument("tp_infer_result_class", "result");
+  if (image >= result->batch.top.size() || rank >= result->batch.top[image].size())
+    return failed(TP_ERR_OUT_OF_RANGE, "tp::infer: tp_infer_result_class: image " + std::to_string(image) + ", rank " +
+                                           std::to_string(rank) + " is past the result; ask below "
+                                           "tp_infer_result_class_count(result, image).");
+  const tp::infer::ClassScore& score = result->batch.top[image][rank];
+  if (out_class != nullptr) *out_class = score.index;
+  if (out_name != nullptr) *out_name = score.name.c_str();
+  if (out_probability != nullptr) *out_probability = score.probability;
+  return TP_OK;
+}
+
+}  // extern "C"

@@ -1,0 +1,97 @@
+#include "export_file.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+
+#include "tp/framework/checkpoint/safetensors.h"
+#include "tp/framework/error.h"
+#include "tp/infer/model.h"
+
+namespace tp::infer::detail {
+namespace {
+
+using Json = nlohmann::json;
+
+// The export wrote the run's resolved TOML tables as JSON (host/export_metadata.cpp); these map
+// each value back to its TOML kind, so the component's schema validates the table it trained with.
+void push(toml::array& array, const Json& value);
+
+toml::table table_of(const Json& object) {
+  toml::table table;
+  for (const auto& [key, value] : object.items()) {
+    if (value.is_object()) table.insert_or_assign(key, table_of(value));
+    else if (value.is_array()) {
+      toml::array array;
+      for (const Json& item : value) push(array, item);
+      table.insert_or_assign(key, std::move(array));
+    } else if (value.is_boolean()) table.insert_or_assign(key, value.get<bool>());
+    else if (value.is_number_integer()) table.insert_or_assign(key, value.get<int64_t>());
+    else if (value.is_number_float()) table.insert_or_assign(key, value.get<double>());
+    else if (value.is_string()) table.insert_or_assign(key, value.get<std::string>());
+  }
+  return table;
+}
+
+void push(toml::array& array, const Json& value) {
+  if (value.is_object()) array.push_back(table_of(value));
+  else if (value.is_array()) {
+    toml::array inner;
+    for (const Json& item : value) push(inner, item);
+    array.push_back(std::move(inner));
+  } else if (value.is_boolean()) array.push_back(value.get<bool>());
+  else if (value.is_number_integer()) array.push_back(value.get<int64_t>());
+  else if (value.is_number_float()) array.push_back(value.get<double>());
+  else if (value.is_string()) array.push_back(value.get<std::string>());
+}
+
+ExportedComponent component_of(const Json& json) {
+  return {json.value("component", std::string()), table_of(json.value("options", Json::object()))};
+}
+
+}  // namespace
+
+ExportFile read_export(const std::filesystem::path& path) {
+  const std::string file = "'" + path.string() + "'";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("tp::infer: cannot read the export " + file + "; give the file `host export` wrote.");
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // safetensors: an 8-byte little-endian header length, then the JSON header with "__metadata__".
+  uint64_t length = 0;
+  for (int i = 7; i >= 0 && bytes.size() >= 8; --i) length = (length << 8) | static_cast<unsigned char>(bytes[i]);
+  Json metadata;
+  if (bytes.size() >= 8 && length <= bytes.size() - 8) {
+    const Json header = Json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(length),
+                                    nullptr, /*allow_exceptions=*/false);
+    if (header.is_object()) metadata = header.value("__metadata__", Json::object());
+  }
+  if (!metadata.is_object() || !metadata.contains("torchhost.model"))
+    throw Error("tp::infer: " + file + " is not a model `host export` wrote (its safetensors metadata has no "
+                "torchhost.model: the model component and options to build the network from). Export the run's "
+                "checkpoint with this host: host export --checkpoint RUN/checkpoints/best.pt --format safetensors "
+                "--output FILE.");
+  const auto json_entry = [&](const char* key) {
+    Json value = Json::parse(metadata.value(key, std::string("null")), nullptr, /*allow_exceptions=*/false);
+    if (value.is_discarded())
+      throw Error("tp::infer: the metadata " + std::string(key) + " of " + file +
+                  " is not valid JSON; the file is damaged: export it again.");
+    return value;
+  };
+  ExportFile out;
+  out.model = component_of(json_entry("torchhost.model"));
+  if (const Json preprocessing = json_entry("torchhost.preprocessing"); preprocessing.is_object())
+    out.preprocessing = component_of(preprocessing);
+  if (const Json classes = json_entry("torchhost.classes"); classes.is_array())
+    for (const Json& name : classes) out.classes.push_back(name.is_string() ? name.get<std::string>() : "");
+  try {
+    out.weights = read_safetensors(bytes);
+  } catch (const tp::Error& e) {
+    throw Error("tp::infer: the weights of " + file + " cannot be read (" + e.what() +
+                "); the file is damaged: export it again.");
+  }
+  return out;
+}
+
+}  // namespace tp::infer::detail

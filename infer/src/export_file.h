@@ -1,0 +1,33 @@
+// The parts of a `host export` file (host/export_metadata.h writes them) that serving needs: the
+// model component and its options, the evaluation preprocessing, the class names, the weights.
+#pragma once
+
+#include <toml++/toml.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tp/framework/checkpoint/checkpoint.h"
+
+namespace tp::infer::detail {
+
+/// A component and its table, as the export's JSON metadata names them.
+struct ExportedComponent {
+  std::string component;
+  toml::table options;
+};
+
+struct ExportFile {
+  ExportedComponent model;
+  ExportedComponent preprocessing; ///< component "" when the export has no evaluation table
+  std::vector<std::string> classes;
+  NamedWeights weights;
+};
+
+/// Reads `path`. Throws tp::infer::Error naming the file when it cannot be read, is not a
+/// safetensors file, or carries no `torchhost.model` (written before issue 60, or not by `host
+/// export`), saying to export again with this host.
+ExportFile read_export(const std::filesystem::path& path);
+
+}  // namespace tp::infer::detail

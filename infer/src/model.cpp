@@ -1,0 +1,245 @@
+// tp::infer::Model (model.h): the framework's own pieces, in the order `host predict` uses them:
+// the registry loads the plugins (ABI and LibTorch fingerprint checks), ModelProxy builds the
+// network through the C ABI, BatchPlacement puts it on the device, restore_weights fills it; for
+// files, a DatasetProxy of the export's evaluation table reads them (image_folder's `files`, as
+// `host predict --images` gives them) and collate stacks them as the loader does.
+#include "tp/infer/model.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <mutex>
+#include <numeric>
+
+#include "export_file.h"
+#include "tp/framework/config/validate.h"
+#include "tp/framework/data/collate.h"
+#include "tp/framework/engine/batch_placement.h"
+#include "tp/framework/error.h"
+#include "tp/framework/plugin/dataset_proxy.h"
+#include "tp/framework/plugin/host_services.h"
+#include "tp/framework/plugin/model_proxy.h"
+#include "tp/framework/plugin/registry.h"
+#include "tp/framework/util/log.h"
+
+namespace tp::infer {
+
+struct Model::State {
+  // Declaration order is destruction order reversed: the model goes before the plugins' registry,
+  // which goes before the host services the plugins were given (PLG-13).
+  std::string source; ///< the export file, for messages and validation
+  std::vector<std::string> classes;
+  detail::ExportedComponent preprocessing;
+  std::unique_ptr<Logger> logger;
+  std::unique_ptr<HostServices> host;
+  std::unique_ptr<Registry> registry;
+  std::unique_ptr<BatchPlacement> placement;
+  std::unique_ptr<ModelProxy> model;
+  std::string component;
+  std::mutex calls; ///< one batch at a time (the ABI tags forward [main]: never concurrent per instance)
+};
+
+namespace {
+
+// Runs `body`, turning the framework's and LibTorch's exceptions into tp::infer::Error with the
+// same message, so callers catch one type (model.h).
+template <class Body>
+auto guarded(Body&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const Error&) {
+    throw;
+  } catch (const c10::Error& e) {
+    throw Error(std::string("tp::infer: ") + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    throw Error(std::string("tp::infer: ") + e.what());
+  }
+}
+
+c10::Device device_of(const std::string& name) {
+  std::optional<c10::Device> device;
+  try {
+    device = c10::Device(name);
+  } catch (const c10::Error&) {
+  }
+  if (!device || !(device->is_cpu() || device->is_cuda()))
+    throw Error("tp::infer: device '" + name + "' is not a device this library runs on; give \"cpu\", \"cuda\" or "
+                "\"cuda:N\".");
+  if (device->is_cuda() && !(at::hasCUDA() && at::getNumGPUs() > 0))
+    throw Error("tp::infer: device '" + name + "' asks for CUDA, but this LibTorch has no CUDA or no GPU is "
+                "visible; give \"cpu\", or use a CUDA build on a machine with a GPU.");
+  if (device->is_cuda() && device->has_index() && static_cast<std::size_t>(device->index()) >= at::getNumGPUs())
+    throw Error("tp::infer: device '" + name + "' does not exist: " + std::to_string(at::getNumGPUs()) +
+                " GPU(s) are visible.");
+  return *device;
+}
+
+// `host predict`'s rule (predictor.cpp, is_classification): a floating [N, C] output named
+// logits or *_logits.
+bool is_classification(const std::string& name, const at::Tensor& output) {
+  const bool named = name == "logits" || (name.size() > 7 && name.ends_with("_logits"));
+  return named && output.dim() == 2 && output.is_floating_point();
+}
+
+Tensor host_tensor(const std::string& name, const at::Tensor& tensor) {
+  const at::Tensor cpu = tensor.to(at::kCPU).to(at::kFloat).contiguous();
+  Tensor out{name, std::vector<int64_t>(cpu.sizes().begin(), cpu.sizes().end()), {}};
+  out.values.assign(cpu.data_ptr<float>(), cpu.data_ptr<float>() + cpu.numel());
+  return out;
+}
+
+}  // namespace
+
+const Tensor& Batch::output(const std::string& name) const {
+  for (const Tensor& tensor : outputs)
+    if (tensor.name == name) return tensor;
+  std::string names;
+  for (const Tensor& tensor : outputs) names += (names.empty() ? "" : ", ") + tensor.name;
+  throw Error("tp::infer: the model returned no output '" + name + "'; its outputs: " + names + ".");
+}
+
+Model::Model(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+Model::~Model() = default;
+
+Model Model::open(const std::string& export_file, const OpenOptions& options) {
+  return guarded([&] {
+    detail::ExportFile file = detail::read_export(export_file);
+    const c10::Device device = device_of(options.device);
+    if (options.plugin_dirs.empty())
+      throw Error("tp::infer: no plugin directory was given, and the model '" + file.model.component +
+                  "' is built by its plugin; set OpenOptions::plugin_dirs to the directory holding it (the "
+                  "installed host's lib/torchhost/plugins for the built-in plugins).");
+    auto state = std::make_unique<State>();
+    state->source = export_file;
+    state->classes = std::move(file.classes);
+    state->preprocessing = std::move(file.preprocessing);
+    state->component = file.model.component;
+    // The plugins' log lines go to stderr, as in `host` (util/log.h).
+    state->logger = std::make_unique<Logger>();
+    state->host = std::make_unique<HostServices>(*state->logger, ProcessPlace{});
+    state->registry = std::make_unique<Registry>(*state->host);
+    std::vector<PluginDir> dirs;
+    // Named like --plugin-dir so that a missing directory is an error, not silently skipped.
+    for (const std::string& dir : options.plugin_dirs) dirs.push_back({dir, "--plugin-dir"});
+    state->registry->load_search_path(dirs);
+    const std::vector<ComponentEntry> loaded = state->registry->all();
+    const auto provides = [&](const ComponentEntry& entry) { return entry.info->id == file.model.component; };
+    if (std::none_of(loaded.begin(), loaded.end(), provides)) {
+      std::string searched;
+      for (const std::string& dir : options.plugin_dirs) searched += (searched.empty() ? "" : ", ") + dir;
+      throw Error("tp::infer: the export's model '" + file.model.component + "' is built by its plugin, which no "
+                  "library in the plugin directories (" + searched + ") provides. Add the directory holding that "
+                  "plugin to OpenOptions::plugin_dirs (the export's torchhost.plugin_files names its file; the "
+                  "built-in ones are in the installed host's lib/torchhost/plugins).");
+    }
+    ComponentConfig config{file.model.component, "model", std::move(file.model.options)};
+    const ComponentEntry entry = state->registry->find(config.component, TP_KIND_MODEL, "model");
+    validate_component(config, entry.info->schema, export_file);
+    state->model = std::make_unique<ModelProxy>(entry, config);
+    state->placement = std::make_unique<BatchPlacement>(device, /*channels_last=*/false);
+    const std::vector<StateTensor> model_state = state->placement->place_model(*state->model);
+    restore_weights(file.weights, model_state);
+    state->model->set_training(false);
+    return Model(std::move(state));
+  });
+}
+
+const std::vector<std::string>& Model::class_names() const { return state_->classes; }
+const std::string& Model::component() const { return state_->component; }
+
+namespace {
+
+Batch answer(ModelProxy& model, const BatchPlacement& placement, const NamedTensors& inputs, int top_k,
+             const std::vector<std::string>& classes) {
+  if (top_k < 0) throw Error("tp::infer: top_k is " + std::to_string(top_k) + "; give 0 or more.");
+  c10::InferenceMode inference;
+  const NamedTensors outputs = model.forward(placement.to_device(inputs));
+  Batch batch;
+  for (const auto& [name, tensor] : outputs) batch.outputs.push_back(host_tensor(name, tensor));
+  const auto classifier = std::find_if(outputs.begin(), outputs.end(), [](const auto& output) {
+    return is_classification(output.first, output.second);
+  });
+  if (classifier == outputs.end() || top_k == 0) return batch;
+  // As `host predict`'s logits.prob: softmax in float32 on the output's device.
+  const at::Tensor probabilities = at::softmax(classifier->second.to(at::kFloat), 1);
+  const int64_t k = std::min<int64_t>(top_k, probabilities.size(1));
+  const auto [values, indices] = at::topk(probabilities, k, 1);
+  const at::Tensor p = values.to(at::kCPU).contiguous(), c = indices.to(at::kCPU).contiguous();
+  for (int64_t row = 0; row < p.size(0); ++row) {
+    std::vector<ClassScore>& scores = batch.top.emplace_back();
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t index = c[row][j].item<int64_t>();
+      const bool named = index >= 0 && static_cast<std::size_t>(index) < classes.size();
+      scores.push_back({index, named ? classes[static_cast<std::size_t>(index)] : "", p[row][j].item<float>()});
+    }
+  }
+  return batch;
+}
+
+}  // namespace
+
+Batch Model::run_files(const std::vector<std::string>& paths, int top_k) {
+  return guarded([&] {
+    if (paths.empty()) throw Error("tp::infer: run_files was given no file; give one path or more.");
+    const detail::ExportedComponent& pre = state_->preprocessing;
+    if (pre.component.empty())
+      throw Error("tp::infer: the export '" + state_->source + "' carries no evaluation preprocessing "
+                  "(torchhost.preprocessing); prepare the inputs yourself and call run_tensors.");
+    const std::lock_guard<std::mutex> one_at_a_time(state_->calls);
+    const ComponentEntry entry = state_->registry->find(pre.component, TP_KIND_DATASET, "preprocessing");
+    const bool reads_files = std::any_of(entry.info->schema.begin(), entry.info->schema.end(), [](const KeySpec& key) {
+      return key.path == "files" && key.type == ValueType::StringArray;
+    });
+    if (!reads_files)
+      throw Error("tp::infer: the export's dataset '" + pre.component + "' cannot read plain image files (it "
+                  "declares no `files` key, as org.torchhost.image_folder does); prepare the inputs yourself and call "
+                  "run_tensors.");
+    // The evaluation table with `files`, as `host predict --images` points the val split at them
+    // (host/predict_images.cpp): the same transform, no labels.
+    ComponentConfig config{pre.component, "preprocessing", pre.options};
+    toml::array files;
+    for (const std::string& path : paths) files.push_back(std::filesystem::absolute(path).string());
+    config.options.insert_or_assign("files", std::move(files));
+    validate_component(config, entry.info->schema, state_->source);
+    const DatasetProxy data(entry, config, "val");
+    tp_worker_ctx_t context{};
+    context.struct_size = sizeof(tp_worker_ctx_t);
+    context.num_workers = 1;
+    std::vector<NamedTensors> samples;
+    for (uint64_t index = 0; index < data.size(); ++index) samples.push_back(data.get(index, context));
+    CollateOptions collate_options;
+    collate_options.layout = &data.batch_layout();
+    const NamedTensors inputs = collate(std::move(samples), collate_options);
+    return answer(*state_->model, *state_->placement, inputs, top_k, state_->classes);
+  });
+}
+
+Batch Model::run_tensors(const std::vector<Tensor>& inputs, int top_k) {
+  return guarded([&] {
+    if (inputs.empty()) throw Error("tp::infer: run_tensors was given no tensor; give one per model input field.");
+    NamedTensors batch;
+    for (const Tensor& input : inputs) {
+      const int64_t count = std::accumulate(input.shape.begin(), input.shape.end(), int64_t{1}, std::multiplies<>());
+      if (input.shape.empty() || count != static_cast<int64_t>(input.values.size()))
+        throw Error("tp::infer: input '" + input.name + "' has " + std::to_string(input.values.size()) +
+                    " values for the shape " + c10::str(c10::IntArrayRef(input.shape)) +
+                    "; give one value per element, batch dimension first.");
+      if (input.shape[0] != inputs.front().shape[0])
+        throw Error("tp::infer: input '" + input.name + "' holds " + std::to_string(input.shape[0]) +
+                    " samples and '" + inputs.front().name + "' " + std::to_string(inputs.front().shape[0]) +
+                    "; every input must have the same batch size.");
+      at::Tensor tensor = at::empty(input.shape, at::kFloat);
+      std::copy(input.values.begin(), input.values.end(), tensor.data_ptr<float>());
+      batch.emplace_back(input.name, std::move(tensor));
+    }
+    const std::lock_guard<std::mutex> one_at_a_time(state_->calls);
+    return answer(*state_->model, *state_->placement, batch, top_k, state_->classes);
+  });
+}
+
+}  // namespace tp::infer

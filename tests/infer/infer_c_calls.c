@@ -1,0 +1,44 @@
+/* The C API from C11 (tp/infer/infer.h must compile as C): the calls infer_test.cpp checks. */
+#include <stddef.h>
+#include <string.h>
+
+#include "tp/infer/infer.h"
+
+/* Opens `export_file`, classifies `count` files with the best class kept, copies each image's class
+ * id and probability and the first logit row's values (up to `logits_capacity`), closes. Returns
+ * the first failing status (the message in tp_infer_last_error()). */
+tp_status infer_c_classify(const char *export_file, const char *plugin_dir, const char *const *paths, uint32_t count,
+                           int64_t *out_classes, float *out_probabilities, float *out_logits,
+                           uint32_t logits_capacity) {
+  tp_infer_model_t *model = NULL;
+  tp_infer_result_t *result = NULL;
+  tp_status status = tp_infer_open(export_file, "cpu", plugin_dir, &model);
+  if (status == TP_OK) status = tp_infer_run_files(model, paths, count, 1, &result);
+  for (uint32_t image = 0; status == TP_OK && image < count; ++image) {
+    if (tp_infer_result_class_count(result, image) != 1) status = TP_ERR_INTERNAL;
+    else status = tp_infer_result_class(result, image, 0, &out_classes[image], NULL, &out_probabilities[image]);
+  }
+  const char *name = NULL;
+  const int64_t *shape = NULL;
+  uint32_t ndim = 0;
+  const float *values = NULL;
+  if (status == TP_OK) status = tp_infer_result_output(result, 0, &name, &shape, &ndim, &values);
+  if (status == TP_OK) {
+    const uint32_t n = ndim == 2 && (uint64_t)(shape[0] * shape[1]) <= logits_capacity
+                           ? (uint32_t)(shape[0] * shape[1]) : 0;
+    memcpy(out_logits, values, n * sizeof(float));
+    if (n == 0 || strcmp(name, "logits") != 0) status = TP_ERR_INTERNAL;
+  }
+  tp_infer_result_free(result);
+  tp_infer_close(model);
+  return status;
+}
+
+/* tp_infer_open on `path`: the status, and *out_model left NULL on failure. */
+tp_status infer_c_open_fails(const char *path, const char *plugin_dir, int *out_model_is_null) {
+  tp_infer_model_t *model = (tp_infer_model_t *)&model; /* anything but NULL */
+  const tp_status status = tp_infer_open(path, NULL, plugin_dir, &model);
+  *out_model_is_null = model == NULL;
+  tp_infer_close(model);
+  return status;
+}

@@ -1,0 +1,204 @@
+// The inference library (infer/, docs/deployment.md "The inference library") against `host`: a
+// tiny image_folder run trained, exported and predicted with `host predict --images`; the library
+// opens the export alone (the plugins from the build's plugin directory) and its answers for the
+// same files equal the host's bit for bit (the csv writes each float as the shortest text that
+// reads back to it). eval.batch_size is the number of files, so both run the model on the same
+// batch. Then its errors, the C API and concurrent callers.
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "integration/host_runner.h"
+#include "support/class_folders.h"
+#include "tp/infer/infer.h"
+#include "tp/infer/model.h"
+
+extern "C" {
+tp_status infer_c_classify(const char* export_file, const char* plugin_dir, const char* const* paths, uint32_t count,
+                           int64_t* out_classes, float* out_probabilities, float* out_logits,
+                           uint32_t logits_capacity);
+tp_status infer_c_open_fails(const char* path, const char* plugin_dir, int* out_model_is_null);
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+/// One host predict row: the file's path, logits, class name and probability.
+struct HostRow {
+  std::string path;
+  std::vector<float> logits;
+  std::string name;
+  float probability = 0.F;
+};
+
+/// A run trained, exported and predicted once for every case: small_cnn on dark/light folders.
+struct Exported {
+  fs::path dir, exported;
+  std::vector<std::string> files; ///< the val files, in host predict --images's row order
+  std::vector<HostRow> rows;
+  Exported() : dir(tp::test::fresh_dir("infer")), exported(dir / "model.safetensors") {
+    tp::test::write_dark_light_folders(dir / "train", 6);
+    tp::test::write_dark_light_folders(dir / "val", 3);
+    const fs::path cfg = dir / "run.toml", out = dir / "out";
+    std::ofstream(cfg) << "[run]\nname = \"infer\"\nseed = 1\ndevice = \"cpu\"\n"
+                          "[train]\nepochs = 1\nbatch_size = 4\n[eval]\nbatch_size = 6\n"
+                          "[data]\nnum_workers = 1\n"
+                          "[data.train]\ncomponent = \"org.torchhost.image_folder\"\nroot = \"" +
+                              (dir / "train").string() + "\"\nval_root = \"" + (dir / "val").string() +
+                              "\"\nresize = [32, 32]\nmean = [0.5, 0.5, 0.5]\nstd = [0.25, 0.25, 0.25]\n"
+                              "[model]\ncomponent = \"org.torchhost.small_cnn\"\nnum_classes = 2\nimage_size = 32\n"
+                              "[loss]\ncomponent = \"org.torchhost.cross_entropy\"\n";
+    const auto train = tp::test::run_host("train --config '" + cfg.string() + "' --output-dir '" + out.string() + "'");
+    INFO(train.output);
+    REQUIRE(train.exit_code == 0);
+    const auto exported_run = tp::test::run_host("export --checkpoint '" + (out / "checkpoints" / "last.pt").string() +
+                                                 "' --format safetensors --output '" + exported.string() + "'");
+    INFO(exported_run.output);
+    REQUIRE(exported_run.exit_code == 0);
+    const fs::path csv = dir / "images.csv";
+    const auto predict = tp::test::run_host("predict --config '" + cfg.string() + "' --output-dir '" + out.string() +
+                                            "' --checkpoint last --images '" + (dir / "val").string() +
+                                            "' --output '" + csv.string() + "'");
+    INFO(predict.output);
+    REQUIRE(predict.exit_code == 0);
+    std::ifstream in(csv);
+    std::string line;
+    REQUIRE(std::getline(in, line)); // index,path,logits.0,logits.1,logits.argmax,logits.class,logits.prob
+    while (std::getline(in, line)) {
+      std::vector<std::string> cells;
+      for (std::size_t at = 0, next = 0; next != std::string::npos; at = next + 1)
+        cells.push_back(line.substr(at, (next = line.find(',', at)) == std::string::npos ? next : next - at));
+      REQUIRE(cells.size() == 7);
+      rows.push_back({cells[1], {std::strtof(cells[2].c_str(), nullptr), std::strtof(cells[3].c_str(), nullptr)},
+                      cells[5], std::strtof(cells[6].c_str(), nullptr)});
+      files.push_back((dir / "val" / cells[1]).string());
+    }
+    REQUIRE(rows.size() == 6);
+  }
+};
+
+const Exported& exported() {
+  static const Exported run;
+  return run;
+}
+
+tp::infer::OpenOptions cpu_options() { return {.device = "cpu", .plugin_dirs = {tp::test::plugin_dir()}}; }
+
+/// The message of what `body` throws as tp::infer::Error ("" when it does not throw).
+template <class Body>
+std::string error_of(Body&& body) {
+  try {
+    body();
+  } catch (const tp::infer::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("tp::infer: the outputs, classes and probabilities of host predict --images, bit for bit") {
+  const Exported& run = exported();
+  tp::infer::Model model = tp::infer::Model::open(run.exported.string(), cpu_options());
+  CHECK(model.component() == "org.torchhost.small_cnn");
+  CHECK(model.class_names() == std::vector<std::string>{"dark", "light"});
+  const tp::infer::Batch batch = model.run_files(run.files, 2);
+  const tp::infer::Tensor& logits = batch.output("logits");
+  REQUIRE(logits.shape == std::vector<int64_t>{6, 2});
+  REQUIRE(batch.top.size() == 6);
+  for (std::size_t i = 0; i < run.rows.size(); ++i) {
+    INFO(run.rows[i].path);
+    CHECK(logits.values[2 * i] == run.rows[i].logits[0]);
+    CHECK(logits.values[2 * i + 1] == run.rows[i].logits[1]);
+    REQUIRE(batch.top[i].size() == 2);
+    CHECK(batch.top[i][0].name == run.rows[i].name);
+    CHECK(batch.top[i][0].probability == run.rows[i].probability);
+    CHECK(batch.top[i][0].probability + batch.top[i][1].probability == doctest::Approx(1.0));
+  }
+  // Prepared tensors run the same network, at any batch size.
+  const tp::infer::Batch zeros = model.run_tensors({{"image", {2, 3, 32, 32}, std::vector<float>(2 * 3 * 32 * 32)}}, 1);
+  CHECK(zeros.output("logits").shape == std::vector<int64_t>{2, 2});
+  CHECK(zeros.top.size() == 2);
+}
+
+TEST_CASE("tp::infer: bad input is an Error naming what and what to do") {
+  const Exported& run = exported();
+  tp::infer::Model model = tp::infer::Model::open(run.exported.string(), cpu_options());
+  const fs::path corrupt = run.dir / "corrupt.png";
+  std::ofstream(corrupt) << "not a png";
+  std::string message = error_of([&] { model.run_files({run.files[0], corrupt.string()}); });
+  INFO(message);
+  CHECK(message.find("corrupt.png") != std::string::npos);
+  message = error_of([&] { model.run_tensors({{"image", {2, 3}, std::vector<float>(6)}}); });
+  INFO(message);
+  CHECK(!message.empty());
+  message = error_of([&] { model.run_tensors({{"image", {2, 3, 32, 32}, std::vector<float>(5)}}); });
+  CHECK(message.find("has 5 values for the shape [2, 3, 32, 32]") != std::string::npos);
+  CHECK(error_of([&] { model.run_files({}); }).find("no file") != std::string::npos);
+  // The model still answers after refusals.
+  CHECK(model.run_files({run.files[0]}, 1).top.size() == 1);
+
+  const fs::path empty_dir = run.dir / "no_plugins";
+  fs::create_directories(empty_dir);
+  message = error_of([&] { tp::infer::Model::open(run.exported.string(), {.plugin_dirs = {empty_dir.string()}}); });
+  INFO(message);
+  CHECK(message.find("the export's model 'org.torchhost.small_cnn' is built by its plugin") != std::string::npos);
+  CHECK(message.find("OpenOptions::plugin_dirs") != std::string::npos);
+  message = error_of([&] { tp::infer::Model::open((run.dir / "run.toml").string(), cpu_options()); });
+  CHECK(message.find("is not a model `host export` wrote") != std::string::npos);
+  message = error_of([&] { tp::infer::Model::open((run.dir / "missing.safetensors").string(), cpu_options()); });
+  CHECK(message.find("cannot read the export") != std::string::npos);
+  message = error_of([&] { tp::infer::Model::open(run.exported.string(), {.device = "tpu", .plugin_dirs = {"x"}}); });
+  CHECK(message.find("is not a device") != std::string::npos);
+}
+
+TEST_CASE("tp::infer C API: the same classes and logits; failures return a status and a message") {
+  const Exported& run = exported();
+  std::vector<const char*> paths;
+  for (const std::string& file : run.files) paths.push_back(file.c_str());
+  std::vector<int64_t> classes(6);
+  std::vector<float> probabilities(6), logits(12);
+  const tp_status status = infer_c_classify(run.exported.c_str(), tp::test::plugin_dir(), paths.data(), 6,
+                                            classes.data(), probabilities.data(), logits.data(), 12);
+  INFO(tp_infer_last_error());
+  REQUIRE(status == TP_OK);
+  for (std::size_t i = 0; i < 6; ++i) {
+    CHECK((classes[i] == 0 ? "dark" : "light") == run.rows[i].name);
+    CHECK(probabilities[i] == run.rows[i].probability);
+    CHECK(logits[2 * i] == run.rows[i].logits[0]);
+    CHECK(logits[2 * i + 1] == run.rows[i].logits[1]);
+  }
+  int model_is_null = 0;
+  CHECK(infer_c_open_fails((run.dir / "run.toml").c_str(), tp::test::plugin_dir(), &model_is_null) == TP_ERR_IO);
+  CHECK(model_is_null == 1);
+  CHECK(std::string(tp_infer_last_error()).find("is not a model `host export` wrote") != std::string::npos);
+  CHECK(tp_infer_open(nullptr, nullptr, nullptr, nullptr) == TP_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(tp_infer_last_error()).find("out_model") != std::string::npos);
+  CHECK(tp_infer_result_output_count(nullptr) == 0);
+  tp_infer_close(nullptr);
+  tp_infer_result_free(nullptr);
+}
+
+TEST_CASE("tp::infer: concurrent callers on one model get what one caller gets") {
+  const Exported& run = exported();
+  tp::infer::Model model = tp::infer::Model::open(run.exported.string(), cpu_options());
+  const std::vector<float> alone = model.run_files(run.files, 1).output("logits").values;
+  constexpr int kThreads = 4, kRounds = 3;
+  std::vector<std::vector<std::vector<float>>> seen(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < kRounds; ++round)
+        seen[t].push_back(model.run_files(run.files, 1).output("logits").values);
+    });
+  for (std::thread& thread : threads) thread.join();
+  for (const auto& rounds : seen)
+    for (const std::vector<float>& values : rounds) CHECK(values == alone);
+}
