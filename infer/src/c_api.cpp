@@ -87,6 +87,21 @@ tp_status tp_infer_run_files(tp_infer_model_t* model, const char* const* paths, 
   });
 }
 
+tp_status tp_infer_run_encoded(tp_infer_model_t* model, const uint8_t* const* data, const uint64_t* sizes,
+                               uint32_t count, uint32_t top_k, tp_infer_result_t** out_result) {
+  if (out_result == nullptr) return null_argument("tp_infer_run_encoded", "out_result");
+  *out_result = nullptr;
+  if (model == nullptr) return null_argument("tp_infer_run_encoded", "model");
+  if ((data == nullptr || sizes == nullptr) && count > 0) return null_argument("tp_infer_run_encoded", "data or sizes");
+  for (uint32_t i = 0; i < count; ++i)
+    if (data[i] == nullptr && sizes[i] > 0) return null_argument("tp_infer_run_encoded", "data[i]");
+  return guarded([&] {
+    std::vector<std::vector<unsigned char>> images;
+    for (uint32_t i = 0; i < count; ++i) images.emplace_back(data[i], data[i] + sizes[i]);
+    to_result(model->model.run_encoded(images, static_cast<int>(top_k)), out_result);
+  });
+}
+
 tp_status tp_infer_run_tensor(tp_infer_model_t* model, const char* name, const float* data, const int64_t* shape,
                               uint32_t ndim, uint32_t top_k, tp_infer_result_t** out_result) {
   if (out_result == nullptr) return null_argument("tp_infer_run_tensor", "out_result");

@@ -9,8 +9,11 @@
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
+#include <stdlib.h> // mkdtemp
+
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <numeric>
 
@@ -217,6 +220,62 @@ Batch Model::run_files(const std::vector<std::string>& paths, int top_k) {
     const NamedTensors inputs = collate(std::move(samples), collate_options);
     return answer(*state_->model, *state_->placement, inputs, top_k, state_->classes);
   });
+}
+
+namespace {
+
+// A directory of mkdtemp's (0700: no other user reads the caller's images), removed with its files.
+class PrivateDirectory {
+ public:
+  PrivateDirectory() {
+    std::string name = (std::filesystem::temp_directory_path() / "tp_infer.XXXXXX").string();
+    if (::mkdtemp(name.data()) == nullptr)
+      throw Error("tp::infer: cannot create a temporary directory under " +
+                  std::filesystem::temp_directory_path().string() + " for encoded images; set TMPDIR to a writable "
+                  "directory, or pass the images as files.");
+    path_ = name;
+  }
+  ~PrivateDirectory() {
+    std::error_code ignored; // a leftover directory in TMPDIR is no reason to fail a finished batch
+    std::filesystem::remove_all(path_, ignored);
+  }
+  PrivateDirectory(const PrivateDirectory&) = delete;
+  PrivateDirectory& operator=(const PrivateDirectory&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace
+
+Batch Model::run_encoded(const std::vector<std::vector<unsigned char>>& images, int top_k) {
+  return guarded([&] { return encoded(images, top_k); });
+}
+
+Batch Model::encoded(const std::vector<std::vector<unsigned char>>& images, int top_k) {
+  if (images.empty()) throw Error("tp::infer: run_encoded was given no image; give one or more.");
+  const PrivateDirectory dir;
+  std::vector<std::string> paths;
+  for (std::size_t i = 0; i < images.size(); ++i) {
+    const std::string path = (dir.path() / ("image_" + std::to_string(i))).string();
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(images[i].data()), static_cast<std::streamsize>(images[i].size()));
+    if (!out.flush())
+      throw Error("tp::infer: cannot write encoded image " + std::to_string(i) + " to " + path +
+                  " (disk full?); free space in TMPDIR or pass the images as files.");
+    paths.push_back(path);
+  }
+  try {
+    return run_files(paths, top_k);
+  } catch (const Error& e) {
+    // The temporary names mean nothing to the caller: name the image by its position instead.
+    std::string message = e.what();
+    for (std::size_t i = paths.size(); i-- > 0;)
+      for (std::size_t at = message.find(paths[i]); at != std::string::npos; at = message.find(paths[i]))
+        message.replace(at, paths[i].size(), "encoded image " + std::to_string(i));
+    throw Error(message);
+  }
 }
 
 Batch Model::run_tensors(const std::vector<Tensor>& inputs, int top_k) {

@@ -42,3 +42,17 @@ tp_status infer_c_open_fails(const char *path, const char *plugin_dir, int *out_
   tp_infer_close(model);
   return status;
 }
+
+/* One image's bytes through tp_infer_run_encoded: its best class id and probability. */
+tp_status infer_c_encoded(const char *export_file, const char *plugin_dir, const uint8_t *bytes, uint64_t size,
+                          int64_t *out_class, float *out_probability) {
+  tp_infer_model_t *model = NULL;
+  tp_infer_result_t *result = NULL;
+  const uint8_t *const images[] = {bytes};
+  tp_status status = tp_infer_open(export_file, "cpu", plugin_dir, &model);
+  if (status == TP_OK) status = tp_infer_run_encoded(model, images, &size, 1, 1, &result);
+  if (status == TP_OK) status = tp_infer_result_class(result, 0, 0, out_class, NULL, out_probability);
+  tp_infer_result_free(result);
+  tp_infer_close(model);
+  return status;
+}

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +25,8 @@ tp_status infer_c_classify(const char* export_file, const char* plugin_dir, cons
                            int64_t* out_classes, float* out_probabilities, float* out_logits,
                            uint32_t logits_capacity);
 tp_status infer_c_open_fails(const char* path, const char* plugin_dir, int* out_model_is_null);
+tp_status infer_c_encoded(const char* export_file, const char* plugin_dir, const uint8_t* bytes, uint64_t size,
+                          int64_t* out_class, float* out_probability);
 }
 
 namespace {
@@ -122,6 +125,16 @@ TEST_CASE("tp::infer: the outputs, classes and probabilities of host predict --i
     CHECK(batch.top[i][0].probability == run.rows[i].probability);
     CHECK(batch.top[i][0].probability + batch.top[i][1].probability == doctest::Approx(1.0));
   }
+  // The same files' bytes decode as the files do.
+  std::vector<std::vector<unsigned char>> bytes;
+  for (const std::string& file : run.files) {
+    std::ifstream in(file, std::ios::binary);
+    bytes.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const tp::infer::Batch from_bytes = model.run_encoded(bytes, 2);
+  CHECK(from_bytes.output("logits").values == logits.values);
+  REQUIRE(from_bytes.top.size() == 6);
+  CHECK(from_bytes.top[5][0].probability == batch.top[5][0].probability);
   // Prepared tensors run the same network, at any batch size.
   const tp::infer::Batch zeros = model.run_tensors({{"image", {2, 3, 32, 32}, std::vector<float>(2 * 3 * 32 * 32)}}, 1);
   CHECK(zeros.output("logits").shape == std::vector<int64_t>{2, 2});
@@ -136,6 +149,10 @@ TEST_CASE("tp::infer: bad input is an Error naming what and what to do") {
   std::string message = error_of([&] { model.run_files({run.files[0], corrupt.string()}); });
   INFO(message);
   CHECK(message.find("corrupt.png") != std::string::npos);
+  message = error_of([&] { model.run_encoded({{0x89, 'P', 'N', 'G'}, {'n', 'o'}}); });
+  INFO(message);
+  CHECK(message.find("encoded image 0") != std::string::npos);
+  CHECK(message.find("tp_infer.") == std::string::npos); // no temporary path
   message = error_of([&] { model.run_tensors({{"image", {2, 3}, std::vector<float>(6)}}); });
   INFO(message);
   CHECK(!message.empty());
@@ -175,6 +192,14 @@ TEST_CASE("tp::infer C API: the same classes and logits; failures return a statu
     CHECK(logits[2 * i] == run.rows[i].logits[0]);
     CHECK(logits[2 * i + 1] == run.rows[i].logits[1]);
   }
+  std::ifstream in(run.files[5], std::ios::binary);
+  const std::vector<uint8_t> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  int64_t encoded_class = -1;
+  float encoded_probability = 0.F;
+  REQUIRE(infer_c_encoded(run.exported.c_str(), tp::test::plugin_dir(), bytes.data(), bytes.size(), &encoded_class,
+                          &encoded_probability) == TP_OK);
+  CHECK((encoded_class == 0 ? "dark" : "light") == run.rows[5].name);
+  CHECK(encoded_probability == run.rows[5].probability);
   int model_is_null = 0;
   CHECK(infer_c_open_fails((run.dir / "run.toml").c_str(), tp::test::plugin_dir(), &model_is_null) == TP_ERR_IO);
   CHECK(model_is_null == 1);

@@ -51,6 +51,11 @@ void tp_infer_close(tp_infer_model_t *model);
 tp_status tp_infer_run_files(tp_infer_model_t *model, const char *const *paths, uint32_t count, uint32_t top_k,
                              tp_infer_result_t **out_result);
 
+/** As tp_infer_run_files, for `count` images held in memory: image i is `sizes[i]` bytes at
+ *  `data[i]` (a JPEG, PNG, BMP or WebP file's bytes), decoded exactly as that file would be. */
+tp_status tp_infer_run_encoded(tp_infer_model_t *model, const uint8_t *const *data, const uint64_t *sizes,
+                               uint32_t count, uint32_t top_k, tp_infer_result_t **out_result);
+
 /** Runs one prepared float32 input field `name` (e.g. "image") of shape `shape[0..ndim)`, batch
  *  dimension first, row-major `data` (copied during the call). As tp_infer_run_files otherwise. */
 tp_status tp_infer_run_tensor(tp_infer_model_t *model, const char *name, const float *data, const int64_t *shape,

@@ -88,6 +88,12 @@ class Model {
   /// export whose dataset cannot read plain files.
   Batch run_files(const std::vector<std::string>& paths, int top_k = 5);
 
+  /// [any] As run_files, for images held in memory (the bytes of a JPEG, PNG, BMP or WebP file).
+  /// Each is written to a file of a private temporary directory (mode 0700, removed before
+  /// returning) that the dataset reads, so the bytes decode exactly as the same file would.
+  /// Messages name the image as "encoded image <i>".
+  Batch run_encoded(const std::vector<std::vector<unsigned char>>& images, int top_k = 5);
+
   /// [any] Runs prepared inputs (already decoded and normalised, e.g. [N, 3, H, W] float32),
   /// one tensor per model input field; they must share N. Throws Error for a tensor whose values
   /// do not fill its shape, mismatched batch sizes, or a shape the model refuses (its message).
@@ -101,6 +107,7 @@ class Model {
  private:
   struct State;
   explicit Model(std::unique_ptr<State> state);
+  Batch encoded(const std::vector<std::vector<unsigned char>>& images, int top_k);
   std::unique_ptr<State> state_;
 };
 
