@@ -1,4 +1,4 @@
-// The inference library (infer/, docs/deployment.md "The inference library") against `host`: a
+// The inference library (infer/, docs/deployment.md section 4) against `host`: a
 // tiny image_folder run trained, exported and predicted with `host predict --images`; the library
 // opens the export alone (the plugins from the build's plugin directory) and its answers for the
 // same files equal the host's bit for bit (the csv writes each float as the shortest text that
