@@ -12,6 +12,7 @@
 #include <stdlib.h> // mkdtemp
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -29,10 +30,34 @@
 #include "tp/framework/util/log.h"
 
 namespace tp::infer {
+namespace {
+
+// One open model per process. The plugin libraries are process-wide: every registry's dlopen gets
+// the same copy, whose init keeps one host pointer and whose deinit clears it (tp/cpp/plugin.h), so
+// closing one of two open models would take the host away from the other's plugins. This flag is
+// the one piece of process state here because the plugins' own state is process state.
+std::atomic<bool> model_open{false};
+
+/// Holds the process's one open model; released on destruction.
+class OpenModelSlot {
+ public:
+  OpenModelSlot() {
+    if (model_open.exchange(true))
+      throw Error("tp::infer: a model is already open in this process; one may be open at a time, because its "
+                  "plugins' libraries are loaded once per process and initialised for it. Share the open model "
+                  "between threads (its calls are serialized), or close it before opening another.");
+  }
+  ~OpenModelSlot() { model_open.store(false); }
+  OpenModelSlot(const OpenModelSlot&) = delete;
+  OpenModelSlot& operator=(const OpenModelSlot&) = delete;
+};
+
+}  // namespace
 
 struct Model::State {
   // Declaration order is destruction order reversed: the model goes before the plugins' registry,
-  // which goes before the host services the plugins were given (PLG-13).
+  // which goes before the host services the plugins were given (PLG-13); the slot goes last.
+  OpenModelSlot slot;
   std::string source; ///< the export file, for messages and validation
   std::vector<std::string> classes;
   detail::ExportedComponent preprocessing;

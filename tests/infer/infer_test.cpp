@@ -161,6 +161,16 @@ TEST_CASE("tp::infer: bad input is an Error naming what and what to do") {
   CHECK(error_of([&] { model.run_files({}); }).find("no file") != std::string::npos);
   // The model still answers after refusals.
   CHECK(model.run_files({run.files[0]}, 1).top.size() == 1);
+  // One open model per process: a second is refused while it is open.
+  message = error_of([&] { tp::infer::Model::open(run.exported.string(), cpu_options()); });
+  CHECK(message.find("a model is already open in this process") != std::string::npos);
+  { const tp::infer::Model closing = std::move(model); } // closed here: now another may open
+  CHECK(tp::infer::Model::open(run.exported.string(), cpu_options()).class_names().size() == 2);
+}
+
+TEST_CASE("tp::infer: opening fails with a paragraph naming what and what to do") {
+  const Exported& run = exported();
+  std::string message;
 
   const fs::path empty_dir = run.dir / "no_plugins";
   fs::create_directories(empty_dir);

@@ -13,8 +13,9 @@
  * Ownership: handles are opaque; each open/run has its matching close/free, which accept NULL.
  * Strings and arrays returned are borrowed from the handle named, valid until it is freed.
  *
- * Threads: [any] on every function. Calls on one model are serialized inside it; for parallel
- * batches open one model per thread. The last error is per thread. */
+ * Threads: [any] on every function. Calls on one model are serialized inside it. One model may be
+ * open per process at a time (its plugins are loaded once per process): tp_infer_open refuses a
+ * second until the first is closed. The last error is per thread. */
 #ifndef TP_INFER_INFER_H
 #define TP_INFER_INFER_H
 

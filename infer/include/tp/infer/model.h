@@ -10,7 +10,8 @@
 //
 // Threads: one Model may be called from several threads at once; its calls are serialized inside
 // (one batch at a time, each with the whole intra-op thread pool), so concurrent callers get
-// exactly what one caller gets. For parallel batches, open one Model per thread.
+// exactly what one caller gets. One Model may be open per process at a time (its plugins'
+// libraries are loaded and initialised once per process): open refuses a second.
 //
 // Example:
 //   tp::infer::Model model = tp::infer::Model::open("flowers.safetensors", {.device = "cpu",
@@ -74,7 +75,8 @@ class Model {
   /// host's ABI and LibTorch fingerprint checks), builds the model its metadata names with its
   /// options, fills it with the file's weights and puts it in evaluation mode on the device.
   /// Throws Error when the file is no torchhost export (no `torchhost.model`), a plugin is
-  /// missing or refused, the weights do not fit the model, or the device does not exist.
+  /// missing or refused, the weights do not fit the model, the device does not exist, or another
+  /// Model is open in this process.
   static Model open(const std::string& export_file, const OpenOptions& options);
 
   Model(Model&&) noexcept;
