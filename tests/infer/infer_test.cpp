@@ -237,3 +237,32 @@ TEST_CASE("tp::infer: concurrent callers on one model get what one caller gets")
   for (const auto& rounds : seen)
     for (const std::vector<float>& values : rounds) CHECK(values == alone);
 }
+
+TEST_CASE("tp::infer: the export serves without the training data (its roots gone), as on another machine") {
+  const Exported& run = exported();
+  const fs::path elsewhere = run.dir / "deployed";
+  fs::create_directories(elsewhere);
+  std::vector<std::string> copies;
+  for (std::size_t i = 0; i < run.files.size(); ++i) {
+    copies.push_back((elsewhere / ("image_" + std::to_string(i) + ".png")).string());
+    fs::copy_file(run.files[i], copies.back(), fs::copy_options::overwrite_existing);
+  }
+  fs::rename(run.dir / "train", run.dir / "train.away");
+  fs::rename(run.dir / "val", run.dir / "val.away");
+  std::vector<float> logits;
+  std::string message;
+  try {
+    logits = tp::infer::Model::open(run.exported.string(), cpu_options()).run_files(copies, 1).output("logits").values;
+  } catch (const tp::infer::Error& e) {
+    message = e.what();
+  }
+  fs::rename(run.dir / "train.away", run.dir / "train");
+  fs::rename(run.dir / "val.away", run.dir / "val");
+  INFO(message);
+  REQUIRE(message.empty());
+  REQUIRE(logits.size() == 12);
+  for (std::size_t i = 0; i < run.rows.size(); ++i) {
+    CHECK(logits[2 * i] == run.rows[i].logits[0]);
+    CHECK(logits[2 * i + 1] == run.rows[i].logits[1]);
+  }
+}
