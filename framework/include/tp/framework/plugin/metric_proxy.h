@@ -23,7 +23,7 @@ class MetricProxy : public PluginInstance {
   /// The state tensors (aliases), summed across ranks by the caller before compute().
   std::vector<StateTensor> state() const;
   /// The state tensors concatenated across ranks (aliases, ABI 1.7): the caller gathers every
-  /// rank's rows into them in place (Tensor::set_) before compute(). Empty for a metric without
+  /// rank's rows into them in place (at::Tensor::set_) before compute(). Empty for a metric without
   /// visit_gathered_state.
   std::vector<StateTensor> gathered_state() const;
   /// Named values ("accuracy"); may sync the device.
