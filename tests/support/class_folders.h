@@ -23,4 +23,21 @@ inline void write_dark_light_folders(const std::filesystem::path& root, int coun
   }
 }
 
+/// run.toml's text for a CPU run of small_cnn (2 classes at 32x32, cross entropy) on the folders
+/// write_dark_light_folders made under `train` and `val`, named `name`, training batches of
+/// `batch_size`; `eval_batch_size` > 0 adds an [eval] table with it.
+inline std::string dark_light_run_config(const std::string& name, const std::filesystem::path& train,
+                                         const std::filesystem::path& val, int batch_size, int eval_batch_size = 0) {
+  std::string eval;
+  if (eval_batch_size > 0) eval = "[eval]\nbatch_size = " + std::to_string(eval_batch_size) + "\n";
+  return "[run]\nname = \"" + name + "\"\nseed = 1\ndevice = \"cpu\"\n"
+         "[train]\nepochs = 1\nbatch_size = " + std::to_string(batch_size) + "\n" + eval +
+         "[data]\nnum_workers = 1\n"
+         "[data.train]\ncomponent = \"org.torchhost.image_folder\"\nroot = \"" + train.string() +
+         "\"\nval_root = \"" + val.string() +
+         "\"\nresize = [32, 32]\nmean = [0.5, 0.5, 0.5]\nstd = [0.25, 0.25, 0.25]\n"
+         "[model]\ncomponent = \"org.torchhost.small_cnn\"\nnum_classes = 2\nimage_size = 32\n"
+         "[loss]\ncomponent = \"org.torchhost.cross_entropy\"\n";
+}
+
 }  // namespace tp::test

@@ -39,14 +39,7 @@ TEST_CASE("host export carries the classes, model, outputs and preprocessing; pr
   tp::test::write_dark_light_folders(dir / "train", 8);
   tp::test::write_dark_light_folders(dir / "val", 3);
   const fs::path cfg = dir / "run.toml";
-  std::ofstream(cfg) << "[run]\nname = \"export\"\nseed = 1\ndevice = \"cpu\"\n"
-                        "[train]\nepochs = 1\nbatch_size = 8\n"
-                        "[data]\nnum_workers = 1\n"
-                        "[data.train]\ncomponent = \"org.torchhost.image_folder\"\nroot = \"" +
-                            (dir / "train").string() + "\"\nval_root = \"" + (dir / "val").string() +
-                            "\"\nresize = [32, 32]\nmean = [0.5, 0.5, 0.5]\nstd = [0.25, 0.25, 0.25]\n"
-                            "[model]\ncomponent = \"org.torchhost.small_cnn\"\nnum_classes = 2\nimage_size = 32\n"
-                            "[loss]\ncomponent = \"org.torchhost.cross_entropy\"\n";
+  std::ofstream(cfg) << tp::test::dark_light_run_config("export", dir / "train", dir / "val", 8);
   const fs::path out = dir / "out";
   const auto train = tp::test::run_host("train --config '" + cfg.string() + "' --output-dir '" + out.string() + "'");
   INFO(train.output);
