@@ -22,6 +22,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/nn/modules/batchnorm.h>
 
 #include <algorithm>
@@ -251,6 +252,37 @@ TEST_CASE("batch_norm_relu keeps the module path, bit for bit, in eval, on NCHW 
     CHECK(none.grad_fn.find("BatchNormReluFunction") == std::string::npos);
     CHECK(at::equal(tp::cpp::batch_norm_relu(a, x, residual), module_path(b, x, residual)));
   }
+}
+
+TEST_CASE("the fused path refuses a double backward with a message, and an optional holding no tensor is no residual") {
+  require_ops();
+  at::manual_seed(9);
+  torch::nn::BatchNorm2d bn = make_norm(32);
+  const at::Tensor x = channels_last({4, 32, 6, 6}, at::kFloat, 1.0, 0.5).requires_grad_();
+  const at::Tensor y = tp::cpp::batch_norm_relu(bn, x);
+  REQUIRE(std::string(y.grad_fn()->name()).find("BatchNormReluFunction") != std::string::npos);
+  // create_graph = true: the backward op has no derivative, so a second one would be silently zero.
+  try {
+    torch::autograd::grad({y.sum()}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true);
+    FAIL("a double backward through the fused path was not refused");
+  } catch (const c10::Error& e) {
+    CHECK(std::string(e.what()).find("not twice differentiable") != std::string::npos);
+  }
+  // The same graph's first-order backward still runs.
+  const auto grads = torch::autograd::grad({y.sum()}, {x});
+  CHECK(grads[0].defined());
+
+  // An optional holding an undefined tensor, handed to the autograd function directly, is read as
+  // no residual: its gradient slot stays empty, and the values equal the residual-free call's.
+  torch::nn::BatchNorm2d a = copy_of(bn), b = copy_of(bn);
+  const at::Tensor plain = x.detach().clone().requires_grad_();
+  const at::Tensor via_empty = tp::cpp::detail::BatchNormReluFunction::apply(
+      plain, std::optional<at::Tensor>(at::Tensor()), a->weight, a->bias, a->running_mean, a->running_var,
+      *a->options.momentum(), a->options.eps());
+  via_empty.sum().backward();
+  const at::Tensor reference = tp::cpp::batch_norm_relu(b, x.detach());
+  CHECK(at::equal(via_empty.detach(), reference));
+  CHECK(plain.grad().defined());
 }
 
 TEST_CASE("fused BatchNorm + ReLU is captured in a CUDA graph: one replay gives the eager step") {

@@ -13,6 +13,15 @@
 #include "tp/framework/error.h"
 
 namespace tp::device_decode {
+
+/// What nvJPEG's allocators are handed: where to count, and the decoder's device and stream
+/// (outside the anonymous namespace: NvjpegDecoder::Handles holds one).
+struct NvjpegAllocatorContext {
+  AllocationCounts* counts;
+  c10::DeviceIndex device;
+  cudaStream_t stream;
+};
+
 namespace {
 
 std::string status_text(nvjpegStatus_t status) {
@@ -38,21 +47,31 @@ void check(nvjpegStatus_t status, const char* call) {
                 "); set data.decode = \"cpu\" to decode on the loader threads");
 }
 
-// nvJPEG's device buffers from PyTorch's caching allocator, in the order of the stream nvJPEG names:
-// its default (cudaMalloc/cudaFree) would synchronise the whole device at every free, the training
-// stream included, and stall the step the loader threads feed.
-int device_malloc(void* context, void** ptr, std::size_t size, cudaStream_t stream) {
+// nvJPEG's device buffers from PyTorch's caching allocator: its default (cudaMalloc/cudaFree) would
+// synchronise the whole device at every free, the training stream included, and stall the step the
+// loader threads feed. Always on the decoder's own device and stream, whatever nvJPEG passes (it
+// may pass stream 0 from its initialisation) and whichever device the calling thread has current:
+// every nvJPEG call runs on that stream, so a block freed there is safe to hand out again there.
+int device_malloc(void* context, void** ptr, std::size_t size, cudaStream_t /*stream*/) {
+  const auto* c = static_cast<const NvjpegAllocatorContext*>(context);
   try {
-    *ptr = c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(size, stream);
+    const c10::cuda::CUDAGuard guard(c->device);
+    *ptr = c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(size, c->stream);
   } catch (const std::exception&) {
     return 1;  // nvJPEG reports NVJPEG_STATUS_ALLOCATOR_FAILURE, and the rows go to the CPU path
   }
-  static_cast<AllocationCounts*>(context)->device.fetch_add(1, std::memory_order_relaxed);
+  c->counts->device.fetch_add(1, std::memory_order_relaxed);
   return 0;
 }
 
-int device_free(void* /*context*/, void* ptr, std::size_t /*size*/, cudaStream_t /*stream*/) {
-  c10::cuda::CUDACachingAllocator::raw_delete(ptr);
+int device_free(void* context, void* ptr, std::size_t /*size*/, cudaStream_t /*stream*/) {
+  const auto* c = static_cast<const NvjpegAllocatorContext*>(context);
+  try {
+    const c10::cuda::CUDAGuard guard(c->device);
+    c10::cuda::CUDACachingAllocator::raw_delete(ptr);
+  } catch (const std::exception&) {
+    return 1;  // an exception must not cross nvJPEG's C frames; it reports the failure
+  }
   return 0;
 }
 
@@ -60,7 +79,7 @@ int device_free(void* /*context*/, void* ptr, std::size_t /*size*/, cudaStream_t
 // report can say whether it reallocates in steady state (it reuses a buffer that is large enough).
 int pinned_malloc(void* context, void** ptr, std::size_t size, cudaStream_t /*stream*/) {
   if (cudaHostAlloc(ptr, size, cudaHostAllocDefault) != cudaSuccess) return 1;
-  static_cast<AllocationCounts*>(context)->pinned.fetch_add(1, std::memory_order_relaxed);
+  static_cast<const NvjpegAllocatorContext*>(context)->counts->pinned.fetch_add(1, std::memory_order_relaxed);
   return 0;
 }
 
@@ -78,6 +97,11 @@ nvjpegImage_t destination(DecodedImage& decoded) {
 }  // namespace
 
 struct NvjpegDecoder::Handles {
+  // Declared first, destroyed last: nvJPEG's handles free their buffers through the allocators,
+  // which read this context, and nvJPEG keeps pointers to the allocator tables.
+  NvjpegAllocatorContext allocator_context{};
+  nvjpegDevAllocatorV2_t device_allocator{};
+  nvjpegPinnedAllocatorV2_t pinned_allocator{};
   nvjpegHandle_t hardware = nullptr;  // the JPEG engines; null where the GPU has none
   nvjpegJpegState_t hardware_state = nullptr;
   nvjpegJpegStream_t parsed = nullptr;  // a header parsed to ask the engines whether they take it
@@ -85,6 +109,17 @@ struct NvjpegDecoder::Handles {
   nvjpegJpegState_t cuda_state = nullptr;
   int batch_size = 0;  // the engines' state is initialised for this many images (0: not yet)
   std::vector<nvjpegDecodeParams_t> regions;  // one per batched image: its output format and region
+
+  /// The parameters of the batch's image at `position`, created when first needed; nullptr where
+  /// nvJPEG cannot create them.
+  nvjpegDecodeParams_t params_at(std::size_t position) {
+    if (regions.size() <= position) {
+      nvjpegDecodeParams_t params = nullptr;
+      if (nvjpegDecodeParamsCreate(hardware, &params) != NVJPEG_STATUS_SUCCESS) return nullptr;
+      regions.push_back(params);
+    }
+    return regions[position];
+  }
 
   ~Handles() {
     for (nvjpegDecodeParams_t params : regions) nvjpegDecodeParamsDestroy(params);
@@ -102,18 +137,19 @@ NvjpegDecoder::NvjpegDecoder(c10::Device device)
       allocations_(std::make_unique<AllocationCounts>()),
       handles_(std::make_unique<Handles>()) {
   const c10::cuda::CUDAGuard guard(device_);
-  nvjpegDevAllocatorV2_t device_allocator{&device_malloc, &device_free, allocations_.get()};
-  nvjpegPinnedAllocatorV2_t pinned_allocator{&pinned_malloc, &pinned_free, allocations_.get()};
+  handles_->allocator_context = {allocations_.get(), stream_.device_index(), stream_.stream()};
+  handles_->device_allocator = {&device_malloc, &device_free, &handles_->allocator_context};
+  handles_->pinned_allocator = {&pinned_malloc, &pinned_free, &handles_->allocator_context};
   // Chroma upsampled by interpolation, as libjpeg-turbo's default "fancy" upsampling does on the CPU
   // path (nvJPEG replicates by default); a backend that refuses the flag is taken without it.
   const auto create = [&](nvjpegBackend_t backend, nvjpegHandle_t* handle) {
-    if (nvjpegCreateExV2(backend, &device_allocator, &pinned_allocator, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION,
+    if (nvjpegCreateExV2(backend, &handles_->device_allocator, &handles_->pinned_allocator, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION,
                          handle) == NVJPEG_STATUS_SUCCESS) {
       interpolated_ = true;
       return NVJPEG_STATUS_SUCCESS;
     }
     *handle = nullptr;
-    return nvjpegCreateExV2(backend, &device_allocator, &pinned_allocator, NVJPEG_FLAGS_DEFAULT, handle);
+    return nvjpegCreateExV2(backend, &handles_->device_allocator, &handles_->pinned_allocator, NVJPEG_FLAGS_DEFAULT, handle);
   };
   // The engines where the GPU has them; NVJPEG_STATUS_ARCH_MISMATCH (or any refusal) where not.
   if (create(NVJPEG_BACKEND_HARDWARE, &handles_->hardware) == NVJPEG_STATUS_SUCCESS) {
@@ -128,7 +164,11 @@ NvjpegDecoder::NvjpegDecoder(c10::Device device)
 
 NvjpegDecoder::~NvjpegDecoder() {
   try {
-    stream_.synchronize();  // nothing of nvJPEG's may still run when its buffers go
+    // nvJPEG's handles go here, on the decoder's device (their buffers return to its allocator),
+    // once nothing of theirs still runs on the stream.
+    const c10::cuda::CUDAGuard guard(device_);
+    stream_.synchronize();
+    handles_.reset();
   } catch (...) {  // NOLINT(bugprone-empty-catch): a failed device is reported where it failed
   }
 }
@@ -171,27 +211,28 @@ std::vector<DecodedImage> NvjpegDecoder::decode(const std::vector<EncodedImage>&
         nvjpegDecodeBatchedSupported(handles_->hardware, handles_->parsed, &unsupported) == NVJPEG_STATUS_SUCCESS &&
         unsupported == 0) {
       // The engines decode only the region around the crop where they can (nvJPEG's ROI decode):
-      // fewer pixels converted and written, less for the resize to read.
-      if (handles_->regions.size() <= batched.size()) {
-        nvjpegDecodeParams_t params = nullptr;
-        check(nvjpegDecodeParamsCreate(handles_->hardware, &params), "nvjpegDecodeParamsCreate");
-        handles_->regions.push_back(params);
-      }
-      nvjpegDecodeParams_t params = handles_->regions[batched.size()];
-      check(nvjpegDecodeParamsSetOutputFormat(params, NVJPEG_OUTPUT_RGBI), "nvjpegDecodeParamsSetOutputFormat");
-      const DecodeRegion r = region_around(image.x0, image.y0, image.x1, image.y1, image.width, image.height);
-      int region_unsupported = 1;
-      if ((r.width < image.width || r.height < image.height) &&
-          nvjpegDecodeParamsSetROI(params, r.x0, r.y0, r.width, r.height) == NVJPEG_STATUS_SUCCESS &&
-          nvjpegDecodeBatchedSupportedEx(handles_->hardware, handles_->parsed, params, &region_unsupported) ==
-              NVJPEG_STATUS_SUCCESS &&
-          region_unsupported == 0) {
-        decoded = {at::Tensor(), r.x0, r.y0, r.width, r.height, false};
-        ++regions;
+      // fewer pixels converted and written, less for the resize to read. An image whose parameters
+      // nvJPEG cannot set up goes to the CUDA decoder alone, not the batch with it.
+      nvjpegDecodeParams_t params = handles_->params_at(batched.size());
+      if (params == nullptr || nvjpegDecodeParamsSetOutputFormat(params, NVJPEG_OUTPUT_RGBI) != NVJPEG_STATUS_SUCCESS) {
+        single.push_back(i);
       } else {
-        check(nvjpegDecodeParamsSetROI(params, 0, 0, -1, -1), "nvjpegDecodeParamsSetROI");
+        const DecodeRegion r = region_around(image.x0, image.y0, image.x1, image.y1, image.width, image.height);
+        int region_unsupported = 1;
+        if ((r.width < image.width || r.height < image.height) &&
+            nvjpegDecodeParamsSetROI(params, r.x0, r.y0, r.width, r.height) == NVJPEG_STATUS_SUCCESS &&
+            nvjpegDecodeBatchedSupportedEx(handles_->hardware, handles_->parsed, params, &region_unsupported) ==
+                NVJPEG_STATUS_SUCCESS &&
+            region_unsupported == 0) {
+          decoded = {at::Tensor(), r.x0, r.y0, r.width, r.height, false};
+          ++regions;
+          batched.push_back(i);
+        } else if (nvjpegDecodeParamsSetROI(params, 0, 0, -1, -1) == NVJPEG_STATUS_SUCCESS) {
+          batched.push_back(i);
+        } else {
+          single.push_back(i);
+        }
       }
-      batched.push_back(i);
     } else {
       single.push_back(i);
     }

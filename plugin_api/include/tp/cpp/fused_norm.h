@@ -18,6 +18,8 @@
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/util/Exception.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/nn/modules/batchnorm.h>
 
@@ -68,12 +70,19 @@ struct BatchNormReluFunction : torch::autograd::Function<BatchNormReluFunction> 
     auto [y, save_mean, save_invstd] =
         fused_norm_ops()->forward.call(x, residual, weight, bias, running_mean, running_var, momentum, eps);
     ctx->save_for_backward({x, y, weight, save_mean, save_invstd});
-    ctx->saved_data["has_residual"] = residual.has_value();
+    // An optional that holds an undefined tensor is no residual (the op reads it as none).
+    ctx->saved_data["has_residual"] = residual.has_value() && residual->defined();
     return y;
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_outputs) {
+    // The backward op has no derivative of its own: under create_graph (a gradient penalty, double
+    // backward) its results would be leaves and the second derivative silently zero.
+    TORCH_CHECK(!at::GradMode::is_enabled(),
+                "tp::cpp::batch_norm_relu's fused path is not twice differentiable; for a double backward "
+                "(create_graph = true) build the model with its fused option off (the zoo's fused_norm = false) "
+                "or pass allow_fused = false");
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
     const at::Tensor& x = saved[0];
     const bool has_residual = ctx->saved_data["has_residual"].toBool();
