@@ -1,6 +1,7 @@
 // The hot path: one optimizer step in numbered phases (ARCH-15): 1-3 for each micro-batch of
 // the accumulation window, 4 the ranks' agreement, 5 the update, 6 what advances with the step.
-// Under run.cuda_graphs, 2-5 of a whole window are captured once and replayed (docs/cuda_graphs.md).
+// Under run.cuda_graphs, 2-3 and 5 of a whole window may run as one graph replay
+// (step_runner_graphs.cpp, docs/cuda_graphs.md); 4 stays here, on the host.
 #include "engine/training/step_runner.h"
 
 #include <ATen/ATen.h>
@@ -61,11 +62,9 @@ StepRunner::StepRunner(const RunConfig& config, RunComponents& parts, const std:
       meters_(meters),
       log_(log),
       collectives_(collectives),
-      update_(update),
-      precision_(config.amp.precision) {
+      update_(update) {
   const auto zero = [&] { return at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(placement.device())); };
-  window_estimate_ = zero();
-  window_items_ = zero();
+  totals_ = {zero(), zero()};
 }
 
 StepRunner::~StepRunner() = default;
@@ -82,7 +81,7 @@ void StepRunner::build_gradient_reducer() {
 }
 
 StepOutcome StepRunner::optimizer_step(const MicroBatchFeed& next, int64_t window_length, int64_t epoch,
-                                       RunControl& control) {
+                                       uint32_t control_flags) {
   // The lrs the schedule set, onto the device, outside any capture (a graph reads them there).
   update_.stage();
   if (capture_) capture_->before_step();
@@ -93,41 +92,65 @@ StepOutcome StepRunner::optimizer_step(const MicroBatchFeed& next, int64_t windo
                       (capture_ && capture_->audit_exempt());
   std::optional<SyncAudit> audit;
   if (!exempt) audit.emplace(config_.run.sync_debug, placement_.device());
-  StepOutcome outcome = capture_ ? graphed_step(next, window_length, epoch, control)
-                                 : eager_step(next, window_length, epoch, control);
-  if (outcome.complete) finish_step(outcome);
-  return outcome;
-}
-
-StepOutcome StepRunner::eager_step(const MicroBatchFeed& next, int64_t window_length, int64_t epoch,
-                                   RunControl& control) {
+  window_ = WindowState{};
   StepOutcome outcome;
-  // 1-3. Fetch, place, forward and backward for each micro-batch of the window; gradients accumulate.
   StepPosition at{update_.step(), epoch, 0};
+  // 1-3. Fetch each micro-batch of the window and place it on the device, then forward and
+  //      backward (gradients accumulate) as it arrives: one micro-batch on the device at a time.
+  //      Under run.cuda_graphs the window is held until it is whole: a replay trains all of it.
+  HeldWindow held;
   for (int64_t i = 0; i < window_length; ++i) {
     std::optional<MicroBatch> micro = next();
-    if (!micro) return outcome; // the loader ran dry: a partial window takes no update
+    if (!micro) break;
     ++outcome.micro_batches;
     at.batch = micro->next_index;
-    const AccumulationWindow window{window_length, i == 0, i + 1 == window_length};
-    begin_micro_batch(window, at.step);
-    train_placed(place(std::move(micro->tensors), at), window, at);
+    NamedTensors batch = place(std::move(micro->tensors), at);
+    if (capture_) {
+      held.batches.push_back(std::move(batch));
+      held.next_indices.push_back(at.batch);
+    } else {
+      train_micro_batch(batch, {window_length, i == 0, i + 1 == window_length}, at);
+    }
   }
-  outcome.complete = true;
-  close_window(control.take_window_flags(), at, outcome);
+  outcome.complete = outcome.micro_batches == window_length;
+  // 2-3 (and 5) of a held window: the warm-up and any window a graph cannot replay trained as
+  //      above, probed for host syncs until the capture; else one replay (captured first if new).
+  const GraphPlan plan = capture_ ? plan_graph(held, outcome.complete) : GraphPlan{};
+  std::optional<SyncProbe> probe;
+  if (plan.probe) probe.emplace(placement_.device());
+  if (plan.use == StepCapture::Use::kEager) train_held(held.batches, held.next_indices, window_length, at);
+  else run_graph(plan.use, held, window_length, at);
+  if (!outcome.complete) return outcome; // the loader ran dry: a partial window takes no update
+  // 4-5. Agree with the other ranks, then update, unless nan_policy = "skip" poisoned the window
+  //      or no rank had an item.
+  const bool replayed = plan.use != StepCapture::Use::kEager;
+  close_window(control_flags, replayed, at, outcome);
+  if (capture_ && !replayed) {
+    if (probe && !probe->first_sync().empty()) capture_->record_host_sync(probe->first_sync());
+    capture_->eager_step_done();
+  }
+  // 6. Advance: time moves on one optimizer step whether or not the window updated.
+  finish_step(outcome);
   return outcome;
 }
 
-void StepRunner::close_window(uint32_t control_flags, const StepPosition& at, StepOutcome& outcome) {
+void StepRunner::close_window(uint32_t control_flags, bool replayed, const StepPosition& at, StepOutcome& outcome) {
   PhaseTiming timing(meters_.report(), StepPhase::kOptimizer);
   // 4. Agree with the other ranks: one collective, whatever the reasons it carries.
   outcome.agreed = agree_on_window(control_flags, at);
-  // 5. Update, unless nan_policy = "skip" poisoned the window or no rank had an item.
-  outcome.updated = update_or_skip(at);
+  // 5. Update or skip; a replayed window's update ran in its graph.
+  outcome.updated = replayed || update_or_skip(at);
+}
+
+void StepRunner::train_held(const std::vector<NamedTensors>& batches, const std::vector<int64_t>& next_indices,
+                            int64_t window_length, StepPosition& at) {
+  for (std::size_t i = 0; i < batches.size(); ++i) {
+    at.batch = next_indices[i];
+    train_micro_batch(batches[i], {window_length, i == 0, static_cast<int64_t>(i) + 1 == window_length}, at);
+  }
 }
 
 void StepRunner::finish_step(StepOutcome& outcome) {
-  // 6. Advance: time moves on one optimizer step whether or not the window updated.
   outcome.lr = update_.advance(outcome.updated);
   if (is_logging_step(update_.step() - 1, config_.train.log_every_steps)) outcome.update_stats = update_.read_stats();
 }
@@ -143,7 +166,9 @@ NamedTensors StepRunner::place(NamedTensors cpu_batch, const StepPosition& at) {
                                  static_cast<uint64_t>(at.epoch), static_cast<uint64_t>(at.batch - 1)});
 }
 
-void StepRunner::train_placed(const NamedTensors& batch, const AccumulationWindow& window, const StepPosition& at) {
+void StepRunner::train_micro_batch(const NamedTensors& batch, const AccumulationWindow& window,
+                                   const StepPosition& at) {
+  begin_micro_batch(window, at.step);
   if (!batch.empty()) {
     // 2-3. Forward and backward, piece by piece: one piece, the whole batch, unless
     //      train.on_oom = "split" cut micro-batches after an out-of-memory error.
@@ -155,11 +180,10 @@ void StepRunner::train_placed(const NamedTensors& batch, const AccumulationWindo
 }
 
 bool StepRunner::update_or_skip(const StepPosition& at) {
-  const bool poisoned = std::exchange(window_poisoned_, false);
-  if (poisoned || window_empty_) {
+  if (window_.poisoned || window_.empty) {
     // No update; gradients are dropped (set to none).
     optim_.optimizer->zero_grad(/*set_to_none=*/true);
-    if (poisoned) ++skipped_steps_;
+    if (window_.poisoned) ++skipped_steps_;
     return false;
   }
   try {
@@ -183,18 +207,15 @@ void StepRunner::begin_micro_batch(const AccumulationWindow& window, int64_t ste
   if (window.first) {
     // Under a capture, nothing is timed (device events would be captured) and no logging
     // window's sums ride with the agreement: the graph serves every later step alike.
-    log_window_ = !capturing_ && is_logging_step(step, config_.train.log_every_steps);
-    meters_.report().begin_window(log_window_);
+    window_.log = !window_.capturing && is_logging_step(step, config_.train.log_every_steps);
+    meters_.report().begin_window(window_.log);
   }
   // Data-parallel: the reducer is told whether this backward communicates (window.last). Every
   // micro-batch, empty or not, so every rank makes the reducer's collectives in the same order.
   reducer_->before_forward(window.last);
   if (!window.first) return;
   sync_buffers();
-  window_items_.zero_();
-  window_batches_ = 0;
-  window_backwards_ = 0;
-  split_this_window_ = false;
+  totals_.items.zero_();
 }
 
 void StepRunner::train_pieces(const NamedTensors& batch, const AccumulationWindow& window, const StepPosition& at) {
@@ -218,40 +239,40 @@ void StepRunner::train_pieces(const NamedTensors& batch, const AccumulationWindo
 void StepRunner::train_piece(const NamedTensors& piece, const AccumulationWindow& window, bool sync,
                              const StepPosition& at) {
   // 2. Forward under autocast, then the window-normalised loss and the non-finite check.
-  piece_phase_ = "forward";
+  window_.piece_phase = "forward";
   const LossTerms terms = forward(piece, at);
   const at::Tensor loss = normalised_loss(terms, window);
   const at::Tensor sum = terms.sum.detach().to(at::kDouble);
   check_finite(sum, at);
   // 3. Backward through the (fp16: scaled) loss; gradients accumulate over the window.
-  piece_phase_ = "backward";
+  window_.piece_phase = "backward";
   {
     PhaseTiming timing(meters_.report(), StepPhase::kBackward);
     backward(loss, sync);
   }
   // Counted once the piece is in the gradients (a piece retried after running out of memory is not).
   const at::Tensor items = terms.count.detach().to(at::kDouble);
-  window_items_.add_(items);
-  ++window_backwards_;
+  totals_.items.add_(items);
+  ++window_.backwards;
   // Report: accumulate on the device; the value is read only on log steps (a device sync).
-  if (!window_poisoned_) meters_.add_loss(sum, items, terms.terms);
+  if (!window_.poisoned) meters_.add_loss(sum, items, terms.terms);
 }
 
 void StepRunner::recover_from_out_of_memory(const std::exception_ptr& error, int64_t samples, bool sync,
                                             const StepPosition& at) {
   if (!is_out_of_memory(error)) std::rethrow_exception(error);
-  const bool in_backward = std::string_view(piece_phase_) == "backward";
+  const bool in_backward = std::string_view(window_.piece_phase) == "backward";
   // A backward that failed half-way has added part of its gradient: undoable only while the
   // window's gradients hold nothing else (they are none at a window's start), and never where the
   // other ranks are already all-reducing buckets of it.
   std::string why_not;
   if (samples <= 1) why_not = "a single sample does not fit";
-  else if (in_backward && window_backwards_ > 0)
+  else if (in_backward && window_.backwards > 0)
     why_not = "it came in a backward after earlier pieces of this accumulation window had added to the gradients, "
               "which cannot be taken back";
   else if (in_backward && sync && reducer_->overlaps_backward())
     why_not = "it came in the backward that all-reduces gradient buckets with the other ranks as they fill";
-  const OutOfMemorySite site{piece_phase_, samples, at.step + 1, at.epoch + 1, config_.train.batch_size,
+  const OutOfMemorySite site{window_.piece_phase, samples, at.step + 1, at.epoch + 1, config_.train.batch_size,
                              config_.train.grad_accum_steps, splits_};
   if (config_.train.on_oom != OomPolicy::kSplit || !why_not.empty())
     throw Error(out_of_memory_report(site, placement_.device(), config_.train.on_oom == OomPolicy::kSplit ? why_not : "", error));
@@ -260,10 +281,10 @@ void StepRunner::recover_from_out_of_memory(const std::exception_ptr& error, int
   if (in_backward) optim_.optimizer->zero_grad(/*set_to_none=*/true);
   release_cached_memory(placement_.device());
   splits_ *= 2;
-  split_this_window_ = true;
+  window_.split = true;
   const int64_t piece = (config_.train.batch_size + splits_ - 1) / splits_;
   const std::string rank = collectives_.world_size() > 1 ? ", rank " + std::to_string(collectives_.rank()) : "";
-  log_.warn("out of memory in the " + std::string(piece_phase_) + " of " + std::to_string(samples) +
+  log_.warn("out of memory in the " + std::string(window_.piece_phase) + " of " + std::to_string(samples) +
             " samples at step " + std::to_string(at.step + 1) + " (epoch " + std::to_string(at.epoch + 1) + rank +
             "); train.on_oom = \"split\": micro-batches are cut in " + std::to_string(splits_) + " pieces of at most " +
             std::to_string(piece) + " samples from here on, and each optimizer step still averages the same " +
@@ -273,7 +294,7 @@ void StepRunner::recover_from_out_of_memory(const std::exception_ptr& error, int
 LossTerms StepRunner::forward(const NamedTensors& batch, const StepPosition& at) {
   TrainingReport& report = meters_.report();
   PhaseTiming timing(report, StepPhase::kForward);
-  AutocastGuard autocast(placement_.device().type(), precision_);
+  AutocastGuard autocast(placement_.device().type(), config_.amp.precision);
   // Once, on the run's first batch: the model's forward FLOPs, for perf/tflops. The counter only
   // reads the ops' records (a few microseconds per op, this step only).
   std::optional<FlopCounter> flops;
@@ -304,13 +325,14 @@ at::Tensor StepRunner::normalised_loss(const LossTerms& terms, const Accumulatio
   // device sync. Where gradients are summed over ranks before the correction, the estimate must
   // be the same on every rank, so it is the nominal batch size x window length. A micro-batch
   // cut in pieces (train.on_oom) counts as that many micro-batches.
-  if (window_batches_++ == 0) {
-    if (reducer_->sums_over_ranks()) window_estimate_.fill_(static_cast<double>(config_.train.batch_size * window.length));
+  if (window_.batches++ == 0) {
+    if (reducer_->sums_over_ranks())
+      totals_.estimate.fill_(static_cast<double>(config_.train.batch_size * window.length));
     // At least 1: a first micro-batch whose items all count zero (an ignore index) must not
     // divide by zero; any non-zero estimate is exact after the correction.
-    else window_estimate_.copy_(items.clamp_min(1.0) * static_cast<double>(window.length * splits_));
+    else totals_.estimate.copy_(items.clamp_min(1.0) * static_cast<double>(window.length * splits_));
   }
-  return terms.sum.to(at::kFloat) / window_estimate_.to(at::kFloat);
+  return terms.sum.to(at::kFloat) / totals_.estimate.to(at::kFloat);
 }
 
 void StepRunner::check_finite(const at::Tensor& sum, const StepPosition& at) {
@@ -325,18 +347,18 @@ void StepRunner::check_finite(const at::Tensor& sum, const StepPosition& at) {
     throw Error("the training loss became non-finite " + where +
                 ". Lower optim.lr, check the data for NaN/Inf, clip gradients (train.max_grad_norm), or set "
                 "train.nan_policy = \"skip\" to skip such steps.");
-  if (!window_poisoned_) {
-    first_non_finite_ = where;
+  if (!window_.poisoned) {
+    window_.first_non_finite = where;
     if (config_.train.nan_policy == NanPolicy::kSkip) log_.warn("non-finite training loss " + where + ": skipping this optimizer step");
   }
-  window_poisoned_ = true;
+  window_.poisoned = true;
 }
 
 void StepRunner::backward(const at::Tensor& loss, bool sync) {
   // Data-parallel, the window's last backward (`sync`): buckets are all-reduced as they fill,
   // overlapping the rest of backward; earlier ones accumulate locally with no communication.
   // A poisoned window's backward runs only where it is a collective the other ranks wait in.
-  if (window_poisoned_ && !reducer_->sums_over_ranks()) return;
+  if (window_.poisoned && !reducer_->sums_over_ranks()) return;
   reducer_->backward(update_.scaler().scale(loss), sync);
 }
 
@@ -351,7 +373,6 @@ void StepRunner::join_all_reduce(const AccumulationWindow& window) {
 }
 
 uint32_t StepRunner::agree_on_window(uint32_t control_flags, const StepPosition& at) {
-  correction_ = at::Tensor();
   // With dist.overlap = false the gradient buckets are all-reduced here, after backward.
   reducer_->after_backward();
   // One collective: the flags of every reason to stop, save or skip ride with the item count,
@@ -359,31 +380,31 @@ uint32_t StepRunner::agree_on_window(uint32_t control_flags, const StepPosition&
   // collective of its own). Data-parallel, the flags are read on the host: a sync point once per
   // optimizer step on CUDA. A single process reads nothing (the identity).
   uint32_t flags = control_flags;
-  if (window_poisoned_) flags |= kFlagNonFinite;
-  if (split_this_window_) flags |= kFlagSplit;
-  if (window_batches_ > 0) flags |= kFlagHasBatch;
-  const at::Tensor items = window_items_.reshape({1});
-  const Agreement agreed = collectives_.agree(flags, log_window_ ? at::cat({items, meters_.window_sums()}) : items,
+  if (window_.poisoned) flags |= kFlagNonFinite;
+  if (window_.split) flags |= kFlagSplit;
+  if (window_.batches > 0) flags |= kFlagHasBatch;
+  const at::Tensor items = totals_.items.reshape({1});
+  const Agreement agreed = collectives_.agree(flags, window_.log ? at::cat({items, meters_.window_sums()}) : items,
                                               "agree on the window's item count and stop flags");
-  if (log_window_) meters_.set_agreed_window_sums(agreed.sums.slice(0, 1));
-  window_poisoned_ = (agreed.flags & kFlagNonFinite) != 0;
-  if (window_poisoned_ && config_.train.nan_policy == NanPolicy::kStop)
+  if (window_.log) meters_.set_agreed_window_sums(agreed.sums.slice(0, 1));
+  window_.poisoned = (agreed.flags & kFlagNonFinite) != 0;
+  if (window_.poisoned && config_.train.nan_policy == NanPolicy::kStop)
     throw Error("the training loss became non-finite on at least one rank at step " + std::to_string(at.step + 1) +
-                " (epoch " + std::to_string(at.epoch + 1) + (first_non_finite_.empty() ? "" : "; on this rank " + first_non_finite_) +
+                " (epoch " + std::to_string(at.epoch + 1) +
+                (window_.first_non_finite.empty() ? "" : "; on this rank " + window_.first_non_finite) +
                 "); every rank stops. Lower optim.lr, check the data for NaN/Inf, clip gradients "
                 "(train.max_grad_norm), or set train.nan_policy = \"skip\".");
-  first_non_finite_.clear();
   if (agreed.flags & kFlagSplit) agree_on_splits();
   // No micro-batch with data on any rank (every sample of the window skipped): the gradients are
   // the zeros the empty micro-batches contributed, and the window takes no update.
-  window_empty_ = (agreed.flags & kFlagHasBatch) == 0;
+  window_.empty = (agreed.flags & kFlagHasBatch) == 0;
   // Gradients summed over ranks arrive averaged, each divided by the shared estimate:
   // multiplying by estimate x world / global items makes them the gradient of (global loss sum /
   // global items). A window whose items all count zero (an ignore index) keeps zero gradients.
   if (reducer_->sums_over_ranks()) {
     const at::Tensor global_items = agreed.sums[0];
-    correction_ = at::where(global_items > 0,
-                            window_estimate_ * static_cast<double>(collectives_.world_size()) / global_items,
+    window_.correction = at::where(global_items > 0,
+                            totals_.estimate * static_cast<double>(collectives_.world_size()) / global_items,
                             at::zeros_like(global_items));
   }
   return agreed.flags;
@@ -392,7 +413,7 @@ uint32_t StepRunner::agree_on_window(uint32_t control_flags, const StepPosition&
 void StepRunner::agree_on_splits() {
   // Rare (after an out-of-memory split on some rank), so a collective of its own: every rank
   // takes the largest split, so all ranks cut alike and the checkpoint records what fits everywhere.
-  const at::Tensor mine = at::full({1}, static_cast<double>(splits_), window_items_.options());
+  const at::Tensor mine = at::full({1}, static_cast<double>(splits_), totals_.items.options());
   int64_t largest = splits_;
   std::string ranks;
   const std::vector<at::Tensor> all = collectives_.all_gather(mine, "agree on the micro-batch split after out of memory");
@@ -410,11 +431,11 @@ void StepRunner::update_parameters() {
   // The window's exact normalisation (see normalised_loss) as one factor for every gradient:
   // data-parallel, the agreement's correction; otherwise estimate / actual items, 1 when
   // micro-batches are even, and zero gradients for a window whose items all count zero.
-  at::Tensor correction = correction_;
+  at::Tensor correction = window_.correction;
   if (!correction.defined() && config_.train.grad_accum_steps * splits_ > 1)
-    correction = at::where(window_items_ > 0, window_estimate_ / window_items_, at::zeros_like(window_items_));
+    correction = at::where(totals_.items > 0, totals_.estimate / totals_.items, at::zeros_like(totals_.items));
   // A graphed step measures the gradient norm every step: the capture serves every later step.
-  update_.apply(correction, log_window_ || capturing_);
+  update_.apply(correction, window_.log || window_.capturing);
 }
 
 void StepRunner::sync_buffers() {

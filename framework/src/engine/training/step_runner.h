@@ -2,10 +2,10 @@
 // under autocast, the window's exact loss normalisation, the non-finite-loss policy, out-of-memory
 // splits, backward with the data-parallel gradient all-reduce), the ranks' one agreement, then the
 // parameter update's phases (ParameterUpdate: the update, and what advances with every step).
-// With run.cuda_graphs the same phases are captured once in a CUDA graph and replayed
-// (docs/cuda_graphs.md). The loop
-// (train_loop.cpp) calls optimizer_step() once per step and reads one StepOutcome; these two
-// files are the training step (docs/engine.md).
+// One body for every step: with run.cuda_graphs a CUDA graph is another way of running its
+// phases 2-5 (captured once, then replayed; docs/cuda_graphs.md), not a second step. The loop
+// (train_loop.cpp) calls optimizer_step() once per step and reads one StepOutcome
+// (docs/engine.md).
 #pragma once
 
 #include <c10/core/Device.h>
@@ -23,9 +23,10 @@
 #include "tp/framework/engine/batch_placement.h"
 #include "engine/training/cuda_graph_policy.h"
 #include "engine/training/parameter_update.h"
-#include "engine/training/run_control.h"
+#include "engine/training/step_capture.h"
 #include "tp/framework/engine/run_components.h"
 #include "engine/training/train_meters.h"
+#include "engine/training/window_flags.h"
 #include "tp/framework/optim/optimizer_factory.h"
 #include "tp/framework/util/log.h"
 
@@ -33,7 +34,6 @@ namespace tp {
 
 class Collectives;
 class GradientReducer;
-class StepCapture;
 struct CheckpointContents;
 struct LoadedCheckpoint;
 
@@ -95,15 +95,15 @@ class StepRunner {
   void prepare_cuda_graphs(const CudaGraphFacts& facts);
   /// [all ranks] One optimizer step over an accumulation window of `window_length` micro-batches
   /// taken from `next` (epoch `epoch`, 0-based): trains each, agrees with the other ranks once
-  /// (item count, non-finite loss, `control`'s flags: one collective, fused with the logging
-  /// window's loss sums on logging steps), updates the weights unless the window was poisoned
-  /// (nan_policy = "skip") or had no item, then advances (ParameterUpdate::advance: the schedule,
-  /// the step count, the EMA). An empty micro-batch (every sample skipped) still joins the window's
-  /// all-reduce. Under run.cuda_graphs the window's device work may be one graph replay, with the
-  /// same numbers. Throws tp::Error for a non-finite loss under nan_policy = "stop"
-  /// (data-parallel: on every rank at once) and for an out-of-memory error it cannot split
-  /// (train.on_oom).
-  StepOutcome optimizer_step(const MicroBatchFeed& next, int64_t window_length, int64_t epoch, RunControl& control);
+  /// (item count, non-finite loss, and `control_flags`, this rank's reasons to stop or save
+  /// (WindowFlag): one collective, fused with the logging window's loss sums on logging steps),
+  /// updates the weights unless the window was poisoned (nan_policy = "skip") or had no item, then
+  /// advances (ParameterUpdate::advance: the schedule, the step count, the EMA). An empty
+  /// micro-batch (every sample skipped) still joins the window's all-reduce. Under
+  /// run.cuda_graphs the window's phases 2-5 may run as one graph replay, with the same numbers.
+  /// Throws tp::Error for a non-finite loss under nan_policy = "stop" (data-parallel: on every
+  /// rank at once) and for an out-of-memory error it cannot split (train.on_oom).
+  StepOutcome optimizer_step(const MicroBatchFeed& next, int64_t window_length, int64_t epoch, uint32_t control_flags);
 
   /// Optimizer steps skipped for a non-finite loss (nan_policy = "skip").
   int64_t skipped_steps() const noexcept { return skipped_steps_; }
@@ -118,25 +118,60 @@ class StepRunner {
   void load_state(const LoadedCheckpoint& from);
 
  private:
-  /* The step, eager or graphed */
-  /// 1-5 with each micro-batch fetched, placed and trained in turn.
-  StepOutcome eager_step(const MicroBatchFeed& next, int64_t window_length, int64_t epoch, RunControl& control);
-  /// 1-5 under run.cuda_graphs: the window fetched and placed first, then trained eagerly (the
-  /// warm-up, a window a graph cannot replay), captured, or replayed (step_runner_graphs.cpp).
-  StepOutcome graphed_step(const MicroBatchFeed& next, int64_t window_length, int64_t epoch, RunControl& control);
-  /// 2-3 for each micro-batch of a window already on the device (the graphed step's eager windows
-  /// and the body it captures), leaving `at` at the last one.
-  void train_placed_window(const std::vector<NamedTensors>& window, const std::vector<int64_t>& next_indices,
-                           int64_t window_length, StepPosition& at);
-  /// 6. Advance (ParameterUpdate::advance), and on logging steps the update statistics.
-  void finish_step(StepOutcome& outcome);
+  /// What one accumulation window has seen on the host: reset by one assignment at each window's
+  /// start (a replay sets what its capture found).
+  struct WindowState {
+    at::Tensor correction;          ///< data-parallel: the window's gradient correction (agree_on_window)
+    std::string first_non_finite;   ///< where the window's loss first became non-finite, for the error
+    int64_t batches = 0;            ///< non-empty pieces of micro-batches trained so far
+    int64_t backwards = 0;          ///< pieces whose backward completed (the gradients hold them)
+    const char* piece_phase = "forward"; ///< where the current piece is, for an out-of-memory report
+    bool split = false;             ///< this rank doubled splits_ in this window
+    bool poisoned = false;          ///< a non-finite loss
+    bool empty = false;             ///< no item in the window on any rank: no update
+    bool log = false;               ///< a logging step: measure the gradient norm, carry the meters' sums
+    bool capturing = false;         ///< the phases run under a graph capture: device work only, no timing
+  };
+  /// The window's loss normaliser on the device, at addresses fixed for the run (a captured
+  /// graph reads and writes them in place).
+  struct WindowTotals {
+    at::Tensor estimate; ///< the divisor every micro-batch's loss is divided by (normalised_loss)
+    at::Tensor items;    ///< the items the window's backwards have counted
+  };
+  /// Under run.cuda_graphs, a window's micro-batches placed on the device and held until the
+  /// window is whole: a replay trains all of them at once.
+  struct HeldWindow {
+    std::vector<NamedTensors> batches;
+    std::vector<int64_t> next_indices; ///< each one's index of the batch after it
+  };
+  /// How a held window's phases 2-5 run, and whether its eager run is probed for host syncs.
+  struct GraphPlan {
+    StepCapture::Use use = StepCapture::Use::kEager;
+    bool probe = false;
+  };
+
+  /* The graph: another way of running phases 2-5 (step_runner_graphs.cpp) */
+  /// How the held window runs: eagerly (no graph, the warm-up, a window a graph cannot replay),
+  /// captured and replayed, or replayed.
+  GraphPlan plan_graph(const HeldWindow& held, bool complete) const;
+  /// 2-3 and 5 of a complete held window as one replay, captured first under kCapture; the
+  /// window's host state is then what the capture found.
+  void run_graph(StepCapture::Use use, const HeldWindow& held, int64_t window_length, StepPosition& at);
 
   /* Phases of a step */
+  /// 6. Advance (ParameterUpdate::advance), and on logging steps the update statistics.
+  void finish_step(StepOutcome& outcome);
   /// 1. A fetched micro-batch on the device, through the batch transforms (at.batch: the index
   /// of the batch after it).
   NamedTensors place(NamedTensors cpu_batch, const StepPosition& at);
   /// 2-3 for one micro-batch already placed (empty: every sample was skipped).
-  void train_placed(const NamedTensors& batch, const AccumulationWindow& window, const StepPosition& at);
+  void train_micro_batch(const NamedTensors& batch, const AccumulationWindow& window, const StepPosition& at);
+  /// 2-3 for each micro-batch of a held window (`batches`: the held ones or a capture's static
+  /// copies), leaving `at` at the last one.
+  void train_held(const std::vector<NamedTensors>& batches, const std::vector<int64_t>& next_indices,
+                  int64_t window_length, StepPosition& at);
+  /// What each micro-batch starts with: its timing window, the reducer's sync flag, and at the
+  /// window's first the buffers' broadcast and the device item count zeroed.
   void begin_micro_batch(const AccumulationWindow& window, int64_t step);
   /// 2-3 for each piece of the placed micro-batch (the whole batch unless it was split).
   void train_pieces(const NamedTensors& batch, const AccumulationWindow& window, const StepPosition& at);
@@ -156,8 +191,9 @@ class StepRunner {
   /// Data-parallel: after some rank split this window, every rank takes the largest split.
   void agree_on_splits();
   void join_all_reduce(const AccumulationWindow& window);
-  /// 4-5 once per window, timed as the optimizer phase: the agreement, then the update or skip.
-  void close_window(uint32_t control_flags, const StepPosition& at, StepOutcome& outcome);
+  /// 4-5 once per complete window, timed as the optimizer phase: the agreement, then the update or
+  /// skip (`replayed`: the update ran in the graph).
+  void close_window(uint32_t control_flags, bool replayed, const StepPosition& at, StepOutcome& outcome);
   /// 4. Agree: the window's one collective: `control_flags` and the step's own flags ORed over ranks,
   /// the item count (and on a logging step the meters' window sums) summed. Returns the flags.
   uint32_t agree_on_window(uint32_t control_flags, const StepPosition& at);
@@ -179,21 +215,11 @@ class StepRunner {
   Collectives& collectives_;
   std::unique_ptr<GradientReducer> reducer_; ///< build_gradient_reducer(); does nothing for a single process
   ParameterUpdate& update_; ///< 5-6: the update and what advances with the step; owns the fp16 scaler
-  Precision precision_;
   std::unique_ptr<StepCapture> capture_; ///< run.cuda_graphs when allowed; null: every step eager
   std::optional<std::string> graph_report_; ///< runtime.toml's [cuda_graphs] table, not yet taken
-  at::Tensor window_estimate_, window_items_; ///< loss normaliser of the current window, on device
-  at::Tensor correction_;        ///< data-parallel: the window's gradient correction (agree_on_window)
-  std::string first_non_finite_; ///< where this window's loss first became non-finite, for the error
-  int64_t window_batches_ = 0;   ///< non-empty pieces of micro-batches in this window so far
-  int64_t window_backwards_ = 0; ///< pieces of this window whose backward completed (gradients hold them)
-  int64_t splits_ = 1;           ///< pieces per micro-batch (train.on_oom = "split")
-  bool split_this_window_ = false; ///< this rank doubled splits_ in the current window
-  const char* piece_phase_ = "forward"; ///< where the current piece is, for an out-of-memory report
-  bool window_poisoned_ = false; ///< this window saw a non-finite loss
-  bool window_empty_ = false;    ///< no item in the window on any rank: no update
-  bool log_window_ = false;      ///< this window's step is a logging step: measure its gradient norm
-  bool capturing_ = false;       ///< the phases run under a graph capture: device work only, no timing
+  WindowTotals totals_;
+  WindowState window_;
+  int64_t splits_ = 1;           ///< pieces per micro-batch (train.on_oom = "split"), checkpointed
   int64_t skipped_steps_ = 0;
 };
 

@@ -57,7 +57,9 @@ void Trainer::Impl::train_epoch(int64_t epoch) {
     const int64_t window = std::min(accum, batches - window_start) - (done - window_start);
     control_.defer(dispatch(TP_EVENT_STEP_BEGIN, {}));
     trace_.before_step(step() + 1);
-    const StepOutcome outcome = steps_.optimizer_step(fetch, window, epoch, control_);
+    // This rank's reasons to stop or save (callback requests so far, its clock, a signal) ride
+    // with the step's agreement; one arriving during the step rides with the next.
+    const StepOutcome outcome = steps_.optimizer_step(fetch, window, epoch, control_.take_window_flags());
     trace_.after_step(step());
     record_cuda_graph_state(); // a capture or "auto"'s choice, into runtime.toml
     done += outcome.micro_batches;

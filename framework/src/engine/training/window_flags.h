@@ -1,0 +1,22 @@
+// The flags one accumulation window's agreement carries (Collectives::agree: ORed over ranks):
+// the run's reasons to stop or save, which RunControl raises and reads, and the step's own,
+// which StepRunner raises. Their own header so that the step sees the flags, not the control.
+#pragma once
+
+#include <cstdint>
+
+namespace tp {
+
+/// Flags a window's agreement carries (Collectives::agree: ORed over ranks).
+enum WindowFlag : uint32_t {
+  kFlagStopRequest = 1u << 0, ///< a deferred callback TP_REQUEST_STOP
+  kFlagSaveRequest = 1u << 1, ///< a deferred callback TP_REQUEST_SAVE
+  kFlagTimeUp = 1u << 2,      ///< train.max_time is used up on this rank's clock
+  kFlagSignal = 1u << 3,      ///< SIGINT/SIGTERM reached this rank
+  kFlagNonFinite = 1u << 4,   ///< the step: a non-finite training loss in the window
+  kFlagSplit = 1u << 5,       ///< the step: this rank cut micro-batches after running out of memory
+  kFlagHasBatch = 1u << 6,    ///< the step: this rank trained at least one non-empty micro-batch
+  kFlagWriteFailed = 1u << 7, ///< rank 0 failed to write a run file (rank0_write)
+};
+
+}  // namespace tp
