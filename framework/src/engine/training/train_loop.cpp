@@ -1,6 +1,6 @@
 // The loop, top to bottom as nanoGPT's reads: step (one call, StepRunner), log, evaluate, save,
-// stop (RunControl's answers). What happens inside a step is step_runner.cpp's;
-// these two files are the training step (docs/engine.md).
+// stop (RunControl's answers). What happens inside a step, eager or graphed, is
+// step_runner.cpp's (docs/engine.md, "Reading one training step").
 #include <ATen/ATen.h>
 #include <torch/optim/optimizer.h>
 
