@@ -1,8 +1,10 @@
 // The fused BatchNorm (training) + [residual add +] ReLU kernels (norm_act_kernels.h). Three
 // launches each way: a per-channel reduction over row blocks (a 32 x 8 block: 32 consecutive
 // channels, 8 row lanes; registers, then a shared-memory tree over the lanes), a finalize that
-// combines a channel's partials in row-block order, and one elementwise pass. Arithmetic in fp32;
-// the finalize combines in double, which costs nothing at C values and keeps long sums exact.
+// combines a channel's partials (a 32 x 16 block: each lane a contiguous share of the row blocks,
+// then a tree over the lanes, so the order is the plan's, never the scheduler's), and one
+// elementwise pass. Arithmetic in fp32; the finalize combines in double, which costs little at C
+// values and keeps long sums exact.
 // Every kernel's name starts with batch_norm_ so that the benchmark's kernel-time breakdown
 // (bench/train_speed/kernel_breakdown.py) files it under normalisation.
 #include "ops/norm_act_kernels.h"
@@ -20,7 +22,9 @@ constexpr int kTileChannels = 32;  // blockDim.x of the reductions: one warp rea
 constexpr int kTileRows = 8;       // blockDim.y: row lanes; a power of two (the tree halves it)
 constexpr int64_t kMinRowsPerBlock = 64;
 constexpr int64_t kBlocksPerSm = 8;  // reduction blocks wanted per multiprocessor
-constexpr int kFinalizeThreads = 256;
+// blockDim.y of the finalizes: a channel's up to ~500 partials combined by 16 lanes, not one
+// thread walking them all (a serial walk was latency-bound: 4.8 ms of ResNet-50's step on an H200).
+constexpr int kFinalizeLanes = 16;
 constexpr int kApplyThreads = 256;
 constexpr int64_t kMaxApplyBlocks = int64_t{1} << 20;  // the apply kernels stride over the rest
 
@@ -116,31 +120,74 @@ __global__ void __launch_bounds__(kTileChannels* kTileRows)
   }
 }
 
-/// Per channel: combines the partials in row-block order (Chan et al.'s pairwise update), writes
-/// the saved statistics, the apply pass's scale and shift, and updates the running statistics as
-/// torch.nn.BatchNorm2d does (running_var takes the unbiased variance).
-__global__ void batch_norm_act_finalize(const float* __restrict__ part_mean, const float* __restrict__ part_m2,
-                                 ReductionPlan plan, const float* __restrict__ weight, const float* __restrict__ bias,
-                                 float* __restrict__ running_mean, float* __restrict__ running_var,
-                                 float* __restrict__ save_mean, float* __restrict__ save_invstd,
-                                 float* __restrict__ scale, float* __restrict__ shift, double momentum, double eps) {
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= plan.channels) return;
-  double n = 0.0;
-  double mean = 0.0;
-  double m2 = 0.0;
-  for (int64_t b = 0; b < plan.row_blocks; ++b) {
-    const int64_t begin = b * plan.rows_per_block;
-    const int64_t end = begin + plan.rows_per_block < plan.rows ? begin + plan.rows_per_block : plan.rows;
-    const double nb = static_cast<double>(end - begin);
-    const double total = n + nb;
-    const double delta = static_cast<double>(part_mean[b * plan.channels + c]) - mean;
-    mean += delta * (nb / total);
-    m2 += static_cast<double>(part_m2[b * plan.channels + c]) + delta * delta * (n * nb / total);
-    n = total;
+/// A combination of row blocks of one channel: count, mean and M2 (sum of squared deviations).
+struct Moments {
+  double n, mean, m2;
+};
+
+/// `a` and a block of nb rows with mean `mean_b` and M2 `m2_b` combined (Chan et al.'s pairwise
+/// update); either may be empty.
+__device__ __forceinline__ Moments combine(const Moments& a, double nb, double mean_b, double m2_b) {
+  const double total = a.n + nb;
+  if (nb == 0.0) return a;
+  const double delta = mean_b - a.mean;
+  return {total, a.mean + delta * (nb / total), a.m2 + m2_b + delta * delta * (a.n * nb / total)};
+}
+
+/// The row blocks [begin, end) whose partials lane `lane` combines: a contiguous share, in order.
+struct BlockShare {
+  int64_t begin, end;
+};
+__device__ __forceinline__ BlockShare lane_share(int32_t row_blocks, int lane) {
+  const int64_t per = (row_blocks + kFinalizeLanes - 1) / kFinalizeLanes;
+  const int64_t begin = lane * per < row_blocks ? lane * per : row_blocks;
+  return {begin, begin + per < row_blocks ? begin + per : row_blocks};
+}
+
+/// Per channel: combines the partials (each lane its share in row-block order, then the lanes in
+/// a fixed tree), writes the saved statistics, the apply pass's scale and shift, and updates the
+/// running statistics as torch.nn.BatchNorm2d does (running_var takes the unbiased variance).
+__global__ void __launch_bounds__(kTileChannels* kFinalizeLanes)
+    batch_norm_act_finalize(const float* __restrict__ part_mean, const float* __restrict__ part_m2,
+                            ReductionPlan plan, const float* __restrict__ weight, const float* __restrict__ bias,
+                            float* __restrict__ running_mean, float* __restrict__ running_var,
+                            float* __restrict__ save_mean, float* __restrict__ save_invstd,
+                            float* __restrict__ scale, float* __restrict__ shift, double momentum, double eps) {
+  __shared__ double sn[kFinalizeLanes][kTileChannels];
+  __shared__ double smean[kFinalizeLanes][kTileChannels];
+  __shared__ double sm2[kFinalizeLanes][kTileChannels];
+  const int tx = static_cast<int>(threadIdx.x);
+  const int ty = static_cast<int>(threadIdx.y);
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kTileChannels + tx;
+  const bool active = c < plan.channels;
+  Moments m{0.0, 0.0, 0.0};
+  if (active) {
+    const BlockShare share = lane_share(plan.row_blocks, ty);
+    for (int64_t b = share.begin; b < share.end; ++b) {
+      const int64_t begin = b * plan.rows_per_block;
+      const int64_t end = begin + plan.rows_per_block < plan.rows ? begin + plan.rows_per_block : plan.rows;
+      const int64_t at = b * plan.channels + c;
+      m = combine(m, static_cast<double>(end - begin), part_mean[at], part_m2[at]);
+    }
   }
+  sn[ty][tx] = m.n;
+  smean[ty][tx] = m.mean;
+  sm2[ty][tx] = m.m2;
+  __syncthreads();
+  for (int stride = kFinalizeLanes / 2; stride > 0; stride /= 2) {
+    if (ty < stride) {
+      const Moments r = combine({sn[ty][tx], smean[ty][tx], sm2[ty][tx]}, sn[ty + stride][tx], smean[ty + stride][tx],
+                                sm2[ty + stride][tx]);
+      sn[ty][tx] = r.n;
+      smean[ty][tx] = r.mean;
+      sm2[ty][tx] = r.m2;
+    }
+    __syncthreads();
+  }
+  if (ty != 0 || !active) return;
+  const double mean = smean[0][tx];
   const double rows = static_cast<double>(plan.rows);
-  const double var = m2 / rows;
+  const double var = sm2[0][tx] / rows;
   const double invstd = 1.0 / sqrt(var + eps);
   save_mean[c] = static_cast<float>(mean);
   save_invstd[c] = static_cast<float>(invstd);
@@ -208,28 +255,48 @@ __global__ void __launch_bounds__(kTileChannels* kTileRows)
   }
 }
 
-/// Per channel: the partial sums in row-block order; grad_bias, grad_weight and the apply pass's
-/// coefficients: dx = a * (g - b - (x - mean) * k).
-__global__ void batch_norm_act_backward_finalize(const float* __restrict__ part_g, const float* __restrict__ part_gx,
-                                  ReductionPlan plan, const float* __restrict__ weight,
-                                  const float* __restrict__ save_invstd, float* __restrict__ grad_weight,
-                                  float* __restrict__ grad_bias, float* __restrict__ coef_a,
-                                  float* __restrict__ coef_b, float* __restrict__ coef_k) {
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= plan.channels) return;
+/// Per channel: the partial sums (each lane its share in row-block order, then the lanes in a
+/// fixed tree); grad_bias, grad_weight and the apply pass's coefficients:
+/// dx = a * (g - b - (x - mean) * k).
+__global__ void __launch_bounds__(kTileChannels* kFinalizeLanes)
+    batch_norm_act_backward_finalize(const float* __restrict__ part_g, const float* __restrict__ part_gx,
+                                     ReductionPlan plan, const float* __restrict__ weight,
+                                     const float* __restrict__ save_invstd, float* __restrict__ grad_weight,
+                                     float* __restrict__ grad_bias, float* __restrict__ coef_a,
+                                     float* __restrict__ coef_b, float* __restrict__ coef_k) {
+  __shared__ double sg[kFinalizeLanes][kTileChannels];
+  __shared__ double sgx[kFinalizeLanes][kTileChannels];
+  const int tx = static_cast<int>(threadIdx.x);
+  const int ty = static_cast<int>(threadIdx.y);
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kTileChannels + tx;
+  const bool active = c < plan.channels;
   double sum_g = 0.0;
   double sum_gx = 0.0;
-  for (int64_t b = 0; b < plan.row_blocks; ++b) {
-    sum_g += part_g[b * plan.channels + c];
-    sum_gx += part_gx[b * plan.channels + c];
+  if (active) {
+    const BlockShare share = lane_share(plan.row_blocks, ty);
+    for (int64_t b = share.begin; b < share.end; ++b) {
+      sum_g += part_g[b * plan.channels + c];
+      sum_gx += part_gx[b * plan.channels + c];
+    }
   }
+  sg[ty][tx] = sum_g;
+  sgx[ty][tx] = sum_gx;
+  __syncthreads();
+  for (int stride = kFinalizeLanes / 2; stride > 0; stride /= 2) {
+    if (ty < stride) {
+      sg[ty][tx] += sg[ty + stride][tx];
+      sgx[ty][tx] += sgx[ty + stride][tx];
+    }
+    __syncthreads();
+  }
+  if (ty != 0 || !active) return;
   const double rows = static_cast<double>(plan.rows);
   const double invstd = save_invstd[c];
-  grad_bias[c] = static_cast<float>(sum_g);
-  grad_weight[c] = static_cast<float>(sum_gx * invstd);
+  grad_bias[c] = static_cast<float>(sg[0][tx]);
+  grad_weight[c] = static_cast<float>(sgx[0][tx] * invstd);
   coef_a[c] = static_cast<float>(static_cast<double>(weight[c]) * invstd);
-  coef_b[c] = static_cast<float>(sum_g / rows);
-  coef_k[c] = static_cast<float>(invstd * invstd * sum_gx / rows);
+  coef_b[c] = static_cast<float>(sg[0][tx] / rows);
+  coef_k[c] = static_cast<float>(invstd * invstd * sgx[0][tx] / rows);
 }
 
 /// dx = a * (g - b - (x - mean) * k) and, with a residual, d_residual = g; V elements per step.
@@ -270,7 +337,7 @@ dim3 reduction_grid(const ReductionPlan& plan) {
 }
 
 unsigned finalize_blocks(const ReductionPlan& plan) {
-  return static_cast<unsigned>((plan.channels + kFinalizeThreads - 1) / kFinalizeThreads);
+  return static_cast<unsigned>((plan.channels + kTileChannels - 1) / kTileChannels);
 }
 
 template <typename T, int V>
@@ -298,7 +365,7 @@ cudaError_t forward_typed(const ReductionPlan& plan, const ForwardArgs& a, cudaS
   batch_norm_act_stats<T><<<reduction_grid(plan), dim3(kTileChannels, kTileRows), 0, stream>>>(
       static_cast<const T*>(a.x), plan.rows, plan.channels, plan.rows_per_block, part_mean, part_m2);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  batch_norm_act_finalize<<<finalize_blocks(plan), kFinalizeThreads, 0, stream>>>(
+  batch_norm_act_finalize<<<finalize_blocks(plan), dim3(kTileChannels, kFinalizeLanes), 0, stream>>>(
       part_mean, part_m2, plan, a.weight, a.bias, a.running_mean, a.running_var, a.save_mean, a.save_invstd, scale,
       shift, a.momentum, a.eps);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
@@ -340,7 +407,7 @@ cudaError_t backward_typed(const ReductionPlan& plan, const BackwardArgs& a, cud
       static_cast<const T*>(a.dy), static_cast<const T*>(a.x), static_cast<const T*>(a.y), a.save_mean, plan.rows,
       plan.channels, plan.rows_per_block, part_g, part_gx);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  batch_norm_act_backward_finalize<<<finalize_blocks(plan), kFinalizeThreads, 0, stream>>>(
+  batch_norm_act_backward_finalize<<<finalize_blocks(plan), dim3(kTileChannels, kFinalizeLanes), 0, stream>>>(
       part_g, part_gx, plan, a.weight, a.save_invstd, a.grad_weight, a.grad_bias, coef_a, coef_b, coef_k);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   switch (a.vector_width) {
