@@ -4,14 +4,16 @@
 #   P/share/torchhost/configs/          reference.toml (every key) and the example configs (TP_INSTALL_CONFIG_DIR)
 #   P/share/doc/torchhost/              README.md and docs/
 #   P/include, P/lib/cmake/torchhost, P/share/torchhost/{README.md,templates/}   the plugin SDK
+#   P/lib/libtorchhost_infer.so*, P/include/tp/infer/   the inference library (torchhost::infer)
 # The host finds its plugins and reference.toml relative to its own executable
 # (framework/src/config/install_layout.cpp), so P can be moved anywhere. Install components:
 # `sdk` (what a plugin author needs, plugin_api/CMakeLists.txt; installable after any build) and
 # `runtime` (the rest, which needs the host and every built-in plugin built).
 #
-# RPATH: nothing of ours is a shared library (the framework is linked statically; plugins are
-# loaded by path), so the installed host and plugins keep only LibTorch's lib/, absolute (LibTorch
-# is not copied), and the directories of what else they link from outside this tree. LibTorch's
+# RPATH: the host links the framework statically and loads plugins by path, so the installed host,
+# plugins and inference library keep only LibTorch's lib/, absolute (LibTorch is not copied), and
+# the directories of what else they link from outside this tree; a program linking the library
+# finds it by its own RUNPATH (CMake's install tree or the user's), the library finds LibTorch. LibTorch's
 # is named explicitly: a project venv (.venv, scripts/setup) lies inside the source tree, whose
 # directories INSTALL_RPATH_USE_LINK_PATH leaves out.
 get_filename_component(_tp_torch_lib "${Torch_DIR}/../../../lib" ABSOLUTE)
@@ -25,6 +27,18 @@ endif()
 if(TARGET host)
   set_target_properties(host PROPERTIES INSTALL_RPATH "${_tp_install_rpath}" INSTALL_RPATH_USE_LINK_PATH TRUE)
   install(TARGETS host RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+endif()
+# The inference library (framework/infer), with its headers: component `runtime`, as it needs
+# building, and an export set of its own (torchhostInferTargets.cmake), which the package config
+# includes where it is installed; an `sdk`-only install has the plugin SDK without it.
+if(TARGET tp_infer)
+  set_target_properties(tp_infer PROPERTIES INSTALL_RPATH "${_tp_install_rpath}" INSTALL_RPATH_USE_LINK_PATH TRUE)
+  install(TARGETS tp_infer EXPORT torchhostInferTargets
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT runtime)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/framework/infer/include/tp/infer DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tp
+          COMPONENT runtime)
+  install(EXPORT torchhostInferTargets NAMESPACE torchhost:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/torchhost
+          COMPONENT runtime)
 endif()
 get_property(_tp_builtin_plugins GLOBAL PROPERTY TP_BUILTIN_PLUGINS)
 foreach(_plugin IN LISTS _tp_builtin_plugins)

@@ -10,7 +10,9 @@
 # makes a mismatch a warning, an error under -Werror, instead of a silent slow build). So there is
 # one PCH per flag set, each built by a tiny object library that links only LibTorch (its macros
 # are the LibTorch ones every consumer has too), and every consumer reuses it:
-#   tp_pch_torch         C++20, position-dependent: tp_framework, host, tests, benchmarks
+#   tp_pch_torch         C++20, position-dependent: host, tests, benchmarks
+#   tp_pch_torch_pic     C++20, -fPIC: tp_framework and tp_infer, which go into the shared
+#                        inference library (framework/infer); the module PCH where that is C++20
 #   tp_pch_torch_module  the standard Tier T plugins compile in (C++17, or C++20 where LibTorch
 #                        requires it: TP_TORCH_CXX_STANDARD), -fPIC: torchhost_add_plugin
 # Only for the top-level build: a project that add_subdirectory()s torchhost may compile its own
@@ -39,18 +41,28 @@ endfunction()
 if(TP_PCH)
   _tp_add_pch_target(tp_pch_torch 20 OFF)
   _tp_add_pch_target(tp_pch_torch_module ${TP_TORCH_CXX_STANDARD} ON)
+  if(TP_TORCH_CXX_STANDARD EQUAL 20)
+    set(_tp_pch_pic tp_pch_torch_module) # the same flags: one PCH less to build
+  else()
+    _tp_add_pch_target(tp_pch_torch_pic 20 ON)
+    set(_tp_pch_pic tp_pch_torch_pic)
+  endif()
 endif()
 
 # tp_use_torch_pch(<target>): compile <target>'s C++ sources with the LibTorch PCH of its kind
-# (a MODULE library: the plugin one; anything else: the C++20 one). The target must link LibTorch
-# and be compiled with that PCH's flags. Does nothing when TP_PCH is OFF.
+# (a MODULE library: the plugin one; a SHARED library or a target with POSITION_INDEPENDENT_CODE
+# set before this call: the C++20 -fPIC one; anything else: the C++20 one). The target must link
+# LibTorch and be compiled with that PCH's flags. Does nothing when TP_PCH is OFF.
 function(tp_use_torch_pch target)
   if(NOT TP_PCH)
     return()
   endif()
   get_target_property(_type ${target} TYPE)
+  get_target_property(_pic ${target} POSITION_INDEPENDENT_CODE)
   if(_type STREQUAL "MODULE_LIBRARY")
     target_precompile_headers(${target} REUSE_FROM tp_pch_torch_module)
+  elseif(_type STREQUAL "SHARED_LIBRARY" OR _pic)
+    target_precompile_headers(${target} REUSE_FROM ${_tp_pch_pic})
   else()
     target_precompile_headers(${target} REUSE_FROM tp_pch_torch)
   endif()

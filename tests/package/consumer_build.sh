@@ -17,12 +17,19 @@
 #   plugin that includes <dlpack/dlpack.h> as the SDK's docs taught before DLPack was pinned as
 #   tp/dlpack.h, builds with that header taken from the install (never /usr/include/dlpack, where
 #   libdlpack-dev puts it). The installed host accepts all of them.
-# Args: <build dir> [all | libtorch-only]: libtorch-only (the CUDA tree) checks the install and the
-# Tier T template, the parts that depend on the tree's LibTorch, and leaves the LibTorch-free
-# templates to the default tree, where they are the same.
+# - the inference library (docs/deployment.md section 4): libtorchhost_infer.so exports its API
+#   alone; its template (classify in C++, classify_c in C11) builds from the install with
+#   find_package(torchhost CONFIG) and torchhost::infer, runs with no LD_LIBRARY_PATH on an export
+#   of a tiny run the installed host trained, and prints the classes and probabilities `host
+#   predict --images` writes for the same files.
+# Args: <build dir> [all | libtorch-only] [python]: libtorch-only (the CUDA tree) checks the install
+# and what depends on the tree's LibTorch (the Tier T template, the inference library), and leaves
+# the LibTorch-free templates to the default tree, where they are the same. python (default
+# python3) runs the standard-library helpers beside this script.
 set -euo pipefail
 build=$1
 scope=${2:-all} # all | libtorch-only
+python=${3:-python3}
 here=$(cd "$(dirname "$0")" && pwd)
 work="$build/test-runs/package"
 rm -rf "$work"
@@ -44,7 +51,7 @@ for dir in lib lib/torchhost lib/torchhost/plugins share/torchhost/configs; do
   mode=$(stat -c %a "$work/sdk/$dir")
   [ "$mode" = 755 ] || { echo "installed $dir has mode $mode under umask 002, not 755"; exit 1; }
 done
-for binary in "$host" "$work"/sdk/lib/torchhost/plugins/*.so; do
+for binary in "$host" "$work"/sdk/lib/torchhost/plugins/*.so "$work"/sdk/lib/libtorchhost_infer.so; do
   runpath=$(readelf -d "$binary" | sed -n 's/.*(R[UN]*PATH).*\[\(.*\)\]/\1/p')
   if [[ "$runpath" == *"$build"* || "$runpath" == *"$work"* ]]; then
     echo "$binary: RUNPATH into the build tree or the install's first prefix: $runpath"; exit 1
@@ -208,3 +215,62 @@ done
 if grep -q 'Could not find a package configuration file provided by "Torch"' "$work/t_no_torch.out"; then
   echo "template_model without LibTorch: CMake's generic message, not torchhost's"; exit 1
 fi
+
+# The inference library from the install. Its exports: the C API and the tp::infer classes, nothing
+# of the framework or of what LibTorch's headers instantiate.
+library="$work/sdk/lib/libtorchhost_infer.so"
+test -f "$work/sdk/include/tp/infer/model.h" -a -f "$work/sdk/include/tp/infer/infer.h" -a -f "$library" ||
+  { echo "the inference library or its headers are not installed"; exit 1; }
+leaked=$(nm -D --defined-only "$library" | awk '{print $3}' | c++filt |
+  grep -Ev '^(tp_infer_[a-z_]+|tp::infer::.*|(typeinfo|typeinfo name|vtable) for tp::infer::Error)$' || true)
+[ -z "$leaked" ] || { echo "libtorchhost_infer.so exports more than its API:"; echo "$leaked" | head -20; exit 1; }
+# A tiny run trained, exported and predicted by the installed host (its own plugins, found from its
+# location), long enough that it tells the two classes apart; eval.batch_size covers every file, so host predict runs them as one batch, as the
+# template programs do (a batch's size can change a float's last bit, docs/deployment.md).
+infer="$work/infer"
+"$python" "$here/dark_light_images.py" "$infer/train" 6
+"$python" "$here/dark_light_images.py" "$infer/val" 3
+cat >"$infer/run.toml" <<TOML
+[run]
+name = "infer"
+seed = 1
+device = "cpu"
+[train]
+epochs = 5
+batch_size = 4
+[eval]
+batch_size = 32
+[data]
+num_workers = 1
+[data.train]
+component = "org.torchhost.image_folder"
+root = "$infer/train"
+val_root = "$infer/val"
+resize = [32, 32]
+mean = [0.5, 0.5, 0.5]
+std = [0.25, 0.25, 0.25]
+[model]
+component = "org.torchhost.small_cnn"
+num_classes = 2
+image_size = 32
+[loss]
+component = "org.torchhost.cross_entropy"
+TOML
+(cd "$infer" && env -u LD_LIBRARY_PATH -u TORCHHOST_PLUGIN_PATH "$host" train --config run.toml --output-dir run) \
+  >"$infer/train.out" 2>&1 || { cat "$infer/train.out"; exit 1; }
+"$host" export --checkpoint "$infer/run/checkpoints/last.pt" --format safetensors --output "$infer/model.safetensors"
+find "$infer/val" -name '*.png' | sort >"$infer/images.txt"
+"$host" predict --config "$infer/run.toml" --output-dir "$infer/run" --checkpoint last --images "$infer/images.txt" \
+  --output "$infer/predict.csv"
+# The template, copied out and built as a user builds it: no LibTorch named, the SDK alone.
+cp -r "$share/templates/infer_classify" "$work/infer_classify"
+cmake -S "$work/infer_classify" -B "$work/infer_classify-build" -G Ninja -DCMAKE_PREFIX_PATH="$work/sdk" "${launcher[@]}"
+cmake --build "$work/infer_classify-build"
+mapfile -t images <"$infer/images.txt"
+for program in classify classify_c; do
+  env -u LD_LIBRARY_PATH -u TORCHHOST_PLUGIN_PATH "$work/infer_classify-build/$program" "$infer/model.safetensors" \
+    "${images[@]}" | tee "$infer/$program.out"
+done
+"$python" "$here/same_predictions.py" "$infer/predict.csv" "$infer/classify.out" "$infer/classify_c.out"
+[ "$(cut -f2 "$infer/classify.out" | sort -u | tr '\n' ' ')" = "dark light " ] ||
+  { echo "classify: expected both classes, dark and light, by name"; exit 1; }

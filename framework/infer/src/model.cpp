@@ -121,6 +121,8 @@ Tensor host_tensor(const std::string& name, const at::Tensor& tensor) {
 
 }  // namespace
 
+Error::~Error() = default;
+
 const Tensor& Batch::output(const std::string& name) const {
   for (const Tensor& tensor : outputs)
     if (tensor.name == name) return tensor;

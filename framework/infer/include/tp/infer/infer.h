@@ -13,6 +13,9 @@
  * Ownership: handles are opaque; each open/run has its matching close/free, which accept NULL.
  * Strings and arrays returned are borrowed from the handle named, valid until it is freed.
  *
+ * Linking: libtorchhost_infer.so (CMake: find_package(torchhost CONFIG), target torchhost::infer)
+ * exports these functions (TP_EXPORT) and tp/infer/model.h's classes, nothing else.
+ *
  * Threads: [any] on every function. Calls on one model are serialized inside it. One model may be
  * open per process at a time (its plugins are loaded once per process): tp_infer_open refuses a
  * second until the first is closed. The last error is per thread. */
@@ -34,54 +37,57 @@ typedef struct tp_infer_result_t tp_infer_result_t;
 
 /** The message of the calling thread's last failed call (UTF-8, one paragraph: what failed and
  *  what to do); "" when none failed. Borrowed: valid until this thread's next call. */
-const char *tp_infer_last_error(void);
+TP_EXPORT const char *tp_infer_last_error(void);
 
 /** Opens `export_file` (what `host export` wrote) on `device` ("cpu", "cuda", "cuda:N"; NULL means
  *  "cpu"), loading the plugins of `plugin_dir` (the directory holding the plugin that builds the
  *  model and the one that reads its images). On TP_OK `*out_model` is a new model: close it with
  *  tp_infer_close. */
-tp_status tp_infer_open(const char *export_file, const char *device, const char *plugin_dir,
-                        tp_infer_model_t **out_model);
+TP_EXPORT tp_status tp_infer_open(const char *export_file, const char *device, const char *plugin_dir,
+                                  tp_infer_model_t **out_model);
 
 /** Releases `model` and its plugins. Results of it stay valid (they own their data). NULL: no-op. */
-void tp_infer_close(tp_infer_model_t *model);
+TP_EXPORT void tp_infer_close(tp_infer_model_t *model);
 
 /** Reads `count` image files with the export's evaluation preprocessing (as `host predict
  *  --images` does) and runs them as one batch; each image's `top_k` best classes are kept.
  *  On TP_OK `*out_result` is new: free it with tp_infer_result_free. */
-tp_status tp_infer_run_files(tp_infer_model_t *model, const char *const *paths, uint32_t count, uint32_t top_k,
-                             tp_infer_result_t **out_result);
+TP_EXPORT tp_status tp_infer_run_files(tp_infer_model_t *model, const char *const *paths, uint32_t count,
+                                       uint32_t top_k, tp_infer_result_t **out_result);
 
 /** As tp_infer_run_files, for `count` images held in memory: image i is `sizes[i]` bytes at
  *  `data[i]` (a JPEG, PNG, BMP or WebP file's bytes), decoded exactly as that file would be. */
-tp_status tp_infer_run_encoded(tp_infer_model_t *model, const uint8_t *const *data, const uint64_t *sizes,
-                               uint32_t count, uint32_t top_k, tp_infer_result_t **out_result);
+TP_EXPORT tp_status tp_infer_run_encoded(tp_infer_model_t *model, const uint8_t *const *data,
+                                         const uint64_t *sizes, uint32_t count, uint32_t top_k,
+                                         tp_infer_result_t **out_result);
 
 /** Runs one prepared float32 input field `name` (e.g. "image") of shape `shape[0..ndim)`, batch
  *  dimension first, row-major `data` (copied during the call). As tp_infer_run_files otherwise. */
-tp_status tp_infer_run_tensor(tp_infer_model_t *model, const char *name, const float *data, const int64_t *shape,
-                              uint32_t ndim, uint32_t top_k, tp_infer_result_t **out_result);
+TP_EXPORT tp_status tp_infer_run_tensor(tp_infer_model_t *model, const char *name, const float *data,
+                                        const int64_t *shape, uint32_t ndim, uint32_t top_k,
+                                        tp_infer_result_t **out_result);
 
 /** Releases `result`. NULL: no-op. */
-void tp_infer_result_free(tp_infer_result_t *result);
+TP_EXPORT void tp_infer_result_free(tp_infer_result_t *result);
 
 /** The number of outputs the model returned (0 for NULL). */
-uint32_t tp_infer_result_output_count(const tp_infer_result_t *result);
+TP_EXPORT uint32_t tp_infer_result_output_count(const tp_infer_result_t *result);
 
 /** Output `index` (< tp_infer_result_output_count): its name, its shape (`*out_ndim` sizes, batch
  *  first) and its values as float32, row-major. All borrowed from `result`. */
-tp_status tp_infer_result_output(const tp_infer_result_t *result, uint32_t index, const char **out_name,
-                                 const int64_t **out_shape, uint32_t *out_ndim, const float **out_values);
+TP_EXPORT tp_status tp_infer_result_output(const tp_infer_result_t *result, uint32_t index, const char **out_name,
+                                           const int64_t **out_shape, uint32_t *out_ndim,
+                                           const float **out_values);
 
 /** The number of best classes kept for `image` (min(top_k, classes); 0 when the model has no
  *  classification output, `logits` or `*_logits`). */
-uint32_t tp_infer_result_class_count(const tp_infer_result_t *result, uint32_t image);
+TP_EXPORT uint32_t tp_infer_result_class_count(const tp_infer_result_t *result, uint32_t image);
 
 /** The `rank`-th best class of `image` (0 = best): its id, its name (borrowed; "" when the export
  *  names no classes) and its softmax probability, as `host predict`'s logits.class and
  *  logits.prob. Any out pointer may be NULL. */
-tp_status tp_infer_result_class(const tp_infer_result_t *result, uint32_t image, uint32_t rank,
-                                int64_t *out_class, const char **out_name, float *out_probability);
+TP_EXPORT tp_status tp_infer_result_class(const tp_infer_result_t *result, uint32_t image, uint32_t rank,
+                                          int64_t *out_class, const char **out_name, float *out_probability);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,10 @@
 // evaluation transform, so a file's inputs are those `host predict --images` feeds the model, bit
 // for bit. No training state is loaded: no optimizer, no loss, no metrics.
 //
+// Linking: libtorchhost_infer.so (CMake: find_package(torchhost CONFIG), target torchhost::infer)
+// exports the classes marked TP_EXPORT here and the C API of infer.h, nothing else; it needs no
+// LibTorch headers, only LibTorch's libraries at run time (found by its RUNPATH).
+//
 // Errors: every function here throws tp::infer::Error (one paragraph: what failed and what to
 // do); nothing else escapes. Callers that cannot take exceptions use the C API (infer.h).
 //
@@ -27,12 +31,16 @@
 #include <string>
 #include <vector>
 
+#include "tp/macros.h"
+
 namespace tp::infer {
 
 /// What every failure of this API throws: the message names what failed and what to do.
-class Error : public std::runtime_error {
+class TP_EXPORT Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+  /// Out of line: the type information a caller's catch compares lives in the library.
+  ~Error() override;
 };
 
 /// A dense float32 tensor on the CPU, row-major (C order).
@@ -50,7 +58,7 @@ struct ClassScore {
 };
 
 /// The answer for one batch.
-struct Batch {
+struct TP_EXPORT Batch {
   /// Every output the model returned, in its order, each [N, ...] (N = the batch's images).
   std::vector<Tensor> outputs;
   /// Per image, the top_k classes of the classification output (`logits` or the first
@@ -69,7 +77,7 @@ struct OpenOptions {
   std::vector<std::string> plugin_dirs;
 };
 
-class Model {
+class TP_EXPORT Model {
  public:
   /// Opens the file `host export` wrote: loads the plugins of `options.plugin_dirs` (with the
   /// host's ABI and LibTorch fingerprint checks), builds the model its metadata names with its
