@@ -5,9 +5,9 @@ bench/image_pipeline/make_imagenet_like.py (8000 JPEGs, 100 classes; a folder an
 as WebDataset shards). bench/README.md, "GPU end to end".
 
     python3 bench/train_speed/gpu_e2e_bench.py --build BUILD --out DIR --data ROOT [--budget-s 170]
-        [--models resnet18,resnet50] [--sides host_jpeg_gpu,host_jpeg,host_pool,host_shards_gpu,
+        [--models resnet18,resnet50] [--sides host_jpeg_gpu,host_jpeg_gpu_share,host_jpeg,host_pool,host_shards_gpu,
         python_tv,host_shards,python_nvjpeg] [--rates host,python] [--runs 2] [--batch 256] [--size 224]
-        [--workers N] [--loader-threads 4] [--device cuda] [--prepare] [--dry-run]
+        [--workers N] [--loader-threads 4] [--cpu-share 0.2] [--device cuda] [--prepare] [--dry-run]
     CPU smoke test (bench/README.md): --device cpu --prepare --count 200 --classes 10 --batch 16
         --size 64 --epochs 2 --window 3 --workers 2 --budget-s 0 (the GPU-decode sides: not run)
 
@@ -22,6 +22,9 @@ GPU-decode sides), the median of the rounds:
                  (on --device cpu not run: the host would exit 2)
   host_jpeg      bin/host train, gpu_e2e_resnet.toml, org.torchhost.image_folder on ROOT (its
                  defaults: fast_decode on), --workers loader threads (default cores - 2)
+  host_jpeg_gpu_share  host_jpeg_gpu with data.decode_cpu_share = --cpu-share (default 0.2): each
+                 batch's last rows decoded on the CPU path by the loader thread while the engines
+                 decode the rest (the same notes)
   host_shards_gpu  host_shards with data.decode="gpu", --loader-threads threads (the same notes)
   host_shards    host_jpeg over org.torchhost.webdataset on ROOT-shards/train-*.tar (only where
                  BUILD/plugins/webdataset.so exists)
@@ -74,17 +77,22 @@ from bench_runs import ROOT, PlannedBench, gpu_name_and_driver, log, tail, utc_n
 HERE = Path(__file__).resolve().parent
 GENERATOR = ROOT / "bench/image_pipeline/make_imagenet_like.py"
 # The order within a round (the plan's, for the same priority): the GPU-decode sides first.
-SIDES = ("host_jpeg_gpu", "host_jpeg", "host_pool", "host_shards_gpu", "python_tv", "host_shards", "python_nvjpeg")
-MAIN = ("host_jpeg_gpu", "host_jpeg", "host_pool", "host_shards_gpu", "python_tv")  # round 1 of these first
-GPU_DECODE = ("host_jpeg_gpu", "host_shards_gpu")  # data.decode = "gpu", --loader-threads threads
-CPU_OF = {"host_jpeg_gpu": "host_jpeg", "host_shards_gpu": "host_shards"}  # the same source decoded on the CPU
-COLUMNS = ("host_jpeg_gpu", "host_shards_gpu", "host_jpeg", "host_shards", "host_pool", "python_tv", "python_nvjpeg")
+SIDES = ("host_jpeg_gpu", "host_jpeg_gpu_share", "host_jpeg", "host_pool", "host_shards_gpu", "python_tv", "host_shards",
+         "python_nvjpeg")
+# round 1 of these first
+MAIN = ("host_jpeg_gpu", "host_jpeg_gpu_share", "host_jpeg", "host_pool", "host_shards_gpu", "python_tv")
+GPU_DECODE = ("host_jpeg_gpu", "host_jpeg_gpu_share", "host_shards_gpu")  # data.decode = "gpu", --loader-threads threads
+# the same source decoded on the CPU
+CPU_OF = {"host_jpeg_gpu": "host_jpeg", "host_jpeg_gpu_share": "host_jpeg", "host_shards_gpu": "host_shards"}
+COLUMNS = ("host_jpeg_gpu", "host_jpeg_gpu_share", "host_shards_gpu", "host_jpeg", "host_shards", "host_pool", "python_tv",
+           "python_nvjpeg")
 RATES = ("rate_host", "rate_python")
 LABELS = {"host_jpeg_gpu": "host, JPEG folder, GPU decode", "host_shards_gpu": "host, shards, GPU decode",
+          "host_jpeg_gpu_share": "host, JPEG folder, GPU decode + CPU share",
           "host_jpeg": "host, JPEG folder", "host_shards": "host, shards", "host_pool": "host, memory pool",
           "python_tv": "torchvision", "python_nvjpeg": "torchvision + nvJPEG", "rate_host": "host decode rate",
           "rate_python": "Python decode rates"}
-HOST_SIDES = ("host_jpeg_gpu", "host_jpeg", "host_shards_gpu", "host_shards", "host_pool")
+HOST_SIDES = ("host_jpeg_gpu", "host_jpeg_gpu_share", "host_jpeg", "host_shards_gpu", "host_shards", "host_pool")
 # Cost model, seconds on one H100/H200 (bench/gpu/: ResNet-50 b256 eager 57 ms/step and ~8 s of
 # first-use costs on the H200; the rest estimated): GPU step at batch 256, 224x224, bf16.
 MODELS = {"resnet50": dict(depth=50, step_ms=57.0, warmup_s=8.0), "resnet18": dict(depth=18, step_ms=22.0, warmup_s=5.0)}
@@ -218,6 +226,8 @@ class Bench(PlannedBench):
                          f'data.train.shards="{d.get("shards_pattern", "")}"']
         if side in GPU_DECODE:
             sets.append('data.decode="gpu"')
+        if side == "host_jpeg_gpu_share":
+            sets.append(f"data.decode_cpu_share={a.cpu_share}")
         if a.device != "cuda":
             sets.append(f'run.device="{a.device}"')
         if a.precision != "bf16":
@@ -710,7 +720,9 @@ class Bench(PlannedBench):
                 busy = goal(cores(x), round(x["cores_timed"], 1) <= GPU_DECODE_CORES if x.get("cores_timed") is not None
                             else None)
                 wait = " / ".join(f"{z['data_wait']:.1%}" if z.get("data_wait") is not None else "-" for z in (x, y))
-                L.append(f"| {model} | {'JPEG folder' if cpu == 'host_jpeg' else 'shards'} | {self.cell(s, side)} | "
+                source = {"host_jpeg_gpu": "JPEG folder", "host_shards_gpu": "shards",
+                          "host_jpeg_gpu_share": f"JPEG folder, decode_cpu_share {a.cpu_share}"}[side]
+                L.append(f"| {model} | {source} | {self.cell(s, side)} | "
                          f"{self.cell(s, cpu)} | {self.cell(s, 'host_pool')} | {self.cell(s, 'python_tv')} | "
                          f"{to_pool} | {to_tv} | {self.ratio(s, side, cpu)} | {busy} | {cores(y)} | {wait} |")
         return L + [""]
@@ -791,7 +803,9 @@ class Bench(PlannedBench):
                 continue
             x = s.get(side, {})
             runs = ", ".join(f"{v:.0f}" for v in x.get("runs_images_per_s", [])) or "-"
-            notes = {"host_jpeg_gpu": 'image_folder, data.decode = "gpu"', "host_shards_gpu": 'webdataset, data.decode = "gpu"',
+            notes = {"host_jpeg_gpu": 'image_folder, data.decode = "gpu"',
+                     "host_jpeg_gpu_share": f'image_folder, data.decode = "gpu", decode_cpu_share = {self.a.cpu_share}',
+                     "host_shards_gpu": 'webdataset, data.decode = "gpu"',
                      "host_jpeg": "image_folder, fast_decode on (default)", "host_shards": "webdataset, fast_decode on",
                      "host_pool": "tensor_pool: no decoding (the GPU's rate with the host's loop)",
                      "python_tv": "ImageFolder + DataLoader, PIL full decode",
@@ -911,6 +925,8 @@ def main() -> int:
                    help="the GPU-decode sides' loader threads (data.num_workers; default 4: the goal is at most 4 "
                         "cores busy); the other sides' are --workers")
     p.add_argument("--prefetch", type=int, default=4, help="the host's data.prefetch")
+    p.add_argument("--cpu-share", type=float, default=0.2,
+                   help="host_jpeg_gpu_share: data.decode_cpu_share, the share of each batch decoded on the CPU path")
     p.add_argument("--reader-workers", type=int, default=4, help="python_nvjpeg: DataLoader processes reading the files")
     p.add_argument("--epochs", type=int, default=2, help="per run; the first is warm-up")
     p.add_argument("--window", type=int, default=5, help="steps per timing window (train.log_every_steps)")

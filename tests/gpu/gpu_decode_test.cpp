@@ -164,11 +164,12 @@ PixelDifference pixel_difference(const std::vector<tp::NamedTensors>& cpu, const
   return out;
 }
 
-std::vector<tp::NamedTensors> decode_on_gpu(ImageFolderSplit& split, bool train, std::string* backend, std::string* summary) {
+std::vector<tp::NamedTensors> decode_on_gpu(ImageFolderSplit& split, bool train, std::string* backend, std::string* summary,
+                                            double cpu_share = 0.0) {
   const auto& specs = split.data->encoded_images();
   REQUIRE(!specs.empty());
   REQUIRE_MESSAGE(specs.front().available, specs.front().reason);
-  const tp::DeviceDecodeStart start = tp::start_image_decode(specs.front(), c10::Device(c10::kCUDA, 0), 2);
+  const tp::DeviceDecodeStart start = tp::start_image_decode(specs.front(), c10::Device(c10::kCUDA, 0), 2, cpu_share);
   REQUIRE_MESSAGE(start.stage != nullptr, start.unavailable);
   *backend = start.backend;
   tp::DataLoader loader(split.data, decode_loader_options(train), start.stage);
@@ -201,6 +202,36 @@ TEST_CASE("nvJPEG and the device pass equal image_folder's CPU path within the d
     CHECK(d.p99 <= 12.0);
     CHECK(contains(summary, ", 0 on the CPU"));  // every one of these JPEGs on the device
   }
+}
+
+TEST_CASE("data.decode_cpu_share: each batch's last rows come from the CPU path, the rest from the device") {
+  REQUIRE_MESSAGE(at::hasCUDA(), kNeedsCuda);
+  const fs::path root = one_jpeg_per_class("gpu_decode_share", 96);
+  ImageFolderSplit cpu_split(root, /*train=*/true);
+  ImageFolderSplit gpu_split(root, /*train=*/true);
+  tp::DataLoader cpu_loader(cpu_split.data, decode_loader_options(true));
+  const auto cpu = epoch_of(cpu_loader);
+  std::string backend, summary;
+  // 0.3 of 16 rows: the last ceil(4.8) = 5 of each batch on the CPU path.
+  const auto gpu = decode_on_gpu(gpu_split, true, &backend, &summary, 0.3);
+  REQUIRE(cpu.size() == gpu.size());
+  int64_t shared = 0;
+  for (std::size_t b = 0; b < cpu.size(); ++b) {
+    const at::Tensor c = field_of(cpu[b], "image").to(at::kFloat), g = field_of(gpu[b], "image").cpu();
+    REQUIRE(at::equal(field_of(cpu[b], "label"), field_of(gpu[b], "label").cpu()));
+    const int64_t rows = c.size(0);
+    const int64_t from_cpu = (rows * 3 + 9) / 10;  // ceil(0.3 * rows)
+    // The CPU path's own pixels, uploaded into their rows (nvJPEG's rows are checked below,
+    // within the decoders' rounding; on these files most of them equal the CPU's bit for bit too).
+    for (int64_t r = rows - from_cpu; r < rows; ++r) CHECK(at::equal(g[r], c[r]));
+    shared += from_cpu;
+  }
+  const PixelDifference d = pixel_difference(cpu, gpu);
+  MESSAGE("gpu figure: decode with data.decode_cpu_share = 0.3: |gpu - cpu| " << d.mean << " levels on average, max "
+                                                                               << d.max << "; " << summary);
+  CHECK(d.mean < 2.0);
+  CHECK(contains(summary, ", " + std::to_string(shared) + " decoded on the loader threads meanwhile"));
+  CHECK(contains(summary, ", 0 on the CPU (not a JPEG"));
 }
 
 TEST_CASE("unusual and hostile files: decoded, sent to the CPU path or skipped as the CPU path does") {
@@ -240,7 +271,7 @@ TEST_CASE("unusual and hostile files: decoded, sent to the CPU path or skipped a
   const int64_t cpu_skipped = cpu_loader.skipped_count();
   std::string backend, summary;
   const auto& specs = gpu_split.data->encoded_images();
-  const tp::DeviceDecodeStart start = tp::start_image_decode(specs.front(), c10::Device(c10::kCUDA, 0), 2);
+  const tp::DeviceDecodeStart start = tp::start_image_decode(specs.front(), c10::Device(c10::kCUDA, 0), 2, 0.0);
   REQUIRE(start.stage != nullptr);
   tp::DataLoader gpu_loader(gpu_split.data, decode_loader_options(false), start.stage);
   const auto gpu = epoch_of(gpu_loader);

@@ -173,6 +173,11 @@ std::vector<HostKey> make_host_keys() {
           "where image files are decoded: cpu (the loader threads), gpu (the device: nvJPEG, then crop, resize, "
           "flip and normalise in one kernel; refused naming why where it cannot apply) or auto (the device where "
           "it can, else the CPU; runtime.toml says which and why)"),
+      TP_HOST_KEY(data, decode_cpu_share, "0.0",
+          "with the decode on the device: the share of each batch (its last rows) the loader thread decodes on "
+          "the CPU path while the device decodes the rest, in [0, 1); where the GPU's JPEG engines are the limit, "
+          "CPU and engines together feed more (docs/datasets.md, \"Decoding on the GPU\")",
+          {.limit = at_least_and_below(0, 1)}),
 
       TP_HOST_KEY(checkpoint, strategy, R"("epoch")",
           "when to save: every `every` epochs, every `every` optimizer steps, or never"),

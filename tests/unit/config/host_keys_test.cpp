@@ -116,8 +116,10 @@ std::string other_value(const tp::HostKey& key) {
     case tp::ValueType::Int: return std::to_string(value.value<int64_t>().value_or(0) + 1);
     case tp::ValueType::Float: {
       const double fallback = value.value<double>().value_or(0.0);
+      // Bounded above: halfway from the default to the bound (inside the range, whether the
+      // default sits at the lower bound or not).
       const bool bounded = key.limit && key.limit->below;
-      return std::to_string(bounded ? (key.limit->low + fallback) / 2 : fallback + 1);
+      return std::to_string(bounded ? (fallback + *key.limit->below) / 2 : fallback + 1);
     }
     case tp::ValueType::String:
       if (key.spec.kind != nullptr) return std::string(key.spec.kind->example);

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -48,9 +49,9 @@ bool usable(const int32_t* box) {
 
 class ImageDecodeStage final : public BatchStage {
  public:
-  ImageDecodeStage(EncodedImageSpec spec, c10::Device device, std::size_t threads,
+  ImageDecodeStage(EncodedImageSpec spec, c10::Device device, std::size_t threads, double cpu_share,
                    std::unique_ptr<NvjpegDecoder> first)
-      : spec_(std::move(spec)), device_(device), decoders_(threads), locks_(threads) {
+      : spec_(std::move(spec)), device_(device), cpu_share_(cpu_share), decoders_(threads), locks_(threads) {
     decoders_[0] = std::move(first);
   }
 
@@ -71,7 +72,8 @@ class ImageDecodeStage final : public BatchStage {
            std::to_string(regions_.load()) + " of them as the region around their crop), " +
            std::to_string(cuda_.load()) + " by nvJPEG's CUDA decoder, " + std::to_string(cpu_.load()) +
            " on the CPU (not a JPEG the GPU reads, or its decode failed), " + std::to_string(failed_.load()) +
-           " failed there too; nvJPEG allocated " + std::to_string(device_buffers) + " device buffers (caching allocator) and " +
+           " failed there too, " + std::to_string(shared_.load()) +
+           " decoded on the loader threads meanwhile (data.decode_cpu_share); nvJPEG allocated " + std::to_string(device_buffers) + " device buffers (caching allocator) and " +
            std::to_string(pinned_buffers) + " pinned ones over " + std::to_string(decoders) + " decoders";
   }
 
@@ -95,12 +97,15 @@ class ImageDecodeStage final : public BatchStage {
     NvjpegDecoder& decoder = decoder_for(slot);
     const c10::cuda::CUDAGuard device_guard(device_);
     const c10::cuda::CUDAStreamGuard stream_guard(decoder.stream());
-    // 1. Decode every row whose plugin read its size (a JPEG header) and drew a usable crop.
+    // 1. Decode on the device every row whose plugin read its size (a JPEG header) and drew a
+    //    usable crop, but the batch's last data.decode_cpu_share, which this thread decodes on the
+    //    CPU path while the device works (the same rows every run, so a run repeats exactly).
+    const auto shared = static_cast<int64_t>(std::ceil(cpu_share_ * static_cast<double>(rows)));
     std::vector<EncodedImage> encoded;
     std::vector<int64_t> encoded_rows, cpu_rows;
     for (int64_t r = 0; r < rows; ++r) {
       const int32_t* b = box + r * kBoxFields;
-      if (!usable(b)) {
+      if (r >= rows - shared || !usable(b)) {
         cpu_rows.push_back(r);
         continue;
       }
@@ -115,10 +120,12 @@ class ImageDecodeStage final : public BatchStage {
                                at::TensorOptions().dtype(at::kFloat).device(device_).memory_format(
                                    spec_.channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous));
     std::vector<ResizeJob> jobs;
+    int64_t fallbacks = static_cast<int64_t>(cpu_rows.size()) - std::min<int64_t>(shared, rows);
     for (std::size_t i = 0; i < decoded.size(); ++i) {
       const int64_t r = encoded_rows[i];
       if (!decoded[i].ok) {
         cpu_rows.push_back(r);
+        ++fallbacks;
         continue;
       }
       // The crop in the decoded pixels' coordinates: they may hold a region of the image.
@@ -128,13 +135,15 @@ class ImageDecodeStage final : public BatchStage {
                       b[2] - d.x0, b[3] - d.y0, b[4], static_cast<int32_t>(r)});
     }
     if (!jobs.empty()) launch(jobs, out, decoder);
-    // 3. The rest on the dataset's CPU path (same sample, same seed): uploaded into their rows.
-    for (const int64_t r : cpu_rows) fill_from_cpu(out, r, refetch, failed);
+    // 3. The rest on the dataset's CPU path (same sample, same seed) while the device decodes, then
+    //    uploaded into their rows together.
+    fill_from_cpu(out, cpu_rows, refetch, failed);
     decoder.stream().synchronize();  // the consumer gets finished pixels (this thread waits, not it)
     hardware_ += counts.hardware;
     regions_ += counts.regions;
     cuda_ += counts.cuda;
-    cpu_ += static_cast<int64_t>(cpu_rows.size());
+    cpu_ += fallbacks;
+    shared_ += static_cast<int64_t>(cpu_rows.size()) - fallbacks;
     batch.insert(batch.begin() + static_cast<std::ptrdiff_t>(std::min(position, batch.size())),
                  {spec_.name, std::move(out)});
     return batch;
@@ -169,36 +178,58 @@ class ImageDecodeStage final : public BatchStage {
       throw Error(std::string("data.decode = \"gpu\": the resize kernel did not start: ") + cudaGetErrorString(status));
   }
 
-  void fill_from_cpu(at::Tensor& out, int64_t row, const Refetch& refetch, std::vector<FailedRow>& failed) const {
-    try {
-      const NamedTensors sample = refetch(static_cast<std::size_t>(row));
-      for (const auto& [name, tensor] : sample) {
-        if (name != spec_.name) continue;
-        TP_CHECK(tensor.dim() == 3 && tensor.size(0) == 3 && tensor.size(1) == spec_.out_height &&
-                     tensor.size(2) == spec_.out_width && tensor.is_floating_point(),
-                 "the CPU path's '", spec_.name, "' is ", tensor.sizes(), ", not the declared [3, ", spec_.out_height,
-                 ", ", spec_.out_width, "]");
-        out[row].copy_(tensor);
-        return;
+  /// `rows` from the dataset's CPU path into a pinned staging batch, then onto the device on the
+  /// decode stream: no copy waits for the device's decode, so this thread's decoding overlaps it.
+  /// A row whose CPU path fails is zeroed and reported in `failed`.
+  void fill_from_cpu(at::Tensor& out, const std::vector<int64_t>& rows, const Refetch& refetch,
+                     std::vector<FailedRow>& failed) const {
+    if (rows.empty()) return;
+    const at::Tensor staging =
+        at::empty({static_cast<int64_t>(rows.size()), 3, spec_.out_height, spec_.out_width},
+                  at::TensorOptions().dtype(at::kFloat).pinned_memory(true));
+    std::vector<bool> ok(rows.size(), false);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      try {
+        staging[static_cast<int64_t>(i)].copy_(cpu_pixels(refetch(static_cast<std::size_t>(rows[i]))));
+        ok[i] = true;
+      } catch (const std::exception& e) {
+        ++failed_;
+        failed.emplace_back(static_cast<std::size_t>(rows[i]), e.what());
       }
-      throw Error("the CPU path's sample has no field '" + spec_.name + "'");
-    } catch (const std::exception& e) {
-      out[row].zero_();
-      ++failed_;
-      failed.emplace_back(static_cast<std::size_t>(row), e.what());
     }
+    const at::Tensor uploaded = staging.to(device_, /*non_blocking=*/true);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (ok[i]) out[rows[i]].copy_(uploaded[static_cast<int64_t>(i)], /*non_blocking=*/true);
+      else out[rows[i]].zero_();
+    }
+  }
+
+  /// The decoded image field of one sample from the CPU path; throws when it is not what the
+  /// dataset declared.
+  at::Tensor cpu_pixels(const NamedTensors& sample) const {
+    for (const auto& [name, tensor] : sample) {
+      if (name != spec_.name) continue;
+      TP_CHECK(tensor.dim() == 3 && tensor.size(0) == 3 && tensor.size(1) == spec_.out_height &&
+                   tensor.size(2) == spec_.out_width && tensor.is_floating_point(),
+               "the CPU path's '", spec_.name, "' is ", tensor.sizes(), ", not the declared [3, ", spec_.out_height,
+               ", ", spec_.out_width, "]");
+      return tensor;
+    }
+    throw Error("the CPU path's sample has no field '" + spec_.name + "'");
   }
 
   EncodedImageSpec spec_;
   c10::Device device_;
+  double cpu_share_;  // data.decode_cpu_share: the share of each batch decoded on the CPU path meanwhile
   mutable std::vector<std::unique_ptr<NvjpegDecoder>> decoders_;  // one per loader thread, made on first use
   mutable std::vector<std::mutex> locks_;  // a thread a timeout replaced may still hold its slot's decoder
-  mutable std::atomic<int64_t> hardware_{0}, regions_{0}, cuda_{0}, cpu_{0}, failed_{0};
+  mutable std::atomic<int64_t> hardware_{0}, regions_{0}, cuda_{0}, cpu_{0}, failed_{0}, shared_{0};
 };
 
 }  // namespace
 
-DeviceDecodeStart start_image_decode(const EncodedImageSpec& spec, c10::Device device, int64_t workers) {
+DeviceDecodeStart start_image_decode(const EncodedImageSpec& spec, c10::Device device, int64_t workers,
+                                     double cpu_share) {
   if (!device.is_cuda()) return {nullptr, "", "the run does not train on CUDA [run.device]"};
   std::unique_ptr<NvjpegDecoder> first;
   try {
@@ -208,7 +239,7 @@ DeviceDecodeStart start_image_decode(const EncodedImageSpec& spec, c10::Device d
   }
   std::string backend = first->backend();
   const auto threads = static_cast<std::size_t>(workers > 0 ? workers : 1);
-  return {std::make_shared<ImageDecodeStage>(spec, device, threads, std::move(first)), std::move(backend), ""};
+  return {std::make_shared<ImageDecodeStage>(spec, device, threads, cpu_share, std::move(first)), std::move(backend), ""};
 }
 
 }  // namespace tp

@@ -25,7 +25,10 @@ struct DeviceDecodeStart {
 };
 
 /// The stage for `spec` (an available encoded image) on `device` for a loader of `workers`
-/// threads (0: the consumer's thread). Starts nvJPEG once to see that it runs there.
-DeviceDecodeStart start_image_decode(const EncodedImageSpec& spec, c10::Device device, int64_t workers);
+/// threads (0: the consumer's thread); each batch's last `cpu_share` (data.decode_cpu_share, in
+/// [0, 1)) of rows decoded on the dataset's CPU path by the loader thread while the device decodes
+/// the rest. Starts nvJPEG once to see that it runs there.
+DeviceDecodeStart start_image_decode(const EncodedImageSpec& spec, c10::Device device, int64_t workers,
+                                     double cpu_share);
 
 }  // namespace tp

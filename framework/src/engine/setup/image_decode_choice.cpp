@@ -29,7 +29,7 @@ DecodeChoice choose_image_decode(const RunConfig& config, c10::Device device, co
   }
   DeviceDecodeStart start;
   if (reasons.empty() && spec != nullptr) {
-    start = start_image_decode(*spec, device, workers);
+    start = start_image_decode(*spec, device, workers, config.data.decode_cpu_share);
     if (!start.stage) reasons.push_back(start.unavailable + " [data.decode]");
   }
   if (!reasons.empty()) {

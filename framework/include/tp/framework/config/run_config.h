@@ -123,6 +123,7 @@ struct DataSection {
   double sample_timeout_s;   ///< seconds one sample may load on a loader thread before it counts as bad; 0: no limit
   int64_t group_window;      ///< a dataset stored in groups (tar shards): samples shuffled within this many groups
   DecodeMode decode;         ///< where image files are decoded: the loader threads or the device (nvJPEG)
+  double decode_cpu_share;   ///< decode on the device: the share of each batch the loader thread decodes on the CPU meanwhile
   ComponentConfig train;
   std::optional<ComponentConfig> val;
   std::optional<ComponentConfig> test; ///< [data.test]: read only by `host eval/predict --split test`
