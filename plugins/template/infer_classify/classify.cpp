@@ -5,7 +5,8 @@
 // The images are read with the export's own evaluation preprocessing, so the answers are those of
 // `host predict --images` on the same files (the same batch size gives the same bits: pass its
 // eval.batch_size). Plugin directories default to the installed host's (TORCHHOST_PLUGIN_DIR, set
-// by CMakeLists.txt); give your build directory too when the export names a plugin of yours.
+// by CMakeLists.txt; none inside the torchhost tree); give your build directory too when the
+// export names a plugin of yours.
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
@@ -39,12 +40,15 @@ Arguments parse(int argc, char** argv) {
       positional.push_back(arg);
     }
   }
-  if (positional.size() < 2 || arguments.batch_size == 0) {
+  if (arguments.plugin_dirs.empty() && TORCHHOST_PLUGIN_DIR[0] != '\0')
+    arguments.plugin_dirs.emplace_back(TORCHHOST_PLUGIN_DIR);
+  if (positional.size() < 2 || arguments.batch_size == 0 || arguments.plugin_dirs.empty()) {
     std::fprintf(stderr, "usage: classify [--plugin-dir DIR]... [--batch-size N] EXPORT IMAGE...\n"
-                         "Prints each image's path, best class and its probability, tab-separated.\n");
+                         "Prints each image's path, best class and its probability, tab-separated.\n"
+                         "--plugin-dir: where the export's plugins are (default: '%s'; required if '').\n",
+                 TORCHHOST_PLUGIN_DIR);
     std::exit(2);
   }
-  if (arguments.plugin_dirs.empty()) arguments.plugin_dirs.emplace_back(TORCHHOST_PLUGIN_DIR);
   arguments.export_file = positional.front();
   arguments.images.assign(positional.begin() + 1, positional.end());
   return arguments;

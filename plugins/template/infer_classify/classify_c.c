@@ -3,7 +3,7 @@
  * prints, for each image, its path, its best class and that class's probability, tab-separated.
  * All images run as one batch (`host predict` gives the same bits at an eval.batch_size of at
  * least their number). The plugin directory defaults to the installed host's (TORCHHOST_PLUGIN_DIR,
- * set by CMakeLists.txt). Every call returns a tp_status; on failure tp_infer_last_error() holds
+ * set by CMakeLists.txt; none inside the torchhost tree). Every call returns a tp_status; on failure tp_infer_last_error() holds
  * the message. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,8 +29,10 @@ int main(int argc, char **argv) {
     plugin_dir = argv[2];
     first = 3;
   }
-  if (argc - first < 2) {
-    fprintf(stderr, "usage: classify_c [--plugin-dir DIR] EXPORT IMAGE...\n");
+  if (argc - first < 2 || plugin_dir[0] == '\0') {
+    fprintf(stderr, "usage: classify_c [--plugin-dir DIR] EXPORT IMAGE...\n"
+                    "--plugin-dir: where the export's plugins are (default: '%s'; required if '').\n",
+            TORCHHOST_PLUGIN_DIR);
     return 2;
   }
   const char *const *images = (const char *const *)&argv[first + 1];
