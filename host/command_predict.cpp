@@ -2,6 +2,7 @@
 // files --images names (read as the val split, predict_images.h), one row per sample in dataset
 // order, written by rank 0 as the ranks produce them.
 #include <cstdio>
+#include <optional>
 
 #include "commands.h"
 #include "predict_images.h"
@@ -25,9 +26,10 @@ int run_predict(const Options& options) {
   auto session = open_session(options);
   // --images: the run's evaluation table reads the files as its val split; rows and files are named "images".
   ImageFiles images;
+  std::optional<ComponentConfig> images_table;
   if (!options.images.empty()) {
     images = list_image_files(options.images, image_extensions(session->config, session->registry));
-    point_val_split_at(session->config, images);
+    images_table = val_table_reading(session->config, images);
   }
   const std::string read_split = options.images.empty() ? options.split : "val";
   const std::string named = options.images.empty() ? options.split : "images";
@@ -37,7 +39,8 @@ int run_predict(const Options& options) {
   AssembledRun run = assemble_run(*session, RunRequest{.command = "host predict",
                                                        .splits = splits,
                                                        .start_from = path,
-                                                       .stopped_note = "; nothing was written."});
+                                                       .stopped_note = "; nothing was written.",
+                                                       .val_table = std::move(images_table)});
   const LoadedCheckpoint& checkpoint = *run.start;
   const c10::Device device = run.device;
   RunComponents& parts = run.parts;

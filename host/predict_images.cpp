@@ -132,12 +132,12 @@ std::vector<std::string> image_extensions(const RunConfig& config, const Registr
   return extensions;
 }
 
-void point_val_split_at(RunConfig& config, const ImageFiles& files) {
+ComponentConfig val_table_reading(const RunConfig& config, const ImageFiles& files) {
   ComponentConfig table = *dataset_table(config, "val");
   toml::array opened;
   for (const std::string& path : files.opened) opened.push_back(path);
   table.options.insert_or_assign("files", std::move(opened));
-  config.data.val = std::move(table);
+  return table;
 }
 
 }  // namespace tp::cli

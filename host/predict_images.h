@@ -32,10 +32,10 @@ ImageFiles list_image_files(const std::string& source, const std::vector<std::st
 /// given files (its schema declares no `files` string array), naming the table and the component.
 std::vector<std::string> image_extensions(const RunConfig& config, const Registry& registry);
 
-/// Makes `config.data.val` the evaluation table (data.val, or a copy of data.train under
-/// data.val_from_train, its key path kept for messages) with `files` = `files.opened`: the dataset's
-/// val split then reads those files, in that order, with its evaluation transform and no labels.
+/// The evaluation table (data.val, or a copy of data.train under data.val_from_train, its key path
+/// kept for messages) with `files` = `files.opened`: as the val split's table (RunRequest::val_table)
+/// the dataset reads those files, in that order, with its evaluation transform and no labels.
 /// Call image_extensions() first (it refuses a dataset without `files`).
-void point_val_split_at(RunConfig& config, const ImageFiles& files);
+ComponentConfig val_table_reading(const RunConfig& config, const ImageFiles& files);
 
 }  // namespace tp::cli

@@ -51,7 +51,13 @@ void load_initial_weights_into(const RunConfig& config, const RunComponents& par
 }  // namespace
 
 AssembledRun assemble_run(Session& session, const RunRequest& request) {
-  const RunConfig& config = session.config;
+  // A request's own val table is read from a copy: no command writes into the session's configuration.
+  std::optional<RunConfig> with_val_table;
+  if (request.val_table) {
+    with_val_table = session.config;
+    with_val_table->data.val = *request.val_table;
+  }
+  const RunConfig& config = with_val_table ? *with_val_table : session.config;
   Logger& log = session.logger;
   std::optional<CheckpointManager::ResumePoint> start = find_start(session, request);
   const c10::Device device = session.device();

@@ -39,6 +39,9 @@ struct RunRequest {
   /// the components created ("; nothing was written.", its punctuation included); empty: the
   /// command does not stop there.
   std::string stopped_note{};
+  /// The val split's table instead of the configuration's (host predict --images: the evaluation
+  /// table reading the listed files); the session's configuration stays as it was read.
+  std::optional<ComponentConfig> val_table{};
 };
 
 /// A run ready for its command: the components created, on the CPU until the command places
