@@ -20,6 +20,11 @@ int main(int argc, char** argv) {
   // checkpoint writer reports with the file and keeps the previous checkpoint; SIGXFSZ's default
   // action would kill the process before it could say why.
   std::signal(SIGXFSZ, SIG_IGN);
+  // A rank that dies closes its sockets: the survivor's next write to it must fail with EPIPE,
+  // which Gloo reports and the host turns into its "lost rank(s)" error, not raise SIGPIPE, whose
+  // default killed the survivor silently (exit 141, seen once in dist_tests' SIGKILL case).
+  // Python's interpreter ignores it for every torchrun user; a C++ program must ask.
+  std::signal(SIGPIPE, SIG_IGN);
   try {
     if (const auto launch = cli::parse_launch(argc, argv)) {
       // `host --nproc-per-node N sweep ...` is one sweep whose cells each run under the launcher.
