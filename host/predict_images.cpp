@@ -43,6 +43,7 @@ ImageFiles files_under(const fs::path& dir, const std::vector<std::string>& exte
     throw ConfigError(kOption, "host predict --images: cannot read the directory '" + dir.string() + "': " +
                                    error.message() + ".");
   std::vector<std::string> shown;
+  shown.reserve(found.size());
   for (const fs::path& path : found) shown.push_back(path.generic_string());
   std::sort(shown.begin(), shown.end());
   if (shown.empty()) {
