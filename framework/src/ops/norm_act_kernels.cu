@@ -1,10 +1,11 @@
-// The fused BatchNorm (training) + [residual add +] ReLU kernels (norm_act_kernels.h). Three
-// launches each way: a per-channel reduction over row blocks (a 32 x 8 block: 32 consecutive
-// channels, 8 row lanes; registers, then a shared-memory tree over the lanes), a finalize that
-// combines a channel's partials (a 32 x 16 block: each lane a contiguous share of the row blocks,
-// then a tree over the lanes, so the order is the plan's, never the scheduler's), and one
-// elementwise pass. Arithmetic in fp32; the finalize combines in double, which costs little at C
-// values and keeps long sums exact.
+// The fused BatchNorm (training) + [residual add +] ReLU kernels, and BatchNorm alone
+// (norm_act_kernels.h): the elementwise kernels are templated on the activation, the statistics
+// and finalizes do not depend on it. Three launches each way: a per-channel reduction over row
+// blocks (a 32 x 8 block: 32 consecutive channels, 8 row lanes; registers, then a shared-memory
+// tree over the lanes), a finalize that combines a channel's partials (a 32 x 16 block: each lane
+// a contiguous share of the row blocks, then a tree over the lanes, so the order is the plan's,
+// never the scheduler's), and one elementwise pass. Arithmetic in fp32; the finalize combines in
+// double, which costs little at C values and keeps long sums exact.
 // Every kernel's name starts with batch_norm_ so that the benchmark's kernel-time breakdown
 // (bench/train_speed/kernel_breakdown.py) files it under normalisation.
 #include "ops/norm_act_kernels.h"
@@ -53,11 +54,21 @@ struct alignas(sizeof(T) * V) Pack {
   T v[V];
 };
 
-/// ReLU that keeps NaN (as at::relu does): only values below zero become zero.
-__device__ __forceinline__ float relu(float v) { return v < 0.0F ? 0.0F : v; }
+/// The activation: ReLU that keeps NaN (as at::relu does: only values below zero become zero), or
+/// the identity.
+template <Activation A>
+__device__ __forceinline__ float activate(float v) {
+  if constexpr (A == Activation::kRelu) return v < 0.0F ? 0.0F : v;
+  return v;
+}
 
-/// ReLU's backward: threshold_backward's rule (the gradient passes where y > 0, and where y is NaN).
-__device__ __forceinline__ float relu_grad(float y, float dy) { return y <= 0.0F ? 0.0F : dy; }
+/// The activation's backward: ReLU's is threshold_backward's rule (the gradient passes where y > 0,
+/// and where y is NaN); the identity's is dy, and `y` is not read.
+template <Activation A>
+__device__ __forceinline__ float activation_grad(float y, float dy) {
+  if constexpr (A == Activation::kRelu) return y <= 0.0F ? 0.0F : dy;
+  return dy;
+}
 
 /// The rows [begin, end) of this block (never empty: plan_reduction's promise).
 struct RowRange {
@@ -198,8 +209,8 @@ __global__ void __launch_bounds__(kTileChannels* kFinalizeLanes)
   running_var[c] = static_cast<float>((1.0 - momentum) * running_var[c] + momentum * (var * rows / (rows - 1.0)));
 }
 
-/// y = relu(x * scale + shift [+ residual]), V elements (one Pack) per step; C % V == 0.
-template <typename T, int V, bool kResidual>
+/// y = act(x * scale + shift [+ residual]), V elements (one Pack) per step; C % V == 0.
+template <typename T, int V, bool kResidual, Activation A>
 __global__ void batch_norm_act_apply(const T* __restrict__ x, const T* __restrict__ residual, T* __restrict__ y,
                               const float* __restrict__ scale, const float* __restrict__ shift, int64_t packs,
                               int64_t channels) {
@@ -215,14 +226,15 @@ __global__ void batch_norm_act_apply(const T* __restrict__ x, const T* __restric
     for (int i = 0; i < V; ++i) {
       float v = fmaf(to_float(in.v[i]), scale[c0 + i], shift[c0 + i]);
       if constexpr (kResidual) v += to_float(res.v[i]);
-      out.v[i] = from_float<T>(relu(v));
+      out.v[i] = from_float<T>(activate<A>(v));
     }
     reinterpret_cast<P*>(y)[p] = out;
   }
 }
 
-/// Per (row block, channel): sum of g and of g * (x - mean), g = dy where y > 0, else 0.
-template <typename T>
+/// Per (row block, channel): sum of g and of g * (x - mean); with ReLU g = dy where y > 0, else 0;
+/// without an activation g = dy (y unread).
+template <typename T, Activation A>
 __global__ void __launch_bounds__(kTileChannels* kTileRows)
     batch_norm_act_backward_reduce(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ y,
                       const float* __restrict__ save_mean, int64_t rows, int64_t channels, int64_t rows_per_block,
@@ -240,7 +252,7 @@ __global__ void __launch_bounds__(kTileChannels* kTileRows)
     const float mean = save_mean[c];
     for (int64_t r = range.begin + ty; r < range.end; r += kTileRows) {
       const int64_t i = r * channels + c;
-      const float g = relu_grad(to_float(y[i]), to_float(dy[i]));
+      const float g = activation_grad<A>(A == Activation::kRelu ? to_float(y[i]) : 0.0F, to_float(dy[i]));
       sum_g += g;
       sum_gx += g * (to_float(x[i]) - mean);
     }
@@ -300,7 +312,7 @@ __global__ void __launch_bounds__(kTileChannels* kFinalizeLanes)
 }
 
 /// dx = a * (g - b - (x - mean) * k) and, with a residual, d_residual = g; V elements per step.
-template <typename T, int V, bool kResidual>
+template <typename T, int V, bool kResidual, Activation A>
 __global__ void batch_norm_act_backward_apply(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ y,
                                const float* __restrict__ save_mean, const float* __restrict__ coef_a,
                                const float* __restrict__ coef_b, const float* __restrict__ coef_k,
@@ -311,13 +323,14 @@ __global__ void batch_norm_act_backward_apply(const T* __restrict__ dy, const T*
     const int64_t c0 = (p * V) % channels;
     const P dyp = reinterpret_cast<const P*>(dy)[p];
     const P xp = reinterpret_cast<const P*>(x)[p];
-    const P yp = reinterpret_cast<const P*>(y)[p];
+    P yp{};
+    if constexpr (A == Activation::kRelu) yp = reinterpret_cast<const P*>(y)[p];
     P dxp;
     P drp;
 #pragma unroll
     for (int i = 0; i < V; ++i) {
       const int64_t c = c0 + i;
-      const float g = relu_grad(to_float(yp.v[i]), to_float(dyp.v[i]));
+      const float g = activation_grad<A>(to_float(yp.v[i]), to_float(dyp.v[i]));
       dxp.v[i] = from_float<T>(coef_a[c] * (g - coef_b[c] - (to_float(xp.v[i]) - save_mean[c]) * coef_k[c]));
       if constexpr (kResidual) drp.v[i] = from_float<T>(g);
     }
@@ -340,18 +353,29 @@ unsigned finalize_blocks(const ReductionPlan& plan) {
   return static_cast<unsigned>((plan.channels + kTileChannels - 1) / kTileChannels);
 }
 
-template <typename T, int V>
+template <typename T, int V, Activation A>
 void launch_forward_apply(const ReductionPlan& plan, const ForwardArgs& a, const float* scale, const float* shift,
                           cudaStream_t stream) {
   const int64_t packs = plan.rows * plan.channels / V;
   const auto* x = static_cast<const T*>(a.x);
   auto* y = static_cast<T*>(a.y);
   if (a.residual != nullptr) {
-    batch_norm_act_apply<T, V, true><<<apply_blocks(packs), kApplyThreads, 0, stream>>>(
+    batch_norm_act_apply<T, V, true, A><<<apply_blocks(packs), kApplyThreads, 0, stream>>>(
         x, static_cast<const T*>(a.residual), y, scale, shift, packs, plan.channels);
   } else {
-    batch_norm_act_apply<T, V, false><<<apply_blocks(packs), kApplyThreads, 0, stream>>>(x, nullptr, y, scale, shift,
-                                                                                 packs, plan.channels);
+    batch_norm_act_apply<T, V, false, A><<<apply_blocks(packs), kApplyThreads, 0, stream>>>(
+        x, nullptr, y, scale, shift, packs, plan.channels);
+  }
+}
+
+template <typename T, Activation A>
+void launch_forward_apply(const ReductionPlan& plan, const ForwardArgs& a, const float* scale, const float* shift,
+                          cudaStream_t stream) {
+  switch (a.vector_width) {
+    case 8: launch_forward_apply<T, 8, A>(plan, a, scale, shift, stream); break;
+    case 4: launch_forward_apply<T, 4, A>(plan, a, scale, shift, stream); break;
+    case 2: launch_forward_apply<T, 2, A>(plan, a, scale, shift, stream); break;
+    default: launch_forward_apply<T, 1, A>(plan, a, scale, shift, stream); break;
   }
 }
 
@@ -369,16 +393,15 @@ cudaError_t forward_typed(const ReductionPlan& plan, const ForwardArgs& a, cudaS
       part_mean, part_m2, plan, a.weight, a.bias, a.running_mean, a.running_var, a.save_mean, a.save_invstd, scale,
       shift, a.momentum, a.eps);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  switch (a.vector_width) {
-    case 8: launch_forward_apply<T, 8>(plan, a, scale, shift, stream); break;
-    case 4: launch_forward_apply<T, 4>(plan, a, scale, shift, stream); break;
-    case 2: launch_forward_apply<T, 2>(plan, a, scale, shift, stream); break;
-    default: launch_forward_apply<T, 1>(plan, a, scale, shift, stream); break;
+  if (a.activation == Activation::kNone) {
+    launch_forward_apply<T, Activation::kNone>(plan, a, scale, shift, stream);
+  } else {
+    launch_forward_apply<T, Activation::kRelu>(plan, a, scale, shift, stream);
   }
   return cudaGetLastError();
 }
 
-template <typename T, int V>
+template <typename T, int V, Activation A>
 void launch_backward_apply(const ReductionPlan& plan, const BackwardArgs& a, const float* coef_a,
                            const float* coef_b, const float* coef_k, cudaStream_t stream) {
   const int64_t packs = plan.rows * plan.channels / V;
@@ -387,12 +410,32 @@ void launch_backward_apply(const ReductionPlan& plan, const BackwardArgs& a, con
   const auto* y = static_cast<const T*>(a.y);
   auto* dx = static_cast<T*>(a.dx);
   if (a.d_residual != nullptr) {
-    batch_norm_act_backward_apply<T, V, true><<<apply_blocks(packs), kApplyThreads, 0, stream>>>(
+    batch_norm_act_backward_apply<T, V, true, A><<<apply_blocks(packs), kApplyThreads, 0, stream>>>(
         dy, x, y, a.save_mean, coef_a, coef_b, coef_k, dx, static_cast<T*>(a.d_residual), packs, plan.channels);
   } else {
-    batch_norm_act_backward_apply<T, V, false><<<apply_blocks(packs), kApplyThreads, 0, stream>>>(
+    batch_norm_act_backward_apply<T, V, false, A><<<apply_blocks(packs), kApplyThreads, 0, stream>>>(
         dy, x, y, a.save_mean, coef_a, coef_b, coef_k, dx, nullptr, packs, plan.channels);
   }
+}
+
+/// The backward's reduction and apply for activation A (the finalize between them does not depend on it).
+template <typename T, Activation A>
+cudaError_t backward_passes(const ReductionPlan& plan, const BackwardArgs& a, float* part_g, float* part_gx,
+                            float* coef_a, float* coef_b, float* coef_k, cudaStream_t stream) {
+  batch_norm_act_backward_reduce<T, A><<<reduction_grid(plan), dim3(kTileChannels, kTileRows), 0, stream>>>(
+      static_cast<const T*>(a.dy), static_cast<const T*>(a.x), static_cast<const T*>(a.y), a.save_mean, plan.rows,
+      plan.channels, plan.rows_per_block, part_g, part_gx);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  batch_norm_act_backward_finalize<<<finalize_blocks(plan), dim3(kTileChannels, kFinalizeLanes), 0, stream>>>(
+      part_g, part_gx, plan, a.weight, a.save_invstd, a.grad_weight, a.grad_bias, coef_a, coef_b, coef_k);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  switch (a.vector_width) {
+    case 8: launch_backward_apply<T, 8, A>(plan, a, coef_a, coef_b, coef_k, stream); break;
+    case 4: launch_backward_apply<T, 4, A>(plan, a, coef_a, coef_b, coef_k, stream); break;
+    case 2: launch_backward_apply<T, 2, A>(plan, a, coef_a, coef_b, coef_k, stream); break;
+    default: launch_backward_apply<T, 1, A>(plan, a, coef_a, coef_b, coef_k, stream); break;
+  }
+  return cudaGetLastError();
 }
 
 template <typename T>
@@ -403,20 +446,9 @@ cudaError_t backward_typed(const ReductionPlan& plan, const BackwardArgs& a, cud
   float* coef_a = part_gx + partials;
   float* coef_b = coef_a + plan.channels;
   float* coef_k = coef_b + plan.channels;
-  batch_norm_act_backward_reduce<T><<<reduction_grid(plan), dim3(kTileChannels, kTileRows), 0, stream>>>(
-      static_cast<const T*>(a.dy), static_cast<const T*>(a.x), static_cast<const T*>(a.y), a.save_mean, plan.rows,
-      plan.channels, plan.rows_per_block, part_g, part_gx);
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  batch_norm_act_backward_finalize<<<finalize_blocks(plan), dim3(kTileChannels, kFinalizeLanes), 0, stream>>>(
-      part_g, part_gx, plan, a.weight, a.save_invstd, a.grad_weight, a.grad_bias, coef_a, coef_b, coef_k);
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  switch (a.vector_width) {
-    case 8: launch_backward_apply<T, 8>(plan, a, coef_a, coef_b, coef_k, stream); break;
-    case 4: launch_backward_apply<T, 4>(plan, a, coef_a, coef_b, coef_k, stream); break;
-    case 2: launch_backward_apply<T, 2>(plan, a, coef_a, coef_b, coef_k, stream); break;
-    default: launch_backward_apply<T, 1>(plan, a, coef_a, coef_b, coef_k, stream); break;
-  }
-  return cudaGetLastError();
+  if (a.activation == Activation::kNone)
+    return backward_passes<T, Activation::kNone>(plan, a, part_g, part_gx, coef_a, coef_b, coef_k, stream);
+  return backward_passes<T, Activation::kRelu>(plan, a, part_g, part_gx, coef_a, coef_b, coef_k, stream);
 }
 
 }  // namespace

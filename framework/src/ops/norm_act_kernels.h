@@ -1,5 +1,6 @@
-// The CUDA kernels of the fused BatchNorm (training) + [residual add +] ReLU ops
-// (norm_act_ops.cpp registers them as torchhost::bn_act_forward and torchhost::bn_act_backward).
+// The CUDA kernels of the fused BatchNorm (training) + [residual add +] ReLU ops and of BatchNorm
+// (training) alone (norm_act_ops.cpp registers them as torchhost::bn_act_forward/bn_act_backward and
+// torchhost::bn_forward/bn_backward): one set of kernels, templated on the activation.
 // Plain CUDA: no LibTorch in the nvcc translation unit, so it compiles in seconds; the caller
 // allocates every buffer (from LibTorch's caching allocator) and names the stream, so the launches
 // can be captured in a CUDA graph.
@@ -20,6 +21,10 @@ namespace tp::ops {
 
 /// The element type of x, y, residual, dy, dx (statistics and parameters are always fp32).
 enum class ElementType : int32_t { kFloat = 0, kBFloat16 = 1, kHalf = 2 };
+
+/// The activation after BatchNorm [+ residual]: ReLU, or none (y = x * scale + shift [+ residual];
+/// the backward then takes g = dy and reads neither y nor a mask).
+enum class Activation : int32_t { kRelu = 0, kNone = 1 };
 
 /// How the M rows are split among reduction blocks: `row_blocks` blocks of `rows_per_block`
 /// consecutive rows (the last may hold fewer, none is empty). Chosen by plan_reduction.
@@ -42,9 +47,10 @@ int64_t forward_workspace_floats(const ReductionPlan& plan);
 /// Forward inputs and outputs; every pointer is device memory, the fp32 ones [C].
 struct ForwardArgs {
   ElementType type = ElementType::kFloat;
+  Activation activation = Activation::kRelu;
   const void* x = nullptr;
   const void* residual = nullptr;  ///< nullptr: no residual; else x's shape, type and layout
-  void* y = nullptr;               ///< relu(x * scale + shift [+ residual]), x's shape and type
+  void* y = nullptr;               ///< act(x * scale + shift [+ residual]), x's shape and type
   const float* weight = nullptr;
   const float* bias = nullptr;
   float* running_mean = nullptr;  ///< updated in place
@@ -68,14 +74,15 @@ int64_t backward_workspace_floats(const ReductionPlan& plan);
 /// Backward inputs and outputs; every pointer is device memory, the fp32 ones [C].
 struct BackwardArgs {
   ElementType type = ElementType::kFloat;
+  Activation activation = Activation::kRelu;  ///< the forward's
   const void* dy = nullptr;  ///< y's shape, type and layout
   const void* x = nullptr;
-  const void* y = nullptr;  ///< the forward's output: the ReLU passed where y > 0
+  const void* y = nullptr;  ///< the forward's output: the ReLU passed where y > 0; unread (may be nullptr) for kNone
   const float* weight = nullptr;
   const float* save_mean = nullptr;
   const float* save_invstd = nullptr;
   void* dx = nullptr;
-  void* d_residual = nullptr;  ///< nullptr: none; else written with dy * (y > 0)
+  void* d_residual = nullptr;  ///< nullptr: none; else written with g (dy * (y > 0), or dy for kNone)
   float* grad_weight = nullptr;
   float* grad_bias = nullptr;
   float* workspace = nullptr;  ///< backward_workspace_floats(plan) floats

@@ -1,9 +1,11 @@
 // torchhost::bn_act_forward and torchhost::bn_act_backward: BatchNorm in training (batch statistics)
-// fused with ReLU, optionally with a residual added before the ReLU, for CUDA tensors in
-// channels-last memory (norm_act_kernels.h). Registered with c10's dispatcher for the CUDA key
-// only; the SDK (tp/cpp/fused_norm.h) wraps them in an autograd function and keeps the unfused
-// ops everywhere else. Every buffer comes from LibTorch's caching allocator and every launch goes
-// to the current stream, with no host synchronisation, so both ops can be captured in a CUDA graph.
+// fused with ReLU, optionally with a residual added before the ReLU; torchhost::bn_forward and
+// torchhost::bn_backward: BatchNorm in training alone (no residual, no activation: ResNet's
+// downsample branch). For CUDA tensors in channels-last memory (norm_act_kernels.h, one set of
+// kernels for both). Registered with c10's dispatcher for the CUDA key only; the SDK
+// (tp/cpp/fused_norm.h) wraps them in autograd functions and keeps the unfused ops everywhere
+// else. Every buffer comes from LibTorch's caching allocator and every launch goes to the current
+// stream, with no host synchronisation, so all four ops can be captured in a CUDA graph.
 #include <ATen/core/Tensor.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
@@ -66,15 +68,15 @@ ReductionPlan plan_for(const at::Tensor& x) {
   return plan_reduction(x.numel() / channels, channels, at::cuda::getDeviceProperties(x.device().index())->multiProcessorCount);
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> bn_act_forward(const at::Tensor& x, const std::optional<at::Tensor>& residual,
-                                                              const at::Tensor& weight, const at::Tensor& bias,
-                                                              const at::Tensor& running_mean, const at::Tensor& running_var,
-                                                              double momentum, double eps) {
-  constexpr const char* kOp = "torchhost::bn_act_forward";
+/// The forward of both op pairs: act(bn(x) [+ residual]); `residual` is undefined for none.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const char* kOp, Activation activation, const at::Tensor& x,
+                                                       const at::Tensor& residual, const at::Tensor& weight,
+                                                       const at::Tensor& bias, const at::Tensor& running_mean,
+                                                       const at::Tensor& running_var, double momentum, double eps) {
   check_input(x, kOp);
   const ElementType type = element_type_of(x, kOp);
-  const bool has_residual = residual.has_value() && residual->defined();
-  if (has_residual) check_like_input(*residual, x, kOp, "residual");
+  const bool has_residual = residual.defined();
+  if (has_residual) check_like_input(residual, x, kOp, "residual");
   check_channel_vector(weight, x, kOp, "weight");
   check_channel_vector(bias, x, kOp, "bias");
   check_channel_vector(running_mean, x, kOp, "running_mean");
@@ -88,8 +90,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> bn_act_forward(const at::Tensor& 
   at::Tensor workspace = at::empty({forward_workspace_floats(plan)}, f32);
   ForwardArgs args;
   args.type = type;
+  args.activation = activation;
   args.x = x.const_data_ptr();
-  args.residual = has_residual ? residual->const_data_ptr() : nullptr;
+  args.residual = has_residual ? residual.const_data_ptr() : nullptr;
   args.y = y.mutable_data_ptr();
   args.weight = weight.const_data_ptr<float>();
   args.bias = bias.const_data_ptr<float>();
@@ -107,14 +110,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> bn_act_forward(const at::Tensor& 
   return {y, save_mean, save_invstd};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bn_act_backward(
-    const at::Tensor& dy, const at::Tensor& x, const at::Tensor& y, const at::Tensor& weight,
-    const at::Tensor& save_mean, const at::Tensor& save_invstd, bool has_residual) {
-  constexpr const char* kOp = "torchhost::bn_act_backward";
+/// The backward of both op pairs; `y` (the forward's output) is read for ReLU only, undefined for none.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(
+    const char* kOp, Activation activation, const at::Tensor& dy, const at::Tensor& x, const at::Tensor& y,
+    const at::Tensor& weight, const at::Tensor& save_mean, const at::Tensor& save_invstd, bool has_residual) {
   check_input(x, kOp);
   const ElementType type = element_type_of(x, kOp);
   check_like_input(dy, x, kOp, "dy");
-  check_like_input(y, x, kOp, "y");
+  if (activation == Activation::kRelu) check_like_input(y, x, kOp, "y");
   check_channel_vector(weight, x, kOp, "weight");
   check_channel_vector(save_mean, x, kOp, "save_mean");
   check_channel_vector(save_invstd, x, kOp, "save_invstd");
@@ -128,9 +131,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bn_act_backward(
   at::Tensor workspace = at::empty({backward_workspace_floats(plan)}, f32);
   BackwardArgs args;
   args.type = type;
+  args.activation = activation;
   args.dy = dy.const_data_ptr();
   args.x = x.const_data_ptr();
-  args.y = y.const_data_ptr();
+  args.y = activation == Activation::kRelu ? y.const_data_ptr() : nullptr;
   args.weight = weight.const_data_ptr<float>();
   args.save_mean = save_mean.const_data_ptr<float>();
   args.save_invstd = save_invstd.const_data_ptr<float>();
@@ -146,6 +150,37 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bn_act_backward(
   return {dx, d_residual, grad_weight, grad_bias};
 }
 
+std::tuple<at::Tensor, at::Tensor, at::Tensor> bn_act_forward(const at::Tensor& x, const std::optional<at::Tensor>& residual,
+                                                              const at::Tensor& weight, const at::Tensor& bias,
+                                                              const at::Tensor& running_mean, const at::Tensor& running_var,
+                                                              double momentum, double eps) {
+  return forward("torchhost::bn_act_forward", Activation::kRelu, x, residual.value_or(at::Tensor()), weight, bias,
+                 running_mean, running_var, momentum, eps);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bn_act_backward(
+    const at::Tensor& dy, const at::Tensor& x, const at::Tensor& y, const at::Tensor& weight,
+    const at::Tensor& save_mean, const at::Tensor& save_invstd, bool has_residual) {
+  return backward("torchhost::bn_act_backward", Activation::kRelu, dy, x, y, weight, save_mean, save_invstd,
+                  has_residual);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> bn_forward(const at::Tensor& x, const at::Tensor& weight,
+                                                          const at::Tensor& bias, const at::Tensor& running_mean,
+                                                          const at::Tensor& running_var, double momentum, double eps) {
+  return forward("torchhost::bn_forward", Activation::kNone, x, at::Tensor(), weight, bias, running_mean, running_var,
+                 momentum, eps);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> bn_backward(const at::Tensor& dy, const at::Tensor& x,
+                                                           const at::Tensor& weight, const at::Tensor& save_mean,
+                                                           const at::Tensor& save_invstd) {
+  auto [dx, d_residual, grad_weight, grad_bias] =
+      backward("torchhost::bn_backward", Activation::kNone, dy, x, at::Tensor(), weight, save_mean, save_invstd,
+               /*has_residual=*/false);
+  return {dx, grad_weight, grad_bias};
+}
+
 }  // namespace
 
 void link_fused_ops() {}
@@ -153,15 +188,23 @@ void link_fused_ops() {}
 }  // namespace tp::ops
 
 // The schemas are the SDK's contract (tp/cpp/fused_norm.h looks them up by name and calls them
-// with these exact C++ types): change them only together with it, under a new name.
+// with these exact C++ types): change them only together with it, under a new name. The SDK looks
+// up each pair on its own, so a plugin built against a newer SDK still fuses BatchNorm + ReLU on
+// an older host that lacks bn_forward / bn_backward (batch_norm then runs the module path).
 TORCH_LIBRARY_FRAGMENT(torchhost, m) {
   m.def("bn_act_forward(Tensor x, Tensor? residual, Tensor weight, Tensor bias, Tensor(a!) running_mean, "
         "Tensor(b!) running_var, float momentum, float eps) -> (Tensor y, Tensor save_mean, Tensor save_invstd)");
   m.def("bn_act_backward(Tensor dy, Tensor x, Tensor y, Tensor weight, Tensor save_mean, Tensor save_invstd, "
         "bool has_residual) -> (Tensor dx, Tensor d_residual, Tensor grad_weight, Tensor grad_bias)");
+  m.def("bn_forward(Tensor x, Tensor weight, Tensor bias, Tensor(a!) running_mean, Tensor(b!) running_var, "
+        "float momentum, float eps) -> (Tensor y, Tensor save_mean, Tensor save_invstd)");
+  m.def("bn_backward(Tensor dy, Tensor x, Tensor weight, Tensor save_mean, Tensor save_invstd) "
+        "-> (Tensor dx, Tensor grad_weight, Tensor grad_bias)");
 }
 
 TORCH_LIBRARY_IMPL(torchhost, CUDA, m) {
   m.impl("bn_act_forward", TORCH_FN(tp::ops::bn_act_forward));
   m.impl("bn_act_backward", TORCH_FN(tp::ops::bn_act_backward));
+  m.impl("bn_forward", TORCH_FN(tp::ops::bn_forward));
+  m.impl("bn_backward", TORCH_FN(tp::ops::bn_backward));
 }

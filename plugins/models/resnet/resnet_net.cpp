@@ -26,15 +26,35 @@ Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t dil
       Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2 * dilation).dilation(dilation).bias(false));
 }
 
-/// conv1x1(stride) - BN projecting the identity when the shape changes; nullptr otherwise.
-torch::nn::Sequential downsample_for(int64_t in_planes, int64_t out_planes, int64_t stride) {
-  if (stride == 1 && in_planes == out_planes) return torch::nn::Sequential(nullptr);
-  return torch::nn::Sequential(conv(in_planes, out_planes, 1, stride), BatchNorm2d(out_planes));
+/// conv1x1(stride) - BN projecting the identity when the shape changes: a Sequential registered as
+/// "downsample" ("downsample.0" the conv, "downsample.1" the BN: torchvision's state names), and
+/// the two modules held apart, so that forward can run the BN through tp::cpp::batch_norm (fused
+/// where `fused_norm` and the host's CUDA ops allow, else the module path: bn(conv(x)), what the
+/// Sequential computes). Empty (`sequence` null) when the shape does not change.
+struct Downsample {
+  torch::nn::Sequential sequence{nullptr};
+  Conv2d conv{nullptr};
+  BatchNorm2d bn{nullptr};
+
+  explicit operator bool() const { return !sequence.is_empty(); }
+  at::Tensor forward(const at::Tensor& x, bool fused_norm) {
+    return tp::cpp::batch_norm(bn, conv->forward(x), fused_norm);
+  }
+};
+
+Downsample downsample_for(int64_t in_planes, int64_t out_planes, int64_t stride) {
+  if (stride == 1 && in_planes == out_planes) return {};
+  Downsample d;
+  d.conv = conv(in_planes, out_planes, 1, stride);
+  d.bn = BatchNorm2d(out_planes);
+  d.sequence = torch::nn::Sequential(d.conv, d.bn);
+  return d;
 }
 
 /// ResNet-18/34 block: 3x3(stride) - BN - ReLU - 3x3 - BN, + identity, ReLU. Expansion 1.
 /// BN - ReLU and BN + identity - ReLU go through tp::cpp::batch_norm_relu (fused where `fused_norm`
-/// and the host's CUDA ops allow, else the module path).
+/// and the host's CUDA ops allow, else the module path), the downsample's BN through
+/// tp::cpp::batch_norm.
 class BasicBlock : public ResidualBlock {
  public:
   static constexpr int64_t kExpansion = 1;
@@ -44,12 +64,12 @@ class BasicBlock : public ResidualBlock {
     conv2_ = register_module("conv2", conv(planes, planes, 3, 1));
     bn2_ = register_module("bn2", BatchNorm2d(planes));
     downsample_ = downsample_for(in_planes, planes * kExpansion, stride);
-    if (downsample_) register_module("downsample", downsample_);
+    if (downsample_) register_module("downsample", downsample_.sequence);
   }
   at::Tensor forward(const at::Tensor& x) override {
     const at::Tensor out = tp::cpp::batch_norm_relu(bn1_, conv1_->forward(x), {}, fused_norm_);
     // Never in place on `x` (the block's input, kept by checkpointing): batch_norm_relu reads it.
-    const at::Tensor identity = downsample_ ? downsample_->forward(x) : x;
+    const at::Tensor identity = downsample_ ? downsample_.forward(x, fused_norm_) : x;
     return tp::cpp::batch_norm_relu(bn2_, conv2_->forward(out), identity, fused_norm_);
   }
   BatchNorm2d& last_norm() override { return bn2_; }
@@ -58,13 +78,13 @@ class BasicBlock : public ResidualBlock {
   bool fused_norm_;
   Conv2d conv1_{nullptr}, conv2_{nullptr};
   BatchNorm2d bn1_{nullptr}, bn2_{nullptr};
-  torch::nn::Sequential downsample_{nullptr};
+  Downsample downsample_;
 };
 
 /// ResNet-50 block, torchvision's "v1.5": 1x1 - BN - ReLU - 3x3(stride, dilation) - BN - ReLU -
 /// 1x1(4x) - BN, + identity, ReLU. The stride sits on the 3x3 conv (the original paper put it on the first
 /// 1x1), which torchvision reports as about 0.5% more top-1 accuracy for a little more compute.
-/// BN - ReLU and BN + identity - ReLU as in BasicBlock.
+/// BN - ReLU, BN + identity - ReLU and the downsample as in BasicBlock.
 class Bottleneck : public ResidualBlock {
  public:
   static constexpr int64_t kExpansion = 4;
@@ -77,12 +97,12 @@ class Bottleneck : public ResidualBlock {
     conv3_ = register_module("conv3", conv(planes, planes * kExpansion, 1, 1));
     bn3_ = register_module("bn3", BatchNorm2d(planes * kExpansion));
     downsample_ = downsample_for(in_planes, planes * kExpansion, stride);
-    if (downsample_) register_module("downsample", downsample_);
+    if (downsample_) register_module("downsample", downsample_.sequence);
   }
   at::Tensor forward(const at::Tensor& x) override {
     at::Tensor out = tp::cpp::batch_norm_relu(bn1_, conv1_->forward(x), {}, fused_norm_);
     out = tp::cpp::batch_norm_relu(bn2_, conv2_->forward(out), {}, fused_norm_);
-    const at::Tensor identity = downsample_ ? downsample_->forward(x) : x;
+    const at::Tensor identity = downsample_ ? downsample_.forward(x, fused_norm_) : x;
     return tp::cpp::batch_norm_relu(bn3_, conv3_->forward(out), identity, fused_norm_);
   }
   BatchNorm2d& last_norm() override { return bn3_; }
@@ -91,7 +111,7 @@ class Bottleneck : public ResidualBlock {
   bool fused_norm_;
   Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};
   BatchNorm2d bn1_{nullptr}, bn2_{nullptr}, bn3_{nullptr};
-  torch::nn::Sequential downsample_{nullptr};
+  Downsample downsample_;
 };
 
 /// Blocks per stage (torchvision's `layers`).

@@ -11,8 +11,9 @@
 //
 // Layer depths (optim.layer_decay): the stem at 0, each residual block one deeper, fc the head.
 //
-// BatchNorm + ReLU and BatchNorm + residual add + ReLU run fused on CUDA in training
-// (ResNetOptions::fused_norm, tp/cpp/fused_norm.h); the module tree and state are the same either way.
+// BatchNorm + ReLU, BatchNorm + residual add + ReLU and the downsample's BatchNorm run fused on CUDA
+// in training (ResNetOptions::fused_norm, tp/cpp/fused_norm.h); the module tree and state are the
+// same either way.
 //
 // The segmentation models (plugins/models/segmentation) use it as their backbone: without fc,
 // with torchvision's replace_stride_with_dilation, read through stages().
@@ -60,8 +61,9 @@ struct ResNetOptions {
   /// head reading stages(); num_classes is then unused.
   bool fc = true;
   /// Each BatchNorm followed by ReLU (and each block's last BatchNorm + identity + ReLU) through
-  /// tp::cpp::batch_norm_relu: the host's fused CUDA ops in training on channels-last CUDA input,
-  /// the module path elsewhere (tp/cpp/fused_norm.h says when). false: always the module path.
+  /// tp::cpp::batch_norm_relu, each downsample's BatchNorm through tp::cpp::batch_norm: the host's
+  /// fused CUDA ops in training on channels-last CUDA input, the module path elsewhere
+  /// (tp/cpp/fused_norm.h says when). false: always the module path.
   bool fused_norm = true;
 };
 

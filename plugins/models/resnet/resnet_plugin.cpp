@@ -42,8 +42,8 @@ const tp_config_key_t kKeys[] = {
     {sizeof(tp_config_key_t), "zero_init_residual", TP_CFG_BOOL, "false",
      "zero the last BatchNorm weight of every residual block (each block starts as the identity)"},
     {sizeof(tp_config_key_t), "fused_norm", TP_CFG_BOOL, "true",
-     "BatchNorm + ReLU (+ residual add) in the host's fused CUDA ops when training on channels-last CUDA "
-     "input (tp/cpp/fused_norm.h); false: the unfused ops everywhere"},
+     "BatchNorm + ReLU (+ residual add), and the downsample's BatchNorm, in the host's fused CUDA ops when "
+     "training on channels-last CUDA input (tp/cpp/fused_norm.h); false: the unfused ops everywhere"},
     tp::cpp::kImageInputKey,
 };
 

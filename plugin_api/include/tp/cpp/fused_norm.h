@@ -1,11 +1,13 @@
-// torchhost C++ helpers for Tier T model authors: BatchNorm (training) + ReLU and BatchNorm +
-// residual add + ReLU in one CUDA kernel pass each way, through ops the host registers
-// (torchhost::bn_act_forward / bn_act_backward, framework/src/ops). The plugin never links the
-// framework: the ops are looked up by name in c10's dispatcher, and where they are missing (a CPU
-// host, a host built without a CUDA compiler, an older host) the module path runs instead.
+// torchhost C++ helpers for Tier T model authors: BatchNorm (training) + ReLU, BatchNorm +
+// residual add + ReLU, and BatchNorm alone in one CUDA kernel pass each way, through ops the host
+// registers (torchhost::bn_act_forward / bn_act_backward and torchhost::bn_forward / bn_backward,
+// framework/src/ops). The plugin never links the framework: the ops are looked up by name in c10's
+// dispatcher, and where they are missing (a CPU host, a host built without a CUDA compiler, an
+// older host) the module path runs instead.
 //
 //   at::Tensor out = tp::cpp::batch_norm_relu(bn1_, conv1_->forward(x));            // relu(bn1(conv1(x)))
 //   return tp::cpp::batch_norm_relu(bn2_, conv2_->forward(out), identity, fused_);  // relu(bn2(.) + identity)
+//   at::Tensor identity = tp::cpp::batch_norm(down_bn_, down_conv_->forward(x), fused_);  // bn(conv(x))
 //
 // Thread tag: any (the lookup is a function-local static; the ops run on the current CUDA stream).
 #ifndef TP_CPP_FUSED_NORM_H
@@ -60,6 +62,36 @@ inline const FusedNormOps* fused_norm_ops() {
   return ops ? &*ops : nullptr;
 }
 
+/// BatchNorm alone, typed as norm_act_ops.cpp registers it (schemas there).
+struct FusedBatchNormOps {
+  using Forward = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                                                 const at::Tensor&, const at::Tensor&, double, double);
+  using Backward = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
+                                                                  const at::Tensor&, const at::Tensor&, const at::Tensor&);
+  c10::TypedOperatorHandle<Forward> forward;
+  c10::TypedOperatorHandle<Backward> backward;
+};
+
+/// torchhost::bn_forward / bn_backward as fused_norm_ops() finds its pair; looked up on their own,
+/// so a host older than them still fuses batch_norm_relu.
+inline const FusedBatchNormOps* fused_batch_norm_ops() {
+  static const std::optional<FusedBatchNormOps> ops = []() -> std::optional<FusedBatchNormOps> {
+    try {
+      auto& dispatcher = c10::Dispatcher::singleton();
+      const auto forward = dispatcher.findSchema({"torchhost::bn_forward", ""});
+      const auto backward = dispatcher.findSchema({"torchhost::bn_backward", ""});
+      if (!forward || !backward || !forward->hasKernelForDispatchKey(c10::DispatchKey::CUDA) ||
+          !backward->hasKernelForDispatchKey(c10::DispatchKey::CUDA))
+        return std::nullopt;
+      return FusedBatchNormOps{forward->typed<FusedBatchNormOps::Forward>(),
+                               backward->typed<FusedBatchNormOps::Backward>()};
+    } catch (const c10::Error&) {
+      return std::nullopt;  // registered with other C++ types (another host version): the module path
+    }
+  }();
+  return ops ? &*ops : nullptr;
+}
+
 /// The autograd node of the fused path. Gradients for x, residual, weight and bias; none for the
 /// running statistics (updated in place by forward) or the scalars. Not twice differentiable.
 struct BatchNormReluFunction : torch::autograd::Function<BatchNormReluFunction> {
@@ -95,6 +127,34 @@ struct BatchNormReluFunction : torch::autograd::Function<BatchNormReluFunction> 
   }
 };
 
+/// The autograd node of batch_norm's fused path. Gradients for x, weight and bias; none for the
+/// running statistics (updated in place by forward) or the scalars. Not twice differentiable.
+struct BatchNormFunction : torch::autograd::Function<BatchNormFunction> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                            const at::Tensor& bias, const at::Tensor& running_mean, const at::Tensor& running_var,
+                            double momentum, double eps) {
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;
+    auto [y, save_mean, save_invstd] =
+        fused_batch_norm_ops()->forward.call(x, weight, bias, running_mean, running_var, momentum, eps);
+    ctx->save_for_backward({x, weight, save_mean, save_invstd});  // no y: without an activation dx needs no mask
+    return y;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    // As BatchNormReluFunction's: the backward op has no derivative of its own.
+    TORCH_CHECK(!at::GradMode::is_enabled(),
+                "tp::cpp::batch_norm's fused path is not twice differentiable; for a double backward "
+                "(create_graph = true) build the model with its fused option off (the zoo's fused_norm = false) "
+                "or pass allow_fused = false");
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
+    const at::Tensor& x = saved[0];
+    const at::Tensor dy = grad_outputs[0].to(x.scalar_type()).contiguous(at::MemoryFormat::ChannelsLast);
+    auto [dx, grad_weight, grad_bias] = fused_batch_norm_ops()->backward.call(dy, x, saved[1], saved[2], saved[3]);
+    return {dx, grad_weight, grad_bias, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
 inline bool fusable_dtype(const at::Tensor& t) {
   const auto type = t.scalar_type();
   return type == at::kFloat || type == at::kBFloat16 || type == at::kHalf;
@@ -104,16 +164,20 @@ inline bool float32_on(const at::Tensor& t, const at::Tensor& x) {
   return t.defined() && t.scalar_type() == at::kFloat && t.device() == x.device();
 }
 
-/// Whether batch_norm_relu may take the fused path (see its contract).
-inline bool fusable(const torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& residual) {
+/// What both fused paths need of `bn` and `x` (see batch_norm_relu's contract).
+inline bool fusable_norm(const torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x) {
   if (!bn.is_training() || !bn.options.affine() || !bn.options.track_running_stats() || !bn.options.momentum())
     return false;
   if (!x.defined() || !x.is_cuda() || x.dim() != 4 || !fusable_dtype(x) ||
       !x.is_contiguous(at::MemoryFormat::ChannelsLast) || x.size(1) < 1 || x.numel() / x.size(1) < 2)
     return false;
-  if (!float32_on(bn.weight, x) || !float32_on(bn.bias, x) || !float32_on(bn.running_mean, x) ||
-      !float32_on(bn.running_var, x) || bn.weight.numel() != x.size(1))
-    return false;
+  return float32_on(bn.weight, x) && float32_on(bn.bias, x) && float32_on(bn.running_mean, x) &&
+         float32_on(bn.running_var, x) && bn.weight.numel() == x.size(1);
+}
+
+/// Whether batch_norm_relu may take the fused path (see its contract).
+inline bool fusable(const torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& residual) {
+  if (!fusable_norm(bn, x)) return false;
   if (residual.defined() && (residual.device() != x.device() || residual.sizes() != x.sizes() ||
                              residual.scalar_type() != x.scalar_type() ||
                              !residual.is_contiguous(at::MemoryFormat::ChannelsLast)))
@@ -157,6 +221,36 @@ inline at::Tensor batch_norm_relu(torch::nn::BatchNorm2d& bn, const at::Tensor& 
   at::Tensor out = bn->forward(x);
   if (residual.defined()) out += residual;  // in place on BatchNorm's fresh output only
   return out.relu_();
+}
+
+/// bn(x): what `bn->forward(x)` computes, side effects included (in training: running_mean and
+/// running_var updated, num_batches_tracked bumped), for a BatchNorm that no activation follows
+/// (ResNet's downsample branch). Never modifies `x`.
+///
+/// Fused (the host's torchhost::bn_forward / bn_backward: the statistics, then one pass each way)
+/// under batch_norm_relu's conditions less the residual: `allow_fused`; `bn` training with affine
+/// parameters, running statistics and a momentum; x a 4-d CUDA float32, bfloat16 or float16 tensor
+/// contiguous in channels-last memory with more than one value per channel; bn's parameters and
+/// statistics float32 on x's device; and the host registered these two ops (looked up apart from
+/// batch_norm_relu's: an older host fuses that one and runs this one's module path). Otherwise it
+/// runs `bn->forward(x)` and its result is bit for bit the module's.
+///
+/// Fused results differ from the module path's by rounding only, by the same argument as
+/// batch_norm_relu's: statistics and arithmetic in fp32 (variance combined in double), y rounded
+/// once to x's dtype, as the module path rounds it once. With no ReLU there is no mask to disagree,
+/// so y agrees to about 2e-7 relative in float32 and a few units in the last place in
+/// bfloat16/float16, running statistics to about 1e-7, and gradients to about 1e-5 (float32,
+/// float16) and 1e-2 (bfloat16) relative (L2 norm of the difference over the reference's).
+/// Deterministic (the same inputs on the same device give the same bits), captured in CUDA graphs
+/// like any op, and, like batch_norm_relu's, not twice differentiable (a double backward through
+/// the fused path fails with a message; allow_fused = false runs the module path, which is).
+inline at::Tensor batch_norm(torch::nn::BatchNorm2d& bn, const at::Tensor& x, bool allow_fused = true) {
+  if (allow_fused && detail::fusable_norm(*bn, x) && detail::fused_batch_norm_ops() != nullptr) {
+    if (bn->num_batches_tracked.defined()) bn->num_batches_tracked += 1;  // as BatchNorm2d's forward
+    return detail::BatchNormFunction::apply(x, bn->weight, bn->bias, bn->running_mean, bn->running_var,
+                                            *bn->options.momentum(), bn->options.eps());
+  }
+  return bn->forward(x);
 }
 
 }  // namespace tp::cpp
