@@ -38,7 +38,9 @@ GPU-decode sides), the median of the rounds:
                  (gpu_e2e_sides.py train --side nvjpeg)
 and the decode rates: rate_host (BUILD/bin/image_pipeline_bench, 1 loader thread, batch 64, over
 --rate-images files), rate_python (PIL in one DataLoader worker; GPU decode_jpeg in batches of
-256, decode only and decode + transforms: gpu_e2e_sides.py decode).
+256, decode only and decode + transforms: gpu_e2e_sides.py decode), rate_gpu (BUILD/bin/gpu_decode_bench:
+the host's nvJPEG decoder over every file, decode only, --loader-threads threads of --batch images,
+per backend: the JPEG engines whole and as regions, the CUDA decoder).
 
 Every training run: --epochs epochs (2) of count // batch steps (drop_last), windows of --window
 steps (the host's train.log_every_steps); images/s = batch / median window step time over the
@@ -86,12 +88,12 @@ GPU_DECODE = ("host_jpeg_gpu", "host_jpeg_gpu_share", "host_shards_gpu")  # data
 CPU_OF = {"host_jpeg_gpu": "host_jpeg", "host_jpeg_gpu_share": "host_jpeg", "host_shards_gpu": "host_shards"}
 COLUMNS = ("host_jpeg_gpu", "host_jpeg_gpu_share", "host_shards_gpu", "host_jpeg", "host_shards", "host_pool", "python_tv",
            "python_nvjpeg")
-RATES = ("rate_host", "rate_python")
+RATES = ("rate_host", "rate_python", "rate_gpu")
 LABELS = {"host_jpeg_gpu": "host, JPEG folder, GPU decode", "host_shards_gpu": "host, shards, GPU decode",
           "host_jpeg_gpu_share": "host, JPEG folder, GPU decode + CPU share",
           "host_jpeg": "host, JPEG folder", "host_shards": "host, shards", "host_pool": "host, memory pool",
           "python_tv": "torchvision", "python_nvjpeg": "torchvision + nvJPEG", "rate_host": "host decode rate",
-          "rate_python": "Python decode rates"}
+          "rate_python": "Python decode rates", "rate_gpu": "host nvJPEG decode rates"}
 HOST_SIDES = ("host_jpeg_gpu", "host_jpeg_gpu_share", "host_jpeg", "host_shards_gpu", "host_shards", "host_pool")
 # Cost model, seconds on one H100/H200 (bench/gpu/: ResNet-50 b256 eager 57 ms/step and ~8 s of
 # first-use costs on the H200; the rest estimated): GPU step at batch 256, 224x224, bf16.
@@ -281,6 +283,9 @@ class Bench(PlannedBench):
                     "--batch", str(a.batch), "--size", str(a.size), "--workers", str(a.workers), "--reader-workers",
                     str(a.reader_workers), "--epochs", str(a.epochs), "--window", str(a.window), "--device", a.device,
                     "--precision", a.precision]
+        if side == "rate_gpu":
+            return [str(a.build / "bin/gpu_decode_bench"), self.data["root"], "--batch", str(a.batch), "--threads",
+                    str(a.loader_threads), "--rounds", "2"]
         if side == "rate_host":
             return [str(a.build / "bin/image_pipeline_bench"), "--root", self.data["root"], "--workers", "1",
                     "--batch", "64", "--size", str(a.size), "--epochs", "2",
@@ -302,6 +307,7 @@ class Bench(PlannedBench):
                 "host_shards": ["bin/host", "plugins/resnet.so", "plugins/basic_losses.so", "plugins/webdataset.so"],
                 "host_pool": ["bin/host", "plugins/resnet.so", "plugins/basic_losses.so",
                               "bench/plugins/bench_tensor_pool.so"],
+                "rate_gpu": ["bin/gpu_decode_bench"],
                 "rate_host": ["bin/image_pipeline_bench", "plugins/image_folder.so", "plugins/vision_models.so",
                               "plugins/basic_losses.so"]}.get(side, [])
         return [p for p in need if not (a.build / p).exists()]
@@ -348,6 +354,8 @@ class Bench(PlannedBench):
             return 1.0 + 3 * a.rate_images / RATE_PER_THREAD["host"]
         if side == "rate_python":
             return STARTUP_S["python"] + a.rate_images / RATE_PER_THREAD["python"] + 4.0
+        if side == "rate_gpu":  # three modes, a warm-up and two rounds each; the CUDA decoder the slowest
+            return 5.0 + 3 * self.data["count"] * 3 / GPU_DECODE_RATE * 2
         m = MODELS[model]
         scale = a.batch / 256 * (a.size / 224) ** 2
         gpu_s = m["step_ms"] * scale / 1000
@@ -392,6 +400,8 @@ class Bench(PlannedBench):
         """None to run it, else why not. here=False: as if the data set, its shards and the build
         were there (the dry run's plan for the GPU machine)."""
         a, d = self.a, self.data
+        if side == "rate_gpu" and a.device != "cuda":
+            return f"not run: nvJPEG needs CUDA (--device {a.device})"
         if side in GPU_DECODE and a.device != "cuda":
             return f'not run: data.decode = "gpu" needs CUDA (--device {a.device}: the host would exit 2)'
         if here and (why := self.absent(side)):
@@ -465,6 +475,12 @@ class Bench(PlannedBench):
                     self.parse_trace(run_dir, trace, rec)
             elif side in ("python_tv", "python_nvjpeg"):
                 windows = self.parse_python(text, rec)
+            elif side == "rate_gpu":
+                modes = [json.loads(line) for line in text.splitlines() if line.startswith('{"mode"')]
+                if not modes:
+                    raise RuntimeError("no decode-rate line")
+                rec.update(modes={m["mode"]: m for m in modes})
+                windows = None
             elif side == "rate_host":
                 m = re.search(r"^host images_per_s=([0-9.]+) epochs=(\d+)", text, re.M)
                 if not m:
@@ -890,6 +906,17 @@ class Bench(PlannedBench):
                 note = (f"{x['images']} files; CPU {x['cpu_ms_per_image']:.2f} ms per image, "
                         f"{x['cores_busy']:.1f} cores busy") if isinstance(x, dict) and x.get("images_per_s") else ""
                 row(what, x or {"error": "not run"}, note)
+        gpu = s.get("rate_gpu", {})
+        got = gpu.get("result") or (gpu.get("errors") or [{}])[0]
+        modes = got.get("modes", {}) if isinstance(got, dict) else {}
+        for key, what in (("engines_whole", "host nvJPEG, the JPEG engines, whole images"),
+                          ("engines_regions", "host nvJPEG, the JPEG engines, regions around RandomResizedCrop boxes"),
+                          ("cuda_decoder", "host nvJPEG, the CUDA decoder, image by image")):
+            x = modes.get(key) or (got if "error" in got else {"error": "not run"})
+            note = (f"decode only, {x['threads']} threads of batch {x['batch']}; engines {x['engines']} "
+                    f"(regions {x['regions']}), CUDA decoder {x['cuda_decoder']}, failed {x['failed']}"
+                    if x.get("images_per_s") else "")
+            row(what, x, note)
         for side in RATES:
             note = s.get(side, {}).get("result", {}).get("exit_note")
             if note:
@@ -915,7 +942,8 @@ def main() -> int:
     p.add_argument("--models", default="resnet18,resnet50",
                    help=f"of {', '.join(MODELS)}, in the plan's order (resnet18 first: the loader-bound one)")
     p.add_argument("--sides", default=",".join(SIDES), help=f"of {', '.join(SIDES)} (all by default)")
-    p.add_argument("--rates", default="host,python", help="decode rates to measure: host, python ('' none)")
+    p.add_argument("--rates", default="host,python,gpu",
+                   help="decode rates to measure: host, python, gpu (nvJPEG per backend) ('' none)")
     p.add_argument("--runs", type=int, default=2, help="rounds (the budget may drop later ones)")
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--size", type=int, default=224, help="crop size (the pool's image size)")
@@ -951,7 +979,7 @@ def main() -> int:
     a.sides = [s for s in a.sides.split(",") if s]
     a.rates = [r for r in a.rates.split(",") if r]
     unknown = [m for m in a.models if m not in MODELS] + [s for s in a.sides if s not in SIDES] + \
-        [r for r in a.rates if r not in ("host", "python")]
+        [r for r in a.rates if r not in ("host", "python", "gpu")]
     if unknown:
         p.error(f"unknown model, side or rate: {', '.join(unknown)}")
     if a.epochs < 1 or a.window < 1 or a.batch < 1 or a.workers < 0 or a.loader_threads < 0:

@@ -21,6 +21,7 @@ namespace tp {
 namespace {
 
 using device_decode::DecodeCounts;
+using device_decode::DecoderChoice;
 using device_decode::DecodedImage;
 using device_decode::EncodedImage;
 using device_decode::NvjpegDecoder;
@@ -151,7 +152,8 @@ class ImageDecodeStage final : public BatchStage {
 
  private:
   NvjpegDecoder& decoder_for(std::size_t slot) const {
-    if (!decoders_[slot]) decoders_[slot] = std::make_unique<NvjpegDecoder>(device_);
+    if (!decoders_[slot])
+      decoders_[slot] = std::make_unique<NvjpegDecoder>(device_, DecoderChoice::kEnginesWhereAvailable);
     return *decoders_[slot];
   }
 
@@ -233,13 +235,14 @@ DeviceDecodeStart start_image_decode(const EncodedImageSpec& spec, c10::Device d
   if (!device.is_cuda()) return {nullptr, "", "the run does not train on CUDA [run.device]"};
   std::unique_ptr<NvjpegDecoder> first;
   try {
-    first = std::make_unique<NvjpegDecoder>(device);
+    first = std::make_unique<NvjpegDecoder>(device, DecoderChoice::kEnginesWhereAvailable);
   } catch (const std::exception& e) {
     return {nullptr, "", std::string("nvJPEG did not start on ") + device.str() + ": " + e.what()};
   }
   std::string backend = first->backend();
   const auto threads = static_cast<std::size_t>(workers > 0 ? workers : 1);
-  return {std::make_shared<ImageDecodeStage>(spec, device, threads, cpu_share, std::move(first)), std::move(backend), ""};
+  return {std::make_shared<ImageDecodeStage>(spec, device, threads, cpu_share, std::move(first)), std::move(backend),
+          ""};
 }
 
 }  // namespace tp

@@ -131,7 +131,7 @@ struct NvjpegDecoder::Handles {
   }
 };
 
-NvjpegDecoder::NvjpegDecoder(c10::Device device)
+NvjpegDecoder::NvjpegDecoder(c10::Device device, DecoderChoice choice)
     : device_(device),
       stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.has_index() ? device.index() : 0)),
       allocations_(std::make_unique<AllocationCounts>()),
@@ -152,7 +152,8 @@ NvjpegDecoder::NvjpegDecoder(c10::Device device)
     return nvjpegCreateExV2(backend, &handles_->device_allocator, &handles_->pinned_allocator, NVJPEG_FLAGS_DEFAULT, handle);
   };
   // The engines where the GPU has them; NVJPEG_STATUS_ARCH_MISMATCH (or any refusal) where not.
-  if (create(NVJPEG_BACKEND_HARDWARE, &handles_->hardware) == NVJPEG_STATUS_SUCCESS) {
+  if (choice == DecoderChoice::kEnginesWhereAvailable &&
+      create(NVJPEG_BACKEND_HARDWARE, &handles_->hardware) == NVJPEG_STATUS_SUCCESS) {
     check(nvjpegJpegStateCreate(handles_->hardware, &handles_->hardware_state), "nvjpegJpegStateCreate");
     check(nvjpegJpegStreamCreate(handles_->hardware, &handles_->parsed), "nvjpegJpegStreamCreate");
   } else {

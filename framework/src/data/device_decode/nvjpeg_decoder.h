@@ -49,11 +49,17 @@ struct AllocationCounts {
   std::atomic<int64_t> pinned{0};  ///< pinned host staging buffers
 };
 
+/// Which of nvJPEG's decoders a NvjpegDecoder may use.
+enum class DecoderChoice {
+  kEnginesWhereAvailable,  ///< the JPEG engines batched where the GPU has them, the CUDA decoder for the rest
+  kCudaDecoderOnly,        ///< nvJPEG's CUDA decoder for every image (the decode-rate benchmark's comparison)
+};
+
 class NvjpegDecoder {
  public:
-  /// nvJPEG on `device` (CUDA) with a stream of its own. Throws tp::Error naming nvJPEG's status
-  /// when the library cannot start there.
-  explicit NvjpegDecoder(c10::Device device);
+  /// nvJPEG on `device` (CUDA) with a stream of its own, its decoders as `choice` allows. Throws
+  /// tp::Error naming nvJPEG's status when the library cannot start there.
+  NvjpegDecoder(c10::Device device, DecoderChoice choice);
   ~NvjpegDecoder();
   NvjpegDecoder(const NvjpegDecoder&) = delete;
   NvjpegDecoder& operator=(const NvjpegDecoder&) = delete;
