@@ -129,6 +129,10 @@ def main(mode, directory):
             print("diff", name, "loss", repr(loss_diff(host_losses, losses)))
             print("diff", name, "weights", repr(weight_diff(host_weights, weights)))
             print("moved", name, repr(weight_diff(init, weights)))
+    # Both ranks tear Gloo down together: rank 1 destroying its group while rank 0 still read the
+    # host's files aborted it once in PyTorch's teardown ("terminate called without an active
+    # exception", after every figure was printed).
+    dist.barrier()
     dist.destroy_process_group()
 
 
