@@ -3,7 +3,7 @@
 // splits, backward with the data-parallel gradient all-reduce), the ranks' one agreement, then the
 // parameter update's phases (ParameterUpdate: the update, and what advances with every step).
 // One body for every step: with run.cuda_graphs a CUDA graph is another way of running its
-// phases 2-5 (captured once, then replayed; docs/cuda_graphs.md), not a second step. The loop
+// phases 2-3 and 5 (captured once, then replayed; docs/cuda_graphs.md), not a second step. The loop
 // (train_loop.cpp) calls optimizer_step() once per step and reads one StepOutcome
 // (docs/engine.md).
 #pragma once
@@ -100,7 +100,8 @@ class StepRunner {
   /// updates the weights unless the window was poisoned (nan_policy = "skip") or had no item, then
   /// advances (ParameterUpdate::advance: the schedule, the step count, the EMA). An empty
   /// micro-batch (every sample skipped) still joins the window's all-reduce. Under
-  /// run.cuda_graphs the window's phases 2-5 may run as one graph replay, with the same numbers.
+  /// run.cuda_graphs the window's phases 2-3 and 5 may run as one graph replay (4 on the host
+  /// after it), with the same numbers.
   /// Throws tp::Error for a non-finite loss under nan_policy = "stop" (data-parallel: on every
   /// rank at once) and for an out-of-memory error it cannot split (train.on_oom).
   StepOutcome optimizer_step(const MicroBatchFeed& next, int64_t window_length, int64_t epoch, uint32_t control_flags);
@@ -144,13 +145,13 @@ class StepRunner {
     std::vector<NamedTensors> batches;
     std::vector<int64_t> next_indices; ///< each one's index of the batch after it
   };
-  /// How a held window's phases 2-5 run, and whether its eager run is probed for host syncs.
+  /// How a held window's phases 2-3 and 5 run, and whether its eager run is probed for host syncs.
   struct GraphPlan {
     StepCapture::Use use = StepCapture::Use::kEager;
     bool probe = false;
   };
 
-  /* The graph: another way of running phases 2-5 (step_runner_graphs.cpp) */
+  /* The graph: another way of running phases 2-3 and 5 (step_runner_graphs.cpp) */
   /// How the held window runs: eagerly (no graph, the warm-up, a window a graph cannot replay),
   /// captured and replayed, or replayed.
   GraphPlan plan_graph(const HeldWindow& held, bool complete) const;
