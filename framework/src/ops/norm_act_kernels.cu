@@ -9,6 +9,7 @@
 // Every kernel's name starts with batch_norm_ so that the benchmark's kernel-time breakdown
 // (bench/train_speed/kernel_breakdown.py) files it under normalisation.
 #include "ops/norm_act_kernels.h"
+#include "ops/norm_act_math.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -23,9 +24,6 @@ constexpr int kTileChannels = 32;  // blockDim.x of the reductions: one warp rea
 constexpr int kTileRows = 8;       // blockDim.y: row lanes; a power of two (the tree halves it)
 constexpr int64_t kMinRowsPerBlock = 64;
 constexpr int64_t kBlocksPerSm = 8;  // reduction blocks wanted per multiprocessor
-// blockDim.y of the finalizes: a channel's up to ~500 partials combined by 16 lanes, not one
-// thread walking them all (a serial walk was latency-bound: 4.8 ms of ResNet-50's step on an H200).
-constexpr int kFinalizeLanes = 16;
 constexpr int kApplyThreads = 256;
 constexpr int64_t kMaxApplyBlocks = int64_t{1} << 20;  // the apply kernels stride over the rest
 
@@ -131,30 +129,6 @@ __global__ void __launch_bounds__(kTileChannels* kTileRows)
   }
 }
 
-/// A combination of row blocks of one channel: count, mean and M2 (sum of squared deviations).
-struct Moments {
-  double n, mean, m2;
-};
-
-/// `a` and a block of nb rows with mean `mean_b` and M2 `m2_b` combined (Chan et al.'s pairwise
-/// update); either may be empty.
-__device__ __forceinline__ Moments combine(const Moments& a, double nb, double mean_b, double m2_b) {
-  const double total = a.n + nb;
-  if (nb == 0.0) return a;
-  const double delta = mean_b - a.mean;
-  return {total, a.mean + delta * (nb / total), a.m2 + m2_b + delta * delta * (a.n * nb / total)};
-}
-
-/// The row blocks [begin, end) whose partials lane `lane` combines: a contiguous share, in order.
-struct BlockShare {
-  int64_t begin, end;
-};
-__device__ __forceinline__ BlockShare lane_share(int32_t row_blocks, int lane) {
-  const int64_t per = (row_blocks + kFinalizeLanes - 1) / kFinalizeLanes;
-  const int64_t begin = lane * per < row_blocks ? lane * per : row_blocks;
-  return {begin, begin + per < row_blocks ? begin + per : row_blocks};
-}
-
 /// Per channel: combines the partials (each lane its share in row-block order, then the lanes in
 /// a fixed tree), writes the saved statistics, the apply pass's scale and shift, and updates the
 /// running statistics as torch.nn.BatchNorm2d does (running_var takes the unbiased variance).
@@ -175,10 +149,9 @@ __global__ void __launch_bounds__(kTileChannels* kFinalizeLanes)
   if (active) {
     const BlockShare share = lane_share(plan.row_blocks, ty);
     for (int64_t b = share.begin; b < share.end; ++b) {
-      const int64_t begin = b * plan.rows_per_block;
-      const int64_t end = begin + plan.rows_per_block < plan.rows ? begin + plan.rows_per_block : plan.rows;
       const int64_t at = b * plan.channels + c;
-      m = combine(m, static_cast<double>(end - begin), part_mean[at], part_m2[at]);
+      m = combine(m, static_cast<double>(block_row_count(b, plan.rows_per_block, plan.rows)), part_mean[at],
+                  part_m2[at]);
     }
   }
   sn[ty][tx] = m.n;
