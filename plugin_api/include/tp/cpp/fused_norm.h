@@ -31,64 +31,62 @@
 namespace tp::cpp {
 namespace detail {
 
-/// The host's fused ops, typed as norm_act_ops.cpp registers them (schemas there).
-struct FusedNormOps {
-  using Forward = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const std::optional<at::Tensor>&,
-                                                                 const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                                                 const at::Tensor&, double, double);
-  using Backward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
-      const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-      bool);
+/// A forward and backward op of the host's, typed as norm_act_ops.cpp registers them (schemas
+/// there).
+template <class ForwardSignature, class BackwardSignature>
+struct FusedOpPair {
+  using Forward = ForwardSignature;
+  using Backward = BackwardSignature;
   c10::TypedOperatorHandle<Forward> forward;
   c10::TypedOperatorHandle<Backward> backward;
 };
 
-/// The ops when this process's host registered both with a CUDA kernel and the C++ types above;
-/// nullptr otherwise. Looked up once: the host registers them before it loads any plugin.
+/// The ops `forward` and `backward` when this process's host registered both with a CUDA kernel
+/// and `Pair`'s C++ types; nothing otherwise (a CPU host, an older host, other types).
+template <class Pair>
+std::optional<Pair> find_fused_ops(const char* forward, const char* backward) {
+  try {
+    auto& dispatcher = c10::Dispatcher::singleton();
+    const auto f = dispatcher.findSchema({forward, ""});
+    const auto b = dispatcher.findSchema({backward, ""});
+    if (!f || !b || !f->hasKernelForDispatchKey(c10::DispatchKey::CUDA) ||
+        !b->hasKernelForDispatchKey(c10::DispatchKey::CUDA))
+      return std::nullopt;
+    return Pair{f->template typed<typename Pair::Forward>(), b->template typed<typename Pair::Backward>()};
+  } catch (const c10::Error&) {
+    return std::nullopt;  // registered with other C++ types (another host version): the module path
+  }
+}
+
+/// BatchNorm + [residual add +] ReLU: torchhost::bn_act_forward / bn_act_backward.
+using FusedNormOps = FusedOpPair<
+    std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const std::optional<at::Tensor>&,
+                                                   const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                                   const at::Tensor&, double, double),
+    std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                                               const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                                               bool)>;
+
+/// The BatchNorm + ReLU ops, or nullptr. Looked up once: the host registers them before it loads
+/// any plugin.
 inline const FusedNormOps* fused_norm_ops() {
-  static const std::optional<FusedNormOps> ops = []() -> std::optional<FusedNormOps> {
-    try {
-      auto& dispatcher = c10::Dispatcher::singleton();
-      const auto forward = dispatcher.findSchema({"torchhost::bn_act_forward", ""});
-      const auto backward = dispatcher.findSchema({"torchhost::bn_act_backward", ""});
-      if (!forward || !backward || !forward->hasKernelForDispatchKey(c10::DispatchKey::CUDA) ||
-          !backward->hasKernelForDispatchKey(c10::DispatchKey::CUDA))
-        return std::nullopt;
-      return FusedNormOps{forward->typed<FusedNormOps::Forward>(), backward->typed<FusedNormOps::Backward>()};
-    } catch (const c10::Error&) {
-      return std::nullopt;  // registered with other C++ types (another host version): the module path
-    }
-  }();
+  static const std::optional<FusedNormOps> ops =
+      find_fused_ops<FusedNormOps>("torchhost::bn_act_forward", "torchhost::bn_act_backward");
   return ops ? &*ops : nullptr;
 }
 
-/// BatchNorm alone, typed as norm_act_ops.cpp registers it (schemas there).
-struct FusedBatchNormOps {
-  using Forward = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                                                 const at::Tensor&, const at::Tensor&, double, double);
-  using Backward = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
-                                                                  const at::Tensor&, const at::Tensor&, const at::Tensor&);
-  c10::TypedOperatorHandle<Forward> forward;
-  c10::TypedOperatorHandle<Backward> backward;
-};
+/// BatchNorm alone: torchhost::bn_forward / bn_backward.
+using FusedBatchNormOps = FusedOpPair<
+    std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                                   const at::Tensor&, const at::Tensor&, double, double),
+    std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                                   const at::Tensor&, const at::Tensor&)>;
 
-/// torchhost::bn_forward / bn_backward as fused_norm_ops() finds its pair; looked up on their own,
-/// so a host older than them still fuses batch_norm_relu.
+/// The BatchNorm-alone ops, or nullptr; looked up apart from fused_norm_ops(), so a host older than
+/// them still fuses batch_norm_relu.
 inline const FusedBatchNormOps* fused_batch_norm_ops() {
-  static const std::optional<FusedBatchNormOps> ops = []() -> std::optional<FusedBatchNormOps> {
-    try {
-      auto& dispatcher = c10::Dispatcher::singleton();
-      const auto forward = dispatcher.findSchema({"torchhost::bn_forward", ""});
-      const auto backward = dispatcher.findSchema({"torchhost::bn_backward", ""});
-      if (!forward || !backward || !forward->hasKernelForDispatchKey(c10::DispatchKey::CUDA) ||
-          !backward->hasKernelForDispatchKey(c10::DispatchKey::CUDA))
-        return std::nullopt;
-      return FusedBatchNormOps{forward->typed<FusedBatchNormOps::Forward>(),
-                               backward->typed<FusedBatchNormOps::Backward>()};
-    } catch (const c10::Error&) {
-      return std::nullopt;  // registered with other C++ types (another host version): the module path
-    }
-  }();
+  static const std::optional<FusedBatchNormOps> ops =
+      find_fused_ops<FusedBatchNormOps>("torchhost::bn_forward", "torchhost::bn_backward");
   return ops ? &*ops : nullptr;
 }
 
