@@ -7,11 +7,7 @@
 
 #include <stdint.h>
 
-#if defined(__CUDACC__)
-#define TP_HOST_DEVICE __host__ __device__
-#else
-#define TP_HOST_DEVICE
-#endif
+#include "util/host_device.h"
 
 namespace tp::ops {
 
