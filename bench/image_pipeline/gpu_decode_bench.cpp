@@ -2,7 +2,8 @@
 // rate per backend"), through the host's own decoder (framework/src/data/device_decode): a folder
 // of JPEGs read into pinned memory once, then decoded in batches, decode only (no resize), with
 //   engines_whole    the JPEG engines, every image whole (NVJPEG_BACKEND_HARDWARE, batched)
-//   engines_regions  the same, each image only around a RandomResizedCrop(224) box, as training reads
+//   engines_regions  the same, each image only around a RandomResizedCrop box (the image datasets' own
+//                    draw, plugins/datasets/common/pixel_io.h), as training reads
 //   cuda_decoder     nvJPEG's CUDA decoder, image by image (what a GPU without engines does)
 // each by --threads threads with a decoder each (the loader threads' layout), over --rounds rounds of
 // every file after one warm-up round. Prints one JSON line per mode: images/s, the counts per
@@ -15,12 +16,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -28,6 +27,8 @@
 #include <vector>
 
 #include "data/device_decode/nvjpeg_decoder.h"
+#include "pixel_io.h"  // the image datasets' RandomResizedCrop box (plugins/datasets/common)
+#include "rng.h"
 
 namespace {
 
@@ -75,29 +76,6 @@ struct File {
   int x0, y0, x1, y1;
 };
 
-/// torchvision's RandomResizedCrop box (scale 0.08-1, ratio 3/4-4/3, ten tries, then the centre).
-void random_resized_crop(File& f, std::mt19937& rng) {
-  const double area = static_cast<double>(f.width) * f.height;
-  std::uniform_real_distribution<double> scale(0.08, 1.0), log_ratio(std::log(3.0 / 4.0), std::log(4.0 / 3.0));
-  for (int attempt = 0; attempt < 10; ++attempt) {
-    const double target = area * scale(rng), ratio = std::exp(log_ratio(rng));
-    const int w = static_cast<int>(std::lround(std::sqrt(target * ratio)));
-    const int h = static_cast<int>(std::lround(std::sqrt(target / ratio)));
-    if (w > 0 && h > 0 && w <= f.width && h <= f.height) {
-      f.x0 = std::uniform_int_distribution<int>(0, f.width - w)(rng);
-      f.y0 = std::uniform_int_distribution<int>(0, f.height - h)(rng);
-      f.x1 = f.x0 + w;
-      f.y1 = f.y0 + h;
-      return;
-    }
-  }
-  const int side = std::min(f.width, f.height);
-  f.x0 = (f.width - side) / 2;
-  f.y0 = (f.height - side) / 2;
-  f.x1 = f.x0 + side;
-  f.y1 = f.y0 + side;
-}
-
 /// Every *.jpg / *.jpeg under `dir`, read into one pinned buffer; sizes from nvJPEG's own header read.
 std::vector<File> read_files(const fs::path& dir, at::Tensor& pinned) {
   std::vector<fs::path> paths;
@@ -121,17 +99,19 @@ std::vector<File> read_files(const fs::path& dir, at::Tensor& pinned) {
   if (nvjpegCreateSimple(&handle) != NVJPEG_STATUS_SUCCESS)
     throw std::runtime_error("gpu_decode_bench: nvJPEG did not start");
   std::vector<File> files;
-  std::mt19937 rng(1);
   std::size_t at = 0;
   for (const std::string& b : bytes) {
     std::copy(b.begin(), b.end(), pinned.data_ptr<uint8_t>() + at);
     int components = 0, widths[NVJPEG_MAX_COMPONENT] = {}, heights[NVJPEG_MAX_COMPONENT] = {};
     nvjpegChromaSubsampling_t subsampling{};
     const auto* data = reinterpret_cast<const unsigned char*>(b.data());
-    if (nvjpegGetImageInfo(handle, data, b.size(), &components, &subsampling, widths, heights) == NVJPEG_STATUS_SUCCESS) {
-      File f{at, b.size(), heights[0], widths[0], 0, 0, widths[0], heights[0]};
-      random_resized_crop(f, rng);
-      files.push_back(f);
+    if (nvjpegGetImageInfo(handle, data, b.size(), &components, &subsampling, widths, heights) ==
+        NVJPEG_STATUS_SUCCESS) {
+      // The box the image datasets' training transform would draw (RandomResizedCrop's defaults).
+      tp::datasets::Rng rng(1, files.size());
+      const tp::datasets::CropBox box =
+          tp::datasets::random_resized_crop_box(heights[0], widths[0], {0.08, 1.0}, {3.0 / 4.0, 4.0 / 3.0}, rng);
+      files.push_back({at, b.size(), heights[0], widths[0], box.x, box.y, box.x + box.w, box.y + box.h});
     }
     at += b.size();
   }
