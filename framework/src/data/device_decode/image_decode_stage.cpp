@@ -121,12 +121,10 @@ class ImageDecodeStage final : public BatchStage {
                                at::TensorOptions().dtype(at::kFloat).device(device_).memory_format(
                                    spec_.channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous));
     std::vector<ResizeJob> jobs;
-    int64_t fallbacks = static_cast<int64_t>(cpu_rows.size()) - std::min<int64_t>(shared, rows);
     for (std::size_t i = 0; i < decoded.size(); ++i) {
       const int64_t r = encoded_rows[i];
       if (!decoded[i].ok) {
         cpu_rows.push_back(r);
-        ++fallbacks;
         continue;
       }
       // The crop in the decoded pixels' coordinates: they may hold a region of the image.
@@ -143,8 +141,8 @@ class ImageDecodeStage final : public BatchStage {
     hardware_ += counts.hardware;
     regions_ += counts.regions;
     cuda_ += counts.cuda;
-    cpu_ += fallbacks;
-    shared_ += static_cast<int64_t>(cpu_rows.size()) - fallbacks;
+    cpu_ += static_cast<int64_t>(cpu_rows.size()) - shared;  // those the device could not take
+    shared_ += shared;
     batch.insert(batch.begin() + static_cast<std::ptrdiff_t>(std::min(position, batch.size())),
                  {spec_.name, std::move(out)});
     return batch;
