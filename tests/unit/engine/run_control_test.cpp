@@ -56,6 +56,16 @@ TEST_CASE("each reason alone") {
     CHECK(s.control.stopped_early());
     CHECK(s.control.reason() == "a callback requested a stop");
   }
+  SUBCASE("a deferred callback stop taken for a window that was never agreed rides with the next one") {
+    Single s;
+    s.control.defer(TP_REQUEST_STOP | TP_REQUEST_SAVE);
+    const uint32_t taken = s.control.take_window_flags();  // the loader ran dry inside the window
+    s.control.return_unagreed(taken);
+    step_window(s.control, 4);
+    CHECK(s.control.stop());
+    CHECK(s.control.take_save());
+    CHECK(s.control.reason() == "a callback requested a stop");
+  }
   SUBCASE("a deferred callback save is taken once") {
     Single s;
     s.control.defer(TP_REQUEST_SAVE);

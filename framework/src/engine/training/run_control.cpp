@@ -32,6 +32,11 @@ uint32_t RunControl::take_window_flags() {
   return flags;
 }
 
+void RunControl::return_unagreed(uint32_t flags) noexcept {
+  if (flags & kFlagStopRequest) deferred_ |= TP_REQUEST_STOP;
+  if (flags & kFlagSaveRequest) deferred_ |= TP_REQUEST_SAVE;
+}
+
 void RunControl::rank0_write(const std::function<void()>& write) {
   if (collectives_.world_size() == 1) {
     write();

@@ -45,6 +45,11 @@ class RunControl {
   /// [main] The flags this rank brings to the window's agreement: the deferred requests, whether
   /// its clock used up train.max_time, whether a stop signal arrived. Clears the deferred ones.
   uint32_t take_window_flags();
+  /// [main] Gives back the callback requests among `flags` (what take_window_flags returned) when
+  /// the window they were taken for was never agreed (the loader ran dry inside it): they ride
+  /// with the next window's agreement instead of being lost. The clock and the signal are read
+  /// afresh each window and need no giving back.
+  void return_unagreed(uint32_t flags) noexcept;
   /// [all ranks] The window's agreed flags (the same on every rank), once the optimizer step
   /// `step` is counted; `next` is where the run would continue after it.
   void window_agreed(uint32_t agreed, int64_t step, ResumePosition next);

@@ -59,11 +59,15 @@ void Trainer::Impl::train_epoch(int64_t epoch) {
     trace_.before_step(step() + 1);
     // This rank's reasons to stop or save (callback requests so far, its clock, a signal) ride
     // with the step's agreement; one arriving during the step rides with the next.
-    const StepOutcome outcome = steps_.optimizer_step(fetch, window, epoch, control_.take_window_flags());
+    const uint32_t flags = control_.take_window_flags();
+    const StepOutcome outcome = steps_.optimizer_step(fetch, window, epoch, flags);
     trace_.after_step(step());
     record_cuda_graph_state(); // a capture or "auto"'s choice, into runtime.toml
     done += outcome.micro_batches;
-    if (!outcome.complete) break;
+    if (!outcome.complete) {
+      control_.return_unagreed(flags); // no agreement took them: the next window's does
+      break;
+    }
     const int64_t next = train_loader_->next_batch_index();
     // At the epoch's last step the epoch is complete: a stop there resumes with the next one.
     control_.window_agreed(outcome.agreed, step(),
