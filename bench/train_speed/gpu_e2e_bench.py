@@ -550,7 +550,8 @@ class Bench(PlannedBench):
 
     DECODE_COUNTS = re.compile(r'data\.decode = "gpu": (\d+) images decoded on the JPEG engines \((\d+) of them as '
                                r"the region around their crop\), (\d+) by nvJPEG's CUDA decoder, (\d+) on the CPU "
-                               r"\(.*?\), (\d+) failed there too; nvJPEG allocated (\d+) device buffers \(caching "
+                               r"\(.*?\), (\d+) failed there too, (\d+) decoded on the loader threads meanwhile "
+                               r"\(data\.decode_cpu_share\); nvJPEG allocated (\d+) device buffers \(caching "
                                r"allocator\) and (\d+) pinned ones over (\d+) decoders")
 
     def parse_decode(self, run_dir, rec):
@@ -571,7 +572,7 @@ class Bench(PlannedBench):
             log_text = ""
         counts = self.DECODE_COUNTS.findall(log_text)
         if counts:
-            rec["decode_counts"] = dict(zip(("engines", "regions", "cuda", "cpu", "failed", "device_buffers",
+            rec["decode_counts"] = dict(zip(("engines", "regions", "cuda", "cpu", "failed", "shared", "device_buffers",
                                              "pinned_buffers", "decoders"), map(int, counts[-1])))
         elif 'data.decode = "gpu": ' in log_text:  # a wording this parser does not know: keep the line
             line = [x for x in log_text.splitlines() if 'data.decode = "gpu": ' in x][-1]
@@ -699,7 +700,8 @@ class Bench(PlannedBench):
         c = rec.get("decode_counts")
         if c:
             return (f"{c['engines']} decoded on the JPEG engines ({c['regions']} as regions), {c['cuda']} by "
-                    f"nvJPEG's CUDA decoder, {c['cpu']} on the CPU, {c['failed']} failed; nvJPEG's allocations: "
+                    f"nvJPEG's CUDA decoder, {c['cpu']} on the CPU, {c['failed']} failed, {c['shared']} on the loader "
+                    f"threads meanwhile (data.decode_cpu_share); nvJPEG's allocations: "
                     f"{c['device_buffers']} device, {c['pinned_buffers']} pinned over {c['decoders']} decoders")
         return rec.get("decode_line") or "no data.decode count in train.log"
 
