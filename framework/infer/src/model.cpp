@@ -140,6 +140,11 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
   return guarded([&] {
     detail::ExportFile file = detail::read_export(export_file);
     const c10::Device device = device_of(options.device);
+    if (device.is_cuda()) {
+      // LibTorch allows TF32 in cuDNN by default; host predict sets both switches from run.tf32.
+      at::globalContext().setAllowTF32CuDNN(options.tf32);
+      at::globalContext().setAllowTF32CuBLAS(options.tf32);
+    }
     if (options.plugin_dirs.empty())
       throw Error("tp::infer: no plugin directory was given, and the model '" + file.model.component +
                   "' is built by its plugin; set OpenOptions::plugin_dirs to the directory holding it (the "

@@ -41,8 +41,9 @@ TP_EXPORT const char *tp_infer_last_error(void);
 
 /** Opens `export_file` (what `host export` wrote) on `device` ("cpu", "cuda", "cuda:N"; NULL means
  *  "cpu"), loading the plugins of `plugin_dir` (the directory holding the plugin that builds the
- *  model and the one that reads its images). On TP_OK `*out_model` is a new model: close it with
- *  tp_infer_close. */
+ *  model and the one that reads its images). On a CUDA device it turns LibTorch's TF32 switches
+ *  off, process-wide, as `host predict` runs by default (OpenOptions::tf32 in the C++ API). On
+ *  TP_OK `*out_model` is a new model: close it with tp_infer_close. */
 TP_EXPORT tp_status tp_infer_open(const char *export_file, const char *device, const char *plugin_dir,
                                   tp_infer_model_t **out_model);
 

@@ -75,6 +75,11 @@ struct OpenOptions {
   /// Directories holding the plugins the export names (its `torchhost.plugin_files`): the
   /// installed host's lib/torchhost/plugins for the built-in ones, your build directory for yours.
   std::vector<std::string> plugin_dirs;
+  /// On a CUDA device: whether convolutions and matrix products may run in TF32. open() sets
+  /// LibTorch's process-wide switches (cuDNN's and cuBLAS's) to it. false, as `host predict` with
+  /// the default run.tf32 = false, so that the outputs equal host predict's; true is faster on
+  /// Ampere and later, about 1e-3 apart. Ignored on the CPU.
+  bool tf32 = false;
 };
 
 class TP_EXPORT Model {
