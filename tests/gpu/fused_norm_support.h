@@ -1,7 +1,8 @@
 // Shared by the fused normalisation GPU tests (gpu_fused_norm_test.cpp: BatchNorm + [residual add
-// +] ReLU; gpu_fused_batch_norm_test.cpp: BatchNorm alone): one training step of a BatchNorm
-// through the SDK's fused path or the module path, what it leaves, and the bounds per dtype (the
-// tolerances' reasoning is gpu_fused_norm_test.cpp's header).
+// +] ReLU; gpu_fused_batch_norm_test.cpp: BatchNorm alone; gpu_fused_activation_test.cpp:
+// BatchNorm + ReLU, SiLU, Hardswish or none without a residual): one training step of a BatchNorm
+// through the SDK's fused path or the module path, what it leaves, the autograd nodes' names, and
+// the bounds per dtype (the tolerances' reasoning is gpu_fused_norm_test.cpp's header).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -45,21 +46,10 @@ inline torch::nn::BatchNorm2d copy_of(const torch::nn::BatchNorm2d& bn) {
 
 enum class Path { kFused, kModule };
 
-/// One training step of relu(bn(x) [+ residual]) on a copy of `bn`: through batch_norm_relu, or
-/// through the module ops with the ReLU replaced by `mask` when one is given.
-inline Outcome run(const torch::nn::BatchNorm2d& original, const at::Tensor& x0, const at::Tensor& residual0,
-            const at::Tensor& dy, Path path, const at::Tensor& mask = {}) {
-  torch::nn::BatchNorm2d bn = copy_of(original);
-  const at::Tensor x = x0.detach().clone().requires_grad_(true);
-  const at::Tensor residual = residual0.defined() ? residual0.detach().clone().requires_grad_(true) : at::Tensor();
-  at::Tensor y;
-  if (path == Path::kFused) {
-    y = tp::cpp::batch_norm_relu(bn, x, residual);
-  } else {
-    at::Tensor z = bn->forward(x);
-    if (residual.defined()) z = z + residual;
-    y = mask.defined() ? z * mask : z.relu();
-  }
+/// y.backward(dy) for a step that computed y from `x` (and `residual`, if defined) with `bn`, and
+/// what it leaves.
+inline Outcome finish_step(torch::nn::BatchNorm2d& bn, const at::Tensor& x, const at::Tensor& residual,
+                           const at::Tensor& y, const at::Tensor& dy) {
   Outcome out;
   out.grad_fn = y.grad_fn() ? y.grad_fn()->name() : "";
   y.backward(dy);
@@ -72,6 +62,24 @@ inline Outcome run(const torch::nn::BatchNorm2d& original, const at::Tensor& x0,
   out.running_var = bn->running_var.clone();
   out.batches = bn->num_batches_tracked.clone();
   return out;
+}
+
+/// One training step of relu(bn(x) [+ residual]) on a copy of `bn`: through batch_norm_relu, or
+/// through the module ops with the ReLU replaced by `mask` when one is given.
+inline Outcome run(const torch::nn::BatchNorm2d& original, const at::Tensor& x0, const at::Tensor& residual0,
+                   const at::Tensor& dy, Path path, const at::Tensor& mask = {}) {
+  torch::nn::BatchNorm2d bn = copy_of(original);
+  const at::Tensor x = x0.detach().clone().requires_grad_(true);
+  const at::Tensor residual = residual0.defined() ? residual0.detach().clone().requires_grad_(true) : at::Tensor();
+  at::Tensor y;
+  if (path == Path::kFused) {
+    y = tp::cpp::batch_norm_relu(bn, x, residual);
+  } else {
+    at::Tensor z = bn->forward(x);
+    if (residual.defined()) z = z + residual;
+    y = mask.defined() ? z * mask : z.relu();
+  }
+  return finish_step(bn, x, residual, y, dy);
 }
 
 inline double relative_l2(const at::Tensor& a, const at::Tensor& reference) {
@@ -116,6 +124,8 @@ inline void require_ops() {
                   "torchhost::bn_act_forward/backward are not registered: built without TP_FUSED_OPS?");
   REQUIRE_MESSAGE(tp::cpp::detail::fused_batch_norm_ops() != nullptr,
                   "torchhost::bn_forward/backward are not registered: built without TP_FUSED_OPS?");
+  REQUIRE_MESSAGE(tp::cpp::detail::fused_activation_ops() != nullptr,
+                  "torchhost::bn_activation_forward/backward are not registered: built without TP_FUSED_OPS?");
 }
 
 /// One training step of bn(x) on a copy of `bn`: through tp::cpp::batch_norm or bn->forward.
@@ -124,20 +134,56 @@ inline Outcome run_plain_norm(const torch::nn::BatchNorm2d& original, const at::
   torch::nn::BatchNorm2d bn = copy_of(original);
   const at::Tensor x = x0.detach().clone().requires_grad_(true);
   const at::Tensor y = path == Path::kFused ? tp::cpp::batch_norm(bn, x) : bn->forward(x);
-  Outcome out;
-  out.grad_fn = y.grad_fn() ? y.grad_fn()->name() : "";
-  y.backward(dy);
-  out.y = y.detach();
-  out.dx = x.grad();
-  out.d_weight = bn->weight.grad();
-  out.d_bias = bn->bias.grad();
-  out.running_mean = bn->running_mean.clone();
-  out.running_var = bn->running_var.clone();
-  out.batches = bn->num_batches_tracked.clone();
-  return out;
+  return finish_step(bn, x, {}, y, dy);
 }
 
-/// Whether a grad_fn name is batch_norm's fused node (BatchNormReluFunction's name does not contain it).
+/// act(z) as the module path applies it after bn->forward: at::relu, at::silu, at::hardswish or z.
+/// With `piece` defined, ReLU and Hardswish take the piece the fused path took, so that gradients
+/// compare without the elements a rounding puts on either side of a kink (gpu_fused_norm_test.cpp's
+/// and gpu_fused_activation_test.cpp's headers): ReLU passes where piece > 0 (piece: the fused
+/// output), Hardswish takes its piece by `piece` (the fused path's activation input, float32); the
+/// values are still z's.
+inline at::Tensor module_activation(const at::Tensor& z, tp::cpp::NormActivation activation,
+                                    const at::Tensor& piece = {}) {
+  switch (activation) {
+    case tp::cpp::NormActivation::kRelu: return piece.defined() ? z * (piece > 0) : at::relu(z);
+    case tp::cpp::NormActivation::kSilu: return at::silu(z);
+    case tp::cpp::NormActivation::kHardswish:
+      if (!piece.defined()) return at::hardswish(z);
+      // at::hardswish's pieces: 0 up to -3, z (z + 3) / 6 below 3, z from 3 (its backward's branches).
+      return at::where(piece <= -3.0, at::zeros_like(z), at::where(piece < 3.0, z * (z + 3.0) / 6.0, z));
+    case tp::cpp::NormActivation::kNone: return z;
+  }
+  return z;
+}
+
+/// One training step of act(bn(x)) on a copy of `bn`: through the SDK (batch_norm_relu without a
+/// residual for ReLU, batch_norm_act otherwise), or through bn->forward and module_activation.
+inline Outcome run_activation(const torch::nn::BatchNorm2d& original, const at::Tensor& x0, const at::Tensor& dy,
+                              tp::cpp::NormActivation activation, Path path, const at::Tensor& piece = {}) {
+  torch::nn::BatchNorm2d bn = copy_of(original);
+  const at::Tensor x = x0.detach().clone().requires_grad_(true);
+  at::Tensor y;
+  if (path == Path::kModule)
+    y = module_activation(bn->forward(x), activation, piece);
+  else if (activation == tp::cpp::NormActivation::kRelu)
+    y = tp::cpp::batch_norm_relu(bn, x);
+  else
+    y = tp::cpp::batch_norm_act(bn, x, activation);
+  return finish_step(bn, x, {}, y, dy);
+}
+
+// The fused paths' autograd nodes by name (torch::autograd::CppNode<tp::cpp::detail::...>); no
+// name contains another's.
+/// batch_norm's node (torchhost::bn_forward / bn_backward).
 inline bool is_plain_norm_node(const std::string& name) { return name.find("BatchNormFunction") != std::string::npos; }
+/// batch_norm_relu's with a residual (torchhost::bn_act_forward / bn_act_backward).
+inline bool is_relu_norm_node(const std::string& name) {
+  return name.find("BatchNormReluFunction") != std::string::npos;
+}
+/// batch_norm_act's, and batch_norm_relu's without a residual (torchhost::bn_activation_*).
+inline bool is_activation_norm_node(const std::string& name) {
+  return name.find("BatchNormActivationFunction") != std::string::npos;
+}
 
 }  // namespace tp::gpu_test::fused_norm

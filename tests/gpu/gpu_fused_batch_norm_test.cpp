@@ -1,9 +1,9 @@
 // BatchNorm alone through the fused kernels (framework/src/ops, torchhost::bn_forward and
 // bn_backward) by the SDK's tp::cpp::batch_norm, against the module path: forward, gradients and
 // running statistics per dtype and shape, determinism, the cases that must stay unfused, a double
-// backward refused, CUDA-graph capture, and ResNet-18/50's downsample branches taking it. The
-// bounds and their reasoning are gpu_fused_norm_test.cpp's (no ReLU here, so no mask); the step is
-// fused_norm_support.h's.
+// backward refused, CUDA-graph capture, and ResNet-18/50's downsample branches taking it (each of
+// their other BatchNorms its own fused op, counted). The bounds and their reasoning are
+// gpu_fused_norm_test.cpp's (no ReLU here, so no mask); the step is fused_norm_support.h's.
 #include <ATen/ATen.h>
 #if defined(TP_TORCH_DEVICE_BUILD) && TP_TORCH_DEVICE_BUILD == 2  // a CPU build compiles gpu_tests too
 #include <ATen/cuda/CUDAContext.h>
@@ -85,7 +85,7 @@ TEST_CASE("fused BatchNorm alone: two runs give the same bits; a storage offset 
   CHECK(same_bits(run_plain_norm(bn, x, dy, Path::kFused), run_plain_norm(bn, x, dy, Path::kFused)));
 
   const at::Tensor storage = at::randn({1 + 2 * 5 * 7 * 64}, at::TensorOptions().device(at::kCUDA)).to(at::kHalf);
-  const at::Tensor shifted = storage.narrow(0, 1, 2 * 5 * 7 * 64).view({2, 5, 7, 64}).permute({0, 3, 1, 2});
+  const at::Tensor shifted = storage.narrow(0, 1, int64_t{2} * 5 * 7 * 64).view({2, 5, 7, 64}).permute({0, 3, 1, 2});
   REQUIRE(shifted.is_contiguous(at::MemoryFormat::ChannelsLast));
   const torch::nn::BatchNorm2d small = make_norm(64);
   const at::Tensor small_dy = at::randn({2, 64, 5, 7}, at::TensorOptions().device(at::kCUDA)).to(at::kHalf);
@@ -240,20 +240,22 @@ int count_where(const std::map<std::string, int>& names, bool (*matches)(const s
   return n;
 }
 
-bool is_relu_norm_node(const std::string& name) { return name.find("BatchNormReluFunction") != std::string::npos; }
 bool is_module_norm_node(const std::string& name) { return name.find("BatchNormBackward") != std::string::npos; }
 
 }  // namespace
 
-TEST_CASE("ResNet-18 and ResNet-50 on CUDA, channels-last, training: every downsample BatchNorm takes the fused op") {
+TEST_CASE("ResNet-18 and ResNet-50 on CUDA, channels-last, training: every BatchNorm takes its fused op") {
   require_ops();
-  // ResNet-18: 3 downsample branches (layer2-4), 17 BatchNorm + ReLU (stem, 2 per block); ResNet-50:
-  // 4 (layer1-4), 49 (stem, 3 per block). With fused_norm = false all of them are the module's.
+  // plugins/models/resnet/resnet_net.cpp. ResNet-18 (8 BasicBlocks): 3 downsample branches
+  // (layer2-4: batch_norm); 8 bn2 + identity + ReLU (batch_norm_relu with a residual: bn_act_*); the
+  // stem's bn1 and 8 blocks' bn1 + ReLU without a residual (bn_activation_*): 9. ResNet-50 (16
+  // Bottlenecks): 4 downsample (layer1-4); 16 bn3 + identity; the stem and 16 blocks' bn1 and bn2:
+  // 33. With fused_norm = false all 20 / 53 of them are the module's.
   struct Expected {
     int64_t depth;
-    int downsample, relu;
+    int downsample, residual_relu, relu;
   };
-  for (const Expected e : {Expected{18, 3, 17}, Expected{50, 4, 49}}) {
+  for (const Expected e : {Expected{18, 3, 8, 9}, Expected{50, 4, 16, 33}}) {
     CAPTURE(e.depth);
     const at::Tensor image = at::randn({4, 3, 64, 64}, at::TensorOptions().device(at::kCUDA))
                                  .contiguous(at::MemoryFormat::ChannelsLast);
@@ -267,8 +269,9 @@ TEST_CASE("ResNet-18 and ResNet-50 on CUDA, channels-last, training: every downs
       const at::Tensor out = found->second;
       const auto names = node_names_behind(out);
       CHECK(count_where(names, is_plain_norm_node) == (fused ? e.downsample : 0));
-      CHECK(count_where(names, is_relu_norm_node) == (fused ? e.relu : 0));
-      CHECK(count_where(names, is_module_norm_node) == (fused ? 0 : e.downsample + e.relu));
+      CHECK(count_where(names, is_relu_norm_node) == (fused ? e.residual_relu : 0));
+      CHECK(count_where(names, is_activation_norm_node) == (fused ? e.relu : 0));
+      CHECK(count_where(names, is_module_norm_node) == (fused ? 0 : e.downsample + e.residual_relu + e.relu));
       out.to(at::kFloat).square().sum().backward();
       for (const tp::StateTensor& s : model->state()) {
         if (s.name == "layer2.0.downsample.1.num_batches_tracked") CHECK(s.tensor.item<int64_t>() == 1);

@@ -1,9 +1,11 @@
-// The fused BatchNorm + [residual add +] ReLU ops (framework/src/ops, torchhost::bn_act_forward and
-// bn_act_backward) through the SDK's tp::cpp::batch_norm_relu (plugin_api/include/tp/cpp/fused_norm.h)
-// against the module path it replaces: forward, gradients, running statistics, determinism, the
-// cases that must stay unfused, CUDA-graph capture, and ResNet-18 trained by the host with
-// model.fused_norm on and off. BatchNorm alone is gpu_fused_batch_norm_test.cpp's; the step both
-// run is fused_norm_support.h's.
+// The fused BatchNorm + [residual add +] ReLU through the SDK's tp::cpp::batch_norm_relu
+// (plugin_api/include/tp/cpp/fused_norm.h) against the module path it replaces: with a residual the
+// ops torchhost::bn_act_forward and bn_act_backward (framework/src/ops), without one
+// torchhost::bn_activation_forward and bn_activation_backward with ReLU. Forward, gradients, running
+// statistics, determinism, the cases that must stay unfused, CUDA-graph capture, and ResNet-18
+// trained by the host with model.fused_norm on and off. BatchNorm alone is
+// gpu_fused_batch_norm_test.cpp's, the other activations gpu_fused_activation_test.cpp's; the step
+// they run is fused_norm_support.h's.
 //
 // Tolerances (relative L2: |fused - reference| / |reference|), measured on an H200 at about a
 // tenth of each bound. The fused path rounds once to x's dtype; the module path rounds after
@@ -63,7 +65,7 @@ TEST_CASE("fused BatchNorm + ReLU: forward, gradients and running statistics mat
         const at::Tensor dy = channels_last(shape, dtype, 1.0, 0.0);
 
         const Outcome fused = run(bn, x, residual, dy, Path::kFused);
-        CHECK(fused.grad_fn.find("BatchNormReluFunction") != std::string::npos);
+        CHECK((with_residual ? is_relu_norm_node(fused.grad_fn) : is_activation_norm_node(fused.grad_fn)));
         const at::Tensor mask = fused.y > 0;
         const Outcome plain = run(bn, x, residual, dy, Path::kModule);
         const double flips = (plain.y > 0).ne(mask).to(at::kDouble).mean().item<double>();
@@ -104,7 +106,7 @@ TEST_CASE("fused BatchNorm + ReLU: two runs give the same bits; a storage offset
   // x one element into its storage (the scalar, unaligned path) gives what an aligned copy gives;
   // a dy in NCHW memory is made channels-last by the SDK's backward.
   const at::Tensor storage = at::randn({1 + 2 * 5 * 7 * 64}, at::TensorOptions().device(at::kCUDA)).to(at::kHalf);
-  const at::Tensor shifted = storage.narrow(0, 1, 2 * 5 * 7 * 64).view({2, 5, 7, 64}).permute({0, 3, 1, 2});
+  const at::Tensor shifted = storage.narrow(0, 1, int64_t{2} * 5 * 7 * 64).view({2, 5, 7, 64}).permute({0, 3, 1, 2});
   REQUIRE(shifted.is_contiguous(at::MemoryFormat::ChannelsLast));
   const torch::nn::BatchNorm2d small = make_norm(64);
   const at::Tensor small_dy = at::randn({2, 64, 5, 7}, at::TensorOptions().device(at::kCUDA)).to(at::kHalf);
@@ -152,7 +154,8 @@ TEST_CASE("batch_norm_relu keeps the module path, bit for bit, in eval, on NCHW 
     a->to(at::kCUDA);
     torch::nn::BatchNorm2d b = copy_of(a);
     const Outcome none = run(a, x, residual, dy, Path::kFused);
-    CHECK(none.grad_fn.find("BatchNormReluFunction") == std::string::npos);
+    CHECK(!is_relu_norm_node(none.grad_fn));
+    CHECK(!is_activation_norm_node(none.grad_fn));
     CHECK(at::equal(tp::cpp::batch_norm_relu(a, x, residual), module_path(b, x, residual)));
   }
 }
@@ -162,21 +165,28 @@ TEST_CASE("the fused path refuses a double backward with a message, and an optio
   at::manual_seed(9);
   torch::nn::BatchNorm2d bn = make_norm(32);
   const at::Tensor x = channels_last({4, 32, 6, 6}, at::kFloat, 1.0, 0.5).requires_grad_();
-  const at::Tensor y = tp::cpp::batch_norm_relu(bn, x);
-  REQUIRE(std::string(y.grad_fn()->name()).find("BatchNormReluFunction") != std::string::npos);
-  // create_graph = true: the backward op has no derivative, so a second one would be silently zero.
-  try {
-    torch::autograd::grad({y.sum()}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true);
-    FAIL("a double backward through the fused path was not refused");
-  } catch (const c10::Error& e) {
-    CHECK(std::string(e.what()).find("not twice differentiable") != std::string::npos);
+  const at::Tensor residual = channels_last({4, 32, 6, 6}, at::kFloat, 1.0, 0.0);
+  // Both nodes batch_norm_relu builds: without a residual the activation pair's, with one bn_act's.
+  for (const bool with_residual : {false, true}) {
+    CAPTURE(with_residual);
+    const at::Tensor y = tp::cpp::batch_norm_relu(bn, x, with_residual ? residual : at::Tensor());
+    const std::string node = y.grad_fn()->name();
+    REQUIRE((with_residual ? is_relu_norm_node(node) : is_activation_norm_node(node)));
+    // create_graph = true: the backward op has no derivative, so a second one would be silently zero.
+    try {
+      torch::autograd::grad({y.sum()}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true);
+      FAIL("a double backward through the fused path was not refused");
+    } catch (const c10::Error& e) {
+      CHECK(std::string(e.what()).find("not twice differentiable") != std::string::npos);
+    }
+    // The same graph's first-order backward still runs.
+    const auto grads = torch::autograd::grad({y.sum()}, {x});
+    CHECK(grads[0].defined());
   }
-  // The same graph's first-order backward still runs.
-  const auto grads = torch::autograd::grad({y.sum()}, {x});
-  CHECK(grads[0].defined());
 
   // An optional holding an undefined tensor, handed to the autograd function directly, is read as
-  // no residual: its gradient slot stays empty, and the values equal the residual-free call's.
+  // no residual: its gradient slot stays empty, and the values equal the residual-free call's (the
+  // activation pair's forward with ReLU: the same kernels, so the same bits).
   torch::nn::BatchNorm2d a = copy_of(bn), b = copy_of(bn);
   const at::Tensor plain = x.detach().clone().requires_grad_();
   const at::Tensor via_empty = tp::cpp::detail::BatchNormReluFunction::apply(

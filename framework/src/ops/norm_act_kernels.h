@@ -1,6 +1,9 @@
-// The CUDA kernels of the fused BatchNorm (training) + [residual add +] ReLU ops and of BatchNorm
-// (training) alone (norm_act_ops.cpp registers them as torchhost::bn_act_forward/bn_act_backward and
-// torchhost::bn_forward/bn_backward): one set of kernels, templated on the activation.
+// The CUDA kernels of the fused BatchNorm (training) + [residual add +] activation ops
+// (norm_act_ops.cpp registers them as torchhost::bn_act_forward/bn_act_backward: ReLU with or
+// without a residual, the backward reading the forward's output for the mask;
+// torchhost::bn_activation_forward/bn_activation_backward: no residual, ReLU, none, SiLU or
+// Hardswish, the backward recomputing the activation's input from x; torchhost::bn_forward/
+// bn_backward: none): one set of kernels, templated on the activation.
 // Plain CUDA: no LibTorch in the nvcc translation unit, so it compiles in seconds; the caller
 // allocates every buffer (from LibTorch's caching allocator) and names the stream, so the launches
 // can be captured in a CUDA graph.
@@ -17,28 +20,30 @@
 
 #include <cstdint>
 
+#include "ops/norm_act_math.h"  // Activation
+
 namespace tp::ops {
 
 /// The element type of x, y, residual, dy, dx (statistics and parameters are always fp32).
 enum class ElementType : int32_t { kFloat = 0, kBFloat16 = 1, kHalf = 2 };
 
-/// The activation after BatchNorm [+ residual]: ReLU, or none (y = x * scale + shift [+ residual];
-/// the backward then takes g = dy and reads neither y nor a mask).
-enum class Activation : int32_t { kRelu = 0, kNone = 1 };
-
 /// How the M rows are split among reduction blocks: `row_blocks` blocks of `rows_per_block`
-/// consecutive rows (the last may hold fewer, none is empty). Chosen by plan_reduction.
+/// consecutive rows (the last may hold fewer, none is empty); and how wide every pass reads.
+/// Chosen by plan_reduction.
 struct ReductionPlan {
   int64_t rows = 0;            ///< M
   int64_t channels = 0;        ///< C
   int64_t rows_per_block = 0;  ///< >= 1
   int32_t row_blocks = 0;      ///< ceil(rows / rows_per_block), >= 1, <= 65535
+  int vector_width = 1;        ///< elements per access in every pass: 1, 2, 4 or 8 (pick_vector_width)
+  int multiprocessors = 1;     ///< the device's, for the elementwise passes' number of threads
 };
 
-/// Plans the reduction of an [rows, channels] tensor on a device with `multiprocessors` SMs:
-/// enough blocks to fill it several times over, and not fewer than ~64 rows per block.
-/// Requires rows >= 1 and channels >= 1.
-ReductionPlan plan_reduction(int64_t rows, int64_t channels, int multiprocessors);
+/// Plans the passes over an [rows, channels] tensor read `vector_width` elements at a time (which
+/// divides channels; pick_vector_width) on a device with `multiprocessors` SMs: enough reduction
+/// blocks to fill it several times over, and not fewer than ~64 rows per block. The elementwise
+/// passes plan from it too (norm_act_passes.h's plan_apply). Requires rows >= 1 and channels >= 1.
+ReductionPlan plan_reduction(int64_t rows, int64_t channels, int vector_width, int multiprocessors);
 
 /// The fp32 workspace the forward needs, in floats: partial means and M2s [2, row_blocks, C],
 /// then scale and shift [2, C].
@@ -60,7 +65,6 @@ struct ForwardArgs {
   float* workspace = nullptr;     ///< forward_workspace_floats(plan) floats
   double momentum = 0.1;
   double eps = 1e-5;
-  int vector_width = 1;  ///< elements per load in the elementwise pass: 1, 2, 4 or 8 (see pick_vector_width)
 };
 
 /// Enqueues the forward (statistics, finalize, elementwise) on `stream`. Requires plan.rows >= 2.
@@ -68,7 +72,8 @@ struct ForwardArgs {
 cudaError_t launch_bn_act_forward(const ReductionPlan& plan, const ForwardArgs& args, cudaStream_t stream);
 
 /// The fp32 workspace the backward needs, in floats: partial sums [2, row_blocks, C], then the
-/// three dx coefficients [3, C].
+/// three dx coefficients [3, C], then the forward's scale and shift [2, C] (written when the
+/// backward recomputes the activation's input).
 int64_t backward_workspace_floats(const ReductionPlan& plan);
 
 /// Backward inputs and outputs; every pointer is device memory, the fp32 ones [C].
@@ -77,8 +82,15 @@ struct BackwardArgs {
   Activation activation = Activation::kRelu;  ///< the forward's
   const void* dy = nullptr;  ///< y's shape, type and layout
   const void* x = nullptr;
-  const void* y = nullptr;  ///< the forward's output: the ReLU passed where y > 0; unread (may be nullptr) for kNone
+  /// The forward's output, read for ReLU's mask (the gradient passes where y > 0) when `bias` is
+  /// nullptr; unread otherwise (may be nullptr).
+  const void* y = nullptr;
   const float* weight = nullptr;
+  /// Non-null: the activation's input v = x * scale + shift is recomputed from x, with scale and
+  /// shift from weight, bias and the saved statistics exactly as the forward computed them
+  /// (affine_coefficients), and y is not read. Required for kSilu and kHardswish; excludes
+  /// d_residual (the forward's residual is not at hand).
+  const float* bias = nullptr;
   const float* save_mean = nullptr;
   const float* save_invstd = nullptr;
   void* dx = nullptr;
@@ -86,7 +98,6 @@ struct BackwardArgs {
   float* grad_weight = nullptr;
   float* grad_bias = nullptr;
   float* workspace = nullptr;  ///< backward_workspace_floats(plan) floats
-  int vector_width = 1;
 };
 
 /// Enqueues the backward (reduction, finalize, elementwise) on `stream`. Returns the first launch error.

@@ -1,11 +1,16 @@
-// torchhost::bn_act_forward and torchhost::bn_act_backward: BatchNorm in training (batch statistics)
-// fused with ReLU, optionally with a residual added before the ReLU; torchhost::bn_forward and
-// torchhost::bn_backward: BatchNorm in training alone (no residual, no activation: ResNet's
-// downsample branch). For CUDA tensors in channels-last memory (norm_act_kernels.h, one set of
-// kernels for both). Registered with c10's dispatcher for the CUDA key only; the SDK
-// (tp/cpp/fused_norm.h) wraps them in autograd functions and keeps the unfused ops everywhere
-// else. Every buffer comes from LibTorch's caching allocator and every launch goes to the current
-// stream, with no host synchronisation, so all four ops can be captured in a CUDA graph.
+// Three op pairs over one set of kernels (norm_act_kernels.h), for CUDA tensors in channels-last
+// memory:
+//   torchhost::bn_act_forward / bn_act_backward: BatchNorm in training (batch statistics) fused with
+//     ReLU, optionally with a residual added before the ReLU; the backward reads the forward's
+//     output for the mask (ResNet's BN + identity + ReLU);
+//   torchhost::bn_activation_forward / bn_activation_backward: BatchNorm in training fused with ReLU,
+//     SiLU, Hardswish or nothing, no residual; the backward recomputes the activation's input from
+//     x and the saved statistics, so it reads two tensors (dy, x) instead of three;
+//   torchhost::bn_forward / bn_backward: BatchNorm in training alone (ResNet's downsample branch).
+// Registered with c10's dispatcher for the CUDA key only; the SDK (tp/cpp/fused_norm.h) wraps them
+// in autograd functions and keeps the unfused ops everywhere else. Every buffer comes from
+// LibTorch's caching allocator and every launch goes to the current stream, with no host
+// synchronisation, so all six ops can be captured in a CUDA graph.
 #include <ATen/core/Tensor.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
@@ -63,12 +68,26 @@ void check_channel_vector(const at::Tensor& t, const at::Tensor& x, const char* 
               t.defined() ? t.toString() + " " + c10::str(t.sizes()) + " on " + t.device().str() : "an undefined tensor");
 }
 
-ReductionPlan plan_for(const at::Tensor& x) {
+/// The passes' plan for x, reading as wide as x's channels and every tensor in `rows` allow
+/// (null entries skipped).
+template <size_t N>
+ReductionPlan plan_for(const at::Tensor& x, ElementType type, const void* const (&rows)[N]) {
   const int64_t channels = x.size(1);
-  return plan_reduction(x.numel() / channels, channels, at::cuda::getDeviceProperties(x.device().index())->multiProcessorCount);
+  const int width = pick_vector_width(type, channels, rows, static_cast<int>(N));
+  return plan_reduction(x.numel() / channels, channels, width,
+                        at::cuda::getDeviceProperties(x.device().index())->multiProcessorCount);
 }
 
-/// The forward of both op pairs: act(bn(x) [+ residual]); `residual` is undefined for none.
+/// The `activation` argument of the bn_activation ops (the values of Activation, norm_act_math.h).
+Activation activation_of(int64_t code, const char* op) {
+  TORCH_CHECK(code == static_cast<int64_t>(Activation::kRelu) || code == static_cast<int64_t>(Activation::kNone) ||
+                  code == static_cast<int64_t>(Activation::kSilu) ||
+                  code == static_cast<int64_t>(Activation::kHardswish),
+              op, ": activation must be 0 (ReLU), 1 (none), 2 (SiLU) or 3 (Hardswish), got ", code);
+  return static_cast<Activation>(code);
+}
+
+/// The forward of every op pair: act(bn(x) [+ residual]); `residual` is undefined for none.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const char* kOp, Activation activation, const at::Tensor& x,
                                                        const at::Tensor& residual, const at::Tensor& weight,
                                                        const at::Tensor& bias, const at::Tensor& running_mean,
@@ -82,9 +101,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const char* kOp, Activati
   check_channel_vector(running_mean, x, kOp, "running_mean");
   check_channel_vector(running_var, x, kOp, "running_var");
   const c10::cuda::CUDAGuard device_guard(x.device());
-  const ReductionPlan plan = plan_for(x);
-  const at::TensorOptions f32 = x.options().dtype(at::kFloat);
   at::Tensor y = at::empty_like(x);  // x's strides (dense): the same row-of-channels order
+  const void* const rows[] = {x.const_data_ptr(), has_residual ? residual.const_data_ptr() : nullptr, y.const_data_ptr()};
+  const ReductionPlan plan = plan_for(x, type, rows);
+  const at::TensorOptions f32 = x.options().dtype(at::kFloat);
   at::Tensor save_mean = at::empty({plan.channels}, f32);
   at::Tensor save_invstd = at::empty({plan.channels}, f32);
   at::Tensor workspace = at::empty({forward_workspace_floats(plan)}, f32);
@@ -103,29 +123,35 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const char* kOp, Activati
   args.workspace = workspace.mutable_data_ptr<float>();
   args.momentum = momentum;
   args.eps = eps;
-  const void* rows[] = {args.x, args.residual, args.y};
-  args.vector_width = pick_vector_width(type, plan.channels, rows, 3);
   const cudaError_t error = launch_bn_act_forward(plan, args, at::cuda::getCurrentCUDAStream(x.device().index()));
   TORCH_CHECK(error == cudaSuccess, kOp, ": kernel launch failed: ", cudaGetErrorString(error));
   return {y, save_mean, save_invstd};
 }
 
-/// The backward of both op pairs; `y` (the forward's output) is read for ReLU only, undefined for none.
+/// The backward of every op pair. With `bias` defined the activation's input is recomputed from x
+/// (no residual then) and `y` is not read; otherwise `y` (the forward's output) gives ReLU's mask,
+/// undefined for none.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(
     const char* kOp, Activation activation, const at::Tensor& dy, const at::Tensor& x, const at::Tensor& y,
-    const at::Tensor& weight, const at::Tensor& save_mean, const at::Tensor& save_invstd, bool has_residual) {
+    const at::Tensor& weight, const at::Tensor& bias, const at::Tensor& save_mean, const at::Tensor& save_invstd,
+    bool has_residual) {
   check_input(x, kOp);
   const ElementType type = element_type_of(x, kOp);
   check_like_input(dy, x, kOp, "dy");
-  if (activation == Activation::kRelu) check_like_input(y, x, kOp, "y");
+  const bool from_x = bias.defined();
+  if (from_x) check_channel_vector(bias, x, kOp, "bias");
+  if (activation == Activation::kRelu && !from_x) check_like_input(y, x, kOp, "y");
   check_channel_vector(weight, x, kOp, "weight");
   check_channel_vector(save_mean, x, kOp, "save_mean");
   check_channel_vector(save_invstd, x, kOp, "save_invstd");
   const c10::cuda::CUDAGuard device_guard(x.device());
-  const ReductionPlan plan = plan_for(x);
-  const at::TensorOptions f32 = x.options().dtype(at::kFloat);
   at::Tensor dx = at::empty_like(x);
   at::Tensor d_residual = has_residual ? at::empty_like(x) : at::Tensor();
+  const void* const rows[] = {dy.const_data_ptr(), x.const_data_ptr(),
+                              activation == Activation::kRelu && !from_x ? y.const_data_ptr() : nullptr,
+                              dx.const_data_ptr(), has_residual ? d_residual.const_data_ptr() : nullptr};
+  const ReductionPlan plan = plan_for(x, type, rows);
+  const at::TensorOptions f32 = x.options().dtype(at::kFloat);
   at::Tensor grad_weight = at::empty({plan.channels}, f32);
   at::Tensor grad_bias = at::empty({plan.channels}, f32);
   at::Tensor workspace = at::empty({backward_workspace_floats(plan)}, f32);
@@ -134,8 +160,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(
   args.activation = activation;
   args.dy = dy.const_data_ptr();
   args.x = x.const_data_ptr();
-  args.y = activation == Activation::kRelu ? y.const_data_ptr() : nullptr;
+  args.y = activation == Activation::kRelu && !from_x ? y.const_data_ptr() : nullptr;
   args.weight = weight.const_data_ptr<float>();
+  args.bias = from_x ? bias.const_data_ptr<float>() : nullptr;
   args.save_mean = save_mean.const_data_ptr<float>();
   args.save_invstd = save_invstd.const_data_ptr<float>();
   args.dx = dx.mutable_data_ptr();
@@ -143,8 +170,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(
   args.grad_weight = grad_weight.mutable_data_ptr<float>();
   args.grad_bias = grad_bias.mutable_data_ptr<float>();
   args.workspace = workspace.mutable_data_ptr<float>();
-  const void* rows[] = {args.dy, args.x, args.y, args.dx, args.d_residual};
-  args.vector_width = pick_vector_width(type, plan.channels, rows, 5);
   const cudaError_t error = launch_bn_act_backward(plan, args, at::cuda::getCurrentCUDAStream(x.device().index()));
   TORCH_CHECK(error == cudaSuccess, kOp, ": kernel launch failed: ", cudaGetErrorString(error));
   return {dx, d_residual, grad_weight, grad_bias};
@@ -161,8 +186,30 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> bn_act_forward(const at::Tensor& 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bn_act_backward(
     const at::Tensor& dy, const at::Tensor& x, const at::Tensor& y, const at::Tensor& weight,
     const at::Tensor& save_mean, const at::Tensor& save_invstd, bool has_residual) {
-  return backward("torchhost::bn_act_backward", Activation::kRelu, dy, x, y, weight, save_mean, save_invstd,
-                  has_residual);
+  return backward("torchhost::bn_act_backward", Activation::kRelu, dy, x, y, weight, at::Tensor(), save_mean,
+                  save_invstd, has_residual);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> bn_activation_forward(const at::Tensor& x, const at::Tensor& weight,
+                                                                     const at::Tensor& bias,
+                                                                     const at::Tensor& running_mean,
+                                                                     const at::Tensor& running_var, double momentum,
+                                                                     double eps, int64_t activation) {
+  constexpr const char* kOp = "torchhost::bn_activation_forward";
+  return forward(kOp, activation_of(activation, kOp), x, at::Tensor(), weight, bias, running_mean, running_var,
+                 momentum, eps);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> bn_activation_backward(const at::Tensor& dy, const at::Tensor& x,
+                                                                      const at::Tensor& weight, const at::Tensor& bias,
+                                                                      const at::Tensor& save_mean,
+                                                                      const at::Tensor& save_invstd,
+                                                                      int64_t activation) {
+  constexpr const char* kOp = "torchhost::bn_activation_backward";
+  TORCH_CHECK(bias.defined(), kOp, ": bias must be the forward's BatchNorm bias, got an undefined tensor");
+  auto [dx, d_residual, grad_weight, grad_bias] = backward(kOp, activation_of(activation, kOp), dy, x, at::Tensor(),
+                                                           weight, bias, save_mean, save_invstd, /*has_residual=*/false);
+  return {dx, grad_weight, grad_bias};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> bn_forward(const at::Tensor& x, const at::Tensor& weight,
@@ -176,8 +223,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> bn_backward(const at::Tensor& dy,
                                                            const at::Tensor& weight, const at::Tensor& save_mean,
                                                            const at::Tensor& save_invstd) {
   auto [dx, d_residual, grad_weight, grad_bias] =
-      backward("torchhost::bn_backward", Activation::kNone, dy, x, at::Tensor(), weight, save_mean, save_invstd,
-               /*has_residual=*/false);
+      backward("torchhost::bn_backward", Activation::kNone, dy, x, at::Tensor(), weight, at::Tensor(), save_mean,
+               save_invstd, /*has_residual=*/false);
   return {dx, grad_weight, grad_bias};
 }
 
@@ -189,13 +236,19 @@ void link_fused_ops() {}
 
 // The schemas are the SDK's contract (tp/cpp/fused_norm.h looks them up by name and calls them
 // with these exact C++ types): change them only together with it, under a new name. The SDK looks
-// up each pair on its own, so a plugin built against a newer SDK still fuses BatchNorm + ReLU on
-// an older host that lacks bn_forward / bn_backward (batch_norm then runs the module path).
+// up each pair on its own, so a plugin built against a newer SDK still fuses what an older host
+// offers: on a host without bn_activation_*, batch_norm_relu without a residual takes bn_act_*,
+// and batch_norm_act with SiLU or Hardswish runs the module path.
 TORCH_LIBRARY_FRAGMENT(torchhost, m) {
   m.def("bn_act_forward(Tensor x, Tensor? residual, Tensor weight, Tensor bias, Tensor(a!) running_mean, "
         "Tensor(b!) running_var, float momentum, float eps) -> (Tensor y, Tensor save_mean, Tensor save_invstd)");
   m.def("bn_act_backward(Tensor dy, Tensor x, Tensor y, Tensor weight, Tensor save_mean, Tensor save_invstd, "
         "bool has_residual) -> (Tensor dx, Tensor d_residual, Tensor grad_weight, Tensor grad_bias)");
+  // activation: 0 ReLU, 1 none, 2 SiLU, 3 Hardswish (Activation, norm_act_math.h).
+  m.def("bn_activation_forward(Tensor x, Tensor weight, Tensor bias, Tensor(a!) running_mean, Tensor(b!) running_var, "
+        "float momentum, float eps, int activation) -> (Tensor y, Tensor save_mean, Tensor save_invstd)");
+  m.def("bn_activation_backward(Tensor dy, Tensor x, Tensor weight, Tensor bias, Tensor save_mean, "
+        "Tensor save_invstd, int activation) -> (Tensor dx, Tensor grad_weight, Tensor grad_bias)");
   m.def("bn_forward(Tensor x, Tensor weight, Tensor bias, Tensor(a!) running_mean, Tensor(b!) running_var, "
         "float momentum, float eps) -> (Tensor y, Tensor save_mean, Tensor save_invstd)");
   m.def("bn_backward(Tensor dy, Tensor x, Tensor weight, Tensor save_mean, Tensor save_invstd) "
@@ -205,6 +258,8 @@ TORCH_LIBRARY_FRAGMENT(torchhost, m) {
 TORCH_LIBRARY_IMPL(torchhost, CUDA, m) {
   m.impl("bn_act_forward", TORCH_FN(tp::ops::bn_act_forward));
   m.impl("bn_act_backward", TORCH_FN(tp::ops::bn_act_backward));
+  m.impl("bn_activation_forward", TORCH_FN(tp::ops::bn_activation_forward));
+  m.impl("bn_activation_backward", TORCH_FN(tp::ops::bn_activation_backward));
   m.impl("bn_forward", TORCH_FN(tp::ops::bn_forward));
   m.impl("bn_backward", TORCH_FN(tp::ops::bn_backward));
 }
