@@ -10,6 +10,8 @@
 #include <ATen/ops/silu.h>
 #include <torch/nn/init.h>
 
+#include "tp/cpp/fused_norm.h"
+
 #include <algorithm>
 #include <string>
 
@@ -34,9 +36,25 @@ at::Tensor activate(Activation a, const at::Tensor& x) {
   return x;
 }
 
+namespace {
+
+/// The SDK's name for `a` where tp::cpp::batch_norm_act applies it; nothing for the gates (sigmoid,
+/// hardsigmoid), which only squeeze-excitation uses.
+std::optional<tp::cpp::NormActivation> norm_activation(Activation a) {
+  switch (a) {
+    case Activation::kNone: return tp::cpp::NormActivation::kNone;
+    case Activation::kReLU: return tp::cpp::NormActivation::kRelu;
+    case Activation::kSiLU: return tp::cpp::NormActivation::kSilu;
+    case Activation::kHardswish: return tp::cpp::NormActivation::kHardswish;
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
 ConvNormActivation::ConvNormActivation(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t groups,
                                        const NormOptions& norm, Activation activation, int64_t dilation)
-    : activation_(activation) {
+    : activation_(activation), fused_(norm.fused) {
   conv_ = register_module("0", torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, kernel)
                                                       .stride(stride)
                                                       .padding((kernel - 1) / 2 * dilation)
@@ -48,7 +66,9 @@ ConvNormActivation::ConvNormActivation(int64_t in, int64_t out, int64_t kernel, 
 }
 
 at::Tensor ConvNormActivation::forward(const at::Tensor& x) {
-  return activate(activation_, norm_->forward(conv_->forward(x)));
+  const at::Tensor h = conv_->forward(x);
+  if (const auto fusable = norm_activation(activation_)) return tp::cpp::batch_norm_act(norm_, h, *fusable, fused_);
+  return activate(activation_, norm_->forward(h));
 }
 
 SqueezeExcitation::SqueezeExcitation(int64_t channels, int64_t squeeze, Activation activation, Activation scale)

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "tp/cpp/activation_checkpoint.h"
@@ -29,10 +30,14 @@ enum class Activation { kNone, kReLU, kSiLU, kHardswish, kSigmoid, kHardsigmoid 
 /// `x` through `a` (out of place: block inputs stay untouched, as checkpointing requires).
 at::Tensor activate(Activation a, const at::Tensor& x);
 
-/// BatchNorm2d's two hyperparameters, which differ between the families and variants.
+/// BatchNorm2d's two hyperparameters, which differ between the families and variants, and how
+/// its training forward runs.
 struct NormOptions {
   double eps = 1e-5;
   double momentum = 0.1;
+  /// BatchNorm + activation through tp::cpp::batch_norm_act's fused path where it applies (training,
+  /// channels-last CUDA input, a host with the ops); false: the module ops always.
+  bool fused = false;
 };
 
 /// torchvision's StochasticDepth(p, mode="row") (tp/cpp/model_layers.h).
@@ -46,7 +51,8 @@ class BlockLayer : public torch::nn::Module {
 
 /// Conv2d(in, out, kernel, stride, padding (kernel - 1) / 2 * dilation, dilation, groups,
 /// bias=False) - BatchNorm2d - activation: torchvision's Conv2dNormActivation as every block of
-/// both families uses it.
+/// both families uses it. BatchNorm and the activation run through tp::cpp::batch_norm_act (fused
+/// where NormOptions::fused and the SDK's conditions allow; bit for bit the module ops otherwise).
 class ConvNormActivation : public BlockLayer {
  public:
   ConvNormActivation(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t groups,
@@ -57,6 +63,7 @@ class ConvNormActivation : public BlockLayer {
   torch::nn::Conv2d conv_{nullptr};
   torch::nn::BatchNorm2d norm_{nullptr};
   Activation activation_;
+  bool fused_;
 };
 
 /// x * scale(fc2(activation(fc1(avg_pool(x))))): torchvision's SqueezeExcitation, with SiLU and

@@ -79,22 +79,24 @@ std::vector<std::vector<InvertedResidualSpec>> efficientnet_stages(const Efficie
 EfficientNet::EfficientNet(const EfficientNetOptions& options) {
   const EfficientNetVariant& variant = *find_efficientnet_variant(options.variant);
   const auto stages = efficientnet_stages(variant, options.stochastic_depth_prob);
+  NormOptions norm = variant.norm;
+  norm.fused = options.fused_norm;
 
   auto features = register_module("features", std::make_shared<torch::nn::Module>());
-  stem_ = std::make_shared<ConvNormActivation>(options.in_channels, stages.front().front().in, 3, 2, 1, variant.norm,
+  stem_ = std::make_shared<ConvNormActivation>(options.in_channels, stages.front().front().in, 3, 2, 1, norm,
                                                Activation::kSiLU);
   features->register_module("0", stem_);
   for (size_t i = 0; i < stages.size(); ++i) {
     const std::string stage_name = std::to_string(i + 1);
     auto stage = features->register_module(stage_name, std::make_shared<torch::nn::Module>());
     for (size_t b = 0; b < stages[i].size(); ++b) {
-      auto block = std::make_shared<InvertedResidual>(stages[i][b], variant.norm);
+      auto block = std::make_shared<InvertedResidual>(stages[i][b], norm);
       blocks_.push_back(stage->register_module(std::to_string(b), block));
       block_names_.push_back("features." + stage_name + "." + std::to_string(b));
     }
   }
   const int64_t last_in = stages.back().back().out;
-  head_conv_ = std::make_shared<ConvNormActivation>(last_in, 4 * last_in, 1, 1, 1, variant.norm, Activation::kSiLU);
+  head_conv_ = std::make_shared<ConvNormActivation>(last_in, 4 * last_in, 1, 1, 1, norm, Activation::kSiLU);
   head_conv_name_ = std::to_string(stages.size() + 1);
   features->register_module(head_conv_name_, head_conv_);
   head_conv_name_ = "features." + head_conv_name_;

@@ -44,6 +44,7 @@ struct EfficientNetOptions {
   int64_t in_channels = 3;
   double dropout = 0.2;
   double stochastic_depth_prob = 0.2;
+  bool fused_norm = false;  ///< NormOptions::fused for every BatchNorm
 };
 
 /// The MBConv blocks of a configuration, stage by stage, with their stochastic depth

@@ -50,6 +50,7 @@ std::shared_ptr<EfficientNetModel> make_efficientnet(const ConfigReader& cfg) {
   o.dropout = cfg.get_float("dropout") == kVariantDropout ? variant->dropout
                                                           : read_probability(cfg, kEfficientNetId, "dropout");
   o.stochastic_depth_prob = read_probability(cfg, kEfficientNetId, "stochastic_depth_prob");
+  o.fused_norm = cfg.get_bool("fused_norm");
   return std::make_shared<EfficientNetModel>(kEfficientNetId, std::make_shared<EfficientNet>(o), common);
 }
 
@@ -62,8 +63,15 @@ std::shared_ptr<MobileNetV3Model> make_mobilenet_v3(const ConfigReader& cfg) {
   o.num_classes = common.num_classes;
   o.in_channels = common.in_channels;
   o.dropout = read_probability(cfg, kMobileNetV3Id, "dropout");
+  o.fused_norm = cfg.get_bool("fused_norm");
   return std::make_shared<MobileNetV3Model>(kMobileNetV3Id, std::make_shared<MobileNetV3>(o), common);
 }
+
+// Off by default until a GPU run measures it on these families (docs/model_zoo.md); ResNet's is on.
+constexpr tp_config_key_t kFusedNormKey = {
+    sizeof(tp_config_key_t), "fused_norm", TP_CFG_BOOL, "false",
+    "true: every BatchNorm with its SiLU, Hardswish or ReLU in the host's fused CUDA ops when training on "
+    "channels-last CUDA input (tp/cpp/fused_norm.h); false: the unfused ops everywhere"};
 
 const tp_config_key_t kEfficientNetKeys[] = {
     {sizeof(tp_config_key_t), "variant", TP_CFG_STRING, "\"b0\"", "\"b0\" .. \"b7\" (torchvision's efficientnet_b0..b7)"},
@@ -74,6 +82,7 @@ const tp_config_key_t kEfficientNetKeys[] = {
      "classifier dropout in [0, 1); -1: the variant's (b0-b1 0.2, b2-b3 0.3, b4-b5 0.4, b6-b7 0.5)"},
     {sizeof(tp_config_key_t), "stochastic_depth_prob", TP_CFG_FLOAT, "0.2",
      "in [0, 1): drop probability of the last MBConv residual branch (row mode), linear from 0 over the blocks"},
+    kFusedNormKey,
 };
 
 const tp_config_key_t kMobileNetV3Keys[] = {
@@ -83,6 +92,7 @@ const tp_config_key_t kMobileNetV3Keys[] = {
     {sizeof(tp_config_key_t), "in_channels", TP_CFG_INT, "3", "image channels (stem conv input)"},
     tp::cpp::kImageInputKey,
     {sizeof(tp_config_key_t), "dropout", TP_CFG_FLOAT, "0.2", "classifier dropout in [0, 1)"},
+    kFusedNormKey,
 };
 
 // The examples are tp::cpp::kImageNetExamples, at ImageNet's 224x224 (B1..B7 were trained larger,

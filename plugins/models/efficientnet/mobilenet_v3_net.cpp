@@ -64,19 +64,21 @@ MobileNetV3Features::MobileNetV3Features(const MobileNetV3Options& options) {
   for (size_t i = 0; i < count; ++i)
     if (rows[i].stride > 1) last_strided = i;
 
+  NormOptions norm = kNorm;
+  norm.fused = options.fused_norm;
   stem_ = std::make_shared<ConvNormActivation>(options.in_channels, make_divisible(static_cast<double>(rows[0].in)), 3,
-                                               2, 1, kNorm, Activation::kHardswish);
+                                               2, 1, norm, Activation::kHardswish);
   register_module("0", stem_);
   stage_indices_.push_back(0);
   channels_.push_back(make_divisible(static_cast<double>(rows[0].in)));
   for (size_t i = 0; i < count; ++i) {
     const InvertedResidualSpec spec = spec_of(rows[i], options.dilated && i >= last_strided ? 2 : 1);
-    blocks_.push_back(register_module(std::to_string(i + 1), std::make_shared<InvertedResidual>(spec, kNorm)));
+    blocks_.push_back(register_module(std::to_string(i + 1), std::make_shared<InvertedResidual>(spec, norm)));
     if (rows[i].stride > 1) stage_indices_.push_back(i + 1);
     channels_.push_back(spec.out);
   }
   const int64_t last_in = channels_.back();
-  head_conv_ = std::make_shared<ConvNormActivation>(last_in, 6 * last_in, 1, 1, 1, kNorm, Activation::kHardswish);
+  head_conv_ = std::make_shared<ConvNormActivation>(last_in, 6 * last_in, 1, 1, 1, norm, Activation::kHardswish);
   register_module(std::to_string(count + 1), head_conv_);
   stage_indices_.push_back(count + 1);
   channels_.push_back(6 * last_in);

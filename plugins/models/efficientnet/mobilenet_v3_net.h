@@ -36,6 +36,7 @@ struct MobileNetV3Options {
   /// torchvision's `dilated`: the blocks from the last strided one on (the C4 stage) dilate their
   /// depthwise convolution by 2 instead of striding, so the output stride is 16, not 32.
   bool dilated = false;
+  bool fused_norm = false;  ///< NormOptions::fused for every BatchNorm
 };
 
 /// torchvision's mobilenet_v3_{small,large}(dilated=...).features: children "0" (stem) ..

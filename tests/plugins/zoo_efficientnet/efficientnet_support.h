@@ -22,17 +22,18 @@ inline constexpr const char* kMobileNetV3Id = "org.torchhost.mobilenet_v3";
 
 /// Every key of org.torchhost.efficientnet; dropout -1 is the variant's default.
 inline ZooConfig efficientnet_config(const std::string& variant, int64_t classes = 1000, double dropout = -1.0,
-                                     double stochastic_depth_prob = 0.2, int64_t channels = 3) {
-  return {{"variant", variant},         {"num_classes", classes},
-          {"in_channels", channels},    {"input", std::string("image")},
-          {"dropout", dropout},         {"stochastic_depth_prob", stochastic_depth_prob}};
+                                     double stochastic_depth_prob = 0.2, int64_t channels = 3, bool fused_norm = false) {
+  return {{"variant", variant},      {"num_classes", classes},
+          {"in_channels", channels}, {"input", std::string("image")},
+          {"dropout", dropout},      {"stochastic_depth_prob", stochastic_depth_prob},
+          {"fused_norm", fused_norm}};
 }
 
 /// Every key of org.torchhost.mobilenet_v3.
 inline ZooConfig mobilenet_v3_config(const std::string& variant, int64_t classes = 1000, double dropout = 0.2,
-                                     int64_t channels = 3) {
-  return {{"variant", variant}, {"num_classes", classes}, {"in_channels", channels},
-          {"input", std::string("image")}, {"dropout", dropout}};
+                                     int64_t channels = 3, bool fused_norm = false) {
+  return {{"variant", variant},         {"num_classes", classes}, {"in_channels", channels},
+          {"input", std::string("image")}, {"dropout", dropout},    {"fused_norm", fused_norm}};
 }
 
 /// The component id of a table or fixture family name ("efficientnet", "mobilenet_v3").

@@ -126,4 +126,39 @@ TEST_CASE("efficientnet: freeze_bn_stats keeps every BatchNorm's statistics") {
   }
 }
 
+TEST_CASE("efficientnet, mobilenet_v3: fused_norm = true and false build the same model and, on the CPU, compute the same bits") {
+  // On the CPU every BatchNorm runs tp::cpp::batch_norm_act's module path: the same ops as
+  // fused_norm = false, so the logits and statistics are equal bit for bit, for each activation
+  // the families use (SiLU; ReLU and Hardswish; none after the projections).
+  struct Case {
+    const char* id;
+    ZooConfig on, off;
+    const char* buffer;  // a BatchNorm statistic that training moves
+  };
+  const Case cases[] = {
+      {kEfficientNetId, efficientnet_config("b0", 10, 0.0, 0.0, 3, true), efficientnet_config("b0", 10, 0.0, 0.0, 3, false),
+       "features.2.0.block.1.1.running_var"},
+      {kMobileNetV3Id, mobilenet_v3_config("small", 10, 0.0, 3, true), mobilenet_v3_config("small", 10, 0.0, 3, false),
+       "features.3.block.0.1.running_mean"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(std::string(c.id));
+    at::manual_seed(31);
+    ZooModel on(kEfficientNetLibrary, c.id, c.on);
+    at::manual_seed(31);
+    ZooModel off(kEfficientNetLibrary, c.id, c.off);
+    at::manual_seed(32);
+    const at::Tensor image = at::randn({2, 3, 32, 32}).contiguous(at::MemoryFormat::ChannelsLast);
+    for (const bool training : {true, false}) {
+      CAPTURE(training);
+      on.train(training);
+      off.train(training);
+      Fields in_on = {{"image", image}};
+      Fields in_off = {{"image", image}};
+      CHECK(at::equal(on.forward(in_on).at("logits"), off.forward(in_off).at("logits")));
+    }
+    CHECK(at::equal(on.named(c.buffer), off.named(c.buffer)));
+  }
+}
+
 }  // namespace
