@@ -1,15 +1,24 @@
 // Shared by the fused normalisation GPU tests (gpu_fused_norm_test.cpp: BatchNorm + [residual add
 // +] ReLU; gpu_fused_batch_norm_test.cpp: BatchNorm alone; gpu_fused_activation_test.cpp:
 // BatchNorm + ReLU, SiLU, Hardswish or none without a residual): one training step of a BatchNorm
-// through the SDK's fused path or the module path, what it leaves, the autograd nodes' names, and
-// the bounds per dtype (the tolerances' reasoning is gpu_fused_norm_test.cpp's header).
+// through the SDK's fused path or the module path, what it leaves, the autograd nodes' names, the
+// bounds per dtype (the tolerances' reasoning is gpu_fused_norm_test.cpp's header), and the check
+// that a CUDA-graph replay of a step is the eager step.
 #pragma once
 
 #include <ATen/ATen.h>
+#if defined(TP_TORCH_DEVICE_BUILD) && TP_TORCH_DEVICE_BUILD == 2  // a CPU build compiles gpu_tests too
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 #include <torch/nn/modules/batchnorm.h>
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tp/cpp/fused_norm.h"
 #include "tp/framework/ops/fused_ops.h"
@@ -185,5 +194,62 @@ inline bool is_relu_norm_node(const std::string& name) {
 inline bool is_activation_norm_node(const std::string& name) {
   return name.find("BatchNormActivationFunction") != std::string::npos;
 }
+
+#if defined(TP_TORCH_DEVICE_BUILD) && TP_TORCH_DEVICE_BUILD == 2
+/// y of one training step of `bn` on `inputs` (x first, then any other input, each a leaf that
+/// requires grad).
+using NormStep = std::function<at::Tensor(torch::nn::BatchNorm2d&, const std::vector<at::Tensor>&)>;
+
+/// Captures `step` on a copy of `bn` in a CUDA graph (two warm-up steps and the capture on a side
+/// stream, which capture requires, as the framework's step_graph.cpp does), replays it once, and
+/// checks the replay left exactly what one eager step on another copy leaves: y, every input's
+/// gradient, weight and bias gradients, the running statistics and num_batches_tracked (the capture
+/// itself runs nothing, so one replay is one step). `node` holds for the eager step's grad_fn name.
+inline void check_graph_replay_is_eager(const torch::nn::BatchNorm2d& bn, const std::vector<at::Tensor>& inputs,
+                                        const at::Tensor& dy, const NormStep& step,
+                                        const std::function<bool(const std::string&)>& node) {
+  const auto leaves = [&] {
+    std::vector<at::Tensor> out;
+    for (const at::Tensor& t : inputs) out.push_back(t.clone().requires_grad_(true));
+    return out;
+  };
+  torch::nn::BatchNorm2d graphed = copy_of(bn);
+  const std::vector<at::Tensor> graphed_inputs = leaves();
+  at::cuda::CUDAGraph graph;
+  at::Tensor y_graphed;
+  {
+    const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
+    c10::cuda::device_synchronize();
+    const c10::cuda::CUDAStreamGuard on_side(side);
+    for (int i = 0; i < 2; ++i) {
+      torch::nn::BatchNorm2d warm = copy_of(bn);
+      step(warm, leaves()).backward(dy);
+    }
+    c10::cuda::device_synchronize();
+    graph.capture_begin(/*pool=*/{0, 0}, cudaStreamCaptureModeThreadLocal);
+    y_graphed = step(graphed, graphed_inputs);
+    y_graphed.backward(dy);
+    graph.capture_end();
+    graph.replay();
+    c10::cuda::device_synchronize();
+  }
+  torch::nn::BatchNorm2d eager = copy_of(bn);
+  const std::vector<at::Tensor> eager_inputs = leaves();
+  const at::Tensor y_eager = step(eager, eager_inputs);
+  REQUIRE(y_eager.grad_fn() != nullptr);
+  CHECK(node(y_eager.grad_fn()->name()));
+  y_eager.backward(dy);
+  CHECK(at::equal(y_graphed, y_eager));
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    CAPTURE(i);
+    CHECK(at::equal(graphed_inputs[i].grad(), eager_inputs[i].grad()));
+  }
+  CHECK(at::equal(graphed->weight.grad(), eager->weight.grad()));
+  CHECK(at::equal(graphed->bias.grad(), eager->bias.grad()));
+  CHECK(at::equal(graphed->running_mean, eager->running_mean));
+  CHECK(at::equal(graphed->running_var, eager->running_var));
+  CHECK(at::equal(graphed->num_batches_tracked, eager->num_batches_tracked));
+}
+#endif
 
 }  // namespace tp::gpu_test::fused_norm

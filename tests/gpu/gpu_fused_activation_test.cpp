@@ -25,13 +25,6 @@
 // gpu_fused_norm_test.cpp); running statistics within 1e-5 as there. The emulation's worst over
 // these shapes: y and dx 1.2e-7, 1.4e-5 and 4e-5; d_weight 8e-7 (3 channels).
 #include <ATen/ATen.h>
-#if defined(TP_TORCH_DEVICE_BUILD) && TP_TORCH_DEVICE_BUILD == 2  // a CPU build compiles gpu_tests too
-#include <ATen/cuda/CUDAContext.h>
-#include <ATen/cuda/CUDAGraph.h>
-#include <c10/cuda/CUDAFunctions.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#endif
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -289,41 +282,12 @@ TEST_CASE("fused BatchNorm + SiLU is captured in a CUDA graph: one replay gives 
   const torch::nn::BatchNorm2d bn = make_norm(128);
   const at::Tensor x = channels_last({16, 128, 14, 14}, at::kBFloat16, 2.0, 1.0);
   const at::Tensor dy = channels_last({16, 128, 14, 14}, at::kBFloat16, 1.0, 0.0);
-  torch::nn::BatchNorm2d graphed = copy_of(bn);
-  const at::Tensor x_graphed = x.clone().requires_grad_(true);
-  at::cuda::CUDAGraph graph;
-  at::Tensor y_graphed;
-  {
-    // Warm-up and capture on a side stream (capture refuses the default stream), as the
-    // framework's step_graph.cpp does.
-    const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
-    c10::cuda::device_synchronize();
-    const c10::cuda::CUDAStreamGuard on_side(side);
-    for (int i = 0; i < 2; ++i) {
-      torch::nn::BatchNorm2d warm = copy_of(bn);
-      tp::cpp::batch_norm_act(warm, x.clone().requires_grad_(true), NormActivation::kSilu).backward(dy);
-    }
-    c10::cuda::device_synchronize();
-    graph.capture_begin(/*pool=*/{0, 0}, cudaStreamCaptureModeThreadLocal);
-    y_graphed = tp::cpp::batch_norm_act(graphed, x_graphed, NormActivation::kSilu);
-    y_graphed.backward(dy);
-    graph.capture_end();
-    graph.replay();
-    c10::cuda::device_synchronize();
-  }
-  torch::nn::BatchNorm2d eager = copy_of(bn);
-  const at::Tensor x_eager = x.clone().requires_grad_(true);
-  const at::Tensor y_eager = tp::cpp::batch_norm_act(eager, x_eager, NormActivation::kSilu);
-  REQUIRE(is_activation_norm_node(y_eager.grad_fn()->name()));
-  y_eager.backward(dy);
-  CHECK(at::equal(y_graphed, y_eager));
-  CHECK(at::equal(x_graphed.grad(), x_eager.grad()));
-  CHECK(at::equal(graphed->weight.grad(), eager->weight.grad()));
-  CHECK(at::equal(graphed->bias.grad(), eager->bias.grad()));
-  // The capture itself ran nothing: one replay updated the statistics once, as one eager step.
-  CHECK(at::equal(graphed->running_mean, eager->running_mean));
-  CHECK(at::equal(graphed->running_var, eager->running_var));
-  CHECK(at::equal(graphed->num_batches_tracked, eager->num_batches_tracked));
+  check_graph_replay_is_eager(
+      bn, {x}, dy,
+      [](torch::nn::BatchNorm2d& b, const std::vector<at::Tensor>& in) {
+        return tp::cpp::batch_norm_act(b, in[0], NormActivation::kSilu);
+      },
+      is_activation_norm_node);
 #endif
 }
 
