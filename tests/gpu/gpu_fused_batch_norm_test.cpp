@@ -206,10 +206,12 @@ int count_where(const std::map<std::string, int>& names, bool (*matches)(const s
 }
 
 bool is_module_norm_node(const std::string& name) { return name.find("BatchNormBackward") != std::string::npos; }
+bool is_fused_pool_node(const std::string& name) { return name.find("MaxPool3x3s2Function") != std::string::npos; }
+bool is_module_pool_node(const std::string& name) { return name.find("MaxPool2DWithIndicesBackward") != std::string::npos; }
 
 }  // namespace
 
-TEST_CASE("ResNet-18 and ResNet-50 on CUDA, channels-last, training: every BatchNorm takes its fused op") {
+TEST_CASE("ResNet-18 and ResNet-50 on CUDA, channels-last, training: every BatchNorm and the stem's pool take their fused op") {
   require_ops();
   // plugins/models/resnet/resnet_net.cpp. ResNet-18 (8 BasicBlocks): 3 downsample branches
   // (layer2-4: batch_norm); 8 bn2 + identity + ReLU (batch_norm_relu with a residual: bn_act_*); the
@@ -237,6 +239,9 @@ TEST_CASE("ResNet-18 and ResNet-50 on CUDA, channels-last, training: every Batch
       CHECK(count_where(names, is_relu_norm_node) == (fused ? e.residual_relu : 0));
       CHECK(count_where(names, is_activation_norm_node) == (fused ? e.relu : 0));
       CHECK(count_where(names, is_module_norm_node) == (fused ? 0 : e.downsample + e.residual_relu + e.relu));
+      // The stem's max pool: tp::cpp::max_pool_3x3_s2's fused node (gpu_fused_pool_test.cpp) or at::max_pool2d's.
+      CHECK(count_where(names, is_fused_pool_node) == (fused ? 1 : 0));
+      CHECK(count_where(names, is_module_pool_node) == (fused ? 0 : 1));
       out.to(at::kFloat).square().sum().backward();
       for (const tp::StateTensor& s : model->state()) {
         if (s.name == "layer2.0.downsample.1.num_batches_tracked") CHECK(s.tensor.item<int64_t>() == 1);

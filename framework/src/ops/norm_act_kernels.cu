@@ -15,30 +15,14 @@
 // Every kernel's name starts with batch_norm_ so that the benchmark's kernel-time breakdown
 // (bench/train_speed/kernel_breakdown.py) files it under normalisation.
 #include "ops/norm_act_kernels.h"
+#include "ops/cuda_element_io.h"  // CUDA's 16-bit types for the passes (and the reductions below)
 #include "ops/norm_act_passes.h"
 #include "ops/norm_act_math.h"
-
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cstdint>
 
 namespace tp::ops {
-
-// CUDA's 16-bit types for the passes of norm_act_passes.h (and the reductions below). Host and
-// device code: the thread functions they serve are.
-template <>
-struct ElementIo<__nv_bfloat16> {
-  TP_HOST_DEVICE static float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-  TP_HOST_DEVICE static __nv_bfloat16 from_float(float v) { return __float2bfloat16(v); }  // nearest even, as at::BFloat16
-};
-
-template <>
-struct ElementIo<__half> {
-  TP_HOST_DEVICE static float to_float(__half v) { return __half2float(v); }
-  TP_HOST_DEVICE static __half from_float(float v) { return __float2half(v); }  // nearest even
-};
 
 namespace {
 

@@ -230,7 +230,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> bn_backward(const at::Tensor& dy,
 
 }  // namespace
 
-void link_fused_ops() {}
+void link_pool_ops();  // pool_ops.cpp: the max pool ops' registrations, kept by the reference
+
+void link_fused_ops() { link_pool_ops(); }
 
 }  // namespace tp::ops
 

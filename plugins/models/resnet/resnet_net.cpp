@@ -4,13 +4,13 @@
 #include "resnet_net.h"
 
 #include <ATen/ops/adaptive_avg_pool2d.h>
-#include <ATen/ops/max_pool2d.h>
 #include <torch/nn/init.h>
 
 #include <algorithm>
 #include <string>
 
 #include "tp/cpp/fused_norm.h"
+#include "tp/cpp/fused_pool.h"
 
 namespace tp::resnet {
 namespace {
@@ -181,7 +181,7 @@ std::vector<tp::cpp::LayerDepth> ResNet::layer_depths() const {
 }
 
 at::Tensor ResNet::stem(const at::Tensor& x) {
-  return at::max_pool2d(tp::cpp::batch_norm_relu(bn1_, conv1_->forward(x), {}, fused_norm_), {3, 3}, {2, 2}, {1, 1});
+  return tp::cpp::max_pool_3x3_s2(tp::cpp::batch_norm_relu(bn1_, conv1_->forward(x), {}, fused_norm_), fused_norm_);
 }
 
 std::vector<at::Tensor> ResNet::stages(const at::Tensor& x) {

@@ -23,23 +23,9 @@
 
 #include "ops/norm_act_passes.h"
 
+#include "c10_element_io.h"
+
 #include <doctest/doctest.h>
-
-namespace tp::ops {
-
-template <>
-struct ElementIo<c10::BFloat16> {
-  static float to_float(c10::BFloat16 v) { return static_cast<float>(v); }
-  static c10::BFloat16 from_float(float v) { return c10::BFloat16(v); }
-};
-
-template <>
-struct ElementIo<c10::Half> {
-  static float to_float(c10::Half v) { return static_cast<float>(v); }
-  static c10::Half from_float(float v) { return c10::Half(v); }
-};
-
-}  // namespace tp::ops
 
 namespace {
 

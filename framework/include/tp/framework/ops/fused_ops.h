@@ -1,7 +1,8 @@
 // The host's own dispatcher ops (framework/src/ops): fused kernels that Tier T plugins reach through
-// the SDK (plugin_api/include/tp/cpp/fused_norm.h) by looking them up in c10's dispatcher, so a
-// plugin never links the framework. Registered for CUDA only, in a CUDA build with a CUDA compiler
-// (cmake/TorchhostFusedOps.cmake); elsewhere the SDK finds no schema and keeps the unfused ops.
+// the SDK (plugin_api/include/tp/cpp/fused_norm.h, fused_pool.h) by looking them up in c10's
+// dispatcher, so a plugin never links the framework. Registered for CUDA only, in a CUDA build with
+// a CUDA compiler (cmake/TorchhostFusedOps.cmake); elsewhere the SDK finds no schema and keeps the
+// unfused ops.
 #pragma once
 
 namespace tp::ops {
