@@ -195,6 +195,44 @@ inline bool is_activation_norm_node(const std::string& name) {
   return name.find("BatchNormActivationFunction") != std::string::npos;
 }
 
+/// y of `bn` on `x` through an SDK function, fused where `allow_fused` and its conditions allow.
+using SdkForward = std::function<at::Tensor(torch::nn::BatchNorm2d&, const at::Tensor&, bool allow_fused)>;
+/// y of `bn` on `x` through the module ops the SDK function stands for.
+using ModuleForward = std::function<at::Tensor(torch::nn::BatchNorm2d&, const at::Tensor&)>;
+
+/// Checks that `sdk` keeps the module path, bit for bit, where the fused path must not run: in
+/// eval, on NCHW input in training, with allow_fused = false, and with momentum = None (the
+/// cumulative average): y equal to `module`'s on another copy of `bn`, no fused node of any kind,
+/// the running statistics and num_batches_tracked equal. `x` is channels-last with bn's channels.
+inline void check_module_path_kept(const torch::nn::BatchNorm2d& bn, const at::Tensor& x, const SdkForward& sdk,
+                                   const ModuleForward& module) {
+  const auto same_as_module = [&](torch::nn::BatchNorm2d fused_side, torch::nn::BatchNorm2d module_side,
+                                  const at::Tensor& in, bool allow_fused) {
+    const at::Tensor out = sdk(fused_side, in, allow_fused);
+    const std::string node = out.grad_fn() ? out.grad_fn()->name() : "";
+    CHECK(!is_activation_norm_node(node));
+    CHECK(!is_relu_norm_node(node));
+    CHECK(!is_plain_norm_node(node));
+    CHECK(at::equal(out, module(module_side, in)));
+    CHECK(at::equal(fused_side->running_mean, module_side->running_mean));
+    CHECK(at::equal(fused_side->running_var, module_side->running_var));
+    CHECK(at::equal(fused_side->num_batches_tracked, module_side->num_batches_tracked));
+  };
+  {  // eval: running statistics, the module's own kernels
+    torch::nn::BatchNorm2d f = copy_of(bn), m = copy_of(bn);
+    f->eval();
+    m->eval();
+    same_as_module(f, m, x, true);
+  }
+  same_as_module(copy_of(bn), copy_of(bn), x.contiguous(), true);  // NCHW input in training
+  same_as_module(copy_of(bn), copy_of(bn), x, false);
+  {  // momentum = None (cumulative average)
+    torch::nn::BatchNorm2d f(torch::nn::BatchNorm2dOptions(x.size(1)).momentum(std::nullopt));
+    f->to(at::kCUDA);
+    same_as_module(f, copy_of(f), x, true);
+  }
+}
+
 #if defined(TP_TORCH_DEVICE_BUILD) && TP_TORCH_DEVICE_BUILD == 2
 /// y of one training step of `bn` on `inputs` (x first, then any other input, each a leaf that
 /// requires grad).

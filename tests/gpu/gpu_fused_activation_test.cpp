@@ -298,31 +298,12 @@ TEST_CASE("batch_norm_act keeps the module path, bit for bit, in eval, on NCHW i
   const at::Tensor x = channels_last({4, 64, 9, 9}, at::kFloat, 1.0, 0.5);
   for (const NamedActivation& a : kActivations) {
     CAPTURE(a.name);
-    const auto same_as_module = [&a](torch::nn::BatchNorm2d fused_side, torch::nn::BatchNorm2d module_side,
-                                     const at::Tensor& in, bool allow_fused) {
-      const at::Tensor out = tp::cpp::batch_norm_act(fused_side, in, a.activation, allow_fused);
-      const std::string node = out.grad_fn() ? out.grad_fn()->name() : "";
-      CHECK(!is_activation_norm_node(node));
-      CHECK(!is_relu_norm_node(node));
-      CHECK(!is_plain_norm_node(node));
-      CHECK(at::equal(out, module_activation(module_side->forward(in), a.activation)));
-      CHECK(at::equal(fused_side->running_mean, module_side->running_mean));
-      CHECK(at::equal(fused_side->running_var, module_side->running_var));
-      CHECK(at::equal(fused_side->num_batches_tracked, module_side->num_batches_tracked));
-    };
-    {  // eval: running statistics, the module's own kernels
-      torch::nn::BatchNorm2d f = copy_of(bn), m = copy_of(bn);
-      f->eval();
-      m->eval();
-      same_as_module(f, m, x, true);
-    }
-    same_as_module(copy_of(bn), copy_of(bn), x.contiguous(), true);  // NCHW input in training
-    same_as_module(copy_of(bn), copy_of(bn), x, false);
-    {  // momentum = None (cumulative average)
-      torch::nn::BatchNorm2d f(torch::nn::BatchNorm2dOptions(64).momentum(std::nullopt));
-      f->to(at::kCUDA);
-      same_as_module(f, copy_of(f), x, true);
-    }
+    check_module_path_kept(
+        bn, x,
+        [&a](torch::nn::BatchNorm2d& b, const at::Tensor& in, bool allow_fused) {
+          return tp::cpp::batch_norm_act(b, in, a.activation, allow_fused);
+        },
+        [&a](torch::nn::BatchNorm2d& b, const at::Tensor& in) { return module_activation(b->forward(in), a.activation); });
   }
 }
 

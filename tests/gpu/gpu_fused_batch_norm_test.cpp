@@ -94,28 +94,12 @@ TEST_CASE("batch_norm keeps the module path, bit for bit, in eval, on NCHW input
   at::manual_seed(19);
   const torch::nn::BatchNorm2d bn = make_norm(64);
   const at::Tensor x = channels_last({4, 64, 9, 9}, at::kFloat, 1.0, 0.5);
-  const auto same_as_module = [](torch::nn::BatchNorm2d a, torch::nn::BatchNorm2d b, const at::Tensor& in,
-                                 bool allow_fused) {
-    const at::Tensor fused = tp::cpp::batch_norm(a, in, allow_fused);
-    CHECK(!(fused.grad_fn() && is_plain_norm_node(fused.grad_fn()->name())));
-    CHECK(at::equal(fused, b->forward(in)));
-    CHECK(at::equal(a->running_mean, b->running_mean));
-    CHECK(at::equal(a->running_var, b->running_var));
-    CHECK(at::equal(a->num_batches_tracked, b->num_batches_tracked));
-  };
-  {  // eval
-    torch::nn::BatchNorm2d a = copy_of(bn), b = copy_of(bn);
-    a->eval();
-    b->eval();
-    same_as_module(a, b, x, true);
-  }
-  same_as_module(copy_of(bn), copy_of(bn), x.contiguous(), true);  // NCHW input in training
-  same_as_module(copy_of(bn), copy_of(bn), x, false);
-  {  // momentum = None (cumulative average)
-    torch::nn::BatchNorm2d a(torch::nn::BatchNorm2dOptions(64).momentum(std::nullopt));
-    a->to(at::kCUDA);
-    same_as_module(a, copy_of(a), x, true);
-  }
+  check_module_path_kept(
+      bn, x,
+      [](torch::nn::BatchNorm2d& b, const at::Tensor& in, bool allow_fused) {
+        return tp::cpp::batch_norm(b, in, allow_fused);
+      },
+      [](torch::nn::BatchNorm2d& b, const at::Tensor& in) { return b->forward(in); });
 }
 
 TEST_CASE("batch_norm's fused path refuses a double backward with a message") {
