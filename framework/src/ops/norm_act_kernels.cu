@@ -266,6 +266,11 @@ unsigned apply_blocks(const ApplyPlan& plan) {
   return static_cast<unsigned>((plan.threads + kApplyThreads - 1) / kApplyThreads);
 }
 
+/// The reduction grid's pack-column tiles for rows of `packs_per_row` packs.
+int64_t column_tiles(int64_t packs_per_row, const ReductionTile& tile) {
+  return (packs_per_row + tile.packs_x - 1) / tile.packs_x;
+}
+
 /// A reduction launch's shape: blocks of `tile`, a grid of pack-column tiles by row blocks.
 struct ReductionLaunch {
   ReductionTile tile;
@@ -275,9 +280,9 @@ struct ReductionLaunch {
 
 ReductionLaunch reduction_launch(const ReductionPlan& plan) {
   ReductionLaunch launch;
-  launch.tile = reduction_tile(plan.channels / plan.vector_width);
   const int64_t packs_per_row = plan.channels / plan.vector_width;
-  launch.grid = dim3(static_cast<unsigned>((packs_per_row + launch.tile.packs_x - 1) / launch.tile.packs_x),
+  launch.tile = reduction_tile(packs_per_row);
+  launch.grid = dim3(static_cast<unsigned>(column_tiles(packs_per_row, launch.tile)),
                      static_cast<unsigned>(plan.row_blocks));
   launch.block = dim3(static_cast<unsigned>(launch.tile.packs_x), static_cast<unsigned>(launch.tile.lanes));
   launch.shared_bytes = reduction_shared_bytes(launch.tile, plan.vector_width);
@@ -436,8 +441,7 @@ cudaError_t backward_typed(const ReductionPlan& plan, const BackwardArgs& a, cud
 }  // namespace
 
 ReductionPlan plan_reduction(int64_t rows, int64_t channels, int vector_width, int multiprocessors) {
-  const ReductionTile tile = reduction_tile(channels / vector_width);
-  const int64_t tiles = (channels / vector_width + tile.packs_x - 1) / tile.packs_x;
+  const int64_t tiles = column_tiles(channels / vector_width, reduction_tile(channels / vector_width));
   const int64_t wanted = std::max<int64_t>(multiprocessors, 1) * kBlocksPerSm;
   int64_t blocks = (wanted + tiles - 1) / tiles;
   blocks = std::min(blocks, (rows + kMinRowsPerBlock - 1) / kMinRowsPerBlock);

@@ -46,6 +46,16 @@ struct ApplyPlan {
   int64_t threads = 0;        ///< a multiple of packs_per_row, >= packs_per_row
 };
 
+/// Thread t's pack column under `plan` and the rows it visits in that column: from `first` to
+/// before `end`, every `step` rows (the walk of a thread that keeps its channels).
+struct ThreadRows {
+  int64_t column, first, end, step;
+};
+TP_HOST_DEVICE inline ThreadRows thread_rows(int64_t t, const ApplyPlan& plan) {
+  return {t % plan.packs_per_row, t / plan.packs_per_row, plan.packs / plan.packs_per_row,
+          plan.threads / plan.packs_per_row};
+}
+
 /// The plan for `rows` rows of `channels` channels in packs of `vector_width` (which divides
 /// channels) with at most `max_threads` threads rounded down to whole rows (about a resident wave,
 /// so each thread loads its coefficients once for many packs), never fewer than one row's worth
@@ -103,7 +113,7 @@ TP_HOST_DEVICE inline bool stats_thread_sums(const T* __restrict__ x, int64_t ro
   for (int i = 0; i < V; ++i) shift[i] = sum[i] = sum_sq[i] = 0.0F;
   if (pack_column >= packs_per_row) return false;
   const int64_t begin = row_block * rows_per_block;
-  const int64_t end = begin + rows_per_block < rows ? begin + rows_per_block : rows;
+  const int64_t end = begin + block_row_count(row_block, rows_per_block, rows);
   const P first = reinterpret_cast<const P*>(x)[begin * packs_per_row + pack_column];
   TP_UNROLL
   for (int i = 0; i < V; ++i) shift[i] = Io::to_float(first.v[i]);
@@ -167,7 +177,7 @@ TP_HOST_DEVICE inline bool backward_thread_sums(const T* __restrict__ dy, const 
     shift[i] = affine.shift;
   }
   const int64_t begin = row_block * rows_per_block;
-  const int64_t end = begin + rows_per_block < rows ? begin + rows_per_block : rows;
+  const int64_t end = begin + block_row_count(row_block, rows_per_block, rows);
   for (int64_t r = begin + lane; r < end; r += lanes) {
     const int64_t p = r * packs_per_row + pack_column;
     const P dyp = reinterpret_cast<const P*>(dy)[p];

@@ -59,10 +59,9 @@ TP_HOST_DEVICE inline void max_pool_forward_thread(int64_t t, const ApplyPlan& p
   using O = Pack<uint8_t, V>;
   if (t >= plan.threads) return;
   const int64_t packs_per_row = plan.packs_per_row;
-  const int64_t column = t % packs_per_row;
-  const int64_t rows = plan.packs / packs_per_row;
-  const int64_t row_step = plan.threads / packs_per_row;
-  for (int64_t r = t / packs_per_row; r < rows; r += row_step) {
+  const ThreadRows walk = thread_rows(t, plan);
+  const int64_t column = walk.column;
+  for (int64_t r = walk.first; r < walk.end; r += walk.step) {
     const int64_t ow = r % g.out_width;
     const int64_t oh = (r / g.out_width) % g.out_height;
     const int64_t n = r / g.out_width / g.out_height;
@@ -117,10 +116,9 @@ TP_HOST_DEVICE inline void max_pool_backward_thread(int64_t t, const ApplyPlan& 
   using O = Pack<uint8_t, V>;
   if (t >= plan.threads) return;
   const int64_t packs_per_row = plan.packs_per_row;
-  const int64_t column = t % packs_per_row;
-  const int64_t rows = plan.packs / packs_per_row;
-  const int64_t row_step = plan.threads / packs_per_row;
-  for (int64_t r = t / packs_per_row; r < rows; r += row_step) {
+  const ThreadRows walk = thread_rows(t, plan);
+  const int64_t column = walk.column;
+  for (int64_t r = walk.first; r < walk.end; r += walk.step) {
     const int64_t w = r % g.width;
     const int64_t h = (r / g.width) % g.height;
     const int64_t n = r / g.width / g.height;

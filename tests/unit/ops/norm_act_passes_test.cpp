@@ -17,13 +17,13 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <vector>
 
 #include "ops/norm_act_passes.h"
 
 #include "c10_element_io.h"
+#include "cpu_launch.h"
 
 #include <doctest/doctest.h>
 
@@ -33,7 +33,9 @@ using tp::ops::Activation;
 using tp::ops::ApplyPlan;
 using tp::ops::ElementIo;
 
-constexpr int kThreadsPerBlock = 256;  // norm_act_kernels.cu's kApplyThreads
+using tp::ops_test::run_launch;
+using tp::ops_test::same_bits;
+using tp::ops_test::sentinel;
 
 struct Shape {
   int64_t rows, channels, max_threads;
@@ -63,26 +65,6 @@ std::vector<float> random_floats(size_t n, std::mt19937& rng, float lo, float hi
   std::vector<float> out(n);
   for (float& v : out) v = value(rng);
   return out;
-}
-
-template <typename T>
-bool same_bits(const T& a, const T& b) {
-  return std::memcmp(&a, &b, sizeof(T)) == 0;
-}
-
-/// A value no pass writes: all bits set (a NaN in every type).
-template <typename T>
-T sentinel() {
-  T v;
-  std::memset(&v, 0xFF, sizeof(T));
-  return v;
-}
-
-/// Every thread of the launch norm_act_kernels.cu makes for `plan`, in turn.
-template <typename Body>
-void run_launch(const ApplyPlan& plan, Body body) {
-  const int64_t blocks = (plan.threads + kThreadsPerBlock - 1) / kThreadsPerBlock;
-  for (int64_t t = 0; t < blocks * kThreadsPerBlock; ++t) body(t);
 }
 
 template <typename T, int V, bool kResidual, Activation A>

@@ -21,7 +21,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <tuple>
@@ -30,6 +29,7 @@
 #include "ops/pool_passes.h"
 
 #include "c10_element_io.h"
+#include "cpu_launch.h"
 
 #include <doctest/doctest.h>
 
@@ -41,7 +41,9 @@ using tp::ops::ApplyPlan;
 using tp::ops::ElementIo;
 using tp::ops::PoolGeometry;
 
-constexpr int kThreadsPerBlock = 256;  // pool_kernels.cu's kPoolThreads
+using tp::ops_test::run_launch;
+using tp::ops_test::same_bits;
+using tp::ops_test::sentinel;
 
 struct PoolCase {
   int64_t n, c, h, w, max_threads;
@@ -57,24 +59,6 @@ const PoolCase kCases[] = {
     {1, 64, 1, 1, 64},      // H = W = 1: one window of one element
     {1, 24, 13, 11, 100},
 };
-
-template <typename T>
-bool same_bits(const T& a, const T& b) {
-  return std::memcmp(&a, &b, sizeof(T)) == 0;
-}
-
-template <typename T>
-T sentinel() {
-  T v;
-  std::memset(&v, 0xFF, sizeof(T));
-  return v;
-}
-
-template <typename Body>
-void run_launch(const ApplyPlan& plan, Body body) {
-  const int64_t blocks = (plan.threads + kThreadsPerBlock - 1) / kThreadsPerBlock;
-  for (int64_t t = 0; t < blocks * kThreadsPerBlock; ++t) body(t);
-}
 
 /// Values with ties and NaNs: mostly integers in [-2, 2], some -0.0, -inf and NaN.
 template <typename T>
