@@ -2,8 +2,9 @@
 // image_folder run trained and exported by `host` on the CPU, then opened by the library on the
 // CPU and on "cuda": the same classes for every file, logits and probabilities within float
 // rounding (cuDNN's convolutions are not the CPU's), from files and from their bytes, and four
-// threads on one CUDA model get the single-threaded answers. One model is open at a time (the
-// library's rule), so the CPU answers are taken first.
+// threads on one CUDA model get the single-threaded answers. The CPU model stays open beside the
+// CUDA one (the two share the plugins), and a second CUDA model asking for the other TF32 setting
+// is refused (LibTorch's switch is one per process).
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -51,13 +52,19 @@ TEST_CASE("tp::infer on CUDA answers as on the CPU: the same classes, logits wit
   std::sort(files.begin(), files.end());
   REQUIRE(files.size() == 6);
 
-  tp::infer::Batch cpu;
-  {
-    tp::infer::Model model = tp::infer::Model::open(exported.string(), options_on("cpu"));
-    cpu = model.run_files(files, 2);
-  }
+  tp::infer::Model on_cpu = tp::infer::Model::open(exported.string(), options_on("cpu"));
+  const tp::infer::Batch cpu = on_cpu.run_files(files, 2);
   tp::infer::Model model = tp::infer::Model::open(exported.string(), options_on("cuda"));
   const tp::infer::Batch gpu = model.run_files(files, 2);
+  CHECK(on_cpu.run_files(files, 2).output("logits").values == cpu.output("logits").values);
+  tp::infer::OpenOptions tf32 = options_on("cuda");
+  tf32.tf32 = true;
+  try {
+    tp::infer::Model::open(exported.string(), tf32);
+    FAIL("a CUDA model with tf32 = true opened beside one with tf32 = false");
+  } catch (const tp::infer::Error& e) {
+    CHECK(std::string(e.what()).find("TF32 switches are one per process") != std::string::npos);
+  }
   const std::vector<float>& a = cpu.output("logits").values;
   const std::vector<float>& b = gpu.output("logits").values;
   REQUIRE(a.size() == b.size());

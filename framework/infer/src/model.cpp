@@ -12,57 +12,30 @@
 #include <stdlib.h> // mkdtemp
 
 #include <algorithm>
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <numeric>
 
 #include "export_file.h"
+#include "process_share.h"
 #include "tp/framework/config/validate.h"
 #include "tp/framework/data/collate.h"
 #include "tp/framework/engine/batch_placement.h"
 #include "tp/framework/error.h"
 #include "tp/framework/plugin/dataset_proxy.h"
-#include "tp/framework/plugin/host_services.h"
 #include "tp/framework/plugin/model_proxy.h"
 #include "tp/framework/plugin/registry.h"
-#include "tp/framework/util/log.h"
 
 namespace tp::infer {
-namespace {
-
-// One open model per process. The plugin libraries are process-wide: every registry's dlopen gets
-// the same copy, whose init keeps one host pointer and whose deinit clears it (tp/cpp/plugin.h), so
-// closing one of two open models would take the host away from the other's plugins. This flag is
-// the one piece of process state here because the plugins' own state is process state.
-std::atomic<bool> model_open{false};
-
-/// Holds the process's one open model; released on destruction.
-class OpenModelSlot {
- public:
-  OpenModelSlot() {
-    if (model_open.exchange(true))
-      throw Error("tp::infer: a model is already open in this process; one may be open at a time, because its "
-                  "plugins' libraries are loaded once per process and initialised for it. Share the open model "
-                  "between threads (its calls are serialized), or close it before opening another.");
-  }
-  ~OpenModelSlot() { model_open.store(false); }
-  OpenModelSlot(const OpenModelSlot&) = delete;
-  OpenModelSlot& operator=(const OpenModelSlot&) = delete;
-};
-
-}  // namespace
 
 struct Model::State {
   // Declaration order is destruction order reversed: the model goes before the plugins' registry,
-  // which goes before the host services the plugins were given (PLG-13); the slot goes last.
-  OpenModelSlot slot;
+  // whose libraries and host table the process share keeps until the last open model leaves it.
+  detail::ProcessShare share;
   std::string source; ///< the export file, for messages and validation
   std::vector<std::string> classes;
   detail::ExportedComponent preprocessing;
-  std::unique_ptr<Logger> logger;
-  std::unique_ptr<HostServices> host;
   std::unique_ptr<Registry> registry;
   std::unique_ptr<BatchPlacement> placement;
   std::unique_ptr<ModelProxy> model;
@@ -121,8 +94,6 @@ Tensor host_tensor(const std::string& name, const at::Tensor& tensor) {
 
 }  // namespace
 
-Error::~Error() = default;
-
 const Tensor& Batch::output(const std::string& name) const {
   for (const Tensor& tensor : outputs)
     if (tensor.name == name) return tensor;
@@ -140,24 +111,18 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
   return guarded([&] {
     detail::ExportFile file = detail::read_export(export_file);
     const c10::Device device = device_of(options.device);
-    if (device.is_cuda()) {
-      // LibTorch allows TF32 in cuDNN by default; host predict sets both switches from run.tf32.
-      at::globalContext().setAllowTF32CuDNN(options.tf32);
-      at::globalContext().setAllowTF32CuBLAS(options.tf32);
-    }
     if (options.plugin_dirs.empty())
       throw Error("tp::infer: no plugin directory was given, and the model '" + file.model.component +
                   "' is built by its plugin; set OpenOptions::plugin_dirs to the directory holding it (the "
                   "installed host's lib/torchhost/plugins for the built-in plugins).");
     auto state = std::make_unique<State>();
+    if (device.is_cuda()) state->share.use_cuda_tf32(options.tf32, export_file);
     state->source = export_file;
     state->classes = std::move(file.classes);
     state->preprocessing = std::move(file.preprocessing);
     state->component = file.model.component;
-    // The plugins' log lines go to stderr, as in `host` (util/log.h).
-    state->logger = std::make_unique<Logger>();
-    state->host = std::make_unique<HostServices>(*state->logger, ProcessPlace{});
-    state->registry = std::make_unique<Registry>(*state->host);
+    state->registry = std::make_unique<Registry>(state->share.host());
+    state->registry->use_loader([&share = state->share](const std::filesystem::path& file) { return share.load(file); });
     std::vector<PluginDir> dirs;
     // Named like --plugin-dir so that a missing directory is an error, not silently skipped.
     for (const std::string& dir : options.plugin_dirs) dirs.push_back({dir, "--plugin-dir"});

@@ -54,7 +54,7 @@ void Registry::load_search_path(const std::vector<PluginDir>& dirs) {
     std::sort(files.begin(), files.end());
     for (const auto& file : files) {
       require_secure_plugin_path(file, allow_insecure_);
-      auto library = PluginLibrary::load(file, host_);
+      auto library = load_library(file);
       add_components(library, level);
       libraries_.push_back(std::move(library));
     }
@@ -65,10 +65,14 @@ std::shared_ptr<PluginLibrary> Registry::load_file(const std::filesystem::path& 
   for (const auto& loaded : libraries_)
     if (std::filesystem::equivalent(loaded->path(), file)) return loaded;
   require_secure_plugin_path(file, allow_insecure_);
-  auto library = PluginLibrary::load(file, host_);
+  auto library = load_library(file);
   add_components(library, 0);
   libraries_.push_back(library);
   return library;
+}
+
+std::shared_ptr<PluginLibrary> Registry::load_library(const std::filesystem::path& file) const {
+  return loader_ ? loader_(file) : PluginLibrary::load(file, host_);
 }
 
 void Registry::add_components(const std::shared_ptr<PluginLibrary>& library, std::size_t level) {

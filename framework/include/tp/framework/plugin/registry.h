@@ -9,6 +9,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -50,6 +51,13 @@ class Registry {
   /// and directories (see plugin_security.h). Off by default.
   void allow_insecure_plugin_dirs(bool allow) { allow_insecure_ = allow; }
 
+  /// Where this registry's libraries come from. By default each file is loaded and initialised
+  /// with this registry's host table. A process that keeps several registries alive at once (the
+  /// inference library's open models) gives them one loader, so that a file, which the dynamic
+  /// loader keeps once per process, is initialised once and unloaded once (PLG-13).
+  using LibraryLoader = std::function<std::shared_ptr<PluginLibrary>(const std::filesystem::path&)>;
+  void use_loader(LibraryLoader loader) { loader_ = std::move(loader); }
+
   /// Loads every plugin on `dirs` (see the file comment). Throws PluginLoadError for the first
   /// library that cannot be loaded, for an insecure directory or file (plugin_security.h) and
   /// for duplicate ids; a missing directory that the user named
@@ -68,9 +76,11 @@ class Registry {
 
  private:
   void add_components(const std::shared_ptr<PluginLibrary>& library, std::size_t level);
+  std::shared_ptr<PluginLibrary> load_library(const std::filesystem::path& file) const;
 
   const HostServices& host_;
   bool allow_insecure_ = false;
+  LibraryLoader loader_;
   std::vector<std::shared_ptr<PluginLibrary>> libraries_;
   struct Slot {
     ComponentEntry entry;

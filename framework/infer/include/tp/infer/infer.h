@@ -16,9 +16,9 @@
  * Linking: libtorchhost_infer.so (CMake: find_package(torchhost CONFIG), target torchhost::infer)
  * exports these functions (TP_EXPORT) and tp/infer/model.h's classes, nothing else.
  *
- * Threads: [any] on every function. Calls on one model are serialized inside it. One model may be
- * open per process at a time (its plugins are loaded once per process): tp_infer_open refuses a
- * second until the first is closed. The last error is per thread. */
+ * Threads: [any] on every function. Calls on one model are serialized inside it; several models
+ * may be open at once and run concurrently (they share the process's plugin libraries; those on
+ * CUDA must agree on TF32, one switch per process). The last error is per thread. */
 #ifndef TP_INFER_INFER_H
 #define TP_INFER_INFER_H
 

@@ -14,8 +14,9 @@
 //
 // Threads: one Model may be called from several threads at once; its calls are serialized inside
 // (one batch at a time, each with the whole intra-op thread pool), so concurrent callers get
-// exactly what one caller gets. One Model may be open per process at a time (its plugins'
-// libraries are loaded and initialised once per process): open refuses a second.
+// exactly what one caller gets. Several Models may be open at once and run concurrently; they share
+// the process's plugin libraries (loaded and initialised once, unloaded with the last Model), and
+// those on CUDA must agree on OpenOptions::tf32 (LibTorch's switch is one per process).
 //
 // Example:
 //   tp::infer::Model model = tp::infer::Model::open("flowers.safetensors", {.device = "cpu",
@@ -78,7 +79,8 @@ struct OpenOptions {
   /// On a CUDA device: whether convolutions and matrix products may run in TF32. open() sets
   /// LibTorch's process-wide switches (cuDNN's and cuBLAS's) to it. false, as `host predict` with
   /// the default run.tf32 = false, so that the outputs equal host predict's; true is faster on
-  /// Ampere and later, about 1e-3 apart. Ignored on the CPU.
+  /// Ampere and later, about 1e-3 apart. Ignored on the CPU. Models open on CUDA at once must
+  /// agree on it: open() refuses the other setting while one is open.
   bool tf32 = false;
 };
 

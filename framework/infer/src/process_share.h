@@ -1,0 +1,46 @@
+// What the models open in one process share (docs/deployment.md, "Threads"). The dynamic loader
+// keeps one copy of a plugin library per process, whatever path opens it, and a plugin's init
+// keeps one host table that its deinit clears (tp/cpp/plugin.h, PLG-13): two models that each
+// loaded and unloaded their plugins would take the host away from each other's. So every open
+// model takes its libraries and its host table from one share, which the last model to close
+// releases. LibTorch's TF32 switches are process-wide too: the CUDA models agree on them here.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace tp {
+class HostServices;
+class PluginLibrary;
+}  // namespace tp
+
+namespace tp::infer::detail {
+
+/// One open model's membership of the process's share: joined on construction (the first member
+/// creates the host table), left on destruction (the last member unloads the libraries, then the
+/// host table). Any thread; the share's own lock orders joining, loading and leaving.
+class ProcessShare {
+ public:
+  ProcessShare();
+  ~ProcessShare();
+  ProcessShare(const ProcessShare&) = delete;
+  ProcessShare& operator=(const ProcessShare&) = delete;
+
+  /// The host table every open model's plugins were initialised with; valid while this member lives.
+  const HostServices& host() const;
+  /// The plugin library at `file`, loaded and initialised the first time any open model asks for
+  /// it: a file is the same library when its canonical path or its device and inode are, as the
+  /// dynamic loader decides. Throws what PluginLibrary::load throws.
+  std::shared_ptr<PluginLibrary> load(const std::filesystem::path& file) const;
+  /// Sets LibTorch's TF32 switches (cuDNN and cuBLAS) for a model on CUDA opened from
+  /// `export_file`. Throws tp::infer::Error, naming both exports, when another open CUDA model
+  /// runs with the other setting: the switches are one per process. Held until this member leaves.
+  void use_cuda_tf32(bool tf32, const std::string& export_file);
+
+ private:
+  std::optional<bool> cuda_tf32_; ///< set once this member counts among the CUDA models
+};
+
+}  // namespace tp::infer::detail

@@ -1,0 +1,87 @@
+// The share of the models open in one process (framework/infer/src/process_share.h), compiled into
+// this test from the library's sources: a plugin file is loaded and initialised once while any
+// member lives, whatever path names it, and unloaded when the last member leaves; the CUDA models
+// agree on LibTorch's process-wide TF32 switches. infer_tests checks the same through open models.
+#include <ATen/Context.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <doctest/doctest.h>
+
+#include "process_share.h"
+#include "integration/host_runner.h"
+#include "support/test_paths.h"
+#include "tp/framework/plugin/host_services.h"
+#include "tp/framework/plugin/plugin_library.h"
+#include "tp/infer/model.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path plugin_file(const std::string& name) { return fs::path(tp::test::plugin_dir()) / (name + ".so"); }
+
+/// The message of what `body` throws as tp::infer::Error ("" when it does not throw).
+template <class Body>
+std::string error_of(Body&& body) {
+  try {
+    body();
+  } catch (const tp::infer::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("ProcessShare: one loaded library per file while a member lives, unloaded after the last") {
+  const fs::path dir = tp::test::fresh_dir("process_share");
+  fs::create_symlink(plugin_file("basic_losses"), dir / "basic_losses.so");
+
+  std::weak_ptr<tp::PluginLibrary> losses;
+  {
+    auto first = std::make_unique<tp::infer::detail::ProcessShare>();
+    const tp::infer::detail::ProcessShare second;
+    CHECK(&first->host() == &second.host());
+    const std::shared_ptr<tp::PluginLibrary> loaded = first->load(plugin_file("basic_losses"));
+    losses = loaded;
+    CHECK(loaded->host() == second.host().table());
+    CHECK(second.load(plugin_file("basic_losses")) == loaded);
+    CHECK(second.load(dir / "basic_losses.so") == loaded); // through a link: the same file
+    CHECK(second.load(plugin_file("basic_metrics")) != loaded);
+    // The member that loaded it leaves: the library stays initialised for the other.
+    first.reset();
+    CHECK(!losses.expired());
+    CHECK(losses.lock()->host() == second.host().table());
+  }
+  // The last member has left: deinit ran and the library is released.
+  CHECK(losses.expired());
+  const tp::infer::detail::ProcessShare again;
+  const std::shared_ptr<tp::PluginLibrary> reloaded = again.load(plugin_file("basic_losses"));
+  CHECK(reloaded->host() == again.host().table());
+}
+
+TEST_CASE("ProcessShare: the CUDA models agree on TF32, which is one switch per process") {
+  auto first = std::make_unique<tp::infer::detail::ProcessShare>();
+  first->use_cuda_tf32(false, "a.safetensors");
+  CHECK(!at::globalContext().allowTF32CuBLAS());
+  tp::infer::detail::ProcessShare second;
+  const std::string message = error_of([&] { second.use_cuda_tf32(true, "b.safetensors"); });
+  INFO(message);
+  CHECK(message.find("'b.safetensors' asks for OpenOptions::tf32 = true") != std::string::npos);
+  CHECK(message.find("'a.safetensors' runs on CUDA with tf32 = false") != std::string::npos);
+  CHECK(!at::globalContext().allowTF32CuBLAS()); // refused: the open model's setting stands
+  // A CPU member (no use_cuda_tf32) does not count; the first CUDA model leaving frees the switch.
+  first.reset();
+  CHECK(error_of([&] { second.use_cuda_tf32(true, "b.safetensors"); }).empty());
+  CHECK(at::globalContext().allowTF32CuBLAS());
+  CHECK(at::globalContext().allowTF32CuDNN());
+  // The same member may set it again; a second CUDA member with the same setting joins.
+  tp::infer::detail::ProcessShare third;
+  CHECK(error_of([&] { third.use_cuda_tf32(true, "c.safetensors"); }).empty());
+  CHECK(!error_of([&] { third.use_cuda_tf32(false, "c.safetensors"); }).empty());
+  at::globalContext().setAllowTF32CuBLAS(false);
+  at::globalContext().setAllowTF32CuDNN(true);
+}
