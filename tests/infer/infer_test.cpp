@@ -20,6 +20,7 @@
 #include "support/class_folders.h"
 #include "tp/infer/infer.h"
 #include "tp/infer/model.h"
+#include "error_of.h"
 
 extern "C" {
 tp_status infer_c_classify(const char* export_file, const char* plugin_dir, const char* const* paths, uint32_t count,
@@ -33,6 +34,7 @@ tp_status infer_c_encoded(const char* export_file, const char* plugin_dir, const
 namespace {
 
 namespace fs = std::filesystem;
+using tp::test::error_of;
 
 /// One host predict row: the file's path, logits, class name and probability.
 struct HostRow {
@@ -87,17 +89,6 @@ const Exported& exported() {
 }
 
 tp::infer::OpenOptions cpu_options() { return {.device = "cpu", .plugin_dirs = {tp::test::plugin_dir()}}; }
-
-/// The message of what `body` throws as tp::infer::Error ("" when it does not throw).
-template <class Body>
-std::string error_of(Body&& body) {
-  try {
-    body();
-  } catch (const tp::infer::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 

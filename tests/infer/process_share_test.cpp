@@ -16,23 +16,14 @@
 #include "tp/framework/plugin/host_services.h"
 #include "tp/framework/plugin/plugin_library.h"
 #include "tp/infer/model.h"
+#include "error_of.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using tp::test::error_of;
 
 fs::path plugin_file(const std::string& name) { return fs::path(tp::test::plugin_dir()) / (name + ".so"); }
-
-/// The message of what `body` throws as tp::infer::Error ("" when it does not throw).
-template <class Body>
-std::string error_of(Body&& body) {
-  try {
-    body();
-  } catch (const tp::infer::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 
