@@ -78,8 +78,8 @@ inline Outcome finish_step(torch::nn::BatchNorm2d& bn, const at::Tensor& x, cons
 inline Outcome run(const torch::nn::BatchNorm2d& original, const at::Tensor& x0, const at::Tensor& residual0,
                    const at::Tensor& dy, Path path, const at::Tensor& mask = {}) {
   torch::nn::BatchNorm2d bn = copy_of(original);
-  const at::Tensor x = x0.detach().clone().requires_grad_(true);
-  const at::Tensor residual = residual0.defined() ? residual0.detach().clone().requires_grad_(true) : at::Tensor();
+  const at::Tensor x = x0.detach().requires_grad_(true);
+  const at::Tensor residual = residual0.defined() ? residual0.detach().requires_grad_(true) : at::Tensor();
   at::Tensor y;
   if (path == Path::kFused) {
     y = tp::cpp::batch_norm_relu(bn, x, residual);
@@ -141,7 +141,7 @@ inline void require_ops() {
 inline Outcome run_plain_norm(const torch::nn::BatchNorm2d& original, const at::Tensor& x0, const at::Tensor& dy,
                               Path path) {
   torch::nn::BatchNorm2d bn = copy_of(original);
-  const at::Tensor x = x0.detach().clone().requires_grad_(true);
+  const at::Tensor x = x0.detach().requires_grad_(true);
   const at::Tensor y = path == Path::kFused ? tp::cpp::batch_norm(bn, x) : bn->forward(x);
   return finish_step(bn, x, {}, y, dy);
 }
@@ -171,7 +171,7 @@ inline at::Tensor module_activation(const at::Tensor& z, tp::cpp::NormActivation
 inline Outcome run_activation(const torch::nn::BatchNorm2d& original, const at::Tensor& x0, const at::Tensor& dy,
                               tp::cpp::NormActivation activation, Path path, const at::Tensor& piece = {}) {
   torch::nn::BatchNorm2d bn = copy_of(original);
-  const at::Tensor x = x0.detach().clone().requires_grad_(true);
+  const at::Tensor x = x0.detach().requires_grad_(true);
   at::Tensor y;
   if (path == Path::kModule)
     y = module_activation(bn->forward(x), activation, piece);

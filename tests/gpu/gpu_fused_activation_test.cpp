@@ -16,8 +16,10 @@
 // bfloat16 (a CPU emulation of both paths, not measured on a GPU). ReLU's mask and Hardswish's piece
 // are the fused path's (its output's sign; its activation input, recomputed below), as
 // gpu_fused_norm_test.cpp takes the mask; how often they differ from the float32 module path's own
-// is bounded apart, below 1e-5 of the elements (the two activation inputs agree to about 1e-6
-// relative, so only values that close to a kink can differ). What remains is float32 arithmetic
+// is bounded apart, by gpu_fused_norm_test.cpp's mask bounds (1e-5 of the elements in float32,
+// 1e-3 in float16, 5e-3 in bfloat16: the two activation inputs agree to about 1e-6 relative, so
+// only values that close to a kink differ, but a 16-bit x holds each value hundreds of times in a
+// channel, and one value on a kink flips all its copies). What remains is float32 arithmetic
 // (1e-7 relative in the emulation, about 1e-6 measured by gpu_fused_norm_test.cpp) ahead of one
 // rounding: a value rounds differently on the two sides in about one element in ulp / 1e-6, and by
 // one ulp. Bounds (relative L2): y and dx 1e-5 (float32), 1e-4 (float16), 1e-3 (bfloat16); d_weight
@@ -66,7 +68,6 @@ double rounded_bound(at::ScalarType dtype) {
   return 1e-3;  // bfloat16
 }
 constexpr double kParameterBound = 1e-5;  // d_weight, d_bias: float32 on both sides
-constexpr double kPieceFlipBound = 1e-5;  // elements whose ReLU mask or Hardswish piece differs
 
 /// What one op pair leaves, called directly through the dispatcher on copies of bn's running
 /// statistics (which the forward updates in place).
@@ -182,7 +183,7 @@ TEST_CASE("fused BatchNorm + ReLU, SiLU, Hardswish or none: forward, gradients a
         MESSAGE("y " << y_error << ", dx " << dx_error << ", dweight "
                      << relative_l2(fused.d_weight, reference.d_weight) << ", dbias "
                      << relative_l2(fused.d_bias, reference.d_bias) << ", piece flips " << flips);
-        CHECK(flips <= kPieceFlipBound);
+        CHECK(flips <= bounds_for(dtype).mask_flips);  // a 16-bit value on a kink flips all its copies
         CHECK(y_error <= rounded_bound(dtype));
         CHECK(dx_error <= rounded_bound(dtype));
         CHECK(relative_l2(fused.d_weight, reference.d_weight) <= kParameterBound);

@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -101,6 +102,7 @@ TEST_CASE("fused BatchNorm + ReLU: two runs give the same bits; a storage offset
   const at::Tensor storage = at::randn({1 + 2 * 5 * 7 * 64}, at::TensorOptions().device(at::kCUDA)).to(at::kHalf);
   const at::Tensor shifted = storage.narrow(0, 1, int64_t{2} * 5 * 7 * 64).view({2, 5, 7, 64}).permute({0, 3, 1, 2});
   REQUIRE(shifted.is_contiguous(at::MemoryFormat::ChannelsLast));
+  REQUIRE(reinterpret_cast<std::uintptr_t>(shifted.const_data_ptr()) % 16 != 0);
   const torch::nn::BatchNorm2d small = make_norm(64);
   const at::Tensor small_dy = at::randn({2, 64, 5, 7}, at::TensorOptions().device(at::kCUDA)).to(at::kHalf);
   const Outcome offset = run(small, shifted, {}, small_dy, Path::kFused);

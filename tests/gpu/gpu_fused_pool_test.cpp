@@ -21,6 +21,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/function.h>
 
+#include <cstdint>
 #include <limits>
 #include <string>
 #include <utility>
@@ -87,7 +88,7 @@ struct Step {
 
 /// y = pool(x) and x's gradient for dy: through max_pool_3x3_s2 or at::max_pool2d.
 Step step(const at::Tensor& x0, const at::Tensor& dy, bool fused, bool allow_fused = true) {
-  const at::Tensor x = x0.detach().clone().requires_grad_(true);
+  const at::Tensor x = x0.detach().requires_grad_(true);
   const at::Tensor y = fused ? tp::cpp::max_pool_3x3_s2(x, allow_fused) : at::max_pool2d(x, {3, 3}, {2, 2}, {1, 1});
   Step out;
   out.node = y.grad_fn() ? y.grad_fn()->name() : "";
@@ -152,6 +153,7 @@ TEST_CASE("fused max pool: a storage offset, an NCHW dy and grad mode off are re
   const at::Tensor storage = at::randn({1 + 2 * 9 * 7 * 64}, at::TensorOptions().device(at::kCUDA)).to(at::kHalf);
   const at::Tensor shifted = storage.narrow(0, 1, int64_t{2} * 9 * 7 * 64).view({2, 9, 7, 64}).permute({0, 3, 1, 2});
   REQUIRE(shifted.is_contiguous(at::MemoryFormat::ChannelsLast));
+  REQUIRE(reinterpret_cast<std::uintptr_t>(shifted.const_data_ptr()) % 16 != 0);
   const at::Tensor dy = at::randn({2, 64, 5, 4}, at::TensorOptions().device(at::kCUDA)).to(at::kHalf);  // NCHW
   const pool_gpu_test::Step fused = step(shifted, dy, true);
   const pool_gpu_test::Step reference = step(shifted, dy, false);
