@@ -12,7 +12,8 @@
 # runs the host's LibTorch 2.13.0; its start-up includes importing torch), with its largest logit
 # difference from host predict's; the ratios at batch 1 and 32. Every side uses every core for
 # LibTorch's intra-op threads (the host: run.threads = nproc; data.num_workers = 1 decodes beside
-# the model; the library and Python decode on the calling thread).
+# the model; the library decodes on its intra-op threads before the model runs, Python on the
+# calling thread).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
@@ -92,7 +93,7 @@ print(f"  library peak RSS                     {med('lib_peak_rss'):6.1f} MiB")
 steady = (n - 1) / (med('host_b32', 2) - med('host_one', 2))  # the start-up and first image taken off
 print(f"  host predict at 32 less its start-up  {steady:6.1f} images/s ((N - 1) / (wall at 32 - wall of one image))")
 print(f"library at 32 / host predict at 32: {med('lib_batch32_throughput') / (n / med('host_b32', 2)):.2f}x end to end, "
-      f"{med('lib_batch32_throughput') / steady:.2f}x less start-up (the library decodes on the calling thread, "
+      f"{med('lib_batch32_throughput') / steady:.2f}x less start-up (the library decodes before the model runs, "
       "host predict on a loader worker beside the model)")
 print(f"  Python eager start-up (import, model, weights) {med('py_startup_open'):6.3f} s   ({sys.argv[4]})")
 print(f"  Python eager batch 1                 {med('py_batch1_latency'):6.1f} ms per image, {med('py_batch1_throughput'):6.1f} images/s")

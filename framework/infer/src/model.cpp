@@ -6,6 +6,7 @@
 #include "tp/infer/model.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
@@ -181,6 +182,31 @@ Batch answer(ModelProxy& model, const BatchPlacement& placement, const NamedTens
   return batch;
 }
 
+// Every sample of `data`, in order. The files decode on LibTorch's intra-op threads, each a loader
+// worker to the plugin (get_sample is [worker], PLG-8: a sample does not depend on the worker):
+// with the model on a GPU a batch of files is mostly decoding. A serial dataset reads on this thread.
+std::vector<NamedTensors> read_samples(const DatasetProxy& data) {
+  const auto count = static_cast<int64_t>(data.size());
+  std::vector<NamedTensors> samples(static_cast<std::size_t>(count));
+  const auto read = [&](int64_t begin, int64_t end, uint32_t worker, uint32_t workers) {
+    tp_worker_ctx_t context{};
+    context.struct_size = sizeof(tp_worker_ctx_t);
+    context.worker = worker;
+    context.num_workers = workers;
+    for (int64_t index = begin; index < end; ++index)
+      samples[static_cast<std::size_t>(index)] = data.get(static_cast<uint64_t>(index), context);
+  };
+  if (data.serial() || count < 2 || at::get_num_threads() < 2) {
+    read(0, count, 0, 1);
+  } else {
+    const auto workers = static_cast<uint32_t>(at::get_num_threads());
+    at::parallel_for(0, count, 1, [&](int64_t begin, int64_t end) {
+      read(begin, end, static_cast<uint32_t>(at::get_thread_num()), workers);
+    });
+  }
+  return samples;
+}
+
 }  // namespace
 
 Batch Model::run_files(const std::vector<std::string>& paths, int top_k) {
@@ -207,11 +233,7 @@ Batch Model::run_files(const std::vector<std::string>& paths, int top_k) {
     config.options.insert_or_assign("files", std::move(files));
     validate_component(config, entry.info->schema, state_->source);
     const DatasetProxy data(entry, config, "val");
-    tp_worker_ctx_t context{};
-    context.struct_size = sizeof(tp_worker_ctx_t);
-    context.num_workers = 1;
-    std::vector<NamedTensors> samples;
-    for (uint64_t index = 0; index < data.size(); ++index) samples.push_back(data.get(index, context));
+    std::vector<NamedTensors> samples = read_samples(data);
     CollateOptions collate_options;
     collate_options.layout = &data.batch_layout();
     const NamedTensors inputs = collate(std::move(samples), collate_options);
