@@ -23,7 +23,7 @@ const std::vector<CommandSpec> kCommands = {
      {"config", "checkpoint", "weights", "split", "mlflow", "set", "plugin-dir", "output-dir"}},
     {"predict",
      "host predict --config FILE [--checkpoint best|last|PATH] [--weights live|ema] [--split val|test|train | "
-     "--images DIR|LIST] [--output FILE] [--format csv|jsonl|npy|png] [--outputs NAME,...] [--tta hflip] "
+     "--images DIR|LIST|IMAGE] [--output FILE] [--format csv|jsonl|npy|png] [--outputs NAME,...] [--tta hflip] "
      "[--set KEY=VALUE]... [--plugin-dir DIR]... [--output-dir DIR]",
      "writes the model's outputs for every sample of a split, or for new image files",
      {"config", "checkpoint", "weights", "split", "images", "output", "format", "outputs", "tta", "set", "plugin-dir",

@@ -1,11 +1,13 @@
 #include "predict_images.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <system_error>
 
 #include "tp/framework/engine/run_components.h"
@@ -60,6 +62,19 @@ ImageFiles files_under(const fs::path& dir, const std::vector<std::string>& exte
   return files;
 }
 
+// Whether `file` starts as a JPEG, PNG, BMP or WebP file does: one image given, not a list.
+bool starts_as_image(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::array<unsigned char, 12> head{};
+  in.read(reinterpret_cast<char*>(head.data()), static_cast<std::streamsize>(head.size()));
+  const auto starts = [&](std::initializer_list<unsigned char> magic, std::size_t at = 0) {
+    return static_cast<std::size_t>(in.gcount()) >= at + magic.size() &&
+           std::equal(magic.begin(), magic.end(), head.begin() + static_cast<std::ptrdiff_t>(at));
+  };
+  return starts({0xFF, 0xD8, 0xFF}) || starts({0x89, 'P', 'N', 'G'}) || starts({'B', 'M'}) ||
+         (starts({'R', 'I', 'F', 'F'}) && starts({'W', 'E', 'B', 'P'}, 8));
+}
+
 std::string trimmed(const std::string& line) {
   const auto space = [](unsigned char c) { return std::isspace(c) != 0; };
   const auto begin = std::find_if_not(line.begin(), line.end(), space);
@@ -102,7 +117,10 @@ ImageFiles list_image_files(const std::string& source, const std::vector<std::st
   std::error_code error;
   const fs::file_status status = fs::status(source, error);
   if (fs::is_directory(status)) return files_under(source, extensions);
-  if (fs::is_regular_file(status)) return files_listed(source);
+  if (fs::is_regular_file(status)) {
+    if (starts_as_image(source)) return ImageFiles{{source}, {fs::absolute(source).string()}};
+    return files_listed(source);
+  }
   throw ConfigError(kOption, "host predict --images: '" + source + "' " +
                                  (fs::exists(status) ? "is neither a directory nor a list file"
                                                      : "does not exist") +

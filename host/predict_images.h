@@ -20,7 +20,8 @@ struct ImageFiles {
 /// The files `source` names. A directory: its regular files (symlinks to files included) whose
 /// lower-cased names end with one of `extensions` (every file when empty), in every sub-directory
 /// (symlinked directories are not entered), sorted by their path relative to `source` in byte
-/// order. A file: a list, one path per line, relative paths from the list's directory, leading and
+/// order. A file whose first bytes are a JPEG's, PNG's, BMP's or WebP's: that one image, `shown`
+/// as given. Another file: a list, one path per line, relative paths from the list's directory, leading and
 /// trailing white space trimmed, blank lines and lines starting with '#' skipped, in its order.
 /// Throws ConfigError on --images (exit 2) when `source` is missing or unreadable, a directory
 /// holds no such file, a list names no file, or a listed path is missing or not a regular file

@@ -182,6 +182,12 @@ TEST_CASE("tp::infer: several models open at once share the plugins, and each cl
   INFO(message);
   CHECK(message.find("corrupt_shared.png") != std::string::npos);
   { const tp::infer::Model closing = std::move(second); }
+  // A moved-from Model refuses every call with an Error, never a crash.
+  // NOLINTBEGIN(bugprone-use-after-move): that misuse is what is checked
+  CHECK(error_of([&] { second.run_files(run.files); }).find("this Model was moved from") != std::string::npos);
+  CHECK(error_of([&] { second.run_encoded({{0x89}}); }).find("this Model was moved from") != std::string::npos);
+  CHECK(error_of([&] { second.class_names(); }).find("this Model was moved from") != std::string::npos);
+  // NOLINTEND(bugprone-use-after-move)
   CHECK(logits_of(third) == alone);
   { const tp::infer::Model closing = std::move(third); }
   // After the last has closed, the plugins load afresh for the next model.
@@ -203,8 +209,15 @@ TEST_CASE("tp::infer: opening fails with a paragraph naming what and what to do"
   CHECK(message.find("is not a model `host export` wrote") != std::string::npos);
   message = error_of([&] { tp::infer::Model::open((run.dir / "missing.safetensors").string(), cpu_options()); });
   CHECK(message.find("cannot read the export") != std::string::npos);
+  CHECK(message.find("No such file or directory") != std::string::npos);
+  message = error_of([&] { tp::infer::Model::open(run.dir.string(), cpu_options()); });
+  CHECK(message.find("'" + run.dir.string() + "' is a directory") != std::string::npos);
   message = error_of([&] { tp::infer::Model::open(run.exported.string(), {.device = "tpu", .plugin_dirs = {"x"}}); });
   CHECK(message.find("is not a device") != std::string::npos);
+  const fs::path missing_dir = run.dir / "no_such_plugins";
+  message = error_of([&] { tp::infer::Model::open(run.exported.string(), {.plugin_dirs = {missing_dir.string()}}); });
+  CHECK(message.find("'" + missing_dir.string() + "' (from OpenOptions::plugin_dirs) does not exist") !=
+        std::string::npos);
 }
 
 TEST_CASE("tp::infer C API: the same classes and logits; failures return a status and a message") {
@@ -240,6 +253,28 @@ TEST_CASE("tp::infer C API: the same classes and logits; failures return a statu
   CHECK(tp_infer_result_output_count(nullptr) == 0);
   tp_infer_close(nullptr);
   tp_infer_result_free(nullptr);
+
+  // plugin_dir may list several directories, ':'-separated (an empty one here, then the plugins).
+  const fs::path empty_dir = run.dir / "no_plugins_c";
+  fs::create_directories(empty_dir);
+  const std::string dirs = empty_dir.string() + "::" + tp::test::plugin_dir();
+  tp_infer_model_t* model = nullptr;
+  REQUIRE(tp_infer_open(run.exported.c_str(), "cpu", dirs.c_str(), &model) == TP_OK);
+  tp_infer_result_t* result = nullptr;
+  CHECK(tp_infer_run_files(model, paths.data(), 0, 1, &result) == TP_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(tp_infer_last_error()).find("`count` is 0") != std::string::npos);
+  CHECK(result == nullptr);
+  const int64_t no_element[] = {0, 3, 32, 32};
+  const float value = 0.F;
+  CHECK(tp_infer_run_tensor(model, "image", &value, no_element, 4, 1, &result) == TP_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(tp_infer_last_error()).find("holds no element") != std::string::npos);
+  REQUIRE(tp_infer_run_files(model, paths.data(), 1, 1, &result) == TP_OK);
+  const char* name = nullptr;
+  CHECK(tp_infer_result_class(result, 0, 0, nullptr, &name, nullptr) == TP_OK);
+  CHECK(std::string(name) == run.rows[0].name);
+  CHECK(tp_infer_result_class(result, 1, 0, nullptr, &name, nullptr) == TP_ERR_OUT_OF_RANGE);
+  tp_infer_result_free(result);
+  tp_infer_close(model);
 }
 
 TEST_CASE("tp::infer: concurrent callers on one model get what one caller gets") {

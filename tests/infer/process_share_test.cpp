@@ -4,6 +4,7 @@
 // agree on LibTorch's process-wide TF32 switches. infer_tests checks the same through open models.
 #include <ATen/Context.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -15,6 +16,7 @@
 #include "support/test_paths.h"
 #include "tp/framework/plugin/host_services.h"
 #include "tp/framework/plugin/plugin_library.h"
+#include "tp/framework/util/log.h"
 #include "tp/infer/model.h"
 #include "error_of.h"
 
@@ -52,6 +54,27 @@ TEST_CASE("ProcessShare: one loaded library per file while a member lives, unloa
   const tp::infer::detail::ProcessShare again;
   const std::shared_ptr<tp::PluginLibrary> reloaded = again.load(plugin_file("basic_losses"));
   CHECK(reloaded->host() == again.host().table());
+}
+
+TEST_CASE("ProcessShare: the log prints warnings and errors, or what TORCHHOST_INFER_LOG_LEVEL says") {
+  ::unsetenv("TORCHHOST_INFER_LOG_LEVEL");
+  {
+    const tp::infer::detail::ProcessShare quiet;
+    CHECK(quiet.host().logger().least_level() == tp::LogLevel::Warning);
+  }
+  ::setenv("TORCHHOST_INFER_LOG_LEVEL", "info", 1);
+  {
+    const tp::infer::detail::ProcessShare chatty;
+    CHECK(chatty.host().logger().least_level() == tp::LogLevel::Info);
+  }
+  ::setenv("TORCHHOST_INFER_LOG_LEVEL", "loud", 1);
+  const std::string message = error_of([] { const tp::infer::detail::ProcessShare refused; });
+  CHECK(message.find("TORCHHOST_INFER_LOG_LEVEL is 'loud'; set it to debug, info, warning or error") !=
+        std::string::npos);
+  ::unsetenv("TORCHHOST_INFER_LOG_LEVEL");
+  // The refused member never joined: the next one starts the share afresh.
+  const tp::infer::detail::ProcessShare next;
+  CHECK(next.host().logger().least_level() == tp::LogLevel::Warning);
 }
 
 TEST_CASE("ProcessShare: the CUDA models agree on TF32, which is one switch per process") {

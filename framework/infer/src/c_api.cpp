@@ -4,6 +4,7 @@
 
 #include <exception>
 #include <new>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,20 @@ tp_status null_argument(const char* function, const char* argument) {
                 std::string("tp::infer: ") + function + ": `" + argument + "` is NULL; pass a valid pointer.");
 }
 
+tp_status no_images(const char* function) {
+  return failed(TP_ERR_INVALID_ARGUMENT,
+                std::string("tp::infer: ") + function + ": `count` is 0; pass one image or more.");
+}
+
+// tp_infer_open's plugin_dir: one directory, or several separated by ':' (as TORCHHOST_PLUGIN_PATH).
+std::vector<std::string> plugin_dirs_of(const char* plugin_dir) {
+  std::vector<std::string> dirs;
+  std::stringstream list(plugin_dir);
+  for (std::string dir; std::getline(list, dir, ':');)
+    if (!dir.empty()) dirs.push_back(dir);
+  return dirs;
+}
+
 tp_status to_result(tp::infer::Batch batch, tp_infer_result_t** out_result) {
   *out_result = new tp_infer_result_t{std::move(batch)};
   return TP_OK;
@@ -66,7 +81,7 @@ tp_status tp_infer_open(const char* export_file, const char* device, const char*
   if (export_file == nullptr) return null_argument("tp_infer_open", "export_file");
   if (plugin_dir == nullptr) return null_argument("tp_infer_open", "plugin_dir");
   return guarded([&] {
-    tp::infer::OpenOptions options{.device = device != nullptr ? device : "cpu", .plugin_dirs = {plugin_dir}};
+    tp::infer::OpenOptions options{.device = device != nullptr ? device : "cpu", .plugin_dirs = plugin_dirs_of(plugin_dir)};
     *out_model = new tp_infer_model_t{tp::infer::Model::open(export_file, options)};
   });
 }
@@ -78,7 +93,8 @@ tp_status tp_infer_run_files(tp_infer_model_t* model, const char* const* paths, 
   if (out_result == nullptr) return null_argument("tp_infer_run_files", "out_result");
   *out_result = nullptr;
   if (model == nullptr) return null_argument("tp_infer_run_files", "model");
-  if (paths == nullptr && count > 0) return null_argument("tp_infer_run_files", "paths");
+  if (count == 0) return no_images("tp_infer_run_files");
+  if (paths == nullptr) return null_argument("tp_infer_run_files", "paths");
   for (uint32_t i = 0; i < count; ++i)
     if (paths[i] == nullptr) return null_argument("tp_infer_run_files", "paths[i]");
   return guarded([&] {
@@ -92,7 +108,8 @@ tp_status tp_infer_run_encoded(tp_infer_model_t* model, const uint8_t* const* da
   if (out_result == nullptr) return null_argument("tp_infer_run_encoded", "out_result");
   *out_result = nullptr;
   if (model == nullptr) return null_argument("tp_infer_run_encoded", "model");
-  if ((data == nullptr || sizes == nullptr) && count > 0) return null_argument("tp_infer_run_encoded", "data or sizes");
+  if (count == 0) return no_images("tp_infer_run_encoded");
+  if (data == nullptr || sizes == nullptr) return null_argument("tp_infer_run_encoded", "data or sizes");
   for (uint32_t i = 0; i < count; ++i)
     if (data[i] == nullptr && sizes[i] > 0) return null_argument("tp_infer_run_encoded", "data[i]");
   return guarded([&] {
@@ -116,7 +133,10 @@ tp_status tp_infer_run_tensor(tp_infer_model_t* model, const char* name, const f
                                                  std::to_string(shape[i]) + "; sizes are 0 or more.");
     count *= shape[i];
   }
-  if (data == nullptr && count > 0) return null_argument("tp_infer_run_tensor", "data");
+  if (ndim == 0 || count == 0)
+    return failed(TP_ERR_INVALID_ARGUMENT, "tp::infer: tp_infer_run_tensor: the shape holds no element (ndim " +
+                                               std::to_string(ndim) + "); pass [N, ...] with N >= 1 and no size 0.");
+  if (data == nullptr) return null_argument("tp_infer_run_tensor", "data");
   return guarded([&] {
     tp::infer::Tensor input{name, std::vector<int64_t>(shape, shape + ndim), std::vector<float>(data, data + count)};
     to_result(model->model.run_tensors({std::move(input)}, static_cast<int>(top_k)), out_result);

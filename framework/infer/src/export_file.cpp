@@ -2,7 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -55,8 +58,14 @@ ExportedComponent component_of(const Json& json) {
 
 ExportFile read_export(const std::filesystem::path& path) {
   const std::string file = "'" + path.string() + "'";
+  std::error_code status_error;
+  if (std::filesystem::is_directory(path, status_error))
+    throw Error("tp::infer: the export " + file + " is a directory; give the file `host export` wrote (its "
+                "--output, e.g. model.safetensors).");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("tp::infer: cannot read the export " + file + "; give the file `host export` wrote.");
+  if (!in)
+    throw Error("tp::infer: cannot read the export " + file + " (" + std::strerror(errno) +
+                "); give the file `host export` wrote.");
   const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   // safetensors: an 8-byte little-endian header length, then the JSON header with "__metadata__".
   uint64_t length = 0;

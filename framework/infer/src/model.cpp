@@ -114,8 +114,8 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
     const c10::Device device = device_of(options.device);
     if (options.plugin_dirs.empty())
       throw Error("tp::infer: no plugin directory was given, and the model '" + file.model.component +
-                  "' is built by its plugin; set OpenOptions::plugin_dirs to the directory holding it (the "
-                  "installed host's lib/torchhost/plugins for the built-in plugins).");
+                  "' is built by its plugin; set OpenOptions::plugin_dirs (tp_infer_open's plugin_dir in C) to the "
+                  "directory holding it (the installed host's lib/torchhost/plugins for the built-in plugins).");
     auto state = std::make_unique<State>();
     if (device.is_cuda()) state->share.use_cuda_tf32(options.tf32, export_file);
     state->source = export_file;
@@ -125,8 +125,8 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
     state->registry = std::make_unique<Registry>(state->share.host());
     state->registry->use_loader([&share = state->share](const std::filesystem::path& file) { return share.load(file); });
     std::vector<PluginDir> dirs;
-    // Named like --plugin-dir so that a missing directory is an error, not silently skipped.
-    for (const std::string& dir : options.plugin_dirs) dirs.push_back({dir, "--plugin-dir"});
+    // Named by the caller's option, which makes a missing directory an error, not silently skipped.
+    for (const std::string& dir : options.plugin_dirs) dirs.push_back({dir, "OpenOptions::plugin_dirs"});
     state->registry->load_search_path(dirs);
     const std::vector<ComponentEntry> loaded = state->registry->all();
     const auto provides = [&](const ComponentEntry& entry) { return entry.info->id == file.model.component; };
@@ -135,8 +135,9 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
       for (const std::string& dir : options.plugin_dirs) searched += (searched.empty() ? "" : ", ") + dir;
       throw Error("tp::infer: the export's model '" + file.model.component + "' is built by its plugin, which no "
                   "library in the plugin directories (" + searched + ") provides. Add the directory holding that "
-                  "plugin to OpenOptions::plugin_dirs (the export's torchhost.plugin_files names its file; the "
-                  "built-in ones are in the installed host's lib/torchhost/plugins).");
+                  "plugin to OpenOptions::plugin_dirs (in C, to tp_infer_open's ':'-separated plugin_dir; the "
+                  "export's torchhost.plugin_files names its file; the built-in ones are in the installed host's "
+                  "lib/torchhost/plugins).");
     }
     ComponentConfig config{file.model.component, "model", std::move(file.model.options)};
     const ComponentEntry entry = state->registry->find(config.component, TP_KIND_MODEL, "model");
@@ -150,8 +151,15 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
   });
 }
 
-const std::vector<std::string>& Model::class_names() const { return state_->classes; }
-const std::string& Model::component() const { return state_->component; }
+Model::State& Model::state() const {
+  if (!state_)
+    throw Error("tp::infer: this Model was moved from and holds no model; call the Model it was moved to, or "
+                "open the export again.");
+  return *state_;
+}
+
+const std::vector<std::string>& Model::class_names() const { return state().classes; }
+const std::string& Model::component() const { return state().component; }
 
 namespace {
 
@@ -212,12 +220,12 @@ std::vector<NamedTensors> read_samples(const DatasetProxy& data) {
 Batch Model::run_files(const std::vector<std::string>& paths, int top_k) {
   return guarded([&] {
     if (paths.empty()) throw Error("tp::infer: run_files was given no file; give one path or more.");
-    const detail::ExportedComponent& pre = state_->preprocessing;
+    const detail::ExportedComponent& pre = state().preprocessing;
     if (pre.component.empty())
-      throw Error("tp::infer: the export '" + state_->source + "' carries no evaluation preprocessing "
+      throw Error("tp::infer: the export '" + state().source + "' carries no evaluation preprocessing "
                   "(torchhost.preprocessing); prepare the inputs yourself and call run_tensors.");
-    const std::lock_guard<std::mutex> one_at_a_time(state_->calls);
-    const ComponentEntry entry = state_->registry->find(pre.component, TP_KIND_DATASET, "preprocessing");
+    const std::lock_guard<std::mutex> one_at_a_time(state().calls);
+    const ComponentEntry entry = state().registry->find(pre.component, TP_KIND_DATASET, "preprocessing");
     const bool reads_files = std::any_of(entry.info->schema.begin(), entry.info->schema.end(), [](const KeySpec& key) {
       return key.path == "files" && key.type == ValueType::StringArray;
     });
@@ -231,13 +239,13 @@ Batch Model::run_files(const std::vector<std::string>& paths, int top_k) {
     toml::array files;
     for (const std::string& path : paths) files.push_back(std::filesystem::absolute(path).string());
     config.options.insert_or_assign("files", std::move(files));
-    validate_component(config, entry.info->schema, state_->source);
+    validate_component(config, entry.info->schema, state().source);
     const DatasetProxy data(entry, config, "val");
     std::vector<NamedTensors> samples = read_samples(data);
     CollateOptions collate_options;
     collate_options.layout = &data.batch_layout();
     const NamedTensors inputs = collate(std::move(samples), collate_options);
-    return answer(*state_->model, *state_->placement, inputs, top_k, state_->classes);
+    return answer(*state().model, *state().placement, inputs, top_k, state().classes);
   });
 }
 
@@ -273,6 +281,7 @@ Batch Model::run_encoded(const std::vector<std::vector<unsigned char>>& images, 
 }
 
 Batch Model::encoded(const std::vector<std::vector<unsigned char>>& images, int top_k) {
+  state();  // a moved-from Model refuses before any file is written
   if (images.empty()) throw Error("tp::infer: run_encoded was given no image; give one or more.");
   const PrivateDirectory dir;
   std::vector<std::string> paths;
@@ -315,8 +324,8 @@ Batch Model::run_tensors(const std::vector<Tensor>& inputs, int top_k) {
       std::copy(input.values.begin(), input.values.end(), tensor.data_ptr<float>());
       batch.emplace_back(input.name, std::move(tensor));
     }
-    const std::lock_guard<std::mutex> one_at_a_time(state_->calls);
-    return answer(*state_->model, *state_->placement, batch, top_k, state_->classes);
+    const std::lock_guard<std::mutex> one_at_a_time(state().calls);
+    return answer(*state().model, *state().placement, batch, top_k, state().classes);
   });
 }
 

@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "tp/framework/plugin/host_services.h"
@@ -27,9 +29,22 @@ struct LoadedLibrary {
   std::shared_ptr<PluginLibrary> library;
 };
 
+/// TORCHHOST_INFER_LOG_LEVEL: the least level of the lines the library and the plugins print.
+LogLevel log_level_from_environment() {
+  const char* value = std::getenv("TORCHHOST_INFER_LOG_LEVEL");
+  const std::string level = value != nullptr ? value : "";
+  if (level.empty() || level == "warning") return LogLevel::Warning;
+  if (level == "error") return LogLevel::Error;
+  if (level == "info") return LogLevel::Info;
+  if (level == "debug") return LogLevel::Debug;
+  throw Error("tp::infer: the environment variable TORCHHOST_INFER_LOG_LEVEL is '" + level +
+              "'; set it to debug, info, warning or error, or unset it (warning: only warnings and errors).");
+}
+
 /// What the members share while at least one lives.
 struct Shared {
-  // The plugins' log lines go to stderr, as in `host` (util/log.h).
+  explicit Shared(LogLevel least) : logger(0, least == LogLevel::Debug) { logger.set_least_level(least); }
+  // The plugins' log lines go to stderr, as in `host` (util/log.h), from `least` up.
   Logger logger;
   HostServices host{logger, ProcessPlace{}};
   // After the host table: destroyed first, so every library's deinit runs while the table lives.
@@ -57,7 +72,7 @@ Process& process() {
 ProcessShare::ProcessShare() {
   Process& p = process();
   const std::lock_guard<std::mutex> held(p.lock);
-  if (p.members == 0) p.shared = std::make_unique<Shared>();
+  if (p.members == 0) p.shared = std::make_unique<Shared>(log_level_from_environment());
   ++p.members;
 }
 

@@ -19,7 +19,8 @@ class PluginLibrary;
 namespace tp::infer::detail {
 
 /// One open model's membership of the process's share: joined on construction (the first member
-/// creates the host table), left on destruction (the last member unloads the libraries, then the
+/// creates the host table and its log, which prints warnings and errors, or from the level
+/// TORCHHOST_INFER_LOG_LEVEL names; throws Error for another value), left on destruction (the last member unloads the libraries, then the
 /// host table). Any thread; the share's own lock orders joining, loading and leaving.
 class ProcessShare {
  public:

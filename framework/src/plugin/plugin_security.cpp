@@ -43,9 +43,10 @@ void require_secure_plugin_path(const std::filesystem::path& path, bool allow_in
   const std::optional<std::string> reason = insecure_plugin_path_reason(path);
   if (!reason) return;
   throw PluginLoadError("refusing to load plugins from " + path.string() + ": it " + *reason +
-                        ", so someone else could have replaced the code the host would run. Fix it with "
-                        "`chmod go-w " + path.string() + "` (and chown it to yourself), or pass "
-                        "--allow-insecure-plugin-dir if you trust everyone who can write there.");
+                        ", so someone else could have replaced the code that would run. Keep plugins in a "
+                        "directory of your own that only you (or root) can write (for one of yours: `chmod go-w "
+                        "DIR`; never a shared one such as /tmp), or, for `host`, pass --allow-insecure-plugin-dir "
+                        "if you trust everyone who can write there.");
 }
 
 }  // namespace tp

@@ -38,8 +38,8 @@ void Registry::load_search_path(const std::vector<PluginDir>& dirs) {
   for (std::size_t level = 0; level < dirs.size(); ++level) {
     const PluginDir& dir = dirs[level];
     if (!std::filesystem::is_directory(dir.path)) {
-      if (dir.origin == "--plugin-dir" || dir.origin == "plugins.dirs")
-        throw PluginLoadError("plugin directory " + dir.path.string() + " (from " + dir.origin +
+      if (dir.origin == "--plugin-dir" || dir.origin == "plugins.dirs" || dir.origin == "OpenOptions::plugin_dirs")
+        throw PluginLoadError("plugin directory '" + dir.path.string() + "' (from " + dir.origin +
                               ") does not exist or is not a directory.");
       continue;
     }

@@ -43,6 +43,7 @@ void Logger::open_file(const std::filesystem::path& file) {
 
 void Logger::write(LogLevel level, std::string_view source, std::string_view message) {
   if (level == LogLevel::Debug && !verbose_) return;
+  if (level < least_) return;
   if (rank_ != 0 && level < LogLevel::Error) return;
   std::string line = timestamp() + " [" + std::string(source) + "] " + level_name(level) + ": ";
   if (rank_ != 0) line += "rank " + std::to_string(rank_) + ": ";
@@ -54,6 +55,7 @@ void Logger::write(LogLevel level, std::string_view source, std::string_view mes
 }
 
 void Logger::every_rank(std::string_view message) {
+  if (LogLevel::Info < least_) return;
   std::string line = timestamp() + " [host] info: ";
   if (rank_ != 0) line += "rank " + std::to_string(rank_) + ": ";
   line += bounded_text(message);

@@ -93,6 +93,9 @@ double jitter_factor(double amount, uint64_t seed, uint64_t tag) {
 
 cv::Mat decode_bgr(const std::vector<unsigned char>& bytes, int flags, const std::string& path, const char* component) {
   using tp::cpp::Failure;
+  if (bytes.empty())
+    throw Failure(TP_ERR_IO, std::string(component) + ": '" + path + "' is empty (0 bytes), not an image; fix or "
+                                 "remove the file");
   // A JPEG goes through libjpeg's API with OpenCV's settings (jpeg_crop.h: the same pixels, bit
   // for bit), because cv::imdecode only prints libjpeg's warnings: a scan that ends early decodes
   // to grey rows there, and would train without a word (issue 58).
@@ -114,7 +117,10 @@ cv::Mat decode_bgr(const std::vector<unsigned char>& bytes, int flags, const std
     img = cv::imdecode(cv::_InputArray(bytes.data(), static_cast<int>(bytes.size())),
                        flags | cv::IMREAD_IGNORE_ORIENTATION);
   } catch (const cv::Exception& e) {
-    throw Failure(TP_ERR_IO, std::string(component) + ": cannot decode '" + path + "': " + e.what());
+    // e.what() adds OpenCV's version, source file and line (and a newline) to the description.
+    const std::string what = e.err.empty() ? e.what() : e.err;
+    throw Failure(TP_ERR_IO, std::string(component) + ": cannot decode '" + path + "' (OpenCV: " + what +
+                                 "); fix or remove the file");
   }
   if (img.empty() || img.type() != CV_8UC3)
     throw Failure(TP_ERR_IO, std::string(component) + ": cannot decode '" + path +

@@ -36,6 +36,25 @@ TEST_CASE("image_folder: a file that does not decode fails the sample, naming th
   CHECK(ds.try_get(5, &ctx, s) == TP_OK);  // the others still load
 }
 
+TEST_CASE("image_folder: an empty file fails its sample saying so, without OpenCV's assertion text") {
+  const Fixture f = write_folder("if_empty", 8, 8);
+  std::ofstream(f.root / "cat" / "img_9.jpg").close();
+  PluginLibrary lib("image_folder");
+  FakeConfig cfg;
+  configure(lib, cfg, f.root);
+  for (const bool fast : {true, false}) {
+    CAPTURE(fast);
+    cfg.values["fast_decode"] = fast;
+    Dataset ds(lib, kId, cfg, "train");
+    Sample s;
+    const tp_worker_ctx_t ctx = tp::test::worker_ctx(0);
+    CHECK(ds.try_get(6, &ctx, s) == TP_ERR_IO);
+    INFO(lib.host.last_error);
+    CHECK(lib.host.last_error.find("img_9.jpg' is empty (0 bytes), not an image") != std::string::npos);
+    CHECK(lib.host.last_error.find("Assertion") == std::string::npos);
+  }
+}
+
 TEST_CASE("image_folder: a truncated JPEG and a FIFO fail their sample; nothing hangs or decodes half a file") {
   // Before (issue 41): a JPEG cut to 90% decoded with grey rows and no error (PIL refuses it), and
   // a FIFO named by a listing blocked the loader forever in open(). A folder scan lists regular

@@ -117,6 +117,20 @@ TEST_CASE("host predict --images LIST: the list's order, its paths as written, c
     CHECK(rows[i].at("logits.prob").get<double>() >= 0.5);
     CHECK_FALSE(rows[i].contains("label"));
   }
+  // One image given alone (recognised by its first bytes, not taken for a list): one row, the
+  // list's logits for the same file.
+  const std::string one = (run.dir / "val" / "light" / "1.png").string();
+  const fs::path single = run.dir / "one.jsonl";
+  const auto alone = run.predict("--images '" + one + "' --format jsonl --output '" + single.string() + "'");
+  INFO(alone.output);
+  REQUIRE(alone.exit_code == 0);
+  std::ifstream single_in(single);
+  std::string line;
+  REQUIRE(std::getline(single_in, line));
+  const Json row = Json::parse(line);
+  CHECK(row.at("path") == one);
+  CHECK(row.at("logits") == rows[0].at("logits"));
+  CHECK_FALSE(std::getline(single_in, line));
 }
 
 TEST_CASE("host predict --images refuses what it cannot read, with exit 2 and what to do") {

@@ -24,7 +24,9 @@ class HostServices;
 /// One directory of the search path and where it came from (for messages).
 struct PluginDir {
   std::filesystem::path path;
-  std::string origin; ///< "--plugin-dir", "plugins.dirs", "TORCHHOST_PLUGIN_PATH", "built-in"
+  /// "--plugin-dir", "plugins.dirs", "TORCHHOST_PLUGIN_PATH", "built-in", or the inference library's
+  /// "OpenOptions::plugin_dirs"; a missing directory of those the user named is an error.
+  std::string origin;
 };
 
 /// Builds the ordered search path. `env_path` is TORCHHOST_PLUGIN_PATH's value (may be empty).

@@ -34,10 +34,15 @@ class Logger {
   /// Only to the file (for the resolved config echo and other bulky records).
   void file_only(std::string_view message);
   int rank() const { return rank_; }
+  /// Drops every line below `level` from now on (the inference library's default is Warning: a
+  /// program embedding it prints no plugin INFO lines). The host keeps the default, Debug.
+  void set_least_level(LogLevel level) { least_ = level; }
+  LogLevel least_level() const { return least_; }
 
  private:
   int rank_;
   bool verbose_;
+  LogLevel least_ = LogLevel::Debug;
   std::mutex mutex_;
   std::ofstream file_;
 };

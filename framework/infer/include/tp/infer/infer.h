@@ -6,9 +6,11 @@
  * any thread) -> tp_infer_result_free for each result -> tp_infer_close.
  *
  * Errors: every function that can fail returns a tp_status (tp/status.h): TP_OK, or
- * TP_ERR_INVALID_ARGUMENT for a NULL or out-of-range argument, TP_ERR_IO for anything else (a
- * missing file or plugin, a corrupt image, a shape the model refuses). Then tp_infer_last_error()
- * holds the message. No exception and no abort crosses this API.
+ * TP_ERR_INVALID_ARGUMENT for a NULL argument, a zero count or a shape of no element,
+ * TP_ERR_OUT_OF_RANGE for an output, image or rank index past what the result holds,
+ * TP_ERR_OUT_OF_MEMORY, TP_ERR_IO for anything else (a missing file or plugin, a corrupt image, a
+ * shape the model refuses), TP_ERR_INTERNAL for a bug. Then tp_infer_last_error() holds the
+ * message. No exception and no abort crosses this API.
  *
  * Ownership: handles are opaque; each open/run has its matching close/free, which accept NULL.
  * Strings and arrays returned are borrowed from the handle named, valid until it is freed.
@@ -40,8 +42,9 @@ typedef struct tp_infer_result_t tp_infer_result_t;
 TP_EXPORT const char *tp_infer_last_error(void);
 
 /** Opens `export_file` (what `host export` wrote) on `device` ("cpu", "cuda", "cuda:N"; NULL means
- *  "cpu"), loading the plugins of `plugin_dir` (the directory holding the plugin that builds the
- *  model and the one that reads its images). On a CUDA device it turns LibTorch's TF32 switches
+ *  "cpu"), loading the plugins of `plugin_dir`: the directory holding the plugin that builds the
+ *  model and the one that reads its images, or several separated by ':' (your own plugins' and
+ *  the installed host's lib/torchhost/plugins; earlier ones take precedence). On a CUDA device it turns LibTorch's TF32 switches
  *  off, process-wide, as `host predict` runs by default (OpenOptions::tf32 in the C++ API). On
  *  TP_OK `*out_model` is a new model: close it with tp_infer_close. */
 TP_EXPORT tp_status tp_infer_open(const char *export_file, const char *device, const char *plugin_dir,

@@ -19,8 +19,9 @@
 // those on CUDA must agree on OpenOptions::tf32 (LibTorch's switch is one per process).
 //
 // Example:
-//   tp::infer::Model model = tp::infer::Model::open("flowers.safetensors", {.device = "cpu",
-//                                                   .plugin_dirs = {"/opt/torchhost/lib/torchhost/plugins"}});
+//   tp::infer::OpenOptions options;  // the API is C++17; designated initializers need C++20
+//   options.plugin_dirs = {"/opt/torchhost/lib/torchhost/plugins"};
+//   tp::infer::Model model = tp::infer::Model::open("flowers.safetensors", options);
 //   tp::infer::Batch batch = model.run_files({"a.jpg", "b.jpg"}, /*top_k=*/3);
 //   for (const auto& scores : batch.top)  // per image, best first
 //     std::printf("%s %.3f\n", scores[0].name.c_str(), scores[0].probability);
@@ -90,10 +91,11 @@ class TP_EXPORT Model {
   /// host's ABI and LibTorch fingerprint checks), builds the model its metadata names with its
   /// options, fills it with the file's weights and puts it in evaluation mode on the device.
   /// Throws Error when the file is no torchhost export (no `torchhost.model`), a plugin is
-  /// missing or refused, the weights do not fit the model, the device does not exist, or another
-  /// Model is open in this process.
+  /// missing or refused, the weights do not fit the model, the device does not exist, or, on
+  /// CUDA, another open CUDA Model runs with the other `tf32`.
   static Model open(const std::string& export_file, const OpenOptions& options);
 
+  /// A moved-from Model holds nothing: every call on it throws Error.
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;
   ~Model();
@@ -124,6 +126,8 @@ class TP_EXPORT Model {
  private:
   struct State;
   explicit Model(std::unique_ptr<State> state);
+  /// The open model's state; throws Error on a moved-from Model.
+  State& state() const;
   Batch encoded(const std::vector<std::vector<unsigned char>>& images, int top_k);
   std::unique_ptr<State> state_;
 };
