@@ -1,15 +1,15 @@
 // The `host` command line: subcommands and their options (Boost.Program_options).
 //   host [train] --config run.toml [--set key=value]... [--plugin-dir DIR]... [--output-dir DIR]
 //                [--resume auto|PATH]
-//   host eval --config run.toml [--checkpoint best|last|PATH] [--weights live|ema] [--split val|test] [--set ...]
+//   host eval --config run.toml [--checkpoint best|last|PATH] [--weights live|ema|swa] [--split val|test] [--set ...]
 //             [--plugin-dir DIR]... [--output-dir DIR]
-//   host predict --config run.toml [--checkpoint best|last|PATH] [--weights live|ema]
+//   host predict --config run.toml [--checkpoint best|last|PATH] [--weights live|ema|swa]
 //                [--split val|test|train | --images DIR|LIST] [--output FILE] [--format csv|jsonl|npy|png]
 //                [--outputs NAME,...] [--tta hflip] [--set ...]
 //   host sweep --config run.toml --grid KEY=V1,V2,... [--grid ...]... [--set ...] [--output-dir DIR]
 //              [--metric NAME]
 //   host compare RUN_DIR... [--metric NAME] [--output-dir DIR]
-//   host export --checkpoint PATH [--weights live|ema] --format safetensors --output FILE
+//   host export --checkpoint PATH [--weights live|ema|swa] --format safetensors --output FILE
 //   host plugins list [--verbose] [--config run.toml] [--plugin-dir DIR]...
 //   host plugins check FILE.so [--config run.toml] [--set key=value]... [--index N]... [--epoch E]
 //                      [--samples N|all]

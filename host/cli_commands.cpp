@@ -17,18 +17,18 @@ const std::vector<CommandSpec> kCommands = {
      "trains; writes the run directory; --resume auto continues from its checkpoints/last.pt",
      {"config", "set", "plugin-dir", "output-dir", "resume", "new-run"}},
     {"eval",
-     "host eval --config FILE [--checkpoint best|last|PATH] [--weights live|ema] [--split val|test] [--mlflow] "
+     "host eval --config FILE [--checkpoint best|last|PATH] [--weights live|ema|swa] [--split val|test] [--mlflow] "
      "[--set KEY=VALUE]... [--plugin-dir DIR]... [--output-dir DIR]",
      "evaluates a checkpoint on the validation or the test split",
      {"config", "checkpoint", "weights", "split", "mlflow", "set", "plugin-dir", "output-dir"}},
     {"predict",
-     "host predict --config FILE [--checkpoint best|last|PATH] [--weights live|ema] [--split val|test|train | "
+     "host predict --config FILE [--checkpoint best|last|PATH] [--weights live|ema|swa] [--split val|test|train | "
      "--images DIR|LIST|IMAGE] [--output FILE] [--format csv|jsonl|npy|png] [--outputs NAME,...] [--tta hflip] "
      "[--set KEY=VALUE]... [--plugin-dir DIR]... [--output-dir DIR]",
      "writes the model's outputs for every sample of a split, or for new image files",
      {"config", "checkpoint", "weights", "split", "images", "output", "format", "outputs", "tta", "set", "plugin-dir",
       "output-dir"}},
-    {"export", "host export --checkpoint PATH [--weights live|ema] --format safetensors --output FILE",
+    {"export", "host export --checkpoint PATH [--weights live|ema|swa] --format safetensors --output FILE",
      "writes a checkpoint's model weights as safetensors", {"checkpoint", "weights", "format", "output"}},
     {"plugins list", "host plugins list [--config FILE] [--set KEY=VALUE]... [--plugin-dir DIR]...",
      "lists the plugin search path and every component (--verbose: files, ABI, config schemas)",
