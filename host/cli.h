@@ -4,7 +4,7 @@
 //   host eval --config run.toml [--checkpoint best|last|PATH] [--weights live|ema|swa] [--split val|test] [--set ...]
 //             [--plugin-dir DIR]... [--output-dir DIR]
 //   host predict --config run.toml [--checkpoint best|last|PATH] [--weights live|ema|swa]
-//                [--split val|test|train | --images DIR|LIST] [--output FILE] [--format csv|jsonl|npy|png]
+//                [--split val|test|train | --images DIR|LIST|IMAGE] [--output FILE] [--format csv|jsonl|npy|png]
 //                [--outputs NAME,...] [--tta hflip] [--set ...]
 //   host sweep --config run.toml --grid KEY=V1,V2,... [--grid ...]... [--set ...] [--output-dir DIR]
 //              [--metric NAME]
@@ -62,7 +62,7 @@ struct Options {
   bool keep_order = false;         ///< shards write: --keep-order, the listing's order instead of shuffled
   std::string outputs;             ///< predict: comma-separated model output names ("" = every output)
   std::string tta;                 ///< predict: "" | "hflip" (average with the horizontally flipped input)
-  std::string images;              ///< predict: --images DIR|LIST, new files predicted without labels ("" = a split)
+  std::string images;              ///< predict: --images DIR|LIST|IMAGE, new files predicted without labels ("" = a split)
   std::vector<std::string> grid;   ///< sweep: --grid KEY=V1,V2,... (in order; the product is run)
   std::string metric;              ///< sweep, compare: the metric to rank by ("" = the run's checkpoint.monitor)
   std::vector<std::string> run_dirs; ///< compare RUN_DIR...

@@ -62,7 +62,8 @@ ImageFiles files_under(const fs::path& dir, const std::vector<std::string>& exte
   return files;
 }
 
-// Whether `file` starts as a JPEG, PNG, BMP or WebP file does: one image given, not a list.
+// Whether `file` starts as a JPEG, PNG, BMP or WebP file does: one image given, not a list. A BMP
+// is "BM" with four zero reserved bytes at 6, which no list line ("BMW/1.jpg") has.
 bool starts_as_image(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   std::array<unsigned char, 12> head{};
@@ -71,7 +72,7 @@ bool starts_as_image(const fs::path& file) {
     return static_cast<std::size_t>(in.gcount()) >= at + magic.size() &&
            std::equal(magic.begin(), magic.end(), head.begin() + static_cast<std::ptrdiff_t>(at));
   };
-  return starts({0xFF, 0xD8, 0xFF}) || starts({0x89, 'P', 'N', 'G'}) || starts({'B', 'M'}) ||
+  return starts({0xFF, 0xD8, 0xFF}) || starts({0x89, 'P', 'N', 'G'}) || (starts({'B', 'M'}) && starts({0, 0, 0, 0}, 6)) ||
          (starts({'R', 'I', 'F', 'F'}) && starts({'W', 'E', 'B', 'P'}, 8));
 }
 

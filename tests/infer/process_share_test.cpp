@@ -32,22 +32,27 @@ fs::path plugin_file(const std::string& name) { return fs::path(tp::test::plugin
 TEST_CASE("ProcessShare: one loaded library per file while a member lives, unloaded after the last") {
   const fs::path dir = tp::test::fresh_dir("process_share");
   fs::create_symlink(plugin_file("basic_losses"), dir / "basic_losses.so");
+  // A hard link: another path and another canonical path, the same device and inode.
+  fs::create_hard_link(plugin_file("basic_losses"), dir / "hard_linked_losses.so");
 
   std::weak_ptr<tp::PluginLibrary> losses;
   {
     auto first = std::make_unique<tp::infer::detail::ProcessShare>();
     const tp::infer::detail::ProcessShare second;
     CHECK(&first->host() == &second.host());
-    const std::shared_ptr<tp::PluginLibrary> loaded = first->load(plugin_file("basic_losses"));
-    losses = loaded;
-    CHECK(loaded->host() == second.host().table());
-    CHECK(second.load(plugin_file("basic_losses")) == loaded);
-    CHECK(second.load(dir / "basic_losses.so") == loaded); // through a link: the same file
-    CHECK(second.load(plugin_file("basic_metrics")) != loaded);
-    // The member that loaded it leaves: the library stays initialised for the other.
+    {
+      const std::shared_ptr<tp::PluginLibrary> loaded = first->load(plugin_file("basic_losses"));
+      losses = loaded;
+      CHECK(loaded->host() == second.host().table());
+      CHECK(second.load(plugin_file("basic_losses")) == loaded);
+      CHECK(second.load(dir / "basic_losses.so") == loaded);        // through a symbolic link
+      CHECK(second.load(dir / "hard_linked_losses.so") == loaded);  // through a hard link
+      CHECK(second.load(plugin_file("basic_metrics")) != loaded);
+    }
+    // The member that loaded it leaves, and no one here holds the library: the share keeps it
+    // loaded and initialised for the other member.
     first.reset();
     CHECK(!losses.expired());
-    CHECK(losses.lock()->host() == second.host().table());
   }
   // The last member has left: deinit ran and the library is released.
   CHECK(losses.expired());
@@ -92,10 +97,16 @@ TEST_CASE("ProcessShare: the CUDA models agree on TF32, which is one switch per 
   CHECK(error_of([&] { second.use_cuda_tf32(true, "b.safetensors"); }).empty());
   CHECK(at::globalContext().allowTF32CuBLAS());
   CHECK(at::globalContext().allowTF32CuDNN());
-  // The same member may set it again; a second CUDA member with the same setting joins.
+  // A second CUDA member with the same setting joins, and may set it again (counted once).
   tp::infer::detail::ProcessShare third;
   CHECK(error_of([&] { third.use_cuda_tf32(true, "c.safetensors"); }).empty());
-  CHECK(!error_of([&] { third.use_cuda_tf32(false, "c.safetensors"); }).empty());
+  CHECK(error_of([&] { third.use_cuda_tf32(true, "c.safetensors"); }).empty());
+  const std::string both = error_of([&] { tp::infer::detail::ProcessShare().use_cuda_tf32(false, "d.safetensors"); });
+  CHECK(both.find("the open models 'b.safetensors' and 1 more run on CUDA with tf32 = true") != std::string::npos);
+  // A member asking again for the other setting is refused while another CUDA model runs; the
+  // message names that one, neither the member itself nor 'a', closed above.
+  CHECK(error_of([&] { third.use_cuda_tf32(false, "c.safetensors"); })
+            .find("the open model 'b.safetensors' runs on CUDA with tf32 = true") != std::string::npos);
   at::globalContext().setAllowTF32CuBLAS(false);
   at::globalContext().setAllowTF32CuDNN(true);
 }

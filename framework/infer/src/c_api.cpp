@@ -44,14 +44,26 @@ tp_status guarded(Body&& body) noexcept {
   }
 }
 
-tp_status null_argument(const char* function, const char* argument) {
-  return failed(TP_ERR_INVALID_ARGUMENT,
-                std::string("tp::infer: ") + function + ": `" + argument + "` is NULL; pass a valid pointer.");
+// An argument check's status with its message; the message is lost only when building it runs
+// out of memory, so that nothing is thrown into C.
+template <class Message>
+tp_status refused(tp_status status, Message&& message) noexcept {
+  try {
+    return failed(status, message());
+  } catch (...) {
+    return status;
+  }
 }
 
-tp_status no_images(const char* function) {
-  return failed(TP_ERR_INVALID_ARGUMENT,
-                std::string("tp::infer: ") + function + ": `count` is 0; pass one image or more.");
+tp_status null_argument(const char* function, const char* argument) noexcept {
+  return refused(TP_ERR_INVALID_ARGUMENT, [&] {
+    return std::string("tp::infer: ") + function + ": `" + argument + "` is NULL; pass a valid pointer.";
+  });
+}
+
+tp_status no_images(const char* function) noexcept {
+  return refused(TP_ERR_INVALID_ARGUMENT,
+                 [&] { return std::string("tp::infer: ") + function + ": `count` is 0; pass one image or more."; });
 }
 
 // tp_infer_open's plugin_dir: one directory, or several separated by ':' (as TORCHHOST_PLUGIN_PATH).
@@ -128,14 +140,17 @@ tp_status tp_infer_run_tensor(tp_infer_model_t* model, const char* name, const f
   if (shape == nullptr && ndim > 0) return null_argument("tp_infer_run_tensor", "shape");
   int64_t count = 1;
   for (uint32_t i = 0; i < ndim; ++i) {
-    if (shape[i] < 0)
-      return failed(TP_ERR_INVALID_ARGUMENT, "tp::infer: tp_infer_run_tensor: shape[" + std::to_string(i) + "] is " +
-                                                 std::to_string(shape[i]) + "; sizes are 0 or more.");
-    count *= shape[i];
+    if (shape[i] < 0 || __builtin_mul_overflow(count, shape[i], &count))
+      return refused(TP_ERR_INVALID_ARGUMENT, [&] {
+        return "tp::infer: tp_infer_run_tensor: shape[" + std::to_string(i) + "] is " + std::to_string(shape[i]) +
+               (shape[i] < 0 ? "; sizes are 0 or more." : ", and the shape's element count overflows int64.");
+      });
   }
   if (ndim == 0 || count == 0)
-    return failed(TP_ERR_INVALID_ARGUMENT, "tp::infer: tp_infer_run_tensor: the shape holds no element (ndim " +
-                                               std::to_string(ndim) + "); pass [N, ...] with N >= 1 and no size 0.");
+    return refused(TP_ERR_INVALID_ARGUMENT, [&] {
+      return "tp::infer: tp_infer_run_tensor: the shape holds no element (ndim " + std::to_string(ndim) +
+             "); pass [N, ...] with N >= 1 and no size 0.";
+    });
   if (data == nullptr) return null_argument("tp_infer_run_tensor", "data");
   return guarded([&] {
     tp::infer::Tensor input{name, std::vector<int64_t>(shape, shape + ndim), std::vector<float>(data, data + count)};
@@ -153,9 +168,10 @@ tp_status tp_infer_result_output(const tp_infer_result_t* result, uint32_t index
                                  const int64_t** out_shape, uint32_t* out_ndim, const float** out_values) {
   if (result == nullptr) return null_argument("tp_infer_result_output", "result");
   if (index >= result->batch.outputs.size())
-    return failed(TP_ERR_OUT_OF_RANGE, "tp::infer: tp_infer_result_output: output " + std::to_string(index) +
-                                           " of " + std::to_string(result->batch.outputs.size()) +
-                                           "; ask for one below tp_infer_result_output_count.");
+    return refused(TP_ERR_OUT_OF_RANGE, [&] {
+      return "tp::infer: tp_infer_result_output: output " + std::to_string(index) + " of " +
+             std::to_string(result->batch.outputs.size()) + "; ask for one below tp_infer_result_output_count.";
+    });
   const tp::infer::Tensor& output = result->batch.outputs[index];
   if (out_name != nullptr) *out_name = output.name.c_str();
   if (out_shape != nullptr) *out_shape = output.shape.data();
@@ -173,9 +189,10 @@ tp_status tp_infer_result_class(const tp_infer_result_t* result, uint32_t image,
                                 const char** out_name, float* out_probability) {
   if (result == nullptr) return null_argument("tp_infer_result_class", "result");
   if (image >= result->batch.top.size() || rank >= result->batch.top[image].size())
-    return failed(TP_ERR_OUT_OF_RANGE, "tp::infer: tp_infer_result_class: image " + std::to_string(image) + ", rank " +
-                                           std::to_string(rank) + " is past the result; ask below "
-                                           "tp_infer_result_class_count(result, image).");
+    return refused(TP_ERR_OUT_OF_RANGE, [&] {
+      return "tp::infer: tp_infer_result_class: image " + std::to_string(image) + ", rank " + std::to_string(rank) +
+             " is past the result; ask below tp_infer_result_class_count(result, image).";
+    });
   const tp::infer::ClassScore& score = result->batch.top[image][rank];
   if (out_class != nullptr) *out_class = score.index;
   if (out_name != nullptr) *out_name = score.name.c_str();

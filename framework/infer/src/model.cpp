@@ -13,6 +13,7 @@
 #include <stdlib.h> // mkdtemp
 
 #include <algorithm>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -31,8 +32,18 @@
 namespace tp::infer {
 
 struct Model::State {
-  // Declaration order is destruction order reversed: the model goes before the plugins' registry,
-  // whose libraries and host table the process share keeps until the last open model leaves it.
+  State() = default;
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+  // The model's destroy is a plugin call: it takes the process's turn (process_share.h). Then the
+  // registry, whose libraries and host table the share keeps until the last open model leaves it.
+  ~State() {
+    const std::lock_guard<std::mutex> turn(share.calls());
+    model.reset();
+    placement.reset();
+    registry.reset();
+  }
+
   detail::ProcessShare share;
   std::string source; ///< the export file, for messages and validation
   std::vector<std::string> classes;
@@ -41,7 +52,6 @@ struct Model::State {
   std::unique_ptr<BatchPlacement> placement;
   std::unique_ptr<ModelProxy> model;
   std::string component;
-  std::mutex calls; ///< one batch at a time (the ABI tags forward [main]: never concurrent per instance)
 };
 
 namespace {
@@ -117,6 +127,8 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
                   "' is built by its plugin; set OpenOptions::plugin_dirs (tp_infer_open's plugin_dir in C) to the "
                   "directory holding it (the installed host's lib/torchhost/plugins for the built-in plugins).");
     auto state = std::make_unique<State>();
+    // After `state`, so released before it on a failure: its destruction takes the turn too.
+    const std::lock_guard<std::mutex> turn(state->share.calls());
     if (device.is_cuda()) state->share.use_cuda_tf32(options.tf32, export_file);
     state->source = export_file;
     state->classes = std::move(file.classes);
@@ -193,16 +205,24 @@ Batch answer(ModelProxy& model, const BatchPlacement& placement, const NamedTens
 // Every sample of `data`, in order. The files decode on LibTorch's intra-op threads, each a loader
 // worker to the plugin (get_sample is [worker], PLG-8: a sample does not depend on the worker):
 // with the model on a GPU a batch of files is mostly decoding. A serial dataset reads on this thread.
+// Of several bad files the first in the list is reported, whichever thread met it first.
 std::vector<NamedTensors> read_samples(const DatasetProxy& data) {
   const auto count = static_cast<int64_t>(data.size());
   std::vector<NamedTensors> samples(static_cast<std::size_t>(count));
+  std::vector<std::exception_ptr> failures(static_cast<std::size_t>(count));
   const auto read = [&](int64_t begin, int64_t end, uint32_t worker, uint32_t workers) {
     tp_worker_ctx_t context{};
     context.struct_size = sizeof(tp_worker_ctx_t);
     context.worker = worker;
     context.num_workers = workers;
-    for (int64_t index = begin; index < end; ++index)
-      samples[static_cast<std::size_t>(index)] = data.get(static_cast<uint64_t>(index), context);
+    for (int64_t index = begin; index < end; ++index) {
+      const auto at = static_cast<std::size_t>(index);
+      try {
+        samples[at] = data.get(static_cast<uint64_t>(index), context);
+      } catch (...) {
+        failures[at] = std::current_exception();
+      }
+    }
   };
   if (data.serial() || count < 2 || at::get_num_threads() < 2) {
     read(0, count, 0, 1);
@@ -212,6 +232,8 @@ std::vector<NamedTensors> read_samples(const DatasetProxy& data) {
       read(begin, end, static_cast<uint32_t>(at::get_thread_num()), workers);
     });
   }
+  for (const std::exception_ptr& failure : failures)
+    if (failure) std::rethrow_exception(failure);
   return samples;
 }
 
@@ -224,7 +246,7 @@ Batch Model::run_files(const std::vector<std::string>& paths, int top_k) {
     if (pre.component.empty())
       throw Error("tp::infer: the export '" + state().source + "' carries no evaluation preprocessing "
                   "(torchhost.preprocessing); prepare the inputs yourself and call run_tensors.");
-    const std::lock_guard<std::mutex> one_at_a_time(state().calls);
+    const std::lock_guard<std::mutex> turn(state().share.calls());
     const ComponentEntry entry = state().registry->find(pre.component, TP_KIND_DATASET, "preprocessing");
     const bool reads_files = std::any_of(entry.info->schema.begin(), entry.info->schema.end(), [](const KeySpec& key) {
       return key.path == "files" && key.type == ValueType::StringArray;
@@ -324,7 +346,7 @@ Batch Model::run_tensors(const std::vector<Tensor>& inputs, int top_k) {
       std::copy(input.values.begin(), input.values.end(), tensor.data_ptr<float>());
       batch.emplace_back(input.name, std::move(tensor));
     }
-    const std::lock_guard<std::mutex> one_at_a_time(state().calls);
+    const std::lock_guard<std::mutex> turn(state().share.calls());
     return answer(*state().model, *state().placement, batch, top_k, state().classes);
   });
 }

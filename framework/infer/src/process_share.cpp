@@ -24,6 +24,7 @@ namespace {
 /// A loaded library and the identities the dynamic loader knows it by.
 struct LoadedLibrary {
   std::filesystem::path canonical;
+  bool identified = false; ///< stat gave the device and inode
   dev_t device = 0;
   ino_t inode = 0;
   std::shared_ptr<PluginLibrary> library;
@@ -49,12 +50,12 @@ struct Shared {
   HostServices host{logger, ProcessPlace{}};
   // After the host table: destroyed first, so every library's deinit runs while the table lives.
   std::vector<LoadedLibrary> libraries;
-  std::size_t cuda_models = 0;
+  std::vector<std::string> cuda_sources; ///< the exports of the open CUDA models, for messages
   bool cuda_tf32 = false;
-  std::string cuda_tf32_source; ///< the export of a CUDA model that set the switches, for messages
 };
 
 struct Process {
+  std::mutex calls; ///< ProcessShare::calls(); outside Shared so that a member's last call can hold it
   std::mutex lock;
   std::size_t members = 0;
   std::unique_ptr<Shared> shared;
@@ -79,25 +80,32 @@ ProcessShare::ProcessShare() {
 ProcessShare::~ProcessShare() {
   Process& p = process();
   const std::lock_guard<std::mutex> held(p.lock);
-  if (cuda_tf32_) --p.shared->cuda_models;
+  if (cuda_tf32_) {
+    std::vector<std::string>& sources = p.shared->cuda_sources;
+    sources.erase(std::find(sources.begin(), sources.end(), cuda_source_));
+  }
   // Under the lock: a model opening meanwhile must not load a library whose deinit is about to run.
   if (--p.members == 0) p.shared.reset();
 }
 
 const HostServices& ProcessShare::host() const { return process().shared->host; }
 
+std::mutex& ProcessShare::calls() const { return process().calls; }
+
 std::shared_ptr<PluginLibrary> ProcessShare::load(const std::filesystem::path& file) const {
   Process& p = process();
   const std::lock_guard<std::mutex> held(p.lock);
-  LoadedLibrary wanted{std::filesystem::canonical(file), 0, 0, nullptr};
+  LoadedLibrary wanted{std::filesystem::canonical(file), false, 0, 0, nullptr};
   struct stat identity {};
   if (::stat(wanted.canonical.c_str(), &identity) == 0) {
+    wanted.identified = true;
     wanted.device = identity.st_dev;
     wanted.inode = identity.st_ino;
   }
   std::vector<LoadedLibrary>& libraries = p.shared->libraries;
   const auto same = std::find_if(libraries.begin(), libraries.end(), [&](const LoadedLibrary& loaded) {
-    return loaded.canonical == wanted.canonical || (loaded.device == wanted.device && loaded.inode == wanted.inode);
+    return loaded.canonical == wanted.canonical || (loaded.identified && wanted.identified &&
+                                                    loaded.device == wanted.device && loaded.inode == wanted.inode);
   });
   if (same != libraries.end()) return same->library;
   wanted.library = PluginLibrary::load(file, p.shared->host);
@@ -109,18 +117,25 @@ void ProcessShare::use_cuda_tf32(bool tf32, const std::string& export_file) {
   Process& p = process();
   const std::lock_guard<std::mutex> held(p.lock);
   Shared& shared = *p.shared;
-  const std::size_t others = shared.cuda_models - (cuda_tf32_ ? 1 : 0);
-  if (others > 0 && shared.cuda_tf32 != tf32) {
+  std::vector<std::string>& sources = shared.cuda_sources;
+  // The other open CUDA models: this member's own entry left out when it counts already.
+  std::vector<std::string> others = sources;
+  if (cuda_tf32_) others.erase(std::find(others.begin(), others.end(), cuda_source_));
+  if (!others.empty() && shared.cuda_tf32 != tf32) {
     const auto setting = [](bool on) { return std::string(on ? "true" : "false"); };
-    throw Error("tp::infer: '" + export_file + "' asks for OpenOptions::tf32 = " + setting(tf32) +
-                " on CUDA, but the open model '" + shared.cuda_tf32_source + "' runs on CUDA with tf32 = " +
-                setting(shared.cuda_tf32) + ", and LibTorch's TF32 switches are one per process. Open both with "
-                "the same tf32, or close the other model first.");
+    const std::string open = others.size() > 1 ? "the open models '" + others.front() + "' and " +
+                                                     std::to_string(others.size() - 1) + " more run"
+                                               : "the open model '" + others.front() + "' runs";
+    throw Error("tp::infer: '" + export_file + "' asks for OpenOptions::tf32 = " + setting(tf32) + " on CUDA, but " +
+                open + " on CUDA with tf32 = " +
+                setting(shared.cuda_tf32) + ", and LibTorch's TF32 switches are one per process. Open every CUDA "
+                "model with the same tf32, or close those first.");
   }
-  if (!cuda_tf32_) ++shared.cuda_models;
+  if (cuda_tf32_) sources.erase(std::find(sources.begin(), sources.end(), cuda_source_));
+  sources.push_back(export_file);
   cuda_tf32_ = tf32;
+  cuda_source_ = export_file;
   shared.cuda_tf32 = tf32;
-  shared.cuda_tf32_source = export_file;
   // LibTorch allows TF32 in cuDNN by default; host predict sets both switches from run.tf32.
   at::globalContext().setAllowTF32CuDNN(tf32);
   at::globalContext().setAllowTF32CuBLAS(tf32);

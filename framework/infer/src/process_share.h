@@ -3,11 +3,16 @@
 // keeps one host table that its deinit clears (tp/cpp/plugin.h, PLG-13): two models that each
 // loaded and unloaded their plugins would take the host away from each other's. So every open
 // model takes its libraries and its host table from one share, which the last model to close
-// releases. LibTorch's TF32 switches are process-wide too: the CUDA models agree on them here.
+// releases. The models also take turns for every call into a plugin (calls()), as `host` makes them
+// one after another: no plugin's [main] function runs concurrently with another, and no dataset's
+// create or destroy (the image plugins set OpenCV's process-wide thread count there) runs under
+// another model's decoding. LibTorch's TF32 switches are process-wide too: the CUDA models agree
+// on them here.
 #pragma once
 
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -35,6 +40,10 @@ class ProcessShare {
   /// it: a file is the same library when its canonical path or its device and inode are, as the
   /// dynamic loader decides. Throws what PluginLibrary::load throws.
   std::shared_ptr<PluginLibrary> load(const std::filesystem::path& file) const;
+  /// The process's one turn for plugin calls: held by Model::open from its first plugin call, by
+  /// each run_* call from its dataset's create to its answer, and while a Model is destroyed.
+  /// Taken before the share's own lock, never after it.
+  std::mutex& calls() const;
   /// Sets LibTorch's TF32 switches (cuDNN and cuBLAS) for a model on CUDA opened from
   /// `export_file`. Throws tp::infer::Error, naming both exports, when another open CUDA model
   /// runs with the other setting: the switches are one per process. Held until this member leaves.
@@ -42,6 +51,7 @@ class ProcessShare {
 
  private:
   std::optional<bool> cuda_tf32_; ///< set once this member counts among the CUDA models
+  std::string cuda_source_;       ///< its export, for another model's refusal
 };
 
 }  // namespace tp::infer::detail

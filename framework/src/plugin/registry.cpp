@@ -55,7 +55,7 @@ void Registry::load_search_path(const std::vector<PluginDir>& dirs) {
     for (const auto& file : files) {
       require_secure_plugin_path(file, allow_insecure_);
       auto library = load_library(file);
-      add_components(library, level);
+      add_components(library, level, file);
       libraries_.push_back(std::move(library));
     }
   }
@@ -66,7 +66,7 @@ std::shared_ptr<PluginLibrary> Registry::load_file(const std::filesystem::path& 
     if (std::filesystem::equivalent(loaded->path(), file)) return loaded;
   require_secure_plugin_path(file, allow_insecure_);
   auto library = load_library(file);
-  add_components(library, 0);
+  add_components(library, 0, file);
   libraries_.push_back(library);
   return library;
 }
@@ -75,24 +75,27 @@ std::shared_ptr<PluginLibrary> Registry::load_library(const std::filesystem::pat
   return loader_ ? loader_(file) : PluginLibrary::load(file, host_);
 }
 
-void Registry::add_components(const std::shared_ptr<PluginLibrary>& library, std::size_t level) {
-  const std::string stem = library->path().stem().string();
+void Registry::add_components(const std::shared_ptr<PluginLibrary>& library, std::size_t level,
+                              const std::filesystem::path& file) {
+  // The file this registry asked for: a shared loader may hand back a library first loaded
+  // through another path to the same file (a link).
+  const std::string stem = file.stem().string();
   if (library->name() != stem)
-    throw PluginLoadError("plugin " + library->path().string() + " calls itself '" + library->name() +
+    throw PluginLoadError("plugin " + file.string() + " calls itself '" + library->name() +
                           "' but its file is named '" + stem + ".so'; the file name must equal the plugin name "
                           "(rename the file or the TP_DEFINE_PLUGIN name).");
   for (const ComponentInfo& info : library->components()) {
     auto it = components_.find(info.id);
     if (it == components_.end()) {
-      components_.emplace(info.id, Slot{{&info, library}, level});
+      components_.emplace(info.id, Slot{{&info, library}, level, file});
       continue;
     }
-    const std::string other = it->second.entry.library->path().string();
+    const std::string other = it->second.file.string();
     if (it->second.level == level)
       throw PluginLoadError("component id '" + info.id + "' is defined twice: in " + other + " and in " +
-                            library->path().string() + ". Remove one of the files or rename the component.");
+                            file.string() + ". Remove one of the files or rename the component.");
     // Lower level = higher precedence, already in place: this one is shadowed.
-    host_.logger().warn("component '" + info.id + "' from " + library->path().string() + " is shadowed by " +
+    host_.logger().warn("component '" + info.id + "' from " + file.string() + " is shadowed by " +
                         other + " (higher in the plugin search path).");
   }
 }

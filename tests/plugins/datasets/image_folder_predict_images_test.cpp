@@ -131,6 +131,18 @@ TEST_CASE("host predict --images LIST: the list's order, its paths as written, c
   CHECK(row.at("path") == one);
   CHECK(row.at("logits") == rows[0].at("logits"));
   CHECK_FALSE(std::getline(single_in, line));
+  // A list whose first line starts as a BMP file does ("BM") is still a list.
+  fs::create_directories(run.dir / "lists" / "BMfiles");
+  fs::copy_file(one, run.dir / "lists" / "BMfiles" / "1.png", fs::copy_options::overwrite_existing);
+  std::ofstream(run.dir / "lists" / "bm.txt") << "BMfiles/1.png\n";
+  const fs::path bm_output = run.dir / "bm.jsonl";
+  const auto bm = run.predict("--images '" + (run.dir / "lists" / "bm.txt").string() + "' --format jsonl --output '" +
+                              bm_output.string() + "'");
+  INFO(bm.output);
+  REQUIRE(bm.exit_code == 0);
+  std::ifstream bm_in(bm_output);
+  REQUIRE(std::getline(bm_in, line));
+  CHECK(Json::parse(line).at("path") == "BMfiles/1.png");
 }
 
 TEST_CASE("host predict --images refuses what it cannot read, with exit 2 and what to do") {

@@ -77,7 +77,8 @@ class Registry {
   const std::vector<std::shared_ptr<PluginLibrary>>& libraries() const { return libraries_; }
 
  private:
-  void add_components(const std::shared_ptr<PluginLibrary>& library, std::size_t level);
+  void add_components(const std::shared_ptr<PluginLibrary>& library, std::size_t level,
+                      const std::filesystem::path& file);
   std::shared_ptr<PluginLibrary> load_library(const std::filesystem::path& file) const;
 
   const HostServices& host_;
@@ -87,6 +88,7 @@ class Registry {
   struct Slot {
     ComponentEntry entry;
     std::size_t level; ///< search-path index it came from; lower wins
+    std::filesystem::path file; ///< the file this registry loaded it from, for messages
   };
   std::map<std::string, Slot> components_;
 };

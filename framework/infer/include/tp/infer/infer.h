@@ -18,9 +18,9 @@
  * Linking: libtorchhost_infer.so (CMake: find_package(torchhost CONFIG), target torchhost::infer)
  * exports these functions (TP_EXPORT) and tp/infer/model.h's classes, nothing else.
  *
- * Threads: [any] on every function. Calls on one model are serialized inside it; several models
- * may be open at once and run concurrently (they share the process's plugin libraries; those on
- * CUDA must agree on TF32, one switch per process). The last error is per thread. */
+ * Threads: [any] on every function. Several models may be open at once; calls into them take
+ * turns across the process (one batch at a time). They share the process's plugin libraries;
+ * those on CUDA must agree on TF32, one switch per process. The last error is per thread. */
 #ifndef TP_INFER_INFER_H
 #define TP_INFER_INFER_H
 
@@ -44,7 +44,8 @@ TP_EXPORT const char *tp_infer_last_error(void);
 /** Opens `export_file` (what `host export` wrote) on `device` ("cpu", "cuda", "cuda:N"; NULL means
  *  "cpu"), loading the plugins of `plugin_dir`: the directory holding the plugin that builds the
  *  model and the one that reads its images, or several separated by ':' (your own plugins' and
- *  the installed host's lib/torchhost/plugins; earlier ones take precedence). On a CUDA device it turns LibTorch's TF32 switches
+ *  the installed host's lib/torchhost/plugins; earlier ones take precedence; a directory whose
+ *  path holds ':' is named through a link). On a CUDA device it turns LibTorch's TF32 switches
  *  off, process-wide, as `host predict` runs by default (OpenOptions::tf32 in the C++ API). On
  *  TP_OK `*out_model` is a new model: close it with tp_infer_close. */
 TP_EXPORT tp_status tp_infer_open(const char *export_file, const char *device, const char *plugin_dir,

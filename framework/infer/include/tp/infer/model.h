@@ -12,11 +12,12 @@
 // Errors: every function here throws tp::infer::Error (one paragraph: what failed and what to
 // do); nothing else escapes. Callers that cannot take exceptions use the C API (infer.h).
 //
-// Threads: one Model may be called from several threads at once; its calls are serialized inside
-// (one batch at a time, each with the whole intra-op thread pool), so concurrent callers get
-// exactly what one caller gets. Several Models may be open at once and run concurrently; they share
-// the process's plugin libraries (loaded and initialised once, unloaded with the last Model), and
-// those on CUDA must agree on OpenOptions::tf32 (LibTorch's switch is one per process).
+// Threads: Models may be called from several threads at once, and several Models may be open at
+// once. Calls take turns across the process (one batch at a time, each with the whole intra-op
+// thread pool, as `host` calls its plugins), so concurrent callers get exactly what one caller
+// gets. The open Models share the process's plugin libraries (loaded and initialised once,
+// unloaded with the last Model); those on CUDA must agree on OpenOptions::tf32 (LibTorch's switch
+// is one per process).
 //
 // Example:
 //   tp::infer::OpenOptions options;  // the API is C++17; designated initializers need C++20
@@ -91,8 +92,9 @@ class TP_EXPORT Model {
   /// host's ABI and LibTorch fingerprint checks), builds the model its metadata names with its
   /// options, fills it with the file's weights and puts it in evaluation mode on the device.
   /// Throws Error when the file is no torchhost export (no `torchhost.model`), a plugin is
-  /// missing or refused, the weights do not fit the model, the device does not exist, or, on
-  /// CUDA, another open CUDA Model runs with the other `tf32`.
+  /// missing or refused, the weights do not fit the model, the device does not exist, on CUDA
+  /// another open CUDA Model runs with the other `tf32`, or (the first Model of the process)
+  /// TORCHHOST_INFER_LOG_LEVEL holds an unknown level.
   static Model open(const std::string& export_file, const OpenOptions& options);
 
   /// A moved-from Model holds nothing: every call on it throws Error.
