@@ -137,17 +137,19 @@ int64_t ParameterUpdate::scaler_skipped_steps() const {
   return host_skipped_ + static_cast<int64_t>(device_skipped_.item<float>());
 }
 
-double ParameterUpdate::advance(bool updated) {
-  // 6. Advance: the lr this step trained with, then time moves on one optimizer step; SWALR
-  //    steps per epoch (end_swa_epoch()).
-  const double lr = current_lr(*optim_.optimizer);
+std::vector<double> ParameterUpdate::advance(bool updated) {
+  // 6. Advance: the lrs this step trained with, then time moves on one optimizer step; SWALR
+  //    steps per epoch (end_swa_epoch()). Every group's is read now: after schedule_->step() they
+  //    are the next step's.
+  std::vector<double> lrs;
+  for (const auto& group : optim_.optimizer->param_groups()) lrs.push_back(group.options().get_lr());
   if (!swa_schedule_) schedule_->step();
   ++step_;
   // Whether the update left the weights finite, on the device (no sync): the averages fold in
   // only finite weights, and a save names the step where they first stopped being finite.
   if (updated || !weights_watch_.finite().defined()) weights_watch_.observe(model_state_, step_);
   if (ema_ && step_ % config_.ema.every_steps == 0) ema_->update(model_state_, weights_watch_.finite());
-  return lr;
+  return lrs;
 }
 
 void ParameterUpdate::set_schedule(std::unique_ptr<LrScheduler> schedule) { schedule_ = std::move(schedule); }

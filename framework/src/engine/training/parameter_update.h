@@ -98,9 +98,10 @@ class ParameterUpdate {
   /// window, like a step the fp16 scaler skips, still moves time on, so the schedule and the step
   /// count stay aligned): the schedule steps (not during the SWA epochs: SWALR steps per epoch),
   /// the step is counted, the weights' finiteness is observed after an update (on the device), and
-  /// the EMA folds in the finite weights on every ema.every_steps-th step. Returns the lr the step
-  /// trained with (the history's, as Lightning's LearningRateMonitor records it).
-  double advance(bool updated);
+  /// the EMA folds in the finite weights on every ema.every_steps-th step. Returns the lr every
+  /// parameter group trained with, in group order, read before the schedule steps (the history's
+  /// `lr` is group 0's, as Lightning's LearningRateMonitor records it).
+  std::vector<double> advance(bool updated);
   /// Optimizer steps taken (a resumed run's included).
   int64_t step() const noexcept { return step_; }
   /// The [schedule], stepped by advance() until SWALR takes over.

@@ -151,7 +151,8 @@ void StepRunner::train_held(const std::vector<NamedTensors>& batches, const std:
 }
 
 void StepRunner::finish_step(StepOutcome& outcome) {
-  outcome.lr = update_.advance(outcome.updated);
+  outcome.group_lrs = update_.advance(outcome.updated);
+  outcome.lr = outcome.group_lrs.front();
   if (is_logging_step(update_.step() - 1, config_.train.log_every_steps)) outcome.update_stats = update_.read_stats();
 }
 

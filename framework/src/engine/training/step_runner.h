@@ -65,7 +65,8 @@ struct StepOutcome {
   int64_t micro_batches = 0; ///< micro-batches fetched and trained
   bool complete = false;     ///< false: the loader ran dry inside the window (no update, no step counted)
   bool updated = false;      ///< the weights changed (not skipped for a non-finite loss, not an empty window)
-  double lr = std::numeric_limits<double>::quiet_NaN(); ///< the lr the step trained with
+  double lr = std::numeric_limits<double>::quiet_NaN(); ///< the lr the step trained with (group 0's)
+  std::vector<double> group_lrs; ///< every parameter group's lr the step trained with, in group order
   uint32_t agreed = 0;       ///< the window's WindowFlag bits, ORed over ranks
   /// On logging steps (train.log_every_steps): the logging window's update statistics (reading
   /// them is a host sync, on those steps only); nothing otherwise.

@@ -75,7 +75,7 @@ void Trainer::Impl::train_epoch(int64_t epoch) {
     meters_.count_step();
     save_if_requested({epoch, next}); // a deferred callback request
     // Log: on logging steps, the loss the step's agreement carried (a sync on CUDA).
-    const double loss = outcome.update_stats ? log_step(epoch, outcome.lr, *outcome.update_stats)
+    const double loss = outcome.update_stats ? log_step(epoch, outcome.group_lrs, *outcome.update_stats)
                                              : std::numeric_limits<double>::quiet_NaN();
     progress_.update(done, loss, outcome.lr);
     // Evaluate and save on the step strategies.
@@ -93,7 +93,8 @@ void Trainer::Impl::train_epoch(int64_t epoch) {
   }
 }
 
-double Trainer::Impl::log_step(int64_t epoch, double lr, const UpdateStats& update) {
+double Trainer::Impl::log_step(int64_t epoch, const std::vector<double>& group_lrs, const UpdateStats& update) {
+  const double lr = group_lrs.front();
   const int64_t first = std::max<int64_t>(1, step() - config_.train.log_every_steps + 1);
   const auto [sum, count] =
       meters_.read_window_loss("between steps " + std::to_string(first) + " and " + std::to_string(step()));
@@ -107,12 +108,11 @@ double Trainer::Impl::log_step(int64_t epoch, double lr, const UpdateStats& upda
     record.values.emplace_back("amp/scale", update.scale);
     record.values.emplace_back("amp/skipped_steps", static_cast<double>(update.scaler_skipped));
   }
-  // LR monitor: every parameter group's lr when they differ ([[optim.param_groups]]).
-  const auto& groups = optim_.optimizer->param_groups();
-  bool differ = false;
-  for (const auto& group : groups) differ |= group.options().get_lr() != lr;
-  for (std::size_t i = 0; differ && i < groups.size(); ++i)
-    record.values.emplace_back("lr/group" + std::to_string(i), groups[i].options().get_lr());
+  // LR monitor: every parameter group's lr when their lrs differ ([[optim.param_groups]],
+  // optim.layer_decay); groups at one lr (weight decay's split) would repeat `lr`. These are the
+  // lrs the step trained with: the optimizer's groups already hold the next step's.
+  for (std::size_t i = 0; group_lrs_differ_ && i < group_lrs.size(); ++i)
+    record.values.emplace_back("lr/group" + std::to_string(i), group_lrs[i]);
   control_.rank0_write([&] { history_.add(std::move(record)); });
   // STEP_END requests are honoured now: one collective, and none for a run without callbacks.
   control_.honour_now(dispatch(TP_EVENT_STEP_END, {{"train/loss", loss}, {"lr", lr}}), events_.any());

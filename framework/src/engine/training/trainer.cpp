@@ -177,6 +177,8 @@ void Trainer::Impl::init_model() {
   LayerDepths depths;
   if (config_.optim.layer_decay < 1) depths = parts_.model->layer_depths();
   optim_ = make_optimizer(config_.optim, model_state_, &depths);
+  for (const auto& group : optim_.optimizer->param_groups())
+    group_lrs_differ_ |= group.options().get_lr() != current_lr(*optim_.optimizer);
   if (!depths.empty()) log_.info(describe_layer_decay(optim_, config_.optim.layer_decay));
   // [[optim.param_groups]] freeze = true: in the optimizer, but without gradients until their
   // unfreeze epoch (train_epoch re-applies this for every epoch, a resumed one included).

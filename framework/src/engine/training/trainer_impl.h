@@ -119,8 +119,9 @@ class Trainer::Impl {
   /* The loop (train_loop.cpp) */
   void train_epoch(int64_t epoch);
   /// A logging step: reads the loss the step's agreement carried (a sync), writes the step
-  /// record with the step's `update` statistics, dispatches STEP_END. Returns the loss.
-  double log_step(int64_t epoch, double lr, const UpdateStats& update);
+  /// record with the step's `update` statistics and `group_lrs` (the lr each parameter group
+  /// trained with; group 0's is the record's `lr`), dispatches STEP_END. Returns the loss.
+  double log_step(int64_t epoch, const std::vector<double>& group_lrs, const UpdateStats& update);
   /// Step strategies after an optimizer step: evaluate, then save (so the save can be the best).
   void evaluate_and_save_on_steps(int64_t epoch);
   void end_epoch(int64_t epoch);
@@ -183,6 +184,10 @@ class Trainer::Impl {
   /* Model and optimizer */
   std::vector<StateTensor> model_state_;
   BuiltOptimizer optim_;
+  /// The groups' configured lrs differ ([[optim.param_groups]] lr, optim.layer_decay): only then
+  /// do step records carry lr/group<i>. Decided before the schedule scales them (a warm-up from 0
+  /// sets every group to 0), and every schedule scales all groups alike.
+  bool group_lrs_differ_ = false;
   /* Roles */
   BatchPlacement placement_;
   TrainMeters meters_;
