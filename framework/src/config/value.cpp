@@ -168,8 +168,11 @@ std::string resolve_config_path(const toml::node& node, std::string_view source_
   if (value.empty() || std::filesystem::path(value).is_absolute()) return value;
   const toml::source_region& source = node.source();
   const std::string origin = source.path ? *source.path : std::string();
-  if (starts_with(origin, kSetOriginPrefix) || starts_with(origin, kEnvOriginPrefix) || origin == "default")
-    return value;
+  if (origin == "default") return value;
+  // A --set or environment value is relative to the working directory, like any shell argument;
+  // made absolute here so that the run's config.toml, read later from elsewhere, still names it.
+  if (starts_with(origin, kSetOriginPrefix) || starts_with(origin, kEnvOriginPrefix))
+    return std::filesystem::absolute(value).lexically_normal().string();
   const std::string file = origin.empty() ? std::string(source_file) : origin;
   if (file.empty()) return value;
   return std::filesystem::absolute(std::filesystem::path(file).parent_path() / value).lexically_normal().string();

@@ -139,6 +139,8 @@ TEST_CASE("validate_component: a TP_CFG_PATH value written in a file is relative
   CHECK(validated("root = \"/data/x\"\n")["root"].value<std::string>() == "/data/x");
   CHECK(validated("")["root"].value<std::string>() == "");
   CHECK(validated("label = \"data/train\"\n")["label"].value<std::string>() == "data/train");
-  // A --set value is a shell argument: relative to the working directory, as the user typed it.
-  CHECK(validated("root = \"data/train\"\n", {"model.root=\"data/val\""})["root"].value<std::string>() == "data/val");
+  // A --set value is a shell argument: relative to the working directory, recorded absolute so
+  // that the run's config.toml, read from its own directory later (host eval), names the same place.
+  CHECK(validated("root = \"data/train\"\n", {"model.root=\"data/val\""})["root"].value<std::string>() ==
+        std::filesystem::absolute("data/val").lexically_normal().string());
 }

@@ -33,7 +33,8 @@ toml::table* ensure_tables(toml::table& root, std::string_view tables, const tom
 /// as the run should open it. A relative path the user wrote in a config file is taken relative to
 /// that file's directory and made absolute, so the resolved config written into the run directory
 /// still names the same file from anywhere. Values from `--set` or the environment (their origin
-/// says so) and defaults stay as written: relative to the working directory, like shell arguments.
+/// says so) are relative to the working directory, like shell arguments, and made absolute too;
+/// defaults stay as written.
 /// `source_file` is the file of a node that carries no path of its own.
 std::string resolve_config_path(const toml::node& node, std::string_view source_file);
 
