@@ -84,21 +84,14 @@ void print_outputs(const std::filesystem::path& run_dir, const std::string& moni
       dir.c_str(), dir.c_str(), monitor.c_str());
 }
 
-}  // namespace
-
-int run_train(const Options& options) {
-  // 1. Signals first: a SIGINT/SIGTERM during start-up (the datasets' prepare, the components'
-  //    creation) must not kill the process halfway through writing a file; it stops at the next phase.
-  install_stop_signal_handlers();
-  auto session = open_session(options);
-  const RunConfig& config = session->config;
-  Logger& log = session->logger;
-  const bool rank0 = session->place.rank == 0; // only rank 0 writes files and the summary
-  // 2. The run directory claimed for this training: lock, refusals, --new-run, config.toml, train.log.
-  const TrainingRunDirectory run_dir(*session, options);
+// Steps 3-8 of run_train, in the claimed run directory.
+int train_in(Session& session, const TrainingRunDirectory& run_dir, const Options& options) {
+  const RunConfig& config = session.config;
+  Logger& log = session.logger;
+  const bool rank0 = session.place.rank == 0; // only rank 0 writes files and the summary
   // 3. The run assembled: start checkpoint, process settings, datasets, components.
   const std::string before_training = ", before training started; nothing was trained and no checkpoint written.";
-  AssembledRun run = assemble_run(*session, RunRequest{.command = "host train",
+  AssembledRun run = assemble_run(session, RunRequest{.command = "host train",
                                                        .splits = {},
                                                        .start_from = options.resume == "auto" ? "" : options.resume,
                                                        .resume_auto = options.resume == "auto",
@@ -107,7 +100,7 @@ int run_train(const Options& options) {
                                                        .stopped_note = before_training});
   run_dir.prepare_history(run.start.has_value());
   // 4. The trainer, with the start checkpoint's state (and its run identity, where it has one).
-  Trainer trainer(config, run.parts, run.device, log, session->run_dir, std::move(run.collectives));
+  Trainer trainer(config, run.parts, run.device, log, session.run_dir, std::move(run.collectives));
   if (run.start) {
     warn_config_changes(log, run.start->config_toml, run_dir.config_text());
     trainer.resume_from(*run.start);
@@ -121,13 +114,34 @@ int run_train(const Options& options) {
   //    refuses stops here, exit 2, before the first step.
   std::optional<MlflowTracker> mlflow;
   if (rank0 && config.logging.mlflow.enabled && !config.train.fast_dev_run)
-    mlflow.emplace(config, session->run_dir, trainer.run_id(), /*resumed=*/!run.start_path.empty(), log);
+    mlflow.emplace(config, session.run_dir, trainer.run_id(), /*resumed=*/!run.start_path.empty(), log);
   // 7. Training.
   const FitSummary summary = fit_tracked(trainer, mlflow ? &*mlflow : nullptr);
   // 8. The summary: the log's line on every rank, the outputs on rank 0.
   report_finished(log, summary);
-  if (rank0 && !config.train.fast_dev_run) print_outputs(session->run_dir, config.checkpoint.monitor);
+  if (rank0 && !config.train.fast_dev_run) print_outputs(session.run_dir, config.checkpoint.monitor);
   return kExitOk;
+}
+
+}  // namespace
+
+int run_train(const Options& options) {
+  // 1. Signals first: a SIGINT/SIGTERM during start-up (the datasets' prepare, the components'
+  //    creation) must not kill the process halfway through writing a file; it stops at the next phase.
+  install_stop_signal_handlers();
+  auto session = open_session(options);
+  // 2. The run directory claimed for this training: lock, refusals, --new-run, config.toml, train.log.
+  const TrainingRunDirectory run_dir(*session, options);
+  try {
+    return train_in(*session, run_dir, options);
+  } catch (const Interrupted&) {
+    throw;  // the stop is in the log already, with the step it saved
+  } catch (const std::exception& e) {
+    // The error reaches train.log too (rank 0's; stderr gets it from main): a run left alone under
+    // nohup or a scheduler keeps why it ended beside its history.
+    session->logger.file_only("host: error: " + std::string(e.what()));
+    throw;
+  }
 }
 
 }  // namespace tp::cli
