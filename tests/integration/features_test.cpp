@@ -134,6 +134,25 @@ TEST_CASE("fast_dev_run: one step, one evaluation batch, nothing written") {
   CHECK(run.output.find("val/loss=") != std::string::npos);
 }
 
+TEST_CASE("fast_dev_run caps a warm-up longer than its one step, saying so; a real run that short is refused") {
+  // configs/recipe_resnet.toml's 2000-step warm-up: a smoke test of it must run.
+  const std::string warmup = "--set schedule.name=\"cosine\" --set schedule.warmup_steps=2000 ";
+  const auto dir = tp::test::fresh_dir("features_fast_dev_run_warmup");
+  const auto smoke = train(dir, warmup + "--set train.fast_dev_run=true");
+  INFO(smoke.output);
+  CHECK(smoke.exit_code == 0);
+  CHECK(smoke.output.find("fast_dev_run: schedule.warmup_steps = 2000 is capped to the run's 1 optimizer step(s)") !=
+        std::string::npos);
+  // 4 epochs of 16 batches are 64 steps: the warm-up would never end. The refusal names the key
+  // and what to change.
+  const auto refused = train(tp::test::fresh_dir("features_warmup_too_long"), warmup);
+  INFO(refused.output);
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.output.find("schedule.warmup_steps: must be in [0, total optimizer steps = 64], got 2000") !=
+        std::string::npos);
+  CHECK(refused.output.find("Lower schedule.warmup_steps or raise train.epochs") != std::string::npos);
+}
+
 TEST_CASE("overfit_batches: the loss on the fixed batches approaches zero") {
   const auto dir = tp::test::fresh_dir("features_overfit");
   const auto run = train(dir, "--set train.overfit_batches=2 --set train.epochs=60 --set optim.lr=1e-2 "

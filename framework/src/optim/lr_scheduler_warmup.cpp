@@ -70,7 +70,11 @@ std::unique_ptr<LrScheduler> detail::make_warmup_decay(const SchedulerOptions& o
     fail("name", concat("the ", o.name, " schedule needs the run's total optimizer steps (> 0), got ", total_steps,
                         "; check epochs and batches per epoch."));
   if (o.warmup_steps < 0 || o.warmup_steps > total_steps)
-    fail("warmup_steps", concat("must be in [0, total optimizer steps = ", total_steps, "], got ", o.warmup_steps, "."));
+    fail("warmup_steps", concat("must be in [0, total optimizer steps = ", total_steps, "], got ", o.warmup_steps,
+                                o.warmup_steps > total_steps
+                                    ? ": the warm-up is longer than the run. Lower schedule.warmup_steps or raise "
+                                      "train.epochs (or train.max_steps, where it sets the total)."
+                                    : "."));
   if (!(o.warmup_start_factor >= 0.0 && o.warmup_start_factor <= 1.0))
     fail("warmup_start_factor", concat("must be in [0, 1], got ", o.warmup_start_factor, "."));
   for (double m : o.min_lr)

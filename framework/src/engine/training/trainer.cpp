@@ -146,10 +146,18 @@ void Trainer::Impl::record_runtime() {
 }
 
 void Trainer::Impl::init_schedule() {
-  const SchedulerOptions o = options_for_groups(config_.schedule, *optim_.optimizer, config_.optim.lr);
+  SchedulerOptions o = options_for_groups(config_.schedule, *optim_.optimizer, config_.optim.lr);
   // Time is optimizer steps: a window of grad_accum_steps micro-batches is one step, and the
   // epoch's short last window counts too (ARCH-10).
   const int64_t total = budget_.total_steps(total_optimizer_steps(epochs_, train_batches_, config_.train.grad_accum_steps));
+  // fast_dev_run is a smoke test of one step: a real run's warm-up (configs/recipe_resnet.toml's
+  // 2000 steps) must not make it refuse. Any other run too short for its warm-up is refused
+  // (make_scheduler says what to change).
+  if (config_.train.fast_dev_run && (o.name == "linear" || o.name == "cosine") && o.warmup_steps > total) {
+    log_.warn("fast_dev_run: schedule.warmup_steps = " + std::to_string(o.warmup_steps) + " is capped to the run's " +
+              std::to_string(total) + " optimizer step(s)");
+    o.warmup_steps = total;
+  }
   update_.set_schedule(make_scheduler(o, *optim_.optimizer, total));
   log_.info("schedule " + o.name + " over " + std::to_string(total) + " optimizer steps; precision " +
             std::string(to_string(precision_)));
