@@ -16,7 +16,7 @@
 namespace {
 
 /// <dir>/<split>/{dark,light}/NN.png: `count` images per class (40x48, resized to 32 by the
-/// plugin); train also holds light/broken.png, which is not an image.
+/// plugin); train also holds light/broken.png and val dark/broken_val.png, which are not images.
 std::filesystem::path write_split(const std::filesystem::path& dir, const std::string& split, int count) {
   const auto root = dir / split;
   for (int c = 0; c < 2; ++c) {
@@ -31,6 +31,7 @@ std::filesystem::path write_split(const std::filesystem::path& dir, const std::s
     }
   }
   if (split == "train") std::ofstream(root / "light" / "broken.png") << "truncated";
+  if (split == "val") std::ofstream(root / "dark" / "broken_val.png") << "truncated";
   return root;
 }
 
@@ -73,6 +74,10 @@ TEST_CASE("host trains small_cnn on an image folder; a broken file fails the run
       CHECK(run.output.find("skipped 1 bad samples") != std::string::npos);
       CHECK(run.output.find("broken.png") != std::string::npos);
       CHECK(history_under(out).find("\"data/skipped_samples\":1") != std::string::npos);
+      // The evaluation's skip is counted too: its accuracy covers 16 of 17 files.
+      CHECK(run.output.find("evaluation: skipped 1 bad samples (val/skipped_samples)") != std::string::npos);
+      CHECK(run.output.find("broken_val.png") != std::string::npos);
+      CHECK(history_under(out).find("\"val/skipped_samples\":1") != std::string::npos);
     } else {
       CHECK(run.exit_code == 1);
       CHECK(run.output.find("broken.png") != std::string::npos);

@@ -66,7 +66,9 @@ Scalars evaluate_split(const EvaluationPass& pass, const std::string& prefix) {
   }
   // Exact evaluation: the shards are disjoint and cover the split once, so sums of the loss,
   // the item count and every metric's state are the single-process values.
-  std::vector<at::Tensor> tensors{loss_sum, count};
+  // data.on_bad_sample = "skip": the samples the metrics do not cover, summed like them.
+  const at::Tensor skipped = at::full({}, static_cast<double>(pass.loader.skipped_count()), options);
+  std::vector<at::Tensor> tensors{loss_sum, count, skipped};
   if (term_sums.defined()) tensors.push_back(term_sums);
   for (auto& metric : parts.metrics)
     for (const auto& s : metric->state()) tensors.push_back(s.tensor);
@@ -89,6 +91,7 @@ Scalars evaluate_split(const EvaluationPass& pass, const std::string& prefix) {
   }
   for (auto& metric : parts.metrics)
     for (const auto& [name, value] : metric->compute()) result.emplace_back(prefix + "/" + name, value);
+  if (const double dropped = skipped.item<double>(); dropped > 0) result.emplace_back(prefix + "/skipped_samples", dropped);
   return result;
 }
 

@@ -30,11 +30,12 @@ struct EvaluationPass {
 
 /// [all ranks] Evaluates the model as it is (its weights, its dtype) on `pass.loader`'s split, in
 /// inference mode and without autocast: "<prefix>/loss", then "<prefix>/loss/<term>" for a loss that reports
-/// named terms, then "<prefix>/<metric>" in config order. Data-parallel: sums over the disjoint
+/// named terms, then "<prefix>/<metric>" in config order, then "<prefix>/skipped_samples" when
+/// data.on_bad_sample = "skip" dropped samples (over all ranks): the values cover the others. Data-parallel: sums over the disjoint
 /// shards, so every rank returns the single-process values; metrics' rows that do not add up
 /// (ABI 1.7) are gathered. Leaves the model in evaluation mode. A failing plugin call throws
 /// PluginError naming the component, the evaluation, the batch and its fields (batch_error.h).
-/// Cost: one device sync, at the end.
+/// Cost: two device syncs, at the end.
 Scalars evaluate_split(const EvaluationPass& pass, const std::string& prefix);
 
 }  // namespace tp

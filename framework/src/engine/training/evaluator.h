@@ -45,6 +45,9 @@ class Evaluator {
   /// checkpoint.monitor is not evaluated but save_top_k needs it (an average's value before its
   /// first update is just absent).
   Scalars run(int64_t step, LrScheduler& scheduler);
+  /// The first samples the last run() skipped on this rank (data.on_bad_sample = "skip"), with
+  /// their errors. Requires enabled().
+  const std::vector<SkippedSample>& first_skipped() const { return loader_->first_skipped(); }
   /// Early stopping's verdict on `eval`: the reason to stop, or nothing.
   std::optional<std::string> early_stop(const Scalars& eval) { return early_stopping_.update(eval); }
 

@@ -184,6 +184,15 @@ void Trainer::Impl::end_epoch(int64_t epoch) {
 Scalars Trainer::Impl::run_evaluation() {
   sync_batchnorm_stats(); // each rank evaluates its shard: with the same statistics
   Scalars eval = evaluator_->run(step(), update_.active_schedule());
+  for (const auto& [name, value] : eval) {
+    if (!name.ends_with("/skipped_samples")) continue;
+    // As the epoch's training skips are reported: the count over the ranks, this rank's first few.
+    std::string note = "evaluation: skipped " + short_number(value, 9) + " bad samples (" + name +
+                       "); its loss and metrics cover the other samples only";
+    for (const SkippedSample& s : evaluator_->first_skipped()) note += "\n  index " + std::to_string(s.index) + ": " + s.message;
+    log_.warn(note);
+    break;  // an average's pass (val_ema) skips the same samples
+  }
   // EVAL_END requests: a stop ends the run after this evaluation; a save is taken by the caller
   // at its position.
   const uint32_t requests = dispatch(TP_EVENT_EVAL_END, eval);
