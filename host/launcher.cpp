@@ -14,8 +14,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string_view>
 
+#include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/error.h"
 
 extern char** environ;
@@ -206,7 +208,7 @@ int run_launcher(const LaunchOptions& o) {
   for (int k = 0; k < o.nproc_per_node; ++k) spawn(o, k, port, addr, ranks[static_cast<std::size_t>(k)]);
 
   int failed = -1, failed_status = 0, forwarded = 0;
-  std::optional<std::chrono::steady_clock::time_point> kill_at;
+  std::optional<std::chrono::steady_clock::time_point> kill_at, forwarded_at;
   const auto stop_others = [&](int sig) {
     for (auto& r : ranks)
       if (!r.done) ::kill(r.pid, sig);
@@ -226,6 +228,11 @@ int run_launcher(const LaunchOptions& o) {
       const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
       if (i == 0) {
         for (ssize_t j = 0; j < n; ++j) {
+          // Copies of one stop (timeout and `kill -PGID` signal the launcher twice) are forwarded
+          // once: a rank takes a second signal kSameStopMs after its first as the user insisting.
+          const auto now = std::chrono::steady_clock::now();
+          if (forwarded_at && now - *forwarded_at < std::chrono::milliseconds(kSameStopMs)) continue;
+          forwarded_at = now;
           forwarded = static_cast<unsigned char>(buffer[j]);
           stop_others(forwarded); // the ranks save at the next step and stop (stop_signal.h)
         }

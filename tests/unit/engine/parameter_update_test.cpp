@@ -194,14 +194,14 @@ TEST_CASE("advance: time moves on after every window, a skipped one included, an
   REQUIRE(update.averages().size() == 1);
 
   // A skipped window (nan_policy = "skip"): no update, yet the schedule and the count move on.
-  CHECK(update.advance(/*updated=*/false) == 1.0); // the lr the step trained with
+  CHECK(update.advance(/*updated=*/false) == std::vector<double>{1.0}); // each group's lr the step trained with
   CHECK(update.step() == 1);
   CHECK(tp::current_lr(*built.optimizer) == 0.5);
   CHECK(update.ema()->updates() == 0); // ema.every_steps = 2
   state[0].tensor.mutable_grad() = at::tensor({1.0f, -2.0f});
   update.stage();
   update.apply(at::Tensor(), false);
-  CHECK(update.advance(/*updated=*/true) == 0.5);
+  CHECK(update.advance(/*updated=*/true) == std::vector<double>{0.5});
   CHECK(update.step() == 2);
   CHECK(update.ema()->updates() == 1); // the first update copies the weights
   CHECK(at::equal(update.ema()->state()[0].tensor, state[0].tensor.detach()));

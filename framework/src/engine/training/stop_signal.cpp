@@ -1,30 +1,51 @@
 #include "tp/framework/engine/stop_signal.h"
 
+#include <time.h>
+
 #include <atomic>
+#include <cstdint>
 #include <csignal>
 #include <string>
 
 namespace tp {
 namespace {
 
-// A signal handler can only talk to the program through a lock-free atomic with static storage;
-// this is the one piece of process-wide state the host keeps, and only the handler writes it.
+// A signal handler can only talk to the program through lock-free atomics with static storage;
+// these are the one piece of process-wide state the host keeps, and only the handler writes them.
 std::atomic<int>& received() {
   static std::atomic<int> signal_number{0};
   return signal_number;
 }
+std::atomic<int64_t>& first_at_ms() {
+  static std::atomic<int64_t> milliseconds{0};
+  return milliseconds;
+}
+
+int64_t monotonic_ms() {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
+  return static_cast<int64_t>(now.tv_sec) * 1000 + now.tv_nsec / 1000000;
+}
 
 extern "C" void on_stop_signal(int signal_number) {
+  const int64_t now = monotonic_ms();
+  int64_t unset = 0;
+  first_at_ms().compare_exchange_strong(unset, now);  // before `received`: a later copy reads it
   int expected = 0;
-  received().compare_exchange_strong(expected, signal_number);
-  // A second signal takes the default action: the user can always force an exit.
+  if (received().compare_exchange_strong(expected, signal_number)) return;
+  // One stop often arrives twice at once: `timeout` and `kill -INT -PGID` signal the process and
+  // its group, a terminal's Ctrl-C reaches a process and the launcher that forwards it. Those
+  // copies are the same request; a signal a second or more after the first is the user insisting,
+  // and takes the default action.
+  if (now - first_at_ms().load() < kSameStopMs) return;
   std::signal(signal_number, SIG_DFL);
+  std::raise(signal_number);
 }
 
 }  // namespace
 
 void install_stop_signal_handlers() {
-  static_assert(std::atomic<int>::is_always_lock_free);
+  static_assert(std::atomic<int>::is_always_lock_free && std::atomic<int64_t>::is_always_lock_free);
   std::signal(SIGINT, &on_stop_signal);
   std::signal(SIGTERM, &on_stop_signal);
 }

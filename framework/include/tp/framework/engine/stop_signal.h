@@ -1,11 +1,16 @@
 // SIGINT/SIGTERM handling: the first signal asks the trainer to finish the current optimizer
-// step, save a checkpoint at that exact position and exit with 128 + signal (130 / 143); a second
-// signal kills the process the default way (the user insists).
+// step, save a checkpoint at that exact position and exit with 128 + signal (130 / 143); a signal
+// kSameStopMs or more after it kills the process the default way (the user insists). Copies within
+// that time are the same stop delivered twice (to the process and to its group) and change nothing.
 #pragma once
 
 #include "tp/framework/error.h"
 
 namespace tp {
+
+/// How long after a stop signal another one counts as the same stop (one second: a person's
+/// second Ctrl-C comes later than the copies a group signal makes, which arrive within microseconds).
+inline constexpr long long kSameStopMs = 1000;
 
 /// Installs the handlers (idempotent). Call once from the host's main thread.
 void install_stop_signal_handlers();
