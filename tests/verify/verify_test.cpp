@@ -90,6 +90,25 @@ TEST_CASE("each check fails on the bug it is there to catch") {
   }
 }
 
+TEST_CASE("accumulation compares steps inside the first epoch only: across its end the two sides train other samples") {
+  // 72 samples at 16 x 2 hold 2 full windows; at 4 x 8 the epoch closes windows of 8, 8 and 2
+  // micro-batches, so steps 3 and 4 trained other samples on each side (a false FAIL before).
+  const std::string sets = kFixture + "--checks accumulation --set train.grad_accum_steps=2 ";
+  const auto run = verify("verify_accumulation_epoch", sets + "--steps 4 --set data.train.size=72");
+  INFO(run.output);
+  CHECK(run.exit_code == tp::kExitOk);
+  CHECK(result_of(run.output, "accumulation") == "PASS");
+  CHECK(row_of(run.output, "accumulation")
+            .find("2 steps of plain SGD at batch 16 x 2 against 4 x 8 (not --steps 4: the first epoch of 72 samples "
+                  "holds 2 full window(s)") != std::string::npos);
+  // 24 samples hold no window of 16 x 2: nothing the two sides would both train on.
+  const auto small = verify("verify_accumulation_no_window", sets + "--set data.train.size=24");
+  INFO(small.output);
+  CHECK(small.exit_code == tp::kExitOk);
+  CHECK(result_of(small.output, "accumulation") == "SKIP");
+  CHECK(row_of(small.output, "accumulation").find("24 samples hold no full window of 16 x 2") != std::string::npos);
+}
+
 TEST_CASE("overfit judges a loss less the terms it declares floored (plugin ABI 1.9)") {
   // floored_loss = cross entropy + a term sitting at its floor, ln 2 per item, from the start.
   const std::string loss = kFixture + "--steps 2 --checks overfit --set 'loss.component=\"org.torchhost.test.floored_loss\"'";
