@@ -44,10 +44,12 @@ po::options_description describe(Options& o) {
        "shards write: the seed of the samples' shuffled order, an integer >= 0 (default: the config's run.seed)")
       ("keep-order", po::bool_switch(&o.keep_order),
        "shards write: keep the listing's order (class by class) instead of shuffling the samples across shards")
-      ("format", po::value(&o.format), "export: output format (safetensors); predict: csv (default), jsonl or npy")
+      ("format", po::value(&o.format),
+       "export: output format (safetensors); predict: csv (default), jsonl, npy or png (a segmentation model's "
+       "masks, one file per sample)")
       ("output", po::value(&o.output),
        "export: output file; profile: where profile.json goes; predict: the predictions file "
-       "(default: RUN_DIR/predictions_<split>_<checkpoint>.<format>)")
+       "(default: RUN_DIR/predictions_<split>_<checkpoint>[_ema|_swa][_tta-hflip].<format>)")
       ("outputs", po::value(&o.outputs), "predict: comma-separated model outputs to write (default: all)")
       ("tta", po::value(&o.tta), "predict: hflip averages each output with that of the horizontally flipped input")
       ("images", po::value(&o.images),

@@ -62,8 +62,10 @@ int run_predict(const Options& options) {
   std::filesystem::path output = options.output;
   if (output.empty()) {
     const std::string weights = chosen.name == "live" ? "" : "_" + chosen.name;
+    // Test-time augmentation gives other numbers: its own file, not over the plain predictions.
+    const std::string tta = options.tta.empty() ? "" : "_tta-" + options.tta;
     // --format png writes a directory, named without an extension.
-    output = session->run_dir / ("predictions_" + named + "_" + path.stem().string() + weights +
+    output = session->run_dir / ("predictions_" + named + "_" + path.stem().string() + weights + tta +
                                  (options.format == "png" ? "" : "." + options.format));
   }
   if (rank0) {

@@ -149,6 +149,12 @@ TEST_CASE("host predict: --outputs is checked against the model, --tta hflip ave
   const auto check = python_check(203, "-", "'" + (dir / "tta.csv").string() + "'");
   INFO(check.output);
   CHECK(check.exit_code == 0);
+  // By default the TTA rows get their own file, beside the plain predictions, not over them.
+  fs::remove(dir / "predictions_val_last.csv");
+  fs::remove(dir / "predictions_val_last_tta-hflip.csv");
+  REQUIRE(predict(dir, "").exit_code == 0);
+  REQUIRE(predict(dir, "--tta hflip").exit_code == 0);
+  CHECK(tp::test::read_text(dir / "predictions_val_last.csv") != tp::test::read_text(dir / "predictions_val_last_tta-hflip.csv"));
 
   const auto typo = predict(dir, "--format parquet");
   CHECK(typo.exit_code == 2);
