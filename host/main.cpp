@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "launcher.h"
+#include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/error.h"
 #include "tp/framework/plugin/plugin_crash.h"
 #include "tp/framework/util/bounded_text.h"
@@ -63,6 +64,10 @@ int main(int argc, char** argv) {
     return cli::run_train(options);
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "host: configuration error: %s\n", bounded_text(e.what()).c_str());
+    return e.exit_code();
+  } catch (const Interrupted& e) {
+    // A stop the user asked for, not an error: what was saved and how to go on.
+    std::fprintf(stderr, "host: %s\n", bounded_text(e.what()).c_str());
     return e.exit_code();
   } catch (const PluginLoadError& e) {
     std::fprintf(stderr, "host: plugin error: %s\n", bounded_text(e.what()).c_str());
