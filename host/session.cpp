@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 
+#include "tp/framework/checkpoint/checkpoint_seal.h"
 #include "tp/framework/config/load.h"
 #include "tp/framework/config/overrides.h"
 #include "tp/framework/engine/run_components.h"
@@ -48,8 +50,15 @@ void record_paths_used(RunConfig& config, const std::filesystem::path& run_dir, 
 c10::Device Session::device() const { return dist ? dist->device() : resolve_device(config.run.device); }
 
 std::filesystem::path Session::checkpoint_file(const std::string& which) const {
-  if (which == "best" || which == "last") return run_dir / "checkpoints" / (which + ".pt");
-  return which;
+  if (which != "best" && which != "last") return which;
+  const std::filesystem::path file = run_dir / "checkpoints" / (which + ".pt");
+  std::error_code ignored;
+  if (!std::filesystem::exists(file, ignored))
+    throw CheckpointError("--checkpoint " + which + ": " + file.string() + " does not exist. The run directory " +
+                          run_dir.string() + " is the config's run.output_dir (a run's config.toml records where the "
+                          "run was trained) or --output-dir; for a run moved or copied since, give --output-dir with "
+                          "its new place, or --checkpoint with the file's path.");
+  return file;
 }
 
 std::vector<std::string> config_plugin_dirs(const RunConfig& config, const std::filesystem::path& config_file) {
@@ -65,6 +74,26 @@ std::vector<PluginDir> search_path(const Options& options, const std::vector<std
   return plugin_search_path(options.plugin_dirs, config_dirs, env_path != nullptr ? env_path : "", builtin_plugin_dir());
 }
 
+namespace {
+
+// `--config RUN/config.toml` of a run moved or copied elsewhere still records the place it was
+// trained in: eval and predict would read (and write into) that one. Said once, on rank 0.
+void warn_if_run_moved(Session& session, const Options& options) {
+  if (options.command == "train" || !options.output_dir.empty() || session.place.rank != 0) return;
+  const std::filesystem::path config_file(options.config);
+  if (config_file.filename() != "config.toml") return;
+  std::error_code error;
+  const std::filesystem::path beside = std::filesystem::weakly_canonical(std::filesystem::absolute(config_file).parent_path(), error);
+  const std::filesystem::path recorded = std::filesystem::weakly_canonical(session.run_dir, error);
+  if (error || beside == recorded || !std::filesystem::is_directory(beside / "checkpoints", error)) return;
+  session.logger.warn("the run's config " + config_file.string() + " lies in " + beside.string() +
+                      ", but records run.output_dir = " + session.run_dir.string() + ": host " + options.command +
+                      " reads that run directory. For the run beside the config (moved or copied), add --output-dir " +
+                      beside.string() + ".");
+}
+
+}  // namespace
+
 std::unique_ptr<Session> open_session(const Options& options) {
   const auto env = process_environment();
   auto session = std::make_unique<Session>(read_rendezvous(env));
@@ -78,6 +107,7 @@ std::unique_ptr<Session> open_session(const Options& options) {
       for (const std::string& warning : unknown_environment_variables(env)) session->logger.warn(warning);
     config_dirs = config_plugin_dirs(session->config, options.config);
     session->run_dir = options.output_dir.empty() ? session->config.run.output_dir : options.output_dir;
+    warn_if_run_moved(*session, options);
     record_paths_used(session->config, session->run_dir, options.plugin_dirs, config_dirs);
   }
   session->registry.allow_insecure_plugin_dirs(options.allow_insecure_plugin_dir);

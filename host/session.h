@@ -34,7 +34,8 @@ struct Session {
 
   /// The device to run on: cuda:LOCAL_RANK (or cpu) under data-parallel training, else run.device.
   c10::Device device() const;
-  /// `--checkpoint`'s file: "best" and "last" name run_dir/checkpoints/<name>.pt, anything else is a path.
+  /// `--checkpoint`'s file: "best" and "last" name run_dir/checkpoints/<name>.pt (throws
+  /// CheckpointError saying how to point at a moved run when it does not exist), anything else is a path.
   std::filesystem::path checkpoint_file(const std::string& which) const;
 };
 

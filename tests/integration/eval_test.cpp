@@ -81,3 +81,25 @@ TEST_CASE("eval_<checkpoint>.json is JSON when the checkpoint's path holds a quo
   for (const auto& [key, value] : json.items()) keys += key + " ";
   CHECK(keys == "checkpoint epoch step weights split val/loss val/accuracy val/f1 ");
 }
+
+TEST_CASE("a run directory moved elsewhere: eval says which directory it reads and how to point at the copy") {
+  // Its config.toml records the place the run was trained in; before, eval read that one without a
+  // word, or, when it was gone, refused with "use --resume auto".
+  const auto dir = trained_run("eval_moved_from");
+  const auto moved = tp::test::fresh_dir("eval_moved_to") / "run";
+  std::filesystem::copy(dir, moved, std::filesystem::copy_options::recursive);
+  const std::string from_copy = "eval --config '" + (moved / "config.toml").string() + "' --checkpoint last";
+  const auto copied = tp::test::run_host(from_copy);
+  INFO(copied.output);
+  REQUIRE(copied.exit_code == 0);
+  CHECK(copied.output.find("records run.output_dir = " + dir.string()) != std::string::npos);
+  CHECK(copied.output.find("add --output-dir " + moved.string()) != std::string::npos);
+  std::filesystem::remove_all(dir);
+  const auto gone = tp::test::run_host(from_copy);
+  INFO(gone.output);
+  CHECK(gone.exit_code == 4);
+  CHECK(gone.output.find("--checkpoint last: " + (dir / "checkpoints" / "last.pt").string() + " does not exist") !=
+        std::string::npos);
+  CHECK(gone.output.find("--resume auto") == std::string::npos);
+  CHECK(tp::test::run_host(from_copy + " --output-dir '" + moved.string() + "'").exit_code == 0);
+}
