@@ -101,6 +101,27 @@ TEST_CASE("host --help prints every synopsis and command; host <command> --help 
   }
 }
 
+TEST_CASE("the --format help names every format the export and predict synopses list") {
+  const auto help = tp::test::run_host("predict --help");
+  REQUIRE(help.exit_code == 0);
+  // The option's description, wrapped over lines until the next option.
+  const std::size_t start = help.output.find("\n  --format ");
+  REQUIRE(start != std::string::npos);
+  const std::string text = help.output.substr(start, help.output.find("\n  --", start + 1) - start);
+  for (const CommandSpec& command : commands()) {
+    const std::string synopsis(command.synopsis);
+    const std::size_t at = synopsis.find("--format ");
+    if (at == std::string::npos) continue;
+    std::string formats = synopsis.substr(at + 9, synopsis.find_first_of("] ", at + 9) - at - 9);
+    for (std::size_t bar; !formats.empty(); formats = bar == std::string::npos ? "" : formats.substr(bar + 1)) {
+      bar = formats.find('|');
+      const std::string format = formats.substr(0, bar);
+      INFO(command.name, ": ", format, "\n", text);
+      CHECK(text.find(format) != std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("a flag the command does not take stops it with exit 2 and its synopsis") {
   const auto run = tp::test::run_host("eval --config configs/quickstart.toml --resume auto");
   CHECK(run.exit_code == 2);
