@@ -32,7 +32,7 @@ DatasetProxy::DatasetProxy(ComponentEntry entry, const ComponentConfig& config, 
   auto view = detail::make_config_view(config);
   check(in_plugin_call(id().c_str(), "create",
                        [&] { return table_.create(library_->host(), view->view(), split_.c_str(), &self_); }),
-        "create", "split '" + split_ + "'");
+        "create", "split '" + split_ + "'" + (config.key_path.empty() ? "" : " ([" + config.key_path + "])"));
   try {
     check(table_.size(self_, &size_), "size");
     layout_ = read_field_batching();

@@ -35,7 +35,7 @@ Listing scan_folder(const std::string& root, const std::vector<std::string>& ext
                     std::vector<std::string>* walked) {
   std::error_code ec;
   if (!fs::is_directory(root, ec))
-    throw Failure(TP_ERR_IO, "image_folder: root '" + root +
+    throw Failure(TP_ERR_CONFIG, "image_folder: root '" + root +
                                  "' is not a directory; set `root` to a folder holding one sub-folder per class");
   Listing out;
   for (const fs::directory_entry& entry : fs::directory_iterator(root, fs::directory_options::follow_directory_symlink)) {

@@ -284,7 +284,7 @@ TEST_CASE("host shards write: argument errors are the host's configuration error
            Case{"--set data.train.val_split=-0.5 --out '" + (dir / "o").string() + "'",
                 "image_folder: val_split = -0.5 is outside [0, 1]", 2},
            Case{"--set data.train.root='\"" + (dir / "nowhere").string() + "\"' --out '" + (dir / "o").string() + "'",
-                "is not a directory", 1}}) {
+                "is not a directory", 2}}) {
     CAPTURE(bad.args);
     double seconds = 0;
     const HostRun run = run_host_timed("shards write --config '" + config + "' " + bad.args, &seconds);
