@@ -135,3 +135,21 @@ TEST_CASE("a csv listing that reaches outside root is a configuration error: exi
   CHECK(tp::test::contains(run.output, "set allow_outside_root = true"));
   CHECK_FALSE(std::filesystem::exists(out / "checkpoints"));
 }
+
+TEST_CASE("model.num_classes below the classes the folders name is refused at start-up, naming both") {
+  // Before: the run started, then failed its first loss call with "Target 1 is out of bounds", exit 1.
+  const auto dir = tp::test::fresh_dir("image_folder_num_classes");
+  const auto train = write_split(dir, "train", 4);
+  const auto val = write_split(dir, "val", 2);
+  std::string text = config(train, val, "skip");
+  const std::string two = "num_classes = 2";
+  text.replace(text.find(two), two.size(), "num_classes = 1");
+  const auto cfg = dir / "run.toml";
+  std::ofstream(cfg) << text;
+  const auto run = tp::test::run_host("train --config '" + cfg.string() + "' --output-dir '" + (dir / "out").string() + "'");
+  INFO(run.output);
+  CHECK(run.exit_code == 2);
+  CHECK(run.output.find("model.num_classes = 1, but [data.train] ('org.torchhost.image_folder') names 2 classes "
+                        "(dark, light)") != std::string::npos);
+  CHECK(run.output.find("Set model.num_classes = 2.") != std::string::npos);
+}

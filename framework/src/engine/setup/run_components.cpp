@@ -3,6 +3,7 @@
 #include <ATen/Context.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -127,6 +128,25 @@ void check_class_name_count(const DatasetProxy* data, const LossProxy& loss) {
                           "loss's (and the model's) number of classes agree.");
 }
 
+// A model table's `num_classes` (the zoo's key, torchvision's name) below the classes a dataset
+// names: a label past the model's outputs fails the first loss call ("Target 2 is out of bounds")
+// after the whole start-up, or trains a wrong model. More outputs than named classes is left alone:
+// detection counts a background class, and a model may be made for classes still to come.
+void check_model_class_count(const ComponentConfig& model, const DatasetProxy* data, const std::string& table) {
+  if (data == nullptr || data->class_names().empty()) return;
+  const std::optional<int64_t> declared = model.options["num_classes"].value<int64_t>();
+  const std::vector<std::string>& names = data->class_names().names;
+  if (!declared || *declared >= static_cast<int64_t>(names.size())) return;
+  std::string listed;
+  for (std::size_t i = 0; i < names.size() && i < 10; ++i) listed += (i == 0 ? "" : ", ") + names[i];
+  if (names.size() > 10) listed += ", ...";
+  throw ConfigError(model.key_path + ".num_classes",
+                    "config: " + model.key_path + ".num_classes = " + std::to_string(*declared) + ", but [" + table +
+                        "] ('" + data->id() + "') names " + std::to_string(names.size()) + " classes (" + listed +
+                        "), so labels from " + std::to_string(*declared) + " up have no output. Set " +
+                        model.key_path + ".num_classes = " + std::to_string(names.size()) + ".");
+}
+
 }  // namespace
 
 RunComponents create_components(const RunConfig& config, const Registry& registry, DatasetSplits splits) {
@@ -155,6 +175,7 @@ RunComponents create_components(const RunConfig& config, const Registry& registr
   parts.loss = std::make_unique<LossProxy>(entry(config.loss, TP_KIND_LOSS), config.loss);
   for (const DatasetProxy* data : {parts.train_data.get(), parts.val_data.get(), parts.test_data.get()})
     check_class_name_count(data, *parts.loss);
+  if (parts.train_data) check_model_class_count(config.model, parts.train_data.get(), dataset_table(config, "train")->key_path);
   for (const auto& t : config.data.batch_transforms)
     parts.batch_transforms.push_back(std::make_unique<BatchTransformProxy>(entry(t, TP_KIND_BATCH_TRANSFORM), t));
   refuse_transforms_of_variable_batches(config, parts);
