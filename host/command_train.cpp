@@ -1,11 +1,8 @@
 // `host train` (docs/commands.md): a run from its config, fresh or resumed, in the numbered steps
 // of run_train; the run directory and the run's identity are TrainingRunDirectory's.
-#include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <iterator>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +14,7 @@
 #include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/engine/scalars.h"
+#include "tp/framework/config/config_changes.h"
 #include "tp/framework/engine/trainer.h"
 #include "tp/framework/error.h"
 #include "tp/framework/tracking/mlflow_tracker.h"
@@ -25,22 +23,10 @@
 namespace tp::cli {
 namespace {
 
-// Lines of the checkpoint's resolved config that the current config lacks, and the reverse.
+// The resolved config's changes since the checkpoint's, one warning per key: a resume may change
+// settings (a longer schedule, another batch size), and the log says which it did.
 void warn_config_changes(Logger& log, const std::string& before, const std::string& now) {
-  auto lines = [](const std::string& text) {
-    std::vector<std::string> out;
-    std::istringstream in(text);
-    for (std::string line; std::getline(in, line);)
-      if (!line.empty()) out.push_back(line);
-    std::sort(out.begin(), out.end());
-    return out;
-  };
-  const auto a = lines(before), b = lines(now);
-  std::vector<std::string> removed, added;
-  std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(removed));
-  std::set_difference(b.begin(), b.end(), a.begin(), a.end(), std::back_inserter(added));
-  for (const auto& line : removed) log.warn("resume: the checkpoint's config had `" + line + "`");
-  for (const auto& line : added) log.warn("resume: the config now has `" + line + "`");
+  for (const std::string& change : config_changes(before, now)) log.warn("resume: " + change);
 }
 
 // The run's MLflow status follows how fit() ended: FINISHED, KILLED for a stop signal (the run

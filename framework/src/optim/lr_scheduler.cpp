@@ -163,7 +163,9 @@ void LrScheduler::load_state(const std::vector<double>& state) {
   TP_CHECK(state[3] == static_cast<double>(total_steps_), "schedule '", name_, "': the checkpoint's schedule spans ",
            state[3], " optimizer steps but this run computes ", total_steps_,
            " (epochs, batches per epoch or grad_accum_steps changed); the schedule would not continue the same "
-           "curve.");
+           "curve. Resume with the settings the checkpoint was made with; to train on from its weights with a new "
+           "schedule, start a new run from them: --output-dir NEW --set train.init_weights=\"<the checkpoint>\" "
+           "(the weights only: a fresh optimizer and schedule).");
   TP_CHECK(state.size() == kHeaderSize + groups + extra_size(), "schedule '", name_, "': the saved state has ",
            state.size(), " values, expected ", kHeaderSize + groups + extra_size(), ".");
   const double steps = state[4];

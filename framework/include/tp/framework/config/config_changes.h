@@ -1,0 +1,17 @@
+// What changed between two resolved configurations (a checkpoint's and the resumed run's), key by
+// key, for the warnings a resume prints: "train.batch_size: 16 -> 8" reads where two blocks of
+// whole lines without their sections did not.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tp {
+
+/// One line per dotted key whose value differs between the TOML texts `before` and `now`, in key
+/// order: "key: old -> new", "key: value (new)" or "key: removed (was old)"; values as
+/// TOML writes them. Tables are walked to their leaves; an array is one value. Empty when both
+/// hold the same values. A text that does not parse gives one line saying so.
+std::vector<std::string> config_changes(const std::string& before, const std::string& now);
+
+}  // namespace tp

@@ -1,0 +1,24 @@
+// config_changes (config_changes.h): the per-key differences a resume warns about.
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "tp/framework/config/config_changes.h"
+
+TEST_CASE("config_changes: changed, new and removed keys by their dotted path, in key order") {
+  const std::string before = "[train]\nbatch_size = 16\nepochs = 3\n[data.train]\nroot = '/d'\nmean = [0.5, 0.5]\n"
+                             "[eval]\nbatch_size = 32\n";
+  const std::string now = "[train]\nbatch_size = 8\nepochs = 3\nmax_steps = 100\n[data.train]\nroot = '/d'\n"
+                          "mean = [0.4, 0.5]\n[eval]\nbatch_size = 32\n";
+  const std::vector<std::string> expected = {"data.train.mean: [0.5, 0.5] -> [0.4, 0.5]",
+                                             "train.batch_size: 16 -> 8", "train.max_steps: 100 (new)"};
+  CHECK(tp::config_changes(before, now) == expected);
+  CHECK(tp::config_changes(now, before) == std::vector<std::string>{"data.train.mean: [0.4, 0.5] -> [0.5, 0.5]",
+                                                                    "train.batch_size: 8 -> 16",
+                                                                    "train.max_steps: removed (was 100)"});
+  CHECK(tp::config_changes(before, before).empty());
+  // Key order, not table order: the same values written in another order are no change.
+  CHECK(tp::config_changes("[a]\nx = 1\ny = 2\n", "[a]\ny = 2\nx = 1\n").empty());
+  CHECK(tp::config_changes("[a\n", now).front().find("could not be compared") != std::string::npos);
+}
