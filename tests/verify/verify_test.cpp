@@ -109,6 +109,30 @@ TEST_CASE("accumulation compares steps inside the first epoch only: across its e
   CHECK(row_of(small.output, "accumulation").find("24 samples hold no full window of 16 x 2") != std::string::npos);
 }
 
+TEST_CASE("distributed compares steps before the padded window when train.drop_last = false splits an odd epoch") {
+  // 73 samples at 16: 5 batches, the last of 9; 2 ranks x 8 pad it to 10 with the epoch's first
+  // sample again, so step 5 trained one sample more on 2 ranks (a false FAIL at 0.078 before).
+  const std::string sets = kFixture + "--checks distributed --set train.drop_last=false ";
+  const auto run = verify("verify_distributed_padded", sets + "--steps 5 --set data.train.size=73");
+  INFO(run.output);
+  CHECK(run.exit_code == tp::kExitOk);
+  CHECK(result_of(run.output, "distributed") == "PASS");
+  CHECK(row_of(run.output, "distributed")
+            .find("4 steps of plain SGD, 2 ranks x 8 against 1 x 16 (not --steps 5: with train.drop_last = false 2 "
+                  "ranks pad the 73 training samples") != std::string::npos);
+  // An even split pads nothing: all --steps, across the epoch's end (74 samples hold 5 batches).
+  const auto even = verify("verify_distributed_even", sets + "--steps 6 --set data.train.size=74");
+  INFO(even.output);
+  CHECK(result_of(even.output, "distributed") == "PASS");
+  CHECK(row_of(even.output, "distributed").find("6 steps of plain SGD, 2 ranks x 8 against 1 x 16:") != std::string::npos);
+  // 9 samples: the only window is the padded one.
+  const auto small = verify("verify_distributed_no_window", sets + "--set data.train.size=9");
+  INFO(small.output);
+  CHECK(small.exit_code == tp::kExitOk);
+  CHECK(result_of(small.output, "distributed") == "SKIP");
+  CHECK(row_of(small.output, "distributed").find("training split's 9 samples are odd") != std::string::npos);
+}
+
 TEST_CASE("overfit judges a loss less the terms it declares floored (plugin ABI 1.9)") {
   // floored_loss = cross entropy + a term sitting at its floor, ln 2 per item, from the start.
   const std::string loss = kFixture + "--steps 2 --checks overfit --set 'loss.component=\"org.torchhost.test.floored_loss\"'";
