@@ -47,6 +47,9 @@ void Progress::start_epoch(int64_t epoch, int64_t epochs, int64_t steps) {
   steps_ = steps;
   done_ = 0;
   wait_s_ = 0;
+  // The loss shown belongs to this epoch: until its first logging step there is none, since the
+  // last epoch's would read as this one's (epoch 3's first steps showed epoch 2's last value).
+  loss_ = std::numeric_limits<double>::quiet_NaN();
   epoch_start_ = last_emit_ = std::chrono::steady_clock::now();
 }
 

@@ -1,6 +1,9 @@
 // Progress on stdout, rank 0 only (ARCH-14): one live bar redrawn in place when
 // stdout is a terminal; plain lines every `every_seconds` otherwise (CI, SLURM logs).
 //   epoch 3/10 [=========>          ] 120/188 loss 0.1234 lr 1.00e-03 | 45.2 it/s wait 12% ETA 0:02
+// `loss` is the train/loss of the epoch's latest logging step (train.log_every_steps; reading it
+// syncs the device), as history.jsonl has it: absent before the epoch's first one, never an
+// earlier epoch's. The epoch's last line adds its mean, train/loss.
 // `wait` is the share of the epoch's wall time so far that the training loop spent blocked on the
 // data loader (the time/data_wait_s meter): near 0% the loader keeps up; a high value means more
 // data.num_workers, a cheaper dataset transform, or a faster disk.
@@ -24,7 +27,8 @@ class Progress {
   /// of the epoch, without the lr. Ended by end_epoch() as an epoch is.
   void start_task(std::string label, int64_t steps);
   /// After step `done` (1-based) of the epoch. `loss` is NaN when it was not read this step
-  /// (reading it syncs the device); the last known value is shown then.
+  /// (reading it syncs the device); this epoch's last read value is shown then, or none before
+  /// its first (start_epoch() forgets the previous epoch's).
   void update(int64_t done, double loss, double lr);
   /// Adds `seconds` the training loop waited for the loader (per batch, before update()); shown
   /// as `wait N%` of the epoch's elapsed time. Reset by start_epoch().
