@@ -96,12 +96,23 @@ TEST_CASE("early stopping stops after `patience` evaluations without improvement
   const auto dir = tp::test::fresh_dir("features_early_stop");
   // val/loss falls every epoch here, so watching it with mode = "max" never improves after the
   // first evaluation: patience 2 stops after evaluation 3 of 6.
+  // Progress lines: the console shows the epoch's line, which the stop must follow.
   const auto run = train(dir, "--set train.epochs=6 --set early_stopping.patience=2 "
-                              "--set early_stopping.mode=\"max\"");
+                              "--set early_stopping.mode=\"max\" --set progress.mode=\"lines\"");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   CHECK(rows_of(read_history(dir), "epoch").size() == 3);
-  CHECK(run.output.find("early stopping: val/loss has not improved") != std::string::npos);
+  const size_t stop = run.output.find("early stopping: val/loss has not improved");
+  CHECK(stop != std::string::npos);
+  // The epoch whose evaluation stopped the run is reported first, on the console and in train.log
+  // (before: the early-stopping line came first in both).
+  const size_t epoch3 = run.output.find("epoch 3/6 16/16 "); // the epoch's last line (512 / 32 steps)
+  CHECK(epoch3 != std::string::npos);
+  CHECK(epoch3 < stop);
+  const std::string log = tp::test::read_text(dir / "train.log");
+  const size_t logged_epoch = log.find("epoch 3/6 train/loss=");
+  CHECK(logged_epoch != std::string::npos);
+  CHECK(logged_epoch < log.find("early stopping: val/loss has not improved"));
   CHECK(run.output.find("(stopped early)") != std::string::npos);
   // The epoch-end save of the stopping epoch happened: last.pt resumes after epoch 3.
   CHECK(tp::load_checkpoint(dir / "checkpoints" / "last.pt").epoch == 3);

@@ -141,7 +141,7 @@ void Trainer::Impl::end_epoch(int64_t epoch) {
   const TrainMeters::EpochClock clock = meters_.epoch_clock();
   const double seconds = clock.seconds;
   Scalars eval;
-  if (evaluator_->enabled() && due(config_.eval.strategy, config_.eval.every, true, epoch)) eval = run_evaluation();
+  if (evaluator_->enabled() && due(config_.eval.strategy, config_.eval.every, true, epoch)) eval = run_evaluation(true);
   const double lr = current_lr(*optim_.optimizer);
   HistoryRecord record{"epoch",
                        {{"epoch", double(epoch + 1)},
@@ -172,6 +172,8 @@ void Trainer::Impl::end_epoch(int64_t epoch) {
   line += " time=" + short_number(seconds) + "s data_wait=" +
           std::to_string(static_cast<int>(seconds > 0 ? 100.0 * clock.wait_s / seconds : 0.0)) + "%";
   log_.file_only(line);
+  // The evaluation above decided the stop; its line reads after the epoch it ends.
+  if (!early_stop_line_.empty()) log_.info(std::exchange(early_stop_line_, {}));
   control_.honour_now(dispatch(TP_EVENT_EPOCH_END, summary), events_.any());
   // An epoch cut short by train.max_time resumes where it stopped, not at the next epoch.
   const ResumePosition resume = control_.time_stop().value_or(ResumePosition{epoch + 1, 0});
@@ -181,7 +183,7 @@ void Trainer::Impl::end_epoch(int64_t epoch) {
   if (!eval.empty()) draw_plots();
 }
 
-Scalars Trainer::Impl::run_evaluation() {
+Scalars Trainer::Impl::run_evaluation(bool epoch_line_follows) {
   sync_batchnorm_stats(); // each rank evaluates its shard: with the same statistics
   Scalars eval = evaluator_->run(step(), update_.active_schedule());
   for (const auto& [name, value] : eval) {
@@ -200,7 +202,7 @@ Scalars Trainer::Impl::run_evaluation() {
   if (auto reason = evaluator_->early_stop(eval)) {
     // Decided from the evaluation, which every rank computes from the same reduced values.
     control_.stop_for(StopCause::kEarlyStopping, "early stopping: " + *reason);
-    log_.info("early stopping: " + *reason);
+    early_stop_line_ = "early stopping: " + *reason;
   }
   if (config_.eval.strategy == IntervalStrategy::kSteps) {
     HistoryRecord record{"eval", {{"step", double(step())}, {"epoch", double(position_.epoch)}}};
@@ -211,6 +213,7 @@ Scalars Trainer::Impl::run_evaluation() {
     const int64_t epoch = std::min<int64_t>(position_.epoch + 1, epochs_);
     log_.info("step " + std::to_string(step()) + " (epoch " + std::to_string(epoch) + "):" + scalars_text(eval));
   }
+  if (!epoch_line_follows && !early_stop_line_.empty()) log_.info(std::exchange(early_stop_line_, {}));
   return eval;
 }
 

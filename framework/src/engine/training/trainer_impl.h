@@ -125,8 +125,11 @@ class Trainer::Impl {
   /// Step strategies after an optimizer step: evaluate, then save (so the save can be the best).
   void evaluate_and_save_on_steps(int64_t epoch);
   void end_epoch(int64_t epoch);
-  /// Evaluates and reacts: callbacks (EVAL_END), early stopping, the step history record.
-  Scalars run_evaluation();
+  /// Evaluates and reacts: callbacks (EVAL_END), early stopping, the step history record. The
+  /// "early stopping: ..." line follows the line that reports the evaluation: the step line, at
+  /// the end here; with `epoch_line_follows` (end_epoch) the epoch's line, so it is left in
+  /// early_stop_line_ for end_epoch. The stop itself is decided here either way.
+  Scalars run_evaluation(bool epoch_line_follows = false);
   bool due(IntervalStrategy strategy, int64_t every, bool at_epoch_end, int64_t epoch) const;
   /// Sends an event at the current step/epoch/lr; returns the callbacks' requests.
   uint32_t dispatch(int32_t kind, const Scalars& scalars, const std::string& message = "");
@@ -179,6 +182,7 @@ class Trainer::Impl {
   int64_t epochs_;              ///< train.epochs (1 for fast_dev_run)
   int64_t train_batches_ = 0;   ///< micro-batches per epoch (overfit/fast_dev_run limit applied)
   bool first_batch_checked_ = false; ///< the loss's field contracts held on this process's first batch
+  std::string early_stop_line_;      ///< run_evaluation's early-stopping line, for end_epoch to log
   Precision precision_;         ///< amp.precision
   RunBudget budget_;            ///< train.max_steps, train.max_time
   /* Model and optimizer */
