@@ -60,6 +60,7 @@ std::vector<std::string> config_changes(const std::string& before, const std::st
   for (const auto& [key, value] : old_values)
     if (!new_values.contains(key)) by_key[key] = key + ": removed (was " + value + ")";
   std::vector<std::string> lines;
+  lines.reserve(by_key.size());
   for (auto& [key, line] : by_key) lines.push_back(std::move(line));
   return lines;
 }
