@@ -123,9 +123,12 @@ int run_train(const Options& options) {
   } catch (const Interrupted&) {
     throw;  // the stop is in the log already, with the step it saved
   } catch (const std::exception& e) {
-    // The error reaches train.log too (rank 0's; stderr gets it from main): a run left alone under
-    // nohup or a scheduler keeps why it ended beside its history.
-    session->logger.file_only("host: error: " + std::string(e.what()));
+    // The error reaches train.log too (rank 0's; stderr gets it from main, labelled alike): a run
+    // left alone under nohup or a scheduler keeps why it ended beside its history.
+    const char* label = dynamic_cast<const ConfigError*>(&e) != nullptr       ? "configuration error"
+                        : dynamic_cast<const PluginLoadError*>(&e) != nullptr ? "plugin error"
+                                                                               : "error";
+    session->logger.file_error(label, e.what());
     throw;
   }
 }

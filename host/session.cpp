@@ -79,13 +79,18 @@ namespace {
 // `--config RUN/config.toml` of a run moved or copied elsewhere still records the place it was
 // trained in: eval and predict would read (and write into) that one. Said once, on rank 0.
 void warn_if_run_moved(Session& session, const Options& options) {
-  if (options.command == "train" || !options.output_dir.empty() || session.place.rank != 0) return;
+  if ((options.command != "eval" && options.command != "predict") || !options.output_dir.empty() ||
+      session.place.rank != 0)
+    return;
   const std::filesystem::path config_file(options.config);
   if (config_file.filename() != "config.toml") return;
-  std::error_code error;
-  const std::filesystem::path beside = std::filesystem::weakly_canonical(std::filesystem::absolute(config_file).parent_path(), error);
-  const std::filesystem::path recorded = std::filesystem::weakly_canonical(session.run_dir, error);
-  if (error || beside == recorded || !std::filesystem::is_directory(beside / "checkpoints", error)) return;
+  std::error_code beside_error, recorded_error, listing_error;
+  const std::filesystem::path beside =
+      std::filesystem::weakly_canonical(std::filesystem::absolute(config_file).parent_path(), beside_error);
+  const std::filesystem::path recorded = std::filesystem::weakly_canonical(session.run_dir, recorded_error);
+  if (beside_error || recorded_error || beside == recorded ||
+      !std::filesystem::is_directory(beside / "checkpoints", listing_error))
+    return;
   session.logger.warn("the run's config " + config_file.string() + " lies in " + beside.string() +
                       ", but records run.output_dir = " + session.run_dir.string() + ": host " + options.command +
                       " reads that run directory. For the run beside the config (moved or copied), add --output-dir " +

@@ -48,7 +48,7 @@ TEST_CASE("a float32 label fails the first step naming the loss, the field's dty
   CHECK_FALSE(std::filesystem::exists(run_dir / "checkpoints" / "last.pt"));
   // And its log says why it ended (a run under nohup has no terminal to show it).
   CHECK(contains(tp::test::read_text(run_dir / "train.log"),
-                 "host: error: plugin component 'org.torchhost.cross_entropy' (basic_losses.so) failed in forward"));
+                 "[host] error: plugin component 'org.torchhost.cross_entropy' (basic_losses.so) failed in forward"));
 }
 
 TEST_CASE("a wrong input width names the model, the step and its input fields, with the model's message and no "

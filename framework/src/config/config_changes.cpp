@@ -6,6 +6,7 @@
 
 #include <toml++/toml.h>
 
+#include "tp/framework/config/secrets.h"
 #include "tp/framework/config/toml_text.h"
 
 namespace tp {
@@ -37,7 +38,15 @@ void flatten(const toml::table& table, const std::string& prefix, std::map<std::
       flatten(*inner, path, out);
       continue;
     }
-    out[path] = value_text(node);
+    // An array of tables ([[metrics]]) by element: metrics[1].component, not both arrays whole.
+    const toml::array* array = node.as_array();
+    if (array != nullptr && !array->empty() && array->is_array_of_tables()) {
+      for (std::size_t i = 0; i < array->size(); ++i)
+        flatten(*array->get(i)->as_table(), path + "[" + std::to_string(i) + "]", out);
+      continue;
+    }
+    // A checkpoint written before the resolved config was redacted may still hold a password.
+    out[path] = redact_uri_credentials(value_text(node));
   }
 }
 

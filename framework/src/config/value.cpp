@@ -166,6 +166,14 @@ std::string node_origin(const toml::node& node, std::string_view fallback_file) 
 std::string resolve_config_path(const toml::node& node, std::string_view source_file) {
   std::string value = node.value_or(std::string());
   if (value.empty() || std::filesystem::path(value).is_absolute()) return value;
+  // A URI (s3://, http://) is no file path: resolving it would mangle it, credentials and all,
+  // past redact_uri_credentials.
+  if (const auto scheme_end = value.find("://"); scheme_end != std::string::npos && scheme_end > 0 &&
+      std::isalpha(static_cast<unsigned char>(value[0])) != 0 &&
+      std::all_of(value.begin(), value.begin() + static_cast<std::ptrdiff_t>(scheme_end), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '+' || c == '.' || c == '-';
+      }))
+    return value;
   const toml::source_region& source = node.source();
   const std::string origin = source.path ? *source.path : std::string();
   if (origin == "default") return value;

@@ -64,6 +64,12 @@ void Logger::every_rank(std::string_view message) {
   if (file_.is_open()) file_ << line << std::endl;
 }
 
+void Logger::file_error(std::string_view label, std::string_view message) {
+  const std::string line = timestamp() + " [host] " + std::string(label) + ": " + bounded_text(message);
+  std::lock_guard lock(mutex_);
+  if (file_.is_open()) file_ << line << std::endl;
+}
+
 void Logger::file_only(std::string_view message) {
   std::lock_guard lock(mutex_);
   if (file_.is_open()) file_ << message << std::endl;

@@ -34,8 +34,9 @@ enum {
   /* @since 1.2. A string naming a file or directory. Read it with get_string. The host resolves
    * a relative value written in a config file against that file's directory (as it does for
    * plugins.dirs), so `root = "data/train"` beside run.toml works from any working directory; a
-   * value from --set or the environment stays relative to the working directory, like any shell
-   * argument. An absolute value, an empty string and a default stay as they are. */
+   * value from --set or the environment is relative to the working directory, like any shell
+   * argument, and reaches the plugin made absolute too. An absolute value, an empty string, a URI
+   * ("s3://...") and a default stay as they are. */
   TP_CFG_PATH = 8
 };
 

@@ -34,9 +34,14 @@ bool parse_int(const std::string& s, int64_t* out) {
 Listing scan_folder(const std::string& root, const std::vector<std::string>& extensions,
                     std::vector<std::string>* walked) {
   std::error_code ec;
-  if (!fs::is_directory(root, ec))
+  if (!fs::is_directory(root, ec)) {
+    // Missing or no directory: the config names the wrong place. Not readable (EACCES, a stale
+    // mount): the place may be right, and the error says why.
+    if (ec && ec != std::errc::no_such_file_or_directory)
+      throw Failure(TP_ERR_IO, "image_folder: root '" + root + "' cannot be read: " + ec.message());
     throw Failure(TP_ERR_CONFIG, "image_folder: root '" + root +
                                  "' is not a directory; set `root` to a folder holding one sub-folder per class");
+  }
   Listing out;
   for (const fs::directory_entry& entry : fs::directory_iterator(root, fs::directory_options::follow_directory_symlink)) {
     if (entry.is_directory()) out.classes.push_back(entry.path().filename().string());

@@ -34,9 +34,8 @@ std::shared_ptr<ScriptedModel> make_scripted_model(const tp::cpp::ConfigReader& 
   if (o.path_as_given.empty())
     throw Failure(TP_ERR_CONFIG, std::string(kId) + ": path is empty. Set [model] path to the file written by "
                                                     "torch.jit.script(model).save(\"m.pt\").");
-  // `path` is a TP_CFG_PATH key: the host has already made a value written in a config file
-  // absolute (beside that file); a relative one left here came from --set and is opened from
-  // the working directory, as the shell user meant.
+  // `path` is a TP_CFG_PATH key: the host has already made it absolute (a value written in a
+  // config file beside that file, a --set value from the working directory).
   o.path = o.path_as_given;
   o.inputs = cfg.get_string_array("inputs");
   o.outputs = cfg.get_string_array("outputs");

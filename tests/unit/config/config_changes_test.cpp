@@ -21,4 +21,12 @@ TEST_CASE("config_changes: changed, new and removed keys by their dotted path, i
   // Key order, not table order: the same values written in another order are no change.
   CHECK(tp::config_changes("[a]\nx = 1\ny = 2\n", "[a]\ny = 2\nx = 1\n").empty());
   CHECK(tp::config_changes("[a\n", now).front().find("could not be compared") != std::string::npos);
+  // Arrays of tables by element; a URI's password never printed (an old checkpoint's config).
+  CHECK(tp::config_changes("[[metrics]]\ncomponent = 'a'\n[[metrics]]\ncomponent = 'b'\n",
+                           "[[metrics]]\ncomponent = 'a'\n[[metrics]]\ncomponent = 'c'\n") ==
+        std::vector<std::string>{"metrics[1].component: \"b\" -> \"c\""});
+  const std::vector<std::string> uri = tp::config_changes("[logging.mlflow]\ntracking_uri = 'http://me:secret@h:5000'\n",
+                                                          "[logging.mlflow]\ntracking_uri = 'http://h:5000'\n");
+  REQUIRE(uri.size() == 1);
+  CHECK(uri[0].find("secret") == std::string::npos);
 }

@@ -137,6 +137,9 @@ TEST_CASE("validate_component: a TP_CFG_PATH value written in a file is relative
         std::filesystem::absolute("experiments/shared/x").string());
   // Absolute values, the empty default and plain strings are left alone.
   CHECK(validated("root = \"/data/x\"\n")["root"].value<std::string>() == "/data/x");
+  // A URI is no path: left whole, from a file or --set (resolving it would mangle it past redaction).
+  CHECK(validated("root = \"s3://u:pw@bucket/x\"\n")["root"].value<std::string>() == "s3://u:pw@bucket/x");
+  CHECK(validated("", {"model.root=\"https://h/x.tar\""})["root"].value<std::string>() == "https://h/x.tar");
   CHECK(validated("")["root"].value<std::string>() == "");
   CHECK(validated("label = \"data/train\"\n")["label"].value<std::string>() == "data/train");
   // A --set value is a shell argument: relative to the working directory, recorded absolute so

@@ -131,12 +131,13 @@ void check_class_name_count(const DatasetProxy* data, const LossProxy& loss) {
 // A model table's `num_classes` (the zoo's key, torchvision's name) below the classes a dataset
 // names: a label past the model's outputs fails the first loss call ("Target 2 is out of bounds")
 // after the whole start-up, or trains a wrong model. More outputs than named classes is left alone:
-// detection counts a background class, and a model may be made for classes still to come.
+// detection counts a background class, and a model may be made for classes still to come; so is
+// one output or none (a binary head under a BCE-style loss, a features-only model).
 void check_model_class_count(const ComponentConfig& model, const DatasetProxy* data, const std::string& table) {
   if (data == nullptr || data->class_names().empty()) return;
   const std::optional<int64_t> declared = model.options["num_classes"].value<int64_t>();
   const std::vector<std::string>& names = data->class_names().names;
-  if (!declared || *declared >= static_cast<int64_t>(names.size())) return;
+  if (!declared || *declared < 2 || *declared >= static_cast<int64_t>(names.size())) return;
   std::string listed;
   for (std::size_t i = 0; i < names.size() && i < 10; ++i) listed += (i == 0 ? "" : ", ") + names[i];
   if (names.size() > 10) listed += ", ...";

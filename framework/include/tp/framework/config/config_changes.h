@@ -10,8 +10,9 @@ namespace tp {
 
 /// One line per dotted key whose value differs between the TOML texts `before` and `now`, in key
 /// order: "key: old -> new", "key: value (new)" or "key: removed (was old)"; values as
-/// TOML writes them. Tables are walked to their leaves; an array is one value. Empty when both
-/// hold the same values. A text that does not parse gives one line saying so.
+/// TOML writes them, credentials in a URI redacted. Tables are walked to their leaves, arrays of
+/// tables by element ("metrics[1].component"); another array is one value. Empty when both hold
+/// the same values. A text that does not parse gives one line saying so.
 std::vector<std::string> config_changes(const std::string& before, const std::string& now);
 
 }  // namespace tp

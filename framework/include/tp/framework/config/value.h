@@ -34,7 +34,7 @@ toml::table* ensure_tables(toml::table& root, std::string_view tables, const tom
 /// that file's directory and made absolute, so the resolved config written into the run directory
 /// still names the same file from anywhere. Values from `--set` or the environment (their origin
 /// says so) are relative to the working directory, like shell arguments, and made absolute too;
-/// defaults stay as written.
+/// defaults and URIs (`scheme://...`) stay as written.
 /// `source_file` is the file of a node that carries no path of its own.
 std::string resolve_config_path(const toml::node& node, std::string_view source_file);
 

@@ -33,6 +33,10 @@ class Logger {
   void every_rank(std::string_view message);
   /// Only to the file (for the resolved config echo and other bulky records).
   void file_only(std::string_view message);
+  /// An error line as error() writes it (timestamp, bounded text), labelled `label` ("error",
+  /// "configuration error"), to the file only: for the error that ends a command, which main()
+  /// prints to stderr itself.
+  void file_error(std::string_view label, std::string_view message);
   int rank() const { return rank_; }
   /// Drops every line below `level` from now on (the inference library's default is Warning: a
   /// program embedding it prints no plugin INFO lines). The host keeps the default, Debug.
