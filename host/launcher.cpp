@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -208,7 +209,8 @@ int run_launcher(const LaunchOptions& o) {
   for (int k = 0; k < o.nproc_per_node; ++k) spawn(o, k, port, addr, ranks[static_cast<std::size_t>(k)]);
 
   int failed = -1, failed_status = 0, forwarded = 0;
-  std::optional<std::chrono::steady_clock::time_point> kill_at, forwarded_at;
+  std::optional<std::chrono::steady_clock::time_point> kill_at;
+  std::chrono::steady_clock::time_point forwarded_at{};  // meaningful once `forwarded` is set
   const auto stop_others = [&](int sig) {
     for (auto& r : ranks)
       if (!r.done) ::kill(r.pid, sig);
@@ -231,7 +233,7 @@ int run_launcher(const LaunchOptions& o) {
           // Copies of one stop (timeout and `kill -PGID` signal the launcher twice) are forwarded
           // once: a rank takes a second signal kSameStopMs after its first as the user insisting.
           const auto now = std::chrono::steady_clock::now();
-          if (forwarded_at && now - *forwarded_at < std::chrono::milliseconds(kSameStopMs)) continue;
+          if (forwarded != 0 && now - forwarded_at < std::chrono::milliseconds(kSameStopMs)) continue;
           forwarded_at = now;
           forwarded = static_cast<unsigned char>(buffer[j]);
           stop_others(forwarded); // the ranks save at the next step and stop (stop_signal.h)
@@ -281,8 +283,17 @@ int run_launcher(const LaunchOptions& o) {
     const std::string command = o.args.size() > 1 && !o.args[1].starts_with("-") ? o.args[1] : "train";
     std::fprintf(stderr, "host: %s failed: rank %d %s (its own output above says why)\n", command.c_str(), failed,
                  describe(failed_status).c_str());
+    return exit_code_of(failed_status);
   }
-  return exit_code_of(failed_status);
+  // A stop the user sent: the ranks that had not received it yet when they agreed to stop report
+  // SIGTERM (run_control.cpp), so the first rank reaped may say 143 for a Ctrl-C. The signal sent
+  // is the answer, as for one process; a rank that failed otherwise still gives its own status.
+  const int stopped = exit_code_for_signal(forwarded);
+  const bool saved = std::all_of(ranks.begin(), ranks.end(), [](const Rank& r) {
+    return WIFEXITED(r.status) && (WEXITSTATUS(r.status) == exit_code_for_signal(SIGINT) ||
+                                   WEXITSTATUS(r.status) == exit_code_for_signal(SIGTERM) || WEXITSTATUS(r.status) == 0);
+  });
+  return saved ? stopped : exit_code_of(failed_status);
 }
 
 }  // namespace tp::cli
