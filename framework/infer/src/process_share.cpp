@@ -4,7 +4,6 @@
 #include "process_share.h"
 
 #include <ATen/Context.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -21,12 +20,9 @@
 namespace tp::infer::detail {
 namespace {
 
-/// A loaded library and the identities the dynamic loader knows it by.
+/// A loaded library and the path it was loaded through, resolved.
 struct LoadedLibrary {
   std::filesystem::path canonical;
-  bool identified = false; ///< stat gave the device and inode
-  dev_t device = 0;
-  ino_t inode = 0;
   std::shared_ptr<PluginLibrary> library;
 };
 
@@ -95,17 +91,14 @@ std::mutex& ProcessShare::calls() const { return process().calls; }
 std::shared_ptr<PluginLibrary> ProcessShare::load(const std::filesystem::path& file) const {
   Process& p = process();
   const std::lock_guard<std::mutex> held(p.lock);
-  LoadedLibrary wanted{std::filesystem::canonical(file), false, 0, 0, nullptr};
-  struct stat identity {};
-  if (::stat(wanted.canonical.c_str(), &identity) == 0) {
-    wanted.identified = true;
-    wanted.device = identity.st_dev;
-    wanted.inode = identity.st_ino;
-  }
+  LoadedLibrary wanted{std::filesystem::canonical(file), nullptr};
   std::vector<LoadedLibrary>& libraries = p.shared->libraries;
+  // The dynamic loader's identity: the same path, or the same device and inode (a hard link), as
+  // Registry::load_file compares them.
   const auto same = std::find_if(libraries.begin(), libraries.end(), [&](const LoadedLibrary& loaded) {
-    return loaded.canonical == wanted.canonical || (loaded.identified && wanted.identified &&
-                                                    loaded.device == wanted.device && loaded.inode == wanted.inode);
+    std::error_code unreadable;  // a file gone since: not the same
+    return loaded.canonical == wanted.canonical ||
+           std::filesystem::equivalent(loaded.canonical, wanted.canonical, unreadable);
   });
   if (same != libraries.end()) return same->library;
   wanted.library = PluginLibrary::load(file, p.shared->host);

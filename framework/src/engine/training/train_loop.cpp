@@ -17,6 +17,15 @@
 #include "tp/framework/util/short_number.h"
 
 namespace tp {
+namespace {
+
+// A warning about data.on_bad_sample = "skip": `head`, then this rank's first skipped samples.
+std::string skipped_note(std::string head, const std::vector<SkippedSample>& first) {
+  for (const SkippedSample& s : first) head += "\n  index " + std::to_string(s.index) + ": " + s.message;
+  return head;
+}
+
+}  // namespace
 
 void Trainer::Impl::train_epoch(int64_t epoch) {
   parts_.model->set_training(true);
@@ -155,9 +164,9 @@ void Trainer::Impl::end_epoch(int64_t epoch) {
   // data.on_bad_sample = "skip": how many training samples this rank dropped, and the first few.
   if (const int64_t skipped = train_loader_->skipped_count(); config_.data.on_bad_sample == BadSamplePolicy::kSkip) {
     record.values.emplace_back("data/skipped_samples", double(skipped));
-    std::string note = "epoch " + std::to_string(epoch + 1) + ": skipped " + std::to_string(skipped) + " bad samples";
-    for (const SkippedSample& s : train_loader_->first_skipped()) note += "\n  index " + std::to_string(s.index) + ": " + s.message;
-    if (skipped > 0) log_.warn(note);
+    if (skipped > 0)
+      log_.warn(skipped_note("epoch " + std::to_string(epoch + 1) + ": skipped " + std::to_string(skipped) + " bad samples",
+                             train_loader_->first_skipped()));
   }
   for (const auto& value : eval) record.values.push_back(value);
   control_.rank0_write([&] {
@@ -189,10 +198,9 @@ Scalars Trainer::Impl::run_evaluation(bool epoch_line_follows) {
   for (const auto& [name, value] : eval) {
     if (!name.ends_with("/skipped_samples")) continue;
     // As the epoch's training skips are reported: the count over the ranks, this rank's first few.
-    std::string note = "evaluation: skipped " + short_number(value, 9) + " bad samples (" + name +
-                       "); its loss and metrics cover the other samples only";
-    for (const SkippedSample& s : evaluator_->first_skipped()) note += "\n  index " + std::to_string(s.index) + ": " + s.message;
-    log_.warn(note);
+    log_.warn(skipped_note("evaluation: skipped " + short_number(value, 9) + " bad samples (" + name +
+                               "); its loss and metrics cover the other samples only",
+                           evaluator_->first_skipped()));
     break;  // an average's pass (val_ema) skips the same samples
   }
   // EVAL_END requests: a stop ends the run after this evaluation; a save is taken by the caller
