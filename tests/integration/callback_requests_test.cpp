@@ -7,6 +7,8 @@
 #include <fstream>
 #include <string>
 
+#include <ATen/ATen.h>
+
 #include "tp/framework/checkpoint/checkpoint.h"
 
 #include "host_runner.h"
@@ -85,6 +87,37 @@ TEST_CASE("stop requests: immediate from *_END events, at the next window bounda
   CHECK(last_step(dir) == kStepsPerEpoch);
   run_in(dir, {9, 1, -1, kStopSets}, "--resume auto");
   CHECK(last_step(dir) == kStepsPerEpoch + 1);
+}
+
+TEST_CASE("a callback's stop inside an epoch pauses there: the resumed run trains every batch, as one never stopped") {
+  // Before, the stop ended the epoch: last.pt said "epoch 2, batch 0" and a resume skipped the
+  // epoch's remaining batches (20 of 24 steps in all).
+  const auto straight = train_callback_requests("request_stop_pause_straight", {5, 0, -1, kStopSets});
+  const auto dir = train_callback_requests("request_stop_pause", {5, 1, 3, kStopSets});
+  const auto paused = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
+  CHECK(paused.step == 4);
+  CHECK(paused.epoch == 0); // inside the first epoch, at its fifth batch
+  CHECK(paused.batch == 4);
+  const std::string log = tp::test::read_text(dir / "train.log");
+  CHECK(log.find("finished 0 epochs (4 steps)") != std::string::npos);
+  CHECK(log.find("a callback requested a stop inside epoch 1; saved where it stopped") != std::string::npos);
+  run_in(dir, {5, 1, 3, kStopSets}, "--resume auto"); // asks again at step 3, which this run never reaches
+  const auto a = tp::load_checkpoint(straight / "checkpoints" / "last.pt");
+  const auto b = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
+  CHECK(b.step == 3 * kStepsPerEpoch);
+  REQUIRE(a.model.size() == b.model.size());
+  for (std::size_t i = 0; i < a.model.size(); ++i) {
+    INFO(a.model[i].first);
+    CHECK(at::equal(a.model[i].second, b.model[i].second));
+  }
+}
+
+TEST_CASE("a stop at the last epoch's end is not an early stop") {
+  const auto dir = train_callback_requests("request_stop_at_end", {4, 1, 3 * kStepsPerEpoch, kStopSets});
+  CHECK(last_step(dir) == 3 * kStepsPerEpoch);
+  const std::string log = tp::test::read_text(dir / "train.log");
+  CHECK(log.find("finished 3 epochs (24 steps)") != std::string::npos);
+  CHECK(log.find("stopped early") == std::string::npos);
 }
 
 TEST_CASE("save requests write last.pt where they are honoured; FIT_END's is ignored") {

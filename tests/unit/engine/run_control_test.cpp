@@ -42,7 +42,7 @@ TEST_CASE("no reason: the run neither stops nor saves") {
   CHECK_FALSE(s.control.stop());
   CHECK_FALSE(s.control.take_save());
   CHECK(s.control.signal() == 0);
-  CHECK_FALSE(s.control.time_stop().has_value());
+  CHECK_FALSE(s.control.pause().has_value());
   CHECK(s.control.reason().empty());
 }
 
@@ -93,12 +93,30 @@ TEST_CASE("each reason alone") {
     const uint32_t flags = s.control.take_window_flags();
     CHECK((flags & tp::kFlagTimeUp) != 0);
     s.control.window_agreed(flags, 7, ResumePosition{2, 5});
-    REQUIRE(s.control.time_stop().has_value());
-    CHECK(s.control.time_stop()->epoch == 2);
-    CHECK(s.control.time_stop()->batch == 5);
+    REQUIRE(s.control.pause().has_value());
+    CHECK(s.control.pause()->epoch == 2);
+    CHECK(s.control.pause()->batch == 5);
     CHECK(s.control.stop());
     CHECK(s.control.stopped_early());
     CHECK(s.control.reason().find("train.max_time (00:00:01) is used up at step 7") == 0);
+  }
+  SUBCASE("a callback's stop inside an epoch pauses the run there; with another reason it ends") {
+    Single s;
+    s.control.defer(TP_REQUEST_STOP);
+    s.control.window_agreed(s.control.take_window_flags(), 4, ResumePosition{0, 4});
+    CHECK_FALSE(s.control.pause().has_value()); // the loop has not left its epoch yet
+    s.control.left_epoch_early(ResumePosition{0, 4});
+    REQUIRE(s.control.pause().has_value());
+    CHECK(s.control.pause()->epoch == 0);
+    CHECK(s.control.pause()->batch == 4);
+    CHECK(s.control.reason() == "a callback requested a stop inside epoch 1; saved where it stopped (--resume auto "
+                                "trains the epoch's remaining batches)");
+    Single ended;
+    ended.control.defer(TP_REQUEST_STOP);
+    ended.control.window_agreed(ended.control.take_window_flags(), 4, ResumePosition{0, 4});
+    ended.control.stop_for(StopCause::kEarlyStopping, "early stopping: val/loss did not improve");
+    ended.control.left_epoch_early(ResumePosition{0, 4});
+    CHECK_FALSE(ended.control.pause().has_value());
   }
   SUBCASE("train.max_steps: stops, but is the planned end, not an early stop") {
     Single s(tp::RunBudget(4, 0.0));
@@ -129,7 +147,7 @@ TEST_CASE("two reasons on one step: both are kept, in the order raised") {
   s.control.window_agreed(s.control.take_window_flags(), 5, ResumePosition{1, 0});
   CHECK(s.control.stop());
   CHECK(s.control.take_save());
-  REQUIRE(s.control.time_stop().has_value());
+  REQUIRE(s.control.pause().has_value());
   const std::string reason = s.control.reason();
   CHECK(reason.find("a callback requested a stop; train.max_time") == 0);
   CHECK(reason.find("train.max_steps reached at step 5") != std::string::npos);

@@ -74,13 +74,22 @@ void RunControl::window_agreed(uint32_t agreed, int64_t step, ResumePosition nex
   if (agreed & kFlagStopRequest) stop_for(StopCause::kCallback, "a callback requested a stop");
   if (agreed & kFlagSaveRequest) save_ = true;
   if (agreed & kFlagSignal) signal_ = local_signal_ != 0 ? local_signal_ : SIGTERM;
-  if ((agreed & kFlagTimeUp) && !time_stop_) {
-    time_stop_ = next;
+  if ((agreed & kFlagTimeUp) && !pause_) {
+    pause_ = next;
     stop_for(StopCause::kMaxTime, "train.max_time (" + max_time_text_ + ") is used up at step " + std::to_string(step) +
                                       "; saved where it stopped. To continue, raise train.max_time and run again "
                                       "with --resume auto.");
   }
   if (budget_.steps_done(step)) stop_for(StopCause::kMaxSteps, "train.max_steps reached at step " + std::to_string(step));
+}
+
+void RunControl::left_epoch_early(ResumePosition next) {
+  if (pause_ || causes_.empty()) return;
+  for (const auto& [cause, text] : causes_)
+    if (cause != StopCause::kCallback) return; // early stopping or max_steps: the run's end
+  pause_ = next;
+  causes_.front().second += " inside epoch " + std::to_string(next.epoch + 1) +
+                            "; saved where it stopped (--resume auto trains the epoch's remaining batches)";
 }
 
 void RunControl::stop_for(StopCause cause, const std::string& reason) {

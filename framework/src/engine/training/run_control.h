@@ -55,6 +55,12 @@ class RunControl {
   void window_agreed(uint32_t agreed, int64_t step, ResumePosition next);
   /// [all ranks] A reason every rank decides alike: stop after the current step or evaluation.
   void stop_for(StopCause cause, const std::string& reason);
+  /// [all ranks] The loop left its epoch before the epoch's last batch, for the reasons given so
+  /// far; `next` is the batch it would have trained next. When every reason is a callback's stop
+  /// (or train.max_time, which window_agreed already recorded), the run pauses there rather than
+  /// ends: pause() answers `next`, so a resumed run trains the epoch's remaining batches. Early
+  /// stopping and train.max_steps end the run wherever they fall.
+  void left_epoch_early(ResumePosition next);
 
   /* Answers */
   /// Whether the loop ends at the next boundary.
@@ -75,8 +81,10 @@ class RunControl {
   void settle_writes(const char* what);
   /// The stop signal some rank saw (0 = none): the run saves where it is and exits 128 + signal.
   int signal() const noexcept { return signal_; }
-  /// Where a run train.max_time stopped continues; nothing when the budget did not stop it.
-  const std::optional<ResumePosition>& time_stop() const noexcept { return time_stop_; }
+  /// Where a paused run continues: one train.max_time stopped, or one a callback stopped inside
+  /// an epoch (left_epoch_early). Nothing when the run ends (its epochs done, early stopping,
+  /// train.max_steps): then the final evaluation, SWA's finish and the epoch's record are due.
+  const std::optional<ResumePosition>& pause() const noexcept { return pause_; }
 
  private:
   Collectives& collectives_;
@@ -87,7 +95,7 @@ class RunControl {
   bool save_ = false;
   int signal_ = 0;
   int local_signal_ = 0; ///< the signal this rank saw when it took its window flags
-  std::optional<ResumePosition> time_stop_;
+  std::optional<ResumePosition> pause_;
   std::exception_ptr write_failure_; ///< rank 0's first failed write, thrown at the next agreement
   /// [all ranks] After an agreement that carried kFlagWriteFailed: every rank throws rank 0's error.
   [[noreturn]] void fail_with_write_error();

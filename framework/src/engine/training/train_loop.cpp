@@ -90,7 +90,8 @@ void Trainer::Impl::train_epoch(int64_t epoch) {
     // Evaluate and save on the step strategies.
     evaluate_and_save_on_steps(epoch);
     // Stop: a signal saves exactly here and leaves (--resume continues from this batch); every
-    // other reason ends the epoch, and fit() ends the run.
+    // other reason ends the epoch, and fit() ends the run, or pauses it where a callback's stop
+    // fell inside the epoch (as train.max_time does, so no batch is lost to a resume).
     if (const int signal_number = control_.signal(); signal_number != 0) {
       save(SaveKind::kPosition, {epoch, next});
       const std::string stopped = "stopped by signal " + std::to_string(signal_number) + " at step " + std::to_string(step());
@@ -98,7 +99,10 @@ void Trainer::Impl::train_epoch(int64_t epoch) {
       throw Interrupted(signal_number, stopped + "; saved " + (run_dir_ / "checkpoints" / "last.pt").string() +
                                            ". Continue with --resume auto.");
     }
-    if (control_.stop()) break;
+    if (control_.stop()) {
+      if (done < batches) control_.left_epoch_early({epoch, next});
+      break;
+    }
   }
 }
 
@@ -141,8 +145,9 @@ void Trainer::Impl::evaluate_and_save_on_steps(int64_t epoch) {
 }
 
 void Trainer::Impl::end_epoch(int64_t epoch) {
-  // train.max_time cut this epoch short: it ends after the resume (fit() saves where it stopped).
-  if (control_.time_stop() && control_.time_stop()->epoch == epoch) return;
+  // A pause (train.max_time, a callback's stop) cut this epoch short: it ends after the resume
+  // (fit() saves where it stopped).
+  if (control_.pause() && control_.pause()->epoch == epoch) return;
   update_.end_swa_epoch(); // an averaged epoch folds into the SWA average
   const auto [epoch_sum, epoch_count] = meters_.read_epoch_loss("in epoch " + std::to_string(epoch + 1));
   const double train_loss = epoch_sum / epoch_count;
@@ -184,8 +189,8 @@ void Trainer::Impl::end_epoch(int64_t epoch) {
   // The evaluation above decided the stop; its line reads after the epoch it ends.
   if (!early_stop_line_.empty()) log_.info(std::exchange(early_stop_line_, {}));
   control_.honour_now(dispatch(TP_EVENT_EPOCH_END, summary), events_.any());
-  // An epoch cut short by train.max_time resumes where it stopped, not at the next epoch.
-  const ResumePosition resume = control_.time_stop().value_or(ResumePosition{epoch + 1, 0});
+  // A run paused at this epoch's end (train.max_time) resumes with the next epoch.
+  const ResumePosition resume = control_.pause().value_or(ResumePosition{epoch + 1, 0});
   const bool periodic = due(config_.checkpoint.strategy, config_.checkpoint.every, true, epoch);
   if (periodic || evaluator_->evaluated_at(step())) save(periodic ? SaveKind::kPeriodic : SaveKind::kBest, resume);
   save_if_requested(resume);

@@ -226,15 +226,16 @@ FitSummary Trainer::Impl::fit() {
     }
     throw;
   }
-  // The run ends evaluated and saved at its final step, whatever the strategies' intervals. A run
-  // that train.max_time stopped is not finished: it saves where it stopped, inside its epoch.
-  const std::optional<ResumePosition>& time_stop = control_.time_stop();
-  const ResumePosition resume = time_stop.value_or(ResumePosition{position_.epoch, 0});
-  const bool swa_final = !time_stop && update_.finish_swa([&] {
+  // The run ends evaluated and saved at its final step, whatever the strategies' intervals. A
+  // paused run (train.max_time, a callback's stop inside an epoch) is not finished: it saves
+  // where it stopped, inside its epoch.
+  const std::optional<ResumePosition>& paused = control_.pause();
+  const ResumePosition resume = paused.value_or(ResumePosition{position_.epoch, 0});
+  const bool swa_final = !paused && update_.finish_swa([&] {
     return refresh_batchnorm_statistics(parts_, model_state_, *train_loader_, static_cast<uint64_t>(epochs_),
                                         train_batches_, placement_, *collectives_);
   });
-  const bool steps_eval_due = !time_stop && config_.eval.strategy == IntervalStrategy::kSteps && !evaluator_->evaluated_at(step());
+  const bool steps_eval_due = !paused && config_.eval.strategy == IntervalStrategy::kSteps && !evaluator_->evaluated_at(step());
   if (evaluator_->enabled() && (swa_final || steps_eval_due))
     run_evaluation();
   if (config_.checkpoint.strategy != IntervalStrategy::kNo && (swa_final || position_.last_periodic_save != step()))
@@ -245,11 +246,13 @@ FitSummary Trainer::Impl::fit() {
   dispatch(TP_EVENT_FIT_END, evaluator_->last());
   draw_plots();
   control_.rank0_write([&] { tensorboard_.finish(step(), evaluator_->last()); });
-  summary.epochs = position_.epoch;
+  summary.epochs = paused && paused->batch > 0 ? paused->epoch : position_.epoch; // epochs completed
   summary.steps = step();
   summary.last_eval = evaluator_->last();
   summary.best = checkpoints_.best().value_or(std::numeric_limits<double>::quiet_NaN());
-  summary.stopped_early = control_.stopped_early();
+  // A stop at the last epoch's end (a callback at its EPOCH_END, early stopping at its
+  // evaluation) came when the run had nothing left to train.
+  summary.stopped_early = control_.stopped_early() && (paused || position_.epoch < epochs_);
   summary.stop_reason = summary.stopped_early ? control_.reason() : "";
   summary.skipped_steps = steps_.skipped_steps();
   summary.scaler_skipped_steps = update_.scaler_skipped_steps();

@@ -56,7 +56,9 @@ enum {
 /* Requests a callback can return (bit set in *out_requests). */
 enum {
   TP_REQUEST_NONE = 0,
-  TP_REQUEST_STOP = 1u << 0, /* finish the current step, stop (the run's final save follows) */
+  TP_REQUEST_STOP = 1u << 0, /* finish the current step, stop (the run's final save follows;
+                                inside an epoch the save is at that batch, and --resume auto
+                                trains the epoch's remaining batches, as after train.max_time) */
   TP_REQUEST_SAVE = 1u << 1  /* write checkpoints/last.pt; when: the table above */
 };
 
