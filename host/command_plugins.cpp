@@ -165,7 +165,13 @@ int run_plugins(const Options& options) {
     std::printf("  %-24s %s\n", dir.origin.c_str(), dir.path.c_str());
   std::printf("components:\n");
   for (const ComponentEntry& entry : session->registry.all()) print_component(*entry.info, *entry.library, options.verbose);
-  return 0;
+  const auto& unusable = session->registry.unusable();
+  if (unusable.empty()) return kExitOk;
+  std::printf("files that do not load (every run with this search path refuses to start until each is fixed or moved "
+              "out of its directory):\n");
+  for (const Registry::UnusableFile& bad : unusable)
+    std::printf("  %s\n      %s\n", bad.file.c_str(), bad.reason.c_str());
+  return kExitPlugin;
 }
 
 }  // namespace tp::cli

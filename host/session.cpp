@@ -116,6 +116,8 @@ std::unique_ptr<Session> open_session(const Options& options) {
     record_paths_used(session->config, session->run_dir, options.plugin_dirs, config_dirs);
   }
   session->registry.allow_insecure_plugin_dirs(options.allow_insecure_plugin_dir);
+  // The listing is where a user finds the file that stops runs: it shows it instead of stopping.
+  session->registry.list_unusable_files(options.command == "plugins" && options.action == "list");
   session->registry.load_search_path(search_path(options, config_dirs));
   if (!options.config.empty()) resolve_components(session->config, session->registry);
   if (!options.config.empty() && session->place.distributed()) {

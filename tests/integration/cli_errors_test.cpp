@@ -166,6 +166,23 @@ TEST_CASE("plugins list shows every built-in component with its schema") {
   CHECK(contains(run.output, "image_size")); // a schema key of shapes, shown by --verbose
 }
 
+TEST_CASE("plugins list goes on past a file that does not load, lists it with why, and exits 3") {
+  // A run refuses such a file (every .so on the path is loaded); the listing is where the user
+  // finds it, so it must not stop at it as the run does.
+  const std::string bad_dir = std::string(tp::test::bad_plugin_dir()) + "/abi_major";
+  const auto run = tp::test::run_host("plugins list --plugin-dir '" + bad_dir + "'");
+  INFO(run.output);
+  CHECK(run.exit_code == tp::kExitPlugin);
+  CHECK(contains(run.output, "org.torchhost.cross_entropy")); // the built-in plugins still listed
+  CHECK(contains(run.output, "files that do not load"));
+  CHECK(contains(run.output, bad_dir + "/abi_major.so"));
+  CHECK(contains(run.output, "ABI 2.0"));
+  const auto train = tp::test::run_host("--config '" + write_config("list_bad_run", kGoodTables) + "' --plugin-dir '" +
+                                        bad_dir + "'");
+  CHECK(train.exit_code == tp::kExitPlugin);
+  CHECK(contains(train.output, "Every .so in a plugin directory is loaded"));
+}
+
 TEST_CASE("plugins check passes on every built-in plugin library") {
   const auto dir = std::filesystem::path(tp::test::plugin_dir());
   int checked = 0;

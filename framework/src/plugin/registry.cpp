@@ -54,7 +54,19 @@ void Registry::load_search_path(const std::vector<PluginDir>& dirs) {
     std::sort(files.begin(), files.end());
     for (const auto& file : files) {
       require_secure_plugin_path(file, allow_insecure_);
-      auto library = load_library(file);
+      std::shared_ptr<PluginLibrary> library;
+      try {
+        library = load_library(file);
+      } catch (const PluginLoadError& e) {
+        if (keep_going_) {
+          unusable_.push_back({file, e.what()});
+          continue;
+        }
+        // A stale binary in a shared directory stops runs that never name it: say why and how out.
+        throw PluginLoadError(std::string(e.what()) + " Every .so in a plugin directory is loaded, whether the run " +
+                              "uses it or not: fix this file or move it out of " + dir.path.string() + " (from " +
+                              dir.origin + "). `host plugins list` shows which files on the path load and which do not.");
+      }
       add_components(library, level, file);
       libraries_.push_back(std::move(library));
     }

@@ -90,6 +90,25 @@ TEST_CASE("a refused library leaves the registry as it was") {
   CHECK(registry.all()[0].info->id == "org.test.good_callback");
 }
 
+TEST_CASE("a run's refusal of an unusable file says every file is loaded and how out; the listing goes on past it") {
+  TestHost host;
+  Registry strict(host.services);
+  const std::string message = load_error([&] {
+    strict.load_search_path({{fixture_dir("good_callback"), "--plugin-dir"}, {fixture_dir("abi_major"), "--plugin-dir"}});
+  });
+  check_names(message, fixture("abi_major"), {"ABI 2.0", "Every .so in a plugin directory is loaded", "move it out of",
+                                              fixture_dir("abi_major").string() + " (from --plugin-dir)",
+                                              "host plugins list"});
+  Registry listing(host.services);
+  listing.list_unusable_files(true);
+  listing.load_search_path({{fixture_dir("abi_major"), "--plugin-dir"}, {fixture_dir("good_callback"), "--plugin-dir"}});
+  REQUIRE(listing.all().size() == 1); // the good library after the bad one still loads
+  CHECK(listing.all()[0].info->id == "org.test.good_callback");
+  REQUIRE(listing.unusable().size() == 1);
+  CHECK(listing.unusable()[0].file == fixture("abi_major"));
+  CHECK(listing.unusable()[0].reason.find("ABI 2.0") != std::string::npos);
+}
+
 TEST_CASE("no fixture is built into the strict plugin directory") {
   // The host refuses a whole run for one bad library, so a fixture in build/plugins would break
   // every test that loads the built-in plugins.

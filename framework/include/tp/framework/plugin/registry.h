@@ -60,9 +60,23 @@ class Registry {
   using LibraryLoader = std::function<std::shared_ptr<PluginLibrary>(const std::filesystem::path&)>;
   void use_loader(LibraryLoader loader) { loader_ = std::move(loader); }
 
+  /// A library file on the search path that could not be loaded, and why (list_unusable_files).
+  struct UnusableFile {
+    std::filesystem::path file;
+    std::string reason;
+  };
+  /// For `host plugins list` only: load_search_path records a library that cannot be loaded (an
+  /// ABI or LibTorch mismatch, an unresolved symbol, a failed init) in unusable() and goes on,
+  /// so the listing shows what loads and what does not. A run never sets it: a run that skipped a
+  /// file could train with a same-named component from a directory lower on the path.
+  void list_unusable_files(bool keep_going) { keep_going_ = keep_going; }
+  /// The files list_unusable_files skipped, in load order.
+  const std::vector<UnusableFile>& unusable() const { return unusable_; }
+
   /// Loads every plugin on `dirs` (see the file comment). Throws PluginLoadError for the first
-  /// library that cannot be loaded, for an insecure directory or file (plugin_security.h) and
-  /// for duplicate ids; a missing directory that the user named
+  /// library that cannot be loaded (unless list_unusable_files), its message saying that every
+  /// file on the path is loaded, used or not; for an insecure directory or file
+  /// (plugin_security.h) and for duplicate ids; a missing directory that the user named
   /// explicitly is an error too (built-in or env directories may be absent).
   void load_search_path(const std::vector<PluginDir>& dirs);
   /// Loads one library file (`host plugins check FILE`).
@@ -83,6 +97,8 @@ class Registry {
 
   const HostServices& host_;
   bool allow_insecure_ = false;
+  bool keep_going_ = false;
+  std::vector<UnusableFile> unusable_;
   LibraryLoader loader_;
   std::vector<std::shared_ptr<PluginLibrary>> libraries_;
   struct Slot {
