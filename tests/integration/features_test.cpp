@@ -115,7 +115,23 @@ TEST_CASE("early stopping stops after `patience` evaluations without improvement
   CHECK(logged_epoch < log.find("early stopping: val/loss has not improved"));
   CHECK(run.output.find("(stopped early)") != std::string::npos);
   // The epoch-end save of the stopping epoch happened: last.pt resumes after epoch 3.
-  CHECK(tp::load_checkpoint(dir / "checkpoints" / "last.pt").epoch == 3);
+  const tp::LoadedCheckpoint stopped = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
+  CHECK(stopped.epoch == 3);
+
+  // Resumed (a requeued job's --resume auto), the run stays stopped; before, it trained epoch 4
+  // and stopped again.
+  const std::string sets = "--set train.epochs=6 --set early_stopping.mode=\"max\" --resume auto ";
+  const auto again = train(dir, sets + "--set early_stopping.patience=2");
+  INFO(again.output);
+  REQUIRE(again.exit_code == 0);
+  CHECK(again.output.find("early stopping had ended this run at step " + std::to_string(stopped.step)) != std::string::npos);
+  CHECK(rows_of(read_history(dir), "epoch").size() == 3);
+  CHECK(tp::load_checkpoint(dir / "checkpoints" / "last.pt").step == stopped.step);
+  // A patience raised since lets it train on, until it has waited that long.
+  const auto more = train(dir, sets + "--set early_stopping.patience=3");
+  INFO(more.output);
+  REQUIRE(more.exit_code == 0);
+  CHECK(rows_of(read_history(dir), "epoch").size() == 4);
 }
 
 TEST_CASE("load_best_at_end restores the best checkpoint's weights and reports its evaluation") {

@@ -64,6 +64,8 @@ class Evaluator {
   /// Early stopping's state for a checkpoint, and its restore.
   std::vector<double> early_stopping_state() const { return early_stopping_.state(); }
   void load_early_stopping_state(const std::vector<double>& state) { early_stopping_.load_state(state); }
+  /// Why early stopping had ended the run the restored state comes from (EarlyStopping::ended_run).
+  std::optional<std::string> early_stopping_ended_run() const { return early_stopping_.ended_run(); }
 
  private:
   const RunConfig& config_;

@@ -210,6 +210,12 @@ FitSummary Trainer::Impl::fit() {
   check_same_position();
   tensorboard_.start(config_.resolved); // after resume_from, which chose the file to continue
   budget_.start();
+  // A run early stopping ended is over when resumed (--resume auto on a requeued job), as one
+  // that trained every epoch is: before, it trained one more epoch to stop again.
+  if (auto reason = evaluator_->early_stopping_ended_run())
+    control_.stop_for(StopCause::kEarlyStopping,
+                      "early stopping had ended this run at step " + std::to_string(step()) + ": " + *reason +
+                          "; nothing more to train (raise early_stopping.patience, or set it to 0, to train on)");
   control_.defer(dispatch(TP_EVENT_FIT_BEGIN, {}));
   try {
     for (position_.epoch = position_.start.epoch; position_.epoch < epochs_ && !control_.stop(); ++position_.epoch) {

@@ -15,7 +15,8 @@
 //   rng_cuda: uint8 tensor           the training device's generator state (CUDA runs only)
 //   running_loss: float64 tensor     [epoch sum, epoch count, window sum, window count]
 //                                    the training-loss accumulators of a partly done epoch
-//   early_stopping: float64 tensor   [best, evaluations without improvement] (empty when off)
+//   early_stopping: float64 tensor   [best, evaluations without improvement, stopped by a
+//                                    non-finite value (0/1; absent before 2026-11-28)] (empty when off)
 //   monitor: str, best: float        the monitored value and the best seen so far
 //   config: str                      the resolved run config (TOML text)
 //   plugins: [str]                   "component-id@version" of every component used
