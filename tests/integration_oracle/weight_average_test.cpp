@@ -237,6 +237,16 @@ TEST_CASE("[swa] follows PyTorch's SWALR, AveragedModel and update_bn (swa_oracl
   REQUIRE(epochs.size() == 4);
   CHECK_FALSE(epochs[0].has("val_swa/loss"));
   CHECK(epochs[1].has("val_swa/loss"));
+  // The final evaluation, of the averaged weights after update_bn, is in the history: an "eval"
+  // record at the last step (before, only the log's last line had it, and `host compare` read
+  // the epoch record's older value as the run's final one).
+  const auto evals = tp::test::rows_of(tp::test::read_history(dir), "eval");
+  REQUIRE(evals.size() == 1);
+  CHECK(evals[0].values.at("step") == epochs.back().values.at("step"));
+  CHECK(evals[0].values.at("epoch") == 3); // 0-based, as step records: the last epoch's index
+  CHECK(evals[0].has("val/loss"));
+  CHECK(run.output.find("step " + std::to_string(static_cast<int64_t>(epochs.back().values.at("step"))) +
+                        " (epoch 4):") != std::string::npos);
 }
 
 TEST_CASE("[swa] without swa.lr, or starting after the last epoch, is refused with exit 2") {

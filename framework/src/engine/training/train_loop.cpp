@@ -217,13 +217,18 @@ Scalars Trainer::Impl::run_evaluation(bool epoch_line_follows) {
     control_.stop_for(StopCause::kEarlyStopping, "early stopping: " + *reason);
     early_stop_line_ = "early stopping: " + *reason;
   }
-  if (config_.eval.strategy == IntervalStrategy::kSteps) {
-    HistoryRecord record{"eval", {{"step", double(step())}, {"epoch", double(position_.epoch)}}};
+  // An evaluation no epoch record takes (eval.strategy = "steps"; the final one after SWA's
+  // finish or an unevaluated last step) is a record of its own: before, the SWA model's final
+  // score reached the log's last line but not the history, so `host compare` read an older one.
+  if (!epoch_line_follows) {
+    // The epoch the step trained in (0-based, as step records): after the last epoch the
+    // position has moved past it.
+    const int64_t trained_in = std::min<int64_t>(position_.epoch, epochs_ - 1);
+    HistoryRecord record{"eval", {{"step", double(step())}, {"epoch", double(trained_in)}}};
     record.values.insert(record.values.end(), eval.begin(), eval.end());
     control_.rank0_write([&] { history_.add(record); });
     // Between epochs nothing else shows these values: the console and train.log get a line.
-    // The epoch the step trained in: after the last epoch the position has moved past it.
-    const int64_t epoch = std::min<int64_t>(position_.epoch + 1, epochs_);
+    const int64_t epoch = trained_in + 1;
     log_.info("step " + std::to_string(step()) + " (epoch " + std::to_string(epoch) + "):" + scalars_text(eval));
   }
   if (!epoch_line_follows && !early_stop_line_.empty()) log_.info(std::exchange(early_stop_line_, {}));

@@ -125,7 +125,8 @@ class Trainer::Impl {
   /// Step strategies after an optimizer step: evaluate, then save (so the save can be the best).
   void evaluate_and_save_on_steps(int64_t epoch);
   void end_epoch(int64_t epoch);
-  /// Evaluates and reacts: callbacks (EVAL_END), early stopping, the step history record. The
+  /// Evaluates and reacts: callbacks (EVAL_END), early stopping, an "eval" history record when no
+  /// epoch record takes the values (eval.strategy = "steps", the final evaluation after SWA). The
   /// "early stopping: ..." line follows the line that reports the evaluation: the step line, at
   /// the end here; with `epoch_line_follows` (end_epoch) the epoch's line, so it is left in
   /// early_stop_line_ for end_epoch. The stop itself is decided here either way.
