@@ -8,6 +8,7 @@
 
 #include "tp/framework/config/host_keys.h"
 #include "tp/framework/config/host_table.h"
+#include "tp/framework/config/monitor_mode.h"
 #include "tp/framework/config/install_layout.h"
 #include "tp/framework/config/overrides.h"
 #include "tp/framework/config/schema.h"
@@ -64,6 +65,7 @@ RunConfig build_run_config(toml::table root, std::string_view source_name,
   // 2. Check host keys and component table shapes, then add defaults.
   validate_host_table(root, source_name, scope == ConfigScope::kData);
   complete_host_table(root);
+  resolve_monitor_modes(root); // "auto" becomes the direction used, in config.toml too
   // A file named in a config file (train.init_weights) is found beside it, as plugin dirs and
   // TP_CFG_PATH keys are.
   for (const HostKey& key : host_keys()) {

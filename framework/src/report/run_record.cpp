@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "history_reader.h"
+#include "tp/framework/config/monitor_mode.h"
 #include "tp/framework/config/toml_text.h"
 #include "tp/framework/error.h"
 
@@ -75,7 +76,9 @@ bool higher_is_better(const RunRecord& run, const std::string& metric) {
   for (const char* table : {"checkpoint", "early_stopping"})
     if (text_value(run, std::string(table) + ".monitor") == metric)
       return text_value(run, std::string(table) + ".mode") == "max";
-  return metric.find("loss") == std::string::npos && metric.find("error") == std::string::npos;
+  // A value no mode speaks for: by its name, as mode = "auto" decides (a name that says neither:
+  // higher, as most scores).
+  return !lower_is_better_by_name(metric).value_or(false);
 }
 
 double report_number(const RunRecord& run, const std::string& key) {

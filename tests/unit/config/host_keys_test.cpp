@@ -1,6 +1,7 @@
 // The host key table: every key fills a member of its own, every member of a key section has a
 // key, a value set on a key reaches that key's section and no other, the table's limits are what
 // validation enforces, and [schedule] loads straight into the scheduler's options.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -123,9 +124,15 @@ std::string other_value(const tp::HostKey& key) {
     }
     case tp::ValueType::String:
       if (key.spec.kind != nullptr) return std::string(key.spec.kind->example);
+      // mode = "auto" resolves to "min" for the default monitor (val/loss): only "max" changes it.
+      if (std::find(key.spec.choices.begin(), key.spec.choices.end(), "max") != key.spec.choices.end() &&
+          value.value<std::string>() == "auto")
+        return "\"max\"";
       for (const std::string& choice : key.spec.choices) {
         if (choice != value.value<std::string>() && !choice.ends_with(":N")) return "\"" + choice + "\"";
       }
+      // A monitor stays a name whose direction mode = "auto" can tell ("val/loss/x": a loss term).
+      if (key.spec.path.ends_with(".monitor")) return "\"" + value.value<std::string>().value_or("") + "/x\"";
       return "\"" + value.value<std::string>().value_or("") + "x\"";
     case tp::ValueType::IntArray: return "[1]";
     case tp::ValueType::FloatArray: return "[0.5, 0.5]";

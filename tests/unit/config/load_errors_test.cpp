@@ -102,7 +102,7 @@ TEST_CASE("a string outside the choices lists them") {
   CHECK(tp::to_string(parsed.eval.strategy) == "steps");
   CHECK(tp::choice_words<tp::BatchNormSync>() == std::vector<std::string>{"broadcast", "reduce"});
   const tp::ConfigError mode = error_of("[checkpoint]\nmode = \"best\"\n");
-  TP_CHECK_CONTAINS(std::string(mode.what()), "expected min or max");
+  TP_CHECK_CONTAINS(std::string(mode.what()), "expected auto, min or max");
   const tp::ConfigError progress = error_of("[progress]\nmode = \"tqdm\"\n");
   TP_CHECK_CONTAINS(std::string(progress.what()), "expected auto, bar, lines or off");
 }

@@ -37,8 +37,8 @@ std::vector<std::pair<double, double>> metric_points(const RunRecord& run, const
                                                      bool* per_step = nullptr);
 
 /// Whether a higher `metric` is better for `run`: the run's checkpoint.mode when the metric is its
-/// checkpoint.monitor, else early_stopping.mode when it is that monitor, else false for names
-/// containing "loss" or "error" and true for the rest (accuracy, f1, ...).
+/// checkpoint.monitor, else early_stopping.mode when it is that monitor, else by its name as
+/// mode = "auto" decides (config/monitor_mode.h; true for a name that says neither).
 bool higher_is_better(const RunRecord& run, const std::string& metric);
 
 /// report.toml's number `key`, or NaN when the report lacks it.

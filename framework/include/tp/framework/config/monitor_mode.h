@@ -1,0 +1,27 @@
+// Which way a monitored value improves, for checkpoint.mode, early_stopping.mode and
+// schedule.mode = "auto" (the default): decided from the value's name, as timm does from its
+// eval metric, so that monitoring val/accuracy without a mode no longer keeps the worst
+// checkpoint (a "min" default did, silently).
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+#include <toml++/toml.h>
+
+namespace tp {
+
+/// Whether a lower `name` (an evaluated value: "val/loss", "val_ema/top5_accuracy", "val/map_50")
+/// is better, judged from its words: "loss", "error", "mae", "mse", ... anywhere mean lower;
+/// "accuracy", "f1", "iou", "map", "auc", ... in its last part mean higher. Nothing when the name
+/// says neither.
+std::optional<bool> lower_is_better_by_name(std::string_view name);
+
+/// Replaces each "auto" of checkpoint.mode, early_stopping.mode and schedule.mode in the
+/// completed host table `root` with "min" or "max" for its table's `monitor`, so the resolved
+/// config.toml records the direction used. A name that says neither is a ConfigError naming the
+/// mode key, where the direction matters (checkpoints ranked or the best loaded; early stopping
+/// on; a reduce_on_plateau schedule); elsewhere it becomes "min".
+void resolve_monitor_modes(toml::table& root);
+
+}  // namespace tp
