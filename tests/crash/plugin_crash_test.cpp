@@ -1,8 +1,16 @@
 // Plugins that misbehave at run time, end to end through `host`: a dataset that segfaults in
 // get_sample (the host names the component, function and sample index, exits 5, and the last
-// periodic checkpoint stays resumable), a callback that segfaults in on_event (named the same way;
-// model, loss and metric calls are marked alike), a dataset whose every entry point throws (a clean
-// PluginError, exit 1), and a library whose tp_entry.struct_size is wrong (refused, exit 3).
+// periodic checkpoint stays resumable), one that calls abort() or lets a C++ exception escape
+// (SIGABRT, reported alike; an abort outside plugin code keeps the default action), a callback
+// that segfaults in on_event (named the same way; model, loss and metric calls are marked alike), a
+// dataset whose every entry point throws (a clean PluginError, exit 1), and a library whose
+// tp_entry.struct_size is wrong (refused, exit 3).
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -81,6 +89,78 @@ TEST_CASE("a crash in a library's constructor, init, create, prepare, destroy or
     CHECK(contains(run.output, "host: plugin crash: component '"));
     CHECK(contains(run.output, c.where));
   }
+}
+
+TEST_CASE("an abort() or an escaping C++ exception in get_sample is reported as a segfault is: SIGABRT, exit 5") {
+  // Before, both died with a bare exit 134 (std::terminate ends in abort()), naming nothing.
+  const auto dir = tp::test::fresh_dir("crash_abort");
+  for (const char* how : {"abort", "throw"}) {
+    INFO("how = " << how);
+    std::filesystem::remove_all(dir);
+    const auto run = tp::test::run_host("--config tests/crash/segfault.toml --plugin-dir '" + fixture_dir("segfault") +
+                                        "' --output-dir '" + dir.string() + "' --set 'data.train.how=\"" + how + "\"'");
+    INFO(run.output);
+    CHECK(run.exit_code == tp::kExitPluginCrash);
+    CHECK(contains(run.output, "component 'org.test.segfault' crashed the process with SIGABRT"));
+    CHECK(contains(run.output, "in get_sample (sample index 13)"));
+    CHECK(contains(run.output, "--resume auto"));
+    if (std::string(how) == "throw") CHECK(contains(run.output, "terminate called after throwing"));
+    CHECK(tp::load_checkpoint(dir / "checkpoints" / "last.pt").step == 8);
+  }
+  const auto check = tp::test::run_host("plugins check '" + fixture_dir("segfault") + "/segfault.so' --config "
+                                        "tests/crash/segfault.toml --epoch 1 --index 13 --set 'data.train.how=\"abort\"'");
+  INFO(check.output);
+  CHECK(check.exit_code == tp::kExitPluginCrash);
+  CHECK(contains(check.output, "component 'org.test.segfault' crashed the process with SIGABRT"));
+  CHECK(contains(check.output, "in get_sample on split 'train' (sample index 13)"));
+}
+
+namespace {
+
+/// How a child process that installs the crash handler and calls abort() ends: inside a plugin
+/// call or not. Core dumps are off in the child.
+int abort_in_child(bool in_plugin_call) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const rlimit no_core{0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    std::signal(SIGABRT, SIG_DFL); // as host's main finds it (doctest's own handler is inherited)
+    tp::install_plugin_crash_handler(nullptr);
+    if (in_plugin_call) {
+      const tp::PluginCallScope scope("org.test.child", "get_sample", 3);
+      std::abort();
+    }
+    std::abort();
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return status;
+}
+
+}  // namespace
+
+TEST_CASE("an abort() outside plugin code keeps the default action (exit 134), inside one it is exit 5") {
+  // LibTorch's and glibc's own aborts in host code are host bugs: the core dump stays theirs.
+  const int outside = abort_in_child(false);
+  CHECK(WIFSIGNALED(outside));
+  CHECK(WTERMSIG(outside) == SIGABRT);
+  const int inside = abort_in_child(true);
+  CHECK(WIFEXITED(inside));
+  CHECK(WEXITSTATUS(inside) == tp::kExitPluginCrash);
+  // Sent by another process, SIGABRT says nothing about the plugin code a thread runs: default.
+  rlimit core{};
+  ::getrlimit(RLIMIT_CORE, &core);
+  const rlimit no_core{0, core.rlim_max}; // no core file in the source tree; the soft limit only
+  ::setrlimit(RLIMIT_CORE, &no_core);
+  const auto dir = tp::test::fresh_dir("crash_sent_abort");
+  const auto sent = tp::test::run_host_until_history(
+      "--config tests/crash/segfault.toml --plugin-dir '" + fixture_dir("segfault") + "' --output-dir '" +
+          dir.string() + "' --set train.epochs=100000 --set data.train.crash_index=1000 --set train.log_every_steps=1",
+      dir / "history.jsonl", 2, "ABRT");
+  ::setrlimit(RLIMIT_CORE, &core);
+  INFO(sent.output);
+  CHECK(contains(sent.output, "exit=134"));
+  CHECK_FALSE(contains(sent.output, "plugin crash"));
 }
 
 TEST_CASE("a plugin's runaway recursion still ends in the crash report (alternate signal stack), on any thread") {

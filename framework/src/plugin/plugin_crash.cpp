@@ -23,12 +23,14 @@ struct CallSlot {
 constinit thread_local CallSlot t_call{nullptr, nullptr, UINT64_MAX};
 
 // The handler may use only static storage: the checkpoint directory is copied here once, at
-// install time, from the main thread, before any plugin runs.
-constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+// install time, from the main thread, before any plugin runs. SIGABRT is among them because a
+// plugin's abort(), a failed assert() in it and a C++ exception that escapes it (std::terminate)
+// all end in abort(): without it those died with a bare exit 134 naming nothing.
+constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 struct HandlerText {
   char checkpoint_dir[1024]; ///< empty: not a run (`host plugins check`)
   char config_file[1024];    ///< the run's config.toml, for the reproduce command
-  struct sigaction previous[4]; ///< what was installed before (default, or a sanitizer's), per kSignals
+  struct sigaction previous[std::size(kSignals)]; ///< what was installed before (default, or a sanitizer's), per kSignals
 };
 HandlerText& handler_text() {
   static HandlerText text{};
@@ -60,15 +62,28 @@ const char* signal_name(int signal_number) {
     case SIGBUS: return "SIGBUS (bad memory access)";
     case SIGFPE: return "SIGFPE (arithmetic fault, e.g. integer division by zero)";
     case SIGILL: return "SIGILL (illegal instruction)";
+    case SIGABRT:
+      return "SIGABRT (abort: the plugin called abort(), an assertion failed, or a C++ exception escaped it and "
+             "std::terminate ran; its message, if any, is above)";
     default: return "a fatal signal";
   }
 }
 
+// Whether this thread's own code raised the signal: a fault, or abort() (raise: SI_TKILL from our
+// own pid). A SIGABRT another process sent (`kill -ABRT`) lands on any thread, perhaps one that is
+// inside a plugin call, and says nothing about the plugin.
+bool raised_here(int signal_number, const siginfo_t* info) {
+  if (signal_number != SIGABRT) return true;
+  return info != nullptr && info->si_code == SI_TKILL && info->si_pid == ::getpid();
+}
+
 extern "C" void on_fatal_signal(int signal_number, siginfo_t* info, void*) {
   const CallSlot call = t_call;
-  if (call.id == nullptr) {
-    // Not in plugin code: a host bug. Hand it to whatever handled it before (the default action's
-    // core dump, or ASan's report): returning re-executes the faulting instruction under it.
+  if (call.id == nullptr || !raised_here(signal_number, info)) {
+    // Not in plugin code: a host bug (or LibTorch's or glibc's own abort, or a signal sent from
+    // outside). Hand it to whatever handled it before (the default action's core dump, or ASan's
+    // report): returning re-executes the faulting instruction under it; a sent or raised signal
+    // (abort's) is raised again.
     for (std::size_t i = 0; i < std::size(kSignals); ++i)
       if (kSignals[i] == signal_number) ::sigaction(signal_number, &handler_text().previous[i], nullptr);
     if (info == nullptr || info->si_code <= 0) ::raise(signal_number); // sent, not a fault: resend

@@ -12,7 +12,10 @@
 // (temporary file, fsync, rename), so the last periodic checkpoint is complete, and the message
 // tells the user to `--resume auto` from it once the plugin is fixed (or the sample skipped).
 // A fault outside any plugin call is a host bug: the handler then restores the default action and
-// re-raises, so the usual core dump / sanitizer report still happens.
+// re-raises, so the usual core dump / sanitizer report still happens. SIGABRT is handled alike: an
+// abort() (a failed assertion, std::terminate after an escaping C++ exception) on a thread inside a
+// plugin call is that plugin's crash, exit 5; one outside any plugin call (LibTorch's or glibc's own
+// checks in host code) or sent by another process keeps the default action (exit 134, core dump).
 #pragma once
 
 #include <cstdint>
@@ -53,7 +56,7 @@ decltype(auto) in_plugin_call(const char* component_id, const char* function, Ca
   return call();
 }
 
-/// Installs the SIGSEGV/SIGBUS/SIGFPE/SIGILL handler (idempotent: a later call only replaces the
+/// Installs the SIGSEGV/SIGBUS/SIGFPE/SIGILL/SIGABRT handler (idempotent: a later call only replaces the
 /// two texts; main installs it for every command before any plugin is loaded, a run then names
 /// its checkpoints). In a run, `checkpoint_dir` is named in the message as the resume point and
 /// `config_file` (the run's self-contained config.toml) in the `host plugins check` command that
