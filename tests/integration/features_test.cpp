@@ -134,6 +134,32 @@ TEST_CASE("early stopping stops after `patience` evaluations without improvement
   CHECK(rows_of(read_history(dir), "epoch").size() == 4);
 }
 
+TEST_CASE("the sanity check: a broken evaluation fails before the first training step, not after an epoch") {
+  // top_k = 5 of 3 classes fails in the metric's update at the first evaluation. Before
+  // eval.sanity_batches, that was after an epoch of training, and the epoch was lost.
+  const auto dir = tp::test::fresh_dir("features_sanity_metric");
+  const auto run = train(dir, "--set 'metrics[0].top_k=5'");
+  INFO(run.output);
+  CHECK(run.exit_code == 1);
+  CHECK(run.output.find("sanity check: evaluating 2 batch(es) of the validation split") != std::string::npos);
+  CHECK(run.output.find("org.torchhost.accuracy") != std::string::npos);
+  CHECK(rows_of(read_history(dir), "step").empty()); // no step was trained
+  // A monitor naming no evaluated value: refused before training, exit 2, naming the values.
+  const auto monitor = train(tp::test::fresh_dir("features_sanity_monitor"),
+                             "--set 'early_stopping.patience=2' --set 'early_stopping.monitor=\"val/acc\"'");
+  INFO(monitor.output);
+  CHECK(monitor.exit_code == 2);
+  CHECK(monitor.output.find("early_stopping.monitor = \"val/acc\" is not among the evaluated values (val/loss, "
+                            "val/accuracy), found by the sanity check before training") != std::string::npos);
+  // Off: the first evaluation, after the first epoch, is where it fails.
+  const auto off_dir = tp::test::fresh_dir("features_sanity_off");
+  const auto off = train(off_dir, "--set 'metrics[0].top_k=5' --set eval.sanity_batches=0");
+  INFO(off.output);
+  CHECK(off.exit_code == 1);
+  CHECK(off.output.find("sanity check") == std::string::npos);
+  CHECK_FALSE(rows_of(read_history(off_dir), "step").empty());
+}
+
 TEST_CASE("load_best_at_end restores the best checkpoint's weights and reports its evaluation") {
   const auto dir = tp::test::fresh_dir("features_load_best");
   // "Best" = highest val/loss = the first evaluation, so the final weights are not the best ones.

@@ -119,6 +119,10 @@ std::vector<HostKey> make_host_keys() {
       TP_HOST_KEY(eval, every, "1",
           "evaluation interval in units of `strategy` (>= 1)",
           {.limit = at_least(1)}),
+      TP_HOST_KEY(eval, sanity_batches, "2",
+          "evaluate this many batches before the first training step, so a broken evaluation (a metric's "
+          "options, the monitored names) fails at once, not after an epoch; 0 = off",
+          {.limit = at_least(0)}),
 
       TP_HOST_KEY(optim, name, R"("adamw")", "optimizer", {.choices = {"sgd", "adam", "adamw", "rmsprop"}}),
       TP_HOST_KEY(optim, lr, "1e-3", "learning rate (> 0)", {.limit = above(0)}),

@@ -45,6 +45,13 @@ class Evaluator {
   /// checkpoint.monitor is not evaluated but save_top_k needs it (an average's value before its
   /// first update is just absent).
   Scalars run(int64_t step, LrScheduler& scheduler);
+  /// [all ranks] The sanity check before training (eval.sanity_batches, Lightning's
+  /// num_sanity_val_steps): the live weights on the first `batches` batches of the validation
+  /// split, the values dropped, nothing remembered; then each monitor in use (checkpoint ranking,
+  /// early stopping, a plateau schedule) must name an evaluated value, else ConfigError. A
+  /// failing model, loss or metric throws as in any evaluation, before an epoch is spent. The
+  /// model computes in inference mode and draws no random numbers, so training is unchanged.
+  void sanity_check(int64_t batches);
   /// The first samples the last run() skipped on this rank (data.on_bad_sample = "skip"), with
   /// their errors. Requires enabled().
   const std::vector<SkippedSample>& first_skipped() const { return loader_->first_skipped(); }

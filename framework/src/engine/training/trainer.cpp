@@ -216,6 +216,14 @@ FitSummary Trainer::Impl::fit() {
     control_.stop_for(StopCause::kEarlyStopping,
                       "early stopping had ended this run at step " + std::to_string(step()) + ": " + *reason +
                           "; nothing more to train (raise early_stopping.patience, or set it to 0, to train on)");
+  // Sanity check: a few evaluation batches before the first step, so a broken evaluation fails
+  // now instead of after an epoch of training (not under fast_dev_run, which evaluates at once).
+  if (evaluator_->enabled() && config_.eval.sanity_batches > 0 && !config_.train.fast_dev_run && !control_.stop() &&
+      position_.start.epoch < epochs_) {
+    log_.info("sanity check: evaluating " + std::to_string(config_.eval.sanity_batches) +
+              " batch(es) of the validation split before training (eval.sanity_batches; 0 = off)");
+    evaluator_->sanity_check(config_.eval.sanity_batches);
+  }
   control_.defer(dispatch(TP_EVENT_FIT_BEGIN, {}));
   try {
     for (position_.epoch = position_.start.epoch; position_.epoch < epochs_ && !control_.stop(); ++position_.epoch) {

@@ -81,6 +81,7 @@ struct EvalSection {
   int64_t batch_size;   ///< 0 = train.batch_size
   IntervalStrategy strategy; ///< when to evaluate
   int64_t every;        ///< interval in units of `strategy`
+  int64_t sanity_batches; ///< batches evaluated before the first training step (0 = no sanity check)
   bool operator==(const EvalSection&) const = default; ///< field-wise
 };
 
