@@ -20,6 +20,11 @@ namespace fs = std::filesystem;
 
 constexpr const char* kOption = "--images";
 
+// image_folder's default `extensions` (plugins/datasets/image_folder/image_folder.cpp; the host
+// includes no plugin code, ARCH-1): what a dataset that reads `files` but declares no
+// `extensions` key is given, so that opting in with `files` alone works.
+std::vector<std::string> default_image_endings() { return {".jpg", ".jpeg", ".png", ".bmp", ".webp"}; }
+
 // Whether `name` ends with one of `endings` in ASCII case-insensitive comparison: image_folder's
 // rule for its class folders (torchvision's endswith on the lower-cased name).
 bool has_ending(const std::string& name, const std::vector<std::string>& endings) {
@@ -51,7 +56,9 @@ ImageFiles files_under(const fs::path& dir, const std::vector<std::string>& exte
   if (shown.empty()) {
     std::string endings;
     for (const std::string& ending : extensions) endings += (endings.empty() ? " (ending in " : " ") + ending;
-    if (!endings.empty()) endings += ", the evaluation table's `extensions`)";
+    if (!endings.empty())
+      endings += ", any case: the evaluation table's `extensions`, or image_folder's default endings when its "
+                 "dataset declares no such key)";
     throw ConfigError(kOption, "host predict --images: the directory '" + dir.string() + "' holds no image file" +
                                    endings + ".");
   }
@@ -145,6 +152,10 @@ std::vector<std::string> image_extensions(const RunConfig& config, const Registr
                           "' cannot read plain image files (it declares no `files` key, the list of unlabelled files "
                           "org.torchhost.image_folder reads). Predict its own splits with --split val|test, or "
                           "predict files with a run whose evaluation table is an image_folder.");
+  const bool declares_endings = std::any_of(schema.begin(), schema.end(), [](const KeySpec& key) {
+    return key.path == "extensions" && key.type == ValueType::StringArray;
+  });
+  if (!declares_endings) return default_image_endings();
   std::vector<std::string> extensions;
   if (const toml::array* endings = table->options["extensions"].as_array())
     for (const toml::node& ending : *endings)

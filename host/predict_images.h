@@ -18,7 +18,7 @@ struct ImageFiles {
 };
 
 /// The files `source` names. A directory: its regular files (symlinks to files included) whose
-/// lower-cased names end with one of `extensions` (every file when empty), in every sub-directory
+/// names end with one of `extensions` in any case (none when it is empty), in every sub-directory
 /// (symlinked directories are not entered), sorted by their path relative to `source` in byte
 /// order. A file whose first bytes are a JPEG's, PNG's, BMP's or WebP's: that one image, `shown`
 /// as given. Another file: a list, one path per line, relative paths from the list's directory, leading and
@@ -28,7 +28,8 @@ struct ImageFiles {
 /// (naming the list's line).
 ImageFiles list_image_files(const std::string& source, const std::vector<std::string>& extensions);
 
-/// The `extensions` of the run's evaluation table (dataset_table(config, "val")), empty when it has none.
+/// The `extensions` of the run's evaluation table (dataset_table(config, "val")) when its dataset
+/// declares that string-array key; else image_folder's default endings (.jpg .jpeg .png .bmp .webp).
 /// Throws ConfigError (exit 2) when the run has no evaluation table or its dataset cannot read
 /// given files (its schema declares no `files` string array), naming the table and the component.
 std::vector<std::string> image_extensions(const RunConfig& config, const Registry& registry);

@@ -358,3 +358,37 @@ TEST_CASE("host predict and host export write regular files only: a FIFO or a di
   CHECK(tp::test::temporaries_below(dir) == "");
   fs::remove(fifo);
 }
+
+TEST_CASE("host predict --images DIR with a dataset that declares `files` but no `extensions`: image_folder's endings") {
+  // Before, such a dataset got no endings at all: "the directory ... holds no image file", always
+  // (docs/plugin_sdk.md, "New files"). prepare_probe declares `files` and no `extensions`.
+  const fs::path dir = tp::test::fresh_dir("predict_images_files_only");
+  const std::string run = "--config tests/predict/prepare_probe.toml --plugin-dir '" +
+                          std::string(tp::test::fixture_plugin_dir()) + "' --output-dir '" + (dir / "run").string() +
+                          "' --set 'data.train.log=\"" + (dir / "calls.log").string() + "\"' ";
+  const auto train = tp::test::run_host("train " + run);
+  INFO(train.output);
+  REQUIRE(train.exit_code == 0);
+  const fs::path images = dir / "new";
+  fs::create_directories(images / "sub");
+  for (const char* name : {"a.JPG", "c.png", "sub/b.webp", "notes.txt", "d.tiff"}) std::ofstream(images / name) << "x";
+  const fs::path out = dir / "images.csv";
+  const auto predicted = tp::test::run_host("predict " + run + "--checkpoint last --images '" + images.string() +
+                                            "' --output '" + out.string() + "'");
+  INFO(predicted.output);
+  REQUIRE(predicted.exit_code == 0);
+  std::vector<std::string> paths;
+  std::istringstream rows(tp::test::read_text(out));
+  for (std::string line; std::getline(rows, line);)
+    if (!line.empty() && line.front() != '#' && line.rfind("index,", 0) != 0)
+      paths.push_back(line.substr(line.find(',') + 1, line.find(',', line.find(',') + 1) - line.find(',') - 1));
+  CHECK(paths == std::vector<std::string>{"a.JPG", "c.png", "sub/b.webp"});
+  // Nothing such a dataset would read: the message names the endings and where they come from.
+  fs::remove_all(images);
+  fs::create_directories(images);
+  std::ofstream(images / "notes.txt") << "x";
+  const auto none = tp::test::run_host("predict " + run + "--checkpoint last --images '" + images.string() + "'");
+  INFO(none.output);
+  CHECK(none.exit_code == 2);
+  CHECK(tp::test::contains(none.output, "holds no image file (ending in .jpg .jpeg .png .bmp .webp, any case: "));
+}
