@@ -44,27 +44,35 @@ void print_component(const ComponentInfo& info, const PluginLibrary& library, bo
 // `--config FILE`: each component takes the options of the first table of the run that names
 // it (data.train, data.val, data.test, model, loss, data.batch_transforms, metrics, callbacks); a
 // dataset's "val" split those of data.val when that names it, its "test" split those of
-// data.test. --set then works on the file, as for `host train`.
-RunConfig configs_from_run(const Options& options, CheckOptions& check) {
-  RunConfig run = load_run_config(options.config, options.sets, process_environment());
-  std::vector<const ComponentConfig*> tables{&run.data.train};
+// data.test. --set then works on the file, as for `host train`. The path keys of `library`'s
+// components are made absolute in `run`'s own tables first (a relative value beside the config
+// file, a --set one from the working directory): the copies in `check` no longer know where their
+// values were written.
+void configs_from_run(RunConfig& run, const PluginLibrary& library, CheckOptions& check) {
+  std::vector<ComponentConfig*> tables{&run.data.train};
   if (run.data.val) tables.push_back(&*run.data.val);
   if (run.data.test) tables.push_back(&*run.data.test);
   tables.push_back(&run.model);
   tables.push_back(&run.loss);
-  for (const auto* list : {&run.data.batch_transforms, &run.metrics, &run.callbacks})
-    for (const ComponentConfig& table : *list) tables.push_back(&table);
+  for (auto* list : {&run.data.batch_transforms, &run.metrics, &run.callbacks})
+    for (ComponentConfig& table : *list) tables.push_back(&table);
+  for (ComponentConfig* table : tables)
+    for (const ComponentInfo& info : library.components())
+      if (info.id == table->component) resolve_path_keys(*table, info.schema, run.source);
   for (const ComponentConfig* table : tables) check.configs.emplace(table->component, *table);
   if (run.data.val) check.val_configs.emplace(run.data.val->component, *run.data.val);
   if (run.data.test) check.test_configs.emplace(run.data.test->component, *run.data.test);
   check.seed = static_cast<uint64_t>(run.run.seed);
-  return run;
+  check.source_file = run.source;
 }
 
 // What the run's loss `entry` declares of its target fields (plugin ABI 1.9), into `check`: the
-// loss is created with the run's [loss] table and destroyed at once.
-void contracts_of(const ComponentEntry& entry, ComponentConfig table, CheckOptions& check) {
-  validate_component(table, entry.info->schema, "");
+// loss is created with the run's [loss] table (its path keys resolved in place, as above) and
+// destroyed at once.
+void contracts_of(const ComponentEntry& entry, RunConfig& run, CheckOptions& check) {
+  resolve_path_keys(run.loss, entry.info->schema, run.source);
+  ComponentConfig table = run.loss;
+  validate_component(table, entry.info->schema, run.source);
   const LossProxy loss(entry, table);
   check.contract_loss = loss.id();
   check.contracts = loss.description().contracts;
@@ -73,14 +81,14 @@ void contracts_of(const ComponentEntry& entry, ComponentConfig table, CheckOptio
 // The run's loss from the plugin search path, in a registry of its own that is gone (its
 // libraries unloaded) before the checked library loads: a library two registries hold would be
 // initialised twice. False when no library there has it (the checked one may).
-bool contracts_from_search_path(const Options& options, const RunConfig& run, const HostServices& host,
+bool contracts_from_search_path(const Options& options, RunConfig& run, const HostServices& host,
                                 CheckOptions& check) {
   Registry side(host);
   side.allow_insecure_plugin_dirs(options.allow_insecure_plugin_dir);
   side.load_search_path(search_path(options, config_plugin_dirs(run, options.config)));
   for (const ComponentEntry& entry : side.all())
     if (entry.info->id == run.loss.component && entry.info->kind == TP_KIND_LOSS) {
-      contracts_of(entry, run.loss, check);
+      contracts_of(entry, run, check);
       return true;
     }
   return false;
@@ -120,7 +128,7 @@ int check_plugin_file(const Options& options) {
   std::optional<RunConfig> run;
   bool have_contracts = false;
   if (!options.config.empty()) {
-    run = configs_from_run(options, check);
+    run = load_run_config(options.config, options.sets, process_environment());
     have_contracts = contracts_from_search_path(options, *run, host, check);
   }
   Registry registry(host);
@@ -128,8 +136,9 @@ int check_plugin_file(const Options& options) {
   auto library = registry.load_file(options.file);
   if (run && !have_contracts)
     for (const ComponentInfo& info : library->components())
-      if (info.id == run->loss.component && info.kind == TP_KIND_LOSS) contracts_of({&info, library}, run->loss, check);
-  if (!run) configs_from_sets(options, *library, check);
+      if (info.id == run->loss.component && info.kind == TP_KIND_LOSS) contracts_of({&info, library}, *run, check);
+  if (run) configs_from_run(*run, *library, check);
+  else configs_from_sets(options, *library, check);
   // A crash in plugin code names the component, the call, the split and the sample, exit 5.
   install_plugin_crash_handler(nullptr);
   std::printf("%s: plugin '%s', ABI %u.%u, %zu component(s)\n", options.file.c_str(), library->name().c_str(),

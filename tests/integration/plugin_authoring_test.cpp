@@ -141,6 +141,33 @@ TEST_CASE("a component with a required key is skipped without options, and check
   CHECK(contains(from_config.output, "val: 3 samples"));
 }
 
+TEST_CASE("plugins check --config resolves a relative path key beside the config file, from any directory") {
+  // As a run does (plugin_api/README.md, lifecycle): before, the check passed the value on as
+  // written, so the plugin opened it against the working directory and failed from anywhere else.
+  const auto dir = tp::test::fresh_dir("check_path_key");
+  std::filesystem::create_directories(dir / "cfg");
+  std::filesystem::create_directories(dir / "elsewhere");
+  std::ofstream(dir / "cfg" / "samples.txt") << "beside the config\n";
+  std::ofstream(dir / "elsewhere" / "here.txt") << "in the working directory\n";
+  std::ofstream(dir / "cfg" / "run.toml") << "[data.train]\ncomponent = \"org.test.ck_path_key\"\nlist = \"samples.txt\"\n"
+                                             "[model]\ncomponent = \"org.torchhost.mlp\"\n"
+                                             "[loss]\ncomponent = \"org.torchhost.mse\"\n";
+  const std::string check_from_elsewhere = "cd '" + (dir / "elsewhere").string() + "' && '" + tp::test::build_dir() +
+                                           "/bin/host' plugins check '" + fixture("ck_path_key") + "' --config ../cfg/run.toml";
+  const auto beside = tp::test::run_shell(check_from_elsewhere);
+  INFO(beside.output);
+  CHECK(beside.exit_code == 0);
+  CHECK(contains(beside.output, "[ok] org.test.ck_path_key: train: 20 samples"));
+  // A --set value stays relative to the working directory, as a shell argument is.
+  const auto set = tp::test::run_shell(check_from_elsewhere + " --set 'data.train.list=\"here.txt\"'");
+  INFO(set.output);
+  CHECK(set.exit_code == 0);
+  const auto missing = tp::test::run_shell(check_from_elsewhere + " --set 'data.train.list=\"samples.txt\"'");
+  INFO(missing.output);
+  CHECK(missing.exit_code == tp::kExitRuntime);
+  CHECK(contains(missing.output, "cannot open list '" + (dir / "elsewhere" / "samples.txt").string() + "'"));
+}
+
 TEST_CASE("the training crash message's `host plugins check` command reproduces the crash") {
   const auto dir = tp::test::fresh_dir("check_reproduce");
   const std::string plugin_dir = std::string(tp::test::bad_plugin_dir()) + "/segfault";

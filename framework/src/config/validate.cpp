@@ -89,6 +89,16 @@ void validate_component(ComponentConfig& component, const std::vector<KeySpec>& 
   }
 }
 
+void resolve_path_keys(ComponentConfig& component, const std::vector<KeySpec>& schema, std::string_view source_file) {
+  for (const KeySpec& spec : schema) {
+    if (!spec.is_path) continue;
+    const toml::node* node = component.options.get(spec.path);
+    if (node == nullptr || !node->is_string()) continue; // validate_component names a wrong type
+    std::string resolved = resolve_config_path(*node, source_file);
+    component.options.insert_or_assign(spec.path, std::move(resolved));
+  }
+}
+
 void store_resolved(RunConfig& cfg, const ComponentConfig& component) {
   toml::table table = component.options;
   table.insert_or_assign(kComponentKey, component.component);

@@ -110,8 +110,8 @@ std::string check_component(const ComponentEntry& entry, ComponentConfig config,
   if (info.kind == TP_KIND_DATASET) {
     ComponentConfig val = options.val_configs.contains(info.id) ? options.val_configs.at(info.id) : config;
     ComponentConfig test = options.test_configs.contains(info.id) ? options.test_configs.at(info.id) : config;
-    validate_component(val, info.schema, "");
-    validate_component(test, info.schema, "");
+    validate_component(val, info.schema, options.source_file);
+    validate_component(test, info.schema, options.source_file);
     detail::DatasetCheck checked = detail::check_dataset(entry, config, val, test, options);
     warnings = std::move(checked.warnings);
     return checked.summary;
@@ -158,7 +158,7 @@ std::vector<CheckLine> check_library(const std::shared_ptr<PluginLibrary>& libra
                                "; give them with --set KEY=VALUE or a run's table with --config FILE", true});
       continue;
     }
-    validate_component(config, info.schema, ""); // a bad value the caller gave: ConfigError
+    validate_component(config, info.schema, options.source_file); // a bad value the caller gave: ConfigError
     try {
       std::vector<std::string> warnings;
       std::string what = check_component(entry, std::move(config), options, warnings);

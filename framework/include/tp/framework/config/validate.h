@@ -27,6 +27,17 @@ namespace tp {
 void validate_component(ComponentConfig& component, const std::vector<KeySpec>& schema,
                         std::string_view source_file);
 
+/// Makes the value of every path key (KeySpec::is_path) of `schema` that `component` sets as a
+/// string absolute, as validate_component() would: a value written in a file beside that file
+/// (`source_file` when the node no longer knows its file), a --set or environment value from the
+/// working directory. Call it on the loaded RunConfig's own table, before copying it: a copy's
+/// nodes lose where they were written (toml++ copies no source positions), and validating the copy
+/// would take a --set value as the file's. Values of other keys and types are left alone.
+/// Example (`host plugins check --config`):
+///   resolve_path_keys(run.data.train, library_schema, run.source);
+///   options.configs.emplace(run.data.train.component, run.data.train);
+void resolve_path_keys(ComponentConfig& component, const std::vector<KeySpec>& schema, std::string_view source_file);
+
 /// Replaces the table at `component.key_path` ("model", "data.train", "metrics[1]") in
 /// `cfg.resolved` with `component.options` plus `component = "<id>"`, so that config.toml records
 /// the plugin defaults too. Throws tp::Error when the key path is not a component slot or the

@@ -48,6 +48,9 @@ struct CheckOptions {
   /// by a fixed hash), N = N spread evenly (first and last included), kAllSamples = every one.
   uint64_t samples = 0;
   uint64_t seed = 0;             ///< run.seed, from which each sample's ctx.seed derives
+  /// The run config the options come from (`--config`): a relative path key without a recorded
+  /// origin resolves beside it, and messages name it. Empty: none (the working directory).
+  std::string source_file;
   /// The run's loss (`--config`) and what it declares of its target fields (plugin ABI 1.9):
   /// every sample a dataset gives is held to these contracts. Empty: nothing to hold them to.
   std::string contract_loss;
