@@ -85,6 +85,7 @@ TEST_CASE("plugins check fails each broken dataset, naming the component, the ca
       {"ck_dtype_varies", {"get_sample at index 19 of split 'train' gave x float64[4]", "but index 0 gave x float32[4]"}},
       {"ck_null_deleter", {"get_sample at index 0 of split 'train': field 1 ('label') has a NULL DLPack deleter"}},
       {"ck_no_range_check", {"get_sample at index 20 of split 'train' (size() is 20) returned TP_OK"}},
+      {"ck_dup_field", {"get_sample at index 0 of split 'train': field 1 ('x') repeats the name of field 0"}},
   };
   for (const Case& c : cases) {
     const auto run = check(c.name);

@@ -267,6 +267,17 @@ NamedTensors DatasetProxy::get(uint64_t index, const tp_worker_ctx_t& ctx) const
                                                      ? " ('" + std::string(fields[i].name) + "') with a NULL DLPack deleter (PLG-9)."
                                                      : " without a name or tensor."));
     const char* name = fields[i].name;
+    // Fields are looked up by name from here on: a second `x` would be dropped silently and the
+    // run would train on whichever came first.
+    for (uint32_t j = 0; j < i; ++j)
+      if (std::strcmp(fields[j].name, name) == 0)
+        throw PluginError(id(), "get_sample", "plugin component '" + id() + "' returned field '" + name +
+                                                  "' twice in sample " + std::to_string(index) + " (fields " +
+                                                  std::to_string(j) + " and " + std::to_string(i) +
+                                                  "): each field of a sample needs its own name, the one the model, "
+                                                  "loss and metrics read it by. Rename one in the plugin; `host "
+                                                  "plugins check <its .so> --index " + std::to_string(index) +
+                                                  "` shows the fields.");
     // The same validation as `host plugins check` (dlpack_check.h): LibTorch trusts ndim, shape
     // and strides, so a field that lies about them would be read out of bounds.
     if (const std::string problem = detail::dlpack_problem(fields[i].tensor->dl_tensor); !problem.empty())

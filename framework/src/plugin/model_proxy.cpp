@@ -71,7 +71,15 @@ NamedTensors ModelProxy::forward(const NamedTensors& inputs) {
     if (!adopted[i].defined())
       check(TP_ERR_INTERNAL, "forward", "a call that returned TP_OK with output " + std::to_string(i) + " of " +
                                              std::to_string(count) + " NULL");
-    result.emplace_back(outputs[i].name != nullptr ? outputs[i].name : "", std::move(adopted[i]));
+    std::string name = outputs[i].name != nullptr ? outputs[i].name : "";
+    // Outputs are looked up by name: a second one of a name would be dropped silently.
+    for (uint32_t j = 0; j < i; ++j)
+      if (result[j].first == name)
+        check(TP_ERR_INTERNAL, "forward", "a call that returned output '" + name + "' twice (outputs " +
+                                               std::to_string(j) + " and " + std::to_string(i) +
+                                               "): each output needs its own name, the one the loss, metrics and "
+                                               "writers read it by; rename one in the plugin");
+    result.emplace_back(std::move(name), std::move(adopted[i]));
   }
   // Before any loss, metric or writer reads an offset.
   detail::check_ragged_outputs(result, detail::batch_size_of(inputs), id(), who());

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstring>
 #include <string_view>
 #include <vector>
 
@@ -191,6 +192,11 @@ class SplitUnderCheck {
       const std::string which = where + ": field " + std::to_string(i) +
                                 (field.name != nullptr ? " ('" + std::string(field.name) + "')" : "");
       if (field.name == nullptr || field.tensor == nullptr) throw Error(which + " has no name or no tensor");
+      for (uint32_t j = 0; j < i; ++j)
+        if (std::strcmp(out.fields[j].name, field.name) == 0)
+          throw Error(which + " repeats the name of field " + std::to_string(j) + ": each field of a sample needs its "
+                              "own name, the one the model, loss and metrics read it by (a run refuses the sample); "
+                              "rename one");
       if (field.tensor->deleter == nullptr)
         throw Error(which + " has a NULL DLPack deleter: the host frees every field through its deleter, so this "
                             "one leaks in every step (PLG-9)");

@@ -87,6 +87,17 @@ TEST_CASE("a model forward that returns TP_OK with a NULL output is refused, the
   CHECK(input.use_count() == 1);
 }
 
+TEST_CASE("a model forward that returns two outputs of one name is refused, both released") {
+  // Before, both were handed on and a lookup by name took the first, silently.
+  auto model = make<ModelProxy>("org.test.half_fail_model", "dup_output");
+  const at::Tensor input = at::ones({2});
+  const std::string message = plugin_error([&] { model->forward({{"x", input}}); });
+  CHECK(contains(message, "org.test.half_fail_model"));
+  CHECK(contains(message, "returned output 'out' twice (outputs 0 and 1)"));
+  CHECK(contains(message, "rename one"));
+  CHECK(input.use_count() == 1);
+}
+
 TEST_CASE("a model forward that succeeds hands its outputs over, once") {
   auto model = make<ModelProxy>("org.test.half_fail_model", "ok");
   const at::Tensor input = at::ones({2});
@@ -137,6 +148,17 @@ TEST_CASE("a sample with an unnamed field: every field's deleter runs") {
   auto data = dataset("no_name", deleted);
   const std::string message = plugin_error([&] { data->get(1, worker_context()); });
   CHECK(contains(message, "field 1 of sample 1 without a name or tensor"));
+  CHECK(deleted == 3);
+}
+
+TEST_CASE("a sample with two fields of one name is refused, naming the plugin and the field; every deleter runs") {
+  // Before, it was accepted and training read the first `a` (a plugin author's trial: x and x).
+  int64_t deleted = 0;
+  auto data = dataset("dup_name", deleted);
+  const std::string message = plugin_error([&] { data->get(2, worker_context()); });
+  CHECK(contains(message, "plugin component 'org.test.half_fail_dataset' returned field 'a' twice in sample 2 "
+                          "(fields 0 and 1)"));
+  CHECK(contains(message, "Rename one in the plugin"));
   CHECK(deleted == 3);
 }
 

@@ -34,7 +34,7 @@ TP_EXTERN_C_BEGIN
 
 /** One named field of a sample. */
 typedef struct tp_field_t {
-  const char *name;        /* static storage in the plugin ("image") */
+  const char *name;        /* static storage in the plugin ("image"); unique within the sample */
   DLManagedTensor *tensor; /* new reference, kDLCPU, compact or strided; the host calls
                               tensor->deleter(tensor) exactly once, from any thread, so
                               `deleter` is never NULL (it frees the struct too; PLG-9). A scalar
