@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "interface_check.h"
+#include "load_failure.h"
 #include "sized_copy.h"
 #include "tp/framework/error.h"
 #include "tp/framework/ops/fused_ops.h"
@@ -97,15 +98,8 @@ std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::filesystem::path& 
       impl->library.load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
     });
   } catch (const std::exception& e) {
-    const std::string why = e.what();
-    // The two usual causes need different fixes: name the one dlerror points at.
-    const std::string advice =
-        why.find("cannot open shared object file") != std::string::npos
-            ? "A library it depends on is not installed or not on the loader path: `ldd " + file +
-                  "` lists it as 'not found'; install it or add its directory to LD_LIBRARY_PATH."
-            : "An undefined symbol usually means it was built against another LibTorch or library version "
-              "than this host; rebuild it against this host's SDK.";
-    throw PluginLoadError("cannot load plugin " + file + ": " + why + ". " + advice);
+    // The usual causes need different fixes: name the one dlerror points at.
+    throw PluginLoadError(detail::load_failure_message(file, e.what()));
   }
   if (!impl->library.has(TP_ENTRY_SYMBOL))
     throw PluginLoadError(file + " is not a torchhost plugin: it does not export the symbol `" TP_ENTRY_SYMBOL

@@ -30,6 +30,25 @@ TEST_CASE("a library without tp_entry is not a plugin") {
   check_names(library_refusal("no_entry"), fixture("no_entry"), {"tp_entry", "not a torchhost plugin"});
 }
 
+TEST_CASE("an undefined symbol is refused with advice that fits it: LibTorch's, or a function nothing defines") {
+  // Before, both read "...: Bad file descriptor. An undefined symbol usually means it was built
+  // against another LibTorch": boost's stale errno, and LibTorch blamed for any symbol.
+  const std::string plain = library_refusal("undefined_symbol");
+  check_names(plain, fixture("undefined_symbol"),
+              {"undefined symbol: tp_fixture_function_nobody_defines", "no loaded library defines",
+               "ldd -r " + fixture("undefined_symbol").string()});
+  CHECK_FALSE(contains(plain, "LibTorch"));
+  CHECK_FALSE(contains(plain, "Bad file descriptor"));
+  CHECK_FALSE(contains(plain, "boost::dll"));
+  const std::string torch = library_refusal("undefined_torch");
+  check_names(torch, fixture("undefined_torch"),
+              {"undefined symbol: _ZN3c1031tp_fixture_gone_in_this_versionEi "
+               "(c10::tp_fixture_gone_in_this_version(int))",
+               "another LibTorch version"});
+  CHECK_FALSE(contains(torch, "Bad file descriptor"));
+  CHECK_FALSE(contains(torch, "no loaded library defines"));
+}
+
 TEST_CASE("a tp_entry whose struct_size is too small is refused (PLG-2)") {
   check_names(library_refusal("small_struct"), fixture("small_struct"), {"struct_size", "32"});
 }
