@@ -228,6 +228,8 @@ class ImageDecodeStage final : public BatchStage {
 
 }  // namespace
 
+std::string gpu_decoder_missing() { return ""; }
+
 DeviceDecodeStart start_image_decode(const EncodedImageSpec& spec, c10::Device device, int64_t workers,
                                      double cpu_share) {
   if (!device.is_cuda()) return {nullptr, "", "the run does not train on CUDA [run.device]"};

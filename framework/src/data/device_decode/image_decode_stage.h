@@ -24,6 +24,11 @@ struct DeviceDecodeStart {
   std::string unavailable;  ///< one sentence: this build has no GPU decoder, nvJPEG did not start
 };
 
+/// Why this build has no GPU decoder, one clause ("this host was built without the GPU decoder
+/// (...)"), or "" when it has one: known without a device, so a refusal can give it beside the
+/// device's reason.
+std::string gpu_decoder_missing();
+
 /// The stage for `spec` (an available encoded image) on `device` for a loader of `workers`
 /// threads (0: the consumer's thread); each batch's last `cpu_share` (data.decode_cpu_share, in
 /// [0, 1)) of rows decoded on the dataset's CPU path by the loader thread while the device decodes

@@ -4,11 +4,14 @@
 
 namespace tp {
 
+std::string gpu_decoder_missing() {
+  return "this host was built without the GPU decoder (it needs a CUDA LibTorch, nvJPEG and a CUDA compiler at "
+         "configure time; the configure's `torchhost: GPU decode` line says which was missing)";
+}
+
 DeviceDecodeStart start_image_decode(const EncodedImageSpec& /*spec*/, c10::Device /*device*/, int64_t /*workers*/,
                                      double /*cpu_share*/) {
-  return {nullptr, "",
-          "this host was built without the GPU decoder (it needs a CUDA LibTorch, nvJPEG and a CUDA compiler at "
-          "configure time; the configure's `torchhost: GPU decode` line says which was missing)"};
+  return {nullptr, "", gpu_decoder_missing()};
 }
 
 }  // namespace tp

@@ -16,7 +16,10 @@ DecodeChoice choose_image_decode(const RunConfig& config, c10::Device device, co
   if (mode == DecodeMode::kCpu) return {nullptr, "cpu: data.decode = \"cpu\""};
   std::vector<std::string> reasons;
   const EncodedImageSpec* spec = nullptr;
-  if (!device.is_cuda()) reasons.push_back("the run trains on " + device.str() + " [run.device]");
+  // Every reason that applies, not the first: a CPU-only host told only "not on CUDA" sends its
+  // user to a GPU machine where the build would still refuse.
+  if (!device.is_cuda()) reasons.push_back("the run is on " + device.str() + ", not on a CUDA device [run.device]");
+  if (const std::string missing = gpu_decoder_missing(); !missing.empty()) reasons.push_back(missing + " [data.decode]");
   if (source.encoded_images().empty())
     reasons.push_back(source.name() + " cannot hand its images over encoded (plugin ABI 1.11: a dataset declares "
                                       "them with encoded_images; image_folder and webdataset do) [data." + split + "]");
