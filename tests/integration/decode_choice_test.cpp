@@ -42,6 +42,24 @@ TEST_CASE("data.decode = \"gpu\" where it cannot apply exits 2 naming every reas
   CHECK(tp::test::read_text(dir / "history.jsonl").empty());  // refused before the first step
 }
 
+TEST_CASE("host eval refuses data.decode = \"gpu\" with every reason and words that fit evaluation") {
+  // Before, the refusal ended with "nothing was trained": wrong for a command that trains nothing.
+  const auto dir = tp::test::fresh_dir("decode_gpu_eval");
+  const auto train = tp::test::run_host(kDecodeQuickstart + "--output-dir '" + dir.string() + "'");
+  INFO(train.output);
+  REQUIRE(train.exit_code == 0);
+  const auto eval = tp::test::run_host("eval --config '" + (dir / "config.toml").string() + "' --output-dir '" +
+                                       dir.string() + "' --checkpoint last --set data.decode=\"gpu\"");
+  INFO(eval.output);
+  CHECK(eval.exit_code == 2);
+  CHECK(contains(eval.output, "data.decode = \"gpu\" cannot decode the val split's images on the device"));
+  CHECK(contains(eval.output, "[run.device]"));
+  const std::string unbuilt = tp::gpu_decoder_missing();
+  if (!unbuilt.empty()) CHECK(contains(eval.output, unbuilt));
+  CHECK(contains(eval.output, "nothing was evaluated"));
+  CHECK_FALSE(contains(eval.output, "trained"));
+}
+
 TEST_CASE("data.decode = \"auto\" trains on the CPU path and says why; \"cpu\" records nothing") {
   const auto dir = tp::test::fresh_dir("decode_auto_cpu");
   const auto run = tp::test::run_host(kDecodeQuickstart + "--set data.decode=\"auto\" --output-dir '" + dir.string() + "'");

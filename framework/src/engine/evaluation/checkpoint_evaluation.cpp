@@ -25,7 +25,8 @@ Scalars evaluate_checkpoint(const RunConfig& config, RunComponents& parts, const
   for (const auto& s : model_state)
     if (!s.is_buffer) parameters += s.tensor.numel();
   log.info("model " + parts.model->id() + ": " + std::to_string(parameters) + " parameters on " + device.str());
-  const DecodeChoice decode = choose_image_decode(config, device, *split.data, split.name, config.data.num_workers);
+  const DecodeChoice decode =
+      choose_image_decode(config, device, *split.data, split.name, config.data.num_workers, "nothing was evaluated");
   log.info("data.decode: evaluation " + decode.state);
   DataLoader loader(split.data,
                     loader_options(config, evaluation_batch_size(config), LoaderMode::kEvalExact, collectives.rank(),

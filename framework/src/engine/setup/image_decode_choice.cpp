@@ -11,7 +11,7 @@
 
 namespace tp {
 DecodeChoice choose_image_decode(const RunConfig& config, c10::Device device, const SampleSource& source,
-                                 const std::string& split, int64_t workers) {
+                                 const std::string& split, int64_t workers, std::string_view undone) {
   const DecodeMode mode = config.data.decode;
   if (mode == DecodeMode::kCpu) return {nullptr, "cpu: data.decode = \"cpu\""};
   std::vector<std::string> reasons;
@@ -41,8 +41,9 @@ DecodeChoice choose_image_decode(const RunConfig& config, c10::Device device, co
     if (mode == DecodeMode::kGpu)
       throw ConfigError("data.decode", "data.decode = \"gpu\" cannot decode the " + split + " split's images on the "
                                            "device: " + why + ". Remove what the brackets name, or set data.decode = "
-                                           "\"auto\" (the device where it can, else the CPU) or \"cpu\"; nothing was "
-                                           "trained (docs/datasets.md, \"Decoding on the GPU\").");
+                                           "\"auto\" (the device where it can, else the CPU) or \"cpu\"" +
+                                           (undone.empty() ? "" : "; " + std::string(undone)) +
+                                           " (docs/datasets.md, \"Decoding on the GPU\").");
     return {nullptr, "cpu: " + why};
   }
   return {start.stage, "gpu: " + start.backend + ", then crop, resize, flip and normalise in one kernel; '" +

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "tp/framework/config/run_config.h"
 #include "tp/framework/data/batch_stage.h"
@@ -21,9 +22,11 @@ struct DecodeChoice {
 };
 
 /// data.decode for `source` (split `split`) loaded by `workers` threads on `device`. Throws
-/// ConfigError (key data.decode) for "gpu" that cannot apply, naming each reason.
+/// ConfigError (key data.decode) for "gpu" that cannot apply, naming each reason that applies
+/// (device, build, dataset, transforms) and ending with `undone`, what the refusal leaves undone
+/// for the command ("nothing was trained"; empty: nothing said).
 DecodeChoice choose_image_decode(const RunConfig& config, c10::Device device, const SampleSource& source,
-                                 const std::string& split, int64_t workers);
+                                 const std::string& split, int64_t workers, std::string_view undone);
 
 /// runtime.toml's [decode] table: the mode asked for and each split's state.
 std::string decode_table(const RunConfig& config, const DecodeChoice& train, const DecodeChoice* val);

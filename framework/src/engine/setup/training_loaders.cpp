@@ -15,7 +15,8 @@ TrainingLoader make_training_loader(const RunConfig& config, RunComponents& part
   if (t.overfit_batches > 0) options.shuffle(false); // the same N batches every epoch
   TrainingLoader out;
   // data.decode: the training images decoded on the device or on the loader threads (runtime.toml's [decode]).
-  out.decode = choose_image_decode(config, device, *parts.train_data, "train", config.data.num_workers);
+  out.decode = choose_image_decode(config, device, *parts.train_data, "train", config.data.num_workers,
+                                   "nothing was trained");
   out.loader = std::make_unique<DataLoader>(parts.train_data, options, out.decode.stage);
   out.batches = out.loader->batches_per_epoch();
   if (const std::size_t groups = parts.train_data->sample_groups().size(); groups > 0)
@@ -56,7 +57,8 @@ EvaluationLoader make_evaluation_loader(const RunConfig& config, RunComponents& 
     log.info("overfit_batches: training and validating on the first " + std::to_string(t.overfit_batches) +
              " training batches; the loss should approach zero");
   } else if (parts.val_data && config.eval.strategy != IntervalStrategy::kNo) {
-    out.decode = choose_image_decode(config, device, *parts.val_data, "val", config.data.num_workers);
+    out.decode = choose_image_decode(config, device, *parts.val_data, "val", config.data.num_workers,
+                                     "nothing was trained");
     out.loader = std::make_unique<DataLoader>(
         parts.val_data, loader_options(config, evaluation_batch_size(config), LoaderMode::kEvalExact, rank, world, device),
         out.decode->stage);
