@@ -156,16 +156,22 @@ void LrScheduler::load_state(const std::vector<double>& state) {
   const size_t groups = group_count();
   TP_CHECK(state.size() >= kHeaderSize && state[0] == kStateFormat, "schedule '", name_,
            "': the saved scheduler state is not in format ", kStateFormat, " (", state.size(), " values).");
-  TP_CHECK(state[1] == kind_, "schedule '", name_, "': the checkpoint holds the state of another schedule kind (",
-           state[1], ", this is ", kind_, "); resume with the [schedule] the checkpoint was made with.");
+  // What the configuration changed since the checkpoint: configuration errors (exit 2), as the
+  // resume's other refusals of a changed setting are.
+  if (state[1] != kind_)
+    throw ConfigError("schedule.name", "schedule '" + name_ + "': the checkpoint holds the state of another schedule kind (" +
+                                           std::to_string(static_cast<int64_t>(state[1])) + ", this is " + std::to_string(kind_) +
+                                           "); resume with the [schedule] the checkpoint was made with.");
   TP_CHECK(state[2] == static_cast<double>(groups), "schedule '", name_, "': the checkpoint has ", state[2],
            " parameter groups, the optimizer ", groups, ".");
-  TP_CHECK(state[3] == static_cast<double>(total_steps_), "schedule '", name_, "': the checkpoint's schedule spans ",
-           state[3], " optimizer steps but this run computes ", total_steps_,
-           " (epochs, batches per epoch or grad_accum_steps changed); the schedule would not continue the same "
-           "curve. Resume with the settings the checkpoint was made with; to train on from its weights with a new "
-           "schedule, start a new run from them: --output-dir NEW --set train.init_weights=\"<the checkpoint>\" "
-           "(the weights only: a fresh optimizer and schedule).");
+  if (state[3] != static_cast<double>(total_steps_))
+    throw ConfigError("train.epochs",
+                      "schedule '" + name_ + "': the checkpoint's schedule spans " + std::to_string(static_cast<int64_t>(state[3])) +
+                          " optimizer steps but this run computes " + std::to_string(total_steps_) +
+                          " (epochs, batches per epoch or grad_accum_steps changed); the schedule would not continue the "
+                          "same curve. Resume with the settings the checkpoint was made with; to train on from its "
+                          "weights with a new schedule, start a new run from them: --output-dir NEW --set "
+                          "train.init_weights=\"<the checkpoint>\" (the weights only: a fresh optimizer and schedule).");
   TP_CHECK(state.size() == kHeaderSize + groups + extra_size(), "schedule '", name_, "': the saved state has ",
            state.size(), " values, expected ", kHeaderSize + groups + extra_size(), ".");
   const double steps = state[4];

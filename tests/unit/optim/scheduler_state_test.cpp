@@ -83,11 +83,12 @@ TEST_CASE("load_state refuses a state of another kind, group count or total") {
 
   auto linear_opt = make_sgd({0.1, 0.02});
   auto linear = make_scheduler(option_set("linear"), *linear_opt, kSchedulerStateTotal);
-  CHECK_THROWS_WITH_AS(linear->load_state(state), doctest::Contains("another schedule kind"), Error);
+  // A changed configuration: a configuration error (exit 2), as the resume's other refusals.
+  CHECK_THROWS_WITH_AS(linear->load_state(state), doctest::Contains("another schedule kind"), ConfigError);
 
   auto longer_opt = make_sgd({0.1, 0.02});
   auto longer = make_scheduler(option_set("cosine"), *longer_opt, kSchedulerStateTotal + 10);
-  CHECK_THROWS_WITH_AS(longer->load_state(state), doctest::Contains("optimizer steps"), Error);
+  CHECK_THROWS_WITH_AS(longer->load_state(state), doctest::Contains("optimizer steps"), ConfigError);
 
   auto three_opt = make_sgd({0.1, 0.02, 0.03});
   auto three = make_scheduler(option_set("cosine"), *three_opt, kSchedulerStateTotal);
