@@ -3,6 +3,7 @@
 // data.on_bad_sample both ways; and `host plugins check` reads its encoded images (ABI 1.11).
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 
 #include <opencv2/core.hpp>
@@ -152,4 +153,14 @@ TEST_CASE("model.num_classes below the classes the folders name is refused at st
   CHECK(run.output.find("model.num_classes = 2, but [data.train] ('org.torchhost.image_folder') names 3 classes "
                         "(dark, gray, light)") != std::string::npos);
   CHECK(run.output.find("Set model.num_classes = 3.") != std::string::npos);
+  // A batch transform's one-hot width alike (before: "index 2 is out of bounds for dimension 1
+  // with size 2" from its first apply, naming neither key nor classes).
+  const std::string mixed = std::regex_replace(text, std::regex("num_classes = 2"), "num_classes = 3") +
+                            "[[data.batch_transforms]]\ncomponent = \"org.torchhost.mixup\"\nnum_classes = 2\n";
+  std::ofstream(cfg) << mixed;
+  const auto mix = tp::test::run_host("train --config '" + cfg.string() + "' --output-dir '" + (dir / "out2").string() + "'");
+  INFO(mix.output);
+  CHECK(mix.exit_code == 2);
+  CHECK(mix.output.find("data.batch_transforms[0].num_classes = 2, but [data.train] ('org.torchhost.image_folder') names "
+                        "3 classes") != std::string::npos);
 }

@@ -128,12 +128,14 @@ void check_class_name_count(const DatasetProxy* data, const LossProxy& loss) {
                           "loss's (and the model's) number of classes agree.");
 }
 
-// A model table's `num_classes` (the zoo's key, torchvision's name) below the classes a dataset
-// names: a label past the model's outputs fails the first loss call ("Target 2 is out of bounds")
-// after the whole start-up, or trains a wrong model. More outputs than named classes is left alone:
-// detection counts a background class, and a model may be made for classes still to come; so is
-// one output or none (a binary head under a BCE-style loss, a features-only model).
-void check_model_class_count(const ComponentConfig& model, const DatasetProxy* data, const std::string& table) {
+// A model's or batch transform's `num_classes` (the zoo's key, torchvision's name; mixup_cutmix's)
+// below the classes a dataset names: a label past the model's outputs fails the first loss call
+// ("Target 2 is out of bounds") after the whole start-up, or trains a wrong model; past a
+// transform's one-hot width, its first apply ("index 3 is out of bounds for dimension 1"). More
+// than the named classes is left alone: detection counts a background class, and a model may be
+// made for classes still to come; so is one or none (a binary head under a BCE-style loss, a
+// features-only model).
+void check_class_count(const ComponentConfig& model, const DatasetProxy* data, const std::string& table) {
   if (data == nullptr || data->class_names().empty()) return;
   const std::optional<int64_t> declared = model.options["num_classes"].value<int64_t>();
   const std::vector<std::string>& names = data->class_names().names;
@@ -144,7 +146,7 @@ void check_model_class_count(const ComponentConfig& model, const DatasetProxy* d
   throw ConfigError(model.key_path + ".num_classes",
                     "config: " + model.key_path + ".num_classes = " + std::to_string(*declared) + ", but [" + table +
                         "] ('" + data->id() + "') names " + std::to_string(names.size()) + " classes (" + listed +
-                        "), so labels from " + std::to_string(*declared) + " up have no output. Set " +
+                        "), so labels from " + std::to_string(*declared) + " up are out of its range. Set " +
                         model.key_path + ".num_classes = " + std::to_string(names.size()) + ".");
 }
 
@@ -176,9 +178,14 @@ RunComponents create_components(const RunConfig& config, const Registry& registr
   parts.loss = std::make_unique<LossProxy>(entry(config.loss, TP_KIND_LOSS), config.loss);
   for (const DatasetProxy* data : {parts.train_data.get(), parts.val_data.get(), parts.test_data.get()})
     check_class_name_count(data, *parts.loss);
-  if (parts.train_data) check_model_class_count(config.model, parts.train_data.get(), dataset_table(config, "train")->key_path);
-  for (const auto& t : config.data.batch_transforms)
+  const auto check_counts = [&](const ComponentConfig& table) {
+    if (parts.train_data) check_class_count(table, parts.train_data.get(), dataset_table(config, "train")->key_path);
+  };
+  check_counts(config.model);
+  for (const auto& t : config.data.batch_transforms) {
+    check_counts(t);
     parts.batch_transforms.push_back(std::make_unique<BatchTransformProxy>(entry(t, TP_KIND_BATCH_TRANSFORM), t));
+  }
   refuse_transforms_of_variable_batches(config, parts);
   for (const auto& m : config.metrics)
     parts.metrics.push_back(std::make_unique<MetricProxy>(entry(m, TP_KIND_METRIC), m));
