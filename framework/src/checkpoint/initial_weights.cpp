@@ -198,6 +198,12 @@ Named read_weights(const std::filesystem::path& file) {
   const ArchiveLabel label{std::string(kInitWeightsKey) + " = \"" + file.string() + "\"",
                            "Give a torch.save(model.state_dict()) file, a host checkpoint or a .safetensors file "
                            "that loads, or \"\" for the model's own init."};
+  // torch.save's legacy format starts with a pickled magic number: PROTO 2, then LONG1 of 10
+  // bytes (torch/serialization.py, MAGIC_NUMBER). Named, instead of a safetensors parse error.
+  if (bytes.size() >= 3 && static_cast<unsigned char>(bytes[0]) == 0x80 && static_cast<unsigned char>(bytes[2]) == 0x8a)
+    fail(file, "it is a torch.save file in the legacy format (saved with _use_new_zipfile_serialization=False, or "
+               "by PyTorch before 1.6), which the host does not read. Save it again in the zip format, the "
+               "default: python -c \"import torch; torch.save(torch.load('OLD', weights_only=True), 'NEW.pt')\".");
   try {
     // The checks --resume makes, before LibTorch reads a byte: a host checkpoint's seal, that
     // every zip record lies inside the file, the archive's layout and pickle lengths, and after

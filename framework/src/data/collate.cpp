@@ -26,8 +26,9 @@ std::string describe(std::size_t position, std::span<const uint64_t> dataset_ind
 
 constexpr const char* kSameFieldsHint =
     "; every sample of a dataset must have the same field names (in the same order), dtypes and "
-    "shapes (resize inside the dataset, or declare the field pad or ragged through the dataset's "
-    "field_batching, plugin ABI 1.6)";
+    "shapes (resize inside the dataset: for images of different sizes, image_folder's and "
+    "webdataset's resize, center_crop or random_resized_crop; or declare the field pad or ragged "
+    "through the dataset's field_batching, plugin ABI 1.6)";
 
 const char* batching_name(Batching b) {
   return b == Batching::kPad ? "pad" : b == Batching::kRagged ? "ragged" : "stack";

@@ -1,5 +1,6 @@
 #include "split_listing.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "listing_cache.h"
@@ -34,11 +35,29 @@ Listing held_out_listing(const ListingReader& read_listing, const std::string& s
   Listing held_out = read_listing(split_root.empty() ? keys.root : split_root, split_csv);
   if (split_csv.empty() && keys.csv.empty() && !keys.root.empty()) {
     Listing train_listing = read_listing(keys.root, keys.csv);
-    if (train_listing.classes != held_out.classes)
+    if (train_listing.classes != held_out.classes) {
+      // Which folders: a user with 100 classes cannot find the one missing from a count.
+      const auto absent_from = [](const std::vector<std::string>& names, const std::vector<std::string>& from) {
+        std::string listed;
+        int shown = 0;
+        for (const std::string& name : names) {
+          if (std::find(from.begin(), from.end(), name) != from.end()) continue;
+          listed += (shown == 0 ? "" : ", ") + (shown < 10 ? "'" + name + "'" : std::string("..."));
+          if (++shown > 10) break;
+        }
+        return listed;
+      };
+      const std::string missing = absent_from(train_listing.classes, held_out.classes);
+      const std::string extra = absent_from(held_out.classes, train_listing.classes);
       throw Failure(TP_ERR_CONFIG, std::string("image_folder: ") + root_key + " '" + split_root + "' has " +
                                        std::to_string(held_out.classes.size()) + " class folders that differ from root's " +
-                                       std::to_string(train_listing.classes.size()) +
-                                       "; both need the same class sub-folders so labels agree");
+                                       std::to_string(train_listing.classes.size()) + " (" +
+                                       (missing.empty() ? "" : "missing here: " + missing) +
+                                       (missing.empty() || extra.empty() ? "" : "; ") +
+                                       (extra.empty() ? "" : "not in root: " + extra) +
+                                       "); both need the same class sub-folders so labels agree (a class with no "
+                                       "image in this split may be an empty folder)");
+    }
   }
   return held_out;
 }

@@ -249,6 +249,22 @@ TEST_CASE("image_folder: val_root, csv listings and val_split partitions") {
     Dataset val(lib, kId, cfg, "val");
     CHECK(val.size() == 9);
   }
+  SUBCASE("a val_root whose class folders differ names the folders missing and extra") {
+    const std::filesystem::path val_root = f.root.parent_path() / "if_csv_val_other";
+    std::filesystem::remove_all(val_root);
+    std::filesystem::create_directories(val_root / "cat");
+    std::filesystem::create_directories(val_root / "cow");
+    std::filesystem::copy_file(f.root / "cat" / "img_1.png", val_root / "cat" / "img_1.png");
+    std::filesystem::copy_file(f.root / "cat" / "img_1.png", val_root / "cow" / "img_1.png");
+    FakeConfig cfg;
+    configure(lib, cfg, f.root);
+    cfg.values["val_root"] = val_root.string();
+    void* self = nullptr;
+    CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "val", &self) == TP_ERR_CONFIG);
+    CHECK(lib.host.last_error.find("class folders that differ from root's 3 (missing here: 'bird', 'dog'; not in root: 'cow')") !=
+          std::string::npos);
+    CHECK(lib.host.last_error.find("may be an empty folder") != std::string::npos);
+  }
   SUBCASE("val_split: disjoint parts that cover the listing, fixed by split_seed") {
     FakeConfig cfg;
   configure(lib, cfg, f.root);

@@ -114,6 +114,24 @@ TEST_CASE("a zip LibTorch's reader would leak on is refused before it reads a by
   }
 }
 
+TEST_CASE("a torch.save file in the legacy (non-zip) format is named, with how to save it again") {
+  // The first bytes torch.save(..., _use_new_zipfile_serialization=False) writes: PROTO 2, then
+  // LONG1 of 10 bytes, the magic number 0x1950a86a20f9469cfc6c. Before, it was read as
+  // safetensors: "its header length exceeds the file".
+  const fs::path file = scratch("legacy.pt");
+  const unsigned char legacy[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e};
+  std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(legacy), sizeof(legacy));
+  try {
+    tp::load_initial_weights(file, zero_model());
+    FAIL("a legacy file loaded");
+  } catch (const tp::ConfigError& e) { // the file given is of the wrong kind: exit 2
+    const std::string message = e.what();
+    CHECK(message.find("legacy format") != std::string::npos);
+    CHECK(message.find("_use_new_zipfile_serialization=False") != std::string::npos);
+    CHECK(message.find("header length") == std::string::npos);
+  }
+}
+
 TEST_CASE("initial weights holding NaN or infinity are refused, naming the tensors, before any is copied") {
   // They used to load, and the first step's finiteness guard then blamed "the update of step 1".
   const fs::path file = scratch("non_finite.pt");
