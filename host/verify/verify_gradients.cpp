@@ -90,10 +90,10 @@ CheckResult check_gradients(VerifyContext& context) {
                            "step and a non-zero one after one SGD step (a scale downstream that starts at zero, "
                            "such as zero_init_residual's last BatchNorm weight): by design");
   const size_t bad = missing.size() + non_finite.size() + zero.size();
-  row.measured = std::to_string(bad) + " of " + std::to_string(trainable.size()) + " parameters";
+  row.measured = std::to_string(bad) + " of " + std::to_string(trainable.size()) + " tensors";
   if (bad == 0) {
     row.reason = "one forward/backward (train mode) on a batch of " + std::to_string(batch.front().second.size(0)) +
-                 ": all " + std::to_string(trainable.size()) + " trainable parameters get a finite, non-zero gradient";
+                 ": all " + std::to_string(trainable.size()) + " trainable parameter tensors get a finite, non-zero gradient";
     return row;
   }
   row.status = Status::kFail;

@@ -35,8 +35,10 @@ bool glob_match(const std::string& pattern, const std::string& name) {
   return ::fnmatch(pattern.c_str(), name.c_str(), FNM_NOESCAPE) == 0;
 }
 
+// The names in an error, so a pattern can be written from the message alone: no command lists a
+// model's parameter names (ResNet-50 has 161, shown whole).
 std::string some_names(const std::vector<std::string>& names) {
-  constexpr size_t kShown = 6;
+  constexpr size_t kShown = 200;
   std::string out;
   for (size_t i = 0; i < std::min(names.size(), kShown); ++i) out += (i ? ", '" : "'") + names[i] + "'";
   if (names.size() > kShown) out += ", ... (" + std::to_string(names.size()) + " in all)";
@@ -53,9 +55,9 @@ std::string some_names(const std::vector<std::string>& names) {
                                           "' by " + rule_path(static_cast<size_t>(winner[k])) +
                                           ". Reorder the [[optim.param_groups]] blocks or remove this one.");
   throw ConfigError(rule_path(i), rule_path(i) + " = \"" + pattern +
-                                      "\" matches no trainable parameter. The names are the model's, e.g. " +
+                                      "\" matches no trainable parameter. The model's trainable parameters: " +
                                       some_names(trainable) +
-                                      "; `host plugins check` lists them. A pattern is a shell glob over the whole "
+                                      ". A pattern is a shell glob over the whole "
                                       "name (`*` also crosses dots), e.g. \"head.*\" or \"*.bias\".");
 }
 

@@ -32,7 +32,18 @@ void Trainer::Impl::train_epoch(int64_t epoch) {
   // Frozen parameter groups join at their unfreeze_at_epoch; data-parallel, the gradient
   // all-reduce is rebuilt over the new trainable set (a collective shape check on every rank).
   if (set_frozen(optim_, epoch)) {
-    log_.info("epoch " + std::to_string(epoch + 1) + ": frozen parameter groups start training");
+    int64_t trainable = 0;
+    for (const auto& s : model_state_)
+      if (!s.is_buffer && s.tensor.requires_grad()) trainable += s.tensor.numel();
+    // A resumed run starts frozen (the constructor's epoch 0) and unfreezes here the groups whose
+    // epoch came before the checkpoint: they train again rather than start.
+    bool resumed = false;
+    for (const auto& [param, unfreeze_at] : optim_.frozen)
+      resumed = resumed || (epoch == position_.start.epoch && unfreeze_at > 0 && unfreeze_at < epoch + 1);
+    log_.info("epoch " + std::to_string(epoch + 1) +
+              (resumed ? " (resumed): parameter groups unfrozen in an earlier epoch train again ("
+                       : ": frozen parameter groups start training (") +
+              std::to_string(trainable) + " trainable parameters)");
     steps_.build_gradient_reducer();
   }
   // A resumed run starts inside its first epoch; checkpoints are written at window boundaries.
