@@ -2,6 +2,7 @@
 // instead of sums (plugin ABI 1.7, COCO mAP's detections) arrive concatenated in rank order with
 // any count per rank, zero included; when no rank has a row nothing is sent; rows of another width
 // or of no dims on one rank make both ranks throw the same refusal, and the ranks stay in step.
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -51,7 +52,8 @@ TEST_CASE("a third-party metric's gathered rows on 2 host ranks: every row every
   REQUIRE(run.exit_code == 0);
   CHECK(tp::test::read_text(dir / "history.jsonl").find("\"val/rows\":33") != std::string::npos);
   // Rank 1's rows 3 wide where rank 0's are 2, then float32 where rank 0's are float64: both ranks
-  // end with the same refusal naming the metric's rows, neither waits for the other.
+  // end with the same refusal naming the metric's rows, neither waits for the other. The sanity
+  // check before training finds it (its 2 batches of 8 per rank: 16 rows each), before a step.
   for (const std::string hostile : {"--set metrics[1].rank=1 --set metrics[1].rank_width=3",
                                     "--set metrics[1].rank=1 --set metrics[1].rank_width=2 --set metrics[1].rank_float=true"}) {
     CAPTURE(hostile);
@@ -63,10 +65,14 @@ TEST_CASE("a third-party metric's gathered rows on 2 host ranks: every row every
       const std::size_t at = bad.output.find(std::string(rank) + " host: error:");
       REQUIRE(at != std::string::npos);
       const std::string line = bad.output.substr(at, bad.output.find('\n', at) - at);
-      CHECK(line.find("ranks gather rows of different shapes or dtypes: rank 0 has [17, 2] Double, rank 1 has [16, ") !=
+      CHECK(line.find("ranks gather rows of different shapes or dtypes: rank 0 has [16, 2] Double, rank 1 has [16, ") !=
             std::string::npos);
       CHECK(line.find("gather the rows 'rows' of metric org.torchhost.test.gathered_probe over ranks") !=
             std::string::npos);
     }
+    CHECK(bad.output.find("sanity check: evaluating 2 batch(es)") != std::string::npos);
+    const auto history = bad_dir / "history.jsonl";
+    CHECK((!std::filesystem::exists(history) ||
+           tp::test::read_text(history).find("\"kind\":\"step\"") == std::string::npos)); // no step trained
   }
 }
