@@ -3,7 +3,10 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstring>
+#include <string>
+#include <string_view>
 
+#include "tp/framework/plugin/plugin_crash.h"
 #include "tp/framework/util/abi_guard.h"
 #include "tp/framework/util/log.h"
 #include "tp/status.h"
@@ -38,7 +41,15 @@ void host_log(const tp_host_t* host, int32_t severity, const char* message) noex
     if (severity <= TP_LOG_DEBUG) level = LogLevel::Debug;
     else if (severity == TP_LOG_WARNING) level = LogLevel::Warning;
     else if (severity >= TP_LOG_ERROR) level = LogLevel::Error;
-    self->logger().write(level, "plugin", message != nullptr ? message : "");
+    // Every plugin shares this table, so the caller is the plugin whose call runs on this thread
+    // (the crash handler's slot): a line from the plugin's own thread stays "[plugin]". A library
+    // named by its file (dlopen, init, deinit) is named by its file name alone.
+    std::string source = "plugin";
+    if (const char* caller = current_plugin_call(); caller != nullptr) {
+      const std::string_view name(caller);
+      source += " " + std::string(name.substr(name.rfind('/') == std::string_view::npos ? 0 : name.rfind('/') + 1));
+    }
+    self->logger().write(level, source, message != nullptr ? message : "");
   });
 }
 

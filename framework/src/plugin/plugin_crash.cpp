@@ -183,6 +183,8 @@ PluginCallScope::~PluginCallScope() {
   t_call.index = previous_index_;
 }
 
+const char* current_plugin_call() noexcept { return t_call.id; }
+
 void install_plugin_crash_handler(const char* checkpoint_dir, const char* config_file) {
   HandlerText& text = handler_text();
   std::strncpy(text.checkpoint_dir, checkpoint_dir != nullptr ? checkpoint_dir : "", sizeof text.checkpoint_dir - 1);

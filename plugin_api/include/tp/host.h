@@ -45,6 +45,8 @@ typedef struct tp_host_t {
   tp_status (*fail)(const struct tp_host_t *host, tp_status code, const char *message);
 
   /** [any] Writes a UTF-8 line to the run's log. `severity` is TP_LOG_DEBUG..TP_LOG_ERROR.
+   *  The line is tagged `[plugin <component id>]` when called from inside one of the host's calls
+   *  into the plugin (`[plugin <file name>]` during init and deinit), else `[plugin]`.
    *  Rank 0 writes every severity (TP_LOG_DEBUG only with `host --verbose`); every other rank
    *  writes only TP_LOG_ERROR, prefixed with its rank, and drops TP_LOG_WARNING and below (so a
    *  warning every rank would raise is printed once). `message` may be NULL. */

@@ -47,6 +47,12 @@ class PluginCallScope {
   uint64_t previous_index_;
 };
 
+/// The component id (or, around dlopen, init and deinit, the library's file) of the innermost
+/// PluginCallScope on the calling thread, or nullptr outside any: the plugin whose code is running
+/// here, for host services that want to name their caller (host->log). Borrowed: valid while
+/// that scope lives. One thread-local read.
+const char* current_plugin_call() noexcept;
+
 /// Runs `call()` (a call into plugin code: create, prepare, destroy, init, dlopen) inside a
 /// PluginCallScope(component_id, function, no sample) and returns what it returns, so a crash
 /// there is reported like one in a hot call: named, exit 5.
