@@ -19,10 +19,13 @@ using tp::test::contains;
 
 // A run of org.torchhost.mlp over x float32[4] of the fixture `name`, batches of 8, with `model`
 // keys; cross_entropy reads "logits" and "label" (its defaults).
+// The sanity check is off (`sanity` false), so the failure is the training step's, as these tests
+// mean; with it on, its evaluation meets the batch first.
 tp::test::HostRun train_on_fixture(const std::string& name, const std::string& model_keys,
-                                   const std::filesystem::path& run_dir) {
+                                   const std::filesystem::path& run_dir, bool sanity = false) {
   const auto config = run_dir.parent_path() / (run_dir.filename().string() + ".toml");
   std::ofstream(config) << "[run]\ndevice = \"cpu\"\n[train]\nepochs = 1\nbatch_size = 8\n[progress]\nmode = \"off\"\n"
+                           "[eval]\nsanity_batches = " + std::string(sanity ? "2" : "0") + "\n"
                            "[data]\nnum_workers = 0\n[data.train]\ncomponent = \"org.test." + name + "\"\n"
                            "[model]\ncomponent = \"org.torchhost.mlp\"\ninput = \"x\"\nhidden = []\nnum_classes = 3\n" +
                                model_keys + "[loss]\ncomponent = \"org.torchhost.cross_entropy\"\n";
@@ -49,6 +52,12 @@ TEST_CASE("a float32 label fails the first step naming the loss, the field's dty
   // And its log says why it ended (a run under nohup has no terminal to show it).
   CHECK(contains(tp::test::read_text(run_dir / "train.log"),
                  "[host] error: plugin component 'org.torchhost.cross_entropy' (basic_losses.so) failed in forward"));
+  // With the sanity check (the default), its evaluation meets the batch before any step, and says so.
+  const auto sane = train_on_fixture("ck_float_label", "in_features = 4\n", tp::test::fresh_dir("batch_error_sanity") / "run", true);
+  INFO(sane.output);
+  CHECK(sane.exit_code == tp::kExitRuntime);
+  CHECK(contains(sane.output, "In the loss's forward of the sanity check's evaluation before training "
+                              "(eval.sanity_batches = 0 skips it) (batch 1), which received outputs: logits float32[8, 3]"));
 }
 
 TEST_CASE("a wrong input width names the model, the step and its input fields, with the model's message and no "

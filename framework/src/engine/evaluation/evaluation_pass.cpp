@@ -35,7 +35,7 @@ Scalars evaluate_split(const EvaluationPass& pass, const std::string& prefix) {
       // A failure names the component, the evaluation and the fields (batch_error.h); the
       // lambdas that describe it run only when a call throws.
       const auto phase = [&] {
-        return "the evaluation '" + prefix + "' (batch " + std::to_string(batches + 1) +
+        return (pass.phase.empty() ? "the evaluation '" + prefix + "'" : pass.phase) + " (batch " + std::to_string(batches + 1) +
                (collectives.world_size() > 1 ? ", rank " + std::to_string(collectives.rank()) : "") + ")";
       };
       const NamedTensors outputs = with_batch_context([&] { return parts.model->forward(batch); }, [&] {

@@ -26,6 +26,7 @@ struct EvaluationPass {
   DataLoader& loader;                                ///< the split, every sample once over the ranks (kEvalExact)
   int64_t batch_limit;                               ///< > 0: at most that many batches (overfit_batches, fast_dev_run)
   Collectives& collectives;                          ///< the sums over ranks; the identity for a single process
+  std::string phase = {};                            ///< what a failure says ran: "" = "the evaluation '<prefix>'"
 };
 
 /// [all ranks] Evaluates the model as it is (its weights, its dtype) on `pass.loader`'s split, in
