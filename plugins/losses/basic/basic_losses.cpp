@@ -1,11 +1,17 @@
 // basic_losses: the loss terms, the three single-term components and tp_entry (the C shell of
 // each is tp/cpp/loss_adapter.h). weighted_sum.cpp holds the fourth component.
+#include <c10/core/InferenceMode.h>
 #include <c10/util/StringUtil.h>
 #include <ATen/core/Reduction.h>
 #include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/mse_loss.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/smooth_l1_loss.h>
+#include <ATen/ops/tensor.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
 
 #include "loss_terms.h"
 #include "tp/cpp/guard.h"
@@ -100,13 +106,19 @@ at::Tensor per_sample_sum(Term term, const at::Tensor& output, const at::Tensor&
 }
 
 tp::cpp::LossSum labelled_cross_entropy(const at::Tensor& output, const at::Tensor& target, const TermOptions& options,
-                                        const std::string& output_name, const std::string& target_name) {
+                                        const std::string& output_name, const std::string& target_name,
+                                        const at::Tensor& class_weight) {
   const at::Tensor t = ce_target(output, target, output_name, target_name);
   // PyTorch's sum over zero labelled positions is 0 (its mean would be 0/0 = NaN): the host adds
   // {0, 0} to the window, whose gradients stay finite.
-  at::Tensor sum = at::cross_entropy_loss(output, t, {}, at::Reduction::Sum, options.ignore_index, options.label_smoothing);
-  at::Tensor count = t.is_floating_point() ? count_tensor(t.numel() / t.size(1), output.device())
-                                           : t.ne(options.ignore_index).sum();  // on the device, no sync
+  at::Tensor sum = at::cross_entropy_loss(output, t, class_weight, at::Reduction::Sum, options.ignore_index,
+                                          options.label_smoothing);
+  if (t.is_floating_point()) return {std::move(sum), count_tensor(t.numel() / t.size(1), output.device())};
+  const at::Tensor labelled = t.ne(options.ignore_index);
+  if (!class_weight.defined()) return {std::move(sum), labelled.sum()}; // on the device, no sync
+  // The weights of the labelled positions' classes: PyTorch's weighted mean divides by their sum.
+  const at::Tensor classes = t.masked_fill(labelled.logical_not(), 0).flatten();
+  at::Tensor count = (class_weight.index_select(0, classes).view_as(t) * labelled).sum();
   return {std::move(sum), std::move(count)};
 }
 
@@ -119,8 +131,10 @@ constexpr const char* kSmoothL1Id = "org.torchhost.smooth_l1";
 /// cross_entropy, mse or smooth_l1 over one (output, target) pair.
 class SingleTerm : public Loss {
  public:
-  SingleTerm(Term term, std::string output, std::string target, TermOptions options)
-      : term_(term), output_(std::move(output)), target_(std::move(target)), options_(options) {}
+  SingleTerm(Term term, std::string output, std::string target, TermOptions options,
+             std::vector<double> class_weights = {})
+      : term_(term), output_(std::move(output)), target_(std::move(target)), options_(options),
+        class_weights_(std::move(class_weights)) {}
 
   tp::cpp::LossSum forward(const tp::cpp::Fields& outputs, const tp::cpp::Fields& targets) override {
     const at::Tensor& out = outputs.get(output_);
@@ -129,14 +143,35 @@ class SingleTerm : public Loss {
       return {per_sample_sum(term_, out, tgt, options_, output_, target_), count_tensor(out.size(0), out.device())};
     // Items are the labelled positions: one per sample for [B, C] logits, one per pixel for
     // [B, C, H, W]; labels equal to ignore_index are neither summed nor counted.
-    return labelled_cross_entropy(out, tgt, options_, output_, target_);
+    return labelled_cross_entropy(out, tgt, options_, output_, target_, class_weight(out));
   }
 
  private:
+  /// class_weights on `out`'s device and dtype, made once per device and dtype (a copy to the
+  /// device each step would be a host-to-device transfer the step waits for); undefined without.
+  const at::Tensor& class_weight(const at::Tensor& out) {
+    if (class_weights_.empty()) return weight_;
+    if (out.dim() < 2 || out.size(1) != static_cast<int64_t>(class_weights_.size()))
+      throw Failure(TP_ERR_INVALID_ARGUMENT,
+                    std::string(kCrossEntropyId) + ": class_weights has " + std::to_string(class_weights_.size()) +
+                        " values but the output '" + output_ + "' has " +
+                        (out.dim() < 2 ? std::string("no class dimension") : std::to_string(out.size(1)) + " classes") +
+                        ". Give one weight per class, in label-id order.");
+    if (!weight_.defined() || weight_.device() != out.device() || weight_.scalar_type() != out.scalar_type()) {
+      // A normal tensor even when the first call is an evaluation's (inference mode): training's
+      // autograd cannot save an inference tensor for backward.
+      const c10::InferenceMode normal(false);
+      weight_ = at::tensor(class_weights_, at::TensorOptions().dtype(at::kDouble)).to(out.options());
+    }
+    return weight_;
+  }
+
   Term term_;
   std::string output_;
   std::string target_;
   TermOptions options_;
+  std::vector<double> class_weights_;
+  at::Tensor weight_;
 };
 
 std::unique_ptr<Loss> make_cross_entropy(const tp::cpp::ConfigReader& cfg) {
@@ -146,7 +181,13 @@ std::unique_ptr<Loss> make_cross_entropy(const tp::cpp::ConfigReader& cfg) {
   if (!(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0))
     throw Failure(TP_ERR_CONFIG, std::string(kCrossEntropyId) + ": label_smoothing must be in [0, 1], got " +
                                      std::to_string(options.label_smoothing));
-  return std::make_unique<SingleTerm>(Term::kCrossEntropy, cfg.get_string("output"), cfg.get_string("target"), options);
+  std::vector<double> class_weights = cfg.get_float_array("class_weights");
+  for (const double w : class_weights)
+    if (!(w >= 0.0 && std::isfinite(w)))
+      throw Failure(TP_ERR_CONFIG, std::string(kCrossEntropyId) + ": class_weights must be finite and >= 0, got " +
+                                       std::to_string(w));
+  return std::make_unique<SingleTerm>(Term::kCrossEntropy, cfg.get_string("output"), cfg.get_string("target"), options,
+                                      std::move(class_weights));
 }
 
 std::unique_ptr<Loss> make_mse(const tp::cpp::ConfigReader& cfg) {
@@ -166,6 +207,9 @@ const tp_config_key_t kCrossEntropyKeys[] = {
     tp::cpp::config_key("target", TP_CFG_STRING, "\"label\"", "batch field with class indices (or probabilities)"),
     tp::cpp::config_key("label_smoothing", TP_CFG_FLOAT, "0.0", "label smoothing in [0, 1]"),
     tp::cpp::config_key("ignore_index", TP_CFG_INT, "-100", "class-index label neither summed nor counted (255 for segmentation masks)"),
+    tp::cpp::config_key("class_weights", TP_CFG_FLOAT_ARRAY, "[]",
+                        "one weight per class in label-id order, as PyTorch's CrossEntropyLoss(weight=...): the mean "
+                        "divides by the labels' weights; [] = unweighted"),
 };
 const tp_config_key_t kMseKeys[] = {
     tp::cpp::config_key("output", TP_CFG_STRING, "\"bbox\"", "model output [B, ...]"),

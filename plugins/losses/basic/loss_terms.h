@@ -45,10 +45,14 @@ at::Tensor count_tensor(int64_t count, const at::Device& device);
 /// Cross entropy over the labelled positions: `sum` over every position whose class-index label
 /// is not options.ignore_index (differentiable, 0-dim) and `count`, their number (0-dim int64,
 /// counted on the device). Probability targets [B, C, d...] label every position. A batch with no
-/// labelled position gives sum 0 and count 0 (never NaN). Shapes as per_sample_sum; never
-/// synchronizes.
+/// labelled position gives sum 0 and count 0 (never NaN). With `class_weight` ([C], on the
+/// output's device and dtype) each position's loss is weighted by its label's class and `count`
+/// is the sum of those weights (float), so sum / count is PyTorch's weighted mean
+/// (CrossEntropyLoss(weight=...)); probability targets still count positions, as PyTorch's mean
+/// does. Shapes as per_sample_sum; never synchronizes.
 tp::cpp::LossSum labelled_cross_entropy(const at::Tensor& output, const at::Tensor& target, const TermOptions& options,
-                                        const std::string& output_name, const std::string& target_name);
+                                        const std::string& output_name, const std::string& target_name,
+                                        const at::Tensor& class_weight = {});
 
 /// One loss component instance, the class tp/cpp/loss_adapter.h drives: returns {loss_sum,
 /// item_count}.

@@ -2,6 +2,8 @@
 // so sum / count equals LibTorch's mean reduction.
 #include "loss_instance.h"
 
+#include <c10/core/InferenceMode.h>
+
 namespace {
 
 using namespace tp::test;
@@ -26,6 +28,49 @@ TEST_CASE("cross_entropy: sum = mean reference * B, count = B") {
   auto [sum3, count3] = Loss("org.torchhost.cross_entropy").forward(out, partial);
   CHECK(count3.item<int64_t>() == 3);
   CHECK(value(sum3) == doctest::Approx(value(at::cross_entropy_loss(logits, partial.items[0].second)) * 3).epsilon(1e-6));
+}
+
+TEST_CASE("cross_entropy: class_weights give PyTorch's weighted mean, with smoothing and ignored labels") {
+  at::manual_seed(2);
+  const at::Tensor logits = at::randn({6, 3}).requires_grad_();
+  const at::Tensor labels = at::tensor({0, 2, 1, 2, -100, 0}, at::kLong);
+  const at::Tensor weight = at::tensor({0.5, 2.0, 1.0}, at::kFloat);
+  Fields out{{"logits", logits}};
+  Fields tgt{{"label", labels}};
+  for (const double smoothing : {0.0, 0.1}) {
+    CAPTURE(smoothing);
+    Loss loss("org.torchhost.cross_entropy",
+              {{"class_weights", std::vector<double>{0.5, 2.0, 1.0}}, {"label_smoothing", smoothing}});
+    auto [sum, count] = loss.forward(out, tgt);
+    // The weights of the labelled samples' classes: 0.5 + 1 + 2 + 1 + 0.5; the -100 is left out.
+    CHECK(value(count) == doctest::Approx(5.0));
+    const at::Tensor mean = at::cross_entropy_loss(logits, labels, weight, at::Reduction::Mean, -100, smoothing);
+    CHECK(value(sum) / value(count) == doctest::Approx(value(mean)).epsilon(1e-6));
+  }
+  // Probability targets: PyTorch's mean divides by the samples, weighted or not.
+  Loss weighted("org.torchhost.cross_entropy", {{"class_weights", std::vector<double>{0.5, 2.0, 1.0}}});
+  Fields soft{{"label", at::softmax(at::randn({6, 3}), 1)}};
+  auto [soft_sum, soft_count] = weighted.forward(out, soft);
+  CHECK(soft_count.item<int64_t>() == 6);
+  CHECK(value(soft_sum) / 6 ==
+        doctest::Approx(value(at::cross_entropy_loss(logits, soft.items[0].second, weight))).epsilon(1e-6));
+  // First called under inference mode (an evaluation, the sanity check), then under autograd (a
+  // training step): the weights made in the first call must serve the second.
+  Loss first_eval("org.torchhost.cross_entropy", {{"class_weights", std::vector<double>{0.5, 2.0, 1.0}}});
+  {
+    const c10::InferenceMode inference;
+    Fields frozen{{"logits", at::randn({6, 3})}};
+    first_eval.forward(frozen, tgt);
+  }
+  auto [trained, trained_count] = first_eval.forward(out, tgt);
+  CHECK(trained.requires_grad());
+  // A weight per class or a refusal naming the counts.
+  Loss two("org.torchhost.cross_entropy", {{"class_weights", std::vector<double>{1.0, 2.0}}});
+  tp_tensor refused_sum = nullptr, refused_count = nullptr;
+  CHECK(two.t->forward(two.self, out.view(), out.size(), tgt.view(), tgt.size(), &refused_sum, &refused_count) ==
+        TP_ERR_INVALID_ARGUMENT);
+  CHECK(two.p.host.last_error.find("class_weights has 2 values but the output 'logits' has 3 classes") !=
+        std::string::npos);
 }
 
 TEST_CASE("cross_entropy: probability targets (mixup, cutmix) with label smoothing equal PyTorch") {
