@@ -158,6 +158,13 @@ TEST_CASE("the sanity check: a broken evaluation fails before the first training
   CHECK(off.exit_code == 1);
   CHECK(off.output.find("sanity check") == std::string::npos);
   CHECK_FALSE(rows_of(read_history(off_dir), "step").empty());
+  // A plugin's first call is now an evaluation's: a tensor it makes and keeps there (the loss's
+  // class weights on the device) must serve training's autograd next (it failed with "Inference
+  // tensors cannot be saved for backward").
+  const auto weighted = train(tp::test::fresh_dir("features_sanity_weights"),
+                              "--set train.epochs=1 --set 'loss.class_weights=[1.0, 2.0, 0.5]'");
+  INFO(weighted.output);
+  CHECK(weighted.exit_code == 0);
 }
 
 TEST_CASE("load_best_at_end restores the best checkpoint's weights and reports its evaluation") {

@@ -1,8 +1,10 @@
 #include "engine/evaluation/evaluation_pass.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,7 +25,10 @@ Scalars evaluate_split(const EvaluationPass& pass, const std::string& prefix) {
   at::Tensor term_sums;
   {
     // Inference mode: no autograd bookkeeping at all (cheaper than no_grad).
-    c10::InferenceMode inference;
+    std::optional<c10::InferenceMode> inference;
+    std::optional<c10::NoGradGuard> no_grad;
+    if (pass.inference_mode) inference.emplace();
+    else no_grad.emplace();
     pass.loader.start_epoch(0);
     int64_t batches = 0;
     while (auto cpu_batch = pass.loader.next()) {

@@ -27,6 +27,10 @@ struct EvaluationPass {
   int64_t batch_limit;                               ///< > 0: at most that many batches (overfit_batches, fast_dev_run)
   Collectives& collectives;                          ///< the sums over ranks; the identity for a single process
   std::string phase = {};                            ///< what a failure says ran: "" = "the evaluation '<prefix>'"
+  /// Inference mode (the cheapest); false: autograd off only (c10::NoGradGuard), for a pass
+  /// before training, where a tensor a plugin makes and keeps on its first call must be a normal
+  /// one that training's autograd may save (an inference tensor cannot be).
+  bool inference_mode = true;
 };
 
 /// [all ranks] Evaluates the model as it is (its weights, its dtype) on `pass.loader`'s split, in

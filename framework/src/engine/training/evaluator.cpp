@@ -34,7 +34,8 @@ Scalars Evaluator::evaluate(const std::string& prefix) {
 void Evaluator::sanity_check(int64_t batches) {
   const int64_t limit = batches_ > 0 ? std::min(batches, batches_) : batches;
   const Scalars eval = evaluate_split({parts_, config_.metrics, placement_, *loader_, limit, collectives_,
-                                       "the sanity check's evaluation before training (eval.sanity_batches = 0 skips it)"},
+                                       "the sanity check's evaluation before training (eval.sanity_batches = 0 skips it)",
+                                       /*inference_mode=*/false},
                                       "val");
   parts_.model->set_training(true);
   std::string names;

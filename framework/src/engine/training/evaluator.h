@@ -50,7 +50,9 @@ class Evaluator {
   /// split, the values dropped, nothing remembered; then each monitor in use (checkpoint ranking,
   /// early stopping, a plateau schedule) must name an evaluated value, else ConfigError. A
   /// failing model, loss or metric throws as in any evaluation, before an epoch is spent. The
-  /// model computes in inference mode and draws no random numbers, so training is unchanged.
+  /// model computes without autograd (not in inference mode: a tensor a plugin keeps from its
+  /// first call must serve training's autograd) and draws no random numbers, so training is
+  /// unchanged.
   void sanity_check(int64_t batches);
   /// The first samples the last run() skipped on this rank (data.on_bad_sample = "skip"), with
   /// their errors. Requires enabled().
