@@ -112,6 +112,13 @@ TEST_CASE("a callback's stop inside an epoch pauses there: the resumed run train
   }
 }
 
+TEST_CASE("a pause saves where it stopped with checkpoint.strategy = \"no\" too, as its message says") {
+  const auto dir = train_callback_requests("request_stop_pause_no_saves", {5, 1, 3, kSaveSets});
+  const auto paused = tp::load_checkpoint(dir / "checkpoints" / "last.pt"); // before: no file at all
+  CHECK(paused.step == 4);
+  CHECK(paused.batch == 4);
+}
+
 TEST_CASE("a stop at the last epoch's end is not an early stop") {
   const auto dir = train_callback_requests("request_stop_at_end", {4, 1, 3 * kStepsPerEpoch, kStopSets});
   CHECK(last_step(dir) == 3 * kStepsPerEpoch);

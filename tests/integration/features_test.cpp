@@ -132,6 +132,28 @@ TEST_CASE("early stopping stops after `patience` evaluations without improvement
   INFO(more.output);
   REQUIRE(more.exit_code == 0);
   CHECK(rows_of(read_history(dir), "epoch").size() == 4);
+
+  // Stopped inside an epoch (evaluations every 6 of 16 steps: at step 12), resumed: nothing is
+  // evaluated or saved again. Before, the resume evaluated step 12 a second time and rewrote
+  // last.pt at "epoch 1, batch 0", so a later resume trained the epoch's first 12 batches twice.
+  const auto mid_dir = tp::test::fresh_dir("features_early_stop_mid");
+  const std::string mid = "--set train.epochs=3 --set early_stopping.patience=1 --set early_stopping.min_delta=100 "
+                          "--set eval.strategy=\"steps\" --set eval.every=6 --set checkpoint.strategy=\"steps\" "
+                          "--set checkpoint.every=6 ";
+  const auto mid_run = train(mid_dir, mid);
+  INFO(mid_run.output);
+  REQUIRE(mid_run.exit_code == 0);
+  const tp::LoadedCheckpoint at_stop = tp::load_checkpoint(mid_dir / "checkpoints" / "last.pt");
+  REQUIRE(at_stop.step == 12);
+  const std::size_t evals = rows_of(read_history(mid_dir), "eval").size();
+  const auto mid_again = train(mid_dir, mid + "--resume auto");
+  INFO(mid_again.output);
+  REQUIRE(mid_again.exit_code == 0);
+  const tp::LoadedCheckpoint after = tp::load_checkpoint(mid_dir / "checkpoints" / "last.pt");
+  CHECK(after.step == 12);
+  CHECK(after.epoch == at_stop.epoch);
+  CHECK(after.batch == at_stop.batch);
+  CHECK(rows_of(read_history(mid_dir), "eval").size() == evals);
 }
 
 TEST_CASE("the sanity check: a broken evaluation fails before the first training step, not after an epoch") {
@@ -165,6 +187,26 @@ TEST_CASE("the sanity check: a broken evaluation fails before the first training
                               "--set train.epochs=1 --set 'loss.class_weights=[1.0, 2.0, 0.5]'");
   INFO(weighted.output);
   CHECK(weighted.exit_code == 0);
+}
+
+TEST_CASE("a resume whose checkpoint.mode differs re-ranks the best checkpoints: best.pt follows the new order") {
+  // An older run's default "min" on val/accuracy kept the worst as best.pt; resumed with
+  // mode = "auto" (max), best.pt stayed on it and load_best_at_end loaded it.
+  const auto dir = tp::test::fresh_dir("features_mode_rerank");
+  const std::string sets = "--set train.epochs=2 --set checkpoint.monitor=\"val/accuracy\" --set checkpoint.save_top_k=2 ";
+  const auto first = train(dir, sets + "--set checkpoint.mode=\"min\"");
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  const auto epochs = rows_of(read_history(dir), "epoch");
+  REQUIRE(epochs.size() == 2);
+  const double a1 = epochs[0].values.at("val/accuracy"), a2 = epochs[1].values.at("val/accuracy");
+  REQUIRE(a1 != a2);
+  const int64_t best_step = static_cast<int64_t>(epochs[a1 > a2 ? 0 : 1].values.at("step"));
+  const auto again = train(dir, sets + "--resume auto");
+  INFO(again.output);
+  REQUIRE(again.exit_code == 0);
+  CHECK(tp::load_checkpoint(dir / "checkpoints" / "best.pt").step == best_step);
+  CHECK(tp::test::read_text(dir / "checkpoints" / "best.tsv").find("mode max)") != std::string::npos);
 }
 
 TEST_CASE("load_best_at_end restores the best checkpoint's weights and reports its evaluation") {

@@ -58,7 +58,9 @@ std::optional<double> CheckpointManager::best_including(double value) const {
 void CheckpointManager::restore() {
   ranking_.clear();
   std::ifstream in(dir_ / kRanking);
+  std::string header;
   for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("#")) header = line;
     std::istringstream fields(line);
     Ranked entry{};
     if (!(fields >> entry.value >> entry.step >> entry.file)) continue; // header or damaged line
@@ -67,6 +69,15 @@ void CheckpointManager::restore() {
   std::stable_sort(ranking_.begin(), ranking_.end(),
                    [&](const Ranked& a, const Ranked& b) { return better(a.value, b.value); });
   if (static_cast<int64_t>(ranking_.size()) > options_.save_top_k) ranking_.resize(static_cast<std::size_t>(options_.save_top_k));
+  // A ranking kept in the other direction (checkpoint.mode changed, or "auto" resolved it otherwise
+  // than an older run's default "min"): best.pt and best.tsv follow the new order now, or
+  // load_best_at_end would load the old best, which is now the worst.
+  const bool same_monitor = header.find("monitor " + options_.monitor + ", mode ") != std::string::npos;
+  const bool other_mode = header.find(", mode " + options_.mode + ")") == std::string::npos;
+  if (writer_ && !ranking_.empty() && same_monitor && other_mode) {
+    link_file_atomically(dir_ / ranking_.front().file, dir_ / kBest);
+    write_ranking();
+  }
 }
 
 std::vector<std::filesystem::path> CheckpointManager::save(const CheckpointContents& contents, int64_t step,

@@ -3,6 +3,7 @@
 #include <array>
 #include <string>
 
+#include "tp/framework/config/run_config.h"
 #include "tp/framework/error.h"
 
 namespace tp {
@@ -58,35 +59,34 @@ std::optional<bool> lower_is_better_by_name(std::string_view name) {
 }
 
 void resolve_monitor_modes(toml::table& root) {
-  const auto integer = [&](std::string_view table, std::string_view key) {
-    const toml::table* section = root.get_as<toml::table>(table);
-    return section == nullptr ? 0 : (*section)[key].value<int64_t>().value_or(0);
-  };
-  const auto flag = [&](std::string_view table, std::string_view key) {
-    const toml::table* section = root.get_as<toml::table>(table);
-    return section != nullptr && (*section)[key].value<bool>().value_or(false);
-  };
+  for (const std::string_view table : {"checkpoint", "early_stopping", "schedule"}) {
+    toml::table* section = root.get_as<toml::table>(table);
+    if (section == nullptr || text_at(root, table, "mode") != "auto") continue;
+    if (const std::optional<bool> lower = lower_is_better_by_name(text_at(root, table, "monitor")))
+      section->insert_or_assign("mode", *lower ? "min" : "max");
+  }
+}
+
+void require_monitor_directions(const RunConfig& config) {
   struct Use {
-    std::string_view table;
+    const char* table;
+    const std::string& mode;
+    const std::string& monitor;
     bool matters;
   };
-  const std::array<Use, 3> uses{{
-      {"checkpoint", integer("checkpoint", "save_top_k") > 0 || flag("checkpoint", "load_best_at_end")},
-      {"early_stopping", integer("early_stopping", "patience") > 0},
-      {"schedule", text_at(root, "schedule", "name") == "reduce_on_plateau"},
-  }};
+  const Use uses[] = {
+      {"checkpoint", config.checkpoint.mode, config.checkpoint.monitor,
+       config.checkpoint.save_top_k > 0 || config.checkpoint.load_best_at_end},
+      {"early_stopping", config.early_stopping.mode, config.early_stopping.monitor, config.early_stopping.patience > 0},
+      {"schedule", config.schedule.mode, config.schedule.monitor, config.schedule.name == "reduce_on_plateau"},
+  };
   for (const Use& use : uses) {
-    toml::table* section = root.get_as<toml::table>(use.table);
-    if (section == nullptr || text_at(root, use.table, "mode") != "auto") continue;
-    const std::string monitor = text_at(root, use.table, "monitor");
-    const std::optional<bool> lower = lower_is_better_by_name(monitor);
+    if (!use.matters || use.mode != "auto") continue;
     const std::string key = std::string(use.table) + ".mode";
-    if (!lower && use.matters)
-      throw ConfigError(key, key + " = \"auto\" cannot tell from the name of " + std::string(use.table) +
-                                 ".monitor = \"" + monitor + "\" whether a lower or a higher value is better (names "
-                                 "with loss, error, mae or mse mean lower; accuracy, f1, iou, map, auc, precision or "
-                                 "recall higher). Set " + key + " = \"min\" or \"max\".");
-    section->insert_or_assign("mode", lower.value_or(true) ? "min" : "max");
+    throw ConfigError(key, key + " = \"auto\" cannot tell from the name of " + use.table + ".monitor = \"" +
+                               use.monitor + "\" whether a lower or a higher value is better (names with loss, error, "
+                               "mae or mse mean lower; accuracy, f1, iou, map, auc, precision or recall higher). Set " +
+                               key + " = \"min\" or \"max\".");
   }
 }
 

@@ -74,8 +74,9 @@ std::vector<std::pair<double, double>> metric_points(const RunRecord& run, const
 
 bool higher_is_better(const RunRecord& run, const std::string& metric) {
   for (const char* table : {"checkpoint", "early_stopping"})
-    if (text_value(run, std::string(table) + ".monitor") == metric)
-      return text_value(run, std::string(table) + ".mode") == "max";
+    if (const std::string mode = text_value(run, std::string(table) + ".mode");
+        text_value(run, std::string(table) + ".monitor") == metric && mode != "auto")
+      return mode == "max";
   // A value no mode speaks for: by its name, as mode = "auto" decides (a name that says neither:
   // higher, as most scores).
   return !lower_is_better_by_name(metric).value_or(false);

@@ -41,9 +41,12 @@ TEST_CASE("auto resolves to the monitor's direction in the typed config and the 
   CHECK(plateau.schedule.mode == "max");
 }
 
-TEST_CASE("a name that says neither is refused where the direction matters, naming the key") {
+TEST_CASE("a name that says neither stays auto, refused by training where the direction matters") {
+  // Loading never refuses it: host eval, predict and plugins read such a config without ranking.
+  const tp::RunConfig quality = load_text(kRequiredComponents + "[checkpoint]\nmonitor = \"val/quality\"\n");
+  CHECK(quality.checkpoint.mode == "auto");
   try {
-    load_text(kRequiredComponents + "[checkpoint]\nmonitor = \"val/quality\"\n");
+    tp::require_monitor_directions(quality);
     FAIL("no refusal");
   } catch (const tp::ConfigError& e) {
     const std::string message = e.what();
@@ -51,12 +54,14 @@ TEST_CASE("a name that says neither is refused where the direction matters, nami
     CHECK(message.find("val/quality") != std::string::npos);
     CHECK(message.find("Set checkpoint.mode = \"min\" or \"max\"") != std::string::npos);
   }
-  // Nothing ranks by it (no best kept, none loaded), early stopping off: no refusal.
-  const tp::RunConfig unused = load_text(kRequiredComponents + "[checkpoint]\nmonitor = \"val/quality\"\nsave_top_k = 0\n"
-                                         "[early_stopping]\nmonitor = \"val/quality\"\n");
-  CHECK(unused.checkpoint.mode == "min");
-  CHECK_THROWS_AS(load_text(kRequiredComponents + "[early_stopping]\npatience = 1\nmonitor = \"val/quality\"\n"),
+  // Nothing ranks by it (no best kept, none loaded), early stopping off: training goes ahead.
+  tp::require_monitor_directions(load_text(kRequiredComponents + "[checkpoint]\nmonitor = \"val/quality\"\nsave_top_k = 0\n"
+                                           "[early_stopping]\nmonitor = \"val/quality\"\n"));
+  CHECK_THROWS_AS(tp::require_monitor_directions(
+                      load_text(kRequiredComponents + "[early_stopping]\npatience = 1\nmonitor = \"val/quality\"\n")),
                   tp::ConfigError);
+  // A resolved direction passes.
+  tp::require_monitor_directions(load_text(kRequiredComponents + "[checkpoint]\nmonitor = \"val/accuracy\"\n"));
 }
 
 }  // namespace

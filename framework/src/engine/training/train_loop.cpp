@@ -35,13 +35,11 @@ void Trainer::Impl::train_epoch(int64_t epoch) {
     int64_t trainable = 0;
     for (const auto& s : model_state_)
       if (!s.is_buffer && s.tensor.requires_grad()) trainable += s.tensor.numel();
-    // A resumed run starts frozen (the constructor's epoch 0) and unfreezes here the groups whose
-    // epoch came before the checkpoint: they train again rather than start.
-    bool resumed = false;
-    for (const auto& [param, unfreeze_at] : optim_.frozen)
-      resumed = resumed || (epoch == position_.start.epoch && unfreeze_at > 0 && unfreeze_at < epoch + 1);
+    // A resumed run starts frozen (the constructor's epoch 0): its first epoch unfreezes every
+    // group whose epoch has come, some of which may have trained before the checkpoint.
+    const bool resumed = epoch == position_.start.epoch && (position_.start.epoch > 0 || position_.start.batch > 0);
     log_.info("epoch " + std::to_string(epoch + 1) +
-              (resumed ? " (resumed): parameter groups unfrozen in an earlier epoch train again ("
+              (resumed ? " (resumed): the parameter groups unfrozen by this epoch train ("
                        : ": frozen parameter groups start training (") +
               std::to_string(trainable) + " trainable parameters)");
     steps_.build_gradient_reducer();
@@ -208,7 +206,7 @@ void Trainer::Impl::end_epoch(int64_t epoch) {
   if (!eval.empty()) draw_plots();
 }
 
-Scalars Trainer::Impl::run_evaluation(bool epoch_line_follows) {
+Scalars Trainer::Impl::run_evaluation(bool epoch_line_follows, int64_t trained_in) {
   sync_batchnorm_stats(); // each rank evaluates its shard: with the same statistics
   Scalars eval = evaluator_->run(step(), update_.active_schedule());
   for (const auto& [name, value] : eval) {
@@ -232,14 +230,14 @@ Scalars Trainer::Impl::run_evaluation(bool epoch_line_follows) {
   // finish or an unevaluated last step) is a record of its own: before, the SWA model's final
   // score reached the log's last line but not the history, so `host compare` read an older one.
   if (!epoch_line_follows) {
-    // The epoch the step trained in (0-based, as step records): after the last epoch the
-    // position has moved past it.
-    const int64_t trained_in = std::min<int64_t>(position_.epoch, epochs_ - 1);
-    HistoryRecord record{"eval", {{"step", double(step())}, {"epoch", double(trained_in)}}};
+    // The epoch the step trained in (0-based, as step records): fit()'s final evaluation says
+    // which, the position having moved past it.
+    const int64_t epoch_index = trained_in >= 0 ? trained_in : position_.epoch;
+    HistoryRecord record{"eval", {{"step", double(step())}, {"epoch", double(epoch_index)}}};
     record.values.insert(record.values.end(), eval.begin(), eval.end());
     control_.rank0_write([&] { history_.add(record); });
     // Between epochs nothing else shows these values: the console and train.log get a line.
-    const int64_t epoch = trained_in + 1;
+    const int64_t epoch = epoch_index + 1;
     log_.info("step " + std::to_string(step()) + " (epoch " + std::to_string(epoch) + "):" + scalars_text(eval));
   }
   if (!epoch_line_follows && !early_stop_line_.empty()) log_.info(std::exchange(early_stop_line_, {}));

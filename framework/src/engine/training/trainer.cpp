@@ -15,6 +15,7 @@
 #include "engine/setup/image_decode_choice.h"
 #include "engine/setup/training_loaders.h"
 #include "engine/setup/runtime_toml.h"
+#include "tp/framework/config/monitor_mode.h"
 #include "tp/framework/error.h"
 #include "tp/framework/optim/device_step.h"
 #include "tp/framework/report/plots.h"
@@ -67,6 +68,7 @@ Trainer::Impl::Impl(const RunConfig& config, RunComponents& parts, c10::Device d
       trace_(config.run.trace_steps, device, run_dir_ / "trace" / "rank0.json", logger, writes_),
       checkpoints_(run_dir_ / "checkpoints", config.checkpoint, writes_),
       provenance_(collect_provenance(parts)) {
+  require_monitor_directions(config_); // a mode left "auto" by a name that says neither
   check_precision_supported(precision_, device_);
   history_.listen([this](const HistoryRecord& record) { tensorboard_.add(record); });
   if (writes_ && config.logging.tensorboard_images && !(config.logging.tensorboard && config.plots.enabled))
@@ -242,19 +244,28 @@ FitSummary Trainer::Impl::fit() {
   }
   // The run ends evaluated and saved at its final step, whatever the strategies' intervals. A
   // paused run (train.max_time, a callback's stop inside an epoch) is not finished: it saves
-  // where it stopped, inside its epoch.
+  // where it stopped, inside its epoch, with checkpoint.strategy = "no" too (as a signal does:
+  // its message promises a resume). A process that trained no step (a finished or early-stopped
+  // run resumed) does none of it: the process that trained did, and a save here would rewrite
+  // last.pt at another position.
   const std::optional<ResumePosition>& paused = control_.pause();
+  const bool trained = step() > first_step;
   const ResumePosition resume = paused.value_or(ResumePosition{position_.epoch, 0});
-  const bool swa_final = !paused && update_.finish_swa([&] {
+  const bool run_end = trained && !paused;
+  const bool swa_final = run_end && update_.finish_swa([&] {
     return refresh_batchnorm_statistics(parts_, model_state_, *train_loader_, static_cast<uint64_t>(epochs_),
                                         train_batches_, placement_, *collectives_);
   });
-  const bool steps_eval_due = !paused && config_.eval.strategy == IntervalStrategy::kSteps && !evaluator_->evaluated_at(step());
+  const bool steps_eval_due = run_end && config_.eval.strategy == IntervalStrategy::kSteps && !evaluator_->evaluated_at(step());
+  // The loop ended at an epoch boundary: the last step trained in the epoch before position_.epoch.
   if (evaluator_->enabled() && (swa_final || steps_eval_due))
-    run_evaluation();
-  if (config_.checkpoint.strategy != IntervalStrategy::kNo && (swa_final || position_.last_periodic_save != step()))
+    run_evaluation(/*epoch_line_follows=*/false, position_.epoch - 1);
+  if (trained && paused && config_.checkpoint.strategy == IntervalStrategy::kNo)
+    save(SaveKind::kPosition, resume);
+  else if (trained && config_.checkpoint.strategy != IntervalStrategy::kNo &&
+           (swa_final || position_.last_periodic_save != step()))
     save(SaveKind::kPeriodic, resume);
-  if (position_.last_periodic_save != step()) save_if_requested(resume);
+  if (trained && position_.last_periodic_save != step()) save_if_requested(resume);
   summary.loaded_best = config_.checkpoint.load_best_at_end && !config_.train.fast_dev_run && load_best();
   trace_.finish(step());
   dispatch(TP_EVENT_FIT_END, evaluator_->last());

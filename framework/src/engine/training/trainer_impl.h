@@ -130,7 +130,9 @@ class Trainer::Impl {
   /// "early stopping: ..." line follows the line that reports the evaluation: the step line, at
   /// the end here; with `epoch_line_follows` (end_epoch) the epoch's line, so it is left in
   /// early_stop_line_ for end_epoch. The stop itself is decided here either way.
-  Scalars run_evaluation(bool epoch_line_follows = false);
+  /// `trained_in`: the 0-based epoch of the step the evaluation follows, for its record (-1: the
+  /// current position's epoch, as for an evaluation inside an epoch).
+  Scalars run_evaluation(bool epoch_line_follows = false, int64_t trained_in = -1);
   bool due(IntervalStrategy strategy, int64_t every, bool at_epoch_end, int64_t epoch) const;
   /// Sends an event at the current step/epoch/lr; returns the callbacks' requests.
   uint32_t dispatch(int32_t kind, const Scalars& scalars, const std::string& message = "");

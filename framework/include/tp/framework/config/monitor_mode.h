@@ -19,9 +19,15 @@ std::optional<bool> lower_is_better_by_name(std::string_view name);
 
 /// Replaces each "auto" of checkpoint.mode, early_stopping.mode and schedule.mode in the
 /// completed host table `root` with "min" or "max" for its table's `monitor`, so the resolved
-/// config.toml records the direction used. A name that says neither is a ConfigError naming the
-/// mode key, where the direction matters (checkpoints ranked or the best loaded; early stopping
-/// on; a reduce_on_plateau schedule); elsewhere it becomes "min".
+/// config.toml records the direction used. A name that says neither stays "auto": only training
+/// needs the direction (require_monitor_directions), and a command that never ranks by it (eval,
+/// predict, plugins) must not refuse the run's config.
 void resolve_monitor_modes(toml::table& root);
+
+struct RunConfig;
+/// [training] Throws ConfigError, naming the mode key, for a mode still "auto" where training
+/// uses its direction: checkpoints ranked or the best loaded, early stopping on, a
+/// reduce_on_plateau schedule.
+void require_monitor_directions(const RunConfig& config);
 
 }  // namespace tp
