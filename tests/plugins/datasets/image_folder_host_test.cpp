@@ -80,8 +80,10 @@ TEST_CASE("host trains small_cnn on an image folder; a broken file fails the run
       CHECK(run.output.find("broken_val.png") != std::string::npos);
       CHECK(history_under(out).find("\"val/skipped_samples\":1") != std::string::npos);
     } else {
+      // The sanity check reads the validation split's broken file before any training step.
       CHECK(run.exit_code == 1);
-      CHECK(run.output.find("broken.png") != std::string::npos);
+      CHECK(run.output.find("broken_val.png") != std::string::npos);
+      CHECK(run.output.find("sanity check: evaluating") != std::string::npos);
       CHECK(run.output.find("org.torchhost.image_folder") != std::string::npos);
       CHECK(run.output.find("on_bad_sample") != std::string::npos);
     }

@@ -105,7 +105,7 @@ void loss_cases(Library& lib, const std::string& dir, std::ofstream& manifest) {
       for (const double smoothing : {0.0, 0.1}) {
         FakeConfig ce;
         ce.values = {{"output", std::string("out")}, {"target", std::string("mask")}, {"label_smoothing", smoothing},
-                     {"ignore_index", kIgnore}};
+                     {"ignore_index", kIgnore}, {"class_weights", std::vector<double>{}}};
         run_loss(lib, "org.torchhost.cross_entropy", ce, {{"out", out}}, mask, dir,
                  "ce" + std::to_string(index) + (smoothing > 0 ? "_ls" : ""), manifest);
       }
