@@ -67,21 +67,22 @@ void resolve_monitor_modes(toml::table& root) {
   }
 }
 
+std::vector<MonitorInUse> monitors_in_use(const RunConfig& config) {
+  std::vector<MonitorInUse> in_use;
+  if (config.checkpoint.save_top_k > 0 || config.checkpoint.load_best_at_end)
+    in_use.push_back({"checkpoint", config.checkpoint.monitor, config.checkpoint.mode,
+                      ", or checkpoint.save_top_k = 0 and checkpoint.load_best_at_end = false"});
+  if (config.early_stopping.patience > 0)
+    in_use.push_back({"early_stopping", config.early_stopping.monitor, config.early_stopping.mode,
+                      ", or early_stopping.patience = 0"});
+  if (config.schedule.name == "reduce_on_plateau")
+    in_use.push_back({"schedule", config.schedule.monitor, config.schedule.mode, ""});
+  return in_use;
+}
+
 void require_monitor_directions(const RunConfig& config) {
-  struct Use {
-    const char* table;
-    const std::string& mode;
-    const std::string& monitor;
-    bool matters;
-  };
-  const Use uses[] = {
-      {"checkpoint", config.checkpoint.mode, config.checkpoint.monitor,
-       config.checkpoint.save_top_k > 0 || config.checkpoint.load_best_at_end},
-      {"early_stopping", config.early_stopping.mode, config.early_stopping.monitor, config.early_stopping.patience > 0},
-      {"schedule", config.schedule.mode, config.schedule.monitor, config.schedule.name == "reduce_on_plateau"},
-  };
-  for (const Use& use : uses) {
-    if (!use.matters || use.mode != "auto") continue;
+  for (const MonitorInUse& use : monitors_in_use(config)) {
+    if (use.mode != "auto") continue;
     const std::string key = std::string(use.table) + ".mode";
     throw ConfigError(key, key + " = \"auto\" cannot tell from the name of " + use.table + ".monitor = \"" +
                                use.monitor + "\" whether a lower or a higher value is better (names with loss, error, "

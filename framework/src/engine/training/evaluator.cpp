@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/evaluation/evaluation_pass.h"
+#include "tp/framework/config/monitor_mode.h"
 #include "tp/framework/error.h"
 
 namespace tp {
@@ -40,30 +41,18 @@ void Evaluator::sanity_check(int64_t batches) {
   parts_.model->set_training(true);
   std::string names;
   for (const auto& [name, value] : eval) names += (names.empty() ? "" : ", ") + name;
-  struct Watched {
-    const char* key;
-    const std::string& monitor;
-    bool in_use;
-    const char* otherwise;
-  };
-  const Watched watched[] = {
-      {"checkpoint.monitor", config_.checkpoint.monitor, config_.checkpoint.save_top_k > 0 || config_.checkpoint.load_best_at_end,
-       ", or checkpoint.save_top_k = 0 and checkpoint.load_best_at_end = false"},
-      {"early_stopping.monitor", config_.early_stopping.monitor, config_.early_stopping.patience > 0,
-       ", or early_stopping.patience = 0"},
-      {"schedule.monitor", config_.schedule.monitor, config_.schedule.name == "reduce_on_plateau", ""},
-  };
-  for (const Watched& w : watched) {
-    if (!w.in_use) continue;
+  for (const MonitorInUse& use : monitors_in_use(config_)) {
+    const std::string key = std::string(use.table) + ".monitor";
     // An average's values ("val_ema/accuracy") are the live ones' names under its prefix.
-    std::string live = w.monitor;
+    std::string live = use.monitor;
     for (const WeightAverage* average : averages_)
       if (const std::string prefix = "val_" + average->name() + "/"; live.starts_with(prefix))
         live = "val/" + live.substr(prefix.size());
     if (std::any_of(eval.begin(), eval.end(), [&](const auto& value) { return value.first == live; })) continue;
-    throw ConfigError(w.key, std::string(w.key) + " = \"" + w.monitor + "\" is not among the evaluated values (" + names +
-                                 (averages_.empty() ? "" : "; an average's are these under val_<name>/") +
-                                 "), found by the sanity check before training. Set it to one of them" + w.otherwise + ".");
+    throw ConfigError(key, key + " = \"" + use.monitor + "\" is not among the evaluated values (" + names +
+                               (averages_.empty() ? "" : "; an average's are these under val_<name>/") +
+                               "), found by the sanity check before training. Set it to one of them" + use.turned_off_by +
+                               ".");
   }
 }
 

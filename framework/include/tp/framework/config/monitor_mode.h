@@ -5,7 +5,9 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include <toml++/toml.h>
 
@@ -25,9 +27,20 @@ std::optional<bool> lower_is_better_by_name(std::string_view name);
 void resolve_monitor_modes(toml::table& root);
 
 struct RunConfig;
-/// [training] Throws ConfigError, naming the mode key, for a mode still "auto" where training
-/// uses its direction: checkpoints ranked or the best loaded, early stopping on, a
-/// reduce_on_plateau schedule.
+
+/// A monitored value training uses, borrowed from its RunConfig.
+struct MonitorInUse {
+  const char* table;          ///< "checkpoint", "early_stopping" or "schedule"
+  const std::string& monitor; ///< the table's monitor
+  const std::string& mode;    ///< the table's mode ("auto" where its name said neither)
+  const char* turned_off_by;  ///< ", or <the keys that stop its use>", for a refusal; "" for the schedule
+};
+/// The monitors training uses, in that order: checkpoint's when a best is kept or loaded, early
+/// stopping's when it is on, the schedule's under reduce_on_plateau.
+std::vector<MonitorInUse> monitors_in_use(const RunConfig& config);
+
+/// [training] Throws ConfigError, naming the mode key, for a mode still "auto" among
+/// monitors_in_use.
 void require_monitor_directions(const RunConfig& config);
 
 }  // namespace tp
