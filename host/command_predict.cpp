@@ -81,7 +81,8 @@ int run_predict(const Options& options) {
   std::unique_ptr<PredictionWriter> writer = rank0 ? PredictionWriter::open(output, options.format) : nullptr;
   // The names training kept in the checkpoint; a checkpoint from before them takes the split's own.
   if (writer) writer->set_class_names(!checkpoint.classes.empty() ? checkpoint.classes.names : split->class_names().names);
-  if (writer) writer->set_row_paths(images.shown);
+  // --images names its rows by the files as given; a split by what its dataset names each sample (ABI 1.13).
+  if (writer) writer->set_row_paths(options.images.empty() ? split->sample_keys() : images.shown);
   Collectives& collectives = *run.collectives;
   // The run's evaluation loader (engine/loader_options.h): eval.batch_size, every sample once.
   const LoaderOptions loader = loader_options(config, evaluation_batch_size(config), LoaderMode::kEvalExact,

@@ -23,7 +23,7 @@
   X(tp_plugin_entry_t, 72, 8)      \
   X(tp_field_t, 16, 8)             \
   X(tp_worker_ctx_t, 40, 8)        /* 1.11: +encoded_images */ \
-  X(tp_dataset_v1_t, 88, 8)        /* 1.5: +prepare, 1.6: +field_batching, 1.10: +sample_groups, 1.11: +encoded_images, 1.12: +class_names */ \
+  X(tp_dataset_v1_t, 96, 8)        /* 1.5: +prepare, 1.6: +field_batching, 1.10: +sample_groups, 1.11: +encoded_images, 1.12: +class_names, 1.13: +sample_keys */ \
   X(tp_field_batching_t, 24, 8)    /* @since 1.6 */ \
   X(tp_encoded_image_t, 64, 8)     /* @since 1.11 */ \
   X(tp_class_names_t, 24, 8)       /* @since 1.12 */ \
@@ -121,6 +121,7 @@
   X(tp_dataset_v1_t, sample_groups, 64)           /* @since 1.10 */ \
   X(tp_dataset_v1_t, encoded_images, 72)          /* @since 1.11 */ \
   X(tp_dataset_v1_t, class_names, 80)             /* @since 1.12 */ \
+  X(tp_dataset_v1_t, sample_keys, 88)             /* @since 1.13 */ \
   X(tp_field_batching_t, struct_size, 0)          /* @since 1.6 */ \
   X(tp_field_batching_t, batching, 4)             /* @since 1.6 */ \
   X(tp_field_batching_t, name, 8)                 /* @since 1.6 */ \
@@ -213,7 +214,8 @@
   X(tp_dataset_v1_t, 9, 64, sample_groups)               \
   X(tp_dataset_v1_t, 10, 72, encoded_images)             \
   X(tp_worker_ctx_t, 10, 32, encoded_images)              \
-  X(tp_dataset_v1_t, 11, 80, class_names)
+  X(tp_dataset_v1_t, 11, 80, class_names)                \
+  X(tp_dataset_v1_t, 12, 88, sample_keys)
 
 /* X(constant, value): the released values of the ABI's integer constants. Plugins compile them in,
  * so renumbering one is as breaking as moving a member. */

@@ -140,6 +140,15 @@ TEST_CASE("ABI 1.12: this host loads plugins built for 1.0 to 1.12; a 1.11 host 
   CHECK_FALSE(compatible({1, 11, 0}, {1, 12, 0}));
 }
 
+TEST_CASE("ABI 1.13: this host loads plugins built for 1.0 to 1.13; a 1.12 host refuses 1.13 plugins") {
+  // 1.13 appended tp_dataset_v1_t.sample_keys (abi_v1_layout.h).
+  const tp_version_t host = TP_ABI_VERSION_INIT;
+  CHECK(host.minor >= 13);
+  CHECK(compatible(host, {1, 12, 0}));
+  CHECK(compatible(host, {1, 13, 0}));
+  CHECK_FALSE(compatible({1, 12, 0}, {1, 13, 0}));
+}
+
 TEST_CASE("this ABI is compatible with itself, and C and C++ agree on its version") {
   const tp_version_t cxx = TP_ABI_VERSION_INIT;
   const tp_version_t c = tp_test_c_abi_version();

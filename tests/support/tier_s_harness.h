@@ -261,6 +261,16 @@ class Dataset {
     if (lent == nullptr) return {};
     return std::vector<std::string>(lent->names, lent->names + lent->count);
   }
+  /// The sample names the instance lends (ABI 1.13), in index order; empty when it has no sample_keys.
+  std::vector<std::string> sample_keys() const {
+    if (table_.sample_keys == nullptr) return {};
+    const char* const* keys = nullptr;
+    uint64_t count = 0;
+    REQUIRE(table_.sample_keys(self_, &keys, &count) == TP_OK);
+    std::vector<std::string> out;
+    for (uint64_t i = 0; i < count; ++i) out.emplace_back(keys[i] != nullptr ? keys[i] : "");
+    return out;
+  }
   const tp_dataset_v1_t& table() const { return table_; }
   const void* self() const { return self_; }
 

@@ -122,6 +122,40 @@ ClassNames DatasetProxy::parse_class_names(const tp_class_names_t* lent) {
   return out;
 }
 
+std::vector<std::string> DatasetProxy::sample_keys() const {
+  if (table_.sample_keys == nullptr) return {};  // NULL, or a table from before ABI 1.13
+  const char* const* keys = nullptr;
+  uint64_t count = 0;
+  check(in_plugin_call(id().c_str(), "sample_keys", [&] { return table_.sample_keys(self_, &keys, &count); }),
+        "sample_keys");
+  try {
+    return parse_sample_keys(keys, count, size_);
+  } catch (const Error& e) {
+    throw PluginError(id(), "sample_keys",
+                      "plugin component '" + id() + "' (" + library_->path().filename().string() +
+                          ") named its samples wrongly on split '" + split_ + "': " + e.what() +
+                          " (plugin_api/include/tp/iface/dataset.h, sample_keys).");
+  }
+}
+
+std::vector<std::string> DatasetProxy::parse_sample_keys(const char* const* keys, uint64_t count, uint64_t size) {
+  TP_CHECK(count == size, count, " names for ", size, " samples (one per sample, in index order)");
+  TP_CHECK(count == 0 || keys != nullptr, count, " names at a NULL pointer");
+  std::vector<std::string> out;
+  out.reserve(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    if (keys[i] == nullptr) {
+      out.emplace_back();
+      continue;
+    }
+    // Bounded before it is copied: a name without its terminator must not be read to the end of memory.
+    const std::size_t length = strnlen(keys[i], kMaxSampleKeyBytes + 1);
+    TP_CHECK(length <= kMaxSampleKeyBytes, "the name of sample ", i, " is longer than ", kMaxSampleKeyBytes, " bytes");
+    out.emplace_back(keys[i], length);
+  }
+  return out;
+}
+
 std::vector<EncodedImageSpec> DatasetProxy::parse_encoded_images(const tp_encoded_image_t* entries, uint32_t count) {
   if (count == 0) return {};
   TP_CHECK(entries != nullptr, count, " entries at a NULL pointer");

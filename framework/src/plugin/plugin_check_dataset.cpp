@@ -151,6 +151,7 @@ class SplitUnderCheck {
       check_groups();
       read_encoded_images();
       check_class_names();
+      check_sample_keys();
     } catch (...) {
       destroy(); // the destructor does not run for a throwing constructor
       throw;
@@ -281,6 +282,19 @@ class SplitUnderCheck {
       (void)DatasetProxy::parse_class_names(lent);
     } catch (const Error& e) {
       throw Error("class_names on split '" + split_ + "' is malformed: " + e.what());
+    }
+  }
+
+  // A list host predict would refuse fails the check here (ABI 1.13).
+  void check_sample_keys() {
+    if (table_.sample_keys == nullptr) return;
+    const char* const* keys = nullptr;
+    uint64_t count = 0;
+    guarded("sample_keys", [&] { return table_.sample_keys(self_, &keys, &count); });
+    try {
+      (void)DatasetProxy::parse_sample_keys(keys, count, size_);
+    } catch (const Error& e) {
+      throw Error("sample_keys on split '" + split_ + "' is malformed: " + e.what());
     }
   }
 

@@ -35,7 +35,9 @@
  *        hosts): a dataset hands an image field over as its file's bytes plus the crop and flip
  *        its CPU path draws, and the host decodes it on the device (data.decode).
  *   1.12 tp_dataset_v1_t.class_names (optional; NULL = no names) with tp_class_names_t: the names
- *        of a label field's classes, kept in checkpoints for `host export` and `host predict`. */
+ *        of a label field's classes, kept in checkpoints for `host export` and `host predict`.
+ *   1.13 tp_dataset_v1_t.sample_keys (optional; NULL = no names): the name of each sample (its
+ *        file, its shard and key), written beside each row of `host predict --split`. */
 #ifndef TP_VERSION_H
 #define TP_VERSION_H
 
@@ -45,7 +47,7 @@
 #include "tp/macros.h"
 
 #define TP_ABI_MAJOR 1
-#define TP_ABI_MINOR 12
+#define TP_ABI_MINOR 13
 #define TP_ABI_PATCH 0
 
 TP_EXTERN_C_BEGIN

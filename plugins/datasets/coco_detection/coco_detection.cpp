@@ -172,6 +172,14 @@ class CocoDetectionDataset {
 
   uint64_t size() const { return split_.images.size(); }
 
+  /// Each image's file, as read (ABI 1.13): host predict's `path` column for a split.
+  std::vector<std::string> sample_keys() const {
+    std::vector<std::string> keys;
+    keys.reserve(split_.images.size());
+    for (const auto& image : split_.images) keys.push_back((image_dir_ / image.file_name).string());
+    return keys;
+  }
+
   /// Sizes differ per image (the aspect ratio is kept), so `image` is padded to the batch's
   /// largest with 0, the mean colour after normalisation (the loader adds image_lengths); a
   /// sample's objects vary in number, so the per-object fields are ragged (ABI 1.6).

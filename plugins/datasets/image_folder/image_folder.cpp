@@ -133,6 +133,9 @@ class ImageFolderDataset {
     return {"label", ids_only ? std::vector<std::string>{} : listing_.classes};
   }
 
+  /// Each sample's file, as read (ABI 1.13): host predict's `path` column for a split.
+  std::vector<std::string> sample_keys() const { return listing_.paths; }
+
   void get_sample(uint64_t index, const tp::cpp::WorkerContext& ctx, tp::cpp::Sample& out) const {
     // The per-sample seed drives the train augmentation (PLG-8); val has none to draw.
     const uint64_t seed = transform_.random ? ctx.seed("train augmentation") : ctx.has_seed() ? ctx.raw()->seed : 0;

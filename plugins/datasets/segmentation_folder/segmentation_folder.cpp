@@ -213,6 +213,9 @@ class SegmentationFolderDataset {
 
   uint64_t size() const { return pairs_.images.size(); }
 
+  /// Each sample's image file, as read (ABI 1.13): host predict's `path` column for a split.
+  std::vector<std::string> sample_keys() const { return pairs_.images; }
+
   /// Val and test samples keep their resized sizes; the loader pads them to the batch's largest,
   /// the image with 0 (after normalisation) and the mask with ignore_index, which losses and
   /// metrics skip (ABI 1.6). Train samples all have the crop size and stack.

@@ -178,6 +178,18 @@ class WebDataset {
     return {ds::encoded_image_declaration(transform_, encoded_refusal_)};
   }
 
+  /// Each sample as `<shard>:<key>` (ABI 1.13), the name its bad-sample messages use: host
+  /// predict's `path` column for a split.
+  std::vector<std::string> sample_keys() const {
+    std::vector<std::string> keys;
+    keys.reserve(shards_.size());
+    for (uint64_t index = 0; index < shards_.size(); ++index) {
+      const wds::ShardSet::Location at = shards_.locate(index);
+      keys.push_back(shards_.shard_paths()[at.shard] + ":" + at.key);
+    }
+    return keys;
+  }
+
   void get_sample(uint64_t index, const tp::cpp::WorkerContext& ctx, tp::cpp::Sample& out) const {
     const wds::ShardSet::Location at = shards_.locate(index);
     const std::string& shard = shards_.shard_paths()[at.shard];

@@ -120,6 +120,10 @@ TEST_CASE("coco_detection: val fields, dtypes and shapes; ascending image ids; b
   std::vector<int64_t> ids;
   for (uint64_t i = 0; i < val.size(); ++i) ids.push_back(val.get(i).values<int64_t>("image_id")[0]);
   CHECK(ids == std::vector<int64_t>{3, 5, 7, 12});
+  // Each sample named by its image file, in the same order (ABI 1.13): host predict's path member.
+  CHECK(val.sample_keys() == std::vector<std::string>{(root / "images" / "a.png").string(), (root / "images" / "d.png").string(),
+                                                      (root / "images" / "b.jpg").string(),
+                                                      (root / "images" / "sub/c.png").string()});
 
   // Image 3 (50 x 30): scale = min(15 / 30, 1000 / 50) = 0.5 -> 25 x 15, every box exactly halved.
   const Sample a = val.get(0);

@@ -83,19 +83,20 @@ TEST_CASE("host export carries the classes, model, outputs and preprocessing; pr
                                           "' --checkpoint last --split val --output '" + predictions.string() + "'");
   INFO(predict.output);
   REQUIRE(predict.exit_code == 0);
-  CHECK(predict.output.find("columns: index, logits, logits.argmax, logits.class, logits.prob, label") != std::string::npos);
+  CHECK(predict.output.find("columns: index, path, logits, logits.argmax, logits.class, logits.prob, label") != std::string::npos);
   std::ifstream rows(predictions);
   std::string line;
   REQUIRE(std::getline(rows, line));
   CHECK(line.find("logits.argmax,logits.class,logits.prob,label") != std::string::npos);
   int checked = 0;
   while (std::getline(rows, line)) {
-    // index,logits.0,logits.1,logits.argmax,logits.class,logits.prob,label
+    // index,path,logits.0,logits.1,logits.argmax,logits.class,logits.prob,label
     std::vector<std::string> cells;
     for (std::size_t at = 0, next = 0; next != std::string::npos; at = next + 1)
       cells.push_back(line.substr(at, (next = line.find(',', at)) == std::string::npos ? next : next - at));
-    REQUIRE(cells.size() == 7);
-    CHECK(cells[4] == (cells[3] == "0" ? "dark" : "light"));
+    REQUIRE(cells.size() == 8);
+    CHECK(cells[1].starts_with((dir / "val").string() + "/"));
+    CHECK(cells[5] == (cells[4] == "0" ? "dark" : "light"));
     ++checked;
   }
   CHECK(checked == 6);

@@ -69,6 +69,9 @@ TEST_CASE("host predict --images DIR: each file's path, class and probability; t
   REQUIRE(images.exit_code == 0);
   CHECK(images.output.find("columns: index, path, logits, logits.argmax, logits.class, logits.prob\n") !=
         std::string::npos);
+  // A split's rows name each sample's file as the dataset read it (plugin ABI 1.13), then its label.
+  CHECK(split.output.find("columns: index, path, logits, logits.argmax, logits.class, logits.prob, label\n") !=
+        std::string::npos);
 
   const auto split_rows = csv_cells(by_split), image_rows = csv_cells(by_images);
   REQUIRE(split_rows.size() == 7);
@@ -80,16 +83,19 @@ TEST_CASE("host predict --images DIR: each file's path, class and probability; t
                                           "light/2.png"};
   for (std::size_t i = 1; i < image_rows.size(); ++i) {
     const auto& row = image_rows[i];
-    const auto& same = split_rows[i]; // index,logits.0,logits.1,logits.argmax,logits.class,logits.prob,label
+    const auto& same = split_rows[i]; // index,path,logits.0,logits.1,logits.argmax,logits.class,logits.prob,label
     REQUIRE(row.size() == 7);
+    REQUIRE(same.size() == 8);
     CHECK(row[0] == std::to_string(i - 1));
     CHECK(row[1] == order[i - 1]);
+    CHECK(same[1] == (run.dir / "val" / order[i - 1]).string());
     // Bit for bit: the csv writes each float as the shortest text that reads back to it.
-    CHECK(row[2] == same[1]);
-    CHECK(row[3] == same[2]);
-    CHECK(row[4] == same[3]);
+    CHECK(row[2] == same[2]);
+    CHECK(row[3] == same[3]);
+    CHECK(row[4] == same[4]);
     CHECK(row[5] == (row[4] == "0" ? "dark" : "light"));
-    CHECK(row[6] == same[5]);
+    CHECK(row[6] == same[6]);
+    CHECK(same[7] == (order[i - 1].starts_with("dark") ? "0" : "1")); // the label, after the outputs
   }
 }
 

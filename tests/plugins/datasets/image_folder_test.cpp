@@ -29,6 +29,12 @@ TEST_CASE("image_folder: classes from sorted folder names, files in sorted order
   Dataset ds(lib, kId, cfg, "train");
   REQUIRE(ds.size() == 9);  // notes.txt is not listed
   CHECK(ds.class_names() == std::vector<std::string>{"bird", "cat", "dog"});  // lent for exports (ABI 1.12)
+  // Each sample's file, in index order (ABI 1.13): host predict's path column.
+  const std::vector<std::string> keys = ds.sample_keys();
+  REQUIRE(keys.size() == 9);
+  for (uint64_t i = 0; i < 9; ++i)
+    CHECK(keys[i] == (f.root / std::vector<std::string>{"bird", "cat", "dog"}[i / 3] /
+                      ("img_" + std::to_string(i % 3) + ".png")).string());
   for (uint64_t i = 0; i < 9; ++i) {
     const Sample s = ds.get(i, /*seed=*/i);
     CHECK(label_of(s) == static_cast<int64_t>(i / 3));  // bird 0, cat 1, dog 2

@@ -150,6 +150,9 @@ TEST_CASE("segmentation_folder: pairs by stem in sorted order; palette masks rea
   Dataset val(lib, kSegmentationFolderId, cfg, "val");
   REQUIRE(val.size() == 3);
   const std::vector<std::pair<int, int>> sizes{{9, 7}, {12, 16}, {10, 10}};  // a, b, sub/c
+  // Each sample named by its image file (ABI 1.13): host predict's path column.
+  CHECK(val.sample_keys() == std::vector<std::string>{(root / "images" / "a.png").string(), (root / "images" / "b.png").string(),
+                                                      (root / "images" / "sub/c.png").string()});
   const int salts[] = {1, 0, 2};                                              // written b, a, sub/c
   for (uint64_t i = 0; i < 3; ++i) {
     CAPTURE(i);

@@ -198,6 +198,11 @@ TEST_CASE("shards written from an image folder train, evaluate on 2 ranks, resum
   for (; std::getline(csv, line); ++row) {
     CAPTURE(line);
     CHECK(line.rfind(std::to_string(row) + ",", 0) == 0);  // the index column, in order
+    // The path column: the sample's shard and key (plugin ABI 1.13), as its bad-sample messages name it.
+    const std::size_t path_at = line.find(',') + 1;
+    const std::string path = line.substr(path_at, line.find(',', path_at) - path_at);
+    CHECK(path.starts_with((shards / "val-").string()));
+    CHECK(contains(path, ".tar:"));
     CHECK(line.ends_with("," + std::to_string(row / 10)));  // the label: 10 images per class folder
   }
   CHECK(row == kClasses * 10);

@@ -84,6 +84,12 @@ TEST_CASE("webdataset: keys in shard order, cls labels and exact pixels back as 
     CHECK(ends[g] == expected_end);
   }
   CHECK(ends[count - 1] == 7);
+
+  // sample_keys (ABI 1.13): `<shard>:<key>` in index order, for host predict's path column.
+  std::vector<std::string> expected_keys;
+  for (const std::string& shard : shards.paths)
+    for (const wds::IndexedSample& sample : wds::index_shard_file(shard).samples) expected_keys.push_back(shard + ":" + sample.key);
+  CHECK(ds.sample_keys() == expected_keys);
 }
 
 TEST_CASE("webdataset: sample_groups leaves empty shards out; index order is pattern order, then tar order") {

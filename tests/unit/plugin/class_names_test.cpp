@@ -1,6 +1,7 @@
-// The names a dataset lends for its classes (plugin ABI 1.12, tp_dataset_v1_t::class_names) as the
-// host reads them: what passes, what each malformed declaration is refused with (naming the
-// plugin when a real library lends it), and a table from ABI 1.11 that ends before the member.
+// The names a dataset lends for its classes (plugin ABI 1.12, tp_dataset_v1_t::class_names) and
+// for its samples (1.13, sample_keys) as the host reads them: what passes, what each malformed
+// answer is refused with (naming the plugin when a real library lends it), and a table from ABI
+// 1.11 that ends before both members.
 #include <string>
 #include <vector>
 
@@ -82,12 +83,58 @@ TEST_CASE("a dataset lends its class names through the C++ adapter; a bad name i
   }
 }
 
-TEST_CASE("a dataset table from ABI 1.11 loads, and nothing past its struct_size is read as class names") {
+TEST_CASE("a dataset table from ABI 1.11 loads, and nothing past its struct_size is read as class or sample names") {
   TestHost host;
   const auto library = PluginLibrary::load(fixture("class_names"), host.services);
   const DatasetProxy old = dataset(library, "org.test.old_dataset");
   CHECK(old.size() == 2);
   CHECK(old.class_names().empty());
+  CHECK(old.sample_keys().empty());
+}
+
+std::string key_refusal(const std::vector<const char*>& keys, uint64_t size) {
+  try {
+    (void)DatasetProxy::parse_sample_keys(keys.empty() ? nullptr : keys.data(), keys.size(), size);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_CASE("sample names (ABI 1.13): one per sample in index order; NULL is an empty name; each malformed answer refused") {
+  const std::vector<const char*> keys = {"train/cat/1.jpg", nullptr, "shards/val-000000.tar:cat/2"};
+  CHECK(DatasetProxy::parse_sample_keys(keys.data(), 3, 3) ==
+        std::vector<std::string>{"train/cat/1.jpg", "", "shards/val-000000.tar:cat/2"});
+  CHECK(DatasetProxy::parse_sample_keys(nullptr, 0, 0).empty());
+  CHECK(contains(key_refusal(keys, 4), "3 names for 4 samples (one per sample, in index order)"));
+  CHECK(key_refusal({}, 0).empty()); // no samples, no names: accepted
+  try {
+    (void)DatasetProxy::parse_sample_keys(nullptr, 2, 2);
+    FAIL("names at a NULL pointer were accepted");
+  } catch (const Error& e) {
+    CHECK(contains(e.what(), "2 names at a NULL pointer"));
+  }
+  const std::string longest(DatasetProxy::kMaxSampleKeyBytes, 'x'), longer = longest + "x";
+  CHECK(key_refusal({longest.c_str()}, 1).empty());
+  CHECK(contains(key_refusal({"ok", longer.c_str()}, 2), "the name of sample 1 is longer than 4096 bytes"));
+}
+
+TEST_CASE("a dataset names its samples through the C++ adapter; a wrong count is refused naming the plugin") {
+  TestHost host;
+  const auto library = PluginLibrary::load(fixture("class_names"), host.services);
+  const DatasetProxy named = dataset(library, "org.test.named_classes");
+  CHECK(named.sample_keys() == std::vector<std::string>{"a.png", "b, \"quoted\".png"});
+  CHECK(named.sample_keys() == named.sample_keys()); // the adapter builds the list once and lends it again
+  const DatasetProxy miscounted = dataset(library, "org.test.bad_sample_keys"); // created: names are read on demand
+  try {
+    (void)miscounted.sample_keys();
+    FAIL("three names for two samples were accepted");
+  } catch (const PluginError& e) {
+    CHECK(e.component_id() == "org.test.bad_sample_keys");
+    CHECK(e.function() == "sample_keys");
+    CHECK_MESSAGE(contains(e.what(), "(class_names.so) named its samples wrongly on split 'train': 3 names for 2 samples"),
+                  e.what());
+  }
 }
 
 TEST_CASE("class names must count the classes a loss declares for their field, where it declares a count") {

@@ -28,6 +28,8 @@
 //     //   WorkerContext::encoded_images() and writes "image" (the file's bytes) + "image_box"
 //     // optional: tp::cpp::ClassNames class_names() const;  // the names of the label's classes
 //     //   (ABI 1.12), in id order: {"label", {"cat", "dog"}}; empty names = none known
+//     // optional: std::vector<std::string> sample_keys() const;  // each sample's name, in index
+//     //   order (ABI 1.13): its file or shard:key, for host predict's `path` column; built on demand
 //    private:
 //     uint64_t count_;
 //   };
@@ -232,6 +234,12 @@ struct HasClassNames<D, std::void_t<decltype(ClassNames(std::declval<const D&>()
     : std::true_type {};
 
 template <typename D, typename = void>
+struct HasSampleKeys : std::false_type {};
+template <typename D>
+struct HasSampleKeys<D, std::void_t<decltype(std::vector<std::string>(std::declval<const D&>().sample_keys()))>>
+    : std::true_type {};
+
+template <typename D, typename = void>
 struct HasSetEpoch : std::false_type {};
 template <typename D>
 struct HasSetEpoch<D, std::void_t<decltype(std::declval<D&>().set_epoch(uint64_t{0}))>> : std::true_type {};
@@ -247,9 +255,9 @@ template <typename D>
 struct HasTestSplit<D, std::void_t<decltype(D::kHasTestSplit)>> : std::bool_constant<D::kHasTestSplit> {};
 
 /// One instance: the dataset, the host that created it (for TP_GUARD's messages) and its
-/// field_batching(), sample_groups(), encoded_images() and class_names() lists, kept so the table
-/// can lend them until destroy (neither the dataset nor the instance is ever moved, so names and
-/// reasons pointing into them stay valid).
+/// field_batching(), sample_groups(), encoded_images(), class_names() and (on the first call)
+/// sample_keys() lists, kept so the table can lend them until destroy (neither the dataset nor the
+/// instance is ever moved, so names and reasons pointing into them stay valid).
 template <typename D>
 struct DatasetInstance {
   template <typename... Args>
@@ -274,6 +282,11 @@ struct DatasetInstance {
   ClassNames classes;
   std::vector<const char*> class_pointers; // into classes.names
   tp_class_names_t class_table{};          // lent by class_names() when classes.names is not empty
+  // Built on the first sample_keys call only ([main]): a million file names cost memory that
+  // training never needs.
+  bool keys_built = false;
+  std::vector<std::string> keys;
+  std::vector<const char*> key_pointers;  // into keys
 };
 
 template <typename D, const tp_descriptor_t& kDescriptor>
@@ -413,6 +426,23 @@ struct DatasetAdapter {
     });
   }
 
+  static tp_status sample_keys(const void* self, const char* const** out_keys, uint64_t* out_count) {
+    TP_GUARD(host_of(self), {
+      if (out_keys == nullptr || out_count == nullptr)
+        throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(component_name(kDescriptor)) + ": out_keys or out_count is NULL");
+      Instance& lent = instance(self);
+      if (!lent.keys_built) {
+        lent.keys = lent.dataset.sample_keys();
+        lent.key_pointers.clear();
+        for (const std::string& key : lent.keys) lent.key_pointers.push_back(key.c_str());
+        lent.keys_built = true;
+      }
+      *out_keys = lent.key_pointers.data();
+      *out_count = static_cast<uint64_t>(lent.key_pointers.size());
+      return TP_OK;
+    });
+  }
+
   static constexpr tp_dataset_v1_t table() {
     tp_dataset_v1_t t{sizeof(tp_dataset_v1_t), &create, &destroy, &size, &get_sample, nullptr, nullptr, nullptr,
                       nullptr, nullptr};
@@ -422,6 +452,7 @@ struct DatasetAdapter {
     if constexpr (HasSampleGroups<D>::value) t.sample_groups = &sample_groups;
     if constexpr (HasEncodedImages<D>::value) t.encoded_images = &encoded_images;
     if constexpr (HasClassNames<D>::value) t.class_names = &class_names;
+    if constexpr (HasSampleKeys<D>::value) t.sample_keys = &sample_keys;
     return t;
   }
 };

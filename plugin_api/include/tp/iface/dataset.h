@@ -247,6 +247,22 @@ typedef struct tp_dataset_v1_t {
       = nullptr
 #endif
       ;
+
+  /** [main] Optional (may be NULL: the samples have no names here). @since 1.13. The name of each
+   *  sample of this instance, for the rows of `host predict --split` (a `path` column beside
+   *  `index`): *out_keys points to *out_count UTF-8 strings in index order, *out_count equal to
+   *  size(), borrowed until destroy (the instance's own storage). A name says where the sample
+   *  comes from, so a user can open it: the image file as the dataset reads it, a shard and its
+   *  member key ("shards/train-000003.tar:img_0042"), an annotation file's image name. A NULL
+   *  entry: that sample has no name (its cell is empty). The host calls it at most once per
+   *  instance, after create and only where it writes the names (host predict, host plugins
+   *  check), so a dataset may build the list on the first call. The host refuses, naming the
+   *  plugin, a count other than size() and a name longer than 4096 bytes. */
+  tp_status (*sample_keys)(const void *self, const char *const **out_keys, uint64_t *out_count)
+#if defined(__cplusplus) && __cplusplus >= 201402L
+      = nullptr
+#endif
+      ;
 } tp_dataset_v1_t;
 
 TP_EXTERN_C_END

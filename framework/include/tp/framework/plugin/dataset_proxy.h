@@ -3,7 +3,9 @@
 // (plugin code) keeps the plugin library loaded until it has run.
 #pragma once
 
+#include <cstddef>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "tp/framework/config/run_config.h"
@@ -56,6 +58,15 @@ class DatasetProxy : public PluginInstance, public SampleSource {
   /// a struct_size below ABI 1.12's, no field, names at a NULL pointer, a NULL name, or a name
   /// check_class_names refuses (empty, too long, not UTF-8, a control character).
   static ClassNames parse_class_names(const tp_class_names_t* lent);
+  /// The longest sample name the host takes, in bytes: Linux's PATH_MAX.
+  static constexpr std::size_t kMaxSampleKeyBytes = 4096;
+  /// The name of each sample (ABI 1.13), in index order, asked of the plugin on each call (host
+  /// predict asks once); empty when it names none (NULL member, a plugin built for ABI < 1.13).
+  /// A NULL entry reads as "". Throws PluginError naming the component for a malformed answer.
+  std::vector<std::string> sample_keys() const;
+  /// The names a sample_keys answer lends. Throws tp::Error saying what is malformed: a count
+  /// other than `size`, `count` names at a NULL pointer, a name longer than kMaxSampleKeyBytes.
+  static std::vector<std::string> parse_sample_keys(const char* const* keys, uint64_t count, uint64_t size);
 
  private:
   /// Reads and validates field_batching; throws PluginError naming the component for a malformed
