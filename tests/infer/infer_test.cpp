@@ -4,6 +4,8 @@
 // same files equal the host's bit for bit (the csv writes each float as the shortest text that
 // reads back to it). eval.batch_size is the number of files, so both run the model on the same
 // batch. Then its errors, the C API, concurrent callers and several models open at once.
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +15,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include <doctest/doctest.h>
 
@@ -144,6 +148,16 @@ TEST_CASE("tp::infer: bad input is an Error naming what and what to do") {
   message = error_of([&] { model.run_tensors({{"image", {2, 3, 32, 32}, std::vector<float>(5)}}); });
   CHECK(message.find("has 5 values for the shape [2, 3, 32, 32]") != std::string::npos);
   CHECK(error_of([&] { model.run_files({}); }).find("no file") != std::string::npos);
+  CHECK(error_of([&] { model.run_files({run.files[0], ""}); }).find("path 1 is empty") != std::string::npos);
+  // No temporary directory: the library's own message naming TMPDIR (was a raw filesystem error).
+  const char* tmpdir = std::getenv("TMPDIR");
+  const std::string saved = tmpdir != nullptr ? tmpdir : "";
+  ::setenv("TMPDIR", (run.dir / "no_such_dir").c_str(), 1);
+  message = error_of([&] { model.run_encoded({{0x89, 'P', 'N', 'G'}}); });
+  if (tmpdir != nullptr) ::setenv("TMPDIR", saved.c_str(), 1); else ::unsetenv("TMPDIR");
+  INFO(message);
+  CHECK(message.find("no temporary directory for encoded images: TMPDIR is '" + (run.dir / "no_such_dir").string()) !=
+        std::string::npos);
   // The model still answers after refusals.
   CHECK(model.run_files({run.files[0]}, 1).top.size() == 1);
 }
@@ -322,4 +336,109 @@ TEST_CASE("tp::infer: the export serves without the training data (its roots gon
     CHECK(logits[2 * i] == run.rows[i].logits[0]);
     CHECK(logits[2 * i + 1] == run.rows[i].logits[1]);
   }
+}
+
+TEST_CASE("tp::infer: closing a model waits for the calls in flight on it; one begun meanwhile is refused") {
+  const Exported& run = exported();
+  // A long batch of another model holds the process's turn throughout. Early callers queue for
+  // it before the model closes (in flight: closing waits for them); late callers begin while the
+  // closing waits for the turn itself, to destroy the model's plugin: they woke in its freed state.
+  tp::infer::Model holder = tp::infer::Model::open(run.exported.string(), cpu_options());
+  auto closing = std::make_unique<tp::infer::Model>(tp::infer::Model::open(run.exported.string(), cpu_options()));
+  tp::infer::Model* const model = closing.get(); // the callers' handle, as a C caller's pointer
+  const std::vector<float> alone = model->run_files(run.files, 1).output("logits").values;
+  std::vector<std::string> many;
+  for (int copy = 0; copy < 4000; ++copy) many.insert(many.end(), run.files.begin(), run.files.end());
+  std::atomic<bool> holding{false}, held{false};
+  std::thread hold([&] {
+    holding = true;
+    (void)holder.run_files(many, 1);
+    held = true;
+  });
+  const auto pause = [] { std::this_thread::sleep_for(std::chrono::milliseconds(100)); };
+  while (!holding) std::this_thread::yield();
+  pause();
+  constexpr int kEarly = 2, kLate = 2;
+  std::vector<std::string> outcome(kEarly + kLate);
+  const auto call = [&](int t) {
+    try {
+      outcome[t] = model->run_files(run.files, 1).output("logits").values == alone ? "same" : "other logits";
+    } catch (const tp::infer::Error& e) {
+      outcome[t] = e.what();
+    }
+  };
+  std::vector<std::thread> callers;
+  for (int t = 0; t < kEarly; ++t) callers.emplace_back(call, t);
+  pause();
+  std::thread closer([&] { closing.reset(); }); // returns once the calls in flight have
+  pause();
+  // A call begun after the close returned would use freed memory, whatever the library does: the
+  // late callers call only while the holding batch still runs (the close cannot have returned).
+  bool late_in_time = !held;
+  for (int t = kEarly; t < kEarly + kLate && late_in_time; ++t) callers.emplace_back(call, t);
+  for (std::thread& caller : callers) caller.join();
+  closer.join();
+  hold.join();
+  REQUIRE_MESSAGE(late_in_time, "the holding batch ended before the late callers began; give it more files");
+  for (int t = 0; t < kEarly; ++t) {
+    INFO(outcome[t]);
+    CHECK((outcome[t] == "same" || outcome[t].find("is being closed") != std::string::npos));
+  }
+  for (int t = kEarly; t < kEarly + kLate; ++t) {
+    INFO(outcome[t]);
+    CHECK(outcome[t].find("is being closed; a call must not overlap closing it") != std::string::npos);
+  }
+  CHECK(holder.run_files(run.files, 1).output("logits").values == alone);
+}
+
+namespace {
+
+/// `from` with its `torchhost.classes` metadata replaced by `names` (a safetensors header is an
+/// 8-byte little-endian length, then that much JSON, then the tensors' bytes).
+fs::path with_class_names(const fs::path& from, const nlohmann::json& names, const fs::path& to) {
+  std::ifstream in(from, std::ios::binary);
+  std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  uint64_t length = 0;
+  for (int i = 7; i >= 0; --i) length = (length << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
+  nlohmann::json header = nlohmann::json::parse(bytes.substr(8, length));
+  header["__metadata__"]["torchhost.classes"] = names.dump();
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' '); // the data stays 8-byte aligned, as writers keep it
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>((text.size() >> (8 * i)) & 0xFF);
+  out += text + bytes.substr(8 + length);
+  std::ofstream(to, std::ios::binary) << out;
+  return to;
+}
+
+}  // namespace
+
+TEST_CASE("tp::infer: class names only when the export names one per class, as host predict's logits.class") {
+  const Exported& run = exported();
+  // Three names for a two-class output (a run's num_classes above its folders, or an edited file):
+  // host predict writes no name; the library named classes 0 and 1 from the wrong list.
+  const fs::path three = with_class_names(run.exported, {"dark", "light", "extra"}, run.dir / "three_names.safetensors");
+  tp::infer::Model model = tp::infer::Model::open(three.string(), cpu_options());
+  const tp::infer::Batch batch = model.run_files(run.files, 2);
+  REQUIRE(batch.top.size() == run.files.size());
+  for (const auto& scores : batch.top) {
+    REQUIRE(scores.size() == 2);
+    for (const tp::infer::ClassScore& score : scores) CHECK(score.name.empty());
+  }
+  // The unedited export names both, and the C API keeps every class for a top_k past INT_MAX
+  // (was cast to -1 and refused).
+  std::vector<const char*> paths;
+  for (const std::string& file : run.files) paths.push_back(file.c_str());
+  tp_infer_model_t* c_model = nullptr;
+  REQUIRE(tp_infer_open(run.exported.c_str(), "cpu", tp::test::plugin_dir(), &c_model) == TP_OK);
+  tp_infer_result_t* result = nullptr;
+  const tp_status status = tp_infer_run_files(c_model, paths.data(), 1, UINT32_MAX, &result);
+  INFO(tp_infer_last_error());
+  REQUIRE(status == TP_OK);
+  CHECK(tp_infer_result_class_count(result, 0) == 2);
+  const char* name = nullptr;
+  CHECK(tp_infer_result_class(result, 0, 1, nullptr, &name, nullptr) == TP_OK);
+  CHECK((std::string(name) == "dark" || std::string(name) == "light"));
+  tp_infer_result_free(result);
+  tp_infer_close(c_model);
 }

@@ -2,6 +2,8 @@
 // throws and turns it into a status and the calling thread's message, so nothing crosses into C.
 #include "tp/infer/infer.h"
 
+#include <algorithm>
+#include <climits>
 #include <exception>
 #include <new>
 #include <sstream>
@@ -23,6 +25,10 @@ namespace {
 // The calling thread's last message: per thread, as the host keeps a plugin's fail() message
 // (tp/host.h), so threads sharing a model never read each other's errors.
 thread_local std::string last_error;
+
+// top_k as the C++ API takes it. Every top_k is capped at the class count, so one past INT_MAX
+// means "every class" as it would there (a plain cast made 2^32 - 1 read as -1, refused).
+int capped(uint32_t top_k) { return static_cast<int>(std::min<uint32_t>(top_k, INT_MAX)); }
 
 tp_status failed(tp_status status, std::string message) {
   last_error = std::move(message);
@@ -111,7 +117,7 @@ tp_status tp_infer_run_files(tp_infer_model_t* model, const char* const* paths, 
     if (paths[i] == nullptr) return null_argument("tp_infer_run_files", "paths[i]");
   return guarded([&] {
     const std::vector<std::string> files(paths, paths + count);
-    to_result(model->model.run_files(files, static_cast<int>(top_k)), out_result);
+    to_result(model->model.run_files(files, capped(top_k)), out_result);
   });
 }
 
@@ -127,7 +133,7 @@ tp_status tp_infer_run_encoded(tp_infer_model_t* model, const uint8_t* const* da
   return guarded([&] {
     std::vector<std::vector<unsigned char>> images;
     for (uint32_t i = 0; i < count; ++i) images.emplace_back(data[i], data[i] + sizes[i]);
-    to_result(model->model.run_encoded(images, static_cast<int>(top_k)), out_result);
+    to_result(model->model.run_encoded(images, capped(top_k)), out_result);
   });
 }
 
@@ -154,7 +160,7 @@ tp_status tp_infer_run_tensor(tp_infer_model_t* model, const char* name, const f
   if (data == nullptr) return null_argument("tp_infer_run_tensor", "data");
   return guarded([&] {
     tp::infer::Tensor input{name, std::vector<int64_t>(shape, shape + ndim), std::vector<float>(data, data + count)};
-    to_result(model->model.run_tensors({std::move(input)}, static_cast<int>(top_k)), out_result);
+    to_result(model->model.run_tensors({std::move(input)}, capped(top_k)), out_result);
   });
 }
 

@@ -13,6 +13,8 @@
 #include <stdlib.h> // mkdtemp
 
 #include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -44,6 +46,36 @@ struct Model::State {
     registry.reset();
   }
 
+  /// One call on the model, from its start to its return: closing waits for every one in flight.
+  /// Throws Error when the model is being closed, before the call reads anything of it.
+  class Flight {
+   public:
+    explicit Flight(State& state) : state_(state) {
+      const std::lock_guard<std::mutex> lock(state_.flight_mutex);
+      if (state_.closing)
+        throw Error("tp::infer: the model '" + state_.source + "' is being closed; a call must not overlap "
+                    "closing it (a call begun after the close returned uses a freed model).");
+      ++state_.in_flight;
+    }
+    ~Flight() {
+      const std::lock_guard<std::mutex> lock(state_.flight_mutex);
+      if (--state_.in_flight == 0) state_.landed.notify_all();
+    }
+    Flight(const Flight&) = delete;
+    Flight& operator=(const Flight&) = delete;
+
+   private:
+    State& state_;
+  };
+
+  /// Refuses calls from now on and waits for those in flight (Model's destructor, before the
+  /// state goes): a caller waiting for the process's turn would otherwise wake in freed memory.
+  void close() {
+    std::unique_lock<std::mutex> lock(flight_mutex);
+    closing = true;
+    landed.wait(lock, [&] { return in_flight == 0; });
+  }
+
   detail::ProcessShare share;
   std::string source; ///< the export file, for messages and validation
   std::vector<std::string> classes;
@@ -52,6 +84,10 @@ struct Model::State {
   std::unique_ptr<BatchPlacement> placement;
   std::unique_ptr<ModelProxy> model;
   std::string component;
+  std::mutex flight_mutex; ///< guards in_flight and closing
+  std::condition_variable landed;
+  int in_flight = 0;
+  bool closing = false;
 };
 
 namespace {
@@ -115,8 +151,16 @@ const Tensor& Batch::output(const std::string& name) const {
 
 Model::Model(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Model::Model(Model&&) noexcept = default;
-Model& Model::operator=(Model&&) noexcept = default;
-Model::~Model() = default;
+Model& Model::operator=(Model&& other) noexcept {
+  if (this != &other) {
+    if (state_) state_->close();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+Model::~Model() {
+  if (state_) state_->close();
+}
 
 Model Model::open(const std::string& export_file, const OpenOptions& options) {
   return guarded([&] {
@@ -195,7 +239,8 @@ Batch answer(ModelProxy& model, const BatchPlacement& placement, const NamedTens
     std::vector<ClassScore>& scores = batch.top.emplace_back();
     for (int64_t j = 0; j < k; ++j) {
       const int64_t index = c[row][j].item<int64_t>();
-      const bool named = index >= 0 && static_cast<std::size_t>(index) < classes.size();
+      // host predict's rule (prediction_writer.cpp): names only when there is one per class of the output.
+      const bool named = static_cast<int64_t>(classes.size()) == probabilities.size(1) && index >= 0;
       scores.push_back({index, named ? classes[static_cast<std::size_t>(index)] : "", p[row][j].item<float>()});
     }
   }
@@ -241,7 +286,10 @@ std::vector<NamedTensors> read_samples(const DatasetProxy& data) {
 
 Batch Model::run_files(const std::vector<std::string>& paths, int top_k) {
   return guarded([&] {
+    const State::Flight flight(state());
     if (paths.empty()) throw Error("tp::infer: run_files was given no file; give one path or more.");
+    for (std::size_t i = 0; i < paths.size(); ++i)
+      if (paths[i].empty()) throw Error("tp::infer: path " + std::to_string(i) + " is empty; give an image file.");
     const detail::ExportedComponent& pre = state().preprocessing;
     if (pre.component.empty())
       throw Error("tp::infer: the export '" + state().source + "' carries no evaluation preprocessing "
@@ -277,11 +325,17 @@ namespace {
 class PrivateDirectory {
  public:
   PrivateDirectory() {
-    std::string name = (std::filesystem::temp_directory_path() / "tp_infer.XXXXXX").string();
+    std::error_code missing;
+    const std::filesystem::path parent = std::filesystem::temp_directory_path(missing);
+    const char* tmpdir = std::getenv("TMPDIR");
+    if (missing)
+      throw Error(std::string("tp::infer: no temporary directory for encoded images: TMPDIR is '") +
+                  (tmpdir != nullptr ? tmpdir : "") + "', which is not a directory (" + missing.message() +
+                  "); set TMPDIR to a writable directory, or pass the images as files.");
+    std::string name = (parent / "tp_infer.XXXXXX").string();
     if (::mkdtemp(name.data()) == nullptr)
-      throw Error("tp::infer: cannot create a temporary directory under " +
-                  std::filesystem::temp_directory_path().string() + " for encoded images; set TMPDIR to a writable "
-                  "directory, or pass the images as files.");
+      throw Error("tp::infer: cannot create a temporary directory under " + parent.string() +
+                  " for encoded images; set TMPDIR to a writable directory, or pass the images as files.");
     path_ = name;
   }
   ~PrivateDirectory() {
@@ -303,7 +357,7 @@ Batch Model::run_encoded(const std::vector<std::vector<unsigned char>>& images, 
 }
 
 Batch Model::encoded(const std::vector<std::vector<unsigned char>>& images, int top_k) {
-  state();  // a moved-from Model refuses before any file is written
+  const State::Flight flight(state()); // a moved-from or closing Model refuses before any file is written
   if (images.empty()) throw Error("tp::infer: run_encoded was given no image; give one or more.");
   const PrivateDirectory dir;
   std::vector<std::string> paths;
@@ -330,6 +384,7 @@ Batch Model::encoded(const std::vector<std::vector<unsigned char>>& images, int 
 
 Batch Model::run_tensors(const std::vector<Tensor>& inputs, int top_k) {
   return guarded([&] {
+    const State::Flight flight(state());
     if (inputs.empty()) throw Error("tp::infer: run_tensors was given no tensor; give one per model input field.");
     NamedTensors batch;
     for (const Tensor& input : inputs) {

@@ -51,23 +51,31 @@ TP_EXPORT const char *tp_infer_last_error(void);
 TP_EXPORT tp_status tp_infer_open(const char *export_file, const char *device, const char *plugin_dir,
                                   tp_infer_model_t **out_model);
 
-/** Releases `model` and its plugins. Results of it stay valid (they own their data). NULL: no-op. */
+/** Releases `model` and its plugins. Results of it stay valid (they own their data). NULL: no-op.
+ *  It waits for the calls in flight on `model` to return; a call that begins while it closes
+ *  fails (TP_ERR_IO, "is being closed"). A call begun after it returned uses a freed handle, as
+ *  after free(): stop your callers first. */
 TP_EXPORT void tp_infer_close(tp_infer_model_t *model);
 
 /** Reads `count` image files with the export's evaluation preprocessing (as `host predict
- *  --images` does) and runs them as one batch; each image's `top_k` best classes are kept.
+ *  --images` does) and runs them as one batch; each image's `top_k` best classes are kept (capped
+ *  at the class count: UINT32_MAX keeps every class).
  *  On TP_OK `*out_result` is new: free it with tp_infer_result_free. */
 TP_EXPORT tp_status tp_infer_run_files(tp_infer_model_t *model, const char *const *paths, uint32_t count,
                                        uint32_t top_k, tp_infer_result_t **out_result);
 
 /** As tp_infer_run_files, for `count` images held in memory: image i is `sizes[i]` bytes at
- *  `data[i]` (a JPEG, PNG, BMP or WebP file's bytes), decoded exactly as that file would be. */
+ *  `data[i]` (a JPEG, PNG, BMP or WebP file's bytes), decoded exactly as that file would be: each
+ *  is written to a file of a private temporary directory under TMPDIR (mkdtemp, mode 0700),
+ *  removed before the call returns; a process killed during the call leaves it behind. */
 TP_EXPORT tp_status tp_infer_run_encoded(tp_infer_model_t *model, const uint8_t *const *data,
                                          const uint64_t *sizes, uint32_t count, uint32_t top_k,
                                          tp_infer_result_t **out_result);
 
 /** Runs one prepared float32 input field `name` (e.g. "image") of shape `shape[0..ndim)`, batch
- *  dimension first, row-major `data` (copied during the call). As tp_infer_run_files otherwise. */
+ *  dimension first, row-major `data` (copied during the call): it must hold the product of the
+ *  shape's sizes in floats, which this call reads without a length to check them against. As
+ *  tp_infer_run_files otherwise. */
 TP_EXPORT tp_status tp_infer_run_tensor(tp_infer_model_t *model, const char *name, const float *data,
                                         const int64_t *shape, uint32_t ndim, uint32_t top_k,
                                         tp_infer_result_t **out_result);

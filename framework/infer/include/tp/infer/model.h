@@ -66,6 +66,7 @@ struct TP_EXPORT Batch {
   std::vector<Tensor> outputs;
   /// Per image, the top_k classes of the classification output (`logits` or the first
   /// `*_logits`, floating [N, C]: `host predict`'s rule), best first; empty when there is none.
+  /// Names only when the export names exactly C classes (host predict's logits.class rule).
   std::vector<std::vector<ClassScore>> top;
   /// The output named `name`. Throws Error naming the outputs there are when there is none.
   const Tensor& output(const std::string& name) const;
@@ -99,7 +100,10 @@ class TP_EXPORT Model {
 
   /// A moved-from Model holds nothing: every call on it throws Error.
   Model(Model&&) noexcept;
-  Model& operator=(Model&&) noexcept;
+  /// Closes the model held (as the destructor) before taking `other`'s.
+  Model& operator=(Model&& other) noexcept;
+  /// Closes the model: waits for the calls in flight on it to return, and a call that begins
+  /// meanwhile throws Error ("is being closed"). A call begun after it returned uses freed memory.
   ~Model();
 
   /// [any] Reads `paths` (image files) with the export's evaluation preprocessing (its dataset
