@@ -327,11 +327,12 @@ class PrivateDirectory {
   PrivateDirectory() {
     std::error_code missing;
     const std::filesystem::path parent = std::filesystem::temp_directory_path(missing);
-    const char* tmpdir = std::getenv("TMPDIR");
-    if (missing)
+    if (missing) {
+      const char* tmpdir = std::getenv("TMPDIR");
       throw Error(std::string("tp::infer: no temporary directory for encoded images: TMPDIR is '") +
                   (tmpdir != nullptr ? tmpdir : "") + "', which is not a directory (" + missing.message() +
                   "); set TMPDIR to a writable directory, or pass the images as files.");
+    }
     std::string name = (parent / "tp_infer.XXXXXX").string();
     if (::mkdtemp(name.data()) == nullptr)
       throw Error("tp::infer: cannot create a temporary directory under " + parent.string() +

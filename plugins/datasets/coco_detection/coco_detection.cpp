@@ -176,7 +176,7 @@ class CocoDetectionDataset {
   std::vector<std::string> sample_keys() const {
     std::vector<std::string> keys;
     keys.reserve(split_.images.size());
-    for (const auto& image : split_.images) keys.push_back((image_dir_ / image.file_name).string());
+    for (const coco::CocoImage& image : split_.images) keys.push_back(file_of(image));
     return keys;
   }
 
@@ -218,9 +218,12 @@ class CocoDetectionDataset {
   }
 
  private:
+  /// The file `image` is read from: its file_name under the image directory.
+  std::string file_of(const coco::CocoImage& image) const { return (image_dir_ / image.file_name).string(); }
+
   /// The decoded file; a failure names the image id, the file and the key.
   cv::Mat decode(const coco::CocoImage& image) const {
-    const std::string path = (image_dir_ / image.file_name).string();
+    const std::string path = file_of(image);
     cv::Mat bgr;
     try {
       const std::vector<unsigned char> bytes =
