@@ -101,6 +101,8 @@ int train_in(Session& session, const TrainingRunDirectory& run_dir, const Option
   std::optional<MlflowTracker> mlflow;
   if (rank0 && config.logging.mlflow.enabled && !config.train.fast_dev_run)
     mlflow.emplace(config, session.run_dir, trainer.run_id(), /*resumed=*/!run.start_path.empty(), log);
+  // A signal during the server's start-up requests (which it cuts short) stops before the first step.
+  stop_if_signalled("host train", "while the MLflow run was set up" + before_training);
   // 7. Training.
   const FitSummary summary = fit_tracked(trainer, mlflow ? &*mlflow : nullptr);
   // 8. The summary: the log's line on every rank, the outputs on rank 0.
@@ -112,7 +114,7 @@ int train_in(Session& session, const TrainingRunDirectory& run_dir, const Option
 }  // namespace
 
 int run_train(const Options& options) {
-  // 1. Signals first: a SIGINT/SIGTERM during start-up (the datasets' prepare, the components'
+  // 1. Signals first: a SIGINT/SIGTERM/SIGUSR1 during start-up (the datasets' prepare, the components'
   //    creation) must not kill the process halfway through writing a file; it stops at the next phase.
   install_stop_signal_handlers();
   auto session = open_session(options);
@@ -120,8 +122,11 @@ int run_train(const Options& options) {
   const TrainingRunDirectory run_dir(*session, options);
   try {
     return train_in(*session, run_dir, options);
-  } catch (const Interrupted&) {
-    throw;  // the stop is in the log already, with the step it saved
+  } catch (const Interrupted& e) {
+    // Why the run ended and where it saved reach train.log too (stderr gets it from main): read
+    // later, a log that just stops looks like a crash.
+    session->logger.file_error("stop", e.what());
+    throw;
   } catch (const std::exception& e) {
     // The error reaches train.log too (rank 0's; stderr gets it from main, labelled alike): a run
     // left alone under nohup or a scheduler keeps why it ended beside its history.

@@ -139,6 +139,7 @@ pid_t spawn(const LaunchOptions& o, int local_rank, int port, const std::string&
     if (::getppid() != parent) ::_exit(kExitRuntime);
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
+    ::signal(SIGUSR1, SIG_DFL);
     ::dup2(out[1], STDOUT_FILENO);
     ::dup2(err[1], STDERR_FILENO);
     ::execve("/proc/self/exe", argv.data(), envp.data());
@@ -202,6 +203,7 @@ int run_launcher(const LaunchOptions& o) {
   action.sa_handler = &on_launcher_signal;
   ::sigaction(SIGINT, &action, nullptr);
   ::sigaction(SIGTERM, &action, nullptr);
+  ::sigaction(SIGUSR1, &action, nullptr); // SLURM's warning before a time limit: the ranks save (stop_signal.h)
   std::fprintf(stderr, "host: launching %d ranks on node %d of %d (world size %d, rendezvous %s:%d)\n",
                o.nproc_per_node, o.node_rank, o.nnodes, o.nnodes * o.nproc_per_node, addr.c_str(), port);
 
@@ -291,7 +293,8 @@ int run_launcher(const LaunchOptions& o) {
   const int stopped = exit_code_for_signal(forwarded);
   const bool saved = std::all_of(ranks.begin(), ranks.end(), [](const Rank& r) {
     return WIFEXITED(r.status) && (WEXITSTATUS(r.status) == exit_code_for_signal(SIGINT) ||
-                                   WEXITSTATUS(r.status) == exit_code_for_signal(SIGTERM) || WEXITSTATUS(r.status) == 0);
+                                   WEXITSTATUS(r.status) == exit_code_for_signal(SIGTERM) ||
+                                   WEXITSTATUS(r.status) == exit_code_for_signal(SIGUSR1) || WEXITSTATUS(r.status) == 0);
   });
   return saved ? stopped : exit_code_of(failed_status);
 }

@@ -52,6 +52,9 @@ TEST_CASE("SIGTERM mid-epoch saves the position; --resume auto continues bitwise
   const tp::LoadedCheckpoint saved = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
   CHECK(saved.step >= 30);
   CHECK(saved.step < 2 * 128);
+  // The stop and its save are in train.log too (ops trial, finding 8: only stderr had them).
+  CHECK(tp::test::contains(tp::test::read_text(dir / "train.log"),
+                           "stop: stopped by signal 15 at step " + std::to_string(saved.step) + "; saved "));
 
   const auto resumed = tp::test::run_host(kResumeArgs + "--output-dir '" + dir.string() + "' --resume auto");
   INFO(resumed.output);
@@ -76,6 +79,22 @@ TEST_CASE("SIGTERM mid-epoch saves the position; --resume auto continues bitwise
   const auto straight_rows = tp::test::without_timings(straight_dir);
   CHECK(resumed_rows.size() == straight_rows.size());
   CHECK(resumed_rows == straight_rows);
+}
+
+// Ops trial, finding 3: `#SBATCH --signal=USR1@90` (SLURM's warning before a time limit or a
+// preemption) killed the host by SIGUSR1's default action, saving nothing.
+TEST_CASE("SIGUSR1 stops as SIGTERM does: saves the position, exits 138, says so in train.log") {
+  const auto dir = tp::test::fresh_dir("resume_usr1");
+  const auto stopped = tp::test::run_host_until_history(
+      kResumeArgs + "--set train.epochs=1 --output-dir '" + dir.string() + "'", dir / "history.jsonl", 3, "USR1");
+  INFO(stopped.output);
+  CHECK(tp::test::contains(stopped.output, "exit=138"));
+  const tp::LoadedCheckpoint saved = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
+  CHECK(saved.step >= 15);
+  CHECK(saved.step < 128);
+  CHECK(saved.batch == saved.step); // inside the first epoch, where it stopped
+  CHECK(tp::test::contains(tp::test::read_text(dir / "train.log"),
+                           "stop: stopped by signal 10 at step " + std::to_string(saved.step)));
 }
 
 TEST_CASE("--resume auto without a checkpoint starts fresh; a damaged checkpoint is refused clearly") {
@@ -160,4 +179,43 @@ TEST_CASE("a second host train into a run directory in use is refused, naming th
   const auto again = tp::test::run_host(args + " --resume auto");
   INFO(again.output);
   CHECK(again.exit_code == 0);
+}
+
+// Ops trial, finding 1: a step save at an epoch's last step records the position before the
+// epoch's end (its evaluation and its record). A requeued finished run ended that epoch again
+// (epoch records at steps 30, 60, 90, 90, 90, 90 after three requeues), and a kill between the
+// epoch record and the next save left the record twice after the resume.
+TEST_CASE("step saves at an epoch's end: a requeued finished run appends nothing; a resume from one writes each record once") {
+  // 256 samples of 16: 16 steps an epoch, saves at 8, 16 (epoch 1's last step), 24 and 32.
+  const std::string args = kResumeArgs +
+                           "--set data.train.size=256 --set data.val_from_train=true --set checkpoint.strategy=\"steps\" "
+                           "--set checkpoint.every=8 --set checkpoint.keep_last=4 ";
+  const auto dir = tp::test::fresh_dir("resume_epoch_end_steps");
+  const auto trained = tp::test::run_host(args + "--output-dir '" + dir.string() + "'");
+  INFO(trained.output);
+  REQUIRE(trained.exit_code == 0);
+  const tp::LoadedCheckpoint last = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
+  CHECK(last.epoch == 2); // past the last epoch's end: nothing is left to run
+  CHECK(last.batch == 0);
+  const std::string history = tp::test::read_text(dir / "history.jsonl");
+  const auto straight_rows = tp::test::without_timings(dir);
+
+  for (int requeue = 0; requeue < 2; ++requeue) {
+    const auto again = tp::test::run_host(args + "--output-dir '" + dir.string() + "' --resume auto");
+    INFO(again.output);
+    CHECK(again.exit_code == 0);
+    CHECK(tp::test::read_text(dir / "history.jsonl") == history);
+  }
+
+  // The save at step 16 stands before epoch 1's end; the history after it goes on to step 32.
+  const auto epoch_end = tp::load_checkpoint(dir / "checkpoints" / "step-00000016.pt");
+  REQUIRE(epoch_end.step == 16);
+  CHECK(epoch_end.batch == 16);
+  const auto rewound = tp::test::run_host(args + "--output-dir '" + dir.string() + "' --resume '" +
+                                          (dir / "checkpoints" / "step-00000016.pt").string() + "'");
+  INFO(rewound.output);
+  REQUIRE(rewound.exit_code == 0);
+  const auto rewound_rows = tp::test::without_timings(dir);
+  CHECK(rewound_rows.size() == straight_rows.size());
+  CHECK(rewound_rows == straight_rows);
 }

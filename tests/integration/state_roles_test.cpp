@@ -64,6 +64,7 @@ std::map<std::string, std::string> fields(const tp::CheckpointContents& c) {
   f["swa_schedule"] = join(c.swa_schedule);
   f["micro_batch_splits"] = std::to_string(c.micro_batch_splits);
   f["run_id"] = c.run_id;
+  f["history_records"] = std::to_string(c.history_records);
   std::string model;
   if (c.model_state)
     for (const auto& s : *c.model_state) model += s.name + "=" + fingerprint(s.tensor) + ";";
@@ -142,7 +143,7 @@ TEST_CASE("every state role reads back what it saved (ARCH-20)") {
   // The fields each role writes, found by letting it write alone into an empty checkpoint.
   const auto empty = fields(tp::CheckpointContents{});
   std::vector<tp::StateRole> roles = a.state_roles(where);
-  REQUIRE(roles.size() == 11);
+  REQUIRE(roles.size() == 12);
   std::map<std::string, std::string> owner;
   for (const tp::StateRole& role : roles) {
     tp::CheckpointContents alone;

@@ -152,6 +152,7 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointContents
   root.insert("plugins", to_list(c.plugins));
   root.insert("provenance", c.provenance_toml);
   if (!c.run_id.empty()) root.insert("run_id", c.run_id);
+  if (c.history_records >= 0) root.insert("history_records", c.history_records);
   if (!c.classes.empty()) {
     root.insert("class_field", c.classes.field);
     root.insert("classes", to_list(c.classes.names));
@@ -216,13 +217,15 @@ LoadedCheckpoint read_checkpoint(const std::vector<char>& bytes, const std::stri
     for (const auto& p : root.at("plugins").toListRef()) out.plugins.push_back(p.toStringRef());
     if (root.contains("provenance")) out.provenance_toml = root.at("provenance").toStringRef();
     if (root.contains("run_id")) out.run_id = root.at("run_id").toStringRef();
+    if (root.contains("history_records")) out.history_records = root.at("history_records").toInt();
     if (root.contains("classes")) {
       out.classes.field = root.at("class_field").toStringRef();
       for (const auto& c : root.at("classes").toListRef()) out.classes.names.push_back(c.toStringRef());
       check_class_names(out.classes); // they end up in CSV rows and an export's metadata
     }
-    if (out.epoch < 0 || out.batch < 0 || out.step < 0 || out.world_size < 1 || out.micro_batch_splits < 1)
-      throw Error("its position (epoch, batch, step, world_size, micro_batch_splits) is out of range");
+    if (out.epoch < 0 || out.batch < 0 || out.step < 0 || out.world_size < 1 || out.micro_batch_splits < 1 ||
+        out.history_records < -1)
+      throw Error("its position (epoch, batch, step, world_size, micro_batch_splits, history_records) is out of range");
   } catch (const c10::Error& e) {
     throw CheckpointError("checkpoint " + name + " is damaged or not a torchhost checkpoint (" +
                           std::string(e.what_without_backtrace()).substr(0, 200) +

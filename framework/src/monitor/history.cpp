@@ -110,7 +110,7 @@ HistoryRecord parse_line(const std::string& line) {
 
 }  // namespace
 
-std::vector<std::string> History::resume(int64_t step) {
+std::vector<std::string> History::resume(int64_t step, std::optional<int64_t> saved_records) {
   if (!enabled_) return {};
   ::close(fd_);
   fd_ = -1;
@@ -138,6 +138,8 @@ std::vector<std::string> History::resume(int64_t step) {
     for (const auto& [name, value] : record.values)
       if (name == "step") record_step = value;
     if (record.kind.empty() || record_step > static_cast<double>(step)) continue;
+    // Past the count the checkpoint saw: written after the save at its step (an epoch's end).
+    if (saved_records && static_cast<int64_t>(records_.size()) >= *saved_records) continue;
     kept += line + "\n";
     records_.push_back(std::move(record));
   }

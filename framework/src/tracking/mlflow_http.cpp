@@ -143,6 +143,11 @@ struct HttpClient::Request {
   int64_t upload_size = 0;
 };
 
+void HttpClient::abandon_when(std::function<bool()> stop, std::string reason) {
+  abandon_ = std::move(stop);
+  abandon_reason_ = std::move(reason);
+}
+
 void HttpClient::set_deadline(Clock::time_point deadline, const std::string& reason) {
   {
     std::lock_guard lock(reason_mutex_);
@@ -186,8 +191,10 @@ namespace {
 struct Transfer {
   std::string* body;
   const std::atomic<HttpClient::Clock::rep>* deadline;
+  const std::function<bool()>* abandon; ///< HttpClient::abandon_when's test; may be empty
   bool too_large = false;
   bool deadline_passed = false;
+  bool abandoned = false;
 };
 
 size_t append_body(char* data, size_t size, size_t count, void* out) {
@@ -204,6 +211,10 @@ size_t append_body(char* data, size_t size, size_t count, void* out) {
 // Called about once a second even while nothing moves: the deadline reaches a transfer in flight.
 int check_deadline(void* data, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   auto* transfer = static_cast<Transfer*>(data);
+  if (*transfer->abandon && (*transfer->abandon)()) {
+    transfer->abandoned = true;
+    return 1;
+  }
   if (HttpClient::Clock::now().time_since_epoch().count() < transfer->deadline->load()) return 0;
   transfer->deadline_passed = true;
   return 1;
@@ -225,6 +236,10 @@ Response HttpClient::perform(const Request& request) {
   // The transfer's own limit: one timeout for a JSON request, more for an upload's bytes.
   double limit_seconds = c.timeout_seconds;
   if (request.upload != nullptr) limit_seconds += static_cast<double>(request.upload_size) / kMinUploadBytesPerSecond;
+  if (abandon_ && abandon_()) {
+    response.transport_error = "not sent: " + abandon_reason_ + where;
+    return response;
+  }
   const long long left_ms = milliseconds_left();
   if (left_ms <= 0) {
     response.transport_error = "not sent: " + deadline_reason() + where;
@@ -237,7 +252,7 @@ Response HttpClient::perform(const Request& request) {
 
   curl_easy_reset(curl);
   char error[CURL_ERROR_SIZE] = {0};
-  Transfer transfer{&response.body, &deadline_};
+  Transfer transfer{&response.body, &deadline_, &abandon_};
   curl_slist* headers = nullptr;
   curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
@@ -290,6 +305,8 @@ Response HttpClient::perform(const Request& request) {
                                  " MiB, the most torchhost takes from an MLflow server (whose answers are a few "
                                  "KiB), and was abandoned: is logging.mlflow.tracking_uri an MLflow tracking "
                                  "server?" + where;
+    } else if (transfer.abandoned) {
+      response.transport_error = "abandoned: " + abandon_reason_ + where;
     } else if (transfer.deadline_passed || (code == CURLE_OPERATION_TIMEDOUT && deadline_first)) {
       response.transport_error = "abandoned: " + deadline_reason() + where;
     } else if (code == CURLE_OPERATION_TIMEDOUT) {

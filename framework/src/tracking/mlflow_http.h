@@ -112,6 +112,11 @@ class HttpClient {
   /// with a transport error that says `reason` ("the end's wait, finish_timeout_seconds = 60 s, ran
   /// out"). A later deadline never extends an earlier one. [any]
   void set_deadline(Clock::time_point deadline, const std::string& reason);
+  /// While `stop` is set and returns true, no transfer runs: the one in flight is abandoned within
+  /// about a second (libcurl's progress callback), later ones fail at once; both say `reason`.
+  /// For a wait the process must be able to leave (start-up under a stop signal); an empty
+  /// `stop` ends it. [one thread, between requests]
+  void abandon_when(std::function<bool()> stop, std::string reason);
 
  private:
   struct Handle;
@@ -126,6 +131,8 @@ class HttpClient {
   std::atomic<Clock::rep> deadline_{Clock::time_point::max().time_since_epoch().count()};
   mutable std::mutex reason_mutex_;
   std::string deadline_reason_;
+  std::function<bool()> abandon_;
+  std::string abandon_reason_;
 };
 
 /// `text` escaped for a URL's query or path segment ('/' kept when `keep_slash`).

@@ -12,6 +12,7 @@
 
 #include "tp/framework/checkpoint/run_identity.h"
 #include "tp/framework/config/load.h"
+#include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/error.h"
 #include "tp/framework/util/file_lock.h"
 #include "tp/framework/util/log.h"
@@ -53,11 +54,27 @@ mlflow::Connection connection_for_state(const MlflowSection& section, const mlfl
                     " (the next `host mlflow-sync` sends everything to a new MLflow run).");
 }
 
-// How long end() waits: finish_timeout_seconds, then the request in flight is abandoned.
-std::string end_wait_text(const MlflowSection& section) {
+// How long end() waits: finish_timeout_seconds, then the request in flight is abandoned. A run a
+// stop signal ended waits kStoppedEndSeconds at most: a scheduler's SIGKILL follows its SIGTERM
+// within a grace time (SLURM's KillWait, Kubernetes' terminationGracePeriodSeconds: 30 s by
+// default) that the checkpoint's save has already used part of; the state file keeps what is
+// left for `host mlflow-sync` or the resumed run.
+constexpr double kStoppedEndSeconds = 5;
+
+bool stopped_end_is_shorter(const MlflowSection& section, MlflowEnd how) {
+  return how == MlflowEnd::kKilled && kStoppedEndSeconds < section.finish_timeout_seconds;
+}
+
+double end_wait_seconds(const MlflowSection& section, MlflowEnd how) {
+  return stopped_end_is_shorter(section, how) ? kStoppedEndSeconds : section.finish_timeout_seconds;
+}
+
+std::string end_wait_text(const MlflowSection& section, MlflowEnd how) {
   char seconds[32];
-  std::snprintf(seconds, sizeof seconds, "%g", section.finish_timeout_seconds);
-  return std::string("the end's wait (logging.mlflow.finish_timeout_seconds = ") + seconds + " s) ran out";
+  std::snprintf(seconds, sizeof seconds, "%g", end_wait_seconds(section, how));
+  return stopped_end_is_shorter(section, how)
+             ? std::string("the end's wait after a stop signal (") + seconds + " s) ran out"
+             : std::string("the end's wait (logging.mlflow.finish_timeout_seconds = ") + seconds + " s) ran out";
 }
 
 // "N of M history records, the artifacts and the status FINISHED": what the server still lacks.
@@ -142,6 +159,10 @@ void MlflowTracker::Impl::send_loop() {
                  "` sends it once the cause is fixed.");
         break;
       }
+      // At the end, a server that gives no answer at all (refused, unreachable, silent for
+      // timeout_seconds) is not tried again until the wait runs out: a server that is down stays
+      // down for longer than the wait, and end() says what it lacks and how to send it later.
+      if (ending && e.status() == 0) break;
       if (!outage && !ending) // at the end, end() says what the server lacks
         log.warn(std::string(e.what()) + ". Training goes on; the history stays in " + run_dir.string() +
                  " and is sent when the server answers again (trying again with a growing wait, up to 60 s).");
@@ -190,6 +211,13 @@ MlflowTracker::MlflowTracker(const RunConfig& config, std::filesystem::path run_
   }
   mlflow::write_state(s.run_dir, state);
   s.sync = std::make_unique<mlflow::RunSync>(s.run_dir, s.settings, std::move(state), *s.http);
+  // A stop signal during these requests (up to timeout_seconds each against a silent server)
+  // ends them: the command stops before training (host train's step 6).
+  s.http->abandon_when([] { return pending_stop_signal() != 0; }, "a stop signal arrived during start-up");
+  struct StartupOnly { // the sender thread waits out its own outages
+    mlflow::HttpClient& http;
+    ~StartupOnly() { http.abandon_when({}, {}); }
+  } startup_only{*s.http};
   try {
     s.sync->ensure_run();
     if (s.needs_reopen) {
@@ -207,8 +235,9 @@ MlflowTracker::MlflowTracker(const RunConfig& config, std::filesystem::path run_
                                               " refused, so nothing was trained: fix the credentials, the "
                                               "permission or logging.mlflow.experiment, or set "
                                               "logging.mlflow.enabled = false to train without tracking.");
-    log.warn(std::string(e.what()) + ". Training goes on; the MLflow run is created and the history sent when the "
-             "server answers (`host mlflow-sync " + s.run_dir.string() + "` sends it later otherwise).");
+    if (pending_stop_signal() == 0) // else nothing trains: the command stops next
+      log.warn(std::string(e.what()) + ". Training goes on; the MLflow run is created and the history sent when "
+               "the server answers (`host mlflow-sync " + s.run_dir.string() + "` sends it later otherwise).");
   }
   s.thread = std::thread([&s] { s.send_loop(); });
 }
@@ -230,10 +259,10 @@ void MlflowTracker::end(MlflowEnd how) {
   if (!s.thread.joinable()) return;
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                            std::chrono::duration<double>(s.settings.section.finish_timeout_seconds));
+                            std::chrono::duration<double>(end_wait_seconds(s.settings.section, how)));
   // No transfer runs past the wait, whatever the server does (drips an answer, reads an upload a
   // byte at a time): the one in flight is abandoned within about a second of the deadline.
-  s.http->set_deadline(deadline, end_wait_text(s.settings.section));
+  s.http->set_deadline(deadline, end_wait_text(s.settings.section, how));
   {
     std::unique_lock lock(s.mutex);
     s.end_status = status_word(how);

@@ -19,10 +19,16 @@ request; a mode makes it hostile. Each case trains the quickstart for two steps 
 5. a server answering 200 with a web page: "not an MLflow tracking server", not a credentials
    refusal, and no raw byte of it on the console;
 6. records_sent set past history.jsonl's records: mlflow-sync refuses (exit 2) instead of reporting
-   success while sending nothing.
+   success while sending nothing;
+7. a stop signal and a server that is down, silent or dripping (ops trial, finding 2: a preempted
+   job exited 60-86 s after SIGTERM, past SLURM's 30 s grace, and a finished run waited out the
+   whole finish_timeout_seconds against a refused connection): with finish_timeout_seconds = 60,
+   a finished run beside a server that is down ends at once; SIGTERM during training beside a
+   dripping server exits 143 within the stopped end's 5 s and records KILLED; SIGTERM during the
+   start-up request to a silent server exits 143 at once, before a step is trained.
 
 Usage: mlflow_hostile_server_test.py <host> <source dir> <work dir>. Standard library only; about
-15 s.
+30 s.
 """
 import base64
 import http.server
@@ -103,6 +109,9 @@ class FakeMlflow(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.record()
         mode = self.server.mode
+        if mode == "silent":  # takes the connection and never answers
+            time.sleep(60)
+            return
         if "experiments/get-by-name" in self.path:
             if mode == "huge":
                 return self.huge()
@@ -183,6 +192,84 @@ def run(args, env=None, timeout=60):
     process.wait()
     reader.join()
     return None, out[0].decode(errors="replace") if out else "", time.time() - started, 0
+
+
+def run_and_signal(args, ready, timeout=60):
+    """Starts `args`, sends SIGTERM once `ready()` holds: (exit code, output, seconds from the
+    signal to the exit, whether the signal was sent)."""
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=environment())
+    out = []
+    reader = threading.Thread(target=lambda: out.append(process.stdout.read()), daemon=True)
+    reader.start()
+    deadline = time.time() + timeout
+    while process.poll() is None and not ready() and time.time() < deadline:
+        time.sleep(0.02)
+    signalled = process.poll() is None
+    signalled_at = time.time()
+    if signalled:
+        process.terminate()
+    try:
+        code = process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        code = None
+    reader.join()
+    return code, out[0].decode(errors="replace") if out else "", time.time() - signalled_at, signalled
+
+
+def history_lines(run_dir):
+    try:
+        with open(os.path.join(run_dir, "history.jsonl")) as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return 0
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again: nothing listens there
+
+
+def case_stop_and_outages(baseline):
+    down = f"http://127.0.0.1:{free_port()}"
+    long_end = ("--set", "logging.mlflow.finish_timeout_seconds=60")
+    run_dir = os.path.join(WORK, "down")
+    code, output, seconds, _ = run(train_args(run_dir, down, *long_end), timeout=90)
+    check(code == 0, f"server down: trained, exit {code}", output[-1500:])
+    check(seconds < baseline + 5, f"server down: ended {seconds:.1f} s after the start ({baseline:.1f} s beside a "
+          f"server that answers), not after finish_timeout_seconds = 60")
+    check("the server lacks" in output and "host mlflow-sync" in output, "server down: the end says what to send later",
+          output[-1500:])
+
+    drip = Fake("drip")
+    run_dir = os.path.join(WORK, "stopped_drip")
+    longer = ("--set", "data.train.size=4096", "--set", "train.log_every_steps=1")
+    code, output, after, signalled = run_and_signal(
+        train_args(run_dir, drip.uri, "--set", "logging.mlflow.timeout_seconds=30", *long_end, *longer),
+        lambda: history_lines(run_dir) >= 3)
+    check(signalled and code == 143, f"SIGTERM beside a dripping server: exit {code} (143)", output[-1500:])
+    check(after < 5 + 3, f"SIGTERM beside a dripping server: exited {after:.1f} s after the signal (the stopped "
+          f"end waits 5 s, not finish_timeout_seconds = 60)")
+    with open(os.path.join(run_dir, "mlflow", "state.toml")) as f:
+        check(re.search(r"end_status = ['\"]KILLED['\"]", f.read()),
+              "SIGTERM beside a dripping server: the state file records KILLED")
+    with open(os.path.join(run_dir, "train.log")) as f:
+        check("stopped by signal 15" in f.read(), "SIGTERM: train.log says the run stopped and where it saved")
+    drip.stop()
+
+    silent = Fake("silent")
+    run_dir = os.path.join(WORK, "stopped_silent")
+    code, output, after, signalled = run_and_signal(
+        train_args(run_dir, silent.uri, "--set", "logging.mlflow.timeout_seconds=30"),
+        lambda: len(silent.requests) >= 1)
+    check(signalled and code == 143, f"SIGTERM during a silent server's start-up: exit {code} (143)", output[-1500:])
+    check(after < 3, f"SIGTERM during a silent server's start-up: exited {after:.1f} s after the signal "
+          f"(the start-up request may take timeout_seconds = 30)")
+    check(not os.path.exists(os.path.join(run_dir, "checkpoints", "last.pt")) and history_lines(run_dir) == 0,
+          "SIGTERM during start-up: no step trained, no checkpoint", output[-1500:])
+    silent.stop()
 
 
 def files_holding(directory, needles):
@@ -340,6 +427,7 @@ def main():
     case_huge()
     case_html()
     case_records_sent()
+    case_stop_and_outages(baseline)
     print(f"{len(failures)} failure(s) in {time.time() - started:.1f} s")
     return 1 if failures else 0
 

@@ -46,7 +46,10 @@ void Trainer::Impl::save(SaveKind kind, ResumePosition resume) {
   sync_batchnorm_stats(); // all ranks: the statistics rank 0 writes are the agreed ones
   refuse_non_finite_weights();
   const bool periodic = kind == SaveKind::kPeriodic;
-  if (periodic) position_.last_periodic_save = step();
+  if (periodic) {
+    position_.last_periodic_save = step();
+    position_.last_periodic_at = resume;
+  }
   meters_.gather_running_loss(); // all ranks: a collective under data-parallel training
   std::vector<std::filesystem::path> written;
   control_.rank0_write([&] {
@@ -182,6 +185,9 @@ std::vector<StateRole> Trainer::Impl::state_roles(ResumePosition resume) {
                      into.best = best.value_or(std::numeric_limits<double>::quiet_NaN());
                    },
                    [this](const LoadedCheckpoint&) { checkpoints_.restore(); }}); // the ranking is best.tsv's
+  // Rank 0's count (the only history written): a resume keeps no record the save did not see.
+  roles.push_back({"history", [this](CheckpointContents& into) { into.history_records = history_.count(); },
+                   [](const LoadedCheckpoint&) {}}); // read by resume_from, after the roles
   roles.push_back({"budget", [this](CheckpointContents& into) { budget_.save_state(into); },
                    [this](const LoadedCheckpoint& from) { budget_.load_state(from); }});
   // What made the run: a rebuilt plugin may compute something else, so continuing is allowed,
@@ -217,7 +223,9 @@ CheckpointContents Trainer::Impl::checkpoint_contents(ResumePosition resume) {
 void Trainer::Impl::resume_from(const LoadedCheckpoint& c) {
   for (const StateRole& role : state_roles()) role.load(c);
   broadcast_model(); // a resumed data-parallel run loads, then takes rank 0's weights
-  for (const std::string& warning : history_.resume(c.step)) log_.warn(warning);
+  const std::optional<int64_t> saved_records =
+      c.history_records >= 0 ? std::optional<int64_t>(c.history_records) : std::nullopt;
+  for (const std::string& warning : history_.resume(c.step, saved_records)) log_.warn(warning);
   tensorboard_.resume(c.step, history_.records()); // drops events after c.step, as the history did
   control_.defer(dispatch(TP_EVENT_CHECKPOINT_LOAD, {{"step", double(c.step)}}) & TP_REQUEST_STOP);
   log_.info("resumed at epoch " + std::to_string(c.epoch + 1) + ", batch " + std::to_string(c.batch) + ", step " +

@@ -62,6 +62,7 @@ struct LoopPosition {
   int64_t epoch = 0;                  ///< current epoch (0-based)
   ResumePosition start;               ///< where fit() begins (a resumed run starts inside an epoch)
   int64_t last_periodic_save = -1;    ///< the step of the last periodic save
+  ResumePosition last_periodic_at;    ///< where that save resumes
 };
 
 class Trainer::Impl {

@@ -32,6 +32,8 @@
 //   class_field: str, classes: [str] the training data's label field and the names of its classes
 //                                    (plugin ABI 1.12, data/class_names.h); absent when the dataset
 //                                    lent none, and in files written before
+//   history_records: int             records history.jsonl held at the save; a resume keeps no more
+//                                    (absent in files written before)
 // Writes are atomic: a temporary file in the same directory, fsync, rename, fsync of the
 // directory. A crash at any moment leaves the previous file intact and loadable. Every file is
 // sealed with a CRC-32C in its zip comment (checkpoint_seal.h), verified before every load.
@@ -100,6 +102,9 @@ struct CheckpointState {
   std::string provenance_toml;      ///< engine/setup/provenance.h's [provenance] table; "" in older files
   std::string run_id;               ///< the saving run's identity (run_identity.h); "" in older files
   ClassNames classes;               ///< the training data's class names (ABI 1.12); empty in older files
+  /// Records history.jsonl held when it was saved; -1 in older files. A save at an epoch's last
+  /// step stands before the epoch's end, whose records a resume drops and writes again.
+  int64_t history_records = -1;
 };
 
 /// What save_checkpoint() writes: the state plus borrowed views of the trainer's tensors.

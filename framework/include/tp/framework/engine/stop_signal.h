@@ -1,5 +1,5 @@
-// SIGINT/SIGTERM handling: the first signal asks the trainer to finish the current optimizer
-// step, save a checkpoint at that exact position and exit with 128 + signal (130 / 143); a signal
+// SIGINT/SIGTERM/SIGUSR1 handling: the first signal asks the trainer to finish the current optimizer
+// step, save a checkpoint at that exact position and exit with 128 + signal (130 / 143 / 138); a signal
 // kSameStopMs or more after it kills the process the default way (the user insists). Copies within
 // that time are the same stop delivered twice (to the process and to its group) and change nothing.
 #pragma once
@@ -14,7 +14,7 @@ inline constexpr long long kSameStopMs = 1000;
 
 /// Installs the handlers (idempotent). Call once from the host's main thread.
 void install_stop_signal_handlers();
-/// The first stop signal received (SIGINT or SIGTERM), or 0. Async-signal-safe to set, cheap to read.
+/// The first stop signal received (SIGINT, SIGTERM or SIGUSR1), or 0. Async-signal-safe to set, cheap to read.
 int pending_stop_signal();
 
 /// Throws Interrupted when a stop signal has arrived: "<command> stopped by signal N <when>".

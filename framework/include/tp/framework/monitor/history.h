@@ -38,8 +38,13 @@ class History {
   /// Resuming: reloads history.jsonl, drops the records written after optimizer step `step`
   /// (the interrupted run's tail, which the resumed run will write again) and a last line without
   /// its newline (torn by a kill -9 or a full disk: not read, since its numbers may be cut short),
-  /// rewrites both files atomically. Returns the warnings to log (the torn line).
-  [[nodiscard]] std::vector<std::string> resume(int64_t step);
+  /// rewrites both files atomically. `saved_records`, the count the checkpoint recorded when it
+  /// was saved (absent in older files), keeps at most that many: an epoch's end records step S
+  /// after a save at step S that stands before it, and the resumed run ends that epoch again.
+  /// Returns the warnings to log (the torn line).
+  [[nodiscard]] std::vector<std::string> resume(int64_t step, std::optional<int64_t> saved_records = std::nullopt);
+  /// Records written so far (a resumed run's kept ones included): what a checkpoint records.
+  int64_t count() const { return static_cast<int64_t>(records_.size()); }
   /// Rewrites history.csv from all records (columns: kind, then every name in first-seen order).
   void flush_csv() const;
   const std::vector<HistoryRecord>& records() const { return records_; }
