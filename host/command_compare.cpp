@@ -12,10 +12,18 @@ namespace tp::cli {
 
 int run_compare(const Options& options) {
   namespace fs = std::filesystem;
-  // Every directory is read before anything is written: a missing or unfinished run is reported
-  // at once, naming it, and leaves no half-written comparison behind.
+  // Every directory is read before anything is written: a missing one is reported at once, naming
+  // it, and leaves no half-written comparison behind. An unfinished run (interrupted, failed,
+  // still running) is compared as far as it got: a sweep's failed cell or a live run beside the
+  // finished ones.
   std::vector<RunRecord> runs;
-  for (const std::string& dir : options.run_dirs) runs.push_back(read_run(dir));
+  for (const std::string& dir : options.run_dirs) {
+    runs.push_back(read_run(dir));
+    if (!runs.back().finished)
+      std::fprintf(stderr, "host compare: '%s' has not finished (no report.toml: it was interrupted, it failed, or it "
+                   "is still running); its row shows its history so far (finished = no) and leaves the report's "
+                   "columns (wall_s, fit_ms_per_step, peak memory, the step's split) empty.\n", dir.c_str());
+  }
   const std::string metric = options.metric.empty() ? default_metric(runs) : options.metric;
   const Comparison comparison = compare_runs(runs, metric);
 

@@ -183,6 +183,34 @@ std::vector<std::string> train_args(const Options& options, const LaunchOptions*
   return args;
 }
 
+// `host compare`'s options for the first `count` cells that trained (a history), into the sweep's
+// directory `sweep_dir`.
+Options comparison_of(const Options& options, const fs::path& sweep_dir, const std::vector<PlannedCell>& planned,
+                      std::size_t count) {
+  Options compare = options;
+  compare.run_dirs.clear();
+  std::error_code ec;
+  for (std::size_t i = 0; i < count; ++i)
+    if (fs::exists(planned[i].dir / "history.jsonl", ec)) compare.run_dirs.push_back(planned[i].dir.string());
+  compare.output_dir = sweep_dir.string();
+  return compare;
+}
+
+// A sweep stopped at a cell still compares the cells that trained, that one as far as it got
+// (finished = no): a grid whose high-lr cell diverges shows what the others reached. The
+// sweep's own exit code stands; a comparison that cannot be made only warns.
+void compare_trained_cells(const Options& options, const fs::path& sweep_dir, const std::vector<PlannedCell>& planned,
+                           std::size_t count) {
+  const Options compare = comparison_of(options, sweep_dir, planned, count);
+  if (compare.run_dirs.empty()) return;
+  std::fprintf(stderr, "host sweep: comparing the %zu cell(s) that trained\n", compare.run_dirs.size());
+  try {
+    run_compare(compare);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "host sweep: no comparison was written: %s\n", e.what());
+  }
+}
+
 }  // namespace
 
 int run_sweep(const Options& options, const LaunchOptions* launch) {
@@ -247,7 +275,8 @@ int run_sweep(const Options& options, const LaunchOptions* launch) {
     // `host train` exits 130/143 itself after saving; killed by a signal (a second Ctrl-C, the
     // OOM killer), it saved nothing at that point.
     const bool interrupted = !exit.killed && (exit.exit_code == exit_code_for_signal(SIGINT) ||
-                                              exit.exit_code == exit_code_for_signal(SIGTERM));
+                                              exit.exit_code == exit_code_for_signal(SIGTERM) ||
+                                              exit.exit_code == exit_code_for_signal(SIGUSR1));
     save(p, interrupted ? "interrupted" : "failed", exit.exit_code);
     if (interrupted)
       std::fprintf(stderr, "host sweep: stopped in %s (exit %d); the cell saved its position in %s. To continue, run "
@@ -263,16 +292,13 @@ int run_sweep(const Options& options, const LaunchOptions* launch) {
                    "trained. Fix the cause and run the same command again: finished cells are skipped.\n",
                    where.c_str(), exit.exit_code, log_of(p.dir).c_str());
     end_parent(interrupted ? MlflowEnd::kKilled : MlflowEnd::kFailed);
+    if (!interrupted) compare_trained_cells(options, sweep_dir, planned, i + 1); // a stop wants out at once
     return exit.exit_code;
   }
   end_parent(MlflowEnd::kFinished);
 
   std::fprintf(stderr, "host sweep: all %zu cells finished; comparing them\n", n);
-  Options compare = options;
-  compare.run_dirs.clear();
-  for (const PlannedCell& p : planned) compare.run_dirs.push_back(p.dir.string());
-  compare.output_dir = sweep_dir.string();
-  return run_compare(compare);
+  return run_compare(comparison_of(options, sweep_dir, planned, n));
 }
 
 }  // namespace tp::cli

@@ -172,3 +172,22 @@ TEST_CASE("a second host sweep on the same directory is refused at once, and the
   // The kernel dropped the lock with the first sweep: the file is left, the lock is not.
   CHECK(tp::test::run_shell("flock -n '" + (dir / "sweep.lock").string() + "' true").exit_code == 0);
 }
+
+// Ops trial, finding 10: a sweep whose cell failed wrote no comparison of the cells that trained.
+TEST_CASE("a sweep stopped by a failing cell still compares the cells that trained") {
+  const auto dir = tp::test::fresh_dir("sweep_failed_cell");
+  // lr 1e20 makes the loss non-finite in the first steps (train.on_nonfinite = "stop": exit 1).
+  const auto run = tp::test::run_host(sweep(dir, "--grid optim.lr=0.003,1e20,0.01"));
+  INFO(run.output);
+  CHECK(run.exit_code != 0);
+  CHECK(run.output.find("the cell [2/3] optim.lr=1e20 failed") != std::string::npos);
+  REQUIRE(fs::exists(dir / "comparison.csv"));
+  const auto csv = tp::test::read_csv(dir / "comparison.csv");
+  REQUIRE(csv.size() == 3); // the finished cell and the failed one; the third never trained
+  const int finished = column(csv[0], "finished");
+  REQUIRE(finished >= 0);
+  CHECK(csv[1][static_cast<std::size_t>(finished)] == "yes");
+  CHECK(csv[2][static_cast<std::size_t>(finished)] == "no");
+  CHECK_FALSE(fs::exists(dir / "optim.lr=0.01"));
+  CHECK(run.output.find("comparing the 2 cell(s) that trained") != std::string::npos);
+}

@@ -294,9 +294,11 @@ void restore_weights(const NamedWeights& weights, const std::vector<StateTensor>
   if (!missing.empty()) problems += " missing " + first_few(missing) + ";";
   if (!unexpected.empty()) problems += " unexpected " + first_few(unexpected) + ";";
   if (!reshaped.empty()) problems += " other shapes: " + first_few(reshaped) + ";";
-  throw Error("the checkpoint does not match the model (" + std::to_string(model_state.size()) +
-              " tensors in the model, " + std::to_string(weights.size()) + " in the checkpoint):" + problems +
-              " Was it written by a run with another model or model options?");
+  // A configuration mismatch (the model section differs from the one that trained), as other
+  // wrong settings are: exit 2.
+  throw ConfigError("model", "the checkpoint does not match the model (" + std::to_string(model_state.size()) +
+                                 " tensors in the model, " + std::to_string(weights.size()) + " in the checkpoint):" +
+                                 problems + " Was it written by a run with another model or model options?");
 }
 
 }  // namespace tp

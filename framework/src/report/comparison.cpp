@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 #include <set>
@@ -46,6 +47,15 @@ std::string known_values(const RunRecord& run) {
   return out.empty() ? "none" : out;
 }
 
+// A number of the run's config.toml, NaN when it has none.
+double config_number(const RunRecord& run, const std::string& key) {
+  const auto it = run.config.find(key);
+  if (it == run.config.end()) return kNaN;
+  char* end = nullptr;
+  const double value = std::strtod(it->second.display.c_str(), &end);
+  return end != it->second.display.c_str() ? value : kNaN;
+}
+
 ComparisonRow row_of(const RunRecord& run, const std::vector<std::string>& keys, const std::string& metric) {
   ComparisonRow row;
   row.run = run.name;
@@ -53,14 +63,19 @@ ComparisonRow row_of(const RunRecord& run, const std::vector<std::string>& keys,
     const auto it = run.config.find(key);
     row.config.push_back(it == run.config.end() ? FlatValue{} : it->second);
   }
+  row.finished = run.finished;
+  row.ranks = run.world_size;
+  const double batch = config_number(run, "train.batch_size"), accumulation = config_number(run, "train.grad_accum_steps");
+  row.global_batch = run.world_size > 0 ? batch * (std::isfinite(accumulation) ? accumulation : 1.0) * double(run.world_size)
+                                        : kNaN;
   const auto points = metric_points(run, metric);
-  if (points.empty())
+  if (points.empty() && run.finished)
     throw ConfigError("--metric", "the run '" + run.dir.string() + "' never recorded '" + metric +
                                       "' in its history.jsonl (it has: " + known_values(run) +
                                       "). Pass --metric with one of those.");
-  row.final_metric = points.back().second;
+  row.final_metric = points.empty() ? kNaN : points.back().second;
   const bool higher = higher_is_better(run, metric);
-  row.best_metric = points.front().second;
+  row.best_metric = points.empty() ? kNaN : points.front().second;
   for (const auto& [step, value] : points)
     row.best_metric = higher ? std::max(row.best_metric, value) : std::min(row.best_metric, value);
   // Length and training time from the history, which is what the run did (resumes included).
@@ -110,7 +125,8 @@ struct Column {
 // The table as cells: `exact` numbers (CSV) or rounded ones (Markdown, text); `missing` for NaN.
 std::vector<std::vector<std::string>> cells(const Comparison& c, bool exact, const std::string& missing) {
   std::vector<Column> numbers{{"final " + c.metric, "%.4f"}, {"best " + c.metric, "%.4f"},
-                              {"epochs", "%.0f"}, {"steps", "%.0f"}, {"wall_s", "%.1f"}, {"epoch_s", "%.2f"},
+                              {"epochs", "%.0f"}, {"steps", "%.0f"}, {"ranks", "%.0f"}, {"global_batch", "%.0f"},
+                              {"wall_s", "%.1f"}, {"epoch_s", "%.2f"},
                               {"train_samples_per_s", "%.0f"}, {"train_ms_per_step", "%.2f"},
                               {"fit_ms_per_step", "%.2f"}, {"peak_device_mb", "%.0f"}, {"peak_host_mb", "%.0f"},
                               {"data_wait_ms", "%.2f"}, {"forward_ms", "%.2f"},
@@ -119,12 +135,14 @@ std::vector<std::vector<std::string>> cells(const Comparison& c, bool exact, con
   std::vector<std::string> header{"run"};
   header.insert(header.end(), c.keys.begin(), c.keys.end());
   for (const Column& column : numbers) header.push_back(column.name);
+  header.emplace_back("finished");
   out.push_back(header);
   for (const ComparisonRow& r : c.rows) {
     std::vector<std::string> line{r.run};
     for (const FlatValue& value : r.config) line.push_back(value.literal.empty() ? missing : value.display);
     const double values[] = {r.final_metric, r.best_metric, r.epochs < 0 ? kNaN : double(r.epochs),
-                             r.steps < 0 ? kNaN : double(r.steps), r.wall_s, r.epoch_s, r.train_samples_per_s,
+                             r.steps < 0 ? kNaN : double(r.steps), r.ranks < 0 ? kNaN : double(r.ranks),
+                             r.global_batch, r.wall_s, r.epoch_s, r.train_samples_per_s,
                              r.train_ms_per_step, r.fit_ms_per_step, r.peak_device_mb, r.peak_host_mb, r.data_wait_ms,
                              r.forward_ms,
                              r.backward_ms, r.optimizer_ms};
@@ -139,6 +157,7 @@ std::vector<std::vector<std::string>> cells(const Comparison& c, bool exact, con
         line.push_back(text);
       }
     }
+    line.emplace_back(r.finished ? "yes" : "no");
     out.push_back(line);
   }
   return out;

@@ -40,18 +40,16 @@ RunRecord read_run(const std::filesystem::path& dir) {
       throw ConfigError("", "'" + dir.string() + "' has no " + file + ", so it is not a training run's directory "
                             "(or its training has not started). Pass the directory given as run.output_dir or "
                             "--output-dir when training.");
-  if (!std::filesystem::exists(dir / "report.toml", ec))
-    throw ConfigError("", "'" + dir.string() + "' has no report.toml: its training has not finished (it was "
-                          "interrupted, it failed, or it is still running; the trainer writes report.toml when "
-                          "training ends). Finish it with `host train --config " + (dir / "config.toml").string() +
-                          " --resume auto`, or leave it out of the comparison.");
   RunRecord run;
   run.dir = dir;
   run.name = dir.lexically_normal().filename().string();
   if (run.name.empty()) run.name = dir.lexically_normal().parent_path().filename().string(); // "runs/a/"
   run.config = flatten_config(read_run_file(dir / "config.toml"));
   run.history = detail::read_history(dir / "history.jsonl");
-  run.report = read_run_file(dir / "report.toml");
+  run.finished = std::filesystem::exists(dir / "report.toml", ec);
+  if (run.finished) run.report = read_run_file(dir / "report.toml");
+  if (std::filesystem::exists(dir / "runtime.toml", ec))
+    run.world_size = read_run_file(dir / "runtime.toml")["world_size"].value<int64_t>().value_or(-1);
   return run;
 }
 

@@ -29,7 +29,8 @@ tp::NamedWeights named_weights_of(const std::vector<tp::StateTensor>& state) {
 std::string restore_error(const tp::NamedWeights& weights, const std::vector<tp::StateTensor>& state) {
   try {
     tp::restore_weights(weights, state);
-  } catch (const tp::Error& e) {
+  } catch (const tp::ConfigError& e) { // exit 2: the configuration's model is not the checkpoint's
+    CHECK(e.exit_code() == tp::kExitConfig);
     return e.what();
   }
   return "";

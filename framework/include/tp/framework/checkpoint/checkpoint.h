@@ -153,7 +153,8 @@ LoadedCheckpoint load_checkpoint(const std::filesystem::path& path);
 LoadedCheckpoint read_checkpoint(const std::vector<char>& bytes, const std::string& name);
 
 /// Copies `checkpoint.model` into `model_state` in place (names must match one to one, shapes
-/// equal). Throws tp::Error listing missing, unexpected and mis-shaped entries.
+/// equal). Throws ConfigError (exit 2, key `model`) listing missing, unexpected and mis-shaped
+/// entries: the configuration's model is not the one that wrote the checkpoint.
 void restore_model_state(const LoadedCheckpoint& checkpoint, const std::vector<StateTensor>& model_state);
 
 /// Copies `saved` into `model_state` in place, as restore_model_state does; copies nothing when

@@ -1,4 +1,4 @@
-// Comparing finished runs (`host compare`, and `host sweep` at its end): one row per run with the
+// Comparing runs (`host compare`, and `host sweep` at its end): one row per run with the
 // configuration values that differ between the runs, the final and best value of one metric,
 // length, time, throughput, peak memory and the training step's split, written as a table
 // (stdout), comparison.csv and comparison.md, plus overlay plots of loss and metric
@@ -22,6 +22,9 @@ struct ComparisonRow {
   double best_metric = 0.0;         ///< the best value over the run (higher_is_better)
   int64_t epochs = -1;              ///< epochs completed (the last epoch record)
   int64_t steps = -1;               ///< optimizer steps (the largest step of any record)
+  int64_t ranks = -1;               ///< the run's world size (runtime.toml); -1 when unknown
+  double global_batch = 0.0;        ///< samples per optimizer step: batch_size x grad_accum_steps x ranks
+  bool finished = true;             ///< the run wrote report.toml (else its report columns are NaN)
   double wall_s = 0.0;              ///< report.toml train_seconds: training wall time, evaluation included
   double epoch_s = 0.0;             ///< mean time/epoch_s of the epoch records (training only)
   double train_samples_per_s = 0.0; ///< training samples / training seconds over the epoch records
@@ -49,13 +52,15 @@ std::string default_metric(const std::vector<RunRecord>& runs);
 
 /// Builds the comparison of `runs` (at least one) on `metric`. Keys that name where a run wrote
 /// its files (run_location_keys()) are left out. Throws tp::ConfigError naming the run and the
-/// values its history has when a run never recorded `metric`.
+/// values its history has when a finished run never recorded `metric` (an unfinished one may not
+/// have evaluated yet: NaN).
 Comparison compare_runs(const std::vector<RunRecord>& runs, const std::string& metric);
 
 /// The table as CSV (RFC 4180 quoting; numbers in full precision, empty cells where a value is
 /// missing). Header: run, the differing keys, "final <metric>", "best <metric>", epochs, steps,
-/// wall_s, epoch_s, train_samples_per_s, train_ms_per_step, fit_ms_per_step, peak_device_mb,
-/// peak_host_mb, data_wait_ms, forward_ms, backward_ms, optimizer_ms. The train_ columns are the
+/// ranks, global_batch, wall_s, epoch_s, train_samples_per_s, train_ms_per_step, fit_ms_per_step, peak_device_mb,
+/// peak_host_mb, data_wait_ms, forward_ms, backward_ms, optimizer_ms, finished ("yes"/"no": "no"
+/// leaves the report's columns, wall_s to optimizer_ms but the train_ ones, empty). The train_ columns are the
 /// training loop alone (they agree: batch x 1000 / train_ms_per_step ~ train_samples_per_s);
 /// fit_ms_per_step includes evaluation, checkpoints and plots.
 std::string comparison_csv(const Comparison& comparison);

@@ -1,6 +1,7 @@
-// A finished run directory read back for comparison (`host compare`, `host sweep`): its resolved
-// configuration (config.toml), its history (history.jsonl) and its training report
-// (report.toml, which the trainer writes when training ends).
+// A run directory read back for comparison (`host compare`, `host sweep`): its resolved
+// configuration (config.toml), its history (history.jsonl), its runtime settings (runtime.toml:
+// the world size) and its training report (report.toml, which the trainer writes when training
+// ends; an unfinished run has none).
 #pragma once
 
 #include <filesystem>
@@ -20,13 +21,15 @@ struct RunRecord {
   std::string name;                   ///< the directory's own name ("amp.precision=bf16")
   FlatConfig config;                  ///< config.toml, flattened
   std::vector<HistoryRecord> history; ///< history.jsonl, in file order
-  toml::table report;                 ///< report.toml
+  toml::table report;                 ///< report.toml; empty when the run has not finished
+  bool finished = true;               ///< report.toml exists: the training ended
+  int64_t world_size = -1;            ///< runtime.toml's ranks; -1 when it has none
 };
 
 /// Reads `dir`. Throws tp::ConfigError (exit 2) naming the directory and what is missing when it
-/// is not a directory or lacks config.toml, history.jsonl or report.toml (report.toml missing
-/// means the run has not finished: interrupted, failed or still running; the message says how to
-/// finish it); tp::Error (exit 1) naming file and line when a file does not parse.
+/// is not a directory or lacks config.toml or history.jsonl; tp::Error (exit 1) naming file and
+/// line when a file does not parse. A run without report.toml (interrupted, failed or still
+/// running) is read with `finished` false and an empty report.
 RunRecord read_run(const std::filesystem::path& dir);
 
 /// The value of `name` at each record of `run` that carries it (finite values only), as
