@@ -20,6 +20,9 @@ po::options_description describe(Options& o) {
   po::options_description d("options");
   d.add_options()
       ("help,h", po::bool_switch(&o.help), "show this help")
+      ("version", po::bool_switch(&o.version),
+       "print the host's version, the plugin ABI it speaks and the LibTorch, CUDA, cuDNN and NCCL it was built "
+       "with, and exit")
       ("config,c", po::value(&o.config),
        "the run's TOML file; plugins check: the options of the components it names")
       ("set,s", po::value(&o.sets)->composing(),
@@ -237,6 +240,7 @@ Options parse(int argc, char** argv) {
     words.erase(words.begin());
   }
   const CommandSpec* spec = named_command(o.command, words);
+  if (o.version) return o;
   if (o.help) { // `host --help`: everything; `host <command> --help`: that command
     o.help_text = spec && command_given ? command_help(*spec, options) : full_help(options);
     return o;

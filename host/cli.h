@@ -88,6 +88,7 @@ struct Options {
   bool verbose = false;
   bool allow_insecure_plugin_dir = false; ///< --allow-insecure-plugin-dir
   bool help = false;
+  bool version = false;            ///< --version: print the build and exit
   std::string help_text;           ///< filled when help is true
 };
 

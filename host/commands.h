@@ -29,6 +29,8 @@ int run_verify(const Options& options);
 int run_tune(const Options& options);
 /// `host export`: a checkpoint's model weights as safetensors.
 int run_export(const Options& options);
+/// `host --version`: prints host_version_text() (tp/framework/engine/version_text.h).
+int print_version();
 /// `host plugins list|check`.
 int run_plugins(const Options& options);
 /// `host plot RUN_DIR`: redraws RUN_DIR/plots/*.png from RUN_DIR/history.jsonl, prints each path.

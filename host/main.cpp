@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
       std::printf("%s", options.help_text.c_str());
       return kExitOk;
     }
+    if (options.version) return cli::print_version();
     if (options.command == "plugins") return cli::run_plugins(options);
     if (options.command == "eval") return cli::run_eval(options);
     if (options.command == "predict") return cli::run_predict(options);

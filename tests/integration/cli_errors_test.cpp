@@ -6,6 +6,9 @@
 
 #include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/error.h"
+#include "tp/version.h"
+
+#include <torch/version.h>
 
 #include "host_runner.h"
 #include "support/test_paths.h"
@@ -152,6 +155,16 @@ TEST_CASE("a missing config file and a missing plugin dir fail with distinct cod
   const auto usage = tp::test::run_host("frobnicate");
   CHECK(usage.exit_code == 2);
   CHECK(contains(usage.output, "usage:"));
+}
+
+// A deployment trial found no way to tell which build made a binary or which plugin ABI it speaks.
+TEST_CASE("host --version names the build, the plugin ABI and the LibTorch it was built with") {
+  const auto run = tp::test::run_host("--version");
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK(tp::test::contains(run.output, "torchhost "));
+  CHECK(tp::test::contains(run.output, "plugin ABI " + std::to_string(TP_ABI_MAJOR) + "." + std::to_string(TP_ABI_MINOR)));
+  CHECK(tp::test::contains(run.output, std::string("LibTorch ") + TORCH_VERSION));
 }
 
 TEST_CASE("plugins list shows every built-in component with its schema") {

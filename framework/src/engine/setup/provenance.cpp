@@ -20,6 +20,8 @@
 
 #include "tp/framework/config/secrets.h"
 #include "tp/framework/config/toml_text.h"
+#include "tp/framework/engine/version_text.h"
+#include "tp/version.h"
 #include "tp/framework/util/sha256.h"
 #include "tp_build_version.h" // generated: TP_HOST_VERSION (cmake/TorchhostBuildVersion.cmake)
 
@@ -83,7 +85,7 @@ bool behaviour_variable(const std::string& name) {
 
 }  // namespace
 
-Provenance collect_provenance(const RunComponents& parts) {
+Provenance build_provenance() {
   Provenance p;
   p.host_version = TP_HOST_VERSION;
   p.compiler = TP_COMPILER;
@@ -96,6 +98,22 @@ Provenance collect_provenance(const RunComponents& parts) {
 #ifdef USE_C10D_NCCL
   p.nccl = std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." + std::to_string(NCCL_PATCH);
 #endif
+  return p;
+}
+
+std::string host_version_text() {
+  const Provenance p = build_provenance();
+  std::string text = "torchhost " + p.host_version + "\nplugin ABI " + std::to_string(TP_ABI_MAJOR) + "." +
+                     std::to_string(TP_ABI_MINOR) + " (plugins of ABI 1.0 to 1." + std::to_string(TP_ABI_MINOR) +
+                     " load)\nbuilt with " + p.compiler + ", " + p.build_type + "\nLibTorch " + p.libtorch + "\n";
+  if (!p.cuda.empty()) text += "CUDA " + p.cuda + "\n";
+  if (!p.cudnn.empty()) text += "cuDNN " + p.cudnn + "\n";
+  if (!p.nccl.empty()) text += "NCCL " + p.nccl + "\n";
+  return text;
+}
+
+Provenance collect_provenance(const RunComponents& parts) {
+  Provenance p = build_provenance();
   for (const auto& [library, components] : parts.libraries)
     p.plugins.push_back({library->path().filename().string(), library->path().string(), sha256_file(library->path()),
                          components});

@@ -40,6 +40,10 @@ struct Provenance {
   std::vector<std::pair<std::string, std::string>> environment;
 };
 
+/// The build's part of the provenance alone (host_version to nccl; the rest empty): what
+/// `host --version` prints.
+Provenance build_provenance();
+
 /// [main] Collects the provenance of a run whose components are `parts` (their libraries are
 /// hashed: about 0.1 s per 50 MB). Throws tp::Error when a plugin file cannot be read.
 Provenance collect_provenance(const RunComponents& parts);
