@@ -78,7 +78,7 @@ ChildExit SignalForwarder::run(const std::vector<std::string>& args, const Child
   argv.push_back(nullptr);
   int output = -1;
   if (!options.output.empty()) {
-    output = ::open(options.output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    output = ::open(options.output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (output < 0)
       throw Error("host: cannot create " + options.output.string() + " for a child process's output: " +
                   std::strerror(errno) + ". Check that its directory is writable.");

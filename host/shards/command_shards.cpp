@@ -12,7 +12,8 @@
 // (index order is key order), with three members: the image under its own extension, `cls` (the
 // class id as text) and `json` ({"label": id, "class": name, "source": the file's path}). Each
 // file is read as the image datasets read it (read_image_file: regular files only, a size cap,
-// a truncated JPEG, max_image_pixels), and the set is written all or nothing (shard_writer.h),
+// a truncated JPEG, max_image_pixels) and must begin like an image (check_image_format: not empty,
+// a known format's signature), and the set is written all or nothing (shard_writer.h),
 // with `<prefix>-shards.json` (the order's seed, the classes, the counts) moved in last.
 #include <algorithm>
 #include <cctype>
@@ -193,6 +194,10 @@ int run_shards(const Options& options) {
   } catch (const tp::cpp::Failure& e) {
     listing_failed(key_failure.empty() ? e : tp::cpp::Failure(e.code(), key_failure), table.key_path);
   }
+  for (const std::string& loop : listing.loops)
+    session->logger.warn("host shards write: '" + loop + "' in " + table.key_path + "'s folders links back to a "
+                         "folder it is inside (a link loop): not followed, as the image_folder plugin does not "
+                         "follow it, so each image is written once; remove the link if it is a mistake");
   const std::size_t count = listing.paths.size();
   if (count == 0) throw Error("host shards write: " + table.key_path + " (split " + options.split + ") holds no image.");
   const std::size_t width = std::max<std::size_t>(6, std::to_string(count - 1).size());
@@ -234,6 +239,9 @@ int run_shards(const Options& options) {
       // The image datasets' own reader and checks, and no file larger than a shard's sample may be.
       const std::vector<unsigned char> image =
           ds::read_image_file(listing.paths[i], "host shards write", max_pixels, wds::kMaxSampleBytes);
+      // What the datasets find only when they decode (an empty file, text under an image's name),
+      // here before it is copied: in the shards it would fail a sample hours into an epoch.
+      ds::check_image_format(image, listing.paths[i], "host shards write");
       image_bytes += image.size();
       const int64_t label = listing.labels[i];
       const std::string cls = std::to_string(label);

@@ -14,11 +14,13 @@
 
 namespace tp::test {
 
-/// Records the last fail() message; log() lines are kept in `logs`.
+/// Records the last fail() message; log() lines are kept in `logs`, their TP_LOG_* severities in
+/// `log_levels` (same index).
 struct FakeHost {
   tp_host_t host{};
   std::string last_error;
   std::vector<std::string> logs;
+  std::vector<int32_t> log_levels;
 
   FakeHost() {
     host.struct_size = sizeof(tp_host_t);
@@ -28,8 +30,9 @@ struct FakeHost {
       static_cast<FakeHost*>(h->host_data)->last_error = msg != nullptr ? msg : "";
       return code;
     };
-    host.log = [](const tp_host_t* h, int32_t, const char* msg) {
+    host.log = [](const tp_host_t* h, int32_t level, const char* msg) {
       static_cast<FakeHost*>(h->host_data)->logs.emplace_back(msg != nullptr ? msg : "");
+      static_cast<FakeHost*>(h->host_data)->log_levels.push_back(level);
     };
     host.get_service = [](const tp_host_t*, const char*) -> const void* { return nullptr; };
     host.tensor_release = nullptr; // Tier T tests install their own

@@ -38,7 +38,7 @@ History::~History() {
 
 void History::open_jsonl() {
   const auto file = dir_ / "history.jsonl";
-  fd_ = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  fd_ = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
   if (fd_ < 0) throw Error("cannot open " + file.string() + " for writing: " + describe_write_error(errno));
 }
 

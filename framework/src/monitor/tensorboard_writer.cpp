@@ -149,7 +149,7 @@ void TensorBoardWriter::start(const toml::table& config) {
       file_ = dir_ / new_file_name();
       for (int n = 1; fs::exists(file_); ++n) file_ = dir_ / (new_file_name() + "." + std::to_string(n));
     }
-    fd_ = ::open(file_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    fd_ = ::open(file_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd_ < 0) throw Error("cannot open " + file_.string() + ": " + std::strerror(errno) + ".");
     if (fresh || fs::file_size(file_) == 0) append(event_file_version(now_seconds())); // every file starts with it
   });

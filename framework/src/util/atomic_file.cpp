@@ -75,7 +75,9 @@ std::filesystem::path create_unique(const std::filesystem::path& target, std::st
 ExclusiveTemporary create_exclusive_temporary(const std::filesystem::path& target, std::string_view marker, bool hidden) {
   ExclusiveTemporary made;
   made.path = create_unique(target, marker, hidden, [&](const std::filesystem::path& name) {
-    made.fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    // 0666 less the umask, as any tool creates a file: a team's run directory (umask 002) needs
+    // its files group-writable for a teammate to continue the run.
+    made.fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     return made.fd >= 0 ? 0 : errno;
   });
   return made;
@@ -83,6 +85,8 @@ ExclusiveTemporary create_exclusive_temporary(const std::filesystem::path& targe
 
 ExclusiveTemporary create_exclusive_temporary_directory(const std::filesystem::path& target, std::string_view marker) {
   ExclusiveTemporary made;
+  // 0755, not 0777 less the umask as for a file: its writer then creates files in it by name
+  // (fopen), so no one else may place a link in it first, even with a team's umask 002.
   made.path = create_unique(target, marker, /*hidden=*/false,
                             [](const std::filesystem::path& name) { return ::mkdir(name.c_str(), 0755) == 0 ? 0 : errno; });
   return made;

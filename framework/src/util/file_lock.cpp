@@ -14,8 +14,10 @@ namespace tp {
 
 FileLock::FileLock(const std::filesystem::path& file, bool inherit) {
   if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
-  const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | (inherit ? 0 : O_CLOEXEC), 0644);
-  if (fd < 0) throw Error("cannot open the lock file " + file.string() + ": " + describe_write_error(errno));
+  // 0666 less the umask: with a team's umask 002 a teammate can take the lock to continue a run.
+  const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | (inherit ? 0 : O_CLOEXEC), 0666);
+  // An existing file we may not write is the file's mode, not the directory's: the message says whose.
+  if (fd < 0) throw Error("cannot open the lock file " + file.string() + ": " + describe_open_error(file, errno));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
     char pid[32] = {};

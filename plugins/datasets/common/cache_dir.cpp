@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include "tp/cpp/guard.h"
@@ -19,12 +20,16 @@ namespace {
 namespace fs = std::filesystem;
 using tp::cpp::Failure;
 
+// A directory's permission bits as `ls -l`'s octal shows them: "0755".
+std::string mode_text(const struct stat& info) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(info.st_mode & 07777));
+  return text;
+}
+
 // The "<mode> owner <uid>" a refused directory's message shows.
 std::string mode_and_owner(const struct stat& info) {
-  char text[64];
-  std::snprintf(text, sizeof text, "mode %04o, owner uid %u", static_cast<unsigned>(info.st_mode & 07777),
-                static_cast<unsigned>(info.st_uid));
-  return text;
+  return "mode " + mode_text(info) + ", owner uid " + std::to_string(info.st_uid);
 }
 
 // The home directory: $HOME, else the password database's entry for this user.
@@ -75,14 +80,22 @@ std::string user_cache_dir(const CacheOwner& owner) {
   return dir.string();
 }
 
-std::string shared_write_refusal(const std::string& dir) {
+WriteRefusal shared_write_refusal(const std::string& dir) {
   struct stat info {};
-  if (::stat(dir.c_str(), &info) != 0) return "";  // created by this user when first written
+  if (::stat(dir.c_str(), &info) != 0) return {};  // created by this user when first written
   const bool other_owner = info.st_uid != ::geteuid() && info.st_uid != 0;
-  if (!other_owner && (info.st_mode & (S_IWGRP | S_IWOTH)) == 0) return "";
-  return "other users can write to it (" + mode_and_owner(info) + "), so a cache written there could be replaced "
-         "or a link planted in its place; it is only read (every file checked as untrusted input). Let one user "
-         "own it with mode 0755 and prepare it, or set cache_dir to a directory of your own";
+  const bool others_write = (info.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+  if (!other_owner && !others_write) return {};
+  if (!others_write)
+    // A team's cache set up as it should be: one user owns it and prepares it, the others read it.
+    return {"it belongs to uid " + std::to_string(info.st_uid) + " (not you, uid " + std::to_string(::geteuid()) +
+                ") with mode " + mode_text(info) + ", so it is read only for you: what its owner "
+                "prepared there is read (every file checked as untrusted input), and nothing is written",
+            false};
+  return {"other users can write to it (" + mode_and_owner(info) + "), so a cache written there could be replaced "
+          "or a link planted in its place; it is only read (every file checked as untrusted input). Let one user "
+          "own it with mode 0755 and prepare it, or set cache_dir to a directory of your own",
+          true};
 }
 
 }  // namespace tp::datasets

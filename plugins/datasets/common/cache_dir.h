@@ -27,11 +27,24 @@ struct CacheOwner {
 /// to it; (TP_ERR_IO) when it cannot be created or no home directory is known.
 std::string user_cache_dir(const CacheOwner& owner);
 
-/// Why this process must not write caches into `dir`, a `cache_dir` the config names, or "" when
-/// no other user can write there (it belongs to this user or root and neither its group nor
-/// others may write it). A team may share a directory that one user prepares: the others read it,
-/// checking every file as untrusted input, but writing where another user can plant or swap
-/// files would let them choose the data; the sentence says who can write it and what to do.
-std::string shared_write_refusal(const std::string& dir);
+/// Why this process does not write caches into `dir`, a `cache_dir` the config names.
+struct WriteRefusal {
+  /// "" when this process writes there: no other user can (it belongs to this user or root, and
+  /// neither its group nor others may write it). Else the sentence that says why not.
+  std::string reason;
+  /// Whether the refusal is worth a warning: other users than its owner can write to it, so a
+  /// cache there could be replaced or a link planted (the team set it up wrong, or never did).
+  /// false: it is another user's directory that only its owner can write, a team's cache set up
+  /// as docs/hardening.md section 15 says; it is read only for this user, which is worth an info
+  /// line, not a warning.
+  bool warn = false;
+};
+
+/// Whether this process may write caches into `dir`, a `cache_dir` the config names. A team may
+/// share a directory that one user prepares: the others read it, checking every file as untrusted
+/// input, but writing where another user can plant or swap files would let them choose the data.
+/// The reason names the owner's uid and the mode, and says what to do only where something is
+/// to be done (WriteRefusal::warn).
+WriteRefusal shared_write_refusal(const std::string& dir);
 
 }  // namespace tp::datasets

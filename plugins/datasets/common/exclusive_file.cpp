@@ -43,6 +43,8 @@ std::string replace_file_exclusively(const std::string& target, const std::strin
   // EEXIST only when a name collides, which a guess cannot cause: a few fresh names suffice.
   for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
     temporary = temporary_name_for(target);
+    // 0644, not 0666 less the umask as the run's files: a cache file chooses what a dataset reads,
+    // so only its writer may change it, even in a team's directory under umask 002 (cache_dir.h).
     fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0 && errno != EEXIST) return failed("open", errno);
   }

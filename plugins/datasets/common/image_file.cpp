@@ -1,10 +1,14 @@
 #include "image_file.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <string_view>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -80,7 +84,55 @@ DeclaredSize webp_size(const unsigned char* d, std::size_t size) {
   return {};
 }
 
+/// One image format's signature: `bytes` at `offset` of the file's start.
+struct Signature {
+  const char* format;
+  std::size_t offset;
+  std::string_view bytes;
+};
+
+/// The signatures OpenCV's imdecode tells its decoders by (each decoder's checkSignature), so a
+/// file any of them would read passes, whichever codecs the OpenCV at hand was built with: wider
+/// than the four formats the datasets document, because a check made without decoding must never
+/// refuse what training would read. The netpbm family (P1 to P7, PF, Pf) is told apart by the
+/// white space after its two letters, as OpenCV's PxM, PAM and PFM decoders do.
+constexpr Signature kSignatures[] = {
+    {"JPEG", 0, std::string_view("\xFF\xD8\xFF", 3)},
+    {"PNG", 0, std::string_view("\x89PNG\r\n\x1A\n", 8)},
+    {"BMP", 0, "BM"},
+    {"WebP", 8, "WEBP"},  // after "RIFF" and a size, checked below
+    {"TIFF", 0, std::string_view("II*\0", 4)},
+    {"TIFF", 0, std::string_view("MM\0*", 4)},
+    {"BigTIFF", 0, std::string_view("II+\0", 4)},
+    {"BigTIFF", 0, std::string_view("MM\0+", 4)},
+    {"JPEG 2000", 0, std::string_view("\0\0\0\x0CjP  \r\n\x87\n", 12)},
+    {"JPEG 2000", 0, std::string_view("\xFF\x4F\xFF\x51", 4)},
+    {"JPEG XL", 0, std::string_view("\xFF\x0A", 2)},
+    {"JPEG XL", 0, std::string_view("\0\0\0\x0CJXL \r\n\x87\n", 12)},
+    {"Sun raster", 0, std::string_view("\x59\xA6\x6A\x95", 4)},
+    {"OpenEXR", 0, std::string_view("\x76\x2F\x31\x01", 4)},
+    {"Radiance HDR", 0, "#?RADIANCE"},
+    {"Radiance HDR", 0, "#?RGBE"},
+    {"GIF", 0, "GIF87a"},
+    {"GIF", 0, "GIF89a"},
+    {"AVIF", 4, "ftypavi"},  // "ftypavif" or "ftypavis" after the box size
+};
+
 }  // namespace
+
+const char* image_format(const unsigned char* data, std::size_t size) {
+  const std::string_view head(reinterpret_cast<const char*>(data), size);
+  for (const Signature& s : kSignatures) {
+    if (head.size() < s.offset + s.bytes.size() || head.substr(s.offset, s.bytes.size()) != s.bytes) continue;
+    if (std::string_view(s.format) == "WebP" && head.substr(0, 4) != "RIFF") continue;
+    return s.format;
+  }
+  const auto space = [&](std::size_t at) { return at < size && std::isspace(data[at]) != 0; };
+  if (size >= 3 && data[0] == 'P' && ((data[1] >= '1' && data[1] <= '7') || data[1] == 'F' || data[1] == 'f') &&
+      space(2))
+    return "netpbm";
+  return nullptr;
+}
 
 bool jpeg_size(const unsigned char* data, std::size_t size, int* out_h, int* out_w) {
   if (size < 4 || data[0] != 0xFF || data[1] != 0xD8) return false;
@@ -181,6 +233,24 @@ std::vector<unsigned char> read_image_file(const std::string& path, const char* 
   bytes.resize(filled);
   check_image_bytes(bytes, path, component, max_pixels);
   return bytes;
+}
+
+void check_image_format(const std::vector<unsigned char>& bytes, const std::string& name, const char* component) {
+  // The words decode_bgr uses for an empty file, so a file reads the same refused here or there.
+  if (bytes.empty())
+    throw tp::cpp::Failure(TP_ERR_IO, std::string(component) + ": '" + name +
+                                          "' is empty (0 bytes), not an image; fix or remove the file");
+  if (image_format(bytes.data(), bytes.size()) != nullptr) return;
+  std::string head;
+  for (std::size_t i = 0; i < std::min<std::size_t>(bytes.size(), 8); ++i) {
+    char hex[4];
+    std::snprintf(hex, sizeof hex, "%02X", bytes[i]);
+    head += (i == 0 ? "" : " ") + std::string(hex);
+  }
+  throw tp::cpp::Failure(TP_ERR_IO, std::string(component) + ": '" + name + "' is not an image: it begins with " +
+                                        head + ", the signature of no image format the decoders read (JPEG, PNG, "
+                                        "BMP, WebP, TIFF, ...): a text file or a web page saved under an image's "
+                                        "name, say; fix or remove the file");
 }
 
 void check_image_bytes(const std::vector<unsigned char>& bytes, const std::string& name, const char* component,

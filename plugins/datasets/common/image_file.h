@@ -1,8 +1,8 @@
 // Reading an image file whole with the image datasets' checks, and the checks on image bytes
 // (tp_image_file: no OpenCV, no LibTorch): only regular files (a FIFO, a device, a directory are
 // refused before any read), an optional cap on the file's size, a truncated JPEG, a header that
-// declares more pixels than `max_image_pixels`, and whether a data file's name escapes its
-// directory. Shared by every image dataset (through pixel_io.h, tp_image_common) and by `host
+// declares more pixels than `max_image_pixels`, whether the bytes begin like an image at all, and
+// whether a data file's name escapes its directory. Shared by every image dataset (through pixel_io.h, tp_image_common) and by `host
 // shards write`, which copies image files into shards without decoding them.
 #pragma once
 
@@ -49,6 +49,19 @@ std::vector<unsigned char> read_image_file(const std::string& path, const char* 
 /// limit). Cost: a backwards scan that stops at a JPEG's final marker, and a header parse.
 void check_image_bytes(const std::vector<unsigned char>& bytes, const std::string& name, const char* component,
                        int64_t max_pixels);
+
+/// The image format `data` begins with, told by its signature as OpenCV's imdecode tells its
+/// decoders ("JPEG", "PNG", "BMP", "WebP", "TIFF", "netpbm", ... every codec an OpenCV build may
+/// have), or nullptr for none (an empty file, text, a web page). Reads at most the first 16 bytes.
+const char* image_format(const unsigned char* data, std::size_t size);
+
+/// The check of an image file copied without decoding (`host shards write`), which the datasets
+/// make only when they decode (decode_bgr: then the sample fails under data.on_bad_sample):
+/// throws tp::cpp::Failure(TP_ERR_IO) naming `component` and `name` when `bytes` are empty
+/// ("is empty (0 bytes), not an image", decode_bgr's words) or begin with no image format's
+/// signature (image_format), showing their first bytes. Not part of read_image_file or
+/// check_image_bytes, so what the datasets do with such a file while training is unchanged.
+void check_image_format(const std::vector<unsigned char>& bytes, const std::string& name, const char* component);
 
 /// An image's size as its header declares it, read without decoding.
 struct DeclaredSize {

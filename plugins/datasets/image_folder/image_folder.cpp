@@ -76,9 +76,37 @@ std::vector<std::string> unlabelled_files(const tp::cpp::DatasetArgs& args) {
 
 ifo::Listing listing_for(const tp::cpp::DatasetArgs& args, ifo::CacheUse cache) {
   if (std::vector<std::string> files = unlabelled_files(args); !files.empty())
-    return ifo::Listing{.paths = std::move(files), .labels = {}, .classes = {}};
+    return ifo::Listing{.paths = std::move(files), .labels = {}, .classes = {}, .loops = {}, .from_cache = false};
   return ifo::listing_of_split(ifo::read_listing_keys(args.config), args.split_name,
                                args.config.get_bool("cache") ? cache : ifo::CacheUse::kOff);
+}
+
+/// The links the scan did not follow because they loop (folder_walk.h), once each: a warning,
+/// since the user may have meant the link to reach other images.
+void warn_loops(const tp::cpp::DatasetArgs& args, const ifo::Listing& listing) {
+  for (const std::string& loop : listing.loops)
+    args.log(TP_LOG_WARNING, std::string("image_folder (") + args.split_name + "): '" + loop +
+                                 "' links back to a folder it is inside (a link loop): not followed, so each image "
+                                 "is listed once (torchvision's os.walk would list them again on each of some 40 "
+                                 "rounds); remove the link if it is a mistake");
+}
+
+/// With `cache = true` and a `cache_dir` of another user that only its owner writes (a team's,
+/// set up as it should be: read only here), whether this split's listing came from it: an info
+/// line when it did, a warning when it held none up to date (then every run scans the folders).
+/// A cache_dir others can write was warned about in prepare.
+void log_shared_cache(const tp::cpp::DatasetArgs& args, const ifo::Listing& listing) {
+  const std::string cache_dir = args.config.get_string("cache_dir");
+  if (!args.config.get_bool("cache") || cache_dir.empty()) return;
+  const ds::WriteRefusal refusal = ds::shared_write_refusal(cache_dir);
+  if (refusal.reason.empty() || refusal.warn) return;
+  const std::string head = std::string("image_folder (") + args.split_name + "): the listing cache in '" + cache_dir +
+                           "': " + refusal.reason;
+  if (listing.from_cache)
+    args.log(TP_LOG_INFO, head + "; this split's listing was read from it");
+  else
+    args.log(TP_LOG_WARNING, head + "; it holds no up-to-date listing of these folders, so they were scanned (on "
+                                    "every run, until its owner runs with cache = true again)");
 }
 
 /* Instance */
@@ -96,14 +124,20 @@ class ImageFolderDataset {
     // Given files are not a folder scan: nothing to cache.
     if (!args.config.get_bool("cache") || !unlabelled_files(args).empty()) return;
     const std::string cache_dir = args.config.get_string("cache_dir");
-    if (const std::string refusal = cache_dir.empty() ? "" : ds::shared_write_refusal(cache_dir); !refusal.empty()) {
-      args.log(TP_LOG_WARNING, std::string("image_folder (") + args.split_name + "): the listing cache in '" +
-                                   cache_dir + "' is not written: " + refusal);
+    if (const ds::WriteRefusal refusal = cache_dir.empty() ? ds::WriteRefusal{} : ds::shared_write_refusal(cache_dir);
+        !refusal.reason.empty()) {
+      // Another user's cache that only its owner writes is how a team shares one: create says
+      // whether the listing came from it (log_shared_cache), without a warning here.
+      if (refusal.warn)
+        args.log(TP_LOG_WARNING, std::string("image_folder (") + args.split_name + "): the listing cache in '" +
+                                     cache_dir + "' is not written: " + refusal.reason);
       return;
     }
     const ifo::Listing listing = listing_for(args, ifo::CacheUse::kRefresh);
+    warn_loops(args, listing);  // create reads the cache, which does not keep them
     args.log(TP_LOG_INFO, std::string("image_folder (") + args.split_name + "): listing of " +
-                              std::to_string(listing.paths.size()) + " images cached");
+                              std::to_string(listing.paths.size()) + " images " +
+                              (listing.from_cache ? "read from the cache (up to date)" : "cached"));
   }
 
   explicit ImageFolderDataset(const tp::cpp::DatasetArgs& args)
@@ -111,9 +145,12 @@ class ImageFolderDataset {
         encoded_refusal_(ds::encoded_image_refusal(transform_)),
         listing_(listing_for(args, ifo::CacheUse::kRead)),
         labelled_(listing_.labels.size() == listing_.paths.size()) {
+    warn_loops(args, listing_);
+    log_shared_cache(args, listing_);
     args.log(TP_LOG_INFO, std::string("image_folder (") + args.split_name + "): " +
                               std::to_string(listing_.paths.size()) + " images, " +
-                              (labelled_ ? std::to_string(listing_.classes.size()) + " classes" : "no labels (`files`)"));
+                              (labelled_ ? std::to_string(listing_.classes.size()) + " classes" : "no labels (`files`)") +
+                              (listing_.from_cache ? " (listing read from the cache)" : ""));
   }
 
   uint64_t size() const { return listing_.paths.size(); }

@@ -7,6 +7,7 @@
 #include <system_error>
 #include <utility>
 
+#include "folder_walk.h"
 #include "image_file.h"
 #include "listing_text.h"
 #include "tp/cpp/guard.h"
@@ -43,9 +44,14 @@ Listing scan_folder(const std::string& root, const std::vector<std::string>& ext
                                  "' is not a directory; set `root` to a folder holding one sub-folder per class");
   }
   Listing out;
-  for (const fs::directory_entry& entry : fs::directory_iterator(root, fs::directory_options::follow_directory_symlink)) {
-    if (entry.is_directory()) out.classes.push_back(entry.path().filename().string());
+  std::error_code list_error;
+  for (fs::directory_iterator it(root, list_error), end; !list_error && it != end; it.increment(list_error)) {
+    // A link whose target cannot be read (dangling, a loop) is no class folder, as for os.scandir.
+    std::error_code kind_error;
+    if (it->is_directory(kind_error)) out.classes.push_back(it->path().filename().string());
   }
+  if (list_error)
+    throw Failure(TP_ERR_IO, "image_folder: root '" + root + "' cannot be read: " + list_error.message());
   std::sort(out.classes.begin(), out.classes.end());
   if (walked != nullptr) walked->push_back(root);
   if (out.classes.empty())
@@ -55,13 +61,12 @@ Listing scan_folder(const std::string& root, const std::vector<std::string>& ext
     // (directory, file name) pairs: torchvision walks sorted(os.walk(...)), then sorted(fnames).
     std::vector<std::pair<std::string, std::string>> files;
     const fs::path dir = fs::path(root) / out.classes[c];
-    if (walked != nullptr) walked->push_back(dir.string());
-    for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink);
-         it != fs::recursive_directory_iterator(); ++it) {
-      if (walked != nullptr && it->is_directory()) walked->push_back(it->path().string());
-      if (!it->is_regular_file()) continue;
-      const std::string name = it->path().filename().string();
-      if (datasets::has_extension(name, extensions)) files.emplace_back(it->path().parent_path().string(), name);
+    const datasets::FolderWalk walk = datasets::walk_folder(dir, "image_folder");
+    if (walked != nullptr) walked->insert(walked->end(), walk.directories.begin(), walk.directories.end());
+    for (const std::string& loop : walk.loops) out.loops.push_back(out.classes[c] + "/" + loop);
+    for (const fs::path& file : walk.files) {
+      const std::string name = file.filename().string();
+      if (datasets::has_extension(name, extensions)) files.emplace_back(file.parent_path().string(), name);
     }
     std::sort(files.begin(), files.end());
     for (auto& [parent, name] : files) {
@@ -142,6 +147,8 @@ std::pair<Listing, Listing> split_listing(const Listing& all, double val_fractio
   const std::vector<bool> is_val = tp::cpp::seeded_holdout(n, val_fraction, seed, "image_folder", "images");
   Listing train, val;
   train.classes = val.classes = all.classes;
+  train.loops = val.loops = all.loops;
+  train.from_cache = val.from_cache = all.from_cache;
   for (std::size_t i = 0; i < n; ++i) {
     Listing& part = is_val[i] ? val : train;
     part.paths.push_back(all.paths[i]);

@@ -14,16 +14,22 @@ struct Listing {
   std::vector<std::string> paths;   ///< absolute or root-relative-resolved file paths
   std::vector<int64_t> labels;      ///< one per path, in [0, classes.size())
   std::vector<std::string> classes; ///< class names by id (folder names, or CSV label names)
+  /// Links under root that lead back to a folder they are inside ("dog/loop/up" for up -> ..),
+  /// not followed (folder_walk.h): the dataset warns naming them. Only a scan finds them.
+  std::vector<std::string> loops;
+  bool from_cache = false;          ///< read from the listing cache instead of a scan (listing_of_split)
 };
 
-/// Scans `root`/<class>/ recursively (symlinks followed) for files whose lower-cased name ends
+/// Scans `root`/<class>/ recursively (links to folders followed, except one that leads back to a
+/// folder it is inside: Listing::loops; folder_walk.h) for files whose lower-cased name ends
 /// with one of `extensions` (".jpg", ...). Classes are the sorted names of root's sub-folders
 /// (byte order = code-point order for UTF-8, as Python's sorted()), ids 0..C-1; within a class,
 /// files are sorted by (directory, name), as torchvision's make_dataset walks them. So sample i
 /// is the same file torchvision.datasets.ImageFolder(root)[i] reads. Throws tp::cpp::Failure
-/// (TP_ERR_IO / TP_ERR_CONFIG) naming `root` when it is missing, has no class folder, or holds
-/// no image. `walked`, when given, receives every directory the scan read (root, the class folders
-/// and their sub-folders): what listing_cache.h re-stats to tell whether a cached listing is stale.
+/// (TP_ERR_IO / TP_ERR_CONFIG) naming `root` when it is missing, cannot be read (nor a folder
+/// under it), has no class folder, or holds no image. `walked`, when given, receives every
+/// directory the scan read (root, the class folders and their sub-folders): what listing_cache.h
+/// re-stats to tell whether a cached listing is stale.
 Listing scan_folder(const std::string& root, const std::vector<std::string>& extensions,
                     std::vector<std::string>* walked = nullptr);
 

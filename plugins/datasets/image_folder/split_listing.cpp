@@ -19,7 +19,10 @@ struct ListingReader {
     if (!csv.empty()) return read_csv_listing(csv, root, keys.allow_outside_root);
     if (cache == CacheUse::kOff) return scan_folder(root, keys.extensions);
     const std::string path = listing_cache_path(keys.cache_dir, root, keys.extensions);
-    if (auto cached = read_listing_cache(path, root, keys.extensions)) return std::move(*cached);
+    if (auto cached = read_listing_cache(path, root, keys.extensions)) {
+      cached->from_cache = true;
+      return std::move(*cached);
+    }
     std::vector<std::string> walked;
     Listing listing = scan_folder(root, keys.extensions, &walked);
     if (cache == CacheUse::kRefresh) write_listing_cache(path, root, keys.extensions, listing, walked);

@@ -6,6 +6,7 @@
 #include <set>
 #include <system_error>
 
+#include "folder_walk.h"
 #include "listing_text.h"
 #include "pixel_io.h"
 #include "tp/cpp/guard.h"
@@ -21,20 +22,21 @@ bool is_file(const fs::path& p) {
   return fs::is_regular_file(p, ec);
 }
 
-/// Relative paths (generic form) of the images under `dir`, sorted.
-std::vector<std::string> scan_images(const fs::path& dir, const std::vector<std::string>& extensions) {
+/// Relative paths (generic form) of the images under `dir`, sorted; the links not followed
+/// because they loop (folder_walk.h) go into `loops`, relative to `dir`.
+std::vector<std::string> scan_images(const fs::path& dir, const std::vector<std::string>& extensions,
+                                     std::vector<std::string>* loops) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     throw Failure(TP_ERR_IO, "segmentation_folder: '" + dir.string() + "' is not a directory (the images of a split "
                              "are root/<image_dir>; see `root`, `image_dir`)");
+  const datasets::FolderWalk walk = datasets::walk_folder(dir, "segmentation_folder");
   std::vector<std::string> found;
-  fs::recursive_directory_iterator it(dir, fs::directory_options::follow_directory_symlink, ec), end;
-  for (; !ec && it != end; it.increment(ec)) {
-    if (!it->is_regular_file(ec) || !datasets::has_extension(it->path().filename().string(), extensions)) continue;
-    found.push_back(it->path().lexically_relative(dir).generic_string());
-  }
-  if (ec) throw Failure(TP_ERR_IO, "segmentation_folder: cannot scan '" + dir.string() + "': " + ec.message());
+  for (const fs::path& file : walk.files)
+    if (datasets::has_extension(file.filename().string(), extensions))
+      found.push_back(file.lexically_relative(dir).generic_string());
   std::sort(found.begin(), found.end());
+  *loops = walk.loops;
   return found;
 }
 
@@ -69,7 +71,7 @@ PairListing list_pairs(const PairSource& src) {
     out.masks.push_back(mask.string());
   };
   if (src.list.empty()) {
-    for (const std::string& rel : scan_images(image_root, src.extensions)) {
+    for (const std::string& rel : scan_images(image_root, src.extensions, &out.loops)) {
       const std::string stem = fs::path(rel).replace_extension().generic_string();
       add(stem, image_root / rel);
     }
@@ -102,6 +104,7 @@ PairListing list_pairs(const PairSource& src) {
 
 PairListing select_pairs(const PairListing& all, const std::vector<bool>& held_out, bool want) {
   PairListing out;
+  out.loops = all.loops;
   for (std::size_t i = 0; i < all.images.size(); ++i) {
     if (held_out[i] != want) continue;
     out.images.push_back(all.images[i]);

@@ -24,10 +24,12 @@ struct PairSource {
 struct PairListing {
   std::vector<std::string> images;
   std::vector<std::string> masks;
+  std::vector<std::string> loops;  ///< links under image_dir not followed: they loop (folder_walk.h)
 };
 
 /// The pairs of `src`. Without a list: every file under root/image_dir (recursively, following
-/// directory links) whose name ends in one of `extensions`, in sorted order of its path relative
+/// directory links, except one that leads back to a folder it is inside: `loops`, relative to
+/// image_dir) whose name ends in one of `extensions`, in sorted order of its path relative
 /// to image_dir; the stem is that relative path without its extension, so sub-folders are
 /// mirrored under mask_dir. With a list: one stem per line in file order (surrounding blanks
 /// trimmed; empty lines and lines starting with '#' skipped), the image the first extension that

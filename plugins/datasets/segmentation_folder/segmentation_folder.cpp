@@ -209,6 +209,10 @@ class SegmentationFolderDataset {
         pairs_(listing_for(args.config, args.split)) {
     args.log(TP_LOG_INFO, std::string("segmentation_folder (") + args.split_name + "): " +
                               std::to_string(pairs_.images.size()) + " image/mask pairs");
+    for (const std::string& loop : pairs_.loops)
+      args.log(TP_LOG_WARNING, std::string("segmentation_folder (") + args.split_name + "): '" + loop +
+                                   "' under image_dir links back to a folder it is inside (a link loop): not "
+                                   "followed, so each image is listed once; remove the link if it is a mistake");
   }
 
   uint64_t size() const { return pairs_.images.size(); }

@@ -106,8 +106,11 @@ wds::IndexCacheUse cache_use(const tp::cpp::DatasetArgs& args, bool writing) {
   use.read = true;
   use.write = writing;
   if (writing && !args.config.get_string("cache_dir").empty()) {
-    if (const std::string refusal = ds::shared_write_refusal(use.directory); !refusal.empty()) {
-      args.log(TP_LOG_WARNING, "webdataset: the shard index cache in '" + use.directory + "' is not written: " + refusal);
+    if (const ds::WriteRefusal refusal = ds::shared_write_refusal(use.directory); !refusal.reason.empty()) {
+      // Another user's directory that only its owner writes is a team's cache as it should be: the
+      // split's line says how many indexes came from it.
+      args.log(refusal.warn ? TP_LOG_WARNING : TP_LOG_INFO,
+               "webdataset: the shard index cache in '" + use.directory + "' is not written: " + refusal.reason);
       use.write = false;
     }
   }

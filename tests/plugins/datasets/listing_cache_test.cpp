@@ -211,15 +211,26 @@ TEST_CASE("listing cache in a shared directory: never written through a planted 
 TEST_CASE("shared_write_refusal: a cache_dir another user can write is read, never written") {
   const fs::path dir = scratch("refusal");
   ::chmod(dir.c_str(), 0755);
-  CHECK(ds::shared_write_refusal(dir.string()).empty());
-  CHECK(ds::shared_write_refusal((dir / "not_yet").string()).empty());  // created by this user when written
+  CHECK(ds::shared_write_refusal(dir.string()).reason.empty());
+  CHECK(ds::shared_write_refusal((dir / "not_yet").string()).reason.empty());  // created by this user when written
   ::chmod(dir.c_str(), 0775);
-  CHECK(ds::shared_write_refusal(dir.string()).find("mode 0775") != std::string::npos);
+  CHECK(ds::shared_write_refusal(dir.string()).reason.find("mode 0775") != std::string::npos);
+  CHECK(ds::shared_write_refusal(dir.string()).warn);
   ::chmod(dir.c_str(), 01777);
-  CHECK(ds::shared_write_refusal(dir.string()).find("other users can write to it") != std::string::npos);
+  CHECK(ds::shared_write_refusal(dir.string()).reason.find("other users can write to it") != std::string::npos);
   if (::geteuid() == 0) {  // a directory of another user, even 0755: its owner can plant files
-    ::chmod(dir.c_str(), 0755);
+    ::chmod(dir.c_str(), 0775);
     REQUIRE(::chown(dir.c_str(), 65534, 65534) == 0);
-    CHECK(ds::shared_write_refusal(dir.string()).find("owner uid 65534") != std::string::npos);
+    CHECK(ds::shared_write_refusal(dir.string()).reason.find("owner uid 65534") != std::string::npos);
+    CHECK(ds::shared_write_refusal(dir.string()).warn);  // its group can write too
+    // The ops trial (finding 7): a team's cache set up as section 15 says (one owner, 0755) read
+    // "other users can write to it ... Let one user own it with mode 0755", a warning on every
+    // run of every reader. It is read only for them, which is how the team meant it.
+    ::chmod(dir.c_str(), 0755);
+    const ds::WriteRefusal team = ds::shared_write_refusal(dir.string());
+    CHECK(team.reason == "it belongs to uid 65534 (not you, uid 0) with mode 0755, so it is read only for you: what "
+                         "its owner prepared there is read (every file checked as untrusted input), and nothing is "
+                         "written");
+    CHECK_FALSE(team.warn);
   }
 }

@@ -243,6 +243,26 @@ TEST_CASE("segmentation_folder: an image without a mask fails create, naming the
   CHECK(lib.host.last_error.find("lists 'zzz'") != std::string::npos);
 }
 
+TEST_CASE("segmentation_folder: a link loop under image_dir is not followed, warned once; a link to itself skipped") {
+  // The ops trial (finding 5, image_folder's; this scan was the same walk): a link back up the
+  // tree ended create with "cannot scan ...: Too many levels of symbolic links", and so did a
+  // link to itself.
+  const fs::path root = write_split("seg_loops", {{"a", 8, 8}, {"sub/b", 8, 8}});
+  fs::create_directory_symlink("..", root / "images" / "sub" / "up");
+  fs::create_symlink("self.png", root / "images" / "self.png");
+  PluginLibrary lib("segmentation_folder");
+  FakeConfig cfg;
+  configure_segmentation_folder(lib, cfg, root);
+  cfg.values["resize"] = std::vector<int64_t>{8, 8};
+  Dataset ds(lib, kSegmentationFolderId, cfg, "train");
+  CHECK(ds.size() == 2);
+  int warned = 0;
+  for (std::size_t i = 0; i < lib.host.logs.size(); ++i)
+    warned += lib.host.log_levels[i] == TP_LOG_WARNING &&
+              lib.host.logs[i].find("'sub/up' under image_dir links back to a folder it is inside") != std::string::npos;
+  CHECK(warned == 1);
+}
+
 TEST_CASE("segmentation_folder: a mask or an image declaring more than max_image_pixels fails its sample") {
   const fs::path root = write_split("seg_bomb", {{"a", 8, 8}, {"b", 8, 8}});
   tp::test::write_png_declaring(root / "masks" / "b.png", 30000, 30000);

@@ -1,12 +1,13 @@
 // `host shards write` as a user runs it (issue 58): listings that name files the image datasets
-// refuse (a FIFO, /dev/zero through a link, a sparse file past the size cap, a decompression bomb)
-// fail within seconds naming the file, with nothing written; a config with only [data.train]
-// works; the samples are shuffled across the shards with a recorded seed (the same seed, the same
-// bytes; --keep-order the listing's order); a write that fails half way leaves no shard and no
-// partial directory; links planted at the shards' names are refused and never written through;
-// a killed writer's partial directory is swept; argument errors are the host's exit-2 messages.
-// Each image is a few bytes (the command copies files, it never decodes them), so each run takes
-// a fraction of a second.
+// refuse (a FIFO, /dev/zero through a link, a sparse file past the size cap, a decompression bomb,
+// an empty file, a web page named .jpg) fail within seconds naming the file, with nothing
+// written; a config with only [data.train] works; the samples are shuffled across the shards with
+// a recorded seed (the same seed, the same bytes; --keep-order the listing's order); a write that
+// fails half way leaves no shard and no partial directory; links planted at the shards' names are
+// refused and never written through; a killed writer's partial directory is swept; a link loop in
+// a class folder is not followed; argument errors are the host's exit-2 messages. Each image is a
+// few bytes that begin and end like a JPEG (the command copies files, it never decodes them), so
+// each run takes a fraction of a second.
 #include <archive.h>
 #include <archive_entry.h>
 #include <sys/stat.h>
@@ -109,12 +110,16 @@ std::vector<std::string> sources_in_order(const fs::path& out) {
   return sources;
 }
 
+/// A few bytes that begin and end like a JPEG (SOI, then `text`, then EOI): the command checks a
+/// file's signature and a JPEG's end, and never decodes it.
+std::string jpeg_like(const std::string& text) { return "\xFF\xD8\xFF" + text + "\xFF\xD9"; }
+
 /// <root>/c0 and <root>/c1, `per_class` small files each (a.jpg ... bytes that name the file).
 void write_two_classes(const fs::path& root, int per_class) {
   for (int c = 0; c < 2; ++c)
     for (int i = 0; i < per_class; ++i) {
       const std::string name = "c" + std::to_string(c) + "/" + std::string(1, static_cast<char>('a' + i)) + ".jpg";
-      write_file(root / name, "image " + name);
+      write_file(root / name, jpeg_like("image " + name));
     }
 }
 
@@ -125,8 +130,12 @@ TEST_CASE("host shards write: files the image datasets refuse are refused naming
   // until the OOM killer; now each file is read as the image datasets read it.
   const fs::path dir = tp::test::fresh_dir("shards_write_refusals");
   const fs::path root = dir / "images";
-  write_file(root / "a" / "1.jpg", "one");
-  write_file(root / "a" / "2.jpg", "two");
+  write_file(root / "a" / "1.jpg", jpeg_like("one"));
+  write_file(root / "a" / "2.jpg", jpeg_like("two"));
+  // The ops trial (finding 4): an empty file and a web page under an image's name were copied,
+  // and training from the shards failed on them mid-epoch.
+  write_file(root / "empty.png", "");
+  write_file(root / "page.jpg", "<html>\n<title>404 Not Found</title>\n</html>\n");
   REQUIRE(::mkfifo((root / "fifo.jpg").c_str(), 0644) == 0);
   fs::create_symlink("/dev/zero", root / "zero.jpg");
   write_file(root / "big.jpg", "");
@@ -140,7 +149,10 @@ TEST_CASE("host shards write: files the image datasets refuse are refused naming
   for (const Case& refused : {Case{"fifo.jpg", "' is a FIFO, not a regular file"},
                               Case{"zero.jpg", "' is a character device, not a regular file"},
                               Case{"big.jpg", "' holds 1073741825 bytes, more than the 1073741824"},
-                              Case{"bomb.png", "' declares 30000 x 30000 = 900000000 pixels, more than max_image_pixels"}}) {
+                              Case{"bomb.png", "' declares 30000 x 30000 = 900000000 pixels, more than max_image_pixels"},
+                              Case{"empty.png", "' is empty (0 bytes), not an image; fix or remove the file"},
+                              Case{"page.jpg", "' is not an image: it begins with 3C 68 74 6D 6C 3E 0A 3C, the "
+                                               "signature of no image format"}}) {
     CAPTURE(refused.file);
     const fs::path csv = dir / (refused.file + ".csv");
     std::ofstream(csv) << "a/1.jpg,0\n" << refused.file << ",1\na/2.jpg,0\n";
@@ -261,6 +273,31 @@ TEST_CASE("host shards write: all or nothing; links at the shards' names refused
   CHECK(tp::test::read_text(victim) == "precious");
   CHECK(fs::is_symlink(planted / "train-000000.tar"));
   CHECK(names_in(planted) == std::vector<std::string>{"train-000000.tar", "train-000001.tar"});
+}
+
+TEST_CASE("host shards write: a link loop in a class folder is named and not followed; a link to itself skipped") {
+  // The ops trial (finding 5): `c0/loop/up -> ..` ended the command with "unexpected error:
+  // filesystem error: status: Too many levels of symbolic links [<a 1 KB path>]", and so did
+  // `c1/self.jpg -> self.jpg`.
+  const fs::path dir = tp::test::fresh_dir("shards_write_loops");
+  const fs::path root = dir / "images";
+  write_two_classes(root, 2);
+  fs::create_directories(root / "c0" / "loop");
+  fs::create_directory_symlink("..", root / "c0" / "loop" / "up");
+  fs::create_symlink("self.jpg", root / "c1" / "self.jpg");
+  double seconds = 0;
+  const HostRun run = run_host_timed("shards write --config '" + data_only_config(dir, root).string() + "' --out '" +
+                                         (dir / "out").string() + "'",
+                                     &seconds);
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK(contains(run.output, "host shards write: 'c0/loop/up' in data.train's folders links back to a folder it is "
+                             "inside (a link loop): not followed"));
+  CHECK(contains(run.output, "4 samples of data.train"));  // each file once; the link to itself left out
+  CHECK_FALSE(contains(run.output, "unexpected error"));
+  std::vector<std::string> sources = sources_in_order(dir / "out");
+  std::sort(sources.begin(), sources.end());
+  CHECK(sources == std::vector<std::string>{"c0/a.jpg", "c0/b.jpg", "c1/a.jpg", "c1/b.jpg"});
 }
 
 TEST_CASE("host shards write: argument errors are the host's configuration errors, not 'unexpected error'") {

@@ -18,14 +18,17 @@ struct ExclusiveTemporary {
 /// `<dir>/.<target name>.<12 random characters><marker><pid>` (marker ".tmp-", ".link-" or
 /// ".partial-"; the pid last, which sweep_stale_temporaries reads), with O_CREAT | O_EXCL |
 /// O_NOFOLLOW, so it is never an existing file and never reached through a link another user
-/// planted in a shared directory (docs/hardening.md, section 15). Mode 0644 less the umask.
+/// planted in a shared directory (docs/hardening.md, section 15). Mode 0666 less the umask, as
+/// any tool creates a file: with a team's umask 002 a teammate can continue a run.
 /// `hidden` = false leaves the leading dot out (a prediction's partial file, which the user may see).
 /// Throws tp::Error naming the directory and the OS error (permission, disk full).
 ExclusiveTemporary create_exclusive_temporary(const std::filesystem::path& target, std::string_view marker,
                                               bool hidden = true);
 
-/// The same for a directory (mkdir, which never follows a link either), mode 0755 less the umask:
-/// a partial directory whose files only this user can then create. `fd` is -1.
+/// The same for a directory (mkdir, which never follows a link either), mode 0755 less the umask
+/// whatever the umask allows: a partial directory whose files only this user can then create
+/// (they are created by name, so another user must not be able to plant a link there first).
+/// `fd` is -1.
 ExclusiveTemporary create_exclusive_temporary_directory(const std::filesystem::path& target, std::string_view marker);
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same directory, fsync, rename,
