@@ -283,8 +283,12 @@ int run_launcher(const LaunchOptions& o) {
     // The ranks' command (a flag first means `host train`'s short form), so a failed 2-rank
     // prediction is not reported as a failed training.
     const std::string command = o.args.size() > 1 && !o.args[1].starts_with("-") ? o.args[1] : "train";
-    std::fprintf(stderr, "host: %s failed: rank %d %s (its own output above says why)\n", command.c_str(), failed,
-                 describe(failed_status).c_str());
+    // A rank killed by SIGKILL had no chance to say anything: the cause is outside it.
+    const bool silent = WIFSIGNALED(failed_status) && WTERMSIG(failed_status) == SIGKILL;
+    std::fprintf(stderr, "host: %s failed: rank %d %s %s\n", command.c_str(), failed, describe(failed_status).c_str(),
+                 silent ? "from outside the host, so it could not say why: the kernel's out-of-memory killer "
+                          "(`dmesg` or `journalctl -k` names it), a scheduler or a user"
+                        : "(its own output above says why)");
     return exit_code_of(failed_status);
   }
   // A stop the user sent: the ranks that had not received it yet when they agreed to stop report

@@ -113,6 +113,37 @@ TEST_CASE("the launcher signalled twice at once (timeout, kill -PGID) forwards o
   CHECK(tp::load_checkpoint(dir / "checkpoints" / "last.pt").step == step);
 }
 
+// Ops trial, findings 3 and 12: SIGUSR1 (SLURM's warning before a time limit) killed every rank
+// without a save; a rank SIGKILLed under the launcher was said to explain itself "above".
+TEST_CASE("the launcher forwards SIGUSR1: both ranks save and it exits 138; a rank SIGKILLed is said to be killed from outside") {
+  const auto dir = tp::test::fresh_dir("ddp_usr1");
+  const std::string host = std::string("'") + tp::test::build_dir() + "/bin/host'";
+  const std::string until_checkpoint =
+      "for i in $(seq 600); do [ -e '" + (dir / "checkpoints" / "last.pt").string() + "' ] && break; sleep 0.1; done; ";
+  const auto stopped = tp::test::run_shell(host + " --nproc-per-node 2" + long_run_args(dir) + " > '" +
+                                           (dir / "launcher.log").string() + "' 2>&1 & L=$!; " + until_checkpoint +
+                                           "kill -USR1 $L; wait $L; echo \"exit $?\"; cat '" +
+                                           (dir / "launcher.log").string() + "'");
+  INFO(stopped.output);
+  CHECK(stopped.output.find("exit 138") != std::string::npos);
+  const auto first = stopped.output.find("stopped by signal ");
+  REQUIRE(first != std::string::npos);
+  CHECK(stopped.output.find("stopped by signal ", first + 1) != std::string::npos); // both ranks
+  const int64_t saved = tp::load_checkpoint(dir / "checkpoints" / "last.pt").step;
+  CHECK(stopped.output.find("at step " + std::to_string(saved) + "; saved") != std::string::npos);
+
+  const auto killed_dir = tp::test::fresh_dir("ddp_rank_sigkill");
+  const auto killed = tp::test::run_shell(
+      host + " --nproc-per-node 2" + long_run_args(killed_dir) + " > '" + (killed_dir / "launcher.log").string() +
+      "' 2>&1 & L=$!; for i in $(seq 600); do [ -e '" + (killed_dir / "checkpoints" / "last.pt").string() +
+      "' ] && break; sleep 0.1; done; set -- $(cat /proc/$L/task/$L/children); kill -9 $1; wait $L; echo \"exit $?\"; cat '" +
+      (killed_dir / "launcher.log").string() + "'");
+  INFO(killed.output);
+  CHECK(killed.output.find("exit 137") != std::string::npos);
+  CHECK(killed.output.find("was killed by signal 9 (Killed) from outside the host") != std::string::npos);
+  CHECK(killed.output.find("its own output above says why") == std::string::npos);
+}
+
 TEST_CASE("a launcher failure names the rank and stops the others") {
   // Rank 1 gets a config error (exit 2) through a bad per-rank override of its environment.
   const auto dir = tp::test::fresh_dir("ddp_launch_fail");
