@@ -4,9 +4,13 @@
 // same files equal the host's bit for bit (the csv writes each float as the shortest text that
 // reads back to it). eval.batch_size is the number of files, so both run the model on the same
 // batch. Then its errors, the C API, concurrent callers and several models open at once.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -441,4 +445,98 @@ TEST_CASE("tp::infer: class names only when the export names one per class, as h
   CHECK((std::string(name) == "dark" || std::string(name) == "light"));
   tp_infer_result_free(result);
   tp_infer_close(c_model);
+}
+
+namespace {
+
+// What `body` writes to the process's stderr (fd 2), where the library's log goes.
+template <class Body>
+std::string stderr_of(const fs::path& file, Body&& body) {
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  const int into = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ::dup2(into, 2);
+  ::close(into);
+  body();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  return tp::test::read_text(file);
+}
+
+// The library file the export names for `component` (torchhost.plugin_files).
+std::string library_of(const fs::path& exported, const std::string& component) {
+  std::ifstream in(exported, std::ios::binary);
+  uint64_t length = 0;
+  in.read(reinterpret_cast<char*>(&length), 8); // little-endian, as this machine
+  std::string header(length, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(length));
+  const auto metadata = nlohmann::json::parse(header)["__metadata__"];
+  for (const auto& plugin : nlohmann::json::parse(metadata["torchhost.plugin_files"].get<std::string>()))
+    for (const auto& id : plugin["components"])
+      if (id.get<std::string>().starts_with(component + "@")) return plugin["library"].get<std::string>();
+  return "";
+}
+
+}  // namespace
+
+// A deployment trial: a plugin file changed since training built the network with no word at any
+// log level, and a plugin directory without the dataset plugin opened fine and failed each
+// run_files with "no dataset component ... is loaded", which named no directory.
+TEST_CASE("tp::infer: open warns about a plugin file other than the training's and a missing preprocessing plugin") {
+  const Exported& run = exported();
+  const std::string model_library = library_of(run.exported, "org.torchhost.small_cnn");
+  const std::string data_library = library_of(run.exported, "org.torchhost.image_folder");
+  REQUIRE_FALSE(model_library.empty());
+  REQUIRE_FALSE(data_library.empty());
+
+  // The training's own files: not a word.
+  std::vector<float> expected;
+  const std::string same = stderr_of(run.dir / "same.err", [&] {
+    expected = tp::infer::Model::open(run.exported.string(), cpu_options()).run_files({run.files[0]}, 1).output("logits").values;
+  });
+  CHECK(same.find("warning") == std::string::npos);
+
+  // Both libraries rebuilt (bytes appended: the same code, another SHA-256).
+  const fs::path modified = run.dir / "modified_plugins";
+  fs::create_directories(modified);
+  fs::copy_file(fs::path(tp::test::plugin_dir()) / model_library, modified / model_library,
+                fs::copy_options::overwrite_existing);
+  fs::copy_file(fs::path(tp::test::plugin_dir()) / data_library, modified / data_library,
+                fs::copy_options::overwrite_existing);
+  std::ofstream(modified / model_library, std::ios::app | std::ios::binary) << "rebuilt";
+  std::ofstream(modified / data_library, std::ios::app | std::ios::binary) << "rebuilt";
+  std::vector<float> logits;
+  const std::string changed = stderr_of(run.dir / "changed.err", [&] {
+    logits = tp::infer::Model::open(run.exported.string(), {.device = "cpu", .plugin_dirs = {modified.string()}})
+                 .run_files({run.files[0]}, 1)
+                 .output("logits")
+                 .values;
+  });
+  INFO(changed);
+  CHECK(changed.find((modified / model_library).string() + " (org.torchhost.small_cnn) is not the file the export") !=
+        std::string::npos);
+  CHECK(changed.find((modified / data_library).string() + " (org.torchhost.image_folder) is not the file the export") !=
+        std::string::npos);
+  CHECK(logits == expected); // warned, not refused: the code is the same here
+
+  // Without the dataset's library: a warning at open, and run_files names the directories.
+  const fs::path model_only = run.dir / "model_only_plugins";
+  fs::create_directories(model_only);
+  fs::copy_file(fs::path(tp::test::plugin_dir()) / model_library, model_only / model_library,
+                fs::copy_options::overwrite_existing);
+  std::string message;
+  const std::string missing = stderr_of(run.dir / "missing.err", [&] {
+    message = error_of([&] {
+      tp::infer::Model::open(run.exported.string(), {.device = "cpu", .plugin_dirs = {model_only.string()}})
+          .run_files({run.files[0]}, 1);
+    });
+  });
+  INFO(missing);
+  INFO(message);
+  CHECK(missing.find("reads images with 'org.torchhost.image_folder', which no library in the plugin directories (" +
+                     model_only.string() + ") provides") != std::string::npos);
+  CHECK(message.find("which no library in the plugin directories (" + model_only.string() + ") provides") !=
+        std::string::npos);
+  CHECK(message.find("run_tensors") != std::string::npos);
 }

@@ -94,6 +94,11 @@ ExportFile read_export(const std::filesystem::path& path) {
     out.preprocessing = component_of(preprocessing);
   if (const Json classes = json_entry("torchhost.classes"); classes.is_array())
     for (const Json& name : classes) out.classes.push_back(name.is_string() ? name.get<std::string>() : "");
+  // Only for a warning at open: an entry without both strings is passed over.
+  if (const Json plugins = json_entry("torchhost.plugin_files"); plugins.is_array())
+    for (const Json& plugin : plugins)
+      if (plugin.is_object() && plugin.value("library", Json()).is_string() && plugin.value("sha256", Json()).is_string())
+        out.plugin_files.push_back({plugin["library"].get<std::string>(), plugin["sha256"].get<std::string>()});
   try {
     out.weights = read_safetensors(bytes);
   } catch (const tp::Error& e) {

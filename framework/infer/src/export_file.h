@@ -18,10 +18,17 @@ struct ExportedComponent {
   toml::table options;
 };
 
+/// A plugin library the training used, as the export's torchhost.plugin_files names it.
+struct ExportedPluginFile {
+  std::string library; ///< file name, e.g. "resnet.so"
+  std::string sha256;  ///< of its bytes when the run trained
+};
+
 struct ExportFile {
   ExportedComponent model;
   ExportedComponent preprocessing; ///< component "" when the export has no evaluation table
   std::vector<std::string> classes;
+  std::vector<ExportedPluginFile> plugin_files; ///< empty in exports written without provenance
   NamedWeights weights;
 };
 

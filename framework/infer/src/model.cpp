@@ -20,6 +20,7 @@
 #include <fstream>
 #include <mutex>
 #include <numeric>
+#include <set>
 
 #include "export_file.h"
 #include "process_share.h"
@@ -30,6 +31,9 @@
 #include "tp/framework/plugin/dataset_proxy.h"
 #include "tp/framework/plugin/model_proxy.h"
 #include "tp/framework/plugin/registry.h"
+#include "tp/framework/plugin/host_services.h"
+#include "tp/framework/util/log.h"
+#include "tp/framework/util/sha256.h"
 
 namespace tp::infer {
 
@@ -78,6 +82,7 @@ struct Model::State {
 
   detail::ProcessShare share;
   std::string source; ///< the export file, for messages and validation
+  std::string plugin_dirs; ///< where the plugins were looked for, for messages
   std::vector<std::string> classes;
   detail::ExportedComponent preprocessing;
   std::unique_ptr<Registry> registry;
@@ -139,6 +144,45 @@ Tensor host_tensor(const std::string& name, const at::Tensor& tensor) {
   return out;
 }
 
+std::string searched_dirs(const OpenOptions& options) {
+  std::string searched;
+  for (const std::string& dir : options.plugin_dirs) searched += (searched.empty() ? "" : ", ") + dir;
+  return searched;
+}
+
+// Warnings at open, through the host table's log (TORCHHOST_INFER_LOG_LEVEL): a plugin file other
+// than the one the run trained with (it may build another network or preprocess otherwise while
+// the weights still load), and a preprocessing component no library provides (run_files and
+// run_encoded would fail on their first call; run_tensor needs none).
+// `model` and `preprocessing` are the export's component ids ("" without preprocessing).
+void warn_about_plugins(Logger& log, const Registry& registry, const std::string& model,
+                        const std::string& preprocessing, const std::vector<detail::ExportedPluginFile>& trained_files,
+                        const std::string& export_file, const std::string& searched) {
+  std::set<std::string> hashed;
+  bool preprocessing_found = preprocessing.empty();
+  for (const ComponentEntry& entry : registry.all()) {
+    const bool used = entry.info->id == model || entry.info->id == preprocessing;
+    preprocessing_found = preprocessing_found || entry.info->id == preprocessing;
+    const std::string library = entry.library->path().filename().string();
+    if (!used || !hashed.insert(library).second) continue;
+    for (const detail::ExportedPluginFile& trained : trained_files) {
+      if (trained.library != library) continue;
+      const std::string now = sha256_file(entry.library->path());
+      if (now != trained.sha256)
+        log.warn("tp::infer: the plugin " + entry.library->path().string() + " (" + entry.info->id + ") is not the "
+                 "file the export '" + export_file + "' was trained with: SHA-256 " + trained.sha256.substr(0, 12) +
+                 "... then, " + now.substr(0, 12) + "... now. If its code changed, the network or the "
+                 "preprocessing may differ from the training's while the weights still load; use the plugin build "
+                 "the run used, or compare a few answers with `host predict`.");
+    }
+  }
+  if (!preprocessing_found)
+    log.warn("tp::infer: the export '" + export_file + "' reads images with '" + preprocessing +
+             "', which no library in the plugin directories (" + searched + ") provides: run_files and "
+             "run_encoded will fail until its plugin is there (the export's torchhost.plugin_files names its file); "
+             "run_tensor needs none.");
+}
+
 }  // namespace
 
 const Tensor& Batch::output(const std::string& name) const {
@@ -175,6 +219,7 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
     const std::lock_guard<std::mutex> turn(state->share.calls());
     if (device.is_cuda()) state->share.use_cuda_tf32(options.tf32, export_file);
     state->source = export_file;
+    state->plugin_dirs = searched_dirs(options);
     state->classes = std::move(file.classes);
     state->preprocessing = std::move(file.preprocessing);
     state->component = file.model.component;
@@ -187,14 +232,14 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
     const std::vector<ComponentEntry> loaded = state->registry->all();
     const auto provides = [&](const ComponentEntry& entry) { return entry.info->id == file.model.component; };
     if (std::none_of(loaded.begin(), loaded.end(), provides)) {
-      std::string searched;
-      for (const std::string& dir : options.plugin_dirs) searched += (searched.empty() ? "" : ", ") + dir;
       throw Error("tp::infer: the export's model '" + file.model.component + "' is built by its plugin, which no "
-                  "library in the plugin directories (" + searched + ") provides. Add the directory holding that "
+                  "library in the plugin directories (" + searched_dirs(options) + ") provides. Add the directory holding that "
                   "plugin to OpenOptions::plugin_dirs (in C, to tp_infer_open's ':'-separated plugin_dir; the "
                   "export's torchhost.plugin_files names its file; the built-in ones are in the installed host's "
                   "lib/torchhost/plugins).");
     }
+    warn_about_plugins(state->share.host().logger(), *state->registry, file.model.component,
+                       state->preprocessing.component, file.plugin_files, export_file, state->plugin_dirs);
     ComponentConfig config{file.model.component, "model", std::move(file.model.options)};
     const ComponentEntry entry = state->registry->find(config.component, TP_KIND_MODEL, "model");
     validate_component(config, entry.info->schema, export_file);
@@ -295,6 +340,12 @@ Batch Model::run_files(const std::vector<std::string>& paths, int top_k) {
       throw Error("tp::infer: the export '" + state().source + "' carries no evaluation preprocessing "
                   "(torchhost.preprocessing); prepare the inputs yourself and call run_tensors.");
     const std::lock_guard<std::mutex> turn(state().share.calls());
+    const std::vector<ComponentEntry> loaded = state().registry->all();
+    if (std::none_of(loaded.begin(), loaded.end(), [&](const ComponentEntry& e) { return e.info->id == pre.component; }))
+      throw Error("tp::infer: the export '" + state().source + "' reads images with '" + pre.component + "', which "
+                  "no library in the plugin directories (" + state().plugin_dirs + ") provides. Add the directory "
+                  "holding its plugin (the export's torchhost.plugin_files names the file) to OpenOptions::plugin_dirs "
+                  "(tp_infer_open's plugin_dir in C), or prepare the inputs yourself and call run_tensors.");
     const ComponentEntry entry = state().registry->find(pre.component, TP_KIND_DATASET, "preprocessing");
     const bool reads_files = std::any_of(entry.info->schema.begin(), entry.info->schema.end(), [](const KeySpec& key) {
       return key.path == "files" && key.type == ValueType::StringArray;
