@@ -56,3 +56,24 @@ tp_status infer_c_encoded(const char *export_file, const char *plugin_dir, const
   tp_infer_close(model);
   return status;
 }
+
+/* The export's metadata through the C API: its class count, the name of class `index` (copied
+ * into `out_name`, "" when NULL), its component (copied into `out_component`), and whether NULL
+ * and an index past the count give 0 and NULL. */
+tp_status infer_c_metadata(const char *export_file, const char *plugin_dir, uint32_t index, uint32_t *out_count,
+                           char *out_name, size_t name_capacity, char *out_component, size_t component_capacity,
+                           int *out_nulls_refused) {
+  tp_infer_model_t *model = NULL;
+  const tp_status status = tp_infer_open(export_file, "cpu", plugin_dir, &model);
+  if (status != TP_OK) return status;
+  *out_count = tp_infer_model_class_count(model);
+  const char *name = tp_infer_model_class_name(model, index);
+  strncpy(out_name, name != NULL ? name : "", name_capacity - 1);
+  out_name[name_capacity - 1] = '\0';
+  strncpy(out_component, tp_infer_model_component(model), component_capacity - 1);
+  out_component[component_capacity - 1] = '\0';
+  *out_nulls_refused = tp_infer_model_class_count(NULL) == 0 && tp_infer_model_class_name(NULL, 0) == NULL &&
+                       tp_infer_model_class_name(model, *out_count) == NULL && tp_infer_model_component(NULL) == NULL;
+  tp_infer_close(model);
+  return TP_OK;
+}

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -27,6 +28,7 @@
 #include "integration/host_runner.h"
 #include "support/class_folders.h"
 #include "tp/infer/infer.h"
+#include "tp/version.h"
 #include "tp/infer/model.h"
 #include "error_of.h"
 
@@ -37,6 +39,9 @@ tp_status infer_c_classify(const char* export_file, const char* plugin_dir, cons
 tp_status infer_c_open_fails(const char* path, const char* plugin_dir, int* out_model_is_null);
 tp_status infer_c_encoded(const char* export_file, const char* plugin_dir, const uint8_t* bytes, uint64_t size,
                           int64_t* out_class, float* out_probability);
+tp_status infer_c_metadata(const char* export_file, const char* plugin_dir, uint32_t index, uint32_t* out_count,
+                           char* out_name, size_t name_capacity, char* out_component, size_t component_capacity,
+                           int* out_nulls_refused);
 }
 
 namespace {
@@ -539,4 +544,29 @@ TEST_CASE("tp::infer: open warns about a plugin file other than the training's a
   CHECK(message.find("which no library in the plugin directories (" + model_only.string() + ") provides") !=
         std::string::npos);
   CHECK(message.find("run_tensors") != std::string::npos);
+}
+
+// A deployment trial's ctypes tool parsed the safetensors header itself to list the classes: the C
+// API had no call for them, the component or the library's version.
+TEST_CASE("tp::infer C API: the export's class names, its component and the library's version") {
+  const Exported& run = exported();
+  uint32_t count = 0;
+  char name[64] = {0}, component[64] = {0};
+  int nulls_refused = 0;
+  REQUIRE(infer_c_metadata(run.exported.string().c_str(), tp::test::plugin_dir(), 1, &count, name, sizeof name,
+                           component, sizeof component, &nulls_refused) == TP_OK);
+  const tp::infer::Model model = tp::infer::Model::open(run.exported.string(), cpu_options());
+  REQUIRE(model.class_names().size() == 2);
+  CHECK(count == 2);
+  CHECK(std::string(name) == model.class_names()[1]);
+  CHECK(std::string(name) == "light"); // the folders' classes, sorted: dark, light
+  CHECK(std::string(component) == "org.torchhost.small_cnn");
+  CHECK(nulls_refused == 1);
+  const std::string version = tp_infer_version();
+  CHECK(version == tp::infer::version());
+  CHECK(version.starts_with("torchhost "));
+  CHECK(version.find("; plugin ABI " + std::to_string(TP_ABI_MAJOR) + "." + std::to_string(TP_ABI_MINOR)) !=
+        std::string::npos);
+  CHECK(version.find("; LibTorch ") != std::string::npos);
+  CHECK(version.find('\n') == std::string::npos);
 }

@@ -106,6 +106,31 @@ tp_status tp_infer_open(const char* export_file, const char* device, const char*
 
 void tp_infer_close(tp_infer_model_t* model) { delete model; }
 
+uint32_t tp_infer_model_class_count(const tp_infer_model_t* model) {
+  return model == nullptr ? 0 : static_cast<uint32_t>(model->model.class_names().size());
+}
+
+const char* tp_infer_model_class_name(const tp_infer_model_t* model, uint32_t index) {
+  if (model == nullptr || index >= model->model.class_names().size()) return nullptr;
+  return model->model.class_names()[index].c_str();
+}
+
+const char* tp_infer_model_component(const tp_infer_model_t* model) {
+  return model == nullptr ? nullptr : model->model.component().c_str();
+}
+
+const char* tp_infer_version(void) {
+  // Built once, on the first call (a thread-safe static); never freed.
+  static const std::string text = [] {
+    try {
+      return tp::infer::version();
+    } catch (...) {
+      return std::string("torchhost (version unknown: out of memory)");
+    }
+  }();
+  return text.c_str();
+}
+
 tp_status tp_infer_run_files(tp_infer_model_t* model, const char* const* paths, uint32_t count, uint32_t top_k,
                              tp_infer_result_t** out_result) {
   if (out_result == nullptr) return null_argument("tp_infer_run_files", "out_result");

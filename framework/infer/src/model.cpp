@@ -27,6 +27,7 @@
 #include "tp/framework/config/validate.h"
 #include "tp/framework/data/collate.h"
 #include "tp/framework/engine/batch_placement.h"
+#include "tp/framework/engine/version_text.h"
 #include "tp/framework/error.h"
 #include "tp/framework/plugin/dataset_proxy.h"
 #include "tp/framework/plugin/model_proxy.h"
@@ -260,6 +261,18 @@ Model::State& Model::state() const {
 }
 
 const std::vector<std::string>& Model::class_names() const { return state().classes; }
+
+std::string version() {
+  // host --version's lines, joined: the library is built from the same tree as the host.
+  std::string text = host_version_text(), line;
+  for (std::size_t at = 0; (at = text.find('\n')) != std::string::npos;) {
+    std::string part = text.substr(0, at);
+    text.erase(0, at + 1);
+    if (part.starts_with("built with ")) continue; // the compiler is the build's, not the library's answer
+    line += (line.empty() ? "" : "; ") + part;
+  }
+  return line;
+}
 const std::string& Model::component() const { return state().component; }
 
 namespace {

@@ -92,6 +92,21 @@ TP_EXPORT tp_status tp_infer_result_output(const tp_infer_result_t *result, uint
                                            const int64_t **out_shape, uint32_t *out_ndim,
                                            const float **out_values);
 
+/** The export's class names (`torchhost.classes`): how many it holds (0 for NULL or none). A
+ *  result names its classes only when this count equals its classifier's number of classes. */
+TP_EXPORT uint32_t tp_infer_model_class_count(const tp_infer_model_t *model);
+
+/** The export's name of class `index` (< tp_infer_model_class_count), borrowed until
+ *  tp_infer_close; NULL for a NULL model or an index past the count. */
+TP_EXPORT const char *tp_infer_model_class_name(const tp_infer_model_t *model, uint32_t index);
+
+/** The model component's id (`org.torchhost.resnet`), borrowed until tp_infer_close; NULL for NULL. */
+TP_EXPORT const char *tp_infer_model_component(const tp_infer_model_t *model);
+
+/** This library's build in one line (static storage), as tp::infer::version(): "torchhost <git
+ *  describe>; plugin ABI 1.13 (plugins of ABI 1.0 to 1.13 load); LibTorch 2.13.0". */
+TP_EXPORT const char *tp_infer_version(void);
+
 /** The number of best classes kept for `image` (min(top_k, classes); 0 when the model has no
  *  classification output, `logits` or `*_logits`). */
 TP_EXPORT uint32_t tp_infer_result_class_count(const tp_infer_result_t *result, uint32_t image);

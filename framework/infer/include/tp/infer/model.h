@@ -138,4 +138,9 @@ class TP_EXPORT Model {
   std::unique_ptr<State> state_;
 };
 
+/// [any] This library's build in one line, as `host --version` prints it over several lines
+/// (the compiler left out): "torchhost <git describe>; plugin ABI 1.13 (plugins of ABI 1.0 to
+/// 1.13 load); LibTorch 2.13.0", and CUDA's, cuDNN's and NCCL's versions in a CUDA build.
+TP_EXPORT std::string version();
+
 }  // namespace tp::infer
