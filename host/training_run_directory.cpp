@@ -75,9 +75,16 @@ TrainingRunDirectory::TrainingRunDirectory(Session& session, const Options& opti
   std::filesystem::path set_aside;
   if (!resuming_ && !config.train.fast_dev_run)
     set_aside = refuse_or_set_aside_earlier_run(run_dir, options.new_run, rank0_);
+  // Before anything is written: a run.id that is no identity (planted, damaged) refuses the run
+  // with "nothing was written" true (config.toml was replaced first, ops trial finding 13).
+  recorded_run_id_ = read_run_id(run_dir);
   // Before any dataset runs: a plugin crash then names the component and sample (exit 5).
   install_plugin_crash_handler((run_dir / "checkpoints").string().c_str(), (run_dir / "config.toml").string().c_str());
-  log.open_file(run_dir / "train.log");
+  try {
+    log.open_file(run_dir / "train.log");
+  } catch (const Error& e) { // a link in its place, a read-only file: the run directory given is unusable
+    throw ConfigError("run.output_dir", std::string(e.what()) + " Nothing was written.");
+  }
   // config.toml: a fresh run's now (the crash report's `plugins check --config` names it); a
   // resumed run's only once the run is assembled and the checkpoint restored (settle_identity),
   // so a --resume that fails at start-up never replaces the settings that trained with ones that
@@ -89,7 +96,6 @@ TrainingRunDirectory::TrainingRunDirectory(Session& session, const Options& opti
   }
   log.info("run '" + config.run.name + "' from " + config.source + " -> " + run_dir.string());
   if (!set_aside.empty()) log.info("--new-run: the earlier run's files are now in " + set_aside.string());
-  recorded_run_id_ = read_run_id(run_dir);
   log.file_only("resolved config:\n" + config_text_);
 }
 

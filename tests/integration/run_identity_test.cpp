@@ -136,3 +136,29 @@ TEST_CASE("--resume auto passes over another run's checkpoints; --resume FILE co
   CHECK(garbled.exit_code == 2);
   CHECK(contains(garbled.output, (lone / "run.id").string()));
 }
+
+// Ops trial, finding 13, and what it missed: with links planted in a fresh run directory, the run
+// was refused for run.id "with nothing written" after config.toml's link had been replaced, and
+// its first log line had gone through the train.log link into the file it pointed at.
+TEST_CASE("links planted in a run directory: refused with nothing written, the files they point at untouched") {
+  const auto victim = tp::test::fresh_dir("planted_victim");
+  for (const char* name : {"config.toml", "train.log", "run.id"}) std::ofstream(victim / name) << "victim " << name;
+  const auto dir = tp::test::fresh_dir("planted_links");
+  for (const char* name : {"config.toml", "train.log", "run.id"}) fs::create_symlink(victim / name, dir / name);
+  const auto with_id = tp::test::run_host(identity_run(dir, 1));
+  INFO(with_id.output);
+  CHECK(with_id.exit_code == 2);
+  CHECK(contains(with_id.output, "run.id should hold the identity"));
+  CHECK(fs::is_symlink(dir / "config.toml")); // nothing was written: not even the link replaced
+  CHECK(fs::is_symlink(dir / "train.log"));
+
+  // Without the run.id link, the train.log link itself is refused.
+  fs::remove(dir / "run.id");
+  const auto with_log = tp::test::run_host(identity_run(dir, 1));
+  INFO(with_log.output);
+  CHECK(with_log.exit_code == 2);
+  CHECK(contains(with_log.output, (dir / "train.log").string() + " is a symbolic link"));
+  CHECK(fs::is_symlink(dir / "config.toml"));
+  for (const char* name : {"config.toml", "train.log", "run.id"})
+    CHECK(tp::test::read_text(victim / name) == std::string("victim ") + name);
+}

@@ -1,10 +1,16 @@
 #include "tp/framework/util/log.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <ctime>
 #include <iostream>
 
+#include "tp/framework/error.h"
 #include "tp/framework/util/bounded_text.h"
 
 namespace tp {
@@ -34,11 +40,36 @@ const char* level_name(LogLevel level) {
 
 Logger::Logger(int rank, bool verbose) : rank_(rank), verbose_(verbose) {}
 
+Logger::~Logger() {
+  if (file_ >= 0) ::close(file_);
+}
+
 void Logger::open_file(const std::filesystem::path& file) {
   if (rank_ != 0) return;
   std::filesystem::create_directories(file.parent_path());
+  const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    const int error = errno;
+    if (error == ELOOP)
+      throw Error(file.string() + " is a symbolic link; the log is never written through a link, which could point "
+                  "at any file (a planted link would make the run append to it). Remove the link, or give another "
+                  "output directory.");
+    throw Error("cannot open the log " + file.string() + " for appending: " + std::strerror(error) + ".");
+  }
   std::lock_guard lock(mutex_);
-  file_.open(file, std::ios::app);
+  if (file_ >= 0) ::close(file_);
+  file_ = fd;
+}
+
+void Logger::append(const std::string& line) {
+  if (file_ < 0) return;
+  const std::string text = line + "\n";
+  for (std::size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(file_, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<std::size_t>(n);
+  }
 }
 
 void Logger::write(LogLevel level, std::string_view source, std::string_view message) {
@@ -51,7 +82,7 @@ void Logger::write(LogLevel level, std::string_view source, std::string_view mes
   std::lock_guard lock(mutex_);
   // stderr keeps stdout free for the progress bar; lines are flushed so a crash loses none.
   std::cerr << line << std::endl;
-  if (file_.is_open()) file_ << line << std::endl;
+  append(line);
 }
 
 void Logger::every_rank(std::string_view message) {
@@ -61,18 +92,18 @@ void Logger::every_rank(std::string_view message) {
   line += bounded_text(message);
   std::lock_guard lock(mutex_);
   std::cerr << line << std::endl;
-  if (file_.is_open()) file_ << line << std::endl;
+  append(line);
 }
 
 void Logger::file_error(std::string_view label, std::string_view message) {
   const std::string line = timestamp() + " [host] " + std::string(label) + ": " + bounded_text(message);
   std::lock_guard lock(mutex_);
-  if (file_.is_open()) file_ << line << std::endl;
+  append(line);
 }
 
 void Logger::file_only(std::string_view message) {
   std::lock_guard lock(mutex_);
-  if (file_.is_open()) file_ << message << std::endl;
+  append(std::string(message));
 }
 
 }  // namespace tp

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -18,10 +17,13 @@ class Logger {
  public:
   /// `rank` decides who prints INFO (rank 0 only); `verbose` enables DEBUG.
   explicit Logger(int rank = 0, bool verbose = false);
+  ~Logger();
   Logger(const Logger&) = delete;
   Logger& operator=(const Logger&) = delete;
 
-  /// Also append every line rank 0 prints to `file` (created with its directories).
+  /// Also append every line rank 0 prints to `file` (created with its directories, mode 0666
+  /// less the umask). Throws tp::Error naming the file when it cannot be opened, and when it is a
+  /// symbolic link: a log is never written through a link, which could point at any file.
   void open_file(const std::filesystem::path& file);
   /// Writes one line. `source` is a short tag ("host", a plugin id) shown in brackets.
   void write(LogLevel level, std::string_view source, std::string_view message);
@@ -48,7 +50,10 @@ class Logger {
   bool verbose_;
   LogLevel least_ = LogLevel::Debug;
   std::mutex mutex_;
-  std::ofstream file_;
+  int file_ = -1; ///< the log file, O_APPEND; -1 when none
+  /// Appends `line` and a newline to the file in one write (under mutex_); a failed write is
+  /// dropped, as a full disk must not stop the training the log describes.
+  void append(const std::string& line);
 };
 
 }  // namespace tp
