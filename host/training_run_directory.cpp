@@ -68,7 +68,13 @@ TrainingRunDirectory::TrainingRunDirectory(Session& session, const Options& opti
   // run.lock: held by rank 0 until this object goes, taken before anything is written.
   if (rank0_) {
     make_run_directory(run_dir);
-    lock_.emplace(run_dir / "run.lock", /*inherit=*/false);
+    try {
+      lock_.emplace(run_dir / "run.lock", /*inherit=*/false);
+    } catch (const Error& e) { // a read-only directory or lock file: as a directory it cannot create
+      throw ConfigError("--output-dir", "host train: cannot use " + run_dir.string() + " as the run directory: " +
+                                            e.what() + " Choose another --output-dir (or run.output_dir); nothing "
+                                            "was written.");
+    }
     refuse_if_not_held(*lock_, run_dir);
   }
   // train.fast_dev_run saves no checkpoint, so it may look at any directory.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tp/framework/checkpoint/checkpoint.h"
+#include "tp/framework/error.h"
 
 #include "history_reader.h"
 #include "host_runner.h"
@@ -218,4 +219,20 @@ TEST_CASE("step saves at an epoch's end: a requeued finished run appends nothing
   const auto rewound_rows = tp::test::without_timings(dir);
   CHECK(rewound_rows.size() == straight_rows.size());
   CHECK(rewound_rows == straight_rows);
+}
+
+// Ops trial, finding 11: a run directory whose lock cannot be opened (a read-only file system, a
+// lock file of another user) gave exit 1 on --resume, where a directory that cannot be created
+// gives 2. A directory in run.lock's place stands in for both here (EISDIR; the read-only bind
+// mount was checked by hand: the same message with "Read-only file system").
+TEST_CASE("a run directory whose lock cannot be opened is a configuration error (exit 2), fresh or resumed") {
+  const auto dir = tp::test::fresh_dir("resume_unlockable");
+  std::filesystem::create_directories(dir / "run.lock");
+  for (const std::string resume : {"", " --resume auto"}) {
+    const auto run = tp::test::run_host(kResumeArgs + "--set train.epochs=1 --output-dir '" + dir.string() + "'" + resume);
+    INFO(run.output);
+    CHECK(run.exit_code == tp::kExitConfig);
+    CHECK(tp::test::contains(run.output, "cannot use " + dir.string() + " as the run directory: cannot open the lock file"));
+    CHECK_FALSE(std::filesystem::exists(dir / "config.toml"));
+  }
 }
