@@ -124,7 +124,8 @@ cv::Mat decode_bgr(const std::vector<unsigned char>& bytes, int flags, const std
   }
   if (img.empty() || img.type() != CV_8UC3)
     throw Failure(TP_ERR_IO, std::string(component) + ": cannot decode '" + path +
-                                 "' (not a readable JPEG, PNG, BMP or WebP image); fix or remove the file");
+                                 "' (not an image OpenCV's decoder reads: JPEG, PNG, BMP, WebP, TIFF and the other "
+                                 "formats of docs/datasets.md); fix or remove the file");
   return img;
 }
 

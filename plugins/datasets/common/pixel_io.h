@@ -19,7 +19,7 @@ namespace tp::datasets {
 
 /// `bytes` decoded by OpenCV with `flags` (an IMREAD_COLOR variant; EXIF orientation ignored, as
 /// PIL and torchvision do) as 8-bit BGR. Throws tp::cpp::Failure(TP_ERR_IO) "<component>: cannot
-/// decode '<path>' ..." when it is not a readable JPEG, PNG, BMP or WebP image, and "... is a
+/// decode '<path>' ..." when it is no image OpenCV decodes, and "... is a
 /// truncated or corrupt JPEG" when a JPEG's image data ends early (decode_jpeg_crop's
 /// data_missing: cv::imdecode would only print libjpeg's warning and fill the rest with grey). A
 /// JPEG with IMREAD_COLOR or IMREAD_REDUCED_COLOR_2/4/8 is decoded by decode_jpeg_crop (the whole

@@ -492,7 +492,8 @@ TEST_CASE("coco_detection: an image that does not decode or has another size fai
   Sample s;
   CHECK(val.try_get(2, &ctx, s) == TP_ERR_IO);
   CHECK(contains(lib.host.last_error, "coco_detection: cannot decode '" + (root / "images" / "b.jpg").string() +
-                                          "' (not a readable JPEG, PNG, BMP or WebP image); fix or remove the file "
+                                          "' (not an image OpenCV's decoder reads: JPEG, PNG, BMP, WebP, TIFF and the "
+                                          "other formats of docs/datasets.md); fix or remove the file "
                                           "(image id 7, file_name 'b.jpg' under `val_images`)"));
   CHECK(val.try_get(0, &ctx, s) == TP_ERR_IO);
   CHECK(contains(lib.host.last_error, "a.png' (image id 3) is 50x30 but the JSON says 30x50 (width x height)"));
