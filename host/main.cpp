@@ -1,6 +1,8 @@
 // `host`: parse the command line, run the subcommand, map failures to exit codes (tp::ExitCode in
 // tp/framework/error.h, the one table). With --nproc-per-node this process is the launcher: it
 // starts the ranks (each a `host` without the launcher flags) and waits.
+#include <c10/util/Logging.h>
+
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -26,6 +28,9 @@ int main(int argc, char** argv) {
   // default killed the survivor silently (exit 141, seen once in dist_tests' SIGKILL case).
   // Python's interpreter ignores it for every torchrun user; a C++ program must ask.
   std::signal(SIGPIPE, SIG_IGN);
+  // LibTorch's log level from TORCH_CPP_LOG_LEVEL (INFO, WARNING, ERROR), as `import torch` sets it
+  // for Python: a C++ program that does not ask keeps the compiled-in WARNING whatever the variable says.
+  c10::initLogging();
   try {
     if (const auto launch = cli::parse_launch(argc, argv)) {
       // `host --nproc-per-node N sweep ...` is one sweep whose cells each run under the launcher.

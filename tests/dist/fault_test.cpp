@@ -144,6 +144,22 @@ TEST_CASE("the launcher forwards SIGUSR1: both ranks save and it exits 138; a ra
   CHECK(killed.output.find("its own output above says why") == std::string::npos);
 }
 
+// LibTorch reads TORCH_CPP_LOG_LEVEL only when asked (c10::initLogging, which `import torch` calls):
+// the variable that silences the store's warning and its stack on a survivor (ops trial, finding
+// 12) did nothing in the host. INFO shows c10d's connection lines, which the default hides.
+TEST_CASE("TORCH_CPP_LOG_LEVEL sets LibTorch's log level in the host, as in Python") {
+  const auto dir = tp::test::fresh_dir("ddp_torch_log_level");
+  const std::string args = " --nproc-per-node 2 train --config tests/dist/ddp.toml --set train.epochs=1"
+                           " --set data.train.size=64 --set progress.mode=\\\"off\\\" --new-run --output-dir '";
+  const std::string host = std::string("'") + tp::test::build_dir() + "/bin/host'";
+  const auto info = tp::test::run_shell("TORCH_CPP_LOG_LEVEL=INFO " + host + args + (dir / "info").string() + "' 2>&1");
+  INFO(info.output);
+  CHECK(info.output.find("] [c10d] The client socket has connected") != std::string::npos);
+  const auto plain = tp::test::run_shell(host + args + (dir / "plain").string() + "' 2>&1");
+  INFO(plain.output);
+  CHECK(plain.output.find("] [c10d] The client socket has connected") == std::string::npos);
+}
+
 TEST_CASE("a launcher failure names the rank and stops the others") {
   // Rank 1 gets a config error (exit 2) through a bad per-rank override of its environment.
   const auto dir = tp::test::fresh_dir("ddp_launch_fail");
