@@ -265,10 +265,11 @@ FitSummary Trainer::Impl::fit() {
   else if (trained && config_.checkpoint.strategy != IntervalStrategy::kNo &&
            (swa_final || position_.last_periodic_save != step()))
     save(SaveKind::kPeriodic, resume);
-  else if (trained && config_.checkpoint.strategy != IntervalStrategy::kNo &&
+  else if (trained && config_.checkpoint.strategy != IntervalStrategy::kNo && config_.checkpoint.save_last &&
            (position_.last_periodic_at.epoch != resume.epoch || position_.last_periodic_at.batch != resume.batch))
     // A step save at the last epoch's last step stands before that epoch's end (its evaluation,
-    // its record): last.pt moves past it, or a requeued finished run would end the epoch again.
+    // its record): last.pt moves past it, or a requeued finished run would end the epoch again
+    // (without last.pt, a resume from the step file ends it again and its history stays right).
     save(SaveKind::kPosition, resume);
   if (trained && position_.last_periodic_save != step()) save_if_requested(resume);
   summary.loaded_best = config_.checkpoint.load_best_at_end && !config_.train.fast_dev_run && load_best();
