@@ -20,9 +20,11 @@ int run_compare(const Options& options) {
   for (const std::string& dir : options.run_dirs) {
     runs.push_back(read_run(dir));
     if (!runs.back().finished)
-      std::fprintf(stderr, "host compare: '%s' has not finished (no report.toml: it was interrupted, it failed, or it "
-                   "is still running); its row shows its history so far (finished = no) and leaves the report's "
-                   "columns (wall_s, fit_ms_per_step, peak memory, the step's split) empty.\n", dir.c_str());
+      std::fprintf(stderr, "host compare: '%s' %s; its row shows its history so far (finished = %s) and leaves the "
+                   "report's columns (wall_s, fit_ms_per_step, peak memory, the step's split) empty.\n", dir.c_str(),
+                   runs.back().running ? "is training now (a process holds its run.lock)"
+                                       : "has not finished (no report.toml: it was interrupted or it failed)",
+                   runs.back().running ? "running" : "no");
   }
   const std::string metric = options.metric.empty() ? default_metric(runs) : options.metric;
   const Comparison comparison = compare_runs(runs, metric);

@@ -165,6 +165,15 @@ TEST_CASE("host compare refuses a missing directory and an unknown metric, namin
   CHECK(cell(2, "fit_ms_per_step").empty());
   CHECK(cell(2, "steps") == "16"); // the history's
   CHECK_FALSE(cell(2, "final val/accuracy").empty());
+  // A training holding the run's lock (flock(1) stands in for host train): "running".
+  const auto live = tp::test::run_shell("flock -x '" + (partial / "run.lock").string() + "' '" +
+                                        std::string(tp::test::build_dir()) + "/bin/host' compare '" +
+                                        (r / "a").string() + "' '" + partial.string() + "' --output-dir '" +
+                                        out.string() + "' 2>&1");
+  INFO(live.output);
+  CHECK(live.output.find("'" + partial.string() + "' is training now") != std::string::npos);
+  CHECK(tp::test::read_csv(out / "comparison.csv")[2][static_cast<std::size_t>(column(header, "finished"))] ==
+        "running");
 
   const auto unknown = tp::test::run_host(compare("--metric val/acc", out));
   INFO(unknown.output);

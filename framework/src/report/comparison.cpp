@@ -64,6 +64,7 @@ ComparisonRow row_of(const RunRecord& run, const std::vector<std::string>& keys,
     row.config.push_back(it == run.config.end() ? FlatValue{} : it->second);
   }
   row.finished = run.finished;
+  row.running = run.running;
   row.ranks = run.world_size;
   const double batch = config_number(run, "train.batch_size"), accumulation = config_number(run, "train.grad_accum_steps");
   row.global_batch = run.world_size > 0 ? batch * (std::isfinite(accumulation) ? accumulation : 1.0) * double(run.world_size)
@@ -157,7 +158,7 @@ std::vector<std::vector<std::string>> cells(const Comparison& c, bool exact, con
         line.push_back(text);
       }
     }
-    line.emplace_back(r.finished ? "yes" : "no");
+    line.emplace_back(r.finished ? "yes" : r.running ? "running" : "no");
     out.push_back(line);
   }
   return out;

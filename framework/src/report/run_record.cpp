@@ -7,6 +7,7 @@
 #include "tp/framework/config/monitor_mode.h"
 #include "tp/framework/config/toml_text.h"
 #include "tp/framework/error.h"
+#include "tp/framework/util/file_lock.h"
 
 namespace tp {
 namespace {
@@ -47,6 +48,7 @@ RunRecord read_run(const std::filesystem::path& dir) {
   run.config = flatten_config(read_run_file(dir / "config.toml"));
   run.history = detail::read_history(dir / "history.jsonl");
   run.finished = std::filesystem::exists(dir / "report.toml", ec);
+  run.running = lock_held_elsewhere(dir / "run.lock");
   if (run.finished) run.report = read_run_file(dir / "report.toml");
   if (std::filesystem::exists(dir / "runtime.toml", ec))
     run.world_size = read_run_file(dir / "runtime.toml")["world_size"].value<int64_t>().value_or(-1);

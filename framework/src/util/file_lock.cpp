@@ -37,4 +37,12 @@ FileLock::~FileLock() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+bool lock_held_elsewhere(const std::filesystem::path& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return false;
+  const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd); // drops the shared lock if it was taken
+  return held;
+}
+
 }  // namespace tp

@@ -25,6 +25,7 @@ struct ComparisonRow {
   int64_t ranks = -1;               ///< the run's world size (runtime.toml); -1 when unknown
   double global_batch = 0.0;        ///< samples per optimizer step: batch_size x grad_accum_steps x ranks
   bool finished = true;             ///< the run wrote report.toml (else its report columns are NaN)
+  bool running = false;             ///< a training holds the run's lock now
   double wall_s = 0.0;              ///< report.toml train_seconds: training wall time, evaluation included
   double epoch_s = 0.0;             ///< mean time/epoch_s of the epoch records (training only)
   double train_samples_per_s = 0.0; ///< training samples / training seconds over the epoch records
@@ -59,8 +60,9 @@ Comparison compare_runs(const std::vector<RunRecord>& runs, const std::string& m
 /// The table as CSV (RFC 4180 quoting; numbers in full precision, empty cells where a value is
 /// missing). Header: run, the differing keys, "final <metric>", "best <metric>", epochs, steps,
 /// ranks, global_batch, wall_s, epoch_s, train_samples_per_s, train_ms_per_step, fit_ms_per_step, peak_device_mb,
-/// peak_host_mb, data_wait_ms, forward_ms, backward_ms, optimizer_ms, finished ("yes"/"no": "no"
-/// leaves the report's columns, wall_s to optimizer_ms but the train_ ones, empty). The train_ columns are the
+/// peak_host_mb, data_wait_ms, forward_ms, backward_ms, optimizer_ms, finished ("yes", "running"
+/// while a training holds its lock, else "no": both leave the report's columns, wall_s to
+/// optimizer_ms but the train_ ones, empty). The train_ columns are the
 /// training loop alone (they agree: batch x 1000 / train_ms_per_step ~ train_samples_per_s);
 /// fit_ms_per_step includes evaluation, checkpoints and plots.
 std::string comparison_csv(const Comparison& comparison);

@@ -23,6 +23,7 @@ struct RunRecord {
   std::vector<HistoryRecord> history; ///< history.jsonl, in file order
   toml::table report;                 ///< report.toml; empty when the run has not finished
   bool finished = true;               ///< report.toml exists: the training ended
+  bool running = false;               ///< a training holds its run.lock now (unfinished, live)
   int64_t world_size = -1;            ///< runtime.toml's ranks; -1 when it has none
 };
 

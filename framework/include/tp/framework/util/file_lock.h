@@ -31,4 +31,9 @@ class FileLock {
   std::string holder_;
 };
 
+/// Whether another process holds the lock on `file` now, asked without creating or writing it
+/// (`host compare` reads run directories only): a shared flock tried on a read-only descriptor.
+/// False when the file is absent, unreadable or a link.
+bool lock_held_elsewhere(const std::filesystem::path& file);
+
 }  // namespace tp
