@@ -118,11 +118,16 @@ void TensorBoardWriter::guarded(const char* what, Body&& body) {
 void TensorBoardWriter::resume(int64_t step, const std::vector<HistoryRecord>& kept) {
   guarded("rewriting the event files for the resume", [&] {
     resume_step_ = step;
+    // The history records kept at the resume step: an event there of any other (an epoch's end
+    // after a save at its last step) is written again by the resumed run, so it goes.
+    std::set<std::string> tags_at_step;
+    for (const HistoryRecord& record : kept)
+      if (step_of(record) == step && !record.values.empty()) tags_at_step.insert(tag_of(record.kind, record.values.front().first));
     std::set<RecordKey> present;
     const std::vector<fs::path> files = fs::exists(dir_) ? event_files(dir_) : std::vector<fs::path>{};
     for (const fs::path& file : files) {
       // Reads and rewrites the whole file once per resume (images make it the size of the PNGs).
-      const ResumedEventFile kept_events = resume_event_file(read_bytes(file), step);
+      const ResumedEventFile kept_events = resume_event_file(read_bytes(file), step, tags_at_step);
       present.insert(kept_events.present.begin(), kept_events.present.end());
       last_image_step_ = std::max(last_image_step_, kept_events.last_image_step);
       if (kept_events.changed) write_file_atomically(file, kept_events.bytes);

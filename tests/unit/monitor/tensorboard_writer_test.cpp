@@ -186,6 +186,34 @@ TEST_CASE("resume: events after the step are dropped, run-level summaries writte
   CHECK(steps.at("final/val/accuracy") == std::vector<int64_t>{8});
 }
 
+// A save at an epoch's last step stands before that epoch's end: the history the resume keeps
+// (history_records) lacks the epoch record of that step, which the resumed run writes again. Its
+// event went as well: before, TensorBoard showed the epoch twice at one step.
+TEST_CASE("resume at a step whose epoch record the history dropped drops that record's event too") {
+  const fs::path dir = tp::test::fresh_dir("tensorboard_writer_resume_epoch_end");
+  tp::Logger log;
+  std::vector<tp::HistoryRecord> history;
+  {
+    tp::TensorBoardWriter first(dir, true, false, log);
+    first.start(config());
+    for (int64_t step = 1; step <= 3; ++step) {
+      history.push_back(step_record(step));
+      first.add(history.back());
+    }
+    history.push_back(epoch_record(3, 1)); // written after the save at step 3
+    first.add(history.back());
+  }
+  const std::vector<tp::HistoryRecord> kept(history.begin(), history.begin() + 3); // the save saw 3 records
+  tp::TensorBoardWriter second(dir, true, false, log);
+  second.resume(3, kept);
+  second.start(config());
+  second.add(epoch_record(3, 1)); // the resumed run ends the epoch again
+  second.add(step_record(4));
+  const auto steps = steps_by_tag(read_events(second.file()));
+  CHECK(steps.at("epoch/train/loss") == std::vector<int64_t>{3});
+  CHECK(steps.at("train/loss") == std::vector<int64_t>{1, 2, 3, 4});
+}
+
 TEST_CASE("resume writes again the kept records an event file lacks: none, or a torn tail") {
   const fs::path dir = tp::test::fresh_dir("tensorboard_writer_backfill");
   tp::Logger log;

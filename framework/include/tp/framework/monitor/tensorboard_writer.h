@@ -49,7 +49,9 @@ class TensorBoardWriter {
   /// Resuming at optimizer step `step` (call before start(), after History::resume): rewrites
   /// every event file of the run, each atomically, keeping only events at steps <= `step`
   /// (without the run-level summaries, which start() and finish() write again), so no reader sees
-  /// a step twice; start() then appends to the newest file. `kept` are the history records the
+  /// a step twice, and at `step` itself only the events of records in `kept` (a history that
+  /// drops an epoch's end written after the save at its last step drops its events too); start()
+  /// then appends to the newest file. `kept` are the history records the
   /// resumed run keeps: any of them the files lack (no event file yet, logging turned on only
   /// now, a write failure earlier) are written again, with the current wall time.
   void resume(int64_t step, const std::vector<HistoryRecord>& kept);
