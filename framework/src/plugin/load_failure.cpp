@@ -69,8 +69,10 @@ std::string load_failure_message(const std::string& file, const std::string& wha
   const std::string cxx_name = demangled(symbol);
   if (!cxx_name.empty()) message += " (" + cxx_name + ")";
   if (is_libtorch_symbol(symbol, cxx_name))
-    return message + ". The symbol is LibTorch's, and this host's LibTorch does not define it: the plugin was "
-                     "built against another LibTorch version; rebuild it against this host's SDK.";
+    return message + ". The symbol is LibTorch's, and the LibTorch loaded in this process does not define it: "
+                     "either the plugin was built against another LibTorch version (rebuild it against this host's "
+                     "SDK), or another LibTorch was loaded first (a program that imported PyTorch before the "
+                     "inference library runs PyTorch's LibTorch: one LibTorch per process, docs/deployment.md).";
   return message + ". The plugin references a function that no loaded library defines: a library it needs was not "
                    "linked into it, or its own build left the function out (declared but not compiled). `ldd -r " +
          file + "` lists every undefined symbol; link the library that defines it, or add the missing source.";
