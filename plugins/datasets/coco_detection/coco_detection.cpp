@@ -64,6 +64,11 @@ const tp_config_key_t kKeys[] = {
      "train: drop images without a non-crowd box wider and taller than 1 pixel (val/test keep every image)"},
     {sizeof(tp_config_key_t), "max_image_pixels", TP_CFG_INT, tp::datasets::kDefaultMaxImagePixelsText,
      tp::datasets::kMaxImagePixelsHelp},
+    // host predict --images and the inference library's run_files hand new images here (docs/predict.md).
+    {sizeof(tp_config_key_t), "files", TP_CFG_STRING_ARRAY, "[]",
+     "val/test only: these image files, in this order and without annotations, instead of the split's image "
+     "directory and JSON (host predict --images): sized as val (the last min_size, max_size), image_id = "
+     "position + 1, no boxes"},
 };
 
 // get_sample is thread-safe: no TP_DESCRIPTOR_SERIAL.
@@ -144,11 +149,18 @@ class CocoDetectionDataset {
       : transform_(read_transform(args.config, args.train())), train_(args.train()) {
     format_.mean = read_rgb(args.config, "mean", false);
     format_.std = read_rgb(args.config, "std", true);
+    max_image_pixels_ = args.config.get_int_in("max_image_pixels", 0, tp::datasets::kMaxImagePixelsBound);
+    if (std::vector<std::string> files = args.config.get_string_array("files"); !files.empty()) {
+      if (args.train())
+        config_error("`files` (images without annotations) serves the val and test splits only (host predict "
+                     "--images); the train split reads `images` and `annotations`");
+      use_files(std::move(files), args);
+      return;
+    }
     const char* json_key = nullptr;
     auto [dir, json] = split_files(args.config, args.split, &json_key);
     image_dir_ = std::filesystem::path(std::move(dir));
     image_key_ = args.train() ? "images" : args.split == tp::cpp::Split::kVal ? "val_images" : "test_images";
-    max_image_pixels_ = args.config.get_int_in("max_image_pixels", 0, tp::datasets::kMaxImagePixelsBound);
     coco::CocoReadOptions read;
     read.contiguous_labels = args.config.get_bool("contiguous_labels");
     read.skip_empty = args.train() && args.config.get_bool("skip_empty");
@@ -218,7 +230,21 @@ class CocoDetectionDataset {
   }
 
  private:
-  /// The file `image` is read from: its file_name under the image directory.
+  /// `files` as the split: each a file of unknown size (no check against a declared one) and no
+  /// objects, numbered 1.. in the order given; no JSON is read.
+  void use_files(std::vector<std::string> files, const tp::cpp::DatasetArgs& args) {
+    image_key_ = "files";
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      coco::CocoImage image;
+      image.id = static_cast<int64_t>(i + 1);
+      image.file_name = std::move(files[i]);
+      split_.images.push_back(std::move(image));
+    }
+    args.log(TP_LOG_INFO, std::string("coco_detection (") + args.split_name + "): " +
+                              std::to_string(split_.images.size()) + " image files without annotations (`files`)");
+  }
+
+  /// The file `image` is read from: its file_name under the image directory (`files`: as given).
   std::string file_of(const coco::CocoImage& image) const { return (image_dir_ / image.file_name).string(); }
 
   /// The decoded file; a failure names the image id, the file and the key.

@@ -398,6 +398,34 @@ TEST_CASE("coco_detection: an image list without annotations (COCO's image_info_
   CHECK(contains(create_error(lib, cfg, "train", TP_ERR_CONFIG), "skip_empty leaves nothing to train on"));
 }
 
+// A detection model could not predict on plain files: host predict --images refused its dataset
+// for having no `files` key (a trial of the detection path), and so did the inference library.
+TEST_CASE("coco_detection: `files` serves new images without annotations to val and test, as the split sizes them") {
+  const fs::path root = write_set("coco_files");
+  PluginLibrary lib("coco_detection");
+  FakeConfig cfg;
+  configure_coco_detection(lib, cfg, root);
+  const Dataset split(lib, kCocoDetectionId, cfg, "val");
+  cfg.values["val_annotations"] = std::string("/nowhere/instances.json"); // not read with `files`
+  cfg.values["files"] = std::vector<std::string>{(root / "images" / "b.jpg").string(), (root / "images" / "a.png").string()};
+  Dataset files(lib, kCocoDetectionId, cfg, "val");
+  REQUIRE(files.size() == 2);
+  const Sample b = files.get(0);
+  CHECK(b.values<int64_t>("image_id")[0] == 1); // position + 1
+  CHECK(files.get(1).values<int64_t>("image_id")[0] == 2);
+  CHECK(b.shape("boxes") == std::vector<int64_t>{0, 4});
+  CHECK(b.shape("gt_boxes") == std::vector<int64_t>{0, 4});
+  CHECK(values<int64_t>(b, "orig_size") == std::vector<int64_t>{40, 60});
+  // The same pixels as the split's sample of that file (a.png, id 3: the split's first, by id).
+  const Sample a = files.get(1), from_split = split.get(0);
+  REQUIRE(from_split.values<int64_t>("image_id")[0] == 3);
+  CHECK(a.shape("image") == from_split.shape("image"));
+  CHECK(values<float>(a, "image") == values<float>(from_split, "image"));
+  // Train reads its annotations: `files` there is refused.
+  CHECK(contains(create_error(lib, cfg, "train", TP_ERR_CONFIG), "`files` (images without annotations) serves the val "
+                                                                 "and test splits only"));
+}
+
 TEST_CASE("coco_detection: configuration errors name the key and the fix") {
   const fs::path root = write_set("coco_config_errors");
   PluginLibrary lib("coco_detection");
