@@ -76,6 +76,10 @@ const tp_config_key_t kKeys[] = {
      "RGB masks: [r, g, b, r, g, b, ...], colour k is class k; []: masks hold class ids (palette or grey PNG)"},
     {sizeof(tp_config_key_t), "max_image_pixels", TP_CFG_INT, tp::datasets::kDefaultMaxImagePixelsText,
      tp::datasets::kMaxImagePixelsHelp},
+    // host predict --images and the inference library's run_files hand new images here (docs/predict.md).
+    {sizeof(tp_config_key_t), "files", TP_CFG_STRING_ARRAY, "[]",
+     "val/test only: these image files, in this order and without masks, instead of the split's pairs (host "
+     "predict --images): transformed as val, `image` alone"},
 };
 
 // get_sample is thread-safe: no TP_DESCRIPTOR_SERIAL.
@@ -165,6 +169,13 @@ seg::PairSource source_for(const tp::cpp::ConfigReader& cfg, const std::string& 
 }
 
 seg::PairListing listing_for(const tp::cpp::ConfigReader& cfg, tp::cpp::Split split) {
+  // New images without masks: no folder is listed (masks stays empty).
+  if (std::vector<std::string> files = cfg.get_string_array("files"); !files.empty()) {
+    if (split == tp::cpp::Split::kTrain)
+      config_error("`files` (images without masks) serves the val and test splits only (host predict --images); "
+                   "the train split reads image/mask pairs");
+    return seg::PairListing{.images = std::move(files), .masks = {}, .loops = {}};
+  }
   const std::string root = cfg.get_string("root");
   if (root.empty()) config_error("`root` is empty; set it to the directory holding image_dir and mask_dir");
   if (split == tp::cpp::Split::kTest) {
@@ -208,7 +219,8 @@ class SegmentationFolderDataset {
         train_(args.train()),
         pairs_(listing_for(args.config, args.split)) {
     args.log(TP_LOG_INFO, std::string("segmentation_folder (") + args.split_name + "): " +
-                              std::to_string(pairs_.images.size()) + " image/mask pairs");
+                              std::to_string(pairs_.images.size()) +
+                              (labelled() ? " image/mask pairs" : " image files without masks (`files`)"));
     for (const std::string& loop : pairs_.loops)
       args.log(TP_LOG_WARNING, std::string("segmentation_folder (") + args.split_name + "): '" + loop +
                                    "' under image_dir links back to a folder it is inside (a link loop): not "
@@ -225,15 +237,21 @@ class SegmentationFolderDataset {
   /// metrics skip (ABI 1.6). Train samples all have the crop size and stack.
   std::vector<tp_field_batching_t> field_batching() const {
     if (train_) return {};
+    if (!labelled()) return {tp::cpp::pad_field("image", 0.0)};
     return {tp::cpp::pad_field("image", 0.0), tp::cpp::pad_field("mask", transform_.ignore_index)};
   }
 
   void get_sample(uint64_t index, const tp::cpp::WorkerContext& ctx, tp::cpp::Sample& out) const {
     const std::string& image_path = pairs_.images[index];
-    const std::string& mask_path = pairs_.masks[index];
     const std::vector<unsigned char> bytes = tp::datasets::read_image_file(
         image_path, "segmentation_folder", max_image_pixels_, tp::datasets::kMaxImageFileBytes);
     const cv::Mat bgr = tp::datasets::decode_bgr(bytes, cv::IMREAD_COLOR, image_path, "segmentation_folder");
+    if (!labelled()) { // `files`: the val transform of the image alone (a blank mask goes along, unused)
+      seg::JointSample s = seg::transform_pair(bgr, cv::Mat::zeros(bgr.rows, bgr.cols, CV_8UC1), transform_, 0);
+      out.add("image", std::move(s.pixels), {3, s.h, s.w});
+      return;
+    }
+    const std::string& mask_path = pairs_.masks[index];
     const cv::Mat mask = read_mask(mask_path);
     if (mask.rows != bgr.rows || mask.cols != bgr.cols)
       throw Failure(TP_ERR_IO, "segmentation_folder: mask '" + mask_path + "' is " + std::to_string(mask.cols) + "x" +
@@ -247,6 +265,9 @@ class SegmentationFolderDataset {
   }
 
  private:
+  /// false for `files`: images without masks.
+  bool labelled() const { return !pairs_.masks.empty() || pairs_.images.empty(); }
+
   cv::Mat read_mask(const std::string& path) const {
     const std::vector<unsigned char> bytes = tp::datasets::read_image_file(
         path, "segmentation_folder", max_image_pixels_, tp::datasets::kMaxImageFileBytes);

@@ -404,3 +404,34 @@ TEST_CASE("segmentation_folder: val keeps its resized sizes and declares image a
   REQUIRE(train.table().field_batching(train.self(), &fields, &count) == TP_OK);
   CHECK(count == 0);
 }
+
+// A segmentation model could not predict on plain files: host predict --images refused its
+// dataset for having no `files` key, and so did the inference library's run_files.
+TEST_CASE("segmentation_folder: `files` serves new images without masks to val and test, transformed as val") {
+  const fs::path root = write_split("seg_files", {{"a", 40, 60}, {"b", 50, 35}});
+  PluginLibrary lib("segmentation_folder");
+  FakeConfig cfg;
+  configure_segmentation_folder(lib, cfg, root);
+  cfg.values["resize"] = std::vector<int64_t>{20};
+  cfg.values["val_root"] = root.string();
+  const Dataset pairs(lib, kSegmentationFolderId, cfg, "val");
+  cfg.values["files"] = std::vector<std::string>{(root / "images" / "b.png").string()};
+  cfg.values["val_root"] = std::string("/nowhere"); // not listed with `files`
+  Dataset files(lib, kSegmentationFolderId, cfg, "val");
+  REQUIRE(files.size() == 1);
+  const Sample b = files.get(0, 1);
+  REQUIRE(b.fields().size() == 1); // the image alone
+  const Sample from_pairs = pairs.get(1, 1);
+  CHECK(b.shape("image") == from_pairs.shape("image"));
+  const auto got = b.values<float>("image"), expected = from_pairs.values<float>("image");
+  CHECK(std::equal(got.begin(), got.end(), expected.begin(), expected.end()));
+  const tp_field_batching_t* fields = nullptr;
+  uint32_t count = 0;
+  REQUIRE(files.table().field_batching(files.self(), &fields, &count) == TP_OK);
+  REQUIRE(count == 1);
+  CHECK(std::string(fields[0].name) == "image");
+  void* self = nullptr;
+  cfg.values["crop_size"] = std::vector<int64_t>{16}; // a train transform of its own is fine: `files` is not
+  CHECK(lib.dataset_table(kSegmentationFolderId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_CONFIG);
+  CHECK(lib.host.last_error.find("`files` (images without masks) serves the val and test splits only") != std::string::npos);
+}
