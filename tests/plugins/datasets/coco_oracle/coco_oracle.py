@@ -164,6 +164,7 @@ def driver_args(images, path, split, keys):
             out.append(f"{k}=ia:{','.join(str(x) for x in v)}")
         else:
             out.append(f"{k}=fa:{','.join(repr(float(x)) for x in v)}")
+    out.append("files=sa:")  # a string array; none: the split's directory and JSON
     return out
 
 
