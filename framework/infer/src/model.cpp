@@ -84,6 +84,7 @@ struct Model::State {
   detail::ProcessShare share;
   std::string source; ///< the export file, for messages and validation
   std::string plugin_dirs; ///< where the plugins were looked for, for messages
+  bool preprocessing_loaded = false; ///< a loaded library provides `preprocessing`'s component (set at open)
   std::vector<std::string> classes;
   detail::ExportedComponent preprocessing;
   std::unique_ptr<Registry> registry;
@@ -145,6 +146,11 @@ Tensor host_tensor(const std::string& name, const at::Tensor& tensor) {
   return out;
 }
 
+// Whether a library of `loaded` provides the component `id`.
+bool provides(const std::vector<ComponentEntry>& loaded, const std::string& id) {
+  return std::any_of(loaded.begin(), loaded.end(), [&](const ComponentEntry& entry) { return entry.info->id == id; });
+}
+
 std::string searched_dirs(const OpenOptions& options) {
   std::string searched;
   for (const std::string& dir : options.plugin_dirs) searched += (searched.empty() ? "" : ", ") + dir;
@@ -156,14 +162,13 @@ std::string searched_dirs(const OpenOptions& options) {
 // the weights still load), and a preprocessing component no library provides (run_files and
 // run_encoded would fail on their first call; run_tensor needs none).
 // `model` and `preprocessing` are the export's component ids ("" without preprocessing).
-void warn_about_plugins(Logger& log, const Registry& registry, const std::string& model,
-                        const std::string& preprocessing, const std::vector<detail::ExportedPluginFile>& trained_files,
-                        const std::string& export_file, const std::string& searched) {
+void warn_about_plugins(Logger& log, const std::vector<ComponentEntry>& loaded, const std::string& model,
+                        const std::string& preprocessing, bool preprocessing_loaded,
+                        const std::vector<detail::ExportedPluginFile>& trained_files, const std::string& export_file,
+                        const std::string& searched) {
   std::set<std::string> hashed;
-  bool preprocessing_found = preprocessing.empty();
-  for (const ComponentEntry& entry : registry.all()) {
+  for (const ComponentEntry& entry : loaded) {
     const bool used = entry.info->id == model || entry.info->id == preprocessing;
-    preprocessing_found = preprocessing_found || entry.info->id == preprocessing;
     const std::string library = entry.library->path().filename().string();
     if (!used || !hashed.insert(library).second) continue;
     for (const detail::ExportedPluginFile& trained : trained_files) {
@@ -177,7 +182,7 @@ void warn_about_plugins(Logger& log, const Registry& registry, const std::string
                  "the run used, or compare a few answers with `host predict`.");
     }
   }
-  if (!preprocessing_found)
+  if (!preprocessing_loaded)
     log.warn("tp::infer: the export '" + export_file + "' reads images with '" + preprocessing +
              "', which no library in the plugin directories (" + searched + ") provides: run_files and "
              "run_encoded will fail until its plugin is there (the export's torchhost.plugin_files names its file); "
@@ -231,16 +236,18 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
     for (const std::string& dir : options.plugin_dirs) dirs.push_back({dir, "OpenOptions::plugin_dirs"});
     state->registry->load_search_path(dirs);
     const std::vector<ComponentEntry> loaded = state->registry->all();
-    const auto provides = [&](const ComponentEntry& entry) { return entry.info->id == file.model.component; };
-    if (std::none_of(loaded.begin(), loaded.end(), provides)) {
+    if (!provides(loaded, file.model.component)) {
       throw Error("tp::infer: the export's model '" + file.model.component + "' is built by its plugin, which no "
-                  "library in the plugin directories (" + searched_dirs(options) + ") provides. Add the directory holding that "
+                  "library in the plugin directories (" + state->plugin_dirs + ") provides. Add the directory holding that "
                   "plugin to OpenOptions::plugin_dirs (in C, to tp_infer_open's ':'-separated plugin_dir; the "
                   "export's torchhost.plugin_files names its file; the built-in ones are in the installed host's "
                   "lib/torchhost/plugins).");
     }
-    warn_about_plugins(state->share.host().logger(), *state->registry, file.model.component,
-                       state->preprocessing.component, file.plugin_files, export_file, state->plugin_dirs);
+    // The registry is fixed from here on: run_files asks this, not the registry, on every call.
+    state->preprocessing_loaded =
+        state->preprocessing.component.empty() || provides(loaded, state->preprocessing.component);
+    warn_about_plugins(state->share.host().logger(), loaded, file.model.component, state->preprocessing.component,
+                       state->preprocessing_loaded, file.plugin_files, export_file, state->plugin_dirs);
     ComponentConfig config{file.model.component, "model", std::move(file.model.options)};
     const ComponentEntry entry = state->registry->find(config.component, TP_KIND_MODEL, "model");
     validate_component(config, entry.info->schema, export_file);
@@ -261,6 +268,7 @@ Model::State& Model::state() const {
 }
 
 const std::vector<std::string>& Model::class_names() const { return state().classes; }
+const std::string& Model::component() const { return state().component; }
 
 std::string version() {
   // host --version's lines, joined: the library is built from the same tree as the host.
@@ -273,7 +281,6 @@ std::string version() {
   }
   return line;
 }
-const std::string& Model::component() const { return state().component; }
 
 namespace {
 
@@ -353,8 +360,7 @@ Batch Model::run_files(const std::vector<std::string>& paths, int top_k) {
       throw Error("tp::infer: the export '" + state().source + "' carries no evaluation preprocessing "
                   "(torchhost.preprocessing); prepare the inputs yourself and call run_tensors.");
     const std::lock_guard<std::mutex> turn(state().share.calls());
-    const std::vector<ComponentEntry> loaded = state().registry->all();
-    if (std::none_of(loaded.begin(), loaded.end(), [&](const ComponentEntry& e) { return e.info->id == pre.component; }))
+    if (!state().preprocessing_loaded)
       throw Error("tp::infer: the export '" + state().source + "' reads images with '" + pre.component + "', which "
                   "no library in the plugin directories (" + state().plugin_dirs + ") provides. Add the directory "
                   "holding its plugin (the export's torchhost.plugin_files names the file) to OpenOptions::plugin_dirs "

@@ -12,7 +12,7 @@ bool is_run_level(const std::string& tag) {
 }
 
 ResumedEventFile resume_event_file(std::string_view file, int64_t step,
-                                   const std::optional<std::set<std::string>>& records_at_step) {
+                                   const std::set<std::string>* records_at_step) {
   ResumedEventFile out;
   const TfRecords records = split_tfrecords(file);
   out.changed = records.valid_bytes != file.size();  // a record torn by a full disk is dropped
@@ -20,7 +20,7 @@ ResumedEventFile resume_event_file(std::string_view file, int64_t step,
     const EventInfo info = inspect_event(record);
     const bool later = info.parsed && !info.file_version && info.step > step;
     const bool run_level = std::any_of(info.tags.begin(), info.tags.end(), is_run_level);
-    const bool unkept_record = records_at_step && info.parsed && !info.file_version && info.step == step &&
+    const bool unkept_record = records_at_step != nullptr && info.parsed && !info.file_version && info.step == step &&
                                !info.tags.empty() && !info.tags.front().starts_with(kPlotsPrefix) &&
                                records_at_step->count(info.tags.front()) == 0;
     if (later || run_level || unkept_record) {

@@ -127,7 +127,7 @@ void TensorBoardWriter::resume(int64_t step, const std::vector<HistoryRecord>& k
     const std::vector<fs::path> files = fs::exists(dir_) ? event_files(dir_) : std::vector<fs::path>{};
     for (const fs::path& file : files) {
       // Reads and rewrites the whole file once per resume (images make it the size of the PNGs).
-      const ResumedEventFile kept_events = resume_event_file(read_bytes(file), step, tags_at_step);
+      const ResumedEventFile kept_events = resume_event_file(read_bytes(file), step, &tags_at_step);
       present.insert(kept_events.present.begin(), kept_events.present.end());
       last_image_step_ = std::max(last_image_step_, kept_events.last_image_step);
       if (kept_events.changed) write_file_atomically(file, kept_events.bytes);

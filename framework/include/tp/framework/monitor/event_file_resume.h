@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -36,11 +35,11 @@ struct ResumedEventFile {
 /// Splits `file` into TFRecords (split_tfrecords: a torn or corrupt tail is dropped, everything
 /// after the first bad record with it) and keeps every record except events after `step` and
 /// run-level summaries; records that are not events we can parse are kept as they are. With
-/// `records_at_step` (the first tags of the history records the resume keeps at `step`), an
+/// `records_at_step` non-null (the first tags of the history records the resume keeps at `step`), an
 /// event of a history record at `step` itself is kept only when its first tag is one of them: the
 /// records an epoch's end wrote after a save at that step, which the resumed run writes again.
 /// Never throws on content; cost: one pass and one copy of the file.
 ResumedEventFile resume_event_file(std::string_view file, int64_t step,
-                                   const std::optional<std::set<std::string>>& records_at_step = std::nullopt);
+                                   const std::set<std::string>* records_at_step = nullptr);
 
 }  // namespace tp
