@@ -51,7 +51,7 @@ constexpr std::array<const char*, 12> kStatNames{"map",   "map_50", "map_75", "m
 
 // Row layouts (float64: image ids and labels are exact up to 2^53, float32 boxes and scores exactly).
 constexpr int64_t kDetectionColumns = 7;  // image, label, score, x1, y1, x2, y2
-constexpr int64_t kObjectColumns = 8;     // image, label, x1, y1, x2, y2, area (0: the box's), crowd
+constexpr int64_t kObjectColumns = 8;     // image, label, x1, y1, x2, y2, area (NaN: the box's), crowd
 
 struct Names {
   std::string boxes, scores, labels;                                  // model outputs (ragged)
@@ -142,7 +142,10 @@ class CocoMap {
                 truth_.target_labels + "' integer [N], got " + describe(truth) + " and " + describe(truth_labels));
     const at::Tensor& truth_offsets = offsets_of(targets, truth_.target_boxes, batch, "target");
     const at::Tensor zeros = at::zeros({objects}, truth.options().dtype(at::kDouble));
-    const at::Tensor areas = optional_column(targets, truth_.areas, objects, zeros);
+    // No areas field: NaN, read as the box's area in compute(). A given 0 stays 0, as pycocotools
+    // keeps a JSON's "area": 0 (a small object); reading 0 as "absent" moved a trial's six large
+    // boxes out of small (map_small 0.2029 for pycocotools' 0.2044, map_medium 0.2510 for -1).
+    const at::Tensor areas = optional_column(targets, truth_.areas, objects, at::full_like(zeros, std::nan("")));
     const at::Tensor crowd = optional_column(targets, truth_.iscrowd, objects, zeros);
     objects_.append(at::cat({row_images(ids, truth_offsets, objects).unsqueeze(1), truth_labels.to(at::kDouble).unsqueeze(1),
                              truth.to(at::kDouble), areas.unsqueeze(1), crowd.unsqueeze(1)},
@@ -209,8 +212,8 @@ class CocoMap {
     const double* r = rows.data_ptr<double>();
     for (int64_t i = 0; i < rows.size(0); ++i, r += kObjectColumns) {
       const CocoBox box = box_from_corners(r + 2);
-      // No area given (or 0): the box's, as torchmetrics computes it.
-      const double area = r[6] > 0 ? r[6] : box.w * box.h;
+      // No area given (NaN, update()): the box's, as torchmetrics and coco_detection fill it.
+      const double area = std::isnan(r[6]) ? box.w * box.h : r[6];
       out.push_back({static_cast<int64_t>(r[0]), checked_label(r[1], "ground-truth"), box, area, r[7] != 0});
     }
     return out;
@@ -263,8 +266,8 @@ const tp_config_key_t kKeys[] = {
                         "batch field (optional; absent: none): 1 marks a crowd region [N], neither missed nor matched; "
                         "\"\": gt_iscrowd when the batch has it, else iscrowd"),
     tp::cpp::config_key("areas", TP_CFG_STRING, "\"\"",
-                        "batch field (optional; absent or 0: the box's): object area [N] for the small / medium / large "
-                        "split; \"\": gt_areas when the batch has it, else areas"),
+                        "batch field (optional; absent: the box's): object area [N] for the small / medium / large "
+                        "split, 0 kept as pycocotools keeps it (small); \"\": gt_areas when the batch has it, else areas"),
     tp::cpp::config_key("per_class", TP_CFG_BOOL, "false", "also report map_<c>, AP per class (num_classes <= 52)"),
 };
 

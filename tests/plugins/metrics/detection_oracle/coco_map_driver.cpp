@@ -4,7 +4,7 @@
 // taking alternate batches whose gathered rows are concatenated rank 0 then rank 1, as the host
 // does (visit_gathered_state, Tensor::set_), and as rank 1 then rank 0 ("two", "two_swapped").
 // The batches hold what changes COCO numbers: objects of every size class, crowd regions, given
-// and box areas, images without objects or without detections, more than 100 detections in one
+// areas (0 among them) and, in one batch without an `areas` field, box areas, images without objects or without detections, more than 100 detections in one
 // image, a class with objects but no detection and one with detections but no object, and scores
 // on a 0.05 grid so that many tie within and across images.
 // Usage: coco_map_driver <detection_metrics.so> <output dir>
@@ -24,6 +24,7 @@ namespace {
 using tp::test::FakeConfig;
 
 constexpr int64_t kClasses = 5;  // class 3: objects, never detected; class 4: detected, no object
+constexpr int kNoAreasBatch = 3;  // the batch without an `areas` field: every object has its box's area
 
 [[noreturn]] void fail(const std::string& what) {
   std::fprintf(stderr, "coco_map_driver: %s\n", what.c_str());
@@ -51,7 +52,7 @@ at::Tensor random_boxes(int64_t n) {
 }
 
 /// One batch of `images` samples with ids from `first_id`.
-Batch make_batch(int64_t images, int64_t first_id) {
+Batch make_batch(int64_t images, int64_t first_id, bool with_areas) {
   std::vector<at::Tensor> gt_boxes, gt_labels, crowd, areas, boxes, scores, labels;
   std::vector<int64_t> gt_offsets{0}, det_offsets{0};
   for (int64_t i = 0; i < images; ++i) {
@@ -62,8 +63,10 @@ Batch make_batch(int64_t images, int64_t first_id) {
     gt_boxes.push_back(truth);
     gt_labels.push_back(truth_labels);
     crowd.push_back(at::rand({objects}).lt(0.1).to(at::kLong));
-    // Half the images give areas (some 0: "use the box's"), as COCO's polygon areas differ from boxes.
-    areas.push_back(id % 2 == 0 ? at::zeros({objects}) : (at::rand({objects}) * 12000).mul(at::rand({objects}).gt(0.2)));
+    // Given areas, as COCO's polygon areas differ from boxes; a fifth of them 0, as converters
+    // write "area": 0, which pycocotools keeps (a small object whatever its box). Batch 3 gives
+    // no areas at all: the boxes' then (see kNoAreasBatch).
+    areas.push_back((at::rand({objects}) * 12000).mul(at::rand({objects}).gt(0.2)));
     gt_offsets.push_back(gt_offsets.back() + objects);
 
     // Detections: jittered copies of the objects (class 3 never), false positives, and in image 5
@@ -97,8 +100,8 @@ Batch make_batch(int64_t images, int64_t first_id) {
                {"boxes_offsets", offsets(gt_offsets)},
                {"labels", at::cat(gt_labels)},
                {"iscrowd", at::cat(crowd)},
-               {"areas", at::cat(areas).to(at::kFloat)},
                {"image_id", at::arange(first_id, first_id + images, at::kLong)}};
+  if (with_areas) b.targets.emplace_back("areas", at::cat(areas).to(at::kFloat));
   return b;
 }
 
@@ -188,7 +191,7 @@ int main(int argc, char** argv) {
   const int64_t batch_sizes[] = {3, 4, 1, 5, 2, 4};
   int64_t next_id = 0;
   for (int i = 0; i < 6; ++i) {
-    const Batch b = make_batch(batch_sizes[i], next_id);
+    const Batch b = make_batch(batch_sizes[i], next_id, /*with_areas=*/i != kNoAreasBatch);
     next_id += batch_sizes[i];
     one.update(b);
     Batch coco = b;

@@ -1,7 +1,8 @@
 """pycocotools and torchmetrics oracle for detection_metrics' org.torchhost.coco_map.
 
 coco_map_driver (C++) runs the metric through its C ABI on six random batches of ragged
-detections and ground truth (every size class, crowd regions, given areas, images without objects
+detections and ground truth (every size class, crowd regions, given areas (a fifth of them 0,
+kept as pycocotools keeps a JSON's 0), a batch without areas (the boxes'), images without objects
 or detections, 130 detections in one image, a class never detected and one never present, scores
 on a 0.05 grid so that ties abound) and writes the inputs and the values it computed: as one
 process, as two ranks taking alternate batches and gathering their rows (rank 0's first), and the
@@ -74,7 +75,10 @@ def per_image(batches):
             d = slice(int(d_off[i]), int(d_off[i + 1]))
             g = slice(int(g_off[i]), int(g_off[i + 1]))
             preds.append({"boxes": boxes[d], "scores": b["detection_scores"][d], "labels": b["detection_labels"][d]})
-            targets.append({"boxes": gt[g], "labels": b["labels"][g], "iscrowd": b["iscrowd"][g], "area": b["areas"][g]})
+            target = {"boxes": gt[g], "labels": b["labels"][g], "iscrowd": b["iscrowd"][g]}
+            if "areas" in b:  # one batch has none: the boxes' areas
+                target["area"] = b["areas"][g]
+            targets.append(target)
     return preds, targets
 
 
@@ -87,9 +91,13 @@ def pycocotools_stats(preds, targets, classes):
     images, annotations, results = [], [], []
     for image, (p, t) in enumerate(zip(preds, targets)):
         images.append({"id": image})
-        for box, label, crowd, area in zip(xywh(t["boxes"]), t["labels"].tolist(), t["iscrowd"].tolist(), t["area"].tolist()):
+        boxes = xywh(t["boxes"])
+        # A given area as the JSON would hold it, 0 included (pycocotools keeps it: a small object);
+        # none given: the box's, as torchmetrics and coco_detection fill it.
+        areas = t["area"].tolist() if "area" in t else [box[2] * box[3] for box in boxes]
+        for box, label, crowd, area in zip(boxes, t["labels"].tolist(), t["iscrowd"].tolist(), areas):
             annotations.append({"id": len(annotations) + 1, "image_id": image, "bbox": box, "category_id": label,
-                                "iscrowd": crowd, "area": area if area > 0 else box[2] * box[3]})
+                                "iscrowd": crowd, "area": area})
         for box, label, score in zip(xywh(p["boxes"]), p["labels"].tolist(), p["scores"].tolist()):
             results.append({"image_id": image, "bbox": box, "category_id": label, "score": score})
     with contextlib.redirect_stdout(io.StringIO()):
@@ -112,7 +120,9 @@ def main():
     preds, targets = per_image(batches)
     classes = 5
     print(f"{len(preds)} images, {sum(len(p['scores']) for p in preds)} detections, "
-          f"{sum(len(t['labels']) for t in targets)} objects ({sum(int(t['iscrowd'].sum()) for t in targets)} crowd)")
+          f"{sum(len(t['labels']) for t in targets)} objects ({sum(int(t['iscrowd'].sum()) for t in targets)} crowd, "
+          f"{sum(int((t['area'] == 0).sum()) for t in targets if 'area' in t)} with area 0, "
+          f"{sum(len(t['labels']) for t in targets if 'area' not in t)} without an area)")
 
     coco = pycocotools_stats(preds, targets, classes)
     one = values["one"]
@@ -125,10 +135,13 @@ def main():
     reference = MeanAveragePrecision(box_format="xyxy", iou_type="bbox", backend="pycocotools", class_metrics=True,
                                      iou_thresholds=iou_thresholds, rec_thresholds=recall_thresholds)
     reference.warn_on_many_detections = False  # image 5's 130 detections are on purpose
-    reference.update(preds, targets)
+    # torchmetrics reads an area of 0 as "none given" and uses the box's; 1e-30 is in the same size
+    # class as 0 (small) for any box, so it stands in for the JSON's 0 that pycocotools keeps.
+    targets_tm = [dict(t, area=torch.where(t["area"] > 0, t["area"], 1e-30)) if "area" in t else t for t in targets]
+    reference.update(preds, targets_tm)
     default = MeanAveragePrecision(box_format="xyxy", iou_type="bbox", backend="pycocotools")
     default.warn_on_many_detections = False
-    default.update(preds, targets)
+    default.update(preds, targets_tm)
     with contextlib.redirect_stdout(io.StringIO()):
         tm = reference.compute()
         tm_default = default.compute()
