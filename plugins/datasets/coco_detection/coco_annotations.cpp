@@ -31,6 +31,7 @@ const char* section_name(Section s) {
 struct RawAnnotation {
   CocoObject object;
   int64_t id = 0;
+  bool has_id = false;  ///< the entry has an `id` (it is optional here)
   int64_t image_id = 0;
   int64_t category_id = 0;
   std::size_t index = 0;  ///< position in the file's `annotations` array
@@ -130,6 +131,8 @@ class Reader {
     for (std::size_t i = 0; i < images_.size(); ++i)
       if (!image_at.emplace(images_[i].id, i).second) fail("two `images` have the id " + std::to_string(images_[i].id));
 
+    warn_about_shared_ids(split);
+
     // Counting sort of the annotations by image, stable: file order within an image, as
     // pycocotools' imgToAnns (and so torchvision) lists them.
     std::vector<uint32_t> count(images_.size() + 1, 0);
@@ -195,6 +198,29 @@ class Reader {
     return false;
   }
 
+  /// Annotations sharing an id are kept, unlike images or categories sharing one (refused: which
+  /// file, which label?): an annotation's id plays no part here and torchvision's CocoDetection
+  /// trains on both (pycocotools' imgToAnns lists both). But pycocotools' COCO keeps only the
+  /// later in its `anns` dict, so COCOeval evaluates that one twice in place of both: a trial's
+  /// file with one shared id scored 0.1962 there and 0.2044 here (= the file without the clash).
+  void warn_about_shared_ids(CocoSplit& split) const {
+    std::vector<std::pair<int64_t, std::size_t>> ids;  // (id, array index)
+    for (const RawAnnotation& r : annotations_)
+      if (r.has_id) ids.emplace_back(r.id, r.index);
+    std::sort(ids.begin(), ids.end());
+    std::size_t shared = 0, later = 0;  // later: the first clash's later entry in `ids`
+    for (std::size_t k = 1; k < ids.size(); ++k)
+      if (ids[k].first == ids[k - 1].first && shared++ == 0) later = k;
+    if (shared == 0) return;
+    split.warnings.push_back(
+        "coco_detection: '" + path_ + "' (key `" + key_ + "`): annotations[" + std::to_string(ids[later - 1].second) +
+        "] and annotations[" + std::to_string(ids[later].second) + "] have the same id " + std::to_string(ids[later].first) +
+        (shared > 1 ? " (" + std::to_string(shared - 1) + " more annotations share an id with an earlier one)" : "") +
+        ". torchhost keeps both, as torchvision's CocoDetection does, but pycocotools' COCO keeps only the later "
+        "under that id and COCOeval then scores it twice in place of both, so its mAP on this file differs from "
+        "coco_map's; give each annotation its own id");
+  }
+
   [[noreturn]] void fail(const std::string& what) const {
     throw Failure(TP_ERR_IO, "coco_detection: '" + path_ + "' (key `" + key_ + "`): " + what);
   }
@@ -233,6 +259,7 @@ class Reader {
         RawAnnotation r;
         r.index = index_;
         r.id = integer(entry, "id", false, -1);
+        r.has_id = entry.contains("id");
         r.image_id = integer(entry, "image_id", true);
         r.category_id = integer(entry, "category_id", true);
         const auto bbox = entry.find("bbox");

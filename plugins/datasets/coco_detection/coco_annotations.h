@@ -37,6 +37,9 @@ struct CocoSplit {
   std::vector<CocoImage> images;    ///< ascending id (torchvision's CocoDetection order)
   std::vector<CocoObject> objects;  ///< grouped by image in `images` order; file order within one
   std::vector<int64_t> category_ids;  ///< ascending
+  /// What the file holds that this reader reads fine but other tools read otherwise, one
+  /// paragraph each (naming the file and key), for the dataset to log as warnings.
+  std::vector<std::string> warnings;
 };
 
 /// How labels are written and which images stay.
@@ -52,6 +55,7 @@ struct CocoReadOptions {
 /// `categories` array (`annotations` may be absent, as in COCO's test-dev image lists), has an entry of the wrong shape (naming its array index and id), two
 /// images or categories with one id, an annotation whose image_id or category_id no entry has,
 /// or a bbox with negative width or height; Failure(TP_ERR_CONFIG) when skip_empty leaves no image.
+/// Annotations sharing an id are kept (ids play no part here) with a note in `warnings`.
 CocoSplit read_coco(const std::string& path, const char* key, const CocoReadOptions& options);
 
 /// torchvision's _coco_remove_images_without_annotations test, restricted to non-crowd objects:

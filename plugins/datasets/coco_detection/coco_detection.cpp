@@ -166,6 +166,7 @@ class CocoDetectionDataset {
     read.skip_empty = args.train() && args.config.get_bool("skip_empty");
     read.num_classes = args.config.get_int_in("num_classes", 0, int64_t{1} << 31);
     split_ = coco::read_coco(json, json_key, read);
+    for (const std::string& warning : split_.warnings) args.log(TP_LOG_WARNING, warning);
     // A file_name is the image directory's: an absolute one, or one climbing out with '..', reads
     // whatever file it names (issue 41, item 11), unless the config says the files lie elsewhere.
     if (!args.config.get_bool("allow_outside_root"))
