@@ -181,6 +181,15 @@ class CocoDetectionDataset {
                               std::to_string(split_.images.size()) + " images, " +
                               std::to_string(split_.objects.size()) + " annotations, " +
                               std::to_string(split_.category_ids.size()) + " categories from '" + json + "'");
+    // An image list without annotations (COCO's test-dev) is what host predict reads; evaluated, it
+    // gave a trial "test/loss 1.01212" (every image scored as background) and every mAP -1, exit 0.
+    if (!args.train() && split_.objects.empty() && !split_.images.empty())
+      args.log(TP_LOG_WARNING,
+               std::string("coco_detection (") + args.split_name + "): '" + json + "' (key `" + json_key + "`) has " +
+                   std::to_string(split_.images.size()) +
+                   " images and no annotations, so a loss or mAP computed on this split measures nothing (the loss "
+                   "scores every image as background, every mAP is -1). Predicting on it is fine (host predict --split " +
+                   args.split_name + "); to evaluate, point `" + json_key + "` at an instances file with `annotations`");
   }
 
   uint64_t size() const { return split_.images.size(); }

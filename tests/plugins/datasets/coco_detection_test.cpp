@@ -384,8 +384,17 @@ TEST_CASE("coco_detection: an image list without annotations (COCO's image_info_
   FakeConfig cfg;
   configure_coco_detection(lib, cfg, root);
   cfg.values["test_annotations"] = (root / "image_info.json").string();
+  const Dataset val(lib, kCocoDetectionId, cfg, "val");  // annotated: no warning
+  CHECK(std::count(lib.host.log_levels.begin(), lib.host.log_levels.end(), TP_LOG_WARNING) == 0);
   Dataset test(lib, kCocoDetectionId, cfg, "test");
   REQUIRE(test.size() == 2);
+  // host eval on it reported a loss and every mAP -1 without a word (a trial): now a warning says
+  // why those numbers mean nothing and what to use instead.
+  REQUIRE(lib.host.log_levels.back() == TP_LOG_WARNING);
+  CHECK(contains(lib.host.logs.back(), "coco_detection (test): '" + (root / "image_info.json").string() +
+                                           "' (key `test_annotations`) has 2 images and no annotations, so a loss or "
+                                           "mAP computed on this split measures nothing"));
+  CHECK(contains(lib.host.logs.back(), "host predict --split test"));
   const Sample a = test.get(0);
   CHECK(a.values<int64_t>("image_id")[0] == 2);
   CHECK(a.shape("image") == std::vector<int64_t>{3, 25, 15});
