@@ -22,6 +22,7 @@
 #include <numeric>
 #include <set>
 
+#include "answer_outputs.h"
 #include "export_file.h"
 #include "process_share.h"
 #include "tp/framework/config/validate.h"
@@ -137,13 +138,6 @@ c10::Device device_of(const std::string& name) {
 bool is_classification(const std::string& name, const at::Tensor& output) {
   const bool named = name == "logits" || (name.size() > 7 && name.ends_with("_logits"));
   return named && output.dim() == 2 && output.is_floating_point();
-}
-
-Tensor host_tensor(const std::string& name, const at::Tensor& tensor) {
-  const at::Tensor cpu = tensor.to(at::kCPU).to(at::kFloat).contiguous();
-  Tensor out{name, std::vector<int64_t>(cpu.sizes().begin(), cpu.sizes().end()), {}};
-  out.values.assign(cpu.data_ptr<float>(), cpu.data_ptr<float>() + cpu.numel());
-  return out;
 }
 
 // Whether a library of `loaded` provides the component `id`.
@@ -284,13 +278,16 @@ std::string version() {
 
 namespace {
 
-Batch answer(ModelProxy& model, const BatchPlacement& placement, const NamedTensors& inputs, int top_k,
-             const std::vector<std::string>& classes) {
+// The answer for `inputs`; `files`: the layout they were collated with when run_files read them
+// from files (per-pixel outputs then come at each file's size, answer_outputs.h).
+Batch answer(ModelProxy& model, const BatchPlacement& placement, const NamedTensors& inputs, const BatchLayout* files,
+             int top_k, const std::vector<std::string>& classes) {
   if (top_k < 0) throw Error("tp::infer: top_k is " + std::to_string(top_k) + "; give 0 or more.");
   c10::InferenceMode inference;
   const NamedTensors outputs = model.forward(placement.to_device(inputs));
   Batch batch;
-  for (const auto& [name, tensor] : outputs) batch.outputs.push_back(host_tensor(name, tensor));
+  for (const auto& [name, tensor] : outputs)
+    for (Tensor& out : detail::answer_outputs(name, tensor, inputs, files)) batch.outputs.push_back(std::move(out));
   const auto classifier = std::find_if(outputs.begin(), outputs.end(), [](const auto& output) {
     return is_classification(output.first, output.second);
   });
@@ -385,7 +382,7 @@ Batch Model::run_files(const std::vector<std::string>& paths, int top_k) {
     CollateOptions collate_options;
     collate_options.layout = &data.batch_layout();
     const NamedTensors inputs = collate(std::move(samples), collate_options);
-    return answer(*state().model, *state().placement, inputs, top_k, state().classes);
+    return answer(*state().model, *state().placement, inputs, &data.batch_layout(), top_k, state().classes);
   });
 }
 
@@ -473,7 +470,7 @@ Batch Model::run_tensors(const std::vector<Tensor>& inputs, int top_k) {
       batch.emplace_back(input.name, std::move(tensor));
     }
     const std::lock_guard<std::mutex> turn(state().share.calls());
-    return answer(*state().model, *state().placement, batch, top_k, state().classes);
+    return answer(*state().model, *state().placement, batch, nullptr, top_k, state().classes);
   });
 }
 

@@ -85,7 +85,8 @@ const tp_config_key_t kKeys[] = {
 // get_sample is thread-safe: no TP_DESCRIPTOR_SERIAL.
 const tp_descriptor_t kDescriptor = tp::cpp::dataset_descriptor(
     "org.torchhost.segmentation_folder", "1.0.0",
-    "image / class-mask pairs for semantic segmentation, transformed jointly with OpenCV: image, mask", kKeys);
+    "image / class-mask pairs for semantic segmentation, transformed jointly with OpenCV: image, mask; val/test also "
+    "orig_size", kKeys);
 
 /* Config */
 
@@ -249,6 +250,7 @@ class SegmentationFolderDataset {
     if (!labelled()) { // `files`: the val transform of the image alone (a blank mask goes along, unused)
       seg::JointSample s = seg::transform_pair(bgr, cv::Mat::zeros(bgr.rows, bgr.cols, CV_8UC1), transform_, 0);
       out.add("image", std::move(s.pixels), {3, s.h, s.w});
+      out.add("orig_size", std::vector<int64_t>{bgr.rows, bgr.cols}, {2});
       return;
     }
     const std::string& mask_path = pairs_.masks[index];
@@ -262,6 +264,9 @@ class SegmentationFolderDataset {
     seg::JointSample s = seg::transform_pair(bgr, mask, transform_, seed);
     out.add("image", std::move(s.pixels), {3, s.h, s.w});
     out.add("mask", std::move(s.mask), {s.h, s.w});
+    // Val and test are only resized (no crop, no flip): the file's size is all a prediction needs
+    // to map its pixels back onto the file (host predict, the inference library: pixel_maps.h).
+    if (!train_) out.add("orig_size", std::vector<int64_t>{bgr.rows, bgr.cols}, {2});
   }
 
  private:

@@ -420,8 +420,12 @@ TEST_CASE("segmentation_folder: `files` serves new images without masks to val a
   Dataset files(lib, kSegmentationFolderId, cfg, "val");
   REQUIRE(files.size() == 1);
   const Sample b = files.get(0, 1);
-  REQUIRE(b.fields().size() == 1); // the image alone
+  REQUIRE(b.fields().size() == 2); // the image and its file's size, no mask
+  const auto size_of_b = b.values<int64_t>("orig_size");
+  CHECK(std::vector<int64_t>(size_of_b.begin(), size_of_b.end()) == std::vector<int64_t>{50, 35});
   const Sample from_pairs = pairs.get(1, 1);
+  const auto size_of_pair = from_pairs.values<int64_t>("orig_size");
+  CHECK(std::vector<int64_t>(size_of_pair.begin(), size_of_pair.end()) == std::vector<int64_t>{50, 35});
   CHECK(b.shape("image") == from_pairs.shape("image"));
   const auto got = b.values<float>("image"), expected = from_pairs.values<float>("image");
   CHECK(std::equal(got.begin(), got.end(), expected.begin(), expected.end()));

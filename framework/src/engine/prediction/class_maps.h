@@ -1,5 +1,5 @@
-// Dense predictions as images: the class map of each sample of a segmentation output, cropped to
-// the sample's own size and encoded as a greyscale PNG (`host predict --format png`).
+// Dense predictions as images: the class map of each sample of a segmentation output, at the
+// size of the image file it labels, encoded as a greyscale PNG (`host predict --format png`).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -18,11 +18,11 @@ bool is_dense_output(const at::Tensor& output);
 
 /// PNG bytes of the first `rows` samples' class maps of the dense output `name`: argmax over C
 /// of [B, C, H, W] scores, or the integer [B, H, W] ids as they are; 8-bit greyscale when every
-/// class fits (C <= 256, ids < 256), else 16-bit. A sample of a padded batch is cropped to its
-/// own height and width: those of the first pad field of `layout` whose padded last two sizes
-/// are H and W (its "<field>_lengths" in `batch`), so a map has the size of the image it belongs
-/// to. Copies the maps to the CPU (a device sync). Throws tp::Error naming `name` for an output
-/// that is not dense, or class ids outside [0, 65535].
+/// class fits (C <= 256, ids < 256), else 16-bit. A map of an image of the batch is that
+/// sample's map as pixel_maps (pixel_maps.h) makes it: cut to its own image, scores resized to
+/// the file's size before the argmax where the batch gives it, so `<index>.png` has the size of
+/// the file it labels. Copies the maps to the CPU (a device sync). Throws tp::Error naming `name`
+/// for an output that is not dense, or class ids outside [0, 65535].
 std::vector<std::string> encode_class_maps(const std::string& name, const at::Tensor& output, const NamedTensors& batch,
                                            const BatchLayout& layout, int64_t rows);
 

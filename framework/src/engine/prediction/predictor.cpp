@@ -8,6 +8,7 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <map>
 #include <utility>
 
 #include "tp/framework/data/collate.h"
@@ -16,6 +17,7 @@
 #include "tp/framework/dist/collectives.h"
 #include "engine/training/batch_error.h"
 #include "engine/prediction/hflip_tta.h"
+#include "tp/framework/engine/pixel_maps.h"
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/error.h"
 
@@ -134,8 +136,19 @@ class RowMaker {
       block.attachments = detail::encode_class_maps(name, find(outputs, name), inputs, layout_, rows);
       return block;
     }
+    std::vector<std::string> map_members(static_cast<std::size_t>(options_.json_rows ? rows : 0));
+    std::vector<std::string> map_names;
     for (const std::string& name : chosen(outputs)) {
       const at::Tensor& output = find(outputs, name);
+      // A segmenter's per-pixel output: each sample's map at its own image's size (pixel_maps.h),
+      // an array in its jsonl line, or a column where every map has one size.
+      std::vector<at::Tensor> maps = pixel_maps(output, inputs, layout_, rows);
+      if (!maps.empty()) {
+        if (options_.json_rows) detail::append_map_members(map_members, name, maps);
+        else columns.emplace_back(name, same_size_maps(name, maps));
+        map_names.push_back(name);
+        continue;
+      }
       columns.emplace_back(name, output);
       if (!is_classification(name, output)) continue;
       const auto [prob, argmax] = at::softmax(output.to(at::kFloat), 1).max(1);
@@ -146,7 +159,12 @@ class RowMaker {
       const bool taken = std::any_of(columns.begin(), columns.end(), [&](const auto& c) { return c.first == name; });
       columns.emplace_back(taken ? "sample." + name : name, tensor);
     }
-    return pack_records(columns);
+    RecordBlock block = pack_records(columns);
+    if (options_.json_rows && !map_names.empty()) {
+      block.attachments = std::move(map_members);
+      arrays_ = map_names;
+    }
+    return block;
   }
 
  private:
@@ -167,6 +185,21 @@ class RowMaker {
     throw ConfigError("--format", "host predict --format png writes class maps, but model " + model_.id() +
                                       " returns no dense output (floating [B, C, H, W] or integer [B, H, W]); its "
                                       "outputs: " + available + ". Use csv, jsonl or npy.");
+  }
+
+  /// The maps of per-pixel output `name` stacked into one column: csv and npy give every row the
+  /// same columns. Throws ConfigError naming the sizes when a map's differs from the first this
+  /// rank wrote (images of different sizes, or resized back to files of different sizes).
+  at::Tensor same_size_maps(const std::string& name, const std::vector<at::Tensor>& maps) {
+    auto [first, inserted] = map_shapes_.try_emplace(name, maps.front().sizes().vec());
+    for (const at::Tensor& map : maps)
+      if (map.sizes() != c10::IntArrayRef(first->second))
+        throw ConfigError("--format", "output '" + name + "' of model " + model_.id() + " is a per-pixel map, written "
+                          "at each image's own size (the file's where the dataset gives it), and the images differ: " +
+                          c10::str(c10::IntArrayRef(first->second)) + " and " + c10::str(map.sizes()) +
+                          ". A csv or npy column has one shape for every row: use --format png (a class map per "
+                          "image) or --format jsonl (each map as arrays in its own line).");
+    return at::stack(maps);
   }
 
   std::vector<std::string> chosen(const NamedTensors& outputs) const { return chosen(outputs, options_.outputs); }
@@ -239,7 +272,8 @@ class RowMaker {
   int64_t batch_size_; ///< every forward runs at this batch size (padded), when layout_ is empty
   const BatchLayout& layout_;
   int64_t batches_ = 0; ///< batches this rank has predicted, for messages
-  std::vector<std::string> arrays_; ///< the ragged outputs the last batch wrote as JSON arrays
+  std::vector<std::string> arrays_; ///< the ragged or per-pixel outputs the last batch wrote as JSON arrays
+  std::map<std::string, std::vector<int64_t>> map_shapes_; ///< per-pixel output -> its maps' shape (csv, npy)
 };
 
 // Appends `value` as 8 little-endian bytes (the host's order: every rank is this build).

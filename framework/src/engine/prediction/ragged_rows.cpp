@@ -15,7 +15,35 @@ void append_value(std::string& text, const at::Tensor& values, int64_t i) {
   else text += number_text(values.data_ptr<float>()[i], "null");
 }
 
+// The values of `values` from `next` on as nested arrays of its shape from dimension `dim` on.
+void append_nested(std::string& text, const at::Tensor& values, int64_t dim, int64_t& next) {
+  if (dim == values.dim()) {
+    append_value(text, values, next++);
+    return;
+  }
+  text += '[';
+  for (int64_t i = 0; i < values.size(dim); ++i) {
+    if (i) text += ',';
+    append_nested(text, values, dim + 1, next);
+  }
+  text += ']';
+}
+
 }  // namespace
+
+void append_map_members(std::vector<std::string>& members, const std::string& name, const std::vector<at::Tensor>& maps) {
+  TP_CHECK(members.size() == maps.size(), "predictions: ", maps.size(), " maps of '", name, "' for ", members.size(),
+           " samples");
+  for (std::size_t row = 0; row < maps.size(); ++row) {
+    const at::Tensor& map = maps[row];
+    const at::Tensor values = map.is_floating_point() ? (map.scalar_type() == at::kDouble ? map : map.to(at::kFloat))
+                                                      : map.to(at::kLong);
+    std::string& text = members[row];
+    text += (text.empty() ? "\"" : ",\"") + name + "\":";
+    int64_t next = 0;
+    append_nested(text, values.contiguous(), 0, next);
+  }
+}
 
 std::vector<std::string> ragged_json_members(const NamedTensors& outputs, const std::vector<std::string>& names,
                                              const BatchLayout& layout, int64_t rows) {

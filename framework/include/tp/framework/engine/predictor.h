@@ -33,11 +33,14 @@ struct PredictOptions {
   std::vector<std::string> outputs; ///< model outputs to write, in this order; empty = every output
   bool tta_hflip = false;           ///< average each floating output with that of the mirrored input
   /// --format png: each row carries the PNG class map of one dense output (the one `outputs`
-  /// names, else "out", else the first dense one) as its attachment, cropped to the sample's own
-  /// size in a padded batch; the row itself holds the index and the per-sample fields only.
+  /// names, else "out", else the first dense one) as its attachment, at the size of the image
+  /// file it labels (pixel_maps.h); the row itself holds the index and the per-sample fields only.
   bool class_maps = false;
   /// --format jsonl: a model's ragged outputs (detections: "<name>" with "<name>_offsets") are
   /// written into each sample's line as arrays, and by default only they; other formats refuse them.
+  /// Per-pixel outputs (pixel_maps.h) too: each sample's map as nested arrays of its own size.
+  /// Other formats write a per-pixel output as a column while every map has one size, and refuse
+  /// (ConfigError on --format) at the first that differs.
   bool json_rows = false;
 };
 
@@ -45,7 +48,8 @@ struct PredictSummary {
   int64_t rows = 0;     ///< samples written (all ranks)
   int64_t skipped = 0;  ///< samples left out under data.on_bad_sample = "skip" (all ranks)
   PredictionSchema schema;
-  std::vector<std::string> arrays;  ///< ragged outputs (detections) written as JSON arrays in each jsonl line
+  /// ragged (detections) or per-pixel (segmentation) outputs written as JSON arrays in each jsonl line
+  std::vector<std::string> arrays;
 };
 
 /// [all ranks] Runs the model (in eval mode, under inference mode, in float32 as `host eval`)

@@ -59,7 +59,8 @@ TP_EXPORT void tp_infer_close(tp_infer_model_t *model);
 
 /** Reads `count` image files with the export's evaluation preprocessing (as `host predict
  *  --images` does) and runs them as one batch; each image's `top_k` best classes are kept (capped
- *  at the class count: UINT32_MAX keeps every class).
+ *  at the class count: UINT32_MAX keeps every class). A segmenter's per-pixel output comes at
+ *  each file's size, followed by "<name>_sizes" (tp::infer::Batch::outputs says how).
  *  On TP_OK `*out_result` is new: free it with tp_infer_result_free. */
 TP_EXPORT tp_status tp_infer_run_files(tp_infer_model_t *model, const char *const *paths, uint32_t count,
                                        uint32_t top_k, tp_infer_result_t **out_result);

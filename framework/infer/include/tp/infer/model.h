@@ -63,6 +63,10 @@ struct ClassScore {
 /// The answer for one batch.
 struct TP_EXPORT Batch {
   /// Every output the model returned, in its order, each [N, ...] (N = the batch's images).
+  /// From files (run_files, run_encoded), a segmenter's per-pixel output (scores [N, C, H, W] or
+  /// ids [N, H, W] at the network's input size) comes at each file's size, as `host predict`
+  /// writes its maps: H and W are the largest file's, image i's map fills the top-left
+  /// `<name>_sizes`[i] = (height, width), 0 beyond it; "<name>_sizes" [N, 2] follows it.
   std::vector<Tensor> outputs;
   /// Per image, the top_k classes of the classification output (`logits` or the first
   /// `*_logits`, floating [N, C]: `host predict`'s rule), best first; empty when there is none.
