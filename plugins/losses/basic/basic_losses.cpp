@@ -3,6 +3,7 @@
 #include <c10/core/InferenceMode.h>
 #include <c10/util/StringUtil.h>
 #include <ATen/core/Reduction.h>
+#include <ATen/ops/aminmax.h>
 #include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/mse_loss.h>
 #include <ATen/ops/scalar_tensor.h>
@@ -43,9 +44,32 @@ std::string dtype_name(at::ScalarType dtype) {
   }
 }
 
-/// Class-index targets as int64 (at::cross_entropy needs Long); probability targets unchanged.
+/// Refuses a class id of `ids` (int64, labels of `output`'s [B, C, ...]) outside [0, C) that is not
+/// ignore_index. PyTorch's own check said only "Target 7 is out of bounds" (a trial's mask value
+/// 7 with 5 classes): no field, no value's meaning, no way to the file. Reads back two numbers.
+void check_class_ids(const at::Tensor& output, const at::Tensor& ids, const TermOptions& options,
+                     const std::string& output_name, const std::string& target_name) {
+  if (ids.numel() == 0) return;
+  const int64_t classes = output.size(1);
+  // Ignored positions read as class 0, inside any class count: one reduction covers the rest.
+  const auto [low, high] = at::aminmax(ids.masked_fill(ids.eq(options.ignore_index), 0));
+  const int64_t least = low.item<int64_t>(), most = high.item<int64_t>();
+  if (least >= 0 && most < classes) return;
+  const std::string bad = std::to_string(least < 0 ? least : most), count = std::to_string(classes);
+  throw Failure(TP_ERR_INVALID_ARGUMENT,
+                "target '" + target_name + "' holds the class id " + bad + ", outside [0, " + count + ") of the " +
+                    count + " classes of output '" + output_name + "' (its dimension 1), and not ignore_index (" +
+                    std::to_string(options.ignore_index) + "): PyTorch stops on it (\"Target " + bad +
+                    " is out of bounds\"). If " + bad + " marks what to leave out, set the loss's ignore_index to it; "
+                    "if it is a class, give the model num_classes above it. To find the sample holding it, set the "
+                    "dataset's num_classes key (segmentation_folder: data.train.num_classes = " + count +
+                    "), which checks every sample as it is read and names its file and pixel.");
+}
+
+/// Class-index targets as int64 (at::cross_entropy needs Long), their ids checked when
+/// `check_ids`; probability targets unchanged.
 at::Tensor ce_target(const at::Tensor& output, const at::Tensor& target, const std::string& output_name,
-                     const std::string& target_name) {
+                     const std::string& target_name, const TermOptions& options, bool check_ids) {
   require_shape(output.dim() >= 2, output_name, output, target_name, target, "logits [B, C, ...]");
   std::vector<int64_t> expected = output.sizes().vec();
   expected.erase(expected.begin() + 1);
@@ -65,7 +89,9 @@ at::Tensor ce_target(const at::Tensor& output, const at::Tensor& target, const s
   }
   require_shape(index_shape, output_name, output, target_name, target,
                 "class indices shaped like the logits without the class dimension");
-  return target.scalar_type() == at::kLong ? target : target.to(at::kLong);
+  at::Tensor ids = target.scalar_type() == at::kLong ? target : target.to(at::kLong);
+  if (check_ids) check_class_ids(output, ids, options, output_name, target_name);
+  return ids;
 }
 
 }  // namespace
@@ -85,10 +111,10 @@ at::Tensor count_tensor(int64_t count, const at::Device& device) {
 
 at::Tensor per_sample_sum(Term term, const at::Tensor& output, const at::Tensor& target,
                           const TermOptions& options, const std::string& output_name,
-                          const std::string& target_name) {
+                          const std::string& target_name, bool check_ids) {
   at::Tensor per;  // per-position loss, batch dimension first
   if (term == Term::kCrossEntropy) {
-    per = at::cross_entropy_loss(output, ce_target(output, target, output_name, target_name), {},
+    per = at::cross_entropy_loss(output, ce_target(output, target, output_name, target_name, options, check_ids), {},
                                  at::Reduction::None, options.ignore_index, options.label_smoothing);
   } else {
     require_shape(output.dim() >= 1 && target.sizes() == output.sizes(), output_name, output,
@@ -107,8 +133,8 @@ at::Tensor per_sample_sum(Term term, const at::Tensor& output, const at::Tensor&
 
 tp::cpp::LossSum labelled_cross_entropy(const at::Tensor& output, const at::Tensor& target, const TermOptions& options,
                                         const std::string& output_name, const std::string& target_name,
-                                        const at::Tensor& class_weight) {
-  const at::Tensor t = ce_target(output, target, output_name, target_name);
+                                        bool check_ids, const at::Tensor& class_weight) {
+  const at::Tensor t = ce_target(output, target, output_name, target_name, options, check_ids);
   // PyTorch's sum over zero labelled positions is 0 (its mean would be 0/0 = NaN): the host adds
   // {0, 0} to the window, whose gradients stay finite.
   at::Tensor sum = at::cross_entropy_loss(output, t, class_weight, at::Reduction::Sum, options.ignore_index,
@@ -140,10 +166,10 @@ class SingleTerm : public Loss {
     const at::Tensor& out = outputs.get(output_);
     const at::Tensor& tgt = targets.get(target_);
     if (term_ != Term::kCrossEntropy)
-      return {per_sample_sum(term_, out, tgt, options_, output_, target_), count_tensor(out.size(0), out.device())};
+      return {per_sample_sum(term_, out, tgt, options_, output_, target_, false), count_tensor(out.size(0), out.device())};
     // Items are the labelled positions: one per sample for [B, C] logits, one per pixel for
     // [B, C, H, W]; labels equal to ignore_index are neither summed nor counted.
-    return labelled_cross_entropy(out, tgt, options_, output_, target_, class_weight(out));
+    return labelled_cross_entropy(out, tgt, options_, output_, target_, ids_.due(tgt), class_weight(out));
   }
 
  private:
@@ -172,6 +198,7 @@ class SingleTerm : public Loss {
   TermOptions options_;
   std::vector<double> class_weights_;
   at::Tensor weight_;
+  ClassIdCheck ids_;
 };
 
 std::unique_ptr<Loss> make_cross_entropy(const tp::cpp::ConfigReader& cfg) {

@@ -30,14 +30,34 @@ struct TermOptions {
   double beta = 1.0;             // smooth_l1, > 0
 };
 
+/// When a cross entropy reads its targets' class ids (check_class_ids): every batch on the CPU,
+/// where reading two numbers back costs nothing, and the first on a device, one sync per instance
+/// (PLG-11 allows none in forward; fcos_loss's label check makes the same exception).
+class ClassIdCheck {
+ public:
+  /// Whether this call's target is read; a device target is due once per instance.
+  bool due(const at::Tensor& target) {
+    if (target.is_cpu()) return true;
+    const bool first = !device_done_;
+    device_done_ = true;
+    return first;
+  }
+
+ private:
+  bool device_done_ = false;
+};
+
 /// The sum over samples of one term (differentiable, 0-dim, on output's device). Per-sample loss:
 /// cross_entropy of the sample's logits (mean over positions for [B, C, d...] logits, where a
 /// position labelled options.ignore_index adds 0 but still counts); mse and smooth_l1 the mean
 /// over the sample's elements. Targets of another shape are an error (no
-/// broadcasting), named by `output_name` / `target_name`. Never synchronizes.
+/// broadcasting), named by `output_name` / `target_name`. With `check_ids`, a cross entropy's
+/// class-index label outside [0, C) of the logits that is not options.ignore_index is refused,
+/// naming it (one min/max reduction over the target, a device sync off the CPU: ClassIdCheck says
+/// when); else never synchronizes.
 at::Tensor per_sample_sum(Term term, const at::Tensor& output, const at::Tensor& target,
                           const TermOptions& options, const std::string& output_name,
-                          const std::string& target_name);
+                          const std::string& target_name, bool check_ids);
 
 /// A 0-dim int64 tensor holding `count` on `device`, created without a device sync.
 at::Tensor count_tensor(int64_t count, const at::Device& device);
@@ -49,10 +69,10 @@ at::Tensor count_tensor(int64_t count, const at::Device& device);
 /// output's device and dtype) each position's loss is weighted by its label's class and `count`
 /// is the sum of those weights (float), so sum / count is PyTorch's weighted mean
 /// (CrossEntropyLoss(weight=...)); probability targets still count positions, as PyTorch's mean
-/// does. Shapes as per_sample_sum; never synchronizes.
+/// does. Shapes and `check_ids` as per_sample_sum; never synchronizes otherwise.
 tp::cpp::LossSum labelled_cross_entropy(const at::Tensor& output, const at::Tensor& target, const TermOptions& options,
                                         const std::string& output_name, const std::string& target_name,
-                                        const at::Tensor& class_weight = {});
+                                        bool check_ids, const at::Tensor& class_weight = {});
 
 /// One loss component instance, the class tp/cpp/loss_adapter.h drives: returns {loss_sum,
 /// item_count}.

@@ -32,7 +32,7 @@ enum class Items {
 class WeightedSum : public Loss {
  public:
   WeightedSum(std::vector<WeightedTerm> terms, TermOptions options, Items items)
-      : terms_(std::move(terms)), options_(options), items_(items) {
+      : terms_(std::move(terms)), options_(options), items_(items), ids_(terms_.size()) {
     // Term names for the history (train/loss/<name>): the output each term reads, numbered when
     // two terms read the same output.
     for (std::size_t k = 0; k < terms_.size(); ++k) {
@@ -55,7 +55,8 @@ class WeightedSum : public Loss {
     last_.clear();
     int64_t batch = -1;
     at::Device device(at::kCPU);
-    for (const WeightedTerm& t : terms_) {
+    for (std::size_t k = 0; k < terms_.size(); ++k) {
+      const WeightedTerm& t = terms_[k];
       const at::Tensor& out = outputs.get(t.output);
       const at::Tensor& tgt = targets.get(t.target);
       if (out.dim() == 0)
@@ -68,7 +69,8 @@ class WeightedSum : public Loss {
                                                            std::to_string(out.size(0)) + ", the first output " +
                                                            std::to_string(batch));
       }
-      at::Tensor term = per_sample_sum(t.term, out, tgt, options_, t.output, t.target).mul(t.weight);
+      const bool check_ids = t.term == Term::kCrossEntropy && ids_[k].due(tgt);
+      at::Tensor term = per_sample_sum(t.term, out, tgt, options_, t.output, t.target, check_ids).mul(t.weight);
       last_.push_back(term.detach());
       total = total.defined() ? total.add(term) : term;
     }
@@ -82,8 +84,10 @@ class WeightedSum : public Loss {
     at::Tensor total;
     at::Tensor count;
     last_.clear();
-    for (const WeightedTerm& t : terms_) {
-      tp::cpp::LossSum term = labelled_cross_entropy(outputs.get(t.output), targets.get(t.target), options_, t.output, t.target);
+    for (std::size_t k = 0; k < terms_.size(); ++k) {
+      const WeightedTerm& t = terms_[k];
+      const at::Tensor& tgt = targets.get(t.target);
+      tp::cpp::LossSum term = labelled_cross_entropy(outputs.get(t.output), tgt, options_, t.output, t.target, ids_[k].due(tgt));
       at::Tensor weighted = term.sum.mul(t.weight);
       last_.push_back(weighted.detach());
       total = total.defined() ? total.add(weighted) : weighted;
@@ -97,6 +101,7 @@ class WeightedSum : public Loss {
   Items items_;
   std::vector<std::string> names_;  ///< one per term, valid until destruction (the ABI's term names)
   std::vector<at::Tensor> last_;    ///< the last forward's weighted term sums, detached
+  std::vector<ClassIdCheck> ids_;   ///< one per term: each term's logits have their own class count
 };
 
 const tp_config_key_t kKeys[] = {

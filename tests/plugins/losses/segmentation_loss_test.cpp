@@ -139,4 +139,46 @@ TEST_CASE("weighted_sum, items = labelled: refused unless every term is a cross 
   CHECK(p.host.last_error.find("output 'aux' [2, 4, 6, 8] and target 'mask' [2, 3, 4]") != std::string::npos);
 }
 
+// A mask value of 7 with 5 classes (a trial's segmentation set, the dataset's num_classes unset)
+// stopped training with PyTorch's "Target 7 is out of bounds", naming no field and no way on.
+TEST_CASE("a class id outside the logits' classes, not ignore_index, is refused naming it and the dataset's check") {
+  LoadedPlugin& p = plugin("basic_losses");
+  at::manual_seed(6);
+  const at::Tensor mask = mask_with(5);  // classes 0..3 and 255 (ignored)
+  Fields out{{"out", at::randn({2, 4, 3, 4})}, {"aux", at::randn({2, 4, 3, 4})}};
+  const std::map<std::string, FakeConfig::Value> single{
+      {"output", std::string("out")}, {"target", std::string("mask")}, {"ignore_index", int64_t{255}}};
+  const auto refused = [&](const std::string& id, const std::map<std::string, FakeConfig::Value>& config, int64_t bad) {
+    CAPTURE(id);
+    CAPTURE(bad);
+    at::Tensor beyond = mask.clone();
+    beyond.view({-1})[17] = bad;  // one pixel among labelled and ignored ones
+    Fields tgt{{"mask", beyond}};
+    Loss loss(id.c_str(), config);
+    tp_tensor sum = nullptr, count = nullptr;
+    CHECK(loss.t->forward(loss.self, out.view(), out.size(), tgt.view(), tgt.size(), &sum, &count) ==
+          TP_ERR_INVALID_ARGUMENT);
+    CHECK(sum == nullptr);
+    const std::string& error = p.host.last_error;
+    CHECK_MESSAGE(error.find("target 'mask' holds the class id " + std::to_string(bad) + ", outside [0, 4) of the 4 "
+                             "classes of output 'out' (its dimension 1), and not ignore_index (255)") != std::string::npos,
+                  error);
+    CHECK_MESSAGE(error.find("the dataset's num_classes key (segmentation_folder: data.train.num_classes = 4)") !=
+                      std::string::npos,
+                  error);
+  };
+  refused("org.torchhost.cross_entropy", single, 7);
+  refused("org.torchhost.cross_entropy", single, 4);
+  refused("org.torchhost.cross_entropy", single, -1);
+  refused("org.torchhost.weighted_sum", kOutAndAux, 7);
+  std::map<std::string, FakeConfig::Value> per_sample = kOutAndAux;
+  per_sample["items"] = std::string("samples");
+  refused("org.torchhost.weighted_sum", per_sample, 7);
+
+  // ignore_index itself, and every id in range, pass (mask_with holds both).
+  Fields tgt{{"mask", mask}};
+  Loss loss("org.torchhost.cross_entropy", single);
+  CHECK(loss.forward(out, tgt).second.item<int64_t>() == 19);
+}
+
 }  // namespace
