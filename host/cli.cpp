@@ -52,7 +52,8 @@ po::options_description describe(Options& o) {
        "masks, one file per sample)")
       ("output", po::value(&o.output),
        "export: output file; profile: where profile.json goes; predict: the predictions file "
-       "(default: RUN_DIR/predictions_<split>_<checkpoint>[_ema|_swa][_tta-hflip].<format>)")
+       "(default: RUN_DIR/predictions_<split>_<checkpoint>[_ema|_swa][_tta-hflip].<format>); eval: the results "
+       "file (default: RUN_DIR/eval_<checkpoint>[_ema|_swa][_test].json)")
       ("outputs", po::value(&o.outputs), "predict: comma-separated model outputs to write (default: all)")
       ("tta", po::value(&o.tta), "predict: hflip averages each output with that of the horizontally flipped input")
       ("images", po::value(&o.images),

@@ -18,9 +18,9 @@ const std::vector<CommandSpec> kCommands = {
      {"config", "set", "plugin-dir", "output-dir", "resume", "new-run"}},
     {"eval",
      "host eval --config FILE [--checkpoint best|last|PATH] [--weights live|ema|swa] [--split val|test] [--mlflow] "
-     "[--set KEY=VALUE]... [--plugin-dir DIR]... [--output-dir DIR]",
+     "[--output FILE] [--set KEY=VALUE]... [--plugin-dir DIR]... [--output-dir DIR]",
      "evaluates a checkpoint on the validation or the test split",
-     {"config", "checkpoint", "weights", "split", "mlflow", "set", "plugin-dir", "output-dir"}},
+     {"config", "checkpoint", "weights", "split", "mlflow", "output", "set", "plugin-dir", "output-dir"}},
     {"predict",
      "host predict --config FILE [--checkpoint best|last|PATH] [--weights live|ema|swa] [--split val|test|train | "
      "--images DIR|LIST|IMAGE] [--output FILE] [--format csv|jsonl|npy|png] [--outputs NAME,...] [--tta hflip] "

@@ -79,7 +79,37 @@ TEST_CASE("eval_<checkpoint>.json is JSON when the checkpoint's path holds a quo
   // What was evaluated first, then the values in the order they were produced.
   std::string keys;
   for (const auto& [key, value] : json.items()) keys += key + " ";
-  CHECK(keys == "checkpoint epoch step weights split val/loss val/accuracy val/f1 ");
+  CHECK(keys == "checkpoint epoch step weights split config_changes val/loss val/accuracy val/f1 ");
+  CHECK(json.at("config_changes") == nlohmann::ordered_json::array()); // the run's own config.toml
+}
+
+// A trial evaluated a COCO run on another annotation file with --set: the result replaced the
+// run's own eval_best.json, and nothing in it told the two apart.
+TEST_CASE("host eval --output keeps the run's own record, and the results name what differs from training") {
+  const auto dir = trained_run("eval_elsewhere");
+  const auto own = tp::test::run_host(eval_args(dir, "last"));
+  INFO(own.output);
+  REQUIRE(own.exit_code == 0);
+  const std::string record = tp::test::read_text(dir / "eval_last.json");
+  const auto elsewhere = dir.parent_path() / "eval_elsewhere_other.json";
+  const auto other = tp::test::run_host(eval_args(dir, "last") + "--set eval.batch_size=7 --output '" +
+                                        elsewhere.string() + "'");
+  INFO(other.output);
+  REQUIRE(other.exit_code == 0);
+  CHECK(tp::test::read_text(dir / "eval_last.json") == record);
+  CHECK(other.output.find("configured otherwise than the checkpoint's training") != std::string::npos);
+  const nlohmann::ordered_json json = read_json(elsewhere);
+  REQUIRE(json.at("config_changes").size() == 1);
+  const std::string change = json.at("config_changes")[0].get<std::string>();
+  CHECK(change.starts_with("eval.batch_size: "));
+  CHECK(change.ends_with("7"));
+  CHECK(json.at("val/accuracy").get<double>() == doctest::Approx(read_json(dir / "eval_last.json").at("val/accuracy").get<double>()));
+  // A directory is no results file: refused before the evaluation, with the key to change.
+  const auto refused = tp::test::run_host(eval_args(dir, "last") + "--output '" + dir.string() + "'");
+  INFO(refused.output);
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.output.find("--output") != std::string::npos);
+  CHECK(refused.output.find("val/accuracy") == std::string::npos);
 }
 
 TEST_CASE("a run directory moved elsewhere: eval says which directory it reads and how to point at the copy") {
