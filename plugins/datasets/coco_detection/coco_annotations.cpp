@@ -117,8 +117,12 @@ class Reader {
         fail(std::string("it has no `") + section_name(s) +
              "` array; is it an instances file (instances_*.json or image_info_*.json), not a captions file?");
     CocoSplit split;
-    split.category_ids = categories_;
-    std::sort(split.category_ids.begin(), split.category_ids.end());
+    std::stable_sort(categories_.begin(), categories_.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (auto& [id, name] : categories_) {
+      split.category_ids.push_back(id);
+      split.category_names.push_back(std::move(name));
+    }
     const auto dup_cat = std::adjacent_find(split.category_ids.begin(), split.category_ids.end());
     if (dup_cat != split.category_ids.end()) fail("two `categories` have the id " + std::to_string(*dup_cat));
     std::unordered_map<int64_t, int64_t> label_of;
@@ -192,7 +196,7 @@ class Reader {
       case Section::kAnnotations:
         return field == "id" || field == "image_id" || field == "category_id" || field == "bbox" ||
                field == "iscrowd" || field == "area";
-      case Section::kCategories: return field == "id";
+      case Section::kCategories: return field == "id" || field == "name";
       case Section::kOther: return false;
     }
     return false;
@@ -283,7 +287,12 @@ class Reader {
         annotations_.push_back(r);
         break;
       }
-      case Section::kCategories: categories_.push_back(integer(entry, "id", true)); break;
+      case Section::kCategories: {
+        const auto name = entry.find("name");  // optional: only contiguous labels lend names
+        categories_.emplace_back(integer(entry, "id", true),
+                                 name != entry.end() && name->is_string() ? name->get<std::string>() : std::string());
+        break;
+      }
       case Section::kOther: break;
     }
   }
@@ -297,7 +306,7 @@ class Reader {
   std::string field_;          // the member being read in an entry
   std::vector<CocoImage> images_;
   std::vector<RawAnnotation> annotations_;
-  std::vector<int64_t> categories_;
+  std::vector<std::pair<int64_t, std::string>> categories_;  // id, name ("" when none)
 };
 
 /// nlohmann's message without its "[json.exception.parse_error.101] " tag.

@@ -1,5 +1,6 @@
 // A COCO instances file (instances_train2017.json and its kind) read once into what samples need:
-// per image its id, file name and declared size, per object its box, class, crowd flag and area.
+// per image its id, file name and declared size, per object its box, class, crowd flag and area,
+// per category its id and name.
 // Polygons, RLE masks, captions, licenses and the rest are skipped while parsing, never stored,
 // so COCO 2017 train (448 MB of JSON, 118k images, 860k objects) ends up as ~35 MB of arrays.
 #pragma once
@@ -37,6 +38,7 @@ struct CocoSplit {
   std::vector<CocoImage> images;    ///< ascending id (torchvision's CocoDetection order)
   std::vector<CocoObject> objects;  ///< grouped by image in `images` order; file order within one
   std::vector<int64_t> category_ids;  ///< ascending
+  std::vector<std::string> category_names;  ///< in category_ids' order; "" where the entry has no `name` string
   /// What the file holds that this reader reads fine but other tools read otherwise, one
   /// paragraph each (naming the file and key), for the dataset to log as warnings.
   std::vector<std::string> warnings;

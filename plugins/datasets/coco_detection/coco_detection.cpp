@@ -5,6 +5,7 @@
 // geometry. Decoding, resizing and normalising the image reuse the image datasets' shared pixel_io (plugins/datasets/common).
 #include <array>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -136,6 +137,25 @@ std::pair<std::string, std::string> split_files(const tp::cpp::ConfigReader& cfg
   return {dir, json};
 }
 
+/// Why the host could not take `name` as a class name (tp_class_names_t: non-empty, at most 256
+/// bytes, no control character; nlohmann's parser already refused ill-formed UTF-8), or "".
+std::string class_name_problem(const std::string& name) {
+  if (name.empty()) return "has no `name`";
+  if (name.size() > 256) return "has a `name` of " + std::to_string(name.size()) + " bytes (at most 256)";
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(name[i]);
+    const auto next = i + 1 < name.size() ? static_cast<unsigned char>(name[i + 1]) : 0U;
+    // C0 controls and DEL, or C1 controls (U+0080..U+009F: 0xC2 0x80..0x9F in UTF-8).
+    const unsigned code = byte < 0x20 || byte == 0x7F ? byte : byte == 0xC2 && next >= 0x80 && next <= 0x9F ? next : 0U;
+    if (code != 0U || byte == 0) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "%04X", code);
+      return std::string("holds the control character U+") + hex + " in its `name`";
+    }
+  }
+  return "";
+}
+
 /* Instance */
 
 /// One split. Immutable after construction, so get_sample needs no locking; handed-out tensors
@@ -181,6 +201,7 @@ class CocoDetectionDataset {
                               std::to_string(split_.images.size()) + " images, " +
                               std::to_string(split_.objects.size()) + " annotations, " +
                               std::to_string(split_.category_ids.size()) + " categories from '" + json + "'");
+    if (read.contiguous_labels) name_labels(args, json, json_key);
     // An image list without annotations (COCO's test-dev) is what host predict reads; evaluated, it
     // gave a trial "test/loss 1.01212" (every image scored as background) and every mAP -1, exit 0.
     if (!args.train() && split_.objects.empty() && !split_.images.empty())
@@ -193,6 +214,11 @@ class CocoDetectionDataset {
   }
 
   uint64_t size() const { return split_.images.size(); }
+
+  /// With contiguous_labels, label i's name is the i-th category's by id (ABI 1.12): host export
+  /// writes them as torchhost.classes. None with category ids as labels (the host takes names for
+  /// every id 0..count - 1, and COCO's ids leave gaps) or with `files` (no JSON is read).
+  tp::cpp::ClassNames class_names() const { return classes_; }
 
   /// Each image's file, as read (ABI 1.13): host predict's `path` column for a split.
   std::vector<std::string> sample_keys() const {
@@ -254,6 +280,33 @@ class CocoDetectionDataset {
                               std::to_string(split_.images.size()) + " image files without annotations (`files`)");
   }
 
+  /// Contiguous labels: logs which category each label is (a COCO results file needs the ids, and
+  /// predictions and exports carry only labels: a trial's finding) and keeps the categories'
+  /// names as the labels' class names, or none, with a warning, when one is unusable.
+  void name_labels(const tp::cpp::DatasetArgs& args, const std::string& json, const char* json_key) {
+    const std::vector<int64_t>& ids = split_.category_ids;
+    if (ids.empty()) return;
+    std::string listed;
+    std::string problem;
+    for (std::size_t k = 0; k < ids.size(); ++k) {
+      const std::string& name = split_.category_names[k];
+      listed += (k == 0 ? "" : ", ") + std::to_string(ids[k]);
+      if (!name.empty()) listed += " (" + name + ")";
+      if (const std::string why = class_name_problem(name); problem.empty() && !why.empty())
+        problem = "the category id " + std::to_string(ids[k]) + " " + why;
+    }
+    args.log(TP_LOG_INFO, std::string("coco_detection (") + args.split_name + "): labels 0.." +
+                              std::to_string(ids.size() - 1) + " are the category ids " + listed + " of '" + json + "'");
+    if (!problem.empty()) {
+      args.log(TP_LOG_WARNING, std::string("coco_detection (") + args.split_name + "): '" + json + "' (key `" +
+                                   json_key + "`): " + problem + ", so the dataset lends no class names: host export "
+                                   "writes no torchhost.classes and the labels stay numbers. Give every category a "
+                                   "name (1 to 256 bytes, no control characters)");
+      return;
+    }
+    classes_ = {"labels", split_.category_names};
+  }
+
   /// The file `image` is read from: its file_name under the image directory (`files`: as given).
   std::string file_of(const coco::CocoImage& image) const { return (image_dir_ / image.file_name).string(); }
 
@@ -307,6 +360,7 @@ class CocoDetectionDataset {
   const char* image_key_ = "images";
   int64_t max_image_pixels_ = tp::datasets::kDefaultMaxImagePixels;
   coco::CocoSplit split_;
+  tp::cpp::ClassNames classes_;  // empty: none lent (class_names)
   tp::datasets::OpenCvThreadsPin pin_;  // OpenCV single-threaded while this instance lives
 };
 

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <opencv2/imgcodecs.hpp>
@@ -330,6 +331,51 @@ TEST_CASE("coco_detection: skip_empty and contiguous_labels") {
                  "non-crowd box wider and taller than 1 pixel, so skip_empty leaves nothing to train on"));
   Dataset val_empty(lib, kCocoDetectionId, cfg, "val");  // val keeps them all
   CHECK(val_empty.size() == 4);
+}
+
+// A trial's contiguous labels 0..3 reached predictions and exports with no way back to the
+// categories: no names (host export's torchhost.classes) and the category ids nowhere.
+TEST_CASE("coco_detection: contiguous labels lend the category names (ABI 1.12) and log each label's category id") {
+  const fs::path root = write_set("coco_class_names");
+  PluginLibrary lib("coco_detection");
+  FakeConfig cfg;
+  configure_coco_detection(lib, cfg, root);
+  cfg.values["contiguous_labels"] = true;
+  const Dataset val(lib, kCocoDetectionId, cfg, "val");
+  CHECK(val.class_names() == std::vector<std::string>{"car", "dog"});  // ids 5, 18: ascending id, not file order
+  CHECK(contains(lib.host.logs.back(), "coco_detection (val): labels 0..1 are the category ids 5 (car), 18 (dog) of '" +
+                                           (root / "instances.json").string() + "'"));
+  // Category ids as labels: names only for some of 0..max id, which the host cannot take.
+  cfg.values["contiguous_labels"] = false;
+  CHECK(Dataset(lib, kCocoDetectionId, cfg, "val").class_names().empty());
+  // `files` reads no JSON: no categories to name.
+  cfg.values["contiguous_labels"] = true;
+  cfg.values["files"] = std::vector<std::string>{(root / "images" / "a.png").string()};
+  CHECK(Dataset(lib, kCocoDetectionId, cfg, "val").class_names().empty());
+  cfg.values["files"] = std::vector<std::string>{};
+
+  // A category without a usable name: the labels keep no names (the host would refuse the run for
+  // one), and a warning says which and why.
+  for (const auto& [from, to, why] :
+       {std::tuple<std::string, std::string, std::string>{R"("name": "car")", R"("label": "car")", "has no `name`"},
+        {R"("name": "car")", R"("name": "c\u0007r")", "holds the control character U+0007"},  // JSON's escape
+        {R"("name": "car")", R"("name": "")", "has no `name`"}}) {
+    CAPTURE(to);
+    lib.host.logs.clear();
+    lib.host.log_levels.clear();
+    std::string json = kJson;
+    json.replace(json.find(from), from.size(), to);
+    configure_coco_detection(lib, cfg, write_set("coco_class_names_bad", json));
+    cfg.values["contiguous_labels"] = true;
+    const Dataset unnamed(lib, kCocoDetectionId, cfg, "train");
+    CHECK(unnamed.class_names().empty());
+    bool warned = false;
+    for (std::size_t i = 0; i < lib.host.logs.size(); ++i)
+      warned = warned || (lib.host.log_levels[i] == TP_LOG_WARNING &&
+                          lib.host.logs[i].find("the category id 5 " + why) != std::string::npos &&
+                          lib.host.logs[i].find("lends no class names") != std::string::npos);
+    CHECK_MESSAGE(warned, lib.host.logs.back());
+  }
 }
 
 TEST_CASE("coco_detection: num_classes refuses, at start-up, a label the model has no class for") {
