@@ -16,6 +16,7 @@
 #include "tp/framework/error.h"
 #include "tp/framework/util/atomic_file.h"
 #include "tp/framework/util/write_error.h"
+#include "tp/framework/util/write_fully.h"
 
 namespace tp {
 
@@ -59,15 +60,7 @@ void History::append_line(const std::string& line, const HistoryRecord& record) 
   // kill -9 can tear only the last line (resume() drops it).
   struct stat before{};
   const bool sized = ::fstat(fd_, &before) == 0;
-  std::size_t written = 0;
-  while (written < line.size()) {
-    const ssize_t n = ::write(fd_, line.data() + written, line.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n > 0) {
-      written += static_cast<std::size_t>(n);
-      continue;
-    }
-    const int error = n < 0 ? errno : ENOSPC;
+  if (const int error = write_fully(fd_, line.data(), line.size()); error != 0) {
     // A full disk can take half a line: cut it off, so the file stays a list of whole records
     // that the next run appends to.
     const bool cut = sized && ::ftruncate(fd_, before.st_size) == 0;

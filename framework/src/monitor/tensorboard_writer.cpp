@@ -19,6 +19,7 @@
 #include "tp/framework/monitor/tfrecord.h"
 #include "tp/framework/util/atomic_file.h"
 #include "tp/framework/util/log.h"
+#include "tp/framework/util/write_fully.h"
 
 namespace tp {
 namespace {
@@ -217,15 +218,8 @@ void TensorBoardWriter::append(const std::string& event) {
   // returns, so a crash of the process loses nothing (no fsync: a power cut may, as for
   // history.jsonl). Cost: docs/logging.md.
   const std::string record = tfrecord_frame(event);
-  const char* p = record.data();
-  std::size_t left = record.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd_, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw Error("cannot write " + file_.string() + ": " + std::strerror(errno) + ".");
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
+  if (const int error = write_fully(fd_, record.data(), record.size()); error != 0)
+    throw Error("cannot write " + file_.string() + ": " + std::strerror(error) + ".");
 }
 
 }  // namespace tp

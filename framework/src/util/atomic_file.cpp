@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "tp/framework/util/write_fully.h"
 #include "tp/framework/util/atomic_file.h"
 #include "tp/framework/error.h"
 #include "tp/framework/util/write_error.h"
@@ -130,16 +131,9 @@ void write_file_atomically(const std::filesystem::path& path, const char* bytes,
   const ExclusiveTemporary temporary = create_exclusive_temporary(path, ".tmp-");
   const std::string tmp = temporary.path.string();
   const int fd = temporary.fd;
-  std::size_t written = 0;
-  while (written < size) {
-    const ssize_t n = ::write(fd, bytes + written, size - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int error = n < 0 ? errno : ENOSPC;
-      ::close(fd);
-      fail(path, "write", error, tmp);
-    }
-    written += static_cast<std::size_t>(n);
+  if (const int error = write_fully(fd, bytes, size); error != 0) {
+    ::close(fd);
+    fail(path, "write", error, tmp);
   }
   // fsync before rename: otherwise a power cut can leave a renamed but empty file.
   if (::fsync(fd) != 0) {

@@ -12,6 +12,7 @@
 
 #include "tp/framework/error.h"
 #include "tp/framework/util/bounded_text.h"
+#include "tp/framework/util/write_fully.h"
 
 namespace tp {
 namespace {
@@ -64,12 +65,8 @@ void Logger::open_file(const std::filesystem::path& file) {
 void Logger::append(const std::string& line) {
   if (file_ < 0) return;
   const std::string text = line + "\n";
-  for (std::size_t done = 0; done < text.size();) {
-    const ssize_t n = ::write(file_, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<std::size_t>(n);
-  }
+  // A log line that cannot be written (a full disk) is no reason to stop what it reports on.
+  [[maybe_unused]] const int error = write_fully(file_, text.data(), text.size());
 }
 
 void Logger::write(LogLevel level, std::string_view source, std::string_view message) {
