@@ -224,6 +224,11 @@ test -f "$work/sdk/include/tp/infer/model.h" -a -f "$work/sdk/include/tp/infer/i
 leaked=$(nm -D --defined-only "$library" | awk '{print $3}' | c++filt |
   grep -Ev '^(tp_infer_[a-z_]+|tp::infer::.*|(typeinfo|typeinfo name|vtable) for tp::infer::Error)$' || true)
 [ -z "$leaked" ] || { echo "libtorchhost_infer.so exports more than its API:"; echo "$leaked" | head -20; exit 1; }
+# What it needs: the training's plots, TensorBoard and MLflow code is not in it (--gc-sections), nor
+# the libraries of those (docs/deployment.md, "What to ship").
+needed=$(readelf -d "$library" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+unwanted=$(echo "$needed" | grep -E '^lib(plplot|png|curl)' || true)
+[ -z "$unwanted" ] || { echo "libtorchhost_infer.so needs training-only libraries:"; echo "$unwanted"; exit 1; }
 # A tiny run trained, exported and predicted by the installed host (its own plugins, found from its
 # location), long enough that it tells the two classes apart; eval.batch_size covers every file, so host predict runs them as one batch, as the
 # template programs do (a batch's size can change a float's last bit, docs/deployment.md).
