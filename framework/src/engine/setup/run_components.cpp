@@ -128,6 +128,13 @@ void check_class_name_count(const DatasetProxy* data, const LossProxy& loss) {
                           "loss's (and the model's) number of classes agree.");
 }
 
+// The names of a class list for a message: the first ten, then "...".
+std::string first_names(const std::vector<std::string>& names) {
+  std::string listed;
+  for (std::size_t i = 0; i < names.size() && i < 10; ++i) listed += (i == 0 ? "" : ", ") + names[i];
+  return names.size() > 10 ? listed + ", ..." : listed;
+}
+
 // A model's or batch transform's `num_classes` (the zoo's key, torchvision's name; mixup_cutmix's)
 // below the classes a dataset names: a label past the model's outputs fails the first loss call
 // ("Target 2 is out of bounds") after the whole start-up, or trains a wrong model; past a
@@ -140,14 +147,42 @@ void check_class_count(const ComponentConfig& model, const DatasetProxy* data, c
   const std::optional<int64_t> declared = model.options["num_classes"].value<int64_t>();
   const std::vector<std::string>& names = data->class_names().names;
   if (!declared || *declared < 2 || *declared >= static_cast<int64_t>(names.size())) return;
-  std::string listed;
-  for (std::size_t i = 0; i < names.size() && i < 10; ++i) listed += (i == 0 ? "" : ", ") + names[i];
-  if (names.size() > 10) listed += ", ...";
+  const std::string listed = first_names(names);
   throw ConfigError(model.key_path + ".num_classes",
                     "config: " + model.key_path + ".num_classes = " + std::to_string(*declared) + ", but [" + table +
                         "] ('" + data->id() + "') names " + std::to_string(names.size()) + " classes (" + listed +
                         "), so labels from " + std::to_string(*declared) + " up are out of its range. Set " +
                         model.key_path + ".num_classes = " + std::to_string(names.size()) + ".");
+}
+
+// A label means one class in every split: splits whose datasets name their classes (ABI 1.12)
+// must name the same ones in the same order. coco_detection's contiguous_labels rank the
+// categories of each split's own annotation file, so a val file listing one category fewer put
+// every later label on another class, and the mAP on the wrong ones, without a word.
+void check_split_classes(const RunConfig& config, const DatasetProxy* train, const DatasetProxy* held_out,
+                         const std::string& split) {
+  if (train == nullptr || held_out == nullptr || train->class_names().empty() || held_out->class_names().empty())
+    return;
+  const std::vector<std::string>& want = train->class_names().names;
+  const std::vector<std::string>& have = held_out->class_names().names;
+  if (want == have) return;
+  std::size_t first = 0;
+  while (first < want.size() && first < have.size() && want[first] == have[first]) ++first;
+  const std::string at = "label " + std::to_string(first) + " is '" + (first < want.size() ? want[first] : "(none)") +
+                         "' in training and '" + (first < have.size() ? have[first] : "(none)") + "' here";
+  const ComponentConfig& table = *dataset_table(config, split);
+  const ComponentConfig& train_table = *dataset_table(config, "train");
+  const std::string counts = std::to_string(have.size()) + " classes (" + first_names(have) + ")";
+  const std::string against = std::to_string(want.size()) + " (" + first_names(want) + ")";
+  const std::string which = &table == &train_table
+                                ? "[" + table.key_path + "] ('" + held_out->id() + "') names " + counts + " for its " +
+                                      split + " split and " + against + " for training"
+                                : "the " + split + " split ([" + table.key_path + "], '" + held_out->id() + "') names " +
+                                      counts + " and the training split ([" + train_table.key_path + "]) " + against;
+  throw ConfigError(table.key_path, "config: " + which + ": " + at + ", so its labels would be scored as other "
+                                    "classes. Give both splits the same classes in the same order (coco_detection "
+                                    "with contiguous_labels: the same `categories` in both annotation files; "
+                                    "image_folder: the same class folders, or the same label names in both csv listings).");
 }
 
 }  // namespace
@@ -173,6 +208,8 @@ RunComponents create_components(const RunConfig& config, const Registry& registr
   if (splits.train) parts.train_data = dataset("train");
   if (splits.val) parts.val_data = dataset("val");
   if (splits.test) parts.test_data = dataset("test");
+  check_split_classes(config, parts.train_data.get(), parts.val_data.get(), "val");
+  check_split_classes(config, parts.train_data.get(), parts.test_data.get(), "test");
   at::manual_seed(static_cast<uint64_t>(config.run.seed));
   parts.model = std::make_unique<ModelProxy>(entry(config.model, TP_KIND_MODEL), config.model);
   parts.loss = std::make_unique<LossProxy>(entry(config.loss, TP_KIND_LOSS), config.loss);
