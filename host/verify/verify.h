@@ -88,6 +88,11 @@ class VerifyContext {
   /// [main] The first min(train.batch_size, size) samples of the training split in index order,
   /// collated and on device(), loaded once (no shuffling, no worker threads).
   const NamedTensors& first_batch();
+  /// [main] As first_batch, from the split the run's metrics are evaluated on: the first
+  /// min(train.batch_size, size) samples of the val split where the run has one (a dataset may
+  /// give evaluation-only fields there, as coco_detection's gt_*), else first_batch(). With its
+  /// split's batch layout in `layout`.
+  const NamedTensors& first_evaluation_batch(const BatchLayout** layout);
   /// [main] Whether the model draws random numbers in training mode, and how to switch that off;
   /// probed once (two train-mode forwards under no_grad; the model's state and the CPU generator
   /// are restored).
@@ -101,8 +106,15 @@ class VerifyContext {
   std::vector<StateTensor> model_state_;
   NamedWeights initial_weights_;
   std::optional<NamedTensors> first_batch_;
+  std::optional<NamedTensors> first_evaluation_batch_;
   std::optional<ModelRandomness> randomness_;
 };
+
+/// Why batches of other sizes give the model other tensors for the same samples: "[data.train]
+/// pads image to each batch's largest sample, ..." when the training split pads a field (a
+/// micro-batch or a rank's share pads to its own largest, so a detector sees other anchors and a
+/// convolution other borders), else "". For the accumulation and distributed checks.
+std::string padding_by_design(VerifyContext& context);
 
 /* The checks: each returns its row; a plugin failing inside a check is a FAIL naming the call
    (command_verify.cpp turns a tp::Error escaping a check into that row). */

@@ -54,22 +54,50 @@ const NamedWeights& VerifyContext::initial_weights() {
   return initial_weights_;
 }
 
-const NamedTensors& VerifyContext::first_batch() {
-  if (first_batch_) return *first_batch_;
-  RunComponents& p = parts();
-  // Index order and no workers: the loss, metric and gradient checks see the same samples
-  // whatever the config's shuffle and num_workers (the data check compares those).
-  DataLoader loader(p.train_data, LoaderOptions()
-                                      .batch_size(config().train.batch_size)
-                                      .num_workers(0)
-                                      .shuffle(false)
-                                      .seed(static_cast<uint64_t>(config().run.seed)));
+namespace {
+
+// The first batch of `data` in index order, no workers, on `device`: the checks see the same
+// samples whatever the config's shuffle and num_workers (the data check compares those).
+NamedTensors first_batch_of(const std::shared_ptr<DatasetProxy>& data, const RunConfig& config, c10::Device device,
+                            const char* split) {
+  DataLoader loader(data, LoaderOptions()
+                              .batch_size(config.train.batch_size)
+                              .num_workers(0)
+                              .shuffle(false)
+                              .seed(static_cast<uint64_t>(config.run.seed)));
   loader.start_epoch(0);
   std::optional<NamedTensors> batch = loader.next();
   if (!batch || batch->empty())
-    throw Error("host verify: the training split " + p.train_data->name() + " gave no batch to check with.");
-  first_batch_ = BatchPlacement(device(), config().run.channels_last).to_device(std::move(*batch));
+    throw Error(std::string("host verify: the ") + split + " split " + data->name() + " gave no batch to check with.");
+  return BatchPlacement(device, config.run.channels_last).to_device(std::move(*batch));
+}
+
+}  // namespace
+
+std::string padding_by_design(VerifyContext& context) {
+  std::string padded;
+  for (const FieldBatching& field : context.parts().train_data->batch_layout().fields())
+    if (field.batching == Batching::kPad) padded += (padded.empty() ? "" : ", ") + field.name;
+  if (padded.empty()) return "";
+  return "[" + dataset_table(context.config(), "train")->key_path + "] pads " + padded +
+         " to each batch's largest sample, and a smaller batch pads to its own largest, so the model sees other "
+         "tensor sizes for the same samples (a detector other anchors, a convolution other borders)";
+}
+
+const NamedTensors& VerifyContext::first_batch() {
+  if (!first_batch_) first_batch_ = first_batch_of(parts().train_data, config(), device(), "training");
   return *first_batch_;
+}
+
+const NamedTensors& VerifyContext::first_evaluation_batch(const BatchLayout** layout) {
+  RunComponents& p = parts();
+  if (!p.val_data) {
+    *layout = &p.train_data->batch_layout();
+    return first_batch();
+  }
+  *layout = &p.val_data->batch_layout();
+  if (!first_evaluation_batch_) first_evaluation_batch_ = first_batch_of(p.val_data, config(), device(), "val");
+  return *first_evaluation_batch_;
 }
 
 const ModelRandomness& VerifyContext::model_randomness() {

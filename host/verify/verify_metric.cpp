@@ -1,10 +1,12 @@
 // The metric contract (plugin_api/include/tp/iface/metric.h): every state tensor combines by
 // elementwise SUM, or (ABI 1.7, gathered state) by concatenating rows, because a data-parallel
-// evaluation all-reduces (gathers) the ranks' states before compute(). Measured on one training
-// batch, as two ranks would: the state after the whole batch against the states after each half
-// added (rows: concatenated, as many as the whole batch's), and compute() on that combination
-// against compute() on the whole batch. A running mean fails: two halves' means add up to twice
-// the mean. Cost: one forward pass of the model, three updates and two computes of each metric.
+// evaluation all-reduces (gathers) the ranks' states before compute(). Measured on one batch, as
+// two ranks would: the state after the whole batch against the states after each half added
+// (rows: concatenated, as many as the whole batch's), and compute() on that combination against
+// compute() on the whole batch. The batch is the val split's first where the run has one
+// (evaluation feeds the metrics val batches), else the training split's. A running mean fails:
+// two halves' means add up to twice the mean. Cost: one forward pass of the model, three updates
+// and two computes of each metric.
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 
@@ -53,8 +55,11 @@ CheckResult check_metric(VerifyContext& context) {
     row.reason = "the run has no [[metrics]]";
     return row;
   }
-  const NamedTensors& batch = context.first_batch();
-  const BatchLayout& layout = parts.train_data->batch_layout();
+  // The metrics' own split: evaluation gives them val batches, which may hold fields training
+  // batches do not (coco_detection's gt_* ground truth in the files' pixels).
+  const BatchLayout* evaluated_layout = nullptr;
+  const NamedTensors& batch = context.first_evaluation_batch(&evaluated_layout);
+  const BatchLayout& layout = *evaluated_layout;
   const int64_t rows = batch_size(batch, layout);
   if (rows < 2) {
     row.status = Status::kSkip;

@@ -18,20 +18,26 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// <dir>/images/{1,2}.png and an instances file naming `categories` (a JSON array's items).
+// <dir>/images/{1,2}.png (48x40 and 40x56: a batch of both pads one of them) and an instances
+// file naming `categories` (a JSON array's items).
 fs::path write_split(const fs::path& dir, const std::string& name, const std::string& categories) {
   fs::create_directories(dir / "images");
-  for (int id = 1; id <= 2; ++id)
-    REQUIRE(cv::imwrite((dir / "images" / (std::to_string(id) + ".png")).string(),
-                        cv::Mat(40, 48, CV_8UC3, cv::Scalar::all(60 * id))));
+  REQUIRE(cv::imwrite((dir / "images" / "1.png").string(), cv::Mat(40, 48, CV_8UC3, cv::Scalar::all(60))));
+  REQUIRE(cv::imwrite((dir / "images" / "2.png").string(), cv::Mat(56, 40, CV_8UC3, cv::Scalar::all(120))));
   const fs::path json = dir / (name + ".json");
   std::ofstream(json) << R"({"images": [{"id": 1, "file_name": "1.png", "width": 48, "height": 40},
-                                        {"id": 2, "file_name": "2.png", "width": 48, "height": 40}],
+                                        {"id": 2, "file_name": "2.png", "width": 40, "height": 56}],
                             "annotations": [{"id": 1, "image_id": 1, "category_id": 3, "bbox": [4, 4, 20, 16], "area": 320, "iscrowd": 0},
                                             {"id": 2, "image_id": 2, "category_id": 7, "bbox": [10, 8, 24, 20], "area": 480, "iscrowd": 0}],
                             "categories": [)" << categories << "]}";
   return json;
 }
+
+// coco_map as the COCO recipe used to name its keys: the ground truth in the files' pixels, which
+// coco_detection gives on the val split only.
+const std::string kGroundTruthMetric =
+    "[[metrics]]\ncomponent = \"org.torchhost.coco_map\"\nnum_classes = 3\ntarget_boxes = \"gt_boxes\"\n"
+    "target_labels = \"gt_labels\"\niscrowd = \"gt_iscrowd\"\nareas = \"gt_areas\"\n";
 
 std::string run_config(const fs::path& train, const fs::path& val) {
   return "[run]\nseed = 1\ndevice = \"cpu\"\n[train]\nepochs = 1\nbatch_size = 2\n[data]\nnum_workers = 1\n"
@@ -69,4 +75,30 @@ TEST_CASE("coco_detection: a val file whose categories differ from training's is
                                           (dir / "same_run").string() + "'");
   INFO(trained.output);
   CHECK(trained.exit_code == 0);
+}
+
+// A trial's `host verify` on the COCO recipe failed three checks its training passes: the metric
+// check ran coco_map on a training batch (no gt_*), the overfit run evaluated training batches
+// (the same), and accumulation judged micro-batches that pad to their own largest image.
+TEST_CASE("coco_detection: host verify runs the metrics on a val batch and says why accumulation differs") {
+  const fs::path dir = tp::test::fresh_dir("coco_verify");
+  const std::string three = R"({"id": 3, "name": "cat"}, {"id": 5, "name": "dog"}, {"id": 7, "name": "bird"})";
+  const fs::path train = write_split(dir / "train", "instances_train", three);
+  const fs::path val = write_split(dir / "val", "instances_val", three);
+  std::ofstream(dir / "run.toml") << run_config(train, val) << kGroundTruthMetric;
+  const auto verified = tp::test::run_host("verify --config '" + (dir / "run.toml").string() +
+                                           "' --checks metric,accumulation --output-dir '" + (dir / "run").string() + "'");
+  INFO(verified.output);
+  CHECK(verified.exit_code == 0);
+  CHECK(verified.output.find("metric        PASS") != std::string::npos);
+  CHECK(verified.output.find("accumulation  SKIP") != std::string::npos);
+  CHECK(verified.output.find("by design: [data.train] pads image to each batch's largest sample") != std::string::npos);
+  // overfit_batches evaluates on training batches; with eval.strategy = "no" it evaluates nothing
+  // (the sanity check ran before and failed on the missing gt_boxes).
+  const auto overfit = tp::test::run_host("train --config '" + (dir / "run.toml").string() + "' --output-dir '" +
+                                          (dir / "overfit").string() + "' --set train.overfit_batches=1 "
+                                          "--set train.max_steps=2 --set 'eval.strategy=\"no\"'");
+  INFO(overfit.output);
+  CHECK(overfit.exit_code == 0);
+  CHECK(overfit.output.find("sanity check") == std::string::npos);
 }

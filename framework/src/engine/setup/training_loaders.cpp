@@ -49,6 +49,7 @@ EvaluationLoader make_evaluation_loader(const RunConfig& config, RunComponents& 
   EvaluationLoader out;
   if (t.overfit_batches > 0) out.batches = t.overfit_batches;
   if (t.fast_dev_run) out.batches = 1;
+  if (config.eval.strategy == IntervalStrategy::kNo) return out; // no evaluation, no sanity check either
   if (t.overfit_batches > 0) {
     // Validate on exactly the samples trained on: the training split, unshuffled, same batches.
     out.loader = std::make_unique<DataLoader>(
@@ -56,7 +57,7 @@ EvaluationLoader make_evaluation_loader(const RunConfig& config, RunComponents& 
         train.decode.stage);
     log.info("overfit_batches: training and validating on the first " + std::to_string(t.overfit_batches) +
              " training batches; the loss should approach zero");
-  } else if (parts.val_data && config.eval.strategy != IntervalStrategy::kNo) {
+  } else if (parts.val_data) {
     out.decode = choose_image_decode(config, device, *parts.val_data, "val", config.data.num_workers,
                                      "nothing was trained");
     out.loader = std::make_unique<DataLoader>(
