@@ -92,6 +92,14 @@ int run_predict(const Options& options) {
                                          PredictOptions{split_list(options.outputs), options.tta == "hflip", options.format == "png",
                                                         options.format == "jsonl"},
                                          writer.get(), progress, collectives);
+  // Every rank names the samples it left out (the error names the file): "1 samples were skipped"
+  // alone sent a trial looking for which.
+  if (!summary.skipped_here.empty()) {
+    std::string note = "predict: samples left out (data.on_bad_sample = \"skip\"; their rows are missing), the "
+                       "first of this rank's:";
+    for (const SkippedSample& s : summary.skipped_here) note += "\n  index " + std::to_string(s.index) + ": " + s.message;
+    session->logger.every_rank(note); // warn() would print on rank 0 alone
+  }
   if (!rank0) return kExitOk;
   writer->finish(summary.schema);
   std::string columns;
@@ -114,8 +122,8 @@ int run_predict(const Options& options) {
               static_cast<long long>(summary.rows), of_what.c_str(), options.tta == "hflip" ? " (hflip TTA)" : "",
               columns.c_str(), output.c_str());
   if (summary.skipped > 0)
-    std::printf("  %lld samples were skipped (data.on_bad_sample = \"skip\"): their rows are missing\n",
-                static_cast<long long>(summary.skipped));
+    std::printf("  %lld %s skipped (data.on_bad_sample = \"skip\"): their rows are missing (the log names them)\n",
+                static_cast<long long>(summary.skipped), summary.skipped == 1 ? "sample was" : "samples were");
   return kExitOk;
 }
 

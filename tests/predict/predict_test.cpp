@@ -178,6 +178,8 @@ TEST_CASE("host predict: bad samples follow data.on_bad_sample; --split train; -
   INFO(skip.output);
   REQUIRE(skip.exit_code == 0);
   CHECK(skip.output.find("3 samples were skipped") != std::string::npos);
+  // Each left-out sample named with its error (the summary's count alone named none).
+  for (const char* named : {"index 5: ", "index 6: ", "index 7: "}) CHECK(skip.output.find(named) != std::string::npos);
   // 37 rows, in index order, without 5, 6 and 7.
   std::istringstream rows(tp::test::read_text(live));
   std::string line;
@@ -215,7 +217,8 @@ TEST_CASE("host predict: bad samples follow data.on_bad_sample; --split train; -
       tp::test::run_host("--nproc-per-node 2 predict " + common + one_bad + "--output '" + pair.string() + "'");
   INFO(two_ranks.output);
   REQUIRE(two_ranks.exit_code == 0);
-  CHECK(two_ranks.output.find("1 samples were skipped") != std::string::npos);
+  CHECK(two_ranks.output.find("1 sample was skipped") != std::string::npos);
+  CHECK(two_ranks.output.find("index 5: ") != std::string::npos); // named by rank 1, which read it
   CHECK(tp::test::read_text(single) == tp::test::read_text(pair));
   const auto start = std::chrono::steady_clock::now();
   const auto one_fails = tp::test::run_host("--nproc-per-node 2 predict " + common + one_bad +

@@ -203,7 +203,8 @@ TEST_CASE("host predict --images: a listed file that is not an image follows dat
                                    output.string() + "'");
   INFO(skipped.output);
   REQUIRE(skipped.exit_code == 0);
-  CHECK(skipped.output.find("1 samples were skipped") != std::string::npos);
+  CHECK(skipped.output.find("1 sample was skipped") != std::string::npos);
+  CHECK(skipped.output.find((run.dir / "notes.png").string()) != std::string::npos); // the log names the file
   const auto rows = csv_cells(output);
   REQUIRE(rows.size() == 3);
   CHECK(rows[1][0] == "0");

@@ -453,6 +453,7 @@ PredictSummary predict(ModelProxy& model, std::shared_ptr<SampleSource> split, L
       at::tensor(std::vector<int64_t>{loader.skipped_count()}, at::kLong).to(collectives.device())};
   collectives.all_reduce_sum(skipped, "count the samples skipped while predicting");
   summary.skipped = skipped[0].cpu().item<int64_t>();
+  summary.skipped_here = loader.first_skipped();
   summary.rows = writer != nullptr ? writer->rows() : 0;
   summary.arrays = rows.arrays();
   progress.end_epoch({});

@@ -47,6 +47,8 @@ struct PredictOptions {
 struct PredictSummary {
   int64_t rows = 0;     ///< samples written (all ranks)
   int64_t skipped = 0;  ///< samples left out under data.on_bad_sample = "skip" (all ranks)
+  /// The first samples this rank left out, with the error each raised (the file it names)
+  std::vector<SkippedSample> skipped_here;
   PredictionSchema schema;
   /// ragged (detections) or per-pixel (segmentation) outputs written as JSON arrays in each jsonl line
   std::vector<std::string> arrays;
