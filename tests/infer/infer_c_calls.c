@@ -73,7 +73,10 @@ tp_status infer_c_metadata(const char *export_file, const char *plugin_dir, uint
   strncpy(out_component, tp_infer_model_component(model), component_capacity - 1);
   out_component[component_capacity - 1] = '\0';
   *out_nulls_refused = tp_infer_model_class_count(NULL) == 0 && tp_infer_model_class_name(NULL, 0) == NULL &&
-                       tp_infer_model_class_name(model, *out_count) == NULL && tp_infer_model_component(NULL) == NULL;
+                       tp_infer_model_class_name(model, *out_count) == NULL && tp_infer_model_component(NULL) == NULL &&
+                       tp_infer_set_threads(NULL, 1) == TP_ERR_INVALID_ARGUMENT &&
+                       tp_infer_set_threads(model, 0x80000000u) == TP_ERR_INVALID_ARGUMENT &&
+                       tp_infer_set_threads(model, 1) == TP_OK;
   tp_infer_close(model);
   return TP_OK;
 }

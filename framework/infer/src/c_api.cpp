@@ -106,6 +106,15 @@ tp_status tp_infer_open(const char* export_file, const char* device, const char*
 
 void tp_infer_close(tp_infer_model_t* model) { delete model; }
 
+tp_status tp_infer_set_threads(tp_infer_model_t* model, uint32_t threads) {
+  if (model == nullptr) return null_argument("tp_infer_set_threads", "model");
+  if (threads > static_cast<uint32_t>(INT_MAX))
+    return refused(TP_ERR_INVALID_ARGUMENT, [&] {
+      return "tp::infer: tp_infer_set_threads: " + std::to_string(threads) + " threads; give 0 (LibTorch's count) or a count of cores.";
+    });
+  return guarded([&] { model->model.set_threads(static_cast<int>(threads)); });
+}
+
 uint32_t tp_infer_model_class_count(const tp_infer_model_t* model) {
   return model == nullptr ? 0 : static_cast<uint32_t>(model->model.class_names().size());
 }

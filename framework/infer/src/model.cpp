@@ -13,6 +13,7 @@
 #include <stdlib.h> // mkdtemp
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -86,6 +87,7 @@ struct Model::State {
   std::string source; ///< the export file, for messages and validation
   std::string plugin_dirs; ///< where the plugins were looked for, for messages
   bool preprocessing_loaded = false; ///< a loaded library provides `preprocessing`'s component (set at open)
+  std::atomic<int> threads{0}; ///< OpenOptions::threads, changed by set_threads
   std::vector<std::string> classes;
   detail::ExportedComponent preprocessing;
   std::unique_ptr<Registry> registry;
@@ -131,6 +133,17 @@ c10::Device device_of(const std::string& name) {
     throw Error("tp::infer: device '" + name + "' does not exist: " + std::to_string(at::getNumGPUs()) +
                 " GPU(s) are visible.");
   return *device;
+}
+
+void check_threads(int threads) {
+  if (threads < 0)
+    throw Error("tp::infer: threads is " + std::to_string(threads) + "; give 0 (LibTorch's count) or more.");
+}
+
+// [under the process's turn] LibTorch's intra-op threads for the call beginning on this thread:
+// OpenMP keeps the count per thread, so it is set by the thread that runs the call.
+void use_threads(int threads) {
+  if (threads > 0 && at::get_num_threads() != threads) at::set_num_threads(threads);
 }
 
 // `host predict`'s rule (predictor.cpp, is_classification): a floating [N, C] output named
@@ -210,6 +223,7 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
   return guarded([&] {
     detail::ExportFile file = detail::read_export(export_file);
     const c10::Device device = device_of(options.device);
+    check_threads(options.threads);
     if (options.plugin_dirs.empty())
       throw Error("tp::infer: no plugin directory was given, and the model '" + file.model.component +
                   "' is built by its plugin; set OpenOptions::plugin_dirs (tp_infer_open's plugin_dir in C) to the "
@@ -219,6 +233,7 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
     const std::lock_guard<std::mutex> turn(state->share.calls());
     if (device.is_cuda()) state->share.use_cuda_tf32(options.tf32, export_file);
     state->source = export_file;
+    state->threads = options.threads;
     state->plugin_dirs = searched_dirs(options);
     state->classes = std::move(file.classes);
     state->preprocessing = std::move(file.preprocessing);
@@ -262,6 +277,13 @@ Model::State& Model::state() const {
 }
 
 const std::vector<std::string>& Model::class_names() const { return state().classes; }
+
+void Model::set_threads(int threads) {
+  guarded([&] {
+    check_threads(threads);
+    state().threads = threads;
+  });
+}
 const std::string& Model::component() const { return state().component; }
 
 std::string version() {
@@ -357,6 +379,7 @@ Batch Model::run_files(const std::vector<std::string>& paths, int top_k) {
       throw Error("tp::infer: the export '" + state().source + "' carries no evaluation preprocessing "
                   "(torchhost.preprocessing); prepare the inputs yourself and call run_tensors.");
     const std::lock_guard<std::mutex> turn(state().share.calls());
+    use_threads(state().threads);
     if (!state().preprocessing_loaded)
       throw Error("tp::infer: the export '" + state().source + "' reads images with '" + pre.component + "', which "
                   "no library in the plugin directories (" + state().plugin_dirs + ") provides. Add the directory "
@@ -470,6 +493,7 @@ Batch Model::run_tensors(const std::vector<Tensor>& inputs, int top_k) {
       batch.emplace_back(input.name, std::move(tensor));
     }
     const std::lock_guard<std::mutex> turn(state().share.calls());
+    use_threads(state().threads);
     return answer(*state().model, *state().placement, batch, nullptr, top_k, state().classes);
   });
 }

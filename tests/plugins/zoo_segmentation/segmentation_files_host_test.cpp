@@ -3,7 +3,8 @@
 // shorter side of 24 for the network. `host predict` writes each map at its file's size in every
 // format that can hold it (png: the class map; jsonl: the scores as arrays), refuses npy with the
 // reason while the sizes differ and writes it when they agree; the inference library returns the
-// same scores, bit for bit for the same batch, with each file's size.
+// same scores, bit for bit for the same batch and thread count (OpenOptions::threads), with each
+// file's size.
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -157,8 +158,8 @@ TEST_CASE("host predict: npy refuses per-pixel maps of different sizes, naming t
 TEST_CASE("tp::infer: a segmenter's scores at each file's size with <name>_sizes, equal to host predict's") {
   const Trained& run = trained();
   const fs::path jsonl = run.dir / "files.jsonl";
-  const auto predicted = run.predict("--format jsonl --images '" + (run.dir / "val" / "images").string() +
-                                     "' --output '" + jsonl.string() + "'");
+  const auto predicted = run.predict("--set run.threads=1 --format jsonl --images '" +
+                                     (run.dir / "val" / "images").string() + "' --output '" + jsonl.string() + "'");
   INFO(predicted.output);
   REQUIRE(predicted.exit_code == tp::kExitOk);
   const std::vector<Scores> rows = jsonl_maps(jsonl);
@@ -166,8 +167,10 @@ TEST_CASE("tp::infer: a segmenter's scores at each file's size with <name>_sizes
   std::vector<std::string> files;
   for (std::size_t i = 0; i < kValSizes.size(); ++i)
     files.push_back((run.dir / "val" / "images" / (std::to_string(i) + ".png")).string());
+  // One intra-op thread on both sides (host predict: --set run.threads=1): LR-ASPP's scores move
+  // by about 2e-8 between 1 and 2 threads (docs/deployment.md, "Same batch, same bits").
   tp::infer::Model model = tp::infer::Model::open(
-      run.exported.string(), {.device = "cpu", .plugin_dirs = {tp::test::plugin_dir()}});
+      run.exported.string(), {.device = "cpu", .plugin_dirs = {tp::test::plugin_dir()}, .threads = 1});
   // eval.batch_size = 4: host predict ran the four files as one batch, as the library does.
   const tp::infer::Batch batch = model.run_files(files, 0);
   const tp::infer::Tensor& out = batch.output("out");

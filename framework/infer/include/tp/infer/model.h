@@ -89,6 +89,11 @@ struct OpenOptions {
   /// Ampere and later, about 1e-3 apart. Ignored on the CPU. Models open on CUDA at once must
   /// agree on it: open() refuses the other setting while one is open.
   bool tf32 = false;
+  /// LibTorch's intra-op threads for this model's calls (decoding a batch's files and the
+  /// forward pass): set on the calling thread when a call begins, as `host predict` runs with
+  /// run.threads. 0 leaves LibTorch's count (OMP_NUM_THREADS, else one per core). Float results
+  /// can depend on it in their last bits (docs/deployment.md, "Same batch, same bits").
+  int threads = 0;
 };
 
 class TP_EXPORT Model {
@@ -127,6 +132,10 @@ class TP_EXPORT Model {
   /// one tensor per model input field; they must share N. Throws Error for a tensor whose values
   /// do not fill its shape, mismatched batch sizes, or a shape the model refuses (its message).
   Batch run_tensors(const std::vector<Tensor>& inputs, int top_k = 5);
+
+  /// [any] Changes OpenOptions::threads for the calls that begin from now on. Throws Error for a
+  /// negative count.
+  void set_threads(int threads);
 
   /// The export's class names by class id (`torchhost.classes`); empty when it has none.
   const std::vector<std::string>& class_names() const;
