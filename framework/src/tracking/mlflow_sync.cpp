@@ -182,6 +182,16 @@ void RunSync::send_artifacts() {
 
 void RunSync::send_end() {
   send_history();
+  const auto send_status = [&] {
+    if (state_.status_sent || state_.end_status.empty()) return;
+    api_.update_run(state_.run_id, state_.end_status, now_ms());
+    state_.status_sent = true;
+    save();
+  };
+  // A stopped run (KILLED) ends within a few seconds (a scheduler's SIGKILL follows): its status
+  // goes before the artifacts, which may be a checkpoint too large for the time left. A finished
+  // run's goes last, so that a FINISHED run on the server has everything.
+  if (state_.end_status == "KILLED") send_status();
   // Artifacts the server refuses (no artifact proxy) must not keep the status from it.
   std::optional<ApiError> artifacts_refused;
   try {
@@ -190,11 +200,7 @@ void RunSync::send_end() {
     if (e.transient()) throw;
     artifacts_refused = e;
   }
-  if (!state_.status_sent && !state_.end_status.empty()) {
-    api_.update_run(state_.run_id, state_.end_status, now_ms());
-    state_.status_sent = true;
-    save();
-  }
+  send_status();
   if (artifacts_refused) throw *artifacts_refused;
 }
 

@@ -8,7 +8,7 @@
 //   3. the history: history.jsonl's records after the first `records_sent`, as metrics;
 //   4. at the end, the artifacts: config.toml, runtime.toml, history.jsonl, plots/*.png and, with
 //      log_checkpoints = "best", checkpoints/best.pt;
-//   5. at the end, the status.
+//   5. at the end, the status (before step 4 for KILLED: a stopped run has seconds left).
 #pragma once
 
 #include <cstdint>

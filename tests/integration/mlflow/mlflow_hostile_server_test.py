@@ -24,7 +24,8 @@ request; a mode makes it hostile. Each case trains the quickstart for two steps 
    job exited 60-86 s after SIGTERM, past SLURM's 30 s grace, and a finished run waited out the
    whole finish_timeout_seconds against a refused connection): with finish_timeout_seconds = 60,
    a finished run beside a server that is down ends at once; SIGTERM during training beside a
-   dripping server exits 143 within the stopped end's 5 s and records KILLED; SIGTERM during the
+   dripping server exits 143 within the stopped end's 5 s and records KILLED, which the server got
+   before the artifacts it drips; SIGTERM during the
    start-up request to a silent server exits 143 at once, before a step is trained.
 
 Usage: mlflow_hostile_server_test.py <host> <source dir> <work dir>. Standard library only; about
@@ -257,6 +258,10 @@ def case_stop_and_outages(baseline):
               "SIGTERM beside a dripping server: the state file records KILLED")
     with open(os.path.join(run_dir, "train.log")) as f:
         check("stopped by signal 15" in f.read(), "SIGTERM: train.log says the run stopped and where it saved")
+    # The status goes before the artifacts the server drips: the run is not left RUNNING there.
+    killed = [r for r in drip.requests if r[0] == "POST" and r[1].endswith("runs/update") and b"KILLED" in r[3]]
+    check(len(killed) == 1, "SIGTERM beside a server that drips the artifacts: it got the status KILLED first",
+          str([(r[0], r[1]) for r in drip.requests][-8:]))
     drip.stop()
 
     silent = Fake("silent")
