@@ -3,7 +3,8 @@
 // opens the export alone (the plugins from the build's plugin directory) and its answers for the
 // same files equal the host's bit for bit (the csv writes each float as the shortest text that
 // reads back to it). eval.batch_size is the number of files, so both run the model on the same
-// batch. Then its errors, the C API, concurrent callers and several models open at once.
+// batch. Then its errors, the C API, concurrent callers, several models open at once and closing.
+// What the export names (classes, plugins, version): infer_metadata_test.cpp.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -27,81 +28,18 @@
 
 #include "integration/host_runner.h"
 #include "support/class_folders.h"
-#include "tp/infer/infer.h"
-#include "tp/version.h"
-#include "tp/infer/model.h"
 #include "error_of.h"
+#include "infer_support.h"
+#include "tp/infer/infer.h"
+#include "tp/infer/model.h"
+#include "tp/version.h"
 
-extern "C" {
-tp_status infer_c_classify(const char* export_file, const char* plugin_dir, const char* const* paths, uint32_t count,
-                           int64_t* out_classes, float* out_probabilities, float* out_logits,
-                           uint32_t logits_capacity);
-tp_status infer_c_open_fails(const char* path, const char* plugin_dir, int* out_model_is_null);
-tp_status infer_c_encoded(const char* export_file, const char* plugin_dir, const uint8_t* bytes, uint64_t size,
-                          int64_t* out_class, float* out_probability);
-tp_status infer_c_metadata(const char* export_file, const char* plugin_dir, uint32_t index, uint32_t* out_count,
-                           char* out_name, size_t name_capacity, char* out_component, size_t component_capacity,
-                           int* out_nulls_refused);
-}
 
 namespace {
 
 namespace fs = std::filesystem;
+using namespace tp::test::infer;
 using tp::test::error_of;
-
-/// One host predict row: the file's path, logits, class name and probability.
-struct HostRow {
-  std::string path;
-  std::vector<float> logits;
-  std::string name;
-  float probability = 0.F;
-};
-
-/// A run trained, exported and predicted once for every case: small_cnn on dark/light folders.
-struct Exported {
-  fs::path dir, exported;
-  std::vector<std::string> files; ///< the val files, in host predict --images's row order
-  std::vector<HostRow> rows;
-  Exported() : dir(tp::test::fresh_dir("infer")), exported(dir / "model.safetensors") {
-    tp::test::write_dark_light_folders(dir / "train", 6);
-    tp::test::write_dark_light_folders(dir / "val", 3);
-    const fs::path cfg = dir / "run.toml", out = dir / "out";
-    std::ofstream(cfg) << tp::test::dark_light_run_config("infer", dir / "train", dir / "val", 4, 6);
-    const auto train = tp::test::run_host("train --config '" + cfg.string() + "' --output-dir '" + out.string() + "'");
-    INFO(train.output);
-    REQUIRE(train.exit_code == 0);
-    const auto exported_run = tp::test::run_host("export --checkpoint '" + (out / "checkpoints" / "last.pt").string() +
-                                                 "' --format safetensors --output '" + exported.string() + "'");
-    INFO(exported_run.output);
-    REQUIRE(exported_run.exit_code == 0);
-    const fs::path csv = dir / "images.csv";
-    const auto predict = tp::test::run_host("predict --config '" + cfg.string() + "' --output-dir '" + out.string() +
-                                            "' --checkpoint last --images '" + (dir / "val").string() +
-                                            "' --output '" + csv.string() + "'");
-    INFO(predict.output);
-    REQUIRE(predict.exit_code == 0);
-    std::ifstream in(csv);
-    std::string line;
-    REQUIRE(std::getline(in, line)); // index,path,logits.0,logits.1,logits.argmax,logits.class,logits.prob
-    while (std::getline(in, line)) {
-      std::vector<std::string> cells;
-      for (std::size_t at = 0, next = 0; next != std::string::npos; at = next + 1)
-        cells.push_back(line.substr(at, (next = line.find(',', at)) == std::string::npos ? next : next - at));
-      REQUIRE(cells.size() == 7);
-      rows.push_back({cells[1], {std::strtof(cells[2].c_str(), nullptr), std::strtof(cells[3].c_str(), nullptr)},
-                      cells[5], std::strtof(cells[6].c_str(), nullptr)});
-      files.push_back((dir / "val" / cells[1]).string());
-    }
-    REQUIRE(rows.size() == 6);
-  }
-};
-
-const Exported& exported() {
-  static const Exported run;
-  return run;
-}
-
-tp::infer::OpenOptions cpu_options() { return {.device = "cpu", .plugin_dirs = {tp::test::plugin_dir()}}; }
 
 }  // namespace
 
@@ -398,175 +336,4 @@ TEST_CASE("tp::infer: closing a model waits for the calls in flight on it; one b
     CHECK(outcome[t].find("is being closed; a call must not overlap closing it") != std::string::npos);
   }
   CHECK(holder.run_files(run.files, 1).output("logits").values == alone);
-}
-
-namespace {
-
-/// `from` with its `torchhost.classes` metadata replaced by `names` (a safetensors header is an
-/// 8-byte little-endian length, then that much JSON, then the tensors' bytes).
-fs::path with_class_names(const fs::path& from, const nlohmann::json& names, const fs::path& to) {
-  std::ifstream in(from, std::ios::binary);
-  std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  uint64_t length = 0;
-  for (int i = 7; i >= 0; --i) length = (length << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
-  nlohmann::json header = nlohmann::json::parse(bytes.substr(8, length));
-  header["__metadata__"]["torchhost.classes"] = names.dump();
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' '); // the data stays 8-byte aligned, as writers keep it
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>((text.size() >> (8 * i)) & 0xFF);
-  out += text + bytes.substr(8 + length);
-  std::ofstream(to, std::ios::binary) << out;
-  return to;
-}
-
-}  // namespace
-
-TEST_CASE("tp::infer: class names only when the export names one per class, as host predict's logits.class") {
-  const Exported& run = exported();
-  // Three names for a two-class output (a run's num_classes above its folders, or an edited file):
-  // host predict writes no name; the library named classes 0 and 1 from the wrong list.
-  const fs::path three = with_class_names(run.exported, {"dark", "light", "extra"}, run.dir / "three_names.safetensors");
-  tp::infer::Model model = tp::infer::Model::open(three.string(), cpu_options());
-  const tp::infer::Batch batch = model.run_files(run.files, 2);
-  REQUIRE(batch.top.size() == run.files.size());
-  for (const auto& scores : batch.top) {
-    REQUIRE(scores.size() == 2);
-    for (const tp::infer::ClassScore& score : scores) CHECK(score.name.empty());
-  }
-  // The unedited export names both, and the C API keeps every class for a top_k past INT_MAX
-  // (was cast to -1 and refused).
-  std::vector<const char*> paths;
-  for (const std::string& file : run.files) paths.push_back(file.c_str());
-  tp_infer_model_t* c_model = nullptr;
-  REQUIRE(tp_infer_open(run.exported.c_str(), "cpu", tp::test::plugin_dir(), &c_model) == TP_OK);
-  tp_infer_result_t* result = nullptr;
-  const tp_status status = tp_infer_run_files(c_model, paths.data(), 1, UINT32_MAX, &result);
-  INFO(tp_infer_last_error());
-  REQUIRE(status == TP_OK);
-  CHECK(tp_infer_result_class_count(result, 0) == 2);
-  const char* name = nullptr;
-  CHECK(tp_infer_result_class(result, 0, 1, nullptr, &name, nullptr) == TP_OK);
-  CHECK((std::string(name) == "dark" || std::string(name) == "light"));
-  tp_infer_result_free(result);
-  tp_infer_close(c_model);
-}
-
-namespace {
-
-// What `body` writes to the process's stderr (fd 2), where the library's log goes.
-template <class Body>
-std::string stderr_of(const fs::path& file, Body&& body) {
-  std::fflush(stderr);
-  const int saved = ::dup(2);
-  const int into = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  ::dup2(into, 2);
-  ::close(into);
-  body();
-  std::fflush(stderr);
-  ::dup2(saved, 2);
-  ::close(saved);
-  return tp::test::read_text(file);
-}
-
-// The library file the export names for `component` (torchhost.plugin_files).
-std::string library_of(const fs::path& exported, const std::string& component) {
-  std::ifstream in(exported, std::ios::binary);
-  uint64_t length = 0;
-  in.read(reinterpret_cast<char*>(&length), 8); // little-endian, as this machine
-  std::string header(length, '\0');
-  in.read(header.data(), static_cast<std::streamsize>(length));
-  const auto metadata = nlohmann::json::parse(header)["__metadata__"];
-  for (const auto& plugin : nlohmann::json::parse(metadata["torchhost.plugin_files"].get<std::string>()))
-    for (const auto& id : plugin["components"])
-      if (id.get<std::string>().starts_with(component + "@")) return plugin["library"].get<std::string>();
-  return "";
-}
-
-}  // namespace
-
-// A deployment trial: a plugin file changed since training built the network with no word at any
-// log level, and a plugin directory without the dataset plugin opened fine and failed each
-// run_files with "no dataset component ... is loaded", which named no directory.
-TEST_CASE("tp::infer: open warns about a plugin file other than the training's and a missing preprocessing plugin") {
-  const Exported& run = exported();
-  const std::string model_library = library_of(run.exported, "org.torchhost.small_cnn");
-  const std::string data_library = library_of(run.exported, "org.torchhost.image_folder");
-  REQUIRE_FALSE(model_library.empty());
-  REQUIRE_FALSE(data_library.empty());
-
-  // The training's own files: not a word.
-  std::vector<float> expected;
-  const std::string same = stderr_of(run.dir / "same.err", [&] {
-    expected = tp::infer::Model::open(run.exported.string(), cpu_options()).run_files({run.files[0]}, 1).output("logits").values;
-  });
-  CHECK(same.find("warning") == std::string::npos);
-
-  // Both libraries rebuilt (bytes appended: the same code, another SHA-256).
-  const fs::path modified = run.dir / "modified_plugins";
-  fs::create_directories(modified);
-  fs::copy_file(fs::path(tp::test::plugin_dir()) / model_library, modified / model_library,
-                fs::copy_options::overwrite_existing);
-  fs::copy_file(fs::path(tp::test::plugin_dir()) / data_library, modified / data_library,
-                fs::copy_options::overwrite_existing);
-  std::ofstream(modified / model_library, std::ios::app | std::ios::binary) << "rebuilt";
-  std::ofstream(modified / data_library, std::ios::app | std::ios::binary) << "rebuilt";
-  std::vector<float> logits;
-  const std::string changed = stderr_of(run.dir / "changed.err", [&] {
-    logits = tp::infer::Model::open(run.exported.string(), {.device = "cpu", .plugin_dirs = {modified.string()}})
-                 .run_files({run.files[0]}, 1)
-                 .output("logits")
-                 .values;
-  });
-  INFO(changed);
-  CHECK(changed.find((modified / model_library).string() + " (org.torchhost.small_cnn) is not the file the export") !=
-        std::string::npos);
-  CHECK(changed.find((modified / data_library).string() + " (org.torchhost.image_folder) is not the file the export") !=
-        std::string::npos);
-  CHECK(logits == expected); // warned, not refused: the code is the same here
-
-  // Without the dataset's library: a warning at open, and run_files names the directories.
-  const fs::path model_only = run.dir / "model_only_plugins";
-  fs::create_directories(model_only);
-  fs::copy_file(fs::path(tp::test::plugin_dir()) / model_library, model_only / model_library,
-                fs::copy_options::overwrite_existing);
-  std::string message;
-  const std::string missing = stderr_of(run.dir / "missing.err", [&] {
-    message = error_of([&] {
-      tp::infer::Model::open(run.exported.string(), {.device = "cpu", .plugin_dirs = {model_only.string()}})
-          .run_files({run.files[0]}, 1);
-    });
-  });
-  INFO(missing);
-  INFO(message);
-  CHECK(missing.find("reads images with 'org.torchhost.image_folder', which no library in the plugin directories (" +
-                     model_only.string() + ") provides") != std::string::npos);
-  CHECK(message.find("which no library in the plugin directories (" + model_only.string() + ") provides") !=
-        std::string::npos);
-  CHECK(message.find("run_tensors") != std::string::npos);
-}
-
-// A deployment trial's ctypes tool parsed the safetensors header itself to list the classes: the C
-// API had no call for them, the component or the library's version.
-TEST_CASE("tp::infer C API: the export's class names, its component and the library's version") {
-  const Exported& run = exported();
-  uint32_t count = 0;
-  char name[64] = {0}, component[64] = {0};
-  int nulls_refused = 0;
-  REQUIRE(infer_c_metadata(run.exported.string().c_str(), tp::test::plugin_dir(), 1, &count, name, sizeof name,
-                           component, sizeof component, &nulls_refused) == TP_OK);
-  const tp::infer::Model model = tp::infer::Model::open(run.exported.string(), cpu_options());
-  REQUIRE(model.class_names().size() == 2);
-  CHECK(count == 2);
-  CHECK(std::string(name) == model.class_names()[1]);
-  CHECK(std::string(name) == "light"); // the folders' classes, sorted: dark, light
-  CHECK(std::string(component) == "org.torchhost.small_cnn");
-  CHECK(nulls_refused == 1);
-  const std::string version = tp_infer_version();
-  CHECK(version == tp::infer::version());
-  CHECK(version.starts_with("torchhost "));
-  CHECK(version.find("; plugin ABI " + std::to_string(TP_ABI_MAJOR) + "." + std::to_string(TP_ABI_MINOR)) !=
-        std::string::npos);
-  CHECK(version.find("; LibTorch ") != std::string::npos);
-  CHECK(version.find('\n') == std::string::npos);
 }
