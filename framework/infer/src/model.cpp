@@ -10,8 +10,6 @@
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
-#include <stdlib.h> // mkdtemp
-
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -25,6 +23,7 @@
 
 #include "answer_outputs.h"
 #include "export_file.h"
+#include "private_directory.h"
 #include "process_share.h"
 #include "tp/framework/config/validate.h"
 #include "tp/framework/data/collate.h"
@@ -409,40 +408,6 @@ Batch Model::run_files(const std::vector<std::string>& paths, int top_k) {
   });
 }
 
-namespace {
-
-// A directory of mkdtemp's (0700: no other user reads the caller's images), removed with its files.
-class PrivateDirectory {
- public:
-  PrivateDirectory() {
-    std::error_code missing;
-    const std::filesystem::path parent = std::filesystem::temp_directory_path(missing);
-    if (missing) {
-      const char* tmpdir = std::getenv("TMPDIR");
-      throw Error(std::string("tp::infer: no temporary directory for encoded images: TMPDIR is '") +
-                  (tmpdir != nullptr ? tmpdir : "") + "', which is not a directory (" + missing.message() +
-                  "); set TMPDIR to a writable directory, or pass the images as files.");
-    }
-    std::string name = (parent / "tp_infer.XXXXXX").string();
-    if (::mkdtemp(name.data()) == nullptr)
-      throw Error("tp::infer: cannot create a temporary directory under " + parent.string() +
-                  " for encoded images; set TMPDIR to a writable directory, or pass the images as files.");
-    path_ = name;
-  }
-  ~PrivateDirectory() {
-    std::error_code ignored; // a leftover directory in TMPDIR is no reason to fail a finished batch
-    std::filesystem::remove_all(path_, ignored);
-  }
-  PrivateDirectory(const PrivateDirectory&) = delete;
-  PrivateDirectory& operator=(const PrivateDirectory&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
-
-}  // namespace
-
 Batch Model::run_encoded(const std::vector<std::vector<unsigned char>>& images, int top_k) {
   return guarded([&] { return encoded(images, top_k); });
 }
@@ -450,7 +415,7 @@ Batch Model::run_encoded(const std::vector<std::vector<unsigned char>>& images, 
 Batch Model::encoded(const std::vector<std::vector<unsigned char>>& images, int top_k) {
   const State::Flight flight(state()); // a moved-from or closing Model refuses before any file is written
   if (images.empty()) throw Error("tp::infer: run_encoded was given no image; give one or more.");
-  const PrivateDirectory dir;
+  const detail::PrivateDirectory dir;
   std::vector<std::string> paths;
   for (std::size_t i = 0; i < images.size(); ++i) {
     const std::string path = (dir.path() / ("image_" + std::to_string(i))).string();
