@@ -56,6 +56,9 @@ int run_eval(const Options& options) {
                                    "dataset) or set data.test_from_train = true for a dataset that serves one.");
   if (!test && !parts.val_data)
     throw ConfigError("data.val", "host eval needs a validation split: add [data.val] or set data.val_from_train = true.");
+  // Its labels must mean the classes the model was trained on (a checkpoint from before ABI 1.12 names none).
+  check_same_classes(config, checkpoint.classes, nullptr, test ? parts.test_data.get() : parts.val_data.get(),
+                     options.split);
   // By default the weights the run monitored: best.pt of a val_ema/... monitor is its best EMA.
   const ChosenWeights weights = choose_weights(options.weights, checkpoint);
   // eval_best.json (val, live weights) as before; eval_best_ema.json, eval_best_test.json, ...

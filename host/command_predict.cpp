@@ -50,6 +50,8 @@ int run_predict(const Options& options) {
     throw ConfigError("data." + options.split,
                       "host predict --split " + options.split + ": the run has no " + options.split + " split; add [data." +
                           options.split + "] or set data." + options.split + "_from_train = true.");
+  // Its labels must mean the classes the model was trained on (--images' files carry none).
+  if (options.images.empty()) check_same_classes(config, checkpoint.classes, nullptr, split.get(), options.split);
 
   const BatchPlacement placement(device, config.run.channels_last);
   const std::vector<StateTensor> state = placement.place_model(*parts.model);

@@ -75,6 +75,16 @@ TEST_CASE("coco_detection: a val file whose categories differ from training's is
                                           (dir / "same_run").string() + "'");
   INFO(trained.output);
   CHECK(trained.exit_code == 0);
+  // host eval and host predict build no training split: the checkpoint's class names stand for it.
+  for (const std::string command : {"eval", "predict"}) {
+    const auto later = tp::test::run_host(command + " --config '" + (dir / "same.toml").string() + "' --output-dir '" +
+                                          (dir / "same_run").string() + "' --checkpoint last --set " +
+                                          "data.train.val_annotations='\"" + fewer.string() + "\"'");
+    INFO(later.output);
+    CHECK(later.exit_code == 2);
+    CHECK(later.output.find("names 2 classes (cat, bird) and the checkpoint's training data named 3 (cat, dog, bird)") !=
+          std::string::npos);
+  }
 }
 
 // A trial's `host verify` on the COCO recipe failed three checks its training passes: the metric

@@ -155,15 +155,12 @@ void check_class_count(const ComponentConfig& model, const DatasetProxy* data, c
                         model.key_path + ".num_classes = " + std::to_string(names.size()) + ".");
 }
 
-// A label means one class in every split: splits whose datasets name their classes (ABI 1.12)
-// must name the same ones in the same order. coco_detection's contiguous_labels rank the
-// categories of each split's own annotation file, so a val file listing one category fewer put
-// every later label on another class, and the mAP on the wrong ones, without a word.
-void check_split_classes(const RunConfig& config, const DatasetProxy* train, const DatasetProxy* held_out,
-                         const std::string& split) {
-  if (train == nullptr || held_out == nullptr || train->class_names().empty() || held_out->class_names().empty())
-    return;
-  const std::vector<std::string>& want = train->class_names().names;
+}  // namespace
+
+void check_same_classes(const RunConfig& config, const ClassNames& trained, const ComponentConfig* trained_table,
+                        const DatasetProxy* held_out, const std::string& split) {
+  if (held_out == nullptr || trained.empty() || held_out->class_names().empty()) return;
+  const std::vector<std::string>& want = trained.names;
   const std::vector<std::string>& have = held_out->class_names().names;
   if (want == have) return;
   std::size_t first = 0;
@@ -171,21 +168,21 @@ void check_split_classes(const RunConfig& config, const DatasetProxy* train, con
   const std::string at = "label " + std::to_string(first) + " is '" + (first < want.size() ? want[first] : "(none)") +
                          "' in training and '" + (first < have.size() ? have[first] : "(none)") + "' here";
   const ComponentConfig& table = *dataset_table(config, split);
-  const ComponentConfig& train_table = *dataset_table(config, "train");
   const std::string counts = std::to_string(have.size()) + " classes (" + first_names(have) + ")";
   const std::string against = std::to_string(want.size()) + " (" + first_names(want) + ")";
-  const std::string which = &table == &train_table
-                                ? "[" + table.key_path + "] ('" + held_out->id() + "') names " + counts + " for its " +
-                                      split + " split and " + against + " for training"
-                                : "the " + split + " split ([" + table.key_path + "], '" + held_out->id() + "') names " +
-                                      counts + " and the training split ([" + train_table.key_path + "]) " + against;
+  const std::string which =
+      trained_table == &table ? "[" + table.key_path + "] ('" + held_out->id() + "') names " + counts + " for its " +
+                                    split + " split and " + against + " for training"
+      : trained_table != nullptr
+          ? "the " + split + " split ([" + table.key_path + "], '" + held_out->id() + "') names " + counts +
+                " and the training split ([" + trained_table->key_path + "]) " + against
+          : "the " + split + " split ([" + table.key_path + "], '" + held_out->id() + "') names " + counts +
+                " and the checkpoint's training data named " + against;
   throw ConfigError(table.key_path, "config: " + which + ": " + at + ", so its labels would be scored as other "
                                     "classes. Give both splits the same classes in the same order (coco_detection "
                                     "with contiguous_labels: the same `categories` in both annotation files; "
                                     "image_folder: the same class folders, or the same label names in both csv listings).");
 }
-
-}  // namespace
 
 RunComponents create_components(const RunConfig& config, const Registry& registry, DatasetSplits splits) {
   RunComponents parts;
@@ -208,8 +205,9 @@ RunComponents create_components(const RunConfig& config, const Registry& registr
   if (splits.train) parts.train_data = dataset("train");
   if (splits.val) parts.val_data = dataset("val");
   if (splits.test) parts.test_data = dataset("test");
-  check_split_classes(config, parts.train_data.get(), parts.val_data.get(), "val");
-  check_split_classes(config, parts.train_data.get(), parts.test_data.get(), "test");
+  if (parts.train_data)
+    for (const auto& [held_out, split] : {std::pair{parts.val_data.get(), "val"}, std::pair{parts.test_data.get(), "test"}})
+      check_same_classes(config, parts.train_data->class_names(), dataset_table(config, "train"), held_out, split);
   at::manual_seed(static_cast<uint64_t>(config.run.seed));
   parts.model = std::make_unique<ModelProxy>(entry(config.model, TP_KIND_MODEL), config.model);
   parts.loss = std::make_unique<LossProxy>(entry(config.loss, TP_KIND_LOSS), config.loss);

@@ -56,8 +56,18 @@ struct DatasetSplits {
 /// run has no such split. `split` is "train", "val" or "test".
 const ComponentConfig* dataset_table(const RunConfig& config, const std::string& split);
 
+/// A label means one class in every split: throws ConfigError on `split`'s table when its dataset
+/// `held_out` names other classes (ABI 1.12) than `trained`, the training data's (its dataset's,
+/// from `trained_table`, or a checkpoint's, `trained_table` null), naming both lists and the first
+/// label apart. Nothing when either names none or `held_out` is null. coco_detection's
+/// contiguous_labels rank each split's own file's categories, image_folder's csv listings each
+/// file's label names: one listing fewer put every later label on another class, silently.
+void check_same_classes(const RunConfig& config, const ClassNames& trained, const ComponentConfig* trained_table,
+                        const DatasetProxy* held_out, const std::string& split);
+
 /// Creates the components of a resolved config, with the dataset splits `splits` asks for (a split
-/// the config does not have stays null). The global generator is seeded with `run.seed` right
+/// the config does not have stays null). Refuses a val or test split whose classes differ from
+/// training's (check_same_classes). The global generator is seeded with `run.seed` right
 /// before the model is created, so initialisation is reproducible.
 RunComponents create_components(const RunConfig& config, const Registry& registry, DatasetSplits splits = {});
 
