@@ -74,6 +74,9 @@ const tp_config_key_t kKeys[] = {
      "when > 0: a mask value outside [0, num_classes) other than ignore_index fails its sample"},
     {sizeof(tp_config_key_t), "class_colors", TP_CFG_INT_ARRAY, "[]",
      "RGB masks: [r, g, b, r, g, b, ...], colour k is class k; []: masks hold class ids (palette or grey PNG)"},
+    {sizeof(tp_config_key_t), "class_names", TP_CFG_STRING_ARRAY, "[]",
+     "the classes' names by id (name k is mask value k; as many as num_classes when set): host export writes them "
+     "as torchhost.classes, the inference library's class_names(); []: unnamed"},
     {sizeof(tp_config_key_t), "max_image_pixels", TP_CFG_INT, tp::datasets::kDefaultMaxImagePixelsText,
      tp::datasets::kMaxImagePixelsHelp},
     // host predict --images and the inference library's run_files hand new images here (docs/predict.md).
@@ -215,10 +218,14 @@ class SegmentationFolderDataset {
   explicit SegmentationFolderDataset(const tp::cpp::DatasetArgs& args)
       : transform_(read_transform(args.config, args.train())),
         colours_(args.config.get_int_array("class_colors")),
+        names_(args.config.get_string_array("class_names")),
         num_classes_(static_cast<int>(args.config.get_int_in("num_classes", 0, 256))),
         max_image_pixels_(args.config.get_int_in("max_image_pixels", 0, tp::datasets::kMaxImagePixelsBound)),
         train_(args.train()),
         pairs_(listing_for(args.config, args.split)) {
+    if (num_classes_ > 0 && !names_.empty() && static_cast<int>(names_.size()) != num_classes_)
+      config_error("class_names names " + std::to_string(names_.size()) + " classes but num_classes = " +
+                   std::to_string(num_classes_) + ": give one name per class, in mask-value order");
     args.log(TP_LOG_INFO, std::string("segmentation_folder (") + args.split_name + "): " +
                               std::to_string(pairs_.images.size()) +
                               (labelled() ? " image/mask pairs" : " image files without masks (`files`)"));
@@ -229,6 +236,9 @@ class SegmentationFolderDataset {
   }
 
   uint64_t size() const { return pairs_.images.size(); }
+
+  /// class_names (ABI 1.12) for the mask's values: what an export of the run names its classes.
+  tp::cpp::ClassNames class_names() const { return {"mask", names_}; }
 
   /// Each sample's image file, as read (ABI 1.13): host predict's `path` column for a split.
   std::vector<std::string> sample_keys() const { return pairs_.images; }
@@ -296,6 +306,7 @@ class SegmentationFolderDataset {
 
   seg::JointOptions transform_;
   seg::ColourTable colours_;
+  std::vector<std::string> names_; ///< class_names: name k is mask value k
   int num_classes_ = 0;
   int64_t max_image_pixels_ = tp::datasets::kDefaultMaxImagePixels;
   bool train_ = false;

@@ -439,3 +439,20 @@ TEST_CASE("segmentation_folder: `files` serves new images without masks to val a
   CHECK(lib.dataset_table(kSegmentationFolderId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_CONFIG);
   CHECK(lib.host.last_error.find("`files` (images without masks) serves the val and test splits only") != std::string::npos);
 }
+
+// A segmenter's export named no classes: segmentation_folder lent none (its masks hold ids).
+TEST_CASE("segmentation_folder: class_names are lent for the mask's values, one per class") {
+  const fs::path root = write_split("seg_names", {{"a", 20, 30}});
+  PluginLibrary lib("segmentation_folder");
+  FakeConfig cfg;
+  configure_segmentation_folder(lib, cfg, root);
+  cfg.values["val_root"] = root.string();
+  CHECK(Dataset(lib, kSegmentationFolderId, cfg, "val").class_names().empty());
+  cfg.values["class_names"] = std::vector<std::string>{"background", "road", "car"};
+  CHECK(Dataset(lib, kSegmentationFolderId, cfg, "val").class_names() ==
+        std::vector<std::string>{"background", "road", "car"});
+  cfg.values["num_classes"] = int64_t{4};
+  void* self = nullptr;
+  CHECK(lib.dataset_table(kSegmentationFolderId).create(&lib.host.host, &cfg.view, "val", &self) == TP_ERR_CONFIG);
+  CHECK(lib.host.last_error.find("class_names names 3 classes but num_classes = 4") != std::string::npos);
+}

@@ -65,6 +65,7 @@ struct Trained {
                              "[data.train]\ncomponent = \"org.torchhost.segmentation_folder\"\nroot = \""
                           << (dir / "train").string() << "\"\nval_root = \"" << (dir / "val").string()
                           << "\"\ncrop_size = [32]\nresize = [24]\nnum_classes = 3\n"
+                             "class_names = [\"background\", \"bright\", \"dark\"]\n"
                              "mean = [0.485, 0.456, 0.406]\nstd = [0.229, 0.224, 0.225]\n"
                              "[model]\ncomponent = \"org.torchhost.segmentation\"\narch = \"lraspp_mobilenet_v3_large\"\n"
                              "num_classes = 3\n[loss]\ncomponent = \"org.torchhost.cross_entropy\"\noutput = \"out\"\n"
@@ -171,6 +172,8 @@ TEST_CASE("tp::infer: a segmenter's scores at each file's size with <name>_sizes
   // by about 2e-8 between 1 and 2 threads (docs/deployment.md, "Same batch, same bits").
   tp::infer::Model model = tp::infer::Model::open(
       run.exported.string(), {.device = "cpu", .plugin_dirs = {tp::test::plugin_dir()}, .threads = 1});
+  // The export names the mask's classes (segmentation_folder's class_names).
+  CHECK(model.class_names() == std::vector<std::string>{"background", "bright", "dark"});
   // eval.batch_size = 4: host predict ran the four files as one batch, as the library does.
   const tp::infer::Batch batch = model.run_files(files, 0);
   const tp::infer::Tensor& out = batch.output("out");
