@@ -50,6 +50,13 @@ int run_predict(const Options& options) {
     throw ConfigError("data." + options.split,
                       "host predict --split " + options.split + ": the run has no " + options.split + " split; add [data." +
                           options.split + "] or set data." + options.split + "_from_train = true.");
+  // A trial's detector predicted --split train and found 14 of 20 rows' boxes on mirrored images,
+  // though predict.md says so: the run says it too.
+  if (read_split == "train")
+    session->logger.warn("host predict --split train reads the training split as training does, augmentation "
+                         "included (flips, crops and jitter drawn from each sample's seed): its rows describe "
+                         "augmented images, not the files as they are. Predict --split val or test, or --images, for "
+                         "the files themselves.");
   // Its labels must mean the classes the model was trained on (--images' files carry none).
   if (options.images.empty()) check_same_classes(config, checkpoint.classes, nullptr, split.get(), options.split);
 

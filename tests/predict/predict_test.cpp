@@ -178,6 +178,7 @@ TEST_CASE("host predict: bad samples follow data.on_bad_sample; --split train; -
   INFO(skip.output);
   REQUIRE(skip.exit_code == 0);
   CHECK(skip.output.find("3 samples were skipped") != std::string::npos);
+  CHECK(skip.output.find("reads the training split as training does, augmentation included") != std::string::npos);
   // Each left-out sample named with its error (the summary's count alone named none).
   for (const char* named : {"index 5: ", "index 6: ", "index 7: "}) CHECK(skip.output.find(named) != std::string::npos);
   // 37 rows, in index order, without 5, 6 and 7.
