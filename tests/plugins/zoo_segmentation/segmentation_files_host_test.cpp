@@ -5,6 +5,8 @@
 // reason while the sizes differ and writes it when they agree; the inference library returns the
 // same scores, bit for bit for the same batch and thread count (OpenOptions::threads), with each
 // file's size.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -195,5 +197,47 @@ TEST_CASE("tp::infer: a segmenter's scores at each file's size with <name>_sizes
         }
     CHECK(differ == 0);
     CHECK(padding == 0);
+  }
+}
+
+// A trial's val images differ in size, so their batches pad: --tta hflip was refused. Each image
+// is now mirrored within its own width (its padding staying on the right) and its map flipped back
+// so: the TTA scores of a file equal the mean of its plain scores and the flipped-back scores of
+// its mirrored file, predicted in the same batch shape (bilinear resizing commutes with the mean
+// and the flip, to float rounding).
+TEST_CASE("host predict --tta hflip on images of different sizes: the mean with the mirrored files' maps") {
+  const Trained& run = trained();
+  const fs::path mirrored_dir = run.dir / "mirrored";
+  fs::create_directories(mirrored_dir);
+  for (std::size_t i = 0; i < kValSizes.size(); ++i) {
+    const std::string name = std::to_string(i) + ".png";
+    cv::Mat image = cv::imread((run.dir / "val" / "images" / name).string(), cv::IMREAD_COLOR), flipped;
+    cv::flip(image, flipped, 1);
+    REQUIRE(cv::imwrite((mirrored_dir / name).string(), flipped));
+  }
+  const auto jsonl_of = [&](const std::string& args, const std::string& file) {
+    const auto run_result = run.predict("--format jsonl " + args + " --output '" + (run.dir / file).string() + "'");
+    INFO(run_result.output);
+    REQUIRE(run_result.exit_code == tp::kExitOk);
+    return jsonl_maps(run.dir / file);
+  };
+  const std::string val = "--images '" + (run.dir / "val" / "images").string() + "'";
+  const std::vector<Scores> tta = jsonl_of(val + " --tta hflip", "tta.jsonl");
+  const std::vector<Scores> plain = jsonl_of(val, "plain.jsonl");
+  const std::vector<Scores> mirror = jsonl_of("--images '" + mirrored_dir.string() + "'", "mirror.jsonl");
+  REQUIRE(tta.size() == kValSizes.size());
+  for (std::size_t i = 0; i < kValSizes.size(); ++i) {
+    INFO("file " << i);
+    const int h = kValSizes[i].height, w = kValSizes[i].width;
+    REQUIRE(tta[i][0].size() == std::size_t(h));
+    REQUIRE(tta[i][0][0].size() == std::size_t(w));
+    double worst = 0;
+    for (int c = 0; c < 3; ++c)
+      for (int y = 0; y < h; ++y)
+        for (int x = 0; x < w; ++x) {
+          const double expected = (double(plain[i][c][y][x]) + mirror[i][c][y][w - 1 - x]) / 2;
+          worst = std::max(worst, std::abs(expected - tta[i][c][y][x]));
+        }
+    CHECK(worst < 1e-4);
   }
 }

@@ -50,3 +50,30 @@ TEST_CASE("hflip TTA: passes of different shapes are refused, naming both") {
     CHECK(message.find("[2, 4, 3, 6]") != std::string::npos);
   }
 }
+
+// A segmentation trial's val images differ in size, so their batches are padded: TTA was refused.
+TEST_CASE("hflip TTA in a padded batch: each image mirrored within its own width, its map flipped back so") {
+  const tp::BatchLayout layout({{"image", tp::Batching::kPad, 0.0}});
+  at::Tensor image = at::arange(2 * 1 * 3 * 5, at::kFloat).reshape({2, 1, 3, 5}) + 1;
+  image[1].narrow(-1, 3, 2).zero_();  // sample 1 is 3 wide: columns 3 and 4 are padding
+  image[1].narrow(-2, 2, 1).zero_();  // and 2 high
+  const tp::NamedTensors batch{{"image", image},
+                               {"image_lengths", at::tensor(std::vector<int64_t>{1, 3, 5, 1, 2, 3}).reshape({2, 3})}};
+  const tp::NamedTensors mirrored = tp::mirrored_batch(batch, layout);
+  const at::Tensor& flipped = mirrored[0].second;
+  // Sample 0 fills the batch: mirrored whole. Sample 1: its 3 columns reversed, the padding in place.
+  CHECK(at::equal(flipped[0], at::flip(image[0], {-1})));
+  CHECK(at::equal(flipped[1].narrow(-1, 0, 3), at::flip(image[1].narrow(-1, 0, 3), {-1})));
+  CHECK(at::equal(flipped[1].narrow(-1, 3, 2), at::zeros({1, 3, 2})));
+  CHECK(at::equal(mirrored[1].second, batch[1].second));  // the lengths are not an image
+  // A mirror-equivariant per-pixel model: TTA changes nothing once aligned within each width.
+  const at::Tensor widths = tp::own_widths(batch, layout, 5);
+  REQUIRE(widths.defined());
+  CHECK(at::equal(widths, at::tensor(std::vector<int64_t>{5, 3})));
+  const at::Tensor plain = pixel_scores(image);
+  CHECK(at::equal(tp::hflip_tta_mean(plain, pixel_scores(flipped), widths), plain));
+  // Flipped back whole, sample 1's map would land 2 columns off (on its padding's side).
+  CHECK_FALSE(at::equal(tp::hflip_tta_mean(plain, pixel_scores(flipped)), plain));
+  // An output of another width than any padded field has no own widths: flipped whole.
+  CHECK_FALSE(tp::own_widths(batch, layout, 4).defined());
+}

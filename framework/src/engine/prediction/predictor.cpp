@@ -53,14 +53,6 @@ bool is_classification(const std::string& name, const at::Tensor& output) {
   return named && output.dim() == 2 && output.is_floating_point();
 }
 
-// Images mirrored left-right: every floating field with at least [N, H, W] flips its last axis.
-NamedTensors mirrored(const NamedTensors& batch) {
-  NamedTensors out = batch;
-  for (auto& [name, tensor] : out)
-    if (tensor.is_floating_point() && tensor.dim() >= 3) tensor = at::flip(tensor, {-1});
-  return out;
-}
-
 // `batch` with its last sample repeated up to `size` rows (a view of it when it is already that
 // long): the model then always runs at one batch size.
 NamedTensors padded(const NamedTensors& batch, int64_t size) {
@@ -90,10 +82,12 @@ class RowMaker {
   RowMaker(ModelProxy& model, const BatchPlacement& placement, const PredictOptions& options, int64_t batch_size,
            const BatchLayout& layout)
       : model_(model), placement_(placement), options_(options), batch_size_(batch_size), layout_(layout) {
-    if (options_.tta_hflip && !layout_.empty())
-      throw ConfigError("--tta", "host predict --tta hflip mirrors whole images, but the split declares "
-                                 "variable-size fields (" + layout_.describe() + "): a mirrored padded image "
-                                 "moves its padding to the other side. Predict without --tta.");
+    bool ragged = false;
+    for (const FieldBatching& f : layout_.fields()) ragged = ragged || f.batching == Batching::kRagged;
+    if (options_.tta_hflip && ragged)
+      throw ConfigError("--tta", "host predict --tta hflip mirrors the images, but the split declares ragged "
+                                 "fields (" + layout_.describe() + "), whose coordinates (boxes, points) it cannot "
+                                 "mirror. Predict without --tta.");
   }
 
   /// The ragged outputs written into each jsonl line as arrays (empty for a model without any).
@@ -122,9 +116,14 @@ class RowMaker {
     if (!output_rows.empty()) return ragged_records(batch_rows(raw, 0, rows, output_rows), output_rows, index, per_sample);
     NamedTensors outputs = first_rows(std::move(raw), rows);
     if (options_.tta_hflip) {
-      const NamedTensors flipped = first_rows(forward(mirrored(device_inputs)), rows);
-      for (std::size_t i = 0; i < outputs.size(); ++i)
-        outputs[i].second = hflip_tta_mean(outputs[i].second, flipped[i].second);
+      // A padded image is mirrored within its own width (hflip_tta.h), and its map flipped back so.
+      const NamedTensors flipped = first_rows(forward(mirrored_batch(device_inputs, layout_)), rows);
+      for (std::size_t i = 0; i < outputs.size(); ++i) {
+        const at::Tensor& output = outputs[i].second;
+        const at::Tensor widths = output.dim() == 4 ? own_widths(inputs, layout_, output.size(-1)) : at::Tensor();
+        outputs[i].second = hflip_tta_mean(output, flipped[i].second,
+                                           widths.defined() ? widths.narrow(0, 0, rows) : widths);
+      }
     }
     std::vector<std::pair<std::string, at::Tensor>> columns{{"index", index}};
     if (options_.class_maps) {
