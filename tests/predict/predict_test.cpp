@@ -206,10 +206,11 @@ TEST_CASE("host predict: bad samples follow data.on_bad_sample; --split train; -
   CHECK(failed.output.find("failed on sample 5") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "failed.csv"));
 
-  // Two ranks, one bad sample (5, which rank 1 reads): with "skip" only rank 1 skips, and the file
+  // Two ranks, one bad sample (9, which rank 1 reads: ranks take whole batches of 8 in turn, so
+  // rank 1 the second, samples 8 to 15): with "skip" only rank 1 skips, and the file
   // equals one rank's; with "fail" rank 0 stops too, at once, with rank 1's message, and no file is
   // left (issue 41: rank-asymmetric failures in predict).
-  const std::string one_bad = "--set data.train.fail_count=1 --checkpoint last --split train ";
+  const std::string one_bad = "--set data.train.fail_first=9 --set data.train.fail_count=1 --checkpoint last --split train ";
   const fs::path single = dir / "single.csv", pair = dir / "pair.csv";
   const auto one_rank = tp::test::run_host("predict " + common + one_bad + "--output '" + single.string() + "'");
   INFO(one_rank.output);
@@ -219,7 +220,8 @@ TEST_CASE("host predict: bad samples follow data.on_bad_sample; --split train; -
   INFO(two_ranks.output);
   REQUIRE(two_ranks.exit_code == 0);
   CHECK(two_ranks.output.find("1 sample was skipped") != std::string::npos);
-  CHECK(two_ranks.output.find("index 5: ") != std::string::npos); // named by rank 1, which read it
+  CHECK(two_ranks.output.find("rank 1: predict: samples left out") != std::string::npos); // named by rank 1,
+  CHECK(two_ranks.output.find("index 9: ") != std::string::npos);                          // which read it
   CHECK(tp::test::read_text(single) == tp::test::read_text(pair));
   const auto start = std::chrono::steady_clock::now();
   const auto one_fails = tp::test::run_host("--nproc-per-node 2 predict " + common + one_bad +
@@ -228,7 +230,7 @@ TEST_CASE("host predict: bad samples follow data.on_bad_sample; --split train; -
   INFO(one_fails.output);
   CHECK(one_fails.exit_code == 1);
   CHECK(one_fails.output.find("[rank 0] host: error: prediction stopped: rank 1: data loader: source "
-                              "'org.torchhost.test.c_regression (train)' failed on sample 5") != std::string::npos);
+                              "'org.torchhost.test.c_regression (train)' failed on sample 9") != std::string::npos);
   // Both ranks exit 1; the launcher names whichever it reaps first.
   CHECK(one_fails.output.find("host: predict failed: rank ") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "failed_pair.csv"));

@@ -95,6 +95,8 @@ SamplerOptions sampler_options(const SampleSource* source, const LoaderOptions& 
       .seed(o.seed())
       .tail(tail)
       .group_window(static_cast<uint64_t>(o.group_window()))
+      // Exact evaluation deals whole batches (sampler.h): N ranks read one process's batches.
+      .block(o.mode() == LoaderMode::kEvalExact ? static_cast<uint64_t>(o.batch_size()) : 1)
       .group_ends(source->sample_groups());
 }
 

@@ -47,6 +47,7 @@ DistributedSampler::DistributedSampler(SamplerOptions options) : options_(std::m
            options_.rank());
   TP_CHECK(options_.group_window() >= 1, "DistributedSampler: group_window must be >= 1, got ",
            options_.group_window());
+  TP_CHECK(options_.block() >= 1, "DistributedSampler: block must be >= 1, got ", options_.block());
   const std::vector<uint64_t>& ends = options_.group_ends();
   for (std::size_t g = 0; g < ends.size(); ++g)
     TP_CHECK(ends[g] > (g == 0 ? 0 : ends[g - 1]), "DistributedSampler: group ", g, " ends at ", ends[g],
@@ -64,8 +65,15 @@ uint64_t DistributedSampler::size() const noexcept {
       return (n + world - 1) / world;
     case SamplerTail::kDrop:
       return n / world;
-    case SamplerTail::kExact:
-      return n > rank ? (n - rank + world - 1) / world : 0;
+    case SamplerTail::kExact: {
+      if (!options_.group_ends().empty() || options_.block() <= 1) return n > rank ? (n - rank + world - 1) / world : 0;
+      const uint64_t block = options_.block();
+      const uint64_t blocks = (n + block - 1) / block;
+      if (blocks <= rank) return 0;
+      const uint64_t mine = (blocks - rank + world - 1) / world;  // blocks rank, rank + world, ...
+      const bool holds_short_last = n % block != 0 && (blocks - 1) % world == rank;
+      return mine * block - (holds_short_last ? block - n % block : 0);
+    }
   }
   return 0;
 }
@@ -88,6 +96,14 @@ std::vector<uint64_t> DistributedSampler::indices() const {
   } else {
     perm.resize(n);
     std::iota(perm.begin(), perm.end(), uint64_t{0});
+  }
+  // kExact in blocks: blocks rank, rank + world, ... of the permutation, each whole (the last may
+  // be short).
+  if (options_.tail() == SamplerTail::kExact && options_.block() > 1) {
+    const uint64_t block = options_.block();
+    for (uint64_t start = rank * block; start < n; start += world * block)
+      for (uint64_t p = start; p < std::min(n, start + block); ++p) out.push_back(perm[p]);
+    return out;
   }
   // Position p of the padded sequence is perm[p % n] (PyTorch repeats the list as often as needed
   // when the padding exceeds n, which only happens when world > n). kDrop and kExact never reach

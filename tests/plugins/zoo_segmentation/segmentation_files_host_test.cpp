@@ -241,3 +241,19 @@ TEST_CASE("host predict --tta hflip on images of different sizes: the mean with 
     CHECK(worst < 1e-4);
   }
 }
+
+// Two ranks deal one process's batches whole (sampler.h, block): by stride a padded batch held
+// other images, so other padding, and a segmenter's 2-rank scores differed from one process's.
+TEST_CASE("host predict on 2 ranks writes one process's per-pixel scores byte for byte, padded batches included") {
+  const Trained& run = trained();
+  const std::string args = "--set run.threads=1 --set eval.batch_size=2 --format jsonl --output '";
+  const auto one = run.predict(args + (run.dir / "one_rank.jsonl").string() + "'");
+  INFO(one.output);
+  REQUIRE(one.exit_code == tp::kExitOk);
+  const auto two = tp::test::run_host("--nproc-per-node 2 predict --config '" + run.config.string() +
+                                      "' --output-dir '" + run.out.string() + "' --checkpoint last " + args +
+                                      (run.dir / "two_ranks.jsonl").string() + "'");
+  INFO(two.output);
+  REQUIRE(two.exit_code == tp::kExitOk);
+  CHECK(tp::test::read_text(run.dir / "one_rank.jsonl") == tp::test::read_text(run.dir / "two_ranks.jsonl"));
+}

@@ -112,6 +112,43 @@ TEST_CASE("sampler: exact shards are disjoint, differ by at most one and cover t
   }
 }
 
+// A detection trial's 2-rank predictions differed from one process's on padded batches (images
+// of different sizes): by stride, rank 0's first batch of 2 was {0, 2}, one process's {0, 1}.
+TEST_CASE("sampler: exact shards in blocks deal one process's batches round robin") {
+  const auto block_of = [](uint64_t n, int64_t rank, int64_t world, uint64_t block, bool shuffle) {
+    return DistributedSampler(SamplerOptions(n).rank(rank).world_size(world).shuffle(shuffle).seed(9)
+                                  .tail(SamplerTail::kExact).block(block));
+  };
+  CHECK(block_of(10, 0, 3, 2, false).indices() == Idx{0, 1, 6, 7});
+  CHECK(block_of(10, 1, 3, 2, false).indices() == Idx{2, 3, 8, 9});
+  CHECK(block_of(10, 2, 3, 2, false).indices() == Idx{4, 5});
+  CHECK(block_of(11, 2, 3, 4, false).indices() == Idx{8, 9, 10});  // the short last block
+  for (uint64_t n : {0, 1, 7, 10, 101})
+    for (int64_t world : {1, 2, 3, 7})
+      for (uint64_t block : {1, 2, 3, 8})
+        for (bool shuffle : {false, true}) {
+          CAPTURE(n);
+          CAPTURE(world);
+          CAPTURE(block);
+          // One process's batches of `block`, in order: the ranks' k-th batches, round robin.
+          auto one = block_of(n, 0, 1, block, shuffle);
+          one.set_epoch(3);
+          const Idx whole = one.indices();
+          std::vector<Idx> ranks;
+          for (int64_t r = 0; r < world; ++r) {
+            auto s = block_of(n, r, world, block, shuffle);
+            s.set_epoch(3);
+            ranks.push_back(s.indices());
+            CHECK(ranks.back().size() == s.size());
+          }
+          Idx dealt;
+          for (std::size_t k = 0; dealt.size() < whole.size(); ++k)
+            for (const Idx& mine : ranks)
+              for (std::size_t i = k * block; i < std::min(mine.size(), (k + 1) * block); ++i) dealt.push_back(mine[i]);
+          CHECK(dealt == whole);
+        }
+}
+
 TEST_CASE("sampler: the permutation is a function of (seed, epoch), the same on every rank") {
   const uint64_t n = 23;
   const int64_t world = 4;

@@ -393,7 +393,7 @@ PredictSummary predict(ModelProxy& model, std::shared_ptr<SampleSource> split, L
   if (loader_options.mode() != LoaderMode::kEvalExact || loader_options.shuffle())
     throw Error("predict: the loader must read the split exactly once, unshuffled (LoaderMode::kEvalExact)");
   DataLoader loader(std::make_shared<IndexedSource>(std::move(split)), loader_options);
-  // Rank 0 holds the longest stride (kEvalExact), so its batch count is the number of rounds.
+  // Rank 0 holds the most batches (kEvalExact deals them from rank 0 on), so its count is the rounds' number.
   const int64_t mine = loader.batches_per_epoch();
   const std::vector<at::Tensor> counts{at::tensor(std::vector<int64_t>{mine}, at::kLong).to(collectives.device())};
   collectives.broadcast(counts, "agree on the prediction rounds");

@@ -1,6 +1,6 @@
 // Which sample indices this rank reads in an epoch: a seeded, epoch-dependent permutation that is
 // identical on every rank, sharded by stride (indices[rank::world_size]) as PyTorch's
-// DistributedSampler does; or, for a dataset stored in contiguous groups (tar shards, chunks:
+// DistributedSampler does (exact evaluation: in whole batches, SamplerOptions::block); or, for a dataset stored in contiguous groups (tar shards, chunks:
 // plugin ABI 1.10), a permutation of the groups with the samples shuffled only within a window
 // of groups, cut into one contiguous run per rank. Pure functions of (seed, epoch, rank,
 // world_size, dataset size, groups): no communication, no global RNG state, reproducible across
@@ -23,9 +23,10 @@ enum class SamplerTail {
   /// samples (PyTorch `drop_last=True`). Which indices are dropped changes with the epoch when
   /// shuffling.
   kDrop,
-  /// Exact evaluation: rank r gets permutation[r::world] of the unpadded permutation. Shards are
-  /// disjoint, their union is the dataset, and their sizes differ by at most one (ranks
-  /// r < n % world hold one more). Ranks may therefore run a different number of batches.
+  /// Exact evaluation: rank r gets permutation[r::world] of the unpadded permutation (in blocks of
+  /// SamplerOptions::block positions where that is above 1). Shards are disjoint, their union is
+  /// the dataset, and their sizes differ by at most one block (ranks r < n % world hold one more).
+  /// Ranks may therefore run a different number of batches.
   kExact,
 };
 
@@ -61,6 +62,12 @@ struct SamplerOptions {
   /// With groups: how many consecutive groups of the epoch's group order form one window, inside
   /// which the samples are shuffled (>= 1; `data.group_window`). Ignored without groups.
   TP_SAMPLER_ARG(uint64_t, group_window) = 4;
+  /// kExact only (>= 1): the permutation is dealt to the ranks in blocks of this many consecutive
+  /// positions, round robin (block j to rank j mod world). With the batch size here, rank r's k-th
+  /// batch holds the samples one process reads as its (k world + r)-th batch: a padded batch (images
+  /// of different sizes) pads alike and a kernel sees the same batch whatever the rank count. 1:
+  /// stride, PyTorch's DistributedSampler. Ignored for the other tails and with groups.
+  TP_SAMPLER_ARG(uint64_t, block) = 1;
 #undef TP_SAMPLER_ARG
 
   /// The contiguous groups the samples are stored in, as SampleSource::sample_groups() gives them
@@ -98,6 +105,8 @@ struct SamplerOptions {
 ///   kPad:   rank 0 {0,3,6,9}  rank 1 {1,4,7,0}  rank 2 {2,5,8,1}   (4 each, 0 and 1 twice)
 ///   kDrop:  rank 0 {0,3,6}    rank 1 {1,4,7}    rank 2 {2,5,8}     (3 each, 9 dropped)
 ///   kExact: rank 0 {0,3,6,9}  rank 1 {1,4,7}    rank 2 {2,5,8}     (4 + 3 + 3 = 10)
+///   kExact, block 2: rank 0 {0,1,6,7}  rank 1 {2,3,8,9}  rank 2 {4,5}  (one process's batches of
+///                    2 are {0,1} {2,3} {4,5} {6,7} {8,9}: the same batches, dealt round robin)
 class DistributedSampler {
  public:
   /// Throws tp::Error when world_size < 1 or rank is outside [0, world_size).
