@@ -68,6 +68,10 @@ void CheckpointManager::restore() {
   }
   std::stable_sort(ranking_.begin(), ranking_.end(),
                    [&](const Ranked& a, const Ranked& b) { return better(a.value, b.value); });
+  // One entry per step: a best.tsv written before the same-step fix may rank one evaluation twice.
+  for (auto at = ranking_.begin(); at != ranking_.end(); ++at)
+    ranking_.erase(std::remove_if(std::next(at), ranking_.end(), [&](const Ranked& r) { return r.step == at->step; }),
+                   ranking_.end());
   if (static_cast<int64_t>(ranking_.size()) > options_.save_top_k) ranking_.resize(static_cast<std::size_t>(options_.save_top_k));
   // A ranking kept in the other direction (checkpoint.mode changed, or "auto" resolved it otherwise
   // than an older run's default "min"): best.pt and best.tsv follow the new order now, or
@@ -88,6 +92,11 @@ std::vector<std::filesystem::path> CheckpointManager::save(const CheckpointConte
   if (periodic && options_.keep_last > 0) names.push_back(numbered_checkpoint_name("step-", step));
   std::optional<Ranked> evicted;
   bool new_best = false, ranked = false;
+  // A second save at a step already ranked (the save at an epoch's last step, then the run's final
+  // save at that step) replaces that step's entry: ranked twice, the one evaluation pushed the
+  // runner-up out of the top k and deleted its file.
+  const auto same_step = std::find_if(ranking_.begin(), ranking_.end(), [&](const Ranked& r) { return r.step == step; });
+  if (monitor_value && same_step != ranking_.end()) ranking_.erase(same_step);
   if (monitor_value && qualifies(*monitor_value)) {
     ranked = true;
     const Ranked entry{*monitor_value, step, numbered_checkpoint_name("best-step-", step)};
