@@ -38,6 +38,13 @@ void refuse_if_not_held(const FileLock& lock, const std::filesystem::path& run_d
                                           "auto continues it), or give this run another --output-dir.");
 }
 
+// Whether `history` holds a record: a file with at least one byte (a fresh run creates it empty).
+bool holds_records(const std::filesystem::path& history) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(history, ec);
+  return !ec && size > 0;
+}
+
 // A fresh run never shares a directory with an earlier run's checkpoints (run_identity.h): its
 // keep_last would evict its own newer-numbered files first and --resume auto find the other's.
 // Returns where --new-run moved the earlier run's files (empty: nothing moved).
@@ -81,6 +88,15 @@ TrainingRunDirectory::TrainingRunDirectory(Session& session, const Options& opti
   std::filesystem::path set_aside;
   if (!resuming_ && !config.train.fast_dev_run)
     set_aside = refuse_or_set_aside_earlier_run(run_dir, options.new_run, rank0_);
+  // An attempt killed before its first save left a history and no checkpoint: this run starts
+  // fresh (--resume auto finds nothing), and appending to that history gave history.jsonl the dead
+  // attempt's records too (43 lines for 32, while history.csv held 33) and MLflow's state a count
+  // past them. Its files go aside first, as --new-run moves them; nothing is deleted.
+  std::filesystem::path abandoned;
+  const bool own_start = options.resume.empty() || options.resume == "auto"; // not a checkpoint from elsewhere
+  if (rank0_ && own_start && !config.train.fast_dev_run && set_aside.empty() && checkpoint_names(run_dir).empty() &&
+      holds_records(run_dir / "history.jsonl"))
+    abandoned = set_earlier_run_aside(run_dir);
   // Before anything is written: a run.id that is no identity (planted, damaged) refuses the run
   // with "nothing was written" true (config.toml was replaced first, ops trial finding 13).
   recorded_run_id_ = read_run_id(run_dir);
@@ -102,6 +118,10 @@ TrainingRunDirectory::TrainingRunDirectory(Session& session, const Options& opti
   }
   log.info("run '" + config.run.name + "' from " + config.source + " -> " + run_dir.string());
   if (!set_aside.empty()) log.info("--new-run: the earlier run's files are now in " + set_aside.string());
+  if (!abandoned.empty())
+    log.warn(run_dir.string() + " held an earlier attempt's history but no checkpoint (it stopped before its first "
+             "save), so this run starts fresh; that attempt's files (its history, train.log, config.toml) are now in " +
+             abandoned.string());
   log.file_only("resolved config:\n" + config_text_);
 }
 

@@ -162,3 +162,33 @@ TEST_CASE("links planted in a run directory: refused with nothing written, the f
   for (const char* name : {"config.toml", "train.log", "run.id"})
     CHECK(tp::test::read_text(victim / name) == std::string("victim ") + name);
 }
+
+// A fine-tuning trial killed a run before its first save and resumed it: --resume auto found no
+// checkpoint and started fresh, appending to the dead attempt's history (43 lines for 32).
+TEST_CASE("an attempt stopped before its first save: the fresh start sets its files aside, its own history alone") {
+  const fs::path dir = tp::test::fresh_dir("identity_no_save");
+  // What a killed first attempt leaves: records, a log, a config, no checkpoint.
+  fs::create_directories(dir);
+  const std::string dead = "{\"kind\":\"step\",\"step\":1,\"train/loss\":9}\n{\"kind\":\"step\",\"step\":2,\"train/loss\":8}\n";
+  std::ofstream(dir / "history.jsonl") << dead;
+  std::ofstream(dir / "train.log") << "the first attempt's log\n";
+  for (const std::string resume : {"--resume auto", ""}) {
+    const auto run = tp::test::run_host(identity_run(dir, 1) + resume);
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    CHECK(contains(run.output, "held an earlier attempt's history but no checkpoint"));
+    // Only this run's records: its one epoch, none of the dead attempt's.
+    CHECK(tp::test::rows_of(tp::test::read_history(dir), "epoch").size() == 1);
+    CHECK(tp::test::read_text(dir / "history.jsonl").find("\"train/loss\":9}") == std::string::npos);
+    std::vector<fs::path> earlier;
+    for (const auto& entry : fs::directory_iterator(dir / "earlier")) earlier.push_back(entry.path());
+    REQUIRE(!earlier.empty());
+    if (resume.empty()) break;
+    REQUIRE(earlier.size() == 1);
+    CHECK(tp::test::read_text(earlier[0] / "history.jsonl") == dead);
+    CHECK(tp::test::read_text(earlier[0] / "train.log") == "the first attempt's log\n");
+    // The second round: a directory with this run's checkpoints is no abandoned attempt; remove
+    // them to play another crash before the first save, now started without --resume.
+    fs::remove_all(dir / "checkpoints");
+  }
+}
