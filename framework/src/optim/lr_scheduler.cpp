@@ -202,12 +202,17 @@ SchedulerOptions options_for_groups(SchedulerOptions o, const torch::optim::Opti
   const double peak = key_max_lr > 0 ? key_max_lr : optim_lr;
   const double first = o.min_lr.empty() ? 0.0 : o.min_lr.front();
   const bool range_test = o.name == "range_test";
+  // One min_lr scales with each group as its lr does (timm's lr_scale, which layer decay sets):
+  // shared as PyTorch's eta_min, a layer-decayed stem's lr rose toward it during the decay (a
+  // fine-tuning trial: 1.95e-7 to 9.93e-6, where timm ends at 2.1e-8). A list gives each group
+  // its own, as written.
+  const bool scale_min = range_test || o.min_lr.size() <= 1;
   o.max_lr.clear();
-  if (range_test) o.min_lr.clear();
+  if (scale_min) o.min_lr.clear();
   for (const auto& group : optimizer.param_groups()) {
     const double scale = group.options().get_lr() / optim_lr;
     o.max_lr.push_back(peak * scale);
-    if (range_test) o.min_lr.push_back(first * scale);
+    if (scale_min) o.min_lr.push_back(first * scale);
   }
   return o;
 }

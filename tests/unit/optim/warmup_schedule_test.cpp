@@ -123,3 +123,27 @@ run("per_group_min", adamw([0.003, 0.0005]), lambda o: L.LambdaLR(o, [warm_cos(0
     compare(record(*sched, *opt, 37).rows, oracle["per_group_min"].rows, "cosine (min_lr per group, total 37)");
   }
 }
+
+// A fine-tuning trial with layer decay and min_lr 1e-5: the stem's lr (1.95e-7 after warm-up) rose
+// to 9.93e-6 during the "decay", where timm, multiplying each group's lr_scale into the whole
+// schedule, ends it at 2.1e-8.
+TEST_CASE("one min_lr scales with each group as its lr does (timm's lr_scale); a list is taken as written") {
+  const auto opt = tp::test::make_sgd({1e-3, 1e-5}, 0.0);  // optim.lr 1e-3; a group decayed to 1/100
+  SchedulerOptions o = tp::test::named("cosine");
+  o.warmup_steps = 2;
+  o.min_lr = {1e-4};
+  const SchedulerOptions fitted = tp::options_for_groups(o, *opt, 1e-3);
+  REQUIRE(fitted.min_lr.size() == 2);
+  CHECK(fitted.min_lr[0] == 1e-4);  // a group at optim.lr keeps min_lr exactly
+  CHECK(fitted.min_lr[1] == doctest::Approx(1e-6).epsilon(1e-12));
+  auto sched = tp::make_scheduler(fitted, *opt, 20);
+  const tp::test::Trace trace = tp::test::record(*sched, *opt, 20);
+  // Every step keeps the groups' ratio: the decayed group falls, never rises, and ends at 1e-6.
+  for (std::size_t s = 2; s < trace.rows.size(); ++s) {
+    CHECK(trace.rows[s][1] == doctest::Approx(trace.rows[s][0] / 100).epsilon(1e-9));
+    if (s > 2) CHECK(trace.rows[s][1] <= trace.rows[s - 1][1]);
+  }
+  CHECK(trace.rows.back()[1] == doctest::Approx(1e-6).epsilon(1e-9));
+  o.min_lr = {1e-4, 3e-6};  // one per group: as given
+  CHECK(tp::options_for_groups(o, *opt, 1e-3).min_lr == std::vector<double>{1e-4, 3e-6});
+}
