@@ -58,16 +58,25 @@ void report_finished(Logger& log, const FitSummary& summary) {
   if (summary.stopped_early && !summary.stop_reason.empty()) log.info(summary.stop_reason);
 }
 
-// What the run directory now holds, for the user at the terminal.
+// What the run directory now holds, for the user at the terminal: only what this run wrote (a
+// trial's run without evaluation or plots was told of best.pt and plots/*.png).
 void print_outputs(const std::filesystem::path& run_dir, const std::string& monitor) {
-  const auto dir = run_dir.string();
-  std::printf(
-      "\nOutputs in %s/\n  config.toml, runtime.toml  resolved configuration, effective runtime settings\n"
-      "  train.log                 log\n"
-      "  history.csv, .jsonl       per-step, per-evaluation and per-epoch history\n"
-      "  plots/*.png               loss, metrics, lr, step time (`host plot %s` redraws)\n"
-      "  checkpoints/              last.pt (resume point), best.pt (best %s), best.tsv\n",
-      dir.c_str(), dir.c_str(), monitor.c_str());
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto has = [&](const fs::path& relative) { return fs::exists(run_dir / relative, ec); };
+  bool plots = false;
+  for (const auto& entry : fs::directory_iterator(run_dir / "plots", ec))
+    plots = plots || entry.path().extension() == ".png";
+  std::string checkpoints;
+  for (const auto& [file, what] : {std::pair<std::string, std::string>{"last.pt", "last.pt (resume point)"},
+                                   {"best.pt", "best.pt (best " + monitor + ")"}, {"best.tsv", "best.tsv"}})
+    if (has(fs::path("checkpoints") / file)) checkpoints += (checkpoints.empty() ? "" : ", ") + what;
+  const std::string dir = run_dir.string();
+  std::printf("\nOutputs in %s/\n  config.toml, runtime.toml  resolved configuration, effective runtime settings\n"
+              "  train.log                 log\n", dir.c_str());
+  if (has("history.jsonl")) std::printf("  history.csv, .jsonl       per-step, per-evaluation and per-epoch history\n");
+  if (plots) std::printf("  plots/*.png               loss, metrics, lr, step time (`host plot %s` redraws)\n", dir.c_str());
+  if (!checkpoints.empty()) std::printf("  checkpoints/              %s\n", checkpoints.c_str());
 }
 
 // Steps 3-8 of run_train, in the claimed run directory.

@@ -54,6 +54,8 @@ TEST_CASE("quickstart config trains small_cnn on shapes: loss falls, accuracy pa
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   CHECK(run.output.find("Outputs in") != std::string::npos);
+  CHECK(run.output.find("best.pt (best val/accuracy)") != std::string::npos);
+  CHECK(run.output.find("plots/*.png") != std::string::npos);
 
   const auto epochs = epoch_records(dir / "history.jsonl");
   REQUIRE(epochs.size() == 2);
@@ -172,4 +174,18 @@ TEST_CASE("two runs with the same seed and run.deterministic give identical chec
     INFO(runs[0].model[i].first);
     CHECK(at::equal(runs[0].model[i].second, runs[1].model[i].second));
   }
+}
+
+// A trial's run without evaluation and plots was told it had written best.pt and plots/*.png.
+TEST_CASE("the end-of-run outputs list names only what the run wrote") {
+  const auto dir = tp::test::fresh_dir("e2e_outputs_list");
+  const auto run = tp::test::run_host("--config configs/quickstart.toml --output-dir '" + dir.string() +
+                                      "' --set train.epochs=1 --set data.train.size=256 --set progress.mode=\"off\" "
+                                      "--set eval.strategy=\"no\" --set plots.enabled=false");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.output.find("Outputs in") != std::string::npos);
+  CHECK(run.output.find("last.pt (resume point)") != std::string::npos);
+  CHECK(run.output.find("best.pt") == std::string::npos);
+  CHECK(run.output.find("plots/*.png") == std::string::npos);
 }

@@ -33,15 +33,15 @@ bool parse_int(const std::string& s, int64_t* out) {
 }  // namespace
 
 Listing scan_folder(const std::string& root, const std::vector<std::string>& extensions,
-                    std::vector<std::string>* walked) {
+                    std::vector<std::string>* walked, const char* key) {
   std::error_code ec;
   if (!fs::is_directory(root, ec)) {
     // Missing or no directory: the config names the wrong place. Not readable (EACCES, a stale
     // mount): the place may be right, and the error says why.
     if (ec && ec != std::errc::no_such_file_or_directory)
-      throw Failure(TP_ERR_IO, "image_folder: root '" + root + "' cannot be read: " + ec.message());
-    throw Failure(TP_ERR_CONFIG, "image_folder: root '" + root +
-                                 "' is not a directory; set `root` to a folder holding one sub-folder per class");
+      throw Failure(TP_ERR_IO, std::string("image_folder: ") + key + " '" + root + "' cannot be read: " + ec.message());
+    throw Failure(TP_ERR_CONFIG, std::string("image_folder: ") + key + " '" + root + "' is not a directory; set `" + key +
+                                 "` to a folder holding one sub-folder per class");
   }
   Listing out;
   std::error_code list_error;
@@ -51,12 +51,12 @@ Listing scan_folder(const std::string& root, const std::vector<std::string>& ext
     if (it->is_directory(kind_error)) out.classes.push_back(it->path().filename().string());
   }
   if (list_error)
-    throw Failure(TP_ERR_IO, "image_folder: root '" + root + "' cannot be read: " + list_error.message());
+    throw Failure(TP_ERR_IO, std::string("image_folder: ") + key + " '" + root + "' cannot be read: " + list_error.message());
   std::sort(out.classes.begin(), out.classes.end());
   if (walked != nullptr) walked->push_back(root);
   if (out.classes.empty())
-    throw Failure(TP_ERR_CONFIG, "image_folder: root '" + root +
-                                     "' has no class sub-folders; expected root/<class>/<image> (or set `csv`)");
+    throw Failure(TP_ERR_CONFIG, std::string("image_folder: ") + key + " '" + root + "' has no class sub-folders; expected " +
+                                     key + "/<class>/<image> (or set `csv`)");
   for (std::size_t c = 0; c < out.classes.size(); ++c) {
     // (directory, file name) pairs: torchvision walks sorted(os.walk(...)), then sorted(fnames).
     std::vector<std::pair<std::string, std::string>> files;

@@ -26,12 +26,13 @@ struct Listing {
 /// (byte order = code-point order for UTF-8, as Python's sorted()), ids 0..C-1; within a class,
 /// files are sorted by (directory, name), as torchvision's make_dataset walks them. So sample i
 /// is the same file torchvision.datasets.ImageFolder(root)[i] reads. Throws tp::cpp::Failure
-/// (TP_ERR_IO / TP_ERR_CONFIG) naming `root` when it is missing, cannot be read (nor a folder
-/// under it), has no class folder, or holds no image. `walked`, when given, receives every
+/// (TP_ERR_IO / TP_ERR_CONFIG) naming `root` and the config key that gave it (`key`: "root",
+/// "val_root", "test_root") when it is missing, cannot be read (nor a folder under it), has no
+/// class folder, or holds no image. `walked`, when given, receives every
 /// directory the scan read (root, the class folders and their sub-folders): what listing_cache.h
 /// re-stats to tell whether a cached listing is stale.
 Listing scan_folder(const std::string& root, const std::vector<std::string>& extensions,
-                    std::vector<std::string>* walked = nullptr);
+                    std::vector<std::string>* walked = nullptr, const char* key = "root");
 
 /// Reads a CSV listing: one `path,label` row per line ('#' lines and blank lines ignored; a first
 /// row `path,label` is a header). Paths are resolved against `base_dir`; one that is absolute or

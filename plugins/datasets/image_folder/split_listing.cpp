@@ -15,16 +15,17 @@ struct ListingReader {
   const ListingKeys& keys;
   CacheUse cache = CacheUse::kOff;
 
-  Listing operator()(const std::string& root, const std::string& csv) const {
+  /// The listing of `root` (or `csv`); `key` names the config key that gave `root` in messages.
+  Listing operator()(const std::string& root, const std::string& csv, const char* key = "root") const {
     if (!csv.empty()) return read_csv_listing(csv, root, keys.allow_outside_root);
-    if (cache == CacheUse::kOff) return scan_folder(root, keys.extensions);
+    if (cache == CacheUse::kOff) return scan_folder(root, keys.extensions, nullptr, key);
     const std::string path = listing_cache_path(keys.cache_dir, root, keys.extensions);
     if (auto cached = read_listing_cache(path, root, keys.extensions)) {
       cached->from_cache = true;
       return std::move(*cached);
     }
     std::vector<std::string> walked;
-    Listing listing = scan_folder(root, keys.extensions, &walked);
+    Listing listing = scan_folder(root, keys.extensions, &walked, key);
     if (cache == CacheUse::kRefresh) write_listing_cache(path, root, keys.extensions, listing, walked);
     return listing;
   }
@@ -35,7 +36,8 @@ struct ListingReader {
 Listing held_out_listing(const ListingReader& read_listing, const std::string& split_root, const std::string& split_csv,
                          const char* root_key) {
   const ListingKeys& keys = read_listing.keys;
-  Listing held_out = read_listing(split_root.empty() ? keys.root : split_root, split_csv);
+  Listing held_out = read_listing(split_root.empty() ? keys.root : split_root, split_csv,
+                                  split_root.empty() ? "root" : root_key);
   if (split_csv.empty() && keys.csv.empty() && !keys.root.empty()) {
     Listing train_listing = read_listing(keys.root, keys.csv);
     if (train_listing.classes != held_out.classes) {

@@ -275,6 +275,15 @@ TEST_CASE("image_folder: val_root, csv listings and val_split partitions") {
           std::string::npos);
     CHECK(lib.host.last_error.find("may be an empty folder") != std::string::npos);
   }
+  SUBCASE("a val_root that does not exist is named as val_root, not root") {
+    FakeConfig cfg;
+    configure(lib, cfg, f.root);
+    cfg.values["val_root"] = (f.root.parent_path() / "no_such_val").string();
+    void* self = nullptr;
+    CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "val", &self) == TP_ERR_CONFIG);
+    CHECK(lib.host.last_error.find("image_folder: val_root '") != std::string::npos);
+    CHECK(lib.host.last_error.find("set `val_root` to a folder") != std::string::npos);
+  }
   SUBCASE("val_split: disjoint parts that cover the listing, fixed by split_seed") {
     FakeConfig cfg;
   configure(lib, cfg, f.root);
