@@ -270,10 +270,37 @@ void check_semantics(const toml::table& root, std::string_view file) {
 
 }  // namespace
 
+namespace {
+
+// The names PyTorch Lightning, the HF Trainer and timm's scripts give some host keys' settings:
+// too far from ours for an edit distance ("learning_rate" is 11 edits from "lr").
+std::string_view our_name_for(std::string_view other) {
+  static constexpr std::pair<std::string_view, std::string_view> kNames[] = {
+      {"learning_rate", "lr"},           {"max_epochs", "epochs"},          {"num_train_epochs", "epochs"},
+      {"accumulate_grad_batches", "grad_accum_steps"}, {"gradient_accumulation_steps", "grad_accum_steps"},
+      {"per_device_train_batch_size", "batch_size"},   {"train_batch_size", "batch_size"},
+      {"gradient_clip_val", "max_grad_norm"},           {"min_learning_rate", "min_lr"},
+      {"lr_min", "min_lr"},
+      {"workers", "num_workers"},         {"seed_everything", "seed"}};
+  for (const auto& [theirs, ours] : kNames)
+    if (theirs == other) return ours;
+  return {};
+}
+
+}  // namespace
+
 std::string suggest_host_path(std::string_view path) {
   const bool nested = path.find('.') != std::string_view::npos;
   const std::string_view table = nested ? path.substr(0, path.rfind('.')) : "";
   const std::string leaf(leaf_of(path));
+  // 0. Another trainer's name for one of ours: "optim.learning_rate" -> "optim.lr", or where the
+  //    name lives ("train.max_epochs" -> "train.epochs").
+  if (const std::string_view ours = our_name_for(leaf); !ours.empty()) {
+    const std::vector<std::string> here = children_of(table);
+    if (std::find(here.begin(), here.end(), ours) != here.end()) return std::string(table) + "." + std::string(ours);
+    for (const KeySpec& spec : host_key_schema())
+      if (leaf_of(spec.path) == ours) return spec.path;
+  }
   // 1. Within the same table: "train.batch_sz" -> "train.batch_size".
   const std::string local = closest_key(leaf, children_of(table));
   if (!local.empty()) return table.empty() ? local : std::string(table) + "." + local;

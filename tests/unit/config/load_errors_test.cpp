@@ -42,6 +42,14 @@ TEST_CASE("unknown table and misplaced key get suggestions over all paths") {
   TP_CHECK_CONTAINS(std::string(in_data.what()), "did you mean 'data.num_workers'?");
 }
 
+// A fine-tuning trial wrote optim.learning_rate and got no suggestion: 11 edits from "lr".
+TEST_CASE("another trainer's name for a host key gets ours: learning_rate, max_epochs, gradient_clip_val") {
+  TP_CHECK_CONTAINS(std::string(error_of("[optim]\nlearning_rate = 0.1\n").what()), "did you mean 'optim.lr'?");
+  TP_CHECK_CONTAINS(std::string(error_of("[train]\nmax_epochs = 3\n").what()), "did you mean 'train.epochs'?");
+  TP_CHECK_CONTAINS(std::string(error_of("[trainer]\ngradient_clip_val = 1.0\n").what()), "did you mean");
+  TP_CHECK_CONTAINS(std::string(error_of("gradient_clip_val = 1.0\n").what()), "did you mean 'train.max_grad_norm'?");
+}
+
 TEST_CASE("wrong type: expected vs got, with position") {
   const tp::ConfigError quoted = error_of("[train]\nbatch_size = \"64\"\n");
   CHECK(quoted.key_path() == "train.batch_size");
