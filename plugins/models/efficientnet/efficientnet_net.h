@@ -6,8 +6,8 @@
 // train.init_weights unchanged.
 //
 // Activation checkpointing: the stem, every MBConv block and the last 1x1 conv are checkpoint
-// units. Layer depths (optim.layer_decay): the stem at 0, every block one deeper, the last conv
-// one deeper still, the classifier the head.
+// units. Layer depths (optim.layer_decay, timm's grouping): the stem at 0, every block one deeper,
+// the last conv with the last block, the classifier the head.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -63,8 +63,8 @@ class EfficientNet : public FeatureNet {
   explicit EfficientNet(const EfficientNetOptions& options);
   /// [B, in_channels, H, W] -> logits [B, num_classes]; any H, W >= 1 (adaptive average pool).
   at::Tensor forward(const at::Tensor& x);
-  /// optim.layer_decay's ordering: "features.0" at 0, each "features.<stage>.<block>" one
-  /// deeper in order, the last conv one deeper still; the classifier is the head.
+  /// optim.layer_decay's ordering, timm's: "features.0" at 0, each "features.<stage>.<block>" one
+  /// deeper in order, the last conv at the last block's depth; the classifier is the head.
   std::vector<tp::cpp::LayerDepth> layer_depths() const;
 
  private:
