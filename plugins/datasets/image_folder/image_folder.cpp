@@ -81,6 +81,26 @@ ifo::Listing listing_for(const tp::cpp::DatasetArgs& args, ifo::CacheUse cache) 
                                args.config.get_bool("cache") ? cache : ifo::CacheUse::kOff);
 }
 
+// A class without a training image (an empty class folder, or a CSV label name absent here):
+// torchvision's ImageFolder refuses it ("Found no valid file for the classes ..."); here the held
+// out splits may keep such a folder to align their labels, so training warns rather than refuses:
+// a head trained for a class it never sees (a fine-tuning trial's stray `zebra` folder).
+void warn_empty_classes(const tp::cpp::DatasetArgs& args, const ifo::Listing& listing) {
+  std::vector<std::size_t> count(listing.classes.size(), 0);
+  for (const int64_t label : listing.labels)
+    if (label >= 0 && static_cast<std::size_t>(label) < count.size()) ++count[static_cast<std::size_t>(label)];
+  std::string empty;
+  std::size_t how_many = 0;
+  for (std::size_t c = 0; c < count.size(); ++c)
+    if (count[c] == 0 && ++how_many <= 10) empty += (empty.empty() ? "'" : ", '") + listing.classes[c] + "'";
+  if (how_many == 0) return;
+  args.log(TP_LOG_WARNING, "image_folder (train): " + std::to_string(how_many) + " of " +
+                               std::to_string(count.size()) + " classes have no training image (" + empty +
+                               (how_many > 10 ? ", ..." : "") + "): the model learns a class it never sees. Remove the "
+                               "empty class folder, or add its images, unless the labels must stay aligned with "
+                               "another dataset's");
+}
+
 /// The links the scan did not follow because they loop (folder_walk.h), once each: a warning,
 /// since the user may have meant the link to reach other images.
 void warn_loops(const tp::cpp::DatasetArgs& args, const ifo::Listing& listing) {
@@ -147,6 +167,7 @@ class ImageFolderDataset {
         labelled_(listing_.labels.size() == listing_.paths.size()) {
     warn_loops(args, listing_);
     log_shared_cache(args, listing_);
+    if (args.train() && labelled_) warn_empty_classes(args, listing_);
     args.log(TP_LOG_INFO, std::string("image_folder (") + args.split_name + "): " +
                               std::to_string(listing_.paths.size()) + " images, " +
                               (labelled_ ? std::to_string(listing_.classes.size()) + " classes" : "no labels (`files`)") +

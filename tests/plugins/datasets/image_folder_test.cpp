@@ -493,3 +493,25 @@ TEST_CASE("image_folder: a team's cache_dir, another user's that only it writes,
   CHECK(logged(lib, TP_LOG_WARNING, "it holds no up-to-date listing of these folders, so they were scanned") == 1);
   REQUIRE(::chown(cache_dir.c_str(), 0, 0) == 0);
 }
+
+// A fine-tuning trial's stray empty `zebra` folder became a class without a word (torchvision's
+// ImageFolder refuses it); held-out splits may keep empty folders to align their labels.
+TEST_CASE("image_folder: a class without a training image is warned of, naming it; val is not") {
+  const Fixture f = write_folder("if_empty_class", 12, 16);
+  std::filesystem::create_directories(f.root / "zebra");
+  PluginLibrary lib("image_folder");
+  FakeConfig cfg;
+  configure(lib, cfg, f.root);
+  cfg.values["val_root"] = f.root.string();
+  const Dataset train(lib, kId, cfg, "train");
+  CHECK(train.class_names() == std::vector<std::string>{"bird", "cat", "dog", "zebra"});
+  std::vector<std::string> warnings;
+  for (std::size_t i = 0; i < lib.host.logs.size(); ++i)
+    if (lib.host.log_levels[i] == TP_LOG_WARNING) warnings.push_back(lib.host.logs[i]);
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].find("1 of 4 classes have no training image ('zebra')") != std::string::npos);
+  lib.host.logs.clear();
+  lib.host.log_levels.clear();
+  const Dataset val(lib, kId, cfg, "val");
+  CHECK(std::count(lib.host.log_levels.begin(), lib.host.log_levels.end(), TP_LOG_WARNING) == 0);
+}
