@@ -3,6 +3,7 @@
 // hard-linked to the damaged one), say so in the log and finish the run; `--resume PATH` to a
 // damaged file exits 4 naming it. A history.jsonl whose last line a kill -9 tore is resumed
 // without that line: dropped with a warning, never read, never kept.
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -88,18 +89,24 @@ TEST_CASE("--resume auto falls back past a truncated, then a bit-flipped last.pt
   for (std::size_t i = 0; i < steps.size(); ++i) CHECK(steps[i] == 8 * (static_cast<int64_t>(i) + 1));
 }
 
-TEST_CASE("a run that starts afresh after a kill tore history.jsonl's last line appends on lines of its own") {
-  // Killed before its first checkpoint, an attempt leaves history lines and no resume point:
-  // --resume auto starts afresh and appends. Before, its first record was merged into the torn line.
+TEST_CASE("a run that starts afresh after a kill tore history.jsonl's last line sets that attempt aside") {
+  // Killed before its first checkpoint, an attempt leaves history lines (the last one torn) and no
+  // resume point: --resume auto starts afresh. It appended once (its first record merged into the
+  // torn line before a fix), then on lines of its own beside the dead attempt's; now the attempt's
+  // files move into earlier/<time>/ untouched and the new history holds this run's records alone.
   const auto dir = tp::test::fresh_dir("crash_torn_history_fresh");
-  std::ofstream(dir / "history.jsonl") << "{\"kind\":\"step\",\"step\":8,\"train/loss\":0.5}\n{\"kind\":\"step\",\"st";
+  const std::string dead = "{\"kind\":\"step\",\"step\":8,\"train/loss\":0.5}\n{\"kind\":\"step\",\"st";
+  std::ofstream(dir / "history.jsonl") << dead;
   const auto run = tp::test::run_host(kCorruptResumeArgs + "--output-dir '" + dir.string() + "' --resume auto");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
-  CHECK(contains(run.output, "the last line of " + (dir / "history.jsonl").string() + " was incomplete"));
-  // The earlier attempt's whole record, then this run's 16: every line a whole record.
+  CHECK(contains(run.output, "held an earlier attempt's history but no checkpoint"));
   const std::vector<int64_t> steps = tp::test::whole_history_steps(dir / "history.jsonl");
-  REQUIRE(steps.size() == 17);
+  REQUIRE(steps.size() == 16);
   CHECK(steps.front() == 8);
   CHECK(steps.back() == 128);
+  std::vector<std::filesystem::path> earlier;
+  for (const auto& entry : std::filesystem::directory_iterator(dir / "earlier")) earlier.push_back(entry.path());
+  REQUIRE(earlier.size() == 1);
+  CHECK(tp::test::read_text(earlier[0] / "history.jsonl") == dead);
 }
