@@ -168,13 +168,27 @@ Named read_torch_zip(const std::filesystem::path& file, const std::vector<char>&
   RecordSizes stored;
   const c10::IValue root = unpickle_archive(bytes, stored, [](std::string_view p) { return rewrite_pickle(std::string(p)); });
   std::optional<Named> state = tensor_dict(root);
+  // A host checkpoint keeps the weights under "model"; timm's train.py and Lightning's .ckpt under
+  // "state_dict" (timm's load_checkpoint reads it too).
   if (!state && root.isGenericDict()) {
     const auto dict = root.toGenericDict();
-    if (dict.contains("model")) state = tensor_dict(dict.at("model"));
+    for (const char* key : {"model", "state_dict"})
+      if (!state && dict.contains(key)) state = tensor_dict(dict.at(key));
   }
-  if (!state)
-    throw Error("it holds neither a dict of tensors (a state_dict) nor a dict with a \"model\" dict of tensors "
-                "(a host checkpoint)");
+  if (!state) {
+    // What it does hold, so that a user can see where the weights are.
+    std::string keys;
+    if (root.isGenericDict()) {
+      int shown = 0;
+      for (const auto& item : root.toGenericDict())
+        if (item.key().isString() && shown++ < 8) keys += (keys.empty() ? "" : ", ") + item.key().toStringRef();
+    }
+    throw Error("it holds neither a dict of tensors (a state_dict) nor a dict with a \"model\" or \"state_dict\" "
+                "dict of tensors (a host, timm or Lightning checkpoint)" +
+                (keys.empty() ? std::string() : "; its top-level keys: " + keys) +
+                ". Save the weights alone: torch.save(checkpoint[\"<the key holding them>\"], \"weights.pt\"), with "
+                "a prefix the model's names lack (Lightning's \"model.\", DDP's \"module.\") removed from each name");
+  }
   for (const auto& [name, tensor] : *state) {
     if (plain_stored_tensor(tensor, stored)) continue;
     const std::string what = !tensor.defined() ? "is undefined"

@@ -28,14 +28,24 @@ namespace fs = std::filesystem;
 
 /// A torch.save-style zip of the state_dict {"w": `tensor`} whose storage record "data/0" holds
 /// only `record_bytes` bytes of the tensor's data (all of it when `record_bytes` is npos).
-void write_state_dict_zip(const fs::path& path, const at::Tensor& tensor, std::size_t record_bytes) {
+// A torch.save zip of {"w": tensor}, or with `wrap`, {wrap: {"w": tensor}, "epoch": 3} (timm's
+// train.py and Lightning's checkpoint layout when `wrap` is "state_dict").
+void write_state_dict_zip(const fs::path& path, const at::Tensor& tensor, std::size_t record_bytes,
+                          const char* wrap = nullptr) {
   std::vector<char> pickle;
   torch::jit::Pickler pickler([&](const char* bytes, size_t n) { pickle.insert(pickle.end(), bytes, bytes + n); },
                               nullptr, nullptr, nullptr, nullptr, /*tag_aggregates=*/false);
   c10::Dict<std::string, at::Tensor> state;
   state.insert("w", tensor);
   pickler.protocol();
-  pickler.pushIValue(c10::IValue(state));
+  if (wrap != nullptr) {
+    c10::impl::GenericDict outer(c10::StringType::get(), c10::AnyType::get());
+    outer.insert(std::string(wrap), c10::IValue(state));
+    outer.insert(std::string("epoch"), c10::IValue(int64_t{3}));
+    pickler.pushIValue(c10::IValue(outer));
+  } else {
+    pickler.pushIValue(c10::IValue(state));
+  }
   pickler.stop();
   REQUIRE(pickler.tensorData().size() == 1);
   std::vector<char> zip;
@@ -66,6 +76,26 @@ TEST_CASE("a torch.save zip whose tensor fits its storage record loads (the craf
   const auto model = zero_model();
   CHECK(tp::load_initial_weights(file, model).loaded == 1);
   CHECK(at::equal(model[0].tensor, at::arange(1000, at::kFloat)));
+}
+
+// A fine-tuning trial's timm and Lightning checkpoints were refused with no word of where their
+// weights were: timm's train.py and Lightning keep them under "state_dict".
+TEST_CASE("weights under \"state_dict\" load; a dict without them names its keys and how to save the weights") {
+  const fs::path wrapped = scratch("wrapped.pt");
+  write_state_dict_zip(wrapped, at::arange(1000, at::kFloat), std::string::npos, "state_dict");
+  const auto model = zero_model();
+  CHECK(tp::load_initial_weights(wrapped, model).loaded == 1);
+  CHECK(at::equal(model[0].tensor, at::arange(1000, at::kFloat)));
+  const fs::path elsewhere = scratch("elsewhere.pt");
+  write_state_dict_zip(elsewhere, at::arange(1000, at::kFloat), std::string::npos, "weights");
+  try {
+    tp::load_initial_weights(elsewhere, zero_model());
+    FAIL("loaded weights from an unknown key");
+  } catch (const std::exception& e) {
+    const std::string message = e.what();
+    CHECK(message.find("its top-level keys: weights, epoch") != std::string::npos);
+    CHECK(message.find("torch.save(checkpoint[") != std::string::npos);
+  }
 }
 
 TEST_CASE("a tensor claiming more elements than its storage record is refused, naming the key and the file") {
