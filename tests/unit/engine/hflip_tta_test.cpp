@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include "engine/prediction/hflip_tta.h"
+#include "tp/framework/engine/pixel_maps.h"
 #include "tp/framework/error.h"
 
 namespace {
@@ -67,13 +68,14 @@ TEST_CASE("hflip TTA in a padded batch: each image mirrored within its own width
   CHECK(at::equal(flipped[1].narrow(-1, 3, 2), at::zeros({1, 3, 2})));
   CHECK(at::equal(mirrored[1].second, batch[1].second));  // the lengths are not an image
   // A mirror-equivariant per-pixel model: TTA changes nothing once aligned within each width.
-  const at::Tensor widths = tp::own_widths(batch, layout, 5);
-  REQUIRE(widths.defined());
+  const at::Tensor sizes = tp::pixel_map_sizes(at::zeros({2, 4, 3, 5}), batch, layout);
+  REQUIRE(sizes.defined());
+  const at::Tensor widths = sizes.select(1, 1);
   CHECK(at::equal(widths, at::tensor(std::vector<int64_t>{5, 3})));
   const at::Tensor plain = pixel_scores(image);
   CHECK(at::equal(tp::hflip_tta_mean(plain, pixel_scores(flipped), widths), plain));
   // Flipped back whole, sample 1's map would land 2 columns off (on its padding's side).
   CHECK_FALSE(at::equal(tp::hflip_tta_mean(plain, pixel_scores(flipped)), plain));
   // An output of another width than any padded field has no own widths: flipped whole.
-  CHECK_FALSE(tp::own_widths(batch, layout, 4).defined());
+  CHECK_FALSE(tp::pixel_map_sizes(at::zeros({2, 4, 3, 4}), batch, layout).defined());
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "tp/framework/engine/pixel_maps.h"
 #include "tp/framework/error.h"
 
 namespace tp {
@@ -20,28 +21,12 @@ at::Tensor mirror_rows(const at::Tensor& t, const at::Tensor& widths) {
   return out;
 }
 
-at::Tensor own_widths(const NamedTensors& batch, const BatchLayout& layout, int64_t width) {
-  for (const FieldBatching& f : layout.fields()) {
-    if (f.batching != Batching::kPad) continue;
-    const at::Tensor* field = nullptr;
-    const at::Tensor* lengths = nullptr;
-    for (const auto& [name, tensor] : batch) {
-      if (name == f.name) field = &tensor;
-      if (name == BatchLayout::lengths_name(f.name)) lengths = &tensor;
-    }
-    if (field == nullptr || lengths == nullptr || field->dim() < 3 || field->size(-1) != width) continue;
-    return lengths->select(1, lengths->size(1) - 1).to(at::kCPU, at::kLong).contiguous();
-  }
-  return {};
-}
-
 NamedTensors mirrored_batch(const NamedTensors& batch, const BatchLayout& layout) {
   NamedTensors out = batch;
   for (auto& [name, tensor] : out) {
     if (!tensor.is_floating_point() || tensor.dim() < 3) continue;
-    const FieldBatching* padding = layout.find(name);
-    const bool padded = padding != nullptr && padding->batching == Batching::kPad;
-    tensor = mirror_rows(tensor, padded ? own_widths(batch, layout, tensor.size(-1)) : at::Tensor());
+    const at::Tensor sizes = own_sizes(batch, layout, name);
+    tensor = mirror_rows(tensor, sizes.defined() ? sizes.select(1, 1) : sizes);
   }
   return out;
 }

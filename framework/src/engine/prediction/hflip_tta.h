@@ -15,13 +15,8 @@ namespace tp {
 /// otherwise.
 at::Tensor mirror_rows(const at::Tensor& t, const at::Tensor& widths);
 
-/// The own widths ([B] int64, CPU) of the samples of `batch` in a field `layout` pads whose last
-/// dimension is `width` (its "<field>_lengths"), or an undefined tensor when no padded field is
-/// that wide (a batch that stacks, or an output of another size).
-at::Tensor own_widths(const NamedTensors& batch, const BatchLayout& layout, int64_t width);
-
 /// `batch` mirrored left-right: every floating field of at least [B, H, W], within each sample's
-/// own width where `layout` pads it (mirror_rows).
+/// own width where `layout` pads it (mirror_rows over own_sizes' widths, pixel_maps.h).
 NamedTensors mirrored_batch(const NamedTensors& batch, const BatchLayout& layout);
 
 /// The hflip TTA value of one model output, given `plain` (from the images) and `mirrored` (from

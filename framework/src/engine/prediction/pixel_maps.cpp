@@ -44,17 +44,25 @@ at::Tensor resized(const at::Tensor& map, int64_t height, int64_t width) {
 
 bool is_pixel_map(const at::Tensor& output, const NamedTensors& batch) { return image_field(output, batch) != nullptr; }
 
+at::Tensor own_sizes(const NamedTensors& batch, const BatchLayout& layout, const std::string& name) {
+  const FieldBatching* padding = layout.find(name);
+  if (padding == nullptr || padding->batching != Batching::kPad) return {};
+  const at::Tensor* lengths = field_named(batch, BatchLayout::lengths_name(name));
+  if (lengths == nullptr) return {};
+  return lengths->narrow(1, lengths->size(1) - 2, 2).to(at::kCPU, at::kLong).contiguous();
+}
+
+at::Tensor pixel_map_sizes(const at::Tensor& output, const NamedTensors& batch, const BatchLayout& layout) {
+  const auto* image = image_field(output, batch);
+  return image != nullptr ? own_sizes(batch, layout, image->first) : at::Tensor();
+}
+
 std::vector<at::Tensor> pixel_maps(const at::Tensor& output, const NamedTensors& batch, const BatchLayout& layout,
                                    int64_t rows) {
   std::vector<at::Tensor> maps;
   const auto* image = image_field(output, batch);
   if (image == nullptr) return maps;
-  const FieldBatching* padding = layout.find(image->first);
-  const at::Tensor* lengths =
-      padding != nullptr && padding->batching == Batching::kPad ? field_named(batch, BatchLayout::lengths_name(image->first))
-                                                                 : nullptr;
-  const at::Tensor own = lengths != nullptr ? lengths->narrow(1, lengths->size(1) - 2, 2).to(at::kCPU, at::kLong).contiguous()
-                                            : at::Tensor();
+  const at::Tensor own = own_sizes(batch, layout, image->first);
   const at::Tensor* original_field = field_named(batch, kOriginalSizeField);
   at::Tensor original;
   if (original_field != nullptr) {

@@ -120,9 +120,9 @@ class RowMaker {
       const NamedTensors flipped = first_rows(forward(mirrored_batch(device_inputs, layout_)), rows);
       for (std::size_t i = 0; i < outputs.size(); ++i) {
         const at::Tensor& output = outputs[i].second;
-        const at::Tensor widths = output.dim() == 4 ? own_widths(inputs, layout_, output.size(-1)) : at::Tensor();
+        const at::Tensor sizes = pixel_map_sizes(output, inputs, layout_);
         outputs[i].second = hflip_tta_mean(output, flipped[i].second,
-                                           widths.defined() ? widths.narrow(0, 0, rows) : widths);
+                                           sizes.defined() ? sizes.select(1, 1).narrow(0, 0, rows) : sizes);
       }
     }
     std::vector<std::pair<std::string, at::Tensor>> columns{{"index", index}};

@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "tp/framework/data/batch_layout.h"
@@ -22,6 +23,15 @@ inline constexpr const char* kOriginalSizeField = "orig_size";
 /// images: floating [B, C, H, W] scores or integer [B, H, W] class ids whose H and W are those of
 /// a floating [B, C, H, W] field of `batch` (as collated, so padded where the layout pads it).
 bool is_pixel_map(const at::Tensor& output, const NamedTensors& batch);
+
+/// Each sample's own (height, width) in field `name` of `batch`: [B, 2] int64 on the CPU, the
+/// last two sizes of the "<name>_lengths" collate added where `layout` pads the field; undefined
+/// where it does not (the field stacks, or the batch lacks it): every sample has the batch's size.
+at::Tensor own_sizes(const NamedTensors& batch, const BatchLayout& layout, const std::string& name);
+
+/// own_sizes of the image field the per-pixel `output` maps (is_pixel_map); undefined for any
+/// other output.
+at::Tensor pixel_map_sizes(const at::Tensor& output, const NamedTensors& batch, const BatchLayout& layout);
 
 /// The maps of the first `rows` samples of the per-pixel output `output` (is_pixel_map), each
 /// on the CPU, contiguous: [C, h, w] scores or [h, w] ids. Sample i's map is
