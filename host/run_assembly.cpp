@@ -35,9 +35,13 @@ std::optional<CheckpointManager::ResumePoint> find_start(Session& session, const
 // init (train.init_weights_ignore), so that a mistyped glob shows at once.
 void load_initial_weights_into(const RunConfig& config, const RunComponents& parts, Logger& log) {
   const InitialWeightsReport report =
-      load_initial_weights(config.train.init_weights, parts.model->state(), config.train.init_weights_ignore);
+      load_initial_weights(config.train.init_weights, parts.model->state(), config.train.init_weights_ignore,
+                           config.train.init_weights_prefix);
   std::string line =
       "initial weights from " + config.train.init_weights + ": " + std::to_string(report.loaded) + " tensors loaded";
+  if (!config.train.init_weights_prefix.empty())
+    line += " from under \"" + config.train.init_weights_prefix + "\" (" + std::to_string(report.outside_prefix) +
+            " other names of the file unread)";
   if (!report.kept_model.empty()) {
     line += "; the model's own init kept for " + std::to_string(report.kept_model.size()) + " (";
     for (size_t i = 0; i < report.kept_model.size(); ++i) line += (i ? ", " : "") + report.kept_model[i];

@@ -32,6 +32,12 @@ def main(directory):
     torch.save({"model": state, "epoch": 3}, directory / "nested.pt")
     safetensors.torch.save_file(dict(state), directory / "weights.safetensors")
     torch.save({"fc.weight": state["fc.weight"]}, directory / "single.pt")  # one key: SETITEM, not SETITEMS
+    # A Lightning checkpoint of a module whose network is self.model and whose loss has a buffer,
+    # and a DDP module's state_dict saved without .module: the same values under a prefix.
+    lightning = {"model." + k: v for k, v in state.items()}
+    lightning["criterion.pos_weight"] = torch.ones(4)
+    torch.save({"state_dict": lightning, "epoch": 3, "global_step": 30}, directory / "lightning.ckpt")
+    safetensors.torch.save_file({"module." + k: v for k, v in state.items()}, directory / "ddp.safetensors")
     (directory / "garbage.pt").write_bytes(b"not a weights file at all")
 
 

@@ -198,3 +198,47 @@ TEST_CASE("without train.init_weights_ignore a head of another size is refused, 
   CHECK(message.find("'fc.weight' [4, 3] in the file, [5, 3] in the model") != std::string::npos);
   CHECK(message.find("train.init_weights_ignore") != std::string::npos);
 }
+
+TEST_CASE("train.init_weights_prefix reads a Lightning checkpoint's and a DDP state_dict's names; a refusal names it") {
+  // Without the key, the refusal finds the prefix under which every missing name lies.
+  const std::string lightning = error_of(files() / "lightning.ckpt", zero_model());
+  CHECK(lightning.find("train.init_weights_prefix = \"model.\"") != std::string::npos);
+  const std::string ddp = error_of(files() / "ddp.safetensors", zero_model());
+  CHECK(ddp.find("train.init_weights_prefix = \"module.\"") != std::string::npos);
+
+  auto state = zero_model();
+  const tp::InitialWeightsReport report = tp::load_initial_weights(files() / "lightning.ckpt", state, {}, "model.");
+  check_values(state);
+  CHECK(report.loaded == 7);
+  CHECK(report.outside_prefix == 1);  // the loss's buffer, left unread
+  const auto from_ddp = zero_model();
+  tp::load_initial_weights(files() / "ddp.safetensors", from_ddp, {}, "module.");
+  check_values(from_ddp);
+
+  // The globs apply to the names without the prefix, on both sides.
+  auto head = zero_model();
+  head[0].tensor = at::full({5, 3}, 9.0f);
+  head[1].tensor = at::full({5}, 9.0f);
+  const auto kept = tp::load_initial_weights(files() / "lightning.ckpt", head, {"fc.*"}, "model.");
+  CHECK(kept.loaded == 5);
+  CHECK(kept.ignored_file == std::vector<std::string>{"fc.weight", "fc.bias"});
+
+  // A prefix that no name begins with is refused under its own key, showing the file's names.
+  try {
+    tp::load_initial_weights(files() / "lightning.ckpt", zero_model(), {}, "net.");
+    FAIL("a prefix no name begins with was accepted");
+  } catch (const tp::ConfigError& e) {
+    CHECK(e.key_path() == "train.init_weights_prefix");
+    CHECK(std::string(e.what()).find("'model.fc.weight'") != std::string::npos);
+  }
+  // A prefix too short for the model (the names under it still carry "fc" twice) names the rest.
+  const std::string partial = [&] {
+    try {
+      tp::load_initial_weights(files() / "lightning.ckpt", zero_model(), {}, "mod");
+    } catch (const tp::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  }();
+  CHECK(partial.find("train.init_weights_prefix = \"model.\"") != std::string::npos);
+}

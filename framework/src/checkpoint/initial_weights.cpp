@@ -12,6 +12,7 @@
 #include <iterator>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -186,8 +187,9 @@ Named read_torch_zip(const std::filesystem::path& file, const std::vector<char>&
     throw Error("it holds neither a dict of tensors (a state_dict) nor a dict with a \"model\" or \"state_dict\" "
                 "dict of tensors (a host, timm or Lightning checkpoint)" +
                 (keys.empty() ? std::string() : "; its top-level keys: " + keys) +
-                ". Save the weights alone: torch.save(checkpoint[\"<the key holding them>\"], \"weights.pt\"), with "
-                "a prefix the model's names lack (Lightning's \"model.\", DDP's \"module.\") removed from each name");
+                ". Save the weights alone: torch.save(checkpoint[\"<the key holding them>\"], \"weights.pt\"); a prefix "
+                "the model's names lack (Lightning's \"model.\", DDP's \"module.\") is then read away by "
+                "train.init_weights_prefix");
   }
   for (const auto& [name, tensor] : *state) {
     if (plain_stored_tensor(tensor, stored)) continue;
@@ -236,11 +238,49 @@ Named read_weights(const std::filesystem::path& file) {
   }
 }
 
+// The file's names under `prefix`, without it; the others are counted as left unread.
+Named under_prefix(Named all, const std::string& prefix, const std::filesystem::path& file, InitialWeightsReport& report) {
+  if (prefix.empty()) return all;
+  Named kept;
+  std::vector<std::string> others;
+  for (auto& [name, tensor] : all) {
+    if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0)
+      kept.emplace_back(name.substr(prefix.size()), std::move(tensor));
+    else others.push_back("'" + name + "'");
+  }
+  report.outside_prefix = static_cast<int64_t>(others.size());
+  if (kept.empty())
+    throw ConfigError("train.init_weights_prefix",
+                      "train.init_weights_prefix = \"" + prefix + "\": no name in " + file.string() +
+                          " begins with it (its names: " + first_few(others) +
+                          "). Give the part before the model's own names, e.g. \"model.\" for a Lightning module "
+                          "whose network is self.model, or \"\" to read the names as they are.");
+  return kept;
+}
+
+// A prefix P under which the file holds every one of the model's `missing` names (P + name), as
+// a Lightning checkpoint ("model.") or a DDP module's state_dict ("module.") does; "" if none.
+std::string common_prefix(const std::vector<std::string>& missing, const Named& saved) {
+  if (missing.empty()) return "";
+  std::set<std::string> names;
+  for (const auto& entry : saved) names.insert(entry.first);
+  const std::string& first = missing.front();
+  for (const auto& [name, tensor] : saved) {
+    if (name.size() <= first.size() || name.compare(name.size() - first.size(), first.size(), first) != 0) continue;
+    const std::string prefix = name.substr(0, name.size() - first.size());
+    if (prefix.back() != '.') continue;
+    if (std::all_of(missing.begin(), missing.end(), [&](const std::string& m) { return names.count(prefix + m) != 0; }))
+      return prefix;
+  }
+  return "";
+}
+
 }  // namespace
 
 InitialWeightsReport load_initial_weights(const std::filesystem::path& file, const std::vector<StateTensor>& model_state,
-                                          const std::vector<std::string>& ignore) {
-  const Named saved = read_weights(file);
+                                          const std::vector<std::string>& ignore, const std::string& prefix) {
+  InitialWeightsReport report;
+  const Named saved = under_prefix(read_weights(file), prefix, file, report);
   // Python's fnmatch.fnmatchcase, as [[optim.param_groups]] patterns: `*` crosses dots.
   std::vector<bool> used(ignore.size(), false);
   const auto ignored = [&](const std::string& name) {
@@ -249,13 +289,12 @@ InitialWeightsReport load_initial_weights(const std::filesystem::path& file, con
       if (::fnmatch(ignore[i].c_str(), name.c_str(), FNM_NOESCAPE) == 0) any = used[i] = true;
     return any;
   };
-  InitialWeightsReport report;
   std::map<std::string, const at::Tensor*> by_name;
   for (const auto& [name, tensor] : saved) {
     if (ignored(name)) report.ignored_file.push_back(name);
     else by_name.emplace(name, &tensor);
   }
-  std::vector<std::string> missing, mis_shaped;
+  std::vector<std::string> missing, missing_names, mis_shaped;
   struct Copy {
     const std::string* name;
     const at::Tensor* destination; ///< the model's tensor
@@ -270,6 +309,7 @@ InitialWeightsReport load_initial_weights(const std::filesystem::path& file, con
     const auto it = by_name.find(entry.name);
     if (it == by_name.end()) {
       missing.push_back("'" + entry.name + "'");
+      missing_names.push_back(entry.name);
       continue;
     }
     if (it->second->sizes() != entry.tensor.sizes())
@@ -293,6 +333,10 @@ InitialWeightsReport load_initial_weights(const std::filesystem::path& file, con
     if (!missing.empty()) what += " missing " + first_few(missing) + ";";
     if (!unexpected.empty()) what += " unexpected " + first_few(unexpected) + ";";
     if (!mis_shaped.empty()) what += " other shapes: " + first_few(mis_shaped) + ";";
+    const std::string found = common_prefix(missing_names, saved);
+    if (!found.empty())
+      what += " every missing name is in the file under \"" + found + "\" (a Lightning module's self.model, a DDP "
+              "module's state_dict): read them with train.init_weights_prefix = \"" + prefix + found + "\";";
     fail(file, what + " the model's names are listed by `host plugins check`. Save the state_dict of a module "
                       "built with the same structure and options as [model]" +
                       (ignore.empty() ? std::string(", or leave a new head out with train.init_weights_ignore = "

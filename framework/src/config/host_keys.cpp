@@ -112,6 +112,10 @@ std::vector<HostKey> make_host_keys() {
       TP_HOST_KEY(train, init_weights_ignore, "[]",
           "shell globs (`*` crosses dots) of names train.init_weights leaves out on both sides, e.g. [\"fc.*\"] for a "
           "head with another class count: those keep the model's own init; the rest stays strict"),
+      TP_HOST_KEY(train, init_weights_prefix, R"("")",
+          "read only the names of train.init_weights that begin with this, without it: \"model.\" for a Lightning "
+          "module whose network is self.model, \"module.\" for a DDP module's state_dict; the rest of the file is "
+          "left unread; \"\" = the names as they are"),
 
       TP_HOST_KEY(eval, batch_size, "0", "evaluation batch size; 0 = train.batch_size", {.limit = at_least(0)}),
       TP_HOST_KEY(eval, strategy, R"("epoch")",

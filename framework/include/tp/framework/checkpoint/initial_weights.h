@@ -9,7 +9,9 @@
 // must be in the file under its name with its shape, and the file must hold nothing else. Values
 // are converted to the model tensor's dtype and device. `train.init_weights_ignore` names what to
 // leave out on both sides (fine-tuning: a new classifier head with another class count keeps the
-// model's own init), and only that.
+// model's own init), and only that. `train.init_weights_prefix` reads only the file's names under a
+// prefix, with the prefix removed: a Lightning module's "model.", DDP's "module.", a backbone's
+// "backbone." inside a bigger network.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +27,8 @@ namespace tp {
 struct InitialWeightsReport {
   int64_t loaded = 0;                      ///< model tensors copied from the file
   std::vector<std::string> kept_model;     ///< model names `ignore` left with their own init
-  std::vector<std::string> ignored_file;   ///< file names `ignore` left unread
+  std::vector<std::string> ignored_file;   ///< file names `ignore` left unread (after the prefix's removal)
+  int64_t outside_prefix = 0;              ///< file names without `prefix`, left unread
 };
 
 /// Reads `file` and copies each named tensor into the model tensor of the same name in
@@ -37,10 +40,14 @@ struct InitialWeightsReport {
 /// naming train.init_weights and the file for a damaged or hostile zip; ConfigError
 /// (train.init_weights) naming the file for an unreadable or unrecognised file, and for missing,
 /// unexpected or mis-shaped names (the first few of each); ConfigError
-/// (train.init_weights_ignore[i]) for a glob that matches no name in the model or the file. [main]
+/// (train.init_weights_ignore[i]) for a glob that matches no name in the model or the file. A
+/// non-empty `prefix` reads only the file's names that begin with it, without it, before `ignore`
+/// applies; ConfigError (train.init_weights_prefix) when no name begins with it. A mismatch where
+/// every missing model name is in the file under one prefix names that prefix in its message. [main]
 /// Example:
 ///   const InitialWeightsReport report = load_initial_weights("init.pt", parts.model->state(), {"fc.*"});
+///   load_initial_weights("lightning.ckpt", parts.model->state(), {}, "model.");
 InitialWeightsReport load_initial_weights(const std::filesystem::path& file, const std::vector<StateTensor>& model_state,
-                                          const std::vector<std::string>& ignore = {});
+                                          const std::vector<std::string>& ignore = {}, const std::string& prefix = "");
 
 }  // namespace tp

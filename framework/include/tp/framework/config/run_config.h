@@ -65,6 +65,7 @@ struct TrainSection {
   bool fast_dev_run;        ///< one training step and one evaluation batch; nothing written
   std::string init_weights; ///< initial weights file ("" = the model's own init); see checkpoint/initial_weights.h
   std::vector<std::string> init_weights_ignore; ///< globs of names init_weights leaves out (a new head)
+  std::string init_weights_prefix; ///< only init_weights' names under it are read, without it ("model.")
   bool operator==(const TrainSection&) const = default; ///< field-wise
 };
 
