@@ -59,8 +59,10 @@ Plan resize_center_crop(int height, int width, const TransformOptions& o, const 
                                        std::to_string(o.center_crop.w) + " is larger than '" + path + "' after resize (" +
                                        std::to_string(resized.h) + "x" + std::to_string(resized.w) +
                                        "); raise `resize` or lower `center_crop`");
-    const double top = std::round((resized.h - o.center_crop.h) / 2.0);
-    const double left = std::round((resized.w - o.center_crop.w) / 2.0);
+    // Python's round(), as torchvision's center_crop: a half goes to the even neighbour (341 wide
+    // to 224 starts at 58, not 59).
+    const double top = std::nearbyint((resized.h - o.center_crop.h) / 2.0);
+    const double left = std::nearbyint((resized.w - o.center_crop.w) / 2.0);
     const double sy = static_cast<double>(height) / resized.h, sx = static_cast<double>(width) / resized.w;
     p.y = top * sy;
     p.x = left * sx;

@@ -29,7 +29,7 @@ struct Size2 {
 struct TransformOptions {
   int resize_short = 0;       ///< `resize = [s]`: shorter side to s (longer = int(s * long / short))
   Size2 resize;               ///< `resize = [h, w]`: exact size
-  Size2 center_crop;          ///< after resize; offsets round((H - h) / 2) as torchvision
+  Size2 center_crop;          ///< after resize; offsets Python's round((H - h) / 2), half to even, as torchvision
   Size2 random_resized_crop;  ///< train only; replaces resize and center_crop when set
   std::array<double, 2> scale{0.08, 1.0};             ///< random_resized_crop area fraction range
   std::array<double, 2> ratio{3.0 / 4.0, 4.0 / 3.0};  ///< random_resized_crop aspect range (w / h)

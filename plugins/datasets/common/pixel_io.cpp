@@ -144,8 +144,8 @@ CropBox random_resized_crop_box(int height, int width, const std::array<double, 
   for (int attempt = 0; attempt < 10; ++attempt) {
     const double target = area * rng.uniform(scale[0], scale[1]);
     const double aspect = std::exp(rng.uniform(log_lo, log_hi));
-    const int w = static_cast<int>(std::lround(std::sqrt(target * aspect)));
-    const int h = static_cast<int>(std::lround(std::sqrt(target / aspect)));
+    const int w = static_cast<int>(std::nearbyint(std::sqrt(target * aspect)));
+    const int h = static_cast<int>(std::nearbyint(std::sqrt(target / aspect)));
     if (0 < w && w <= width && 0 < h && h <= height) {
       CropBox box;
       box.y = rng.below(height - h + 1);
@@ -159,9 +159,9 @@ CropBox random_resized_crop_box(int height, int width, const std::array<double, 
   const double in_ratio = static_cast<double>(width) / height;
   int w = width, h = height;
   if (in_ratio < std::min(ratio[0], ratio[1])) {
-    h = static_cast<int>(std::lround(w / std::min(ratio[0], ratio[1])));
+    h = static_cast<int>(std::nearbyint(w / std::min(ratio[0], ratio[1])));
   } else if (in_ratio > std::max(ratio[0], ratio[1])) {
-    w = static_cast<int>(std::lround(h * std::max(ratio[0], ratio[1])));
+    w = static_cast<int>(std::nearbyint(h * std::max(ratio[0], ratio[1])));
   }
   return CropBox{(width - w) / 2, (height - h) / 2, w, h};
 }

@@ -137,7 +137,8 @@ std::array<int32_t, 4> resize_center_crop_box(int height, int width, int s, int 
   const int shorter = portrait ? width : height, longer = portrait ? height : width;
   const int new_long = static_cast<int>(static_cast<int64_t>(s) * longer / shorter);
   const int rh = portrait ? new_long : s, rw = portrait ? s : new_long;
-  const double top = std::round((rh - c) / 2.0), left = std::round((rw - c) / 2.0);
+  // Python's round, as torchvision's center_crop: a half to the even neighbour.
+  const double top = std::nearbyint((rh - c) / 2.0), left = std::nearbyint((rw - c) / 2.0);
   const double sy = static_cast<double>(height) / rh, sx = static_cast<double>(width) / rw;
   const int x0 = static_cast<int>(std::lround(left * sx)), y0 = static_cast<int>(std::lround(top * sy));
   return {x0, y0, std::max(x0 + 1, static_cast<int>(std::lround((left + c) * sx))),

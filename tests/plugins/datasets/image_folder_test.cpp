@@ -99,6 +99,17 @@ TEST_CASE("image_folder: resize and center_crop match OpenCV computed independen
     CHECK(w == 16);
     CHECK(max_abs_diff(got, expected_chw(src(cv::Rect(22, 15, 16, 10)).clone())) == 0.0f);
   }
+  SUBCASE("center_crop = [11, 15]: offsets 14.5 and 22.5 round half to even (Python's round, torchvision's)") {
+    FakeConfig cfg;
+    configure(lib, cfg, f.root);
+    cfg.values["center_crop"] = std::vector<int64_t>{11, 15};
+    Dataset ds(lib, kId, cfg, "train");
+    int h = 0, w = 0;
+    const std::vector<float> got = chw(ds.get(6), &h, &w);
+    CHECK(h == 11);
+    CHECK(w == 15);
+    CHECK(max_abs_diff(got, expected_chw(src(cv::Rect(22, 14, 15, 11)).clone())) == 0.0f);  // not (23, 15)
+  }
   SUBCASE("resize = [20] then center_crop = [16]: close to resizing the whole image and cropping") {
     FakeConfig cfg;
   configure(lib, cfg, f.root);
