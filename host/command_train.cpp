@@ -29,6 +29,22 @@ void warn_config_changes(Logger& log, const std::string& before, const std::stri
   for (const std::string& change : config_changes(before, now)) log.warn("resume: " + change);
 }
 
+// Settings the checkpoint's optimizer and schedule state would override are refused, before
+// config.toml records them: a resumed run that said lr 0.01 trained on at 0.003 (exp trial F4).
+void refuse_ignored_changes(const std::string& before, const std::string& now, const std::filesystem::path& start) {
+  const std::vector<std::string> ignored = changes_a_resume_ignores(before, now);
+  if (ignored.empty()) return;
+  std::string list;
+  for (const std::string& line : ignored) list += (list.empty() ? "" : "; ") + line;
+  throw ConfigError(ignored.front().substr(0, ignored.front().find(':')),
+                    "--resume: " + list + " since " + start.string() +
+                        ". A resumed run continues the checkpoint's optimizer and schedule, whose state holds these "
+                        "settings: the run would record the new values and train with the old ones. Resume with the "
+                        "values the checkpoint was made with, or train on from its weights with the new ones as a "
+                        "new run: --output-dir NEW --set train.init_weights=\"" + start.string() +
+                        "\" (a fresh optimizer and schedule).");
+}
+
 // The run's MLflow status follows how fit() ended: FINISHED, KILLED for a stop signal (the run
 // saved and may be resumed), FAILED for any other error, which then propagates as before.
 FitSummary fit_tracked(Trainer& trainer, MlflowTracker* mlflow) {
@@ -93,6 +109,7 @@ int train_in(Session& session, const TrainingRunDirectory& run_dir, const Option
                                                        .recorded_run_id = run_dir.recorded_run_id(),
                                                        .initial_weights = true,
                                                        .stopped_note = before_training});
+  if (run.start) refuse_ignored_changes(run.start->config_toml, run_dir.config_text(), run.start_path);
   run_dir.prepare_history(run.start.has_value());
   // 4. The trainer, with the start checkpoint's state (and its run identity, where it has one).
   Trainer trainer(config, run.parts, run.device, log, session.run_dir, std::move(run.collectives));

@@ -13,8 +13,9 @@
 //   of their configuration, so what failed one (data, disk, memory) most likely fails the next;
 //   rerunning the same command after the fix skips the finished cells.
 // - One sweep per directory (sweep_lock.h): a second one is refused before it reads sweep.toml.
-// - A rerun skips the cells sweep.toml records as done (after checking that their config.toml
-//   still matches what the sweep would train now) and resumes the others (--resume auto).
+// - A rerun skips the cells sweep.toml records as done and resumes the others (--resume auto),
+//   after checking that the config.toml of each done or resumable cell still matches what the
+//   sweep would train now.
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -103,23 +104,15 @@ Plan plan(const Options& options, const std::vector<SweepCell>& cells) {
   return {sweep_dir, std::move(planned), std::move(configs.front())};
 }
 
-// A cell recorded as done is skipped only when its run directory was trained with the
-// configuration it would get now; otherwise the comparison would mix old and new settings.
-bool finished_earlier(const SweepRecord& record, const PlannedCell& p) {
-  const CellRecord* entry = record.find(p.cell.name);
-  if (entry == nullptr || entry->status != "done") return false;
-  std::error_code ec;
-  if (!fs::exists(p.dir / "config.toml", ec)) {
-    std::fprintf(stderr, "host sweep: %s is recorded as done but %s is gone; training it again\n",
-                 p.cell.name.c_str(), (p.dir / "config.toml").c_str());
-    return false;
-  }
+// A cell's run directory trained with the configuration it would get now; otherwise the
+// comparison would mix old and new settings. `how` says what the earlier attempt did.
+void require_same_configuration(const PlannedCell& p, const std::string& how, const std::string& remedy) {
   FlatConfig trained;
   try {
     trained = flatten_config(parse_toml_file(p.dir / "config.toml"));
   } catch (const toml::parse_error& e) {
     throw Error("host sweep: " + (p.dir / "config.toml").string() + " does not parse (" + std::string(e.description()) +
-                "), so the finished cell '" + p.cell.name + "' cannot be checked. Delete " + p.dir.string() +
+                "), so the cell '" + p.cell.name + "' (" + how + ") cannot be checked. Delete " + p.dir.string() +
                 " to train it again.");
   }
   std::string changes;
@@ -131,22 +124,55 @@ bool finished_earlier(const SweepRecord& record, const PlannedCell& p) {
                (now == p.config.end() ? "unset" : now->second.display);
   }
   if (!changes.empty())
-    throw ConfigError("", "host sweep: the cell '" + p.cell.name + "' in " + p.dir.string() +
-                              " finished with another configuration than the sweep would train now (" + changes +
-                              "): the config file, --set, a TP_* environment variable or a plugin's defaults changed. "
-                              "Give the changed sweep a new --output-dir, or delete " + p.dir.string() +
+    throw ConfigError("", "host sweep: the cell '" + p.cell.name + "' in " + p.dir.string() + " " + how +
+                              " with another configuration than the sweep would train now (" + changes +
+                              "): the config file, --set, a TP_* environment variable or a plugin's defaults changed" +
+                              remedy + ". Give the changed sweep a new --output-dir, or delete " + p.dir.string() +
                               " to train that cell again.");
+}
+
+// The cell's directory holds a checkpoint that `host train --resume auto` continues from.
+bool has_checkpoint(const fs::path& dir) {
+  std::error_code ec;
+  if (fs::is_directory(dir / "checkpoints", ec))
+    for (const auto& entry : fs::directory_iterator(dir / "checkpoints", ec))
+      if (entry.path().extension() == ".pt") return true;
+  return false;
+}
+
+// A cell recorded as done is skipped only when its run directory was trained with the
+// configuration it would get now.
+bool finished_earlier(const SweepRecord& record, const PlannedCell& p) {
+  const CellRecord* entry = record.find(p.cell.name);
+  if (entry == nullptr || entry->status != "done") return false;
+  std::error_code ec;
+  if (!fs::exists(p.dir / "config.toml", ec)) {
+    std::fprintf(stderr, "host sweep: %s is recorded as done but %s is gone; training it again\n",
+                 p.cell.name.c_str(), (p.dir / "config.toml").c_str());
+    return false;
+  }
+  require_same_configuration(p, "finished", "");
   return true;
+}
+
+// Before any cell trains: a stopped cell that would resume is held to the same rule as a done
+// one. Resumed under a changed configuration it would continue the checkpoint's optimizer and
+// schedule while its config.toml, and the comparison, said the new settings (exp trial F3).
+void check_resumable_cells(const SweepRecord& record, const std::vector<PlannedCell>& planned) {
+  std::error_code ec;
+  for (const PlannedCell& p : planned) {
+    const CellRecord* entry = record.find(p.cell.name);
+    if ((entry != nullptr && entry->status == "done") || !has_checkpoint(p.dir) || !fs::exists(p.dir / "config.toml", ec))
+      continue;
+    require_same_configuration(p, "stopped", ", and resuming it would mix the two");
+  }
 }
 
 // A cell that never finished and left no checkpoint to resume from would start fresh and append
 // to its old history; its previous attempt is moved aside instead (kept for its train.log).
 void set_aside_unresumable(const fs::path& dir) {
   std::error_code ec;
-  if (!fs::exists(dir, ec)) return;
-  if (fs::is_directory(dir / "checkpoints", ec))
-    for (const auto& entry : fs::directory_iterator(dir / "checkpoints", ec))
-      if (entry.path().extension() == ".pt") return;
+  if (!fs::exists(dir, ec) || has_checkpoint(dir)) return;
   fs::path aside;
   for (int k = 1; aside.empty() || fs::exists(aside, ec); ++k)
     aside = dir.string() + ".attempt-" + std::to_string(k);
@@ -232,6 +258,7 @@ int run_sweep(const Options& options, const LaunchOptions* launch) {
     std::fprintf(stderr, "host sweep: removed %s, left by a process that no longer runs\n", removed.c_str());
   const fs::path record_file = sweep_dir / "sweep.toml";
   SweepRecord record = SweepRecord::read(record_file);
+  check_resumable_cells(record, planned);
   const auto save = [&](const PlannedCell& p, const std::string& status, int exit_code) {
     record.set({p.cell.name, p.cell.overrides, status, exit_code});
     record.write(record_file, options.config, options.grid, options.sets);

@@ -64,6 +64,18 @@ TEST_CASE("a sweep stopped in its second cell resumes it exactly and skips the f
   CHECK(saved.step >= 16);
   CHECK(saved.step < 128);
 
+  // Run again with a changed setting, the stopped cell is refused before anything trains: resumed,
+  // it would continue the checkpoint's optimizer while its config.toml said the new weight decay.
+  const std::string second_history = tp::test::read_text(dir / kSecond / "history.jsonl");
+  const auto changed = tp::test::run_host(sweep(dir) + " --set optim.weight_decay=0.5");
+  INFO(changed.output);
+  CHECK(changed.exit_code == 2);
+  CHECK(changed.output.find("the cell '" + kSecond + "' in " + (dir / kSecond).string() +
+                            " stopped with another configuration") != std::string::npos);
+  CHECK(changed.output.find("optim.weight_decay: was 0.01, now 0.5") != std::string::npos);
+  CHECK(tp::test::read_text(dir / kSecond / "history.jsonl") == second_history);
+  CHECK(tp::load_checkpoint(dir / kSecond / "checkpoints" / "last.pt").step == saved.step);
+
   const std::string first_history = tp::test::read_text(dir / kFirst / "history.jsonl");
   const std::string first_log = tp::test::read_text(dir / kFirst / "train.log");
   const auto resumed = tp::test::run_host(sweep(dir));

@@ -135,6 +135,17 @@ TEST_CASE("a --resume that fails at start-up, and host eval, leave config.toml a
     CHECK(tp::test::read_text(dir / "config.toml") == config);
     CHECK(tp::test::read_text(dir / "runtime.toml") == runtime);
   }
+  // Settings the checkpoint's optimizer and schedule hold would be recorded and not used (a trial's
+  // resume said lr 0.01 and trained at 0.003): refused by name, exit 2; the kernels' choice passes.
+  const auto ignored = tp::test::run_host(args + " --resume auto --set optim.lr=0.02 --set schedule.warmup_steps=5 "
+                                                 "--set optim.implementation=\"for_loop\"");
+  INFO(ignored.output);
+  CHECK(ignored.exit_code == 2);
+  CHECK(ignored.output.find("optim.lr: 0.01 -> 0.02; schedule.warmup_steps: 10 -> 5 since") !=
+        std::string::npos);
+  CHECK(ignored.output.find("--set train.init_weights=") != std::string::npos);
+  CHECK(ignored.output.find("optim.implementation") == std::string::npos);
+  CHECK(tp::test::read_text(dir / "config.toml") == config);
   // host eval adds its eval_last.json and changes nothing else of the run (issue 61: it writes no
   // file of the training's, not even the same text again).
   const auto before = files_of(dir);

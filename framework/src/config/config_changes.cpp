@@ -3,6 +3,7 @@
 #include <charconv>
 #include <map>
 #include <sstream>
+#include <string_view>
 
 #include <toml++/toml.h>
 
@@ -50,27 +51,61 @@ void flatten(const toml::table& table, const std::string& prefix, std::map<std::
   }
 }
 
-}  // namespace
+// Every key whose value differs, in key order, with its line; `changed` holds the keys set on
+// both sides to different values.
+struct Differences {
+  std::map<std::string, std::string> lines;
+  std::vector<std::string> changed;
+};
 
-std::vector<std::string> config_changes(const std::string& before, const std::string& now) {
+Differences differences(const std::string& before, const std::string& now) {
   std::map<std::string, std::string> old_values, new_values;
+  Differences out;
   try {
     flatten(parse_toml(before), "", old_values);
     flatten(parse_toml(now), "", new_values);
   } catch (const toml::parse_error& e) {
-    return {"the configurations could not be compared (" + std::string(e.description()) + ")"};
+    out.lines[""] = "the configurations could not be compared (" + std::string(e.description()) + ")";
+    return out;
   }
-  std::map<std::string, std::string> by_key;  // key order over both sides
   for (const auto& [key, value] : new_values) {
     const auto old = old_values.find(key);
-    if (old == old_values.end()) by_key[key] = key + ": " + value + " (new)";
-    else if (old->second != value) by_key[key] = key + ": " + old->second + " -> " + value;
+    if (old == old_values.end()) {
+      out.lines[key] = key + ": " + value + " (new)";
+    } else if (old->second != value) {
+      out.lines[key] = key + ": " + old->second + " -> " + value;
+      out.changed.push_back(key);
+    }
   }
   for (const auto& [key, value] : old_values)
-    if (!new_values.contains(key)) by_key[key] = key + ": removed (was " + value + ")";
+    if (!new_values.contains(key)) out.lines[key] = key + ": removed (was " + value + ")";
+  return out;
+}
+
+// The optimizer's options come back with its state (torch::optim's load restores each group's
+// lr, weight_decay, betas, momentum, ...) and the schedule continues from its saved lrs and step:
+// a change to either would be recorded in config.toml and not used. optim.implementation only
+// picks the kernels for the same state (fused and loop checkpoints move freely).
+bool restored_by_checkpoint(const std::string& key) {
+  const auto under = [&](std::string_view section) { return key.starts_with(section); };
+  return (under("optim.") && key != "optim.implementation") || under("schedule.");
+}
+
+}  // namespace
+
+std::vector<std::string> config_changes(const std::string& before, const std::string& now) {
+  Differences found = differences(before, now);
   std::vector<std::string> lines;
-  lines.reserve(by_key.size());
-  for (auto& [key, line] : by_key) lines.push_back(std::move(line));
+  lines.reserve(found.lines.size());
+  for (auto& [key, line] : found.lines) lines.push_back(std::move(line));
+  return lines;
+}
+
+std::vector<std::string> changes_a_resume_ignores(const std::string& before, const std::string& now) {
+  Differences found = differences(before, now);
+  std::vector<std::string> lines;
+  for (const std::string& key : found.changed)
+    if (restored_by_checkpoint(key)) lines.push_back(std::move(found.lines[key]));
   return lines;
 }
 

@@ -30,3 +30,18 @@ TEST_CASE("config_changes: changed, new and removed keys by their dotted path, i
   REQUIRE(uri.size() == 1);
   CHECK(uri[0].find("secret") == std::string::npos);
 }
+
+TEST_CASE("changes_a_resume_ignores: the optimizer's and the schedule's settings, changed on both sides") {
+  const std::string before = "[optim]\nlr = 0.003\nweight_decay = 0.01\nimplementation = 'auto'\n"
+                             "[schedule]\nname = 'constant'\n[train]\nepochs = 3\n";
+  const std::string now = "[optim]\nlr = 0.01\nweight_decay = 0.01\nimplementation = 'loop'\nlayer_decay = 0.5\n"
+                          "[schedule]\nname = 'cosine'\n[train]\nepochs = 4\n";
+  // Not train.epochs (the schedule's own check), not optim.implementation (kernels for the same
+  // state), not a key only the new side has (a setting added since the checkpoint).
+  CHECK(tp::changes_a_resume_ignores(before, now) ==
+        std::vector<std::string>{"optim.lr: 0.003 -> 0.01", "schedule.name: \"constant\" -> \"cosine\""});
+  CHECK(tp::changes_a_resume_ignores(before, before).empty());
+  CHECK(tp::changes_a_resume_ignores("[[optim.param_groups]]\nparams = 'fc.*'\nlr = 0.1\n",
+                                     "[[optim.param_groups]]\nparams = 'fc.*'\nlr = 0.2\n") ==
+        std::vector<std::string>{"optim.param_groups[0].lr: 0.1 -> 0.2"});
+}

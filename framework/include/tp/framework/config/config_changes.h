@@ -15,4 +15,11 @@ namespace tp {
 /// the same values. A text that does not parse gives one line saying so.
 std::vector<std::string> config_changes(const std::string& before, const std::string& now);
 
+/// The lines of config_changes for keys set on both sides to different values that a resume from
+/// a checkpoint made with `before` would record but not use: every [optim] key but
+/// optim.implementation (the optimizer's options come back with its state) and every [schedule]
+/// key (the schedule continues from its saved lrs and step). A key only one side has (a setting
+/// added since) is not among them. Empty when nothing of the kind changed.
+std::vector<std::string> changes_a_resume_ignores(const std::string& before, const std::string& now);
+
 }  // namespace tp
