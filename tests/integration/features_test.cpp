@@ -57,6 +57,10 @@ TEST_CASE("step strategies: evaluation and saves every N steps, keep-last-k and 
   CHECK(run.output.find("step 64 (epoch 4): val/loss=") != std::string::npos);
   CHECK(rows_of(history, "epoch").size() == 4);
   for (const auto& row : rows_of(history, "epoch")) CHECK_FALSE(row.has("val/loss")); // no epoch evaluations
+  // history.csv holds the same records: the final evaluation, after the last epoch's end, too.
+  const std::string csv = tp::test::read_text(dir / "history.csv");
+  CHECK(static_cast<std::size_t>(std::count(csv.begin(), csv.end(), '\n')) == history.size() + 1);  // + the header
+  CHECK(csv.substr(csv.rfind('\n', csv.size() - 2) + 1).starts_with("eval,64,"));
 
   const auto names = files_in(dir / "checkpoints");
   INFO(std::string(names.empty() ? "" : *names.begin()));

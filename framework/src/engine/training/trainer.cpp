@@ -275,6 +275,9 @@ FitSummary Trainer::Impl::fit() {
   summary.loaded_best = config_.checkpoint.load_best_at_end && !config_.train.fast_dev_run && load_best();
   trace_.finish(step());
   dispatch(TP_EVENT_FIT_END, evaluator_->last());
+  // history.csv follows the epochs' ends; the records after the last one (a final evaluation of
+  // eval.strategy = "steps" or SWA's, a paused run's steps) reach it here.
+  control_.rank0_write([&] { history_.flush_csv(); });
   draw_plots();
   control_.rank0_write([&] { tensorboard_.finish(step(), evaluator_->last()); });
   summary.epochs = paused && paused->batch > 0 ? paused->epoch : position_.epoch; // epochs completed
