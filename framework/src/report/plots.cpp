@@ -22,10 +22,12 @@ using detail::Series;
 
 constexpr const char* kStepAxis = "optimizer step";
 
-// One value name's points, split by record kind; x is the record's optimizer step.
+// One value name's points, split by record kind; x is the record's optimizer step. `eval` holds
+// the evaluations no epoch record carries (eval.strategy = "steps", SWA's final one).
 struct Points {
   Series step;
   Series epoch;
+  Series eval;
 };
 
 // Every value name of the history (except "step" and "epoch"), in first-seen order.
@@ -42,8 +44,8 @@ struct Columns {
 Columns collect(const std::vector<HistoryRecord>& records) {
   Columns columns;
   for (const HistoryRecord& record : records) {
-    const bool per_step = record.kind == "step";
-    if (!per_step && record.kind != "epoch") continue;  // a kind this version does not plot
+    const bool per_step = record.kind == "step", per_eval = record.kind == "eval";
+    if (!per_step && !per_eval && record.kind != "epoch") continue;  // a kind this version does not plot
     double step = std::nan("");
     for (const auto& [name, value] : record.values)
       if (name == "step") step = value;
@@ -52,7 +54,7 @@ Columns collect(const std::vector<HistoryRecord>& records) {
       if (name == "step" || name == "epoch") continue;
       auto [it, added] = columns.points.try_emplace(name);
       if (added) columns.names.push_back(name);
-      Series& series = per_step ? it->second.step : it->second.epoch;
+      Series& series = per_step ? it->second.step : per_eval ? it->second.eval : it->second.epoch;
       series.x.push_back(step);
       series.y.push_back(value);
     }
@@ -60,7 +62,7 @@ Columns collect(const std::vector<HistoryRecord>& records) {
   return columns;
 }
 
-// Adds `name`'s per-step line and per-epoch marked line, whichever the history has. Per-step
+// Adds `name`'s per-step line and per-epoch and per-evaluation marked lines, whichever the history has. Per-step
 // values are noisy, so they take the light tint and the epoch line goes on top in full colour.
 void add_series(Chart& chart, const Columns& columns, const std::string& name, bool validation) {
   const Points* points = columns.find(name);
@@ -75,6 +77,13 @@ void add_series(Chart& chart, const Columns& columns, const std::string& name, b
   if (!points->epoch.x.empty()) {
     Series s = points->epoch;
     s.label = name + " per epoch";
+    s.markers = true;
+    s.colour = validation ? Colour::kOrange : Colour::kBlue;
+    chart.series.push_back(std::move(s));
+  }
+  if (!points->eval.x.empty()) {
+    Series s = points->eval;
+    s.label = name + " per evaluation";
     s.markers = true;
     s.colour = validation ? Colour::kOrange : Colour::kBlue;
     chart.series.push_back(std::move(s));

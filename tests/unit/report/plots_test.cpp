@@ -136,6 +136,22 @@ TEST_CASE("draw_run_plots draws loss, each metric, lr and time into run_dir/plot
   CHECK(entries == files.size());
 }
 
+TEST_CASE("evaluations every N steps (eval records) are drawn: val/loss on loss.png, each metric its chart") {
+  // eval.strategy = "steps": no epoch record carries a val/ value (before, no chart showed one).
+  const fs::path dir = tp::test::fresh_dir("plots/eval_records");
+  tp::History history(dir, true);
+  for (int step = 1; step <= 60; ++step) {
+    history.add({"step", {{"step", double(step)}, {"epoch", 0}, {"lr", 1e-3}, {"train/loss", 2.0 / step}}});
+    if (step % 7 == 0 || step == 60)
+      history.add({"eval", {{"step", double(step)}, {"epoch", 0}, {"val/loss", 2.5 / step}, {"val/accuracy", step / 60.0}}});
+  }
+  history.add({"epoch", {{"epoch", 1}, {"step", 60}, {"lr", 1e-3}, {"train/loss", 0.1}}});
+  const auto files = tp::draw_run_plots(dir);
+  CHECK(file_names(files) == std::vector<std::string>{"loss.png", "val_accuracy.png", "lr.png"});
+  CHECK(count_colour(decode(dir / "plots" / "loss.png"), 255, 127, 14) > 100);          // val/loss, orange
+  CHECK(count_colour(decode(dir / "plots" / "val_accuracy.png"), 255, 127, 14) > 100);
+}
+
 TEST_CASE("redrawing replaces the PNGs and follows the growing history") {
   const fs::path dir = write_run("redraw", 1, 20);
   const auto first = tp::draw_run_plots(dir);
