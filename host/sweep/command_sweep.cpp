@@ -109,7 +109,7 @@ Plan plan(const Options& options, const std::vector<SweepCell>& cells) {
 void require_same_configuration(const PlannedCell& p, const std::string& how, const std::string& remedy) {
   FlatConfig trained;
   try {
-    trained = flatten_config(parse_toml_file(p.dir / "config.toml"));
+    trained = with_host_defaults(flatten_config(parse_toml_file(p.dir / "config.toml")));
   } catch (const toml::parse_error& e) {
     throw Error("host sweep: " + (p.dir / "config.toml").string() + " does not parse (" + std::string(e.description()) +
                 "), so the cell '" + p.cell.name + "' (" + how + ") cannot be checked. Delete " + p.dir.string() +
@@ -120,8 +120,8 @@ void require_same_configuration(const PlannedCell& p, const std::string& how, co
     const auto was = trained.find(key);
     const auto now = p.config.find(key);
     changes += (changes.empty() ? "" : "; ") + key + ": was " +
-               (was == trained.end() ? "unset" : was->second.display) + ", now " +
-               (now == p.config.end() ? "unset" : now->second.display);
+               (was == trained.end() ? "unset" : was->second.literal) + ", now " +
+               (now == p.config.end() ? "unset" : now->second.literal);
   }
   if (!changes.empty())
     throw ConfigError("", "host sweep: the cell '" + p.cell.name + "' in " + p.dir.string() + " " + how +

@@ -4,6 +4,7 @@
 #include <toml++/toml.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,14 @@ TEST_CASE("a 2x2 sweep trains four cells, records them and writes the comparison
     CHECK(fs::file_size(dir / png) > 1000);
   CHECK(run.output.find("final val/accuracy") != std::string::npos); // the table on stdout
 
+  // A cell trained by a host that did not have a key yet (its config.toml lacks it) counts as
+  // trained with the key's default: the rerun skips it and the comparison gets no column for it.
+  const fs::path old_config = dir / kCells[0] / "config.toml";
+  std::string text = tp::test::read_text(old_config);
+  const std::size_t line = text.find("init_weights_prefix = ''\n");
+  REQUIRE(line != std::string::npos);
+  std::ofstream(old_config, std::ios::trunc) << text.erase(line, text.find('\n', line) + 1 - line);
+
   // A rerun trains nothing: every cell is skipped and its files stay as they were.
   const std::string history_before = tp::test::read_text(dir / kCells[0] / "history.jsonl");
   const std::string log_before = tp::test::read_text(dir / kCells[3] / "train.log");
@@ -87,6 +96,7 @@ TEST_CASE("a 2x2 sweep trains four cells, records them and writes the comparison
   CHECK(count_of(again.output, "finished earlier, skipped") == 4);
   CHECK(tp::test::read_text(dir / kCells[0] / "history.jsonl") == history_before);
   CHECK(tp::test::read_text(dir / kCells[3] / "train.log") == log_before);
+  CHECK(tp::test::read_csv(dir / "comparison.csv")[0][3] == "final val/accuracy");
 }
 
 TEST_CASE("grid mistakes fail before any cell trains, naming the key") {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "tp/framework/config/schema.h"
 #include "tp/framework/config/secrets.h"
 
 namespace tp {
@@ -97,6 +98,20 @@ FlatConfig flatten_config(const toml::table& table) {
 const std::set<std::string>& run_location_keys() {
   static const std::set<std::string> keys{"run.output_dir", "plugins.dirs", "logging.mlflow.parent_run_id"};
   return keys;
+}
+
+FlatConfig with_host_defaults(FlatConfig flat) {
+  for (const KeySpec& spec : host_key_schema()) {
+    if (spec.default_literal.empty() || flat.count(spec.path) != 0) continue;
+    const toml::table parsed = toml::parse("value = " + spec.default_literal);
+    const toml::node& node = *parsed.get("value");
+    // A Float key's integer default ("0") is written as a float in config.toml (0.0).
+    if (spec.type == ValueType::Float && node.is_integer())
+      flat[spec.path] = leaf(toml::value<double>(static_cast<double>(node.as_integer()->get())));
+    else
+      flat[spec.path] = leaf(node);
+  }
+  return flat;
 }
 
 std::set<std::string> differing_keys(const FlatConfig& a, const FlatConfig& b) {

@@ -45,7 +45,7 @@ RunRecord read_run(const std::filesystem::path& dir) {
   run.dir = dir;
   run.name = dir.lexically_normal().filename().string();
   if (run.name.empty()) run.name = dir.lexically_normal().parent_path().filename().string(); // "runs/a/"
-  run.config = flatten_config(read_run_file(dir / "config.toml"));
+  run.config = with_host_defaults(flatten_config(read_run_file(dir / "config.toml")));
   run.history = detail::read_history(dir / "history.jsonl");
   run.finished = std::filesystem::exists(dir / "report.toml", ec);
   run.running = lock_held_elsewhere(dir / "run.lock");

@@ -35,6 +35,12 @@ using FlatConfig = std::map<std::string, FlatValue>;
 ///   flat.at("amp.precision").display;  // "bf16"
 FlatConfig flatten_config(const toml::table& table);
 
+/// `flat` with every host key it lacks added at its default (host_key_schema()): the config.toml
+/// of a run trained before a key existed then compares equal to today's where the key keeps its
+/// default (a sweep cell is not "trained with another configuration" because the host learned a
+/// new setting). Component keys are left as they are.
+FlatConfig with_host_defaults(FlatConfig flat);
+
 /// The keys that name where a run put its files or is tracked rather than how it trained
 /// (run.output_dir, plugins.dirs, logging.mlflow.parent_run_id, which host sweep sets per cell);
 /// comparisons leave them out.
