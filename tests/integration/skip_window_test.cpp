@@ -65,16 +65,29 @@ TEST_CASE("an all-skipped micro-batch inside a window: steps per epoch as schedu
 }
 
 TEST_CASE("a window whose every sample is skipped takes no update but counts as a step") {
-  // Samples 0-31 fail: the first window of each epoch has no item at all.
+  // Samples 0-31 fail: the first window of each epoch has no item at all. A save after every
+  // step keeps step 1's weights, which that empty window left as they were.
   const auto dir = train_skip_window("skip_window_empty", "--set train.epochs=2 --set data.train.fail_first=0 "
-                                              "--set data.train.fail_count=32");
+                                              "--set data.train.fail_count=32 --set checkpoint.strategy=\"steps\" "
+                                              "--set checkpoint.every=1");
   const auto end = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
   CHECK(end.step == 2 * 2);
   CHECK(all_finite(end)); // no 0/0 normalisation reached the weights
-  // The second window of each epoch did update: the weights are not the initial ones.
-  const auto untouched = train_skip_window("skip_window_all", "--set train.epochs=1 --set data.train.fail_first=0 "
-                                                  "--set data.train.fail_count=64");
-  const auto idle = tp::load_checkpoint(untouched / "checkpoints" / "last.pt");
-  CHECK(idle.step == 2); // every window empty: two steps, no update
+  const auto idle = tp::load_checkpoint(dir / "checkpoints" / "step-00000001.pt");
+  CHECK(all_finite(idle));
+  // The second window of each epoch did update: the weights are not those of the empty window.
   CHECK(tp::test::max_relative_difference(end, idle) > 1e-3);
+}
+
+TEST_CASE("an epoch whose every sample is skipped stops the run (exit 1), saving nothing of it") {
+  // Before, it 'finished 1 epochs (2 steps)', exit 0, with untrained weights in last.pt.
+  const auto dir = tp::test::fresh_dir("skip_window_all");
+  const auto run = tp::test::run_host(kSkipWindowArgs + "--output-dir '" + dir.string() +
+                                      "' --set train.epochs=1 --set data.train.fail_first=0 --set data.train.fail_count=64");
+  INFO(run.output);
+  CHECK(run.exit_code == 1);
+  CHECK(run.output.find("epoch 1: every training sample failed to load (64 skipped under data.on_bad_sample") !=
+        std::string::npos);
+  CHECK(run.output.find("index 0: ") != std::string::npos);  // the first failure, with its reason
+  CHECK_FALSE(std::filesystem::exists(dir / "checkpoints" / "last.pt"));
 }

@@ -90,6 +90,24 @@ TEST_CASE("host trains small_cnn on an image folder; a broken file fails the run
   }
 }
 
+TEST_CASE("a validation split whose every file is bad stops the run under skip, naming a file (not NaN scores)") {
+  const auto dir = tp::test::fresh_dir("image_folder_host_all_bad_val");
+  const auto train = write_split(dir, "train", 8);
+  const auto val = dir / "val";
+  for (const char* cls : {"dark", "light"}) {
+    std::filesystem::create_directories(val / cls);
+    for (int i = 0; i < 3; ++i) std::ofstream(val / cls / ("page" + std::to_string(i) + ".png")) << "<html></html>";
+  }
+  const auto cfg = dir / "run.toml";
+  std::ofstream(cfg) << config(train, val, "skip");
+  const auto run = tp::test::run_host("train --config '" + cfg.string() + "' --output-dir '" + (dir / "out").string() + "'");
+  INFO(run.output);
+  CHECK(run.exit_code == 1);
+  CHECK(run.output.find("evaluation (val/*): every sample failed to load (6 skipped") != std::string::npos);
+  CHECK(run.output.find("page0.png") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir / "out" / "checkpoints" / "last.pt"));
+}
+
 TEST_CASE("host plugins check reads image_folder's encoded images (ABI 1.11), or names the key that prevents them") {
   const auto dir = tp::test::fresh_dir("image_folder_check_encoded");
   for (int c = 0; c < 2; ++c) {

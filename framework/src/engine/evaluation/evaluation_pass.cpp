@@ -87,6 +87,19 @@ Scalars evaluate_split(const EvaluationPass& pass, const std::string& prefix) {
         const std::string what = "gather the rows '" + s.name + "' of metric " + metric->id() + " over ranks";
         s.tensor.set_(collectives.all_gather_rows(s.tensor, what.c_str()));
       }
+  // Every sample skipped: the values would be NaN, which a monitor reads as "no improvement"
+  // and a script as a finished evaluation (data trial F1).
+  if (const double dropped = skipped.item<double>(); dropped > 0 && count.item<double>() == 0) {
+    std::string first;
+    for (const SkippedSample& sample : pass.loader.first_skipped())
+      first += "\n  index " + std::to_string(sample.index) + ": " + sample.message;
+    throw Error("evaluation (" + prefix + "/*): every sample failed to load (" + std::to_string(static_cast<int64_t>(dropped)) +
+                " skipped under data.on_bad_sample = \"skip\"), so there is nothing to score. Fix the split's files or "
+                "the dataset's settings (a wrong root, extensions or decoder), or set data.on_bad_sample = \"fail\" to "
+                "stop at the first. The first failures" +
+                (collectives.world_size() > 1 ? " on rank " + std::to_string(collectives.rank()) : std::string()) + ":" +
+                first);
+  }
   Scalars result;
   result.emplace_back(prefix + "/loss", (loss_sum / count).item<double>()); // sync, once per evaluation
   if (term_sums.defined()) {

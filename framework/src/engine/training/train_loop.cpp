@@ -153,6 +153,26 @@ void Trainer::Impl::evaluate_and_save_on_steps(int64_t epoch) {
   save_if_requested(here); // an EVAL_END request
 }
 
+void Trainer::Impl::refuse_epoch_of_bad_samples(int64_t epoch, int64_t samples) {
+  // data.on_bad_sample = "skip" carries a run past bad files; an epoch in which every sample of
+  // every rank was bad trained nothing, and ended as a success with untrained weights saved
+  // (data trial F1). Summed over the ranks, so all of them stop together.
+  const auto options = at::TensorOptions().dtype(at::kDouble).device(collectives_->device());
+  std::vector<at::Tensor> counts{at::tensor({static_cast<double>(train_loader_->skipped_count()),
+                                             static_cast<double>(samples)}, options)};
+  collectives_->all_reduce_sum(counts, "sum the epoch's loaded and skipped training samples");
+  const at::Tensor totals = counts.front().cpu();
+  const double skipped = totals[0].item<double>(), loaded = totals[1].item<double>();
+  if (loaded > 0 || skipped == 0) return;
+  throw Error(skipped_note("epoch " + std::to_string(epoch + 1) + ": every training sample failed to load (" +
+                               short_number(skipped, 12) + " skipped under data.on_bad_sample = \"skip\"), so "
+                               "nothing was trained and nothing of this epoch is saved. The first failures" +
+                               (collectives_->world_size() > 1 ? " on rank " + std::to_string(collectives_->rank()) : "") +
+                               " below say why; fix the files or the dataset's settings (a wrong root, "
+                               "extensions or decoder), or set data.on_bad_sample = \"fail\" to stop at the first.",
+                           train_loader_->first_skipped()));
+}
+
 void Trainer::Impl::end_epoch(int64_t epoch) {
   // A pause (train.max_time, a callback's stop) cut this epoch short: it ends after the resume
   // (fit() saves where it stopped).
@@ -163,6 +183,7 @@ void Trainer::Impl::end_epoch(int64_t epoch) {
   const Scalars train_terms = meters_.last_terms(); // train/loss/<term> of the epoch
   const TrainMeters::EpochClock clock = meters_.epoch_clock();
   const double seconds = clock.seconds;
+  if (config_.data.on_bad_sample == BadSamplePolicy::kSkip) refuse_epoch_of_bad_samples(epoch, clock.samples);
   Scalars eval;
   if (evaluator_->enabled() && due(config_.eval.strategy, config_.eval.every, true, epoch)) eval = run_evaluation(true);
   const double lr = current_lr(*optim_.optimizer);
@@ -179,7 +200,8 @@ void Trainer::Impl::end_epoch(int64_t epoch) {
   if (const int64_t skipped = train_loader_->skipped_count(); config_.data.on_bad_sample == BadSamplePolicy::kSkip) {
     record.values.emplace_back("data/skipped_samples", double(skipped));
     if (skipped > 0)
-      log_.warn(skipped_note("epoch " + std::to_string(epoch + 1) + ": skipped " + std::to_string(skipped) + " bad samples",
+      log_.warn(skipped_note("epoch " + std::to_string(epoch + 1) + ": skipped " + std::to_string(skipped) + " bad samples of " +
+                                 std::to_string(skipped + clock.samples) + (collectives_->world_size() > 1 ? " on this rank" : ""),
                              train_loader_->first_skipped()));
   }
   for (const auto& value : eval) record.values.push_back(value);
