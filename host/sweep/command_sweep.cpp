@@ -33,6 +33,7 @@
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/engine/runtime_setup.h"
 #include "tp/framework/error.h"
+#include "tp/framework/optim/lr_scheduler.h"
 #include "tp/framework/tracking/mlflow_tracker.h"
 #include "tp/framework/util/log.h"
 #include "tp/framework/util/stale_temporaries.h"
@@ -96,6 +97,7 @@ Plan plan(const Options& options, const std::vector<SweepCell>& cells) {
     try {
       resolve_components(configs[i], session->registry);
       check_precision_supported(configs[i].amp.precision, resolve_device(configs[i].run.device));
+      check_schedule_options(configs[i].schedule, configs[i].optim.lr);
     } catch (const ConfigError& e) {
       throw in_cell(cells[i], e);
     }
@@ -217,7 +219,10 @@ Options comparison_of(const Options& options, const fs::path& sweep_dir, const s
   compare.run_dirs.clear();
   std::error_code ec;
   for (std::size_t i = 0; i < count; ++i)
-    if (fs::exists(planned[i].dir / "history.jsonl", ec)) compare.run_dirs.push_back(planned[i].dir.string());
+    // A cell refused at start-up may have left its directory without a config.toml, which host
+    // compare refuses: the other cells are still compared (experiment trial F6).
+    if (fs::exists(planned[i].dir / "history.jsonl", ec) && fs::exists(planned[i].dir / "config.toml", ec))
+      compare.run_dirs.push_back(planned[i].dir.string());
   compare.output_dir = sweep_dir.string();
   return compare;
 }

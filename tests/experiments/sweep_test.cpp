@@ -118,6 +118,16 @@ TEST_CASE("grid mistakes fail before any cell trains, naming the key") {
     CHECK(run.output.find("Nothing was trained") != std::string::npos);
     CHECK_FALSE(fs::exists(dir / "sweep"));
   }
+  SUBCASE("a schedule a later cell cannot build (step without step_size)") {
+    const auto dir = tp::test::fresh_dir("sweep_bad_schedule");
+    const auto run = tp::test::run_host(sweep(dir / "sweep", "--grid schedule.name=cosine,step"));
+    INFO(run.output);
+    CHECK(run.exit_code == tp::kExitConfig);
+    CHECK(run.output.find("schedule.name=step") != std::string::npos);  // the cell
+    CHECK(run.output.find("step_size >= 1") != std::string::npos);
+    CHECK(run.output.find("Nothing was trained") != std::string::npos);
+    CHECK_FALSE(fs::exists(dir / "sweep"));
+  }
   SUBCASE("an unknown key of a component") {
     const auto dir = tp::test::fresh_dir("sweep_bad_component_key");
     const auto run = tp::test::run_host(sweep(dir / "sweep", "--grid model.hiden=[16],[32]"));

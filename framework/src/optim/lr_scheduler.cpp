@@ -3,6 +3,7 @@
 #include "tp/framework/optim/lr_scheduler.h"
 
 #include <torch/optim/optimizer.h>
+#include <torch/optim/sgd.h>
 
 #include <cmath>
 #include <map>
@@ -242,6 +243,16 @@ std::unique_ptr<LrScheduler> make_scheduler(const SchedulerOptions& o, torch::op
                    "\" is not a known schedule (constant, step, multistep, exponential, linear, cosine, one_cycle, "
                    "reduce_on_plateau, range_test).");
   return nullptr;  // unreachable
+}
+
+void check_schedule_options(SchedulerOptions o, double optim_lr) {
+  constexpr int64_t kLongRun = int64_t{1} << 40;
+  torch::Tensor weight = torch::zeros({1}, torch::requires_grad());
+  torch::optim::SGD optimizer({weight}, torch::optim::SGDOptions(optim_lr));
+  // One group here: a list of one value per group is the run's to check.
+  if (o.min_lr.size() > 1) o.min_lr.resize(1);
+  if (o.max_lr.size() > 1) o.max_lr.resize(1);
+  make_scheduler(options_for_groups(o, optimizer, optim_lr), optimizer, kLongRun);
 }
 
 int64_t total_optimizer_steps(int64_t epochs, int64_t batches_per_epoch_per_rank, int64_t grad_accum_steps) {

@@ -124,6 +124,13 @@ std::unique_ptr<LrScheduler> make_scheduler(const SchedulerOptions& options,
 SchedulerOptions options_for_groups(SchedulerOptions options, const torch::optim::Optimizer& optimizer,
                                     double optim_lr);
 
+/// What make_scheduler refuses whatever the run's length and parameter groups (an unknown name,
+/// a step schedule without step_size, an exponential one without gamma, a bad bound), checked on
+/// a one-parameter optimizer at `optim_lr` over a very long run: `host sweep` checks every cell
+/// with it before any trains. Per-group lists and the checks against the run's length (a warm-up
+/// longer than the run) wait for the data, in the run itself. Throws ConfigError as make_scheduler.
+void check_schedule_options(SchedulerOptions options, double optim_lr);
+
 /// Whether the schedule writes the optimizer's momentum (beta1) between steps: one_cycle with
 /// cycle_momentum, which a captured CUDA graph step would not see.
 bool cycles_momentum(const SchedulerOptions& options);
