@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -133,6 +134,58 @@ TEST_CASE("host compare --metric val/loss: lower is better") {
       lowest = std::min(lowest, e.values.at("val/loss"));
     CHECK(number(csv[i + 1][static_cast<std::size_t>(best)]) == lowest);
   }
+}
+
+namespace {
+
+// `text` with the value of `key` made null in every record that carries it from line `from` on
+// (History's encoding of a NaN or an infinity).
+std::string nulled(const std::string& text, const std::string& key, std::size_t from) {
+  std::string out;
+  std::size_t line = 0, begin = 0;
+  while (begin < text.size()) {
+    const std::size_t end = text.find('\n', begin);
+    std::string record = text.substr(begin, end - begin + 1);
+    const std::size_t at = record.find("\"" + key + "\":");
+    if (line++ >= from && at != std::string::npos) {
+      const std::size_t value = at + key.size() + 3;
+      record.replace(value, record.find_first_of(",}", value) - value, "null");
+    }
+    out += record;
+    begin = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("host compare: a metric recorded as null (a diverged run) is NaN, never 'not recorded'") {
+  const auto out = tp::test::fresh_dir("compare_null");
+  const fs::path& r = runs_dir();
+  const std::string history = tp::test::read_text(r / "b" / "history.jsonl");
+  const auto lines = static_cast<std::size_t>(std::count(history.begin(), history.end(), '\n'));
+  // `late`: the last evaluation diverged; `never`: every evaluation did.
+  for (const auto& [name, from] : {std::pair<std::string, std::size_t>{"late", lines - 1}, {"never", 0}}) {
+    fs::copy(r / "b", out / name, fs::copy_options::recursive);
+    std::ofstream(out / name / "history.jsonl", std::ios::trunc) << nulled(history, "val/loss", from);
+  }
+  const auto run = tp::test::run_host("compare '" + (r / "a").string() + "' '" + (out / "late").string() + "' '" +
+                                      (out / "never").string() + "' --metric val/loss --output-dir '" + out.string() + "'");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);  // before: a configuration error, and no comparison at all
+  const auto csv = tp::test::read_csv(out / "comparison.csv");
+  REQUIRE(csv.size() == 4);
+  const auto cell = [&](std::size_t row, const char* name) { return csv[row][static_cast<std::size_t>(column(csv[0], name))]; };
+  CHECK_FALSE(cell(1, "final val/loss").empty());
+  CHECK(cell(2, "final val/loss").empty());  // the last value, NaN, not an earlier finite one
+  // The best of the finite values: every epoch's but the last.
+  const auto epochs = tp::test::rows_of(tp::test::read_history(r / "b"), "epoch");
+  REQUIRE(epochs.size() >= 2);
+  double lowest = 1e300;
+  for (std::size_t i = 0; i + 1 < epochs.size(); ++i) lowest = std::min(lowest, epochs[i].values.at("val/loss"));
+  CHECK(number(cell(2, "best val/loss")) == lowest);
+  CHECK(cell(3, "final val/loss").empty());
+  CHECK(cell(3, "best val/loss").empty());
 }
 
 TEST_CASE("host compare refuses a missing directory and an unknown metric, naming them; shows an unfinished run") {

@@ -74,11 +74,16 @@ ComparisonRow row_of(const RunRecord& run, const std::vector<std::string>& keys,
     throw ConfigError("--metric", "the run '" + run.dir.string() + "' never recorded '" + metric +
                                       "' in its history.jsonl (it has: " + known_values(run) +
                                       "). Pass --metric with one of those.");
+  // The last value as recorded (NaN when the run ended diverged: an earlier finite value would
+  // look healthy); the best over the finite ones, NaN when there are none.
   row.final_metric = points.empty() ? kNaN : points.back().second;
   const bool higher = higher_is_better(run, metric);
-  row.best_metric = points.empty() ? kNaN : points.front().second;
+  row.best_metric = kNaN;
   for (const auto& [step, value] : points)
-    row.best_metric = higher ? std::max(row.best_metric, value) : std::min(row.best_metric, value);
+    if (std::isfinite(value))
+      row.best_metric = std::isnan(row.best_metric) ? value
+                        : higher                    ? std::max(row.best_metric, value)
+                                                    : std::min(row.best_metric, value);
   // Length and training time from the history, which is what the run did (resumes included).
   double epoch_seconds = 0.0, samples = 0.0, timed_steps = 0.0, previous_step = 0.0;
   int epochs_timed = 0;

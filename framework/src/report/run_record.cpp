@@ -59,11 +59,16 @@ std::vector<std::pair<double, double>> metric_points(const RunRecord& run, const
   std::vector<std::pair<double, double>> evaluated, stepped;
   for (const HistoryRecord& record : run.history) {
     double step = std::nan(""), value = std::nan("");
+    bool carried = false;
     for (const auto& [key, v] : record.values) {
       if (key == "step") step = v;
-      if (key == name) value = v;
+      if (key == name) {
+        value = v;
+        carried = true;
+      }
     }
-    if (!std::isfinite(step) || !std::isfinite(value)) continue;
+    // A null is a value that was recorded non-finite (a diverged run): kept, as NaN.
+    if (!std::isfinite(step) || !carried) continue;
     if (record.kind == "epoch" || record.kind == "eval") evaluated.emplace_back(step, value);
     else if (record.kind == "step") stepped.emplace_back(step, value);
   }

@@ -33,8 +33,8 @@ struct RunRecord {
 /// running) is read with `finished` false and an empty report.
 RunRecord read_run(const std::filesystem::path& dir);
 
-/// The value of `name` at each record of `run` that carries it (finite values only), as
-/// (optimizer step, value). Evaluated values come from "epoch" and "eval" records; only when
+/// The value of `name` at each record of `run` that carries it, as (optimizer step, value); a
+/// value recorded as null (non-finite in training) is NaN. Evaluated values come from "epoch" and "eval" records; only when
 /// those have none (a training value logged per step alone) from "step" records. `per_step` (when
 /// not null) says which kind was used.
 std::vector<std::pair<double, double>> metric_points(const RunRecord& run, const std::string& name,
