@@ -20,10 +20,13 @@ namespace fs = std::filesystem;
 
 constexpr const char* kOption = "--images";
 
-// image_folder's default `extensions` (plugins/datasets/image_folder/image_folder.cpp; the host
-// includes no plugin code, ARCH-1): what a dataset that reads `files` but declares no
-// `extensions` key is given, so that opting in with `files` alone works.
-std::vector<std::string> default_image_endings() { return {".jpg", ".jpeg", ".png", ".bmp", ".webp"}; }
+// image_folder's default `extensions`, torchvision's IMG_EXTENSIONS
+// (plugins/datasets/common/image_extensions.h; the host includes no plugin code, ARCH-1): what a
+// dataset that reads `files` but declares no `extensions` key is given, so that opting in with
+// `files` alone works.
+std::vector<std::string> default_image_endings() {
+  return {".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"};
+}
 
 // Whether `name` ends with one of `endings` in ASCII case-insensitive comparison: image_folder's
 // rule for its class folders (torchvision's endswith on the lower-cased name).

@@ -198,6 +198,13 @@ int run_shards(const Options& options) {
     session->logger.warn("host shards write: '" + loop + "' in " + table.key_path + "'s folders links back to a "
                          "folder it is inside (a link loop): not followed, as the image_folder plugin does not "
                          "follow it, so each image is written once; remove the link if it is a mistake");
+  if (const ifo::UnlistedNote note = ifo::unlisted_note(listing); !note.text.empty()) {
+    const std::string line = "host shards write: " + table.key_path + ": " + note.text;
+    if (note.images)
+      session->logger.warn(line);
+    else
+      session->logger.info(line);
+  }
   const std::size_t count = listing.paths.size();
   if (count == 0) throw Error("host shards write: " + table.key_path + " (split " + options.split + ") holds no image.");
   const std::size_t width = std::max<std::size_t>(6, std::to_string(count - 1).size());

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cache_dir.h"
+#include "image_extensions.h"
 #include "image_field.h"
 #include "image_pipeline.h"
 #include "opencv_threads.h"
@@ -48,8 +49,8 @@ constexpr tp_config_key_t kOwnKeys[] = {
      "folder changes"},
     {sizeof(tp_config_key_t), "cache_dir", TP_CFG_PATH, "\"\"",
      "where the listing caches go; \"\" = $XDG_CACHE_HOME/torchhost or ~/.cache/torchhost"},
-    {sizeof(tp_config_key_t), "extensions", TP_CFG_STRING_ARRAY,
-     "[\".jpg\", \".jpeg\", \".png\", \".bmp\", \".webp\"]", "file endings scanned in class folders (any case)"},
+    {sizeof(tp_config_key_t), "extensions", TP_CFG_STRING_ARRAY, ds::kImageFolderExtensionsToml,
+     "file endings scanned in class folders (any case); the default is torchvision's IMG_EXTENSIONS"},
     {sizeof(tp_config_key_t), "files", TP_CFG_STRING_ARRAY, "[]",
      "val/test only: these image files, in this order and without labels, instead of the split's folders or CSV "
      "(host predict --images sets it)"},
@@ -75,8 +76,11 @@ std::vector<std::string> unlabelled_files(const tp::cpp::DatasetArgs& args) {
 }
 
 ifo::Listing listing_for(const tp::cpp::DatasetArgs& args, ifo::CacheUse cache) {
-  if (std::vector<std::string> files = unlabelled_files(args); !files.empty())
-    return ifo::Listing{.paths = std::move(files), .labels = {}, .classes = {}, .loops = {}, .from_cache = false};
+  if (std::vector<std::string> files = unlabelled_files(args); !files.empty()) {
+    ifo::Listing given;
+    given.paths = std::move(files);
+    return given;
+  }
   return ifo::listing_of_split(ifo::read_listing_keys(args.config), args.split_name,
                                args.config.get_bool("cache") ? cache : ifo::CacheUse::kOff);
 }
@@ -91,14 +95,27 @@ void warn_empty_classes(const tp::cpp::DatasetArgs& args, const ifo::Listing& li
     if (label >= 0 && static_cast<std::size_t>(label) < count.size()) ++count[static_cast<std::size_t>(label)];
   std::string empty;
   std::size_t how_many = 0;
-  for (std::size_t c = 0; c < count.size(); ++c)
-    if (count[c] == 0 && ++how_many <= 10) empty += (empty.empty() ? "'" : ", '") + listing.classes[c] + "'";
+  for (std::size_t c = 0; c < count.size(); ++c) {
+    if (count[c] != 0 || ++how_many > 10) continue;
+    // What the folder does hold, when anything: a class of .heic photos is not an empty folder.
+    const std::string held = c < listing.unlisted.size() ? ifo::describe_endings(listing.unlisted[c]) : "";
+    empty += (empty.empty() ? "'" : ", '") + listing.classes[c] + "'" +
+             (held.empty() ? "" : ": " + held + " whose ending is not in `extensions`");
+  }
   if (how_many == 0) return;
   args.log(TP_LOG_WARNING, "image_folder (train): " + std::to_string(how_many) + " of " +
                                std::to_string(count.size()) + " classes have no training image (" + empty +
                                (how_many > 10 ? ", ..." : "") + "): the model learns a class it never sees. Remove the "
                                "empty class folder, or add its images, unless the labels must stay aligned with "
                                "another dataset's");
+}
+
+/// The files of the class folders the scan left out by their ending (image_listing.h
+/// unlisted_note), in one line: a warning when some look like images.
+void log_unlisted(const tp::cpp::DatasetArgs& args, const ifo::Listing& listing) {
+  const ifo::UnlistedNote note = ifo::unlisted_note(listing);
+  if (note.text.empty()) return;
+  args.log(note.images ? TP_LOG_WARNING : TP_LOG_INFO, std::string("image_folder (") + args.split_name + "): " + note.text);
 }
 
 /// The links the scan did not follow because they loop (folder_walk.h), once each: a warning,
@@ -154,7 +171,8 @@ class ImageFolderDataset {
       return;
     }
     const ifo::Listing listing = listing_for(args, ifo::CacheUse::kRefresh);
-    warn_loops(args, listing);  // create reads the cache, which does not keep them
+    warn_loops(args, listing);  // create reads the cache, which keeps neither these
+    log_unlisted(args, listing);  // nor these
     args.log(TP_LOG_INFO, std::string("image_folder (") + args.split_name + "): listing of " +
                               std::to_string(listing.paths.size()) + " images " +
                               (listing.from_cache ? "read from the cache (up to date)" : "cached"));
@@ -166,6 +184,7 @@ class ImageFolderDataset {
         listing_(listing_for(args, ifo::CacheUse::kRead)),
         labelled_(listing_.labels.size() == listing_.paths.size()) {
     warn_loops(args, listing_);
+    log_unlisted(args, listing_);
     log_shared_cache(args, listing_);
     if (args.train() && labelled_) warn_empty_classes(args, listing_);
     args.log(TP_LOG_INFO, std::string("image_folder (") + args.split_name + "): " +

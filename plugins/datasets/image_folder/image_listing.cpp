@@ -4,10 +4,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <string_view>
 #include <system_error>
 #include <utility>
 
 #include "folder_walk.h"
+#include "image_extensions.h"
 #include "image_file.h"
 #include "listing_text.h"
 #include "tp/cpp/guard.h"
@@ -30,7 +32,53 @@ bool parse_int(const std::string& s, int64_t* out) {
   return used == s.size();
 }
 
+// The ending a file is counted under in Listing::unlisted.
+std::string ending_of(const fs::path& file) {
+  const std::string ext = datasets::lower_case(file.extension().string());
+  return ext.empty() ? "(no ending)" : ext;
+}
+
+// Endings of image formats, beyond the defaults, that a user may have in a class folder and mean
+// to train on: an unlisted file with one is worth a warning.
+bool is_image_ending(const std::string& ending) {
+  static constexpr std::string_view kOther[] = {".gif", ".heic", ".heif", ".avif", ".jxl", ".pbm", ".pnm",
+                                                ".pfm", ".jp2",  ".j2k",  ".exr",  ".hdr", ".dib", ".jpe",
+                                                ".jfif", ".ras", ".sr",   ".dng",  ".ico"};
+  for (const std::string_view ext : datasets::kImageExtensions)
+    if (ending == "." + std::string(ext)) return true;
+  return std::find(std::begin(kOther), std::end(kOther), ending) != std::end(kOther);
+}
+
 }  // namespace
+
+std::string describe_endings(const EndingCounts& counts) {
+  std::size_t total = 0;
+  std::vector<std::pair<std::size_t, std::string>> by_count;
+  for (const auto& [ending, count] : counts) {
+    total += count;
+    by_count.emplace_back(count, ending);
+  }
+  if (total == 0) return "";
+  // The most frequent first, then by ending: the list a user reads to see what was left out.
+  std::stable_sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string text = std::to_string(total) + (total == 1 ? " file (" : " files (");
+  for (std::size_t i = 0; i < by_count.size(); ++i)
+    text += (i == 0 ? "" : ", ") + by_count[i].second + ": " + std::to_string(by_count[i].first);
+  return text + ")";
+}
+
+UnlistedNote unlisted_note(const Listing& listing) {
+  EndingCounts total;
+  for (const EndingCounts& counts : listing.unlisted)
+    for (const auto& [ending, count] : counts) total[ending] += count;
+  UnlistedNote note;
+  if (total.empty()) return note;
+  for (const auto& [ending, count] : total) note.images = note.images || is_image_ending(ending);
+  note.text = "the class folders hold " + describe_endings(total) +
+              " whose ending is not in `extensions`: they are not listed (torchvision's ImageFolder skips them "
+              "too); add an ending to `extensions` if its files are images to train on";
+  return note;
+}
 
 Listing scan_folder(const std::string& root, const std::vector<std::string>& extensions,
                     std::vector<std::string>* walked, const char* key) {
@@ -64,9 +112,13 @@ Listing scan_folder(const std::string& root, const std::vector<std::string>& ext
     const datasets::FolderWalk walk = datasets::walk_folder(dir, "image_folder");
     if (walked != nullptr) walked->insert(walked->end(), walk.directories.begin(), walk.directories.end());
     for (const std::string& loop : walk.loops) out.loops.push_back(out.classes[c] + "/" + loop);
+    EndingCounts& unlisted = out.unlisted.emplace_back();
     for (const fs::path& file : walk.files) {
       const std::string name = file.filename().string();
-      if (datasets::has_extension(name, extensions)) files.emplace_back(file.parent_path().string(), name);
+      if (datasets::has_extension(name, extensions))
+        files.emplace_back(file.parent_path().string(), name);
+      else
+        ++unlisted[ending_of(file)];
     }
     std::sort(files.begin(), files.end());
     for (auto& [parent, name] : files) {
@@ -74,9 +126,19 @@ Listing scan_folder(const std::string& root, const std::vector<std::string>& ext
       out.labels.push_back(static_cast<int64_t>(c));
     }
   }
-  if (out.paths.empty())
-    throw Failure(TP_ERR_CONFIG, "image_folder: no image files under '" + root +
-                                     "' (looked for the extensions in `extensions` inside each class folder)");
+  if (out.paths.empty()) {
+    std::string endings;
+    for (const std::string& ending : extensions) endings += (endings.empty() ? "" : " ") + ending;
+    EndingCounts found;
+    for (const EndingCounts& counts : out.unlisted)
+      for (const auto& [ending, count] : counts) found[ending] += count;
+    throw Failure(TP_ERR_CONFIG, "image_folder: no image files under '" + root + "' (looked inside each class folder "
+                                     "for the endings in `extensions`: " + endings + "; " +
+                                     (found.empty() ? std::string("the class folders hold no file at all")
+                                                    : "the class folders hold " + describe_endings(found) +
+                                                          ": add their ending to `extensions` if they are images") +
+                                     ")");
+  }
   return out;
 }
 
@@ -148,6 +210,7 @@ std::pair<Listing, Listing> split_listing(const Listing& all, double val_fractio
   Listing train, val;
   train.classes = val.classes = all.classes;
   train.loops = val.loops = all.loops;
+  train.unlisted = val.unlisted = all.unlisted;
   train.from_cache = val.from_cache = all.from_cache;
   for (std::size_t i = 0; i < n; ++i) {
     Listing& part = is_val[i] ? val : train;

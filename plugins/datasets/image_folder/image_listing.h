@@ -3,11 +3,17 @@
 // seeded ratio. Pure file-system reads at create() time; the result is immutable afterwards.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 namespace tp::image_folder {
+
+/// Files a scan left out because their ending is not in `extensions`, counted by ending: the
+/// lower-cased extension with its dot (".heic"), or "(no ending)".
+using EndingCounts = std::map<std::string, std::size_t>;
 
 /// The files of one split, in sample order, with their class ids.
 struct Listing {
@@ -17,6 +23,10 @@ struct Listing {
   /// Links under root that lead back to a folder they are inside ("dog/loop/up" for up -> ..),
   /// not followed (folder_walk.h): the dataset warns naming them. Only a scan finds them.
   std::vector<std::string> loops;
+  /// Per class id, the files of its folder whose ending is not in `extensions` (a scan only; the
+  /// listing cache does not keep them, so prepare, which scans, reports them): torchvision's
+  /// ImageFolder skips them too, but a .tif the user meant to train on must not vanish silently.
+  std::vector<EndingCounts> unlisted;
   bool from_cache = false;          ///< read from the listing cache instead of a scan (listing_of_split)
 };
 
@@ -25,14 +35,31 @@ struct Listing {
 /// with one of `extensions` (".jpg", ...). Classes are the sorted names of root's sub-folders
 /// (byte order = code-point order for UTF-8, as Python's sorted()), ids 0..C-1; within a class,
 /// files are sorted by (directory, name), as torchvision's make_dataset walks them. So sample i
-/// is the same file torchvision.datasets.ImageFolder(root)[i] reads. Throws tp::cpp::Failure
-/// (TP_ERR_IO / TP_ERR_CONFIG) naming `root` and the config key that gave it (`key`: "root",
-/// "val_root", "test_root") when it is missing, cannot be read (nor a folder under it), has no
-/// class folder, or holds no image. `walked`, when given, receives every
+/// is the same file torchvision.datasets.ImageFolder(root)[i] reads (with the same `extensions`:
+/// the default is torchvision's IMG_EXTENSIONS, image_extensions.h). The other files are counted
+/// by ending in Listing::unlisted. Throws tp::cpp::Failure (TP_ERR_IO / TP_ERR_CONFIG) naming
+/// `root` and the config key that gave it (`key`: "root", "val_root", "test_root") when it is
+/// missing, cannot be read (nor a folder under it), has no class folder, or holds no image (then
+/// naming the endings it did find). `walked`, when given, receives every
 /// directory the scan read (root, the class folders and their sub-folders): what listing_cache.h
 /// re-stats to tell whether a cached listing is stale.
 Listing scan_folder(const std::string& root, const std::vector<std::string>& extensions,
                     std::vector<std::string>* walked = nullptr, const char* key = "root");
+
+/// "3 files (.heic: 2, .txt: 1)": how many files `counts` holds and of which endings, the most
+/// frequent first; "" when none.
+std::string describe_endings(const EndingCounts& counts);
+
+/// The one line naming the files every class folder of `listing` left out (Listing::unlisted),
+/// for the dataset's log and `host shards write`; text "" when none. `images` is true when one
+/// of their endings is an image format (.gif, .heic, .avif, .jxl, .pbm, ... or one the decoders
+/// read): then the line is a warning, since images are being left out; else an info line (a
+/// README.txt or .DS_Store beside the images is no news).
+struct UnlistedNote {
+  std::string text;
+  bool images = false;
+};
+UnlistedNote unlisted_note(const Listing& listing);
 
 /// Reads a CSV listing: one `path,label` row per line ('#' lines and blank lines ignored; a first
 /// row `path,label` is a header). Paths are resolved against `base_dir`; one that is absolute or

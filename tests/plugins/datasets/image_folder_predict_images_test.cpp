@@ -163,7 +163,7 @@ TEST_CASE("host predict --images refuses what it cannot read, with exit 2 and wh
   fs::create_directories(run.dir / "empty" / "sub");
   std::ofstream(run.dir / "empty" / "sub" / "notes.txt") << "not an image\n";
   refused("--images '" + (run.dir / "empty").string() + "'",
-          "holds no image file (ending in .jpg .jpeg .png .bmp .webp, any case: the evaluation table's `extensions`");
+          "holds no image file (ending in .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp, any case: the evaluation table's `extensions`");
   const fs::path list = run.dir / "bad.txt";
   std::ofstream(list) << "val/dark/0.png\nval/dark/9.png\n";
   refused("--images '" + list.string() + "'", "line 2 of '" + list.string() +
