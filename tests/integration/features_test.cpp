@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -257,6 +258,23 @@ TEST_CASE("fast_dev_run caps a warm-up longer than its one step, saying so; a re
   CHECK(refused.output.find("schedule.warmup_steps: must be in [0, total optimizer steps = 64], got 2000") !=
         std::string::npos);
   CHECK(refused.output.find("Lower schedule.warmup_steps or raise train.epochs") != std::string::npos);
+}
+
+TEST_CASE("two metrics reporting one name are refused before training, naming both tables") {
+  // accuracy twice, the second with top_k = 1: both report val/accuracy, and the history's records
+  // held the key twice, which plots, host compare and sweeps then refused as damaged.
+  const auto dir = tp::test::fresh_dir("features_duplicate_metric");
+  const fs::path config = dir / "run.toml";
+  std::ofstream(config) << tp::test::read_text("tests/integration/features.toml")
+                        << "\n[[metrics]]\ncomponent = \"org.torchhost.accuracy\"\ntop_k = 1\n";
+  const auto run = tp::test::run_host("--config '" + config.string() + "' --output-dir '" + (dir / "out").string() +
+                                      "' --set progress.mode=\"off\"");
+  INFO(run.output);
+  CHECK(run.exit_code == 2);
+  CHECK(run.output.find("metrics[0] (org.torchhost.accuracy) and metrics[1] (org.torchhost.accuracy) both report "
+                        "'val/accuracy'") != std::string::npos);
+  const bool history = fs::exists(dir / "out" / "history.jsonl") && fs::file_size(dir / "out" / "history.jsonl") > 0;
+  CHECK_FALSE(history);  // the sanity check met it: nothing trained
 }
 
 TEST_CASE("overfit_batches: the loss on the fixed batches approaches zero") {

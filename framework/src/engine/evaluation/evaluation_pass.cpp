@@ -4,12 +4,14 @@
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "engine/training/batch_error.h"
+#include "tp/framework/error.h"
 #include "tp/framework/dist/collectives.h"
 
 namespace tp {
@@ -107,8 +109,20 @@ Scalars evaluate_split(const EvaluationPass& pass, const std::string& prefix) {
     for (std::size_t i = 0; i < term_names.size(); ++i)
       result.emplace_back(prefix + "/loss/" + term_names[i], means[static_cast<int64_t>(i)].item<double>());
   }
-  for (auto& metric : parts.metrics)
-    for (const auto& [name, value] : metric->compute()) result.emplace_back(prefix + "/" + name, value);
+  // Each value once: two [[metrics]] reporting one name (accuracy twice, the second's top_k set to
+  // 1) wrote a history record with the key twice, which the host's own reader refuses.
+  std::map<std::string, std::size_t> reported_by;
+  for (std::size_t i = 0; i < parts.metrics.size(); ++i)
+    for (const auto& [name, value] : parts.metrics[i]->compute()) {
+      const auto [it, first] = reported_by.emplace(name, i);
+      if (!first)
+        throw ConfigError(pass.metric_tables[i].key_path,
+                          pass.metric_tables[it->second].key_path + " (" + parts.metrics[it->second]->id() + ") and " +
+                              pass.metric_tables[i].key_path + " (" + parts.metrics[i]->id() + ") both report '" +
+                              prefix + "/" + name + "'. Keep one of them, or give them options that report "
+                              "different values (top_k, a class, an average).");
+      result.emplace_back(prefix + "/" + name, value);
+    }
   if (const double dropped = skipped.item<double>(); dropped > 0) result.emplace_back(prefix + "/skipped_samples", dropped);
   return result;
 }
