@@ -17,6 +17,7 @@
 //   after checking that the config.toml of each done or resumable cell still matches what the
 //   sweep would train now.
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 
@@ -29,6 +30,7 @@
 #include "tp/framework/amp/precision.h"
 #include "tp/framework/config/flatten.h"
 #include "tp/framework/config/load.h"
+#include "tp/framework/config/schema.h"
 #include "tp/framework/config/toml_text.h"
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/engine/runtime_setup.h"
@@ -242,6 +244,25 @@ void compare_trained_cells(const Options& options, const fs::path& sweep_dir, co
   }
 }
 
+// A --set or a TP_* variable on a grid's key would be overridden in every cell by the grid's
+// value, silently, while sweep.toml recorded it (experiment trial F14).
+void refuse_settings_the_grid_overrides(const Options& options, const SweepCell& cell) {
+  const auto key_of = [](const std::string& assignment) { return assignment.substr(0, assignment.find('=')); };
+  for (const std::string& axis : cell.overrides) {
+    const std::string key = key_of(axis);
+    for (const std::string& set : options.sets)
+      if (key_of(set) == key)
+        throw ConfigError("--set", "host sweep: --set " + set + " and the grid both set " + key +
+                                       ": every cell would train with the grid's value. Drop the --set, or the "
+                                       "axis. Nothing was trained.");
+    const std::string variable = env_mirror_name(key);
+    if (std::getenv(variable.c_str()) != nullptr)
+      throw ConfigError("--grid", "host sweep: the environment variable " + variable + " and the grid both set " +
+                                      key + ": every cell would train with the grid's value. Unset " + variable +
+                                      ", or drop the axis. Nothing was trained.");
+  }
+}
+
 }  // namespace
 
 int run_sweep(const Options& options, const LaunchOptions* launch) {
@@ -255,6 +276,7 @@ int run_sweep(const Options& options, const LaunchOptions* launch) {
                                   "sweeps of the nodes could disagree on which cells are done. Run `host "
                                   "--nnodes ... train --set ...` per cell instead.");
   const std::vector<SweepCell> cells = expand_grid(options.grid);
+  refuse_settings_the_grid_overrides(options, cells.front());
   const auto [sweep_dir, planned, first_config] = plan(options, cells);
 
   // Before sweep.toml is read: a second sweep on this directory is refused here, at once.

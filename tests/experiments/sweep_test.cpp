@@ -118,6 +118,14 @@ TEST_CASE("grid mistakes fail before any cell trains, naming the key") {
     CHECK(run.output.find("Nothing was trained") != std::string::npos);
     CHECK_FALSE(fs::exists(dir / "sweep"));
   }
+  SUBCASE("a --set on a grid's key, which every cell would override") {
+    const auto dir = tp::test::fresh_dir("sweep_set_and_grid");
+    const auto run = tp::test::run_host(sweep(dir / "sweep", "--grid optim.lr=0.003,0.01 --set optim.lr=0.1"));
+    INFO(run.output);
+    CHECK(run.exit_code == tp::kExitConfig);
+    CHECK(run.output.find("--set optim.lr=0.1 and the grid both set optim.lr") != std::string::npos);
+    CHECK_FALSE(fs::exists(dir / "sweep"));
+  }
   SUBCASE("a schedule a later cell cannot build (step without step_size)") {
     const auto dir = tp::test::fresh_dir("sweep_bad_schedule");
     const auto run = tp::test::run_host(sweep(dir / "sweep", "--grid schedule.name=cosine,step"));
