@@ -33,6 +33,7 @@
 #ifdef TP_HOST_SHARDS
 #include <nlohmann/json.hpp>
 
+#include "image_extensions.h"
 #include "image_file.h"
 #include "shard_writer.h"
 #include "split_listing.h"
@@ -90,6 +91,28 @@ std::string source_name(const std::string& path, const ifo::ListingKeys& keys, c
   const std::filesystem::path base = held_out.empty() ? keys.root : held_out;
   const std::filesystem::path relative = std::filesystem::path(path).lexically_relative(base);
   return relative.empty() || *relative.begin() == ".." ? path : relative.string();
+}
+
+// The `image_extensions` line a webdataset table needs to read these shards, when they store an
+// image member its default leaves out (an `extensions` entry the user added to the folder's, such
+// as ".jpe"); "" when the default reads them all. The whole list, since setting the key replaces
+// its default: pasted as printed, it reads every member written.
+std::string image_extensions_line(const std::vector<std::string>& written) {
+  std::vector<std::string> extra;
+  for (const std::string& ext : written)
+    if (!ext.empty() && std::find(ds::kImageExtensions.begin(), ds::kImageExtensions.end(), ext) == ds::kImageExtensions.end() &&
+        std::find(extra.begin(), extra.end(), ext) == extra.end())
+      extra.push_back(ext);
+  if (extra.empty()) return "";
+  std::sort(extra.begin(), extra.end());
+  std::string list, named;
+  for (const std::string_view ext : ds::kImageExtensions) list += (list.empty() ? "\"" : ", \"") + std::string(ext) + "\"";
+  for (const std::string& ext : extra) {
+    list += ", \"" + ext + "\"";
+    named += (named.empty() ? "." : ", .") + ext;
+  }
+  return "image_extensions = [" + list + "]  # these shards hold " + named +
+         " images, which the webdataset default leaves out";
 }
 
 // The set's description, beside its shards: `<prefix>-shards.json`.
@@ -233,6 +256,7 @@ int run_shards(const Options& options) {
     session->logger.info("host shards write: removed '" + swept + "', the partial directory of a write that was "
                          "stopped (its process is gone)");
   uint64_t image_bytes = 0;
+  std::vector<std::string> member_extensions;  // the image members' extensions written, once each
   std::size_t at = 0;
   wds::WrittenShards written;
   try {
@@ -256,7 +280,10 @@ int run_shards(const Options& options) {
                                               {"class", listing.classes[static_cast<std::size_t>(label)]},
                                               {"source", source_name(listing.paths[i], keys, options.split)}}
                                    .dump();
-      writer->add(key, {{image_extension(listing.paths[i]), image}, {"cls", cls}, {"json", json}});
+      const std::string ext = image_extension(listing.paths[i]);
+      if (std::find(member_extensions.begin(), member_extensions.end(), ext) == member_extensions.end())
+        member_extensions.push_back(ext);
+      writer->add(key, {{ext, image}, {"cls", cls}, {"json", json}});
     }
     written = writer->finish(description_name(prefix), [&](const wds::WrittenShards& set) {
       nlohmann::ordered_json description{
@@ -288,6 +315,9 @@ int run_shards(const Options& options) {
                        std::to_string(written.paths.size()) + " shards, " + order_text + "; described in " +
                        (std::filesystem::path(options.out) / description_name(prefix)).string());
   std::printf("shards = \"%s\"\n", written.pattern.c_str());
+  // Without it the reader fails each such sample ("has no image member"): say so here, where the
+  // lines to paste are printed, not at the first epoch.
+  if (const std::string line = image_extensions_line(member_extensions); !line.empty()) std::printf("%s\n", line.c_str());
   return kExitOk;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cache_dir.h"
+#include "image_extensions.h"
 #include "image_field.h"
 #include "image_pipeline.h"
 #include "opencv_threads.h"
@@ -36,8 +37,9 @@ constexpr tp_config_key_t kShardKeys[] = {
     tp::cpp::config_key("val_shards", TP_CFG_PATH, "\"\"", "val split's shards, a pattern like `shards`; \"\" = none"),
     tp::cpp::config_key("test_shards", TP_CFG_PATH, "\"\"",
                         "test split's shards (host eval/predict --split test), a pattern like `shards`; \"\" = none"),
-    tp::cpp::config_key("image_extensions", TP_CFG_STRING_ARRAY, "[\"jpg\", \"jpeg\", \"png\", \"webp\"]",
-                        "member extensions that hold the image; the first one a sample has is decoded"),
+    tp::cpp::config_key("image_extensions", TP_CFG_STRING_ARRAY, ds::kWebdatasetImageExtensionsToml,
+                        "member extensions that hold the image; the first one a sample has is decoded (the default "
+                        "is image_folder's `extensions`, torchvision's IMG_EXTENSIONS)"),
     tp::cpp::config_key("label_extension", TP_CFG_STRING, "\"cls\"",
                         "member holding the class id: \"cls\" (text integer) or \"json\" (field json_label_key)"),
     tp::cpp::config_key("json_label_key", TP_CFG_STRING, "\"label\"",
@@ -204,7 +206,8 @@ class WebDataset {
       throw Failure(TP_ERR_IO, "webdataset: " + source.describe() + " has no " +
                                    (choice.image.empty() ? "image member (image_extensions = " + listed(image_extensions_)
                                                          : "label member (label_extension = " + label_.extension) +
-                                   "); its members are " + listed(shards_.extension_sets()[at.members]));
+                                   "); its members are " + listed(shards_.extension_sets()[at.members]) +
+                                   (choice.image.empty() ? image_key_hint(shards_.extension_sets()[at.members]) : ""));
     const std::vector<unsigned char> region = files_.read_sample(at.shard, source, at.end, at.to_file_end);
     auto members = wds::read_sample_members(region, {choice.image, label_.extension}, source);
     if (!members[0] || !members[1])
@@ -247,6 +250,22 @@ class WebDataset {
       throw Failure(TP_ERR_CONFIG, "webdataset: image_extensions is empty; name the members that hold the image, "
                                    "e.g. [\"jpg\", \"png\"]");
     return out;
+  }
+
+  /// What to set when a sample has no member of image_extensions: the key, and the members that
+  /// may be its image (neither the label nor the usual metadata).
+  std::string image_key_hint(const std::vector<std::string>& members) const {
+    std::vector<std::string> candidates;
+    for (const std::string& member : members)
+      if (member != label_.extension && member != "cls" && member != "json" && member != "txt")
+        candidates.push_back(member);
+    if (candidates.empty()) return "; a sample needs its image in a member <key>.<one of image_extensions>";
+    // The whole list to paste: setting the key replaces its default, it does not extend it.
+    std::string names, setting;
+    for (const std::string& ext : candidates) names += (names.empty() ? "\"" : "\", \"") + ext + "\"";
+    for (const std::string& ext : image_extensions_) setting += "\"" + ext + "\", ";
+    return "; if " + names + " holds the image, add it to `image_extensions` in this dataset's table: image_extensions = [" +
+           setting + names + "]";
   }
 
   static std::string listed(const std::vector<std::string>& extensions) {

@@ -332,3 +332,32 @@ TEST_CASE("host shards write: argument errors are the host's configuration error
   }
   CHECK_FALSE(fs::exists(dir / "o"));
 }
+
+// Data trial F4: a folder's .bmp files went into the shards as .bmp members the webdataset
+// default did not read. The defaults now agree; an ending the user added to `extensions` beyond
+// them is stored too, and the command prints the `image_extensions` line the reader needs.
+TEST_CASE("host shards write: prints the image_extensions the reader needs for an ending beyond its default") {
+  const fs::path dir = tp::test::fresh_dir("shards_write_endings");
+  const fs::path root = dir / "images";
+  write_two_classes(root, 2);
+  write_file(root / "c1" / "z.jpe", jpeg_like("a JPEG named .jpe"));
+  const fs::path config = dir / "endings.toml";
+  std::ofstream(config) << "[data.train]\ncomponent = \"org.torchhost.image_folder\"\nroot = \"" << root.string()
+                        << "\"\nextensions = [\".jpg\", \".jpe\"]\n";
+  double seconds = 0;
+  HostRun run = run_host_timed("shards write --config '" + config.string() + "' --out '" + (dir / "out").string() + "'",
+                               &seconds);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(contains(run.output, "image_extensions = [\"jpg\", \"jpeg\", \"png\", \"ppm\", \"bmp\", \"pgm\", \"tif\", "
+                             "\"tiff\", \"webp\", \"jpe\"]  # these shards hold .jpe images, which the webdataset "
+                             "default leaves out"));
+  // Endings the reader's default takes: only the shards line.
+  std::filesystem::remove(root / "c1" / "z.jpe");
+  run = run_host_timed("shards write --config '" + data_only_config(dir, root).string() + "' --out '" +
+                           (dir / "out_default").string() + "'",
+                       &seconds);
+  REQUIRE(run.exit_code == 0);
+  CHECK(contains(run.output, "shards = \""));
+  CHECK_FALSE(contains(run.output, "image_extensions ="));
+}

@@ -346,7 +346,10 @@ TEST_CASE("webdataset: bad samples fail get_sample naming the shard, the key and
   refused_sample(lib, ds, 1, shard, "sample 'nolabel' at byte ");
   refused_sample(lib, ds, 1, shard, "has no label member (label_extension = cls); its members are [png]");
   refused_sample(lib, ds, 2, shard, "sample 'noimage' at byte ");
-  refused_sample(lib, ds, 2, shard, "has no image member (image_extensions = [jpg, jpeg, png, webp])");
+  refused_sample(lib, ds, 2, shard,
+                 "has no image member (image_extensions = [jpg, jpeg, png, ppm, bmp, pgm, tif, tiff, webp])");
+  refused_sample(lib, ds, 2, shard, "its members are [cls]; a sample needs its image in a member <key>.<one of "
+                                    "image_extensions>");
   refused_sample(lib, ds, 3, shard, "member 'word.cls' holds 'three', not a class id");
   refused_sample(lib, ds, 4, shard, "holds '-1', not a class id");
   refused_sample(lib, ds, 5, shard, "the member '../up.png' at byte ");
@@ -419,4 +422,41 @@ TEST_CASE("webdataset: a shard's last sample ends at the archive's end; a sample
     refused_sample(lib, ds, 0, middle, "more than the 1073741824 a sample may take");
     CHECK(label_value(ds.get(1)) == 1);
   }
+}
+
+// Data trial F4: `host shards write` stores each image under its file's ending, and image_folder's
+// default endings took .bmp where webdataset's default image_extensions (jpg jpeg png webp) did
+// not, so shards written from a folder with defaults failed every .bmp sample read with defaults.
+// Both defaults are now torchvision's IMG_EXTENSIONS (image_extensions.h).
+TEST_CASE("webdataset: the default image_extensions read every ending image_folder's default lists") {
+  const fs::path dir = tp::test::fresh_fixture_dir("wds_default_endings");
+  const std::string shard = (dir / "endings.tar").string();
+  std::vector<std::pair<std::string, std::string>> members;
+  const std::vector<std::string> endings{"bmp", "tif", "tiff", "ppm", "jpg", "png", "webp"};
+  for (std::size_t i = 0; i < endings.size(); ++i) {
+    const std::vector<unsigned char> bytes = encoded_image(8, 10, static_cast<int>(i), ("." + endings[i]).c_str());
+    members.emplace_back("k" + std::to_string(i) + "." + endings[i], std::string(bytes.begin(), bytes.end()));
+    members.emplace_back("k" + std::to_string(i) + ".cls", std::to_string(i));
+  }
+  members.emplace_back("k9.heic", "heic bytes");  // an image the decoders do not read: named in the message
+  members.emplace_back("k9.cls", "0");
+  write_raw_tar(shard, members);
+  PluginLibrary lib("webdataset");
+  FakeConfig cfg;
+  configure(lib, cfg, shard, dir / "index");
+  Dataset ds(lib, kWebDatasetId, cfg, "train");
+  REQUIRE(ds.size() == endings.size() + 1);
+  for (std::size_t i = 0; i < endings.size(); ++i) {
+    CAPTURE(endings[i]);
+    const Sample s = ds.get(i);
+    CHECK(label_value(s) == static_cast<int64_t>(i));
+    const std::vector<unsigned char> bytes = encoded_image(8, 10, static_cast<int>(i), ("." + endings[i]).c_str());
+    int h = 0, w = 0;
+    CHECK(ift::max_abs_diff(ift::chw(s, &h, &w), ift::expected_chw(cv::imdecode(bytes, cv::IMREAD_COLOR))) == 0.0f);
+  }
+  // The message says which key to extend, with the whole list to paste.
+  refused_sample(lib, ds, endings.size(), shard,
+                 "its members are [heic, cls]; if \"heic\" holds the image, add it to `image_extensions` in this "
+                 "dataset's table: image_extensions = [\"jpg\", \"jpeg\", \"png\", \"ppm\", \"bmp\", \"pgm\", "
+                 "\"tif\", \"tiff\", \"webp\", \"heic\"]");
 }
