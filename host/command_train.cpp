@@ -119,8 +119,15 @@ int train_in(Session& session, const TrainingRunDirectory& run_dir, const Option
     run.start.reset(); // the weights and state are in the trainer now: the copy goes
   }
   // 5. The run's identity, recorded; runtime.toml from now on.
-  trainer.set_run_id(run_dir.settle_identity(trainer.run_id(), run.start_path));
-  trainer.record_runtime();
+  // A finished run resumed (a requeued job) trains nothing: its config.toml and runtime.toml keep
+  // describing what trained, whatever this command's settings (experiment trial F16).
+  const bool finished = !run.start_path.empty() && trainer.finished();
+  trainer.set_run_id(run_dir.settle_identity(trainer.run_id(), run.start_path, /*will_train=*/!finished));
+  if (finished)
+    log.info("--resume: the run had finished; nothing to train, and its config.toml, runtime.toml and "
+             "report.toml stay as the run that trained wrote them");
+  else
+    trainer.record_runtime();
   stop_if_signalled("host train", "while the trainer was set up" + before_training);
   // 6. Rank 0 tracks the run on an MLflow server (docs/experiment_tracking.md); a server that
   //    refuses stops here, exit 2, before the first step.

@@ -131,7 +131,7 @@ void TrainingRunDirectory::prepare_history(bool resumed) const {
 }
 
 std::string TrainingRunDirectory::settle_identity(const std::string& checkpoint_run_id,
-                                                  const std::filesystem::path& start_path) const {
+                                                  const std::filesystem::path& start_path, bool will_train) const {
   const std::filesystem::path& run_dir = session_.run_dir;
   std::string id = checkpoint_run_id;
   if (!id.empty() && !recorded_run_id_.empty() && id != recorded_run_id_)
@@ -140,7 +140,7 @@ std::string TrainingRunDirectory::settle_identity(const std::string& checkpoint_
   // A fresh run's identity is new; a checkpoint from before identities continues the directory's.
   if (id.empty()) id = !start_path.empty() && !recorded_run_id_.empty() ? recorded_run_id_ : new_run_id();
   if (rank0_ && !session_.config.train.fast_dev_run) write_run_id(run_dir, id);
-  if (rank0_ && resuming_) write_file_atomically(run_dir / "config.toml", config_text_);
+  if (rank0_ && resuming_ && will_train) write_file_atomically(run_dir / "config.toml", config_text_);
   return id;
 }
 

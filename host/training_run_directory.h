@@ -41,8 +41,10 @@ class TrainingRunDirectory {
   /// the directory held another; a checkpoint from before identities continues the directory's
   /// recorded one; a fresh run draws a new one. Then rank 0 records it in run.id (not under
   /// train.fast_dev_run) and writes a resumed run's config.toml, now that the settings it
-  /// continues with are known to start.
-  std::string settle_identity(const std::string& checkpoint_run_id, const std::filesystem::path& start_path) const;
+  /// continues with are known to start, unless `will_train` is false (a finished run requeued:
+  /// config.toml keeps describing what trained).
+  std::string settle_identity(const std::string& checkpoint_run_id, const std::filesystem::path& start_path,
+                              bool will_train = true) const;
 
  private:
   Session& session_;

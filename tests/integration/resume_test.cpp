@@ -121,7 +121,8 @@ TEST_CASE("--resume auto without a checkpoint starts fresh; a damaged checkpoint
 TEST_CASE("a --resume that fails at start-up, and host eval, leave config.toml and runtime.toml as trained") {
   const auto dir = tp::test::fresh_dir("resume_refused_keeps_config");
   const std::string args =
-      kResumeArgs + "--set train.epochs=1 --set data.val_from_train=true --output-dir '" + dir.string() + "'";
+      kResumeArgs + "--set train.epochs=1 --set data.val_from_train=true --set checkpoint.strategy=\"steps\" "
+                    "--set checkpoint.every=64 --set checkpoint.keep_last=2 --output-dir '" + dir.string() + "'";
   const auto trained = tp::test::run_host(args);
   INFO(trained.output);
   REQUIRE(trained.exit_code == 0);
@@ -157,8 +158,9 @@ TEST_CASE("a --resume that fails at start-up, and host eval, leave config.toml a
   auto after = files_of(dir);
   CHECK(after.erase("eval_last.json") == 1);
   CHECK(after == before);
-  // A resume that starts writes both, with its own settings.
-  const auto resumed = tp::test::run_host(args + " --set train.log_every_steps=7 --resume auto");
+  // A resume that trains (from the middle) writes both, with its own settings.
+  const auto resumed = tp::test::run_host(args + " --set train.log_every_steps=7 --resume '" +
+                                          (dir / "checkpoints" / "step-00000064.pt").string() + "'");
   INFO(resumed.output);
   CHECK(resumed.exit_code == 0);
   CHECK(tp::test::read_text(dir / "config.toml").find("log_every_steps = 7") != std::string::npos);
@@ -212,11 +214,21 @@ TEST_CASE("step saves at an epoch's end: a requeued finished run appends nothing
   const std::string history = tp::test::read_text(dir / "history.jsonl");
   const auto straight_rows = tp::test::without_timings(dir);
 
-  for (int requeue = 0; requeue < 2; ++requeue) {
-    const auto again = tp::test::run_host(args + "--output-dir '" + dir.string() + "' --resume auto");
+  // The run's record as it trained: a requeue, even one with other settings (the second here), trains
+  // nothing and rewrites none of it (before, config.toml took the new settings and report.toml the
+  // idle process's numbers).
+  const std::string config = tp::test::read_text(dir / "config.toml");
+  const std::string runtime = tp::test::read_text(dir / "runtime.toml");
+  const std::string report = tp::test::read_text(dir / "report.toml");
+  for (const std::string& sets : {std::string(), std::string("--set run.threads=2 --set train.log_every_steps=7 ")}) {
+    const auto again = tp::test::run_host(args + sets + "--output-dir '" + dir.string() + "' --resume auto");
     INFO(again.output);
     CHECK(again.exit_code == 0);
+    CHECK(again.output.find("the run had finished; nothing to train") != std::string::npos);
     CHECK(tp::test::read_text(dir / "history.jsonl") == history);
+    CHECK(tp::test::read_text(dir / "config.toml") == config);
+    CHECK(tp::test::read_text(dir / "runtime.toml") == runtime);
+    CHECK(tp::test::read_text(dir / "report.toml") == report);
   }
 
   // The save at step 16 stands before epoch 1's end; the history after it goes on to step 32.

@@ -297,7 +297,10 @@ FitSummary Trainer::Impl::fit() {
   // The same report as numbers for `host compare`; written last, after the final save.
   // The collectives this process made (Collectives::calls: the gradient buckets' all-reduce
   // excluded; a single process counts the calls a data-parallel run would make).
-  if (writes_) control_.rank0_write([&] {
+  // A process that trained nothing (a finished run requeued) leaves the report of the one that
+  // did (experiment trial F7: its peak memory and step times were replaced by an idle process's).
+  std::error_code no_report;
+  if (writes_ && (trained || !std::filesystem::exists(run_dir_ / "report.toml", no_report))) control_.rank0_write([&] {
     write_file_atomically(run_dir_ / "report.toml",
                           meters_.report().to_toml({summary.epochs, summary.steps, budget_.elapsed()},
                                                    step() - first_step, summary.seconds) +
@@ -347,6 +350,7 @@ Trainer::~Trainer() = default;
 FitSummary Trainer::fit() { return impl_->fit(); }
 void Trainer::resume_from(const LoadedCheckpoint& checkpoint) { impl_->resume_from(checkpoint); }
 const std::string& Trainer::run_id() const noexcept { return impl_->run_id(); }
+bool Trainer::finished() const { return impl_->finished(); }
 void Trainer::set_run_id(std::string id) { impl_->set_run_id(std::move(id)); }
 void Trainer::record_runtime() { impl_->record_runtime(); }
 std::vector<StateRole> Trainer::state_roles(ResumePosition resume) { return impl_->state_roles(resume); }

@@ -88,6 +88,10 @@ class Trainer::Impl {
   /// The run's identity (checkpoint/run_identity.h), carried by every checkpoint it saves; "" until
   /// set. resume_from() takes the checkpoint's, where it has one.
   const std::string& run_id() const noexcept { return run_id_; }
+  /// Trainer::finished(): the start position past the last epoch, or early stopping's end.
+  bool finished() const {
+    return position_.start.epoch >= epochs_ || evaluator_->early_stopping_ended_run().has_value();
+  }
   /// Sets the identity for the checkpoints saved from now on (host train: a fresh run's new one).
   void set_run_id(std::string id) { run_id_ = std::move(id); }
   /// Data-parallel: copies rank 0's parameters and buffers to every rank (the initial weights,

@@ -79,6 +79,9 @@ class Trainer {
   /// The run's identity (checkpoint/run_identity.h), carried by every checkpoint it saves; "" until
   /// set. resume_from() takes the checkpoint's, where it has one.
   const std::string& run_id() const noexcept;
+  /// Whether fit() has nothing left to train: the start position is past the last epoch, or
+  /// early stopping ended the run (a finished run resumed, as a requeued job does).
+  bool finished() const;
   /// Sets the identity for the checkpoints saved from now on (host train: a fresh run's new one).
   void set_run_id(std::string id);
   /// Writes runtime.toml (the effective settings, data.decode's and run.cuda_graphs' choices) and
