@@ -26,6 +26,7 @@ int run_compare(const Options& options) {
                                        : "has not finished (no report.toml: it was interrupted or it failed)",
                    runs.back().running ? "running" : "no");
   }
+  name_runs_apart(runs); // two sweeps' same cell: rows and legends that tell them apart
   const std::string metric = options.metric.empty() ? default_metric(runs) : options.metric;
   const Comparison comparison = compare_runs(runs, metric);
 

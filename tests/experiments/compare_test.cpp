@@ -188,6 +188,27 @@ TEST_CASE("host compare: a metric recorded as null (a diverged run) is NaN, neve
   CHECK(cell(3, "best val/loss").empty());
 }
 
+TEST_CASE("host compare names runs apart whose directory names coincide") {
+  // The same cell of two sweeps, and one directory given twice.
+  const auto out = tp::test::fresh_dir("compare_same_names");
+  const fs::path& r = runs_dir();
+  for (const char* sweep : {"sweep_a", "sweep_b"}) {
+    fs::create_directories(out / sweep);
+    fs::copy(r / "a", out / sweep / "a", fs::copy_options::recursive);
+  }
+  const auto run = tp::test::run_host("compare '" + (out / "sweep_a" / "a").string() + "' '" + (out / "sweep_b" / "a").string() +
+                                      "' '" + (r / "b").string() + "' '" + (r / "b").string() + "' --output-dir '" +
+                                      out.string() + "'");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const auto csv = tp::test::read_csv(out / "comparison.csv");
+  REQUIRE(csv.size() == 5);
+  CHECK(csv[1][0] == "sweep_a/a");
+  CHECK(csv[2][0] == "sweep_b/a");
+  CHECK(csv[3][0] == "b");
+  CHECK(csv[4][0] == "b (2)");
+}
+
 TEST_CASE("host compare refuses a missing directory and an unknown metric, naming them; shows an unfinished run") {
   const auto out = tp::test::fresh_dir("compare_refused");
   const fs::path& r = runs_dir();

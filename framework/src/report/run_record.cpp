@@ -1,7 +1,9 @@
 #include "tp/framework/report/run_record.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "history_reader.h"
 #include "tp/framework/config/monitor_mode.h"
@@ -29,6 +31,45 @@ std::string text_value(const RunRecord& run, const std::string& key) {
 }
 
 }  // namespace
+
+void name_runs_apart(std::vector<RunRecord>& runs) {
+  // Each directory's components, last first ("runs/a/" and "runs/a" alike).
+  std::vector<std::vector<std::string>> parts(runs.size());
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    std::error_code ec;
+    const std::filesystem::path full = std::filesystem::absolute(runs[i].dir, ec).lexically_normal();
+    for (const auto& part : full)
+      if (!part.empty() && part != "/") parts[i].insert(parts[i].begin(), part.string());
+  }
+  std::vector<std::size_t> depth(runs.size(), 1);
+  const auto name_at = [&](std::size_t i) {
+    std::string name;
+    for (std::size_t k = std::min(depth[i], parts[i].size()); k-- > 0;) name += (name.empty() ? "" : "/") + parts[i][k];
+    return name.empty() ? runs[i].name : name;
+  };
+  for (bool grew = true; grew;) {
+    grew = false;
+    std::map<std::string, std::vector<std::size_t>> holders;
+    for (std::size_t i = 0; i < runs.size(); ++i) holders[name_at(i)].push_back(i);
+    for (const auto& [name, group] : holders) {
+      if (group.size() < 2) continue;
+      // Deeper only while some member still has a component left and the members are not all one
+      // directory (given twice, it stays as it is and gets its count).
+      const bool deeper = std::any_of(group.begin(), group.end(), [&](std::size_t i) { return depth[i] < parts[i].size(); });
+      const bool one_directory =
+          std::all_of(group.begin(), group.end(), [&](std::size_t i) { return parts[i] == parts[group.front()]; });
+      if (!deeper || one_directory) continue;
+      for (std::size_t i : group) ++depth[i];
+      grew = true;
+    }
+  }
+  std::map<std::string, int> seen;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const std::string name = name_at(i);
+    const int count = ++seen[name];
+    runs[i].name = count == 1 ? name : name + " (" + std::to_string(count) + ")";
+  }
+}
 
 RunRecord read_run(const std::filesystem::path& dir) {
   std::error_code ec;

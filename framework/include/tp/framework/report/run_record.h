@@ -27,6 +27,12 @@ struct RunRecord {
   int64_t world_size = -1;            ///< runtime.toml's ranks; -1 when it has none
 };
 
+/// Gives runs whose directory names coincide (the same cell of two sweeps, `runs/base` of two
+/// projects) names that tell them apart: as many trailing path components as make them differ
+/// ("sweep_a/optim.lr=1e-3", "sweep_b/optim.lr=1e-3"), and " (2)", " (3)" for a directory given
+/// more than once. Names that are already unique stay as they are.
+void name_runs_apart(std::vector<RunRecord>& runs);
+
 /// Reads `dir`. Throws tp::ConfigError (exit 2) naming the directory and what is missing when it
 /// is not a directory or lacks config.toml or history.jsonl; tp::Error (exit 1) naming file and
 /// line when a file does not parse. A run without report.toml (interrupted, failed or still
