@@ -100,7 +100,9 @@ ImageFiles files_listed(const fs::path& list) {
   ImageFiles files;
   int64_t number = 0;
   for (std::string line; std::getline(in, line);) {
-    ++number;
+    // Notepad's and Excel's UTF-8 byte-order mark: kept, it began the first path, invisibly in a
+    // terminal ("names '\ufeffa,b.jpg', which does not exist", data trial F6).
+    if (++number == 1 && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);
     const std::string path = trimmed(line);
     if (path.empty() || path.front() == '#') continue;
     const fs::path opened = fs::path(path).is_absolute() ? fs::path(path) : base / path;

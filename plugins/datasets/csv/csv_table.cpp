@@ -1,52 +1,16 @@
 #include "csv_table.h"
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <fstream>
 
+#include "csv_records.h"
 #include "tp/cpp/guard.h"
 
 namespace tp::csv {
 namespace {
 
 using tp::cpp::Failure;
-
-std::string trim(const std::string& s) {
-  std::size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
-
-/// Splits one line into cells; quoted cells may hold the delimiter.
-std::vector<std::string> split(const std::string& line, char delimiter) {
-  std::vector<std::string> cells;
-  std::string cur;
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        cur += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        cur += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == delimiter) {
-      cells.push_back(trim(cur));
-      cur.clear();
-    } else if (c != '\r') {
-      cur += c;
-    }
-  }
-  cells.push_back(trim(cur));
-  return cells;
-}
 
 bool parse_number(const std::string& cell, double* out) {
   const char* b = cell.data();
@@ -72,18 +36,17 @@ std::size_t column_of(const std::vector<std::string>& names, const std::string& 
 Table read_table(const std::string& path, const TableOptions& options) {
   std::ifstream in(path);
   if (!in) throw Failure(TP_ERR_IO, "csv: cannot open '" + path + "'; check `path`");
-  std::string line;
-  int64_t number = 0;
+  // The records as RFC 4180 reads them (plugins/datasets/common/csv_records.h): quotes, a
+  // byte-order mark, blank lines skipped.
+  tp::datasets::CsvReader reader(in, path, "csv", options.delimiter);
+  tp::datasets::CsvRecord record;
   std::vector<std::string> names;
   std::vector<std::string> first_cells;
   int64_t first_line = 0;
   // 1. Column names: the header, or "0".."n-1" from the first data row.
-  while (std::getline(in, line)) {
-    ++number;
-    if (trim(line).empty()) continue;
-    first_cells = split(line, options.delimiter);
-    first_line = number;
-    break;
+  if (reader.next(record)) {
+    first_cells = record.cells;
+    first_line = record.line;
   }
   if (first_cells.empty()) throw Failure(TP_ERR_CONFIG, "csv: '" + path + "' is empty");
   if (options.header) {
@@ -125,11 +88,7 @@ Table read_table(const std::string& path, const TableOptions& options) {
     ++t.rows;
   };
   if (!first_cells.empty()) take_row(first_cells, first_line);
-  while (std::getline(in, line)) {
-    ++number;
-    if (trim(line).empty()) continue;
-    take_row(split(line, options.delimiter), number);
-  }
+  while (reader.next(record)) take_row(record.cells, record.line);
   if (t.rows == 0) throw Failure(TP_ERR_CONFIG, "csv: '" + path + "' has no data rows");
   return t;
 }

@@ -25,7 +25,9 @@ struct Table {
   uint64_t rows = 0;
 };
 
-/// Reads `path`. Cells may be double-quoted ("" escapes a quote); blank lines are skipped.
+/// Reads `path` as RFC 4180 records (tp::datasets::CsvReader, plugins/datasets/common/csv_records.h):
+/// cells may be double-quoted ("" escapes a quote, a quoted cell may span lines), a UTF-8
+/// byte-order mark is dropped, blank lines are skipped.
 /// Throws tp::cpp::Failure naming the file, and the line and column where it applies: a missing
 /// file (TP_ERR_IO), an unknown column name (listing the real ones), a row with the wrong number
 /// of cells, or a cell that is not a number (TP_ERR_CONFIG).

@@ -185,6 +185,8 @@ class ImageFolderDataset {
         labelled_(listing_.labels.size() == listing_.paths.size()) {
     warn_loops(args, listing_);
     log_unlisted(args, listing_);
+    for (const std::string& warning : listing_.warnings)
+      args.log(TP_LOG_WARNING, std::string("image_folder (") + args.split_name + "): " + warning);
     log_shared_cache(args, listing_);
     if (args.train() && labelled_) warn_empty_classes(args, listing_);
     args.log(TP_LOG_INFO, std::string("image_folder (") + args.split_name + "): " +

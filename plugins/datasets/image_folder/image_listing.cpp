@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <string_view>
 #include <system_error>
@@ -20,17 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using tp::cpp::Failure;
-
-bool parse_int(const std::string& s, int64_t* out) {
-  if (s.empty()) return false;
-  std::size_t used = 0;
-  try {
-    *out = std::stoll(s, &used);
-  } catch (const std::exception&) {
-    return false;
-  }
-  return used == s.size();
-}
 
 // The ending a file is counted under in Listing::unlisted.
 std::string ending_of(const fs::path& file) {
@@ -142,68 +130,6 @@ Listing scan_folder(const std::string& root, const std::vector<std::string>& ext
   return out;
 }
 
-Listing read_csv_listing(const std::string& csv_path, const std::string& base_dir, bool allow_outside_root) {
-  std::ifstream in(csv_path);
-  if (!in) throw Failure(TP_ERR_IO, "image_folder: cannot open csv '" + csv_path + "'; check `csv`");
-  std::vector<std::string> paths, label_cells;
-  std::vector<int64_t> lines;
-  std::string line;
-  int64_t number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    const std::string t = datasets::trim(line);
-    if (t.empty() || t[0] == '#') continue;
-    const std::size_t comma = t.rfind(',');
-    if (comma == std::string::npos)
-      throw Failure(TP_ERR_CONFIG, "image_folder: " + csv_path + ":" + std::to_string(number) +
-                                       ": expected `path,label`, got '" + t + "'");
-    std::string path = datasets::trim(t.substr(0, comma));
-    std::string label = datasets::trim(t.substr(comma + 1));
-    if (paths.empty() && label_cells.empty() && datasets::lower_case(path) == "path" && datasets::lower_case(label) == "label") continue;
-    if (path.empty() || label.empty())
-      throw Failure(TP_ERR_CONFIG, "image_folder: " + csv_path + ":" + std::to_string(number) +
-                                       ": empty path or label in '" + t + "'");
-    // A row names a file under `root`: an absolute path or one climbing out with '..' reads any
-    // file the user can (issue 58), unless the table says the listing reaches files elsewhere.
-    if (const std::string why = datasets::escapes_root(path); !why.empty() && !allow_outside_root)
-      throw Failure(TP_ERR_CONFIG, "image_folder: " + csv_path + ":" + std::to_string(number) + ": the path '" + path +
-                                       "' names a file outside `root` (" + base_dir + "): it " + why +
-                                       "; list paths inside it, or set allow_outside_root = true if the listing is "
-                                       "meant to reach files elsewhere");
-    const fs::path p(path);
-    paths.push_back(p.is_absolute() ? path : (fs::path(base_dir) / p).string());
-    label_cells.push_back(std::move(label));
-    lines.push_back(number);
-  }
-  if (paths.empty()) throw Failure(TP_ERR_CONFIG, "image_folder: csv '" + csv_path + "' lists no image");
-
-  Listing out;
-  out.paths = std::move(paths);
-  int64_t value = 0;
-  const bool numeric = parse_int(label_cells.front(), &value);
-  if (numeric) {
-    int64_t max_label = 0;
-    for (std::size_t i = 0; i < label_cells.size(); ++i) {
-      if (!parse_int(label_cells[i], &value) || value < 0)
-        throw Failure(TP_ERR_CONFIG, "image_folder: " + csv_path + ":" + std::to_string(lines[i]) + ": label '" +
-                                         label_cells[i] +
-                                         "' is not a non-negative integer (the first row's label is, so all must be)");
-      out.labels.push_back(value);
-      max_label = std::max(max_label, value);
-    }
-    for (int64_t c = 0; c <= max_label; ++c) out.classes.push_back(std::to_string(c));
-  } else {
-    std::map<std::string, int64_t> ids;
-    for (const std::string& cell : label_cells) ids.emplace(cell, 0);
-    for (auto& [name, id] : ids) {
-      id = static_cast<int64_t>(out.classes.size());
-      out.classes.push_back(name);
-    }
-    for (const std::string& cell : label_cells) out.labels.push_back(ids.at(cell));
-  }
-  return out;
-}
-
 std::pair<Listing, Listing> split_listing(const Listing& all, double val_fraction, uint64_t seed) {
   const std::size_t n = all.paths.size();
   const std::vector<bool> is_val = tp::cpp::seeded_holdout(n, val_fraction, seed, "image_folder", "images");
@@ -211,6 +137,7 @@ std::pair<Listing, Listing> split_listing(const Listing& all, double val_fractio
   train.classes = val.classes = all.classes;
   train.loops = val.loops = all.loops;
   train.unlisted = val.unlisted = all.unlisted;
+  train.warnings = all.warnings;  // logged once, by the split that trains
   train.from_cache = val.from_cache = all.from_cache;
   for (std::size_t i = 0; i < n; ++i) {
     Listing& part = is_val[i] ? val : train;

@@ -1,6 +1,6 @@
 // Which files an image_folder split holds and their labels: a torchvision-ImageFolder-style scan
-// of root/<class>/**, or a CSV file of `path,label` rows, optionally cut into train and val by a
-// seeded ratio. Pure file-system reads at create() time; the result is immutable afterwards.
+// of root/<class>/** (a CSV file of `path,label` rows: csv_listing.h), optionally cut into train
+// and val by a seeded ratio. Pure file-system reads at create() time; the result is immutable afterwards.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +27,9 @@ struct Listing {
   /// listing cache does not keep them, so prepare, which scans, reports them): torchvision's
   /// ImageFolder skips them too, but a .tif the user meant to train on must not vanish silently.
   std::vector<EndingCounts> unlisted;
+  /// Warnings about the listing for the dataset to log once (a CSV's duplicate rows, class names
+  /// that differ only by case: csv_listing.h).
+  std::vector<std::string> warnings;
   bool from_cache = false;          ///< read from the listing cache instead of a scan (listing_of_split)
 };
 
@@ -60,15 +63,6 @@ struct UnlistedNote {
   bool images = false;
 };
 UnlistedNote unlisted_note(const Listing& listing);
-
-/// Reads a CSV listing: one `path,label` row per line ('#' lines and blank lines ignored; a first
-/// row `path,label` is a header). Paths are resolved against `base_dir`; one that is absolute or
-/// climbs out of `base_dir` with '..' (escapes_root: lexically, a symlink inside is the user's
-/// choice) is refused with TP_ERR_CONFIG naming the file, the line and the path unless
-/// `allow_outside_root`. Labels are either all integers (used as class ids; classes are named
-/// "0".."max") or all names (ids by sorted name). Throws Failure naming the file and line on a
-/// malformed row.
-Listing read_csv_listing(const std::string& csv_path, const std::string& base_dir, bool allow_outside_root = false);
 
 /// Splits `all` into (train, val) by a seeded permutation (tp::cpp::seeded_holdout): val holds
 /// round(n * val_fraction) samples chosen by a Fisher-Yates shuffle of 0..n-1 driven by

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "csv_listing.h"
 #include "listing_cache.h"
 #include "tp/cpp/guard.h"
 

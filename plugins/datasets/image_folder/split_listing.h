@@ -40,7 +40,7 @@ ListingKeys read_listing_keys(const tp::cpp::ConfigReader& cfg);
 /// (TP_ERR_CONFIG) naming the keys when they contradict each other or a split has no source
 /// (val without val_root/val_csv/val_split; test without test_root/test_csv: it would read the
 /// training images), when a held-out folder's classes differ from root's, and what scan_folder,
-/// read_csv_listing and split_listing throw.
+/// read_csv_listing (csv_listing.h) and split_listing throw.
 Listing listing_of_split(const ListingKeys& keys, const std::string& split, CacheUse cache = CacheUse::kOff);
 
 }  // namespace tp::image_folder

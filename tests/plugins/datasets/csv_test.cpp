@@ -138,3 +138,22 @@ TEST_CASE("csv: errors name the file, the line and the column") {
     CHECK(lib.host.last_error.find("regression") != std::string::npos);
   }
 }
+
+// Data trial F6: the csv reader moved to plugins/datasets/common (csv_records.h), shared with
+// image_folder's listings; it now drops Excel's byte-order mark (which made the first column's
+// name "\ufeffa", so `features = ["a"]` was "not in" the file) and reads a quoted cell across lines.
+TEST_CASE("csv: a UTF-8 byte-order mark and CRLF (Excel's CSV UTF-8); a quoted cell spanning lines") {
+  const auto path = write("bom", "\xEF\xBB\xBF" "a,note,label\r\n1,\"two\r\nlines\",0\r\n3,x,1\r\n");
+  PluginLibrary lib("csv");
+  FakeConfig cfg;
+  configure_csv(lib, cfg, path);
+  cfg.values["features"] = std::vector<std::string>{"a"};
+  Dataset ds(lib, kCsvId, cfg, "train");
+  REQUIRE(ds.size() == 2);
+  CHECK(ds.get(1).values<float>("features")[0] == 3.0f);
+  const auto open_quote = write("open_quote", "a,label\n1,0\n\"2,1\n");
+  FakeConfig bad;
+  configure_csv(lib, bad, open_quote);
+  CHECK(create_status(lib, bad) == TP_ERR_CONFIG);
+  CHECK(lib.host.last_error.find("open_quote.csv:3: a quoted cell opens here and is never closed") != std::string::npos);
+}

@@ -165,7 +165,8 @@ TEST_CASE("host predict --images refuses what it cannot read, with exit 2 and wh
   refused("--images '" + (run.dir / "empty").string() + "'",
           "holds no image file (ending in .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp, any case: the evaluation table's `extensions`");
   const fs::path list = run.dir / "bad.txt";
-  std::ofstream(list) << "val/dark/0.png\nval/dark/9.png\n";
+  // A byte-order mark and CRLF (Notepad, Excel; data trial F6): line 1 is read, line 2 is refused.
+  std::ofstream(list) << "\xEF\xBB\xBFval/dark/0.png\r\nval/dark/9.png\r\n";
   refused("--images '" + list.string() + "'", "line 2 of '" + list.string() +
                                                   "' names 'val/dark/9.png', which does not exist (relative paths "
                                                   "start from the list's directory)");

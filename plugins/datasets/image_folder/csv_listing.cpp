@@ -1,0 +1,199 @@
+#include "csv_listing.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "csv_records.h"
+#include "image_file.h"
+#include "listing_text.h"
+#include "tp/cpp/guard.h"
+
+namespace tp::image_folder {
+namespace {
+
+namespace fs = std::filesystem;
+using tp::cpp::Failure;
+
+bool parse_int(const std::string& s, int64_t* out) {
+  if (s.empty()) return false;
+  std::size_t used = 0;
+  try {
+    *out = std::stoll(s, &used);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return used == s.size();
+}
+
+template <std::size_t N>
+bool one_of(const std::string& cell, const char* const (&names)[N]) {
+  const std::string lowered = datasets::lower_case(cell);
+  return std::any_of(std::begin(names), std::end(names), [&](const char* name) { return lowered == name; });
+}
+
+template <std::size_t N>
+std::string spelled(const char* const (&names)[N]) {
+  std::string text;
+  for (const char* name : names) text += (text.empty() ? "" : "/") + std::string(name);
+  return text;
+}
+
+/// One listed row: the resolved path, its label cell and its line.
+struct Row {
+  std::string path, label;
+  int64_t line = 0;
+};
+
+std::string where(const std::string& csv_path, int64_t line) {
+  return "image_folder: " + csv_path + ":" + std::to_string(line) + ": ";
+}
+
+/// A row listing a path a row before it listed: refused with another label (which would the file
+/// be?), counted with the same one (each listing is a sample; warned of once).
+void check_duplicates(const std::string& csv_path, const std::vector<Row>& rows, Listing& out) {
+  std::map<std::string, std::size_t> first;  // normalised path -> its first row
+  std::size_t repeats = 0;
+  std::string example;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto [at, fresh] = first.emplace(fs::path(rows[i].path).lexically_normal().string(), i);
+    if (fresh) continue;
+    const Row& before = rows[at->second];
+    if (before.label != rows[i].label)
+      throw Failure(TP_ERR_CONFIG, where(csv_path, rows[i].line) + "'" + rows[i].path + "' is listed with label '" +
+                                       rows[i].label + "', and on line " + std::to_string(before.line) +
+                                       " with label '" + before.label +
+                                       "': a file has one label; remove the row that is wrong");
+    if (repeats++ == 0)
+      example = "'" + rows[i].path + "' on lines " + std::to_string(before.line) + " and " + std::to_string(rows[i].line);
+  }
+  if (repeats > 0)
+    out.warnings.push_back("'" + csv_path + "' lists " + std::to_string(repeats) +
+                           (repeats == 1 ? " path again" : " paths again") + " with the same label (" + example +
+                           "): each row is a sample, so such a file is seen more often per epoch; remove the "
+                           "repeated rows unless that is meant");
+}
+
+/// Class names that differ only by case ('Cat' and 'cat') are two classes: warned of, naming both.
+void check_case(const std::string& csv_path, const std::vector<std::string>& classes, Listing& out) {
+  std::map<std::string, std::vector<std::string>> by_lower;
+  for (const std::string& name : classes) by_lower[datasets::lower_case(name)].push_back(name);
+  for (const auto& [lower, names] : by_lower) {
+    if (names.size() < 2) continue;
+    std::string listed;
+    for (std::size_t i = 0; i < names.size(); ++i)
+      listed += (i == 0 ? "'" : i + 1 == names.size() ? "' and '" : "', '") + names[i];
+    out.warnings.push_back("'" + csv_path + "' names the classes " + listed +
+                           "', which differ only by case: they are " + std::to_string(names.size()) +
+                           " classes with their own ids; make the labels the same if they mean one class");
+  }
+}
+
+/// Every listed file exists: one stat per row, at create, instead of a sample failing an epoch in.
+void check_files_exist(const std::string& csv_path, const std::string& base_dir, const std::vector<Row>& rows,
+                       bool header) {
+  constexpr std::size_t kShown = 5;
+  std::size_t missing = 0;
+  std::string shown;
+  bool first_line_missing = false;
+  for (const Row& row : rows) {
+    struct stat info {};
+    if (::stat(row.path.c_str(), &info) == 0) continue;
+    const int error = errno;
+    first_line_missing = first_line_missing || &row == &rows.front();
+    if (++missing <= kShown)
+      shown += "\n  line " + std::to_string(row.line) + ": '" + row.path + "' (" + std::strerror(error) + ")";
+  }
+  if (missing == 0) return;
+  const std::string header_note =
+      first_line_missing && !header
+          ? " If the first row is a header, name its columns path,label (accepted: " + spelled(kCsvPathNames) +
+                " and " + spelled(kCsvLabelNames) + ")."
+          : "";
+  throw Failure(TP_ERR_IO, "image_folder: " + std::to_string(missing) + " of " + std::to_string(rows.size()) +
+                               " files listed in '" + csv_path + "' do not exist (relative paths start from '" +
+                               base_dir + "')" + (missing > kShown ? ", the first " + std::to_string(kShown) : "") +
+                               ":" + shown + "\nFix their paths or remove their rows." + header_note);
+}
+
+}  // namespace
+
+Listing read_csv_listing(const std::string& csv_path, const std::string& base_dir, bool allow_outside_root) {
+  std::ifstream in(csv_path, std::ios::binary);
+  if (!in) throw Failure(TP_ERR_IO, "image_folder: cannot open csv '" + csv_path + "'; check `csv`");
+  datasets::CsvReader reader(in, csv_path, "image_folder", ',', '#');
+  std::vector<Row> rows;
+  std::size_t path_column = 0;  // 1 when a header names the columns label,path
+  bool first = true, header = false;
+  for (datasets::CsvRecord record; reader.next(record);) {
+    std::vector<std::string>& cells = record.cells;
+    if (cells.size() != 2) {
+      std::string shown;
+      for (const std::string& cell : cells) shown += (shown.empty() ? "'" : ", '") + cell + "'";
+      throw Failure(TP_ERR_CONFIG, where(csv_path, record.line) + std::to_string(cells.size()) +
+                                       (cells.size() == 1 ? " field" : " fields") + " (" + shown +
+                                       "), expected 2: path,label. Quote a path that holds a comma (\"e,f.jpg\", as "
+                                       "pandas and Python's csv write it), and write only those two columns (pandas: "
+                                       "df[[\"path\", \"label\"]].to_csv(f, index=False))");
+    }
+    if (std::exchange(first, false)) {
+      header = (one_of(cells[0], kCsvPathNames) && one_of(cells[1], kCsvLabelNames)) ||
+               (one_of(cells[0], kCsvLabelNames) && one_of(cells[1], kCsvPathNames));
+      if (header) {
+        path_column = one_of(cells[0], kCsvPathNames) ? 0 : 1;
+        continue;
+      }
+    }
+    std::string path = std::move(cells[path_column]);
+    std::string label = std::move(cells[1 - path_column]);
+    if (path.empty() || label.empty())
+      throw Failure(TP_ERR_CONFIG, where(csv_path, record.line) + "empty " + (path.empty() ? "path" : "label") +
+                                       " in a row of '" + path + "', '" + label + "'");
+    // A row names a file under `root`: an absolute path or one climbing out with '..' reads any
+    // file the user can (issue 58), unless the table says the listing reaches files elsewhere.
+    if (const std::string why = datasets::escapes_root(path); !why.empty() && !allow_outside_root)
+      throw Failure(TP_ERR_CONFIG, where(csv_path, record.line) + "the path '" + path +
+                                       "' names a file outside `root` (" + base_dir + "): it " + why +
+                                       "; list paths inside it, or set allow_outside_root = true if the listing is "
+                                       "meant to reach files elsewhere");
+    const fs::path p(path);
+    rows.push_back({p.is_absolute() ? path : (fs::path(base_dir) / p).string(), std::move(label), record.line});
+  }
+  if (rows.empty()) throw Failure(TP_ERR_CONFIG, "image_folder: csv '" + csv_path + "' lists no image");
+
+  Listing out;
+  int64_t value = 0;
+  if (parse_int(rows.front().label, &value)) {
+    int64_t max_label = 0;
+    for (const Row& row : rows) {
+      if (!parse_int(row.label, &value) || value < 0)
+        throw Failure(TP_ERR_CONFIG, where(csv_path, row.line) + "label '" + row.label +
+                                         "' is not a non-negative integer (the first row's label is, so all must be)");
+      out.labels.push_back(value);
+      max_label = std::max(max_label, value);
+    }
+    for (int64_t c = 0; c <= max_label; ++c) out.classes.push_back(std::to_string(c));
+  } else {
+    std::map<std::string, int64_t> ids;
+    for (const Row& row : rows) ids.emplace(row.label, 0);
+    for (auto& [name, id] : ids) {
+      id = static_cast<int64_t>(out.classes.size());
+      out.classes.push_back(name);
+    }
+    for (const Row& row : rows) out.labels.push_back(ids.at(row.label));
+    check_case(csv_path, out.classes, out);
+  }
+  check_duplicates(csv_path, rows, out);
+  check_files_exist(csv_path, base_dir, rows, header);
+  for (Row& row : rows) out.paths.push_back(std::move(row.path));
+  return out;
+}
+
+}  // namespace tp::image_folder
