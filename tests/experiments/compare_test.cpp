@@ -188,6 +188,25 @@ TEST_CASE("host compare: a metric recorded as null (a diverged run) is NaN, neve
   CHECK(cell(3, "best val/loss").empty());
 }
 
+TEST_CASE("host compare's train_samples_per_s counts every rank's samples") {
+  // The history's throughput is rank 0's; a 2-rank run trained twice as many samples in that time.
+  const auto out = tp::test::fresh_dir("compare_ranks");
+  const fs::path& r = runs_dir();
+  fs::copy(r / "b", out / "two_ranks", fs::copy_options::recursive);
+  std::string runtime = tp::test::read_text(out / "two_ranks" / "runtime.toml");
+  const std::size_t at = runtime.find("world_size = 1\n");
+  REQUIRE(at != std::string::npos);
+  std::ofstream(out / "two_ranks" / "runtime.toml", std::ios::trunc) << runtime.replace(at, 15, "world_size = 2\n");
+  const auto run = tp::test::run_host("compare '" + (r / "b").string() + "' '" + (out / "two_ranks").string() +
+                                      "' --output-dir '" + out.string() + "'");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const auto csv = tp::test::read_csv(out / "comparison.csv");
+  REQUIRE(csv.size() == 3);
+  const auto rate = [&](std::size_t row) { return number(csv[row][static_cast<std::size_t>(column(csv[0], "train_samples_per_s"))]); };
+  CHECK(rate(2) == doctest::Approx(2 * rate(1)).epsilon(1e-9));
+}
+
 TEST_CASE("host compare names runs apart whose directory names coincide") {
   // The same cell of two sweeps, and one directory given twice.
   const auto out = tp::test::fresh_dir("compare_same_names");

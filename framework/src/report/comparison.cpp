@@ -108,7 +108,11 @@ ComparisonRow row_of(const RunRecord& run, const std::vector<std::string>& keys,
     if (std::isfinite(steps_of_epoch)) timed_steps += steps_of_epoch;
   }
   row.epoch_s = epochs_timed > 0 ? epoch_seconds / epochs_timed : kNaN;
-  row.train_samples_per_s = epoch_seconds > 0 ? samples / epoch_seconds : kNaN;
+  // The history's throughput is rank 0's; every rank trains as many batches (training pads the
+  // tail), so all ranks together process ranks times as many (experiment trial F8: a 2-rank
+  // cell read as half its speed beside a 1-rank one).
+  const double ranks = run.world_size > 0 ? double(run.world_size) : 1.0;
+  row.train_samples_per_s = epoch_seconds > 0 ? ranks * samples / epoch_seconds : kNaN;
   row.train_ms_per_step = timed_steps > 0 ? 1e3 * epoch_seconds / timed_steps : kNaN;
   row.wall_s = report_number(run, "train_seconds");
   row.peak_device_mb = report_number(run, "peak_device_mb");
