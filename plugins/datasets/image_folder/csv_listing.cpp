@@ -182,7 +182,15 @@ Listing read_csv_listing(const std::string& csv_path, const std::string& base_di
     for (int64_t c = 0; c <= max_label; ++c) out.classes.push_back(std::to_string(c));
   } else {
     std::map<std::string, int64_t> ids;
-    for (const Row& row : rows) ids.emplace(row.label, 0);
+    for (const Row& row : rows) {
+      // As for a class folder's name (image_listing.cpp): the host refuses such a name later,
+      // without naming the row.
+      if (const std::string problem = datasets::class_name_text_problem(row.label); !problem.empty())
+        throw Failure(TP_ERR_CONFIG, where(csv_path, row.line) + "the label '" + datasets::shown_bytes(row.label) +
+                                         "' " + problem + ", and a class name must be UTF-8 text without control "
+                                         "characters; save the file as UTF-8 (or fix the label)");
+      ids.emplace(row.label, 0);
+    }
     for (auto& [name, id] : ids) {
       id = static_cast<int64_t>(out.classes.size());
       out.classes.push_back(name);

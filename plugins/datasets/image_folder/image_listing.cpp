@@ -89,6 +89,16 @@ Listing scan_folder(const std::string& root, const std::vector<std::string>& ext
   if (list_error)
     throw Failure(TP_ERR_IO, std::string("image_folder: ") + key + " '" + root + "' cannot be read: " + list_error.message());
   std::sort(out.classes.begin(), out.classes.end());
+  // A class name is UTF-8 text (it goes into checkpoints, predictions, plots): a Latin-1 folder
+  // name from an old zip or Windows share failed later, in the host's check of the names the
+  // plugin lends, with a message about the plugin ABI and no folder named (data trial F7).
+  for (const std::string& name : out.classes)
+    if (const std::string problem = datasets::class_name_text_problem(name); !problem.empty())
+      throw Failure(TP_ERR_CONFIG, "image_folder: the class folder '" + datasets::shown_bytes((fs::path(root) / name).string()) +
+                                       "' has a name that " + problem + ", and a class name must be UTF-8 text "
+                                       "without control characters (it is written into checkpoints and "
+                                       "predictions); rename the folder to valid UTF-8 (for Latin-1 names: convmv "
+                                       "-f latin1 -t utf8 --notest on it)");
   if (walked != nullptr) walked->push_back(root);
   if (out.classes.empty())
     throw Failure(TP_ERR_CONFIG, std::string("image_folder: ") + key + " '" + root + "' has no class sub-folders; expected " +

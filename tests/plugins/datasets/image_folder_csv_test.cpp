@@ -119,3 +119,9 @@ TEST_CASE("image_folder csv: a path listed twice with one label, and classes apa
                                                   (root / "img" / "a.jpg").string() + "' on lines 1 and 4)") == 1);
   CHECK(csv_lines_logged(lib, TP_LOG_WARNING, "names the classes 'Cat' and 'cat', which differ only by case") == 1);
 }
+
+TEST_CASE("image_folder csv: a label that is not UTF-8 text is refused naming its line (data trial F7)") {
+  const std::filesystem::path root = write_images("if_csv_latin1", {"a.jpg", "b.jpg"});
+  refused(root, "a.jpg,cat\nb.jpg,caf\xe9\n", TP_ERR_CONFIG,
+          "list.csv:2: the label 'caf\\xe9' is not valid UTF-8 (byte 3), and a class name must be UTF-8 text");
+}

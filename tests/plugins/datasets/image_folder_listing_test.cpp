@@ -157,3 +157,26 @@ TEST_CASE("image_folder: a class without a training image is warned of, naming i
   const Dataset val(lib, kId, cfg, "val");
   CHECK(std::count(lib.host.log_levels.begin(), lib.host.log_levels.end(), TP_LOG_WARNING) == 0);
 }
+
+// Data trial F7: a class folder with a Latin-1 name (an old zip, a Windows share) or a tab passed
+// the scan and failed later in the host's check of the names the plugin lends, with a message
+// about the plugin ABI that named no folder and said nothing to do.
+TEST_CASE("image_folder: a class folder whose name is not UTF-8 text is refused at create, naming it") {
+  for (const std::string& bad : {std::string("caf\xe9"), std::string("a\tb")}) {
+    const Fixture f = write_folder("if_bad_class_name", 8, 8);
+    std::filesystem::create_directories(f.root / bad);
+    REQUIRE(cv::imwrite((f.root / bad / "0.png").string(), tp::test::gradient_image(8, 8, 1)));
+    PluginLibrary lib("image_folder");
+    FakeConfig cfg;
+    configure(lib, cfg, f.root);
+    void* self = nullptr;
+    CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_CONFIG);
+    const std::string shown = bad == "a\tb" ? "a\\x09b" : "caf\\xe9";
+    const std::string problem = bad == "a\tb" ? "holds the control character U+0009 (byte 1)"
+                                              : "is not valid UTF-8 (byte 3)";
+    CHECK_MESSAGE(lib.host.last_error.find("image_folder: the class folder '" + (f.root / shown).string() +
+                                           "' has a name that " + problem) != std::string::npos,
+                  lib.host.last_error);
+    CHECK(lib.host.last_error.find("rename the folder to valid UTF-8") != std::string::npos);
+  }
+}
