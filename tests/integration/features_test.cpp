@@ -228,6 +228,13 @@ TEST_CASE("load_best_at_end restores the best checkpoint's weights and reports i
   // The final report is the best checkpoint's evaluation, bit for bit the first one's.
   const std::string expected = "val/loss=" + tp::short_number(first); // as the run's last line prints it
   CHECK_MESSAGE(run.output.find(expected) != std::string::npos, "expected " << expected);
+  // The history ends with that evaluation, so host compare's final value is the run's (before, it
+  // was the last epoch's, of weights the run no longer has).
+  const auto history = read_history(dir);
+  REQUIRE_FALSE(history.empty());
+  CHECK(history.back().kind == "eval");
+  CHECK(history.back().values.at("step") == epochs.back().values.at("step"));
+  CHECK(history.back().values.at("val/loss") == first);
 }
 
 TEST_CASE("fast_dev_run: one step, one evaluation batch, nothing written") {

@@ -132,7 +132,15 @@ bool Trainer::Impl::load_best() {
               std::to_string(best->step) + ")");
   }
   broadcast_model();
-  if (evaluator_->enabled()) evaluator_->set_last(evaluator_->evaluate());
+  if (evaluator_->enabled()) {
+    const Scalars eval = evaluator_->evaluate();
+    evaluator_->set_last(eval);
+    // The run ends with these weights: their evaluation is the history's last, as train.log's and
+    // TensorBoard's final values are (experiment trial F9: host compare read the last epoch's).
+    HistoryRecord record{"eval", {{"step", double(step())}, {"epoch", double(std::max<int64_t>(0, position_.epoch - 1))}}};
+    record.values.insert(record.values.end(), eval.begin(), eval.end());
+    control_.rank0_write([&] { history_.add(record); });
+  }
   return true;
 }
 
