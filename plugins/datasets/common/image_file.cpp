@@ -235,12 +235,27 @@ std::vector<unsigned char> read_image_file(const std::string& path, const char* 
   return bytes;
 }
 
+std::string apple_double_note(const std::vector<unsigned char>& bytes, const std::string& name) {
+  static constexpr unsigned char kSignature[] = {0x00, 0x05, 0x16, 0x07};
+  const bool signature = bytes.size() >= 4 && std::equal(std::begin(kSignature), std::end(kSignature), bytes.begin());
+  const std::size_t slash = name.find_last_of('/');
+  const bool dot_underscore = name.compare(slash == std::string::npos ? 0 : slash + 1, 2, "._") == 0;
+  if (!signature && !dot_underscore) return "";
+  return std::string("it is a macOS AppleDouble file (") +
+         (signature ? "its first bytes are 00 05 16 07" : "named ._<name>") +
+         "), the metadata macOS writes beside each file it copies to a disk or share without its extended "
+         "attributes, not an image; remove the ._* files (find <root> -name '._*' -delete; copy with "
+         "COPYFILE_DISABLE=1 or zip -x '._*' to leave them out)";
+}
+
 void check_image_format(const std::vector<unsigned char>& bytes, const std::string& name, const char* component) {
   // The words decode_bgr uses for an empty file, so a file reads the same refused here or there.
   if (bytes.empty())
     throw tp::cpp::Failure(TP_ERR_IO, std::string(component) + ": '" + name +
                                           "' is empty (0 bytes), not an image; fix or remove the file");
   if (image_format(bytes.data(), bytes.size()) != nullptr) return;
+  if (const std::string note = apple_double_note(bytes, name); !note.empty())
+    throw tp::cpp::Failure(TP_ERR_IO, std::string(component) + ": '" + name + "' is not an image: " + note);
   std::string head;
   for (std::size_t i = 0; i < std::min<std::size_t>(bytes.size(), 8); ++i) {
     char hex[4];

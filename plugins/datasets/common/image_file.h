@@ -63,6 +63,14 @@ const char* image_format(const unsigned char* data, std::size_t size);
 /// check_image_bytes, so what the datasets do with such a file while training is unchanged.
 void check_image_format(const std::vector<unsigned char>& bytes, const std::string& name, const char* component);
 
+/// When `bytes` are a macOS AppleDouble file (they begin with its signature 00 05 16 07; or `name`'s
+/// file name begins with "._", how macOS names them): the sentence that says so and what to do
+/// (remove the ._* files), for the "not an image" messages; else "". macOS writes one beside
+/// every file it copies to a volume without its extended attributes, so a dataset copied from a
+/// Mac holds a `._cat.jpg` beside each `cat.jpg`, and "not an image" alone sent users looking
+/// for a damaged photo.
+std::string apple_double_note(const std::vector<unsigned char>& bytes, const std::string& name);
+
 /// An image's size as its header declares it, read without decoding.
 struct DeclaredSize {
   int64_t width = 0;

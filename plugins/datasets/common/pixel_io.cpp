@@ -122,6 +122,9 @@ cv::Mat decode_bgr(const std::vector<unsigned char>& bytes, int flags, const std
     throw Failure(TP_ERR_IO, std::string(component) + ": cannot decode '" + path + "' (OpenCV: " + what +
                                  "); fix or remove the file");
   }
+  if (img.empty())
+    if (const std::string note = apple_double_note(bytes, path); !note.empty())
+      throw Failure(TP_ERR_IO, std::string(component) + ": cannot decode '" + path + "': " + note);
   if (img.empty() || img.type() != CV_8UC3)
     throw Failure(TP_ERR_IO, std::string(component) + ": cannot decode '" + path +
                                  "' (not an image OpenCV's decoder reads: JPEG, PNG, BMP, WebP, TIFF and the other "

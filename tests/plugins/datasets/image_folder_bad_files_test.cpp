@@ -210,3 +210,23 @@ TEST_CASE("image_folder: max_image_pixels refuses a file by its header, before a
   CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_CONFIG);
   CHECK(lib.host.last_error.find("max_image_pixels") != std::string::npos);
 }
+
+// Data trial F5: a dataset copied from a Mac holds a `._name.jpg` AppleDouble file beside every
+// image; "not an image OpenCV's decoder reads" sent users looking for a damaged photo.
+TEST_CASE("image_folder: a macOS AppleDouble ._ file fails its sample naming it as such and what to do") {
+  const Fixture f = write_folder("if_apple_double", 8, 8);
+  const std::string header("\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        ", 24);
+  std::ofstream(f.root / "cat" / "._img_0.png", std::ios::binary) << header;
+  PluginLibrary lib("image_folder");
+  FakeConfig cfg;
+  configure(lib, cfg, f.root);
+  Dataset ds(lib, kId, cfg, "train");
+  REQUIRE(ds.size() == 10);
+  Sample s;
+  const tp_worker_ctx_t ctx = tp::test::worker_ctx(0);
+  CHECK(ds.try_get(3, &ctx, s) == TP_ERR_IO);  // bird's 3, then cat's ._img_0.png ('.' sorts first)
+  INFO(lib.host.last_error);
+  CHECK(lib.host.last_error.find("._img_0.png': it is a macOS AppleDouble file (its first bytes are 00 05 16 07)") !=
+        std::string::npos);
+  CHECK(lib.host.last_error.find("remove the ._* files") != std::string::npos);
+}

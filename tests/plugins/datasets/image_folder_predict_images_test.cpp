@@ -204,7 +204,8 @@ TEST_CASE("host predict --images: a listed file that is not an image follows dat
                                    output.string() + "'");
   INFO(skipped.output);
   REQUIRE(skipped.exit_code == 0);
-  CHECK(skipped.output.find("1 sample was skipped") != std::string::npos);
+  CHECK(skipped.output.find("1 sample was skipped (data.on_bad_sample = \"skip\"): their rows are missing (the log "
+                            "names it)") != std::string::npos);
   CHECK(skipped.output.find((run.dir / "notes.png").string()) != std::string::npos); // the log names the file
   const auto rows = csv_cells(output);
   REQUIRE(rows.size() == 3);
@@ -241,4 +242,24 @@ TEST_CASE("host predict --images: a path with a comma, a quote or a control char
   CHECK(Json::parse(line).at("path") == "tab\there.PNG");
   REQUIRE(std::getline(lines, line));
   CHECK(Json::parse(line).at("path") == "x,\"y\".png");
+}
+
+// Data trial F5: with 144 of 160 files bad, predict's summary said "(the log names them)" where the
+// log named 5; it now says how many it names.
+TEST_CASE("host predict --images: more skipped samples than the log names: the summary says how many it names") {
+  const TrainedRun& run = trained_run();
+  const fs::path list = run.dir / "many_bad.txt";
+  std::ofstream out(list);
+  out << "val/dark/0.png\n";
+  for (int i = 0; i < 7; ++i) {
+    std::ofstream(run.dir / ("bad" + std::to_string(i) + ".png")) << "not a PNG\n";
+    out << "bad" << i << ".png\n";
+  }
+  out.close();
+  const auto skipped = run.predict("--images '" + list.string() + "' --set data.on_bad_sample='\"skip\"' --output '" +
+                                   (run.dir / "many_bad.csv").string() + "'");
+  INFO(skipped.output);
+  REQUIRE(skipped.exit_code == 0);
+  CHECK(skipped.output.find("7 samples were skipped (data.on_bad_sample = \"skip\"): their rows are missing (the log "
+                            "names the first 5 of them)") != std::string::npos);
 }

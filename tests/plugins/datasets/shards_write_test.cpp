@@ -143,6 +143,8 @@ TEST_CASE("host shards write: files the image datasets refuse are refused naming
   // A PNG whose header declares 30000 x 30000 pixels (the image datasets' max_image_pixels).
   std::string bomb("\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR\0\0\x75\x30\0\0\x75\x30\x08\x02\0\0\0", 29);
   write_file(root / "bomb.png", bomb);
+  // Data trial F5: a macOS AppleDouble file (._name beside each image copied from a Mac).
+  write_file(root / "._mac.jpg", std::string("\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        ", 24));
   struct Case {
     std::string file, says;
   };
@@ -151,6 +153,8 @@ TEST_CASE("host shards write: files the image datasets refuse are refused naming
                               Case{"big.jpg", "' holds 1073741825 bytes, more than the 1073741824"},
                               Case{"bomb.png", "' declares 30000 x 30000 = 900000000 pixels, more than max_image_pixels"},
                               Case{"empty.png", "' is empty (0 bytes), not an image; fix or remove the file"},
+                              Case{"._mac.jpg", "' is not an image: it is a macOS AppleDouble file (its first "
+                                                "bytes are 00 05 16 07), the metadata macOS writes"},
                               Case{"page.jpg", "' is not an image: it begins with 3C 68 74 6D 6C 3E 0A 3C, the "
                                                "signature of no image format"}}) {
     CAPTURE(refused.file);
