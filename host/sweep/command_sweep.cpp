@@ -220,9 +220,9 @@ Options comparison_of(const Options& options, const fs::path& sweep_dir, const s
   Options compare = options;
   compare.run_dirs.clear();
   std::error_code ec;
+  // A cell refused before it wrote config.toml is not a run host compare reads: the other cells
+  // are still compared (experiment trial F6).
   for (std::size_t i = 0; i < count; ++i)
-    // A cell refused at start-up may have left its directory without a config.toml, which host
-    // compare refuses: the other cells are still compared (experiment trial F6).
     if (fs::exists(planned[i].dir / "history.jsonl", ec) && fs::exists(planned[i].dir / "config.toml", ec))
       compare.run_dirs.push_back(planned[i].dir.string());
   compare.output_dir = sweep_dir.string();

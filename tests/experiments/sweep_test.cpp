@@ -218,4 +218,17 @@ TEST_CASE("a sweep stopped by a failing cell still compares the cells that train
   CHECK(csv[2][static_cast<std::size_t>(finished)] == "no");
   CHECK_FALSE(fs::exists(dir / "optim.lr=0.01"));
   CHECK(run.output.find("comparing the 2 cell(s) that trained") != std::string::npos);
+
+  // A cell stopped by its sanity check (a monitor no metric reports) trained nothing, and its
+  // monitor does not decide what is compared (before: 'the runs monitor different metrics', and
+  // no comparison at all).
+  const auto typo_dir = tp::test::fresh_dir("sweep_monitor_typo");
+  const auto typo = tp::test::run_host(sweep(typo_dir, "--set checkpoint.mode=\"max\" "
+                                                       "--grid checkpoint.monitor=val/accuracy,val/acc"));
+  INFO(typo.output);
+  CHECK(typo.exit_code == tp::kExitConfig);
+  REQUIRE(fs::exists(typo_dir / "comparison.csv"));
+  const auto rows = tp::test::read_csv(typo_dir / "comparison.csv");
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0][2] == "final val/accuracy");
 }

@@ -191,7 +191,11 @@ std::string markdown_cell(const std::string& text) {
 std::string default_metric(const std::vector<RunRecord>& runs) {
   std::set<std::string> monitors;
   std::string listing;
+  // A run that recorded nothing (a sweep's cell stopped by its sanity check, a monitor typo among
+  // them) has no say, unless no run recorded anything (experiment trial F6).
+  const bool any_recorded = std::any_of(runs.begin(), runs.end(), [](const RunRecord& r) { return !r.history.empty(); });
   for (const RunRecord& run : runs) {
+    if (any_recorded && run.history.empty()) continue;
     const auto it = run.config.find("checkpoint.monitor");
     const std::string monitor = it == run.config.end() ? "val/loss" : it->second.display;
     monitors.insert(monitor);

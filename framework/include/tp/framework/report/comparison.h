@@ -47,7 +47,8 @@ struct Comparison {
   std::vector<ComparisonRow> rows; ///< one per run, in the order given
 };
 
-/// The metric to compare when none is asked for: the runs' checkpoint.monitor. Throws
+/// The metric to compare when none is asked for: the runs' checkpoint.monitor (of the runs that
+/// recorded anything, when some did). Throws
 /// tp::ConfigError when the runs monitor different metrics (naming them: pass --metric).
 std::string default_metric(const std::vector<RunRecord>& runs);
 
