@@ -31,7 +31,9 @@ po::options_description describe(Options& o) {
       ("plugin-dir,p", po::value(&o.plugin_dirs)->composing(), "extra plugin directory (highest precedence)")
       ("allow-insecure-plugin-dir", po::bool_switch(&o.allow_insecure_plugin_dir),
        "load plugins from files or directories others can write (refused by default: a plugin is code)")
-      ("output-dir,o", po::value(&o.output_dir), "run directory (overrides run.output_dir)")
+      ("output-dir,o", po::value(&o.output_dir),
+       "run directory (overrides run.output_dir); sweep: the sweep's directory, a cell in each <dir>/<cell>; "
+       "compare: where the comparison files go (default: the current directory)")
       ("checkpoint", po::value(&o.checkpoint),
        "eval, predict: best, last or a checkpoint path; export: the checkpoint")
       ("weights", po::value(&o.weights),

@@ -250,6 +250,10 @@ void refuse_settings_the_grid_overrides(const Options& options, const SweepCell&
   const auto key_of = [](const std::string& assignment) { return assignment.substr(0, assignment.find('=')); };
   for (const std::string& axis : cell.overrides) {
     const std::string key = key_of(axis);
+    if (key == "run.output_dir")
+      throw ConfigError("--grid", "host sweep: the grid sets run.output_dir, which the sweep sets itself for each "
+                                  "cell (<sweep dir>/<cell>): every cell would train the same. Give the sweep's "
+                                  "directory with --output-dir instead. Nothing was trained.");
     for (const std::string& set : options.sets)
       if (key_of(set) == key)
         throw ConfigError("--set", "host sweep: --set " + set + " and the grid both set " + key +

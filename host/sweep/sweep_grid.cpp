@@ -114,6 +114,17 @@ std::vector<FlatValue> elements(const std::string& argument, const std::string& 
   return out;
 }
 
+// `text` as the value --set reads it (a TOML value; other text is a string), as a literal: 1e-3
+// and 0.001 are one value.
+std::string value_literal(const std::string& text) {
+  try {
+    const toml::table parsed = toml::parse("v = " + text);
+    return flatten_config(parsed).at("v").literal;
+  } catch (const std::exception&) {
+    return "\"" + text + "\"";
+  }
+}
+
 std::vector<AxisValue> parse_axis(const std::string& argument, std::set<std::string>& seen_keys) {
   const std::size_t equals = argument.find('=');
   if (equals == std::string::npos) bad_grid(argument, "there is no '='.");
@@ -124,8 +135,14 @@ std::vector<AxisValue> parse_axis(const std::string& argument, std::set<std::str
       bad_grid(argument, "the key '" + key + "' is given twice; each key belongs to one axis.");
   }
   std::vector<AxisValue> values;
+  std::map<std::string, std::string> written_as;  // a value's literal -> the text that gave it
   for (const std::string& text : split_values(argument.substr(equals + 1))) {
     if (text.empty()) bad_grid(argument, "a value is empty.");
+    // Two texts of one value (0.003 twice, 1e-3 and 0.001) would train the same cell twice.
+    const auto [same, first] = written_as.emplace(value_literal(text), text);
+    if (!first)
+      bad_grid(argument, "'" + same->second + "' and '" + text + "' are the same value: their cells would train "
+                         "alike. Give each value once.");
     AxisValue value;
     if (keys.size() == 1) {
       // Passed on as written, so it reads exactly as the same --set would.

@@ -125,6 +125,19 @@ TEST_CASE("grid mistakes fail before any cell trains, naming the key") {
     CHECK(run.exit_code == tp::kExitConfig);
     CHECK(run.output.find("--set optim.lr=0.1 and the grid both set optim.lr") != std::string::npos);
     CHECK_FALSE(fs::exists(dir / "sweep"));
+    // The sweep places every cell itself: a grid over run.output_dir would train one cell twice.
+    const auto placed = tp::test::run_host(sweep(dir / "sweep", "--grid run.output_dir=a,b"));
+    INFO(placed.output);
+    CHECK(placed.exit_code == tp::kExitConfig);
+    CHECK(placed.output.find("the grid sets run.output_dir") != std::string::npos);
+  }
+  SUBCASE("one value written twice (1e-3 and 0.001)") {
+    const auto dir = tp::test::fresh_dir("sweep_same_value");
+    const auto run = tp::test::run_host(sweep(dir / "sweep", "--grid optim.lr=1e-3,0.003,0.001"));
+    INFO(run.output);
+    CHECK(run.exit_code == tp::kExitConfig);
+    CHECK(run.output.find("'1e-3' and '0.001' are the same value") != std::string::npos);
+    CHECK_FALSE(fs::exists(dir / "sweep"));
   }
   SUBCASE("a schedule a later cell cannot build (step without step_size)") {
     const auto dir = tp::test::fresh_dir("sweep_bad_schedule");
