@@ -14,6 +14,7 @@
 
 #include "integration/host_runner.h"
 #include "support/class_folders.h"
+#include "support/test_paths.h"
 
 namespace {
 
@@ -242,6 +243,28 @@ TEST_CASE("host predict --images: a path with a comma, a quote or a control char
   CHECK(Json::parse(line).at("path") == "tab\there.PNG");
   REQUIRE(std::getline(lines, line));
   CHECK(Json::parse(line).at("path") == "x,\"y\".png");
+
+  // A name that is not UTF-8 (Latin-1, from an old archive): each such byte as \udcXX, Python's
+  // surrogateescape, so the line stays JSON (before, the raw byte broke json.loads); UTF-8 as is.
+  const fs::path latin = run.dir / "latin";
+  fs::create_directories(latin);
+  fs::copy_file(run.dir / "val" / "dark" / "0.png", latin / "caf\xc3\xa9.png");
+  fs::copy_file(run.dir / "val" / "light" / "0.png", latin / "r\xe9sum\xe9.png");
+  const fs::path latin_jsonl = run.dir / "latin.jsonl";
+  const auto as_latin = run.predict("--images '" + latin.string() + "' --format jsonl --output '" + latin_jsonl.string() + "'");
+  INFO(as_latin.output);
+  REQUIRE(as_latin.exit_code == 0);
+  std::ifstream latin_lines(latin_jsonl);
+  REQUIRE(std::getline(latin_lines, line));
+  CHECK(Json::parse(line).at("path") == "caf\xc3\xa9.png");
+  REQUIRE(std::getline(latin_lines, line));
+  CHECK(line.find("\"path\":\"r\\udce9sum\\udce9.png\"") != std::string::npos);
+  const auto python = tp::test::run_shell("'" + std::string(tp::test::python()) + "' -c \"import json, os, sys; "
+                                          "rows = [json.loads(l) for l in open(sys.argv[1], encoding='utf-8')]; "
+                                          "print(os.fsencode(rows[1]['path']) == b'r\\\\xe9sum\\\\xe9.png')\" '" +
+                                          latin_jsonl.string() + "'");
+  INFO(python.output);
+  CHECK(python.output.find("True") != std::string::npos);
 }
 
 // Data trial F5: with 144 of 160 files bad, predict's summary said "(the log names them)" where the

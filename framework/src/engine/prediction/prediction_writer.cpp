@@ -13,6 +13,7 @@
 #include "tp/framework/error.h"
 #include "tp/framework/util/atomic_file.h"
 #include "tp/framework/util/output_target.h"
+#include "tp/framework/util/utf8.h"
 #include "tp/framework/util/write_error.h"
 
 namespace tp {
@@ -62,18 +63,26 @@ std::string csv_field(const std::string& text) {
 }
 
 // `text` as a JSON string; control characters (which a file's path may hold, a class name not)
-// as \u00XX.
+// as \u00XX, and each byte of a path that is not UTF-8 (a Latin-1 name from an old archive) as
+// \udcXX, Python's surrogateescape: json.loads reads the line, and os.fsencode of the string
+// gives the file's bytes back (data trial F7: the raw byte made the line invalid JSON).
 std::string json_string(const std::string& text) {
   std::string quoted = "\"";
-  for (char c : text) {
-    if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-      quoted += escaped;
+  const auto escape = [&](unsigned code) {
+    char escaped[8];
+    std::snprintf(escaped, sizeof escaped, "\\u%04x", code);
+    quoted += escaped;
+  };
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t at = i;
+    if (next_code_point(text, i) < 0) {
+      escape(0xDC00U + static_cast<unsigned char>(text[i++]));
       continue;
     }
-    if (c == '"' || c == '\\') quoted += '\\';
-    quoted += c;
+    const char c = text[at];
+    if (i - at > 1) quoted.append(text, at, i - at);
+    else if (static_cast<unsigned char>(c) < 0x20) escape(static_cast<unsigned char>(c));
+    else quoted += (c == '"' || c == '\\') ? std::string{'\\', c} : std::string(1, c);
   }
   return quoted + "\"";
 }
