@@ -77,6 +77,7 @@ AssembledRun assemble_run(Session& session, const RunRequest& request) {
   AssembledRun run{device, create_components(config, session.registry, request.splits), {}, std::nullopt,
                    make_collectives(session.dist.get(), device)};
   stop_point("while the components were created");
+  if (const auto note = surplus_outputs_note(config, run.parts)) log.warn(*note);
   if (start) {
     run.start_path = start->path;
     run.start.emplace(std::move(start->checkpoint));

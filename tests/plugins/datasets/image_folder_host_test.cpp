@@ -183,4 +183,13 @@ TEST_CASE("model.num_classes below the classes the folders name is refused at st
   CHECK(mix.exit_code == 2);
   CHECK(mix.output.find("data.batch_transforms[0].num_classes = 2, but [data.train] ('org.torchhost.image_folder') names "
                         "3 classes") != std::string::npos);
+  // Far more outputs than classes (an ImageNet recipe's 1000 on three folders) trains, with a
+  // warning that says what it costs (data trial F11: it trained silently, and predict dropped the
+  // class names without saying why).
+  std::ofstream(cfg) << std::regex_replace(text, std::regex("num_classes = 2"), "num_classes = 1000");
+  const auto wide = tp::test::run_host("train --config '" + cfg.string() + "' --output-dir '" + (dir / "out3").string() + "'");
+  INFO(wide.output);
+  CHECK(wide.exit_code == 0);
+  CHECK(wide.output.find("model.num_classes = 1000, but [data.train] ('org.torchhost.image_folder') names 3 classes "
+                         "(dark, gray, light): 997 outputs never get a label") != std::string::npos);
 }

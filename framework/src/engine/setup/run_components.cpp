@@ -157,6 +157,19 @@ void check_class_count(const ComponentConfig& model, const DatasetProxy* data, c
 
 }  // namespace
 
+std::optional<std::string> surplus_outputs_note(const RunConfig& config, const RunComponents& parts) {
+  if (!parts.train_data || parts.train_data->class_names().empty()) return std::nullopt;
+  const std::optional<int64_t> declared = config.model.options["num_classes"].value<int64_t>();
+  const auto named = static_cast<int64_t>(parts.train_data->class_names().names.size());
+  if (!declared || *declared <= named + 1) return std::nullopt;
+  return config.model.key_path + ".num_classes = " + std::to_string(*declared) + ", but [" +
+         dataset_table(config, "train")->key_path + "] ('" + parts.train_data->id() + "') names " +
+         std::to_string(named) + " classes (" + first_names(parts.train_data->class_names().names) + "): " +
+         std::to_string(*declared - named) + " outputs never get a label, and host predict, host export and the "
+         "inference library give class names only when the counts agree. Set " + config.model.key_path +
+         ".num_classes = " + std::to_string(named) + " unless the extra outputs are meant.";
+}
+
 void check_same_classes(const RunConfig& config, const ClassNames& trained, const ComponentConfig* trained_table,
                         const DatasetProxy* held_out, const std::string& split) {
   if (held_out == nullptr || trained.empty() || held_out->class_names().empty()) return;

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -64,6 +65,12 @@ const ComponentConfig* dataset_table(const RunConfig& config, const std::string&
 /// file's label names: one listing fewer put every later label on another class, silently.
 void check_same_classes(const RunConfig& config, const ClassNames& trained, const ComponentConfig* trained_table,
                         const DatasetProxy* held_out, const std::string& split);
+
+/// A warning when the model's `num_classes` is more than one above the classes the training data
+/// names (a background class is one): a value left from another recipe (1000 from ImageNet's on
+/// three folders) trains outputs no label reaches, and predictions and exports carry class names
+/// only when the counts agree. Nothing otherwise, or when either says nothing.
+std::optional<std::string> surplus_outputs_note(const RunConfig& config, const RunComponents& parts);
 
 /// Creates the components of a resolved config, with the dataset splits `splits` asks for (a split
 /// the config does not have stays null). Refuses a val or test split whose classes differ from
