@@ -221,6 +221,9 @@ int run_shards(const Options& options) {
     session->logger.warn("host shards write: '" + loop + "' in " + table.key_path + "'s folders links back to a "
                          "folder it is inside (a link loop): not followed, as the image_folder plugin does not "
                          "follow it, so each image is written once; remove the link if it is a mistake");
+  if (!listing.skipped_folders.empty())
+    session->logger.info("host shards write: " + table.key_path + ": the hidden folders at the root (" +
+                         ifo::skipped_folders_text(listing) + ") are not classes, as for the image_folder plugin");
   if (const ifo::UnlistedNote note = ifo::unlisted_note(listing); !note.text.empty()) {
     const std::string line = "host shards write: " + table.key_path + ": " + note.text;
     if (note.images)

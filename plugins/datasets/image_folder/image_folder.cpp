@@ -118,6 +118,20 @@ void log_unlisted(const tp::cpp::DatasetArgs& args, const ifo::Listing& listing)
   args.log(note.images ? TP_LOG_WARNING : TP_LOG_INFO, std::string("image_folder (") + args.split_name + "): " + note.text);
 }
 
+/// The folders at the root that are not classes (image_listing.h is_hidden_folder), in one info
+/// line: a user who meant `.data` to be a class learns why it is not, and one who did not sees
+/// that the class ids are those of the other folders.
+void log_skipped_folders(const tp::cpp::DatasetArgs& args, const ifo::Listing& listing) {
+  if (listing.skipped_folders.empty()) return;
+  args.log(TP_LOG_INFO, std::string("image_folder (") + args.split_name + "): " +
+                            std::to_string(listing.skipped_folders.size()) + " hidden folder" +
+                            (listing.skipped_folders.size() == 1 ? "" : "s") + " at the root " +
+                            (listing.skipped_folders.size() == 1 ? "is" : "are") + " not a class (" +
+                            ifo::skipped_folders_text(listing) +
+                            "): folders whose name begins with '.' and __MACOSX are left out, so they shift no class "
+                            "id; rename a folder that is meant to be a class");
+}
+
 /// The links the scan did not follow because they loop (folder_walk.h), once each: a warning,
 /// since the user may have meant the link to reach other images.
 void warn_loops(const tp::cpp::DatasetArgs& args, const ifo::Listing& listing) {
@@ -173,6 +187,7 @@ class ImageFolderDataset {
     const ifo::Listing listing = listing_for(args, ifo::CacheUse::kRefresh);
     warn_loops(args, listing);  // create reads the cache, which keeps neither these
     log_unlisted(args, listing);  // nor these
+    log_skipped_folders(args, listing);  // nor these
     args.log(TP_LOG_INFO, std::string("image_folder (") + args.split_name + "): listing of " +
                               std::to_string(listing.paths.size()) + " images " +
                               (listing.from_cache ? "read from the cache (up to date)" : "cached"));
@@ -185,6 +200,7 @@ class ImageFolderDataset {
         labelled_(listing_.labels.size() == listing_.paths.size()) {
     warn_loops(args, listing_);
     log_unlisted(args, listing_);
+    log_skipped_folders(args, listing_);
     for (const std::string& warning : listing_.warnings)
       args.log(TP_LOG_WARNING, std::string("image_folder (") + args.split_name + "): " + warning);
     log_shared_cache(args, listing_);

@@ -39,6 +39,14 @@ bool is_image_ending(const std::string& ending) {
 
 }  // namespace
 
+bool is_hidden_folder(const std::string& name) { return (!name.empty() && name[0] == '.') || name == "__MACOSX"; }
+
+std::string skipped_folders_text(const Listing& listing) {
+  std::string text;
+  for (const std::string& name : listing.skipped_folders) text += (text.empty() ? "'" : ", '") + datasets::shown_bytes(name) + "'";
+  return text;
+}
+
 std::string describe_endings(const EndingCounts& counts) {
   std::size_t total = 0;
   std::vector<std::pair<std::size_t, std::string>> by_count;
@@ -84,11 +92,14 @@ Listing scan_folder(const std::string& root, const std::vector<std::string>& ext
   for (fs::directory_iterator it(root, list_error), end; !list_error && it != end; it.increment(list_error)) {
     // A link whose target cannot be read (dangling, a loop) is no class folder, as for os.scandir.
     std::error_code kind_error;
-    if (it->is_directory(kind_error)) out.classes.push_back(it->path().filename().string());
+    if (!it->is_directory(kind_error)) continue;
+    std::string name = it->path().filename().string();
+    (is_hidden_folder(name) ? out.skipped_folders : out.classes).push_back(std::move(name));
   }
   if (list_error)
     throw Failure(TP_ERR_IO, std::string("image_folder: ") + key + " '" + root + "' cannot be read: " + list_error.message());
   std::sort(out.classes.begin(), out.classes.end());
+  std::sort(out.skipped_folders.begin(), out.skipped_folders.end());
   // A class name is UTF-8 text (it goes into checkpoints, predictions, plots): a Latin-1 folder
   // name from an old zip or Windows share failed later, in the host's check of the names the
   // plugin lends, with a message about the plugin ABI and no folder named (data trial F7).
@@ -101,8 +112,10 @@ Listing scan_folder(const std::string& root, const std::vector<std::string>& ext
                                        "-f latin1 -t utf8 --notest on it)");
   if (walked != nullptr) walked->push_back(root);
   if (out.classes.empty())
-    throw Failure(TP_ERR_CONFIG, std::string("image_folder: ") + key + " '" + root + "' has no class sub-folders; expected " +
-                                     key + "/<class>/<image> (or set `csv`)");
+    throw Failure(TP_ERR_CONFIG, std::string("image_folder: ") + key + " '" + root + "' has no class sub-folders" +
+                                     (out.skipped_folders.empty() ? "" : " (only hidden ones, which are not classes: " +
+                                                                            skipped_folders_text(out) + ")") +
+                                     "; expected " + key + "/<class>/<image> (or set `csv`)");
   for (std::size_t c = 0; c < out.classes.size(); ++c) {
     // (directory, file name) pairs: torchvision walks sorted(os.walk(...)), then sorted(fnames).
     std::vector<std::pair<std::string, std::string>> files;
@@ -147,6 +160,7 @@ std::pair<Listing, Listing> split_listing(const Listing& all, double val_fractio
   train.classes = val.classes = all.classes;
   train.loops = val.loops = all.loops;
   train.unlisted = val.unlisted = all.unlisted;
+  train.skipped_folders = val.skipped_folders = all.skipped_folders;
   train.warnings = all.warnings;  // logged once, by the split that trains
   train.from_cache = val.from_cache = all.from_cache;
   for (std::size_t i = 0; i < n; ++i) {

@@ -27,19 +27,38 @@ struct Listing {
   /// listing cache does not keep them, so prepare, which scans, reports them): torchvision's
   /// ImageFolder skips them too, but a .tif the user meant to train on must not vanish silently.
   std::vector<EndingCounts> unlisted;
+  /// Folders at the root that are not classes (is_hidden_folder: ".ipynb_checkpoints",
+  /// "__MACOSX"), by name, sorted: the dataset logs them in one info line. A scan only, as
+  /// `unlisted`: prepare, which scans, logs them when the listing is cached.
+  std::vector<std::string> skipped_folders;
   /// Warnings about the listing for the dataset to log once (a CSV's duplicate rows, class names
   /// that differ only by case: csv_listing.h).
   std::vector<std::string> warnings;
   bool from_cache = false;          ///< read from the listing cache instead of a scan (listing_of_split)
 };
 
+/// Whether a folder named `name` at an image_folder root is left out of the classes: a hidden
+/// folder (its name begins with '.': Jupyter's .ipynb_checkpoints, .git, .DS_Store-style tool
+/// folders) or "__MACOSX" (macOS's zip tool puts its AppleDouble copies there). As classes they
+/// shifted every class id by one and trained a head for a class that is not one (data trial F9);
+/// torchvision's ImageFolder refuses such a folder when it is empty, and timm makes classes only
+/// of folders holding images.
+bool is_hidden_folder(const std::string& name);
+
+/// "'.ipynb_checkpoints', '__MACOSX'": the listing's skipped_folders quoted for a message (bytes
+/// that are not UTF-8 shown as \xNN); "" when none.
+std::string skipped_folders_text(const Listing& listing);
+
 /// Scans `root`/<class>/ recursively (links to folders followed, except one that leads back to a
 /// folder it is inside: Listing::loops; folder_walk.h) for files whose lower-cased name ends
 /// with one of `extensions` (".jpg", ...). Classes are the sorted names of root's sub-folders
-/// (byte order = code-point order for UTF-8, as Python's sorted()), ids 0..C-1; within a class,
-/// files are sorted by (directory, name), as torchvision's make_dataset walks them. So sample i
-/// is the same file torchvision.datasets.ImageFolder(root)[i] reads (with the same `extensions`:
-/// the default is torchvision's IMG_EXTENSIONS, image_extensions.h). The other files are counted
+/// (byte order = code-point order for UTF-8, as Python's sorted(): folders named by numbers sort
+/// as strings, "10" before "2", as torchvision's do), ids 0..C-1, leaving out hidden folders
+/// (is_hidden_folder; named in Listing::skipped_folders); within a class, files are sorted by
+/// (directory, name), as torchvision's make_dataset walks them. So sample i is the same file
+/// torchvision.datasets.ImageFolder(root)[i] reads (with the same `extensions`: the default is
+/// torchvision's IMG_EXTENSIONS, image_extensions.h; and no hidden folder, which torchvision
+/// would take as a class or refuse when empty). The other files are counted
 /// by ending in Listing::unlisted. Throws tp::cpp::Failure (TP_ERR_IO / TP_ERR_CONFIG) naming
 /// `root` and the config key that gave it (`key`: "root", "val_root", "test_root") when it is
 /// missing, cannot be read (nor a folder under it), has no class folder, or holds no image (then

@@ -18,6 +18,9 @@ namespace {
 namespace fs = std::filesystem;
 using tp::cpp::Failure;
 constexpr const char* kMagic = "torchhost image_folder index 1";
+// Which scan wrote a cache (image_listing.h scan_folder): changed with the rules that choose the
+// classes or files, so a cache of the old rules gets another file name and is never read.
+constexpr const char* kScanRules = "hidden folders skipped";
 
 std::string joined(const std::vector<std::string>& items) {
   std::string text;
@@ -63,7 +66,10 @@ std::string default_cache_dir() {
 std::string listing_cache_path(const std::string& cache_dir, const std::string& root,
                                const std::vector<std::string>& extensions) {
   const std::string dir = cache_dir.empty() ? default_cache_dir() : cache_dir;
-  const std::string key = fs::absolute(root).lexically_normal().string() + '\n' + joined(extensions);
+  // The scan's rules are part of the key: a cache written before hidden folders were left out of
+  // the classes (data trial F9) holds them as classes, and must not be read for a listing that
+  // has none.
+  const std::string key = fs::absolute(root).lexically_normal().string() + '\n' + joined(extensions) + '\n' + kScanRules;
   char name[64];
   std::snprintf(name, sizeof name, "image_folder-%016llx.index", static_cast<unsigned long long>(datasets::fnv1a_64(key)));
   return (fs::path(dir) / name).string();

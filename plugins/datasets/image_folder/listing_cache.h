@@ -34,7 +34,9 @@ namespace tp::image_folder {
 std::string default_cache_dir();
 
 /// The cache file for a scan of `root` with `extensions` in `cache_dir` ("" = default_cache_dir(),
-/// with its checks): `image_folder-<hash of root and extensions>.index`.
+/// with its checks): `image_folder-<hash of root, extensions and the scan's rules>.index`; the
+/// rules (which folders are classes) are in the name so that a cache an older scan wrote, with
+/// other classes, is never read.
 std::string listing_cache_path(const std::string& cache_dir, const std::string& root,
                                const std::vector<std::string>& extensions);
 

@@ -180,3 +180,54 @@ TEST_CASE("image_folder: a class folder whose name is not UTF-8 text is refused 
     CHECK(lib.host.last_error.find("rename the folder to valid UTF-8") != std::string::npos);
   }
 }
+
+// Data trial F9: numcls/train/{0,1,2,10,11,.ipynb_checkpoints,__MACOSX} trained a 7-class head
+// whose classes began with '.ipynb_checkpoints', so folder `0` got id 1, `1` id 2, ...; __MACOSX
+// (left by unzipping a macOS zip) was a class of AppleDouble files.
+TEST_CASE("image_folder: hidden folders and __MACOSX at the root are not classes, logged in one info line") {
+  const std::filesystem::path root = tp::test::fresh_fixture_dir("if_hidden_folders");
+  for (const char* name : {"0", "1", "2", "10", "__MACOSX", ".ipynb_checkpoints", ".git"}) {
+    std::filesystem::create_directories(root / name);
+    REQUIRE(cv::imwrite((root / name / "a.png").string(), tp::test::gradient_image(8, 8, 3)));
+  }
+  // Inside a class, a hidden folder is part of the class's tree, as torchvision's os.walk takes it.
+  std::filesystem::create_directories(root / "1" / ".thumbs");
+  REQUIRE(cv::imwrite((root / "1" / ".thumbs" / "b.png").string(), tp::test::gradient_image(8, 8, 4)));
+  const auto cache_dir = root.parent_path() / "if_hidden_folders_index";
+  std::filesystem::remove_all(cache_dir);
+  PluginLibrary lib("image_folder");
+  FakeConfig cfg;
+  configure(lib, cfg, root);
+  cfg.values["val_root"] = root.string();
+  {
+    const Dataset train(lib, kId, cfg, "train");
+    // Sorted as strings, as torchvision sorts them: "10" before "2".
+    CHECK(train.class_names() == std::vector<std::string>{"0", "1", "10", "2"});
+    CHECK(train.size() == 5);
+    const Dataset val(lib, kId, cfg, "val");  // the same folders: the class check agrees
+    CHECK(val.size() == 5);
+  }
+  CHECK(logged(lib, TP_LOG_INFO, "image_folder (train): 3 hidden folders at the root are not a class ('.git', "
+                                 "'.ipynb_checkpoints', '__MACOSX'): folders whose name begins with '.' and __MACOSX "
+                                 "are left out, so they shift no class id") == 1);
+  CHECK(logged(lib, TP_LOG_WARNING, "") == 0);
+  // The listing cache holds the same classes, and prepare, which scans, logs the line.
+  cfg.values["cache"] = true;
+  cfg.values["cache_dir"] = cache_dir.string();
+  REQUIRE(lib.dataset_table(kId).prepare(&lib.host.host, &cfg.view, "train") == TP_OK);
+  CHECK(logged(lib, TP_LOG_INFO, "image_folder (train): 3 hidden folders") == 2);
+  const Dataset cached(lib, kId, cfg, "train");
+  CHECK(logged(lib, TP_LOG_INFO, "(listing read from the cache)") == 1);
+  CHECK(cached.class_names() == std::vector<std::string>{"0", "1", "10", "2"});
+  // Only hidden folders: no class, and the message says why.
+  const std::filesystem::path only = tp::test::fresh_fixture_dir("if_only_hidden");
+  std::filesystem::create_directories(only / ".ipynb_checkpoints");
+  cfg.values["root"] = only.string();
+  cfg.values["val_root"] = std::string();
+  cfg.values["cache"] = false;
+  void* self = nullptr;
+  CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_CONFIG);
+  CHECK_MESSAGE(lib.host.last_error.find("has no class sub-folders (only hidden ones, which are not classes: "
+                                         "'.ipynb_checkpoints')") != std::string::npos,
+                lib.host.last_error);
+}
