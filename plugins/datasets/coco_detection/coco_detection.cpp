@@ -18,6 +18,7 @@
 #include "detection_transform.h"
 #include "opencv_threads.h"
 #include "pixel_io.h"
+#include "rgb_key.h"
 #include "tp/cpp/dataset_adapter.h"
 #include "tp/tp.h"
 
@@ -83,14 +84,6 @@ const tp_descriptor_t kDescriptor = tp::cpp::dataset_descriptor(
 /* Config */
 
 [[noreturn]] void config_error(const std::string& what) { throw Failure(TP_ERR_CONFIG, "coco_detection: " + what); }
-
-std::array<float, 3> read_rgb(const tp::cpp::ConfigReader& cfg, const char* key, bool positive) {
-  const std::vector<double> v = cfg.get_float_array(key);
-  if (v.size() != 3) config_error(std::string(key) + " needs 3 values (R, G, B), got " + std::to_string(v.size()));
-  for (double x : v)
-    if (positive && !(x > 0.0)) config_error(std::string(key) + " values must be > 0");
-  return {static_cast<float>(v[0]), static_cast<float>(v[1]), static_cast<float>(v[2])};
-}
 
 coco::DetectionOptions read_transform(const tp::cpp::ConfigReader& cfg, bool train) {
   coco::DetectionOptions o;
@@ -167,8 +160,8 @@ class CocoDetectionDataset {
 
   explicit CocoDetectionDataset(const tp::cpp::DatasetArgs& args)
       : transform_(read_transform(args.config, args.train())), train_(args.train()) {
-    format_.mean = read_rgb(args.config, "mean", false);
-    format_.std = read_rgb(args.config, "std", true);
+    format_.mean = tp::datasets::read_rgb_key(args.config, "coco_detection", "mean", false);
+    format_.std = tp::datasets::read_rgb_key(args.config, "coco_detection", "std", true);
     max_image_pixels_ = args.config.get_int_in("max_image_pixels", 0, tp::datasets::kMaxImagePixelsBound);
     if (std::vector<std::string> files = args.config.get_string_array("files"); !files.empty()) {
       if (args.train())

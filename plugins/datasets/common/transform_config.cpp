@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "augment_policy.h"
+#include "rgb_key.h"
 #include "tp/cpp/guard.h"
 
 namespace tp::datasets {
@@ -41,16 +42,6 @@ std::array<double, 2> read_range(const tp::cpp::ConfigReader& cfg, const char* c
   if (v.size() != 2 || !(v[0] > 0.0) || !(v[0] <= v[1]))
     throw Failure(TP_ERR_CONFIG, prefix_of(component) + key + " must be [lo, hi] with 0 < lo <= hi");
   return {v[0], v[1]};
-}
-
-std::array<float, 3> read_rgb(const tp::cpp::ConfigReader& cfg, const char* component, const char* key, bool positive) {
-  const std::vector<double> v = cfg.get_float_array(key);
-  if (v.size() != 3)
-    throw Failure(TP_ERR_CONFIG, prefix_of(component) + key + " needs 3 values (R, G, B), got " +
-                                     std::to_string(v.size()));
-  for (double x : v)
-    if (positive && !(x > 0.0)) throw Failure(TP_ERR_CONFIG, prefix_of(component) + key + " values must be > 0");
-  return {static_cast<float>(v[0]), static_cast<float>(v[1]), static_cast<float>(v[2])};
 }
 
 AugmentOptions read_augment(const tp::cpp::ConfigReader& cfg, const char* component) {
@@ -111,8 +102,8 @@ TransformOptions read_transform(const tp::cpp::ConfigReader& cfg, bool train, co
   t.saturation = cfg.get_float_in("saturation", 0.0, 1e6);
   t.augment = read_augment(cfg, component);
   t.erasing = read_erasing(cfg, component);
-  t.mean = read_rgb(cfg, component, "mean", false);
-  t.std = read_rgb(cfg, component, "std", true);
+  t.mean = read_rgb_key(cfg, component, "mean", false);
+  t.std = read_rgb_key(cfg, component, "std", true);
   t.channels_last = cfg.get_bool("channels_last");
   t.fast_decode = cfg.get_bool("fast_decode");
   t.max_image_pixels = cfg.get_int_in("max_image_pixels", 0, kMaxImagePixelsBound);

@@ -18,6 +18,7 @@
 #include "opencv_threads.h"
 #include "pair_listing.h"
 #include "pixel_io.h"
+#include "rgb_key.h"
 #include "tp/cpp/dataset_adapter.h"
 #include "tp/cpp/random.h"
 #include "tp/tp.h"
@@ -118,14 +119,6 @@ std::array<double, 2> read_range(const tp::cpp::ConfigReader& cfg, const char* k
   return {v[0], v[1]};
 }
 
-std::array<float, 3> read_rgb(const tp::cpp::ConfigReader& cfg, const char* key, bool positive) {
-  const std::vector<double> v = cfg.get_float_array(key);
-  if (v.size() != 3) config_error(std::string(key) + " needs 3 values (R, G, B), got " + std::to_string(v.size()));
-  for (double x : v)
-    if (positive && !(x > 0.0)) config_error(std::string(key) + " values must be > 0");
-  return {static_cast<float>(v[0]), static_cast<float>(v[1]), static_cast<float>(v[2])};
-}
-
 seg::JointOptions read_transform(const tp::cpp::ConfigReader& cfg, bool train) {
   seg::JointOptions o;
   o.resize = read_size(cfg, "resize", &o.resize_short);
@@ -147,8 +140,8 @@ seg::JointOptions read_transform(const tp::cpp::ConfigReader& cfg, bool train) {
   o.brightness = cfg.get_float_in("brightness", 0.0, 1e6);
   o.contrast = cfg.get_float_in("contrast", 0.0, 1e6);
   o.saturation = cfg.get_float_in("saturation", 0.0, 1e6);
-  o.format.mean = read_rgb(cfg, "mean", false);
-  o.format.std = read_rgb(cfg, "std", true);
+  o.format.mean = tp::datasets::read_rgb_key(cfg, "segmentation_folder", "mean", false);
+  o.format.std = tp::datasets::read_rgb_key(cfg, "segmentation_folder", "std", true);
   o.ignore_index = static_cast<int>(cfg.get_int_in("ignore_index", 0, 255));
   o.random = train;
   // Train samples stack into a batch, so they need one size; val/test samples are padded by the

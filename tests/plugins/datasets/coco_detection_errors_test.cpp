@@ -111,6 +111,11 @@ TEST_CASE("coco_detection: configuration errors name the key and the fix") {
   cfg.values["scale_jitter"] = std::vector<double>{0.0, 0.0};
   cfg.values["std"] = std::vector<double>{0.2, 0.0, 0.2};
   CHECK(contains(create_error(lib, cfg, "train", TP_ERR_CONFIG), "std values must be > 0"));
+  // Data trial F13: detectron2's 0-255 values.
+  cfg.values["std"] = std::vector<double>{58.395, 57.12, 57.375};
+  CHECK(contains(create_error(lib, cfg, "train", TP_ERR_CONFIG),
+                 "coco_detection: std = [58.395, 57.12, 57.375] holds a value above 1, and these look like 0-255 "
+                 "values"));
 }
 
 TEST_CASE("coco_detection: file errors name the file, the key and what to do") {

@@ -71,6 +71,30 @@ TEST_CASE("image_folder: mean/std normalisation is (v / 255 - mean) / std per RG
   CHECK(max_abs_diff(got, want) < 1e-5f);
 }
 
+// Data trial F13: mmcv/detectron2's ImageNet values, 0-255 ones, were accepted and trained on
+// inputs around -2 (mean) or 1/255 of the intended scale (std) without a word.
+TEST_CASE("image_folder: a mean or std above 1 is refused as 0-255 values, showing them divided by 255") {
+  const Fixture f = write_folder("if_norm_255", 8, 8);
+  PluginLibrary lib("image_folder");
+  FakeConfig cfg;
+  configure(lib, cfg, f.root);
+  void* self = nullptr;
+  cfg.values["mean"] = std::vector<double>{123.675, 116.28, 103.53};
+  CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_CONFIG);
+  CHECK_MESSAGE(lib.host.last_error.find("image_folder: mean = [123.675, 116.28, 103.53] holds a value above 1, and "
+                                         "these look like 0-255 values") != std::string::npos,
+                lib.host.last_error);
+  CHECK(lib.host.last_error.find("divide them by 255: mean = [0.485, 0.456, 0.406]") != std::string::npos);
+  cfg.values["mean"] = std::vector<double>{0.485, 0.456, 0.406};
+  cfg.values["std"] = std::vector<double>{58.395, 57.12, 57.375};
+  CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "val", &self) == TP_ERR_CONFIG);
+  CHECK_MESSAGE(lib.host.last_error.find("std = [0.229, 0.224, 0.225]") != std::string::npos, lib.host.last_error);
+  // 1 itself and negative means are values of the [0, 1] scale.
+  cfg.values["std"] = std::vector<double>{1.0, 1.0, 1.0};
+  cfg.values["mean"] = std::vector<double>{-1.0, 0.0, 1.0};
+  CHECK(Dataset(lib, kId, cfg, "train").size() == 9);
+}
+
 TEST_CASE("image_folder: resize and center_crop match OpenCV computed independently") {
   const Fixture f = write_folder("if_geometry", 40, 60);
   PluginLibrary lib("image_folder");

@@ -456,3 +456,17 @@ TEST_CASE("segmentation_folder: class_names are lent for the mask's values, one 
   CHECK(lib.dataset_table(kSegmentationFolderId).create(&lib.host.host, &cfg.view, "val", &self) == TP_ERR_CONFIG);
   CHECK(lib.host.last_error.find("class_names names 3 classes but num_classes = 4") != std::string::npos);
 }
+
+TEST_CASE("segmentation_folder: a mean above 1 is refused as 0-255 values (data trial F13)") {
+  const fs::path root = write_split("seg_mean_255", {{"a", 20, 30}});
+  PluginLibrary lib("segmentation_folder");
+  FakeConfig cfg;
+  configure_segmentation_folder(lib, cfg, root);
+  cfg.values["val_root"] = root.string();
+  cfg.values["mean"] = std::vector<double>{123.675, 116.28, 103.53};
+  void* self = nullptr;
+  CHECK(lib.dataset_table(kSegmentationFolderId).create(&lib.host.host, &cfg.view, "val", &self) == TP_ERR_CONFIG);
+  CHECK_MESSAGE(lib.host.last_error.find("segmentation_folder: mean = [123.675, 116.28, 103.53] holds a value above "
+                                         "1") != std::string::npos,
+                lib.host.last_error);
+}
