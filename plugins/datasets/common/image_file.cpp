@@ -172,6 +172,44 @@ DeclaredSize declared_size(const unsigned char* data, std::size_t size) {
   return {};
 }
 
+std::string truncation_of(const unsigned char* data, std::size_t size) {
+  const char* format = image_format(data, size);
+  if (format == nullptr) return "";
+  const auto le32 = [&](std::size_t at) {
+    return static_cast<uint32_t>(data[at]) | static_cast<uint32_t>(data[at + 1]) << 8 |
+           static_cast<uint32_t>(data[at + 2]) << 16 | static_cast<uint32_t>(data[at + 3]) << 24;
+  };
+  if (std::string_view(format) == "PNG") {
+    // Chunks: 4-byte big-endian length, 4-byte type, data, 4-byte CRC; the image ends at IEND.
+    std::size_t at = 8;
+    while (at < size) {
+      if (size - at < 12) return "its last chunk is cut short";
+      const uint32_t length = static_cast<uint32_t>(data[at]) << 24 | static_cast<uint32_t>(data[at + 1]) << 16 |
+                              static_cast<uint32_t>(data[at + 2]) << 8 | static_cast<uint32_t>(data[at + 3]);
+      const std::string type(reinterpret_cast<const char*>(data + at + 4), 4);
+      const bool named = std::all_of(type.begin(), type.end(), [](char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; });
+      if (!named) return "";  // not a chunk: damaged in a way the decoder names better
+      if (length > size - at - 12) return "its " + type + " chunk is cut short";
+      if (type == "IEND") return "";
+      at += 12 + std::size_t{length};
+    }
+    return "it ends without its IEND chunk";
+  }
+  if (std::string_view(format) == "BMP" && size >= 34 && le32(14) >= 40) {
+    // Uncompressed (BI_RGB) only: its rows take a size the header fixes.
+    const auto width = static_cast<int32_t>(le32(18)), height = static_cast<int32_t>(le32(22));
+    const uint32_t bits = static_cast<uint32_t>(data[28]) | static_cast<uint32_t>(data[29]) << 8;
+    if (le32(30) != 0 || width <= 0 || height == 0 || (bits != 1 && bits != 4 && bits != 8 && bits != 16 && bits != 24 && bits != 32))
+      return "";
+    const uint64_t stride = (static_cast<uint64_t>(width) * bits + 31) / 32 * 4;
+    const uint64_t rows = height < 0 ? 0 - static_cast<uint64_t>(static_cast<int64_t>(height)) : static_cast<uint64_t>(height);
+    if (static_cast<uint64_t>(le32(10)) + stride * rows > size)
+      return "it holds " + std::to_string(size) + " bytes, fewer than the " +
+             std::to_string(static_cast<uint64_t>(le32(10)) + stride * rows) + " its header's rows need";
+  }
+  return "";
+}
+
 void refuse_oversized(int64_t width, int64_t height, int64_t max_pixels, const std::string& path, const char* component) {
   // width <= max / height, not width * height <= max: two 32-bit header fields overflow int64.
   if (max_pixels <= 0 || width <= 0 || height <= 0 || width <= max_pixels / height) return;

@@ -71,6 +71,17 @@ void check_image_format(const std::vector<unsigned char>& bytes, const std::stri
 /// for a damaged photo.
 std::string apple_double_note(const std::vector<unsigned char>& bytes, const std::string& name);
 
+/// Why `data`, a PNG or an uncompressed BMP by its signature, cannot be a whole file, told from
+/// its structure without decoding: a PNG whose chunks run past the end or that ends without its
+/// IEND chunk ("its IDAT chunk is cut short", "it ends without its IEND chunk"), a BMP shorter
+/// than its header's rows need; "" otherwise (also for every other format: the decoder decides).
+/// decode_bgr refuses such a file before the decoder sees it: libpng and OpenCV's BMP reader
+/// print their own unattributed lines on stderr for it ("libpng error: PNG input buffer is
+/// incomplete", "imdecode_(''): can't read data: ..."), and their only switch is global
+/// (cv::utils::logging, libpng's default error function). OpenCV refuses every such file anyway,
+/// so nothing it would decode is refused. Cost: a walk over the PNG's chunk headers.
+std::string truncation_of(const unsigned char* data, std::size_t size);
+
 /// An image's size as its header declares it, read without decoding.
 struct DeclaredSize {
   int64_t width = 0;

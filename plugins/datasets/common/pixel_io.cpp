@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
@@ -89,6 +90,27 @@ double jitter_factor(double amount, uint64_t seed, uint64_t tag) {
   return rng.uniform(std::max(0.0, 1.0 - amount), 1.0 + amount);
 }
 
+/// The format `bytes` begin with (image_file.h image_format) when it is one every OpenCV build
+/// here decodes (the formats of kImageExtensions), else nullptr: a GIF or an AVIF that does not
+/// decode is no damaged file, only one OpenCV does not read.
+const char* decodable_format(const std::vector<unsigned char>& bytes) {
+  const char* format = image_format(bytes.data(), bytes.size());
+  if (format == nullptr) return nullptr;
+  for (const char* known : {"JPEG", "PNG", "BMP", "WebP", "TIFF", "netpbm"})
+    if (std::strcmp(format, known) == 0) return format;
+  return nullptr;
+}
+
+/// "<component>: '<path>' is a PNG file that does not decode (truncated or damaged: <why>;
+/// re-download or re-export it)".
+std::string damaged_message(const std::vector<unsigned char>& bytes, const std::string& path, const char* component,
+                            const std::string& why) {
+  const char* format = decodable_format(bytes);
+  return std::string(component) + ": '" + path + "' is a" + (std::strcmp(format, "netpbm") == 0 ? " netpbm (PPM/PGM)" : std::string(" ") + format) +
+         " file that does not decode (truncated or damaged" + (why.empty() ? "" : ": " + why) +
+         "; re-download or re-export it, or remove it)";
+}
+
 }  // namespace
 
 cv::Mat decode_bgr(const std::vector<unsigned char>& bytes, int flags, const std::string& path, const char* component) {
@@ -112,6 +134,10 @@ cv::Mat decode_bgr(const std::vector<unsigned char>& bytes, int flags, const std
                                    "the file");
     // Anything else it does not take (CMYK, arithmetic coding, a harmless warning): OpenCV's decode.
   }
+  // A file cut short, refused before the decoder sees it: libpng and OpenCV's BMP reader would
+  // print their own unattributed lines on stderr (image_file.h, truncation_of).
+  if (const std::string cut = truncation_of(bytes.data(), bytes.size()); !cut.empty())
+    throw Failure(TP_ERR_IO, damaged_message(bytes, path, component, cut));
   cv::Mat img;
   try {
     img = cv::imdecode(cv::_InputArray(bytes.data(), static_cast<int>(bytes.size())),
@@ -119,12 +145,17 @@ cv::Mat decode_bgr(const std::vector<unsigned char>& bytes, int flags, const std
   } catch (const cv::Exception& e) {
     // e.what() adds OpenCV's version, source file and line (and a newline) to the description.
     const std::string what = e.err.empty() ? e.what() : e.err;
+    if (decodable_format(bytes) != nullptr)
+      throw Failure(TP_ERR_IO, damaged_message(bytes, path, component, "OpenCV: " + what));
     throw Failure(TP_ERR_IO, std::string(component) + ": cannot decode '" + path + "' (OpenCV: " + what +
                                  "); fix or remove the file");
   }
   if (img.empty())
     if (const std::string note = apple_double_note(bytes, path); !note.empty())
       throw Failure(TP_ERR_IO, std::string(component) + ": cannot decode '" + path + "': " + note);
+  // The file is one of the formats OpenCV reads here, by its signature, and still does not
+  // decode: "not an image" sent users to check the format of a PNG that was cut short.
+  if (img.empty() && decodable_format(bytes) != nullptr) throw Failure(TP_ERR_IO, damaged_message(bytes, path, component, ""));
   if (img.empty() || img.type() != CV_8UC3)
     throw Failure(TP_ERR_IO, std::string(component) + ": cannot decode '" + path +
                                  "' (not an image OpenCV's decoder reads: JPEG, PNG, BMP, WebP, TIFF and the other "

@@ -19,7 +19,11 @@ namespace tp::datasets {
 
 /// `bytes` decoded by OpenCV with `flags` (an IMREAD_COLOR variant; EXIF orientation ignored, as
 /// PIL and torchvision do) as 8-bit BGR. Throws tp::cpp::Failure(TP_ERR_IO) "<component>: cannot
-/// decode '<path>' ..." when it is no image OpenCV decodes, and "... is a
+/// decode '<path>' ..." when it is no image OpenCV decodes; "'<path>' is a PNG file that does not
+/// decode (truncated or damaged...; re-download or re-export it ...)" when its signature names a
+/// format OpenCV reads here (JPEG, PNG, BMP, WebP, TIFF, netpbm) and it still does not decode (a
+/// PNG or BMP cut short is refused so before the decoder runs, which would print its own lines on
+/// stderr: image_file.h truncation_of); and "... is a
 /// truncated or corrupt JPEG" when a JPEG's image data ends early (decode_jpeg_crop's
 /// data_missing: cv::imdecode would only print libjpeg's warning and fill the rest with grey). A
 /// JPEG with IMREAD_COLOR or IMREAD_REDUCED_COLOR_2/4/8 is decoded by decode_jpeg_crop (the whole

@@ -3,10 +3,12 @@
 // end-of-image marker appended, a file past the 1 GiB read limit, a header declaring more than
 // max_image_pixels. Each fails its sample naming the file (what data.on_bad_sample acts on), or
 // the split, and nothing hangs, decodes half a file or allocates the claimed size.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -229,4 +231,77 @@ TEST_CASE("image_folder: a macOS AppleDouble ._ file fails its sample naming it 
   CHECK(lib.host.last_error.find("._img_0.png': it is a macOS AppleDouble file (its first bytes are 00 05 16 07)") !=
         std::string::npos);
   CHECK(lib.host.last_error.find("remove the ._* files") != std::string::npos);
+}
+
+/// What the calls in `body` wrote to file descriptor 2 (OpenCV and libpng print there directly).
+template <typename Body>
+static std::string stderr_of(Body body) {
+  const std::filesystem::path file = std::filesystem::path(tp::test::build_dir()) / "test-fixtures" / "stderr.txt";
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  const int sink = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  REQUIRE(saved >= 0);
+  REQUIRE(sink >= 0);
+  ::dup2(sink, 2);
+  body();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  ::close(sink);
+  std::ifstream in(file);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Data trial F8: cut PNG, WebP, BMP and TIFF files were refused as "not an image OpenCV's decoder
+// reads" although each is one, and libpng and OpenCV printed unattributed lines on stderr
+// ("libpng error: PNG input buffer is incomplete", "imdecode_(''): can't read data: ...").
+TEST_CASE("image_folder: a PNG, BMP, WebP, TIFF or PPM cut short is named as such a file that does not decode") {
+  const Fixture f = write_folder("if_cut_formats", 8, 8);
+  const cv::Mat image = tp::test::gradient_image(40, 56, 7);
+  std::vector<std::string> names;
+  for (const std::string ext : {".png", ".bmp", ".webp", ".tiff", ".ppm"}) {
+    std::vector<uchar> bytes;
+    REQUIRE(cv::imencode(ext, image, bytes));
+    bytes.resize(bytes.size() * 6 / 10);
+    const std::string name = "cut" + ext;
+    std::ofstream(f.root / "cat" / name, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    names.push_back(name);
+  }
+  std::vector<uchar> png;
+  REQUIRE(cv::imencode(".png", image, png));
+  png.resize(png.size() - 12);  // without its IEND chunk: refused, as OpenCV refuses it (PIL reads it)
+  std::ofstream(f.root / "cat" / "noiend.png", std::ios::binary)
+      .write(reinterpret_cast<const char*>(png.data()), static_cast<std::streamsize>(png.size()));
+  std::ofstream list(f.root / "list.csv");
+  for (const std::string& name : names) list << "cat/" << name << ",0\n";
+  list << "cat/noiend.png,0\ncat/img_0.png,0\n";
+  list.close();
+  PluginLibrary lib("image_folder");
+  FakeConfig cfg;
+  configure(lib, cfg, f.root);
+  cfg.values["csv"] = (f.root / "list.csv").string();
+  cfg.values["extensions"] = std::vector<std::string>{".png", ".bmp", ".webp", ".tiff", ".ppm"};
+  Dataset ds(lib, kId, cfg, "train");
+  REQUIRE(ds.size() == 7);
+  const tp_worker_ctx_t ctx = tp::test::worker_ctx(0);
+  const std::vector<std::string> want = {
+      "cut.png' is a PNG file that does not decode (truncated or damaged: its IDAT chunk is cut short; "
+      "re-download or re-export it",
+      "cut.bmp' is a BMP file that does not decode (truncated or damaged: it holds ",
+      "cut.webp' is a WebP file that does not decode (truncated or damaged; re-download or re-export it",
+      "cut.tiff' is a TIFF file that does not decode (truncated or damaged",
+      "cut.ppm' is a netpbm (PPM/PGM) file that does not decode (truncated or damaged",
+      "noiend.png' is a PNG file that does not decode (truncated or damaged: it ends without its IEND chunk"};
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    CAPTURE(i);
+    Sample s;
+    // The PNG and BMP are refused before the decoder runs, so nothing goes to stderr.
+    const std::string printed = stderr_of([&] { CHECK(ds.try_get(i, &ctx, s) == TP_ERR_IO); });
+    CHECK_MESSAGE(lib.host.last_error.find(want[i]) != std::string::npos, lib.host.last_error);
+    CHECK(lib.host.last_error.find("not an image") == std::string::npos);
+    if (i == 0 || i == 1 || i == 5) CHECK_MESSAGE(printed.empty(), printed);
+  }
+  Sample s;
+  CHECK(ds.try_get(6, &ctx, s) == TP_OK);
 }
