@@ -174,7 +174,8 @@ TEST_CASE("plugins list shows every built-in component with its schema") {
   for (const char* id : {"org.torchhost.shapes", "org.torchhost.mlp", "org.torchhost.small_cnn",
                          "org.torchhost.multi_head_cnn", "org.torchhost.two_stream", "org.torchhost.cross_entropy",
                          "org.torchhost.mse", "org.torchhost.smooth_l1", "org.torchhost.weighted_sum",
-                         "org.torchhost.accuracy", "org.torchhost.f1", "org.torchhost.iou", "org.torchhost.mae"})
+                         "org.torchhost.bce_with_logits", "org.torchhost.accuracy", "org.torchhost.f1",
+                         "org.torchhost.iou", "org.torchhost.mae", "org.torchhost.multilabel"})
     CHECK_MESSAGE(contains(run.output, id), id);
   CHECK(contains(run.output, "image_size")); // a schema key of shapes, shown by --verbose
 }

@@ -265,6 +265,7 @@ const tp::cpp::Component kComponents[] = {
     tp::cpp::loss_component<Loss, kMseDescriptor, &make_mse>(),
     tp::cpp::loss_component<Loss, kSmoothL1Descriptor, &make_smooth_l1>(),
     tp::cpp::loss_component<Loss, kWeightedSumDescriptor, &make_weighted_sum>(),
+    tp::cpp::loss_component<Loss, kBceDescriptor, &make_bce_with_logits>(),
 };
 
 }  // namespace

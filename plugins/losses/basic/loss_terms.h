@@ -88,5 +88,7 @@ class Loss {
 
 std::unique_ptr<Loss> make_weighted_sum(const tp::cpp::ConfigReader& cfg);
 extern const tp_descriptor_t kWeightedSumDescriptor;
+std::unique_ptr<Loss> make_bce_with_logits(const tp::cpp::ConfigReader& cfg);
+extern const tp_descriptor_t kBceDescriptor;
 
 }  // namespace tp::losses

@@ -51,5 +51,9 @@ extern const tp_descriptor_t kF1Descriptor;
 extern const tp_descriptor_t kIouDescriptor;
 extern const tp_descriptor_t kMaeDescriptor;
 extern const tp_descriptor_t kSegmentationDescriptor;
+extern const tp_descriptor_t kMultilabelDescriptor;
+/// org.torchhost.multilabel's component: its own class (it gathers rows across ranks, ABI 1.7),
+/// not a Metric.
+tp::cpp::Component multilabel_component();
 
 }  // namespace tp::metrics

@@ -21,6 +21,7 @@ const tp::cpp::Component kComponents[] = {
     tp::cpp::metric_component<Metric, kIouDescriptor, &make_iou>(),
     tp::cpp::metric_component<Metric, kMaeDescriptor, &make_mae>(),
     tp::cpp::metric_component<Metric, kSegmentationDescriptor, &make_segmentation>(),
+    multilabel_component(),
 };
 
 }  // namespace

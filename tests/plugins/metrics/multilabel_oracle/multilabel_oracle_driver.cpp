@@ -1,0 +1,143 @@
+// Driver of the multi-label oracle (multilabel_oracle.py): runs basic_losses'
+// org.torchhost.bce_with_logits and basic_metrics' org.torchhost.multilabel through their C ABI on
+// fixed random logits and targets, and writes the inputs, the loss sums, counts and gradients and
+// the metric's values, for PyTorch's BCEWithLogitsLoss, timm's BinaryCrossEntropy and torchmetrics
+// to reproduce.
+// Usage: multilabel_oracle_driver <basic_losses.so> <basic_metrics.so> <output dir>
+#include <ATen/ATen.h>
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "support/fake_host.h"
+#include "tp/iface/loss.h"
+#include "tp/iface/metric.h"
+
+namespace {
+
+using tp::test::FakeConfig;
+
+struct Library {
+  const tp_plugin_entry_t* entry = nullptr;
+  tp::test::FakeHost host;
+};
+
+[[noreturn]] void fail(const std::string& what) {
+  std::fprintf(stderr, "multilabel_oracle_driver: %s\n", what.c_str());
+  std::exit(1);
+}
+
+void open(Library& lib, const char* path) {
+  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) fail(dlerror());
+  lib.entry = static_cast<const tp_plugin_entry_t*>(dlsym(handle, TP_ENTRY_SYMBOL));
+  lib.host.host.tensor_release = [](const tp_host_t*, tp_tensor h) { delete reinterpret_cast<at::Tensor*>(h); };
+  if (lib.entry == nullptr || lib.entry->init(&lib.host.host) != TP_OK) fail(std::string("init failed: ") + path);
+}
+
+tp_tensor handle_of(const at::Tensor& t) { return reinterpret_cast<tp_tensor>(const_cast<at::Tensor*>(&t)); }
+
+std::string write(const at::Tensor& t, const std::string& dir, const std::string& name) {
+  const at::Tensor c = t.contiguous().cpu();
+  std::ofstream(dir + "/" + name, std::ios::binary)
+      .write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
+  return name;
+}
+
+/// One loss forward and backward: the manifest line names the inputs, sum, count and gradient.
+void run_loss(Library& lib, const std::string& stem, double smoothing, const std::vector<double>& pos_weight,
+              const at::Tensor& logits, const at::Tensor& target, const std::string& dir, std::ofstream& manifest) {
+  const auto* table =
+      static_cast<const tp_loss_v1_t*>(lib.entry->get_interface("org.torchhost.bce_with_logits", TP_IFACE_LOSS_V1));
+  FakeConfig cfg;
+  cfg.values = {{"output", std::string("logits")}, {"target", std::string("label")}, {"label_smoothing", smoothing},
+                {"pos_weight", pos_weight}};
+  void* self = nullptr;
+  if (table == nullptr || table->create(&lib.host.host, &cfg.view, &self) != TP_OK) fail("bce create: " + lib.host.last_error);
+  const at::Tensor leaf = logits.detach().requires_grad_();
+  const tp_named_tensor_t out{"logits", handle_of(leaf)}, tgt{"label", handle_of(target)};
+  tp_tensor sum_handle = nullptr, count_handle = nullptr;
+  if (table->forward(self, &out, 1, &tgt, 1, &sum_handle, &count_handle) != TP_OK) fail("bce forward: " + lib.host.last_error);
+  const at::Tensor sum = *reinterpret_cast<at::Tensor*>(sum_handle);
+  const at::Tensor count = *reinterpret_cast<at::Tensor*>(count_handle);
+  lib.host.host.tensor_release(&lib.host.host, sum_handle);
+  lib.host.host.tensor_release(&lib.host.host, count_handle);
+  sum.backward();
+  char head[160];
+  std::snprintf(head, sizeof head, "loss %s shape %lldx%lld sum %.17g count %lld smoothing %.17g", stem.c_str(),
+                static_cast<long long>(logits.size(0)), static_cast<long long>(logits.size(1)), sum.item<double>(),
+                static_cast<long long>(count.item<int64_t>()), smoothing);
+  manifest << head << " target_kind " << (target.dim() == 1 ? "index" : target.is_floating_point() ? "float" : "int")
+           << " logits " << write(logits, dir, stem + "_logits.bin") << " target "
+           << write(target.to(target.dim() == 1 ? at::kLong : at::kFloat), dir, stem + "_target.bin") << " grad "
+           << write(leaf.grad(), dir, stem + "_grad.bin") << " pos_weight";
+  for (const double w : pos_weight) manifest << " " << w;
+  manifest << "\n";
+  table->destroy(self);
+}
+
+void loss_cases(Library& lib, const std::string& dir, std::ofstream& manifest) {
+  constexpr int64_t kB = 6, kL = 5;
+  at::manual_seed(31);
+  const at::Tensor logits = at::randn({kB, kL}) * 3;
+  const at::Tensor multi_hot = at::rand({kB, kL}).lt(0.4).to(at::kFloat);
+  run_loss(lib, "plain", 0.0, {}, logits, multi_hot, dir, manifest);
+  run_loss(lib, "int_targets", 0.0, {}, logits, multi_hot.to(at::kLong), dir, manifest);
+  run_loss(lib, "weighted", 0.0, {1.0, 2.0, 0.5, 3.0, 1.0}, logits, multi_hot, dir, manifest);
+  run_loss(lib, "indices_smoothed", 0.1, {}, logits, at::randint(kL, {kB}, at::kLong), dir, manifest);
+}
+
+/// The metric over four batches; writes every batch and the values.
+void metric_case(Library& lib, const std::string& dir, std::ofstream& manifest) {
+  constexpr int64_t kL = 6;
+  const auto* t = static_cast<const tp_metric_v1_t*>(lib.entry->get_interface("org.torchhost.multilabel", TP_IFACE_METRIC_V1));
+  FakeConfig cfg;
+  cfg.values = {{"output", std::string("logits")}, {"target", std::string("label")}, {"num_labels", kL}, {"threshold", 0.5}};
+  void* self = nullptr;
+  if (t == nullptr || t->create(&lib.host.host, &cfg.view, &self) != TP_OK || t->to_device(self, TP_DEVICE_CPU, 0) != TP_OK)
+    fail("multilabel create: " + lib.host.last_error);
+  at::manual_seed(32);
+  const int64_t batch_sizes[] = {5, 1, 7, 3};
+  manifest << "metric labels " << kL << " batches";
+  for (int i = 0; i < 4; ++i) {
+    // Scores rounded to a few values: ties, which average precision must rank as torchmetrics does.
+    at::Tensor logits = (at::randn({batch_sizes[i], kL}) * 2).round() / 2;
+    at::Tensor target = at::rand({batch_sizes[i], kL}).lt(0.35).to(at::kFloat);
+    target.select(1, kL - 1).zero_();  // a label never present: no AP, F1 counted as 0
+    target.select(1, 0).fill_(1);      // a label always present
+    logits.select(1, 1).fill_(-20);    // a label never predicted
+    const tp_named_tensor_t out{"logits", handle_of(logits)}, tgt{"label", handle_of(target)};
+    if (t->update(self, &out, 1, &tgt, 1) != TP_OK) fail("multilabel update: " + lib.host.last_error);
+    const std::string stem = "metric_b" + std::to_string(i);
+    manifest << " " << write(logits, dir, stem + "_logits.bin") << " " << write(target, dir, stem + "_target.bin") << " "
+             << batch_sizes[i];
+  }
+  tp_scalar_t v[8];
+  uint32_t n = 0;
+  if (t->compute(self, v, 8, &n) != TP_OK) fail("multilabel compute: " + lib.host.last_error);
+  manifest << "\nvalues";
+  char item[96];
+  for (uint32_t i = 0; i < n; ++i) {
+    std::snprintf(item, sizeof item, " %s %.17g", v[i].name, v[i].value);
+    manifest << item;
+  }
+  manifest << "\n";
+  t->destroy(self);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) return std::fprintf(stderr, "usage: multilabel_oracle_driver <basic_losses.so> <basic_metrics.so> <dir>\n"), 2;
+  Library losses, metrics;
+  open(losses, argv[1]);
+  open(metrics, argv[2]);
+  const std::string dir = argv[3];
+  std::ofstream manifest(dir + "/cases.txt");
+  loss_cases(losses, dir, manifest);
+  metric_case(metrics, dir, manifest);
+  return 0;
+}
