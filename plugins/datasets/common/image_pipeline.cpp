@@ -180,8 +180,9 @@ Image transform_image(const std::vector<unsigned char>& bytes, const std::string
     const ImageBox box = crop_in(plan, height, width, full.cols, full.rows);
     roi = full(cv::Rect(box.x0, box.y0, box.x1 - box.x0, box.y1 - box.y0));
   }
-  // 4. One resize on 8-bit pixels (3 bytes per pixel instead of 12 for float): area averaging
-  //    when shrinking (antialiased, like torchvision's antialias=True), bilinear otherwise.
+  // 4. Resize on 8-bit pixels (3 bytes per pixel instead of 12 for float): area averaging when
+  //    shrinking (antialiased, like torchvision's antialias=True), bilinear when enlarging, both
+  //    in turn when one side shrinks and the other grows (resize_bgr).
   cv::Mat sized = resize_bgr(roi, plan.out.h, plan.out.w);
   // 5. RandAugment / TrivialAugment on 8-bit pixels, after the flip as in a torchvision recipe;
   //    the flip is then done here (one extra copy) rather than in the write pass.

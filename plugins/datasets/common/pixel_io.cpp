@@ -167,6 +167,17 @@ cv::Mat resize_bgr(const cv::Mat& src, int h, int w) {
   if (src.cols == w && src.rows == h) return src;
   const bool shrink = src.cols >= w && src.rows >= h;
   cv::Mat out;
+  if (!shrink && (src.cols > w || src.rows > h)) {
+    // One side shrinks, the other grows (resize = [32, 32] on a 600 x 24 text line): bilinear
+    // alone samples the shrinking side without a low-pass filter, 24.5 grey levels from
+    // torchvision's antialias=True on the trial's images (data trial F10). Area averaging along
+    // that axis to its final size, then bilinear along the other. Only here: the other cases keep
+    // their one cv::resize, bit for bit.
+    cv::Mat narrowed;
+    cv::resize(src, narrowed, cv::Size(std::min(src.cols, w), std::min(src.rows, h)), 0, 0, cv::INTER_AREA);
+    cv::resize(narrowed, out, cv::Size(w, h), 0, 0, cv::INTER_LINEAR);
+    return out;
+  }
   cv::resize(src, out, cv::Size(w, h), 0, 0, shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
   return out;
 }

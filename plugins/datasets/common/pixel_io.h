@@ -31,8 +31,10 @@ namespace tp::datasets {
 cv::Mat decode_bgr(const std::vector<unsigned char>& bytes, int flags, const std::string& path, const char* component);
 
 /// `src` (8-bit, any channels) resized to h x w with one cv::resize: area averaging when
-/// shrinking in both directions (antialiased, like torchvision's antialias=True), bilinear
-/// otherwise; `src` itself (no copy) when it already has that size.
+/// shrinking in both directions (antialiased, like torchvision's antialias=True), bilinear when
+/// enlarging; when one side shrinks and the other grows, two: area averaging along the shrinking
+/// side to its size, then bilinear along the growing side (so the shrinking side is antialiased
+/// too; an 8-bit image in between). `src` itself (no copy) when it already has that size.
 cv::Mat resize_bgr(const cv::Mat& src, int h, int w);
 
 /// A crop rectangle in whole source pixels.

@@ -116,7 +116,14 @@ std::vector<float> device_decoder_reference(const Sample& encoded, const tp_enco
   cv::Mat sized = crop;
   if (crop.rows != oh || crop.cols != ow) {
     const bool shrink = crop.cols >= ow && crop.rows >= oh;
-    cv::resize(crop, sized, cv::Size(ow, oh), 0, 0, shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
+    if (!shrink && (crop.cols > ow || crop.rows > oh)) {
+      // One side shrinks, the other grows: area along the first, then bilinear (data trial F10).
+      cv::Mat narrowed;
+      cv::resize(crop, narrowed, cv::Size(std::min(crop.cols, ow), std::min(crop.rows, oh)), 0, 0, cv::INTER_AREA);
+      cv::resize(narrowed, sized, cv::Size(ow, oh), 0, 0, cv::INTER_LINEAR);
+    } else {
+      cv::resize(crop, sized, cv::Size(ow, oh), 0, 0, shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
+    }
   }
   cv::Mat flipped = sized;
   if (box[4] != 0) cv::flip(sized, flipped, 1);

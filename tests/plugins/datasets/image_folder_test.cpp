@@ -112,6 +112,33 @@ TEST_CASE("image_folder: resize and center_crop match OpenCV computed independen
     cv::resize(src, ref, cv::Size(30, 20), 0, 0, cv::INTER_AREA);
     CHECK(max_abs_diff(got, expected_chw(ref)) == 0.0f);
   }
+  SUBCASE("resize = [h, w] shrinking one side and enlarging the other: area along the shrinking side first") {
+    // Data trial F10: one bilinear cv::resize sampled a 600 x 24 text line's shrinking side without
+    // a low-pass filter (24.5 grey levels from torchvision's antialias=True, 8.2 now). Stripes one
+    // pixel wide show it: area averaging makes them grey, bilinear keeps a stripe or a gap.
+    const std::filesystem::path root = tp::test::fresh_fixture_dir("if_mixed_resize");
+    std::filesystem::create_directories(root / "a");
+    cv::Mat stripes(24, 120, CV_8UC3);
+    for (int y = 0; y < stripes.rows; ++y)
+      for (int x = 0; x < stripes.cols; ++x)
+        stripes.at<cv::Vec3b>(y, x) = cv::Vec3b(static_cast<uchar>(x % 2 * 255), static_cast<uchar>(y * 10),
+                                                static_cast<uchar>((x % 3) * 100));
+    REQUIRE(cv::imwrite((root / "a" / "s.png").string(), stripes));
+    FakeConfig cfg;
+    configure(lib, cfg, root);
+    cfg.values["resize"] = std::vector<int64_t>{32, 40};  // height 24 -> 32, width 120 -> 40
+    Dataset ds(lib, kId, cfg, "train");
+    int h = 0, w = 0;
+    const std::vector<float> got = chw(ds.get(0), &h, &w);
+    CHECK(h == 32);
+    CHECK(w == 40);
+    cv::Mat narrowed, ref, one_pass;
+    cv::resize(stripes, narrowed, cv::Size(40, 24), 0, 0, cv::INTER_AREA);
+    cv::resize(narrowed, ref, cv::Size(40, 32), 0, 0, cv::INTER_LINEAR);
+    CHECK(max_abs_diff(got, expected_chw(ref)) == 0.0f);
+    cv::resize(stripes, one_pass, cv::Size(40, 32), 0, 0, cv::INTER_LINEAR);
+    CHECK(max_abs_diff(got, expected_chw(one_pass)) > 0.4f);  // the aliased stripes of before
+  }
   SUBCASE("center_crop = [10, 16]: offsets round((40-10)/2) = 15, round((60-16)/2) = 22, exact pixels") {
     FakeConfig cfg;
   configure(lib, cfg, f.root);

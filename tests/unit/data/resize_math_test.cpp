@@ -1,7 +1,7 @@
 // data.decode = "gpu" without a GPU: the device pass's per-pixel arithmetic (resize_math.h, which
 // resize_kernel.cu runs on every output pixel) against OpenCV's cv::resize, the call the CPU path
 // makes (pixel_io.cpp's resize_bgr: INTER_AREA when the crop shrinks in both directions, else
-// INTER_LINEAR). Random 8-bit images, crops and output sizes: shrinking by integer and fractional
+// INTER_LINEAR; INTER_AREA then INTER_LINEAR when one side shrinks and the other grows). Random 8-bit images, crops and output sizes: shrinking by integer and fractional
 // factors (2x, 2.3x, 7.9x, a crop at the image's edge), enlarging, and one axis each way. OpenCV
 // computes INTER_LINEAR in fixed point, which the device mirrors as x86's vector code computes it: every level is
 // within one of OpenCV's and 99.5% equal (measured: INTER_AREA exactly equal, INTER_LINEAR 0.1-0.3% one
@@ -39,8 +39,17 @@ void compare(const Case& c, uint32_t seed) {
         src.at<cv::Vec3b>(y, x)[ch] = static_cast<uint8_t>((x * 3 + y * 5 + ch * 40 + static_cast<int>(rng() % 60)) % 256);
   const cv::Mat crop = src(cv::Rect(c.x0, c.y0, c.crop_w, c.crop_h));
   const bool shrink = c.crop_w >= c.out_w && c.crop_h >= c.out_h;
+  const bool mixed = !shrink && (c.crop_w > c.out_w || c.crop_h > c.out_h);
   cv::Mat expected;
-  cv::resize(crop, expected, cv::Size(c.out_w, c.out_h), 0, 0, shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
+  if (mixed) {
+    // resize_bgr's two passes: area along the shrinking side, then bilinear along the growing one.
+    cv::Mat narrowed;
+    cv::resize(crop, narrowed, cv::Size(std::min(c.crop_w, c.out_w), std::min(c.crop_h, c.out_h)), 0, 0,
+               cv::INTER_AREA);
+    cv::resize(narrowed, expected, cv::Size(c.out_w, c.out_h), 0, 0, cv::INTER_LINEAR);
+  } else {
+    cv::resize(crop, expected, cv::Size(c.out_w, c.out_h), 0, 0, shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
+  }
   int differ = 0, worst = 0;
   for (int oy = 0; oy < c.out_h; ++oy)
     for (int ox = 0; ox < c.out_w; ++ox) {
@@ -71,9 +80,11 @@ TEST_CASE("the device resize's arithmetic is OpenCV's: INTER_AREA when shrinking
   compare({300, 200, 69, 0, 231, 200, 224, 200}, 5);  // a crop at the right edge, the height kept
 }
 
-TEST_CASE("the device resize's arithmetic is OpenCV's: INTER_LINEAR when enlarging either axis") {
+TEST_CASE("the device resize's arithmetic is OpenCV's: INTER_LINEAR when enlarging, after INTER_AREA along a shrinking axis") {
   compare({120, 90, 5, 5, 100, 80, 224, 224}, 6);     // enlarging both
-  compare({500, 120, 10, 0, 400, 120, 224, 224}, 7);  // shrinking x, enlarging y
+  compare({500, 120, 10, 0, 400, 120, 224, 224}, 7);  // shrinking x, enlarging y: area along x first
+  compare({120, 500, 0, 10, 120, 400, 224, 224}, 10);  // enlarging x, shrinking y
+  compare({700, 30, 0, 0, 690, 24, 32, 32}, 11);       // a text line: 21.6x along x (data trial F10)
   compare({64, 64, 0, 0, 64, 64, 224, 224}, 8);
   compare({224, 224, 0, 0, 224, 224, 224, 224}, 9);   // the same size: a copy
 }

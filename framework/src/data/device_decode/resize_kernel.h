@@ -1,6 +1,8 @@
 // The device pass of data.decode = "gpu": from decoded RGB images to the model's input, one kernel
-// for the whole batch: crop, resize (OpenCV's INTER_AREA when shrinking in both directions, else
-// INTER_LINEAR, rounded to 8 bits as the CPU path's cv::resize is), flip, normalise. Plain CUDA
+// for the whole batch: crop, resize (OpenCV's INTER_AREA when shrinking in both directions,
+// INTER_LINEAR when enlarging, INTER_AREA along the shrinking side then INTER_LINEAR when one side
+// shrinks and the other grows; rounded to 8 bits as the CPU path's cv::resize is: resize_math.h),
+// flip, normalise. Plain CUDA
 // (no LibTorch in the nvcc translation unit, so it compiles in seconds).
 #pragma once
 

@@ -111,7 +111,9 @@ typedef struct tp_worker_ctx_t {
  *  every other field as usual. The box and flip are the ones the CPU path draws from the same
  *  ctx->seed and the image's original size (PLG-19). The host makes the pixel field from them:
  *  the crop resized to out_height x out_width with OpenCV's semantics (INTER_AREA when shrinking
- *  in both directions, INTER_LINEAR otherwise), then the flip, then
+ *  in both directions, INTER_LINEAR when enlarging, and when one side shrinks and the other
+ *  grows INTER_AREA along the shrinking side then INTER_LINEAR, as the image datasets' CPU path
+ *  resizes since data trial F10), then the flip, then
  *  (rgb / 255 - mean[c]) / std[c] in R, G, B order: what the CPU path makes with its full-scale
  *  decode, up to the device decoder's own rounding. */
 typedef struct tp_encoded_image_t {
