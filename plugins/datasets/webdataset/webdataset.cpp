@@ -17,6 +17,7 @@
 #include "opencv_threads.h"
 #include "sample_label.h"
 #include "sample_reader.h"
+#include "shard_classes.h"
 #include "shard_set.h"
 #include "tp/cpp/dataset_adapter.h"
 #include "tp/tp.h"
@@ -44,6 +45,9 @@ constexpr tp_config_key_t kShardKeys[] = {
                         "member holding the class id: \"cls\" (text integer) or \"json\" (field json_label_key)"),
     tp::cpp::config_key("json_label_key", TP_CFG_STRING, "\"label\"",
                         "with label_extension = \"json\": the object's field that holds the class id"),
+    tp::cpp::config_key("class_names", TP_CFG_STRING_ARRAY, "[]",
+                        "the classes' names by label id, lent for predictions and exports (torchhost.classes); [] = "
+                        "the \"classes\" of the <prefix>-shards.json host shards write put beside the shards, if any"),
     tp::cpp::config_key("cache", TP_CFG_BOOL, "true",
                         "index each shard once per node (prepare, on local rank 0) and reuse the index while the "
                         "shard's size and time are unchanged"),
@@ -162,7 +166,9 @@ class WebDataset {
         label_(read_label_format(args.config)),
         image_extensions_(read_image_extensions(args.config, label_.extension)),
         shards_(load_split(args, /*writing=*/false, &stats_)),
-        files_(shards_.shard_paths()) {
+        files_(shards_.shard_paths()),
+        classes_(wds::shard_classes(pattern_for(args.config, args.split).first, pattern_for(args.config, args.split).second,
+                                    args.config.get_string_array("class_names"))) {
     for (const std::vector<std::string>& members : shards_.extension_sets()) {
       MemberChoice choice;
       for (const std::string& ext : image_extensions_)
@@ -170,7 +176,13 @@ class WebDataset {
       choice.label = std::find(members.begin(), members.end(), label_.extension) != members.end();
       choices_.push_back(std::move(choice));
     }
-    args.log(TP_LOG_INFO, log_line(args, stats_, shards_.size()));
+    args.log(TP_LOG_INFO, log_line(args, stats_, shards_.size()) +
+                              (classes_.names.empty() ? std::string()
+                                                      : "; " + std::to_string(classes_.names.size()) +
+                                                            " class names from " +
+                                                            (classes_.source == "class_names"
+                                                                 ? std::string("`class_names`")
+                                                                 : "'" + classes_.source + "'")));
   }
 
   uint64_t size() const { return shards_.size(); }
@@ -182,6 +194,11 @@ class WebDataset {
   std::vector<tp_encoded_image_t> encoded_images() const {
     return {ds::encoded_image_declaration(transform_, encoded_refusal_)};
   }
+
+  /// The classes' names by label id (ABI 1.12), for host predict's `.class` column and host
+  /// export's torchhost.classes, as image_folder lends its folders' names: `class_names`, or the
+  /// shards' description (shard_classes.h); nothing when neither names them.
+  tp::cpp::ClassNames class_names() const { return {"label", classes_.names}; }
 
   /// Each sample as `<shard>:<key>` (ABI 1.13), the name its bad-sample messages use: host
   /// predict's `path` column for a split.
@@ -216,6 +233,14 @@ class WebDataset {
                                    "' the index recorded; the shard changed after the dataset indexed it");
     const int64_t label = wds::parse_label(*members[1], label_, source.describe() + ", member '" + at.key + "." +
                                                                     label_.extension + "'");
+    // The names are lent per class id: a label past them means they name other classes.
+    if (!classes_.names.empty() && (label < 0 || static_cast<uint64_t>(label) >= classes_.names.size()))
+      throw Failure(TP_ERR_CONFIG, "webdataset: " + source.describe() + " has the label " + std::to_string(label) +
+                                       ", but " + (classes_.source == "class_names" ? std::string("`class_names`")
+                                                                                      : "'" + classes_.source + "'") +
+                                       " names " + std::to_string(classes_.names.size()) +
+                                       " classes (ids 0 to " + std::to_string(classes_.names.size() - 1) +
+                                       "); give one name per class id the labels use");
     // The per-sample seed drives the train augmentation (PLG-8); val has none to draw.
     const uint64_t seed = transform_.random ? ctx.seed("train augmentation") : ctx.has_seed() ? ctx.raw()->seed : 0;
     const std::string name = shard + ":" + at.key + "." + choice.image;
@@ -281,6 +306,7 @@ class WebDataset {
   wds::ShardSetStats stats_;
   wds::ShardSet shards_;
   wds::ShardFiles files_;
+  wds::ShardClasses classes_;          // lent by class_names()
   std::vector<MemberChoice> choices_;  // per extension set of shards_
   ds::OpenCvThreadsPin pin_;          // OpenCV single-threaded while this instance lives
 };

@@ -5,7 +5,8 @@
 // a recorded seed (the same seed, the same bytes; --keep-order the listing's order); a write that
 // fails half way leaves no shard and no partial directory; links planted at the shards' names are
 // refused and never written through; a killed writer's partial directory is swept; a link loop in
-// a class folder is not followed; argument errors are the host's exit-2 messages. Each image is a
+// a class folder is not followed; argument errors are the host's exit-2 messages; the webdataset
+// plugin lends the written classes' names. Each image is a
 // few bytes that begin and end like a JPEG (the command copies files, it never decodes them), so
 // each run takes a fraction of a second.
 #include <archive.h>
@@ -24,6 +25,7 @@
 
 #include <doctest/doctest.h>
 
+#include "fixtures.h"
 #include "integration/host_runner.h"
 
 namespace {
@@ -364,4 +366,56 @@ TEST_CASE("host shards write: prints the image_extensions the reader needs for a
   REQUIRE(run.exit_code == 0);
   CHECK(contains(run.output, "shards = \""));
   CHECK_FALSE(contains(run.output, "image_extensions ="));
+}
+
+// Data trial F12: shards written from an image folder kept the classes only in
+// train-shards.json, which the webdataset plugin did not read: predict wrote no `.class` column
+// and host export no torchhost.classes after the recommended move to shards.
+TEST_CASE("host shards write: the webdataset plugin lends the written classes' names; class_names for other shards") {
+  const fs::path dir = tp::test::fresh_dir("shards_write_classes");
+  const fs::path root = dir / "images";
+  for (const char* name : {"tabby cat/a.jpg", "dog/b.jpg", "dog/c.jpg", "emu/d.jpg"})
+    write_file(root / name, jpeg_like(name));
+  const fs::path out = dir / "shards";
+  const HostRun run = tp::test::run_host("shards write --config '" + data_only_config(dir, root).string() +
+                                         "' --out '" + out.string() + "' --keep-order");
+  REQUIRE_MESSAGE(run.exit_code == 0, run.output);
+  REQUIRE(fs::exists(out / "train-shards.json"));
+  tp::test::PluginLibrary lib("webdataset");
+  tp::test::FakeConfig cfg;
+  REQUIRE(lib.entry().descriptor_count() == 1);
+  tp::test::fill_defaults(*lib.entry().descriptor_at(0), cfg);
+  cfg.values["shards"] = (out / "train-000000.tar").string();
+  cfg.values["cache"] = false;
+  {
+    const tp::test::Dataset ds(lib, "org.torchhost.webdataset", cfg, "train");
+    CHECK(ds.size() == 4);
+    CHECK(ds.class_names() == std::vector<std::string>{"dog", "emu", "tabby cat"});
+  }
+  bool logged = false;
+  for (const std::string& line : lib.host.logs)
+    logged = logged || line.find("3 class names from '" + (out / "train-shards.json").string() + "'") != std::string::npos;
+  CHECK(logged);
+  // class_names gives them for shards made elsewhere; beside a description, its count must agree.
+  cfg.values["class_names"] = std::vector<std::string>{"a", "b"};
+  void* self = nullptr;
+  CHECK(lib.dataset_table("org.torchhost.webdataset").create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_CONFIG);
+  CHECK_MESSAGE(contains(lib.host.last_error, "webdataset: class_names names 2 classes, but '" +
+                                                  (out / "train-shards.json").string() +
+                                                  "', written with the shards of `shards`, names 3"),
+                lib.host.last_error);
+  fs::remove(out / "train-shards.json");
+  {
+    const tp::test::Dataset ds(lib, "org.torchhost.webdataset", cfg, "train");  // no description: no names but these
+    CHECK(ds.class_names() == std::vector<std::string>{"a", "b"});
+    // "tabby cat/a.jpg" (sample 3, --keep-order) is label 2, past the two names: it fails, naming the key.
+    tp::test::Sample s;
+    const tp_worker_ctx_t ctx = tp::test::worker_ctx(0);
+    CHECK(ds.try_get(3, &ctx, s) != TP_OK);
+    CHECK_MESSAGE(contains(lib.host.last_error, "has the label 2, but `class_names` names 2 classes (ids 0 to 1)"),
+                  lib.host.last_error);
+  }
+  cfg.values["class_names"] = std::vector<std::string>{};
+  const tp::test::Dataset unnamed(lib, "org.torchhost.webdataset", cfg, "train");
+  CHECK(unnamed.class_names().empty());
 }
