@@ -13,6 +13,7 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 
+#include "image_extensions.h"
 #include "joint_transform.h"
 #include "mask_png.h"
 #include "opencv_threads.h"
@@ -37,8 +38,8 @@ const tp_config_key_t kKeys[] = {
     {sizeof(tp_config_key_t), "mask_dir", TP_CFG_STRING, "\"masks\"", "sub-directory of each root holding the masks"},
     {sizeof(tp_config_key_t), "mask_suffix", TP_CFG_STRING, "\".png\"",
      "a mask's file name is <stem><mask_suffix> (e.g. \"_mask.png\")"},
-    {sizeof(tp_config_key_t), "extensions", TP_CFG_STRING_ARRAY,
-     "[\".jpg\", \".jpeg\", \".png\", \".bmp\", \".webp\"]", "image file endings (any case)"},
+    {sizeof(tp_config_key_t), "extensions", TP_CFG_STRING_ARRAY, tp::datasets::kImageFolderExtensionsToml,
+     "image file endings (any case); the default is image_folder's, torchvision's IMG_EXTENSIONS"},
     {sizeof(tp_config_key_t), "list", TP_CFG_PATH, "\"\"",
      "optional file of stems, one per line, selecting the train pairs; \"\" = every image under root/image_dir"},
     {sizeof(tp_config_key_t), "val_root", TP_CFG_PATH, "\"\"", "val split directory; \"\" = root (with val_list)"},
