@@ -19,6 +19,14 @@
 #include "tp/framework/util/stale_temporaries.h"
 
 namespace tp::cli {
+namespace {
+
+// A run whose loss is a binary cross entropy trained each label's own sigmoid (multi-label
+// tagging, or timm's BCE recipe): its predictions say each label's probability.
+bool trained_with_sigmoids(const RunConfig& config) { return config.loss.component == "org.torchhost.bce_with_logits"; }
+
+}  // namespace
+
 
 int run_predict(const Options& options) {
   // First: SIGINT/SIGTERM stop at the next round and remove the partial file (predictor.cpp),
@@ -100,7 +108,7 @@ int run_predict(const Options& options) {
   Progress progress(config.progress.mode, config.progress.every_seconds, rank0);
   const PredictSummary summary = predict(*parts.model, split, loader, placement,
                                          PredictOptions{split_list(options.outputs), options.tta == "hflip", options.format == "png",
-                                                        options.format == "jsonl"},
+                                                        options.format == "jsonl", trained_with_sigmoids(config)},
                                          writer.get(), progress, collectives);
   // Every rank names the samples it left out (the error names the file): "1 samples were skipped"
   // alone sent a trial looking for which.

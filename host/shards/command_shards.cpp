@@ -217,6 +217,12 @@ int run_shards(const Options& options) {
   } catch (const tp::cpp::Failure& e) {
     listing_failed(key_failure.empty() ? e : tp::cpp::Failure(e.code(), key_failure), table.key_path);
   }
+  // A shard sample carries one class (.cls), which the webdataset plugin reads as one label.
+  if (!listing.label_sets.empty())
+    throw ConfigError(table.key_path + ".multi_label",
+                      "host shards write: " + table.key_path + " has multi_label = true, and a shard sample carries "
+                      "one class (.cls): the labels of each image would be lost. Train from the csv listing itself "
+                      "(image_folder), or write the shards with your own tool and a reader for their labels.");
   for (const std::string& loop : listing.loops)
     session->logger.warn("host shards write: '" + loop + "' in " + table.key_path + "'s folders links back to a "
                          "folder it is inside (a link loop): not followed, as the image_folder plugin does not "

@@ -46,10 +46,12 @@ std::string spelled(const char* const (&names)[N]) {
   return text;
 }
 
-/// One listed row: the resolved path, its label cell and its line.
+/// One listed row: the resolved path, its label cell and its line; `names`, a multi-label row's
+/// labels (sorted, unique), and `label` then their text joined by ';' (what check_duplicates compares).
 struct Row {
   std::string path, label;
   int64_t line = 0;
+  std::vector<std::string> names;
 };
 
 std::string where(const std::string& csv_path, int64_t line) {
@@ -70,7 +72,7 @@ void check_duplicates(const std::string& csv_path, const std::vector<Row>& rows,
       throw Failure(TP_ERR_CONFIG, where(csv_path, rows[i].line) + "'" + rows[i].path + "' is listed with label '" +
                                        rows[i].label + "', and on line " + std::to_string(before.line) +
                                        " with label '" + before.label +
-                                       "': a file has one label; remove the row that is wrong");
+                                       "': a file has one label (or one set of labels); remove the row that is wrong");
     if (repeats++ == 0)
       example = "'" + rows[i].path + "' on lines " + std::to_string(before.line) + " and " + std::to_string(rows[i].line);
   }
@@ -94,6 +96,72 @@ void check_case(const std::string& csv_path, const std::vector<std::string>& cla
                            "', which differ only by case: they are " + std::to_string(names.size()) +
                            " classes with their own ids; make the labels the same if they mean one class");
   }
+}
+
+/// A multi-label cell's labels: split at `separator`, spaces around each trimmed, empty pieces
+/// (doubled or trailing separators, several spaces) and repeats dropped, sorted.
+std::vector<std::string> split_labels(const std::string& cell, const std::string& separator) {
+  std::vector<std::string> names;
+  for (std::size_t begin = 0; begin <= cell.size();) {
+    const std::size_t end = std::min(cell.find(separator, begin), cell.size());
+    std::string piece = cell.substr(begin, end - begin);
+    const std::size_t first = piece.find_first_not_of(" \t"), last = piece.find_last_not_of(" \t");
+    if (first != std::string::npos) names.push_back(piece.substr(first, last - first + 1));
+    begin = end + separator.size();
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
+/// Each multi-label row's labels as class ids in `out` (label_sets; classes: the sorted union,
+/// or "0".."max" when every label is an integer).
+void assign_label_sets(const std::string& csv_path, std::vector<Row>& rows, Listing& out) {
+  bool integers = true, any = false;
+  int64_t value = 0, max_label = -1;
+  for (const Row& row : rows)
+    for (const std::string& name : row.names) {
+      any = true;
+      integers = integers && parse_int(name, &value) && value >= 0;
+      if (integers) max_label = std::max(max_label, value);
+    }
+  if (!any) throw Failure(TP_ERR_CONFIG, "image_folder: csv '" + csv_path + "' lists no label at all (multi_label)");
+  std::map<std::string, int64_t> ids;
+  if (integers) {
+    for (int64_t c = 0; c <= max_label; ++c) out.classes.push_back(std::to_string(c));
+  } else {
+    for (const Row& row : rows)
+      for (const std::string& name : row.names) {
+        if (const std::string problem = datasets::class_name_text_problem(name); !problem.empty())
+          throw Failure(TP_ERR_CONFIG, where(csv_path, row.line) + "the label '" + datasets::shown_bytes(name) + "' " +
+                                           problem + ", and a class name must be UTF-8 text without control "
+                                           "characters; save the file as UTF-8 (or fix the label)");
+        if (parse_int(name, &value))
+          throw Failure(TP_ERR_CONFIG, where(csv_path, row.line) + "label '" + name + "' is an integer among names: "
+                                           "the labels must be all class ids or all names");
+        ids.emplace(name, 0);
+      }
+    for (auto& [name, id] : ids) {
+      id = static_cast<int64_t>(out.classes.size());
+      out.classes.push_back(name);
+    }
+  }
+  for (const Row& row : rows) {
+    std::vector<int64_t> set;
+    for (const std::string& name : row.names) {
+      if (!integers) {
+        set.push_back(ids.at(name));
+      } else if (parse_int(name, &value)) {
+        set.push_back(value);
+      } else {
+        throw Failure(TP_ERR_CONFIG, where(csv_path, row.line) + "label '" + name + "' is not a non-negative integer "
+                                         "(the others are, so all must be)");
+      }
+    }
+    std::sort(set.begin(), set.end());
+    out.label_sets.push_back(std::move(set));
+  }
+  if (!integers) check_case(csv_path, out.classes, out);
 }
 
 /// Every listed file exists: one stat per row, at create, instead of a sample failing an epoch in.
@@ -125,7 +193,9 @@ void check_files_exist(const std::string& csv_path, const std::string& base_dir,
 
 }  // namespace
 
-Listing read_csv_listing(const std::string& csv_path, const std::string& base_dir, bool allow_outside_root) {
+Listing read_csv_listing(const std::string& csv_path, const std::string& base_dir, bool allow_outside_root,
+                         const std::string& label_separator) {
+  const bool multi = !label_separator.empty();
   std::ifstream in(csv_path, std::ios::binary);
   if (!in) throw Failure(TP_ERR_IO, "image_folder: cannot open csv '" + csv_path + "'; check `csv`");
   datasets::CsvReader reader(in, csv_path, "image_folder", ',', '#');
@@ -153,7 +223,7 @@ Listing read_csv_listing(const std::string& csv_path, const std::string& base_di
     }
     std::string path = std::move(cells[path_column]);
     std::string label = std::move(cells[1 - path_column]);
-    if (path.empty() || label.empty())
+    if (path.empty() || (label.empty() && !multi))
       throw Failure(TP_ERR_CONFIG, where(csv_path, record.line) + "empty " + (path.empty() ? "path" : "label") +
                                        " in a row of '" + path + "', '" + label + "'");
     // A row names a file under `root`: an absolute path or one climbing out with '..' reads any
@@ -164,13 +234,21 @@ Listing read_csv_listing(const std::string& csv_path, const std::string& base_di
                                        "; list paths inside it, or set allow_outside_root = true if the listing is "
                                        "meant to reach files elsewhere");
     const fs::path p(path);
-    rows.push_back({p.is_absolute() ? path : (fs::path(base_dir) / p).string(), std::move(label), record.line});
+    Row row{p.is_absolute() ? path : (fs::path(base_dir) / p).string(), std::move(label), record.line, {}};
+    if (multi) {
+      row.names = split_labels(row.label, label_separator);
+      row.label.clear();
+      for (const std::string& name : row.names) row.label += (row.label.empty() ? "" : ";") + name;
+    }
+    rows.push_back(std::move(row));
   }
   if (rows.empty()) throw Failure(TP_ERR_CONFIG, "image_folder: csv '" + csv_path + "' lists no image");
 
   Listing out;
   int64_t value = 0;
-  if (parse_int(rows.front().label, &value)) {
+  if (multi) {
+    assign_label_sets(csv_path, rows, out);
+  } else if (parse_int(rows.front().label, &value)) {
     int64_t max_label = 0;
     for (const Row& row : rows) {
       if (!parse_int(row.label, &value) || value < 0)

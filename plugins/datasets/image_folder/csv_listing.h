@@ -15,7 +15,8 @@ namespace tp::image_folder {
 inline constexpr const char* kCsvPathNames[] = {"path", "file", "filename", "file_name", "filepath", "file_path",
                                                 "image", "image_path", "img", "img_path"};
 /// ... and for the label column.
-inline constexpr const char* kCsvLabelNames[] = {"label", "class", "class_name", "classname", "target", "category"};
+inline constexpr const char* kCsvLabelNames[] = {"label", "class", "class_name", "classname", "target", "category",
+                                                 "labels", "tags"};
 
 /// Reads a CSV listing: records of exactly two fields, `path,label` (tp::datasets::CsvReader:
 /// RFC 4180 quotes, so a path may hold a comma or a quote; a UTF-8 byte-order mark dropped; CRLF;
@@ -31,7 +32,12 @@ inline constexpr const char* kCsvLabelNames[] = {"label", "class", "class_name",
 /// file and line on a row of another number of fields, an empty path or label, a label of the
 /// other kind, or a path listed again with another label. Into Listing::warnings: paths listed
 /// more than once with the same label (once, with the count), and class names that differ only by
-/// case ('Cat' and 'cat').
-Listing read_csv_listing(const std::string& csv_path, const std::string& base_dir, bool allow_outside_root = false);
+/// case ('Cat' and 'cat'). With a `label_separator` (`multi_label = true`) a label cell lists any
+/// number of labels, split at it, spaces around each trimmed, repeats dropped, and may be empty
+/// (an image with none); Listing::label_sets then holds each row's ids and Listing::labels is
+/// empty. The classes are the labels of every row, integers or names as above; a path listed
+/// again must list the same set.
+Listing read_csv_listing(const std::string& csv_path, const std::string& base_dir, bool allow_outside_root = false,
+                         const std::string& label_separator = "");
 
 }  // namespace tp::image_folder

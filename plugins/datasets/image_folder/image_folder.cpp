@@ -44,6 +44,11 @@ constexpr tp_config_key_t kOwnKeys[] = {
     {sizeof(tp_config_key_t), "allow_outside_root", TP_CFG_BOOL, "false",
      "true: a csv row's path may be absolute or climb out of `root` with '..' (false refuses the csv at start-up, "
      "naming its line)"},
+    {sizeof(tp_config_key_t), "multi_label", TP_CFG_BOOL, "false",
+     "true: each csv row's label cell lists any number of labels (split at label_separator); \"label\" is then "
+     "multi-hot float32 [C] (org.torchhost.bce_with_logits, org.torchhost.multilabel)"},
+    {sizeof(tp_config_key_t), "label_separator", TP_CFG_STRING, "\";\"",
+     "multi_label: what separates a row's labels (\" \" for Kaggle-style \"cat dog\"; spaces around labels trimmed)"},
     {sizeof(tp_config_key_t), "cache", TP_CFG_BOOL, "false",
      "scan each class-folder tree once per node (prepare, on local rank 0) and reuse its listing while no "
      "folder changes"},
@@ -93,6 +98,8 @@ void warn_empty_classes(const tp::cpp::DatasetArgs& args, const ifo::Listing& li
   std::vector<std::size_t> count(listing.classes.size(), 0);
   for (const int64_t label : listing.labels)
     if (label >= 0 && static_cast<std::size_t>(label) < count.size()) ++count[static_cast<std::size_t>(label)];
+  for (const std::vector<int64_t>& set : listing.label_sets)
+    for (const int64_t label : set) ++count[static_cast<std::size_t>(label)];
   std::string empty;
   std::size_t how_many = 0;
   for (std::size_t c = 0; c < count.size(); ++c) {
@@ -197,7 +204,7 @@ class ImageFolderDataset {
       : transform_(ds::read_transform(args.config, args.train(), "image_folder")),
         encoded_refusal_(ds::encoded_image_refusal(transform_)),
         listing_(listing_for(args, ifo::CacheUse::kRead)),
-        labelled_(listing_.labels.size() == listing_.paths.size()) {
+        labelled_(listing_.labels.size() == listing_.paths.size() || listing_.label_sets.size() == listing_.paths.size()) {
     warn_loops(args, listing_);
     log_unlisted(args, listing_);
     log_skipped_folders(args, listing_);
@@ -244,7 +251,15 @@ class ImageFolderDataset {
     } else {
       out.add(ds::make_image_field(ds::load_image(path, transform_, seed), transform_.channels_last));
     }
-    if (labelled_) out.add("label", std::vector<int64_t>{listing_.labels[index]}, {});
+    if (!labelled_) return;
+    if (listing_.label_sets.empty()) {
+      out.add("label", std::vector<int64_t>{listing_.labels[index]}, {});
+      return;
+    }
+    // multi_label: one 0/1 per class, as BCEWithLogitsLoss and torchmetrics' Multilabel* read them.
+    std::vector<float> hot(listing_.classes.size(), 0.0F);
+    for (const int64_t id : listing_.label_sets[index]) hot[static_cast<std::size_t>(id)] = 1.0F;
+    out.add("label", std::move(hot), {static_cast<int64_t>(listing_.classes.size())});
   }
 
  private:

@@ -166,7 +166,8 @@ std::pair<Listing, Listing> split_listing(const Listing& all, double val_fractio
   for (std::size_t i = 0; i < n; ++i) {
     Listing& part = is_val[i] ? val : train;
     part.paths.push_back(all.paths[i]);
-    part.labels.push_back(all.labels[i]);
+    if (!all.labels.empty()) part.labels.push_back(all.labels[i]);
+    if (!all.label_sets.empty()) part.label_sets.push_back(all.label_sets[i]);
   }
   return {std::move(train), std::move(val)};
 }

@@ -18,7 +18,10 @@ using EndingCounts = std::map<std::string, std::size_t>;
 /// The files of one split, in sample order, with their class ids.
 struct Listing {
   std::vector<std::string> paths;   ///< absolute or root-relative-resolved file paths
-  std::vector<int64_t> labels;      ///< one per path, in [0, classes.size())
+  std::vector<int64_t> labels;      ///< one per path, in [0, classes.size()); empty in a multi-label listing
+  /// A multi-label CSV listing's (`multi_label = true`): each path's class ids, sorted, none
+  /// repeated (none at all for an image without a label); empty otherwise.
+  std::vector<std::vector<int64_t>> label_sets;
   std::vector<std::string> classes; ///< class names by id (folder names, or CSV label names)
   /// Links under root that lead back to a folder they are inside ("dog/loop/up" for up -> ..),
   /// not followed (folder_walk.h): the dataset warns naming them. Only a scan finds them.

@@ -18,7 +18,10 @@ struct ListingReader {
 
   /// The listing of `root` (or `csv`); `key` names the config key that gave `root` in messages.
   Listing operator()(const std::string& root, const std::string& csv, const char* key = "root") const {
-    if (!csv.empty()) return read_csv_listing(csv, root, keys.allow_outside_root);
+    if (!csv.empty()) return read_csv_listing(csv, root, keys.allow_outside_root, keys.label_separator);
+    if (!keys.label_separator.empty())
+      throw Failure(TP_ERR_CONFIG, std::string("image_folder: multi_label = true, but `") + key +
+                                       "` gives class folders (one label per image); give this split a csv listing");
     if (cache == CacheUse::kOff) return scan_folder(root, keys.extensions, nullptr, key);
     const std::string path = listing_cache_path(keys.cache_dir, root, keys.extensions);
     if (auto cached = read_listing_cache(path, root, keys.extensions)) {
@@ -83,6 +86,16 @@ ListingKeys read_listing_keys(const tp::cpp::ConfigReader& cfg) {
   keys.extensions = cfg.get_string_array("extensions");
   keys.cache_dir = cfg.get_string("cache_dir");
   keys.allow_outside_root = cfg.get_bool("allow_outside_root");
+  if (cfg.get_bool("multi_label")) {
+    keys.label_separator = cfg.get_string("label_separator");
+    if (keys.label_separator.empty())
+      throw Failure(TP_ERR_CONFIG, "image_folder: multi_label = true needs a label_separator (\";\", \" \", \"|\"): what "
+                                   "separates the labels of a csv row");
+    if (keys.csv.empty())
+      throw Failure(TP_ERR_CONFIG, "image_folder: multi_label = true reads the labels of each image from a csv listing "
+                                   "(`csv`, and `val_csv` / `test_csv` for held-out splits): class folders give one "
+                                   "label per image. Set `csv` to a file of `path,labels` rows");
+  }
   return keys;
 }
 

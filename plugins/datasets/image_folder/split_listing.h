@@ -28,6 +28,8 @@ struct ListingKeys {
   std::vector<std::string> extensions;  ///< file endings scanned in class folders
   std::string cache_dir;            ///< the listing cache's directory ("" = the per-user default)
   bool allow_outside_root = false;  ///< a CSV row may be absolute or climb out of its root with '..'
+  /// `multi_label = true`: what separates a CSV row's labels (`label_separator`); "" = one label a row.
+  std::string label_separator;
 };
 
 /// The listing keys of an image_folder table, read and checked as the plugin reads them (val_split

@@ -150,6 +150,17 @@ class RowMaker {
       }
       columns.emplace_back(name, output);
       if (!is_classification(name, output)) continue;
+      if (options_.sigmoid_scores) {
+        // Each label on its own (a binary cross entropy trained it): a softmax over labels that
+        // may all be present would divide one probability among them.
+        const at::Tensor sigmoid = output.to(at::kFloat).sigmoid();
+        const auto [prob, argmax] = sigmoid.max(1);
+        columns.emplace_back(name + ".argmax", argmax);
+        columns.emplace_back(name + ".prob", prob);
+        columns.emplace_back(name + ".sigmoid", sigmoid);
+        columns.emplace_back(name + ".predicted", sigmoid.gt(0.5).to(at::kLong));
+        continue;
+      }
       const auto [prob, argmax] = at::softmax(output.to(at::kFloat), 1).max(1);
       columns.emplace_back(name + ".argmax", argmax);
       columns.emplace_back(name + ".prob", prob);

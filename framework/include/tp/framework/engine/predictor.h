@@ -42,6 +42,11 @@ struct PredictOptions {
   /// Other formats write a per-pixel output as a column while every map has one size, and refuse
   /// (ConfigError on --format) at the first that differs.
   bool json_rows = false;
+  /// The model was trained with independent sigmoids (a binary cross entropy: multi-label
+  /// tagging): a classification output's rows also give `<name>.sigmoid` [C], each label's
+  /// probability, and `<name>.predicted` [C], 1 where it is above 0.5; `<name>.prob` is then the
+  /// top label's sigmoid, not a softmax.
+  bool sigmoid_scores = false;
 };
 
 struct PredictSummary {
