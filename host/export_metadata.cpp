@@ -138,6 +138,10 @@ std::map<std::string, std::string> deployment_metadata(const LoadedCheckpoint& c
     metadata["torchhost.classes"] = dump(Json(checkpoint.classes.names));
     metadata["torchhost.class_field"] = checkpoint.classes.field;
   }
+  // A binary cross entropy trained each class's own sigmoid (multi-label): the scores to read.
+  if (const toml::table* loss = config.get_as<toml::table>("loss");
+      loss != nullptr && (*loss)["component"].value_or(std::string()) == "org.torchhost.bce_with_logits")
+    metadata["torchhost.scores"] = dump(Json("sigmoid"));
   if (const Json preprocessing = preprocessing_json(config); !preprocessing.is_null())
     metadata["torchhost.preprocessing"] = dump(preprocessing);
   if (const Json plugins = plugin_files_json(checkpoint.provenance_toml); !plugins.is_null())

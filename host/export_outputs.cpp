@@ -57,7 +57,12 @@ std::string model_outputs_json(const Options& options, const LoadedCheckpoint& c
       if (ragged)
         about["meaning"] = "ragged: the rows of every image, image i's are rows " + name + "_offsets[i] to " + name +
                            "_offsets[i + 1] - 1";
-      if (classification_output(name, output))
+      if (classification_output(name, output) && config.loss.component == "org.torchhost.bce_with_logits")
+        about["meaning"] = "label scores before the sigmoid, one row per image: column i is label i (torchhost.classes[i] "
+                           "when the export names them), each on its own (trained with a binary cross entropy: "
+                           "torchhost.scores = sigmoid); host predict writes " + name + ".sigmoid and " + name +
+                           ".predicted (sigmoid above 0.5)";
+      else if (classification_output(name, output))
         about["meaning"] = "class scores before softmax, one row per image: column i is class i (torchhost.classes[i] "
                            "when the export names them); host predict writes " + name + ".argmax, " + name +
                            ".prob (the softmax probability of the argmax) and " + name + ".class";

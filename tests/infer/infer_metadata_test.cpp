@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -36,15 +37,15 @@ using tp::test::error_of;
 
 namespace {
 
-/// `from` with its `torchhost.classes` metadata replaced by `names` (a safetensors header is an
+/// `from` with its metadata `key` replaced by `value` as JSON text (a safetensors header is an
 /// 8-byte little-endian length, then that much JSON, then the tensors' bytes).
-fs::path with_class_names(const fs::path& from, const nlohmann::json& names, const fs::path& to) {
+fs::path with_metadata(const fs::path& from, const std::string& key, const nlohmann::json& value, const fs::path& to) {
   std::ifstream in(from, std::ios::binary);
   std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   uint64_t length = 0;
   for (int i = 7; i >= 0; --i) length = (length << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
   nlohmann::json header = nlohmann::json::parse(bytes.substr(8, length));
-  header["__metadata__"]["torchhost.classes"] = names.dump();
+  header["__metadata__"][key] = value.dump();
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' '); // the data stays 8-byte aligned, as writers keep it
   std::string out(8, '\0');
@@ -60,7 +61,8 @@ TEST_CASE("tp::infer: class names only when the export names one per class, as h
   const Exported& run = exported();
   // Three names for a two-class output (a run's num_classes above its folders, or an edited file):
   // host predict writes no name; the library named classes 0 and 1 from the wrong list.
-  const fs::path three = with_class_names(run.exported, {"dark", "light", "extra"}, run.dir / "three_names.safetensors");
+  const fs::path three =
+      with_metadata(run.exported, "torchhost.classes", {"dark", "light", "extra"}, run.dir / "three_names.safetensors");
   tp::infer::Model model = tp::infer::Model::open(three.string(), cpu_options());
   const tp::infer::Batch batch = model.run_files(run.files, 2);
   REQUIRE(batch.top.size() == run.files.size());
@@ -84,6 +86,28 @@ TEST_CASE("tp::infer: class names only when the export names one per class, as h
   CHECK((std::string(name) == "dark" || std::string(name) == "light"));
   tp_infer_result_free(result);
   tp_infer_close(c_model);
+}
+
+TEST_CASE("tp::infer: a model trained with a binary cross entropy (torchhost.scores = sigmoid) scores each class by its sigmoid") {
+  const Exported& run = exported();
+  const fs::path sigmoid = with_metadata(run.exported, "torchhost.scores", "sigmoid", run.dir / "sigmoid.safetensors");
+  for (const bool multi : {false, true}) {
+    CAPTURE(multi);
+    tp::infer::Model model = tp::infer::Model::open((multi ? sigmoid : run.exported).string(), cpu_options());
+    const tp::infer::Batch batch = model.run_files(run.files, 2);
+    const tp::infer::Tensor& logits = batch.output("logits");
+    REQUIRE(logits.shape.size() == 2);
+    const auto classes = static_cast<std::size_t>(logits.shape[1]);
+    for (std::size_t image = 0; image < batch.top.size(); ++image) {
+      float sum = 0;
+      for (const tp::infer::ClassScore& score : batch.top[image]) {
+        const float logit = logits.values[image * classes + static_cast<std::size_t>(score.index)];
+        if (multi) CHECK(score.probability == doctest::Approx(1.0 / (1.0 + std::exp(-logit))).epsilon(1e-6));
+        sum += score.probability;
+      }
+      if (!multi) CHECK(sum == doctest::Approx(1.0).epsilon(1e-5));  // softmax over every class
+    }
+  }
 }
 
 namespace {

@@ -94,6 +94,7 @@ ExportFile read_export(const std::filesystem::path& path) {
     out.preprocessing = component_of(preprocessing);
   if (const Json classes = json_entry("torchhost.classes"); classes.is_array())
     for (const Json& name : classes) out.classes.push_back(name.is_string() ? name.get<std::string>() : "");
+  out.sigmoid_scores = json_entry("torchhost.scores") == Json("sigmoid");
   // Only for a warning at open: an entry without both strings is passed over.
   if (const Json plugins = json_entry("torchhost.plugin_files"); plugins.is_array())
     for (const Json& plugin : plugins)

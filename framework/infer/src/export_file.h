@@ -28,6 +28,7 @@ struct ExportFile {
   ExportedComponent model;
   ExportedComponent preprocessing; ///< component "" when the export has no evaluation table
   std::vector<std::string> classes;
+  bool sigmoid_scores = false; ///< torchhost.scores = "sigmoid": a class's probability is its own sigmoid
   std::vector<ExportedPluginFile> plugin_files; ///< empty in exports written without provenance
   NamedWeights weights;
 };

@@ -88,6 +88,7 @@ struct Model::State {
   bool preprocessing_loaded = false; ///< a loaded library provides `preprocessing`'s component (set at open)
   std::atomic<int> threads{0}; ///< OpenOptions::threads, changed by set_threads
   std::vector<std::string> classes;
+  bool sigmoid_scores = false;  ///< the export's torchhost.scores = "sigmoid" (a binary cross entropy trained it)
   detail::ExportedComponent preprocessing;
   std::unique_ptr<Registry> registry;
   std::unique_ptr<BatchPlacement> placement;
@@ -235,6 +236,7 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
     state->threads = options.threads;
     state->plugin_dirs = searched_dirs(options);
     state->classes = std::move(file.classes);
+    state->sigmoid_scores = file.sigmoid_scores;
     state->preprocessing = std::move(file.preprocessing);
     state->component = file.model.component;
     state->registry = std::make_unique<Registry>(state->share.host());
@@ -302,7 +304,7 @@ namespace {
 // The answer for `inputs`; `files`: the layout they were collated with when run_files read them
 // from files (per-pixel outputs then come at each file's size, answer_outputs.h).
 Batch answer(ModelProxy& model, const BatchPlacement& placement, const NamedTensors& inputs, const BatchLayout* files,
-             int top_k, const std::vector<std::string>& classes) {
+             int top_k, const std::vector<std::string>& classes, bool sigmoid_scores) {
   if (top_k < 0) throw Error("tp::infer: top_k is " + std::to_string(top_k) + "; give 0 or more.");
   c10::InferenceMode inference;
   const NamedTensors outputs = model.forward(placement.to_device(inputs));
@@ -313,8 +315,10 @@ Batch answer(ModelProxy& model, const BatchPlacement& placement, const NamedTens
     return is_classification(output.first, output.second);
   });
   if (classifier == outputs.end() || top_k == 0) return batch;
-  // As `host predict`'s logits.prob: softmax in float32 on the output's device.
-  const at::Tensor probabilities = at::softmax(classifier->second.to(at::kFloat), 1);
+  // As `host predict`'s logits.prob: softmax in float32 on the output's device; each class's own
+  // sigmoid for a model a binary cross entropy trained (multi-label: the labels above 0.5 apply).
+  const at::Tensor probabilities = sigmoid_scores ? classifier->second.to(at::kFloat).sigmoid()
+                                                  : at::softmax(classifier->second.to(at::kFloat), 1);
   const int64_t k = std::min<int64_t>(top_k, probabilities.size(1));
   const auto [values, indices] = at::topk(probabilities, k, 1);
   const at::Tensor p = values.to(at::kCPU).contiguous(), c = indices.to(at::kCPU).contiguous();
@@ -404,7 +408,8 @@ Batch Model::run_files(const std::vector<std::string>& paths, int top_k) {
     CollateOptions collate_options;
     collate_options.layout = &data.batch_layout();
     const NamedTensors inputs = collate(std::move(samples), collate_options);
-    return answer(*state().model, *state().placement, inputs, &data.batch_layout(), top_k, state().classes);
+    return answer(*state().model, *state().placement, inputs, &data.batch_layout(), top_k, state().classes,
+                  state().sigmoid_scores);
   });
 }
 
@@ -459,7 +464,7 @@ Batch Model::run_tensors(const std::vector<Tensor>& inputs, int top_k) {
     }
     const std::lock_guard<std::mutex> turn(state().share.calls());
     use_threads(state().threads);
-    return answer(*state().model, *state().placement, batch, nullptr, top_k, state().classes);
+    return answer(*state().model, *state().placement, batch, nullptr, top_k, state().classes, state().sigmoid_scores);
   });
 }
 

@@ -68,6 +68,15 @@ TEST_CASE("multi-label end to end: a csv of label sets, bce_with_logits, multila
   CHECK(header == "index,path,logits.0,logits.1,logits.argmax,logits.class,logits.prob,logits.sigmoid.0,logits.sigmoid.1,"
                   "logits.predicted.0,logits.predicted.1");
   CHECK(first.ends_with(",0,0"));  // val_0.png: neither a disc nor a square
+  // The export says the scores are sigmoids (the inference library reads them so).
+  const auto exported = dir / "model.safetensors";
+  const auto export_run = tp::test::run_host("export --checkpoint '" + (out / "checkpoints" / "last.pt").string() +
+                                             "' --format safetensors --output '" + exported.string() + "'");
+  INFO(export_run.output);
+  REQUIRE(export_run.exit_code == 0);
+  const std::string bytes = tp::test::read_text(exported);
+  CHECK(bytes.find("\"torchhost.scores\":\"\\\"sigmoid\\\"\"") != std::string::npos);
+  CHECK(bytes.find("label scores before the sigmoid") != std::string::npos);
   // A shard sample carries one class: host shards write refuses rather than drop labels.
   const auto shards = tp::test::run_host("shards write --config '" + cfg.string() + "' --out '" + (dir / "shards").string() + "'");
   INFO(shards.output);

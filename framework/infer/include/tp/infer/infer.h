@@ -119,7 +119,8 @@ TP_EXPORT uint32_t tp_infer_result_class_count(const tp_infer_result_t *result, 
 
 /** The `rank`-th best class of `image` (0 = best): its id, its name (borrowed; "" when the export
  *  names no classes) and its softmax probability, as `host predict`'s logits.class and
- *  logits.prob. Any out pointer may be NULL. */
+ *  logits.prob (its own sigmoid for a model trained with a binary cross entropy: multi-label).
+ *  Any out pointer may be NULL. */
 TP_EXPORT tp_status tp_infer_result_class(const tp_infer_result_t *result, uint32_t image, uint32_t rank,
                                           int64_t *out_class, const char **out_name, float *out_probability);
 

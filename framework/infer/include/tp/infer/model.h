@@ -57,7 +57,10 @@ struct Tensor {
 struct ClassScore {
   int64_t index = 0;       ///< the class id (the row of the output)
   std::string name;        ///< the export's class name for it; "" when the export names none
-  float probability = 0.F; ///< softmax of the output row, as `host predict`'s `logits.prob`
+  /// softmax of the output row, as `host predict`'s `logits.prob`; the class's own sigmoid for a
+  /// model trained with a binary cross entropy (the export's torchhost.scores = "sigmoid":
+  /// multi-label, where every class above 0.5 applies)
+  float probability = 0.F;
 };
 
 /// The answer for one batch.
