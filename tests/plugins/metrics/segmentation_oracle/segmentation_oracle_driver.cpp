@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "plugins/metrics/abi_oracle_driver.h"
 #include "support/fake_host.h"
 #include "tp/iface/loss.h"
 #include "tp/iface/metric.h"
@@ -20,36 +21,9 @@
 namespace {
 
 using tp::test::FakeConfig;
+using namespace tp::test::oracle;
 
 constexpr int64_t kIgnore = 255;
-
-struct Library {
-  const tp_plugin_entry_t* entry = nullptr;
-  tp::test::FakeHost host;
-};
-
-[[noreturn]] void fail(const std::string& what) {
-  std::fprintf(stderr, "segmentation_oracle_driver: %s\n", what.c_str());
-  std::exit(1);
-}
-
-void open(Library& lib, const char* path) {
-  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) fail(dlerror());
-  lib.entry = static_cast<const tp_plugin_entry_t*>(dlsym(handle, TP_ENTRY_SYMBOL));
-  lib.host.host.tensor_release = [](const tp_host_t*, tp_tensor h) { delete reinterpret_cast<at::Tensor*>(h); };
-  if (lib.entry == nullptr || lib.entry->init(&lib.host.host) != TP_OK) fail(std::string("init failed: ") + path);
-}
-
-tp_tensor handle_of(const at::Tensor& t) { return reinterpret_cast<tp_tensor>(const_cast<at::Tensor*>(&t)); }
-
-/// Writes `t` as raw little-endian values and returns its file name.
-std::string write(const at::Tensor& t, const std::string& dir, const std::string& name) {
-  const at::Tensor c = t.contiguous().cpu();
-  std::ofstream(dir + "/" + name, std::ios::binary)
-      .write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
-  return name;
-}
 
 /// Random [B, H, W] labels in [0, classes) with about a quarter of the pixels set to kIgnore.
 at::Tensor random_mask(int64_t b, int64_t h, int64_t w, int64_t classes) {
