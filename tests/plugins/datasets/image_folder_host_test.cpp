@@ -106,6 +106,19 @@ TEST_CASE("a validation split whose every file is bad stops the run under skip, 
   CHECK(run.output.find("evaluation (val/*): every sample failed to load (6 skipped") != std::string::npos);
   CHECK(run.output.find("page0.png") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(dir / "out" / "checkpoints" / "last.pt"));
+  // Bad files only among the first: the sanity check's two batches (8 files, the "._" twins a
+  // Mac's copy sorts first) all fail, and the run goes on, scoring the good files (data trial F24).
+  for (const char* cls : {"dark", "light"}) {
+    for (int i = 0; i < 3; ++i) std::filesystem::remove(val / cls / ("page" + std::to_string(i) + ".png"));
+    for (int i = 0; i < 8; ++i) std::ofstream(val / cls / ("._" + std::to_string(i) + ".png")) << std::string("\x00\x05\x16\x07", 4);
+    std::filesystem::copy(train / cls / "00.png", val / cls / "z_good.png");
+  }
+  const auto mac = tp::test::run_host("train --config '" + cfg.string() + "' --output-dir '" + (dir / "out_mac").string() +
+                                      "' --set eval.batch_size=4");
+  INFO(mac.output);
+  CHECK(mac.exit_code == 0);
+  CHECK(mac.output.find("every sample failed to load") == std::string::npos);
+  CHECK(mac.output.find("evaluation: skipped 16 bad samples") != std::string::npos);
 }
 
 TEST_CASE("host plugins check reads image_folder's encoded images (ABI 1.11), or names the key that prevents them") {
