@@ -2,6 +2,8 @@
 #include "scripted_model.h"
 
 #include <ATen/core/Dict.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/core/InferenceMode.h>
 #include <ATen/core/List.h>
 #include <ATen/core/function_schema.h>
 #include <ATen/core/jit_type.h>
@@ -158,7 +160,19 @@ tp::cpp::Outputs ScriptedModel::forward(const tp::cpp::Inputs& fields) {
     const at::Tensor& x = fields.get(name);
     arguments.emplace_back(x.is_floating_point() && x.scalar_type() != dtype_ ? x.to(dtype_) : x);
   }
-  const c10::IValue result = module_.forward(std::move(arguments));
+  // TorchScript's profiling executor specialises the graph in the first training calls into one
+  // that saves tensors for backward; run under the host's InferenceMode (an evaluation) it then
+  // failed with "Inference tensors cannot be saved for backward" (data trial F23). An evaluation
+  // runs it with autograd off instead, outside InferenceMode: nothing is saved, and the graph
+  // executor sees a plain no-grad call.
+  c10::IValue result;
+  if (c10::InferenceMode::is_enabled()) {
+    const c10::InferenceMode off(false);
+    const at::NoGradGuard no_grad;
+    result = module_.forward(std::move(arguments));
+  } else {
+    result = module_.forward(std::move(arguments));
+  }
 
   tp::cpp::Outputs out;
   switch (kind_) {

@@ -50,6 +50,14 @@ TEST_CASE("a scripted MLP trained by the host: losses fall, Python reproduces th
                                  std::string(tp::test::fixture_plugin_dir()) + "' --output-dir '" + run_dir.string() + "'");
   INFO(train.output);
   REQUIRE(train.exit_code == 0);
+  // Without the sanity check the first evaluation comes after training calls, under the host's
+  // InferenceMode: the profiling executor's graph, specialised for autograd, failed there with
+  // "Inference tensors cannot be saved for backward" (data trial F23).
+  const HostRun unchecked = run_host("--config '" + (dir / "run.toml").string() + "' --plugin-dir '" +
+                                     std::string(tp::test::fixture_plugin_dir()) + "' --output-dir '" +
+                                     (dir / "run_unchecked").string() + "' --set eval.sanity_batches=0 --set train.epochs=2");
+  INFO(unchecked.output);
+  CHECK(unchecked.exit_code == 0);
 
   const auto epochs = rows_of(read_history(run_dir), "epoch");
   REQUIRE(epochs.size() == 4);
