@@ -72,8 +72,9 @@ ImageFiles files_under(const fs::path& dir, const std::vector<std::string>& exte
   return files;
 }
 
-// Whether `file` starts as a JPEG, PNG, BMP or WebP file does: one image given, not a list. A BMP
-// is "BM" with four zero reserved bytes at 6, which no list line ("BMW/1.jpg") has.
+// Whether `file` starts as a JPEG, PNG, BMP, WebP, TIFF or PPM/PGM file does: one image given, not
+// a list. A BMP is "BM" with four zero reserved bytes at 6, which no list line ("BMW/1.jpg") has; a
+// netpbm file "P1".."P6" and a blank.
 bool starts_as_image(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   std::array<unsigned char, 12> head{};
@@ -82,8 +83,11 @@ bool starts_as_image(const fs::path& file) {
     return static_cast<std::size_t>(in.gcount()) >= at + magic.size() &&
            std::equal(magic.begin(), magic.end(), head.begin() + static_cast<std::ptrdiff_t>(at));
   };
+  const bool netpbm = in.gcount() >= 3 && head[0] == 'P' && head[1] >= '1' && head[1] <= '6' &&
+                      std::isspace(head[2]) != 0;
   return starts({0xFF, 0xD8, 0xFF}) || starts({0x89, 'P', 'N', 'G'}) || (starts({'B', 'M'}) && starts({0, 0, 0, 0}, 6)) ||
-         (starts({'R', 'I', 'F', 'F'}) && starts({'W', 'E', 'B', 'P'}, 8));
+         (starts({'R', 'I', 'F', 'F'}) && starts({'W', 'E', 'B', 'P'}, 8)) || starts({'I', 'I', 42, 0}) ||
+         starts({'M', 'M', 0, 42}) || netpbm;
 }
 
 std::string trimmed(const std::string& line) {
@@ -131,7 +135,10 @@ ImageFiles list_image_files(const std::string& source, const std::vector<std::st
   const fs::file_status status = fs::status(source, error);
   if (fs::is_directory(status)) return files_under(source, extensions);
   if (fs::is_regular_file(status)) {
-    if (starts_as_image(source)) return ImageFiles{{source}, {fs::absolute(source).string()}};
+    // An image by its bytes, or by an image ending (a damaged one then fails as an image, naming
+    // the file, instead of being read as a list: data trial F18's .tif).
+    if (starts_as_image(source) || has_ending(fs::path(source).filename().string(), extensions))
+      return ImageFiles{{source}, {fs::absolute(source).string()}};
     return files_listed(source);
   }
   throw ConfigError(kOption, "host predict --images: '" + source + "' " +

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
 
 #include <doctest/doctest.h>
 
@@ -138,6 +139,20 @@ TEST_CASE("host predict --images LIST: the list's order, its paths as written, c
   CHECK(row.at("path") == one);
   CHECK(row.at("logits") == rows[0].at("logits"));
   CHECK_FALSE(std::getline(single_in, line));
+  // A TIFF and a PPM given alone are images too (data trial F18: read as lists of paths, the
+  // error showing their bytes); lossless, so the same logits.
+  const cv::Mat pixels = cv::imread(one);
+  for (const std::string ending : {".tif", ".ppm"}) {
+    CAPTURE(ending);
+    const fs::path file = run.dir / ("one" + ending), out = run.dir / ("one" + ending + ".jsonl");
+    REQUIRE(cv::imwrite(file.string(), pixels));
+    const auto other = run.predict("--images '" + file.string() + "' --format jsonl --output '" + out.string() + "'");
+    INFO(other.output);
+    REQUIRE(other.exit_code == 0);
+    std::ifstream other_in(out);
+    REQUIRE(std::getline(other_in, line));
+    CHECK(Json::parse(line).at("logits") == rows[0].at("logits"));
+  }
   // A list whose first line starts as a BMP file does ("BM") is still a list.
   fs::create_directories(run.dir / "lists" / "BMfiles");
   fs::copy_file(one, run.dir / "lists" / "BMfiles" / "1.png", fs::copy_options::overwrite_existing);
