@@ -288,7 +288,10 @@ int run_shards(const Options& options) {
       const std::string json = nlohmann::json{{"label", label},
                                               {"class", listing.classes[static_cast<std::size_t>(label)]},
                                               {"source", source_name(listing.paths[i], keys, options.split)}}
-                                   .dump();
+                                   // A file name that is not UTF-8 (Latin-1 from an old archive) stopped the
+                                   // write with the JSON library's bare exception (data trial F22): its
+                                   // bytes become U+FFFD in this informational member.
+                                   .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
       const std::string ext = image_extension(listing.paths[i]);
       if (std::find(member_extensions.begin(), member_extensions.end(), ext) == member_extensions.end())
         member_extensions.push_back(ext);

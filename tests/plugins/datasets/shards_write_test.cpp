@@ -368,6 +368,24 @@ TEST_CASE("host shards write: prints the image_extensions the reader needs for a
   CHECK_FALSE(contains(run.output, "image_extensions ="));
 }
 
+TEST_CASE("host shards write: a file name that is not UTF-8 is written, its bytes U+FFFD in the json's source") {
+  // Data trial F22: the JSON library's bare exception ("invalid UTF-8 byte") named no file.
+  const fs::path dir = tp::test::fresh_dir("shards_write_latin1");
+  const fs::path root = dir / "images";
+  write_two_classes(root, 1);
+  write_file(root / "c1" / "r\xe9sum\xe9.jpg", jpeg_like("a Latin-1 name"));
+  double seconds = 0;
+  const HostRun run = run_host_timed("shards write --config '" + data_only_config(dir, root).string() + "' --out '" +
+                                         (dir / "out").string() + "' --keep-order",
+                                     &seconds);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  bool found = false;
+  for (const auto& [member, data] : tar_members(dir / "out" / "train-000000.tar"))
+    found = found || (member.ends_with(".json") && contains(data, "r\xef\xbf\xbdsum\xef\xbf\xbd.jpg"));
+  CHECK(found);
+}
+
 // Data trial F12: shards written from an image folder kept the classes only in
 // train-shards.json, which the webdataset plugin did not read: predict wrote no `.class` column
 // and host export no torchhost.classes after the recommended move to shards.
