@@ -5,6 +5,7 @@
 // library tp_image_transforms (transform_config.cpp, image_pipeline.cpp, image_field.cpp), shared
 // with webdataset.
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -78,6 +79,27 @@ std::vector<std::string> unlabelled_files(const tp::cpp::DatasetArgs& args) {
     throw tp::cpp::Failure(TP_ERR_CONFIG, "image_folder: `files` (images without labels) serves the val and test "
                                           "splits only; the train split needs labelled folders or a CSV");
   return files;
+}
+
+/// A held-out split read from the training images themselves (val_root = root, val_csv = csv, and
+/// the same for test): its scores are the training set's, optimistic without a word (data trial
+/// F25, a copy-paste slip). Warned of once, by the held-out split.
+void warn_held_out_is_training(const tp::cpp::DatasetArgs& args) {
+  if (args.train() || !unlabelled_files(args).empty()) return;
+  const ifo::ListingKeys keys = ifo::read_listing_keys(args.config);
+  const bool test = std::string(args.split_name) == "test";
+  const std::string& held_root = test ? keys.test_root : keys.val_root;
+  const std::string& held_csv = test ? keys.test_csv : keys.val_csv;
+  const auto same = [](const std::string& a, const std::string& b) {
+    std::error_code ec;
+    return !a.empty() && !b.empty() && std::filesystem::weakly_canonical(a, ec) == std::filesystem::weakly_canonical(b, ec);
+  };
+  const bool from_training = keys.csv.empty() ? held_csv.empty() && same(held_root, keys.root) : same(held_csv, keys.csv);
+  if (!from_training) return;
+  const std::string key = std::string(test ? "test" : "val") + (keys.csv.empty() ? "_root" : "_csv");
+  args.log(TP_LOG_WARNING, std::string("image_folder (") + args.split_name + "): `" + key +
+                               "` names the training images themselves, so this split scores the model on what it "
+                               "trained on; give it held-out images (or val_split to hold some out)");
 }
 
 ifo::Listing listing_for(const tp::cpp::DatasetArgs& args, ifo::CacheUse cache) {
@@ -205,6 +227,7 @@ class ImageFolderDataset {
         encoded_refusal_(ds::encoded_image_refusal(transform_)),
         listing_(listing_for(args, ifo::CacheUse::kRead)),
         labelled_(listing_.labels.size() == listing_.paths.size() || listing_.label_sets.size() == listing_.paths.size()) {
+    warn_held_out_is_training(args);
     warn_loops(args, listing_);
     log_unlisted(args, listing_);
     log_skipped_folders(args, listing_);

@@ -231,3 +231,19 @@ TEST_CASE("image_folder: hidden folders and __MACOSX at the root are not classes
                                          "'.ipynb_checkpoints')") != std::string::npos,
                 lib.host.last_error);
 }
+
+TEST_CASE("image_folder: a val split that names the training images is warned of (data trial F25)") {
+  const Fixture f = write_folder("if_val_is_train", 8, 8);
+  PluginLibrary lib("image_folder");
+  FakeConfig cfg;
+  configure(lib, cfg, f.root);
+  // A copy-paste slip: val_root = root, written another way.
+  cfg.values["val_root"] = (f.root / "." / "").string();
+  const Dataset val(lib, kId, cfg, "val");
+  CHECK(logged(lib, TP_LOG_WARNING, "image_folder (val): `val_root` names the training images themselves") == 1);
+  // Held-out images: no word.
+  const Fixture other = write_folder("if_val_held_out", 8, 8);
+  cfg.values["val_root"] = other.root.string();
+  const Dataset held_out(lib, kId, cfg, "val");
+  CHECK(logged(lib, TP_LOG_WARNING, "names the training images") == 1);
+}
