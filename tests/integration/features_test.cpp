@@ -272,7 +272,7 @@ TEST_CASE("two metrics reporting one name are refused before training, naming bo
   // held the key twice, which plots, host compare and sweeps then refused as damaged.
   const auto dir = tp::test::fresh_dir("features_duplicate_metric");
   const fs::path config = dir / "run.toml";
-  std::ofstream(config) << tp::test::read_text("tests/integration/features.toml")
+  std::ofstream(config) << tp::test::read_text(std::string(tp::test::source_dir()) + "/tests/integration/features.toml")
                         << "\n[[metrics]]\ncomponent = \"org.torchhost.accuracy\"\ntop_k = 1\n";
   const auto run = tp::test::run_host("--config '" + config.string() + "' --output-dir '" + (dir / "out").string() +
                                       "' --set progress.mode=\"off\"");
