@@ -170,6 +170,10 @@ TEST_CASE("a micro-batch skipped whole on one rank: no hang, and the ranks stay 
     // ... and so are rank 1's: the validation loss sums both ranks' shards, each evaluated with
     // that rank's own weights, so a rank that drifted would change it.
     CHECK(val_loss(two) == doctest::Approx(val_loss(single)).epsilon(1e-5));
+    // The epoch's skipped samples are every rank's (4 on rank 0, 3 on rank 1), as one process's.
+    for (const auto& dir : {single, two})
+      for (const auto& epoch : tp::test::rows_of(tp::test::read_history(dir), "epoch"))
+        CHECK(epoch.values.at("data/skipped_samples") == 7);
   }
 }
 

@@ -153,7 +153,7 @@ void Trainer::Impl::evaluate_and_save_on_steps(int64_t epoch) {
   save_if_requested(here); // an EVAL_END request
 }
 
-void Trainer::Impl::refuse_epoch_of_bad_samples(int64_t epoch, int64_t samples) {
+double Trainer::Impl::refuse_epoch_of_bad_samples(int64_t epoch, int64_t samples) {
   // data.on_bad_sample = "skip" carries a run past bad files; an epoch in which every sample of
   // every rank was bad trained nothing, and ended as a success with untrained weights saved
   // (data trial F1). Summed over the ranks, so all of them stop together.
@@ -163,7 +163,7 @@ void Trainer::Impl::refuse_epoch_of_bad_samples(int64_t epoch, int64_t samples) 
   collectives_->all_reduce_sum(counts, "sum the epoch's loaded and skipped training samples");
   const at::Tensor totals = counts.front().cpu();
   const double skipped = totals[0].item<double>(), loaded = totals[1].item<double>();
-  if (loaded > 0 || skipped == 0) return;
+  if (loaded > 0 || skipped == 0) return skipped;
   throw Error(skipped_note("epoch " + std::to_string(epoch + 1) + ": every training sample failed to load (" +
                                short_number(skipped, 12) + " skipped under data.on_bad_sample = \"skip\"), so "
                                "nothing was trained and nothing of this epoch is saved. The first failures" +
@@ -183,7 +183,8 @@ void Trainer::Impl::end_epoch(int64_t epoch) {
   const Scalars train_terms = meters_.last_terms(); // train/loss/<term> of the epoch
   const TrainMeters::EpochClock clock = meters_.epoch_clock();
   const double seconds = clock.seconds;
-  if (config_.data.on_bad_sample == BadSamplePolicy::kSkip) refuse_epoch_of_bad_samples(epoch, clock.samples);
+  const double skipped_all =
+      config_.data.on_bad_sample == BadSamplePolicy::kSkip ? refuse_epoch_of_bad_samples(epoch, clock.samples) : 0.0;
   Scalars eval;
   if (evaluator_->enabled() && due(config_.eval.strategy, config_.eval.every, true, epoch)) eval = run_evaluation(true);
   const double lr = current_lr(*optim_.optimizer);
@@ -196,9 +197,10 @@ void Trainer::Impl::end_epoch(int64_t epoch) {
                         {"time/data_wait_fraction", seconds > 0 ? clock.wait_s / seconds : 0.0},
                         {"throughput/samples_per_s", seconds > 0 ? double(clock.samples) / seconds : 0.0}}};
   record.values.insert(record.values.end(), train_terms.begin(), train_terms.end());
-  // data.on_bad_sample = "skip": how many training samples this rank dropped, and the first few.
+  // data.on_bad_sample = "skip": how many training samples the ranks dropped, and this rank's first few.
   if (const int64_t skipped = train_loader_->skipped_count(); config_.data.on_bad_sample == BadSamplePolicy::kSkip) {
-    record.values.emplace_back("data/skipped_samples", double(skipped));
+    // Every rank's, as val/skipped_samples beside it (data trial F21: it was rank 0's alone).
+    record.values.emplace_back("data/skipped_samples", skipped_all);
     if (skipped > 0)
       log_.warn(skipped_note("epoch " + std::to_string(epoch + 1) + ": skipped " + std::to_string(skipped) + " bad samples of " +
                                  std::to_string(skipped + clock.samples) + (collectives_->world_size() > 1 ? " on this rank" : ""),

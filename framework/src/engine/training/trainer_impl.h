@@ -131,8 +131,9 @@ class Trainer::Impl {
   void evaluate_and_save_on_steps(int64_t epoch);
   void end_epoch(int64_t epoch);
   /// data.on_bad_sample = "skip": throws tp::Error (exit 1) when no rank loaded a training sample
-  /// of `epoch` and some were skipped (`samples`: this rank's loaded ones); one collective.
-  void refuse_epoch_of_bad_samples(int64_t epoch, int64_t samples);
+  /// of `epoch` and some were skipped (`samples`: this rank's loaded ones); else returns the
+  /// samples every rank skipped in it. One collective.
+  double refuse_epoch_of_bad_samples(int64_t epoch, int64_t samples);
   /// Evaluates and reacts: callbacks (EVAL_END), early stopping, an "eval" history record when no
   /// epoch record takes the values (eval.strategy = "steps", the final evaluation after SWA). The
   /// "early stopping: ..." line follows the line that reports the evaluation: the step line, at
