@@ -113,10 +113,10 @@ int run_predict(const Options& options) {
   // Every rank names the samples it left out (the error names the file): "1 samples were skipped"
   // alone sent a trial looking for which.
   if (!summary.skipped_here.empty()) {
-    std::string note = "predict: samples left out (data.on_bad_sample = \"skip\"; their rows are missing), the "
-                       "first of this rank's:";
-    for (const SkippedSample& s : summary.skipped_here) note += "\n  index " + std::to_string(s.index) + ": " + s.message;
-    session->logger.every_rank(note); // warn() would print on rank 0 alone
+    // warn() would print on rank 0 alone.
+    session->logger.every_rank(with_skipped_samples("predict: samples left out (data.on_bad_sample = \"skip\"; their "
+                                                    "rows are missing), the first of this rank's:",
+                                                    summary.skipped_here));
   }
   if (!rank0) return kExitOk;
   writer->finish(summary.schema);

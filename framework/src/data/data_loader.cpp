@@ -428,6 +428,11 @@ void DataLoader::wait_for_left_threads() {
   left_behind_.clear();
 }
 
+std::string with_skipped_samples(std::string head, const std::vector<SkippedSample>& samples) {
+  for (const SkippedSample& s : samples) head += "\n  index " + std::to_string(s.index) + ": " + s.message;
+  return head;
+}
+
 void DataLoader::note_skips(std::vector<SkippedSample>& skipped) {
   skipped_count_ += static_cast<int64_t>(skipped.size());
   for (auto& sample : skipped) {

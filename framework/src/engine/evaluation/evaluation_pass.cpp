@@ -94,15 +94,12 @@ Scalars evaluate_split(const EvaluationPass& pass, const std::string& prefix) {
   // say so: the sanity check's first batches may all be bad where the rest are not (a Mac's
   // AppleDouble "._" twins sort first, data trial F24).
   if (const double dropped = skipped.item<double>(); pass.batch_limit == 0 && dropped > 0 && count.item<double>() == 0) {
-    std::string first;
-    for (const SkippedSample& sample : pass.loader.first_skipped())
-      first += "\n  index " + std::to_string(sample.index) + ": " + sample.message;
-    throw Error("evaluation (" + prefix + "/*): every sample failed to load (" + std::to_string(static_cast<int64_t>(dropped)) +
+    throw Error(with_skipped_samples("evaluation (" + prefix + "/*): every sample failed to load (" + std::to_string(static_cast<int64_t>(dropped)) +
                 " skipped under data.on_bad_sample = \"skip\"), so there is nothing to score. Fix the split's files or "
                 "the dataset's settings (a wrong root, extensions or decoder), or set data.on_bad_sample = \"fail\" to "
                 "stop at the first. The first failures" +
-                (collectives.world_size() > 1 ? " on rank " + std::to_string(collectives.rank()) : std::string()) + ":" +
-                first);
+                (collectives.world_size() > 1 ? " on rank " + std::to_string(collectives.rank()) : std::string()) + ":",
+                pass.loader.first_skipped()));
   }
   Scalars result;
   result.emplace_back(prefix + "/loss", (loss_sum / count).item<double>()); // sync, once per evaluation

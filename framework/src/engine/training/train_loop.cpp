@@ -17,15 +17,6 @@
 #include "tp/framework/util/short_number.h"
 
 namespace tp {
-namespace {
-
-// A warning about data.on_bad_sample = "skip": `head`, then this rank's first skipped samples.
-std::string skipped_note(std::string head, const std::vector<SkippedSample>& first) {
-  for (const SkippedSample& s : first) head += "\n  index " + std::to_string(s.index) + ": " + s.message;
-  return head;
-}
-
-}  // namespace
 
 void Trainer::Impl::train_epoch(int64_t epoch) {
   parts_.model->set_training(true);
@@ -164,7 +155,7 @@ double Trainer::Impl::refuse_epoch_of_bad_samples(int64_t epoch, int64_t samples
   const at::Tensor totals = counts.front().cpu();
   const double skipped = totals[0].item<double>(), loaded = totals[1].item<double>();
   if (loaded > 0 || skipped == 0) return skipped;
-  throw Error(skipped_note("epoch " + std::to_string(epoch + 1) + ": every training sample failed to load (" +
+  throw Error(with_skipped_samples("epoch " + std::to_string(epoch + 1) + ": every training sample failed to load (" +
                                short_number(skipped, 12) + " skipped under data.on_bad_sample = \"skip\"), so "
                                "nothing was trained and nothing of this epoch is saved. The first failures" +
                                (collectives_->world_size() > 1 ? " on rank " + std::to_string(collectives_->rank()) : "") +
@@ -202,7 +193,7 @@ void Trainer::Impl::end_epoch(int64_t epoch) {
     // Every rank's, as val/skipped_samples beside it (data trial F21: it was rank 0's alone).
     record.values.emplace_back("data/skipped_samples", skipped_all);
     if (skipped > 0)
-      log_.warn(skipped_note("epoch " + std::to_string(epoch + 1) + ": skipped " + std::to_string(skipped) + " bad samples of " +
+      log_.warn(with_skipped_samples("epoch " + std::to_string(epoch + 1) + ": skipped " + std::to_string(skipped) + " bad samples of " +
                                  std::to_string(skipped + clock.samples) + (collectives_->world_size() > 1 ? " on this rank" : ""),
                              train_loader_->first_skipped()));
   }
@@ -236,7 +227,7 @@ Scalars Trainer::Impl::run_evaluation(bool epoch_line_follows, int64_t trained_i
   for (const auto& [name, value] : eval) {
     if (!name.ends_with("/skipped_samples")) continue;
     // As the epoch's training skips are reported: the count over the ranks, this rank's first few.
-    log_.warn(skipped_note("evaluation: skipped " + short_number(value, 9) + " bad samples (" + name +
+    log_.warn(with_skipped_samples("evaluation: skipped " + short_number(value, 9) + " bad samples (" + name +
                                "); its loss and metrics cover the other samples only",
                            evaluator_->first_skipped()));
     break;  // an average's pass (val_ema) skips the same samples

@@ -42,6 +42,10 @@ struct SkippedSample {
   std::string message;  ///< the error the sample raised
 };
 
+/// `head` followed by one line per sample, "\n  index <i>: <message>": how a warning or an
+/// error names skipped samples (training's, evaluation's, predict's).
+std::string with_skipped_samples(std::string head, const std::vector<SkippedSample>& samples);
+
 /// Options of DataLoader (fluent setters, validated by the DataLoader constructor).
 ///
 /// Example:
