@@ -13,6 +13,7 @@
 
 #include "support/fake_host.h"
 #include "tp/entry.h"
+#include "tp/iface/metric.h"
 
 namespace tp::test::oracle {
 
@@ -46,6 +47,21 @@ inline std::string write(const at::Tensor& t, const std::string& dir, const std:
   std::ofstream(dir + "/" + name, std::ios::binary)
       .write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
   return name;
+}
+
+/// The values `metric`'s compute reports for `self`, as " <name> <value>" each with every digit of
+/// a double (what the Python side parses); ends the driver naming `what` when compute fails.
+inline std::string metric_values(Library& lib, const tp_metric_v1_t& metric, void* self, const std::string& what) {
+  tp_scalar_t v[64];
+  uint32_t n = 0;
+  if (metric.compute(self, v, 64, &n) != TP_OK) fail(what + " compute: " + lib.host.last_error);
+  std::string line;
+  char item[96];
+  for (uint32_t i = 0; i < n; ++i) {
+    std::snprintf(item, sizeof item, " %s %.17g", v[i].name, v[i].value);
+    line += item;
+  }
+  return line;
 }
 
 }  // namespace tp::test::oracle

@@ -90,16 +90,7 @@ void metric_case(Library& lib, const std::string& dir, std::ofstream& manifest) 
     manifest << " " << write(logits, dir, stem + "_logits.bin") << " " << write(target, dir, stem + "_target.bin") << " "
              << batch_sizes[i];
   }
-  tp_scalar_t v[8];
-  uint32_t n = 0;
-  if (t->compute(self, v, 8, &n) != TP_OK) fail("multilabel compute: " + lib.host.last_error);
-  manifest << "\nvalues";
-  char item[96];
-  for (uint32_t i = 0; i < n; ++i) {
-    std::snprintf(item, sizeof item, " %s %.17g", v[i].name, v[i].value);
-    manifest << item;
-  }
-  manifest << "\n";
+  manifest << "\nvalues" << metric_values(lib, *t, self, "multilabel") << "\n";
   t->destroy(self);
 }
 

@@ -130,18 +130,7 @@ struct Metric {
     const std::vector<at::Tensor*> mine = handles(), theirs = other.handles();
     for (size_t i = 0; i < mine.size(); ++i) mine[i]->add_(*theirs[i]);
   }
-  std::string values() {
-    tp_scalar_t v[64];
-    uint32_t n = 0;
-    if (t->compute(self, v, 64, &n) != TP_OK) fail("segmentation compute: " + lib.host.last_error);
-    std::string line;
-    char item[96];
-    for (uint32_t i = 0; i < n; ++i) {
-      std::snprintf(item, sizeof item, " %s %.17g", v[i].name, v[i].value);
-      line += item;
-    }
-    return line;
-  }
+  std::string values() { return metric_values(lib, *t, self, "segmentation"); }
 };
 
 /// Batches of random logits and masks, accumulated by one instance ("one") and by two "ranks"
