@@ -104,6 +104,15 @@ Term term_from_name(const std::string& name, const char* component) {
                                    "' (known: cross_entropy, mse, smooth_l1)");
 }
 
+const at::Tensor& DeviceWeights::like(const at::Tensor& output) {
+  if (values_.empty()) return tensor_;
+  if (!tensor_.defined() || tensor_.device() != output.device() || tensor_.scalar_type() != output.scalar_type()) {
+    const c10::InferenceMode normal(false);
+    tensor_ = at::tensor(values_, at::TensorOptions().dtype(at::kDouble)).to(output.options());
+  }
+  return tensor_;
+}
+
 at::Tensor count_tensor(int64_t count, const at::Device& device) {
   // A fill kernel on the device, not a host-to-device copy that could wait.
   return at::scalar_tensor(count, at::TensorOptions().dtype(at::kLong).device(device));
@@ -173,31 +182,23 @@ class SingleTerm : public Loss {
   }
 
  private:
-  /// class_weights on `out`'s device and dtype, made once per device and dtype (a copy to the
-  /// device each step would be a host-to-device transfer the step waits for); undefined without.
+  /// class_weights on `out`'s device and dtype (DeviceWeights); undefined without.
   const at::Tensor& class_weight(const at::Tensor& out) {
-    if (class_weights_.empty()) return weight_;
+    if (class_weights_.empty()) return class_weights_.like(out);
     if (out.dim() < 2 || out.size(1) != static_cast<int64_t>(class_weights_.size()))
       throw Failure(TP_ERR_INVALID_ARGUMENT,
                     std::string(kCrossEntropyId) + ": class_weights has " + std::to_string(class_weights_.size()) +
                         " values but the output '" + output_ + "' has " +
                         (out.dim() < 2 ? std::string("no class dimension") : std::to_string(out.size(1)) + " classes") +
                         ". Give one weight per class, in label-id order.");
-    if (!weight_.defined() || weight_.device() != out.device() || weight_.scalar_type() != out.scalar_type()) {
-      // A normal tensor even when the first call is an evaluation's (inference mode): training's
-      // autograd cannot save an inference tensor for backward.
-      const c10::InferenceMode normal(false);
-      weight_ = at::tensor(class_weights_, at::TensorOptions().dtype(at::kDouble)).to(out.options());
-    }
-    return weight_;
+    return class_weights_.like(out);
   }
 
   Term term_;
   std::string output_;
   std::string target_;
   TermOptions options_;
-  std::vector<double> class_weights_;
-  at::Tensor weight_;
+  DeviceWeights class_weights_;
   ClassIdCheck ids_;
 };
 

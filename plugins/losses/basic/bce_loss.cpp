@@ -1,12 +1,10 @@
 // org.torchhost.bce_with_logits: binary cross entropy on logits [B, L], each of the L labels its
 // own yes or no. Multi-label tagging (multi-hot targets), and timm's BinaryCrossEntropy on class
 // indices (ResNet strikes back's A1/A2 recipes train ImageNet with it).
-#include <c10/core/InferenceMode.h>
 #include <c10/util/StringUtil.h>
 #include <ATen/core/Reduction.h>
 #include <ATen/ops/aminmax.h>
 #include <ATen/ops/binary_cross_entropy_with_logits.h>
-#include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
 
 #include <cmath>
@@ -73,28 +71,21 @@ class BinaryCrossEntropy : public Loss {
     return at::zeros({batch, labels}, at::TensorOptions().dtype(dtype).device(device)).scatter_(1, ids.unsqueeze(1), 1.0);
   }
 
-  /// pos_weight on the logits' device and dtype, made once per device and dtype; undefined without.
+  /// pos_weight on the logits' device and dtype (DeviceWeights); undefined without.
   const at::Tensor& pos_weight(const at::Tensor& logits) {
-    if (pos_weight_.empty()) return weight_;
+    if (pos_weight_.empty()) return pos_weight_.like(logits);
     if (logits.size(1) != static_cast<int64_t>(pos_weight_.size()))
       throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(kBceId) + ": pos_weight has " +
                                                  std::to_string(pos_weight_.size()) + " values but the output '" +
                                                  output_ + "' has " + std::to_string(logits.size(1)) +
                                                  " labels. Give one weight per label, in label order.");
-    if (!weight_.defined() || weight_.device() != logits.device() || weight_.scalar_type() != logits.scalar_type()) {
-      // A normal tensor even when the first call is an evaluation's (inference mode), as
-      // cross_entropy's class weights.
-      const c10::InferenceMode normal(false);
-      weight_ = at::tensor(pos_weight_, at::TensorOptions().dtype(at::kDouble)).to(logits.options());
-    }
-    return weight_;
+    return pos_weight_.like(logits);
   }
 
   std::string output_;
   std::string target_;
   double smoothing_;
-  std::vector<double> pos_weight_;
-  at::Tensor weight_;
+  DeviceWeights pos_weight_;
   ClassIdCheck ids_;
 };
 

@@ -47,6 +47,24 @@ class ClassIdCheck {
   bool device_done_ = false;
 };
 
+/// Per-class values from a component's config (cross_entropy's class_weights, bce_with_logits'
+/// pos_weight) as a tensor on an output's device and dtype, made once per device and dtype: a copy
+/// to the device at every step would be a host-to-device transfer the step waits for.
+class DeviceWeights {
+ public:
+  explicit DeviceWeights(std::vector<double> values) : values_(std::move(values)) {}
+  bool empty() const noexcept { return values_.empty(); }
+  std::size_t size() const noexcept { return values_.size(); }
+  /// The values on `output`'s device and dtype; undefined when there are none. A normal tensor
+  /// even when the first call is an evaluation's (inference mode): training's autograd cannot
+  /// save an inference tensor for backward.
+  const at::Tensor& like(const at::Tensor& output);
+
+ private:
+  std::vector<double> values_;
+  at::Tensor tensor_;
+};
+
 /// The sum over samples of one term (differentiable, 0-dim, on output's device). Per-sample loss:
 /// cross_entropy of the sample's logits (mean over positions for [B, C, d...] logits, where a
 /// position labelled options.ignore_index adds 0 but still counts); mse and smooth_l1 the mean
