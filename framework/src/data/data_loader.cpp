@@ -61,10 +61,6 @@ struct DataLoader::Epoch {
   std::vector<int64_t> reload;            // batches of threads left behind, to load again; under mu
 };
 
-SampleError::SampleError(const std::string& source_name, uint64_t index,
-                         const std::string& message, int exit_code)
-    : Error(message), source_name_(source_name), index_(index), exit_code_(exit_code) {}
-
 namespace {
 
 SamplerOptions sampler_options(const SampleSource* source, const LoaderOptions& o) {
@@ -426,11 +422,6 @@ void DataLoader::wait_for_left_threads() {
     }
   }
   left_behind_.clear();
-}
-
-std::string with_skipped_samples(std::string head, const std::vector<SkippedSample>& samples) {
-  for (const SkippedSample& s : samples) head += "\n  index " + std::to_string(s.index) + ": " + s.message;
-  return head;
 }
 
 void DataLoader::note_skips(std::vector<SkippedSample>& skipped) {
