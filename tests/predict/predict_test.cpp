@@ -186,6 +186,8 @@ TEST_CASE("host predict: bad samples follow data.on_bad_sample; --split train; -
   std::string line;
   std::getline(rows, line);
   CHECK(line.starts_with("index,"));
+  // The regression target y is of shape [1]: one value per sample, a column (it was left out).
+  CHECK(line.ends_with(",y"));
   std::vector<int> indices;
   while (std::getline(rows, line)) indices.push_back(std::stoi(line.substr(0, line.find(','))));
   REQUIRE(indices.size() == 37);

@@ -101,8 +101,10 @@ class RowMaker {
         index = tensor;
         continue;
       }
-      // One value per sample (a label, an id); a ragged field and its offsets are not per sample.
-      if (tensor.dim() == 1 && !layout_.ragged(name) && !added_by_collate(name)) per_sample.emplace_back(name, tensor);
+      // One value per sample (a label, an id, a regression target of shape [1]); a ragged field
+      // and its offsets are not per sample.
+      const bool one_value = tensor.dim() == 1 || (tensor.dim() == 2 && tensor.size(1) == 1);
+      if (one_value && !layout_.ragged(name) && !added_by_collate(name)) per_sample.emplace_back(name, tensor.reshape({-1}));
       inputs.emplace_back(name, std::move(tensor));
     }
     const int64_t rows = index.size(0);
