@@ -28,19 +28,22 @@ struct Case {
   const char* sets;   ///< extra --set options
 };
 
-/// Runs the C regression fixture with the request callback answering as `c` says, in `dir`.
-void run_in(const std::filesystem::path& dir, const Case& c, const std::string& more) {
+/// Runs the C regression fixture with the request callback answering as `c` says, in `dir`
+/// (`callback_toml`: more keys of the callback's table); returns the host's output.
+std::string run_in(const std::filesystem::path& dir, const Case& c, const std::string& more,
+                   const std::string& callback_toml = "") {
   const auto config = dir / ("run-" + std::to_string(c.event) + ".toml");
   std::ofstream(config) << tp::test::read_text(std::filesystem::path(tp::test::source_dir()) /
                                                "tests/integration/c_regression.toml")
                         << "\n[[callbacks]]\ncomponent = \"org.torchhost.test.request_callback\"\nevent = " << c.event
-                        << "\nrequests = " << c.requests << "\nat_step = " << c.at_step << "\n";
+                        << "\nrequests = " << c.requests << "\nat_step = " << c.at_step << "\n" << callback_toml;
   const auto run = tp::test::run_host(
       "--config '" + config.string() + "' --plugin-dir '" + std::string(tp::test::fixture_plugin_dir()) +
       "' --output-dir '" + dir.string() + "' --set progress.mode=\"off\" --set train.epochs=3 "
       "--set data.train.size=64 --set train.batch_size=8 --set train.log_every_steps=1 " + c.sets + " " + more);
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
+  return run.output;
 }
 
 /// A fresh run directory trained as `c` says.
@@ -87,6 +90,16 @@ TEST_CASE("stop requests: immediate from *_END events, at the next window bounda
   CHECK(last_step(dir) == kStepsPerEpoch);
   run_in(dir, {9, 1, -1, kStopSets}, "--resume auto");
   CHECK(last_step(dir) == kStepsPerEpoch + 1);
+}
+
+TEST_CASE("a resumed run's events before its first step carry the epoch it resumes in, not 0") {
+  // Before, CHECKPOINT_LOAD and FIT_BEGIN of a run resumed at epoch 1 (0-based) said epoch 0.
+  const auto dir = train_callback_requests("events_epoch_on_resume", {2, 0, -1, kStopSets}, "--set train.epochs=1");
+  const std::string output = run_in(dir, {2, 0, -1, kStopSets}, "--resume auto --set train.epochs=2", "log_events = true\n");
+  INFO(output);
+  CHECK(tp::test::contains(output, "request_callback: event 9 epoch 1 step 8\n"));  // CHECKPOINT_LOAD
+  CHECK(tp::test::contains(output, "request_callback: event 1 epoch 1 step 8\n"));  // FIT_BEGIN
+  CHECK(tp::test::contains(output, "request_callback: event 4 epoch 1 step 16\n")); // EPOCH_END
 }
 
 TEST_CASE("a callback's stop inside an epoch pauses there: the resumed run trains every batch, as one never stopped") {

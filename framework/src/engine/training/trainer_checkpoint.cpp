@@ -170,6 +170,7 @@ std::vector<StateRole> Trainer::Impl::state_roles(ResumePosition resume) {
                      if (from.rng_cpu.defined()) set_generator_state(c10::Device(c10::kCPU), from.rng_cpu);
                      if (from.rng_cuda.defined() && device_.is_cuda()) set_generator_state(device_, from.rng_cuda);
                      position_.start = {from.epoch, from.batch};
+                     position_.epoch = from.epoch; // the events before the loop (checkpoint load, fit begin) say so
                    }});
   roles.push_back({"model", [this](CheckpointContents& into) { into.model_state = &model_state_; },
                    [this](const LoadedCheckpoint& from) { restore_model_state(from, model_state_); }});
