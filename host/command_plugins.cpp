@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "session.h"
+#include "training_batch.h"
 #include "tp/framework/config/load.h"
 #include "tp/framework/config/overrides.h"
 #include "tp/framework/config/validate.h"
@@ -78,20 +79,48 @@ void contracts_of(const ComponentEntry& entry, RunConfig& run, CheckOptions& che
   check.contracts = loss.description().contracts;
 }
 
-// The run's loss from the plugin search path, in a registry of its own that is gone (its
-// libraries unloaded) before the checked library loads: a library two registries hold would be
-// initialised twice. False when no library there has it (the checked one may).
-bool contracts_from_search_path(const Options& options, RunConfig& run, const HostServices& host,
-                                CheckOptions& check) {
+// The run's first training samples, read by the run's training dataset in `registry`, for the
+// run's model to be checked on where its example inputs do not fit (plugin_check.h's run_inputs);
+// a failure to read them is kept as the reason. False when no library there has the dataset.
+bool run_inputs_from(const Registry& registry, RunConfig& run, CheckOptions& check) {
+  for (const ComponentEntry& entry : registry.all()) {
+    if (entry.info->id != run.data.train.component || entry.info->kind != TP_KIND_DATASET) continue;
+    check.run_model = run.model.component;
+    try {
+      resolve_path_keys(run.data.train, entry.info->schema, run.source);
+      RunConfig validated = run;
+      validate_component(validated.data.train, entry.info->schema, run.source);
+      check.run_inputs = first_training_batch(validated, registry, 2, "host plugins check");
+    } catch (const std::exception& e) {
+      check.run_inputs_error = e.what();
+    }
+    return true;
+  }
+  return false;
+}
+
+// What the run contributes from the plugin search path: its loss's contracts and its first
+// training samples, in a registry of its own that is gone (its libraries unloaded) before the
+// checked library loads: a library two registries hold would be initialised twice. Each flag is
+// false when no library there has the component (the checked one may).
+struct FromSearchPath {
+  bool contracts = false;
+  bool run_inputs = false;
+};
+
+FromSearchPath from_search_path(const Options& options, RunConfig& run, const HostServices& host, CheckOptions& check) {
   Registry side(host);
   side.allow_insecure_plugin_dirs(options.allow_insecure_plugin_dir);
   side.load_search_path(search_path(options, config_plugin_dirs(run, options.config)));
+  FromSearchPath found;
   for (const ComponentEntry& entry : side.all())
     if (entry.info->id == run.loss.component && entry.info->kind == TP_KIND_LOSS) {
       contracts_of(entry, run, check);
-      return true;
+      found.contracts = true;
+      break;
     }
-  return false;
+  found.run_inputs = run_inputs_from(side, run, check);
+  return found;
 }
 
 // No --config: `--set KEY=VALUE` is an option of every component of the library that declares
@@ -125,22 +154,23 @@ int check_plugin_file(const Options& options) {
   check.indices = options.indices;
   check.epoch = options.epoch;
   check.samples = parse_sample_count(options.samples);
+  // A crash in plugin code names the component, the call, the split and the sample, exit 5.
+  install_plugin_crash_handler(nullptr);
   std::optional<RunConfig> run;
-  bool have_contracts = false;
+  FromSearchPath found;
   if (!options.config.empty()) {
     run = load_run_config(options.config, options.sets, process_environment());
-    have_contracts = contracts_from_search_path(options, *run, host, check);
+    found = from_search_path(options, *run, host, check);
   }
   Registry registry(host);
   registry.allow_insecure_plugin_dirs(options.allow_insecure_plugin_dir);
   auto library = registry.load_file(options.file);
-  if (run && !have_contracts)
+  if (run && !found.contracts)
     for (const ComponentInfo& info : library->components())
       if (info.id == run->loss.component && info.kind == TP_KIND_LOSS) contracts_of({&info, library}, *run, check);
+  if (run && !found.run_inputs) run_inputs_from(registry, *run, check);
   if (run) configs_from_run(*run, *library, check);
   else configs_from_sets(options, *library, check);
-  // A crash in plugin code names the component, the call, the split and the sample, exit 5.
-  install_plugin_crash_handler(nullptr);
   std::printf("%s: plugin '%s', ABI %u.%u, %zu component(s)\n", options.file.c_str(), library->name().c_str(),
               library->abi().major, library->abi().minor, library->components().size());
   std::fflush(stdout);

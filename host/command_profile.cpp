@@ -9,12 +9,11 @@
 
 #include "commands.h"
 #include "session.h"
+#include "training_batch.h"
 #include "tp/framework/config/value_kinds.h"
 #include "tp/framework/config/write.h"
-#include "tp/framework/data/collate.h"
 #include "tp/framework/engine/runtime_setup.h"
 #include "tp/framework/error.h"
-#include "tp/framework/plugin/dataset_proxy.h"
 #include "tp/framework/plugin/model_proxy.h"
 #include "tp/framework/profile/model_profile.h"
 #include "tp/framework/profile/profile_report.h"
@@ -22,24 +21,6 @@
 
 namespace tp::cli {
 namespace {
-
-/// The first `batch_size` samples of the training split (repeated when it is smaller), collated.
-NamedTensors dataset_batch(const RunConfig& config, const Registry& registry, int64_t batch_size) {
-  DatasetProxy dataset(registry.find(config.data.train.component, TP_KIND_DATASET, config.data.train.key_path),
-                       config.data.train, "train");
-  if (dataset.size() == 0)
-    throw Error("host profile: the model declares no usable example inputs and the training split (" +
-                config.data.train.component + ") is empty, so there is no batch to profile with.");
-  std::vector<NamedTensors> samples;
-  for (int64_t i = 0; i < batch_size; ++i) {
-    const uint64_t index = static_cast<uint64_t>(i) % dataset.size();
-    const tp_worker_ctx_t ctx{sizeof(tp_worker_ctx_t), 0, 1, 0, 0, static_cast<uint64_t>(config.run.seed) + index};
-    samples.push_back(dataset.get(index, ctx));
-  }
-  CollateOptions options;
-  options.layout = &dataset.batch_layout();
-  return collate(std::move(samples), options);
-}
 
 /// True when `model` runs forward on `batch` (on the CPU, eval mode; the caller restores).
 bool runs_on(ModelProxy& model, const NamedTensors& batch, std::string& why) {
@@ -99,7 +80,7 @@ int run_profile(const Options& options) {
   NamedTensors batch = example_batch(entry.info->examples, batch_size);
   if (batch.empty() || !runs_on(model, batch, why)) {
     session->logger.info("host profile: using the training split's first samples (" + why + ")");
-    batch = dataset_batch(config, session->registry, batch_size);
+    batch = first_training_batch(config, session->registry, batch_size, "host profile");
     source = "dataset";
   }
   model.set_training(true);

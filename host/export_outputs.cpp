@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "session.h"
+#include "training_batch.h"
 #include "tp/framework/config/load.h"
 #include "tp/framework/data/dtype_name.h"
 #include "tp/framework/engine/run_components.h"
@@ -19,6 +20,26 @@ bool classification_output(const std::string& name, const at::Tensor& output) {
   return named && output.dim() == 2 && output.is_floating_point();
 }
 
+// The model's outputs on its declared examples, or, where it declares none or they do not fit the
+// run's options (an image_size the examples do not have), on the run's first training samples.
+NamedTensors forward_on_run_inputs(ModelProxy& model, const ComponentInfo& info, const RunConfig& config,
+                                   const Registry& registry) {
+  std::string why = "it declares no example inputs";
+  if (!info.examples.empty()) {
+    try {
+      return model.forward(example_batch(info.examples, 2));
+    } catch (const std::exception& e) {
+      why = std::string("its example inputs do not fit the run's options: ") + e.what();
+    }
+  }
+  try {
+    return model.forward(first_training_batch(config, registry, 2, "host export"));
+  } catch (const std::exception& e) {
+    throw Error("the model '" + config.model.component + "' could not be run: " + why +
+                ", and on the run's first training samples: " + e.what());
+  }
+}
+
 }  // namespace
 
 std::string model_outputs_json(const Options& options, const LoadedCheckpoint& checkpoint, std::string& why_not) {
@@ -31,15 +52,11 @@ std::string model_outputs_json(const Options& options, const LoadedCheckpoint& c
     registry.load_search_path(search_path(options, config.plugin_dirs));
     resolve_components(config, registry);
     const ComponentEntry entry = registry.find(config.model.component, TP_KIND_MODEL, "model");
-    if (entry.info->examples.empty()) {
-      why_not = "the model '" + config.model.component + "' declares no example inputs to run it on";
-      return "";
-    }
     ModelProxy model(entry, config.model);
     model.to_device(c10::Device(c10::kCPU));
     model.set_training(false);
     const c10::InferenceMode inference;
-    const NamedTensors outputs = model.forward(example_batch(entry.info->examples, 2));
+    const NamedTensors outputs = forward_on_run_inputs(model, *entry.info, config, registry);
     nlohmann::ordered_json json = nlohmann::ordered_json::object();
     const auto has_output = [&](const std::string& wanted) {
       for (const auto& [name, output] : outputs)

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <optional>
+
 #include "tp/framework/config/validate.h"
 #include "tp/framework/error.h"
 #include "tp/framework/plugin/batch_transform_proxy.h"
@@ -34,16 +36,43 @@ NamedTensors example_batch(const ComponentInfo& info, int64_t batch) {
   return out;
 }
 
-std::string check_model(ComponentEntry entry, const ComponentConfig& config) {
+// The model's training-mode outputs on its declared examples or, for the run's model (--config),
+// on the run's first training samples where it declares none or they do not fit the run's
+// options (an image_size the examples do not have). `inputs` says which; nullopt: no inputs.
+std::optional<NamedTensors> forward_for_check(ModelProxy& model, const ComponentInfo& info, const CheckOptions& options,
+                                              std::string& inputs) {
+  const bool run_model = info.id == options.run_model && !options.run_inputs.empty();
+  std::string why = "it declares none";
+  if (!info.examples.empty()) {
+    try {
+      inputs = "its example inputs";
+      return model.forward(example_batch(info, 2));
+    } catch (const std::exception& e) {
+      if (!run_model) throw;
+      why = std::string("its example inputs do not fit: ") + e.what();
+    }
+  }
+  if (!run_model) return std::nullopt;
+  inputs = "the run's first training samples (" + why + ")";
+  return model.forward(options.run_inputs);
+}
+
+std::string check_model(ComponentEntry entry, const ComponentConfig& config, const CheckOptions& options) {
   ModelProxy model(entry, config);
   model.to_device(c10::Device(c10::kCPU));
   const auto state = model.state();
   int64_t parameters = 0;
   for (const auto& s : state)
     if (!s.is_buffer) parameters += s.tensor.numel();
-  if (entry.info->examples.empty()) return std::to_string(parameters) + " parameters; no example inputs declared, forward not run";
   model.set_training(true);
-  const NamedTensors outputs = model.forward(example_batch(*entry.info, 2));
+  std::string inputs;
+  const std::optional<NamedTensors> forward = forward_for_check(model, *entry.info, options, inputs);
+  if (!forward) {
+    const std::string why = options.run_inputs_error.empty() || entry.info->id != options.run_model
+                                ? "" : " (the run's training samples could not be read: " + options.run_inputs_error + ")";
+    return std::to_string(parameters) + " parameters; no example inputs declared, forward not run" + why;
+  }
+  const NamedTensors& outputs = *forward;
   at::Tensor total = at::zeros({});
   std::string names;
   for (const auto& [name, t] : outputs) {
@@ -56,7 +85,8 @@ std::string check_model(ComponentEntry entry, const ComponentConfig& config) {
   for (const auto& s : state)
     if (!s.is_buffer && s.tensor.requires_grad() && !s.tensor.grad().defined()) missing += " " + s.name;
   if (!missing.empty()) throw Error("parameters without a gradient after backward:" + missing);
-  return std::to_string(parameters) + " parameters; outputs " + names + "; every parameter has a gradient";
+  return std::to_string(parameters) + " parameters; on " + inputs + ": outputs " + names +
+         "; every parameter has a gradient";
 }
 
 // Applies the transform twice with one seed to the examples batch: the same fields must come out
@@ -121,7 +151,7 @@ std::string check_component(const ComponentEntry& entry, ComponentConfig config,
   // on_event name themselves.
   const PluginCallScope scope(info.id.c_str(), "create, setup or destroy", UINT64_MAX);
   switch (info.kind) {
-    case TP_KIND_MODEL: return check_model(entry, config);
+    case TP_KIND_MODEL: return check_model(entry, config, options);
     case TP_KIND_LOSS: LossProxy(entry, config); return "created and destroyed";
     case TP_KIND_BATCH_TRANSFORM: return check_batch_transform(entry, config);
     case TP_KIND_METRIC: {

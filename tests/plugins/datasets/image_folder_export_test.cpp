@@ -15,6 +15,7 @@
 
 #include "integration/host_runner.h"
 #include "support/class_folders.h"
+#include "support/test_paths.h"
 
 namespace {
 
@@ -100,4 +101,35 @@ TEST_CASE("host export carries the classes, model, outputs and preprocessing; pr
     ++checked;
   }
   CHECK(checked == 6);
+}
+
+TEST_CASE("a model whose image_size is not its declared examples': export writes its outputs, plugins check passes") {
+  // small_cnn declares [3, 32, 32] examples; at image_size 48 they do not fit. Before, `host
+  // export` left torchhost.outputs out and `host plugins check --config` failed a model that trains.
+  const fs::path dir = tp::test::fresh_dir("image_folder_export_48");
+  tp::test::write_dark_light_folders(dir / "train", 4);
+  tp::test::write_dark_light_folders(dir / "val", 2);
+  const fs::path cfg = dir / "run.toml";
+  std::ofstream(cfg) << tp::test::dark_light_run_config("export48", dir / "train", dir / "val", 4);
+  const fs::path out = dir / "out";
+  const auto train = tp::test::run_host("train --config '" + cfg.string() + "' --output-dir '" + out.string() +
+                                        "' --set data.train.resize=[48,48] --set model.image_size=48");
+  INFO(train.output);
+  REQUIRE(train.exit_code == 0);
+
+  const fs::path exported = dir / "model.safetensors";
+  const auto run = tp::test::run_host("export --checkpoint '" + (out / "checkpoints" / "last.pt").string() +
+                                      "' --format safetensors --output '" + exported.string() + "'");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.output.find("torchhost.outputs is not written") == std::string::npos);
+  const Json outputs = Json::parse(metadata_of(exported).at("torchhost.outputs").get<std::string>());
+  CHECK(outputs.at("logits").at("shape") == Json({"N", 2}));
+
+  const auto check = tp::test::run_host("plugins check '" + std::string(tp::test::plugin_dir()) +
+                                        "/vision_models.so' --config '" + (out / "config.toml").string() + "'");
+  INFO(check.output);
+  CHECK(check.exit_code == 0);
+  CHECK(check.output.find("[ok] org.torchhost.small_cnn: ") != std::string::npos);
+  CHECK(check.output.find("on the run's first training samples (its example inputs do not fit: ") != std::string::npos);
 }

@@ -11,6 +11,7 @@
 
 #include "tp/framework/config/run_config.h"
 #include "tp/framework/data/field_contracts.h"
+#include "tp/framework/data/named_tensors.h"
 #include "tp/framework/plugin/plugin_library.h"
 
 namespace tp {
@@ -55,6 +56,12 @@ struct CheckOptions {
   /// every sample a dataset gives is held to these contracts. Empty: nothing to hold them to.
   std::string contract_loss;
   std::vector<FieldContract> contracts;
+  /// The run's model (`--config`) and a batch of the run's first training samples: that model
+  /// is run on them where it declares no example inputs or they do not fit its options (an
+  /// image_size the examples do not have). Empty: the declared examples only.
+  std::string run_model;
+  NamedTensors run_inputs;
+  std::string run_inputs_error; ///< why `run_inputs` is empty although `run_model` is set
   /// Called with each line as soon as it is known, before the next component runs: a crash in a
   /// later component ends the process, and the lines before it must already be out.
   std::function<void(const CheckLine&)> report;
@@ -68,7 +75,8 @@ struct CheckOptions {
 /// deleter (PLG-9); an index past the end is refused; a floating scalar field named like a class
 /// label ("label", "target", "y", ...) is a warning line; with `contracts`, a sample that breaks
 /// one fails the split (boxes as x, y, w, h where the loss takes x1, y1, x2, y2). Models: forward + backward on a dummy batch
-/// from their declared examples gives every trainable parameter a gradient. Metrics expose state;
+/// from their declared examples (the run's model: its first training samples where those do not
+/// fit, `run_inputs`) gives every trainable parameter a gradient. Metrics expose state;
 /// callbacks accept an event. A plugin fault becomes a failed line naming the call, split and
 /// sample index; a crash is reported by the crash handler when installed (plugin/plugin_crash.h).
 /// Throws ConfigError for options that do not validate (the caller's, not the plugin's, fault).
