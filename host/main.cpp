@@ -1,6 +1,7 @@
 // `host`: parse the command line, run the subcommand, map failures to exit codes (tp::ExitCode in
 // tp/framework/error.h, the one table). With --nproc-per-node this process is the launcher: it
 // starts the ranks (each a `host` without the launcher flags) and waits.
+#include <c10/util/Exception.h>
 #include <c10/util/Logging.h>
 
 #include <csignal>
@@ -81,6 +82,11 @@ int main(int argc, char** argv) {
   } catch (const Error& e) {
     std::fprintf(stderr, "host: error: %s\n", bounded_text(e.what()).c_str());
     return e.exit_code();
+  } catch (const c10::Error& e) {
+    // LibTorch's own words, without the C++ backtrace of the host's frames (which names no plugin
+    // and no key a user could change).
+    std::fprintf(stderr, "host: unexpected error: %s\n", bounded_text(e.what_without_backtrace()).c_str());
+    return kExitRuntime;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "host: unexpected error: %s\n", bounded_text(e.what()).c_str());
     return kExitRuntime;

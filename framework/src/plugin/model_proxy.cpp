@@ -36,6 +36,12 @@ void ModelProxy::to_device(const c10::Device& device, c10::ScalarType dtype) {
   check(table_.to_device(self_, detail::to_tp_device(device), device.has_index() ? device.index() : 0,
                          detail::to_tp_dtype(dtype)),
         "to_device");
+  device_ = device;
+}
+
+void ModelProxy::refuse_forward(const std::string& what) const {
+  throw PluginError(id(), "forward",
+                    "plugin component '" + id() + "' (" + library_->path().filename().string() + ") " + what + ".");
 }
 
 void ModelProxy::set_training(bool training) { check(table_.set_training(self_, training), "set_training"); }
@@ -63,22 +69,28 @@ NamedTensors ModelProxy::forward(const NamedTensors& inputs) {
     if (outputs[i].tensor != nullptr) adopted[i] = detail::adopt(std::exchange(outputs[i].tensor, nullptr));
   check(status, "forward");
   if (count > kMaxModelOutputs)
-    check(TP_ERR_INTERNAL, "forward",
-          "a call that reported " + std::to_string(count) + " outputs for a capacity of " + std::to_string(kMaxModelOutputs));
+    refuse_forward("reported " + std::to_string(count) + " outputs for a capacity of " + std::to_string(kMaxModelOutputs) +
+                   ": return at most that many");
   NamedTensors result;
   result.reserve(count);
   for (uint32_t i = 0; i < count; ++i) {
     if (!adopted[i].defined())
-      check(TP_ERR_INTERNAL, "forward", "a call that returned TP_OK with output " + std::to_string(i) + " of " +
-                                             std::to_string(count) + " NULL");
+      refuse_forward("returned TP_OK with output " + std::to_string(i) + " of " + std::to_string(count) +
+                     " NULL: set every output it counts, or fail the call");
     std::string name = outputs[i].name != nullptr ? outputs[i].name : "";
     // Outputs are looked up by name: a second one of a name would be dropped silently.
     for (uint32_t j = 0; j < i; ++j)
       if (result[j].first == name)
-        check(TP_ERR_INTERNAL, "forward", "a call that returned output '" + name + "' twice (outputs " +
-                                               std::to_string(j) + " and " + std::to_string(i) +
-                                               "): each output needs its own name, the one the loss, metrics and "
-                                               "writers read it by; rename one in the plugin");
+        refuse_forward("returned output '" + name + "' twice (outputs " + std::to_string(j) + " and " +
+                       std::to_string(i) + "): each output needs its own name, the one the loss, metrics and "
+                       "writers read it by; rename one in the plugin");
+    // The loss, metrics and writers compute on the model's device: an output elsewhere would
+    // fail later, inside host code, with LibTorch's words and no component named.
+    const c10::Device on = adopted[i].device();
+    if (device_ && (on.type() != device_->type() || (device_->has_index() && on.index() != device_->index())))
+      refuse_forward("returned output '" + name + "' on " + on.str() + " while the model is on " + device_->str() +
+                     ": a model's outputs stay on the device to_device gave it; move the tensor in the plugin "
+                     "(one made inside forward from a host value lands on the CPU unless it is given the device)");
     result.emplace_back(std::move(name), std::move(adopted[i]));
   }
   // Before any loss, metric or writer reads an offset.

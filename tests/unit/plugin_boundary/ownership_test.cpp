@@ -95,6 +95,20 @@ TEST_CASE("a model forward that returns two outputs of one name is refused, both
   CHECK(contains(message, "org.test.half_fail_model"));
   CHECK(contains(message, "returned output 'out' twice (outputs 0 and 1)"));
   CHECK(contains(message, "rename one"));
+  // One sentence of the host's: no plugin status or "no message" template spliced into it.
+  CHECK_FALSE(contains(message, "the plugin gave no message"));
+  CHECK_FALSE(contains(message, "TP_ERR_INTERNAL"));
+  CHECK(input.use_count() == 1);
+}
+
+TEST_CASE("a model output on another device than the model's is refused at the boundary, naming the model") {
+  // Before, it failed later inside host code: "unexpected error" with LibTorch's backtrace.
+  auto model = make<ModelProxy>("org.test.half_fail_model", "ok");
+  model->to_device(c10::Device(c10::kCPU));
+  const at::Tensor input = at::empty({2}, at::TensorOptions().device(c10::kMeta));  // the output aliases it
+  const std::string message = plugin_error([&] { model->forward({{"x", input}}); });
+  CHECK(contains(message, "plugin component 'org.test.half_fail_model'"));
+  CHECK(contains(message, "returned output 'out' on meta while the model is on cpu"));
   CHECK(input.use_count() == 1);
 }
 

@@ -5,6 +5,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -80,7 +81,11 @@ class ModelProxy : public PluginInstance {
   tp_model_v1_t table_{};
   uint32_t table_size_ = 0; ///< the plugin's struct_size: which ABI minor's table it wrote
   void* self_ = nullptr;
+  std::optional<c10::Device> device_; ///< where to_device put the model; its outputs must be there
 
+  /// Throws the PluginError (function "forward") for outputs the host refuses: "plugin component
+  /// '<id>' (<file>) <what>." (`what` says what it returned and what to change).
+  [[noreturn]] void refuse_forward(const std::string& what) const;
   /// "the model component 'id' (file.so, plugin ABI M.N)", for configuration errors.
   std::string who() const;
   /// The ConfigError for `key` when the optional entry `member` (at `offset`, added in ABI
