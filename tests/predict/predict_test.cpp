@@ -402,3 +402,21 @@ TEST_CASE("host predict --images DIR with a dataset that declares `files` but no
   CHECK(tp::test::contains(none.output,
                            "holds no image file (ending in .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp, any case: "));
 }
+
+TEST_CASE("host predict refuses a model output that is not one row per sample, naming the model") {
+  // verify_model's flat_output defect returns eval-mode logits as [B * 3]. Before, predict wrote
+  // B rows from the first B values: sample 0's three logits became rows 0, 1 and 2, exit 0.
+  const fs::path dir = tp::test::fresh_dir("predict_flat_output");
+  const std::string common = "--config tests/verify/fixture.toml --plugin-dir '" +
+                             std::string(tp::test::fixture_plugin_dir()) + "' --output-dir '" + dir.string() + "' ";
+  const auto trained = tp::test::run_host(common);
+  INFO(trained.output);
+  REQUIRE(trained.exit_code == 0);
+  const auto flat = tp::test::run_host("predict " + common + "--checkpoint last --set 'model.defect=\"flat_output\"' "
+                                       "--output '" + (dir / "flat.csv").string() + "'");
+  INFO(flat.output);
+  CHECK(flat.exit_code == 1);
+  CHECK(flat.output.find("output 'logits' of model org.torchhost.test.verify_model has shape [48] for a batch of 16 "
+                         "samples") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "flat.csv"));
+}

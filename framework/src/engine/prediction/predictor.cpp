@@ -115,6 +115,7 @@ class RowMaker {
     NamedTensors raw = forward(device_inputs);
     // Ragged outputs (a detector's boxes: a different number per sample) are cut by their offsets.
     const BatchLayout output_rows = output_layout(raw);
+    check_rows(raw, output_rows, batch_size(device_inputs, layout_));
     if (!output_rows.empty()) return ragged_records(batch_rows(raw, 0, rows, output_rows), output_rows, index, per_sample);
     NamedTensors outputs = first_rows(std::move(raw), rows);
     if (options_.tta_hflip) {
@@ -272,6 +273,23 @@ class RowMaker {
       return BatchFailure{"model", model_.id(), "forward", "the prediction (this rank's batch " + std::to_string(batches_) + ")",
                           "[model]", {{"inputs", &inputs}}};
     });
+  }
+
+  /// Refuses an output that is neither cut by offsets nor one row per sample of the `forwarded`
+  /// batch: first_rows keeps the first rows of each, so a flattened [B * C] output would lend
+  /// sample 0's values to rows 0 to C - 1 without a word.
+  void check_rows(const NamedTensors& raw, const BatchLayout& output_rows, int64_t forwarded) const {
+    for (const auto& [name, tensor] : raw) {
+      const bool offsets = name.ends_with("_offsets") && output_rows.ragged(name.substr(0, name.size() - 8));
+      if (output_rows.ragged(name) || offsets || (tensor.dim() > 0 && tensor.size(0) == forwarded)) continue;
+      throw PluginError(model_.id(), "forward",
+                        "host predict: output '" + name + "' of model " + model_.id() + " has shape " +
+                            c10::str(tensor.sizes()) + " for a batch of " + std::to_string(forwarded) +
+                            " samples: prediction writes a row per sample from each output's first dimension, so "
+                            "an output needs one row per sample ([N, ...]), or a '" + name +
+                            "_offsets' output beside it for a varying number of rows per sample (docs/predict.md, "
+                            "\"Detection\"); change the model's forward");
+    }
   }
 
   /// Whether collate added `name` for a variable-size field ("<field>_lengths", "<field>_offsets").
