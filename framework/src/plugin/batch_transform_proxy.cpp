@@ -20,7 +20,9 @@ constexpr uint32_t kMaxTransformOutputs = 64;
 BatchTransformProxy::BatchTransformProxy(ComponentEntry entry, const ComponentConfig& config)
     : PluginInstance(std::move(entry)), table_(detail::sized_copy<tp_batch_transform_v1_t>(info_->interface_table)) {
   auto view = detail::make_config_view(config);
-  check(in_plugin_call(id().c_str(), "create", [&] { return table_.create(library_->host(), view->view(), &self_); }), "create");
+  const tp_status status =
+      in_plugin_call(id().c_str(), "create", [&] { return table_.create(library_->host(), view->view(), &self_); });
+  check_create(status, self_);
 }
 
 BatchTransformProxy::~BatchTransformProxy() { in_plugin_call(id().c_str(), "destroy", [&] { table_.destroy(self_); }); }

@@ -30,9 +30,9 @@ DatasetProxy::DatasetProxy(ComponentEntry entry, const ComponentConfig& config, 
                           ", which has no test split (ABI 1.5 added it): rebuild the plugin against this host's "
                           "plugin_api, or evaluate the table as [data.val] instead.");
   auto view = detail::make_config_view(config);
-  check(in_plugin_call(id().c_str(), "create",
-                       [&] { return table_.create(library_->host(), view->view(), split_.c_str(), &self_); }),
-        "create", "split '" + split_ + "'" + (config.key_path.empty() ? "" : " ([" + config.key_path + "])"));
+  const tp_status status = in_plugin_call(
+      id().c_str(), "create", [&] { return table_.create(library_->host(), view->view(), split_.c_str(), &self_); });
+  check_create(status, self_, "split '" + split_ + "'" + (config.key_path.empty() ? "" : " ([" + config.key_path + "])"));
   try {
     check(table_.size(self_, &size_), "size");
     layout_ = read_field_batching();
@@ -281,7 +281,7 @@ NamedTensors DatasetProxy::get(uint64_t index, const tp_worker_ctx_t& ctx) const
   tp_status status = TP_OK;
   {
     // A crash inside get_sample is reported with this component and index (plugin/plugin_crash.h).
-    const PluginCallScope crash_scope(id().c_str(), "get_sample", index);
+    const PluginCallScope crash_scope(id().c_str(), "get_sample", index, ctx.epoch, library_->path().c_str());
     status = table_.get_sample(self_, index, &ctx, fields.data(), kMaxFields, &count);
   }
   FieldsInFlight in_flight(fields);  // every field the plugin wrote is ours, whatever the status

@@ -16,7 +16,9 @@ namespace tp {
 LossProxy::LossProxy(ComponentEntry entry, const ComponentConfig& config)
     : PluginInstance(std::move(entry)), table_(detail::sized_copy<tp_loss_v1_t>(info_->interface_table)) {
   auto view = detail::make_config_view(config);
-  check(in_plugin_call(id().c_str(), "create", [&] { return table_.create(library_->host(), view->view(), &self_); }), "create");
+  const tp_status status =
+      in_plugin_call(id().c_str(), "create", [&] { return table_.create(library_->host(), view->view(), &self_); });
+  check_create(status, self_);
   try {
     description_ = read_description();
   } catch (...) {
@@ -70,7 +72,7 @@ LossTerms LossProxy::forward(const NamedTensors& outputs, const NamedTensors& ta
   tp_tensor count = nullptr;
   tp_status status = TP_OK;
   {
-    const PluginCallScope crash_scope(id().c_str(), "forward", UINT64_MAX);  // plugin/plugin_crash.h
+    const PluginCallScope crash_scope(id().c_str(), "forward", UINT64_MAX, UINT64_MAX, library_->path().c_str());  // plugin/plugin_crash.h
     status = table_.forward(self_, output_views.data(), static_cast<uint32_t>(output_views.size()), target_views.data(),
                             static_cast<uint32_t>(target_views.size()), &sum, &count);
   }

@@ -17,7 +17,9 @@ constexpr uint32_t kMaxValues = 64;
 MetricProxy::MetricProxy(ComponentEntry entry, const ComponentConfig& config)
     : PluginInstance(std::move(entry)), table_(detail::sized_copy<tp_metric_v1_t>(info_->interface_table)) {
   auto view = detail::make_config_view(config);
-  check(in_plugin_call(id().c_str(), "create", [&] { return table_.create(library_->host(), view->view(), &self_); }), "create");
+  const tp_status status =
+      in_plugin_call(id().c_str(), "create", [&] { return table_.create(library_->host(), view->view(), &self_); });
+  check_create(status, self_);
 }
 
 MetricProxy::~MetricProxy() { in_plugin_call(id().c_str(), "destroy", [&] { table_.destroy(self_); }); }
@@ -33,7 +35,7 @@ void MetricProxy::update(const NamedTensors& outputs, const NamedTensors& target
   const auto target_views = detail::borrow_all(targets);
   tp_status status = TP_OK;
   {
-    const PluginCallScope crash_scope(id().c_str(), "update", UINT64_MAX);  // plugin/plugin_crash.h
+    const PluginCallScope crash_scope(id().c_str(), "update", UINT64_MAX, UINT64_MAX, library_->path().c_str());  // plugin/plugin_crash.h
     status = table_.update(self_, output_views.data(), static_cast<uint32_t>(output_views.size()), target_views.data(),
                            static_cast<uint32_t>(target_views.size()));
   }

@@ -21,4 +21,17 @@ void PluginInstance::check(tp_status status, const char* function, const std::st
   check_plugin_call(*info_, *library_, status, function, context);
 }
 
+void PluginInstance::check_create(tp_status status, const void* instance, const std::string& context) const {
+  check(status, "create", context);
+  if (instance != nullptr) return;
+  // `host plugins check` refuses the same (plugin_check_dataset.cpp); without this a run handed
+  // NULL to the next call (a dataset's size), which then crashed or took the blame.
+  throw PluginError(id(), "create",
+                    "plugin component '" + id() + "' (" + library_->path().filename().string() +
+                        ") failed in create" + (context.empty() ? "" : " for " + context) +
+                        ": create returned TP_OK but no instance (it left *out_self NULL). A create that succeeds "
+                        "sets *out_self to its new instance; one that fails returns an error status through "
+                        "host->fail.");
+}
+
 }  // namespace tp

@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "tp/framework/config/run_config.h"
+#include "tp/framework/plugin/callback_proxy.h"
 #include "tp/framework/plugin/dataset_proxy.h"
 #include "tp/framework/plugin/plugin_check.h"
 #include "tp/iface/callback.h"
@@ -102,6 +103,35 @@ TEST_CASE("the host turns a thrown-and-guarded create into a PluginError naming 
     CHECK(e.function() == "create");
     CHECK_MESSAGE(contains(e.what(), "throws: create exploded"), e.what());
   }
+}
+
+TEST_CASE("a create that returns TP_OK but no instance is refused at create, for every kind (plugin trial F11)") {
+  // The check is the proxies' shared PluginInstance::check_create; a dataset and a callback (the
+  // Tier S kinds a C fixture can have) stand for the rest. Before it, the dataset's next call,
+  // size, got self = NULL and took the blame.
+  TestHost host;
+  const auto expect_refused = [](const auto& make, const std::string& id, const std::string& context) {
+    try {
+      make();
+      FAIL("the proxy was created although create() gave no instance");
+    } catch (const PluginError& e) {
+      CHECK(e.component_id() == id);
+      CHECK(e.function() == "create");
+      CHECK_MESSAGE(contains(e.what(), "plugin component '" + id + "'"), e.what());
+      CHECK_MESSAGE(contains(e.what(), "failed in create" + context + ": create returned TP_OK but no instance"), e.what());
+      CHECK(e.exit_code() == kExitRuntime);
+    }
+  };
+  const auto dataset_library = PluginLibrary::load(fixture("no_instance_dataset"), host.services);
+  const ComponentEntry dataset{&dataset_library->components()[0], dataset_library};
+  const ComponentConfig dataset_config{"org.test.no_instance_dataset", "data.train", {}};
+  expect_refused([&] { DatasetProxy proxy(dataset, dataset_config, "train"); }, "org.test.no_instance_dataset",
+                 " for split 'train' ([data.train])");
+
+  const auto callback_library = PluginLibrary::load(fixture("no_instance_callback"), host.services);
+  const ComponentEntry callback{&callback_library->components()[0], callback_library};
+  const ComponentConfig callback_config{"org.test.no_instance_callback", "callbacks[0]", {}};
+  expect_refused([&] { CallbackProxy proxy(callback, callback_config); }, "org.test.no_instance_callback", "");
 }
 
 TEST_CASE("`host plugins check` reports a throwing dataset as a failed line, without throwing") {

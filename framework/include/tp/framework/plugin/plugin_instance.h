@@ -41,6 +41,11 @@ class PluginInstance {
   /// Throws PluginError naming the component, `function` and the plugin's message when
   /// `status` is not TP_OK. `context` (e.g. "sample 17") is added to the message.
   void check(tp_status status, const char* function, const std::string& context = "") const;
+  /// Checks what the plugin's `create` returned: throws as check(status, "create", context) does,
+  /// and also when `status` is TP_OK but `instance` (the `*out_self` it filled) is NULL, naming the
+  /// component and create, so no later call is handed a NULL self. Every proxy calls it right after
+  /// its create.
+  void check_create(tp_status status, const void* instance, const std::string& context = "") const;
   std::shared_ptr<PluginLibrary> library_;
   const ComponentInfo* info_;
 };
