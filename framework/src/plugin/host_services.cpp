@@ -5,9 +5,11 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tp/framework/plugin/plugin_crash.h"
 #include "tp/framework/util/abi_guard.h"
+#include "tp/framework/util/bounded_text.h"
 #include "tp/framework/util/log.h"
 #include "tp/status.h"
 
@@ -18,6 +20,23 @@ namespace {
 // main thread at once. One string per thread, reused, so no allocation churn.
 thread_local std::string t_last_error;
 
+// The lines of a plugin's message, each with its control characters escaped (ESC, BEL, CR, DEL,
+// C1: a raw ESC recolours or retitles the user's terminal). "\r\n" counts as one line break and a
+// final one ends the message rather than adding an empty line.
+std::vector<std::string> plugin_lines(const char* message) {
+  std::string_view text = message != nullptr ? message : "";
+  if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+  std::vector<std::string> lines;
+  for (;;) {
+    const std::size_t end = text.find('\n');
+    std::string_view line = text.substr(0, end);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    lines.push_back(escape_control_characters(line));
+    if (end == std::string_view::npos) return lines;
+    text.remove_prefix(end + 1);
+  }
+}
+
 // Every entry below runs in a plugin frame: noexcept, with its body in one guard (util/abi_guard.h).
 
 tp_status host_fail(const tp_host_t*, tp_status code, const char* message) noexcept {
@@ -25,7 +44,12 @@ tp_status host_fail(const tp_host_t*, tp_status code, const char* message) noexc
   // the host reports the bare code.
   const tp_status status = detail::guard_status(
       [&] {
-        t_last_error = message != nullptr ? message : "";
+        // The message becomes part of a host error paragraph: a later line is indented, so it
+        // cannot start a line that reads as one of the host's own (a timestamp, "host: error:").
+        const std::vector<std::string> lines = plugin_lines(message);
+        std::string joined = lines.front();
+        for (std::size_t k = 1; k < lines.size(); ++k) joined += "\n  " + lines[k];
+        t_last_error = std::move(joined);
         return TP_OK;
       },
       [](const char*) {});
@@ -49,7 +73,10 @@ void host_log(const tp_host_t* host, int32_t severity, const char* message) noex
       const std::string_view name(caller);
       source += " " + std::string(name.substr(name.rfind('/') == std::string_view::npos ? 0 : name.rfind('/') + 1));
     }
-    self->logger().write(level, source, message != nullptr ? message : "");
+    // One call is one plugin message: every line of it carries the tag, so a line break in it
+    // cannot start an untagged line that reads as the host's (plugin trial F12). Tagging rather
+    // than escaping "\n" keeps a multi-line message (a table, a list) readable as written.
+    for (const std::string& line : plugin_lines(message)) self->logger().write(level, source, line);
   });
 }
 

@@ -14,6 +14,7 @@
 #include "tp/framework/ops/fused_ops.h"
 #include "tp/framework/plugin/host_services.h"
 #include "tp/framework/plugin/plugin_crash.h"
+#include "tp/framework/util/bounded_text.h"
 
 namespace tp {
 
@@ -196,8 +197,9 @@ void PluginLibrary::read_descriptors() {
     if (d.tier == TP_TIER_T && !torch_coupled)
       throw PluginLoadError(where + " is Tier T but the library's build info names no LibTorch; use "
                             "TP_TORCH_BUILD_INFO_INIT so the host can check the fingerprint.");
-    info.version = d.version != nullptr ? d.version : "";
-    info.description = d.description != nullptr ? d.description : "";
+    // Printed by plugins list, recorded in checkpoints and named in warnings: one line, no ESC.
+    info.version = d.version != nullptr ? escape_control_characters(d.version, false) : "";
+    info.description = d.description != nullptr ? escape_control_characters(d.description, false) : "";
     if (info.version.empty()) throw PluginLoadError(where + ": version is empty.");
     try {
       info.schema = plugin_schema(d.keys, d.key_count, info.id);

@@ -41,7 +41,8 @@ typedef struct tp_host_t {
 
   /** [any] Records `message` (UTF-8, copied) as the calling thread's last error and returns
    *  `code`, so a plugin writes `return host->fail(host, TP_ERR_IO, "cannot open x.png");`.
-   *  `message` may be NULL (the host then reports the code alone). */
+   *  `message` may be NULL (the host then reports the code alone). The host prints it inside its
+   *  own error message: lines after the first are indented, control characters escaped. */
   tp_status (*fail)(const struct tp_host_t *host, tp_status code, const char *message);
 
   /** [any] Writes a UTF-8 line to the run's log. `severity` is TP_LOG_DEBUG..TP_LOG_ERROR.
@@ -49,7 +50,10 @@ typedef struct tp_host_t {
    *  into the plugin (`[plugin <file name>]` during init and deinit), else `[plugin]`.
    *  Rank 0 writes every severity (TP_LOG_DEBUG only with `host --verbose`); every other rank
    *  writes only TP_LOG_ERROR, prefixed with its rank, and drops TP_LOG_WARNING and below (so a
-   *  warning every rank would raise is printed once). `message` may be NULL. */
+   *  warning every rank would raise is printed once). `message` may be NULL. A message of several
+   *  lines is written as several lines, each tagged; control characters other than tab (ESC, BEL,
+   *  CR, DEL, the C1 controls) are written as `\u001B`-style escapes, bytes that are not UTF-8
+   *  as `\xE9`. */
   void (*log)(const struct tp_host_t *host, int32_t severity, const char *message);
 
   /** [any] Returns a borrowed, static service table for `service_id` (TP_SERVICE_*), valid

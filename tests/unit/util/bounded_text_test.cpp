@@ -27,6 +27,16 @@ TEST_CASE("bounded_text keeps short text whole and both ends of long text, sayin
   CHECK(bounded.find(" bytes left out] ... ") != std::string::npos);
 }
 
+TEST_CASE("escape_control_characters makes ESC, BEL, CR, DEL, C1 controls and non-UTF-8 bytes visible") {
+  // Plugin trial F12: a plugin's log line recoloured the terminal (a raw ESC) and rang its bell.
+  CHECK(tp::escape_control_characters("plain caf\xc3\xa9 text\twith a tab") == "plain caf\xc3\xa9 text\twith a tab");
+  CHECK(tp::escape_control_characters("red\x1b[31m bell\a cr\r del\x7f") == "red\\u001B[31m bell\\u0007 cr\\u000D del\\u007F");
+  CHECK(tp::escape_control_characters("csi\xc2\x9b" "2J nel\xc2\x85") == "csi\\u009B2J nel\\u0085");  // C1, UTF-8 encoded
+  CHECK(tp::escape_control_characters("caf\xe9") == "caf\\xE9");                                // Latin-1, not UTF-8
+  CHECK(tp::escape_control_characters("two\nlines") == "two\nlines");
+  CHECK(tp::escape_control_characters("two\nlines", false) == "two\\u000Alines");
+}
+
 TEST_CASE("the logger writes a 50 MB message as one bounded line, to the file and to stderr alike") {
   const auto dir = std::filesystem::path(tp::test::build_dir()) / "test-runs" / "bounded_log";
   std::filesystem::remove_all(dir);
