@@ -10,8 +10,11 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "tp/framework/checkpoint/checkpoint.h"
+
+#include "engine/setup/provenance.h"
 
 #include "integration/host_runner.h"
 #include "support/test_paths.h"
@@ -96,4 +99,56 @@ TEST_CASE("--resume warns, naming the plugin, when its file changed since the ch
   CHECK(resumed.exit_code == 0);
   CHECK(resumed.output.find("--resume: the plugin shapes.so (org.torchhost.shapes@1.0.0): SHA-256 ") != std::string::npos);
   CHECK(resumed.output.find("vision_models.so (") == std::string::npos); // unchanged plugins are not named
+}
+
+TEST_CASE("--resume's plugin warning names each component's version then and now (plugin trial F13)") {
+  // Before, only the new versions: "acme_models.so (com.acme.fusion@2.1.0)", though the checkpoint
+  // recorded 2.0.0.
+  const std::string recorded = R"([provenance]
+[[provenance.plugins]]
+library = "acme_models.so"
+path = "/old/acme_models.so"
+sha256 = "29ffe5d3d2f1aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+components = ["com.acme.fusion@2.0.0", "com.acme.combo@1.0.0"]
+[[provenance.plugins]]
+library = "same.so"
+path = "/old/same.so"
+sha256 = "5e6f7a8b"
+components = ["org.x.same@1.0.0"]
+)";
+  tp::Provenance now;
+  now.plugins.push_back({"acme_models.so", "/new/acme_models.so",
+                         "a065b2d1eb32bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+                         {"com.acme.fusion@2.1.0", "com.acme.combo@1.0.0"}});
+  now.plugins.push_back({"same.so", "/new/same.so", "5e6f7a8b", {"org.x.same@1.0.0"}});
+  const std::vector<tp::PluginChange> changes = tp::changed_plugins(recorded, now);
+  REQUIRE(changes.size() == 1);
+  CHECK(changes[0].library == "acme_models.so");
+  CHECK(changes[0].component_ids == std::vector<std::string>{"com.acme.fusion", "com.acme.combo"});
+  CHECK(changes[0].text == "acme_models.so (com.acme.fusion@2.0.0 -> 2.1.0, com.acme.combo@1.0.0): SHA-256 "
+                           "29ffe5d3d2f1... when the checkpoint was written, a065b2d1eb32... now");
+}
+
+TEST_CASE("--resume's refusal of a checkpoint that does not fit the model names the model's changed plugin file") {
+  // Plugin trial F13: a model plugin upgraded with renamed parameters gave only "missing ...,
+  // unexpected ...; Was it written by a run with another model or model options?", and the
+  // plugin warning that names the likely cause came after the refusal, so never.
+  const auto dir = tp::test::fresh_dir("provenance_model_changed");
+  const auto first = tp::test::run_host("--output-dir '" + dir.string() + "' " + kRun);
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  // vision_models.so with one byte appended: another SHA-256. num_classes = 4 stands for what a
+  // rebuilt plugin does to its parameters (the classifier's shape changes).
+  const auto plugins = dir / "changed_model";
+  std::filesystem::create_directories(plugins);
+  std::filesystem::copy_file(std::filesystem::path(tp::test::build_dir()) / "plugins" / "vision_models.so",
+                             plugins / "vision_models.so");
+  std::ofstream(plugins / "vision_models.so", std::ios::app | std::ios::binary) << '\n';
+  const auto resumed = tp::test::run_host("--plugin-dir '" + plugins.string() + "' --output-dir '" + dir.string() +
+                                          "' " + kRun + "--set model.num_classes=4 --set train.epochs=2 --resume auto");
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 2);
+  CHECK(resumed.output.find("the checkpoint does not match the model") != std::string::npos);
+  CHECK(resumed.output.find("The model's plugin file changed since the checkpoint was written, the likely cause: "
+                            "vision_models.so (org.torchhost.small_cnn@") != std::string::npos);
 }

@@ -83,6 +83,32 @@ bool behaviour_variable(const std::string& name) {
   return false;
 }
 
+/// "id@version" split at its first '@' (a component id is reverse-DNS, it has none).
+std::pair<std::string, std::string> id_and_version(const std::string& component) {
+  const std::size_t at = component.find('@');
+  if (at == std::string::npos) return {component, ""};
+  return {component.substr(0, at), component.substr(at + 1)};
+}
+
+/// `now`'s components, each as "id@version", or "id@old -> new" where `then` (the checkpoint's
+/// [[provenance.plugins]] entry) recorded another version.
+std::string versions_then_and_now(const toml::table& then, const std::vector<std::string>& now) {
+  std::vector<std::string> recorded;
+  if (const toml::array* components = then.get_as<toml::array>("components"))
+    for (const toml::node& c : *components)
+      if (const auto* text = c.as_string()) recorded.push_back(text->get());
+  std::string out;
+  for (const std::string& component : now) {
+    const auto [id, version] = id_and_version(component);
+    std::string shown = component;
+    for (const std::string& old : recorded)
+      if (const auto [old_id, old_version] = id_and_version(old); old_id == id && old_version != version)
+        shown = id + "@" + old_version + " -> " + version;
+    out += (out.empty() ? "" : ", ") + shown;
+  }
+  return out;
+}
+
 }  // namespace
 
 Provenance build_provenance() {
@@ -160,8 +186,8 @@ std::string provenance_toml(const Provenance& p) {
   return out.str();
 }
 
-std::vector<std::string> changed_plugins(const std::string& recorded_toml, const Provenance& now) {
-  std::vector<std::string> changed;
+std::vector<PluginChange> changed_plugins(const std::string& recorded_toml, const Provenance& now) {
+  std::vector<PluginChange> changed;
   if (recorded_toml.empty()) return changed;
   toml::table recorded;
   try {
@@ -179,10 +205,12 @@ std::vector<std::string> changed_plugins(const std::string& recorded_toml, const
         continue;
       const std::string old_hash = then->get_as<std::string>("sha256") ? then->get_as<std::string>("sha256")->get() : "";
       if (old_hash == plugin.sha256) continue;
-      std::string components;
-      for (const auto& c : plugin.components) components += (components.empty() ? "" : ", ") + c;
-      changed.push_back(plugin.library + " (" + components + "): SHA-256 " + old_hash.substr(0, 12) +
-                        "... when the checkpoint was written, " + plugin.sha256.substr(0, 12) + "... now");
+      PluginChange change{plugin.library, {}, ""};
+      for (const auto& c : plugin.components) change.component_ids.push_back(id_and_version(c).first);
+      change.text = plugin.library + " (" + versions_then_and_now(*then, plugin.components) + "): SHA-256 " +
+                    old_hash.substr(0, 12) + "... when the checkpoint was written, " + plugin.sha256.substr(0, 12) +
+                    "... now";
+      changed.push_back(std::move(change));
     }
   return changed;
 }

@@ -52,10 +52,19 @@ Provenance collect_provenance(const RunComponents& parts);
 /// [[provenance.plugins]] per library. Parses back with toml++.
 std::string provenance_toml(const Provenance& provenance);
 
+/// A plugin library whose file changed since a checkpoint was written.
+struct PluginChange {
+  std::string library;                    ///< file name, e.g. "resnet.so"
+  std::vector<std::string> component_ids; ///< the components this run uses from it
+  /// "resnet.so (org.torchhost.resnet@1.0.0 -> 1.1.0, org.torchhost.vit@1.0.0): SHA-256
+  /// 1a2b3c4d... when the checkpoint was written, 5e6f7a8b... now": each component's version
+  /// when the checkpoint was written -> now, or its one version where that did not change.
+  std::string text;
+};
+
 /// The plugins of `now` whose file hash differs from the one `recorded_toml` (a checkpoint's
 /// provenance_toml text; "" = a checkpoint from before provenance) holds for the same library
-/// file name, one line each: "resnet.so (org.torchhost.resnet@1.0.0): SHA-256 1a2b3c4d... when
-/// the checkpoint was written, 5e6f7a8b... now". Libraries new or gone are not listed.
-std::vector<std::string> changed_plugins(const std::string& recorded_toml, const Provenance& now);
+/// file name. Libraries new or gone are not listed.
+std::vector<PluginChange> changed_plugins(const std::string& recorded_toml, const Provenance& now);
 
 }  // namespace tp

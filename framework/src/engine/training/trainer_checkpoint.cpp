@@ -5,6 +5,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/optim/optimizer.h>
 
+#include <algorithm>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -173,7 +174,23 @@ std::vector<StateRole> Trainer::Impl::state_roles(ResumePosition resume) {
                      position_.epoch = from.epoch; // the events before the loop (checkpoint load, fit begin) say so
                    }});
   roles.push_back({"model", [this](CheckpointContents& into) { into.model_state = &model_state_; },
-                   [this](const LoadedCheckpoint& from) { restore_model_state(from, model_state_); }});
+                   [this](const LoadedCheckpoint& from) {
+                     try {
+                       restore_model_state(from, model_state_);
+                     } catch (const ConfigError& e) {
+                       // The provenance role's warning comes after this one and is never reached:
+                       // a model plugin rebuilt with other parameters is the likely cause, so say so.
+                       for (const PluginChange& change : changed_plugins(from.provenance_toml, provenance_))
+                         if (std::find(change.component_ids.begin(), change.component_ids.end(), parts_.model->id()) !=
+                             change.component_ids.end())
+                           throw ConfigError(e.key_path(),
+                                             std::string(e.what()) + " The model's plugin file changed since the "
+                                             "checkpoint was written, the likely cause: " + change.text +
+                                             ". Resume with the plugin file the checkpoint was written with, or "
+                                             "start a new run.");
+                       throw;
+                     }
+                   }});
   roles.push_back({"step", [this](CheckpointContents& into) { steps_.save_state(into); },
                    [this](const LoadedCheckpoint& from) { steps_.load_state(from); }});
   roles.push_back({"update", [this](CheckpointContents& into) { update_.save_state(into); },
@@ -210,8 +227,8 @@ std::vector<StateRole> Trainer::Impl::state_roles(ResumePosition resume) {
                      if (parts_.train_data) into.classes = parts_.train_data->class_names();
                    },
                    [this](const LoadedCheckpoint& from) {
-                     for (const std::string& change : changed_plugins(from.provenance_toml, provenance_))
-                       log_.warn("--resume: the plugin " + change + ". The run continues with the new binary; if its "
+                     for (const PluginChange& change : changed_plugins(from.provenance_toml, provenance_))
+                       log_.warn("--resume: the plugin " + change.text + ". The run continues with the new binary; if its "
                                  "behaviour changed, the rest of the run differs from the one the checkpoint's run "
                                  "would have trained.");
                    }});
