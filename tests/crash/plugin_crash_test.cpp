@@ -42,7 +42,7 @@ TEST_CASE("a segfault in a dataset's get_sample names the plugin and the sample;
     INFO(run.output);
     CHECK(run.exit_code == tp::kExitPluginCrash);
     CHECK(contains(run.output, "component 'org.test.segfault' crashed the process with SIGSEGV"));
-    CHECK(contains(run.output, "in get_sample (sample index 13)"));
+    CHECK(contains(run.output, "in get_sample (sample index 13, epoch 2)"));
     CHECK(contains(run.output, (dir / "checkpoints").string()));
     CHECK(contains(run.output, "--resume auto"));
     // Epoch 0 (64 samples / 8 = 8 steps) finished and was saved before the crash in epoch 1.
@@ -102,7 +102,7 @@ TEST_CASE("an abort() or an escaping C++ exception in get_sample is reported as 
     INFO(run.output);
     CHECK(run.exit_code == tp::kExitPluginCrash);
     CHECK(contains(run.output, "component 'org.test.segfault' crashed the process with SIGABRT"));
-    CHECK(contains(run.output, "in get_sample (sample index 13)"));
+    CHECK(contains(run.output, "in get_sample (sample index 13, epoch 2)"));
     CHECK(contains(run.output, "--resume auto"));
     if (std::string(how) == "throw") CHECK(contains(run.output, "terminate called after throwing"));
     CHECK(tp::load_checkpoint(dir / "checkpoints" / "last.pt").step == 8);
@@ -113,6 +113,20 @@ TEST_CASE("an abort() or an escaping C++ exception in get_sample is reported as 
   CHECK(check.exit_code == tp::kExitPluginCrash);
   CHECK(contains(check.output, "component 'org.test.segfault' crashed the process with SIGABRT"));
   CHECK(contains(check.output, "in get_sample on split 'train' (sample index 13)"));
+}
+
+TEST_CASE("exit() inside a plugin call ends the run as a plugin crash: exit 5, named, never 0") {
+  // Before, a dataset's exit(0) in epoch 2 of 3 ended the process with status 0 and no message.
+  const auto dir = tp::test::fresh_dir("crash_exit");
+  const auto run = tp::test::run_host("--config tests/crash/segfault.toml --plugin-dir '" + fixture_dir("segfault") +
+                                      "' --output-dir '" + dir.string() + "' --set 'data.train.how=\"exit\"'");
+  INFO(run.output);
+  CHECK(run.exit_code == tp::kExitPluginCrash);
+  CHECK(contains(run.output, "host: plugin exit: component 'org.test.segfault' ended the process with exit(0) in "
+                             "get_sample (sample index 13)"));
+  CHECK(contains(run.output, "(PLG-7)"));
+  CHECK(contains(run.output, "--resume auto"));
+  CHECK(tp::load_checkpoint(dir / "checkpoints" / "last.pt").step == 8);
 }
 
 namespace {
@@ -175,7 +189,7 @@ TEST_CASE("a plugin's runaway recursion still ends in the crash report (alternat
     INFO(run.output);
     CHECK(run.exit_code == tp::kExitPluginCrash);
     CHECK(contains(run.output, "component 'org.test.segfault' crashed the process with SIGSEGV"));
-    CHECK(contains(run.output, "in get_sample (sample index 13)"));
+    CHECK(contains(run.output, "in get_sample (sample index 13, epoch 2)"));
     CHECK(tp::load_checkpoint(dir / "checkpoints" / "last.pt").step == 8);
   }
 }

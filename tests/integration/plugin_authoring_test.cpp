@@ -176,13 +176,17 @@ TEST_CASE("the training crash message's `host plugins check` command reproduces 
                                       "' --output-dir '" + dir.string() + "' --set data.num_workers=0");
   INFO(run.output);
   REQUIRE(run.exit_code == tp::kExitPluginCrash);
-  const std::string command = "`host plugins check <its .so> --config " + (dir / "config.toml").string() + " --index 13`";
+  // The command as printed, library and epoch included (it said `<its .so>` and "add --epoch E";
+  // without the epoch the printed command passed). The crash came in the run's second epoch:
+  // ctx.epoch 1, which is plugins check's --epoch.
+  const std::string command = "`host plugins check " + plugin_dir + "/segfault.so --config " +
+                              (dir / "config.toml").string() + " --index 13 --epoch 1`";
   CHECK(contains(run.output, command));
-  CHECK(contains(run.output, "--epoch E"));
+  CHECK(contains(run.output, "in get_sample (sample index 13, epoch 2)"));
 
-  // The crash came in epoch 1; config.toml names the plugin's options and directory.
-  const auto again = tp::test::run_host("plugins check '" + plugin_dir + "/segfault.so' --config '" +
-                                        (dir / "config.toml").string() + "' --index 13 --epoch 1");
+  // Run as printed; config.toml names the plugin's options and directory.
+  const auto again = tp::test::run_shell(std::string(tp::test::build_dir()) + "/bin/" +
+                                         command.substr(1, command.size() - 2));
   INFO(again.output);
   CHECK(again.exit_code == tp::kExitPluginCrash);
   CHECK(contains(again.output, "component 'org.test.segfault' crashed the process with SIGSEGV"));

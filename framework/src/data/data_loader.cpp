@@ -285,7 +285,7 @@ std::optional<DataLoader::LoadedBatch> DataLoader::load_batch(Epoch& ep, int64_t
       }
       throw SampleError(source.name(), index,
                         detail::concat("data loader: source '", source.name(),
-                                       "' failed on sample ", index, " (epoch ", ep.epoch,
+                                       "' failed on sample ", index, " (epoch ", ep.epoch + 1,
                                        ", rank ", options.rank(), "): ", original,
                                        " (set data.on_bad_sample = \"skip\" to drop failing samples "
                                        "and count them instead)"),
@@ -300,7 +300,7 @@ std::optional<DataLoader::LoadedBatch> DataLoader::load_batch(Epoch& ep, int64_t
   try {
     out.batch = collate(std::move(samples), CollateOptions{kept, options.pin_memory(), &ep.collate_layout});
   } catch (const std::exception& e) {
-    throw Error(detail::concat("data loader: source '", source.name(), "', epoch ", ep.epoch,
+    throw Error(detail::concat("data loader: source '", source.name(), "', epoch ", ep.epoch + 1,
                                ", batch ", batch, ": ", e.what()));
   }
   if (ep.stage != nullptr) {
@@ -374,7 +374,7 @@ void DataLoader::leave_stuck_workers(const std::shared_ptr<Epoch>& shared) {
     const uint64_t index = slot.index.load();
     const std::string name = ep.source->name();
     const std::string what = detail::concat("sample ", index, " did not load within data.sample_timeout_s = ", limit,
-                                            " s (epoch ", ep.epoch, ", rank ", ep.options.rank(), ", loader thread ",
+                                            " s (epoch ", ep.epoch + 1, ", rank ", ep.options.rank(), ", loader thread ",
                                             slot.worker, "); its read may be stuck (a hung network file system, a "
                                             "device, a FIFO), and its thread is left behind");
     slot.left = true;

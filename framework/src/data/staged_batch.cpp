@@ -56,7 +56,7 @@ NamedTensors run_stage(const BatchStage& stage, NamedTensors batch, const StageC
     const uint64_t index = context.dataset_indices[row];
     throw SampleError(context.source.name(), index,
                       detail::concat("data loader: source '", context.source.name(), "' failed on sample ", index,
-                                     " (epoch ", context.ctx.epoch, ", rank ", context.options.rank(),
+                                     " (epoch ", context.ctx.epoch + 1, ", rank ", context.options.rank(),
                                      "), decoded on the device and again on the CPU: ", message,
                                      " (set data.on_bad_sample = \"skip\" to drop failing samples and count them "
                                      "instead)"));

@@ -59,7 +59,7 @@ NamedTensors ModelProxy::forward(const NamedTensors& inputs) {
   tp_status status = TP_OK;
   {
     // A crash inside the plugin's forward names it (plugin/plugin_crash.h); three thread-local stores.
-    const PluginCallScope crash_scope(id().c_str(), "forward", UINT64_MAX);
+    const PluginCallScope crash_scope(id().c_str(), "forward", UINT64_MAX, UINT64_MAX, library_->path().c_str());
     status = table_.forward(self_, views.data(), static_cast<uint32_t>(views.size()), outputs.data(), kMaxModelOutputs, &count);
   }
   // Every handle the plugin wrote is ours from here, whatever the status (PLG-9, "outputs of a

@@ -14,13 +14,15 @@ namespace {
 
 // The slot the handler reads. Plain thread-local pointers with constant initialisation: in the
 // executable they are reached without a call to __tls_get_addr, so reading them in a signal
-// handler is safe, and setting them costs three stores per plugin call.
+// handler is safe, and setting them costs five stores per plugin call.
 struct CallSlot {
   const char* id;
   const char* function;
   uint64_t index;
+  uint64_t epoch;      ///< the sample's 0-based ctx.epoch; UINT64_MAX: not a sample's call
+  const char* library; ///< the component's file; nullptr: not known here
 };
-constinit thread_local CallSlot t_call{nullptr, nullptr, UINT64_MAX};
+constinit thread_local CallSlot t_call{nullptr, nullptr, UINT64_MAX, UINT64_MAX, nullptr};
 
 // The handler may use only static storage: the checkpoint directory is copied here once, at
 // install time, from the main thread, before any plugin runs. SIGABRT is among them because a
@@ -98,6 +100,10 @@ extern "C" void on_fatal_signal(int signal_number, siginfo_t* info, void*) {
   if (call.index != UINT64_MAX) {
     put(" (sample index ");
     put_number(call.index);
+    if (call.epoch != UINT64_MAX) {
+      put(", epoch ");
+      put_number(call.epoch + 1); // counted from 1, as every other message of the host
+    }
     put(")");
   }
   const HandlerText& text = handler_text();
@@ -106,15 +112,20 @@ extern "C" void on_fatal_signal(int signal_number, siginfo_t* info, void*) {
     ::_exit(kExitPluginCrash);
   }
   put(call.index != UINT64_MAX ? ". This is a bug in the plugin" : ". This is a bug in the plugin (or in LibTorch code it called)");
-  put(": reproduce it with `host plugins check <its .so> --config ");
+  put(": reproduce it with `host plugins check ");
+  put(call.library != nullptr ? call.library : "<its .so>");
+  put(" --config ");
   put(text.config_file);
   if (call.index != UINT64_MAX) {
     put(" --index ");
     put_number(call.index);
-    put("` (add `--epoch E` when it fails only from epoch E on)");
-  } else {
-    put("`");
+    // plugins check's --epoch is the ctx.epoch the sample is read in (0-based).
+    if (call.epoch != UINT64_MAX && call.epoch > 0) {
+      put(" --epoch ");
+      put_number(call.epoch);
+    }
   }
+  put("`");
   put(", and report it to the plugin's author. Nothing was saved after the crash (the process state cannot be "
       "trusted), but checkpoints are written atomically: the last one in ");
   put(text.checkpoint_dir);
@@ -166,11 +177,15 @@ thread_local AltStack t_alt_stack;
 
 }  // namespace
 
-PluginCallScope::PluginCallScope(const char* component_id, const char* function, uint64_t index) noexcept
-    : previous_id_(t_call.id), previous_function_(t_call.function), previous_index_(t_call.index) {
+PluginCallScope::PluginCallScope(const char* component_id, const char* function, uint64_t index, uint64_t epoch,
+                                 const char* library) noexcept
+    : previous_id_(t_call.id), previous_function_(t_call.function), previous_index_(t_call.index),
+      previous_epoch_(t_call.epoch), previous_library_(t_call.library) {
   t_alt_stack.ensure();
   t_call.function = function;
   t_call.index = index;
+  t_call.epoch = epoch;
+  t_call.library = library;
   // The id last: a signal between the stores sees either the old call or the complete new one.
   std::atomic_signal_fence(std::memory_order_seq_cst);
   t_call.id = component_id;
@@ -181,9 +196,36 @@ PluginCallScope::~PluginCallScope() {
   std::atomic_signal_fence(std::memory_order_seq_cst);
   t_call.function = previous_function_;
   t_call.index = previous_index_;
+  t_call.epoch = previous_epoch_;
+  t_call.library = previous_library_;
 }
 
 const char* current_plugin_call() noexcept { return t_call.id; }
+
+void end_exit_inside_plugin_call(int status) noexcept {
+  const CallSlot call = t_call;
+  if (call.id == nullptr) return; // the host's own exit, or LibTorch's
+  put("\nhost: plugin exit: component '");
+  put(call.id);
+  put("' ended the process with exit(");
+  put_number(static_cast<uint64_t>(static_cast<unsigned>(status)));
+  put(") in ");
+  put(call.function);
+  if (call.index != UINT64_MAX) {
+    put(" (sample index ");
+    put_number(call.index);
+    put(")");
+  }
+  put(". A plugin must fail the call with a status instead (PLG-7): report it to the plugin's author.");
+  const HandlerText& text = handler_text();
+  if (text.checkpoint_dir[0] != '\0') {
+    put(" The run did not finish; the last checkpoint in ");
+    put(text.checkpoint_dir);
+    put(" is complete, and `host train --config ... --resume auto` continues from it.");
+  }
+  put("\n");
+  ::_exit(kExitPluginCrash);
+}
 
 void install_plugin_crash_handler(const char* checkpoint_dir, const char* config_file) {
   HandlerText& text = handler_text();

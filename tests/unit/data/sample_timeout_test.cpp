@@ -107,7 +107,7 @@ TEST_CASE("sample_timeout_s with on_bad_sample = fail: next() names the sample a
       const std::string what = e.what();
       CHECK(e.index() == 5);
       CHECK(what.find("org.test.stalling (train)") != std::string::npos);
-      CHECK(what.find("sample 5 did not load within data.sample_timeout_s = 0.5 s (epoch 0, rank 0, loader thread") !=
+      CHECK(what.find("sample 5 did not load within data.sample_timeout_s = 0.5 s (epoch 1, rank 0, loader thread") !=
             std::string::npos);
       CHECK(what.find("its thread is left behind") != std::string::npos);
       CHECK(what.find("set data.on_bad_sample = \"skip\"") != std::string::npos);

@@ -103,7 +103,8 @@ struct LoaderOptions {
 #undef TP_LOADER_ARG
 };
 
-/// A sample failed to load. The message names the source, the dataset index, the epoch and rank
+/// A sample failed to load. The message names the source, the dataset index, the epoch (from 1,
+/// as every message of the host counts epochs) and rank
 /// and carries the original message; exit_code() is the original tp::Error's, else 1.
 class SampleError : public Error {
  public:

@@ -25,8 +25,10 @@
 namespace tp {
 
 /// Marks the calling thread as inside `function` of plugin component `component_id` (for a
-/// dataset: `index` is the sample, else pass UINT64_MAX) until destruction. Both strings are
-/// borrowed and must outlive the scope. Cost: three thread-local stores; no allocation, no lock,
+/// dataset: `index` is the sample and `epoch` its 0-based ctx.epoch, else pass UINT64_MAX) until
+/// destruction; `library` (a path, or nullptr) is the file the component comes from, named in the
+/// command the crash report gives. The strings are borrowed and must outlive the scope. Cost:
+/// five thread-local stores; no allocation, no lock,
 /// except on a thread's first plugin call, which gives the thread an alternate signal stack (64 KiB)
 /// so that a plugin's stack overflow still ends in the crash report, not a bare SIGSEGV.
 /// Scopes nest (the previous one is restored).
@@ -36,7 +38,8 @@ namespace tp {
 ///   status = table_.get_sample(self_, index, ...);
 class PluginCallScope {
  public:
-  PluginCallScope(const char* component_id, const char* function, uint64_t index) noexcept;
+  PluginCallScope(const char* component_id, const char* function, uint64_t index, uint64_t epoch = UINT64_MAX,
+                  const char* library = nullptr) noexcept;
   ~PluginCallScope();
   PluginCallScope(const PluginCallScope&) = delete;
   PluginCallScope& operator=(const PluginCallScope&) = delete;
@@ -45,6 +48,8 @@ class PluginCallScope {
   const char* previous_id_;
   const char* previous_function_;
   uint64_t previous_index_;
+  uint64_t previous_epoch_;
+  const char* previous_library_;
 };
 
 /// The component id (or, around dlopen, init and deinit, the library's file) of the innermost
@@ -52,6 +57,13 @@ class PluginCallScope {
 /// here, for host services that want to name their caller (host->log). Borrowed: valid while
 /// that scope lives. One thread-local read.
 const char* current_plugin_call() noexcept;
+
+/// Called by the host executable's exit() (host/plugin_exit.cpp) before the C library's: on a
+/// thread inside a PluginCallScope, exit() is that plugin's (PLG-7 forbids it), so this reports
+/// it as a crash is reported (component, call, sample; in a run, the checkpoint to resume from)
+/// and ends the process with _exit(kExitPluginCrash), before any exit handler or static
+/// destructor runs under the threads still training. Returns outside any plugin call.
+void end_exit_inside_plugin_call(int status) noexcept;
 
 /// Runs `call()` (a call into plugin code: create, prepare, destroy, init, dlopen) inside a
 /// PluginCallScope(component_id, function, no sample) and returns what it returns, so a crash
