@@ -129,6 +129,17 @@ TEST_CASE("exit() inside a plugin call ends the run as a plugin crash: exit 5, n
   CHECK(tp::load_checkpoint(dir / "checkpoints" / "last.pt").step == 8);
 }
 
+TEST_CASE("a thread a plugin leaves running past deinit does not crash the host at its exit") {
+  // Before, the run trained and saved everything, then dlclose unmapped the code the thread ran:
+  // a bare SIGSEGV (exit 139) naming nothing, after every file was written.
+  const auto dir = tp::test::fresh_dir("crash_thread");
+  const auto run = tp::test::run_host("--config tests/crash/segfault.toml --plugin-dir '" + fixture_dir("segfault") +
+                                      "' --output-dir '" + dir.string() + "' --set 'data.train.how=\"thread\"'");
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK(tp::load_checkpoint(dir / "checkpoints" / "last.pt").step == 24);
+}
+
 namespace {
 
 /// How a child process that installs the crash handler and calls abort() ends: inside a plugin

@@ -3,6 +3,7 @@
 #include <torch/version.h>
 
 #include <boost/dll/shared_library.hpp>
+#include <dlfcn.h>
 
 #include <cstddef>
 #include <cstring>
@@ -94,10 +95,14 @@ std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::filesystem::path& 
   try {
     // RTLD_NOW: an unresolved symbol fails here, with a message, instead of killing the process
     // at first use (exit 127). RTLD_LOCAL: two plugins defining the same class never mix.
+    // RTLD_NODELETE: dlclose leaves the code mapped, so a thread the plugin left running past
+    // deinit (PLG-13 forbids it, a logging or upload thread does it) cannot fault in unmapped
+    // code after the run has saved everything (a bare exit 139); a library loaded again in the
+    // same process is that mapping, its init called again. Boost.DLL hands the bits to dlopen.
     // dlopen runs the library's static constructors: a crash there names the file (exit 5).
-    in_plugin_call(file.c_str(), "dlopen (its static constructors)", [&] {
-      impl->library.load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
-    });
+    const auto mode = static_cast<boost::dll::load_mode::type>(
+        static_cast<unsigned>(boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local) | RTLD_NODELETE);
+    in_plugin_call(file.c_str(), "dlopen (its static constructors)", [&] { impl->library.load(path, mode); });
   } catch (const std::exception& e) {
     // The usual causes need different fixes: name the one dlerror points at.
     throw PluginLoadError(detail::load_failure_message(file, e.what()));
