@@ -105,6 +105,8 @@ TEST_CASE("tp::infer: bad input is an Error naming what and what to do") {
   INFO(message);
   CHECK(message.find("no temporary directory for encoded images: TMPDIR is '" + (run.dir / "no_such_dir").string()) !=
         std::string::npos);
+  // A typo's thread count: taken before, then every call failed with "could not create a primitive".
+  CHECK(error_of([&] { model.set_threads(100000); }).find("a count below 1024") != std::string::npos);
   // The model still answers after refusals.
   CHECK(model.run_files({run.files[0]}, 1).top.size() == 1);
 }

@@ -136,8 +136,11 @@ c10::Device device_of(const std::string& name) {
 }
 
 void check_threads(int threads) {
-  if (threads < 0)
-    throw Error("tp::infer: threads is " + std::to_string(threads) + "; give 0 (LibTorch's count) or more.");
+  // A typo's count (100000) was taken, and every later call failed with oneDNN's "could not create
+  // a primitive", naming nothing about threads: refused here, as the host refuses run.threads.
+  if (threads < 0 || threads >= 1024)
+    throw Error("tp::infer: threads is " + std::to_string(threads) +
+                "; give 0 (LibTorch's count) or a count below 1024, usually the cores this model may use.");
 }
 
 // [under the process's turn] LibTorch's intra-op threads for the call beginning on this thread:

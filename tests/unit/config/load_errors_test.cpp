@@ -194,6 +194,8 @@ TEST_CASE("semantic limits") {
       {"[optim]\nbetas = [0.9, 1.0]\n", "optim.betas", "out of range"},
       {"[optim]\nbetas = [-0.1, 0.9]\n", "optim.betas", "out of range"},
       {"[data]\nnum_workers = -1\n", "data.num_workers", "must be >= 0"},
+      // A typo's count of threads: host predict crashed creating them (SIGSEGV), training ran out of memory.
+      {"[run]\nthreads = 100000\n", "run.threads", "run.threads: must be >= 0 and < 1024, got an integer (100000)"},
       {"[data]\nprefetch = 0\n", "data.prefetch", "must be >= 1"},
       {"[optim]\nmomentum = 1.0\n", "optim.momentum", "must be >= 0 and < 1"},
       {"[progress]\nevery_seconds = 0\n", "progress.every_seconds", "must be > 0"},

@@ -94,7 +94,8 @@ struct OpenOptions {
   bool tf32 = false;
   /// LibTorch's intra-op threads for this model's calls (decoding a batch's files and the
   /// forward pass): set on the calling thread when a call begins, as `host predict` runs with
-  /// run.threads. 0 leaves LibTorch's count (OMP_NUM_THREADS, else one per core). Float results
+  /// run.threads. 0 leaves LibTorch's count (OMP_NUM_THREADS, else one per core); at most 1023
+  /// (open() throws Error for more). Float results
   /// can depend on it in their last bits (docs/deployment.md, "Same batch, same bits").
   int threads = 0;
 };
@@ -137,7 +138,7 @@ class TP_EXPORT Model {
   Batch run_tensors(const std::vector<Tensor>& inputs, int top_k = 5);
 
   /// [any] Changes OpenOptions::threads for the calls that begin from now on. Throws Error for a
-  /// negative count.
+  /// negative count or one of 1024 or more.
   void set_threads(int threads);
 
   /// The export's class names by class id (`torchhost.classes`); empty when it has none.
