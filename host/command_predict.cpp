@@ -38,6 +38,7 @@ int run_predict(const Options& options) {
   std::optional<ComponentConfig> images_table;
   if (!options.images.empty()) {
     images = list_image_files(options.images, image_extensions(session->config, session->registry));
+    if (!images.left_out.empty()) session->logger.warn(images.left_out);
     images_table = val_table_reading(session->config, images);
   }
   const std::string read_split = options.images.empty() ? options.split : "val";

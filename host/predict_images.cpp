@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <map>
 #include <system_error>
 
 #include "tp/framework/engine/run_components.h"
@@ -40,14 +41,68 @@ bool has_ending(const std::string& name, const std::vector<std::string>& endings
   return false;
 }
 
+// What a directory walk passed over, for one line that says so: a batch job that predicted 1 of
+// 6 files said "for 1 samples" and nothing else (deployment trial F7).
+struct LeftOut {
+  std::map<std::string, int64_t> endings; ///< files not read, by lower-case ending ("(none)" without one)
+  std::vector<std::string> dead_links;    ///< links that lead nowhere or to themselves, relative to DIR
+  std::vector<std::string> linked_dirs;   ///< symlinked directories, not entered
+
+  void note(const fs::path& entry, const fs::path& relative) {
+    std::error_code error;
+    if (fs::is_symlink(fs::symlink_status(entry, error)) && !fs::exists(entry, error)) {
+      dead_links.push_back(relative.generic_string());
+    } else if (fs::is_directory(entry, error)) {
+      if (fs::is_symlink(fs::symlink_status(entry, error))) linked_dirs.push_back(relative.generic_string());
+    } else {
+      std::string ending = relative.extension().string();
+      std::transform(ending.begin(), ending.end(), ending.begin(), [](unsigned char c) { return std::tolower(c); });
+      ++endings[ending.empty() ? "(none)" : ending];
+    }
+  }
+
+  /// The warning for `dir`, or "" when nothing was left out.
+  std::string text(const fs::path& dir) const {
+    const auto names = [](std::vector<std::string> list) {
+      std::sort(list.begin(), list.end()); // the walk's order is the file system's
+      std::string out;
+      for (std::size_t i = 0; i < list.size() && i < 5; ++i) out += (i == 0 ? "" : ", ") + list[i];
+      return out + (list.size() > 5 ? ", ..." : "");
+    };
+    std::vector<std::string> parts;
+    if (!endings.empty()) {
+      int64_t count = 0;
+      std::string by_ending;
+      for (const auto& [ending, n] : endings) {
+        count += n;
+        by_ending += (by_ending.empty() ? "" : ", ") + ending + ": " + std::to_string(n);
+      }
+      parts.push_back(std::to_string(count) + " file(s) whose ending is not one the evaluation table reads (" +
+                      by_ending + ")");
+    }
+    if (!dead_links.empty())
+      parts.push_back(std::to_string(dead_links.size()) + " link(s) that lead nowhere (" + names(dead_links) + ")");
+    if (!linked_dirs.empty())
+      parts.push_back(std::to_string(linked_dirs.size()) + " linked director(ies), not entered (" +
+                      names(linked_dirs) + ")");
+    if (parts.empty()) return "";
+    std::string out = "host predict --images: left out of '" + dir.string() + "': ";
+    for (std::size_t i = 0; i < parts.size(); ++i) out += (i == 0 ? "" : "; ") + parts[i];
+    return out + ". Rename an image whose ending hides it (a JPEG saved as .jfif), or give the files as a list.";
+  }
+};
+
 ImageFiles files_under(const fs::path& dir, const std::vector<std::string>& extensions) {
   std::vector<fs::path> found;
+  LeftOut left_out;
   std::error_code error;
   // Symlinked directories are not entered: a link back up the tree would never end the walk.
   for (fs::recursive_directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
     std::error_code kind_error;
     if (fs::is_regular_file(it->path(), kind_error) && has_ending(it->path().filename().string(), extensions))
       found.push_back(it->path().lexically_relative(dir));
+    else
+      left_out.note(it->path(), it->path().lexically_relative(dir));
   }
   if (error)
     throw ConfigError(kOption, "host predict --images: cannot read the directory '" + dir.string() + "': " +
@@ -69,6 +124,7 @@ ImageFiles files_under(const fs::path& dir, const std::vector<std::string>& exte
   const fs::path base = fs::absolute(dir);
   for (const std::string& path : shown) files.opened.push_back((base / path).string());
   files.shown = std::move(shown);
+  files.left_out = left_out.text(dir);
   return files;
 }
 
@@ -138,7 +194,7 @@ ImageFiles list_image_files(const std::string& source, const std::vector<std::st
     // An image by its bytes, or by an image ending (a damaged one then fails as an image, naming
     // the file, instead of being read as a list: data trial F18's .tif).
     if (starts_as_image(source) || has_ending(fs::path(source).filename().string(), extensions))
-      return ImageFiles{{source}, {fs::absolute(source).string()}};
+      return ImageFiles{{source}, {fs::absolute(source).string()}, ""};
     return files_listed(source);
   }
   throw ConfigError(kOption, "host predict --images: '" + source + "' " +

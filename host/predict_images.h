@@ -15,6 +15,9 @@ namespace tp::cli {
 struct ImageFiles {
   std::vector<std::string> shown;  ///< the `path` column: a LIST's line as written, a DIR's file relative to DIR
   std::vector<std::string> opened; ///< what the dataset reads: `shown` made absolute from the list's directory or DIR
+  /// A DIR's entries the walk passed over (other endings, links that lead nowhere, linked
+  /// directories), as one warning line; "" when none or for a list.
+  std::string left_out;
 };
 
 /// The files `source` names. A directory: its regular files (symlinks to files included) whose

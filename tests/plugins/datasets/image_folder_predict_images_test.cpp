@@ -101,6 +101,27 @@ TEST_CASE("host predict --images DIR: each file's path, class and probability; t
   }
 }
 
+TEST_CASE("host predict --images DIR says what it left out: other endings, links that lead nowhere") {
+  // Before, a directory of 6 entries predicted 1 file and said nothing of the other 5.
+  const TrainedRun& run = trained_run();
+  const fs::path dir = run.dir / "mixed";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(run.dir / "val" / "dark" / "0.png", dir / "a.png");
+  fs::copy_file(run.dir / "val" / "dark" / "1.png", dir / "e.jfif"); // an image under an ending not read
+  std::ofstream(dir / "d.gif") << "GIF89a";
+  fs::create_symlink(dir / "nowhere.png", dir / "b_dangling.png");
+  fs::create_symlink(dir / "c_self.png", dir / "c_self.png");
+  const fs::path out = run.dir / "mixed.csv";
+  const auto images = run.predict("--images '" + dir.string() + "' --output '" + out.string() + "'");
+  INFO(images.output);
+  REQUIRE(images.exit_code == 0);
+  CHECK(images.output.find("host predict --images: left out of '" + dir.string() + "': 2 file(s) whose ending is not "
+                           "one the evaluation table reads (.gif: 1, .jfif: 1); 2 link(s) that lead nowhere "
+                           "(b_dangling.png, c_self.png)") != std::string::npos);
+  CHECK(csv_cells(out).size() == 2); // the header and a.png
+}
+
 TEST_CASE("host predict --images LIST: the list's order, its paths as written, comments skipped; jsonl") {
   const TrainedRun& run = trained_run();
   const fs::path list = run.dir / "lists" / "new.txt";
