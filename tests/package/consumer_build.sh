@@ -80,7 +80,7 @@ for file in README.md templates/tier_s_callback/CMakeLists.txt templates/tier_s_
             templates/tier_s_c_dataset/CMakeLists.txt templates/tier_s_c_dataset/c_dataset.c \
             templates/tier_s_c_dataset/README.md templates/tier_s_cpp_dataset/CMakeLists.txt \
             templates/tier_s_cpp_dataset/template_dataset.cpp templates/tier_s_cpp_dataset/README.md \
-            templates/tier_s_cpp_dataset/run.toml; do
+            templates/tier_s_cpp_dataset/run.toml templates/tier_t_model/run.toml; do
   test -f "$share/$file" || { echo "not installed: $share/$file"; exit 1; }
 done
 grep -q "PLG-4" "$share/README.md" || { echo "$share/README.md lacks the PLG rules"; exit 1; }
@@ -198,6 +198,15 @@ cp -r "$share/templates/tier_t_model" "$work/t_consumer"
 build_consumer "$work/t_consumer" template_model
 grep -qF "Torch_DIR:PATH=$torch_dir" "$work/t_consumer-build/CMakeCache.txt" ||
   { echo "template_model: not built against the host's LibTorch $torch_dir"; exit 1; }
+# Its run.toml trains it on the C dataset template (built above where the scope is all) to a
+# validation loss near zero (the template's README, plugin trial F15).
+if [ "$scope" = all ]; then
+  (cd "$work/t_consumer" && "$host" --config run.toml --plugin-dir "$work/t_consumer-build" \
+     --plugin-dir "$work/c_consumer-build") 2>&1 | tee "$work/t_consumer.out"
+  loss=$(sed -n 's/.*finished.*val\/loss=\([0-9.e+-]*\).*/\1/p' "$work/t_consumer.out")
+  awk -v l="${loss:-1}" 'BEGIN { exit !(l < 1e-6) }' ||
+    { echo "template_model: its run.toml reached val/loss=${loss:-none}, expected < 1e-6"; exit 1; }
+fi
 
 # Without a LibTorch (none named, the remembered one gone) the configure stops with torchhost's
 # paragraph, which gives the CMAKE_PREFIX_PATH to add, quoted.
