@@ -12,6 +12,13 @@
 # build-fingerprint define; Tier S plugins must not link LibTorch, which is checked when the
 # directory is done configuring. Out of tree, find_package(torchhost) has already made Release the
 # build type when none was set (torchhostConfig.cmake).
+#
+# RUNPATH (docs/plugin_sdk.md, "Shipping a plugin with shared libraries of its own"): a plugin
+# that LINKs a shared library target of its own project gets INSTALL_RPATH $ORIGIN/lib: install the
+# plugin into a plugin directory and that library into lib/ below it, which the host does not scan
+# (it loads every .so at a directory's top level only). Ship what `cmake --install` writes: the
+# build tree's RUNPATH names the build directory. LibTorch needs no entry: the host has loaded it
+# before any plugin. Set INSTALL_RPATH after the call for another layout.
 
 include("${CMAKE_CURRENT_LIST_DIR}/TorchhostTorch.cmake") # torchhost_find_torch()
 include("${CMAKE_CURRENT_LIST_DIR}/TorchhostOpenCV.cmake") # torchhost_find_opencv()
@@ -64,6 +71,15 @@ function(torchhost_add_plugin name)
     VISIBILITY_INLINES_HIDDEN ON
     LINK_DEPENDS "${_TORCHHOST_PLUGIN_MAP}")
   target_link_options(${name} PRIVATE "LINKER:--version-script=${_TORCHHOST_PLUGIN_MAP}" "LINKER:-z,defs")
+  foreach(_lib IN LISTS ARG_LINK)
+    if(TARGET ${_lib})
+      get_target_property(_type ${_lib} TYPE)
+      get_target_property(_imported ${_lib} IMPORTED)
+      if(_type STREQUAL "SHARED_LIBRARY" AND NOT _imported)
+        set_target_properties(${name} PROPERTIES INSTALL_RPATH "$ORIGIN/lib")
+      endif()
+    endif()
+  endforeach()
   if(ARG_OUTPUT_DIRECTORY)
     set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${ARG_OUTPUT_DIRECTORY}")
   elseif(DEFINED TORCHHOST_PLUGIN_OUTPUT_DIRECTORY)

@@ -124,6 +124,26 @@ if [ "$scope" = all ]; then
 cp -r "$share/templates/tier_s_callback" "$work/consumer"
 build_consumer "$work/consumer" template_callback
 
+# A plugin that links a shared library of its own project, shipped as docs/plugin_sdk.md says
+# (plugin trial F14): installed into a plugin directory with the library in lib/ below it, which
+# the host does not scan; torchhost_add_plugin gives the plugin RUNPATH $ORIGIN/lib on install, so
+# the moved directory works.
+cp -r "$share/templates/tier_s_callback" "$work/own_lib"
+echo 'int acme_util_answer() { return 42; }' >"$work/own_lib/acme_util.cpp"
+printf 'int acme_util_answer();\nint uses_util_answer() { return acme_util_answer(); }\n' >"$work/own_lib/uses_util.cpp"
+sed -i 's|torchhost_add_plugin(template_callback TIER S SOURCES template_callback.cpp)|add_library(acme_util SHARED acme_util.cpp)\ntorchhost_add_plugin(template_callback TIER S SOURCES template_callback.cpp uses_util.cpp LINK acme_util)\ninstall(TARGETS template_callback LIBRARY DESTINATION plugins)\ninstall(TARGETS acme_util LIBRARY DESTINATION plugins/lib)|' \
+  "$work/own_lib/CMakeLists.txt"
+grep -q 'LINK acme_util' "$work/own_lib/CMakeLists.txt" ||
+  { echo "own_lib: the template's torchhost_add_plugin line changed; update this test"; exit 1; }
+build_consumer "$work/own_lib" template_callback
+cmake --install "$work/own_lib-build" --prefix "$work/own_lib-staged" >/dev/null
+mv "$work/own_lib-staged" "$work/own_lib-shipped"
+runpath=$(readelf -d "$work/own_lib-shipped/plugins/template_callback.so" | sed -n 's/.*(R[UN]*PATH).*\[\(.*\)\]/\1/p')
+[ "$runpath" = '$ORIGIN/lib' ] || { echo "own_lib: installed RUNPATH is '$runpath', not \$ORIGIN/lib"; exit 1; }
+"$host" plugins list --plugin-dir "$work/own_lib-shipped/plugins" | grep 'org.example.print_callback' >/dev/null ||
+  { echo "own_lib: the shipped plugin directory does not load"; exit 1; }
+"$host" plugins check "$work/own_lib-shipped/plugins/template_callback.so"
+
 # The C template: C11 only (the project enables no C++ compiler), with TP_STABLE_BUILD_INFO_INIT.
 cp -r "$share/templates/tier_s_c_dataset" "$work/c_consumer"
 grep -q 'TP_STABLE_BUILD_INFO_INIT' "$work/c_consumer/c_dataset.c" || { echo "c_dataset.c: no TP_STABLE_BUILD_INFO_INIT"; exit 1; }
