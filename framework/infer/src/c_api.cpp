@@ -240,4 +240,32 @@ tp_status tp_infer_result_class(const tp_infer_result_t* result, uint32_t image,
   return TP_OK;
 }
 
+tp_status tp_infer_set_skip_bad_images(tp_infer_model_t* model, int skip) {
+  if (model == nullptr) return null_argument("tp_infer_set_skip_bad_images", "model");
+  return guarded([&] { model->model.set_skip_bad_images(skip != 0); });
+}
+
+int64_t tp_infer_result_row(const tp_infer_result_t* result, uint32_t row) {
+  if (result == nullptr || row >= result->batch.rows.size()) return -1;
+  return result->batch.rows[row];
+}
+
+uint32_t tp_infer_result_failed_count(const tp_infer_result_t* result) {
+  return result == nullptr ? 0 : static_cast<uint32_t>(result->batch.failed.size());
+}
+
+tp_status tp_infer_result_failed(const tp_infer_result_t* result, uint32_t index, int64_t* out_image,
+                                 const char** out_message) {
+  if (result == nullptr) return null_argument("tp_infer_result_failed", "result");
+  if (index >= result->batch.failed.size())
+    return refused(TP_ERR_OUT_OF_RANGE, [&] {
+      return "tp::infer: tp_infer_result_failed: " + std::to_string(index) + " of " +
+             std::to_string(result->batch.failed.size()) + "; ask for one below tp_infer_result_failed_count.";
+    });
+  const tp::infer::FailedImage& image = result->batch.failed[index];
+  if (out_image != nullptr) *out_image = image.index;
+  if (out_message != nullptr) *out_message = image.message.c_str();
+  return TP_OK;
+}
+
 }  // extern "C"

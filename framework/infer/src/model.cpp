@@ -21,7 +21,7 @@
 #include <numeric>
 #include <set>
 
-#include "answer_outputs.h"
+#include "batch_answer.h"
 #include "export_file.h"
 #include "private_directory.h"
 #include "process_share.h"
@@ -87,6 +87,7 @@ struct Model::State {
   std::string plugin_dirs; ///< where the plugins were looked for, for messages
   bool preprocessing_loaded = false; ///< a loaded library provides `preprocessing`'s component (set at open)
   std::atomic<int> threads{0}; ///< OpenOptions::threads, changed by set_threads
+  std::atomic<bool> skip_bad_images{false}; ///< OpenOptions::skip_bad_images, changed by set_skip_bad_images
   std::vector<std::string> classes;
   bool sigmoid_scores = false;  ///< the export's torchhost.scores = "sigmoid" (a binary cross entropy trained it)
   detail::ExportedComponent preprocessing;
@@ -147,13 +148,6 @@ void check_threads(int threads) {
 // OpenMP keeps the count per thread, so it is set by the thread that runs the call.
 void use_threads(int threads) {
   if (threads > 0 && at::get_num_threads() != threads) at::set_num_threads(threads);
-}
-
-// `host predict`'s rule (predictor.cpp, is_classification): a floating [N, C] output named
-// logits or *_logits.
-bool is_classification(const std::string& name, const at::Tensor& output) {
-  const bool named = name == "logits" || (name.size() > 7 && name.ends_with("_logits"));
-  return named && output.dim() == 2 && output.is_floating_point();
 }
 
 // Whether a library of `loaded` provides the component `id`.
@@ -237,6 +231,7 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
     if (device.is_cuda()) state->share.use_cuda_tf32(options.tf32, export_file);
     state->source = export_file;
     state->threads = options.threads;
+    state->skip_bad_images = options.skip_bad_images;
     state->plugin_dirs = searched_dirs(options);
     state->classes = std::move(file.classes);
     state->sigmoid_scores = file.sigmoid_scores;
@@ -282,6 +277,10 @@ Model::State& Model::state() const {
 
 const std::vector<std::string>& Model::class_names() const { return state().classes; }
 
+void Model::set_skip_bad_images(bool skip) {
+  guarded([&] { state().skip_bad_images = skip; });
+}
+
 void Model::set_threads(int threads) {
   guarded([&] {
     check_threads(threads);
@@ -301,78 +300,6 @@ std::string version() {
   }
   return line;
 }
-
-namespace {
-
-// The answer for `inputs`; `files`: the layout they were collated with when run_files read them
-// from files (per-pixel outputs then come at each file's size, answer_outputs.h).
-Batch answer(ModelProxy& model, const BatchPlacement& placement, const NamedTensors& inputs, const BatchLayout* files,
-             int top_k, const std::vector<std::string>& classes, bool sigmoid_scores) {
-  if (top_k < 0) throw Error("tp::infer: top_k is " + std::to_string(top_k) + "; give 0 or more.");
-  c10::InferenceMode inference;
-  const NamedTensors outputs = model.forward(placement.to_device(inputs));
-  Batch batch;
-  for (const auto& [name, tensor] : outputs)
-    for (Tensor& out : detail::answer_outputs(name, tensor, inputs, files)) batch.outputs.push_back(std::move(out));
-  const auto classifier = std::find_if(outputs.begin(), outputs.end(), [](const auto& output) {
-    return is_classification(output.first, output.second);
-  });
-  if (classifier == outputs.end() || top_k == 0) return batch;
-  // As `host predict`'s logits.prob: softmax in float32 on the output's device; each class's own
-  // sigmoid for a model a binary cross entropy trained (multi-label: the labels above 0.5 apply).
-  const at::Tensor probabilities = sigmoid_scores ? classifier->second.to(at::kFloat).sigmoid()
-                                                  : at::softmax(classifier->second.to(at::kFloat), 1);
-  const int64_t k = std::min<int64_t>(top_k, probabilities.size(1));
-  const auto [values, indices] = at::topk(probabilities, k, 1);
-  const at::Tensor p = values.to(at::kCPU).contiguous(), c = indices.to(at::kCPU).contiguous();
-  for (int64_t row = 0; row < p.size(0); ++row) {
-    std::vector<ClassScore>& scores = batch.top.emplace_back();
-    for (int64_t j = 0; j < k; ++j) {
-      const int64_t index = c[row][j].item<int64_t>();
-      // host predict's rule (prediction_writer.cpp): names only when there is one per class of the output.
-      const bool named = static_cast<int64_t>(classes.size()) == probabilities.size(1) && index >= 0;
-      scores.push_back({index, named ? classes[static_cast<std::size_t>(index)] : "", p[row][j].item<float>()});
-    }
-  }
-  return batch;
-}
-
-// Every sample of `data`, in order. The files decode on LibTorch's intra-op threads, each a loader
-// worker to the plugin (get_sample is [worker], PLG-8: a sample does not depend on the worker):
-// with the model on a GPU a batch of files is mostly decoding. A serial dataset reads on this thread.
-// Of several bad files the first in the list is reported, whichever thread met it first.
-std::vector<NamedTensors> read_samples(const DatasetProxy& data) {
-  const auto count = static_cast<int64_t>(data.size());
-  std::vector<NamedTensors> samples(static_cast<std::size_t>(count));
-  std::vector<std::exception_ptr> failures(static_cast<std::size_t>(count));
-  const auto read = [&](int64_t begin, int64_t end, uint32_t worker, uint32_t workers) {
-    tp_worker_ctx_t context{};
-    context.struct_size = sizeof(tp_worker_ctx_t);
-    context.worker = worker;
-    context.num_workers = workers;
-    for (int64_t index = begin; index < end; ++index) {
-      const auto at = static_cast<std::size_t>(index);
-      try {
-        samples[at] = data.get(static_cast<uint64_t>(index), context);
-      } catch (...) {
-        failures[at] = std::current_exception();
-      }
-    }
-  };
-  if (data.serial() || count < 2 || at::get_num_threads() < 2) {
-    read(0, count, 0, 1);
-  } else {
-    const auto workers = static_cast<uint32_t>(at::get_num_threads());
-    at::parallel_for(0, count, 1, [&](int64_t begin, int64_t end) {
-      read(begin, end, static_cast<uint32_t>(at::get_thread_num()), workers);
-    });
-  }
-  for (const std::exception_ptr& failure : failures)
-    if (failure) std::rethrow_exception(failure);
-  return samples;
-}
-
-}  // namespace
 
 Batch Model::run_files(const std::vector<std::string>& paths, int top_k) {
   return guarded([&] {
@@ -407,12 +334,34 @@ Batch Model::run_files(const std::vector<std::string>& paths, int top_k) {
     config.options.insert_or_assign("files", std::move(files));
     validate_component(config, entry.info->schema, state().source);
     const DatasetProxy data(entry, config, "val");
-    std::vector<NamedTensors> samples = read_samples(data);
+    detail::ReadSamples read = detail::read_samples(data);
+    // The images that could not be read: left out and listed (skip_bad_images, as host predict's
+    // data.on_bad_sample = "skip"), or the first in the list fails the call.
+    std::vector<FailedImage> failed;
+    std::vector<NamedTensors> samples;
+    std::vector<int64_t> rows;
+    for (std::size_t i = 0; i < read.failures.size(); ++i) {
+      if (!read.failures[i]) {
+        samples.push_back(std::move(read.samples[i]));
+        rows.push_back(static_cast<int64_t>(i));
+      } else if (!state().skip_bad_images) {
+        std::rethrow_exception(read.failures[i]);
+      } else {
+        failed.push_back({static_cast<int64_t>(i), "image " + std::to_string(i) + " ('" + paths[i] + "'): " +
+                                                       detail::message_of(read.failures[i])});
+      }
+    }
+    if (samples.empty())
+      throw Error("tp::infer: none of the " + std::to_string(paths.size()) + " images could be read; the first: " +
+                  failed.front().message);
     CollateOptions collate_options;
     collate_options.layout = &data.batch_layout();
     const NamedTensors inputs = collate(std::move(samples), collate_options);
-    return answer(*state().model, *state().placement, inputs, &data.batch_layout(), top_k, state().classes,
-                  state().sigmoid_scores);
+    Batch batch = detail::answer(*state().model, *state().placement, inputs, &data.batch_layout(), top_k,
+                                 state().classes, state().sigmoid_scores);
+    batch.rows = std::move(rows);
+    batch.failed = std::move(failed);
+    return batch;
   });
 }
 
@@ -434,15 +383,19 @@ Batch Model::encoded(const std::vector<std::vector<unsigned char>>& images, int 
                   " (disk full?); free space in TMPDIR or pass the images as files.");
     paths.push_back(path);
   }
-  try {
-    return run_files(paths, top_k);
-  } catch (const Error& e) {
-    // The temporary names mean nothing to the caller: name the image by its position instead.
-    std::string message = e.what();
+  // The temporary names mean nothing to the caller: name each image by its position instead.
+  const auto by_position = [&](std::string message) {
     for (std::size_t i = paths.size(); i-- > 0;)
       for (std::size_t at = message.find(paths[i]); at != std::string::npos; at = message.find(paths[i]))
         message.replace(at, paths[i].size(), "encoded image " + std::to_string(i));
-    throw Error(message);
+    return message;
+  };
+  try {
+    Batch batch = run_files(paths, top_k);
+    for (FailedImage& image : batch.failed) image.message = by_position(std::move(image.message));
+    return batch;
+  } catch (const Error& e) {
+    throw Error(by_position(e.what()));
   }
 }
 
@@ -467,7 +420,8 @@ Batch Model::run_tensors(const std::vector<Tensor>& inputs, int top_k) {
     }
     const std::lock_guard<std::mutex> turn(state().share.calls());
     use_threads(state().threads);
-    return answer(*state().model, *state().placement, batch, nullptr, top_k, state().classes, state().sigmoid_scores);
+    return detail::answer(*state().model, *state().placement, batch, nullptr, top_k, state().classes,
+                          state().sigmoid_scores);
   });
 }
 

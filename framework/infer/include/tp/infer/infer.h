@@ -124,6 +124,27 @@ TP_EXPORT uint32_t tp_infer_result_class_count(const tp_infer_result_t *result, 
 TP_EXPORT tp_status tp_infer_result_class(const tp_infer_result_t *result, uint32_t image, uint32_t rank,
                                           int64_t *out_class, const char **out_name, float *out_probability);
 
+/** Whether tp_infer_run_files and tp_infer_run_encoded leave an image that cannot be read out of
+ *  the batch (`skip` non-zero: listed by tp_infer_result_failed, the others answered) or fail the
+ *  call naming the first (0, the default), for the calls that begin from now on
+ *  (OpenOptions::skip_bad_images). A call none of whose images can be read fails either way.
+ *  TP_ERR_INVALID_ARGUMENT for NULL. */
+TP_EXPORT tp_status tp_infer_set_skip_bad_images(tp_infer_model_t *model, int skip);
+
+/** The position in the call's list of row `row` of every output and of the `image` of
+ *  tp_infer_result_class: `row` itself unless images were left out; -1 for NULL or a row past
+ *  the result. */
+TP_EXPORT int64_t tp_infer_result_row(const tp_infer_result_t *result, uint32_t row);
+
+/** The number of images left out of `result` because they could not be read (0 for NULL). */
+TP_EXPORT uint32_t tp_infer_result_failed_count(const tp_infer_result_t *result);
+
+/** Left-out image `index` (< tp_infer_result_failed_count), in list order: its position in the
+ *  call's list and why ("image <i> ('<path>'): ...", borrowed from `result`). Either out pointer
+ *  may be NULL. */
+TP_EXPORT tp_status tp_infer_result_failed(const tp_infer_result_t *result, uint32_t index, int64_t *out_image,
+                                           const char **out_message);
+
 #ifdef __cplusplus
 }
 #endif

@@ -63,6 +63,13 @@ struct ClassScore {
   float probability = 0.F;
 };
 
+/// An image of a run_files or run_encoded call that could not be read, left out of the batch
+/// under OpenOptions::skip_bad_images.
+struct FailedImage {
+  int64_t index = 0;   ///< its position in the call's list
+  std::string message; ///< why: "image <index> ('<path>'): <the dataset's reason>"
+};
+
 /// The answer for one batch.
 struct TP_EXPORT Batch {
   /// Every output the model returned, in its order, each [N, ...] (N = the batch's images).
@@ -75,6 +82,11 @@ struct TP_EXPORT Batch {
   /// `*_logits`, floating [N, C]: `host predict`'s rule), best first; empty when there is none.
   /// Names only when the export names exactly C classes (host predict's logits.class rule).
   std::vector<std::vector<ClassScore>> top;
+  /// The position in the call's list (of files, images or, for run_tensors, samples) of each row
+  /// of `outputs` and of each entry of `top`: 0, 1, ..., N - 1 unless images were left out.
+  std::vector<int64_t> rows;
+  /// The images left out under OpenOptions::skip_bad_images, in list order; empty otherwise.
+  std::vector<FailedImage> failed;
   /// The output named `name`. Throws Error naming the outputs there are when there is none.
   const Tensor& output(const std::string& name) const;
 };
@@ -98,6 +110,12 @@ struct OpenOptions {
   /// (open() throws Error for more). Float results
   /// can depend on it in their last bits (docs/deployment.md, "Same batch, same bits").
   int threads = 0;
+  /// run_files and run_encoded: an image that cannot be read (corrupt, truncated, missing, not an
+  /// image) is left out of the batch and listed in Batch::failed, the others answered (Batch::rows
+  /// says which row is which), as `host predict` with data.on_bad_sample = "skip". false: the
+  /// first such image in the list fails the call, an Error naming it. A call none of whose
+  /// images can be read throws either way.
+  bool skip_bad_images = false;
 };
 
 class TP_EXPORT Model {
@@ -136,6 +154,9 @@ class TP_EXPORT Model {
   /// one tensor per model input field; they must share N. Throws Error for a tensor whose values
   /// do not fill its shape, mismatched batch sizes, or a shape the model refuses (its message).
   Batch run_tensors(const std::vector<Tensor>& inputs, int top_k = 5);
+
+  /// [any] Changes OpenOptions::skip_bad_images for the calls that begin from now on.
+  void set_skip_bad_images(bool skip);
 
   /// [any] Changes OpenOptions::threads for the calls that begin from now on. Throws Error for a
   /// negative count or one of 1024 or more.

@@ -1,0 +1,92 @@
+// OpenOptions::skip_bad_images (docs/deployment.md, "Bad images"): a batch with an image that
+// cannot be read answers the others, in the C++ and the C API, and says which was left out and
+// why; before, the one bad upload of a batch failed the whole call.
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "error_of.h"
+#include "infer_support.h"
+#include "tp/infer/infer.h"
+#include "tp/infer/model.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace tp::test::infer;
+using tp::test::error_of;
+
+}  // namespace
+
+TEST_CASE("tp::infer: skip_bad_images answers the readable images and lists the others") {
+  const Exported& run = exported();
+  const fs::path corrupt = run.dir / "skip_corrupt.png";
+  std::ofstream(corrupt) << "not a png";
+  const std::vector<std::string> files = {run.files[0], corrupt.string(), run.files[2]};
+
+  tp::infer::Model failing = tp::infer::Model::open(run.exported.string(), cpu_options());
+  CHECK(error_of([&] { failing.run_files(files); }).find("skip_corrupt.png") != std::string::npos);
+
+  tp::infer::OpenOptions options = cpu_options();
+  options.skip_bad_images = true;
+  tp::infer::Model model = tp::infer::Model::open(run.exported.string(), options);
+  const tp::infer::Batch batch = model.run_files(files, 1);
+  CHECK(batch.rows == std::vector<int64_t>{0, 2});
+  REQUIRE(batch.failed.size() == 1);
+  CHECK(batch.failed[0].index == 1);
+  CHECK(batch.failed[0].message.find("image 1 ('" + corrupt.string() + "'): ") == 0);
+  // The answers of the two readable files are those of a call with them alone.
+  const tp::infer::Batch alone = model.run_files({run.files[0], run.files[2]}, 1);
+  REQUIRE(batch.top.size() == 2);
+  CHECK(batch.top[0][0].name == alone.top[0][0].name);
+  CHECK(batch.top[1][0].probability == alone.top[1][0].probability);
+  CHECK(batch.output("logits").values == alone.output("logits").values);
+  CHECK(alone.rows == std::vector<int64_t>{0, 1});
+  CHECK(alone.failed.empty());
+  // In memory: named by position, not by the temporary file.
+  std::ifstream in(run.files[0], std::ios::binary);
+  const std::vector<unsigned char> good{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const tp::infer::Batch encoded = model.run_encoded({good, {'n', 'o'}}, 1);
+  CHECK(encoded.rows == std::vector<int64_t>{0});
+  REQUIRE(encoded.failed.size() == 1);
+  CHECK(encoded.failed[0].message.find("image 1 ('encoded image 1'): ") == 0);
+  CHECK(encoded.failed[0].message.find("tp_infer.") == std::string::npos); // no temporary path
+  // Nothing readable: an Error either way.
+  CHECK(error_of([&] { model.run_files({corrupt.string()}); }).find("none of the 1 images could be read") !=
+        std::string::npos);
+  // Switched off again for the calls from now on.
+  model.set_skip_bad_images(false);
+  CHECK(error_of([&] { model.run_files(files); }).find("skip_corrupt.png") != std::string::npos);
+}
+
+TEST_CASE("tp::infer C API: tp_infer_set_skip_bad_images, the rows and the images left out") {
+  const Exported& run = exported();
+  const fs::path corrupt = run.dir / "skip_corrupt_c.png";
+  std::ofstream(corrupt) << "not a png";
+  const std::vector<const char*> paths = {corrupt.c_str(), run.files[1].c_str()};
+  tp_infer_model_t* model = nullptr;
+  REQUIRE(tp_infer_open(run.exported.c_str(), "cpu", tp::test::plugin_dir(), &model) == TP_OK);
+  tp_infer_result_t* result = nullptr;
+  CHECK(tp_infer_run_files(model, paths.data(), 2, 1, &result) == TP_ERR_IO);
+  CHECK(tp_infer_set_skip_bad_images(nullptr, 1) == TP_ERR_INVALID_ARGUMENT);
+  REQUIRE(tp_infer_set_skip_bad_images(model, 1) == TP_OK);
+  REQUIRE(tp_infer_run_files(model, paths.data(), 2, 1, &result) == TP_OK);
+  CHECK(tp_infer_result_row(result, 0) == 1);
+  CHECK(tp_infer_result_row(result, 1) == -1);
+  REQUIRE(tp_infer_result_failed_count(result) == 1);
+  int64_t image = -1;
+  const char* message = nullptr;
+  REQUIRE(tp_infer_result_failed(result, 0, &image, &message) == TP_OK);
+  CHECK(image == 0);
+  CHECK(std::string(message).find("skip_corrupt_c.png") != std::string::npos);
+  CHECK(tp_infer_result_failed(result, 1, &image, &message) == TP_ERR_OUT_OF_RANGE);
+  const char* name = nullptr;
+  REQUIRE(tp_infer_result_class(result, 0, 0, nullptr, &name, nullptr) == TP_OK);
+  CHECK(std::string(name) == run.rows[1].name);
+  tp_infer_result_free(result);
+  tp_infer_close(model);
+}
