@@ -27,7 +27,9 @@ ModelProxy::ModelProxy(ComponentEntry entry, const ComponentConfig& config)
       table_(detail::sized_copy<tp_model_v1_t>(info_->interface_table)),
       table_size_(detail::struct_size_of(info_->interface_table)) {
   auto view = detail::make_config_view(config);
-  check(in_plugin_call(id().c_str(), "create", [&] { return table_.create(library_->host(), view->view(), &self_); }), "create");
+  const tp_status status =
+      in_plugin_call(id().c_str(), "create", [&] { return table_.create(library_->host(), view->view(), &self_); });
+  check_create(status, self_, "[" + config.key_path + "]");
 }
 
 ModelProxy::~ModelProxy() { in_plugin_call(id().c_str(), "destroy", [&] { table_.destroy(self_); }); }

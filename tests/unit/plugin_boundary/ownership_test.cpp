@@ -112,6 +112,17 @@ TEST_CASE("a model output on another device than the model's is refused at the b
   CHECK(input.use_count() == 1);
 }
 
+TEST_CASE("a model create that returns TP_OK but no instance is refused at create, as the other kinds'") {
+  // Before, the NULL instance went on to to_device and forward, which took the blame (or crashed).
+  try {
+    make<ModelProxy>("org.test.half_fail_model", "no_instance");
+    FAIL("the proxy was created although create() gave no instance");
+  } catch (const PluginError& e) {
+    CHECK(contains(e.what(), "plugin component 'org.test.half_fail_model'"));
+    CHECK(contains(e.what(), "failed in create for [model]: create returned TP_OK but no instance"));
+  }
+}
+
 TEST_CASE("a model forward that succeeds hands its outputs over, once") {
   auto model = make<ModelProxy>("org.test.half_fail_model", "ok");
   const at::Tensor input = at::ones({2});
