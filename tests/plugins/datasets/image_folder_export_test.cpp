@@ -79,6 +79,15 @@ TEST_CASE("host export carries the classes, model, outputs and preprocessing; pr
   CHECK(hashed);
   CHECK(metadata.dump().find("[logging") == std::string::npos); // only the model and data tables
 
+  // --plugin-dir, as predict.md promises for torchhost.outputs (F3): was refused as a configuration error.
+  fs::create_directories(dir / "more_plugins");
+  const auto with_dir = tp::test::run_host("export --checkpoint '" + (out / "checkpoints" / "last.pt").string() +
+                                           "' --format safetensors --output '" + (dir / "again.safetensors").string() +
+                                           "' --plugin-dir '" + (dir / "more_plugins").string() + "'");
+  INFO(with_dir.output);
+  CHECK(with_dir.exit_code == 0);
+  CHECK(metadata_of(dir / "again.safetensors").contains("torchhost.outputs"));
+
   const fs::path predictions = dir / "predictions.csv";
   const auto predict = tp::test::run_host("predict --config '" + cfg.string() + "' --output-dir '" + out.string() +
                                           "' --checkpoint last --split val --output '" + predictions.string() + "'");
