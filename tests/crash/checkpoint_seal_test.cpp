@@ -183,3 +183,26 @@ TEST_CASE("the resume point skips a damaged last.pt and every name hard-linked t
 }
 
 }  // namespace
+
+TEST_CASE("an export handed over as a checkpoint is named as one, not as a damaged checkpoint") {
+  // Deployment trial F10: `host predict --checkpoint model.safetensors` said "damaged ... truncated".
+  const auto dir = test::fresh_dir("seal_export");
+  std::string header = R"({"__metadata__":{"torchhost.model":"{}"},"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::vector<char> bytes(8, '\0');
+  for (std::size_t i = 0; i < 8; ++i) bytes[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  bytes.insert(bytes.end(), 4, '\0');
+  write_all(dir / "model.safetensors", bytes);
+  const std::string message = checkpoint_error([&] { load_checkpoint(dir / "model.safetensors"); });
+  INFO(message);
+  CHECK(contains(message, (dir / "model.safetensors").string() + " is a safetensors file"));
+  CHECK(contains(message, "not a checkpoint"));
+  CHECK(contains(message, "inference library"));
+  CHECK(contains(message, "train.init_weights"));
+  CHECK(!contains(message, "damaged"));
+  // Cut inside its header, it is no safetensors file any more: a damaged file, as before.
+  bytes.resize(20);
+  write_all(dir / "cut.safetensors", bytes);
+  CHECK(contains(checkpoint_error([&] { load_checkpoint(dir / "cut.safetensors"); }), "damaged"));
+}

@@ -11,6 +11,7 @@
 #include <torch/csrc/jit/serialization/pickler.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -56,6 +57,16 @@ std::vector<char> pickle_for_python(const c10::IValue& value) {
   writer.writeEndOfFile();
   seal_checkpoint(container); // the CRC-32C every load verifies first
   return container;
+}
+
+// Whether `bytes` begin as a safetensors file does (what `host export` writes): an 8-byte
+// little-endian header length that fits the file, then a JSON object. No checkpoint starts so: a
+// zip starts with "PK".
+bool looks_like_safetensors(const std::vector<char>& bytes) {
+  if (bytes.size() < 10) return false;
+  uint64_t length = 0;
+  for (int i = 7; i >= 0; --i) length = (length << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
+  return length >= 2 && length <= bytes.size() - 8 && bytes[8] == '{';
 }
 
 // A tensor the reader may take raw bytes from: dense, on the CPU, of a plain numeric type. A
@@ -166,6 +177,13 @@ LoadedCheckpoint load_checkpoint(const std::filesystem::path& path) {
 }
 
 LoadedCheckpoint read_checkpoint(const std::vector<char>& bytes, const std::string& name) {
+  // 0. An export handed over as a checkpoint (deployment trial F10) is no damaged checkpoint.
+  if (looks_like_safetensors(bytes))
+    throw CheckpointError("checkpoint " + name + " is a safetensors file, such as `host export` writes, not a "
+                          "checkpoint: host commands read a run's checkpoints (its checkpoints/*.pt: best, last or a "
+                          "path), which hold what an export leaves out. Give the run's .pt; to predict from the "
+                          "export itself, use the inference library (docs/deployment.md); to train from its weights, "
+                          "name it in train.init_weights.");
   // 1. Integrity before LibTorch sees a byte: checksum, then zip bounds (CheckpointError).
   std::vector<ZipRecord> records;
   verify_checkpoint(bytes.data(), bytes.size(), name, &records);

@@ -88,6 +88,15 @@ TEST_CASE("host export carries the classes, model, outputs and preprocessing; pr
   CHECK(with_dir.exit_code == 0);
   CHECK(metadata_of(dir / "again.safetensors").contains("torchhost.outputs"));
 
+  // The export given where a checkpoint belongs is named as an export, not as a damaged checkpoint (F10).
+  const auto wrong = tp::test::run_host("predict --config '" + cfg.string() + "' --output-dir '" + out.string() +
+                                        "' --checkpoint '" + exported.string() + "' --split val --output '" +
+                                        (dir / "wrong.csv").string() + "'");
+  INFO(wrong.output);
+  CHECK(wrong.exit_code == 4);
+  CHECK(wrong.output.find(exported.string() + " is a safetensors file, such as `host export` writes") != std::string::npos);
+  CHECK(wrong.output.find("damaged") == std::string::npos);
+
   const fs::path predictions = dir / "predictions.csv";
   const auto predict = tp::test::run_host("predict --config '" + cfg.string() + "' --output-dir '" + out.string() +
                                           "' --checkpoint last --split val --output '" + predictions.string() + "'");

@@ -145,7 +145,8 @@ struct LoadedCheckpoint : CheckpointState {
 
 /// Reads `path`. Throws CheckpointError (exit 4) naming the file when it is missing, truncated,
 /// damaged (its CRC-32C differs from the one sealed in at save), not a torchhost checkpoint or of
-/// an unknown format version. Cost beyond the read: one checksum pass (checkpoint_seal.h).
+/// an unknown format version; a safetensors file (an export) is named as one, with what to use
+/// instead, never as a damaged checkpoint. Cost beyond the read: one checksum pass (checkpoint_seal.h).
 LoadedCheckpoint load_checkpoint(const std::filesystem::path& path);
 
 /// load_checkpoint() of bytes already in memory; `name` is used in messages. The checkpoint fuzzer
