@@ -28,6 +28,7 @@ int run_export(const Options& options) {
   metadata["torchhost.weights"] = chosen.name;
   // What a deployment needs to reproduce `host predict` from this file alone (export_metadata.h).
   metadata.merge(deployment_metadata(checkpoint));
+  metadata.merge(writer_metadata()); // which host, LibTorch and plugin ABI wrote it; the format version
   std::string why_no_outputs;
   if (std::string outputs = model_outputs_json(options, checkpoint, why_no_outputs); !outputs.empty())
     metadata["torchhost.outputs"] = std::move(outputs);

@@ -1,13 +1,16 @@
 #include "export_metadata.h"
 
 #include <nlohmann/json.hpp>
+#include <torch/version.h>
 
 #include <sstream>
 #include <string>
 
 #include "tp/framework/config/secrets.h"
 #include "tp/framework/config/toml_text.h"
+#include "tp/framework/engine/version_text.h"
 #include "tp/framework/error.h"
+#include "tp/version.h"
 
 namespace tp::cli {
 namespace {
@@ -147,6 +150,17 @@ std::map<std::string, std::string> deployment_metadata(const LoadedCheckpoint& c
   if (const Json plugins = plugin_files_json(checkpoint.provenance_toml); !plugins.is_null())
     metadata["torchhost.plugin_files"] = dump(plugins);
   return metadata;
+}
+
+std::map<std::string, std::string> writer_metadata() {
+  // host_version_text()'s first line is "torchhost <git describe>".
+  const std::string text = host_version_text();
+  std::string version = text.substr(0, text.find('\n'));
+  if (version.starts_with("torchhost ")) version.erase(0, 10);
+  return {{"torchhost.version", version},
+          {"torchhost.libtorch", TORCH_VERSION},
+          {"torchhost.plugin_abi", std::to_string(TP_ABI_MAJOR) + "." + std::to_string(TP_ABI_MINOR)},
+          {"torchhost.format", std::to_string(kExportFormat)}};
 }
 
 }  // namespace tp::cli

@@ -26,4 +26,15 @@ namespace tp::cli {
 /// config cannot be parsed (a damaged checkpoint passed its seal only if written so).
 std::map<std::string, std::string> deployment_metadata(const LoadedCheckpoint& checkpoint);
 
+/// The metadata format version this host writes as `torchhost.format`: raised when a key changes
+/// its meaning or is removed (new keys keep it), so a reader can refuse or adapt to another one.
+inline constexpr int kExportFormat = 1;
+
+/// Which build wrote the export, plain text (not JSON), for a deployment record:
+///   torchhost.version     the host's version, `git describe` at build time (`host --version`)
+///   torchhost.libtorch    the LibTorch version it was built with
+///   torchhost.plugin_abi  the plugin ABI it speaks, "major.minor"
+///   torchhost.format      kExportFormat
+std::map<std::string, std::string> writer_metadata();
+
 }  // namespace tp::cli

@@ -78,6 +78,17 @@ TEST_CASE("host export carries the classes, model, outputs and preprocessing; pr
     hashed |= plugin.at("library") == "image_folder.so" && plugin.at("sha256").get<std::string>().size() == 64;
   CHECK(hashed);
   CHECK(metadata.dump().find("[logging") == std::string::npos); // only the model and data tables
+  // Which build wrote it and the metadata format (deployment trial F11): plain strings.
+  CHECK(metadata.at("torchhost.format") == "1");
+  const auto version = tp::test::run_host("--version"); // the same build, in host --version's words
+  INFO(version.output);
+  REQUIRE(version.exit_code == 0);
+  CHECK(!metadata.at("torchhost.version").get<std::string>().empty());
+  CHECK(version.output.find("torchhost " + metadata.at("torchhost.version").get<std::string>() + "\n") == 0);
+  CHECK(version.output.find("\nLibTorch " + metadata.at("torchhost.libtorch").get<std::string>() + "\n") !=
+        std::string::npos);
+  CHECK(version.output.find("\nplugin ABI " + metadata.at("torchhost.plugin_abi").get<std::string>() + " (") !=
+        std::string::npos);
 
   // --plugin-dir, as predict.md promises for torchhost.outputs (F3): was refused as a configuration error.
   fs::create_directories(dir / "more_plugins");
