@@ -7,6 +7,7 @@
 #include "training_batch.h"
 #include "tp/framework/config/load.h"
 #include "tp/framework/data/dtype_name.h"
+#include "tp/framework/engine/pixel_maps.h"
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/error.h"
 #include "tp/framework/profile/model_profile.h"
@@ -21,23 +22,50 @@ bool classification_output(const std::string& name, const at::Tensor& output) {
 }
 
 // The model's outputs on its declared examples, or, where it declares none or they do not fit the
-// run's options (an image_size the examples do not have), on the run's first training samples.
-NamedTensors forward_on_run_inputs(ModelProxy& model, const ComponentInfo& info, const RunConfig& config,
-                                   const Registry& registry) {
+// run's options (an image_size the examples do not have), on the run's first training samples;
+// with the inputs they answer.
+struct Answered {
+  NamedTensors inputs, outputs;
+};
+Answered forward_on_run_inputs(ModelProxy& model, const ComponentInfo& info, const RunConfig& config,
+                               const Registry& registry) {
   std::string why = "it declares no example inputs";
   if (!info.examples.empty()) {
     try {
-      return model.forward(example_batch(info.examples, 2));
+      NamedTensors inputs = example_batch(info.examples, 2);
+      NamedTensors outputs = model.forward(inputs);
+      return {std::move(inputs), std::move(outputs)};
     } catch (const std::exception& e) {
       why = std::string("its example inputs do not fit the run's options: ") + e.what();
     }
   }
   try {
-    return model.forward(first_training_batch(config, registry, 2, "host export"));
+    NamedTensors inputs = first_training_batch(config, registry, 2, "host export");
+    NamedTensors outputs = model.forward(inputs);
+    return {std::move(inputs), std::move(outputs)};
   } catch (const std::exception& e) {
     throw Error("the model '" + config.model.component + "' could not be run: " + why +
                 ", and on the run's first training samples: " + e.what());
   }
+}
+
+// A per-pixel output (is_pixel_map, host predict's rule): its last two sizes follow the input
+// image's, so they are written "H" and "W", not the sizes of the inputs it was measured on; with
+// what it means (deployment trial F9).
+void describe_pixel_map(const std::string& name, const at::Tensor& output, nlohmann::ordered_json& about) {
+  nlohmann::ordered_json shape = nlohmann::ordered_json::array({"N"});
+  for (int64_t d = 1; d + 2 < output.dim(); ++d) shape.push_back(output.size(d));
+  shape.push_back("H");
+  shape.push_back("W");
+  about["shape"] = std::move(shape);
+  about["meaning"] =
+      output.is_floating_point()
+          ? "class scores per pixel before softmax, one map per image: channel i is class i (torchhost.classes[i] "
+            "when the export names them); H and W are the input image's height and width; the argmax over dim 1 "
+            "is the class map. host predict's png and jsonl write " + name + " at each file's size"
+          : "class id per pixel, one map per image (torchhost.classes[id] when the export names them); H and W "
+            "are the input image's height and width. host predict's png and jsonl write " + name +
+            " at each file's size";
 }
 
 }  // namespace
@@ -56,7 +84,7 @@ std::string model_outputs_json(const Options& options, const LoadedCheckpoint& c
     model.to_device(c10::Device(c10::kCPU));
     model.set_training(false);
     const c10::InferenceMode inference;
-    const NamedTensors outputs = forward_on_run_inputs(model, *entry.info, config, registry);
+    const auto [inputs, outputs] = forward_on_run_inputs(model, *entry.info, config, registry);
     nlohmann::ordered_json json = nlohmann::ordered_json::object();
     const auto has_output = [&](const std::string& wanted) {
       for (const auto& [name, output] : outputs)
@@ -83,6 +111,7 @@ std::string model_outputs_json(const Options& options, const LoadedCheckpoint& c
         about["meaning"] = "class scores before softmax, one row per image: column i is class i (torchhost.classes[i] "
                            "when the export names them); host predict writes " + name + ".argmax, " + name +
                            ".prob (the softmax probability of the argmax) and " + name + ".class";
+      if (is_pixel_map(output, inputs)) describe_pixel_map(name, output, about);
       json[name] = std::move(about);
     }
     return json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);

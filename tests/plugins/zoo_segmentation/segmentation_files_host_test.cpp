@@ -257,3 +257,22 @@ TEST_CASE("host predict on 2 ranks writes one process's per-pixel scores byte fo
   REQUIRE(two.exit_code == tp::kExitOk);
   CHECK(tp::test::read_text(run.dir / "one_rank.jsonl") == tp::test::read_text(run.dir / "two_ranks.jsonl"));
 }
+
+TEST_CASE("host export: a segmenter's per-pixel output is [N, C, H, W] with H and W the input's, and says what it means") {
+  // Deployment trial F9: written as the plugin's example size, ["N", 3, 224, 224], with no meaning,
+  // for a run that evaluated at another size.
+  const Trained& run = trained();
+  std::ifstream in(run.exported, std::ios::binary);
+  uint64_t length = 0;
+  in.read(reinterpret_cast<char*>(&length), sizeof length);
+  std::string header(length, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(length));
+  REQUIRE(in.good());
+  const nlohmann::json outputs =
+      nlohmann::json::parse(nlohmann::json::parse(header).at("__metadata__").at("torchhost.outputs").get<std::string>());
+  INFO(outputs.dump());
+  CHECK(outputs.at("out").at("shape") == nlohmann::json({"N", 3, "H", "W"}));
+  const std::string meaning = outputs.at("out").at("meaning").get<std::string>();
+  CHECK(meaning.find("class scores per pixel before softmax") != std::string::npos);
+  CHECK(meaning.find("argmax over dim 1 is the class map") != std::string::npos);
+}
