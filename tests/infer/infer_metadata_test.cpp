@@ -228,3 +228,30 @@ TEST_CASE("tp::infer C API: the export's class names, its component and the libr
   CHECK(version.find("; LibTorch ") != std::string::npos);
   CHECK(version.find('\n') == std::string::npos);
 }
+
+TEST_CASE("tp::infer: a cut, empty or garbage-headed export is named damaged or truncated, with its sizes") {
+  // Deployment trial F5: each was "not a model `host export` wrote ... Export with this host".
+  const Exported& run = exported();
+  std::ifstream in(run.exported, std::ios::binary);
+  const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  uint64_t length = 0;
+  for (int i = 7; i >= 0; --i) length = (length << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
+  const auto message_for = [&](const std::string& name, const std::string& content) {
+    std::ofstream(run.dir / name, std::ios::binary) << content;
+    const std::string message = error_of([&] { tp::infer::Model::open((run.dir / name).string(), cpu_options()); });
+    INFO(message);
+    CHECK(message.find("is damaged or truncated") != std::string::npos);
+    CHECK(message.find("not a model `host export` wrote") == std::string::npos);
+    return message;
+  };
+  CHECK(message_for("cut.safetensors", bytes.substr(0, 100))
+            .find("it holds 100 bytes, and its header says " + std::to_string(length) + " bytes") != std::string::npos);
+  CHECK(message_for("empty.safetensors", "").find("it holds 0 bytes, less than the 8") != std::string::npos);
+  std::string huge(8, '\0');
+  huge[7] = 0x40; // 2^62
+  CHECK(message_for("huge.safetensors", huge + "{}").find("its header says 4611686018427387904 bytes") !=
+        std::string::npos);
+  std::string garbage(8, '\0');
+  garbage[0] = 4;
+  CHECK(message_for("garbage.safetensors", garbage + "{{{{").find("is not a JSON object") != std::string::npos);
+}

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -70,12 +71,32 @@ ExportFile read_export(const std::filesystem::path& path) {
   // safetensors: an 8-byte little-endian header length, then the JSON header with "__metadata__".
   uint64_t length = 0;
   for (int i = 7; i >= 0 && bytes.size() >= 8; --i) length = (length << 8) | static_cast<unsigned char>(bytes[i]);
-  Json metadata;
-  if (bytes.size() >= 8 && length <= bytes.size() - 8) {
-    const Json header = Json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(length),
-                                    nullptr, /*allow_exceptions=*/false);
-    if (header.is_object()) metadata = header.value("__metadata__", Json::object());
-  }
+  // A header that cannot be read is a cut or damaged file (a half-finished copy), or no
+  // safetensors file at all; never "not host export's" (deployment trial F5).
+  const auto unreadable = [&](const std::string& what) {
+    return Error("tp::infer: the export " + file + " is damaged or truncated, or no safetensors file: " + what +
+                 ". Copy it again whole, or export it again: host export --checkpoint RUN/checkpoints/best.pt "
+                 "--format safetensors --output FILE.");
+  };
+  const std::string size = std::to_string(bytes.size()) + " bytes";
+  // A text file (a config, a list) given by mistake: no header length begins with 8 characters.
+  if (bytes.size() >= 8 && std::all_of(bytes.begin(), bytes.begin() + 8, [](char c) {
+        return (c >= 0x20 && c < 0x7f) || c == '\n' || c == '\r' || c == '\t';
+      }))
+    throw Error("tp::infer: " + file + " is not a model `host export` wrote: it begins with text, and a safetensors "
+                "file begins with its header's length. Export the run's checkpoint with this host: host export "
+                "--checkpoint RUN/checkpoints/best.pt --format safetensors --output FILE.");
+  if (bytes.size() < 8)
+    throw unreadable("it holds " + size + ", less than the 8 of a safetensors header's length");
+  if (length > bytes.size() - 8)
+    throw unreadable("it holds " + size + ", and its header says " + std::to_string(length) +
+                     " bytes of JSON follow the first 8");
+  const Json header = Json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(length), nullptr,
+                                  /*allow_exceptions=*/false);
+  if (!header.is_object())
+    throw unreadable("its header (" + std::to_string(length) + " bytes after the first 8, of " + size +
+                     ") is not a JSON object");
+  const Json metadata = header.value("__metadata__", Json::object());
   if (!metadata.is_object() || !metadata.contains("torchhost.model"))
     throw Error("tp::infer: " + file + " is not a model `host export` wrote (its safetensors metadata has no "
                 "torchhost.model: the model component and options to build the network from). Export the run's "
