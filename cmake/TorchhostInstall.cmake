@@ -5,10 +5,15 @@
 #   P/share/doc/torchhost/              README.md and docs/
 #   P/include, P/lib/cmake/torchhost, P/share/torchhost/{README.md,templates/}   the plugin SDK
 #   P/lib/libtorchhost_infer.so*, P/include/tp/infer/   the inference library (torchhost::infer)
+#   P/share/torchhost/templates/infer_classify/         the program to copy that uses it
 # The host finds its plugins and reference.toml relative to its own executable
-# (framework/src/config/install_layout.cpp), so P can be moved anywhere. Install components:
-# `sdk` (what a plugin author needs, plugin_api/CMakeLists.txt; installable after any build) and
-# `runtime` (the rest, which needs the host and every built-in plugin built).
+# (framework/src/config/install_layout.cpp), so P can be moved anywhere. Install components, each
+# usable alone (tests/package/components.sh): `sdk` (what a plugin author needs,
+# plugin_api/CMakeLists.txt; installable after any build) and `runtime` (the rest, which needs the
+# host and every built-in plugin built), whose inference library comes with what a program needs to
+# compile and link against it: the ABI headers its headers include (tp/status.h, tp/macros.h), the
+# package config (torchhostConfig.cmake, also in `sdk`) and the infer_classify template. Files in
+# both components are the same files; a full install writes them once.
 #
 # RPATH: the host links the framework statically and loads plugins by path, so the installed host,
 # plugins and inference library keep only LibTorch's lib/, absolute (LibTorch is not copied), and
@@ -30,7 +35,10 @@ if(TARGET host)
 endif()
 # The inference library (framework/infer), with its headers: component `runtime`, as it needs
 # building, and an export set of its own (torchhostInferTargets.cmake), which the package config
-# includes where it is installed; an `sdk`-only install has the plugin SDK without it.
+# includes where it is installed; an `sdk`-only install has the plugin SDK without it. The runtime
+# also gets the two ABI headers the library's headers include, the package config
+# (plugin_api/CMakeLists.txt writes it) and the template that uses the library (deployment trial
+# F1, F13: a runtime-only install had headers that did not compile and no torchhostConfig.cmake).
 if(TARGET tp_infer)
   set_target_properties(tp_infer PROPERTIES INSTALL_RPATH "${_tp_install_rpath}" INSTALL_RPATH_USE_LINK_PATH TRUE)
   install(TARGETS tp_infer EXPORT torchhostInferTargets
@@ -39,6 +47,11 @@ if(TARGET tp_infer)
           COMPONENT runtime)
   install(EXPORT torchhostInferTargets NAMESPACE torchhost:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/torchhost
           COMPONENT runtime)
+  install(FILES ${PROJECT_SOURCE_DIR}/plugin_api/include/tp/status.h ${PROJECT_SOURCE_DIR}/plugin_api/include/tp/macros.h
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tp COMPONENT runtime)
+  install(FILES ${TORCHHOST_PACKAGE_CONFIG_FILES} DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/torchhost COMPONENT runtime)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/plugins/template/infer_classify
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/torchhost/templates COMPONENT runtime)
 endif()
 get_property(_tp_builtin_plugins GLOBAL PROPERTY TP_BUILTIN_PLUGINS)
 foreach(_plugin IN LISTS _tp_builtin_plugins)
