@@ -20,7 +20,12 @@
 # the directories of what else they link from outside this tree; a program linking the library
 # finds it by its own RUNPATH (CMake's install tree or the user's), the library finds LibTorch. LibTorch's
 # is named explicitly: a project venv (.venv, scripts/setup) lies inside the source tree, whose
-# directories INSTALL_RPATH_USE_LINK_PATH leaves out.
+# directories INSTALL_RPATH_USE_LINK_PATH leaves out. They are built with that RUNPATH too
+# (BUILD_WITH_INSTALL_RPATH): a build RUNPATH that differs is padded with ':' so that install can
+# rewrite it in place, and an empty RUNPATH entry makes the dynamic linker search the working
+# directory (build/bin/host, run in a directory someone else can write, would load a planted
+# libtomlplusplus.so.3); and install then copies the files as they are, so an installed plugin's
+# SHA-256 is the one its training recorded (the inference library warned of every plugin).
 get_filename_component(_tp_torch_lib "${Torch_DIR}/../../../lib" ABSOLUTE)
 set(_tp_install_rpath "${_tp_torch_lib}")
 # nvJPEG (data.decode = "gpu", cmake/TorchhostGpuDecode.cmake) is no dependency of LibTorch's: its
@@ -30,7 +35,8 @@ if(TP_GPU_DECODE_BUILT)
   list(APPEND _tp_install_rpath "${_tp_nvjpeg_dir}")
 endif()
 if(TARGET host)
-  set_target_properties(host PROPERTIES INSTALL_RPATH "${_tp_install_rpath}" INSTALL_RPATH_USE_LINK_PATH TRUE)
+  set_target_properties(host PROPERTIES INSTALL_RPATH "${_tp_install_rpath}" INSTALL_RPATH_USE_LINK_PATH TRUE
+                                            BUILD_WITH_INSTALL_RPATH TRUE)
   install(TARGETS host RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
 endif()
 # The inference library (framework/infer), with its headers: component `runtime`, as it needs
@@ -40,7 +46,8 @@ endif()
 # (plugin_api/CMakeLists.txt writes it) and the template that uses the library (deployment trial
 # F1, F13: a runtime-only install had headers that did not compile and no torchhostConfig.cmake).
 if(TARGET tp_infer)
-  set_target_properties(tp_infer PROPERTIES INSTALL_RPATH "${_tp_install_rpath}" INSTALL_RPATH_USE_LINK_PATH TRUE)
+  set_target_properties(tp_infer PROPERTIES INSTALL_RPATH "${_tp_install_rpath}" INSTALL_RPATH_USE_LINK_PATH TRUE
+                                            BUILD_WITH_INSTALL_RPATH TRUE)
   install(TARGETS tp_infer EXPORT torchhostInferTargets
           LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT runtime)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/framework/infer/include/tp/infer DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tp
@@ -55,7 +62,8 @@ if(TARGET tp_infer)
 endif()
 get_property(_tp_builtin_plugins GLOBAL PROPERTY TP_BUILTIN_PLUGINS)
 foreach(_plugin IN LISTS _tp_builtin_plugins)
-  set_target_properties(${_plugin} PROPERTIES INSTALL_RPATH "${_tp_install_rpath}" INSTALL_RPATH_USE_LINK_PATH TRUE)
+  set_target_properties(${_plugin} PROPERTIES INSTALL_RPATH "${_tp_install_rpath}" INSTALL_RPATH_USE_LINK_PATH TRUE
+                                            BUILD_WITH_INSTALL_RPATH TRUE)
   install(TARGETS ${_plugin} LIBRARY DESTINATION ${TP_INSTALL_PLUGIN_DIR} COMPONENT runtime)
 endforeach()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/configs/ DESTINATION ${TP_INSTALL_CONFIG_DIR} COMPONENT runtime)
