@@ -1,11 +1,14 @@
-// OpenOptions::skip_bad_images (docs/deployment.md, "Bad images"): a batch with an image that
-// cannot be read answers the others, in the C++ and the C API, and says which was left out and
-// why; before, the one bad upload of a batch failed the whole call.
+// Serving what a deployment engineer asked for (deployment trial F14, F8): OpenOptions::
+// skip_bad_images (docs/deployment.md, "Bad images"), a batch with an image that cannot be read
+// answers the others, in the C++ and the C API, and says which was left out and why (before, the
+// one bad upload of a batch failed the whole call); and the export's metadata through the API.
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include <doctest/doctest.h>
 
@@ -89,4 +92,30 @@ TEST_CASE("tp::infer C API: tp_infer_set_skip_bad_images, the rows and the image
   CHECK(std::string(name) == run.rows[1].name);
   tp_infer_result_free(result);
   tp_infer_close(model);
+}
+
+TEST_CASE("tp::infer: the export's metadata through the API, what run_tensors' inputs need included") {
+  // Before, a program had to parse the safetensors header itself to learn the input's size, mean
+  // and std, the scores' kind or the build that wrote the export (deployment trial F8).
+  const Exported& run = exported();
+  const tp::infer::Model model = tp::infer::Model::open(run.exported.string(), cpu_options());
+  const auto& metadata = model.metadata();
+  REQUIRE(metadata.count("torchhost.preprocessing") == 1);
+  const nlohmann::json preprocessing = nlohmann::json::parse(metadata.at("torchhost.preprocessing"));
+  CHECK(preprocessing.at("options").at("resize") == nlohmann::json({32, 32}));
+  CHECK(preprocessing.at("options").at("mean") == nlohmann::json({0.5, 0.5, 0.5}));
+  CHECK(nlohmann::json::parse(metadata.at("torchhost.model")).at("component") == "org.torchhost.small_cnn");
+  CHECK(metadata.count("torchhost.version") == 1);
+  CHECK(metadata.count("torchhost.outputs") == 1);
+
+  tp_infer_model_t* c_model = nullptr;
+  REQUIRE(tp_infer_open(run.exported.c_str(), "cpu", tp::test::plugin_dir(), &c_model) == TP_OK);
+  CHECK(std::string(tp_infer_model_metadata(c_model, "torchhost.preprocessing")) == metadata.at("torchhost.preprocessing"));
+  CHECK(tp_infer_model_metadata(c_model, "no.such.key") == nullptr);
+  CHECK(tp_infer_model_metadata(nullptr, "torchhost.model") == nullptr);
+  REQUIRE(tp_infer_model_metadata_count(c_model) == metadata.size());
+  uint32_t index = 0;
+  for (const auto& [key, value] : metadata) CHECK(std::string(tp_infer_model_metadata_key(c_model, index++)) == key);
+  CHECK(tp_infer_model_metadata_key(c_model, index) == nullptr);
+  tp_infer_close(c_model);
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <exception>
+#include <iterator>
 #include <new>
 #include <sstream>
 #include <string>
@@ -238,6 +239,37 @@ tp_status tp_infer_result_class(const tp_infer_result_t* result, uint32_t image,
   if (out_name != nullptr) *out_name = score.name.c_str();
   if (out_probability != nullptr) *out_probability = score.probability;
   return TP_OK;
+}
+
+const char* tp_infer_model_metadata(const tp_infer_model_t* model, const char* key) {
+  if (model == nullptr || key == nullptr) return nullptr;
+  try {
+    const auto& entries = model->model.metadata();
+    const auto found = entries.find(key);
+    return found != entries.end() ? found->second.c_str() : nullptr;
+  } catch (const std::exception&) {
+    return nullptr; // a moved-from model: nothing to lend
+  }
+}
+
+uint32_t tp_infer_model_metadata_count(const tp_infer_model_t* model) {
+  if (model == nullptr) return 0;
+  try {
+    return static_cast<uint32_t>(model->model.metadata().size());
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+const char* tp_infer_model_metadata_key(const tp_infer_model_t* model, uint32_t index) {
+  if (model == nullptr) return nullptr;
+  try {
+    const auto& entries = model->model.metadata();
+    if (index >= entries.size()) return nullptr;
+    return std::next(entries.begin(), static_cast<std::ptrdiff_t>(index))->first.c_str();
+  } catch (const std::exception&) {
+    return nullptr;
+  }
 }
 
 tp_status tp_infer_set_skip_bad_images(tp_infer_model_t* model, int skip) {

@@ -110,6 +110,8 @@ ExportFile read_export(const std::filesystem::path& path) {
     return value;
   };
   ExportFile out;
+  for (const auto& [key, value] : metadata.items())
+    if (value.is_string()) out.metadata.emplace(key, value.get<std::string>());
   out.model = component_of(json_entry("torchhost.model"));
   if (const Json preprocessing = json_entry("torchhost.preprocessing"); preprocessing.is_object())
     out.preprocessing = component_of(preprocessing);

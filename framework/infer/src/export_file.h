@@ -5,6 +5,7 @@
 #include <toml++/toml.h>
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@ struct ExportFile {
   std::vector<std::string> classes;
   bool sigmoid_scores = false; ///< torchhost.scores = "sigmoid": a class's probability is its own sigmoid
   std::vector<ExportedPluginFile> plugin_files; ///< empty in exports written without provenance
+  std::map<std::string, std::string> metadata;  ///< every string entry of the file's "__metadata__"
   NamedWeights weights;
 };
 

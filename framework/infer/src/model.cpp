@@ -95,6 +95,7 @@ struct Model::State {
   std::unique_ptr<BatchPlacement> placement;
   std::unique_ptr<ModelProxy> model;
   std::string component;
+  std::map<std::string, std::string> metadata; ///< the export's, as read
   std::mutex flight_mutex; ///< guards in_flight and closing
   std::condition_variable landed;
   int in_flight = 0;
@@ -237,6 +238,7 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
     state->sigmoid_scores = file.sigmoid_scores;
     state->preprocessing = std::move(file.preprocessing);
     state->component = file.model.component;
+    state->metadata = std::move(file.metadata);
     state->registry = std::make_unique<Registry>(state->share.host());
     state->registry->use_loader([&share = state->share](const std::filesystem::path& file) { return share.load(file); });
     std::vector<PluginDir> dirs;
@@ -288,6 +290,7 @@ void Model::set_threads(int threads) {
   });
 }
 const std::string& Model::component() const { return state().component; }
+const std::map<std::string, std::string>& Model::metadata() const { return state().metadata; }
 
 std::string version() {
   // host --version's lines, joined: the library is built from the same tree as the host.

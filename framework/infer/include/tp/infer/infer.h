@@ -109,6 +109,17 @@ TP_EXPORT const char *tp_infer_model_class_name(const tp_infer_model_t *model, u
 /** The model component's id (`org.torchhost.resnet`), borrowed until tp_infer_close; NULL for NULL. */
 TP_EXPORT const char *tp_infer_model_component(const tp_infer_model_t *model);
 
+/** The export's metadata entry `key` (docs/predict.md, "host export"'s key table:
+ *  "torchhost.preprocessing", "torchhost.model", "torchhost.outputs", "torchhost.version", ...),
+ *  as the file holds it (JSON for the structured entries), borrowed until tp_infer_close; NULL for
+ *  a NULL argument or a key the export does not hold. */
+TP_EXPORT const char *tp_infer_model_metadata(const tp_infer_model_t *model, const char *key);
+
+/** The number of metadata entries of the export (0 for NULL), and the key of entry `index` in
+ *  byte order (borrowed until tp_infer_close; NULL past the count): to list them all. */
+TP_EXPORT uint32_t tp_infer_model_metadata_count(const tp_infer_model_t *model);
+TP_EXPORT const char *tp_infer_model_metadata_key(const tp_infer_model_t *model, uint32_t index);
+
 /** This library's build in one line (static storage), as tp::infer::version(): "torchhost <git
  *  describe>; plugin ABI 1.13 (plugins of ABI 1.0 to 1.13 load); LibTorch 2.13.0". */
 TP_EXPORT const char *tp_infer_version(void);

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -166,6 +167,13 @@ class TP_EXPORT Model {
   const std::vector<std::string>& class_names() const;
   /// The model component's id (`org.torchhost.resnet`).
   const std::string& component() const;
+  /// Every entry of the export's metadata (docs/predict.md, "host export"'s key table), by key:
+  /// `torchhost.preprocessing` (the evaluation table as JSON: its resize, crop, mean, std and
+  /// decode settings, what run_tensors' inputs must be prepared with), `torchhost.model` (the
+  /// component and options: the input field's name is its `input` option where it has one),
+  /// `torchhost.outputs`, `torchhost.scores`, `torchhost.weights`, `torchhost.epoch`,
+  /// `torchhost.version`, ... Values are the file's strings (JSON for the structured entries).
+  const std::map<std::string, std::string>& metadata() const;
 
  private:
   struct State;
