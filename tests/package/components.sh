@@ -15,6 +15,8 @@ set -euo pipefail
 build=$1
 python=${2:-python3}
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=export_and_classify.sh
+. "$here/export_and_classify.sh"
 work="$build/test-runs/package_components"
 rm -rf "$work"
 mkdir -p "$work"
@@ -43,50 +45,14 @@ c++ -std=c++17 -Werror -I "$runtime/include" -c "$work/cpp_caller.cpp" -o "$work
 
 # A tiny run trained and exported by the runtime's own host, its images predicted by host predict.
 data="$work/data"
-"$python" "$here/dark_light_images.py" "$data/train" 4
-"$python" "$here/dark_light_images.py" "$data/val" 2
-cat >"$data/run.toml" <<TOML
-[run]
-name = "components"
-seed = 1
-device = "cpu"
-[train]
-epochs = 1
-batch_size = 4
-[eval]
-batch_size = 32
-[data]
-num_workers = 1
-[data.train]
-component = "org.torchhost.image_folder"
-root = "$data/train"
-val_root = "$data/val"
-resize = [32, 32]
-[model]
-component = "org.torchhost.small_cnn"
-num_classes = 2
-image_size = 32
-[loss]
-component = "org.torchhost.cross_entropy"
-TOML
-(cd "$data" && env -u LD_LIBRARY_PATH -u TORCHHOST_PLUGIN_PATH "$runtime/bin/host" train --config run.toml --output-dir run) \
-  >"$data/train.out" 2>&1 || { cat "$data/train.out"; exit 1; }
-"$runtime/bin/host" export --checkpoint "$data/run/checkpoints/last.pt" --format safetensors --output "$data/model.safetensors"
-find "$data/val" -name '*.png' | sort >"$data/images.txt"
-"$runtime/bin/host" predict --config "$data/run.toml" --output-dir "$data/run" --checkpoint last --images "$data/images.txt" \
-  --output "$data/predict.csv"
+train_export_predict "$runtime/bin/host" "$data" components 1 4 2
 
 # The template from the runtime alone, as deployment.md section 4 tells: configure, build, classify.
 cp -r "$runtime/share/torchhost/templates/infer_classify" "$work/infer_classify"
 cmake -S "$work/infer_classify" -B "$work/infer_classify-build" -G Ninja -DCMAKE_PREFIX_PATH="$runtime" \
   -DCMAKE_BUILD_TYPE=Release >"$work/infer_classify.configure" 2>&1 || { cat "$work/infer_classify.configure"; exit 1; }
 cmake --build "$work/infer_classify-build" >"$work/infer_classify.build" 2>&1 || { cat "$work/infer_classify.build"; exit 1; }
-mapfile -t images <"$data/images.txt"
-for program in classify classify_c; do
-  env -u LD_LIBRARY_PATH -u TORCHHOST_PLUGIN_PATH "$work/infer_classify-build/$program" "$data/model.safetensors" \
-    "${images[@]}" >"$data/$program.out"
-done
-"$python" "$here/same_predictions.py" "$data/predict.csv" "$data/classify.out" "$data/classify_c.out"
+classify_like_predict "$work/infer_classify-build" "$data"
 
 # The SDK: no template it cannot build, and its package still works without the runtime's files.
 [ ! -e "$sdk/share/torchhost/templates/infer_classify" ] ||

@@ -31,6 +31,8 @@ build=$1
 scope=${2:-all} # all | libtorch-only
 python=${3:-python3}
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=export_and_classify.sh
+. "$here/export_and_classify.sh"
 work="$build/test-runs/package"
 rm -rf "$work"
 mkdir -p "$work"
@@ -259,52 +261,13 @@ needed=$(readelf -d "$library" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
 unwanted=$(echo "$needed" | grep -E '^lib(plplot|png|curl)' || true)
 [ -z "$unwanted" ] || { echo "libtorchhost_infer.so needs training-only libraries:"; echo "$unwanted"; exit 1; }
 # A tiny run trained, exported and predicted by the installed host (its own plugins, found from its
-# location), long enough that it tells the two classes apart; eval.batch_size covers every file, so host predict runs them as one batch, as the
-# template programs do (a batch's size can change a float's last bit, docs/deployment.md).
+# location), long enough that it tells the two classes apart (export_and_classify.sh).
 infer="$work/infer"
-"$python" "$here/dark_light_images.py" "$infer/train" 6
-"$python" "$here/dark_light_images.py" "$infer/val" 3
-cat >"$infer/run.toml" <<TOML
-[run]
-name = "infer"
-seed = 1
-device = "cpu"
-[train]
-epochs = 5
-batch_size = 4
-[eval]
-batch_size = 32
-[data]
-num_workers = 1
-[data.train]
-component = "org.torchhost.image_folder"
-root = "$infer/train"
-val_root = "$infer/val"
-resize = [32, 32]
-mean = [0.5, 0.5, 0.5]
-std = [0.25, 0.25, 0.25]
-[model]
-component = "org.torchhost.small_cnn"
-num_classes = 2
-image_size = 32
-[loss]
-component = "org.torchhost.cross_entropy"
-TOML
-(cd "$infer" && env -u LD_LIBRARY_PATH -u TORCHHOST_PLUGIN_PATH "$host" train --config run.toml --output-dir run) \
-  >"$infer/train.out" 2>&1 || { cat "$infer/train.out"; exit 1; }
-"$host" export --checkpoint "$infer/run/checkpoints/last.pt" --format safetensors --output "$infer/model.safetensors"
-find "$infer/val" -name '*.png' | sort >"$infer/images.txt"
-"$host" predict --config "$infer/run.toml" --output-dir "$infer/run" --checkpoint last --images "$infer/images.txt" \
-  --output "$infer/predict.csv"
+train_export_predict "$host" "$infer" infer 5 6 3
 # The template, copied out and built as a user builds it: no LibTorch named, the SDK alone.
 cp -r "$share/templates/infer_classify" "$work/infer_classify"
 cmake -S "$work/infer_classify" -B "$work/infer_classify-build" -G Ninja -DCMAKE_PREFIX_PATH="$work/sdk" "${launcher[@]}"
 cmake --build "$work/infer_classify-build"
-mapfile -t images <"$infer/images.txt"
-for program in classify classify_c; do
-  env -u LD_LIBRARY_PATH -u TORCHHOST_PLUGIN_PATH "$work/infer_classify-build/$program" "$infer/model.safetensors" \
-    "${images[@]}" | tee "$infer/$program.out"
-done
-"$python" "$here/same_predictions.py" "$infer/predict.csv" "$infer/classify.out" "$infer/classify_c.out"
+classify_like_predict "$work/infer_classify-build" "$infer"
 [ "$(cut -f2 "$infer/classify.out" | sort -u | tr '\n' ' ')" = "dark light " ] ||
   { echo "classify: expected both classes, dark and light, by name"; exit 1; }
