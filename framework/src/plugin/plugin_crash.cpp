@@ -147,7 +147,7 @@ class AltStack {
     if (::sigaltstack(nullptr, &current) == 0 && (current.ss_flags & SS_DISABLE) == 0) return;
     // MINSIGSTKSZ plus room for the handler's few frames and write(2); a guard page below.
     const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-    size_ = std::max<std::size_t>(64 * 1024, static_cast<std::size_t>(::sysconf(_SC_MINSIGSTKSZ)) * 4);
+    size_ = std::max<std::size_t>(std::size_t{64} * 1024, static_cast<std::size_t>(::sysconf(_SC_MINSIGSTKSZ)) * 4);
     void* memory = ::mmap(nullptr, size_ + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (memory == MAP_FAILED) return; // no report on overflow then, as before
     ::mprotect(memory, page, PROT_NONE);
