@@ -208,6 +208,8 @@ void PluginLibrary::read_descriptors() {
     if (info.version.empty()) throw PluginLoadError(where + ": version is empty.");
     try {
       info.schema = plugin_schema(d.keys, d.key_count, info.id);
+      // Printed by plugins list --verbose and in configuration errors: one line, no ESC.
+      for (KeySpec& key : info.schema) key.help = escape_control_characters(key.help, false);
     } catch (const PluginLoadError& e) {
       throw PluginLoadError(file + ": " + e.what());
     }

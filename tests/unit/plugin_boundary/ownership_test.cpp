@@ -4,6 +4,7 @@
 // sanitize preset's LSan run proves no handle leaks either.
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -121,6 +122,19 @@ TEST_CASE("a model create that returns TP_OK but no instance is refused at creat
     CHECK(contains(e.what(), "plugin component 'org.test.half_fail_model'"));
     CHECK(contains(e.what(), "failed in create for [model]: create returned TP_OK but no instance"));
   }
+}
+
+TEST_CASE("a config key's help is kept to one escaped line, as the component's description") {
+  // plugins list --verbose printed it raw: ESC reached the terminal, a newline made an untagged line.
+  const auto library = load("half_fail_s");
+  const ComponentInfo& info = *component(library, "org.test.half_fail_dataset").info;
+  const auto painted = std::find_if(info.schema.begin(), info.schema.end(), [](const KeySpec& key) {
+    return key.path == "painted";
+  });
+  REQUIRE(painted != info.schema.end());
+  CHECK(painted->help.find('\x1b') == std::string::npos);
+  CHECK(painted->help.find('\n') == std::string::npos);
+  CHECK(contains(painted->help, "help in \\u001B[31mred"));
 }
 
 TEST_CASE("a model forward that succeeds hands its outputs over, once") {
