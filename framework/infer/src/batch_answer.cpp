@@ -50,18 +50,6 @@ ReadSamples read_samples(const DatasetProxy& data) {
   return read;
 }
 
-std::string message_of(const std::exception_ptr& failure) {
-  try {
-    std::rethrow_exception(failure);
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
-  }
-}
-
 Batch answer(ModelProxy& model, const BatchPlacement& placement, const NamedTensors& inputs, const BatchLayout* files,
              int top_k, const std::vector<std::string>& classes, bool sigmoid_scores) {
   if (top_k < 0) throw Error("tp::infer: top_k is " + std::to_string(top_k) + "; give 0 or more.");

@@ -25,9 +25,6 @@ struct ReadSamples {
 };
 ReadSamples read_samples(const DatasetProxy& data);
 
-/// The message of `failure` (an exception of any kind).
-std::string message_of(const std::exception_ptr& failure);
-
 /// The answer for `inputs`; `files`: the layout they were collated with when run_files read them
 /// from files (per-pixel outputs then come at each file's size, answer_outputs.h). `top_k` >= 0
 /// classes per image of the classification output (`host predict`'s rule: a floating [N, C]

@@ -22,6 +22,7 @@
 #include <set>
 
 #include "batch_answer.h"
+#include "tp/framework/exception_text.h"
 #include "export_file.h"
 #include "private_directory.h"
 #include "process_share.h"
@@ -351,7 +352,7 @@ Batch Model::run_files(const std::vector<std::string>& paths, int top_k) {
         std::rethrow_exception(read.failures[i]);
       } else {
         failed.push_back({static_cast<int64_t>(i), "image " + std::to_string(i) + " ('" + paths[i] + "'): " +
-                                                       detail::message_of(read.failures[i])});
+                                                       exception_text(read.failures[i])});
       }
     }
     if (samples.empty())

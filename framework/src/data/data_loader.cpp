@@ -15,6 +15,7 @@
 #include <ATen/Context.h>
 
 #include "tp/framework/data/collate.h"
+#include "tp/framework/exception_text.h"
 #include "data/staged_batch.h"
 
 namespace tp {
@@ -102,12 +103,8 @@ std::string describe_exception(const std::exception_ptr& e, int* exit_code) {
   } catch (const Error& err) {
     *exit_code = err.exit_code();
     return err.what();
-  } catch (const c10::Error& err) {
-    return err.what_without_backtrace();  // the C++ backtrace of a worker thread says nothing
-  } catch (const std::exception& err) {
-    return err.what();
   } catch (...) {
-    return "unknown exception (not derived from std::exception)";
+    return exception_text(e);  // the C++ backtrace of a worker thread says nothing
   }
 }
 

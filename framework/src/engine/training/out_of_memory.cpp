@@ -6,6 +6,7 @@
 #include <new>
 
 #include "tp/framework/error.h"
+#include "tp/framework/exception_text.h"
 #include "tp/framework/profile/memory.h"
 #include "tp/status.h"
 
@@ -28,22 +29,6 @@ bool is_out_of_memory(const std::exception_ptr& error) {
   }
 }
 
-namespace {
-
-std::string error_text(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an unknown exception";
-  }
-}
-
-}  // namespace
-
 std::string out_of_memory_report(const OutOfMemorySite& site, const c10::Device& device, const std::string& why_not_split,
                                  const std::exception_ptr& error) {
   char peak[64];
@@ -59,7 +44,7 @@ std::string out_of_memory_report(const OutOfMemorySite& site, const c10::Device&
   message += "Lower train.batch_size and raise train.grad_accum_steps to keep the global batch (host tune batch-size "
              "--keep-global-batch finds the largest that fits)";
   if (why_not_split.empty()) message += ", or set train.on_oom = \"split\" to cut micro-batches that do not fit in halves";
-  return message + ". The error: " + error_text(error);
+  return message + ". The error: " + exception_text(error);
 }
 
 }  // namespace tp
