@@ -2,7 +2,7 @@
 // inputs, or the training split's first samples when it declares none or they do not fit this
 // configuration) and reports size, FLOPs/MACs and inference latency per device and precision.
 #include <ATen/ATen.h>
-#include <c10/core/InferenceMode.h>
+#include <c10/core/GradMode.h>
 
 #include <cstdio>
 #include <optional>
@@ -20,21 +20,6 @@
 #include "tp/framework/util/atomic_file.h"
 
 namespace tp::cli {
-namespace {
-
-/// True when `model` runs forward on `batch` (on the CPU, eval mode; the caller restores).
-bool runs_on(ModelProxy& model, const NamedTensors& batch, std::string& why) {
-  try {
-    c10::InferenceMode inference;
-    const NamedTensors outputs = model.forward(batch);
-    return true;
-  } catch (const std::exception& e) {
-    why = e.what();
-    return false;
-  }
-}
-
-}  // namespace
 
 int run_profile(const Options& options) {
   auto session = open_session(options);
@@ -76,12 +61,18 @@ int run_profile(const Options& options) {
   // Inputs: the declared examples are the model's own statement of its input; a configuration
   // can change what fits (image_size, in_features), so check they run, else use real samples.
   model.set_training(false);
-  std::string source = "examples", why = "no example inputs declared";
-  NamedTensors batch = example_batch(entry.info->examples, batch_size);
-  if (batch.empty() || !runs_on(model, batch, why)) {
-    session->logger.info("host profile: using the training split's first samples (" + why + ")");
-    batch = first_training_batch(config, session->registry, batch_size, "host profile");
-    source = "dataset";
+  NamedTensors batch;
+  std::string source = "examples";
+  {
+    // No autograd for the trial forward; not InferenceMode, whose tensors the profile could not
+    // use outside it.
+    const c10::NoGradGuard no_grad;
+    ModelRun run = run_on_model_inputs(model, *entry.info, config, session->registry, batch_size, "host profile");
+    if (!run.why_not_examples.empty()) {
+      session->logger.info("host profile: using the training split's first samples (" + run.why_not_examples + ")");
+      source = "dataset";
+    }
+    batch = std::move(run.inputs);
   }
   model.set_training(true);
 

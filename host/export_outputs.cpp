@@ -10,7 +10,6 @@
 #include "tp/framework/engine/pixel_maps.h"
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/error.h"
-#include "tp/framework/profile/model_profile.h"
 
 namespace tp::cli {
 namespace {
@@ -19,34 +18,6 @@ namespace {
 bool classification_output(const std::string& name, const at::Tensor& output) {
   const bool named = name == "logits" || (name.size() > 7 && name.ends_with("_logits"));
   return named && output.dim() == 2 && output.is_floating_point();
-}
-
-// The model's outputs on its declared examples, or, where it declares none or they do not fit the
-// run's options (an image_size the examples do not have), on the run's first training samples;
-// with the inputs they answer.
-struct Answered {
-  NamedTensors inputs, outputs;
-};
-Answered forward_on_run_inputs(ModelProxy& model, const ComponentInfo& info, const RunConfig& config,
-                               const Registry& registry) {
-  std::string why = "it declares no example inputs";
-  if (!info.examples.empty()) {
-    try {
-      NamedTensors inputs = example_batch(info.examples, 2);
-      NamedTensors outputs = model.forward(inputs);
-      return {std::move(inputs), std::move(outputs)};
-    } catch (const std::exception& e) {
-      why = std::string("its example inputs do not fit the run's options: ") + e.what();
-    }
-  }
-  try {
-    NamedTensors inputs = first_training_batch(config, registry, 2, "host export");
-    NamedTensors outputs = model.forward(inputs);
-    return {std::move(inputs), std::move(outputs)};
-  } catch (const std::exception& e) {
-    throw Error("the model '" + config.model.component + "' could not be run: " + why +
-                ", and on the run's first training samples: " + e.what());
-  }
 }
 
 // A per-pixel output (is_pixel_map, host predict's rule): its last two sizes follow the input
@@ -84,7 +55,8 @@ std::string model_outputs_json(const Options& options, const LoadedCheckpoint& c
     model.to_device(c10::Device(c10::kCPU));
     model.set_training(false);
     const c10::InferenceMode inference;
-    const auto [inputs, outputs] = forward_on_run_inputs(model, *entry.info, config, registry);
+    const auto [inputs, outputs, why_not_examples] =
+        run_on_model_inputs(model, *entry.info, config, registry, 2, "host export");
     nlohmann::ordered_json json = nlohmann::ordered_json::object();
     const auto has_output = [&](const std::string& wanted) {
       for (const auto& [name, output] : outputs)
