@@ -33,24 +33,36 @@ Json metadata_of(const fs::path& file) {
   return Json::parse(header).at("__metadata__");
 }
 
+/// A dark/light image_folder run (`per_class` training and `val_per_class` validation images a
+/// class, small_cnn) trained by `host` in a fresh directory `name`, with `sets` added to its
+/// command line, and its last.pt exported to dir/model.safetensors.
+struct ExportedRun {
+  fs::path dir, cfg, out, exported;
+};
+ExportedRun trained_and_exported(const std::string& name, int per_class, int val_per_class, const std::string& sets = "") {
+  ExportedRun run{tp::test::fresh_dir(name), {}, {}, {}};
+  tp::test::write_dark_light_folders(run.dir / "train", per_class);
+  tp::test::write_dark_light_folders(run.dir / "val", val_per_class);
+  run.cfg = run.dir / "run.toml";
+  std::ofstream(run.cfg) << tp::test::dark_light_run_config(name, run.dir / "train", run.dir / "val", per_class);
+  run.out = run.dir / "out";
+  const auto train =
+      tp::test::run_host("train --config '" + run.cfg.string() + "' --output-dir '" + run.out.string() + "'" + sets);
+  INFO(train.output);
+  REQUIRE(train.exit_code == 0);
+  run.exported = run.dir / "model.safetensors";
+  const auto exported = tp::test::run_host("export --checkpoint '" + (run.out / "checkpoints" / "last.pt").string() +
+                                           "' --format safetensors --output '" + run.exported.string() + "'");
+  INFO(exported.output);
+  REQUIRE(exported.exit_code == 0);
+  CHECK(exported.output.find("torchhost.outputs is not written") == std::string::npos);
+  return run;
+}
+
 }  // namespace
 
 TEST_CASE("host export carries the classes, model, outputs and preprocessing; predict names each argmax's class") {
-  const fs::path dir = tp::test::fresh_dir("image_folder_export");
-  tp::test::write_dark_light_folders(dir / "train", 8);
-  tp::test::write_dark_light_folders(dir / "val", 3);
-  const fs::path cfg = dir / "run.toml";
-  std::ofstream(cfg) << tp::test::dark_light_run_config("export", dir / "train", dir / "val", 8);
-  const fs::path out = dir / "out";
-  const auto train = tp::test::run_host("train --config '" + cfg.string() + "' --output-dir '" + out.string() + "'");
-  INFO(train.output);
-  REQUIRE(train.exit_code == 0);
-
-  const fs::path exported = dir / "model.safetensors";
-  const auto run = tp::test::run_host("export --checkpoint '" + (out / "checkpoints" / "last.pt").string() +
-                                      "' --format safetensors --output '" + exported.string() + "'");
-  INFO(run.output);
-  REQUIRE(run.exit_code == 0);
+  const auto [dir, cfg, out, exported] = trained_and_exported("image_folder_export", 8, 3);
   const Json metadata = metadata_of(exported);
   INFO(metadata.dump(2));
   CHECK(Json::parse(metadata.at("torchhost.classes").get<std::string>()) == Json({"dark", "light"}));
@@ -135,23 +147,8 @@ TEST_CASE("host export carries the classes, model, outputs and preprocessing; pr
 TEST_CASE("a model whose image_size is not its declared examples': export writes its outputs, plugins check passes") {
   // small_cnn declares [3, 32, 32] examples; at image_size 48 they do not fit. Before, `host
   // export` left torchhost.outputs out and `host plugins check --config` failed a model that trains.
-  const fs::path dir = tp::test::fresh_dir("image_folder_export_48");
-  tp::test::write_dark_light_folders(dir / "train", 4);
-  tp::test::write_dark_light_folders(dir / "val", 2);
-  const fs::path cfg = dir / "run.toml";
-  std::ofstream(cfg) << tp::test::dark_light_run_config("export48", dir / "train", dir / "val", 4);
-  const fs::path out = dir / "out";
-  const auto train = tp::test::run_host("train --config '" + cfg.string() + "' --output-dir '" + out.string() +
-                                        "' --set data.train.resize=[48,48] --set model.image_size=48");
-  INFO(train.output);
-  REQUIRE(train.exit_code == 0);
-
-  const fs::path exported = dir / "model.safetensors";
-  const auto run = tp::test::run_host("export --checkpoint '" + (out / "checkpoints" / "last.pt").string() +
-                                      "' --format safetensors --output '" + exported.string() + "'");
-  INFO(run.output);
-  REQUIRE(run.exit_code == 0);
-  CHECK(run.output.find("torchhost.outputs is not written") == std::string::npos);
+  const auto [dir, cfg, out, exported] = trained_and_exported(
+      "image_folder_export_48", 4, 2, " --set data.train.resize=[48,48] --set model.image_size=48");
   const Json outputs = Json::parse(metadata_of(exported).at("torchhost.outputs").get<std::string>());
   CHECK(outputs.at("logits").at("shape") == Json({"N", 2}));
 
