@@ -14,6 +14,7 @@
 #include "tp/framework/config/write.h"
 #include "tp/framework/engine/runtime_setup.h"
 #include "tp/framework/error.h"
+#include "tp/framework/plugin/model_inputs.h"
 #include "tp/framework/plugin/model_proxy.h"
 #include "tp/framework/profile/model_profile.h"
 #include "tp/framework/profile/profile_report.h"
@@ -67,7 +68,9 @@ int run_profile(const Options& options) {
     // No autograd for the trial forward; not InferenceMode, whose tensors the profile could not
     // use outside it.
     const c10::NoGradGuard no_grad;
-    ModelRun run = run_on_model_inputs(model, *entry.info, config, session->registry, batch_size, "host profile");
+    ModelRun run = *run_on_model_inputs(model, *entry.info, batch_size, [&] {
+      return first_training_batch(config, session->registry, batch_size, "host profile");
+    });
     if (!run.why_not_examples.empty()) {
       session->logger.info("host profile: using the training split's first samples (" + run.why_not_examples + ")");
       source = "dataset";

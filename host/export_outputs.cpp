@@ -9,6 +9,7 @@
 #include "tp/framework/data/dtype_name.h"
 #include "tp/framework/engine/pixel_maps.h"
 #include "tp/framework/engine/run_components.h"
+#include "tp/framework/plugin/model_inputs.h"
 #include "tp/framework/error.h"
 
 namespace tp::cli {
@@ -55,8 +56,8 @@ std::string model_outputs_json(const Options& options, const LoadedCheckpoint& c
     model.to_device(c10::Device(c10::kCPU));
     model.set_training(false);
     const c10::InferenceMode inference;
-    const auto [inputs, outputs, why_not_examples] =
-        run_on_model_inputs(model, *entry.info, config, registry, 2, "host export");
+    const auto [inputs, outputs, why_not_examples] = *run_on_model_inputs(
+        model, *entry.info, 2, [&] { return first_training_batch(config, registry, 2, "host export"); });
     nlohmann::ordered_json json = nlohmann::ordered_json::object();
     const auto has_output = [&](const std::string& wanted) {
       for (const auto& [name, output] : outputs)

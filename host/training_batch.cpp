@@ -5,7 +5,6 @@
 #include "tp/framework/data/collate.h"
 #include "tp/framework/error.h"
 #include "tp/framework/plugin/dataset_proxy.h"
-#include "tp/framework/profile/model_profile.h"
 
 namespace tp::cli {
 
@@ -29,30 +28,6 @@ NamedTensors first_training_batch(const RunConfig& config, const Registry& regis
   NamedTensors batch = collate(std::move(samples), options);
   for (auto& [name, tensor] : batch) tensor = tensor.clone();
   return batch;
-}
-
-ModelRun run_on_model_inputs(ModelProxy& model, const ComponentInfo& info, const RunConfig& config,
-                             const Registry& registry, int64_t batch_size, const std::string& command) {
-  ModelRun run;
-  run.why_not_examples = "it declares no example inputs";
-  if (!info.examples.empty()) {
-    try {
-      run.inputs = example_batch(info.examples, batch_size);
-      run.outputs = model.forward(run.inputs);
-      run.why_not_examples.clear();
-      return run;
-    } catch (const std::exception& e) {
-      run.why_not_examples = std::string("its example inputs do not fit the run's options: ") + e.what();
-    }
-  }
-  try {
-    run.inputs = first_training_batch(config, registry, batch_size, command);
-    run.outputs = model.forward(run.inputs);
-    return run;
-  } catch (const std::exception& e) {
-    throw Error("the model '" + config.model.component + "' could not be run: " + run.why_not_examples +
-                ", and on the run's first training samples: " + e.what());
-  }
 }
 
 }  // namespace tp::cli

@@ -10,51 +10,17 @@
 #include "tp/framework/plugin/callback_proxy.h"
 #include "tp/framework/plugin/loss_proxy.h"
 #include "tp/framework/plugin/metric_proxy.h"
+#include "tp/framework/plugin/model_inputs.h"
 #include "tp/framework/plugin/model_proxy.h"
 #include "tp/framework/plugin/plugin_crash.h"
 #include "plugin_check_dataset.h"
 #include "sized_copy.h"
-#include "tensor_handles.h"
 
 namespace tp {
 namespace {
 
 std::string shape_text(const at::Tensor& t) {
   return std::string(c10::toString(t.scalar_type())) + c10::str(t.sizes());
-}
-
-NamedTensors example_batch(const ComponentInfo& info, int64_t batch) {
-  NamedTensors out;
-  for (const auto& ex : info.examples) {
-    std::vector<int64_t> shape{batch};
-    shape.insert(shape.end(), ex.shape, ex.shape + ex.ndim);
-    const auto dtype = detail::from_tp_dtype(ex.dtype);
-    at::Tensor t = at::isFloatingType(dtype) ? at::rand(shape, at::TensorOptions().dtype(dtype))
-                                             : at::randint(std::max<int64_t>(ex.class_count, 1), shape, at::TensorOptions().dtype(dtype));
-    out.emplace_back(ex.name, t);
-  }
-  return out;
-}
-
-// The model's training-mode outputs on its declared examples or, for the run's model (--config),
-// on the run's first training samples where it declares none or they do not fit the run's
-// options (an image_size the examples do not have). `inputs` says which; nullopt: no inputs.
-std::optional<NamedTensors> forward_for_check(ModelProxy& model, const ComponentInfo& info, const CheckOptions& options,
-                                              std::string& inputs) {
-  const bool run_model = info.id == options.run_model && !options.run_inputs.empty();
-  std::string why = "it declares none";
-  if (!info.examples.empty()) {
-    try {
-      inputs = "its example inputs";
-      return model.forward(example_batch(info, 2));
-    } catch (const std::exception& e) {
-      if (!run_model) throw;
-      why = std::string("its example inputs do not fit: ") + e.what();
-    }
-  }
-  if (!run_model) return std::nullopt;
-  inputs = "the run's first training samples (" + why + ")";
-  return model.forward(options.run_inputs);
 }
 
 std::string check_model(ComponentEntry entry, const ComponentConfig& config, const CheckOptions& options) {
@@ -65,14 +31,21 @@ std::string check_model(ComponentEntry entry, const ComponentConfig& config, con
   for (const auto& s : state)
     if (!s.is_buffer) parameters += s.tensor.numel();
   model.set_training(true);
-  std::string inputs;
-  const std::optional<NamedTensors> forward = forward_for_check(model, *entry.info, options, inputs);
-  if (!forward) {
+  // The run's model (--config) falls back to the run's first training samples where it declares
+  // no examples or they do not fit the run's options (an image_size the examples do not have).
+  FallbackInputs fallback;
+  if (entry.info->id == options.run_model && !options.run_inputs.empty())
+    fallback = [&options] { return options.run_inputs; };
+  const std::optional<ModelRun> run = run_on_model_inputs(model, *entry.info, 2, fallback);
+  if (!run) {
     const std::string why = options.run_inputs_error.empty() || entry.info->id != options.run_model
                                 ? "" : " (the run's training samples could not be read: " + options.run_inputs_error + ")";
     return std::to_string(parameters) + " parameters; no example inputs declared, forward not run" + why;
   }
-  const NamedTensors& outputs = *forward;
+  const std::string inputs = run->why_not_examples.empty()
+                                 ? "its example inputs"
+                                 : "the run's first training samples (" + run->why_not_examples + ")";
+  const NamedTensors& outputs = run->outputs;
   at::Tensor total = at::zeros({});
   std::string names;
   for (const auto& [name, t] : outputs) {
@@ -94,7 +67,7 @@ std::string check_model(ComponentEntry entry, const ComponentConfig& config, con
 std::string check_batch_transform(ComponentEntry entry, const ComponentConfig& config) {
   BatchTransformProxy transform(entry, config);
   if (entry.info->examples.empty()) return "created; no example inputs declared, apply not run";
-  const NamedTensors batch = example_batch(*entry.info, 4);
+  const NamedTensors batch = example_batch(entry.info->examples, 4);
   const NamedTensors first = transform.apply(42, batch);
   const NamedTensors again = transform.apply(42, batch);
   std::string names;

@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <system_error>
 
-#include "plugin/tensor_handles.h"
 #include "tp/framework/amp/autocast_guard.h"
 #include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/error.h"
@@ -88,22 +87,6 @@ std::pair<int64_t, std::vector<OpFlops>> count_forward_flops(ModelProxy& model, 
   FlopCounter counter;
   const NamedTensors outputs = model.forward(batch);
   return {counter.total_flops(), counter.by_operator()};
-}
-
-NamedTensors example_batch(const std::vector<tp_example_input_t>& examples, int64_t batch_size) {
-  // A private generator: profiling does not move the global one (which seeds initialisation).
-  at::Generator generator = at::detail::createCPUGenerator(/*seed_val=*/0);
-  NamedTensors out;
-  for (const auto& ex : examples) {
-    std::vector<int64_t> shape{batch_size};
-    shape.insert(shape.end(), ex.shape, ex.shape + ex.ndim);
-    const auto dtype = detail::from_tp_dtype(ex.dtype);
-    const auto options = at::TensorOptions().dtype(dtype);
-    out.emplace_back(ex.name, at::isFloatingType(dtype)
-                                  ? at::rand(shape, generator, options)
-                                  : at::randint(std::max<int64_t>(ex.class_count, 1), shape, generator, options));
-  }
-  return out;
 }
 
 ModelProfile profile_model(ModelProxy& model, const NamedTensors& cpu_batch, const ProfileOptions& options,

@@ -157,5 +157,5 @@ TEST_CASE("a model whose image_size is not its declared examples': export writes
   INFO(check.output);
   CHECK(check.exit_code == 0);
   CHECK(check.output.find("[ok] org.torchhost.small_cnn: ") != std::string::npos);
-  CHECK(check.output.find("on the run's first training samples (its example inputs do not fit: ") != std::string::npos);
+  CHECK(check.output.find("on the run's first training samples (its example inputs do not fit the run's options: ") != std::string::npos);
 }

@@ -8,6 +8,7 @@
 
 #include <fstream>
 
+#include "tp/framework/plugin/model_inputs.h"
 #include "tp/framework/profile/model_profile.h"
 #include "tp/framework/profile/profile_report.h"
 

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "tp/framework/plugin/model_inputs.h"
 #include "tp/framework/profile/model_profile.h"
 
 namespace {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 
+#include "tp/framework/plugin/model_inputs.h"
 #include "tp/framework/profile/model_profile.h"
 
 namespace {

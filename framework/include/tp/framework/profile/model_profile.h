@@ -10,7 +10,6 @@
 #include <utility>
 #include <vector>
 
-#include "tp/entry.h"
 #include "tp/framework/amp/precision.h"
 #include "tp/framework/data/sample_source.h"
 #include "tp/framework/plugin/plugin_instance.h"
@@ -81,10 +80,6 @@ int64_t checkpoint_size_bytes(const std::vector<StateTensor>& state, const std::
 /// Reads only: the model's parameters, buffers, mode and device are untouched, so put it in
 /// eval mode first if its training-mode forward changes buffers (batch-norm statistics).
 std::pair<int64_t, std::vector<OpFlops>> count_forward_flops(ModelProxy& model, const NamedTensors& batch);
-
-/// A batch of `batch_size` built from the model's declared example inputs (reproducible random
-/// values: floats in [0, 1), integer labels in [0, class_count)). Empty when none are declared.
-NamedTensors example_batch(const std::vector<tp_example_input_t>& examples, int64_t batch_size);
 
 /// Profiles `model` on `cpu_batch` (CPU tensors, batch dimension first): size, checkpoint size,
 /// FLOPs (fp32, first device), latency for every device x precision. The model runs in eval mode
