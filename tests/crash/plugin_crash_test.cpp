@@ -123,8 +123,9 @@ TEST_CASE("exit() inside a plugin call ends the run as a plugin crash: exit 5, n
   INFO(run.output);
   CHECK(run.exit_code == tp::kExitPluginCrash);
   CHECK(contains(run.output, "host: plugin exit: component 'org.test.segfault' ended the process with exit(0) in "
-                             "get_sample (sample index 13)"));
-  CHECK(contains(run.output, "(PLG-7)"));
+                             "get_sample (sample index 13, epoch 2)"));
+  CHECK(contains(run.output, "(PLG-7): reproduce it with `host plugins check "));
+  CHECK(contains(run.output, "--index 13 --epoch 1`"));
   CHECK(contains(run.output, "--resume auto"));
   CHECK(tp::load_checkpoint(dir / "checkpoints" / "last.pt").step == 8);
 }

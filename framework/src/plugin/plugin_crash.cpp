@@ -79,6 +79,50 @@ bool raised_here(int signal_number, const siginfo_t* info) {
   return info != nullptr && info->si_code == SI_TKILL && info->si_pid == ::getpid();
 }
 
+// " in get_sample (sample index 13, epoch 2)": where in the plugin the process ended.
+void put_call_place(const CallSlot& call) {
+  put(" in ");
+  put(call.function);
+  if (call.index == UINT64_MAX) return;
+  put(" (sample index ");
+  put_number(call.index);
+  if (call.epoch != UINT64_MAX) {
+    put(", epoch ");
+    put_number(call.epoch + 1); // counted from 1, as every other message of the host
+  }
+  put(")");
+}
+
+// The report's end after `verdict` (". This is a bug in the plugin"): how to reproduce the call,
+// whom to tell and, in a run, where it continues from. Then the process ends with exit 5.
+[[noreturn]] void put_advice_and_exit(const CallSlot& call, const char* verdict) {
+  put(verdict);
+  const HandlerText& text = handler_text();
+  if (text.checkpoint_dir[0] == '\0') { // `host plugins check`: no run, nothing to resume
+    put(": report it to the plugin's author.\n");
+    ::_exit(kExitPluginCrash);
+  }
+  put(": reproduce it with `host plugins check ");
+  put(call.library != nullptr ? call.library : "<its .so>");
+  put(" --config ");
+  put(text.config_file);
+  if (call.index != UINT64_MAX) {
+    put(" --index ");
+    put_number(call.index);
+    // plugins check's --epoch is the ctx.epoch the sample is read in (0-based).
+    if (call.epoch != UINT64_MAX && call.epoch > 0) {
+      put(" --epoch ");
+      put_number(call.epoch);
+    }
+  }
+  put("`");
+  put(", and report it to the plugin's author. Nothing was saved after that (the process state cannot be "
+      "trusted), but checkpoints are written atomically: the last one in ");
+  put(text.checkpoint_dir);
+  put(" is complete, and `host train --config ... --resume auto` continues from it once the plugin is fixed.\n");
+  ::_exit(kExitPluginCrash);
+}
+
 extern "C" void on_fatal_signal(int signal_number, siginfo_t* info, void*) {
   const CallSlot call = t_call;
   if (call.id == nullptr || !raised_here(signal_number, info)) {
@@ -95,42 +139,9 @@ extern "C" void on_fatal_signal(int signal_number, siginfo_t* info, void*) {
   put(call.id);
   put("' crashed the process with ");
   put(signal_name(signal_number));
-  put(" in ");
-  put(call.function);
-  if (call.index != UINT64_MAX) {
-    put(" (sample index ");
-    put_number(call.index);
-    if (call.epoch != UINT64_MAX) {
-      put(", epoch ");
-      put_number(call.epoch + 1); // counted from 1, as every other message of the host
-    }
-    put(")");
-  }
-  const HandlerText& text = handler_text();
-  if (text.checkpoint_dir[0] == '\0') { // `host plugins check`: no run, nothing to resume
-    put(". This is a bug in the plugin (or in LibTorch code it called): report it to the plugin's author.\n");
-    ::_exit(kExitPluginCrash);
-  }
-  put(call.index != UINT64_MAX ? ". This is a bug in the plugin" : ". This is a bug in the plugin (or in LibTorch code it called)");
-  put(": reproduce it with `host plugins check ");
-  put(call.library != nullptr ? call.library : "<its .so>");
-  put(" --config ");
-  put(text.config_file);
-  if (call.index != UINT64_MAX) {
-    put(" --index ");
-    put_number(call.index);
-    // plugins check's --epoch is the ctx.epoch the sample is read in (0-based).
-    if (call.epoch != UINT64_MAX && call.epoch > 0) {
-      put(" --epoch ");
-      put_number(call.epoch);
-    }
-  }
-  put("`");
-  put(", and report it to the plugin's author. Nothing was saved after the crash (the process state cannot be "
-      "trusted), but checkpoints are written atomically: the last one in ");
-  put(text.checkpoint_dir);
-  put(" is complete, and `host train --config ... --resume auto` continues from it once the plugin is fixed.\n");
-  ::_exit(kExitPluginCrash);
+  put_call_place(call);
+  put_advice_and_exit(call, call.index != UINT64_MAX ? ". This is a bug in the plugin"
+                                                     : ". This is a bug in the plugin (or in LibTorch code it called)");
 }
 
 /// The calling thread's alternate signal stack, where the handler runs when a plugin's runaway
@@ -209,22 +220,9 @@ void end_exit_inside_plugin_call(int status) noexcept {
   put(call.id);
   put("' ended the process with exit(");
   put_number(static_cast<uint64_t>(static_cast<unsigned>(status)));
-  put(") in ");
-  put(call.function);
-  if (call.index != UINT64_MAX) {
-    put(" (sample index ");
-    put_number(call.index);
-    put(")");
-  }
-  put(". A plugin must fail the call with a status instead (PLG-7): report it to the plugin's author.");
-  const HandlerText& text = handler_text();
-  if (text.checkpoint_dir[0] != '\0') {
-    put(" The run did not finish; the last checkpoint in ");
-    put(text.checkpoint_dir);
-    put(" is complete, and `host train --config ... --resume auto` continues from it.");
-  }
-  put("\n");
-  ::_exit(kExitPluginCrash);
+  put(")");
+  put_call_place(call);
+  put_advice_and_exit(call, ". A plugin must fail the call with a status instead (PLG-7)");
 }
 
 void install_plugin_crash_handler(const char* checkpoint_dir, const char* config_file) {
