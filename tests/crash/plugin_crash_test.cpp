@@ -60,6 +60,40 @@ TEST_CASE("a segfault in a dataset's get_sample names the plugin and the sample;
   CHECK(tp::load_checkpoint(dir / "checkpoints" / "last.pt").step == 24);
 }
 
+TEST_CASE("the crash report's reproduce command runs as printed when the paths hold spaces, quotes and $(...)") {
+  // Before, the library and config paths were printed bare: pasted, the command split at the
+  // space (or ran the $(...)) instead of reproducing the crash.
+  const auto root = tp::test::fresh_dir("crash_quoting");
+  const auto plugins = root / "plugins it's $(touch pwned)";
+  const auto out = root / "run dir";
+  std::filesystem::create_directories(plugins);
+  std::filesystem::copy_file(fixture_dir("segfault") + "/segfault.so", plugins / "segfault.so");
+  const auto quoted = [](const std::string& word) {
+    std::string out = "'";
+    for (const char ch : word) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    return out + "'";
+  };
+  const auto run = tp::test::run_shell("cd '" + root.string() + "' && '" + tp::test::build_dir() +
+                                       "/bin/host' --config '" + tp::test::source_dir() +
+                                       "/tests/crash/segfault.toml' --plugin-dir " + quoted(plugins.string()) +
+                                       " --output-dir '" + out.string() + "'");
+  INFO(run.output);
+  REQUIRE(run.exit_code == tp::kExitPluginCrash);
+  const std::string opening = "reproduce it with `host ";
+  const std::size_t begin = run.output.find(opening);
+  REQUIRE(begin != std::string::npos);
+  const std::size_t end = run.output.find('`', begin + opening.size());
+  REQUIRE(end != std::string::npos);
+  const std::string arguments = run.output.substr(begin + opening.size(), end - begin - opening.size());
+  const auto again = tp::test::run_shell("cd '" + root.string() + "' && '" + tp::test::build_dir() + "/bin/host' " +
+                                         arguments);
+  INFO(arguments, "\n", again.output);
+  CHECK(again.exit_code == tp::kExitPluginCrash);
+  CHECK(contains(again.output, "component 'org.test.segfault' crashed the process with SIGSEGV"));
+  CHECK(contains(again.output, "(sample index 13)"));
+  CHECK_FALSE(std::filesystem::exists(root / "pwned"));
+}
+
 // Issue 58, item 9: outside the hot calls a crash gave a bare SIGSEGV naming nothing, in every
 // command (`plugins list` too, for a library the run does not even use).
 TEST_CASE("a crash in a library's constructor, init, create, prepare, destroy or deinit is named, exit 5") {

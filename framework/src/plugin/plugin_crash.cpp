@@ -39,15 +39,39 @@ HandlerText& handler_text() {
   return text;
 }
 
-void put(const char* text) {
-  if (text == nullptr) return;
-  std::size_t left = std::strlen(text);
+void put_bytes(const char* text, std::size_t left) {
   while (left > 0) {
     const ssize_t n = ::write(STDERR_FILENO, text, left);
     if (n <= 0) return;
     text += n;
     left -= static_cast<std::size_t>(n);
   }
+}
+
+void put(const char* text) {
+  if (text != nullptr) put_bytes(text, std::strlen(text));
+}
+
+// `text` as one shell word, so the reproduce command can be pasted whatever the path holds
+// (spaces, quotes, `$(...)`): as it is when every byte is plain, else in single quotes with each
+// ' written '\''.
+void put_shell_word(const char* text) {
+  const auto plain = [](char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           std::strchr("_./-+:=@%,", ch) != nullptr;
+  };
+  const std::size_t length = std::strlen(text);
+  if (length > 0 && std::all_of(text, text + length, plain)) {
+    put_bytes(text, length);
+    return;
+  }
+  put("'");
+  for (const char* quote; (quote = std::strchr(text, '\'')) != nullptr; text = quote + 1) {
+    put_bytes(text, static_cast<std::size_t>(quote - text));
+    put("'\\''");
+  }
+  put(text);
+  put("'");
 }
 
 void put_number(uint64_t value) {
@@ -103,9 +127,12 @@ void put_call_place(const CallSlot& call) {
     ::_exit(kExitPluginCrash);
   }
   put(": reproduce it with `host plugins check ");
-  put(call.library != nullptr ? call.library : "<its .so>");
+  if (call.library != nullptr)
+    put_shell_word(call.library);
+  else
+    put("<its .so>");
   put(" --config ");
-  put(text.config_file);
+  put_shell_word(text.config_file);
   if (call.index != UINT64_MAX) {
     put(" --index ");
     put_number(call.index);
