@@ -16,6 +16,7 @@
 #include "tp/framework/error.h"
 #include "tp/framework/util/file_lock.h"
 #include "tp/framework/util/log.h"
+#include "tp/framework/util/shell_word.h"
 #include "tracking/mlflow_sync.h"
 
 namespace tp {
@@ -155,7 +156,7 @@ void MlflowTracker::Impl::send_loop() {
       last_error = e.what();
       if (!e.transient()) {
         log.warn(std::string(e.what()) + ". Nothing more is sent to the server during this run; training goes on, "
-                 "and what is left stays in " + run_dir.string() + ": `host mlflow-sync " + run_dir.string() +
+                 "and what is left stays in " + run_dir.string() + ": `host mlflow-sync " + shell_word(run_dir.string()) +
                  "` sends it once the cause is fixed.");
         break;
       }
@@ -237,7 +238,7 @@ MlflowTracker::MlflowTracker(const RunConfig& config, std::filesystem::path run_
                                               "logging.mlflow.enabled = false to train without tracking.");
     if (pending_stop_signal() == 0) // else nothing trains: the command stops next
       log.warn(std::string(e.what()) + ". Training goes on; the MLflow run is created and the history sent when "
-               "the server answers (`host mlflow-sync " + s.run_dir.string() + "` sends it later otherwise).");
+               "the server answers (`host mlflow-sync " + shell_word(s.run_dir.string()) + "` sends it later otherwise).");
   }
   s.thread = std::thread([&s] { s.send_loop(); });
 }
@@ -290,7 +291,7 @@ void MlflowTracker::end(MlflowEnd how) {
     return;
   }
   s.log.warn("mlflow: the server lacks " + missing + (s.last_error.empty() ? "" : " (" + s.last_error + ")") +
-             ". They are kept in " + s.run_dir.string() + "; `host mlflow-sync " + s.run_dir.string() +
+             ". They are kept in " + s.run_dir.string() + "; `host mlflow-sync " + shell_word(s.run_dir.string()) +
              "` sends them.");
 }
 
