@@ -2,8 +2,6 @@
 // per class (as host predict's logits.class), warnings at open for a plugin file other than the
 // training's and a missing preprocessing plugin, and the C API's class names, component and
 // version. On the run of infer_support.h.
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
@@ -21,6 +19,7 @@
 #include "integration/host_runner.h"
 #include "support/class_folders.h"
 #include "error_of.h"
+#include "export_edits.h"
 #include "infer_support.h"
 #include "tp/infer/infer.h"
 #include "tp/infer/model.h"
@@ -35,34 +34,14 @@ using tp::test::error_of;
 
 }  // namespace
 
-namespace {
-
-/// `from` with its metadata `key` replaced by `value` as JSON text (a safetensors header is an
-/// 8-byte little-endian length, then that much JSON, then the tensors' bytes).
-fs::path with_metadata(const fs::path& from, const std::string& key, const nlohmann::json& value, const fs::path& to) {
-  std::ifstream in(from, std::ios::binary);
-  std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  uint64_t length = 0;
-  for (int i = 7; i >= 0; --i) length = (length << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
-  nlohmann::json header = nlohmann::json::parse(bytes.substr(8, length));
-  header["__metadata__"][key] = value.dump();
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' '); // the data stays 8-byte aligned, as writers keep it
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>((text.size() >> (8 * i)) & 0xFF);
-  out += text + bytes.substr(8 + length);
-  std::ofstream(to, std::ios::binary) << out;
-  return to;
-}
-
-}  // namespace
 
 TEST_CASE("tp::infer: class names only when the export names one per class, as host predict's logits.class") {
   const Exported& run = exported();
   // Three names for a two-class output (a run's num_classes above its folders, or an edited file):
   // host predict writes no name; the library named classes 0 and 1 from the wrong list.
   const fs::path three =
-      with_metadata(run.exported, "torchhost.classes", {"dark", "light", "extra"}, run.dir / "three_names.safetensors");
+      with_metadata(run.exported, "torchhost.classes", nlohmann::json({"dark", "light", "extra"}).dump(),
+                    run.dir / "three_names.safetensors");
   tp::infer::Model model = tp::infer::Model::open(three.string(), cpu_options());
   const tp::infer::Batch batch = model.run_files(run.files, 2);
   REQUIRE(batch.top.size() == run.files.size());
@@ -90,7 +69,8 @@ TEST_CASE("tp::infer: class names only when the export names one per class, as h
 
 TEST_CASE("tp::infer: a model trained with a binary cross entropy (torchhost.scores = sigmoid) scores each class by its sigmoid") {
   const Exported& run = exported();
-  const fs::path sigmoid = with_metadata(run.exported, "torchhost.scores", "sigmoid", run.dir / "sigmoid.safetensors");
+  const fs::path sigmoid = with_metadata(run.exported, "torchhost.scores", nlohmann::json("sigmoid").dump(),
+                                             run.dir / "sigmoid.safetensors");
   for (const bool multi : {false, true}) {
     CAPTURE(multi);
     tp::infer::Model model = tp::infer::Model::open((multi ? sigmoid : run.exported).string(), cpu_options());
@@ -111,21 +91,6 @@ TEST_CASE("tp::infer: a model trained with a binary cross entropy (torchhost.sco
 }
 
 namespace {
-
-// What `body` writes to the process's stderr (fd 2), where the library's log goes.
-template <class Body>
-std::string stderr_of(const fs::path& file, Body&& body) {
-  std::fflush(stderr);
-  const int saved = ::dup(2);
-  const int into = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  ::dup2(into, 2);
-  ::close(into);
-  body();
-  std::fflush(stderr);
-  ::dup2(saved, 2);
-  ::close(saved);
-  return tp::test::read_text(file);
-}
 
 // The library file the export names for `component` (torchhost.plugin_files).
 std::string library_of(const fs::path& exported, const std::string& component) {

@@ -12,6 +12,9 @@
 
 #include "tp/framework/checkpoint/safetensors.h"
 #include "tp/framework/error.h"
+#include "tp/framework/plugin/plugin_library.h"
+#include "tp/framework/util/bounded_json.h"
+#include "tp/framework/util/bounded_text.h"
 #include "tp/infer/model.h"
 
 namespace tp::infer::detail {
@@ -91,11 +94,10 @@ ExportFile read_export(const std::filesystem::path& path) {
   if (length > bytes.size() - 8)
     throw unreadable("it holds " + size + ", and its header says " + std::to_string(length) +
                      " bytes of JSON follow the first 8");
-  const Json header = Json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(length), nullptr,
-                                  /*allow_exceptions=*/false);
+  const Json header = parse_bounded_json(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(length));
   if (!header.is_object())
     throw unreadable("its header (" + std::to_string(length) + " bytes after the first 8, of " + size +
-                     ") is not a JSON object");
+                     ") is not a JSON object nested at most " + std::to_string(kMaxJsonDepth) + " deep");
   const Json metadata = header.value("__metadata__", Json::object());
   if (!metadata.is_object() || !metadata.contains("torchhost.model"))
     throw Error("tp::infer: " + file + " is not a model `host export` wrote (its safetensors metadata has no "
@@ -103,26 +105,49 @@ ExportFile read_export(const std::filesystem::path& path) {
                 "checkpoint with this host: host export --checkpoint RUN/checkpoints/best.pt --format safetensors "
                 "--output FILE.");
   const auto json_entry = [&](const char* key) {
-    Json value = Json::parse(metadata.value(key, std::string("null")), nullptr, /*allow_exceptions=*/false);
+    const auto entry = metadata.find(key);
+    Json value = parse_bounded_json(entry != metadata.end() && entry->is_string() ? entry->get<std::string>() : "null");
     if (value.is_discarded())
       throw Error("tp::infer: the metadata " + std::string(key) + " of " + file +
                   " is not valid JSON; the file is damaged: export it again.");
     return value;
   };
+  // The component ids go into messages and name the plugins to build with: a text that is no id
+  // (control characters, a path) is a damaged or forged file, never printed as it is.
+  const auto component_in = [&](const char* key, const Json& json) {
+    ExportedComponent component = component_of(json);
+    if (!component.component.empty() && !is_component_id(component.component))
+      throw Error("tp::infer: the metadata " + std::string(key) + " of " + file + " names the component '" +
+                  escape_control_characters(bounded_text(component.component, 200), false) +
+                  "', which is not a component id (reverse-DNS, e.g. org.torchhost.resnet); the file is damaged: "
+                  "export it again.");
+    return component;
+  };
   ExportFile out;
   for (const auto& [key, value] : metadata.items())
     if (value.is_string()) out.metadata.emplace(key, value.get<std::string>());
-  out.model = component_of(json_entry("torchhost.model"));
+  out.model = component_in("torchhost.model", json_entry("torchhost.model"));
   if (const Json preprocessing = json_entry("torchhost.preprocessing"); preprocessing.is_object())
-    out.preprocessing = component_of(preprocessing);
+    out.preprocessing = component_in("torchhost.preprocessing", preprocessing);
   if (const Json classes = json_entry("torchhost.classes"); classes.is_array())
     for (const Json& name : classes) out.classes.push_back(name.is_string() ? name.get<std::string>() : "");
   out.sigmoid_scores = json_entry("torchhost.scores") == Json("sigmoid");
-  // Only for a warning at open: an entry without both strings is passed over.
+  // Only for a warning at open, which prints them: an entry without a plain file name and a
+  // SHA-256 in hex is passed over.
   if (const Json plugins = json_entry("torchhost.plugin_files"); plugins.is_array())
     for (const Json& plugin : plugins)
-      if (plugin.is_object() && plugin.value("library", Json()).is_string() && plugin.value("sha256", Json()).is_string())
-        out.plugin_files.push_back({plugin["library"].get<std::string>(), plugin["sha256"].get<std::string>()});
+      if (plugin.is_object() && plugin.value("library", Json()).is_string() && plugin.value("sha256", Json()).is_string()) {
+        std::string library = plugin["library"].get<std::string>();
+        std::string sha256 = plugin["sha256"].get<std::string>();
+        const bool plain_name = !library.empty() && library.size() <= 255 &&
+                                std::all_of(library.begin(), library.end(), [](char c) {
+                                  return c > 0x20 && c < 0x7f && c != '/';
+                                });
+        const bool hex = sha256.size() == 64 && std::all_of(sha256.begin(), sha256.end(), [](char c) {
+                           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                         });
+        if (plain_name && hex) out.plugin_files.push_back({std::move(library), std::move(sha256)});
+      }
   try {
     out.weights = read_safetensors(bytes);
   } catch (const tp::Error& e) {

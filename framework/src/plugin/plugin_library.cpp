@@ -29,9 +29,11 @@ std::string version_text(tp_version_t v) {
   return std::to_string(v.major) + "." + std::to_string(v.minor);
 }
 
-bool is_reverse_dns(const std::string& id) {
-  if (id.empty() || id.find('.') == std::string::npos || id.front() == '.' || id.back() == '.' ||
-      id.find("..") != std::string::npos)
+}  // namespace
+
+bool is_component_id(std::string_view id) {
+  if (id.empty() || id.find('.') == std::string_view::npos || id.front() == '.' || id.back() == '.' ||
+      id.find("..") != std::string_view::npos)
     return false;
   for (char c : id) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -40,8 +42,6 @@ bool is_reverse_dns(const std::string& id) {
   }
   return true;
 }
-
-}  // namespace
 
 BuildFingerprint BuildFingerprint::host() {
   return BuildFingerprint{TORCH_VERSION, _GLIBCXX_USE_CXX11_ABI, TP_TORCH_DEVICE_BUILD};
@@ -188,7 +188,7 @@ void PluginLibrary::read_descriptors() {
     ComponentInfo info;
     info.id = d.id != nullptr ? d.id : "";
     const std::string where = file + ": component '" + info.id + "'";
-    if (!is_reverse_dns(info.id))
+    if (!is_component_id(info.id))
       throw PluginLoadError(where + ": the id must be a reverse-DNS name such as org.example.my_model.");
     info.kind = d.kind;
     info.tier = d.tier;

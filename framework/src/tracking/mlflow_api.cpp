@@ -4,12 +4,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tp/framework/util/bounded_json.h"
+
 namespace tp::mlflow {
 namespace {
 
 // The error_code MLflow puts in a refusal's body ("RESOURCE_DOES_NOT_EXIST"), or "".
 std::string error_code(const Response& response) {
-  const auto body = nlohmann::json::parse(response.body, nullptr, /*allow_exceptions=*/false);
+  const auto body = parse_bounded_json(response.body);
   if (body.is_object() && body.contains("error_code") && body["error_code"].is_string())
     return body["error_code"].get<std::string>();
   return "";
@@ -37,7 +39,7 @@ std::string error_code(const Response& response) {
 }
 
 nlohmann::json parse_answer(const std::string& what, const std::string& server, const Response& response) {
-  auto body = nlohmann::json::parse(response.body, nullptr, /*allow_exceptions=*/false);
+  auto body = parse_bounded_json(response.body);
   if (!body.is_object()) unexpected(what, server, response, "something other than MLflow's JSON");
   return body;
 }

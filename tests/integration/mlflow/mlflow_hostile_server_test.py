@@ -18,6 +18,7 @@ request; a mode makes it hostile. Each case trains the quickstart for two steps 
    peak memory far below the answer;
 5. a server answering 200 with a web page: "not an MLflow tracking server", not a credentials
    refusal, and no raw byte of it on the console;
+5b. a server answering with JSON nested 200,000 deep: the same, not a stack overflow (a crash);
 6. records_sent set past history.jsonl's records: mlflow-sync refuses (exit 2) instead of reporting
    success while sending nothing;
 7. a stop signal and a server that is down, silent or dripping (ops trial, finding 2: a preempted
@@ -128,6 +129,8 @@ class FakeMlflow(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         self.record()
         if self.path.endswith("runs/create"):
+            if self.server.mode == "deep":  # 600 kB of JSON nested 200,000 deep, built by hand (json.dumps recurses)
+                return self.reply(200, b'{"run": {"info": ' + b"[" * 200000 + b"1" + b"]" * 200000 + b"}}")
             return self.reply(200, self.run_json())
         self.reply(200, b"{}")
 
@@ -403,6 +406,16 @@ def case_html():
     server.stop()
 
 
+def case_deep():
+    # Before, copying the run's "info" recursed 200,000 frames deep: the host died of SIGSEGV.
+    server = Fake("deep")
+    run_dir = os.path.join(WORK, "deep")
+    code, output, _, _ = run(train_args(run_dir, server.uri))
+    check(code == 2 and "not an MLflow tracking server" in output,
+          f"answer nested 200,000 deep: exit {code} (2), said to be no MLflow server's JSON", output[-800:])
+    server.stop()
+
+
 def case_records_sent():
     server = Fake()
     run_dir = os.path.join(WORK, "records")
@@ -431,6 +444,7 @@ def main():
     case_drip(baseline)
     case_huge()
     case_html()
+    case_deep()
     case_records_sent()
     case_stop_and_outages(baseline)
     print(f"{len(failures)} failure(s) in {time.time() - started:.1f} s")

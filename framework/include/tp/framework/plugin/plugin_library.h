@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tp/entry.h"
@@ -40,6 +41,10 @@ struct BuildFingerprint {
   static BuildFingerprint host();
   std::string describe() const;
 };
+
+/// Whether `id` is a component id as PLG-5 has it: reverse-DNS ("org.example.my_model"), ASCII
+/// letters, digits, '_' and '-' between single dots.
+bool is_component_id(std::string_view id);
 
 /// Interface id for a kind ("tp.model/1"), and a kind's readable name ("model").
 const char* interface_id_for_kind(int32_t kind);
