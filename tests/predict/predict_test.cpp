@@ -420,3 +420,37 @@ TEST_CASE("host predict refuses a model output that is not one row per sample, n
                          "samples") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "flat.csv"));
 }
+
+TEST_CASE("host predict pads a short batch no further than the split: eval.batch_size far above it costs nothing") {
+  // Security trial F11: a short batch was padded to eval.batch_size whatever the split's size, so
+  // one image with a large eval batch ran that many images' network (18 GB for 8 images at
+  // 50,000); at 100,000,000 the allocation failed, exit 1. The test split has 101 samples.
+  const fs::path& dir = trained_run();
+  const fs::path big = dir / "big_batch.csv", usual = dir / "usual_batch.csv";
+  const auto huge = predict(dir, "--split test --set eval.batch_size=100000000 --output '" + big.string() + "'");
+  INFO(huge.output);
+  REQUIRE(huge.exit_code == 0);
+  const auto normal = predict(dir, "--split test --output '" + usual.string() + "'");
+  REQUIRE(normal.exit_code == 0);
+  // The same predicted classes, row for row (the logits' last bits may follow the batch size).
+  const auto argmax_column = [](const fs::path& file) {
+    std::vector<std::string> classes;
+    std::istringstream rows(tp::test::read_text(file));
+    std::string header;
+    while (std::getline(rows, header) && header.front() == '#') {}
+    std::vector<std::string> names;
+    std::istringstream fields(header);
+    for (std::string field; std::getline(fields, field, ',');) names.push_back(field);
+    const auto at = std::find(names.begin(), names.end(), "logits.argmax") - names.begin();
+    for (std::string line; std::getline(rows, line);) {
+      std::istringstream cells(line);
+      std::string cell;
+      for (std::ptrdiff_t i = 0; i <= at && std::getline(cells, cell, ','); ++i) {}
+      classes.push_back(cell);
+    }
+    return classes;
+  };
+  const std::vector<std::string> classes = argmax_column(big);
+  CHECK(classes.size() == 101);
+  CHECK(classes == argmax_column(usual));
+}
