@@ -1,9 +1,12 @@
 #include "load_failure.h"
 
+#include <c10/core/CPUAllocator.h>
 #include <cxxabi.h>
+#include <dlfcn.h>
 
 #include <cctype>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string_view>
 
@@ -30,6 +33,42 @@ std::string undefined_symbol(const std::string& text) {
   return text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
 }
 
+// The object dlopen names before ": undefined symbol: " (the plugin, or a library it pulled in), or "".
+std::string failing_object(const std::string& text) {
+  const std::size_t at = text.find(": undefined symbol: ");
+  return at == std::string::npos ? "" : text.substr(0, at);
+}
+
+// Whether `object` is one of LibTorch's own libraries (libtorch*.so, libc10*.so, libcaffe2*.so, or
+// any file of a torch/lib directory, where a Python wheel keeps them).
+bool is_libtorch_library(const std::filesystem::path& object) {
+  const std::string name = object.filename().string();
+  const std::filesystem::path dir = object.parent_path();
+  const bool torch_lib = dir.filename() == "lib" && dir.parent_path().filename() == "torch";
+  return torch_lib || name.starts_with("libtorch") || name.starts_with("libc10") || name.starts_with("libcaffe2");
+}
+
+// The directory of the LibTorch this process runs (where its libc10 was loaded from), or "".
+std::filesystem::path loaded_libtorch_dir() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&c10::GetCPUAllocator), &info) == 0 || info.dli_fname == nullptr) return {};
+  std::error_code unresolved;
+  const std::filesystem::path file = std::filesystem::weakly_canonical(info.dli_fname, unresolved);
+  return unresolved ? std::filesystem::path(info.dli_fname).parent_path() : file.parent_path();
+}
+
+// The directory of `object` when it is LibTorch's own library of another directory than the
+// LibTorch this process runs: the plugin pulled in a second LibTorch (its RUNPATH names the one
+// it was built against), whatever the missing symbol is. "" otherwise.
+std::string other_libtorch_dir(const std::string& object) {
+  if (object.empty() || !is_libtorch_library(object)) return "";
+  std::error_code unresolved;
+  std::filesystem::path dir = std::filesystem::weakly_canonical(object, unresolved).parent_path();
+  if (unresolved) dir = std::filesystem::path(object).parent_path();
+  const std::filesystem::path loaded = loaded_libtorch_dir();
+  return loaded.empty() || dir == loaded ? "" : dir.string();
+}
+
 // The C++ name of a mangled symbol, or "" for a C one.
 std::string demangled(const std::string& symbol) {
   int status = 0;
@@ -51,7 +90,8 @@ bool names_namespace(const std::string& name, std::string_view space) {
 
 bool is_libtorch_symbol(const std::string& symbol, const std::string& cxx_name) {
   if (symbol.rfind("aoti_torch_", 0) == 0) return true; // the stable C shim
-  for (std::string_view space : {"c10", "at", "torch", "caffe2"})
+  // c10d: the distributed backends (ProcessGroup, Backend), in libtorch_cpu as the rest.
+  for (std::string_view space : {"c10", "c10d", "at", "torch", "caffe2"})
     if (names_namespace(cxx_name, space)) return true;
   return false;
 }
@@ -68,6 +108,13 @@ std::string load_failure_message(const std::string& file, const std::string& wha
   if (symbol.empty()) return message + ".";
   const std::string cxx_name = demangled(symbol);
   if (!cxx_name.empty()) message += " (" + cxx_name + ")";
+  // Serving trial F4: a plugin built against a Python wheel's LibTorch failed inside that wheel's
+  // libtorch_nvshmem.so, and was sent to re-link; the object's directory alone tells the cause.
+  if (const std::string other = other_libtorch_dir(failing_object(why)); !other.empty())
+    return message + ". The library that lacks it is LibTorch's own, from " + other + ", but this process runs the "
+                     "LibTorch of " + loaded_libtorch_dir().string() + ": the plugin was built against another "
+                     "LibTorch, whose libraries its RUNPATH (or LD_LIBRARY_PATH) pulls in beside this one. Rebuild "
+                     "the plugin against this host's SDK (one LibTorch per process, docs/deployment.md).";
   if (is_libtorch_symbol(symbol, cxx_name))
     return message + ". The symbol is LibTorch's, and the LibTorch loaded in this process does not define it: "
                      "either the plugin was built against another LibTorch version (rebuild it against this host's "

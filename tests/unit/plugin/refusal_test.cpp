@@ -2,6 +2,7 @@
 // (tests/fixtures/bad_plugins/fixture_plugin.h), so each message must name the file and that
 // defect: a user with twenty plugins on the search path needs to know which one to fix, and how.
 #include "loader_test_util.h"
+#include "plugin/load_failure.h"
 #include "tp/version.h"
 #include "support/test_paths.h"
 
@@ -47,6 +48,30 @@ TEST_CASE("an undefined symbol is refused with advice that fits it: LibTorch's, 
                "another LibTorch version", "or another LibTorch was loaded first"});
   CHECK_FALSE(contains(torch, "Bad file descriptor"));
   CHECK_FALSE(contains(torch, "no loaded library defines"));
+}
+
+TEST_CASE("a plugin that pulls in another LibTorch is named built against another LibTorch, not unlinked") {
+  // Serving trial F4: resnet.so built against a Python wheel's LibTorch failed inside that wheel's
+  // libtorch_nvshmem.so on a c10d:: symbol, and was told "a library it needs was not linked into it".
+  const std::string boost = "boost::dll::shared_library::load() failed (dlerror system message: ";
+  const std::string wheel = "/elsewhere/venv/lib/python3.11/site-packages/torch/lib";
+  const std::string other = tp::detail::load_failure_message(
+      "pd/resnet.so", boost + wheel + "/libtorch_nvshmem.so: undefined symbol: _ZNK4c10d7Backend15decref_pyobjectEv): "
+                      "Bad file descriptor");
+  INFO(other);
+  CHECK(contains(other, "(c10d::Backend::decref_pyobject() const)"));
+  CHECK(contains(other, "is LibTorch's own, from " + wheel));
+  CHECK(contains(other, "built against another LibTorch"));
+  CHECK_FALSE(contains(other, "no loaded library defines"));
+  // Any symbol, once the failing object is another directory's LibTorch library.
+  const std::string plain =
+      tp::detail::load_failure_message("pd/resnet.so", boost + wheel + "/libtorch_cpu.so: undefined symbol: _Z3foov): x");
+  CHECK(contains(plain, "built against another LibTorch"));
+  // A c10d:: symbol the plugin itself lacks: LibTorch's, as c10:: is.
+  const std::string own = tp::detail::load_failure_message(
+      "pd/resnet.so", boost + "pd/resnet.so: undefined symbol: _ZNK4c10d7Backend15decref_pyobjectEv): x");
+  CHECK(contains(own, "The symbol is LibTorch's"));
+  CHECK_FALSE(contains(own, "no loaded library defines"));
 }
 
 TEST_CASE("a tp_entry whose struct_size is too small is refused (PLG-2)") {
