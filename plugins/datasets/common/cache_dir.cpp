@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "exclusive_file.h"
 #include "tp/cpp/guard.h"
 
 namespace tp::datasets {
@@ -92,10 +93,22 @@ WriteRefusal shared_write_refusal(const std::string& dir) {
                 ") with mode " + mode_text(info) + ", so it is read only for you: what its owner "
                 "prepared there is read (every file checked as untrusted input), and nothing is written",
             false};
-  return {"other users can write to it (" + mode_and_owner(info) + "), so a cache written there could be replaced "
-          "or a link planted in its place; it is only read (every file checked as untrusted input). Let one user "
-          "own it with mode 0755 and prepare it, or set cache_dir to a directory of your own",
+  return {"other users can write to it (" + mode_and_owner(info) + "), so a cache there could be replaced or a "
+          "link planted in its place, and its content would choose what the dataset reads: nothing there is read "
+          "or written, and the data is scanned on every run. Let one user own it with mode 0755 and prepare it, or "
+          "set cache_dir to a directory of your own",
           true};
+}
+
+std::optional<std::string> read_cache_file(const std::string& path, std::size_t max_bytes) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  struct stat folder {};
+  if (::stat(dir.empty() ? "." : dir.c_str(), &folder) != 0 || shared_write_refusal(dir.empty() ? "." : dir).warn)
+    return std::nullopt;
+  return read_regular_file(path, max_bytes, [&folder](const struct stat& file) {
+    const bool trusted_owner = file.st_uid == ::geteuid() || file.st_uid == 0 || file.st_uid == folder.st_uid;
+    return trusted_owner && (file.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+  });
 }
 
 }  // namespace tp::datasets

@@ -5,9 +5,12 @@
 // Why so strict: a cache file chooses what a dataset reads (which files, which byte ranges, which
 // labels), so whoever can write the directory can choose the training data. The readers check
 // every file as untrusted input too (docs/hardening.md, section 11); this keeps other users out
-// of the default location in the first place.
+// of the default location in the first place, and a directory others can write is neither
+// written nor read.
 #pragma once
 
+#include <cstddef>
+#include <optional>
 #include <string>
 
 namespace tp::datasets {
@@ -46,5 +49,13 @@ struct WriteRefusal {
 /// The reason names the owner's uid and the mode, and says what to do only where something is
 /// to be done (WriteRefusal::warn).
 WriteRefusal shared_write_refusal(const std::string& dir);
+
+/// The whole contents of the cache file `path` (read_regular_file's rules), when whoever could
+/// have written it may choose what a dataset reads: its directory only its owner can write
+/// (shared_write_refusal's `warn` is false), and the file belongs to this user, root or that
+/// owner, and nobody else may write it. Nothing otherwise, and the caller scans: a cache file
+/// lists which files a dataset opens and with which labels, and the reader can check that each
+/// lies below the root, not that none was left out or relabelled (security trial F8).
+std::optional<std::string> read_cache_file(const std::string& path, std::size_t max_bytes);
 
 }  // namespace tp::datasets

@@ -76,12 +76,14 @@ std::string replace_file_exclusively(const std::string& target, const std::strin
   return "";
 }
 
-std::optional<std::string> read_regular_file(const std::string& path, std::size_t max_bytes) {
+std::optional<std::string> read_regular_file(const std::string& path, std::size_t max_bytes,
+                                             const std::function<bool(const struct stat&)>& accept) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return std::nullopt;
   struct stat info {};
   std::optional<std::string> text;
-  if (::fstat(fd, &info) == 0 && S_ISREG(info.st_mode) && static_cast<uint64_t>(info.st_size) <= max_bytes) {
+  if (::fstat(fd, &info) == 0 && S_ISREG(info.st_mode) && static_cast<uint64_t>(info.st_size) <= max_bytes &&
+      (!accept || accept(info))) {
     text.emplace(static_cast<std::size_t>(info.st_size), '\0');
     std::size_t filled = 0;
     while (text && filled < text->size()) {

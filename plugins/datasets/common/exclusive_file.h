@@ -5,7 +5,10 @@
 // (docs/hardening.md, section 15).
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -25,8 +28,10 @@ std::string replace_file_exclusively(const std::string& target, const std::strin
 
 /// The whole contents of `path`, read without following a final symbolic link or blocking on a
 /// FIFO, when it is a regular file of at most `max_bytes` (checked on its size before any byte is
-/// read or allocated); nothing when it is not, or cannot be read whole. For files other users may
-/// have planted, which the caller then parses as untrusted input.
-std::optional<std::string> read_regular_file(const std::string& path, std::size_t max_bytes);
+/// read or allocated) and `accept`, when given, takes the opened file's status (its owner and
+/// mode, so a check cannot be raced by a rename); nothing when it is not, or cannot be read whole.
+/// For files other users may have planted, which the caller then parses as untrusted input.
+std::optional<std::string> read_regular_file(const std::string& path, std::size_t max_bytes,
+                                             const std::function<bool(const struct stat&)>& accept = nullptr);
 
 }  // namespace tp::datasets

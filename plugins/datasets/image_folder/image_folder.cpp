@@ -210,7 +210,7 @@ class ImageFolderDataset {
       // whether the listing came from it (log_shared_cache), without a warning here.
       if (refusal.warn)
         args.log(TP_LOG_WARNING, std::string("image_folder (") + args.split_name + "): the listing cache in '" +
-                                     cache_dir + "' is not written: " + refusal.reason);
+                                     cache_dir + "' is not used: " + refusal.reason);
       return;
     }
     const ifo::Listing listing = listing_for(args, ifo::CacheUse::kRefresh);

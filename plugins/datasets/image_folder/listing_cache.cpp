@@ -56,6 +56,12 @@ bool inside_root(const std::string& path, const fs::path& root, bool root_itself
   return true;
 }
 
+// The class folder a scan takes a file's label from: the first part of its path below `root`.
+std::string class_folder(const std::string& path, const fs::path& root) {
+  const fs::path relative = fs::path(path).lexically_relative(root);
+  return relative.empty() ? std::string() : relative.begin()->string();
+}
+
 }  // namespace
 
 std::string default_cache_dir() {
@@ -78,9 +84,10 @@ std::string listing_cache_path(const std::string& cache_dir, const std::string& 
 std::optional<Listing> read_listing_cache(const std::string& path, const std::string& root,
                                           const std::vector<std::string>& extensions) {
   // Never through a planted link, never blocking on a planted FIFO, never more than a listing of
-  // ten million images takes: the directory may be a team's, and its files are untrusted.
+  // ten million images takes, never from a directory or file others can write: the directory may
+  // be a team's, and its files are untrusted.
   constexpr std::size_t kMaxListingBytes = std::size_t{2} << 30;
-  std::optional<std::string> text = datasets::read_regular_file(path, kMaxListingBytes);
+  std::optional<std::string> text = datasets::read_cache_file(path, kMaxListingBytes);
   if (!text) return std::nullopt;
   std::istringstream in(std::move(*text));
   return parse_listing_cache(in, root, extensions);
@@ -113,7 +120,8 @@ std::optional<Listing> parse_listing_cache(std::istream& in, const std::string& 
     const auto tab = line.find('\t');
     int64_t label = 0;
     if (tab == std::string::npos || !parse_count(line.substr(0, tab), &label) || label >= classes ||
-        !inside_root(line.substr(tab + 1), root, /*root_itself=*/false))
+        !inside_root(line.substr(tab + 1), root, /*root_itself=*/false) ||
+        class_folder(line.substr(tab + 1), root) != listing.classes[static_cast<std::size_t>(label)])
       return std::nullopt;
     listing.labels.push_back(label);
     listing.paths.push_back(line.substr(tab + 1));

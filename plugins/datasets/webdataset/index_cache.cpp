@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "cache_dir.h"
 #include "exclusive_file.h"
 #include "stable_hash.h"
 #include "tp/cpp/guard.h"
@@ -172,10 +173,11 @@ std::optional<ShardIndex> parse_index_cache(const std::string& text, const std::
 
 std::optional<ShardIndex> read_index_cache(const std::string& cache_path, const std::string& shard_path,
                                            uint64_t file_size, int64_t mtime_ns) {
-  // Never through a planted link, never blocking on a planted FIFO: only a regular file is read.
+  // Never through a planted link, never blocking on a planted FIFO, never from a directory or a
+  // file others can write (read_cache_file): only a regular file is read.
   // A line per sample of at most a few times its member names, which the shard itself holds:
   // anything larger than this bound is not a cache a scan wrote, and is not read into memory.
-  const std::optional<std::string> text = ds::read_regular_file(cache_path, 4 * file_size + 65536);
+  const std::optional<std::string> text = ds::read_cache_file(cache_path, 4 * file_size + 65536);
   if (!text) return std::nullopt;
   return parse_index_cache(*text, shard_path, file_size, mtime_ns);
 }

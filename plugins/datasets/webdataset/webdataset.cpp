@@ -116,7 +116,7 @@ wds::IndexCacheUse cache_use(const tp::cpp::DatasetArgs& args, bool writing) {
       // Another user's directory that only its owner writes is a team's cache as it should be: the
       // split's line says how many indexes came from it.
       args.log(refusal.warn ? TP_LOG_WARNING : TP_LOG_INFO,
-               "webdataset: the shard index cache in '" + use.directory + "' is not written: " + refusal.reason);
+               "webdataset: the shard index cache in '" + use.directory + "' is not used: " + refusal.reason);
       use.write = false;
     }
   }

@@ -43,11 +43,12 @@ TEST_CASE("image_folder: cache = true, prepare writes the listing once; create r
   REQUIRE(files.size() == 1); // no temporary file left beside it
   CHECK(files[0].extension() == ".index");
 
-  // Proof that create reads the cache: point its row of cat/img_1.png at dog/img_0.png.
+  // Proof that create reads the cache: point its row of cat/img_1.png at cat/img_2.png (a row
+  // moved to another class's folder is refused: its label is its folder's, security trial F8).
   std::ostringstream read;
   read << std::ifstream(files[0]).rdbuf();
   std::string text = read.str();
-  const std::string from = (f.root / "cat" / "img_1.png").string(), to = (f.root / "dog" / "img_0.png").string();
+  const std::string from = (f.root / "cat" / "img_1.png").string(), to = (f.root / "cat" / "img_2.png").string();
   REQUIRE(text.find(from) != std::string::npos);
   text.replace(text.find(from), from.size(), to);
   std::ofstream(files[0], std::ios::trunc) << text;
@@ -55,7 +56,7 @@ TEST_CASE("image_folder: cache = true, prepare writes the listing once; create r
   {
     Dataset cached(lib, kId, cfg, "train");
     REQUIRE(cached.size() == 9);
-    CHECK(max_abs_diff(chw(cached.get(4), &h, &w), expected_chw(f.images[2][0])) == 0.0f);
+    CHECK(max_abs_diff(chw(cached.get(4), &h, &w), expected_chw(f.images[1][2])) == 0.0f);
   }
   // A new file changes its folder's time: the cache is stale, create scans again (10 images).
   REQUIRE(cv::imwrite((f.root / "cat" / "img_9.png").string(), tp::test::gradient_image(8, 8, 99)));

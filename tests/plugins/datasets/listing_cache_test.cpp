@@ -185,7 +185,11 @@ TEST_CASE("listing cache in a shared directory: never written through a planted 
 
   ifo::write_listing_cache(cache, root.string(), kExtensions, listing, {root.string()});
   CHECK(read_text_file(victim) == "secret");
+  // Read back once only its owner can write the directory (a cache others can write is never
+  // read: the next test case).
+  ::chmod(dir.c_str(), 0755);
   const std::optional<ifo::Listing> back = ifo::read_listing_cache(cache, root.string(), kExtensions);
+  ::chmod(dir.c_str(), 0777);
   REQUIRE(back);
   CHECK(back->paths == listing.paths);
   for (const auto& entry : fs::directory_iterator(dir))  // only the cache, the root and the planted link
@@ -206,6 +210,32 @@ TEST_CASE("listing cache in a shared directory: never written through a planted 
   ifo::write_listing_cache(cache, root.string(), kExtensions, listing, {root.string()});
   CHECK_FALSE(fs::is_symlink(cache));
   CHECK(read_text_file(victim) == "secret");
+}
+
+// Security trial F8: a listing another user rewrote in a shared cache_dir (0777) dropped 14 of 16
+// dog images and served three cats as dogs; the reader checked labels against the class count and
+// paths against the root, which such a file passes, and read it with a warning that it was "only
+// read". A cache others can write, or in a directory others can write, is now never read; and a
+// label must be the class folder its path lies in, as a scan gives it.
+TEST_CASE("listing cache: never read where others can write it; a label must be its path's class folder") {
+  const fs::path dir = scratch("poisoned");
+  const std::string root = (dir / "root").string();
+  const std::vector<std::pair<int64_t, std::string>> rows = {{0, root + "/cat/a.png"}, {1, root + "/dog/b.png"}};
+  REQUIRE(round_trip(dir, rows).has_value());
+  const std::string cache = (dir / "listing.index").string();
+  ::chmod(dir.c_str(), 0777);
+  CHECK_FALSE(ifo::read_listing_cache(cache, root, kExtensions).has_value());
+  ::chmod(dir.c_str(), 01777);  // the sticky bit keeps others from renaming, not from writing new files
+  CHECK_FALSE(ifo::read_listing_cache(cache, root, kExtensions).has_value());
+  ::chmod(dir.c_str(), 0755);
+  CHECK(ifo::read_listing_cache(cache, root, kExtensions).has_value());
+  ::chmod(cache.c_str(), 0666);
+  CHECK_FALSE(ifo::read_listing_cache(cache, root, kExtensions).has_value());
+  ::chmod(cache.c_str(), 0644);
+  CHECK(ifo::read_listing_cache(cache, root, kExtensions).has_value());
+  // A cat relabelled as a dog, with both classes' counts intact.
+  CHECK_FALSE(round_trip(dir, {{1, root + "/cat/a.png"}, {1, root + "/dog/b.png"}}).has_value());
+  CHECK_FALSE(round_trip(dir, {{0, root + "/cat/a.png"}, {0, root + "/dog/sub/b.png"}}).has_value());
 }
 
 TEST_CASE("shared_write_refusal: a cache_dir another user can write is read, never written") {

@@ -211,6 +211,9 @@ TEST_CASE("webdataset cache in a shared directory: no write through a link, no d
     wds::write_index_cache(cache, shards[0], index);
     CHECK(file_text(victim) == "secret");
     CHECK_FALSE(fs::is_symlink(cache));
+    // Never read while others can write the directory (security trial F8); read once they cannot.
+    CHECK_FALSE(wds::read_index_cache(cache, shards[0], index.file_size, index.mtime_ns));
+    ::chmod(cache_dir.c_str(), 0755);
     CHECK(wds::read_index_cache(cache, shards[0], index.file_size, index.mtime_ns));
   }
   SUBCASE("an index that starts past the shard's first sample is not used: no sample dropped") {
@@ -238,7 +241,9 @@ TEST_CASE("webdataset cache in a shared directory: no write through a link, no d
     CHECK(last_log(lib).find(std::to_string(shards.size() - 2) + " indexes from the cache, 2 shards indexed now") !=
           std::string::npos);
   }
-  SUBCASE("an explicit cache_dir other users can write is read, never written, with a warning") {
+  // Security trial F8: such a directory's files were read (a planted index drops or reorders
+  // samples); now nothing there is used.
+  SUBCASE("an explicit cache_dir other users can write is neither read nor written, with a warning") {
     PluginLibrary lib("webdataset");
     FakeConfig cfg;
     configure(lib, cfg, pattern, cache_dir);
@@ -250,11 +255,11 @@ TEST_CASE("webdataset cache in a shared directory: no write through a link, no d
     REQUIRE(table.prepare(&lib.host.host, &cfg.view, "train") == TP_OK);
     bool warned = false;
     for (const std::string& line : lib.host.logs)
-      warned = warned || (line.find("is not written: other users can write to it (mode 0775") != std::string::npos);
+      warned = warned || (line.find("is not used: other users can write to it (mode 0775") != std::string::npos);
     CHECK(warned);
     CHECK(index_files(cache_dir).size() == shards.size() - 1);  // the missing index was not rewritten
-    Dataset reader(lib, kWebDatasetId, cfg, "train");             // the others are still read
-    CHECK(last_log(lib).find(std::to_string(shards.size() - 1) + " indexes from the cache, 1 shards indexed now") !=
+    Dataset reader(lib, kWebDatasetId, cfg, "train");             // nor the others read
+    CHECK(last_log(lib).find("0 indexes from the cache, " + std::to_string(shards.size()) + " shards indexed now") !=
           std::string::npos);
   }
 }
