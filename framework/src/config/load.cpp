@@ -12,6 +12,7 @@
 #include "tp/framework/config/install_layout.h"
 #include "tp/framework/config/overrides.h"
 #include "tp/framework/config/schema.h"
+#include "tp/framework/config/secrets.h"
 #include "tp/framework/config/toml_text.h"
 #include "tp/framework/config/value.h"
 #include "tp/framework/error.h"
@@ -56,6 +57,37 @@ std::vector<ComponentConfig> take_components(toml::table& parent, const std::str
   return components;
 }
 
+/// Where a value came from, for a message that must not echo it: node_origin() of a --set or an
+/// environment value is the argument itself, which would show the password being refused.
+std::string origin_without_value(const toml::node& node, std::string_view source_name, std::string_view key) {
+  const std::string origin = node_origin(node, source_name);
+  if (origin.starts_with(kSetOriginPrefix)) return "--set " + std::string(key);
+  if (origin.starts_with(kEnvOriginPrefix)) return origin.substr(0, origin.find('='));
+  return origin + ": " + std::string(key);
+}
+
+/// A tracking URI whose user-info reads more than one way is refused here, before config.toml,
+/// runtime.toml or a log exists: the writers' redaction and the client's credentials would not
+/// agree, and the password would be written in clear (security trial F4). The environment's
+/// MLFLOW_TRACKING_URI, used when the key is "", is checked with it.
+void check_tracking_uri(const toml::table& root, const std::map<std::string, std::string>& env,
+                        std::string_view source_name) {
+  const std::string key = "logging.mlflow.tracking_uri";
+  const toml::node* node = root.at_path(key).node();
+  const std::string uri = node == nullptr ? "" : node->value_or(std::string());
+  if (!uri.empty()) {
+    if (std::string problem = unreadable_user_info(origin_without_value(*node, source_name, key), uri);
+        !problem.empty())
+      throw ConfigError(key, problem);
+    return;
+  }
+  const auto found = env.find("MLFLOW_TRACKING_URI");
+  if (found == env.end() || !root.at_path("logging.mlflow.enabled").value_or(false)) return;
+  if (std::string problem = unreadable_user_info("environment variable MLFLOW_TRACKING_URI", found->second);
+      !problem.empty())
+    throw ConfigError("MLFLOW_TRACKING_URI", problem);
+}
+
 RunConfig build_run_config(toml::table root, std::string_view source_name,
                            const std::vector<std::string>& overrides,
                            const std::map<std::string, std::string>& env, ConfigScope scope) {
@@ -64,6 +96,7 @@ RunConfig build_run_config(toml::table root, std::string_view source_name,
   apply_overrides(root, overrides);
   // 2. Check host keys and component table shapes, then add defaults.
   validate_host_table(root, source_name, scope == ConfigScope::kData);
+  check_tracking_uri(root, env, source_name);
   complete_host_table(root);
   resolve_monitor_modes(root); // "auto" becomes the direction used, in config.toml too
   // A file named in a config file (train.init_weights) is found beside it, as plugin dirs and

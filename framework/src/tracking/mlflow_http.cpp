@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <string_view>
 #include <utility>
 
@@ -34,15 +35,14 @@ struct UriParts {
   std::string user_info;
 };
 
+// Read as redact_uri_credentials reads it (uri_user_info), so the user-info sent is exactly the part
+// every writer hides.
 UriParts split_user_info(std::string_view uri) {
-  const size_t scheme_end = uri.find("://");
-  if (scheme_end == std::string_view::npos) return {std::string(uri), ""};
-  const size_t start = scheme_end + 3;
-  const size_t end = std::min(uri.find_first_of("/?#", start), uri.size());
-  const size_t at = uri.substr(start, end - start).rfind('@');
-  if (at == std::string_view::npos) return {std::string(uri), ""};
-  return {std::string(uri.substr(0, start)) + std::string(uri.substr(start + at + 1)),
-          std::string(uri.substr(start, at))};
+  const std::optional<std::string_view> user_info = uri_user_info(uri);
+  if (!user_info) return {std::string(uri), ""};
+  const size_t start = static_cast<size_t>(user_info->data() - uri.data());
+  return {std::string(uri.substr(0, start)) + std::string(uri.substr(start + user_info->size() + 1)),
+          std::string(*user_info)};
 }
 
 int hex_digit(char ch) {
@@ -100,6 +100,12 @@ Connection connection_from(const MlflowSection& section, const EnvLookup& env) {
     throw ConfigError(kUriKey, "logging.mlflow.enabled = true, but no server is named: set logging.mlflow.tracking_uri "
                                "(\"http://host:5000\") or the environment variable MLFLOW_TRACKING_URI. Nothing was "
                                "trained.");
+  // The config loader refused such a logging.mlflow.tracking_uri already; MLFLOW_TRACKING_URI and
+  // a config.toml read back by mlflow-sync are checked here.
+  if (const std::string problem =
+          unreadable_user_info(section.tracking_uri.empty() ? "MLFLOW_TRACKING_URI" : kUriKey, uri);
+      !problem.empty())
+    throw ConfigError(section.tracking_uri.empty() ? "MLFLOW_TRACKING_URI" : kUriKey, problem);
   if (!starts_with(uri, "http://") && !starts_with(uri, "https://"))
     throw ConfigError(kUriKey, "logging.mlflow.tracking_uri = \"" + redact_uri_credentials(uri) +
                                    "\": torchhost talks to an MLflow tracking server over http:// or https:// (its "

@@ -9,6 +9,9 @@ request; a mode makes it hostile. Each case trains the quickstart for two steps 
    mlflow/state.toml, every checkpoint), the console, a param, a tag or an uploaded artifact;
    TP_MY_TOKEN and TORCH_TOKEN are recorded by name only; `host mlflow-sync` from the redacted
    config.toml authenticates with the environment's credentials;
+1b. a password with an unencoded '#', '?' or '/', or a URI without http:// (security trial F4):
+   refused at load (exit 2) from --set, TP_LOGGING_MLFLOW_TRACKING_URI and MLFLOW_TRACKING_URI,
+   shown redacted, nothing written; percent-encoded it trains, and no file of the run holds it;
 2. a state file naming another server: `host mlflow-sync` and `host eval --mlflow` refuse (exit 2,
    naming the file and both servers) and send that server nothing, the token least of all;
 3. a server that drips its answer to an artifact upload: `host train` ends within
@@ -338,6 +341,50 @@ def case_credentials():
     return run_dir, seconds
 
 
+def case_unencoded_password():
+    """Security trial F4: a password with an unencoded '#', '?' or '/' (or a URI without http://) was
+    taken for part of the host, so it was written in clear to config.toml, runtime.toml, every
+    checkpoint, train.log, mlflow/state.toml, the TensorBoard events and the console. Now refused
+    before anything is written, from --set and both environment variables; percent-encoded, the
+    same password trains and reaches no file of the run."""
+    server = Fake()
+    at = f"@127.0.0.1:{server.port}"
+    cases = [("hash", f"http://alice:pa#ss1{at}", {}, "pa#ss1"),
+             ("query", f"http://alice:pa?ss2{at}", {}, "pa?ss2"),
+             ("slash", f"http://alice:12/ss3{at}", {}, "12/ss3"),
+             ("no_scheme", f"alice:passw4{at}", {}, "passw4"),
+             ("mirror", None, {"TP_LOGGING_MLFLOW_TRACKING_URI": f"http://bob:en#v5{at}"}, "en#v5"),
+             ("mlflow_env", "", {"MLFLOW_TRACKING_URI": f"http://carol:en/v6{at}"}, "en/v6")]
+    for name, uri, env, secret in cases:
+        run_dir = os.path.join(WORK, "unencoded_" + name)
+        args = train_args(run_dir, uri or "", "--set", "logging.tensorboard=true")
+        if uri is None:  # the environment's mirror, which a --set would override
+            i = args.index('logging.mlflow.tracking_uri=""')
+            del args[i - 1:i + 1]
+        code, output, _, _ = run(args, environment(**env))
+        check(code == 2 and "%23" in output and "***" + at in output,
+              f"unencoded password ({name}): refused at load, exit {code} (2), shown redacted", output[-800:])
+        check(secret not in output, f"unencoded password ({name}): the console does not show it")
+        written = [os.path.join(r, f) for r, _, fs in os.walk(run_dir) for f in fs] if os.path.isdir(run_dir) else []
+        check(not written, f"unencoded password ({name}): nothing was written {written[:5]}")
+    check(not server.requests, f"unencoded password: the server received nothing ({len(server.requests)} requests)")
+
+    # Percent-encoded, it trains; no file the run writes holds it, encoded or not.
+    run_dir = os.path.join(WORK, "encoded_password")
+    encoded, plain = "pa%23s%3Fs%2F1", "pa#s?s/1"
+    code, output, _, _ = run(train_args(run_dir, f"http://alice:{encoded}{at}", "--set", "logging.tensorboard=true",
+                                        "--set", 'logging.mlflow.log_checkpoints="best"'))
+    check(code == 0, f"encoded password: trained, exit {code}", output[-1500:])
+    leaked = files_holding(run_dir, [encoded, plain])
+    check(not leaked and os.path.isdir(os.path.join(run_dir, "tensorboard")),
+          f"encoded password: no file of the run directory holds it, TensorBoard's included {leaked}")
+    check(encoded not in output and plain not in output, "encoded password: the console shows none")
+    basic = "Basic " + base64.b64encode(f"alice:{plain}".encode()).decode()
+    check(server.requests and all(r[2].get("Authorization") == basic for r in server.requests),
+          "encoded password: sent decoded as basic authentication")
+    server.stop()
+
+
 def case_other_server(run_dir):
     good, evil = Fake(), Fake()
     state_path = os.path.join(run_dir, "mlflow", "state.toml")
@@ -441,6 +488,7 @@ def main():
     started = time.time()
     run_dir, baseline = case_credentials()
     case_other_server(run_dir)
+    case_unencoded_password()
     case_drip(baseline)
     case_huge()
     case_html()

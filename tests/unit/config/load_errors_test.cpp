@@ -245,3 +245,41 @@ TEST_CASE("[[optim.param_groups]] and model.activation_checkpointing are host ke
   });
   CHECK(wrong.key_path() == "model.activation_checkpointing");
 }
+
+// Security trial F4: "http://alice:pa#ss1@host" was accepted and written in clear to config.toml,
+// runtime.toml, checkpoints and train.log; now refused at load, before anything is written, from
+// every place a tracking URI comes from, with the password nowhere in the message.
+TEST_CASE("a tracking URI whose user-info reads more than one way is refused at load, redacted") {
+  const std::string uri = "\"http://alice:pa#ss1@127.0.0.1:5000\"";
+  const tp::ConfigError in_file = error_of("[logging.mlflow]\ntracking_uri = " + uri + "\n");
+  const tp::ConfigError by_set = expect_config_error(
+      [&] { load_text(kRequiredComponents, {"logging.mlflow.tracking_uri=" + uri}); });
+  const tp::ConfigError by_mirror = expect_config_error([&] {
+    load_text(kRequiredComponents, {}, {{"TP_LOGGING_MLFLOW_TRACKING_URI", "http://bob:en#v5@127.0.0.1:5000"}});
+  });
+  const tp::ConfigError scheme_less = expect_config_error(
+      [&] { load_text(kRequiredComponents, {"logging.mlflow.tracking_uri=\"alice:passw4@127.0.0.1:5000\""}); });
+  for (const tp::ConfigError& e : {in_file, by_set, by_mirror, scheme_less}) {
+    const std::string message = e.what();
+    CHECK(e.key_path() == "logging.mlflow.tracking_uri");
+    CHECK(message.find("pa#ss1") == std::string::npos);
+    CHECK(message.find("en#v5") == std::string::npos);
+    CHECK(message.find("passw4") == std::string::npos);
+    TP_CHECK_CONTAINS(message, "***@127.0.0.1:5000");
+    TP_CHECK_CONTAINS(message, "'#' as %23");
+  }
+  TP_CHECK_CONTAINS(std::string(in_file.what()), "run.toml:2:16: logging.mlflow.tracking_uri = \"http://***@");
+  TP_CHECK_CONTAINS(std::string(by_set.what()), "--set logging.mlflow.tracking_uri = \"http://***@");
+  TP_CHECK_CONTAINS(std::string(by_mirror.what()), "TP_LOGGING_MLFLOW_TRACKING_URI = \"http://***@");
+
+  // MLFLOW_TRACKING_URI stands for an empty key while MLflow is on.
+  const tp::ConfigError by_mlflow_env = expect_config_error([&] {
+    load_text("[logging.mlflow]\nenabled = true\n" + kRequiredComponents, {},
+              {{"MLFLOW_TRACKING_URI", "http://carol:pa/ss3@127.0.0.1:5000"}});
+  });
+  CHECK(by_mlflow_env.key_path() == "MLFLOW_TRACKING_URI");
+  CHECK(std::string(by_mlflow_env.what()).find("pa/ss3") == std::string::npos);
+  // Encoded, the same password loads.
+  CHECK(load_text(kRequiredComponents, {"logging.mlflow.tracking_uri=\"http://alice:pa%23ss1@h:5000\""})
+            .logging.mlflow.tracking_uri == "http://alice:pa%23ss1@h:5000");
+}

@@ -10,6 +10,7 @@
 // Torch-free (tp::config): the config loader, provenance, the sweep record and MLflow share them.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -19,11 +20,31 @@ namespace tp {
 /// carries no credentials (a redacted URI read back from config.toml).
 inline constexpr std::string_view kRedactedUserInfo = "***";
 
-/// `text` with the user-info of every URI in it replaced by kRedactedUserInfo: for each "://",
-/// the part up to the last '@' before the next '/', '?', '#', whitespace or control character.
-/// Text without "...://...@" is returned unchanged; safe on any text (a command line, a log line).
+/// `text` with the user-info of every URI in it replaced by kRedactedUserInfo. For each "://", the
+/// user-info ends at the last '@' before the next '/', '?', '#', whitespace or control character
+/// (RFC 3986) where what follows that '@' reads as host[:port]; where it does not (an unencoded
+/// '#', '?' or '/' in the password cut the authority short: "http://alice:pa#ss@h"), at the last
+/// '@' before the next whitespace or control character, the only reading left. An '@' in the path
+/// of a URI whose authority reads as host[:port] ("http://h/x@y") is no user-info; such a URI
+/// whose password may hold '/' is refused at load (unreadable_user_info). Text without
+/// "...://...@" is returned unchanged; safe on any text (a command line, a log line).
 /// Example: redact_uri_credentials("--set uri=\"http://me:pw@h:5000/x\"") == "--set uri=\"http://***@h:5000/x\""
 std::string redact_uri_credentials(std::string_view text);
+
+/// The user-info of `uri` as redact_uri_credentials reads it ("u:p" of "http://u:p@h:5000/x"), a
+/// view into `uri`; nullopt when it has none or no "://". The credential splitter
+/// (tracking/mlflow_http.cpp) reads it so, so what it sends is exactly what the writers hide.
+std::optional<std::string_view> uri_user_info(std::string_view uri);
+
+/// "" when the user-info of tracking URI `uri` reads one way only (or it has no '@'); otherwise
+/// the paragraph that refuses it, naming `where` ("logging.mlflow.tracking_uri", "--set
+/// logging.mlflow.tracking_uri"), showing the URI with everything before its last '@' as
+/// kRedactedUserInfo, and telling to percent-encode '#' (%23), '?' (%3F), '/' (%2F) and '@' (%40).
+/// Refused: an '@' after the first '/', '?' or '#' (the password or the path could hold it), more
+/// than one '@', a space or control character, and user-info without "http(s)://" in front
+/// ("alice:pw@host:5000"). The config loader calls it before anything is written (security
+/// trial F4: such a password reached config.toml, checkpoints and train.log in clear).
+std::string unreadable_user_info(std::string_view where, std::string_view uri);
 
 /// What runtime.toml records instead of the value of an environment variable it lists by name only.
 inline constexpr std::string_view kUnrecordedValue = "(not recorded)";
