@@ -1,5 +1,7 @@
 #include "tracking/mlflow_api.h"
 
+#include <algorithm>
+#include <cctype>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -49,13 +51,37 @@ std::string string_at(const nlohmann::json& object, const char* key) {
   return object[key].get<std::string>();
 }
 
+// Whether `id` (a run or experiment id from the server) is one: letters, digits, '-', '_' and '.',
+// at most 64 (MLflow's run ids are 32 hex digits, its experiment ids decimal). The ids reach the
+// console, train.log and state.toml; a server that answers with ESC or a newline in one forged
+// lines there (security trial F9).
+bool plain_id(std::string_view id) {
+  return !id.empty() && id.size() <= 64 && std::all_of(id.begin(), id.end(), [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return std::isalnum(c) != 0 || ch == '-' || ch == '_' || ch == '.';
+  });
+}
+
+// `id` when it is plain_id; otherwise the answer is not MLflow's (an empty id: "names no <key>").
+std::string checked_id(std::string id, const char* key, const std::string& what, const std::string& server,
+                       const Response& response) {
+  if (id.empty()) unexpected(what, server, response, std::string("JSON that names no ") + key);
+  if (!plain_id(id))
+    unexpected(what, server, response,
+               std::string("a ") + key + " that is no id (\"" + printable_excerpt(id, 64) +
+                   "\"; an id is letters, digits, '-', '_' and '.')");
+  return id;
+}
+
 RunInfo run_info(const std::string& what, const std::string& server, const Response& response) {
   const nlohmann::json body = parse_answer(what, server, response);
   const nlohmann::json& run = body.contains("run") && body["run"].is_object() ? body["run"] : nlohmann::json::object();
   const nlohmann::json info = run.contains("info") ? run["info"] : nlohmann::json();
-  RunInfo out{string_at(info, "run_id"), string_at(info, "experiment_id"), string_at(info, "artifact_uri"),
-              string_at(info, "status"), string_at(info, "lifecycle_stage")};
-  if (out.run_id.empty()) unexpected(what, server, response, "JSON that names no run");
+  if (string_at(info, "run_id").empty()) unexpected(what, server, response, "JSON that names no run");
+  RunInfo out{checked_id(string_at(info, "run_id"), "run_id", what, server, response), string_at(info, "experiment_id"),
+              string_at(info, "artifact_uri"), string_at(info, "status"), string_at(info, "lifecycle_stage")};
+  if (!out.experiment_id.empty())
+    out.experiment_id = checked_id(out.experiment_id, "experiment_id", what, server, response);
   return out;
 }
 
@@ -73,16 +99,13 @@ std::string Api::experiment_id(const std::string& name) {
       throw ApiError(what + " was deleted on the server, which keeps its name until it is purged: restore it "
                             "(`mlflow experiments restore`), or choose another logging.mlflow.experiment",
                      /*transient=*/false, found.status);
-    std::string id = string_at(experiment, "experiment_id");
-    if (id.empty()) unexpected(what, server(), found, "JSON that names no experiment_id");
-    return id;
+    return checked_id(string_at(experiment, "experiment_id"), "experiment_id", what, server(), found);
   }
   if (error_code(found) != "RESOURCE_DOES_NOT_EXIST") fail(what, found);
   Response created = http_.post_json("/api/2.0/mlflow/experiments/create", nlohmann::json({{"name", name}}).dump());
   if (!created.ok()) fail(what + " could not be created", created);
-  std::string id = string_at(parse_answer(what, server(), created), "experiment_id");
-  if (id.empty()) unexpected(what, server(), created, "JSON that names no experiment_id");
-  return id;
+  return checked_id(string_at(parse_answer(what, server(), created), "experiment_id"), "experiment_id", what, server(),
+                    created);
 }
 
 RunInfo Api::create_run(const std::string& experiment_id, const std::string& run_name, int64_t start_ms,
@@ -116,7 +139,7 @@ void Api::update_run(const std::string& run_id, const std::string& status, int64
 
 void Api::upload_artifact(const std::string& artifact_uri, const std::string& relative, const std::filesystem::path& file) {
   if (artifact_uri.compare(0, kProxyScheme.size(), kProxyScheme) != 0)
-    throw ApiError("mlflow: the run's artifact store is " + artifact_uri +
+    throw ApiError("mlflow: the run's artifact store is " + printable_excerpt(artifact_uri) +
                        ", which this client cannot write: it uploads through the server's artifact proxy. Start "
                        "the server with --serve-artifacts (the default) and --artifacts-destination",
                    /*transient=*/false, 0);

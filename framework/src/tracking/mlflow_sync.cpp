@@ -206,7 +206,10 @@ void RunSync::send_end() {
 
 std::string RunSync::run_page() const {
   if (state_.run_id.empty()) return "";
-  return http_.connection().tracking_uri + "/#/experiments/" + state_.experiment_id + "/runs/" + state_.run_id;
+  // The ids come from the server (checked there) or from state.toml, which anyone may have edited:
+  // shown printable either way (security trial F9).
+  return http_.connection().tracking_uri + "/#/experiments/" + printable_excerpt(state_.experiment_id, 64) + "/runs/" +
+         printable_excerpt(state_.run_id, 64);
 }
 
 }  // namespace tp::mlflow

@@ -440,8 +440,8 @@ void log_eval_to_mlflow(const MlflowSection& section, const std::filesystem::pat
                 "the server answers.");
   }
   log.info("mlflow: " + std::to_string(sent.size()) + " metrics logged as " + prefix + "/... at step " +
-           std::to_string(step) + " to " + http.connection().tracking_uri + "/#/experiments/" + state.experiment_id +
-           "/runs/" + state.run_id);
+           std::to_string(step) + " to " + http.connection().tracking_uri + "/#/experiments/" +
+           mlflow::printable_excerpt(state.experiment_id, 64) + "/runs/" + mlflow::printable_excerpt(state.run_id, 64));
 }
 
 }  // namespace tp

@@ -254,3 +254,41 @@ TEST_CASE("a state file naming another server: the sweep's parent and eval --mlf
   CHECK(other.requests().empty());
   CHECK(read_state(dir).tracking_uri == configured.uri());
 }
+
+// Security trial F9: a 200 answer's run id, experiment id and artifact URI reached the console and
+// train.log raw ("tracking this run as .../runs/r1<ESC>[2J..."). Ids that are no ids are an answer
+// that is not MLflow's; the artifact URI, which may be any text, is shown printable.
+TEST_CASE("a server's run id, experiment id and artifact URI never reach a message raw") {
+  FakeHttpServer server([](const FakeRequest& request, Reply& reply) {
+    if (request.path.find("get-by-name") != std::string::npos)
+      reply.answer(200, "{\"experiment\": {\"experiment_id\": \"1\\u001b[35mEXP\", \"lifecycle_stage\": \"active\"}}");
+    else if (request.path.find("runs/create") != std::string::npos)
+      reply.answer(200, "{\"run\": {\"info\": {\"run_id\": \"r1\\u001b[2J\\nFORGED\", \"experiment_id\": \"1\"}}}");
+    else
+      reply.answer(200, "{\"run\": {\"info\": {\"run_id\": \"0123abcd\", \"experiment_id\": \"1\\nX\"}}}");
+  });
+  HttpClient http(connection_to(server.uri(), 5));
+  Api api(http);
+  const auto refusal = [](auto&& call) -> std::string {
+    try {
+      call();
+    } catch (const ApiError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  for (const std::string& message : {refusal([&] { (void)api.experiment_id("x"); }),
+                                     refusal([&] { (void)api.create_run("1", "r", 0, {}); }),
+                                     refusal([&] { (void)api.get_run("0123abcd"); })}) {
+    CAPTURE(message);
+    CHECK(message.find("that is no id") != std::string::npos);
+    CHECK(message.find("not an MLflow tracking server") != std::string::npos);
+    CHECK(message.find('\x1b') == std::string::npos);
+    CHECK(message.find('\n') == std::string::npos);
+  }
+  const std::string artifact = refusal([&] {
+    api.upload_artifact("s3://b/\x1b[41mART\nFORGED-ART", "config.toml", small_file("artifact.toml"));
+  });
+  CHECK(artifact.find("s3://b/\\x1b[41mART FORGED-ART") != std::string::npos);
+  CHECK(artifact.find('\x1b') == std::string::npos);
+}
