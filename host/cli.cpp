@@ -218,6 +218,40 @@ void refuse_foreign_options(const CommandSpec& command, const po::variables_map&
   }
 }
 
+// What an option's value names, for the refusal of an empty one.
+std::string what_option_takes(const std::string& name) {
+  static const std::pair<const char*, const char*> kTakes[] = {
+      {"images", "a directory, a list file or an image"}, {"checkpoint", "best, last or a checkpoint path"},
+      {"config", "a TOML file"},          {"output", "a file"},
+      {"output-dir", "a directory"},      {"out", "a directory"},
+      {"plugin-dir", "a directory"},      {"resume", "auto or a checkpoint path"},
+      {"outputs", "model output names"},  {"set", "KEY=VALUE"}};
+  for (const auto& [option, takes] : kTakes)
+    if (name == option) return takes;
+  return "a value";
+}
+
+// An option given an empty value (`--images "$DIR"` with DIR unset) is refused, not read as "not
+// given": predict silently predicted the val split under the new images' name, and an empty
+// --checkpoint read as a checkpoint of 0 tensors (security trial F12). So is an empty argument,
+// and a list option that names nothing (--outputs ",,").
+void refuse_empty_values(const po::variables_map& vm) {
+  for (const auto& [name, value] : vm) {
+    if (value.defaulted()) continue;
+    bool empty = false;
+    if (const auto* text = boost::any_cast<std::string>(&value.value())) empty = text->empty();
+    if (const auto* list = boost::any_cast<std::vector<std::string>>(&value.value()))
+      empty = std::any_of(list->begin(), list->end(), [](const std::string& item) { return item.empty(); });
+    if (name == "outputs" && !empty) empty = split_list(value.as<std::string>()).empty();
+    if (!empty) continue;
+    if (name == "words")
+      throw ConfigError("", "command line: an argument is empty (an unset shell variable?); give what it names, or "
+                            "leave it out.");
+    throw ConfigError("--" + name, "--" + name + " is empty (an unset shell variable?): give " +
+                                       what_option_takes(name) + ", or leave the option out.");
+  }
+}
+
 }  // namespace
 
 Options parse(int argc, char** argv) {
@@ -249,6 +283,7 @@ Options parse(int argc, char** argv) {
     return o;
   }
   if (spec) refuse_foreign_options(*spec, vm);
+  refuse_empty_values(vm);
   // Errors about one command show its synopsis; the others, every command's.
   const std::string usage = spec ? wrapped_synopsis(*spec) : usage_text();
   if (o.command == "plugins") {

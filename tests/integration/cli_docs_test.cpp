@@ -131,3 +131,29 @@ TEST_CASE("a flag the command does not take stops it with exit 2 and its synopsi
   CHECK(plot.exit_code == 2);
   CHECK(plot.output.find("host plot does not take --grid") != std::string::npos);
 }
+
+// Security trial F12: `host predict --images ""` (an unset shell variable) predicted the val split
+// and exited 0; `--checkpoint ""` read as a checkpoint of 0 tensors; `--output ""` and `--outputs
+// ",,"` were silently the defaults. An empty value is refused for every option and command.
+TEST_CASE("an option given an empty value is refused with exit 2, naming it, whatever the command") {
+  const std::pair<std::string, std::string> cases[] = {
+      {"predict --config configs/quickstart.toml --images ''", "--images"},
+      {"predict --config configs/quickstart.toml --images configs --checkpoint ''", "--checkpoint"},
+      {"predict --config configs/quickstart.toml --output ''", "--output"},
+      {"predict --config configs/quickstart.toml --outputs ',,'", "--outputs"},
+      {"train --config ''", "--config"},
+      {"train --config configs/quickstart.toml --output-dir ''", "--output-dir"},
+      {"train --config configs/quickstart.toml --resume ''", "--resume"},
+      {"eval --config configs/quickstart.toml --plugin-dir ''", "--plugin-dir"},
+      {"export --checkpoint '' --output x.safetensors", "--checkpoint"},
+      {"shards write --config configs/quickstart.toml --out ''", "--out"}};
+  for (const auto& [args, option] : cases) {
+    const auto run = tp::test::run_host(args);
+    INFO(args << "\n" << run.output);
+    CHECK(run.exit_code == 2);
+    CHECK(run.output.find(option + " is empty (an unset shell variable?): give ") != std::string::npos);
+  }
+  const auto plot = tp::test::run_host("plot ''");
+  CHECK(plot.exit_code == 2);
+  CHECK(plot.output.find("an argument is empty") != std::string::npos);
+}
