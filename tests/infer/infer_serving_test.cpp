@@ -2,10 +2,13 @@
 // skip_bad_images (docs/deployment.md, "Bad images"), a batch with an image that cannot be read
 // answers the others, in the C++ and the C API, and says which was left out and why (before, the
 // one bad upload of a batch failed the whole call); and the export's metadata through the API.
+#include <ATen/Parallel.h>
+
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -118,4 +121,31 @@ TEST_CASE("tp::infer: the export's metadata through the API, what run_tensors' i
   for (const auto& [key, value] : metadata) CHECK(std::string(tp_infer_model_metadata_key(c_model, index++)) == key);
   CHECK(tp_infer_model_metadata_key(c_model, index) == nullptr);
   tp_infer_close(c_model);
+}
+
+TEST_CASE("tp::infer: threads = 0 is LibTorch's default count, whatever count another model's calls set") {
+  // Serving trial F1: at::set_num_threads(n) of a model with threads = n also set the count every
+  // new thread starts from, and a threads = 0 model left it so: 1.65x slower on new threads.
+  const Exported& run = exported();
+  const int cores = at::intraop_default_num_threads();
+  tp::infer::Model main = tp::infer::Model::open(run.exported.string(), cpu_options());
+  tp::infer::OpenOptions side_options = cpu_options();
+  side_options.threads = cores + 1; // any count but the default
+  tp::infer::Model side = tp::infer::Model::open(run.exported.string(), side_options);
+  // The count a call leaves on a thread that begins with it (OpenMP keeps it per thread).
+  const auto count_after = [&](tp::infer::Model& model) {
+    int count = 0;
+    std::thread([&] {
+      model.run_files({run.files[0]}, 1);
+      count = at::get_num_threads();
+    }).join();
+    return count;
+  };
+  CHECK(count_after(side) == cores + 1);
+  CHECK(count_after(main) == cores);
+  // set_threads(0) after a count of its own: the default again, not what the last call left.
+  main.set_threads(1);
+  CHECK(count_after(main) == 1);
+  main.set_threads(0);
+  CHECK(count_after(main) == cores);
 }

@@ -87,7 +87,7 @@ struct Model::State {
   std::string source; ///< the export file, for messages and validation
   std::string plugin_dirs; ///< where the plugins were looked for, for messages
   bool preprocessing_loaded = false; ///< a loaded library provides `preprocessing`'s component (set at open)
-  std::atomic<int> threads{0}; ///< OpenOptions::threads, changed by set_threads
+  std::atomic<int> threads{0}; ///< OpenOptions::threads, changed by set_threads; 0 resolved to share.default_threads()
   std::atomic<bool> skip_bad_images{false}; ///< OpenOptions::skip_bad_images, changed by set_skip_bad_images
   std::vector<std::string> classes;
   bool sigmoid_scores = false;  ///< the export's torchhost.scores = "sigmoid" (a binary cross entropy trained it)
@@ -147,9 +147,11 @@ void check_threads(int threads) {
 }
 
 // [under the process's turn] LibTorch's intra-op threads for the call beginning on this thread:
-// OpenMP keeps the count per thread, so it is set by the thread that runs the call.
+// OpenMP keeps the count per thread, so it is set by the thread that runs the call. `threads` is
+// never 0: leaving the count as found ran a threads = 0 model on whatever count another model's
+// call had left as the process's default (serving trial F1).
 void use_threads(int threads) {
-  if (threads > 0 && at::get_num_threads() != threads) at::set_num_threads(threads);
+  if (at::get_num_threads() != threads) at::set_num_threads(threads);
 }
 
 // Whether a library of `loaded` provides the component `id`.
@@ -232,7 +234,7 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
     const std::lock_guard<std::mutex> turn(state->share.calls());
     if (device.is_cuda()) state->share.use_cuda_tf32(options.tf32, export_file);
     state->source = export_file;
-    state->threads = options.threads;
+    state->threads = options.threads > 0 ? options.threads : state->share.default_threads();
     state->skip_bad_images = options.skip_bad_images;
     state->plugin_dirs = searched_dirs(options);
     state->classes = std::move(file.classes);
@@ -287,7 +289,7 @@ void Model::set_skip_bad_images(bool skip) {
 void Model::set_threads(int threads) {
   guarded([&] {
     check_threads(threads);
-    state().threads = threads;
+    state().threads = threads > 0 ? threads : state().share.default_threads();
   });
 }
 const std::string& Model::component() const { return state().component; }

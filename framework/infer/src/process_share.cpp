@@ -4,6 +4,7 @@
 #include "process_share.h"
 
 #include <ATen/Context.h>
+#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -55,6 +56,7 @@ struct Process {
   std::mutex lock;
   std::size_t members = 0;
   std::unique_ptr<Shared> shared;
+  int default_threads = 0; ///< ProcessShare::default_threads(); 0 until the first member joins
 };
 
 // Never destroyed: a model the caller keeps in a static object may close after this translation
@@ -70,6 +72,8 @@ ProcessShare::ProcessShare() {
   Process& p = process();
   const std::lock_guard<std::mutex> held(p.lock);
   if (p.members == 0) p.shared = std::make_unique<Shared>(log_level_from_environment());
+  // From the environment and the cores, not from the current count, which a model's last call set.
+  if (p.default_threads == 0) p.default_threads = std::max(1, at::intraop_default_num_threads());
   ++p.members;
 }
 
@@ -87,6 +91,12 @@ ProcessShare::~ProcessShare() {
 const HostServices& ProcessShare::host() const { return process().shared->host; }
 
 std::mutex& ProcessShare::calls() const { return process().calls; }
+
+int ProcessShare::default_threads() const {
+  Process& p = process();
+  const std::lock_guard<std::mutex> held(p.lock);
+  return p.default_threads;
+}
 
 std::shared_ptr<PluginLibrary> ProcessShare::load(const std::filesystem::path& file) const {
   Process& p = process();

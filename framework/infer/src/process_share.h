@@ -44,6 +44,11 @@ class ProcessShare {
   /// each run_* call from its dataset's create to its answer, and while a Model is destroyed.
   /// Taken before the share's own lock, never after it.
   std::mutex& calls() const;
+  /// LibTorch's intra-op thread count before anyone changed it (OMP_NUM_THREADS, else one per
+  /// core): what OpenOptions::threads = 0 runs with. Read once per process, when the first model
+  /// opens: at::set_num_threads also sets the count every new thread starts from, so after any
+  /// model with a count of its own has run, "LibTorch's count" would be that model's (serving trial F1).
+  int default_threads() const;
   /// Sets LibTorch's TF32 switches (cuDNN and cuBLAS) for a model on CUDA opened from
   /// `export_file`. Throws tp::infer::Error, naming both exports, when another open CUDA model
   /// runs with the other setting: the switches are one per process. Held until this member leaves.

@@ -85,8 +85,9 @@ TP_EXPORT tp_status tp_infer_run_tensor(tp_infer_model_t *model, const char *nam
 TP_EXPORT void tp_infer_result_free(tp_infer_result_t *result);
 
 /** LibTorch's intra-op threads for `model`'s calls from now on (OpenOptions::threads, set on the
- *  calling thread when a call begins); 0 leaves LibTorch's count (OMP_NUM_THREADS, else one per
- *  core). TP_ERR_INVALID_ARGUMENT for NULL or a count of 1024 or more. */
+ *  calling thread when a call begins); 0 is LibTorch's default count (OMP_NUM_THREADS, else one
+ *  per core, read when the first model of the process opened), whatever count other models set.
+ *  TP_ERR_INVALID_ARGUMENT for NULL or a count of 1024 or more. */
 TP_EXPORT tp_status tp_infer_set_threads(tp_infer_model_t *model, uint32_t threads);
 
 /** The number of outputs the model returned (0 for NULL). */

@@ -107,8 +107,9 @@ struct OpenOptions {
   bool tf32 = false;
   /// LibTorch's intra-op threads for this model's calls (decoding a batch's files and the
   /// forward pass): set on the calling thread when a call begins, as `host predict` runs with
-  /// run.threads. 0 leaves LibTorch's count (OMP_NUM_THREADS, else one per core); at most 1023
-  /// (open() throws Error for more). Float results
+  /// run.threads. 0 means LibTorch's default count (OMP_NUM_THREADS, else one per core), read
+  /// once per process when the first model opens and set like any other count, so another
+  /// model's count never leaks into it; at most 1023 (open() throws Error for more). Float results
   /// can depend on it in their last bits (docs/deployment.md, "Same batch, same bits").
   int threads = 0;
   /// run_files and run_encoded: an image that cannot be read (corrupt, truncated, missing, not an
@@ -159,8 +160,8 @@ class TP_EXPORT Model {
   /// [any] Changes OpenOptions::skip_bad_images for the calls that begin from now on.
   void set_skip_bad_images(bool skip);
 
-  /// [any] Changes OpenOptions::threads for the calls that begin from now on. Throws Error for a
-  /// negative count or one of 1024 or more.
+  /// [any] Changes OpenOptions::threads for the calls that begin from now on (0: LibTorch's
+  /// default count, as there). Throws Error for a negative count or one of 1024 or more.
   void set_threads(int threads);
 
   /// The export's class names by class id (`torchhost.classes`); empty when it has none.
