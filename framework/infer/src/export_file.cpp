@@ -3,18 +3,16 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "tp/framework/checkpoint/safetensors.h"
 #include "tp/framework/error.h"
 #include "tp/framework/plugin/plugin_library.h"
 #include "tp/framework/util/bounded_json.h"
 #include "tp/framework/util/bounded_text.h"
+#include "tp/framework/util/regular_file.h"
 #include "tp/infer/model.h"
 
 namespace tp::infer::detail {
@@ -66,11 +64,15 @@ ExportFile read_export(const std::filesystem::path& path) {
   if (std::filesystem::is_directory(path, status_error))
     throw Error("tp::infer: the export " + file + " is a directory; give the file `host export` wrote (its "
                 "--output, e.g. model.safetensors).");
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error("tp::infer: cannot read the export " + file + " (" + std::strerror(errno) +
-                "); give the file `host export` wrote.");
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Regular files only, read by fstat's size: a FIFO had hung the caller for good, /dev/zero
+  // filled its memory (security trial F3).
+  std::vector<char> bytes;
+  try {
+    bytes = read_regular_file(path);
+  } catch (const UnreadableFile& e) {
+    throw Error("tp::infer: cannot read the export " + file + ": it " + e.what() +
+                "; give the file `host export` wrote (a regular file).");
+  }
   // safetensors: an 8-byte little-endian header length, then the JSON header with "__metadata__".
   uint64_t length = 0;
   for (int i = 7; i >= 0 && bytes.size() >= 8; --i) length = (length << 8) | static_cast<unsigned char>(bytes[i]);

@@ -13,13 +13,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <string_view>
 
 #include "tp/framework/checkpoint/checkpoint_seal.h"
 #include "tp/framework/error.h"
+#include "tp/framework/util/regular_file.h"
 #include "tp/framework/util/first_few.h"
 #include "torch_archive.h"
 
@@ -100,17 +100,15 @@ std::vector<double> doubles(const c10::IValue& value, const char* key, const Rec
 }
 
 std::vector<char> read_bytes(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  if (!in || ec)
-    throw CheckpointError("checkpoint " + path.string() + " cannot be opened (" +
-                          (ec ? ec.message() : std::string("unreadable")) + "). Check the path, or use --resume auto.");
-  std::vector<char> bytes(static_cast<std::size_t>(size));
-  // One read of the known size: istreambuf_iterator would copy byte by byte (~10x slower per GB).
-  if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())) || in.peek() != EOF)
-    throw CheckpointError("checkpoint " + path.string() + " changed size while it was read; is a run writing it?");
-  return bytes;
+  try {
+    // Regular files only, read once by fstat's size: a FIFO given to --resume had hung the run for
+    // good holding its run.lock (security trial F3).
+    return read_regular_file(path);
+  } catch (const UnreadableFile& e) {
+    throw CheckpointError("checkpoint " + path.string() + " " + e.what() +
+                          "; a checkpoint is read from a regular file (a run's checkpoints/*.pt). Check the path, "
+                          "or use --resume auto.");
+  }
 }
 
 }  // namespace

@@ -8,8 +8,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -22,6 +20,7 @@
 #include "tp/framework/checkpoint/safetensors.h"
 #include "tp/framework/error.h"
 #include "tp/framework/util/first_few.h"
+#include "tp/framework/util/regular_file.h"
 #include "torch_archive.h"
 
 namespace tp {
@@ -207,10 +206,15 @@ Named read_torch_zip(const std::filesystem::path& file, const std::vector<char>&
 Named read_weights(const std::filesystem::path& file) {
   // Opened and read once: every check below and LibTorch's reader see these bytes, never the
   // file again (a file replaced between a check and a second open would skip the checks).
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail(file, "the file cannot be opened (missing or unreadable). Give a host checkpoint, a "
-                      "torch.save(model.state_dict()) file or a .safetensors file, or \"\" for the model's own init.");
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Regular files only, read by fstat's size: a FIFO had hung the run for good, /dev/zero filled
+  // memory (security trial F3).
+  std::vector<char> bytes;
+  try {
+    bytes = read_regular_file(file);
+  } catch (const UnreadableFile& e) {
+    fail(file, std::string("the file ") + e.what() + ". Give a host checkpoint, a torch.save(model.state_dict()) "
+                                                      "file or a .safetensors file, or \"\" for the model's own init.");
+  }
   const ArchiveLabel label{std::string(kInitWeightsKey) + " = \"" + file.string() + "\"",
                            "Give a torch.save(model.state_dict()) file, a host checkpoint or a .safetensors file "
                            "that loads, or \"\" for the model's own init."};
