@@ -269,17 +269,19 @@ TEST_CASE("host predict: fsync before the rename, no partial file after SIGINT, 
   const fs::path& dir = trained_run();
   // Temporaries of writers killed earlier (pid 99999999 is above any pid_max) anywhere in the run
   // directory, and one of a process that still runs (this test's).
-  const std::vector<fs::path> stale{dir / "old.csv.partial-99999999", dir / "checkpoints" / ".last.pt.tmp-99999999",
+  const std::vector<fs::path> stale{dir / "old.csv.k3J9sQx0Lm2B.partial-99999999",
                                     dir / "checkpoints" / ".pending-99999999.pt",
-                                    dir / "plots" / ".loss.png.tmp-99999999",
-                                    // today's names: a random part before the marker
+                                    dir / "plots" / ".loss.png.k3J9sQx0Lm2B.tmp-99999999",
                                     dir / "new.csv.k3J9sQx0Lm2B.partial-99999999",
                                     dir / "checkpoints" / ".last.pt.k3J9sQx0Lm2B.tmp-99999999"};
-  const fs::path live = dir / ("live.csv.partial-" + std::to_string(::getpid()));
+  const fs::path live = dir / ("live.csv.k3J9sQx0Lm2B.partial-" + std::to_string(::getpid()));
+  // Names without the host's random part are a user's own files, never swept (security trial F14).
+  const std::vector<fs::path> users{dir / "figures.partial-99999999", dir / "checkpoints" / ".notes.tmp-99999999"};
   for (const fs::path& file : stale) {
     fs::create_directories(file.parent_path());
     std::ofstream(file) << "left by a killed writer";
   }
+  for (const fs::path& file : users) std::ofstream(file) << "the user's";
   std::ofstream(live) << "still being written";
 
   // 1. The file is fsynced under its partial name, renamed, then the directory is fsynced (strace
@@ -296,6 +298,7 @@ TEST_CASE("host predict: fsync before the rename, no partial file after SIGINT, 
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   for (const fs::path& file : stale) CHECK_MESSAGE(!fs::exists(file), "not swept: " << file);
+  for (const fs::path& file : users) CHECK_MESSAGE(fs::exists(file), "swept: " << file);
   CHECK(run.output.find("removed " + stale.front().string() + ", left by a process that no longer runs") !=
         std::string::npos);
   CHECK(fs::exists(live)); // its writer runs

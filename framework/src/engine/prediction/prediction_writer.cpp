@@ -13,6 +13,7 @@
 #include "tp/framework/error.h"
 #include "tp/framework/util/atomic_file.h"
 #include "tp/framework/util/output_target.h"
+#include "tp/framework/util/stale_temporaries.h"
 #include "tp/framework/util/utf8.h"
 #include "tp/framework/util/write_error.h"
 
@@ -28,7 +29,8 @@ bool class_map_output_file(const std::string& name) {
   return name.find_first_not_of("0123456789") == name.size() - 4;
 }
 
-const OutputDirectoryKind kClassMapOutput{".torchhost-predictions", "a `host predict --format png` output",
+// Its marker is the one the sweep of stale temporaries requires before it removes a partial directory.
+const OutputDirectoryKind kClassMapOutput{std::string(kPartialDirectoryMarker), "a `host predict --format png` output",
                                           &class_map_output_file};
 
 // Value `i` of a column starting at `data`, as text.
