@@ -1,5 +1,8 @@
 #include "training_run_directory.h"
 
+#include <sys/stat.h>
+
+#include <cstdio>
 #include <system_error>
 #include <vector>
 
@@ -9,7 +12,9 @@
 #include "tp/framework/monitor/history.h"
 #include "tp/framework/plugin/plugin_crash.h"
 #include "tp/framework/util/atomic_file.h"
+#include "tp/framework/util/bounded_text.h"
 #include "tp/framework/util/first_few.h"
+#include "tp/framework/util/own_directory.h"
 #include "tp/framework/util/stale_temporaries.h"
 
 namespace tp::cli {
@@ -62,6 +67,30 @@ std::filesystem::path refuse_or_set_aside_earlier_run(const std::filesystem::pat
   return {};
 }
 
+// The directories the run writes into are its own: one planted as a symbolic link (by whoever can
+// write the run directory) would receive the run's checkpoints, plots, events or, with --new-run,
+// the earlier run's files (security trial F6). Refused before anything is written; the writers
+// make them with make_own_directory, which refuses a link planted later.
+void refuse_planted_directories(const std::filesystem::path& run_dir) {
+  for (const char* name : {"checkpoints", "plots", "tensorboard", "mlflow", "earlier"})
+    refuse_planted_directory(run_dir / name);
+}
+
+// A run directory every user may write: anyone can plant a link or a file in it before the host
+// makes its files there (what refuse_planted_directories and O_NOFOLLOW refuse), and remove or
+// rename the run's files. Worth a warning, not a refusal: a scratch directory on a personal
+// machine is often 0777. Empty when only the owner (or the group) may write.
+std::string writable_by_others_warning(const std::filesystem::path& run_dir) {
+  struct stat info {};
+  if (::stat(run_dir.c_str(), &info) != 0 || (info.st_mode & S_IWOTH) == 0) return "";
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(info.st_mode & 07777));
+  return "the run directory " + run_dir.string() + " may be written by every user (mode " + mode +
+         "): another user can remove or rename its checkpoints, or plant files and links in it before the run "
+         "makes its own. Give the run a directory only you (or your group) may write: chmod o-w " +
+         run_dir.string() + ", or another --output-dir.";
+}
+
 }  // namespace
 
 TrainingRunDirectory::TrainingRunDirectory(Session& session, const Options& options)
@@ -83,6 +112,7 @@ TrainingRunDirectory::TrainingRunDirectory(Session& session, const Options& opti
                                             "was written.");
     }
     refuse_if_not_held(*lock_, run_dir);
+    refuse_planted_directories(run_dir);
   }
   // train.fast_dev_run saves no checkpoint, so it may look at any directory.
   std::filesystem::path set_aside;
@@ -116,7 +146,10 @@ TrainingRunDirectory::TrainingRunDirectory(Session& session, const Options& opti
       log.info("removed " + removed.string() + ", left by a process that no longer runs");
     if (!resuming_) write_file_atomically(run_dir / "config.toml", config_text_);
   }
-  log.info("run '" + config.run.name + "' from " + config.source + " -> " + run_dir.string());
+  log.info("run '" + escape_control_characters(config.run.name, /*keep_newlines=*/false) + "' from " + config.source +
+           " -> " + run_dir.string());
+  if (rank0_)
+    if (const std::string warning = writable_by_others_warning(run_dir); !warning.empty()) log.warn(warning);
   if (!set_aside.empty()) log.info("--new-run: the earlier run's files are now in " + set_aside.string());
   if (!abandoned.empty())
     log.warn(run_dir.string() + " held an earlier attempt's history but no checkpoint (it stopped before its first "

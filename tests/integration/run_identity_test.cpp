@@ -192,3 +192,49 @@ TEST_CASE("an attempt stopped before its first save: the fresh start sets its fi
     fs::remove_all(dir / "checkpoints");
   }
 }
+
+// Security trial F6: directory links planted in a run directory (checkpoints/, plots/,
+// tensorboard/, earlier/) were followed: the run's checkpoints, plots and events, and --new-run's
+// earlier run, went into the planter's directory, exit 0 without a word. Before the fix this case
+// failed at its first check (exit 0, last.pt in the link's target).
+TEST_CASE("directory links planted in a run directory are refused, nothing written through them") {
+  const auto victim = tp::test::fresh_dir("planted_dir_victim");
+  const auto dir = tp::test::fresh_dir("planted_dirs");
+  for (const char* name : {"checkpoints", "plots", "tensorboard"}) {
+    fs::create_directories(victim / name);
+    std::ofstream(victim / name / "important.txt") << "important";
+    fs::create_directory_symlink(victim / name, dir / name);
+    const auto planted = tp::test::run_host(identity_run(dir, 1) + "--set logging.tensorboard=true");
+    INFO(planted.output);
+    CHECK(planted.exit_code == 2);
+    CHECK(contains(planted.output, (dir / name).string() + " is a symbolic link (to " + (victim / name).string() + ")"));
+    CHECK(contains(planted.output, "Remove the link"));
+    CHECK(std::distance(fs::directory_iterator(victim / name), fs::directory_iterator()) == 1);
+    CHECK_FALSE(fs::exists(dir / "train.log"));
+    fs::remove(dir / name);
+  }
+
+  // --new-run's earlier/: the earlier run is not moved into the link's target.
+  const auto first = tp::test::run_host(identity_run(dir, 1));
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  fs::create_directories(victim / "earlier");
+  fs::create_directory_symlink(victim / "earlier", dir / "earlier");
+  const auto moved = tp::test::run_host(identity_run(dir, 1) + "--new-run");
+  INFO(moved.output);
+  CHECK(moved.exit_code == 2);
+  CHECK(contains(moved.output, (dir / "earlier").string() + " is a symbolic link"));
+  CHECK(fs::is_empty(victim / "earlier"));
+  CHECK(fs::exists(dir / "checkpoints" / "last.pt"));
+}
+
+// The same trial: a run directory every user may write was used without a word.
+TEST_CASE("a run directory every user may write is warned of") {
+  const auto dir = tp::test::fresh_dir("world_writable");
+  fs::permissions(dir, fs::perms::all);
+  const auto run = tp::test::run_host(identity_run(dir, 1) + "--set train.max_steps=2");
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK(contains(run.output, "may be written by every user (mode 0777)"));
+  CHECK(contains(run.output, "chmod o-w"));
+}

@@ -10,6 +10,7 @@
 
 #include "tp/framework/monitor/history.h"
 #include "tp/framework/error.h"
+#include "tp/framework/util/own_directory.h"
 #include "tp/framework/util/atomic_file.h"
 #include "tp/framework/util/stale_temporaries.h"
 
@@ -114,12 +115,16 @@ std::vector<std::filesystem::path> CheckpointManager::save(const CheckpointConte
   if (!writer_ || names.empty()) return {};
 
   // 2. Serialise once (atomic: temp + fsync + rename), then link every name to it.
-  std::error_code made;
-  std::filesystem::create_directories(dir_, made);
-  if (made)
-    throw Error("saving the checkpoint of step " + std::to_string(step) + ": cannot create the directory " +
-                dir_.string() + " (" + made.message() + "); every earlier checkpoint is intact. Free the path or "
-                "choose another run.output_dir.");
+  // Made here, never reached through a link planted in its place (security trial F6): that is
+  // refused (ConfigError, exit 2) naming the link.
+  try {
+    make_own_directory(dir_);
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& e) {
+    throw Error("saving the checkpoint of step " + std::to_string(step) + ": " + e.what() + " Every earlier "
+                "checkpoint is intact. Free the path or choose another run.output_dir.");
+  }
   if (!swept_) sweep_stale_temporaries();
   swept_ = true;
   const std::filesystem::path pending = dir_ / (".pending-" + std::to_string(::getpid()) + ".pt");

@@ -1,10 +1,14 @@
 // Run identities and setting an earlier run aside (run_identity.h).
 #include "tp/framework/checkpoint/run_identity.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <random>
 #include <system_error>
@@ -12,6 +16,7 @@
 #include "tp/framework/checkpoint/checkpoint_manager.h"
 #include "tp/framework/error.h"
 #include "tp/framework/util/atomic_file.h"
+#include "tp/framework/util/own_directory.h"
 
 namespace tp {
 namespace {
@@ -102,11 +107,22 @@ std::vector<fs::path> run_files(const fs::path& run_dir) {
 
 fs::path set_earlier_run_aside(const fs::path& run_dir) {
   const std::string stamp = utc_stamp();
-  fs::path target = run_dir / "earlier" / stamp;
-  for (int n = 2; fs::exists(target); ++n) target = run_dir / "earlier" / (stamp + "-" + std::to_string(n));
+  // earlier/ is made here, never reached through a planted link (security trial F6: the run's
+  // files were moved into the link's target); its <UTC time>/ is new, made by mkdir.
+  const fs::path earlier = run_dir / "earlier";
+  fs::path target = earlier / stamp;
   std::error_code ec;
-  fs::create_directories(target, ec);
-  if (ec) throw Error("--new-run: cannot create " + target.string() + " (" + ec.message() + "); nothing was moved.");
+  try {
+    make_own_directory(earlier);
+    const auto make = [](const fs::path& dir) { return ::mkdir(dir.c_str(), 0777) == 0 ? 0 : errno; };
+    int error = make(target);
+    for (int n = 2; error == EEXIST; ++n) error = make(target = earlier / (stamp + "-" + std::to_string(n)));
+    if (error != 0) throw Error("cannot create the directory " + target.string() + ": " + std::strerror(error) + ".");
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& e) {
+    throw Error(std::string("--new-run: ") + e.what() + " Nothing was moved.");
+  }
   std::string moved;
   for (const fs::path& file : run_files(run_dir)) {
     fs::rename(file, target / file.filename(), ec);

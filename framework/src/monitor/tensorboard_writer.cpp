@@ -19,6 +19,7 @@
 #include "tp/framework/monitor/tfrecord.h"
 #include "tp/framework/util/atomic_file.h"
 #include "tp/framework/util/log.h"
+#include "tp/framework/util/own_directory.h"
 #include "tp/framework/util/write_fully.h"
 
 namespace tp {
@@ -146,7 +147,7 @@ void TensorBoardWriter::resume(int64_t step, const std::vector<HistoryRecord>& k
 
 void TensorBoardWriter::start(const toml::table& config) {
   guarded("opening the event file", [&] {
-    fs::create_directories(dir_);
+    make_own_directory(dir_); // never a planted link's target (security trial F6)
     const bool fresh = file_.empty();
     if (fresh) {
       if (!resume_step_ && !event_files(dir_).empty())
