@@ -6,6 +6,7 @@
 #include <system_error>
 #include <vector>
 
+#include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/checkpoint/run_identity.h"
 #include "tp/framework/config/write.h"
 #include "tp/framework/error.h"
@@ -91,6 +92,40 @@ std::string writable_by_others_warning(const std::filesystem::path& run_dir) {
          run_dir.string() + ", or another --output-dir.";
 }
 
+// The run `--resume FILE` continues, when that is not the run `run_dir` holds: FILE lies outside
+// the directory's checkpoints/, the directory holds checkpoints of a recorded run, and FILE was
+// saved by another. Empty otherwise (the directory's own file, an empty directory, a file or a
+// directory from before identities). Continuing there replaced the directory's last.pt and cut its
+// history to the checkpoint's step, with only a warning (security trial F10). Reads FILE once
+// more than the run does later (CheckpointError, exit 4, for a file that does not load).
+std::string other_run_resumed(const std::filesystem::path& run_dir, const std::string& resume) {
+  if (resume.empty() || resume == "auto" || checkpoint_names(run_dir).empty()) return "";
+  std::error_code ec;
+  const std::filesystem::path own = std::filesystem::weakly_canonical(run_dir / "checkpoints", ec);
+  if (std::filesystem::weakly_canonical(resume, ec).parent_path() == own) return "";
+  const std::string recorded = read_run_id(run_dir);
+  if (recorded.empty()) return "";
+  const std::string id = load_checkpoint(resume).run_id;
+  return !id.empty() && id != recorded ? id : "";
+}
+
+// --resume FILE of another run into a directory holding a run: refused as a fresh run there is,
+// nothing written; with --new-run the directory's run moves aside first. Returns where it moved.
+std::filesystem::path refuse_or_set_aside_for_resume(const std::filesystem::path& run_dir, const std::string& resume,
+                                                     bool new_run) {
+  const std::string other = other_run_resumed(run_dir, resume);
+  if (other.empty()) return {};
+  if (new_run) return set_earlier_run_aside(run_dir);
+  throw ConfigError("--resume", "host train --resume: " + resume + " was saved by run " + other + ", and " +
+                                    (run_dir / "checkpoints").string() + " holds the checkpoints of another run (" +
+                                    first_few(checkpoint_names(run_dir), 4) + "; run.id " + read_run_id(run_dir) +
+                                    "). Continuing there would replace that run's last.pt and cut its history to "
+                                    "the checkpoint's step; nothing was written. Resume in the checkpoint's own "
+                                    "run directory (--output-dir <that directory> --resume auto), give this run "
+                                    "another --output-dir (with the same --resume), or move " + run_dir.string() +
+                                    "'s run files away first.");
+}
+
 }  // namespace
 
 TrainingRunDirectory::TrainingRunDirectory(Session& session, const Options& options)
@@ -118,6 +153,8 @@ TrainingRunDirectory::TrainingRunDirectory(Session& session, const Options& opti
   std::filesystem::path set_aside;
   if (!resuming_ && !config.train.fast_dev_run)
     set_aside = refuse_or_set_aside_earlier_run(run_dir, options.new_run, rank0_);
+  else if (rank0_ && !config.train.fast_dev_run)
+    set_aside = refuse_or_set_aside_for_resume(run_dir, options.resume, options.new_run);
   // An attempt killed before its first save left a history and no checkpoint: this run starts
   // fresh (--resume auto finds nothing), and appending to that history gave history.jsonl the dead
   // attempt's records too (43 lines for 32, while history.csv held 33) and MLflow's state a count

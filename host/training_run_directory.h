@@ -20,13 +20,15 @@ class TrainingRunDirectory {
   /// [all ranks; rank 0 writes] Claims `session.run_dir` for the training `options` asks for, in
   /// this order: the directory made and run.lock taken (rank 0; held until this object goes), a
   /// symbolic link in place of checkpoints/, plots/, tensorboard/, mlflow/ or earlier/ refused
-  /// (rank 0), a fresh run refused over an earlier run's checkpoints (or, with --new-run, those
-  /// files moved to earlier/<UTC time>/), the plugin crash handler pointed at the directory,
-  /// train.log opened, dead processes' temporaries swept and a fresh run's config.toml written
-  /// (rank 0), and the directory's recorded identity read. Logs the run's line, and warns when
-  /// every user may write the directory. Throws ConfigError ("--output-dir", "run.output_dir")
+  /// (rank 0), a fresh run refused over an earlier run's checkpoints, and a `--resume FILE` of
+  /// another run over the directory's run (rank 0; with --new-run, those files moved to
+  /// earlier/<UTC time>/ instead), the plugin crash handler pointed at the directory, train.log
+  /// opened, dead processes' temporaries swept and a fresh run's config.toml written (rank 0),
+  /// and the directory's recorded identity read. Logs the run's line, and warns when every user
+  /// may write the directory. Throws ConfigError ("--output-dir", "--resume", "run.output_dir")
   /// for a directory that cannot be used, is locked, holds a planted link or another run, and
-  /// for a damaged run.id. `session` must outlive the object.
+  /// for a damaged run.id; CheckpointError for a --resume FILE that does not load, when it is
+  /// read here. `session` must outlive the object.
   TrainingRunDirectory(Session& session, const Options& options);
 
   /// The identity run.id held when the run started ("" for none): --resume auto's filter.

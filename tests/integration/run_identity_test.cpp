@@ -121,7 +121,9 @@ TEST_CASE("--resume auto passes over another run's checkpoints; --resume FILE co
   CHECK(contains(foreign.output, "was saved by another run than the one this directory holds"));
   CHECK_FALSE(fs::exists(lone / "history.jsonl"));
 
-  // Named explicitly, it is continued, as the run that saved it.
+  // Named explicitly, it is continued, as the run that saved it, where the directory holds no
+  // checkpoint of its own run (one that does is refused: the next case).
+  fs::remove_all(lone / "checkpoints");
   const auto named = tp::test::run_host(identity_run(lone, 3) + "--resume '" + other_last.string() + "'");
   INFO(named.output);
   REQUIRE(named.exit_code == 0);
@@ -191,6 +193,40 @@ TEST_CASE("an attempt stopped before its first save: the fresh start sets its fi
     // them to play another crash before the first save, now started without --resume.
     fs::remove_all(dir / "checkpoints");
   }
+}
+
+// Security trial F10: `--resume FILE` of another run into a directory holding a finished run
+// replaced that run's last.pt and cut its history to the checkpoint's step, with one warning.
+// Before the fix the resume below trained (exit 0) and this case failed on every check after it.
+TEST_CASE("--resume FILE of another run into a directory holding a run is refused, nothing written") {
+  const auto other_dir = tp::test::fresh_dir("identity_resume_other");
+  const auto other = tp::test::run_host(identity_run(other_dir, 1));
+  INFO(other.output);
+  REQUIRE(other.exit_code == 0);
+  const fs::path other_last = other_dir / "checkpoints" / "last.pt";
+  const auto dir = tp::test::fresh_dir("identity_resume_finished");
+  const auto finished = tp::test::run_host(identity_run(dir, 2));
+  INFO(finished.output);
+  REQUIRE(finished.exit_code == 0);
+  const std::string id = recorded_id(dir), last = tp::test::read_text(dir / "checkpoints" / "last.pt");
+  const std::string history = tp::test::read_text(dir / "history.jsonl"), log = tp::test::read_text(dir / "train.log");
+
+  const auto refused = tp::test::run_host(identity_run(dir, 2) + "--resume '" + other_last.string() + "'");
+  INFO(refused.output);
+  CHECK(refused.exit_code == 2);
+  CHECK(contains(refused.output, "was saved by run " + recorded_id(other_dir)));
+  CHECK(contains(refused.output, "holds the checkpoints of another run"));
+  CHECK(contains(refused.output, "nothing was written"));
+  CHECK(tp::test::read_text(dir / "checkpoints" / "last.pt") == last);
+  CHECK(tp::test::read_text(dir / "history.jsonl") == history);
+  CHECK(tp::test::read_text(dir / "train.log") == log);
+  CHECK(recorded_id(dir) == id);
+
+  // The directory's own checkpoint, named as a file, is a resume of its own run, as before.
+  const auto own = tp::test::run_host(identity_run(dir, 3) + "--resume '" + (dir / "checkpoints" / "last.pt").string() + "'");
+  INFO(own.output);
+  CHECK(own.exit_code == 0);
+  CHECK(recorded_id(dir) == id);
 }
 
 // Security trial F6: directory links planted in a run directory (checkpoints/, plots/,
