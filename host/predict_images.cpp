@@ -13,6 +13,7 @@
 
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/error.h"
+#include "tp/framework/util/bounded_text.h"
 
 namespace tp::cli {
 namespace {
@@ -20,6 +21,11 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kOption = "--images";
+
+// A file name or path as a message shows it: names in an images directory are anyone's (an upload
+// folder), and an ESC or newline in one recoloured the terminal or forged a log line (security
+// trial F7).
+std::string printable_name(const std::string& text) { return escape_control_characters(text, /*keep_newlines=*/false); }
 
 // image_folder's default `extensions`, torchvision's IMG_EXTENSIONS
 // (plugins/datasets/common/image_extensions.h; the host includes no plugin code, ARCH-1): what a
@@ -66,7 +72,7 @@ struct LeftOut {
     const auto names = [](std::vector<std::string> list) {
       std::sort(list.begin(), list.end()); // the walk's order is the file system's
       std::string out;
-      for (std::size_t i = 0; i < list.size() && i < 5; ++i) out += (i == 0 ? "" : ", ") + list[i];
+      for (std::size_t i = 0; i < list.size() && i < 5; ++i) out += (i == 0 ? "" : ", ") + printable_name(list[i]);
       return out + (list.size() > 5 ? ", ..." : "");
     };
     std::vector<std::string> parts;
@@ -75,7 +81,7 @@ struct LeftOut {
       std::string by_ending;
       for (const auto& [ending, n] : endings) {
         count += n;
-        by_ending += (by_ending.empty() ? "" : ", ") + ending + ": " + std::to_string(n);
+        by_ending += (by_ending.empty() ? "" : ", ") + printable_name(ending) + ": " + std::to_string(n);
       }
       parts.push_back(std::to_string(count) + " file(s) whose ending is not one the evaluation table reads (" +
                       by_ending + ")");
@@ -86,7 +92,7 @@ struct LeftOut {
       parts.push_back(std::to_string(linked_dirs.size()) + " linked director(ies), not entered (" +
                       names(linked_dirs) + ")");
     if (parts.empty()) return "";
-    std::string out = "host predict --images: left out of '" + dir.string() + "': ";
+    std::string out = "host predict --images: left out of '" + printable_name(dir.string()) + "': ";
     for (std::size_t i = 0; i < parts.size(); ++i) out += (i == 0 ? "" : "; ") + parts[i];
     return out + ". Rename an image whose ending hides it (a JPEG saved as .jfif), or give the files as a list.";
   }
@@ -105,7 +111,7 @@ ImageFiles files_under(const fs::path& dir, const std::vector<std::string>& exte
       left_out.note(it->path(), it->path().lexically_relative(dir));
   }
   if (error)
-    throw ConfigError(kOption, "host predict --images: cannot read the directory '" + dir.string() + "': " +
+    throw ConfigError(kOption, "host predict --images: cannot read the directory '" + printable_name(dir.string()) + "': " +
                                    error.message() + ".");
   std::vector<std::string> shown;
   shown.reserve(found.size());
@@ -117,7 +123,7 @@ ImageFiles files_under(const fs::path& dir, const std::vector<std::string>& exte
     if (!endings.empty())
       endings += ", any case: the evaluation table's `extensions`, or image_folder's default endings when its "
                  "dataset declares no such key)";
-    throw ConfigError(kOption, "host predict --images: the directory '" + dir.string() + "' holds no image file" +
+    throw ConfigError(kOption, "host predict --images: the directory '" + printable_name(dir.string()) + "' holds no image file" +
                                    endings + ".");
   }
   ImageFiles files;
@@ -155,7 +161,7 @@ std::string trimmed(const std::string& line) {
 
 ImageFiles files_listed(const fs::path& list) {
   std::ifstream in(list);
-  if (!in) throw ConfigError(kOption, "host predict --images: cannot read the list '" + list.string() + "'.");
+  if (!in) throw ConfigError(kOption, "host predict --images: cannot read the list '" + printable_name(list.string()) + "'.");
   const fs::path base = fs::absolute(list).parent_path();
   ImageFiles files;
   int64_t number = 0;
@@ -171,15 +177,15 @@ ImageFiles files_listed(const fs::path& list) {
       const std::string why = fs::exists(opened, error) ? "which is not a file" : "which does not exist";
       const std::string base_note =
           fs::path(path).is_absolute() ? "" : " (relative paths start from the list's directory)";
-      throw ConfigError(kOption, "host predict --images: line " + std::to_string(number) + " of '" + list.string() +
-                                     "' names '" + path + "', " + why + base_note + ".");
+      throw ConfigError(kOption, "host predict --images: line " + std::to_string(number) + " of '" + printable_name(list.string()) +
+                                     "' names '" + printable_name(path) + "', " + why + base_note + ".");
     }
     files.shown.push_back(path);
     files.opened.push_back(opened.string());
   }
-  if (in.bad()) throw ConfigError(kOption, "host predict --images: reading the list '" + list.string() + "' failed.");
+  if (in.bad()) throw ConfigError(kOption, "host predict --images: reading the list '" + printable_name(list.string()) + "' failed.");
   if (files.shown.empty())
-    throw ConfigError(kOption, "host predict --images: the list '" + list.string() +
+    throw ConfigError(kOption, "host predict --images: the list '" + printable_name(list.string()) +
                                    "' names no file (one path per line; blank lines and '#' lines are skipped).");
   return files;
 }
@@ -197,7 +203,7 @@ ImageFiles list_image_files(const std::string& source, const std::vector<std::st
       return ImageFiles{{source}, {fs::absolute(source).string()}, ""};
     return files_listed(source);
   }
-  throw ConfigError(kOption, "host predict --images: '" + source + "' " +
+  throw ConfigError(kOption, "host predict --images: '" + printable_name(source) + "' " +
                                  (fs::exists(status) ? "is neither a directory nor a list file"
                                                      : "does not exist") +
                                  "; give a directory of images or a text file listing them, one per line.");

@@ -95,6 +95,17 @@ TEST_CASE("components no loaded plugin provides are listed all at once, with --p
   CHECK(contains(one.output, "If it is in a plugin you built, add its directory: `--plugin-dir DIR`"));
 }
 
+// Security trial F7: the id reached the terminal raw, so ESC[2J cleared it and a newline forged a line.
+TEST_CASE("a component id holding ESC or a newline is shown escaped in the not-loaded error") {
+  const auto run =
+      tp::test::run_host("--config configs/quickstart.toml --set 'model.component=\"org.x\\u001b[2J\\nFAKE\"'");
+  INFO(run.output);
+  CHECK(run.exit_code == tp::kExitConfig);
+  CHECK(contains(run.output, "model.component = \"org.x\\u001B[2J\\u000AFAKE\" (a model"));
+  CHECK(run.output.find('\x1b') == std::string::npos);
+  CHECK(run.output.find("\nFAKE") == std::string::npos);
+}
+
 TEST_CASE("a --set with the wrong type exits 2 naming the override") {
   const auto run = tp::test::run_host("--config configs/quickstart.toml --set train.epochs=many");
   INFO(run.output);

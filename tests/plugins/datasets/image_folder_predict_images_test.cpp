@@ -122,6 +122,23 @@ TEST_CASE("host predict --images DIR says what it left out: other endings, links
   CHECK(csv_cells(out).size() == 2); // the header and a.png
 }
 
+// Security trial F7: a file name in an images directory (an upload folder) reached the terminal
+// raw: ESC[2J cleared it and a newline forged a log line.
+TEST_CASE("host predict --images DIR: a left-out name holding ESC or a newline is shown escaped") {
+  const TrainedRun& run = trained_run();
+  const fs::path dir = run.dir / "odd_names";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(run.dir / "val" / "dark" / "0.png", dir / "a.png");
+  fs::create_symlink("/nonexistent", dir / "dead\x1b[2J\x1b[31m\nFAKE.png");
+  const auto images = run.predict("--images '" + dir.string() + "' --output '" + (run.dir / "odd.csv").string() + "'");
+  INFO(images.output);
+  REQUIRE(images.exit_code == 0);
+  CHECK(images.output.find("1 link(s) that lead nowhere (dead\\u001B[2J\\u001B[31m\\u000AFAKE.png)") != std::string::npos);
+  CHECK(images.output.find('\x1b') == std::string::npos);
+  CHECK(images.output.find("\nFAKE") == std::string::npos);
+}
+
 TEST_CASE("host predict --images LIST: the list's order, its paths as written, comments skipped; jsonl") {
   const TrainedRun& run = trained_run();
   const fs::path list = run.dir / "lists" / "new.txt";

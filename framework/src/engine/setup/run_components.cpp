@@ -10,6 +10,7 @@
 #include "tp/framework/config/closest_key.h"
 #include "tp/framework/config/validate.h"
 #include "tp/framework/error.h"
+#include "tp/framework/util/bounded_text.h"
 
 namespace tp {
 namespace {
@@ -62,8 +63,10 @@ void require_loaded(const std::vector<Slot>& slots, const Registry& registry) {
     for (const ComponentEntry& entry : loaded)
       if (entry.info->kind == slot->kind) same_kind.push_back(entry.info->id);
     const std::string guess = closest_key(slot->config->component, same_kind);
-    list += (list.empty() ? "" : ", ") + slot->config->key_path + ".component = \"" + slot->config->component +
-            "\" (a " + kind_name(slot->kind) + (guess.empty() ? "" : "; did you mean '" + guess + "'?") + ")";
+    // The id is the config's text, anyone's: an ESC or newline in it would drive the terminal or
+    // forge a log line (security trial F7).
+    list += (list.empty() ? "" : ", ") + slot->config->key_path + ".component = \"" +
+            escape_control_characters(slot->config->component, /*keep_newlines=*/false) + "\" (a " + kind_name(slot->kind) + (guess.empty() ? "" : "; did you mean '" + guess + "'?") + ")";
   }
   const bool one = missing.size() == 1;
   throw ConfigError(missing.front()->config->key_path + ".component",
