@@ -129,6 +129,26 @@ components = ["org.x.same@1.0.0"]
                            "29ffe5d3d2f1... when the checkpoint was written, a065b2d1eb32... now");
 }
 
+// Security trial F16: a checkpoint from someone else recorded sha256 = "\u001b[2J\u001b[31mPWN\nFAKE"
+// and the --resume warning printed it raw, clearing the terminal and forging a log line.
+TEST_CASE("--resume's plugin warning shows a recorded hash that is no SHA-256 as not recorded, and escapes versions") {
+  const std::string recorded = R"([provenance]
+[[provenance.plugins]]
+library = "image_folder.so"
+path = "/old/image_folder.so"
+sha256 = "\u001b[2J\u001b[31mPWN\nFAKE-LINE"
+components = ["org.torchhost.image_folder@1.0.0\u001b[31m\nX"]
+)";
+  tp::Provenance now;
+  now.plugins.push_back({"image_folder.so", "/new/image_folder.so",
+                         "a4162842225cbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+                         {"org.torchhost.image_folder@1.0.0"}});
+  const std::vector<tp::PluginChange> changes = tp::changed_plugins(recorded, now);
+  REQUIRE(changes.size() == 1);
+  CHECK(changes[0].text == "image_folder.so (org.torchhost.image_folder@1.0.0\\u001B[31m\\u000AX -> 1.0.0): SHA-256 "
+                           "not recorded when the checkpoint was written, a4162842225c... now");
+}
+
 TEST_CASE("--resume's refusal of a checkpoint that does not fit the model names the model's changed plugin file") {
   // Plugin trial F13: a model plugin upgraded with renamed parameters gave only "missing ...,
   // unexpected ...; Was it written by a run with another model or model options?", and the

@@ -22,6 +22,7 @@
 #include "tp/framework/config/toml_text.h"
 #include "tp/framework/engine/version_text.h"
 #include "tp/version.h"
+#include "tp/framework/util/bounded_text.h"
 #include "tp/framework/util/sha256.h"
 #include "tp_build_version.h" // generated: TP_HOST_VERSION (cmake/TorchhostBuildVersion.cmake)
 
@@ -103,10 +104,16 @@ std::string versions_then_and_now(const toml::table& then, const std::vector<std
     std::string shown = component;
     for (const std::string& old : recorded)
       if (const auto [old_id, old_version] = id_and_version(old); old_id == id && old_version != version)
-        shown = id + "@" + old_version + " -> " + version;
+        shown = id + "@" + escape_control_characters(old_version, /*keep_newlines=*/false) + " -> " + version;
     out += (out.empty() ? "" : ", ") + shown;
   }
   return out;
+}
+
+/// Whether `text` is a SHA-256 as provenance records it: 64 lower-case hex digits.
+bool is_sha256_hex(const std::string& text) {
+  return text.size() == 64 &&
+         std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 }  // namespace
@@ -207,9 +214,12 @@ std::vector<PluginChange> changed_plugins(const std::string& recorded_toml, cons
       if (old_hash == plugin.sha256) continue;
       PluginChange change{plugin.library, {}, ""};
       for (const auto& c : plugin.components) change.component_ids.push_back(id_and_version(c).first);
+      // The checkpoint may come from anyone (hardening.md section 10): a recorded hash that is no
+      // SHA-256 is shown as not recorded, not printed (security trial F16: ESC[2J in it cleared
+      // the terminal and a newline forged a log line).
+      const std::string then_hash = is_sha256_hex(old_hash) ? old_hash.substr(0, 12) + "..." : "not recorded";
       change.text = plugin.library + " (" + versions_then_and_now(*then, plugin.components) + "): SHA-256 " +
-                    old_hash.substr(0, 12) + "... when the checkpoint was written, " + plugin.sha256.substr(0, 12) +
-                    "... now";
+                    then_hash + " when the checkpoint was written, " + plugin.sha256.substr(0, 12) + "... now";
       changed.push_back(std::move(change));
     }
   return changed;
