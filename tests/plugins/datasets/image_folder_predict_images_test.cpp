@@ -2,6 +2,8 @@
 // tiny image_folder run. The files are read with the run's evaluation table (image_folder's
 // `files` key), so their outputs equal `--split val`'s for the same files bit for bit; rows carry
 // the file's path and its class name, no label; bad input stops with exit 2 and a message.
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -55,6 +57,15 @@ struct TrainedRun {
 const TrainedRun& trained_run() {
   static const TrainedRun run;
   return run;
+}
+
+/// Two rows' logits equal within float rounding (the same file at another batch size).
+bool same_logits(const Json& a, const Json& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (std::abs(a[i].get<double>() - b[i].get<double>()) > 1e-5 * std::max(1.0, std::abs(b[i].get<double>())))
+      return false;
+  return true;
 }
 
 }  // namespace
@@ -175,7 +186,9 @@ TEST_CASE("host predict --images LIST: the list's order, its paths as written, c
   REQUIRE(std::getline(single_in, line));
   const Json row = Json::parse(line);
   CHECK(row.at("path") == one);
-  CHECK(row.at("logits") == rows[0].at("logits"));
+  // Alone it runs at batch 1, the list at 3 (a batch is padded no further than its input, security
+  // trial F11), and CPU kernels may round the last bits otherwise per batch size.
+  CHECK(same_logits(row.at("logits"), rows[0].at("logits")));
   CHECK_FALSE(std::getline(single_in, line));
   // A TIFF and a PPM given alone are images too (data trial F18: read as lists of paths, the
   // error showing their bytes); lossless, so the same logits.
@@ -189,7 +202,7 @@ TEST_CASE("host predict --images LIST: the list's order, its paths as written, c
     REQUIRE(other.exit_code == 0);
     std::ifstream other_in(out);
     REQUIRE(std::getline(other_in, line));
-    CHECK(Json::parse(line).at("logits") == rows[0].at("logits"));
+    CHECK(same_logits(Json::parse(line).at("logits"), rows[0].at("logits")));
   }
   // A list whose first line starts as a BMP file does ("BM") is still a list.
   fs::create_directories(run.dir / "lists" / "BMfiles");
