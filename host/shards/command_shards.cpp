@@ -28,6 +28,8 @@
 #include "commands.h"
 #include "session.h"
 #include "tp/framework/config/value_kinds.h"
+#include "tp/framework/config/write.h"
+#include "tp/framework/util/bounded_text.h"
 #include "tp/framework/error.h"
 
 #ifdef TP_HOST_SHARDS
@@ -106,10 +108,12 @@ std::string image_extensions_line(const std::vector<std::string>& written) {
   if (extra.empty()) return "";
   std::sort(extra.begin(), extra.end());
   std::string list, named;
-  for (const std::string_view ext : ds::kImageExtensions) list += (list.empty() ? "\"" : ", \"") + std::string(ext) + "\"";
+  // Quoted as TOML writes a string, and shown escaped in the comment: an ending is a file name's
+  // (security trial F13).
+  for (const std::string_view ext : ds::kImageExtensions) list += (list.empty() ? "" : ", ") + toml_basic_string(ext);
   for (const std::string& ext : extra) {
-    list += ", \"" + ext + "\"";
-    named += (named.empty() ? "." : ", .") + ext;
+    list += ", " + toml_basic_string(ext);
+    named += (named.empty() ? "." : ", .") + escape_control_characters(ext, /*keep_newlines=*/false);
   }
   return "image_extensions = [" + list + "]  # these shards hold " + named +
          " images, which the webdataset default leaves out";
@@ -326,7 +330,9 @@ int run_shards(const Options& options) {
                        std::to_string(image_bytes / (1024 * 1024)) + " MiB of images) in " +
                        std::to_string(written.paths.size()) + " shards, " + order_text + "; described in " +
                        (std::filesystem::path(options.out) / description_name(prefix)).string());
-  std::printf("shards = \"%s\"\n", written.pattern.c_str());
+  // A TOML basic string: a --out holding '"' or '\' printed raw gave a line that did not parse, or
+  // one that added keys (security trial F13).
+  std::printf("shards = %s\n", toml_basic_string(written.pattern).c_str());
   // Without it the reader fails each such sample ("has no image member"): say so here, where the
   // lines to paste are printed, not at the first epoch.
   if (const std::string line = image_extensions_line(member_extensions); !line.empty()) std::printf("%s\n", line.c_str());

@@ -46,4 +46,13 @@ std::string to_toml_text(const toml::table& config) {
   return format(table, flags);
 }
 
+std::string toml_basic_string(std::string_view text) {
+  // Literal ('...') and multi-line strings off: one line, in the double quotes people expect.
+  const toml::format_flags flags = toml::toml_formatter::default_flags & ~toml::format_flags::allow_literal_strings &
+                                   ~toml::format_flags::allow_multi_line_strings;
+  std::ostringstream out;
+  out << toml::toml_formatter{toml::value<std::string>(std::string(text)), flags};
+  return out.str();
+}
+
 }  // namespace tp

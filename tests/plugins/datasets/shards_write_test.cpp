@@ -368,6 +368,23 @@ TEST_CASE("host shards write: prints the image_extensions the reader needs for a
   CHECK_FALSE(contains(run.output, "image_extensions ="));
 }
 
+// Security trial F13: `shards = "%s"` was printed raw, so a --out holding '"' or '\' gave a line
+// that did not parse pasted into a config (or, with a crafted name, added keys).
+TEST_CASE("host shards write: the shards line to paste is TOML, its quotes and backslashes escaped") {
+  const fs::path dir = tp::test::fresh_dir("shards_write_quoted");
+  const fs::path root = dir / "images";
+  write_two_classes(root, 1);
+  const fs::path out = dir / "sh\"ar ds\\x";
+  double seconds = 0;
+  const HostRun run = run_host_timed(
+      "shards write --config '" + data_only_config(dir, root).string() + "' --out '" + out.string() + "'", &seconds);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  std::string escaped;
+  for (const char c : (out / "train-000000.tar").string()) escaped += (c == '"' || c == '\\' ? "\\" : "") + std::string(1, c);
+  CHECK(contains(run.output, "shards = \"" + escaped + "\"\n"));
+}
+
 TEST_CASE("host shards write: a file name that is not UTF-8 is written, its bytes U+FFFD in the json's source") {
   // Data trial F22: the JSON library's bare exception ("invalid UTF-8 byte") named no file.
   const fs::path dir = tp::test::fresh_dir("shards_write_latin1");

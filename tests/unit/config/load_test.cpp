@@ -188,3 +188,19 @@ TEST_CASE("dist.overlap reaches DistSection; on by default") {
 }
 
 }  // namespace
+
+// Security trial F13: host shards write printed `shards = "<path>"` raw; a '"' or '\' in the path
+// gave a line that did not parse, or one that added keys.
+TEST_CASE("toml_basic_string: any text, pasted after `key = `, parses back to itself") {
+  for (const std::string& text : {std::string("plain/train-{000000..000003}.tar"), std::string("sh\"ar ds$(id)\\x"),
+                                 std::string("x\"\n[model]\ncomponent = \"evil"), std::string("it's \x1b[31m\ttab"),
+                                 std::string("")}) {
+    const std::string quoted = tp::toml_basic_string(text);
+    CAPTURE(quoted);
+    CHECK(quoted.front() == '"');
+    CHECK(quoted.find('\n') == std::string::npos);
+    const toml::table parsed = toml::parse("shards = " + quoted + "\n");
+    CHECK(parsed.size() == 1);
+    CHECK(parsed["shards"].value<std::string>() == text);
+  }
+}

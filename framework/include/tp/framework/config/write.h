@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include <toml++/toml.h>
 
@@ -15,5 +16,13 @@ namespace tp {
 /// Example:
 ///   std::ofstream(run_dir / "config.toml") << to_toml_text(cfg.resolved);
 std::string to_toml_text(const toml::table& config);
+
+/// `text` as a TOML basic string: in double quotes, with '"', '\' and control characters escaped,
+/// as TOML++ writes them. For a value printed for users to paste into a config (host shards write's
+/// `shards = "..."`): printed raw, a '"' or '\' in it gave a line that does not parse, or that
+/// adds keys. URIs are not redacted here (the caller prints its own values).
+/// Example:
+///   toml_basic_string("sh\"ar ds\\x");  // "\"sh\\\"ar ds\\\\x\""
+std::string toml_basic_string(std::string_view text);
 
 }  // namespace tp
