@@ -27,6 +27,19 @@ constexpr const char* kOption = "--images";
 // trial F7).
 std::string printable_name(const std::string& text) { return escape_control_characters(text, /*keep_newlines=*/false); }
 
+// What a directory entry that is no regular file is, for the note that leaves it out: a FIFO or a
+// device was counted under "endings" the table does not read, though its ending was .jpg (security
+// trial F15).
+std::string what_it_is(const fs::path& entry) {
+  std::error_code error;
+  const fs::file_status status = fs::status(entry, error);
+  if (fs::is_fifo(status)) return "a FIFO";
+  if (fs::is_character_file(status)) return "a character device";
+  if (fs::is_block_file(status)) return "a block device";
+  if (fs::is_socket(status)) return "a socket";
+  return "no regular file";
+}
+
 // image_folder's default `extensions`, torchvision's IMG_EXTENSIONS
 // (plugins/datasets/common/image_extensions.h; the host includes no plugin code, ARCH-1): what a
 // dataset that reads `files` but declares no `extensions` key is given, so that opting in with
@@ -51,6 +64,7 @@ bool has_ending(const std::string& name, const std::vector<std::string>& endings
 // 6 files said "for 1 samples" and nothing else (deployment trial F7).
 struct LeftOut {
   std::map<std::string, int64_t> endings; ///< files not read, by lower-case ending ("(none)" without one)
+  std::vector<std::string> not_files;     ///< FIFOs, devices, sockets (or links to them): "name (a FIFO)"
   std::vector<std::string> dead_links;    ///< links that lead nowhere or to themselves, relative to DIR
   std::vector<std::string> linked_dirs;   ///< symlinked directories, not entered
 
@@ -60,6 +74,8 @@ struct LeftOut {
       dead_links.push_back(relative.generic_string());
     } else if (fs::is_directory(entry, error)) {
       if (fs::is_symlink(fs::symlink_status(entry, error))) linked_dirs.push_back(relative.generic_string());
+    } else if (!fs::is_regular_file(entry, error)) {
+      not_files.push_back(relative.generic_string() + " (" + what_it_is(entry) + ")");
     } else {
       std::string ending = relative.extension().string();
       std::transform(ending.begin(), ending.end(), ending.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -86,6 +102,9 @@ struct LeftOut {
       parts.push_back(std::to_string(count) + " file(s) whose ending is not one the evaluation table reads (" +
                       by_ending + ")");
     }
+    if (!not_files.empty())
+      parts.push_back(std::to_string(not_files.size()) + " entr(ies) that are no regular file, which an image must be (" +
+                      names(not_files) + ")");
     if (!dead_links.empty())
       parts.push_back(std::to_string(dead_links.size()) + " link(s) that lead nowhere (" + names(dead_links) + ")");
     if (!linked_dirs.empty())
@@ -94,7 +113,10 @@ struct LeftOut {
     if (parts.empty()) return "";
     std::string out = "host predict --images: left out of '" + printable_name(dir.string()) + "': ";
     for (std::size_t i = 0; i < parts.size(); ++i) out += (i == 0 ? "" : "; ") + parts[i];
-    return out + ". Rename an image whose ending hides it (a JPEG saved as .jfif), or give the files as a list.";
+    out += ".";
+    if (!endings.empty()) out += " Rename an image whose ending hides it (a JPEG saved as .jfif), or give the files as a list.";
+    if (!not_files.empty()) out += " An image is read from a regular file (or a link to one): copy such data into one.";
+    return out;
   }
 };
 

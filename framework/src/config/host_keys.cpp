@@ -153,9 +153,11 @@ std::vector<HostKey> make_host_keys() {
           "--layer-decay); 1.0 = off",
           {.limit = above(0)}),
 
+      // The loader's own bound (data_loader.cpp, [0, 1024]) here, so a larger value is a config
+      // error naming the key (security trial F15), not the loader's exit 1.
       TP_HOST_KEY(data, num_workers, "2",
-          "loader threads (>= 0; 0 = load on the main thread)",
-          {.limit = at_least(0)}),
+          "loader threads (0 to 1024; 0 = load on the main thread)",
+          {.limit = at_least_and_below(0, 1025)}),
       TP_HOST_KEY(data, prefetch, "4", "batches queued ahead (>= 1)", {.limit = at_least(1)}),
       TP_HOST_KEY(data, device_prefetch, "true",
           "CUDA: copy each batch to the device on a stream of its own, so the copy overlaps the step before "

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <optional>
 #include <sstream>
 
@@ -215,13 +216,20 @@ void check_limit(const toml::table& root, const HostKey& key, std::string_view f
   const KeySpec& spec = key.spec;
   const toml::node* node = root.at_path(spec.path).node();
   if (node == nullptr) return;
+  // Limits compare as doubles, exact for integers up to 2^53; toml++ gives no double for a larger
+  // one, which read as 0 said "must be >= 1" of 4611686018427387904 (security trial F15). 2^53 is
+  // the bound the keys really have, and the message says so.
+  constexpr int64_t kLargestExact = int64_t{1} << 53;
+  const bool too_large = node->is_integer() && (node->value<int64_t>().value_or(0) > kLargestExact ||
+                                                node->value<int64_t>().value_or(0) < -kLargestExact);
   const double value = node->value<double>().value_or(0.0);
-  const bool ok =
-      (limit.low_inclusive ? value >= limit.low : value > limit.low) && (!limit.below || value < *limit.below);
+  const bool ok = !too_large && (limit.low_inclusive ? value >= limit.low : value > limit.low) &&
+                  (!limit.below || value < *limit.below);
   if (ok && std::isfinite(value)) return;
   std::ostringstream text;
   text << (limit.low_inclusive ? ">= " : "> ") << limit.low;
   if (limit.below) text << " and < " << *limit.below;
+  if (too_large && !limit.below) text << " and at most 2^53 = " << kLargestExact << ", the largest integer a host key takes";
   fail(spec.path, node_origin(*node, file) + ": " + spec.path + ": must be " + text.str() +
                       ", got " + describe_node(*node) + " (" + spec.help + ").");
 }

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
+#include <sys/stat.h>
 
 #include <doctest/doctest.h>
 
@@ -148,6 +149,24 @@ TEST_CASE("host predict --images DIR: a left-out name holding ESC or a newline i
   CHECK(images.output.find("1 link(s) that lead nowhere (dead\\u001B[2J\\u001B[31m\\u000AFAKE.png)") != std::string::npos);
   CHECK(images.output.find('\x1b') == std::string::npos);
   CHECK(images.output.find("\nFAKE") == std::string::npos);
+}
+
+// Security trial F15: a FIFO named .jpg and a link to /dev/zero named .png were counted as files
+// "whose ending is not one the evaluation table reads (.jpg: 1, .png: 1)", endings it reads.
+TEST_CASE("host predict --images DIR: a FIFO or a device is left out as what it is, not for its ending") {
+  const TrainedRun& run = trained_run();
+  const fs::path dir = run.dir / "not_files";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(run.dir / "val" / "dark" / "0.png", dir / "a.png");
+  REQUIRE(mkfifo((dir / "fifo.jpg").c_str(), 0600) == 0);
+  fs::create_symlink("/dev/zero", dir / "zero.png");
+  const auto images = run.predict("--images '" + dir.string() + "' --output '" + (run.dir / "nf.csv").string() + "'");
+  INFO(images.output);
+  REQUIRE(images.exit_code == 0);
+  CHECK(images.output.find("left out of '" + dir.string() + "': 2 entr(ies) that are no regular file, which an image "
+                           "must be (fifo.jpg (a FIFO), zero.png (a character device))") != std::string::npos);
+  CHECK(images.output.find("whose ending") == std::string::npos);
 }
 
 TEST_CASE("host predict --images LIST: the list's order, its paths as written, comments skipped; jsonl") {

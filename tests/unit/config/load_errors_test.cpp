@@ -283,3 +283,23 @@ TEST_CASE("a tracking URI whose user-info reads more than one way is refused at 
   CHECK(load_text(kRequiredComponents, {"logging.mlflow.tracking_uri=\"http://alice:pa%23ss1@h:5000\""})
             .logging.mlflow.tracking_uri == "http://alice:pa%23ss1@h:5000");
 }
+
+// Security trial F15, items 3 and 4: data.num_workers = 100000 passed the config and stopped the
+// DataLoader (exit 1, no key named); train.batch_size = 2^62 was refused as "must be >= 1", which
+// it is: the limit check read an integer past 2^53 as 0.
+TEST_CASE("data.num_workers past the loader's 1024 and an integer past 2^53 are refused naming the real bound") {
+  const tp::ConfigError workers =
+      expect_config_error([&] { load_text(kRequiredComponents, {"data.num_workers=100000"}); });
+  CHECK(workers.key_path() == "data.num_workers");
+  TP_CHECK_CONTAINS(std::string(workers.what()),
+                    "--set data.num_workers=100000: data.num_workers: must be >= 0 and < 1025, got an integer (100000)");
+  CHECK(load_text(kRequiredComponents, {"data.num_workers=1024"}).data.num_workers == 1024);
+
+  const tp::ConfigError batch =
+      expect_config_error([&] { load_text(kRequiredComponents, {"train.batch_size=4611686018427387904"}); });
+  CHECK(batch.key_path() == "train.batch_size");
+  TP_CHECK_CONTAINS(std::string(batch.what()),
+                    "train.batch_size: must be >= 1 and at most 2^53 = 9007199254740992, the largest integer a host "
+                    "key takes, got an integer (4611686018427387904)");
+  CHECK(load_text(kRequiredComponents, {"train.batch_size=9007199254740992"}).train.batch_size == 9007199254740992);
+}
