@@ -77,3 +77,18 @@ TEST_CASE("a zero-element tensor reads as an empty tensor of its shape") {
   CHECK(tensors[0].second.numel() == 0);
   CHECK(tensors[0].second.sizes() == at::IntArrayRef({0, 3}));
 }
+
+TEST_CASE("the tensors' data_offsets must tile the data: no overlap, no gap, nothing after the last") {
+  // Security trial F15: every tensor at data_offsets [0, 8] opened and served the same bytes as
+  // each weight; Python's safetensors refuses it ("invalid offset").
+  const std::string data("\0\0\x80\x3f\0\0\0\x40", 8);  // 1.0f, 2.0f
+  const auto two = [&](const std::string& a, const std::string& b, const std::string& bytes) {
+    return error_of(file_of("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":" + a +
+                                "},\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":" + b + "}}",
+                            bytes));
+  };
+  CHECK(two("[0,8]", "[0,8]", data).find("overlap at byte 0") != std::string::npos);
+  CHECK(two("[0,8]", "[16,24]", data + data + data).find("leave a gap at byte 8") != std::string::npos);
+  CHECK(two("[0,8]", "[8,16]", data + data + data).find("end at byte 16 of 24") != std::string::npos);
+  CHECK(two("[8,16]", "[0,8]", data + data).empty());  // any order, as long as they tile
+}
