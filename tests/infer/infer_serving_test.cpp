@@ -77,7 +77,7 @@ TEST_CASE("tp::infer C API: tp_infer_set_skip_bad_images, the rows and the image
   tp_infer_model_t* model = nullptr;
   REQUIRE(tp_infer_open(run.exported.c_str(), "cpu", tp::test::plugin_dir(), &model) == TP_OK);
   tp_infer_result_t* result = nullptr;
-  CHECK(tp_infer_run_files(model, paths.data(), 2, 1, &result) == TP_ERR_IO);
+  CHECK(tp_infer_run_files(model, paths.data(), 2, 1, &result) == TP_ERR_INVALID_ARGUMENT);
   CHECK(tp_infer_set_skip_bad_images(nullptr, 1) == TP_ERR_INVALID_ARGUMENT);
   REQUIRE(tp_infer_set_skip_bad_images(model, 1) == TP_OK);
   REQUIRE(tp_infer_run_files(model, paths.data(), 2, 1, &result) == TP_OK);

@@ -209,7 +209,7 @@ TEST_CASE("tp::infer C API: the same classes and logits; failures return a statu
   CHECK((encoded_class == 0 ? "dark" : "light") == run.rows[5].name);
   CHECK(encoded_probability == run.rows[5].probability);
   int model_is_null = 0;
-  CHECK(infer_c_open_fails((run.dir / "run.toml").c_str(), tp::test::plugin_dir(), &model_is_null) == TP_ERR_IO);
+  CHECK(infer_c_open_fails((run.dir / "run.toml").c_str(), tp::test::plugin_dir(), &model_is_null) == TP_ERR_CONFIG);
   CHECK(model_is_null == 1);
   CHECK(std::string(tp_infer_last_error()).find("is not a model `host export` wrote") != std::string::npos);
   CHECK(tp_infer_open(nullptr, nullptr, nullptr, nullptr) == TP_ERR_INVALID_ARGUMENT);

@@ -52,7 +52,7 @@ ReadSamples read_samples(const DatasetProxy& data) {
 
 Batch answer(ModelProxy& model, const BatchPlacement& placement, const NamedTensors& inputs, const BatchLayout* files,
              int top_k, const std::vector<std::string>& classes, bool sigmoid_scores) {
-  if (top_k < 0) throw Error("tp::infer: top_k is " + std::to_string(top_k) + "; give 0 or more.");
+  if (top_k < 0) throw Error("tp::infer: top_k is " + std::to_string(top_k) + "; give 0 or more.", Error::Kind::BadInput);
   c10::InferenceMode inference;
   const NamedTensors outputs = model.forward(placement.to_device(inputs));
   Batch batch;

@@ -36,16 +36,30 @@ tp_status failed(tp_status status, std::string message) {
   return status;
 }
 
+// The status of an Error's kind (model.h lists which failures are which), so that a caller tells
+// its client's bad request from its own fault without reading the message (serving trial F2).
+tp_status status_of(tp::infer::Error::Kind kind) {
+  switch (kind) {
+    case tp::infer::Error::Kind::BadInput: return TP_ERR_INVALID_ARGUMENT;
+    case tp::infer::Error::Kind::Setup: return TP_ERR_CONFIG;
+    case tp::infer::Error::Kind::OutOfMemory: return TP_ERR_OUT_OF_MEMORY;
+    case tp::infer::Error::Kind::Internal: break;
+  }
+  return TP_ERR_INTERNAL;
+}
+
 template <class Body>
 tp_status guarded(Body&& body) noexcept {
   try {
     last_error.clear();
     body();
     return TP_OK;
+  } catch (const tp::infer::Error& e) {
+    return failed(status_of(e.kind()), e.what());
   } catch (const std::bad_alloc&) {
     return failed(TP_ERR_OUT_OF_MEMORY, "tp::infer: out of memory; run smaller batches.");
   } catch (const std::exception& e) {
-    return failed(TP_ERR_IO, e.what());
+    return failed(TP_ERR_INTERNAL, std::string("tp::infer: ") + e.what() + " (a bug of the C API; please report it).");
   } catch (...) {
     return failed(TP_ERR_INTERNAL, "tp::infer: an unknown exception; this is a bug, please report it.");
   }
@@ -92,6 +106,21 @@ tp_status to_result(tp::infer::Batch batch, tp_infer_result_t** out_result) {
 extern "C" {
 
 const char* tp_infer_last_error(void) { return last_error.c_str(); }
+
+const char* tp_infer_status_name(tp_status status) {
+  switch (status) {
+    case TP_OK: return "TP_OK";
+    case TP_ERR_INVALID_ARGUMENT: return "TP_ERR_INVALID_ARGUMENT";
+    case TP_ERR_CONFIG: return "TP_ERR_CONFIG";
+    case TP_ERR_UNSUPPORTED: return "TP_ERR_UNSUPPORTED";
+    case TP_ERR_IO: return "TP_ERR_IO";
+    case TP_ERR_OUT_OF_MEMORY: return "TP_ERR_OUT_OF_MEMORY";
+    case TP_ERR_DEVICE: return "TP_ERR_DEVICE";
+    case TP_ERR_INTERNAL: return "TP_ERR_INTERNAL";
+    case TP_ERR_OUT_OF_RANGE: return "TP_ERR_OUT_OF_RANGE";
+    default: return "unknown status";
+  }
+}
 
 tp_status tp_infer_open(const char* export_file, const char* device, const char* plugin_dir,
                         tp_infer_model_t** out_model) {

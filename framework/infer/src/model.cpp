@@ -22,10 +22,12 @@
 #include <set>
 
 #include "batch_answer.h"
-#include "tp/framework/exception_text.h"
 #include "export_file.h"
+#include "failure.h"
+#include "open_checks.h"
 #include "private_directory.h"
 #include "process_share.h"
+#include "tp/framework/exception_text.h"
 #include "tp/framework/config/validate.h"
 #include "tp/framework/data/collate.h"
 #include "tp/framework/engine/batch_placement.h"
@@ -36,7 +38,6 @@
 #include "tp/framework/plugin/registry.h"
 #include "tp/framework/plugin/host_services.h"
 #include "tp/framework/util/log.h"
-#include "tp/framework/util/sha256.h"
 
 namespace tp::infer {
 
@@ -61,7 +62,7 @@ struct Model::State {
       const std::lock_guard<std::mutex> lock(state_.flight_mutex);
       if (state_.closing)
         throw Error("tp::infer: the model '" + state_.source + "' is being closed; a call must not overlap "
-                    "closing it (a call begun after the close returned uses a freed model).");
+                    "closing it (a call begun after the close returned uses a freed model).", Error::Kind::BadInput);
       ++state_.in_flight;
     }
     ~Flight() {
@@ -105,46 +106,18 @@ struct Model::State {
 
 namespace {
 
-// Runs `body`, turning the framework's and LibTorch's exceptions into tp::infer::Error with the
-// same message, so callers catch one type (model.h).
-template <class Body>
-auto guarded(Body&& body) -> decltype(body()) {
-  try {
-    return body();
-  } catch (const Error&) {
-    throw;
-  } catch (const c10::Error& e) {
-    throw Error(std::string("tp::infer: ") + e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    throw Error(std::string("tp::infer: ") + e.what());
-  }
-}
+using detail::FailureKinds;
+using detail::guarded;
+using Kind = Error::Kind;
 
-c10::Device device_of(const std::string& name) {
-  std::optional<c10::Device> device;
-  try {
-    device = c10::Device(name);
-  } catch (const c10::Error&) {
-  }
-  if (!device || !(device->is_cpu() || device->is_cuda()))
-    throw Error("tp::infer: device '" + name + "' is not a device this library runs on; give \"cpu\", \"cuda\" or "
-                "\"cuda:N\".");
-  if (device->is_cuda() && !(at::hasCUDA() && at::getNumGPUs() > 0))
-    throw Error("tp::infer: device '" + name + "' asks for CUDA, but this LibTorch has no CUDA or no GPU is "
-                "visible; give \"cpu\", or use a CUDA build on a machine with a GPU.");
-  if (device->is_cuda() && device->has_index() && static_cast<std::size_t>(device->index()) >= at::getNumGPUs())
-    throw Error("tp::infer: device '" + name + "' does not exist: " + std::to_string(at::getNumGPUs()) +
-                " GPU(s) are visible.");
-  return *device;
-}
-
-void check_threads(int threads) {
-  // A typo's count (100000) was taken, and every later call failed with oneDNN's "could not create
-  // a primitive", naming nothing about threads: refused here, as the host refuses run.threads.
-  if (threads < 0 || threads >= 1024)
-    throw Error("tp::infer: threads is " + std::to_string(threads) +
-                "; give 0 (LibTorch's count) or a count below 1024, usually the cores this model may use.");
-}
+// Opening reads the deployment's pieces: what fails there is Setup unless it says otherwise.
+constexpr FailureKinds kOpening{Kind::Setup, Kind::Setup};
+// run_files and run_encoded: the inputs are the export's preprocessing's, made from the files.
+constexpr FailureKinds kFromFiles{};
+// run_tensors: the caller made the inputs; a model that refuses them refuses the caller's input.
+constexpr FailureKinds kFromTensors{Kind::Internal, Kind::BadInput};
+// The setters: only the caller's argument or a moved-from Model can be wrong.
+constexpr FailureKinds kArgument{Kind::BadInput, Kind::BadInput};
 
 // [under the process's turn] LibTorch's intra-op threads for the call beginning on this thread:
 // OpenMP keeps the count per thread, so it is set by the thread that runs the call. `threads` is
@@ -154,49 +127,6 @@ void use_threads(int threads) {
   if (at::get_num_threads() != threads) at::set_num_threads(threads);
 }
 
-// Whether a library of `loaded` provides the component `id`.
-bool provides(const std::vector<ComponentEntry>& loaded, const std::string& id) {
-  return std::any_of(loaded.begin(), loaded.end(), [&](const ComponentEntry& entry) { return entry.info->id == id; });
-}
-
-std::string searched_dirs(const OpenOptions& options) {
-  std::string searched;
-  for (const std::string& dir : options.plugin_dirs) searched += (searched.empty() ? "" : ", ") + dir;
-  return searched;
-}
-
-// Warnings at open, through the host table's log (TORCHHOST_INFER_LOG_LEVEL): a plugin file other
-// than the one the run trained with (it may build another network or preprocess otherwise while
-// the weights still load), and a preprocessing component no library provides (run_files and
-// run_encoded would fail on their first call; run_tensor needs none).
-// `model` and `preprocessing` are the export's component ids ("" without preprocessing).
-void warn_about_plugins(Logger& log, const std::vector<ComponentEntry>& loaded, const std::string& model,
-                        const std::string& preprocessing, bool preprocessing_loaded,
-                        const std::vector<detail::ExportedPluginFile>& trained_files, const std::string& export_file,
-                        const std::string& searched) {
-  std::set<std::string> hashed;
-  for (const ComponentEntry& entry : loaded) {
-    const bool used = entry.info->id == model || entry.info->id == preprocessing;
-    const std::string library = entry.library->path().filename().string();
-    if (!used || !hashed.insert(library).second) continue;
-    for (const detail::ExportedPluginFile& trained : trained_files) {
-      if (trained.library != library) continue;
-      const std::string now = sha256_file(entry.library->path());
-      if (now != trained.sha256)
-        log.warn("tp::infer: the plugin " + entry.library->path().string() + " (" + entry.info->id + ") is not the "
-                 "file the export '" + export_file + "' was trained with: SHA-256 " + trained.sha256.substr(0, 12) +
-                 "... then, " + now.substr(0, 12) + "... now. If its code changed, the network or the "
-                 "preprocessing may differ from the training's while the weights still load; use the plugin build "
-                 "the run used, or compare a few answers with `host predict`.");
-    }
-  }
-  if (!preprocessing_loaded)
-    log.warn("tp::infer: the export '" + export_file + "' reads images with '" + preprocessing +
-             "', which no library in the plugin directories (" + searched + ") provides: run_files and "
-             "run_encoded will fail until its plugin is there (the export's torchhost.plugin_files names its file); "
-             "run_tensor needs none.");
-}
-
 }  // namespace
 
 const Tensor& Batch::output(const std::string& name) const {
@@ -204,7 +134,7 @@ const Tensor& Batch::output(const std::string& name) const {
     if (tensor.name == name) return tensor;
   std::string names;
   for (const Tensor& tensor : outputs) names += (names.empty() ? "" : ", ") + tensor.name;
-  throw Error("tp::infer: the model returned no output '" + name + "'; its outputs: " + names + ".");
+  throw Error("tp::infer: the model returned no output '" + name + "'; its outputs: " + names + ".", Kind::BadInput);
 }
 
 Model::Model(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -221,14 +151,22 @@ Model::~Model() {
 }
 
 Model Model::open(const std::string& export_file, const OpenOptions& options) {
-  return guarded([&] {
-    detail::ExportFile file = detail::read_export(export_file);
-    const c10::Device device = device_of(options.device);
-    check_threads(options.threads);
+  return guarded(kOpening, [&] {
+    detail::ExportFile file = guarded(kOpening, [&] {
+      // Every refusal of the file is the deployment's: missing, unreadable, damaged, forged.
+      try {
+        return detail::read_export(export_file);
+      } catch (const Error& e) {
+        throw Error(e.what(), e.kind() == Kind::OutOfMemory ? Kind::OutOfMemory : Kind::Setup);
+      }
+    });
+    const c10::Device device = detail::device_of(options.device);
+    detail::check_threads(options.threads);
     if (options.plugin_dirs.empty())
       throw Error("tp::infer: no plugin directory was given, and the model '" + file.model.component +
                   "' is built by its plugin; set OpenOptions::plugin_dirs (tp_infer_open's plugin_dir in C) to the "
-                  "directory holding it (the installed host's lib/torchhost/plugins for the built-in plugins).");
+                  "directory holding it (the installed host's lib/torchhost/plugins for the built-in plugins).",
+                  Kind::BadInput);
     auto state = std::make_unique<State>();
     // After `state`, so released before it on a failure: its destruction takes the turn too.
     const std::lock_guard<std::mutex> turn(state->share.calls());
@@ -236,7 +174,7 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
     state->source = export_file;
     state->threads = options.threads > 0 ? options.threads : state->share.default_threads();
     state->skip_bad_images = options.skip_bad_images;
-    state->plugin_dirs = searched_dirs(options);
+    state->plugin_dirs = detail::searched_dirs(options);
     state->classes = std::move(file.classes);
     state->sigmoid_scores = file.sigmoid_scores;
     state->preprocessing = std::move(file.preprocessing);
@@ -249,17 +187,18 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
     for (const std::string& dir : options.plugin_dirs) dirs.push_back({dir, "OpenOptions::plugin_dirs"});
     state->registry->load_search_path(dirs);
     const std::vector<ComponentEntry> loaded = state->registry->all();
-    if (!provides(loaded, file.model.component)) {
+    if (!detail::provides(loaded, file.model.component)) {
       throw Error("tp::infer: the export's model '" + file.model.component + "' is built by its plugin, which no "
                   "library in the plugin directories (" + state->plugin_dirs + ") provides. Add the directory holding that "
                   "plugin to OpenOptions::plugin_dirs (in C, to tp_infer_open's ':'-separated plugin_dir; the "
                   "export's torchhost.plugin_files names its file; the built-in ones are in the installed host's "
-                  "lib/torchhost/plugins).");
+                  "lib/torchhost/plugins).",
+                  Kind::Setup);
     }
     // The registry is fixed from here on: run_files asks this, not the registry, on every call.
     state->preprocessing_loaded =
-        state->preprocessing.component.empty() || provides(loaded, state->preprocessing.component);
-    warn_about_plugins(state->share.host().logger(), loaded, file.model.component, state->preprocessing.component,
+        state->preprocessing.component.empty() || detail::provides(loaded, state->preprocessing.component);
+    detail::warn_about_plugins(state->share.host().logger(), loaded, file.model.component, state->preprocessing.component,
                        state->preprocessing_loaded, file.plugin_files, export_file, state->plugin_dirs);
     ComponentConfig config{file.model.component, "model", std::move(file.model.options)};
     const ComponentEntry entry = state->registry->find(config.component, TP_KIND_MODEL, "model");
@@ -276,19 +215,19 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
 Model::State& Model::state() const {
   if (!state_)
     throw Error("tp::infer: this Model was moved from and holds no model; call the Model it was moved to, or "
-                "open the export again.");
+                "open the export again.", Kind::BadInput);
   return *state_;
 }
 
 const std::vector<std::string>& Model::class_names() const { return state().classes; }
 
 void Model::set_skip_bad_images(bool skip) {
-  guarded([&] { state().skip_bad_images = skip; });
+  guarded(kArgument, [&] { state().skip_bad_images = skip; });
 }
 
 void Model::set_threads(int threads) {
-  guarded([&] {
-    check_threads(threads);
+  guarded(kArgument, [&] {
+    detail::check_threads(threads);
     state().threads = threads > 0 ? threads : state().share.default_threads();
   });
 }
@@ -308,22 +247,25 @@ std::string version() {
 }
 
 Batch Model::run_files(const std::vector<std::string>& paths, int top_k) {
-  return guarded([&] {
+  return guarded(kFromFiles, [&] {
     const State::Flight flight(state());
-    if (paths.empty()) throw Error("tp::infer: run_files was given no file; give one path or more.");
+    if (paths.empty()) throw Error("tp::infer: run_files was given no file; give one path or more.", Kind::BadInput);
     for (std::size_t i = 0; i < paths.size(); ++i)
-      if (paths[i].empty()) throw Error("tp::infer: path " + std::to_string(i) + " is empty; give an image file.");
+      if (paths[i].empty())
+        throw Error("tp::infer: path " + std::to_string(i) + " is empty; give an image file.", Kind::BadInput);
     const detail::ExportedComponent& pre = state().preprocessing;
     if (pre.component.empty())
       throw Error("tp::infer: the export '" + state().source + "' carries no evaluation preprocessing "
-                  "(torchhost.preprocessing); prepare the inputs yourself and call run_tensors.");
+                  "(torchhost.preprocessing); prepare the inputs yourself and call run_tensors.",
+                  Kind::Setup);
     const std::lock_guard<std::mutex> turn(state().share.calls());
     use_threads(state().threads);
     if (!state().preprocessing_loaded)
       throw Error("tp::infer: the export '" + state().source + "' reads images with '" + pre.component + "', which "
                   "no library in the plugin directories (" + state().plugin_dirs + ") provides. Add the directory "
                   "holding its plugin (the export's torchhost.plugin_files names the file) to OpenOptions::plugin_dirs "
-                  "(tp_infer_open's plugin_dir in C), or prepare the inputs yourself and call run_tensors.");
+                  "(tp_infer_open's plugin_dir in C), or prepare the inputs yourself and call run_tensors.",
+                  Kind::Setup);
     const ComponentEntry entry = state().registry->find(pre.component, TP_KIND_DATASET, "preprocessing");
     const bool reads_files = std::any_of(entry.info->schema.begin(), entry.info->schema.end(), [](const KeySpec& key) {
       return key.path == "files" && key.type == ValueType::StringArray;
@@ -331,7 +273,8 @@ Batch Model::run_files(const std::vector<std::string>& paths, int top_k) {
     if (!reads_files)
       throw Error("tp::infer: the export's dataset '" + pre.component + "' cannot read plain image files (it "
                   "declares no `files` key, as org.torchhost.image_folder does); prepare the inputs yourself and call "
-                  "run_tensors.");
+                  "run_tensors.",
+                  Kind::Setup);
     // The evaluation table with `files`, as `host predict --images` points the val split at them
     // (host/predict_images.cpp): the same transform, no labels.
     ComponentConfig config{pre.component, "preprocessing", pre.options};
@@ -351,7 +294,9 @@ Batch Model::run_files(const std::vector<std::string>& paths, int top_k) {
         samples.push_back(std::move(read.samples[i]));
         rows.push_back(static_cast<int64_t>(i));
       } else if (!state().skip_bad_images) {
-        std::rethrow_exception(read.failures[i]);
+        // The image's own fault, whatever the dataset's status said, unless memory ran out.
+        const std::string text = "tp::infer: " + exception_text(read.failures[i]);
+        throw Error(text, detail::names_allocation_failure(text) ? Kind::OutOfMemory : Kind::BadInput);
       } else {
         failed.push_back({static_cast<int64_t>(i), "image " + std::to_string(i) + " ('" + paths[i] + "'): " +
                                                        exception_text(read.failures[i])});
@@ -359,7 +304,8 @@ Batch Model::run_files(const std::vector<std::string>& paths, int top_k) {
     }
     if (samples.empty())
       throw Error("tp::infer: none of the " + std::to_string(paths.size()) + " images could be read; the first: " +
-                  failed.front().message);
+                  failed.front().message,
+                  Kind::BadInput);
     CollateOptions collate_options;
     collate_options.layout = &data.batch_layout();
     const NamedTensors inputs = collate(std::move(samples), collate_options);
@@ -372,12 +318,12 @@ Batch Model::run_files(const std::vector<std::string>& paths, int top_k) {
 }
 
 Batch Model::run_encoded(const std::vector<std::vector<unsigned char>>& images, int top_k) {
-  return guarded([&] { return encoded(images, top_k); });
+  return guarded(kFromFiles, [&] { return encoded(images, top_k); });
 }
 
 Batch Model::encoded(const std::vector<std::vector<unsigned char>>& images, int top_k) {
   const State::Flight flight(state()); // a moved-from or closing Model refuses before any file is written
-  if (images.empty()) throw Error("tp::infer: run_encoded was given no image; give one or more.");
+  if (images.empty()) throw Error("tp::infer: run_encoded was given no image; give one or more.", Kind::BadInput);
   const detail::PrivateDirectory dir;
   std::vector<std::string> paths;
   for (std::size_t i = 0; i < images.size(); ++i) {
@@ -386,7 +332,8 @@ Batch Model::encoded(const std::vector<std::vector<unsigned char>>& images, int 
     out.write(reinterpret_cast<const char*>(images[i].data()), static_cast<std::streamsize>(images[i].size()));
     if (!out.flush())
       throw Error("tp::infer: cannot write encoded image " + std::to_string(i) + " to " + path +
-                  " (disk full?); free space in TMPDIR or pass the images as files.");
+                  " (disk full?); free space in TMPDIR or pass the images as files.",
+                  Kind::Setup);
     paths.push_back(path);
   }
   // The temporary names mean nothing to the caller: name each image by its position instead.
@@ -401,25 +348,28 @@ Batch Model::encoded(const std::vector<std::vector<unsigned char>>& images, int 
     for (FailedImage& image : batch.failed) image.message = by_position(std::move(image.message));
     return batch;
   } catch (const Error& e) {
-    throw Error(by_position(e.what()));
+    throw Error(by_position(e.what()), e.kind());
   }
 }
 
 Batch Model::run_tensors(const std::vector<Tensor>& inputs, int top_k) {
-  return guarded([&] {
+  return guarded(kFromTensors, [&] {
     const State::Flight flight(state());
-    if (inputs.empty()) throw Error("tp::infer: run_tensors was given no tensor; give one per model input field.");
+    if (inputs.empty())
+      throw Error("tp::infer: run_tensors was given no tensor; give one per model input field.", Kind::BadInput);
     NamedTensors batch;
     for (const Tensor& input : inputs) {
       const int64_t count = std::accumulate(input.shape.begin(), input.shape.end(), int64_t{1}, std::multiplies<>());
       if (input.shape.empty() || count != static_cast<int64_t>(input.values.size()))
         throw Error("tp::infer: input '" + input.name + "' has " + std::to_string(input.values.size()) +
                     " values for the shape " + c10::str(c10::IntArrayRef(input.shape)) +
-                    "; give one value per element, batch dimension first.");
+                    "; give one value per element, batch dimension first.",
+                    Kind::BadInput);
       if (input.shape[0] != inputs.front().shape[0])
         throw Error("tp::infer: input '" + input.name + "' holds " + std::to_string(input.shape[0]) +
                     " samples and '" + inputs.front().name + "' " + std::to_string(inputs.front().shape[0]) +
-                    "; every input must have the same batch size.");
+                    "; every input must have the same batch size.",
+                    Kind::BadInput);
       at::Tensor tensor = at::empty(input.shape, at::kFloat);
       std::copy(input.values.begin(), input.values.end(), tensor.data_ptr<float>());
       batch.emplace_back(input.name, std::move(tensor));

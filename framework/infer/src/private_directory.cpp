@@ -17,12 +17,14 @@ PrivateDirectory::PrivateDirectory() {
     const char* tmpdir = std::getenv("TMPDIR");
     throw Error(std::string("tp::infer: no temporary directory for encoded images: TMPDIR is '") +
                 (tmpdir != nullptr ? tmpdir : "") + "', which is not a directory (" + missing.message() +
-                "); set TMPDIR to a writable directory, or pass the images as files.");
+                "); set TMPDIR to a writable directory, or pass the images as files.",
+                Error::Kind::Setup);
   }
   std::string name = (parent / "tp_infer.XXXXXX").string();
   if (::mkdtemp(name.data()) == nullptr)
     throw Error("tp::infer: cannot create a temporary directory under " + parent.string() +
-                " for encoded images; set TMPDIR to a writable directory, or pass the images as files.");
+                " for encoded images; set TMPDIR to a writable directory, or pass the images as files.",
+                Error::Kind::Setup);
   path_ = name;
 }
 

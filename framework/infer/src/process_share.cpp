@@ -36,7 +36,8 @@ LogLevel log_level_from_environment() {
   if (level == "info") return LogLevel::Info;
   if (level == "debug") return LogLevel::Debug;
   throw Error("tp::infer: the environment variable TORCHHOST_INFER_LOG_LEVEL is '" + level +
-              "'; set it to debug, info, warning or error, or unset it (warning: only warnings and errors).");
+              "'; set it to debug, info, warning or error, or unset it (warning: only warnings and errors).",
+              Error::Kind::Setup);
 }
 
 /// What the members share while at least one lives.
@@ -132,7 +133,8 @@ void ProcessShare::use_cuda_tf32(bool tf32, const std::string& export_file) {
     throw Error("tp::infer: '" + export_file + "' asks for OpenOptions::tf32 = " + setting(tf32) + " on CUDA, but " +
                 open + " on CUDA with tf32 = " +
                 setting(shared.cuda_tf32) + ", and LibTorch's TF32 switches are one per process. Open every CUDA "
-                "model with the same tf32, or close those first.");
+                "model with the same tf32, or close those first.",
+                Error::Kind::Setup);
   }
   if (cuda_tf32_) sources.erase(std::find(sources.begin(), sources.end(), cuda_source_));
   sources.push_back(export_file);

@@ -5,12 +5,25 @@
  * Lifecycle: tp_infer_open -> tp_infer_run_files / tp_infer_run_tensor (any number of times, from
  * any thread) -> tp_infer_result_free for each result -> tp_infer_close.
  *
- * Errors: every function that can fail returns a tp_status (tp/status.h): TP_OK, or
- * TP_ERR_INVALID_ARGUMENT for a NULL argument, a zero count or a shape of no element,
- * TP_ERR_OUT_OF_RANGE for an output, image or rank index past what the result holds,
- * TP_ERR_OUT_OF_MEMORY, TP_ERR_IO for anything else (a missing file or plugin, a corrupt image, a
- * shape the model refuses), TP_ERR_INTERNAL for a bug. Then tp_infer_last_error() holds the
- * message. No exception and no abort crosses this API.
+ * Errors: every function that can fail returns a tp_status (tp/status.h) that says whose fault
+ * it is (tp::infer::Error::Kind in the C++ API), so a server can answer "bad request" or "we are
+ * broken" without reading the message:
+ *   TP_OK                    success;
+ *   TP_ERR_INVALID_ARGUMENT  the caller's input: a NULL argument, a zero count, a bad count or
+ *                            name, an image that cannot be read (corrupt, truncated, missing, not
+ *                            an image), a tensor whose shape or values the model refuses, a call
+ *                            on a closing model;
+ *   TP_ERR_OUT_OF_RANGE      an output, image, rank or row index past what the result holds;
+ *   TP_ERR_CONFIG            the deployment: the export (missing, unreadable, damaged, of another
+ *                            format), a plugin missing or refused, weights that do not fit its
+ *                            model, the device, TMPDIR, TORCHHOST_INFER_LOG_LEVEL, another CUDA
+ *                            model's TF32;
+ *   TP_ERR_OUT_OF_MEMORY     an allocation failed (LibTorch's, a device's, the library's): a
+ *                            smaller batch may pass;
+ *   TP_ERR_INTERNAL          anything else: a plugin call that failed on inputs the export's own
+ *                            preprocessing made, a device error, a bug.
+ * Then tp_infer_last_error() holds the message (one paragraph: what and what to do), and
+ * tp_infer_status_name() the status's name. No exception and no abort crosses this API.
  *
  * Ownership: handles are opaque; each open/run has its matching close/free, which accept NULL.
  * Strings and arrays returned are borrowed from the handle named, valid until it is freed.
@@ -41,19 +54,28 @@ typedef struct tp_infer_result_t tp_infer_result_t;
  *  what to do); "" when none failed. Borrowed: valid until this thread's next call. */
 TP_EXPORT const char *tp_infer_last_error(void);
 
+/** The name of `status` as tp/status.h spells it ("TP_ERR_CONFIG"), static storage; "unknown
+ *  status" for a value it does not define. For logs and bindings that do not copy the enum. */
+TP_EXPORT const char *tp_infer_status_name(tp_status status);
+
 /** Opens `export_file` (what `host export` wrote) on `device` ("cpu", "cuda", "cuda:N"; NULL means
  *  "cpu"), loading the plugins of `plugin_dir`: the directory holding the plugin that builds the
  *  model and the one that reads its images, or several separated by ':' (your own plugins' and
  *  the installed host's lib/torchhost/plugins; earlier ones take precedence; a directory whose
  *  path holds ':' is named through a link). On a CUDA device it turns LibTorch's TF32 switches
  *  off, process-wide, as `host predict` runs by default (OpenOptions::tf32 in the C++ API). On
- *  TP_OK `*out_model` is a new model: close it with tp_infer_close. */
+ *  TP_OK `*out_model` is a new model: close it with tp_infer_close; else it is NULL.
+ *  TP_ERR_INVALID_ARGUMENT: a NULL export_file, plugin_dir or out_model, an empty plugin_dir, a
+ *  device name that is no device. TP_ERR_CONFIG: the export missing, unreadable, damaged, no
+ *  torchhost export or of another format; a plugin missing or refused; weights that do not fit
+ *  the model; CUDA absent or the GPU index past those visible; another CUDA model's TF32;
+ *  TORCHHOST_INFER_LOG_LEVEL unknown. TP_ERR_OUT_OF_MEMORY. */
 TP_EXPORT tp_status tp_infer_open(const char *export_file, const char *device, const char *plugin_dir,
                                   tp_infer_model_t **out_model);
 
 /** Releases `model` and its plugins. Results of it stay valid (they own their data). NULL: no-op.
  *  It waits for the calls in flight on `model` to return; a call that begins while it closes
- *  fails (TP_ERR_IO, "is being closed"). A call begun after it returned uses a freed handle, as
+ *  fails (TP_ERR_INVALID_ARGUMENT, "is being closed"). A call begun after it returned uses a freed handle, as
  *  after free(): stop your callers first. */
 TP_EXPORT void tp_infer_close(tp_infer_model_t *model);
 
@@ -61,14 +83,19 @@ TP_EXPORT void tp_infer_close(tp_infer_model_t *model);
  *  --images` does) and runs them as one batch; each image's `top_k` best classes are kept (capped
  *  at the class count: UINT32_MAX keeps every class). A segmenter's per-pixel output comes at
  *  each file's size, followed by "<name>_sizes" (tp::infer::Batch::outputs says how).
- *  On TP_OK `*out_result` is new: free it with tp_infer_result_free. */
+ *  On TP_OK `*out_result` is new: free it with tp_infer_result_free; else it is NULL.
+ *  TP_ERR_INVALID_ARGUMENT: a NULL or empty argument, count 0, an image that cannot be read (the
+ *  first in the list; or every one, with tp_infer_set_skip_bad_images), a closing model.
+ *  TP_ERR_CONFIG: the export carries no preprocessing, or no plugin directory provides its
+ *  dataset. TP_ERR_OUT_OF_MEMORY. TP_ERR_INTERNAL: the model failed on the decoded batch. */
 TP_EXPORT tp_status tp_infer_run_files(tp_infer_model_t *model, const char *const *paths, uint32_t count,
                                        uint32_t top_k, tp_infer_result_t **out_result);
 
 /** As tp_infer_run_files, for `count` images held in memory: image i is `sizes[i]` bytes at
  *  `data[i]` (a JPEG, PNG, BMP or WebP file's bytes), decoded exactly as that file would be: each
  *  is written to a file of a private temporary directory under TMPDIR (mkdtemp, mode 0700),
- *  removed before the call returns; a process killed during the call leaves it behind. */
+ *  removed before the call returns; a process killed during the call leaves it behind. As
+ *  tp_infer_run_files otherwise; TP_ERR_CONFIG also for a TMPDIR it cannot write. */
 TP_EXPORT tp_status tp_infer_run_encoded(tp_infer_model_t *model, const uint8_t *const *data,
                                          const uint64_t *sizes, uint32_t count, uint32_t top_k,
                                          tp_infer_result_t **out_result);
@@ -76,7 +103,8 @@ TP_EXPORT tp_status tp_infer_run_encoded(tp_infer_model_t *model, const uint8_t 
 /** Runs one prepared float32 input field `name` (e.g. "image") of shape `shape[0..ndim)`, batch
  *  dimension first, row-major `data` (copied during the call): it must hold the product of the
  *  shape's sizes in floats, which this call reads without a length to check them against. As
- *  tp_infer_run_files otherwise. */
+ *  tp_infer_run_files otherwise, but TP_ERR_INVALID_ARGUMENT also for a shape of no element or
+ *  one the model refuses (the model's plugin said TP_ERR_INVALID_ARGUMENT). */
 TP_EXPORT tp_status tp_infer_run_tensor(tp_infer_model_t *model, const char *name, const float *data,
                                         const int64_t *shape, uint32_t ndim, uint32_t top_k,
                                         tp_infer_result_t **out_result);
@@ -87,14 +115,15 @@ TP_EXPORT void tp_infer_result_free(tp_infer_result_t *result);
 /** LibTorch's intra-op threads for `model`'s calls from now on (OpenOptions::threads, set on the
  *  calling thread when a call begins); 0 is LibTorch's default count (OMP_NUM_THREADS, else one
  *  per core, read when the first model of the process opened), whatever count other models set.
- *  TP_ERR_INVALID_ARGUMENT for NULL or a count of 1024 or more. */
+ *  TP_ERR_INVALID_ARGUMENT for NULL or a count of 1024 or more; else TP_OK. */
 TP_EXPORT tp_status tp_infer_set_threads(tp_infer_model_t *model, uint32_t threads);
 
 /** The number of outputs the model returned (0 for NULL). */
 TP_EXPORT uint32_t tp_infer_result_output_count(const tp_infer_result_t *result);
 
 /** Output `index` (< tp_infer_result_output_count): its name, its shape (`*out_ndim` sizes, batch
- *  first) and its values as float32, row-major. All borrowed from `result`. */
+ *  first) and its values as float32, row-major. All borrowed from `result`. TP_ERR_INVALID_ARGUMENT
+ *  for a NULL result, TP_ERR_OUT_OF_RANGE for an index past the count. */
 TP_EXPORT tp_status tp_infer_result_output(const tp_infer_result_t *result, uint32_t index, const char **out_name,
                                            const int64_t **out_shape, uint32_t *out_ndim,
                                            const float **out_values);
@@ -132,7 +161,8 @@ TP_EXPORT uint32_t tp_infer_result_class_count(const tp_infer_result_t *result, 
 /** The `rank`-th best class of `image` (0 = best): its id, its name (borrowed; "" when the export
  *  names no classes) and its softmax probability, as `host predict`'s logits.class and
  *  logits.prob (its own sigmoid for a model trained with a binary cross entropy: multi-label).
- *  Any out pointer may be NULL. */
+ *  Any out pointer may be NULL. TP_ERR_INVALID_ARGUMENT for a NULL result, TP_ERR_OUT_OF_RANGE
+ *  for an image or rank past the result. */
 TP_EXPORT tp_status tp_infer_result_class(const tp_infer_result_t *result, uint32_t image, uint32_t rank,
                                           int64_t *out_class, const char **out_name, float *out_probability);
 
@@ -140,7 +170,7 @@ TP_EXPORT tp_status tp_infer_result_class(const tp_infer_result_t *result, uint3
  *  the batch (`skip` non-zero: listed by tp_infer_result_failed, the others answered) or fail the
  *  call naming the first (0, the default), for the calls that begin from now on
  *  (OpenOptions::skip_bad_images). A call none of whose images can be read fails either way.
- *  TP_ERR_INVALID_ARGUMENT for NULL. */
+ *  TP_ERR_INVALID_ARGUMENT for NULL; else TP_OK. */
 TP_EXPORT tp_status tp_infer_set_skip_bad_images(tp_infer_model_t *model, int skip);
 
 /** The position in the call's list of row `row` of every output and of the `image` of
@@ -153,7 +183,8 @@ TP_EXPORT uint32_t tp_infer_result_failed_count(const tp_infer_result_t *result)
 
 /** Left-out image `index` (< tp_infer_result_failed_count), in list order: its position in the
  *  call's list and why ("image <i> ('<path>'): ...", borrowed from `result`). Either out pointer
- *  may be NULL. */
+ *  may be NULL. TP_ERR_INVALID_ARGUMENT for a NULL result, TP_ERR_OUT_OF_RANGE for an index past
+ *  the count. */
 TP_EXPORT tp_status tp_infer_result_failed(const tp_infer_result_t *result, uint32_t index, int64_t *out_image,
                                            const char **out_message);
 

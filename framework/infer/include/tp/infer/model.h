@@ -10,7 +10,8 @@
 // LibTorch headers, only LibTorch's libraries at run time (found by its RUNPATH).
 //
 // Errors: every function here throws tp::infer::Error (one paragraph: what failed and what to
-// do); nothing else escapes. Callers that cannot take exceptions use the C API (infer.h).
+// do), whose kind() tells the caller's bad input from the deployment's and the library's faults;
+// nothing else escapes. Callers that cannot take exceptions use the C API (infer.h).
 //
 // Threads: Models may be called from several threads at once, and several Models may be open at
 // once. Calls take turns across the process (one batch at a time, each with the whole intra-op
@@ -39,12 +40,37 @@
 
 namespace tp::infer {
 
-/// What every failure of this API throws: the message names what failed and what to do.
+/// What every failure of this API throws: the message names what failed and what to do, kind()
+/// whose fault it is (a server answers "bad request" for BadInput, "unavailable" for the others).
 class TP_EXPORT Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  /// Whose fault a failure is. The C API's status says the same (infer.h).
+  enum class Kind {
+    /// A fault of the library, a plugin or LibTorch that is none of the below (a plugin's call
+    /// failing, a device error, a bug): C TP_ERR_INTERNAL.
+    Internal = 0,
+    /// The call's own input: a bad argument (a count, top_k, a name, a NULL), an image that
+    /// cannot be read (corrupt, truncated, missing, not an image), a tensor whose values, shape
+    /// or dtype the model refuses, a call on a moved-from or closing model: C TP_ERR_INVALID_ARGUMENT.
+    BadInput = 1,
+    /// The deployment: the export (missing, unreadable, damaged, of another format), a plugin
+    /// missing or refused, the weights not fitting its model, the device, TMPDIR, the log level's
+    /// variable, another model's tf32: C TP_ERR_CONFIG.
+    Setup = 2,
+    /// An allocation failed (LibTorch's allocator, a device's memory, the library's own):
+    /// C TP_ERR_OUT_OF_MEMORY. A smaller batch may pass.
+    OutOfMemory = 3,
+  };
+  /// `kind` is Internal unless said: a failure nobody classified is the library's.
+  explicit Error(const std::string& message, Kind kind = Kind::Internal);
+  explicit Error(const char* message, Kind kind = Kind::Internal);
+  /// Whose fault it is.
+  Kind kind() const noexcept { return kind_; }
   /// Out of line: the type information a caller's catch compares lives in the library.
   ~Error() override;
+
+ private:
+  Kind kind_;
 };
 
 /// A dense float32 tensor on the CPU, row-major (C order).
