@@ -31,6 +31,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace tp::test::infer;
 using tp::test::error_of;
+using Kind = tp::infer::Error::Kind;
 
 }  // namespace
 
@@ -219,4 +220,52 @@ TEST_CASE("tp::infer: a cut, empty or garbage-headed export is named damaged or 
   std::string garbage(8, '\0');
   garbage[0] = 4;
   CHECK(message_for("garbage.safetensors", garbage + "{{{{").find("is not a JSON object") != std::string::npos);
+}
+
+TEST_CASE("tp::infer: an export of another metadata format is refused; a newer LibTorch or plugin ABI is named") {
+  // Serving trial F3: torchhost.format 2, 7 and "banana" opened and answered without a word.
+  const Exported& run = exported();
+  for (const std::string format : {"2", "7", "banana"}) {
+    CAPTURE(format);
+    const fs::path file = with_metadata(run.exported, "torchhost.format", format, run.dir / ("format_" + format + ".safetensors"));
+    std::string message;
+    const Kind kind = [&] {
+      try {
+        tp::infer::Model::open(file.string(), cpu_options());
+      } catch (const tp::infer::Error& e) {
+        message = e.what();
+        return e.kind();
+      }
+      return Kind::Internal;
+    }();
+    INFO(message);
+    CHECK(message.find("declares the metadata format '" + format + "' (torchhost.format)") != std::string::npos);
+    CHECK(message.find("this library reads format 1") != std::string::npos);
+    CHECK(message.find("export the run again with a host that writes format 1") != std::string::npos);
+    CHECK(kind == Kind::Setup);
+  }
+  // Format 1, and no format at all (exports of hosts before the key existed), open.
+  CHECK(tp::infer::Model::open(run.exported.string(), cpu_options()).metadata().at("torchhost.format") == "1");
+  const fs::path unversioned = with_header(run.exported, run.dir / "no_format.safetensors", [](const std::string& header) {
+    nlohmann::json json = nlohmann::json::parse(header);
+    json["__metadata__"].erase("torchhost.format");
+    return json.dump();
+  });
+  CHECK(error_of([&] { tp::infer::Model::open(unversioned.string(), cpu_options()); }).empty());
+
+  // A newer LibTorch and plugin ABI: warnings naming both versions; the model still opens.
+  fs::path future = with_metadata(run.exported, "torchhost.libtorch", "3.1.0", run.dir / "future_tmp.safetensors");
+  future = with_metadata(future, "torchhost.plugin_abi", "2.0", run.dir / "future.safetensors");
+  std::string message;
+  const std::string log = stderr_of(run.dir / "future.err", [&] {
+    message = error_of([&] { tp::infer::Model::open(future.string(), cpu_options()); });
+  });
+  INFO(log);
+  CHECK(message.empty());
+  CHECK(log.find("LibTorch 3.1.0 (torchhost.libtorch), newer than this library's") != std::string::npos);
+  CHECK(log.find("plugin ABI 2.0 (torchhost.plugin_abi), newer than this library's " + std::to_string(TP_ABI_MAJOR) +
+                 "." + std::to_string(TP_ABI_MINOR)) != std::string::npos);
+  // The export's own versions are this build's: no warning.
+  const std::string quiet = stderr_of(run.dir / "own.err", [&] { tp::infer::Model::open(run.exported.string(), cpu_options()); });
+  CHECK(quiet.find("newer than this library's") == std::string::npos);
 }

@@ -23,6 +23,7 @@
 
 #include "batch_answer.h"
 #include "export_file.h"
+#include "export_format.h"
 #include "failure.h"
 #include "open_checks.h"
 #include "private_directory.h"
@@ -160,6 +161,8 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
         throw Error(e.what(), e.kind() == Kind::OutOfMemory ? Kind::OutOfMemory : Kind::Setup);
       }
     });
+    // Before any key is read for its meaning (serving trial F3: format 2, 7 and "banana" opened silently).
+    detail::check_export_format(file.metadata, export_file);
     const c10::Device device = detail::device_of(options.device);
     detail::check_threads(options.threads);
     if (options.plugin_dirs.empty())
@@ -180,6 +183,7 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
     state->preprocessing = std::move(file.preprocessing);
     state->component = file.model.component;
     state->metadata = std::move(file.metadata);
+    detail::warn_about_export_versions(state->share.host().logger(), state->metadata, export_file);
     state->registry = std::make_unique<Registry>(state->share.host());
     state->registry->use_loader([&share = state->share](const std::filesystem::path& file) { return share.load(file); });
     std::vector<PluginDir> dirs;

@@ -151,7 +151,8 @@ class TP_EXPORT Model {
   /// Opens the file `host export` wrote: loads the plugins of `options.plugin_dirs` (with the
   /// host's ABI and LibTorch fingerprint checks), builds the model its metadata names with its
   /// options, fills it with the file's weights and puts it in evaluation mode on the device.
-  /// Throws Error when the file is no torchhost export (no `torchhost.model`), a plugin is
+  /// Throws Error when the file is no torchhost export (no `torchhost.model`) or declares another
+  /// metadata format than 1 (`torchhost.format`; none is read as 1), a plugin is
   /// missing or refused, the weights do not fit the model, the device does not exist, on CUDA
   /// another open CUDA Model runs with the other `tf32`, or (the first Model of the process)
   /// TORCHHOST_INFER_LOG_LEVEL holds an unknown level.
