@@ -1,6 +1,7 @@
 #include "training_run_directory.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <system_error>
@@ -12,6 +13,7 @@
 #include "tp/framework/error.h"
 #include "tp/framework/monitor/history.h"
 #include "tp/framework/plugin/plugin_crash.h"
+#include "tp/framework/util/append_file.h"
 #include "tp/framework/util/atomic_file.h"
 #include "tp/framework/util/bounded_text.h"
 #include "tp/framework/util/first_few.h"
@@ -171,6 +173,12 @@ TrainingRunDirectory::TrainingRunDirectory(Session& session, const Options& opti
   install_plugin_crash_handler((run_dir / "checkpoints").string().c_str(), (run_dir / "config.toml").string().c_str());
   try {
     log.open_file(run_dir / "train.log");
+    // The trainer opens history.jsonl later (when it writes one, as train.fast_dev_run does not):
+    // a FIFO, a link or another user's file in its place is refused now, as train.log's is.
+    std::error_code absent;
+    if (const auto history = run_dir / "history.jsonl";
+        rank0_ && !config.train.fast_dev_run && std::filesystem::exists(std::filesystem::symlink_status(history, absent)))
+      ::close(open_for_appending(history));
   } catch (const Error& e) { // a link in its place, a read-only file: the run directory given is unusable
     throw ConfigError("run.output_dir", std::string(e.what()) + " Nothing was written.");
   }

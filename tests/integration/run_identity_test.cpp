@@ -2,6 +2,9 @@
 // a directory that holds another run's checkpoints is refused, and `--new-run` sets that run aside
 // whole; every checkpoint carries its run's identity, `--resume auto` passes over another run's
 // files, and `--resume FILE` continues the run that saved FILE, saying so.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -273,4 +276,32 @@ TEST_CASE("a run directory every user may write is warned of") {
   CHECK(run.exit_code == 0);
   CHECK(contains(run.output, "may be written by every user (mode 0777)"));
   CHECK(contains(run.output, "chmod o-w"));
+}
+
+// Security trial F18, F20: a FIFO planted as train.log or history.jsonl hung `host train` in
+// open(), deaf to SIGTERM and holding run.lock; a train.log another user made beforehand in a
+// shared run directory was appended to, so that user could read the whole log.
+TEST_CASE("a FIFO or another user's file as train.log or history.jsonl is refused at once, nothing written") {
+  const auto dir = tp::test::fresh_dir("planted_append_files");
+  const std::string timed = "timeout -k 5 60 '" + std::string(tp::test::build_dir()) + "/bin/host' ";
+  for (const char* name : {"train.log", "history.jsonl"}) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    REQUIRE(::mkfifo((dir / name).c_str(), 0666) == 0);
+    const auto planted = tp::test::run_shell(timed + identity_run(dir, 1));
+    INFO(name, ": ", planted.output);
+    CHECK(planted.exit_code == 2);
+    CHECK(contains(planted.output, (dir / name).string() + " is a FIFO, not a regular file"));
+    CHECK_FALSE(fs::exists(dir / "checkpoints" / "last.pt"));
+  }
+  if (::geteuid() != 0) return;  // making a file another user's needs root
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "train.log") << "";
+  REQUIRE(::chown((dir / "train.log").c_str(), 65534, 65534) == 0);
+  const auto foreign = tp::test::run_shell(timed + identity_run(dir, 1));
+  INFO(foreign.output);
+  CHECK(foreign.exit_code == 2);
+  CHECK(contains(foreign.output, (dir / "train.log").string() + " belongs to uid 65534, not to you"));
+  CHECK(tp::test::read_text(dir / "train.log").empty());
 }

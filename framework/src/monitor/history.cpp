@@ -14,7 +14,9 @@
 #include <sstream>
 
 #include "tp/framework/error.h"
+#include "tp/framework/util/append_file.h"
 #include "tp/framework/util/atomic_file.h"
+#include "tp/framework/util/regular_file.h"
 #include "tp/framework/util/write_error.h"
 #include "tp/framework/util/write_fully.h"
 
@@ -39,8 +41,7 @@ History::~History() {
 
 void History::open_jsonl() {
   const auto file = dir_ / "history.jsonl";
-  fd_ = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
-  if (fd_ < 0) throw Error("cannot open " + file.string() + " for writing: " + describe_write_error(errno));
+  fd_ = open_for_appending(file);
 }
 
 void History::add(HistoryRecord record) {
@@ -143,9 +144,12 @@ std::vector<std::string> History::resume(int64_t step, std::optional<int64_t> sa
 }
 
 std::optional<std::string> drop_torn_last_line(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return std::nullopt;
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Only a regular file is read: a FIFO planted in its place would block the read for good (the
+  // history's open for appending refuses it, and a link, naming it).
+  std::error_code status_error;
+  if (!std::filesystem::is_regular_file(std::filesystem::symlink_status(file, status_error))) return std::nullopt;
+  const std::vector<char> bytes = read_regular_file(file);
+  const std::string text(bytes.begin(), bytes.end());
   if (text.empty() || text.back() == '\n') return std::nullopt;
   const std::size_t keep = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
   std::error_code ec;

@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "tp/framework/error.h"
+#include "tp/framework/util/append_file.h"
 #include "tp/framework/util/bounded_text.h"
 #include "tp/framework/util/write_fully.h"
 
@@ -48,15 +49,7 @@ Logger::~Logger() {
 void Logger::open_file(const std::filesystem::path& file) {
   if (rank_ != 0) return;
   std::filesystem::create_directories(file.parent_path());
-  const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
-  if (fd < 0) {
-    const int error = errno;
-    if (error == ELOOP)
-      throw Error(file.string() + " is a symbolic link; the log is never written through a link, which could point "
-                  "at any file (a planted link would make the run append to it). Remove the link, or give another "
-                  "output directory.");
-    throw Error("cannot open the log " + file.string() + " for appending: " + std::strerror(error) + ".");
-  }
+  const int fd = open_for_appending(file);
   std::lock_guard lock(mutex_);
   if (file_ >= 0) ::close(file_);
   file_ = fd;
