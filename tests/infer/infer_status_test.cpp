@@ -119,3 +119,25 @@ TEST_CASE("tp::infer: Error::kind() says whose fault a failure is") {
   // What callers wrote before kinds existed still compiles, and is the library's fault.
   CHECK(tp::infer::Error("tp::infer: x").kind() == Kind::Internal);
 }
+
+TEST_CASE("tp::infer C API: tp_infer_run_encoded refuses a size above the image limit before reading the buffer") {
+  // Security trial F15: sizes[0] = UINT64_MAX gave "cannot create std::vector larger than
+  // max_size()" (TP_ERR_IO), and 2^40 read that far past data[0] before any limit was checked.
+  const Exported& run = exported();
+  tp_infer_model_t* model = nullptr;
+  REQUIRE(tp_infer_open(run.exported.c_str(), "cpu", tp::test::plugin_dir(), &model) == TP_OK);
+  const uint8_t small[16] = {};
+  const uint8_t* const images[] = {small, small};
+  for (const uint64_t size : {UINT64_MAX, uint64_t{1} << 40}) {
+    CAPTURE(size);
+    const uint64_t sizes[] = {sizeof small, size};
+    tp_infer_result_t* result = nullptr;
+    CHECK(tp_infer_run_encoded(model, images, sizes, 2, 1, &result) == TP_ERR_INVALID_ARGUMENT);
+    const std::string message = tp_infer_last_error();
+    INFO(message);
+    CHECK(message.find("tp_infer_run_encoded: sizes[1] is " + std::to_string(size) + " bytes") != std::string::npos);
+    CHECK(message.find("1 GiB") != std::string::npos);
+    CHECK(result == nullptr);
+  }
+  tp_infer_close(model);
+}

@@ -192,8 +192,18 @@ tp_status tp_infer_run_encoded(tp_infer_model_t* model, const uint8_t* const* da
   if (model == nullptr) return null_argument("tp_infer_run_encoded", "model");
   if (count == 0) return no_images("tp_infer_run_encoded");
   if (data == nullptr || sizes == nullptr) return null_argument("tp_infer_run_encoded", "data or sizes");
-  for (uint32_t i = 0; i < count; ++i)
+  for (uint32_t i = 0; i < count; ++i) {
     if (data[i] == nullptr && sizes[i] > 0) return null_argument("tp_infer_run_encoded", "data[i]");
+    // Before the copy: UINT64_MAX gave "cannot create std::vector larger than max_size()", and
+    // 2^40 read that far past the caller's buffer (security trial F15).
+    if (sizes[i] > TP_INFER_MAX_ENCODED_BYTES)
+      return refused(TP_ERR_INVALID_ARGUMENT, [&] {
+        return "tp::infer: tp_infer_run_encoded: sizes[" + std::to_string(i) + "] is " + std::to_string(sizes[i]) +
+               " bytes, more than the " + std::to_string(TP_INFER_MAX_ENCODED_BYTES) +
+               " (1 GiB) an image may hold; pass each image's own size, that of the bytes at data[" +
+               std::to_string(i) + "].";
+      });
+  }
   return guarded([&] {
     std::vector<std::vector<unsigned char>> images;
     for (uint32_t i = 0; i < count; ++i) images.emplace_back(data[i], data[i] + sizes[i]);

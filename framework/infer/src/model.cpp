@@ -39,6 +39,7 @@
 #include "tp/framework/plugin/registry.h"
 #include "tp/framework/plugin/host_services.h"
 #include "tp/framework/util/log.h"
+#include "tp/infer/infer.h"
 
 namespace tp::infer {
 
@@ -328,6 +329,11 @@ Batch Model::run_encoded(const std::vector<std::vector<unsigned char>>& images, 
 Batch Model::encoded(const std::vector<std::vector<unsigned char>>& images, int top_k) {
   const State::Flight flight(state()); // a moved-from or closing Model refuses before any file is written
   if (images.empty()) throw Error("tp::infer: run_encoded was given no image; give one or more.", Kind::BadInput);
+  for (std::size_t i = 0; i < images.size(); ++i)
+    if (images[i].size() > TP_INFER_MAX_ENCODED_BYTES)
+      throw Error("tp::infer: encoded image " + std::to_string(i) + " holds " + std::to_string(images[i].size()) +
+                      " bytes, more than the 1 GiB an image may hold; pass the image file's bytes.",
+                  Kind::BadInput);
   const detail::PrivateDirectory dir;
   std::vector<std::string> paths;
   for (std::size_t i = 0; i < images.size(); ++i) {

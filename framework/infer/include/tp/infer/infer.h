@@ -91,8 +91,14 @@ TP_EXPORT void tp_infer_close(tp_infer_model_t *model);
 TP_EXPORT tp_status tp_infer_run_files(tp_infer_model_t *model, const char *const *paths, uint32_t count,
                                        uint32_t top_k, tp_infer_result_t **out_result);
 
+/** The most bytes one image of tp_infer_run_encoded may hold: 1 GiB, the most an image file may
+ *  hold for the image datasets. */
+#define TP_INFER_MAX_ENCODED_BYTES (UINT64_C(1) << 30)
+
 /** As tp_infer_run_files, for `count` images held in memory: image i is `sizes[i]` bytes at
- *  `data[i]` (a JPEG, PNG, BMP or WebP file's bytes), decoded exactly as that file would be: each
+ *  `data[i]` (a JPEG, PNG, BMP or WebP file's bytes), read from there during the call (size your
+ *  buffers: a size past one reads past it); a size above TP_INFER_MAX_ENCODED_BYTES is refused,
+ *  TP_ERR_INVALID_ARGUMENT naming it, before anything is read. Decoded exactly as that file would be: each
  *  is written to a file of a private temporary directory under TMPDIR (mkdtemp, mode 0700),
  *  removed before the call returns; a process killed during the call leaves it behind. As
  *  tp_infer_run_files otherwise; TP_ERR_CONFIG also for a TMPDIR it cannot write. */

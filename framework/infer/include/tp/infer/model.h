@@ -176,7 +176,8 @@ class TP_EXPORT Model {
   /// [any] As run_files, for images held in memory (the bytes of a JPEG, PNG, BMP or WebP file).
   /// Each is written to a file of a private temporary directory (mode 0700, removed before
   /// returning) that the dataset reads, so the bytes decode exactly as the same file would.
-  /// Messages name the image as "encoded image <i>".
+  /// Messages name the image as "encoded image <i>". An image above 1 GiB
+  /// (TP_INFER_MAX_ENCODED_BYTES, infer.h) is refused before anything is written.
   Batch run_encoded(const std::vector<std::vector<unsigned char>>& images, int top_k = 5);
 
   /// [any] Runs prepared inputs (already decoded and normalised, e.g. [N, 3, H, W] float32),
