@@ -16,6 +16,7 @@
 #include "tp/framework/engine/predictor.h"
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/error.h"
+#include "tp/framework/util/file_lock.h"
 #include "tp/framework/util/stale_temporaries.h"
 
 namespace tp::cli {
@@ -89,8 +90,16 @@ int run_predict(const Options& options) {
   }
   if (rank0) {
     // What killed predictions (or training) left, *.partial-<pid> and the like of dead pids: in
-    // the run directory and, for an --output elsewhere, in that file's directory.
-    std::vector<std::filesystem::path> removed = sweep_stale_temporaries(session->run_dir, /*levels=*/3);
+    // the run directory and, for an --output elsewhere, in that file's directory. Not the run
+    // directory while a training holds its run.lock: that training's pid may be one this process
+    // cannot see (another node of a shared file system, another container), and its live
+    // temporaries then looked left behind (security trial F19: the training died at its rename).
+    std::vector<std::filesystem::path> removed;
+    if (lock_held_elsewhere(session->run_dir / "run.lock"))
+      session->logger.info("host predict: a training holds " + (session->run_dir / "run.lock").string() +
+                           ", so the run directory's leftover temporaries are left for it to sweep");
+    else
+      removed = sweep_stale_temporaries(session->run_dir, /*levels=*/3);
     const std::filesystem::path output_dir = output.has_parent_path() ? output.parent_path() : ".";
     if (output_dir != session->run_dir)
       for (std::filesystem::path& path : sweep_stale_temporaries(output_dir, /*levels=*/0)) removed.push_back(path);

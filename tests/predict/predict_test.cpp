@@ -457,3 +457,26 @@ TEST_CASE("host predict pads a short batch no further than the split: eval.batch
   CHECK(classes.size() == 101);
   CHECK(classes == argmax_column(usual));
 }
+
+TEST_CASE("host predict leaves a run directory's temporaries alone while a training holds its run.lock") {
+  // Security trial F19: a `host predict` in another pid namespace (another node, another
+  // container) took a live training's temporary for a dead writer's (kill(pid, 0) sees only its
+  // own namespace), removed it, and the training died at its rename. A training holds run.lock
+  // (flock, which other nodes and containers see): while it does, predict sweeps nothing there.
+  const fs::path& dir = trained_run();
+  const fs::path left = dir / "plots" / ".lr.png.k3J9sQx0Lm2B.tmp-99999999";
+  fs::create_directories(left.parent_path());
+  std::ofstream(left) << "a temporary whose writer this process cannot see";
+  const fs::path output = dir / "while_training.csv";
+  const auto held = tp::test::run_shell("flock '" + (dir / "run.lock").string() + "' '" + tp::test::build_dir() +
+                                        "/bin/host' predict --output-dir '" + dir.string() + "' " + kConfig +
+                                        "--checkpoint last --output '" + output.string() + "'");
+  INFO(held.output);
+  REQUIRE(held.exit_code == 0);
+  CHECK(fs::exists(left));
+  CHECK(held.output.find("a training holds " + (dir / "run.lock").string()) != std::string::npos);
+  const auto free = predict(dir, "--output '" + output.string() + "'");
+  INFO(free.output);
+  REQUIRE(free.exit_code == 0);
+  CHECK_FALSE(fs::exists(left));
+}
