@@ -29,10 +29,25 @@ int run_profile(const Options& options) {
   ProfileOptions profile_options;
   profile_options.devices.clear();
   // run.device was checked when the config was loaded; --devices entries get the same check here,
-  // the message naming the option. resolve_device then checks that the device exists.
-  for (const auto& spec : split_list(options.devices.empty() ? config.run.device : options.devices)) {
-    parse_device(spec, options.devices.empty() ? "run.device" : "--devices");
+  // the message naming the option. A device the user set as run.device must exist (resolve_device
+  // refuses, exit 2); one of several --devices that this host lacks ("cuda" on a CPU-only host)
+  // gets a not-run row with the reason and the others still run (docs/profiling.md).
+  const bool from_option = !options.devices.empty();
+  for (const auto& spec : split_list(from_option ? options.devices : config.run.device)) {
+    parse_device(spec, from_option ? "--devices" : "run.device");
+    if (from_option)
+      if (std::string why = device_unavailable_reason(spec); !why.empty()) {
+        session->logger.warn("host profile: --devices " + spec + " does not run here: " + why);
+        profile_options.unavailable.emplace_back(spec, std::move(why));
+        continue;
+      }
     profile_options.devices.push_back(resolve_device(spec));
+  }
+  if (profile_options.devices.empty() && !profile_options.unavailable.empty()) {
+    std::string reasons;
+    for (const auto& [spec, why] : profile_options.unavailable) reasons += (reasons.empty() ? "" : "; ") + spec + ": " + why;
+    throw ConfigError("--devices", "host profile: none of --devices " + options.devices + " can run on this host (" +
+                                       reasons + "). Add one that can, e.g. --devices cpu," + options.devices + ".");
   }
   profile_options.precisions.clear();
   for (const auto& name : split_list(options.precisions)) {

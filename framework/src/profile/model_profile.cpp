@@ -125,6 +125,9 @@ ModelProfile profile_model(ModelProxy& model, const NamedTensors& cpu_batch, con
       for (Precision precision : options.precisions)
         profile.latency.push_back(time_forward(model, batch, device, precision, options, profile.batch_size));
     }
+    for (const auto& [device, why] : options.unavailable)
+      for (Precision precision : options.precisions)
+        profile.latency.push_back({device, std::string(to_string(precision)), {}, 0, 0, 0, why});
   } catch (...) {
     try {
       restore(model, home, options.leave_training);

@@ -77,6 +77,33 @@ TEST_CASE("host profile uses the dataset's samples when the examples do not fit 
   CHECK(json.find("\"image\":[2,3,64,64]") != std::string::npos);
 }
 
+TEST_CASE("host profile: a --devices entry this host lacks gets not-run rows, the others still run (docs trial F10)") {
+  // cuda:99 is missing on every machine: a CPU-only host sees no CUDA device, a GPU host fewer GPUs.
+  const auto dir = test::fresh_dir("host_profile_missing_device");
+  const auto config = write_config(dir);
+  const auto json = dir / "profile.json";
+  const auto run = test::run_host("profile --config '" + config.string() + "' --output-dir '" + dir.string() +
+                                  "' --batch-size 8 --precisions fp32,bf16 --iterations 2 --warmup 0 --devices cpu,cuda:99");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.output.find("cuda:99  fp32  not run: ") != std::string::npos);
+  CHECK(run.output.find("cuda:99  bf16  not run: ") != std::string::npos);
+  CHECK(run.output.find("run.device") == std::string::npos); // the user set --devices, not run.device
+  REQUIRE(std::filesystem::exists(json));
+  CHECK(test::run_python("check_profile_json.py", "'" + json.string() + "' 56675 8 2").find("ok") != std::string::npos);
+  const std::string text = test::read_text(json);
+  CHECK(text.find("{\"device\":\"cpu\",\"precision\":\"bf16\",\"iterations\":2") != std::string::npos);
+  CHECK(text.find("{\"device\":\"cuda:99\",\"precision\":\"fp32\",\"error\":\"") != std::string::npos);
+
+  // Nothing that can run: a configuration error naming --devices, nothing written.
+  const auto none = test::run_host("profile --config '" + config.string() + "' --output-dir '" + (dir / "none").string() +
+                                   "' --iterations 2 --warmup 0 --devices cuda:99");
+  INFO(none.output);
+  CHECK(none.exit_code == 2);
+  CHECK(none.output.find("none of --devices cuda:99 can run on this host") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir / "none" / "profile.json"));
+}
+
 TEST_CASE("host profile refuses bad options with exit code 2") {
   const auto dir = test::fresh_dir("host_profile_usage");
   const auto config = write_config(dir);

@@ -14,27 +14,34 @@
 
 namespace tp {
 
+std::string device_unavailable_reason(const std::string& spec) {
+  const DeviceSpec device = parse_device(spec, "run.device");
+  if (device.type != DeviceSpec::Type::Cuda) return ""; // "auto" falls back to the CPU
+  // at::hasCUDA() is false without a driver or a visible GPU, in a CUDA build too: which LibTorch
+  // this is comes from the build (TP_TORCH_DEVICE_BUILD, the fingerprint's device build).
+  const bool cuda_available = at::hasCUDA() && at::getNumGPUs() > 0;
+  const bool cuda_build = TP_TORCH_DEVICE_BUILD == 2;
+  if (!cuda_available)
+    return std::string("this host sees no CUDA device (") +
+           (cuda_build ? "its LibTorch is a CUDA build but finds no GPU: no NVIDIA driver, or "
+                         "CUDA_VISIBLE_DEVICES hides them; nvidia-smi lists what the driver sees"
+                       : "its LibTorch is a CPU-only build; a GPU needs the host built against a "
+                         "CUDA LibTorch, docs/build.md") +
+           ")";
+  if (device.index.value_or(0) >= static_cast<int64_t>(at::getNumGPUs()))
+    return "only " + std::to_string(at::getNumGPUs()) + " GPU(s) are visible";
+  return "";
+}
+
 c10::Device resolve_device(const std::string& spec) {
   const bool cuda_available = at::hasCUDA() && at::getNumGPUs() > 0;
   const DeviceSpec device = parse_device(spec, "run.device");
   if (device.type == DeviceSpec::Type::Auto) return cuda_available ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
   if (device.type == DeviceSpec::Type::Cpu) return c10::Device(c10::kCPU);
-  // at::hasCUDA() is false without a driver or a visible GPU, in a CUDA build too: which LibTorch
-  // this is comes from the build (TP_TORCH_DEVICE_BUILD, the fingerprint's device build).
-  const bool cuda_build = TP_TORCH_DEVICE_BUILD == 2;
-  if (!cuda_available)
-    throw ConfigError("run.device",
-                      "run.device = \"" + spec + "\" but this host sees no CUDA device (" +
-                          (cuda_build ? "its LibTorch is a CUDA build but finds no GPU: no NVIDIA driver, or "
-                                        "CUDA_VISIBLE_DEVICES hides them; nvidia-smi lists what the driver sees"
-                                      : "its LibTorch is a CPU-only build; a GPU needs the host built against a "
-                                        "CUDA LibTorch, docs/build.md") +
-                          "). Use run.device = \"cpu\" or \"auto\".");
-  const int64_t index = device.index.value_or(0);
-  if (index >= static_cast<int64_t>(at::getNumGPUs()))
-    throw ConfigError("run.device", "run.device = \"" + spec + "\" but only " + std::to_string(at::getNumGPUs()) +
-                                        " GPU(s) are visible.");
-  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+  if (const std::string why = device_unavailable_reason(spec); !why.empty())
+    throw ConfigError("run.device", "run.device = \"" + spec + "\" but " + why +
+                                        (cuda_available ? "." : ". Use run.device = \"cpu\" or \"auto\"."));
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device.index.value_or(0)));
 }
 
 std::string apply_determinism(bool deterministic, const c10::Device& device) {

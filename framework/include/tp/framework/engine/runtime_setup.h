@@ -18,6 +18,12 @@ namespace tp {
 /// Throws ConfigError (key run.device) when CUDA is asked for but unavailable or N is out of range.
 c10::Device resolve_device(const std::string& spec);
 
+/// Why the device `spec` ("cuda", "cuda:N"; spelled as parse_device accepts) cannot be used on
+/// this host, e.g. "this host sees no CUDA device (...)"; empty when it can, and for "cpu" and
+/// "auto". resolve_device's check, for callers that go on without that device (host profile
+/// --devices gives it a not-run row).
+std::string device_unavailable_reason(const std::string& spec);
+
 /// run.deterministic: deterministic algorithms only (an op without one raises), cuDNN
 /// deterministic with benchmarking off, and CUBLAS_WORKSPACE_CONFIG=:4096:8 on CUDA (unless the
 /// user set it). Returns a line for the log. Without it nothing is changed.

@@ -24,6 +24,9 @@ class ModelProxy;
 struct ProfileOptions {
   std::vector<c10::Device> devices{c10::Device(c10::kCPU)};
   std::vector<Precision> precisions{Precision::Fp32};
+  /// Devices asked for that this host cannot use (`--devices cuda` without a GPU): the name as
+  /// asked and why. Each gets a not-run row per precision, after the devices that ran.
+  std::vector<std::pair<std::string, std::string>> unavailable;
   int64_t iterations = 50; ///< timed forward passes per (device, precision)
   int64_t warmup = 10;     ///< untimed forward passes before them
   /// The mode the model is left in (the ABI cannot ask a model for its mode): true, as models
@@ -85,7 +88,8 @@ std::pair<int64_t, std::vector<OpFlops>> count_forward_flops(ModelProxy& model, 
 /// FLOPs (fp32, first device), latency for every device x precision. The model runs in eval mode
 /// under inference mode; afterwards it is back on the device it started on, in the mode
 /// options.leave_training says, with the same parameter and buffer values. A device or precision
-/// that cannot run (no CUDA, fp16 on an old GPU) gets an `error` entry, the rest still runs.
+/// that cannot run (options.unavailable, a device the model cannot move to, fp16 on an old GPU)
+/// gets an `error` entry, the rest still runs.
 ModelProfile profile_model(ModelProxy& model, const NamedTensors& cpu_batch, const ProfileOptions& options,
                            const std::string& config_toml = "");
 
