@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tp/cpp/guard.h"
+#include "regular_input.h"
 
 namespace tp::coco_detection {
 namespace {
@@ -331,6 +332,7 @@ CocoSplit read_coco(const std::string& path, const char* key, const CocoReadOpti
   // memory (6.7 s for a 445 MB COCO-sized file here) without holding the file's size in RAM
   // (peak 167 MB instead of 600 MB).
   std::vector<char> buffer(std::size_t{1} << 20);
+  datasets::refuse_special_input(path, "coco_detection", std::string("key `") + key + "`");
   const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!file)
     throw Failure(TP_ERR_IO, "coco_detection: cannot open '" + path + "': " + std::strerror(errno) + " (key `" + key +

@@ -6,6 +6,7 @@
 
 #include "csv_records.h"
 #include "tp/cpp/guard.h"
+#include "regular_input.h"
 
 namespace tp::csv {
 namespace {
@@ -34,6 +35,7 @@ std::size_t column_of(const std::vector<std::string>& names, const std::string& 
 }  // namespace
 
 Table read_table(const std::string& path, const TableOptions& options) {
+  datasets::refuse_special_input(path, "csv", "`path`");
   std::ifstream in(path);
   if (!in) throw Failure(TP_ERR_IO, "csv: cannot open '" + path + "'; check `path`");
   // The records as RFC 4180 reads them (plugins/datasets/common/csv_records.h): quotes, a

@@ -15,6 +15,7 @@
 #include "image_file.h"
 #include "listing_text.h"
 #include "tp/cpp/guard.h"
+#include "regular_input.h"
 
 namespace tp::image_folder {
 namespace {
@@ -196,6 +197,7 @@ void check_files_exist(const std::string& csv_path, const std::string& base_dir,
 Listing read_csv_listing(const std::string& csv_path, const std::string& base_dir, bool allow_outside_root,
                          const std::string& label_separator) {
   const bool multi = !label_separator.empty();
+  datasets::refuse_special_input(csv_path, "image_folder", "a csv listing");
   std::ifstream in(csv_path, std::ios::binary);
   if (!in) throw Failure(TP_ERR_IO, "image_folder: cannot open csv '" + csv_path + "'; check `csv`");
   datasets::CsvReader reader(in, csv_path, "image_folder", ',', '#');

@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include "tp/cpp/guard.h"
+#include "regular_input.h"
 
 namespace tp::mnist_idx {
 namespace {
@@ -31,6 +32,7 @@ void read_exact(gzFile f, void* out, std::size_t n, const std::string& path) {
 }  // namespace
 
 IdxArray read_idx(const std::string& path, uint32_t expected_ndim) {
+  datasets::refuse_special_input(path, "mnist_idx", "an idx file");
   std::unique_ptr<gzFile_s, int (*)(gzFile)> f(gzopen(path.c_str(), "rb"), &gzclose);
   if (!f) throw Failure(TP_ERR_IO, "mnist_idx: cannot open '" + path + "'; check `root` and the file names");
   unsigned char magic[4];

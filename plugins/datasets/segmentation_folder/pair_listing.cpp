@@ -10,6 +10,7 @@
 #include "listing_text.h"
 #include "pixel_io.h"
 #include "tp/cpp/guard.h"
+#include "regular_input.h"
 
 namespace tp::segmentation_folder {
 namespace {
@@ -41,6 +42,7 @@ std::vector<std::string> scan_images(const fs::path& dir, const std::vector<std:
 }
 
 std::vector<std::string> read_stems(const std::string& list) {
+  datasets::refuse_special_input(list, "segmentation_folder", "the list file");
   std::ifstream in(list);
   if (!in) throw Failure(TP_ERR_IO, "segmentation_folder: cannot open the list file '" + list + "'");
   std::vector<std::string> stems;

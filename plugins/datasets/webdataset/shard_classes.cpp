@@ -10,6 +10,7 @@
 
 #include "listing_text.h"
 #include "tp/cpp/guard.h"
+#include "regular_input.h"
 
 namespace tp::webdataset {
 namespace {
@@ -22,6 +23,7 @@ constexpr const char* kSuffix = "-shards.json";
 constexpr std::uintmax_t kMaxDescriptionBytes = std::uintmax_t{64} << 20;
 
 nlohmann::json read_json(const std::string& path) {
+  datasets::refuse_special_input(path, "webdataset", "the shards' description");
   std::ifstream in(path, std::ios::binary);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);

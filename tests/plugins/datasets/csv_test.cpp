@@ -1,5 +1,7 @@
 // csv.so through its C ABI on CSV files written at test time: column selection by name, the
 // two tasks, headerless files, quoted cells, val splits and the errors for bad cells.
+#include <sys/stat.h>
+
 #include <fstream>
 #include <set>
 #include <string>
@@ -156,4 +158,21 @@ TEST_CASE("csv: a UTF-8 byte-order mark and CRLF (Excel's CSV UTF-8); a quoted c
   configure_csv(lib, bad, open_quote);
   CHECK(create_status(lib, bad) == TP_ERR_CONFIG);
   CHECK(lib.host.last_error.find("open_quote.csv:3: a quoted cell opens here and is never closed") != std::string::npos);
+}
+
+// Security trial F3: a FIFO as `path` (or image_folder's `csv`) hung the run in the stream's open,
+// deaf to SIGTERM; /dev/zero read for ever. Both are refused before any open (regular_input.h).
+TEST_CASE("csv: a FIFO or a device as the file is refused, named, without waiting") {
+  PluginLibrary lib("csv");
+  const auto dir = tp::test::fresh_fixture_dir("csv_special");
+  const auto fifo = dir / "table.csv";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  for (const std::filesystem::path& special : {fifo, std::filesystem::path("/dev/zero")}) {
+    CAPTURE(special);
+    FakeConfig cfg;
+    configure_csv(lib, cfg, special);
+    CHECK(create_status(lib, cfg) == TP_ERR_IO);
+    CHECK(lib.host.last_error.find("'" + special.string() + "' (`path`) is a") != std::string::npos);
+    CHECK(lib.host.last_error.find("not a regular file") != std::string::npos);
+  }
 }
