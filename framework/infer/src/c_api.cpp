@@ -124,12 +124,23 @@ const char* tp_infer_status_name(tp_status status) {
 
 tp_status tp_infer_open(const char* export_file, const char* device, const char* plugin_dir,
                         tp_infer_model_t** out_model) {
+  return tp_infer_open_with(export_file, device, plugin_dir, 0, out_model);
+}
+
+tp_status tp_infer_open_with(const char* export_file, const char* device, const char* plugin_dir, uint32_t flags,
+                             tp_infer_model_t** out_model) {
   if (out_model == nullptr) return null_argument("tp_infer_open", "out_model");
   *out_model = nullptr;
   if (export_file == nullptr) return null_argument("tp_infer_open", "export_file");
   if (plugin_dir == nullptr) return null_argument("tp_infer_open", "plugin_dir");
+  if ((flags & ~TP_INFER_OPEN_ALLOW_FILES_OUTSIDE_EXPORT) != 0)
+    return refused(TP_ERR_INVALID_ARGUMENT, [&] {
+      return "tp::infer: tp_infer_open_with: flags " + std::to_string(flags) +
+             " hold bits this library does not define; pass 0 or TP_INFER_OPEN_ALLOW_FILES_OUTSIDE_EXPORT.";
+    });
   return guarded([&] {
     tp::infer::OpenOptions options{.device = device != nullptr ? device : "cpu", .plugin_dirs = plugin_dirs_of(plugin_dir)};
+    options.allow_files_outside_export = (flags & TP_INFER_OPEN_ALLOW_FILES_OUTSIDE_EXPORT) != 0;
     *out_model = new tp_infer_model_t{tp::infer::Model::open(export_file, options)};
   });
 }

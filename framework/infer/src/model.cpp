@@ -24,6 +24,7 @@
 #include "batch_answer.h"
 #include "export_file.h"
 #include "export_format.h"
+#include "model_files.h"
 #include "failure.h"
 #include "open_checks.h"
 #include "private_directory.h"
@@ -208,6 +209,9 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
     ComponentConfig config{file.model.component, "model", std::move(file.model.options)};
     const ComponentEntry entry = state->registry->find(config.component, TP_KIND_MODEL, "model");
     validate_component(config, entry.info->schema, export_file);
+    // Before the plugin sees the table: a file it would load may be code (security trial F5).
+    detail::check_model_files(config, entry.info->schema, export_file, options.allow_files_outside_export,
+                              state->share.host().logger());
     state->model = std::make_unique<ModelProxy>(entry, config);
     state->placement = std::make_unique<BatchPlacement>(device, /*channels_last=*/false);
     const std::vector<StateTensor> model_state = state->placement->place_model(*state->model);

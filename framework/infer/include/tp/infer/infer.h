@@ -67,11 +67,24 @@ TP_EXPORT const char *tp_infer_status_name(tp_status status);
  *  TP_OK `*out_model` is a new model: close it with tp_infer_close; else it is NULL.
  *  TP_ERR_INVALID_ARGUMENT: a NULL export_file, plugin_dir or out_model, an empty plugin_dir, a
  *  device name that is no device. TP_ERR_CONFIG: the export missing, unreadable, damaged, no
- *  torchhost export or of another format; a plugin missing or refused; weights that do not fit
+ *  torchhost export or of another format; a model file outside the export's directory
+ *  (tp_infer_open_with); a plugin missing or refused; weights that do not fit
  *  the model; CUDA absent or the GPU index past those visible; another CUDA model's TF32;
  *  TORCHHOST_INFER_LOG_LEVEL unknown. TP_ERR_OUT_OF_MEMORY. */
 TP_EXPORT tp_status tp_infer_open(const char *export_file, const char *device, const char *plugin_dir,
                                   tp_infer_model_t **out_model);
+
+/** tp_infer_open_with's flag: the export's model may load files outside the export's directory
+ *  (OpenOptions::allow_files_outside_export: a TorchScript program is code; only for an export
+ *  you trust). */
+#define TP_INFER_OPEN_ALLOW_FILES_OUTSIDE_EXPORT 1u
+
+/** As tp_infer_open, with `flags`: 0 or TP_INFER_OPEN_ALLOW_FILES_OUTSIDE_EXPORT. Without the
+ *  flag (and from tp_infer_open), an export whose model names a file outside its own directory
+ *  is refused, TP_ERR_CONFIG naming the file; TP_ERR_INVALID_ARGUMENT for a flag it does not
+ *  define. */
+TP_EXPORT tp_status tp_infer_open_with(const char *export_file, const char *device, const char *plugin_dir,
+                                       uint32_t flags, tp_infer_model_t **out_model);
 
 /** Releases `model` and its plugins. Results of it stay valid (they own their data). NULL: no-op.
  *  It waits for the calls in flight on `model` to return; a call that begins while it closes

@@ -144,6 +144,16 @@ struct OpenOptions {
   /// first such image in the list fails the call, an Error naming it. A call none of whose
   /// images can be read throws either way.
   bool skip_bad_images = false;
+  /// Whether the export's model may load files outside the export's own directory. An export
+  /// names the model component and its options, and an option that names a file (TP_CFG_PATH:
+  /// org.torchhost.torchscript's `path`, a TorchScript program) makes the plugin load it: code
+  /// this process runs, which may read any file the process can. false: open() refuses such a
+  /// file outside the export's directory (after links are resolved), an Error of kind Setup
+  /// naming it; a file beside the export is loaded. Either way open() logs each file the model
+  /// loads with its SHA-256 (a warning when outside). Set it only for an export you trust: yours,
+  /// of a TorchScript model, which names the file the run trained with (docs/deployment.md,
+  /// "What an export may run").
+  bool allow_files_outside_export = false;
 };
 
 class TP_EXPORT Model {
