@@ -200,7 +200,7 @@ std::vector<HostKey> make_host_keys() {
           "also keep the K most recent numbered checkpoints (step-NNNNNNNN.pt); 0 = none",
           {.limit = at_least(0)}),
       TP_HOST_KEY(checkpoint, save_top_k, "1",
-          "keep the K best checkpoints by `monitor` (best.pt is the best, best-2.pt ...); 0 = none",
+          "keep the K best checkpoints by `monitor` as best-step-NNNNNNNN.pt, ranked in best.tsv; best.pt is the best; 0 = none",
           {.limit = at_least(0)}),
       TP_HOST_KEY(checkpoint, load_best_at_end, "false",
           "after training, load the best checkpoint's weights (final evaluation and export use them)"),
