@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "tp/framework/data/collate.h"
+#include "class_columns.h"
 #include "class_maps.h"
 #include "ragged_rows.h"
 #include "tp/framework/dist/collectives.h"
@@ -47,11 +48,6 @@ class IndexedSource final : public SampleSource {
  private:
   std::shared_ptr<SampleSource> inner_;
 };
-
-bool is_classification(const std::string& name, const at::Tensor& output) {
-  const bool named = name == "logits" || (name.size() > 7 && name.ends_with("_logits"));
-  return named && output.dim() == 2 && output.is_floating_point();
-}
 
 // `batch` with its last sample repeated up to `size` rows (a view of it when it is already that
 // long): the model then always runs at one batch size.
@@ -152,21 +148,8 @@ class RowMaker {
         continue;
       }
       columns.emplace_back(name, output);
-      if (!is_classification(name, output)) continue;
-      if (options_.sigmoid_scores) {
-        // Each label on its own (a binary cross entropy trained it): a softmax over labels that
-        // may all be present would divide one probability among them.
-        const at::Tensor sigmoid = output.to(at::kFloat).sigmoid();
-        const auto [prob, argmax] = sigmoid.max(1);
-        columns.emplace_back(name + ".argmax", argmax);
-        columns.emplace_back(name + ".prob", prob);
-        columns.emplace_back(name + ".sigmoid", sigmoid);
-        columns.emplace_back(name + ".predicted", sigmoid.gt(0.5).to(at::kLong));
-        continue;
-      }
-      const auto [prob, argmax] = at::softmax(output.to(at::kFloat), 1).max(1);
-      columns.emplace_back(name + ".argmax", argmax);
-      columns.emplace_back(name + ".prob", prob);
+      if (detail::is_classification(name, output))
+        detail::append_class_columns(columns, name, output, options_.sigmoid_scores);
     }
     for (auto& [name, tensor] : per_sample) {
       const bool taken = std::any_of(columns.begin(), columns.end(), [&](const auto& c) { return c.first == name; });

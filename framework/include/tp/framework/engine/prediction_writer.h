@@ -77,7 +77,11 @@ class PredictionWriter {
   /// The path of row `index` (names_paths()); throws tp::Error for an index past the files.
   const std::string& row_path(int64_t index) const;
   /// The name of class `id` (an argmax of a column names_classes() accepts).
-  const std::string& class_name(int64_t id) const { return class_names_.at(static_cast<std::size_t>(id)); }
+  const std::string& class_name(int64_t id) const {
+    static const std::string kNone;  // argmax -1: the row's scores are not numbers (predictor.cpp)
+    return id >= 0 && static_cast<std::size_t>(id) < class_names_.size() ? class_names_[static_cast<std::size_t>(id)]
+                                                                         : kNone;
+  }
 
   /// Writes `bytes` to the partial file; throws tp::Error naming it on failure.
   void put(const void* bytes, std::size_t size);
