@@ -40,7 +40,8 @@ constexpr tp_config_key_t kOwnKeys[] = {
      "without val_root/val_csv: fraction of the train listing held out as val (seeded by split_seed)"},
     {sizeof(tp_config_key_t), "split_seed", TP_CFG_INT, "0", "seed of the val_split choice"},
     {sizeof(tp_config_key_t), "test_root", TP_CFG_PATH, "\"\"",
-     "test split (host eval/predict --split test): class folders like root's; \"\" = `root` of this table"},
+     "test split (host eval/predict --split test): class folders like root's; this or test_csv is required "
+     "for that split, never `root` (the training images)"},
     {sizeof(tp_config_key_t), "test_csv", TP_CFG_PATH, "\"\"", "test images as a `path,label` file"},
     {sizeof(tp_config_key_t), "allow_outside_root", TP_CFG_BOOL, "false",
      "true: a csv row's path may be absolute or climb out of `root` with '..' (false refuses the csv at start-up, "

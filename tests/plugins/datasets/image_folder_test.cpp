@@ -394,6 +394,16 @@ TEST_CASE("image_folder: the test split reads test_root like val, never the trai
     CHECK(lib.host.last_error.find("test_root") != std::string::npos);
     CHECK(lib.host.last_error.find("training images") != std::string::npos);
   }
+  SUBCASE("the schema's help (host plugins list --verbose) says so, not that \"\" means root (docs trial F2)") {
+    const tp_descriptor_t& d = descriptor(lib);
+    std::string help;
+    for (uint32_t i = 0; i < d.key_count; ++i)
+      if (std::string(d.keys[i].name) == "test_root") help = d.keys[i].help;
+    INFO(help);
+    CHECK(help.find("`root` of this table") == std::string::npos);
+    CHECK(help.find("test_csv") != std::string::npos);
+    CHECK(help.find("never `root`") != std::string::npos);
+  }
   SUBCASE("test_root whose class folders differ from root's is refused") {
     const Fixture other = write_folder("if_test_split_other", 8, 8);
     std::filesystem::create_directories(other.root / "eel"); // a fourth class: labels would not agree
