@@ -93,7 +93,15 @@ Plan plan(const Options& options, const std::vector<SweepCell>& cells) {
       options.output_dir.empty() ? fs::path(configs.front().run.output_dir) : fs::path(options.output_dir);
   Options first = options;
   first.sets = cell_sets(options, cells.front());
-  const auto session = open_session(first); // the plugins, with the config's plugin dirs
+  // The plugins, with the config's plugin dirs; opening the session checks the first cell's
+  // component tables, so its mistakes are that cell's too.
+  const auto session = [&] {
+    try {
+      return open_session(first);
+    } catch (const ConfigError& e) {
+      throw in_cell(cells.front(), e);
+    }
+  }();
   std::vector<PlannedCell> planned;
   for (std::size_t i = 0; i < cells.size(); ++i) {
     try {

@@ -155,6 +155,10 @@ TEST_CASE("grid mistakes fail before any cell trains, naming the key") {
     INFO(run.output);
     CHECK(run.exit_code == tp::kExitConfig);
     CHECK(run.output.find("unknown key 'hiden'") != std::string::npos);
+    // The first cell's component tables are checked as the plugins load: named like the others
+    // (docs trial F17).
+    CHECK(run.output.find("the cell 'model.hiden=_16_' (--set model.hiden=[16])") != std::string::npos);
+    CHECK(run.output.find("Nothing was trained") != std::string::npos);
     CHECK_FALSE(fs::exists(dir / "sweep"));
   }
 }
