@@ -9,6 +9,7 @@
 #include "tp/framework/config/toml_text.h"
 #include "tp/framework/error.h"
 #include "tp/framework/util/atomic_file.h"
+#include "tp/framework/util/own_directory.h"
 
 namespace tp::mlflow {
 namespace {
@@ -73,9 +74,9 @@ void write_state(const std::filesystem::path& run_dir, const State& s) {
   std::ostringstream text;
   text << "# The MLflow run this directory is tracked in (docs/experiment_tracking.md); written by torchhost.\n"
        << table << "\n";
-  std::error_code made;
-  std::filesystem::create_directories(run_dir / "mlflow", made);
-  if (made) throw Error("mlflow: cannot create " + (run_dir / "mlflow").string() + ": " + made.message());
+  // Made by the host and never through a link planted in its place during the run (the start
+  // refuses one already there): the state names the server and the run (security trial F6).
+  make_own_directory(run_dir / "mlflow");
   write_file_atomically(state_file(run_dir), text.str());
 }
 

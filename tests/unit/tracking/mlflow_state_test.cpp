@@ -52,6 +52,17 @@ TEST_CASE("the state file round-trips; none is an empty state; a damaged one is 
   CHECK_THROWS_WITH_AS(read_state(dir), doctest::Contains("state.toml"), tp::Error);
 }
 
+// Fixer A's note on security trial F6: mlflow/ was made with create_directories, which follows a
+// link planted in its place after the run's start checked it; the state went where it pointed.
+TEST_CASE("the state file is never written through a link planted as mlflow/") {
+  const fs::path dir = fresh_dir("state_link");
+  const fs::path elsewhere = fresh_dir("state_link_target");
+  fs::create_directory_symlink(elsewhere, dir / "mlflow");
+  const State s{"abc", "http://h:5000", "3", "r9", "mlflow-artifacts:/3/r9/artifacts", true, 41, "FINISHED", true, false};
+  CHECK_THROWS_WITH_AS(write_state(dir, s), doctest::Contains("is a symbolic link"), tp::ConfigError);
+  CHECK(fs::is_empty(elsewhere));
+}
+
 TEST_CASE("connection_from: the config's URI over MLFLOW_TRACKING_URI, credentials from the environment") {
   std::map<std::string, std::string> env{{"MLFLOW_TRACKING_URI", "http://env:5000/"},
                                          {"MLFLOW_TRACKING_TOKEN", "secret"},
