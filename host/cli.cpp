@@ -35,7 +35,8 @@ po::options_description describe(Options& o) {
        "run directory (overrides run.output_dir); sweep: the sweep's directory, a cell in each <dir>/<cell>; "
        "compare: where the comparison files go (default: the current directory)")
       ("checkpoint", po::value(&o.checkpoint),
-       "eval, predict: best, last or a checkpoint path; export: the checkpoint")
+       "eval, predict: best (the run's checkpoints/best.pt), last (checkpoints/last.pt) or a checkpoint path; "
+       "default: best; export: the checkpoint file (required)")
       ("weights", po::value(&o.weights),
        "eval, export, predict: live (the trained weights), ema or swa (the checkpoint's averaged weights, [ema], "
        "[swa]); default: the weights the run's checkpoint.monitor measured (ema for val_ema/..., else live)")

@@ -122,6 +122,19 @@ TEST_CASE("the --format help names every format the export and predict synopses 
   }
 }
 
+TEST_CASE("eval and predict --help say that --checkpoint defaults to best (docs trial F7)") {
+  for (const char* command : {"eval", "predict"}) {
+    const auto help = tp::test::run_host(std::string(command) + " --help");
+    REQUIRE(help.exit_code == 0);
+    const std::size_t start = help.output.find("\n  --checkpoint ");
+    REQUIRE(start != std::string::npos);
+    const std::string text = help.output.substr(start, help.output.find("\n  --", start + 1) - start);
+    INFO(command, text);
+    CHECK(text.find("default: best") != std::string::npos);
+    CHECK(text.find("checkpoints/best.pt") != std::string::npos);
+  }
+}
+
 TEST_CASE("a flag the command does not take stops it with exit 2 and its synopsis") {
   const auto run = tp::test::run_host("eval --config configs/quickstart.toml --resume auto");
   CHECK(run.exit_code == 2);
