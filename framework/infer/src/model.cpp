@@ -125,8 +125,9 @@ constexpr FailureKinds kArgument{Kind::BadInput, Kind::BadInput};
 // [under the process's turn] LibTorch's intra-op threads for the call beginning on this thread:
 // OpenMP keeps the count per thread, so it is set by the thread that runs the call. `threads` is
 // never 0: leaving the count as found ran a threads = 0 model on whatever count another model's
-// call had left as the process's default (serving trial F1).
-void use_threads(int threads) {
+// call had left as the process's default (serving trial F1). A forked child runs on 1 (F7).
+void use_threads(const detail::ProcessShare& share, int threads) {
+  threads = share.call_threads(threads);
   if (at::get_num_threads() != threads) at::set_num_threads(threads);
 }
 
@@ -178,6 +179,9 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
     if (device.is_cuda()) state->share.use_cuda_tf32(options.tf32, export_file);
     state->source = export_file;
     state->threads = options.threads > 0 ? options.threads : state->share.default_threads();
+    // Restoring the weights copies in parallel: on the model's count, as its calls run (in a
+    // forked child on 1, where more would wait for OpenMP threads the fork left behind).
+    use_threads(state->share, state->threads);
     state->skip_bad_images = options.skip_bad_images;
     state->plugin_dirs = detail::searched_dirs(options);
     state->classes = std::move(file.classes);
@@ -268,7 +272,7 @@ Batch Model::run_files(const std::vector<std::string>& paths, int top_k) {
                   "(torchhost.preprocessing); prepare the inputs yourself and call run_tensors.",
                   Kind::Setup);
     const std::lock_guard<std::mutex> turn(state().share.calls());
-    use_threads(state().threads);
+    use_threads(state().share, state().threads);
     if (!state().preprocessing_loaded)
       throw Error("tp::infer: the export '" + state().source + "' reads images with '" + pre.component + "', which "
                   "no library in the plugin directories (" + state().plugin_dirs + ") provides. Add the directory "
@@ -389,7 +393,7 @@ Batch Model::run_tensors(const std::vector<Tensor>& inputs, int top_k) {
       batch.emplace_back(input.name, std::move(tensor));
     }
     const std::lock_guard<std::mutex> turn(state().share.calls());
-    use_threads(state().threads);
+    use_threads(state().share, state().threads);
     return detail::answer(*state().model, *state().placement, batch, nullptr, top_k, state().classes,
                           state().sigmoid_scores);
   });

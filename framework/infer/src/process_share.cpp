@@ -1,15 +1,20 @@
 // ProcessShare (process_share.h): the share lives behind one lock in a process-wide object, the
 // one piece of process state in the library, because what it guards (the loaded plugin copies and
-// LibTorch's TF32 switches) is process state.
+// LibTorch's TF32 switches) is process state. Besides it, one fork handler, registered when the
+// first model opens, marks a forked child: whether OpenMP's threads exist is process state too,
+// and only a handler learns of a fork (LibTorch's OpenMP build registers none; PyTorch's
+// DataLoader sets 1 thread in each forked worker for the same reason).
 #include "process_share.h"
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <mutex>
+#include <pthread.h>
 #include <string>
 #include <vector>
 
@@ -58,6 +63,10 @@ struct Process {
   std::size_t members = 0;
   std::unique_ptr<Shared> shared;
   int default_threads = 0; ///< ProcessShare::default_threads(); 0 until the first member joins
+  bool fork_handler = false; ///< mark_forked_child is registered (once: handlers cannot be removed)
+  /// Set in a child forked after the handler's registration; atomic: the handler writes it
+  /// without the lock, which the forking thread's parent may have held at the fork.
+  std::atomic<bool> forked_child{false};
 };
 
 // Never destroyed: a model the caller keeps in a static object may close after this translation
@@ -67,6 +76,10 @@ Process& process() {
   return *instance;
 }
 
+// pthread_atfork's child handler: only marks the child (a handler runs in the forking thread of
+// a child whose other threads are gone: the less it does, the less it can deadlock on).
+void mark_forked_child() { process().forked_child.store(true); }
+
 }  // namespace
 
 ProcessShare::ProcessShare() {
@@ -75,6 +88,14 @@ ProcessShare::ProcessShare() {
   if (p.members == 0) p.shared = std::make_unique<Shared>(log_level_from_environment());
   // From the environment and the cores, not from the current count, which a model's last call set.
   if (p.default_threads == 0) p.default_threads = std::max(1, at::intraop_default_num_threads());
+  // Before this member's first LibTorch call: a process forked before any model opened keeps
+  // every thread (the way to get them back in a pre-fork server: open in each child).
+  if (!p.fork_handler) {
+    if (::pthread_atfork(nullptr, nullptr, mark_forked_child) != 0)
+      throw Error("tp::infer: cannot register the library's fork handler (pthread_atfork: out of memory).",
+                  Error::Kind::OutOfMemory);
+    p.fork_handler = true;
+  }
   ++p.members;
 }
 
@@ -98,6 +119,8 @@ int ProcessShare::default_threads() const {
   const std::lock_guard<std::mutex> held(p.lock);
   return p.default_threads;
 }
+
+int ProcessShare::call_threads(int wanted) const { return process().forked_child.load() ? 1 : wanted; }
 
 std::shared_ptr<PluginLibrary> ProcessShare::load(const std::filesystem::path& file) const {
   Process& p = process();

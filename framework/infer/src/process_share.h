@@ -49,6 +49,12 @@ class ProcessShare {
   /// opens: at::set_num_threads also sets the count every new thread starts from, so after any
   /// model with a count of its own has run, "LibTorch's count" would be that model's (serving trial F1).
   int default_threads() const;
+  /// The intra-op thread count a call that asks for `wanted` runs on: `wanted`, or 1 in a child
+  /// forked after this process's first model opened (serving trial F7). GNU OpenMP's thread pool,
+  /// which LibTorch starts for a model's first parallel work (open's weight copy included), does
+  /// not survive fork: the child inherits the team's state without its threads, and its first
+  /// parallel region with more than one thread waits for them forever. One thread runs no team.
+  int call_threads(int wanted) const;
   /// Sets LibTorch's TF32 switches (cuDNN and cuBLAS) for a model on CUDA opened from
   /// `export_file`. Throws tp::infer::Error, naming both exports, when another open CUDA model
   /// runs with the other setting: the switches are one per process. Held until this member leaves.

@@ -33,7 +33,14 @@
  *
  * Threads: [any] on every function. Several models may be open at once; calls into them take
  * turns across the process (one batch at a time). They share the process's plugin libraries;
- * those on CUDA must agree on TF32, one switch per process. The last error is per thread. */
+ * those on CUDA must agree on TF32, one switch per process. The last error is per thread.
+ *
+ * Fork: in a child forked after the process's first tp_infer_open, every call (on an inherited
+ * model, and tp_infer_open and the calls of the child's own models) runs on one intra-op thread,
+ * whatever tp_infer_set_threads says: LibTorch's OpenMP pool does not survive fork, and more
+ * than one thread would hang the child. To give a pre-fork server's workers their threads, open
+ * the models in each worker after the fork, none before. Fork only while no other thread is in a
+ * call of this library (docs/deployment.md, "Fork"). */
 #ifndef TP_INFER_INFER_H
 #define TP_INFER_INFER_H
 

@@ -136,7 +136,8 @@ struct OpenOptions {
   /// run.threads. 0 means LibTorch's default count (OMP_NUM_THREADS, else one per core), read
   /// once per process when the first model opens and set like any other count, so another
   /// model's count never leaks into it; at most 1023 (open() throws Error for more). Float results
-  /// can depend on it in their last bits (docs/deployment.md, "Same batch, same bits").
+  /// can depend on it in their last bits (docs/deployment.md, "Same batch, same bits"). In a
+  /// child forked after the process's first open, every call runs on 1 (docs/deployment.md, "Fork").
   int threads = 0;
   /// run_files and run_encoded: an image that cannot be read (corrupt, truncated, missing, not an
   /// image) is left out of the batch and listed in Batch::failed, the others answered (Batch::rows
