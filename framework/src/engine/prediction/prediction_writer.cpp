@@ -152,10 +152,7 @@ class CsvWriter : public PredictionWriter {
 // `<path>.<random>.partial-<pid>` and is renamed by finish(), as a prediction file is.
 class ClassMapWriter final : public CsvWriter {
  public:
-  explicit ClassMapWriter(const std::filesystem::path& path) : CsvWriter(path, "predictions.csv") {
-    put_file(kClassMapOutput.marker, "Written by host predict --format png, which replaces this directory whole: "
-                                     "predictions.csv and <index>.png. Files added here make it refuse to.\n");
-  }
+  explicit ClassMapWriter(const std::filesystem::path& path) : CsvWriter(path, "predictions.csv") {}
 
  private:
   void write_records(const RecordBlock& block) override {
@@ -281,6 +278,10 @@ PredictionWriter::PredictionWriter(std::filesystem::path path, const std::string
   if (error) throw Error("cannot create " + path_.parent_path().string() + ": " + error.message() + ". Check --output.");
   // A new directory under an unpredictable name: its files are then this user's alone to create.
   partial_ = create_exclusive_temporary_directory(path_, ".partial-").path;
+  // The marker first: the sweep of a killed command's leftovers removes a partial directory only
+  // when it holds the marker (or nothing), so one killed right after its table was created stayed.
+  put_file(kClassMapOutput.marker, "Written by host predict --format png, which replaces this directory whole: "
+                                   "predictions.csv and <index>.png. Files added here make it refuse to.\n");
   const std::filesystem::path table_path = partial_ / table;
   file_->handle = std::fopen(table_path.c_str(), "wb");
   if (file_->handle == nullptr)
