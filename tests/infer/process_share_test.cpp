@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -109,4 +110,35 @@ TEST_CASE("ProcessShare: the CUDA models agree on TF32, which is one switch per 
             .find("the open model 'b.safetensors' runs on CUDA with tf32 = true") != std::string::npos);
   at::globalContext().setAllowTF32CuBLAS(false);
   at::globalContext().setAllowTF32CuDNN(true);
+}
+
+TEST_CASE("ProcessShare: a plugin file replaced on disk after this process loaded it is refused, naming it") {
+  // Serving trial F11: a new build renamed over a loaded plugin was never loaded (the loader keeps
+  // the first build mapped and hands it out again for the path), so every model opened after the
+  // upgrade ran the old code while open's SHA-256 check hashed the new file.
+  const fs::path dir = tp::test::fresh_dir("process_share_replaced");
+  const fs::path plugin = dir / "basic_metrics.so";
+  fs::copy_file(plugin_file("basic_metrics"), plugin);
+  std::weak_ptr<tp::PluginLibrary> first_build;
+  {
+    const tp::infer::detail::ProcessShare member;
+    first_build = member.load(plugin);
+    CHECK(member.load(plugin) == first_build.lock()); // unchanged: the same library
+    // The safe deployment of a new build: written beside, renamed over (another inode and size).
+    fs::copy_file(plugin_file("basic_metrics"), dir / "new_build.tmp");
+    std::ofstream(dir / "new_build.tmp", std::ios::app | std::ios::binary) << '\n';
+    fs::rename(dir / "new_build.tmp", plugin);
+    const std::string message = error_of([&] { member.load(plugin); });
+    INFO(message);
+    CHECK(message.find("the plugin " + plugin.string()) != std::string::npos);
+    CHECK(message.find("changed on disk since this process loaded it at ") != std::string::npos);
+    CHECK(message.find("Restart the process to load the new build.") != std::string::npos);
+  }
+  // Every member gone and the library released: its code stays loaded all the same, so the new
+  // file is still refused.
+  CHECK(first_build.expired());
+  const tp::infer::detail::ProcessShare later;
+  CHECK(error_of([&] { later.load(plugin); }).find("changed on disk since") != std::string::npos);
+  // Another plugin file, never loaded before, still loads.
+  CHECK(later.load(plugin_file("basic_losses")) != nullptr);
 }

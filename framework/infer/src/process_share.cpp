@@ -10,11 +10,15 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <chrono>
+#include <ctime>
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <string>
 #include <vector>
 
@@ -57,6 +61,40 @@ struct Shared {
   bool cuda_tf32 = false;
 };
 
+/// What identifies the file a plugin library was loaded from: another build renamed over it
+/// (another inode), or one written in place (another size or modification time), differs.
+struct FileIdentity {
+  dev_t device = 0;
+  ino_t inode = 0;
+  off_t size = 0;
+  std::int64_t mtime_ns = 0;
+  bool operator==(const FileIdentity&) const = default;
+};
+
+/// A plugin file as this process loaded it first: the dynamic loader keeps that build mapped for
+/// the process's life (RTLD_NODELETE, plugin_library.cpp) and hands it out again for the path.
+struct LoadedFile {
+  std::filesystem::path canonical;
+  FileIdentity identity;
+  std::string loaded_at; ///< local time, for the refusal
+};
+
+FileIdentity identity_of(const std::filesystem::path& file) {
+  struct stat info {};
+  if (::stat(file.c_str(), &info) != 0) return {}; // gone: PluginLibrary::load names it
+  return {info.st_dev, info.st_ino, info.st_size,
+          static_cast<std::int64_t>(info.st_mtim.tv_sec) * 1000000000 + info.st_mtim.tv_nsec};
+}
+
+std::string local_time_now() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm local{};
+  ::localtime_r(&now, &local);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &local);
+  return text;
+}
+
 struct Process {
   std::mutex calls; ///< ProcessShare::calls(); outside Shared so that a member's last call can hold it
   std::mutex lock;
@@ -67,6 +105,9 @@ struct Process {
   /// Set in a child forked after the handler's registration; atomic: the handler writes it
   /// without the lock, which the forking thread's parent may have held at the fork.
   std::atomic<bool> forked_child{false};
+  /// Every plugin file loaded since the process began, kept past the last member: the loader
+  /// keeps their code as long (serving trial F11).
+  std::vector<LoadedFile> loaded_files;
 };
 
 // Never destroyed: a model the caller keeps in a static object may close after this translation
@@ -126,6 +167,17 @@ std::shared_ptr<PluginLibrary> ProcessShare::load(const std::filesystem::path& f
   Process& p = process();
   const std::lock_guard<std::mutex> held(p.lock);
   LoadedLibrary wanted{std::filesystem::canonical(file), nullptr};
+  // A new build renamed over a loaded one: dlopen would hand back the old build's code for the
+  // path, while open's SHA-256 check hashes the new file (serving trial F11). Refused, naming it.
+  const FileIdentity identity = identity_of(wanted.canonical);
+  const auto first = std::find_if(p.loaded_files.begin(), p.loaded_files.end(),
+                                  [&](const LoadedFile& loaded) { return loaded.canonical == wanted.canonical; });
+  if (first != p.loaded_files.end() && first->identity != identity)
+    throw Error("tp::infer: the plugin " + file.string() + " (" + wanted.canonical.string() + ") changed on disk since "
+                "this process loaded it at " + first->loaded_at + " (another file, size or modification time): the "
+                "process still runs the build it loaded then, whose code stays loaded for the process's life, and "
+                "would run it for this model. Restart the process to load the new build.",
+                Error::Kind::Setup);
   std::vector<LoadedLibrary>& libraries = p.shared->libraries;
   // The dynamic loader's identity: the same path, or the same device and inode (a hard link), as
   // Registry::load_file compares them.
@@ -137,6 +189,7 @@ std::shared_ptr<PluginLibrary> ProcessShare::load(const std::filesystem::path& f
   if (same != libraries.end()) return same->library;
   wanted.library = PluginLibrary::load(file, p.shared->host);
   libraries.push_back(wanted);
+  if (first == p.loaded_files.end()) p.loaded_files.push_back({wanted.canonical, identity, local_time_now()});
   return wanted.library;
 }
 

@@ -38,7 +38,10 @@ class ProcessShare {
   const HostServices& host() const;
   /// The plugin library at `file`, loaded and initialised the first time any open model asks for
   /// it: a file is the same library when its canonical path or its device and inode are, as the
-  /// dynamic loader decides. Throws what PluginLibrary::load throws.
+  /// dynamic loader decides. Throws what PluginLibrary::load throws, and Error (Setup, naming the
+  /// file and when the process loaded it) for a file this process loaded before whose device,
+  /// inode, size or modification time differ now: the loader keeps the first build for the
+  /// process's life and would run it again; a restart loads the new one.
   std::shared_ptr<PluginLibrary> load(const std::filesystem::path& file) const;
   /// The process's one turn for plugin calls: held by Model::open from its first plugin call, by
   /// each run_* call from its dataset's create to its answer, and while a Model is destroyed.

@@ -75,7 +75,8 @@ TP_EXPORT const char *tp_infer_status_name(tp_status status);
  *  TP_ERR_INVALID_ARGUMENT: a NULL export_file, plugin_dir or out_model, an empty plugin_dir, a
  *  device name that is no device. TP_ERR_CONFIG: the export missing, unreadable, damaged, no
  *  torchhost export or of another format; a model file outside the export's directory
- *  (tp_infer_open_with); a plugin missing or refused; weights that do not fit
+ *  (tp_infer_open_with); a plugin missing or refused, or replaced on disk since this process
+ *  loaded it (its first build stays loaded: restart the process to load the new one); weights that do not fit
  *  the model; CUDA absent or the GPU index past those visible; another CUDA model's TF32;
  *  TORCHHOST_INFER_LOG_LEVEL unknown. TP_ERR_OUT_OF_MEMORY. */
 TP_EXPORT tp_status tp_infer_open(const char *export_file, const char *device, const char *plugin_dir,
