@@ -4,7 +4,10 @@
 // one bad upload of a batch failed the whole call); and the export's metadata through the API.
 #include <ATen/Parallel.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -148,4 +151,19 @@ TEST_CASE("tp::infer: threads = 0 is LibTorch's default count, whatever count an
   CHECK(count_after(main) == 1);
   main.set_threads(0);
   CHECK(count_after(main) == cores);
+}
+
+TEST_CASE("tp::infer: an image whose scores are NaN has no best class, as host predict's argmax -1") {
+  // Before, topk ranked the NaN first and named a class for a row with no answer, where host
+  // predict (class_columns.cpp) writes argmax -1 and no class.
+  const Exported& run = exported();
+  tp::infer::Model model = tp::infer::Model::open(run.exported.string(), cpu_options());
+  const std::size_t per_image = 3 * 32 * 32;
+  tp::infer::Tensor input{"image", {2, 3, 32, 32}, std::vector<float>(2 * per_image, 0.5F)};
+  std::fill(input.values.begin(), input.values.begin() + per_image, std::numeric_limits<float>::quiet_NaN());
+  const tp::infer::Batch batch = model.run_tensors({input}, 2);
+  REQUIRE(batch.top.size() == 2);
+  CHECK(batch.top[0].empty());      // NaN scores: no class
+  CHECK(batch.top[1].size() == 2);  // a finite row: its classes
+  CHECK(!std::isnan(batch.output("logits").values[2]));
 }

@@ -71,8 +71,12 @@ Batch answer(ModelProxy& model, const BatchPlacement& placement, const NamedTens
   const int64_t k = std::min<int64_t>(top_k, probabilities.size(1));
   const auto [values, indices] = at::topk(probabilities, k, 1);
   const at::Tensor p = values.to(at::kCPU).contiguous(), c = indices.to(at::kCPU).contiguous();
+  // host predict's argmax -1 (class_columns.cpp): a row with a NaN score has no best class, where
+  // topk would rank the NaN first and name its class as confidently as a real answer.
+  const at::Tensor no_class = probabilities.isnan().any(1).to(at::kCPU).contiguous();
   for (int64_t row = 0; row < p.size(0); ++row) {
     std::vector<ClassScore>& scores = batch.top.emplace_back();
+    if (no_class[row].item<bool>()) continue;
     for (int64_t j = 0; j < k; ++j) {
       const int64_t index = c[row][j].item<int64_t>();
       // host predict's rule (prediction_writer.cpp): names only when there is one per class of the output.

@@ -182,7 +182,8 @@ TP_EXPORT const char *tp_infer_model_metadata_key(const tp_infer_model_t *model,
 TP_EXPORT const char *tp_infer_version(void);
 
 /** The number of best classes kept for `image` (min(top_k, classes); 0 when the model has no
- *  classification output, `logits` or `*_logits`). */
+ *  classification output, `logits` or `*_logits`, and for an image whose scores hold a NaN: no
+ *  class is best, as `host predict` writes argmax -1 and no class for it). */
 TP_EXPORT uint32_t tp_infer_result_class_count(const tp_infer_result_t *result, uint32_t image);
 
 /** The `rank`-th best class of `image` (0 = best): its id, its name (borrowed; "" when the export

@@ -107,7 +107,8 @@ struct TP_EXPORT Batch {
   std::vector<Tensor> outputs;
   /// Per image, the top_k classes of the classification output (`logits` or the first
   /// `*_logits`, floating [N, C]: `host predict`'s rule), best first; empty when there is none.
-  /// Names only when the export names exactly C classes (host predict's logits.class rule).
+  /// Names only when the export names exactly C classes (host predict's logits.class rule). Empty
+  /// for an image whose scores hold a NaN (host predict's argmax -1 and no class): no class is best.
   std::vector<std::vector<ClassScore>> top;
   /// The position in the call's list (of files, images or, for run_tensors, samples) of each row
   /// of `outputs` and of each entry of `top`: 0, 1, ..., N - 1 unless images were left out.
