@@ -9,7 +9,7 @@ namespace tp::detail {
 /// or dlerror's own): dlerror's text without boost's wrapping (boost appends a stale errno,
 /// "Bad file descriptor", that has nothing to do with the failure), then advice for the cause it
 /// names. A missing shared library: `ldd FILE` and LD_LIBRARY_PATH. An undefined symbol of
-/// LibTorch (its demangled name in c10::, at::, torch:: or caffe2::, or a C shim aoti_torch_*): a
+/// LibTorch (its demangled name in c10::, c10d::, at::, torch:: or caffe2::, or a C shim aoti_torch_*): a
 /// build against another LibTorch. Another undefined symbol: a function no loaded library
 /// defines (a library the plugin did not link, or a function its build left out) and `ldd -r
 /// FILE`, which lists every one.
