@@ -84,6 +84,55 @@ DeclaredSize webp_size(const unsigned char* d, std::size_t size) {
   return {};
 }
 
+/// Netpbm (P1 to P6, PF, Pf): the two letters, then the width and the height as decimal text, each
+/// after white space and any `#` comment lines (PAM's P7 keeps them in named header lines: not read).
+DeclaredSize netpbm_size(const unsigned char* d, std::size_t size) {
+  if (size < 3 || d[0] != 'P' || !((d[1] >= '1' && d[1] <= '6') || d[1] == 'F' || d[1] == 'f')) return {};
+  std::size_t at = 2;
+  const auto number = [&]() -> int64_t {
+    while (at < size && (std::isspace(d[at]) != 0 || d[at] == '#')) {
+      if (d[at] == '#')
+        while (at < size && d[at] != '\n' && d[at] != '\r') ++at;
+      else
+        ++at;
+    }
+    int64_t value = 0;
+    std::size_t digits = 0;
+    for (; at < size && std::isdigit(d[at]) != 0 && digits < 10; ++at, ++digits) value = value * 10 + (d[at] - '0');
+    return digits > 0 ? value : 0;
+  };
+  const int64_t width = number();
+  const int64_t height = number();
+  return {width, height};
+}
+
+/// TIFF (classic, either byte order): the first image file directory's ImageWidth (tag 256) and
+/// ImageLength (257), each a SHORT or a LONG; the page OpenCV decodes.
+DeclaredSize tiff_size(const unsigned char* d, std::size_t size) {
+  if (size < 8) return {};
+  const bool little = d[0] == 'I' && d[1] == 'I';
+  if (!little && !(d[0] == 'M' && d[1] == 'M')) return {};
+  const auto read = [&](std::size_t at, int bytes) -> uint32_t {
+    uint32_t v = 0;
+    for (int k = 0; k < bytes; ++k) v |= static_cast<uint32_t>(d[at + static_cast<std::size_t>(k)])
+                                         << (8 * (little ? k : bytes - 1 - k));
+    return v;
+  };
+  if (read(2, 2) != 42) return {};
+  const std::size_t directory = read(4, 4);
+  if (directory > size - 2) return {};
+  const std::size_t entries = read(directory, 2);
+  DeclaredSize declared;
+  for (std::size_t i = 0; i < entries && directory + 2 + 12 * (i + 1) <= size; ++i) {
+    const std::size_t entry = directory + 2 + 12 * i;
+    const uint32_t tag = read(entry, 2), type = read(entry + 2, 2);
+    if ((tag != 256 && tag != 257) || (type != 3 && type != 4)) continue;
+    const int64_t value = type == 3 ? read(entry + 8, 2) : read(entry + 8, 4);
+    (tag == 256 ? declared.width : declared.height) = value;
+  }
+  return declared;
+}
+
 /// One image format's signature: `bytes` at `offset` of the file's start.
 struct Signature {
   const char* format;
@@ -165,7 +214,7 @@ bool jpeg_size(const unsigned char* data, std::size_t size, int* out_h, int* out
 DeclaredSize declared_size(const unsigned char* data, std::size_t size) {
   int height = 0, width = 0;
   if (jpeg_size(data, size, &height, &width)) return {width, height};
-  for (auto read : {&png_size, &bmp_size, &webp_size}) {
+  for (auto read : {&png_size, &bmp_size, &webp_size, &netpbm_size, &tiff_size}) {
     const DeclaredSize declared = read(data, size);
     if (declared.width > 0 && declared.height > 0) return declared;
   }

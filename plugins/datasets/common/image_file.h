@@ -88,8 +88,9 @@ struct DeclaredSize {
   int64_t height = 0;
 };
 
-/// The size a JPEG (its SOF marker), PNG (IHDR), BMP (its info header) or WebP (VP8, VP8L or VP8X)
-/// header declares; {0, 0} for any other or a malformed header (the decoder then decides).
+/// The size a JPEG (its SOF marker), PNG (IHDR), BMP (its info header), WebP (VP8, VP8L or VP8X),
+/// netpbm (P1 to P6, PF, Pf) or TIFF (its first directory) header declares; {0, 0} for any other or
+/// a malformed header (the decoder then decides).
 DeclaredSize declared_size(const unsigned char* data, std::size_t size);
 
 /// Width and height from a JPEG's SOF marker without decoding; false when `data` is not a JPEG

@@ -153,9 +153,10 @@ TEST_CASE("image_folder: max_image_pixels refuses a file by its header, before a
   const cv::Mat img = tp::test::gradient_image(48, 64, 3);  // 64 wide, 48 tall: 3,072 pixels
   // WebP three ways: lossless (VP8L, OpenCV's default), lossy (VP8), and extended (VP8X before the
   // VP8L chunk: the canvas size, 24-bit width - 1 and height - 1).
-  const std::vector<std::string> formats = {"sized.jpg", "sized.png", "sized.bmp", "sized.webp", "lossy.webp",
-                                            "extended.webp"};
-  for (const char* name : {"sized.jpg", "sized.png", "sized.bmp", "sized.webp"})
+  // Netpbm and TIFF too (security trial F15: their bombs were "truncated or damaged").
+  const std::vector<std::string> formats = {"sized.jpg",     "sized.png", "sized.bmp", "sized.webp", "lossy.webp",
+                                            "extended.webp", "sized.ppm", "sized.tiff"};
+  for (const char* name : {"sized.jpg", "sized.png", "sized.bmp", "sized.webp", "sized.ppm", "sized.tiff"})
     REQUIRE(cv::imwrite((f.root / "cat" / name).string(), img));
   REQUIRE(cv::imwrite((f.root / "cat" / "lossy.webp").string(), img, {cv::IMWRITE_WEBP_QUALITY, 90}));
   {
@@ -173,7 +174,16 @@ TEST_CASE("image_folder: max_image_pixels refuses a file by its header, before a
   tp::test::write_png_declaring(f.root / "cat" / "bomb.png", 30000, 30000);
   // Two 32-bit fields whose product overflows int64.
   tp::test::write_png_declaring(f.root / "cat" / "huge.png", 0xFFFFFFFFu, 0xFFFFFFFFu);
-  std::ofstream(f.root / "list.csv") << listing << "cat/bomb.png,0\ncat/huge.png,0\n";
+  // Headers alone declaring 60000 x 60000: a netpbm file and a little-endian TIFF whose one
+  // directory holds ImageWidth (SHORT) and ImageLength (LONG).
+  std::ofstream(f.root / "cat" / "bomb.ppm", std::ios::binary) << "P6\n# a comment\n60000 60000\n255\n" << std::string(64, 'x');
+  {
+    const unsigned char tiff[] = {'I', 'I', 42, 0, 8, 0, 0, 0, 2, 0,                     // header, 2 entries
+                                  0x00, 0x01, 3, 0, 1, 0, 0, 0, 0x60, 0xEA, 0, 0,          // ImageWidth SHORT 60000
+                                  0x01, 0x01, 4, 0, 1, 0, 0, 0, 0x60, 0xEA, 0, 0, 0, 0, 0, 0};  // ImageLength LONG 60000
+    std::ofstream(f.root / "cat" / "bomb.tif", std::ios::binary).write(reinterpret_cast<const char*>(tiff), sizeof tiff);
+  }
+  std::ofstream(f.root / "list.csv") << listing << "cat/bomb.png,0\ncat/huge.png,0\ncat/bomb.ppm,0\ncat/bomb.tif,0\n";
   PluginLibrary lib("image_folder");
   FakeConfig cfg;
   configure(lib, cfg, f.root);
@@ -184,13 +194,19 @@ TEST_CASE("image_folder: max_image_pixels refuses a file by its header, before a
   {
     Dataset ds(lib, kId, cfg, "train");  // the default: 178,956,970
     for (uint64_t i = 0; i < formats.size(); ++i) CHECK(ds.try_get(i, &ctx, s) == TP_OK);
-    CHECK(ds.try_get(6, &ctx, s) == TP_ERR_IO);
+    const uint64_t bombs = formats.size();
+    CHECK(ds.try_get(bombs, &ctx, s) == TP_ERR_IO);
     CHECK(lib.host.last_error.find("bomb.png' declares 30000 x 30000 = 900000000 pixels, more than "
                                    "max_image_pixels = 178956970") != std::string::npos);
     CHECK(lib.host.last_error.find("raise max_image_pixels (0: no limit)") != std::string::npos);
-    CHECK(ds.try_get(7, &ctx, s) == TP_ERR_IO);
+    CHECK(ds.try_get(bombs + 1, &ctx, s) == TP_ERR_IO);
     CHECK(lib.host.last_error.find("declares 4294967295 x 4294967295 = 18446744065119617025 pixels") !=
           std::string::npos);
+    for (const uint64_t i : {bombs + 2, bombs + 3}) {
+      CHECK(ds.try_get(i, &ctx, s) == TP_ERR_IO);
+      CHECK(lib.host.last_error.find("' declares 60000 x 60000 = 3600000000 pixels, more than max_image_pixels") !=
+            std::string::npos);
+    }
   }
   for (const bool fast : {true, false}) {
     CAPTURE(fast);
