@@ -93,6 +93,9 @@ void print_outputs(const std::filesystem::path& run_dir, const std::string& moni
   if (has("history.jsonl")) std::printf("  history.csv, .jsonl       per-step, per-evaluation and per-epoch history\n");
   if (plots) std::printf("  plots/*.png               loss, metrics, lr, step time (`host plot %s` redraws)\n", dir.c_str());
   if (!checkpoints.empty()) std::printf("  checkpoints/              %s\n", checkpoints.c_str());
+  if (has("report.toml")) std::printf("  report.toml               training report: totals, step split, throughput (host compare)\n");
+  if (has("run.id")) std::printf("  run.id                    the run's identity (docs/run_directory.md)\n");
+  if (has("trace/rank0.json")) std::printf("  trace/rank0.json          run.trace_steps' profiler trace (Perfetto, chrome://tracing)\n");
 }
 
 // Steps 3-8 of run_train, in the claimed run directory.

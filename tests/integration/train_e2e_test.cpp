@@ -56,6 +56,8 @@ TEST_CASE("quickstart config trains small_cnn on shapes: loss falls, accuracy pa
   CHECK(run.output.find("Outputs in") != std::string::npos);
   CHECK(run.output.find("best.pt (best val/accuracy)") != std::string::npos);
   CHECK(run.output.find("plots/*.png") != std::string::npos);
+  CHECK(run.output.find("  report.toml ") != std::string::npos); // the summary lists it (docs trial F11)
+  CHECK(run.output.find("  run.id ") != std::string::npos);
 
   const auto epochs = epoch_records(dir / "history.jsonl");
   REQUIRE(epochs.size() == 2);
