@@ -80,3 +80,53 @@ tp_status infer_c_metadata(const char *export_file, const char *plugin_dir, uint
   tp_infer_close(model);
   return TP_OK;
 }
+
+/* Whether two results hold the same outputs: names, shapes and values, bit for bit. */
+static int same_outputs(const tp_infer_result_t *a, const tp_infer_result_t *b) {
+  const uint32_t count = tp_infer_result_output_count(a);
+  int same = count > 0 && count == tp_infer_result_output_count(b);
+  for (uint32_t i = 0; same && i < count; ++i) {
+    const char *name_a = NULL, *name_b = NULL;
+    const int64_t *shape_a = NULL, *shape_b = NULL;
+    uint32_t ndim_a = 0, ndim_b = 0;
+    const float *values_a = NULL, *values_b = NULL;
+    same = tp_infer_result_output(a, i, &name_a, &shape_a, &ndim_a, &values_a) == TP_OK &&
+           tp_infer_result_output(b, i, &name_b, &shape_b, &ndim_b, &values_b) == TP_OK &&
+           strcmp(name_a, name_b) == 0 && ndim_a == ndim_b && memcmp(shape_a, shape_b, ndim_a * sizeof(int64_t)) == 0;
+    uint64_t values = 1;
+    for (uint32_t d = 0; same && d < ndim_a; ++d) values *= (uint64_t)shape_a[d];
+    same = same && memcmp(values_a, values_b, values * sizeof(float)) == 0;
+  }
+  return same;
+}
+
+/* One prepared tensor `data` of shape `shape` (field `name`) through tp_infer_run_tensor and
+ * through tp_infer_run_tensors with count 1: whether they answer the same (*out_same). Then
+ * tp_infer_run_tensors with a second tensor, the same values named `extra`: its status, whether
+ * its result stayed NULL, and its message (copied into `out_message`). */
+tp_status infer_c_tensors(const char *export_file, const char *plugin_dir, const char *name, const float *data,
+                          const int64_t *shape, uint32_t ndim, const char *extra, int *out_same,
+                          tp_status *out_extra_status, int *out_extra_is_null, char *out_message,
+                          size_t message_capacity) {
+  tp_infer_model_t *model = NULL;
+  tp_infer_result_t *one = NULL, *several = NULL;
+  tp_infer_result_t *refused = (tp_infer_result_t *)&refused; /* anything but NULL */
+  const char *const names[] = {name, extra};
+  const float *const inputs[] = {data, data};
+  const int64_t *const shapes[] = {shape, shape};
+  const uint32_t ndims[] = {ndim, ndim};
+  tp_status status = tp_infer_open(export_file, "cpu", plugin_dir, &model);
+  if (status == TP_OK) status = tp_infer_run_tensor(model, name, data, shape, ndim, 2, &one);
+  if (status == TP_OK) status = tp_infer_run_tensors(model, names, inputs, shapes, ndims, 1, 2, &several);
+  if (status == TP_OK) {
+    *out_same = same_outputs(one, several) && tp_infer_result_class_count(several, 0) == 2;
+    *out_extra_status = tp_infer_run_tensors(model, names, inputs, shapes, ndims, 2, 2, &refused);
+    *out_extra_is_null = refused == NULL;
+    strncpy(out_message, tp_infer_last_error(), message_capacity - 1);
+    out_message[message_capacity - 1] = '\0';
+  }
+  tp_infer_result_free(one);
+  tp_infer_result_free(several);
+  tp_infer_close(model);
+  return status;
+}

@@ -28,6 +28,10 @@ tp_status infer_c_encoded(const char* export_file, const char* plugin_dir, const
 tp_status infer_c_metadata(const char* export_file, const char* plugin_dir, uint32_t index, uint32_t* out_count,
                            char* out_name, size_t name_capacity, char* out_component, size_t component_capacity,
                            int* out_nulls_refused);
+tp_status infer_c_tensors(const char* export_file, const char* plugin_dir, const char* name, const float* data,
+                          const int64_t* shape, uint32_t ndim, const char* extra, int* out_same,
+                          tp_status* out_extra_status, int* out_extra_is_null, char* out_message,
+                          size_t message_capacity);
 }
 
 namespace tp::test::infer {

@@ -48,12 +48,20 @@ tp_status status_of(tp::infer::Error::Kind kind) {
   return TP_ERR_INTERNAL;
 }
 
+// A refusal already reported by tensor_of (its message in last_error), thrown out of guarded's
+// body so that the tensors copied so far are released.
+struct Refused {
+  tp_status status;
+};
+
 template <class Body>
 tp_status guarded(Body&& body) noexcept {
   try {
     last_error.clear();
     body();
     return TP_OK;
+  } catch (const Refused& refusal) {
+    return refusal.status;
   } catch (const tp::infer::Error& e) {
     return failed(status_of(e.kind()), e.what());
   } catch (const std::bad_alloc&) {
@@ -94,6 +102,38 @@ std::vector<std::string> plugin_dirs_of(const char* plugin_dir) {
   for (std::string dir; std::getline(list, dir, ':');)
     if (!dir.empty()) dirs.push_back(dir);
   return dirs;
+}
+
+// Which argument of which function a prepared tensor came from, for its refusals: `at` is ""
+// for tp_infer_run_tensor's one (`shape`), "[i]" for tp_infer_run_tensors' i-th (`shapes[i]`).
+struct TensorArgument {
+  const char* function;
+  std::string at;
+  std::string named(const char* one, const char* many) const { return at.empty() ? one : many + at; }
+};
+
+// One prepared float32 tensor as the C++ API takes it: the shape checked and `data` copied (the
+// caller may free its buffers once the call returns), or the refusal naming the argument.
+tp_status tensor_of(const TensorArgument& argument, const char* name, const float* data, const int64_t* shape,
+                    uint32_t ndim, tp::infer::Tensor& out) {
+  const auto refuse = [&](const std::string& message) {
+    return refused(TP_ERR_INVALID_ARGUMENT,
+                   [&] { return std::string("tp::infer: ") + argument.function + ": " + message; });
+  };
+  if (name == nullptr) return refuse("`" + argument.named("name", "names") + "` is NULL; pass a valid pointer.");
+  if (shape == nullptr && ndim > 0)
+    return refuse("`" + argument.named("shape", "shapes") + "` is NULL; pass a valid pointer.");
+  int64_t count = 1;
+  for (uint32_t i = 0; i < ndim; ++i) {
+    if (shape[i] < 0 || __builtin_mul_overflow(count, shape[i], &count))
+      return refuse(argument.named("shape", "shapes") + "[" + std::to_string(i) + "] is " + std::to_string(shape[i]) +
+                    (shape[i] < 0 ? "; sizes are 0 or more." : ", and the shape's element count overflows int64."));
+  }
+  if (ndim == 0 || count == 0)
+    return refuse("`" + argument.named("shape", "shapes") + "` holds no element (ndim " + std::to_string(ndim) + "); pass [N, ...] with N >= 1 and no size 0.");
+  if (data == nullptr) return refuse("`" + argument.named("data", "data") + "` is NULL; pass a valid pointer.");
+  out = tp::infer::Tensor{name, std::vector<int64_t>(shape, shape + ndim), std::vector<float>(data, data + count)};
+  return TP_OK;
 }
 
 tp_status to_result(tp::infer::Batch batch, tp_infer_result_t** out_result) {
@@ -227,25 +267,35 @@ tp_status tp_infer_run_tensor(tp_infer_model_t* model, const char* name, const f
   if (out_result == nullptr) return null_argument("tp_infer_run_tensor", "out_result");
   *out_result = nullptr;
   if (model == nullptr) return null_argument("tp_infer_run_tensor", "model");
-  if (name == nullptr) return null_argument("tp_infer_run_tensor", "name");
-  if (shape == nullptr && ndim > 0) return null_argument("tp_infer_run_tensor", "shape");
-  int64_t count = 1;
-  for (uint32_t i = 0; i < ndim; ++i) {
-    if (shape[i] < 0 || __builtin_mul_overflow(count, shape[i], &count))
-      return refused(TP_ERR_INVALID_ARGUMENT, [&] {
-        return "tp::infer: tp_infer_run_tensor: shape[" + std::to_string(i) + "] is " + std::to_string(shape[i]) +
-               (shape[i] < 0 ? "; sizes are 0 or more." : ", and the shape's element count overflows int64.");
-      });
-  }
-  if (ndim == 0 || count == 0)
-    return refused(TP_ERR_INVALID_ARGUMENT, [&] {
-      return "tp::infer: tp_infer_run_tensor: the shape holds no element (ndim " + std::to_string(ndim) +
-             "); pass [N, ...] with N >= 1 and no size 0.";
-    });
-  if (data == nullptr) return null_argument("tp_infer_run_tensor", "data");
   return guarded([&] {
-    tp::infer::Tensor input{name, std::vector<int64_t>(shape, shape + ndim), std::vector<float>(data, data + count)};
-    to_result(model->model.run_tensors({std::move(input)}, capped(top_k)), out_result);
+    std::vector<tp::infer::Tensor> inputs(1);
+    const tp_status status = tensor_of({"tp_infer_run_tensor", ""}, name, data, shape, ndim, inputs[0]);
+    if (status != TP_OK) throw Refused{status};
+    to_result(model->model.run_tensors(inputs, capped(top_k)), out_result);
+  });
+}
+
+tp_status tp_infer_run_tensors(tp_infer_model_t* model, const char* const* names, const float* const* data,
+                               const int64_t* const* shapes, const uint32_t* ndims, uint32_t count, uint32_t top_k,
+                               tp_infer_result_t** out_result) {
+  const char* const function = "tp_infer_run_tensors";
+  if (out_result == nullptr) return null_argument(function, "out_result");
+  *out_result = nullptr;
+  if (model == nullptr) return null_argument(function, "model");
+  if (count == 0)
+    return refused(TP_ERR_INVALID_ARGUMENT, [&] {
+      return std::string("tp::infer: tp_infer_run_tensors: `count` is 0; pass one tensor per model input field.");
+    });
+  if (names == nullptr || data == nullptr || shapes == nullptr || ndims == nullptr)
+    return null_argument(function, "names, data, shapes or ndims");
+  return guarded([&] {
+    std::vector<tp::infer::Tensor> inputs(count);
+    for (uint32_t i = 0; i < count; ++i) {
+      const tp_status status = tensor_of({function, "[" + std::to_string(i) + "]"}, names[i], data[i], shapes[i],
+                                         ndims[i], inputs[i]);
+      if (status != TP_OK) throw Refused{status};
+    }
+    to_result(model->model.run_tensors(inputs, capped(top_k)), out_result);
   });
 }
 

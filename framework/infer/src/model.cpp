@@ -26,6 +26,7 @@
 #include "export_format.h"
 #include "model_files.h"
 #include "failure.h"
+#include "input_names.h"
 #include "open_checks.h"
 #include "private_directory.h"
 #include "process_share.h"
@@ -100,6 +101,7 @@ struct Model::State {
   std::unique_ptr<BatchPlacement> placement;
   std::unique_ptr<ModelProxy> model;
   std::string component;
+  std::vector<std::string> inputs; ///< the fields the model reads (input_names.h); empty: not known
   std::map<std::string, std::string> metadata; ///< the export's, as read
   std::mutex flight_mutex; ///< guards in_flight and closing
   std::condition_variable landed;
@@ -213,6 +215,7 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
     ComponentConfig config{file.model.component, "model", std::move(file.model.options)};
     const ComponentEntry entry = state->registry->find(config.component, TP_KIND_MODEL, "model");
     validate_component(config, entry.info->schema, export_file);
+    state->inputs = detail::declared_inputs(config);
     // Before the plugin sees the table: a file it would load may be code (security trial F5).
     detail::check_model_files(config, entry.info->schema, export_file, options.allow_files_outside_export,
                               state->share.host().logger());
@@ -375,6 +378,7 @@ Batch Model::run_tensors(const std::vector<Tensor>& inputs, int top_k) {
     const State::Flight flight(state());
     if (inputs.empty())
       throw Error("tp::infer: run_tensors was given no tensor; give one per model input field.", Kind::BadInput);
+    detail::check_input_names(inputs, state().inputs);
     NamedTensors batch;
     for (const Tensor& input : inputs) {
       const int64_t count = std::accumulate(input.shape.begin(), input.shape.end(), int64_t{1}, std::multiplies<>());

@@ -2,8 +2,8 @@
  * library"), for callers in C and other languages. It wraps tp/infer/model.h: a model `host export`
  * wrote, built by its own plugin, answering batches of image files or of prepared tensors.
  *
- * Lifecycle: tp_infer_open -> tp_infer_run_files / tp_infer_run_tensor (any number of times, from
- * any thread) -> tp_infer_result_free for each result -> tp_infer_close.
+ * Lifecycle: tp_infer_open -> tp_infer_run_files / _run_encoded / _run_tensor / _run_tensors (any
+ * number of times, from any thread) -> tp_infer_result_free for each result -> tp_infer_close.
  *
  * Errors: every function that can fail returns a tp_status (tp/status.h) that says whose fault
  * it is (tp::infer::Error::Kind in the C++ API), so a server can answer "bad request" or "we are
@@ -135,6 +135,21 @@ TP_EXPORT tp_status tp_infer_run_encoded(tp_infer_model_t *model, const uint8_t 
 TP_EXPORT tp_status tp_infer_run_tensor(tp_infer_model_t *model, const char *name, const float *data,
                                         const int64_t *shape, uint32_t ndim, uint32_t top_k,
                                         tp_infer_result_t **out_result);
+
+/** As tp_infer_run_tensor, for a model with several input fields (configs/multi_input.toml's
+ *  two_stream reads "image" and "image2"): `count` tensors, tensor i the field `names[i]` of shape
+ *  `shapes[i][0..ndims[i])`, row-major `data[i]` holding the product of that shape's sizes in
+ *  floats (read without a length to check them against), all copied during the call: the caller
+ *  may free or reuse every array once it returns. They must share the batch size N. The export's
+ *  torchhost.model names the fields (`input` or `inputs`). On TP_OK `*out_result` is new: free it
+ *  with tp_infer_result_free; else it is NULL. TP_ERR_INVALID_ARGUMENT: a NULL argument (naming
+ *  it, as `names[1]`), count 0, a shape of no element, batch sizes that differ, two tensors of
+ *  one name, a name the model does not read (naming it and the model's inputs), a missing field
+ *  or a shape the model refuses (the model's plugin said TP_ERR_INVALID_ARGUMENT), a closing
+ *  model. TP_ERR_OUT_OF_MEMORY. TP_ERR_INTERNAL: the model failed otherwise. */
+TP_EXPORT tp_status tp_infer_run_tensors(tp_infer_model_t *model, const char *const *names, const float *const *data,
+                                         const int64_t *const *shapes, const uint32_t *ndims, uint32_t count,
+                                         uint32_t top_k, tp_infer_result_t **out_result);
 
 /** Releases `result`. NULL: no-op. */
 TP_EXPORT void tp_infer_result_free(tp_infer_result_t *result);

@@ -193,8 +193,10 @@ class TP_EXPORT Model {
   Batch run_encoded(const std::vector<std::vector<unsigned char>>& images, int top_k = 5);
 
   /// [any] Runs prepared inputs (already decoded and normalised, e.g. [N, 3, H, W] float32),
-  /// one tensor per model input field; they must share N. Throws Error for a tensor whose values
-  /// do not fill its shape, mismatched batch sizes, or a shape the model refuses (its message).
+  /// one tensor per model input field; they must share N. Throws Error (BadInput) for a tensor
+  /// whose values do not fill its shape, mismatched batch sizes, two tensors of one name, a name
+  /// the model does not read (where its options name its inputs: `input` or `inputs` in the
+  /// export's torchhost.model, as the built-in models do), or a shape the model refuses (its message).
   Batch run_tensors(const std::vector<Tensor>& inputs, int top_k = 5);
 
   /// [any] Changes OpenOptions::skip_bad_images for the calls that begin from now on.
