@@ -377,6 +377,16 @@ tp_status tp_infer_set_skip_bad_images(tp_infer_model_t* model, int skip) {
   return guarded([&] { model->model.set_skip_bad_images(skip != 0); });
 }
 
+tp_status tp_infer_set_max_image_pixels(tp_infer_model_t* model, uint64_t pixels) {
+  if (model == nullptr) return null_argument("tp_infer_set_max_image_pixels", "model");
+  if (pixels > static_cast<uint64_t>(INT64_MAX))
+    return refused(TP_ERR_INVALID_ARGUMENT, [&] {
+      return "tp::infer: tp_infer_set_max_image_pixels: " + std::to_string(pixels) +
+             " pixels; give 0 (the export's own limit) or the most pixels one image may declare.";
+    });
+  return guarded([&] { model->model.set_max_image_pixels(static_cast<int64_t>(pixels)); });
+}
+
 int64_t tp_infer_result_row(const tp_infer_result_t* result, uint32_t row) {
   if (result == nullptr || row >= result->batch.rows.size()) return -1;
   return result->batch.rows[row];

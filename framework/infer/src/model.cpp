@@ -22,6 +22,7 @@
 #include <set>
 
 #include "batch_answer.h"
+#include "decode_limit.h"
 #include "export_file.h"
 #include "export_format.h"
 #include "model_files.h"
@@ -94,6 +95,7 @@ struct Model::State {
   bool preprocessing_loaded = false; ///< a loaded library provides `preprocessing`'s component (set at open)
   std::atomic<int> threads{0}; ///< OpenOptions::threads, changed by set_threads; 0 resolved to share.default_threads()
   std::atomic<bool> skip_bad_images{false}; ///< OpenOptions::skip_bad_images, changed by set_skip_bad_images
+  std::atomic<int64_t> max_image_pixels{0}; ///< OpenOptions::max_image_pixels, changed by set_max_image_pixels
   std::vector<std::string> classes;
   bool sigmoid_scores = false;  ///< the export's torchhost.scores = "sigmoid" (a binary cross entropy trained it)
   detail::ExportedComponent preprocessing;
@@ -133,6 +135,13 @@ void use_threads(const detail::ProcessShare& share, int threads) {
   if (at::get_num_threads() != threads) at::set_num_threads(threads);
 }
 
+// OpenOptions::max_image_pixels: a negative limit is no limit the datasets know.
+void check_pixel_limit(int64_t pixels) {
+  if (pixels < 0)
+    throw Error("tp::infer: max_image_pixels is " + std::to_string(pixels) + "; give 0 (the export's own limit) or "
+                "the most pixels (width x height) one image may declare.", Kind::BadInput);
+}
+
 }  // namespace
 
 const Tensor& Batch::output(const std::string& name) const {
@@ -170,6 +179,7 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
     detail::check_export_format(file.metadata, export_file);
     const c10::Device device = detail::device_of(options.device);
     detail::check_threads(options.threads);
+    check_pixel_limit(options.max_image_pixels);
     if (options.plugin_dirs.empty())
       throw Error("tp::infer: no plugin directory was given, and the model '" + file.model.component +
                   "' is built by its plugin; set OpenOptions::plugin_dirs (tp_infer_open's plugin_dir in C) to the "
@@ -185,6 +195,7 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
     // forked child on 1, where more would wait for OpenMP threads the fork left behind).
     use_threads(state->share, state->threads);
     state->skip_bad_images = options.skip_bad_images;
+    state->max_image_pixels = options.max_image_pixels;
     state->plugin_dirs = detail::searched_dirs(options);
     state->classes = std::move(file.classes);
     state->sigmoid_scores = file.sigmoid_scores;
@@ -239,6 +250,13 @@ const std::vector<std::string>& Model::class_names() const { return state().clas
 
 void Model::set_skip_bad_images(bool skip) {
   guarded(kArgument, [&] { state().skip_bad_images = skip; });
+}
+
+void Model::set_max_image_pixels(int64_t pixels) {
+  guarded(kArgument, [&] {
+    check_pixel_limit(pixels);
+    state().max_image_pixels = pixels;
+  });
 }
 
 void Model::set_threads(int threads) {
@@ -298,6 +316,7 @@ Batch Model::run_files(const std::vector<std::string>& paths, int top_k) {
     for (const std::string& path : paths) files.push_back(std::filesystem::absolute(path).string());
     config.options.insert_or_assign("files", std::move(files));
     validate_component(config, entry.info->schema, state().source);
+    detail::lower_decode_limit(config, state().max_image_pixels);
     const DatasetProxy data(entry, config, "val");
     detail::ReadSamples read = detail::read_samples(data);
     // The images that could not be read: left out and listed (skip_bad_images, as host predict's
@@ -311,11 +330,11 @@ Batch Model::run_files(const std::vector<std::string>& paths, int top_k) {
         rows.push_back(static_cast<int64_t>(i));
       } else if (!state().skip_bad_images) {
         // The image's own fault, whatever the dataset's status said, unless memory ran out.
-        const std::string text = "tp::infer: " + exception_text(read.failures[i]);
+        const std::string text = "tp::infer: " + detail::library_decode_advice(exception_text(read.failures[i]));
         throw Error(text, detail::names_allocation_failure(text) ? Kind::OutOfMemory : Kind::BadInput);
       } else {
         failed.push_back({static_cast<int64_t>(i), "image " + std::to_string(i) + " ('" + paths[i] + "'): " +
-                                                       exception_text(read.failures[i])});
+                                                       detail::library_decode_advice(exception_text(read.failures[i]))});
       }
     }
     if (samples.empty())

@@ -216,6 +216,17 @@ TP_EXPORT tp_status tp_infer_result_class(const tp_infer_result_t *result, uint3
  *  TP_ERR_INVALID_ARGUMENT for NULL; else TP_OK. */
 TP_EXPORT tp_status tp_infer_set_skip_bad_images(tp_infer_model_t *model, int skip);
 
+/** The most pixels (width x height) an image of tp_infer_run_files and tp_infer_run_encoded may
+ *  declare to be decoded, for the calls that begin from now on (OpenOptions::max_image_pixels): a
+ *  larger one is refused before it is decoded, as an image that cannot be read
+ *  (TP_ERR_INVALID_ARGUMENT naming it and this call, or left out under
+ *  tp_infer_set_skip_bad_images). 0, the default: the export's own limit, the max_image_pixels of
+ *  its torchhost.preprocessing (178956970 unless the run set it). A value only lowers that limit
+ *  (one above it keeps the export's): a service taking uploads bounds what one costs (a 531 KB
+ *  PNG of 13000 x 13000 decodes to 507 MB). TP_ERR_INVALID_ARGUMENT for NULL or a value above
+ *  INT64_MAX; else TP_OK. */
+TP_EXPORT tp_status tp_infer_set_max_image_pixels(tp_infer_model_t *model, uint64_t pixels);
+
 /** The position in the call's list of row `row` of every output and of the `image` of
  *  tp_infer_result_class: `row` itself unless images were left out; -1 for NULL or a row past
  *  the result. */

@@ -156,6 +156,15 @@ struct OpenOptions {
   /// of a TorchScript model, which names the file the run trained with (docs/deployment.md,
   /// "What an export may run").
   bool allow_files_outside_export = false;
+  /// run_files and run_encoded: the most pixels (width x height) an image may declare to be
+  /// decoded; a larger one is refused before decoding (as an image that cannot be read: BadInput,
+  /// or left out under skip_bad_images), its message naming this option. 0: the export's own
+  /// limit, the max_image_pixels of its preprocessing table (torchhost.preprocessing: 178956970,
+  /// PIL's, unless the run set it). A value only lowers that limit (one above it keeps the
+  /// export's): a service taking uploads bounds what one costs (a 13000 x 13000 PNG of 531 KB
+  /// decodes to 507 MB). For datasets that decode images (image_folder, segmentation_folder,
+  /// coco_detection); ignored for others. open() throws Error for a negative value.
+  int64_t max_image_pixels = 0;
 };
 
 class TP_EXPORT Model {
@@ -201,6 +210,10 @@ class TP_EXPORT Model {
 
   /// [any] Changes OpenOptions::skip_bad_images for the calls that begin from now on.
   void set_skip_bad_images(bool skip);
+
+  /// [any] Changes OpenOptions::max_image_pixels for the calls that begin from now on. Throws
+  /// Error for a negative count.
+  void set_max_image_pixels(int64_t pixels);
 
   /// [any] Changes OpenOptions::threads for the calls that begin from now on (0: LibTorch's
   /// default count, as there). Throws Error for a negative count or one of 1024 or more.
