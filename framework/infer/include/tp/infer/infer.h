@@ -26,14 +26,32 @@
  * tp_infer_status_name() the status's name. No exception and no abort crosses this API.
  *
  * Ownership: handles are opaque; each open/run has its matching close/free, which accept NULL.
- * Strings and arrays returned are borrowed from the handle named, valid until it is freed.
+ * Closing or freeing a handle twice, or using it after, is undefined (as free()); a result
+ * outlives its model. Strings and arrays returned are borrowed from the handle named, valid until
+ * it is freed. Out-parameters: a call that creates a handle (tp_infer_open, tp_infer_open_with,
+ * the tp_infer_run_* calls) sets `*out_model` / `*out_result` to NULL when it fails (whenever the
+ * pointer itself is not NULL), so there is nothing to free after an error; accessors leave their
+ * out pointers unchanged when they fail. Inputs: every string and array passed in (paths, names,
+ * image bytes, tensor data, shapes) is read or copied during the call only; the caller may free
+ * or reuse it once the call returns.
+ *
+ * Counting: a result's rows (one per image answered) are the first size of any output's shape
+ * (tp_infer_result_output's `(*out_shape)[0]`); the call's count minus
+ * tp_infer_result_failed_count. The `image` of tp_infer_result_class_count / _class is such a
+ * row, not the call's list position once images were left out: tp_infer_result_row maps it.
  *
  * Linking: libtorchhost_infer.so (CMake: find_package(torchhost CONFIG), target torchhost::infer)
  * exports these functions (TP_EXPORT) and tp/infer/model.h's classes, nothing else.
  *
- * Threads: [any] on every function. Several models may be open at once; calls into them take
- * turns across the process (one batch at a time). They share the process's plugin libraries;
- * those on CUDA must agree on TF32, one switch per process. The last error is per thread.
+ * Threads: every function may be called from any thread, and calls on one model or one result
+ * may overlap each other, with these exceptions. tp_infer_close(model) must overlap none of the
+ * accessors and setters of that model (tp_infer_model_*, tp_infer_set_*), which do not wait for
+ * it: stop them first; the run calls (tp_infer_run_*) in flight are waited for, and one that
+ * begins while it closes fails (TP_ERR_INVALID_ARGUMENT). tp_infer_result_free(result) must
+ * overlap no other call on that result (several threads may read one result at once). Several
+ * models may be open at once; calls into them take turns across the process (one batch at a
+ * time). They share the process's plugin libraries; those on CUDA must agree on TF32, one switch
+ * per process. The last error is per thread.
  *
  * Fork: in a child forked after the process's first tp_infer_open, every call (on an inherited
  * model, and tp_infer_open and the calls of the child's own models) runs on one intra-op thread,
@@ -95,15 +113,18 @@ TP_EXPORT tp_status tp_infer_open_with(const char *export_file, const char *devi
                                        uint32_t flags, tp_infer_model_t **out_model);
 
 /** Releases `model` and its plugins. Results of it stay valid (they own their data). NULL: no-op.
- *  It waits for the calls in flight on `model` to return; a call that begins while it closes
- *  fails (TP_ERR_INVALID_ARGUMENT, "is being closed"). A call begun after it returned uses a freed handle, as
- *  after free(): stop your callers first. */
+ *  It waits for the run calls (tp_infer_run_*) in flight on `model` to return; one that begins
+ *  while it closes fails (TP_ERR_INVALID_ARGUMENT, "is being closed"). The accessors and setters
+ *  (tp_infer_model_*, tp_infer_set_*) are not waited for: none may overlap it. Any call begun after
+ *  it returned, a second close included, uses a freed handle, undefined as after free(): stop
+ *  your callers first. */
 TP_EXPORT void tp_infer_close(tp_infer_model_t *model);
 
-/** Reads `count` image files with the export's evaluation preprocessing (as `host predict
- *  --images` does) and runs them as one batch; each image's `top_k` best classes are kept (capped
- *  at the class count: UINT32_MAX keeps every class). A segmenter's per-pixel output comes at
- *  each file's size, followed by "<name>_sizes" (tp::infer::Batch::outputs says how).
+/** Reads `count` image files (`paths`, copied during the call) with the export's evaluation
+ *  preprocessing (as `host predict --images` does) and runs them as one batch; each image's
+ *  `top_k` best classes are kept (capped at the class count: UINT32_MAX keeps every class). A
+ *  segmenter's per-pixel output comes at each file's size, followed by "<name>_sizes"
+ *  (tp::infer::Batch::outputs says how).
  *  On TP_OK `*out_result` is new: free it with tp_infer_result_free; else it is NULL.
  *  TP_ERR_INVALID_ARGUMENT: a NULL or empty argument, count 0, an image that cannot be read (the
  *  first in the list; or every one, with tp_infer_set_skip_bad_images), a closing model.
@@ -117,7 +138,7 @@ TP_EXPORT tp_status tp_infer_run_files(tp_infer_model_t *model, const char *cons
 #define TP_INFER_MAX_ENCODED_BYTES (UINT64_C(1) << 30)
 
 /** As tp_infer_run_files, for `count` images held in memory: image i is `sizes[i]` bytes at
- *  `data[i]` (a JPEG, PNG, BMP or WebP file's bytes), read from there during the call (size your
+ *  `data[i]` (a JPEG, PNG, BMP or WebP file's bytes), copied during the call (size your
  *  buffers: a size past one reads past it); a size above TP_INFER_MAX_ENCODED_BYTES is refused,
  *  TP_ERR_INVALID_ARGUMENT naming it, before anything is read. Decoded exactly as that file would be: each
  *  is written to a file of a private temporary directory under TMPDIR (mkdtemp, mode 0700),
@@ -151,7 +172,8 @@ TP_EXPORT tp_status tp_infer_run_tensors(tp_infer_model_t *model, const char *co
                                          const int64_t *const *shapes, const uint32_t *ndims, uint32_t count,
                                          uint32_t top_k, tp_infer_result_t **out_result);
 
-/** Releases `result`. NULL: no-op. */
+/** Releases `result` and every string and array borrowed from it. NULL: no-op. Freeing it twice,
+ *  or any call on it after (or during) the free, is undefined (as free()). */
 TP_EXPORT void tp_infer_result_free(tp_infer_result_t *result);
 
 /** LibTorch's intra-op threads for `model`'s calls from now on (OpenOptions::threads, set on the
@@ -160,7 +182,8 @@ TP_EXPORT void tp_infer_result_free(tp_infer_result_t *result);
  *  TP_ERR_INVALID_ARGUMENT for NULL or a count of 1024 or more; else TP_OK. */
 TP_EXPORT tp_status tp_infer_set_threads(tp_infer_model_t *model, uint32_t threads);
 
-/** The number of outputs the model returned (0 for NULL). */
+/** The number of outputs the model returned (0 for NULL). Each output's shape begins with the
+ *  result's row count. */
 TP_EXPORT uint32_t tp_infer_result_output_count(const tp_infer_result_t *result);
 
 /** Output `index` (< tp_infer_result_output_count): its name, its shape (`*out_ndim` sizes, batch
@@ -196,9 +219,12 @@ TP_EXPORT const char *tp_infer_model_metadata_key(const tp_infer_model_t *model,
  *  describe>; plugin ABI 1.13 (plugins of ABI 1.0 to 1.13 load); LibTorch 2.13.0". */
 TP_EXPORT const char *tp_infer_version(void);
 
-/** The number of best classes kept for `image` (min(top_k, classes); 0 when the model has no
- *  classification output, `logits` or `*_logits`, and for an image whose scores hold a NaN: no
- *  class is best, as `host predict` writes argmax -1 and no class for it). */
+/** The number of best classes kept for row `image` of the result (a row, not the call's list
+ *  position once images were left out: tp_infer_result_row): min(top_k, classes); 0 for a NULL
+ *  result, a row past the result, a model without classification output (`logits` or
+ *  `*_logits`), and a row whose scores hold a NaN (no class is best, as `host predict` writes
+ *  argmax -1 and no class for it). 0 therefore does not count rows: the first size of an
+ *  output's shape does. */
 TP_EXPORT uint32_t tp_infer_result_class_count(const tp_infer_result_t *result, uint32_t image);
 
 /** The `rank`-th best class of `image` (0 = best): its id, its name (borrowed; "" when the export
