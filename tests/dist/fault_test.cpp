@@ -213,9 +213,10 @@ TEST_CASE("resuming with another number of ranks is refused clearly") {
 TEST_CASE("a checkpoint write that fails on rank 0 alone ends both ranks at once, with rank 0's error") {
   // Only rank 0 writes. Before, it threw at once and rank 1, already in the next collective,
   // learnt only that rank 0 was lost. Now rank 0's error waits for the save's agreement and every
-  // rank ends with it. `checkpoints` is a file, so the first save cannot make its directory.
+  // rank ends with it. Rank 0 runs under a 100 kB file-size limit (prlimit, SIGXFSZ ignored, as
+  // disk_full_test does), so its first checkpoint (about 800 kB) cannot be written. (A file in
+  // checkpoints/'s place, the way this test failed the save before, is now refused at start.)
   const auto dir = tp::test::fresh_dir("ddp_rank0_write_fails");
-  std::ofstream(dir / "checkpoints") << "not a directory\n";
   const std::string args = " --config tests/dist/ddp.toml --output-dir '" + dir.string() +
                            "' --set train.epochs=1 --set checkpoint.strategy=\\\"steps\\\" --set checkpoint.every=5"
                            " --set eval.strategy=\\\"no\\\" --set checkpoint.save_top_k=0 --set dist.timeout_s=60";
@@ -223,7 +224,7 @@ TEST_CASE("a checkpoint write that fails on rank 0 alone ends both ranks at once
   // Plain ranks, no launcher: the launcher would stop rank 1 itself once rank 0 failed.
   const auto run = tp::test::run_shell(
       "export MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + ($$ + 13) % 20000)) WORLD_SIZE=2; START=$(date +%s); "
-      "RANK=0 LOCAL_RANK=0 " + host + args + " > '" + (dir / "rank0.log").string() + "' 2>&1 & P0=$!; "
+      "trap '' XFSZ; RANK=0 LOCAL_RANK=0 prlimit --fsize=102400 " + host + args + " > '" + (dir / "rank0.log").string() + "' 2>&1 & P0=$!; "
       "RANK=1 LOCAL_RANK=1 " + host + args + " > '" + (dir / "rank1.log").string() + "' 2>&1 & P1=$!; "
       "wait $P0; C0=$?; wait $P1; C1=$?; echo \"exits $C0 $C1 after $(( $(date +%s) - START )) s\"; "
       "echo '--- rank 1:'; cat '" + (dir / "rank1.log").string() + "'; echo '--- rank 0:'; cat '" +
