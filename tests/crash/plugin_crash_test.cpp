@@ -92,6 +92,20 @@ TEST_CASE("the crash report's reproduce command runs as printed when the paths h
   CHECK(contains(again.output, "component 'org.test.segfault' crashed the process with SIGSEGV"));
   CHECK(contains(again.output, "(sample index 13)"));
   CHECK_FALSE(std::filesystem::exists(root / "pwned"));
+
+  // Security trial F7: an output directory holding ESC and a newline reached the terminal raw
+  // through the report (a retitled terminal, a forged line); it is shown escaped.
+  const auto forged = root / "run\x1b]0;title\x07\nFAKE";
+  const auto escaped = tp::test::run_shell("cd '" + root.string() + "' && '" + tp::test::build_dir() +
+                                           "/bin/host' --config '" + tp::test::source_dir() +
+                                           "/tests/crash/segfault.toml' --plugin-dir " + quoted(plugins.string()) +
+                                           " --output-dir " + quoted(forged.string()));
+  CHECK(escaped.exit_code == tp::kExitPluginCrash);
+  const std::size_t at = escaped.output.find("host: plugin crash:");
+  REQUIRE(at != std::string::npos);
+  const std::string report = escaped.output.substr(at);
+  CHECK(report.find('\x1b') == std::string::npos);
+  CHECK(report.find("run\\u001B]0;title\\u0007\\u000AFAKE/checkpoints is complete") != std::string::npos);
 }
 
 // Issue 58, item 9: outside the hot calls a crash gave a bare SIGSEGV naming nothing, in every

@@ -8,6 +8,9 @@
 #include <atomic>
 #include <cstring>
 #include <iterator>
+#include <string>
+
+#include "tp/framework/util/bounded_text.h"
 
 namespace tp {
 namespace {
@@ -254,8 +257,12 @@ void end_exit_inside_plugin_call(int status) noexcept {
 
 void install_plugin_crash_handler(const char* checkpoint_dir, const char* config_file) {
   HandlerText& text = handler_text();
-  std::strncpy(text.checkpoint_dir, checkpoint_dir != nullptr ? checkpoint_dir : "", sizeof text.checkpoint_dir - 1);
-  std::strncpy(text.config_file, config_file != nullptr ? config_file : "RUN/config.toml", sizeof text.config_file - 1);
+  // Escaped here, where allocating is allowed: an output directory holding ESC or a newline
+  // retitled the terminal and forged lines through the report (security trial F7).
+  const std::string checkpoints = escape_control_characters(checkpoint_dir != nullptr ? checkpoint_dir : "", false);
+  const std::string config = escape_control_characters(config_file != nullptr ? config_file : "RUN/config.toml", false);
+  std::strncpy(text.checkpoint_dir, checkpoints.c_str(), sizeof text.checkpoint_dir - 1);
+  std::strncpy(text.config_file, config.c_str(), sizeof text.config_file - 1);
   struct sigaction action {};
   action.sa_sigaction = &on_fatal_signal;
   action.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK; // on the thread's alternate stack (AltStack)
