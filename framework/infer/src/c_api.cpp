@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tp/framework/plugin/host_services.h"
 #include "tp/infer/model.h"
 
 struct tp_infer_model_t {
@@ -147,20 +148,7 @@ extern "C" {
 
 const char* tp_infer_last_error(void) { return last_error.c_str(); }
 
-const char* tp_infer_status_name(tp_status status) {
-  switch (status) {
-    case TP_OK: return "TP_OK";
-    case TP_ERR_INVALID_ARGUMENT: return "TP_ERR_INVALID_ARGUMENT";
-    case TP_ERR_CONFIG: return "TP_ERR_CONFIG";
-    case TP_ERR_UNSUPPORTED: return "TP_ERR_UNSUPPORTED";
-    case TP_ERR_IO: return "TP_ERR_IO";
-    case TP_ERR_OUT_OF_MEMORY: return "TP_ERR_OUT_OF_MEMORY";
-    case TP_ERR_DEVICE: return "TP_ERR_DEVICE";
-    case TP_ERR_INTERNAL: return "TP_ERR_INTERNAL";
-    case TP_ERR_OUT_OF_RANGE: return "TP_ERR_OUT_OF_RANGE";
-    default: return "unknown status";
-  }
-}
+const char* tp_infer_status_name(tp_status status) { return tp::status_name(status); }
 
 tp_status tp_infer_open(const char* export_file, const char* device, const char* plugin_dir,
                         tp_infer_model_t** out_model) {

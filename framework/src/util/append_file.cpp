@@ -9,21 +9,9 @@
 #include <string>
 
 #include "tp/framework/error.h"
+#include "tp/framework/util/regular_file.h"
 
 namespace tp {
-namespace {
-
-std::string kind_of(mode_t mode) {
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISDIR(mode)) return "a directory";
-  return "not a regular file";
-}
-
-}  // namespace
-
 int open_for_appending(const std::filesystem::path& file) {
   const std::string name = file.string();
   const std::string remedy = " Remove it, or give another output directory.";
@@ -42,7 +30,7 @@ int open_for_appending(const std::filesystem::path& file) {
   if (::fstat(fd, &info) != 0)
     problem = "cannot be examined (" + std::string(std::strerror(errno)) + ")";
   else if (!S_ISREG(info.st_mode))
-    problem = "is " + kind_of(info.st_mode) + ", not a regular file; the run appends only to a regular file";
+    problem = std::string("is ") + file_kind(info.st_mode) + ", not a regular file; the run appends only to a regular file";
   else if (info.st_uid != ::geteuid())
     problem = "belongs to uid " + std::to_string(info.st_uid) + ", not to you (uid " + std::to_string(::geteuid()) +
               "): whoever made it can read everything the run writes to it";

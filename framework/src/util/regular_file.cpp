@@ -10,16 +10,6 @@
 namespace tp {
 namespace {
 
-/// "a FIFO", "a character device", ...: what a file that is not a regular one is, for a message.
-const char* file_kind(mode_t mode) {
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISDIR(mode)) return "a directory";
-  return "not a regular file";
-}
-
 /// Closes the descriptor on every way out of read_regular_file.
 struct Descriptor {
   int fd;
@@ -31,6 +21,15 @@ struct Descriptor {
 [[noreturn]] void refuse(const std::string& clause) { throw UnreadableFile(clause); }
 
 }  // namespace
+
+const char* file_kind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISDIR(mode)) return "a directory";
+  return "not a regular file";
+}
 
 std::vector<char> read_regular_file(const std::filesystem::path& path) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer (SIGTERM and Ctrl-C would not end the

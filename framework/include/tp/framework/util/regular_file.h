@@ -5,6 +5,8 @@
 // (docs/hardening.md, "Shards" and section 16).
 #pragma once
 
+#include <sys/types.h>
+
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -21,6 +23,10 @@ class UnreadableFile : public Error {
  public:
   using Error::Error;
 };
+
+/// What a file that is not a regular one is, for a message: "a FIFO", "a character device", "a
+/// block device", "a socket", "a directory", else "not a regular file".
+const char* file_kind(mode_t mode);
 
 /// The bytes of `path`, read whole. Opened without blocking (O_NONBLOCK, cleared before the read),
 /// then fstat: anything but a regular file (a FIFO, a character or block device, a socket, a
