@@ -22,6 +22,9 @@ namespace fs = std::filesystem;
 using tp::cpp::Failure;
 
 // A directory's permission bits as `ls -l`'s octal shows them: "0755".
+// Whether users other than the owner may write the file or directory (its group or everyone).
+bool others_may_write(const struct stat& info) { return (info.st_mode & (S_IWGRP | S_IWOTH)) != 0; }
+
 std::string mode_text(const struct stat& info) {
   char text[16];
   std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(info.st_mode & 07777));
@@ -85,7 +88,7 @@ WriteRefusal shared_write_refusal(const std::string& dir) {
   struct stat info {};
   if (::stat(dir.c_str(), &info) != 0) return {};  // created by this user when first written
   const bool other_owner = info.st_uid != ::geteuid() && info.st_uid != 0;
-  const bool others_write = (info.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+  const bool others_write = others_may_write(info);
   if (!other_owner && !others_write) return {};
   if (!others_write)
     // A team's cache set up as it should be: one user owns it and prepares it, the others read it.
@@ -103,11 +106,11 @@ WriteRefusal shared_write_refusal(const std::string& dir) {
 std::optional<std::string> read_cache_file(const std::string& path, std::size_t max_bytes) {
   const std::string dir = std::filesystem::path(path).parent_path().string();
   struct stat folder {};
-  if (::stat(dir.empty() ? "." : dir.c_str(), &folder) != 0 || shared_write_refusal(dir.empty() ? "." : dir).warn)
-    return std::nullopt;
+  // shared_write_refusal's `warn`, from this one stat: a directory others can write is not read.
+  if (::stat(dir.empty() ? "." : dir.c_str(), &folder) != 0 || others_may_write(folder)) return std::nullopt;
   return read_regular_file(path, max_bytes, [&folder](const struct stat& file) {
     const bool trusted_owner = file.st_uid == ::geteuid() || file.st_uid == 0 || file.st_uid == folder.st_uid;
-    return trusted_owner && (file.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+    return trusted_owner && !others_may_write(file);
   });
 }
 

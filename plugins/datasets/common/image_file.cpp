@@ -14,20 +14,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "regular_input.h"
 #include "tp/cpp/guard.h"
 
 namespace tp::datasets {
 namespace {
-
-/// "a FIFO", "a directory", ...: what a path that is not a regular file is, for a message.
-const char* file_kind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
 
 /// A JPEG (it starts with SOI, FF D8 FF) whose last scan (SOS, FF DA) has no EOI (FF D9) after
 /// it: cut short. libjpeg decodes such a file with a warning and grey rows where PIL refuses it.

@@ -1,7 +1,7 @@
 // Files a dataset reads through a stream (a CSV listing or table, a list of stems, COCO's JSON,
 // MNIST's idx files, a shard description): only a regular file. Opening a FIFO blocks until a
 // writer comes, deaf to the signals `host train` catches, and /dev/zero reads for ever (security
-// trial F3); image files have their own reader with the same rule (image_file.h).
+// trial F3); image files are read whole by image_file.h's reader, which names them as file_kind does.
 #pragma once
 
 #include <sys/stat.h>
@@ -12,6 +12,18 @@
 
 namespace tp::datasets {
 
+/// What a file that is not a regular one is, for a message: "a FIFO", "a character device", "a
+/// block device", "a socket", "a directory", else "not a regular file". (The framework, which the
+/// plugins do not link, has its own: tp/framework/util/regular_file.h.)
+inline const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
 /// Throws tp::cpp::Failure (TP_ERR_IO) "<component>: '<path>' (<what>) is a FIFO, not a regular
 /// file; ..." when `path` names something other than a regular file, links followed (a link to
 /// /dev/zero is a device). Nothing when it is one, or does not exist (the caller's open names
@@ -19,13 +31,7 @@ namespace tp::datasets {
 inline void refuse_special_input(const std::string& path, const std::string& component, const std::string& what) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0 || S_ISREG(info.st_mode)) return;
-  const char* kind = S_ISFIFO(info.st_mode)  ? "a FIFO"
-                     : S_ISCHR(info.st_mode) ? "a character device"
-                     : S_ISBLK(info.st_mode) ? "a block device"
-                     : S_ISSOCK(info.st_mode) ? "a socket"
-                     : S_ISDIR(info.st_mode)  ? "a directory"
-                                              : "not a regular file";
-  throw tp::cpp::Failure(TP_ERR_IO, component + ": '" + path + "' (" + what + ") is " + kind +
+  throw tp::cpp::Failure(TP_ERR_IO, component + ": '" + path + "' (" + what + ") is " + file_kind(info.st_mode) +
                                         ", not a regular file; it is read from a regular file only. Give the file itself");
 }
 
