@@ -46,6 +46,14 @@ struct HostRow {
   float probability = 0.F;
 };
 
+/// Exports the last checkpoint of the run in `out` to `exported` with `host export`.
+inline void export_last_checkpoint(const fs::path& out, const fs::path& exported) {
+  const auto exported_run = tp::test::run_host("export --checkpoint '" + (out / "checkpoints" / "last.pt").string() +
+                                               "' --format safetensors --output '" + exported.string() + "'");
+  INFO(exported_run.output);
+  REQUIRE(exported_run.exit_code == 0);
+}
+
 /// A run trained, exported and predicted once for every case: small_cnn on dark/light folders.
 struct Exported {
   fs::path dir, exported;
@@ -59,10 +67,7 @@ struct Exported {
     const auto train = tp::test::run_host("train --config '" + cfg.string() + "' --output-dir '" + out.string() + "'");
     INFO(train.output);
     REQUIRE(train.exit_code == 0);
-    const auto exported_run = tp::test::run_host("export --checkpoint '" + (out / "checkpoints" / "last.pt").string() +
-                                                 "' --format safetensors --output '" + exported.string() + "'");
-    INFO(exported_run.output);
-    REQUIRE(exported_run.exit_code == 0);
+    export_last_checkpoint(out, exported);
     const fs::path csv = dir / "images.csv";
     const auto predict = tp::test::run_host("predict --config '" + cfg.string() + "' --output-dir '" + out.string() +
                                             "' --checkpoint last --images '" + (dir / "val").string() +

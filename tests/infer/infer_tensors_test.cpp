@@ -49,10 +49,7 @@ struct TwoStreamExport {
         "--set data.num_workers=0 --set run.threads=1");
     INFO(train.output);
     REQUIRE(train.exit_code == 0);
-    const auto exported_run = tp::test::run_host("export --checkpoint '" + (out / "checkpoints" / "last.pt").string() +
-                                                 "' --format safetensors --output '" + exported.string() + "'");
-    INFO(exported_run.output);
-    REQUIRE(exported_run.exit_code == 0);
+    export_last_checkpoint(out, exported);
   }
 };
 
