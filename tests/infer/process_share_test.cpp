@@ -9,6 +9,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <doctest/doctest.h>
 
@@ -81,6 +82,40 @@ TEST_CASE("ProcessShare: the log prints warnings and errors, or what TORCHHOST_I
   // The refused member never joined: the next one starts the share afresh.
   const tp::infer::detail::ProcessShare next;
   CHECK(next.host().logger().least_level() == tp::LogLevel::Warning);
+}
+
+TEST_CASE("ProcessShare: set_log routes the plugins' lines too, for the share alive and the next one") {
+  struct Line {
+    tp::infer::LogLevel level;
+    std::string source, message;
+  };
+  std::vector<Line> lines;
+  const auto collect = [&](tp::infer::LogLevel level, const std::string& source, const std::string& message) {
+    lines.push_back({level, source, message});
+  };
+  {
+    const tp::infer::detail::ProcessShare alive;
+    tp::infer::detail::ProcessShare::route_log(collect, tp::infer::LogLevel::Info);
+    const tp_host_t* table = alive.host().table();
+    table->log(table, TP_LOG_INFO, "two\nlines");
+    table->log(table, TP_LOG_DEBUG, "below the level");
+    REQUIRE(lines.size() == 2);  // one line per line of the plugin's message, each tagged
+    CHECK(lines[0].source.starts_with("plugin"));
+    CHECK(lines[0].level == tp::infer::LogLevel::Info);
+    CHECK(lines[0].message == "two");
+    CHECK(lines[1].message == "lines");
+  }
+  // A share made afresh keeps the route and its level, whatever the environment says.
+  ::setenv("TORCHHOST_INFER_LOG_LEVEL", "loud", 1);
+  {
+    const tp::infer::detail::ProcessShare next;
+    CHECK(next.host().logger().least_level() == tp::LogLevel::Info);
+    next.host().table()->log(next.host().table(), TP_LOG_ERROR, "failed");
+    REQUIRE(lines.size() == 3);
+    CHECK(lines[2].level == tp::infer::LogLevel::Error);
+  }
+  ::unsetenv("TORCHHOST_INFER_LOG_LEVEL");
+  tp::infer::detail::ProcessShare::route_log(nullptr, tp::infer::LogLevel::Warning);
 }
 
 TEST_CASE("ProcessShare: the CUDA models agree on TF32, which is one switch per process") {

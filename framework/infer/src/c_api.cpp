@@ -9,6 +9,7 @@
 #include <new>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tp/framework/plugin/host_services.h"
@@ -182,6 +183,20 @@ tp_status tp_infer_set_threads(tp_infer_model_t* model, uint32_t threads) {
       return "tp::infer: tp_infer_set_threads: " + std::to_string(threads) + " threads; give 0 (LibTorch's count) or a count of cores.";
     });
   return guarded([&] { model->model.set_threads(static_cast<int>(threads)); });
+}
+
+tp_status tp_infer_set_log(tp_infer_log_fn log, void* user_data, int32_t least_level) {
+  if (least_level < TP_INFER_LOG_DEBUG || least_level > TP_INFER_LOG_ERROR)
+    return refused(TP_ERR_INVALID_ARGUMENT, [&] {
+      return "tp::infer: tp_infer_set_log: level " + std::to_string(least_level) +
+             " is none of TP_INFER_LOG_DEBUG (0), _INFO (1), _WARNING (2) or _ERROR (3).";
+    });
+  tp::infer::LogFunction function;
+  if (log != nullptr)
+    function = [log, user_data](tp::infer::LogLevel level, const std::string& source, const std::string& message) {
+      log(user_data, static_cast<int32_t>(level), source.c_str(), message.c_str());
+    };
+  return guarded([&] { tp::infer::set_log(std::move(function), static_cast<tp::infer::LogLevel>(least_level)); });
 }
 
 uint32_t tp_infer_model_class_count(const tp_infer_model_t* model) {

@@ -52,7 +52,7 @@ void warn_about_export_versions(Logger& log, const std::map<std::string, std::st
     if (entry == metadata.end()) return;
     const std::vector<long> theirs = version_numbers(entry->second);
     if (theirs.empty() || theirs <= version_numbers(own)) return;
-    log.warn("tp::infer: the export '" + export_file + "' was written by a host built with " + what + " " +
+    log.write(tp::LogLevel::Warning, "tp::infer", "the export '" + export_file + "' was written by a host built with " + what + " " +
              shown(entry->second) + " (" + key + "), newer than this library's " + own + ". Its plugins may need "
              "what this build lacks (they are refused at load if so), and its answers may differ from the "
              "training's in the last bits; serve it with the inference library of that host's build.");

@@ -268,6 +268,13 @@ void Model::set_threads(int threads) {
 const std::string& Model::component() const { return state().component; }
 const std::map<std::string, std::string>& Model::metadata() const { return state().metadata; }
 
+void set_log(LogFunction function, LogLevel least) {
+  if (static_cast<int>(least) < static_cast<int>(LogLevel::Debug) || static_cast<int>(least) > static_cast<int>(LogLevel::Error))
+    throw Error("tp::infer: set_log: level " + std::to_string(static_cast<int>(least)) +
+                " is none of LogLevel's (Debug, Info, Warning, Error).", Error::Kind::BadInput);
+  detail::ProcessShare::route_log(std::move(function), least);
+}
+
 std::string version() {
   // host --version's lines, joined: the library is built from the same tree as the host.
   std::string text = host_version_text(), line;

@@ -59,10 +59,10 @@ void check_model_files(const ComponentConfig& config, const std::vector<KeySpec>
                       "tp_infer_open_with and TP_INFER_OPEN_ALLOW_FILES_OUTSIDE_EXPORT); else do not open it.",
                   Error::Kind::Setup);
     const std::string digest = digest_of(file);
-    const std::string line = "tp::infer: the export '" + shown(export_file) + "' has its model load the file " + what +
+    const std::string line = "the export '" + shown(export_file) + "' has its model load the file " + what +
                              ", SHA-256 " + digest + ": code or data this process runs as the export says";
-    if (beside) log.info(line + ".");
-    else log.warn(line + ", outside the export's directory (OpenOptions::allow_files_outside_export).");
+    if (beside) log.write(tp::LogLevel::Info, "tp::infer", line + ".");
+    else log.write(tp::LogLevel::Warning, "tp::infer", line + ", outside the export's directory (OpenOptions::allow_files_outside_export).");
   }
 }
 

@@ -62,7 +62,7 @@ void warn_about_plugins(Logger& log, const std::vector<ComponentEntry>& loaded, 
       if (trained.library != library) continue;
       const std::string now = sha256_file(entry.library->path());
       if (now != trained.sha256)
-        log.warn("tp::infer: the plugin " + entry.library->path().string() + " (" + entry.info->id + ") is not the "
+        log.write(tp::LogLevel::Warning, "tp::infer", "the plugin " + entry.library->path().string() + " (" + entry.info->id + ") is not the "
                  "file the export '" + export_file + "' was trained with: SHA-256 " + trained.sha256.substr(0, 12) +
                  "... then, " + now.substr(0, 12) + "... now. If its code changed, the network or the "
                  "preprocessing may differ from the training's while the weights still load; use the plugin build "
@@ -70,7 +70,7 @@ void warn_about_plugins(Logger& log, const std::vector<ComponentEntry>& loaded, 
     }
   }
   if (!preprocessing_loaded)
-    log.warn("tp::infer: the export '" + export_file + "' reads images with '" + preprocessing +
+    log.write(tp::LogLevel::Warning, "tp::infer", "the export '" + export_file + "' reads images with '" + preprocessing +
              "', which no library in the plugin directories (" + searched + ") provides: run_files and "
              "run_encoded will fail until its plugin is there (the export's torchhost.plugin_files names its file); "
              "run_tensor needs none.");

@@ -20,6 +20,8 @@
 #include <pthread.h>
 #include <sys/stat.h>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tp/framework/plugin/host_services.h"
@@ -37,13 +39,13 @@ struct LoadedLibrary {
 };
 
 /// TORCHHOST_INFER_LOG_LEVEL: the least level of the lines the library and the plugins print.
-LogLevel log_level_from_environment() {
+tp::LogLevel log_level_from_environment() {
   const char* value = std::getenv("TORCHHOST_INFER_LOG_LEVEL");
   const std::string level = value != nullptr ? value : "";
-  if (level.empty() || level == "warning") return LogLevel::Warning;
-  if (level == "error") return LogLevel::Error;
-  if (level == "info") return LogLevel::Info;
-  if (level == "debug") return LogLevel::Debug;
+  if (level.empty() || level == "warning") return tp::LogLevel::Warning;
+  if (level == "error") return tp::LogLevel::Error;
+  if (level == "info") return tp::LogLevel::Info;
+  if (level == "debug") return tp::LogLevel::Debug;
   throw Error("tp::infer: the environment variable TORCHHOST_INFER_LOG_LEVEL is '" + level +
               "'; set it to debug, info, warning or error, or unset it (warning: only warnings and errors).",
               Error::Kind::Setup);
@@ -51,9 +53,13 @@ LogLevel log_level_from_environment() {
 
 /// What the members share while at least one lives.
 struct Shared {
-  explicit Shared(LogLevel least) : logger(0, least == LogLevel::Debug) { logger.set_least_level(least); }
-  // The plugins' log lines go to stderr, as in `host` (util/log.h), from `least` up.
-  Logger logger;
+  Shared(tp::LogLevel least, Logger::Sink sink) {
+    logger.set_least_level(least);
+    logger.set_sink(std::move(sink));
+  }
+  // The library's and the plugins' log lines, to stderr as in `host` (util/log.h) unless the
+  // caller routed them (set_log), from the least level up; verbose: that level decides.
+  Logger logger{0, true};
   HostServices host{logger, ProcessPlace{}};
   // After the host table: destroyed first, so every library's deinit runs while the table lives.
   std::vector<LoadedLibrary> libraries;
@@ -108,7 +114,19 @@ struct Process {
   /// Every plugin file loaded since the process began, kept past the last member: the loader
   /// keeps their code as long (serving trial F11).
   std::vector<LoadedFile> loaded_files;
+  /// set_log's: where the log goes and from which level; no level until set_log was called (the
+  /// environment's then).
+  Logger::Sink log_sink;
+  std::optional<tp::LogLevel> log_least;
 };
+
+/// The caller's function behind the framework's logger.
+Logger::Sink sink_calling(LogFunction function) {
+  if (!function) return {};
+  return [function = std::move(function)](tp::LogLevel level, std::string_view source, std::string_view message) {
+    function(static_cast<LogLevel>(static_cast<int>(level)), std::string(source), std::string(message));
+  };
+}
 
 // Never destroyed: a model the caller keeps in a static object may close after this translation
 // unit's statics are gone, and must still find the lock.
@@ -126,7 +144,8 @@ void mark_forked_child() { process().forked_child.store(true); }
 ProcessShare::ProcessShare() {
   Process& p = process();
   const std::lock_guard<std::mutex> held(p.lock);
-  if (p.members == 0) p.shared = std::make_unique<Shared>(log_level_from_environment());
+  if (p.members == 0)
+    p.shared = std::make_unique<Shared>(p.log_least ? *p.log_least : log_level_from_environment(), p.log_sink);
   // From the environment and the cores, not from the current count, which a model's last call set.
   if (p.default_threads == 0) p.default_threads = std::max(1, at::intraop_default_num_threads());
   // Before this member's first LibTorch call: a process forked before any model opened keeps
@@ -149,6 +168,17 @@ ProcessShare::~ProcessShare() {
   }
   // Under the lock: a model opening meanwhile must not load a library whose deinit is about to run.
   if (--p.members == 0) p.shared.reset();
+}
+
+void ProcessShare::route_log(LogFunction function, LogLevel least) {
+  Process& p = process();
+  const std::lock_guard<std::mutex> held(p.lock);
+  p.log_sink = sink_calling(std::move(function));
+  p.log_least = static_cast<tp::LogLevel>(static_cast<int>(least));
+  if (p.shared) {
+    p.shared->logger.set_sink(p.log_sink);
+    p.shared->logger.set_least_level(*p.log_least);
+  }
 }
 
 const HostServices& ProcessShare::host() const { return process().shared->host; }

@@ -16,6 +16,8 @@
 #include <optional>
 #include <string>
 
+#include "tp/infer/model.h"
+
 namespace tp {
 class HostServices;
 class PluginLibrary;
@@ -24,11 +26,15 @@ class PluginLibrary;
 namespace tp::infer::detail {
 
 /// One open model's membership of the process's share: joined on construction (the first member
-/// creates the host table and its log, which prints warnings and errors, or from the level
-/// TORCHHOST_INFER_LOG_LEVEL names; throws Error for another value), left on destruction (the last member unloads the libraries, then the
-/// host table). Any thread; the share's own lock orders joining, loading and leaving.
+/// creates the host table and its log, which goes where route_log said, else to stderr from
+/// warnings up or from the level TORCHHOST_INFER_LOG_LEVEL names; throws Error for another
+/// value), left on destruction (the last member unloads the libraries, then the host table). Any
+/// thread; the share's own lock orders joining, loading and leaving.
 class ProcessShare {
  public:
+  /// tp::infer::set_log: the process's log from now on, for the share alive now and every later one.
+  static void route_log(LogFunction function, LogLevel least);
+
   ProcessShare();
   ~ProcessShare();
   ProcessShare(const ProcessShare&) = delete;

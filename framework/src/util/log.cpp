@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <utility>
 
 #include "tp/framework/error.h"
 #include "tp/framework/util/append_file.h"
@@ -62,26 +63,45 @@ void Logger::append(const std::string& line) {
   [[maybe_unused]] const int error = write_fully(file_, text.data(), text.size());
 }
 
-void Logger::write(LogLevel level, std::string_view source, std::string_view message) {
-  if (level == LogLevel::Debug && !verbose_) return;
-  if (level < least_) return;
-  if (rank_ != 0 && level < LogLevel::Error) return;
-  std::string line = timestamp() + " [" + std::string(source) + "] " + level_name(level) + ": ";
-  if (rank_ != 0) line += "rank " + std::to_string(rank_) + ": ";
-  line += bounded_text(message);
+void Logger::set_sink(Sink sink) {
   std::lock_guard lock(mutex_);
+  sink_ = std::move(sink);
+}
+
+void Logger::emit(const std::string& line, LogLevel level, std::string_view source, std::string_view message) {
+  if (sink_) {
+    try {
+      sink_(level, source, message);
+      return;
+    } catch (...) {
+      // A caller's sink that fails must not take the line, nor throw into a plugin's log call.
+    }
+  }
   // stderr keeps stdout free for the progress bar; lines are flushed so a crash loses none.
   std::cerr << line << std::endl;
+}
+
+void Logger::write(LogLevel level, std::string_view source, std::string_view message) {
+  if (level == LogLevel::Debug && !verbose_) return;
+  if (level < least_.load()) return;
+  if (rank_ != 0 && level < LogLevel::Error) return;
+  const std::string text = bounded_text(message);
+  std::string line = timestamp() + " [" + std::string(source) + "] " + level_name(level) + ": ";
+  if (rank_ != 0) line += "rank " + std::to_string(rank_) + ": ";
+  line += text;
+  std::lock_guard lock(mutex_);
+  emit(line, level, source, text);
   append(line);
 }
 
 void Logger::every_rank(std::string_view message) {
-  if (LogLevel::Info < least_) return;
+  if (LogLevel::Info < least_.load()) return;
+  const std::string text = bounded_text(message);
   std::string line = timestamp() + " [host] info: ";
   if (rank_ != 0) line += "rank " + std::to_string(rank_) + ": ";
-  line += bounded_text(message);
+  line += text;
   std::lock_guard lock(mutex_);
-  std::cerr << line << std::endl;
+  emit(line, LogLevel::Info, "host", text);
   append(line);
 }
 

@@ -3,7 +3,9 @@
 // failure on rank 3 is never silent (ARCH-2).
 #pragma once
 
+#include <atomic>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -15,6 +17,10 @@ enum class LogLevel { Debug = 0, Info = 1, Warning = 2, Error = 3 };
 /// Thread-safe line logger. One per process; passed by reference (no global logger).
 class Logger {
  public:
+  /// Receives each line the logger would print to stderr: its level, its source tag and its
+  /// bounded text, without timestamp or rank (the inference library's caller's own logger).
+  using Sink = std::function<void(LogLevel level, std::string_view source, std::string_view message)>;
+
   /// `rank` decides who prints INFO (rank 0 only); `verbose` enables DEBUG.
   explicit Logger(int rank = 0, bool verbose = false);
   ~Logger();
@@ -42,18 +48,25 @@ class Logger {
   int rank() const { return rank_; }
   /// Drops every line below `level` from now on (the inference library's default is Warning: a
   /// program embedding it prints no plugin INFO lines). The host keeps the default, Debug.
-  void set_least_level(LogLevel level) { least_ = level; }
-  LogLevel least_level() const { return least_; }
+  void set_least_level(LogLevel level) { least_.store(level); }
+  LogLevel least_level() const { return least_.load(); }
+  /// Hands every line write() and every_rank() print to `sink` instead of stderr, one at a time
+  /// (under the logger's lock: a sink must not log through this logger); an empty sink restores
+  /// stderr. A sink that throws loses its line to stderr instead. The file, if any, still gets it.
+  void set_sink(Sink sink);
 
  private:
   int rank_;
   bool verbose_;
-  LogLevel least_ = LogLevel::Debug;
+  std::atomic<LogLevel> least_{LogLevel::Debug}; ///< atomic: a caller may change it while others log
   std::mutex mutex_;
+  Sink sink_; ///< under mutex_; empty: stderr
   int file_ = -1; ///< the log file, O_APPEND; -1 when none
   /// Appends `line` and a newline to the file in one write (under mutex_); a failed write is
   /// dropped, as a full disk must not stop the training the log describes.
   void append(const std::string& line);
+  /// Prints `line` to stderr, or hands its parts to the sink (under mutex_).
+  void emit(const std::string& line, LogLevel level, std::string_view source, std::string_view message);
 };
 
 }  // namespace tp

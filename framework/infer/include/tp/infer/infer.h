@@ -96,7 +96,7 @@ TP_EXPORT const char *tp_infer_status_name(tp_status status);
  *  (tp_infer_open_with); a plugin missing or refused, or replaced on disk since this process
  *  loaded it (its first build stays loaded: restart the process to load the new one); weights that do not fit
  *  the model; CUDA absent or the GPU index past those visible; another CUDA model's TF32;
- *  TORCHHOST_INFER_LOG_LEVEL unknown. TP_ERR_OUT_OF_MEMORY. */
+ *  TORCHHOST_INFER_LOG_LEVEL unknown (unless tp_infer_set_log was called). TP_ERR_OUT_OF_MEMORY. */
 TP_EXPORT tp_status tp_infer_open(const char *export_file, const char *device, const char *plugin_dir,
                                   tp_infer_model_t **out_model);
 
@@ -171,6 +171,26 @@ TP_EXPORT tp_status tp_infer_run_tensor(tp_infer_model_t *model, const char *nam
 TP_EXPORT tp_status tp_infer_run_tensors(tp_infer_model_t *model, const char *const *names, const float *const *data,
                                          const int64_t *const *shapes, const uint32_t *ndims, uint32_t count,
                                          uint32_t top_k, tp_infer_result_t **out_result);
+
+/** The levels of the library's log (tp::infer::LogLevel). */
+#define TP_INFER_LOG_DEBUG 0
+#define TP_INFER_LOG_INFO 1
+#define TP_INFER_LOG_WARNING 2
+#define TP_INFER_LOG_ERROR 3
+
+/** Receives one line of the library's log: `user_data` as given to tp_infer_set_log, its level
+ *  (TP_INFER_LOG_*), its source ("tp::infer" for the library's own lines, "plugin <name>"
+ *  for a plugin's) and its text (UTF-8, one paragraph, at most 16 KiB, no timestamp, no
+ *  newline at the end). Both strings are borrowed for the call only. */
+typedef void (*tp_infer_log_fn)(void *user_data, int32_t level, const char *source, const char *message);
+
+/** Routes the log of every model of the process, from the next line on, to `log` (NULL: stderr,
+ *  "<time> [<source>] <level>: <text>", the default) and keeps the lines of `least_level`
+ *  (TP_INFER_LOG_*) and above. Lines are handed over one at a time, from whichever thread logs
+ *  them (a caller's, during its open or run call); `log` must not call this library. Once called,
+ *  TORCHHOST_INFER_LOG_LEVEL is no longer read. TP_ERR_INVALID_ARGUMENT for a level it does not
+ *  define (nothing changed); else TP_OK. */
+TP_EXPORT tp_status tp_infer_set_log(tp_infer_log_fn log, void *user_data, int32_t least_level);
 
 /** Releases `result` and every string and array borrowed from it. NULL: no-op. Freeing it twice,
  *  or any call on it after (or during) the free, is undefined (as free()). */

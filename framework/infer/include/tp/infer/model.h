@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -175,8 +176,8 @@ class TP_EXPORT Model {
   /// Throws Error when the file is no torchhost export (no `torchhost.model`) or declares another
   /// metadata format than 1 (`torchhost.format`; none is read as 1), a plugin is
   /// missing or refused, the weights do not fit the model, the device does not exist, on CUDA
-  /// another open CUDA Model runs with the other `tf32`, or (the first Model of the process)
-  /// TORCHHOST_INFER_LOG_LEVEL holds an unknown level.
+  /// another open CUDA Model runs with the other `tf32`, or (the first Model of the process,
+  /// unless set_log was called) TORCHHOST_INFER_LOG_LEVEL holds an unknown level.
   static Model open(const std::string& export_file, const OpenOptions& options);
 
   /// A moved-from Model holds nothing: every call on it throws Error.
@@ -239,6 +240,23 @@ class TP_EXPORT Model {
   Batch encoded(const std::vector<std::vector<unsigned char>>& images, int top_k);
   std::unique_ptr<State> state_;
 };
+
+/// How much a line of the library's log matters.
+enum class LogLevel { Debug = 0, Info = 1, Warning = 2, Error = 3 };
+
+/// Receives one line of the library's log: its level, its source ("tp::infer" for the library's
+/// own lines, "plugin <name>" for a plugin's) and its text (one paragraph, at most
+/// 16 KiB, no timestamp, no newline at the end: the caller's logger adds its own).
+using LogFunction = std::function<void(LogLevel level, const std::string& source, const std::string& message)>;
+
+/// [any] Routes the log of every model of the process, from the next line on, to `function`
+/// (empty: stderr, "<time> [<source>] <level>: <text>", the default) and keeps the lines of
+/// `least` and above. Lines are handed over one at a time, from whichever thread logs them (a
+/// caller's, during its open or run call); `function` must not call this library, and what it
+/// throws is dropped (the line then goes to stderr). Once called, TORCHHOST_INFER_LOG_LEVEL is
+/// no longer read. Without it the library prints warnings and errors to stderr, or what that
+/// variable says (docs/deployment.md, "Log").
+TP_EXPORT void set_log(LogFunction function, LogLevel least = LogLevel::Warning);
 
 /// [any] This library's build in one line, as `host --version` prints it over several lines
 /// (the compiler left out): "torchhost <git describe>; plugin ABI 1.13 (plugins of ABI 1.0 to
