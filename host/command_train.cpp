@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "run_assembly.h"
 #include "session.h"
+#include "start_agreement.h"
 #include "training_run_directory.h"
 #include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/engine/stop_signal.h"
@@ -121,24 +122,28 @@ int train_in(Session& session, const TrainingRunDirectory& run_dir, const Option
     trainer.resume_from(*run.start);
     run.start.reset(); // the weights and state are in the trainer now: the copy goes
   }
-  // 5. The run's identity, recorded; runtime.toml from now on.
-  // A finished run resumed (a requeued job) trains nothing: its config.toml and runtime.toml keep
-  // describing what trained, whatever this command's settings (experiment trial F16).
-  const bool finished = !run.start_path.empty() && trainer.finished();
-  trainer.set_run_id(run_dir.settle_identity(trainer.run_id(), run.start_path, /*will_train=*/!finished));
-  if (finished)
-    log.info("--resume: the run had finished; nothing to train, and its config.toml, runtime.toml and "
-             "report.toml stay as the run that trained wrote them");
-  else
-    trainer.record_runtime();
-  stop_if_signalled("host train", "while the trainer was set up" + before_training);
-  // 6. Rank 0 tracks the run on an MLflow server (docs/experiment_tracking.md); a server that
-  //    refuses stops here, exit 2, before the first step.
+  // 5-6. Rank 0's own work before the first step, agreed on by every rank before they meet in
+  //      training's collectives (a refusal there names its reason on every rank).
   std::optional<MlflowTracker> mlflow;
-  if (rank0 && config.logging.mlflow.enabled && !config.train.fast_dev_run)
-    mlflow.emplace(config, session.run_dir, trainer.run_id(), /*resumed=*/!run.start_path.empty(), log);
-  // A signal during the server's start-up requests (which it cuts short) stops before the first step.
-  stop_if_signalled("host train", "while the MLflow run was set up" + before_training);
+  run_agreed(session.dist.get(), "agree on the run's record and tracking", [&] {
+    // 5. The run's identity, recorded; runtime.toml from now on.
+    // A finished run resumed (a requeued job) trains nothing: its config.toml and runtime.toml keep
+    // describing what trained, whatever this command's settings (experiment trial F16).
+    const bool finished = !run.start_path.empty() && trainer.finished();
+    trainer.set_run_id(run_dir.settle_identity(trainer.run_id(), run.start_path, /*will_train=*/!finished));
+    if (finished)
+      log.info("--resume: the run had finished; nothing to train, and its config.toml, runtime.toml and "
+               "report.toml stay as the run that trained wrote them");
+    else
+      trainer.record_runtime();
+    stop_if_signalled("host train", "while the trainer was set up" + before_training);
+    // 6. Rank 0 tracks the run on an MLflow server (docs/experiment_tracking.md); a server that
+    //    refuses stops here, exit 2, before the first step.
+    if (rank0 && config.logging.mlflow.enabled && !config.train.fast_dev_run)
+      mlflow.emplace(config, session.run_dir, trainer.run_id(), /*resumed=*/!run.start_path.empty(), log);
+    // A signal during the server's start-up requests (which it cuts short) stops before the first step.
+    stop_if_signalled("host train", "while the MLflow run was set up" + before_training);
+  });
   // 7. Training.
   const FitSummary summary = fit_tracked(trainer, mlflow ? &*mlflow : nullptr);
   // 8. The summary: the log's line on every rank, the outputs on rank 0.
@@ -154,10 +159,12 @@ int run_train(const Options& options) {
   //    creation) must not kill the process halfway through writing a file; it stops at the next phase.
   install_stop_signal_handlers();
   auto session = open_session(options);
-  // 2. The run directory claimed for this training: lock, refusals, --new-run, config.toml, train.log.
-  const TrainingRunDirectory run_dir(*session, options);
+  // 2. The run directory claimed for this training: lock, refusals, --new-run, config.toml,
+  //    train.log (rank 0), agreed on by every rank.
+  std::optional<TrainingRunDirectory> run_dir;
+  run_agreed(session->dist.get(), "agree on the run directory's claim", [&] { run_dir.emplace(*session, options); });
   try {
-    return train_in(*session, run_dir, options);
+    return train_in(*session, *run_dir, options);
   } catch (const Interrupted& e) {
     // Why the run ended and where it saved reach train.log too (stderr gets it from main): read
     // later, a log that just stops looks like a crash.

@@ -12,6 +12,8 @@
 #include "integration/host_runner.h"
 #include "support/test_paths.h"
 
+#include <sys/stat.h>
+
 #include <doctest/doctest.h>
 
 namespace {
@@ -238,6 +240,29 @@ TEST_CASE("a checkpoint write that fails on rank 0 alone ends both ranks at once
   CHECK(rank1.find("writing the run's files failed on rank 0") != std::string::npos);
   CHECK(rank1.find("checkpoints") != std::string::npos); // rank 0's own message, quoted
   CHECK(rank1.find("lost rank") == std::string::npos);
+}
+
+TEST_CASE("a run directory rank 0 alone refuses at start ends every rank with rank 0's reason and exit code") {
+  // Only rank 0 claims the run directory. Before, rank 1 went on into its first collective and
+  // ended on LibTorch's "Failed to recv" with a 17-frame backtrace of TCPStore's warning.
+  const auto dir = tp::test::fresh_dir("ddp_rank0_refuses_start");
+  REQUIRE(::mkfifo((dir / "train.log").c_str(), 0600) == 0);
+  const std::string args = " --config tests/dist/ddp.toml --output-dir '" + dir.string() + "' --set train.epochs=1";
+  const std::string host = std::string("'") + tp::test::build_dir() + "/bin/host'";
+  // Plain ranks, no launcher: the launcher would stop rank 1 itself once rank 0 failed.
+  const auto run = tp::test::run_shell(
+      "export MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + ($$ + 29) % 20000)) WORLD_SIZE=2; "
+      "RANK=0 LOCAL_RANK=0 " + host + args + " > '" + (dir / "rank0.log").string() + "' 2>&1 & P0=$!; "
+      "RANK=1 LOCAL_RANK=1 " + host + args + " > '" + (dir / "rank1.log").string() + "' 2>&1 & P1=$!; "
+      "wait $P0; C0=$?; wait $P1; C1=$?; echo \"exits $C0 $C1\"; echo '--- rank 1:'; cat '" +
+      (dir / "rank1.log").string() + "'");
+  INFO(run.output);
+  CHECK(run.output.find("exits 2 2") != std::string::npos);
+  const std::string rank1 = run.output.substr(run.output.find("--- rank 1:"));
+  CHECK(rank1.find("rank 0: " + (dir / "train.log").string() + " is a FIFO") != std::string::npos);
+  CHECK(rank1.find("Every rank stops before the first training step") != std::string::npos);
+  CHECK(rank1.find("Failed to recv") == std::string::npos);
+  CHECK(rank1.find("frame #") == std::string::npos);
 }
 
 TEST_CASE("load_best_at_end with best.pt gone: every rank keeps the final weights, together") {
