@@ -48,9 +48,7 @@ void run_agreed(DistContext* dist, const char* what, const std::function<void()>
   }
   const std::string first = dist->first_failure(failure, what);
   if (first.empty()) return;
-  // Each rank's exit code in its slot: every rank joins, and this collective also holds the
-  // failing rank (whose process may host the rendezvous store) until the others have read its
-  // message from the store.
+  // Each rank's exit code in its slot: every rank knows that one failed, so every rank joins.
   at::Tensor codes = at::zeros({dist->world_size()}, at::TensorOptions().dtype(at::kInt).device(dist->device()));
   if (own_error) codes[dist->rank()].fill_(exit_code_of(own_error));
   std::vector<at::Tensor> tensors{codes};

@@ -189,13 +189,20 @@ std::string DistContext::first_failure(const std::string& own_failure, const cha
   std::vector<at::Tensor> tensors{failed};
   all_reduce_sum(tensors, what);
   const at::Tensor flags = failed.cpu();
-  for (int r = 0; r < world_size(); ++r) {
+  std::string first;
+  for (int r = 0; r < world_size() && first.empty(); ++r) {
     if (flags[r].item<int>() == 0) continue;
-    if (r == rank()) return "rank " + std::to_string(r) + ": " + own_failure;
-    const std::vector<uint8_t> bytes = store_->get(key + std::to_string(r));
-    return "rank " + std::to_string(r) + ": " + std::string(bytes.begin(), bytes.end());
+    if (r == rank()) {
+      first = "rank " + std::to_string(r) + ": " + own_failure;
+    } else {
+      const std::vector<uint8_t> bytes = store_->get(key + std::to_string(r));
+      first = "rank " + std::to_string(r) + ": " + std::string(bytes.begin(), bytes.end());
+    }
   }
-  return "";
+  // Every rank knows a rank failed: one more collective holds them all until each has read the
+  // message, since the failing rank's process may host the store and ends once this returns.
+  if (!first.empty()) all_reduce_sum(tensors, what);
+  return first;
 }
 
 void DistContext::meet(const std::string& name, std::chrono::milliseconds timeout, std::chrono::milliseconds first_note,

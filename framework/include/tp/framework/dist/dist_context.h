@@ -64,7 +64,8 @@ class DistContext {
   std::vector<at::Tensor> all_gather(const at::Tensor& tensor, const char* what);
   /// [all ranks] Makes one rank's failure every rank's: each rank passes its own failure message
   /// ("" = none) and gets "rank R: <message>" of the lowest failing rank, or "" when none failed.
-  /// Messages travel through the rendezvous store; one all-reduce. Waits at most dist.timeout_s
+  /// Messages travel through the rendezvous store; one all-reduce, and a second when a rank failed
+  /// (so that none returns before every rank has read the message). Waits at most dist.timeout_s
   /// for the slowest rank, so a long preparation must fit in it.
   std::string first_failure(const std::string& own_failure, const char* what);
   /// [all ranks] Arrives at the meeting point `name` and returns once every rank has, waiting at
