@@ -53,6 +53,17 @@ std::filesystem::path Session::checkpoint_file(const std::string& which) const {
   if (which != "best" && which != "last") return which;
   const std::filesystem::path file = run_dir / "checkpoints" / (which + ".pt");
   std::error_code ignored;
+  // A run that keeps no best checkpoint by its settings is not a moved run (migration trial F6).
+  const bool last_exists = std::filesystem::exists(run_dir / "checkpoints" / "last.pt", ignored);
+  std::string kept_none;
+  if (config.checkpoint.save_top_k == 0) kept_none = "checkpoint.save_top_k = 0";
+  else if (config.eval.strategy == IntervalStrategy::kNo) kept_none = "eval.strategy = \"no\"";
+  if (which == "best" && !kept_none.empty() && !std::filesystem::exists(file, ignored))
+    throw CheckpointError("--checkpoint best: the run in " + run_dir.string() + " keeps no best checkpoint (its " +
+                          kept_none + ": nothing ranks the checkpoints). " +
+                          (last_exists ? std::string("Give --checkpoint last, its final weights (") +
+                                             (run_dir / "checkpoints" / "last.pt").string() + "), or a checkpoint file."
+                                       : std::string("Give --checkpoint with a checkpoint file of it.")));
   if (!std::filesystem::exists(file, ignored))
     throw CheckpointError("--checkpoint " + which + ": " + file.string() + " does not exist. The run directory " +
                           run_dir.string() + " is the config's run.output_dir (a run's config.toml records where the "

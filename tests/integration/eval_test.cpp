@@ -133,3 +133,21 @@ TEST_CASE("a run directory moved elsewhere: eval says which directory it reads a
   CHECK(gone.output.find("--resume auto") == std::string::npos);
   CHECK(tp::test::run_host(from_copy + " --output-dir '" + moved.string() + "'").exit_code == 0);
 }
+
+TEST_CASE("--checkpoint best of a run that keeps no best checkpoint names the setting and offers last") {
+  // Migration trial F6: Lightning's ModelCheckpoint(save_top_k=0, save_last=True) mapped, then
+  // `host eval` (default --checkpoint best) said best.pt was missing as if the run had been moved.
+  const auto dir = tp::test::fresh_dir("eval_no_best");
+  const auto trained = tp::test::run_host("--config configs/quickstart.toml --output-dir '" + dir.string() +
+                                          "' --set train.epochs=1 --set data.train.size=256 "
+                                          "--set data.train.val_size=64 --set checkpoint.save_top_k=0");
+  INFO(trained.output);
+  REQUIRE(trained.exit_code == 0);
+  const auto best = tp::test::run_host("eval --config '" + (dir / "config.toml").string() + "'");
+  INFO(best.output);
+  CHECK(best.exit_code == 4);
+  CHECK(best.output.find("keeps no best checkpoint (its checkpoint.save_top_k = 0") != std::string::npos);
+  CHECK(best.output.find("Give --checkpoint last") != std::string::npos);
+  CHECK(best.output.find("moved or copied") == std::string::npos);
+  CHECK(tp::test::run_host("eval --config '" + (dir / "config.toml").string() + "' --checkpoint last").exit_code == 0);
+}
