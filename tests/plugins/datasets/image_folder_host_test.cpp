@@ -196,6 +196,14 @@ TEST_CASE("model.num_classes below the classes the folders name is refused at st
   CHECK(mix.exit_code == 2);
   CHECK(mix.output.find("data.batch_transforms[0].num_classes = 2, but [data.train] ('org.torchhost.image_folder') names "
                         "3 classes") != std::string::npos);
+  // Wider than the model's outputs (migration trial F4: a recipe's count copied): before, the first
+  // training step failed in the loss, naming [loss]; now refused at start-up naming both keys.
+  std::ofstream(cfg) << std::regex_replace(mixed, std::regex("num_classes = 2\n$"), "num_classes = 5\n");
+  const auto wider = tp::test::run_host("train --config '" + cfg.string() + "' --output-dir '" + (dir / "out4").string() + "'");
+  INFO(wider.output);
+  CHECK(wider.exit_code == 2);
+  CHECK(wider.output.find("data.batch_transforms[0].num_classes = 5, but model.num_classes = 3") != std::string::npos);
+  CHECK(wider.output.find("Set data.batch_transforms[0].num_classes = 3") != std::string::npos);
   // Far more outputs than classes (an ImageNet recipe's 1000 on three folders) trains, with a
   // warning that says what it costs (data trial F11: it trained silently, and predict dropped the
   // class names without saying why).

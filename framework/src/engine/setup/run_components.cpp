@@ -158,6 +158,22 @@ void check_class_count(const ComponentConfig& model, const DatasetProxy* data, c
                         model.key_path + ".num_classes = " + std::to_string(names.size()) + ".");
 }
 
+// A batch transform's `num_classes` (mixup_cutmix's one-hot width) other than the model's: the
+// mixed targets are that wide and the loss pairs them with the model's logits, so the first
+// training step failed in the loss, naming [loss] (migration trial F4: 5 against 3). The count
+// below the dataset's classes is check_class_count's; this one catches a width above it too.
+void check_transform_width(const ComponentConfig& transform, const ComponentConfig& model) {
+  const std::optional<int64_t> width = transform.options["num_classes"].value<int64_t>();
+  const std::optional<int64_t> outputs = model.options["num_classes"].value<int64_t>();
+  if (!width || !outputs || *width == *outputs) return;
+  throw ConfigError(transform.key_path + ".num_classes",
+                    "config: " + transform.key_path + ".num_classes = " + std::to_string(*width) + ", but " +
+                        model.key_path + ".num_classes = " + std::to_string(*outputs) + ": the transform's targets " +
+                        "would be " + std::to_string(*width) + " classes wide and the loss compares them with the "
+                        "model's " + std::to_string(*outputs) + " outputs. Set " + transform.key_path +
+                        ".num_classes = " + std::to_string(*outputs) + " (the model's count).");
+}
+
 }  // namespace
 
 std::optional<std::string> surplus_outputs_note(const RunConfig& config, const RunComponents& parts) {
@@ -235,6 +251,7 @@ RunComponents create_components(const RunConfig& config, const Registry& registr
   check_counts(config.model);
   for (const auto& t : config.data.batch_transforms) {
     check_counts(t);
+    check_transform_width(t, config.model);
     parts.batch_transforms.push_back(std::make_unique<BatchTransformProxy>(entry(t, TP_KIND_BATCH_TRANSFORM), t));
   }
   refuse_transforms_of_variable_batches(config, parts);
