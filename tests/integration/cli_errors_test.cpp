@@ -240,6 +240,22 @@ TEST_CASE("a non-finite loss stops with the step named, or is skipped with nan_p
   CHECK(contains(skip.output, "steps skipped for a non-finite loss"));
 }
 
+TEST_CASE("nan_policy = skip puts back the BatchNorm statistics the skipped step's forward moved") {
+  // Migration trial F3: the skipped step's training-mode forward wrote NaN running statistics,
+  // which no update check saw; the run then refused its checkpoint, blaming train.init_weights.
+  // verify_data's sample 5 holds a NaN: the step whose batch holds it is skipped.
+  const auto dir = tp::test::fresh_dir("nan_skip_buffers");
+  const auto run = tp::test::run_host(
+      "--config tests/verify/fixture.toml --plugin-dir '" + std::string(tp::test::fixture_plugin_dir()) +
+      "' --set data.train.defect=\"nan_sample\" --set model.batch_norm=true --set train.nan_policy=\"skip\" "
+      "--set eval.strategy=\"no\" --set checkpoint.save_top_k=0 --output-dir '" + dir.string() + "'");
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK(contains(run.output, "1 steps skipped for a non-finite loss"));
+  CHECK(!contains(run.output, "not saving the checkpoint"));
+  CHECK(std::filesystem::exists(dir / "checkpoints" / "last.pt"));
+}
+
 TEST_CASE("a diverging run saves no inf/NaN weights: the error names the step, the finite checkpoints stay") {
   // The lr jumps from 0.01 to 1e38 after step 3 (multistep), so the update of step 4 turns
   // finite weights into inf while the loss it came from was finite: the loss checks alone let

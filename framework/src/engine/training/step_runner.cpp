@@ -184,7 +184,13 @@ bool StepRunner::update_or_skip(const StepPosition& at) {
   if (window_.poisoned || window_.empty) {
     // No update; gradients are dropped (set to none).
     optim_.optimizer->zero_grad(/*set_to_none=*/true);
-    if (window_.poisoned) ++skipped_steps_;
+    if (window_.poisoned) {
+      ++skipped_steps_;
+      c10::NoGradGuard no_grad;
+      auto before = window_.buffers_before.begin();
+      for (const auto& s : model_state_)
+        if (s.is_buffer && before != window_.buffers_before.end()) s.tensor.detach().copy_(*before++);
+    }
     return false;
   }
   try {
@@ -217,6 +223,13 @@ void StepRunner::begin_micro_batch(const AccumulationWindow& window, int64_t ste
   if (!window.first) return;
   sync_buffers();
   totals_.items.zero_();
+  // A skipped window must leave the model as it found it: its training-mode forwards updated the
+  // BatchNorm statistics (and their batch count) from the batch whose loss was not finite, and
+  // NaN statistics would then poison every evaluation and save (migration trial F3). The
+  // buffers are small (ResNet-50's: 0.2 MB); "skip" is eager-only (cuda_graph_policy.cpp).
+  if (config_.train.nan_policy == NanPolicy::kSkip)
+    for (const auto& s : model_state_)
+      if (s.is_buffer) window_.buffers_before.push_back(s.tensor.detach().clone());
 }
 
 void StepRunner::train_pieces(const NamedTensors& batch, const AccumulationWindow& window, const StepPosition& at) {

@@ -125,6 +125,9 @@ class StepRunner {
   struct WindowState {
     at::Tensor correction;          ///< data-parallel: the window's gradient correction (agree_on_window)
     std::string first_non_finite;   ///< where the window's loss first became non-finite, for the error
+    /// nan_policy = "skip": the model's buffers as the window began (after their broadcast), put
+    /// back when it is skipped, since its forwards moved them (BatchNorm statistics)
+    std::vector<at::Tensor> buffers_before;
     int64_t batches = 0;            ///< non-empty pieces of micro-batches trained so far
     int64_t backwards = 0;          ///< pieces whose backward completed (the gradients hold them)
     const char* piece_phase = "forward"; ///< where the current piece is, for an out-of-memory report
@@ -199,7 +202,7 @@ class StepRunner {
   /// 4. Agree: the window's one collective: `control_flags` and the step's own flags ORed over ranks,
   /// the item count (and on a logging step the meters' window sums) summed. Returns the flags.
   uint32_t agree_on_window(uint32_t control_flags, const StepPosition& at);
-  /// 5. Update, or skip a poisoned or empty window.
+  /// 5. Update, or skip a poisoned or empty window (a poisoned one's buffers put back as it began).
   bool update_or_skip(const StepPosition& at);
   /// 5. The update with this window's gradient correction (ParameterUpdate::apply).
   void update_parameters();

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "tp/framework/checkpoint/checkpoint.h"
+#include "tp/framework/checkpoint/run_identity.h"
 #include "tp/framework/config/write.h"
 #include "engine/training/finite_weights.h"
 #include "engine/training/trainer_impl.h"
@@ -81,12 +82,21 @@ void Trainer::Impl::refuse_non_finite_weights() {
   for (const auto* state : saved) finite = finite && (all_finite(*state).item<bool>() || exactly_finite(*state));
   const uint32_t mine = finite ? 0u : 1u;
   if (collectives_->agree(mine, "agree that the weights to save are finite") == 0) return;
+  // Where they became so, without guessing at a cause the run did not have (migration trial F3
+  // was told of train.init_weights it never set and of checkpoints it never wrote).
   const int64_t first = update_.weights_watch().first_non_finite_step();
-  const std::string since = first > 0 ? "the update of step " + std::to_string(first) + " left them non-finite"
-                                      : "they were non-finite before training changed them (train.init_weights?)";
+  const std::string& init = config_.train.init_weights;
+  const std::string since =
+      first > 0         ? "the update of step " + std::to_string(first) + " left them non-finite"
+      : !init.empty()   ? "no update made them so: they were non-finite as loaded from train.init_weights = " + init
+                        : "no update made them so: a forward wrote a non-finite buffer, such as a BatchNorm statistic";
+  const std::filesystem::path dir = run_dir_ / "checkpoints";
+  const std::string earlier = checkpoint_names(run_dir_).empty()
+                                  ? "No checkpoint was written before this one."
+                                  : "Every checkpoint already in " + dir.string() +
+                                        " holds finite weights, and --resume auto continues from the newest.";
   throw Error("not saving the checkpoint of step " + std::to_string(step()) + ": the model's weights are inf or NaN (" +
-              since + "). Every checkpoint already in " + (run_dir_ / "checkpoints").string() +
-              " holds finite weights, and --resume auto continues from the newest. The run diverged: lower optim.lr, "
+              since + "). " + earlier + " The run diverged: lower optim.lr, "
               "add warm-up ([schedule]), clip gradients (train.max_grad_norm), or check the data for NaN/Inf.");
 }
 
