@@ -161,6 +161,23 @@ TEST_CASE("early stopping stops after `patience` evaluations without improvement
   CHECK(rows_of(read_history(mid_dir), "eval").size() == evals);
 }
 
+TEST_CASE("early stopping's thresholds stop at once, min_epochs holds the stop back (Lightning's thresholds and min_epochs)") {
+  // val/loss is far above 0 here: stop_above = 0 calls for a stop at the first evaluation, which
+  // min_epochs = 2 holds back until the second; the checkpoint's state keeps the run stopped.
+  const auto dir = tp::test::fresh_dir("features_early_stop_threshold");
+  const std::string sets = "--set train.epochs=4 --set early_stopping.stop_above=0.0 --set early_stopping.min_epochs=2 ";
+  const auto run = train(dir, sets);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(rows_of(read_history(dir), "epoch").size() == 2);
+  CHECK(run.output.find("is above early_stopping.stop_above = 0") != std::string::npos);
+  const auto again = train(dir, sets + "--resume auto");
+  INFO(again.output);
+  REQUIRE(again.exit_code == 0);
+  CHECK(again.output.find("early stopping had ended this run") != std::string::npos);
+  CHECK(rows_of(read_history(dir), "epoch").size() == 2);
+}
+
 TEST_CASE("the sanity check: a broken evaluation fails before the first training step, not after an epoch") {
   // top_k = 5 of 3 classes fails in the metric's update at the first evaluation. Before
   // eval.sanity_batches, that was after an epoch of training, and the epoch was lost.

@@ -221,6 +221,16 @@ std::vector<HostKey> make_host_keys() {
           "smallest change of `monitor` that counts as an improvement (>= 0)",
           {.limit = at_least(0)}),
       TP_HOST_KEY(early_stopping, check_finite, "true", "stop at once when `monitor` becomes NaN or infinite"),
+      TP_HOST_KEY(early_stopping, stop_below, "-inf",
+          "stop at once when `monitor` falls below this value (Lightning's stopping_threshold in mode min, "
+          "divergence_threshold in mode max); -inf = never"),
+      TP_HOST_KEY(early_stopping, stop_above, "inf",
+          "stop at once when `monitor` rises above this value (Lightning's stopping_threshold in mode max, "
+          "divergence_threshold in mode min); inf = never"),
+      TP_HOST_KEY(early_stopping, min_epochs, "0",
+          "hold back every stop of early stopping but a non-finite `monitor`'s until this many epochs are "
+          "trained (Lightning's Trainer min_epochs)",
+          {.limit = at_least(0)}),
 
       // A Precision member: the precision kind comes with the type.
       TP_HOST_KEY(amp, precision, R"("fp32")", "fp32 | fp16 (autocast + dynamic grad scaler) | bf16 (autocast)"),

@@ -1,6 +1,7 @@
 // The host key table: every key fills a member of its own, every member of a key section has a
 // key, a value set on a key reaches that key's section and no other, the table's limits are what
 // validation enforces, and [schedule] loads straight into the scheduler's options.
+#include <cmath>
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -117,6 +118,8 @@ std::string other_value(const tp::HostKey& key) {
     case tp::ValueType::Int: return std::to_string(value.value<int64_t>().value_or(0) + 1);
     case tp::ValueType::Float: {
       const double fallback = value.value<double>().value_or(0.0);
+      // An infinite default ("never", early_stopping.stop_above): any finite value differs.
+      if (!std::isfinite(fallback)) return "0.0";
       // Bounded above: halfway from the default to the bound (inside the range, whether the
       // default sits at the lower bound or not).
       const bool bounded = key.limit && key.limit->below;

@@ -57,8 +57,11 @@ class Evaluator {
   /// The first samples the last run() skipped on this rank (data.on_bad_sample = "skip"), with
   /// their errors. Requires enabled().
   const std::vector<SkippedSample>& first_skipped() const { return loader_->first_skipped(); }
-  /// Early stopping's verdict on `eval`: the reason to stop, or nothing.
-  std::optional<std::string> early_stop(const Scalars& eval) { return early_stopping_.update(eval); }
+  /// Early stopping's verdict on `eval`, taken after `epochs_trained` whole epochs: the reason to
+  /// stop, or nothing.
+  std::optional<std::string> early_stop(const Scalars& eval, int64_t epochs_trained) {
+    return early_stopping_.update(eval, epochs_trained);
+  }
 
   /// The last evaluation (empty before the first).
   const Scalars& last() const noexcept { return last_; }
@@ -73,8 +76,11 @@ class Evaluator {
   /// Early stopping's state for a checkpoint, and its restore.
   std::vector<double> early_stopping_state() const { return early_stopping_.state(); }
   void load_early_stopping_state(const std::vector<double>& state) { early_stopping_.load_state(state); }
-  /// Why early stopping had ended the run the restored state comes from (EarlyStopping::ended_run).
-  std::optional<std::string> early_stopping_ended_run() const { return early_stopping_.ended_run(); }
+  /// Why early stopping had ended the run the restored state comes from, resumed after
+  /// `epochs_trained` whole epochs (EarlyStopping::ended_run).
+  std::optional<std::string> early_stopping_ended_run(int64_t epochs_trained) const {
+    return early_stopping_.ended_run(epochs_trained);
+  }
 
  private:
   const RunConfig& config_;

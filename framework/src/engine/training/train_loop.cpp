@@ -236,7 +236,9 @@ Scalars Trainer::Impl::run_evaluation(bool epoch_line_follows, int64_t trained_i
   // at its position.
   const uint32_t requests = dispatch(TP_EVENT_EVAL_END, eval);
   control_.honour_now(requests, events_.any());
-  if (auto reason = evaluator_->early_stop(eval)) {
+  // The epochs trained so far: the current one too when this is its closing evaluation.
+  const int64_t epochs_trained = position_.epoch + (epoch_line_follows ? 1 : 0);
+  if (auto reason = evaluator_->early_stop(eval, epochs_trained)) {
     // Decided from the evaluation, which every rank computes from the same reduced values.
     control_.stop_for(StopCause::kEarlyStopping, "early stopping: " + *reason);
     early_stop_line_ = "early stopping: " + *reason;

@@ -214,10 +214,11 @@ FitSummary Trainer::Impl::fit() {
   budget_.start();
   // A run early stopping ended is over when resumed (--resume auto on a requeued job), as one
   // that trained every epoch is: before, it trained one more epoch to stop again.
-  if (auto reason = evaluator_->early_stopping_ended_run())
+  if (auto reason = evaluator_->early_stopping_ended_run(position_.start.epoch))
     control_.stop_for(StopCause::kEarlyStopping,
                       "early stopping had ended this run at step " + std::to_string(step()) + ": " + *reason +
-                          "; nothing more to train (raise early_stopping.patience, or set it to 0, to train on)");
+                          "; nothing more to train (raise early_stopping.patience or move the threshold named, "
+                          "or turn them off, to train on)");
   // Sanity check: a few evaluation batches before the first step, so a broken evaluation fails
   // now instead of after an epoch of training (not under fast_dev_run, which evaluates at once).
   if (evaluator_->enabled() && config_.eval.sanity_batches > 0 && !config_.train.fast_dev_run && !control_.stop() &&

@@ -90,7 +90,7 @@ class Trainer::Impl {
   const std::string& run_id() const noexcept { return run_id_; }
   /// Trainer::finished(): the start position past the last epoch, or early stopping's end.
   bool finished() const {
-    return position_.start.epoch >= epochs_ || evaluator_->early_stopping_ended_run().has_value();
+    return position_.start.epoch >= epochs_ || evaluator_->early_stopping_ended_run(position_.start.epoch).has_value();
   }
   /// Sets the identity for the checkpoints saved from now on (host train: a fresh run's new one).
   void set_run_id(std::string id) { run_id_ = std::move(id); }

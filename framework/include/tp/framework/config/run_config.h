@@ -147,11 +147,14 @@ struct CheckpointSection {
 
 /// [early_stopping]: stop when `monitor` has not improved for `patience` evaluations.
 struct EarlyStoppingSection {
-  int64_t patience; ///< 0 = off
+  int64_t patience; ///< 0 = no patience rule (the thresholds may still stop)
   std::string monitor;
   std::string mode; ///< "min" | "max"
   double min_delta;
   bool check_finite;
+  double stop_below;  ///< stop at once when `monitor` falls below it; -inf = never
+  double stop_above;  ///< stop at once when `monitor` rises above it; inf = never
+  int64_t min_epochs; ///< no stop (but a non-finite `monitor`'s) before this many epochs are trained
   bool operator==(const EarlyStoppingSection&) const = default; ///< field-wise
 };
 
