@@ -159,6 +159,14 @@ void LrScheduler::load_state(const std::vector<double>& state) {
            "': the saved scheduler state is not in format ", kStateFormat, " (", state.size(), " values).");
   // What the configuration changed since the checkpoint: configuration errors (exit 2), as the
   // resume's other refusals of a changed setting are.
+  constexpr double kPerEpoch = detail::kKindEpochInterval;
+  if ((state[1] == kPerEpoch) != (kind_ == detail::kKindEpochInterval)) {
+    const auto per = [](bool epoch) { return std::string(epoch ? "epoch (interval \"epoch\")" : "optimizer step (interval \"step\")"); };
+    throw ConfigError("schedule.interval", "schedule.interval: the checkpoint's schedule changed the lr once per " +
+                                               per(state[1] == kPerEpoch) + ", this run's once per " +
+                                               per(kind_ == detail::kKindEpochInterval) +
+                                               "; resume with the schedule.interval the checkpoint was made with.");
+  }
   if (state[1] != kind_)
     throw ConfigError("schedule.name", "schedule '" + name_ + "': the checkpoint holds the state of another schedule kind (" +
                                            std::to_string(static_cast<int64_t>(state[1])) + ", this is " + std::to_string(kind_) +
@@ -202,6 +210,7 @@ SchedulerOptions options_for_groups(SchedulerOptions o, const torch::optim::Opti
   const double key_max_lr = o.max_lr.empty() ? 0.0 : o.max_lr.front();
   const double peak = key_max_lr > 0 ? key_max_lr : optim_lr;
   const double first = o.min_lr.empty() ? 0.0 : o.min_lr.front();
+  detail::resolve_warmup_lr(o, optim_lr);
   const bool range_test = o.name == "range_test";
   // One min_lr scales with each group as its lr does (timm's lr_scale, which layer decay sets):
   // shared as PyTorch's eta_min, a layer-decayed stem's lr rose toward it during the decay (a
@@ -220,13 +229,13 @@ SchedulerOptions options_for_groups(SchedulerOptions o, const torch::optim::Opti
 
 bool cycles_momentum(const SchedulerOptions& o) { return o.name == "one_cycle" && o.cycle_momentum; }
 
-std::unique_ptr<LrScheduler> make_scheduler(const SchedulerOptions& o, torch::optim::Optimizer& optimizer,
-                                            int64_t total_steps) {
+std::unique_ptr<LrScheduler> detail::make_counted(const SchedulerOptions& o, torch::optim::Optimizer& optimizer,
+                                                  int64_t total_steps, const Span& span) {
   const auto fail = detail::config_fail;
   if (o.name == "constant") return std::make_unique<ConstantSchedule>(optimizer);
   if (o.name == "step") {
     if (o.step_size < 1)
-      fail("step_size", detail::concat("the step schedule needs step_size >= 1 (optimizer steps), got ", o.step_size, "."));
+      fail("step_size", detail::concat("the step schedule needs step_size >= 1 (", span.unit, "), got ", o.step_size, "."));
     return std::make_unique<StepSchedule>(optimizer, o.step_size, o.gamma.value_or(0.1));
   }
   if (o.name == "multistep") return std::make_unique<MultiStepSchedule>(optimizer, o.milestones, o.gamma.value_or(0.1));
@@ -235,7 +244,7 @@ std::unique_ptr<LrScheduler> make_scheduler(const SchedulerOptions& o, torch::op
     if (!o.gamma) fail("gamma", "the exponential schedule needs gamma (the per-step decay factor, e.g. 0.999).");
     return std::make_unique<ExponentialSchedule>(optimizer, *o.gamma);
   }
-  if (o.name == "linear" || o.name == "cosine") return detail::make_warmup_decay(o, optimizer, total_steps);
+  if (o.name == "linear" || o.name == "cosine") return detail::make_warmup_decay(o, optimizer, total_steps, span);
   if (o.name == "one_cycle") return detail::make_one_cycle(o, optimizer, total_steps);
   if (o.name == "reduce_on_plateau") return detail::make_plateau(o, optimizer);
   if (o.name == "range_test") return detail::make_range_test(o, optimizer, total_steps);
@@ -252,7 +261,8 @@ void check_schedule_options(SchedulerOptions o, double optim_lr) {
   // One group here: a list of one value per group is the run's to check.
   if (o.min_lr.size() > 1) o.min_lr.resize(1);
   if (o.max_lr.size() > 1) o.max_lr.resize(1);
-  make_scheduler(options_for_groups(o, optimizer, optim_lr), optimizer, kLongRun);
+  // Epochs of 2^20 steps: a warm-up in epochs fits too, unless it is longer than any run.
+  make_scheduler(options_for_groups(o, optimizer, optim_lr), optimizer, kLongRun, int64_t{1} << 20);
 }
 
 int64_t total_optimizer_steps(int64_t epochs, int64_t batches_per_epoch_per_rank, int64_t grad_accum_steps) {

@@ -1,5 +1,6 @@
 // Warmup-then-decay schedules: "linear" (Hugging Face get_linear_schedule_with_warmup) and
-// "cosine" (linear warmup, then the closed form CosineAnnealingLR documents, down to min_lr).
+// "cosine" (linear warmup, then the closed form CosineAnnealingLR documents, down to min_lr); the
+// warm-up before the decay or under it (timm's default), and a cool-down at min_lr at the end.
 // Both are closed forms of the step count (LambdaLR style), so they resume from the count alone
 // and do not pick up rounding from a recursion.
 #include <torch/optim/optimizer.h>
@@ -16,10 +17,13 @@ namespace {
 
 class WarmupDecaySchedule : public LrScheduler {
  public:
-  WarmupDecaySchedule(torch::optim::Optimizer& opt, const SchedulerOptions& o, int64_t total_steps, bool cosine)
+  WarmupDecaySchedule(torch::optim::Optimizer& opt, const SchedulerOptions& o, int64_t total_steps, bool cosine,
+                      const detail::Span& span)
       : LrScheduler(opt, o.name, cosine ? detail::kKindCosine : detail::kKindLinear, total_steps),
         cosine_(cosine),
-        warmup_steps_(o.warmup_steps),
+        warmup_steps_(span.warmup),
+        decay_start_(o.warmup_prefix ? span.warmup : 0),
+        decay_end_(total_steps - span.cooldown),
         start_factor_(o.warmup_start_factor),
         min_lrs_(detail::per_group(o.min_lr, base_lrs_.size(), "min_lr")) {
     start();
@@ -39,23 +43,27 @@ class WarmupDecaySchedule : public LrScheduler {
       // LinearLR's closed form; with start factor 0 this is HF's s / w bit for bit.
       return base * (start_factor_ + (1.0 - start_factor_) * (s / static_cast<double>(warmup_steps_)));
     }
-    // HF divides by max(1, T - w), so warmup_steps == total_steps is not a division by zero.
-    const auto decay_steps = static_cast<double>(std::max<int64_t>(1, total_steps_ - warmup_steps_));
-    const double done = s - static_cast<double>(warmup_steps_);
+    // The decay runs from decay_start_ (the warm-up's end, or 0 when the warm-up lies under it as
+    // in timm) to decay_end_ (the run's end less the cool-down). HF divides by max(1, T - w), so
+    // a warm-up as long as the run is not a division by zero.
+    const auto decay_steps = static_cast<double>(std::max<int64_t>(1, decay_end_ - decay_start_));
+    const double done = s - static_cast<double>(decay_start_);
     if (!cosine_) {
       // HF clamps at 0 past the end; min_lr 0 leaves 0 + base × f == base × f exactly.
-      const double remaining = std::max(0.0, (static_cast<double>(total_steps_) - s) / decay_steps);
+      const double remaining = std::max(0.0, (static_cast<double>(decay_end_) - s) / decay_steps);
       return min_lr + (base - min_lr) * remaining;
     }
     // CosineAnnealingLR's documented closed form, eta_min + (base - eta_min)(1 + cos(pi t/T))/2,
-    // written in its operation order. Past the end we hold min_lr; PyTorch's cosine is periodic
-    // and would climb back, which only a miscounted run would reach.
+    // written in its operation order. Past the end we hold min_lr (timm's cycle_limit 1, and its
+    // cool-down); PyTorch's cosine is periodic and would climb back.
     const double t = std::min(done, decay_steps);
     return min_lr + (base - min_lr) * (1 + std::cos(std::numbers::pi * t / decay_steps)) / 2;
   }
 
   bool cosine_;
   int64_t warmup_steps_;
+  int64_t decay_start_;
+  int64_t decay_end_;
   double start_factor_;
   std::vector<double> min_lrs_;
 };
@@ -63,23 +71,30 @@ class WarmupDecaySchedule : public LrScheduler {
 }  // namespace
 
 std::unique_ptr<LrScheduler> detail::make_warmup_decay(const SchedulerOptions& o, torch::optim::Optimizer& opt,
-                                                       int64_t total_steps) {
+                                                       int64_t total_steps, const Span& span) {
   using detail::concat;
   const auto fail = detail::config_fail;
+  const bool steps = std::string(span.unit) == "optimizer steps";
+  const std::string total = steps ? concat("total optimizer steps = ", total_steps) : concat("the run's ", span.unit, " = ", total_steps);
   if (total_steps < 1)
-    fail("name", concat("the ", o.name, " schedule needs the run's total optimizer steps (> 0), got ", total_steps,
+    fail("name", concat("the ", o.name, " schedule needs the run's total ", span.unit, " (> 0), got ", total_steps,
                         "; check epochs and batches per epoch."));
-  if (o.warmup_steps < 0 || o.warmup_steps > total_steps)
-    fail("warmup_steps", concat("must be in [0, total optimizer steps = ", total_steps, "], got ", o.warmup_steps,
-                                o.warmup_steps > total_steps
-                                    ? ": the warm-up is longer than the run. Lower schedule.warmup_steps or raise "
-                                      "train.epochs (or train.max_steps, where it sets the total)."
-                                    : "."));
+  if (span.warmup < 0 || span.warmup > total_steps)
+    fail(span.warmup_key, concat("must be in [0, ", total, "], got ", span.warmup,
+                                 span.warmup > total_steps
+                                     ? concat(": the warm-up is longer than the run. Lower schedule.", span.warmup_key,
+                                              " or raise train.epochs (or train.max_steps, where it sets the total).")
+                                     : "."));
+  if (span.cooldown > 0 && span.warmup + span.cooldown > total_steps)
+    fail("cooldown_epochs", concat("the warm-up (", span.warmup, ") and the cool-down (", span.cooldown, ") take more ",
+                                   span.unit, " than the run's ", total_steps,
+                                   ", leaving no decay. timm's --epochs N --cooldown-epochs C trains N + C epochs: set "
+                                   "train.epochs to that sum, or lower schedule.cooldown_epochs."));
   if (!(o.warmup_start_factor >= 0.0 && o.warmup_start_factor <= 1.0))
     fail("warmup_start_factor", concat("must be in [0, 1], got ", o.warmup_start_factor, "."));
   for (double m : o.min_lr)
     if (!(m >= 0.0)) fail("min_lr", concat("must be >= 0, got ", m, "."));
-  return std::make_unique<WarmupDecaySchedule>(opt, o, total_steps, o.name == "cosine");
+  return std::make_unique<WarmupDecaySchedule>(opt, o, total_steps, o.name == "cosine", span);
 }
 
 }  // namespace tp

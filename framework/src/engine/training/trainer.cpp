@@ -152,17 +152,15 @@ void Trainer::Impl::init_schedule() {
   // Time is optimizer steps: a window of grad_accum_steps micro-batches is one step, and the
   // epoch's short last window counts too (ARCH-10).
   const int64_t total = budget_.total_steps(total_optimizer_steps(epochs_, train_batches_, config_.train.grad_accum_steps));
+  // interval "epoch", warmup_epochs and cooldown_epochs count epochs of this many steps.
+  const int64_t per_epoch = total_optimizer_steps(1, train_batches_, config_.train.grad_accum_steps);
   // fast_dev_run is a smoke test of one step: a real run's warm-up (configs/recipe_resnet.toml's
   // 2000 steps) must not make it refuse. Any other run too short for its warm-up is refused
   // (make_scheduler says what to change).
-  if (config_.train.fast_dev_run && (o.name == "linear" || o.name == "cosine") && o.warmup_steps > total) {
-    log_.warn("fast_dev_run: schedule.warmup_steps = " + std::to_string(o.warmup_steps) + " is capped to the run's " +
-              std::to_string(total) + " optimizer step(s)");
-    o.warmup_steps = total;
-  }
-  update_.set_schedule(make_scheduler(o, *optim_.optimizer, total));
-  log_.info("schedule " + o.name + " over " + std::to_string(total) + " optimizer steps; precision " +
-            std::string(to_string(precision_)));
+  if (config_.train.fast_dev_run)
+    if (const std::string capped = fit_schedule_to_smoke_run(o, total, per_epoch); !capped.empty()) log_.warn(capped);
+  update_.set_schedule(make_scheduler(o, *optim_.optimizer, total, per_epoch));
+  log_.info("schedule " + describe_schedule(o, total, per_epoch) + "; precision " + std::string(to_string(precision_)));
 }
 
 void Trainer::Impl::init_model() {

@@ -4,7 +4,8 @@
 // with gradient accumulation one step covers `grad_accum_steps` batches, and under DDP every
 // rank takes the same steps. `total_optimizer_steps()` turns epochs into that count, and a
 // OneCycle schedule that is stepped more often than that fails loudly instead of drifting
-// (ARCH-10).
+// (ARCH-10). With SchedulerOptions::interval "epoch" the same schedules count epochs and change
+// the lr once every steps-per-epoch step() calls (make_scheduler's steps_per_epoch).
 //
 // Each schedule reproduces its `torch.optim.lr_scheduler` counterpart value for value,
 // including the boundary quirks (docs/schedules.md lists them); the unit tests run PyTorch
@@ -109,11 +110,24 @@ class LrScheduler {
 /// Builds the schedule `options.name` over every group of `optimizer` and sets the lr of
 /// step 0. `total_steps` is the number of optimizer steps of the whole run (see
 /// `total_optimizer_steps`); linear, cosine and one_cycle need it > 0, range_test >= 2, the others
-/// ignore it.
+/// ignore it. `steps_per_epoch` (total_optimizer_steps(1, ...)) is needed, > 0, only by what counts
+/// epochs: interval "epoch" (the schedule then runs over ceil(total_steps / steps_per_epoch)
+/// epochs and its step() changes the lr every steps_per_epoch calls), warmup_epochs and
+/// cooldown_epochs; 0 means unknown.
 /// Throws ConfigError with the key path ("schedule.max_lr") for invalid options.
 std::unique_ptr<LrScheduler> make_scheduler(const SchedulerOptions& options,
                                             torch::optim::Optimizer& optimizer,
-                                            int64_t total_steps);
+                                            int64_t total_steps, int64_t steps_per_epoch = 0);
+
+/// One line for the run's log: the schedule, its length in its own unit and in optimizer steps,
+/// and its warm-up and cool-down. Example: "cosine per epoch over 3 epochs (9 optimizer steps, 3
+/// per epoch); warm-up 1 epoch under the decay".
+std::string describe_schedule(const SchedulerOptions& options, int64_t total_steps, int64_t steps_per_epoch);
+
+/// train.fast_dev_run's one step: a warm-up or cool-down longer than `total_steps` (a real run's
+/// 5 warm-up epochs) is capped so the smoke run is not refused, and an epoch interval becomes a
+/// step one. Returns what it changed, for a warning; "" when nothing.
+std::string fit_schedule_to_smoke_run(SchedulerOptions& options, int64_t total_steps, int64_t steps_per_epoch);
 
 /// `options` fitted to `optimizer`'s parameter groups ([[optim.param_groups]]), whose lrs are
 /// optim.lr (`optim_lr`) scaled per group: one_cycle's max_lr (0: optim.lr) becomes one peak per
@@ -173,15 +187,31 @@ enum SchedulerKind : int {
   kKindPlateau = 8,
   kKindSwa = 9,
   kKindRangeTest = 10,
+  kKindEpochInterval = 11,  ///< interval "epoch": the per-epoch schedule's state follows
 };
+/// The warm-up and cool-down of linear and cosine in the schedule's own unit (optimizer steps, or
+/// epochs under interval "epoch"), resolved by make_scheduler, and the names messages use.
+struct Span {
+  int64_t warmup = 0;
+  int64_t cooldown = 0;
+  const char* warmup_key = "warmup_steps";
+  const char* unit = "optimizer steps";
+};
+/// make_scheduler for a schedule whose time is `total` units of `span.unit`, stepped once a unit.
+std::unique_ptr<LrScheduler> make_counted(const SchedulerOptions& o, torch::optim::Optimizer& opt, int64_t total,
+                                          const Span& span);
 // One constructor per family file; make_scheduler dispatches to them after the shared checks.
 std::unique_ptr<LrScheduler> make_one_cycle(const SchedulerOptions& o, torch::optim::Optimizer& opt,
                                             int64_t total_steps);
 std::unique_ptr<LrScheduler> make_warmup_decay(const SchedulerOptions& o, torch::optim::Optimizer& opt,
-                                               int64_t total_steps);
+                                               int64_t total_steps, const Span& span);
 std::unique_ptr<LrScheduler> make_plateau(const SchedulerOptions& o, torch::optim::Optimizer& opt);
 std::unique_ptr<LrScheduler> make_range_test(const SchedulerOptions& o, torch::optim::Optimizer& opt,
                                              int64_t total_steps);
+/// Turns linear/cosine's absolute warmup_lr into warmup_start_factor = warmup_lr / `reference_lr`
+/// (optim.lr, whose fraction every group starts at) and clears it. ConfigError at schedule.warmup_lr
+/// when warmup_start_factor is set too or warmup_lr exceeds `reference_lr`.
+void resolve_warmup_lr(SchedulerOptions& o, double reference_lr);
 /// Throws ConfigError for key path `schedule.<key>`, message "schedule.<key>: <message>".
 [[noreturn]] void config_fail(const char* key, const std::string& message);
 /// Expands a "one value or per group" list to one value per group; ConfigError at `key`.

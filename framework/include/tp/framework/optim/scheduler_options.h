@@ -25,11 +25,33 @@ struct SchedulerOptions {
   /// range_test (the lr range test's sweep from min_lr to max_lr; `host tune lr`).
   std::string name = "constant";
 
+  /// step | epoch: when the lr changes. "step": after every optimizer step, the schedule's time
+  /// counted in optimizer steps. "epoch": only at epoch boundaries (every step of epoch e trains
+  /// at the schedule's value for e), its time counted in epochs, as Lightning's
+  /// interval="epoch" and timm's default stepping; step_size and milestones then count epochs.
+  std::string interval = "step";
+
   /* Warmup schedules (linear, cosine) */
-  /// Steps of linear warmup from `warmup_start_factor` × base lr up to the base lr.
+  /// Steps of linear warmup from `warmup_start_factor` × base lr up to the base lr. Refused with
+  /// interval "epoch", whose warm-up is `warmup_epochs`.
   int64_t warmup_steps = 0;
+  /// Epochs of linear warmup (timm's --warmup-epochs): warmup_epochs × steps per epoch optimizer
+  /// steps with interval "step", warmup_epochs lr values with interval "epoch". Exclusive with
+  /// warmup_steps.
+  int64_t warmup_epochs = 0;
   /// Warmup starts at this fraction of the base lr, in [0, 1]. 0 (Hugging Face) wastes step 0.
   double warmup_start_factor = 0.0;
+  /// Absolute lr the warmup starts at (timm's --warmup-lr); 0 = use warmup_start_factor, which
+  /// it excludes. It is optim.lr's (group 0's for make_scheduler used directly): each group
+  /// starts at warmup_lr / optim.lr × its lr, as timm's lr_scale scales it.
+  double warmup_lr = 0.0;
+  /// true: the decay starts after the warmup (Hugging Face; timm --warmup-prefix). false: the
+  /// warmup replaces the decay's first steps, which then continues where a decay from step 0
+  /// would be (timm's default).
+  bool warmup_prefix = true;
+  /// Epochs at min_lr at the end of the run (timm's --cooldown-epochs): the decay ends that many
+  /// epochs before the run does.
+  int64_t cooldown_epochs = 0;
   /// linear, cosine: the lr reached at the last step; reduce_on_plateau: the lower bound;
   /// range_test: the lr of step 0. Absolute, one value or per group.
   std::vector<double> min_lr{0.0};
@@ -56,11 +78,13 @@ struct SchedulerOptions {
   std::vector<double> max_momentum{0.95};
 
   /* step, multistep, exponential */
-  /// step: decay every `step_size` steps. Required (PyTorch has no default).
+  /// step: decay every `step_size` steps (epochs with interval "epoch"). Required (PyTorch has
+  /// no default).
   int64_t step_size = 0;
   /// Decay factor. step/multistep default to 0.1; exponential requires it (no PyTorch default).
   std::optional<double> gamma;
-  /// multistep: steps at which to decay; a step listed n times decays by gamma^n.
+  /// multistep: steps (epochs with interval "epoch") at which to decay; a step listed n times
+  /// decays by gamma^n.
   std::vector<int64_t> milestones;
 
   /* reduce_on_plateau */
