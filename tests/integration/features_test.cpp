@@ -319,6 +319,32 @@ TEST_CASE("overfit_batches: the loss on the fixed batches approaches zero") {
   CHECK_FALSE(fs::exists(dir / "checkpoints"));         // checkpoint.strategy = "no"
 }
 
+TEST_CASE("limit_batches: shorter training epochs the schedule counts, evaluations of a few batches (Lightning's limits)") {
+  // 16 batches per epoch here: train.limit_batches = 5 makes 5 steps an epoch; eval.limit_batches
+  // = 1 evaluates 32 of the 256 validation samples, which changes the values but not the training.
+  const std::string sets = "--set train.epochs=2 --set train.limit_batches=5 --set train.log_every_steps=1 "
+                           "--set checkpoint.strategy=\"no\" ";
+  const auto dir = tp::test::fresh_dir("features_limit_batches");
+  const auto limited = train(dir, sets + "--set eval.limit_batches=1");
+  INFO(limited.output);
+  REQUIRE(limited.exit_code == 0);
+  CHECK(limited.output.find("over 10 optimizer steps") != std::string::npos);
+  const auto full_dir = tp::test::fresh_dir("features_limit_batches_full_eval");
+  const auto full = train(full_dir, sets);
+  INFO(full.output);
+  REQUIRE(full.exit_code == 0);
+  const auto limited_history = read_history(dir), full_history = read_history(full_dir);
+  const auto steps = rows_of(limited_history, "step"), full_steps = rows_of(full_history, "step");
+  REQUIRE(steps.size() == 10);
+  REQUIRE(full_steps.size() == 10);
+  for (std::size_t i = 0; i < steps.size(); ++i)
+    CHECK(steps[i].values.at("train/loss") == full_steps[i].values.at("train/loss"));
+  const auto epochs = rows_of(limited_history, "epoch"), full_epochs = rows_of(full_history, "epoch");
+  REQUIRE(epochs.size() == 2);
+  REQUIRE(full_epochs.size() == 2);
+  CHECK(epochs.back().values.at("val/loss") != full_epochs.back().values.at("val/loss"));
+}
+
 TEST_CASE("speed switches are explicit and recorded in runtime.toml; channels_last trains") {
   const auto dir = tp::test::fresh_dir("features_switches");
   const auto run = tp::test::run_host("--config configs/quickstart.toml --output-dir '" + dir.string() +

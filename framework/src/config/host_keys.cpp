@@ -102,6 +102,10 @@ std::vector<HostKey> make_host_keys() {
       TP_HOST_KEY(train, overfit_batches, "0",
           "sanity check: train and validate on the first N training batches, unshuffled; 0 = off",
           {.limit = at_least(0)}),
+      TP_HOST_KEY(train, limit_batches, "0",
+          "train each epoch on the first N batches of its shuffled order, per rank (Lightning's integer "
+          "limit_train_batches); the schedule counts the shorter epochs; 0 = every batch",
+          {.limit = at_least(0)}),
       TP_HOST_KEY(train, fast_dev_run, "false",
           "sanity check: one training step and one evaluation batch, no checkpoints or history"),
       TP_HOST_KEY(train, init_weights, R"("")",
@@ -126,6 +130,10 @@ std::vector<HostKey> make_host_keys() {
       TP_HOST_KEY(eval, sanity_batches, "2",
           "evaluate this many batches before the first training step, so a broken evaluation (a metric's "
           "options, the monitored names) fails at once, not after an epoch; 0 = off",
+          {.limit = at_least(0)}),
+      TP_HOST_KEY(eval, limit_batches, "0",
+          "evaluate the first N batches of each rank's shard of the split (Lightning's integer limit_val_batches): "
+          "faster, but the values no longer cover the split; 0 = every batch",
           {.limit = at_least(0)}),
 
       TP_HOST_KEY(optim, name, R"("adamw")", "optimizer", {.choices = {"sgd", "adam", "adamw", "rmsprop"}}),

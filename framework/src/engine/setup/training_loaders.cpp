@@ -39,6 +39,9 @@ TrainingLoader make_training_loader(const RunConfig& config, RunComponents& part
                                                      " batches of " + std::to_string(t.batch_size) + ". Lower it.");
     out.batches = t.overfit_batches;
   }
+  // Lightning's limit_train_batches: the epoch ends early; the loader still shuffles the whole
+  // split, so each epoch trains on another subset. The schedule counts these epochs' steps.
+  if (t.limit_batches > 0 && t.overfit_batches == 0) out.batches = std::min(out.batches, t.limit_batches);
   if (t.fast_dev_run) out.batches = std::min(out.batches, t.grad_accum_steps); // one optimizer step
   return out;
 }
@@ -47,6 +50,7 @@ EvaluationLoader make_evaluation_loader(const RunConfig& config, RunComponents& 
                                         c10::Device device, int rank, int world, Logger& log) {
   const TrainSection& t = config.train;
   EvaluationLoader out;
+  if (config.eval.limit_batches > 0) out.batches = config.eval.limit_batches;
   if (t.overfit_batches > 0) out.batches = t.overfit_batches;
   if (t.fast_dev_run) out.batches = 1;
   if (config.eval.strategy == IntervalStrategy::kNo) return out; // no evaluation, no sanity check either

@@ -62,6 +62,7 @@ struct TrainSection {
   std::string max_time;     ///< training-time budget "[D:]HH:MM:SS" as written (messages); "" = none
   double max_time_seconds;  ///< train.max_time in seconds, parsed when loaded; 0 = none
   int64_t overfit_batches;  ///< > 0: train and validate on the first N training batches, unshuffled
+  int64_t limit_batches;    ///< > 0: each epoch trains on the first N batches of its (shuffled) order, per rank
   bool fast_dev_run;        ///< one training step and one evaluation batch; nothing written
   std::string init_weights; ///< initial weights file ("" = the model's own init); see checkpoint/initial_weights.h
   std::vector<std::string> init_weights_ignore; ///< globs of names init_weights leaves out (a new head)
@@ -83,6 +84,7 @@ struct EvalSection {
   IntervalStrategy strategy; ///< when to evaluate
   int64_t every;        ///< interval in units of `strategy`
   int64_t sanity_batches; ///< batches evaluated before the first training step (0 = no sanity check)
+  int64_t limit_batches;  ///< > 0: each evaluation covers the first N batches of each rank's shard
   bool operator==(const EvalSection&) const = default; ///< field-wise
 };
 
