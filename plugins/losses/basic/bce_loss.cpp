@@ -27,8 +27,10 @@ constexpr const char* kBceId = "org.torchhost.bce_with_logits";
 /// would round away, and autocast runs this op in float32 too.
 class BinaryCrossEntropy : public Loss {
  public:
-  BinaryCrossEntropy(std::string output, std::string target, double smoothing, std::vector<double> pos_weight)
-      : output_(std::move(output)), target_(std::move(target)), smoothing_(smoothing), pos_weight_(std::move(pos_weight)) {}
+  BinaryCrossEntropy(std::string output, std::string target, double smoothing, double threshold,
+                     std::vector<double> pos_weight)
+      : output_(std::move(output)), target_(std::move(target)), smoothing_(smoothing), threshold_(threshold),
+        pos_weight_(std::move(pos_weight)) {}
 
   tp::cpp::LossSum forward(const tp::cpp::Fields& outputs, const tp::cpp::Fields& targets) override {
     const at::Tensor& out = outputs.get(output_);
@@ -42,6 +44,9 @@ class BinaryCrossEntropy : public Loss {
     at::Tensor t = soft_targets(tgt, out.size(0), labels, out.device(), dtype);
     // timm's smoothing: on = 1 - s + s/L, off = s/L.
     if (smoothing_ > 0) t = t * (1.0 - smoothing_) + smoothing_ / static_cast<double>(labels);
+    // timm's target_threshold (--bce-target-thresh, the ResNet-strikes-back recipes): after the
+    // smoothing, a target above it is 1, else 0; Mixup's blended targets become multi-hot.
+    if (threshold_ >= 0) t = t.gt(threshold_).to(dtype);
     at::Tensor sum = at::binary_cross_entropy_with_logits(logits, t, {}, pos_weight(logits), at::Reduction::Sum);
     return {std::move(sum), count_tensor(logits.numel(), out.device())};
   }
@@ -85,6 +90,7 @@ class BinaryCrossEntropy : public Loss {
   std::string output_;
   std::string target_;
   double smoothing_;
+  double threshold_; ///< < 0: off
   DeviceWeights pos_weight_;
   ClassIdCheck ids_;
 };
@@ -95,12 +101,16 @@ std::unique_ptr<Loss> make_bce_with_logits(const tp::cpp::ConfigReader& cfg) {
   const double smoothing = cfg.get_float("label_smoothing");
   if (!(smoothing >= 0.0 && smoothing <= 1.0))
     throw Failure(TP_ERR_CONFIG, std::string(kBceId) + ": label_smoothing must be in [0, 1], got " + std::to_string(smoothing));
+  const double threshold = cfg.get_float("target_threshold");
+  if (!(threshold < 1.0) || std::isnan(threshold))
+    throw Failure(TP_ERR_CONFIG, std::string(kBceId) + ": target_threshold must be below 1 (a negative value turns it "
+                                                       "off), got " + std::to_string(threshold));
   std::vector<double> pos_weight = cfg.get_float_array("pos_weight");
   for (const double w : pos_weight)
     if (!(w >= 0.0 && std::isfinite(w)))
       throw Failure(TP_ERR_CONFIG, std::string(kBceId) + ": pos_weight must be finite and >= 0, got " + std::to_string(w));
   return std::make_unique<BinaryCrossEntropy>(cfg.get_string("output"), cfg.get_string("target"), smoothing,
-                                              std::move(pos_weight));
+                                              threshold, std::move(pos_weight));
 }
 
 namespace {
@@ -111,6 +121,9 @@ const tp_config_key_t kBceKeys[] = {
                         "batch field: multi-hot labels [B, L] (float or integer 0/1), or class indices [B] (one-hot)"),
     tp::cpp::config_key("label_smoothing", TP_CFG_FLOAT, "0.0",
                         "in [0, 1]: targets t * (1 - s) + s / L, timm's BinaryCrossEntropy smoothing"),
+    tp::cpp::config_key("target_threshold", TP_CFG_FLOAT, "-1.0",
+                        "after label_smoothing, targets above it become 1, the rest 0 (timm's --bce-target-thresh); "
+                        "< 0 = off"),
     tp::cpp::config_key("pos_weight", TP_CFG_FLOAT_ARRAY, "[]",
                         "one weight per label for its positive term, as BCEWithLogitsLoss(pos_weight=...); [] = 1"),
 };

@@ -6,7 +6,9 @@ and targets, and writes inputs and results. Here:
 - Loss: org.torchhost.bce_with_logits against torch.nn.BCEWithLogitsLoss(reduction="sum",
   pos_weight=...) on multi-hot targets (float and integer): the sum, the count B x L (so the
   host's sum / count is reduction="mean") and the gradient; on class indices with
-  label_smoothing 0.1 against timm's BinaryCrossEntropy(smoothing=0.1), the mean.
+  label_smoothing 0.1 against timm's BinaryCrossEntropy(smoothing=0.1), the mean; target_threshold
+  0.2 (timm's --bce-target-thresh) on smoothed class indices and on Mixup-like blended targets
+  against timm's BinaryCrossEntropy(target_threshold=0.2).
 - Metric: org.torchhost.multilabel over four batches with tied scores, a label never present, one
   always present and one never predicted, against torchmetrics' MultilabelAccuracy,
   MultilabelF1Score and MultilabelAveragePrecision (average="macro", threshold 0.5).
@@ -46,12 +48,21 @@ def loss_case(directory, words):
     if f["target_kind"] == "index":
         target = load(directory, f["target"], np.int64, (b,))
         smoothing = float(f["smoothing"])
-        expected = BinaryCrossEntropy(smoothing=smoothing)(logits, target)
+        threshold = float(f["threshold"]) if float(f["threshold"]) >= 0 else None
+        expected = BinaryCrossEntropy(smoothing=smoothing, target_threshold=threshold)(logits, target)
         got = float(f["sum"]) / int(f["count"])
         check(abs(got - float(expected)) <= 1e-6 * abs(float(expected)),
-              f"{f['loss']}: mean {got:.9g} = timm BinaryCrossEntropy(smoothing={smoothing}) {float(expected):.9g}")
+              f"{f['loss']}: mean {got:.9g} = timm BinaryCrossEntropy(smoothing={smoothing}, "
+              f"target_threshold={threshold}) {float(expected):.9g}")
         return
     target = load(directory, f["target"], np.float32, (b, l)).double()
+    if float(f["threshold"]) >= 0:
+        # timm's BinaryCrossEntropy(target_threshold=t) on dense targets (Mixup's): binarised, then BCE.
+        dense = BinaryCrossEntropy(target_threshold=float(f["threshold"]))(logits.detach(), target)
+        got = float(f["sum"]) / int(f["count"])
+        check(abs(got - float(dense)) <= 1e-6 * abs(float(dense)),
+              f"{f['loss']}: mean {got:.9g} = timm BinaryCrossEntropy(target_threshold={f['threshold']}) {float(dense):.9g}")
+        target = target.gt(float(f["threshold"])).double()
     pos_weight = torch.tensor(weights, dtype=torch.float64) if weights else None
     expected = torch.nn.BCEWithLogitsLoss(reduction="sum", pos_weight=pos_weight)(logits, target)
     expected.backward()

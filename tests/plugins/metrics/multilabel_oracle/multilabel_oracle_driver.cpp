@@ -24,12 +24,13 @@ using namespace tp::test::oracle;
 
 /// One loss forward and backward: the manifest line names the inputs, sum, count and gradient.
 void run_loss(Library& lib, const std::string& stem, double smoothing, const std::vector<double>& pos_weight,
-              const at::Tensor& logits, const at::Tensor& target, const std::string& dir, std::ofstream& manifest) {
+              const at::Tensor& logits, const at::Tensor& target, const std::string& dir, std::ofstream& manifest,
+              double threshold = -1.0) {
   const auto* table =
       static_cast<const tp_loss_v1_t*>(lib.entry->get_interface("org.torchhost.bce_with_logits", TP_IFACE_LOSS_V1));
   FakeConfig cfg;
   cfg.values = {{"output", std::string("logits")}, {"target", std::string("label")}, {"label_smoothing", smoothing},
-                {"pos_weight", pos_weight}};
+                {"target_threshold", threshold}, {"pos_weight", pos_weight}};
   void* self = nullptr;
   if (table == nullptr || table->create(&lib.host.host, &cfg.view, &self) != TP_OK) fail("bce create: " + lib.host.last_error);
   const at::Tensor leaf = logits.detach().requires_grad_();
@@ -41,10 +42,10 @@ void run_loss(Library& lib, const std::string& stem, double smoothing, const std
   lib.host.host.tensor_release(&lib.host.host, sum_handle);
   lib.host.host.tensor_release(&lib.host.host, count_handle);
   sum.backward();
-  char head[160];
-  std::snprintf(head, sizeof head, "loss %s shape %lldx%lld sum %.17g count %lld smoothing %.17g", stem.c_str(),
-                static_cast<long long>(logits.size(0)), static_cast<long long>(logits.size(1)), sum.item<double>(),
-                static_cast<long long>(count.item<int64_t>()), smoothing);
+  char head[200];
+  std::snprintf(head, sizeof head, "loss %s shape %lldx%lld sum %.17g count %lld smoothing %.17g threshold %.17g",
+                stem.c_str(), static_cast<long long>(logits.size(0)), static_cast<long long>(logits.size(1)),
+                sum.item<double>(), static_cast<long long>(count.item<int64_t>()), smoothing, threshold);
   manifest << head << " target_kind " << (target.dim() == 1 ? "index" : target.is_floating_point() ? "float" : "int")
            << " logits " << write(logits, dir, stem + "_logits.bin") << " target "
            << write(target.to(target.dim() == 1 ? at::kLong : at::kFloat), dir, stem + "_target.bin") << " grad "
@@ -63,6 +64,10 @@ void loss_cases(Library& lib, const std::string& dir, std::ofstream& manifest) {
   run_loss(lib, "int_targets", 0.0, {}, logits, multi_hot.to(at::kLong), dir, manifest);
   run_loss(lib, "weighted", 0.0, {1.0, 2.0, 0.5, 3.0, 1.0}, logits, multi_hot, dir, manifest);
   run_loss(lib, "indices_smoothed", 0.1, {}, logits, at::randint(kL, {kB}, at::kLong), dir, manifest);
+  // timm's --bce-target-thresh: on smoothed class indices, and on Mixup-like blended targets.
+  run_loss(lib, "indices_thresholded", 0.1, {}, logits, at::randint(kL, {kB}, at::kLong), dir, manifest, 0.2);
+  const at::Tensor blended = 0.7 * multi_hot + 0.3 * multi_hot.roll(1, 0);
+  run_loss(lib, "blended_thresholded", 0.0, {}, logits, blended, dir, manifest, 0.2);
 }
 
 /// The metric over four batches; writes every batch and the values.
