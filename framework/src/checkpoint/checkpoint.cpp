@@ -21,6 +21,7 @@
 #include "tp/framework/error.h"
 #include "tp/framework/util/regular_file.h"
 #include "tp/framework/util/first_few.h"
+#include "foreign_checkpoint.h"
 #include "torch_archive.h"
 
 namespace tp {
@@ -97,6 +98,21 @@ NamedWeights weight_entries(const c10::IValue& value, const char* key, const Rec
 std::vector<double> doubles(const c10::IValue& value, const char* key, const RecordSizes& records) {
   const at::Tensor t = plain_tensor(value, key, records).contiguous().to(at::kDouble);
   return {t.data_ptr<double>(), t.data_ptr<double>() + t.numel()};
+}
+
+// Why LibTorch or the field checks refused the file, without LibTorch's backtrace and without the
+// "INTERNAL ASSERT FAILED at <file>, please report a bug to PyTorch" of a failed type check, which
+// blames PyTorch for a file that is only not what the reader expects.
+std::string reader_reason(const std::exception& e) {
+  const auto* c10 = dynamic_cast<const c10::Error*>(&e);
+  std::string why = c10 != nullptr ? c10->what_without_backtrace() : e.what();
+  if (const std::size_t assert_at = why.find("INTERNAL ASSERT FAILED"); assert_at != std::string::npos) {
+    constexpr std::string_view kReport = "please report a bug to PyTorch.";
+    const std::size_t report = why.find(kReport, assert_at);
+    why = report == std::string::npos ? "LibTorch refused its contents" : why.substr(report + kReport.size());
+    while (!why.empty() && why.front() == ' ') why.erase(0, 1);
+  }
+  return why.substr(0, 200);
 }
 
 std::vector<char> read_bytes(const std::filesystem::path& path) {
@@ -242,13 +258,11 @@ LoadedCheckpoint read_checkpoint(const std::vector<char>& bytes, const std::stri
     if (out.epoch < 0 || out.batch < 0 || out.step < 0 || out.world_size < 1 || out.micro_batch_splits < 1 ||
         out.history_records < -1)
       throw Error("its position (epoch, batch, step, world_size, micro_batch_splits, history_records) is out of range");
-  } catch (const c10::Error& e) {
-    throw CheckpointError("checkpoint " + name + " is damaged or not a torchhost checkpoint (" +
-                          std::string(e.what_without_backtrace()).substr(0, 200) +
-                          "). Use another checkpoint, e.g. checkpoints/best.pt.");
   } catch (const std::exception& e) {
-    throw CheckpointError("checkpoint " + name + " is damaged or not a torchhost checkpoint (" +
-                          std::string(e.what()).substr(0, 200) + "). Use another checkpoint, e.g. checkpoints/best.pt.");
+    // A state_dict, a timm or Lightning checkpoint is named as such (migration trial, finding 5).
+    if (const auto note = foreign_checkpoint_note(bytes, name)) throw CheckpointError(*note);
+    throw CheckpointError("checkpoint " + name + " is damaged or not a torchhost checkpoint (" + reader_reason(e) +
+                          "). Use another checkpoint, e.g. checkpoints/best.pt.");
   }
   return out;
 }

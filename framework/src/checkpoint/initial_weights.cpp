@@ -15,7 +15,7 @@
 #include <string_view>
 #include <utility>
 
-#include "pickle_walk.h"
+#include "python_pickle.h"
 #include "tp/framework/checkpoint/checkpoint_seal.h"
 #include "tp/framework/checkpoint/safetensors.h"
 #include "tp/framework/error.h"
@@ -30,126 +30,8 @@ using Named = std::vector<std::pair<std::string, at::Tensor>>;
 
 constexpr const char* kInitWeightsKey = "train.init_weights";
 
-using detail::concat;
-
 [[noreturn]] void fail(const std::filesystem::path& file, const std::string& what) {
   throw ConfigError(kInitWeightsKey, std::string(kInitWeightsKey) + " = \"" + file.string() + "\": " + what);
-}
-
-// ~~~~ pickles: host checkpoints and torch.save files ~~~~
-// LibTorch's unpickler (behind torch::pickle_load) turns every collections.OrderedDict() into
-// None, expecting them only as a tensor's empty backward hooks, and treats BUILD as a call; so
-// the OrderedDict that model.state_dict() returns, with its _metadata attribute, does not load
-// (pytorch#100741). The pickle is rewritten first, at the opcode level: OrderedDict() becomes an
-// empty dict and a final BUILD (the _metadata) is cut off. Host checkpoints pass unchanged.
-
-// The opcodes of the pickle (pickle_walk.h), each with its memo id; only those whose effect on
-// the unpickler's stack rewrite_pickle models.
-std::vector<PickleOp> tokenize(const std::string& p) {
-  std::vector<PickleOp> ops;
-  const PickleWalkEnd end = walk_pickle(p, PickleOpcodes::kStateDict, [&](const PickleOp& op) {
-    ops.push_back(op);
-    return true;
-  });
-  switch (end.kind) {
-    case PickleWalkEnd::kDone: return ops;
-    case PickleWalkEnd::kUnknownOpcode:
-      throw Error(concat("the pickle uses opcode 0x", std::hex, end.value, " at byte ", std::dec, end.at,
-                         ", which LibTorch's unpickler does not read; save with torch.save's default protocol"));
-    case PickleWalkEnd::kForgedMemo:
-      // rewrite_pickle's memo table grows to the id, as LibTorch's does: a forged id would cost
-      // gigabytes before either noticed.
-      throw Error(concat("the pickle stores memo entry ", end.value, " at byte ", end.at, ", which no pickler writes"));
-    case PickleWalkEnd::kTruncated:
-    case PickleWalkEnd::kLengthPastEnd:
-    case PickleWalkEnd::kUnterminatedGlobal:
-      break;
-  }
-  throw Error("truncated pickle");
-}
-
-// Rewrites OrderedDict() as {} and drops the BUILD (with the ops that made its state) of every
-// such dict. A light simulation of the unpickler's stack says which value each op touches: one
-// flag per value (made by OrderedDict()), one per memo slot (1: the OrderedDict class, 2: such
-// a dict), and the stack size and MARK count before each kept op, which locate where a dropped
-// BUILD's state began (the last kept op at the object's depth).
-std::string rewrite_pickle(const std::string& p) {
-  const std::vector<PickleOp> ops = tokenize(p);
-  struct Kept {
-    size_t op;  // index into ops, or npos for an inserted EMPTY_DICT
-    size_t stack, marks;
-  };
-  std::vector<Kept> kept;
-  std::vector<bool> stack;
-  std::vector<size_t> marks;
-  std::vector<int> memo;
-  auto pop = [&](size_t n) {
-    if (stack.size() < n) throw Error("malformed pickle: stack underflow");
-    stack.resize(stack.size() - n);
-  };
-  auto to_mark = [&] {
-    if (marks.empty()) throw Error("malformed pickle: no MARK");
-    stack.resize(marks.back());
-    marks.pop_back();
-  };
-  auto memo_at = [&](uint64_t i) -> int& {  // a put: tokenize() refused ids beyond the pickle's size
-    if (memo.size() <= i) memo.resize(static_cast<std::size_t>(i) + 1, 0);
-    return memo[static_cast<std::size_t>(i)];
-  };
-  auto memo_get = [&](uint64_t i) { return i < memo.size() ? memo[static_cast<std::size_t>(i)] : 0; };
-  constexpr std::string_view kOrderedDict = "ccollections\nOrderedDict\n";
-  for (size_t k = 0; k < ops.size(); ++k) {
-    const PickleOp& op = ops[k];
-    const bool is_get = op.code == 'h' || op.code == 'j';
-    if (std::string_view(p).substr(op.begin, op.end - op.begin) == kOrderedDict || (is_get && memo_get(op.arg) == 1)) {
-      size_t j = k + 1;
-      if (!is_get && j < ops.size() && (ops[j].code == 'q' || ops[j].code == 'r')) memo_at(ops[j++].arg) = 1;
-      if (j + 1 >= ops.size() || ops[j].code != ')' || ops[j + 1].code != 'R')
-        throw Error("the pickle uses collections.OrderedDict other than as OrderedDict()");
-      kept.push_back({std::string::npos, stack.size(), marks.size()});
-      stack.push_back(true);
-      k = j + 1;
-      continue;
-    }
-    if (op.code == 'b' && stack.size() >= 2 && stack[stack.size() - 2]) {
-      pop(1);  // the state; the object stays
-      while (!kept.empty() && !(kept.back().stack == stack.size() && kept.back().marks == marks.size()))
-        kept.pop_back();
-      if (kept.empty()) throw Error("malformed pickle: BUILD without a state");
-      kept.pop_back();  // the op that pushed the state
-      continue;
-    }
-    kept.push_back({k, stack.size(), marks.size()});
-    switch (op.code) {
-      case '(': marks.push_back(stack.size()); break;
-      case 't': case 'l': case 'd': to_mark(); stack.push_back(false); break;
-      case 'u': case 'e': to_mark(); break;
-      case 'q': case 'r': memo_at(op.arg) = !stack.empty() && stack.back() ? 2 : 0; break;
-      case 'h': case 'j': stack.push_back(memo_get(op.arg) == 2); break;
-      case 0x80: case '.': break;
-      case 'Q': case 0x85: pop(1); stack.push_back(false); break;
-      case 'R': case 0x86: pop(2); stack.push_back(false); break;
-      case 0x87: pop(3); stack.push_back(false); break;
-      case 's': pop(2); break;
-      case 'b': case 0x81: pop(1); break;
-      default: stack.push_back(false);  // every other opcode tokenize() accepts pushes one value
-    }
-  }
-  std::string out;
-  for (const Kept& e : kept)
-    e.op == std::string::npos ? void(out += '}') : void(out.append(p, ops[e.op].begin, ops[e.op].end - ops[e.op].begin));
-  return out;
-}
-
-// A dict whose values are all tensors, or nullopt.
-std::optional<Named> tensor_dict(const c10::IValue& value) {
-  if (!value.isGenericDict()) return std::nullopt;
-  Named out;
-  for (const auto& item : value.toGenericDict()) {
-    if (!item.key().isString() || !item.value().isTensor()) return std::nullopt;
-    out.emplace_back(item.key().toStringRef(), item.value().toTensor());
-  }
-  return out;
 }
 
 // A torch.save / torch::pickle_save zip: "data.pkl" plus one record per storage, "data/<key>".
@@ -166,14 +48,17 @@ Named read_torch_zip(const std::filesystem::path& file, const std::vector<char>&
   }
   check_torch_layout(bytes, records, label);
   RecordSizes stored;
-  const c10::IValue root = unpickle_archive(bytes, stored, [](std::string_view p) { return rewrite_pickle(std::string(p)); });
-  std::optional<Named> state = tensor_dict(root);
+  // Python's pickles pass python_pickle.h's rewrite: what else the file holds (an optimizer's
+  // state, timm's args, Lightning's callbacks) is read as plain values or stepped over as opaque
+  // ones, never run. Host checkpoints pass it unchanged.
+  const c10::IValue root = unpickle_archive(bytes, stored, readable_pickle);
+  std::optional<Named> state = tensor_entries(root);
   // A host checkpoint keeps the weights under "model"; timm's train.py and Lightning's .ckpt under
-  // "state_dict" (timm's load_checkpoint reads it too).
+  // "state_dict" (timm's load_checkpoint reads it too; timm's EMA copy, "state_dict_ema", is not read).
   if (!state && root.isGenericDict()) {
     const auto dict = root.toGenericDict();
     for (const char* key : {"model", "state_dict"})
-      if (!state && dict.contains(key)) state = tensor_dict(dict.at(key));
+      if (!state && dict.contains(key)) state = tensor_entries(dict.at(key));
   }
   if (!state) {
     // What it does hold, so that a user can see where the weights are.
@@ -238,7 +123,9 @@ Named read_weights(const std::filesystem::path& file) {
     if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) why = c10->what_without_backtrace();
     fail(file, "cannot read initial weights from it (" + why.substr(0, 300) +
                    "). Expected a host checkpoint, a torch.save(model.state_dict()) file (zip format, the default "
-                   "since PyTorch 1.6) or a .safetensors file.");
+                   "since PyTorch 1.6), a timm or Lightning checkpoint, or a .safetensors file; from a file that "
+                   "will not read in Python, save the weights alone: torch.save(checkpoint[\"state_dict\"], "
+                   "\"weights.pt\").");
   }
 }
 

@@ -11,12 +11,12 @@ struct Shape {
   int bytes;  // kFixed, kMemoPut, kMemoGet: argument size; kPrefixed: size of the length prefix
 };
 
-// The protocol-2 opcodes torch.save writes for a state_dict, which initial_weights.cpp's stack
-// simulation models.
-Shape state_dict_shape(uint8_t code) {
+// The protocol-2 opcodes Python's pickler writes, which python_pickle.cpp's stack simulation models.
+Shape protocol2_shape(uint8_t code) {
   switch (code) {
     case '(': case ')': case ']': case '}': case 'N': case 0x88: case 0x89: case 't': case 0x85: case 0x86:
     case 0x87: case 'e': case 'l': case 'd': case 'u': case '.': case 0x81: case 'b': case 'R': case 'Q': case 's':
+    case 'a':  // APPEND: Python writes it for the last item of a list, so for every one-element list
       return {Shape::kFixed, 0};
     case 0x80: case 'K': return {Shape::kFixed, 1};  // PROTO, BININT1
     case 'M': return {Shape::kFixed, 2};              // BININT2
@@ -27,6 +27,7 @@ Shape state_dict_shape(uint8_t code) {
     case 'h': return {Shape::kMemoGet, 1};
     case 'j': return {Shape::kMemoGet, 4};
     case 0x8a: return {Shape::kPrefixed, 1};          // LONG1
+    case 0x8b: return {Shape::kPrefixed, 4};          // LONG4: an int of more than 255 bytes
     case 'X': return {Shape::kPrefixed, 4};           // BINUNICODE
     case 'c': return {Shape::kGlobal, 0};             // GLOBAL: module and name, newline-terminated
     default: return {Shape::kUnknown, 0};
@@ -37,14 +38,14 @@ Shape state_dict_shape(uint8_t code) {
 // anything LibTorch walks past (LIST 'l' and DICT 'd' were once missing, so the checkpoint check
 // stopped at them and left what followed unchecked).
 Shape any_shape(uint8_t code) {
-  const Shape core = state_dict_shape(code);
+  const Shape core = protocol2_shape(code);
   if (core.kind != Shape::kUnknown) return core;
   switch (code) {
-    case 'a': case 0x94: case '0': case '1': case '2': case 0x8f: case 0x90: case 0x91: case 0x92: case 0x93:
+    case 0x94: case '0': case '1': case '2': case 0x8f: case 0x90: case 0x91: case 0x92: case 0x93:
       return {Shape::kFixed, 0};
     case 0x95: return {Shape::kFixed, 8};  // FRAME
     case 0x8c: case 'C': case 'U': return {Shape::kPrefixed, 1};
-    case 0x8b: case 'B': case 'T': return {Shape::kPrefixed, 4};
+    case 'B': case 'T': return {Shape::kPrefixed, 4};
     case 0x8d: case 0x8e: return {Shape::kPrefixed, 8};
     default: return {Shape::kUnknown, 0};
   }
@@ -64,7 +65,7 @@ PickleWalkEnd walk_pickle(std::string_view pickle, PickleOpcodes opcodes,
   std::size_t at = 0;
   while (at < size) {
     PickleOp op{p[at], at, 0, 0};
-    const Shape shape = opcodes == PickleOpcodes::kAny ? any_shape(op.code) : state_dict_shape(op.code);
+    const Shape shape = opcodes == PickleOpcodes::kAny ? any_shape(op.code) : protocol2_shape(op.code);
     at += 1;
     switch (shape.kind) {
       case Shape::kUnknown:

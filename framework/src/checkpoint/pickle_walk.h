@@ -1,7 +1,7 @@
 // One walker over the opcodes of a pickle, shared by the two readers that look at a pickle
 // before LibTorch's unpickler does: the checkpoint reader (checkpoint.cpp), which refuses lengths
-// and memo ids that would make the unpickler allocate gigabytes, and the initial-weights reader
-// (initial_weights.cpp), which rewrites torch.save's OrderedDict state_dicts at the opcode level.
+// and memo ids that would make the unpickler allocate gigabytes, and the reader of Python's pickles
+// (python_pickle.cpp), which rewrites torch.save's files at the opcode level for LibTorch.
 // Both need the same decoding of each opcode's argument; only what they do with a problem
 // differs, so the walker reports problems and the callers phrase them.
 #pragma once
@@ -26,9 +26,10 @@ enum class PickleOpcodes {
   /// Every opcode of protocols 2-4 that LibTorch's pickler or Python's torch.save may write,
   /// whether LibTorch reads it or not.
   kAny,
-  /// The protocol-2 opcodes of a torch.save'd state_dict whose effect on the unpickler's stack
-  /// initial_weights.cpp simulates.
-  kStateDict,
+  /// The protocol-2 opcodes Python's pickler writes (torch.save's default protocol), whose effect
+  /// on the unpickler's stack python_pickle.cpp simulates; not POP, POP_MARK, DUP nor the
+  /// extension-registry codes, which it writes only for recursive tuples and registered classes.
+  kProtocol2,
 };
 
 /// How a walk ended.

@@ -41,8 +41,8 @@ using RecordSizes = std::map<const void*, std::size_t>;
 void check_torch_layout(const std::vector<char>& bytes, const std::vector<ZipRecord>& records,
                         const ArchiveLabel& label);
 
-/// Rewrites a pickle before LibTorch's unpickler reads it (the initial-weights reader turns
-/// torch.save's OrderedDict into a dict); may throw tp::Error.
+/// Rewrites a pickle before LibTorch's unpickler reads it (python_pickle.h's readable_pickle, for
+/// the files Python writes); may throw tp::Error.
 using PickleRewrite = std::function<std::string(std::string_view pickle)>;
 
 /// torch::pickle_load of `bytes` (already checked by check_torch_layout), on the CPU, recording

@@ -146,7 +146,9 @@ struct LoadedCheckpoint : CheckpointState {
 /// Reads `path`. Throws CheckpointError (exit 4) naming the file when it is missing, truncated,
 /// damaged (its CRC-32C differs from the one sealed in at save), not a torchhost checkpoint or of
 /// an unknown format version; a safetensors file (an export) is named as one, with what to use
-/// instead, never as a damaged checkpoint. Cost beyond the read: one checksum pass (checkpoint_seal.h).
+/// instead, never as a damaged checkpoint; so is a readable PyTorch file that is no torchhost
+/// checkpoint (a plain state_dict, a timm or Lightning checkpoint), with the train.init_weights
+/// settings that start a run from its weights. Cost beyond the read: one checksum pass (checkpoint_seal.h).
 LoadedCheckpoint load_checkpoint(const std::filesystem::path& path);
 
 /// load_checkpoint() of bytes already in memory; `name` is used in messages. The checkpoint fuzzer

@@ -4,6 +4,8 @@
 // Accepted files, told apart by their content:
 //   - a host checkpoint (checkpoints/*.pt): its "model" entry;
 //   - Python's `torch.save(model.state_dict(), path)`, or `torch.save({"model": state_dict}, path)`;
+//   - a timm train.py or Lightning checkpoint: its "state_dict" entry (what else it holds, such as
+//     optimizer state, timm's args or Lightning's callbacks, is stepped over unread and never run);
 //   - a .safetensors file (`safetensors.torch.save_file(model.state_dict(), path)`, or `host export`).
 // Matching is strict, like `load_state_dict(strict=True)`: every parameter and buffer of the model
 // must be in the file under its name with its shape, and the file must hold nothing else. Values
