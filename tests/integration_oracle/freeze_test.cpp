@@ -85,6 +85,20 @@ TEST_CASE("unfreeze_at_epoch without freeze is a configuration error naming the 
   CHECK(run.output.find("optim.param_groups[0].unfreeze_at_epoch") != std::string::npos);
 }
 
+TEST_CASE("frozen groups that match every parameter are a configuration error naming the setting") {
+  // Before: host train crashed in the first backward on LibTorch's "element 0 of tensors does not
+  // require grad", exit 1 (found while checking train.init_weights on timm files).
+  const auto dir = tp::test::fresh_dir("freeze_everything");
+  std::string text = tp::test::read_text(std::filesystem::path(tp::test::source_dir()) / "tests/integration_oracle/freeze.toml");
+  text.replace(text.find("pattern = \"trunk.*\""), 19, "pattern = \"*\"");
+  std::ofstream(dir / "all.toml") << text;
+  const auto run = tp::test::run_host("--config '" + (dir / "all.toml").string() + "' --output-dir '" + dir.string() + "'");
+  INFO(run.output);
+  CHECK(run.exit_code == 2);
+  CHECK(run.output.find("with freeze = true match every parameter of the model") != std::string::npos);
+  CHECK(run.output.find("does not require grad") == std::string::npos);
+}
+
 TEST_CASE("model.freeze_bn_stats: the trunk trains while its BatchNorm statistics stay as initialised") {
   const auto dir = tp::test::fresh_dir("freeze_bn_stats");
   const std::string args = without_rules(dir);

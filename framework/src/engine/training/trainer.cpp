@@ -199,6 +199,14 @@ void Trainer::Impl::init_model() {
     }
   log_.info("model " + parts_.model->id() + ": " + std::to_string(parameters) + " parameters (" +
             std::to_string(trainable) + " trainable) on " + device_.str());
+  // Every parameter frozen at the start: the first backward would fail on LibTorch's "element 0 of
+  // tensors does not require grad" (init-weights fixer's finding); say which setting does it.
+  if (trainable == 0 && !optim_.frozen.empty())
+    throw ConfigError("optim.param_groups",
+                      "[[optim.param_groups]] with freeze = true match every parameter of the model at the start (" +
+                          std::to_string(parameters) + " parameters, none trainable in epoch 1): the loss would have "
+                          "nothing to train. Narrow the frozen groups' patterns so some parameters train (a new head, "
+                          "e.g. pattern = \"fc.*\" left out), or give a group unfreeze_at_epoch = 1.");
 }
 
 FitSummary Trainer::Impl::fit() {
