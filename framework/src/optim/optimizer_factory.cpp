@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "fused_optimizers.h"
+#include "lamb.h"
 #include "tp/framework/error.h"
 #include "tp/framework/util/short_number.h"
 
@@ -146,8 +147,8 @@ bool use_fused(const OptimSection& o, const std::vector<GroupPlan>& plans) {
   if (!has_fused_kernel(o.name)) {
     if (explicit_fused)
       throw ConfigError("optim.implementation",
-                        "optim.implementation = \"fused\": LibTorch has no fused RMSprop kernel (it has fused sgd, "
-                        "adam and adamw). Use \"auto\" or \"for_loop\" with rmsprop.");
+                        "optim.implementation = \"fused\": LibTorch has no fused " + o.name + " kernel (it has fused "
+                        "sgd, adam and adamw). Use \"auto\" or \"for_loop\" with " + o.name + ".");
     return false;
   }
   for (const GroupPlan& g : plans)
@@ -163,6 +164,21 @@ bool use_fused(const OptimSection& o, const std::vector<GroupPlan>& plans) {
 }
 
 // ~~~~ construction ~~~~
+
+// LAMB's options: the shared keys, then timm's Lamb switches. One field at a time: the setters
+// LambOptions inherits return AdamWOptions&, so a chain would slice.
+detail::LambOptions lamb_options(const OptimSection& o) {
+  detail::LambOptions base(o.lr);
+  base.betas({o.betas.at(0), o.betas.at(1)});
+  base.eps(o.eps);
+  base.weight_decay(o.weight_decay);
+  base.bias_correction(o.bias_correction);
+  base.grad_averaging(o.grad_averaging);
+  base.max_grad_norm(o.lamb_max_grad_norm);
+  base.trust_clip(o.trust_clip);
+  base.always_adapt(o.always_adapt);
+  return base;
+}
 
 template <typename Loop, typename Fused, typename Options>
 std::unique_ptr<torch::optim::Optimizer> build(const std::vector<GroupPlan>& plans, const Options& base, bool fused) {
@@ -194,10 +210,14 @@ bool has_fused_kernel(std::string_view name) { return name == "sgd" || name == "
 
 BuiltOptimizer make_optimizer(const OptimSection& o, const std::vector<StateTensor>& model_state,
                               const LayerDepths* depths) {
-  constexpr std::string_view kNames[] = {"sgd", "adam", "adamw", "rmsprop"};
+  constexpr std::string_view kNames[] = {"sgd", "adam", "adamw", "rmsprop", "lamb"};
   if (std::find(std::begin(kNames), std::end(kNames), o.name) == std::end(kNames))
     throw ConfigError("optim.name",
-                      "optim.name = \"" + o.name + "\" is not a known optimizer (sgd, adam, adamw, rmsprop).");
+                      "optim.name = \"" + o.name + "\" is not a known optimizer (sgd, adam, adamw, rmsprop, lamb).");
+  if (o.name == "lamb" && o.amsgrad)
+    throw ConfigError("optim.amsgrad",
+                      "optim.amsgrad = true is an Adam/AdamW variant; LAMB (optim.name = \"lamb\") has no AMSGrad "
+                      "form (timm's Lamb neither). Set amsgrad = false, or use adam or adamw.");
   if (o.name == "sgd" && o.nesterov && o.momentum <= 0)
     throw ConfigError("optim.nesterov", "optim.nesterov = true needs optim.momentum > 0 (Nesterov momentum is a "
                                         "look-ahead on the momentum buffer); set a momentum or nesterov = false.");
@@ -231,12 +251,23 @@ BuiltOptimizer make_optimizer(const OptimSection& o, const std::vector<StateTens
     const auto base = optim::AdamWOptions(o.lr).betas({o.betas.at(0), o.betas.at(1)}).eps(o.eps)
                           .weight_decay(o.weight_decay).amsgrad(o.amsgrad);
     built.optimizer = build<optim::AdamW, detail::FusedAdamW>(plans, base, built.fused);
+  } else if (o.name == "lamb") {
+    built.optimizer = build<detail::Lamb, detail::Lamb>(plans, lamb_options(o), /*fused=*/false);  // no fused kernel
   } else {
     const auto base = optim::RMSpropOptions(o.lr).alpha(o.alpha).eps(o.eps).weight_decay(o.weight_decay)
                           .momentum(o.momentum).centered(o.centered);
     built.optimizer = build<optim::RMSprop, optim::RMSprop>(plans, base, /*fused=*/false);  // no fused kernel
   }
   return built;
+}
+
+std::string double_clip_warning(const OptimSection& optim, double train_max_grad_norm) {
+  if (optim.name != "lamb" || optim.lamb_max_grad_norm <= 0 || train_max_grad_norm <= 0) return "";
+  return "gradients are clipped twice: first to train.max_grad_norm = " + short_number(train_max_grad_norm) +
+         " by the host, then LAMB divides them by max(1, global norm / optim.lamb_max_grad_norm = " +
+         short_number(optim.lamb_max_grad_norm) + ") inside its step (timm's --clip-grad with --opt lamb does the "
+         "same). Set optim.lamb_max_grad_norm = 0 to clip once, by the host, or train.max_grad_norm = 0 for timm's "
+         "Lamb alone.";
 }
 
 bool set_frozen(const BuiltOptimizer& built, int64_t epoch) {

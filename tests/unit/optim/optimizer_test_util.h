@@ -40,6 +40,11 @@ inline OptimSection optim_section(const std::string& name, const std::string& im
   o.amsgrad = false;
   o.alpha = 0.99;
   o.centered = false;
+  o.bias_correction = true;
+  o.grad_averaging = true;
+  o.lamb_max_grad_norm = 1.0;
+  o.trust_clip = false;
+  o.always_adapt = false;
   o.implementation = implementation;
   o.layer_decay = 1.0;
   return o;

@@ -185,6 +185,8 @@ void Trainer::Impl::init_model() {
   LayerDepths depths;
   if (config_.optim.layer_decay < 1) depths = parts_.model->layer_depths();
   optim_ = make_optimizer(config_.optim, model_state_, &depths);
+  if (const std::string twice = double_clip_warning(config_.optim, config_.train.max_grad_norm); !twice.empty())
+    log_.warn(twice);
   for (const auto& group : optim_.optimizer->param_groups())
     group_lrs_differ_ |= group.options().get_lr() != current_lr(*optim_.optimizer);
   if (!depths.empty()) log_.info(describe_layer_decay(optim_, config_.optim.layer_decay));

@@ -100,16 +100,21 @@ struct ParamGroupRule {
 };
 
 struct OptimSection {
-  std::string name; ///< "sgd" | "adam" | "adamw" | "rmsprop"
+  std::string name; ///< "sgd" | "adam" | "adamw" | "rmsprop" | "lamb"
   double lr;
   double weight_decay; ///< never applied to tensors with dim < 2 (biases, norms) unless a param group sets it
   double momentum;     ///< sgd, rmsprop
   bool nesterov;       ///< sgd
-  std::vector<double> betas; ///< adam, adamw: two values
-  double eps;          ///< adam, adamw, rmsprop
+  std::vector<double> betas; ///< adam, adamw, lamb: two values
+  double eps;          ///< adam, adamw, rmsprop, lamb
   bool amsgrad;        ///< adam, adamw
   double alpha;        ///< rmsprop
   bool centered;       ///< rmsprop
+  bool bias_correction;      ///< lamb: divide the moments by 1 - beta^step (timm's Lamb bias_correction)
+  bool grad_averaging;       ///< lamb: the first moment takes (1 - beta1) x grad, else the whole grad
+  double lamb_max_grad_norm; ///< lamb: its own global-norm clip inside the step (timm's max_grad_norm); 0 = off
+  bool trust_clip;           ///< lamb: clamp the trust ratio at 1 (LAMBC)
+  bool always_adapt;         ///< lamb: trust ratio on parameters without weight decay too
   std::string implementation; ///< "auto" | "fused" | "for_loop"
   double layer_decay;  ///< lr x layer_decay^(deepest - depth) by the model's declared depths; 1 = off
   std::vector<ParamGroupRule> param_groups; ///< [[optim.param_groups]], in file order

@@ -1,7 +1,9 @@
 // Builds the optimizer from [optim] over the model's parameters (docs/optimizers.md).
 //
 // Optimizers: sgd (momentum, nesterov), adam, adamw (amsgrad), rmsprop (alpha, centered,
-// momentum), each the torch::optim class, so updates match Python's torch.optim step for step.
+// momentum), each the torch::optim class, so updates match Python's torch.optim step for step;
+// lamb, timm's Lamb (bias_correction, grad_averaging, its own gradient clip, trust_clip,
+// always_adapt), a torch::optim::Optimizer of the host's (optim/lamb.h) with the same archive layout.
 // `optim.implementation` picks how sgd/adam/adamw update: "fused" runs LibTorch's fused kernels
 // (at::_fused_sgd_/_fused_adam_/_fused_adamw_, one call per group), "for_loop" the per-parameter
 // loop, "auto" fused where a kernel exists for the optimizer, device and dtype. Both keep the
@@ -58,13 +60,14 @@ struct BuiltOptimizer {
 bool set_frozen(const BuiltOptimizer& built, int64_t epoch);
 
 /// Whether LibTorch has a fused multi-tensor kernel for the optimizer `name` (optim.name): sgd,
-/// adam and adamw do, rmsprop does not.
+/// adam and adamw do, rmsprop and lamb do not.
 bool has_fused_kernel(std::string_view name);
 
 /// Builds the optimizer `options.name` over the trainable parameters of `model_state` (which
 /// must already be on the training device: "auto" decides by device and dtype). Logs nothing.
 /// Throws ConfigError with the key path for an unknown optimizer (optim.name), nesterov without
-/// momentum (optim.nesterov), "fused" where no fused kernel applies (optim.implementation), and
+/// momentum (optim.nesterov), amsgrad with lamb (optim.amsgrad), "fused" where no fused kernel
+/// applies (optim.implementation), and
 /// a param-group rule that matches no trainable parameter (optim.param_groups[i].pattern),
 /// layer_decay outside (0, 1] (optim.layer_decay); tp::Error when no parameter is trainable.
 /// `depths` (may be null: every parameter at one depth) applies when options.layer_decay < 1.
@@ -74,6 +77,13 @@ bool has_fused_kernel(std::string_view name);
 ///   built.optimizer->step();
 BuiltOptimizer make_optimizer(const OptimSection& options, const std::vector<StateTensor>& model_state,
                               const LayerDepths* depths = nullptr);
+
+/// The train.log warning for a run that clips its gradients twice: LAMB with its own clip
+/// (optim.lamb_max_grad_norm > 0) while the host clips too (`train_max_grad_norm`, the run's
+/// train.max_grad_norm, > 0). Both then apply, in timm's order (timm's train.py with --clip-grad and
+/// --opt lamb does the same); the warning names both keys. "" when the gradients are clipped once
+/// or not at all.
+std::string double_clip_warning(const OptimSection& optim, double train_max_grad_norm);
 
 /// The learning rate of the first parameter group: the default rule's group when any parameter
 /// falls under it, else the first rule's.
