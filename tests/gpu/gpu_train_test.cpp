@@ -60,3 +60,32 @@ TEST_CASE("a deterministic CUDA run interrupted by SIGTERM resumes bitwise") {
   CHECK(a.step == b.step);
   CHECK(tp::test::max_relative_difference(a, b) == 0.0);
 }
+
+TEST_CASE("LAMB under an epoch-interval cosine with eval and train limits trains on CUDA and resumes bitwise") {
+  // This session's CPU-tested additions on the device: LAMB's on-device clip factor and trust
+  // ratios (no host read), schedule.interval = "epoch" (the lr changes at epoch boundaries only),
+  // early stopping's thresholds, and the limits on training and evaluation batches.
+  REQUIRE_MESSAGE(at::hasCUDA(), kNeedsCuda);
+  const std::string args = kQuickstart + "--set run.deterministic=true --set train.log_every_steps=5 "
+                           "--set optim.name=\"lamb\" --set optim.eps=1e-6 --set schedule.name=\"cosine\" "
+                           "--set schedule.interval=\"epoch\" --set schedule.warmup_epochs=1 "
+                           "--set schedule.warmup_prefix=false --set train.limit_batches=40 "
+                           "--set eval.limit_batches=4 --set early_stopping.stop_below=-1.0 ";
+  const auto straight_dir = tp::test::fresh_dir("gpu_lamb_straight");
+  const auto straight = tp::test::run_host(args + "--output-dir '" + straight_dir.string() + "'");
+  INFO(straight.output);
+  REQUIRE(straight.exit_code == 0);
+  CHECK(std::isfinite(last_epoch_value(straight_dir, "train/loss")));
+  const auto dir = tp::test::fresh_dir("gpu_lamb_interrupted");
+  const auto interrupted =
+      tp::test::run_host_until_history(args + "--output-dir '" + dir.string() + "'", dir / "history.jsonl", 12);
+  INFO(interrupted.output);
+  REQUIRE(interrupted.output.find("exit=143") != std::string::npos);
+  const auto resumed = tp::test::run_host(args + "--output-dir '" + dir.string() + "' --resume auto");
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  const auto a = tp::load_checkpoint(straight_dir / "checkpoints" / "last.pt");
+  const auto b = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
+  CHECK(a.step == b.step);
+  CHECK(tp::test::max_relative_difference(a, b) == 0.0);
+}
