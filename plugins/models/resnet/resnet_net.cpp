@@ -11,6 +11,7 @@
 
 #include "tp/cpp/fused_norm.h"
 #include "tp/cpp/fused_pool.h"
+#include "tp/cpp/model_layers.h"
 
 namespace tp::resnet {
 namespace {
@@ -58,7 +59,8 @@ Downsample downsample_for(int64_t in_planes, int64_t out_planes, int64_t stride)
 class BasicBlock : public ResidualBlock {
  public:
   static constexpr int64_t kExpansion = 1;
-  BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, bool fused_norm) : fused_norm_(fused_norm) {
+  BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, bool fused_norm, double drop_path_rate)
+      : ResidualBlock(drop_path_rate), fused_norm_(fused_norm) {
     conv1_ = register_module("conv1", conv(in_planes, planes, 3, stride));
     bn1_ = register_module("bn1", BatchNorm2d(planes));
     conv2_ = register_module("conv2", conv(planes, planes, 3, 1));
@@ -70,7 +72,7 @@ class BasicBlock : public ResidualBlock {
     const at::Tensor out = tp::cpp::batch_norm_relu(bn1_, conv1_->forward(x), {}, fused_norm_);
     // Never in place on `x` (the block's input, kept by checkpointing): batch_norm_relu reads it.
     const at::Tensor identity = downsample_ ? downsample_.forward(x, fused_norm_) : x;
-    return tp::cpp::batch_norm_relu(bn2_, conv2_->forward(out), identity, fused_norm_);
+    return residual_end(bn2_, conv2_->forward(out), identity, fused_norm_);
   }
   BatchNorm2d& last_norm() override { return bn2_; }
 
@@ -88,8 +90,9 @@ class BasicBlock : public ResidualBlock {
 class Bottleneck : public ResidualBlock {
  public:
   static constexpr int64_t kExpansion = 4;
-  Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, int64_t dilation, bool fused_norm)
-      : fused_norm_(fused_norm) {
+  Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, int64_t dilation, bool fused_norm,
+             double drop_path_rate)
+      : ResidualBlock(drop_path_rate), fused_norm_(fused_norm) {
     conv1_ = register_module("conv1", conv(in_planes, planes, 1, 1));
     bn1_ = register_module("bn1", BatchNorm2d(planes));
     conv2_ = register_module("conv2", conv(planes, planes, 3, stride, dilation));
@@ -103,7 +106,7 @@ class Bottleneck : public ResidualBlock {
     at::Tensor out = tp::cpp::batch_norm_relu(bn1_, conv1_->forward(x), {}, fused_norm_);
     out = tp::cpp::batch_norm_relu(bn2_, conv2_->forward(out), {}, fused_norm_);
     const at::Tensor identity = downsample_ ? downsample_.forward(x, fused_norm_) : x;
-    return tp::cpp::batch_norm_relu(bn3_, conv3_->forward(out), identity, fused_norm_);
+    return residual_end(bn3_, conv3_->forward(out), identity, fused_norm_);
   }
   BatchNorm2d& last_norm() override { return bn3_; }
 
@@ -122,13 +125,25 @@ std::vector<int64_t> stage_blocks(int64_t depth) {
 
 }  // namespace
 
-ResNet::ResNet(const ResNetOptions& options) : bottleneck_(options.depth == 50), fused_norm_(options.fused_norm) {
+at::Tensor ResidualBlock::residual_end(torch::nn::BatchNorm2d& bn, const at::Tensor& branch,
+                                       const at::Tensor& identity, bool fused_norm) {
+  if (drop_path_rate_ == 0.0 || !is_training()) return tp::cpp::batch_norm_relu(bn, branch, identity, fused_norm);
+  // The mask sits between BatchNorm and the add, so the fused BatchNorm + add + ReLU cannot take
+  // it; BatchNorm alone still fuses. In place only on the product, a fresh tensor.
+  at::Tensor out = tp::cpp::stochastic_depth(tp::cpp::batch_norm(bn, branch, fused_norm), drop_path_rate_, true);
+  out += identity;
+  return out.relu_();
+}
+
+ResNet::ResNet(const ResNetOptions& options)
+    : bottleneck_(options.depth == 50), fused_norm_(options.fused_norm), drop_path_rate_(options.drop_path_rate) {
   for (const bool dilate : options.replace_stride_with_dilation)
     TORCH_CHECK(!dilate || bottleneck_, "ResNet-", options.depth, ": dilation needs Bottleneck blocks (depth 50)");
   conv1_ = register_module(
       "conv1", Conv2d(Conv2dOptions(options.in_channels, 64, 7).stride(2).padding(3).bias(false)));
   bn1_ = register_module("bn1", BatchNorm2d(64));
   const std::vector<int64_t> blocks = stage_blocks(options.depth);
+  for (const int64_t n : blocks) total_blocks_ += n;
   const int64_t planes[4] = {64, 128, 256, 512};
   for (int i = 0; i < 4; ++i)
     make_layer(i + 1, planes[i], blocks[i], i == 0 ? 1 : 2, i > 0 && options.replace_stride_with_dilation[i - 1]);
@@ -159,12 +174,15 @@ void ResNet::make_layer(int index, int64_t planes, int64_t blocks, int64_t strid
   }
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t s = b == 0 ? stride : 1;
+    // timm's make_blocks, "stochastic depth linear decay rule", in its order of operations.
+    const double rate = drop_path_rate_ * static_cast<double>(blocks_.size()) / static_cast<double>(total_blocks_ - 1);
     std::shared_ptr<ResidualBlock> block;
     if (bottleneck_) {
-      block = std::make_shared<Bottleneck>(in_planes_, planes, s, b == 0 ? previous_dilation : dilation_, fused_norm_);
+      block = std::make_shared<Bottleneck>(in_planes_, planes, s, b == 0 ? previous_dilation : dilation_, fused_norm_,
+                                           rate);
       in_planes_ = planes * Bottleneck::kExpansion;
     } else {
-      block = std::make_shared<BasicBlock>(in_planes_, planes, s, fused_norm_);
+      block = std::make_shared<BasicBlock>(in_planes_, planes, s, fused_norm_, rate);
       in_planes_ = planes * BasicBlock::kExpansion;
     }
     layer->push_back(block);  // named "<b>": state "layer<index>.<b>.conv1.weight"
@@ -178,6 +196,12 @@ std::vector<tp::cpp::LayerDepth> ResNet::layer_depths() const {
   std::vector<tp::cpp::LayerDepth> depths = {{"conv1", 0}, {"bn1", 0}};
   for (size_t i = 0; i < block_names_.size(); ++i) depths.push_back({block_names_[i], static_cast<uint32_t>(i + 1)});
   return depths;
+}
+
+std::vector<double> ResNet::drop_path_rates() const {
+  std::vector<double> rates;
+  for (const auto& block : blocks_) rates.push_back(block->drop_path_rate());
+  return rates;
 }
 
 at::Tensor ResNet::stem(const at::Tensor& x) {

@@ -11,6 +11,10 @@
 //
 // Layer depths (optim.layer_decay): the stem at 0, each residual block one deeper, fc the head.
 //
+// Stochastic depth (ResNetOptions::drop_path_rate): timm's DropPath on each block's residual
+// branch, before the add, at timm's per-block rates. It draws its masks from the default
+// generators, so the host's seed and resume, and the checkpoint recompute, replay them.
+//
 // BatchNorm + ReLU, BatchNorm + residual add + ReLU and the downsample's BatchNorm run fused on CUDA
 // in training (ResNetOptions::fused_norm, tp/cpp/fused_norm.h); the module tree and state are the
 // same either way.
@@ -44,6 +48,23 @@ class ResidualBlock : public torch::nn::Module {
   virtual at::Tensor forward(const at::Tensor& x) = 0;
   /// The BatchNorm whose weight zero_init_residual zeroes (bn2 of BasicBlock, bn3 of Bottleneck).
   virtual torch::nn::BatchNorm2d& last_norm() = 0;
+  /// The probability that training drops this block's residual branch for a sample (timm's
+  /// DropPath rate; 0: never, and nothing is drawn).
+  double drop_path_rate() const noexcept { return drop_path_rate_; }
+
+ protected:
+  /// `drop_path_rate` in [0, 1).
+  explicit ResidualBlock(double drop_path_rate) : drop_path_rate_(drop_path_rate) {}
+  /// The block's end, relu(drop_path(bn(branch)) + identity), as timm's blocks compute it: in
+  /// training with a non-zero rate the branch's BatchNorm (tp::cpp::batch_norm) is multiplied by a
+  /// per-sample mask (tp::cpp::stochastic_depth: timm's drop_path, scaled by 1 / keep), then the
+  /// identity is added and ReLU applied; otherwise tp::cpp::batch_norm_relu(bn, branch, identity),
+  /// today's (fused) path. Reads `branch` and `identity` only.
+  at::Tensor residual_end(torch::nn::BatchNorm2d& bn, const at::Tensor& branch, const at::Tensor& identity,
+                          bool fused_norm);
+
+ private:
+  double drop_path_rate_;
 };
 
 /// What the config chooses.
@@ -65,6 +86,10 @@ struct ResNetOptions {
   /// fused CUDA ops in training on channels-last CUDA input, the module path elsewhere
   /// (tp/cpp/fused_norm.h says when). false: always the module path.
   bool fused_norm = true;
+  /// timm's drop_path_rate: block i (0-based, over all stages) drops its residual branch per
+  /// sample in training with probability drop_path_rate * i / (blocks - 1), so the first never and
+  /// the last at drop_path_rate. 0: no stochastic depth (today's network, no draws). In [0, 1).
+  double drop_path_rate = 0.0;
 };
 
 /// torchvision.models.resnet{18,34,50}(num_classes=...), with a configurable number of input
@@ -86,17 +111,22 @@ class ResNet : public torch::nn::Module, public tp::cpp::Checkpointable {
   /// optim.layer_decay's ordering, timm's ResNet group_matcher: the stem (conv1, bn1) at depth 0,
   /// then every residual block ("layer1.0", "layer1.1", ...) one deeper; fc is the head.
   std::vector<tp::cpp::LayerDepth> layer_depths() const;
+  /// Every residual block's drop-path rate, in order (layer1.0 first): timm's list.
+  std::vector<double> drop_path_rates() const;
 
  private:
   /// Appends layer`index` (1..4) of `blocks` blocks with `planes` planes; the first has `stride`,
   /// or, with `dilate`, stride 1 and the stage's dilation grows by `stride` (torchvision's
   /// _make_layer: the first block keeps the previous dilation, the others take the new one).
+  /// Block k of the network (blocks_.size() when it is made) gets timm's rate (drop_path_rate_).
   void make_layer(int index, int64_t planes, int64_t blocks, int64_t stride, bool dilate);
   /// conv1 - bn1 - ReLU - maxpool 3x3/2.
   at::Tensor stem(const at::Tensor& x);
 
   bool bottleneck_;
   bool fused_norm_;
+  double drop_path_rate_;    // ResNetOptions::drop_path_rate
+  int64_t total_blocks_ = 0; // over the four stages, for the drop-path rule
   int64_t in_planes_ = 64;
   int64_t dilation_ = 1;  // of the stage being built
   torch::nn::Conv2d conv1_{nullptr};

@@ -32,6 +32,11 @@ std::shared_ptr<ResNetModel> make_resnet(const tp::cpp::ConfigReader& cfg) {
   o.in_channels = common.in_channels;
   o.zero_init_residual = cfg.get_bool("zero_init_residual");
   o.fused_norm = cfg.get_bool("fused_norm");
+  o.drop_path_rate = cfg.get_float("drop_path_rate");
+  // 1 would drop the last block's branch for every sample, and timm's keep-scaling divides by 0.
+  tp::cpp::require_config(o.drop_path_rate >= 0.0 && o.drop_path_rate < 1.0, kId, "drop_path_rate",
+                          "must be in [0, 1) (timm's stochastic depth rate of the last block)",
+                          c10::str(o.drop_path_rate));
   return std::make_shared<ResNetModel>(kId, std::make_shared<ResNet>(o), common);
 }
 
@@ -44,13 +49,16 @@ const tp_config_key_t kKeys[] = {
     {sizeof(tp_config_key_t), "fused_norm", TP_CFG_BOOL, "true",
      "BatchNorm + ReLU (+ residual add), and the downsample's BatchNorm, in the host's fused CUDA ops when "
      "training on channels-last CUDA input (tp/cpp/fused_norm.h); false: the unfused ops everywhere"},
+    {sizeof(tp_config_key_t), "drop_path_rate", TP_CFG_FLOAT, "0.0",
+     "timm's stochastic depth: in training block i of n drops its residual branch per sample with probability "
+     "drop_path_rate * i / (n - 1); in [0, 1), 0 = off"},
     tp::cpp::kImageInputKey,
 };
 
 const tp_descriptor_t kDescriptor = tp::cpp::model_descriptor(
     kId, "1.0.0",
     "torchvision ResNet-18/34/50 (same state names, loads torchvision weights); outputs logits; "
-    "stem and every residual block checkpointable",
+    "stem and every residual block checkpointable; timm's stochastic depth (drop_path_rate)",
     kKeys, tp::cpp::kImageNetExamples);
 
 const tp::cpp::Component kComponents[] = {tp::cpp::model_component<ResNetModel, kDescriptor, &make_resnet>()};

@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
     tp::HostServices services{logger, tp::ProcessPlace{}};
     const auto library = tp::PluginLibrary::load(std::filesystem::path(argv[1]) / "resnet.so", services);
     const toml::table options{{"depth", std::stoll(argv[2])}, {"num_classes", 10}, {"in_channels", 3},
-                              {"zero_init_residual", false}, {"fused_norm", true}, {"input", "image"}};
+                              {"zero_init_residual", false}, {"fused_norm", true}, {"input", "image"},
+                              {"drop_path_rate", 0.0}};
     const tp::ComponentInfo* info = nullptr;
     for (const tp::ComponentInfo& c : library->components())
       if (c.id == "org.torchhost.resnet") info = &c;

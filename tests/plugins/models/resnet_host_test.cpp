@@ -50,3 +50,49 @@ TEST_CASE("resnet18 starts from a torchvision-style state_dict through train.ini
   CHECK(five.output.find("120 tensors loaded; the model's own init kept for 2 (fc.weight, fc.bias); 2 entries of the "
                          "file left out") != std::string::npos);
 }
+
+// Migration trial F9: timm's --drop-path for ResNet. A run with model.drop_path_rate trains; resumed
+// from a mid-epoch step checkpoint (into another run directory) it ends with the same weights and CPU
+// generator bit for bit, since the masks come from the host-seeded generator the checkpoint keeps;
+// the masks change training (a rate-0 run ends elsewhere); and evaluating the final weights
+// with the rate set or 0 gives the same metrics (eval mode draws no masks).
+TEST_CASE("resnet18 with model.drop_path_rate trains, resumes bit for bit, and evaluates as without it") {
+  const auto dir = fresh_dir("zoo_resnet_drop_path");
+  const std::string sets =
+      " --set train.batch_size=8 --set data.num_workers=0 --set data.train.size=48 --set data.train.val_size=16 "
+      "--set data.train.image_size=32 --set 'progress.mode=\"off\"' --set train.epochs=2 "
+      "--set model.zero_init_residual=false --set 'checkpoint.strategy=\"steps\"' --set checkpoint.every=4 "
+      "--set checkpoint.keep_last=5 ";
+  const auto run = [&](const std::string& name, const std::string& more) {
+    const HostRun r = run_host("--config configs/resnet18.toml --output-dir '" + (dir / name).string() + "'" + sets + more);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    return r;
+  };
+  run("straight", "--set model.drop_path_rate=0.3");  // 6 steps an epoch, 12 in all
+  const HostRun resumed = run("resumed", "--set model.drop_path_rate=0.3 --resume '" +
+                                             (dir / "straight/checkpoints/step-00000004.pt").string() + "'");
+  CHECK(contains(resumed.output, "resumed at epoch 1, batch 4, step 4"));
+  run("rate0", "--set model.drop_path_rate=0.0");
+
+  const auto compare = [&](const std::string& a, const std::string& b) {
+    const HostRun r = run_shell(std::string("'") + tp::test::python() + "' tests/plugins/models/resnet_reference.py compare '" +
+                                (dir / a / "checkpoints/last.pt").string() + "' '" +
+                                (dir / b / "checkpoints/last.pt").string() + "'");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    return r.output;
+  };
+  CHECK(contains(compare("straight", "resumed"), "model 0 of 122 differ; rng_cpu same"));
+  CHECK_FALSE(contains(compare("straight", "rate0"), "model 0 of 122"));
+
+  const auto evaluate = [&](const std::string& more, const std::string& out) {
+    const HostRun r = run_host("eval --config '" + (dir / "straight/config.toml").string() + "' --checkpoint last --output '" +
+                               (dir / out).string() + "'" + more);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const std::string json = read_text(dir / out);
+    return json.substr(json.find("\"val/loss\""));
+  };
+  CHECK(evaluate("", "eval_rate.json") == evaluate(" --set model.drop_path_rate=0.0", "eval_rate0.json"));
+}

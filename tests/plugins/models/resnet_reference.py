@@ -17,6 +17,9 @@ module names, so state_dict() has torchvision's keys.
   resnet_reference.py torchvision FILE   torch.save(state_dict) of a resnet18 with 3 classes,
                                     exactly as a user saves torchvision weights (OrderedDict with
                                     _metadata), for train.init_weights in torchscript_host_test.cpp
+  resnet_reference.py compare A B   for two host checkpoints (torch.load reads them): prints
+                                    "model <differing> of <tensors> differ; rng_cpu <same|differs>",
+                                    the model tensors compared bit for bit (resnet_host_test.cpp)
 """
 import pathlib
 import sys
@@ -139,9 +142,19 @@ def weights(directory):
         torch.save(out, directory / f"resnet{depth}_io.pt")
 
 
+def compare(a_file, b_file):
+    a, b = (torch.load(f, weights_only=False) for f in (a_file, b_file))
+    assert a["model"].keys() == b["model"].keys()
+    differing = sum(not torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    rng = "same" if torch.equal(a["rng_cpu"], b["rng_cpu"]) else "differs"
+    print(f"model {differing} of {len(a['model'])} differ; rng_cpu {rng}")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "keys":
         keys()
+    elif sys.argv[1] == "compare":
+        compare(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "torchvision":
         torch.manual_seed(18)
         torch.save(ResNet(18, 3).state_dict(), sys.argv[2])

@@ -27,7 +27,8 @@ const char* const kScript = "tests/plugins/models/resnet_reference.py";
 Config resnet_config(int64_t depth, int64_t classes = 1000, int64_t channels = 3, bool zero_init = false,
                      bool fused_norm = true) {
   return {{"depth", depth},           {"num_classes", classes},     {"in_channels", channels},
-          {"zero_init_residual", zero_init}, {"fused_norm", fused_norm}, {"input", std::string("image")}};
+          {"zero_init_residual", zero_init}, {"fused_norm", fused_norm}, {"input", std::string("image")},
+          {"drop_path_rate", 0.0}};
 }
 
 /// "<shape>" as resnet_reference.py prints it: "64,3,7,7", "-" for a scalar.
