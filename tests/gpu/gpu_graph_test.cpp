@@ -54,6 +54,11 @@ TEST_CASE("a graphed run takes the eager run's steps, bit for bit") {
       // momentum step on the host, the graph skips on the device, and both back off alike.
       {"fp16", "--set amp.precision=\"fp16\" --set amp.init_scale=1099511627776.0 --set optim.name=\"sgd\" "
                "--set optim.momentum=0.9 --set optim.lr=0.05 --set train.max_steps=45 "},
+      // ResNet-18's stochastic depth (da66e1a): the masks a replay draws are the eager step's,
+      // and the blocks that drop run the fused BatchNorm alone, then mask, add and ReLU.
+      {"resnet_drop_path", "--set amp.precision=\"bf16\" --set train.max_steps=25 "
+                           "--set model.component=\"org.torchhost.resnet\" --set model.depth=18 "
+                           "--set model.drop_path_rate=0.2 --set model.fused_norm=true "},
       // Two micro-batches per step and the epoch's short last batch and window, run eagerly.
       {"bf16_accumulation", "--set amp.precision=\"bf16\" --set train.grad_accum_steps=2 --set train.drop_last=false "
                             "--set data.train.size=1694 --set data.train.val_size=200 "},
