@@ -248,7 +248,7 @@ std::vector<HostKey> make_host_keys() {
           "divergence_threshold in mode min); inf = never"),
       TP_HOST_KEY(early_stopping, min_epochs, "0",
           "hold back every stop of early stopping but a non-finite `monitor`'s until this many epochs are "
-          "trained (Lightning's Trainer min_epochs)",
+          "trained; a stop once called for then happens (Lightning's Trainer min_epochs)",
           {.limit = at_least(0)}),
 
       // A Precision member: the precision kind comes with the type.

@@ -63,26 +63,34 @@ TEST_CASE("early stopping's patience stops where Lightning's does") {
   CHECK(reason == "m has not improved on 0.9 for 2 evaluations (early_stopping.patience = 2)");
 }
 
-TEST_CASE("min_epochs holds every stop but a non-finite monitor's back until that many epochs are trained") {
-  // Patience 1 calls for a stop after epoch 2; min_epochs = 4 holds it back until epoch 4, where the
-  // value still has not improved (Lightning: should_stop is ignored while epochs < min_epochs).
+TEST_CASE("min_epochs holds a stop back until that many epochs are trained, and the stop stays called for") {
+  // Lightning: EarlyStopping sets trainer.should_stop = should_stop or it, and the fit loop ignores
+  // it while fewer than min_epochs epochs are processed; it stops at the first check after.
+  // Patience 1 calls for a stop after epoch 2; min_epochs = 4 holds it until epoch 4.
   tp::EarlyStopping patience(options("min", 1, -kInf, kInf, 4));
-  CHECK(first_stop(patience, {1.0, 1.1, 1.2, 1.3, 1.4}).first == 4);
+  const auto [at, reason] = first_stop(patience, {1.0, 1.1, 1.2, 1.3, 1.4});
+  CHECK(at == 4);
+  CHECK(reason == "m has not improved on 1 for 1 evaluations (early_stopping.patience = 1); called for before "
+                  "early_stopping.min_epochs = 4 epochs were trained, and held until then");
   tp::EarlyStopping threshold(options("min", 0, 0.5, kInf, 3));
   CHECK(first_stop(threshold, {0.4, 0.4, 0.4}).first == 3);
-  // A held-back stop whose cause has gone by the time it may stop does not stop.
+  // A held stop whose cause has gone by min_epochs still happens (Lightning's should_stop stays set).
   tp::EarlyStopping recovered(options("min", 0, 0.5, kInf, 3));
-  CHECK(first_stop(recovered, {0.4, 0.4, 0.6, 0.6}).first == 0);
-  // A non-finite value stops at once: every later evaluation would be non-finite too.
+  CHECK(first_stop(recovered, {0.4, 0.4, 0.6, 0.6}).first == 3);
+  // A non-finite value stops at once (Lightning would hold it too): every later evaluation would be non-finite.
   tp::EarlyStopping diverged(options("min", 1, -kInf, kInf, 10));
   CHECK(first_stop(diverged, {1.0, std::nan("")}).first == 2);
+  // A threshold leaves the patience count alone (Lightning's elif chain).
+  tp::EarlyStopping counted(options("min", 5, 0.5, kInf, 10));
+  CHECK(first_stop(counted, {1.0, 1.1, 0.4}).first == 0);
+  CHECK(counted.state().at(1) == 1.0);
 }
 
-TEST_CASE("a run a threshold stopped stays stopped when resumed, unless the threshold moved past its value") {
+TEST_CASE("a resumed run stops where the uninterrupted one does: taken stops stay taken, held ones wait for min_epochs") {
   tp::EarlyStopping stopped(options("max", 0, -kInf, 0.8));
   REQUIRE(first_stop(stopped, {0.5, 0.9}).first == 2);
   const std::vector<double> state = stopped.state();
-  REQUIRE(state.size() == 4);
+  REQUIRE(state.size() == 7);
   tp::EarlyStopping resumed(options("max", 0, -kInf, 0.8));
   resumed.load_state(state);
   CHECK(resumed.ended_run(2) == std::optional<std::string>("m had reached 0.9, above early_stopping.stop_above = 0.8"));
@@ -93,9 +101,25 @@ TEST_CASE("a run a threshold stopped stays stopped when resumed, unless the thre
   tp::EarlyStopping old(options("max", 3, -kInf, 0.8));
   old.load_state({0.9, 1.0, 0.0});
   CHECK_FALSE(old.ended_run(2).has_value());
-  // A patience stop min_epochs still holds back at the resume point has not ended the run.
-  tp::EarlyStopping held(options("min", 1, -kInf, kInf, 5));
-  held.load_state({1.0, 3.0, 0.0, std::nan("")});
-  CHECK_FALSE(held.ended_run(3).has_value());
-  CHECK(held.ended_run(5).has_value());
+  // A three-value state whose count reached the patience was a taken stop (no min_epochs then).
+  tp::EarlyStopping old_stop(options("min", 2));
+  old_stop.load_state({0.9, 2.0, 0.0});
+  CHECK(old_stop.ended_run(3).has_value());
+  // The review's case: a patience stop held by min_epochs at the save has not ended the run; the
+  // resumed run takes it at min_epochs even though the value improved meanwhile, as the
+  // uninterrupted one does.
+  tp::EarlyStopping held(options("min", 1, -kInf, kInf, 4));
+  REQUIRE(first_stop(held, {1.0, 1.1}).first == 0);
+  tp::EarlyStopping held_resumed(options("min", 1, -kInf, kInf, 4));
+  held_resumed.load_state(held.state());
+  CHECK_FALSE(held_resumed.ended_run(2).has_value());
+  CHECK_FALSE(held_resumed.update({{"m", 0.8}}, 3).has_value());
+  CHECK(held_resumed.update({{"m", 0.7}}, 4).has_value());
+  // Once taken, the stop ends the resumed run; a patience raised above its count lets it train on.
+  tp::EarlyStopping taken(options("min", 1, -kInf, kInf, 4));
+  taken.load_state(held_resumed.state());
+  CHECK(taken.ended_run(4).has_value());
+  tp::EarlyStopping more_patient(options("min", 3, -kInf, kInf, 4));
+  more_patient.load_state(held_resumed.state());
+  CHECK_FALSE(more_patient.ended_run(4).has_value());
 }

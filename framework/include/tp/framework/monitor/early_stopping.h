@@ -1,10 +1,12 @@
 // EarlyStopping: stops training when the monitored evaluation value has not improved by more
 // than min_delta for `patience` evaluations, at once when it passes stop_below or stop_above
 // (Lightning's stopping and divergence thresholds), or at once when it is NaN/Inf
-// (check_finite); min_epochs holds back all but the last until that many epochs are trained.
-// Its state (best, evaluations without improvement, what stopped it) is
-// checkpointed so a resumed run stops at the same evaluation as an uninterrupted one, and a run it
-// stopped stays stopped when resumed (ended_run).
+// (check_finite). As Lightning's Trainer(min_epochs), a stop called for before min_epochs whole
+// epochs is held, not forgotten: it happens at the first evaluation once they are trained, even
+// if the value improved meanwhile (a non-finite value is never held: the run diverged). Its state
+// (best, evaluations without improvement, the held or taken stop) is checkpointed so a resumed
+// run stops at the same evaluation as an uninterrupted one, and a run it stopped stays stopped
+// when resumed (ended_run).
 #pragma once
 
 #include <optional>
@@ -39,22 +41,34 @@ class EarlyStopping {
   std::optional<std::string> ended_run(int64_t epochs_trained) const;
 
   /// {best, evaluations without improvement, 1 when a non-finite value stopped the run, the
-  /// value a threshold stopped it at (NaN when none did)}; empty when off.
+  /// value of the last threshold stop (NaN when none), the stop called for (0 none, 1 patience,
+  /// 2 threshold), 1 when it was taken (not held by min_epochs), the patience count when it was
+  /// called}; empty when off.
   std::vector<double> state() const;
   /// Restores state(); ignores an empty or mis-sized vector (a checkpoint from a run without it).
-  /// A two-value state (before the non-finite flag) reads as not stopped by a non-finite value,
-  /// a three-value one (before the thresholds) as not stopped by a threshold.
+  /// A two-value state (before the non-finite flag) reads as not stopped by a non-finite value;
+  /// two- and three-value states (before the thresholds and min_epochs) as stopped by patience
+  /// when its count had reached it.
   void load_state(const std::vector<double>& state);
 
  private:
+  /// Which rule called for a stop.
+  enum class Cause { kNone = 0, kPatience = 1, kThreshold = 2 };
+
   /// The threshold `value` passes ("below early_stopping.stop_below = x"), or "".
   std::string passed_threshold(double value) const;
+  /// The sentence of the stop called for, from the state; `had`: for a resumed run.
+  std::string reason(bool had) const;
 
   EarlyStoppingSection options_;
   double best_;
   int64_t wait_ = 0;
   bool stopped_non_finite_ = false;
-  double threshold_value_; ///< the value a threshold stopped the run at; NaN while none did
+  double threshold_value_; ///< the value a threshold stop was called for at; NaN while none was
+  Cause called_ = Cause::kNone; ///< the stop called for, sticky as Lightning's should_stop
+  bool taken_ = false;          ///< the called stop happened (min_epochs were trained)
+  int64_t called_wait_ = 0;     ///< a patience stop's count when called (wait_ may reset while held)
+  bool held_ = false;           ///< min_epochs held the called stop at an evaluation (for the log)
 };
 
 }  // namespace tp
