@@ -125,7 +125,7 @@ int train_in(Session& session, const TrainingRunDirectory& run_dir, const Option
   // 5-6. Rank 0's own work before the first step, agreed on by every rank before they meet in
   //      training's collectives (a refusal there names its reason on every rank).
   std::optional<MlflowTracker> mlflow;
-  run_agreed(session.dist.get(), "agree on the run's record and tracking", [&] {
+  const auto record_and_track = [&] {
     // 5. The run's identity, recorded; runtime.toml from now on.
     // A finished run resumed (a requeued job) trains nothing: its config.toml and runtime.toml keep
     // describing what trained, whatever this command's settings (experiment trial F16).
@@ -143,7 +143,18 @@ int train_in(Session& session, const TrainingRunDirectory& run_dir, const Option
       mlflow.emplace(config, session.run_dir, trainer.run_id(), /*resumed=*/!run.start_path.empty(), log);
     // A signal during the server's start-up requests (which it cuts short) stops before the first step.
     stop_if_signalled("host train", "while the MLflow run was set up" + before_training);
-  });
+  };
+  try {
+    run_agreed(session.dist.get(), "agree on the run's record and tracking", record_and_track);
+  } catch (const Interrupted&) {
+    // The MLflow run rank 0 created ends as fit_tracked would end it: another rank's refusal (or a
+    // signal) after its creation must not leave it RUNNING on the server (review of 50fc8dc).
+    if (mlflow) mlflow->end(MlflowEnd::kKilled);
+    throw;
+  } catch (...) {
+    if (mlflow) mlflow->end(MlflowEnd::kFailed);
+    throw;
+  }
   // 7. Training.
   const FitSummary summary = fit_tracked(trainer, mlflow ? &*mlflow : nullptr);
   // 8. The summary: the log's line on every rank, the outputs on rank 0.

@@ -34,6 +34,15 @@ fs::path export_with_warning(const Exported& run) {
   return with_metadata(run.exported, "torchhost.libtorch", "3.1.0", run.dir / "log_future.safetensors");
 }
 
+/// Routes the process's log back to stderr when a test case ends, however it ends: a REQUIRE that
+/// fails must not leave the route writing into the case's destroyed vector for later cases.
+struct StderrLogAtExit {
+  StderrLogAtExit() = default;
+  StderrLogAtExit(const StderrLogAtExit&) = delete;
+  StderrLogAtExit& operator=(const StderrLogAtExit&) = delete;
+  ~StderrLogAtExit() { tp::infer::set_log(nullptr); }
+};
+
 /// The C callback: appends to the std::vector<Line> behind `user_data`.
 void collect_line(void* user_data, int32_t level, const char* source, const char* message) {
   static_cast<std::vector<Line>*>(user_data)->push_back({static_cast<tp::infer::LogLevel>(level), source, message});
@@ -45,6 +54,7 @@ TEST_CASE("tp::infer::set_log: the library's lines reach the caller's function, 
   const Exported& run = exported();
   const fs::path future = export_with_warning(run);
   std::vector<Line> lines;
+  const StderrLogAtExit reset_route;
   tp::infer::set_log([&](tp::infer::LogLevel level, const std::string& source, const std::string& message) {
     lines.push_back({level, source, message});
   });
@@ -86,6 +96,7 @@ TEST_CASE("tp_infer_set_log: a C callback with its user data; an unknown level r
   const Exported& run = exported();
   const fs::path future = export_with_warning(run);
   std::vector<Line> lines;
+  const StderrLogAtExit reset_route;
   REQUIRE(tp_infer_set_log(collect_line, &lines, TP_INFER_LOG_WARNING) == TP_OK);
   tp_infer_model_t* model = nullptr;
   const std::string printed = stderr_of(run.dir / "c_routed.err", [&] {

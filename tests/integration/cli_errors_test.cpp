@@ -4,6 +4,8 @@
 #include <fstream>
 #include <string>
 
+#include <ATen/ATen.h>
+
 #include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/error.h"
 #include "tp/version.h"
@@ -253,7 +255,19 @@ TEST_CASE("nan_policy = skip puts back the BatchNorm statistics the skipped step
   CHECK(run.exit_code == 0);
   CHECK(contains(run.output, "1 steps skipped for a non-finite loss"));
   CHECK(!contains(run.output, "not saving the checkpoint"));
-  CHECK(std::filesystem::exists(dir / "checkpoints" / "last.pt"));
+  // 256 samples in 16 steps: the 15 that trained counted their batch, the skipped one not, and
+  // the statistics are those the 15 left (finite).
+  const tp::LoadedCheckpoint saved = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
+  bool counted = false;
+  for (const auto& [name, tensor] : saved.model) {
+    CAPTURE(name);
+    CHECK(at::isfinite(tensor.to(at::kDouble)).all().item<bool>());
+    if (name == "norm.num_batches_tracked") {
+      counted = true;
+      CHECK(tensor.item<int64_t>() == 15);
+    }
+  }
+  CHECK(counted);
 }
 
 TEST_CASE("a diverging run saves no inf/NaN weights: the error names the step, the finite checkpoints stay") {

@@ -79,7 +79,15 @@ class Rewrite {
   };
 
   void tokenize() {
+    // About 70 bytes of bookkeeping per opcode: a pickle of one-byte opcodes must not cost
+    // gigabytes before it is refused (review of 0c192b6). A state_dict with its optimizer state
+    // takes some twenty opcodes a tensor; 2^22 is far past any checkpoint's.
+    constexpr std::size_t kMaxOpcodes = std::size_t{1} << 22;
     const PickleWalkEnd end = walk_pickle(p_, PickleOpcodes::kProtocol2, [&](const PickleOp& op) {
+      if (ops_.size() == kMaxOpcodes)
+        throw Error(detail::concat("the pickle holds more than ", kMaxOpcodes, " opcodes (", p_.size(),
+                                   " bytes), far past a checkpoint's; torchhost reads no larger one. Save the weights "
+                                   "alone: torch.save(checkpoint[\"state_dict\"], \"weights.pt\")"));
       ops_.push_back(op);
       return true;
     });

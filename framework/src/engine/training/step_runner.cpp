@@ -120,7 +120,11 @@ StepOutcome StepRunner::optimizer_step(const MicroBatchFeed& next, int64_t windo
   if (plan.probe) probe.emplace(placement_.device());
   if (plan.use == StepCapture::Use::kEager) train_held(held.batches, held.next_indices, window_length, at);
   else run_graph(plan.use, held, window_length, at);
-  if (!outcome.complete) return outcome; // the loader ran dry: a partial window takes no update
+  // The loader ran dry: a partial window takes no update, and a poisoned one leaves no buffers.
+  if (!outcome.complete) {
+    if (window_.poisoned) put_back_buffers();
+    return outcome;
+  }
   // 4-5. Agree with the other ranks, then update, unless nan_policy = "skip" poisoned the window
   //      or no rank had an item.
   const bool replayed = plan.use != StepCapture::Use::kEager;
@@ -186,10 +190,7 @@ bool StepRunner::update_or_skip(const StepPosition& at) {
     optim_.optimizer->zero_grad(/*set_to_none=*/true);
     if (window_.poisoned) {
       ++skipped_steps_;
-      c10::NoGradGuard no_grad;
-      auto before = window_.buffers_before.begin();
-      for (const auto& s : model_state_)
-        if (s.is_buffer && before != window_.buffers_before.end()) s.tensor.detach().copy_(*before++);
+      put_back_buffers();
     }
     return false;
   }
@@ -450,6 +451,13 @@ void StepRunner::update_parameters() {
     correction = at::where(totals_.items > 0, totals_.estimate / totals_.items, at::zeros_like(totals_.items));
   // A graphed step measures the gradient norm every step: the capture serves every later step.
   update_.apply(correction, window_.log || window_.capturing);
+}
+
+void StepRunner::put_back_buffers() {
+  c10::NoGradGuard no_grad;
+  auto before = window_.buffers_before.begin();
+  for (const auto& s : model_state_)
+    if (s.is_buffer && before != window_.buffers_before.end()) s.tensor.detach().copy_(*before++);
 }
 
 void StepRunner::sync_buffers() {

@@ -206,6 +206,8 @@ class StepRunner {
   bool update_or_skip(const StepPosition& at);
   /// 5. The update with this window's gradient correction (ParameterUpdate::apply).
   void update_parameters();
+  /// nan_policy = "skip": the model's buffers as the poisoned window began (WindowState::buffers_before).
+  void put_back_buffers();
   /// dist.broadcast_buffers: rank 0's buffers (BatchNorm statistics) to all ranks, before a
   /// window's first forward, as Python's DDP does. Nothing for a model without buffers.
   void sync_buffers();

@@ -81,7 +81,8 @@ class Collectives {
   Agreement agree(uint32_t flags, const at::Tensor& sums, const char* what);
   /// [all ranks] One rank's failure becomes every rank's: each passes its own message ("" for
   /// none) and gets "rank R: <message>" of the lowest failing rank, or "" when none failed
-  /// (DistContext::first_failure: one all-reduce, the messages through the rendezvous store).
+  /// (DistContext::first_failure: one all-reduce, a second when a rank failed, the messages
+  /// through the rendezvous store).
   std::string first_failure(const std::string& own_failure, const char* what);
   /// [all ranks] The gradient all-reduce over the trainable tensors of `state` (dist.overlap:
   /// `overlap`). Logs nothing; a collective shape check under data-parallel training.
