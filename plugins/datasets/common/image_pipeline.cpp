@@ -8,6 +8,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "jpeg_crop.h"
+#include "pil_resample.h"
 #include "pixel_io.h"
 #include "rng.h"
 #include "tp/cpp/guard.h"
@@ -23,6 +24,12 @@ struct Plan {
   double x = 0, y = 0, w = 0, h = 0;
   Size2 out;
   bool flip = false;
+  // The same geometry as torchvision applies it to a PIL image, for interpolation = "bicubic":
+  // the whole-pixel box `src` of the original resized to `resized`, of which the output is the
+  // window of size `out` at (top, left). (The bilinear path keeps its fractional crop above.)
+  CropBox src;
+  Size2 resized;
+  int top = 0, left = 0;
 };
 
 /// torchvision.transforms.RandomResizedCrop.get_params as a Plan.
@@ -34,6 +41,8 @@ Plan random_resized_crop(int height, int width, const TransformOptions& o, Rng& 
   p.y = box.y;
   p.w = box.w;
   p.h = box.h;
+  p.src = box;  // torchvision's resized_crop: crop, then resize the crop to the output
+  p.resized = p.out;
   return p;
 }
 
@@ -53,6 +62,8 @@ Plan resize_center_crop(int height, int width, const TransformOptions& o, const 
   p.w = width;
   p.h = height;
   p.out = resized;
+  p.src = CropBox{0, 0, width, height};
+  p.resized = resized;
   if (o.center_crop.set()) {
     if (o.center_crop.h > resized.h || o.center_crop.w > resized.w)
       throw Failure(TP_ERR_CONFIG, std::string(o.component) + ": center_crop " + std::to_string(o.center_crop.h) + "x" +
@@ -69,6 +80,8 @@ Plan resize_center_crop(int height, int width, const TransformOptions& o, const 
     p.h = o.center_crop.h * sy;
     p.w = o.center_crop.w * sx;
     p.out = o.center_crop;
+    p.top = static_cast<int>(top);
+    p.left = static_cast<int>(left);
   }
   return p;
 }
@@ -127,6 +140,58 @@ int reduced_flag(int r) {
   }
 }
 
+/// Steps 3 and 4 of transform_image for interpolation = "bilinear": decode (reduced for a JPEG
+/// when fast_decode and the crop allow), cut the plan's crop rounded to whole pixels, resize_bgr.
+/// `full` is the whole decode when the size needed one, else empty.
+cv::Mat bilinear_pixels(const std::vector<unsigned char>& bytes, cv::Mat full, const Plan& plan, int height, int width,
+                        const TransformOptions& o, const std::string& path) {
+  // A JPEG decodes only the crop's pixels (jpeg_crop.h: the pixels of the whole-image decode
+  // below, bit for bit); what that does not take, and every other format, decodes whole, then crops.
+  cv::Mat roi;
+  if (full.empty()) {
+    const int r = o.fast_decode ? reduction_for(plan) : 1;
+    roi = decode_jpeg_crop(bytes, r, [&](int cols, int rows) {
+      const ImageBox box = crop_in(plan, height, width, cols, rows);
+      return PixelRect{box.x0, box.y0, box.x1, box.y1};
+    });
+    if (roi.empty()) full = decode_bgr(bytes, reduced_flag(r), path, o.component);
+  }
+  if (roi.empty()) {
+    const ImageBox box = crop_in(plan, height, width, full.cols, full.rows);
+    roi = full(cv::Rect(box.x0, box.y0, box.x1 - box.x0, box.y1 - box.y0));
+  }
+  // On 8-bit pixels (3 bytes per pixel instead of 12 for float): area averaging when shrinking
+  // (antialiased, like torchvision's antialias=True), bilinear when enlarging, both in turn when
+  // one side shrinks and the other grows (resize_bgr).
+  return resize_bgr(roi, plan.out.h, plan.out.w);
+}
+
+/// Steps 3 and 4 for interpolation = "bicubic": PIL's resize of plan.src to plan.resized, only
+/// the output window, from only the source pixels that window reads (a JPEG decodes just those).
+/// Always at full scale: a reduced JPEG decode is a low-pass filter of its own, which a timm /
+/// torchvision user's PIL decode does not apply, so fast_decode is the bilinear path's alone.
+cv::Mat bicubic_pixels(const std::vector<unsigned char>& bytes, cv::Mat full, const Plan& plan, int height, int width,
+                       const TransformOptions& o, const std::string& path) {
+  const ResampleAxis ax = bicubic_axis(plan.src.w, plan.resized.w, plan.left, plan.out.w);
+  const ResampleAxis ay = bicubic_axis(plan.src.h, plan.resized.h, plan.top, plan.out.h);
+  const PixelRect need{plan.src.x + ax.lo(), plan.src.y + ay.lo(), plan.src.x + ax.hi(), plan.src.y + ay.hi()};
+  cv::Mat roi;
+  if (full.empty()) {
+    roi = decode_jpeg_crop(bytes, 1, [&](int, int) { return need; });
+    if (roi.empty()) full = decode_bgr(bytes, cv::IMREAD_COLOR, path, o.component);
+  }
+  if (roi.empty()) {
+    // The plan was drawn from the header's size; a decode of another size has no such pixels.
+    if (full.cols != width || full.rows != height)
+      throw Failure(TP_ERR_IO, std::string(o.component) + ": '" + path + "' decodes to " + std::to_string(full.cols) +
+                                   "x" + std::to_string(full.rows) + " pixels, not the " + std::to_string(width) + "x" +
+                                   std::to_string(height) + " its header declares; fix or remove the file");
+    roi = full(cv::Rect(need.x0, need.y0, need.x1 - need.x0, need.y1 - need.y0));
+  }
+  return resample_bicubic(roi, ax, ay,
+                          pil_vertical_first(plan.src.w, plan.src.h, plan.resized.w, plan.resized.h));
+}
+
 }  // namespace
 
 std::array<int32_t, 7> ImageBox::values() const {
@@ -164,26 +229,11 @@ Image transform_image(const std::vector<unsigned char>& bytes, const std::string
   }
   // 2. Geometry in original pixels; every random draw depends only on (seed, original size).
   const Plan plan = draw_plan(height, width, o, seed, path);
-  // 3. Decode (reduced for JPEG when the crop is much larger than the output) and crop. A JPEG
-  //    decodes only the crop's pixels (jpeg_crop.h: the pixels of the whole-image decode below,
-  //    bit for bit); what that does not take, and every other format, decodes whole, then crops.
-  cv::Mat roi;
-  if (full.empty()) {
-    const int r = o.fast_decode ? reduction_for(plan) : 1;
-    roi = decode_jpeg_crop(bytes, r, [&](int cols, int rows) {
-      const ImageBox box = crop_in(plan, height, width, cols, rows);
-      return PixelRect{box.x0, box.y0, box.x1, box.y1};
-    });
-    if (roi.empty()) full = decode_bgr(bytes, reduced_flag(r), path, o.component);
-  }
-  if (roi.empty()) {
-    const ImageBox box = crop_in(plan, height, width, full.cols, full.rows);
-    roi = full(cv::Rect(box.x0, box.y0, box.x1 - box.x0, box.y1 - box.y0));
-  }
-  // 4. Resize on 8-bit pixels (3 bytes per pixel instead of 12 for float): area averaging when
-  //    shrinking (antialiased, like torchvision's antialias=True), bilinear when enlarging, both
-  //    in turn when one side shrinks and the other grows (resize_bgr).
-  cv::Mat sized = resize_bgr(roi, plan.out.h, plan.out.w);
+  // 3-4. Decode only what the crop needs (reduced for a bilinear JPEG when the crop is much
+  //      larger than the output), then one resize on 8-bit pixels.
+  cv::Mat sized = o.interpolation == Interpolation::kBicubic
+                      ? bicubic_pixels(bytes, full, plan, height, width, o, path)
+                      : bilinear_pixels(bytes, full, plan, height, width, o, path);
   // 5. RandAugment / TrivialAugment on 8-bit pixels, after the flip as in a torchvision recipe;
   //    the flip is then done here (one extra copy) rather than in the write pass.
   bool flip = plan.flip;

@@ -25,6 +25,13 @@ struct Size2 {
   bool set() const { return h > 0 && w > 0; }
 };
 
+/// How the one resize of a sample interpolates (the `interpolation` key).
+enum class Interpolation {
+  kBilinear,  ///< "bilinear": area averaging when shrinking, bilinear when enlarging (resize_bgr, OpenCV)
+  kBicubic,   ///< "bicubic": PIL's antialiased bicubic (pil_resample.h), torchvision's BICUBIC on PIL
+              ///< images as timm uses it; the JPEG decoded at full size, whatever fast_decode says
+};
+
 /// The transforms of one split, fixed at create().
 struct TransformOptions {
   int resize_short = 0;       ///< `resize = [s]`: shorter side to s (longer = int(s * long / short))
@@ -33,6 +40,7 @@ struct TransformOptions {
   Size2 random_resized_crop;  ///< train only; replaces resize and center_crop when set
   std::array<double, 2> scale{0.08, 1.0};             ///< random_resized_crop area fraction range
   std::array<double, 2> ratio{3.0 / 4.0, 4.0 / 3.0};  ///< random_resized_crop aspect range (w / h)
+  Interpolation interpolation = Interpolation::kBilinear;  ///< the resize (resize + center_crop, random_resized_crop)
   double hflip = 0.0;         ///< train only: probability of a horizontal mirror
   double brightness = 0.0;    ///< train only: factor uniform in [max(0, 1 - b), 1 + b]
   double contrast = 0.0;      ///< train only: as brightness, blend with the mean grey level
@@ -42,7 +50,7 @@ struct TransformOptions {
   std::array<float, 3> mean{0.f, 0.f, 0.f};  ///< RGB, applied after scaling pixels to [0, 1]
   std::array<float, 3> std{1.f, 1.f, 1.f};
   bool channels_last = false; ///< memory HWC (logical shape stays [3, H, W])
-  bool fast_decode = true;    ///< JPEG: decode at 1/2, 1/4 or 1/8 scale when the crop allows
+  bool fast_decode = true;    ///< JPEG: decode at 1/2, 1/4 or 1/8 scale when the crop allows (bilinear only)
   int64_t max_image_pixels = kDefaultMaxImagePixels;  ///< a larger declared size fails the sample; 0: no limit
   bool random = false;        ///< true for the train split: the random transforms run
   const char* component = "image_folder";  ///< the dataset its messages name (static storage)

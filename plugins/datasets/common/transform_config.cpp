@@ -69,6 +69,15 @@ AugmentOptions read_augment(const tp::cpp::ConfigReader& cfg, const char* compon
   return a;
 }
 
+Interpolation read_interpolation(const tp::cpp::ConfigReader& cfg, const char* component) {
+  const std::string value = cfg.get_string("interpolation");
+  if (value == "bilinear") return Interpolation::kBilinear;
+  if (value == "bicubic") return Interpolation::kBicubic;
+  throw Failure(TP_ERR_CONFIG, prefix_of(component) + "interpolation must be \"bilinear\" (the default: area averaging "
+                                   "when shrinking, bilinear when enlarging) or \"bicubic\" (PIL's antialiased bicubic, "
+                                   "timm's --interpolation bicubic), got \"" + value + "\"");
+}
+
 ErasingOptions read_erasing(const tp::cpp::ConfigReader& cfg, const char* component) {
   ErasingOptions e;
   e.p = cfg.get_float_in("random_erasing", 0.0, 1.0);
@@ -96,6 +105,7 @@ TransformOptions read_transform(const tp::cpp::ConfigReader& cfg, bool train, co
   t.scale = read_range(cfg, component, "scale");
   if (t.scale[1] > 1.0) throw Failure(TP_ERR_CONFIG, prefix_of(component) + "scale must lie in (0, 1]");
   t.ratio = read_range(cfg, component, "ratio");
+  t.interpolation = read_interpolation(cfg, component);
   t.hflip = cfg.get_float_in("hflip", 0.0, 1.0);
   t.brightness = cfg.get_float_in("brightness", 0.0, 1e6);
   t.contrast = cfg.get_float_in("contrast", 0.0, 1e6);
@@ -131,20 +141,24 @@ std::string encoded_image_refusal(const TransformOptions& o) {
     return prefix_of(o.component) +
            "the image size varies (no random_resized_crop on train, center_crop or resize = [h, w]), so this "
            "split's images are decoded on the CPU";
-  if (!o.random) return "";
   std::vector<const char*> keys;
-  if (o.augment.kind == AugmentOptions::Kind::kRandAugment) keys.push_back("rand_augment");
-  if (o.augment.kind == AugmentOptions::Kind::kTrivialAugmentWide) keys.push_back("trivial_augment");
-  if (o.erasing.p > 0.0) keys.push_back("random_erasing");
-  if (o.brightness > 0.0) keys.push_back("brightness");
-  if (o.contrast > 0.0) keys.push_back("contrast");
-  if (o.saturation > 0.0) keys.push_back("saturation");
+  // The device kernel resizes bilinearly (docs/datasets.md, "Decoding on the GPU"), on every split.
+  if (o.interpolation == Interpolation::kBicubic) keys.push_back("interpolation = \"bicubic\"");
+  if (o.random) {
+    if (o.augment.kind == AugmentOptions::Kind::kRandAugment) keys.push_back("rand_augment");
+    if (o.augment.kind == AugmentOptions::Kind::kTrivialAugmentWide) keys.push_back("trivial_augment");
+    if (o.erasing.p > 0.0) keys.push_back("random_erasing");
+    if (o.brightness > 0.0) keys.push_back("brightness");
+    if (o.contrast > 0.0) keys.push_back("contrast");
+    if (o.saturation > 0.0) keys.push_back("saturation");
+  }
   if (keys.empty()) return "";
   std::string listed;
   for (std::size_t i = 0; i < keys.size(); ++i)
     listed += std::string(i == 0 ? "" : i + 1 == keys.size() ? " and " : ", ") + keys[i];
   return prefix_of(o.component) + listed + (keys.size() == 1 ? " changes" : " change") +
-         " decoded pixels, which only the CPU path makes, so the train split's images are decoded on the CPU";
+         " decoded pixels, which only the CPU path makes, so " + (o.random ? "the train split's" : "this split's") +
+         " images are decoded on the CPU";
 }
 
 tp_encoded_image_t encoded_image_declaration(const TransformOptions& o, const std::string& refusal) {

@@ -1,4 +1,4 @@
-// The transform keys of the image datasets (resize, crops, flip, colour jitter, RandAugment /
+// The transform keys of the image datasets (resize, crops, interpolation, flip, colour jitter, RandAugment /
 // TrivialAugmentWide, random erasing, normalisation, layout, decode limits): their schema
 // entries and their reading into TransformOptions, one definition for every dataset that serves
 // images through image_pipeline.h (image_folder, webdataset), so a key means the same in each;
@@ -33,6 +33,10 @@ inline constexpr tp_config_key_t kTransformKeys[] = {
     tp::cpp::config_key("scale", TP_CFG_FLOAT_ARRAY, "[0.08, 1.0]", "random_resized_crop area range"),
     tp::cpp::config_key("ratio", TP_CFG_FLOAT_ARRAY, "[0.75, 1.3333333333333333]",
                         "random_resized_crop aspect (w/h) range"),
+    tp::cpp::config_key("interpolation", TP_CFG_STRING, "\"bilinear\"",
+                        "the resize of resize/center_crop and random_resized_crop: \"bilinear\" (area averaging when "
+                        "shrinking, bilinear when enlarging) or \"bicubic\" (PIL's antialiased bicubic, torchvision's "
+                        "and timm's BICUBIC; full-size JPEG decode, CPU decode only)"),
     tp::cpp::config_key("hflip", TP_CFG_FLOAT, "0.0", "train only: probability of a horizontal flip"),
     tp::cpp::config_key("brightness", TP_CFG_FLOAT, "0.0", "train only: colour jitter, factor in [1-b, 1+b]"),
     tp::cpp::config_key("contrast", TP_CFG_FLOAT, "0.0", "train only: colour jitter, factor in [1-c, 1+c]"),
@@ -92,9 +96,10 @@ Size2 fixed_output_size(const TransformOptions& o);
 /// Why a split read with `o` cannot hand its "image" field over encoded for the host to decode on
 /// the device (plugin ABI 1.11, tp_encoded_image_t.reason), as one sentence naming the keys, or
 /// "" when it can. It can when its output is a fixed size made only by crop, resize, flip and
-/// normalisation: not when the size varies (fixed_output_size), nor on the train split with
-/// rand_augment, trivial_augment, random_erasing, brightness, contrast or saturation (they change
-/// decoded pixels; other splits ignore them).
+/// normalisation: not when the size varies (fixed_output_size), nor with interpolation = "bicubic"
+/// (any split: the device kernel resizes bilinearly), nor on the train split with rand_augment,
+/// trivial_augment, random_erasing, brightness, contrast or saturation (they change decoded
+/// pixels; other splits ignore them).
 std::string encoded_image_refusal(const TransformOptions& o);
 
 /// The split's declaration of "image" for tp_dataset_v1_t.encoded_images: unavailable with

@@ -241,6 +241,30 @@ TEST_CASE("image_folder encoded: each key that changes decoded pixels makes trai
   }
 }
 
+TEST_CASE("image_folder encoded: interpolation = \"bicubic\" makes every split unavailable, naming the key") {
+  // The device kernel resizes bilinearly: a bicubic run decodes on the CPU, val included (migration F13).
+  const JpegFolder f = write_jpegs("if_encoded_bicubic");
+  PluginLibrary lib("image_folder");
+  FakeConfig cfg;
+  configure_recipe(lib, cfg, f.root);
+  cfg.values["interpolation"] = std::string("bicubic");
+  cfg.values["brightness"] = 0.4;
+  for (const char* split : {"train", "val"}) {
+    CAPTURE(split);
+    Dataset ds(lib, kId, cfg, split);
+    const tp_encoded_image_t d = declaration(ds);
+    CHECK(d.available == 0);
+    REQUIRE(d.reason != nullptr);
+    const std::string reason = d.reason;
+    CHECK_MESSAGE(reason.find("interpolation = \"bicubic\"") != std::string::npos, reason);
+    // Train names its other key too; val ignores brightness.
+    CHECK((reason.find("interpolation = \"bicubic\" and brightness change decoded pixels") != std::string::npos) ==
+          (std::string(split) == "train"));
+    if (std::string(split) == "val")
+      CHECK_MESSAGE(reason.find("so this split's images are decoded on the CPU") != std::string::npos, reason);
+  }
+}
+
 TEST_CASE("image_folder encoded: the box is the CPU path's crop; decoding it as the ABI says gives the CPU pixels bit for bit") {
   const JpegFolder f = write_jpegs("if_encoded_pixels");
   PluginLibrary lib("image_folder");

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
 
 #include <doctest/doctest.h>
 
@@ -158,4 +160,46 @@ TEST_CASE("a model whose image_size is not its declared examples': export writes
   CHECK(check.exit_code == 0);
   CHECK(check.output.find("[ok] org.torchhost.small_cnn: ") != std::string::npos);
   CHECK(check.output.find("on the run's first training samples (its example inputs do not fit the run's options: ") != std::string::npos);
+}
+
+TEST_CASE("interpolation = \"bicubic\": the export records it, predict resizes with it, data.decode = \"gpu\" is refused") {
+  // Migration trial F13: timm's bicubic weights. The 32x32 images are enlarged to 48, so the resize matters.
+  const std::string sets = " --set data.train.resize=[48,48] --set model.image_size=48"
+                           " --set data.train.interpolation=\"bicubic\" --set data.decode=\"auto\"";
+  const auto [dir, cfg, out, exported] = trained_and_exported("image_folder_bicubic", 4, 2, sets);
+  // data.decode = "auto" fell back to the CPU path, saying why.
+  const std::string runtime = tp::test::read_text(out / "runtime.toml");
+  INFO(runtime);
+  CHECK(runtime.find("interpolation = \\\"bicubic\\\"") != std::string::npos);
+  // tp::infer builds the export's preprocessing from these options, the bicubic key among them.
+  const Json pre = Json::parse(metadata_of(exported).at("torchhost.preprocessing").get<std::string>());
+  CHECK(pre.at("options").at("interpolation") == "bicubic");
+
+  // host predict reads the run's table: bicubic; the same file read bilinearly gives other logits
+  // (a textured one: a flat colour resizes to itself either way).
+  cv::Mat textured(32, 32, CV_8UC3);
+  for (int y = 0; y < 32; ++y)
+    for (int x = 0; x < 32; ++x)
+      textured.at<cv::Vec3b>(y, x) = cv::Vec3b(static_cast<uchar>((x / 2 + y / 3) % 2 * 200), static_cast<uchar>(8 * x),
+                                               static_cast<uchar>(255 - 8 * y));
+  REQUIRE(cv::imwrite((dir / "textured.png").string(), textured));
+  const auto predict = [&](const std::string& file, const std::string& more) {
+    const auto run = tp::test::run_host("predict --config '" + cfg.string() + "' --output-dir '" + out.string() +
+                                        "' --checkpoint last --images '" + (dir / "textured.png").string() +
+                                        "' --output '" + (dir / file).string() + "'" + sets + more);
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    return tp::test::read_text(dir / file);
+  };
+  const std::string bicubic = predict("bicubic.csv", "");
+  CHECK(bicubic == predict("again.csv", ""));
+  CHECK(bicubic != predict("bilinear.csv", " --set data.train.interpolation=\"bilinear\""));
+
+  // The device decoder resizes bilinearly: "gpu" stops before a step, naming both keys (exit 2).
+  const auto gpu = tp::test::run_host("train --config '" + cfg.string() + "' --output-dir '" + (dir / "gpu").string() +
+                                      "'" + sets + " --set data.decode=\"gpu\"");
+  INFO(gpu.output);
+  CHECK(gpu.exit_code == 2);
+  CHECK(gpu.output.find("data.decode = \"gpu\" cannot decode the train split's images on the device") != std::string::npos);
+  CHECK(gpu.output.find("interpolation = \"bicubic\" changes decoded pixels") != std::string::npos);
 }

@@ -95,6 +95,25 @@ TEST_CASE("image_folder: a mean or std above 1 is refused as 0-255 values, showi
   CHECK(Dataset(lib, kId, cfg, "train").size() == 9);
 }
 
+TEST_CASE("image_folder: interpolation is \"bilinear\" or \"bicubic\"; another value names the key and both") {
+  const Fixture f = write_folder("if_interpolation", 8, 8);
+  PluginLibrary lib("image_folder");
+  FakeConfig cfg;
+  configure(lib, cfg, f.root);
+  void* self = nullptr;
+  cfg.values["interpolation"] = std::string("bicubc");
+  CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_CONFIG);
+  CHECK_MESSAGE(lib.host.last_error.find("image_folder: interpolation must be \"bilinear\"") != std::string::npos,
+                lib.host.last_error);
+  CHECK(lib.host.last_error.find("or \"bicubic\"") != std::string::npos);
+  CHECK(lib.host.last_error.find("got \"bicubc\"") != std::string::npos);
+  cfg.values["interpolation"] = std::string("bicubic");
+  cfg.values["resize"] = std::vector<int64_t>{5};
+  Dataset ds(lib, kId, cfg, "train");
+  const Sample s = ds.get(0, 1);
+  CHECK(s.shape("image") == std::vector<int64_t>{3, 5, 5});
+}
+
 TEST_CASE("image_folder: resize and center_crop match OpenCV computed independently") {
   const Fixture f = write_folder("if_geometry", 40, 60);
   PluginLibrary lib("image_folder");

@@ -159,7 +159,7 @@ DEFAULTS = {
     "shards": "", "val_shards": "", "test_shards": "", "image_extensions": IMAGE_EXTENSIONS,
     "label_extension": "cls", "json_label_key": "label", "cache": False, "cache_dir": "",
     "resize": [], "center_crop": [], "random_resized_crop": [], "scale": [0.08, 1.0],
-    "ratio": [0.75, 1.3333333333333333], "hflip": 0.0, "brightness": 0.0, "contrast": 0.0, "saturation": 0.0,
+    "ratio": [0.75, 1.3333333333333333], "interpolation": "bilinear", "hflip": 0.0, "brightness": 0.0, "contrast": 0.0, "saturation": 0.0,
     "rand_augment": [], "trivial_augment": False, "random_erasing": 0.0, "erasing_scale": [0.02, 0.33],
     "erasing_ratio": [0.3, 3.3], "erasing_value": "zero", "mean": [0.0, 0.0, 0.0], "std": [1.0, 1.0, 1.0],
     "channels_last": False, "fast_decode": True, "max_image_pixels": 178956970, "class_names": [],
