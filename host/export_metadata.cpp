@@ -89,13 +89,19 @@ Json preprocessing_json(const toml::table& config) {
   if (const auto* where = data->get_as<std::string>("decode")) decode["data.decode"] = where->get();
   if (const auto* fast = table->get_as<bool>("fast_decode")) {
     decode["fast_decode"] = fast->get();
-    decode["note"] = fast->get()
+    // interpolation = "bicubic" decodes JPEGs at full size whatever fast_decode says (b9d8d31):
+    // the reduced-scale decode is a filter PIL's resize never applies.
+    const auto* interpolation = table->get_as<std::string>("interpolation");
+    const bool bicubic = interpolation != nullptr && interpolation->get() == "bicubic";
+    decode["note"] = fast->get() && !bicubic
                          ? "JPEGs were decoded at a reduced DCT scale (1/2, 1/4 or 1/8, libjpeg's scaling, "
                            "OpenCV's IMREAD_REDUCED_*) whenever the crop still covers the output size at that "
                            "scale: a program that decodes at full size and then resizes gets other pixels and "
                            "other logits. Decode the same way, or retrain with fast_decode = false "
                            "(docs/deployment.md)."
-                         : "JPEGs were decoded at full size.";
+                         : bicubic ? "JPEGs were decoded at full size (interpolation = \"bicubic\" ignores fast_decode), "
+                                     "then resized as PIL's antialiased bicubic."
+                                   : "JPEGs were decoded at full size.";
   }
   out["decode"] = std::move(decode);
   return out;
