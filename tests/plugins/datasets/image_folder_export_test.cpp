@@ -174,6 +174,8 @@ TEST_CASE("interpolation = \"bicubic\": the export records it, predict resizes w
   // tp::infer builds the export's preprocessing from these options, the bicubic key among them.
   const Json pre = Json::parse(metadata_of(exported).at("torchhost.preprocessing").get<std::string>());
   CHECK(pre.at("options").at("interpolation") == "bicubic");
+  // Its JPEGs were decoded at full size (bicubic ignores fast_decode): the note must not say otherwise.
+  CHECK(pre.at("decode").at("note").get<std::string>().find("ignores fast_decode") != std::string::npos);
 
   // host predict reads the run's table: bicubic; the same file read bilinearly gives other logits
   // (a textured one: a flat colour resizes to itself either way).
