@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <string>
+#include <utility>
 
 #include "child_process.h"
 #include "tp/framework/dist/batchnorm_sync.h"
@@ -101,9 +103,16 @@ std::string moved_note(const WeightDifference& difference) {
          (difference.moved < 1e-3 ? " (little: a wrong gradient shows only in proportion; raise --steps)" : "");
 }
 
+std::vector<std::string> epoch_warmup_reset_sets() {
+  return {"schedule.warmup_epochs=0", "schedule.warmup_lr=0.0", "schedule.warmup_prefix=true",
+          "schedule.cooldown_epochs=0"};
+}
+
 std::vector<std::string> plain_sgd_sets() {
-  return {"optim.name=\"sgd\"", "optim.momentum=0.0", "optim.nesterov=false", "optim.weight_decay=0.0",
-          "schedule.name=\"constant\""};
+  std::vector<std::string> sets{"optim.name=\"sgd\"", "optim.momentum=0.0", "optim.nesterov=false",
+                                "optim.weight_decay=0.0", "schedule.name=\"constant\""};
+  for (std::string& set : epoch_warmup_reset_sets()) sets.push_back(std::move(set));
+  return sets;
 }
 
 WeightDifference compare_weights(const NamedWeights& a, const NamedWeights& b, const NamedWeights* initial) {

@@ -87,6 +87,11 @@ std::string moved_note(const WeightDifference& difference);
 /// near-zero gradients into visible weight differences (AdamW on quickstart: 2.7e-4 after 2
 /// steps) and hides a uniformly scaled gradient (a loss returning a mean).
 std::vector<std::string> plain_sgd_sets();
+/// --set pairs that put the warm-up and cool-down keys counted in epochs (schedule.warmup_epochs,
+/// warmup_lr, warmup_prefix, cooldown_epochs) back to their defaults: a check that swaps in
+/// schedule.name = "constant", or runs a few steps, would be refused over keys only the linear and
+/// cosine schedules of a longer run take (fine-tune trial F1: a timm-mapped config failed verify).
+std::vector<std::string> epoch_warmup_reset_sets();
 
 /// Whether `weights` hold BatchNorm running statistics (is_batchnorm_statistic): then the batch
 /// a sample is in changes its normalisation, and batch-splitting comparisons differ by design.

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tp/framework/plugin/loss_proxy.h"
@@ -103,6 +104,7 @@ CheckResult check_overfit(VerifyContext& context) {
   std::vector<std::string> sets{"train.overfit_batches=" + std::to_string(kOverfitBatches),
                                 "train.max_steps=" + std::to_string(kOverfitSteps), "schedule.name=\"constant\"",
                                 "eval.strategy=\"no\""};
+  for (std::string& set : epoch_warmup_reset_sets()) sets.push_back(std::move(set));
   // Label smoothing puts the loss's floor at the entropy of the smoothed targets (0.50 for 0.1
   // over 10 classes, a fifth of the start): a loss table with the conventional key trains
   // without it here.

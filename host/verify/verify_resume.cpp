@@ -7,6 +7,8 @@
 // lost at a resume, and shows here. Cost: 2 trainings, the second shorter; the first writes a
 // checkpoint at the middle step.
 #include <algorithm>
+#include <string>
+#include <utility>
 #include <cstdio>
 
 #include "verify/verify.h"
@@ -25,6 +27,14 @@ CheckResult check_resume(VerifyContext& context) {
   // The schedule's state is part of what must resume, so it stays; a warmup longer than the
   // short run is cut to the run (the schedule refuses a warmup beyond the last step).
   if (context.config().schedule.warmup_steps > steps) sets.push_back("schedule.warmup_steps=" + std::to_string(steps));
+  // Warm-up and cool-down counted in epochs do not fit a run of a few steps (refused): the short
+  // run warms up over its own steps instead, so a warm-up is still part of the resumed state.
+  const SchedulerOptions& schedule = context.config().schedule;
+  if (schedule.warmup_epochs > 0 || schedule.cooldown_epochs > 0 || schedule.warmup_lr > 0 || !schedule.warmup_prefix) {
+    for (std::string& set : epoch_warmup_reset_sets()) sets.push_back(std::move(set));
+    if (schedule.warmup_epochs > 0 && schedule.interval == "step")
+      sets.push_back("schedule.warmup_steps=" + std::to_string(stop));
+  }
   const ChildRunner runner(context.options());
   const ChildResult straight = runner.train(dir / "straight", sets);
   if (!straight.ok()) {

@@ -55,6 +55,19 @@ TEST_CASE("the fixture's correct components pass every check") {
   CHECK(run.output.find("8 passed, 0 failed, 0 skipped") != std::string::npos);
 }
 
+TEST_CASE("a timm-mapped schedule (warm-up and cool-down in epochs) passes: the checks' own runs reset it") {
+  // Fine-tune trial F1: the checks that swap in a constant schedule, and the resume check's run of a
+  // few steps, were refused over schedule.warmup_epochs / cooldown_epochs (exit 6, 3 FAIL).
+  const auto run = verify("verify_fixture_timm_schedule",
+                          kFixture + "--steps 2 --set train.epochs=3 --set schedule.name=\"cosine\" "
+                                     "--set schedule.warmup_epochs=1 --set schedule.warmup_lr=0.01 "
+                                     "--set schedule.warmup_prefix=false --set schedule.cooldown_epochs=1");
+  INFO(run.output);
+  CHECK(run.exit_code == tp::kExitOk);
+  CHECK(run.output.find("8 passed, 0 failed, 0 skipped") != std::string::npos);
+  CHECK(run.output.find("configuration error") == std::string::npos);
+}
+
 TEST_CASE("each check fails on the bug it is there to catch") {
   struct Case {
     const char* check;

@@ -19,6 +19,7 @@
 #include "tp/framework/checkpoint/checkpoint_seal.h"
 #include "tp/framework/checkpoint/safetensors.h"
 #include "tp/framework/error.h"
+#include "tp/framework/util/bounded_text.h"
 #include "tp/framework/util/first_few.h"
 #include "tp/framework/util/regular_file.h"
 #include "torch_archive.h"
@@ -66,7 +67,8 @@ Named read_torch_zip(const std::filesystem::path& file, const std::vector<char>&
     if (root.isGenericDict()) {
       int shown = 0;
       for (const auto& item : root.toGenericDict())
-        if (item.key().isString() && shown++ < 8) keys += (keys.empty() ? "" : ", ") + item.key().toStringRef();
+        if (item.key().isString() && shown++ < 8)
+          keys += (keys.empty() ? "" : ", ") + escape_control_characters(item.key().toStringRef().substr(0, 60), false);
     }
     throw Error("it holds neither a dict of tensors (a state_dict) nor a dict with a \"model\" or \"state_dict\" "
                 "dict of tensors (a host, timm or Lightning checkpoint)" +
@@ -121,7 +123,9 @@ Named read_weights(const std::filesystem::path& file) {
   } catch (const std::exception& e) {
     std::string why = e.what();
     if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) why = c10->what_without_backtrace();
-    fail(file, "cannot read initial weights from it (" + why.substr(0, 300) +
+    // Our own sentences run to some 400 bytes (fine-tune trial F2: cut at 300, mid-word); a LibTorch
+    // message without its backtrace stays within 1000.
+    fail(file, "cannot read initial weights from it (" + why.substr(0, 1000) +
                    "). Expected a host checkpoint, a torch.save(model.state_dict()) file (zip format, the default "
                    "since PyTorch 1.6), a timm or Lightning checkpoint, or a .safetensors file; from a file that "
                    "will not read in Python, save the weights alone: torch.save(checkpoint[\"state_dict\"], "

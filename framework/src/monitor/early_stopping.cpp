@@ -13,7 +13,16 @@ EarlyStopping::EarlyStopping(EarlyStoppingSection options)
     : options_(std::move(options)),
       best_(options_.mode == "max" ? -std::numeric_limits<double>::infinity()
                                    : std::numeric_limits<double>::infinity()),
-      threshold_value_(std::numeric_limits<double>::quiet_NaN()) {}
+      threshold_value_(std::numeric_limits<double>::quiet_NaN()) {
+  // Every value is below one or above the other: the first evaluation would stop the run
+  // (fine-tune trial F8).
+  if (options_.stop_below >= options_.stop_above)
+    throw ConfigError("early_stopping.stop_below",
+                      "early_stopping.stop_below = " + short_number(options_.stop_below) + " is not below stop_above = " +
+                          short_number(options_.stop_above) + ": every value of " + options_.monitor +
+                          " passes one of them, so the first evaluation would stop the run. Give stop_below the "
+                          "lower bound (the good side in mode min, the diverged side in mode max).");
+}
 
 bool EarlyStopping::enabled() const {
   return options_.patience > 0 || options_.stop_below > -std::numeric_limits<double>::infinity() ||

@@ -89,7 +89,8 @@ std::unique_ptr<LrScheduler> detail::make_warmup_decay(const SchedulerOptions& o
     fail("cooldown_epochs", concat("the warm-up (", span.warmup, ") and the cool-down (", span.cooldown, ") take more ",
                                    span.unit, " than the run's ", total_steps,
                                    ", leaving no decay. timm's --epochs N --cooldown-epochs C trains N + C epochs: set "
-                                   "train.epochs to that sum, or lower schedule.cooldown_epochs."));
+                                   "train.epochs to that sum (train.max_steps, where set, cuts the run's total and comes "
+                                   "first: raise it or drop it), or lower schedule.cooldown_epochs."));
   if (!(o.warmup_start_factor >= 0.0 && o.warmup_start_factor <= 1.0))
     fail("warmup_start_factor", concat("must be in [0, 1], got ", o.warmup_start_factor, "."));
   for (double m : o.min_lr)

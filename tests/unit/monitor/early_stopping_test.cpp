@@ -12,6 +12,7 @@
 
 #include <doctest/doctest.h>
 
+#include "tp/framework/error.h"
 #include "tp/framework/monitor/early_stopping.h"
 
 namespace {
@@ -122,4 +123,15 @@ TEST_CASE("a resumed run stops where the uninterrupted one does: taken stops sta
   tp::EarlyStopping more_patient(options("min", 3, -kInf, kInf, 4));
   more_patient.load_state(held_resumed.state());
   CHECK_FALSE(more_patient.ended_run(4).has_value());
+}
+
+TEST_CASE("stop_below not below stop_above is refused: every value would stop the run") {
+  bool refused = false;
+  try {
+    tp::EarlyStopping stopping(options("min", 0, 0.5, 0.5));
+  } catch (const tp::ConfigError& e) {
+    refused = std::string(e.what()).find("early_stopping.stop_below = 0.5 is not below stop_above = 0.5") !=
+              std::string::npos;
+  }
+  CHECK(refused);
 }

@@ -5,6 +5,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <utility>
 
@@ -161,6 +162,13 @@ void Trainer::Impl::init_schedule() {
     if (const std::string capped = fit_schedule_to_smoke_run(o, total, per_epoch); !capped.empty()) log_.warn(capped);
   update_.set_schedule(make_scheduler(o, *optim_.optimizer, total, per_epoch));
   log_.info("schedule " + describe_schedule(o, total, per_epoch) + "; precision " + std::string(to_string(precision_)));
+  // A min_epochs no run reaches holds every early stop back for good (fine-tune trial F8).
+  if (config_.early_stopping.min_epochs > epochs_ && (config_.early_stopping.patience > 0 ||
+                                                      std::isfinite(config_.early_stopping.stop_below) ||
+                                                      std::isfinite(config_.early_stopping.stop_above)))
+    log_.warn("early_stopping.min_epochs = " + std::to_string(config_.early_stopping.min_epochs) + " is past the run's " +
+              std::to_string(epochs_) + " epochs: early stopping will hold every stop back (but a non-finite "
+              "monitor's). Lower min_epochs, or raise train.epochs.");
 }
 
 void Trainer::Impl::init_model() {
