@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "python_pickle.h"
-#include "tp/framework/util/bounded_text.h"
 #include "torch_archive.h"
 
 namespace tp {
@@ -48,14 +47,8 @@ Described describe(const c10::impl::GenericDict& root) {
       return {"a timm train.py checkpoint, " + where, std::move(weights)};
     return {"a PyTorch file of another tool, " + where, std::move(weights)};
   }
-  std::string keys;
-  int shown = 0;
-  for (const auto& item : root)
-    // The file's own strings, escaped: an ESC in a key must not reach the terminal or train.log.
-    if (item.key().isString() && shown++ < 8)
-      keys += (keys.empty() ? "" : ", ") + escape_control_characters(item.key().toStringRef().substr(0, 60), false);
   return {"a PyTorch file whose top-level dict holds no dict of tensors under \"state_dict\" or \"model\" (its keys: " +
-              keys + ")",
+              top_level_keys(c10::IValue(root)) + ")",
           std::nullopt};
 }
 

@@ -19,7 +19,6 @@
 #include "tp/framework/checkpoint/checkpoint_seal.h"
 #include "tp/framework/checkpoint/safetensors.h"
 #include "tp/framework/error.h"
-#include "tp/framework/util/bounded_text.h"
 #include "tp/framework/util/first_few.h"
 #include "tp/framework/util/regular_file.h"
 #include "torch_archive.h"
@@ -63,13 +62,7 @@ Named read_torch_zip(const std::filesystem::path& file, const std::vector<char>&
   }
   if (!state) {
     // What it does hold, so that a user can see where the weights are.
-    std::string keys;
-    if (root.isGenericDict()) {
-      int shown = 0;
-      for (const auto& item : root.toGenericDict())
-        if (item.key().isString() && shown++ < 8)
-          keys += (keys.empty() ? "" : ", ") + escape_control_characters(item.key().toStringRef().substr(0, 60), false);
-    }
+    const std::string keys = top_level_keys(root);
     throw Error("it holds neither a dict of tensors (a state_dict) nor a dict with a \"model\" or \"state_dict\" "
                 "dict of tensors (a host, timm or Lightning checkpoint)" +
                 (keys.empty() ? std::string() : "; its top-level keys: " + keys) +

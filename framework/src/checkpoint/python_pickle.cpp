@@ -9,6 +9,7 @@
 
 #include "pickle_walk.h"
 #include "tp/framework/error.h"
+#include "tp/framework/util/bounded_text.h"
 
 namespace tp {
 namespace {
@@ -338,6 +339,16 @@ std::optional<NamedWeights> tensor_entries(const c10::IValue& value) {
     out.emplace_back(item.key().toStringRef(), item.value().toTensor());
   }
   return out;
+}
+
+std::string top_level_keys(const c10::IValue& value) {
+  std::string keys;
+  if (!value.isGenericDict()) return keys;
+  int shown = 0;
+  for (const auto& item : value.toGenericDict())
+    if (item.key().isString() && shown++ < 8)
+      keys += (keys.empty() ? "" : ", ") + escape_control_characters(item.key().toStringRef().substr(0, 60), false);
+  return keys;
 }
 
 }  // namespace tp

@@ -43,4 +43,9 @@ std::string readable_pickle(std::string_view pickle);
 /// check them with plain_stored_tensor before reading a byte.
 std::optional<NamedWeights> tensor_entries(const c10::IValue& value);
 
+/// The first eight string keys of `value` when it is a dict, each cut to 60 bytes and escaped
+/// (escape_control_characters: they are the file's bytes, bound for the terminal and train.log),
+/// ", "-separated; "" for anything else. For messages that show what a file holds instead.
+std::string top_level_keys(const c10::IValue& value);
+
 }  // namespace tp
