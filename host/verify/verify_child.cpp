@@ -108,10 +108,16 @@ std::vector<std::string> epoch_warmup_reset_sets() {
           "schedule.cooldown_epochs=0"};
 }
 
+std::vector<std::string> constant_schedule_sets() {
+  std::vector<std::string> sets{"schedule.name=\"constant\""};
+  for (std::string& set : epoch_warmup_reset_sets()) sets.push_back(std::move(set));
+  return sets;
+}
+
 std::vector<std::string> plain_sgd_sets() {
   std::vector<std::string> sets{"optim.name=\"sgd\"", "optim.momentum=0.0", "optim.nesterov=false",
-                                "optim.weight_decay=0.0", "schedule.name=\"constant\""};
-  for (std::string& set : epoch_warmup_reset_sets()) sets.push_back(std::move(set));
+                                "optim.weight_decay=0.0"};
+  for (std::string& set : constant_schedule_sets()) sets.push_back(std::move(set));
   return sets;
 }
 

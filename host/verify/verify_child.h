@@ -88,10 +88,13 @@ std::string moved_note(const WeightDifference& difference);
 /// steps) and hides a uniformly scaled gradient (a loss returning a mean).
 std::vector<std::string> plain_sgd_sets();
 /// --set pairs that put the warm-up and cool-down keys counted in epochs (schedule.warmup_epochs,
-/// warmup_lr, warmup_prefix, cooldown_epochs) back to their defaults: a check that swaps in
-/// schedule.name = "constant", or runs a few steps, would be refused over keys only the linear and
-/// cosine schedules of a longer run take (fine-tune trial F1: a timm-mapped config failed verify).
+/// warmup_lr, warmup_prefix, cooldown_epochs) back to their defaults: a check that runs a few
+/// steps would be refused over keys only a longer run takes (fine-tune trial F1: a timm-mapped
+/// config failed verify).
 std::vector<std::string> epoch_warmup_reset_sets();
+/// --set pairs that run at the config's lr throughout: schedule.name = "constant", and
+/// epoch_warmup_reset_sets(), which only the linear and cosine schedules take.
+std::vector<std::string> constant_schedule_sets();
 
 /// Whether `weights` hold BatchNorm running statistics (is_batchnorm_statistic): then the batch
 /// a sample is in changes its normalisation, and batch-splitting comparisons differ by design.

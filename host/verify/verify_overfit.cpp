@@ -102,9 +102,8 @@ CheckResult check_overfit(VerifyContext& context) {
   // batches, which lack a dataset's evaluation-only fields (coco_detection's gt_*, which the
   // metrics then fail on; the metric check runs them on a val batch).
   std::vector<std::string> sets{"train.overfit_batches=" + std::to_string(kOverfitBatches),
-                                "train.max_steps=" + std::to_string(kOverfitSteps), "schedule.name=\"constant\"",
-                                "eval.strategy=\"no\""};
-  for (std::string& set : epoch_warmup_reset_sets()) sets.push_back(std::move(set));
+                                "train.max_steps=" + std::to_string(kOverfitSteps), "eval.strategy=\"no\""};
+  for (std::string& set : constant_schedule_sets()) sets.push_back(std::move(set));
   // Label smoothing puts the loss's floor at the entropy of the smoothed targets (0.50 for 0.1
   // over 10 classes, a fifth of the start): a loss table with the conventional key trains
   // without it here.

@@ -7,9 +7,9 @@
 // lost at a resume, and shows here. Cost: 2 trainings, the second shorter; the first writes a
 // checkpoint at the middle step.
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <utility>
-#include <cstdio>
 
 #include "verify/verify.h"
 #include "verify/verify_child.h"
