@@ -107,12 +107,13 @@ std::vector<double> EarlyStopping::state() const {
 }
 
 void EarlyStopping::load_state(const std::vector<double>& state) {
-  if (!enabled() || state.size() < 2 || state.size() == 5 || state.size() == 6 || state.size() > 7) return;
+  // The sizes checkpoints hold: 2 and 3 (before and after the non-finite flag), 7 (state()).
+  if (!enabled() || (state.size() != 2 && state.size() != 3 && state.size() != 7)) return;
   best_ = state[0];
   wait_ = static_cast<int64_t>(state[1]);
   stopped_non_finite_ = state.size() >= 3 && state[2] != 0.0;
-  threshold_value_ = state.size() >= 4 ? state[3] : std::numeric_limits<double>::quiet_NaN();
   if (state.size() == 7) {
+    threshold_value_ = state[3];
     const int cause = static_cast<int>(state[4]);
     called_ = cause == 1 ? Cause::kPatience : cause == 2 ? Cause::kThreshold : Cause::kNone;
     taken_ = state[5] != 0.0;

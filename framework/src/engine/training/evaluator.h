@@ -73,6 +73,8 @@ class Evaluator {
   /// weights of that step), else nothing.
   std::optional<double> monitor_at(int64_t step) const { return last_step_ == step ? monitor_ : std::nullopt; }
 
+  /// Whether early stopping can stop the run (EarlyStopping::enabled).
+  bool early_stopping_enabled() const { return early_stopping_.enabled(); }
   /// Early stopping's state for a checkpoint, and its restore.
   std::vector<double> early_stopping_state() const { return early_stopping_.state(); }
   void load_early_stopping_state(const std::vector<double>& state) { early_stopping_.load_state(state); }

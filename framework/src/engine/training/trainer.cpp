@@ -5,7 +5,6 @@
 #include <torch/optim/optimizer.h>
 
 #include <chrono>
-#include <cmath>
 #include <limits>
 #include <utility>
 
@@ -92,6 +91,11 @@ Trainer::Impl::Impl(const RunConfig& config, RunComponents& parts, c10::Device d
   EvaluationLoader val = make_evaluation_loader(config_, parts_, train, device_, rank_, world_size_, log_);
   record_decode(train.decode, val.decode ? &*val.decode : nullptr);
   evaluator_ = std::make_unique<Evaluator>(config_, parts_, placement_, std::move(val.loader), val.batches, *collectives_);
+  // A min_epochs no run reaches holds every early stop back for good (fine-tune trial F8).
+  if (evaluator_->early_stopping_enabled() && config_.early_stopping.min_epochs > epochs_)
+    log_.warn("early_stopping.min_epochs = " + std::to_string(config_.early_stopping.min_epochs) + " is past the run's " +
+              std::to_string(epochs_) + " epochs: early stopping will hold every stop back (but a non-finite "
+              "monitor's). Lower min_epochs, or raise train.epochs.");
   // [ema], [swa]: the update's averages of the weights, evaluated after the live ones (SWA first).
   update_.create_averages(epochs_);
   for (const WeightAverage* average : {update_.swa(), update_.ema()})
@@ -162,13 +166,6 @@ void Trainer::Impl::init_schedule() {
     if (const std::string capped = fit_schedule_to_smoke_run(o, total, per_epoch); !capped.empty()) log_.warn(capped);
   update_.set_schedule(make_scheduler(o, *optim_.optimizer, total, per_epoch));
   log_.info("schedule " + describe_schedule(o, total, per_epoch) + "; precision " + std::string(to_string(precision_)));
-  // A min_epochs no run reaches holds every early stop back for good (fine-tune trial F8).
-  if (config_.early_stopping.min_epochs > epochs_ && (config_.early_stopping.patience > 0 ||
-                                                      std::isfinite(config_.early_stopping.stop_below) ||
-                                                      std::isfinite(config_.early_stopping.stop_above)))
-    log_.warn("early_stopping.min_epochs = " + std::to_string(config_.early_stopping.min_epochs) + " is past the run's " +
-              std::to_string(epochs_) + " epochs: early stopping will hold every stop back (but a non-finite "
-              "monitor's). Lower min_epochs, or raise train.epochs.");
 }
 
 void Trainer::Impl::init_model() {
