@@ -53,10 +53,7 @@ tp::LogLevel log_level_from_environment() {
 
 /// What the members share while at least one lives.
 struct Shared {
-  Shared(tp::LogLevel least, Logger::Sink sink) {
-    logger.set_least_level(least);
-    logger.set_sink(std::move(sink));
-  }
+  Shared(tp::LogLevel least, Logger::Sink sink) { logger.route(std::move(sink), least); }
   // The library's and the plugins' log lines, to stderr as in `host` (util/log.h) unless the
   // caller routed them (set_log), from the least level up; verbose: that level decides.
   Logger logger{0, true};
@@ -175,10 +172,7 @@ void ProcessShare::route_log(LogFunction function, LogLevel least) {
   const std::lock_guard<std::mutex> held(p.lock);
   p.log_sink = sink_calling(std::move(function));
   p.log_least = static_cast<tp::LogLevel>(static_cast<int>(least));
-  if (p.shared) {
-    p.shared->logger.set_sink(p.log_sink);
-    p.shared->logger.set_least_level(*p.log_least);
-  }
+  if (p.shared) p.shared->logger.route(p.log_sink, *p.log_least);
 }
 
 const HostServices& ProcessShare::host() const { return process().shared->host; }

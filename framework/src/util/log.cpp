@@ -63,9 +63,10 @@ void Logger::append(const std::string& line) {
   [[maybe_unused]] const int error = write_fully(file_, text.data(), text.size());
 }
 
-void Logger::set_sink(Sink sink) {
+void Logger::route(Sink sink, LogLevel least) {
   std::lock_guard lock(mutex_);
   sink_ = std::move(sink);
+  least_.store(least);
 }
 
 void Logger::emit(const std::string& line, LogLevel level, std::string_view source, std::string_view message) {
@@ -90,6 +91,7 @@ void Logger::write(LogLevel level, std::string_view source, std::string_view mes
   if (rank_ != 0) line += "rank " + std::to_string(rank_) + ": ";
   line += text;
   std::lock_guard lock(mutex_);
+  if (level < least_.load()) return; // again under the lock: route() may have raised it meanwhile
   emit(line, level, source, text);
   append(line);
 }
@@ -101,6 +103,7 @@ void Logger::every_rank(std::string_view message) {
   if (rank_ != 0) line += "rank " + std::to_string(rank_) + ": ";
   line += text;
   std::lock_guard lock(mutex_);
+  if (LogLevel::Info < least_.load()) return; // again under the lock, as in write()
   emit(line, LogLevel::Info, "host", text);
   append(line);
 }

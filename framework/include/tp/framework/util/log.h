@@ -46,14 +46,15 @@ class Logger {
   /// prints to stderr itself.
   void file_error(std::string_view label, std::string_view message);
   int rank() const { return rank_; }
-  /// Drops every line below `level` from now on (the inference library's default is Warning: a
-  /// program embedding it prints no plugin INFO lines). The host keeps the default, Debug.
-  void set_least_level(LogLevel level) { least_.store(level); }
   LogLevel least_level() const { return least_.load(); }
-  /// Hands every line write() and every_rank() print to `sink` instead of stderr, one at a time
-  /// (under the logger's lock: a sink must not log through this logger); an empty sink restores
-  /// stderr. A sink that throws loses its line to stderr instead. The file, if any, still gets it.
-  void set_sink(Sink sink);
+  /// From now on, drops every line below `least` (the inference library's default is Warning: a
+  /// program embedding it prints no plugin INFO lines; the host keeps the default, Debug) and hands
+  /// every line write() and every_rank() print to `sink` instead of stderr, one at a time (under
+  /// the logger's lock: a sink must not log through this logger); an empty sink restores stderr.
+  /// A sink that throws loses its line to stderr instead. The file, if any, still gets it. Both in
+  /// one step: no line reaches `sink` at the old level (tp::infer::set_log, which a service may
+  /// call while its models log from other threads).
+  void route(Sink sink, LogLevel least);
 
  private:
   int rank_;
