@@ -1,7 +1,10 @@
 // The launcher contract: torchrun's variables, SLURM's fallback, and clear errors (exit 2) for
-// missing or contradictory values.
+// missing or contradictory values; and the failure messages ranks pass through the store.
+#include "tp/framework/dist/dist_context.h"
 #include "tp/framework/dist/rendezvous.h"
 #include "tp/framework/error.h"
+
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <doctest/doctest.h>
 
@@ -73,4 +76,18 @@ TEST_CASE("missing or contradictory variables are configuration errors naming th
   CHECK(error_of({{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"},
                   {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}})
             .find("LOCAL_RANK=2") != std::string::npos);
+}
+
+TEST_CASE("a failure message the store cannot hand over becomes a sentence, not an exception") {
+  // first_failure reads the failing rank's message from the store between two collectives; had
+  // the read thrown, this rank would have left before the second, and the others would have
+  // reported it as lost (the last review's open finding).
+  c10d::HashStore store;
+  store.setTimeout(std::chrono::milliseconds(50));
+  const std::string said = "out of disk space writing the checkpoint";
+  store.set("failure/0/1", std::vector<uint8_t>(said.begin(), said.end()));
+  CHECK(tp::read_failure_message(store, "failure/0/1") == said);
+  const std::string unread = tp::read_failure_message(store, "failure/0/2");
+  CHECK(unread.find("its message could not be read from the rendezvous store") != std::string::npos);
+  CHECK(unread.find("its own output says what failed") != std::string::npos);
 }

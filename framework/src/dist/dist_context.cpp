@@ -180,10 +180,27 @@ std::vector<at::Tensor> DistContext::all_gather(const at::Tensor& tensor, const 
   return outputs[0];
 }
 
+std::string read_failure_message(c10d::Store& store, const std::string& key) {
+  try {
+    const std::vector<uint8_t> bytes = store.get(key);
+    return {bytes.begin(), bytes.end()};
+  } catch (const std::exception& error) {
+    const auto* c10_error = dynamic_cast<const c10::Error*>(&error);
+    return std::string("it failed, and its message could not be read from the rendezvous store (") +
+           (c10_error != nullptr ? c10_error->what_without_backtrace() : error.what()) +
+           "); its own output says what failed.";
+  }
+}
+
 std::string DistContext::first_failure(const std::string& own_failure, const char* what) {
   const std::string key = "failure/" + std::to_string(failure_rounds_++) + "/";
-  if (!own_failure.empty())
-    store_->set(key + std::to_string(rank()), std::vector<uint8_t>(own_failure.begin(), own_failure.end()));
+  // The store carries the messages; the collectives below carry the decision. A store that fails
+  // here must not end this rank before them: the others would then report it as lost.
+  if (!own_failure.empty()) try {
+      store_->set(key + std::to_string(rank()), std::vector<uint8_t>(own_failure.begin(), own_failure.end()));
+    } catch (const std::exception&) {
+      // The others say they could not read it; this rank's own return value still carries it.
+    }
   at::Tensor failed = at::zeros({world_size()}, at::TensorOptions().dtype(at::kInt).device(device_));
   if (!own_failure.empty()) failed[rank()].fill_(1);
   std::vector<at::Tensor> tensors{failed};
@@ -195,8 +212,7 @@ std::string DistContext::first_failure(const std::string& own_failure, const cha
     if (r == rank()) {
       first = "rank " + std::to_string(r) + ": " + own_failure;
     } else {
-      const std::vector<uint8_t> bytes = store_->get(key + std::to_string(r));
-      first = "rank " + std::to_string(r) + ": " + std::string(bytes.begin(), bytes.end());
+      first = "rank " + std::to_string(r) + ": " + read_failure_message(*store_, key + std::to_string(r));
     }
   }
   // Every rank knows a rank failed: one more collective holds them all until each has read the

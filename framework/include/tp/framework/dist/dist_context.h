@@ -66,7 +66,8 @@ class DistContext {
   /// ("" = none) and gets "rank R: <message>" of the lowest failing rank, or "" when none failed.
   /// Messages travel through the rendezvous store; one all-reduce, and a second when a rank failed
   /// (so that none returns before every rank has read the message). Waits at most dist.timeout_s
-  /// for the slowest rank, so a long preparation must fit in it.
+  /// for the slowest rank, so a long preparation must fit in it. A store that cannot carry a
+  /// message costs the message (the ranks say it could not be read), never the agreement.
   std::string first_failure(const std::string& own_failure, const char* what);
   /// [all ranks] Arrives at the meeting point `name` and returns once every rank has, waiting at
   /// most `timeout` (not dist.timeout_s: for a wait as long as some rank's work, such as a first
@@ -92,5 +93,10 @@ class DistContext {
   int64_t failure_rounds_ = 0; ///< first_failure calls so far: each uses its own store keys
   int64_t meetings_ = 0;       ///< meet calls so far: each counts in its own store key
 };
+
+/// The failure message a rank left in `store` under `key` (DistContext::first_failure), or, when
+/// the store cannot hand it over within its timeout, a sentence that says so: the caller must
+/// still reach its next collective, or the other ranks would report this one as lost.
+std::string read_failure_message(c10d::Store& store, const std::string& key);
 
 }  // namespace tp
