@@ -119,6 +119,9 @@ TEST_CASE("early stopping stops after `patience` evaluations without improvement
   CHECK(logged_epoch != std::string::npos);
   CHECK(logged_epoch < log.find("early stopping: val/loss has not improved"));
   CHECK(run.output.find("(stopped early)") != std::string::npos);
+  // Said once, in the run's closing lines (before: at the evaluation and again after "finished").
+  CHECK(stop > run.output.find("finished 3 epochs"));
+  CHECK(run.output.find("early stopping: val/loss has not improved", stop + 1) == std::string::npos);
   // The epoch-end save of the stopping epoch happened: last.pt resumes after epoch 3.
   const tp::LoadedCheckpoint stopped = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
   CHECK(stopped.epoch == 3);

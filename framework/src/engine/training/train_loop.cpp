@@ -210,8 +210,6 @@ void Trainer::Impl::end_epoch(int64_t epoch) {
   line += " time=" + short_number(seconds) + "s data_wait=" +
           std::to_string(static_cast<int>(seconds > 0 ? 100.0 * clock.wait_s / seconds : 0.0)) + "%";
   log_.file_only(line);
-  // The evaluation above decided the stop; its line reads after the epoch it ends.
-  if (!early_stop_line_.empty()) log_.info(std::exchange(early_stop_line_, {}));
   control_.honour_now(dispatch(TP_EVENT_EPOCH_END, summary), events_.any());
   // A run paused at this epoch's end (train.max_time) resumes with the next epoch.
   const ResumePosition resume = control_.pause().value_or(ResumePosition{epoch + 1, 0});
@@ -238,11 +236,10 @@ Scalars Trainer::Impl::run_evaluation(bool epoch_line_follows, int64_t trained_i
   control_.honour_now(requests, events_.any());
   // The epochs trained so far: the current one too when this is its closing evaluation.
   const int64_t epochs_trained = position_.epoch + (epoch_line_follows ? 1 : 0);
-  if (auto reason = evaluator_->early_stop(eval, epochs_trained)) {
-    // Decided from the evaluation, which every rank computes from the same reduced values.
+  // Decided from the evaluation, which every rank computes from the same reduced values; the
+  // reason is the run's closing line (host train's report), logged once.
+  if (auto reason = evaluator_->early_stop(eval, epochs_trained))
     control_.stop_for(StopCause::kEarlyStopping, "early stopping: " + *reason);
-    early_stop_line_ = "early stopping: " + *reason;
-  }
   // An evaluation no epoch record takes (eval.strategy = "steps"; the final one after SWA's
   // finish or an unevaluated last step) is a record of its own: before, the SWA model's final
   // score reached the log's last line but not the history, so `host compare` read an older one.
@@ -257,7 +254,6 @@ Scalars Trainer::Impl::run_evaluation(bool epoch_line_follows, int64_t trained_i
     const int64_t epoch = epoch_index + 1;
     log_.info("step " + std::to_string(step()) + " (epoch " + std::to_string(epoch) + "):" + scalars_text(eval));
   }
-  if (!epoch_line_follows && !early_stop_line_.empty()) log_.info(std::exchange(early_stop_line_, {}));
   return eval;
 }
 

@@ -135,10 +135,8 @@ class Trainer::Impl {
   /// samples every rank skipped in it. One collective.
   double refuse_epoch_of_bad_samples(int64_t epoch, int64_t samples);
   /// Evaluates and reacts: callbacks (EVAL_END), early stopping, an "eval" history record when no
-  /// epoch record takes the values (eval.strategy = "steps", the final evaluation after SWA). The
-  /// "early stopping: ..." line follows the line that reports the evaluation: the step line, at
-  /// the end here; with `epoch_line_follows` (end_epoch) the epoch's line, so it is left in
-  /// early_stop_line_ for end_epoch. The stop itself is decided here either way.
+  /// epoch record takes the values (eval.strategy = "steps", the final evaluation after SWA); with
+  /// `epoch_line_follows` (end_epoch) the epoch's record and line take them.
   /// `trained_in`: the 0-based epoch of the step the evaluation follows, for its record (-1: the
   /// current position's epoch, as for an evaluation inside an epoch).
   Scalars run_evaluation(bool epoch_line_follows = false, int64_t trained_in = -1);
@@ -194,7 +192,6 @@ class Trainer::Impl {
   int64_t epochs_;              ///< train.epochs (1 for fast_dev_run)
   int64_t train_batches_ = 0;   ///< micro-batches per epoch (overfit/fast_dev_run limit applied)
   bool first_batch_checked_ = false; ///< the loss's field contracts held on this process's first batch
-  std::string early_stop_line_;      ///< run_evaluation's early-stopping line, for end_epoch to log
   Precision precision_;         ///< amp.precision
   RunBudget budget_;            ///< train.max_steps, train.max_time
   /* Model and optimizer */
