@@ -136,17 +136,19 @@ std::vector<HostKey> make_host_keys() {
           "faster, but the values no longer cover the split; 0 = every batch",
           {.limit = at_least(0)}),
 
-      TP_HOST_KEY(optim, name, R"("adamw")", "optimizer", {.choices = {"sgd", "adam", "adamw", "rmsprop", "lamb"}}),
+      TP_HOST_KEY(optim, name, R"("adamw")", "optimizer", {.choices = {"sgd", "adam", "adamw", "rmsprop", "lamb", "lion"}}),
       TP_HOST_KEY(optim, lr, "1e-3", "learning rate (> 0)", {.limit = above(0)}),
       TP_HOST_KEY(optim, weight_decay, "0.01",
-          "weight decay (>= 0): decoupled for adamw, added to the gradient (L2) for sgd, adam, rmsprop, added to "
-          "the update inside the trust ratio for lamb; only on tensors with dim >= 2 unless a param group sets it",
+          "weight decay (>= 0): decoupled for adamw and lion, added to the gradient (L2) for sgd, adam, rmsprop, "
+          "added to the update inside the trust ratio for lamb; only on tensors with dim >= 2 unless a param group "
+          "sets it",
           {.limit = at_least(0)}),
       TP_HOST_KEY(optim, momentum, "0.9",
           "sgd and rmsprop momentum, in [0, 1)",
           {.limit = at_least_and_below(0, 1)}),
       TP_HOST_KEY(optim, nesterov, "false", "sgd Nesterov momentum"),
-      TP_HOST_KEY(optim, betas, "[0.9, 0.999]", "adam, adamw, lamb betas, two values in [0, 1)"),
+      TP_HOST_KEY(optim, betas, "[0.9, 0.999]",
+          "adam, adamw, lamb, lion betas, two values in [0, 1) (timm's Lion defaults to [0.9, 0.99])"),
       TP_HOST_KEY(optim, eps, "1e-8", "adam, adamw, rmsprop, lamb epsilon (> 0; timm's Lamb defaults to 1e-6)",
           {.limit = above(0)}),
       TP_HOST_KEY(optim, amsgrad, "false", "adam, adamw: AMSGrad variant"),
@@ -164,6 +166,8 @@ std::vector<HostKey> make_host_keys() {
       TP_HOST_KEY(optim, trust_clip, "false", "lamb: clamp the trust ratio ||w|| / ||update|| at 1 (timm's LAMBC)"),
       TP_HOST_KEY(optim, always_adapt, "false",
           "lamb: apply the trust ratio to parameters without weight decay too (timm's Lamb)"),
+      TP_HOST_KEY(optim, caution, "false",
+          "lion: cautious update, kept only where its sign agrees with the gradient's (timm's clion)"),
       TP_HOST_KEY(optim, implementation, R"("auto")",
           "auto = fused kernel where LibTorch has one (sgd, adam, adamw), else the per-parameter loop",
           {.choices = {"auto", "fused", "for_loop"}}),

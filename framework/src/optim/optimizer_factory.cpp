@@ -12,6 +12,7 @@
 
 #include "fused_optimizers.h"
 #include "lamb.h"
+#include "lion.h"
 #include "tp/framework/error.h"
 #include "tp/framework/util/short_number.h"
 
@@ -180,6 +181,29 @@ detail::LambOptions lamb_options(const OptimSection& o) {
   return base;
 }
 
+// Lion's options: lr, betas and weight decay (decoupled, as timm's), then caution. One field at a
+// time, as for LAMB.
+detail::LionOptions lion_options(const OptimSection& o) {
+  detail::LionOptions base(o.lr);
+  base.betas({o.betas.at(0), o.betas.at(1)});
+  base.weight_decay(o.weight_decay);
+  base.caution(o.caution);
+  return base;
+}
+
+// The keys that select a variant another optimizer has, refused by name rather than ignored:
+// a run that asks for them expects them to act.
+void refuse_other_variants(const OptimSection& o) {
+  if ((o.name == "lamb" || o.name == "lion") && o.amsgrad)
+    throw ConfigError("optim.amsgrad", "optim.amsgrad = true is an Adam/AdamW variant; " + o.name +
+                                           " (optim.name = \"" + o.name + "\") has no AMSGrad form (timm's neither). "
+                                           "Set amsgrad = false, or use adam or adamw.");
+  if (o.caution && o.name != "lion")
+    throw ConfigError("optim.caution", "optim.caution = true is Lion's cautious update (timm's clion), and "
+                                       "optim.name = \"" + o.name + "\" has none. Set caution = false, or "
+                                       "optim.name = \"lion\".");
+}
+
 template <typename Loop, typename Fused, typename Options>
 std::unique_ptr<torch::optim::Optimizer> build(const std::vector<GroupPlan>& plans, const Options& base, bool fused) {
   std::vector<torch::optim::OptimizerParamGroup> groups;
@@ -210,14 +234,11 @@ bool has_fused_kernel(std::string_view name) { return name == "sgd" || name == "
 
 BuiltOptimizer make_optimizer(const OptimSection& o, const std::vector<StateTensor>& model_state,
                               const LayerDepths* depths) {
-  constexpr std::string_view kNames[] = {"sgd", "adam", "adamw", "rmsprop", "lamb"};
+  constexpr std::string_view kNames[] = {"sgd", "adam", "adamw", "rmsprop", "lamb", "lion"};
   if (std::find(std::begin(kNames), std::end(kNames), o.name) == std::end(kNames))
-    throw ConfigError("optim.name",
-                      "optim.name = \"" + o.name + "\" is not a known optimizer (sgd, adam, adamw, rmsprop, lamb).");
-  if (o.name == "lamb" && o.amsgrad)
-    throw ConfigError("optim.amsgrad",
-                      "optim.amsgrad = true is an Adam/AdamW variant; LAMB (optim.name = \"lamb\") has no AMSGrad "
-                      "form (timm's Lamb neither). Set amsgrad = false, or use adam or adamw.");
+    throw ConfigError("optim.name", "optim.name = \"" + o.name +
+                                        "\" is not a known optimizer (sgd, adam, adamw, rmsprop, lamb, lion).");
+  refuse_other_variants(o);
   if (o.name == "sgd" && o.nesterov && o.momentum <= 0)
     throw ConfigError("optim.nesterov", "optim.nesterov = true needs optim.momentum > 0 (Nesterov momentum is a "
                                         "look-ahead on the momentum buffer); set a momentum or nesterov = false.");
@@ -253,6 +274,8 @@ BuiltOptimizer make_optimizer(const OptimSection& o, const std::vector<StateTens
     built.optimizer = build<optim::AdamW, detail::FusedAdamW>(plans, base, built.fused);
   } else if (o.name == "lamb") {
     built.optimizer = build<detail::Lamb, detail::Lamb>(plans, lamb_options(o), /*fused=*/false);  // no fused kernel
+  } else if (o.name == "lion") {
+    built.optimizer = build<detail::Lion, detail::Lion>(plans, lion_options(o), /*fused=*/false);  // no fused kernel
   } else {
     const auto base = optim::RMSpropOptions(o.lr).alpha(o.alpha).eps(o.eps).weight_decay(o.weight_decay)
                           .momentum(o.momentum).centered(o.centered);

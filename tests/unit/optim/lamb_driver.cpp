@@ -79,6 +79,7 @@ tp::OptimSection section(const Variant& v) {
   o.lamb_max_grad_norm = number("lamb_max_grad_norm");
   o.trust_clip = flag("trust_clip");
   o.always_adapt = flag("always_adapt");
+  o.caution = false;
   o.implementation = "auto";
   o.layer_decay = 1.0;
   o.param_groups = v.rules;

@@ -45,6 +45,7 @@ inline OptimSection optim_section(const std::string& name, const std::string& im
   o.lamb_max_grad_norm = 1.0;
   o.trust_clip = false;
   o.always_adapt = false;
+  o.caution = false;
   o.implementation = implementation;
   o.layer_decay = 1.0;
   return o;

@@ -100,12 +100,12 @@ struct ParamGroupRule {
 };
 
 struct OptimSection {
-  std::string name; ///< "sgd" | "adam" | "adamw" | "rmsprop" | "lamb"
+  std::string name; ///< "sgd" | "adam" | "adamw" | "rmsprop" | "lamb" | "lion"
   double lr;
   double weight_decay; ///< never applied to tensors with dim < 2 (biases, norms) unless a param group sets it
   double momentum;     ///< sgd, rmsprop
   bool nesterov;       ///< sgd
-  std::vector<double> betas; ///< adam, adamw, lamb: two values
+  std::vector<double> betas; ///< adam, adamw, lamb, lion: two values
   double eps;          ///< adam, adamw, rmsprop, lamb
   bool amsgrad;        ///< adam, adamw
   double alpha;        ///< rmsprop
@@ -115,6 +115,7 @@ struct OptimSection {
   double lamb_max_grad_norm; ///< lamb: its own global-norm clip inside the step (timm's max_grad_norm); 0 = off
   bool trust_clip;           ///< lamb: clamp the trust ratio at 1 (LAMBC)
   bool always_adapt;         ///< lamb: trust ratio on parameters without weight decay too
+  bool caution;              ///< lion: cautious update, only where sign(update) agrees with the gradient (timm's clion)
   std::string implementation; ///< "auto" | "fused" | "for_loop"
   double layer_decay;  ///< lr x layer_decay^(deepest - depth) by the model's declared depths; 1 = off
   std::vector<ParamGroupRule> param_groups; ///< [[optim.param_groups]], in file order
