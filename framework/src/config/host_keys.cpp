@@ -87,6 +87,14 @@ std::vector<HostKey> make_host_keys() {
       TP_HOST_KEY(train, clip_value, "0.0",
           "clamp every gradient element to [-v, v]; 0 = off",
           {.limit = at_least(0)}),
+      TP_HOST_KEY(train, agc_clip_factor, "0.0",
+          "adaptive gradient clipping (timm's --clip-mode agc --clip-grad X): each output unit's gradient norm is "
+          "held to this x its weight norm (at least 1e-3), once per optimizer step after unscaling; not with "
+          "max_grad_norm or clip_value; 0 = off",
+          {.limit = at_least(0)}),
+      TP_HOST_KEY(train, agc_ignore, "[]",
+          "shell globs (`*` crosses dots) of parameter names adaptive gradient clipping leaves alone; timm's "
+          "train.py leaves the classifier head: [\"fc.*\"] for the zoo's ResNet"),
       TP_HOST_KEY(train, nan_policy, R"("stop")",
           "non-finite training loss: stop (error naming step, batch, lr) or skip the optimizer step"),
       TP_HOST_KEY(train, on_oom, R"("fail")",

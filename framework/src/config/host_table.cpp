@@ -243,6 +243,30 @@ void check_not_nan(const toml::table& root, const HostKey& key, std::string_view
                           key.spec.help + "); set a number.");
 }
 
+/// Adaptive gradient clipping is timm's third --clip-mode, beside the norm and the value: one
+/// clip per run, as there. Norm and value together stay allowed (they always were); AGC with
+/// either is refused, since no order of the two would be timm's. (train.agc_ignore without AGC
+/// does nothing, as train.init_weights_ignore without init_weights: inert, not contradictory.)
+void check_clip_modes(const toml::table& root, std::string_view file) {
+  const auto number = [](const toml::node& node) {
+    std::ostringstream text;
+    text << node.value<double>().value_or(0.0);
+    return text.str();
+  };
+  const toml::node* agc = root.at_path("train.agc_clip_factor").node();
+  if (agc == nullptr || agc->value<double>().value_or(0.0) <= 0) return;
+  for (const char* other : {"train.max_grad_norm", "train.clip_value"}) {
+    const toml::node* node = root.at_path(other).node();
+    if (node == nullptr || node->value<double>().value_or(0.0) <= 0) continue;
+    fail("train.agc_clip_factor",
+         node_origin(*agc, file) + ": train.agc_clip_factor = " + number(*agc) + " (adaptive gradient clipping, "
+         "timm's --clip-mode agc) and " + other + " = " + number(*node) + " are two clip modes, and timm's "
+         "train.py applies one (--clip-mode norm, value or agc, with --clip-grad its value). Keep one: set " +
+         other + " = 0 for AGC alone, or train.agc_clip_factor = 0 for the " +
+         (std::string_view(other) == "train.max_grad_norm" ? "global norm clip" : "value clip") + ".");
+  }
+}
+
 void check_semantics(const toml::table& root, std::string_view file) {
   for (const HostKey& key : host_keys()) {
     if (key.limit) check_limit(root, key, file);
@@ -261,6 +285,7 @@ void check_semantics(const toml::table& root, std::string_view file) {
          "dist.sync_batchnorm = false (or remove it); if per-rank batches are too small for stable "
          "statistics, raise train.batch_size or use a model with GroupNorm or LayerNorm.");
   }
+  check_clip_modes(root, file);
   if (const toml::array* betas = root.at_path("optim.betas").as_array()) {
     const bool two = betas->size() == 2;
     const bool in_range = std::all_of(betas->begin(), betas->end(), [](const toml::node& beta) {

@@ -193,6 +193,11 @@ TEST_CASE("semantic limits") {
       {"[optim]\nbetas = [0.9]\n", "optim.betas", "expected two values in [0, 1)"},
       {"[optim]\nbetas = [0.9, 1.0]\n", "optim.betas", "out of range"},
       {"[optim]\nbetas = [-0.1, 0.9]\n", "optim.betas", "out of range"},
+      // Adaptive clipping is timm's third --clip-mode: one clip mode per run.
+      {"[train]\nagc_clip_factor = 0.01\nmax_grad_norm = 1.0\n", "train.agc_clip_factor",
+       "run.toml:2:19: train.agc_clip_factor = 0.01 (adaptive gradient clipping, timm's --clip-mode agc) and "
+       "train.max_grad_norm = 1 are two clip modes"},
+      {"[train]\nagc_clip_factor = 0.01\nclip_value = 0.5\n", "train.agc_clip_factor", "set train.clip_value = 0"},
       {"[data]\nnum_workers = -1\n", "data.num_workers", "must be >= 0"},
       // A typo's count of threads: host predict crashed creating them (SIGSEGV), training ran out of memory.
       {"[run]\nthreads = 100000\n", "run.threads", "run.threads: must be >= 0 and < 1024, got an integer (100000)"},

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tp/framework/amp/precision.h"
+#include "tp/framework/optim/adaptive_clip.h"
 #include "tp/framework/optim/device_step.h"
 
 namespace tp {
@@ -25,6 +26,7 @@ ParameterUpdate::ParameterUpdate(const RunConfig& config, BuiltOptimizer& optim,
       max_grad_norm_(config.train.max_grad_norm),
       grad_norm_type_(config.train.grad_norm_type),
       clip_value_(config.train.clip_value),
+      agc_clip_factor_(config.train.agc_clip_factor),
       optim_(optim),
       scaler_(GradScalerOptions()
                   .init_scale(config.amp.init_scale)
@@ -61,6 +63,12 @@ bool ParameterUpdate::gradients_clear() const {
   return true;
 }
 
+void ParameterUpdate::select_agc_parameters() {
+  if (agc_clip_factor_ <= 0 || agc_selected_) return;
+  agc_params_ = agc_parameters(model_state_, config_.train.agc_ignore);
+  agc_selected_ = true;
+}
+
 void ParameterUpdate::apply(const at::Tensor& correction, bool measure_norm) {
   // torch::nn::utils::clip_grad_* take the parameters (they clip each one's .grad()), the
   // foreach calls below take the gradients themselves.
@@ -74,11 +82,16 @@ void ParameterUpdate::apply(const at::Tensor& correction, bool measure_norm) {
   // 5a. The window's exact normalisation (StepRunner::normalised_loss).
   if (correction.defined() && !grads.empty()) at::_foreach_mul_(grads, correction.to(grads.front().scalar_type()));
   // 5b. Clip once, after unscaling, right before the step (ARCH-9); the norm is also measured
-  //     for train/grad_norm where asked.
-  if (max_grad_norm_ > 0 || clip_value_ > 0 || measure_norm) {
+  //     for train/grad_norm where asked, before any clip. AGC is the third clip mode, never beside
+  //     the other two (refused when the config is loaded).
+  if (max_grad_norm_ > 0 || clip_value_ > 0 || agc_clip_factor_ > 0 || measure_norm) {
     scaler_.unscale(*optim_.optimizer);
     if ((max_grad_norm_ > 0 || measure_norm) && !grads.empty()) clip_by_norm(grads);
     if (clip_value_ > 0) torch::nn::utils::clip_grad_value_(params, clip_value_);
+    if (agc_clip_factor_ > 0) {
+      select_agc_parameters();
+      adaptive_clip_grad(agc_params_, agc_clip_factor_, grad_norm_type_);
+    }
   }
   // 5c. Step. fp16: an overflow skips it and the scaler backs off, decided on the device by the
   //     fused kernels, else on the host (the loops; an SGD momentum buffer's first step).

@@ -75,8 +75,15 @@ class ParameterUpdate {
   /// Whether no parameter holds a gradient (between windows): what a capture of the step assumes.
   bool gradients_clear() const;
 
+  /// [main] The parameters train.agc_clip_factor clips (train.agc_ignore's left out), chosen now
+  /// from the model state; apply() chooses them at its first call otherwise. Call once the model
+  /// state is filled, so a glob that matches nothing fails at start-up. Throws ConfigError naming
+  /// train.agc_ignore[i]. Nothing without AGC.
+  void select_agc_parameters();
+
   /// [main] The update: `correction` (undefined: none) multiplies every gradient (the window's
-  /// exact normalisation), then unscaling (fp16), clipping (train.max_grad_norm, clip_value), the
+  /// exact normalisation), then unscaling (fp16), clipping (train.max_grad_norm, clip_value or
+  /// agc_clip_factor), the
   /// optimizer step (skipped on an fp16 overflow: on the device when device_only()), the scaler's
   /// update, and the gradients set to none. `measure_norm` also measures the global gradient norm
   /// without clipping (train/grad_norm). Lets an out-of-memory error through to the caller.
@@ -159,6 +166,9 @@ class ParameterUpdate {
   const double max_grad_norm_;  ///< train.max_grad_norm (0: no clip)
   const double grad_norm_type_; ///< train.grad_norm_type
   const double clip_value_;     ///< train.clip_value (0: none)
+  const double agc_clip_factor_; ///< train.agc_clip_factor (0: no adaptive clipping)
+  std::vector<at::Tensor> agc_params_; ///< what AGC clips (select_agc_parameters)
+  bool agc_selected_ = false;          ///< agc_params_ is chosen
   BuiltOptimizer& optim_;
   GradScaler scaler_;
   /* Statistics, on the device, accumulated in place (a graph replays into the same tensors) */

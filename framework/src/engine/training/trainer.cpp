@@ -190,6 +190,7 @@ void Trainer::Impl::init_model() {
   LayerDepths depths;
   if (config_.optim.layer_decay < 1) depths = parts_.model->layer_depths();
   optim_ = make_optimizer(config_.optim, model_state_, &depths);
+  update_.select_agc_parameters();  // a train.agc_ignore glob that matches nothing fails here, not at step 1
   if (const std::string twice = double_clip_warning(config_.optim, config_.train.max_grad_norm); !twice.empty())
     log_.warn(twice);
   for (const auto& group : optim_.optimizer->param_groups())

@@ -56,6 +56,8 @@ struct TrainSection {
   double max_grad_norm;     ///< clip the global gradient norm to this; 0 = off
   double grad_norm_type;    ///< the norm of max_grad_norm (2 = Euclidean; inf allowed)
   double clip_value;        ///< clamp every gradient element to [-v, v]; 0 = off
+  double agc_clip_factor;   ///< adaptive gradient clipping (timm's --clip-mode agc): unit-wise factor; 0 = off
+  std::vector<std::string> agc_ignore; ///< globs of parameter names AGC leaves alone (timm leaves the head)
   NanPolicy nan_policy; ///< what a non-finite training loss does
   OomPolicy on_oom;     ///< what running out of device memory in a step does
   int64_t max_steps;        ///< > 0: the run's optimizer steps (epochs follow from it)
