@@ -59,6 +59,9 @@ TEST_CASE("a graphed run takes the eager run's steps, bit for bit") {
       {"resnet_drop_path", "--set amp.precision=\"bf16\" --set train.max_steps=25 "
                            "--set model.component=\"org.torchhost.resnet\" --set model.depth=18 "
                            "--set model.drop_path_rate=0.2 --set model.fused_norm=true "},
+      // Adaptive gradient clipping (e2be078) after the fp16 unscale: its unit-wise norms and the
+      // where() stay on the device, so the graph captures them; a factor small enough to clip.
+      {"agc_fp16", "--set amp.precision=\"fp16\" --set train.agc_clip_factor=0.01 --set train.max_steps=30 "},
       // Two micro-batches per step and the epoch's short last batch and window, run eagerly.
       {"bf16_accumulation", "--set amp.precision=\"bf16\" --set train.grad_accum_steps=2 --set train.drop_last=false "
                             "--set data.train.size=1694 --set data.train.val_size=200 "},
