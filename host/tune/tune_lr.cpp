@@ -159,7 +159,8 @@ std::string toml_float(double value) {
 }
 
 std::vector<std::string> sweep_settings(const Options& o) {
-  return {"schedule.name=\"range_test\"",
+  std::vector<std::string> sets{"schedule.name=\"range_test\"",
+          "schedule.interval=\"step\"", // the range test moves the lr every step
           "schedule.min_lr=" + toml_float(o.min_lr),
           "schedule.max_lr=" + toml_float(o.max_lr),
           "train.max_steps=" + std::to_string(o.steps),
@@ -176,6 +177,10 @@ std::vector<std::string> sweep_settings(const Options& o) {
           "plots.enabled=false",
           "logging.tensorboard=false",
           "progress.mode=\"off\""};
+  // The run's warm-up belongs to its own schedule, which range_test refuses (a recipe with
+  // timm's warmup_epochs could not be swept).
+  for (std::string& set : warmup_reset_sets()) sets.push_back(std::move(set));
+  return sets;
 }
 
 /// <run dir>/tune/lr_find.csv and lr_find.png; `lrs` and `smoothed` are the points' columns.

@@ -15,6 +15,7 @@
 #include "tp/framework/dist/batchnorm_sync.h"
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/error.h"
+#include "tp/framework/optim/lr_scheduler.h"
 #include "verify/verify.h"
 
 namespace tp::cli::verify {
@@ -109,8 +110,8 @@ std::vector<std::string> epoch_warmup_reset_sets() {
 }
 
 std::vector<std::string> constant_schedule_sets() {
-  std::vector<std::string> sets{"schedule.name=\"constant\""};
-  for (std::string& set : epoch_warmup_reset_sets()) sets.push_back(std::move(set));
+  std::vector<std::string> sets{"schedule.name=\"constant\"", "schedule.interval=\"step\""};
+  for (std::string& set : warmup_reset_sets()) sets.push_back(std::move(set));
   return sets;
 }
 

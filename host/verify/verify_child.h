@@ -92,8 +92,8 @@ std::vector<std::string> plain_sgd_sets();
 /// steps would be refused over keys only a longer run takes (fine-tune trial F1: a timm-mapped
 /// config failed verify).
 std::vector<std::string> epoch_warmup_reset_sets();
-/// --set pairs that run at the config's lr throughout: schedule.name = "constant", and
-/// epoch_warmup_reset_sets(), which only the linear and cosine schedules take.
+/// --set pairs that run at the config's lr throughout: schedule.name = "constant", and every
+/// warm-up and cool-down key reset (warmup_reset_sets(): only linear and cosine take them).
 std::vector<std::string> constant_schedule_sets();
 
 /// Whether `weights` hold BatchNorm running statistics (is_batchnorm_statistic): then the batch

@@ -98,6 +98,19 @@ TEST_CASE("host tune lr: the sweep is geometric between the bounds, fastai's val
   MESSAGE("lr oracle:\n" << check.output);
 }
 
+TEST_CASE("host tune lr sweeps a recipe whose own schedule warms up per epoch (timm's cosine)") {
+  // range_test refuses every warm-up key and the epoch interval, which the sweep inherited from
+  // the configuration: a timm-style recipe could not be swept (dense trial F2's follow-up).
+  const auto dir = tp::test::fresh_dir("tune_lr_warmup") / "run";
+  const auto run = tp::test::run_host("tune lr --output-dir '" + dir.string() + "' " + kQuick +
+                                      "--set 'schedule.name=\"cosine\"' --set 'schedule.interval=\"epoch\"' "
+                                      "--set schedule.warmup_epochs=1 --set schedule.warmup_lr=1e-5 "
+                                      "--min-lr 1e-05 --max-lr 0.003 --steps 16");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(tp::test::csv_rows(dir / "tune" / "lr_find.csv").size() == 17);
+}
+
 TEST_CASE("host tune lr: SIGINT stops the sweep and leaves the run directory as it was") {
   const fs::path& dir = tp::test::trained_run();
   const auto before = tp::test::snapshot(dir);

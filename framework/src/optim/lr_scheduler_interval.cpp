@@ -72,10 +72,15 @@ void refuse_mixed_units(const SchedulerOptions& o, int64_t steps_per_epoch) {
                             "optimizer step) or \"epoch\" (once per epoch)."));
   const bool per_epoch = o.interval == "epoch";
   if (!warms_up(o)) {
-    const char* key = o.warmup_epochs != 0 ? "warmup_epochs" : o.cooldown_epochs != 0 ? "cooldown_epochs"
-                      : o.warmup_lr != 0   ? "warmup_lr"
-                      : !o.warmup_prefix   ? "warmup_prefix"
-                                           : nullptr;
+    // Every key warmup_reset_sets() resets: a multistep with warmup_steps, torchvision's detection
+    // recipe written down, ran without its warm-up and without a word (dense trial F2).
+    const char* key = o.warmup_steps != 0          ? "warmup_steps"
+                      : o.warmup_start_factor != 0 ? "warmup_start_factor"
+                      : o.warmup_epochs != 0       ? "warmup_epochs"
+                      : o.cooldown_epochs != 0     ? "cooldown_epochs"
+                      : o.warmup_lr != 0           ? "warmup_lr"
+                      : !o.warmup_prefix           ? "warmup_prefix"
+                                                   : nullptr;
     if (key != nullptr)
       fail(key, concat("only the linear and cosine schedules warm up and cool down; schedule.name = \"", o.name,
                        "\" does not use it. Remove it, or choose name = \"cosine\" (timm's --sched cosine) or \"linear\"."));
@@ -181,6 +186,11 @@ std::string fit_schedule_to_smoke_run(SchedulerOptions& o, int64_t total_steps, 
   o.warmup_epochs = 0;
   o.cooldown_epochs = 0;
   return note;
+}
+
+std::vector<std::string> warmup_reset_sets() {
+  return {"schedule.warmup_steps=0",   "schedule.warmup_start_factor=0.0", "schedule.warmup_epochs=0",
+          "schedule.warmup_lr=0.0",    "schedule.warmup_prefix=true",      "schedule.cooldown_epochs=0"};
 }
 
 }  // namespace tp

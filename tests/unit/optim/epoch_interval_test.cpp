@@ -186,6 +186,15 @@ TEST_CASE("keys that mix units or do not apply are refused, naming the key and w
   o.warmup_epochs = 0;
   o.cooldown_epochs = 1;
   CHECK(refusal(o).find("schedule.cooldown_epochs | ") == 0);
+  // torchvision's detection recipe written down (warm-up, then MultiStepLR): the warm-up ran on no
+  // schedule but linear and cosine, silently (dense trial F2).
+  o = named("multistep");
+  o.milestones = {3};
+  o.warmup_steps = 2;
+  CHECK(refusal(o).find("schedule.warmup_steps | schedule.warmup_steps: only the linear and cosine schedules warm up") == 0);
+  o.warmup_steps = 0;
+  o.warmup_start_factor = 0.001;
+  CHECK(refusal(o).find("schedule.warmup_start_factor | ") == 0);
   o = per_epoch("range_test");
   o.min_lr = {1e-5};
   o.max_lr = {1.0};

@@ -15,7 +15,7 @@ SchedulerOptions option_set(const std::string& name) {
   o.step_size = 9;
   o.gamma = 0.7;
   o.milestones = {5, 40, 60};
-  o.warmup_steps = 10;
+  if (name == "linear" || name == "cosine") o.warmup_steps = 10; // the others refuse a warm-up
   o.min_lr = {1e-4};
   o.max_lr = {0.1, 0.05};
   o.three_phase = name == "one_cycle";
