@@ -4,8 +4,10 @@
 // makes the C ABI shell); pair_listing.cpp finds the pairs, mask_png.cpp reads the masks,
 // joint_transform.cpp transforms both together. Decoding and normalising the image reuse
 // image datasets' shared pixel_io (plugins/datasets/common).
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <utility>
 #include <vector>
@@ -223,6 +225,8 @@ class SegmentationFolderDataset {
     args.log(TP_LOG_INFO, std::string("segmentation_folder (") + args.split_name + "): " +
                               std::to_string(pairs_.images.size()) +
                               (labelled() ? " image/mask pairs" : " image files without masks (`files`)"));
+    if (const std::string warning = ignored_foreground_warning(); !warning.empty())
+      args.log(TP_LOG_WARNING, std::string("segmentation_folder (") + args.split_name + "): " + warning);
     for (const std::string& loop : pairs_.loops)
       args.log(TP_LOG_WARNING, std::string("segmentation_folder (") + args.split_name + "): '" + loop +
                                    "' under image_dir links back to a folder it is inside (a link loop): not "
@@ -284,6 +288,42 @@ class SegmentationFolderDataset {
                                    : colours_.map(seg::decode_mask_png(bytes, seg::MaskPixels::kColour, path), path);
     if (num_classes_ > 0) check_ids(ids, path);
     return ids;
+  }
+
+  /// Binary masks saved as 0/255 (Carvana, ISIC, most smp tutorials) make every foreground pixel
+  /// the default ignore_index 255: the run learns background alone and scores a perfect mean IoU
+  /// (dense trial F1). Up to kMasksChecked masks spread over the listing are read; when every one
+  /// holds only 0 and ignore_index, and some hold ignore_index, the message names the fix. A
+  /// dataset with real void borders (VOC) has classes besides 0 in nearly every mask. "" when the
+  /// masks look right, are RGB (class_colors), or are not there.
+  std::string ignored_foreground_warning() const {
+    constexpr std::size_t kMasksChecked = 16;
+    const std::size_t count = pairs_.masks.size();
+    if (count == 0 || !colours_.empty()) return "";
+    std::size_t with_ignored = 0, checked = 0;
+    for (std::size_t k = 0; k < std::min(count, kMasksChecked); ++k) {
+      const std::string& path = pairs_.masks[k * count / std::min(count, kMasksChecked)];
+      cv::Mat ids;
+      try {
+        ids = seg::decode_mask_png(tp::datasets::read_image_file(path, "segmentation_folder", max_image_pixels_,
+                                                                 tp::datasets::kMaxImageFileBytes),
+                                   seg::MaskPixels::kIndex, path);
+      } catch (const std::exception&) {
+        continue;  // a bad mask fails its own sample, with its own message
+      }
+      ++checked;
+      const int ignored = cv::countNonZero(ids == transform_.ignore_index);
+      if (cv::countNonZero(ids) != ignored) return "";  // a class other than 0: the masks hold class ids
+      if (ignored > 0) ++with_ignored;
+    }
+    if (with_ignored == 0) return "";
+    const std::string value = std::to_string(transform_.ignore_index);
+    return "the " + std::to_string(checked) + " masks checked hold only the values 0 and " + value +
+           ", and " + value + " is ignore_index: every pixel not 0 is ignored, so the run would learn class 0 "
+           "alone and score a perfect mean IoU. Binary masks saved as 0/" + value + " need " + value +
+           " read as class 1: set class_colors = [0, 0, 0, " + value + ", " + value + ", " + value +
+           "] (greyscale masks are read as grey RGB colours then), or rewrite them as 0/1; if " + value +
+           " really marks void pixels, ignore this.";
   }
 
   void check_ids(const cv::Mat& ids, const std::string& path) const {
