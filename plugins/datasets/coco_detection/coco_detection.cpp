@@ -195,6 +195,15 @@ class CocoDetectionDataset {
                               std::to_string(split_.objects.size()) + " annotations, " +
                               std::to_string(split_.category_ids.size()) + " categories from '" + json + "'");
     if (read.contiguous_labels) name_labels(args, json, json_key);
+    // Evaluating on the training annotations measures memory, not generalisation: said, not
+    // refused, since an overfit check does it on purpose (dense trial F14).
+    std::error_code same_error;
+    const std::string train_json = args.config.get_string("annotations");
+    if (!args.train() && !train_json.empty() && std::filesystem::equivalent(json, train_json, same_error))
+      args.log(TP_LOG_WARNING, std::string("coco_detection (") + args.split_name + "): `" + json_key + "` is the train "
+                                   "split's annotations file ('" + json + "'): its loss and mAP score the images the "
+                                   "model trains on. Point it at a held-out file (COCO: instances_val2017.json) "
+                                   "unless that is the point (an overfit check)");
     // An image list without annotations (COCO's test-dev) is what host predict reads; evaluated, it
     // gave a trial "test/loss 1.01212" (every image scored as background) and every mAP -1, exit 0.
     if (!args.train() && split_.objects.empty() && !split_.images.empty())

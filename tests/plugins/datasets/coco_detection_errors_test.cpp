@@ -93,6 +93,29 @@ TEST_CASE("coco_detection: annotations sharing an id are kept, with a warning na
   CHECK(std::count(lib.host.log_levels.begin(), lib.host.log_levels.end(), TP_LOG_WARNING) == 0);
 }
 
+TEST_CASE("coco_detection: a val split reading the train split's annotations file is warned of") {
+  // The README had said this was refused; it was accepted without a word (dense trial F14). An
+  // overfit check does it on purpose, so it is a warning.
+  const fs::path root = write_set("coco_val_is_train");
+  PluginLibrary lib("coco_detection");
+  FakeConfig cfg;
+  configure_coco_detection(lib, cfg, root);
+  cfg.values["val_annotations"] = cfg.values["annotations"];
+  const Dataset val(lib, kCocoDetectionId, cfg, "val");
+  int warned = 0;
+  for (std::size_t i = 0; i < lib.host.logs.size(); ++i)
+    warned += lib.host.log_levels[i] == TP_LOG_WARNING &&
+              contains(lib.host.logs[i], "`val_annotations` is the train split's annotations file");
+  CHECK(warned == 1);
+  // The train split itself, and a val split with its own file, say nothing of it.
+  lib.host.logs.clear();
+  lib.host.log_levels.clear();
+  const Dataset train(lib, kCocoDetectionId, cfg, "train");
+  configure_coco_detection(lib, cfg, root);
+  const Dataset own(lib, kCocoDetectionId, cfg, "val");
+  CHECK(std::count(lib.host.log_levels.begin(), lib.host.log_levels.end(), TP_LOG_WARNING) == 0);
+}
+
 TEST_CASE("coco_detection: configuration errors name the key and the fix") {
   const fs::path root = write_set("coco_config_errors");
   PluginLibrary lib("coco_detection");

@@ -53,7 +53,8 @@ inline constexpr const char* kJson = R"({
   "categories": [{"id": 18, "name": "dog", "supercategory": "animal"}, {"id": 5, "name": "car"}]
 })";
 
-/// root/images/{a.png, b.jpg, d.png, sub/c.png} and root/instances.json (`json`).
+/// root/images/{a.png, b.jpg, d.png, sub/c.png} and root/instances.json (`json`), with a copy
+/// train_instances.json for the train split.
 inline fs::path write_set(const std::string& name, const std::string& json = kJson) {
   const fs::path root = tp::test::fresh_fixture_dir(name);
   fs::create_directories(root / "images" / "sub");
@@ -62,15 +63,17 @@ inline fs::path write_set(const std::string& name, const std::string& json = kJs
   REQUIRE(cv::imwrite((root / "images" / "d.png").string(), tp::test::gradient_image(30, 40, 3)));
   REQUIRE(cv::imwrite((root / "images" / "sub" / "c.png").string(), tp::test::gradient_image(20, 20, 4)));
   std::ofstream(root / "instances.json") << json;
+  // The train split's own copy: a val split naming the train split's file is warned of.
+  std::ofstream(root / "train_instances.json") << json;
   return root;
 }
 
-/// Every split reads the same set; min_size [15] and max_size 1000 unless a test changes them.
+/// Every split reads the same set (train from its copy of the JSON); min_size [15] and max_size 1000 unless a test changes them.
 inline void configure_coco_detection(const PluginLibrary& lib, FakeConfig& cfg, const fs::path& root) {
   tp::test::fill_defaults(*lib.entry().descriptor_at(0), cfg);
   for (const char* prefix : {"", "val_", "test_"}) {
     cfg.values[std::string(prefix) + "images"] = (root / "images").string();
-    cfg.values[std::string(prefix) + "annotations"] = (root / "instances.json").string();
+    cfg.values[std::string(prefix) + "annotations"] = (root / (*prefix == '\0' ? "train_instances.json" : "instances.json")).string();
   }
   cfg.values["min_size"] = std::vector<int64_t>{15};
   cfg.values["max_size"] = int64_t{1000};
