@@ -93,6 +93,24 @@ TEST_CASE("host predict writes one row per sample: labels, not a ragged field's 
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 1 + 61);
 }
 
+TEST_CASE("host predict --outputs naming only dense outputs of a model with ragged ones writes them as usual") {
+  // The dense trial's F15: a model returning boxes beside a dense output could not have that
+  // output written (csv, npy, per-pixel maps): the ragged outputs took the batch's path.
+  const fs::path& dir = trained_run();
+  const auto predict = [&](const std::string& name, const std::string& sets) {
+    const fs::path out = dir / name;
+    const auto run = tp::test::run_host("predict --output-dir '" + dir.string() + "' " + kConfig + sets +
+                                        "--checkpoint last --format csv --outputs logits --output '" + out.string() + "'");
+    INFO(run.output);
+    CHECK(run.exit_code == tp::kExitOk);
+    return tp::test::read_text(out);
+  };
+  const std::string plain = predict("plain.csv", "");
+  const std::string with_echo = predict("with_echo.csv", "--set model.echo=true ");
+  CHECK(plain.starts_with("index,logits.0,logits.1,logits.argmax,logits.prob,label\n"));
+  CHECK(with_echo == plain);
+}
+
 TEST_CASE("a model's ragged output is checked at the boundary: offsets past its rows never reach a writer") {
   const fs::path& dir = trained_run();
   // The points echoed with their own offsets: written, one row per sample, the points nested.

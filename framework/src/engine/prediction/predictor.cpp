@@ -112,7 +112,15 @@ class RowMaker {
     // Ragged outputs (a detector's boxes: a different number per sample) are cut by their offsets.
     const BatchLayout output_rows = output_layout(raw);
     check_rows(raw, output_rows, batch_size(device_inputs, layout_));
-    if (!output_rows.empty()) return ragged_records(batch_rows(raw, 0, rows, output_rows), output_rows, index, per_sample);
+    // --outputs naming dense outputs alone of a model that also returns ragged ones (a detector
+    // with a semantic head): those go the dense way, per-pixel maps included (dense trial F15).
+    if (!output_rows.empty() && !options_.outputs.empty() &&
+        std::none_of(options_.outputs.begin(), options_.outputs.end(), [&](const std::string& name) {
+          return output_rows.ragged(name);
+        }))
+      raw = only(raw, chosen(raw));
+    else if (!output_rows.empty())
+      return ragged_records(batch_rows(raw, 0, rows, output_rows), output_rows, index, per_sample);
     NamedTensors outputs = first_rows(std::move(raw), rows);
     if (options_.tta_hflip) {
       // A padded image is mirrored within its own width (hflip_tta.h), and its map flipped back so.
@@ -210,6 +218,12 @@ class RowMaker {
                                            " does not return (its outputs: " + available + ").");
       }
     return names;
+  }
+  /// The outputs named in `names`, in their order.
+  static NamedTensors only(const NamedTensors& outputs, const std::vector<std::string>& names) {
+    NamedTensors kept;
+    for (const std::string& name : names) kept.emplace_back(name, find(outputs, name));
+    return kept;
   }
   static const at::Tensor& find(const NamedTensors& outputs, const std::string& name) {
     return std::find_if(outputs.begin(), outputs.end(), [&](const auto& o) { return o.first == name; })->second;
