@@ -244,13 +244,14 @@ std::unique_ptr<LrScheduler> detail::make_counted(const SchedulerOptions& o, tor
     if (!o.gamma) fail("gamma", "the exponential schedule needs gamma (the per-step decay factor, e.g. 0.999).");
     return std::make_unique<ExponentialSchedule>(optimizer, *o.gamma);
   }
-  if (o.name == "linear" || o.name == "cosine") return detail::make_warmup_decay(o, optimizer, total_steps, span);
+  if (o.name == "linear" || o.name == "cosine" || o.name == "polynomial")
+    return detail::make_warmup_decay(o, optimizer, total_steps, span);
   if (o.name == "one_cycle") return detail::make_one_cycle(o, optimizer, total_steps);
   if (o.name == "reduce_on_plateau") return detail::make_plateau(o, optimizer);
   if (o.name == "range_test") return detail::make_range_test(o, optimizer, total_steps);
   fail("name", "\"" + o.name +
-                   "\" is not a known schedule (constant, step, multistep, exponential, linear, cosine, one_cycle, "
-                   "reduce_on_plateau, range_test).");
+                   "\" is not a known schedule (constant, step, multistep, exponential, linear, cosine, polynomial, "
+                   "one_cycle, reduce_on_plateau, range_test).");
   return nullptr;  // unreachable
 }
 

@@ -1,8 +1,9 @@
-// Warmup-then-decay schedules: "linear" (Hugging Face get_linear_schedule_with_warmup) and
-// "cosine" (linear warmup, then the closed form CosineAnnealingLR documents, down to min_lr); the
-// warm-up before the decay or under it (timm's default), and a cool-down at min_lr at the end.
-// Both are closed forms of the step count (LambdaLR style), so they resume from the count alone
-// and do not pick up rounding from a recursion.
+// Warmup-then-decay schedules: "linear" (Hugging Face get_linear_schedule_with_warmup), "cosine"
+// (linear warmup, then the closed form CosineAnnealingLR documents, down to min_lr) and
+// "polynomial" (PolynomialLR's closed form, torchvision's segmentation reference); the warm-up
+// before the decay or under it (timm's default), and a cool-down at min_lr at the end. All are
+// closed forms of the step count (LambdaLR style), so they resume from the count alone and do not
+// pick up rounding from a recursion.
 #include <torch/optim/optimizer.h>
 
 #include <algorithm>
@@ -15,16 +16,32 @@
 namespace tp {
 namespace {
 
+/// The decay's shape after the warm-up.
+enum class Decay { kLinear, kCosine, kPolynomial };
+
+int kind_of(Decay decay) {
+  switch (decay) {
+    case Decay::kLinear: return detail::kKindLinear;
+    case Decay::kCosine: return detail::kKindCosine;
+    case Decay::kPolynomial: return detail::kKindPolynomial;
+  }
+  return detail::kKindLinear;
+}
+
 class WarmupDecaySchedule : public LrScheduler {
  public:
-  WarmupDecaySchedule(torch::optim::Optimizer& opt, const SchedulerOptions& o, int64_t total_steps, bool cosine,
+  WarmupDecaySchedule(torch::optim::Optimizer& opt, const SchedulerOptions& o, int64_t total_steps, Decay decay,
                       const detail::Span& span)
-      : LrScheduler(opt, o.name, cosine ? detail::kKindCosine : detail::kKindLinear, total_steps),
-        cosine_(cosine),
+      : LrScheduler(opt, o.name, kind_of(decay), total_steps),
+        decay_(decay),
         warmup_steps_(span.warmup),
         decay_start_(o.warmup_prefix ? span.warmup : 0),
-        decay_end_(total_steps - span.cooldown),
+        // PolynomialLR's total_iters, when given, counts from the decay's start (torchvision's
+        // reference passes the run less its warm-up); else the decay ends with the run.
+        decay_end_(decay == Decay::kPolynomial && o.total_iters > 0 ? decay_start_ + o.total_iters
+                                                                    : total_steps - span.cooldown),
         start_factor_(o.warmup_start_factor),
+        power_(o.power),
         min_lrs_(detail::per_group(o.min_lr, base_lrs_.size(), "min_lr")) {
     start();
   }
@@ -48,7 +65,14 @@ class WarmupDecaySchedule : public LrScheduler {
     // a warm-up as long as the run is not a division by zero.
     const auto decay_steps = static_cast<double>(std::max<int64_t>(1, decay_end_ - decay_start_));
     const double done = s - static_cast<double>(decay_start_);
-    if (!cosine_) {
+    if (decay_ == Decay::kPolynomial) {
+      // PolynomialLR's closed form, base × (1 − min(T, t) / T)^power, in its operation order, so
+      // min_lr 0 gives 0 + base × f == PyTorch's value; min_lr lifts the floor as mmseg's PolyLR
+      // (eta_min) does, and past the end the lr stays there.
+      const double t = std::min(done, decay_steps);
+      return min_lr + (base - min_lr) * std::pow(1.0 - t / decay_steps, power_);
+    }
+    if (decay_ == Decay::kLinear) {
       // HF clamps at 0 past the end; min_lr 0 leaves 0 + base × f == base × f exactly.
       const double remaining = std::max(0.0, (static_cast<double>(decay_end_) - s) / decay_steps);
       return min_lr + (base - min_lr) * remaining;
@@ -60,11 +84,12 @@ class WarmupDecaySchedule : public LrScheduler {
     return min_lr + (base - min_lr) * (1 + std::cos(std::numbers::pi * t / decay_steps)) / 2;
   }
 
-  bool cosine_;
+  Decay decay_;
   int64_t warmup_steps_;
   int64_t decay_start_;
   int64_t decay_end_;
   double start_factor_;
+  double power_;  ///< polynomial only
   std::vector<double> min_lrs_;
 };
 
@@ -95,7 +120,19 @@ std::unique_ptr<LrScheduler> detail::make_warmup_decay(const SchedulerOptions& o
     fail("warmup_start_factor", concat("must be in [0, 1], got ", o.warmup_start_factor, "."));
   for (double m : o.min_lr)
     if (!(m >= 0.0)) fail("min_lr", concat("must be >= 0, got ", m, "."));
-  return std::make_unique<WarmupDecaySchedule>(opt, o, total_steps, o.name == "cosine", span);
+  Decay decay = o.name == "cosine" ? Decay::kCosine : Decay::kLinear;
+  if (o.name == "polynomial") {
+    decay = Decay::kPolynomial;
+    if (!(o.power > 0.0 && std::isfinite(o.power)))
+      fail("power", concat("must be a finite number > 0 (PolynomialLR's power; torchvision's segmentation reference "
+                           "uses 0.9), got ", o.power, "."));
+    if (o.total_iters < 0)
+      fail("total_iters", concat("must be >= 0 (0: the decay ends with the run), got ", o.total_iters, "."));
+    if (o.total_iters > 0 && span.cooldown > 0)
+      fail("total_iters", concat("(", o.total_iters, ") and schedule.cooldown_epochs (", o.cooldown_epochs,
+                                 ") both say where the decay ends; set one."));
+  }
+  return std::make_unique<WarmupDecaySchedule>(opt, o, total_steps, decay, span);
 }
 
 }  // namespace tp

@@ -3,7 +3,7 @@
 // and the epoch length from total_optimizer_steps), optionally resumed from its state mid-run.
 // Usage: schedule_driver <lr> <epochs> <batches per epoch> <grad_accum_steps> [key=value ...]
 //   keys: name interval warmup_steps warmup_epochs warmup_lr warmup_start_factor warmup_prefix
-//         cooldown_epochs min_lr step_size gamma milestones (comma-separated) max_steps
+//         cooldown_epochs min_lr step_size gamma milestones (comma-separated) power total_iters max_steps
 //         resume_at (save after that many steps, rebuild, load, go on) lr_scale (a second group
 //         at lr × lr_scale, as layer decay makes one)
 // Prints one line per optimizer step: each group's lr as an exact hex float.
@@ -38,6 +38,8 @@ void set(Run& run, const std::string& key, const std::string& value) {
   else if (key == "min_lr") o.min_lr = {std::stod(value)};
   else if (key == "step_size") o.step_size = std::stoll(value);
   else if (key == "gamma") o.gamma = std::stod(value);
+  else if (key == "power") o.power = std::stod(value);
+  else if (key == "total_iters") o.total_iters = std::stoll(value);
   else if (key == "milestones") {
     std::istringstream in(value);
     for (std::string m; std::getline(in, m, ',');) o.milestones.push_back(std::stoll(m));

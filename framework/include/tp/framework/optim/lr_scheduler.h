@@ -109,7 +109,7 @@ class LrScheduler {
 
 /// Builds the schedule `options.name` over every group of `optimizer` and sets the lr of
 /// step 0. `total_steps` is the number of optimizer steps of the whole run (see
-/// `total_optimizer_steps`); linear, cosine and one_cycle need it > 0, range_test >= 2, the others
+/// `total_optimizer_steps`); linear, cosine, polynomial and one_cycle need it > 0, range_test >= 2, the others
 /// ignore it. `steps_per_epoch` (total_optimizer_steps(1, ...)) is needed, > 0, only by what counts
 /// epochs: interval "epoch" (the schedule then runs over ceil(total_steps / steps_per_epoch)
 /// epochs and its step() changes the lr every steps_per_epoch calls), warmup_epochs and
@@ -193,6 +193,7 @@ enum SchedulerKind : int {
   kKindSwa = 9,
   kKindRangeTest = 10,
   kKindEpochInterval = 11,  ///< interval "epoch": the per-epoch schedule's state follows
+  kKindPolynomial = 12,
 };
 /// The warm-up and cool-down of linear and cosine in the schedule's own unit (optimizer steps, or
 /// epochs under interval "epoch"), resolved by make_scheduler, and the names messages use.

@@ -21,8 +21,8 @@ namespace tp {
 /// optim.lr, resolved per group by the trainer) and `gamma` (the key defaults to 0.1);
 /// host_keys_test checks that.
 struct SchedulerOptions {
-  /// constant | step | multistep | exponential | linear | cosine | one_cycle | reduce_on_plateau |
-  /// range_test (the lr range test's sweep from min_lr to max_lr; `host tune lr`).
+  /// constant | step | multistep | exponential | linear | cosine | polynomial | one_cycle |
+  /// reduce_on_plateau | range_test (the lr range test's sweep from min_lr to max_lr; `host tune lr`).
   std::string name = "constant";
 
   /// step | epoch: when the lr changes. "step": after every optimizer step, the schedule's time
@@ -55,6 +55,15 @@ struct SchedulerOptions {
   /// linear, cosine: the lr reached at the last step; reduce_on_plateau: the lower bound;
   /// range_test: the lr of step 0. Absolute, one value or per group.
   std::vector<double> min_lr{0.0};
+
+  /* polynomial (PolynomialLR) */
+  /// The decay's exponent: lr = min_lr + (base − min_lr) × (1 − t / total_iters)^power. PyTorch's
+  /// default 1.0; torchvision's segmentation reference uses 0.9.
+  double power = 1.0;
+  /// Steps (epochs with interval "epoch") the decay takes, counted from its start (after a
+  /// prefixed warm-up); held at min_lr after. 0: until the run's end (less cooldown_epochs).
+  /// PyTorch's default of 5 would end a real run's decay almost at once, hence the run's length.
+  int64_t total_iters = 0;
 
   /* one_cycle */
   /// Peak lr, one value or per group. Required for one_cycle (the optimizer's lr is ignored) and
