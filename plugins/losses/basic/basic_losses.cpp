@@ -1,5 +1,5 @@
 // basic_losses: the loss terms, the three single-term components and tp_entry (the C shell of
-// each is tp/cpp/loss_adapter.h). weighted_sum.cpp holds the fourth component.
+// each is tp/cpp/loss_adapter.h). weighted_sum, bce_with_logits, dice and focal have a file each.
 #include <c10/core/InferenceMode.h>
 #include <c10/util/StringUtil.h>
 #include <ATen/core/Reduction.h>
@@ -44,28 +44,6 @@ std::string dtype_name(at::ScalarType dtype) {
   }
 }
 
-/// Refuses a class id of `ids` (int64, labels of `output`'s [B, C, ...]) outside [0, C) that is not
-/// ignore_index. PyTorch's own check said only "Target 7 is out of bounds" (a trial's mask value
-/// 7 with 5 classes): no field, no value's meaning, no way to the file. Reads back two numbers.
-void check_class_ids(const at::Tensor& output, const at::Tensor& ids, const TermOptions& options,
-                     const std::string& output_name, const std::string& target_name) {
-  if (ids.numel() == 0) return;
-  const int64_t classes = output.size(1);
-  // Ignored positions read as class 0, inside any class count: one reduction covers the rest.
-  const auto [low, high] = at::aminmax(ids.masked_fill(ids.eq(options.ignore_index), 0));
-  const int64_t least = low.item<int64_t>(), most = high.item<int64_t>();
-  if (least >= 0 && most < classes) return;
-  const std::string bad = std::to_string(least < 0 ? least : most), count = std::to_string(classes);
-  throw Failure(TP_ERR_INVALID_ARGUMENT,
-                "target '" + target_name + "' holds the class id " + bad + ", outside [0, " + count + ") of the " +
-                    count + " classes of output '" + output_name + "' (its dimension 1), and not ignore_index (" +
-                    std::to_string(options.ignore_index) + "): PyTorch stops on it (\"Target " + bad +
-                    " is out of bounds\"). If " + bad + " marks what to leave out, set the loss's ignore_index to it; "
-                    "if it is a class, give the model num_classes above it. To find the sample holding it, set the "
-                    "dataset's num_classes key (segmentation_folder: data.train.num_classes = " + count +
-                    "), which checks every sample as it is read and names its file and pixel.");
-}
-
 /// Class-index targets as int64 (at::cross_entropy needs Long), their ids checked when
 /// `check_ids`; probability targets unchanged.
 at::Tensor ce_target(const at::Tensor& output, const at::Tensor& target, const std::string& output_name,
@@ -96,12 +74,34 @@ at::Tensor ce_target(const at::Tensor& output, const at::Tensor& target, const s
 
 }  // namespace
 
+// PyTorch's own check said only "Target 7 is out of bounds" (a trial's mask value 7 with 5
+// classes): no field, no value's meaning, no way to the file.
+void check_class_ids(const at::Tensor& output, const at::Tensor& ids, const TermOptions& options,
+                     const std::string& output_name, const std::string& target_name) {
+  if (ids.numel() == 0) return;
+  const int64_t classes = output.size(1);
+  // Ignored positions read as class 0, inside any class count: one reduction covers the rest.
+  const auto [low, high] = at::aminmax(ids.masked_fill(ids.eq(options.ignore_index), 0));
+  const int64_t least = low.item<int64_t>(), most = high.item<int64_t>();
+  if (least >= 0 && most < classes) return;
+  const std::string bad = std::to_string(least < 0 ? least : most), count = std::to_string(classes);
+  throw Failure(TP_ERR_INVALID_ARGUMENT,
+                "target '" + target_name + "' holds the class id " + bad + ", outside [0, " + count + ") of the " +
+                    count + " classes of output '" + output_name + "' (its dimension 1), and not ignore_index (" +
+                    std::to_string(options.ignore_index) + "): PyTorch stops on it (\"Target " + bad +
+                    " is out of bounds\"). If " + bad + " marks what to leave out, set the loss's ignore_index to it; "
+                    "if it is a class, give the model num_classes above it. To find the sample holding it, set the "
+                    "dataset's num_classes key (segmentation_folder: data.train.num_classes = " + count +
+                    "), which checks every sample as it is read and names its file and pixel.");
+}
+
 Term term_from_name(const std::string& name, const char* component) {
   if (name == "cross_entropy") return Term::kCrossEntropy;
   if (name == "mse") return Term::kMse;
   if (name == "smooth_l1") return Term::kSmoothL1;
+  if (name == "dice") return Term::kDice;
   throw Failure(TP_ERR_CONFIG, std::string(component) + ": unknown loss '" + name +
-                                   "' (known: cross_entropy, mse, smooth_l1)");
+                                   "' (known: cross_entropy, mse, smooth_l1, dice)");
 }
 
 const at::Tensor& DeviceWeights::like(const at::Tensor& output) {
@@ -267,6 +267,8 @@ const tp::cpp::Component kComponents[] = {
     tp::cpp::loss_component<Loss, kSmoothL1Descriptor, &make_smooth_l1>(),
     tp::cpp::loss_component<Loss, kWeightedSumDescriptor, &make_weighted_sum>(),
     tp::cpp::loss_component<Loss, kBceDescriptor, &make_bce_with_logits>(),
+    tp::cpp::loss_component<Loss, kDiceDescriptor, &make_dice>(),
+    tp::cpp::loss_component<Loss, kFocalDescriptor, &make_focal>(),
 };
 
 }  // namespace

@@ -1,4 +1,4 @@
-// basic_losses: the loss terms the four components share, and the base class of the components
+// basic_losses: the loss terms the components share, and the base class of the components
 // (tp/cpp/loss_adapter.h turns each into a tp_loss_v1_t table).
 #pragma once
 
@@ -16,10 +16,11 @@
 
 namespace tp::losses {
 
-/// The terms a component (or one entry of weighted_sum) can compute.
-enum class Term { kCrossEntropy, kMse, kSmoothL1 };
+/// The terms a component (or one entry of weighted_sum) can compute. kDice is a batch's value,
+/// not a sum over items: weighted_sum scales it by the count (weighted_sum.cpp).
+enum class Term { kCrossEntropy, kMse, kSmoothL1, kDice };
 
-/// Term named "cross_entropy", "mse" or "smooth_l1"; throws tp::cpp::Failure(TP_ERR_CONFIG)
+/// Term named "cross_entropy", "mse", "smooth_l1" or "dice"; throws tp::cpp::Failure(TP_ERR_CONFIG)
 /// naming `component` and the accepted names otherwise.
 Term term_from_name(const std::string& name, const char* component);
 
@@ -77,6 +78,53 @@ at::Tensor per_sample_sum(Term term, const at::Tensor& output, const at::Tensor&
                           const TermOptions& options, const std::string& output_name,
                           const std::string& target_name, bool check_ids);
 
+/// Refuses a class id of `ids` (int64, labels of `output`'s [B, C, ...]) outside [0, C) that is not
+/// options.ignore_index, naming the value, both fields and the fixes. Reads back two numbers (a
+/// device sync off the CPU: call it when ClassIdCheck says so).
+void check_class_ids(const at::Tensor& output, const at::Tensor& ids, const TermOptions& options,
+                     const std::string& output_name, const std::string& target_name);
+
+/// Per-element 0/1 targets for sigmoid losses over dense logits [B, C, d...] (bce_with_logits on
+/// masks, focal): `target` of the logits' shape and dtype, and `valid` (bool, broadcastable to
+/// the logits) where an integer mask is not ignore_index, undefined when every element counts.
+struct BinaryTargets {
+  at::Tensor target;
+  at::Tensor valid;
+};
+
+/// The targets a sigmoid loss reads from `target` for `logits` [B, C, d...]: a tensor of the
+/// logits' shape (float as given; integer 0/1, elements equal to ignore_index left out); or a
+/// mask [B, d...]: with C = 1 its values are the targets (0/1, float or integer; 1 = foreground),
+/// with C > 1 integer class ids one-hot over C (smp's multiclass masks), and an integer mask's
+/// ignore_index pixels left out on every channel. With `check_values` an integer mask is read
+/// once (min/max, a device sync off the CPU) and a value that is neither a target (0/1, or a class
+/// id below C) nor ignore_index is refused, naming it. Other shapes are refused naming `component`,
+/// both fields, their shapes and the shapes accepted. The targets are computed in `dtype`.
+BinaryTargets binary_targets(const at::Tensor& logits, const at::Tensor& target, int64_t ignore_index,
+                             at::ScalarType dtype, const std::string& component, const std::string& output_name,
+                             const std::string& target_name, bool check_values);
+
+/// Options of smp's DiceLoss (segmentation_models_pytorch 0.6).
+struct DiceOptions {
+  enum class Mode { kBinary, kMulticlass, kMultilabel };
+  Mode mode = Mode::kMulticlass;
+  bool from_logits = true;
+  double smooth = 0.0;
+  double eps = 1e-7;
+  int64_t ignore_index = -100;   ///< smp's None is any value no mask holds
+  bool log_loss = false;
+  std::vector<int64_t> classes;  ///< the classes averaged; empty: all
+};
+
+/// smp's DiceLoss(mode, ...)(output, target) on one batch: a differentiable 0-dim tensor, the mean
+/// over the classes of 1 − Dice (or −log Dice) over the whole batch, a class absent from the
+/// batch's targets adding 0. Output [B, C, d...] (binary: C = 1), computed in float32 at least;
+/// target [B, d...] (binary: 0/1, or [B, 1, d...]; multiclass: class ids) or the output's shape
+/// (multilabel). Shapes and ids are refused as binary_targets does (`check_ids`: read the ids).
+at::Tensor dice_loss(const at::Tensor& output, const at::Tensor& target, const DiceOptions& options,
+                     const std::string& component, const std::string& output_name, const std::string& target_name,
+                     bool check_ids);
+
 /// A 0-dim int64 tensor holding `count` on `device`, created without a device sync.
 at::Tensor count_tensor(int64_t count, const at::Device& device);
 
@@ -108,5 +156,9 @@ std::unique_ptr<Loss> make_weighted_sum(const tp::cpp::ConfigReader& cfg);
 extern const tp_descriptor_t kWeightedSumDescriptor;
 std::unique_ptr<Loss> make_bce_with_logits(const tp::cpp::ConfigReader& cfg);
 extern const tp_descriptor_t kBceDescriptor;
+std::unique_ptr<Loss> make_dice(const tp::cpp::ConfigReader& cfg);
+extern const tp_descriptor_t kDiceDescriptor;
+std::unique_ptr<Loss> make_focal(const tp::cpp::ConfigReader& cfg);
+extern const tp_descriptor_t kFocalDescriptor;
 
 }  // namespace tp::losses

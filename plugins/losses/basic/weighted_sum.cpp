@@ -1,6 +1,7 @@
 // org.torchhost.weighted_sum: a weighted sum of loss terms over several (output, target) pairs,
-// e.g. classification plus box regression for a multi-head model, or a segmentation model's main
-// and auxiliary logits against one mask (items = "labelled").
+// e.g. classification plus box regression for a multi-head model, a segmentation model's main
+// and auxiliary logits against one mask (items = "labelled"), or cross entropy plus Dice (smp's
+// and mmseg's usual recipe).
 #include "loss_terms.h"
 
 #include <vector>
@@ -23,12 +24,24 @@ enum class Items {
   /// and the host's division gives Σ_k w_k · mean_k.
   kSamples,
   /// The labelled positions of one shared target: every term is a cross entropy over the positions
-  /// whose label is not ignore_index, so the host's division gives Σ_k w_k · (term k's mean over
-  /// them), torchvision's segmentation loss `ce(out) + 0.5 ce(aux)`.
+  /// whose label is not ignore_index (or a Dice term, below), so the host's division gives
+  /// Σ_k w_k · (term k's mean over them), torchvision's segmentation loss `ce(out) + 0.5 ce(aux)`.
   kLabelled,
 };
 
-/// Σ_k w_k · (sum over the items of term k), with the count of `Items`.
+/// smp's DiceLoss as a weighted_sum term: mode "multiclass" (softmax over C), "binary" for one
+/// channel, from logits, smooth 0, eps 1e-7, the shared ignore_index.
+at::Tensor dice_term(const at::Tensor& out, const at::Tensor& tgt, const TermOptions& options, const WeightedTerm& t,
+                     bool check_ids) {
+  DiceOptions dice;
+  dice.mode = out.dim() >= 2 && out.size(1) == 1 ? DiceOptions::Mode::kBinary : DiceOptions::Mode::kMulticlass;
+  dice.ignore_index = options.ignore_index;
+  return dice_loss(out, tgt, dice, kId, t.output, t.target, check_ids);
+}
+
+/// Σ_k w_k · (sum over the items of term k), with the count of `Items`. A Dice term is one value
+/// for the batch, not a sum over items: it adds its value times the count, so one batch's sum /
+/// count is Σ_k w_k · mean_k with the Dice term's mean its value.
 class WeightedSum : public Loss {
  public:
   WeightedSum(std::vector<WeightedTerm> terms, TermOptions options, Items items)
@@ -69,8 +82,10 @@ class WeightedSum : public Loss {
                                                            std::to_string(out.size(0)) + ", the first output " +
                                                            std::to_string(batch));
       }
-      const bool check_ids = t.term == Term::kCrossEntropy && ids_[k].due(tgt);
-      at::Tensor term = per_sample_sum(t.term, out, tgt, options_, t.output, t.target, check_ids).mul(t.weight);
+      const bool check_ids = (t.term == Term::kCrossEntropy || t.term == Term::kDice) && ids_[k].due(tgt);
+      at::Tensor term = t.term == Term::kDice
+                            ? dice_term(out, tgt, options_, t, check_ids).mul(static_cast<double>(batch) * t.weight)
+                            : per_sample_sum(t.term, out, tgt, options_, t.output, t.target, check_ids).mul(t.weight);
       last_.push_back(term.detach());
       total = total.defined() ? total.add(term) : term;
     }
@@ -79,19 +94,32 @@ class WeightedSum : public Loss {
 
  private:
   /// Items::kLabelled: every term reads the same target (checked at create), so every term counts
-  /// the same labelled positions and the first term's count is the count of all.
+  /// the same labelled positions and the first cross entropy's count is the count of all; a Dice
+  /// term adds its batch value times that count.
   tp::cpp::LossSum labelled_forward(const tp::cpp::Fields& outputs, const tp::cpp::Fields& targets) {
-    at::Tensor total;
     at::Tensor count;
-    last_.clear();
+    std::vector<at::Tensor> weighted(terms_.size());
     for (std::size_t k = 0; k < terms_.size(); ++k) {
       const WeightedTerm& t = terms_[k];
+      if (t.term == Term::kDice) continue;
       const at::Tensor& tgt = targets.get(t.target);
       tp::cpp::LossSum term = labelled_cross_entropy(outputs.get(t.output), tgt, options_, t.output, t.target, ids_[k].due(tgt));
-      at::Tensor weighted = term.sum.mul(t.weight);
-      last_.push_back(weighted.detach());
-      total = total.defined() ? total.add(weighted) : weighted;
+      weighted[k] = term.sum.mul(t.weight);
       if (!count.defined()) count = std::move(term.count);
+    }
+    for (std::size_t k = 0; k < terms_.size(); ++k) {
+      const WeightedTerm& t = terms_[k];
+      if (t.term != Term::kDice) continue;
+      const at::Tensor& tgt = targets.get(t.target);
+      const at::Tensor value = dice_term(outputs.get(t.output), tgt, options_, t, ids_[k].due(tgt));
+      if (!count.defined()) count = tgt.ne(options_.ignore_index).sum();  // Dice terms alone
+      weighted[k] = value.mul(count.to(value.scalar_type())).mul(t.weight);
+    }
+    at::Tensor total;
+    last_.clear();
+    for (at::Tensor& w : weighted) {
+      last_.push_back(w.detach());
+      total = total.defined() ? total.add(w) : w;
     }
     return {std::move(total), std::move(count)};
   }
@@ -106,32 +134,35 @@ class WeightedSum : public Loss {
 
 const tp_config_key_t kKeys[] = {
     tp::cpp::config_key("losses", TP_CFG_STRING_ARRAY, "[\"cross_entropy\", \"smooth_l1\"]",
-                        "terms: cross_entropy, mse or smooth_l1"),
+                        "terms: cross_entropy, mse, smooth_l1 or dice (smp's DiceLoss, multiclass; binary for one channel)"),
     tp::cpp::config_key("outputs", TP_CFG_STRING_ARRAY, "[\"logits\", \"bbox\"]", "model output of each term"),
     tp::cpp::config_key("targets", TP_CFG_STRING_ARRAY, "[\"label\", \"bbox\"]", "batch field of each term"),
     tp::cpp::config_key("weights", TP_CFG_FLOAT_ARRAY, "[1.0, 1.0]", "weight of each term"),
     tp::cpp::config_key("label_smoothing", TP_CFG_FLOAT, "0.0", "label smoothing of the cross_entropy terms"),
     tp::cpp::config_key("beta", TP_CFG_FLOAT, "1.0", "beta of the smooth_l1 terms (> 0)"),
-    tp::cpp::config_key("ignore_index", TP_CFG_INT, "-100", "class-index label the cross_entropy terms ignore (255 for masks)"),
+    tp::cpp::config_key("ignore_index", TP_CFG_INT, "-100",
+                        "class-index label the cross_entropy and dice terms ignore (255 for masks)"),
     tp::cpp::config_key("items", TP_CFG_STRING, "\"samples\"",
-                        "what the count counts: \"samples\", or \"labelled\" (positions not ignored; cross_entropy terms, one target)"),
+                        "what the count counts: \"samples\", or \"labelled\" (positions not ignored; cross_entropy and dice "
+                        "terms, one target)"),
 };
 const tp_example_input_t kExamples[] = {
     {sizeof(tp_example_input_t), "label", TP_DTYPE_INT64, 0, {}, 3},
     {sizeof(tp_example_input_t), "bbox", TP_DTYPE_FLOAT32, 1, {4}, 0},
 };
 
-/// The `items` key; "labelled" needs cross_entropy terms that all read one target, since the
-/// count it returns is that target's labelled positions.
+/// The `items` key; "labelled" needs cross_entropy (or dice) terms that all read one target, since
+/// the count it returns is that target's labelled positions.
 Items items_from_config(const tp::cpp::ConfigReader& cfg, const std::vector<WeightedTerm>& terms) {
   const std::string items = cfg.get_string("items");
   if (items == "samples") return Items::kSamples;
   if (items != "labelled")
     throw tp::cpp::Failure(TP_ERR_CONFIG, std::string(kId) + ": items must be \"samples\" or \"labelled\", got \"" + items + "\"");
   for (const WeightedTerm& t : terms) {
-    if (t.term != Term::kCrossEntropy)
+    if (t.term != Term::kCrossEntropy && t.term != Term::kDice)
       throw tp::cpp::Failure(TP_ERR_CONFIG, std::string(kId) + ": items = \"labelled\" counts labelled positions, so every "
-                                                               "term must be cross_entropy (output '" + t.output + "' is not)");
+                                                               "term must be cross_entropy or dice (output '" + t.output +
+                                                               "' is not)");
     if (t.target != terms.front().target)
       throw tp::cpp::Failure(TP_ERR_CONFIG, std::string(kId) + ": items = \"labelled\" needs every term to read one target "
                                                                "(its labelled positions are the count), got '" +

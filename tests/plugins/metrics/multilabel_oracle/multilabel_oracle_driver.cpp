@@ -30,7 +30,7 @@ void run_loss(Library& lib, const std::string& stem, double smoothing, const std
       static_cast<const tp_loss_v1_t*>(lib.entry->get_interface("org.torchhost.bce_with_logits", TP_IFACE_LOSS_V1));
   FakeConfig cfg;
   cfg.values = {{"output", std::string("logits")}, {"target", std::string("label")}, {"label_smoothing", smoothing},
-                {"target_threshold", threshold}, {"pos_weight", pos_weight}};
+                {"target_threshold", threshold}, {"pos_weight", pos_weight}, {"ignore_index", int64_t{-100}}};
   void* self = nullptr;
   if (table == nullptr || table->create(&lib.host.host, &cfg.view, &self) != TP_OK) fail("bce create: " + lib.host.last_error);
   const at::Tensor leaf = logits.detach().requires_grad_();
