@@ -8,6 +8,8 @@
 
 #include <doctest/doctest.h>
 
+#include <set>
+
 using Env = std::map<std::string, std::string>;
 
 namespace {
@@ -90,4 +92,70 @@ TEST_CASE("a failure message the store cannot hand over becomes a sentence, not 
   const std::string unread = tp::read_failure_message(store, "failure/0/2");
   CHECK(unread.find("its message could not be read from the rendezvous store") != std::string::npos);
   CHECK(unread.find("its own output says what failed") != std::string::npos);
+}
+
+TEST_CASE("two SLURM steps of one job get different ports and different run identities (cluster trial F3)") {
+  const Env step0{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_LAUNCH_NODE_IPADDR", "127.0.0.1"},
+                  {"SLURM_JOB_ID", "7300"}, {"SLURM_STEP_ID", "0"}};
+  Env step1 = step0;
+  step1["SLURM_STEP_ID"] = "1";
+  const auto a = tp::read_rendezvous(step0);
+  const auto b = tp::read_rendezvous(step1);
+  CHECK(a.master_port == 20000 + 7300);
+  CHECK(b.master_port == 20000 + (7300 + 7919) % 20000);
+  CHECK(a.run_id == "slurm job 7300 step 0");
+  CHECK(b.run_id == "slurm job 7300 step 1");
+  // Every step of one job has its own port, and the batch step's id (beyond int) parses.
+  std::set<int> ports;
+  for (long long step = 0; step < 20000; ++step) ports.insert(tp::slurm_derived_port(7300, step));
+  CHECK(ports.size() == 20000);
+  CHECK(tp::slurm_derived_port(7300, 4294967294LL) >= 20000);
+  CHECK(tp::slurm_derived_port(7300, 4294967294LL) < 40000);
+  // MASTER_PORT still wins; the identity stays.
+  step1["MASTER_PORT"] = "29999";
+  CHECK(tp::read_rendezvous(step1).master_port == 29999);
+  CHECK(tp::read_rendezvous(step1).run_id == "slurm job 7300 step 1");
+}
+
+TEST_CASE("torchrun's run id is the identity; hand-set variables have none") {
+  Env env{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"},
+          {"SLURM_JOB_ID", "5"}};
+  CHECK(tp::read_rendezvous(env).run_id.empty());
+  env["TORCHELASTIC_RUN_ID"] = "abc";
+  CHECK(tp::read_rendezvous(env).run_id == "torchrun run abc");
+}
+
+TEST_CASE("a rank that reaches another run's store fails naming both runs instead of joining") {
+  c10d::HashStore store;
+  tp::Rendezvous owner;
+  owner.world_size = 2;
+  owner.master_addr = "127.0.0.1";
+  owner.master_port = 27300;
+  owner.run_id = "slurm job 7300 step 0";
+  tp::Rendezvous own = owner;
+  own.rank = 1;
+  tp::Rendezvous foreign = own;
+  foreign.run_id = "slurm job 7300 step 1";
+  const auto timeout = std::chrono::milliseconds(100);
+
+  // Nobody recorded a run yet: a bounded wait, then a sentence.
+  std::string said;
+  try {
+    tp::check_run_identity(store, own, timeout);
+  } catch (const tp::Error& e) {
+    said = e.what();
+  }
+  CHECK(said.find("no rank 0 recorded its run there") != std::string::npos);
+
+  tp::check_run_identity(store, owner, timeout);
+  CHECK_NOTHROW(tp::check_run_identity(store, own, timeout));
+  said.clear();
+  try {
+    tp::check_run_identity(store, foreign, timeout);
+  } catch (const tp::Error& e) {
+    said = e.what();
+  }
+  CHECK(said.find("rank 1 of slurm job 7300 step 1") != std::string::npos);
+  CHECK(said.find("of another run (slurm job 7300 step 0)") != std::string::npos);
+  CHECK(said.find("MASTER_PORT") != std::string::npos);
 }

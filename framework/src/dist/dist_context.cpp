@@ -109,11 +109,13 @@ std::unique_ptr<DistContext> DistContext::join(const Rendezvous& place, const Di
                 "(the built-in launcher picks one when --master-port is not given), and that all " +
                 std::to_string(place.world_size) + " ranks were started.");
   }
-  // Keys of this job under their own prefix: torchrun's agent store also holds the agent's keys,
-  // and a restarted torchrun generation must not read the previous one's.
+  check_run_identity(*store, place, timeout);
+  // Keys of this run under their own prefix: torchrun's agent store also holds the agent's keys,
+  // another run may share the store's port (its keys must never be ours), and a restarted
+  // torchrun generation must not read the previous one's.
   const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
   dist->store_ = c10::make_intrusive<c10d::PrefixStore>(
-      std::string("torchhost/") + (restart != nullptr ? restart : "0") + "/", store);
+      "torchhost/" + place.run_id + "/" + (restart != nullptr ? restart : "0") + "/", store);
 
   // 2. The process group: one backend per device type, as Python's init_process_group builds it.
   auto group = c10::make_intrusive<c10d::ProcessGroup>(dist->store_, place.rank, place.world_size);
@@ -190,6 +192,39 @@ std::string read_failure_message(c10d::Store& store, const std::string& key) {
            (c10_error != nullptr ? c10_error->what_without_backtrace() : error.what()) +
            "); its own output says what failed.";
   }
+}
+
+namespace {
+
+std::string describe_run(const std::string& run_id) {
+  return run_id.empty() ? "a run without a SLURM or torchrun id" : run_id;
+}
+
+}  // namespace
+
+void check_run_identity(c10d::Store& store, const Rendezvous& place, std::chrono::milliseconds timeout) {
+  const std::string key = "torchhost/run";
+  const std::string where = place.master_addr + ":" + std::to_string(place.master_port);
+  if (place.rank == 0) {
+    store.set(key, std::vector<uint8_t>(place.run_id.begin(), place.run_id.end()));
+    return;
+  }
+  try {
+    store.wait({key}, timeout);
+  } catch (const std::exception&) {
+    throw Error("rank " + std::to_string(place.rank) + " of " + describe_run(place.run_id) +
+                " reached the rendezvous store at " + where + ", but no rank 0 recorded its run there within " +
+                std::to_string(timeout.count() / 1000) +
+                " s: the port belongs to something else. Give each run its own MASTER_PORT.");
+  }
+  const std::vector<uint8_t> bytes = store.get(key);
+  const std::string owner(bytes.begin(), bytes.end());
+  if (owner != place.run_id)
+    throw Error("rank " + std::to_string(place.rank) + " of " + describe_run(place.run_id) +
+                " reached the rendezvous store at " + where + " of another run (" + describe_run(owner) +
+                ") and does not join it. Two runs derived or were given the same MASTER_PORT on one node; give each "
+                "its own (with several srun steps on one node, export a different MASTER_PORT per step; "
+                "docs/distributed.md).");
 }
 
 std::string DistContext::first_failure(const std::string& own_failure, const char* what) {

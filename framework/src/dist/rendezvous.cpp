@@ -30,6 +30,17 @@ int as_int(const std::string& name, const std::string& text) {
   return value;
 }
 
+// SLURM's job and step ids exceed int (the batch step is 4294967294).
+std::optional<long long> get_id(const Env& env, const std::string& name) {
+  const auto text = get(env, name);
+  if (!text) return std::nullopt;
+  long long value = 0;
+  const auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), value);
+  if (error != std::errc() || end != text->data() + text->size() || value < 0)
+    throw ConfigError("", "environment variable " + name + "=\"" + *text + "\" is not a SLURM id (a number)." + kHint);
+  return value;
+}
+
 std::optional<int> get_int(const Env& env, const std::string& name) {
   const auto text = get(env, name);
   if (!text) return std::nullopt;
@@ -73,6 +84,13 @@ void check(const Rendezvous& r) {
 
 }  // namespace
 
+int slurm_derived_port(long long job_id, long long step_id) {
+  constexpr long long kBase = 20000;
+  constexpr long long kSpan = 20000;
+  constexpr long long kStepStride = 7919; // prime, so coprime to kSpan
+  return static_cast<int>(kBase + (job_id % kSpan + (step_id % kSpan) * kStepStride) % kSpan);
+}
+
 Rendezvous read_rendezvous(const Env& env) {
   Rendezvous r;
   const bool torchrun = get(env, "RANK") || get(env, "WORLD_SIZE");
@@ -93,6 +111,9 @@ Rendezvous read_rendezvous(const Env& env) {
       r.master_port = require_int(env, "MASTER_PORT", "MASTER_ADDR is");
     }
     r.agent_store = get(env, "TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
+    // Only torchrun's own id: SLURM ids here could differ between nodes whose launchers were
+    // started by separate sruns and are meant to meet.
+    if (const auto id = get(env, "TORCHELASTIC_RUN_ID")) r.run_id = "torchrun run " + *id;
   } else if (slurm_tasks && *slurm_tasks > 1) {
     r.source = "slurm";
     r.world_size = *slurm_tasks;
@@ -101,9 +122,12 @@ Rendezvous read_rendezvous(const Env& env) {
     r.local_world_size = std::max(slurm_tasks_per_node(env), r.local_rank + 1);
     // Rank 0 runs on the node srun was launched from in a batch job; MASTER_ADDR overrides.
     r.master_addr = get(env, "MASTER_ADDR").value_or(get(env, "SLURM_LAUNCH_NODE_IPADDR").value_or(""));
-    // A port derived from the job id keeps two jobs on one node apart; MASTER_PORT overrides.
-    const auto job = get_int(env, "SLURM_JOB_ID").value_or(0);
-    r.master_port = get_int(env, "MASTER_PORT").value_or(20000 + job % 20000);
+    // A port derived from the job and step ids keeps the steps of one job on one node apart;
+    // MASTER_PORT overrides. The identity separates whatever still meets at one port.
+    const auto job = get_id(env, "SLURM_JOB_ID");
+    const auto step = get_id(env, "SLURM_STEP_ID");
+    r.master_port = get_int(env, "MASTER_PORT").value_or(slurm_derived_port(job.value_or(0), step.value_or(0)));
+    if (job) r.run_id = "slurm job " + std::to_string(*job) + " step " + std::to_string(step.value_or(0));
   } else {
     return r;
   }

@@ -99,4 +99,14 @@ class DistContext {
 /// still reach its next collective, or the other ranks would report this one as lost.
 std::string read_failure_message(c10d::Store& store, const std::string& key);
 
+/// [every rank, right after connecting to the rendezvous store] Makes sure `store` belongs to
+/// this process's run (place.run_id): rank 0 records its run there, every other rank waits at most
+/// `timeout` for that record and compares. Throws tp::Error naming both runs when they differ (a
+/// rank that reached another run's store, as two SLURM steps sharing a port do), or saying that
+/// no rank 0 recorded a run within `timeout`; a rank therefore never joins a foreign run.
+///
+/// Example:
+///   check_run_identity(*tcp_store, place, std::chrono::seconds(300));
+void check_run_identity(c10d::Store& store, const Rendezvous& place, std::chrono::milliseconds timeout);
+
 }  // namespace tp

@@ -26,6 +26,13 @@ struct Rendezvous {
   /// rank 0 must connect as a client instead of binding the port ("address already in use").
   bool agent_store = false;
   std::string source = "none"; ///< "torchrun" (the variables above), "slurm" or "none"
+  /// Which run this process belongs to, the same on every rank of it and different between runs
+  /// that could meet at one store: "slurm job J step S" (SLURM_JOB_ID, SLURM_STEP_ID),
+  /// "torchrun run ID" (TORCHELASTIC_RUN_ID), or "" when the launcher names none (the built-in
+  /// launcher and hand-set variables: its port, picked free or given, is then the only
+  /// separation). Part of the store's key prefix, and checked when a rank joins
+  /// (check_run_identity), so a rank that reaches another run's store fails instead of joining.
+  std::string run_id;
 
   /// True when this process must join a process group: several processes, or one that a
   /// launcher started with a rendezvous address (world size 1 under torchrun).
@@ -41,5 +48,11 @@ struct Rendezvous {
 ///   const Rendezvous place = read_rendezvous(process_environment());
 ///   if (place.distributed()) ... join the process group ...
 Rendezvous read_rendezvous(const std::map<std::string, std::string>& env);
+
+/// The rendezvous port of a SLURM step when MASTER_PORT is not set: 20000 + (job_id + 7919 x
+/// step_id) % 20000. Two steps of one job on one node (`srun ... &` twice in an allocation) get
+/// different ports (7919 is prime to 20000, so steps 0..19999 of a job never share one); two
+/// jobs may still meet at one port, which check_run_identity then refuses.
+int slurm_derived_port(long long job_id, long long step_id);
 
 }  // namespace tp
