@@ -13,7 +13,7 @@
 namespace tp {
 namespace {
 
-bool warms_up(const SchedulerOptions& o) { return o.name == "linear" || o.name == "cosine"; }
+bool warms_up(const SchedulerOptions& o) { return o.name == "linear" || o.name == "cosine" || o.name == "polynomial"; }
 
 // Schedules that a clock does not drive: constant never changes, reduce_on_plateau changes per
 // evaluation. The interval leaves them as they are, unwrapped, so their checkpoints stay the same.
@@ -82,7 +82,7 @@ void refuse_mixed_units(const SchedulerOptions& o, int64_t steps_per_epoch) {
                       : !o.warmup_prefix           ? "warmup_prefix"
                                                    : nullptr;
     if (key != nullptr)
-      fail(key, concat("only the linear and cosine schedules warm up and cool down; schedule.name = \"", o.name,
+      fail(key, concat("only the linear, cosine and polynomial schedules warm up and cool down; schedule.name = \"", o.name,
                        "\" does not use it. Remove it, or choose name = \"cosine\" (timm's --sched cosine) or \"linear\"."));
   }
   if (o.warmup_epochs < 0) fail("warmup_epochs", concat("must be >= 0, got ", o.warmup_epochs, "."));

@@ -182,19 +182,24 @@ TEST_CASE("keys that mix units or do not apply are refused, naming the key and w
   o = named("step");
   o.step_size = 3;
   o.warmup_epochs = 1;
-  CHECK(refusal(o).find("only the linear and cosine schedules warm up") != std::string::npos);
+  CHECK(refusal(o).find("only the linear, cosine and polynomial schedules warm up") != std::string::npos);
   o.warmup_epochs = 0;
   o.cooldown_epochs = 1;
   CHECK(refusal(o).find("schedule.cooldown_epochs | ") == 0);
   // torchvision's detection recipe written down (warm-up, then MultiStepLR): the warm-up ran on no
-  // schedule but linear and cosine, silently (dense trial F2).
+  // schedule but linear, cosine and polynomial, silently (dense trial F2).
   o = named("multistep");
   o.milestones = {3};
   o.warmup_steps = 2;
-  CHECK(refusal(o).find("schedule.warmup_steps | schedule.warmup_steps: only the linear and cosine schedules warm up") == 0);
+  CHECK(refusal(o).find("schedule.warmup_steps | schedule.warmup_steps: only the linear, cosine and polynomial schedules warm up") == 0);
   o.warmup_steps = 0;
   o.warmup_start_factor = 0.001;
   CHECK(refusal(o).find("schedule.warmup_start_factor | ") == 0);
+  // torchvision's segmentation recipe: a LinearLR warm-up, then PolynomialLR.
+  o = named("polynomial");
+  o.warmup_steps = 10;
+  o.warmup_start_factor = 0.01;
+  CHECK(refusal(o) == "accepted");
   o = per_epoch("range_test");
   o.min_lr = {1e-5};
   o.max_lr = {1.0};

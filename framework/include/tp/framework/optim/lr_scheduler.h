@@ -147,7 +147,7 @@ void check_schedule_options(SchedulerOptions options, double optim_lr);
 
 /// --set pairs that turn every warm-up and cool-down key back to its default: for a command that
 /// runs the configuration under another schedule (host verify's constant lr, host tune lr's range
-/// test), since only linear and cosine take those keys and make_scheduler refuses them elsewhere.
+/// test), since only linear, cosine and polynomial take those keys and make_scheduler refuses them elsewhere.
 std::vector<std::string> warmup_reset_sets();
 
 /// Whether the schedule writes the optimizer's momentum (beta1) between steps: one_cycle with
@@ -195,7 +195,7 @@ enum SchedulerKind : int {
   kKindEpochInterval = 11,  ///< interval "epoch": the per-epoch schedule's state follows
   kKindPolynomial = 12,
 };
-/// The warm-up and cool-down of linear and cosine in the schedule's own unit (optimizer steps, or
+/// The warm-up and cool-down of linear, cosine and polynomial in the schedule's own unit (optimizer steps, or
 /// epochs under interval "epoch"), resolved by make_scheduler, and the names messages use.
 struct Span {
   int64_t warmup = 0;
