@@ -1,6 +1,6 @@
 // Faults: a rank killed with SIGKILL mid-epoch makes the other fail (non-zero, well within
 // dist.timeout_s) naming the lost rank; `--resume auto` then continues from the last checkpoint.
-// SIGTERM to one rank only stops both at the same step (the agreed signal). Misconfigured
+// A stop signal to one rank only stops both at the same step, with its exit code (the agreed signal). Misconfigured
 // launches, and dist.sync_batchnorm = true, are configuration errors (exit 2).
 #include <chrono>
 #include <filesystem>
@@ -65,25 +65,39 @@ TEST_CASE("a rank killed with SIGKILL fails the other, naming it; --resume auto 
   CHECK(resumed.output.find("resumed at epoch 1") != std::string::npos);
 }
 
-TEST_CASE("SIGTERM to one rank only: both ranks save at the same step and exit 143") {
-  // RunControl carries a stop signal in the step's agreement: rank 0 never sees the signal, yet
-  // stops after the same step, and its checkpoint is the resume point of both.
-  const auto dir = tp::test::fresh_dir("ddp_one_rank_signal");
+namespace {
+
+/// Sends `signal` (a kill(1) name) to rank `rank` alone of a 2-rank run; both ranks must exit
+/// `code`, log "stopped by signal `number`" at the same step, and rank 0's checkpoint hold it.
+void check_one_rank_signalled(const std::string& signal, int rank, int code, int number, int port_offset) {
+  const auto dir = tp::test::fresh_dir("ddp_one_rank_" + signal);
   const std::string script =
-      two_ranks_until_first_checkpoint(dir, long_run_args(dir), 7) +
-      "kill -TERM $P1; wait $P0; C0=$?; wait $P1; C1=$?; echo \"exits $C0 $C1\"; "
+      two_ranks_until_first_checkpoint(dir, long_run_args(dir), port_offset) + "kill -" + signal + " $P" +
+      std::to_string(rank) + "; wait $P0; C0=$?; wait $P1; C1=$?; echo \"exits $C0 $C1\"; "
       "cat '" + (dir / "rank0.log").string() + "' '" + (dir / "rank1.log").string() + "'";
   const auto run = tp::test::run_shell(script);
   INFO(run.output);
-  CHECK(run.output.find("exits 143 143") != std::string::npos);
-  // Both ranks name the same step; rank 0's checkpoint holds it.
-  const auto first = run.output.find("stopped by signal 15 at step ");
+  CHECK(run.output.find("exits " + std::to_string(code) + " " + std::to_string(code)) != std::string::npos);
+  // Both ranks name the same signal and the same step; rank 0's checkpoint holds it.
+  const std::string stopped = "stopped by signal " + std::to_string(number) + " at step ";
+  const auto first = run.output.find(stopped);
   REQUIRE(first != std::string::npos);
-  const int64_t step = std::stoll(run.output.substr(first + 29));
-  const auto second = run.output.find("stopped by signal 15 at step ", first + 1);
+  const int64_t step = std::stoll(run.output.substr(first + stopped.size()));
+  const auto second = run.output.find(stopped, first + 1);
   REQUIRE(second != std::string::npos);
-  CHECK(std::stoll(run.output.substr(second + 29)) == step);
+  CHECK(std::stoll(run.output.substr(second + stopped.size())) == step);
   CHECK(tp::load_checkpoint(dir / "checkpoints" / "last.pt").step == step);
+}
+
+}  // namespace
+
+TEST_CASE("a stop signal to one rank only: both ranks save at the same step and exit with that signal") {
+  // RunControl carries the stop signal in the step's agreement, one bit per signal: the rank that
+  // never sees it stops after the same step with the signal's own exit code.
+  SUBCASE("SIGTERM to rank 1: both exit 143") { check_one_rank_signalled("TERM", 1, 143, 15, 7); }
+  // Cluster trial F1: SIGUSR1 under bare srun reached one rank first; the other agreed before its
+  // own handler ran, took SIGTERM's 143, and srun's 143 defeated `[ $? -eq 138 ] && scontrol requeue`.
+  SUBCASE("SIGUSR1 to rank 0: both exit 138") { check_one_rank_signalled("USR1", 0, 138, 10, 8); }
 }
 
 TEST_CASE("the launcher signalled twice at once (timeout, kill -PGID) forwards one stop: both ranks save") {
@@ -100,7 +114,7 @@ TEST_CASE("the launcher signalled twice at once (timeout, kill -PGID) forwards o
   const auto run = tp::test::run_shell(script);
   INFO(run.output);
   CHECK(run.output.find("exit 130") != std::string::npos);  // the signal sent, whichever rank ends first
-  // A rank that agreed to the stop before the forwarded signal reached it reports SIGTERM's 15.
+  // A rank that agreed to the stop before the forwarded signal reached it reports the agreed one.
   const auto step_after = [&](std::size_t from) -> std::pair<std::size_t, int64_t> {
     const auto at = run.output.find("stopped by signal ", from);
     if (at == std::string::npos) return {at, -1};

@@ -133,11 +133,30 @@ TEST_CASE("each reason alone") {
     CHECK(s.control.stopped_early());
     CHECK(s.collectives->calls() == 0);
   }
-  SUBCASE("a signal some rank saw stops with SIGTERM's meaning where this rank saw none") {
-    Single s;
-    s.control.window_agreed(tp::kFlagSignal, 2, ResumePosition{0, 2});
-    CHECK(s.control.signal() == SIGTERM);
+  SUBCASE("a signal some rank saw stops this rank, which saw none, with that signal") {
+    // Cluster trial F1: a rank that agreed before its own SIGUSR1 arrived took SIGTERM and exited
+    // 143 beside the others' 138, so srun's code defeated the requeue on 138.
+    for (const int signal_number : {SIGUSR1, SIGTERM, SIGINT}) {
+      Single s;
+      const uint32_t bit = signal_number == SIGUSR1 ? tp::kFlagSigUsr1 : signal_number == SIGTERM ? tp::kFlagSigTerm : tp::kFlagSigInt;
+      s.control.window_agreed(bit, 2, ResumePosition{0, 2});
+      CHECK(s.control.signal() == signal_number);
+    }
   }
+}
+
+TEST_CASE("ranks that saw different stop signals agree on one: SIGUSR1, then SIGTERM, then SIGINT") {
+  CHECK(tp::agreed_signal(0) == 0);
+  CHECK(tp::agreed_signal(tp::kFlagStopRequest | tp::kFlagTimeUp) == 0);
+  CHECK(tp::agreed_signal(tp::kFlagSigInt) == SIGINT);
+  CHECK(tp::agreed_signal(tp::kFlagSigInt | tp::kFlagSigTerm) == SIGTERM);
+  CHECK(tp::agreed_signal(tp::kFlagSigTerm | tp::kFlagSigUsr1) == SIGUSR1);
+  CHECK(tp::agreed_signal(tp::kFlagsSignal) == SIGUSR1);
+  // The first agreed signal stays: one arriving during the save does not change the exit code.
+  Single s;
+  s.control.window_agreed(tp::kFlagSigTerm, 2, ResumePosition{0, 2});
+  s.control.window_agreed(tp::kFlagSigUsr1, 3, ResumePosition{0, 3});
+  CHECK(s.control.signal() == SIGTERM);
 }
 
 TEST_CASE("two reasons on one step: both are kept, in the order raised") {

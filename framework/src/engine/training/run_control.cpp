@@ -8,6 +8,26 @@
 #include "tp/iface/callback.h"
 
 namespace tp {
+namespace {
+
+/// A stop signal's own bit (0 for a signal that is not a stop signal).
+uint32_t signal_flag(int signal_number) noexcept {
+  switch (signal_number) {
+    case SIGTERM: return kFlagSigTerm;
+    case SIGUSR1: return kFlagSigUsr1;
+    case SIGINT: return kFlagSigInt;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+int agreed_signal(uint32_t agreed) noexcept {
+  if (agreed & kFlagSigUsr1) return SIGUSR1;
+  if (agreed & kFlagSigTerm) return SIGTERM;
+  if (agreed & kFlagSigInt) return SIGINT;
+  return 0;
+}
 
 RunControl::RunControl(Collectives& collectives, const RunBudget& budget, std::string max_time_text)
     : collectives_(collectives), budget_(budget), max_time_text_(std::move(max_time_text)) {}
@@ -26,8 +46,7 @@ uint32_t RunControl::take_window_flags() {
   if (deferred_ & TP_REQUEST_SAVE) flags |= kFlagSaveRequest;
   deferred_ = 0;
   if (budget_.time_up()) flags |= kFlagTimeUp;
-  local_signal_ = pending_stop_signal();
-  if (local_signal_ != 0) flags |= kFlagSignal;
+  flags |= signal_flag(pending_stop_signal());
   if (write_failure_) flags |= kFlagWriteFailed;
   return flags;
 }
@@ -73,7 +92,10 @@ void RunControl::window_agreed(uint32_t agreed, int64_t step, ResumePosition nex
   if (agreed & kFlagWriteFailed) fail_with_write_error();
   if (agreed & kFlagStopRequest) stop_for(StopCause::kCallback, "a callback requested a stop");
   if (agreed & kFlagSaveRequest) save_ = true;
-  if (agreed & kFlagSignal) signal_ = local_signal_ != 0 ? local_signal_ : SIGTERM;
+  // The agreed signal, not this rank's own: a rank that agrees before its own handler ran (or
+  // never gets the signal) must exit with the same code as the others (cluster trial F1: it
+  // exited 143 beside 138, and srun's highest code defeated the requeue on 138).
+  if (const int agreed_stop = agreed_signal(agreed); agreed_stop != 0 && signal_ == 0) signal_ = agreed_stop;
   if ((agreed & kFlagTimeUp) && !pause_) {
     pause_ = next;
     stop_for(StopCause::kMaxTime, "train.max_time (" + max_time_text_ + ") is used up at step " + std::to_string(step) +

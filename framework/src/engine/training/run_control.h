@@ -1,7 +1,7 @@
 // The one owner of the run's stop and save decisions (ARCH-19, docs/engine.md "Stop and save").
 // Every reason to stop or save arrives here: callback requests (deferred to the next window
 // boundary or honoured now, the table in plugin_api/include/tp/iface/callback.h), early stopping,
-// train.max_steps, train.max_time, SIGINT/SIGTERM. Reasons one rank sees alone (a callback on
+// train.max_steps, train.max_time, SIGINT/SIGTERM/SIGUSR1. Reasons one rank sees alone (a callback on
 // one rank, its clock, a signal) are raised as flags and agreed once per optimizer step inside
 // the step's own all-reduce; reasons every rank computes alike (early stopping on reduced values,
 // max_steps) are decided without a collective. The loop then asks stop(), take_save(), signal().
@@ -26,6 +26,11 @@
 namespace tp {
 
 class Collectives;
+
+/// The stop signal a window's agreed flags carry (0 = none). When the ranks saw different ones,
+/// one precedence picks it on every rank alike: SIGUSR1 (the scheduler's requeue warning: exit
+/// 138 is what a requeue script tests), then SIGTERM, then SIGINT.
+int agreed_signal(uint32_t agreed) noexcept;
 
 /// Why a run stops before train.epochs is done.
 enum class StopCause { kCallback, kEarlyStopping, kMaxSteps, kMaxTime };
@@ -79,7 +84,9 @@ class RunControl {
   /// [all ranks] An agreement of its own on whether a rank-0 write failed (one collective;
   /// nothing to read for a single process), after a save and at the run's end. Throws as above.
   void settle_writes(const char* what);
-  /// The stop signal some rank saw (0 = none): the run saves where it is and exits 128 + signal.
+  /// The stop signal the ranks agreed on (0 = none; agreed_signal picks one when they saw
+  /// different ones), the same on every rank, whether or not this rank's own handler has run: the
+  /// run saves where it is and every rank exits 128 + signal.
   int signal() const noexcept { return signal_; }
   /// Where a paused run continues: one train.max_time stopped, or one a callback stopped inside
   /// an epoch (left_epoch_early). Nothing when the run ends (its epochs done, early stopping,
@@ -94,7 +101,6 @@ class RunControl {
   std::vector<std::pair<StopCause, std::string>> causes_;
   bool save_ = false;
   int signal_ = 0;
-  int local_signal_ = 0; ///< the signal this rank saw when it took its window flags
   std::optional<ResumePosition> pause_;
   std::exception_ptr write_failure_; ///< rank 0's first failed write, thrown at the next agreement
   /// [all ranks] After an agreement that carried kFlagWriteFailed: every rank throws rank 0's error.

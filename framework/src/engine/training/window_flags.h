@@ -12,11 +12,17 @@ enum WindowFlag : uint32_t {
   kFlagStopRequest = 1u << 0, ///< a deferred callback TP_REQUEST_STOP
   kFlagSaveRequest = 1u << 1, ///< a deferred callback TP_REQUEST_SAVE
   kFlagTimeUp = 1u << 2,      ///< train.max_time is used up on this rank's clock
-  kFlagSignal = 1u << 3,      ///< SIGINT/SIGTERM reached this rank
+  kFlagSigTerm = 1u << 3,     ///< SIGTERM reached this rank
   kFlagNonFinite = 1u << 4,   ///< the step: a non-finite training loss in the window
   kFlagSplit = 1u << 5,       ///< the step: this rank cut micro-batches after running out of memory
   kFlagHasBatch = 1u << 6,    ///< the step: this rank trained at least one non-empty micro-batch
   kFlagWriteFailed = 1u << 7, ///< rank 0 failed to write a run file (rank0_write)
+  kFlagSigUsr1 = 1u << 8,     ///< SIGUSR1 (SLURM's requeue warning) reached this rank
+  kFlagSigInt = 1u << 9,      ///< SIGINT reached this rank
 };
+
+/// The stop signals' bits: one per signal, so that every rank learns which signal stops the run,
+/// not only that one does.
+inline constexpr uint32_t kFlagsSignal = kFlagSigTerm | kFlagSigUsr1 | kFlagSigInt;
 
 }  // namespace tp
