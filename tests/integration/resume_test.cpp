@@ -115,6 +115,27 @@ TEST_CASE("--resume auto without a checkpoint starts fresh; a damaged checkpoint
   CHECK(refused.output.find("damaged") != std::string::npos);
 }
 
+// The cluster trial's F5: the saved batch index counts batches of the saved size, so a resume
+// inside an epoch with another batch size skipped or repeated samples, or failed in the loader
+// ("start_batch 12 is outside [0, 7]"), after a mere warning.
+TEST_CASE("a resume inside an epoch with another train.batch_size is refused, naming the position") {
+  const auto dir = tp::test::fresh_dir("resume_mid_epoch_batch");
+  const std::string args = kResumeArgs + "--set train.epochs=1 --set checkpoint.strategy=\"steps\" "
+                                         "--set checkpoint.every=32 --set checkpoint.keep_last=10 --output-dir '" +
+                           dir.string() + "'";
+  const auto trained = tp::test::run_host(args);
+  INFO(trained.output);
+  REQUIRE(trained.exit_code == 0);
+  const auto inside = dir / "checkpoints" / "step-00000032.pt"; // 32 of the epoch's 128 batches
+  REQUIRE(std::filesystem::exists(inside));
+  REQUIRE(tp::load_checkpoint(inside).batch == 32);
+  const auto refused = tp::test::run_host(args + " --resume '" + inside.string() + "' --set train.batch_size=8");
+  INFO(refused.output);
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.output.find("train.batch_size: 16 -> 8 since the checkpoint, which stopped inside epoch 1 after 32 "
+                            "batch(es)") != std::string::npos);
+}
+
 // Issue 58, item 6: a --resume that failed at start-up (another model, a batch larger than the
 // data) rewrote config.toml and runtime.toml with the rejected settings, which predict, eval,
 // compare and mlflow-sync then read as the run's; `host eval` rewrote runtime.toml too.

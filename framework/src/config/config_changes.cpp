@@ -109,4 +109,12 @@ std::vector<std::string> changes_a_resume_ignores(const std::string& before, con
   return lines;
 }
 
+std::vector<std::string> changes_a_mid_epoch_resume_refuses(const std::string& before, const std::string& now) {
+  Differences found = differences(before, now);
+  std::vector<std::string> lines;
+  for (const std::string& key : found.changed)
+    if (key == "train.batch_size") lines.push_back(std::move(found.lines[key]));
+  return lines;
+}
+
 }  // namespace tp

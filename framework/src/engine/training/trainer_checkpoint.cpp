@@ -12,6 +12,7 @@
 
 #include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/checkpoint/run_identity.h"
+#include "tp/framework/config/config_changes.h"
 #include "tp/framework/config/write.h"
 #include "engine/training/finite_weights.h"
 #include "engine/training/trainer_impl.h"
@@ -178,6 +179,19 @@ std::vector<StateRole> Trainer::Impl::state_roles(ResumePosition resume) {
                                                          "with " + std::to_string(from.world_size) +
                                                          " rank(s) (--nproc-per-node), or start a new run from its "
                                                          "weights with train.init_weights = \"<checkpoint>\".");
+                     // The batch index counts batches of the saved size: with another, it points at
+                     // other samples (the cluster trial's F5: skipped or repeated samples, or a
+                     // DataLoader error past the epoch's end). At an epoch's start it points nowhere.
+                     const std::vector<std::string> moved =
+                         from.batch > 0 ? changes_a_mid_epoch_resume_refuses(from.config_toml, to_toml_text(config_.resolved))
+                                        : std::vector<std::string>{};
+                     if (!moved.empty())
+                       throw ConfigError("train.batch_size",
+                                         "--resume: " + moved.front() + " since the checkpoint, which stopped inside epoch " +
+                                             std::to_string(from.epoch + 1) + " after " + std::to_string(from.batch) +
+                                             " batch(es) of the old size: resumed with another size, the epoch would "
+                                             "skip or repeat samples. Resume with the checkpoint's batch size, or start a new "
+                                             "run from its weights with train.init_weights.");
                      if (from.rng_cpu.defined()) set_generator_state(c10::Device(c10::kCPU), from.rng_cpu);
                      if (from.rng_cuda.defined() && device_.is_cuda()) set_generator_state(device_, from.rng_cuda);
                      position_.start = {from.epoch, from.batch};

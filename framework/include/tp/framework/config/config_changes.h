@@ -22,4 +22,10 @@ std::vector<std::string> config_changes(const std::string& before, const std::st
 /// added since) is not among them. Empty when nothing of the kind changed.
 std::vector<std::string> changes_a_resume_ignores(const std::string& before, const std::string& now);
 
+/// The lines of config_changes for keys that decide what a position inside an epoch (its batch
+/// index) points at: train.batch_size. A resume in the middle of an epoch with another value would
+/// skip or repeat samples, or point past the epoch's end; at an epoch's start it is free. Empty
+/// when it did not change.
+std::vector<std::string> changes_a_mid_epoch_resume_refuses(const std::string& before, const std::string& now);
+
 }  // namespace tp
