@@ -93,6 +93,15 @@ std::string describe(int status) {
   return "ended with wait status " + std::to_string(status);
 }
 
+/// The stop signal a rank's status reports it saved and stopped for (SIGINT, SIGTERM or SIGUSR1:
+/// exit 128 + signal, stop_signal.h), or 0.
+int stop_signal_of(int status) {
+  if (!WIFEXITED(status)) return 0;
+  for (const int signal_number : {SIGINT, SIGTERM, SIGUSR1})
+    if (WEXITSTATUS(status) == exit_code_for_signal(signal_number)) return signal_number;
+  return 0;
+}
+
 int exit_code_of(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return exit_code_for_signal(WTERMSIG(status));
@@ -262,7 +271,17 @@ int run_launcher(const LaunchOptions& o) {
       if (!ok && failed < 0) {
         failed = r.rank;
         failed_status = r.status;
-        if (forwarded == 0) {
+        if (forwarded == 0 && stop_signal_of(r.status) != 0) {
+          // A stop signal sent to this rank alone (a node preempted, a user's kill): the ranks
+          // agreed on it and saved at one step (run_control.h), so it is a stop, not a failure
+          // (cluster trial F8). Forwarding it reaches a rank still starting up, where no
+          // agreement runs yet; a rank that already agreed takes it as the same stop.
+          forwarded = stop_signal_of(r.status);
+          forwarded_at = std::chrono::steady_clock::now();
+          std::fprintf(stderr, "host: rank %d (pid %d) stopped by signal %d sent to it alone; forwarding it to the other ranks\n",
+                       r.rank, static_cast<int>(r.pid), forwarded);
+          stop_others(forwarded);
+        } else if (forwarded == 0) {
           std::fprintf(stderr, "host: rank %d (pid %d) %s; stopping the other ranks\n", r.rank, static_cast<int>(r.pid),
                        describe(r.status).c_str());
           stop_others(SIGTERM);
@@ -279,10 +298,10 @@ int run_launcher(const LaunchOptions& o) {
     if (all_done && !pipes_open) break;
   }
   if (failed < 0) return kExitOk;
+  // The ranks' command (a flag first means `host train`'s short form), so a failed 2-rank
+  // prediction is not reported as a failed training.
+  const std::string command = o.args.size() > 1 && !o.args[1].starts_with("-") ? o.args[1] : "train";
   if (forwarded == 0) {
-    // The ranks' command (a flag first means `host train`'s short form), so a failed 2-rank
-    // prediction is not reported as a failed training.
-    const std::string command = o.args.size() > 1 && !o.args[1].starts_with("-") ? o.args[1] : "train";
     // A rank killed by SIGKILL had no chance to say anything: the cause is outside it.
     const bool silent = WIFSIGNALED(failed_status) && WTERMSIG(failed_status) == SIGKILL;
     std::fprintf(stderr, "host: %s failed: rank %d %s %s\n", command.c_str(), failed, describe(failed_status).c_str(),
@@ -291,15 +310,16 @@ int run_launcher(const LaunchOptions& o) {
                         : "(its own output above says why)");
     return exit_code_of(failed_status);
   }
-  // A stop the user sent: the ranks that had not received it yet when they agreed to stop report
-  // SIGTERM (run_control.cpp), so the first rank reaped may say 143 for a Ctrl-C. The signal sent
-  // is the answer, as for one process; a rank that failed otherwise still gives its own status.
+  // A stop: the signal sent (to the launcher, or to one rank) is the answer, as for one process,
+  // when every rank saved for a stop signal or had finished; a rank that failed otherwise still
+  // gives its own status.
   const int stopped = exit_code_for_signal(forwarded);
   const bool saved = std::all_of(ranks.begin(), ranks.end(), [](const Rank& r) {
-    return WIFEXITED(r.status) && (WEXITSTATUS(r.status) == exit_code_for_signal(SIGINT) ||
-                                   WEXITSTATUS(r.status) == exit_code_for_signal(SIGTERM) ||
-                                   WEXITSTATUS(r.status) == exit_code_for_signal(SIGUSR1) || WEXITSTATUS(r.status) == 0);
+    return stop_signal_of(r.status) != 0 || (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
   });
+  if (saved)
+    std::fprintf(stderr, "host: %s stopped by signal %d on every rank (a stop, not a failure: each rank's last line says what it saved)\n",
+                 command.c_str(), forwarded);
   return saved ? stopped : exit_code_of(failed_status);
 }
 

@@ -160,6 +160,25 @@ TEST_CASE("the launcher forwards SIGUSR1: both ranks save and it exits 138; a ra
   CHECK(killed.output.find("its own output above says why") == std::string::npos);
 }
 
+// Cluster trial F8: SIGTERM to one rank under the launcher stopped and saved every rank, yet the
+// launcher said "train failed: rank 1 exited with status 143".
+TEST_CASE("the launcher reports a stop signal sent to one rank alone as a stop, with its exit code") {
+  const auto dir = tp::test::fresh_dir("ddp_launcher_one_rank_term");
+  const std::string host = std::string("'") + tp::test::build_dir() + "/bin/host'";
+  const auto run = tp::test::run_shell(
+      host + " --nproc-per-node 2" + long_run_args(dir) + " > '" + (dir / "launcher.log").string() + "' 2>&1 & L=$!; " +
+      "for i in $(seq 600); do [ -e '" + (dir / "checkpoints" / "last.pt").string() + "' ] && break; sleep 0.1; done; " +
+      "set -- $(cat /proc/$L/task/$L/children); kill -TERM $2; wait $L; echo \"exit $?\"; cat '" +
+      (dir / "launcher.log").string() + "'");
+  INFO(run.output);
+  CHECK(run.output.find("exit 143") != std::string::npos);
+  CHECK(run.output.find("failed") == std::string::npos);
+  CHECK(run.output.find("stopped by signal 15 sent to it alone") != std::string::npos);
+  CHECK(run.output.find("host: train stopped by signal 15 on every rank") != std::string::npos);
+  const int64_t saved = tp::load_checkpoint(dir / "checkpoints" / "last.pt").step;
+  CHECK(run.output.find("at step " + std::to_string(saved) + "; saved") != std::string::npos);
+}
+
 // LibTorch reads TORCH_CPP_LOG_LEVEL only when asked (c10::initLogging, which `import torch` calls):
 // the variable that silences the store's warning and its stack on a survivor (ops trial, finding
 // 12) did nothing in the host. INFO shows c10d's connection lines, which the default hides.
