@@ -1,10 +1,9 @@
 // segmentation_folder.so through its C ABI on image/mask folders written at test time: pairing
 // and order, field dtypes and shapes, palette masks read as indices (PNGs written here with zlib,
-// independently of the plugin's libpng reader), grey and RGB masks, joint geometry (image and mask
-// move together, padding carries 0 / ignore_index), PLG-8 determinism, fixed train sizes, the
-// val split's field_batching (ABI 1.6) and the errors that name the offending file.
-#include <zlib.h>
-
+// independently of the plugin's libpng reader), joint geometry (image and mask move together,
+// padding carries 0 / ignore_index), PLG-8 determinism, fixed train sizes, the val split's
+// field_batching (ABI 1.6) and the errors that name the offending file. The mask formats:
+// segmentation_folder_masks_test.cpp.
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -18,6 +17,7 @@
 #include <doctest/doctest.h>
 
 #include "fixtures.h"
+#include "segmentation_folder_support.h"
 
 namespace {
 
@@ -26,118 +26,7 @@ using tp::test::Dataset;
 using tp::test::FakeConfig;
 using tp::test::PluginLibrary;
 using tp::test::Sample;
-
-constexpr const char* kSegmentationFolderId = "org.torchhost.segmentation_folder";
-
-void put_u32(std::string& out, uint32_t v) {
-  for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<char>((v >> s) & 0xFF));
-}
-
-void put_chunk(std::string& out, const char* type, const std::string& data) {
-  put_u32(out, static_cast<uint32_t>(data.size()));
-  const std::string body = std::string(type, 4) + data;
-  out += body;
-  put_u32(out, static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size()))));
-}
-
-/// An 8-bit palette PNG of `ids` (h x w); palette entry k is (k * 7 % 256, 255 - k, k * 13 % 256),
-/// so no colour's grey value equals its index.
-void write_palette_png(const fs::path& path, const std::vector<uint8_t>& ids, int h, int w) {
-  std::string png("\x89PNG\r\n\x1a\n", 8), ihdr, plte, raw;
-  put_u32(ihdr, static_cast<uint32_t>(w));
-  put_u32(ihdr, static_cast<uint32_t>(h));
-  ihdr += std::string("\x08\x03\x00\x00\x00", 5);  // 8 bits, palette, deflate, no filter method, no interlace
-  for (int k = 0; k < 256; ++k) {
-    plte.push_back(static_cast<char>(k * 7 % 256));
-    plte.push_back(static_cast<char>(255 - k));
-    plte.push_back(static_cast<char>(k * 13 % 256));
-  }
-  for (int y = 0; y < h; ++y) {
-    raw.push_back('\0');  // filter type None
-    raw.append(reinterpret_cast<const char*>(ids.data()) + static_cast<size_t>(y) * w, static_cast<size_t>(w));
-  }
-  uLongf size = compressBound(static_cast<uLong>(raw.size()));
-  std::string idat(size, '\0');
-  REQUIRE(compress(reinterpret_cast<Bytef*>(idat.data()), &size, reinterpret_cast<const Bytef*>(raw.data()),
-                   static_cast<uLong>(raw.size())) == Z_OK);
-  idat.resize(size);
-  put_chunk(png, "IHDR", ihdr);
-  put_chunk(png, "PLTE", plte);
-  put_chunk(png, "IDAT", idat);
-  put_chunk(png, "IEND", "");
-  std::ofstream(path, std::ios::binary) << png;
-}
-
-/// Class ids of a blocky mask: class (x / 4 + y / 5) % 6, with 255 on the diagonal x == y.
-std::vector<uint8_t> block_ids(int h, int w, int salt) {
-  std::vector<uint8_t> ids(static_cast<size_t>(h) * w);
-  for (int y = 0; y < h; ++y)
-    for (int x = 0; x < w; ++x) ids[static_cast<size_t>(y) * w + x] = x == y ? 255 : static_cast<uint8_t>((x / 4 + y / 5 + salt) % 6);
-  return ids;
-}
-
-/// An image whose red channel encodes the class of `ids` (class * 30, 250 for 255), green a
-/// gradient, blue constant: after joint integer geometry (crop, flip, pad) red / 30 is the mask.
-cv::Mat image_for(const std::vector<uint8_t>& ids, int h, int w) {
-  cv::Mat bgr(h, w, CV_8UC3);
-  for (int y = 0; y < h; ++y)
-    for (int x = 0; x < w; ++x) {
-      const uint8_t id = ids[static_cast<size_t>(y) * w + x];
-      bgr.at<cv::Vec3b>(y, x) = cv::Vec3b(90, static_cast<uchar>(x * 3 + y), static_cast<uchar>(id == 255 ? 250 : id * 30));
-    }
-  return bgr;
-}
-
-struct Pair {
-  std::string stem;
-  int h, w;
-};
-
-/// root/images/<stem>.png and root/masks/<stem>.png (palette), written out of order.
-fs::path write_split(const std::string& name, const std::vector<Pair>& pairs) {
-  const fs::path root = tp::test::fresh_fixture_dir(name);
-  int salt = 0;
-  for (const Pair& p : pairs) {
-    fs::create_directories((root / "images" / p.stem).parent_path());
-    fs::create_directories((root / "masks" / p.stem).parent_path());
-    const std::vector<uint8_t> ids = block_ids(p.h, p.w, salt++);
-    REQUIRE(cv::imwrite((root / "images" / (p.stem + ".png")).string(), image_for(ids, p.h, p.w)));
-    write_palette_png(root / "masks" / (p.stem + ".png"), ids, p.h, p.w);
-  }
-  return root;
-}
-
-void configure_segmentation_folder(const PluginLibrary& lib, FakeConfig& cfg, const fs::path& root) {
-  tp::test::fill_defaults(*lib.entry().descriptor_at(0), cfg);
-  cfg.values["root"] = root.string();
-}
-
-/// A mask value per pixel and the image's red channel in grey levels, read back from a sample.
-struct Planes {
-  std::vector<int64_t> mask;
-  std::vector<int> red;
-  int h = 0, w = 0;
-};
-
-Planes planes(const Sample& s) {
-  Planes p;
-  const DLTensor& image = s.tensor("image");
-  const DLTensor& mask = s.tensor("mask");
-  REQUIRE(image.ndim == 3);
-  REQUIRE((image.dtype.code == kDLFloat && image.dtype.bits == 32));
-  REQUIRE(mask.ndim == 2);
-  REQUIRE((mask.dtype.code == kDLInt && mask.dtype.bits == 64));
-  REQUIRE(image.shape[0] == 3);
-  REQUIRE(image.shape[1] == mask.shape[0]);
-  REQUIRE(image.shape[2] == mask.shape[1]);
-  p.h = static_cast<int>(mask.shape[0]);
-  p.w = static_cast<int>(mask.shape[1]);
-  const auto m = s.values<int64_t>("mask");
-  const auto px = s.values<float>("image");
-  p.mask.assign(m.begin(), m.end());
-  for (int i = 0; i < p.h * p.w; ++i) p.red.push_back(static_cast<int>(std::lround(px[static_cast<size_t>(i)] * 255.0f)));
-  return p;
-}
+using namespace tp::test::seg;
 
 }  // namespace
 
@@ -164,118 +53,6 @@ TEST_CASE("segmentation_folder: pairs by stem in sorted order; palette masks rea
     const std::vector<uint8_t> ids = block_ids(h, w, salts[i]);
     CHECK(std::equal(p.mask.begin(), p.mask.end(), ids.begin()));  // indices 0..5 and 255, not colours
     for (size_t k = 0; k < ids.size(); ++k) REQUIRE(p.red[k] == (ids[k] == 255 ? 250 : ids[k] * 30));
-  }
-}
-
-TEST_CASE("segmentation_folder: grey and RGB masks, class_colors, num_classes") {
-  const fs::path root = tp::test::fresh_fixture_dir("seg_rgb");
-  fs::create_directories(root / "images");
-  fs::create_directories(root / "masks");
-  REQUIRE(cv::imwrite((root / "images" / "x.png").string(), cv::Mat(6, 8, CV_8UC3, cv::Scalar(10, 20, 30))));
-  cv::Mat grey(6, 8, CV_8UC1, cv::Scalar(2));
-  grey.at<uchar>(1, 3) = 7;
-  REQUIRE(cv::imwrite((root / "masks" / "x.png").string(), grey));
-  PluginLibrary lib("segmentation_folder");
-  FakeConfig cfg;
-  configure_segmentation_folder(lib, cfg, root);
-  cfg.values["resize"] = std::vector<int64_t>{6, 8};
-  {
-    Dataset ds(lib, kSegmentationFolderId, cfg, "train");
-    const Planes p = planes(ds.get(0, 1));
-    CHECK(p.mask[0] == 2);
-    CHECK(p.mask[1 * 8 + 3] == 7);
-  }
-  cfg.values["num_classes"] = int64_t{5};
-  {
-    Dataset ds(lib, kSegmentationFolderId, cfg, "train");
-    Sample s;
-    const tp_worker_ctx_t ctx = tp::test::worker_ctx(1);
-    CHECK(ds.try_get(0, &ctx, s) == TP_ERR_IO);
-    CHECK(lib.host.last_error.find("masks/x.png' has the value 7 at pixel (x 3, y 1)") != std::string::npos);
-  }
-  cfg.values["num_classes"] = int64_t{0};
-  // An RGB mask: refused as class ids, mapped with class_colors (given in R, G, B).
-  cv::Mat rgb(6, 8, CV_8UC3, cv::Scalar(0, 0, 128));  // BGR: red 128
-  rgb.at<cv::Vec3b>(2, 5) = cv::Vec3b(0, 128, 0);       // green 128
-  REQUIRE(cv::imwrite((root / "masks" / "x.png").string(), rgb));
-  {
-    Dataset ds(lib, kSegmentationFolderId, cfg, "train");
-    Sample s;
-    const tp_worker_ctx_t ctx = tp::test::worker_ctx(1);
-    CHECK(ds.try_get(0, &ctx, s) == TP_ERR_CONFIG);
-    CHECK(lib.host.last_error.find("masks/x.png' is an RGB PNG; set `class_colors`") != std::string::npos);
-  }
-  cfg.values["class_colors"] = std::vector<int64_t>{0, 0, 0, 128, 0, 0, 0, 128, 0};
-  {
-    Dataset ds(lib, kSegmentationFolderId, cfg, "train");
-    const Planes p = planes(ds.get(0, 1));
-    CHECK(p.mask[0] == 1);
-    CHECK(p.mask[2 * 8 + 5] == 2);
-    CHECK(std::count(p.mask.begin(), p.mask.end(), 1) == 47);
-  }
-  cfg.values["class_colors"] = std::vector<int64_t>{0, 0, 0, 128, 0, 0};
-  {
-    Dataset ds(lib, kSegmentationFolderId, cfg, "train");
-    Sample s;
-    const tp_worker_ctx_t ctx = tp::test::worker_ctx(1);
-    CHECK(ds.try_get(0, &ctx, s) == TP_ERR_IO);
-    CHECK(lib.host.last_error.find("has the colour (0, 128, 0) at pixel (x 5, y 2)") != std::string::npos);
-  }
-}
-
-namespace {
-
-/// How many of `lib`'s log lines are warnings containing `text`.
-int warnings_with(const PluginLibrary& lib, const std::string& text) {
-  int count = 0;
-  for (std::size_t i = 0; i < lib.host.logs.size(); ++i)
-    count += lib.host.log_levels[i] == TP_LOG_WARNING && lib.host.logs[i].find(text) != std::string::npos;
-  return count;
-}
-
-}  // namespace
-
-TEST_CASE("segmentation_folder: binary masks saved as 0/255 are warned of at create, and class_colors reads them") {
-  // The dense trial's F1: every foreground pixel was the default ignore_index 255, so the run
-  // learnt background alone and scored val/miou = 1 without a word.
-  const fs::path root = tp::test::fresh_fixture_dir("seg_binary_255");
-  fs::create_directories(root / "images");
-  fs::create_directories(root / "masks");
-  for (const char* stem : {"a", "b", "c"}) {
-    REQUIRE(cv::imwrite((root / "images" / (std::string(stem) + ".png")).string(), cv::Mat(6, 8, CV_8UC3, cv::Scalar(9, 9, 9))));
-    cv::Mat mask(6, 8, CV_8UC1, cv::Scalar(0));
-    mask(cv::Rect(2, 1, 3, 3)).setTo(255);
-    REQUIRE(cv::imwrite((root / "masks" / (std::string(stem) + ".png")).string(), mask));
-  }
-  PluginLibrary lib("segmentation_folder");
-  FakeConfig cfg;
-  configure_segmentation_folder(lib, cfg, root);
-  cfg.values["resize"] = std::vector<int64_t>{6, 8};
-  cfg.values["num_classes"] = int64_t{2};
-  const std::string warning = "the 3 masks checked hold only the values 0 and 255, and 255 is ignore_index";
-  {
-    Dataset ds(lib, kSegmentationFolderId, cfg, "train");
-    CHECK(warnings_with(lib, warning) == 1);
-    CHECK(warnings_with(lib, "set class_colors = [0, 0, 0, 255, 255, 255]") == 1);
-  }
-  // The fix the warning names: 255 read as class 1, and no warning.
-  cfg.values["class_colors"] = std::vector<int64_t>{0, 0, 0, 255, 255, 255};
-  {
-    Dataset ds(lib, kSegmentationFolderId, cfg, "train");
-    CHECK(warnings_with(lib, warning) == 1);
-    const Planes p = planes(ds.get(0, 1));
-    CHECK(std::count(p.mask.begin(), p.mask.end(), 1) == 9);
-    CHECK(std::count(p.mask.begin(), p.mask.end(), 0) == 39);
-  }
-  // VOC's masks: classes besides 0, and 255 on their borders: no warning.
-  cfg.values["class_colors"] = std::vector<int64_t>{};
-  cv::Mat voc(6, 8, CV_8UC1, cv::Scalar(0));
-  voc(cv::Rect(2, 1, 3, 3)).setTo(255);
-  voc.at<uchar>(2, 3) = 1;
-  REQUIRE(cv::imwrite((root / "masks" / "b.png").string(), voc));
-  {
-    Dataset ds(lib, kSegmentationFolderId, cfg, "train");
-    CHECK(warnings_with(lib, warning) == 1);
   }
 }
 

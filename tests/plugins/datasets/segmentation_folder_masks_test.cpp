@@ -1,0 +1,133 @@
+// segmentation_folder.so's mask formats through its C ABI: grey and RGB masks with class_colors
+// and num_classes, and the warning for binary masks saved as 0/255 (where 255 is ignore_index).
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <opencv2/imgcodecs.hpp>
+
+#include <doctest/doctest.h>
+
+#include "segmentation_folder_support.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using tp::test::Dataset;
+using tp::test::FakeConfig;
+using tp::test::PluginLibrary;
+using tp::test::Sample;
+using namespace tp::test::seg;
+
+/// How many of `lib`'s log lines are warnings containing `text`.
+int warnings_with(const PluginLibrary& lib, const std::string& text) {
+  int count = 0;
+  for (std::size_t i = 0; i < lib.host.logs.size(); ++i)
+    count += lib.host.log_levels[i] == TP_LOG_WARNING && lib.host.logs[i].find(text) != std::string::npos;
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("segmentation_folder: grey and RGB masks, class_colors, num_classes") {
+  const fs::path root = tp::test::fresh_fixture_dir("seg_rgb");
+  fs::create_directories(root / "images");
+  fs::create_directories(root / "masks");
+  REQUIRE(cv::imwrite((root / "images" / "x.png").string(), cv::Mat(6, 8, CV_8UC3, cv::Scalar(10, 20, 30))));
+  cv::Mat grey(6, 8, CV_8UC1, cv::Scalar(2));
+  grey.at<uchar>(1, 3) = 7;
+  REQUIRE(cv::imwrite((root / "masks" / "x.png").string(), grey));
+  PluginLibrary lib("segmentation_folder");
+  FakeConfig cfg;
+  configure_segmentation_folder(lib, cfg, root);
+  cfg.values["resize"] = std::vector<int64_t>{6, 8};
+  {
+    Dataset ds(lib, kSegmentationFolderId, cfg, "train");
+    const Planes p = planes(ds.get(0, 1));
+    CHECK(p.mask[0] == 2);
+    CHECK(p.mask[1 * 8 + 3] == 7);
+  }
+  cfg.values["num_classes"] = int64_t{5};
+  {
+    Dataset ds(lib, kSegmentationFolderId, cfg, "train");
+    Sample s;
+    const tp_worker_ctx_t ctx = tp::test::worker_ctx(1);
+    CHECK(ds.try_get(0, &ctx, s) == TP_ERR_IO);
+    CHECK(lib.host.last_error.find("masks/x.png' has the value 7 at pixel (x 3, y 1)") != std::string::npos);
+  }
+  cfg.values["num_classes"] = int64_t{0};
+  // An RGB mask: refused as class ids, mapped with class_colors (given in R, G, B).
+  cv::Mat rgb(6, 8, CV_8UC3, cv::Scalar(0, 0, 128));  // BGR: red 128
+  rgb.at<cv::Vec3b>(2, 5) = cv::Vec3b(0, 128, 0);       // green 128
+  REQUIRE(cv::imwrite((root / "masks" / "x.png").string(), rgb));
+  {
+    Dataset ds(lib, kSegmentationFolderId, cfg, "train");
+    Sample s;
+    const tp_worker_ctx_t ctx = tp::test::worker_ctx(1);
+    CHECK(ds.try_get(0, &ctx, s) == TP_ERR_CONFIG);
+    CHECK(lib.host.last_error.find("masks/x.png' is an RGB PNG; set `class_colors`") != std::string::npos);
+  }
+  cfg.values["class_colors"] = std::vector<int64_t>{0, 0, 0, 128, 0, 0, 0, 128, 0};
+  {
+    Dataset ds(lib, kSegmentationFolderId, cfg, "train");
+    const Planes p = planes(ds.get(0, 1));
+    CHECK(p.mask[0] == 1);
+    CHECK(p.mask[2 * 8 + 5] == 2);
+    CHECK(std::count(p.mask.begin(), p.mask.end(), 1) == 47);
+  }
+  cfg.values["class_colors"] = std::vector<int64_t>{0, 0, 0, 128, 0, 0};
+  {
+    Dataset ds(lib, kSegmentationFolderId, cfg, "train");
+    Sample s;
+    const tp_worker_ctx_t ctx = tp::test::worker_ctx(1);
+    CHECK(ds.try_get(0, &ctx, s) == TP_ERR_IO);
+    CHECK(lib.host.last_error.find("has the colour (0, 128, 0) at pixel (x 5, y 2)") != std::string::npos);
+  }
+}
+
+
+TEST_CASE("segmentation_folder: binary masks saved as 0/255 are warned of at create, and class_colors reads them") {
+  // The dense trial's F1: every foreground pixel was the default ignore_index 255, so the run
+  // learnt background alone and scored val/miou = 1 without a word.
+  const fs::path root = tp::test::fresh_fixture_dir("seg_binary_255");
+  fs::create_directories(root / "images");
+  fs::create_directories(root / "masks");
+  for (const char* stem : {"a", "b", "c"}) {
+    REQUIRE(cv::imwrite((root / "images" / (std::string(stem) + ".png")).string(), cv::Mat(6, 8, CV_8UC3, cv::Scalar(9, 9, 9))));
+    cv::Mat mask(6, 8, CV_8UC1, cv::Scalar(0));
+    mask(cv::Rect(2, 1, 3, 3)).setTo(255);
+    REQUIRE(cv::imwrite((root / "masks" / (std::string(stem) + ".png")).string(), mask));
+  }
+  PluginLibrary lib("segmentation_folder");
+  FakeConfig cfg;
+  configure_segmentation_folder(lib, cfg, root);
+  cfg.values["resize"] = std::vector<int64_t>{6, 8};
+  cfg.values["num_classes"] = int64_t{2};
+  const std::string warning = "the 3 masks checked hold only the values 0 and 255, and 255 is ignore_index";
+  {
+    Dataset ds(lib, kSegmentationFolderId, cfg, "train");
+    CHECK(warnings_with(lib, warning) == 1);
+    CHECK(warnings_with(lib, "set class_colors = [0, 0, 0, 255, 255, 255]") == 1);
+  }
+  // The fix the warning names: 255 read as class 1, and no warning.
+  cfg.values["class_colors"] = std::vector<int64_t>{0, 0, 0, 255, 255, 255};
+  {
+    Dataset ds(lib, kSegmentationFolderId, cfg, "train");
+    CHECK(warnings_with(lib, warning) == 1);
+    const Planes p = planes(ds.get(0, 1));
+    CHECK(std::count(p.mask.begin(), p.mask.end(), 1) == 9);
+    CHECK(std::count(p.mask.begin(), p.mask.end(), 0) == 39);
+  }
+  // VOC's masks: classes besides 0, and 255 on their borders: no warning.
+  cfg.values["class_colors"] = std::vector<int64_t>{};
+  cv::Mat voc(6, 8, CV_8UC1, cv::Scalar(0));
+  voc(cv::Rect(2, 1, 3, 3)).setTo(255);
+  voc.at<uchar>(2, 3) = 1;
+  REQUIRE(cv::imwrite((root / "masks" / "b.png").string(), voc));
+  {
+    Dataset ds(lib, kSegmentationFolderId, cfg, "train");
+    CHECK(warnings_with(lib, warning) == 1);
+  }
+}
+
