@@ -78,6 +78,11 @@ const tp_config_key_t kKeys[] = {
      "when > 0: a mask value outside [0, num_classes) other than ignore_index fails its sample"},
     {sizeof(tp_config_key_t), "class_colors", TP_CFG_INT_ARRAY, "[]",
      "RGB masks: [r, g, b, r, g, b, ...], colour k is class k; []: masks hold class ids (palette or grey PNG)"},
+    {sizeof(tp_config_key_t), "mask_map", TP_CFG_INT_ARRAY, "[]",
+     "a lookup table: mask value v (after class_colors) becomes mask_map[v], 0..255; values past its end keep "
+     "theirs (Cityscapes' labelIds to trainIds); []: off"},
+    {sizeof(tp_config_key_t), "reduce_zero_label", TP_CFG_BOOL, "false",
+     "mmseg's ADE20K rule: value 0 becomes ignore_index, every other value v becomes v - 1 (excludes mask_map)"},
     {sizeof(tp_config_key_t), "class_names", TP_CFG_STRING_ARRAY, "[]",
      "the classes' names by id (name k is mask value k; as many as num_classes when set): host export writes them "
      "as torchhost.classes, the inference library's class_names(); []: unnamed"},
@@ -98,6 +103,29 @@ const tp_descriptor_t kDescriptor = tp::cpp::dataset_descriptor(
 /* Config */
 
 [[noreturn]] void config_error(const std::string& what) { throw Failure(TP_ERR_CONFIG, "segmentation_folder: " + what); }
+
+/// mask_map or reduce_zero_label as a 256-entry lookup table (CV_8U, one row); empty when neither.
+cv::Mat read_value_map(const tp::cpp::ConfigReader& cfg, int ignore_index) {
+  const std::vector<int64_t> map = cfg.get_int_array("mask_map");
+  const bool reduce_zero = cfg.get_bool("reduce_zero_label");
+  if (reduce_zero && !map.empty())
+    config_error("mask_map and reduce_zero_label both remap the mask's values; set one (reduce_zero_label = true is "
+                 "mask_map = [ignore_index, 0, 1, 2, ...])");
+  if (map.size() > 256)
+    config_error("mask_map has " + std::to_string(map.size()) + " entries; mask values are 0..255, so at most 256");
+  if (!reduce_zero && map.empty()) return {};
+  cv::Mat table(1, 256, CV_8U);
+  for (int v = 0; v < 256; ++v) {
+    int64_t to = v;
+    if (reduce_zero) to = v == 0 ? ignore_index : v - 1;
+    else if (static_cast<std::size_t>(v) < map.size()) to = map[static_cast<std::size_t>(v)];
+    if (to < 0 || to > 255)
+      config_error("mask_map[" + std::to_string(v) + "] is " + std::to_string(to) + "; a mask value is 0..255 "
+                   "(ignore_index for pixels that count nowhere)");
+    table.at<unsigned char>(0, v) = static_cast<unsigned char>(to);
+  }
+  return table;
+}
 
 /// `[]`, `[s]` or `[h, w]` of `key`; `[s]` is s x s unless `out_short` takes it.
 seg::Size2 read_size(const tp::cpp::ConfigReader& cfg, const char* key, int* out_short) {
@@ -214,6 +242,7 @@ class SegmentationFolderDataset {
   explicit SegmentationFolderDataset(const tp::cpp::DatasetArgs& args)
       : transform_(read_transform(args.config, args.train())),
         colours_(args.config.get_int_array("class_colors")),
+        value_map_(read_value_map(args.config, transform_.ignore_index)),
         names_(args.config.get_string_array("class_names")),
         num_classes_(static_cast<int>(args.config.get_int_in("num_classes", 0, 256))),
         max_image_pixels_(args.config.get_int_in("max_image_pixels", 0, tp::datasets::kMaxImagePixelsBound)),
@@ -286,6 +315,7 @@ class SegmentationFolderDataset {
         path, "segmentation_folder", max_image_pixels_, tp::datasets::kMaxImageFileBytes);
     cv::Mat ids = colours_.empty() ? seg::decode_mask_png(bytes, seg::MaskPixels::kIndex, path)
                                    : colours_.map(seg::decode_mask_png(bytes, seg::MaskPixels::kColour, path), path);
+    if (!value_map_.empty()) cv::LUT(ids, value_map_, ids);
     if (num_classes_ > 0) check_ids(ids, path);
     return ids;
   }
@@ -299,7 +329,7 @@ class SegmentationFolderDataset {
   std::string ignored_foreground_warning() const {
     constexpr std::size_t kMasksChecked = 16;
     const std::size_t count = pairs_.masks.size();
-    if (count == 0 || !colours_.empty()) return "";
+    if (count == 0 || !colours_.empty() || !value_map_.empty()) return "";
     std::size_t with_ignored = 0, checked = 0;
     for (std::size_t k = 0; k < std::min(count, kMasksChecked); ++k) {
       const std::string& path = pairs_.masks[k * count / std::min(count, kMasksChecked)];
@@ -312,6 +342,7 @@ class SegmentationFolderDataset {
         continue;  // a bad mask fails its own sample, with its own message
       }
       ++checked;
+      if (!value_map_.empty()) cv::LUT(ids, value_map_, ids);
       const int ignored = cv::countNonZero(ids == transform_.ignore_index);
       if (cv::countNonZero(ids) != ignored) return "";  // a class other than 0: the masks hold class ids
       if (ignored > 0) ++with_ignored;
@@ -340,6 +371,7 @@ class SegmentationFolderDataset {
 
   seg::JointOptions transform_;
   seg::ColourTable colours_;
+  cv::Mat value_map_; ///< mask_map or reduce_zero_label as a 256-entry table; empty: values as read
   std::vector<std::string> names_; ///< class_names: name k is mask value k
   int num_classes_ = 0;
   int64_t max_image_pixels_ = tp::datasets::kDefaultMaxImagePixels;

@@ -1,5 +1,6 @@
 // segmentation_folder.so's mask formats through its C ABI: grey and RGB masks with class_colors
-// and num_classes, and the warning for binary masks saved as 0/255 (where 255 is ignore_index).
+// and num_classes, the warning for binary masks saved as 0/255 (where 255 is ignore_index), and
+// mask_map / reduce_zero_label.
 #include <algorithm>
 #include <filesystem>
 #include <string>
@@ -131,3 +132,52 @@ TEST_CASE("segmentation_folder: binary masks saved as 0/255 are warned of at cre
   }
 }
 
+
+TEST_CASE("segmentation_folder: mask_map and reduce_zero_label remap the mask's values; bad tables are refused") {
+  // Cityscapes' labelIds and ADE20K's 0 = "other" needed their masks rewritten on disk (dense trial F8).
+  const fs::path root = tp::test::fresh_fixture_dir("seg_value_map");
+  fs::create_directories(root / "images");
+  fs::create_directories(root / "masks");
+  REQUIRE(cv::imwrite((root / "images" / "x.png").string(), cv::Mat(6, 8, CV_8UC3, cv::Scalar(10, 20, 30))));
+  cv::Mat grey(6, 8, CV_8UC1, cv::Scalar(7));  // Cityscapes' road
+  grey.at<uchar>(1, 3) = 26;                    // car
+  grey.at<uchar>(2, 2) = 0;                     // unlabeled
+  grey.at<uchar>(4, 4) = 40;                    // past the table: kept
+  REQUIRE(cv::imwrite((root / "masks" / "x.png").string(), grey));
+  PluginLibrary lib("segmentation_folder");
+  FakeConfig cfg;
+  configure_segmentation_folder(lib, cfg, root);
+  cfg.values["resize"] = std::vector<int64_t>{6, 8};
+  std::vector<int64_t> city(34, 255);  // labelId -> trainId, the rest ignored
+  city[7] = 0;
+  city[26] = 13;
+  cfg.values["mask_map"] = city;
+  {
+    Dataset ds(lib, kSegmentationFolderId, cfg, "train");
+    const Planes p = planes(ds.get(0, 1));
+    CHECK(p.mask[0] == 0);
+    CHECK(p.mask[1 * 8 + 3] == 13);
+    CHECK(p.mask[2 * 8 + 2] == 255);
+    CHECK(p.mask[4 * 8 + 4] == 40);
+  }
+  cfg.values["mask_map"] = std::vector<int64_t>{};
+  cfg.values["reduce_zero_label"] = true;
+  {
+    Dataset ds(lib, kSegmentationFolderId, cfg, "train");
+    const Planes p = planes(ds.get(0, 1));
+    CHECK(p.mask[0] == 6);
+    CHECK(p.mask[1 * 8 + 3] == 25);
+    CHECK(p.mask[2 * 8 + 2] == 255);  // 0 -> ignore_index
+  }
+  const auto create_error = [&] {
+    void* self = nullptr;
+    const tp_status status = lib.dataset_table(kSegmentationFolderId).create(&lib.host.host, &cfg.view, "train", &self);
+    CHECK(self == nullptr);
+    return status == TP_ERR_CONFIG ? lib.host.last_error : std::string("status ") + std::to_string(status);
+  };
+  cfg.values["mask_map"] = std::vector<int64_t>{0, 1};
+  CHECK(create_error().find("mask_map and reduce_zero_label both remap") != std::string::npos);
+  cfg.values["reduce_zero_label"] = false;
+  cfg.values["mask_map"] = std::vector<int64_t>{0, 300};
+  CHECK(create_error().find("mask_map[1] is 300") != std::string::npos);
+}
