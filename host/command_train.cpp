@@ -170,6 +170,8 @@ int run_train(const Options& options) {
   //    creation) must not kill the process halfway through writing a file; it stops at the next phase.
   install_stop_signal_handlers();
   auto session = open_session(options);
+  // Every rank runs rank 0's configuration, checked before anything depends on it (cluster trial F2).
+  agree_on_config(session->dist.get(), session->config);
   // 2. The run directory claimed for this training: lock, refusals, --new-run, config.toml,
   //    train.log (rank 0), agreed on by every rank.
   std::optional<TrainingRunDirectory> run_dir;

@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "tp/framework/config/config_changes.h"
+#include "tp/framework/config/run_config.h"
+#include "tp/framework/config/write.h"
 #include "tp/framework/dist/dist_context.h"
 #include "tp/framework/error.h"
 
@@ -34,7 +37,41 @@ int exit_code_of(const std::exception_ptr& error) {
   }
 }
 
+/// The resolved configuration as every rank must hold it: without the paths each process resolves
+/// against its own working directory.
+std::string shared_config_text(const RunConfig& config) {
+  toml::table table = config.resolved;
+  if (auto* run = table.get_as<toml::table>("run")) run->erase("output_dir");
+  if (auto* plugins = table.get_as<toml::table>("plugins")) plugins->erase("dirs");
+  return to_toml_text(table);
+}
+
 }  // namespace
+
+void agree_with_rank0(DistContext* dist, const char* what, const std::string& name, const std::string& own,
+                      const std::function<void(const std::string& rank0)>& refuse) {
+  if (dist == nullptr) return;
+  run_agreed(dist, what, [&] {
+    const std::string rank0 = dist->rank0_text(name, own);
+    if (own != rank0) refuse(rank0);
+  });
+}
+
+void agree_on_config(DistContext* dist, const RunConfig& config) {
+  if (dist == nullptr) return;
+  const std::string own = shared_config_text(config);
+  agree_with_rank0(dist, "agree on the configuration", "configuration", own, [&](const std::string& rank0) {
+    const std::vector<std::string> changes = config_changes(rank0, own);
+    const std::string first = changes.empty() ? "the text differs, key by key equal" : changes.front();
+    const std::string more = changes.size() > 1 ? "; " + std::to_string(changes.size()) + " keys differ" : "";
+    throw ConfigError(first.substr(0, first.find(':')),
+                      "the resolved configuration differs from rank 0's: " + first + " (rank 0's value -> rank " +
+                          std::to_string(dist->rank()) + "'s" + more +
+                          "). Every rank of a run must resolve the same configuration: start them with the same config "
+                          "file, the same --set arguments and the same TP_* environment variables (a node's profile "
+                          "may export one).");
+  });
+}
 
 void run_agreed(DistContext* dist, const char* what, const std::function<void()>& step) {
   if (dist == nullptr) return step();

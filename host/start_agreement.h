@@ -5,9 +5,11 @@
 #pragma once
 
 #include <functional>
+#include <string>
 
 namespace tp {
 class DistContext;
+struct RunConfig;
 }
 
 namespace tp::cli {
@@ -20,5 +22,21 @@ namespace tp::cli {
 /// `what` names the agreement in that message and in a failed collective's ("agree on the run
 /// directory's claim").
 void run_agreed(DistContext* dist, const char* what, const std::function<void()>& step);
+
+/// [all ranks] Compares `own` with rank 0's text for `name` (DistContext::rank0_text, through the
+/// store, no collective) in one agreement (run_agreed, `what`): a rank whose text differs calls
+/// `refuse(rank0_text)`, which throws its reason, and every rank ends with the lowest such rank's
+/// reason and exit code. For what the ranks must share before a collective depends on it.
+void agree_with_rank0(DistContext* dist, const char* what, const std::string& name, const std::string& own,
+                      const std::function<void(const std::string& rank0)>& refuse);
+
+/// [all ranks, before any collective whose shape depends on the configuration] Makes sure every
+/// rank resolved the same configuration (file, environment mirrors, --set): each rank compares
+/// its resolved table with rank 0's, leaving out what is resolved per process (run.output_dir and
+/// plugins.dirs, made absolute against each rank's working directory). On a difference every rank
+/// ends with exit 2 and one paragraph naming the first differing key and both values; ranks that
+/// trained together on different settings (another lr, seed or epoch count) were silently wrong
+/// or hung in mismatched collectives (cluster trial F2). Without `dist` it does nothing.
+void agree_on_config(DistContext* dist, const RunConfig& config);
 
 }  // namespace tp::cli

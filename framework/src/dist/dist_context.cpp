@@ -256,6 +256,24 @@ std::string DistContext::first_failure(const std::string& own_failure, const cha
   return first;
 }
 
+std::string DistContext::rank0_text(const std::string& name, const std::string& text) {
+  const std::string key = "rank0/" + name;
+  if (rank() == 0) {
+    store_->set(key, std::vector<uint8_t>(text.begin(), text.end()));
+    return text;
+  }
+  try {
+    const std::vector<uint8_t> bytes = store_->get(key);
+    return {bytes.begin(), bytes.end()};
+  } catch (const std::exception& error) {
+    const auto* c10_error = dynamic_cast<const c10::Error*>(&error);
+    throw Error("rank " + std::to_string(rank()) + " could not read rank 0's " + name +
+                " from the rendezvous store within dist.timeout_s = " + short_number(options_.timeout_s) + " s (" +
+                (c10_error != nullptr ? c10_error->what_without_backtrace() : error.what()) +
+                "); rank 0 did not get this far, and its own output says why.");
+  }
+}
+
 void DistContext::meet(const std::string& name, std::chrono::milliseconds timeout, std::chrono::milliseconds first_note,
                        std::chrono::milliseconds every, const std::function<void(int arrived, double seconds)>& waiting) {
   const std::string key = "meet/" + std::to_string(meetings_++) + "/" + name;

@@ -77,6 +77,12 @@ class DistContext {
   /// arrived when the time is up.
   void meet(const std::string& name, std::chrono::milliseconds timeout, std::chrono::milliseconds first_note,
             std::chrono::milliseconds every, const std::function<void(int arrived, double seconds)>& waiting);
+  /// [all ranks] Rank 0's `text` on every rank (rank 0 gets its own back): rank 0 leaves it in the
+  /// rendezvous store under `name` (once per name and run), the others read it, waiting at most
+  /// dist.timeout_s. No collective, so a rank can compare what it resolved (its configuration)
+  /// with rank 0's before any collective depends on it. Throws tp::Error when rank 0's text does
+  /// not arrive in time.
+  std::string rank0_text(const std::string& name, const std::string& text);
   /// Rethrows `error` (from a collective) as a tp::Error that says which collective failed and
   /// which ranks no longer answer (asked through the store, a few seconds at most).
   [[noreturn]] void fail(const char* what, const std::exception& error);

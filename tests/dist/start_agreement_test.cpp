@@ -1,0 +1,59 @@
+// What the ranks agree on before their first collective that depends on it: the resolved
+// configuration (cluster trial F2) and the start, fresh or resumed (F4). Plain ranks from
+// environment variables, no launcher: the launcher would stop one rank itself once the other
+// failed, and the point is what each rank says and returns on its own.
+#include <filesystem>
+#include <string>
+
+#include "integration/host_runner.h"
+#include "support/test_paths.h"
+
+#include <doctest/doctest.h>
+
+namespace {
+
+/// Shell that runs ranks 0 and 1 of `host train` with `args0` / `args1` (each in its own working
+/// directory `cwd0` / `cwd1`), logs in `dir`/rank<N>.log, then prints "exits C0 C1 after S s" and
+/// both logs. `port_offset` keeps the tests of one shell apart.
+std::string two_ranks(const std::filesystem::path& dir, const std::filesystem::path& cwd0, const std::string& args0,
+                      const std::filesystem::path& cwd1, const std::string& args1, int port_offset) {
+  const std::string host = std::string("'") + tp::test::build_dir() + "/bin/host'";
+  const auto log = [&](int rank) { return "'" + (dir / ("rank" + std::to_string(rank) + ".log")).string() + "'"; };
+  return "export MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + ($$ + " + std::to_string(port_offset) +
+         ") % 20000)) WORLD_SIZE=2; START=$(date +%s); "
+         "(cd '" + cwd0.string() + "' && RANK=0 LOCAL_RANK=0 exec timeout -s KILL 120 " + host + args0 + ") > " + log(0) +
+         " 2>&1 & P0=$!; "
+         "(cd '" + cwd1.string() + "' && RANK=1 LOCAL_RANK=1 exec timeout -s KILL 120 " + host + args1 + ") > " + log(1) +
+         " 2>&1 & P1=$!; "
+         "wait $P0; C0=$?; wait $P1; C1=$?; echo \"exits $C0 $C1 after $(( $(date +%s) - START )) s\"; "
+         "echo '--- rank 0:'; cat " + log(0) + "; echo '--- rank 1:'; cat " + log(1);
+}
+
+int seconds_after(const std::string& output) {
+  const auto at = output.find(" after ");
+  return at == std::string::npos ? -1 : std::stoi(output.substr(at + 7));
+}
+
+}  // namespace
+
+TEST_CASE("ranks started with different configurations stop at once with exit 2, naming the first key") {
+  // Before, rank 1 stepped with lr 0.5 and seed 99 beside rank 0's 0.01 and 7, and both exited 0.
+  const auto dir = tp::test::fresh_dir("ddp_mixed_config");
+  const std::string config = std::string(tp::test::source_dir()) + "/tests/dist/ddp.toml";
+  const std::string args = " train --config '" + config + "' --output-dir '" + dir.string() +
+                           "' --set train.epochs=1 --set dist.timeout_s=30";
+  const auto run = tp::test::run_shell(
+      two_ranks(dir, dir, args, dir, args + " --set optim.lr=0.5 --set run.seed=99", 41));
+  INFO(run.output);
+  CHECK(run.output.find("exits 2 2 ") != std::string::npos);
+  CHECK(seconds_after(run.output) < 30);
+  // Both ranks say which key differs and both values, in rank 0's order.
+  const std::string said = "the resolved configuration differs from rank 0's: optim.lr: 0.05 -> 0.5 (rank 0's value -> "
+                           "rank 1's; 2 keys differ)";
+  const auto first = run.output.find(said);
+  REQUIRE(first != std::string::npos);
+  CHECK(run.output.find(said, first + 1) != std::string::npos);
+  CHECK(run.output.find("rank 1: " + said) != std::string::npos); // rank 0 names the rank
+  CHECK(!std::filesystem::exists(dir / "checkpoints" / "last.pt"));
+}
+
