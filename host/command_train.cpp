@@ -99,6 +99,30 @@ void print_outputs(const std::filesystem::path& run_dir, const std::string& moni
   if (has("trace/rank0.json")) std::printf("  trace/rank0.json          run.trace_steps' profiler trace (Perfetto, chrome://tracing)\n");
 }
 
+// How this rank starts, as every rank must: fresh, or at one checkpoint's position of one run.
+std::string start_text(const AssembledRun& run) {
+  if (!run.start) return "starts fresh";
+  const LoadedCheckpoint& c = *run.start;
+  return "resumes at step " + std::to_string(c.step) + " (epoch " + std::to_string(c.epoch) + ", batch " +
+         std::to_string(c.batch) + ")" + (c.run_id.empty() ? "" : " of run " + c.run_id);
+}
+
+// Every rank starts alike, before the trainer's first collective: a resuming rank enters the
+// checkpoint's broadcasts, a fresh one does not, and with the run directory on node-local disks
+// they hung for dist.timeout_s and failed in different collectives (cluster trial F4).
+void agree_on_start(Session& session, const AssembledRun& run) {
+  const std::string own = start_text(run);
+  agree_with_rank0(session.dist.get(), "agree on the start", "start", own, [&](const std::string& rank0) {
+    namespace fs = std::filesystem;
+    const std::string where = run.start ? " from " + fs::absolute(run.start_path).string()
+                                        : " (no checkpoint in " + fs::absolute(session.run_dir / "checkpoints").string() + ")";
+    throw ConfigError("", "the start differs from rank 0's: this rank " + own + where + ", rank 0 " + rank0 +
+                              ". The ranks did not load the same checkpoint: with --resume every rank must see the "
+                              "same run directory (a shared file system on several nodes), and the world size must be "
+                              "the one the checkpoint was written with.");
+  });
+}
+
 // Steps 3-8 of run_train, in the claimed run directory.
 int train_in(Session& session, const TrainingRunDirectory& run_dir, const Options& options) {
   const RunConfig& config = session.config;
@@ -113,6 +137,7 @@ int train_in(Session& session, const TrainingRunDirectory& run_dir, const Option
                                                        .recorded_run_id = run_dir.recorded_run_id(),
                                                        .initial_weights = true,
                                                        .stopped_note = before_training});
+  agree_on_start(session, run);
   if (run.start) refuse_ignored_changes(run.start->config_toml, run_dir.config_text(), run.start_path);
   run_dir.prepare_history(run.start.has_value());
   // 4. The trainer, with the start checkpoint's state (and its run identity, where it has one).

@@ -57,3 +57,32 @@ TEST_CASE("ranks started with different configurations stop at once with exit 2,
   CHECK(!std::filesystem::exists(dir / "checkpoints" / "last.pt"));
 }
 
+TEST_CASE("--resume auto with the run directory not shared: every rank stops at once, naming the shared file system") {
+  // Rank 1 runs in another working directory, as on a node without the shared file system: it
+  // finds no checkpoint and starts fresh while rank 0 resumes. Before, the ranks entered different
+  // collectives and failed after dist.timeout_s, rank 0 in "broadcast rank 0's parameters and
+  // buffers", rank 1 in "agree on the run's record and tracking"; check_same_position was never reached.
+  const auto dir = tp::test::fresh_dir("ddp_resume_not_shared");
+  const auto node1 = dir / "node1";
+  std::filesystem::create_directories(node1);
+  const std::string host = std::string("'") + tp::test::build_dir() + "/bin/host'";
+  const std::string config = std::string(tp::test::source_dir()) + "/tests/dist/ddp.toml";
+  const std::string small = " --set data.train.size=96 --set data.train.val_size=32 --set train.batch_size=16";
+  const auto first = tp::test::run_shell("cd '" + dir.string() + "' && " + host + " train --config '" + config +
+                                         "' --output-dir run --set train.epochs=1" + small);
+  REQUIRE(first.exit_code == 0);
+  REQUIRE(std::filesystem::exists(dir / "run" / "checkpoints" / "last.pt"));
+  const std::string args = " train --config '" + config + "' --output-dir run --set train.epochs=2" + small +
+                           " --set dist.timeout_s=30 --resume auto";
+  const auto run = tp::test::run_shell(two_ranks(dir, dir, args, node1, args, 43));
+  INFO(run.output);
+  CHECK(run.output.find("exits 2 2 ") != std::string::npos);
+  CHECK(seconds_after(run.output) < 30);
+  const std::string said = "the start differs from rank 0's: this rank starts fresh (no checkpoint in " +
+                           (node1 / "run" / "checkpoints").string() + "), rank 0 resumes at step ";
+  const auto at = run.output.find(said);
+  REQUIRE(at != std::string::npos);
+  CHECK(run.output.find("rank 1: " + said) != std::string::npos); // rank 0 says it too
+  CHECK(run.output.find("shared file system") != std::string::npos);
+  CHECK(run.output.find("collective") == std::string::npos);
+}
