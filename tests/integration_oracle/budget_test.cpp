@@ -52,6 +52,8 @@ TEST_CASE("train.max_time stops at a step boundary with exit 0; resume continues
   CHECK(first.train_seconds >= 1.0);
   REQUIRE(first.step < 5 * 50); // the budget, not the epochs, ended it
   CHECK(first.batch == first.step % 50); // saved where it stopped (inside its epoch, or at the next one's start)
+  // Exit 0 as a finished run; report.toml tells a requeue script it paused (cluster trial F12).
+  CHECK(tp::test::read_text(dir / "report.toml").find("\npaused = true\n") != std::string::npos);
 
   // The same budget again: already used up, so exactly one more step.
   const auto again = tp::test::run_host(kBase + sets + "--output-dir '" + dir.string() +
@@ -65,6 +67,7 @@ TEST_CASE("train.max_time stops at a step boundary with exit 0; resume continues
   const auto rest = tp::test::run_host(kBase + sets + "--output-dir '" + dir.string() + "' --resume auto");
   INFO(rest.output);
   REQUIRE(rest.exit_code == 0);
+  CHECK(tp::test::read_text(dir / "report.toml").find("paused") == std::string::npos); // finished
   const auto a = tp::load_checkpoint(straight_dir / "checkpoints" / "last.pt");
   const auto b = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
   CHECK(a.step == b.step);

@@ -320,6 +320,10 @@ FitSummary Trainer::Impl::fit() {
                           meters_.report().to_toml({summary.epochs, summary.steps, budget_.elapsed()},
                                                    step() - first_step, summary.seconds) +
                               "collectives = " + std::to_string(collectives_->calls() - first_collective) + "\n" +
+                              // Paused (train.max_time, a callback's stop inside an epoch) exits 0
+                              // like a finished run: a requeue script tells them apart here
+                              // (cluster trial F12; docs/training.md "Stopping and resuming").
+                              (paused ? "paused = true\n" : std::string()) +
                               (update_.scaler().is_enabled()
                                    ? "scaler_skipped_steps = " + std::to_string(summary.scaler_skipped_steps) + "\n"
                                    : std::string()));
