@@ -330,7 +330,8 @@ class CocoDetectionDataset {
       throw Failure(TP_ERR_IO, "coco_detection: '" + path + "' (image id " + std::to_string(image.id) + ") is " +
                                    std::to_string(bgr.cols) + "x" + std::to_string(bgr.rows) + " but the JSON says " +
                                    std::to_string(image.width) + "x" + std::to_string(image.height) +
-                                   " (width x height), so its boxes would not fit it; use the original file");
+                                   " (width x height), so its boxes would not fit it; use the original file" +
+                                   tp::datasets::exif_swap_hint(bgr.cols, bgr.rows, image.width, image.height));
     return bgr;
   }
 

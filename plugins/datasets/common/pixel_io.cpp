@@ -222,4 +222,12 @@ void write_pixels(const cv::Mat& bgr, bool flip, const PixelFormat& format, cons
   else write_plain(bgr, flip, format, dst);
 }
 
+std::string exif_swap_hint(int file_w, int file_h, int other_w, int other_h) {
+  if (file_w == file_h || file_w != other_h || file_h != other_w) return "";
+  return ". The sides are swapped: the file is probably a photo with an EXIF orientation of 90 or 270 degrees, "
+         "which the labelling tool applied (CVAT, Label Studio and Roboflow export the displayed orientation) "
+         "while the host reads the stored pixels, as PIL and torchvision do; save the image upright "
+         "(PIL: ImageOps.exif_transpose(Image.open(f)).save(f)) so that file and annotations agree";
+}
+
 }  // namespace tp::datasets

@@ -30,6 +30,12 @@ namespace tp::datasets {
 /// image as the crop: OpenCV's pixels, bit for bit, at the same cost); what it leaves, by OpenCV.
 cv::Mat decode_bgr(const std::vector<unsigned char>& bytes, int flags, const std::string& path, const char* component);
 
+/// When a decoded file is `file_w` x `file_h` and what is paired with it (annotations, a mask)
+/// says `other_w` x `other_h` with the two sides swapped: the sentence that names the likely cause,
+/// a phone photo whose EXIF orientation (90 or 270 degrees) the labelling tool applied while the
+/// host reads the stored pixels, as PIL and torchvision do, and the fix. "" otherwise.
+std::string exif_swap_hint(int file_w, int file_h, int other_w, int other_h);
+
 /// `src` (8-bit, any channels) resized to h x w with one cv::resize: area averaging when
 /// shrinking in both directions (antialiased, like torchvision's antialias=True), bilinear when
 /// enlarging; when one side shrinks and the other grows, two: area averaging along the shrinking

@@ -295,7 +295,8 @@ class SegmentationFolderDataset {
     if (mask.rows != bgr.rows || mask.cols != bgr.cols)
       throw Failure(TP_ERR_IO, "segmentation_folder: mask '" + mask_path + "' is " + std::to_string(mask.cols) + "x" +
                                    std::to_string(mask.rows) + " but its image '" + image_path + "' is " +
-                                   std::to_string(bgr.cols) + "x" + std::to_string(bgr.rows) + " (width x height)");
+                                   std::to_string(bgr.cols) + "x" + std::to_string(bgr.rows) + " (width x height)" +
+                                   tp::datasets::exif_swap_hint(bgr.cols, bgr.rows, mask.cols, mask.rows));
     // The per-sample seed drives the train augmentation (PLG-8); val has none to draw.
     const uint64_t seed = train_ ? ctx.seed("train augmentation") : 0;
     seg::JointSample s = seg::transform_pair(bgr, mask, transform_, seed);

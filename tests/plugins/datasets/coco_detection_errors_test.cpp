@@ -220,6 +220,9 @@ TEST_CASE("coco_detection: an image that does not decode or has another size fai
                                           "(image id 7, file_name 'b.jpg' under `val_images`)"));
   CHECK(val.try_get(0, &ctx, s) == TP_ERR_IO);
   CHECK(contains(lib.host.last_error, "a.png' (image id 3) is 50x30 but the JSON says 30x50 (width x height)"));
+  // Swapped sides: a phone photo the labelling tool showed upright (the dense trial's F7).
+  CHECK(contains(lib.host.last_error, "The sides are swapped: the file is probably a photo with an EXIF orientation"));
+  CHECK(contains(lib.host.last_error, "ImageOps.exif_transpose"));
   fs::remove(root / "images" / "sub" / "c.png");
   CHECK(val.try_get(3, &ctx, s) == TP_ERR_IO);
   CHECK(contains(lib.host.last_error, "cannot open '" + (root / "images" / "sub" / "c.png").string() +

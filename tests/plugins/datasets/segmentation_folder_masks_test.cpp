@@ -181,3 +181,29 @@ TEST_CASE("segmentation_folder: mask_map and reduce_zero_label remap the mask's 
   cfg.values["mask_map"] = std::vector<int64_t>{0, 300};
   CHECK(create_error().find("mask_map[1] is 300") != std::string::npos);
 }
+
+TEST_CASE("segmentation_folder: a mask of another size fails its sample; swapped sides name EXIF orientation") {
+  const fs::path root = tp::test::fresh_fixture_dir("seg_mask_size");
+  fs::create_directories(root / "images");
+  fs::create_directories(root / "masks");
+  REQUIRE(cv::imwrite((root / "images" / "x.png").string(), cv::Mat(6, 8, CV_8UC3, cv::Scalar(10, 20, 30))));
+  REQUIRE(cv::imwrite((root / "masks" / "x.png").string(), cv::Mat(8, 6, CV_8UC1, cv::Scalar(1))));
+  PluginLibrary lib("segmentation_folder");
+  FakeConfig cfg;
+  configure_segmentation_folder(lib, cfg, root);
+  cfg.values["resize"] = std::vector<int64_t>{6, 8};
+  const auto error = [&] {
+    Dataset ds(lib, kSegmentationFolderId, cfg, "train");
+    Sample s;
+    const tp_worker_ctx_t ctx = tp::test::worker_ctx(1);
+    CHECK(ds.try_get(0, &ctx, s) == TP_ERR_IO);
+    return lib.host.last_error;
+  };
+  const std::string swapped = error();
+  CHECK(swapped.find("is 6x8 but its image") != std::string::npos);
+  CHECK(swapped.find("The sides are swapped: the file is probably a photo with an EXIF orientation") != std::string::npos);
+  REQUIRE(cv::imwrite((root / "masks" / "x.png").string(), cv::Mat(5, 8, CV_8UC1, cv::Scalar(1))));
+  const std::string other = error();
+  CHECK(other.find("is 8x5 but its image") != std::string::npos);
+  CHECK(other.find("EXIF") == std::string::npos);
+}
