@@ -159,3 +159,21 @@ TEST_CASE("a rank that reaches another run's store fails naming both runs instea
   CHECK(said.find("of another run (slurm job 7300 step 0)") != std::string::npos);
   CHECK(said.find("MASTER_PORT") != std::string::npos);
 }
+
+TEST_CASE("srun without --ntasks-per-node: the tasks on this node come from SLURM's lists (cluster trial F11)") {
+  Env env{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "7"}, {"SLURM_LOCALID", "0"},
+          {"SLURM_LAUNCH_NODE_IPADDR", "127.0.0.1"}, {"SLURM_TASKS_PER_NODE", "2(x3),1"}};
+  CHECK(tp::read_rendezvous(env).local_world_size == 2); // node 0 by default
+  env["SLURM_NODEID"] = "3";
+  CHECK(tp::read_rendezvous(env).local_world_size == 1);
+  env["SLURM_STEP_TASKS_PER_NODE"] = "3,3(x3)"; // the step's layout wins over the job's
+  CHECK(tp::read_rendezvous(env).local_world_size == 3);
+  env["SLURM_NTASKS_PER_NODE"] = "4";
+  CHECK(tp::read_rendezvous(env).local_world_size == 4);
+  env.erase("SLURM_NTASKS_PER_NODE");
+  env["SLURM_STEP_TASKS_PER_NODE"] = "garbage";
+  CHECK(tp::read_rendezvous(env).local_world_size == 1); // the job's list, node 3
+  env["SLURM_TASKS_PER_NODE"] = "2(x";
+  CHECK(tp::read_rendezvous(env).local_world_size == 1); // unreadable: one task per node
+}
+

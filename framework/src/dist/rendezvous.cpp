@@ -53,12 +53,45 @@ int require_int(const Env& env, const std::string& name, const std::string& beca
   return *value;
 }
 
-// SLURM_NTASKS_PER_NODE may read "2" or, for uneven layouts, "2(x3),1"; only the plain form is
-// usable, the rest falls back to "one task per node" (it only matters for the thread split).
+// The count of this node in a SLURM tasks-per-node list, "2(x3),1" = 2, 2, 2, 1 for nodes
+// 0-3; 0 when the text is not such a list or has no entry for `node`.
+int tasks_on_node(const std::string& text, long long node) {
+  long long first = 0; // the first node of the current item
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t end = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, end - at);
+    int count = 0;
+    long long repeat = 1;
+    const auto [count_end, count_error] = std::from_chars(item.data(), item.data() + item.size(), count);
+    if (count_error != std::errc() || count < 1) return 0;
+    const std::string rest(count_end, item.data() + item.size());
+    if (!rest.empty()) {
+      const auto [repeat_end, repeat_error] = std::from_chars(rest.data() + std::min<std::size_t>(2, rest.size()),
+                                                              rest.data() + rest.size(), repeat);
+      if (rest.rfind("(x", 0) != 0 || repeat_error != std::errc() || repeat < 1 ||
+          std::string(repeat_end, rest.data() + rest.size()) != ")")
+        return 0;
+    }
+    if (node < first + repeat) return count;
+    first += repeat;
+    at = end + 1;
+  }
+  return 0;
+}
+
+// Tasks on this node, for the thread split: SLURM_NTASKS_PER_NODE (set only with
+// --ntasks-per-node), else the step's or the job's list (`srun -n 2` sets only these,
+// "2(x3),1" for uneven layouts) at SLURM_NODEID. Without any, one task per node.
 int slurm_tasks_per_node(const Env& env) {
-  const auto text = get(env, "SLURM_NTASKS_PER_NODE");
-  if (!text || text->find_first_not_of("0123456789") != std::string::npos) return 1;
-  return as_int("SLURM_NTASKS_PER_NODE", *text);
+  const auto plain = get(env, "SLURM_NTASKS_PER_NODE");
+  if (plain && plain->find_first_not_of("0123456789") == std::string::npos)
+    return as_int("SLURM_NTASKS_PER_NODE", *plain);
+  const long long node = get_id(env, "SLURM_NODEID").value_or(0);
+  for (const char* name : {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"})
+    if (const auto list = get(env, name))
+      if (const int count = tasks_on_node(*list, node); count > 0) return count;
+  return 1;
 }
 
 void check(const Rendezvous& r) {
