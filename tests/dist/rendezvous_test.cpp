@@ -177,3 +177,22 @@ TEST_CASE("srun without --ntasks-per-node: the tasks on this node come from SLUR
   CHECK(tp::read_rendezvous(env).local_world_size == 1); // unreadable: one task per node
 }
 
+TEST_CASE("an unresolvable MASTER_ADDR is a configuration error naming it (cluster trial F10)") {
+  tp::Rendezvous place;
+  place.world_size = 2;
+  place.source = "torchrun";
+  place.master_port = 29500;
+  place.master_addr = "nosuchhost.invalid";
+  std::string said;
+  try {
+    tp::check_master_addr_resolves(place);
+  } catch (const tp::ConfigError& e) {
+    said = e.what();
+  }
+  CHECK(said.find("MASTER_ADDR = \"nosuchhost.invalid\"") != std::string::npos);
+  CHECK(said.find("does not resolve") != std::string::npos);
+  place.master_addr = "127.0.0.1";
+  CHECK_NOTHROW(tp::check_master_addr_resolves(place));
+  place.master_addr = "localhost";
+  CHECK_NOTHROW(tp::check_master_addr_resolves(place));
+}

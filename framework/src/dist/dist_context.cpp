@@ -11,6 +11,9 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <netdb.h>
+#include <sys/socket.h>
+
 #include <cstdlib>
 #include <thread>
 
@@ -90,6 +93,7 @@ std::unique_ptr<DistContext> DistContext::join(const Rendezvous& place, const Di
   if (device.is_cuda()) c10::impl::getDeviceGuardImpl(c10::kCUDA)->setDevice(device); // NCCL picks the current GPU
 
   // 1. Rendezvous: rank 0 serves the key-value store unless torchrun's agent already does.
+  check_master_addr_resolves(place);
   const Millis timeout = timeout_of(options);
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<uint16_t>(place.master_port);
@@ -192,6 +196,20 @@ std::string read_failure_message(c10d::Store& store, const std::string& key) {
            (c10_error != nullptr ? c10_error->what_without_backtrace() : error.what()) +
            "); its own output says what failed.";
   }
+}
+
+void check_master_addr_resolves(const Rendezvous& place) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int status = ::getaddrinfo(place.master_addr.c_str(), nullptr, &hints, &found);
+  if (found != nullptr) ::freeaddrinfo(found);
+  if (status != EAI_NONAME && status != EAI_FAIL) return;
+  throw ConfigError("", "MASTER_ADDR = \"" + place.master_addr + "\" (from " + place.source +
+                            " variables) does not resolve to an address (" + ::gai_strerror(status) +
+                            "): set it to the address or host name of rank 0's node as the other nodes reach it "
+                            "(under SLURM: export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)).");
 }
 
 namespace {

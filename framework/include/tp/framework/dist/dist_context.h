@@ -105,6 +105,11 @@ class DistContext {
 /// still reach its next collective, or the other ranks would report this one as lost.
 std::string read_failure_message(c10d::Store& store, const std::string& key);
 
+/// Throws ConfigError (exit 2) naming the address when place.master_addr does not resolve (no such
+/// host): the store would otherwise retry it for twice dist.timeout_s and then report a socket
+/// timeout. A lookup that fails for another reason (DNS unreachable for now) is left to the store.
+void check_master_addr_resolves(const Rendezvous& place);
+
 /// [every rank, right after connecting to the rendezvous store] Makes sure `store` belongs to
 /// this process's run (place.run_id): rank 0 records its run there, every other rank waits at most
 /// `timeout` for that record and compares. Throws tp::Error naming both runs when they differ (a
