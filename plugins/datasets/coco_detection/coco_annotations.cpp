@@ -47,7 +47,8 @@ class Reader {
   /// Deeper than any COCO file nests (5: a polygon's points), shallow enough for any recursion.
   static constexpr int kMaxDepth = 16;
 
-  Reader(std::string path, const char* key) : path_(std::move(path)), key_(key) {}
+  Reader(std::string path, const char* key, bool drop_negative_boxes)
+      : path_(std::move(path)), key_(key), drop_negative_boxes_(drop_negative_boxes) {}
 
   /// `parse_event_t` handler; depth 1 is the top-level object's members, 2 an array's entries,
   /// 3 an entry's members, 4 a bbox's numbers.
@@ -137,6 +138,10 @@ class Reader {
       if (!image_at.emplace(images_[i].id, i).second) fail("two `images` have the id " + std::to_string(images_[i].id));
 
     warn_about_shared_ids(split);
+    if (dropped_ > 0)
+      split.warnings.push_back("coco_detection: '" + path_ + "' (key `" + key_ + "`): dropped " + std::to_string(dropped_) +
+                               " annotation(s) whose bbox has a negative width or height (drop_negative_boxes = true), "
+                               "the first " + first_dropped_);
 
     // Counting sort of the annotations by image, stable: file order within an image, as
     // pycocotools' imgToAnns (and so torchvision) lists them.
@@ -276,9 +281,14 @@ class Reader {
         r.object.y = (*bbox)[1].get<float>();
         r.object.w = (*bbox)[2].get<float>();
         r.object.h = (*bbox)[3].get<float>();
+        if ((r.object.w < 0.f || r.object.h < 0.f) && drop_negative_boxes_) {
+          if (dropped_++ == 0) first_dropped_ = annotation(r) + " " + bbox->dump();
+          break;
+        }
         if (r.object.w < 0.f || r.object.h < 0.f)
           fail(annotation(r) + " has a bbox of negative size " + bbox->dump() +
-               " ([x, y, width, height]); fix or remove the annotation");
+               " ([x, y, width, height]); fix or remove the annotation, or set drop_negative_boxes = true to drop "
+               "such annotations as torchvision does");
         const auto crowd = entry.find("iscrowd");  // pycocotools also takes true / false
         r.object.crowd = crowd != entry.end() && crowd->is_boolean() ? crowd->get<bool>()
                                                                       : integer(entry, "iscrowd", false, 0) != 0;
@@ -300,6 +310,9 @@ class Reader {
 
   std::string path_;
   const char* key_;
+  bool drop_negative_boxes_;
+  std::size_t dropped_ = 0;    ///< annotations dropped for a negative-size bbox
+  std::string first_dropped_;  ///< the first of them, for the warning
   Section section_ = Section::kOther;
   bool in_array_ = false;      // section_'s value is the array being read
   bool seen_[4] = {};          // by Section
@@ -338,7 +351,7 @@ CocoSplit read_coco(const std::string& path, const char* key, const CocoReadOpti
     throw Failure(TP_ERR_IO, "coco_detection: cannot open '" + path + "': " + std::strerror(errno) + " (key `" + key +
                                  "`); set it to a COCO instances file such as annotations/instances_train2017.json");
   std::setvbuf(file.get(), buffer.data(), _IOFBF, buffer.size());
-  Reader reader(path, key);
+  Reader reader(path, key, options.drop_negative_boxes);
   try {
     // What is left of the document is its skeleton: every entry was converted and discarded.
     const json skeleton = json::parse(file.get(), [&reader](int depth, json::parse_event_t event, json& parsed) {

@@ -49,6 +49,9 @@ struct CocoReadOptions {
   bool contiguous_labels = false;  ///< label = rank of category_id among category_ids, else the id
   bool skip_empty = false;         ///< keep only images with a usable non-crowd box (keeps_image)
   int64_t num_classes = 0;         ///< > 0: every annotation's label must be below it; 0: unchecked
+  /// An annotation whose bbox has a negative width or height is dropped (counted in a warning),
+  /// as torchvision's ConvertCocoPolysToMask drops it; false: the file is refused.
+  bool drop_negative_boxes = false;
 };
 
 /// Reads the instances JSON at `path`. `key` is the config key that named it (for messages).
@@ -56,7 +59,8 @@ struct CocoReadOptions {
 /// the file cannot be read, is not JSON (with line and column), lacks the `images` or
 /// `categories` array (`annotations` may be absent, as in COCO's test-dev image lists), has an entry of the wrong shape (naming its array index and id), two
 /// images or categories with one id, an annotation whose image_id or category_id no entry has,
-/// or a bbox with negative width or height; Failure(TP_ERR_CONFIG) when skip_empty leaves no image.
+/// or a bbox with negative width or height (unless drop_negative_boxes); Failure(TP_ERR_CONFIG)
+/// when skip_empty leaves no image.
 /// Annotations sharing an id are kept (ids play no part here) with a note in `warnings`.
 CocoSplit read_coco(const std::string& path, const char* key, const CocoReadOptions& options);
 

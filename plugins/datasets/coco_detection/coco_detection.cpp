@@ -62,6 +62,9 @@ const tp_config_key_t kKeys[] = {
     {sizeof(tp_config_key_t), "num_classes", TP_CFG_INT, "0",
      "the model's class count: > 0 checks at start-up that every annotation's label is below it; 0: unchecked "
      "here (fcos_loss checks the labels it trains on)"},
+    {sizeof(tp_config_key_t), "drop_negative_boxes", TP_CFG_BOOL, "false",
+     "drop (and count in a warning) an annotation whose bbox has a negative width or height, as torchvision does; "
+     "false: such a file is refused, naming the annotation"},
     {sizeof(tp_config_key_t), "skip_empty", TP_CFG_BOOL, "true",
      "train: drop images without a non-crowd box wider and taller than 1 pixel (val/test keep every image)"},
     {sizeof(tp_config_key_t), "max_image_pixels", TP_CFG_INT, tp::datasets::kDefaultMaxImagePixelsText,
@@ -177,6 +180,7 @@ class CocoDetectionDataset {
     coco::CocoReadOptions read;
     read.contiguous_labels = args.config.get_bool("contiguous_labels");
     read.skip_empty = args.train() && args.config.get_bool("skip_empty");
+    read.drop_negative_boxes = args.config.get_bool("drop_negative_boxes");
     read.num_classes = args.config.get_int_in("num_classes", 0, int64_t{1} << 31);
     split_ = coco::read_coco(json, json_key, read);
     for (const std::string& warning : split_.warnings) args.log(TP_LOG_WARNING, warning);

@@ -181,7 +181,8 @@ TEST_CASE("coco_detection: file errors name the file, the key and what to do") {
        "annotations[0] (id 9) has category_id 3, which no entry of `categories` has; add the category or remove the annotation"},
       {R"({"images": [{"id": 1, "file_name": "a.png"}], "categories": [{"id": 2}],
            "annotations": [{"id": 9, "image_id": 1, "category_id": 2, "bbox": [1, 2, -3, 4]}]})",
-       "annotations[0] (id 9) has a bbox of negative size [1,2,-3,4] ([x, y, width, height]); fix or remove the annotation"},
+       "annotations[0] (id 9) has a bbox of negative size [1,2,-3,4] ([x, y, width, height]); fix or remove the "
+       "annotation, or set drop_negative_boxes = true"},
   };
   // 100,000 nested `[` in a bbox (a 200 KB file) once overflowed the stack in the error path
   // (SIGSEGV in host train, plugins check and 2-rank runs); deep nesting elsewhere too.
@@ -201,6 +202,24 @@ TEST_CASE("coco_detection: file errors name the file, the key and what to do") {
     CHECK(contains(error, "coco_detection: '" + broken + "' (key `val_annotations`)"));
     CHECK(contains(error, message));
   }
+
+  // drop_negative_boxes: torchvision's rule (ConvertCocoPolysToMask keeps x2 > x1 and y2 > y1),
+  // the dropped annotations counted in one warning (the dense trial's F16).
+  std::ofstream(broken, std::ios::trunc) << R"({"images": [{"id": 1, "file_name": "a.png", "width": 30, "height": 50}],
+      "categories": [{"id": 2}], "annotations": [{"id": 9, "image_id": 1, "category_id": 2, "bbox": [1, 2, -3, 4]},
+      {"id": 10, "image_id": 1, "category_id": 2, "bbox": [1, 2, 3, 4]}, {"id": 11, "image_id": 1, "category_id": 2,
+      "bbox": [1, 2, 3, -4]}]})";
+  cfg.values["drop_negative_boxes"] = true;
+  lib.host.logs.clear();
+  lib.host.log_levels.clear();
+  Dataset kept(lib, kCocoDetectionId, cfg, "val");
+  CHECK(kept.get(0).shape("gt_boxes") == std::vector<int64_t>{1, 4});
+  int warned = 0;
+  for (std::size_t i = 0; i < lib.host.logs.size(); ++i)
+    warned += lib.host.log_levels[i] == TP_LOG_WARNING &&
+              contains(lib.host.logs[i], "dropped 2 annotation(s) whose bbox has a negative width or height "
+                                         "(drop_negative_boxes = true), the first annotations[0] (id 9) [1,2,-3,4]");
+  CHECK(warned == 1);
 }
 
 TEST_CASE("coco_detection: an image that does not decode or has another size fails its sample, naming it") {
