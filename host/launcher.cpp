@@ -311,16 +311,21 @@ int run_launcher(const LaunchOptions& o) {
     return exit_code_of(failed_status);
   }
   // A stop: the signal sent (to the launcher, or to one rank) is the answer, as for one process,
-  // when every rank saved for a stop signal or had finished; a rank that failed otherwise still
-  // gives its own status.
-  const int stopped = exit_code_for_signal(forwarded);
-  const bool saved = std::all_of(ranks.begin(), ranks.end(), [](const Rank& r) {
+  // when every rank saved for a stop signal or had finished; a rank that failed otherwise gives
+  // its own status and the failure line, not the stop's code (a crash must not read as a
+  // resumable stop to a requeue script or host sweep).
+  const auto stopped_or_done = [](const Rank& r) {
     return stop_signal_of(r.status) != 0 || (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
-  });
-  if (saved)
+  };
+  const auto failing = std::find_if_not(ranks.begin(), ranks.end(), stopped_or_done);
+  if (failing == ranks.end()) {
     std::fprintf(stderr, "host: %s stopped by signal %d on every rank (a stop, not a failure: each rank's last line says what it saved)\n",
                  command.c_str(), forwarded);
-  return saved ? stopped : exit_code_of(failed_status);
+    return exit_code_for_signal(forwarded);
+  }
+  std::fprintf(stderr, "host: %s failed: rank %d %s while the ranks stopped for signal %d (its own output above says why)\n",
+               command.c_str(), failing->rank, describe(failing->status).c_str(), forwarded);
+  return exit_code_of(failing->status);
 }
 
 }  // namespace tp::cli

@@ -1,5 +1,7 @@
 #include "run_assembly.h"
 
+#include "start_agreement.h"
+
 #include "tp/framework/checkpoint/checkpoint_manager.h"
 #include "tp/framework/checkpoint/initial_weights.h"
 #include "tp/framework/engine/runtime_setup.h"
@@ -63,7 +65,11 @@ AssembledRun assemble_run(Session& session, const RunRequest& request) {
   }
   const RunConfig& config = with_val_table ? *with_val_table : session.config;
   Logger& log = session.logger;
-  std::optional<CheckpointManager::ResumePoint> start = find_start(session, request);
+  // A start checkpoint one rank cannot read (an explicit --resume path on a node-local disk) ends
+  // every rank at once with its reason: the others would wait in the datasets' preparation for
+  // dist.prepare_timeout_s, then blame the preparation (the review of cluster trial F4's fix).
+  std::optional<CheckpointManager::ResumePoint> start;
+  run_agreed(session.dist.get(), "agree on the start checkpoint", [&] { start = find_start(session, request); });
   const c10::Device device = session.device();
   apply_process_settings(config, device, session.place.local_world_size).report(log);
   const auto stop_point = [&](const std::string& when) {

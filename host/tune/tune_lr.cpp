@@ -177,9 +177,9 @@ std::vector<std::string> sweep_settings(const Options& o) {
           "plots.enabled=false",
           "logging.tensorboard=false",
           "progress.mode=\"off\""};
-  // The run's warm-up belongs to its own schedule, which range_test refuses (a recipe with
-  // timm's warmup_epochs could not be swept).
-  for (std::string& set : warmup_reset_sets()) sets.push_back(std::move(set));
+  // The run's warm-up and decay shape belong to its own schedule, which range_test refuses (a
+  // recipe with timm's warmup_epochs could not be swept).
+  for (std::string& set : schedule_reset_sets()) sets.push_back(std::move(set));
   return sets;
 }
 

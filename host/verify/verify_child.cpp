@@ -111,7 +111,7 @@ std::vector<std::string> epoch_warmup_reset_sets() {
 
 std::vector<std::string> constant_schedule_sets() {
   std::vector<std::string> sets{"schedule.name=\"constant\"", "schedule.interval=\"step\""};
-  for (std::string& set : warmup_reset_sets()) sets.push_back(std::move(set));
+  for (std::string& set : schedule_reset_sets()) sets.push_back(std::move(set));
   return sets;
 }
 

@@ -93,7 +93,7 @@ std::vector<std::string> plain_sgd_sets();
 /// config failed verify).
 std::vector<std::string> epoch_warmup_reset_sets();
 /// --set pairs that run at the config's lr throughout: schedule.name = "constant", and every
-/// warm-up and cool-down key reset (warmup_reset_sets(): only linear, cosine and polynomial take them).
+/// key that only some schedules take reset (schedule_reset_sets()).
 std::vector<std::string> constant_schedule_sets();
 
 /// Whether `weights` hold BatchNorm running statistics (is_batchnorm_statistic): then the batch

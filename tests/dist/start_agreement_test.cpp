@@ -86,3 +86,26 @@ TEST_CASE("--resume auto with the run directory not shared: every rank stops at 
   CHECK(run.output.find("shared file system") != std::string::npos);
   CHECK(run.output.find("collective") == std::string::npos);
 }
+
+TEST_CASE("a --resume checkpoint one rank cannot read ends every rank at once with that rank's reason") {
+  // An explicit --resume path on a node-local disk: rank 1 could not open it and left before any
+  // agreement, while rank 0 waited in the datasets' preparation for dist.prepare_timeout_s, then
+  // blamed the preparation (the review of the F4 fix).
+  const auto dir = tp::test::fresh_dir("ddp_resume_unreadable");
+  const std::string host = std::string("'") + tp::test::build_dir() + "/bin/host'";
+  const std::string config = std::string(tp::test::source_dir()) + "/tests/dist/ddp.toml";
+  const std::string small = " --set data.train.size=96 --set data.train.val_size=32 --set train.batch_size=16";
+  const auto first = tp::test::run_shell("cd '" + dir.string() + "' && " + host + " train --config '" + config +
+                                         "' --output-dir run --set train.epochs=1" + small);
+  REQUIRE(first.exit_code == 0);
+  const std::string args = " train --config '" + config + "' --output-dir run --set train.epochs=2" + small +
+                           " --set dist.timeout_s=30 --set dist.prepare_timeout_s=60 --resume ";
+  const auto run = tp::test::run_shell(two_ranks(dir, dir, args + "run/checkpoints/last.pt", dir,
+                                                 args + "/nonexistent/last.pt", 47));
+  INFO(run.output);
+  CHECK(run.output.find("exits 4 4 ") != std::string::npos);
+  CHECK(seconds_after(run.output) < 30);
+  CHECK(run.output.find("rank 1: ") != std::string::npos); // rank 0 names the rank and its reason
+  CHECK(run.output.find("/nonexistent/last.pt") != std::string::npos);
+  CHECK(run.output.find("prepare_timeout_s") == std::string::npos);
+}

@@ -72,7 +72,7 @@ void refuse_mixed_units(const SchedulerOptions& o, int64_t steps_per_epoch) {
                             "optimizer step) or \"epoch\" (once per epoch)."));
   const bool per_epoch = o.interval == "epoch";
   if (!warms_up(o)) {
-    // Every key warmup_reset_sets() resets: a multistep with warmup_steps, torchvision's detection
+    // The warm-up keys schedule_reset_sets() resets: a multistep with warmup_steps, torchvision's detection
     // recipe written down, ran without its warm-up and without a word (dense trial F2).
     const char* key = o.warmup_steps != 0          ? "warmup_steps"
                       : o.warmup_start_factor != 0 ? "warmup_start_factor"
@@ -85,6 +85,11 @@ void refuse_mixed_units(const SchedulerOptions& o, int64_t steps_per_epoch) {
       fail(key, concat("only the linear, cosine and polynomial schedules warm up and cool down; schedule.name = \"", o.name,
                        "\" does not use it. Remove it, or choose name = \"cosine\" (timm's --sched cosine) or \"linear\"."));
   }
+  // The polynomial decay's shape keys, silently unused elsewhere as the warm-up's were (the review).
+  if (o.name != "polynomial" && (o.power != 1.0 || o.total_iters != 0))
+    fail(o.power != 1.0 ? "power" : "total_iters",
+         concat("shapes the polynomial schedule only; schedule.name = \"", o.name,
+                "\" does not use it. Remove it, or choose name = \"polynomial\"."));
   if (o.warmup_epochs < 0) fail("warmup_epochs", concat("must be >= 0, got ", o.warmup_epochs, "."));
   if (o.cooldown_epochs < 0) fail("cooldown_epochs", concat("must be >= 0, got ", o.cooldown_epochs, "."));
   if (o.warmup_epochs > 0 && o.warmup_steps > 0)
@@ -188,9 +193,10 @@ std::string fit_schedule_to_smoke_run(SchedulerOptions& o, int64_t total_steps, 
   return note;
 }
 
-std::vector<std::string> warmup_reset_sets() {
+std::vector<std::string> schedule_reset_sets() {
   return {"schedule.warmup_steps=0",   "schedule.warmup_start_factor=0.0", "schedule.warmup_epochs=0",
-          "schedule.warmup_lr=0.0",    "schedule.warmup_prefix=true",      "schedule.cooldown_epochs=0"};
+          "schedule.warmup_lr=0.0",    "schedule.warmup_prefix=true",      "schedule.cooldown_epochs=0",
+          "schedule.power=1.0",        "schedule.total_iters=0"};
 }
 
 }  // namespace tp

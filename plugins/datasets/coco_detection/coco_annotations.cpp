@@ -288,7 +288,7 @@ class Reader {
         if (r.object.w < 0.f || r.object.h < 0.f)
           fail(annotation(r) + " has a bbox of negative size " + bbox->dump() +
                " ([x, y, width, height]); fix or remove the annotation, or set drop_negative_boxes = true to drop "
-               "such annotations as torchvision does");
+               "such annotations (torchvision drops them too)");
         const auto crowd = entry.find("iscrowd");  // pycocotools also takes true / false
         r.object.crowd = crowd != entry.end() && crowd->is_boolean() ? crowd->get<bool>()
                                                                       : integer(entry, "iscrowd", false, 0) != 0;

@@ -49,8 +49,8 @@ struct CocoReadOptions {
   bool contiguous_labels = false;  ///< label = rank of category_id among category_ids, else the id
   bool skip_empty = false;         ///< keep only images with a usable non-crowd box (keeps_image)
   int64_t num_classes = 0;         ///< > 0: every annotation's label must be below it; 0: unchecked
-  /// An annotation whose bbox has a negative width or height is dropped (counted in a warning),
-  /// as torchvision's ConvertCocoPolysToMask drops it; false: the file is refused.
+  /// An annotation whose bbox has a negative width or height is dropped (counted in a warning);
+  /// torchvision's ConvertCocoPolysToMask drops those too. false: the file is refused.
   bool drop_negative_boxes = false;
 };
 

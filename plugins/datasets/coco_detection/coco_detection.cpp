@@ -63,7 +63,7 @@ const tp_config_key_t kKeys[] = {
      "the model's class count: > 0 checks at start-up that every annotation's label is below it; 0: unchecked "
      "here (fcos_loss checks the labels it trains on)"},
     {sizeof(tp_config_key_t), "drop_negative_boxes", TP_CFG_BOOL, "false",
-     "drop (and count in a warning) an annotation whose bbox has a negative width or height, as torchvision does; "
+     "drop (and count in a warning) an annotation whose bbox has a negative width or height (torchvision drops those too); "
      "false: such a file is refused, naming the annotation"},
     {sizeof(tp_config_key_t), "skip_empty", TP_CFG_BOOL, "true",
      "train: drop images without a non-crowd box wider and taller than 1 pixel (val/test keep every image)"},

@@ -330,6 +330,7 @@ class SegmentationFolderDataset {
   std::string ignored_foreground_warning() const {
     constexpr std::size_t kMasksChecked = 16;
     const std::size_t count = pairs_.masks.size();
+    // A value map decides the values itself (reduce_zero_label makes every 0 the ignore value).
     if (count == 0 || !colours_.empty() || !value_map_.empty()) return "";
     std::size_t with_ignored = 0, checked = 0;
     for (std::size_t k = 0; k < std::min(count, kMasksChecked); ++k) {
@@ -343,7 +344,6 @@ class SegmentationFolderDataset {
         continue;  // a bad mask fails its own sample, with its own message
       }
       ++checked;
-      if (!value_map_.empty()) cv::LUT(ids, value_map_, ids);
       const int ignored = cv::countNonZero(ids == transform_.ignore_index);
       if (cv::countNonZero(ids) != ignored) return "";  // a class other than 0: the masks hold class ids
       if (ignored > 0) ++with_ignored;

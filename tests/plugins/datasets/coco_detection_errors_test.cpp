@@ -203,7 +203,7 @@ TEST_CASE("coco_detection: file errors name the file, the key and what to do") {
     CHECK(contains(error, message));
   }
 
-  // drop_negative_boxes: torchvision's rule (ConvertCocoPolysToMask keeps x2 > x1 and y2 > y1),
+  // drop_negative_boxes: what torchvision's ConvertCocoPolysToMask also drops (it keeps x2 > x1 and y2 > y1),
   // the dropped annotations counted in one warning (the dense trial's F16).
   std::ofstream(broken, std::ios::trunc) << R"({"images": [{"id": 1, "file_name": "a.png", "width": 30, "height": 50}],
       "categories": [{"id": 2}], "annotations": [{"id": 9, "image_id": 1, "category_id": 2, "bbox": [1, 2, -3, 4]},

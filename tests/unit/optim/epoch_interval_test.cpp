@@ -200,6 +200,13 @@ TEST_CASE("keys that mix units or do not apply are refused, naming the key and w
   o.warmup_steps = 10;
   o.warmup_start_factor = 0.01;
   CHECK(refusal(o) == "accepted");
+  // The polynomial decay's shape keys on another schedule (the review).
+  o = named("cosine");
+  o.power = 0.9;
+  CHECK(refusal(o).find("schedule.power | schedule.power: shapes the polynomial schedule only") == 0);
+  o.power = 1.0;
+  o.total_iters = 50;
+  CHECK(refusal(o).find("schedule.total_iters | ") == 0);
   o = per_epoch("range_test");
   o.min_lr = {1e-5};
   o.max_lr = {1.0};

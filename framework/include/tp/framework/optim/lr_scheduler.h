@@ -145,10 +145,11 @@ SchedulerOptions options_for_groups(SchedulerOptions options, const torch::optim
 /// longer than the run) wait for the data, in the run itself. Throws ConfigError as make_scheduler.
 void check_schedule_options(SchedulerOptions options, double optim_lr);
 
-/// --set pairs that turn every warm-up and cool-down key back to its default: for a command that
-/// runs the configuration under another schedule (host verify's constant lr, host tune lr's range
-/// test), since only linear, cosine and polynomial take those keys and make_scheduler refuses them elsewhere.
-std::vector<std::string> warmup_reset_sets();
+/// --set pairs that turn every key only some schedules take back to its default: the warm-up and
+/// cool-down keys (linear, cosine, polynomial) and the polynomial decay's power and total_iters.
+/// For a command that runs the configuration under another schedule (host verify's constant lr,
+/// host tune lr's range test): make_scheduler refuses those keys on the schedules that ignore them.
+std::vector<std::string> schedule_reset_sets();
 
 /// Whether the schedule writes the optimizer's momentum (beta1) between steps: one_cycle with
 /// cycle_momentum, which a captured CUDA graph step would not see.
