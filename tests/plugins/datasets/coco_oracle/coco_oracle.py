@@ -147,7 +147,7 @@ def driver_args(images, path, split, keys):
     values = {"images": images, "annotations": path, "val_images": images, "val_annotations": path,
               "test_images": "", "test_annotations": "", "min_size": [800], "max_size": 1333,
               "scale_jitter": [0.0, 0.0], "hflip": 0.5, "mean": MEAN, "std": STD, "contiguous_labels": False,
-              "skip_empty": True, "num_classes": 91, "allow_outside_root": False,
+              "skip_empty": True, "num_classes": 91, "allow_outside_root": False, "drop_negative_boxes": False,
               "max_image_pixels": 178956970}
     values.update(keys)
     out = []
