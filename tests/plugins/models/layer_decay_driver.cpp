@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
     o.amsgrad = false;
     o.alpha = 0.99;
     o.centered = false;
+    o.caution = false;  // read by every optimizer's check (Lion's alone may set it)
     o.implementation = "for_loop";
     o.layer_decay = std::stod(argv[3]);
     const tp::LayerDepths depths = model.layer_depths();
