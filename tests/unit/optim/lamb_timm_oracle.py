@@ -1,5 +1,5 @@
 """Oracle of optim.name = "lamb" (docs/optimizers.md, "LAMB"): timm 1.0.31's timm.optim.Lamb
-against the host's make_optimizer (lamb_driver) on the same parameters and gradients, in the manner
+against the host's make_optimizer (timm_optimizer_driver lamb) on the same parameters and gradients, in the manner
 of optimizer_oracle_test.cpp (raw float32 files, groups resolved here on their own with fnmatch,
 every group's lr changed before each step).
 
@@ -14,7 +14,7 @@ load()). Both sides must resolve the same groups exactly and give weights within
 (max |a - b| / max |b| per tensor) of timm's foreach=False (its default on the CPU); timm's
 foreach=True (its default on CUDA, bias corrections folded into scalars) is compared too, within
 1e-5. Needs timm in .venv-bench (scripts/bench_setup); exits 77 (SKIP) naming the reason without.
-Usage: lamb_timm_oracle.py <lamb_driver>
+Usage: lamb_timm_oracle.py <timm_optimizer_driver>
 """
 import copy
 import pathlib
@@ -116,7 +116,7 @@ def main(driver):
         for t, step in enumerate(grads):
             for i, value in enumerate(step):
                 (directory / f"grad_{t}_{i}.bin").write_bytes(value.numpy().tobytes())
-        subprocess.run([driver, str(directory)], check=True)
+        subprocess.run([driver, "lamb", str(directory)], check=True)
 
         for label, o in options.items():
             groups, expected = timm_run(o, init, grads, foreach=False)

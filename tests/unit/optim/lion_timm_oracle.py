@@ -1,5 +1,5 @@
 """Oracle of optim.name = "lion" (docs/optimizers.md, "Lion"): timm 1.0.31's timm.optim.Lion
-against the host's make_optimizer (lion_driver) on the same parameters and gradients, as
+against the host's make_optimizer (timm_optimizer_driver lion) on the same parameters and gradients, as
 lamb_timm_oracle.py does for LAMB (raw float32 files, groups resolved here on their own with
 fnmatch, every group's lr changed before each step).
 
@@ -14,7 +14,7 @@ load_state_dict(); the host: save() / load()). Both sides must resolve the same 
 and give weights within 1e-6 relative (max |a - b| / max |b| per tensor) of timm's foreach=False
 (its default on the CPU) and of foreach=True (its default on CUDA, the same arithmetic per
 element). Needs timm in .venv-bench (scripts/bench_setup); exits 77 (SKIP) naming the reason
-without. Usage: lion_timm_oracle.py <lion_driver>
+without. Usage: lion_timm_oracle.py <timm_optimizer_driver>
 """
 import copy
 import pathlib
@@ -112,7 +112,7 @@ def main(driver):
         for t, step in enumerate(grads):
             for i, value in enumerate(step):
                 (directory / f"grad_{t}_{i}.bin").write_bytes(value.numpy().tobytes())
-        subprocess.run([driver, str(directory)], check=True)
+        subprocess.run([driver, "lion", str(directory)], check=True)
 
         for label, o in options.items():
             groups, expected = timm_run(o, init, grads, foreach=False)

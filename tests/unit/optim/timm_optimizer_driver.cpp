@@ -1,10 +1,11 @@
-// The host's side of lion_timm_oracle.py: make_optimizer with optim.name = "lion" over the
-// parameters and gradients the oracle wrote, as lamb_driver does for LAMB. Per variant: the
-// groups the factory resolved (default rule and [[optim.param_groups]] rules), `steps` updates
-// with every group's lr changed before each (and beta1 too when cycled, through the AdamWOptions
-// that OneCycle casts to), and after `resume_at` updates a round trip of the state: save(), a new
-// optimizer over fresh tensors holding the weights, load(), then the rest.
-// Usage: lion_driver DIR. Reads DIR/spec.txt, DIR/param_<i>.bin, DIR/grad_<t>_<i>.bin (raw
+// The host's side of lamb_timm_oracle.py and lion_timm_oracle.py: make_optimizer with optim.name =
+// "lamb" or "lion" over the parameters and gradients the oracle wrote, as optimizer_oracle_test.cpp
+// does for torch.optim.
+// Per variant: the groups the factory resolved (default rule and [[optim.param_groups]] rules),
+// `steps` updates with every group's lr changed before each (and beta1 too when cycled, through
+// the AdamWOptions that OneCycle casts to), and after `resume_at` updates a round trip of the
+// state: save(), a new optimizer over fresh tensors holding the weights, load(), then the rest.
+// Usage: timm_optimizer_driver lamb|lion DIR. Reads DIR/spec.txt, DIR/param_<i>.bin, DIR/grad_<t>_<i>.bin (raw
 // float32); writes DIR/host_groups_<label>.txt ("lr weight_decay name..." per group, lr and weight
 // decay as %.17g) and DIR/host_<label>_<i>.bin.
 #include <ATen/ATen.h>
@@ -60,25 +61,29 @@ std::vector<tp::StateTensor> model_state(const std::vector<Param>& params, const
   return state;
 }
 
-tp::OptimSection section(const Variant& v) {
-  const auto number = [&](const char* key) { return std::stod(v.keys.at(key)); };
+/// The variant's [optim] table for `name`: LAMB's own keys from the variant for "lamb" (timm's
+/// defaults otherwise), Lion's caution for "lion".
+tp::OptimSection section(const Variant& v, const std::string& name) {
+  const bool lamb = name == "lamb";
+  const auto number = [&](const char* key, double otherwise) { return lamb ? std::stod(v.keys.at(key)) : otherwise; };
+  const auto flag = [&](const char* key, bool otherwise) { return lamb ? v.keys.at(key) == "1" : otherwise; };
   tp::OptimSection o;
-  o.name = "lion";
-  o.lr = number("lr");
-  o.weight_decay = number("weight_decay");
+  o.name = name;
+  o.lr = std::stod(v.keys.at("lr"));
+  o.weight_decay = std::stod(v.keys.at("weight_decay"));
   o.momentum = 0.9;
   o.nesterov = false;
-  o.betas = {number("beta1"), number("beta2")};
-  o.eps = 1e-8;
+  o.betas = {std::stod(v.keys.at("beta1")), std::stod(v.keys.at("beta2"))};
+  o.eps = number("eps", 1e-8);
   o.amsgrad = false;
   o.alpha = 0.99;
   o.centered = false;
-  o.bias_correction = true;
-  o.grad_averaging = true;
-  o.lamb_max_grad_norm = 1.0;
-  o.trust_clip = false;
-  o.always_adapt = false;
-  o.caution = v.keys.at("caution") == "1";
+  o.bias_correction = flag("bias_correction", true);
+  o.grad_averaging = flag("grad_averaging", true);
+  o.lamb_max_grad_norm = number("lamb_max_grad_norm", 1.0);
+  o.trust_clip = flag("trust_clip", false);
+  o.always_adapt = flag("always_adapt", false);
+  o.caution = !lamb && v.keys.at("caution") == "1";
   o.implementation = "auto";
   o.layer_decay = 1.0;
   o.param_groups = v.rules;
@@ -100,11 +105,12 @@ void load_archive(torch::optim::Optimizer& optimizer, const std::string& bytes) 
   optimizer.load(archive);
 }
 
-void run(const fs::path& dir, const std::vector<Param>& params, const Variant& v, int steps, int resume_at) {
+void run(const fs::path& dir, const std::string& name, const std::vector<Param>& params, const Variant& v, int steps,
+         int resume_at) {
   std::vector<at::Tensor> init;
   for (size_t i = 0; i < params.size(); ++i)
     init.push_back(read_raw(dir / ("param_" + std::to_string(i) + ".bin"), params[i].shape));
-  const tp::OptimSection o = section(v);
+  const tp::OptimSection o = section(v, name);
   std::vector<tp::StateTensor> state = model_state(params, init);
   tp::BuiltOptimizer built = tp::make_optimizer(o, state);
   std::ofstream groups(dir / ("host_groups_" + v.label + ".txt"));
@@ -145,12 +151,13 @@ void run(const fs::path& dir, const std::vector<Param>& params, const Variant& v
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: lion_driver DIR\n");
+  if (argc != 3 || (std::string(argv[1]) != "lamb" && std::string(argv[1]) != "lion")) {
+    std::fprintf(stderr, "usage: timm_optimizer_driver lamb|lion DIR\n");
     return 2;
   }
   try {
-    const fs::path dir = argv[1];
+    const std::string name = argv[1];
+    const fs::path dir = argv[2];
     std::ifstream spec(dir / "spec.txt");
     int steps = 0, resume_at = -1;
     std::vector<Param> params;
@@ -185,10 +192,10 @@ int main(int argc, char** argv) {
         }
       }
     }
-    for (const Variant& v : variants) run(dir, params, v, steps, resume_at);
+    for (const Variant& v : variants) run(dir, name, params, v, steps, resume_at);
     return 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "lion_driver: %s\n", e.what());
+    std::fprintf(stderr, "timm_optimizer_driver: %s\n", e.what());
     return 1;
   }
 }
