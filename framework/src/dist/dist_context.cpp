@@ -19,6 +19,7 @@
 
 #include "tp/framework/engine/runtime_setup.h"
 #include "tp/framework/error.h"
+#include "tp/framework/exception_text.h"
 #include "tp/framework/util/short_number.h"
 
 namespace tp {
@@ -190,11 +191,9 @@ std::string read_failure_message(c10d::Store& store, const std::string& key) {
   try {
     const std::vector<uint8_t> bytes = store.get(key);
     return {bytes.begin(), bytes.end()};
-  } catch (const std::exception& error) {
-    const auto* c10_error = dynamic_cast<const c10::Error*>(&error);
-    return std::string("it failed, and its message could not be read from the rendezvous store (") +
-           (c10_error != nullptr ? c10_error->what_without_backtrace() : error.what()) +
-           "); its own output says what failed.";
+  } catch (const std::exception&) {
+    return "it failed, and its message could not be read from the rendezvous store (" +
+           exception_text(std::current_exception()) + "); its own output says what failed.";
   }
 }
 
@@ -283,12 +282,10 @@ std::string DistContext::rank0_text(const std::string& name, const std::string& 
   try {
     const std::vector<uint8_t> bytes = store_->get(key);
     return {bytes.begin(), bytes.end()};
-  } catch (const std::exception& error) {
-    const auto* c10_error = dynamic_cast<const c10::Error*>(&error);
+  } catch (const std::exception&) {
     throw Error("rank " + std::to_string(rank()) + " could not read rank 0's " + name +
                 " from the rendezvous store within dist.timeout_s = " + short_number(options_.timeout_s) + " s (" +
-                (c10_error != nullptr ? c10_error->what_without_backtrace() : error.what()) +
-                "); rank 0 did not get this far, and its own output says why.");
+                exception_text(std::current_exception()) + "); rank 0 did not get this far, and its own output says why.");
   }
 }
 
