@@ -22,10 +22,14 @@
 
 #include "engine/training/parameter_update.h"
 #include "tp/framework/optim/adaptive_clip.h"
+#include "raw_tensor_file.h"
 #include "tp/framework/optim/optimizer_factory.h"
 #include "tp/framework/util/log.h"
 
 namespace {
+
+using tp::test::read_raw;
+using tp::test::write_raw;
 
 namespace fs = std::filesystem;
 
@@ -43,21 +47,6 @@ struct Spec {
   std::vector<std::string> norms;                            ///< "2", "inf"
   std::vector<std::map<std::string, std::string>> variants;  ///< label, precision, skip_at
 };
-
-at::Tensor read_raw(const fs::path& file, const std::vector<int64_t>& shape) {
-  at::Tensor t = at::empty(shape, at::kFloat);
-  std::ifstream in(file, std::ios::binary);
-  const auto bytes = static_cast<std::streamsize>(t.numel() * static_cast<int64_t>(sizeof(float)));
-  in.read(static_cast<char*>(t.data_ptr()), bytes);
-  if (in.gcount() != bytes) throw std::runtime_error("short or missing file " + file.string());
-  return t;
-}
-
-void write_raw(const fs::path& file, const at::Tensor& t) {
-  const at::Tensor c = t.detach().contiguous();
-  std::ofstream(file, std::ios::binary)
-      .write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.numel() * sizeof(float)));
-}
 
 std::vector<tp::StateTensor> model_state(const fs::path& dir, const Spec& spec) {
   std::vector<tp::StateTensor> state;

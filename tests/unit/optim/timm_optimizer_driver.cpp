@@ -22,9 +22,13 @@
 #include <string>
 #include <vector>
 
+#include "raw_tensor_file.h"
 #include "tp/framework/optim/optimizer_factory.h"
 
 namespace {
+
+using tp::test::read_raw;
+using tp::test::write_raw;
 
 namespace fs = std::filesystem;
 
@@ -38,21 +42,6 @@ struct Variant {
   std::map<std::string, std::string> keys;
   std::vector<tp::ParamGroupRule> rules;
 };
-
-at::Tensor read_raw(const fs::path& file, const std::vector<int64_t>& shape) {
-  at::Tensor t = at::empty(shape, at::kFloat);
-  std::ifstream in(file, std::ios::binary);
-  const auto bytes = static_cast<std::streamsize>(t.numel() * static_cast<int64_t>(sizeof(float)));
-  in.read(static_cast<char*>(t.data_ptr()), bytes);
-  if (in.gcount() != bytes) throw std::runtime_error("short or missing file " + file.string());
-  return t;
-}
-
-void write_raw(const fs::path& file, const at::Tensor& t) {
-  const at::Tensor c = t.detach().contiguous();
-  std::ofstream(file, std::ios::binary)
-      .write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.numel() * sizeof(float)));
-}
 
 std::vector<tp::StateTensor> model_state(const std::vector<Param>& params, const std::vector<at::Tensor>& values) {
   std::vector<tp::StateTensor> state;
