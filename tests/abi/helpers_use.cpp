@@ -11,6 +11,7 @@
 #include "tp/cpp/dlpack.h"
 #include "tp/cpp/guard.h"
 #include "tp/cpp/plugin.h"
+#include "tp/cpp/value_names.h"
 #include "tp/tp.h"
 
 namespace {
@@ -91,6 +92,10 @@ class UseCallback {
 const tp_config_key_t kKeys[] = {{sizeof(tp_config_key_t), "i", TP_CFG_INT, "1", "i"}};
 const tp_descriptor_t kAdaptedDataset = tp::cpp::dataset_descriptor("org.test.adapted", "1.0.0", "", kKeys);
 const tp_descriptor_t kAdaptedCallback = tp::cpp::callback_descriptor("org.test.adapted_callback", "1.0.0", "", kKeys);
+
+// Per-class value names, built in a constant evaluation under the strict flags.
+constexpr tp::cpp::IndexedValueNames<12> kValueNames("value_");
+static_assert(kValueNames[11][6] == '1' && kValueNames[11][8] == '\0');
 
 const tp::cpp::Component kComponents[] = {
     {&kDescriptor, TP_IFACE_DATASET_V1, &kTable},

@@ -76,3 +76,19 @@ TEST_CASE("a third-party metric's gathered rows on 2 host ranks: every row every
            tp::test::read_text(history).find("\"kind\":\"step\"") == std::string::npos)); // no step trained
   }
 }
+
+TEST_CASE("a metric that reports two values of one name is refused, naming it, before a step trains") {
+  // Values are logged and monitored by name: the second would silently replace the first (COCO's
+  // per-class "map_50" once hid the summary's).
+  const auto dir = tp::test::fresh_dir("gathered_metric_duplicate");
+  const auto run = tp::test::run_host("--config tests/dist/gathered_metric.toml --plugin-dir '" +
+                                      std::string(tp::test::fixture_plugin_dir()) + "' --output-dir '" + dir.string() +
+                                      "' --set metrics[1].duplicate_name=true");
+  INFO(run.output);
+  CHECK(run.exit_code == 1);  // a plugin call failing (tp::ExitCode)
+  CHECK(run.output.find("plugin component 'org.torchhost.test.gathered_probe' (gathered_probe.so) reported two values "
+                        "named 'rows': each value needs its own name") != std::string::npos);
+  const auto history = dir / "history.jsonl";
+  CHECK((!std::filesystem::exists(history) ||
+         tp::test::read_text(history).find("\"kind\":\"step\"") == std::string::npos));
+}

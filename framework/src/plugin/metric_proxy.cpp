@@ -2,7 +2,9 @@
 
 #include "tp/framework/plugin/plugin_crash.h"
 
-#include <array>
+#include <string>
+#include <unordered_set>
+#include <vector>
 
 #include "config_adapter.h"
 #include "sized_copy.h"
@@ -10,9 +12,6 @@
 #include "tensor_handles.h"
 
 namespace tp {
-namespace {
-constexpr uint32_t kMaxValues = 64;
-}  // namespace
 
 MetricProxy::MetricProxy(ComponentEntry entry, const ComponentConfig& config)
     : PluginInstance(std::move(entry)), table_(detail::sized_copy<tp_metric_v1_t>(info_->interface_table)) {
@@ -56,17 +55,32 @@ std::vector<StateTensor> MetricProxy::gathered_state() const {
 }
 
 std::vector<std::pair<std::string, double>> MetricProxy::compute() {
-  std::array<tp_scalar_t, kMaxValues> values{};
+  // The room ABI 1.14 promises (iface/metric.h): one value per class for up to thousands of classes.
+  std::vector<tp_scalar_t> values(TP_METRIC_VALUE_CAPACITY);
   uint32_t count = 0;
   tp_status status = TP_OK;
   {
     const PluginCallScope crash_scope(id().c_str(), "compute", UINT64_MAX);
-    status = table_.compute(self_, values.data(), kMaxValues, &count);
+    status = table_.compute(self_, values.data(), TP_METRIC_VALUE_CAPACITY, &count);
   }
   check(status, "compute");
+  const auto refuse = [&](const std::string& what) {
+    throw PluginError(id(), "compute",
+                      "plugin component '" + id() + "' (" + library_->path().filename().string() + ") " + what + ".");
+  };
+  if (count > TP_METRIC_VALUE_CAPACITY)
+    refuse("reported " + std::to_string(count) + " values for a capacity of " + std::to_string(TP_METRIC_VALUE_CAPACITY) +
+           ": report at most that many");
   std::vector<std::pair<std::string, double>> out;
-  for (uint32_t i = 0; i < count && i < kMaxValues; ++i)
-    out.emplace_back(values[i].name != nullptr ? values[i].name : "", values[i].value);
+  std::unordered_set<std::string> seen;
+  for (uint32_t i = 0; i < count; ++i) {
+    std::string name = values[i].name != nullptr ? values[i].name : "";
+    // Values are logged, monitored and plotted by name: a second value of a name would silently
+    // replace the first in history and hide it from checkpoint selection.
+    if (!seen.insert(name).second)
+      refuse("reported two values named '" + name + "': each value needs its own name; rename one in the plugin");
+    out.emplace_back(std::move(name), values[i].value);
+  }
   return out;
 }
 

@@ -6,39 +6,21 @@
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 
-#include <array>
-
 #include "metric.h"
+#include "tp/cpp/value_names.h"
 
 namespace tp::metrics {
 namespace {
 
 constexpr const char* kId = "org.torchhost.mean_iou";
 
-/// The host reads at most 64 values from one metric (MetricProxy's compute buffer), and three of
-/// them are the summary scores: per-class values fit for up to 61 classes.
-constexpr int64_t kMaxPerClass = 61;
-/// The state is K^2 int64 counts: 128 MiB at this many classes.
+/// The state is K^2 int64 counts: 128 MiB at this many classes. With the three summary scores,
+/// one value per class fits the room a host gives compute() (TP_METRIC_VALUE_CAPACITY: 8192).
 constexpr int64_t kMaxClasses = 4096;
+static_assert(kMaxClasses + 3 <= TP_METRIC_VALUE_CAPACITY);
 
-/// "iou_0" ... "iou_60": value names cross the ABI in static storage, so they are built at compile
-/// time rather than per instance.
-struct ClassName {
-  char text[8];
-};
-constexpr std::array<ClassName, kMaxPerClass> make_iou_names() {
-  std::array<ClassName, kMaxPerClass> names{};
-  for (int64_t c = 0; c < kMaxPerClass; ++c) {
-    ClassName& n = names[static_cast<std::size_t>(c)];
-    int i = 0;
-    for (const char ch : {'i', 'o', 'u', '_'}) n.text[i++] = ch;
-    if (c >= 10) n.text[i++] = static_cast<char>('0' + c / 10);
-    n.text[i++] = static_cast<char>('0' + c % 10);
-    n.text[i] = '\0';
-  }
-  return names;
-}
-constexpr std::array<ClassName, kMaxPerClass> kIouNames = make_iou_names();
+/// "iou_0" ... "iou_4095".
+constexpr tp::cpp::IndexedValueNames<kMaxClasses> kIouNames("iou_");
 
 /// The confusion matrix over labelled pixels: rows are the target class, columns the argmax
 /// prediction. State: `confusion` (int64 [K, K]) and `out_of_range` (int64: target pixels neither
@@ -118,7 +100,7 @@ class Segmentation : public Metric {
     };
     if (per_class_)
       for (int64_t c = 0; c < classes_; ++c)
-        values.push_back({kIouNames[static_cast<std::size_t>(c)].text, iou[static_cast<std::size_t>(c)]});
+        values.push_back({kIouNames[static_cast<std::size_t>(c)], iou[static_cast<std::size_t>(c)]});
     return values;
   }
 
@@ -137,7 +119,7 @@ const tp_config_key_t kKeys[] = {
     tp::cpp::config_key("target", TP_CFG_STRING, "\"mask\"", "batch field with class indices [B, H, W] (integer)"),
     tp::cpp::config_key("num_classes", TP_CFG_INT, "21", "number of classes C (must match the logits)"),
     tp::cpp::config_key("ignore_index", TP_CFG_INT, "255", "mask value that is never counted (padding, void)"),
-    tp::cpp::config_key("per_class", TP_CFG_BOOL, "true", "also report iou_<c> per class (num_classes <= 61)"),
+    tp::cpp::config_key("per_class", TP_CFG_BOOL, "true", "also report iou_<c> for each class c"),
 };
 
 }  // namespace
@@ -148,11 +130,6 @@ std::unique_ptr<Metric> make_segmentation(const tp::cpp::ConfigReader& cfg) {
   if (num_classes < 1 || num_classes > kMaxClasses)
     throw tp::cpp::Failure(TP_ERR_CONFIG, std::string(kId) + ": num_classes must be in [1, " + std::to_string(kMaxClasses) +
                                               "], got " + std::to_string(num_classes));
-  if (per_class && num_classes > kMaxPerClass)
-    throw tp::cpp::Failure(TP_ERR_CONFIG, std::string(kId) + ": per_class = true reports one value per class, and the host "
-                                              "reads at most " + std::to_string(kMaxPerClass) +
-                                              " of them; with num_classes = " + std::to_string(num_classes) +
-                                              " set per_class = false (miou, pixel_accuracy and mean_accuracy remain)");
   return std::make_unique<Segmentation>(cfg.get_string("output"), cfg.get_string("target"), num_classes,
                                         cfg.get_int("ignore_index"), per_class);
 }

@@ -18,32 +18,20 @@
 #include "tp/cpp/guard.h"
 #include "tp/cpp/metric_adapter.h"
 #include "tp/cpp/tensor.h"
+#include "tp/cpp/value_names.h"
 
 namespace tp::detection_metrics {
 namespace {
 
 constexpr const char* kId = "org.torchhost.coco_map";
 
-/// The host reads at most 64 values of a metric; 12 are the COCO summary.
-constexpr int64_t kMaxPerClass = 52;
+/// Beside the 12 COCO numbers, one value per class fits the room a host gives compute()
+/// (TP_METRIC_VALUE_CAPACITY: 8192): LVIS' 1,203 classes and more.
+constexpr int64_t kMaxPerClass = int64_t{TP_METRIC_VALUE_CAPACITY} - 12;
 
-/// "map_0" ... "map_51", in static storage as value names must be.
-struct ClassName {
-  char text[8];
-};
-constexpr std::array<ClassName, kMaxPerClass> make_class_names() {
-  std::array<ClassName, kMaxPerClass> names{};
-  for (int64_t c = 0; c < kMaxPerClass; ++c) {
-    ClassName& n = names[static_cast<std::size_t>(c)];
-    int i = 0;
-    for (const char ch : {'m', 'a', 'p', '_'}) n.text[i++] = ch;
-    if (c >= 10) n.text[i++] = static_cast<char>('0' + c / 10);
-    n.text[i++] = static_cast<char>('0' + c % 10);
-    n.text[i] = '\0';
-  }
-  return names;
-}
-constexpr std::array<ClassName, kMaxPerClass> kClassNames = make_class_names();
+/// "map_class_0" ... "map_class_8179": not "map_<c>", whose classes 50 and 75 would be the
+/// summary's map_50 and map_75.
+constexpr tp::cpp::IndexedValueNames<kMaxPerClass> kClassNames("map_class_");
 
 /// torchmetrics' MeanAveragePrecision names, in COCOeval.stats' order.
 constexpr std::array<const char*, 12> kStatNames{"map",   "map_50", "map_75", "map_small", "map_medium", "map_large",
@@ -161,7 +149,7 @@ class CocoMap {
     for (std::size_t i = 0; i < kStatNames.size(); ++i) values.push_back({kStatNames[i], result.stats[i]});
     if (per_class_)
       for (int64_t c = 0; c < classes_; ++c)
-        values.push_back({kClassNames[static_cast<std::size_t>(c)].text, result.class_ap[static_cast<std::size_t>(c)]});
+        values.push_back({kClassNames[static_cast<std::size_t>(c)], result.class_ap[static_cast<std::size_t>(c)]});
     return values;
   }
 
@@ -268,7 +256,7 @@ const tp_config_key_t kKeys[] = {
     tp::cpp::config_key("areas", TP_CFG_STRING, "\"\"",
                         "batch field (optional; absent: the box's): object area [N] for the small / medium / large "
                         "split, 0 kept as pycocotools keeps it (small); \"\": gt_areas when the batch has it, else areas"),
-    tp::cpp::config_key("per_class", TP_CFG_BOOL, "false", "also report map_<c>, AP per class (num_classes <= 52)"),
+    tp::cpp::config_key("per_class", TP_CFG_BOOL, "false", "also report map_class_<c>, AP per class (num_classes <= 8180)"),
 };
 
 const tp_descriptor_t kDescriptor = tp::cpp::metric_descriptor(

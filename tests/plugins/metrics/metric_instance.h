@@ -1,6 +1,8 @@
 // A basic_metrics component driven through its C ABI, for the metric tests.
 #pragma once
 
+#include <vector>
+
 #include "support/plugin_harness.h"
 
 namespace tp::test {
@@ -27,11 +29,11 @@ struct Metric {
     REQUIRE_MESSAGE(t->update(self, outputs.view(), outputs.size(), targets.view(), targets.size()) == TP_OK,
                     p.host.last_error);
   }
-  /// The values, read with the host's capacity (MetricProxy: 64).
+  /// The values, read with the host's capacity (MetricProxy: TP_METRIC_VALUE_CAPACITY).
   std::map<std::string, double> compute() {
-    tp_scalar_t values[64];
+    std::vector<tp_scalar_t> values(TP_METRIC_VALUE_CAPACITY);
     uint32_t n = 0;
-    REQUIRE_MESSAGE(t->compute(self, values, 64, &n) == TP_OK, p.host.last_error);
+    REQUIRE_MESSAGE(t->compute(self, values.data(), TP_METRIC_VALUE_CAPACITY, &n) == TP_OK, p.host.last_error);
     std::map<std::string, double> out;
     for (uint32_t i = 0; i < n; ++i) out[values[i].name] = values[i].value;
     return out;

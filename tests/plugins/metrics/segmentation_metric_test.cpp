@@ -134,26 +134,32 @@ TEST_CASE("segmentation: targets outside the classes fail compute; misshapen inp
   CHECK(p.host.last_error.find("integer mask 'mask'") != std::string::npos);
 }
 
-TEST_CASE("segmentation: per-class values fit the host's 64 values up to 61 classes") {
-  Fields out{{"out", logits_of(kPredicted, 61)}};
+TEST_CASE("segmentation: one IoU per class for ADE20K's 150 classes (the host's 8192 values); an older host's 64 fail clearly") {
+  Fields out{{"out", logits_of(kPredicted, 150)}};
   Fields tgt{{"mask", kMask}};
-  Metric wide(kSegmentationMetricId, classes(61));
+  Metric wide(kSegmentationMetricId, classes(150));
   wide.update(out, tgt);
   const auto v = wide.compute();
-  CHECK(v.size() == 64);
-  CHECK(v.at("iou_60") == 0.0);
-  CHECK(v.at("iou_10") == 0.0);
+  CHECK(v.size() == 153);
+  CHECK(v.at("iou_149") == 0.0);
+  CHECK(v.at("iou_100") == 0.0);
+  CHECK(v.at("iou_1") == doctest::Approx(2.0 / 3.0));
   CHECK(v.at("miou") == doctest::Approx(5.0 / 9.0));
 
-  LoadedPlugin& p = plugin("basic_metrics");
-  const tp_metric_v1_t& t = p.table<tp_metric_v1_t>(kSegmentationMetricId, TP_IFACE_METRIC_V1);
-  FakeConfig cfg;
-  fill_defaults(cfg, p.descriptor(kSegmentationMetricId));
-  cfg.values["num_classes"] = int64_t{150};
-  void* self = nullptr;
-  CHECK(t.create(&p.host.host, &cfg.view, &self) == TP_ERR_CONFIG);
-  CHECK(p.host.last_error.find("set per_class = false") != std::string::npos);
-  CHECK(self == nullptr);
+  // A host built before TP_METRIC_VALUE_CAPACITY offered 64 values: compute() fails naming the
+  // count, and never hands over a cut list.
+  tp_scalar_t room[64];
+  uint32_t count = 7;
+  CHECK(wide.t->compute(wide.self, room, 64, &count) == TP_ERR_INVALID_ARGUMENT);
+  CHECK(count == 0);
+  CHECK(wide.p.host.last_error.find("153 values but capacity is 64") != std::string::npos);
+
+  Metric widest(kSegmentationMetricId, classes(4096));
+  Fields out4096{{"out", logits_of(kPredicted, 4096)}};
+  widest.update(out4096, tgt);
+  const auto all = widest.compute();
+  CHECK(all.size() == 4099);
+  CHECK(all.count("iou_4095") == 1);
 
   Metric ade(kSegmentationMetricId, {{"num_classes", int64_t{150}}, {"per_class", false}});
   CHECK(ade.state()[0].sizes() == at::IntArrayRef({150, 150}));

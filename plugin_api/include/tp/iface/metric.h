@@ -26,6 +26,12 @@ TP_EXTERN_C_BEGIN
 
 #define TP_IFACE_METRIC_V1 "tp.metric/1"
 
+/** The room a host gives compute(): at least this many values. Hosts built before this constant
+ *  existed gave 64 under the same ABI 1.13, so a metric reporting more fails on them at its first
+ *  compute() (capacity too small) rather than at load; the next ABI minor makes it a load-time
+ *  refusal (version.h). */
+#define TP_METRIC_VALUE_CAPACITY 8192u
+
 typedef struct tp_metric_v1_t {
   uint32_t struct_size; /* = sizeof(tp_metric_v1_t) */
   /** [main] `host` borrowed until deinit(); `cfg` only during the call. */
@@ -46,7 +52,8 @@ typedef struct tp_metric_v1_t {
    *  place. Same order every time. */
   tp_status (*visit_state)(void *self, tp_state_visitor visit, void *user);
   /** [main] Writes up to `capacity` values (names in static storage, e.g. "accuracy") and their
-   *  number. May synchronize the device (called once per evaluation). */
+   *  number; `capacity` >= TP_METRIC_VALUE_CAPACITY (above). May synchronize the device
+   *  (called once per evaluation). */
   tp_status (*compute)(void *self, tp_scalar_t *out_values, uint32_t capacity,
                        uint32_t *out_count);
   /** [main] @since 1.7, optional (NULL: every state tensor sums). Visits the state tensors whose

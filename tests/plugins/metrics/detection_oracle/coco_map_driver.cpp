@@ -24,6 +24,9 @@ namespace {
 using tp::test::FakeConfig;
 
 constexpr int64_t kClasses = 5;  // class 3: objects, never detected; class 4: detected, no object
+/// num_classes as COCO's category ids need it: 91 per-class values and the 12 summary ones, past
+/// the 64 values a host read before TP_METRIC_VALUE_CAPACITY. Classes 5 to 90 have no object: AP -1.
+constexpr int64_t kConfiguredClasses = 91;
 constexpr int kNoAreasBatch = 3;  // the batch without an `areas` field: every object has its box's area
 
 [[noreturn]] void fail(const std::string& what) {
@@ -113,7 +116,7 @@ struct Metric {
   Metric(const tp_plugin_entry_t* entry, tp::test::FakeHost& h, bool batch_targets = false) : host(h) {
     t = static_cast<const tp_metric_v1_t*>(entry->get_interface("org.torchhost.coco_map", TP_IFACE_METRIC_V1));
     FakeConfig cfg;
-    cfg.values = {{"num_classes", kClasses},
+    cfg.values = {{"num_classes", kConfiguredClasses},
                   {"boxes", std::string("detection_boxes")},
                   {"scores", std::string("detection_scores")},
                   {"labels", std::string("detection_labels")},
@@ -157,9 +160,9 @@ struct Metric {
     }
   }
   std::string values() {
-    tp_scalar_t v[64];
+    std::vector<tp_scalar_t> v(TP_METRIC_VALUE_CAPACITY);
     uint32_t n = 0;
-    if (t->compute(self, v, 64, &n) != TP_OK) fail("compute: " + host.last_error);
+    if (t->compute(self, v.data(), TP_METRIC_VALUE_CAPACITY, &n) != TP_OK) fail("compute: " + host.last_error);
     std::string line;
     char item[96];
     for (uint32_t i = 0; i < n; ++i) {
