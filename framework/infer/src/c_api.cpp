@@ -158,6 +158,12 @@ tp_status tp_infer_open(const char* export_file, const char* device, const char*
 
 tp_status tp_infer_open_with(const char* export_file, const char* device, const char* plugin_dir, uint32_t flags,
                              tp_infer_model_t** out_model) {
+  return tp_infer_open_configured(export_file, device, plugin_dir, flags, nullptr, 0, out_model);
+}
+
+tp_status tp_infer_open_configured(const char* export_file, const char* device, const char* plugin_dir, uint32_t flags,
+                                   const char* const* model_options, uint32_t option_count,
+                                   tp_infer_model_t** out_model) {
   if (out_model == nullptr) return null_argument("tp_infer_open", "out_model");
   *out_model = nullptr;
   if (export_file == nullptr) return null_argument("tp_infer_open", "export_file");
@@ -167,9 +173,17 @@ tp_status tp_infer_open_with(const char* export_file, const char* device, const 
       return "tp::infer: tp_infer_open_with: flags " + std::to_string(flags) +
              " hold bits this library does not define; pass 0 or TP_INFER_OPEN_ALLOW_FILES_OUTSIDE_EXPORT.";
     });
+  if (option_count > 0 && model_options == nullptr) return null_argument("tp_infer_open_configured", "model_options");
+  for (uint32_t i = 0; i < option_count; ++i)
+    if (model_options[i] == nullptr)
+      return refused(TP_ERR_INVALID_ARGUMENT, [&] {
+        return "tp::infer: tp_infer_open_configured: model_options[" + std::to_string(i) + "] is NULL; give " +
+               std::to_string(option_count) + " strings \"key=value\", or a smaller option_count.";
+      });
   return guarded([&] {
     tp::infer::OpenOptions options{.device = device != nullptr ? device : "cpu", .plugin_dirs = plugin_dirs_of(plugin_dir)};
     options.allow_files_outside_export = (flags & TP_INFER_OPEN_ALLOW_FILES_OUTSIDE_EXPORT) != 0;
+    options.model_options.assign(model_options, model_options + option_count);
     *out_model = new tp_infer_model_t{tp::infer::Model::open(export_file, options)};
   });
 }

@@ -26,6 +26,7 @@
 #include "export_file.h"
 #include "export_format.h"
 #include "model_files.h"
+#include "model_options.h"
 #include "failure.h"
 #include "input_names.h"
 #include "open_checks.h"
@@ -224,6 +225,9 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
     detail::warn_about_plugins(state->share.host().logger(), loaded, file.model.component, state->preprocessing.component,
                        state->preprocessing_loaded, file.plugin_files, export_file, state->plugin_dirs);
     ComponentConfig config{file.model.component, "model", std::move(file.model.options)};
+    detail::apply_model_options(config.options, options.model_options);
+    for (const std::string& change : options.model_options)
+      state->share.host().logger().write(tp::LogLevel::Info, "tp::infer", "model option " + change + " (OpenOptions::model_options)");
     const ComponentEntry entry = state->registry->find(config.component, TP_KIND_MODEL, "model");
     validate_component(config, entry.info->schema, export_file);
     state->inputs = detail::declared_inputs(config);

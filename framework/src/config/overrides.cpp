@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdio>
 #include <optional>
 
 #include "tp/framework/config/closest_key.h"
@@ -26,33 +25,6 @@ std::string_view trim(std::string_view text) {
   while (!text.empty() && space(text.front())) text.remove_prefix(1);
   while (!text.empty() && space(text.back())) text.remove_suffix(1);
   return text;
-}
-
-/// `text` as a TOML basic string literal.
-std::string quote(std::string_view text) {
-  std::string out = "\"";
-  for (char ch : text) {
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(ch));
-      out += escaped;
-    } else {
-      out += ch;
-    }
-  }
-  return out + "\"";
-}
-
-/// Sets table[key] from `text`: a TOML value when it parses as one, else the text as a string.
-/// Either way the node's source path is `origin`, which error messages then show.
-void set_value(toml::table& table, std::string_view key, std::string_view text,
-               const std::string& origin) {
-  if (!parse_value_into(table, key, text, origin)) {
-    parse_value_into(table, key, quote(text), origin);
-  }
 }
 
 [[noreturn]] void bad_override(const std::string& key_path, const std::string& origin,
@@ -159,7 +131,7 @@ void set_host_key(toml::table& root, const KeySpec& spec, std::string_view text,
                   const std::string& origin) {
   const std::size_t dot = spec.path.rfind('.');
   toml::table& table = ensure_table(root, std::string_view(spec.path).substr(0, dot), path, origin);
-  set_value(table, std::string_view(spec.path).substr(dot + 1), text, origin);
+  set_value_or_string(table, std::string_view(spec.path).substr(dot + 1), text, origin);
 }
 
 }  // namespace
@@ -224,7 +196,7 @@ void apply_overrides(toml::table& root, const std::vector<std::string>& override
     }
     const std::vector<Segment> segments = split_path(path, origin);
     if (toml::table* target = component_target(root, segments, path, origin)) {
-      set_value(*target, segments.back().name, parsed.value_text, origin);
+      set_value_or_string(*target, segments.back().name, parsed.value_text, origin);
       continue;
     }
     const std::string suggestion = suggest_host_path(path);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <filesystem>
 #include <sstream>
 
@@ -64,6 +65,32 @@ bool parse_value_into(toml::table& dst, std::string_view key, std::string_view l
   // Moving keeps the node's source region, whose path is `origin`.
   node->visit([&](auto& concrete) { dst.insert_or_assign(key, std::move(concrete)); });
   return true;
+}
+
+namespace {
+
+/// `text` as a TOML basic string literal.
+std::string quote(std::string_view text) {
+  std::string out = "\"";
+  for (char ch : text) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(ch));
+      out += escaped;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+void set_value_or_string(toml::table& dst, std::string_view key, std::string_view text, std::string_view origin) {
+  if (!parse_value_into(dst, key, text, origin)) parse_value_into(dst, key, quote(text), origin);
 }
 
 toml::table* ensure_tables(toml::table& root, std::string_view tables, const toml::node** blocked) {

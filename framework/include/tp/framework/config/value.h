@@ -24,6 +24,11 @@ inline constexpr std::string_view kEnvOriginPrefix = "environment variable "; //
 bool parse_value_into(toml::table& dst, std::string_view key, std::string_view literal,
                       std::string_view origin, std::string* error = nullptr);
 
+/// Sets `dst[key]` from `text` as `--set` reads a value: one TOML value when it parses as one
+/// ("64", "[0.9, 0.95]", "\"cpu\""), else the text itself as a string (`cuda:1`, `a b`). Either
+/// way the node's source path is `origin`, which validation messages then show.
+void set_value_or_string(toml::table& dst, std::string_view key, std::string_view text, std::string_view origin);
+
 /// The table at the dotted path `tables` below `root` ("logging.mlflow"; "" = `root` itself), each
 /// table on the way created where missing. nullptr when a part of the path is a value other than a
 /// table: `blocked` (when not null) then points at that value, for the caller's message.

@@ -112,6 +112,19 @@ TP_EXPORT tp_status tp_infer_open(const char *export_file, const char *device, c
 TP_EXPORT tp_status tp_infer_open_with(const char *export_file, const char *device, const char *plugin_dir,
                                        uint32_t flags, tp_infer_model_t **out_model);
 
+/** As tp_infer_open_with, with changes to the options the export's model is built with (the
+ *  C++ OpenOptions::model_options): `model_options` holds `option_count` strings "key=value" (read
+ *  during the call; may be NULL when option_count is 0), as `host predict --set model.key=value`
+ *  takes them, later ones winning: a detector's serving threshold and NMS ("score_thresh=0.4",
+ *  "nms_thresh=0.5", "detections_per_img=20" for org.torchhost.fcos) instead of the run's
+ *  evaluation values the export keeps. TP_ERR_CONFIG: an unknown key or a value of the wrong type
+ *  (the message names the entry, and the closest key), besides tp_infer_open_with's.
+ *  TP_ERR_INVALID_ARGUMENT: a NULL entry or array, an entry without '=', a dotted key, the key
+ *  "component". */
+TP_EXPORT tp_status tp_infer_open_configured(const char *export_file, const char *device, const char *plugin_dir,
+                                             uint32_t flags, const char *const *model_options,
+                                             uint32_t option_count, tp_infer_model_t **out_model);
+
 /** Releases `model` and its plugins. Results of it stay valid (they own their data). NULL: no-op.
  *  It waits for the run calls (tp_infer_run_*) in flight on `model` to return; one that begins
  *  while it closes fails (TP_ERR_INVALID_ARGUMENT, "is being closed"). The accessors and setters
