@@ -65,6 +65,7 @@ std::map<std::string, std::string> fields(const tp::CheckpointContents& c) {
   f["micro_batch_splits"] = std::to_string(c.micro_batch_splits);
   f["run_id"] = c.run_id;
   f["history_records"] = std::to_string(c.history_records);
+  f["eval_pending"] = std::to_string(c.eval_pending);
   std::string model;
   if (c.model_state)
     for (const auto& s : *c.model_state) model += s.name + "=" + fingerprint(s.tensor) + ";";

@@ -25,6 +25,7 @@ Scalars evaluate_split(const EvaluationPass& pass, const std::string& prefix) {
   at::Tensor loss_sum = at::zeros({}, options), count = at::zeros({}, options);
   std::vector<std::string> term_names; // the loss's named terms (LossTerms::terms), summed like the loss
   at::Tensor term_sums;
+  uint32_t stop_flags = 0;
   {
     // Inference mode: no autograd bookkeeping at all (cheaper than no_grad).
     std::optional<c10::InferenceMode> inference;
@@ -33,7 +34,10 @@ Scalars evaluate_split(const EvaluationPass& pass, const std::string& prefix) {
     else no_grad.emplace();
     pass.loader.start_epoch(0);
     int64_t batches = 0;
-    while (auto cpu_batch = pass.loader.next()) {
+    // A stop signal: this rank fetches no more; the others learn of it in the closing all-reduce.
+    while (!(pass.stop_flags && (stop_flags = pass.stop_flags()) != 0)) {
+      auto cpu_batch = pass.loader.next();
+      if (!cpu_batch) break;
       if (cpu_batch->empty()) { // every sample skipped: nothing to evaluate, but it is a batch
         if (++batches == pass.batch_limit) break;
         continue;
@@ -79,7 +83,22 @@ Scalars evaluate_split(const EvaluationPass& pass, const std::string& prefix) {
   if (term_sums.defined()) tensors.push_back(term_sums);
   for (auto& metric : parts.metrics)
     for (const auto& s : metric->state()) tensors.push_back(s.tensor);
+  // A watched pass: each rank's stop flags, one element per bit, summed with the rest, so the
+  // ranks agree without a collective of their own.
+  if (pass.stop_flags) {
+    std::vector<double> bits(32, 0.0);
+    for (int bit = 0; bit < 32; ++bit) bits[bit] = (stop_flags >> bit) & 1u;
+    tensors.push_back(at::tensor(bits, at::TensorOptions().dtype(at::kDouble)).to(options.device()));
+  }
   collectives.all_reduce_sum(tensors, "sum evaluation loss and metric state over ranks");
+  if (pass.stop_flags) {
+    const at::Tensor summed = tensors.back().cpu(); // a sync, once per evaluation
+    const auto sums = summed.accessor<double, 1>();
+    *pass.stopped = 0;
+    for (int bit = 0; bit < 32; ++bit)
+      if (sums[bit] > 0) *pass.stopped |= 1u << bit;
+    if (*pass.stopped != 0) return {}; // every rank: abandoned, its values never computed
+  }
   // Rows that do not add up (ABI 1.7: scored detections) are concatenated instead; the metric
   // keeps a key to sort them by, so rank order does not change its values.
   if (collectives.world_size() > 1)

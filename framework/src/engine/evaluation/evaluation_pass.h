@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,13 @@ struct EvaluationPass {
   /// before training, where a tensor a plugin makes and keeps on its first call must be a normal
   /// one that training's autograd may save (an inference tensor cannot be).
   bool inference_mode = true;
+  /// Training's evaluations: this rank's reasons to abandon the pass (RunControl::signal_flags, a
+  /// stop signal's bit), read before each batch, a cheap atomic load. A rank that sees one stops
+  /// fetching batches; the ranks agree inside the pass's closing all-reduce, which already exists
+  /// (no collective per batch), and `*stopped` receives the flags ORed over ranks. Empty (host
+  /// eval, the sanity check): the pass always runs to its end.
+  std::function<uint32_t()> stop_flags = {};
+  uint32_t* stopped = nullptr; ///< required with stop_flags: 0 when the pass ran to its end
 };
 
 /// [all ranks] Evaluates the model as it is (its weights, its dtype) on `pass.loader`'s split, in
@@ -40,7 +48,8 @@ struct EvaluationPass {
 /// shards, so every rank returns the single-process values; metrics' rows that do not add up
 /// (ABI 1.7) are gathered. Leaves the model in evaluation mode. A failing plugin call throws
 /// PluginError naming the component, the evaluation, the batch and its fields (batch_error.h).
-/// Cost: two device syncs, at the end.
+/// Cost: two device syncs, at the end. Abandoned on every rank (pass.stop_flags, `*pass.stopped`
+/// != 0): returns nothing, every metric's state left as it was, nothing gathered.
 Scalars evaluate_split(const EvaluationPass& pass, const std::string& prefix);
 
 }  // namespace tp

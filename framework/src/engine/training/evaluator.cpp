@@ -56,13 +56,28 @@ void Evaluator::sanity_check(int64_t batches) {
   }
 }
 
-Scalars Evaluator::run(int64_t step, LrScheduler& scheduler) {
-  Scalars eval = evaluate();
+std::optional<Scalars> Evaluator::evaluate_unless_stopped(const std::string& prefix,
+                                                          const std::function<uint32_t()>& stop_flags) {
+  EvaluationPass pass{parts_, config_.metrics, placement_, *loader_, batches_, collectives_};
+  pass.stop_flags = stop_flags;
+  pass.stopped = &stopped_by_;
+  Scalars result = evaluate_split(pass, prefix);
+  parts_.model->set_training(true); // training goes on, or the run saves and stops
+  if (stopped_by_ != 0) return std::nullopt;
+  return result;
+}
+
+std::optional<Scalars> Evaluator::run(int64_t step, LrScheduler& scheduler, const std::function<uint32_t()>& stop_flags) {
+  stopped_by_ = 0;
+  std::optional<Scalars> live = evaluate_unless_stopped("val", stop_flags);
+  if (!live) return std::nullopt;
+  Scalars eval = std::move(*live);
   for (const WeightAverage* average : averages_) {
     if (average->updates() == 0 && average->name() == "swa") continue; // SWA has not started yet
     const SwappedInAverage swapped(*average, *model_state_);
-    const Scalars averaged = evaluate("val_" + average->name());
-    eval.insert(eval.end(), averaged.begin(), averaged.end());
+    const std::optional<Scalars> averaged = evaluate_unless_stopped("val_" + average->name(), stop_flags);
+    if (!averaged) return std::nullopt; // `swapped` puts the live weights back
+    eval.insert(eval.end(), averaged->begin(), averaged->end());
   }
   last_ = eval;
   last_step_ = step;

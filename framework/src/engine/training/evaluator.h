@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +26,14 @@ class Collectives;
 
 class Evaluator {
  public:
+  /// An evaluation a stop signal abandoned, which the resumed run owes first (a checkpoint's
+  /// eval_pending, checkpoint.h).
+  enum class Pending : int64_t {
+    kNone = 0,
+    kStep = 1,     ///< eval.strategy = "steps": the evaluation after the checkpoint's step
+    kEpochEnd = 2, ///< the epoch end's (the checkpoint stands at its epoch's last batch, SWA's fold done)
+  };
+
   /// `loader` null: the run has no evaluation (enabled() is false). `batches` > 0 limits each
   /// evaluation to that many batches (overfit_batches, fast_dev_run). Every reference must
   /// outlive the evaluator.
@@ -44,7 +53,22 @@ class Evaluator {
   /// schedule.monitor, and takes checkpoint.monitor's value. Throws ConfigError when
   /// checkpoint.monitor is not evaluated but save_top_k needs it (an average's value before its
   /// first update is just absent).
-  Scalars run(int64_t step, LrScheduler& scheduler);
+  /// `stop_flags` (training's evaluations, RunControl::signal_flags): this rank's reasons to
+  /// abandon the evaluation, read between batches and agreed in each pass's closing all-reduce
+  /// (EvaluationPass::stop_flags). Abandoned on every rank: returns nothing, with no reaction
+  /// (nothing remembered, no schedule step), and stopped_by() holds the flags ORed over ranks.
+  std::optional<Scalars> run(int64_t step, LrScheduler& scheduler, const std::function<uint32_t()>& stop_flags = {});
+  /// The flags that abandoned the last run() (0 when it ran to its end).
+  uint32_t stopped_by() const noexcept { return stopped_by_; }
+  /// The abandoned evaluation a checkpoint saved now must make its resume repeat.
+  void set_pending(Pending pending) noexcept { pending_ = pending; }
+  Pending pending() const noexcept { return pending_; }
+  /// Whether `pending` is owed (then no longer: the caller runs it now).
+  bool take_pending(Pending pending) noexcept {
+    if (pending_ != pending) return false;
+    pending_ = Pending::kNone;
+    return true;
+  }
   /// [all ranks] The sanity check before training (eval.sanity_batches, Lightning's
   /// num_sanity_val_steps): the live weights on the first `batches` batches of the validation
   /// split, the values dropped, nothing remembered; then each monitor in use (checkpoint ranking,
@@ -97,6 +121,10 @@ class Evaluator {
   std::optional<double> monitor_; ///< checkpoint.monitor in the evaluation at last_step_
   std::vector<const WeightAverage*> averages_;
   const std::vector<StateTensor>* model_state_ = nullptr; ///< where averages are swapped in
+  uint32_t stopped_by_ = 0;
+  Pending pending_ = Pending::kNone;
+  /// evaluate() that `stop_flags` may abandon: nothing when it was (stopped_by_ says why).
+  std::optional<Scalars> evaluate_unless_stopped(const std::string& prefix, const std::function<uint32_t()>& stop_flags);
 };
 
 }  // namespace tp

@@ -51,6 +51,12 @@ uint32_t RunControl::take_window_flags() {
   return flags;
 }
 
+uint32_t RunControl::signal_flags() const noexcept { return signal_flag(pending_stop_signal()); }
+
+void RunControl::evaluation_stopped(uint32_t agreed) noexcept {
+  if (const int agreed_stop = agreed_signal(agreed); agreed_stop != 0 && signal_ == 0) signal_ = agreed_stop;
+}
+
 void RunControl::return_unagreed(uint32_t flags) noexcept {
   if (flags & kFlagStopRequest) deferred_ |= TP_REQUEST_STOP;
   if (flags & kFlagSaveRequest) deferred_ |= TP_REQUEST_SAVE;

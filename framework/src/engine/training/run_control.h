@@ -58,6 +58,12 @@ class RunControl {
   /// [all ranks] The window's agreed flags (the same on every rank), once the optimizer step
   /// `step` is counted; `next` is where the run would continue after it.
   void window_agreed(uint32_t agreed, int64_t step, ResumePosition next);
+  /// [main] This rank's stop-signal flag (kFlagsSignal: the signal its handler received), or 0:
+  /// what an evaluation reads between batches (EvaluationPass::stop_flags). An atomic load.
+  uint32_t signal_flags() const noexcept;
+  /// [all ranks] An evaluation was abandoned on the flags `agreed` over ranks (its closing
+  /// all-reduce): the agreed signal becomes signal(), as a window's agreement makes it.
+  void evaluation_stopped(uint32_t agreed) noexcept;
   /// [all ranks] A reason every rank decides alike: stop after the current step or evaluation.
   void stop_for(StopCause cause, const std::string& reason);
   /// [all ranks] The loop left its epoch before the epoch's last batch, for the reasons given so

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "tp/framework/data/batch_layout.h"
@@ -58,6 +60,13 @@ void Trainer::Impl::train_epoch(int64_t epoch) {
     meters_.add_batch(wait, batch_size(*batch, train_loader_->batch_layout()));
     return MicroBatch{std::move(*batch), train_loader_->next_batch_index()};
   };
+  // A checkpoint a stop signal wrote during the evaluation after its step (eval.strategy =
+  // "steps") owes that evaluation: it comes first, as it came before this batch in the run that
+  // stopped.
+  if (evaluator_->take_pending(Evaluator::Pending::kStep)) {
+    evaluate_and_save_on_steps(epoch, /*owed=*/true);
+    if (control_.signal() != 0) stop_on_signal({epoch, train_loader_->next_batch_index()});
+  }
   while (done < batches) {
     // Step: one optimizer step over the next accumulation window (the epoch's last window may be
     // short), with the ranks' agreement on every reason to stop or save (phases 1-6,
@@ -92,13 +101,7 @@ void Trainer::Impl::train_epoch(int64_t epoch) {
     // Stop: a signal saves exactly here and leaves (--resume continues from this batch); every
     // other reason ends the epoch, and fit() ends the run, or pauses it where a callback's stop
     // fell inside the epoch (as train.max_time does, so no batch is lost to a resume).
-    if (const int signal_number = control_.signal(); signal_number != 0) {
-      save(SaveKind::kPosition, {epoch, next});
-      const std::string stopped = "stopped by signal " + std::to_string(signal_number) + " at step " + std::to_string(step());
-      if (config_.train.fast_dev_run) throw Interrupted(signal_number, stopped + "; train.fast_dev_run saves nothing.");
-      throw Interrupted(signal_number, stopped + "; saved " + (run_dir_ / "checkpoints" / "last.pt").string() +
-                                           ". Continue with --resume auto.");
-    }
+    if (control_.signal() != 0) stop_on_signal({epoch, next});
     if (control_.stop()) {
       if (done < batches) control_.left_epoch_early({epoch, next});
       break;
@@ -133,9 +136,25 @@ double Trainer::Impl::log_step(int64_t epoch, const std::vector<double>& group_l
   return loss;
 }
 
-void Trainer::Impl::evaluate_and_save_on_steps(int64_t epoch) {
-  if (evaluator_->enabled() && due(config_.eval.strategy, config_.eval.every, false, epoch)) {
-    run_evaluation();
+void Trainer::Impl::stop_on_signal(ResumePosition resume) {
+  const int signal_number = control_.signal();
+  save(SaveKind::kPosition, resume);
+  const bool owed = evaluator_->pending() != Evaluator::Pending::kNone;
+  const std::string stopped = "stopped by signal " + std::to_string(signal_number) + " at step " + std::to_string(step()) +
+                              (owed ? " during its evaluation" : "");
+  if (config_.train.fast_dev_run) throw Interrupted(signal_number, stopped + "; train.fast_dev_run saves nothing.");
+  throw Interrupted(signal_number, stopped + "; saved " + (run_dir_ / "checkpoints" / "last.pt").string() +
+                                       ". Continue with --resume auto" +
+                                       (owed ? ", which runs that evaluation again first." : "."));
+}
+
+void Trainer::Impl::evaluate_and_save_on_steps(int64_t epoch, bool owed) {
+  if (evaluator_->enabled() && (owed || due(config_.eval.strategy, config_.eval.every, false, epoch))) {
+    if (!run_evaluation(/*epoch_line_follows=*/false, -1, /*stoppable=*/true)) {
+      // A stop signal: the caller saves here, and the resumed run evaluates this step first.
+      evaluator_->set_pending(Evaluator::Pending::kStep);
+      return;
+    }
     draw_plots();
   }
   const ResumePosition here{epoch, train_loader_->next_batch_index()};
@@ -168,16 +187,28 @@ void Trainer::Impl::end_epoch(int64_t epoch) {
   // A pause (train.max_time, a callback's stop) cut this epoch short: it ends after the resume
   // (fit() saves where it stopped).
   if (control_.pause() && control_.pause()->epoch == epoch) return;
-  update_.end_swa_epoch(); // an averaged epoch folds into the SWA average
-  const auto [epoch_sum, epoch_count] = meters_.read_epoch_loss("in epoch " + std::to_string(epoch + 1));
-  const double train_loss = epoch_sum / epoch_count;
-  const Scalars train_terms = meters_.last_terms(); // train/loss/<term> of the epoch
+  // An averaged epoch folds into the SWA average, once: a checkpoint a stop signal wrote during
+  // this epoch end's evaluation holds the folded average.
+  if (!evaluator_->take_pending(Evaluator::Pending::kEpochEnd)) update_.end_swa_epoch();
   const TrainMeters::EpochClock clock = meters_.epoch_clock();
   const double seconds = clock.seconds;
   const double skipped_all =
       config_.data.on_bad_sample == BadSamplePolicy::kSkip ? refuse_epoch_of_bad_samples(epoch, clock.samples) : 0.0;
   Scalars eval;
-  if (evaluator_->enabled() && due(config_.eval.strategy, config_.eval.every, true, epoch)) eval = run_evaluation(true);
+  if (evaluator_->enabled() && due(config_.eval.strategy, config_.eval.every, true, epoch)) {
+    std::optional<Scalars> evaluated = run_evaluation(/*epoch_line_follows=*/true, -1, /*stoppable=*/true);
+    if (!evaluated) {
+      // A stop signal: saved at the epoch's last batch, so the resumed run ends this epoch again
+      // (its record, evaluation and saves), without a second fold.
+      evaluator_->set_pending(Evaluator::Pending::kEpochEnd);
+      stop_on_signal({epoch, train_batches_});
+    }
+    eval = std::move(*evaluated);
+  }
+  // Read (and cleared) after the evaluation: a save during it keeps the epoch's sums for the resume.
+  const auto [epoch_sum, epoch_count] = meters_.read_epoch_loss("in epoch " + std::to_string(epoch + 1));
+  const double train_loss = epoch_sum / epoch_count;
+  const Scalars train_terms = meters_.last_terms(); // train/loss/<term> of the epoch
   const double lr = current_lr(*optim_.optimizer);
   HistoryRecord record{"epoch",
                        {{"epoch", double(epoch + 1)},
@@ -219,9 +250,18 @@ void Trainer::Impl::end_epoch(int64_t epoch) {
   if (!eval.empty()) draw_plots();
 }
 
-Scalars Trainer::Impl::run_evaluation(bool epoch_line_follows, int64_t trained_in) {
+std::optional<Scalars> Trainer::Impl::run_evaluation(bool epoch_line_follows, int64_t trained_in, bool stoppable) {
+  // A stop signal the step's agreement carried: nothing to evaluate before the save.
+  if (stoppable && control_.signal() != 0) return std::nullopt;
   sync_batchnorm_stats(); // each rank evaluates its shard: with the same statistics
-  Scalars eval = evaluator_->run(step(), update_.active_schedule());
+  std::function<uint32_t()> stop_flags;
+  if (stoppable) stop_flags = [this] { return control_.signal_flags(); };
+  std::optional<Scalars> evaluated = evaluator_->run(step(), update_.active_schedule(), stop_flags);
+  if (!evaluated) {
+    control_.evaluation_stopped(evaluator_->stopped_by()); // agreed by every rank
+    return std::nullopt;
+  }
+  Scalars eval = std::move(*evaluated);
   for (const auto& [name, value] : eval) {
     if (!name.ends_with("/skipped_samples")) continue;
     // As the epoch's training skips are reported: the count over the ranks, this rank's first few.

@@ -264,7 +264,9 @@ FitSummary Trainer::Impl::fit() {
   // run resumed) does none of it: the process that trained did, and a save here would rewrite
   // last.pt at another position.
   const std::optional<ResumePosition>& paused = control_.pause();
-  const bool trained = step() > first_step;
+  // An epoch ended here counts as training: a run resumed at its last epoch's last batch (a stop
+  // signal at that step or during that epoch end's evaluation) trains no step, yet ends the run.
+  const bool trained = step() > first_step || position_.epoch > position_.start.epoch;
   const ResumePosition resume = paused.value_or(ResumePosition{position_.epoch, 0});
   const bool run_end = trained && !paused;
   const bool swa_final = run_end && update_.finish_swa([&] {

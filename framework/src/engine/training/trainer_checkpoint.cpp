@@ -224,8 +224,16 @@ std::vector<StateRole> Trainer::Impl::state_roles(ResumePosition resume) {
   // The checkpoint holds the global sums (gather_running_loss); rank 0 carries them on.
   roles.push_back({"meters", [this](CheckpointContents& into) { into.running_loss = meters_.running_loss(); },
                    [this](const LoadedCheckpoint& from) { meters_.load_running_loss(from.running_loss, rank_ == 0); }});
-  roles.push_back({"evaluator", [this](CheckpointContents& into) { into.early_stopping = evaluator_->early_stopping_state(); },
-                   [this](const LoadedCheckpoint& from) { evaluator_->load_early_stopping_state(from.early_stopping); }});
+  // With an evaluation a stop signal abandoned, which the resumed run owes first.
+  roles.push_back({"evaluator",
+                   [this](CheckpointContents& into) {
+                     into.early_stopping = evaluator_->early_stopping_state();
+                     into.eval_pending = static_cast<int64_t>(evaluator_->pending());
+                   },
+                   [this](const LoadedCheckpoint& from) {
+                     evaluator_->load_early_stopping_state(from.early_stopping);
+                     evaluator_->set_pending(static_cast<Evaluator::Pending>(from.eval_pending));
+                   }});
   roles.push_back({"checkpoints",
                    [this](CheckpointContents& into) {
                      into.monitor = config_.checkpoint.monitor;

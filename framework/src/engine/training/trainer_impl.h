@@ -128,7 +128,13 @@ class Trainer::Impl {
   /// trained with; group 0's is the record's `lr`), dispatches STEP_END. Returns the loss.
   double log_step(int64_t epoch, const std::vector<double>& group_lrs, const UpdateStats& update);
   /// Step strategies after an optimizer step: evaluate, then save (so the save can be the best).
-  void evaluate_and_save_on_steps(int64_t epoch);
+  /// `owed`: evaluate whatever the strategy says (a resumed checkpoint's Pending::kStep). A stop
+  /// signal during the evaluation abandons it (Pending::kStep) and skips the saves: the caller
+  /// then finds RunControl::signal set and calls stop_on_signal.
+  void evaluate_and_save_on_steps(int64_t epoch, bool owed = false);
+  /// [all ranks] The agreed stop signal (RunControl::signal): saves last.pt at `resume` and
+  /// throws Interrupted, which exits 128 + signal.
+  [[noreturn]] void stop_on_signal(ResumePosition resume);
   void end_epoch(int64_t epoch);
   /// data.on_bad_sample = "skip": throws tp::Error (exit 1) when no rank loaded a training sample
   /// of `epoch` and some were skipped (`samples`: this rank's loaded ones); else returns the
@@ -138,8 +144,11 @@ class Trainer::Impl {
   /// epoch record takes the values (eval.strategy = "steps", the final evaluation after SWA); with
   /// `epoch_line_follows` (end_epoch) the epoch's record and line take them.
   /// `trained_in`: the 0-based epoch of the step the evaluation follows, for its record (-1: the
-  /// current position's epoch, as for an evaluation inside an epoch).
-  Scalars run_evaluation(bool epoch_line_follows = false, int64_t trained_in = -1);
+  /// current position's epoch, as for an evaluation inside an epoch). `stoppable` (the loop's
+  /// evaluations): a stop signal agreed before it or during it (between batches, agreed in the
+  /// passes' closing all-reduce) abandons it: nothing is returned, logged or reacted to, and
+  /// RunControl::signal holds the signal.
+  std::optional<Scalars> run_evaluation(bool epoch_line_follows = false, int64_t trained_in = -1, bool stoppable = false);
   bool due(IntervalStrategy strategy, int64_t every, bool at_epoch_end, int64_t epoch) const;
   /// Sends an event at the current step/epoch/lr; returns the callbacks' requests.
   uint32_t dispatch(int32_t kind, const Scalars& scalars, const std::string& message = "");

@@ -34,6 +34,9 @@
 //                                    lent none, and in files written before
 //   history_records: int             records history.jsonl held at the save; a resume keeps no more
 //                                    (absent in files written before)
+//   eval_pending: int                an evaluation a stop signal abandoned, which a resume runs
+//                                    first: 1 the step's (eval.strategy = "steps"), 2 the epoch
+//                                    end's (SWA's fold of that epoch done); absent when none
 // Writes are atomic: a temporary file in the same directory, fsync, rename, fsync of the
 // directory. A crash at any moment leaves the previous file intact and loadable. Every file is
 // sealed with a CRC-32C in its zip comment (checkpoint_seal.h), verified before every load.
@@ -105,6 +108,9 @@ struct CheckpointState {
   /// Records history.jsonl held when it was saved; -1 in older files. A save at an epoch's last
   /// step stands before the epoch's end, whose records a resume drops and writes again.
   int64_t history_records = -1;
+  /// An evaluation a stop signal abandoned (Evaluator::Pending as a number): 0 none, 1 the
+  /// step's, 2 the epoch end's. A resume runs it before anything else.
+  int64_t eval_pending = 0;
 };
 
 /// What save_checkpoint() writes: the state plus borrowed views of the trainer's tensors.
