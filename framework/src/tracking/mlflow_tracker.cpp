@@ -195,10 +195,20 @@ MlflowTracker::MlflowTracker(const RunConfig& config, std::filesystem::path run_
   mlflow::State state = mlflow::read_state(s.run_dir);
   const bool continues =
       resumed && state.torchhost_run_id == torchhost_run_id && mlflow::server_of(state.tracking_uri) == uri;
+  int64_t resent = 0; // records the server has from an attempt the resume discarded
   if (continues) {
     state.tracking_uri = uri;
-    // The same MLflow run goes on: its records up to records_sent are on the server (a resumed
-    // run trains exactly as the run that never stopped, so it logs those records again: skipped).
+    // The same MLflow run goes on. The resume has cut history.jsonl back to its checkpoint; every
+    // record after that is trained again, and need not equal what the server has: a rewind to an
+    // earlier checkpoint with a changed setting, or a kill -9 past the last checkpoint resumed on
+    // other threads, trains other values (experiments trial F1). So they are all sent again:
+    // MLflow keeps both points of a step, and its latest value (the run's metrics, the UI) is
+    // the later one, this attempt's.
+    const int64_t kept = mlflow::count_complete_lines(s.run_dir / "history.jsonl");
+    if (state.records_sent > kept) {
+      resent = state.records_sent - kept;
+      state.records_sent = kept;
+    }
     s.needs_reopen = !state.run_id.empty() && !state.end_status.empty();
     state.end_status.clear();
     state.artifacts_sent = state.status_sent = false;
@@ -226,6 +236,10 @@ MlflowTracker::MlflowTracker(const RunConfig& config, std::filesystem::path run_
       s.needs_reopen = false;
     }
     log.info("mlflow: tracking this run as " + s.sync->run_page() + (continues ? " (continued)" : ""));
+    if (resent > 0)
+      log.info("mlflow: the server holds " + std::to_string(resent) + " history records after the resume point, "
+               "from the attempt this resume discards; they are sent again as they are trained, and MLflow shows "
+               "the latest value of each step");
   } catch (const ApiError& e) {
     if (e.unexpected())
       throw ConfigError("logging.mlflow.tracking_uri",

@@ -10,6 +10,10 @@ mlflow.tracking.MlflowClient:
    byte (the best checkpoint with log_checkpoints = "best"), status FINISHED; `host eval --mlflow` adds the evaluation's metrics to it;
 2. a run stopped by SIGTERM (status KILLED) and continued with --resume auto: one MLflow run,
    FINISHED, no step twice in any metric's history;
+2b. a run rewound to an earlier checkpoint and trained again with another setting (experiments
+   trial F1): the steps after the checkpoint are sent again, so the latest value of every step
+   (the later point, as MLflow's latest_metrics takes it) and the run's metrics equal the new
+   history.jsonl, and state.toml's records_sent is its record count;
 3. the server gone mid-run (connections refused): training ends (exit 0) about as fast as with the
    server up, and says what it could not send; once it is back, `host mlflow-sync` completes the run;
 4. refusals at start-up, before anything trains (exit 2): a server answering 401 (a wrong token),
@@ -176,6 +180,34 @@ def read_back(client, run_dir, label, status="FINISHED"):
     return run
 
 
+def check_latest_per_step(client, run_dir, first_attempt, label):
+    """After a resume that trained steps again: the latest point of each step (the largest
+    timestamp, as MLflow's latest_metrics takes it) is history.jsonl's value, and so is each of the
+    run's metrics; some step held another value from the first attempt (else nothing was tested)."""
+    run_id = state(run_dir)["run_id"]
+    records = history(run_dir)
+    expected = expected_metrics(records)
+    stale, replaced = [], 0
+    for key, points in expected.items():
+        latest = {}
+        for m in client.get_metric_history(run_id, key):
+            if m.step not in latest or m.timestamp >= latest[m.step].timestamp:
+                latest[m.step] = m
+        for step, value in points:
+            if step not in latest or not same_number(latest[step].value, value):
+                stale.append(f"{key}@{step}: {latest[step].value if step in latest else None}, history {value}")
+        old = dict(expected_metrics(first_attempt).get(key, []))
+        replaced += sum(1 for step, value in points if step in old and not same_number(old[step], value))
+    check(not stale and replaced > 0, f"{label}: the latest value of each step is history.jsonl's "
+          f"({replaced} values the first attempt sent are replaced; stale: {stale[:3]})")
+    metrics = client.get_run(run_id).data.metrics
+    final = {key: points[-1][1] for key, points in expected.items()}
+    wrong = [k for k, v in final.items() if k not in metrics or not same_number(metrics[k], v)]
+    check(not wrong, f"{label}: the run's metrics are history.jsonl's last values (differing: {wrong[:3]})")
+    check(state(run_dir)["records_sent"] == len(records),
+          f"{label}: records_sent {state(run_dir)['records_sent']} is history.jsonl's {len(records)} records")
+
+
 def check_artifacts(client, run_dir, label, names):
     target = os.path.join(WORK, "download-" + label)
     shutil.rmtree(target, ignore_errors=True)
@@ -299,6 +331,17 @@ def cases(server):
     check(result.returncode == 0, f"resumed run: exit {result.returncode} {result.stderr[-2000:]}")
     check(state(run_dir)["run_id"] == first, "resumed run: the same MLflow run continues")
     read_back(client, run_dir, "resumed run")
+
+    # 2b. A rewind to the first epoch's checkpoint, retrained with gradient clipping: other values.
+    run_dir = os.path.join(WORK, "rewound")
+    keep = ("--set", "checkpoint.keep_last=3")
+    result, _ = train(run_dir, server.uri, *keep, epochs=3)
+    check(result.returncode == 0, f"rewound run, first attempt: exit {result.returncode} {result.stderr[-1500:]}")
+    first_attempt = history(run_dir)
+    result, _ = train(run_dir, server.uri, *keep, "--set", "train.max_grad_norm=0.05", "--resume",
+                      os.path.join(run_dir, "checkpoints", "step-00000010.pt"), epochs=3)
+    check(result.returncode == 0, f"rewound run: exit {result.returncode} {result.stderr[-1500:]}")
+    check_latest_per_step(client, run_dir, first_attempt, "rewound run")
 
     # 3. The server goes away mid-run (the forwarder in front of it stops: connections are refused),
     #    then comes back, and mlflow-sync completes the run.

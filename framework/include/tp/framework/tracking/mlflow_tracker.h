@@ -39,8 +39,9 @@ class MlflowTracker {
   /// Starts tracking the run in `run_dir` (config.toml and, once the trainer was built,
   /// runtime.toml written; the history resumed). `torchhost_run_id` is run.id; `resumed`: this
   /// process continues an earlier one in the directory (--resume), so its MLflow run continues
-  /// too and the history records it already sent are not sent again. Throws ConfigError (exit 2)
-  /// as the file comment says.
+  /// too: the records the server has up to the resume point are not sent again, and those after
+  /// it (a discarded attempt's) are, as the run trains them anew. Throws ConfigError (exit 2) as
+  /// the file comment says.
   MlflowTracker(const RunConfig& config, std::filesystem::path run_dir, std::string torchhost_run_id, bool resumed,
                 Logger& log);
   /// Stops the sender, abandoning the request in flight (within about a second); a run that did not
