@@ -56,7 +56,7 @@ bool holds_records(const std::filesystem::path& history) {
 // A fresh run never shares a directory with an earlier run's checkpoints (run_identity.h): its
 // keep_last would evict its own newer-numbered files first and --resume auto find the other's.
 // Returns where --new-run moved the earlier run's files (empty: nothing moved).
-std::filesystem::path refuse_or_set_aside_earlier_run(const std::filesystem::path& run_dir, bool new_run, bool rank0) {
+std::filesystem::path refuse_or_set_aside_earlier_run(const std::filesystem::path& run_dir, bool new_run) {
   const std::vector<std::string> earlier = checkpoint_names(run_dir);
   if (!earlier.empty() && !new_run) {
     throw ConfigError("--output-dir", "host train: " + (run_dir / "checkpoints").string() +
@@ -66,7 +66,7 @@ std::filesystem::path refuse_or_set_aside_earlier_run(const std::filesystem::pat
                                           "move the earlier run's files into " +
                                           (run_dir / "earlier").string() + "/<UTC time>/ first.");
   }
-  if (new_run && rank0 && !run_files(run_dir).empty()) return set_earlier_run_aside(run_dir);
+  if (new_run && !run_files(run_dir).empty()) return set_earlier_run_aside(run_dir);
   return {};
 }
 
@@ -151,10 +151,13 @@ TrainingRunDirectory::TrainingRunDirectory(Session& session, const Options& opti
     refuse_if_not_held(*lock_, run_dir);
     refuse_planted_directories(run_dir);
   }
-  // train.fast_dev_run saves no checkpoint, so it may look at any directory.
+  // train.fast_dev_run saves no checkpoint, so it may look at any directory. Rank 0 alone judges
+  // what the directory holds, and every rank stops with its verdict (run_agreed): a rank 1 that
+  // judged too named the busy run's checkpoints and --resume auto or --new-run, beside rank 0's
+  // "another training is running", and the launcher named rank 1 (cluster trial F9).
   std::filesystem::path set_aside;
-  if (!resuming_ && !config.train.fast_dev_run)
-    set_aside = refuse_or_set_aside_earlier_run(run_dir, options.new_run, rank0_);
+  if (rank0_ && !resuming_ && !config.train.fast_dev_run)
+    set_aside = refuse_or_set_aside_earlier_run(run_dir, options.new_run);
   else if (rank0_ && !config.train.fast_dev_run)
     set_aside = refuse_or_set_aside_for_resume(run_dir, options.resume, options.new_run);
   // An attempt killed before its first save left a history and no checkpoint: this run starts

@@ -22,7 +22,8 @@ class TrainingRunDirectory {
   /// symbolic link in place of checkpoints/, plots/, tensorboard/, mlflow/ or earlier/ refused
   /// (rank 0), a fresh run refused over an earlier run's checkpoints, and a `--resume FILE` of
   /// another run over the directory's run (rank 0; with --new-run, those files moved to
-  /// earlier/<UTC time>/ instead), the plugin crash handler pointed at the directory, train.log
+  /// earlier/<UTC time>/ instead; the other ranks judge none of it, so under run_agreed every
+  /// rank stops with rank 0's reason), the plugin crash handler pointed at the directory, train.log
   /// opened, dead processes' temporaries swept and a fresh run's config.toml written (rank 0),
   /// and the directory's recorded identity read. Logs the run's line, and warns when every user
   /// may write the directory. Throws ConfigError ("--output-dir", "--resume", "run.output_dir")

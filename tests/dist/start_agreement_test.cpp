@@ -109,3 +109,32 @@ TEST_CASE("a --resume checkpoint one rank cannot read ends every rank at once wi
   CHECK(run.output.find("/nonexistent/last.pt") != std::string::npos);
   CHECK(run.output.find("prepare_timeout_s") == std::string::npos);
 }
+
+// Cluster trial F9: a second training in a busy run directory (an earlier run's checkpoints in it,
+// run.lock held by the training still running): rank 0 said "another training is running", rank 1
+// judged the directory itself and said it held an earlier run's checkpoints (use --resume auto or
+// --new-run, wrong advice for a live run), and the launcher named rank 1 as the failing rank.
+TEST_CASE("a second training in a busy run directory: every rank stops with rank 0's reason") {
+  const auto dir = tp::test::fresh_dir("ddp_busy_run_dir");
+  const std::string host = std::string("'") + tp::test::build_dir() + "/bin/host'";
+  const std::string config = std::string(tp::test::source_dir()) + "/tests/dist/ddp.toml";
+  const std::string small = " --set data.train.size=96 --set data.train.val_size=32 --set train.batch_size=16";
+  const auto first = tp::test::run_shell(host + " train --config '" + config + "' --output-dir '" + (dir / "run").string() +
+                                         "' --set train.epochs=1" + small);
+  REQUIRE(first.exit_code == 0);
+  REQUIRE(std::filesystem::exists(dir / "run" / "checkpoints" / "last.pt"));
+  // The running training: a process holding run.lock (flock(2), as FileLock takes it).
+  const std::string args = " train --config '" + config + "' --output-dir '" + (dir / "run").string() +
+                           "' --set train.epochs=2" + small + " --set dist.timeout_s=30";
+  const auto run = tp::test::run_shell("flock '" + (dir / "run" / "run.lock").string() + "' sleep 60 >/dev/null 2>&1 & F=$!; "
+                                       "sleep 0.5; " + two_ranks(dir, dir, args, dir, args, 45) + "; pkill -P $F; kill $F");
+  INFO(run.output);
+  CHECK(run.output.find("exits 2 2 ") != std::string::npos);
+  CHECK(seconds_after(run.output) < 30);
+  const std::string said = "another training is running in " + (dir / "run").string();
+  const auto at = run.output.find(said);
+  REQUIRE(at != std::string::npos);
+  CHECK(run.output.find("rank 0: host train: " + said) != std::string::npos); // rank 1 quotes rank 0
+  CHECK(run.output.find("earlier run's checkpoints") == std::string::npos);
+  CHECK(run.output.find("--new-run") == std::string::npos);
+}
