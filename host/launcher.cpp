@@ -93,11 +93,11 @@ std::string describe(int status) {
   return "ended with wait status " + std::to_string(status);
 }
 
-/// The stop signal a rank's status reports it saved and stopped for (SIGINT, SIGTERM or SIGUSR1:
-/// exit 128 + signal, stop_signal.h), or 0.
+/// The stop signal a rank's status reports it saved and stopped for (one of kStopSignals: exit
+/// 128 + signal, stop_signal.h), or 0.
 int stop_signal_of(int status) {
   if (!WIFEXITED(status)) return 0;
-  for (const int signal_number : {SIGINT, SIGTERM, SIGUSR1})
+  for (const int signal_number : kStopSignals)
     if (WEXITSTATUS(status) == exit_code_for_signal(signal_number)) return signal_number;
   return 0;
 }
@@ -146,9 +146,7 @@ pid_t spawn(const LaunchOptions& o, int local_rank, int port, const std::string&
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGTERM); // the launcher killed -9 must not leave ranks behind
     if (::getppid() != parent) ::_exit(kExitRuntime);
-    ::signal(SIGINT, SIG_DFL);
-    ::signal(SIGTERM, SIG_DFL);
-    ::signal(SIGUSR1, SIG_DFL);
+    for (const int signal_number : kStopSignals) ::signal(signal_number, SIG_DFL);
     ::dup2(out[1], STDOUT_FILENO);
     ::dup2(err[1], STDERR_FILENO);
     ::execve("/proc/self/exe", argv.data(), envp.data());
@@ -210,9 +208,9 @@ int run_launcher(const LaunchOptions& o) {
   g_signal_pipe = signal_pipe[1];
   struct sigaction action{};
   action.sa_handler = &on_launcher_signal;
-  ::sigaction(SIGINT, &action, nullptr);
-  ::sigaction(SIGTERM, &action, nullptr);
-  ::sigaction(SIGUSR1, &action, nullptr); // SLURM's warning before a time limit: the ranks save (stop_signal.h)
+  // The ranks' stop signals, forwarded to them (SIGUSR1 among them: SLURM's warning before a time
+  // limit, on which the ranks save).
+  for (const int signal_number : kStopSignals) ::sigaction(signal_number, &action, nullptr);
   std::fprintf(stderr, "host: launching %d ranks on node %d of %d (world size %d, rendezvous %s:%d)\n",
                o.nproc_per_node, o.node_rank, o.nnodes, o.nnodes * o.nproc_per_node, addr.c_str(), port);
 

@@ -6,7 +6,9 @@
 
 #include <ATen/ATen.h>
 
+#include <bit>
 #include <csignal>
+#include <cstddef>
 
 #include "tp/framework/dist/collectives.h"
 #include "tp/framework/error.h"
@@ -212,4 +214,23 @@ TEST_CASE("an agreement that carries a failed rank-0 write ends the rank that di
   Single rank1;
   CHECK_THROWS_WITH(rank1.control.window_agreed(tp::kFlagWriteFailed, 7, ResumePosition{0, 7}),
                     doctest::Contains("writing the run's files failed on"));
+}
+
+// The stop signals were written out three times (the handlers, these bits and their precedence,
+// the launcher's forwarding): one list now, kStopSignals, which the others read.
+TEST_CASE("the stop signals are one list: each has a bit of its own, agreed in the list's order") {
+  uint32_t seen = 0;
+  for (std::size_t i = 0; i < tp::kStopSignals.size(); ++i) {
+    const uint32_t bit = tp::kSignalFlags[i];
+    CHECK(std::popcount(bit) == 1);
+    CHECK((seen & bit) == 0);
+    seen |= bit;
+    uint32_t later = 0; // the signals this one takes precedence over
+    for (std::size_t j = i + 1; j < tp::kStopSignals.size(); ++j) later |= tp::kSignalFlags[j];
+    CHECK(tp::agreed_signal(bit | later) == tp::kStopSignals[i]);
+    Single s;
+    s.control.window_agreed(bit, 2, ResumePosition{0, 2});
+    CHECK(s.control.signal() == tp::kStopSignals[i]);
+  }
+  CHECK(seen == tp::kFlagsSignal);
 }

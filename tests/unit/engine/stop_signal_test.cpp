@@ -39,3 +39,19 @@ TEST_CASE("stop signals: a copy within a second is the same stop; one later forc
   CHECK(WIFSIGNALED(insisting));
   CHECK(WTERMSIG(insisting) == SIGINT);
 }
+
+TEST_CASE("every one of kStopSignals is handled: the process lives on with that stop pending") {
+  for (const int signal_number : tp::kStopSignals) {
+    INFO(signal_number);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      tp::install_stop_signal_handlers();
+      std::raise(signal_number);
+      ::_exit(tp::pending_stop_signal() == signal_number ? 0 : 1);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+}

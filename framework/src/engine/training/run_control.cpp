@@ -1,6 +1,6 @@
 #include "engine/training/run_control.h"
 
-#include <csignal>
+#include <cstddef>
 
 #include "tp/framework/dist/collectives.h"
 #include "tp/framework/engine/stop_signal.h"
@@ -12,20 +12,16 @@ namespace {
 
 /// A stop signal's own bit (0 for a signal that is not a stop signal).
 uint32_t signal_flag(int signal_number) noexcept {
-  switch (signal_number) {
-    case SIGTERM: return kFlagSigTerm;
-    case SIGUSR1: return kFlagSigUsr1;
-    case SIGINT: return kFlagSigInt;
-    default: return 0;
-  }
+  for (std::size_t i = 0; i < kStopSignals.size(); ++i)
+    if (kStopSignals[i] == signal_number) return kSignalFlags[i];
+  return 0;
 }
 
 }  // namespace
 
 int agreed_signal(uint32_t agreed) noexcept {
-  if (agreed & kFlagSigUsr1) return SIGUSR1;
-  if (agreed & kFlagSigTerm) return SIGTERM;
-  if (agreed & kFlagSigInt) return SIGINT;
+  for (std::size_t i = 0; i < kStopSignals.size(); ++i) // in their precedence
+    if (agreed & kSignalFlags[i]) return kStopSignals[i];
   return 0;
 }
 

@@ -28,8 +28,7 @@ namespace tp {
 class Collectives;
 
 /// The stop signal a window's agreed flags carry (0 = none). When the ranks saw different ones,
-/// one precedence picks it on every rank alike: SIGUSR1 (the scheduler's requeue warning: exit
-/// 138 is what a requeue script tests), then SIGTERM, then SIGINT.
+/// kStopSignals' precedence (stop_signal.h) picks it on every rank alike.
 int agreed_signal(uint32_t agreed) noexcept;
 
 /// Why a run stops before train.epochs is done.

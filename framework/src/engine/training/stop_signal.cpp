@@ -46,11 +46,10 @@ extern "C" void on_stop_signal(int signal_number) {
 
 void install_stop_signal_handlers() {
   static_assert(std::atomic<int>::is_always_lock_free && std::atomic<int64_t>::is_always_lock_free);
-  std::signal(SIGINT, &on_stop_signal);
-  std::signal(SIGTERM, &on_stop_signal);
-  // SLURM's warning before a time limit or preemption (`#SBATCH --signal=USR1@90`, Lightning's
-  // auto-requeue convention): its default action kills the process without a save.
-  std::signal(SIGUSR1, &on_stop_signal);
+  // SIGUSR1 among them: SLURM's warning before a time limit or preemption (`#SBATCH
+  // --signal=USR1@90`, Lightning's auto-requeue convention), whose default action kills the
+  // process without a save.
+  for (const int signal_number : kStopSignals) std::signal(signal_number, &on_stop_signal);
 }
 
 int pending_stop_signal() { return received().load(std::memory_order_relaxed); }

@@ -3,7 +3,10 @@
 // which StepRunner raises. Their own header so that the step sees the flags, not the control.
 #pragma once
 
+#include <array>
 #include <cstdint>
+
+#include "tp/framework/engine/stop_signal.h"
 
 namespace tp {
 
@@ -21,8 +24,16 @@ enum WindowFlag : uint32_t {
   kFlagSigInt = 1u << 9,      ///< SIGINT reached this rank
 };
 
-/// The stop signals' bits: one per signal, so that every rank learns which signal stops the run,
-/// not only that one does.
-inline constexpr uint32_t kFlagsSignal = kFlagSigTerm | kFlagSigUsr1 | kFlagSigInt;
+/// Each stop signal's bit, in kStopSignals' order (stop_signal.h: SIGUSR1, SIGTERM, SIGINT, their
+/// precedence): one per signal, so that every rank learns which signal stops the run, not only
+/// that one does.
+inline constexpr std::array<uint32_t, kStopSignals.size()> kSignalFlags{kFlagSigUsr1, kFlagSigTerm, kFlagSigInt};
+
+/// The stop signals' bits together.
+inline constexpr uint32_t kFlagsSignal = [] {
+  uint32_t all = 0;
+  for (const uint32_t flag : kSignalFlags) all |= flag;
+  return all;
+}();
 
 }  // namespace tp

@@ -4,9 +4,18 @@
 // that time are the same stop delivered twice (to the process and to its group) and change nothing.
 #pragma once
 
+#include <array>
+#include <csignal>
+
 #include "tp/framework/error.h"
 
 namespace tp {
+
+/// The stop signals, the one list of them: the ranks' handlers (install_stop_signal_handlers),
+/// the window flags they are agreed with (RunControl) and the launcher's forwarding all read it.
+/// Its order is their precedence when ranks saw different ones: SIGUSR1 first (the scheduler's
+/// requeue warning: exit 138 is what a requeue script tests), then SIGTERM, then SIGINT.
+inline constexpr std::array<int, 3> kStopSignals{SIGUSR1, SIGTERM, SIGINT};
 
 /// How long after a stop signal another one counts as the same stop (one second: a person's
 /// second Ctrl-C comes later than the copies a group signal makes, which arrive within microseconds).
