@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "run_assembly.h"
 #include "session.h"
+#include "start_agreement.h"
 #include "weights_choice.h"
 #include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/config/config_changes.h"
@@ -42,6 +43,9 @@ std::string eval_json(const std::filesystem::path& path, const LoadedCheckpoint&
 
 int run_eval(const Options& options) {
   auto session = open_session(options);
+  // Every rank evaluates with rank 0's configuration (another batch size, transform or metric
+  // option would sum other shards' values into one result), checked as `host train` checks it.
+  agree_on_config(session->dist.get(), session->config);
   const RunConfig& config = session->config;
   const std::filesystem::path path = session->checkpoint_file(options.checkpoint);
   const bool test = options.split == "test";

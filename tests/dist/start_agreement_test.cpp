@@ -138,3 +138,26 @@ TEST_CASE("a second training in a busy run directory: every rank stops with rank
   CHECK(run.output.find("earlier run's checkpoints") == std::string::npos);
   CHECK(run.output.find("--new-run") == std::string::npos);
 }
+
+// `host eval` on several ranks summed shards evaluated with different settings into one result
+// without a word: it did not run the configuration agreement `host train` runs.
+TEST_CASE("host eval with ranks of different configurations stops at once with exit 2, naming the key") {
+  const auto dir = tp::test::fresh_dir("ddp_eval_mixed_config");
+  const std::string host = std::string("'") + tp::test::build_dir() + "/bin/host'";
+  const std::string config = std::string(tp::test::source_dir()) + "/tests/dist/ddp.toml";
+  const std::string small = " --set data.train.size=96 --set data.train.val_size=32 --set train.batch_size=16";
+  const auto first = tp::test::run_shell(host + " train --config '" + config + "' --output-dir '" + (dir / "run").string() +
+                                         "' --set train.epochs=1" + small);
+  REQUIRE(first.exit_code == 0);
+  const std::string args = " eval --config '" + config + "' --output-dir '" + (dir / "run").string() +
+                           "' --checkpoint last" + small + " --set dist.timeout_s=30";
+  const auto run = tp::test::run_shell(two_ranks(dir, dir, args, dir, args + " --set eval.batch_size=4", 47));
+  INFO(run.output);
+  CHECK(run.output.find("exits 2 2 ") != std::string::npos);
+  CHECK(seconds_after(run.output) < 30);
+  const std::string said = "the resolved configuration differs from rank 0's: eval.batch_size: ";
+  const auto at = run.output.find(said);
+  REQUIRE(at != std::string::npos);
+  CHECK(run.output.find(said, at + 1) != std::string::npos); // both ranks
+  CHECK(!std::filesystem::exists(dir / "run" / "eval_last.json"));
+}
