@@ -15,7 +15,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <cstdint>
+#include <cstdlib>
 #include <optional>
+#include <random>
 #include <string_view>
 
 #include "tp/framework/engine/stop_signal.h"
@@ -108,13 +111,31 @@ int exit_code_of(int status) {
   return kExitRuntime;
 }
 
-pid_t spawn(const LaunchOptions& o, int local_rank, int port, const std::string& addr, Rank& r) {
+/// The launch's identity for its ranks' store keys (TORCHHOST_LAUNCH_ID, read as the rendezvous'
+/// run id): two launches on one node that meet at one port (a --master-port given twice) then
+/// refuse each other's ranks, naming both, as two torchrun runs or SLURM steps do. One node: fresh
+/// for every launch (this process's id and 64 random bits). Several nodes must agree on it, which
+/// their launchers cannot do by themselves: the one exported to every node, or none.
+std::string launch_id(const LaunchOptions& o) {
+  if (o.nnodes > 1) {
+    const char* exported = std::getenv("TORCHHOST_LAUNCH_ID");
+    return exported != nullptr ? exported : "";
+  }
+  std::random_device random;
+  const uint64_t bits = (static_cast<uint64_t>(random()) << 32) ^ random();
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(bits));
+  return std::to_string(::getpid()) + "-" + hex;
+}
+
+pid_t spawn(const LaunchOptions& o, int local_rank, int port, const std::string& addr, const std::string& id, Rank& r) {
   const int world = o.nnodes * o.nproc_per_node;
   r.rank = o.node_rank * o.nproc_per_node + local_rank;
   // Environment built before fork(): only async-signal-safe calls happen in the child.
   std::vector<std::string> env;
   const std::vector<std::string_view> replaced{"RANK=", "LOCAL_RANK=", "WORLD_SIZE=", "LOCAL_WORLD_SIZE=", "GROUP_RANK=",
-                                               "MASTER_ADDR=", "MASTER_PORT=", "TORCHELASTIC_USE_AGENT_STORE="};
+                                               "MASTER_ADDR=", "MASTER_PORT=", "TORCHELASTIC_USE_AGENT_STORE=",
+                                               "TORCHHOST_LAUNCH_ID="};
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string_view entry(*e);
     bool skip = false;
@@ -128,6 +149,7 @@ pid_t spawn(const LaunchOptions& o, int local_rank, int port, const std::string&
   env.push_back("GROUP_RANK=" + std::to_string(o.node_rank));
   env.push_back("MASTER_ADDR=" + addr);
   env.push_back("MASTER_PORT=" + std::to_string(port));
+  if (!id.empty()) env.push_back("TORCHHOST_LAUNCH_ID=" + id);
   std::vector<char*> envp, argv;
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -215,7 +237,8 @@ int run_launcher(const LaunchOptions& o) {
                o.nproc_per_node, o.node_rank, o.nnodes, o.nnodes * o.nproc_per_node, addr.c_str(), port);
 
   std::vector<Rank> ranks(static_cast<std::size_t>(o.nproc_per_node));
-  for (int k = 0; k < o.nproc_per_node; ++k) spawn(o, k, port, addr, ranks[static_cast<std::size_t>(k)]);
+  const std::string id = launch_id(o);
+  for (int k = 0; k < o.nproc_per_node; ++k) spawn(o, k, port, addr, id, ranks[static_cast<std::size_t>(k)]);
 
   int failed = -1, failed_status = 0, forwarded = 0;
   std::optional<std::chrono::steady_clock::time_point> kill_at;

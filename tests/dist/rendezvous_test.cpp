@@ -123,6 +123,10 @@ TEST_CASE("torchrun's run id is the identity; hand-set variables have none") {
   CHECK(tp::read_rendezvous(env).run_id.empty());
   env["TORCHELASTIC_RUN_ID"] = "abc";
   CHECK(tp::read_rendezvous(env).run_id == "torchrun run abc");
+  // The built-in launcher's own identity, used as torchrun's is.
+  env.erase("TORCHELASTIC_RUN_ID");
+  env["TORCHHOST_LAUNCH_ID"] = "4242-00ff";
+  CHECK(tp::read_rendezvous(env).run_id == "host launch 4242-00ff");
 }
 
 TEST_CASE("a rank that reaches another run's store fails naming both runs instead of joining") {

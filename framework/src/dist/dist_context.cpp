@@ -214,7 +214,7 @@ void check_master_addr_resolves(const Rendezvous& place) {
 namespace {
 
 std::string describe_run(const std::string& run_id) {
-  return run_id.empty() ? "a run without a SLURM or torchrun id" : run_id;
+  return run_id.empty() ? "a run without a SLURM, torchrun or launcher id" : run_id;
 }
 
 }  // namespace

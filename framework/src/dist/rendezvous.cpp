@@ -147,6 +147,8 @@ Rendezvous read_rendezvous(const Env& env) {
     // Only torchrun's own id: SLURM ids here could differ between nodes whose launchers were
     // started by separate sruns and are meant to meet.
     if (const auto id = get(env, "TORCHELASTIC_RUN_ID")) r.run_id = "torchrun run " + *id;
+    // The built-in launcher's own (host/launcher.cpp), used as torchrun's is.
+    else if (const auto launch = get(env, "TORCHHOST_LAUNCH_ID")) r.run_id = "host launch " + *launch;
   } else if (slurm_tasks && *slurm_tasks > 1) {
     r.source = "slurm";
     r.world_size = *slurm_tasks;

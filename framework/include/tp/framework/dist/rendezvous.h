@@ -28,9 +28,10 @@ struct Rendezvous {
   std::string source = "none"; ///< "torchrun" (the variables above), "slurm" or "none"
   /// Which run this process belongs to, the same on every rank of it and different between runs
   /// that could meet at one store: "slurm job J step S" (SLURM_JOB_ID, SLURM_STEP_ID),
-  /// "torchrun run ID" (TORCHELASTIC_RUN_ID), or "" when the launcher names none (the built-in
-  /// launcher and hand-set variables: its port, picked free or given, is then the only
-  /// separation). Part of the store's key prefix, and checked when a rank joins
+  /// "torchrun run ID" (TORCHELASTIC_RUN_ID), "host launch ID" (TORCHHOST_LAUNCH_ID: the built-in
+  /// launcher's, fresh for each single-node launch), or "" when the launcher names none (hand-set
+  /// variables, a multi-node launch without an exported TORCHHOST_LAUNCH_ID: the port is then the
+  /// only separation). Part of the store's key prefix, and checked when a rank joins
   /// (check_run_identity), so a rank that reaches another run's store fails instead of joining.
   std::string run_id;
 
