@@ -66,6 +66,9 @@ po::options_description describe(Options& o) {
        "sweep: KEY=V1,V2,... one axis of the grid (TOML values); repeat for more axes, the product is run")
       ("metric", po::value(&o.metric),
        "sweep, compare: the metric to compare (default: checkpoint.monitor of the runs, e.g. val/loss)")
+      ("keep-going", po::bool_switch(&o.keep_going),
+       "sweep: train every cell even when one fails (a diverged lr); the failed cells are recorded in sweep.toml "
+       "and named at the end, and the sweep exits with the first one's exit code")
       ("devices", po::value(&o.devices), "profile: comma-separated devices, e.g. cpu,cuda (default: run.device)")
       ("precisions", po::value(&o.precisions), "profile: comma-separated fp32, bf16, fp16 (default: fp32)")
       ("batch-size", po::value(&o.batch_size), "profile: samples per batch (default: train.batch_size)")

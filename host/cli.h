@@ -7,7 +7,7 @@
 //                [--split val|test|train | --images DIR|LIST|IMAGE] [--output FILE] [--format csv|jsonl|npy|png]
 //                [--outputs NAME,...] [--tta hflip] [--set ...]
 //   host sweep --config run.toml --grid KEY=V1,V2,... [--grid ...]... [--set ...] [--output-dir DIR]
-//              [--metric NAME]
+//              [--metric NAME] [--keep-going]
 //   host compare RUN_DIR... [--metric NAME] [--output-dir DIR]
 //   host export --checkpoint PATH [--weights live|ema|swa] --format safetensors --output FILE
 //   host plugins list [--verbose] [--config run.toml] [--plugin-dir DIR]...
@@ -65,6 +65,7 @@ struct Options {
   std::string images;              ///< predict: --images DIR|LIST|IMAGE, new files predicted without labels ("" = a split)
   std::vector<std::string> grid;   ///< sweep: --grid KEY=V1,V2,... (in order; the product is run)
   std::string metric;              ///< sweep, compare: the metric to rank by ("" = the run's checkpoint.monitor)
+  bool keep_going = false;         ///< sweep: --keep-going, train every cell even when one fails
   std::vector<std::string> run_dirs; ///< compare RUN_DIR...
   std::string file;                ///< plugins check FILE
   std::vector<uint64_t> indices;   ///< plugins check: --index, extra sample indices to read

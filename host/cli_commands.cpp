@@ -54,10 +54,10 @@ const std::vector<CommandSpec> kCommands = {
      "finds the largest micro-batch that fits the device (writes into <run dir>/tune/)",
      {"config", "headroom", "max", "keep-global-batch", "memory-limit", "set", "plugin-dir", "output-dir"}},
     {"sweep",
-     "host sweep --config FILE --grid KEY=V1,V2,... [--grid ...]... [--metric NAME] [--set KEY=VALUE]... "
-     "[--plugin-dir DIR]... [--output-dir DIR]",
+     "host sweep --config FILE --grid KEY=V1,V2,... [--grid ...]... [--metric NAME] [--keep-going] "
+     "[--set KEY=VALUE]... [--plugin-dir DIR]... [--output-dir DIR]",
      "trains every cell of a grid of settings and compares them",
-     {"config", "grid", "metric", "set", "plugin-dir", "output-dir"}},
+     {"config", "grid", "metric", "keep-going", "set", "plugin-dir", "output-dir"}},
     {"compare", "host compare RUN_DIR... [--metric NAME] [--output-dir DIR]",
      "compares finished runs: their differing settings, metric, time and memory", {"metric", "output-dir"}},
     {"shards write",

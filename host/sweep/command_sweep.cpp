@@ -11,7 +11,10 @@
 //   and a cell that crashes takes only itself down.
 // - The first failing cell stops the sweep with its exit code. Cells of a grid share almost all
 //   of their configuration, so what failed one (data, disk, memory) most likely fails the next;
-//   rerunning the same command after the fix skips the finished cells.
+//   rerunning the same command after the fix skips the finished cells. With --keep-going a
+//   failed cell is recorded (its exit code and reason, sweep_failure.h) and the next one trains:
+//   a grid's divergent high-lr end is an expected result, not an error to fix (experiments
+//   trial F2); the sweep exits with the first failure's code and names every failed cell.
 // - One sweep per directory (sweep_lock.h): a second one is refused before it reads sweep.toml.
 // - A rerun skips the cells sweep.toml records as done and resumes the others (--resume auto),
 //   after checking that the config.toml of each done or resumable cell still matches what the
@@ -24,6 +27,7 @@
 #include "child_process.h"
 #include "commands.h"
 #include "session.h"
+#include "sweep/sweep_failure.h"
 #include "sweep/sweep_grid.h"
 #include "sweep/sweep_lock.h"
 #include "sweep/sweep_record.h"
@@ -298,8 +302,8 @@ int run_sweep(const Options& options, const LaunchOptions* launch) {
   const fs::path record_file = sweep_dir / "sweep.toml";
   SweepRecord record = SweepRecord::read(record_file);
   check_resumable_cells(record, planned);
-  const auto save = [&](const PlannedCell& p, const std::string& status, int exit_code) {
-    record.set({p.cell.name, p.cell.overrides, status, exit_code});
+  const auto save = [&](const PlannedCell& p, const std::string& status, int exit_code, const std::string& reason) {
+    record.set({p.cell.name, p.cell.overrides, status, exit_code, reason});
     record.write(record_file, options.config, options.grid, options.sets);
   };
   // With [logging.mlflow] on, the sweep is a parent MLflow run and each cell a child of it.
@@ -312,6 +316,8 @@ int run_sweep(const Options& options, const LaunchOptions* launch) {
   };
   SignalForwarder signals;
   const std::size_t n = planned.size();
+  std::vector<std::string> failures; // --keep-going: "name (exit N: reason)" of each failed cell
+  int first_failure_code = kExitOk;
   for (std::size_t i = 0; i < n; ++i) {
     const PlannedCell& p = planned[i];
     const std::string where = "[" + std::to_string(i + 1) + "/" + std::to_string(n) + "] " + p.cell.name;
@@ -328,10 +334,11 @@ int run_sweep(const Options& options, const LaunchOptions* launch) {
     set_aside_unresumable(p.dir);
     std::fprintf(stderr, "host sweep: %s -> %s\n", where.c_str(), p.dir.c_str());
     std::fflush(stderr);
-    save(p, "running", 0);
+    save(p, "running", 0, "");
+    const std::uintmax_t log_offset = train_log_size(p.dir);
     const ChildExit exit = signals.run(train_args(options, launch, p, mlflow_parent));
     if (exit.exit_code == kExitOk) {
-      save(p, "done", 0);
+      save(p, "done", 0, "");
       if (exit.forwarded_signal == 0) continue;
       std::fprintf(stderr, "host sweep: stopped by signal %d after %s finished; run the same command again to "
                    "continue with the next cell.\n", exit.forwarded_signal, where.c_str());
@@ -343,7 +350,18 @@ int run_sweep(const Options& options, const LaunchOptions* launch) {
     const bool interrupted = !exit.killed && (exit.exit_code == exit_code_for_signal(SIGINT) ||
                                               exit.exit_code == exit_code_for_signal(SIGTERM) ||
                                               exit.exit_code == exit_code_for_signal(SIGUSR1));
-    save(p, interrupted ? "interrupted" : "failed", exit.exit_code);
+    const std::string reason =
+        interrupted ? "" : cell_failure_reason(p.dir, log_offset, exit.exit_code, exit.killed);
+    save(p, interrupted ? "interrupted" : "failed", exit.exit_code, reason);
+    // A cell that failed by itself (not one a signal to the sweep stopped) is a result under
+    // --keep-going: recorded, and the next cell trains.
+    if (options.keep_going && !interrupted && exit.forwarded_signal == 0) {
+      if (failures.empty()) first_failure_code = exit.exit_code;
+      failures.push_back(p.cell.name + " (exit " + std::to_string(exit.exit_code) + ": " + reason + ")");
+      std::fprintf(stderr, "host sweep: the cell %s failed with exit code %d: %s; %s. --keep-going: going on with the "
+                   "next cell.\n", where.c_str(), exit.exit_code, reason.c_str(), log_of(p.dir).c_str());
+      continue;
+    }
     if (interrupted)
       std::fprintf(stderr, "host sweep: stopped in %s (exit %d); the cell saved its position in %s. To continue, run "
                    "the same command again: finished cells are skipped and this one resumes from its last.pt.\n",
@@ -361,10 +379,19 @@ int run_sweep(const Options& options, const LaunchOptions* launch) {
     if (!interrupted) compare_trained_cells(options, sweep_dir, planned, i + 1); // a stop wants out at once
     return exit.exit_code;
   }
-  end_parent(MlflowEnd::kFinished);
-
-  std::fprintf(stderr, "host sweep: all %zu cells finished; comparing them\n", n);
-  return run_compare(comparison_of(options, sweep_dir, planned, n));
+  end_parent(failures.empty() ? MlflowEnd::kFinished : MlflowEnd::kFailed);
+  if (failures.empty()) {
+    std::fprintf(stderr, "host sweep: all %zu cells finished; comparing them\n", n);
+    return run_compare(comparison_of(options, sweep_dir, planned, n));
+  }
+  compare_trained_cells(options, sweep_dir, planned, n);
+  std::string named;
+  for (const std::string& failure : failures) named += "\n  " + failure;
+  std::fprintf(stderr, "host sweep: %zu of %zu cells failed (recorded in %s):%s\nThe other cells finished. A rerun "
+               "of the same command skips the finished cells and trains the failed ones again (resuming any that "
+               "saved a checkpoint); to leave a cell out, drop its value from the grid.\n", failures.size(), n,
+               record_file.c_str(), named.c_str());
+  return first_failure_code;
 }
 
 }  // namespace tp::cli

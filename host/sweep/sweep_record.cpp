@@ -44,6 +44,7 @@ SweepRecord SweepRecord::read(const std::filesystem::path& file) {
       cell.name = (*table)["name"].value_or(std::string());
       cell.status = (*table)["status"].value_or(std::string());
       cell.exit_code = static_cast<int>((*table)["exit_code"].value_or(int64_t{0}));
+      cell.reason = (*table)["reason"].value_or(std::string());
       if (const toml::array* overrides = (*table)["overrides"].as_array())
         for (const toml::node& o : *overrides) cell.overrides.push_back(o.value_or(std::string()));
     }
@@ -72,11 +73,14 @@ void SweepRecord::write(const std::filesystem::path& file, const std::string& co
                         const std::vector<std::string>& grid, const std::vector<std::string>& sets) const {
   toml::table root{{"config", config}, {"grid", to_array(grid)}, {"sets", to_array(sets)}};
   toml::array cells;
-  for (const CellRecord& cell : cells_)
-    cells.push_back(toml::table{{"name", cell.name},
-                                {"overrides", to_array(cell.overrides)},
-                                {"status", cell.status},
-                                {"exit_code", cell.exit_code}});
+  for (const CellRecord& cell : cells_) {
+    toml::table entry{{"name", cell.name},
+                      {"overrides", to_array(cell.overrides)},
+                      {"status", cell.status},
+                      {"exit_code", cell.exit_code}};
+    if (!cell.reason.empty()) entry.insert("reason", redact_uri_credentials(cell.reason));
+    cells.push_back(std::move(entry));
+  }
   root.insert("cells", std::move(cells));
   std::ostringstream text;
   text << "# host sweep's record of its cells (docs/experiments.md). A cell is finished only when its status\n"

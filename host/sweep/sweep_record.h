@@ -16,6 +16,7 @@ struct CellRecord {
   std::vector<std::string> overrides;
   std::string status;
   int exit_code = 0; ///< of its last training process (0 while running)
+  std::string reason; ///< "failed": why, in one line (sweep_failure.h); "" otherwise
 };
 
 class SweepRecord {

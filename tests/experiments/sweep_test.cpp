@@ -249,3 +249,40 @@ TEST_CASE("a sweep stopped by a failing cell still compares the cells that train
   REQUIRE(rows.size() == 3);
   CHECK(rows[0][2] == "final val/accuracy");
 }
+
+// Experiments trial F2: one diverging cell stopped the sweep, and every rerun failed on it again.
+TEST_CASE("--keep-going trains every cell past a failing one, records why it failed and exits non-zero naming it") {
+  const auto dir = tp::test::fresh_dir("sweep_keep_going");
+  const std::string command = sweep(dir, "--grid optim.lr=0.003,1e20,0.01 --keep-going");
+  const auto run = tp::test::run_host(command);
+  INFO(run.output);
+  CHECK(run.exit_code == tp::kExitRuntime); // the failed cell's own exit code
+  CHECK(run.output.find("--keep-going: going on with the next cell") != std::string::npos);
+  CHECK(run.output.find("1 of 3 cells failed") != std::string::npos);
+  CHECK(run.output.find("optim.lr=1e20 (exit 1: the training loss became non-finite at step") != std::string::npos);
+  CHECK(fs::exists(dir / "optim.lr=0.01" / "report.toml")); // the cell after the failure trained
+
+  const toml::table record = toml::parse_file((dir / "sweep.toml").string());
+  CHECK(record["cells"][0]["status"].value<std::string>() == "done");
+  CHECK(record["cells"][1]["status"].value<std::string>() == "failed");
+  CHECK(record["cells"][1]["exit_code"].value<int64_t>() == 1);
+  CHECK(record["cells"][1]["reason"].value<std::string>().value_or("").starts_with(
+      "the training loss became non-finite at step"));
+  CHECK(record["cells"][2]["status"].value<std::string>() == "done");
+  CHECK_FALSE(record["cells"][2]["reason"]);
+
+  // Every cell that trained is compared, the failed one as far as it got.
+  const auto csv = tp::test::read_csv(dir / "comparison.csv");
+  REQUIRE(csv.size() == 4);
+  const int finished = column(csv[0], "finished");
+  REQUIRE(finished >= 0);
+  CHECK(csv[2][static_cast<std::size_t>(finished)] == "no");
+  CHECK(csv[3][static_cast<std::size_t>(finished)] == "yes");
+
+  // A rerun skips the finished cells and tries the failed one again (it fails alike).
+  const auto again = tp::test::run_host(command);
+  INFO(again.output);
+  CHECK(again.exit_code == tp::kExitRuntime);
+  CHECK(count_of(again.output, "finished earlier, skipped") == 2);
+  CHECK(again.output.find("[2/3] optim.lr=1e20 ->") != std::string::npos);
+}
