@@ -66,6 +66,9 @@ po::options_description describe(Options& o) {
        "sweep: KEY=V1,V2,... one axis of the grid (TOML values); repeat for more axes, the product is run")
       ("metric", po::value(&o.metric),
        "sweep, compare: the metric to compare (default: checkpoint.monitor of the runs, e.g. val/loss)")
+      ("mode", po::value(&o.mode),
+       "sweep, compare: min or max, whether a lower or higher --metric is better (default: the runs' "
+       "checkpoint.mode for their monitor, else by the name: loss, error, mae, mse, rmse, nll lower; others higher)")
       ("keep-going", po::bool_switch(&o.keep_going),
        "sweep: train every cell even when one fails (a diverged lr); the failed cells are recorded in sweep.toml "
        "and named at the end, and the sweep exits with the first one's exit code")
@@ -331,6 +334,9 @@ Options parse(int argc, char** argv) {
     o.run_dir = words[0];
     return o;
   }
+  if (!o.mode.empty() && o.mode != "min" && o.mode != "max")
+    throw ConfigError("--mode", "--mode must be min (a lower --metric is better) or max (got '" + o.mode + "').\n" +
+                                    usage);
   if (o.command == "compare") {
     if (words.empty())
       throw ConfigError("", "host compare needs at least one RUN_DIR (directories training runs wrote).\n" +

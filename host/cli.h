@@ -7,8 +7,8 @@
 //                [--split val|test|train | --images DIR|LIST|IMAGE] [--output FILE] [--format csv|jsonl|npy|png]
 //                [--outputs NAME,...] [--tta hflip] [--set ...]
 //   host sweep --config run.toml --grid KEY=V1,V2,... [--grid ...]... [--set ...] [--output-dir DIR]
-//              [--metric NAME] [--keep-going]
-//   host compare RUN_DIR... [--metric NAME] [--output-dir DIR]
+//              [--metric NAME] [--mode min|max] [--keep-going]
+//   host compare RUN_DIR... [--metric NAME] [--mode min|max] [--output-dir DIR]
 //   host export --checkpoint PATH [--weights live|ema|swa] --format safetensors --output FILE
 //   host plugins list [--verbose] [--config run.toml] [--plugin-dir DIR]...
 //   host plugins check FILE.so [--config run.toml] [--set key=value]... [--index N]... [--epoch E]
@@ -65,6 +65,7 @@ struct Options {
   std::string images;              ///< predict: --images DIR|LIST|IMAGE, new files predicted without labels ("" = a split)
   std::vector<std::string> grid;   ///< sweep: --grid KEY=V1,V2,... (in order; the product is run)
   std::string metric;              ///< sweep, compare: the metric to rank by ("" = the run's checkpoint.monitor)
+  std::string mode;                ///< sweep, compare: --mode min | max, the metric's better direction ("" = as the runs decide)
   bool keep_going = false;         ///< sweep: --keep-going, train every cell even when one fails
   std::vector<std::string> run_dirs; ///< compare RUN_DIR...
   std::string file;                ///< plugins check FILE

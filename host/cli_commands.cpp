@@ -54,12 +54,12 @@ const std::vector<CommandSpec> kCommands = {
      "finds the largest micro-batch that fits the device (writes into <run dir>/tune/)",
      {"config", "headroom", "max", "keep-global-batch", "memory-limit", "set", "plugin-dir", "output-dir"}},
     {"sweep",
-     "host sweep --config FILE --grid KEY=V1,V2,... [--grid ...]... [--metric NAME] [--keep-going] "
-     "[--set KEY=VALUE]... [--plugin-dir DIR]... [--output-dir DIR]",
+     "host sweep --config FILE --grid KEY=V1,V2,... [--grid ...]... [--metric NAME] [--mode min|max] "
+     "[--keep-going] [--set KEY=VALUE]... [--plugin-dir DIR]... [--output-dir DIR]",
      "trains every cell of a grid of settings and compares them",
-     {"config", "grid", "metric", "keep-going", "set", "plugin-dir", "output-dir"}},
-    {"compare", "host compare RUN_DIR... [--metric NAME] [--output-dir DIR]",
-     "compares finished runs: their differing settings, metric, time and memory", {"metric", "output-dir"}},
+     {"config", "grid", "metric", "mode", "keep-going", "set", "plugin-dir", "output-dir"}},
+    {"compare", "host compare RUN_DIR... [--metric NAME] [--mode min|max] [--output-dir DIR]",
+     "compares finished runs: their differing settings, metric, time and memory", {"metric", "mode", "output-dir"}},
     {"shards write",
      "host shards write --config FILE --out DIR [--split train|val|test] [--shard-size 256MB] [--prefix NAME] "
      "[--seed N | --keep-order] [--set KEY=VALUE]... [--plugin-dir DIR]...",

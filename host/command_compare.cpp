@@ -1,4 +1,4 @@
-// `host compare RUN_DIR... [--metric NAME] [--output-dir DIR]`: the runs side by side
+// `host compare RUN_DIR... [--metric NAME] [--mode min|max] [--output-dir DIR]`: the runs side by side
 // (docs/experiments.md). Reads only the run directories; loads no plugin and no LibTorch state.
 #include <cstdio>
 #include <filesystem>
@@ -28,7 +28,7 @@ int run_compare(const Options& options) {
   }
   name_runs_apart(runs); // two sweeps' same cell: rows and legends that tell them apart
   const std::string metric = options.metric.empty() ? default_metric(runs) : options.metric;
-  const Comparison comparison = compare_runs(runs, metric);
+  const Comparison comparison = compare_runs(runs, metric, options.mode);
 
   const fs::path out_dir = options.output_dir.empty() ? fs::path(".") : fs::path(options.output_dir);
   std::error_code ec;

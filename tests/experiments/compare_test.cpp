@@ -136,6 +136,34 @@ TEST_CASE("host compare --metric val/loss: lower is better") {
   }
 }
 
+// Experiments trial F8: a metric whose name says neither way (val/ece, a calibration error) was
+// ranked higher-is-better, with no way to say otherwise.
+TEST_CASE("host compare --mode min|max sets the direction of --metric for every run") {
+  for (const char* mode : {"min", "max"}) {
+    INFO(mode);
+    const auto out = tp::test::fresh_dir(std::string("compare_mode_") + mode);
+    const auto run = tp::test::run_host(compare("--metric val/accuracy --mode " + std::string(mode), out));
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    const auto csv = tp::test::read_csv(out / "comparison.csv");
+    REQUIRE(csv.size() == 4);
+    const int best = column(csv[0], "best val/accuracy");
+    REQUIRE(best >= 0);
+    for (std::size_t i = 0; i < 3; ++i) {
+      std::vector<double> values;
+      for (const auto& e : tp::test::rows_of(tp::test::read_history(runs_dir() / csv[i + 1][0]), "epoch"))
+        values.push_back(e.values.at("val/accuracy"));
+      REQUIRE_FALSE(values.empty());
+      const double expected = std::string(mode) == "min" ? *std::min_element(values.begin(), values.end())
+                                                         : *std::max_element(values.begin(), values.end());
+      CHECK(number(csv[i + 1][static_cast<std::size_t>(best)]) == expected);
+    }
+  }
+  const auto bad = tp::test::run_host(compare("--mode lowest", tp::test::fresh_dir("compare_mode_bad")));
+  CHECK(bad.exit_code == tp::kExitConfig);
+  CHECK(bad.output.find("--mode must be min") != std::string::npos);
+}
+
 namespace {
 
 // `text` with the value of `key` made null in every record that carries it from line `from` on

@@ -56,7 +56,8 @@ double config_number(const RunRecord& run, const std::string& key) {
   return end != it->second.display.c_str() ? value : kNaN;
 }
 
-ComparisonRow row_of(const RunRecord& run, const std::vector<std::string>& keys, const std::string& metric) {
+ComparisonRow row_of(const RunRecord& run, const std::vector<std::string>& keys, const std::string& metric,
+                     const std::string& mode) {
   ComparisonRow row;
   row.run = run.name;
   for (const std::string& key : keys) {
@@ -77,7 +78,7 @@ ComparisonRow row_of(const RunRecord& run, const std::vector<std::string>& keys,
   // The last value as recorded (NaN when the run ended diverged: an earlier finite value would
   // look healthy); the best over the finite ones, NaN when there are none.
   row.final_metric = points.empty() ? kNaN : points.back().second;
-  const bool higher = higher_is_better(run, metric);
+  const bool higher = mode.empty() ? higher_is_better(run, metric) : mode == "max";
   row.best_metric = kNaN;
   for (const auto& [step, value] : points)
     if (std::isfinite(value))
@@ -207,12 +208,13 @@ std::string default_metric(const std::vector<RunRecord>& runs) {
   return *monitors.begin();
 }
 
-Comparison compare_runs(const std::vector<RunRecord>& runs, const std::string& metric) {
+Comparison compare_runs(const std::vector<RunRecord>& runs, const std::string& metric, const std::string& mode) {
   TP_CHECK(!runs.empty(), "compare_runs: no runs");
+  TP_CHECK(mode.empty() || mode == "min" || mode == "max", "compare_runs: mode '" + mode + "' is not min or max");
   Comparison comparison;
   comparison.metric = metric;
   comparison.keys = keys_that_differ(runs);
-  for (const RunRecord& run : runs) comparison.rows.push_back(row_of(run, comparison.keys, metric));
+  for (const RunRecord& run : runs) comparison.rows.push_back(row_of(run, comparison.keys, metric, mode));
   return comparison;
 }
 

@@ -53,10 +53,11 @@ struct Comparison {
 std::string default_metric(const std::vector<RunRecord>& runs);
 
 /// Builds the comparison of `runs` (at least one) on `metric`. Keys that name where a run wrote
-/// its files (run_location_keys()) are left out. Throws tp::ConfigError naming the run and the
-/// values its history has when a finished run never recorded `metric` (an unfinished one may not
-/// have evaluated yet: NaN).
-Comparison compare_runs(const std::vector<RunRecord>& runs, const std::string& metric);
+/// its files (run_location_keys()) are left out. `mode` is "min" or "max" (--mode: which value of
+/// `metric` is best, for every run), or "" for each run's own (higher_is_better). Throws
+/// tp::ConfigError naming the run and the values its history has when a finished run never
+/// recorded `metric` (an unfinished one may not have evaluated yet: NaN).
+Comparison compare_runs(const std::vector<RunRecord>& runs, const std::string& metric, const std::string& mode = "");
 
 /// The table as CSV (RFC 4180 quoting; numbers in full precision, empty cells where a value is
 /// missing). Header: run, the differing keys, "final <metric>", "best <metric>", epochs, steps,
