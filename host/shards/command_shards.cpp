@@ -13,8 +13,12 @@
 // class id as text) and `json` ({"label": id, "class": name, "source": the file's path}). Each
 // file is read as the image datasets read it (read_image_file: regular files only, a size cap,
 // a truncated JPEG, max_image_pixels) and must begin like an image (check_image_format: not empty,
-// a known format's signature), and the set is written all or nothing (shard_writer.h),
-// with `<prefix>-shards.json` (the order's seed, the classes, the counts) moved in last.
+// a known format's signature). A file that fails them stops the write under data.on_bad_sample =
+// "fail" (the default), naming it and the commands that list them all or leave them out; under
+// "skip" it is left out and listed, with its reason, in the description and on stdout (data trial
+// F2: one bad file per run took 5 runs for 4 files). The set is written all or nothing
+// (shard_writer.h), with `<prefix>-shards.json` (the order's seed, the classes, the counts, the
+// files left out) moved in last.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -182,6 +186,40 @@ std::string nothing_left(const std::filesystem::path& out, const std::string& pr
          " removed with its partial directory, so no shard of it is there.";
 }
 
+/// A file the image checks refused under data.on_bad_sample = "skip": its source name, and why.
+struct LeftOut {
+  std::string source;
+  std::string reason;
+};
+
+// What follows the refusal of a bad file under data.on_bad_sample = "fail": how to list every bad
+// file of the split in one pass, and how to write the shards without them.
+std::string bad_file_advice(const Session& session, const Options& options) {
+  std::string library = "image_folder.so";
+  for (const ComponentEntry& entry : session.registry.all())
+    if (entry.info->id == kSource) library = entry.library->path();
+  return " To list every bad file in one pass: host plugins check '" + library + "' --config '" + options.config +
+         "' --samples all (with the same --set options; it reads every sample of each split and names each file "
+         "it cannot read). To write the shards without them: data.on_bad_sample = \"skip\" (--set "
+         "data.on_bad_sample='\"skip\"'), which leaves them out and lists each, with its reason, on stdout and in "
+         "the shards' " + description_name(options.prefix.empty() ? options.split : options.prefix) + ".";
+}
+
+// The files left out, as comment lines after the lines to paste (the output stays TOML), and one
+// warning: the user sees that the shards hold fewer samples than the split.
+void report_left_out(Session& session, const std::vector<LeftOut>& left_out, std::size_t count,
+                     const std::filesystem::path& description) {
+  if (left_out.empty()) return;
+  session.logger.warn("host shards write: " + std::to_string(left_out.size()) + " of " + std::to_string(count) +
+                      " files were left out (data.on_bad_sample = \"skip\"): each is listed with its reason on "
+                      "stdout and under \"skipped\" in " + description.string());
+  std::printf("# %zu bad file%s left out (data.on_bad_sample = \"skip\"):\n", left_out.size(),
+              left_out.size() == 1 ? "" : "s");
+  for (const LeftOut& one : left_out)
+    std::printf("#   %s: %s\n", escape_control_characters(one.source, /*keep_newlines=*/false).c_str(),
+                escape_control_characters(one.reason, /*keep_newlines=*/false).c_str());
+}
+
 }  // namespace
 
 int run_shards(const Options& options) {
@@ -234,6 +272,10 @@ int run_shards(const Options& options) {
   if (!listing.skipped_folders.empty())
     session->logger.info("host shards write: " + table.key_path + ": the hidden folders at the root (" +
                          ifo::skipped_folders_text(listing) + ") are not classes, as for the image_folder plugin");
+  // What the listing found worth a word (a class val_split left without val images): the plugin
+  // logs them at create, and these shards are that split.
+  for (const std::string& warning : listing.warnings)
+    session->logger.warn("host shards write: " + table.key_path + ": " + warning);
   if (const ifo::UnlistedNote note = ifo::unlisted_note(listing); !note.text.empty()) {
     const std::string line = "host shards write: " + table.key_path + ": " + note.text;
     if (note.images)
@@ -270,7 +312,10 @@ int run_shards(const Options& options) {
                          "stopped (its process is gone)");
   uint64_t image_bytes = 0;
   std::vector<std::string> member_extensions;  // the image members' extensions written, once each
-  std::size_t at = 0;
+  std::size_t at = 0, kept = 0;
+  const bool skip_bad = session->config.data.on_bad_sample == BadSamplePolicy::kSkip;
+  std::vector<LeftOut> left_out;  // under "skip", in written order
+  std::string advice;  // set when a bad file stops the write: how to list them all, or skip them
   wds::WrittenShards written;
   try {
     for (; at < count; ++at) {
@@ -278,14 +323,24 @@ int run_shards(const Options& options) {
         throw Interrupted(signal_number, "host shards write stopped by signal " + std::to_string(signal_number) +
                                              " at sample " + std::to_string(at) + " of " + std::to_string(count) + ".");
       const std::size_t i = static_cast<std::size_t>(order[at]);
-      std::string key = std::to_string(at);
+      std::vector<unsigned char> image;
+      try {
+        // The image datasets' own reader and checks, and no file larger than a shard's sample may be.
+        image = ds::read_image_file(listing.paths[i], "host shards write", max_pixels, wds::kMaxSampleBytes);
+        // What the datasets find only when they decode (an empty file, text under an image's name),
+        // here before it is copied: in the shards it would fail a sample hours into an epoch.
+        ds::check_image_format(image, listing.paths[i], "host shards write");
+      } catch (const std::exception& e) {
+        if (!skip_bad) {
+          advice = bad_file_advice(*session, options);
+          throw;
+        }
+        left_out.push_back({source_name(listing.paths[i], keys, options.split), e.what()});
+        continue;
+      }
+      // Keys count the samples written, so they stay dense when files are left out.
+      std::string key = std::to_string(kept++);
       key.insert(0, width - std::min(key.size(), width), '0');
-      // The image datasets' own reader and checks, and no file larger than a shard's sample may be.
-      const std::vector<unsigned char> image =
-          ds::read_image_file(listing.paths[i], "host shards write", max_pixels, wds::kMaxSampleBytes);
-      // What the datasets find only when they decode (an empty file, text under an image's name),
-      // here before it is copied: in the shards it would fail a sample hours into an epoch.
-      ds::check_image_format(image, listing.paths[i], "host shards write");
       image_bytes += image.size();
       const int64_t label = listing.labels[i];
       const std::string cls = std::to_string(label);
@@ -301,6 +356,10 @@ int run_shards(const Options& options) {
         member_extensions.push_back(ext);
       writer->add(key, {{ext, image}, {"cls", cls}, {"json", json}});
     }
+    if (kept == 0)
+      throw Error("host shards write: every one of the " + std::to_string(count) + " files of " + table.key_path +
+                  " (split " + options.split + ") failed the image checks (data.on_bad_sample = \"skip\" left all "
+                  "out; the first: " + left_out.front().source + ": " + left_out.front().reason + ")");
     written = writer->finish(description_name(prefix), [&](const wds::WrittenShards& set) {
       nlohmann::ordered_json description{
           {"pattern", std::filesystem::path(set.pattern).filename().string()},
@@ -311,8 +370,14 @@ int run_shards(const Options& options) {
           {"classes", listing.classes},
           {"order", options.keep_order ? nlohmann::ordered_json{{"shuffled", false}}
                                        : nlohmann::ordered_json{{"shuffled", true}, {"seed", seed}}},
-          {"shard_size", shard_bytes}};
-      return description.dump(2) + "\n";
+          {"shard_size", shard_bytes},
+          {"on_bad_sample", skip_bad ? "skip" : "fail"},
+          {"skipped", nlohmann::ordered_json::array()}};
+      for (const LeftOut& one : left_out)
+        description["skipped"].push_back({{"source", one.source}, {"reason", one.reason}});
+      // A source or reason that is not UTF-8 (a Latin-1 file name) is written with U+FFFD, as the
+      // samples' json members are.
+      return description.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
     });
   } catch (const Interrupted& e) {
     const std::size_t completed = writer->completed_shards();
@@ -322,20 +387,22 @@ int run_shards(const Options& options) {
     const std::size_t completed = writer->completed_shards();
     writer.reset();
     const std::string where = at < count ? " (at sample " + std::to_string(at) + " of " + std::to_string(count) + ")"
-                                         : " (moving the shards into place)";
-    throw Error(std::string(e.what()) + where + "." + nothing_left(options.out, prefix, completed));
+                              : kept == 0 ? "" : " (moving the shards into place)";
+    throw Error(std::string(e.what()) + where + "." + nothing_left(options.out, prefix, completed) + advice);
   }
   session->logger.info("host shards write: " + std::to_string(written.samples) + " samples of " + table.key_path +
                        " (split " + options.split + ", " + std::to_string(listing.classes.size()) + " classes, " +
                        std::to_string(image_bytes / (1024 * 1024)) + " MiB of images) in " +
-                       std::to_string(written.paths.size()) + " shards, " + order_text + "; described in " +
-                       (std::filesystem::path(options.out) / description_name(prefix)).string());
+                       std::to_string(written.paths.size()) + " shards, " + order_text +
+                       (left_out.empty() ? "" : ", " + std::to_string(left_out.size()) + " bad files left out") +
+                       "; described in " + (std::filesystem::path(options.out) / description_name(prefix)).string());
   // A TOML basic string: a --out holding '"' or '\' printed raw gave a line that did not parse, or
   // one that added keys (security trial F13).
   std::printf("shards = %s\n", toml_basic_string(written.pattern).c_str());
   // Without it the reader fails each such sample ("has no image member"): say so here, where the
   // lines to paste are printed, not at the first epoch.
   if (const std::string line = image_extensions_line(member_extensions); !line.empty()) std::printf("%s\n", line.c_str());
+  report_left_out(*session, left_out, count, std::filesystem::path(options.out) / description_name(prefix));
   return kExitOk;
 }
 

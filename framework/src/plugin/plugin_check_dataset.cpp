@@ -7,6 +7,7 @@
 #include <array>
 #include <cctype>
 #include <cstring>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "config_adapter.h"
 #include "dlpack_check.h"
 #include "encoded_sample_check.h"
+#include "plugin_check_fields.h"
 #include "sized_copy.h"
 #include "tp/framework/data/collate.h"
 #include "tp/framework/data/field_contracts.h"
@@ -36,64 +38,6 @@ std::string plugin_message() {
   return message.empty() ? "(the plugin gave no message)" : message;
 }
 
-std::string dtype_text(const DLDataType& t) {
-  std::string name;
-  switch (t.code) {
-    case kDLInt: name = "int"; break;
-    case kDLUInt: name = "uint"; break;
-    case kDLFloat: name = "float"; break;
-    case kDLBfloat: name = "bfloat"; break;
-    default: name = "code" + std::to_string(t.code) + "_"; break;
-  }
-  name += std::to_string(t.bits);
-  if (t.lanes != 1) name += "x" + std::to_string(t.lanes);
-  return name;
-}
-
-/// What the loader stacks: a field's name, element type and per-sample shape.
-struct FieldShape {
-  std::string name;
-  DLDataType dtype{};
-  std::vector<int64_t> shape;
-
-  bool operator==(const FieldShape& o) const {
-    return name == o.name && dtype.code == o.dtype.code && dtype.bits == o.dtype.bits && dtype.lanes == o.dtype.lanes &&
-           shape == o.shape;
-  }
-  std::string text() const { return name + " " + dtype_text(dtype) + c10::str(c10::IntArrayRef(shape)); }
-};
-
-/// The field as it may vary under `layout` (plugin ABI 1.6): the sizes a pad field may change
-/// (all) or a ragged one (dim 0) become -1, which prints and compares as "any".
-FieldShape as_declared(FieldShape field, const BatchLayout& layout) {
-  if (const FieldBatching* f = layout.find(field.name))
-    for (std::size_t d = 0; d < field.shape.size(); ++d)
-      if (f->batching == Batching::kPad || d == 0) field.shape[d] = -1;
-  return field;
-}
-
-std::vector<FieldShape> as_declared(std::vector<FieldShape> fields, const BatchLayout& layout) {
-  for (FieldShape& f : fields) f = as_declared(std::move(f), layout);
-  return fields;
-}
-
-std::string fields_text(const std::vector<FieldShape>& fields, const BatchLayout& layout = {}) {
-  std::string text;
-  for (const FieldShape& f : fields) {
-    std::string one = f.text();
-    if (const FieldBatching* declared = layout.find(f.name)) {
-      // "[-1, 4]" reads as a shape; "[*, 4]" reads as "any size here".
-      std::string shape = "[";
-      for (std::size_t d = 0; d < f.shape.size(); ++d)
-        shape += (d ? ", " : "") + (f.shape[d] < 0 ? std::string("*") : std::to_string(f.shape[d]));
-      one = f.name + " " + dtype_text(f.dtype) + shape + "]" +
-            (declared->batching == Batching::kPad ? " (pad " + c10::str(declared->pad_value) + ")" : " (ragged)");
-    }
-    text += (text.empty() ? "" : ", ") + one;
-  }
-  return text.empty() ? "no fields" : text;
-}
-
 /// The fields a get_sample handed over; each deleter runs once, when this dies, unless the field
 /// was adopted by a tensor first. A field without a deleter cannot be freed: it leaks (PLG-9).
 struct HandedOver {
@@ -106,6 +50,14 @@ struct HandedOver {
     for (uint32_t i = 0; i < std::min(count, kMaxFields); ++i)
       if (fields[i].tensor != nullptr && fields[i].tensor->deleter != nullptr) fields[i].tensor->deleter(fields[i].tensor);
   }
+};
+
+/// A sample the plugin refused (get_sample returned a failing status): a bad file, which a run's
+/// data.on_bad_sample stops at or skips. The check reads on past it, to list every one (data trial
+/// F2: a share with 4 bad files took 4 runs); any other broken rule is the plugin's fault (Error).
+class SampleRefused : public Error {
+ public:
+  using Error::Error;
 };
 
 /// One sample as the checker compares it: its fields' shapes and their values.
@@ -183,7 +135,7 @@ class SplitUnderCheck {
     }
     if (status != TP_OK) {
       out.count = 0; // on error nothing was handed over
-      throw Error(where + " failed with " + status_name(status) + ": " + plugin_message());
+      throw SampleRefused(where + " failed with " + status_name(status) + ": " + plugin_message());
     }
     if (out.count > kMaxFields)
       throw Error(where + " reported " + std::to_string(out.count) + " fields; the capacity was " + std::to_string(kMaxFields));
@@ -376,30 +328,47 @@ void warn_float_labels(const std::vector<FieldShape>& fields, const std::string&
   }
 }
 
-std::string check_split(const ComponentEntry& entry, const ComponentConfig& config, const std::string& split,
+/// What one split's check found: its summary, and each sample the plugin refused (the plugin's
+/// message, which names the file) in index order.
+struct SplitResult {
+  std::string summary;
+  std::vector<std::string> refused;
+};
+
+SplitResult check_split(const ComponentEntry& entry, const ComponentConfig& config, const std::string& split,
                         const CheckOptions& options, std::vector<std::string>& warnings) {
   SplitUnderCheck data(entry, config, split, options);
-  if (data.size() == 0) return split + ": size() is 0, nothing read";
-  // Index 0's fields (the first read), which every other sample must match; the sizes a pad or
+  if (data.size() == 0) return {split + ": size() is 0, nothing read", {}};
+  // The first sample read's fields, which every other sample must match; the sizes a pad or
   // ragged field may vary in are "any".
   std::vector<FieldShape> fields;
+  std::optional<uint64_t> first_read;
   std::string skipped, encoded;
+  std::vector<std::string> refused;
   std::vector<NamedTensors> samples; // every sample read, collated at the end as the loader would
   const std::vector<uint64_t> indices = indices_to_read(data.size(), options, skipped);
   FieldContractCheck contracts(options.contract_loss, options.contracts);
   for (uint64_t index : indices) {
-    const Sample a = data.read(index);
+    std::optional<Sample> read;
+    try {
+      read.emplace(data.read(index));
+    } catch (const SampleRefused& e) {
+      refused.emplace_back(e.what());
+      continue;
+    }
+    const Sample& a = *read;
     const Sample b = data.read(index);
     const std::string where = "get_sample at index " + std::to_string(index) + " of split '" + split + "'";
     if (!contracts.empty()) {
       contracts.add(a.named(), split + " sample " + std::to_string(index));
     }
     const std::vector<FieldShape> declared = as_declared(a.shapes, data.layout());
-    if (index == indices.front()) {
+    if (!first_read) {
+      first_read = index;
       fields = declared;
       encoded = check_encoded(data, index, a, where);
     } else if (declared != fields) {
-      throw Error(where + " gave " + fields_text(a.shapes) + ", but index " + std::to_string(indices.front()) + " gave " +
+      throw Error(where + " gave " + fields_text(a.shapes) + ", but index " + std::to_string(*first_read) + " gave " +
                   fields_text(fields, data.layout()) + ": every sample has the same field names, dtypes and shapes "
                   "(the loader stacks them into batches), but for the sizes field_batching (ABI 1.6) lets vary");
     }
@@ -422,16 +391,34 @@ std::string check_split(const ComponentEntry& entry, const ComponentConfig& conf
   CollateOptions collate_options;
   collate_options.layout = &data.layout();
   const std::size_t read = samples.size();
-  try {
-    (void)collate(std::move(samples), collate_options);
-  } catch (const Error& e) {
-    throw Error("the " + std::to_string(read) + " samples read from split '" + split +
-                "' do not form a batch: " + e.what());
+  if (read > 0) {
+    try {
+      (void)collate(std::move(samples), collate_options);
+    } catch (const Error& e) {
+      throw Error("the " + std::to_string(read) + " samples read from split '" + split +
+                  "' do not form a batch: " + e.what());
+    }
   }
-  return split + ": " + std::to_string(data.size()) + " samples, " + indices_text(indices, data.size()) +
-         " read twice alike" + (skipped.empty() ? "" : " (--index " + skipped + " past the end, not read)") +
-         ", fields " + fields_text(fields, data.layout()) + encoded + ", batched alike, index " +
-         std::to_string(data.size()) + " refused";
+  const std::string failed = refused.empty() ? "" : " (" + std::to_string(refused.size()) + " refused)";
+  return {split + ": " + std::to_string(data.size()) + " samples, " + indices_text(indices, data.size()) +
+              " read" + failed + " twice alike" +
+              (skipped.empty() ? "" : " (--index " + skipped + " past the end, not read)") + ", fields " +
+              fields_text(fields, data.layout()) + encoded + ", batched alike, index " + std::to_string(data.size()) +
+              " refused",
+          std::move(refused)};
+}
+
+/// The failure of a check whose splits read every other rule well but refused some samples: each
+/// refusal on a line of its own (the plugin's message names the file and why), then the count,
+/// and what a run does with them.
+std::string refused_samples_text(const std::string& summary, const std::vector<std::string>& refused,
+                                 const std::string& per_split) {
+  std::string text = std::to_string(refused.size()) + " sample" + (refused.size() == 1 ? "" : "s") +
+                     " could not be read (" + per_split + "):";
+  for (const std::string& one : refused) text += "\n      " + one;
+  return text + "\n      " + std::to_string(refused.size()) + " bad sample" + (refused.size() == 1 ? "" : "s") +
+         " in all. A run stops at the first under data.on_bad_sample = \"fail\" (the default) and leaves them out "
+         "under \"skip\" (host shards write too); fix the files to keep them. The rest of the check passed: " + summary;
 }
 
 // Whether the dataset serves "test": plugin ABI 1.5 added the split, and a dataset without one
@@ -461,12 +448,20 @@ bool serves_test_split(const ComponentEntry& entry, const ComponentConfig& confi
 DatasetCheck check_dataset(const ComponentEntry& entry, const ComponentConfig& train, const ComponentConfig& val,
                            const ComponentConfig& test, const CheckOptions& options) {
   DatasetCheck result;
-  // One statement per split: the splits are checked, and their warnings found, in this order.
-  result.summary = check_split(entry, train, "train", options, result.warnings);
-  result.summary += "; " + check_split(entry, val, "val", options, result.warnings);
+  std::vector<std::string> refused;
+  std::string per_split;
+  // One statement per split: the splits are checked, and their warnings found, in this order. A
+  // split's refused samples do not stop the others: the list is meant to be complete.
+  const auto add = [&](SplitResult split, const char* name) {
+    result.summary += (result.summary.empty() ? "" : "; ") + split.summary;
+    per_split += std::string(per_split.empty() ? "" : ", ") + name + " " + std::to_string(split.refused.size());
+    for (std::string& one : split.refused) refused.push_back(std::move(one));
+  };
+  add(check_split(entry, train, "train", options, result.warnings), "train");
+  add(check_split(entry, val, "val", options, result.warnings), "val");
   std::string refusal;
   if (serves_test_split(entry, test, refusal)) {
-    result.summary += "; " + check_split(entry, test, "test", options, result.warnings);
+    add(check_split(entry, test, "test", options, result.warnings), "test");
   } else if (!refusal.empty()) {
     result.warnings.push_back("the test split was not checked: " + refusal +
                               ". Give its options with --config (the run's [data.test] table, or [data.train] with "
@@ -474,6 +469,7 @@ DatasetCheck check_dataset(const ComponentEntry& entry, const ComponentConfig& t
   } else {
     result.summary += "; no test split";
   }
+  if (!refused.empty()) throw Error(refused_samples_text(result.summary, refused, per_split));
   return result;
 }
 

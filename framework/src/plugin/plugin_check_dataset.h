@@ -21,7 +21,9 @@ struct DatasetCheck {
 /// Creates the dataset `entry` on "train" (with `train`), "val" (with `val`) and, when it serves
 /// one (plugin ABI >= 1.5 and create("test") not refused with TP_ERR_UNSUPPORTED), "test" (with
 /// `test`); reads samples as plugin_check.h describes, destroys each. Throws tp::Error whose
-/// message names the call, the split and the sample index of the first violation.
+/// message names the call, the split and the sample index of the first violation; samples the
+/// plugin refuses (get_sample failing: a bad file) are no violation that stops the reading: the
+/// error then lists every one read, each with the plugin's message, and their count.
 DatasetCheck check_dataset(const ComponentEntry& entry, const ComponentConfig& train, const ComponentConfig& val,
                            const ComponentConfig& test, const CheckOptions& options);
 

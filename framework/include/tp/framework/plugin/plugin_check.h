@@ -74,7 +74,9 @@ struct CheckOptions {
 /// itself; every sample has the same field names, dtypes and shapes; every field has a DLPack
 /// deleter (PLG-9); an index past the end is refused; a floating scalar field named like a class
 /// label ("label", "target", "y", ...) is a warning line; with `contracts`, a sample that breaks
-/// one fails the split (boxes as x, y, w, h where the loss takes x1, y1, x2, y2). Models: forward + backward on a dummy batch
+/// one fails the split (boxes as x, y, w, h where the loss takes x1, y1, x2, y2); a sample the
+/// plugin refuses to read (a bad file) fails the dataset's line, but the reading goes on, so the
+/// line lists every refused sample of every split with the plugin's message, then their count. Models: forward + backward on a dummy batch
 /// from their declared examples (the run's model: its first training samples where those do not
 /// fit, `run_inputs`) gives every trainable parameter a gradient. Metrics expose state;
 /// callbacks accept an event. A plugin fault becomes a failed line naming the call, split and
