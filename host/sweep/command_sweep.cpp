@@ -19,6 +19,7 @@
 // - A rerun skips the cells sweep.toml records as done and resumes the others (--resume auto),
 //   after checking that the config.toml of each done or resumable cell still matches what the
 //   sweep would train now.
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <cstdio>
@@ -27,6 +28,7 @@
 #include "child_process.h"
 #include "commands.h"
 #include "session.h"
+#include "sweep/sweep_comparison.h"
 #include "sweep/sweep_failure.h"
 #include "sweep/sweep_grid.h"
 #include "sweep/sweep_lock.h"
@@ -184,6 +186,27 @@ void check_resumable_cells(const SweepRecord& record, const std::vector<PlannedC
   }
 }
 
+// A cell this grid spells differently from a cell sweep.toml records (`optim.lr=1e-2` for
+// `optim.lr=0.01`, or its axes in another order) is that cell, by value: it takes the recorded
+// name and directory, so a finished one is skipped and a stopped one resumed instead of a
+// duplicate trained (experiments trial F3).
+void adopt_recorded_names(const SweepRecord& record, std::vector<PlannedCell>& planned, const fs::path& sweep_dir) {
+  for (PlannedCell& p : planned) {
+    if (record.find(p.cell.name) != nullptr) continue;
+    for (const CellRecord& recorded : record.cells()) {
+      if (!same_settings(recorded.overrides, p.cell.overrides)) continue;
+      const bool taken = std::any_of(planned.begin(), planned.end(),
+                                     [&](const PlannedCell& other) { return other.cell.name == recorded.name; });
+      if (taken) break;
+      std::fprintf(stderr, "host sweep: the cell %s has the values of %s, recorded in %s: it is that cell\n",
+                   p.cell.name.c_str(), recorded.name.c_str(), (sweep_dir / "sweep.toml").c_str());
+      p.cell.name = recorded.name;
+      p.dir = sweep_dir / recorded.name;
+      break;
+    }
+  }
+}
+
 // A cell that never finished and left no checkpoint to resume from would start fresh and append
 // to its old history; its previous attempt is moved aside instead (kept for its train.log).
 void set_aside_unresumable(const fs::path& dir) {
@@ -225,32 +248,27 @@ std::vector<std::string> train_args(const Options& options, const LaunchOptions*
   return args;
 }
 
-// `host compare`'s options for the first `count` cells that trained (a history), into the sweep's
-// directory `sweep_dir`.
-Options comparison_of(const Options& options, const fs::path& sweep_dir, const std::vector<PlannedCell>& planned,
-                      std::size_t count) {
-  Options compare = options;
-  compare.run_dirs.clear();
-  std::error_code ec;
-  // A cell refused before it wrote config.toml is not a run host compare reads: the other cells
-  // are still compared (experiment trial F6).
-  for (std::size_t i = 0; i < count; ++i)
-    if (fs::exists(planned[i].dir / "history.jsonl", ec) && fs::exists(planned[i].dir / "config.toml", ec))
-      compare.run_dirs.push_back(planned[i].dir.string());
-  compare.output_dir = sweep_dir.string();
-  return compare;
+// The directories of the first `count` planned cells.
+std::vector<fs::path> cell_dirs(const std::vector<PlannedCell>& planned, std::size_t count) {
+  std::vector<fs::path> dirs;
+  for (std::size_t i = 0; i < count; ++i) dirs.push_back(planned[i].dir);
+  return dirs;
 }
 
 // A sweep stopped at a cell still compares the cells that trained, that one as far as it got
 // (finished = no): a grid whose high-lr cell diverges shows what the others reached. The
 // sweep's own exit code stands; a comparison that cannot be made only warns.
 void compare_trained_cells(const Options& options, const fs::path& sweep_dir, const std::vector<PlannedCell>& planned,
-                           std::size_t count) {
-  const Options compare = comparison_of(options, sweep_dir, planned, count);
-  if (compare.run_dirs.empty()) return;
-  std::fprintf(stderr, "host sweep: comparing the %zu cell(s) that trained\n", compare.run_dirs.size());
+                           std::size_t count, const std::vector<fs::path>& earlier) {
+  std::error_code ec;
+  const std::vector<fs::path> dirs = cell_dirs(planned, count);
+  const auto trained = std::count_if(dirs.begin(), dirs.end(), [&](const fs::path& d) {
+    return fs::exists(d / "history.jsonl", ec) && fs::exists(d / "config.toml", ec);
+  });
+  if (trained == 0) return;
+  std::fprintf(stderr, "host sweep: comparing the %zu cell(s) that trained\n", static_cast<std::size_t>(trained));
   try {
-    run_compare(compare);
+    compare_sweep_cells(options, sweep_dir, dirs, earlier);
   } catch (const Error& e) {
     std::fprintf(stderr, "host sweep: no comparison was written: %s\n", e.what());
   }
@@ -293,7 +311,7 @@ int run_sweep(const Options& options, const LaunchOptions* launch) {
                                   "--nnodes ... train --set ...` per cell instead.");
   const std::vector<SweepCell> cells = expand_grid(options.grid);
   refuse_settings_the_grid_overrides(options, cells.front());
-  const auto [sweep_dir, planned, first_config] = plan(options, cells);
+  auto [sweep_dir, planned, first_config] = plan(options, cells);
 
   // Before sweep.toml is read: a second sweep on this directory is refused here, at once.
   const SweepLock lock(sweep_dir);
@@ -301,6 +319,10 @@ int run_sweep(const Options& options, const LaunchOptions* launch) {
     std::fprintf(stderr, "host sweep: removed %s, left by a process that no longer runs\n", removed.c_str());
   const fs::path record_file = sweep_dir / "sweep.toml";
   SweepRecord record = SweepRecord::read(record_file);
+  adopt_recorded_names(record, planned, sweep_dir);
+  std::vector<std::string> names;
+  for (const PlannedCell& p : planned) names.push_back(p.cell.name);
+  const std::vector<fs::path> earlier = earlier_finished_cells(record, names, sweep_dir);
   check_resumable_cells(record, planned);
   const auto save = [&](const PlannedCell& p, const std::string& status, int exit_code, const std::string& reason) {
     record.set({p.cell.name, p.cell.overrides, status, exit_code, reason});
@@ -376,15 +398,15 @@ int run_sweep(const Options& options, const LaunchOptions* launch) {
                    "trained. Fix the cause and run the same command again: finished cells are skipped.\n",
                    where.c_str(), exit.exit_code, log_of(p.dir).c_str());
     end_parent(interrupted ? MlflowEnd::kKilled : MlflowEnd::kFailed);
-    if (!interrupted) compare_trained_cells(options, sweep_dir, planned, i + 1); // a stop wants out at once
+    if (!interrupted) compare_trained_cells(options, sweep_dir, planned, i + 1, earlier); // a stop wants out at once
     return exit.exit_code;
   }
   end_parent(failures.empty() ? MlflowEnd::kFinished : MlflowEnd::kFailed);
   if (failures.empty()) {
     std::fprintf(stderr, "host sweep: all %zu cells finished; comparing them\n", n);
-    return run_compare(comparison_of(options, sweep_dir, planned, n));
+    return compare_sweep_cells(options, sweep_dir, cell_dirs(planned, n), earlier);
   }
-  compare_trained_cells(options, sweep_dir, planned, n);
+  compare_trained_cells(options, sweep_dir, planned, n, earlier);
   std::string named;
   for (const std::string& failure : failures) named += "\n  " + failure;
   std::fprintf(stderr, "host sweep: %zu of %zu cells failed (recorded in %s):%s\nThe other cells finished. A rerun "

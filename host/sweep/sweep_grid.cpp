@@ -193,4 +193,23 @@ std::vector<SweepCell> expand_grid(const std::vector<std::string>& grid) {
   return cells;
 }
 
+namespace {
+
+// "key=text" as key -> the value's literal.
+std::map<std::string, std::string> settings_of(const std::vector<std::string>& overrides) {
+  std::map<std::string, std::string> out;
+  for (const std::string& o : overrides) {
+    const std::size_t equals = o.find('=');
+    if (equals == std::string::npos) out[o] = "";
+    else out[trim(o.substr(0, equals))] = value_literal(trim(o.substr(equals + 1)));
+  }
+  return out;
+}
+
+}  // namespace
+
+bool same_settings(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  return a.size() == b.size() && settings_of(a) == settings_of(b);
+}
+
 }  // namespace tp::cli

@@ -29,4 +29,10 @@ struct SweepCell {
 /// element per key, or two values whose directory names coincide.
 std::vector<SweepCell> expand_grid(const std::vector<std::string>& grid);
 
+/// Whether two cells' overrides ("key=value", as SweepCell::overrides) set the same keys to the
+/// same values, compared as the TOML values `--set` reads, in any order: `optim.lr=1e-2` and
+/// `optim.lr=0.01` are one setting, so a sweep run again with the other spelling finds the cell
+/// trained under the first (experiments trial F3).
+bool same_settings(const std::vector<std::string>& a, const std::vector<std::string>& b);
+
 }  // namespace tp::cli

@@ -27,6 +27,8 @@ class SweepRecord {
 
   /// The cell named `name`, or null.
   const CellRecord* find(const std::string& name) const;
+  /// Every cell, in the order they were first recorded (earlier grids' cells included).
+  const std::vector<CellRecord>& cells() const { return cells_; }
   /// Adds or replaces the cell of the same name (new ones go last, so the file keeps grid order).
   void set(const CellRecord& cell);
   /// Rewrites `file` atomically with the sweep's command (`config`, `grid`, `sets`, recorded for

@@ -286,3 +286,32 @@ TEST_CASE("--keep-going trains every cell past a failing one, records why it fai
   CHECK(count_of(again.output, "finished earlier, skipped") == 2);
   CHECK(again.output.find("[2/3] optim.lr=1e20 ->") != std::string::npos);
 }
+
+// Experiments trial F3: `optim.lr=1e-2` trained again a cell `optim.lr=0.01` had trained, and the
+// sweep's comparison held only the latest command's grid.
+TEST_CASE("a value spelled differently is the same cell, and the comparison holds every finished cell") {
+  const auto dir = tp::test::fresh_dir("sweep_same_value");
+  const auto first = tp::test::run_host(sweep(dir, "--grid optim.lr=0.01,0.003"));
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  const std::string history_before = tp::test::read_text(dir / "optim.lr=0.01" / "history.jsonl");
+
+  // 1e-2 is 0.01: skipped, no new directory; 0.001 is new and trains.
+  const auto second = tp::test::run_host(sweep(dir, "--grid optim.lr=1e-2,0.001"));
+  INFO(second.output);
+  REQUIRE(second.exit_code == 0);
+  CHECK(second.output.find("the cell optim.lr=1e-2 has the values of optim.lr=0.01") != std::string::npos);
+  CHECK(count_of(second.output, "finished earlier, skipped") == 1);
+  CHECK_FALSE(fs::exists(dir / "optim.lr=1e-2"));
+  CHECK(tp::test::read_text(dir / "optim.lr=0.01" / "history.jsonl") == history_before);
+  CHECK(fs::exists(dir / "optim.lr=0.001" / "report.toml"));
+
+  // The comparison: this grid's two cells, then the earlier grid's 0.003.
+  const auto csv = tp::test::read_csv(dir / "comparison.csv");
+  REQUIRE(csv.size() == 4);
+  CHECK(csv[1][0] == "optim.lr=0.01");
+  CHECK(csv[2][0] == "optim.lr=0.001");
+  CHECK(csv[3][0] == "optim.lr=0.003");
+  const toml::table record = toml::parse_file((dir / "sweep.toml").string());
+  CHECK(record["cells"].as_array()->size() == 3);
+}
