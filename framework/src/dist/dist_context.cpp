@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "dist/store_connection.h"
 #include "tp/framework/engine/runtime_setup.h"
 #include "tp/framework/error.h"
 #include "tp/framework/exception_text.h"
@@ -104,12 +105,12 @@ std::unique_ptr<DistContext> DistContext::join(const Rendezvous& place, const Di
   store_options.timeout = timeout;
   c10::intrusive_ptr<c10d::Store> store;
   try {
-    store = c10::make_intrusive<c10d::TCPStore>(place.master_addr, store_options);
-  } catch (const std::exception& e) {
+    store = connect_store(place.master_addr, store_options); // within dist.timeout_s, whoever listens there
+  } catch (const std::exception&) {
     throw Error("rank " + std::to_string(place.rank) + " could not " +
                 (store_options.isServer ? "host" : "reach") + " the rendezvous store at " + place.master_addr + ":" +
                 std::to_string(place.master_port) + " within dist.timeout_s = " + short_number(options.timeout_s) +
-                " s: " + e.what() +
+                " s: " + exception_text(std::current_exception()) +
                 ". Check that MASTER_ADDR/MASTER_PORT are rank 0's reachable address and a free port "
                 "(the built-in launcher picks one when --master-port is not given), and that all " +
                 std::to_string(place.world_size) + " ranks were started.");
