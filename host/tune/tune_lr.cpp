@@ -280,7 +280,11 @@ int run_tune_lr(const Options& options) {
   // The other rules, for a look at lr_find.png: both missed on our configs (docs/tune.md, "Which
   // rule, and why"), Lightning's by picking noise where the lr steps are tiny.
   const std::optional<std::size_t> lowest = lowest_loss(smoothed, skip_begin, kFastaiSkipEnd);
-  const std::optional<std::size_t> steepest = steepest_descent(lrs, smoothed, kLightningSkipBegin, kLightningSkipEnd);
+  std::vector<double> losses;
+  for (const SweepPoint& p : points) losses.push_back(p.loss);
+  // Lightning's rule on Lightning's own smoothing of the losses: the step its suggestion() gives.
+  const std::optional<std::size_t> steepest =
+      steepest_descent(lrs, lightning_smoothed(losses), kLightningSkipBegin, kLightningSkipEnd);
   if (lowest || steepest) {
     std::printf("for reference, not the rule:");
     if (lowest)
@@ -288,7 +292,7 @@ int run_tune_lr(const Options& options) {
                   points[*lowest].smoothed, short_float(points[*lowest].lr).c_str(),
                   short_float(points[*lowest].lr / 10).c_str());
     if (steepest)
-      std::printf(" it fell fastest against the lr at lr %s, step %lld (Lightning's rule);",
+      std::printf(" Lightning's smoothed loss fell fastest against the lr at lr %s, step %lld (Lightning's rule);",
                   short_float(points[*steepest].lr).c_str(), static_cast<long long>(points[*steepest].step));
     std::printf(" check lr_find.png before pasting.\n");
   }

@@ -18,6 +18,19 @@ double LossSmoother::add(double loss) {
   return std::isfinite(smoothed) ? smoothed : std::numeric_limits<double>::quiet_NaN();
 }
 
+std::vector<double> lightning_smoothed(const std::vector<double>& losses, double beta) {
+  std::vector<double> out;
+  out.reserve(losses.size());
+  double average = 0.0;
+  for (std::size_t k = 1; k <= losses.size(); ++k) {
+    // _LRCallback: avg_loss = beta * avg_loss + (1 - beta) * loss; avg_loss / (1 - beta ** (global_step + 1)).
+    average = beta * average + (1.0 - beta) * losses[k - 1];
+    const double smoothed = average / (1.0 - std::pow(beta, static_cast<double>(k + 1)));
+    out.push_back(std::isfinite(smoothed) ? smoothed : std::numeric_limits<double>::quiet_NaN());
+  }
+  return out;
+}
+
 std::optional<std::size_t> steepest_descent(const std::vector<double>& lrs, const std::vector<double>& losses,
                                             std::size_t skip_begin, std::size_t skip_end) {
   // The kept points, as Lightning keeps them: losses[skip_begin:-skip_end], finite ones only,

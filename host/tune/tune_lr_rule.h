@@ -20,7 +20,8 @@ namespace tp::cli {
 /// The k-th loss (k = 1, 2, ...) gives avg_k = beta × avg_(k−1) + (1 − beta) × loss_k (avg_0 = 0)
 /// and smoothed_k = avg_k / (1 − beta^k), fastai's correction. Lightning divides by
 /// 1 − beta^(k+1), because its step counter has already advanced when it smooths; that halves its
-/// first point and differs by less than 1% from the 60th on. Not thread-safe; [main].
+/// first point and differs by less than 1% from the 60th on (lightning_smoothed() is its series,
+/// for Lightning's rule). Not thread-safe; [main].
 /// Example:
 ///   LossSmoother s;
 ///   for (double loss : losses) { smoothed.push_back(s.add(loss)); if (s.diverged()) break; }
@@ -65,6 +66,15 @@ std::optional<std::size_t> longest_valley(const std::vector<double>& losses, std
 /// no point remains.
 std::optional<std::size_t> lowest_loss(const std::vector<double>& losses, std::size_t skip_begin,
                                        std::size_t skip_end);
+
+/// Lightning's smoothing of the same losses (lightning.pytorch.tuner.lr_finder._LRCallback, 2.6):
+/// LossSmoother's average, divided by 1 − beta^(k+1) for the k-th loss (its step counter has
+/// advanced when it smooths), in double as Python computes it; a non-finite loss makes that point
+/// and every later one NaN. What steepest_descent reads so that the step printed as "Lightning's
+/// rule" is the one Lightning's suggestion() picks on these losses: on our own smoothing the
+/// argmin of the gradient, which the first points decide, moved from step 26 to 11 (experiments
+/// trial F5).
+std::vector<double> lightning_smoothed(const std::vector<double>& losses, double beta = 0.98);
 
 /// Lightning's suggestion rule (lightning.pytorch.tuner.lr_finder._LRFinder.suggestion, 2.6):
 /// drop the first `skip_begin` and the last `skip_end` points, then the non-finite losses; of

@@ -14,8 +14,11 @@ Usage: lr_oracle.py LR_FIND_CSV HISTORY_JSONL MIN_LR MAX_LR STEPS [LR_FIND_CSV H
   Learner.lr_find cuts them, picks the row the host marked. fastai itself is not installed (it
   pulls spaCy and more into the oracle venv); `valley` and the cut below are fastai 2.7's
   (fastai/callback/schedule.py, `valley` and `Learner.lr_find`), copied verbatim but for names.
-- reference: lightning.pytorch.tuner.lr_finder._LRFinder.suggestion() on the same columns; the
-  host prints its step, which the test compares with `lightning_step`. Without lightning installed
+- reference: lightning.pytorch.tuner.lr_finder._LRFinder.suggestion() on the CSV's lrs and its
+  raw losses smoothed as Lightning's _LRCallback smooths them (its bias correction divides by
+  1 - beta ** (global_step + 1), global_step having advanced already: `lightning_smoothing`
+  below, Lightning 2.6.6's on_train_batch_end); the host prints its step, which the test compares
+  with `lightning_step`. Without lightning installed
   (scripts/bench_setup installs 2.6.6 into .venv-bench) the reimplementation below is used:
   Lightning 2.6.6's _LRFinder.suggestion (lightning/pytorch/tuner/lr_finder.py, lines 162-196),
   copied verbatim but for `self`.
@@ -85,6 +88,16 @@ def suggestion_reimplemented(results, skip_begin=10, skip_end=1):
     idx_finite = idx_non_skipped[is_finite]
     optimal_idx = idx_finite[min_grad].item()
     return results["lr"][optimal_idx], optimal_idx
+
+
+def lightning_smoothing(losses, beta=0.98):
+    """Lightning 2.6.6 _LRCallback.on_train_batch_end's smoothed losses of a series (k-th loss:
+    global_step is k when it smooths)."""
+    avg_loss, out = 0.0, []
+    for k, current_loss in enumerate(losses, start=1):
+        avg_loss = beta * avg_loss + (1 - beta) * current_loss
+        out.append(avg_loss / (1 - beta ** (k + 1)))
+    return out
 
 
 def suggestion(lr_min, lr_max, steps, results):
@@ -163,7 +176,8 @@ def check(csv_path, history_path, lr_min, lr_max, steps):
         assert not marked, f"the host marked row {marked} where fastai's rule has no suggestion"
     else:
         assert marked == [idx], f"the host marked rows {marked}, fastai's valley index {idx} (lr {lrs[idx]!r})"
-    lightning_lr, lightning_idx, oracle = suggestion(lr_min, lr_max, steps, {"lr": lrs, "loss": smoothed})
+    lightning_lr, lightning_idx, oracle = suggestion(lr_min, lr_max, steps,
+                                                     {"lr": lrs, "loss": lightning_smoothing(losses)})
     if lightning_idx is not None:
         assert lrs[lightning_idx] == lightning_lr
     print(f"ok index={idx} lr={None if idx is None else lrs[idx]!r} rows={len(rows)} "

@@ -19,6 +19,7 @@ using tp::cli::LossSmoother;
 using tp::cli::parse_memory_size;
 using tp::cli::longest_valley;
 using tp::cli::lowest_loss;
+using tp::cli::lightning_smoothed;
 using tp::cli::steepest_descent;
 
 TEST_CASE("the smoothed loss is the bias-corrected average; it diverges above 4x the best, or on NaN") {
@@ -63,6 +64,16 @@ TEST_CASE("the suggestion: the steepest descent over the points Lightning keeps,
   const auto with_gap = steepest_descent(lrs, gaps);
   REQUIRE(with_gap);
   CHECK(*with_gap != 21u);
+}
+
+TEST_CASE("Lightning's smoothing divides by 1 - beta^(k+1): its first point is about half the loss") {
+  const std::vector<double> smoothed = lightning_smoothed({2.0, 2.0, 1.0, std::nan(""), 1.0});
+  REQUIRE(smoothed.size() == 5);
+  CHECK(smoothed[0] == doctest::Approx(0.02 * 2.0 / (1 - 0.98 * 0.98)).epsilon(1e-12)); // 1.0101, ours 2.0
+  const double average = 0.98 * (0.98 * 0.04 + 0.04) + 0.02 * 1.0;
+  CHECK(smoothed[2] == doctest::Approx(average / (1 - 0.98 * 0.98 * 0.98 * 0.98)).epsilon(1e-12));
+  CHECK(std::isnan(smoothed[3])); // a NaN never leaves the average, as in Lightning
+  CHECK(std::isnan(smoothed[4]));
 }
 
 TEST_CASE("the suggestion: fastai's valley, two thirds down the longest descent, with fastai's quirks") {
