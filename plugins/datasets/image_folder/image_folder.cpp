@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cache_dir.h"
+#include "class_split.h"
 #include "image_extensions.h"
 #include "image_field.h"
 #include "image_pipeline.h"
@@ -39,6 +40,9 @@ constexpr tp_config_key_t kOwnKeys[] = {
     {sizeof(tp_config_key_t), "val_split", TP_CFG_FLOAT, "0.0",
      "without val_root/val_csv: fraction of the train listing held out as val (seeded by split_seed)"},
     {sizeof(tp_config_key_t), "split_seed", TP_CFG_INT, "0", "seed of the val_split choice"},
+    {sizeof(tp_config_key_t), "val_split_stratified", TP_CFG_BOOL, "false",
+     "val_split per class: each class holds out its share (scikit-learn's train_test_split(stratify=y) counts), so "
+     "a rare class keeps val and training images; false: one seeded draw over all images"},
     {sizeof(tp_config_key_t), "test_root", TP_CFG_PATH, "\"\"",
      "test split (host eval/predict --split test): class folders like root's; this or test_csv is required "
      "for that split, never `root` (the training images)"},
@@ -117,16 +121,14 @@ ifo::Listing listing_for(const tp::cpp::DatasetArgs& args, ifo::CacheUse cache) 
 // torchvision's ImageFolder refuses it ("Found no valid file for the classes ..."); here the held
 // out splits may keep such a folder to align their labels, so training warns rather than refuses:
 // a head trained for a class it never sees (a fine-tuning trial's stray `zebra` folder).
+// A class that val_split left without training images is not one: the split's own warning names
+// it (split_listing), with val_split as the cause.
 void warn_empty_classes(const tp::cpp::DatasetArgs& args, const ifo::Listing& listing) {
-  std::vector<std::size_t> count(listing.classes.size(), 0);
-  for (const int64_t label : listing.labels)
-    if (label >= 0 && static_cast<std::size_t>(label) < count.size()) ++count[static_cast<std::size_t>(label)];
-  for (const std::vector<int64_t>& set : listing.label_sets)
-    for (const int64_t label : set) ++count[static_cast<std::size_t>(label)];
+  const std::vector<std::size_t> count = ifo::class_counts(listing);
   std::string empty;
   std::size_t how_many = 0;
   for (std::size_t c = 0; c < count.size(); ++c) {
-    if (count[c] != 0 || ++how_many > 10) continue;
+    if (count[c] != 0 || (c < listing.split_totals.size() && listing.split_totals[c] != 0) || ++how_many > 10) continue;
     // What the folder does hold, when anything: a class of .heic photos is not an empty folder.
     const std::string held = c < listing.unlisted.size() ? ifo::describe_endings(listing.unlisted[c]) : "";
     empty += (empty.empty() ? "'" : ", '") + listing.classes[c] + "'" +
@@ -236,10 +238,17 @@ class ImageFolderDataset {
       args.log(TP_LOG_WARNING, std::string("image_folder (") + args.split_name + "): " + warning);
     log_shared_cache(args, listing_);
     if (args.train() && labelled_) warn_empty_classes(args, listing_);
+    // The counts per class (data trial F4): a long tail shows here, not in a script of the user's.
+    const std::vector<std::size_t> counts = labelled_ ? ifo::class_counts(listing_) : std::vector<std::size_t>{};
     args.log(TP_LOG_INFO, std::string("image_folder (") + args.split_name + "): " +
                               std::to_string(listing_.paths.size()) + " images, " +
                               (labelled_ ? std::to_string(listing_.classes.size()) + " classes" : "no labels (`files`)") +
-                              (listing_.from_cache ? " (listing read from the cache)" : ""));
+                              (listing_.from_cache ? " (listing read from the cache)" : "") +
+                              (counts.empty() ? "" : "; " + ifo::class_counts_text(listing_.classes, counts)));
+    // The loss weights of the imbalance, ready to paste; one class per image only (cross-entropy's).
+    if (args.train() && labelled_ && listing_.label_sets.empty())
+      if (const std::string line = ifo::class_weights_line(counts); !line.empty())
+        args.log(TP_LOG_INFO, "image_folder (train): " + line);
   }
 
   uint64_t size() const { return listing_.paths.size(); }

@@ -7,6 +7,7 @@
 #include <system_error>
 #include <utility>
 
+#include "class_split.h"
 #include "folder_walk.h"
 #include "image_extensions.h"
 #include "image_file.h"
@@ -153,9 +154,14 @@ Listing scan_folder(const std::string& root, const std::vector<std::string>& ext
   return out;
 }
 
-std::pair<Listing, Listing> split_listing(const Listing& all, double val_fraction, uint64_t seed) {
+std::pair<Listing, Listing> split_listing(const Listing& all, double val_fraction, uint64_t seed, bool stratified) {
   const std::size_t n = all.paths.size();
-  const std::vector<bool> is_val = tp::cpp::seeded_holdout(n, val_fraction, seed, "image_folder", "images");
+  if (stratified && all.labels.size() != n)
+    throw Failure(TP_ERR_CONFIG, "image_folder: val_split_stratified = true draws each class's share, and a "
+                                 "multi-label listing gives an image several classes; set it to false (or give a "
+                                 "held-out val_csv)");
+  const std::vector<bool> is_val = stratified ? stratified_holdout(all.labels, all.classes.size(), val_fraction, seed)
+                                              : tp::cpp::seeded_holdout(n, val_fraction, seed, "image_folder", "images");
   Listing train, val;
   train.classes = val.classes = all.classes;
   train.loops = val.loops = all.loops;
@@ -169,6 +175,10 @@ std::pair<Listing, Listing> split_listing(const Listing& all, double val_fractio
     if (!all.labels.empty()) part.labels.push_back(all.labels[i]);
     if (!all.label_sets.empty()) part.label_sets.push_back(all.label_sets[i]);
   }
+  // Rare classes lose all their val (or training) images to a random holdout without a word
+  // (data trial F3): the parts' warnings name them, with what to change.
+  train.split_totals = val.split_totals = class_counts(all);
+  warn_split_classes(train.split_totals, class_counts(train), class_counts(val), val_fraction, stratified, train, val);
   return {std::move(train), std::move(val)};
 }
 

@@ -37,6 +37,10 @@ struct Listing {
   /// Warnings about the listing for the dataset to log once (a CSV's duplicate rows, class names
   /// that differ only by case: csv_listing.h).
   std::vector<std::string> warnings;
+  /// A part of a val_split: per class id, its images before the split (both parts); empty
+  /// otherwise. A class with none here but some there lost them to the split: it is not an empty
+  /// folder, and the warning about it names val_split (split_listing), not the folder.
+  std::vector<std::size_t> split_totals;
   bool from_cache = false;          ///< read from the listing cache instead of a scan (listing_of_split)
 };
 
@@ -88,8 +92,13 @@ UnlistedNote unlisted_note(const Listing& listing);
 
 /// Splits `all` into (train, val) by a seeded permutation (tp::cpp::seeded_holdout): val holds
 /// round(n * val_fraction) samples chosen by a Fisher-Yates shuffle of 0..n-1 driven by
-/// SplitMix64(seed); both parts keep their original relative order. Pure function of (all, val_fraction, seed).
-/// `val_fraction` in (0, 1). Throws Failure when either part would be empty.
-std::pair<Listing, Listing> split_listing(const Listing& all, double val_fraction, uint64_t seed);
+/// SplitMix64(seed); with `stratified`, each class holds out its own share instead
+/// (class_split.h stratified_holdout: scikit-learn's counts, the same permutation). Both parts
+/// keep their original relative order, and their warnings name the classes left without a val
+/// or a training image (class_split.h warn_split_classes). Pure function of (all, val_fraction,
+/// seed, stratified). `val_fraction` in (0, 1). Throws Failure when either part would be empty,
+/// or for `stratified` with a multi-label listing (no one class to stratify by).
+std::pair<Listing, Listing> split_listing(const Listing& all, double val_fraction, uint64_t seed,
+                                          bool stratified = false);
 
 }  // namespace tp::image_folder

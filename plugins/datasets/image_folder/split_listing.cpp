@@ -83,6 +83,7 @@ ListingKeys read_listing_keys(const tp::cpp::ConfigReader& cfg) {
   keys.test_csv = cfg.get_string("test_csv");
   keys.val_split = cfg.get_float_in("val_split", 0.0, 1.0);
   keys.split_seed = static_cast<uint64_t>(cfg.get_int("split_seed"));
+  keys.val_split_stratified = cfg.get_bool("val_split_stratified");
   keys.extensions = cfg.get_string_array("extensions");
   keys.cache_dir = cfg.get_string("cache_dir");
   keys.allow_outside_root = cfg.get_bool("allow_outside_root");
@@ -116,7 +117,8 @@ Listing listing_of_split(const ListingKeys& keys, const std::string& split, Cach
     throw Failure(TP_ERR_CONFIG, "image_folder: set either val_root/val_csv or val_split, not both");
   if (keys.root.empty()) throw Failure(TP_ERR_CONFIG, "image_folder: `root` is empty; set it to the image directory");
   if (keys.val_split > 0.0) {
-    auto parts = split_listing(read_listing(keys.root, keys.csv), keys.val_split, keys.split_seed);
+    auto parts = split_listing(read_listing(keys.root, keys.csv), keys.val_split, keys.split_seed,
+                               keys.val_split_stratified);
     return train ? std::move(parts.first) : std::move(parts.second);
   }
   if (train || !separate_val) {

@@ -24,6 +24,7 @@ struct ListingKeys {
   std::string val_root, val_csv;    ///< a held-out val split (either)
   std::string test_root, test_csv;  ///< the test split (either; required for "test")
   double val_split = 0.0;           ///< without val_root/val_csv: the fraction of the training listing held out
+  bool val_split_stratified = false;  ///< each class holds out its share (class_split.h stratified_holdout)
   uint64_t split_seed = 0;          ///< the seed of that hold-out
   std::vector<std::string> extensions;  ///< file endings scanned in class folders
   std::string cache_dir;            ///< the listing cache's directory ("" = the per-user default)

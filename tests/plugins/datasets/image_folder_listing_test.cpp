@@ -161,6 +161,25 @@ TEST_CASE("image_folder: a class without a training image is warned of, naming i
   CHECK(std::count(lib.host.log_levels.begin(), lib.host.log_levels.end(), TP_LOG_WARNING) == 1);
 }
 
+TEST_CASE("image_folder: images per class in the info line; a class val_split emptied is named with val_split as cause") {
+  // Data trials F3, F4: the warning said to remove the "empty" folder of a class val_split had
+  // taken every image of, and no line showed the images per class.
+  const Fixture f = write_folder("if_split_classes", 8, 8);
+  PluginLibrary lib("image_folder");
+  FakeConfig cfg;
+  configure(lib, cfg, f.root);
+  cfg.values["val_split"] = 0.7;  // 7 of 9 to val: per class 3 * 2 / 9 training images, 2 by remainder
+  cfg.values["val_split_stratified"] = true;
+  const Dataset train(lib, kId, cfg, "train");
+  CHECK(train.size() == 2);
+  CHECK(logged(lib, TP_LOG_INFO, "image_folder (train): 2 images, 3 classes; images per class: bird 1, cat 1, dog 0") == 1);
+  CHECK(logged(lib, TP_LOG_WARNING, "1 of 3 classes got no training image: val_split = 0.7 (stratified) held out all "
+                                    "their images ('dog' (3 images))") == 1);
+  CHECK(logged(lib, TP_LOG_WARNING, "Remove the empty class folder") == 0);
+  const Dataset val(lib, kId, cfg, "val");
+  CHECK(logged(lib, TP_LOG_INFO, "image_folder (val): 7 images, 3 classes; images per class: bird 2, cat 2, dog 3") == 1);
+}
+
 // Data trial F7: a class folder with a Latin-1 name (an old zip, a Windows share) or a tab passed
 // the scan and failed later in the host's check of the names the plugin lends, with a message
 // about the plugin ABI that named no folder and said nothing to do.
