@@ -5,6 +5,7 @@
 
 #include "csv_listing.h"
 #include "listing_cache.h"
+#include "name_lookalikes.h"
 #include "tp/cpp/guard.h"
 
 namespace tp::image_folder {
@@ -47,17 +48,24 @@ Listing held_out_listing(const ListingReader& read_listing, const std::string& s
     if (train_listing.classes != held_out.classes) {
       // Which folders: a user with 100 classes cannot find the one missing from a count.
       const auto absent_from = [](const std::vector<std::string>& names, const std::vector<std::string>& from) {
-        std::string listed;
-        int shown = 0;
-        for (const std::string& name : names) {
-          if (std::find(from.begin(), from.end(), name) != from.end()) continue;
-          listed += (shown == 0 ? "" : ", ") + (shown < 10 ? "'" + name + "'" : std::string("..."));
-          if (++shown > 10) break;
-        }
-        return listed;
+        std::vector<std::string> absent;
+        for (const std::string& name : names)
+          if (std::find(from.begin(), from.end(), name) == from.end()) absent.push_back(name);
+        return absent;
       };
-      const std::string missing = absent_from(train_listing.classes, held_out.classes);
-      const std::string extra = absent_from(held_out.classes, train_listing.classes);
+      const auto listed = [](const std::vector<std::string>& names) {
+        std::string text;
+        for (std::size_t i = 0; i < names.size() && i <= 10; ++i)
+          text += (i == 0 ? "" : ", ") + (i < 10 ? "'" + names[i] + "'" : std::string("..."));
+        return text;
+      };
+      const std::vector<std::string> absent_here = absent_from(train_listing.classes, held_out.classes);
+      const std::vector<std::string> absent_in_root = absent_from(held_out.classes, train_listing.classes);
+      const std::string missing = listed(absent_here);
+      const std::string extra = listed(absent_in_root);
+      // Names that print alike (a macOS copy's decomposed 'café'): the lists above read the same.
+      const std::string lookalikes = lookalike_note(absent_here, absent_in_root, std::string(root_key) + " '" +
+                                                    split_root + "'", keys.root, split_root);
       throw Failure(TP_ERR_CONFIG, std::string("image_folder: ") + root_key + " '" + split_root + "' has " +
                                        std::to_string(held_out.classes.size()) + " class folders that differ from root's " +
                                        std::to_string(train_listing.classes.size()) + " (" +
@@ -65,7 +73,7 @@ Listing held_out_listing(const ListingReader& read_listing, const std::string& s
                                        (missing.empty() || extra.empty() ? "" : "; ") +
                                        (extra.empty() ? "" : "not in root: " + extra) +
                                        "); both need the same class sub-folders so labels agree (a class with no "
-                                       "image in this split may be an empty folder)");
+                                       "image in this split may be an empty folder)" + lookalikes);
     }
   }
   return held_out;
