@@ -179,6 +179,8 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointContents
   if (!c.run_id.empty()) root.insert("run_id", c.run_id);
   if (c.history_records >= 0) root.insert("history_records", c.history_records);
   if (c.eval_pending != 0) root.insert("eval_pending", c.eval_pending);
+  if (c.train_samples >= 0) root.insert("train_samples", c.train_samples);
+  if (c.epoch_skipped != 0) root.insert("epoch_skipped", c.epoch_skipped);
   if (!c.classes.empty()) {
     root.insert("class_field", c.classes.field);
     root.insert("classes", to_list(c.classes.names));
@@ -252,14 +254,18 @@ LoadedCheckpoint read_checkpoint(const std::vector<char>& bytes, const std::stri
     if (root.contains("run_id")) out.run_id = root.at("run_id").toStringRef();
     if (root.contains("history_records")) out.history_records = root.at("history_records").toInt();
     if (root.contains("eval_pending")) out.eval_pending = root.at("eval_pending").toInt();
+    if (root.contains("train_samples")) out.train_samples = root.at("train_samples").toInt();
+    if (root.contains("epoch_skipped")) out.epoch_skipped = root.at("epoch_skipped").toInt();
     if (root.contains("classes")) {
       out.classes.field = root.at("class_field").toStringRef();
       for (const auto& c : root.at("classes").toListRef()) out.classes.names.push_back(c.toStringRef());
       check_class_names(out.classes); // they end up in CSV rows and an export's metadata
     }
     if (out.epoch < 0 || out.batch < 0 || out.step < 0 || out.world_size < 1 || out.micro_batch_splits < 1 ||
-        out.history_records < -1 || out.eval_pending < 0 || out.eval_pending > 2)
-      throw Error("its position (epoch, batch, step, world_size, micro_batch_splits, history_records, eval_pending) is out of range");
+        out.history_records < -1 || out.eval_pending < 0 || out.eval_pending > 2 || out.train_samples < -1 ||
+        out.epoch_skipped < 0)
+      throw Error("its position (epoch, batch, step, world_size, micro_batch_splits, history_records, eval_pending, "
+                  "train_samples, epoch_skipped) is out of range");
   } catch (const std::exception& e) {
     // A state_dict, a timm or Lightning checkpoint is named as such (migration trial, finding 5).
     if (const auto note = foreign_checkpoint_note(bytes, name)) throw CheckpointError(*note);

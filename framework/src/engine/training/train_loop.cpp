@@ -163,12 +163,16 @@ void Trainer::Impl::evaluate_and_save_on_steps(int64_t epoch, bool owed) {
   save_if_requested(here); // an EVAL_END request
 }
 
+int64_t Trainer::Impl::rank_skipped_samples() const {
+  return train_loader_->skipped_count() + position_.skipped_before_resume;
+}
+
 double Trainer::Impl::refuse_epoch_of_bad_samples(int64_t epoch, int64_t samples) {
   // data.on_bad_sample = "skip" carries a run past bad files; an epoch in which every sample of
   // every rank was bad trained nothing, and ended as a success with untrained weights saved
   // (data trial F1). Summed over the ranks, so all of them stop together.
   const auto options = at::TensorOptions().dtype(at::kDouble).device(collectives_->device());
-  std::vector<at::Tensor> counts{at::tensor({static_cast<double>(train_loader_->skipped_count()),
+  std::vector<at::Tensor> counts{at::tensor({static_cast<double>(rank_skipped_samples()),
                                              static_cast<double>(samples)}, options)};
   collectives_->all_reduce_sum(counts, "sum the epoch's loaded and skipped training samples");
   const at::Tensor totals = counts.front().cpu();
@@ -220,14 +224,19 @@ void Trainer::Impl::end_epoch(int64_t epoch) {
                         {"throughput/samples_per_s", seconds > 0 ? double(clock.samples) / seconds : 0.0}}};
   record.values.insert(record.values.end(), train_terms.begin(), train_terms.end());
   // data.on_bad_sample = "skip": how many training samples the ranks dropped, and this rank's first few.
-  if (const int64_t skipped = train_loader_->skipped_count(); config_.data.on_bad_sample == BadSamplePolicy::kSkip) {
+  if (const int64_t skipped = rank_skipped_samples(); config_.data.on_bad_sample == BadSamplePolicy::kSkip) {
     // Every rank's, as val/skipped_samples beside it (data trial F21: it was rank 0's alone).
     record.values.emplace_back("data/skipped_samples", skipped_all);
-    if (skipped > 0)
-      log_.warn(with_skipped_samples("epoch " + std::to_string(epoch + 1) + ": skipped " + std::to_string(skipped) + " bad samples of " +
-                                 std::to_string(skipped + clock.samples) + (collectives_->world_size() > 1 ? " on this rank" : ""),
-                             train_loader_->first_skipped()));
+    const int64_t before = position_.skipped_before_resume;
+    std::string head = "epoch " + std::to_string(epoch + 1) + ": skipped " + std::to_string(skipped) + " bad samples";
+    // After a resume inside the epoch the clock counts the samples since; the earlier process's
+    // skips (every rank's, from the checkpoint) are in the count but not in the list below.
+    if (before == 0) head += " of " + std::to_string(skipped + clock.samples);
+    if (collectives_->world_size() > 1) head += " on this rank";
+    if (before > 0) head += " (" + std::to_string(before) + " of them over the ranks before the resume, not listed)";
+    if (skipped > 0) log_.warn(with_skipped_samples(head, train_loader_->first_skipped()));
   }
+  position_.skipped_before_resume = 0; // counted in this epoch's record
   for (const auto& value : eval) record.values.push_back(value);
   control_.rank0_write([&] {
     history_.add(record);

@@ -54,6 +54,7 @@ void Trainer::Impl::save(SaveKind kind, ResumePosition resume) {
     position_.last_periodic_at = resume;
   }
   meters_.gather_running_loss(); // all ranks: a collective under data-parallel training
+  position_.skipped_at_save = resume.batch > 0 ? skipped_over_ranks() : 0;
   std::vector<std::filesystem::path> written;
   control_.rank0_write([&] {
     if (kind == SaveKind::kPosition) {
@@ -72,6 +73,16 @@ void Trainer::Impl::save(SaveKind kind, ResumePosition resume) {
     if (monitor && path.filename().string().starts_with("best")) value.emplace_back(config_.checkpoint.monitor, *monitor);
     control_.defer(dispatch(TP_EVENT_CHECKPOINT_SAVE, value, path.string()) & TP_REQUEST_STOP);
   }
+}
+
+int64_t Trainer::Impl::skipped_over_ranks() {
+  // A resume inside the epoch reports the skips before it too (data trial F1: the resumed epoch's
+  // data/skipped_samples said 0 where the uninterrupted run's said 4).
+  if (config_.data.on_bad_sample != BadSamplePolicy::kSkip) return 0;
+  const auto options = at::TensorOptions().dtype(at::kDouble).device(collectives_->device());
+  std::vector<at::Tensor> count{at::tensor({static_cast<double>(rank_skipped_samples())}, options)};
+  collectives_->all_reduce_sum(count, "sum the epoch's skipped training samples for the checkpoint");
+  return static_cast<int64_t>(count.front().cpu().item<double>());
 }
 
 void Trainer::Impl::refuse_non_finite_weights() {
@@ -164,6 +175,8 @@ std::vector<StateRole> Trainer::Impl::state_roles(ResumePosition resume) {
                      into.epoch = resume.epoch;
                      into.batch = resume.batch;
                      into.world_size = world_size_;
+                     into.train_samples = static_cast<int64_t>(parts_.train_data->size());
+                     into.epoch_skipped = position_.skipped_at_save;
                      into.rng_cpu = generator_state(c10::Device(c10::kCPU));
                      // Dropout on the GPU draws from the device's generator: part of an exact resume too.
                      if (device_.is_cuda()) into.rng_cuda = generator_state(device_);
@@ -192,6 +205,25 @@ std::vector<StateRole> Trainer::Impl::state_roles(ResumePosition resume) {
                                              " batch(es) of the old size: resumed with another size, the epoch would "
                                              "skip or repeat samples. Resume with the checkpoint's batch size, or start a new "
                                              "run from its weights with train.init_weights.");
+                     // The epoch's order is a permutation of the split's count: with another count
+                     // the saved batch index points at other samples (data trial F8: files added
+                     // to the folder resumed silently, some samples twice and others never).
+                     const auto samples = static_cast<int64_t>(parts_.train_data->size());
+                     if (from.batch > 0 && from.train_samples >= 0 && from.train_samples != samples)
+                       throw ConfigError("--resume", "the checkpoint stopped inside epoch " + std::to_string(from.epoch + 1) +
+                                                         " after " + std::to_string(from.batch) +
+                                                         " batch(es) of a training split of " +
+                                                         std::to_string(from.train_samples) + " samples, which now has " +
+                                                         std::to_string(samples) +
+                                                         ": the epoch's order is drawn from the count, so resuming inside "
+                                                         "it would train some samples twice and skip others. Restore the "
+                                                         "data as it was to resume exactly; or resume from a checkpoint "
+                                                         "saved at an epoch's end, or start a new run from these weights "
+                                                         "with train.init_weights = \"<checkpoint>\".");
+                     if (from.batch == 0 && from.train_samples >= 0 && from.train_samples != samples)
+                       log_.info("resume: the training split has " + std::to_string(samples) + " samples, the checkpoint's run had " +
+                                 std::to_string(from.train_samples) + "; the next epoch draws its order from the new count.");
+                     position_.skipped_before_resume = rank_ == 0 ? from.epoch_skipped : 0;
                      if (from.rng_cpu.defined()) set_generator_state(c10::Device(c10::kCPU), from.rng_cpu);
                      if (from.rng_cuda.defined() && device_.is_cuda()) set_generator_state(device_, from.rng_cuda);
                      position_.start = {from.epoch, from.batch};

@@ -63,6 +63,11 @@ struct LoopPosition {
   ResumePosition start;               ///< where fit() begins (a resumed run starts inside an epoch)
   int64_t last_periodic_save = -1;    ///< the step of the last periodic save
   ResumePosition last_periodic_at;    ///< where that save resumes
+  /// Training samples the ranks skipped in the resumed epoch before its saved position: rank 0
+  /// holds them (others 0), so a sum over the ranks counts them once; 0 once that epoch ended.
+  int64_t skipped_before_resume = 0;
+  /// The ranks' skipped training samples of the epoch up to the position the last save wrote.
+  int64_t skipped_at_save = 0;
 };
 
 class Trainer::Impl {
@@ -140,6 +145,10 @@ class Trainer::Impl {
   /// of `epoch` and some were skipped (`samples`: this rank's loaded ones); else returns the
   /// samples every rank skipped in it. One collective.
   double refuse_epoch_of_bad_samples(int64_t epoch, int64_t samples);
+  /// This rank's skipped training samples of the running epoch, those before a resume included.
+  int64_t rank_skipped_samples() const;
+  /// [all ranks: a collective] The ranks' skipped training samples of the running epoch.
+  int64_t skipped_over_ranks();
   /// Evaluates and reacts: callbacks (EVAL_END), early stopping, an "eval" history record when no
   /// epoch record takes the values (eval.strategy = "steps", the final evaluation after SWA); with
   /// `epoch_line_follows` (end_epoch) the epoch's record and line take them.

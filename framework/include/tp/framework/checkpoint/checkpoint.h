@@ -111,6 +111,12 @@ struct CheckpointState {
   /// An evaluation a stop signal abandoned (Evaluator::Pending as a number): 0 none, 1 the
   /// step's, 2 the epoch end's. A resume runs it before anything else.
   int64_t eval_pending = 0;
+  /// The training split's sample count when it was saved; -1 in older files. A resume inside an
+  /// epoch needs the same count: the epoch's order is drawn from it.
+  int64_t train_samples = -1;
+  /// Training samples every rank skipped (data.on_bad_sample = "skip") in the saved epoch before
+  /// its position, so the resumed epoch reports them all; 0 at an epoch's start and in older files.
+  int64_t epoch_skipped = 0;
 };
 
 /// What save_checkpoint() writes: the state plus borrowed views of the trainer's tensors.
