@@ -106,6 +106,25 @@ TEST_CASE("image_folder csv: rows of another number of fields, conflicting dupli
           "If the first row is a header, name its columns path,label (accepted: path/file/filename");
 }
 
+TEST_CASE("image_folder csv: Windows paths with '\\' are refused as missing, saying the separator is the cause") {
+  // Data trial F7: a listing pandas wrote on Windows (`sub\a.jpg`) was 819 missing files, no hint.
+  const std::filesystem::path root = write_images("if_csv_backslash", {"sub/a.jpg", "sub/b.jpg", "c.jpg"});
+  refused(root, "path,label\nsub\\a.jpg,cat\nsub\\b.jpg,dog\n", TP_ERR_IO,
+          "Every one holds '\\', the Windows path separator (pandas' to_csv on Windows writes paths so): on this "
+          "system '\\' is part of a file name, not a separator (with '/' in its place, 2 of the first 2 exist). "
+          "Rewrite the paths with '/'");
+  refused(root, "path,label\nsub\\a.jpg,cat\nc.jpg,dog\ngone.jpg,dog\n", TP_ERR_IO, "1 of them holds '\\'");
+  // Missing files without a '\' get no such note.
+  std::ofstream(root / "list.csv", std::ios::trunc) << "path,label\ngone.jpg,dog\nc.jpg,cat\n";
+  PluginLibrary lib("image_folder");
+  FakeConfig cfg;
+  configure(lib, cfg, root / "img");
+  cfg.values["csv"] = (root / "list.csv").string();
+  void* self = nullptr;
+  CHECK(lib.dataset_table(kId).create(&lib.host.host, &cfg.view, "train", &self) == TP_ERR_IO);
+  CHECK(lib.host.last_error.find("Windows") == std::string::npos);
+}
+
 TEST_CASE("image_folder csv: a path listed twice with one label, and classes apart only by case, are warned of") {
   const std::filesystem::path root = write_images("if_csv_warned", {"a.jpg", "b.jpg", "c.jpg"});
   std::ofstream(root / "list.csv") << "a.jpg,cat\nb.jpg,Cat\nc.jpg,dog\na.jpg,cat\nc.jpg,dog\n";
