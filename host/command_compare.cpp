@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "tp/framework/error.h"
 #include "tp/framework/report/comparison.h"
+#include "tp/framework/report/seed_groups.h"
 #include "tp/framework/util/atomic_file.h"
 
 namespace tp::cli {
@@ -39,6 +40,14 @@ int run_compare(const Options& options) {
   write_file_atomically(out_dir / "comparison.md", comparison_markdown(comparison));
   std::printf("%s\n", comparison_text(comparison).c_str());
   std::printf("%s\n%s\n", (out_dir / "comparison.csv").c_str(), (out_dir / "comparison.md").c_str());
+  // Runs that differ in run.seed among others: each setting's mean and spread over its seeds.
+  const SeedGroups groups = group_over_seeds(comparison);
+  if (!groups.groups.empty()) {
+    write_file_atomically(out_dir / "comparison_seeds.csv", seed_groups_csv(groups));
+    write_file_atomically(out_dir / "comparison_seeds.md", seed_groups_markdown(groups));
+    std::printf("\nover seeds (run.seed), per setting:\n%s%s\n%s\n", seed_groups_markdown(groups).c_str(),
+                (out_dir / "comparison_seeds.csv").c_str(), (out_dir / "comparison_seeds.md").c_str());
+  }
   // The table is the result; charts are a view of it, so a missing cairo driver only warns.
   try {
     for (const auto& file : draw_comparison_plots(runs, comparison, out_dir)) std::printf("%s\n", file.c_str());

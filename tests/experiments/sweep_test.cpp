@@ -3,6 +3,7 @@
 // before anything trains.
 #include <toml++/toml.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -314,4 +315,40 @@ TEST_CASE("a value spelled differently is the same cell, and the comparison hold
   CHECK(csv[3][0] == "optim.lr=0.003");
   const toml::table record = toml::parse_file((dir / "sweep.toml").string());
   CHECK(record["cells"].as_array()->size() == 3);
+}
+
+// Experiments trial F4: several seeds per setting, but one row per cell and no mean over seeds.
+TEST_CASE("a grid over run.seed: comparison_seeds.csv holds each setting's mean and std over its seeds") {
+  const auto dir = tp::test::fresh_dir("sweep_seeds");
+  const auto run = tp::test::run_host(sweep(dir, "--set train.epochs=1 --grid optim.lr=0.003,0.01 --grid run.seed=1,2"));
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.output.find("over seeds (run.seed), per setting:") != std::string::npos);
+  const auto cells = tp::test::read_csv(dir / "comparison.csv");
+  REQUIRE(cells.size() == 5);
+  const int final_column = column(cells[0], "final val/accuracy");
+  REQUIRE(final_column >= 0);
+  const auto final_of = [&](std::size_t row) { return std::stod(cells[row][static_cast<std::size_t>(final_column)]); };
+
+  const auto groups = tp::test::read_csv(dir / "comparison_seeds.csv");
+  REQUIRE(groups.size() == 3); // header, lr 0.003, lr 0.01
+  const auto& header = groups[0];
+  CHECK(header[0] == "optim.lr");
+  CHECK(header[1] == "seeds");
+  CHECK(header[2] == "seed_values");
+  const int mean = column(header, "final val/accuracy mean"), stdev = column(header, "final val/accuracy std");
+  REQUIRE(mean >= 0);
+  REQUIRE(stdev >= 0);
+  for (std::size_t g = 0; g < 2; ++g) {
+    const auto& row = groups[g + 1];
+    CHECK(row[0] == (g == 0 ? "0.003" : "0.01"));
+    CHECK(row[1] == "2");
+    CHECK(row[2] == "1 2");
+    // The cells of the setting are rows 2g+1 and 2g+2 of comparison.csv (seed varies fastest).
+    const double a = final_of(2 * g + 1), b = final_of(2 * g + 2);
+    CHECK(std::stod(row[static_cast<std::size_t>(mean)]) == doctest::Approx((a + b) / 2).epsilon(1e-12));
+    CHECK(std::stod(row[static_cast<std::size_t>(stdev)]) ==
+          doctest::Approx(std::abs(a - b) / std::sqrt(2.0)).epsilon(1e-9)); // sample std of two values
+  }
+  CHECK(tp::test::read_text(dir / "comparison_seeds.md").find("± ") != std::string::npos);
 }

@@ -8,10 +8,14 @@
 #include <optional>
 #include <set>
 
+#include "table_cells.h"
 #include "tp/framework/error.h"
 
 namespace tp {
 namespace {
+
+using detail::csv_cell;
+using detail::markdown_cell;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -171,19 +175,6 @@ std::vector<std::vector<std::string>> cells(const Comparison& c, bool exact, con
     line.emplace_back(r.finished ? "yes" : r.running ? "running" : "no");
     out.push_back(line);
   }
-  return out;
-}
-
-std::string csv_cell(const std::string& text) {
-  if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
-  std::string out = "\"";
-  for (const char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
-std::string markdown_cell(const std::string& text) {
-  std::string out;
-  for (const char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
   return out;
 }
 
