@@ -158,9 +158,11 @@ bool Trainer::Impl::load_best() {
   if (evaluator_->enabled()) {
     const Scalars eval = evaluator_->evaluate();
     evaluator_->set_last(eval);
-    // The run ends with these weights: their evaluation is the history's last, as train.log's and
-    // TensorBoard's final values are (experiment trial F9: host compare read the last epoch's).
-    HistoryRecord record{"eval", {{"step", double(step())}, {"epoch", double(std::max<int64_t>(0, position_.epoch - 1))}}};
+    // The run ends with these weights: their evaluation is the history's last record, of its own
+    // kind "best" with the step the weights were saved at, so that neither a plot nor host
+    // compare's "final" takes it for the last step's (experiments trial F6; docs/run_directory.md).
+    HistoryRecord record{"best", {{"step", double(step())}, {"epoch", double(std::max<int64_t>(0, position_.epoch - 1))}}};
+    if (best) record.values.emplace_back("best_step", double(best->step));
     record.values.insert(record.values.end(), eval.begin(), eval.end());
     control_.rank0_write([&] { history_.add(record); });
   }
