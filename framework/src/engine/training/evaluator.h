@@ -62,6 +62,7 @@ class Evaluator {
   uint32_t stopped_by() const noexcept { return stopped_by_; }
   /// The abandoned evaluation a checkpoint saved now must make its resume repeat.
   void set_pending(Pending pending) noexcept { pending_ = pending; }
+  /// The abandoned evaluation still owed (a checkpoint saved now carries it), or kNone.
   Pending pending() const noexcept { return pending_; }
   /// Whether `pending` is owed (then no longer: the caller runs it now).
   bool take_pending(Pending pending) noexcept {
