@@ -16,6 +16,7 @@
 #include "image_pipeline.h"
 #include "opencv_threads.h"
 #include "sample_label.h"
+#include "sample_names.h"
 #include "sample_reader.h"
 #include "shard_classes.h"
 #include "shard_set.h"
@@ -48,6 +49,9 @@ constexpr tp_config_key_t kShardKeys[] = {
     tp::cpp::config_key("class_names", TP_CFG_STRING_ARRAY, "[]",
                         "the classes' names by label id, lent for predictions and exports (torchhost.classes); [] = "
                         "the \"classes\" of the <prefix>-shards.json host shards write put beside the shards, if any"),
+    tp::cpp::config_key("sample_names", TP_CFG_STRING, "\"source\"",
+                        "how host predict names a sample's row: \"source\" = the image file its json member records "
+                        "(host shards write's), else <shard>:<key>; \"shard_key\" = always <shard>:<key>"),
     tp::cpp::config_key("cache", TP_CFG_BOOL, "true",
                         "index each shard once per node (prepare, on local rank 0) and reuse the index while the "
                         "shard's size and time are unchanged"),
@@ -165,6 +169,7 @@ class WebDataset {
         encoded_refusal_(ds::encoded_image_refusal(transform_)),
         label_(read_label_format(args.config)),
         image_extensions_(read_image_extensions(args.config, label_.extension)),
+        sample_names_(wds::read_sample_names(args.config.get_string("sample_names"))),
         shards_(load_split(args, /*writing=*/false, &stats_)),
         files_(shards_.shard_paths()),
         classes_(wds::shard_classes(pattern_for(args.config, args.split).first, pattern_for(args.config, args.split).second,
@@ -200,14 +205,25 @@ class WebDataset {
   /// shards' description (shard_classes.h); nothing when neither names them.
   tp::cpp::ClassNames class_names() const { return {"label", classes_.names}; }
 
-  /// Each sample as `<shard>:<key>` (ABI 1.13), the name its bad-sample messages use: host
-  /// predict's `path` column for a split.
+  /// Each sample's name (ABI 1.13), host predict's `path` column for a split: the image file its
+  /// `json` member records (sample_names.h; host shards write's samples), else `<shard>:<key>`, the
+  /// name its bad-sample messages use. Reads each sample with a json member once (its bytes: the
+  /// json is the last member host shards write stores), so predict costs one more read of them.
   std::vector<std::string> sample_keys() const {
     std::vector<std::string> keys;
     keys.reserve(shards_.size());
     for (uint64_t index = 0; index < shards_.size(); ++index) {
       const wds::ShardSet::Location at = shards_.locate(index);
-      keys.push_back(shards_.shard_paths()[at.shard] + ":" + at.key);
+      const std::string& shard = shards_.shard_paths()[at.shard];
+      std::string name;
+      const std::vector<std::string>& members = shards_.extension_sets()[at.members];
+      if (sample_names_ == wds::SampleNames::kSource && std::find(members.begin(), members.end(), "json") != members.end()) {
+        const wds::SampleSource source{shard, at.key, at.begin};
+        const auto read = wds::read_sample_members(files_.read_sample(at.shard, source, at.end, at.to_file_end),
+                                                   {"json"}, source);
+        if (read[0]) name = wds::recorded_source(*read[0]);
+      }
+      keys.push_back(name.empty() ? shard + ":" + at.key : std::move(name));
     }
     return keys;
   }
@@ -303,6 +319,7 @@ class WebDataset {
   std::string encoded_refusal_;  // "": "image" can be handed over encoded (lent by encoded_images())
   wds::LabelFormat label_;
   std::vector<std::string> image_extensions_;
+  wds::SampleNames sample_names_;  // how sample_keys() names rows
   wds::ShardSetStats stats_;
   wds::ShardSet shards_;
   wds::ShardFiles files_;

@@ -92,6 +92,33 @@ TEST_CASE("webdataset: keys in shard order, cls labels and exact pixels back as 
   CHECK(ds.sample_keys() == expected_keys);
 }
 
+TEST_CASE("webdataset: a row is named by the file its json member records; shard_key keeps <shard>:<key>") {
+  // Data trial F5: host predict named rows `<shard>:<key>` though host shards write records each
+  // sample's file (json "source"), so finding a misclassified image meant opening the tar.
+  const fs::path dir = tp::test::fresh_fixture_dir("wds_sample_names");
+  const std::vector<unsigned char> png = encoded_image(4, 4, 0);
+  const std::string image(png.begin(), png.end());
+  const std::string shard = (dir / "val-000000.tar").string();
+  write_raw_tar(shard, {{"000000.png", image}, {"000000.cls", "0"},
+                        {"000000.json", "{\"label\":0,\"class\":\"cat\",\"source\":\"cat/\u00fcn\u00ef 1.png\"}"},
+                        {"000001.png", image}, {"000001.cls", "1"},  // no json: another tool's shard
+                        {"000002.png", image}, {"000002.cls", "1"}, {"000002.json", "{\"label\":1}"},
+                        {"000003.png", image}, {"000003.cls", "1"}, {"000003.json", "not json"}});
+  PluginLibrary lib("webdataset");
+  FakeConfig cfg;
+  configure(lib, cfg, shard, dir / "index");
+  const Dataset ds(lib, kWebDatasetId, cfg, "train");
+  CHECK(ds.sample_keys() == std::vector<std::string>{"cat/\xC3\xBCn\xC3\xAF 1.png", shard + ":000001", shard + ":000002",
+                                                     shard + ":000003"});
+  cfg.values["sample_names"] = std::string("shard_key");
+  const Dataset by_key(lib, kWebDatasetId, cfg, "train");
+  CHECK(by_key.sample_keys() == std::vector<std::string>{shard + ":000000", shard + ":000001", shard + ":000002",
+                                                         shard + ":000003"});
+  cfg.values["sample_names"] = std::string("path");
+  CHECK(create_status(lib, cfg) == TP_ERR_CONFIG);
+  CHECK(lib.host.last_error.find("sample_names = \"path\" is none of \"source\"") != std::string::npos);
+}
+
 TEST_CASE("webdataset: sample_groups leaves empty shards out; index order is pattern order, then tar order") {
   const fs::path dir = tp::test::fresh_fixture_dir("wds_groups");
   const std::vector<unsigned char> png = encoded_image(4, 4, 0);
