@@ -90,11 +90,17 @@ std::string image_extension(const std::string& path) {
   return ext;
 }
 
-// The image's path relative to the folder its split reads (its class folder and name, or a CSV's
-// entry), so the shards do not record where the data happened to be on this machine.
-std::string source_name(const std::string& path, const ifo::ListingKeys& keys, const std::string& split) {
+// The folder a split's files are named relative to in the shards: its own root, else `root`.
+std::filesystem::path source_base(const ifo::ListingKeys& keys, const std::string& split) {
   const std::string& held_out = split == "test" ? keys.test_root : split == "val" ? keys.val_root : keys.root;
-  const std::filesystem::path base = held_out.empty() ? keys.root : held_out;
+  return held_out.empty() ? keys.root : held_out;
+}
+
+// The image's path relative to the folder its split reads (its class folder and name, or a CSV's
+// entry), so the samples do not record where the data happened to be on this machine; the
+// description beside the shards records that folder (source.root), for host predict's row names.
+std::string source_name(const std::string& path, const ifo::ListingKeys& keys, const std::string& split) {
+  const std::filesystem::path base = source_base(keys, split);
   const std::filesystem::path relative = std::filesystem::path(path).lexically_relative(base);
   return relative.empty() || *relative.begin() == ".." ? path : relative.string();
 }
@@ -366,7 +372,9 @@ int run_shards(const Options& options) {
           {"shards", set.paths.size()},
           {"samples", set.samples},
           {"split", options.split},
-          {"source", {{"config", std::filesystem::absolute(options.config).string()}, {"table", table.key_path}}},
+          {"source", {{"config", std::filesystem::absolute(options.config).string()},
+                      {"table", table.key_path},
+                      {"root", std::filesystem::absolute(source_base(keys, options.split)).lexically_normal().string()}}},
           {"classes", listing.classes},
           {"order", options.keep_order ? nlohmann::ordered_json{{"shuffled", false}}
                                        : nlohmann::ordered_json{{"shuffled", true}, {"seed", seed}}},

@@ -96,6 +96,10 @@ ShardClasses shard_classes(const std::string& pattern, const char* key, const st
       for (const nlohmann::json& name : classes) described.push_back(name.get<std::string>());
       check_names(described, "'" + description + "'");
     }
+    // Informational (row names): a description without it, or of another shape, names none.
+    if (const auto source = doc.find("source"); source != doc.end() && source->is_object())
+      if (const auto root = source->find("root"); root != source->end() && root->is_string())
+        out.source_root = root->get<std::string>();
   }
   if (!configured.empty()) {
     check_names(configured, "class_names");

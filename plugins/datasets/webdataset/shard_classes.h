@@ -14,6 +14,9 @@ namespace tp::webdataset {
 struct ShardClasses {
   std::vector<std::string> names;  ///< by class id; empty: the classes are named only by their ids
   std::string source;              ///< "class_names" or the description file's path; "" when none
+  /// The description's "source"."root": the folder each sample's json `source` is relative to
+  /// (host shards write's), which host predict's row names join it to; "" when none.
+  std::string source_root;
 };
 
 /// The description `host shards write` wrote for the shards of `pattern` (as the config gives

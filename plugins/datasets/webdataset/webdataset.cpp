@@ -6,6 +6,7 @@
 // datasets' shared transforms (tp_image_transforms).
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -206,7 +207,8 @@ class WebDataset {
   tp::cpp::ClassNames class_names() const { return {"label", classes_.names}; }
 
   /// Each sample's name (ABI 1.13), host predict's `path` column for a split: the image file its
-  /// `json` member records (sample_names.h; host shards write's samples), else `<shard>:<key>`, the
+  /// `json` member records (sample_names.h; host shards write's samples, joined to the folder the
+  /// description beside the shards records, shard_classes.h), else `<shard>:<key>`, the
   /// name its bad-sample messages use. Reads each sample with a json member once (its bytes: the
   /// json is the last member host shards write stores), so predict costs one more read of them.
   std::vector<std::string> sample_keys() const {
@@ -222,6 +224,9 @@ class WebDataset {
         const auto read = wds::read_sample_members(files_.read_sample(at.shard, source, at.end, at.to_file_end),
                                                    {"json"}, source);
         if (read[0]) name = wds::recorded_source(*read[0]);
+        // Relative to the split's folder, which the description beside the shards records.
+        if (!name.empty() && !classes_.source_root.empty() && std::filesystem::path(name).is_relative())
+          name = (std::filesystem::path(classes_.source_root) / name).string();
       }
       keys.push_back(name.empty() ? shard + ":" + at.key : std::move(name));
     }

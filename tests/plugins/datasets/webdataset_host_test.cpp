@@ -198,13 +198,13 @@ TEST_CASE("shards written from an image folder train, evaluate on 2 ranks, resum
   for (; std::getline(csv, line); ++row) {
     CAPTURE(line);
     CHECK(line.rfind(std::to_string(row) + ",", 0) == 0);  // the index column, in order
-    // The path column (plugin ABI 1.13): the file the sample was written from, as its json member
-    // records it relative to val_root (data trial F5: it was `<shard>:<key>`).
+    // The path column (plugin ABI 1.13): the file the sample was written from, its json member's
+    // source joined to the folder the description records (data trial F5: it was `<shard>:<key>`).
     const std::size_t path_at = line.find(',') + 1;
     const std::string path = line.substr(path_at, line.find(',', path_at) - path_at);
     char file[24];
     std::snprintf(file, sizeof file, "c%d/%02d.png", row / 10, row % 10);
-    CHECK(path == file);
+    CHECK(path == (val / file).string());
     CHECK(line.ends_with("," + std::to_string(row / 10)));  // the label: 10 images per class folder
   }
   CHECK(row == kClasses * 10);

@@ -110,6 +110,12 @@ TEST_CASE("webdataset: a row is named by the file its json member records; shard
   const Dataset ds(lib, kWebDatasetId, cfg, "train");
   CHECK(ds.sample_keys() == std::vector<std::string>{"cat/\xC3\xBCn\xC3\xAF 1.png", shard + ":000001", shard + ":000002",
                                                      shard + ":000003"});
+  // Beside host shards write's shards, its description records the folder the sources are relative to.
+  write_text(dir / "val-shards.json", "{\"pattern\": \"val-000000.tar\", \"classes\": [\"cat\", \"dog\"], "
+                                      "\"source\": {\"root\": \"/data/photos\"}}");
+  const Dataset described(lib, kWebDatasetId, cfg, "train");
+  CHECK(described.sample_keys()[0] == "/data/photos/cat/\xC3\xBCn\xC3\xAF 1.png");
+  CHECK(described.sample_keys()[1] == shard + ":000001");
   cfg.values["sample_names"] = std::string("shard_key");
   const Dataset by_key(lib, kWebDatasetId, cfg, "train");
   CHECK(by_key.sample_keys() == std::vector<std::string>{shard + ":000000", shard + ":000001", shard + ":000002",
