@@ -6,6 +6,7 @@
 
 #include "tp/framework/checkpoint/checkpoint_seal.h"
 #include "tp/framework/config/load.h"
+#include "tp/framework/config/lr_base.h"
 #include "tp/framework/config/overrides.h"
 #include "tp/framework/engine/run_components.h"
 #include "tp/framework/engine/runtime_setup.h" // resolve_device
@@ -118,6 +119,9 @@ std::unique_ptr<Session> open_session(const Options& options) {
     // `host shards write` reads the data tables alone: a config need not name a model or loss.
     const ConfigScope scope = options.command == "shards" ? ConfigScope::kData : ConfigScope::kRun;
     session->config = load_run_config(options.config, options.sets, env, scope);
+    // optim.lr_base (timm's --lr-base) scales to the global batch, which needs the ranks.
+    if (const auto line = apply_lr_base(session->config.optim, session->config.train, session->place.world_size))
+      session->logger.info(*line);
     // A mistyped mirror (TP_TRAIN_BATCHSIZE) is ignored: say so once, on one rank, by name only.
     if (session->place.rank == 0)
       for (const std::string& warning : unknown_environment_variables(env)) session->logger.warn(warning);

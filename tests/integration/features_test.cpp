@@ -12,6 +12,8 @@
 #include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/monitor/history.h"
 
+#include <toml++/toml.h>
+
 #include "history_reader.h"
 #include "host_runner.h"
 #include "tp/framework/util/short_number.h"
@@ -375,4 +377,35 @@ TEST_CASE("speed switches are explicit and recorded in runtime.toml; channels_la
   const auto epochs = rows_of(read_history(dir), "epoch");
   REQUIRE(epochs.size() == 1);
   CHECK(std::isfinite(epochs.back().values.at("val/loss")));
+}
+
+TEST_CASE("optim.lr_base trains at the lr of this run's global batch, logged and recorded in runtime.toml") {
+  // timm's --lr-base: sgd's linear rule, 0.05 x (16 x 1 rank x 2 accumulated) / 256 = 0.00625.
+  const auto dir = tp::test::fresh_dir("features_lr_base");
+  std::ofstream(dir / "run.toml") << "[run]\ndevice = \"cpu\"\nseed = 3\nthreads = 1\n"
+                                     "[train]\nepochs = 1\nbatch_size = 16\ngrad_accum_steps = 2\nlog_every_steps = 1\n"
+                                     "[optim]\nname = \"sgd\"\nlr_base = 0.05\n"
+                                     "[data.train]\ncomponent = \"org.torchhost.shapes\"\nsize = 64\nval_size = 16\n"
+                                     "image_size = 32\naugment = false\n"
+                                     "[model]\ncomponent = \"org.torchhost.mlp\"\nhidden = [8]\n"
+                                     "[loss]\ncomponent = \"org.torchhost.cross_entropy\"\n"
+                                     "[progress]\nmode = \"off\"\n[plots]\nenabled = false\n";
+  const auto run = tp::test::run_host("--config '" + (dir / "run.toml").string() + "' --output-dir '" + (dir / "out").string() + "'");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.output.find("optim.lr = 0.00625: optim.lr_base 0.05 x (global batch 32 / lr_base_size 256) (linear") !=
+        std::string::npos);
+  const toml::table runtime = toml::parse_file((dir / "out" / "runtime.toml").string());
+  CHECK(runtime["optim_lr"].value<double>() == 0.05 * 32 / 256);
+  const auto steps = rows_of(read_history(dir / "out"), "step");
+  REQUIRE(!steps.empty());
+  CHECK(steps.front().values.at("lr") == doctest::Approx(0.00625).epsilon(1e-12));
+  // config.toml keeps lr_base and no lr: the same file on more ranks scales again.
+  const std::string config = tp::test::read_text(dir / "out" / "config.toml");
+  CHECK(config.find("lr_base = 0.05") != std::string::npos);
+  const auto rerun = tp::test::run_host("--config '" + (dir / "out" / "config.toml").string() + "' --output-dir '" +
+                                        (dir / "again").string() + "' --set train.batch_size=32");
+  INFO(rerun.output);
+  CHECK(rerun.exit_code == 0);
+  CHECK(rerun.output.find("optim.lr = 0.0125: optim.lr_base 0.05 x (global batch 64") != std::string::npos);
 }

@@ -146,6 +146,15 @@ std::vector<HostKey> make_host_keys() {
 
       TP_HOST_KEY(optim, name, R"("adamw")", "optimizer", {.choices = {"sgd", "adam", "adamw", "rmsprop", "lamb", "lion"}}),
       TP_HOST_KEY(optim, lr, "1e-3", "learning rate (> 0)", {.limit = above(0)}),
+      TP_HOST_KEY(optim, lr_base, "0.0",
+          "timm's --lr-base: the lr for a global batch of lr_base_size, scaled to this run's (batch_size x ranks x "
+          "grad_accum_steps) in place of optim.lr; 0 = off",
+          {.limit = at_least(0)}),
+      TP_HOST_KEY(optim, lr_base_size, "256", "the global batch optim.lr_base is given for (timm's --lr-base-size)",
+          {.limit = at_least(1)}),
+      TP_HOST_KEY(optim, lr_base_scale, R"("auto")",
+          "lr = lr_base x ratio (linear) or x sqrt(ratio) (sqrt); auto = sqrt for adam, adamw and lamb, as timm",
+          {.choices = {"auto", "linear", "sqrt"}}),
       TP_HOST_KEY(optim, weight_decay, "0.01",
           "weight decay (>= 0): decoupled for adamw and lion, added to the gradient (L2) for sgd, adam, rmsprop, "
           "added to the update inside the trust ratio for lamb; only on tensors with dim >= 2 unless a param group "

@@ -97,6 +97,9 @@ RunConfig build_run_config(toml::table root, std::string_view source_name,
   // 2. Check host keys and component table shapes, then add defaults.
   validate_host_table(root, source_name, scope == ConfigScope::kData);
   check_tracking_uri(root, env, source_name);
+  // Before the defaults fill it in: whether the user gave optim.lr (refused beside optim.lr_base).
+  const toml::node* given_lr = root.at_path("optim.lr").node();
+  const std::string given_lr_origin = given_lr != nullptr ? node_origin(*given_lr, source_name) : "";
   complete_host_table(root);
   resolve_monitor_modes(root); // "auto" becomes the direction used, in config.toml too
   // A file named in a config file (train.init_weights) is found beside it, as plugin dirs and
@@ -114,6 +117,17 @@ RunConfig build_run_config(toml::table root, std::string_view source_name,
   RunConfig cfg{};
   cfg.resolved = root;
   read_host_keys(root, cfg);
+  // optim.lr_base sets optim.lr from the global batch once the ranks are known (lr_base.h); a
+  // given lr beside it would be one of two answers. config.toml keeps lr_base alone, so the same
+  // file on another number of ranks scales again.
+  if (cfg.optim.lr_base > 0) {
+    if (!given_lr_origin.empty())
+      throw ConfigError("optim.lr", given_lr_origin + ": optim.lr and optim.lr_base are both set. lr_base (timm's "
+                                                      "--lr-base) gives the lr for a global batch of optim.lr_base_size "
+                                                      "and the host scales it to this run's; leave optim.lr out, or set "
+                                                      "optim.lr_base = 0 to train at optim.lr as given.");
+    cfg.resolved.at_path("optim").as_table()->erase("lr");
+  }
   cfg.optim.param_groups = param_group_rules(root);
 
   // 4. Component tables.

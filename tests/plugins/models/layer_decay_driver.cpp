@@ -37,6 +37,9 @@ int main(int argc, char** argv) {
     tp::OptimSection o;
     o.name = "adamw";
     o.lr = 0.1;
+    o.lr_base = 0.0;
+    o.lr_base_size = 256;
+    o.lr_base_scale = "auto";
     o.weight_decay = 0.05;
     o.momentum = 0.9;
     o.nesterov = false;

@@ -32,6 +32,9 @@ inline OptimSection optim_section(const std::string& name, const std::string& im
   OptimSection o;
   o.name = name;
   o.lr = 1e-3;
+  o.lr_base = 0.0;
+  o.lr_base_size = 256;
+  o.lr_base_scale = "auto";
   o.weight_decay = 0.01;
   o.momentum = 0.9;
   o.nesterov = false;

@@ -59,6 +59,9 @@ tp::OptimSection section(const Variant& v, const std::string& name) {
   tp::OptimSection o;
   o.name = name;
   o.lr = std::stod(v.keys.at("lr"));
+  o.lr_base = 0.0;
+  o.lr_base_size = 256;
+  o.lr_base_scale = "auto";
   o.weight_decay = std::stod(v.keys.at("weight_decay"));
   o.momentum = 0.9;
   o.nesterov = false;

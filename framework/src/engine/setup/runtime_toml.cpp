@@ -47,6 +47,7 @@ std::string runtime_toml_text(const RunConfig& config, c10::Device device, Preci
        << "device = \"" << device.str() << "\"\n"
        << "precision = \"" << to_string(precision) << "\"\n"
        << "world_size = " << world_size << "\n"
+       << "optim_lr = " << toml::value<double>(config.optim.lr) << "\n" // after optim.lr_base's scaling
        << "intra_op_threads = " << at::get_num_threads() << "\n"
        << "deterministic = " << (context.deterministicAlgorithms() ? "true" : "false") << "\n"
        << "channels_last = " << (config.run.channels_last ? "true" : "false") << "\n"

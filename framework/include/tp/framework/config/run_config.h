@@ -103,7 +103,10 @@ struct ParamGroupRule {
 
 struct OptimSection {
   std::string name; ///< "sgd" | "adam" | "adamw" | "rmsprop" | "lamb" | "lion"
-  double lr;
+  double lr;          ///< set from lr_base by apply_lr_base (config/lr_base.h) when that is > 0
+  double lr_base;     ///< timm's --lr-base: lr for a global batch of lr_base_size; 0 = off (lr as given)
+  int64_t lr_base_size;      ///< the global batch lr_base is given for (timm's --lr-base-size)
+  std::string lr_base_scale; ///< "auto" | "linear" | "sqrt": how lr follows the global batch (timm's --lr-base-scale)
   double weight_decay; ///< never applied to tensors with dim < 2 (biases, norms) unless a param group sets it
   double momentum;     ///< sgd, rmsprop
   bool nesterov;       ///< sgd
