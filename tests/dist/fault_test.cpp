@@ -381,22 +381,26 @@ timeout_s = 30.0
 // The built-in launcher set no run identity: two launches given one --master-port were kept apart
 // by nothing, and a rank of the second could join the first's run. Each launch now carries its own
 // (TORCHHOST_LAUNCH_ID), and a rank that reaches the other launch's store stops at once, naming both.
+// The second launch is node 1 of 2 (its rank 1 alone, with an exported id): a single-node second
+// launch's rank 0 fails on the port in use at once, and the launcher may stop its rank 1 before
+// that rank reaches the store.
 TEST_CASE("a rank of one launch that reaches another launch's store stops at once, naming both launches") {
   const auto dir = tp::test::fresh_dir("ddp_two_launches_one_port");
   const std::string host = std::string("'") + tp::test::build_dir() + "/bin/host'";
-  const std::string port = "--master-port $((20000 + ($$ + 13) % 20000))";
+  const std::string port = "--master-addr 127.0.0.1 --master-port $((20000 + ($$ + 13) % 20000))";
   const auto run = tp::test::run_shell(
       host + " --nproc-per-node 2 " + port + long_run_args(dir / "first") + " > '" + (dir / "first.log").string() +
       "' 2>&1 & A=$!; for i in $(seq 600); do [ -e '" + (dir / "first" / "history.jsonl").string() +
-      "' ] && break; sleep 0.1; done; S=$(date +%s); " + host + " --nproc-per-node 2 " + port +
-      long_run_args(dir / "second") + " 2>&1; echo \"second exit $? after $(( $(date +%s) - S )) s\"; kill -TERM $A; "
-      "wait $A; echo \"first exit $?\"");
+      "' ] && break; sleep 0.1; done; S=$(date +%s); TORCHHOST_LAUNCH_ID=second " + host +
+      " --nproc-per-node 1 --nnodes 2 --node-rank 1 " + port + long_run_args(dir / "second") +
+      " 2>&1; echo \"second exit $? after $(( $(date +%s) - S )) s\"; kill -TERM $A; wait $A; echo \"first exit $?\"");
   INFO(run.output);
   CHECK(run.output.find("second exit 0 ") == std::string::npos);
   const auto at = run.output.find(" after ");
   REQUIRE(at != std::string::npos);
   CHECK(std::stoi(run.output.substr(at + 7)) < 30); // not dist.timeout_s
-  CHECK(run.output.find("rank 1 of host launch ") != std::string::npos);
+  // The first launch's own identity (single node: made by its launcher), the second's exported one.
+  CHECK(run.output.find("rank 1 of host launch second reached the rendezvous store") != std::string::npos);
   CHECK(run.output.find("of another run (host launch ") != std::string::npos);
   CHECK(run.output.find("first exit 143") != std::string::npos); // the first launch went on, and saved at the stop
 }
