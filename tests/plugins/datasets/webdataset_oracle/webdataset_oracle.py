@@ -157,7 +157,7 @@ def reference(pattern, label_extension, json_label_key="label"):
 # Every key the plugin declares, with its default (the fake host fills none; the real host does).
 DEFAULTS = {
     "shards": "", "val_shards": "", "test_shards": "", "image_extensions": IMAGE_EXTENSIONS,
-    "label_extension": "cls", "json_label_key": "label", "cache": False, "cache_dir": "",
+    "label_extension": "cls", "json_label_key": "label", "sample_names": "source", "cache": False, "cache_dir": "",
     "resize": [], "center_crop": [], "random_resized_crop": [], "scale": [0.08, 1.0],
     "ratio": [0.75, 1.3333333333333333], "interpolation": "bilinear", "hflip": 0.0, "brightness": 0.0, "contrast": 0.0, "saturation": 0.0,
     "rand_augment": [], "trivial_augment": False, "random_erasing": 0.0, "erasing_scale": [0.02, 0.33],
