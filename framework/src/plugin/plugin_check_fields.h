@@ -22,6 +22,7 @@ struct FieldShape {
   DLDataType dtype{};
   std::vector<int64_t> shape;
 
+  /// The same name, element type (code, bits, lanes) and shape: what lets two samples stack.
   bool operator==(const FieldShape& o) const {
     return name == o.name && dtype.code == o.dtype.code && dtype.bits == o.dtype.bits && dtype.lanes == o.dtype.lanes &&
            shape == o.shape;
