@@ -139,7 +139,8 @@ TEST_CASE("a micro-batch skipped whole on one rank: no hang, and the ranks stay 
                            std::string(tp::test::fixture_plugin_dir()) +
                            "' --set progress.mode=\"off\" --set train.epochs=2 --set data.train.size=64 "
                            "--set train.grad_accum_steps=2 --set data.shuffle=false --set data.on_bad_sample=\"skip\" "
-                           "--set data.train.fail_first=8 --set data.train.fail_count=7 --set dist.timeout_s=30 ";
+                           "--set data.train.fail_first=8 --set data.train.fail_count=7 --set dist.timeout_s=30 "
+                           "--set data.max_bad_fraction=1 "; // 7 of 64 bad, on purpose
   const auto run = [&](const std::string& name, const std::string& launch, const std::string& sets) {
     const auto dir = tp::test::fresh_dir(name);
     // `timeout`: before the fix the ranks ran different numbers of backward passes and waited

@@ -336,6 +336,7 @@ lr = 0.01
 num_workers = 0
 shuffle = false
 on_bad_sample = "skip"
+max_bad_fraction = 1.0
 [data.train]
 component = "org.torchhost.test.c_regression"
 size = 2

@@ -63,8 +63,17 @@ TEST_CASE("a resume inside an epoch counts the bad samples skipped before the st
   INFO(resumed.output);
   REQUIRE(resumed.exit_code == 0);
   CHECK(skipped_per_epoch(out) == uninterrupted);
-  CHECK(resumed.output.find("epoch 1: skipped 4 bad samples (" + std::to_string(saved.epoch_skipped) +
-                            " of them over the ranks before the resume, not listed)") != std::string::npos);
+  // Step 6 is epoch 1's last batch (48 samples in 6 batches of 8): the resumed process reads none,
+  // yet the epoch's record holds its 4 skips (the review: it stopped as "every sample failed").
+  const fs::path last_batch = out / "checkpoints" / "step-00000006.pt";
+  REQUIRE(tp::load_checkpoint(last_batch).batch == 6);
+  CHECK(tp::load_checkpoint(last_batch).epoch_skipped == 4);
+  const auto at_end = tp::test::run_host(args(cfg, out) + " --resume '" + last_batch.string() + "'");
+  INFO(at_end.output);
+  CHECK(at_end.exit_code == 0);
+  CHECK(skipped_per_epoch(out) == uninterrupted);
+  CHECK(resumed.output.find("epoch 1: skipped " + std::to_string(4 - saved.epoch_skipped) + " bad samples since the resume, besides " +
+                            std::to_string(saved.epoch_skipped) + " before it (every rank's, not listed)") != std::string::npos);
 }
 
 TEST_CASE("a training split whose sample count changed since the checkpoint is refused inside an epoch, taken at its start") {
@@ -90,4 +99,19 @@ TEST_CASE("a training split whose sample count changed since the checkpoint is r
   CHECK(next.exit_code == 0);
   CHECK(next.output.find("resume: the training split has 55 samples, the checkpoint's run had 52") != std::string::npos);
   CHECK(skipped_per_epoch(out).size() == 2);
+}
+
+TEST_CASE("data.max_bad_fraction: an epoch skipping more than that share of its samples stops the run, naming the files") {
+  // 4 bad files among the 48 samples an epoch reads (8.3%; the loader drops the last 4 of 52): trained
+  // under the default 0.1 (the cases above), stopped under 0.05.
+  const fs::path dir = tp::test::fresh_dir("resume_data_bad_fraction");
+  const fs::path cfg = write_data(dir), out = dir / "out";
+  const auto stopped = tp::test::run_host(args(cfg, out) + " --set data.max_bad_fraction=0.05");
+  INFO(stopped.output);
+  CHECK(stopped.exit_code == 1);
+  CHECK(stopped.output.find("epoch 1: 4 of 48 training samples (8.33%) failed to load, more than "
+                            "data.max_bad_fraction = 0.05 allows") != std::string::npos);
+  CHECK(stopped.output.find("bad0.png") != std::string::npos);
+  CHECK(stopped.output.find("--samples all") != std::string::npos);
+  CHECK(skipped_per_epoch(out).empty());  // the epoch never ended: no record, no epoch-end save
 }

@@ -23,7 +23,8 @@ const std::string kSkipWindowArgs = "--config tests/integration/c_regression.tom
                           std::string(tp::test::fixture_plugin_dir()) +
                           "' --set progress.mode=\"off\" --set data.train.size=64 --set train.batch_size=8 "
                           "--set train.grad_accum_steps=4 --set data.shuffle=false --set data.on_bad_sample=\"skip\" "
-                          "--set eval.strategy=\"no\" --set checkpoint.save_top_k=0 --set checkpoint.keep_last=4 ";
+                          "--set eval.strategy=\"no\" --set checkpoint.save_top_k=0 --set checkpoint.keep_last=4 "
+                          "--set data.max_bad_fraction=1 "; // a whole micro-batch of 64 samples bad, on purpose
 
 std::filesystem::path train_skip_window(const std::string& name, const std::string& sets) {
   const auto dir = tp::test::fresh_dir(name);

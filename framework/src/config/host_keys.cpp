@@ -210,6 +210,10 @@ std::vector<HostKey> make_host_keys() {
           "component (a dataset that serves one, ABI 1.5)"),
       TP_HOST_KEY(data, on_bad_sample, R"("fail")",
           "a sample that fails to load: fail (error naming plugin, index, file) or skip it (counted per epoch)"),
+      TP_HOST_KEY(data, max_bad_fraction, "0.1",
+          "under on_bad_sample = \"skip\": a training epoch whose skipped share of samples (over the ranks) is above "
+          "this stops the run, naming the first bad files (>= 0; 1 = no limit)",
+          {.limit = at_least(0)}),
       TP_HOST_KEY(data, sample_timeout_s, "600.0",
           "seconds one sample may take to load on a loader thread (a read stuck on a hung network file system) "
           "before it counts as a bad sample under data.on_bad_sample (>= 0; 0 = wait forever; needs num_workers >= 1)",

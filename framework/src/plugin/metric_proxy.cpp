@@ -55,7 +55,7 @@ std::vector<StateTensor> MetricProxy::gathered_state() const {
 }
 
 std::vector<std::pair<std::string, double>> MetricProxy::compute() {
-  // The room ABI 1.14 promises (iface/metric.h): one value per class for up to thousands of classes.
+  // TP_METRIC_VALUE_CAPACITY's room (iface/metric.h): one value per class for thousands of classes.
   std::vector<tp_scalar_t> values(TP_METRIC_VALUE_CAPACITY);
   uint32_t count = 0;
   tp_status status = TP_OK;

@@ -170,18 +170,33 @@ int64_t Trainer::Impl::rank_skipped_samples() const {
 double Trainer::Impl::refuse_epoch_of_bad_samples(int64_t epoch, int64_t samples) {
   // data.on_bad_sample = "skip" carries a run past bad files; an epoch in which every sample of
   // every rank was bad trained nothing, and ended as a success with untrained weights saved
-  // (data trial F1). Summed over the ranks, so all of them stop together.
+  // (data trial F1). Summed over the ranks, so all of them stop together. Both checks compare
+  // what this process read (skips and loads since a resume inside the epoch): the earlier
+  // process's skips (skipped_before_resume) only join the record, or a resume at the epoch's last
+  // batch, which loads nothing, would read as an epoch of bad samples.
   const auto options = at::TensorOptions().dtype(at::kDouble).device(collectives_->device());
-  std::vector<at::Tensor> counts{at::tensor({static_cast<double>(rank_skipped_samples()),
-                                             static_cast<double>(samples)}, options)};
+  std::vector<at::Tensor> counts{at::tensor({static_cast<double>(train_loader_->skipped_count()), static_cast<double>(samples),
+                                             static_cast<double>(position_.skipped_before_resume)},
+                                            options)};
   collectives_->all_reduce_sum(counts, "sum the epoch's loaded and skipped training samples");
   const at::Tensor totals = counts.front().cpu();
-  const double skipped = totals[0].item<double>(), loaded = totals[1].item<double>();
-  if (loaded > 0 || skipped == 0) return skipped;
+  const double skipped = totals[0].item<double>(), loaded = totals[1].item<double>(), earlier = totals[2].item<double>();
+  const std::string on_rank = collectives_->world_size() > 1 ? " on rank " + std::to_string(collectives_->rank()) : "";
+  // A share of bad files past data.max_bad_fraction is a broken data set, not a few bad files
+  // (data trial F6: 14% of the files empty trained on to exit 0); every rank sees the same sums.
+  if (loaded > 0 && skipped / (skipped + loaded) > config_.data.max_bad_fraction)
+    throw Error(with_skipped_samples(
+        "epoch " + std::to_string(epoch + 1) + ": " + short_number(skipped, 12) + " of " + short_number(skipped + loaded, 12) +
+            " training samples (" + short_number(100.0 * skipped / (skipped + loaded), 3) +
+            "%) failed to load, more than data.max_bad_fraction = " + short_number(config_.data.max_bad_fraction) +
+            " allows, so nothing of this epoch is saved. The first failures" + on_rank +
+            " below say why; `host plugins check <dataset>.so --config <run.toml> --samples all` lists every bad "
+            "file. Fix or remove them, or raise data.max_bad_fraction (1 = no limit).",
+        train_loader_->first_skipped()));
+  if (loaded > 0 || skipped == 0) return skipped + earlier;
   throw Error(with_skipped_samples("epoch " + std::to_string(epoch + 1) + ": every training sample failed to load (" +
                                short_number(skipped, 12) + " skipped under data.on_bad_sample = \"skip\"), so "
-                               "nothing was trained and nothing of this epoch is saved. The first failures" +
-                               (collectives_->world_size() > 1 ? " on rank " + std::to_string(collectives_->rank()) : "") +
+                               "nothing was trained and nothing of this epoch is saved. The first failures" + on_rank +
                                " below say why; fix the files or the dataset's settings (a wrong root, "
                                "extensions or decoder), or set data.on_bad_sample = \"fail\" to stop at the first.",
                            train_loader_->first_skipped()));
@@ -224,17 +239,17 @@ void Trainer::Impl::end_epoch(int64_t epoch) {
                         {"throughput/samples_per_s", seconds > 0 ? double(clock.samples) / seconds : 0.0}}};
   record.values.insert(record.values.end(), train_terms.begin(), train_terms.end());
   // data.on_bad_sample = "skip": how many training samples the ranks dropped, and this rank's first few.
-  if (const int64_t skipped = rank_skipped_samples(); config_.data.on_bad_sample == BadSamplePolicy::kSkip) {
+  if (config_.data.on_bad_sample == BadSamplePolicy::kSkip) {
     // Every rank's, as val/skipped_samples beside it (data trial F21: it was rank 0's alone).
     record.values.emplace_back("data/skipped_samples", skipped_all);
-    const int64_t before = position_.skipped_before_resume;
-    std::string head = "epoch " + std::to_string(epoch + 1) + ": skipped " + std::to_string(skipped) + " bad samples";
     // After a resume inside the epoch the clock counts the samples since; the earlier process's
-    // skips (every rank's, from the checkpoint) are in the count but not in the list below.
-    if (before == 0) head += " of " + std::to_string(skipped + clock.samples);
+    // skips (every rank's, from the checkpoint) are in the record but not in the list below.
+    const int64_t here = train_loader_->skipped_count(), before = position_.skipped_before_resume;
+    std::string head = "epoch " + std::to_string(epoch + 1) + ": skipped " + std::to_string(here) + " bad samples";
+    if (before == 0) head += " of " + std::to_string(here + clock.samples);
     if (collectives_->world_size() > 1) head += " on this rank";
-    if (before > 0) head += " (" + std::to_string(before) + " of them over the ranks before the resume, not listed)";
-    if (skipped > 0) log_.warn(with_skipped_samples(head, train_loader_->first_skipped()));
+    if (before > 0) head += " since the resume, besides " + std::to_string(before) + " before it (every rank's, not listed)";
+    if (here + before > 0) log_.warn(with_skipped_samples(head, train_loader_->first_skipped()));
   }
   position_.skipped_before_resume = 0; // counted in this epoch's record
   for (const auto& value : eval) record.values.push_back(value);

@@ -37,6 +37,10 @@
 //   eval_pending: int                an evaluation a stop signal abandoned, which a resume runs
 //                                    first: 1 the step's (eval.strategy = "steps"), 2 the epoch
 //                                    end's (SWA's fold of that epoch done); absent when none
+//   train_samples: int               the training split's sample count; a resume inside an epoch
+//                                    needs the same (absent in files written before)
+//   epoch_skipped: int               bad samples every rank skipped in the saved epoch before its
+//                                    position (data.on_bad_sample = "skip"); absent when 0
 // Writes are atomic: a temporary file in the same directory, fsync, rename, fsync of the
 // directory. A crash at any moment leaves the previous file intact and loadable. Every file is
 // sealed with a CRC-32C in its zip comment (checkpoint_seal.h), verified before every load.

@@ -135,6 +135,7 @@ struct DataSection {
   bool val_from_train;  ///< without [data.val], build "val" from the [data.train] component
   bool test_from_train; ///< without [data.test], build "test" from the [data.train] component
   BadSamplePolicy on_bad_sample; ///< a sample that fails to load
+  double max_bad_fraction;       ///< "skip": an epoch skipping more than this share of its samples stops the run; >= 1 = no limit
   double sample_timeout_s;   ///< seconds one sample may load on a loader thread before it counts as bad; 0: no limit
   int64_t group_window;      ///< a dataset stored in groups (tar shards): samples shuffled within this many groups
   DecodeMode decode;         ///< where image files are decoded: the loader threads or the device (nvJPEG)
