@@ -100,3 +100,34 @@ TEST_CASE("a stop signal during an eval.strategy = \"steps\" evaluation: the res
                                " --set checkpoint.strategy=\\\"steps\\\" --set checkpoint.every=5",
                                5, 5);
 }
+
+// A stop signal that reaches one rank alone (a user's kill, one node preempted; no launcher to
+// forward it): the rank it reached leaves a note in the rendezvous store, and the other stops its
+// own shard of the evaluation within a poll (kNoticePoll) instead of finishing it (3 s here).
+TEST_CASE("a stop signal to one rank alone during an evaluation stops the other's shard too") {
+  const auto dir = tp::test::fresh_dir("eval_signal_one_rank");
+  const std::string host = std::string("'") + tp::test::build_dir() + "/bin/host'";
+  const std::string args = " train --config tests/dist/ddp.toml --output-dir '" + dir.string() +
+                           "' --set data.train.size=640 --set data.train.val_size=120000 --set eval.batch_size=4"
+                           " --set train.log_every_steps=1 --set eval.sanity_batches=0 --set train.epochs=1";
+  const auto log = [&](int rank) { return "'" + (dir / ("rank" + std::to_string(rank) + ".log")).string() + "'"; };
+  const auto run = tp::test::run_shell(
+      "export MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + ($$ + 17) % 20000)) WORLD_SIZE=2; "
+      "RANK=0 LOCAL_RANK=0 " + host + args + " > " + log(0) + " 2>&1 & P0=$!; "
+      "RANK=1 LOCAL_RANK=1 " + host + args + " > " + log(1) + " 2>&1 & P1=$!; "
+      "for i in $(seq 3000); do [ \"$(cat '" + (dir / "history.jsonl").string() + "' 2>/dev/null | wc -l)\" -ge 10 ] && "
+      "break; sleep 0.02; done; sleep 0.5; S=$(date +%s%N); kill -TERM $P1; wait $P0; C0=$?; wait $P1; C1=$?; "
+      "echo \"exits $C0 $C1 after $(( ($(date +%s%N) - S) / 1000000 )) ms\"; cat " + log(0) + " " + log(1));
+  INFO(run.output);
+  CHECK(tp::test::contains(run.output, "exits 143 143 after "));
+  const auto after = run.output.find(" after ");
+  REQUIRE(after != std::string::npos);
+  CHECK(std::stoll(run.output.substr(after + 7)) < 2000);
+  const std::string said = "stopped by signal 15 at step 10 during its evaluation; saved ";
+  const auto first = run.output.find(said);
+  REQUIRE(first != std::string::npos);
+  CHECK(run.output.find(said, first + 1) != std::string::npos); // both ranks
+  const tp::LoadedCheckpoint saved = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
+  CHECK(saved.step == 10);
+  CHECK(saved.eval_pending == 2);
+}

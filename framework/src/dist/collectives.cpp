@@ -36,6 +36,8 @@ class SingleProcess final : public Collectives {
   std::unique_ptr<GradientReducer> gradient_reducer(const std::vector<StateTensor>&, bool) override {
     return std::make_unique<NoReducer>();
   }
+  void raise_notice(const std::string&) noexcept override {}
+  bool notice_raised(const std::string&) noexcept override { return false; }
 
  protected:
   void do_all_reduce_sum(std::vector<at::Tensor>&, const char*) override {}
@@ -94,6 +96,8 @@ class DataParallel final : public Collectives {
   std::unique_ptr<GradientReducer> gradient_reducer(const std::vector<StateTensor>& state, bool overlap) override {
     return std::make_unique<Reducer>(dist_, state, overlap);
   }
+  void raise_notice(const std::string& name) noexcept override { dist_.raise_notice(name); }
+  bool notice_raised(const std::string& name) noexcept override { return dist_.notice_raised(name); }
 
  protected:
   void do_all_reduce_sum(std::vector<at::Tensor>& tensors, const char* what) override {

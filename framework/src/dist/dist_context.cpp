@@ -290,6 +290,22 @@ std::string DistContext::rank0_text(const std::string& name, const std::string& 
   }
 }
 
+void DistContext::raise_notice(const std::string& name) noexcept {
+  try {
+    store_->set("notice/" + name, std::vector<uint8_t>{1});
+  } catch (const std::exception&) {
+    // The note only hastens what a collective agrees anyway.
+  }
+}
+
+bool DistContext::notice_raised(const std::string& name) noexcept {
+  try {
+    return store_->check({"notice/" + name});
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 void DistContext::meet(const std::string& name, std::chrono::milliseconds timeout, std::chrono::milliseconds first_note,
                        std::chrono::milliseconds every, const std::function<void(int arrived, double seconds)>& waiting) {
   const std::string key = "meet/" + std::to_string(meetings_++) + "/" + name;

@@ -32,8 +32,8 @@ struct EvaluationPass {
   /// before training, where a tensor a plugin makes and keeps on its first call must be a normal
   /// one that training's autograd may save (an inference tensor cannot be).
   bool inference_mode = true;
-  /// Training's evaluations: this rank's reasons to abandon the pass (RunControl::signal_flags, a
-  /// stop signal's bit), read before each batch, a cheap atomic load. A rank that sees one stops
+  /// Training's evaluations: this rank's reasons to abandon the pass (RunControl::evaluation_stop_flags:
+  /// a stop signal's bit, or another rank's note of one), read before each batch. A rank that sees one stops
   /// fetching batches; the ranks agree inside the pass's closing all-reduce, which already exists
   /// (no collective per batch), and `*stopped` receives the flags ORed over ranks. Empty (host
   /// eval, the sanity check): the pass always runs to its end.

@@ -49,6 +49,17 @@ uint32_t RunControl::take_window_flags() {
 
 uint32_t RunControl::signal_flags() const noexcept { return signal_flag(pending_stop_signal()); }
 
+uint32_t RunControl::evaluation_stop_flags() {
+  if (const uint32_t own = signal_flags(); own != 0) {
+    if (!std::exchange(notice_left_, true)) collectives_.raise_notice("evaluation_stop");
+    return own;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_notice_poll_ < kNoticePoll) return 0;
+  last_notice_poll_ = now;
+  return collectives_.notice_raised("evaluation_stop") ? kFlagPeerStop : 0u;
+}
+
 void RunControl::evaluation_stopped(uint32_t agreed) noexcept {
   if (const int agreed_stop = agreed_signal(agreed); agreed_stop != 0 && signal_ == 0) signal_ = agreed_stop;
 }

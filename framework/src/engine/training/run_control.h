@@ -11,6 +11,7 @@
 // and there every rank throws it, instead of the others waiting out dist.timeout_s.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -33,6 +34,9 @@ int agreed_signal(uint32_t agreed) noexcept;
 
 /// Why a run stops before train.epochs is done.
 enum class StopCause { kCallback, kEarlyStopping, kMaxSteps, kMaxTime };
+
+/// How often an evaluation asks whether another rank stops (RunControl::evaluation_stop_flags).
+inline constexpr std::chrono::milliseconds kNoticePoll{250};
 
 class RunControl {
  public:
@@ -57,9 +61,15 @@ class RunControl {
   /// [all ranks] The window's agreed flags (the same on every rank), once the optimizer step
   /// `step` is counted; `next` is where the run would continue after it.
   void window_agreed(uint32_t agreed, int64_t step, ResumePosition next);
-  /// [main] This rank's stop-signal flag (kFlagsSignal: the signal its handler received), or 0:
-  /// what an evaluation reads between batches (EvaluationPass::stop_flags). An atomic load.
+  /// [main] This rank's stop-signal flag (kFlagsSignal: the signal its handler received), or 0.
+  /// An atomic load.
   uint32_t signal_flags() const noexcept;
+  /// [main] What an evaluation reads between batches (EvaluationPass::stop_flags): this rank's
+  /// signal flag, which it also leaves as a note for the other ranks (Collectives::raise_notice,
+  /// once); else, at most every kNoticePoll, kFlagPeerStop when another rank left that note, so a
+  /// rank the signal did not reach stops its pass too instead of finishing its shard. Costs no
+  /// collective; a store round trip per kNoticePoll under data-parallel training, none alone.
+  uint32_t evaluation_stop_flags();
   /// [all ranks] An evaluation was abandoned on the flags `agreed` over ranks (its closing
   /// all-reduce): the agreed signal becomes signal(), as a window's agreement makes it.
   void evaluation_stopped(uint32_t agreed) noexcept;
@@ -108,6 +118,8 @@ class RunControl {
   int signal_ = 0;
   std::optional<ResumePosition> pause_;
   std::exception_ptr write_failure_; ///< rank 0's first failed write, thrown at the next agreement
+  bool notice_left_ = false;                                ///< evaluation_stop_flags left its note
+  std::chrono::steady_clock::time_point last_notice_poll_{}; ///< when it last asked for the others'
   /// [all ranks] After an agreement that carried kFlagWriteFailed: every rank throws rank 0's error.
   [[noreturn]] void fail_with_write_error();
 };

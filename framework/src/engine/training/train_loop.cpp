@@ -279,7 +279,7 @@ std::optional<Scalars> Trainer::Impl::run_evaluation(bool epoch_line_follows, in
   if (stoppable && control_.signal() != 0) return std::nullopt;
   sync_batchnorm_stats(); // each rank evaluates its shard: with the same statistics
   std::function<uint32_t()> stop_flags;
-  if (stoppable) stop_flags = [this] { return control_.signal_flags(); };
+  if (stoppable) stop_flags = [this] { return control_.evaluation_stop_flags(); };
   std::optional<Scalars> evaluated = evaluator_->run(step(), update_.active_schedule(), stop_flags);
   if (!evaluated) {
     control_.evaluation_stopped(evaluator_->stopped_by()); // agreed by every rank

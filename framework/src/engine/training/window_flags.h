@@ -22,6 +22,9 @@ enum WindowFlag : uint32_t {
   kFlagWriteFailed = 1u << 7, ///< rank 0 failed to write a run file (rank0_write)
   kFlagSigUsr1 = 1u << 8,     ///< SIGUSR1 (SLURM's requeue warning) reached this rank
   kFlagSigInt = 1u << 9,      ///< SIGINT reached this rank
+  /// An evaluation only (never in a window's agreement): another rank left the note that a stop
+  /// signal reached it (RunControl::evaluation_stop_flags), so this one stops its pass too.
+  kFlagPeerStop = 1u << 10,
 };
 
 /// Each stop signal's bit, in kStopSignals' order (stop_signal.h: SIGUSR1, SIGTERM, SIGINT, their

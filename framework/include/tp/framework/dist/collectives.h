@@ -89,6 +89,15 @@ class Collectives {
   virtual std::unique_ptr<GradientReducer> gradient_reducer(const std::vector<StateTensor>& state,
                                                             bool overlap) = 0;
 
+  /// [main] A note one rank leaves for the others without a collective, for a decision a rank may
+  /// see alone while no collective is due until the end of a long pass (a stop signal during an
+  /// evaluation): `raise_notice` leaves it, `notice_raised` says whether any rank did. Through the
+  /// rendezvous store (a round trip to rank 0's store, no wait); a single process has no one to
+  /// tell (false). Not collectives: not counted in calls(), and never the decision itself, which a
+  /// collective still agrees on.
+  virtual void raise_notice(const std::string& name) noexcept = 0;
+  virtual bool notice_raised(const std::string& name) noexcept = 0;
+
   /// Collectives made so far (every call above but gradient_reducer).
   int64_t calls() const noexcept { return calls_; }
 

@@ -83,6 +83,13 @@ class DistContext {
   /// with rank 0's before any collective depends on it. Throws tp::Error when rank 0's text does
   /// not arrive in time.
   std::string rank0_text(const std::string& name, const std::string& text);
+  /// [main] Leaves the note `name` in the rendezvous store for the other ranks (no collective; a
+  /// round trip to rank 0's store). A store that fails costs the note, never an exception: the
+  /// decision it hastens is still agreed in a collective.
+  void raise_notice(const std::string& name) noexcept;
+  /// [main] Whether any rank left the note `name` (store check, no wait; false when the store
+  /// cannot answer).
+  bool notice_raised(const std::string& name) noexcept;
   /// Rethrows `error` (from a collective) as a tp::Error that says which collective failed and
   /// which ranks no longer answer (asked through the store, a few seconds at most).
   [[noreturn]] void fail(const char* what, const std::exception& error);
