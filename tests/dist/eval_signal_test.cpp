@@ -101,6 +101,37 @@ TEST_CASE("a stop signal during an eval.strategy = \"steps\" evaluation: the res
                                5, 5);
 }
 
+// The review of 0d612c0: the owed evaluation's own decision to stop (here early stopping's
+// stop_below) was ignored by the resumed run, which trained step 6 and evaluated it; the
+// uninterrupted run ends at step 5.
+TEST_CASE("a resume whose owed \"steps\" evaluation stops the run early stops where the uninterrupted run stopped") {
+  check_stop_during_evaluation("eval_signal_steps_early_stop",
+                               " --set train.epochs=1 --set eval.strategy=\\\"steps\\\" --set eval.every=5"
+                               " --set checkpoint.strategy=\\\"steps\\\" --set checkpoint.every=5"
+                               " --set early_stopping.patience=5 --set early_stopping.stop_below=100",
+                               5, 5);
+}
+
+// The review of 0d612c0: a rank that evaluated no batch (here an empty shard: one validation
+// sample on two ranks; also a rank a stop signal reached before its first batch) had no named
+// loss terms (weighted_sum's) to send, so the ranks' sum lists did not line up and both waited in
+// the all-reduce for dist.timeout_s and failed. The ranks now agree on the terms first.
+TEST_CASE("an evaluation where one rank has no batch, with a loss of named terms: the ranks agree on them") {
+  const auto dir = tp::test::fresh_dir("eval_terms_empty_shard");
+  const auto run = tp::test::run_host(
+      "--nproc-per-node 2 train --config tests/dist/ddp.toml --output-dir '" + dir.string() +
+      "' --set data.train.size=640 --set data.train.val_size=1 --set train.epochs=1 --set eval.sanity_batches=0"
+      " --set dist.timeout_s=20 --set loss.component=\\\"org.torchhost.weighted_sum\\\""
+      " --set 'loss.losses=[\"cross_entropy\", \"cross_entropy\"]' --set 'loss.outputs=[\"logits\", \"logits\"]'"
+      " --set 'loss.targets=[\"label\", \"label\"]' --set 'loss.weights=[1.0, 0.5]'");
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  const auto evals = tp::test::rows_of(tp::test::read_history(dir), "epoch");
+  REQUIRE(evals.size() == 1);
+  CHECK(evals.front().has("val/loss/logits_0"));
+  CHECK(evals.front().values.at("val/loss/logits_1") == doctest::Approx(0.5 * evals.front().values.at("val/loss/logits_0")));
+}
+
 // A stop signal that reaches one rank alone (a user's kill, one node preempted; no launcher to
 // forward it): the rank it reached leaves a note in the rendezvous store, and the other stops its
 // own shard of the evaluation within a poll (kNoticePoll) instead of finishing it (3 s here).

@@ -4,6 +4,7 @@
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -15,6 +16,29 @@
 #include "tp/framework/dist/collectives.h"
 
 namespace tp {
+namespace {
+
+/// [all ranks] The loss's `count` term names where some ranks have none (a shard without a
+/// batch): each rank's names as bytes, gathered in rank order; the first `count` are the first
+/// rank's that had them (every rank runs the same loss).
+std::vector<std::string> term_names_from_ranks(Collectives& collectives, const std::vector<std::string>& own,
+                                               std::size_t count, c10::Device device) {
+  std::string joined;
+  for (const std::string& name : own) joined += name + '\n';
+  at::Tensor rows = at::empty({static_cast<int64_t>(joined.size()), 1}, at::TensorOptions().dtype(at::kByte));
+  std::copy(joined.begin(), joined.end(), rows.data_ptr<uint8_t>());
+  const at::Tensor all = collectives.all_gather_rows(rows.to(device), "agree on the loss's term names over ranks").cpu();
+  const std::string bytes(reinterpret_cast<const char*>(all.data_ptr<uint8_t>()), static_cast<std::size_t>(all.numel()));
+  std::vector<std::string> names;
+  for (std::size_t start = 0; names.size() < count && start < bytes.size();) {
+    const std::size_t end = bytes.find('\n', start);
+    names.push_back(bytes.substr(start, end - start));
+    start = end + 1;
+  }
+  return names;
+}
+
+}  // namespace
 
 Scalars evaluate_split(const EvaluationPass& pass, const std::string& prefix) {
   RunComponents& parts = pass.parts;
@@ -34,7 +58,7 @@ Scalars evaluate_split(const EvaluationPass& pass, const std::string& prefix) {
     else no_grad.emplace();
     pass.loader.start_epoch(0);
     int64_t batches = 0;
-    // A stop signal: this rank fetches no more; the others learn of it in the closing all-reduce.
+    // A stop signal: this rank fetches no more; the others learn of it in the header all-reduce.
     while (!(pass.stop_flags && (stop_flags = pass.stop_flags()) != 0)) {
       auto cpu_batch = pass.loader.next();
       if (!cpu_batch) break;
@@ -75,30 +99,42 @@ Scalars evaluate_split(const EvaluationPass& pass, const std::string& prefix) {
       if (++batches == pass.batch_limit) break; // overfit_batches / fast_dev_run
     }
   }
-  // Exact evaluation: the shards are disjoint and cover the split once, so sums of the loss,
-  // the item count and every metric's state are the single-process values.
-  // data.on_bad_sample = "skip": the samples the metrics do not cover, summed like them.
+  // 1. What every rank sends alike, first: the stop flags' bits, and whether this rank has the
+  //    loss's named terms and how many. A rank that stopped before its first batch, or saw none
+  //    (an empty shard, every sample skipped), has no terms, so the lists of step 2 would not line
+  //    up and the ranks would wait in the all-reduce for dist.timeout_s (the review of 0d612c0).
+  //    A single process decides alone.
+  if (collectives.world_size() > 1) {
+    std::vector<double> header(34, 0.0);
+    for (int bit = 0; bit < 32; ++bit) header[bit] = (stop_flags >> bit) & 1u;
+    header[32] = term_sums.defined() ? 1.0 : 0.0;
+    header[33] = term_sums.defined() ? static_cast<double>(term_sums.numel()) : 0.0;
+    std::vector<at::Tensor> agreed{at::tensor(header, at::TensorOptions().dtype(at::kDouble)).to(options.device())};
+    collectives.all_reduce_sum(agreed, "agree on the evaluation's stop and the loss's terms over ranks");
+    const at::Tensor summed = agreed.front().cpu(); // a sync, once per evaluation
+    const auto sums = summed.accessor<double, 1>();
+    stop_flags = 0;
+    for (int bit = 0; bit < 32; ++bit)
+      if (sums[bit] > 0) stop_flags |= 1u << bit;
+    if (const double with_terms = sums[32]; with_terms > 0 && with_terms < collectives.world_size()) {
+      const auto terms = static_cast<std::size_t>(sums[33] / with_terms); // the same loss everywhere
+      term_names = term_names_from_ranks(collectives, term_names, terms, options.device());
+      if (!term_sums.defined()) term_sums = at::zeros({static_cast<int64_t>(terms)}, options);
+    }
+  }
+  if (pass.stop_flags) {
+    *pass.stopped = stop_flags;
+    if (stop_flags != 0) return {}; // every rank: abandoned, its values never computed
+  }
+  // 2. Exact evaluation: the shards are disjoint and cover the split once, so sums of the loss,
+  //    the item count and every metric's state are the single-process values.
+  //    data.on_bad_sample = "skip": the samples the metrics do not cover, summed like them.
   const at::Tensor skipped = at::full({}, static_cast<double>(pass.loader.skipped_count()), options);
   std::vector<at::Tensor> tensors{loss_sum, count, skipped};
   if (term_sums.defined()) tensors.push_back(term_sums);
   for (auto& metric : parts.metrics)
     for (const auto& s : metric->state()) tensors.push_back(s.tensor);
-  // A watched pass: each rank's stop flags, one element per bit, summed with the rest, so the
-  // ranks agree without a collective of their own.
-  if (pass.stop_flags) {
-    std::vector<double> bits(32, 0.0);
-    for (int bit = 0; bit < 32; ++bit) bits[bit] = (stop_flags >> bit) & 1u;
-    tensors.push_back(at::tensor(bits, at::TensorOptions().dtype(at::kDouble)).to(options.device()));
-  }
   collectives.all_reduce_sum(tensors, "sum evaluation loss and metric state over ranks");
-  if (pass.stop_flags) {
-    const at::Tensor summed = tensors.back().cpu(); // a sync, once per evaluation
-    const auto sums = summed.accessor<double, 1>();
-    *pass.stopped = 0;
-    for (int bit = 0; bit < 32; ++bit)
-      if (sums[bit] > 0) *pass.stopped |= 1u << bit;
-    if (*pass.stopped != 0) return {}; // every rank: abandoned, its values never computed
-  }
   // Rows that do not add up (ABI 1.7: scored detections) are concatenated instead; the metric
   // keeps a key to sort them by, so rank order does not change its values.
   if (collectives.world_size() > 1)

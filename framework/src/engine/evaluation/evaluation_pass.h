@@ -34,8 +34,8 @@ struct EvaluationPass {
   bool inference_mode = true;
   /// Training's evaluations: this rank's reasons to abandon the pass (RunControl::evaluation_stop_flags:
   /// a stop signal's bit, or another rank's note of one), read before each batch. A rank that sees one stops
-  /// fetching batches; the ranks agree inside the pass's closing all-reduce, which already exists
-  /// (no collective per batch), and `*stopped` receives the flags ORed over ranks. Empty (host
+  /// fetching batches; the ranks agree in the pass's header all-reduce (one per pass, never one per
+  /// batch), and `*stopped` receives the flags ORed over ranks. Empty (host
   /// eval, the sanity check): the pass always runs to its end.
   std::function<uint32_t()> stop_flags = {};
   uint32_t* stopped = nullptr; ///< required with stop_flags: 0 when the pass ran to its end

@@ -54,7 +54,7 @@ class Evaluator {
   /// checkpoint.monitor is not evaluated but save_top_k needs it (an average's value before its
   /// first update is just absent).
   /// `stop_flags` (training's evaluations, RunControl::evaluation_stop_flags): this rank's reasons to
-  /// abandon the evaluation, read between batches and agreed in each pass's closing all-reduce
+  /// abandon the evaluation, read between batches and agreed in each pass's header all-reduce
   /// (EvaluationPass::stop_flags). Abandoned on every rank: returns nothing, with no reaction
   /// (nothing remembered, no schedule step), and stopped_by() holds the flags ORed over ranks.
   std::optional<Scalars> run(int64_t step, LrScheduler& scheduler, const std::function<uint32_t()>& stop_flags = {});

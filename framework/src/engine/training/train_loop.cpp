@@ -65,7 +65,14 @@ void Trainer::Impl::train_epoch(int64_t epoch) {
   // stopped.
   if (evaluator_->take_pending(Evaluator::Pending::kStep)) {
     evaluate_and_save_on_steps(epoch, /*owed=*/true);
-    if (control_.signal() != 0) stop_on_signal({epoch, train_loader_->next_batch_index()});
+    const int64_t next = train_loader_->next_batch_index();
+    if (control_.signal() != 0) stop_on_signal({epoch, next});
+    // A stop that evaluation decided (early stopping, a callback's request at EVAL_END) ends the
+    // epoch here, as right after it in the run that stopped (the review: one more step trained).
+    if (control_.stop()) {
+      if (done < batches) control_.left_epoch_early({epoch, next});
+      return;
+    }
   }
   while (done < batches) {
     // Step: one optimizer step over the next accumulation window (the epoch's last window may be

@@ -155,7 +155,7 @@ class Trainer::Impl {
   /// `trained_in`: the 0-based epoch of the step the evaluation follows, for its record (-1: the
   /// current position's epoch, as for an evaluation inside an epoch). `stoppable` (the loop's
   /// evaluations): a stop signal agreed before it or during it (between batches, agreed in the
-  /// passes' closing all-reduce) abandons it: nothing is returned, logged or reacted to, and
+  /// passes' header all-reduce) abandons it: nothing is returned, logged or reacted to, and
   /// RunControl::signal holds the signal.
   std::optional<Scalars> run_evaluation(bool epoch_line_follows = false, int64_t trained_in = -1, bool stoppable = false);
   bool due(IntervalStrategy strategy, int64_t every, bool at_epoch_end, int64_t epoch) const;
