@@ -34,13 +34,28 @@ int seconds_after(const std::string& output) {
   return at == std::string::npos ? -1 : std::stoi(output.substr(at + 7));
 }
 
+/// tests/dist/ddp.toml, which every case runs.
+std::string ddp_config() { return std::string(tp::test::source_dir()) + "/tests/dist/ddp.toml"; }
+
+/// The small data set the cases with an earlier run train on: 96 samples in batches of 16.
+const std::string kSmall = " --set data.train.size=96 --set data.train.val_size=32 --set train.batch_size=16";
+
+/// The earlier run those cases resume or evaluate: one process trains kSmall for one epoch, from
+/// `cwd`, into `output_dir` (as --output-dir gives it: relative to `cwd`, or absolute).
+void train_earlier_run(const std::filesystem::path& cwd, const std::string& output_dir) {
+  const std::string host = std::string("'") + tp::test::build_dir() + "/bin/host'";
+  const auto first = tp::test::run_shell("cd '" + cwd.string() + "' && " + host + " train --config '" + ddp_config() +
+                                         "' --output-dir '" + output_dir + "' --set train.epochs=1" + kSmall);
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+}
+
 }  // namespace
 
 TEST_CASE("ranks started with different configurations stop at once with exit 2, naming the first key") {
   // Before, rank 1 stepped with lr 0.5 and seed 99 beside rank 0's 0.01 and 7, and both exited 0.
   const auto dir = tp::test::fresh_dir("ddp_mixed_config");
-  const std::string config = std::string(tp::test::source_dir()) + "/tests/dist/ddp.toml";
-  const std::string args = " train --config '" + config + "' --output-dir '" + dir.string() +
+  const std::string args = " train --config '" + ddp_config() + "' --output-dir '" + dir.string() +
                            "' --set train.epochs=1 --set dist.timeout_s=30";
   const auto run = tp::test::run_shell(
       two_ranks(dir, dir, args, dir, args + " --set optim.lr=0.5 --set run.seed=99", 41));
@@ -65,14 +80,9 @@ TEST_CASE("--resume auto with the run directory not shared: every rank stops at 
   const auto dir = tp::test::fresh_dir("ddp_resume_not_shared");
   const auto node1 = dir / "node1";
   std::filesystem::create_directories(node1);
-  const std::string host = std::string("'") + tp::test::build_dir() + "/bin/host'";
-  const std::string config = std::string(tp::test::source_dir()) + "/tests/dist/ddp.toml";
-  const std::string small = " --set data.train.size=96 --set data.train.val_size=32 --set train.batch_size=16";
-  const auto first = tp::test::run_shell("cd '" + dir.string() + "' && " + host + " train --config '" + config +
-                                         "' --output-dir run --set train.epochs=1" + small);
-  REQUIRE(first.exit_code == 0);
+  train_earlier_run(dir, "run");
   REQUIRE(std::filesystem::exists(dir / "run" / "checkpoints" / "last.pt"));
-  const std::string args = " train --config '" + config + "' --output-dir run --set train.epochs=2" + small +
+  const std::string args = " train --config '" + ddp_config() + "' --output-dir run --set train.epochs=2" + kSmall +
                            " --set dist.timeout_s=30 --resume auto";
   const auto run = tp::test::run_shell(two_ranks(dir, dir, args, node1, args, 43));
   INFO(run.output);
@@ -92,13 +102,8 @@ TEST_CASE("a --resume checkpoint one rank cannot read ends every rank at once wi
   // agreement, while rank 0 waited in the datasets' preparation for dist.prepare_timeout_s, then
   // blamed the preparation (the review of the F4 fix).
   const auto dir = tp::test::fresh_dir("ddp_resume_unreadable");
-  const std::string host = std::string("'") + tp::test::build_dir() + "/bin/host'";
-  const std::string config = std::string(tp::test::source_dir()) + "/tests/dist/ddp.toml";
-  const std::string small = " --set data.train.size=96 --set data.train.val_size=32 --set train.batch_size=16";
-  const auto first = tp::test::run_shell("cd '" + dir.string() + "' && " + host + " train --config '" + config +
-                                         "' --output-dir run --set train.epochs=1" + small);
-  REQUIRE(first.exit_code == 0);
-  const std::string args = " train --config '" + config + "' --output-dir run --set train.epochs=2" + small +
+  train_earlier_run(dir, "run");
+  const std::string args = " train --config '" + ddp_config() + "' --output-dir run --set train.epochs=2" + kSmall +
                            " --set dist.timeout_s=30 --set dist.prepare_timeout_s=60 --resume ";
   const auto run = tp::test::run_shell(two_ranks(dir, dir, args + "run/checkpoints/last.pt", dir,
                                                  args + "/nonexistent/last.pt", 47));
@@ -116,16 +121,11 @@ TEST_CASE("a --resume checkpoint one rank cannot read ends every rank at once wi
 // --new-run, wrong advice for a live run), and the launcher named rank 1 as the failing rank.
 TEST_CASE("a second training in a busy run directory: every rank stops with rank 0's reason") {
   const auto dir = tp::test::fresh_dir("ddp_busy_run_dir");
-  const std::string host = std::string("'") + tp::test::build_dir() + "/bin/host'";
-  const std::string config = std::string(tp::test::source_dir()) + "/tests/dist/ddp.toml";
-  const std::string small = " --set data.train.size=96 --set data.train.val_size=32 --set train.batch_size=16";
-  const auto first = tp::test::run_shell(host + " train --config '" + config + "' --output-dir '" + (dir / "run").string() +
-                                         "' --set train.epochs=1" + small);
-  REQUIRE(first.exit_code == 0);
+  train_earlier_run(dir, (dir / "run").string());
   REQUIRE(std::filesystem::exists(dir / "run" / "checkpoints" / "last.pt"));
   // The running training: a process holding run.lock (flock(2), as FileLock takes it).
-  const std::string args = " train --config '" + config + "' --output-dir '" + (dir / "run").string() +
-                           "' --set train.epochs=2" + small + " --set dist.timeout_s=30";
+  const std::string args = " train --config '" + ddp_config() + "' --output-dir '" + (dir / "run").string() +
+                           "' --set train.epochs=2" + kSmall + " --set dist.timeout_s=30";
   const auto run = tp::test::run_shell("flock '" + (dir / "run" / "run.lock").string() + "' sleep 60 >/dev/null 2>&1 & F=$!; "
                                        "sleep 0.5; " + two_ranks(dir, dir, args, dir, args, 45) + "; pkill -P $F; kill $F");
   INFO(run.output);
@@ -143,14 +143,9 @@ TEST_CASE("a second training in a busy run directory: every rank stops with rank
 // without a word: it did not run the configuration agreement `host train` runs.
 TEST_CASE("host eval with ranks of different configurations stops at once with exit 2, naming the key") {
   const auto dir = tp::test::fresh_dir("ddp_eval_mixed_config");
-  const std::string host = std::string("'") + tp::test::build_dir() + "/bin/host'";
-  const std::string config = std::string(tp::test::source_dir()) + "/tests/dist/ddp.toml";
-  const std::string small = " --set data.train.size=96 --set data.train.val_size=32 --set train.batch_size=16";
-  const auto first = tp::test::run_shell(host + " train --config '" + config + "' --output-dir '" + (dir / "run").string() +
-                                         "' --set train.epochs=1" + small);
-  REQUIRE(first.exit_code == 0);
-  const std::string args = " eval --config '" + config + "' --output-dir '" + (dir / "run").string() +
-                           "' --checkpoint last" + small + " --set dist.timeout_s=30";
+  train_earlier_run(dir, (dir / "run").string());
+  const std::string args = " eval --config '" + ddp_config() + "' --output-dir '" + (dir / "run").string() +
+                           "' --checkpoint last" + kSmall + " --set dist.timeout_s=30";
   const auto run = tp::test::run_shell(two_ranks(dir, dir, args, dir, args + " --set eval.batch_size=4", 47));
   INFO(run.output);
   CHECK(run.output.find("exits 2 2 ") != std::string::npos);
