@@ -122,6 +122,41 @@ TEST_CASE("tp::infer model_options: an unknown key or a wrong type is Setup nami
   }
 }
 
+TEST_CASE("tp::infer model_options: entries are trimmed as --set trims them, and a secret in one reaches no message") {
+  const auto images = two_images();
+  const std::string file = detector_export().string();
+  tp::infer::Model spaced = tp::infer::Model::open(file, with_options({" score_thresh = 0.0 ", "detections_per_img =\t4"}));
+  tp::infer::Model tight = tp::infer::Model::open(file, with_options({"score_thresh=0.0", "detections_per_img=4"}));
+  const auto spaced_scores = scores_per_image(spaced.run_tensors({images}));
+  REQUIRE(spaced_scores.size() == 2);
+  CHECK(spaced_scores[0].size() == 4);
+  CHECK(spaced_scores == scores_per_image(tight.run_tensors({images})));
+
+  // A key holding a URI with a password: the refusal and the log show the URI without it.
+  std::vector<std::string> lines;
+  tp::infer::set_log([&](tp::infer::LogLevel, const std::string&, const std::string& line) { lines.push_back(line); },
+                     tp::infer::LogLevel::Debug);
+  const std::string unknown =
+      error_of([&] { (void)tp::infer::Model::open(file, with_options({"weights_uri=http://alice:s3cret@h:5000/w"})); });
+  const std::string malformed =
+      error_of([&] { (void)tp::infer::Model::open(file, with_options({"http://alice:s3cret@h:5000/w"})); });
+  tp::infer::set_log(nullptr);
+  CAPTURE(unknown);
+  CAPTURE(malformed);
+  CHECK(unknown.find("weights_uri") != std::string::npos);
+  CHECK(unknown.find("http://***@h:5000/w") != std::string::npos);
+  CHECK(malformed.find("http://***@h:5000/w") != std::string::npos);
+  bool logged = false;
+  for (const std::string& line : lines) {
+    CAPTURE(line);
+    CHECK(line.find("s3cret") == std::string::npos);
+    logged = logged || line.find("weights_uri=http://***@h:5000/w") != std::string::npos;
+  }
+  CHECK(logged);
+  CHECK(unknown.find("s3cret") == std::string::npos);
+  CHECK(malformed.find("s3cret") == std::string::npos);
+}
+
 TEST_CASE("tp::infer C API: tp_infer_open_configured applies model options; a NULL entry is refused before anything opens") {
   const std::string file = detector_export().string();
   const char* changes[] = {"score_thresh=0.0", "detections_per_img=3"};

@@ -33,6 +33,7 @@
 #include "private_directory.h"
 #include "process_share.h"
 #include "tp/framework/exception_text.h"
+#include "tp/framework/config/secrets.h"
 #include "tp/framework/config/validate.h"
 #include "tp/framework/data/collate.h"
 #include "tp/framework/engine/batch_placement.h"
@@ -227,7 +228,7 @@ Model Model::open(const std::string& export_file, const OpenOptions& options) {
     ComponentConfig config{file.model.component, "model", std::move(file.model.options)};
     detail::apply_model_options(config.options, options.model_options);
     for (const std::string& change : options.model_options)
-      state->share.host().logger().write(tp::LogLevel::Info, "tp::infer", "model option " + change + " (OpenOptions::model_options)");
+      state->share.host().logger().write(tp::LogLevel::Info, "tp::infer", "model option " + redact_uri_credentials(change) + " (OpenOptions::model_options)");
     const ComponentEntry entry = state->registry->find(config.component, TP_KIND_MODEL, "model");
     validate_component(config, entry.info->schema, export_file);
     state->inputs = detail::declared_inputs(config);

@@ -167,7 +167,8 @@ struct OpenOptions {
   /// coco_detection); ignored for others. open() throws Error for a negative value.
   int64_t max_image_pixels = 0;
   /// Changes to the options the export's model is built with, each "key=value" as `host predict
-  /// --set model.key=value` takes it (a TOML value, else the text as a string); later entries win.
+  /// --set model.key=value` takes it (a TOML value, else the text as a string; the key and the
+  /// value trimmed of spaces); later entries win.
   /// The export keeps the run's evaluation settings, right for scoring and not always for serving:
   /// a detector's `score_thresh = 0.05` answers up to `detections_per_img` boxes per image. Here
   /// a service sets its own ({"score_thresh=0.4", "nms_thresh=0.5", "detections_per_img=20"} for
@@ -176,7 +177,7 @@ struct OpenOptions {
   /// a value of the wrong type is an Error of kind Setup naming the entry; an entry without '=',
   /// a dotted key or `component` one of kind BadInput. An option the weights depend on
   /// (num_classes, a width) fails as weights that do not fit the model. open() logs each change
-  /// (info).
+  /// (info); the log and the messages show a URI's user-info in an entry as "***".
   std::vector<std::string> model_options{};
 };
 
