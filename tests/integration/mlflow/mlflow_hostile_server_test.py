@@ -141,7 +141,9 @@ def case_stop_and_outages(baseline):
     run_dir = os.path.join(WORK, "down")
     code, output, seconds, _ = run(train_args(run_dir, down, *long_end), timeout=90)
     check(code == 0, f"server down: trained, exit {code}", output[-1500:])
-    check(seconds < baseline + 5, f"server down: ended {seconds:.1f} s after the start ({baseline:.1f} s beside a "
+    # Each bound below sits halfway or less to the wait it tells apart (60 s, 30 s), leaving a loaded
+    # CI machine room: a timed bound of a few seconds failed there once.
+    check(seconds < baseline + 20, f"server down: ended {seconds:.1f} s after the start ({baseline:.1f} s beside a "
           f"server that answers), not after finish_timeout_seconds = 60")
     check("the server lacks" in output and "host mlflow-sync" in output, "server down: the end says what to send later",
           output[-1500:])
@@ -153,7 +155,7 @@ def case_stop_and_outages(baseline):
         train_args(run_dir, drip.uri, "--set", "logging.mlflow.timeout_seconds=30", *long_end, *longer),
         lambda: history_lines(run_dir) >= 3)
     check(signalled and code == 143, f"SIGTERM beside a dripping server: exit {code} (143)", output[-1500:])
-    check(after < 5 + 3, f"SIGTERM beside a dripping server: exited {after:.1f} s after the signal (the stopped "
+    check(after < 5 + 15, f"SIGTERM beside a dripping server: exited {after:.1f} s after the signal (the stopped "
           f"end waits 5 s, not finish_timeout_seconds = 60)")
     with open(os.path.join(run_dir, "mlflow", "state.toml")) as f:
         check(re.search(r"end_status = ['\"]KILLED['\"]", f.read()),
@@ -172,7 +174,7 @@ def case_stop_and_outages(baseline):
         train_args(run_dir, silent.uri, "--set", "logging.mlflow.timeout_seconds=30"),
         lambda: len(silent.requests) >= 1)
     check(signalled and code == 143, f"SIGTERM during a silent server's start-up: exit {code} (143)", output[-1500:])
-    check(after < 3, f"SIGTERM during a silent server's start-up: exited {after:.1f} s after the signal "
+    check(after < 10, f"SIGTERM during a silent server's start-up: exited {after:.1f} s after the signal "
           f"(the start-up request may take timeout_seconds = 30)")
     check(not os.path.exists(os.path.join(run_dir, "checkpoints", "last.pt")) and history_lines(run_dir) == 0,
           "SIGTERM during start-up: no step trained, no checkpoint", output[-1500:])
@@ -318,7 +320,8 @@ def case_drip(baseline):
                                    timeout=40)
     check(code == 0, f"dripping server: training ended, exit {code}", output[-1500:])
     # The end waits finish_timeout_seconds = 2, then abandons the upload within about a second.
-    check(seconds < baseline + 2 + 4,
+    # Halfway to the request's own timeout_seconds = 30, room for a loaded machine.
+    check(seconds < baseline + 2 + 12,
           f"dripping server: {seconds:.1f} s in all, {baseline:.1f} s beside a server that answers, "
           f"finish_timeout_seconds = 2")
     check("the server lacks" in output and "the artifacts" in output and "finish_timeout_seconds = 2 s" in output
