@@ -35,6 +35,15 @@ std::string python_sha256(const std::string& file) {
   return run.output.substr(0, 64);
 }
 
+/// The SHA-256 that `provenance` (a [provenance] table or one of its earlier entries) records for `library`.
+std::string recorded_sha256(const toml::node_view<const toml::node> provenance, const std::string& library) {
+  if (const toml::array* plugins = provenance["plugins"].as_array())
+    for (const toml::node& node : *plugins)
+      if (node.as_table() != nullptr && node.as_table()->at_path("library").value_or(std::string()) == library)
+        return node.as_table()->at_path("sha256").value_or(std::string());
+  return "";
+}
+
 }  // namespace
 
 TEST_CASE("runtime.toml and the checkpoints record the run's provenance; plugin hashes match hashlib's") {
@@ -82,11 +91,18 @@ TEST_CASE("runtime.toml and the checkpoints record the run's provenance; plugin 
         p->at_path("plugins[0].sha256").value_or(std::string()));
 }
 
-TEST_CASE("--resume warns, naming the plugin, when its file changed since the checkpoint") {
+// User trial: after this resume, runtime.toml and last.pt listed only the new hash and start time;
+// that the first epoch ran with another shapes.so survived only as the warning in train.log.
+TEST_CASE("--resume warns, naming the plugin, when its file changed; runtime.toml and last.pt keep both processes") {
   const auto dir = tp::test::fresh_dir("provenance_resume");
   const auto first = tp::test::run_host("--output-dir '" + dir.string() + "' " + kRun);
   INFO(first.output);
   REQUIRE(first.exit_code == 0);
+  const toml::table first_runtime = toml::parse_file((dir / "runtime.toml").string());
+  const std::string first_hash = recorded_sha256(first_runtime["provenance"], "shapes.so");
+  const std::string first_started = first_runtime.at_path("provenance.started").value_or(std::string());
+  CHECK(first_runtime.at_path("provenance.resumed_step").value_or(int64_t{-1}) == 0);
+  const int64_t first_step = tp::load_checkpoint(dir / "checkpoints" / "last.pt").step;
   // The same shapes.so with one byte appended (the loader ignores it): another SHA-256, same code.
   // A --plugin-dir is searched before the built-in directory, so this copy shadows the original.
   const auto plugins = dir / "changed_plugins";
@@ -99,6 +115,25 @@ TEST_CASE("--resume warns, naming the plugin, when its file changed since the ch
   CHECK(resumed.exit_code == 0);
   CHECK(resumed.output.find("--resume: the plugin shapes.so (org.torchhost.shapes@1.0.0): SHA-256 ") != std::string::npos);
   CHECK(resumed.output.find("vision_models.so (") == std::string::npos); // unchanged plugins are not named
+  // Both processes, oldest first: the first's shapes.so as an earlier entry, the new one on top.
+  const std::string new_hash = python_sha256((plugins / "shapes.so").string());
+  REQUIRE(first_hash.size() == 64);
+  REQUIRE(new_hash != first_hash);
+  const toml::table runtime = toml::parse_file((dir / "runtime.toml").string());
+  const toml::table saved = toml::parse(tp::load_checkpoint(dir / "checkpoints" / "last.pt").provenance_toml);
+  for (const toml::table* record : {&runtime, &saved}) {
+    const auto provenance = (*record)["provenance"];
+    CHECK(recorded_sha256(provenance, "shapes.so") == new_hash);
+    CHECK(provenance["resumed_step"].value_or(int64_t{-1}) == first_step);
+    CHECK(provenance["resumed_epoch"].value_or(int64_t{-1}) == 1);
+    REQUIRE(provenance["earlier"].as_array() != nullptr);
+    CHECK(provenance["earlier"].as_array()->size() == 1);
+    CHECK(recorded_sha256(provenance["earlier"][0], "shapes.so") == first_hash);
+    CHECK(provenance["earlier"][0]["started"].value_or(std::string()) == first_started);
+    CHECK(provenance["earlier"][0]["resumed_step"].value_or(int64_t{-1}) == 0);
+    CHECK(provenance["earlier"][0]["command_line"].value_or(std::string()).find("--plugin-dir") == std::string::npos);
+    CHECK(provenance["command_line"].value_or(std::string()).find("--plugin-dir") != std::string::npos);
+  }
 }
 
 TEST_CASE("--resume's plugin warning names each component's version then and now (plugin trial F13)") {

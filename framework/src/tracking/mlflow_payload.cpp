@@ -66,6 +66,16 @@ Entries tags_from_table(const toml::table& table, const std::string& prefix) {
   return flattened(table, prefix, kMaxTagValue);
 }
 
+Entries runtime_tags_from_table(toml::table runtime) {
+  if (toml::table* provenance = runtime["provenance"].as_table())
+    if (const toml::array* earlier = provenance->get_as<toml::array>("earlier")) {
+      const auto count = static_cast<int64_t>(earlier->size());
+      provenance->erase("earlier");
+      provenance->insert_or_assign("earlier_count", count);
+    }
+  return tags_from_table(runtime, "torchhost.");
+}
+
 std::vector<KeyValue> user_tags(const std::vector<std::string>& entries) {
   std::vector<KeyValue> out;
   for (const auto& entry : entries) {

@@ -57,6 +57,11 @@ Entries params_from_config(const toml::table& config);
 /// Every scalar of `table` as a tag "<prefix><key>" (runtime.toml's provenance: versions, git,
 /// plugin hashes), cut at kMaxTagValue.
 Entries tags_from_table(const toml::table& table, const std::string& prefix);
+/// runtime.toml's tags: tags_from_table(runtime, "torchhost.") but for a resumed run's
+/// [[provenance.earlier]] (its earlier processes, up to 64 of them, each with its plugins: hundreds
+/// of tags), which is one tag, torchhost.provenance.earlier_count; runtime.toml, sent as an
+/// artifact, keeps the list whole.
+Entries runtime_tags_from_table(toml::table runtime);
 /// The "key=value" entries of logging.mlflow.tags. Throws ConfigError naming logging.mlflow.tags
 /// for an entry without '=' or with an empty key.
 std::vector<KeyValue> user_tags(const std::vector<std::string>& entries);

@@ -25,7 +25,7 @@ std::vector<KeyValue> runtime_tags(const std::filesystem::path& run_dir) {
   std::error_code missing;
   if (!std::filesystem::exists(file, missing)) return {};
   try {
-    std::vector<KeyValue> tags = tags_from_table(parse_toml_file(file), "torchhost.").entries;
+    std::vector<KeyValue> tags = runtime_tags_from_table(parse_toml_file(file)).entries;
     static constexpr std::string_view kEnvironment = "torchhost.provenance.environment.";
     for (KeyValue& tag : tags)
       if (tag.key.starts_with(kEnvironment) &&

@@ -74,6 +74,35 @@ TEST_CASE("tags_from_table prefixes every leaf; user_tags reads key=value and re
   CHECK_THROWS_AS(user_tags({"=value"}), tp::ConfigError);
 }
 
+// A run resumed 64 times would have sent each earlier process's fields and plugins as tags: hundreds.
+TEST_CASE("runtime.toml's earlier processes are one count tag, the rest of the provenance as before") {
+  const toml::table runtime = toml::parse(R"(device = "cpu"
+[provenance]
+started = "2026-11-29T10:00:00Z"
+earlier_dropped = 3
+[[provenance.plugins]]
+library = "a.so"
+sha256 = "bb"
+[[provenance.earlier]]
+started = "2026-11-29T09:00:00Z"
+[[provenance.earlier.plugins]]
+library = "a.so"
+sha256 = "aa"
+[[provenance.earlier]]
+started = "2026-11-29T09:30:00Z"
+)");
+  CHECK(runtime_tags_from_table(runtime).entries ==
+        std::vector<KeyValue>{{"torchhost.device", "cpu"},
+                              {"torchhost.provenance.earlier_count", "2"},
+                              {"torchhost.provenance.earlier_dropped", "3"},
+                              {"torchhost.provenance.plugins.0.library", "a.so"},
+                              {"torchhost.provenance.plugins.0.sha256", "bb"},
+                              {"torchhost.provenance.started", "2026-11-29T10:00:00Z"}});
+  // A first process's runtime.toml has no earlier list, and no count tag.
+  CHECK(runtime_tags_from_table(toml::parse("[provenance]\nstarted = \"x\"\n")).entries ==
+        std::vector<KeyValue>{{"torchhost.provenance.started", "x"}});
+}
+
 TEST_CASE("metrics_from_record: values at the record's step, named as on TensorBoard; no step, no metrics") {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const auto step = metrics_from_record({"step", {{"step", 20}, {"train/loss", 0.5}, {"lr", nan}}}, 7);

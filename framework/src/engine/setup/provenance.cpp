@@ -188,6 +188,26 @@ std::string provenance_toml(const Provenance& p) {
                                   {"components", std::move(components)}});
   }
   provenance.insert("plugins", std::move(plugins));
+  provenance.insert("resumed_step", p.resumed_step);
+  provenance.insert("resumed_epoch", p.resumed_epoch);
+  if (p.earlier_dropped > 0) provenance.insert("earlier_dropped", p.earlier_dropped);
+  // Who trained the steps before this process: which binaries and which command (a resume's
+  // lineage, hardening.md section 7); no environment or paths, to keep each entry small.
+  toml::array earlier;
+  for (const ProvenanceSegment& segment : p.earlier) {
+    toml::table entry{{"started", segment.started},           {"hostname", segment.hostname},
+                      {"host_version", segment.host_version}, {"libtorch", segment.libtorch},
+                      {"command_line", segment.command_line}};
+    if (!segment.cuda.empty()) entry.insert("cuda", segment.cuda);
+    if (segment.resumed_step >= 0) entry.insert("resumed_step", segment.resumed_step);
+    if (segment.resumed_epoch >= 0) entry.insert("resumed_epoch", segment.resumed_epoch);
+    toml::array libraries;
+    for (const auto& [library, sha256] : segment.plugins)
+      libraries.push_back(toml::table{{"library", library}, {"sha256", sha256}});
+    entry.insert("plugins", std::move(libraries));
+    earlier.push_back(std::move(entry));
+  }
+  if (!earlier.empty()) provenance.insert("earlier", std::move(earlier));
   std::ostringstream out;
   out << toml::table{{"provenance", std::move(provenance)}} << "\n";
   return out.str();

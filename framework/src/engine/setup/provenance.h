@@ -4,6 +4,8 @@
 // when a plugin binary changed since the checkpoint was written.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +21,26 @@ struct PluginProvenance {
   std::string sha256;                  ///< of the file's bytes
   std::vector<std::string> components; ///< "id@version" of the components used from it
 };
+
+/// An earlier process that trained the same run (it saved the checkpoint a later process resumed
+/// from, or one before it): what answers "which binaries and which command produced this model".
+struct ProvenanceSegment {
+  std::string started;      ///< UTC, ISO 8601, when that process collected its provenance
+  std::string hostname;
+  std::string host_version;
+  std::string libtorch;
+  std::string cuda;         ///< "" where that process had none
+  std::string command_line; ///< as that process recorded it (URIs' user-info already redacted)
+  /// The checkpoint's step and epoch that process resumed from (0 and 0 for the run's first
+  /// process); -1 where its checkpoint predates this record and did not say.
+  int64_t resumed_step = -1;
+  int64_t resumed_epoch = -1;
+  std::vector<std::pair<std::string, std::string>> plugins; ///< {library, sha256}
+};
+
+/// At most this many earlier segments are kept (the oldest go first): a run preempted hundreds of
+/// times keeps small checkpoints (an entry is about 0.5-2 KB).
+inline constexpr std::size_t kMaxEarlierSegments = 64;
 
 /// What made a run.
 struct Provenance {
@@ -38,6 +60,14 @@ struct Provenance {
   /// a value only where environment_value_recordable() says so (URIs without user-info), else
   /// kUnrecordedValue (secrets.h).
   std::vector<std::pair<std::string, std::string>> environment;
+  /// The checkpoint's step and epoch this process resumed from; 0 and 0 for a run's first process.
+  int64_t resumed_step = 0;
+  int64_t resumed_epoch = 0;
+  /// The earlier processes of this run, oldest first (with_earlier_segments); empty in a first one.
+  std::vector<ProvenanceSegment> earlier;
+  /// Earlier processes not in `earlier`: dropped beyond kMaxEarlierSegments, or a checkpoint's
+  /// process that recorded no provenance.
+  int64_t earlier_dropped = 0;
 };
 
 /// The build's part of the provenance alone (host_version to nccl; the rest empty): what
@@ -48,9 +78,21 @@ Provenance build_provenance();
 /// hashed: about 0.1 s per 50 MB). Throws tp::Error when a plugin file cannot be read.
 Provenance collect_provenance(const RunComponents& parts);
 
-/// `provenance` as TOML text: a [provenance] table with [provenance.environment] and one
-/// [[provenance.plugins]] per library. Parses back with toml++.
+/// `provenance` as TOML text: a [provenance] table with [provenance.environment], one
+/// [[provenance.plugins]] per library and one [[provenance.earlier]] per earlier process (each
+/// with its [[provenance.earlier.plugins]] {library, sha256}). Parses back with toml++.
 std::string provenance_toml(const Provenance& provenance);
+
+/// `now` (this process's provenance) with the run's earlier processes carried forward from
+/// `recorded_toml`, the [provenance] text of the checkpoint it resumes from at `resumed_step` and
+/// `resumed_epoch`: that checkpoint's own `earlier` list, then its top-level process as the newest
+/// entry; a checkpoint from before this record (no `earlier`) gives its process alone. Beyond
+/// `keep` entries the oldest are dropped and counted in earlier_dropped. A checkpoint without
+/// provenance ("") or with unreadable text counts as one dropped process. The text may come
+/// from anyone (hardening.md section 10): fields of another type are ignored, never fatal.
+/// Example: resuming a checkpoint of the run's second process gives earlier = {first, second}.
+Provenance with_earlier_segments(Provenance now, const std::string& recorded_toml, int64_t resumed_step,
+                                 int64_t resumed_epoch, std::size_t keep = kMaxEarlierSegments);
 
 /// A plugin library whose file changed since a checkpoint was written.
 struct PluginChange {

@@ -39,8 +39,7 @@ std::string gpu_lines(c10::Device device) {
 
 }  // namespace
 
-std::string runtime_toml_text(const RunConfig& config, c10::Device device, Precision precision, int world_size,
-                              const std::string& provenance) {
+std::string runtime_toml_text(const RunConfig& config, c10::Device device, Precision precision, int world_size) {
   const auto& context = at::globalContext();
   std::ostringstream text;
   text << "# Effective runtime settings of this run (written by the host; informational).\n"
@@ -59,7 +58,6 @@ std::string runtime_toml_text(const RunConfig& config, c10::Device device, Preci
        << "freeze_bn_stats = " << (config.freeze_bn_stats ? "true" : "false") << "\n"
        << "libtorch = \"" << TORCH_VERSION << "\"\n"
        << gpu_lines(device);
-  if (!provenance.empty()) text << "\n" << provenance;
   return text.str();
 }
 

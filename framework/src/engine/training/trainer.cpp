@@ -77,7 +77,7 @@ Trainer::Impl::Impl(const RunConfig& config, RunComponents& parts, c10::Device d
   // The process settings (ARCH-17) were applied by the command; their effective values are
   // recorded next to config.toml once the run has started (record_runtime): a start-up that fails
   // (or `host eval`) leaves the run's runtime.toml as the run that trained wrote it.
-  if (writes_) runtime_ = RuntimeRecord(runtime_toml_text(config_, device_, precision_, world_size_, provenance_toml(provenance_)));
+  if (writes_) runtime_ = RuntimeRecord(runtime_toml_text(config_, device_, precision_, world_size_), provenance_toml(provenance_));
   init_model();
   init_dist();
   init_cuda_graphs();

@@ -293,6 +293,10 @@ std::vector<StateRole> Trainer::Impl::state_roles(ResumePosition resume) {
                      if (parts_.train_data) into.classes = parts_.train_data->class_names();
                    },
                    [this](const LoadedCheckpoint& from) {
+                     // The run's lineage: runtime.toml and every later checkpoint name the
+                     // processes that trained the steps before this one (hardening.md section 7).
+                     provenance_ = with_earlier_segments(std::move(provenance_), from.provenance_toml, from.step, from.epoch);
+                     runtime_.set_provenance(provenance_toml(provenance_));
                      for (const PluginChange& change : changed_plugins(from.provenance_toml, provenance_))
                        log_.warn("--resume: the plugin " + change.text + ". The run continues with the new binary; if its "
                                  "behaviour changed, the rest of the run differs from the one the checkpoint's run "
