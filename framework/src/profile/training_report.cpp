@@ -87,8 +87,17 @@ std::vector<std::pair<std::string, double>> TrainingReport::log_values(double sa
   return values;
 }
 
+double TrainingReport::split_ms(StepPhase phase) const {
+  double seconds = run_s_[index(phase)];
+  int64_t steps = run_measured_steps_;
+  if (device_.is_cpu()) {
+    seconds += phases_[index(phase)].window_s;
+    steps += window_measured_steps_;
+  }
+  return 1e3 * seconds / static_cast<double>(std::max<int64_t>(1, steps));
+}
+
 std::string TrainingReport::summary(int64_t steps, double seconds) const {
-  const double measured = static_cast<double>(std::max<int64_t>(1, run_measured_steps_));
   const double per_step = steps > 0 ? seconds / static_cast<double>(steps) : 0.0;
   const double samples_per_s = seconds > 0 ? static_cast<double>(run_samples_) / seconds : 0.0;
   char line[512];
@@ -96,7 +105,7 @@ std::string TrainingReport::summary(int64_t steps, double seconds) const {
                 "training report: %.1f ms/step (data wait %.1f, forward %.1f, backward %.1f, optimizer %.1f ms%s), "
                 "%.1f samples/s, peak memory %.0f MB (%s)",
                 1e3 * per_step, steps > 0 ? 1e3 * run_wait_s_ / static_cast<double>(steps) : 0.0,
-                1e3 * run_s_[0] / measured, 1e3 * run_s_[1] / measured, 1e3 * run_s_[2] / measured,
+                split_ms(StepPhase::kForward), split_ms(StepPhase::kBackward), split_ms(StepPhase::kOptimizer),
                 device_.is_cpu() ? "" : "; device time of the log steps", samples_per_s, peak_memory_mb(device_),
                 device_.is_cpu() ? "process peak RSS" : "peak allocated by tensors");
   std::string out = line;
@@ -125,12 +134,11 @@ std::string TrainingReport::to_toml(const RunTotals& totals, int64_t steps, doub
   out += "measured_seconds = " + number(seconds) + "\n";
   if (steps > 0) {
     const double n = static_cast<double>(steps);
-    const double measured = static_cast<double>(std::max<int64_t>(1, run_measured_steps_));
     out += "ms_per_step = " + number(1e3 * seconds / n) + "\n";
     out += "data_wait_ms = " + number(1e3 * run_wait_s_ / n) + "\n";
-    out += "forward_ms = " + number(1e3 * run_s_[0] / measured) + "\n";
-    out += "backward_ms = " + number(1e3 * run_s_[1] / measured) + "\n";
-    out += "optimizer_ms = " + number(1e3 * run_s_[2] / measured) + "\n";
+    out += "forward_ms = " + number(split_ms(StepPhase::kForward)) + "\n";
+    out += "backward_ms = " + number(split_ms(StepPhase::kBackward)) + "\n";
+    out += "optimizer_ms = " + number(split_ms(StepPhase::kOptimizer)) + "\n";
     if (seconds > 0) out += "samples_per_s = " + number(static_cast<double>(run_samples_) / seconds) + "\n";
     if (has_flops() && seconds > 0)
       out += "tflops = " +

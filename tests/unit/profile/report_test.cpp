@@ -63,6 +63,26 @@ TEST_CASE("training report: phase times, peak memory and TFLOP/s in the log valu
     CHECK_MESSAGE(line.find(part) != std::string::npos, part << " in " << line);
 }
 
+TEST_CASE("training report: on CPU the split averages every measured step, a run with no log step too") {
+  // Soak trial F6: 12 steps under log_every_steps = 50 reported forward_ms = 0.
+  TrainingReport report{c10::Device(c10::kCPU)};
+  for (int step = 0; step < 3; ++step) {
+    report.begin_window(false);
+    for (StepPhase phase : {StepPhase::kForward, StepPhase::kBackward, StepPhase::kOptimizer}) {
+      report.begin(phase);
+      at::mm(at::rand({256, 256}), at::rand({256, 256}));  // well over the 0.05 ms that prints as 0.0
+      report.end(phase);
+    }
+  }
+  const std::string toml = report.to_toml({1, 3, 0.1}, 3, 0.1);
+  for (const char* key : {"forward_ms = ", "backward_ms = ", "optimizer_ms = "}) {
+    const auto at = toml.find(key);
+    REQUIRE_MESSAGE(at != std::string::npos, key << " in " << toml);
+    CHECK_MESSAGE(std::stod(toml.substr(at + std::string(key).size())) > 0.0, key << " in " << toml);
+  }
+  CHECK_MESSAGE(report.summary(3, 0.1).find("forward 0.0,") == std::string::npos, report.summary(3, 0.1));
+}
+
 TEST_CASE("si_number") {
   CHECK(si_number(1.814e9) == "1.81 G");
   CHECK(si_number(56675) == "56.7 k");

@@ -82,6 +82,11 @@ class TrainingReport {
     double window_s = 0.0;
   };
   double device_seconds(Timing& timing);
+  /// Milliseconds per measured step of `phase` over the run so far. On CPU the steps since the
+  /// last log step count too (their host times are already summed): a run shorter than one
+  /// logging window has no log step at all, and its split would otherwise read 0 (soak F6).
+  /// Accelerators: the log steps only, whose events log_values() has read.
+  double split_ms(StepPhase phase) const;
 
   c10::Device device_;
   bool timed_ = true;
