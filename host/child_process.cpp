@@ -42,13 +42,14 @@ SignalForwarder::SignalForwarder() {
   struct sigaction action{};
   action.sa_handler = &on_forwarded_signal;
   ::sigemptyset(&action.sa_mask);
-  ::sigaction(SIGINT, &action, &previous_int_);
-  ::sigaction(SIGTERM, &action, &previous_term_);
+  for (std::size_t i = 0; i < kStopSignals.size(); ++i) {
+    ::sigaction(kStopSignals[i], nullptr, &previous_[i]);
+    if (!keeps_ignored(kStopSignals[i])) ::sigaction(kStopSignals[i], &action, nullptr);
+  }
 }
 
 SignalForwarder::~SignalForwarder() {
-  ::sigaction(SIGINT, &previous_int_, nullptr);
-  ::sigaction(SIGTERM, &previous_term_, nullptr);
+  for (std::size_t i = 0; i < kStopSignals.size(); ++i) ::sigaction(kStopSignals[i], &previous_[i], nullptr);
   g_forward_fd.store(-1);
   ::close(pipe_[0]);
   ::close(pipe_[1]);
@@ -91,8 +92,8 @@ ChildExit SignalForwarder::run(const std::vector<std::string>& args, const Child
     throw Error(std::string("host: cannot start a training process (fork): ") + std::strerror(error));
   }
   if (pid == 0) {
-    ::signal(SIGINT, SIG_DFL);
-    ::signal(SIGTERM, SIG_DFL);
+    for (const int signal_number : kStopSignals) 
+      if (!keeps_ignored(signal_number)) ::signal(signal_number, SIG_DFL); // nohup's SIGHUP stays ignored
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) ::_exit(exit_code_for_signal(SIGTERM)); // the parent is already gone

@@ -6,17 +6,20 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <array>
 #include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "tp/framework/engine/stop_signal.h"
 
 namespace tp::cli {
 
 /// How a child ended.
 struct ChildExit {
   int exit_code = 0;        ///< its exit status, or 128 + N when signal N killed it
-  int forwarded_signal = 0; ///< the first SIGINT/SIGTERM passed on to it while it ran, or 0
+  int forwarded_signal = 0; ///< the first stop signal (kStopSignals) passed on to it while it ran, or 0
   bool killed = false;      ///< a signal ended it (it did not exit by itself)
   int watch_signal = 0;     ///< the signal ChildOptions::watch asked to send it, or 0
   long max_rss_kb = 0;      ///< its peak resident set size in KiB (wait4's ru_maxrss), whatever ended it
@@ -32,8 +35,9 @@ struct ChildOptions {
   std::function<int(pid_t)> watch;
 };
 
-/// While alive, catches SIGINT and SIGTERM for this process (the previous handlers come back in
-/// the destructor) and passes each one to the running child. One per process at a time; [main].
+/// While alive, catches the stop signals (kStopSignals: SIGUSR1, SIGUSR2, SIGTERM, SIGHUP, SIGINT)
+/// for this process (the previous handlers come back in the destructor) and passes each one to the
+/// running child. A SIGHUP that nohup ignored stays ignored (keeps_ignored). One per process at a time; [main].
 ///
 /// Rationale: the child runs in its own process group, so a terminal's Ctrl-C reaches it once,
 /// through this forwarder, and not also directly: a second signal would make `host train` skip
@@ -52,7 +56,7 @@ class SignalForwarder {
 
   /// Starts /proc/self/exe with `args` (args[0] is the name it sees as argv[0]) and the current
   /// environment, its stdout and stderr shared with this process (or sent to `options.output`),
-  /// and waits for it; SIGINT and SIGTERM arriving meanwhile are passed on, each once. Throws
+  /// and waits for it; stop signals arriving meanwhile are passed on, each once. Throws
   /// tp::Error when it cannot start (the child exits with kExitLaunchFailed when exec fails) or
   /// the output file cannot be created.
   ChildExit run(const std::vector<std::string>& args, const ChildOptions& options = {});
@@ -63,7 +67,7 @@ class SignalForwarder {
 
   int pipe_[2] = {-1, -1};
   int received_ = 0;
-  struct sigaction previous_int_{}, previous_term_{};
+  std::array<struct sigaction, kStopSignals.size()> previous_{}; ///< in kStopSignals' order
 };
 
 }  // namespace tp::cli

@@ -30,7 +30,7 @@ bool trained_with_sigmoids(const RunConfig& config) { return config.loss.compone
 
 
 int run_predict(const Options& options) {
-  // First: SIGINT/SIGTERM stop at the next round and remove the partial file (predictor.cpp),
+  // First: a stop signal (kStopSignals: SIGINT, SIGTERM, SIGHUP...) stops at the next round and remove the partial file (predictor.cpp),
   // never kill the process halfway through a write.
   install_stop_signal_handlers();
   auto session = open_session(options);

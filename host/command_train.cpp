@@ -191,7 +191,7 @@ int train_in(Session& session, const TrainingRunDirectory& run_dir, const Option
 }  // namespace
 
 int run_train(const Options& options) {
-  // 1. Signals first: a SIGINT/SIGTERM/SIGUSR1 during start-up (the datasets' prepare, the components'
+  // 1. Signals first: a stop signal (kStopSignals) during start-up (the datasets' prepare, the components'
   //    creation) must not kill the process halfway through writing a file; it stops at the next phase.
   install_stop_signal_handlers();
   auto session = open_session(options);

@@ -168,7 +168,8 @@ pid_t spawn(const LaunchOptions& o, int local_rank, int port, const std::string&
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGTERM); // the launcher killed -9 must not leave ranks behind
     if (::getppid() != parent) ::_exit(kExitRuntime);
-    for (const int signal_number : kStopSignals) ::signal(signal_number, SIG_DFL);
+    for (const int signal_number : kStopSignals) 
+      if (!keeps_ignored(signal_number)) ::signal(signal_number, SIG_DFL); // nohup's SIGHUP stays ignored
     ::dup2(out[1], STDOUT_FILENO);
     ::dup2(err[1], STDERR_FILENO);
     ::execve("/proc/self/exe", argv.data(), envp.data());
@@ -231,8 +232,9 @@ int run_launcher(const LaunchOptions& o) {
   struct sigaction action{};
   action.sa_handler = &on_launcher_signal;
   // The ranks' stop signals, forwarded to them (SIGUSR1 among them: SLURM's warning before a time
-  // limit, on which the ranks save).
-  for (const int signal_number : kStopSignals) ::sigaction(signal_number, &action, nullptr);
+  // limit, on which the ranks save; SIGHUP unless nohup ignored it, stop_signal.h).
+  for (const int signal_number : kStopSignals)
+    if (!keeps_ignored(signal_number)) ::sigaction(signal_number, &action, nullptr);
   std::fprintf(stderr, "host: launching %d ranks on node %d of %d (world size %d, rendezvous %s:%d)\n",
                o.nproc_per_node, o.node_rank, o.nnodes, o.nnodes * o.nproc_per_node, addr.c_str(), port);
 

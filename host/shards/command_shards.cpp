@@ -229,7 +229,8 @@ void report_left_out(Session& session, const std::vector<LeftOut>& left_out, std
 }  // namespace
 
 int run_shards(const Options& options) {
-  // First: SIGINT/SIGTERM stop at the next sample, and the partial directory goes with the writer.
+  // First: a stop signal (kStopSignals: SIGINT, SIGTERM, SIGHUP...) stops at the next sample, and
+  // the partial directory goes with the writer.
   install_stop_signal_handlers();
   const std::unique_ptr<Session> session = open_session(options);
   // One writer: ranks of a launcher or torchrun would each write the same shards into one place.

@@ -367,11 +367,11 @@ int run_sweep(const Options& options, const LaunchOptions* launch) {
       end_parent(MlflowEnd::kKilled);
       return exit_code_for_signal(exit.forwarded_signal);
     }
-    // `host train` exits 130/143 itself after saving; killed by a signal (a second Ctrl-C, the
-    // OOM killer), it saved nothing at that point.
-    const bool interrupted = !exit.killed && (exit.exit_code == exit_code_for_signal(SIGINT) ||
-                                              exit.exit_code == exit_code_for_signal(SIGTERM) ||
-                                              exit.exit_code == exit_code_for_signal(SIGUSR1));
+    // `host train` exits 128 + a stop signal itself after saving (130, 143, 129...); killed by a
+    // signal (a second Ctrl-C, the OOM killer), it saved nothing at that point.
+    const bool interrupted = !exit.killed && std::ranges::any_of(kStopSignals, [&](int signal_number) {
+                               return exit.exit_code == exit_code_for_signal(signal_number);
+                             });
     const std::string reason =
         interrupted ? "" : cell_failure_reason(p.dir, log_offset, exit.exit_code, exit.killed);
     save(p, interrupted ? "interrupted" : "failed", exit.exit_code, reason);

@@ -98,6 +98,10 @@ TEST_CASE("a stop signal to one rank only: both ranks save at the same step and 
   // Cluster trial F1: SIGUSR1 under bare srun reached one rank first; the other agreed before its
   // own handler ran, took SIGTERM's 143, and srun's 143 defeated `[ $? -eq 138 ] && scontrol requeue`.
   SUBCASE("SIGUSR1 to rank 0: both exit 138") { check_one_rank_signalled("USR1", 0, 138, 10, 8); }
+  // Soak trial F1: SIGHUP (the session went away) and SIGUSR2 killed a rank unsaved; now each has
+  // its own bit, so the rank the signal missed exits with its code too.
+  SUBCASE("SIGHUP to rank 1: both exit 129") { check_one_rank_signalled("HUP", 1, 129, 1, 9); }
+  SUBCASE("SIGUSR2 to rank 0: both exit 140") { check_one_rank_signalled("USR2", 0, 140, 12, 10); }
 }
 
 TEST_CASE("the launcher signalled twice at once (timeout, kill -PGID) forwards one stop: both ranks save") {

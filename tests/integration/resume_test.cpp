@@ -1,8 +1,10 @@
-// Exact resume: a run stopped by SIGTERM in the middle of an epoch saves its position, exits
-// with 143, and `--resume auto` finishes with weights bitwise equal to an uninterrupted run
-// (dropout makes the CPU RNG state part of what must be restored).
+// Exact resume: a run stopped by SIGTERM (or SIGUSR1, SIGUSR2, SIGHUP) in the middle of an epoch
+// saves its position, exits with 128 + signal (143 for SIGTERM), and `--resume auto` finishes with
+// weights bitwise equal to an uninterrupted run (dropout makes the CPU RNG state part of what must
+// be restored).
 #include <ATen/ATen.h>
 
+#include <csignal>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -96,6 +98,40 @@ TEST_CASE("SIGUSR1 stops as SIGTERM does: saves the position, exits 138, says so
   CHECK(saved.batch == saved.step); // inside the first epoch, where it stopped
   CHECK(tp::test::contains(tp::test::read_text(dir / "train.log"),
                            "stop: stopped by signal 10 at step " + std::to_string(saved.step)));
+}
+
+// Soak trial F1: SIGHUP (a job's ssh, tmux or login session died) and SIGUSR2 (a site's
+// `--signal=USR2`) killed the run by their default action, unsaved and unlogged (exit 129/140).
+// The hang-up's run writes to /dev/full, as one whose terminal went away cannot write: it saves all
+// the same, and its resume ends bitwise equal to a straight run.
+TEST_CASE("SIGHUP and SIGUSR2 stop as SIGTERM does: save the position, exit 129/140, say so in train.log") {
+  const std::string one_epoch = kResumeArgs + "--set train.epochs=1 --output-dir '";
+  for (const auto& [name, number] : {std::pair<std::string, int>{"HUP", SIGHUP}, {"USR2", SIGUSR2}}) {
+    INFO(name);
+    const auto dir = tp::test::fresh_dir("resume_" + name);
+    const std::string unwritable = name == "HUP" ? " > /dev/full 2>&1" : "";
+    const auto stopped =
+        tp::test::run_host_until_history(one_epoch + dir.string() + "'" + unwritable, dir / "history.jsonl", 3, name);
+    INFO(stopped.output);
+    CHECK(tp::test::contains(stopped.output, "exit=" + std::to_string(128 + number)));
+    const tp::LoadedCheckpoint saved = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
+    CHECK(saved.step >= 15);
+    CHECK(saved.batch == saved.step); // inside the first epoch, where it stopped
+    CHECK(tp::test::contains(tp::test::read_text(dir / "train.log"), "stop: stopped by signal " + std::to_string(number) +
+                                                                         " at step " + std::to_string(saved.step) + "; saved "));
+    if (name != "HUP") continue;
+    const auto resumed = tp::test::run_host(one_epoch + dir.string() + "' --resume auto");
+    INFO(resumed.output);
+    REQUIRE(resumed.exit_code == 0);
+    const auto straight_dir = tp::test::fresh_dir("resume_HUP_straight");
+    REQUIRE(tp::test::run_host(one_epoch + straight_dir.string() + "'").exit_code == 0);
+    const auto a = tp::load_checkpoint(straight_dir / "checkpoints" / "last.pt");
+    const auto b = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
+    CHECK(a.step == b.step);
+    REQUIRE(a.model.size() == b.model.size());
+    for (std::size_t i = 0; i < a.model.size(); ++i) CHECK(at::equal(a.model[i].second, b.model[i].second));
+    CHECK(tp::test::without_timings(dir) == tp::test::without_timings(straight_dir));
+  }
 }
 
 TEST_CASE("--resume auto without a checkpoint starts fresh; a damaged checkpoint is refused clearly") {

@@ -138,21 +138,30 @@ TEST_CASE("each reason alone") {
   SUBCASE("a signal some rank saw stops this rank, which saw none, with that signal") {
     // Cluster trial F1: a rank that agreed before its own SIGUSR1 arrived took SIGTERM and exited
     // 143 beside the others' 138, so srun's code defeated the requeue on 138.
-    for (const int signal_number : {SIGUSR1, SIGTERM, SIGINT}) {
+    const std::pair<int, uint32_t> signals[] = {{SIGUSR1, tp::kFlagSigUsr1}, {SIGUSR2, tp::kFlagSigUsr2},
+                                                 {SIGTERM, tp::kFlagSigTerm}, {SIGHUP, tp::kFlagSigHup},
+                                                 {SIGINT, tp::kFlagSigInt}};
+    for (const auto& [signal_number, bit] : signals) {
       Single s;
-      const uint32_t bit = signal_number == SIGUSR1 ? tp::kFlagSigUsr1 : signal_number == SIGTERM ? tp::kFlagSigTerm : tp::kFlagSigInt;
       s.control.window_agreed(bit, 2, ResumePosition{0, 2});
       CHECK(s.control.signal() == signal_number);
     }
   }
 }
 
-TEST_CASE("ranks that saw different stop signals agree on one: SIGUSR1, then SIGTERM, then SIGINT") {
+TEST_CASE("ranks that saw different stop signals agree on one: SIGUSR1, SIGUSR2, SIGTERM, SIGHUP, then SIGINT") {
   CHECK(tp::agreed_signal(0) == 0);
-  CHECK(tp::agreed_signal(tp::kFlagStopRequest | tp::kFlagTimeUp) == 0);
+  CHECK(tp::agreed_signal(tp::kFlagStopRequest | tp::kFlagTimeUp | tp::kFlagPeerStop) == 0);
   CHECK(tp::agreed_signal(tp::kFlagSigInt) == SIGINT);
+  CHECK(tp::agreed_signal(tp::kFlagSigInt | tp::kFlagSigHup) == SIGHUP);
+  CHECK(tp::agreed_signal(tp::kFlagSigHup | tp::kFlagSigTerm) == SIGTERM);
   CHECK(tp::agreed_signal(tp::kFlagSigInt | tp::kFlagSigTerm) == SIGTERM);
+  CHECK(tp::agreed_signal(tp::kFlagSigTerm | tp::kFlagSigUsr2) == SIGUSR2);
+  CHECK(tp::agreed_signal(tp::kFlagSigUsr2 | tp::kFlagSigUsr1) == SIGUSR1);
   CHECK(tp::agreed_signal(tp::kFlagSigTerm | tp::kFlagSigUsr1) == SIGUSR1);
+  // Every bit below Collectives::agree's 16 and apart from the others'.
+  CHECK(tp::kFlagsSignal < (1u << 16));
+  CHECK(std::popcount(tp::kFlagsSignal) == static_cast<int>(tp::kStopSignals.size()));
   CHECK(tp::agreed_signal(tp::kFlagsSignal) == SIGUSR1);
   // The first agreed signal stays: one arriving during the save does not change the exit code.
   Single s;

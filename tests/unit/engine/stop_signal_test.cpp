@@ -55,3 +55,19 @@ TEST_CASE("every one of kStopSignals is handled: the process lives on with that 
     CHECK(WEXITSTATUS(status) == 0);
   }
 }
+
+// Soak trial F1 made SIGHUP a stop signal; `nohup host train ...` still promises that the run
+// outlives its session, so a SIGHUP ignored when the handlers are installed stays ignored.
+TEST_CASE("a SIGHUP that nohup ignored stays ignored: no stop, no exit") {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::signal(SIGHUP, SIG_IGN);
+    tp::install_stop_signal_handlers();
+    std::raise(SIGHUP);
+    ::_exit(tp::pending_stop_signal() == 0 && tp::keeps_ignored(SIGHUP) && !tp::keeps_ignored(SIGTERM) ? 0 : 1);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}

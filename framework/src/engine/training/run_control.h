@@ -1,8 +1,8 @@
 // The one owner of the run's stop and save decisions (ARCH-19, docs/engine.md "Stop and save").
 // Every reason to stop or save arrives here: callback requests (deferred to the next window
 // boundary or honoured now, the table in plugin_api/include/tp/iface/callback.h), early stopping,
-// train.max_steps, train.max_time, SIGINT/SIGTERM/SIGUSR1. Reasons one rank sees alone (a callback on
-// one rank, its clock, a signal) are raised as flags and agreed once per optimizer step inside
+// train.max_steps, train.max_time, the stop signals (kStopSignals). Reasons one rank sees alone (a
+// callback on one rank, its clock, a signal) are raised as flags and agreed once per optimizer step inside
 // the step's own all-reduce; reasons every rank computes alike (early stopping on reduced values,
 // max_steps) are decided without a collective. The loop then asks stop(), take_save(), signal().
 // A non-finite loss and an out-of-memory error that cannot be split are errors, not decisions:

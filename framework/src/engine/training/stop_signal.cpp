@@ -1,5 +1,6 @@
 #include "tp/framework/engine/stop_signal.h"
 
+#include <signal.h>
 #include <time.h>
 
 #include <atomic>
@@ -46,10 +47,18 @@ extern "C" void on_stop_signal(int signal_number) {
 
 void install_stop_signal_handlers() {
   static_assert(std::atomic<int>::is_always_lock_free && std::atomic<int64_t>::is_always_lock_free);
-  // SIGUSR1 among them: SLURM's warning before a time limit or preemption (`#SBATCH
+  // SIGUSR1 and SIGUSR2 among them: SLURM's warning before a time limit or preemption (`#SBATCH
   // --signal=USR1@90`, Lightning's auto-requeue convention), whose default action kills the
-  // process without a save.
-  for (const int signal_number : kStopSignals) std::signal(signal_number, &on_stop_signal);
+  // process without a save; SIGHUP too, what a job gets when its ssh, tmux or login session dies
+  // (soak trial F1: it killed the run unsaved and unlogged).
+  for (const int signal_number : kStopSignals)
+    if (!keeps_ignored(signal_number)) std::signal(signal_number, &on_stop_signal);
+}
+
+bool keeps_ignored(int signal_number) {
+  if (signal_number != SIGHUP) return false;
+  struct sigaction current{};
+  return ::sigaction(SIGHUP, nullptr, &current) == 0 && current.sa_handler == SIG_IGN;
 }
 
 int pending_stop_signal() { return received().load(std::memory_order_relaxed); }

@@ -25,12 +25,16 @@ enum WindowFlag : uint32_t {
   /// An evaluation only (never in a window's agreement): another rank left the note that a stop
   /// signal reached it (RunControl::evaluation_stop_flags), so this one stops its pass too.
   kFlagPeerStop = 1u << 10,
+  kFlagSigHup = 1u << 11,     ///< SIGHUP (the session went away) reached this rank
+  kFlagSigUsr2 = 1u << 12,    ///< SIGUSR2 (a scheduler's warning, `--signal=USR2`) reached this rank
+  // Collectives::agree carries the low 16 bits (collectives.cpp, kAgreedBits).
 };
 
-/// Each stop signal's bit, in kStopSignals' order (stop_signal.h: SIGUSR1, SIGTERM, SIGINT, their
-/// precedence): one per signal, so that every rank learns which signal stops the run, not only
+/// Each stop signal's bit, in kStopSignals' order (stop_signal.h: SIGUSR1, SIGUSR2, SIGTERM, SIGHUP,
+/// SIGINT, their precedence): one per signal, so that every rank learns which signal stops the run, not only
 /// that one does.
-inline constexpr std::array<uint32_t, kStopSignals.size()> kSignalFlags{kFlagSigUsr1, kFlagSigTerm, kFlagSigInt};
+inline constexpr std::array<uint32_t, kStopSignals.size()> kSignalFlags{kFlagSigUsr1, kFlagSigUsr2, kFlagSigTerm, kFlagSigHup,
+                                                                               kFlagSigInt};
 
 /// The stop signals' bits together.
 inline constexpr uint32_t kFlagsSignal = [] {

@@ -1,5 +1,6 @@
-// SIGINT/SIGTERM/SIGUSR1 handling: the first signal asks the trainer to finish the current optimizer
-// step, save a checkpoint at that exact position and exit with 128 + signal (130 / 143 / 138); a signal
+// The stop signals' handling (SIGUSR1, SIGUSR2, SIGTERM, SIGHUP, SIGINT): the first one asks the
+// trainer to finish the current optimizer step, save a checkpoint at that exact position and exit
+// with 128 + signal (138 / 140 / 143 / 129 / 130); a signal
 // kSameStopMs or more after it kills the process the default way (the user insists). Copies within
 // that time are the same stop delivered twice (to the process and to its group) and change nothing.
 #pragma once
@@ -13,9 +14,12 @@ namespace tp {
 
 /// The stop signals, the one list of them: the ranks' handlers (install_stop_signal_handlers),
 /// the window flags they are agreed with (RunControl) and the launcher's forwarding all read it.
-/// Its order is their precedence when ranks saw different ones: SIGUSR1 first (the scheduler's
-/// requeue warning: exit 138 is what a requeue script tests), then SIGTERM, then SIGINT.
-inline constexpr std::array<int, 3> kStopSignals{SIGUSR1, SIGTERM, SIGINT};
+/// Its order is their precedence when ranks saw different ones, most deliberate first: SIGUSR1
+/// (the scheduler's warning before a time limit or preemption: exit 138 is what a requeue script
+/// tests), SIGUSR2 (the same warning where a site's `--signal` chose it), SIGTERM (the scheduler or
+/// the system ending the job), SIGHUP (the login session, ssh or tmux parent went away: incidental
+/// to the job), SIGINT (a person's Ctrl-C). SIGQUIT and SIGALRM keep their default action.
+inline constexpr std::array<int, 5> kStopSignals{SIGUSR1, SIGUSR2, SIGTERM, SIGHUP, SIGINT};
 
 /// How long after a stop signal another one counts as the same stop (one second: a person's
 /// second Ctrl-C comes later than the copies a group signal makes, which arrive within microseconds).
@@ -23,7 +27,11 @@ inline constexpr long long kSameStopMs = 1000;
 
 /// Installs the handlers (idempotent). Call once from the host's main thread.
 void install_stop_signal_handlers();
-/// The first stop signal received (SIGINT, SIGTERM or SIGUSR1), or 0. Async-signal-safe to set, cheap to read.
+/// Whether this process leaves `signal_number` as it found it: SIGHUP while it is ignored, as
+/// `nohup host train ...` sets it (nohup promises the run outlives its session; a SIGHUP
+/// handler would stop it instead). False for every other signal.
+bool keeps_ignored(int signal_number);
+/// The first stop signal received (one of kStopSignals), or 0. Async-signal-safe to set, cheap to read.
 int pending_stop_signal();
 
 /// Throws Interrupted when a stop signal has arrived: "<command> stopped by signal N <when>".
