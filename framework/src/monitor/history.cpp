@@ -139,6 +139,9 @@ std::vector<std::string> History::resume(int64_t step, std::optional<int64_t> sa
   }
   write_file_atomically(file, kept);
   open_jsonl();
+  // The records were replaced, not added to: history.csv is rewritten from them.
+  csv_columns_.clear();
+  csv_rows_ = 0;
   flush_csv();
   return warnings;
 }
@@ -160,30 +163,71 @@ std::optional<std::string> drop_torn_last_line(const std::filesystem::path& file
          "dropped, so this run's records start on a line of their own";
 }
 
-void History::flush_csv() const {
-  if (!enabled_) return;
-  std::vector<std::string> columns;
-  for (const auto& record : records_)
+std::string History::csv_row(const HistoryRecord& record) const {
+  std::string row = record.kind;
+  for (const auto& c : csv_columns_) {
+    row += ',';
     for (const auto& [name, value] : record.values)
-      if (std::find(columns.begin(), columns.end(), name) == columns.end()) columns.push_back(name);
-  std::ostringstream csv;
-  csv << "kind";
-  for (const auto& c : columns) csv << ',' << c;
-  csv << '\n';
-  for (const auto& record : records_) {
-    csv << record.kind;
-    for (const auto& c : columns) {
-      csv << ',';
-      for (const auto& [name, value] : record.values)
-        if (name == c) {
-          csv << format_number(value);
-          break;
-        }
-    }
-    csv << '\n';
+      if (name == c) {
+        row += format_number(value);
+        break;
+      }
   }
-  const std::string text = csv.str();
-  write_file_atomically(dir_ / "history.csv", text.data(), text.size());
+  return row + '\n';
+}
+
+bool History::append_csv(const std::string& rows) {
+  // Appended only to the file this object wrote last, untouched since: anything else (removed,
+  // replaced, a link or a FIFO planted, cut or grown) is rewritten whole, as before.
+  const auto file = dir_ / "history.csv";
+  const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<unsigned long>(st.st_ino) != csv_inode_ ||
+      static_cast<std::size_t>(st.st_size) != csv_bytes_) {
+    ::close(fd);
+    return false;
+  }
+  const int error = write_fully(fd, rows.data(), rows.size());
+  // A half-written row is cut off again, so the file stays whole rows (run_directory.md).
+  const bool cut = error != 0 && ::ftruncate(fd, static_cast<off_t>(csv_bytes_)) == 0;
+  ::close(fd);
+  if (error != 0)
+    throw Error("cannot append to " + file.string() + ": write failed: " + describe_write_error(error) +
+                (cut ? " It holds every row before these, each complete" : " Its last row may be cut short") +
+                "; history.jsonl and the checkpoints are not affected.");
+  csv_bytes_ += rows.size();
+  return true;
+}
+
+void History::flush_csv() {
+  if (!enabled_) return;
+  // Columns in first-seen order only grow while records are added: the new records say whether
+  // a column appeared.
+  std::vector<std::string> columns = csv_columns_;
+  for (std::size_t r = csv_rows_; r < records_.size(); ++r)
+    for (const auto& [name, value] : records_[r].values)
+      if (std::find(columns.begin(), columns.end(), name) == columns.end()) columns.push_back(name);
+  if (csv_rows_ > 0 && columns == csv_columns_) {
+    std::string rows;
+    for (std::size_t r = csv_rows_; r < records_.size(); ++r) rows += csv_row(records_[r]);
+    if (rows.empty() || append_csv(rows)) {
+      csv_rows_ = records_.size();
+      return;
+    }
+  }
+  csv_columns_ = std::move(columns);
+  std::string text = "kind";
+  for (const auto& c : csv_columns_) text += ',' + c;
+  text += '\n';
+  for (const auto& record : records_) text += csv_row(record);
+  const auto file = dir_ / "history.csv";
+  write_file_atomically(file, text.data(), text.size());
+  struct stat st{};
+  const bool known = ::lstat(file.c_str(), &st) == 0;
+  csv_rows_ = known ? records_.size() : 0;  // unknown inode: rewrite next time
+  csv_bytes_ = text.size();
+  csv_inode_ = known ? static_cast<unsigned long>(st.st_ino) : 0;
 }
 
 }  // namespace tp

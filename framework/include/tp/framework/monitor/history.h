@@ -1,8 +1,10 @@
 // The run's history: one record per logged step and one per epoch, written by rank 0 to
 // <run dir>/history.jsonl (appended with one write() per record, so a crash loses nothing and a
 // kill -9 can tear only the last line) and
-// <run dir>/history.csv (rewritten atomically at each epoch end, since its columns grow when the
-// first evaluation adds val/* metrics).
+// <run dir>/history.csv (at each epoch end: the new rows appended in one write() while the columns
+// are unchanged, the whole file rewritten atomically when a record brings a new column, as the
+// first evaluation's val/* metrics do, and on resume; soak trial F4: rewriting it every epoch cost
+// O(rows) I/O per epoch).
 #pragma once
 
 #include <cstdint>
@@ -45,19 +47,31 @@ class History {
   [[nodiscard]] std::vector<std::string> resume(int64_t step, std::optional<int64_t> saved_records = std::nullopt);
   /// Records written so far (a resumed run's kept ones included): what a checkpoint records.
   int64_t count() const { return static_cast<int64_t>(records_.size()); }
-  /// Rewrites history.csv from all records (columns: kind, then every name in first-seen order).
-  void flush_csv() const;
+  /// Brings history.csv up to date with all records (columns: kind, then every name in first-seen
+  /// order). The bytes are always those a whole rewrite gives; while no new column appeared and the
+  /// file is still the one this object wrote (same inode and size, a regular file), only the rows
+  /// since the last call are appended (one write(), O_APPEND | O_NOFOLLOW); otherwise the file is
+  /// replaced atomically. A failed append cuts the file back to its whole rows and throws tp::Error.
+  void flush_csv();
   const std::vector<HistoryRecord>& records() const { return records_; }
 
  private:
   void open_jsonl();
   void append_line(const std::string& line, const HistoryRecord& record);
+  std::string csv_row(const HistoryRecord& record) const;
+  bool append_csv(const std::string& rows);
 
   std::filesystem::path dir_;
   bool enabled_;
   int fd_ = -1; ///< history.jsonl, O_APPEND
   std::vector<HistoryRecord> records_;
   std::function<void(const HistoryRecord&)> listener_;
+  // What history.csv holds since this object last wrote it: the first csv_rows_ records under
+  // csv_columns_, csv_bytes_ long, at inode csv_inode_ (csv_rows_ = 0: not written yet).
+  std::vector<std::string> csv_columns_;
+  std::size_t csv_rows_ = 0;
+  std::size_t csv_bytes_ = 0;
+  unsigned long csv_inode_ = 0;
 };
 
 /// Cuts a last line without its newline (what a kill -9 or a full disk leaves) off the history
