@@ -163,12 +163,16 @@ TrainingRunDirectory::TrainingRunDirectory(Session& session, const Options& opti
   // An attempt killed before its first save left a history and no checkpoint: this run starts
   // fresh (--resume auto finds nothing), and appending to that history gave history.jsonl the dead
   // attempt's records too (43 lines for 32, while history.csv held 33) and MLflow's state a count
-  // past them. Its files go aside first, as --new-run moves them; nothing is deleted.
+  // past them. Its files go aside first, as --new-run moves them; of such attempts earlier/ keeps
+  // the newest kKeepEarlierAttempts (a crash-looping job added one per attempt for good, soak F5).
   std::filesystem::path abandoned;
+  PrunedAttempts pruned;  // a crash-looping job's attempts beyond the newest kKeepEarlierAttempts
   const bool own_start = options.resume.empty() || options.resume == "auto"; // not a checkpoint from elsewhere
   if (rank0_ && own_start && !config.train.fast_dev_run && set_aside.empty() && checkpoint_names(run_dir).empty() &&
-      holds_records(run_dir / "history.jsonl"))
-    abandoned = set_earlier_run_aside(run_dir);
+      holds_records(run_dir / "history.jsonl")) {
+    abandoned = set_earlier_run_aside(run_dir, /*attempt=*/true);
+    pruned = prune_earlier_attempts(run_dir);
+  }
   // Before anything is written: a run.id that is no identity (planted, damaged) refuses the run
   // with "nothing was written" true (config.toml was replaced first, ops trial finding 13).
   recorded_run_id_ = read_run_id(run_dir);
@@ -203,6 +207,12 @@ TrainingRunDirectory::TrainingRunDirectory(Session& session, const Options& opti
     log.warn(run_dir.string() + " held an earlier attempt's history but no checkpoint (it stopped before its first "
              "save), so this run starts fresh; that attempt's files (its history, train.log, config.toml) are now in " +
              abandoned.string());
+  for (const auto& removed : pruned.removed)
+    log.info("removed " + removed.string() + ", an earlier attempt's files: earlier/ keeps the newest " +
+             std::to_string(kKeepEarlierAttempts) + " attempts");
+  for (const auto& kept : pruned.failed)
+    log.warn("could not remove all of " + kept.string() + " (an earlier attempt beyond the newest " +
+             std::to_string(kKeepEarlierAttempts) + "); it is left as it is");
   log.file_only("resolved config:\n" + config_text_);
 }
 

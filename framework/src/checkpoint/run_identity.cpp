@@ -1,7 +1,9 @@
 // Run identities and setting an earlier run aside (run_identity.h).
 #include "tp/framework/checkpoint/run_identity.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -105,7 +107,7 @@ std::vector<fs::path> run_files(const fs::path& run_dir) {
   return found;
 }
 
-fs::path set_earlier_run_aside(const fs::path& run_dir) {
+fs::path set_earlier_run_aside(const fs::path& run_dir, bool attempt) {
   const std::string stamp = utc_stamp();
   // earlier/ is made here, never reached through a planted link (security trial F6: the run's
   // files were moved into the link's target); its <UTC time>/ is new, made by mkdir.
@@ -131,6 +133,18 @@ fs::path set_earlier_run_aside(const fs::path& run_dir) {
                   (moved.empty() ? "; nothing was moved." : "; moved before it:" + moved) +
                   " Nothing was deleted; move the earlier run's files yourself or give this run another --output-dir.");
     moved += " " + file.filename().string();
+  }
+  if (attempt) {
+    // The mark prune_earlier_attempts removes by: created exclusively in the directory just made,
+    // so a --new-run's directory (an earlier run's checkpoints) never carries it. Best effort: an
+    // unmarked attempt is only kept for good, as before.
+    const int fd = ::open((target / ".torchhost-attempt").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+      const std::string text = "An attempt of host train that stopped before its first checkpoint; host train keeps "
+                               "the newest " + std::to_string(kKeepEarlierAttempts) + " such directories.\n";
+      [[maybe_unused]] const ssize_t written = ::write(fd, text.data(), text.size());
+      ::close(fd);
+    }
   }
   return target;
 }

@@ -37,6 +37,28 @@ std::vector<std::filesystem::path> run_files(const std::filesystem::path& run_di
 /// `--new-run`: moves run_files(run_dir) into `run_dir/earlier/<UTC time>/` (rename, nothing
 /// copied or deleted) and returns that directory. The caller holds run.lock. Throws tp::Error
 /// naming the file that could not be moved; what moved before it stays moved and is named too.
-std::filesystem::path set_earlier_run_aside(const std::filesystem::path& run_dir);
+/// `attempt` = true: the files are those of an attempt that stopped before its first checkpoint
+/// (TrainingRunDirectory sets them aside for a fresh start), and the directory is marked as such
+/// with a `.torchhost-attempt` file, which prune_earlier_attempts looks for.
+std::filesystem::path set_earlier_run_aside(const std::filesystem::path& run_dir, bool attempt = false);
+
+/// How many attempts' directories earlier/ keeps (docs/run_directory.md, "Run identity"): a job
+/// crash-looping before its first save, requeued with --resume auto, added one per attempt for
+/// good (soak trial F5: 10 attempts, 9 directories, 756 kB). Ten leave the recent failures to read.
+inline constexpr int kKeepEarlierAttempts = 10;
+
+/// What prune_earlier_attempts did: the directories removed, and those it could not remove whole.
+struct PrunedAttempts {
+  std::vector<std::filesystem::path> removed;
+  std::vector<std::filesystem::path> failed;
+};
+
+/// Removes all but the newest `keep` attempt directories in `run_dir/earlier/`: only those the
+/// host made for an attempt, named `<UTC time>` or `<UTC time>-<n>` exactly (YYYYMMDD-HHMMSS) and
+/// holding its `.torchhost-attempt` marker as a regular file. A --new-run's directory (an earlier
+/// run's checkpoints) and anything else are never touched. Works through directory descriptors
+/// opened with O_NOFOLLOW and removes with remove_tree_at, so no link is followed. The caller
+/// holds run.lock. Never throws for a file it cannot remove: it is named in `failed`.
+PrunedAttempts prune_earlier_attempts(const std::filesystem::path& run_dir, int keep = kKeepEarlierAttempts);
 
 }  // namespace tp
