@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 #include <utility>
@@ -107,6 +108,37 @@ TEST_CASE("an unsealed (pre-seal) checkpoint still loads; a damaged one is still
   bytes.erase(bytes.end() - 100, bytes.end());
   write_all(dir / "legacy.pt", bytes);
   CHECK(contains(checkpoint_error([&] { load_checkpoint(dir / "legacy.pt"); }), "zip end record"));
+}
+
+TEST_CASE("a checkpoint sealed as it streams equals one sealed whole, in pieces of any size") {
+  const auto dir = test::fresh_dir("seal_stream");
+  save_at(dir / "a.pt", 7);
+  const std::vector<char> written = read_all(dir / "a.pt");
+  std::vector<char> archive = written;  // the zip writer's bytes: without the seal, comment length 0
+  archive.erase(archive.end() - 25, archive.end());
+  archive[archive.size() - 2] = 0;
+  archive[archive.size() - 1] = 0;
+  std::vector<char> whole = archive;
+  seal_checkpoint(whole);
+  CHECK(whole == written);
+  for (const std::size_t piece : {std::size_t{1}, std::size_t{7}, std::size_t{21}, std::size_t{22}, std::size_t{23},
+                                  std::size_t{4096}, archive.size()}) {
+    CAPTURE(piece);
+    std::vector<char> streamed;
+    std::size_t calls = 0;
+    CheckpointSealer sealer([&](const char* bytes, std::size_t size) {
+      streamed.insert(streamed.end(), bytes, bytes + size);
+      ++calls;
+    });
+    for (std::size_t at = 0; at < archive.size(); at += piece)
+      sealer.write(archive.data() + at, std::min(piece, archive.size() - at));
+    sealer.finish();
+    CHECK(streamed == written);
+    CHECK(calls >= 2);
+  }
+  CheckpointSealer cut([](const char*, std::size_t) {});
+  cut.write(archive.data(), archive.size() - 1);  // an archive without its last byte has no end record
+  CHECK_THROWS_AS(cut.finish(), tp::Error);
 }
 
 TEST_CASE("forged pickle lengths, memo ids and globals are refused by name before LibTorch reads them") {

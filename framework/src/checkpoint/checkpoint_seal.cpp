@@ -115,15 +115,47 @@ void check_structure(const unsigned char* p, std::size_t size, std::size_t eocd,
 
 }  // namespace
 
-void seal_checkpoint(std::vector<char>& zip) {
-  const auto* p = reinterpret_cast<const unsigned char*>(zip.data());
-  const std::size_t eocd = find_eocd(p, zip.size(), /*sealed=*/false);
-  TP_CHECK(eocd != std::string::npos, "seal_checkpoint: the archive does not end with a plain zip end record");
-  zip[eocd + 20] = static_cast<char>(kSealSize & 0xff); // comment length, little-endian
-  zip[eocd + 21] = static_cast<char>(kSealSize >> 8);
+void CheckpointSealer::pass_on(const char* bytes, std::size_t size) {
+  if (size == 0) return;
+  crc_ = crc32c(bytes, size, crc_);
+  sink_(bytes, size);
+}
+
+void CheckpointSealer::write(const char* bytes, std::size_t size) {
+  if (size >= kEocdSize) {
+    pass_on(tail_.data(), tail_.size());
+    pass_on(bytes, size - kEocdSize);
+    tail_.assign(bytes + size - kEocdSize, bytes + size);
+    return;
+  }
+  tail_.insert(tail_.end(), bytes, bytes + size);
+  if (tail_.size() > kEocdSize) {
+    const std::size_t surplus = tail_.size() - kEocdSize;
+    pass_on(tail_.data(), surplus);
+    tail_.erase(tail_.begin(), tail_.begin() + static_cast<std::ptrdiff_t>(surplus));
+  }
+}
+
+void CheckpointSealer::finish() {
+  const auto* p = reinterpret_cast<const unsigned char*>(tail_.data());
+  TP_CHECK(find_eocd(p, tail_.size(), /*sealed=*/false) == 0,
+           "seal_checkpoint: the archive does not end with a plain zip end record");
+  tail_[20] = static_cast<char>(kSealSize & 0xff); // comment length, little-endian
+  tail_[21] = static_cast<char>(kSealSize >> 8);
+  pass_on(tail_.data(), tail_.size());
+  tail_.clear();
   char seal[kSealSize + 1];
-  std::snprintf(seal, sizeof seal, "%s%08x", kSealPrefix, crc32c(zip.data(), zip.size()));
-  zip.insert(zip.end(), seal, seal + kSealSize);
+  std::snprintf(seal, sizeof seal, "%s%08x", kSealPrefix, crc_);
+  sink_(seal, kSealSize);
+}
+
+void seal_checkpoint(std::vector<char>& zip) {
+  std::vector<char> sealed;
+  sealed.reserve(zip.size() + kSealSize);
+  CheckpointSealer sealer([&](const char* bytes, std::size_t size) { sealed.insert(sealed.end(), bytes, bytes + size); });
+  sealer.write(zip.data(), zip.size());
+  sealer.finish();
+  zip.swap(sealed);
 }
 
 SealState verify_checkpoint(const char* bytes, std::size_t size, const std::string& name,

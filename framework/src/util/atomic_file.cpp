@@ -122,7 +122,7 @@ void link_file_atomically(const std::filesystem::path& existing, const std::file
   write_file_atomically(target, bytes.data(), bytes.size());
 }
 
-void write_file_atomically(const std::filesystem::path& path, const char* bytes, std::size_t size) {
+void write_file_atomically(const std::filesystem::path& path, const std::function<void(const AppendBytes&)>& produce) {
   refuse_special_file(path);
   const std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
   std::error_code ec;
@@ -131,9 +131,14 @@ void write_file_atomically(const std::filesystem::path& path, const char* bytes,
   const ExclusiveTemporary temporary = create_exclusive_temporary(path, ".tmp-");
   const std::string tmp = temporary.path.string();
   const int fd = temporary.fd;
-  if (const int error = write_fully(fd, bytes, size); error != 0) {
+  try {
+    produce([&](const char* bytes, std::size_t size) {
+      if (const int error = write_fully(fd, bytes, size); error != 0) fail(path, "write", error, tmp);
+    });
+  } catch (...) {
     ::close(fd);
-    fail(path, "write", error, tmp);
+    ::unlink(tmp.c_str());
+    throw;
   }
   // fsync before rename: otherwise a power cut can leave a renamed but empty file.
   if (::fsync(fd) != 0) {
@@ -144,6 +149,10 @@ void write_file_atomically(const std::filesystem::path& path, const char* bytes,
   if (::close(fd) != 0) fail(path, "close", errno, tmp);
   if (::rename(tmp.c_str(), path.c_str()) != 0) fail(path, "rename", errno, tmp);
   sync_directory(dir);
+}
+
+void write_file_atomically(const std::filesystem::path& path, const char* bytes, std::size_t size) {
+  write_file_atomically(path, [&](const AppendBytes& append) { append(bytes, size); });
 }
 
 }  // namespace tp

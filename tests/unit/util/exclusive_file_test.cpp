@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include "support/other_user.h"
@@ -65,6 +66,29 @@ TEST_CASE("write_file_atomically never writes through a link planted at a tempor
   CHECK(text_of(shared.dir / "best.toml") == "lr = 0.1\n");
   for (const auto& entry : fs::directory_iterator(shared.dir))  // no temporary left but the planted link
     CHECK((tp::temporary_pid(entry.path().filename().string()) < 0 || fs::is_symlink(entry.path())));
+}
+
+TEST_CASE("write_file_atomically in pieces: the pieces in order; a failure midway keeps the previous file") {
+  const fs::path dir = fs::temp_directory_path() / "tp_exclusive_file_test" / "pieces";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path file = dir / "last.pt";
+  tp::write_file_atomically(file, [](const tp::AppendBytes& append) {
+    append("first ", 6);
+    append("", 0);
+    append("second", 6);
+  });
+  CHECK(text_of(file) == "first second");
+  CHECK_THROWS_WITH(tp::write_file_atomically(file,
+                                              [](const tp::AppendBytes& append) {
+                                                append("half of a new", 13);
+                                                throw std::runtime_error("the writer failed");
+                                              }),
+                    "the writer failed");
+  CHECK(text_of(file) == "first second");
+  std::size_t entries = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(dir)) ++entries;
+  CHECK(entries == 1);  // no temporary left behind
 }
 
 TEST_CASE("a prediction's partial file is created exclusively, never through a planted link") {

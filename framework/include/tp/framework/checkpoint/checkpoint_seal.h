@@ -10,13 +10,14 @@
 //
 // Why it is needed: LibTorch's zip reader does not verify the zip's per-record CRC-32 (checked
 // with torch 2.13: a flipped byte inside a tensor loads silently, in C++ and in torch.load), so a
-// flipped bit would resume training from a wrong weight. Cost: one pass over the bytes already in memory at save and at load: 0.16 s of CPU per
+// flipped bit would resume training from a wrong weight. Cost: one pass over the bytes as they are written at save, and over the file at load: 0.16 s of CPU per
 // GB with SSE4.2's crc32 instruction (every x86-64 CPU since 2008; measured), 10-30x that with the
 // portable byte table other CPUs use (docs/hardening.md).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,9 +34,33 @@ class CheckpointError : public Error {
   int exit_code() const noexcept override { return kExitCheckpoint; }
 };
 
-/// Seals a freshly written zip archive in place: sets the EOCD comment to the checksum. Throws
-/// tp::Error when `zip` does not end with an EOCD without a comment (a programming error: our
-/// writer always produces one).
+/// Where a checkpoint's bytes go, in order (a file being written, a buffer).
+using CheckpointBytesSink = std::function<void(const char* bytes, std::size_t size)>;
+
+/// Seals a zip archive while it is written, so a checkpoint streams to its file with no copy of
+/// it in memory (user trial: building the whole file in a growing buffer first cost 2.2x
+/// torch.save's time and 3x the file's size in peak memory). Every byte but the last 22 goes
+/// straight on to `sink`, into the running CRC-32C; finish() takes the held-back 22 as the EOCD,
+/// sets its comment length and sends it and the seal. The same bytes as sealing the whole
+/// archive at once (seal_checkpoint).
+class CheckpointSealer {
+ public:
+  explicit CheckpointSealer(CheckpointBytesSink sink) : sink_(std::move(sink)) {}
+  /// The archive's next `size` bytes.
+  void write(const char* bytes, std::size_t size);
+  /// Ends the archive. Throws tp::Error when the bytes written do not end with an EOCD without a
+  /// comment (a programming error: LibTorch's zip writer always ends so).
+  void finish();
+
+ private:
+  void pass_on(const char* bytes, std::size_t size);
+  CheckpointBytesSink sink_;
+  std::vector<char> tail_; ///< the last bytes written (at most 22), not yet passed on
+  uint32_t crc_ = 0;
+};
+
+/// Seals a finished zip archive in place (CheckpointSealer over the whole buffer). Throws
+/// tp::Error when `zip` does not end with an EOCD without a comment.
 void seal_checkpoint(std::vector<char>& zip);
 
 /// What verify_checkpoint() found.

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <string_view>
 
 namespace tp {
@@ -36,6 +37,15 @@ ExclusiveTemporary create_exclusive_temporary_directory(const std::filesystem::p
 /// permission), after removing the temporary file; the previous `path` is untouched. A `path` that
 /// exists and is not a regular file (a directory, a device, a FIFO) is refused, never replaced.
 void write_file_atomically(const std::filesystem::path& path, const char* bytes, std::size_t size);
+
+/// Appends bytes to the file being written; throws tp::Error when the write fails.
+using AppendBytes = std::function<void(const char* bytes, std::size_t size)>;
+
+/// write_file_atomically for content made in pieces, with no copy of the whole in memory (a
+/// checkpoint streamed from its zip writer): `produce` is called once with the function that
+/// appends to the temporary file. Whatever `produce` throws (or a failed write) removes the
+/// temporary and leaves the previous `path` untouched, then propagates.
+void write_file_atomically(const std::filesystem::path& path, const std::function<void(const AppendBytes&)>& produce);
 
 /// Convenience overload for text.
 inline void write_file_atomically(const std::filesystem::path& path, std::string_view text) {
