@@ -9,12 +9,13 @@ int64_t RunBudget::epochs(int64_t epochs, int64_t steps_per_epoch) const {
   return (max_steps_ + steps_per_epoch - 1) / steps_per_epoch;
 }
 
-void RunBudget::start() {
-  started_ = std::chrono::steady_clock::now();
-}
+void RunBudget::start() { started_s_ = active_seconds(); }
 
-double RunBudget::elapsed() const {
-  return already_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+double RunBudget::elapsed() const { return already_ + active_seconds() - started_s_; }
+
+bool RunBudget::time_up() const {
+  const double spent = elapsed();
+  return max_seconds_ > 0 && spent >= max_seconds_;
 }
 
 void RunBudget::save_state(CheckpointContents& into) const { into.train_seconds = elapsed(); }

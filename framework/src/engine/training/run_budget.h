@@ -1,12 +1,12 @@
 // Run budgets: train.max_steps (optimizer steps; the schedule and the epoch count follow from it)
-// and train.max_time (training time, counted across resumes; the run stops collectively at the
-// next step boundary, saves and exits 0). docs/engine.md, "Budgets".
+// and train.max_time (training time, counted across resumes, suspensions left out; the run stops
+// collectively at the next step boundary, saves and exits 0). docs/engine.md, "Budgets".
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <string>
 
+#include "engine/training/active_clock.h"
 #include "tp/framework/config/value_kinds.h"  // parse_duration: train.max_time is parsed when the config is loaded
 
 namespace tp {
@@ -28,11 +28,13 @@ class RunBudget {
 
   /// Starts the clock; the seconds a resumed run's checkpoint trained count as already spent.
   void start();
-  /// Training seconds so far, resumed time included (what checkpoints record).
+  /// Training seconds so far, resumed time included (what checkpoints record); time the process
+  /// spent suspended (SIGSTOP ... SIGCONT) is not training (active_clock.h).
   double elapsed() const;
   /// Whether max_time is set and used up. Local to this process: the trainer agrees on it over
-  /// ranks before acting (it rides in the window's stop request).
-  bool time_up() const { return max_seconds_ > 0 && elapsed() >= max_seconds_; }
+  /// ranks before acting (it rides in the window's stop request). Reads the clock whether or not
+  /// max_time is set: called once a window, it is the reading a suspension is counted from.
+  bool time_up() const;
   double max_seconds() const noexcept { return max_seconds_; }
 
   /// Checkpoint: the training seconds so far (train_seconds).
@@ -44,7 +46,7 @@ class RunBudget {
   int64_t max_steps_;
   double max_seconds_;
   double already_ = 0.0;
-  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  double started_s_ = active_seconds();
 };
 
 }  // namespace tp

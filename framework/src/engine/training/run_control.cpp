@@ -3,6 +3,7 @@
 #include <cstddef>
 
 #include "tp/framework/dist/collectives.h"
+#include "engine/training/active_clock.h"
 #include "tp/framework/engine/stop_signal.h"
 #include "tp/framework/error.h"
 #include "tp/iface/callback.h"
@@ -50,6 +51,9 @@ uint32_t RunControl::take_window_flags() {
 uint32_t RunControl::signal_flags() const noexcept { return signal_flag(pending_stop_signal()); }
 
 uint32_t RunControl::evaluation_stop_flags() {
+  // A reading of the training clock per evaluation batch: a suspension during an evaluation is
+  // counted from here, not from the step before it (active_clock.h).
+  active_seconds();
   if (const uint32_t own = signal_flags(); own != 0) {
     if (!std::exchange(notice_left_, true)) collectives_.raise_notice("evaluation_stop");
     return own;

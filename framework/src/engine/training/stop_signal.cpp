@@ -1,5 +1,7 @@
 #include "tp/framework/engine/stop_signal.h"
 
+#include "engine/training/active_clock.h"
+
 #include <signal.h>
 #include <time.h>
 
@@ -53,6 +55,8 @@ void install_stop_signal_handlers() {
   // (soak trial F1: it killed the run unsaved and unlogged).
   for (const int signal_number : kStopSignals)
     if (!keeps_ignored(signal_number)) std::signal(signal_number, &on_stop_signal);
+  // And SIGCONT, which only counts a suspension so the training clock leaves it out (active_clock.h).
+  install_suspension_handler();
 }
 
 bool keeps_ignored(int signal_number) {

@@ -85,6 +85,7 @@ void Trainer::Impl::train_epoch(int64_t epoch) {
     // This rank's reasons to stop or save (callback requests so far, its clock, a signal) ride
     // with the step's agreement; one arriving during the step rides with the next.
     const uint32_t flags = control_.take_window_flags();
+    if (const Suspensions resumed = suspensions_.take(); resumed.count > 0) log_.info(describe_resumed(resumed));
     const StepOutcome outcome = steps_.optimizer_step(fetch, window, epoch, flags);
     trace_.after_step(step());
     record_cuda_graph_state(); // a capture or "auto"'s choice, into runtime.toml

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <utility>
 
+#include "engine/training/active_clock.h"
 #include "tp/framework/dist/collectives.h"
 #include "tp/framework/error.h"
 
@@ -78,7 +79,7 @@ std::pair<double, double> TrainMeters::read_epoch_loss(const std::string& span) 
 }
 
 void TrainMeters::start_epoch() {
-  epoch_start_ = window_start_ = std::chrono::steady_clock::now();
+  epoch_start_s_ = window_start_s_ = active_seconds();
   epoch_wait_s_ = window_wait_s_ = 0.0;
   epoch_samples_ = window_samples_ = window_steps_ = 0;
 }
@@ -94,8 +95,9 @@ void TrainMeters::add_batch(double wait_s, int64_t samples) {
 Scalars TrainMeters::read_window_throughput() {
   // Per-step times are exact over a logging window, not per step: the wall time includes the
   // device work only because the loss read before this synchronised.
-  const auto now = std::chrono::steady_clock::now();
-  const double wall = std::chrono::duration<double>(now - window_start_).count();
+  // The training clock: a suspension (SIGSTOP ... SIGCONT) in the window is not step time.
+  const double now = active_seconds();
+  const double wall = now - window_start_s_;
   const double steps = static_cast<double>(std::max<int64_t>(1, window_steps_));
   const double samples_per_s = wall > 0 ? double(window_samples_) / wall : 0.0;
   Scalars values{{"time/step_s", wall / steps},
@@ -104,14 +106,14 @@ Scalars TrainMeters::read_window_throughput() {
   // The step split, peak memory and TFLOP/s (on CUDA the loss read's sync has completed the
   // phase events).
   for (auto& value : report_.log_values(samples_per_s)) values.push_back(std::move(value));
-  window_start_ = now;
+  window_start_s_ = now;
   window_wait_s_ = 0.0;
   window_samples_ = window_steps_ = 0;
   return values;
 }
 
 TrainMeters::EpochClock TrainMeters::epoch_clock() const {
-  return {std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start_).count(), epoch_wait_s_,
+  return {active_seconds() - epoch_start_s_, epoch_wait_s_,
           epoch_samples_};
 }
 

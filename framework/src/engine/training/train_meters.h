@@ -6,7 +6,6 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
-#include <chrono>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -104,7 +103,7 @@ class TrainMeters {
   Scalars last_terms_;
   double window_wait_s_ = 0.0, epoch_wait_s_ = 0.0;
   int64_t window_samples_ = 0, epoch_samples_ = 0, window_steps_ = 0;
-  std::chrono::steady_clock::time_point window_start_, epoch_start_;
+  double window_start_s_ = 0.0, epoch_start_s_ = 0.0; ///< active_seconds(): suspensions left out
   TrainingReport report_;
 };
 

@@ -4,7 +4,6 @@
 #include <c10/core/GradMode.h>
 #include <torch/optim/optimizer.h>
 
-#include <chrono>
 #include <limits>
 #include <utility>
 
@@ -218,7 +217,7 @@ void Trainer::Impl::init_model() {
 }
 
 FitSummary Trainer::Impl::fit() {
-  const auto start = std::chrono::steady_clock::now();
+  const double start = active_seconds(); // measured_seconds: suspensions left out (active_clock.h)
   FitSummary summary;
   summary.monitor = config_.checkpoint.monitor;
   const int64_t first_step = step(); // a resumed run reports only the steps it ran
@@ -308,7 +307,7 @@ FitSummary Trainer::Impl::fit() {
   summary.skipped_steps = steps_.skipped_steps();
   summary.scaler_skipped_steps = update_.scaler_skipped_steps();
   if (update_.scaler().is_enabled()) report_scaler_skips(step() - first_step);
-  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  summary.seconds = active_seconds() - start;
   if (step() > first_step) log_.info(meters_.report().summary(step() - first_step, summary.seconds));
   if (const BatchStage* stage = train_loader_->stage(); stage != nullptr) log_.info(stage->summary());
   // The same report as numbers for `host compare`; written last, after the final save.

@@ -212,6 +212,7 @@ class Trainer::Impl {
   bool first_batch_checked_ = false; ///< the loss's field contracts held on this process's first batch
   Precision precision_;         ///< amp.precision
   RunBudget budget_;            ///< train.max_steps, train.max_time
+  SuspensionNotes suspensions_; ///< each SIGSTOP ... SIGCONT, logged once at the next window
   /* Model and optimizer */
   std::vector<StateTensor> model_state_;
   BuiltOptimizer optim_;

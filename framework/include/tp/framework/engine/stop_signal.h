@@ -25,7 +25,8 @@ inline constexpr std::array<int, 5> kStopSignals{SIGUSR1, SIGUSR2, SIGTERM, SIGH
 /// second Ctrl-C comes later than the copies a group signal makes, which arrive within microseconds).
 inline constexpr long long kSameStopMs = 1000;
 
-/// Installs the handlers (idempotent). Call once from the host's main thread.
+/// Installs the handlers (idempotent), and SIGCONT's, which only notes a suspension for the
+/// training clock (soak trial F2). Call once from the host's main thread.
 void install_stop_signal_handlers();
 /// Whether this process leaves `signal_number` as it found it: SIGHUP while it is ignored, as
 /// `nohup host train ...` sets it (nohup promises the run outlives its session; a SIGHUP
