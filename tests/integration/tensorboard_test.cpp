@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tp/framework/checkpoint/checkpoint.h"
 #include "tp/framework/monitor/tensorboard_events.h"
@@ -71,4 +72,38 @@ TEST_CASE("TensorBoard shows every history value, the config and the hparams; a 
   INFO(compared.output);
   CHECK(compared.exit_code == 0);
   CHECK(compared.output.starts_with("ok "));
+}
+
+namespace {
+
+// The steps at which plots/loss went into the event file: one per redraw of the plots.
+std::vector<int64_t> plot_redraw_steps(const std::filesystem::path& run_dir) {
+  std::vector<int64_t> steps;
+  for (const auto& entry : std::filesystem::directory_iterator(run_dir / "tensorboard")) {
+    const std::string bytes = tp::test::read_text(entry.path());  // the records point into it
+    for (std::string_view record : tp::split_tfrecords(bytes).records) {
+      const tp::EventInfo event = tp::inspect_event(record);
+      if (std::find(event.tags.begin(), event.tags.end(), "plots/loss") != event.tags.end()) steps.push_back(event.step);
+    }
+  }
+  return steps;
+}
+
+}  // namespace
+
+TEST_CASE("plots.min_interval_s: at most one redraw per interval, and one at the end of training") {
+  // Soak trial F3: a redraw after every evaluation re-read and re-rendered the whole history.
+  // 12 steps, an evaluation every 2: six evaluations, each of which used to redraw.
+  const std::string args = kTensorboardArgs + "--set train.epochs=1 --set eval.strategy=\"steps\" --set eval.every=2 ";
+  const auto every_dir = tp::test::fresh_dir("plots_every_evaluation");
+  const auto every = tp::test::run_host(args + "--set plots.min_interval_s=0 --output-dir '" + every_dir.string() + "'");
+  INFO(every.output);
+  REQUIRE(every.exit_code == 0);
+  CHECK(plot_redraw_steps(every_dir) == std::vector<int64_t>{2, 4, 6, 8, 10, 12});
+  const auto spaced_dir = tp::test::fresh_dir("plots_interval");
+  const auto spaced = tp::test::run_host(args + "--set plots.min_interval_s=3600 --output-dir '" + spaced_dir.string() + "'");
+  INFO(spaced.output);
+  REQUIRE(spaced.exit_code == 0);
+  CHECK(plot_redraw_steps(spaced_dir) == std::vector<int64_t>{2, 12});  // the first, then the end of training
+  CHECK(std::filesystem::exists(spaced_dir / "plots" / "loss.png"));
 }

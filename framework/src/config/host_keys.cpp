@@ -346,7 +346,11 @@ std::vector<HostKey> make_host_keys() {
       TP_HOST_KEY(progress, every_seconds, "10.0", "interval of \"lines\" mode (> 0)", {.limit = above(0)}),
 
       TP_HOST_KEY(plots, enabled, "true",
-          "draw plots/*.png (loss, each metric, lr; per step and per epoch) after every evaluation"),
+          "draw plots/*.png (loss, each metric, lr; per step and per epoch) after evaluations"),
+      TP_HOST_KEY(plots, min_interval_s, "10.0",
+          "redraw at most once per this many seconds (>= 0; 0 = after every evaluation); the end of training always "
+          "redraws",
+          {.limit = at_least(0)}),
 
       TP_HOST_KEY(logging, tensorboard, "false",
           "write TensorBoard events to <run dir>/tensorboard (every history value, the config, hparams)"),

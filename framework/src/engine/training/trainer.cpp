@@ -294,7 +294,7 @@ FitSummary Trainer::Impl::fit() {
   // history.csv follows the epochs' ends; the records after the last one (a final evaluation of
   // eval.strategy = "steps" or SWA's, a paused run's steps) reach it here.
   control_.rank0_write([&] { history_.flush_csv(); });
-  draw_plots();
+  draw_plots(/*final=*/true);
   control_.rank0_write([&] { tensorboard_.finish(step(), evaluator_->last()); });
   summary.epochs = paused && paused->batch > 0 ? paused->epoch : position_.epoch; // epochs completed
   summary.steps = step();
@@ -347,8 +347,8 @@ void Trainer::Impl::report_scaler_skips(int64_t steps) const {
                    "(amp.precision = \"bf16\") where the device has it.");
 }
 
-void Trainer::Impl::draw_plots() {
-  if (!writes_ || !config_.plots.enabled) return;
+void Trainer::Impl::draw_plots(bool final) {
+  if (!writes_ || !config_.plots.enabled || !plot_clock_.due(config_.plots.min_interval_s, final)) return;
   // About 0.1-0.3 s on this thread for a 10k-step history (docs/plots.md); a plotting failure
   // (a missing cairo driver) must never stop training.
   try {
@@ -356,6 +356,7 @@ void Trainer::Impl::draw_plots() {
   } catch (const std::exception& e) {
     log_.warn(std::string("plots were not drawn: ") + e.what());
   }
+  plot_clock_.drawn();
 }
 
 uint32_t Trainer::Impl::dispatch(int32_t kind, const Scalars& scalars, const std::string& message) {

@@ -38,6 +38,7 @@
 #include "tp/framework/engine/batch_placement.h"
 #include "engine/training/event_dispatcher.h"
 #include "engine/training/evaluator.h"
+#include "engine/training/plot_clock.h"
 #include "tp/framework/dist/collectives.h"
 #include "engine/setup/provenance.h"
 #include "engine/training/run_budget.h"
@@ -164,8 +165,9 @@ class Trainer::Impl {
   /// The current optimizer step count.
   int64_t step() const noexcept { return update_.step(); }
   /// Redraws plots/*.png (plots.enabled, rank 0) and hands them to TensorBoard
-  /// (logging.tensorboard_images); a failure is logged, never fatal.
-  void draw_plots();
+  /// (logging.tensorboard_images), at most once per plots.min_interval_s unless `final` (the end
+  /// of fit); a failure is logged, never fatal.
+  void draw_plots(bool final = false);
   /* Checkpoints (trainer_checkpoint.cpp) */
   /// What a save writes.
   enum class SaveKind {
@@ -231,6 +233,7 @@ class Trainer::Impl {
   std::unique_ptr<Evaluator> evaluator_;
   History history_;
   TensorBoardWriter tensorboard_; ///< [logging] tensorboard: mirrors history_, plus config, hparams, plots
+  PlotClock plot_clock_;          ///< when draw_plots last drew (plots.min_interval_s)
   Progress progress_;
   StepTrace trace_;
   CheckpointManager checkpoints_;

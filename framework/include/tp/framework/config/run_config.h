@@ -173,7 +173,8 @@ struct EarlyStoppingSection {
 };
 
 struct PlotsSection {
-  bool enabled; ///< redraw plots/*.png after every evaluation
+  bool enabled;         ///< redraw plots/*.png after evaluations
+  double min_interval_s; ///< at most one redraw per this many seconds (the end of fit always redraws); 0 = every evaluation
   bool operator==(const PlotsSection&) const = default; ///< field-wise
 };
 

@@ -1,7 +1,7 @@
 // Training plots: PNG charts of a run's history (<run dir>/history.jsonl, written by tp::History),
 // drawn with PLplot (its cairo device, into memory) and encoded with libpng. The trainer redraws
-// them after every evaluation; `host plot RUN_DIR` redraws them by hand (for a finished run, or
-// a run copied from another machine).
+// them after evaluations (at most once per plots.min_interval_s, and at the end of training);
+// `host plot RUN_DIR` redraws them by hand (for a finished run, or a run copied from another machine).
 //
 // Rationale: the charts are files, not a dashboard, so a run directory stays self-contained and
 // can be looked at over ssh or in a file browser. Each PNG is replaced atomically (temporary file
