@@ -165,12 +165,18 @@ TrainingRunDirectory::TrainingRunDirectory(Session& session, const Options& opti
   // attempt's records too (43 lines for 32, while history.csv held 33) and MLflow's state a count
   // past them. Its files go aside first, as --new-run moves them; of such attempts earlier/ keeps
   // the newest kKeepEarlierAttempts (a crash-looping job added one per attempt for good, soak F5).
+  // A run that reached its end wrote report.toml: one trained without checkpoints
+  // (checkpoint.strategy = "no") or whose checkpoints were removed is set aside too, but is no
+  // attempt, so pruning never deletes it (review of soak F5).
   std::filesystem::path abandoned;
+  bool abandoned_finished = false;
   PrunedAttempts pruned;  // a crash-looping job's attempts beyond the newest kKeepEarlierAttempts
   const bool own_start = options.resume.empty() || options.resume == "auto"; // not a checkpoint from elsewhere
   if (rank0_ && own_start && !config.train.fast_dev_run && set_aside.empty() && checkpoint_names(run_dir).empty() &&
       holds_records(run_dir / "history.jsonl")) {
-    abandoned = set_earlier_run_aside(run_dir, /*attempt=*/true);
+    std::error_code absent;
+    abandoned_finished = std::filesystem::exists(std::filesystem::symlink_status(run_dir / "report.toml", absent));
+    abandoned = set_earlier_run_aside(run_dir, /*attempt=*/!abandoned_finished);
     pruned = prune_earlier_attempts(run_dir);
   }
   // Before anything is written: a run.id that is no identity (planted, damaged) refuses the run
@@ -203,7 +209,12 @@ TrainingRunDirectory::TrainingRunDirectory(Session& session, const Options& opti
   if (rank0_)
     if (const std::string warning = writable_by_others_warning(run_dir); !warning.empty()) log.warn(warning);
   if (!set_aside.empty()) log.info("--new-run: the earlier run's files are now in " + set_aside.string());
-  if (!abandoned.empty())
+  if (!abandoned.empty() && abandoned_finished)
+    log.warn(run_dir.string() + " held an earlier run's history and report but no checkpoint (trained with "
+             "checkpoint.strategy = \"no\", or its checkpoints were removed), so this run starts fresh; that run's "
+             "files are now in " + abandoned.string() + ", kept for good (only attempts that stopped before their "
+             "first save are pruned)");
+  else if (!abandoned.empty())
     log.warn(run_dir.string() + " held an earlier attempt's history but no checkpoint (it stopped before its first "
              "save), so this run starts fresh; that attempt's files (its history, train.log, config.toml) are now in " +
              abandoned.string());

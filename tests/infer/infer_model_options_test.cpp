@@ -140,6 +140,9 @@ TEST_CASE("tp::infer model_options: entries are trimmed as --set trims them, and
       error_of([&] { (void)tp::infer::Model::open(file, with_options({"weights_uri=http://alice:s3cret@h:5000/w"})); });
   const std::string malformed =
       error_of([&] { (void)tp::infer::Model::open(file, with_options({"http://alice:s3cret@h:5000/w"})); });
+  // A value of the wrong type is described in the refusal, redacted as well (review finding).
+  const std::string wrong_type =
+      error_of([&] { (void)tp::infer::Model::open(file, with_options({"detections_per_img=http://alice:s3cret@h/w"})); });
   tp::infer::set_log(nullptr);
   CAPTURE(unknown);
   CAPTURE(malformed);
@@ -155,6 +158,10 @@ TEST_CASE("tp::infer model_options: entries are trimmed as --set trims them, and
   CHECK(logged);
   CHECK(unknown.find("s3cret") == std::string::npos);
   CHECK(malformed.find("s3cret") == std::string::npos);
+  CAPTURE(wrong_type);
+  CHECK(wrong_type.find("detections_per_img") != std::string::npos);
+  CHECK(wrong_type.find("http://***@h/w") != std::string::npos);
+  CHECK(wrong_type.find("s3cret") == std::string::npos);
 }
 
 TEST_CASE("tp::infer C API: tp_infer_open_configured applies model options; a NULL entry is refused before anything opens") {

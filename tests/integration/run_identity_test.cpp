@@ -178,16 +178,23 @@ TEST_CASE("an attempt stopped before its first save: the fresh start sets its fi
   std::ofstream(dir / "history.jsonl") << dead;
   std::ofstream(dir / "train.log") << "the first attempt's log\n";
   for (const std::string resume : {"--resume auto", ""}) {
+    // The second round finds a finished run (its report.toml) whose checkpoints were removed: set
+    // aside as well, but as a run, never as an attempt that pruning may delete (review of soak F5).
+    const bool finished_before = fs::exists(dir / "report.toml");
     const auto run = tp::test::run_host(identity_run(dir, 1) + resume);
     INFO(run.output);
     REQUIRE(run.exit_code == 0);
-    CHECK(contains(run.output, "held an earlier attempt's history but no checkpoint"));
+    CHECK(contains(run.output, finished_before ? "held an earlier run's history and report but no checkpoint"
+                                               : "held an earlier attempt's history but no checkpoint"));
     // Only this run's records: its one epoch, none of the dead attempt's.
     CHECK(tp::test::rows_of(tp::test::read_history(dir), "epoch").size() == 1);
     CHECK(tp::test::read_text(dir / "history.jsonl").find("\"train/loss\":9}") == std::string::npos);
     std::vector<fs::path> earlier;
     for (const auto& entry : fs::directory_iterator(dir / "earlier")) earlier.push_back(entry.path());
     REQUIRE(!earlier.empty());
+    std::size_t marked = 0;
+    for (const fs::path& set_aside : earlier) marked += fs::is_regular_file(set_aside / ".torchhost-attempt") ? 1 : 0;
+    CHECK(marked == 1);  // the killed attempt only
     if (resume.empty()) break;
     REQUIRE(earlier.size() == 1);
     CHECK(tp::test::read_text(earlier[0] / "history.jsonl") == dead);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "tp/framework/config/secrets.h"
 #include "tp/framework/config/toml_text.h"
 
 namespace tp {
@@ -144,7 +145,9 @@ std::string describe_node(const toml::node& node) {
   std::ostringstream out;
   switch (node.type()) {
     case toml::node_type::string: {
-      std::string text = node.as_string()->get();
+      // Redacted before it is cut: a cut inside a URI's authority would hide the '@' that marks
+      // its password, and a value of the wrong type may be a secret all the same.
+      std::string text = redact_uri_credentials(node.as_string()->get());
       if (text.size() > 40) text = text.substr(0, 37) + "...";
       out << "a string (\"" << text << "\")";
       break;

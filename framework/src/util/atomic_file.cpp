@@ -133,7 +133,7 @@ void write_file_atomically(const std::filesystem::path& path, const std::functio
   const int fd = temporary.fd;
   try {
     produce([&](const char* bytes, std::size_t size) {
-      if (const int error = write_fully(fd, bytes, size); error != 0) fail(path, "write", error, tmp);
+      if (const int error = write_fully(fd, bytes, size); error != 0) fail(path, "write", error, ""); // the catch removes it
     });
   } catch (...) {
     ::close(fd);

@@ -134,3 +134,19 @@ earlier = [1, "x", { started = 3, hostname = "h", plugins = [2, { library = "a.s
   CHECK(now.earlier[1].hostname.empty());
   CHECK(now.earlier[1].resumed_step == -1);
 }
+
+TEST_CASE("an earlier process's command line is redacted again, and what a checkpoint carries forward is bounded") {
+  // A checkpoint from before command lines were redacted, or another's given to --resume FILE:
+  // its password must not reach runtime.toml (an MLflow artifact) nor the later checkpoints.
+  std::string old = R"([provenance]
+command_line = "host --set logging.mlflow.tracking_uri=http://alice:s3cret@mlflow:5000"
+hostname = ")" + std::string(100000, 'h') + "\"\n";
+  for (int i = 0; i < 500; ++i)
+    old += "[[provenance.plugins]]\nlibrary = \"p" + std::to_string(i) + ".so\"\nsha256 = \"00\"\n";
+  const tp::Provenance now = tp::with_earlier_segments(process(2), old, 20, 1);
+  REQUIRE(now.earlier.size() == 1);
+  CHECK(now.earlier[0].command_line == "host --set logging.mlflow.tracking_uri=http://***@mlflow:5000");
+  CHECK(now.earlier[0].hostname.size() <= 4096 + 64);
+  CHECK(now.earlier[0].plugins.size() == 64);
+  CHECK(tp::provenance_toml(now).find("s3cret") == std::string::npos);
+}

@@ -6,16 +6,23 @@
 #include <utility>
 
 #include "engine/setup/provenance.h"
+#include "tp/framework/config/secrets.h"
 #include "tp/framework/config/toml_text.h"
+#include "tp/framework/util/bounded_text.h"
 
 namespace tp {
 namespace {
 
+/// The most characters of one recorded field, and the most plugins of one process, carried on: a
+/// checkpoint may come from anyone, and what it holds is copied into every later checkpoint.
+constexpr std::size_t kMaxSegmentText = 4096;
+constexpr std::size_t kMaxSegmentPlugins = 64;
+
 /// `table`'s string `key`, "" where it is absent or of another type (a checkpoint may come from
-/// anyone: a wrong type costs that field, not the resume).
+/// anyone: a wrong type costs that field, not the resume), at most kMaxSegmentText characters.
 std::string text_of(const toml::table& table, const char* key) {
   const auto* value = table.get_as<std::string>(key);
-  return value != nullptr ? value->get() : std::string();
+  return value != nullptr ? bounded_text(value->get(), kMaxSegmentText) : std::string();
 }
 
 /// `table`'s integer `key`, -1 where it is absent, negative or of another type.
@@ -33,12 +40,14 @@ ProvenanceSegment segment_of(const toml::table& table) {
   segment.host_version = text_of(table, "host_version");
   segment.libtorch = text_of(table, "libtorch");
   segment.cuda = text_of(table, "cuda");
-  segment.command_line = text_of(table, "command_line");
+  // Redacted again: a checkpoint written before command lines were, or another's given to
+  // --resume FILE, may hold a URI's password, and runtime.toml goes to MLflow.
+  segment.command_line = redact_uri_credentials(text_of(table, "command_line"));
   segment.resumed_step = count_of(table, "resumed_step");
   segment.resumed_epoch = count_of(table, "resumed_epoch");
   if (const toml::array* plugins = table.get_as<toml::array>("plugins"))
     for (const toml::node& node : *plugins)
-      if (const toml::table* plugin = node.as_table())
+      if (const toml::table* plugin = node.as_table(); plugin != nullptr && segment.plugins.size() < kMaxSegmentPlugins)
         segment.plugins.emplace_back(text_of(*plugin, "library"), text_of(*plugin, "sha256"));
   return segment;
 }

@@ -8,9 +8,11 @@
 // SIGSTOP cannot be caught, so when the stop came is unknown. Each reading stamps its time, and the
 // SIGCONT handler counts everything from the last stamp to its own arrival as suspended. The
 // error is the time the process ran between its last reading and the stop, counted as suspended:
-// the trainer reads once per optimizer step and once per evaluation batch, so at most one step
-// (its data wait included) or one evaluation batch. A SIGCONT sent to a process that was not
-// stopped costs the same: the time since the last reading.
+// the trainer reads once per optimizer step and once per stoppable evaluation batch, so at most
+// one step (its data wait included) or one evaluation batch; a stop during work with no reading
+// inside (a checkpoint save, the sanity check, a final or SWA evaluation, a plot redraw) costs
+// that work from its start. A SIGCONT sent to a process that was not stopped costs the time since
+// the last reading.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +37,10 @@ struct Suspensions {
 
 /// [any thread] The process's suspensions so far.
 Suspensions suspensions() noexcept;
+
+/// The shortest suspension the trainer logs: a SIGCONT that came with a stop signal to a process
+/// that was never stopped (timeout(1), SLURM's cancel) would otherwise log "resumed after 0.0 s".
+inline constexpr double kNotedSuspensionSeconds = 0.5;
 
 /// "resumed after 40.1 s suspended (SIGSTOP ... SIGCONT); not counted as training time
 /// (train.max_time, train_seconds, ms/step)", the operator's one line per suspension.

@@ -85,7 +85,10 @@ void Trainer::Impl::train_epoch(int64_t epoch) {
     // This rank's reasons to stop or save (callback requests so far, its clock, a signal) ride
     // with the step's agreement; one arriving during the step rides with the next.
     const uint32_t flags = control_.take_window_flags();
-    if (const Suspensions resumed = suspensions_.take(); resumed.count > 0) log_.info(describe_resumed(resumed));
+    // GNU timeout and SLURM send SIGCONT beside a SIGTERM to a running process: a blink is no
+    // suspension worth a line (it is still left out of the clock: at most since the last reading).
+    if (const Suspensions resumed = suspensions_.take(); resumed.count > 0 && resumed.seconds >= kNotedSuspensionSeconds)
+      log_.info(describe_resumed(resumed));
     const StepOutcome outcome = steps_.optimizer_step(fetch, window, epoch, flags);
     trace_.after_step(step());
     record_cuda_graph_state(); // a capture or "auto"'s choice, into runtime.toml
