@@ -92,8 +92,7 @@ ChildExit SignalForwarder::run(const std::vector<std::string>& args, const Child
     throw Error(std::string("host: cannot start a training process (fork): ") + std::strerror(error));
   }
   if (pid == 0) {
-    for (const int signal_number : kStopSignals) 
-      if (!keeps_ignored(signal_number)) ::signal(signal_number, SIG_DFL); // nohup's SIGHUP stays ignored
+    default_stop_signals_in_child(); // nohup's SIGHUP stays ignored
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) ::_exit(exit_code_for_signal(SIGTERM)); // the parent is already gone

@@ -30,8 +30,8 @@ bool trained_with_sigmoids(const RunConfig& config) { return config.loss.compone
 
 
 int run_predict(const Options& options) {
-  // First: a stop signal (kStopSignals: SIGINT, SIGTERM, SIGHUP...) stops at the next round and remove the partial file (predictor.cpp),
-  // never kill the process halfway through a write.
+  // First: a stop signal (kStopSignals: SIGINT, SIGTERM, SIGHUP...) stops at the next round and
+  // removes the partial file (predictor.cpp), never kills the process halfway through a write.
   install_stop_signal_handlers();
   auto session = open_session(options);
   // --images: the run's evaluation table reads the files as its val split; rows and files are named "images".

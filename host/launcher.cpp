@@ -168,8 +168,7 @@ pid_t spawn(const LaunchOptions& o, int local_rank, int port, const std::string&
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGTERM); // the launcher killed -9 must not leave ranks behind
     if (::getppid() != parent) ::_exit(kExitRuntime);
-    for (const int signal_number : kStopSignals) 
-      if (!keeps_ignored(signal_number)) ::signal(signal_number, SIG_DFL); // nohup's SIGHUP stays ignored
+    default_stop_signals_in_child(); // nohup's SIGHUP stays ignored
     ::dup2(out[1], STDOUT_FILENO);
     ::dup2(err[1], STDERR_FILENO);
     ::execve("/proc/self/exe", argv.data(), envp.data());

@@ -65,6 +65,11 @@ bool keeps_ignored(int signal_number) {
   return ::sigaction(SIGHUP, nullptr, &current) == 0 && current.sa_handler == SIG_IGN;
 }
 
+void default_stop_signals_in_child() {
+  for (const int signal_number : kStopSignals)
+    if (!keeps_ignored(signal_number)) ::signal(signal_number, SIG_DFL);
+}
+
 int pending_stop_signal() { return received().load(std::memory_order_relaxed); }
 
 void stop_if_signalled(const std::string& command, const std::string& when) {

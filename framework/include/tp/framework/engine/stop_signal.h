@@ -32,6 +32,10 @@ void install_stop_signal_handlers();
 /// `nohup host train ...` sets it (nohup promises the run outlives its session; a SIGHUP
 /// handler would stop it instead). False for every other signal.
 bool keeps_ignored(int signal_number);
+/// [a forked child, before its exec] Gives the stop signals their default action back, except a
+/// SIGHUP that nohup ignored (keeps_ignored): the program the child becomes installs its own
+/// handlers. Async-signal-safe (signal, sigaction).
+void default_stop_signals_in_child();
 /// The first stop signal received (one of kStopSignals), or 0. Async-signal-safe to set, cheap to read.
 int pending_stop_signal();
 
