@@ -149,6 +149,15 @@ TEST_CASE("ABI 1.13: this host loads plugins built for 1.0 to 1.13; a 1.12 host 
   CHECK_FALSE(compatible({1, 12, 0}, {1, 13, 0}));
 }
 
+TEST_CASE("ABI 1.14: this host loads plugins built for 1.0 to 1.14; a 1.13 host refuses 1.14 plugins") {
+  // 1.14 appended tp_model_v1_t.after_optimizer_step and added the service "tp.dist/2".
+  const tp_version_t host = TP_ABI_VERSION_INIT;
+  CHECK(host.minor >= 14);
+  CHECK(compatible(host, {1, 13, 0}));
+  CHECK(compatible(host, {1, 14, 0}));
+  CHECK_FALSE(compatible({1, 13, 0}, {1, 14, 0}));
+}
+
 TEST_CASE("this ABI is compatible with itself, and C and C++ agree on its version") {
   const tp_version_t cxx = TP_ABI_VERSION_INIT;
   const tp_version_t c = tp_test_c_abi_version();

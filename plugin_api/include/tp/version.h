@@ -37,7 +37,11 @@
  *   1.12 tp_dataset_v1_t.class_names (optional; NULL = no names) with tp_class_names_t: the names
  *        of a label field's classes, kept in checkpoints for `host export` and `host predict`.
  *   1.13 tp_dataset_v1_t.sample_keys (optional; NULL = no names): the name of each sample (its
- *        file, its shard and key), written beside each row of `host predict --split`. */
+ *        file, its shard and key), written beside each row of `host predict --split`.
+ *   1.14 training hooks for momentum teachers and cross-rank losses: tp_model_v1_t.after_optimizer_step
+ *        (optional; NULL = no hook), called after every optimizer step with the step and the total,
+ *        and the service "tp.dist/2" (host.h): all_reduce and an autograd-aware all_gather on the
+ *        host's process group for Tier T plugins (SimCLR negatives across ranks, DINO's centre). */
 #ifndef TP_VERSION_H
 #define TP_VERSION_H
 
@@ -47,7 +51,7 @@
 #include "tp/macros.h"
 
 #define TP_ABI_MAJOR 1
-#define TP_ABI_MINOR 13
+#define TP_ABI_MINOR 14
 #define TP_ABI_PATCH 0
 
 TP_EXTERN_C_BEGIN
