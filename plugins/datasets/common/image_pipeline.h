@@ -32,6 +32,10 @@ enum class Interpolation {
               ///< images as timm uses it; the JPEG decoded at full size, whatever fast_decode says
 };
 
+/// The most views of each kind (views, local_views) a split makes of one image: the field names
+/// are static strings (image_field.cpp), and 16 exceeds every published recipe (DINO: 2 + 10).
+inline constexpr int kMaxViews = 16;
+
 /// The transforms of one split, fixed at create().
 struct TransformOptions {
   int resize_short = 0;       ///< `resize = [s]`: shorter side to s (longer = int(s * long / short))
@@ -52,6 +56,10 @@ struct TransformOptions {
   bool channels_last = false; ///< memory HWC (logical shape stays [3, H, W])
   bool fast_decode = true;    ///< JPEG: decode at 1/2, 1/4 or 1/8 scale when the crop allows (bilinear only)
   int64_t max_image_pixels = kDefaultMaxImagePixels;  ///< a larger declared size fails the sample; 0: no limit
+  int views = 1;              ///< train only: views of each image (image_0 ..), 1 = the field "image"
+  int local_views = 0;        ///< train only: small views (local_0 ..) cut to local_crop with local_scale
+  Size2 local_crop;           ///< local_views' random resized crop output
+  std::array<double, 2> local_scale{0.05, 0.4};  ///< local_views' crop area range
   bool random = false;        ///< true for the train split: the random transforms run
   const char* component = "image_folder";  ///< the dataset its messages name (static storage)
 };

@@ -94,6 +94,25 @@ ErasingOptions read_erasing(const tp::cpp::ConfigReader& cfg, const char* compon
   return e;
 }
 
+/// views, local_views, local_crop and local_scale into `t` (after its other keys): the train split's
+/// only; every other split keeps one "image".
+void read_views(const tp::cpp::ConfigReader& cfg, const char* component, TransformOptions& t) {
+  const auto views = static_cast<int>(cfg.get_int_in("views", 1, kMaxViews));
+  const auto local_views = static_cast<int>(cfg.get_int_in("local_views", 0, kMaxViews));
+  t.local_crop = read_size(cfg, component, "local_crop", false, nullptr);
+  t.local_scale = read_range(cfg, component, "local_scale");
+  if (t.local_scale[1] > 1.0) throw Failure(TP_ERR_CONFIG, prefix_of(component) + "local_scale must lie in (0, 1]");
+  if (!t.random) return;
+  // A local view is a random resized crop at another size: without one on the global views the
+  // split has no crop arithmetic to share, and "a small view" has no meaning a user could check.
+  if (local_views > 0 && (!t.random_resized_crop.set() || !t.local_crop.set()))
+    throw Failure(TP_ERR_CONFIG, prefix_of(component) +
+                                     "local_views needs random_resized_crop (the global views' crop) and a local_crop "
+                                     "size, e.g. random_resized_crop = [224], scale = [0.4, 1.0], local_crop = [96]");
+  t.views = views;
+  t.local_views = local_views;
+}
+
 }  // namespace
 
 TransformOptions read_transform(const tp::cpp::ConfigReader& cfg, bool train, const char* component) {
@@ -118,6 +137,7 @@ TransformOptions read_transform(const tp::cpp::ConfigReader& cfg, bool train, co
   t.fast_decode = cfg.get_bool("fast_decode");
   t.max_image_pixels = cfg.get_int_in("max_image_pixels", 0, kMaxImagePixelsBound);
   t.random = train;
+  read_views(cfg, component, t);
   // A split without random crops has no random crop: a config with only random_resized_crop
   // would give its images their natural sizes, which cannot be batched. Say so instead of failing
   // in collate.
@@ -136,7 +156,14 @@ Size2 fixed_output_size(const TransformOptions& o) {
   return {};
 }
 
+bool makes_views(const TransformOptions& o) { return o.random && (o.views > 1 || o.local_views > 0); }
+
 std::string encoded_image_refusal(const TransformOptions& o) {
+  if (makes_views(o))
+    return prefix_of(o.component) + "views = " + std::to_string(o.views) + " and local_views = " +
+           std::to_string(o.local_views) +
+           " make several image fields per sample, and the host decodes one, so the train split's images are "
+           "decoded on the CPU";
   if (!fixed_output_size(o).set())
     return prefix_of(o.component) +
            "the image size varies (no random_resized_crop on train, center_crop or resize = [h, w]), so this "

@@ -55,6 +55,15 @@ inline constexpr tp_config_key_t kTransformKeys[] = {
                         "random_erasing: [lo, hi] aspect (h/w) range of the box, drawn log-uniformly, 0 < lo <= hi"),
     tp::cpp::config_key("erasing_value", TP_CFG_STRING, "\"zero\"",
                         "random_erasing: \"zero\" (0 after normalisation) or \"random\" (standard normal per value)"),
+    tp::cpp::config_key("views", TP_CFG_INT, "1",
+                        "train only: N in 1..16; N > 1 gives each image N independently augmented views, the fields "
+                        "image_0 .. image_{N-1} instead of image (SimCLR, BYOL, MoCo; DINO's global crops)"),
+    tp::cpp::config_key("local_views", TP_CFG_INT, "0",
+                        "train only: M in 0..16 more views of local_crop's size cut with local_scale, the fields "
+                        "local_0 .. local_{M-1} (DINO's and SwAV's multi-crop); needs random_resized_crop"),
+    tp::cpp::config_key("local_crop", TP_CFG_INT_ARRAY, "[96]", "local_views: [s] or [h, w], their crop's output size"),
+    tp::cpp::config_key("local_scale", TP_CFG_FLOAT_ARRAY, "[0.05, 0.4]",
+                        "local_views: their crop's area range (DINO's; its global views use scale = [0.4, 1.0])"),
     tp::cpp::config_key("mean", TP_CFG_FLOAT_ARRAY, "[0.0, 0.0, 0.0]", "RGB mean subtracted after scaling to [0, 1]"),
     tp::cpp::config_key("std", TP_CFG_FLOAT_ARRAY, "[1.0, 1.0, 1.0]", "RGB std divided by after the mean"),
     tp::cpp::config_key("channels_last", TP_CFG_BOOL, "false", "image memory HWC (strides), logical shape still [3, H, W]"),
@@ -93,13 +102,17 @@ TransformOptions read_transform(const tp::cpp::ConfigReader& cfg, bool train, co
 /// resize = [s] or no size key keeps each image's own proportions.
 Size2 fixed_output_size(const TransformOptions& o);
 
+/// Whether a split read with `o` makes several views of each image (the train split with views > 1
+/// or local_views > 0): fields image_0 .. and local_0 .. instead of "image" (image_field.h add_image_views).
+bool makes_views(const TransformOptions& o);
+
 /// Why a split read with `o` cannot hand its "image" field over encoded for the host to decode on
 /// the device (plugin ABI 1.11, tp_encoded_image_t.reason), as one sentence naming the keys, or
 /// "" when it can. It can when its output is a fixed size made only by crop, resize, flip and
 /// normalisation: not when the size varies (fixed_output_size), nor with interpolation = "bicubic"
-/// (any split: the device kernel resizes bilinearly), nor on the train split with rand_augment,
-/// trivial_augment, random_erasing, brightness, contrast or saturation (they change decoded
-/// pixels; other splits ignore them).
+/// (any split: the device kernel resizes bilinearly), nor on the train split with views or
+/// local_views (several image fields per sample), rand_augment, trivial_augment, random_erasing,
+/// brightness, contrast or saturation (they change decoded pixels; other splits ignore them).
 std::string encoded_image_refusal(const TransformOptions& o);
 
 /// The split's declaration of "image" for tp_dataset_v1_t.encoded_images: unavailable with

@@ -281,6 +281,10 @@ class ImageFolderDataset {
                                                                   ds::kMaxImageFileBytes);
       const ds::ImageBox box = ds::encoded_box(bytes, path, transform_, seed);
       ds::add_encoded_image(out, std::move(bytes), box);
+    } else if (ds::makes_views(transform_)) {
+      ds::add_image_views(out, ds::read_image_file(path, transform_.component, transform_.max_image_pixels,
+                                                   ds::kMaxImageFileBytes),
+                          path, transform_, seed);
     } else {
       out.add(ds::make_image_field(ds::load_image(path, transform_, seed), transform_.channels_last));
     }

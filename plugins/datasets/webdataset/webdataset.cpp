@@ -269,6 +269,8 @@ class WebDataset {
       // The member's bytes and the crop the CPU path would cut (PLG-19); the host decodes them.
       const ds::ImageBox box = ds::encoded_box(*members[0], name, transform_, seed);
       ds::add_encoded_image(out, std::move(*members[0]), box);
+    } else if (ds::makes_views(transform_)) {
+      ds::add_image_views(out, *members[0], name, transform_, seed);
     } else {
       out.add(ds::make_image_field(ds::transform_image(*members[0], name, transform_, seed), transform_.channels_last));
     }
