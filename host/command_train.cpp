@@ -131,7 +131,9 @@ int train_in(Session& session, const TrainingRunDirectory& run_dir, const Option
   // 3. The run assembled: start checkpoint, process settings, datasets, components.
   const std::string before_training = ", before training started; nothing was trained and no checkpoint written.";
   AssembledRun run = assemble_run(session, RunRequest{.command = "host train",
-                                                       .splits = {},
+                                                       // Without evaluations nothing reads a val split: a
+                                                       // dataset with none to give is not refused for it.
+                                                       .splits = {.val = config.eval.strategy != IntervalStrategy::kNo},
                                                        .start_from = options.resume == "auto" ? "" : options.resume,
                                                        .resume_auto = options.resume == "auto",
                                                        .recorded_run_id = run_dir.recorded_run_id(),

@@ -148,6 +148,25 @@ TEST_CASE("host plugins check reads image_folder's encoded images (ABI 1.11), or
                                              "decoded pixels"));
 }
 
+TEST_CASE("eval.strategy = \"no\" trains an image folder that has no val split, as the refusal's message says") {
+  const auto dir = tp::test::fresh_dir("if_host_no_eval");
+  const auto train_root = write_split(dir, "train", 6);
+  std::filesystem::remove(train_root / "light" / "broken.png");
+  std::string text = config(train_root, {}, "fail");
+  text.replace(text.find("val_root = \"\"\n"), std::string("val_root = \"\"\n").size(), "");
+  const auto cfg = dir / "run.toml";
+  std::ofstream(cfg) << text;
+  // With evaluations on, the missing val split is refused, and the message names the way out.
+  const auto refused = tp::test::run_host("train --config '" + cfg.string() + "' --output-dir '" + (dir / "a").string() + "'");
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.output.find("or set eval.strategy = \"no\"") != std::string::npos);
+  std::ofstream(cfg) << text << "[eval]\nstrategy = \"no\"\n";
+  const auto run = tp::test::run_host("train --config '" + cfg.string() + "' --output-dir '" + (dir / "b").string() + "'");
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK(history_under(dir / "b").find("\"train/loss\"") != std::string::npos);
+}
+
 TEST_CASE("a csv listing that reaches outside root is a configuration error: exit 2, before anything trains") {
   // Issue 58 (a low): a dataset's TP_ERR_CONFIG at create ended the host with exit 1 (a runtime
   // failure) where the docs promise 2 for a configuration error; and image_folder's CSV read `../`
