@@ -1,5 +1,7 @@
 #include "tp/framework/plugin/model_proxy.h"
 
+#include <c10/core/GradMode.h>
+
 #include <array>
 #include <set>
 #include <cstddef>
@@ -195,6 +197,23 @@ std::string ModelProxy::graph_capture_blocker() {
   // The reason is the answer, not an error: the caller decides whether it refuses the run.
   std::string reason = HostServices::take_last_error();
   return reason.empty() ? "(the plugin gave no message)" : reason;
+}
+
+bool ModelProxy::has_after_optimizer_step() const { return table_.after_optimizer_step != nullptr; }
+
+void ModelProxy::after_optimizer_step(int64_t step, int64_t total_steps) {
+  // NULL, or a table from before ABI 1.14 (sized_copy left the member NULL: never read past the
+  // plugin's struct_size, PLG-2): no hook.
+  if (table_.after_optimizer_step == nullptr) return;
+  // The contract's state: grad mode off, so the plugin's in-place updates of lent frozen tensors
+  // record no autograd history and need no guard of its own.
+  const c10::NoGradGuard no_grad;
+  tp_status status = TP_OK;
+  {
+    const PluginCallScope crash_scope(id().c_str(), "after_optimizer_step", UINT64_MAX);  // plugin/plugin_crash.h
+    status = table_.after_optimizer_step(self_, step, total_steps);
+  }
+  check(status, "after_optimizer_step", "after optimizer step " + std::to_string(step) + " of " + std::to_string(total_steps));
 }
 
 }  // namespace tp

@@ -10,6 +10,7 @@
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/linear.h>
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -112,6 +113,28 @@ class Holder {
   torch::nn::Linear linear_;
 };
 
+/// A model with a teacher the host never sees (an unregistered Linear, as a torch::jit::Module
+/// loaded from a file would be): its to_device hook moves the teacher and records what it was told
+/// and the lent weight's dtype at that moment; its after_optimizer_step hook (ABI 1.14) records
+/// the step and fails on a negative one.
+class WithTeacher : public Scale {
+ public:
+  using Scale::Scale;
+  void to_device(c10::Device device, at::ScalarType dtype) {
+    told_ = {device, dtype};
+    lent_dtype_when_told_ = named_parameters()["w"].scalar_type();
+    teacher_->to(device, dtype);
+  }
+  void after_optimizer_step(int64_t step, int64_t total_steps) {
+    if (step < 0) throw tp::cpp::Failure(TP_ERR_INVALID_ARGUMENT, "with_teacher: negative step");
+    steps_.emplace_back(step, total_steps);
+  }
+  std::optional<std::pair<c10::Device, at::ScalarType>> told_;
+  at::ScalarType lent_dtype_when_told_ = at::kFloat;
+  torch::nn::Linear teacher_{2, 2};
+  std::vector<std::pair<int64_t, int64_t>> steps_;
+};
+
 /// A factory standing in for the constructor (vision_models builds its components this way).
 std::shared_ptr<Switchable> make_switchable(const tp::cpp::ConfigReader& cfg) { return std::make_shared<Switchable>(cfg); }
 
@@ -128,6 +151,7 @@ const tp::cpp::Component kHolder = tp::cpp::model_component<Holder, kHolderDescr
 const tp::cpp::Component kNormed = tp::cpp::model_component<Normed, kHolderDescriptor>();
 const tp::cpp::Component kGraphable = tp::cpp::model_component<Graphable, kScaleDescriptor>();
 const tp::cpp::Component kMutableBlocker = tp::cpp::model_component<MutableBlocker, kScaleDescriptor>();
+const tp::cpp::Component kWithTeacher = tp::cpp::model_component<WithTeacher, kScaleDescriptor>();
 
 const tp_model_v1_t& model_adapter_table_of(const tp::cpp::Component& c) { return *static_cast<const tp_model_v1_t*>(c.table); }
 
@@ -178,6 +202,40 @@ TEST_CASE("model adapter: descriptor and table") {
   CHECK((model_adapter_table_of(kNormed).check_graph_capture == nullptr));
   CHECK((model_adapter_table_of(kGraphable).check_graph_capture != nullptr));
   CHECK((model_adapter_table_of(kMutableBlocker).check_graph_capture != nullptr));
+  // 1.14: after_optimizer_step only for a class that declares it.
+  CHECK((t.after_optimizer_step == nullptr));
+  CHECK((model_adapter_table_of(kWithTeacher).after_optimizer_step != nullptr));
+}
+
+TEST_CASE("model adapter: to_device tells a class that declares it, after the lent state moved (a hidden teacher)") {
+  ModelAdapterInstance m(kWithTeacher);
+  REQUIRE(m.create() == TP_OK);
+  auto& model = static_cast<WithTeacher&>(m.scale());
+  CHECK_FALSE(model.told_.has_value());
+  REQUIRE(m.t.to_device(m.self, TP_DEVICE_CPU, 0, TP_DTYPE_FLOAT64) == TP_OK);
+  REQUIRE(model.told_.has_value());
+  CHECK(model.told_->first.type() == c10::kCPU);
+  CHECK((model.told_->second == at::kDouble));
+  CHECK((model.lent_dtype_when_told_ == at::kDouble));  // the adapter had moved the lent state first
+  CHECK((model.teacher_->weight.scalar_type() == at::kDouble));  // the class moved what it hides
+  CHECK((model.dtype_ == at::kDouble));                           // set_dtype is still told too
+  const auto state = m.visit();
+  CHECK(state.size() == 2);  // the teacher stays hidden: w and calls only
+  REQUIRE(m.t.to_device(m.self, TP_DEVICE_CPU, 0, TP_DTYPE_BFLOAT16) == TP_OK);
+  CHECK((model.told_->second == at::kBFloat16));
+  CHECK((model.teacher_->weight.scalar_type() == at::kBFloat16));
+}
+
+TEST_CASE("model adapter: after_optimizer_step reaches the class; a throw is a status and the host's message") {
+  ModelAdapterInstance m(kWithTeacher);
+  REQUIRE(m.create() == TP_OK);
+  auto& model = static_cast<WithTeacher&>(m.scale());
+  CHECK(m.t.after_optimizer_step(m.self, 1, 12) == TP_OK);
+  CHECK(m.t.after_optimizer_step(m.self, 2, 12) == TP_OK);
+  CHECK(model.steps_ == std::vector<std::pair<int64_t, int64_t>>{{1, 12}, {2, 12}});
+  CHECK(m.t.after_optimizer_step(m.self, -1, 12) == TP_ERR_INVALID_ARGUMENT);
+  CHECK(m.host.last_error == "with_teacher: negative step");
+  CHECK(m.t.after_optimizer_step(nullptr, 1, 12) == TP_ERR_INVALID_ARGUMENT);
 }
 
 TEST_CASE("model adapter: check_graph_capture answers the class's graph_capture_blocker()") {

@@ -4,6 +4,8 @@
 // does a model with NULL entries or one that refuses; vision_models' models accept and declare.
 // graph_capture_blocker (ABI 1.8): "" for a NULL entry, a table that predates it and TP_OK; the
 // plugin's reason for TP_ERR_UNSUPPORTED; a PluginError for any other status.
+#include <c10/core/GradMode.h>
+
 #include "tp/framework/error.h"
 #include "tp/framework/plugin/host_services.h"
 #include "tp/framework/plugin/model_proxy.h"
@@ -198,6 +200,41 @@ TEST_CASE("graph_capture_blocker: a C++ model that declares graph_capture_blocke
   auto vision = load(std::filesystem::path(tp::test::plugin_dir()) / "vision_models.so");
   toml::table cnn{{"input", "image"}, {"in_channels", 3}, {"num_classes", 3}, {"width", 4}, {"image_size", 32}};
   CHECK(make_model(vision, "org.torchhost.small_cnn", cnn)->graph_capture_blocker() == "");
+}
+
+TEST_CASE("after_optimizer_step (ABI 1.14): absent from a NULL entry and a 1.13 table, never read past struct_size") {
+  CHECK_FALSE(make_model(load(fixture("ckpt_null_model")), "org.test.null_model")->has_after_optimizer_step());
+  // Built for 1.13: struct_size ends where after_optimizer_step starts, and the slot past it holds
+  // a function that fails naming the mistake: a host that called it would throw here.
+  auto library = load(fixture("abi113_model"));
+  CHECK(library->abi().minor == 13);
+  auto old = make_model(library, "org.test.abi113_model");
+  CHECK_FALSE(old->has_after_optimizer_step());
+  CHECK_NOTHROW(old->after_optimizer_step(1, 10));
+  CHECK_FALSE(make_model(load(fixture("ckpt_abi10_model")), "org.test.abi10_model")->has_after_optimizer_step());
+}
+
+TEST_CASE("after_optimizer_step: a C++ model's hook runs under no grad; its failure names the function and the step") {
+  // momentum_model.so refuses grad mode on and a step that is not the previous one + 1.
+  auto library = load(std::filesystem::path(tp::test::fixture_plugin_dir()) / "momentum_model.so");
+  auto model = make_model(library, "org.torchhost.test.momentum_model",
+                          toml::table{{"features", 12}, {"hidden", 4}, {"num_classes", 3}, {"input", "image"},
+                                      {"base_momentum", 0.9}});
+  model->to_device(c10::Device(c10::kCPU));
+  REQUIRE(model->has_after_optimizer_step());
+  REQUIRE(c10::GradMode::is_enabled());  // the proxy, not the caller, turns it off
+  CHECK_NOTHROW(model->after_optimizer_step(1, 10));
+  CHECK_NOTHROW(model->after_optimizer_step(2, 10));
+  CHECK(c10::GradMode::is_enabled());  // and restores it
+  try {
+    model->after_optimizer_step(4, 10);
+    FAIL_CHECK("expected a tp::PluginError");
+  } catch (const PluginError& e) {
+    const std::string message = e.what();
+    for (const char* part : {"org.torchhost.test.momentum_model", "after_optimizer_step", "after optimizer step 4 of 10",
+                             "step 4 of 10 after step 2"})
+      CHECK_MESSAGE(contains(message, part), "'" << part << "' in: " << message);
+  }
 }
 
 }  // namespace

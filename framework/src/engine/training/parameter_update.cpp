@@ -158,9 +158,14 @@ std::vector<double> ParameterUpdate::advance(bool updated) {
   for (const auto& group : optim_.optimizer->param_groups()) lrs.push_back(group.options().get_lr());
   if (!swa_schedule_) schedule_->step();
   ++step_;
+  // The model's per-step hook (a momentum teacher) before the watch and the EMA, so both see the
+  // state the whole step leaves, the teacher it moved included; called for skipped windows too,
+  // so the steps it sees run 1, 2, 3... as the schedule's do.
+  if (after_step_) after_step_(step_);
   // Whether the update left the weights finite, on the device (no sync): the averages fold in
   // only finite weights, and a save names the step where they first stopped being finite.
-  if (updated || !weights_watch_.finite().defined()) weights_watch_.observe(model_state_, step_);
+  // (A hook may have moved lent state on a skipped window too.)
+  if (updated || after_step_ || !weights_watch_.finite().defined()) weights_watch_.observe(model_state_, step_);
   if (ema_ && step_ % config_.ema.every_steps == 0) ema_->update(model_state_, weights_watch_.finite());
   return lrs;
 }

@@ -104,13 +104,19 @@ class ParameterUpdate {
   /// [main] 6. Advance, after every complete window whether or not it `updated` (a skipped
   /// window, like a step the fp16 scaler skips, still moves time on, so the schedule and the step
   /// count stay aligned): the schedule steps (not during the SWA epochs: SWALR steps per epoch),
-  /// the step is counted, the weights' finiteness is observed after an update (on the device), and
-  /// the EMA folds in the finite weights on every ema.every_steps-th step. Returns the lr every
+  /// the step is counted, the model's per-step hook runs (set_after_step), the weights' finiteness
+  /// is observed after an update (on the device), and the EMA folds in the finite weights on
+  /// every ema.every_steps-th step. Returns the lr every
   /// parameter group trained with, in group order, read before the schedule steps (the history's
   /// `lr` is group 0's, as Lightning's LearningRateMonitor records it).
   std::vector<double> advance(bool updated);
   /// Optimizer steps taken (a resumed run's included).
   int64_t step() const noexcept { return step_; }
+  /// [main] What advance() calls once per optimizer step with the new step count (1-based), after
+  /// the schedule and the count moved on and before the finiteness watch and the EMA: the model's
+  /// after_optimizer_step (ABI 1.14), so the EMA and the watch see what the hook changed. Empty:
+  /// nothing. Eager, on the host, also after a graph replay (phase 6 is never captured).
+  void set_after_step(std::function<void(int64_t step)> hook) { after_step_ = std::move(hook); }
   /// The [schedule], stepped by advance() until SWALR takes over.
   void set_schedule(std::unique_ptr<LrScheduler> schedule);
   /// The schedule that owns the lr now: SWALR during the SWA epochs, else [schedule].
@@ -179,6 +185,7 @@ class ParameterUpdate {
   int64_t host_skipped_ = 0;   ///< fp16 steps skipped by a host decision, whole process
   /* 6 */
   int64_t step_ = 0;            ///< optimizer steps taken
+  std::function<void(int64_t)> after_step_; ///< set_after_step: the model's per-step hook
   std::unique_ptr<LrScheduler> schedule_, swa_schedule_;
   FiniteWeightsWatch weights_watch_; ///< the weights after each update, on the device
   std::unique_ptr<WeightAverage> ema_, swa_;

@@ -133,7 +133,8 @@ StepOutcome StepRunner::optimizer_step(const MicroBatchFeed& next, int64_t windo
     if (probe && !probe->first_sync().empty()) capture_->record_host_sync(probe->first_sync());
     capture_->eager_step_done();
   }
-  // 6. Advance: time moves on one optimizer step whether or not the window updated.
+  // 6. Advance: time moves on one optimizer step whether or not the window updated; the model's
+  //    after_optimizer_step hook (ABI 1.14) runs here, eagerly, also after a graph replay.
   finish_step(outcome);
   return outcome;
 }

@@ -164,6 +164,13 @@ void Trainer::Impl::init_schedule() {
   if (config_.train.fast_dev_run)
     if (const std::string capped = fit_schedule_to_smoke_run(o, total, per_epoch); !capped.empty()) log_.warn(capped);
   update_.set_schedule(make_scheduler(o, *optim_.optimizer, total, per_epoch));
+  // ABI 1.14: the model's per-step hook learns the same total the schedule spans (a momentum
+  // teacher's cosine schedule ends where the lr's does).
+  if (parts_.model->has_after_optimizer_step()) {
+    update_.set_after_step([this, total](int64_t step) { parts_.model->after_optimizer_step(step, total); });
+    log_.info("model " + parts_.model->id() + ": after_optimizer_step is called after each of the " +
+              std::to_string(total) + " optimizer steps");
+  }
   log_.info("schedule " + describe_schedule(o, total, per_epoch) + "; precision " + std::string(to_string(precision_)));
 }
 

@@ -1,7 +1,7 @@
 // torchhost C++ helpers for Tier T plugin authors: a model as a C++ class, and the C shell
 // ("tp.model/1": create/destroy/to_device/set_training/visit_state/forward/set_batchnorm_frozen
-// and, when the class has them, set_activation_checkpointing, layer_depths and
-// check_graph_capture) generated from it.
+// and, when the class has them, set_activation_checkpointing, layer_depths, check_graph_capture
+// and after_optimizer_step) generated from it.
 //
 // The adapter keeps the state the host borrows (tp/cpp/model_state.h: collected after create and
 // after every to_device, integer buffers kept integer), wraps every call in TP_GUARD (PLG-7),
@@ -33,6 +33,14 @@
 //                                           host trains (a torch::nn::Module or torch::jit::Module);
 //                                           without it, the model itself (a torch::nn::Module)
 //   void set_dtype(at::ScalarType)          optional: told the floating dtype after to_device
+//   void to_device(c10::Device device, at::ScalarType dtype)
+//                                           optional: called by to_device after the adapter moved
+//                                           the lent state (and after set_dtype), before it is
+//                                           collected again: move what the host cannot see (an
+//                                           unregistered teacher, a torch::jit::Module)
+//   void after_optimizer_step(int64_t step, int64_t total_steps)
+//                                           optional (ABI 1.14): once per optimizer step, no grad
+//                                           mode (a momentum teacher); without it the entry is NULL
 //   void set_activation_checkpointing(bool) optional (tp::cpp::Checkpointable): without it the
 //                                           table's entry is NULL and the host refuses the switch
 //   std::vector<LayerDepth> layer_depths()  optional (ABI 1.4): the depth ordering of the
@@ -115,6 +123,17 @@ template <typename M, typename = void>
 struct HasSetDtype : std::false_type {};
 template <typename M>
 struct HasSetDtype<M, std::void_t<decltype(std::declval<M&>().set_dtype(at::kFloat))>> : std::true_type {};
+template <typename M, typename = void>
+struct HasToDevice : std::false_type {};
+template <typename M>
+struct HasToDevice<M, std::void_t<decltype(std::declval<M&>().to_device(std::declval<c10::Device>(), at::kFloat))>>
+    : std::true_type {};
+template <typename M, typename = void>
+struct HasAfterOptimizerStep : std::false_type {};
+template <typename M>
+struct HasAfterOptimizerStep<
+    M, std::void_t<decltype(std::declval<M&>().after_optimizer_step(std::declval<int64_t>(), std::declval<int64_t>()))>>
+    : std::true_type {};
 template <typename M, typename = void>
 struct HasCheckpointing : std::false_type {};
 template <typename M>
@@ -228,8 +247,12 @@ struct ModelAdapter {
     TP_GUARD(host_of(self), {
       Instance& m = instance(self);
       const at::ScalarType target = float_dtype(dtype);
-      move_state(m.state, device_of(device_type, device_index), target);
+      const c10::Device device = device_of(device_type, device_index);
+      move_state(m.state, device, target);
       if constexpr (HasSetDtype<M>::value) m.model->set_dtype(target);
+      // After the lent state moved, so the class sees its registered tensors where they now are;
+      // before collect(), so whatever it registers or moves is what the host visits next.
+      if constexpr (HasToDevice<M>::value) m.model->to_device(device, target);
       m.collect();
       return TP_OK;
     });
@@ -326,12 +349,20 @@ struct ModelAdapter {
     });
   }
 
+  static tp_status after_optimizer_step(void* self, int64_t step, int64_t total_steps) {
+    TP_GUARD(host_of(self), {
+      instance(self).model->after_optimizer_step(step, total_steps);
+      return TP_OK;
+    });
+  }
+
   static constexpr tp_model_v1_t table() {
     tp_model_v1_t t{sizeof(tp_model_v1_t), &create, &destroy, &to_device, &set_training, &visit_state, &forward,
                     nullptr, nullptr, &set_batchnorm_frozen};
     if constexpr (HasCheckpointing<M>::value) t.set_activation_checkpointing = &set_activation_checkpointing;
     if constexpr (HasLayerDepths<M>::value) t.layer_depths = &layer_depths;
     if constexpr (HasGraphCaptureBlocker<M>::value) t.check_graph_capture = &check_graph_capture;
+    if constexpr (HasAfterOptimizerStep<M>::value) t.after_optimizer_step = &after_optimizer_step;
     return t;
   }
 };

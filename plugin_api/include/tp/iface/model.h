@@ -11,7 +11,11 @@
  *
  * Lifecycle: create -> to_device -> visit_state -> [set_activation_checkpointing,
  * layer_depths, set_batchnorm_frozen] -> [check_graph_capture] ->
- * (set_training, forward)... -> destroy.
+ * (set_training, forward, [after_optimizer_step once per optimizer step])... -> destroy.
+ *
+ * Per-step hook (@since 1.14): after_optimizer_step runs once after every optimizer step with the
+ * step and the run's total, for a momentum teacher (BYOL, DINO, MoCo) that must move once per step
+ * rather than once per forward (which runs per micro-batch under gradient accumulation).
  *
  * Activation checkpointing (@since 1.1): a model may declare blocks whose forward it can run again
  * in backward. When the user sets `[model] activation_checkpointing = true`, the host calls
@@ -149,6 +153,47 @@ typedef struct tp_model_v1_t {
    *  own (PLG-18). Called once before training, after to_device and set_activation_checkpointing.
    *  @since 1.8 */
   tp_status (*check_graph_capture)(void *self)
+#if defined(__cplusplus) && __cplusplus >= 201402L
+      = nullptr
+#endif
+      ;
+
+  /** [main & !inside the captured region] Optional: NULL (or a table from before 1.14) means no
+   *  hook. Called once after every optimizer step of training, with `step` the number of optimizer
+   *  steps done so far (1-based: the count checkpoints record and resume from, so the first call of
+   *  a run resumed at step 40 has step 41) and `total_steps` the run's planned total, the one the
+   *  lr schedule spans (train.epochs or train.max_steps over the accumulation windows; always >= 1,
+   *  and `step` may stop short of it: max_time, early stopping, a stop signal). For a momentum
+   *  teacher (BYOL, DINO, MoCo: target = m * target + (1 - m) * online, with a schedule of m from
+   *  step / total_steps) and schedules of the model's own (DINO's teacher temperature).
+   *
+   *  When: after the optimizer step and the schedule's step (so the weights are the just-updated
+   *  ones) and before the host's weights' finiteness watch and its EMA update ([ema]) of the same
+   *  step, so the EMA, the finiteness check and a checkpoint see the model as the whole step left
+   *  it, this hook's updates included (SWA folds in per epoch, after the epoch's last call). It
+   *  follows every window the step count advances for, whether or not the weights changed: a step
+   *  the fp16 grad scaler skipped (inf gradients; on the device, so the host cannot tell without
+   *  a sync), and a window train.nan_policy = "skip" or an empty window skipped, still call it, as
+   *  timm and Lightning update their EMA regardless; `step` therefore counts 1, 2, 3... without
+   *  gaps. Never for a micro-batch inside an accumulation window, a partial window the loader
+   *  ended (no step is counted), evaluation, SWA's update_bn, a piece replayed after
+   *  train.on_oom = "split", `host profile`, or the in-process forwards of `host verify` (the
+   *  training checks of `host verify` and `host tune` run a child `host train`, whose optimizer
+   *  steps are real and call it). Every rank calls it with the same step and total, after the
+   *  gradients were all-reduced, so a teacher updated here stays identical across ranks.
+   *
+   *  How: grad mode is off (the host holds a no-grad guard) and no autocast is active, so in-place
+   *  updates need no torch::NoGradGuard of the plugin's own; the model is in training mode. It may
+   *  update lent state in place (parameters with requires_grad = false, buffers) and state it keeps
+   *  hidden; lent tensors stay the same tensors (visit_state's rule: update in place, never
+   *  replace), and so must hidden ones the forward reads under run.cuda_graphs. Lent state updated
+   *  here is checkpointed and restored with the rest, so a resumed run continues the teacher bit
+   *  for bit. It must not touch the trainable parameters, their gradients or the optimizer, and,
+   *  like forward, never synchronise the device (PLG-11). Under run.cuda_graphs it runs eagerly,
+   *  outside the graph, after each replay (as the EMA does): its kernels are never captured. An
+   *  error stops the run (a plugin error naming this function and the step); PLG-21.
+   *  @since 1.14 */
+  tp_status (*after_optimizer_step)(void *self, int64_t step, int64_t total_steps)
 #if defined(__cplusplus) && __cplusplus >= 201402L
       = nullptr
 #endif

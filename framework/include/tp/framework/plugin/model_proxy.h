@@ -5,6 +5,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -76,6 +77,20 @@ class ModelProxy : public PluginInstance {
   ///   if (!blocker.empty() && cuda_graphs == "on")
   ///     throw ConfigError("run.cuda_graphs", "... '" + model.id() + "' cannot be captured: " + blocker);
   std::string graph_capture_blocker();
+
+  /// Whether the plugin has the per-step hook (tp_model_v1_t.after_optimizer_step, ABI 1.14):
+  /// false for a NULL entry or a table from before 1.14 (its struct_size ends before the member).
+  bool has_after_optimizer_step() const;
+  /// [main] The per-step hook: tells the model that optimizer step `step` (1-based, the count
+  /// checkpoints record) of the run's planned `total_steps` is done, under a no-grad guard and
+  /// outside autocast, so it may update lent frozen state (a momentum teacher) in place. Does
+  /// nothing when the plugin has no hook. The training step calls it once per optimizer step
+  /// (ParameterUpdate::advance), eagerly also under run.cuda_graphs. Throws PluginError naming the
+  /// function and the step when the plugin fails.
+  ///
+  /// Example:
+  ///   update.set_after_step([&](int64_t step) { model.after_optimizer_step(step, total); });
+  void after_optimizer_step(int64_t step, int64_t total_steps);
 
  private:
   tp_model_v1_t table_{};
