@@ -92,6 +92,9 @@ class Blobs {
 
     // Augmentation: from the host's per-sample seed only, which mixes in the run seed, the epoch
     // and the rank, so each epoch sees new noise and a resumed run sees the same noise again.
+    // seed("jitter") is that seed whatever its argument (which only names the use in errors): one
+    // stream. Draws that must be independent of each other (two augmented views of a sample)
+    // each take a stream of their own, ctx.stream_seed("view_0"), ctx.stream_seed("view_1").
     if (jitter_ > 0.0f) {
       tp::cpp::SplitMix64 noise(ctx.seed("jitter"));
       for (float& v : x) v += jitter_ * unit(noise.next());

@@ -420,3 +420,24 @@ TEST_CASE("callback adapter: requests, a throwing on_event, NULL arguments") {
   CHECK(host.last_error == "stop_at: stop = 0 is outside [1, 50]");
   CHECK(self == nullptr);
 }
+
+TEST_CASE("WorkerContext: seed(purpose) is the sample seed whatever the purpose; stream_seed(name) derives a stream") {
+  tp_worker_ctx_t raw{};
+  raw.struct_size = sizeof raw;
+  raw.seed = 12345;
+  const tp::cpp::WorkerContext ctx(&raw, "probe");
+  // PLG-8: what seed() returns never changes (existing plugins' samples stay bit-identical).
+  CHECK(ctx.seed("view_0") == 12345);
+  CHECK(ctx.seed("view_1") == 12345);
+  CHECK(ctx.stream_seed("view_0") == 0x7712A79E299AB966ULL);  // derived_seed(12345, "view_0"), pinned
+  CHECK(ctx.stream_seed("view_0") == tp::cpp::derived_seed(12345, "view_0"));
+  CHECK(ctx.stream_seed("view_1") != ctx.stream_seed("view_0"));
+  CHECK(ctx.stream_seed("view_1") == ctx.stream_seed("view_1"));
+  const tp::cpp::WorkerContext none(nullptr, "probe");
+  try {
+    (void)none.stream_seed("view_0");
+    FAIL_CHECK("expected a Failure");
+  } catch (const tp::cpp::Failure& e) {
+    CHECK(std::string(e.what()) == "probe: view_0 needs a tp_worker_ctx_t with a seed");
+  }
+}

@@ -85,3 +85,21 @@ TEST_CASE("random: seeded_holdout is the val_split csv and image_folder made, an
   }
   CHECK_THROWS_AS((void)tp::cpp::seeded_holdout(4, 0.9, 0, "image_folder", "images"), tp::cpp::Failure);
 }
+
+TEST_CASE("derived_seed: a named stream of a seed, fixed forever: splitmix64(seed ^ fnv1a64(name))") {
+  // FNV-1a 64's published vectors: the empty string is the offset basis; "a" is 0xaf63dc4c8601ec8c.
+  CHECK(tp::cpp::fnv1a64("") == 0xCBF29CE484222325ULL);
+  CHECK(tp::cpp::fnv1a64("a") == 0xAF63DC4C8601EC8CULL);
+  // Pinned: a changed value would change every sample drawn from a named stream.
+  CHECK(tp::cpp::derived_seed(12345, "view_0") == 0x7712A79E299AB966ULL);
+  CHECK(tp::cpp::derived_seed(12345, "view_1") == 0xCCCD45A0756B7457ULL);
+  CHECK(tp::cpp::derived_seed(12345, "view_0") == tp::cpp::splitmix64(12345 ^ tp::cpp::fnv1a64("view_0")));
+  // Distinct names, distinct seeds; the same name, the same seed; another seed, another stream.
+  std::vector<uint64_t> seen;
+  for (int v = 0; v < 64; ++v) seen.push_back(tp::cpp::derived_seed(7, "view_" + std::to_string(v)));
+  for (std::size_t i = 0; i < seen.size(); ++i)
+    for (std::size_t j = i + 1; j < seen.size(); ++j) CHECK(seen[i] != seen[j]);
+  CHECK(tp::cpp::derived_seed(7, "view_3") == seen[3]);
+  CHECK(tp::cpp::derived_seed(8, "view_3") != seen[3]);
+  static_assert(tp::cpp::derived_seed(1, "crop") == tp::cpp::derived_seed(1, "crop"));  // constexpr
+}

@@ -54,6 +54,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -62,6 +63,7 @@
 #include "tp/cpp/dlpack.h"
 #include "tp/cpp/guard.h"
 #include "tp/cpp/plugin.h"
+#include "tp/cpp/random.h"
 #include "tp/iface/dataset.h"
 
 namespace tp::cpp {
@@ -100,14 +102,19 @@ class WorkerContext {
   bool has_seed() const noexcept {
     return ctx_ != nullptr && ctx_->struct_size >= offsetof(tp_worker_ctx_t, seed) + sizeof(uint64_t);
   }
-  /// The host's per-sample seed, the only source of a sample's randomness (PLG-8). Throws
-  /// Failure(TP_ERR_INVALID_ARGUMENT) naming `purpose` when there is none.
+  /// The host's per-sample seed, the only source of a sample's randomness (PLG-8). `purpose` only
+  /// names the caller in the error (none in the context): the value is the same whatever the
+  /// purpose, seed("view_0") == seed("view_1"); independent streams need stream_seed(name).
   uint64_t seed(const char* purpose) const {
     if (!has_seed())
       throw Failure(TP_ERR_INVALID_ARGUMENT,
                     std::string(component_) + ": " + purpose + " needs a tp_worker_ctx_t with a seed");
     return ctx_->seed;
   }
+  /// This sample's seed of the stream named `purpose`: tp::cpp::derived_seed(seed, purpose) =
+  /// splitmix64(seed ^ fnv1a64(purpose)), fixed on every platform and release (PLG-8); distinct
+  /// names give independent streams (two views: stream_seed("view_0"), stream_seed("view_1")).
+  uint64_t stream_seed(std::string_view purpose) const { return derived_seed(seed(std::string(purpose).c_str()), purpose); }
   /// Whether the host asks for the encoded form of the image fields this dataset declared
   /// available (tp_worker_ctx_t::encoded_images, ABI 1.11): false when the context is too small
   /// to hold the member (a host before 1.11; PLG-2) or the member is 0. When true, get_sample

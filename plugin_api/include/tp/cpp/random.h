@@ -5,6 +5,7 @@
 //   tp::cpp::SplitMix64 rng(seed);                            // a small generator
 //   const uint64_t draw = rng.next();
 //   const std::vector<bool> held_out = tp::cpp::seeded_holdout(rows, 0.1, split_seed, "csv", "rows");
+//   tp::cpp::SplitMix64 view_1(tp::cpp::derived_seed(seed, "view_1"));  // an independent stream
 //
 // SplitMix64 (Steele, Lea & Flood 2014) is fixed by its three constants below, so a value drawn
 // here never changes across releases: datasets derive sample contents and splits from it, and a
@@ -14,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -29,6 +31,33 @@ constexpr uint64_t splitmix64(uint64_t x) noexcept {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
   return z ^ (z >> 31);
+}
+
+/// FNV-1a, 64-bit, of the bytes of `text`: offset basis 0xCBF29CE484222325, prime
+/// 0x100000001B3, one byte at a time (unsigned). Fixed forever, like splitmix64: derived_seed
+/// names streams with it. Not for hash tables fed by untrusted input (no seed, easy collisions).
+constexpr uint64_t fnv1a64(std::string_view text) noexcept {
+  uint64_t h = 0xCBF29CE484222325ULL;
+  for (const char c : text) {
+    h ^= static_cast<uint64_t>(static_cast<unsigned char>(c));
+    h *= 0x100000001B3ULL;
+  }
+  return h;
+}
+
+/// An independent seed for the random stream named `purpose` from one `seed` (a sample's
+/// tp_worker_ctx_t.seed, or any seed of yours): exactly splitmix64(seed ^ fnv1a64(purpose)).
+/// Distinct names give unrelated seeds, the same name the same seed, on every platform and in
+/// every release (PLG-8), so two augmented views of one sample drawn from derived_seed(seed,
+/// "view_0") and derived_seed(seed, "view_1") differ, and stay the same across runs and resumes.
+///
+/// Example:
+///   for (int v = 0; v < views; ++v) {
+///     tp::cpp::SplitMix64 rng(tp::cpp::derived_seed(ctx.seed("views"), "view_" + std::to_string(v)));
+///     ...
+///   }
+constexpr uint64_t derived_seed(uint64_t seed, std::string_view purpose) noexcept {
+  return splitmix64(seed ^ fnv1a64(purpose));
 }
 
 /// The SplitMix64 generator: each next() returns splitmix64(state) and advances the state by the
