@@ -191,7 +191,8 @@ std::string encoded_image_refusal(const TransformOptions& o) {
 tp_encoded_image_t encoded_image_declaration(const TransformOptions& o, const std::string& refusal) {
   tp_encoded_image_t image{};
   image.struct_size = sizeof(tp_encoded_image_t);
-  image.name = "image";
+  // With views the sample has no "image": the declaration names the field it has instead.
+  image.name = makes_views(o) ? "image_0" : "image";
   if (!refusal.empty()) {
     image.available = 0;
     image.reason = refusal.c_str();

@@ -115,7 +115,8 @@ bool makes_views(const TransformOptions& o);
 /// brightness, contrast or saturation (they change decoded pixels; other splits ignore them).
 std::string encoded_image_refusal(const TransformOptions& o);
 
-/// The split's declaration of "image" for tp_dataset_v1_t.encoded_images: unavailable with
+/// The split's declaration of "image" (of "image_0" when makes_views(o), whose samples have no
+/// "image") for tp_dataset_v1_t.encoded_images: unavailable with
 /// `refusal` when it is not empty (borrowed by the result: keep it alive as long as the
 /// declaration, e.g. as a member of the dataset instance), else available with
 /// fixed_output_size(o), o's mean and std (their defaults 0 and 1 when the keys are not set) and

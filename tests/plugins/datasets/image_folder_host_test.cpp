@@ -146,6 +146,13 @@ TEST_CASE("host plugins check reads image_folder's encoded images (ABI 1.11), or
   CHECK(augmented.exit_code == 0);
   CHECK(tp::test::contains(augmented.output, "encoded images: image on the CPU (image_folder: rand_augment changes "
                                              "decoded pixels"));
+  // Several views: the fields image_0 .. and local_0 .., decoded on the CPU, the reason naming views.
+  const auto views = tp::test::run_host(check + " --set views=2 --set local_views=1 --set 'local_crop=[12]'");
+  CAPTURE(views.output);
+  CHECK(views.exit_code == 0);
+  CHECK(tp::test::contains(views.output, "fields image_0 float32[3, 24, 24], image_1 float32[3, 24, 24], local_0 "
+                                         "float32[3, 12, 12], label int64[], encoded images: image_0 on the CPU "
+                                         "(image_folder: views = 2 and local_views = 1 make several image fields"));
 }
 
 TEST_CASE("eval.strategy = \"no\" trains an image folder that has no val split, as the refusal's message says") {

@@ -123,6 +123,7 @@ TEST_CASE("image_folder: views cannot be decoded by the host, and their keys are
     uint32_t count = 0;
     REQUIRE(train.table().encoded_images(train.self(), &images, &count) == TP_OK);
     REQUIRE(count == 1);
+    CHECK(std::string(images[0].name) == "image_0");  // a field the sample has (host plugins check reads it)
     CHECK(images[0].available == 0);
     REQUIRE(images[0].reason != nullptr);
     CHECK(std::string(images[0].reason).find("views = 2") != std::string::npos);
