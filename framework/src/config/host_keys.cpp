@@ -144,7 +144,7 @@ std::vector<HostKey> make_host_keys() {
           "faster, but the values no longer cover the split; 0 = every batch",
           {.limit = at_least(0)}),
 
-      TP_HOST_KEY(optim, name, R"("adamw")", "optimizer", {.choices = {"sgd", "adam", "adamw", "rmsprop", "lamb", "lion"}}),
+      TP_HOST_KEY(optim, name, R"("adamw")", "optimizer", {.choices = {"sgd", "adam", "adamw", "rmsprop", "lamb", "lion", "lars"}}),
       TP_HOST_KEY(optim, lr, "1e-3", "learning rate (> 0)", {.limit = above(0)}),
       TP_HOST_KEY(optim, lr_base, "0.0",
           "timm's --lr-base: the lr for a global batch of lr_base_size, scaled to this run's (batch_size x ranks x "
@@ -157,16 +157,20 @@ std::vector<HostKey> make_host_keys() {
           {.choices = {"auto", "linear", "sqrt"}}),
       TP_HOST_KEY(optim, weight_decay, "0.01",
           "weight decay (>= 0): decoupled for adamw and lion, added to the gradient (L2) for sgd, adam, rmsprop, "
-          "added to the update inside the trust ratio for lamb; only on tensors with dim >= 2 unless a param group "
-          "sets it",
+          "added to the update inside the trust ratio for lamb and lars; only on tensors with dim >= 2 unless a param "
+          "group sets it (lamb, lars: a parameter without decay gets no trust ratio either)",
           {.limit = at_least(0)}),
       TP_HOST_KEY(optim, momentum, "0.9",
-          "sgd and rmsprop momentum, in [0, 1)",
+          "sgd, rmsprop and lars momentum, in [0, 1)",
           {.limit = at_least_and_below(0, 1)}),
-      TP_HOST_KEY(optim, nesterov, "false", "sgd Nesterov momentum"),
+      TP_HOST_KEY(optim, dampening, "0.0",
+          "sgd, lars: the momentum buffer takes (1 - dampening) x the gradient, in [0, 1)",
+          {.limit = at_least_and_below(0, 1)}),
+      TP_HOST_KEY(optim, nesterov, "false", "sgd, lars Nesterov momentum (needs momentum > 0, dampening = 0)"),
       TP_HOST_KEY(optim, betas, "[0.9, 0.999]",
           "adam, adamw, lamb, lion betas, two values in [0, 1) (timm's Lion defaults to [0.9, 0.99])"),
-      TP_HOST_KEY(optim, eps, "1e-8", "adam, adamw, rmsprop, lamb epsilon (> 0; timm's Lamb defaults to 1e-6)",
+      TP_HOST_KEY(optim, eps, "1e-8",
+          "adam, adamw, rmsprop, lamb, lars epsilon (> 0; timm's Lamb defaults to 1e-6, Lars to 1e-8)",
           {.limit = above(0)}),
       TP_HOST_KEY(optim, amsgrad, "false", "adam, adamw: AMSGrad variant"),
       TP_HOST_KEY(optim, alpha, "0.99",
@@ -180,9 +184,15 @@ std::vector<HostKey> make_host_keys() {
           "lamb: divide the gradients by max(1, global norm / this) inside the step (timm's Lamb max_grad_norm); "
           "after train.max_grad_norm's clip when both are set; 0 = off",
           {.limit = at_least(0)}),
-      TP_HOST_KEY(optim, trust_clip, "false", "lamb: clamp the trust ratio ||w|| / ||update|| at 1 (timm's LAMBC)"),
+      TP_HOST_KEY(optim, trust_clip, "false",
+          "lamb: clamp the trust ratio ||w|| / ||update|| at 1 (timm's LAMBC); lars: clamp trust ratio / lr at 1 "
+          "(timm's LARC)"),
       TP_HOST_KEY(optim, always_adapt, "false",
-          "lamb: apply the trust ratio to parameters without weight decay too (timm's Lamb)"),
+          "lamb, lars: apply the trust ratio to parameters without weight decay too (timm's Lamb, Lars)"),
+      TP_HOST_KEY(optim, trust_coeff, "0.001",
+          "lars: the trust coefficient eta, trust ratio = eta x ||w|| / (||g|| + weight_decay x ||w|| + eps) "
+          "(timm's Lars trust_coeff; > 0)",
+          {.limit = above(0)}),
       TP_HOST_KEY(optim, caution, "false",
           "lion: cautious update, kept only where its sign agrees with the gradient's (timm's clion)"),
       TP_HOST_KEY(optim, implementation, R"("auto")",

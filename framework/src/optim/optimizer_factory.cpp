@@ -12,6 +12,7 @@
 
 #include "fused_optimizers.h"
 #include "lamb.h"
+#include "lars.h"
 #include "lion.h"
 #include "tp/framework/error.h"
 #include "tp/framework/util/short_number.h"
@@ -191,10 +192,33 @@ detail::LionOptions lion_options(const OptimSection& o) {
   return base;
 }
 
+// LARS's options: SGD's lr, momentum, dampening, nesterov and weight decay, then timm's Lars keys.
+// One field at a time, as for LAMB.
+detail::LarsOptions lars_options(const OptimSection& o) {
+  detail::LarsOptions base(o.lr);
+  base.momentum(o.momentum);
+  base.dampening(o.dampening);
+  base.nesterov(o.nesterov);
+  base.weight_decay(o.weight_decay);
+  base.trust_coeff(o.trust_coeff);
+  base.eps(o.eps);
+  base.trust_clip(o.trust_clip);
+  base.always_adapt(o.always_adapt);
+  return base;
+}
+
 // The keys that select a variant another optimizer has, refused by name rather than ignored:
 // a run that asks for them expects them to act.
 void refuse_other_variants(const OptimSection& o) {
-  if ((o.name == "lamb" || o.name == "lion") && o.amsgrad)
+  if (o.dampening != 0 && o.name != "sgd" && o.name != "lars")
+    throw ConfigError("optim.dampening", "optim.dampening = " + short_number(o.dampening) + " damps SGD's momentum "
+                                         "buffer; optim.name = \"" + o.name + "\" has none (sgd and lars have). "
+                                         "Set dampening = 0.0.");
+  if ((o.name == "sgd" || o.name == "lars") && o.nesterov && o.dampening != 0)
+    throw ConfigError("optim.nesterov", "optim.nesterov = true needs optim.dampening = 0 (torch's and timm's rule: "
+                                        "Nesterov's look-ahead assumes an undamped buffer); set dampening = 0.0 or "
+                                        "nesterov = false.");
+  if ((o.name == "lamb" || o.name == "lion" || o.name == "lars") && o.amsgrad)
     throw ConfigError("optim.amsgrad", "optim.amsgrad = true is an Adam/AdamW variant; " + o.name +
                                            " (optim.name = \"" + o.name + "\") has no AMSGrad form (timm's neither). "
                                            "Set amsgrad = false, or use adam or adamw.");
@@ -234,12 +258,12 @@ bool has_fused_kernel(std::string_view name) { return name == "sgd" || name == "
 
 BuiltOptimizer make_optimizer(const OptimSection& o, const std::vector<StateTensor>& model_state,
                               const LayerDepths* depths) {
-  constexpr std::string_view kNames[] = {"sgd", "adam", "adamw", "rmsprop", "lamb", "lion"};
+  constexpr std::string_view kNames[] = {"sgd", "adam", "adamw", "rmsprop", "lamb", "lion", "lars"};
   if (std::find(std::begin(kNames), std::end(kNames), o.name) == std::end(kNames))
     throw ConfigError("optim.name", "optim.name = \"" + o.name +
-                                        "\" is not a known optimizer (sgd, adam, adamw, rmsprop, lamb, lion).");
+                                        "\" is not a known optimizer (sgd, adam, adamw, rmsprop, lamb, lion, lars).");
   refuse_other_variants(o);
-  if (o.name == "sgd" && o.nesterov && o.momentum <= 0)
+  if ((o.name == "sgd" || o.name == "lars") && o.nesterov && o.momentum <= 0)
     throw ConfigError("optim.nesterov", "optim.nesterov = true needs optim.momentum > 0 (Nesterov momentum is a "
                                         "look-ahead on the momentum buffer); set a momentum or nesterov = false.");
   if (o.layer_decay <= 0 || o.layer_decay > 1)
@@ -262,7 +286,8 @@ BuiltOptimizer make_optimizer(const OptimSection& o, const std::vector<StateTens
   for (const GroupPlan& g : plans) built.group_names.push_back(g.names);
   namespace optim = torch::optim;
   if (o.name == "sgd") {
-    const auto base = optim::SGDOptions(o.lr).momentum(o.momentum).nesterov(o.nesterov).weight_decay(o.weight_decay);
+    const auto base = optim::SGDOptions(o.lr).momentum(o.momentum).dampening(o.dampening).nesterov(o.nesterov)
+                          .weight_decay(o.weight_decay);
     built.optimizer = build<optim::SGD, detail::FusedSGD>(plans, base, built.fused);
   } else if (o.name == "adam") {
     const auto base = optim::AdamOptions(o.lr).betas({o.betas.at(0), o.betas.at(1)}).eps(o.eps)
@@ -276,6 +301,8 @@ BuiltOptimizer make_optimizer(const OptimSection& o, const std::vector<StateTens
     built.optimizer = build<detail::Lamb, detail::Lamb>(plans, lamb_options(o), /*fused=*/false);  // no fused kernel
   } else if (o.name == "lion") {
     built.optimizer = build<detail::Lion, detail::Lion>(plans, lion_options(o), /*fused=*/false);  // no fused kernel
+  } else if (o.name == "lars") {
+    built.optimizer = build<detail::Lars, detail::Lars>(plans, lars_options(o), /*fused=*/false);  // no fused kernel
   } else {
     const auto base = optim::RMSpropOptions(o.lr).alpha(o.alpha).eps(o.eps).weight_decay(o.weight_decay)
                           .momentum(o.momentum).centered(o.centered);

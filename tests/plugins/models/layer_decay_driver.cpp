@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
     o.lr_base_scale = "auto";
     o.weight_decay = 0.05;
     o.momentum = 0.9;
+    o.dampening = 0.0;  // read by every optimizer's check (sgd's and lars's alone may set it)
     o.nesterov = false;
     o.betas = {0.9, 0.999};
     o.eps = 1e-8;

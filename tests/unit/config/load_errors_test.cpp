@@ -80,7 +80,7 @@ TEST_CASE("a string outside the choices lists them") {
   const tp::ConfigError optim = error_of("[optim]\nname = \"adagrad\"\n");
   CHECK(optim.key_path() == "optim.name");
   TP_CHECK_CONTAINS(std::string(optim.what()), "run.toml:2:8");
-  TP_CHECK_CONTAINS(std::string(optim.what()), "expected sgd, adam, adamw, rmsprop, lamb or lion");
+  TP_CHECK_CONTAINS(std::string(optim.what()), "expected sgd, adam, adamw, rmsprop, lamb, lion or lars");
 
   for (const char* bad : {"gpu", "cuda:", "cuda:x", "cuda:1a", "CPU"}) {
     CAPTURE(bad);

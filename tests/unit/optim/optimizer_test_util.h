@@ -37,6 +37,7 @@ inline OptimSection optim_section(const std::string& name, const std::string& im
   o.lr_base_scale = "auto";
   o.weight_decay = 0.01;
   o.momentum = 0.9;
+  o.dampening = 0.0;
   o.nesterov = false;
   o.betas = {0.9, 0.999};
   o.eps = 1e-8;
@@ -48,6 +49,7 @@ inline OptimSection optim_section(const std::string& name, const std::string& im
   o.lamb_max_grad_norm = 1.0;
   o.trust_clip = false;
   o.always_adapt = false;
+  o.trust_coeff = 0.001;
   o.caution = false;
   o.implementation = implementation;
   o.layer_decay = 1.0;

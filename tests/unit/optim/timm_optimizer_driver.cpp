@@ -1,15 +1,17 @@
-// The host's side of lamb_timm_oracle.py and lion_timm_oracle.py: make_optimizer with optim.name =
-// "lamb" or "lion" over the parameters and gradients the oracle wrote, as optimizer_oracle_test.cpp
-// does for torch.optim.
+// The host's side of lamb_timm_oracle.py, lion_timm_oracle.py and lars_timm_oracle.py:
+// make_optimizer with optim.name = "lamb", "lion" or "lars" over the parameters and gradients the
+// oracle wrote, as optimizer_oracle_test.cpp does for torch.optim.
 // Per variant: the groups the factory resolved (default rule and [[optim.param_groups]] rules),
-// `steps` updates with every group's lr changed before each (and beta1 too when cycled, through
-// the AdamWOptions that OneCycle casts to), and after `resume_at` updates a round trip of the
-// state: save(), a new optimizer over fresh tensors holding the weights, load(), then the rest.
-// Usage: timm_optimizer_driver lamb|lion DIR. Reads DIR/spec.txt, DIR/param_<i>.bin, DIR/grad_<t>_<i>.bin (raw
+// `steps` updates with every group's lr changed before each (and, when cycled, beta1 through the
+// AdamWOptions or LARS's momentum through the SGDOptions that OneCycle casts to), and after
+// `resume_at` updates a round trip of the state: save(), a new optimizer over fresh tensors
+// holding the weights, load(), then the rest.
+// Usage: timm_optimizer_driver lamb|lion|lars DIR. Reads DIR/spec.txt, DIR/param_<i>.bin, DIR/grad_<t>_<i>.bin (raw
 // float32); writes DIR/host_groups_<label>.txt ("lr weight_decay name..." per group, lr and weight
 // decay as %.17g) and DIR/host_<label>_<i>.bin.
 #include <ATen/ATen.h>
 #include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
@@ -50,12 +52,17 @@ std::vector<tp::StateTensor> model_state(const std::vector<Param>& params, const
   return state;
 }
 
-/// The variant's [optim] table for `name`: LAMB's own keys from the variant for "lamb" (timm's
-/// defaults otherwise), Lion's caution for "lion".
+/// The variant's [optim] table for `name`: LAMB's own keys from the variant for "lamb", LARS's for
+/// "lars" (the schema's defaults otherwise), Lion's caution for "lion".
 tp::OptimSection section(const Variant& v, const std::string& name) {
   const bool lamb = name == "lamb";
-  const auto number = [&](const char* key, double otherwise) { return lamb ? std::stod(v.keys.at(key)) : otherwise; };
-  const auto flag = [&](const char* key, bool otherwise) { return lamb ? v.keys.at(key) == "1" : otherwise; };
+  const bool lars = name == "lars";
+  const auto number = [&](const char* key, double otherwise) {
+    return v.keys.contains(key) && (lamb || lars) ? std::stod(v.keys.at(key)) : otherwise;
+  };
+  const auto flag = [&](const char* key, bool otherwise) {
+    return v.keys.contains(key) && (lamb || lars) ? v.keys.at(key) == "1" : otherwise;
+  };
   tp::OptimSection o;
   o.name = name;
   o.lr = std::stod(v.keys.at("lr"));
@@ -63,9 +70,11 @@ tp::OptimSection section(const Variant& v, const std::string& name) {
   o.lr_base_size = 256;
   o.lr_base_scale = "auto";
   o.weight_decay = std::stod(v.keys.at("weight_decay"));
-  o.momentum = 0.9;
-  o.nesterov = false;
-  o.betas = {std::stod(v.keys.at("beta1")), std::stod(v.keys.at("beta2"))};
+  o.momentum = number("momentum", 0.9);
+  o.dampening = number("dampening", 0.0);
+  o.nesterov = flag("nesterov", false);
+  o.betas = lars ? std::vector<double>{0.9, 0.999} : std::vector<double>{std::stod(v.keys.at("beta1")),
+                                                                         std::stod(v.keys.at("beta2"))};
   o.eps = number("eps", 1e-8);
   o.amsgrad = false;
   o.alpha = 0.99;
@@ -75,7 +84,8 @@ tp::OptimSection section(const Variant& v, const std::string& name) {
   o.lamb_max_grad_norm = number("lamb_max_grad_norm", 1.0);
   o.trust_clip = flag("trust_clip", false);
   o.always_adapt = flag("always_adapt", false);
-  o.caution = !lamb && v.keys.at("caution") == "1";
+  o.trust_coeff = number("trust_coeff", 0.001);
+  o.caution = name == "lion" && v.keys.at("caution") == "1";
   o.implementation = "auto";
   o.layer_decay = 1.0;
   o.param_groups = v.rules;
@@ -97,6 +107,12 @@ void load_archive(torch::optim::Optimizer& optimizer, const std::string& bytes) 
   optimizer.load(archive);
 }
 
+/// A group's weight decay: LARS's options are SGD's, the others' AdamW's.
+double weight_decay_of(const torch::optim::OptimizerOptions& options) {
+  if (const auto* sgd = dynamic_cast<const torch::optim::SGDOptions*>(&options)) return sgd->weight_decay();
+  return dynamic_cast<const torch::optim::AdamWOptions&>(options).weight_decay();
+}
+
 void run(const fs::path& dir, const std::string& name, const std::vector<Param>& params, const Variant& v, int steps,
          int resume_at) {
   std::vector<at::Tensor> init;
@@ -108,13 +124,13 @@ void run(const fs::path& dir, const std::string& name, const std::vector<Param>&
   std::ofstream groups(dir / ("host_groups_" + v.label + ".txt"));
   std::vector<double> base_lrs;
   for (size_t g = 0; g < built.group_names.size(); ++g) {
-    const auto& options = static_cast<const torch::optim::AdamWOptions&>(built.optimizer->param_groups()[g].options());
+    const auto& options = built.optimizer->param_groups()[g].options();
     char line[96];
-    std::snprintf(line, sizeof line, "%.17g %.17g", options.lr(), options.weight_decay());
+    std::snprintf(line, sizeof line, "%.17g %.17g", options.get_lr(), weight_decay_of(options));
     groups << line;
     for (const std::string& name : built.group_names[g]) groups << " " << name;
     groups << "\n";
-    base_lrs.push_back(options.lr());
+    base_lrs.push_back(options.get_lr());
   }
   const bool cycle = v.keys.at("cycle") == "1";
   for (int t = 0; t < steps; ++t) {
@@ -127,9 +143,15 @@ void run(const fs::path& dir, const std::string& name, const std::vector<Param>&
       load_archive(*built.optimizer, bytes);
     }
     for (size_t g = 0; g < base_lrs.size(); ++g) {
-      auto& options = static_cast<torch::optim::AdamWOptions&>(built.optimizer->param_groups()[g].options());
-      options.lr(base_lrs[g] * (1 + 0.1 * t));
-      if (cycle) options.betas({o.betas[0] - 0.01 * t, o.betas[1]});
+      auto& options = built.optimizer->param_groups()[g].options();
+      options.set_lr(base_lrs[g] * (1 + 0.1 * t));
+      if (!cycle) continue;
+      if (auto* sgd = dynamic_cast<torch::optim::SGDOptions*>(&options)) {
+        sgd->momentum(o.momentum - 0.01 * t);
+      } else {
+        auto& adamw = dynamic_cast<torch::optim::AdamWOptions&>(options);
+        adamw.betas({o.betas[0] - 0.01 * t, o.betas[1]});
+      }
     }
     for (size_t i = 0; i < state.size(); ++i)
       state[i].tensor.mutable_grad() =
@@ -143,8 +165,9 @@ void run(const fs::path& dir, const std::string& name, const std::vector<Param>&
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3 || (std::string(argv[1]) != "lamb" && std::string(argv[1]) != "lion")) {
-    std::fprintf(stderr, "usage: timm_optimizer_driver lamb|lion DIR\n");
+  const std::string kind = argc == 3 ? argv[1] : "";
+  if (kind != "lamb" && kind != "lion" && kind != "lars") {
+    std::fprintf(stderr, "usage: timm_optimizer_driver lamb|lion|lars DIR\n");
     return 2;
   }
   try {

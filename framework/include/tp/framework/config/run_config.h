@@ -102,24 +102,26 @@ struct ParamGroupRule {
 };
 
 struct OptimSection {
-  std::string name; ///< "sgd" | "adam" | "adamw" | "rmsprop" | "lamb" | "lion"
+  std::string name; ///< "sgd" | "adam" | "adamw" | "rmsprop" | "lamb" | "lion" | "lars"
   double lr;          ///< set from lr_base by apply_lr_base (config/lr_base.h) when that is > 0
   double lr_base;     ///< timm's --lr-base: lr for a global batch of lr_base_size; 0 = off (lr as given)
   int64_t lr_base_size;      ///< the global batch lr_base is given for (timm's --lr-base-size)
   std::string lr_base_scale; ///< "auto" | "linear" | "sqrt": how lr follows the global batch (timm's --lr-base-scale)
   double weight_decay; ///< never applied to tensors with dim < 2 (biases, norms) unless a param group sets it
-  double momentum;     ///< sgd, rmsprop
-  bool nesterov;       ///< sgd
+  double momentum;     ///< sgd, rmsprop, lars
+  double dampening;    ///< sgd, lars: the momentum buffer takes (1 - dampening) x the gradient
+  bool nesterov;       ///< sgd, lars
   std::vector<double> betas; ///< adam, adamw, lamb, lion: two values
-  double eps;          ///< adam, adamw, rmsprop, lamb
+  double eps;          ///< adam, adamw, rmsprop, lamb, lars (the trust ratio's denominator)
   bool amsgrad;        ///< adam, adamw
   double alpha;        ///< rmsprop
   bool centered;       ///< rmsprop
   bool bias_correction;      ///< lamb: divide the moments by 1 - beta^step (timm's Lamb bias_correction)
   bool grad_averaging;       ///< lamb: the first moment takes (1 - beta1) x grad, else the whole grad
   double lamb_max_grad_norm; ///< lamb: its own global-norm clip inside the step (timm's max_grad_norm); 0 = off
-  bool trust_clip;           ///< lamb: clamp the trust ratio at 1 (LAMBC)
-  bool always_adapt;         ///< lamb: trust ratio on parameters without weight decay too
+  bool trust_clip;           ///< lamb: clamp the trust ratio at 1 (LAMBC); lars: clamp trust ratio / lr at 1 (LARC)
+  bool always_adapt;         ///< lamb, lars: trust ratio on parameters without weight decay too
+  double trust_coeff;        ///< lars: the trust coefficient eta of trust_coeff x ||w|| / (||g|| + wd x ||w|| + eps)
   bool caution;              ///< lion: cautious update, only where sign(update) agrees with the gradient (timm's clion)
   std::string implementation; ///< "auto" | "fused" | "for_loop"
   double layer_decay;  ///< lr x layer_decay^(deepest - depth) by the model's declared depths; 1 = off

@@ -1,10 +1,11 @@
 // Builds the optimizer from [optim] over the model's parameters (docs/optimizers.md).
 //
-// Optimizers: sgd (momentum, nesterov), adam, adamw (amsgrad), rmsprop (alpha, centered,
+// Optimizers: sgd (momentum, dampening, nesterov), adam, adamw (amsgrad), rmsprop (alpha, centered,
 // momentum), each the torch::optim class, so updates match Python's torch.optim step for step;
 // lamb, timm's Lamb (bias_correction, grad_averaging, its own gradient clip, trust_clip,
-// always_adapt), and lion, timm's Lion (caution), each a torch::optim::Optimizer of the host's
-// (optim/lamb.h, optim/lion.h) with the same archive layout.
+// always_adapt), lion, timm's Lion (caution), and lars, timm's Lars (trust_coeff, trust_clip =
+// LARC, always_adapt, momentum, dampening, nesterov), each a torch::optim::Optimizer of the host's
+// (optim/lamb.h, optim/lion.h, optim/lars.h) with the same archive layout.
 // `optim.implementation` picks how sgd/adam/adamw update: "fused" runs LibTorch's fused kernels
 // (at::_fused_sgd_/_fused_adam_/_fused_adamw_, one call per group), "for_loop" the per-parameter
 // loop, "auto" fused where a kernel exists for the optimizer, device and dtype. Both keep the
@@ -61,13 +62,14 @@ struct BuiltOptimizer {
 bool set_frozen(const BuiltOptimizer& built, int64_t epoch);
 
 /// Whether LibTorch has a fused multi-tensor kernel for the optimizer `name` (optim.name): sgd,
-/// adam and adamw do, rmsprop, lamb and lion do not.
+/// adam and adamw do, rmsprop, lamb, lion and lars do not.
 bool has_fused_kernel(std::string_view name);
 
 /// Builds the optimizer `options.name` over the trainable parameters of `model_state` (which
 /// must already be on the training device: "auto" decides by device and dtype). Logs nothing.
 /// Throws ConfigError with the key path for an unknown optimizer (optim.name), nesterov without
-/// momentum (optim.nesterov), amsgrad with lamb or lion (optim.amsgrad), caution with another
+/// momentum or with dampening (optim.nesterov), dampening with another optimizer than sgd or lars
+/// (optim.dampening), amsgrad with lamb, lion or lars (optim.amsgrad), caution with another
 /// optimizer than lion (optim.caution), "fused" where no fused kernel applies (optim.implementation), and
 /// a param-group rule that matches no trainable parameter (optim.param_groups[i].pattern),
 /// layer_decay outside (0, 1] (optim.layer_decay); tp::Error when no parameter is trainable.
