@@ -1,8 +1,10 @@
 // ParameterUpdate (engine/training/parameter_update.h), the update a CUDA graph captures, on the CPU: with
 // a fused optimizer under fp16 its skip is decided on the device and must equal the host's
 // decision (GradScaler::step) bit for bit; its statistics accumulate in place and read back as
-// the eager code computed them; advance() moves time on after every window and folds the EMA in.
+// the eager code computed them; advance() moves time on after every window, calls the model's per-step
+// hook and folds the EMA in.
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <torch/optim/optimizer.h>
 
 #include <cmath>
@@ -206,4 +208,36 @@ TEST_CASE("advance: time moves on after every window, a skipped one included, an
   CHECK(update.ema()->updates() == 1); // the first update copies the weights
   CHECK(at::equal(update.ema()->state()[0].tensor, state[0].tensor.detach()));
   CHECK(update.weights_watch().first_non_finite_step() == -1);
+}
+
+TEST_CASE("advance: the model's per-step hook runs once per window, skipped ones included, after the count and before the EMA") {
+  std::vector<tp::StateTensor> state = trainable_params({at::zeros({2})});
+  tp::BuiltOptimizer built = tp::make_optimizer(plain_sgd_section(), state);
+  tp::RunConfig config = update_config(clipping_train(0.0), fp32_amp());
+  config.ema.every_steps = 2;
+  tp::Logger log;
+  const c10::Device cpu(c10::kCPU);
+  tp::ParameterUpdate update(config, built, state, cpu, log);
+  tp::SchedulerOptions constant;
+  constant.name = "constant";
+  update.set_schedule(tp::make_scheduler(constant, *built.optimizer, 10));
+  update.set_ema(std::make_unique<tp::WeightAverage>("ema", tp::AverageRule{}, state, cpu));
+  std::vector<int64_t> steps;
+  std::vector<int64_t> ema_updates_seen;
+  update.set_after_step([&](int64_t step) {
+    steps.push_back(step);
+    CHECK(update.step() == step);  // the count moved on first: the hook is told the step just done
+    ema_updates_seen.push_back(update.ema()->updates());
+    const c10::NoGradGuard no_grad;
+    state[0].tensor.detach().fill_(static_cast<float>(step));  // what a momentum teacher's update does, in place
+  });
+  update.advance(/*updated=*/false);  // a skipped window still calls it
+  update.advance(/*updated=*/true);
+  update.advance(/*updated=*/true);
+  CHECK(steps == std::vector<int64_t>{1, 2, 3});
+  // At step 2 the EMA (every 2 steps) had not folded in yet, and its first fold copied what the
+  // hook had just written: the hook runs before the EMA of the same step.
+  CHECK(ema_updates_seen == std::vector<int64_t>{0, 0, 1});
+  CHECK(update.ema()->updates() == 1);
+  CHECK(at::equal(update.ema()->state()[0].tensor, at::full({2}, 2.0f)));
 }
