@@ -145,11 +145,12 @@ std::string host_version_text() {
   return text;
 }
 
-Provenance collect_provenance(const RunComponents& parts) {
+Provenance collect_provenance(const RunComponents& parts, const RunConfig& config) {
   Provenance p = build_provenance();
   for (const auto& [library, components] : parts.libraries)
     p.plugins.push_back({library->path().filename().string(), library->path().string(), sha256_file(library->path()),
                          components});
+  p.input_files = collect_input_files(parts, config);
   // A password in a URI on the command line (--set logging.mlflow.tracking_uri=...) is not recorded.
   p.command_line = redact_uri_credentials(command_line());
   std::array<char, 256> host{};
@@ -188,6 +189,15 @@ std::string provenance_toml(const Provenance& p) {
                                   {"components", std::move(components)}});
   }
   provenance.insert("plugins", std::move(plugins));
+  // The files the components read through path keys: --resume compares them (changed_input_files).
+  toml::array input_files;
+  for (const InputFileProvenance& file : p.input_files) {
+    toml::table entry{{"key", file.key}, {"component", file.component}, {"path", file.path}, {"size", file.size},
+                      {"mtime_ns", file.mtime_ns}, {"sha256", file.sha256}};
+    if (file.sha256.empty()) entry.insert("not_hashed", "larger than 1 GiB: compared by size and modification time only");
+    input_files.push_back(std::move(entry));
+  }
+  if (!input_files.empty()) provenance.insert("input_files", std::move(input_files));
   provenance.insert("resumed_step", p.resumed_step);
   provenance.insert("resumed_epoch", p.resumed_epoch);
   if (p.earlier_dropped > 0) provenance.insert("earlier_dropped", p.earlier_dropped);

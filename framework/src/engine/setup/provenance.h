@@ -1,7 +1,8 @@
 // Provenance (docs/hardening.md, "Provenance"): what made a run, recorded in runtime.toml and in
 // every checkpoint as a [provenance] TOML table, so a result can be traced to the exact host
-// build, LibTorch, plugin binaries, command line, machine and environment; and --resume can warn
-// when a plugin binary changed since the checkpoint was written.
+// build, LibTorch, plugin binaries, the files components read through path keys, command line,
+// machine and environment; and --resume can warn when a plugin binary or such a file changed since
+// the checkpoint was written.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +22,24 @@ struct PluginProvenance {
   std::string sha256;                  ///< of the file's bytes
   std::vector<std::string> components; ///< "id@version" of the components used from it
 };
+
+/// A regular file a component reads through a path key (TP_CFG_PATH, ABI 1.2): a teacher's
+/// weights, a CSV split, an annotation file. Directories (a dataset root) and URIs are not
+/// recorded: hashing a tree of images at every start would cost minutes.
+struct InputFileProvenance {
+  std::string key;       ///< the table's key path and the key, e.g. "model.teacher"
+  std::string component; ///< the component id that declares the key
+  std::string path;      ///< as resolved (absolute), URIs' user-info redacted
+  int64_t size = 0;      ///< bytes
+  std::string sha256;    ///< of the bytes; "" for a file over kMaxHashedInputBytes
+  int64_t mtime_ns = 0;  ///< last modification, ns since the epoch: how a file too large to hash is told apart
+};
+
+/// Files up to this size are hashed (SHA-256 runs at roughly 0.5-2 GB/s on one core, so at most
+/// about 2 s at each start and on each rank, next to the plugin hashes and the model's load); a
+/// larger one is recorded by size and modification time only, which a copy or a rewrite changes
+/// but an in-place edit keeping both does not.
+inline constexpr int64_t kMaxHashedInputBytes = int64_t{1} << 30;
 
 /// An earlier process that trained the same run (it saved the checkpoint a later process resumed
 /// from, or one before it): what answers "which binaries and which command produced this model".
@@ -52,6 +71,7 @@ struct Provenance {
   std::string cudnn;        ///< cuDNN version, "" when not available
   std::string nccl;         ///< the NCCL headers' version the host was built with, "" without NCCL
   std::vector<PluginProvenance> plugins;
+  std::vector<InputFileProvenance> input_files; ///< the components' path-key files, in table order
   std::string command_line; ///< /proc/self/cmdline, arguments shell-quoted, URIs without user-info
   std::string hostname;
   std::string started;      ///< UTC, ISO 8601, when collected
@@ -74,9 +94,16 @@ struct Provenance {
 /// `host --version` prints.
 Provenance build_provenance();
 
-/// [main] Collects the provenance of a run whose components are `parts` (their libraries are
-/// hashed: about 0.1 s per 50 MB). Throws tp::Error when a plugin file cannot be read.
-Provenance collect_provenance(const RunComponents& parts);
+/// [main] Collects the provenance of a run whose components are `parts`, created from `config`
+/// (their libraries are hashed: about 0.1 s per 50 MB; so are the regular files the components'
+/// path keys name, collect_input_files). Throws tp::Error when a plugin file cannot be read.
+Provenance collect_provenance(const RunComponents& parts, const RunConfig& config);
+
+/// The regular files that the path keys (KeySpec::is_path) of the components of `parts` name in
+/// their tables of `config` (resolved, absolute), each once per key: size, modification time and,
+/// up to kMaxHashedInputBytes, SHA-256. Empty values, URIs, directories, missing and unreadable
+/// paths are left out (a component that needs one fails on its own).
+std::vector<InputFileProvenance> collect_input_files(const RunComponents& parts, const RunConfig& config);
 
 /// `provenance` as TOML text: a [provenance] table with [provenance.environment], one
 /// [[provenance.plugins]] per library and one [[provenance.earlier]] per earlier process (each
@@ -103,6 +130,14 @@ struct PluginChange {
   /// when the checkpoint was written -> now, or its one version where that did not change.
   std::string text;
 };
+
+/// One warning paragraph per file `recorded_toml` (a checkpoint's provenance_toml text) lists
+/// under [[provenance.input_files]] whose key in `now` names no file any more, or a file whose
+/// SHA-256 (for a file too large to hash: size or modification time) differs: which component
+/// and key, the file, what changed, what it means for an exact resume and what to do. A file that
+/// moved with the same bytes is no change. Nothing for a checkpoint from before this record, or
+/// unreadable text; recorded values are shown with control characters escaped.
+std::vector<std::string> changed_input_files(const std::string& recorded_toml, const Provenance& now);
 
 /// The plugins of `now` whose file hash differs from the one `recorded_toml` (a checkpoint's
 /// provenance_toml text; "" = a checkpoint from before provenance) holds for the same library

@@ -66,7 +66,7 @@ Trainer::Impl::Impl(const RunConfig& config, RunComponents& parts, c10::Device d
       progress_(config.progress.mode, config.progress.every_seconds, rank_ == 0),
       trace_(config.run.trace_steps, device, run_dir_ / "trace" / "rank0.json", logger, writes_),
       checkpoints_(run_dir_ / "checkpoints", config.checkpoint, writes_),
-      provenance_(collect_provenance(parts)) {
+      provenance_(collect_provenance(parts, config)) {
   require_monitor_directions(config_); // a mode left "auto" by a name that says neither
   check_precision_supported(precision_, device_);
   history_.listen([this](const HistoryRecord& record) { tensorboard_.add(record); });

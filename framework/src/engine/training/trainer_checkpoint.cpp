@@ -301,6 +301,8 @@ std::vector<StateRole> Trainer::Impl::state_roles(ResumePosition resume) {
                        log_.warn("--resume: the plugin " + change.text + ". The run continues with the new binary; if its "
                                  "behaviour changed, the rest of the run differs from the one the checkpoint's run "
                                  "would have trained.");
+                     for (const std::string& warning : changed_input_files(from.provenance_toml, provenance_))
+                       log_.warn(warning);
                    }});
   // Whose checkpoint it is: a resumed run goes on as the run that saved it (older files have none).
   roles.push_back({"run_identity", [this](CheckpointContents& into) { into.run_id = run_id_; },
