@@ -143,7 +143,7 @@ TEST_CASE("implementation: auto is fused where a kernel exists, fused is refused
 
 TEST_CASE("configuration errors name their key") {
   const auto state = sample_state();
-  CHECK(config_error_key(tp::test::optim_section("lars"), state) == "optim.name");
+  CHECK(config_error_key(tp::test::optim_section("adagrad"), state) == "optim.name");
   auto nesterov = tp::test::optim_section("sgd");
   nesterov.nesterov = true;
   nesterov.momentum = 0;
