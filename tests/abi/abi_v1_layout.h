@@ -31,7 +31,7 @@
   X(tp_event_t, 56, 8)             \
   X(tp_callback_v1_t, 32, 8)       \
   X(tp_named_tensor_t, 16, 8)      \
-  X(tp_model_v1_t, 96, 8)           /* 1.8: +check_graph_capture, 1.14: +after_optimizer_step */ \
+  X(tp_model_v1_t, 104, 8)          /* 1.8: +check_graph_capture, 1.14: +after_optimizer_step, set_batchnorm_frozen_at */ \
   X(tp_layer_depth_t, 16, 8)       /* @since 1.4 */ \
   X(tp_loss_v1_t, 48, 8)            /* 1.9: +describe */ \
   X(tp_field_contract_t, 24, 8)     /* @since 1.9 */ \
@@ -167,6 +167,7 @@
   X(tp_model_v1_t, set_batchnorm_frozen, 72)      /* @since 1.4 */ \
   X(tp_model_v1_t, check_graph_capture, 80)       /* @since 1.8 */ \
   X(tp_model_v1_t, after_optimizer_step, 88)      /* @since 1.14 */ \
+  X(tp_model_v1_t, set_batchnorm_frozen_at, 96)   /* @since 1.14 */ \
   X(tp_layer_depth_t, prefix, 0)                  /* @since 1.4 */ \
   X(tp_layer_depth_t, depth, 8)                   /* @since 1.4 */ \
   X(tp_loss_v1_t, struct_size, 0)                 \

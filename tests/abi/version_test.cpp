@@ -150,7 +150,8 @@ TEST_CASE("ABI 1.13: this host loads plugins built for 1.0 to 1.13; a 1.12 host 
 }
 
 TEST_CASE("ABI 1.14: this host loads plugins built for 1.0 to 1.14; a 1.13 host refuses 1.14 plugins") {
-  // 1.14 appended tp_model_v1_t.after_optimizer_step and added the service "tp.dist/2".
+  // 1.14 appended tp_model_v1_t.after_optimizer_step and .set_batchnorm_frozen_at and added the
+  // service "tp.dist/2".
   const tp_version_t host = TP_ABI_VERSION_INIT;
   CHECK(host.minor >= 14);
   CHECK(compatible(host, {1, 13, 0}));

@@ -128,6 +128,43 @@ TEST_CASE("model.freeze_bn_stats: the trunk trains while its BatchNorm statistic
   CHECK(both.output.find("swa.update_bn") != std::string::npos);
 }
 
+TEST_CASE("a parameter group's freeze_bn_stats keeps the statistics of the BatchNorm layers it matches only") {
+  // A frozen teacher inside the model (distillation/SSL trial F2): its layers keep their loaded
+  // statistics while the rest of the model's BatchNorm layers train as usual.
+  const auto dir = tp::test::fresh_dir("freeze_bn_rule");
+  const std::string args = without_rules(dir);
+  std::ofstream(dir / "no_rules.toml", std::ios::app)
+      << "\n[[optim.param_groups]]\npattern = \"trunk.bn1.*\"\nfreeze = true\nfreeze_bn_stats = true\n";
+  const auto run = tp::test::run_host(args + "--output-dir '" + dir.string() + "' --set train.epochs=1");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(tp::test::read_text(dir / "train.log").find("freeze_bn_stats: 1 BatchNorm layer (trunk.bn1)") != std::string::npos);
+  const auto last = tp::load_checkpoint(dir / "checkpoints" / "last.pt");
+  int kept = 0, trained = 0;
+  for (const auto& [name, tensor] : last.model) {
+    CAPTURE(name);
+    if (name == "trunk.bn1.running_mean") kept += at::equal(tensor, at::zeros_like(tensor));
+    if (name == "trunk.bn1.running_var") kept += at::equal(tensor, at::ones_like(tensor));
+    if (name == "trunk.bn1.num_batches_tracked") kept += tensor.item<int64_t>() == 0;
+    if (name == "trunk.bn1.weight") kept += at::equal(tensor, at::ones_like(tensor));  // frozen by the same rule
+    if (name == "trunk.bn2.running_mean") trained += !at::equal(tensor, at::zeros_like(tensor));
+    if (name == "trunk.bn2.num_batches_tracked") trained += tensor.item<int64_t>() > 0;
+  }
+  CHECK(kept == 4);
+  CHECK(trained == 2);
+
+  // A pattern that matches no BatchNorm layer is refused, naming the rule's key.
+  std::string text = tp::test::read_text(dir / "no_rules.toml");
+  text.replace(text.find("trunk.bn1.*"), std::string("trunk.bn1.*").size(), "head.*");
+  std::ofstream(dir / "head.toml") << text;
+  const auto none = tp::test::run_host("--config '" + (dir / "head.toml").string() + "' --output-dir '" +
+                                       (dir / "none").string() + "' --set train.epochs=1");
+  INFO(none.output);
+  CHECK(none.exit_code == 2);
+  CHECK(none.output.find("optim.param_groups[0] has freeze_bn_stats = true, but its pattern 'head.*' matches no "
+                         "BatchNorm layer") != std::string::npos);
+}
+
 TEST_CASE("optim.layer_decay: the history's per-group lrs are optim.lr x 0.5^(3 - depth) for small_cnn's declared depths") {
   // small_cnn declares trunk blocks 1-3 at depths 0-2; the head is depth 3 (full lr). freeze.toml's
   // frozen trunk rule keeps its own groups, split by depth the same way.

@@ -147,7 +147,8 @@ void check_model_host_keys(const toml::node& node, std::string_view file) {
 }
 
 /// [[optim.param_groups]]: each a table with a string `pattern` and optional `lr` > 0,
-/// `weight_decay` >= 0, `freeze` (bool) and `unfreeze_at_epoch` (integer >= 1, with freeze); nothing else.
+/// `weight_decay` >= 0, `freeze` and `freeze_bn_stats` (bools) and `unfreeze_at_epoch` (integer >= 1,
+/// with freeze); nothing else.
 void check_param_groups(const toml::node& node, std::string_view file) {
   const std::string path(kParamGroupsPath);
   const std::string example = "[[optim.param_groups]] with pattern = \"head.*\", lr = 1e-3, weight_decay = 0.0";
@@ -169,10 +170,10 @@ void check_param_groups(const toml::node& node, std::string_view file) {
     for (const auto& [key, value] : *group) {
       const std::string name(key.str());
       if (name == "pattern") continue;
-      if (name == "freeze") {
+      if (name == "freeze" || name == "freeze_bn_stats") {
         if (!value.is_boolean())
-          fail(at + ".freeze", node_origin(value, file) + ": " + at + ".freeze: expected true or false, got " +
-                                   describe_node(value) + ".");
+          fail(at + "." + name, node_origin(value, file) + ": " + at + "." + name + ": expected true or false, got " +
+                                    describe_node(value) + ".");
         continue;
       }
       if (name == "unfreeze_at_epoch") {
@@ -185,8 +186,8 @@ void check_param_groups(const toml::node& node, std::string_view file) {
       }
       if (name != "lr" && name != "weight_decay")
         fail(at + "." + name, node_origin(value, file) + ": " + at + ": unknown key '" + name +
-                                  "'; a parameter group accepts pattern, lr, weight_decay, freeze and "
-                                  "unfreeze_at_epoch.");
+                                  "'; a parameter group accepts pattern, lr, weight_decay, freeze, "
+                                  "unfreeze_at_epoch and freeze_bn_stats.");
       const std::optional<double> number = value.is_number() ? value.value<double>() : std::nullopt;
       const bool ok = number && std::isfinite(*number) && (name == "lr" ? *number > 0 : *number >= 0);
       if (!ok)

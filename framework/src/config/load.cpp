@@ -27,7 +27,8 @@ std::vector<ParamGroupRule> param_group_rules(const toml::table& root) {
       const toml::table& group = *node.as_table(); // shape checked by validate_host_table
       rules.push_back({group["pattern"].value<std::string>().value_or(""), group["lr"].value<double>(),
                        group["weight_decay"].value<double>(), group["freeze"].value<bool>().value_or(false),
-                       group["unfreeze_at_epoch"].value<int64_t>().value_or(0)});
+                       group["unfreeze_at_epoch"].value<int64_t>().value_or(0),
+                       group["freeze_bn_stats"].value<bool>().value_or(false)});
     }
   }
   return rules;

@@ -23,8 +23,8 @@ using Required = std::initializer_list<std::pair<const char*, bool>>;
 // minor are larger and pass; members appended after 1.0 are optional (ARCH-5), so they are not in
 // `required`, and proxies read them through sized_copy, which leaves those a 1.0 plugin lacks
 // NULL (tp_model_v1_t: 56 bytes in 1.0, 64 since 1.1 with set_activation_checkpointing, 80 since
-// 1.4 with layer_depths and set_batchnorm_frozen, 88 since 1.8 with check_graph_capture, 96 since
-// 1.14 with after_optimizer_step).
+// 1.4 with layer_depths and set_batchnorm_frozen, 88 since 1.8 with check_graph_capture, 104 since
+// 1.14 with after_optimizer_step and set_batchnorm_frozen_at).
 void check(const ComponentInfo& info, const std::string& file, std::size_t min_size, Required required) {
   const std::string where = file + ": component '" + info.id + "' (" + kind_name(info.kind) + ")";
   const uint32_t size = *static_cast<const uint32_t*>(info.interface_table);
@@ -60,7 +60,8 @@ void check_interface_table(const ComponentInfo& info, const std::string& file) {
       // set_activation_checkpointing (@since 1.1), layer_depths and set_batchnorm_frozen (@since
       // 1.4) are optional: ModelProxy reports an absent one only when the config asks for it.
       // check_graph_capture (@since 1.8) is optional too: absent means capturable; so is
-      // after_optimizer_step (@since 1.14): absent means no per-step hook.
+      // after_optimizer_step (@since 1.14): absent means no per-step hook; and
+      // set_batchnorm_frozen_at (@since 1.14), asked for only by a freeze_bn_stats rule.
       check(info, file, offsetof(tp_model_v1_t, forward) + sizeof(void*),
             {{"create", t.create}, {"destroy", t.destroy}, {"to_device", t.to_device},
              {"set_training", t.set_training}, {"visit_state", t.visit_state}, {"forward", t.forward}});

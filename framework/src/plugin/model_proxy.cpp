@@ -183,6 +183,20 @@ void ModelProxy::set_batchnorm_frozen(bool frozen) {
   check(status, "set_batchnorm_frozen");
 }
 
+void ModelProxy::set_batchnorm_frozen_at(const std::vector<std::string>& names, const std::string& key) {
+  const std::string what_to_do = "Remove `freeze_bn_stats = true` from that parameter group, or keep the layers in "
+                                 "eval mode in the model (override train()).";
+  if (table_.set_batchnorm_frozen_at == nullptr)
+    throw_missing_entry(key, "freezing the statistics of some BatchNorm layers", "set_batchnorm_frozen_at",
+                        offsetof(tp_model_v1_t, set_batchnorm_frozen_at), "1.14",
+                        what_to_do + " Models built with tp/cpp/model_adapter.h of ABI 1.14 support it.");
+  std::vector<const char*> view;
+  for (const std::string& name : names) view.push_back(name.c_str());
+  const tp_status status = table_.set_batchnorm_frozen_at(self_, view.data(), static_cast<uint32_t>(view.size()));
+  if (status == TP_ERR_UNSUPPORTED) throw_refused(key, "to freeze those BatchNorm statistics", what_to_do);
+  check(status, "set_batchnorm_frozen_at");
+}
+
 std::string ModelProxy::graph_capture_blocker() {
   // NULL, or a table from before ABI 1.8 (sized_copy left the member NULL: never called past the
   // plugin's struct_size): the contract's default is "capturable".

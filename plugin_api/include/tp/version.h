@@ -38,8 +38,10 @@
  *        of a label field's classes, kept in checkpoints for `host export` and `host predict`.
  *   1.13 tp_dataset_v1_t.sample_keys (optional; NULL = no names): the name of each sample (its
  *        file, its shard and key), written beside each row of `host predict --split`.
- *   1.14 training hooks for momentum teachers and cross-rank losses: tp_model_v1_t.after_optimizer_step
+ *   1.14 training hooks for teachers and cross-rank losses: tp_model_v1_t.after_optimizer_step
  *        (optional; NULL = no hook), called after every optimizer step with the step and the total,
+ *        tp_model_v1_t.set_batchnorm_frozen_at (optional; NULL = not supported): BatchNorm layers
+ *        named by the host kept in eval mode (a param-group rule's freeze_bn_stats),
  *        and the service "tp.dist/2" (host.h): all_reduce and an autograd-aware all_gather on the
  *        host's process group for Tier T plugins (SimCLR negatives across ranks, DINO's centre). */
 #ifndef TP_VERSION_H

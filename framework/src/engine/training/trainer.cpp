@@ -9,6 +9,7 @@
 
 #include "engine/training/batchnorm_refresh.h"
 #include "engine/training/cuda_graph_policy.h"
+#include "engine/training/frozen_batchnorms.h"
 #include "engine/training/nan_policy.h"
 #include "engine/training/run_budget.h"
 #include "engine/setup/image_decode_choice.h"
@@ -191,6 +192,20 @@ void Trainer::Impl::init_model() {
                         "false to keep the frozen statistics, or drop freeze_bn_stats).");
     parts_.model->set_batchnorm_frozen(true);
     log_.info("freeze_bn_stats: the model's BatchNorm layers normalise with their running statistics and keep them");
+  }
+
+  // [[optim.param_groups]] freeze_bn_stats: some layers' statistics kept (a teacher in the model).
+  if (const std::vector<std::string> layers = frozen_batchnorm_layers(model_state_, config_.optim.param_groups);
+      !layers.empty()) {
+    if (config_.swa.enabled && config_.swa.update_bn)
+      throw ConfigError("optim.param_groups",
+                        "[[optim.param_groups]] freeze_bn_stats = true keeps some BatchNorm statistics as loaded, and "
+                        "swa.update_bn = true recomputes every BatchNorm layer's for the averaged weights at the end: "
+                        "choose one (set swa.update_bn = false, or drop freeze_bn_stats).");
+    parts_.model->set_batchnorm_frozen_at(layers, "optim.param_groups");
+    log_.info("freeze_bn_stats: " + std::to_string(layers.size()) + " BatchNorm layer" +
+              (layers.size() == 1 ? "" : "s") + " (" + layers.front() + (layers.size() > 1 ? ", ..." : "") +
+              ") normalise with their running statistics and keep them");
   }
 
   LayerDepths depths;

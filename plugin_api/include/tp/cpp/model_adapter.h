@@ -1,7 +1,7 @@
 // torchhost C++ helpers for Tier T plugin authors: a model as a C++ class, and the C shell
-// ("tp.model/1": create/destroy/to_device/set_training/visit_state/forward/set_batchnorm_frozen
-// and, when the class has them, set_activation_checkpointing, layer_depths, check_graph_capture
-// and after_optimizer_step) generated from it.
+// ("tp.model/1": create/destroy/to_device/set_training/visit_state/forward/set_batchnorm_frozen/
+// set_batchnorm_frozen_at and, when the class has them, set_activation_checkpointing,
+// layer_depths, check_graph_capture and after_optimizer_step) generated from it.
 //
 // The adapter keeps the state the host borrows (tp/cpp/model_state.h: collected after create and
 // after every to_device, integer buffers kept integer), wraps every call in TP_GUARD (PLG-7),
@@ -54,10 +54,11 @@
 //                                           capturable (PLG-18): declare it when the forward
 //                                           syncs, branches on values or uses its own streams
 //
-// set_batchnorm_frozen (ABI 1.4, `[model] freeze_bn_stats`) needs nothing from the class: the
-// adapter finds the BatchNorm layers of the state root (torch::nn::BatchNorm1d/2d/3d, or the
-// scripted torch.nn.BatchNorm1d/2d/3d of a TorchScript module) and keeps them in eval mode after
-// every set_training(true).
+// set_batchnorm_frozen (ABI 1.4, `[model] freeze_bn_stats`) and set_batchnorm_frozen_at (ABI 1.14,
+// a param-group rule's `freeze_bn_stats`) need nothing from the class: the adapter finds the
+// BatchNorm layers of the state root (torch::nn::BatchNorm1d/2d/3d, or the scripted
+// torch.nn.BatchNorm1d/2d/3d of a TorchScript module; all of them, or those with the names given)
+// and keeps them in eval mode after every set_training(true).
 #ifndef TP_CPP_MODEL_ADAPTER_H
 #define TP_CPP_MODEL_ADAPTER_H
 
@@ -192,6 +193,31 @@ std::size_t set_batchnorm_eval(Root& root) {
   return found;
 }
 
+/// Puts the batch-normalisation layers of `root` named in `names` (dotted module names, as its
+/// state names start) in eval mode; returns the names that are not such a layer of `root`.
+template <typename Root>
+std::vector<std::string> set_named_batchnorm_eval(Root& root, const std::vector<std::string>& names) {
+  std::vector<std::string> missing;
+  for (const std::string& name : names) {
+    bool found = false;
+    if constexpr (std::is_base_of_v<torch::nn::Module, Root>) {
+      for (const auto& item : root.named_modules(/*name_prefix=*/"", /*include_self=*/false))
+        if (item.key() == name && is_batchnorm_name(item.value()->name())) {
+          item.value()->eval();
+          found = true;
+        }
+    } else {
+      for (auto item : root.named_modules())
+        if (item.name == name && item.value.type()->name() && is_batchnorm_name(item.value.type()->name()->name())) {
+          item.value.eval();
+          found = true;
+        }
+    }
+    if (!found) missing.push_back(name);
+  }
+  return missing;
+}
+
 /// One instance: the model and the state entries lent by visit_state (rebuilt by create and
 /// to_device, unchanged in between, so lent handles stay valid).
 template <typename M>
@@ -201,6 +227,7 @@ struct ModelInstance {
   std::vector<StateEntry> state;
   bool training = true;          ///< the last set_training
   bool batchnorm_frozen = false; ///< set_batchnorm_frozen: BatchNorm layers stay in eval mode
+  std::vector<std::string> frozen_batchnorms; ///< set_batchnorm_frozen_at: these stay in eval mode
   std::vector<LayerDepth> depths;           ///< layer_depths' strings, alive until destroy
   std::vector<tp_layer_depth_t> depth_view; ///< what layer_depths hands out
 
@@ -264,6 +291,7 @@ struct ModelAdapter {
       m.model->train(training);
       m.training = training;
       if (training && m.batchnorm_frozen) set_batchnorm_eval(m.root());
+      if (training && !m.frozen_batchnorms.empty()) set_named_batchnorm_eval(m.root(), m.frozen_batchnorms);
       return TP_OK;
     });
   }
@@ -341,6 +369,25 @@ struct ModelAdapter {
     });
   }
 
+  static tp_status set_batchnorm_frozen_at(void* self, const char* const* names, uint32_t count) {
+    TP_GUARD(host_of(self), {
+      Instance& m = instance(self);
+      if (names == nullptr && count > 0)
+        throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(component_name(kDescriptor)) + ": names is NULL");
+      std::vector<std::string> wanted;
+      for (uint32_t i = 0; i < count; ++i) wanted.emplace_back(names[i] != nullptr ? names[i] : "");
+      if (const std::vector<std::string> missing = set_named_batchnorm_eval(m.root(), wanted); !missing.empty()) {
+        m.model->train(m.training);  // the layers it did switch follow the model again
+        throw Failure(TP_ERR_UNSUPPORTED, std::string(component_name(kDescriptor)) + ": '" + missing.front() +
+                                              "' is not a BatchNorm layer of the model (torch::nn::BatchNorm1d/2d/3d "
+                                              "or a scripted torch.nn.BatchNorm1d/2d/3d)");
+      }
+      m.frozen_batchnorms = std::move(wanted);
+      if (m.frozen_batchnorms.empty()) m.model->train(m.training);  // cleared: they follow the model again
+      return TP_OK;
+    });
+  }
+
   static tp_status check_graph_capture(void* self) {
     TP_GUARD(host_of(self), {
       const std::string reason = instance(self).model->graph_capture_blocker();
@@ -359,6 +406,7 @@ struct ModelAdapter {
   static constexpr tp_model_v1_t table() {
     tp_model_v1_t t{sizeof(tp_model_v1_t), &create, &destroy, &to_device, &set_training, &visit_state, &forward,
                     nullptr, nullptr, &set_batchnorm_frozen};
+    t.set_batchnorm_frozen_at = &set_batchnorm_frozen_at;
     if constexpr (HasCheckpointing<M>::value) t.set_activation_checkpointing = &set_activation_checkpointing;
     if constexpr (HasLayerDepths<M>::value) t.layer_depths = &layer_depths;
     if constexpr (HasGraphCaptureBlocker<M>::value) t.check_graph_capture = &check_graph_capture;

@@ -198,6 +198,22 @@ typedef struct tp_model_v1_t {
       = nullptr
 #endif
       ;
+
+  /** [main & !training step] Optional: NULL (or a table from before 1.14) means the host refuses
+   *  `[[optim.param_groups]] freeze_bn_stats = true` naming this component. Keeps the
+   *  batch-normalisation layers named in `names` (`count` dotted module names, borrowed for the
+   *  call: the prefix of a layer's state names, "teacher.bn1" for "teacher.bn1.running_mean") in
+   *  eval mode whatever set_training says afterwards, as set_batchnorm_frozen does for all of them:
+   *  they normalise with their running statistics and never update them, while the rest of the
+   *  model trains. A later call replaces the set; `count` 0 clears it. For a frozen teacher inside
+   *  the model whose BatchNorm statistics must stay as loaded. Returns TP_ERR_UNSUPPORTED (with a
+   *  message naming it) when a name is not a batch-normalisation layer of the model (PLG-16).
+   *  @since 1.14 */
+  tp_status (*set_batchnorm_frozen_at)(void *self, const char *const *names, uint32_t count)
+#if defined(__cplusplus) && __cplusplus >= 201402L
+      = nullptr
+#endif
+      ;
 } tp_model_v1_t;
 
 TP_EXTERN_C_END

@@ -98,6 +98,7 @@ struct ParamGroupRule {
   std::optional<double> weight_decay; ///< absent = the default rule (optim.weight_decay on dim >= 2, else 0)
   bool freeze = false;                ///< no gradient, no update, no weight decay (until unfreeze_at_epoch)
   int64_t unfreeze_at_epoch = 0;      ///< 1-based epoch from which frozen parameters train; 0 = never
+  bool freeze_bn_stats = false;       ///< the BatchNorm layers the pattern matches stay in eval mode (a frozen teacher)
   bool operator==(const ParamGroupRule&) const = default; ///< field-wise
 };
 

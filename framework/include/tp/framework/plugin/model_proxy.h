@@ -63,6 +63,11 @@ class ModelProxy : public PluginInstance {
   /// plugin has no entry or the instance has no BatchNorm layer; switching off a model without
   /// the entry does nothing.
   void set_batchnorm_frozen(bool frozen);
+  /// A param-group rule's `freeze_bn_stats` (tp_model_v1_t.set_batchnorm_frozen_at, ABI 1.14):
+  /// keeps the BatchNorm layers `names` (dotted module names, "teacher.bn1") in eval mode while
+  /// the model trains. Call after to_device. Throws tp::ConfigError with key path `key`, naming the
+  /// component, when the plugin has no entry or refuses a name (its message included).
+  void set_batchnorm_frozen_at(const std::vector<std::string>& names, const std::string& key);
 
   /// Why the model's training step cannot be captured in a CUDA graph, for `run.cuda_graphs`
   /// (tp_model_v1_t.check_graph_capture, ABI 1.8): "" when the model can be captured
