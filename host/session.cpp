@@ -138,6 +138,7 @@ std::unique_ptr<Session> open_session(const Options& options) {
   if (!options.config.empty() && session->place.distributed()) {
     const RunConfig& config = session->config;
     session->dist = DistContext::join(session->place, config.dist, config.run.device);
+    session->host.attach_process_group(*session->dist); // plugins' tp.dist/2 collectives
     session->logger.info("rank " + std::to_string(session->place.rank) + " of " +
                          std::to_string(session->place.world_size) + " joined (" + session->place.source + ", " +
                          session->dist->backend() + ", " + session->dist->device().str() + ")");

@@ -15,6 +15,7 @@
   X(tp_version_t, 12, 4)           \
   X(tp_host_t, 56, 8)              \
   X(tp_dist_v1_t, 20, 4)           \
+  X(tp_dist_v2_t, 40, 8)           /* @since 1.14 */ \
   X(tp_config_key_t, 40, 8)        \
   X(tp_config_t, 80, 8)            \
   X(tp_build_info_t, 24, 8)        \
@@ -56,6 +57,13 @@
   X(tp_dist_v1_t, world_size, 8)                  \
   X(tp_dist_v1_t, local_rank, 12)                 \
   X(tp_dist_v1_t, local_world_size, 16)           \
+  X(tp_dist_v2_t, struct_size, 0)                /* @since 1.14 */ \
+  X(tp_dist_v2_t, rank, 4)                        /* @since 1.14 */ \
+  X(tp_dist_v2_t, world_size, 8)                  /* @since 1.14 */ \
+  X(tp_dist_v2_t, local_rank, 12)                 /* @since 1.14 */ \
+  X(tp_dist_v2_t, local_world_size, 16)           /* @since 1.14 */ \
+  X(tp_dist_v2_t, all_reduce, 24)                 /* @since 1.14 */ \
+  X(tp_dist_v2_t, all_gather, 32)                 /* @since 1.14 */ \
   X(tp_config_key_t, struct_size, 0)              \
   X(tp_config_key_t, name, 8)                     \
   X(tp_config_key_t, type, 16)                    \
@@ -245,7 +253,8 @@
   X(TP_DTYPE_INT64, 5) X(TP_DTYPE_INT32, 6) X(TP_DTYPE_UINT8, 7) X(TP_DTYPE_BOOL, 8)              \
   X(TP_DEVICE_CPU, 1) X(TP_DEVICE_CUDA, 2)                                                        \
   X(TP_BATCH_STACK, 0) X(TP_BATCH_PAD, 1) X(TP_BATCH_RAGGED, 2)                                  \
-  X(TP_CONTRACT_BOXES_XYXY, 1) X(TP_CONTRACT_CLASS_IDS, 2)
+  X(TP_CONTRACT_BOXES_XYXY, 1) X(TP_CONTRACT_CLASS_IDS, 2)                                       \
+  X(TP_REDUCE_SUM, 0) X(TP_REDUCE_MEAN, 1) X(TP_REDUCE_MAX, 2)
 
 /* The DLPack types datasets hand over (tp/dlpack.h, pinned; tp_field_t carries a DLManagedTensor*).
  * Checked like our own structs, and by dlpack_order_*.cpp in translation units where LibTorch's

@@ -65,6 +65,7 @@ TEST_CASE("struct_size is the first member of every extensible ABI struct (PLG-2
 #define TP_CHECK_FIRST(T) check_struct_size_first<T>(#T)
   TP_CHECK_FIRST(tp_host_t);
   TP_CHECK_FIRST(tp_dist_v1_t);
+  TP_CHECK_FIRST(tp_dist_v2_t);
   TP_CHECK_FIRST(tp_config_key_t);
   TP_CHECK_FIRST(tp_config_t);
   TP_CHECK_FIRST(tp_build_info_t);
@@ -167,6 +168,7 @@ TEST_CASE("interface and service ids are the released strings") {
   CHECK(std::strcmp(TP_IFACE_METRIC_V1, "tp.metric/1") == 0);
   CHECK(std::strcmp(TP_IFACE_BATCH_TRANSFORM_V1, "tp.batch_transform/1") == 0);
   CHECK(std::strcmp(TP_SERVICE_DIST_V1, "tp.dist/1") == 0);
+  CHECK(std::strcmp(TP_SERVICE_DIST_V2, "tp.dist/2") == 0);
   CHECK(std::strcmp(TP_ENTRY_SYMBOL, "tp_entry") == 0);
 }
 

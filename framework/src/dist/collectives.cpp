@@ -38,6 +38,7 @@ class SingleProcess final : public Collectives {
   }
   void raise_notice(const std::string&) noexcept override {}
   bool notice_raised(const std::string&) noexcept override { return false; }
+  void count_local_plugin_scope(int) noexcept override {}
 
  protected:
   void do_all_reduce_sum(std::vector<at::Tensor>&, const char*) override {}
@@ -98,6 +99,7 @@ class DataParallel final : public Collectives {
   }
   void raise_notice(const std::string& name) noexcept override { dist_.raise_notice(name); }
   bool notice_raised(const std::string& name) noexcept override { return dist_.notice_raised(name); }
+  void count_local_plugin_scope(int delta) noexcept override { dist_.count_local_plugin_scope(delta); }
 
  protected:
   void do_all_reduce_sum(std::vector<at::Tensor>& tensors, const char* what) override {
@@ -151,8 +153,11 @@ std::vector<at::Tensor> Collectives::all_gather(const at::Tensor& tensor, const 
   return do_all_gather(tensor, what);
 }
 
-at::Tensor Collectives::all_gather_rows(const at::Tensor& rows, const char* what) {
-  if (world_size() == 1) return rows;
+at::Tensor Collectives::all_gather_rows(const at::Tensor& rows, const char* what, std::vector<int64_t>* row_counts) {
+  if (world_size() == 1) {
+    if (row_counts != nullptr) *row_counts = {rows.dim() >= 1 ? rows.size(0) : 0};
+    return rows;
+  }
   // c10d gathers equal shapes only: first every rank's [dtype, dims, sizes...] (fixed length, so
   // a rank with other trailing sizes, or unusable rows, is reported by every rank alike instead
   // of leaving the others waiting in the second collective)...
@@ -177,18 +182,25 @@ at::Tensor Collectives::all_gather_rows(const at::Tensor& rows, const char* what
     return c10::str(c10::IntArrayRef(shape_of(headers_of[r])), " ", static_cast<at::ScalarType>(headers_of[r][0]));
   };
   for (std::size_t r = 0; r < headers_of.size(); ++r)
-    TP_CHECK(headers_of[r][1] >= 1, what, ": rank ", r, " has rows of no dims or more than ", kMaxDims,
-             " to gather; rows are [N, ...] with 1 to ", kMaxDims, " dims");
+    if (headers_of[r][1] < 1)
+      throw RowsMismatch(c10::str(what, ": rank ", r, " has rows of no dims or more than ", kMaxDims,
+                                  " to gather; rows are [N, ...] with 1 to ", kMaxDims, " dims"));
   std::vector<std::vector<int64_t>> shapes;
   int64_t longest = 0;
   for (std::size_t r = 0; r < headers_of.size(); ++r) {
     const std::vector<int64_t>& h = headers_of[r];
     const std::vector<int64_t>& first = headers_of.front();
     const bool same_tail = h[0] == first[0] && h[1] == first[1] && std::equal(h.begin() + 3, h.end(), first.begin() + 3);
-    TP_CHECK(same_tail, what, ": ranks gather rows of different shapes or dtypes: rank 0 has ", describe(0), ", rank ",
-             r, " has ", describe(r), " (only the first size, the row count, may differ)");
+    if (!same_tail)
+      throw RowsMismatch(c10::str(what, ": ranks gather rows of different shapes or dtypes: rank 0 has ", describe(0),
+                                  ", rank ", r, " has ", describe(r),
+                                  " (only the first size, the row count, may differ)"));
     shapes.push_back(shape_of(h));
     longest = std::max(longest, h[2]);
+  }
+  if (row_counts != nullptr) {
+    row_counts->clear();
+    for (const auto& shape : shapes) row_counts->push_back(shape[0]);
   }
   // No rank has a row (no detection anywhere yet): nothing to send, and a gather of empty
   // tensors is one some c10d backends have mishandled.

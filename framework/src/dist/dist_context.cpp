@@ -166,6 +166,19 @@ void DistContext::all_reduce_sum(std::vector<at::Tensor>& tensors, const char* w
   }
 }
 
+void DistContext::all_reduce_max(std::vector<at::Tensor>& tensors, const char* what) {
+  try {
+    c10d::AllreduceOptions options;
+    options.reduceOp = c10d::ReduceOp::MAX;
+    for (auto& tensor : tensors) {
+      std::vector<at::Tensor> one{tensor};
+      group_->allreduce(one, options)->wait();
+    }
+  } catch (const std::exception& e) {
+    fail(what, e);
+  }
+}
+
 void DistContext::broadcast(const std::vector<at::Tensor>& tensors, const char* what, int root) {
   if (tensors.empty()) return;
   try {

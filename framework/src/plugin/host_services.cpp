@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "plugin/dist_service.h"
+#include "tp/framework/dist/collectives.h"
 #include "tp/framework/plugin/plugin_crash.h"
 #include "tp/framework/util/abi_guard.h"
 #include "tp/framework/util/bounded_text.h"
@@ -83,7 +85,8 @@ void host_log(const tp_host_t* host, int32_t severity, const char* message) noex
 const void* host_get_service(const tp_host_t* host, const char* id) noexcept {
   if (host == nullptr || host->host_data == nullptr || id == nullptr) return nullptr;
   const auto* self = static_cast<const HostServices*>(host->host_data);
-  return std::strcmp(id, TP_SERVICE_DIST_V1) == 0 ? self->dist_service() : nullptr;
+  if (std::strcmp(id, TP_SERVICE_DIST_V1) == 0) return self->dist_service();
+  return std::strcmp(id, TP_SERVICE_DIST_V2) == 0 ? self->dist2_service() : nullptr;
 }
 
 void host_tensor_release(const tp_host_t*, tp_tensor handle) noexcept {
@@ -101,6 +104,7 @@ HostServices::HostServices(Logger& logger, ProcessPlace place) : logger_(logger)
   dist_.world_size = place.world_size;
   dist_.local_rank = place.local_rank;
   dist_.local_world_size = place.local_world_size;
+  dist2_ = dist_v2_table(dist_);
 
   host_.struct_size = sizeof(tp_host_t);
   host_.abi = TP_ABI_VERSION_INIT;
@@ -109,6 +113,13 @@ HostServices::HostServices(Logger& logger, ProcessPlace place) : logger_(logger)
   host_.log = &host_log;
   host_.get_service = &host_get_service;
   host_.tensor_release = &host_tensor_release;
+}
+
+HostServices::~HostServices() = default;
+
+void HostServices::attach_process_group(DistContext& dist) {
+  plugin_collectives_ = data_parallel_collectives(dist);
+  process_group_ = &dist;
 }
 
 std::string HostServices::take_last_error() {

@@ -56,6 +56,9 @@ Scalars evaluate_split(const EvaluationPass& pass, const std::string& prefix) {
     std::optional<c10::NoGradGuard> no_grad;
     if (pass.inference_mode) inference.emplace();
     else no_grad.emplace();
+    // Shards differ by a batch and a rank may stop early: a plugin's collective could not be
+    // matched, so its tp.dist/2 calls are local for the batches (the sums below are the host's).
+    const LocalPluginCalls local_plugin_calls(collectives);
     pass.loader.start_epoch(0);
     int64_t batches = 0;
     // A stop signal: this rank fetches no more; the others learn of it in the header all-reduce.

@@ -436,6 +436,8 @@ PredictSummary predict(ModelProxy& model, std::shared_ptr<SampleSource> split, L
   RowMaker rows(model, placement, options, padded_size, loader.batch_layout());
   model.set_training(false);
   c10::InferenceMode inference;
+  // Ranks run their own numbers of batches: a model's tp.dist/2 calls stay local (collectives.h).
+  const LocalPluginCalls local_plugin_calls(collectives);
   progress.start_task("predict", rounds);
   loader.start_epoch(0);
   // Rank 0 merges and writes each gathered round at the start of the next one (and the last after

@@ -5,7 +5,8 @@
 // c10::OutOfMemoryError (a device allocation failed) -> TP_ERR_OUT_OF_MEMORY, which train.on_oom
 // acts on, and any other c10::Error -> TP_ERR_INTERNAL, both with what_without_backtrace() (Tier T
 // only), std::bad_alloc -> TP_ERR_OUT_OF_MEMORY, tp::cpp::Failure -> its own code, std::exception -> TP_ERR_INTERNAL,
-// anything else -> TP_ERR_INTERNAL with "unknown exception".
+// anything else -> TP_ERR_INTERNAL with "unknown exception". tp::cpp::HostFailure (a host service
+// failed and recorded its own message) -> its code, without calling fail(), which would replace it.
 #ifndef TP_CPP_GUARD_H
 #define TP_CPP_GUARD_H
 
@@ -45,6 +46,15 @@ class Failure : public std::runtime_error {
   tp_status code_;
 };
 
+/// A host service's failure whose message the host has already recorded (tp.dist/2, host.h): the
+/// guard returns its code without calling host->fail(), so the host's message is what the user
+/// reads. Thrown by the SDK's service wrappers (tp/cpp/dist.h).
+class HostFailure : public Failure {
+ public:
+  HostFailure(tp_status code, const std::string& call)
+      : Failure(code, call + " failed; the host recorded the reason with the status") {}
+};
+
 namespace detail {
 inline tp_status fail(const tp_host_t* host, tp_status code, const char* message) noexcept {
   if (host != nullptr && host->fail != nullptr) return host->fail(host, code, message);
@@ -58,6 +68,8 @@ template <typename Body>
 tp_status guard(const tp_host_t* host, Body&& body) noexcept {
   try {
     return body();
+  } catch (const HostFailure& e) {
+    return e.code();
   } catch (const Failure& e) {
     return detail::fail(host, e.code(), e.what());
   }

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "tp/framework/error.h"
 #include "tp/framework/plugin/plugin_instance.h"
 
 namespace tp {
@@ -47,6 +48,13 @@ class GradientReducer {
   virtual std::string describe() const = 0;
 };
 
+/// Collectives::all_gather_rows' refusal of rows that do not fit together (thrown on every rank
+/// alike), told apart from a collective that failed (tp::Error).
+class RowsMismatch : public Error {
+ public:
+  using Error::Error;
+};
+
 /// What agree() returns: the flags ORed over ranks and the sums summed over ranks.
 struct Agreement {
   uint32_t flags = 0; ///< some rank raised the bit
@@ -70,9 +78,10 @@ class Collectives {
   std::vector<at::Tensor> all_gather(const at::Tensor& tensor, const char* what);
   /// [all ranks] Every rank's `rows` [N_r, ...] concatenated along dim 0 in rank order, on
   /// `rows`' device; N_r may differ between ranks (two collectives: the shapes, then the rows
-  /// padded to the longest). Throws tp::Error on every rank, naming `what` and the shapes, when
+  /// padded to the longest). Throws RowsMismatch on every rank, naming `what` and the shapes, when
   /// the ranks' sizes past dim 0 or dtypes differ. A single process returns `rows` itself.
-  at::Tensor all_gather_rows(const at::Tensor& rows, const char* what);
+  /// `row_counts`, when not null, receives every rank's N_r in rank order.
+  at::Tensor all_gather_rows(const at::Tensor& rows, const char* what, std::vector<int64_t>* row_counts = nullptr);
   /// [all ranks] ORs `flags` (the low 16 bits) over ranks. Reads the result on the host: a sync
   /// on CUDA under data-parallel training; the identity for a single process.
   uint32_t agree(uint32_t flags, const char* what);
@@ -101,6 +110,10 @@ class Collectives {
   /// Collectives made so far (every call above but gradient_reducer).
   int64_t calls() const noexcept { return calls_; }
 
+  /// [main] Enters (+1) or leaves (-1) a scope in which plugins' tp.dist/2 calls are local
+  /// (LocalPluginCalls pairs them); a single process has nothing to count.
+  virtual void count_local_plugin_scope(int delta) noexcept = 0;
+
  protected:
   virtual void do_all_reduce_sum(std::vector<at::Tensor>& tensors, const char* what) = 0;
   virtual void do_broadcast(const std::vector<at::Tensor>& tensors, const char* what, int root) = 0;
@@ -110,6 +123,23 @@ class Collectives {
 
  private:
   int64_t calls_ = 0;
+};
+
+/// [main] While it lives, plugins' tp.dist/2 calls (plugin_api/include/tp/host.h) are local, the
+/// identity on the caller's tensors: evaluate_split and predict hold one, because their ranks run
+/// different numbers of batches (every sample once, unpadded), so no plugin collective could be
+/// matched there. Nests.
+class LocalPluginCalls {
+ public:
+  explicit LocalPluginCalls(Collectives& collectives) : collectives_(collectives) {
+    collectives_.count_local_plugin_scope(1);
+  }
+  ~LocalPluginCalls() { collectives_.count_local_plugin_scope(-1); }
+  LocalPluginCalls(const LocalPluginCalls&) = delete;
+  LocalPluginCalls& operator=(const LocalPluginCalls&) = delete;
+
+ private:
+  Collectives& collectives_;
 };
 
 /// A single process on `device`: every collective is the identity.

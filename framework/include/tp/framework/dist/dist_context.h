@@ -57,6 +57,8 @@ class DistContext {
   /// collective per tensor (use a small stacked tensor for several scalars). Throws tp::Error
   /// naming the operation and, where it can be found out, the rank that was lost.
   void all_reduce_sum(std::vector<at::Tensor>& tensors, const char* what);
+  /// all_reduce_sum with the elementwise maximum instead of the sum (tp.dist/2's TP_REDUCE_MAX).
+  void all_reduce_max(std::vector<at::Tensor>& tensors, const char* what);
   /// Copies rank `root`'s values into every rank's tensors (coalesced into flat buffers).
   void broadcast(const std::vector<at::Tensor>& tensors, const char* what, int root = 0);
   /// [all ranks] `tensor` of every rank, in rank order. Same shape and dtype on every rank, on
@@ -93,6 +95,11 @@ class DistContext {
   /// Rethrows `error` (from a collective) as a tp::Error that says which collective failed and
   /// which ranks no longer answer (asked through the store, a few seconds at most).
   [[noreturn]] void fail(const char* what, const std::exception& error);
+  /// [main] Whether plugins' tp.dist/2 calls are local now (the identity): inside an evaluation
+  /// or a prediction (LocalPluginCalls, collectives.h), whose ranks run different numbers of batches.
+  bool plugin_calls_local() const noexcept { return local_plugin_scopes_ > 0; }
+  /// [main] Enters (+1) or leaves (-1) such a scope; LocalPluginCalls (collectives.h) pairs them.
+  void count_local_plugin_scope(int delta) noexcept { local_plugin_scopes_ += delta; }
 
  private:
   DistContext(Rendezvous place, DistSection options, c10::Device device);
@@ -105,6 +112,7 @@ class DistContext {
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   int64_t failure_rounds_ = 0; ///< first_failure calls so far: each uses its own store keys
   int64_t meetings_ = 0;       ///< meet calls so far: each counts in its own store key
+  int local_plugin_scopes_ = 0; ///< open LocalPluginCalls scopes: plugins' collectives are local
 };
 
 /// The failure message a rank left in `store` under `key` (DistContext::first_failure), or, when

@@ -1,13 +1,16 @@
 // The tp_host_t the host lends to every plugin: per-thread error messages, logging, services
-// ("tp.dist/1") and tensor-handle release (plugin_api/include/tp/host.h).
+// ("tp.dist/1", "tp.dist/2") and tensor-handle release (plugin_api/include/tp/host.h).
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "tp/host.h"
 
 namespace tp {
 
+class Collectives;
+class DistContext;
 class Logger;
 
 /// Where this process sits in a distributed run (defaults: a single process).
@@ -22,6 +25,7 @@ struct ProcessPlace {
 class HostServices {
  public:
   HostServices(Logger& logger, ProcessPlace place);
+  ~HostServices();
   HostServices(const HostServices&) = delete;
   HostServices& operator=(const HostServices&) = delete;
 
@@ -36,10 +40,24 @@ class HostServices {
   Logger& logger() const { return logger_; }
   /// The "tp.dist/1" table get_service() returns.
   const tp_dist_v1_t* dist_service() const { return &dist_; }
+  /// The "tp.dist/2" table get_service() returns (plugin/dist_service.cpp).
+  const tp_dist_v2_t* dist2_service() const { return &dist2_; }
+  /// [main] Lends the joined process group to plugins' tp.dist/2 calls (the session, right after
+  /// joining it). `dist` must outlive every plugin call; before this, a process of several
+  /// ranks refuses the calls (TP_ERR_UNSUPPORTED) and a single one runs them as the identity.
+  void attach_process_group(DistContext& dist);
+  /// The collectives tp.dist/2 runs on, and their process group; null until attach_process_group.
+  Collectives* plugin_collectives() const { return plugin_collectives_.get(); }
+  DistContext* process_group() const { return process_group_; }
+  /// The place the tables report.
+  int world_size() const { return dist_.world_size; }
 
  private:
   tp_host_t host_{};
   tp_dist_v1_t dist_{};
+  tp_dist_v2_t dist2_{};
+  std::unique_ptr<Collectives> plugin_collectives_;
+  DistContext* process_group_ = nullptr;
   Logger& logger_;
 };
 
