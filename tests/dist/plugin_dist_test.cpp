@@ -108,3 +108,23 @@ TEST_CASE("an NT-Xent loss gathering its negatives over 2 ranks x 8 trains like 
   MESSAGE("NT-Xent, local negatives: 2 ranks x 8 vs 1 x 16: max relative difference " << without);
   CHECK(without > 1e-3);
 }
+
+TEST_CASE("train.on_oom = \"split\" does not split one rank alone when a plugin gathers over the ranks") {
+  // Rank 1 runs out of memory in its second forward: split alone, it would make two gathers for
+  // the other rank's one (a hang, or rows paired with another collective), so the run stops with
+  // the out-of-memory report saying why it cannot split.
+  const auto dir = tp::test::fresh_dir("plugin_dist_oom");
+  std::string text = tp::test::read_text(std::filesystem::path(tp::test::source_dir()) / "tests/dist/plugin_dist.toml");
+  const auto model = text.find("[model]");
+  text.replace(model, text.find("[loss]") - model,
+               "[model]\ncomponent = \"org.torchhost.test.oom_model\"\nclasses = 16\nforward_limit = 4\noom_rank = 1\n"
+               "fault_from_call = 2\n\n");
+  std::ofstream(dir / "oom.toml") << text;
+  const auto run = tp::test::run_host("--nproc-per-node 2 --config '" + (dir / "oom.toml").string() + "' --plugin-dir '" +
+                                      std::string(tp::test::fixture_plugin_dir()) + "' --output-dir '" +
+                                      (dir / "run").string() + "' --set train.batch_size=8 --set train.on_oom='\"split\"'");
+  INFO(run.output);
+  CHECK(run.exit_code == 1);
+  CHECK(run.output.find("cannot recover: a plugin uses the ranks' collectives (tp.dist/2) in its training forwards") !=
+        std::string::npos);
+}

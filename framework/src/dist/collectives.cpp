@@ -39,6 +39,7 @@ class SingleProcess final : public Collectives {
   void raise_notice(const std::string&) noexcept override {}
   bool notice_raised(const std::string&) noexcept override { return false; }
   void count_local_plugin_scope(int) noexcept override {}
+  bool plugin_collectives_used() const noexcept override { return false; }
 
  protected:
   void do_all_reduce_sum(std::vector<at::Tensor>&, const char*) override {}
@@ -100,6 +101,7 @@ class DataParallel final : public Collectives {
   void raise_notice(const std::string& name) noexcept override { dist_.raise_notice(name); }
   bool notice_raised(const std::string& name) noexcept override { return dist_.notice_raised(name); }
   void count_local_plugin_scope(int delta) noexcept override { dist_.count_local_plugin_scope(delta); }
+  bool plugin_collectives_used() const noexcept override { return dist_.plugin_collectives_used(); }
 
  protected:
   void do_all_reduce_sum(std::vector<at::Tensor>& tensors, const char* what) override {

@@ -47,6 +47,7 @@ Reach reach_of(const HostServices& self, tp_status* refused) {
     return {};
   }
   if (group->plugin_calls_local()) return {};
+  group->note_plugin_collectives();  // a plugin that fetched the table before the group existed
   return {self.plugin_collectives(), group};
 }
 

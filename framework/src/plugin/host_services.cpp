@@ -9,6 +9,7 @@
 
 #include "plugin/dist_service.h"
 #include "tp/framework/dist/collectives.h"
+#include "tp/framework/dist/dist_context.h"
 #include "tp/framework/plugin/plugin_crash.h"
 #include "tp/framework/util/abi_guard.h"
 #include "tp/framework/util/bounded_text.h"
@@ -86,7 +87,10 @@ const void* host_get_service(const tp_host_t* host, const char* id) noexcept {
   if (host == nullptr || host->host_data == nullptr || id == nullptr) return nullptr;
   const auto* self = static_cast<const HostServices*>(host->host_data);
   if (std::strcmp(id, TP_SERVICE_DIST_V1) == 0) return self->dist_service();
-  return std::strcmp(id, TP_SERVICE_DIST_V2) == 0 ? self->dist2_service() : nullptr;
+  if (std::strcmp(id, TP_SERVICE_DIST_V2) != 0) return nullptr;
+  // A plugin that asks may gather in its training forwards: on_oom's one-rank split must not run.
+  if (DistContext* group = self->process_group()) group->note_plugin_collectives();
+  return self->dist2_service();
 }
 
 void host_tensor_release(const tp_host_t*, tp_tensor handle) noexcept {

@@ -288,6 +288,9 @@ void StepRunner::recover_from_out_of_memory(const std::exception_ptr& error, int
               "which cannot be taken back";
   else if (in_backward && sync && reducer_->overlaps_backward())
     why_not = "it came in the backward that all-reduces gradient buckets with the other ranks as they fill";
+  else if (collectives_.plugin_collectives_used())
+    why_not = "a plugin uses the ranks' collectives (tp.dist/2) in its training forwards, and pieces on this rank "
+              "alone would pair its calls with other calls of the other ranks (PLG-22)";
   const OutOfMemorySite site{window_.piece_phase, samples, at.step + 1, at.epoch + 1, config_.train.batch_size,
                              config_.train.grad_accum_steps, splits_};
   if (config_.train.on_oom != OomPolicy::kSplit || !why_not.empty())

@@ -113,6 +113,10 @@ class Collectives {
   /// [main] Enters (+1) or leaves (-1) a scope in which plugins' tp.dist/2 calls are local
   /// (LocalPluginCalls pairs them); a single process has nothing to count.
   virtual void count_local_plugin_scope(int delta) noexcept = 0;
+  /// Whether a plugin of this process asked for tp.dist/2 or made one of its calls on the ranks:
+  /// its training forwards then hold collectives that every rank must make alike (PLG-22), so one
+  /// rank alone may not run a window in more pieces (train.on_oom = "split"). False alone.
+  virtual bool plugin_collectives_used() const noexcept = 0;
 
  protected:
   virtual void do_all_reduce_sum(std::vector<at::Tensor>& tensors, const char* what) = 0;

@@ -8,6 +8,7 @@
 #include <c10/core/Device.h>
 #include <c10/util/intrusive_ptr.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -100,6 +101,10 @@ class DistContext {
   bool plugin_calls_local() const noexcept { return local_plugin_scopes_ > 0; }
   /// [main] Enters (+1) or leaves (-1) such a scope; LocalPluginCalls (collectives.h) pairs them.
   void count_local_plugin_scope(int delta) noexcept { local_plugin_scopes_ += delta; }
+  /// [any] Notes that a plugin asked for tp.dist/2 or called it on the ranks (HostServices,
+  /// plugin/dist_service.cpp); plugin_collectives_used() then stays true for the process.
+  void note_plugin_collectives() noexcept { plugin_collectives_used_.store(true, std::memory_order_relaxed); }
+  bool plugin_collectives_used() const noexcept { return plugin_collectives_used_.load(std::memory_order_relaxed); }
 
  private:
   DistContext(Rendezvous place, DistSection options, c10::Device device);
@@ -113,6 +118,7 @@ class DistContext {
   int64_t failure_rounds_ = 0; ///< first_failure calls so far: each uses its own store keys
   int64_t meetings_ = 0;       ///< meet calls so far: each counts in its own store key
   int local_plugin_scopes_ = 0; ///< open LocalPluginCalls scopes: plugins' collectives are local
+  std::atomic<bool> plugin_collectives_used_{false}; ///< note_plugin_collectives was called
 };
 
 /// The failure message a rank left in `store` under `key` (DistContext::first_failure), or, when
