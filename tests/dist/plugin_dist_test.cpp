@@ -128,3 +128,34 @@ TEST_CASE("train.on_oom = \"split\" does not split one rank alone when a plugin 
   CHECK(run.output.find("cannot recover: a plugin uses the ranks' collectives (tp.dist/2) in its training forwards") !=
         std::string::npos);
 }
+
+TEST_CASE("a rank whose whole batch was skipped stops, naming the batch, when a plugin gathers over the ranks") {
+  // 16 images of 32 x 32 (text PPM) and 4 unreadable files, one sample per batch: some rank gets a
+  // batch of none, runs no forward, and the other rank's gather would wait for it (a hang until
+  // dist.timeout_s before, then a stall reported in the gather).
+  const auto dir = tp::test::fresh_dir("plugin_dist_empty_batch");
+  for (int c = 0; c < 2; ++c) {
+    const auto folder = dir / "data" / (c == 0 ? "a" : "b");
+    std::filesystem::create_directories(folder);
+    for (int i = 0; i < 8; ++i) {
+      std::ofstream image(folder / ("img" + std::to_string(i) + ".ppm"));
+      image << "P3\n32 32\n255\n";
+      for (int p = 0; p < 32 * 32; ++p) image << (p * 7 + i) % 256 << ' ' << 40 * c << ' ' << (p % 32) * 8 << '\n';
+    }
+    for (int i = 0; i < 2; ++i) std::ofstream(folder / ("bad" + std::to_string(i) + ".png")) << "not an image";
+  }
+  std::ofstream(dir / "run.toml")
+      << "[run]\ndevice = \"cpu\"\nseed = 3\nthreads = 1\n[train]\nepochs = 1\nbatch_size = 1\n"
+         "[optim]\nname = \"sgd\"\nlr = 0.01\n[data]\nnum_workers = 1\non_bad_sample = \"skip\"\nmax_bad_fraction = 1.0\n"
+         "[data.train]\ncomponent = \"org.torchhost.image_folder\"\nroot = \"" + (dir / "data").string() + "\"\n"
+         "[model]\ncomponent = \"org.torchhost.test.oom_model\"\nclasses = 16\n"
+         "[loss]\ncomponent = \"org.torchhost.test.ntxent\"\n[eval]\nstrategy = \"no\"\n[checkpoint]\nsave_top_k = 0\n"
+         "[progress]\nmode = \"off\"\n[plots]\nenabled = false\n[dist]\ntimeout_s = 30.0\n";
+  const auto run = tp::test::run_host("--nproc-per-node 2 --config '" + (dir / "run.toml").string() + "' --plugin-dir '" +
+                                      std::string(tp::test::fixture_plugin_dir()) + "' --output-dir '" +
+                                      (dir / "run").string() + "'");
+  INFO(run.output);
+  CHECK(run.exit_code == 1);
+  CHECK(run.output.find("was skipped (data.on_bad_sample = \"skip\"), so this rank has no forward to run, but a "
+                        "plugin uses the ranks' collectives (tp.dist/2)") != std::string::npos);
+}

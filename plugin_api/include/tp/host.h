@@ -133,7 +133,8 @@ typedef struct tp_dist_v2_t {
    *  NULL) where this rank's rows start in it: N_0 + ... + N_(r-1), or 0 when the call is local
    *  (the result is then `input` alone). Find a local row's partner in the result by this
    *  offset, never by rank x N: it holds for local calls and for ranks with other counts. The row
-   *  counts N_r may differ between ranks (a batch with skipped samples); the sizes past dim 0 and
+   *  counts N_r may differ between ranks (a batch with skipped samples; a batch with none left
+   *  runs no forward, so the host stops that rank with the reason); the sizes past dim 0 and
    *  the dtype must not: every rank then fails with the same TP_ERR_INVALID_ARGUMENT message
    *  naming both shapes, instead of waiting. `input` has at least one dim (at most 8). Costs two
    *  collectives (the shapes, then the rows, padded to the longest rank's count); the shapes are

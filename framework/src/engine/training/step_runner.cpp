@@ -179,7 +179,19 @@ void StepRunner::train_micro_batch(const NamedTensors& batch, const Accumulation
     // 2-3. Forward and backward, piece by piece: one piece, the whole batch, unless
     //      train.on_oom = "split" cut micro-batches after an out-of-memory error.
     train_pieces(batch, window, at);
-  } else if (window.last && reducer_->sums_over_ranks()) {
+    return;
+  }
+  // Every sample skipped (data.on_bad_sample = "skip"): this rank has no forward to run, and a
+  // plugin's collectives in the others' forwards would wait for it or pair with other calls.
+  if (collectives_.world_size() > 1 && collectives_.plugin_collectives_used())
+    throw Error("rank " + std::to_string(collectives_.rank()) + ": every sample of training batch " +
+                std::to_string(at.batch) + " (step " + std::to_string(at.step + 1) + ", epoch " +
+                std::to_string(at.epoch + 1) + ") was skipped (data.on_bad_sample = \"skip\"), so this rank has "
+                "no forward to run, but a plugin uses the ranks' collectives (tp.dist/2) in every training forward "
+                "and the other ranks' calls would wait for this one's (PLG-22). Remove or repair the unreadable "
+                "files (`host plugins check --samples all` lists them), or raise train.batch_size so that a batch "
+                "keeps some samples.");
+  if (window.last && reducer_->sums_over_ranks()) {
     // Every sample skipped (data.on_bad_sample = "skip"), but this backward is a collective.
     join_all_reduce(window);
   }
