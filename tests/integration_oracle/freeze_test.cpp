@@ -153,6 +153,25 @@ TEST_CASE("a parameter group's freeze_bn_stats keeps the statistics of the Batch
   CHECK(kept == 4);
   CHECK(trained == 2);
 
+  // A rule that only keeps statistics takes no parameter from the rules around it: after a rule
+  // giving the trunk its own lr, or before it, trunk.bn1 keeps its statistics and the run trains.
+  for (const bool statistics_first : {false, true}) {
+    CAPTURE(statistics_first);
+    const std::string lr_rule = "[[optim.param_groups]]\npattern = \"trunk.*\"\nlr = 0.001\n";
+    const std::string bn_rule = "[[optim.param_groups]]\npattern = \"trunk.bn1.*\"\nfreeze_bn_stats = true\n";
+    std::string text = tp::test::read_text(dir / "no_rules.toml");
+    text.erase(text.find("\n[[optim.param_groups]]"));
+    const auto ordered = dir / (statistics_first ? "bn_first.toml" : "lr_first.toml");
+    std::ofstream(ordered) << text << "\n" << (statistics_first ? bn_rule + lr_rule : lr_rule + bn_rule);
+    const auto out = dir / (statistics_first ? "bn_first" : "lr_first");
+    const auto both_rules = tp::test::run_host("--config '" + ordered.string() + "' --output-dir '" + out.string() +
+                                               "' --set train.epochs=1");
+    INFO(both_rules.output);
+    REQUIRE(both_rules.exit_code == 0);
+    for (const auto& [name, tensor] : tp::load_checkpoint(out / "checkpoints" / "last.pt").model)
+      if (name == "trunk.bn1.running_mean") CHECK(at::equal(tensor, at::zeros_like(tensor)));
+  }
+
   // A pattern that matches no BatchNorm layer is refused, naming the rule's key.
   std::string text = tp::test::read_text(dir / "no_rules.toml");
   text.replace(text.find("trunk.bn1.*"), std::string("trunk.bn1.*").size(), "head.*");

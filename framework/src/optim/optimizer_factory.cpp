@@ -30,6 +30,13 @@ struct GroupPlan {
   std::vector<std::string> names;
 };
 
+// A rule that only keeps BatchNorm statistics (freeze_bn_stats, engine/training/frozen_batchnorms.h)
+// says nothing about the optimizer: it takes no parameter from the rules after it, and matching no
+// trainable one (a teacher lent with requires_grad = false) is no dead rule.
+bool claims_parameters(const ParamGroupRule& r) {
+  return !r.freeze_bn_stats || r.freeze || r.lr.has_value() || r.weight_decay.has_value();
+}
+
 std::string rule_path(size_t i) { return "optim.param_groups[" + std::to_string(i) + "].pattern"; }
 
 // Python's fnmatch.fnmatchcase: `*` matches any run of characters, dots included, and a
@@ -115,7 +122,8 @@ std::vector<GroupPlan> plan_groups(const OptimSection& o, const std::vector<Stat
     if (!entry.tensor.requires_grad()) continue;
     int rule = -1;
     for (size_t i = 0; i < rules && rule < 0; ++i)
-      if (glob_match(o.param_groups[i].pattern, entry.name)) rule = static_cast<int>(i);
+      if (claims_parameters(o.param_groups[i]) && glob_match(o.param_groups[i].pattern, entry.name))
+        rule = static_cast<int>(i);
     const ParamGroupRule* r = rule >= 0 ? &o.param_groups[static_cast<size_t>(rule)] : nullptr;
     const bool decay = entry.tensor.dim() >= 2 || (r != nullptr && r->weight_decay.has_value());
     GroupPlan& g = slots[(2 * static_cast<size_t>(rule + 1) + (decay ? 0 : 1)) * levels + (deepest - depth)];
@@ -133,7 +141,7 @@ std::vector<GroupPlan> plan_groups(const OptimSection& o, const std::vector<Stat
   if (trainable.empty())
     throw Error("the model has no trainable parameters (every parameter has requires_grad = false).");
   for (size_t i = 0; i < rules; ++i)
-    if (!used[i]) dead_rule(o, i, trainable, winner);
+    if (!used[i] && claims_parameters(o.param_groups[i])) dead_rule(o, i, trainable, winner);
   std::erase_if(slots, [](const GroupPlan& g) { return g.params.empty(); });
   return slots;
 }
@@ -277,7 +285,7 @@ BuiltOptimizer make_optimizer(const OptimSection& o, const std::vector<StateTens
     if (entry.is_buffer || !entry.tensor.requires_grad()) continue;
     // The first matching rule wins, as in plan_groups.
     for (const ParamGroupRule& rule : o.param_groups)
-      if (glob_match(rule.pattern, entry.name)) {
+      if (claims_parameters(rule) && glob_match(rule.pattern, entry.name)) {
         if (rule.freeze) built.frozen.emplace_back(entry.tensor, rule.unfreeze_at_epoch);
         break;
       }

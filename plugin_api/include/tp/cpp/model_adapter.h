@@ -193,8 +193,10 @@ std::size_t set_batchnorm_eval(Root& root) {
   return found;
 }
 
-/// Puts the batch-normalisation layers of `root` named in `names` (dotted module names, as its
-/// state names start) in eval mode; returns the names that are not such a layer of `root`.
+/// Puts the layers of `root` named in `names` (dotted module names, as its state names start) that
+/// keep running statistics in eval mode: BatchNorm1d/2d/3d, and any layer with a `running_mean`
+/// buffer (InstanceNorm with track_running_stats, a scripted FrozenBatchNorm2d), which is how the
+/// host found them. Returns the names that are no such layer of `root`.
 template <typename Root>
 std::vector<std::string> set_named_batchnorm_eval(Root& root, const std::vector<std::string>& names) {
   std::vector<std::string> missing;
@@ -202,13 +204,15 @@ std::vector<std::string> set_named_batchnorm_eval(Root& root, const std::vector<
     bool found = false;
     if constexpr (std::is_base_of_v<torch::nn::Module, Root>) {
       for (const auto& item : root.named_modules(/*name_prefix=*/"", /*include_self=*/false))
-        if (item.key() == name && is_batchnorm_name(item.value()->name())) {
+        if (item.key() == name && (is_batchnorm_name(item.value()->name()) ||
+                                   item.value()->named_buffers(/*recurse=*/false).contains("running_mean"))) {
           item.value()->eval();
           found = true;
         }
     } else {
       for (auto item : root.named_modules())
-        if (item.name == name && item.value.type()->name() && is_batchnorm_name(item.value.type()->name()->name())) {
+        if (item.name == name && ((item.value.type()->name() && is_batchnorm_name(item.value.type()->name()->name())) ||
+                                  item.value.hasattr("running_mean"))) {
           item.value.eval();
           found = true;
         }
@@ -376,14 +380,23 @@ struct ModelAdapter {
         throw Failure(TP_ERR_INVALID_ARGUMENT, std::string(component_name(kDescriptor)) + ": names is NULL");
       std::vector<std::string> wanted;
       for (uint32_t i = 0; i < count; ++i) wanted.emplace_back(names[i] != nullptr ? names[i] : "");
-      if (const std::vector<std::string> missing = set_named_batchnorm_eval(m.root(), wanted); !missing.empty()) {
-        m.model->train(m.training);  // the layers it did switch follow the model again
+      // Every layer back to the model's mode, then the frozen ones again: the model-wide switch,
+      // and the new set (or, when a name is refused, the set as it was).
+      const auto reapply = [&m](const std::vector<std::string>& set) {
+        m.model->train(m.training);
+        if (m.training && m.batchnorm_frozen) set_batchnorm_eval(m.root());
+        return m.training ? set_named_batchnorm_eval(m.root(), set) : std::vector<std::string>{};
+      };
+      const std::vector<std::string> missing = set_named_batchnorm_eval(m.root(), wanted);
+      if (!missing.empty()) {
+        reapply(m.frozen_batchnorms);
         throw Failure(TP_ERR_UNSUPPORTED, std::string(component_name(kDescriptor)) + ": '" + missing.front() +
-                                              "' is not a BatchNorm layer of the model (torch::nn::BatchNorm1d/2d/3d "
-                                              "or a scripted torch.nn.BatchNorm1d/2d/3d)");
+                                              "' is not a BatchNorm layer of the model (torch::nn::BatchNorm1d/2d/3d, "
+                                              "a scripted torch.nn.BatchNorm1d/2d/3d, or a layer with a running_mean "
+                                              "buffer)");
       }
       m.frozen_batchnorms = std::move(wanted);
-      if (m.frozen_batchnorms.empty()) m.model->train(m.training);  // cleared: they follow the model again
+      reapply(m.frozen_batchnorms);
       return TP_OK;
     });
   }
