@@ -154,6 +154,13 @@ sha256 = ""
   REQUIRE(warnings.size() == 1);
   CHECK(tp::test::contains(warnings[0], "data.train.path (org.torchhost.csv) reads, /data/big.csv changed"));
   CHECK(tp::test::contains(warnings[0], "not hashed: over 1 GiB"));
+  // A checkpoint from elsewhere (--resume FILE): its values are shown redacted and cut to 4 KiB.
+  const std::string hostile = "[[provenance.input_files]]\nkey = \"model.teacher\"\ncomponent = \"x\"\n"
+                              "path = \"http://alice:secret@h/" + std::string(10000, 'a') + "\"\nsize = 1\n";
+  warnings = tp::changed_input_files(hostile, tp::Provenance{});
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].find("secret") == std::string::npos);
+  CHECK(warnings[0].size() < 6000);
   // A checkpoint from before the record, or without provenance: nothing.
   CHECK(tp::changed_input_files("[provenance]\nhost_version = \"x\"\n", now).empty());
   CHECK(tp::changed_input_files("", now).empty());

@@ -54,9 +54,16 @@ void add_files(const ComponentConfig* table, const PluginInstance* component, st
   }
 }
 
+// A checkpoint may come from anywhere (--resume FILE): what it recorded is shown redacted again
+// and cut to 4 KiB, as provenance segments are (a6ba712), never as written.
+constexpr std::size_t kMaxRecordedText = 4096;
+constexpr std::size_t kMaxRecordedFiles = 256;
+
 std::string recorded_text(const toml::table& table, std::string_view key) {
   const auto* node = table.get_as<std::string>(key);
-  return node != nullptr ? escape_control_characters(node->get(), /*keep_newlines=*/false) : std::string();
+  return node != nullptr ? escape_control_characters(bounded_text(redact_uri_credentials(node->get()), kMaxRecordedText),
+                                                     /*keep_newlines=*/false)
+                         : std::string();
 }
 
 int64_t recorded_integer(const toml::table& table, std::string_view key) {
@@ -123,14 +130,16 @@ std::vector<std::string> changed_input_files(const std::string& recorded_toml, c
   }
   const toml::array* files = recorded.at_path("provenance.input_files").as_array();
   if (files == nullptr) return warnings; // a checkpoint from before this record
+  std::size_t compared = 0;
   for (const toml::node& node : *files) {
+    if (++compared > kMaxRecordedFiles) break;
     const toml::table* then = node.as_table();
     if (then == nullptr || then->get_as<std::string>("key") == nullptr) continue;
     const std::string key = then->get_as<std::string>("key")->get();
     const std::string then_sha = then->get_as<std::string>("sha256") ? then->get_as<std::string>("sha256")->get() : "";
     const int64_t then_size = recorded_integer(*then, "size");
     const int64_t then_mtime = recorded_integer(*then, "mtime_ns");
-    const std::string shown_key = escape_control_characters(key, /*keep_newlines=*/false);
+    const std::string shown_key = recorded_text(*then, "key");
     const std::string then_path = recorded_text(*then, "path");
     const std::string who = shown_key + " (" + recorded_text(*then, "component") + ")";
     const std::string then_identity = file_identity(then_sha, then_size, then_mtime);
