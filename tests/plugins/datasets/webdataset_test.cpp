@@ -219,19 +219,6 @@ TEST_CASE("webdataset: the same files give image_folder's pixels, transforms and
         CHECK(label_value(b) == labels[i]);
       }
   }
-  // Several views of each image (views, local_views): the same fields and pixels as image_folder's.
-  for (FakeConfig* cfg : {&folder_cfg, &wds_cfg}) {
-    cfg->values["views"] = int64_t{2};
-    cfg->values["local_views"] = int64_t{1};
-    cfg->values["local_crop"] = std::vector<int64_t>{8};
-  }
-  Dataset folder(folder_lib, ift::kId, folder_cfg, "train"), shards(wds_lib, kWebDatasetId, wds_cfg, "train");
-  for (uint64_t i = 0; i < folder.size(); ++i) {
-    const Sample a = folder.get(i, 5), b = shards.get(i, 5);
-    CHECK(b.shape("image_1") == std::vector<int64_t>{3, 16, 16});
-    CHECK(b.shape("local_0") == std::vector<int64_t>{3, 8, 8});
-    CHECK(a.bytes() == b.bytes());
-  }
 }
 
 TEST_CASE("webdataset: encoded images (ABI 1.11) are the shard member's bytes with image_folder's box") {
