@@ -80,8 +80,8 @@ enum {
  *  the CPU), for Tier T plugins: a SimCLR or MoCo loss gathers its negatives from every rank, a
  *  DINO loss averages its centre. Plugins still never create process groups (PLG-22).
  *
- *  Every function is [main]: called from the host's calls into the plugin (forward, the loss),
- *  never from a plugin's own thread or a loader worker. Errors follow PLG-7 with one twist: the
+ *  Every function is [main]: called from the host's calls into the plugin (forward, the loss, a
+ *  model's after_optimizer_step), never from a plugin's own thread or a loader worker. Errors follow PLG-7 with one twist: the
  *  host has already recorded the message (as fail() does), so the plugin returns the code it got
  *  without calling fail() again, which would replace the message.
  *
@@ -89,7 +89,9 @@ enum {
  *  rank. Every rank must make the same calls, in the same order and with the same reductions, in
  *  every training forward (model or loss): the first call on one rank meets the first call on the
  *  others, so a call only some ranks make hangs until dist.timeout_s and then stops the run.
- *  Calling it in every training forward of the loss, unconditionally, is the safe pattern.
+ *  Calling it in every training forward of the loss, unconditionally, is the safe pattern; a
+ *  model's after_optimizer_step (model.h), which every rank runs at the same step, is the other
+ *  place (a DINO centre folded in once per step).
  *
  *  Local (the identity on this rank's tensor, nothing sent), always, in these cases:
  *  - a single process (world_size 1): no process group is needed, all_gather returns the input
