@@ -233,7 +233,7 @@ TEST_CASE("[[optim.param_groups]] and model.activation_checkpointing are host ke
   CHECK(missing.key_path() == "optim.param_groups[0].pattern");
   const tp::ConfigError unknown =
       error_of("[[optim.param_groups]]\npattern = \"a\"\nmomentum = 0.5\n");
-  TP_CHECK_CONTAINS(std::string(unknown.what()), "accepts pattern, lr, weight_decay, freeze and unfreeze_at_epoch");
+  TP_CHECK_CONTAINS(std::string(unknown.what()), "accepts pattern, lr, weight_decay, freeze, unfreeze_at_epoch and freeze_bn_stats");
   const tp::ConfigError negative =
       error_of("[[optim.param_groups]]\npattern = \"a\"\nlr = -1\n");
   CHECK(negative.key_path() == "optim.param_groups[0].lr");

@@ -163,9 +163,10 @@ DEFAULTS = {
     "rand_augment": [], "trivial_augment": False, "random_erasing": 0.0, "erasing_scale": [0.02, 0.33],
     "erasing_ratio": [0.3, 3.3], "erasing_value": "zero", "mean": [0.0, 0.0, 0.0], "std": [1.0, 1.0, 1.0],
     "channels_last": False, "fast_decode": True, "max_image_pixels": 178956970, "class_names": [],
+    "views": 1, "local_views": 0, "local_crop": [96], "local_scale": [0.05, 0.4],
 }
 # Keys whose value is an array (an empty list carries no type of its own).
-INT_ARRAYS = {"resize", "center_crop", "random_resized_crop", "rand_augment"}
+INT_ARRAYS = {"resize", "center_crop", "random_resized_crop", "rand_augment", "local_crop"}
 
 
 def driver_args(keys):
