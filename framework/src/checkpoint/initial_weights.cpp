@@ -1,7 +1,5 @@
 #include "tp/framework/checkpoint/initial_weights.h"
 
-#include <fnmatch.h>
-
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
@@ -20,6 +18,7 @@
 #include "tp/framework/checkpoint/safetensors.h"
 #include "tp/framework/error.h"
 #include "tp/framework/util/first_few.h"
+#include "tp/framework/util/name_pattern.h"
 #include "tp/framework/util/regular_file.h"
 #include "torch_archive.h"
 
@@ -169,12 +168,11 @@ InitialWeightsReport load_initial_weights(const std::filesystem::path& file, con
                                           const std::vector<std::string>& ignore, const std::string& prefix) {
   InitialWeightsReport report;
   const Named saved = under_prefix(read_weights(file), prefix, file, report);
-  // Python's fnmatch.fnmatchcase, as [[optim.param_groups]] patterns: `*` crosses dots.
   std::vector<bool> used(ignore.size(), false);
   const auto ignored = [&](const std::string& name) {
     bool any = false;
     for (size_t i = 0; i < ignore.size(); ++i)
-      if (::fnmatch(ignore[i].c_str(), name.c_str(), FNM_NOESCAPE) == 0) any = used[i] = true;
+      if (name_matches(ignore[i], name)) any = used[i] = true;
     return any;
   };
   std::map<std::string, const at::Tensor*> by_name;

@@ -2,14 +2,13 @@
 // that on the CPU the same gradients are clipped to the same bits (agc_timm_oracle measures it).
 #include "tp/framework/optim/adaptive_clip.h"
 
-#include <fnmatch.h>
-
 #include <ATen/ATen.h>
 
 #include <algorithm>
 #include <numeric>
 
 #include "tp/framework/error.h"
+#include "tp/framework/util/name_pattern.h"
 
 namespace tp {
 
@@ -46,9 +45,8 @@ std::vector<at::Tensor> agc_parameters(const std::vector<StateTensor>& model_sta
     if (entry.is_buffer) continue;
     names.push_back(entry.name);
     bool ignored = false;
-    // Python's fnmatch.fnmatchcase, as [[optim.param_groups]] and init_weights_ignore match.
     for (size_t i = 0; i < ignore.size(); ++i)
-      if (::fnmatch(ignore[i].c_str(), entry.name.c_str(), FNM_NOESCAPE) == 0) ignored = used[i] = true;
+      if (name_matches(ignore[i], entry.name)) ignored = used[i] = true;
     if (!ignored) out.push_back(entry.tensor);
   }
   for (size_t i = 0; i < ignore.size(); ++i) {

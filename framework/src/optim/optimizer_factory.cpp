@@ -1,6 +1,5 @@
 #include "tp/framework/optim/optimizer_factory.h"
 
-#include <fnmatch.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/rmsprop.h>
@@ -15,6 +14,7 @@
 #include "lars.h"
 #include "lion.h"
 #include "tp/framework/error.h"
+#include "tp/framework/util/name_pattern.h"
 #include "tp/framework/util/short_number.h"
 
 namespace tp {
@@ -39,12 +39,6 @@ bool claims_parameters(const ParamGroupRule& r) {
 
 std::string rule_path(size_t i) { return "optim.param_groups[" + std::to_string(i) + "].pattern"; }
 
-// Python's fnmatch.fnmatchcase: `*` matches any run of characters, dots included, and a
-// backslash is an ordinary character (FNM_NOESCAPE).
-bool glob_match(const std::string& pattern, const std::string& name) {
-  return ::fnmatch(pattern.c_str(), name.c_str(), FNM_NOESCAPE) == 0;
-}
-
 // The names in an error, so a pattern can be written from the message alone: no command lists a
 // model's parameter names (ResNet-50 has 161, shown whole).
 std::string some_names(const std::vector<std::string>& names) {
@@ -59,7 +53,7 @@ std::string some_names(const std::vector<std::string>& names) {
                             const std::vector<int>& winner) {
   const std::string& pattern = o.param_groups[i].pattern;
   for (size_t k = 0; k < trainable.size(); ++k)
-    if (glob_match(pattern, trainable[k]))
+    if (name_matches(pattern, trainable[k]))
       throw ConfigError(rule_path(i), rule_path(i) + " = \"" + pattern + "\" matches parameters, but each of them is "
                                           "claimed by an earlier rule (the first matching rule wins): '" + trainable[k] +
                                           "' by " + rule_path(static_cast<size_t>(winner[k])) +
@@ -122,7 +116,7 @@ std::vector<GroupPlan> plan_groups(const OptimSection& o, const std::vector<Stat
     if (!entry.tensor.requires_grad()) continue;
     int rule = -1;
     for (size_t i = 0; i < rules && rule < 0; ++i)
-      if (claims_parameters(o.param_groups[i]) && glob_match(o.param_groups[i].pattern, entry.name))
+      if (claims_parameters(o.param_groups[i]) && name_matches(o.param_groups[i].pattern, entry.name))
         rule = static_cast<int>(i);
     const ParamGroupRule* r = rule >= 0 ? &o.param_groups[static_cast<size_t>(rule)] : nullptr;
     const bool decay = entry.tensor.dim() >= 2 || (r != nullptr && r->weight_decay.has_value());
@@ -285,7 +279,7 @@ BuiltOptimizer make_optimizer(const OptimSection& o, const std::vector<StateTens
     if (entry.is_buffer || !entry.tensor.requires_grad()) continue;
     // The first matching rule wins, as in plan_groups.
     for (const ParamGroupRule& rule : o.param_groups)
-      if (claims_parameters(rule) && glob_match(rule.pattern, entry.name)) {
+      if (claims_parameters(rule) && name_matches(rule.pattern, entry.name)) {
         if (rule.freeze) built.frozen.emplace_back(entry.tensor, rule.unfreeze_at_epoch);
         break;
       }

@@ -1,11 +1,10 @@
 #include "engine/training/frozen_batchnorms.h"
 
-#include <fnmatch.h>
-
 #include <algorithm>
 #include <string_view>
 
 #include "tp/framework/error.h"
+#include "tp/framework/util/name_pattern.h"
 
 namespace tp {
 
@@ -23,11 +22,10 @@ std::vector<std::string> frozen_batchnorm_layers(const std::vector<StateTensor>&
     if (!rules[i].freeze_bn_stats) continue;
     bool matched = false;
     for (const std::string& layer : layers) {
-      // FNM_NOESCAPE: a backslash is an ordinary character, as in the optimizer's matching.
       const bool hit = std::any_of(state.begin(), state.end(), [&](const StateTensor& entry) {
         return entry.name.size() > layer.size() && entry.name.compare(0, layer.size(), layer) == 0 &&
                entry.name[layer.size()] == '.' && entry.name.find('.', layer.size() + 1) == std::string::npos &&
-               ::fnmatch(rules[i].pattern.c_str(), entry.name.c_str(), FNM_NOESCAPE) == 0;
+               name_matches(rules[i].pattern, entry.name);
       });
       if (!hit) continue;
       matched = true;
