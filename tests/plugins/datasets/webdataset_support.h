@@ -85,6 +85,31 @@ inline void patch_member_size(const std::filesystem::path& path, std::size_t off
   write_text(path, bytes);
 }
 
+/// The same four images (classes c0 and c1, a PNG and a JPEG each, 24 x 32) written twice: as class
+/// folders dir/folder/c<k>/img_<i>.<ext> and as shards dir/shards/v-*.tar with `cls` labels, for
+/// comparing webdataset with image_folder on the same files.
+struct FolderAndShards {
+  std::string pattern;          ///< the shards' brace pattern
+  std::vector<int64_t> labels;  ///< each sample's label, in index order (the same in both)
+};
+inline FolderAndShards write_folder_and_shards(const std::filesystem::path& dir) {
+  tp::webdataset::ShardWriter writer((dir / "shards").string(), "v", 1 << 20);
+  FolderAndShards out;
+  for (int c = 0; c < 2; ++c) {
+    std::filesystem::create_directories(dir / "folder" / ("c" + std::to_string(c)));
+    for (int k = 0; k < 2; ++k) {
+      const char* ext = k == 0 ? ".png" : ".jpg";
+      const std::vector<unsigned char> bytes = encoded_image(24, 32, 10 * c + k, ext);
+      const std::string name = "img_" + std::to_string(k) + ext;
+      write_text(dir / "folder" / ("c" + std::to_string(c)) / name, std::string(bytes.begin(), bytes.end()));
+      writer.add("c" + std::to_string(c) + "/img_" + std::to_string(k), {{ext + 1, bytes}, {"cls", std::to_string(c)}});
+      out.labels.push_back(c);
+    }
+  }
+  out.pattern = writer.finish().pattern;
+  return out;
+}
+
 /// Every key at its schema default, `shards` and `cache_dir` set (FakeConfig is neither copyable
 /// nor movable).
 inline void configure(const PluginLibrary& lib, FakeConfig& cfg, const std::string& shards,

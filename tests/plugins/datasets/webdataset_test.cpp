@@ -175,20 +175,7 @@ TEST_CASE("webdataset: json labels, image_extensions' order, extensions in any c
 
 TEST_CASE("webdataset: the same files give image_folder's pixels, transforms and seeds alike") {
   const fs::path dir = tp::test::fresh_fixture_dir("wds_vs_image_folder");
-  wds::ShardWriter writer((dir / "shards").string(), "v", 1 << 20);
-  std::vector<int64_t> labels;
-  for (int c = 0; c < 2; ++c) {
-    fs::create_directories(dir / "folder" / ("c" + std::to_string(c)));
-    for (int k = 0; k < 2; ++k) {
-      const char* ext = k == 0 ? ".png" : ".jpg";
-      const std::vector<unsigned char> bytes = encoded_image(24, 32, 10 * c + k, ext);
-      const std::string name = "img_" + std::to_string(k) + ext;
-      write_text(dir / "folder" / ("c" + std::to_string(c)) / name, std::string(bytes.begin(), bytes.end()));
-      writer.add("c" + std::to_string(c) + "/img_" + std::to_string(k), {{ext + 1, bytes}, {"cls", std::to_string(c)}});
-      labels.push_back(c);
-    }
-  }
-  const std::string pattern = writer.finish().pattern;
+  const auto [pattern, labels] = write_folder_and_shards(dir);
   PluginLibrary folder_lib("image_folder"), wds_lib("webdataset");
   FakeConfig folder_cfg, wds_cfg;
   ift::configure(folder_lib, folder_cfg, dir / "folder");

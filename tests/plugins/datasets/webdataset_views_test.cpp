@@ -10,24 +10,12 @@
 #include "webdataset_support.h"
 
 namespace fs = std::filesystem;
-namespace wds = tp::webdataset;
 using namespace tp::test::webdataset;
 namespace ift = tp::test::image_folder;
 
 TEST_CASE("webdataset: views and local_views give image_folder's fields and pixels for the same files") {
   const fs::path dir = tp::test::fresh_fixture_dir("wds_views");
-  wds::ShardWriter writer((dir / "shards").string(), "v", 1 << 20);
-  for (int c = 0; c < 2; ++c) {
-    fs::create_directories(dir / "folder" / ("c" + std::to_string(c)));
-    for (int k = 0; k < 2; ++k) {
-      const char* ext = k == 0 ? ".png" : ".jpg";
-      const std::vector<unsigned char> bytes = encoded_image(24, 32, 10 * c + k, ext);
-      write_text(dir / "folder" / ("c" + std::to_string(c)) / ("img_" + std::to_string(k) + ext),
-                 std::string(bytes.begin(), bytes.end()));
-      writer.add("c" + std::to_string(c) + "/img_" + std::to_string(k), {{ext + 1, bytes}, {"cls", std::to_string(c)}});
-    }
-  }
-  const std::string pattern = writer.finish().pattern;
+  const std::string pattern = write_folder_and_shards(dir).pattern;
   PluginLibrary folder_lib("image_folder"), wds_lib("webdataset");
   FakeConfig folder_cfg, wds_cfg;
   ift::configure(folder_lib, folder_cfg, dir / "folder");

@@ -16,28 +16,6 @@ tp::OptimSection lamb_section() {
   return o;
 }
 
-std::vector<at::Tensor> lamb_initial_values(uint64_t& seed) {
-  std::vector<at::Tensor> out;
-  for (const auto& p : tp::test::model_spec()) out.push_back(tp::test::lcg_tensor(seed, p.shape, 0.5));
-  return out;
-}
-
-void lamb_steps(tp::test::OptimizerRun& run, uint64_t& seed, int count) {
-  for (int t = 0; t < count; ++t) {
-    for (auto& s : run.state) s.tensor.mutable_grad() = tp::test::lcg_tensor(seed, s.tensor.sizes().vec(), 1.0);
-    run.built.optimizer->step();
-  }
-}
-
-std::string lamb_error_key(const tp::OptimSection& o, const std::vector<at::Tensor>& values) {
-  try {
-    tp::test::start_optimizer_run(o, values);
-  } catch (const tp::ConfigError& e) {
-    return e.key_path();
-  }
-  return "";
-}
-
 }  // namespace
 
 TEST_CASE("lamb: save after 3 steps, load into a new optimizer, 3 more equals 6 steps bit for bit") {
@@ -46,17 +24,17 @@ TEST_CASE("lamb: save after 3 steps, load into a new optimizer, 3 more equals 6 
     tp::OptimSection o = lamb_section();
     o.always_adapt = always_adapt;
     uint64_t seed = 7;
-    const std::vector<at::Tensor> init = lamb_initial_values(seed);
+    const std::vector<at::Tensor> init = tp::test::model_values(seed);
     uint64_t straight_seed = seed, resumed_seed = seed;
     tp::test::OptimizerRun straight = tp::test::start_optimizer_run(o, init);
-    lamb_steps(straight, straight_seed, 6);
+    tp::test::step_with_random_gradients(straight, straight_seed, 6);
 
     tp::test::OptimizerRun first = tp::test::start_optimizer_run(o, init);
-    lamb_steps(first, resumed_seed, 3);
+    tp::test::step_with_random_gradients(first, resumed_seed, 3);
     const std::string bytes = tp::test::archive_of(*first.built.optimizer);
     tp::test::OptimizerRun second = tp::test::start_optimizer_run(o, tp::test::values_of(first));
     tp::test::load_archive(*second.built.optimizer, bytes);
-    lamb_steps(second, resumed_seed, 3);
+    tp::test::step_with_random_gradients(second, resumed_seed, 3);
     for (size_t i = 0; i < straight.state.size(); ++i) {
       INFO(straight.state[i].name);
       CHECK(at::equal(second.state[i].tensor, straight.state[i].tensor));
@@ -69,7 +47,7 @@ TEST_CASE("lamb: save after 3 steps, load into a new optimizer, 3 more equals 6 
 
 TEST_CASE("lamb: parameter groups, layer decay included, are adamw's") {
   uint64_t seed = 11;
-  const std::vector<at::Tensor> init = lamb_initial_values(seed);
+  const std::vector<at::Tensor> init = tp::test::model_values(seed);
   const tp::LayerDepths depths = {{"fc", 0}, {"norm", 1}};
   for (const double layer_decay : {1.0, 0.5}) {
     tp::OptimSection lamb = lamb_section();
@@ -93,15 +71,15 @@ TEST_CASE("lamb: parameter groups, layer decay included, are adamw's") {
 
 TEST_CASE("lamb: amsgrad and fused are refused naming the key; the double clip is a warning") {
   uint64_t seed = 3;
-  const std::vector<at::Tensor> init = lamb_initial_values(seed);
+  const std::vector<at::Tensor> init = tp::test::model_values(seed);
   tp::OptimSection o = lamb_section();
   o.amsgrad = true;
-  CHECK(lamb_error_key(o, init) == "optim.amsgrad");
+  CHECK(tp::test::config_error_key(o, init) == "optim.amsgrad");
   o = lamb_section();
   o.implementation = "fused";
-  CHECK(lamb_error_key(o, init) == "optim.implementation");
+  CHECK(tp::test::config_error_key(o, init) == "optim.implementation");
   o.implementation = "for_loop";
-  CHECK(lamb_error_key(o, init).empty());
+  CHECK(tp::test::config_error_key(o, init).empty());
 
   o = lamb_section();
   CHECK(tp::double_clip_warning(o, 0.0).empty());

@@ -30,7 +30,8 @@ except ImportError as error:
     sys.exit(77)
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from optimizer_oracle import groups_for  # noqa: E402  the default rule and fnmatch rules, shared
+from optimizer_oracle import groups_for, write_exchange  # noqa: E402  shared with the other oracles
+from optimizer_oracle import read as raw  # noqa: E402
 
 STEPS, RESUME_AT = 8, 3
 PARAMS = [("fc.weight", (6, 5)), ("fc.bias", (6,)), ("norm.weight", (6,)), ("head.weight", (3, 6)),
@@ -46,10 +47,6 @@ VARIANTS = {
     "beta1_cycled": {"cycle": 1},
 }
 TOLERANCE, FOREACH_TOLERANCE = 1e-6, 1e-5
-
-
-def raw(path, shape):
-    return torch.frombuffer(bytearray(path.read_bytes()), dtype=torch.float32).reshape(shape).clone()
 
 
 def data():
@@ -102,20 +99,7 @@ def main(driver):
     failures, worst, worst_foreach, report = [], 0.0, 0.0, []
     with tempfile.TemporaryDirectory() as tmp:
         directory = pathlib.Path(tmp)
-        spec = [f"steps {STEPS}", f"resume_at {RESUME_AT}"]
-        spec += [f"param {i} {name} {' '.join(map(str, shape))}" for i, (name, shape) in enumerate(PARAMS)]
-        options = {}
-        for label, changes in VARIANTS.items():
-            options[label] = {k: str(v) for k, v in {**BASE, **changes}.items()}
-            spec.append(f"variant {label} " + " ".join(f"{k}={v!r}" for k, v in {**BASE, **changes}.items()))
-            for rule in RULES:
-                spec += [f"rule {label} {rule['pattern']} {k} {v!r}" for k, v in rule.items() if k != "pattern"]
-        (directory / "spec.txt").write_text("\n".join(spec) + "\n")
-        for i, value in enumerate(init):
-            (directory / f"param_{i}.bin").write_bytes(value.numpy().tobytes())
-        for t, step in enumerate(grads):
-            for i, value in enumerate(step):
-                (directory / f"grad_{t}_{i}.bin").write_bytes(value.numpy().tobytes())
+        options = write_exchange(directory, STEPS, RESUME_AT, PARAMS, BASE, VARIANTS, RULES, init, grads)
         subprocess.run([driver, "lamb", str(directory)], check=True)
 
         for label, o in options.items():

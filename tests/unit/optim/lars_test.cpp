@@ -7,7 +7,6 @@
 #include <tuple>
 
 #include "optimizer_test_util.h"
-#include "tp/framework/error.h"
 
 namespace {
 
@@ -18,28 +17,6 @@ tp::OptimSection lars_section() {
   o.momentum = 0.9;
   o.param_groups = {{"head.*", 0.2, std::nullopt}, {"norm.*", std::nullopt, 0.05}};
   return o;
-}
-
-std::vector<at::Tensor> lars_initial_values(uint64_t& seed) {
-  std::vector<at::Tensor> out;
-  for (const auto& p : tp::test::model_spec()) out.push_back(tp::test::lcg_tensor(seed, p.shape, 0.5));
-  return out;
-}
-
-void lars_steps(tp::test::OptimizerRun& run, uint64_t& seed, int count) {
-  for (int t = 0; t < count; ++t) {
-    for (auto& s : run.state) s.tensor.mutable_grad() = tp::test::lcg_tensor(seed, s.tensor.sizes().vec(), 1.0);
-    run.built.optimizer->step();
-  }
-}
-
-std::string lars_error_key(const tp::OptimSection& o, const std::vector<at::Tensor>& values) {
-  try {
-    tp::test::start_optimizer_run(o, values);
-  } catch (const tp::ConfigError& e) {
-    return e.key_path();
-  }
-  return "";
 }
 
 }  // namespace
@@ -53,17 +30,17 @@ TEST_CASE("lars: save after 3 steps, load into a new optimizer, 4 more equals 7 
     o.trust_clip = trust_clip;
     o.dampening = dampening;
     uint64_t seed = 7;
-    const std::vector<at::Tensor> init = lars_initial_values(seed);
+    const std::vector<at::Tensor> init = tp::test::model_values(seed);
     uint64_t straight_seed = seed, resumed_seed = seed;
     tp::test::OptimizerRun straight = tp::test::start_optimizer_run(o, init);
-    lars_steps(straight, straight_seed, 7);
+    tp::test::step_with_random_gradients(straight, straight_seed, 7);
 
     tp::test::OptimizerRun first = tp::test::start_optimizer_run(o, init);
-    lars_steps(first, resumed_seed, 3);
+    tp::test::step_with_random_gradients(first, resumed_seed, 3);
     const std::string bytes = tp::test::archive_of(*first.built.optimizer);
     tp::test::OptimizerRun second = tp::test::start_optimizer_run(o, tp::test::values_of(first));
     tp::test::load_archive(*second.built.optimizer, bytes);
-    lars_steps(second, resumed_seed, 4);
+    tp::test::step_with_random_gradients(second, resumed_seed, 4);
     for (size_t i = 0; i < straight.state.size(); ++i) {
       INFO(straight.state[i].name);
       CHECK(at::equal(second.state[i].tensor, straight.state[i].tensor));
@@ -81,14 +58,14 @@ TEST_CASE("lars: save after 3 steps, load into a new optimizer, 4 more equals 7 
 TEST_CASE("lars: a fresh optimizer without the momentum buffer differs, so the archive's state is what resumed") {
   tp::OptimSection o = lars_section();
   uint64_t seed = 5;
-  const std::vector<at::Tensor> init = lars_initial_values(seed);
+  const std::vector<at::Tensor> init = tp::test::model_values(seed);
   uint64_t a_seed = seed, b_seed = seed;
   tp::test::OptimizerRun straight = tp::test::start_optimizer_run(o, init);
-  lars_steps(straight, a_seed, 4);
+  tp::test::step_with_random_gradients(straight, a_seed, 4);
   tp::test::OptimizerRun first = tp::test::start_optimizer_run(o, init);
-  lars_steps(first, b_seed, 2);
+  tp::test::step_with_random_gradients(first, b_seed, 2);
   tp::test::OptimizerRun restarted = tp::test::start_optimizer_run(o, tp::test::values_of(first));
-  lars_steps(restarted, b_seed, 2);
+  tp::test::step_with_random_gradients(restarted, b_seed, 2);
   CHECK_FALSE(at::equal(restarted.state[0].tensor, straight.state[0].tensor));
 }
 
@@ -98,13 +75,13 @@ TEST_CASE("lars: biases take the plain momentum step (no decay, no trust ratio) 
   tp::OptimSection o = lars_section();
   o.momentum = 0.0;
   uint64_t seed = 13;
-  const std::vector<at::Tensor> init = lars_initial_values(seed);
+  const std::vector<at::Tensor> init = tp::test::model_values(seed);
   for (const bool always_adapt : {false, true}) {
     INFO("always_adapt ", always_adapt);
     o.always_adapt = always_adapt;
     tp::test::OptimizerRun run = tp::test::start_optimizer_run(o, init);
     uint64_t grad_seed = 99;
-    lars_steps(run, grad_seed, 1);
+    tp::test::step_with_random_gradients(run, grad_seed, 1);
     uint64_t replay = 99;
     std::vector<at::Tensor> grads;
     for (const auto& s : run.state) grads.push_back(tp::test::lcg_tensor(replay, s.tensor.sizes().vec(), 1.0));
@@ -118,33 +95,33 @@ TEST_CASE("lars: biases take the plain momentum step (no decay, no trust ratio) 
 TEST_CASE("lars: nesterov with dampening or without momentum, amsgrad, caution, fused and dampening elsewhere are "
           "refused naming the key") {
   uint64_t seed = 3;
-  const std::vector<at::Tensor> init = lars_initial_values(seed);
+  const std::vector<at::Tensor> init = tp::test::model_values(seed);
   tp::OptimSection o = lars_section();
   o.nesterov = true;
   o.dampening = 0.1;
-  CHECK(lars_error_key(o, init) == "optim.nesterov");
+  CHECK(tp::test::config_error_key(o, init) == "optim.nesterov");
   o.dampening = 0.0;
   o.momentum = 0.0;
-  CHECK(lars_error_key(o, init) == "optim.nesterov");
+  CHECK(tp::test::config_error_key(o, init) == "optim.nesterov");
   o = lars_section();
   o.amsgrad = true;
-  CHECK(lars_error_key(o, init) == "optim.amsgrad");
+  CHECK(tp::test::config_error_key(o, init) == "optim.amsgrad");
   o = lars_section();
   o.caution = true;
-  CHECK(lars_error_key(o, init) == "optim.caution");
+  CHECK(tp::test::config_error_key(o, init) == "optim.caution");
   o = lars_section();
   o.implementation = "fused";
-  CHECK(lars_error_key(o, init) == "optim.implementation");
+  CHECK(tp::test::config_error_key(o, init) == "optim.implementation");
   o.implementation = "for_loop";
-  CHECK(lars_error_key(o, init).empty());
+  CHECK(tp::test::config_error_key(o, init).empty());
   for (const char* other : {"adamw", "lamb", "lion", "rmsprop"}) {
     INFO(other);
     tp::OptimSection damped = tp::test::optim_section(other);
     damped.dampening = 0.5;
-    CHECK(lars_error_key(damped, init) == "optim.dampening");
+    CHECK(tp::test::config_error_key(damped, init) == "optim.dampening");
   }
   tp::OptimSection sgd = tp::test::optim_section("sgd");
   sgd.dampening = 0.5;
-  CHECK(lars_error_key(sgd, init).empty());
+  CHECK(tp::test::config_error_key(sgd, init).empty());
   CHECK_FALSE(tp::has_fused_kernel("lars"));
 }

@@ -18,28 +18,6 @@ tp::OptimSection lion_section() {
   return o;
 }
 
-std::vector<at::Tensor> lion_initial_values(uint64_t& seed) {
-  std::vector<at::Tensor> out;
-  for (const auto& p : tp::test::model_spec()) out.push_back(tp::test::lcg_tensor(seed, p.shape, 0.5));
-  return out;
-}
-
-void lion_steps(tp::test::OptimizerRun& run, uint64_t& seed, int count) {
-  for (int t = 0; t < count; ++t) {
-    for (auto& s : run.state) s.tensor.mutable_grad() = tp::test::lcg_tensor(seed, s.tensor.sizes().vec(), 1.0);
-    run.built.optimizer->step();
-  }
-}
-
-std::string lion_error_key(const tp::OptimSection& o, const std::vector<at::Tensor>& values) {
-  try {
-    tp::test::start_optimizer_run(o, values);
-  } catch (const tp::ConfigError& e) {
-    return e.key_path();
-  }
-  return "";
-}
-
 }  // namespace
 
 TEST_CASE("lion: save after 3 steps, load into a new optimizer, 4 more equals 7 steps bit for bit") {
@@ -50,17 +28,17 @@ TEST_CASE("lion: save after 3 steps, load into a new optimizer, 4 more equals 7 
     o.caution = caution;
     o.betas = {beta1, beta2};
     uint64_t seed = 7;
-    const std::vector<at::Tensor> init = lion_initial_values(seed);
+    const std::vector<at::Tensor> init = tp::test::model_values(seed);
     uint64_t straight_seed = seed, resumed_seed = seed;
     tp::test::OptimizerRun straight = tp::test::start_optimizer_run(o, init);
-    lion_steps(straight, straight_seed, 7);
+    tp::test::step_with_random_gradients(straight, straight_seed, 7);
 
     tp::test::OptimizerRun first = tp::test::start_optimizer_run(o, init);
-    lion_steps(first, resumed_seed, 3);
+    tp::test::step_with_random_gradients(first, resumed_seed, 3);
     const std::string bytes = tp::test::archive_of(*first.built.optimizer);
     tp::test::OptimizerRun second = tp::test::start_optimizer_run(o, tp::test::values_of(first));
     tp::test::load_archive(*second.built.optimizer, bytes);
-    lion_steps(second, resumed_seed, 4);
+    tp::test::step_with_random_gradients(second, resumed_seed, 4);
     for (size_t i = 0; i < straight.state.size(); ++i) {
       INFO(straight.state[i].name);
       CHECK(at::equal(second.state[i].tensor, straight.state[i].tensor));
@@ -78,20 +56,20 @@ TEST_CASE("lion: a fresh optimizer without the momentum differs, so the archive'
   tp::OptimSection o = lion_section();
   o.betas = {0.99, 0.5};
   uint64_t seed = 5;
-  const std::vector<at::Tensor> init = lion_initial_values(seed);
+  const std::vector<at::Tensor> init = tp::test::model_values(seed);
   uint64_t a_seed = seed, b_seed = seed;
   tp::test::OptimizerRun straight = tp::test::start_optimizer_run(o, init);
-  lion_steps(straight, a_seed, 4);
+  tp::test::step_with_random_gradients(straight, a_seed, 4);
   tp::test::OptimizerRun first = tp::test::start_optimizer_run(o, init);
-  lion_steps(first, b_seed, 2);
+  tp::test::step_with_random_gradients(first, b_seed, 2);
   tp::test::OptimizerRun restarted = tp::test::start_optimizer_run(o, tp::test::values_of(first));
-  lion_steps(restarted, b_seed, 2);
+  tp::test::step_with_random_gradients(restarted, b_seed, 2);
   CHECK_FALSE(at::equal(restarted.state[0].tensor, straight.state[0].tensor));
 }
 
 TEST_CASE("lion: parameter groups, layer decay included, are adamw's") {
   uint64_t seed = 11;
-  const std::vector<at::Tensor> init = lion_initial_values(seed);
+  const std::vector<at::Tensor> init = tp::test::model_values(seed);
   const tp::LayerDepths depths = {{"fc", 0}, {"norm", 1}};
   for (const double layer_decay : {1.0, 0.5}) {
     tp::OptimSection lion = lion_section();
@@ -114,20 +92,20 @@ TEST_CASE("lion: parameter groups, layer decay included, are adamw's") {
 
 TEST_CASE("lion: amsgrad, fused and caution elsewhere are refused naming the key") {
   uint64_t seed = 3;
-  const std::vector<at::Tensor> init = lion_initial_values(seed);
+  const std::vector<at::Tensor> init = tp::test::model_values(seed);
   tp::OptimSection o = lion_section();
   o.amsgrad = true;
-  CHECK(lion_error_key(o, init) == "optim.amsgrad");
+  CHECK(tp::test::config_error_key(o, init) == "optim.amsgrad");
   o = lion_section();
   o.implementation = "fused";
-  CHECK(lion_error_key(o, init) == "optim.implementation");
+  CHECK(tp::test::config_error_key(o, init) == "optim.implementation");
   o.implementation = "for_loop";
-  CHECK(lion_error_key(o, init).empty());
+  CHECK(tp::test::config_error_key(o, init).empty());
   for (const char* other : {"adamw", "lamb", "sgd"}) {
     INFO(other);
     tp::OptimSection cautious = tp::test::optim_section(other);
     cautious.caution = true;
-    CHECK(lion_error_key(cautious, init) == "optim.caution");
+    CHECK(tp::test::config_error_key(cautious, init) == "optim.caution");
   }
   CHECK_FALSE(tp::has_fused_kernel("lion"));
 }

@@ -16,6 +16,28 @@ def read(path, shape):
     return torch.frombuffer(bytearray(path.read_bytes()), dtype=torch.float32).reshape(shape).clone()
 
 
+def write_exchange(directory, steps, resume_at, params, base, variants, rules, init, grads):
+    """Writes what timm_optimizer_driver reads (the LAMB, Lion and LARS oracles): DIR/spec.txt (the
+    steps, the resume step, the parameters, each variant's options over `base` and the `rules`)
+    and the raw float32 DIR/param_<i>.bin and DIR/grad_<t>_<i>.bin. Returns each variant's
+    options as strings, as the driver reads them."""
+    spec = [f"steps {steps}", f"resume_at {resume_at}"]
+    spec += [f"param {i} {name} {' '.join(map(str, shape))}" for i, (name, shape) in enumerate(params)]
+    options = {}
+    for label, changes in variants.items():
+        options[label] = {k: str(v) for k, v in {**base, **changes}.items()}
+        spec.append(f"variant {label} " + " ".join(f"{k}={v!r}" for k, v in {**base, **changes}.items()))
+        for rule in rules:
+            spec += [f"rule {label} {rule['pattern']} {k} {v!r}" for k, v in rule.items() if k != "pattern"]
+    (directory / "spec.txt").write_text("\n".join(spec) + "\n")
+    for i, value in enumerate(init):
+        (directory / f"param_{i}.bin").write_bytes(value.numpy().tobytes())
+    for t, step in enumerate(grads):
+        for i, value in enumerate(step):
+            (directory / f"grad_{t}_{i}.bin").write_bytes(value.numpy().tobytes())
+    return options
+
+
 def parse(directory):
     params, variants, rules, steps = [], {}, {}, 0
     for row in (directory / "spec.txt").read_text().split("\n"):

@@ -21,6 +21,7 @@
 #include <sstream>
 
 #include "tp/framework/config/run_config.h"
+#include "tp/framework/error.h"
 #include "tp/framework/optim/optimizer_factory.h"
 #include "tp/framework/plugin/plugin_instance.h"
 #include "support/test_paths.h"
@@ -97,6 +98,31 @@ inline OptimizerRun start_optimizer_run(const OptimSection& o, const std::vector
   OptimizerRun run{model_state(values), {}};
   run.built = make_optimizer(o, run.state);
   return run;
+}
+
+/// Starting values of model_spec()'s parameters, drawn from `seed` (uniform in [-0.5, 0.5]).
+inline std::vector<at::Tensor> model_values(uint64_t& seed) {
+  std::vector<at::Tensor> out;
+  for (const auto& p : model_spec()) out.push_back(lcg_tensor(seed, p.shape, 0.5));
+  return out;
+}
+
+/// `count` optimizer steps of `run`, each on new gradients drawn from `seed` (uniform in [-1, 1]).
+inline void step_with_random_gradients(OptimizerRun& run, uint64_t& seed, int count) {
+  for (int t = 0; t < count; ++t) {
+    for (auto& s : run.state) s.tensor.mutable_grad() = lcg_tensor(seed, s.tensor.sizes().vec(), 1.0);
+    run.built.optimizer->step();
+  }
+}
+
+/// The key path of the ConfigError building the optimizer of `o` over `values` raises, "" when none.
+inline std::string config_error_key(const OptimSection& o, const std::vector<at::Tensor>& values) {
+  try {
+    start_optimizer_run(o, values);
+  } catch (const ConfigError& e) {
+    return e.key_path();
+  }
+  return "";
 }
 
 /// The run's parameter values, detached copies.
